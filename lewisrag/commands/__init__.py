@@ -1,0 +1,1 @@
+"""CLI command functions. Each module parses flags and calls one library function; lewisrag.cli registers them."""

@@ -1,0 +1,1 @@
+"""Readers, writers, chunking and the built-in world."""

@@ -1,0 +1,212 @@
+"""Reading and writing records: JSON Lines, JSON, Parquet and Hugging Face datasets.
+
+Every reader yields `(line, record)` pairs so that a bad record can be reported by file, line and
+field. Problems raise `InputError`, which the CLI turns into one line on stderr and exit code 2.
+Writers are atomic: they write a temporary file beside the target and rename it, so an
+interrupted or failed run never leaves a half-written output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+
+class InputError(Exception):
+    """Bad input, reported as `file:line: field 'name': message` (exit code 2 in the CLI)."""
+
+    def __init__(self, source: str | os.PathLike, message: str, line: int | None = None, field: str | None = None):
+        self.source, self.line, self.field, self.message = str(source), line, field, message
+        where = self.source if line is None else f"{self.source}:{line}"
+        what = f"field '{field}': {message}" if field else message
+        super().__init__(f"{where}: {what}")
+
+
+def iter_records(path: str | os.PathLike) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield `(line, record)` from `.jsonl`, `.json`, `.parquet` or `hf:NAME[:CONFIG]:SPLIT`.
+
+    `line` is the 1-based line of a JSONL file, the 1-based position in a JSON list, or the
+    1-based row of a Parquet file or dataset split.
+    """
+    spec = str(path)
+    if spec.startswith("hf:"):
+        yield from _iter_hf(spec)
+        return
+    p = Path(spec)
+    if not p.exists():
+        raise InputError(spec, "file not found")
+    suffix = p.suffix.lower()
+    if suffix == ".jsonl":
+        yield from _iter_jsonl(p)
+    elif suffix == ".json":
+        yield from _iter_json(p)
+    elif suffix == ".parquet":
+        yield from _iter_parquet(p)
+    else:
+        raise InputError(spec, f"unknown format '{suffix}': use .jsonl, .json, .parquet or hf:NAME[:CONFIG]:SPLIT")
+
+
+def _iter_jsonl(p: Path) -> Iterator[tuple[int, dict]]:
+    with open(p, "rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise InputError(p, f"not valid UTF-8 (byte {e.start})", line=lineno) from None
+            if not text.strip():
+                continue
+            try:
+                rec = json.loads(text)
+            except json.JSONDecodeError as e:
+                raise InputError(p, f"malformed JSON: {e.msg} at column {e.colno}", line=lineno) from None
+            if not isinstance(rec, dict):
+                raise InputError(p, f"expected a JSON object, got {type(rec).__name__}", line=lineno)
+            yield lineno, rec
+
+
+def _iter_json(p: Path) -> Iterator[tuple[int, dict]]:
+    try:
+        data = json.loads(p.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise InputError(p, f"not valid UTF-8 (byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise InputError(p, f"malformed JSON: {e.msg}", line=e.lineno) from None
+    if isinstance(data, dict) and isinstance(data.get("data"), list):
+        data = data["data"]  # {"data": [...]} as SQuAD-like files and some exporters write it
+    if not isinstance(data, list):
+        raise InputError(p, "expected a JSON list of objects")
+    for i, rec in enumerate(data, start=1):
+        if not isinstance(rec, dict):
+            raise InputError(p, f"expected a JSON object, got {type(rec).__name__}", line=i)
+        yield i, rec
+
+
+def _iter_parquet(p: Path) -> Iterator[tuple[int, dict]]:
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(p)
+    except Exception as e:  # pyarrow raises several unrelated types for a bad file
+        raise InputError(p, f"cannot read Parquet: {e}") from None
+    for i, rec in enumerate(table.to_pylist(), start=1):
+        yield i, rec
+
+
+def _iter_hf(spec: str) -> Iterator[tuple[int, dict]]:
+    parts = spec[3:].split(":")
+    if len(parts) not in (2, 3) or not all(parts):
+        raise InputError(spec, "expected hf:NAME[:CONFIG]:SPLIT")
+    name, config, split = (parts[0], None, parts[1]) if len(parts) == 2 else parts
+    import datasets
+
+    try:
+        ds = datasets.load_dataset(name, config, split=split)
+    except Exception as e:  # network, missing dataset, bad split: all are the user's input
+        raise InputError(spec, f"cannot load dataset: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+    for i, rec in enumerate(ds, start=1):
+        yield i, dict(rec)
+
+
+# ---------------------------------------------------------------------------------------------
+# field checks shared by the record readers
+
+
+def require_str(rec: dict, field: str, source, line: int, *, nonempty: bool = True) -> str:
+    if field not in rec or rec[field] is None:
+        raise InputError(source, "missing", line=line, field=field)
+    value = rec[field]
+    if not isinstance(value, str):
+        raise InputError(source, f"expected a string, got {type(value).__name__}", line=line, field=field)
+    if nonempty and not value.strip():
+        raise InputError(source, "empty", line=line, field=field)
+    return value
+
+
+def optional_str(rec: dict, field: str, source, line: int) -> str | None:
+    if rec.get(field) is None:
+        return None
+    return require_str(rec, field, source, line, nonempty=False)
+
+
+def require_str_list(rec: dict, field: str, source, line: int, *, required: bool = True) -> list[str] | None:
+    if rec.get(field) is None:
+        if required:
+            raise InputError(source, "missing", line=line, field=field)
+        return None
+    value = rec[field]
+    if hasattr(value, "tolist"):  # numpy arrays from Parquet / datasets
+        value = value.tolist()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InputError(source, "expected a list of strings", line=line, field=field)
+    return value
+
+
+def record_id(rec: dict, source, line: int, seen: dict[str, int]) -> str:
+    """The record's `id` as a string; a repeated id is an error naming both lines."""
+    if "id" not in rec or rec["id"] is None:
+        raise InputError(source, "missing", line=line, field="id")
+    value = rec["id"]
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise InputError(source, f"expected a string, got {type(value).__name__}", line=line, field="id")
+    value = str(value)
+    if not value.strip():
+        raise InputError(source, "empty", line=line, field="id")
+    if value in seen:
+        raise InputError(source, f"duplicate id '{value}' (first on line {seen[value]})", line=line, field="id")
+    seen[value] = line
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# atomic writers
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; rename it onto `path` only if the block succeeds."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> None:
+    write_text(path, json.dumps(obj, ensure_ascii=False, indent=2, sort_keys=False) + "\n")
+
+
+def write_jsonl(path: str | os.PathLike, records: Iterable[dict]) -> int:
+    n = 0
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        for rec in records:
+            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            n += 1
+    return n
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    p = Path(path)
+    if not p.exists():
+        raise InputError(p, "file not found")
+    try:
+        return json.loads(p.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise InputError(p, f"not valid UTF-8 (byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise InputError(p, f"malformed JSON: {e.msg}", line=e.lineno) from None
