@@ -6,11 +6,17 @@ never as a traceback.
 
 from __future__ import annotations
 
+import os
 import sys
 
-import typer
+# Library progress bars (transformers' weight loading, bm25s) would interleave with ours.
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from lewisrag.data.io import InputError
+import typer  # noqa: E402
+
+from lewisrag.data.io import InputError  # noqa: E402
 
 app = typer.Typer(
     name="lewisrag",
@@ -33,13 +39,20 @@ app.command("chunk")(_data.chunk)
 app.command("world")(_data.world)
 
 # --- index ------------------------------------------------------------------------------------
-# (index commands: being written)
+from lewisrag.commands import index as _index  # noqa: E402
+
+index_app.command("build")(_index.build)
+index_app.command("search")(_index.search)
 
 # --- train ------------------------------------------------------------------------------------
-# (train commands: being written)
+from lewisrag.commands import train as _train  # noqa: E402
+
+train_app.command("dpr")(_train.dpr)
 
 # --- eval -------------------------------------------------------------------------------------
-# (eval commands: being written)
+from lewisrag.commands import retrieval as _retrieval  # noqa: E402
+
+eval_app.command("retrieval")(_retrieval.retrieval)
 
 # --- experiments ------------------------------------------------------------------------------
 # (experiments: being written)

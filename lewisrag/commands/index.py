@@ -1,0 +1,56 @@
+"""`lewisrag index build` and `lewisrag index search`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from lewisrag.commands import _ui
+
+
+def build(
+    passages: Path = typer.Option(..., "--passages", help="Passages file (.jsonl, .json, .parquet or hf:NAME[:CONFIG]:SPLIT)."),
+    encoder: str = typer.Option(..., "--encoder", help="'bm25', or a DPR checkpoint directory whose context encoder embeds the passages."),
+    out: Path = typer.Option(..., "--out", help="Index directory to write (built in OUT.partial, then renamed)."),
+    faiss: str = typer.Option("Flat", "--faiss", help="FAISS index_factory string for dense indexes, e.g. Flat, HNSW32, IVF256,PQ16."),
+    shard_size: int = typer.Option(4096, "--shard-size", help="Passages per encoded shard; a killed build resumes from the last finished shard."),
+    batch_size: int = typer.Option(64, "--batch-size", help="Passages per encoder forward pass."),
+) -> None:
+    """Build a BM25 or dense (DPR + FAISS, inner product) index over passages."""
+    from lewisrag.data.records import read_passages
+
+    docs = read_passages(passages)
+    if encoder == "bm25":
+        from lewisrag.index.bm25 import build_bm25_index
+
+        with _ui.console.status("indexing with BM25"):
+            manifest = build_bm25_index(docs, out)
+    else:
+        from lewisrag.index.dense import DenseBuildConfig, build_dense_index
+
+        cfg = DenseBuildConfig(factory=faiss, shard_size=shard_size, batch_size=batch_size)
+        with _ui.progress() as p:
+            manifest = build_dense_index(docs, encoder, out, cfg, _ui.Bars(p, {"encode": "encoding passages", "faiss": "building FAISS"}))
+    rows = [[k, json.dumps(v) if isinstance(v, dict) else v] for k, v in manifest.items()]
+    _ui.console.print(_ui.table(f"index written to {out}", ["field", "value"], rows))
+
+
+def search(
+    index: Path = typer.Option(..., "--index", help="Index directory."),
+    query: str = typer.Option(..., "--query", "-q", help="The question to search for."),
+    k: int = typer.Option(5, "-k", help="Number of hits."),
+    encoder: str = typer.Option(None, "--encoder", help="DPR checkpoint for the question (dense indexes; default: the one that built the index)."),
+    swap: bool = typer.Option(False, "--swap", help="Allow a question encoder trained against another context encoder."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON list of hits (id, title, text, score)."),
+) -> None:
+    """Search an index and print the top-k passages."""
+    from lewisrag.index import open_retriever
+
+    hits = open_retriever(index, encoder, swap=swap).search([query], k)[0]
+    if as_json:
+        _ui.out.print_json(json.dumps([{k: v for k, v in h.to_dict().items() if k != "row"} for h in hits], ensure_ascii=False))
+        return
+    rows = [[i + 1, f"{h.score:.3f}", h.id, h.title, h.text[:100] + ("…" if len(h.text) > 100 else "")] for i, h in enumerate(hits)]
+    _ui.out.print(_ui.table(query, ["#", "score", "id", "title", "text"], rows))

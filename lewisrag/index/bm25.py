@@ -1,0 +1,93 @@
+"""Sparse BM25 index through bm25s, with a tokenizer that handles English and Chinese alike.
+
+bm25s' own tokenizer keeps a run of CJK characters as one "word", so a Chinese passage would be
+a handful of sentence-long tokens; ours lowercases (NFKC), keeps latin words and digits whole,
+drops English stopwords, and splits CJK text into characters.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import unicodedata
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from lewisrag.data.records import Passage
+from lewisrag.index import store
+
+_TOKEN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]|[^\W_]+", re.UNICODE)
+_STOPWORDS = frozenset(
+    "a an and are as at be by for from has have he in is it its of on or that the this to was were what "
+    "which who whom whose will with does did do how when where why".split()
+)
+
+
+def tokenize(text: str) -> list[str]:
+    """Lowercased word tokens for English, character tokens for CJK; stopwords dropped.
+
+    >>> tokenize("Who leads Valdoria? 登录失败")
+    ['leads', 'valdoria', '登', '录', '失', '败']
+    """
+    norm = unicodedata.normalize("NFKC", text).lower()
+    return [t for t in _TOKEN.findall(norm) if t not in _STOPWORDS]
+
+
+def build_bm25_index(passages: Sequence[Passage], out: str | os.PathLike, k1: float = 1.5, b: float = 0.75) -> dict:
+    """Index `title + text` of every passage with BM25 and write it to `out`. Returns the manifest."""
+    out = Path(out)
+    partial = store.partial_dir(out)
+    import shutil
+
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    retriever = BM25Index.in_memory(passages, k1=k1, b=b).retriever
+    retriever.save(str(partial / "bm25"))
+    store.write_passages(partial, passages)
+    manifest = {
+        "kind": "bm25",
+        "metric": "bm25",
+        "n_passages": len(passages),
+        "content_hash": store.content_hash(passages),
+        "bm25": {"k1": k1, "b": b, "tokenizer": "lewisrag.index.bm25.tokenize/1"},
+    }
+    store.finish(partial, out, manifest)
+    return manifest
+
+
+class BM25Index:
+    """A loaded BM25 index; `search` takes question strings."""
+
+    def __init__(self, path: Path, manifest: dict, retriever, passages: list[Passage]):
+        self.path, self.manifest, self.retriever, self.passages = path, manifest, retriever, passages
+
+    @classmethod
+    def in_memory(cls, passages: Sequence[Passage], k1: float = 1.5, b: float = 0.75) -> BM25Index:
+        """Index `title + text` of every passage without writing anything (e.g. to mine hard negatives)."""
+        import bm25s
+
+        retriever = bm25s.BM25(k1=k1, b=b)
+        retriever.index([tokenize(f"{p.title} {p.text}") for p in passages], show_progress=False)
+        return cls(Path(), {"kind": "bm25", "n_passages": len(passages)}, retriever, list(passages))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, mmap: bool = True) -> BM25Index:
+        import bm25s
+
+        path = Path(path)
+        manifest = store.read_manifest(path)
+        if manifest["kind"] != "bm25":
+            from lewisrag.data.io import InputError
+
+            raise InputError(path, f"a {manifest['kind']} index, not a BM25 one")
+        retriever = bm25s.BM25.load(str(path / "bm25"), mmap=mmap, show_progress=False)
+        return cls(path, manifest, retriever, store.load_passages(path, manifest))
+
+    def search(self, questions: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k rows by BM25 score: scores (B, K) float32 and rows (B, K) int64."""
+        k = min(k, len(self.passages))
+        rows, scores = self.retriever.retrieve([tokenize(q) or ["\u0000"] for q in questions], k=k,
+                                               show_progress=False, n_threads=1)
+        return scores.astype(np.float32), rows.astype(np.int64)

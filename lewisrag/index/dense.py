@@ -1,0 +1,222 @@
+"""Dense passage index: a frozen DPR context encoder and FAISS with inner product (MIPS).
+
+The stored passage vectors (`embeddings.npy`) are kept beside the FAISS index and opened
+memory-mapped: a RAG model scores retrieved documents as q·d against exactly these vectors, so
+the gradient reaches the question encoder and never the index; and N training processes on one
+machine share one copy of them in the page cache instead of N copies in RAM.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from lewisrag.data.records import Passage
+from lewisrag.index import store
+from lewisrag.index.encoders import DPRCheckpoint, encode_texts
+
+EMBEDDINGS = "embeddings.npy"
+FAISS_FILE = "index.faiss"
+DEFAULT_SEARCH_PARAMS = {"nprobe": 16, "efSearch": 128}
+
+
+@dataclass(frozen=True)
+class DenseBuildConfig:
+    factory: str = "Flat"  # faiss.index_factory string, inner-product metric ("Flat", "HNSW32", "IVF256,PQ16")
+    shard_size: int = 4096  # passages per encoded shard; a killed build resumes at shard granularity
+    batch_size: int = 64  # passages per encoder forward pass
+    max_length: int | None = None  # tokens per passage (title + text); None = the checkpoint's own
+    train_sample: int = 100_000  # at most this many vectors train IVF/PQ quantizers
+
+
+def build_dense_index(
+    passages: Sequence[Passage],
+    encoder_path: str | os.PathLike,
+    out: str | os.PathLike,
+    cfg: DenseBuildConfig = DenseBuildConfig(),
+    on_progress: Callable[[str, int, int], None] | None = None,
+) -> dict:
+    """Encode `passages` with the checkpoint's context encoder and write a FAISS index to `out`.
+
+    `on_progress(stage, done, total)` is called as shards are encoded. Returns the manifest.
+    """
+    import faiss  # noqa: F401  (fail early on a broken install, before encoding)
+
+    out = Path(out)
+    ckpt = DPRCheckpoint.load(encoder_path)
+    max_length = cfg.max_length or int(ckpt.meta.get("max_length", 256))
+    chash = store.content_hash(passages)
+    partial = store.partial_dir(out)
+    shard_dir = partial / "shards"
+    _reset_if_stale(partial, {"content_hash": chash, "ctx_fingerprint": ckpt.ctx_fingerprint,
+                              "shard_size": cfg.shard_size, "max_length": max_length})
+    shard_dir.mkdir(parents=True, exist_ok=True)
+
+    n_shards = (len(passages) + cfg.shard_size - 1) // cfg.shard_size
+    done = sum(min(cfg.shard_size, len(passages) - s * cfg.shard_size) for s in range(n_shards)
+               if (shard_dir / f"{s:05d}.npy").exists())
+    encoded = done
+
+    def tick(k: int) -> None:
+        nonlocal encoded
+        encoded += k
+        if on_progress:
+            on_progress("encode", encoded, len(passages))
+
+    tick(0)
+    for s in range(n_shards):
+        path = shard_dir / f"{s:05d}.npy"
+        if path.exists():
+            continue
+        chunk = passages[s * cfg.shard_size : (s + 1) * cfg.shard_size]
+        vecs = encode_texts(ckpt.ctx_encoder, ckpt.tokenizer, [(p.title, p.text) for p in chunk],
+                            batch_size=cfg.batch_size, max_length=max_length, on_batch=tick)
+        _save_npy_atomic(path, vecs)
+
+    embeddings = np.concatenate([np.load(shard_dir / f"{s:05d}.npy") for s in range(n_shards)])
+    _save_npy_atomic(partial / EMBEDDINGS, embeddings)
+    if on_progress:
+        on_progress("faiss", 0, 1)
+    index = build_faiss(embeddings, cfg.factory, cfg.train_sample)
+    _write_faiss_atomic(index, partial / FAISS_FILE)
+    store.write_passages(partial, passages)
+    manifest = {
+        "kind": "dense",
+        "metric": "inner_product",
+        "faiss_factory": cfg.factory,
+        "dim": int(embeddings.shape[1]),
+        "n_passages": len(passages),
+        "content_hash": chash,
+        "encoder": {"path": str(Path(encoder_path).resolve()), "ctx_fingerprint": ckpt.ctx_fingerprint},
+        "search_params": DEFAULT_SEARCH_PARAMS,
+        "build": {"shard_size": cfg.shard_size, "max_length": max_length},
+    }
+    for f in shard_dir.iterdir():
+        f.unlink()
+    shard_dir.rmdir()
+    (partial / "plan.json").unlink()
+    store.finish(partial, out, manifest)
+    if on_progress:
+        on_progress("faiss", 1, 1)
+    return manifest
+
+
+def build_faiss(embeddings: np.ndarray, factory: str, train_sample: int = 100_000, seed: int = 0):
+    """A FAISS index over `embeddings` (N, D) with inner product; trains quantizers if needed."""
+    import faiss
+
+    from lewisrag.data.io import InputError
+
+    n, d = embeddings.shape
+    try:
+        index = faiss.index_factory(d, factory, faiss.METRIC_INNER_PRODUCT)
+    except RuntimeError as e:
+        raise InputError("--faiss", f"invalid FAISS factory '{factory}': {str(e).splitlines()[0]}") from None
+    if not index.is_trained:
+        rng = np.random.default_rng(seed)
+        sample = embeddings if n <= train_sample else embeddings[np.sort(rng.choice(n, train_sample, replace=False))]
+        index.train(np.ascontiguousarray(sample))
+    index.add(np.ascontiguousarray(embeddings))
+    return index
+
+
+class DenseIndex:
+    """A loaded dense index: FAISS for search, memory-mapped stored vectors for q·d scoring."""
+
+    def __init__(self, path: Path, manifest: dict, faiss_index, embeddings: np.ndarray, passages: list[Passage]):
+        self.path, self.manifest, self.faiss_index = path, manifest, faiss_index
+        self.embeddings, self.passages = embeddings, passages  # (N, D) memory-mapped, row order
+        self.set_search_params(manifest.get("search_params", DEFAULT_SEARCH_PARAMS))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, mmap: bool = True) -> DenseIndex:
+        import faiss
+
+        path = Path(path)
+        manifest = store.read_manifest(path)
+        if manifest["kind"] != "dense":
+            from lewisrag.data.io import InputError
+
+            raise InputError(path, f"a {manifest['kind']} index, not a dense one")
+        flags = faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY if mmap else 0
+        try:
+            index = faiss.read_index(str(path / FAISS_FILE), flags)
+        except RuntimeError:  # not every index type supports mmap (HNSW does not): read it whole
+            index = faiss.read_index(str(path / FAISS_FILE))
+        embeddings = np.load(path / EMBEDDINGS, mmap_mode="r" if mmap else None)
+        return cls(path, manifest, index, embeddings, store.load_passages(path, manifest))
+
+    @property
+    def dim(self) -> int:
+        return int(self.manifest["dim"])
+
+    @property
+    def ctx_fingerprint(self) -> str:
+        return self.manifest["encoder"]["ctx_fingerprint"]
+
+    def set_search_params(self, params: dict) -> None:
+        import faiss
+
+        space = faiss.ParameterSpace()
+        for name, value in params.items():
+            try:
+                space.set_index_parameter(self.faiss_index, name, value)
+            except RuntimeError:  # e.g. nprobe on a Flat index: the parameter does not apply
+                pass
+
+    def check_encoder(self, ctx_fingerprint: str, dim: int, swap: bool = False) -> None:
+        """Refuse a question encoder trained against another context encoder, unless swapping."""
+        if dim != self.dim:
+            raise store.IndexMismatchError(self.path, f"question encoder gives {dim}-d vectors, index holds {self.dim}-d", field="dim")
+        if ctx_fingerprint != self.ctx_fingerprint and not swap:
+            raise store.IndexMismatchError(
+                self.path,
+                f"index was built with context encoder {self.ctx_fingerprint}, the question encoder belongs to "
+                f"{ctx_fingerprint}; pass --swap to search it anyway",
+                field="encoder.ctx_fingerprint",
+            )
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k rows by inner product: scores (B, K) float32 and rows (B, K) int64."""
+        if queries.ndim != 2 or queries.shape[1] != self.dim:
+            raise ValueError(f"queries: expected (B, {self.dim}), got {tuple(queries.shape)}")
+        q = np.ascontiguousarray(queries, dtype=np.float32)
+        return self.faiss_index.search(q, k)
+
+    def vectors(self, rows: np.ndarray) -> np.ndarray:
+        """The stored passage vectors of `rows` (B, K): float32 (B, K, D)."""
+        flat = np.asarray(rows).reshape(-1)
+        return np.asarray(self.embeddings[np.clip(flat, 0, None)], dtype=np.float32).reshape(*rows.shape, self.dim)
+
+
+def _reset_if_stale(partial: Path, plan: dict) -> None:
+    """Keep a previous build's shards only if they encode the same passages with the same encoder."""
+    import json
+    import shutil
+
+    plan_file = partial / "plan.json"
+    if plan_file.exists() and json.loads(plan_file.read_text()) == plan:
+        return
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    plan_file.write_text(json.dumps(plan))
+
+
+def _save_npy_atomic(path: Path, array: np.ndarray) -> None:
+    from lewisrag.data.io import atomic_path
+
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        np.save(f, array)
+
+
+def _write_faiss_atomic(index, path: Path) -> None:
+    import faiss
+
+    from lewisrag.data.io import atomic_path
+
+    with atomic_path(path) as tmp:
+        faiss.write_index(index, str(tmp))

@@ -1,0 +1,109 @@
+"""Searching an index with question strings, and recall@k against gold passage ids.
+
+`open_retriever` returns a BM25 or a dense retriever; both answer `search(questions, k)` with
+ranked `Hit`s. A dense index is searched with a question encoder from a DPR checkpoint (by default
+the one that built it); an encoder trained against another context encoder is refused unless
+`swap=True`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from lewisrag.data.records import QAExample
+from lewisrag.index import store
+
+
+@dataclass(frozen=True)
+class Hit:
+    id: str
+    title: str
+    text: str
+    score: float
+    row: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class BM25Retriever:
+    def __init__(self, index):
+        self.index = index
+
+    def search(self, questions: Sequence[str], k: int) -> list[list[Hit]]:
+        scores, rows = self.index.search(questions, k)
+        return _hits(self.index.passages, scores, rows)
+
+
+class DenseRetriever:
+    def __init__(self, index, checkpoint, batch_size: int = 64):
+        self.index, self.checkpoint, self.batch_size = index, checkpoint, batch_size
+
+    def encode(self, questions: Sequence[str]):
+        from lewisrag.index.encoders import encode_texts
+
+        return encode_texts(self.checkpoint.question_encoder, self.checkpoint.tokenizer, list(questions),
+                            batch_size=self.batch_size, max_length=int(self.checkpoint.meta.get("q_max_length", 64)))
+
+    def search(self, questions: Sequence[str], k: int) -> list[list[Hit]]:
+        scores, rows = self.index.search(self.encode(questions), k)
+        return _hits(self.index.passages, scores, rows)
+
+
+def open_retriever(index_path: str | os.PathLike, encoder: str | os.PathLike | None = None, swap: bool = False):
+    """Open `index_path` for search; `encoder` is a DPR checkpoint dir (dense indexes only)."""
+    from lewisrag.data.io import InputError
+
+    manifest = store.read_manifest(index_path)
+    if manifest["kind"] == "bm25":
+        from lewisrag.index.bm25 import BM25Index
+
+        return BM25Retriever(BM25Index.load(index_path))
+    from lewisrag.index.dense import DenseIndex
+    from lewisrag.index.encoders import DPRCheckpoint
+
+    encoder = encoder or manifest.get("encoder", {}).get("path")
+    if not encoder or not Path(encoder).exists():
+        raise InputError(index_path, f"the index's encoder {encoder!r} is not found; pass --encoder", field="encoder.path")
+    index = DenseIndex.load(index_path)
+    checkpoint = DPRCheckpoint.load(encoder)
+    index.check_encoder(checkpoint.ctx_fingerprint, checkpoint.dim, swap=swap)
+    return DenseRetriever(index, checkpoint)
+
+
+def retrieval_recall(
+    retriever,
+    examples: Sequence[QAExample],
+    ks: Sequence[int] = (1, 5, 20),
+    batch_size: int = 64,
+    on_batch: Callable[[int], None] | None = None,
+) -> dict:
+    """recall@k: the share of questions with at least one gold passage among the top k hits.
+
+    Questions without `gold_passage_ids` are left out and counted under `skipped`.
+    """
+    scored = [ex for ex in examples if ex.gold_passage_ids]
+    hits_at = {k: 0 for k in ks}
+    kmax = max(ks)
+    for i in range(0, len(scored), batch_size):
+        batch = scored[i : i + batch_size]
+        for ex, hits in zip(batch, retriever.search([ex.question for ex in batch], kmax)):
+            gold = set(ex.gold_passage_ids)
+            first = next((rank for rank, h in enumerate(hits) if h.id in gold), None)
+            for k in ks:
+                hits_at[k] += first is not None and first < k
+        if on_batch:
+            on_batch(len(batch))
+    n = len(scored)
+    return {"n": n, "skipped": len(examples) - n, **{f"recall@{k}": (hits_at[k] / n if n else float("nan")) for k in ks}}
+
+
+def _hits(passages, scores, rows) -> list[list[Hit]]:
+    out = []
+    for srow, rrow in zip(scores, rows):
+        out.append([Hit(passages[r].id, passages[r].title, passages[r].text, float(s), int(r))
+                    for s, r in zip(srow, rrow) if r >= 0])
+    return out

@@ -1,0 +1,178 @@
+"""DPR bi-encoder training (Karpukhin et al. 2020): in-batch negatives plus BM25 hard negatives.
+
+For a batch of B questions, the passages are the B gold passages followed by one BM25 hard
+negative per question (the top BM25 hit that is not gold). Each question scores all 2B passages
+by inner product and the loss is the cross-entropy of its own gold passage: every other
+question's positive and every hard negative is a negative (the paper's "Gold + 1 BM25" setup).
+
+Starting points: a small BERT config with a WordPiece tokenizer trained on the corpus, or a local
+pretrained BERT-like checkpoint (`init`), copied into both encoders.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from lewisrag.data.io import InputError
+from lewisrag.data.records import Passage, QAExample
+
+
+@dataclass(frozen=True)
+class DPRTrainConfig:
+    init: str | None = None  # local BERT-like checkpoint dir to start from; None = small model from scratch
+    vocab_size: int = 8000  # WordPiece vocabulary trained on the corpus (scratch only)
+    hidden_size: int = 128  # scratch model width
+    layers: int = 2  # scratch model depth
+    heads: int = 4  # scratch attention heads
+    q_max_length: int = 32  # question tokens
+    p_max_length: int = 128  # passage tokens (title + text); 100 words fit
+    batch_size: int = 32  # questions per step; 2x passages (gold + one hard negative each)
+    steps: int = 600  # optimizer steps
+    lr: float = 5e-4  # AdamW peak learning rate (linear warmup, linear decay)
+    warmup: float = 0.1  # share of steps spent warming up
+    weight_decay: float = 0.01
+    hard_negatives: bool = True  # add one BM25 hard negative per question
+    seed: int = 0
+
+
+def train_tokenizer(texts: Sequence[str], vocab_size: int):
+    """A lowercasing WordPiece tokenizer (BERT's pipeline) trained on `texts`.
+
+    BERT's normalizer puts spaces around CJK characters, so Chinese becomes character tokens.
+    """
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=specials))
+    cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]
+    )
+    from tokenizers import decoders
+
+    tok.decoder = decoders.WordPiece()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                                   sep_token="[SEP]", mask_token="[MASK]", model_input_names=["input_ids", "token_type_ids", "attention_mask"])
+
+
+def init_encoders(cfg: DPRTrainConfig, corpus_texts: Sequence[str]):
+    """(question encoder, context encoder, tokenizer), both encoders starting from the same weights."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer, DPRConfig, DPRContextEncoder, DPRQuestionEncoder
+
+    torch.manual_seed(cfg.seed)
+    if cfg.init:
+        if not Path(cfg.init).exists():
+            raise InputError(cfg.init, "pretrained encoder directory not found", field="init")
+        bert = AutoModel.from_pretrained(cfg.init)
+        tokenizer = AutoTokenizer.from_pretrained(cfg.init, use_fast=True)
+        dcfg = DPRConfig(**{k: v for k, v in bert.config.to_dict().items() if k in DPRConfig().to_dict()})
+    else:
+        tokenizer = train_tokenizer(corpus_texts, cfg.vocab_size)
+        dcfg = DPRConfig(vocab_size=len(tokenizer), hidden_size=cfg.hidden_size, num_hidden_layers=cfg.layers,
+                         num_attention_heads=cfg.heads, intermediate_size=4 * cfg.hidden_size,
+                         max_position_embeddings=max(cfg.p_max_length, 128), pad_token_id=tokenizer.pad_token_id)
+        bert = None
+    q_enc, c_enc = DPRQuestionEncoder(dcfg), DPRContextEncoder(dcfg)
+    source = bert.state_dict() if bert is not None else q_enc.question_encoder.bert_model.state_dict()
+    q_enc.question_encoder.bert_model.load_state_dict(source, strict=False)
+    c_enc.ctx_encoder.bert_model.load_state_dict(source, strict=False)
+    return q_enc, c_enc, tokenizer
+
+
+def mine_hard_negatives(examples: Sequence[QAExample], passages: Sequence[Passage], depth: int = 10) -> list[int | None]:
+    """Per example, the row of the best-ranked BM25 passage that is not gold (None if none)."""
+    from lewisrag.index.bm25 import BM25Index
+
+    index = BM25Index.in_memory(passages)
+    _, rows = index.search([ex.question for ex in examples], depth)
+    out = []
+    for ex, row in zip(examples, rows):
+        gold = set(ex.gold_passage_ids)
+        out.append(next((int(r) for r in row if passages[r].id not in gold), None))
+    return out
+
+
+def train_dpr(
+    cfg: DPRTrainConfig,
+    examples: Sequence[QAExample],
+    passages: Sequence[Passage],
+    out: str | os.PathLike,
+    on_step: Callable[[int, float], None] | None = None,
+) -> dict:
+    """Train the bi-encoder and save it as a DPR checkpoint directory. Returns the metadata."""
+    import torch
+    import torch.nn.functional as F
+    from transformers import get_linear_schedule_with_warmup
+
+    from lewisrag.index.encoders import DPRCheckpoint
+
+    row_of = {p.id: i for i, p in enumerate(passages)}
+    usable = []
+    for ex in examples:
+        gold = [g for g in ex.gold_passage_ids if g in row_of]
+        if gold:
+            usable.append((ex, row_of[gold[0]]))
+    if not usable:
+        raise InputError("--train", "no training question has a gold_passage_id found in --passages", field="gold_passage_ids")
+    negatives = mine_hard_negatives([ex for ex, _ in usable], passages) if cfg.hard_negatives else [None] * len(usable)
+
+    texts = [f"{p.title} {p.text}" for p in passages] + [ex.question for ex, _ in usable]
+    q_enc, c_enc, tokenizer = init_encoders(cfg, texts)
+    q_enc.train(), c_enc.train()
+    params = list(q_enc.parameters()) + list(c_enc.parameters())
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    sched = get_linear_schedule_with_warmup(opt, int(cfg.warmup * cfg.steps), cfg.steps)
+    rng = random.Random(cfg.seed)
+    order: list[int] = []
+    losses = []
+    for step in range(cfg.steps):
+        if len(order) < cfg.batch_size:
+            fresh = list(range(len(usable)))
+            rng.shuffle(fresh)
+            order += fresh
+        batch, order = order[: cfg.batch_size], order[cfg.batch_size :]
+        rows = [usable[i][1] for i in batch] + [negatives[i] for i in batch if negatives[i] is not None]
+        q = tokenizer([usable[i][0].question for i in batch], truncation=True, max_length=cfg.q_max_length,
+                      padding=True, return_tensors="pt")
+        p = tokenizer([passages[r].title for r in rows], [passages[r].text for r in rows], truncation="only_second",
+                      max_length=cfg.p_max_length, padding=True, return_tensors="pt")
+        q_vec = q_enc(**q).pooler_output  # (B, D)
+        p_vec = c_enc(**p).pooler_output  # (B + negatives, D)
+        scores = q_vec @ p_vec.T  # (B, B + negatives)
+        # Two questions about the same passage: the other's positive is not a negative for this one.
+        same = torch.tensor([[rows[j] == usable[i][1] and j != n for j in range(len(rows))] for n, i in enumerate(batch)])
+        scores = scores.masked_fill(same, -1e4)
+        loss = F.cross_entropy(scores, torch.arange(len(batch)))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 2.0)
+        opt.step()
+        sched.step()
+        losses.append(loss.item())
+        if on_step:
+            on_step(step + 1, losses[-1])
+    q_enc.eval(), c_enc.eval()
+    ckpt = DPRCheckpoint(q_enc, c_enc, tokenizer, {})
+    meta = {"config": asdict(cfg), "max_length": cfg.p_max_length, "q_max_length": cfg.q_max_length,
+            "final_loss": _mean(losses[-20:]), "n_train": len(usable)}
+    partial = Path(str(out) + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    ckpt.save(partial, meta)
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(partial, out)
+    return ckpt.meta
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return sum(xs) / len(xs) if xs else math.nan

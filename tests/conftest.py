@@ -1,0 +1,55 @@
+"""Shared fixtures: a tiny corpus and QA set, a tiny DPR checkpoint, and the CLI runner."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+SYLLABLES = ["ka", "lo", "mi", "ren", "tus", "var", "dor", "el", "zan", "qui", "bro", "fen"]
+
+
+def _name(rng: random.Random) -> str:
+    return "".join(rng.choice(SYLLABLES) for _ in range(3)).capitalize()
+
+
+def write_jsonl(path: Path, records) -> Path:
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_corpus(tmp_path_factory) -> dict:
+    """30 made-up countries, two passages each, and one leader question per country."""
+    rng = random.Random(0)
+    root = tmp_path_factory.mktemp("corpus")
+    passages, questions = [], []
+    names = sorted({_name(rng) for _ in range(60)})[:30]
+    for i, name in enumerate(names):
+        leader, capital = f"{_name(rng)} {_name(rng)}", _name(rng)
+        passages.append({"id": f"c{i}-0", "title": name, "text": f"{name} is a country. Its leader is {leader}."})
+        passages.append({"id": f"c{i}-1", "title": name, "text": f"The capital of {name} is {capital}, founded in {1800 + i}."})
+        questions.append({"id": f"q{i}", "question": f"Who is the leader of {name}?", "answers": [leader],
+                          "gold_passage_ids": [f"c{i}-0"]})
+    return {
+        "root": root,
+        "passages": write_jsonl(root / "passages.jsonl", passages),
+        "qa": write_jsonl(root / "qa.jsonl", questions),
+    }
+
+
+def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Run the installed `lewisrag` entry point in a subprocess (real exit codes, real stderr)."""
+    return subprocess.run([sys.executable, "-m", "lewisrag.cli", *args], capture_output=True, text=True, cwd=cwd,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1"})

@@ -1,0 +1,121 @@
+"""Indexes: BM25 and dense build/search, manifests, resumable encoding, encoder mismatch."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from conftest import run_cli
+from lewisrag.data.records import Passage, read_passages, read_qa
+from lewisrag.index import open_retriever, retrieval_recall
+from lewisrag.index.bm25 import BM25Index, build_bm25_index, tokenize
+from lewisrag.index.dense import DenseBuildConfig, DenseIndex, build_dense_index, build_faiss
+from lewisrag.index.store import IndexMismatchError
+from lewisrag.training.dpr import DPRTrainConfig, train_dpr
+
+TINY = dict(vocab_size=300, hidden_size=32, layers=1, heads=2, batch_size=8)
+
+
+@pytest.fixture(scope="module")
+def dpr_ckpt(tiny_corpus, tmp_path_factory):
+    out = tmp_path_factory.mktemp("dpr") / "ckpt"
+    train_dpr(DPRTrainConfig(steps=5, **TINY), read_qa(tiny_corpus["qa"]), read_passages(tiny_corpus["passages"]), out)
+    return out
+
+
+def test_tokenize_english_and_chinese():
+    assert tokenize("Who is the leader of Valdoria?") == ["leader", "valdoria"]
+    assert tokenize("登录失败 422") == ["登", "录", "失", "败", "422"]
+
+
+def test_bm25_finds_names(tiny_corpus, tmp_path):
+    passages, qa = read_passages(tiny_corpus["passages"]), read_qa(tiny_corpus["qa"])
+    manifest = build_bm25_index(passages, tmp_path / "bm25")
+    assert manifest["n_passages"] == len(passages) and (tmp_path / "bm25" / "manifest.json").exists()
+    assert retrieval_recall(open_retriever(tmp_path / "bm25"), qa, ks=(1, 5))["recall@5"] == 1.0
+
+
+def test_bm25_chinese():
+    index = BM25Index.in_memory([Passage("a", "注册", "用户名已被占用时返回 422"), Passage("b", "登录", "密码错误时提示邮箱或密码无效")])
+    _, rows = index.search(["密码错误怎么提示"], 1)
+    assert rows[0, 0] == 1
+
+
+@pytest.mark.parametrize("factory", ["Flat", "HNSW32", "IVF4,PQ4"])
+def test_faiss_factories_search_by_inner_product(factory):
+    rng = np.random.default_rng(0)
+    centers = rng.normal(size=(8, 16))
+    x = (centers[rng.integers(0, 8, 400)] + 0.1 * rng.normal(size=(400, 16))).astype(np.float32)
+    index = build_faiss(x, factory)
+    _, rows = index.search(x[:20], 5)
+    exact = np.argsort(-(x[:20] @ x.T), axis=1)[:, :5]
+    overlap = np.mean([len(set(a) & set(b)) / 5 for a, b in zip(rows, exact)])
+    assert overlap >= (0.99 if factory == "Flat" else 0.3)
+
+
+def test_dense_build_search_and_vectors(tiny_corpus, dpr_ckpt, tmp_path):
+    passages = read_passages(tiny_corpus["passages"])
+    manifest = build_dense_index(passages, dpr_ckpt, tmp_path / "idx", DenseBuildConfig(shard_size=16))
+    for field in ("encoder", "dim", "metric", "faiss_factory", "n_passages", "content_hash"):
+        assert field in manifest
+    assert not (tmp_path / "idx.partial").exists()
+    index = DenseIndex.load(tmp_path / "idx")
+    q = np.asarray(index.embeddings[:3])
+    scores, rows = index.search(q, 4)
+    assert rows[:, 0].tolist() == [0, 1, 2] or np.allclose(scores[:, 0], (q * q).sum(1), rtol=1e-4)
+    vecs = index.vectors(rows)  # (B, K, D)
+    assert vecs.shape == (3, 4, index.dim)
+    np.testing.assert_allclose(np.einsum("bd,bkd->bk", q, vecs), scores, rtol=1e-4, atol=1e-4)
+
+
+def test_killed_build_resumes_to_the_same_index(tiny_corpus, dpr_ckpt, tmp_path):
+    passages = read_passages(tiny_corpus["passages"])
+    cfg = DenseBuildConfig(shard_size=16)
+    build_dense_index(passages, dpr_ckpt, tmp_path / "full", cfg)
+
+    calls = []
+
+    def die_after_two_shards(stage, done, total):
+        calls.append(done)
+        if stage == "encode" and done >= 48:  # shard 3 encoded, not yet saved
+            raise KeyboardInterrupt  # stands in for a kill between shards
+
+    with pytest.raises(KeyboardInterrupt):
+        build_dense_index(passages, dpr_ckpt, tmp_path / "resumed", cfg, die_after_two_shards)
+    assert not (tmp_path / "resumed").exists()
+    assert len(list((tmp_path / "resumed.partial" / "shards").glob("*.npy"))) == 2
+    build_dense_index(passages, dpr_ckpt, tmp_path / "resumed", cfg)
+    a, b = DenseIndex.load(tmp_path / "full"), DenseIndex.load(tmp_path / "resumed")
+    np.testing.assert_array_equal(np.asarray(a.embeddings), np.asarray(b.embeddings))
+    assert json.loads((tmp_path / "full" / "manifest.json").read_text())["content_hash"] == b.manifest["content_hash"]
+
+
+def test_mismatched_encoder_refused_unless_swap(tiny_corpus, dpr_ckpt, tmp_path):
+    passages = read_passages(tiny_corpus["passages"])
+    build_dense_index(passages, dpr_ckpt, tmp_path / "idx")
+    other = tmp_path / "other"
+    train_dpr(DPRTrainConfig(steps=1, seed=1, **TINY), read_qa(tiny_corpus["qa"]), passages, other)
+    with pytest.raises(IndexMismatchError, match="--swap"):
+        open_retriever(tmp_path / "idx", other)
+    assert open_retriever(tmp_path / "idx", other, swap=True).search(["Who leads?"], 2)[0]
+    r = run_cli("index", "search", "--index", str(tmp_path / "idx"), "-q", "who", "--encoder", str(other))
+    assert r.returncode == 2 and "ctx_fingerprint" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_search_cli_json(tiny_corpus, tmp_path):
+    build_bm25_index(read_passages(tiny_corpus["passages"]), tmp_path / "bm25")
+    r = run_cli("index", "search", "--index", str(tmp_path / "bm25"), "-q", "capital founded 1805", "-k", "3", "--json")
+    assert r.returncode == 0, r.stderr
+    hits = json.loads(r.stdout)
+    assert len(hits) == 3 and set(hits[0]) == {"id", "title", "text", "score"}
+    assert "1805" in hits[0]["text"]
+
+
+def test_index_dir_without_manifest_is_an_error(tmp_path):
+    (tmp_path / "idx").mkdir()
+    r = run_cli("index", "search", "--index", str(tmp_path / "idx"), "-q", "x")
+    assert r.returncode == 2 and "no manifest.json" in r.stderr
+    shutil.rmtree(tmp_path / "idx")

@@ -1,0 +1,93 @@
+"""Readers: every format, and every kind of bad record named by file, line and field."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import run_cli, write_jsonl
+from lewisrag.data.io import InputError, write_jsonl as atomic_jsonl
+from lewisrag.data.records import read_passages, read_qa
+
+PASSAGES = [{"id": "p1", "title": "Valdoria", "text": "Valdoria is led by Ana Kel."},
+            {"id": "p2", "title": "登录", "text": "密码错误时返回 422。"}]
+
+
+def test_formats_agree(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    jl = write_jsonl(tmp_path / "p.jsonl", PASSAGES)
+    js = tmp_path / "p.json"
+    js.write_text(json.dumps(PASSAGES, ensure_ascii=False), encoding="utf-8")
+    pa_path = tmp_path / "p.parquet"
+    pq.write_table(pa.Table.from_pylist(PASSAGES), pa_path)
+    assert read_passages(jl) == read_passages(js) == read_passages(pa_path)
+    assert read_passages(jl)[1].text == "密码错误时返回 422。"
+
+
+def test_hf_spec_parses_and_reports(tmp_path):
+    with pytest.raises(InputError, match="expected hf:NAME"):
+        read_passages("hf:onlyname")
+
+
+@pytest.mark.parametrize(
+    "lines, line, field, message",
+    [
+        (['{"id": "a", "title": "t", "text": "x"}', '{"id": "b", "title": "t", "text": "x"'], 2, None, "malformed JSON"),
+        (['{"id": "a", "title": "t"}'], 1, "text", "missing"),
+        (['{"id": "a", "title": "t", "text": 3}'], 1, "text", "expected a string"),
+        (['{"id": "a", "title": "t", "text": "x"}', '{"id": "a", "title": "t", "text": "y"}'], 2, "id", "duplicate id 'a'"),
+        (['{"id": "a", "title": "t", "text": "   "}'], 1, "text", "empty"),
+    ],
+)
+def test_bad_passages(tmp_path, lines, line, field, message):
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(InputError) as e:
+        read_passages(path)
+    assert e.value.line == line and e.value.field == field and message in str(e.value)
+    assert str(e.value).startswith(f"{path}:{line}:")
+
+
+def test_non_utf8(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b'{"id": "a", "title": "t", "text": "ok"}\n{"id": "b", "title": "t", "text": "\xff\xfe"}\n')
+    with pytest.raises(InputError, match="not valid UTF-8") as e:
+        read_passages(path)
+    assert e.value.line == 2
+
+
+def test_qa_fields(tmp_path):
+    good = {"id": 1, "question": "Who leads Valdoria?", "answers": ["Ana Kel"], "gold_passage_ids": ["p1"], "category": "single_doc"}
+    path = write_jsonl(tmp_path / "qa.jsonl", [good, {**good, "id": 2, "category": "weird"}])
+    with pytest.raises(InputError) as e:
+        read_qa(path)
+    assert (e.value.line, e.value.field) == (2, "category")
+    path = write_jsonl(tmp_path / "qa2.jsonl", [{**good, "answers": "Ana Kel"}])
+    with pytest.raises(InputError) as e:
+        read_qa(path)
+    assert e.value.field == "answers"
+    assert read_qa(write_jsonl(tmp_path / "qa3.jsonl", [good]))[0].id == "1"
+
+
+def test_atomic_writer_leaves_nothing_on_failure(tmp_path):
+    def records():
+        yield {"a": 1}
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        atomic_jsonl(tmp_path / "out.jsonl", records())
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_bad_input_exit_2(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"id": "a", "title": "t", "text": "x"}\n{"id": "a", "title": "t", "text": "y"}\n', encoding="utf-8")
+    out = tmp_path / "idx"
+    r = run_cli("index", "build", "--passages", str(path), "--encoder", "bm25", "--out", str(out))
+    assert r.returncode == 2
+    assert f"{path}:2: field 'id': duplicate id 'a'" in r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not out.exists() and not (tmp_path / "idx.partial").exists()
