@@ -105,6 +105,19 @@ def build_dense_index(
     return manifest
 
 
+def use_blas_for_small_batches(threshold: int = 8) -> None:
+    """Let FAISS compute exact inner products with BLAS from `threshold` queries on.
+
+    Recent FAISS releases take BLAS only from 128,000 queries per call (the default of
+    `distance_compute_blas_threshold`); below that a hand-written loop runs, so the batches of a few
+    dozen questions that RAG training and evaluation send are served several times slower than
+    a matrix multiply would serve them (measured in scripts/bench_index.py).
+    """
+    import faiss
+
+    faiss.cvar.distance_compute_blas_threshold = threshold
+
+
 def build_faiss(embeddings: np.ndarray, factory: str, train_sample: int = 100_000, seed: int = 0):
     """A FAISS index over `embeddings` (N, D) with inner product; trains quantizers if needed."""
     import faiss
@@ -130,6 +143,7 @@ class DenseIndex:
     def __init__(self, path: Path, manifest: dict, faiss_index, embeddings: np.ndarray, passages: list[Passage]):
         self.path, self.manifest, self.faiss_index = path, manifest, faiss_index
         self.embeddings, self.passages = embeddings, passages  # (N, D) memory-mapped, row order
+        use_blas_for_small_batches()
         self.set_search_params(manifest.get("search_params", DEFAULT_SEARCH_PARAMS))
 
     @classmethod

@@ -1,0 +1,150 @@
+"""A rule-based citation checker: string matching only, deterministic, free, fast.
+
+Each sentence goes through five checks, in this order, and gets the status of the first that fails:
+
+1. MISSING_CITATION  the sentence cites nothing ([n]).
+2. BAD_ID            a cited id is not one of this answer's retrieved contexts (or has no text).
+3. QUOTE_NOT_FOUND   a quoted string (「...」, “...”, "...") is not in any one cited document,
+                     compared after NFKC, case folding and removing all whitespace.
+4. TOKEN_NOT_FOUND   a number or a Latin word of the sentence (citations removed) is in none of
+                     the cited documents (English function words such as "the" are not checked).
+5. UNVERIFIABLE      the sentence has no quote, no number and no Latin word: nothing a rule can test.
+Otherwise PASS.
+
+The first three mean exactly what they say, so they can gate every commit (`HARD_GATE_STATUSES`).
+The last ones only approximate "the cited documents support this sentence": a cited document that
+shares the numbers of the sentence but talks about something else passes (missed), and a correct
+paraphrase that adds a word such as "HTTP" fails (false block). Semantic support needs a judge.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+
+from lewisrag.eval.statements import (
+    CITATION_RE,
+    Statement,
+    citation_ids,
+    quotes_in,
+    sentence_spans,
+    to_statement,
+)
+
+PASS = "PASS"
+MISSING_CITATION = "MISSING_CITATION"
+BAD_ID = "BAD_ID"
+QUOTE_NOT_FOUND = "QUOTE_NOT_FOUND"
+TOKEN_NOT_FOUND = "TOKEN_NOT_FOUND"
+UNVERIFIABLE = "UNVERIFIABLE"
+STATUSES = (PASS, MISSING_CITATION, BAD_ID, QUOTE_NOT_FOUND, TOKEN_NOT_FOUND, UNVERIFIABLE)
+HARD_GATE_STATUSES = (MISSING_CITATION, BAD_ID, QUOTE_NOT_FOUND)  # must be 0 on every commit
+
+_WHITESPACE_RE = re.compile(r"\s+")
+_TOKEN_RE = re.compile(r"[a-z]+|[0-9]+")
+# Words that carry no checkable fact; without this list every English paraphrase would fail.
+_FUNCTION_WORDS = frozenset(
+    "a an the and or but if of to in on at by for with from as is are was were be been being it its "
+    "this that these those there their they them he she his her we our you your i not no so than then "
+    "when which who what where how do does did has have had can could will would should may might must "
+    "also only into onto over under after before about".split()
+)
+
+
+@dataclass(frozen=True)
+class Check:
+    status: str  # one of STATUSES
+    detail: str = ""  # why, for a human: the bad ids, the missing quote or tokens
+
+
+def fold(text: str) -> str:
+    """NFKC, case folding and no whitespace: the form quotes are compared in.
+
+    >>> fold("Is  Invalid\\u3000ＡＢＣ")
+    'isinvalidabc'
+    """
+    return _WHITESPACE_RE.sub("", unicodedata.normalize("NFKC", text).casefold())
+
+
+def checkable_tokens(text: str) -> frozenset[str]:
+    """Numbers and Latin words after NFKC and case folding, function words left out.
+
+    >>> sorted(checkable_tokens("服务端用 HTTP ４２２ 拒绝 the login"))
+    ['422', 'http', 'login']
+    """
+    found = _TOKEN_RE.findall(unicodedata.normalize("NFKC", text).casefold())
+    return frozenset(t for t in found if t not in _FUNCTION_WORDS)
+
+
+@lru_cache(maxsize=4096)
+def _prepared(doc: str) -> tuple[str, frozenset[str]]:
+    """A document's folded text and its tokens; cached because one answer cites the same few
+    documents many times and a benchmark reuses them across answers."""
+    return fold(doc), frozenset(_TOKEN_RE.findall(unicodedata.normalize("NFKC", doc).casefold()))
+
+
+def check_sentence(sentence: str, docs: dict[str, str], context_ids: set[str]) -> Check:
+    """Check one written sentence (with its [n] markers) against the documents it cites.
+
+    `docs` maps a citation id to the document text; `context_ids` are the ids retrieved for this
+    answer. Citations must be among them.
+
+    >>> docs = {"1": "登录失败返回 422，errors 为 {\\"email or password\\": [\\"is invalid\\"]}。",
+    ...         "3": "注册时用户名已被占用返回 422。"}
+    >>> check_sentence("登录失败时返回 422 [1]。", docs, {"1", "3"}).status
+    'PASS'
+    >>> check_sentence("服务端用 HTTP 422 拒绝登录 [1]。", docs, {"1", "3"})
+    Check(status='TOKEN_NOT_FOUND', detail='not in the cited documents: http')
+    >>> check_sentence("密码错误时返回「422」[3]。", docs, {"1", "3"}).status  # passes, though [3] is off
+    'PASS'
+    >>> check_sentence("错误列表显示在表单上方 [1]。", docs, {"1"}).status
+    'UNVERIFIABLE'
+    """
+    ids = citation_ids(sentence)
+    if not ids:
+        return Check(MISSING_CITATION, "no [n] citation")
+    bad = [i for i in ids if i not in context_ids or i not in docs]
+    if bad:
+        return Check(BAD_ID, "cited ids not among the retrieved contexts: " + ", ".join(f"[{i}]" for i in bad))
+    cited = [_prepared(docs[i]) for i in ids]
+    quotes = quotes_in(sentence)
+    for quote in quotes:
+        q = fold(quote)
+        if not any(q in folded for folded, _ in cited):
+            return Check(QUOTE_NOT_FOUND, f"quote not in the cited documents: {quote!r}")
+    tokens = checkable_tokens(CITATION_RE.sub(" ", sentence))
+    missing = sorted(tokens.difference(*(toks for _, toks in cited)))
+    if missing:
+        return Check(TOKEN_NOT_FOUND, "not in the cited documents: " + ", ".join(missing))
+    if not quotes and not tokens:
+        return Check(UNVERIFIABLE, "no quote, number or Latin word to check")
+    return Check(PASS, "")
+
+
+def check_answer(answer: str, docs: dict[str, str], context_ids: set[str]) -> list[tuple[Statement, Check]]:
+    """Split an answer into sentences and check each.
+
+    >>> [c.status for _, c in check_answer("返回 422 [1]。前端显示红色列表。", {"1": "返回 422"}, {"1"})]
+    ['PASS', 'MISSING_CITATION']
+    """
+    context_ids = set(context_ids)
+    return [(to_statement(span), check_sentence(span, docs, context_ids)) for span in sentence_spans(answer)]
+
+
+def status_counts(checks: Iterable[Check | tuple[Statement, Check]]) -> dict[str, int]:
+    """How many checks have each status; all six statuses are present, zeros included.
+
+    Accepts Checks or the (Statement, Check) pairs of `check_answer`.
+
+    >>> status_counts([Check(PASS), Check(BAD_ID, "[9]"), Check(PASS)])
+    {'PASS': 2, 'MISSING_CITATION': 0, 'BAD_ID': 1, 'QUOTE_NOT_FOUND': 0, 'TOKEN_NOT_FOUND': 0, 'UNVERIFIABLE': 0}
+    """
+    counts = Counter(c[1].status if isinstance(c, tuple) else c.status for c in checks)
+    unknown = set(counts) - set(STATUSES)
+    if unknown:
+        raise ValueError(f"unknown citation statuses {sorted(unknown)}; expected one of {STATUSES}")
+    return {s: counts.get(s, 0) for s in STATUSES}

@@ -1,0 +1,1 @@
+"""Data shipped with the evaluator (a package so that installed builds include it)."""

@@ -1,0 +1,207 @@
+"""Answer-string metrics of open-domain QA: EM, token F1, ROUGE-L, BLEU-1, provenance-aware EM.
+
+English follows the SQuAD / DPR normalization (lowercase, drop punctuation and the articles a, an,
+the, collapse whitespace). Chinese (and any CJK text) is folded with NFKC, loses full-width and other
+Unicode punctuation and the spaces next to CJK characters, and is compared one character per token;
+Latin words and numbers inside it stay whole words. rouge-score's own tokenizer keeps only
+[a-z0-9], so it scores every Chinese answer 0; ours agrees with it on English and keeps CJK.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+import unicodedata
+from collections import Counter
+from collections.abc import Sequence
+from functools import lru_cache
+
+from lewisrag.eval.statements import is_cjk
+
+_ARTICLES_RE = re.compile(r"\b(a|an|the)\b")
+_ASCII_PUNCT = frozenset(string.punctuation)
+
+
+def _is_punct(ch: str) -> bool:
+    # SQuAD drops string.punctuation (which includes symbols such as $ and +); we add every
+    # Unicode punctuation mark, so 。，、「」 and the like go too.
+    return ch in _ASCII_PUNCT or unicodedata.category(ch).startswith("P")
+
+
+def _drop_spaces_near_cjk(text: str) -> str:
+    """Collapse whitespace; drop it next to a CJK character (Chinese is written without spaces)."""
+    out = ""
+    for word in text.split():
+        if out and not (is_cjk(out[-1]) or is_cjk(word[0])):
+            out += " "
+        out += word
+    return out
+
+
+@lru_cache(maxsize=65536)
+def normalize_answer(text: str) -> str:
+    """SQuAD/DPR normalization, extended to CJK text.
+
+    >>> normalize_answer("The  Eiffel Tower!")
+    'eiffel tower'
+    >>> normalize_answer("返回 ４２２ 状态码。")
+    '返回422状态码'
+    """
+    text = unicodedata.normalize("NFKC", text).lower()
+    text = "".join(ch for ch in text if not _is_punct(ch))  # deleted, not spaced: "1,000" -> "1000"
+    text = _ARTICLES_RE.sub(" ", text)
+    return _drop_spaces_near_cjk(text)
+
+
+def answer_tokens(text: str) -> list[str]:
+    """Tokens for EM/F1: the normalized answer, one token per CJK character, other words whole.
+
+    >>> answer_tokens("HTTP 422 登录失败")
+    ['http', '422', '登', '录', '失', '败']
+    """
+    tokens: list[str] = []
+    for word in normalize_answer(text).split():
+        run = ""
+        for ch in word:
+            if is_cjk(ch):
+                tokens.extend([run, ch] if run else [ch])
+                run = ""
+            else:
+                run += ch
+        if run:
+            tokens.append(run)
+    return tokens
+
+
+def _check_answers(answers: Sequence[str], name: str) -> None:
+    if isinstance(answers, str) or not answers:
+        raise ValueError(f"{name} must be a non-empty list of strings, got {answers!r}")
+
+
+def exact_match(prediction: str, answers: Sequence[str]) -> float:
+    """1.0 if the normalized prediction equals any normalized answer, else 0.0.
+
+    >>> exact_match("the Eiffel Tower.", ["Eiffel Tower", "Tour Eiffel"])
+    1.0
+    >>> exact_match("返回 422。", ["返回422"]), exact_match("422", ["返回 422"])
+    (1.0, 0.0)
+    """
+    _check_answers(answers, "answers")
+    pred = normalize_answer(prediction)
+    return float(any(pred == normalize_answer(a) for a in answers))
+
+
+def _f1(pred: list[str], gold: list[str]) -> float:
+    if not pred or not gold:
+        return float(pred == gold)  # SQuAD: two empty answers agree, one empty one does not
+    common = sum((Counter(pred) & Counter(gold)).values())
+    if common == 0:
+        return 0.0
+    precision, recall = common / len(pred), common / len(gold)
+    return 2 * precision * recall / (precision + recall)
+
+
+def token_f1(prediction: str, answers: Sequence[str]) -> float:
+    """SQuAD token F1, best over the answers.
+
+    "the red list above the form" has tokens red, list, above, form (4); "a red list" has red,
+    list (2); 2 in common: P = 2/4, R = 2/2, F1 = 2*0.5*1/1.5 = 2/3.
+
+    >>> round(token_f1("the red list above the form", ["a red list"]), 4)
+    0.6667
+    >>> round(token_f1("红色列表", ["红色的列表"]), 4)  # 4 of 4 chars in 5: P=1, R=0.8 -> 8/9
+    0.8889
+    """
+    _check_answers(answers, "answers")
+    pred = answer_tokens(prediction)
+    return max(_f1(pred, answer_tokens(a)) for a in answers)
+
+
+def rouge_tokens(text: str) -> list[str]:
+    """rouge-score's tokenizer (lowercase, runs of letters and digits) that also keeps CJK
+    characters, one per token. On ASCII text it returns exactly what rouge-score returns.
+
+    >>> rouge_tokens("Don't return HTTP-422 登录")
+    ['don', 't', 'return', 'http', '422', '登', '录']
+    """
+    tokens: list[str] = []
+    run = ""
+    for ch in unicodedata.normalize("NFKC", text).lower():
+        if is_cjk(ch) or not ch.isalnum():
+            if run:
+                tokens.append(run)
+                run = ""
+            if is_cjk(ch):
+                tokens.append(ch)
+        else:
+            run += ch
+    if run:
+        tokens.append(run)
+    return tokens
+
+
+def _lcs_length(a: list[str], b: list[str]) -> int:
+    prev = [0] * (len(b) + 1)
+    for x in a:
+        cur = [0]
+        for j, y in enumerate(b):
+            cur.append(prev[j] + 1 if x == y else max(prev[j + 1], cur[j]))
+        prev = cur
+    return prev[-1]
+
+
+def rouge_l(prediction: str, references: Sequence[str]) -> float:
+    """ROUGE-L F-measure (rouge-score's definition, no stemming), best over the references.
+
+    LCS("the cat sat on the mat", "the cat lay on the mat") = 5 of 6 tokens: P = R = F = 5/6.
+
+    >>> round(rouge_l("the cat sat on the mat", ["the cat lay on the mat"]), 4)
+    0.8333
+    >>> round(rouge_l("前端显示红色列表", ["前端用红色列表显示"]), 4)  # LCS 前端红色列表 = 6; P=6/8, R=6/9 -> 12/17
+    0.7059
+    """
+    _check_answers(references, "references")
+    pred = rouge_tokens(prediction)
+    best = 0.0
+    for ref in references:
+        gold = rouge_tokens(ref)
+        lcs = _lcs_length(pred, gold) if pred and gold else 0
+        if lcs:
+            p, r = lcs / len(pred), lcs / len(gold)
+            best = max(best, 2 * p * r / (p + r))
+    return best
+
+
+def bleu_1(prediction: str, references: Sequence[str]) -> float:
+    """BLEU-1 in [0, 1]: sacrebleu's sentence BLEU with unigrams only, lowercased, all references
+    at once (clipped unigram precision times the brevity penalty against the closest reference
+    length). Tokenizer "zh" (one token per Chinese character) when any text has CJK, else "13a".
+
+    "the cat sat" vs "the cat sat down": precision 3/3, brevity penalty exp(1 - 4/3) = 0.7165.
+
+    >>> round(bleu_1("the cat sat", ["the cat sat down"]), 4)
+    0.7165
+    >>> round(bleu_1("红色列表", ["红色的列表"]), 4)  # 4/4 chars, BP = exp(1 - 5/4)
+    0.7788
+    """
+    _check_answers(references, "references")
+    from sacrebleu.metrics import BLEU  # imported here: sacrebleu loads slowly
+
+    has_cjk = any(is_cjk(ch) for text in (prediction, *references) for ch in text)
+    bleu = BLEU(max_ngram_order=1, lowercase=True, tokenize="zh" if has_cjk else "13a", effective_order=True)
+    return bleu.sentence_score(prediction, list(references)).score / 100.0
+
+
+def provenance_em(prediction: str, answers: Sequence[str], retrieved_ids: Sequence[str], gold_ids: Sequence[str]) -> float:
+    """KILT-style EM: the answer counts only when a gold passage was among the retrieved ones.
+
+    >>> provenance_em("422", ["422"], ["REQ-AUTH-03", "BUG-1042"], ["REQ-AUTH-03"])
+    1.0
+    >>> provenance_em("422", ["422"], ["REQ-USER-02"], ["REQ-AUTH-03"])  # right answer, wrong source
+    0.0
+    """
+    _check_answers(gold_ids, "gold_ids")
+    if not set(retrieved_ids) & set(gold_ids):
+        return 0.0
+    return exact_match(prediction, answers)
+

@@ -1,0 +1,116 @@
+"""The rule-based citation checker: statuses, their order, folding, counts."""
+
+import doctest
+
+import pytest
+
+from lewisrag.eval import citations
+from lewisrag.eval.citations import (
+    BAD_ID,
+    HARD_GATE_STATUSES,
+    MISSING_CITATION,
+    PASS,
+    QUOTE_NOT_FOUND,
+    STATUSES,
+    TOKEN_NOT_FOUND,
+    UNVERIFIABLE,
+    Check,
+    check_answer,
+    check_sentence,
+    status_counts,
+)
+
+DOCS = {
+    "1": '登录失败时接口 POST /api/users/login 返回 422，errors 为 {"email or password": ["is invalid"]}。前端在登录表单上方用红色列表显示。',
+    "2": "BUG-1042：登录页没有提示。",
+    "3": "注册时用户名已被占用，返回 422。",
+    "4": "The server returns status 422 when the password is wrong.",
+}
+CONTEXT = {"1", "2", "3", "4"}
+
+
+def test_docstring_examples():
+    assert doctest.testmod(citations).failed == 0
+
+
+@pytest.mark.parametrize(
+    "sentence, status",
+    [
+        ("登录失败时返回 422 [1]。", PASS),
+        ("The server returns 422 [4].", PASS),
+        ("登录失败时返回 422。", MISSING_CITATION),
+        ("The server returns 422.", MISSING_CITATION),
+        ("登录失败时返回 422 [9]。", BAD_ID),
+        ("The server returns 422 [9].", BAD_ID),
+        ("前端显示「红色弹窗」[1]。", QUOTE_NOT_FOUND),
+        ('The server says "wrong password" [4].', QUOTE_NOT_FOUND),
+        ("前端弹出 toast，3 秒后消失 [1]。", TOKEN_NOT_FOUND),
+        ("The server returns 401 [4].", TOKEN_NOT_FOUND),
+        ("前端在表单上方显示错误 [1]。", UNVERIFIABLE),
+        ("It is what it is [4].", UNVERIFIABLE),
+    ],
+)
+def test_every_status_is_reachable_in_chinese_and_english(sentence, status):
+    assert check_sentence(sentence, DOCS, CONTEXT).status == status
+
+
+def test_checks_run_in_the_chapters_order():
+    # each sentence fails every later check too; the first failing check decides
+    assert check_sentence("前端弹出「toast」3 秒 [9]", DOCS, CONTEXT).status == BAD_ID
+    assert check_sentence("前端弹出「toast」3 秒", DOCS, CONTEXT).status == MISSING_CITATION
+    assert check_sentence("前端弹出「toast」3 秒 [1]", DOCS, CONTEXT).status == QUOTE_NOT_FOUND
+    assert check_sentence("前端弹出 toast [1]", DOCS, CONTEXT).status == TOKEN_NOT_FOUND
+
+
+def test_an_id_outside_this_answers_contexts_is_bad_even_if_the_document_exists():
+    check = check_sentence("登录失败时返回 422 [1][2]。", DOCS, {"2", "3"})
+    assert check == Check(BAD_ID, "cited ids not among the retrieved contexts: [1]")
+    assert check_sentence("返回 422 [5]。", DOCS, {"5"}).status == BAD_ID  # retrieved, but no text
+
+
+def test_quotes_are_folded_with_nfkc_case_and_whitespace():
+    assert check_sentence("错误是「ＩＳ   Invalid」[1]。", DOCS, CONTEXT).status == PASS
+    assert check_sentence("前端用「红色 列表」显示 [1]。", DOCS, CONTEXT).status == PASS
+    assert check_sentence("错误是「is valid」[1]。", DOCS, CONTEXT).status == QUOTE_NOT_FOUND
+
+
+def test_a_quote_must_appear_within_one_cited_document():
+    docs = {"1": "红色", "2": "列表"}
+    assert check_sentence("用「红色列表」显示 [1][2]。", docs, {"1", "2"}).status == QUOTE_NOT_FOUND
+    assert check_sentence("用「红色」和「列表」显示 [1][2]。", docs, {"1", "2"}).status == PASS
+
+
+def test_tokens_may_come_from_any_cited_document():
+    assert check_sentence("BUG-1042 里返回 422 [1, 2]。", DOCS, CONTEXT).status == PASS
+    assert check_sentence("BUG-1042 里返回 422 [2]。", DOCS, CONTEXT) == Check(TOKEN_NOT_FOUND, "not in the cited documents: 422")
+
+
+def test_full_width_digits_and_letters_are_folded():
+    assert check_sentence("登录失败返回 ４２２，ＰＯＳＴ 请求 [1]。", DOCS, CONTEXT).status == PASS
+
+
+def test_citation_numbers_are_not_tokens():
+    # "[3]" must not be read as the number 3, which document 1 does not contain
+    assert check_sentence("登录失败返回 422 [1][3]。", DOCS, CONTEXT).status == PASS
+
+
+def test_check_answer_splits_and_keeps_statements():
+    answer = "登录失败返回 422。[1] 前端弹出 toast [1]。前端在表单上方显示错误"
+    out = check_answer(answer, DOCS, CONTEXT)
+    assert [c.status for _, c in out] == [PASS, TOKEN_NOT_FOUND, MISSING_CITATION]
+    assert [s.citations for s, _ in out] == [("1",), ("1",), ()]
+    assert out[0][0].text == "登录失败返回 422。"
+
+
+def test_status_counts_lists_every_status():
+    pairs = check_answer("返回 422 [1]。返回 422 [9]。", DOCS, CONTEXT)
+    counts = status_counts(pairs)
+    assert list(counts) == list(STATUSES)
+    assert counts == {PASS: 1, MISSING_CITATION: 0, BAD_ID: 1, QUOTE_NOT_FOUND: 0, TOKEN_NOT_FOUND: 0, UNVERIFIABLE: 0}
+    assert status_counts([]) == dict.fromkeys(STATUSES, 0)
+    with pytest.raises(ValueError, match="unknown citation statuses"):
+        status_counts([Check("OK")])
+
+
+def test_hard_gate_statuses_are_the_deterministic_ones():
+    assert set(HARD_GATE_STATUSES) == {BAD_ID, MISSING_CITATION, QUOTE_NOT_FOUND}

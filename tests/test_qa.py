@@ -1,0 +1,128 @@
+"""QA string metrics: SQuAD/DPR normalization, CJK handling, agreement with rouge-score and sacrebleu."""
+
+import doctest
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lewisrag.eval import qa
+from lewisrag.eval.qa import bleu_1, exact_match, normalize_answer, provenance_em, rouge_l, rouge_tokens, token_f1
+
+
+def test_docstring_examples():
+    assert doctest.testmod(qa).failed == 0
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("The Eiffel Tower!", "eiffel tower"),
+        ("  an  apple,  a day ", "apple day"),
+        ("1,000 km.", "1000 km"),
+        ("北京 大学。", "北京大学"),
+        ("「登录」失败，返回 ４２２！", "登录失败返回422"),
+        ("ＨＴＴＰ 422 错误", "http 422错误"),
+        ("theater", "theater"),  # articles only as whole words
+    ],
+)
+def test_normalize_answer(text, expected):
+    assert normalize_answer(text) == expected
+
+
+def test_exact_match_english_and_chinese():
+    assert exact_match("Barack Obama.", ["barack obama", "Obama"]) == 1.0
+    assert exact_match("President Obama", ["Barack Obama"]) == 0.0
+    assert exact_match("北京 大学", ["北京大学。"]) == 1.0
+    assert exact_match("北京", ["北京大学"]) == 0.0
+
+
+def test_token_f1_english_and_chinese():
+    # pred tokens: barack, obama, jr (3); gold: barack, obama (2): P=2/3, R=1 -> 0.8
+    assert token_f1("Barack Obama Jr.", ["Barack Obama"]) == pytest.approx(0.8)
+    # chars: 北 京 大 学 vs 北 京: P=2/4, R=1 -> 2/3; best over answers
+    assert token_f1("北京大学", ["北京", "上海"]) == pytest.approx(2 / 3)
+    # 返 回 422 状 态 码 (6 tokens) vs 422: P=1/6, R=1 -> 2/7
+    assert token_f1("返回 422 状态码", ["422"]) == pytest.approx(2 / 7)
+    assert token_f1("", [""]) == 1.0 and token_f1("the", ["obama"]) == 0.0
+
+
+def test_empty_reference_lists_are_errors():
+    for fn in (exact_match, token_f1, rouge_l, bleu_1):
+        with pytest.raises(ValueError, match="non-empty list"):
+            fn("x", [])
+    with pytest.raises(ValueError):
+        exact_match("x", "x")  # a bare string is not a list of answers
+
+
+ENGLISH = [
+    ("the cat sat on the mat", ["the cat lay on the mat"]),
+    ("A quick brown fox jumps over the lazy dog.", ["The quick brown dog jumps on the log!", "a fox"]),
+    ("Don't return HTTP-422 errors, e.g. for logins.", ["It returns 422 errors for login."]),
+    ("nothing in common", ["zebra"]),
+    ("...", ["something"]),
+]
+
+
+@pytest.mark.parametrize("prediction, references", ENGLISH)
+def test_rouge_l_equals_rouge_score_on_english(prediction, references):
+    from rouge_score import rouge_scorer
+
+    scorer = rouge_scorer.RougeScorer(["rougeL"])
+    expected = max(scorer.score(ref, prediction)["rougeL"].fmeasure for ref in references)
+    assert rouge_l(prediction, references) == pytest.approx(expected, abs=1e-12)
+
+
+WORDS = st.sampled_from(["the", "cat", "Sat", "on", "mat", "422", "HTTP-422", "a.b", "don't", ",", "!"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(WORDS, max_size=12).map(" ".join), st.lists(WORDS, min_size=1, max_size=12).map(" ".join))
+def test_rouge_l_and_tokens_match_rouge_score_on_random_english(prediction, reference):
+    from rouge_score import rouge_scorer, tokenize
+
+    assert rouge_tokens(prediction) == tokenize.tokenize(prediction, None)
+    expected = rouge_scorer.RougeScorer(["rougeL"]).score(reference, prediction)["rougeL"].fmeasure
+    assert rouge_l(prediction, [reference]) == pytest.approx(expected, abs=1e-12)
+
+
+def test_rouge_l_keeps_chinese_where_rouge_score_drops_it():
+    from rouge_score import rouge_scorer
+
+    assert rouge_scorer.RougeScorer(["rougeL"]).score("前端显示红色列表", "前端显示红色列表")["rougeL"].fmeasure == 0.0
+    assert rouge_l("前端显示红色列表", ["前端显示红色列表"]) == 1.0
+    # mixed text: 返 回 422 vs 返 回 http 422: LCS 3, P = 1, R = 3/4 -> 6/7
+    assert rouge_l("返回 422", ["返回 HTTP 422"]) == pytest.approx(6 / 7)
+
+
+def test_bleu_1_english_equals_sacrebleu_unigram_bleu():
+    from sacrebleu.metrics import BLEU
+
+    pred, refs = "The cat sat on the mat .", ["the cat is on the mat .", "a cat sat there"]
+    expected = BLEU(max_ngram_order=1, lowercase=True, effective_order=True).sentence_score(pred, refs).score / 100
+    assert bleu_1(pred, refs) == pytest.approx(expected)
+    assert bleu_1("the the the", ["the cat"]) == pytest.approx(1 / 3)  # clipped: 1 of 3, no brevity penalty
+
+
+def test_bleu_1_chinese_counts_characters():
+    assert bleu_1("红色列表", ["红色列表"]) == pytest.approx(1.0)
+    # 3 of 4 characters match; hypothesis as long as the reference: no penalty
+    assert bleu_1("红色表格", ["红色列表"]) == pytest.approx(0.75)
+    assert bleu_1("登录", ["注册"]) == 0.0
+
+
+def test_provenance_em_needs_a_gold_passage():
+    assert provenance_em("Obama", ["Barack Obama", "Obama"], ["p3", "p7"], ["p7"]) == 1.0
+    assert provenance_em("Obama", ["Obama"], ["p3"], ["p7"]) == 0.0
+    assert provenance_em("Bush", ["Obama"], ["p7"], ["p7"]) == 0.0
+    assert provenance_em("返回 422", ["返回422"], ["1"], ["1"]) == 1.0
+    with pytest.raises(ValueError):
+        provenance_em("x", ["x"], ["p1"], [])
+
+
+def test_scores_are_in_range_and_not_nan():
+    for fn in (exact_match, token_f1, rouge_l, bleu_1):
+        for pred, refs in ENGLISH + [("返回 422", ["返回 HTTP 422"]), ("", ["登录"])]:
+            v = fn(pred, refs)
+            assert 0.0 <= v <= 1.0 and not math.isnan(v)
