@@ -1,13 +1,49 @@
-"""`lewisrag chunk` and `lewisrag world` (being written)."""
+"""`lewisrag chunk` (documents into 100-word passages) and `lewisrag world` (the built-in world)."""
+
+from __future__ import annotations
+
+from pathlib import Path
 
 import typer
 
+from lewisrag.commands import _ui
+from lewisrag.data.io import InputError
+from lewisrag.data.world import DEFAULT_ENTITIES, MAX_ENTITIES, MIN_ENTITIES
 
-def chunk(docs: str = typer.Option(..., "--docs")) -> None:
-    """Split documents into passages (being written)."""
-    raise typer.Exit(1)
+
+def chunk(
+    docs: str = typer.Option(..., "--docs", help="Documents to split: .jsonl, .json, .parquet or hf:NAME[:CONFIG]:SPLIT with id, title, text."),
+    out: Path = typer.Option(..., "--out", help="Where to write the passages (.jsonl)."),
+    words: int = typer.Option(100, "--words", min=1, help="Most words per passage (a CJK character counts as one word)."),
+) -> None:
+    """Split documents into disjoint passages of at most --words words that keep the document title."""
+    from lewisrag.data.chunking import chunk_documents
+    from lewisrag.data.io import write_jsonl
+    from lewisrag.data.records import read_documents
+
+    if out.suffix.lower() != ".jsonl":
+        raise InputError(out, "the output must be a .jsonl file", field="--out")
+    with _ui.console.status(f"reading {docs}"):
+        documents = read_documents(docs)  # every record is checked before anything is written
+    with _ui.console.status(f"chunking {len(documents)} documents"):
+        passages = chunk_documents(documents, words)
+        write_jsonl(out, (p.to_dict() for p in passages))
+    rows = [[len(documents), len(passages), max(len(p.text) for p in passages), out]]
+    _ui.console.print(_ui.table(f"passages of at most {words} words", ["documents", "passages", "longest (chars)", "written to"], rows))
 
 
-def world(out: str = typer.Option(..., "--out")) -> None:
-    """Write the built-in world (being written)."""
-    raise typer.Exit(1)
+def world(
+    out: Path = typer.Option(..., "--out", help="Directory to write the world's files into (created if missing)."),
+    seed: int = typer.Option(0, "--seed", help="Random seed: the same seed writes byte-identical files."),
+    entities: int = typer.Option(DEFAULT_ENTITIES, "--entities", min=MIN_ENTITIES, max=MAX_ENTITIES, help="Number of countries and organisations in the corpus (two passages each)."),
+) -> None:
+    """Write the built-in world: two corpus snapshots, train/dev/test questions, the knowledge-update
+    questions and the evaluation set."""
+    from lewisrag.data.world import build_world, write_world
+
+    if out.exists() and not out.is_dir():
+        raise InputError(out, "exists and is not a directory", field="--out")
+    with _ui.console.status(f"building the world (seed {seed}, {entities} entities)"):
+        counts = write_world(build_world(seed, entities), out)
+    rows = [[name, n] for name, n in counts.items()]
+    _ui.console.print(_ui.table(f"world (seed {seed}) written to {out}", ["file", "records"], rows))

@@ -1,0 +1,72 @@
+"""Chunking: disjoint pieces of at most N words, order kept, nothing lost, CJK by characters."""
+
+import doctest
+import math
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lewisrag.data import chunking
+from lewisrag.data.chunking import chunk_documents, chunk_text, count_units
+from lewisrag.data.records import Passage
+
+
+def no_space(text):
+    return re.sub(r"\s+", "", text)
+
+
+def test_doctests():
+    assert doctest.testmod(chunking).failed == 0
+
+
+def test_english_by_words():
+    text = " ".join(f"w{i}" for i in range(250))
+    pieces = chunk_text(text, words=100)
+    assert [len(p.split()) for p in pieces] == [100, 100, 50]
+    assert " ".join(pieces) == text
+
+
+def test_chinese_by_characters():
+    text = "检索增强生成把检索到的文档作为隐变量。" * 12  # 19 characters a sentence, no spaces
+    pieces = chunk_text(text, words=100)
+    assert [len(p) for p in pieces] == [100, 100, 28]
+    assert "".join(pieces) == text
+
+
+def test_mixed_text_counts_latin_words_and_cjk_characters():
+    assert count_units("DPR 检索器 top-5 准确率") == 1 + 3 + 1 + 3
+    assert chunk_text("DPR 检索器 top-5 准确率", words=4) == ["DPR 检索器", "top-5 准确率"]
+
+
+def test_empty_and_whitespace_text_give_no_pieces():
+    assert chunk_text("") == [] and chunk_text(" \n\t ") == []
+
+
+def test_limit_must_be_positive():
+    with pytest.raises(ValueError, match="at least 1"):
+        chunk_text("a b", words=0)
+
+
+alphabet = st.sampled_from(list("abc xyz\n\t,.") + list("中文检索。，") + ["Ünï", "かな", "한국"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.lists(alphabet, max_size=80).map("".join), words=st.integers(1, 12))
+def test_pieces_are_disjoint_bounded_ordered_and_lossless(text, words):
+    pieces = chunk_text(text, words)
+    assert all(p and p == p.strip() and count_units(p) <= words for p in pieces)
+    assert no_space("".join(pieces)) == no_space(text)
+    assert len(pieces) == math.ceil(count_units(text) / words)
+    # disjoint and in order: each piece is found after the previous one in the original text
+    at = 0
+    for p in pieces:
+        at = text.index(p, at) + len(p)
+
+
+def test_documents_keep_titles_and_get_numbered_ids():
+    docs = [Passage("d1", "First", "one two three"), Passage("d2", "第二", "中文文本")]
+    out = chunk_documents(docs, words=2)
+    assert [(p.id, p.title, p.text) for p in out] == [
+        ("d1-0", "First", "one two"), ("d1-1", "First", "three"), ("d2-0", "第二", "中文"), ("d2-1", "第二", "文本")]
