@@ -1,0 +1,60 @@
+"""`lewisrag calibrate`: a judge against human labels (κ, miss rate, false-kill rate, disagreements)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from lewisrag.commands import _ui
+
+
+def calibrate(
+    judge: str = typer.Option(..., "--judge", help="Judge spec: lexical | nli:PATH | llm:MODEL | labels:FILE."),
+    labels: Path = typer.Option(..., "--labels", help='Human labels JSONL: {"id", "premise", "hypothesis", "supported"}.'),
+    out: Path = typer.Option(None, "--out", help="Also write DIR/calibration.json."),
+    batch_size: int = typer.Option(32, "--batch-size", min=1, help="Pairs per judge call."),
+    confidence: float = typer.Option(0.95, "--confidence", min=0.5, max=0.999, help="Level of the Wilson intervals."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Measure a judge against human labels before its scores gate anything."""
+    from lewisrag.data.io import write_json
+    from lewisrag.eval import judges
+    from lewisrag.eval.calibrate import calibrate as run
+    from lewisrag.eval.calibrate import read_labels
+
+    items = read_labels(labels)
+    j = judges.from_spec(judge)
+    with _ui.progress() as p:
+        task = p.add_task(f"judging with {j.name}", total=len(items), info="")
+        result = run(j, items, batch_size, confidence, on_batch=lambda n: p.advance(task, n))
+    result["labels"] = str(labels)
+    if out is not None:
+        write_json(out / "calibration.json", result)
+    if as_json:
+        _ui.out.print_json(json.dumps(result, ensure_ascii=False))
+        return
+    _render(result)
+
+
+def _render(r: dict) -> None:
+    def rate(name: str) -> str:
+        if r[name] is None:
+            return "-"
+        low, high = r[f"{name}_interval"]
+        return f"{r[name]:.1%} [{low:.1%}, {high:.1%}]"
+
+    kappa = "-" if r["kappa"] is None else f"{r['kappa']:.3f}"
+    summary = [
+        ["labels", f"{r['n'] + r['undecided']} ({r['human_supported']} supported, {r['human_unsupported']} unsupported)"],
+        ["undecided by the judge", r["undecided"]],
+        ["Cohen's kappa", kappa],
+        ["agreement", rate("agreement")],
+        ["miss rate (unsupported judged supported)", f"{rate('miss_rate')}  {r['misses']}/{r['human_unsupported']}"],
+        ["false-kill rate (supported judged unsupported)", f"{rate('false_kill_rate')}  {r['false_kills']}/{r['human_supported']}"],
+    ]
+    title = f"judge {r['judge']['name']} {str(r['judge']['fingerprint'])[:12]} on {r['labels']} ({r['confidence']:.0%} Wilson intervals)"
+    _ui.out.print(_ui.table(title, ["measure", "value"], summary))
+    rows = [[d["id"], d["kind"], d["human"], d["judge"], d["reason"], d["hypothesis"]] for d in r["disagreements"]]
+    _ui.out.print(_ui.table(f"{len(rows)} disagreements", ["id", "kind", "human", "judge", "reason", "statement"], rows))

@@ -1,0 +1,46 @@
+"""`lewisrag gate`: a candidate evaluation run against a baseline, tier by tier. Exit 0 pass, 1 fail, 2 bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from lewisrag.commands import _ui
+
+VERDICT_STYLE = {"pass": "green", "fail": "bold red", "skip": "dim", "warn": "yellow"}
+
+
+def gate(
+    baseline: Path = typer.Option(..., "--baseline", help="Baseline run directory or its results.json."),
+    candidate: Path = typer.Option(..., "--candidate", help="Candidate run directory or its results.json."),
+    config: Path = typer.Option(None, "--config", help="TOML thresholds overriding the packaged defaults key by key."),
+    allow_judge_change: bool = typer.Option(
+        False, "--allow-judge-change", help="Compare runs whose judge or statement splitter differ (refused otherwise)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the verdicts and their evidence as JSON."),
+) -> None:
+    """Gate a candidate run against a baseline: citation rules, paired retrieval, judged metrics.
+
+    Exit 0: every check passed; 1: a check failed; 2: bad input or runs judged differently.
+    """
+    from rich.table import Table
+
+    from lewisrag.eval.gate import gate as run
+
+    report = run(baseline, candidate, config, allow_judge_change)
+    if as_json:
+        _ui.out.print_json(json.dumps(report.to_json()))
+    else:
+        t = Table(title=f"gate: {candidate} against {baseline}", show_lines=False)
+        for col in ("tier", "check", "verdict", "evidence"):
+            t.add_column(col, overflow="fold")
+        for c in report.checks:
+            style = VERDICT_STYLE[c.verdict]
+            t.add_row(c.tier, c.name, f"[{style}]{c.verdict}[/{style}]", c.evidence)
+        _ui.out.print(t)
+        failed = [c for c in report.checks if c.verdict == "fail"]
+        judge = report.judges["candidate"]
+        _ui.out.print(f"judge: {judge.get('name', '-')} {str(judge.get('fingerprint', '-'))[:12]}")
+        _ui.out.print("[bold green]PASS[/]" if not failed else f"[bold red]FAIL[/]: {len(failed)} check(s) failed")
+    raise typer.Exit(0 if report.passed else 1)

@@ -1,0 +1,485 @@
+"""The regression gate: compare a candidate evaluation run with a baseline, question by question.
+
+Checks come in three tiers, ordered by how deterministic and how cheap they are:
+
+1. rules (every commit): the citation statuses BAD_ID, MISSING_CITATION, QUOTE_NOT_FOUND must not
+   occur in the candidate at all;
+2. retrieval (deterministic, labelled): recall@k must not fall below the baseline, compared in
+   pairs (McNemar on per-question hits, paired bootstrap on the mean);
+3. judged metrics (noisy): question-level distributions, paired tests against the baseline, the
+   questions that got worse listed by id, absolute ceilings that pass only when a one-sided upper
+   bound proves them, and `not_in_kb` questions that pass only by refusing.
+
+Runs are `results.json` files (or run directories holding one). Questions pair by (id, system).
+Scores judged by different judges or statement splitters are not comparable, so such runs are
+refused unless the caller allows it. Thresholds live in a TOML file (see `data/gate.toml`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from lewisrag.data.io import InputError, read_json
+from lewisrag.eval import stats
+
+WORST_SHOWN = 5  # question ids quoted in a verdict's one-line evidence; --json carries them all
+
+
+@dataclass(frozen=True)
+class Check:
+    tier: str  # "pairing", "1 rules", "2 retrieval" or "3 judged"
+    name: str  # what was checked, e.g. "faithfulness < 0.5"
+    verdict: str  # "pass", "fail", "skip" (nothing to check) or "warn" (allowed but noteworthy)
+    evidence: str  # one line of numbers a reviewer can act on
+    details: dict = field(default_factory=dict)  # the same numbers in full, for --json
+
+
+@dataclass(frozen=True)
+class GateReport:
+    baseline: str  # path of the baseline results.json
+    candidate: str  # path of the candidate results.json
+    judges: dict  # {"baseline": {...}, "candidate": {...}} name and fingerprint of each run's judge
+    checks: list[Check]  # in tier order
+
+    @property
+    def passed(self) -> bool:
+        return all(c.verdict != "fail" for c in self.checks)
+
+    def to_json(self) -> dict:
+        return {
+            "passed": self.passed, "baseline": self.baseline, "candidate": self.candidate, "judges": self.judges,
+            "checks": [{"tier": c.tier, "name": c.name, "verdict": c.verdict, "evidence": c.evidence,
+                        "details": c.details} for c in self.checks],
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# thresholds
+
+
+@dataclass(frozen=True)
+class Cut:
+    below: float  # a question fails at this cut when its score is < below (1.0: not fully faithful)
+    max_regressions: int  # questions allowed to newly fall below the cut; -1 leaves it to McNemar alone
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    metric: str  # a judged metric, e.g. "faithfulness"
+    below: float  # a question counts against the ceiling when its score is < below
+    max_share: float  # the share of such questions must be proven <= this by a one-sided upper bound
+    method: str  # "wilson" or "exact" (Clopper–Pearson, more conservative)
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    """The gate's thresholds; the defaults live in one place, the packaged `data/gate.toml`."""
+
+    alpha: float  # level of the one-sided paired tests (McNemar)
+    confidence: float  # level of bootstrap intervals and one-sided upper bounds
+    n_resamples: int  # paired bootstrap resamples
+    seed: int  # bootstrap seed, so the same runs always get the same verdict
+    require_all_baseline: bool  # a baseline question missing from the candidate fails the gate
+    zero_statuses: tuple[str, ...]  # tier 1: citation statuses that must not occur in the candidate
+    allow_baseline_violations: bool  # tier 1: count only violations the baseline did not have (fixed bad samples)
+    recall_hit_at: float  # tier 2: a question is a retrieval hit when recall@k >= this
+    recall_max_mean_drop: float  # tier 2: largest tolerated drop of mean recall@k
+    judged_metrics: tuple[str, ...]  # tier 3: metrics compared in pairs
+    judged_max_mean_drop: float  # tier 3: largest tolerated drop of a judged metric's mean
+    cuts: tuple[Cut, ...]  # tier 3: per-question pass/fail cuts compared in pairs
+    ceilings: tuple[Ceiling, ...]  # tier 3: absolute thresholds that must be proven
+
+
+_SETTINGS = {  # toml key -> (GateConfig field, type)
+    "alpha": ("alpha", float), "confidence": ("confidence", float), "n_resamples": ("n_resamples", int),
+    "seed": ("seed", int), "require_all_baseline": ("require_all_baseline", bool),
+    "tier1.zero_statuses": ("zero_statuses", list),
+    "tier1.allow_baseline_violations": ("allow_baseline_violations", bool), "tier2.hit_at": ("recall_hit_at", float),
+    "tier2.max_mean_drop": ("recall_max_mean_drop", float), "tier3.metrics": ("judged_metrics", list),
+    "tier3.max_mean_drop": ("judged_max_mean_drop", float), "tier3.cuts": ("cuts", list),
+    "tier3.ceilings": ("ceilings", list),
+}
+
+
+def load_config(path: str | os.PathLike | None = None) -> GateConfig:
+    """The packaged defaults, overridden key by key by the TOML file at `path` if given."""
+    values = _read_toml(resources.files("lewisrag.eval").joinpath("data/gate.toml"), "gate.toml (packaged)")
+    if path is not None:
+        values |= _read_toml(Path(path), str(path))
+    src = str(path) if path is not None else "gate.toml (packaged)"
+    fields = {}
+    for key, (name, kind) in _SETTINGS.items():
+        if key not in values:
+            raise InputError(src, "missing setting", field=key)
+        value = values[key]
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise InputError(src, f"expected {kind.__name__}, got {type(value).__name__}", field=key)
+        fields[name] = value
+    fields["zero_statuses"] = tuple(str(s) for s in fields["zero_statuses"])
+    fields["judged_metrics"] = tuple(str(m) for m in fields["judged_metrics"])
+    fields["cuts"] = tuple(_table(Cut, t, src, f"tier3.cuts[{i}]") for i, t in enumerate(fields["cuts"]))
+    fields["ceilings"] = tuple(_table(Ceiling, {"method": "wilson"} | t, src, f"tier3.ceilings[{i}]")
+                               for i, t in enumerate(fields["ceilings"]))
+    cfg = GateConfig(**fields)
+    if not 0 < cfg.alpha < 1 or not 0 < cfg.confidence < 1:
+        raise InputError(src, "alpha and confidence must be in (0, 1)", field="alpha")
+    if any(c.method not in ("wilson", "exact") for c in cfg.ceilings):
+        raise InputError(src, "method must be 'wilson' or 'exact'", field="tier3.ceilings")
+    return cfg
+
+
+def _read_toml(path, src: str) -> dict:
+    """A TOML file flattened to {"tier2.hit_at": value}; unknown keys are errors, not silent typos."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(src, "file not found") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise InputError(src, f"malformed TOML: {e}") from None
+    flat = {}
+    for key, value in data.items():
+        for sub, v in (value.items() if isinstance(value, dict) else [(None, value)]):
+            name = key if sub is None else f"{key}.{sub}"
+            if name not in _SETTINGS:
+                raise InputError(src, "unknown setting", field=name)
+            flat[name] = v
+    return flat
+
+
+def _table(cls, table, src: str, where: str):
+    names = set(cls.__dataclass_fields__)
+    if not isinstance(table, dict) or set(table) != names:
+        raise InputError(src, f"expected a table with keys {sorted(names)}", field=where)
+    return cls(**table)
+
+
+# ---------------------------------------------------------------------------------------------
+# runs
+
+
+@dataclass(frozen=True)
+class Run:
+    path: str  # the results.json read
+    judge: dict  # the run's "judge" block ({} when the run has no judged metrics)
+    splitter: dict | None  # the run's "splitter" block
+    records: dict  # (id, system) -> record, validated
+
+
+def load_run(path: str | os.PathLike, metrics: tuple[str, ...] = ()) -> Run:
+    """Read a run directory or results.json and validate the fields the gate reads (and `metrics`)."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "results.json"
+        if not p.exists():
+            raise InputError(path, "no results.json in this run directory")
+    data = read_json(p)
+    if not isinstance(data, dict):
+        raise InputError(p, f"expected a JSON object, got {type(data).__name__}")
+    if not isinstance(data.get("records"), list):
+        raise InputError(p, "missing or not a list", field="records")
+    judge = data.get("judge") or {}
+    if not isinstance(judge, dict):
+        raise InputError(p, "expected an object", field="judge")
+    records, first = {}, {}
+    for i, rec in enumerate(data["records"]):
+        key = _check_record(rec, p, f"records[{i}]", metrics)
+        if key in records:
+            raise InputError(p, f"duplicate (id, system) {key} (first at records[{first[key]}])", field=f"records[{i}].id")
+        records[key], first[key] = rec, i
+    return Run(str(p), judge, data.get("splitter"), records)
+
+
+def _check_record(rec, src: Path, where: str, metrics: tuple[str, ...]) -> tuple[str, str | None]:
+    if not isinstance(rec, dict):
+        raise InputError(src, "expected an object", field=where)
+    rid = rec.get("id")
+    if isinstance(rid, bool) or not isinstance(rid, (str, int)) or not str(rid).strip():
+        raise InputError(src, "missing or not a non-empty string", field=f"{where}.id")
+    rec["id"] = str(rid)
+    for name in ("system", "category"):
+        if rec.get(name) is not None and not isinstance(rec[name], str):
+            raise InputError(src, "expected a string or null", field=f"{where}.{name}")
+    refused = rec.get("refused")
+    if rec.get("category") == "not_in_kb" and not isinstance(refused, bool):
+        raise InputError(src, "a not_in_kb record must say whether the answer refused", field=f"{where}.refused")
+    if refused is not None and not isinstance(refused, bool):
+        raise InputError(src, "expected true or false", field=f"{where}.refused")
+    m = rec.get("metrics")
+    if not isinstance(m, dict):
+        raise InputError(src, "missing or not an object", field=f"{where}.metrics")
+    for name in metrics:
+        m[name] = _number(m.get(name), src, f"{where}.metrics.{name}")
+    recall = m.get("recall_at_k")
+    if recall is not None:
+        if not isinstance(recall, dict):
+            raise InputError(src, "expected an object {k: score}", field=f"{where}.metrics.recall_at_k")
+        for k in recall:
+            recall[k] = _number(recall[k], src, f"{where}.metrics.recall_at_k.{k}")
+    checks = rec.get("citation_checks")
+    if checks is not None and not (isinstance(checks, list) and all(
+            isinstance(c, dict) and isinstance(c.get("status"), str) for c in checks)):
+        raise InputError(src, "expected a list of objects with a string 'status'", field=f"{where}.citation_checks")
+    return rec["id"], rec.get("system")
+
+
+def _number(value, src: Path, where: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(src, f"expected a number or null, got {type(value).__name__}", field=where)
+    return None if math.isnan(value) else float(value)  # Python's json reads NaN; the contract writes null
+
+
+# ---------------------------------------------------------------------------------------------
+# the gate
+
+
+def gate(baseline: str | os.PathLike, candidate: str | os.PathLike, config: str | os.PathLike | None = None,
+         allow_judge_change: bool = False) -> GateReport:
+    """Load both runs and the thresholds (all input is validated before any check runs), then gate."""
+    cfg = load_config(config)
+    base = load_run(baseline, cfg.judged_metrics)
+    cand = load_run(candidate, cfg.judged_metrics)
+    return run_gate(base, cand, cfg, allow_judge_change)
+
+
+def run_gate(base: Run, cand: Run, cfg: GateConfig, allow_judge_change: bool = False) -> GateReport:
+    checks = [_judge_check(base, cand, allow_judge_change), _pairing_check(base, cand, cfg)]
+    checks += _tier1(base, cand, cfg)
+    checks += _tier2(base, cand, cfg)
+    checks += _tier3(base, cand, cfg)
+    judges = {"baseline": base.judge, "candidate": cand.judge}
+    return GateReport(base.path, cand.path, judges, [c for c in checks if c is not None])
+
+
+# ---------------------------------------------------------------------------------------------
+# comparability
+
+
+def _judge_check(base: Run, cand: Run, allow: bool) -> Check | None:
+    fb, fc = base.judge.get("fingerprint"), cand.judge.get("fingerprint")
+    diffs = [f"{what} {b!r} -> {c!r}" for what, b, c, differ in (
+        ("judge", base.judge.get("name"), cand.judge.get("name"), base.judge.get("name") != cand.judge.get("name")),
+        ("judge fingerprint", _short(fb), _short(fc), fb != fc),  # compared in full, shown short
+        ("splitter", base.splitter, cand.splitter, base.splitter != cand.splitter),
+    ) if differ]
+    if not diffs:
+        return None
+    if not allow:
+        raise InputError(cand.path, "runs are not comparable: " + "; ".join(diffs) + ". Judged scores move with "
+                         "the judge and the statement splitter; re-run the baseline with the same judge, or pass "
+                         "--allow-judge-change to compare anyway", field="judge.fingerprint")
+    return Check("pairing", "judge", "warn", "compared across a judge change (allowed): " + "; ".join(diffs))
+
+
+def _pairing_check(base: Run, cand: Run, cfg: GateConfig) -> Check:
+    missing = [k for k in base.records if k not in cand.records]
+    new = [k for k in cand.records if k not in base.records]
+    paired = len(base.records) - len(missing)
+    evidence = f"{paired} paired by (id, system); {len(missing)} missing from candidate; {len(new)} new"
+    if missing:
+        evidence += ": missing " + _ids(missing)
+    verdict = "fail" if missing and cfg.require_all_baseline else "pass"
+    return Check("pairing", "questions", verdict, evidence, {
+        "paired": paired, "missing": [_key(k) for k in missing], "new": [_key(k) for k in new]})
+
+
+# ---------------------------------------------------------------------------------------------
+# tier 1: rules
+
+
+def _tier1(base: Run, cand: Run, cfg: GateConfig) -> list[Check]:
+    with_checks = [r for r in cand.records.values() if r.get("citation_checks") is not None]
+    if not with_checks:
+        return [Check("1 rules", "citations", "skip", "the candidate has no citation checks")]
+    out = []
+    for status in cfg.zero_statuses:
+        hits = {}
+        for rec in with_checks:
+            key = (rec["id"], rec.get("system"))
+            n = _status_count(rec, status)
+            if cfg.allow_baseline_violations and key in base.records:
+                n -= _status_count(base.records[key], status)  # only violations the baseline did not have
+            if n > 0:
+                hits[key] = n
+        total = sum(hits.values())
+        what = "new sentences" if cfg.allow_baseline_violations else "sentences"
+        evidence = f"{total} {what} in {len(hits)} answers (must be 0)"
+        if hits:
+            evidence += ": " + _ids(sorted(hits, key=lambda k: -hits[k]))
+        out.append(Check("1 rules", status, "fail" if total else "pass", evidence,
+                         {"count": total, "questions": {_key(k): n for k, n in hits.items()}}))
+    return out
+
+
+def _status_count(rec: dict, status: str) -> int:
+    return sum(1 for c in rec.get("citation_checks") or [] if c["status"] == status)
+
+
+# ---------------------------------------------------------------------------------------------
+# tier 2: retrieval
+
+
+def _tier2(base: Run, cand: Run, cfg: GateConfig) -> list[Check]:
+    pairs = [(k, base.records[k], cand.records[k]) for k in base.records if k in cand.records]
+    ks = sorted({k for _, b, c in pairs for k in _recall(b).keys() & _recall(c).keys()}, key=_k_order)
+    if not ks:
+        return [Check("2 retrieval", "recall@k", "skip", "no paired question has recall@k (no gold passage ids)")]
+    out = []
+    for k in ks:
+        rows = [(key, _recall(b).get(k), _recall(c).get(k)) for key, b, c in pairs]
+        rows = [(key, x, y) for key, x, y in rows if x is not None and y is not None]
+        out.append(_paired_check("2 retrieval", f"recall@{k}", rows, cfg, cut=cfg.recall_hit_at, max_regressions=-1,
+                                 max_mean_drop=cfg.recall_max_mean_drop))
+    return out
+
+
+def _recall(rec: dict) -> dict:
+    return rec["metrics"].get("recall_at_k") or {}
+
+
+def _k_order(k: str) -> tuple:
+    return (0, int(k)) if k.isdigit() else (1, k)
+
+
+# ---------------------------------------------------------------------------------------------
+# tier 3: judged metrics
+
+
+def _tier3(base: Run, cand: Run, cfg: GateConfig) -> list[Check]:
+    out = []
+    for metric in cfg.judged_metrics:
+        both = [(key, _score(b, metric), _score(cand.records[key], metric))
+                for key, b in base.records.items() if key in cand.records and not _not_in_kb(b)]
+        rows = [(key, x, y) for key, x, y in both if x is not None and y is not None]
+        lost = [key for key, x, y in both if x is not None and y is None]
+        if lost:  # NaN is never averaged, so a score that vanished must at least be seen
+            out.append(Check("3 judged", f"{metric}: became null", "warn",
+                             f"{len(lost)} questions scored in the baseline have no score now: {_ids(lost)}",
+                             {"questions": [_key(k) for k in lost]}))
+        if not rows:
+            out.append(Check("3 judged", metric, "skip", "no question has this metric in both runs"))
+            continue
+        out.append(_mean_check(metric, rows, cfg, cfg.judged_max_mean_drop))
+        for cut in cfg.cuts:
+            out.append(_paired_check("3 judged", f"{metric} < {cut.below:g}", rows, cfg, cut=cut.below,
+                                     max_regressions=cut.max_regressions, max_mean_drop=None))
+    for ceiling in cfg.ceilings:
+        out.append(_ceiling_check(cand, ceiling, cfg))
+    out.append(_refusal_check(cand))
+    return out
+
+
+def _score(rec: dict, metric: str) -> float | None:
+    return rec["metrics"].get(metric)
+
+
+def _not_in_kb(rec: dict) -> bool:
+    return rec.get("category") == "not_in_kb"
+
+
+def _mean_check(metric: str, rows: list, cfg: GateConfig, max_mean_drop: float) -> Check:
+    """Paired bootstrap on the mean, with the questions that got worse listed by id."""
+    a, b = [x for _, x, _ in rows], [y for _, _, y in rows]
+    boot = stats.paired_bootstrap(a, b, cfg.n_resamples, cfg.seed, cfg.confidence)
+    worse = sorted(((y - x, key) for key, x, y in rows if y < x), key=lambda t: t[0])
+    significant = boot["high"] < 0
+    too_far = boot["mean_diff"] < -max_mean_drop
+    evidence = (f"n={boot['n']} mean {sum(a) / len(a):.3f} -> {sum(b) / len(b):.3f} (diff {boot['mean_diff']:+.3f}, "
+                f"{cfg.confidence:.0%} CI [{boot['low']:+.3f}, {boot['high']:+.3f}], p={boot['pvalue']:.3g}; "
+                f"allowed drop {max_mean_drop:g}); worse on {len(worse)}")
+    if worse:
+        evidence += ": " + _ids([key for _, key in worse])
+    details = boot | {"worse": [{"question": _key(key), "diff": d} for d, key in worse]}
+    return Check("3 judged", f"{metric}: paired mean", "fail" if significant or too_far else "pass", evidence, details)
+
+
+def _paired_check(tier: str, name: str, rows: list, cfg: GateConfig, cut: float, max_regressions: int,
+                  max_mean_drop: float | None) -> Check:
+    """Per-question pass/fail at `cut` compared in pairs (one-sided McNemar: is the candidate worse?)."""
+    base_ok = [x >= cut for _, x, _ in rows]
+    cand_ok = [y >= cut for _, _, y in rows]
+    test = stats.mcnemar(base_ok, cand_ok, alternative="greater")
+    regressed = [key for (key, _, _), bo, co in zip(rows, base_ok, cand_ok) if bo and not co]
+    n = len(rows)
+    fail_b, fail_c = n - sum(base_ok), n - sum(cand_ok)
+    upper = stats.proportion_interval(fail_c, n, cfg.confidence, side="upper")[1]
+    reasons = []
+    if test["pvalue"] < cfg.alpha:
+        reasons.append(f"McNemar p < {cfg.alpha:g}")
+    if 0 <= max_regressions < len(regressed):
+        reasons.append(f"more than {max_regressions} regressions")
+    evidence = (f"share below {cut:g}: {fail_b / n:.1%} -> {fail_c / n:.1%} (n={n}, one-sided "
+                f"{cfg.confidence:.0%} upper {upper:.1%}); regressed {test['b']}, recovered {test['c']}, "
+                f"McNemar p={test['pvalue']:.3g}")
+    details = {"n": n, "baseline_below": fail_b, "candidate_below": fail_c, "candidate_upper_bound": upper,
+               "mcnemar": test, "regressed": [_key(k) for k in regressed]}
+    if max_mean_drop is not None:  # retrieval: the mean must hold too
+        mean = stats.paired_bootstrap([x for _, x, _ in rows], [y for _, _, y in rows], cfg.n_resamples, cfg.seed,
+                                      cfg.confidence)
+        evidence += f"; mean diff {mean['mean_diff']:+.3f} CI [{mean['low']:+.3f}, {mean['high']:+.3f}]"
+        details["bootstrap"] = mean
+        if mean["high"] < 0:
+            reasons.append("mean significantly lower")
+        if mean["mean_diff"] < -max_mean_drop:
+            reasons.append(f"mean dropped more than {max_mean_drop:g}")
+    if regressed:
+        evidence += "; regressed: " + _ids(regressed)
+    if reasons:
+        evidence = "; ".join(reasons) + " | " + evidence
+    return Check(tier, name, "fail" if reasons else "pass", evidence, details)
+
+
+def _ceiling_check(cand: Run, ceiling, cfg: GateConfig) -> Check:
+    """An absolute threshold passes only when the one-sided upper bound proves it."""
+    scores = [_score(r, ceiling.metric) for r in cand.records.values() if not _not_in_kb(r)]
+    scores = [s for s in scores if s is not None]
+    name = f"share {ceiling.metric} < {ceiling.below:g} <= {ceiling.max_share:.1%}"
+    if not scores:
+        return Check("3 judged", name, "fail", "no candidate question has this metric, so nothing is proven")
+    k, n = sum(s < ceiling.below for s in scores), len(scores)
+    upper = stats.proportion_interval(k, n, cfg.confidence, method=ceiling.method, side="upper")[1]
+    evidence = f"{k}/{n} = {k / n:.1%}; one-sided {cfg.confidence:.0%} upper bound ({ceiling.method}) {upper:.1%}"
+    need = stats.sample_size_for_upper_bound(k / n, ceiling.max_share, cfg.confidence, ceiling.method)
+    if upper > ceiling.max_share:
+        evidence += " > threshold: not proven; " + (
+            f"at this rate about {need} questions would prove it" if need else "the observed rate is above it")
+    return Check("3 judged", name, "pass" if upper <= ceiling.max_share else "fail", evidence,
+                 {"k": k, "n": n, "upper_bound": upper, "method": ceiling.method, "questions_needed": need})
+
+
+def _refusal_check(cand: Run) -> Check:
+    """Questions whose answer is not in the knowledge base pass only by refusing; no score counts."""
+    recs = [r for r in cand.records.values() if _not_in_kb(r)]
+    if not recs:
+        return Check("3 judged", "not_in_kb refuses", "skip", "no not_in_kb questions in the candidate")
+    answered = [(r["id"], r.get("system")) for r in recs if r.get("refused") is not True]
+    evidence = f"{len(recs) - len(answered)}/{len(recs)} refused"
+    if answered:
+        evidence += "; answered instead of refusing: " + _ids(answered)
+    return Check("3 judged", "not_in_kb refuses", "fail" if answered else "pass", evidence,
+                 {"n": len(recs), "answered": [_key(k) for k in answered]})
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _short(fingerprint) -> str | None:
+    return None if fingerprint is None else str(fingerprint)[:12]
+
+
+def _key(key: tuple[str, str | None]) -> str:
+    qid, system = key
+    return qid if system is None else f"{qid}@{system}"
+
+
+def _ids(keys: list) -> str:
+    shown = ", ".join(_key(k) for k in keys[:WORST_SHOWN])
+    return shown + (f" (+{len(keys) - WORST_SHOWN} more)" if len(keys) > WORST_SHOWN else "")

@@ -1,0 +1,102 @@
+"""lewisrag calibrate: a judge against human labels, misses and false kills apart."""
+
+import doctest
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import run_cli, write_jsonl
+from lewisrag.cli import app
+from lewisrag.data.io import InputError
+from lewisrag.eval import calibrate as cal
+from lewisrag.eval.judges import Verdict
+
+LABELS = [
+    {"id": "s1", "premise": "The login endpoint returns 422.", "hypothesis": "Login returns 422.", "supported": True},
+    {"id": "s2", "premise": "The login endpoint returns 422.", "hypothesis": "A toast shows for 3 seconds.", "supported": False},
+    {"id": "s3", "premise": "接口返回 422。", "hypothesis": "接口返回 422。", "supported": True},
+    {"id": "s4", "premise": "Errors are listed above the form.", "hypothesis": "The account locks after 5 tries.", "supported": False},
+    {"id": "s5", "premise": "Errors are listed above the form.", "hypothesis": "Errors appear above the form.", "supported": True},
+]
+
+
+class ScriptedJudge:
+    """Answers from a fixed list, in order; records the batch sizes it was called with."""
+
+    name = "scripted"
+    fingerprint = "f" * 64
+
+    def __init__(self, answers):
+        self.answers, self.batches = list(answers), []
+
+    def judge(self, pairs):
+        self.batches.append(len(pairs))
+        return [Verdict(self.answers.pop(0), "scripted") for _ in pairs]
+
+
+def _labels():
+    return [cal.Label(r["id"], r["premise"], r["hypothesis"], r["supported"]) for r in LABELS]
+
+
+def test_docstring_example():
+    assert doctest.testmod(cal).failed == 0
+
+
+def test_misses_false_kills_and_undecided_are_separated():
+    judge = ScriptedJudge([True, True, False, False, None])  # s2 missed, s3 killed, s5 undecided
+    seen = []
+    r = cal.calibrate(judge, _labels(), batch_size=2, on_batch=seen.append)
+    assert judge.batches == [2, 2, 1] and seen == [2, 2, 1]
+    assert (r["misses"], r["false_kills"], r["undecided"], r["n"]) == (1, 1, 1, 4)
+    assert r["miss_rate"] == 0.5 and r["false_kill_rate"] == 0.5
+    assert r["judge"] == {"name": "scripted", "fingerprint": "f" * 64}
+    assert [(d["id"], d["kind"]) for d in r["disagreements"]] == [("s2", "miss"), ("s3", "false_kill"), ("s5", "undecided")]
+    low, high = r["miss_rate_interval"]
+    assert low < 0.5 < high
+
+
+def test_a_judge_returning_the_wrong_number_of_verdicts_is_an_error():
+    class Short(ScriptedJudge):
+        def judge(self, pairs):
+            return super().judge(pairs)[:-1]
+
+    with pytest.raises(ValueError, match="verdicts"):
+        cal.calibrate(Short([True] * 5), _labels())
+
+
+def test_read_labels_names_line_and_field(tmp_path):
+    good = write_jsonl(tmp_path / "good.jsonl", LABELS)
+    assert [lab.id for lab in cal.read_labels(good)] == ["s1", "s2", "s3", "s4", "s5"]
+    bad = write_jsonl(tmp_path / "bad.jsonl", [LABELS[0], {**LABELS[1], "supported": "yes"}])
+    with pytest.raises(InputError) as e:
+        cal.read_labels(bad)
+    assert (e.value.line, e.value.field) == (2, "supported")
+    dup = write_jsonl(tmp_path / "dup.jsonl", [LABELS[0], LABELS[0]])
+    with pytest.raises(InputError, match="duplicate"):
+        cal.read_labels(dup)
+
+
+def test_cli_labels_judge_agrees_with_itself(tmp_path):
+    labels = write_jsonl(tmp_path / "labels.jsonl", LABELS)
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["calibrate", "--judge", f"labels:{labels}", "--labels", str(labels),
+                                   "--json", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    r = json.loads(res.stdout)
+    assert r["kappa"] == pytest.approx(1.0) and r["disagreements"] == [] and r["judge"]["name"] == "labels"
+    assert json.loads((out / "calibration.json").read_text(encoding="utf-8"))["n"] == 5
+
+
+def test_cli_table_lists_disagreements(tmp_path):
+    labels = write_jsonl(tmp_path / "labels.jsonl", LABELS)
+    res = CliRunner().invoke(app, ["calibrate", "--judge", "lexical", "--labels", str(labels)])
+    assert res.exit_code == 0, res.output
+    assert "miss rate" in res.stdout and "false-kill rate" in res.stdout and "disagreements" in res.stdout
+
+
+def test_cli_bad_labels_exit_2(tmp_path):
+    bad = write_jsonl(tmp_path / "bad.jsonl", [{"id": "s1", "premise": "p", "supported": True}])
+    res = run_cli("calibrate", "--judge", "lexical", "--labels", str(bad))
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert "bad.jsonl:1: field 'hypothesis': missing" in res.stderr

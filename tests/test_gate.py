@@ -1,0 +1,236 @@
+"""lewisrag gate: verdicts and exit codes on crafted run pairs (tests/data/gate_runs)."""
+
+import copy
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import run_cli
+from lewisrag.cli import app
+from lewisrag.data.io import InputError
+from lewisrag.eval import gate
+
+RUNS = Path(__file__).parent / "data" / "gate_runs"
+_spec = importlib.util.spec_from_file_location("make_fixtures", RUNS / "make_fixtures.py")
+fixtures = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(fixtures)
+
+
+def _write(tmp_path: Path, name: str, run: dict) -> Path:
+    path = tmp_path / name / "results.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(run), encoding="utf-8")
+    return path
+
+
+def _gate(tmp_path: Path, candidate: dict, config: str | None = None, **kw) -> gate.GateReport:
+    cfg = None
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    if config is not None:
+        cfg = tmp_path / "gate.toml"
+        cfg.write_text(config, encoding="utf-8")
+    return gate.gate(RUNS / "baseline", _write(tmp_path, "cand", candidate), cfg, **kw)
+
+
+def _check(report: gate.GateReport, name: str) -> gate.Check:
+    return next(c for c in report.checks if c.name == name)
+
+
+def _failed(report: gate.GateReport) -> set[str]:
+    return {c.name for c in report.checks if c.verdict == "fail"}
+
+
+@pytest.fixture()
+def clean() -> dict:
+    return copy.deepcopy(fixtures.build()["clean"])
+
+
+def test_committed_fixtures_match_their_generator():
+    for name, run in fixtures.build().items():
+        assert json.loads((RUNS / name / "results.json").read_text(encoding="utf-8")) == run, name
+
+
+def test_clean_candidate_passes():
+    report = gate.gate(RUNS / "baseline", RUNS / "clean")
+    assert report.passed and not _failed(report)
+    assert _check(report, "not_in_kb refuses").verdict == "pass"
+
+
+def test_regression_on_five_questions_hidden_by_the_mean_is_caught():
+    report = gate.gate(RUNS / "baseline", RUNS / "hidden_regression" / "results.json")
+    mean = _check(report, "faithfulness: paired mean")
+    assert mean.verdict == "pass" and mean.details["mean_diff"] == pytest.approx(0.0, abs=1e-12)
+    assert [w["question"] for w in mean.details["worse"]] == [f"{q}@stitched" for q in fixtures.REGRESSED]
+    cut = _check(report, "faithfulness < 0.5")
+    assert cut.verdict == "fail" and not report.passed
+    assert cut.details["mcnemar"]["b"] == 5 and cut.details["mcnemar"]["pvalue"] == pytest.approx(0.5**5)
+    assert all(q in cut.evidence for q in fixtures.REGRESSED)
+    assert _failed(report) == {"faithfulness < 0.5"}
+
+
+def test_mcnemar_alone_catches_it_when_regressions_are_tolerated(tmp_path):
+    cfg = "[tier3]\ncuts = [{below = 0.5, max_regressions = 10}]\n"
+    report = _gate(tmp_path, fixtures.build()["hidden_regression"], cfg)
+    assert _failed(report) == {"faithfulness < 0.5"}
+    assert "McNemar p < 0.05" in _check(report, "faithfulness < 0.5").evidence
+
+
+def test_judge_change_is_refused_unless_allowed():
+    with pytest.raises(InputError) as e:
+        gate.gate(RUNS / "baseline", RUNS / "judge_changed")
+    assert e.value.field == "judge.fingerprint" and "--allow-judge-change" in str(e.value)
+    report = gate.gate(RUNS / "baseline", RUNS / "judge_changed", allow_judge_change=True)
+    assert _check(report, "judge").verdict == "warn" and report.passed
+
+
+def test_splitter_change_is_refused_too(tmp_path, clean):
+    clean["splitter"] = {"name": "atomic", "version": "1"}
+    with pytest.raises(InputError, match="splitter"):
+        _gate(tmp_path, clean)
+
+
+def test_tier1_citation_rules_must_be_zero(tmp_path, clean):
+    clean["records"][3]["citation_checks"].append({"sentence": "x [9].", "status": "BAD_ID", "detail": "[9]"})
+    clean["records"][4]["citation_checks"][0]["status"] = "QUOTE_NOT_FOUND"
+    clean["records"][5]["citation_checks"][0]["status"] = "TOKEN_NOT_FOUND"  # semantic, not a hard rule
+    report = _gate(tmp_path, clean)
+    assert _failed(report) == {"BAD_ID", "QUOTE_NOT_FOUND"}
+    assert "q004@stitched" in _check(report, "BAD_ID").evidence
+
+
+def test_tier2_retrieval_drop_fails_and_one_lost_hit_is_tolerated(tmp_path, clean):
+    hits = [r for r in clean["records"] if r["metrics"].get("recall_at_k", {}).get("5") == 1.0]
+    hits[0]["metrics"]["recall_at_k"]["5"] = 0.0
+    assert not _failed(_gate(tmp_path / "one", clean))
+    for r in hits[1:4]:
+        r["metrics"]["recall_at_k"]["5"] = 0.0
+    report = _gate(tmp_path / "four", clean)
+    check = _check(report, "recall@5")
+    assert _failed(report) == {"recall@5"} and "mean dropped more than 0.01" in check.evidence
+    assert check.details["mcnemar"]["b"] == 4 and len(check.details["regressed"]) == 4
+
+
+def test_not_in_kb_passes_only_by_refusing(tmp_path, clean):
+    clean["records"][-1]["refused"] = False
+    report = _gate(tmp_path, clean)
+    assert _failed(report) == {"not_in_kb refuses"}
+    assert "n005@stitched" in _check(report, "not_in_kb refuses").evidence
+
+
+def test_missing_baseline_question_fails_pairing(tmp_path, clean):
+    del clean["records"][0]
+    report = _gate(tmp_path, clean)
+    assert _failed(report) == {"questions"} and "q001@stitched" in _check(report, "questions").evidence
+
+
+def test_ceiling_passes_only_when_the_upper_bound_proves_it(tmp_path, clean):
+    cfg = '[tier3]\nceilings = [{metric = "faithfulness", below = 1.0, max_share = 0.05}]\n'
+    for r in clean["records"][:100]:
+        r["metrics"]["faithfulness"] = 0.5 if r["id"] in ("q001", "q002", "q003") else 1.0
+    report = _gate(tmp_path / "three", clean, cfg)
+    check = next(c for c in report.checks if c.name.startswith("share faithfulness"))
+    assert check.verdict == "fail" and check.details["upper_bound"] == pytest.approx(0.0727, abs=1e-4)
+    assert check.details["questions_needed"] > 100 and "not proven" in check.evidence
+    for r in clean["records"][:3]:
+        r["metrics"]["faithfulness"] = 1.0
+    check = next(c for c in _gate(tmp_path / "zero", clean, cfg).checks if c.name.startswith("share faithfulness"))
+    assert check.verdict == "pass"
+
+
+def test_bad_runs_raise_input_errors_naming_the_field(tmp_path, clean):
+    with pytest.raises(InputError, match=r"records\[0\]\.metrics"):
+        gate.gate(RUNS / "baseline", RUNS / "bad" / "missing_metrics")
+    with pytest.raises(InputError, match="malformed JSON"):
+        gate.gate(RUNS / "baseline", RUNS / "bad" / "malformed.json")
+    with pytest.raises(InputError, match="no results.json"):
+        gate.gate(RUNS / "baseline", tmp_path)
+    broken = copy.deepcopy(clean)
+    broken["records"][2]["metrics"]["faithfulness"] = "high"
+    with pytest.raises(InputError, match=r"records\[2\]\.metrics\.faithfulness"):
+        _gate(tmp_path / "a", broken)
+    broken = copy.deepcopy(clean)
+    broken["records"][1]["id"] = "q001"
+    with pytest.raises(InputError, match="duplicate"):
+        _gate(tmp_path / "b", broken)
+    del clean["records"][-1]["refused"]
+    with pytest.raises(InputError, match=r"records\[104\]\.refused"):
+        _gate(tmp_path / "c", clean)
+
+
+def test_bad_config_is_an_input_error(tmp_path, clean):
+    with pytest.raises(InputError, match="tier2.hit_a"):
+        _gate(tmp_path / "a", clean, "[tier2]\nhit_a = 1.0\n")
+    with pytest.raises(InputError, match="alpha"):
+        _gate(tmp_path / "b", clean, 'alpha = "small"\n')
+    with pytest.raises(InputError, match="malformed TOML"):
+        _gate(tmp_path / "c", clean, "[tier2\n")
+
+
+def test_packaged_defaults_are_documented():
+    cfg = gate.load_config()
+    assert cfg.zero_statuses == ("BAD_ID", "MISSING_CITATION", "QUOTE_NOT_FOUND")
+    assert [c.below for c in cfg.cuts] == [1.0, 0.5] and cfg.ceilings == ()
+
+
+# --- the command: exit codes -----------------------------------------------------------------------
+
+
+def test_cli_pass_and_fail_exit_codes():
+    runner = CliRunner()
+    ok = runner.invoke(app, ["gate", "--baseline", str(RUNS / "baseline"), "--candidate", str(RUNS / "clean")])
+    assert ok.exit_code == 0, ok.output
+    bad = runner.invoke(app, ["gate", "--baseline", str(RUNS / "baseline"), "--candidate",
+                              str(RUNS / "hidden_regression"), "--json"])
+    assert bad.exit_code == 1
+    report = json.loads(bad.stdout)
+    assert report["passed"] is False
+    assert {c["name"] for c in report["checks"] if c["verdict"] == "fail"} == {"faithfulness < 0.5"}
+
+
+def test_cli_bad_input_exits_2_with_one_line():
+    judge = run_cli("gate", "--baseline", str(RUNS / "baseline"), "--candidate", str(RUNS / "judge_changed"))
+    assert judge.returncode == 2 and "Traceback" not in judge.stderr
+    assert judge.stderr.startswith("error: ") and "judge.fingerprint" in judge.stderr
+    broken = run_cli("gate", "--baseline", str(RUNS / "baseline"), "--candidate", str(RUNS / "bad" / "missing_metrics"))
+    assert broken.returncode == 2 and "field 'records[0].metrics'" in broken.stderr
+
+
+def test_ci_script_gates_a_run_against_the_baseline():
+    import os
+    import subprocess
+
+    script = Path(__file__).parents[1] / "scripts" / "ci_gate.sh"
+    env = {**os.environ, "GATE_BASELINE": str(RUNS / "baseline")}
+    res = subprocess.run([str(script), str(RUNS / "hidden_regression")], capture_output=True, text=True, env=env)
+    assert res.returncode == 1, res.stderr
+
+
+def test_baseline_violations_can_be_tolerated_for_fixed_bad_samples(tmp_path, clean):
+    base = copy.deepcopy(fixtures.build()["baseline"])
+    base["records"][3]["citation_checks"][0]["status"] = "BAD_ID"  # a preset answer broken on purpose
+    clean["records"][3]["citation_checks"][0]["status"] = "BAD_ID"
+    b, c = _write(tmp_path, "base", base), _write(tmp_path, "cand", clean)
+    assert _failed(gate.gate(b, c)) == {"BAD_ID"}
+    cfg = tmp_path / "gate.toml"
+    cfg.write_text("[tier1]\nallow_baseline_violations = true\n", encoding="utf-8")
+    assert gate.gate(b, c, cfg).passed
+    clean["records"][4]["citation_checks"][0]["status"] = "BAD_ID"  # a new one still fails
+    report = gate.gate(b, _write(tmp_path, "cand2", clean), cfg)
+    assert _failed(report) == {"BAD_ID"} and "q005@stitched" in _check(report, "BAD_ID").evidence
+
+
+def test_committed_bughunt_baseline_passes_against_itself():
+    base = Path(__file__).parent / "data" / "gate_baseline"
+    report = gate.gate(base, base / "results.json", base / "gate.toml")
+    assert report.passed, [c for c in report.checks if c.verdict == "fail"]
+    assert report.judges["baseline"]["name"] == "labels"
+
+
+def test_a_score_that_vanished_is_flagged(tmp_path, clean):
+    clean["records"][8]["metrics"]["faithfulness"] = None
+    report = _gate(tmp_path, clean)
+    check = _check(report, "faithfulness: became null")
+    assert check.verdict == "warn" and "q009@stitched" in check.evidence and report.passed
