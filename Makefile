@@ -20,7 +20,7 @@ $(BIN)/.installed: pyproject.toml
 venv: $(BIN)/.installed
 
 demo: venv
-	$(BIN)/lewisrag demo --out $(OUT)
+	$(BIN)/lewisrag reproduce --preset small --out $(OUT)
 
 test: venv
 	$(BIN)/python -m pytest -q

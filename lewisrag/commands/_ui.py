@@ -29,7 +29,7 @@ class Bars:
     def __init__(self, p: Progress, labels: dict[str, str] | None = None):
         self.p, self.labels, self.tasks = p, labels or {}, {}
 
-    def __call__(self, stage: str, done: int, total: int, info: str = "") -> None:
+    def __call__(self, stage: str, done: int, total: int, info: str = "", *_: object) -> None:
         if stage not in self.tasks:
             self.tasks[stage] = self.p.add_task(self.labels.get(stage, stage), total=total, info=info)
         self.p.update(self.tasks[stage], completed=done, total=total, info=info)
