@@ -54,8 +54,21 @@ from lewisrag.commands import retrieval as _retrieval  # noqa: E402
 
 eval_app.command("retrieval")(_retrieval.retrieval)
 
+from lewisrag.commands import evaluate as _evaluate  # noqa: E402
+
+eval_app.command("answers")(_evaluate.answers)
+eval_app.command("bughunt")(_evaluate.bughunt)
+
+from lewisrag.commands import calibrate as _calibrate  # noqa: E402
+from lewisrag.commands import gate as _gate  # noqa: E402
+
+app.command("gate")(_gate.gate)
+app.command("calibrate")(_calibrate.calibrate)
+
 # --- experiments ------------------------------------------------------------------------------
-# (experiments: being written)
+from lewisrag.commands import experiments as _experiments  # noqa: E402
+
+app.command("reproduce")(_experiments.reproduce)
 
 
 def main() -> None:

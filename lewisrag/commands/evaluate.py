@@ -1,0 +1,111 @@
+"""`lewisrag eval answers` and `lewisrag eval bughunt`: layered evaluation of RAG answers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from lewisrag.commands import _ui
+
+JUDGE_HELP = ("Judge of 'is this statement supported': lexical (token-support baseline), nli:PATH (a local "
+              "transformers NLI classifier), llm:MODEL (OpenAI-compatible endpoint; key from LEWISRAG_LLM_API_KEY) "
+              "or labels:FILE (human labels JSONL).")
+
+
+def answers(
+    file: Path = typer.Argument(..., help="Answer records (.jsonl/.json/.parquet or hf:NAME[:CONFIG]:SPLIT), ragas field names."),
+    judge: str = typer.Option("lexical", "--judge", help=JUDGE_HELP),
+    out: Path = typer.Option(..., "--out", help="Run directory: results.json, report.md and config.json are written there."),
+    cache_dir: Path = typer.Option(None, "--cache-dir", help="Judge cache directory (llm judge; default ~/.cache/lewisrag/judge)."),
+    concurrency: int = typer.Option(4, "--concurrency", min=1, help="LLM requests in flight at most."),
+    llm_base_url: str = typer.Option(None, "--llm-base-url", help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1 (default: $LEWISRAG_LLM_BASE_URL)."),
+    splitter: str = typer.Option("sentences", "--splitter", help="sentences (deterministic) or atomic (the llm judge decomposes each answer)."),
+    k: list[int] = typer.Option([1, 5, 10], "-k", help="recall@k cut-offs when gold_passage_ids are given; repeat the flag."),
+    embedder: Path = typer.Option(None, "--embedder", help="Local sentence-embedding model dir for answer relevancy (needs an llm judge)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the aggregates as JSON instead of tables."),
+) -> None:
+    """Score answers layer by layer (retrieval, generation, citation) and diagnose each question."""
+    from lewisrag.data.io import InputError, write_json, write_text
+    from lewisrag.eval import judges, metrics
+    from lewisrag.eval.answers import read_answers
+    from lewisrag.eval.diagnose import Thresholds
+    from lewisrag.eval.report_md import render_results
+    from lewisrag.eval.run import EvalConfig, evaluate_answers
+
+    if splitter not in ("sentences", "atomic"):
+        raise InputError("--splitter", f"unknown splitter '{splitter}': use sentences or atomic")
+    if any(x < 1 for x in k):
+        raise InputError("-k", "cut-offs must be at least 1")
+    records = read_answers(file)  # every record is checked before anything is judged or written
+    the_judge = judges.from_spec(judge, cache_dir=cache_dir, concurrency=concurrency, base_url=llm_base_url)
+    if splitter == "atomic" and not hasattr(the_judge, "decompose"):
+        raise InputError("--splitter", "the atomic splitter needs an llm judge")
+    embed = metrics.load_embedder(str(embedder)) if embedder else None
+    cfg = EvalConfig(splitter=splitter, ks=tuple(sorted(set(k))), thresholds=Thresholds())
+    config = {"command": "eval answers", "file": str(file), "judge": judge, "splitter": splitter, "ks": list(cfg.ks),
+              "concurrency": concurrency, "embedder": str(embedder) if embedder else None,
+              "thresholds": cfg.thresholds.__dict__, "judge_fingerprint": the_judge.fingerprint}
+    with _ui.progress() as p:
+        task = p.add_task("judging", total=len(records), info=judge)
+        results = evaluate_answers(records, the_judge, cfg, embed=embed, config=config, progress=lambda n: p.advance(task, n))
+    report = render_results(results)
+    write_json(out / "config.json", config)
+    write_text(out / "report.md", report)
+    write_json(out / "results.json", results)
+    _show_answers(results, the_judge, as_json)
+    _ui.console.print(f"wrote {out}/results.json, report.md, config.json")
+
+
+def _show_answers(results: dict, judge, as_json: bool) -> None:
+    agg = results["aggregates"]
+    if as_json:
+        _ui.out.print_json(json.dumps(agg, ensure_ascii=False))
+        return
+    keys = [m for m in ("faithfulness", "context_recall", "answer_completeness", "answer_relevancy", "on_topic_rate",
+                        "citation_recall", "citation_precision", "exact_match", "f1", "rougeL") if agg[m]["n"]]
+    keys += [k for k in agg if k.startswith("recall_at_k@")]
+    rows = [[m, agg[m]["n"], agg[m]["nan"], agg[m]["mean"], agg[m]["share_below_1"], agg[m]["share_below_0.5"]] for m in keys]
+    _ui.out.print(_ui.table("layered metrics (question level)", ["metric", "n", "null", "mean", "share < 1", "share < 0.5"], rows))
+    counts = agg["primary_cause_counts"]
+    _ui.out.print(_ui.table("primary cause", ["layer", "questions"], [[k, v] for k, v in counts.items()]))
+    _ui.out.print(_ui.table("citation rule checks", ["status", "sentences"], [[k, v] for k, v in agg["citation_status_counts"].items()]))
+    nik = agg["not_in_kb"]
+    _ui.out.print(f"not_in_kb: {nik['refused']}/{nik['n']} refused")
+    usage = getattr(judge, "usage", None)
+    if usage:
+        _ui.out.print(f"judge calls {usage['calls']}, cache hits {usage['cache_hits']}, retries {usage['retries']}, "
+                      f"failures {usage['failures']}, tokens {usage['prompt_tokens']}+{usage['completion_tokens']}, cost {judge.cost:.4f}")
+
+
+def bughunt(
+    out: Path = typer.Option(None, "--out", help="Also write results.json and report.md to this run directory."),
+    judge: str = typer.Option(None, "--judge", help="Another judge instead of the sample's human labels. " + JUDGE_HELP),
+    cache_dir: Path = typer.Option(None, "--cache-dir", help="Judge cache directory (llm judge)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the whole result as JSON instead of tables."),
+) -> None:
+    """The chapter's BugHunt sample: six preset answers, each failing in one layer, and the rule checker vs human labels."""
+    from lewisrag.data.io import write_json, write_text
+    from lewisrag.eval import judges
+    from lewisrag.eval.bughunt import load_bughunt
+    from lewisrag.eval.report_md import BUGHUNT_COLUMNS, bughunt_answer_rows, granularity_rows, render_bughunt
+    from lewisrag.eval.run import evaluate_bughunt
+
+    the_judge = judges.from_spec(judge, cache_dir=cache_dir) if judge else None
+    result = evaluate_bughunt(load_bughunt(), the_judge)
+    if out is not None:
+        write_text(out / "report.md", render_bughunt(result))
+        write_json(out / "results.json", result)
+    if as_json:
+        _ui.out.print_json(json.dumps(result, ensure_ascii=False))
+        return
+    _ui.out.print(f"[bold]{result['question']}[/]  judge: {result['judge']['name']}")
+    _ui.out.print(_ui.table("preset answers", BUGHUNT_COLUMNS, bughunt_answer_rows(result)))
+    _ui.out.print("Each sentence cites one document, so citation recall = precision: the chapter's citation correctness.\n"
+                  "Faithfulness joins all contexts and never looks at citations: misplaced citations keep it at 1.0.")
+    _ui.out.print(_ui.table("faithfulness by granularity", ["answer", "split", "statements", "supported", "faithfulness"],
+                            granularity_rows(result)))
+    t = result["rule_checker"]["table"]
+    _ui.out.print(_ui.table("rule checker vs human citation labels", list(t), [list(t.values())]))
+

@@ -1,0 +1,112 @@
+"""Read answers to evaluate: ragas SingleTurnSample field names, so ragas data loads as is.
+
+    {"id", "user_input", "response", "retrieved_contexts": [{"id", "title", "text"}] | [str],
+     "reference"?, "reference_statements"?, "gold_passage_ids"?, "category"?, "system"?}
+
+Citations in a response name contexts: `[x]` is the context whose `id` is x when the contexts are
+objects, and the x-th context (1-based, prompt order) when they are plain strings. Unknown fields
+(ragas' `reference_contexts`, `rubrics`, ...) are ignored. Every problem is an `InputError` naming
+file, line and field; all records are read and checked before anything is evaluated.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from lewisrag.data.io import InputError, iter_records, optional_str, record_id, require_str, require_str_list
+from lewisrag.data.records import CATEGORIES, Passage
+
+
+@dataclass(frozen=True)
+class AnswerRecord:
+    id: str
+    question: str  # ragas "user_input"
+    response: str  # the answer, with its [n] citations
+    contexts: tuple[Passage, ...]  # retrieved, in rank order; ids are the citation labels
+    reference: str | None = None  # a reference answer
+    reference_statements: tuple[str, ...] = ()  # the reference split into statements by a human
+    gold_passage_ids: tuple[str, ...] = ()  # ids that must be retrieved (recall@k)
+    category: str | None = None  # one of data.records.CATEGORIES
+    system: str | None = None  # which RAG system produced the answer
+    has_context_ids: bool = False  # contexts came as objects with ids (so recall@k can be computed)
+
+    @property
+    def docs(self) -> dict[str, str]:
+        """Citation label -> context text."""
+        return {p.id: p.text for p in self.contexts}
+
+
+def _contexts(rec: dict, source, line: int) -> tuple[tuple[Passage, ...], bool]:
+    field = "retrieved_contexts"
+    value = rec.get(field)
+    if value is None:
+        raise InputError(source, "missing", line=line, field=field)
+    if hasattr(value, "tolist"):  # numpy arrays from Parquet / datasets
+        value = value.tolist()
+    if not isinstance(value, list):
+        raise InputError(source, f"expected a list, got {type(value).__name__}", line=line, field=field)
+    strings = bool(value) and isinstance(value[0], str)  # the first context sets the kind for all
+    for i, c in enumerate(value):
+        if not isinstance(c, str if strings else dict):
+            raise InputError(source, "expected all strings or all objects {id, title, text}", line=line, field=f"{field}[{i}]")
+    if strings or not value:
+        return tuple(Passage(str(i), "", c) for i, c in enumerate(value, start=1)), False
+    out, seen = [], set()
+    for i, c in enumerate(value):
+        where = f"{field}[{i}]"
+        cid = c.get("id")
+        if isinstance(cid, int) and not isinstance(cid, bool):
+            cid = str(cid)
+        if not isinstance(cid, str) or not cid.strip():
+            raise InputError(source, "missing or not a string", line=line, field=f"{where}.id")
+        if cid in seen:
+            raise InputError(source, f"duplicate context id '{cid}'", line=line, field=f"{where}.id")
+        seen.add(cid)
+        text = require_str({"text": c.get("text")}, "text", source, line, nonempty=False) if "text" in c else None
+        if text is None:
+            raise InputError(source, "missing", line=line, field=f"{where}.text")
+        title = c.get("title") or ""
+        if not isinstance(title, str):
+            raise InputError(source, "expected a string", line=line, field=f"{where}.title")
+        out.append(Passage(cid, title, text))
+    return tuple(out), True
+
+
+def parse_answer(rec: dict, source, line: int, seen: dict[str, int]) -> AnswerRecord:
+    """Validate one record (see module docstring); raises InputError on the first bad field."""
+    qid = record_id(rec, source, line, seen)
+    question = require_str(rec, "user_input", source, line)
+    response = require_str(rec, "response", source, line, nonempty=False)
+    contexts, has_ids = _contexts(rec, source, line)
+    category = optional_str(rec, "category", source, line)
+    if category is not None and category not in CATEGORIES:
+        raise InputError(source, f"unknown category '{category}' (one of {', '.join(CATEGORIES)})", line=line, field="category")
+    return AnswerRecord(
+        id=qid,
+        question=question,
+        response=response,
+        contexts=contexts,
+        reference=optional_str(rec, "reference", source, line),
+        reference_statements=tuple(require_str_list(rec, "reference_statements", source, line, required=False) or ()),
+        gold_passage_ids=tuple(require_str_list(rec, "gold_passage_ids", source, line, required=False) or ()),
+        category=category,
+        system=optional_str(rec, "system", source, line),
+        has_context_ids=has_ids,
+    )
+
+
+def read_answers(path: str | os.PathLike) -> list[AnswerRecord]:
+    """Read and validate every answer record; ids must be unique within a system.
+
+    The same question may be answered by several systems, so ids repeat across systems but not
+    within one.
+    """
+    seen: dict[str | None, dict[str, int]] = {}
+    out = []
+    for line, rec in iter_records(path):
+        system = rec.get("system") if isinstance(rec.get("system"), str) else None
+        out.append(parse_answer(rec, path, line, seen.setdefault(system, {})))
+    if not out:
+        raise InputError(path, "no answer records")
+    return out

@@ -1,0 +1,147 @@
+"""Which layer failed: per question, a verdict for each layer and the primary cause.
+
+Five layers, listed (`LAYERS`) as the chapter's table lists them: retrieval, generation not used,
+generation distorted, generation off-topic, citation. A layer fails when its metric falls below its
+threshold and is "n/a" when its metric could not be computed (NaN).
+
+The primary cause is the first failing layer along the causal chain (`CAUSE_ORDER`):
+
+    retrieval → generation_off_topic → generation_distorted → generation_not_used → citation
+
+and failures after it are marked as consequences, because a broken earlier layer drags later
+metrics down (an answer built on missing documents is usually also incomplete). Within generation,
+an answer to another question cannot be expected to state the right facts, and an answer that
+invents facts has put them in place of the context's: both leave the reference uncovered. So "not
+used" is blamed only when the answer is on topic and faithful, yet incomplete.
+
+Questions of category `not_in_kb` have no right content: the only right answer is a refusal. They
+get no layer verdicts; `refused` says whether the answer refused, and a non-refusal is blamed on
+`generation_distorted` (the answer asserts what no document says). They never enter a mean.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from dataclasses import dataclass
+
+LAYERS = ("retrieval", "generation_not_used", "generation_distorted", "generation_off_topic", "citation")
+CAUSE_ORDER = ("retrieval", "generation_off_topic", "generation_distorted", "generation_not_used", "citation")
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """A layer passes when its metric is at least its threshold. Defaults are strict on purpose:
+    for one question, one unsupported fact is already a failure worth seeing; calibrate them to
+    the judge's noise (see `lewisrag calibrate`) before gating on them."""
+
+    recall_at_k: float = 1.0  # retrieval, when gold ids are given: a gold passage must be in the top k
+    context_recall: float = 1.0  # retrieval otherwise: every reference statement found in the contexts
+    answer_completeness: float = 1.0  # not used: every reference statement covered by the answer
+    faithfulness: float = 1.0  # distorted: every answer statement supported by the contexts
+    on_topic_rate: float = 0.5  # off-topic: at least half of the statements address the question
+    answer_relevancy: float = 0.5  # off-topic, when no on-topic labels exist: mean clipped cosine
+    citation: float = 1.0  # citation: citation recall and precision (ALCE) both at least this
+
+
+def _verdict(value, threshold: float) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    return "pass" if value >= threshold else "fail"
+
+
+def layer_verdicts(metrics: dict, thresholds: Thresholds = Thresholds(), k: int | None = None) -> dict[str, str]:
+    """"pass" / "fail" / "n/a" per layer from one question's metrics (keys as in results.json).
+
+    Retrieval uses recall@k when gold ids gave one (at `k`, default the largest k present), else
+    context recall. Off-topic uses the on-topic rate when labelled, else answer relevancy.
+
+    >>> layer_verdicts({"context_recall": 1.0, "answer_completeness": 1 / 3, "faithfulness": 1.0})
+    {'retrieval': 'pass', 'generation_not_used': 'fail', 'generation_distorted': 'pass', 'generation_off_topic': 'n/a', 'citation': 'n/a'}
+    """
+    t = thresholds
+    at_k = metrics.get("recall_at_k") or {}
+    if at_k:
+        retrieval = _verdict(at_k.get(str(k)) if k is not None else at_k[max(at_k, key=int)], t.recall_at_k)
+    else:
+        retrieval = _verdict(metrics.get("context_recall"), t.context_recall)
+    off_topic = _verdict(metrics.get("on_topic_rate"), t.on_topic_rate)
+    if off_topic == "n/a":
+        off_topic = _verdict(metrics.get("answer_relevancy"), t.answer_relevancy)
+    cites = [_verdict(metrics.get(m), t.citation) for m in ("citation_recall", "citation_precision")]
+    citation = "fail" if "fail" in cites else "pass" if "pass" in cites else "n/a"
+    return {
+        "retrieval": retrieval,
+        "generation_not_used": _verdict(metrics.get("answer_completeness"), t.answer_completeness),
+        "generation_distorted": _verdict(metrics.get("faithfulness"), t.faithfulness),
+        "generation_off_topic": off_topic,
+        "citation": citation,
+    }
+
+
+def primary_cause(layers: dict[str, str]) -> tuple[str | None, list[str]]:
+    """The first failing layer in CAUSE_ORDER, and the later failing layers (its consequences).
+
+    >>> primary_cause({"retrieval": "fail", "generation_not_used": "fail", "generation_distorted": "pass",
+    ...                "generation_off_topic": "n/a", "citation": "fail"})
+    ('retrieval', ['generation_not_used', 'citation'])
+    >>> primary_cause({"retrieval": "pass", "generation_not_used": "fail", "generation_distorted": "fail"})
+    ('generation_distorted', ['generation_not_used'])
+    """
+    failing = [layer for layer in CAUSE_ORDER if layers.get(layer) == "fail"]
+    return (failing[0], failing[1:]) if failing else (None, [])
+
+
+def diagnose(metrics: dict, category: str | None = None, refused: bool = False,
+             thresholds: Thresholds = Thresholds(), k: int | None = None) -> dict:
+    """One question's diagnosis: `{"layers": {...}, "primary": layer | None, "consequences": [...]}`.
+
+    >>> diagnose({"context_recall": 1.0, "faithfulness": 1.0, "citation_recall": 0.0})["primary"]
+    'citation'
+    >>> diagnose({}, category="not_in_kb", refused=False)["primary"]
+    'generation_distorted'
+    """
+    if category == "not_in_kb":
+        layers = dict.fromkeys(LAYERS, "n/a")
+        if not refused:
+            layers["generation_distorted"] = "fail"
+        primary, consequences = primary_cause(layers)
+        return {"layers": layers, "primary": primary, "consequences": consequences, "expected_refusal": True}
+    layers = layer_verdicts(metrics, thresholds, k)
+    primary, consequences = primary_cause(layers)
+    return {"layers": layers, "primary": primary, "consequences": consequences}
+
+
+# ---------------------------------------------------------------------------------------------
+# refusals
+
+_REFUSAL_PATTERNS = [
+    # English: "not found in the knowledge base", "I don't know", "no information about", ...
+    r"\bnot (?:found|available|mentioned|covered|present) in the (?:knowledge base|provided|given|retrieved|context|documents?)",
+    r"\b(?:i )?(?:do not|don't|cannot|can't|could not|couldn't) (?:know|find|answer|determine|tell)\b",
+    r"\b(?:no|not enough|insufficient) (?:relevant )?(?:information|documents?|context|evidence)\b",
+    r"\bnot in the (?:knowledge base|provided|given|retrieved|context|documents?)",
+    r"\bunable to (?:find|answer|determine)\b",
+    r"\b(?:context|documents?|knowledge base|sources?) (?:does|do) not (?:contain|mention|say|cover|provide)\b",
+    # Chinese: 没查到 / 没有找到 / 未找到 / 知识库里没有 / 无法回答 / 不知道 / 没有相关信息 / 未提及
+    r"没(?:有)?(?:查|找|检索)到", r"未(?:能)?(?:查|找|检索)到", r"查不到", r"找不到",
+    r"(?:知识库|文档|上下文|资料)(?:里|中|内)?(?:没有|未|并未|不)(?:包含|提及|提到|涉及|记载)?",
+    r"无法(?:回答|确定|判断|找到)", r"不知道", r"没有(?:相关|足够)?(?:的)?(?:信息|资料|依据|记录)",
+]
+_REFUSAL_RE = re.compile("|".join(f"(?:{p})" for p in _REFUSAL_PATTERNS))
+
+
+def is_refusal(text: str) -> bool:
+    """Whether an answer declines to answer ("not found in the knowledge base"), Chinese or English.
+
+    A phrase match, so an answer that refuses one part and answers another also counts; not_in_kb
+    answers are short in practice. Empty answers count as refusals.
+
+    >>> is_refusal("I could not find this in the knowledge base."), is_refusal("知识库里没有相关信息。")
+    (True, True)
+    >>> is_refusal("The API returns 422."), is_refusal("接口返回 422。")
+    (False, False)
+    """
+    s = unicodedata.normalize("NFKC", text).lower().replace("’", "'")
+    return not s.strip() or bool(_REFUSAL_RE.search(s))

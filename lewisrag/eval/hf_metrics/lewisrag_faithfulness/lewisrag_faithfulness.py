@@ -1,0 +1,66 @@
+"""lewisrag layered metrics as an evaluate module: faithfulness and ALCE citation quality.
+
+Inputs: `predictions` (answers, with [n] citations naming the n-th context) and `contexts` (the
+retrieved passages of each answer). Optional compute arguments: `judge` (a judge spec such as
+"lexical", "nli:PATH", "labels:FILE", or a judge object; default "lexical") and
+`reference_statements` (one list per answer) for context recall and answer completeness.
+Answers are split with lewisrag's sentence splitter. NaN scores (no statements, no citations) are
+left out of the means and counted in `<metric>_nan`.
+"""
+
+import math
+
+import datasets
+import evaluate
+
+from lewisrag.eval import judges, metrics
+from lewisrag.eval.statements import split_sentences, strip_citations
+
+_DESCRIPTION = "Faithfulness (ragas), citation recall and precision (ALCE), context recall and completeness."
+_KWARGS_DESCRIPTION = """
+Args:
+    predictions: list of answers with [n] citations.
+    contexts: list of lists of retrieved passages, one list per answer ([1] is the first passage).
+    judge: "lexical" (default), "nli:PATH", "labels:FILE" or a judge object.
+    reference_statements: optional list of lists of reference statements.
+Returns:
+    faithfulness, citation_recall, citation_precision (and context_recall, answer_completeness with
+    reference_statements): means over answers where defined; `<metric>_nan` counts the others;
+    judge_fingerprint names the judge.
+"""
+
+
+def _mean(values):
+    kept = [v for v in values if not math.isnan(v)]
+    return (sum(kept) / len(kept) if kept else float("nan")), len(values) - len(kept)
+
+
+class LewisragFaithfulness(evaluate.Metric):
+    def _info(self):
+        return evaluate.MetricInfo(
+            description=_DESCRIPTION,
+            citation="",
+            inputs_description=_KWARGS_DESCRIPTION,
+            features=datasets.Features({"predictions": datasets.Value("string"),
+                                        "contexts": datasets.Sequence(datasets.Value("string"))}),
+        )
+
+    def _compute(self, predictions, contexts, judge="lexical", reference_statements=None, **unused):
+        # `unused`: evaluate.combine passes every module all inputs (e.g. `references` for QA)
+        judge = judges.from_spec(judge) if isinstance(judge, str) else judge
+        scores = {"faithfulness": [], "citation_recall": [], "citation_precision": []}
+        for answer, ctx in zip(predictions, contexts):
+            sentences = split_sentences(answer)
+            scores["faithfulness"].append(metrics.faithfulness([s.text for s in sentences], list(ctx), judge))
+            docs = {str(i): c for i, c in enumerate(ctx, start=1)}
+            cq = metrics.citation_quality([(s.text, list(s.citations)) for s in sentences], docs, judge)
+            scores["citation_recall"].append(cq["recall"])
+            scores["citation_precision"].append(cq["precision"])
+        if reference_statements is not None:
+            scores["context_recall"] = [metrics.context_recall(list(r), list(c), judge) for r, c in zip(reference_statements, contexts)]
+            scores["answer_completeness"] = [metrics.answer_completeness(list(r), strip_citations(a), judge)
+                                             for r, a in zip(reference_statements, predictions)]
+        out = {"judge_fingerprint": judge.fingerprint}
+        for name, values in scores.items():
+            out[name], out[f"{name}_nan"] = _mean(values)
+        return out

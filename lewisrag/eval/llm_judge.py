@@ -1,0 +1,263 @@
+"""`LLMJudge`: support verdicts from an OpenAI-compatible chat-completions endpoint.
+
+Statements that share a premise go out together in one request asking for
+`{"verdicts": [{"id": 1, "supported": true, "reason": "..."}]}`, so the faithfulness of one answer
+costs one call (ragas makes two). Requests run on a thread pool of `max_workers`, a semaphore holds
+every request in flight to that bound, 429 and 5xx replies and timeouts are retried with
+exponential backoff, and `usage` token counts are summed into a cost estimate.
+
+Decided verdicts are cached on disk under sha256(judge name, model, params, prompt version,
+premise, hypothesis); undecided ones are not, so the next run asks again. The API key is sent in
+the Authorization header only: it is in no cache key, fingerprint, reason or result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+from lewisrag.data.io import InputError
+from lewisrag.eval.judges import DEFAULT_CACHE_DIR, DiskCache, Verdict, digest
+
+PROMPT_VERSION = "lewisrag-judge-1"  # bump whenever a prompt below changes: it changes scores
+
+SYSTEM_JUDGE = (
+    "You check statements against evidence. A statement is supported only if the evidence alone "
+    "states or directly implies it; contradicted or unmentioned statements are not supported. "
+    'Reply with JSON only: {"verdicts": [{"id": <statement id>, "supported": true|false, '
+    '"reason": "<one short sentence>"}]}, one verdict per statement.'
+)
+SYSTEM_DECOMPOSE = (
+    "Split the text into short atomic statements, each one self-contained fact, keeping its "
+    'language. Reply with JSON only: {"statements": ["...", "..."]}.'
+)
+SYSTEM_QUESTIONS = (
+    "Write questions that the given answer answers, in the answer's language, and mark an answer "
+    "noncommittal if it is evasive or vague (e.g. 'I don't know'). Reply with JSON only: "
+    '{"questions": ["..."], "noncommittal": true|false}.'
+)
+
+
+class JudgeError(Exception):
+    """A request that failed for good (after retries); callers record the reason as a NaN."""
+
+
+def _strip_fences(text: str) -> str:
+    m = re.search(r"```(?:json)?\s*(.*?)```", text, re.S)
+    return m.group(1) if m else text
+
+
+def parse_verdicts(content: str, n: int) -> list[Verdict]:
+    """Verdicts for ids 1..n from a reply; anything missing or malformed becomes Verdict(None, why).
+
+    >>> parse_verdicts('{"verdicts": [{"id": 1, "supported": true, "reason": "stated"}]}', 2)
+    [Verdict(supported=True, reason='stated'), Verdict(supported=None, reason='no verdict for statement 2 in the reply')]
+    >>> parse_verdicts("yes", 1)[0].reason
+    'malformed reply: not JSON'
+    """
+    try:
+        data = json.loads(_strip_fences(content))
+    except json.JSONDecodeError:
+        return [Verdict(None, "malformed reply: not JSON")] * n
+    items = data.get("verdicts") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        return [Verdict(None, "malformed reply: no 'verdicts' list")] * n
+    found: dict[int, Verdict] = {}
+    for item in items:
+        if not isinstance(item, dict) or str(item.get("id")).strip() not in {str(i) for i in range(1, n + 1)}:
+            continue
+        sup, reason = item.get("supported"), str(item.get("reason", ""))
+        found[int(str(item["id"]).strip())] = Verdict(sup, reason) if isinstance(sup, bool) else Verdict(None, f"malformed verdict: supported={sup!r}")
+    return [found.get(i, Verdict(None, f"no verdict for statement {i} in the reply")) for i in range(1, n + 1)]
+
+
+class LLMJudge:
+    """Judge, decompose and generate questions through `POST {base_url}/chat/completions`."""
+
+    name = "llm"
+    prompt_version = PROMPT_VERSION
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        model: str = "",
+        api_key: str | None = None,
+        *,
+        cache_dir: str | os.PathLike | None = None,
+        max_workers: int = 4,
+        batch_size: int = 16,
+        timeout: float = 60.0,
+        max_retries: int = 4,
+        backoff: float = 1.0,
+        temperature: float = 0.0,
+        json_mode: bool = True,
+        price_in: float = 0.0,
+        price_out: float = 0.0,
+    ):
+        base_url = base_url or os.environ.get("LEWISRAG_LLM_BASE_URL")
+        if not base_url:
+            raise InputError("--judge", "the llm judge needs a base URL: set LEWISRAG_LLM_BASE_URL or pass --llm-base-url")
+        if not model:
+            raise InputError("--judge", "the llm judge needs a model name (llm:MODEL)")
+        if max_workers < 1 or batch_size < 1:
+            raise ValueError("max_workers and batch_size must be at least 1")
+        self.base_url = base_url.rstrip("/")  # not in the fingerprint: the same model may sit behind many URLs
+        self.model = model
+        self._key = api_key if api_key is not None else os.environ.get("LEWISRAG_LLM_API_KEY", "")
+        self.cache = DiskCache(cache_dir or DEFAULT_CACHE_DIR)
+        self.max_workers = max_workers  # requests in flight at most, across all calls on this judge
+        self.batch_size = batch_size  # statements per request
+        self.timeout = timeout  # seconds per request
+        self.max_retries = max_retries  # extra tries after a 429/5xx/timeout
+        self.backoff = backoff  # first retry waits this many seconds, then doubles
+        self.temperature = temperature
+        self.json_mode = json_mode  # send response_format json_object (some servers reject it)
+        self.price_in, self.price_out = price_in, price_out  # currency per prompt / completion token
+        self._slots = threading.BoundedSemaphore(max_workers)
+        self._lock = threading.Lock()
+        self.usage = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "retries": 0, "failures": 0, "cache_hits": 0}
+
+    @property
+    def params(self) -> dict:
+        return {"temperature": self.temperature, "batch_size": self.batch_size, "json_mode": self.json_mode}
+
+    @property
+    def fingerprint(self) -> str:
+        return digest("LLMJudge", self.model, self.params, PROMPT_VERSION)
+
+    @property
+    def cost(self) -> float:
+        return self.usage["prompt_tokens"] * self.price_in + self.usage["completion_tokens"] * self.price_out
+
+    def describe(self) -> dict:
+        """What results.json records about this judge (no URL, no key)."""
+        return {"model": self.model, "params": self.params, "prompt_version": PROMPT_VERSION,
+                "usage": dict(self.usage), "cost": self.cost}
+
+    # -- protocol ---------------------------------------------------------------------------
+
+    def judge(self, pairs: list[tuple[str, str]]) -> list[Verdict]:
+        out: list[Verdict | None] = [None] * len(pairs)
+        todo: dict[str, list[int]] = {}  # premise -> positions still to judge
+        for i, (premise, hypothesis) in enumerate(pairs):
+            hit = self.cache.get(self._key_for("judge", premise, hypothesis))
+            if hit is not None:
+                out[i] = Verdict(hit["supported"], hit["reason"])
+                self._count(cache_hits=1)
+            else:
+                todo.setdefault(premise, []).append(i)
+        batches = [(p, idx[s : s + self.batch_size]) for p, idx in todo.items() for s in range(0, len(idx), self.batch_size)]
+        with ThreadPoolExecutor(max_workers=self.max_workers) as pool:
+            results = pool.map(lambda b: self._judge_batch(b[0], [pairs[i][1] for i in b[1]]), batches)
+            for (premise, idx), verdicts in zip(batches, results):
+                for i, v in zip(idx, verdicts):
+                    out[i] = v
+                    if v.supported is not None:
+                        self.cache.put(self._key_for("judge", premise, pairs[i][1]), {"supported": v.supported, "reason": v.reason})
+        return out  # type: ignore[return-value]
+
+    def decompose(self, text: str) -> list[str]:
+        """Atomic statements of `text` (for statements.split_atomic); raises JudgeError on failure."""
+        data = self._ask_json("decompose", SYSTEM_DECOMPOSE, text, "")
+        items = data.get("statements")
+        if not isinstance(items, list) or not all(isinstance(s, str) for s in items):
+            raise JudgeError("malformed reply: no 'statements' list of strings")
+        return [s.strip() for s in items if s.strip()]
+
+    def generate_questions(self, answer: str, n: int = 3) -> tuple[list[str], bool]:
+        """`n` questions the answer answers, and whether the answer is noncommittal (for answer relevancy)."""
+        data = self._ask_json("questions", SYSTEM_QUESTIONS, f"Write {n} questions.\n\nAnswer:\n{answer}", str(n))
+        qs, nc = data.get("questions"), data.get("noncommittal")
+        if not isinstance(qs, list) or not all(isinstance(q, str) for q in qs) or not isinstance(nc, (bool, int)):
+            raise JudgeError("malformed reply: expected 'questions' (list) and 'noncommittal' (bool)")
+        return qs[:n], bool(nc)
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _key_for(self, task: str, a: str, b: str) -> str:
+        return digest(self.name, self.model, self.params, PROMPT_VERSION, task, a, b)
+
+    def _count(self, **kw: int) -> None:
+        with self._lock:
+            for k, v in kw.items():
+                self.usage[k] += v
+
+    def _judge_batch(self, premise: str, hypotheses: list[str]) -> list[Verdict]:
+        listing = "\n".join(f"{i}. {h}" for i, h in enumerate(hypotheses, start=1))
+        user = f"Evidence:\n{premise}\n\nStatements:\n{listing}"
+        try:
+            content = self._chat(SYSTEM_JUDGE, user)
+        except JudgeError as e:
+            return [Verdict(None, str(e))] * len(hypotheses)
+        return parse_verdicts(content, len(hypotheses))
+
+    def _ask_json(self, task: str, system: str, user: str, extra: str) -> dict:
+        key = self._key_for(task, user, extra)
+        hit = self.cache.get(key)
+        if hit is not None:
+            self._count(cache_hits=1)
+            return hit
+        try:
+            data = json.loads(_strip_fences(self._chat(system, user)))
+        except json.JSONDecodeError:
+            raise JudgeError("malformed reply: not JSON") from None
+        if not isinstance(data, dict):
+            raise JudgeError("malformed reply: not a JSON object")
+        self.cache.put(key, data)
+        return data
+
+    def _chat(self, system: str, user: str) -> str:
+        body = {"model": self.model, "temperature": self.temperature,
+                "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]}
+        if self.json_mode:
+            body["response_format"] = {"type": "json_object"}
+        req = urllib.request.Request(
+            f"{self.base_url}/chat/completions", data=json.dumps(body).encode("utf-8"), method="POST",
+            headers={"Content-Type": "application/json", **({"Authorization": f"Bearer {self._key}"} if self._key else {})},
+        )
+        last = ""
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                self._count(retries=1)
+                time.sleep(self.backoff * 2 ** (attempt - 1))
+            try:
+                with self._slots:
+                    self._count(calls=1)
+                    with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                        reply = json.loads(resp.read().decode("utf-8"))
+                return self._content(reply)
+            except urllib.error.HTTPError as e:
+                last = f"HTTP {e.code}"
+                if e.code != 429 and e.code < 500:
+                    break  # a client error will not heal by waiting
+            except (TimeoutError, socket.timeout):
+                last = f"timeout after {self.timeout:g}s"
+            except urllib.error.URLError as e:
+                last = "timeout" if isinstance(e.reason, (TimeoutError, socket.timeout)) else f"connection failed: {e.reason}"
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                last = "malformed reply: response body is not JSON"
+                break
+        self._count(failures=1)
+        raise JudgeError(self._scrub(f"{last} ({attempt + 1} attempt{'s' if attempt else ''})"))
+
+    def _content(self, reply) -> str:
+        try:
+            content = reply["choices"][0]["message"]["content"]
+        except (KeyError, IndexError, TypeError):
+            raise JudgeError("malformed reply: no choices[0].message.content") from None
+        usage = reply.get("usage") or {}
+        self._count(prompt_tokens=int(usage.get("prompt_tokens") or 0), completion_tokens=int(usage.get("completion_tokens") or 0))
+        return content if isinstance(content, str) else ""
+
+    def _scrub(self, text: str) -> str:
+        return text.replace(self._key, "***") if self._key else text
+
+    def __repr__(self) -> str:  # never show the key
+        return f"LLMJudge(model={self.model!r}, max_workers={self.max_workers}, batch_size={self.batch_size})"

@@ -1,0 +1,273 @@
+"""Layered RAG metrics: pure functions over statements, contexts and a judge.
+
+Every score is a share of statements (or citations) that a judge found supported. Two rules hold
+throughout and fix faults seen in other tools:
+
+- NaN, never a silent 0 or 1, when there is nothing to score (no statements, no reference
+  statements, no citations, no gold ids).
+- A verdict the judge could not give (`Verdict(None, reason)`: malformed reply, timeout, unknown
+  label) is left out of numerator *and* denominator; the score is NaN only if no verdict remains.
+  `count_support` reports how many were left out, and results.json records them with reasons.
+
+Examples use `FunctionJudge(lambda premise, hypothesis: hypothesis in premise)`: "supported" means
+the statement occurs verbatim in the premise, so every number below can be checked by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from lewisrag.eval.judges import Verdict
+from lewisrag.eval.statements import strip_citations
+
+NAN = float("nan")
+
+
+@dataclass(frozen=True)
+class Support:
+    score: float  # supported / decided; NaN when nothing was decided
+    verdicts: list[Verdict]  # one per hypothesis, in order
+    undecided: int  # verdicts with supported=None, left out of the score
+
+
+def join_contexts(contexts: Sequence[str]) -> str:
+    """All retrieved contexts as one premise, joined with newlines as ragas does."""
+    return "\n".join(contexts)
+
+
+def share(verdicts: Sequence[Verdict]) -> float:
+    """Supported share of the decided verdicts; NaN if none was decided.
+
+    >>> share([Verdict(True), Verdict(False), Verdict(None, "timeout")])
+    0.5
+    """
+    decided = [v.supported for v in verdicts if v.supported is not None]
+    return sum(decided) / len(decided) if decided else NAN
+
+
+def count_support(premise: str, hypotheses: Sequence[str], judge) -> Support:
+    """Judge every hypothesis against one premise in a single batched judge call."""
+    verdicts = judge.judge([(premise, h) for h in hypotheses]) if hypotheses else []
+    if len(verdicts) != len(hypotheses):
+        raise ValueError(f"judge returned {len(verdicts)} verdicts for {len(hypotheses)} pairs")
+    return Support(share(verdicts), verdicts, sum(v.supported is None for v in verdicts))
+
+
+def faithfulness(statements: list[str], contexts: list[str], judge) -> float:
+    """Share of the answer's statements supported by the retrieved contexts joined together.
+
+    NaN when there are no statements. Citations are ignored: that is citation_quality's job.
+
+    >>> from lewisrag.eval.judges import FunctionJudge
+    >>> judge = FunctionJudge(lambda premise, hypothesis: hypothesis in premise)
+    >>> faithfulness(["login returns 422", "a toast appears"], ["login returns 422", "errors listed"], judge)
+    0.5
+    >>> round(faithfulness(["返回 422", "弹出 toast", "锁定 15 分钟"], ["登录失败返回 422。"], judge), 3)
+    0.333
+    >>> faithfulness([], ["登录失败返回 422。"], judge)
+    nan
+    """
+    return count_support(join_contexts(contexts), statements, judge).score
+
+
+def context_recall(reference_statements: list[str], contexts: list[str], judge) -> float:
+    """Share of the reference answer's statements supported by the retrieved contexts.
+
+    Measures the retriever: a reference fact no context supports was not retrieved.
+
+    >>> from lewisrag.eval.judges import FunctionJudge
+    >>> judge = FunctionJudge(lambda premise, hypothesis: hypothesis in premise)
+    >>> round(context_recall(["返回 422", "is invalid", "红色列表"], ["登录失败返回 422"], judge), 3)
+    0.333
+    >>> context_recall(["returns 422"], ["login returns 422"], judge)
+    1.0
+    """
+    return count_support(join_contexts(contexts), reference_statements, judge).score
+
+
+def answer_completeness(reference_statements: list[str], answer: str, judge) -> float:
+    """Share of the reference statements the answer covers (the answer is the premise).
+
+    Measures "retrieved but not used": the context had the fact, the answer left it out.
+
+    >>> from lewisrag.eval.judges import FunctionJudge
+    >>> judge = FunctionJudge(lambda premise, hypothesis: hypothesis in premise)
+    >>> round(answer_completeness(["返回 422", "is invalid", "红色列表"], "登录失败时返回 422。", judge), 3)
+    0.333
+    >>> answer_completeness(["returns 422", "is invalid"], "It returns 422.", judge)
+    0.5
+    """
+    return count_support(answer, reference_statements, judge).score
+
+
+def recall_at_k(retrieved_ids: Sequence[str], gold_ids: Sequence[str], k: int) -> float:
+    """1.0 if any gold id is among the first k retrieved ids, else 0.0 (DPR's top-k accuracy).
+
+    NaN when there are no gold ids. ID-based: no judge, deterministic, cheap.
+
+    >>> recall_at_k(["REQ-USER-02", "REQ-AUTH-03"], ["REQ-AUTH-03"], 1), recall_at_k(["d2", "d1"], ["d1"], 2)
+    (0.0, 1.0)
+    """
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    if not gold_ids:
+        return NAN
+    return float(bool(set(retrieved_ids[:k]) & set(gold_ids)))
+
+
+def gold_fraction_at_k(retrieved_ids: Sequence[str], gold_ids: Sequence[str], k: int) -> float:
+    """Share of the gold ids found in the first k retrieved ids (for multi-document questions).
+
+    >>> gold_fraction_at_k(["需求-1", "bug-7", "需求-2"], ["需求-1", "需求-2"], 2)
+    0.5
+    """
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    gold = set(gold_ids)
+    return len(set(retrieved_ids[:k]) & gold) / len(gold) if gold else NAN
+
+
+def answer_relevancy(
+    question: str, generated_questions: Sequence[str], embed: Callable[[str], Sequence[float]], noncommittal: Sequence[bool] | bool
+) -> float:
+    """Mean cosine between the question and questions generated back from the answer.
+
+    Each cosine is clipped to [0, 1] (a negative cosine means unrelated, not "less than
+    unrelated"), so the score lies in [0, 1]. It is 0 only if every generated question was marked
+    noncommittal (ragas' rule: some evasive questions cost nothing). NaN if nothing was generated.
+
+    >>> vec = {"登录密码错误返回什么？": [1.0, 0.0], "What does login return?": [0.6, 0.8], "注册": [-1.0, 0.0]}
+    >>> answer_relevancy("登录密码错误返回什么？", ["What does login return?", "注册"], vec.get, [False, False])
+    0.3
+    >>> answer_relevancy("登录密码错误返回什么？", ["What does login return?"], vec.get, [True])
+    0.0
+    """
+    if not generated_questions:
+        return NAN
+    flags = [noncommittal] * len(generated_questions) if isinstance(noncommittal, bool) else list(noncommittal)
+    if len(flags) != len(generated_questions):
+        raise ValueError(f"noncommittal: expected {len(generated_questions)} flags, got {len(flags)}")
+    if all(flags):
+        return 0.0
+    q = np.asarray(embed(question), dtype=float)
+    cosines = []
+    for g in generated_questions:
+        v = np.asarray(embed(g), dtype=float)
+        if v.shape != q.shape:
+            raise ValueError(f"embed returned shapes {q.shape} and {v.shape}; expected equal")
+        denom = float(np.linalg.norm(q) * np.linalg.norm(v))
+        cosines.append(min(max(float(q @ v) / denom, 0.0), 1.0) if denom > 0 else 0.0)
+    return float(np.mean(cosines))
+
+
+def on_topic_rate(statements_on_topic: Sequence[bool | None]) -> float:
+    """Share of the answer's statements that address the question (labels from a human or judge).
+
+    None (not labelled) is left out; NaN when nothing is labelled.
+
+    >>> on_topic_rate([True, True, False, None])
+    0.6666666666666666
+    >>> on_topic_rate([])
+    nan
+    """
+    return share([Verdict(v) for v in statements_on_topic])
+
+
+def load_embedder(path: str, max_length: int = 256) -> Callable[[str], list[float]]:
+    """A sentence embedder from a local transformers encoder dir (e.g. all-MiniLM-L6-v2): mean of
+    the token states under the attention mask, L2-normalized, as sentence-transformers does."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    tokenizer, model = AutoTokenizer.from_pretrained(path), AutoModel.from_pretrained(path).eval()
+
+    def embed(text: str) -> list[float]:
+        enc = tokenizer([text], truncation=True, max_length=max_length, return_tensors="pt")
+        with torch.no_grad():
+            states = model(**enc).last_hidden_state  # (1, L, D)
+        mask = enc["attention_mask"].unsqueeze(-1).to(states.dtype)  # (1, L, 1)
+        vec = (states * mask).sum(1) / mask.sum(1).clamp(min=1.0)  # (1, D)
+        return torch.nn.functional.normalize(vec, dim=-1)[0].tolist()
+
+    return embed
+
+
+# ---------------------------------------------------------------------------------------------
+# citation quality (ALCE, Gao et al. 2023)
+
+
+def citation_quality(statements: list[tuple[str, list[str]]], docs: dict[str, str], judge) -> dict[str, float]:
+    """Citation recall and precision exactly as ALCE's eval.py defines them.
+
+    recall, per statement: 1 iff it cites at least one document and the cited documents joined
+    (newline) support it. precision, per citation: 1 iff its statement has recall 1 and the
+    citation is not irrelevant; a citation is irrelevant iff it alone does not support the
+    statement AND the statement's other citations still do. A cited id missing from `docs` counts
+    as a citation that supports nothing. NaN when there are no statements (recall) or no citations
+    (precision; ALCE reports 0 there, which reads as "all citations wrong").
+
+    >>> from lewisrag.eval.judges import FunctionJudge
+    >>> judge = FunctionJudge(lambda premise, hypothesis: hypothesis in premise)
+    >>> docs = {"1": "login returns 422", "2": "errors listed in red", "3": "signup returns 422"}
+    >>> citation_quality([("login returns 422", ["1"]), ("login returns 422", ["1", "3"]),
+    ...                   ("errors listed in red", ["3"])], docs, judge)   # recall 2/3; precision: [3] in the 2nd is irrelevant, the 3rd wrong
+    {'recall': 0.6666666666666666, 'precision': 0.5}
+    >>> citation_quality([("登录返回 422", ["1", "2"])], {"1": "登录返回 422", "2": "注册返回 422"}, judge)
+    {'recall': 1.0, 'precision': 0.5}
+    """
+    d = citation_quality_detail(statements, docs, judge)
+    return {"recall": d["recall"], "precision": d["precision"]}
+
+
+def citation_quality_detail(statements: list[tuple[str, list[str]]], docs: dict[str, str], judge) -> dict:
+    """citation_quality plus, per statement, `supported` (recall verdict), `irrelevant` ids and a reason.
+
+    At most three batched judge calls: the joint check of every statement, then the single-citation
+    checks of multi-citation statements, then the leave-one-out checks of those that failed alone.
+    """
+    # As ALCE does, the judge reads the statement without its [n] markers, and each cited doc counts once.
+    statements = [(strip_citations(text), c) for text, c in statements]
+    cites = [list(dict.fromkeys(c)) for _, c in statements]
+    joint: list[Verdict] = [Verdict(False, "no citation")] * len(statements)
+    ask: list[int] = []
+    for i, c in enumerate(cites):
+        missing = [x for x in c if x not in docs]
+        if c and missing:
+            joint[i] = Verdict(False, "cited ids not in the documents: " + ", ".join(missing))
+        elif c:
+            ask.append(i)
+    for i, v in zip(ask, _judge(judge, [("\n".join(docs[x] for x in cites[i]), statements[i][0]) for i in ask])):
+        joint[i] = v
+    alone = [(i, x) for i, c in enumerate(cites) if joint[i].supported and len(c) > 1 for x in c]
+    alone_v = dict(zip(alone, _judge(judge, [(docs[x], statements[i][0]) for i, x in alone])))
+    rest = [(i, x) for (i, x), v in alone_v.items() if v.supported is not True]
+    rest_v = dict(zip(rest, _judge(judge, [("\n".join(docs[y] for y in cites[i] if y != x), statements[i][0]) for i, x in rest])))
+    precise = decided = 0
+    per_statement = []
+    for i, c in enumerate(cites):
+        irrelevant, undecided = [], 0
+        for x in c:
+            if joint[i].supported is None:
+                undecided += 1
+            elif not joint[i].supported:
+                decided += 1
+            elif len(c) == 1 or alone_v[(i, x)].supported is True or rest_v[(i, x)].supported is False:
+                decided, precise = decided + 1, precise + 1
+            elif alone_v[(i, x)].supported is None or rest_v[(i, x)].supported is None:
+                undecided += 1
+            else:
+                decided += 1
+                irrelevant.append(x)
+        per_statement.append({"supported": joint[i].supported, "irrelevant": irrelevant,
+                              "undecided_citations": undecided, "reason": joint[i].reason})
+    return {"recall": share(joint), "precision": precise / decided if decided else NAN, "statements": per_statement}
+
+
+def _judge(judge, pairs: list[tuple[str, str]]) -> list[Verdict]:
+    verdicts = judge.judge(pairs) if pairs else []
+    if len(verdicts) != len(pairs):
+        raise ValueError(f"judge returned {len(verdicts)} verdicts for {len(pairs)} pairs")
+    return verdicts

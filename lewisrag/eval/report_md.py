@@ -1,0 +1,126 @@
+"""report.md for an evaluation run: per-layer tables, score distributions, and the questions to read.
+
+Pure functions from the results.json object to Markdown text; the command writes the file.
+"""
+
+from __future__ import annotations
+
+from lewisrag.eval.diagnose import LAYERS
+
+LAYER_METRICS = (  # (layer, metric keys shown for it)
+    ("retrieval", ("recall_at_k", "context_recall")),
+    ("generation_not_used", ("answer_completeness",)),
+    ("generation_distorted", ("faithfulness",)),
+    ("generation_off_topic", ("on_topic_rate", "answer_relevancy")),
+    ("citation", ("citation_recall", "citation_precision")),
+)
+DIST_METRICS = ("faithfulness", "context_recall", "answer_completeness", "answer_relevancy", "on_topic_rate",
+                "citation_recall", "citation_precision", "exact_match", "f1", "rougeL")
+
+
+def fmt(v) -> str:
+    """Numbers for a table: 3 decimals, "–" for null.
+
+    >>> fmt(1 / 3), fmt(None), fmt({"1": 0.0, "5": 1.0})
+    ('0.333', '–', '@1 0.000, @5 1.000')
+    """
+    if v is None:
+        return "–"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:.3f}"
+    if isinstance(v, dict):
+        return ", ".join(f"@{k} {fmt(x)}" for k, x in v.items())
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def table(columns: list[str], rows: list[list]) -> list[str]:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    return lines + ["| " + " | ".join(fmt(c) for c in r) + " |" for r in rows]
+
+
+def distribution_table(aggregates: dict) -> list[str]:
+    keys = [m for m in DIST_METRICS if m in aggregates] + sorted((k for k in aggregates if k.startswith("recall_at_k@")), key=lambda k: int(k.split("@")[1]))
+    rows = []
+    for m in keys:
+        d = aggregates[m]
+        rows.append([m, d["n"], d["nan"], d["mean"], d.get("median"), d.get("share_below_1"), d.get("share_below_0.5")])
+    return table(["metric", "n", "null", "mean", "median", "share < 1", "share < 0.5"], rows)
+
+
+def render_results(results: dict) -> str:
+    """The run's report: header, distributions, layers, primary causes, citations, refusals."""
+    judge, agg, recs = results["judge"], results["aggregates"], results["records"]
+    out = ["# lewisrag evaluation", "",
+           f"- judge: `{judge['name']}` fingerprint `{judge['fingerprint'][:16]}`" + (f", model `{judge['model']}`" if "model" in judge else ""),
+           f"- splitter: `{results['splitter']['name']}` version `{results['splitter']['version']}`",
+           f"- records: {len(recs)} ({agg['not_in_kb']['n']} not_in_kb, asserted apart)", "",
+           "## Score distributions (question level)", "",
+           "The mean alone hides how failures spread: read the shares below 1 and below 0.5 too. "
+           "null = could not be computed (see each record's nan_reasons); never averaged.", ""]
+    out += distribution_table(agg)
+    out += ["", "## Layers per question", "", "Primary cause in **bold**; later failing layers are its consequences.", ""]
+    rows = []
+    for r in recs:
+        if r.get("category") == "not_in_kb":
+            continue
+        m, d = r["metrics"], r["diagnosis"]
+        cells = [r["id"], r.get("system")]
+        for layer, keys in LAYER_METRICS:
+            shown = " / ".join(fmt(m.get(k)) for k in keys if k in m and (m.get(k) is not None or len(keys) == 1))
+            verdict = d["layers"][layer]
+            cells.append(f"**{verdict}** {shown}" if d["primary"] == layer else f"{verdict} {shown}")
+        rows.append(cells)
+    out += table(["id", "system", *LAYERS], rows)
+    counts = agg.get("primary_cause_counts", {})
+    out += ["", "## Primary causes", ""] + table(["layer", "questions"], [[k, counts.get(k, 0)] for k in (*LAYERS, "none") if counts.get(k)])
+    out += ["", "## Citation rule checks", "",
+            "BAD_ID, MISSING_CITATION and QUOTE_NOT_FOUND are hard gates (must be 0); the rest only approximate support.", ""]
+    out += table(["status", "sentences"], [[k, v] for k, v in agg["citation_status_counts"].items()])
+    nik = agg["not_in_kb"]
+    out += ["", "## not_in_kb questions (must refuse)", "", f"{nik['refused']} of {nik['n']} refused."]
+    if nik["not_refused_ids"]:
+        out.append("Did not refuse: " + ", ".join(f"`{i}`" for i in nik["not_refused_ids"]))
+    out += ["", "## Unsupported statements", ""]
+    bad = [[r["id"], s["text"], s["reason"]] for r in recs for s in r["statements"] if s["supported"] is False]
+    out += table(["id", "statement", "judge's reason"], bad) if bad else ["None."]
+    return "\n".join(out) + "\n"
+
+
+def render_bughunt(result: dict) -> str:
+    """The BugHunt walk-through as Markdown: preset answers, granularity, rule checker table."""
+    out = ["# BugHunt sample", "", f"Question: {result['question']}", "",
+           f"Judge: `{result['judge']['name']}` (fingerprint `{result['judge']['fingerprint'][:16]}`)", ""]
+    out += bughunt_answer_table(result) + ["", "## Faithfulness moves with granularity", ""]
+    out += table(["answer", "split", "statements", "supported", "faithfulness"], granularity_rows(result))
+    t = result["rule_checker"]["table"]
+    out += ["", "## Rule checker vs human citation labels", ""]
+    out += table(list(t), [list(t.values())])
+    out += ["", "| answer | sentence | status | human | outcome |", "|---|---|---|---|---|"]
+    out += [f"| {r['answer']} | {fmt(r['sentence'])} | {r['status']} | {fmt(r['citation_ok'])} | {r['outcome']} |"
+            for r in result["rule_checker"]["rows"]]
+    return "\n".join(out) + "\n"
+
+
+BUGHUNT_COLUMNS = ["answer", "faithful", "context recall", "complete", "on-topic", "citation R", "citation P",
+                   "primary cause", "consequences"]
+
+
+def bughunt_answer_table(result: dict) -> list[str]:
+    return table(BUGHUNT_COLUMNS, bughunt_answer_rows(result))
+
+
+def bughunt_answer_rows(result: dict) -> list[list]:
+    rows = []
+    for a in result["records"]:
+        m = a["metrics"]
+        rows.append([a["name"], m["faithfulness"], m["context_recall"], m["answer_completeness"], m["on_topic_rate"],
+                     m["citation_recall"], m["citation_precision"], a["diagnosis"]["primary"] or "none",
+                     ", ".join(a["diagnosis"]["consequences"]) or "–"])
+    return rows
+
+
+def granularity_rows(result: dict) -> list[list]:
+    return [[a["name"], level, g["statements"], g["supported"], g["faithfulness"]]
+            for a in result["records"] for level, g in a["granularity"].items() if len(a["granularity"]) > 1]

@@ -1,0 +1,286 @@
+"""Evaluate answer records layer by layer into the results.json contract (see DESIGN.md).
+
+Judge calls are batched: for a chunk of records, every first-level pair (answer statements and
+reference statements against the joined contexts, reference statements against the answer, each
+cited statement against its cited documents) goes to the judge in one `judge()` call, so an LLM
+judge spends one request per answer on faithfulness and can run requests concurrently. Only
+ALCE's precision follow-ups for multi-citation statements are asked afterwards.
+
+`not_in_kb` records are judged on refusal alone: their metrics are null with a reason, and they
+enter no mean. Everything NaN is written as null with its reason under "nan_reasons".
+"""
+
+from __future__ import annotations
+
+import math
+from importlib.metadata import version
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+
+from lewisrag.eval import citations, metrics, qa, stats
+from lewisrag.eval.answers import AnswerRecord
+from lewisrag.eval.diagnose import Thresholds, diagnose, is_refusal
+from lewisrag.eval.judges import Verdict
+from lewisrag.eval.llm_judge import JudgeError
+from lewisrag.eval.statements import SPLITTER_NAME, SPLITTER_VERSION, Statement, split_sentences, strip_citations
+
+METRICS = ("faithfulness", "context_recall", "answer_completeness", "answer_relevancy", "on_topic_rate",
+           "citation_recall", "citation_precision", "exact_match", "f1", "rougeL")
+NOT_IN_KB_REASON = "not_in_kb: judged on refusal only, never averaged"
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    splitter: str = "sentences"  # "sentences" (deterministic) or "atomic" (the judge's decompose, one call per answer)
+    ks: tuple[int, ...] = (1, 5, 10)  # recall@k cut-offs, when gold_passage_ids are given
+    thresholds: Thresholds = field(default_factory=Thresholds)  # per-layer pass marks for the diagnosis
+    relevancy_questions: int = 3  # questions generated back per answer (needs an embedder and an LLM judge)
+    chunk: int = 64  # records whose first-level pairs go to the judge in one call
+
+
+class _Memo:
+    """A judge front that answers repeated pairs from memory and forwards the rest in one batch.
+
+    Shared by worker threads without a lock: at worst two threads ask the same pair twice."""
+
+    def __init__(self, judge):
+        self.inner, self.seen = judge, {}
+
+    def judge(self, pairs: list[tuple[str, str]]) -> list[Verdict]:
+        todo = list(dict.fromkeys(p for p in pairs if p not in self.seen))
+        if todo:
+            verdicts = self.inner.judge(todo)
+            if len(verdicts) != len(todo):
+                raise ValueError(f"judge returned {len(verdicts)} verdicts for {len(todo)} pairs")
+            self.seen.update(zip(todo, verdicts))
+        return [self.seen[p] for p in pairs]
+
+
+@dataclass
+class _Prepared:
+    rec: AnswerRecord
+    statements: list[Statement]  # the answer's statements (faithfulness)
+    sentences: list[Statement]  # the answer's sentences with their citations (citation quality)
+    references: list[str]  # reference statements (context recall, completeness)
+    refused: bool
+    nan_reasons: dict[str, str]
+
+
+def _prepare(rec: AnswerRecord, judge, cfg: EvalConfig) -> _Prepared:
+    reasons: dict[str, str] = {}
+    sentences = split_sentences(rec.response)
+    statements = sentences
+    if cfg.splitter == "atomic" and rec.category != "not_in_kb":
+        try:  # one decomposition call for the whole answer, citations removed
+            statements = [Statement(s, (), ()) for s in judge.decompose(strip_citations(rec.response))]
+        except JudgeError as e:  # a failed request is a reason, not a crash
+            statements, reasons["faithfulness"] = [], f"decompose failed: {e}"
+    refs = list(rec.reference_statements) or ([s.text for s in split_sentences(rec.reference)] if rec.reference else [])
+    return _Prepared(rec, statements, sentences, refs, is_refusal(rec.response), reasons)
+
+
+def _first_pairs(p: _Prepared) -> list[tuple[str, str]]:
+    if p.rec.category == "not_in_kb":
+        return []
+    premise, docs = metrics.join_contexts([c.text for c in p.rec.contexts]), p.rec.docs
+    pairs = [(premise, s.text) for s in p.statements] + [(premise, r) for r in p.references] + [(strip_citations(p.rec.response), r) for r in p.references]
+    pairs += [("\n".join(docs[c] for c in s.citations), s.text) for s in p.sentences if s.citations and all(c in docs for c in s.citations)]
+    return pairs
+
+
+def _scored(name: str, support: metrics.Support, what: str, m: dict, reasons: dict) -> None:
+    m[name] = support.score
+    if not support.verdicts:
+        reasons.setdefault(name, f"no {what}")
+    elif math.isnan(support.score):
+        reasons[name] = f"judge undecided on all {len(support.verdicts)} {what}: {support.verdicts[0].reason}"
+
+
+def _record(p: _Prepared, judge, cfg: EvalConfig, embed) -> dict:
+    rec, reasons = p.rec, dict(p.nan_reasons)
+    m: dict = dict.fromkeys(METRICS)
+    docs = rec.docs
+    checks = [] if p.refused else citations.check_answer(rec.response, docs, set(docs))
+    out = {"id": rec.id, "system": rec.system, "category": rec.category, "refused": p.refused, "metrics": m,
+           "nan_reasons": reasons, "statements": [], "citation_checks": [{"sentence": s.text, **asdict(c)} for s, c in checks]}
+    if rec.category == "not_in_kb":
+        reasons.update(dict.fromkeys(METRICS, NOT_IN_KB_REASON))
+        out["statements"] = [{"text": s.text, "citations": list(s.citations), "supported": None, "reason": "not judged"} for s in p.statements]
+        out["diagnosis"] = diagnose(m, rec.category, p.refused, cfg.thresholds)
+        return out
+    premise = metrics.join_contexts([c.text for c in rec.contexts])
+    faith = metrics.count_support(premise, [s.text for s in p.statements], judge)
+    _scored("faithfulness", faith, "statements in the answer", m, reasons)
+    out["statements"] = [{"text": s.text, "citations": list(s.citations), "supported": v.supported, "reason": v.reason}
+                         for s, v in zip(p.statements, faith.verdicts)]
+    _scored("context_recall", metrics.count_support(premise, p.references, judge), "reference statements", m, reasons)
+    # the premise is the answer without its [n] markers: they are pointers, not content
+    _scored("answer_completeness", metrics.count_support(strip_citations(rec.response), p.references, judge),
+            "reference statements", m, reasons)
+    _relevancy(rec, judge, cfg, embed, m, reasons)
+    reasons["on_topic_rate"] = "needs per-statement on-topic labels (not part of the answer format)"
+    cited = [(s.text, list(s.citations)) for s in p.sentences]
+    if any(c for _, c in cited):
+        cq = metrics.citation_quality_detail(cited, docs, judge)
+        m["citation_recall"], m["citation_precision"] = cq["recall"], cq["precision"]
+        if math.isnan(cq["recall"]):
+            reasons["citation_recall"] = "judge undecided on every statement's citations"
+        if math.isnan(cq["precision"]):
+            reasons["citation_precision"] = "judge undecided on every citation"
+    else:
+        reasons["citation_recall"] = reasons["citation_precision"] = "the answer cites nothing"
+    if rec.gold_passage_ids and rec.has_context_ids:
+        ids = [c.id for c in rec.contexts]
+        m["recall_at_k"] = {str(k): metrics.recall_at_k(ids, rec.gold_passage_ids, k) for k in cfg.ks}
+    elif rec.gold_passage_ids:
+        reasons["recall_at_k"] = "retrieved_contexts are plain strings: no ids to match gold_passage_ids"
+    if rec.reference:
+        answer = strip_citations(rec.response)
+        m["exact_match"], m["f1"] = qa.exact_match(answer, [rec.reference]), qa.token_f1(answer, [rec.reference])
+        m["rougeL"] = qa.rouge_l(answer, [rec.reference])
+    else:
+        for k in ("exact_match", "f1", "rougeL"):
+            reasons[k] = "no reference answer"
+    out["diagnosis"] = diagnose(m, rec.category, p.refused, cfg.thresholds, k=max(cfg.ks))
+    return out
+
+
+def _relevancy(rec: AnswerRecord, judge, cfg: EvalConfig, embed, m: dict, reasons: dict) -> None:
+    if embed is None or not hasattr(judge, "generate_questions"):
+        reasons["answer_relevancy"] = "needs an embedder (--embedder) and a judge that writes questions (llm)"
+        return
+    try:
+        questions, noncommittal = judge.generate_questions(rec.response, cfg.relevancy_questions)
+    except JudgeError as e:  # a failed request is a reason, not a crash
+        reasons["answer_relevancy"] = f"question generation failed: {e}"
+        return
+    m["answer_relevancy"] = metrics.answer_relevancy(rec.question, questions, embed, noncommittal)
+    if math.isnan(m["answer_relevancy"]):
+        reasons["answer_relevancy"] = "no questions generated"
+
+
+def evaluate_answers(records: Sequence[AnswerRecord], judge, cfg: EvalConfig = EvalConfig(), *, embed=None,
+                     config: dict | None = None, progress: Callable[[int], None] | None = None) -> dict:
+    """Score every record and aggregate; returns the results.json object (NaN already null)."""
+    if cfg.splitter not in ("sentences", "atomic"):
+        raise ValueError(f"splitter must be 'sentences' or 'atomic', got {cfg.splitter!r}")
+    if cfg.splitter == "atomic" and not hasattr(judge, "decompose"):
+        raise ValueError(f"the atomic splitter needs a judge with decompose() (llm), not '{judge.name}'")
+    memo, out = _Memo(judge), []
+    # Per-answer requests (decompose, questions, citation follow-ups) run side by side; an LLM
+    # judge's own semaphore still bounds what is in flight.
+    with ThreadPoolExecutor(max_workers=getattr(judge, "max_workers", 1)) as pool:
+        for start in range(0, len(records), cfg.chunk):
+            prepared = list(pool.map(lambda r: _prepare(r, judge, cfg), records[start : start + cfg.chunk]))
+            memo.judge([pair for p in prepared for pair in _first_pairs(p)])  # the one batched call
+            out.extend(pool.map(lambda p: _record(p, memo, cfg, embed), prepared))
+            if progress is not None:
+                progress(len(prepared))
+    splitter = {"name": SPLITTER_NAME, "version": SPLITTER_VERSION} if cfg.splitter == "sentences" else {
+        "name": "atomic", "version": getattr(judge, "fingerprint", "")}
+    return jsonable({
+        "lewisrag": {"version": version("lewisrag"), "kind": "eval"},
+        "config": config if config is not None else {"splitter": cfg.splitter, "ks": list(cfg.ks), "thresholds": asdict(cfg.thresholds)},
+        "judge": judge_info(judge),
+        "splitter": splitter,
+        "records": out,
+        "aggregates": aggregate(out),
+    })
+
+
+def judge_info(judge) -> dict:
+    """Name and fingerprint, plus model, params and prompt version when the judge has them."""
+    info = {"name": judge.name, "fingerprint": judge.fingerprint}
+    for attr in ("model", "params", "prompt_version", "model_id", "threshold", "source"):
+        if isinstance(getattr(judge, attr, None), (str, int, float, dict)):
+            info[attr] = getattr(judge, attr)
+    return info
+
+
+def aggregate(records: list[dict]) -> dict:
+    """Score distributions per metric over answerable records; not_in_kb counted apart."""
+    scored = [r for r in records if r.get("category") != "not_in_kb"]
+    agg: dict = {m: stats.score_distribution([r["metrics"].get(m) for r in scored]) for m in METRICS}
+    ks = sorted({k for r in scored for k in (r["metrics"].get("recall_at_k") or {})}, key=int)
+    for k in ks:
+        agg[f"recall_at_k@{k}"] = stats.score_distribution([(r["metrics"].get("recall_at_k") or {}).get(k) for r in scored])
+    agg["citation_status_counts"] = citations.status_counts(
+        citations.Check(c["status"], c["detail"]) for r in records for c in r["citation_checks"])
+    nik = [r for r in records if r.get("category") == "not_in_kb"]
+    agg["not_in_kb"] = {"n": len(nik), "refused": sum(r["refused"] for r in nik),
+                        "not_refused_ids": [r["id"] for r in nik if not r["refused"]]}
+    agg["primary_cause_counts"] = dict(Counter(r["diagnosis"]["primary"] or "none" for r in records))
+    systems = sorted({r["system"] for r in records if r["system"] is not None})
+    if len(systems) > 1:
+        agg["by_system"] = {s: {m: stats.score_distribution([r["metrics"].get(m) for r in scored if r["system"] == s])
+                                for m in METRICS} for s in systems}
+    return agg
+
+
+def jsonable(obj):
+    """Replace NaN/inf floats by None and tuples by lists, recursively (JSON has no NaN)."""
+    if isinstance(obj, float):
+        return None if not math.isfinite(obj) else obj
+    if isinstance(obj, dict):
+        return {k: jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    return obj
+
+
+# ---------------------------------------------------------------------------------------------
+# the BugHunt sample
+
+
+def bughunt_label_judge(sample):
+    """A LabelJudge over the sample's own human labels: the chapter's reference verdicts."""
+    from lewisrag.eval.bughunt import human_labels
+    from lewisrag.eval.judges import LabelJudge
+
+    return LabelJudge({(r["premise"], r["hypothesis"]): r["supported"] for r in human_labels(sample)}, "bughunt human labels")
+
+
+def evaluate_bughunt(sample, judge=None, cfg: EvalConfig = EvalConfig()) -> dict:
+    """Every preset answer through the layered metrics and diagnosis, faithfulness at each labelled
+    granularity, and the rule checker against the human citation labels.
+
+    The on-topic rate comes from the human `on_topic` labels (the chapter computes it that way).
+    `judge` defaults to the sample's human labels.
+    """
+    from lewisrag.eval.answers import parse_answer
+    from lewisrag.eval.bughunt import answer_records, rule_checker_rows, rule_checker_table
+
+    judge = judge or bughunt_label_judge(sample)
+    records = [parse_answer(r, "bughunt", i, {}) for i, r in enumerate(answer_records(sample), start=1)]
+    result = evaluate_answers(records, judge, cfg)
+    answers = []
+    for preset, rec in zip(sample.answers, result["records"]):
+        m = rec["metrics"]
+        m["on_topic_rate"] = metrics.on_topic_rate([s.on_topic for s in preset.sentences])
+        rec["nan_reasons"].pop("on_topic_rate", None)
+        contexts = [c.text for c in records[len(answers)].contexts]
+        levels = {"sentences": [s["text"] for s in rec["statements"]]}
+        if preset.atomic:
+            levels["atomic"] = [t for t, _ in preset.atomic]
+        if preset.whole_faithful is not None:
+            levels["whole"] = [strip_citations(preset.response)]
+        granularity = {}
+        for level, texts in levels.items():
+            s = metrics.count_support(metrics.join_contexts(contexts), texts, judge)
+            granularity[level] = {"statements": len(texts), "supported": sum(v.supported is True for v in s.verdicts), "faithfulness": s.score}
+        answers.append({"name": preset.name, "description": preset.description, "expected_primary": preset.expected_primary,
+                        "response": preset.response, "retrieved_ids": list(preset.retrieved_ids), **rec,
+                        "diagnosis": diagnose(m, None, rec["refused"], cfg.thresholds, k=max(cfg.ks)),
+                        "granularity": granularity})
+    return jsonable({
+        "lewisrag": {"version": version("lewisrag"), "kind": "bughunt"},
+        "judge": judge_info(judge),
+        "splitter": result["splitter"],
+        "question": sample.question,
+        "reference_statements": sample.reference_statements,
+        "records": answers,  # results.json records plus name, description, expected_primary, granularity
+        "aggregates": aggregate(answers),
+        "rule_checker": {"table": rule_checker_table(sample), "rows": rule_checker_rows(sample)},
+    })

@@ -1,0 +1,127 @@
+"""Diagnosis: layer verdicts, primary cause and consequences, refusals, and the run's records."""
+
+from __future__ import annotations
+
+import doctest
+import json
+import math
+
+import pytest
+
+from lewisrag.eval import diagnose as diagnose_module
+from lewisrag.eval import report_md
+from lewisrag.eval.answers import parse_answer
+from lewisrag.eval.bughunt import load_bughunt
+from lewisrag.eval.diagnose import CAUSE_ORDER, LAYERS, Thresholds, diagnose, is_refusal, layer_verdicts
+from lewisrag.eval.judges import FunctionJudge, LexicalJudge
+from lewisrag.eval.run import EvalConfig, evaluate_answers, evaluate_bughunt
+
+
+@pytest.mark.parametrize("module", [diagnose_module, report_md])
+def test_docstring_examples(module):
+    assert doctest.testmod(module).failed == 0
+
+
+def test_layers_thresholds_and_na():
+    m = {"recall_at_k": {"1": 0.0, "5": 1.0}, "context_recall": 0.0, "answer_completeness": 1.0, "faithfulness": 0.9,
+         "on_topic_rate": None, "answer_relevancy": 0.7, "citation_recall": 1.0, "citation_precision": None}
+    layers = layer_verdicts(m)
+    assert layers == {"retrieval": "pass", "generation_not_used": "pass", "generation_distorted": "fail",
+                      "generation_off_topic": "pass", "citation": "pass"}  # recall@5 (largest k) decides retrieval
+    assert layer_verdicts(m, k=1)["retrieval"] == "fail"
+    assert layer_verdicts(m, Thresholds(faithfulness=0.8))["generation_distorted"] == "pass"
+    assert layer_verdicts({"faithfulness": float("nan")})["generation_distorted"] == "n/a"
+    assert set(LAYERS) == set(CAUSE_ORDER)
+
+
+def test_primary_cause_follows_the_chain():
+    d = diagnose({"context_recall": 1 / 3, "answer_completeness": 1 / 3, "faithfulness": 2 / 3, "citation_recall": 0.5})
+    assert d["primary"] == "retrieval" and d["consequences"] == ["generation_distorted", "generation_not_used", "citation"]
+    d = diagnose({"context_recall": 1.0, "answer_completeness": 0.0, "faithfulness": 1.0, "on_topic_rate": 0.0})
+    assert d["primary"] == "generation_off_topic" and d["consequences"] == ["generation_not_used"]
+    assert diagnose({"context_recall": 1.0, "faithfulness": 1.0})["primary"] is None
+
+
+def test_not_in_kb_is_judged_on_refusal():
+    assert diagnose({"faithfulness": 0.0}, "not_in_kb", refused=True)["primary"] is None
+    d = diagnose({"faithfulness": 1.0}, "not_in_kb", refused=False)
+    assert d["primary"] == "generation_distorted" and d["expected_refusal"] is True
+
+
+@pytest.mark.parametrize("text,refused", [
+    ("知识库里没有找到相关信息。", True), ("没查到这个问题的答案。", True), ("抱歉，我无法回答这个问题。", True),
+    ("文档中未提及账号锁定策略。", True), ("I could not find this in the knowledge base.", True),
+    ("The provided context does not mention lockouts.", True), ("I don't know.", True), ("", True),
+    ("登录失败时接口返回 422。", False), ("前端不会清空表单。", False), ("It returns 422 with no toast.", False),
+    ("Login returns HTTP 422 and lists the errors.", False),
+])
+def test_is_refusal(text, refused):
+    assert is_refusal(text) is refused
+
+
+def _records():
+    rows = [
+        {"id": "zh", "user_input": "登录密码错误返回什么？", "response": "登录失败返回 422 [1]。前端弹出 toast [1]。",
+         "retrieved_contexts": [{"id": "1", "title": "REQ", "text": "登录失败返回 422。"}],
+         "reference_statements": ["登录失败返回 422"], "gold_passage_ids": ["1"], "category": "single_doc"},
+        {"id": "en", "user_input": "What does login return?", "response": "Login returns 422.",
+         "retrieved_contexts": ["Login returns 422."], "reference": "Login returns 422."},
+        {"id": "nik", "user_input": "账号会被锁定吗？", "response": "知识库里没有相关信息。", "retrieved_contexts": ["登录失败返回 422。"],
+         "category": "not_in_kb"},
+        {"id": "nik2", "user_input": "Is the account locked?", "response": "Yes, for 15 minutes.",
+         "retrieved_contexts": ["Login returns 422."], "category": "not_in_kb"},
+    ]
+    return [parse_answer(r, "answers.jsonl", i, {}) for i, r in enumerate(rows, start=1)]
+
+
+def test_evaluate_answers_records_and_aggregates():
+    calls = []
+    inner = FunctionJudge(lambda p, h: h.rstrip("。.") in p)
+
+    class Spy:
+        name, fingerprint = "spy", "f" * 64
+
+        def judge(self, pairs):
+            calls.append(len(pairs))
+            return inner.judge(pairs)
+
+    res = evaluate_answers(_records(), Spy())
+    text = json.dumps(res, allow_nan=False)  # no NaN anywhere
+    assert "NaN" not in text and len(calls) == 1  # one batched judge call for all first-level pairs
+    recs = {r["id"]: r for r in res["records"]}
+    zh = recs["zh"]
+    assert zh["metrics"]["faithfulness"] == 0.5 and zh["metrics"]["recall_at_k"] == {"1": 1.0, "5": 1.0, "10": 1.0}
+    assert [s["supported"] for s in zh["statements"]] == [True, False] and zh["statements"][0]["citations"] == ["1"]
+    assert zh["diagnosis"]["primary"] == "generation_distorted"
+    assert recs["en"]["metrics"]["exact_match"] == 1.0 and recs["en"]["metrics"]["citation_recall"] is None
+    assert recs["en"]["nan_reasons"]["citation_recall"] == "the answer cites nothing"
+    assert recs["nik"]["refused"] and recs["nik"]["metrics"]["faithfulness"] is None and recs["nik"]["citation_checks"] == []
+    assert not recs["nik2"]["refused"] and recs["nik2"]["diagnosis"]["primary"] == "generation_distorted"
+    agg = res["aggregates"]
+    assert agg["faithfulness"]["n"] == 2 and agg["faithfulness"]["mean"] == 0.75  # not_in_kb never averaged
+    assert agg["not_in_kb"] == {"n": 2, "refused": 1, "not_refused_ids": ["nik2"]}
+    assert agg["citation_status_counts"]["MISSING_CITATION"] == 2 and agg["recall_at_k@1"]["n"] == 1
+    assert res["judge"] == {"name": "spy", "fingerprint": "f" * 64} and res["splitter"]["name"] == "sentences"
+    assert "## Layers per question" in report_md.render_results(res)
+
+
+def test_evaluate_answers_is_deterministic_and_atomic_needs_decompose():
+    a, b = evaluate_answers(_records(), LexicalJudge()), evaluate_answers(_records(), LexicalJudge())
+    assert json.dumps(a) == json.dumps(b)
+    with pytest.raises(ValueError, match="decompose"):
+        evaluate_answers(_records(), LexicalJudge(), EvalConfig(splitter="atomic"))
+
+
+def test_bughunt_presets_land_in_their_layers():
+    res = evaluate_bughunt(load_bughunt())
+    by = {a["name"]: a for a in res["records"]}
+    for a in res["records"]:
+        assert a["diagnosis"]["primary"] == a["expected_primary"], a["name"]
+    mis = by["misplaced_citations"]["metrics"]
+    assert mis["faithfulness"] == 1.0 and mis["citation_recall"] == 0.0 and mis["citation_precision"] == 0.0
+    g = by["hallucinated"]["granularity"]
+    assert [round(g[k]["faithfulness"], 3) for k in ("sentences", "atomic", "whole")] == [0.333, 0.167, 0.0]
+    assert [g[k]["statements"] for k in ("sentences", "atomic", "whole")] == [3, 6, 1]
+    assert res["rule_checker"]["table"] == {"caught": 7, "passed": 12, "false_block": 1, "missed": 1, "unverifiable": 1}
+    assert by["correct"]["metrics"]["answer_completeness"] == 1.0 and by["off_topic"]["metrics"]["on_topic_rate"] == 0.0
+    assert not math.isnan(by["not_retrieved"]["metrics"]["context_recall"])

@@ -1,0 +1,111 @@
+"""`lewisrag eval answers` and `lewisrag eval bughunt` end to end, and the answer-record reader."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from lewisrag.cli import app
+from lewisrag.data.io import InputError
+from lewisrag.eval.answers import read_answers
+from lewisrag.eval.bughunt import answer_records, human_labels, load_bughunt
+
+from conftest import run_cli, write_jsonl
+
+ANSWERS = [
+    {"id": "q1", "user_input": "登录时密码输错了，接口返回什么？", "response": "登录失败时接口返回 422 [1]。前端弹出 toast，3 秒后消失 [1]。",
+     "retrieved_contexts": [{"id": "1", "title": "REQ-AUTH-03", "text": "登录失败时接口返回 422，前端在登录表单上方用红色列表逐条显示。"}],
+     "reference_statements": ["接口返回 422", "前端在登录表单上方用红色列表逐条显示"], "gold_passage_ids": ["1"],
+     "category": "single_doc", "system": "a"},
+    {"id": "q2", "user_input": "What does login return on a wrong password?", "response": "It returns 422 [1]. Errors are listed in red [2].",
+     "retrieved_contexts": ["Login with a wrong password returns 422.", "Signup errors are listed in red."],
+     "reference": "Login returns 422.", "system": "a"},
+    {"id": "q3", "user_input": "账号会被锁定吗？", "response": "知识库里没有相关信息。", "retrieved_contexts": [], "category": "not_in_kb",
+     "system": "a"},
+]
+
+
+def test_eval_answers_writes_the_run(tmp_path):
+    src = write_jsonl(tmp_path / "answers.jsonl", ANSWERS)
+    out = tmp_path / "run"
+    r = CliRunner().invoke(app, ["eval", "answers", str(src), "--judge", "lexical", "--out", str(out), "-k", "1", "-k", "3"])
+    assert r.exit_code == 0, r.output
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "report.md", "results.json"]
+    res = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert res["lewisrag"]["kind"] == "eval" and res["judge"]["name"] == "lexical" and len(res["judge"]["fingerprint"]) == 64
+    assert res["splitter"] == {"name": "sentences", "version": "1"} and res["config"]["ks"] == [1, 3]
+    q1, q2, q3 = res["records"]
+    assert q1["metrics"]["faithfulness"] == 0.5 and q1["metrics"]["recall_at_k"] == {"1": 1.0, "3": 1.0}
+    assert q1["statements"][1]["supported"] is False and "toast" in q1["statements"][1]["reason"]
+    assert q2["metrics"]["answer_relevancy"] is None and "embedder" in q2["nan_reasons"]["answer_relevancy"]
+    assert q3["refused"] is True and res["aggregates"]["not_in_kb"] == {"n": 1, "refused": 1, "not_refused_ids": []}
+    assert res["aggregates"]["faithfulness"]["n"] == 2
+    config = json.loads((out / "config.json").read_text())
+    assert config["judge_fingerprint"] == res["judge"]["fingerprint"]
+    assert "generation_distorted" in (out / "report.md").read_text(encoding="utf-8")
+
+
+def test_eval_answers_bad_input_exit_2_and_no_output(tmp_path):
+    rows = [ANSWERS[0], {**ANSWERS[1], "retrieved_contexts": [{"id": "1", "title": "t"}]}]
+    src = write_jsonl(tmp_path / "bad.jsonl", rows)
+    out = tmp_path / "run"
+    r = run_cli("eval", "answers", str(src), "--judge", "lexical", "--out", str(out))
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().splitlines()[-1] == f"error: {src}:2: field 'retrieved_contexts[0].text': missing"
+    assert "Traceback" not in r.stderr and not out.exists()
+
+
+def test_eval_answers_with_labels_judge_matches_bughunt(tmp_path):
+    sample = load_bughunt()
+    labels = write_jsonl(tmp_path / "labels.jsonl", human_labels(sample))
+    src = write_jsonl(tmp_path / "answers.jsonl", answer_records(sample))
+    out = tmp_path / "run"
+    r = CliRunner().invoke(app, ["eval", "answers", str(src), "--judge", f"labels:{labels}", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    recs = {x["id"]: x for x in json.loads((out / "results.json").read_text(encoding="utf-8"))["records"]}
+    mis, hal = recs["misplaced_citations"]["metrics"], recs["hallucinated"]["metrics"]
+    assert (mis["faithfulness"], mis["citation_recall"]) == (1.0, 0.0)
+    assert round(hal["faithfulness"], 3) == 0.333 and recs["not_retrieved"]["diagnosis"]["primary"] == "retrieval"
+
+
+def test_eval_bughunt_json_shows_the_chapter(tmp_path):
+    r = CliRunner().invoke(app, ["eval", "bughunt", "--json", "--out", str(tmp_path / "bh")])
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.stdout)
+    by = {a["name"]: a for a in res["records"]}
+    assert by["misplaced_citations"]["metrics"]["faithfulness"] == 1.0
+    assert by["misplaced_citations"]["metrics"]["citation_recall"] == 0.0
+    g = by["hallucinated"]["granularity"]
+    assert [round(100 * g[k]["faithfulness"], 1) for k in ("sentences", "atomic", "whole")] == [33.3, 16.7, 0.0]
+    assert res["rule_checker"]["table"] == {"caught": 7, "passed": 12, "false_block": 1, "missed": 1, "unverifiable": 1}
+    assert {a["name"]: a["diagnosis"]["primary"] for a in res["records"]} == {
+        "correct": None, "not_retrieved": "retrieval", "retrieved_not_used": "generation_not_used",
+        "hallucinated": "generation_distorted", "off_topic": "generation_off_topic", "misplaced_citations": "citation"}
+    assert (tmp_path / "bh" / "results.json").exists() and "| hallucinated | atomic | 6 | 1 | 0.167 |" in (tmp_path / "bh" / "report.md").read_text()
+    tables = CliRunner().invoke(app, ["eval", "bughunt"])
+    assert tables.exit_code == 0 and "false_block" in tables.stdout
+
+
+def test_read_answers_validation(tmp_path):
+    ragas = write_jsonl(tmp_path / "ragas.jsonl", [{"id": 7, "user_input": "q", "response": "r", "retrieved_contexts": ["a", "b"],
+                                                     "reference_contexts": ["x"], "rubrics": None}])
+    rec = read_answers(ragas)[0]
+    assert rec.id == "7" and [c.id for c in rec.contexts] == ["1", "2"] and not rec.has_context_ids
+    cases = [
+        ({"id": "a", "user_input": "q", "response": "r"}, "field 'retrieved_contexts': missing"),
+        ({"id": "a", "user_input": "q", "response": "r", "retrieved_contexts": ["x", {"id": "1", "text": "t"}]},
+         "field 'retrieved_contexts[1]': expected all strings"),
+        ({"id": "a", "user_input": "q", "response": "r", "retrieved_contexts": [], "category": "easy"}, "field 'category': unknown"),
+        ({"id": "a", "user_input": "", "response": "r", "retrieved_contexts": []}, "field 'user_input': empty"),
+        ({"id": "a", "user_input": "q", "response": "r", "retrieved_contexts": [], "gold_passage_ids": "1"},
+         "field 'gold_passage_ids': expected a list"),
+    ]
+    for i, (row, message) in enumerate(cases):
+        path = write_jsonl(tmp_path / f"bad{i}.jsonl", [row])
+        with pytest.raises(InputError, match=r"bad%d.jsonl:1: " % i + message.replace("[", r"\[").replace("]", r"\]")):
+            read_answers(path)
+    dup = write_jsonl(tmp_path / "dup.jsonl", [{**ANSWERS[1], "system": "a"}, {**ANSWERS[1], "system": "b"}, {**ANSWERS[1], "system": "a"}])
+    with pytest.raises(InputError, match="dup.jsonl:3: field 'id': duplicate id 'q2'"):
+        read_answers(dup)

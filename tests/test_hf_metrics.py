@@ -1,0 +1,54 @@
+"""The evaluate modules load offline from the installed package and compose with evaluate.combine."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+evaluate = pytest.importorskip("evaluate")
+
+from lewisrag.eval import hf_metrics, metrics, qa  # noqa: E402
+from lewisrag.eval.judges import LexicalJudge  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def modules():
+    return evaluate.load(hf_metrics.path("lewisrag_qa")), evaluate.load(hf_metrics.path("lewisrag_faithfulness"))
+
+
+def test_path():
+    import doctest
+
+    assert doctest.testmod(hf_metrics).failed == 0
+    assert os.path.isfile(os.path.join(hf_metrics.path("lewisrag_qa"), "lewisrag_qa.py"))
+    with pytest.raises(ValueError, match="unknown metric module"):
+        hf_metrics.path("squad")
+
+
+def test_qa_module_matches_library(modules):
+    qa_mod, _ = modules
+    preds, refs = ["Paris", "返回四二"], [["paris"], ["返回四二二"]]
+    got = qa_mod.compute(predictions=preds, references=refs)
+    assert got["exact_match"] == 0.5
+    assert got["f1"] == pytest.approx((1 + 2 * 0.8 / 1.8) / 2)
+    assert got["rougeL"] == pytest.approx(sum(qa.rouge_l(p, r) for p, r in zip(preds, refs)) / 2)
+
+
+def test_faithfulness_module_and_combine(modules):
+    qa_mod, faith_mod = modules
+    preds = ["登录失败返回 422 [1]。前端弹出 toast [1]。", "Login returns 422 [2]."]
+    contexts = [["登录失败返回 422。"], ["Signup returns 422.", "Login returns 422."]]
+    refs = [["登录失败返回 422"], ["Login returns 422."]]
+    got = faith_mod.compute(predictions=preds, contexts=contexts, reference_statements=[["登录失败返回 422"], ["Login returns 422"]])
+    judge = LexicalJudge()
+    want = (metrics.faithfulness(["登录失败返回 422。", "前端弹出 toast。"], contexts[0], judge) + 1.0) / 2
+    assert got["faithfulness"] == pytest.approx(want) and got["faithfulness_nan"] == 0
+    assert got["citation_recall"] == pytest.approx(0.75) and got["context_recall"] == 1.0
+    assert got["judge_fingerprint"] == judge.fingerprint
+    both = evaluate.combine([qa_mod, faith_mod]).compute(predictions=preds, references=refs, contexts=contexts)
+    assert {"exact_match", "f1", "rougeL", "faithfulness", "citation_recall", "citation_precision"} <= set(both)
+    assert both["faithfulness"] == pytest.approx(want)

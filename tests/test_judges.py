@@ -1,0 +1,327 @@
+"""Judges: the protocol, the lexical baseline, NLI wiring, human labels, and the LLM judge against a
+real local chat-completions server with scripted replies."""
+
+from __future__ import annotations
+
+import doctest
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from lewisrag.data.io import InputError
+from lewisrag.eval import judges, llm_judge
+from lewisrag.eval.judges import FunctionJudge, LabelJudge, LexicalJudge, NLIJudge, Verdict
+from lewisrag.eval.llm_judge import LLMJudge
+
+KEY = "sk-test-SECRET-4f1d9c"
+
+
+@pytest.mark.parametrize("module", [judges, llm_judge])
+def test_docstring_examples(module):
+    assert doctest.testmod(module).failed == 0
+
+
+def test_function_judge_and_fingerprints():
+    j = FunctionJudge(lambda p, h: h in p)
+    assert j.judge([("登录返回 422", "422"), ("login returns 422", "toast")]) == [Verdict(True), Verdict(False)]
+    assert FunctionJudge(lambda p, h: None).judge([("a", "b")])[0].supported is None
+    assert LexicalJudge(0.5).fingerprint != LexicalJudge(0.75).fingerprint
+    assert len(LexicalJudge().fingerprint) == 64
+
+
+def test_lexical_judge_chinese_and_english():
+    j = LexicalJudge()
+    v = j.judge([
+        ("用户登录时密码错误，接口返回 422。", "接口返回 422"),
+        ("用户登录时密码错误，接口返回 422。", "前端弹出 toast"),
+        ("Login with a wrong password returns 422.", "Login returns 422"),
+        ("Login with a wrong password returns 422.", "The account is locked for 15 minutes"),
+        ("anything", "the of and"),  # no content tokens: cannot judge
+    ])
+    assert [x.supported for x in v] == [True, False, True, False, None]
+    assert "missing" in v[1].reason and "toast" in v[1].reason
+
+
+def test_label_judge_lookup_and_file_errors(tmp_path):
+    path = tmp_path / "labels.jsonl"
+    path.write_text(
+        json.dumps({"id": "a", "premise": "登录返回 422。", "hypothesis": "返回 422", "supported": True}, ensure_ascii=False) + "\n"
+        + json.dumps({"id": "b", "premise": "Login returns 422.", "hypothesis": "A toast appears", "supported": False}) + "\n",
+        encoding="utf-8")
+    j = LabelJudge.from_file(path)
+    got = j.judge([("登录返回  422。", "返回 422"), ("Login returns 422.", "A toast appears"), ("x", "y")])
+    assert [v.supported for v in got] == [True, False, None]
+    assert got[2].reason == "no label"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "premise": "p", "hypothesis": "h", "supported": "yes"}\n')
+    with pytest.raises(InputError, match=r"bad.jsonl:1: field 'supported'"):
+        LabelJudge.from_file(bad)
+    bad.write_text('{"id": "a", "premise": "p", "hypothesis": "h", "supported": true}\n'
+                   '{"id": "b", "premise": "p", "hypothesis": "h", "supported": false}\n')
+    with pytest.raises(InputError, match=r":2: field 'supported': contradicts the label on line 1"):
+        LabelJudge.from_file(bad)
+
+
+def test_from_spec(tmp_path, monkeypatch):
+    assert isinstance(judges.from_spec("lexical"), LexicalJudge)
+    with pytest.raises(InputError, match="unknown judge"):
+        judges.from_spec("gpt")
+    monkeypatch.delenv("LEWISRAG_LLM_BASE_URL", raising=False)
+    with pytest.raises(InputError, match="base URL"):
+        judges.from_spec("llm:some-model")
+    monkeypatch.setenv("LEWISRAG_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    j = judges.from_spec("llm:some-model", cache_dir=tmp_path, concurrency=2)
+    assert isinstance(j, LLMJudge) and j.max_workers == 2 and judges.LLMJudge is LLMJudge
+
+
+# ---------------------------------------------------------------------------------------------
+# NLI: a tiny random BERT classifier saved locally; wiring and label mapping, not accuracy
+
+
+def _tiny_nli(path: Path, id2label: dict, bias: list[float]) -> Path:
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "login", "returns", "422", "toast", "登", "录", "返", "回"]
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    BertTokenizerFast(vocab_file=str(path / "vocab.txt")).save_pretrained(path)
+    cfg = BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                     intermediate_size=32, max_position_embeddings=64, num_labels=len(id2label),
+                     id2label=id2label, label2id={v: k for k, v in id2label.items()})
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(cfg)
+    with torch.no_grad():  # make the prediction independent of the input: the bias decides the class
+        model.classifier.weight.zero_()
+        model.classifier.bias.copy_(torch.tensor(bias))
+    model.save_pretrained(path)
+    return path
+
+
+def test_nli_judge_maps_the_entailment_label(tmp_path):
+    labels = {0: "CONTRADICTION", 1: "NEUTRAL", 2: "ENTAILMENT"}
+    yes = NLIJudge.from_pretrained(_tiny_nli(tmp_path / "yes", labels, [0.0, 0.0, 5.0]), batch_size=2)
+    no = NLIJudge.from_pretrained(_tiny_nli(tmp_path / "no", labels, [5.0, 0.0, 0.0]))
+    pairs = [("login returns 422", "login returns 422"), ("登录返回 422", "toast"), ("a", "b")]
+    got = yes.judge(pairs)
+    assert [v.supported for v in got] == [True, True, True] and got[0].reason.startswith("p(entailment)=0.9")
+    assert [v.supported for v in no.judge(pairs)] == [False, False, False]
+    assert yes.entail == 2 and yes.fingerprint != no.fingerprint  # different weights, different judge
+    two = NLIJudge.from_pretrained(_tiny_nli(tmp_path / "two", {0: "entailment", 1: "not_entailment"}, [3.0, 0.0]))
+    assert two.entail == 0 and two.judge(pairs[:1])[0].supported is True
+
+
+def test_nli_judge_without_entailment_label(tmp_path):
+    with pytest.raises(InputError, match="id2label"):
+        NLIJudge.from_pretrained(_tiny_nli(tmp_path / "m", {0: "NEGATIVE", 1: "POSITIVE"}, [0.0, 0.0]))
+    with pytest.raises(InputError, match="config.json"):
+        NLIJudge.from_pretrained(tmp_path / "nowhere")
+
+
+# ---------------------------------------------------------------------------------------------
+# LLM judge against a local chat-completions server
+
+
+class Server:
+    """A scripted OpenAI-compatible endpoint. Replies: the next entry of `script` if any
+    ({"status": int} | {"sleep": s} | {"content": str}), else verdicts by the rule
+    "supported iff the statement occurs in the evidence"."""
+
+    def __init__(self):
+        self.script: list[dict] = []
+        self.requests: list[dict] = []
+        self.auth: list[str] = []
+        self.in_flight = self.max_in_flight = 0
+        self.delay = 0.0
+        self.lock = threading.Lock()
+
+    def reply(self, body: dict) -> tuple[int, str, float]:
+        with self.lock:
+            self.requests.append(body)
+            step = self.script.pop(0) if self.script else {}
+        if "status" in step:
+            return step["status"], json.dumps({"error": {"message": "try later"}}), 0.0
+        system, user = body["messages"][0]["content"], body["messages"][1]["content"]
+        if "content" in step:
+            content = step["content"]
+        elif system.startswith("Split"):
+            content = json.dumps({"statements": [s for s in user.replace("。", "，").split("，") if s]}, ensure_ascii=False)
+        elif system.startswith("Write questions"):
+            content = json.dumps({"questions": ["接口返回什么？", "What does login return?"], "noncommittal": False}, ensure_ascii=False)
+        else:
+            evidence, listing = user.split("\n\nStatements:\n")
+            evidence = evidence.removeprefix("Evidence:\n")
+            verdicts = []
+            for line in listing.splitlines():
+                n, text = line.split(". ", 1)
+                verdicts.append({"id": int(n), "supported": text in evidence, "reason": "rule"})
+            content = json.dumps({"verdicts": verdicts}, ensure_ascii=False)
+        reply = {"choices": [{"message": {"role": "assistant", "content": content}}],
+                 "usage": {"prompt_tokens": 10, "completion_tokens": 5}}
+        return 200, json.dumps(reply), step.get("sleep", self.delay)
+
+
+@pytest.fixture
+def server():
+    state = Server()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 (http.server's naming)
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            with state.lock:
+                state.auth.append(self.headers.get("Authorization", ""))
+                state.in_flight += 1
+                state.max_in_flight = max(state.max_in_flight, state.in_flight)
+            try:
+                status, payload, sleep = state.reply(body)
+                time.sleep(sleep)
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(payload.encode())
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client timed out and left
+            finally:
+                with state.lock:
+                    state.in_flight -= 1
+
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    state.url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    yield state
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _judge(server, tmp_path, **kw) -> LLMJudge:
+    kw = {"max_retries": 2, "backoff": 0.01, "timeout": 5.0, **kw}
+    return LLMJudge(server.url, "judge-model", KEY, cache_dir=tmp_path / "cache", **kw)
+
+
+def test_llm_batches_one_call_per_premise_and_caches(server, tmp_path):
+    pairs = [("登录失败返回 422。", "返回 422"), ("登录失败返回 422。", "弹出 toast"), ("Login returns 422.", "returns 422")]
+    j = _judge(server, tmp_path, price_in=0.001, price_out=0.002)
+    got = j.judge(pairs)
+    assert [v.supported for v in got] == [True, False, True] and got[0].reason == "rule"
+    assert len(server.requests) == 2  # two premises, one request each
+    assert j.usage["prompt_tokens"] == 20 and j.usage["completion_tokens"] == 10
+    assert j.cost == pytest.approx(20 * 0.001 + 10 * 0.002)
+    again = _judge(server, tmp_path)  # a new process would see the same disk cache
+    assert again.judge(pairs) == got
+    assert len(server.requests) == 2 and again.usage["calls"] == 0 and again.usage["cache_hits"] == 3
+    other = LLMJudge(server.url, "another-model", KEY, cache_dir=tmp_path / "cache")
+    other.judge(pairs[:1])  # the cache key includes the judge model
+    assert len(server.requests) == 3 and other.fingerprint != j.fingerprint
+
+
+def test_llm_retries_429_and_500(server, tmp_path):
+    server.script = [{"status": 429}, {"status": 500}]
+    j = _judge(server, tmp_path)
+    assert j.judge([("login returns 422", "returns 422")]) == [Verdict(True, "rule")]
+    assert len(server.requests) == 3 and j.usage["retries"] == 2
+    server.script = [{"status": 503}] * 3
+    v = _judge(server, tmp_path / "b").judge([("p", "q")])[0]
+    assert v.supported is None and "HTTP 503" in v.reason and "3 attempts" in v.reason
+    server.script = [{"status": 400}]
+    v = _judge(server, tmp_path / "c").judge([("p", "q")])[0]
+    assert v.supported is None and "HTTP 400 (1 attempt)" in v.reason  # a client error is not retried
+
+
+def test_llm_timeout_and_malformed_reply_become_nan_with_reason(server, tmp_path):
+    server.script = [{"sleep": 1.0}]
+    j = _judge(server, tmp_path, timeout=0.2, max_retries=0)
+    v = j.judge([("p", "q")])[0]
+    assert v.supported is None and "timeout" in v.reason
+    server.script = [{"content": "Sure! Both statements are supported."}]
+    v = j.judge([("p2", "q")])[0]
+    assert v == Verdict(None, "malformed reply: not JSON")
+    server.script = [{"content": '{"verdicts": [{"id": 1, "supported": "maybe"}]}'}]
+    got = j.judge([("p3", "q1"), ("p3", "q2")])
+    assert got[0].supported is None and "maybe" in got[0].reason and "statement 2" in got[1].reason
+    n = len(server.requests)
+    assert j.judge([("p2", "q")])[0].supported is False  # undecided verdicts were not cached: asked again
+    assert len(server.requests) == n + 1
+
+
+def test_llm_concurrency_bound(server, tmp_path):
+    server.delay = 0.15
+    j = _judge(server, tmp_path, max_workers=3)
+    got = j.judge([(f"premise {i} says x", "x") for i in range(10)])
+    assert all(v.supported for v in got) and len(server.requests) == 10
+    assert 2 <= server.max_in_flight <= 3
+
+
+def test_llm_decompose_and_questions(server, tmp_path):
+    j = _judge(server, tmp_path)
+    assert j.decompose("前端弹出 toast，3 秒后消失。") == ["前端弹出 toast", "3 秒后消失"]
+    qs, noncommittal = j.generate_questions("It returns 422.", 2)
+    assert qs == ["接口返回什么？", "What does login return?"] and noncommittal is False
+    server.script = [{"content": "[]"}]
+    with pytest.raises(llm_judge.JudgeError, match="malformed"):
+        j.decompose("另一段话。")
+
+
+def test_llm_api_key_never_written(server, tmp_path):
+    from lewisrag.data.io import write_json
+    from lewisrag.eval.answers import parse_answer
+    from lewisrag.eval.report_md import render_results
+    from lewisrag.eval.run import EvalConfig, evaluate_answers
+
+    rec = parse_answer({"id": "q1", "user_input": "登录返回什么？", "response": "登录失败返回 422 [1]。弹出 toast [1]。",
+                        "retrieved_contexts": ["登录失败返回 422。"], "reference_statements": ["返回 422"]}, "t", 1, {})
+    server.script = [{}, {"status": 500}, {}]  # a failure on the way must not leak the key into a reason either
+    j = _judge(server, tmp_path, max_retries=0)
+    results = evaluate_answers([rec], j, EvalConfig(splitter="atomic"))
+    write_json(tmp_path / "run" / "results.json", results)
+    (tmp_path / "run" / "report.md").write_text(render_results(results), encoding="utf-8")
+    assert all(a == f"Bearer {KEY}" for a in server.auth)  # it was sent ...
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert len(written) >= 3
+    for p in written:  # ... and is nowhere on disk, cache included
+        assert KEY.encode() not in p.read_bytes(), p
+    assert KEY not in repr(j) and KEY not in json.dumps(results) and KEY not in j.fingerprint
+
+
+def test_llm_judge_through_the_cli_keeps_the_key_out(server, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from lewisrag.cli import app
+
+    monkeypatch.setenv("LEWISRAG_LLM_BASE_URL", server.url)
+    monkeypatch.setenv("LEWISRAG_LLM_API_KEY", KEY)
+    src = tmp_path / "answers.jsonl"
+    src.write_text(json.dumps({"id": "q1", "user_input": "登录返回什么？", "response": "登录失败返回 422 [1]。",
+                               "retrieved_contexts": ["登录失败返回 422。"], "reference_statements": ["返回 422"]},
+                              ensure_ascii=False) + "\n", encoding="utf-8")
+    args = ["eval", "answers", str(src), "--judge", "llm:judge-model", "--out", str(tmp_path / "run"),
+            "--cache-dir", str(tmp_path / "cache"), "--concurrency", "2", "--splitter", "atomic"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    res = json.loads((tmp_path / "run" / "results.json").read_text(encoding="utf-8"))
+    assert res["judge"]["name"] == "llm" and res["judge"]["model"] == "judge-model" and res["judge"]["prompt_version"]
+    assert res["records"][0]["metrics"]["faithfulness"] == 1.0 and res["splitter"]["name"] == "atomic"
+    n = len(server.requests)
+    again = CliRunner().invoke(app, args)  # warm cache: no request at all
+    assert again.exit_code == 0 and len(server.requests) == n
+    assert KEY not in r.output + again.output
+    for p in tmp_path.rglob("*"):
+        assert not p.is_file() or KEY.encode() not in p.read_bytes(), p
+
+
+def test_load_embedder_from_a_local_encoder(tmp_path):
+    from lewisrag.eval.metrics import answer_relevancy, load_embedder
+
+    embed = load_embedder(str(_tiny_nli(tmp_path / "enc", {0: "entailment", 1: "neutral"}, [0.0, 0.0])))
+    v = embed("login returns 422")
+    assert len(v) == 16 and abs(sum(x * x for x in v) - 1.0) < 1e-5
+    assert 0.0 <= answer_relevancy("login returns 422", ["登录返回 422", "toast"], embed, [False, False]) <= 1.0
+    assert answer_relevancy("login returns 422", ["login returns 422"], embed, False) == pytest.approx(1.0)
