@@ -32,7 +32,8 @@ def test_eval_answers_writes_the_run(tmp_path):
     out = tmp_path / "run"
     r = CliRunner().invoke(app, ["eval", "answers", str(src), "--judge", "lexical", "--out", str(out), "-k", "1", "-k", "3"])
     assert r.exit_code == 0, r.output
-    assert sorted(p.name for p in out.iterdir()) == ["config.json", "report.md", "results.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "distributions.png", "qa_distributions.png", "report.html",
+                                                     "report.md", "results.json"]
     res = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert res["lewisrag"]["kind"] == "eval" and res["judge"]["name"] == "lexical" and len(res["judge"]["fingerprint"]) == 64
     assert res["splitter"] == {"name": "sentences", "version": "1"} and res["config"]["ks"] == [1, 3]

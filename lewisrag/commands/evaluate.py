@@ -17,7 +17,8 @@ JUDGE_HELP = ("Judge of 'is this statement supported': lexical (token-support ba
 def answers(
     file: Path = typer.Argument(..., help="Answer records (.jsonl/.json/.parquet or hf:NAME[:CONFIG]:SPLIT), ragas field names."),
     judge: str = typer.Option("lexical", "--judge", help=JUDGE_HELP),
-    out: Path = typer.Option(..., "--out", help="Run directory: results.json, report.md and config.json are written there."),
+    out: Path = typer.Option(..., "--out", help="Run directory: results.json, report.md, report.html (the interactive page), "
+                             "config.json and PNG plots are written there."),
     cache_dir: Path = typer.Option(None, "--cache-dir", help="Judge cache directory (llm judge; default ~/.cache/lewisrag/judge)."),
     concurrency: int = typer.Option(4, "--concurrency", min=1, help="LLM requests in flight at most."),
     llm_base_url: str = typer.Option(None, "--llm-base-url", help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1 (default: $LEWISRAG_LLM_BASE_URL)."),
@@ -31,6 +32,7 @@ def answers(
     from lewisrag.eval import judges, metrics
     from lewisrag.eval.answers import read_answers
     from lewisrag.eval.diagnose import Thresholds
+    from lewisrag.eval.report_html import page_data_from_results, plot_run, render_report_html
     from lewisrag.eval.report_md import render_results
     from lewisrag.eval.run import EvalConfig, evaluate_answers
 
@@ -50,12 +52,14 @@ def answers(
     with _ui.progress() as p:
         task = p.add_task("judging", total=len(records), info=judge)
         results = evaluate_answers(records, the_judge, cfg, embed=embed, config=config, progress=lambda n: p.advance(task, n))
-    report = render_results(results)
+    report, page = render_results(results), render_report_html(page_data_from_results(results))
     write_json(out / "config.json", config)
     write_text(out / "report.md", report)
     write_json(out / "results.json", results)
+    write_text(out / "report.html", page)
+    plots = plot_run(results["aggregates"], out)
     _show_answers(results, the_judge, as_json)
-    _ui.console.print(f"wrote {out}/results.json, report.md, config.json")
+    _ui.console.print(f"wrote {out}/results.json, report.md, report.html, config.json" + "".join(", " + p for p in plots))
 
 
 def _show_answers(results: dict, judge, as_json: bool) -> None:
@@ -80,7 +84,8 @@ def _show_answers(results: dict, judge, as_json: bool) -> None:
 
 
 def bughunt(
-    out: Path = typer.Option(None, "--out", help="Also write results.json and report.md to this run directory."),
+    out: Path = typer.Option(None, "--out", help="Also write results.json, report.md, report.html (the interactive page), "
+                             "config.json and PNG plots to this run directory."),
     judge: str = typer.Option(None, "--judge", help="Another judge instead of the sample's human labels. " + JUDGE_HELP),
     cache_dir: Path = typer.Option(None, "--cache-dir", help="Judge cache directory (llm judge)."),
     as_json: bool = typer.Option(False, "--json", help="Print the whole result as JSON instead of tables."),
@@ -89,14 +94,22 @@ def bughunt(
     from lewisrag.data.io import write_json, write_text
     from lewisrag.eval import judges
     from lewisrag.eval.bughunt import load_bughunt
+    from lewisrag.eval.report_html import page_data_from_results, plot_run, render_report_html
     from lewisrag.eval.report_md import BUGHUNT_COLUMNS, bughunt_answer_rows, granularity_rows, render_bughunt
     from lewisrag.eval.run import evaluate_bughunt
 
     the_judge = judges.from_spec(judge, cache_dir=cache_dir) if judge else None
-    result = evaluate_bughunt(load_bughunt(), the_judge)
+    sample = load_bughunt()
+    result = evaluate_bughunt(sample, the_judge)
     if out is not None:
+        # the knowledge base gives the page the text of REQ-AUTH-03 where it was not retrieved
+        page = render_report_html(page_data_from_results(result, {d.id: d.to_dict() for d in sample.docs}))
+        write_json(out / "config.json", {"command": "eval bughunt", "judge": judge or "bughunt human labels",
+                                         "judge_fingerprint": result["judge"]["fingerprint"]})
         write_text(out / "report.md", render_bughunt(result))
         write_json(out / "results.json", result)
+        write_text(out / "report.html", page)
+        plot_run(result["aggregates"], out)
     if as_json:
         _ui.out.print_json(json.dumps(result, ensure_ascii=False))
         return

@@ -104,7 +104,12 @@ def _record(p: _Prepared, judge, cfg: EvalConfig, embed) -> dict:
     docs = rec.docs
     checks = [] if p.refused else citations.check_answer(rec.response, docs, set(docs))
     out = {"id": rec.id, "system": rec.system, "category": rec.category, "refused": p.refused, "metrics": m,
-           "nan_reasons": reasons, "statements": [], "citation_checks": [{"sentence": s.text, **asdict(c)} for s, c in checks]}
+           "nan_reasons": reasons, "statements": [], "citation_checks": [{"sentence": s.text, **asdict(c)} for s, c in checks],
+           # what report.html shows beside the scores, so a run folder is readable on its own
+           "question": rec.question, "response": rec.response, "contexts": [c.to_dict() for c in rec.contexts],
+           "gold_passage_ids": list(rec.gold_passage_ids),
+           "reference_statements": [{"text": r, "in_contexts": None, "in_answer": None} for r in p.references],
+           "citation_verdicts": []}
     if rec.category == "not_in_kb":
         reasons.update(dict.fromkeys(METRICS, NOT_IN_KB_REASON))
         out["statements"] = [{"text": s.text, "citations": list(s.citations), "supported": None, "reason": "not judged"} for s in p.statements]
@@ -115,16 +120,20 @@ def _record(p: _Prepared, judge, cfg: EvalConfig, embed) -> dict:
     _scored("faithfulness", faith, "statements in the answer", m, reasons)
     out["statements"] = [{"text": s.text, "citations": list(s.citations), "supported": v.supported, "reason": v.reason}
                          for s, v in zip(p.statements, faith.verdicts)]
-    _scored("context_recall", metrics.count_support(premise, p.references, judge), "reference statements", m, reasons)
+    in_contexts = metrics.count_support(premise, p.references, judge)
+    _scored("context_recall", in_contexts, "reference statements", m, reasons)
     # the premise is the answer without its [n] markers: they are pointers, not content
-    _scored("answer_completeness", metrics.count_support(strip_citations(rec.response), p.references, judge),
-            "reference statements", m, reasons)
+    in_answer = metrics.count_support(strip_citations(rec.response), p.references, judge)
+    _scored("answer_completeness", in_answer, "reference statements", m, reasons)
+    out["reference_statements"] = [{"text": r, "in_contexts": a.supported, "in_answer": b.supported}
+                                   for r, a, b in zip(p.references, in_contexts.verdicts, in_answer.verdicts)]
     _relevancy(rec, judge, cfg, embed, m, reasons)
     reasons["on_topic_rate"] = "needs per-statement on-topic labels (not part of the answer format)"
     cited = [(s.text, list(s.citations)) for s in p.sentences]
     if any(c for _, c in cited):
         cq = metrics.citation_quality_detail(cited, docs, judge)
         m["citation_recall"], m["citation_precision"] = cq["recall"], cq["precision"]
+        out["citation_verdicts"] = [{"sentence": text, "citations": c, **v} for (text, c), v in zip(cited, cq["statements"])]
         if math.isnan(cq["recall"]):
             reasons["citation_recall"] = "judge undecided on every statement's citations"
         if math.isnan(cq["precision"]):

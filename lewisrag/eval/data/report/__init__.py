@@ -1,0 +1,1 @@
+"""Static assets of report.html (inlined into the page at render time)."""
