@@ -77,7 +77,9 @@ def reproduce(
         "config": config,
         "environment": {"python": platform.python_version(), "machine": platform.machine()},
         "retrieval": {"split": stages["retrieval"]["split"], **stages["retrieval"]["dense"], "bm25": stages["retrieval"]["bm25"]},
-        "stages": {name: {k: v for k, v in s.items() if k != "seconds"} | {"seconds": s["seconds"]} for name, s in stages.items()},
+        "records": stages["retrieval"]["records"],  # per question and retriever, for `lewisrag gate`
+        "stages": {name: {k: v for k, v in s.items() if k not in ("seconds", "records")} | {"seconds": s["seconds"]}
+                   for name, s in stages.items()},
     }
     write_json(run / "results.json", _without_timings(results))
     write_json(run / "timings.json", {name: s["seconds"] for name, s in stages.items()})
@@ -128,7 +130,7 @@ def _retrieval(run: Path, preset: Preset, on_progress: Progress) -> dict:
     from lewisrag.index import open_retriever, retrieval_recall
 
     examples = read_qa(run / "world" / f"{preset.eval_split}.jsonl")
-    out = {"split": preset.eval_split}
+    out = {"split": preset.eval_split, "records": []}
     for name, path in (("dense", run / "index_a"), ("bm25", run / "bm25_a")):
         done = [0]
 
@@ -138,6 +140,10 @@ def _retrieval(run: Path, preset: Preset, on_progress: Progress) -> dict:
 
         r = retrieval_recall(open_retriever(path), examples, preset.ks, on_batch=tick)
         out[name] = {"n": r["n"], **{f"recall_at_{k}": r[f"recall@{k}"] for k in preset.ks}}
+        category = {ex.id: ex.category for ex in examples}
+        for qid, first in r["first_gold"].items():
+            hit = {str(k): float(first is not None and first < k) for k in preset.ks}
+            out["records"].append({"id": qid, "system": name, "category": category[qid], "metrics": {"recall_at_k": hit}})
     out["dense"]["recall_at_k"] = out["dense"][f"recall_at_{max(k for k in preset.ks if k <= 5)}"]
     return out
 

@@ -83,22 +83,27 @@ def retrieval_recall(
 ) -> dict:
     """recall@k: the share of questions with at least one gold passage among the top k hits.
 
-    Questions without `gold_passage_ids` are left out and counted under `skipped`.
+    Questions without `gold_passage_ids` are left out and counted under `skipped`. `first_gold`
+    maps each scored question id to the 0-based rank of its first gold hit (None: not in the top
+    max(ks)), for paired comparisons question by question.
     """
     scored = [ex for ex in examples if ex.gold_passage_ids]
     hits_at = {k: 0 for k in ks}
+    first_gold: dict[str, int | None] = {}
     kmax = max(ks)
     for i in range(0, len(scored), batch_size):
         batch = scored[i : i + batch_size]
         for ex, hits in zip(batch, retriever.search([ex.question for ex in batch], kmax)):
             gold = set(ex.gold_passage_ids)
             first = next((rank for rank, h in enumerate(hits) if h.id in gold), None)
+            first_gold[ex.id] = first
             for k in ks:
                 hits_at[k] += first is not None and first < k
         if on_batch:
             on_batch(len(batch))
     n = len(scored)
-    return {"n": n, "skipped": len(examples) - n, **{f"recall@{k}": (hits_at[k] / n if n else float("nan")) for k in ks}}
+    recall = {f"recall@{k}": (hits_at[k] / n if n else float("nan")) for k in ks}
+    return {"n": n, "skipped": len(examples) - n, **recall, "first_gold": first_gold}
 
 
 def _hits(passages, scores, rows) -> list[list[Hit]]:

@@ -5,12 +5,20 @@ negative per question (the top BM25 hit that is not gold). Each question scores 
 by inner product and the loss is the cross-entropy of its own gold passage: every other
 question's positive and every hard negative is a negative (the paper's "Gold + 1 BM25" setup).
 
+With `shared=True` the question and passage sides are one network while training (a Siamese
+bi-encoder). The built-in world's test entities have names that no training question contains,
+so their tokens' embeddings never receive a gradient; only a network that treats both sides
+alike maps such a name to matching vectors in a question and in its passage. The checkpoint
+still holds two encoders (equal at first), as DPR's do, and RAG fine-tuning then moves only the
+question encoder.
+
 Starting points: a small BERT config with a WordPiece tokenizer trained on the corpus, or a local
 pretrained BERT-like checkpoint (`init`), copied into both encoders.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import random
@@ -26,7 +34,7 @@ from lewisrag.data.records import Passage, QAExample
 @dataclass(frozen=True)
 class DPRTrainConfig:
     init: str | None = None  # local BERT-like checkpoint dir to start from; None = small model from scratch
-    vocab_size: int = 8000  # WordPiece vocabulary trained on the corpus (scratch only)
+    vocab_size: int = 2000  # corpus-trained WordPiece (scratch only); small, so unseen names split into seen pieces
     hidden_size: int = 128  # scratch model width
     layers: int = 2  # scratch model depth
     heads: int = 4  # scratch attention heads
@@ -34,10 +42,11 @@ class DPRTrainConfig:
     p_max_length: int = 128  # passage tokens (title + text); 100 words fit
     batch_size: int = 32  # questions per step; 2x passages (gold + one hard negative each)
     steps: int = 600  # optimizer steps
-    lr: float = 5e-4  # AdamW peak learning rate (linear warmup, linear decay)
+    lr: float = 1e-3  # AdamW peak learning rate (linear warmup, linear decay)
     warmup: float = 0.1  # share of steps spent warming up
     weight_decay: float = 0.01
     hard_negatives: bool = True  # add one BM25 hard negative per question
+    shared: bool = True  # one encoder for both sides while training (saved as two equal encoders): see below
     seed: int = 0
 
 
@@ -84,9 +93,12 @@ def init_encoders(cfg: DPRTrainConfig, corpus_texts: Sequence[str]):
                          max_position_embeddings=max(cfg.p_max_length, 128), pad_token_id=tokenizer.pad_token_id)
         bert = None
     q_enc, c_enc = DPRQuestionEncoder(dcfg), DPRContextEncoder(dcfg)
-    source = bert.state_dict() if bert is not None else q_enc.question_encoder.bert_model.state_dict()
-    q_enc.question_encoder.bert_model.load_state_dict(source, strict=False)
-    c_enc.ctx_encoder.bert_model.load_state_dict(source, strict=False)
+    if bert is not None:
+        q_enc.question_encoder.bert_model.load_state_dict(bert.state_dict(), strict=False)
+    if cfg.shared:
+        c_enc.ctx_encoder.bert_model = q_enc.question_encoder.bert_model
+    else:
+        c_enc.ctx_encoder.bert_model.load_state_dict(q_enc.question_encoder.bert_model.state_dict())
     return q_enc, c_enc, tokenizer
 
 
@@ -130,7 +142,7 @@ def train_dpr(
     texts = [f"{p.title} {p.text}" for p in passages] + [ex.question for ex, _ in usable]
     q_enc, c_enc, tokenizer = init_encoders(cfg, texts)
     q_enc.train(), c_enc.train()
-    params = list(q_enc.parameters()) + list(c_enc.parameters())
+    params = list({id(p): p for p in [*q_enc.parameters(), *c_enc.parameters()]}.values())
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     sched = get_linear_schedule_with_warmup(opt, int(cfg.warmup * cfg.steps), cfg.steps)
     rng = random.Random(cfg.seed)
@@ -163,6 +175,8 @@ def train_dpr(
         if on_step:
             on_step(step + 1, losses[-1])
     q_enc.eval(), c_enc.eval()
+    if cfg.shared:  # two independent copies from here on: RAG fine-tuning moves only the question side
+        c_enc.ctx_encoder.bert_model = copy.deepcopy(q_enc.question_encoder.bert_model)
     ckpt = DPRCheckpoint(q_enc, c_enc, tokenizer, {})
     meta = {"config": asdict(cfg), "max_length": cfg.p_max_length, "q_max_length": cfg.q_max_length,
             "final_loss": _mean(losses[-20:]), "n_train": len(usable)}
