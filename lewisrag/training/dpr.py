@@ -51,27 +51,10 @@ class DPRTrainConfig:
 
 
 def train_tokenizer(texts: Sequence[str], vocab_size: int):
-    """A lowercasing WordPiece tokenizer (BERT's pipeline) trained on `texts`.
+    """A lowercasing WordPiece tokenizer (BERT's pipeline, CJK as characters) for `texts`, deterministic."""
+    from lewisrag.training.tokenizer import bert_wordpiece_tokenizer
 
-    BERT's normalizer puts spaces around CJK characters, so Chinese becomes character tokens.
-    """
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=specials))
-    cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]
-    )
-    from tokenizers import decoders
-
-    tok.decoder = decoders.WordPiece()
-    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                                   sep_token="[SEP]", mask_token="[MASK]", model_input_names=["input_ids", "token_type_ids", "attention_mask"])
+    return bert_wordpiece_tokenizer(texts, vocab_size)
 
 
 def init_encoders(cfg: DPRTrainConfig, corpus_texts: Sequence[str]):

@@ -1,0 +1,61 @@
+"""DPR training: a deterministic tokenizer, the loss falls, the checkpoint's shape and metadata."""
+
+from __future__ import annotations
+
+import doctest
+
+import torch
+
+from conftest import run_cli, write_jsonl
+from lewisrag.data.records import read_passages, read_qa
+from lewisrag.index.encoders import DPRCheckpoint, state_fingerprint
+from lewisrag.training import tokenizer as tokenizer_module
+from lewisrag.training.dpr import DPRTrainConfig, mine_hard_negatives, train_dpr, train_tokenizer
+
+TINY = dict(vocab_size=300, hidden_size=32, layers=1, heads=2, batch_size=8)
+
+
+def test_tokenizer_doctest_and_determinism(tiny_corpus):
+    assert doctest.testmod(tokenizer_module).failed == 0
+    texts = [p.text for p in read_passages(tiny_corpus["passages"])]
+    a, b = train_tokenizer(texts, 200), train_tokenizer(texts, 200)
+    assert a.get_vocab() == b.get_vocab() and len(a) == 200
+    assert "[UNK]" not in a.tokenize(texts[0])  # every corpus character is in the alphabet
+    assert a.tokenize("密码") == ["[UNK]", "[UNK]"]  # CJK split per character; unseen ones are unknown
+    zh = train_tokenizer(["密码错误", "登录失败"], 40)
+    assert zh.tokenize("密码") == ["密", "码"]
+
+
+def test_hard_negatives_are_never_gold(tiny_corpus):
+    passages, qa = read_passages(tiny_corpus["passages"]), read_qa(tiny_corpus["qa"])
+    for ex, row in zip(qa, mine_hard_negatives(qa, passages)):
+        assert row is not None and passages[row].id not in ex.gold_passage_ids
+
+
+def test_training_lowers_the_loss_and_saves_two_encoders(tiny_corpus, tmp_path):
+    passages, qa = read_passages(tiny_corpus["passages"]), read_qa(tiny_corpus["qa"])
+    losses = []
+    meta = train_dpr(DPRTrainConfig(steps=40, lr=3e-3, **TINY), qa, passages, tmp_path / "ckpt",
+                     on_step=lambda s, loss: losses.append(loss))
+    assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5
+    ckpt = DPRCheckpoint.load(tmp_path / "ckpt")
+    assert meta["ctx_fingerprint"] == state_fingerprint(ckpt.ctx_encoder) and ckpt.dim == 32
+    # trained as one network, saved as two equal encoders that RAG fine-tuning can then separate
+    q = ckpt.question_encoder.question_encoder.bert_model.state_dict()
+    c = ckpt.ctx_encoder.ctx_encoder.bert_model.state_dict()
+    assert all(torch.equal(q[k], c[k]) for k in q)
+    assert not (tmp_path / "ckpt.partial").exists()
+
+
+def test_same_seed_same_checkpoint(tiny_corpus, tmp_path):
+    passages, qa = read_passages(tiny_corpus["passages"]), read_qa(tiny_corpus["qa"])
+    a = train_dpr(DPRTrainConfig(steps=3, **TINY), qa, passages, tmp_path / "a")
+    b = train_dpr(DPRTrainConfig(steps=3, **TINY), qa, passages, tmp_path / "b")
+    assert a["ctx_fingerprint"] == b["ctx_fingerprint"]
+
+
+def test_cli_no_usable_gold_ids_is_bad_input(tiny_corpus, tmp_path):
+    qa = write_jsonl(tmp_path / "qa.jsonl", [{"id": "1", "question": "Who?", "answers": ["x"], "gold_passage_ids": ["nope"]}])
+    r = run_cli("train", "dpr", "--train", str(qa), "--passages", str(tiny_corpus["passages"]), "--out", str(tmp_path / "o"), "--steps", "1")
+    assert r.returncode == 2 and "gold_passage_ids" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "o").exists()
