@@ -2,6 +2,8 @@
 # Gate an evaluation run against the committed baseline with `lewisrag gate` (tiers 1-3).
 #
 #   scripts/ci_gate.sh --bughunt                    # evaluate the BugHunt sample now and gate it (CI dogfood)
+#   scripts/ci_gate.sh --tiny                       # run `lewisrag reproduce --preset tiny` and gate it against
+#                                                   # tests/data/gate_baseline_tiny (CI dogfood)
 #   scripts/ci_gate.sh RUN_DIR [gate flags]         # gate an existing run, e.g. with --json
 #   scripts/ci_gate.sh --update-baseline RUN_DIR    # accept RUN_DIR as the new baseline (review, then commit)
 #
@@ -31,8 +33,15 @@ case "${1:-}" in
     "$lewisrag" eval bughunt --out "$run" > /dev/null
     "$lewisrag" gate --baseline "$baseline" --candidate "$run" "${config[@]}" "$@"
     ;;
+  --tiny)
+    shift
+    run="$(mktemp -d)"
+    trap 'rm -rf "$run"' EXIT
+    "$lewisrag" reproduce --preset tiny --out "$run/run" > /dev/null 2>&1
+    "$lewisrag" gate --baseline "$root/tests/data/gate_baseline_tiny" --candidate "$run/run" "$@"
+    ;;
   "")
-    echo "usage: scripts/ci_gate.sh --bughunt | RUN_DIR [gate flags] | --update-baseline RUN_DIR" >&2
+    echo "usage: scripts/ci_gate.sh --bughunt | --tiny | RUN_DIR [gate flags] | --update-baseline RUN_DIR" >&2
     exit 2
     ;;
   *)
