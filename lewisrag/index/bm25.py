@@ -77,11 +77,7 @@ class BM25Index:
         import bm25s
 
         path = Path(path)
-        manifest = store.read_manifest(path)
-        if manifest["kind"] != "bm25":
-            from lewisrag.data.io import InputError
-
-            raise InputError(path, f"a {manifest['kind']} index, not a BM25 one")
+        manifest = store.read_manifest(path, kind="bm25")
         retriever = bm25s.BM25.load(str(path / "bm25"), mmap=mmap, show_progress=False)
         return cls(path, manifest, retriever, store.load_passages(path, manifest))
 

@@ -151,11 +151,7 @@ class DenseIndex:
         import faiss
 
         path = Path(path)
-        manifest = store.read_manifest(path)
-        if manifest["kind"] != "dense":
-            from lewisrag.data.io import InputError
-
-            raise InputError(path, f"a {manifest['kind']} index, not a dense one")
+        manifest = store.read_manifest(path, kind="dense")
         flags = faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY if mmap else 0
         try:
             index = faiss.read_index(str(path / FAISS_FILE), flags)

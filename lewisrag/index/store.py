@@ -60,7 +60,8 @@ def write_passages(dirpath: Path, passages: Sequence[Passage]) -> None:
     write_jsonl(dirpath / PASSAGES, (p.to_dict() for p in passages))
 
 
-def read_manifest(path: str | os.PathLike) -> dict:
+def read_manifest(path: str | os.PathLike, kind: str | None = None) -> dict:
+    """The manifest of the index at `path`; `kind` ("dense", "bm25") if the caller needs one."""
     p = Path(path)
     if not p.is_dir():
         raise InputError(p, "index directory not found")
@@ -71,6 +72,8 @@ def read_manifest(path: str | os.PathLike) -> dict:
     for field in ("kind", "n_passages", "content_hash"):
         if field not in manifest:
             raise InputError(p / MANIFEST, "missing", field=field)
+    if kind is not None and manifest["kind"] != kind:
+        raise InputError(p, f"a {manifest['kind']} index where a {kind} one is needed", field="kind")
     return manifest
 
 
