@@ -1,0 +1,329 @@
+"""RAG decoding: RAG-Token greedy/beam search and RAG-Sequence thorough and fast decoding.
+
+Arguments mean what they mean in transformers' `RagTokenForGeneration.generate` and
+`RagSequenceForGeneration.generate`, and the outputs are the same token ids; the work differs:
+
+- every document is encoded once (not once per beam, nor once per candidate answer), and its
+  cross-attention keys/values are shared by all rows reading it (`bart_decoder.py`);
+- RAG-Sequence runs one beam search over all B·K documents at once, then scores every candidate
+  under every document of its question in one batched decoder pass (transformers loops over
+  questions in Python and reruns the whole model per question);
+- RAG-Sequence *fast* decoding (the paper's §2.4): a candidate that a document's beam did not
+  produce gets p(y|x,z) ≈ 0 under that document, so no extra forward pass is needed.
+
+Shape alphabet: B questions, K docs, W beams, C candidates per question, T length, V vocab, D model.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from lewisrag.rag_model import marginalize as M
+from lewisrag.rag_model.bart_decoder import GroupedBartDecoder, reorder_cache
+from lewisrag.rag_model.beam_search import Hypotheses, SearchSettings, beam_search, greedy
+
+_UNSUPPORTED = {  # generation options transformers would honour and these searches do not
+    "do_sample": False, "bad_words_ids": None, "encoder_no_repeat_ngram_size": 0, "min_new_tokens": None,
+    "sequence_bias": None, "suppress_tokens": None, "begin_suppress_tokens": None, "num_beam_groups": 1,
+    "exponential_decay_length_penalty": None, "repetition_penalty": 1.0, "remove_invalid_values": False,
+}
+LOGITS_CHUNK = 2**22  # logits elements scored at once in thorough decoding (16 MB of float32)
+
+
+@dataclass
+class Decoded:
+    """Generated ids plus the evidence behind them (`return_evidence=True`)."""
+
+    sequences: torch.Tensor  # (B*n, T) token ids, decoder start token first
+    doc_posterior: torch.Tensor  # sequence: (B*n, K) p(z|x,y); token: (B*n, T, K), row t for sequences[:, t+1]
+    scores: torch.Tensor  # (B*n,) log p(y|x) as the decoder ranked it (length-penalised for RAG-Token beams)
+
+
+def resolve_settings(generation_config, **overrides):
+    """transformers' GenerationConfig with `overrides` applied; unknown or unsupported options raise."""
+    gc = copy.deepcopy(generation_config)
+    unused = gc.update(**{k: v for k, v in overrides.items() if v is not None})
+    if unused:
+        raise ValueError(f"unknown generation arguments: {sorted(unused)}")
+    for name, default in _UNSUPPORTED.items():
+        value = getattr(gc, name, None)
+        if value is not None and value != default:
+            raise ValueError(f"generation option {name}={value!r} is not supported by RAG decoding")
+    return gc
+
+
+def _search_settings(gc, num_return_sequences: int) -> SearchSettings:
+    eos = gc.eos_token_id
+    eos = tuple(eos) if isinstance(eos, (list, tuple)) else ((eos,) if eos is not None else ())
+    pad = gc.pad_token_id if gc.pad_token_id is not None else (eos[0] if eos else None)
+    start = gc.decoder_start_token_id if gc.decoder_start_token_id is not None else gc.bos_token_id
+    # transformers leaves unset options as None and applies its defaults late; so do we
+    return SearchSettings(max_length=_or(gc.max_length, 20), num_beams=_or(gc.num_beams, 1),
+                          num_return_sequences=num_return_sequences, length_penalty=_or(gc.length_penalty, 1.0),
+                          early_stopping=_or(gc.early_stopping, False), start_id=start, eos_ids=eos, pad_id=pad)
+
+
+def _or(value, default):
+    return default if value is None else value
+
+
+def logits_processors(gc, device="cpu"):
+    """The processors transformers' generate builds from `gc`, in its order (the supported subset)."""
+    from transformers.generation import (
+        ForcedBOSTokenLogitsProcessor, ForcedEOSTokenLogitsProcessor, LogitsProcessorList,
+        MinLengthLogitsProcessor, NoRepeatNGramLogitsProcessor,
+    )
+
+    out = LogitsProcessorList()
+    eos = gc.eos_token_id
+    if gc.no_repeat_ngram_size:
+        out.append(NoRepeatNGramLogitsProcessor(gc.no_repeat_ngram_size))
+    if gc.min_length and eos is not None:
+        out.append(MinLengthLogitsProcessor(gc.min_length, eos, device=device))
+    if gc.forced_bos_token_id is not None:
+        out.append(ForcedBOSTokenLogitsProcessor(gc.forced_bos_token_id))
+    if gc.forced_eos_token_id is not None:
+        out.append(ForcedEOSTokenLogitsProcessor(_or(gc.max_length, 20), gc.forced_eos_token_id, device=device))
+    return lambda ids, scores: out(ids, scores.clone())
+
+
+@torch.no_grad()
+def generate(model, context_input_ids, context_attention_mask, doc_scores, n_docs=None, num_beams=None,
+             max_length=None, num_return_sequences=None, do_deduplication=None, decoding="thorough",
+             return_evidence=False, **kwargs):
+    """Decode answers for B questions from their K retrieved contexts (B*K, L) and doc_scores (B, K).
+
+    Returns (B*num_return_sequences, T) ids, or a `Decoded` with `return_evidence=True`.
+    RAG-Sequence: `decoding` is "thorough" (transformers' algorithm) or "fast"; `do_deduplication`
+    defaults to the checkpoint's setting (True unless its config said otherwise), as in transformers.
+    """
+    k = n_docs or (doc_scores.shape[1] if doc_scores.dim() == 2 else model.n_docs)  # K is in doc_scores
+    if doc_scores.dim() != 2 or doc_scores.shape[1] != k or context_input_ids.shape[0] != doc_scores.shape[0] * k:
+        raise ValueError(f"expected context_input_ids (B*K, L) and doc_scores (B, K={k}), got "
+                         f"{tuple(context_input_ids.shape)} and {tuple(doc_scores.shape)}")
+    gc = resolve_settings(model.generation_config, num_beams=num_beams, max_length=max_length, **kwargs)
+    n = num_return_sequences or 1
+    was_training = model.training
+    model.eval()  # decoding is deterministic: no dropout, whatever mode training left the model in
+    try:
+        out = _decode(model, context_input_ids, context_attention_mask, doc_scores, gc, n, do_deduplication,
+                      decoding, return_evidence)
+    finally:
+        model.train(was_training)
+    return out if return_evidence else out.sequences
+
+
+def _decode(model, ids, mask, doc_scores, gc, n, do_deduplication, decoding, evidence) -> Decoded:
+    """Dispatch on the variant; argument checks that depend on it live here."""
+    if model.variant == "token":
+        if n > _or(gc.num_beams, 1):
+            raise ValueError(f"num_return_sequences={n} needs num_beams >= {n}")
+        return _rag_token(model, ids, mask, doc_scores, gc, n, evidence)
+    if decoding not in ("thorough", "fast"):
+        raise ValueError(f"decoding must be 'thorough' or 'fast', got {decoding!r}")
+    dedup = model.settings.do_deduplication if do_deduplication is None else do_deduplication
+    return _rag_sequence(model, ids, mask, doc_scores, gc, n, dedup, decoding)
+
+
+def _rag_token(model, ids, mask, doc_scores, gc, n, evidence: bool) -> Decoded:
+    """RAG-Token: search over the per-token mixture Σ_z p(z|x) p(y_t|x,z,y_<t) (eq. 2).
+
+    With `evidence`, one teacher-forced pass over the results gives p(z|x,y_t,y_<t) per token.
+    """
+    dec = GroupedBartDecoder(model.generator)
+    b, k = doc_scores.shape
+    s = _search_settings(gc, n)
+    w = s.num_beams
+    cross_mask = mask.bool()
+    cross = dec.encode(ids, cross_mask)  # per layer (B*K, H, L, dh)
+    prior = M.doc_log_prior(doc_scores.float())  # (B, K)
+    cache: list = []
+
+    def step(last: torch.Tensor, cur: int) -> torch.Tensor:
+        tokens = last.view(b, 1, w).expand(b, k, w).reshape(b * k, w, 1)  # (B*K, W, 1)
+        h = dec.hidden(tokens, cur - 1, cross, cross_mask, cache)  # (B*K, W, 1, D)
+        lp = F.log_softmax(dec.logits(h[:, :, 0]), dim=-1)  # (B*K, W, V)
+        lp = lp.view(b, k, w, -1) + prior[:, :, None, None]  # (B, K, W, V)
+        return torch.logsumexp(lp, dim=1).reshape(b * w, -1)  # (B*W, V)
+
+    def reorder(rows: torch.Tensor) -> None:  # rows (B*W,) = b*W + surviving beam
+        beam = rows.view(b, 1, w) - torch.arange(b)[:, None, None] * w  # (B, 1, W)
+        reorder_cache(cache, (torch.arange(b * k).view(b, k, 1) * w + beam).reshape(-1))  # (B*K*W,)
+
+    procs = logits_processors(gc, ids.device)
+    dev = ids.device
+    hyps = greedy(step, b, s, procs, dev) if w == 1 else beam_search(step, reorder, b, s, procs, dev)
+    seqs = hyps.sequences  # (B*n, T)
+    if not evidence:
+        return Decoded(seqs, torch.empty(0), hyps.scores)
+    tgt = _doc_target_logprobs(dec, cross, cross_mask, seqs.view(b, n, -1), s.pad_id)  # (B, K, n, T)
+    tgt = tgt.permute(0, 2, 3, 1)  # (B, n, T, K)
+    post = torch.softmax(prior[:, None, None, :] + tgt, dim=-1).reshape(b * n, -1, k)  # (B*n, T, K)
+    return Decoded(seqs, post, hyps.scores)
+
+
+def _doc_target_logprobs(dec, cross, cross_mask, cand: torch.Tensor, pad_id: int, with_sum: bool = False):
+    """log p(y_t | x, z, y_<t) of candidates cand (B, C, T) under each of their question's K docs.
+
+    Returns (B, K, C, T) (and Σ_v log p(v), same shape, if `with_sum`); padding targets give 0.
+    All B·K·C rows go through the decoder in chunks of documents sized so that a chunk's logits
+    stay under LOGITS_CHUNK elements: memory stays flat however many questions are batched.
+    """
+    b, c, t = cand.shape
+    n_docs = cross[0][0].shape[0]
+    k = n_docs // b
+    tokens = cand.unsqueeze(1).expand(b, k, c, t).reshape(n_docs, c, t)  # (B*K, C, T)
+    target = M.shift_labels_left(tokens.reshape(n_docs * c, t), pad_id).view(n_docs, c, t)  # (B*K, C, T)
+    vocab = dec.model.lm_head.out_features
+    step = max(1, LOGITS_CHUNK // max(1, c * t * vocab))
+    tgts, totals = [], []
+    for i in range(0, n_docs, step):
+        part = [(kk[i:i + step], vv[i:i + step]) for kk, vv in cross]  # views, (chunk, H, L, dh)
+        hidden = dec.hidden(tokens[i:i + step], 0, part, cross_mask[i:i + step])  # (chunk, C, T, D)
+        logits = dec.logits(hidden).view(-1, t, vocab)  # (chunk*C, T, V)
+        tg, tot = M.target_logprobs(logits, target[i:i + step].reshape(-1, t), with_sum=with_sum)
+        tgts.append(tg)
+        totals.append(tot)
+    keep = target.ne(pad_id).view(b, k, c, t)
+    tgt = torch.cat(tgts).view(b, k, c, t) * keep  # (B, K, C, T)
+    return (tgt, torch.cat(totals).view(b, k, c, t)) if with_sum else tgt
+
+
+def _rag_sequence(model, ids, mask, doc_scores, gc, n, dedup, decoding) -> Decoded:
+    """RAG-Sequence (eq. 1): beams per document, then candidates ranked by Σ_z p(z|x) p(y|x,z)."""
+    dec = GroupedBartDecoder(model.generator)
+    b, k = doc_scores.shape
+    s = _search_settings(gc, _or(gc.num_beams, 1))  # each document returns all its W beams
+    w, pad = s.num_beams, s.pad_id
+    # transformers' generator.generate gets no attention mask here and infers one from padding
+    gen_mask = ids.ne(pad) if pad is not None and pad not in s.eos_ids else torch.ones_like(ids, dtype=torch.bool)
+    cross = dec.encode(ids, gen_mask)  # per layer (B*K, H, L, dh)
+    cache: list = []
+
+    def step(last: torch.Tensor, cur: int) -> torch.Tensor:
+        h = dec.hidden(last.view(b * k, w, 1), cur - 1, cross, gen_mask, cache)  # (B*K, W, 1, D)
+        return dec.logits(h[:, :, 0]).reshape(b * k * w, -1)  # (B*K*W, V)
+
+    procs, dev = logits_processors(gc, ids.device), ids.device
+    if w == 1:
+        hyps = greedy(step, b * k, s, procs, dev)
+    else:
+        hyps = beam_search(step, lambda rows: reorder_cache(cache, rows), b * k, s, procs, dev)
+    full, cands, owners = _candidates(hyps, b, k * w)
+    bos = model.generator.config.bos_token_id
+    # transformers scores with exclude_bos_score=True: the first token is dropped when, for a
+    # question, every candidate starts with BOS
+    skip_first = torch.tensor([bos is not None and c.shape[1] > 1 and bool(c[:, 1].eq(bos).all()) for c in cands],
+                              device=ids.device)
+    prior = M.doc_log_prior(doc_scores.float())  # (B, K)
+    if decoding == "fast":
+        ll = _fast_loglik(hyps, cands, owners, skip_first, prior, w, pad)  # (B, C, K)
+    else:
+        if not torch.equal(mask.bool(), gen_mask):
+            cross = dec.encode(ids, mask.bool())
+        ll = _thorough_loglik(model, dec, cross, mask.bool(), cands, skip_first, prior, pad)  # (B, C, K)
+    if not dedup:  # every hypothesis is a candidate; duplicates share the score of their first copy
+        ll = torch.stack([F.pad(ll[q, owner], (0, 0, 0, k * w - len(owner)), value=float("-inf"))
+                          for q, owner in enumerate(owners)])  # (B, K*W, K)
+        cands = full
+    return _rank(cands, ll, prior, n, pad)
+
+
+def _candidates(hyps: Hypotheses, b: int, per_question: int):
+    """Split the B·K·W hypotheses by question and cut each to that question's longest.
+
+    Returns per question all hypotheses (K*W, T_b), the distinct ones (C_b, T_b) in order of first
+    appearance (transformers' deduplication order), and for each hypothesis its distinct index.
+    """
+    full, unique, owners = [], [], []
+    for q in range(b):
+        rows = slice(q * per_question, (q + 1) * per_question)
+        seqs = hyps.sequences[rows, : 1 + int(hyps.lengths[rows].max())]  # (K*W, T_b)
+        index: dict[tuple, int] = {}
+        owner = [index.setdefault(tuple(row.tolist()), len(index)) for row in seqs]
+        firsts: dict[int, int] = {}
+        for row, c in enumerate(owner):
+            firsts.setdefault(c, row)
+        full.append(seqs)
+        unique.append(seqs[[firsts[c] for c in range(len(index))]])
+        owners.append(owner)
+    return full, unique, owners
+
+
+def _fast_loglik(hyps, cands, owners, skip_first, prior, w, pad) -> torch.Tensor:
+    """log p(y|x,z) from the beams themselves; −inf where document z's beam did not produce y.
+
+    Scored like thorough decoding: the first token dropped per `skip_first`, and the prior left out
+    where transformers' scoring loses it (the second target token is padding).
+    """
+    k = prior.shape[1]
+    c_max = max(c.shape[0] for c in cands)
+    ll = torch.full((len(cands), c_max, k), float("-inf"), device=prior.device)  # (B, C, K)
+    for q, owner in enumerate(owners):
+        for j, c in enumerate(owner):
+            row = q * k * w + j
+            score = hyps.raw_logprob[row] - (hyps.first_logprob[row] if skip_first[q] else 0.0)
+            ll[q, c, j // w] = torch.maximum(ll[q, c, j // w], score)
+        no_prior = torch.ones(cands[q].shape[0], dtype=torch.bool, device=prior.device)
+        if cands[q].shape[1] > 2:
+            no_prior = cands[q][:, 2].eq(pad)
+        ll[q, : len(no_prior)] -= no_prior[:, None] * prior[q]
+    return ll
+
+
+def _padded(cands: list[torch.Tensor], pad: int) -> torch.Tensor:
+    c_max, t_max = max(c.shape[0] for c in cands), max(c.shape[1] for c in cands)
+    out = cands[0].new_full((len(cands), c_max, t_max), pad)  # (B, C, T)
+    for q, c in enumerate(cands):
+        out[q, : c.shape[0], : c.shape[1]] = c
+    return out
+
+
+def _thorough_loglik(model, dec, cross, cross_mask, cands, skip_first, prior, pad) -> torch.Tensor:
+    """Every candidate scored under every document of its question: one batched decoder pass.
+
+    Returns per (question, candidate, doc) the score whose log-sum-exp with the prior is −NLL as
+    transformers' `get_nll(exclude_bos_score=True)` computes it (label smoothing included).
+    """
+    padded = _padded(cands, pad)  # (B, C, T)
+    b, c, t = padded.shape
+    k = prior.shape[1]
+    eps = model.settings.label_smoothing
+    if eps:
+        tgt, total = _doc_target_logprobs(dec, cross, cross_mask, padded, pad, with_sum=True)  # (B, K, C, T)
+    else:
+        tgt = _doc_target_logprobs(dec, cross, cross_mask, padded, pad)  # (B, K, C, T)
+        total = torch.zeros_like(tgt)
+    flat = lambda x: x.permute(0, 2, 1, 3).reshape(b * c, k, t)  # noqa: E731  (B*C, K, T)
+    target = M.shift_labels_left(padded.view(b * c, t), pad)  # (B*C, T)
+    vocab = dec.model.lm_head.out_features
+    doc_scores = prior.repeat_interleave(c, dim=0)  # (B*C, K); log-softmax of a log-softmax is itself
+    nll = M.sequence_nll_from_token_logprobs(flat(tgt), flat(total), doc_scores, target, pad, vocab, eps,
+                                             exclude_first=skip_first.repeat_interleave(c))  # (B*C,)
+    # hand back per-document terms whose log-sum-exp with the prior is −nll; the posterior reads them
+    per_doc = flat(tgt).sum(-1) - skip_first.repeat_interleave(c)[:, None] * flat(tgt)[:, :, 0]  # (B*C, K)
+    shift = -nll - torch.logsumexp(per_doc + doc_scores, dim=1)  # (B*C,) smoothing / quirks, if any
+    ll = (per_doc + shift[:, None]).view(b, c, k)
+    real = torch.tensor([[i < cq.shape[0] for i in range(c)] for cq in cands], device=ll.device)  # (B, C)
+    return ll.masked_fill(~real[:, :, None], float("-inf"))
+
+
+def _rank(cands, ll, prior, n, pad) -> Decoded:
+    """Top-n candidates per question by log Σ_z p(z|x) p(y|x,z); posteriors p(z|x,y) as evidence."""
+    joint = ll + prior[:, None, :]  # (B, C, K)
+    score = torch.logsumexp(joint, dim=-1)  # (B, C)
+    seqs, posts, scores = [], [], []
+    for q, c in enumerate(cands):
+        if n > c.shape[0]:
+            raise ValueError(f"num_return_sequences={n} exceeds the {c.shape[0]} candidates of question {q}")
+        top = score[q, : c.shape[0]].topk(n).indices
+        seqs.append(c[top])
+        posts.append(torch.softmax(joint[q, top], dim=-1))
+        scores.append(score[q, top])
+    t_max = max(x.shape[1] for x in seqs)
+    out = torch.cat([F.pad(x, (0, t_max - x.shape[1]), value=pad) for x in seqs])  # (B*n, T)
+    return Decoded(out, torch.cat(posts), torch.cat(scores))

@@ -1,0 +1,128 @@
+"""Checkpoints: transformers RAG directories in and out, and lewisrag's own safetensors layout.
+
+lewisrag layout (`save_native`):
+
+    DIR/rag.json               {"format": "lewisrag-rag/1", "settings": RagSettings as a dict}
+    DIR/question_encoder/      transformers save_pretrained (config.json + model.safetensors)
+    DIR/generator/             the same, plus generation_config.json
+
+Nothing is unpickled: transformers reads safetensors, and configs are JSON.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import asdict, fields
+from pathlib import Path
+
+from lewisrag.data.io import InputError, read_json, write_json
+from lewisrag.rag_model.model import RagModel, RagSettings
+
+FORMAT = "lewisrag-rag/1"
+_HF_CLASSES = {"RagTokenForGeneration": "token", "RagSequenceForGeneration": "sequence"}
+
+
+def _hf_class(variant: str):
+    from transformers import RagSequenceForGeneration, RagTokenForGeneration
+
+    return RagTokenForGeneration if variant == "token" else RagSequenceForGeneration
+
+
+def load_hf(path: str | os.PathLike, variant: str | None = None) -> RagModel:
+    """Load a transformers RAG checkpoint directory; the variant comes from `architectures` unless given."""
+    path = Path(path)
+    cfg = read_json(path / "config.json")
+    if cfg.get("model_type") != "rag":
+        raise InputError(path / "config.json", f"not a RAG checkpoint (model_type {cfg.get('model_type')!r})", field="model_type")
+    if variant is None:
+        known = [_HF_CLASSES[a] for a in cfg.get("architectures") or [] if a in _HF_CLASSES]
+        if not known:
+            raise InputError(path / "config.json", "cannot tell RAG-Token from RAG-Sequence; pass variant=",
+                             field="architectures")
+        variant = known[0]
+    hf = _hf_class(variant).from_pretrained(path)
+    c = hf.config
+    settings = RagSettings(
+        variant=variant, n_docs=c.n_docs, label_smoothing=c.label_smoothing, exclude_bos_score=c.exclude_bos_score,
+        do_deduplication=c.do_deduplication, title_sep=c.title_sep, doc_sep=c.doc_sep, prefix=c.prefix or "",
+        max_combined_length=c.max_combined_length,
+        question_tokenizer=_existing(path / "question_encoder_tokenizer"),
+        generator_tokenizer=_existing(path / "generator_tokenizer"),
+    )
+    # transformers' RAG-Token decodes with the RAG model's generation config, RAG-Sequence with the generator's
+    gc = hf.generation_config if variant == "token" else hf.generator.generation_config
+    return RagModel(hf.question_encoder, hf.generator, variant, c.n_docs, settings, gc).eval()
+
+
+def _existing(p: Path) -> str | None:
+    return str(p) if p.exists() else None
+
+
+def save_hf(model: RagModel, path: str | os.PathLike) -> None:
+    """Write `model` as a transformers RagTokenForGeneration / RagSequenceForGeneration directory."""
+    from transformers import RagConfig
+
+    s = model.settings
+    config = RagConfig.from_question_encoder_generator_configs(
+        model.question_encoder.config, model.generator.config, n_docs=s.n_docs, label_smoothing=s.label_smoothing,
+        exclude_bos_score=s.exclude_bos_score, do_deduplication=s.do_deduplication, title_sep=s.title_sep,
+        doc_sep=s.doc_sep, prefix=s.prefix or None, max_combined_length=s.max_combined_length,
+    )
+    hf = _hf_class(s.variant)(config=config)
+    # copy weights into a fresh model rather than handing ours over: its post_init may re-initialise
+    hf.question_encoder.load_state_dict(model.question_encoder.state_dict())
+    hf.generator.load_state_dict(model.generator.state_dict())
+    hf.generation_config = model.generation_config
+    with _atomic_dir(path) as tmp:
+        hf.save_pretrained(tmp)
+
+
+def save_native(model: RagModel, path: str | os.PathLike) -> None:
+    with _atomic_dir(path) as tmp:
+        model.question_encoder.save_pretrained(tmp / "question_encoder")
+        model.generator.generation_config = model.generation_config
+        model.generator.save_pretrained(tmp / "generator")
+        write_json(tmp / "rag.json", {"format": FORMAT, "settings": asdict(model.settings)})
+
+
+def load_native(path: str | os.PathLike) -> RagModel:
+    from transformers import AutoModel, AutoModelForSeq2SeqLM
+
+    path = Path(path)
+    meta = read_json(path / "rag.json")
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise InputError(path / "rag.json", f"expected format {FORMAT!r}", field="format")
+    raw = meta.get("settings")
+    known = {f.name for f in fields(RagSettings)}
+    if not isinstance(raw, dict) or set(raw) - known:
+        raise InputError(path / "rag.json", f"unknown settings {sorted(set(raw or {}) - known)}", field="settings")
+    try:
+        settings = RagSettings(**raw)
+    except (TypeError, ValueError) as e:
+        raise InputError(path / "rag.json", str(e), field="settings") from None
+    question_encoder = AutoModel.from_pretrained(path / "question_encoder")
+    generator = AutoModelForSeq2SeqLM.from_pretrained(path / "generator")
+    return RagModel(question_encoder, generator, settings.variant, settings.n_docs, settings).eval()
+
+
+@contextlib.contextmanager
+def _atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
+    """Build a directory beside `path`, then swap it into place; a failure leaves `path` untouched."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    old = target.with_name(f".{target.name}.old")
+    if target.exists():
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(target, old)
+    os.replace(tmp, target)
+    shutil.rmtree(old, ignore_errors=True)

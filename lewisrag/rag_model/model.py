@@ -1,0 +1,227 @@
+"""The Lewis et al. 2020 RAG model: a question encoder, a BART generator and K retrieved documents.
+
+`RagModel` holds the two transformers modules and computes the RAG-Sequence or RAG-Token loss
+(`marginalize.py`) with transformers' RAG conventions, so its losses and generations equal
+`RagSequenceForGeneration` / `RagTokenForGeneration` on the same weights.
+
+Shape alphabet: B batch, K retrieved docs, L input length, T target length, V vocabulary, D embedding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+from torch import nn
+
+from lewisrag.rag_model import marginalize as M
+
+VARIANTS = ("token", "sequence")
+
+
+@dataclass(frozen=True)
+class RagSettings:
+    """Everything besides the weights that a RAG checkpoint must carry to be used again."""
+
+    variant: str = "token"  # "token" (eq. 2) or "sequence" (eq. 1) marginalization
+    n_docs: int = 5  # K, documents retrieved and marginalized per question
+    label_smoothing: float = 0.0  # ε of transformers' RAG loss: (1-ε)·NLL + ε/V·(−Σ_v log p(v))
+    exclude_bos_score: bool = False  # sequence loss: drop the first target's score when it is BOS
+    do_deduplication: bool = True  # sequence decoding: merge identical candidates from different docs
+    title_sep: str = " / "  # generator input: prefix + title + title_sep + text + doc_sep + question
+    doc_sep: str = " // "  # (transformers' RagRetriever.postprocess_docs builds the same string)
+    prefix: str = ""  # prepended to every generator input (T5-style models use one)
+    max_combined_length: int = 300  # generator input tokens per (question, document), truncated
+    question_tokenizer: str | None = None  # path of the question encoder's tokenizer
+    generator_tokenizer: str | None = None  # path of the generator's tokenizer
+    index_path: str | None = None  # the index the model was trained with, if any
+    index_fingerprint: str | None = None  # that index's context-encoder fingerprint
+
+    def __post_init__(self):
+        if self.variant not in VARIANTS:
+            raise ValueError(f"variant must be one of {VARIANTS}, got {self.variant!r}")
+        if self.n_docs < 1:
+            raise ValueError(f"n_docs must be at least 1, got {self.n_docs}")
+
+
+@dataclass
+class RagOutput:
+    loss: torch.Tensor | None  # (B,) per-example NLL, or a scalar when reduce_loss
+    logits: torch.Tensor  # (B*K, T, V) per-document generator logits
+    doc_scores: torch.Tensor  # (B, K) retrieval scores q·d
+
+
+@dataclass
+class Retrieved:
+    """Generator inputs for B questions and their K documents each, as transformers' retriever makes them."""
+
+    context_input_ids: torch.Tensor  # (B*K, L)
+    context_attention_mask: torch.Tensor  # (B*K, L)
+    doc_scores: torch.Tensor  # (B, K) q·d, differentiable w.r.t. the question encoder
+    rows: np.ndarray  # (B, K) index rows of the retrieved passages
+    passages: list[list[Any]] = field(default_factory=list)  # B lists of K Passage(id, title, text)
+
+
+class Tokenizers(NamedTuple):
+    question: Any  # tokenizer of the question encoder (DPR: BERT wordpiece)
+    generator: Any  # tokenizer of the generator (BART: byte-level BPE)
+
+
+def generator_input(title: str, text: str, question: str, settings: RagSettings) -> str:
+    """The string the generator reads for one (question, document), as transformers builds it.
+
+    >>> generator_input('"Paris"', "Capital of France.", "where?", RagSettings())
+    'Paris / Capital of France. // where?'
+    """
+    title = title.removeprefix('"').removesuffix('"')
+    return (settings.prefix + title + settings.title_sep + text + settings.doc_sep + question).replace("  ", " ")
+
+
+class RagModel(nn.Module):
+    """RAG = question encoder (retrieval distribution p(z|x)) + BART generator (p(y|x,z)).
+
+    `forward` takes retrieved contexts (transformers' arguments); `forward_questions` takes
+    questions and an index and retrieves first. `generate` lives in `decoding.py`.
+    """
+
+    def __init__(self, question_encoder: nn.Module, generator: nn.Module, variant: str = "token", n_docs: int = 5,
+                 settings: RagSettings | None = None, generation_config: Any = None):
+        super().__init__()
+        self.question_encoder = question_encoder
+        self.generator = generator
+        self.settings = replace(settings or RagSettings(), variant=variant, n_docs=n_docs)
+        # decoding defaults (max_length, forced EOS, ...) as transformers' generate reads them
+        self.generation_config = generation_config if generation_config is not None else generator.generation_config
+
+    @property
+    def variant(self) -> str:
+        return self.settings.variant
+
+    @property
+    def n_docs(self) -> int:
+        return self.settings.n_docs
+
+    @property
+    def pad_token_id(self) -> int:
+        return self.generator.config.pad_token_id
+
+    def forward(self, context_input_ids: torch.Tensor, context_attention_mask: torch.Tensor, doc_scores: torch.Tensor,
+                labels: torch.Tensor | None = None, reduce_loss: bool = False, n_docs: int | None = None,
+                label_smoothing: float | None = None, exclude_bos_score: bool | None = None,
+                decoder_input_ids: torch.Tensor | None = None) -> RagOutput:
+        """Generator logits for every (question, document) pair and, given labels, the RAG loss.
+
+        context_input_ids / context_attention_mask (B*K, L), doc_scores (B, K), labels (B, T) fed to
+        the decoder as is (transformers' RAG convention: labels start with the decoder start token).
+        """
+        k = n_docs or (doc_scores.shape[1] if doc_scores.dim() == 2 else self.n_docs)  # K is in doc_scores
+        if doc_scores.dim() != 2 or doc_scores.shape[1] != k:
+            raise ValueError(f"doc_scores: expected (B, K={k}), got {tuple(doc_scores.shape)}")
+        if context_input_ids.shape[0] != doc_scores.shape[0] * k:
+            raise ValueError(f"context_input_ids: expected (B*K={doc_scores.shape[0] * k}, L), got {tuple(context_input_ids.shape)}")
+        dec = decoder_input_ids if decoder_input_ids is not None else labels
+        if dec is None:
+            raise ValueError("forward needs labels or decoder_input_ids")
+        out = self.generator(input_ids=context_input_ids, attention_mask=context_attention_mask,
+                             decoder_input_ids=dec.repeat_interleave(k, dim=0), use_cache=False, return_dict=True)
+        logits = out.logits  # (B*K, T, V)
+        loss = None
+        if labels is not None:
+            loss = self.loss(logits, doc_scores, labels, reduce_loss, label_smoothing, exclude_bos_score)
+        return RagOutput(loss=loss, logits=logits, doc_scores=doc_scores)
+
+    def loss(self, logits: torch.Tensor, doc_scores: torch.Tensor, labels: torch.Tensor, reduce_loss: bool = False,
+             label_smoothing: float | None = None, exclude_bos_score: bool | None = None) -> torch.Tensor:
+        """The variant's NLL with transformers' defaults for smoothing and BOS exclusion."""
+        eps = self.settings.label_smoothing if label_smoothing is None else label_smoothing
+        if self.variant == "token":
+            return M.rag_token_nll(logits, doc_scores, labels, self.pad_token_id, epsilon=eps, reduce=reduce_loss)
+        exclude = self.settings.exclude_bos_score if exclude_bos_score is None else exclude_bos_score
+        return M.rag_sequence_nll(logits, doc_scores, labels, self.pad_token_id, epsilon=eps, reduce=reduce_loss,
+                                  exclude_first=exclude and self._first_targets_are_bos(labels))
+
+    def _first_targets_are_bos(self, labels: torch.Tensor) -> bool:
+        # transformers drops the BOS score only when *every* row's first target is BOS
+        bos = self.generator.config.bos_token_id
+        return bos is not None and labels.shape[1] > 1 and bool(labels[:, 1].eq(bos).all())
+
+    # --- questions + index ---------------------------------------------------------------------
+
+    def encode_questions(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """q(x): the question encoder's pooled output, (B, D)."""
+        out = self.question_encoder(input_ids=input_ids, attention_mask=attention_mask, return_dict=True)
+        q = out[0]
+        return q[:, 0] if q.dim() == 3 else q  # a BERT-like encoder without pooler: the [CLS] vector
+
+    def retrieve(self, questions: list[str], index: Any, tokenizers: Tokenizers, n_docs: int | None = None,
+                 swap: bool = False) -> Retrieved:
+        """Top-K passages per question from `index`, and the generator inputs built from them.
+
+        doc_scores = q·d with the index's stored vectors: the gradient reaches the question encoder
+        through p(z|x) and never the index. `index` needs `search(q (B, D), k)`, `vectors(rows)` and
+        `passages[row]`, as `lewisrag.index.dense.DenseIndex` has. An index built by another
+        context encoder than the one this model was trained with is refused unless `swap`.
+        """
+        k = n_docs or self.n_docs
+        device = next(self.parameters()).device
+        q_tok = tokenizers.question(questions, padding=True, truncation=True, return_tensors="pt").to(device)
+        q = self.encode_questions(q_tok["input_ids"], q_tok["attention_mask"])  # (B, D)
+        if self.settings.index_fingerprint is not None and hasattr(index, "check_encoder"):
+            index.check_encoder(self.settings.index_fingerprint, q.shape[1], swap=swap)
+        _, rows = index.search(np.ascontiguousarray(q.detach().float().cpu().numpy()), k)  # (B, K)
+        docs = torch.as_tensor(np.asarray(index.vectors(rows)), dtype=q.dtype, device=device)  # (B, K, D)
+        if docs.shape != (q.shape[0], k, q.shape[1]):
+            raise ValueError(f"index vectors: expected (B, K, D)={(q.shape[0], k, q.shape[1])}, got {tuple(docs.shape)}")
+        doc_scores = torch.bmm(q.unsqueeze(1), docs.transpose(1, 2)).squeeze(1)  # (B, K)
+        passages = [[index.passages[int(r)] for r in row] for row in rows]
+        texts = [generator_input(p.title, p.text, question, self.settings)
+                 for question, ps in zip(questions, passages) for p in ps]
+        ctx = tokenizers.generator(texts, padding=True, truncation=True, max_length=self.settings.max_combined_length,
+                                   return_tensors="pt").to(device)
+        return Retrieved(ctx["input_ids"], ctx["attention_mask"], doc_scores, np.asarray(rows), passages)
+
+    def forward_questions(self, questions: list[str], index: Any, tokenizers: Tokenizers, labels: torch.Tensor,
+                          reduce_loss: bool = False, n_docs: int | None = None,
+                          swap: bool = False) -> tuple[RagOutput, Retrieved]:
+        """Retrieve for `questions`, then `forward` with `labels` (B, T)."""
+        r = self.retrieve(questions, index, tokenizers, n_docs, swap)
+        out = self(r.context_input_ids, r.context_attention_mask, r.doc_scores, labels=labels,
+                   reduce_loss=reduce_loss, n_docs=r.doc_scores.shape[1])
+        return out, r
+
+    # --- decoding and checkpoints (decoding.py, hf_interop.py) ------------------------------------
+
+    @torch.no_grad()
+    def generate(self, context_input_ids: torch.Tensor, context_attention_mask: torch.Tensor, doc_scores: torch.Tensor,
+                 n_docs: int | None = None, **kwargs):
+        """Decode answers with transformers' RAG `generate` arguments; see `decoding.generate`."""
+        from lewisrag.rag_model.decoding import generate
+
+        return generate(self, context_input_ids, context_attention_mask, doc_scores, n_docs=n_docs, **kwargs)
+
+    @classmethod
+    def from_hf_pretrained(cls, path, variant: str | None = None) -> RagModel:
+        """Load a transformers RagTokenForGeneration / RagSequenceForGeneration checkpoint directory."""
+        from lewisrag.rag_model.hf_interop import load_hf
+
+        return load_hf(path, variant)
+
+    def to_hf(self, path) -> None:
+        """Write a transformers checkpoint directory that `Rag{Token,Sequence}ForGeneration.from_pretrained` loads."""
+        from lewisrag.rag_model.hf_interop import save_hf
+
+        save_hf(self, path)
+
+    def save_pretrained(self, path) -> None:
+        """Safetensors weights, both module configs, and `rag.json` naming variant, tokenizers and index."""
+        from lewisrag.rag_model.hf_interop import save_native
+
+        save_native(self, path)
+
+    @classmethod
+    def from_pretrained(cls, path) -> RagModel:
+        from lewisrag.rag_model.hf_interop import load_native
+
+        return load_native(path)

@@ -1,0 +1,140 @@
+"""RAG marginalization: equal to transformers' get_nll, to a brute-force loop, and to plain NLL at K=1."""
+
+from __future__ import annotations
+
+import doctest
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+import torch.nn.functional as F
+from transformers import RagSequenceForGeneration, RagTokenForGeneration
+
+from lewisrag.rag_model import marginalize as M
+
+PAD, BOS = 1, 0
+
+
+def _hf_self(k: int) -> SimpleNamespace:
+    """The few attributes transformers' get_nll reads from `self`."""
+    cfg = SimpleNamespace(n_docs=k, bos_token_id=None, generator=SimpleNamespace(pad_token_id=PAD, bos_token_id=BOS))
+    ns = SimpleNamespace(config=cfg)
+    ns.marginalize = lambda logits, scores, n_docs=None: RagTokenForGeneration.marginalize(ns, logits, scores, n_docs)
+    return ns
+
+
+def _batch(b=3, k=4, t=6, v=11, seed=0, bos_first=False):
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(b * k, t, v, generator=g) * 3
+    scores = torch.randn(b, k, generator=g) * 2
+    labels = torch.randint(3, v, (b, t), generator=g)
+    labels[:, 0] = 2  # decoder start token
+    if bos_first:
+        labels[:, 1] = BOS
+    labels[0, -2:] = PAD  # a padded row
+    return logits, scores, labels
+
+
+def test_docstring_examples():
+    assert doctest.testmod(M).failed == 0
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+@pytest.mark.parametrize("reduce", [False, True])
+def test_sequence_nll_equals_transformers(eps, reduce):
+    logits, scores, labels = _batch()
+    hf = RagSequenceForGeneration.get_nll(_hf_self(4), logits, scores, labels, reduce_loss=reduce, epsilon=eps, n_docs=4)
+    ours = M.rag_sequence_nll(logits, scores, labels, PAD, epsilon=eps, reduce=reduce)
+    torch.testing.assert_close(ours, hf, rtol=1e-5, atol=1e-5)
+
+
+def test_sequence_nll_exclude_bos_equals_transformers():
+    logits, scores, labels = _batch(bos_first=True)
+    hf = RagSequenceForGeneration.get_nll(_hf_self(4), logits, scores, labels, exclude_bos_score=True, n_docs=4)
+    ours = M.rag_sequence_nll(logits, scores, labels, PAD, exclude_first=True)
+    torch.testing.assert_close(ours, hf, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_token_nll_equals_transformers(eps):
+    logits, scores, labels = _batch()
+    hf = RagTokenForGeneration.get_nll(_hf_self(4), logits, scores, labels, epsilon=eps, n_docs=4)
+    ours = M.rag_token_nll(logits, scores, labels, PAD, epsilon=eps)
+    torch.testing.assert_close(ours, hf, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("variant", ["sequence", "token"])
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_gradients_equal_transformers(variant, eps):
+    logits, scores, labels = _batch(seed=3)
+    grads = []
+    for impl in ("hf", "ours"):
+        x, s = logits.clone().requires_grad_(), scores.clone().requires_grad_()
+        if impl == "hf":
+            cls = RagSequenceForGeneration if variant == "sequence" else RagTokenForGeneration
+            loss = cls.get_nll(_hf_self(4), x, s, labels, epsilon=eps, n_docs=4)
+        else:
+            fn = M.rag_sequence_nll if variant == "sequence" else M.rag_token_nll
+            loss = fn(x, s, labels, PAD, epsilon=eps)
+        (loss * torch.arange(1.0, 4.0)).sum().backward()
+        grads.append((x.grad, s.grad))
+    torch.testing.assert_close(grads[1][0], grads[0][0], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(grads[1][1], grads[0][1], rtol=1e-5, atol=1e-6)
+
+
+def _brute_force(logits, scores, labels, variant):
+    """Equations 1 and 2 written as Python loops over questions, documents and tokens."""
+    b, k = scores.shape
+    out = []
+    for i in range(b):
+        prior = [math.exp(s) for s in scores[i].tolist()]
+        prior = [p / sum(prior) for p in prior]
+        steps = [t for t in range(labels.shape[1] - 1) if labels[i, t + 1] != PAD]
+        per_doc = [F.log_softmax(logits[i * k + z], -1) for z in range(k)]
+        if variant == "sequence":
+            p = sum(prior[z] * math.exp(sum(per_doc[z][t, labels[i, t + 1]].item() for t in steps)) for z in range(k))
+            out.append(-math.log(p))
+        else:
+            out.append(-sum(math.log(sum(prior[z] * per_doc[z][t, labels[i, t + 1]].exp().item() for z in range(k))) for t in steps))
+    return torch.tensor(out)
+
+
+@pytest.mark.parametrize("variant", ["sequence", "token"])
+def test_vectorized_equals_brute_force_loop(variant):
+    logits, scores, labels = _batch(b=2, k=3, t=5, v=7, seed=5)
+    fn = M.rag_sequence_nll if variant == "sequence" else M.rag_token_nll
+    torch.testing.assert_close(fn(logits, scores, labels, PAD), _brute_force(logits, scores, labels, variant), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("variant", ["sequence", "token"])
+def test_one_document_equals_plain_nll(variant):
+    logits, scores, labels = _batch(k=1)
+    target = M.shift_labels_left(labels, PAD)
+    plain = F.cross_entropy(logits.transpose(1, 2), target, ignore_index=PAD, reduction="none").sum(1)
+    fn = M.rag_sequence_nll if variant == "sequence" else M.rag_token_nll
+    torch.testing.assert_close(fn(logits, scores, labels, PAD), plain, rtol=1e-5, atol=1e-5)
+
+
+def test_token_marginal_sums_to_one():
+    logits, scores, _ = _batch()
+    marginal = M.rag_token_marginal_logprobs(logits, scores)
+    assert marginal.shape == (3, 6, 11)
+    torch.testing.assert_close(marginal.exp().sum(-1), torch.ones(3, 6))
+
+
+def test_posteriors_are_distributions():
+    logits, scores, labels = _batch()
+    seq = M.rag_sequence_doc_posterior(logits, scores, labels, PAD)
+    tok = M.rag_token_doc_posterior(logits, scores, labels, PAD)
+    assert seq.shape == (3, 4) and tok.shape == (3, 6, 4)
+    torch.testing.assert_close(seq.sum(-1), torch.ones(3))
+    torch.testing.assert_close(tok.sum(-1), torch.ones(3, 6))
+
+
+def test_shape_errors_name_expected_and_actual():
+    logits, scores, labels = _batch()
+    with pytest.raises(ValueError, match=r"expected \(B\*K=12, T, V\), got \(11, 6, 11\)"):
+        M.rag_token_nll(logits[:11], scores, labels, PAD)
+    with pytest.raises(ValueError, match="labels: expected"):
+        M.rag_sequence_nll(logits, scores, labels[:, :4], PAD)
