@@ -6,6 +6,7 @@ Pure functions from the results.json object to Markdown text; the command writes
 from __future__ import annotations
 
 from lewisrag.eval.diagnose import LAYERS
+from lewisrag.eval.stats_report import distribution_markdown, situations_markdown
 
 LAYER_METRICS = (  # (layer, metric keys shown for it)
     ("retrieval", ("recall_at_k", "context_recall")),
@@ -14,8 +15,6 @@ LAYER_METRICS = (  # (layer, metric keys shown for it)
     ("generation_off_topic", ("on_topic_rate", "answer_relevancy")),
     ("citation", ("citation_recall", "citation_precision")),
 )
-DIST_METRICS = ("faithfulness", "context_recall", "answer_completeness", "answer_relevancy", "on_topic_rate",
-                "citation_recall", "citation_precision", "exact_match", "f1", "rougeL")
 
 
 def fmt(v) -> str:
@@ -40,15 +39,6 @@ def table(columns: list[str], rows: list[list]) -> list[str]:
     return lines + ["| " + " | ".join(fmt(c) for c in r) + " |" for r in rows]
 
 
-def distribution_table(aggregates: dict) -> list[str]:
-    keys = [m for m in DIST_METRICS if m in aggregates] + sorted((k for k in aggregates if k.startswith("recall_at_k@")), key=lambda k: int(k.split("@")[1]))
-    rows = []
-    for m in keys:
-        d = aggregates[m]
-        rows.append([m, d["n"], d["nan"], d["mean"], d.get("median"), d.get("share_below_1"), d.get("share_below_0.5")])
-    return table(["metric", "n", "null", "mean", "median", "share < 1", "share < 0.5"], rows)
-
-
 def render_results(results: dict) -> str:
     """The run's report: header, distributions, layers, primary causes, citations, refusals."""
     judge, agg, recs = results["judge"], results["aggregates"], results["records"]
@@ -56,10 +46,8 @@ def render_results(results: dict) -> str:
            f"- judge: `{judge['name']}` fingerprint `{judge['fingerprint'][:16]}`" + (f", model `{judge['model']}`" if "model" in judge else ""),
            f"- splitter: `{results['splitter']['name']}` version `{results['splitter']['version']}`",
            f"- records: {len(recs)} ({agg['not_in_kb']['n']} not_in_kb, asserted apart)", "",
-           "## Score distributions (question level)", "",
-           "The mean alone hides how failures spread: read the shares below 1 and below 0.5 too. "
-           "null = could not be computed (see each record's nan_reasons); never averaged.", ""]
-    out += distribution_table(agg)
+           distribution_markdown(agg, title="Score distributions (question level)").rstrip("\n"), "",
+           "null = could not be computed (see each record's nan_reasons)."]
     out += ["", "## Layers per question", "", "Primary cause in **bold**; later failing layers are its consequences.", ""]
     rows = []
     for r in recs:
@@ -85,6 +73,7 @@ def render_results(results: dict) -> str:
     out += ["", "## Unsupported statements", ""]
     bad = [[r["id"], s["text"], s["reason"]] for r in recs for s in r["statements"] if s["supported"] is False]
     out += table(["id", "statement", "judge's reason"], bad) if bad else ["None."]
+    out += ["", situations_markdown().rstrip("\n")]
     return "\n".join(out) + "\n"
 
 
