@@ -44,7 +44,7 @@ def test_bm25_chinese():
     assert rows[0, 0] == 1
 
 
-@pytest.mark.parametrize("factory", ["Flat", "HNSW32", "IVF4,PQ4"])
+@pytest.mark.parametrize("factory", ["Flat", "HNSW32", "IVF4,PQ4x4"])
 def test_faiss_factories_search_by_inner_product(factory):
     rng = np.random.default_rng(0)
     centers = rng.normal(size=(8, 16))
