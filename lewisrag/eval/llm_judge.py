@@ -4,7 +4,8 @@ Statements that share a premise go out together in one request asking for
 `{"verdicts": [{"id": 1, "supported": true, "reason": "..."}]}`, so the faithfulness of one answer
 costs one call (ragas makes two). Requests run on a thread pool of `max_workers`, a semaphore holds
 every request in flight to that bound, 429 and 5xx replies and timeouts are retried with
-exponential backoff, and `usage` token counts are summed into a cost estimate.
+exponential backoff (all of which `lewisrag.chat.ChatClient` does), and `usage` token counts are
+summed into a cost estimate.
 
 Decided verdicts are cached on disk under sha256(judge name, model, params, prompt version,
 premise, hypothesis); undecided ones are not, so the next run asks again. The API key is sent in
@@ -16,13 +17,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import threading
-import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
+from lewisrag.chat import ChatClient, ChatError
 from lewisrag.data.io import InputError
 from lewisrag.eval.judges import DEFAULT_CACHE_DIR, DiskCache, Verdict, digest
 
@@ -108,25 +106,27 @@ class LLMJudge:
             raise InputError("--judge", "the llm judge needs a model name (llm:MODEL)")
         if max_workers < 1 or batch_size < 1:
             raise ValueError("max_workers and batch_size must be at least 1")
-        self.base_url = base_url.rstrip("/")  # not in the fingerprint: the same model may sit behind many URLs
-        self.model = model
-        self._key = api_key if api_key is not None else os.environ.get("LEWISRAG_LLM_API_KEY", "")
+        self.model = model  # the base URL is not in the fingerprint: one model may sit behind many URLs
+        # requests in flight, timeouts, retries and backoff are the client's (lewisrag.chat)
+        self.client = ChatClient(base_url, model, api_key, max_workers=max_workers, timeout=timeout,
+                                 max_retries=max_retries, backoff=backoff, temperature=temperature)
         self.cache = DiskCache(cache_dir or DEFAULT_CACHE_DIR)
         self.max_workers = max_workers  # requests in flight at most, across all calls on this judge
         self.batch_size = batch_size  # statements per request
-        self.timeout = timeout  # seconds per request
-        self.max_retries = max_retries  # extra tries after a 429/5xx/timeout
-        self.backoff = backoff  # first retry waits this many seconds, then doubles
         self.temperature = temperature
         self.json_mode = json_mode  # send response_format json_object (some servers reject it)
         self.price_in, self.price_out = price_in, price_out  # currency per prompt / completion token
-        self._slots = threading.BoundedSemaphore(max_workers)
         self._lock = threading.Lock()
-        self.usage = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "retries": 0, "failures": 0, "cache_hits": 0}
+        self._cache_hits = 0
 
     @property
     def params(self) -> dict:
         return {"temperature": self.temperature, "batch_size": self.batch_size, "json_mode": self.json_mode}
+
+    @property
+    def usage(self) -> dict:
+        """Calls, retries, failures and tokens of the endpoint, and the cache hits that saved calls."""
+        return {**self.client.usage, "cache_hits": self._cache_hits}
 
     @property
     def fingerprint(self) -> str:
@@ -184,10 +184,9 @@ class LLMJudge:
     def _key_for(self, task: str, a: str, b: str) -> str:
         return digest(self.name, self.model, self.params, PROMPT_VERSION, task, a, b)
 
-    def _count(self, **kw: int) -> None:
+    def _count(self, cache_hits: int) -> None:
         with self._lock:
-            for k, v in kw.items():
-                self.usage[k] += v
+            self._cache_hits += cache_hits
 
     def _judge_batch(self, premise: str, hypotheses: list[str]) -> list[Verdict]:
         listing = "\n".join(f"{i}. {h}" for i, h in enumerate(hypotheses, start=1))
@@ -214,50 +213,10 @@ class LLMJudge:
         return data
 
     def _chat(self, system: str, user: str) -> str:
-        body = {"model": self.model, "temperature": self.temperature,
-                "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]}
-        if self.json_mode:
-            body["response_format"] = {"type": "json_object"}
-        req = urllib.request.Request(
-            f"{self.base_url}/chat/completions", data=json.dumps(body).encode("utf-8"), method="POST",
-            headers={"Content-Type": "application/json", **({"Authorization": f"Bearer {self._key}"} if self._key else {})},
-        )
-        last = ""
-        for attempt in range(self.max_retries + 1):
-            if attempt:
-                self._count(retries=1)
-                time.sleep(self.backoff * 2 ** (attempt - 1))
-            try:
-                with self._slots:
-                    self._count(calls=1)
-                    with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                        reply = json.loads(resp.read().decode("utf-8"))
-                return self._content(reply)
-            except urllib.error.HTTPError as e:
-                last = f"HTTP {e.code}"
-                if e.code != 429 and e.code < 500:
-                    break  # a client error will not heal by waiting
-            except (TimeoutError, socket.timeout):
-                last = f"timeout after {self.timeout:g}s"
-            except urllib.error.URLError as e:
-                last = "timeout" if isinstance(e.reason, (TimeoutError, socket.timeout)) else f"connection failed: {e.reason}"
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                last = "malformed reply: response body is not JSON"
-                break
-        self._count(failures=1)
-        raise JudgeError(self._scrub(f"{last} ({attempt + 1} attempt{'s' if attempt else ''})"))
-
-    def _content(self, reply) -> str:
         try:
-            content = reply["choices"][0]["message"]["content"]
-        except (KeyError, IndexError, TypeError):
-            raise JudgeError("malformed reply: no choices[0].message.content") from None
-        usage = reply.get("usage") or {}
-        self._count(prompt_tokens=int(usage.get("prompt_tokens") or 0), completion_tokens=int(usage.get("completion_tokens") or 0))
-        return content if isinstance(content, str) else ""
-
-    def _scrub(self, text: str) -> str:
-        return text.replace(self._key, "***") if self._key else text
+            return self.client.complete(system, user, json_mode=self.json_mode)
+        except ChatError as e:
+            raise JudgeError(str(e)) from None
 
     def __repr__(self) -> str:  # never show the key
         return f"LLMJudge(model={self.model!r}, max_workers={self.max_workers}, batch_size={self.batch_size})"
