@@ -53,6 +53,31 @@ class DenseRetriever:
         return _hits(self.index.passages, scores, rows)
 
 
+class FusedRetriever:
+    """Reciprocal rank fusion (Cormack et al. 2009) of several retrievers over the same passages.
+
+    A passage's fused score is sum over retrievers of 1 / (rrf_k + rank), rank counted from 1;
+    scores of different retrievers (BM25, inner products) need no calibration against each other.
+    """
+
+    def __init__(self, retrievers: Sequence, rrf_k: int = 60, depth: int = 50):
+        self.retrievers, self.rrf_k, self.depth = list(retrievers), rrf_k, depth
+
+    def search(self, questions: Sequence[str], k: int) -> list[list[Hit]]:
+        runs = [r.search(questions, max(k, self.depth)) for r in self.retrievers]
+        out = []
+        for per_question in zip(*runs):
+            score: dict[str, float] = {}
+            first: dict[str, Hit] = {}
+            for hits in per_question:
+                for rank, h in enumerate(hits, start=1):
+                    score[h.id] = score.get(h.id, 0.0) + 1.0 / (self.rrf_k + rank)
+                    first.setdefault(h.id, h)
+            ranked = sorted(score, key=lambda pid: (-score[pid], pid))[:k]
+            out.append([Hit(pid, first[pid].title, first[pid].text, score[pid], first[pid].row) for pid in ranked])
+        return out
+
+
 def open_retriever(index_path: str | os.PathLike, encoder: str | os.PathLike | None = None, swap: bool = False):
     """Open `index_path` for search; `encoder` is a DPR checkpoint dir (dense indexes only)."""
     from lewisrag.data.io import InputError

@@ -1,0 +1,147 @@
+"""Prompt-stitching RAG: today's RAG, held beside the paper's.
+
+Lewis et al. marginalize over documents: each retrieved passage is read on its own, and the
+answer's probability sums over passages weighted by p(z|x). Prompt stitching instead pastes the
+top-k passages, numbered, into ONE generator input with the question, and asks for an answer that
+cites them as [n]. One forward pass reads every passage at once (so a passage's position in the
+input matters, as "Lost in the Middle" measured), and the citations are the only trace of which
+passage an answer used.
+
+Generators are plain callables `list[str] -> list[str]` (prompts in, answers out):
+`HFGenerator` wraps a local transformers seq2seq or causal LM, `ChatGenerator` an
+OpenAI-compatible chat endpoint (lewisrag.chat), and any function works in tests.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+CITATION = re.compile(r"\[(\d+)\]")
+DEFAULT_INSTRUCTION = (
+    "Answer the question using only the numbered passages. Cite the passages that support each "
+    "sentence as [n]. If the passages do not contain the answer, say that it was not found."
+)
+
+
+@dataclass(frozen=True)
+class StitchSettings:
+    k: int = 5  # passages stitched into the input, best first
+    instruction: str = ""  # prepended to the input; "" for a seq2seq trained on stitched inputs
+    passage_sep: str = " "  # between numbered passages
+    title_sep: str = " / "  # between a passage's title and text, as in the Lewis model's inputs
+    question_sep: str = " // "  # between the question and the passages
+
+
+def stitch(question: str, passages: Sequence, settings: StitchSettings = StitchSettings()) -> str:
+    """One generator input: the question, then the passages numbered from 1.
+
+    >>> from lewisrag.data.records import Passage
+    >>> stitch("Who leads Valdoria?", [Passage("p7", "Valdoria", "Ana Kel leads it."), Passage("p2", "Veldoria", "Bo Ren leads it.")])
+    'Who leads Valdoria? // [1] Valdoria / Ana Kel leads it. [2] Veldoria / Bo Ren leads it.'
+    """
+    numbered = settings.passage_sep.join(f"[{n}] {p.title}{settings.title_sep}{p.text}" for n, p in enumerate(passages, start=1))
+    body = f"{question}{settings.question_sep}{numbered}"
+    return f"{settings.instruction}\n\n{body}" if settings.instruction else body
+
+
+def cited_ids(answer: str, passages: Sequence) -> list[str]:
+    """The ids of the passages an answer cites, in order of first citation; out-of-range [n] kept as "?n".
+
+    >>> from lewisrag.data.records import Passage
+    >>> cited_ids("Ana Kel [2]. Since 2010 [2][5].", [Passage("a", "", "x"), Passage("b", "", "y")])
+    ['b', '?5']
+    """
+    out: list[str] = []
+    for n in CITATION.findall(answer):
+        i = int(n)
+        pid = passages[i - 1].id if 1 <= i <= len(passages) else f"?{i}"
+        if pid not in out:
+            out.append(pid)
+    return out
+
+
+@dataclass
+class StitchedAnswer:
+    id: str
+    question: str
+    answer: str  # as generated, citations included
+    passages: list  # the stitched passages, in input order ([n] is passages[n-1])
+    prompt: str
+    input_tokens: int | None = None  # tokens the generator read (when the generator counts them)
+    cited: list[str] = field(default_factory=list)
+
+    def to_record(self) -> dict:
+        """The answer in the evaluator's (ragas-style) format; citations renumbered to passage ids."""
+        n_to_id = {str(n): p.id for n, p in enumerate(self.passages, start=1)}
+        response = CITATION.sub(lambda m: f"[{n_to_id.get(m.group(1), m.group(1))}]", self.answer)
+        return {"id": self.id, "user_input": self.question, "response": response, "system": "stitched",
+                "retrieved_contexts": [{"id": p.id, "title": p.title, "text": p.text} for p in self.passages]}
+
+
+class PromptStitchingRAG:
+    """Retrieve top-k, stitch them with the question into one input, generate, parse the citations."""
+
+    def __init__(self, retriever, generate: Callable[[list[str]], list[str]], settings: StitchSettings = StitchSettings()):
+        self.retriever, self.generate, self.settings = retriever, generate, settings
+
+    def answer(self, questions: Sequence[str], ids: Sequence[str] | None = None) -> list[StitchedAnswer]:
+        hits = self.retriever.search(list(questions), self.settings.k)
+        return self.answer_with(questions, hits, ids)
+
+    def answer_with(self, questions: Sequence[str], passages: Sequence[Sequence], ids: Sequence[str] | None = None) -> list[StitchedAnswer]:
+        """Answer from given passages (e.g. reordered for the position probe) instead of retrieving."""
+        prompts = [stitch(q, ps, self.settings) for q, ps in zip(questions, passages)]
+        answers = self.generate(prompts)
+        counts = getattr(self.generate, "last_input_tokens", None) or [None] * len(prompts)
+        ids = ids or [str(i) for i in range(len(questions))]
+        return [StitchedAnswer(i, q, a, list(ps), p, n, cited_ids(a, ps))
+                for i, q, a, ps, p, n in zip(ids, questions, answers, passages, prompts, counts)]
+
+
+class HFGenerator:
+    """A local transformers seq2seq or causal LM as a `prompts -> answers` callable."""
+
+    def __init__(self, model, tokenizer, max_new_tokens: int = 64, num_beams: int = 1, max_input_tokens: int = 1024):
+        self.model, self.tokenizer = model.eval(), tokenizer
+        self.max_new_tokens, self.num_beams, self.max_input_tokens = max_new_tokens, num_beams, max_input_tokens
+        self.last_input_tokens: list[int] = []  # tokens read per prompt in the last call
+
+    @classmethod
+    def from_pretrained(cls, path: str, **kw) -> HFGenerator:
+        from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+
+        config = AutoConfig.from_pretrained(path)
+        auto = AutoModelForSeq2SeqLM if config.is_encoder_decoder else AutoModelForCausalLM
+        return cls(auto.from_pretrained(path), AutoTokenizer.from_pretrained(path), **kw)
+
+    def __call__(self, prompts: list[str]) -> list[str]:
+        import torch
+
+        tok = self.tokenizer
+        if tok.pad_token is None:
+            tok.pad_token = tok.eos_token
+        encoder_decoder = self.model.config.is_encoder_decoder
+        tok.padding_side = "right" if encoder_decoder else "left"  # a causal LM continues from the right end
+        enc = tok(prompts, return_tensors="pt", padding=True, truncation=True, max_length=self.max_input_tokens)
+        self.last_input_tokens = enc["attention_mask"].sum(1).tolist()
+        with torch.inference_mode():
+            out = self.model.generate(**enc, max_new_tokens=self.max_new_tokens, num_beams=self.num_beams, do_sample=False,
+                                      pad_token_id=tok.pad_token_id)
+        if not encoder_decoder:
+            out = out[:, enc["input_ids"].shape[1]:]  # drop the prompt
+        return [t.strip() for t in tok.batch_decode(out, skip_special_tokens=True)]
+
+
+class ChatGenerator:
+    """An OpenAI-compatible chat endpoint as a `prompts -> answers` callable (one request per prompt)."""
+
+    def __init__(self, client, system: str = DEFAULT_INSTRUCTION):
+        self.client, self.system = client, system
+
+    def __call__(self, prompts: list[str]) -> list[str]:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=self.client.max_workers) as pool:
+            return list(pool.map(lambda p: self.client.complete(self.system, p).strip(), prompts))
