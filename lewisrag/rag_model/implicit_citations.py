@@ -1,0 +1,106 @@
+"""Implicit citations for the Lewis model: the latent document as a source the evaluator can check.
+
+Prompt-stitching RAG cites passages as [n] because the generator is asked to. The Lewis model is
+never asked, yet its posterior over documents says which passage an answer came from:
+
+- RAG-Sequence generates the whole answer from one document at a time, so the answer cites the
+  document with the highest p(z | x, y);
+- RAG-Token may switch documents at every token, so each sentence cites the documents its tokens
+  leaned on: those whose mean per-token posterior p(z | x, y_≤t) over the sentence's tokens is at
+  least `min_share` (and always the top one).
+
+The cited answer reads like a stitched one ("Ana Kel leads Valdoria [p1].") and goes through the
+same citation metrics, so the two paradigms are scored alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+SENTENCE_END = tuple(".!?。！？")
+
+
+def sequence_citation(posterior: torch.Tensor, doc_ids: Sequence[str]) -> str:
+    """The id of the document with the highest p(z | x, y); posterior is (K,).
+
+    >>> sequence_citation(torch.tensor([0.1, 0.7, 0.2]), ["a", "b", "c"])
+    'b'
+    """
+    if posterior.shape != (len(doc_ids),):
+        raise ValueError(f"posterior: expected ({len(doc_ids)},), got {tuple(posterior.shape)}")
+    return doc_ids[int(posterior.argmax())]
+
+
+def token_citations(pieces: Sequence[str], posterior: torch.Tensor, doc_ids: Sequence[str],
+                    min_share: float = 0.3) -> list[tuple[str, list[str]]]:
+    """Sentences of the answer with the documents each one leaned on.
+
+    `pieces` are the decoded text pieces of the generated tokens (joined, they give the answer);
+    `posterior` is (T, K): row t is p(z | x, y_≤t) for piece t.
+
+    >>> post = torch.tensor([[0.9, 0.1], [0.8, 0.2], [0.2, 0.8], [0.4, 0.6]])
+    >>> token_citations(["Ana Kel", ".", " Since 2010", "."], post, ["p1", "p2"])
+    [('Ana Kel.', ['p1']), ('Since 2010.', ['p2', 'p1'])]
+    """
+    if posterior.shape != (len(pieces), len(doc_ids)):
+        raise ValueError(f"posterior: expected ({len(pieces)}, {len(doc_ids)}), got {tuple(posterior.shape)}")
+    out, start, text = [], 0, ""
+    for t, piece in enumerate(pieces):
+        text += piece
+        if piece.rstrip().endswith(SENTENCE_END) or t == len(pieces) - 1:
+            if text.strip():
+                mean = posterior[start : t + 1].mean(0)  # (K,)
+                order = torch.argsort(mean, descending=True).tolist()
+                cited = [doc_ids[order[0]]] + [doc_ids[i] for i in order[1:] if mean[i] >= min_share]
+                out.append((text.strip(), cited))
+            start, text = t + 1, ""
+    return out
+
+
+def pieces_of(tokenizer, ids: Sequence[int]) -> list[str]:
+    """The text each token adds to the decoded answer (robust to tokens that split a character)."""
+    pieces, before = [], ""
+    for t in range(len(ids)):
+        now = tokenizer.decode(ids[: t + 1], skip_special_tokens=True)
+        pieces.append(now[len(before):] if now.startswith(before) else now)
+        before = now
+    return pieces
+
+
+def cited_answers(decoded, tokenizer, doc_ids: Sequence[Sequence[str]], variant: str, min_share: float = 0.3) -> list[str]:
+    """Answers with implicit citations from `RagModel.generate(..., return_evidence=True)`.
+
+    `decoded.sequences` is (B, T) with the decoder start token first; `decoded.doc_posterior` is
+    (B, K) for RAG-Sequence and (B, T-1, K) for RAG-Token (row t for token t+1); `doc_ids` gives
+    the K retrieved passage ids of each question.
+    """
+    out = []
+    specials = set(tokenizer.all_special_ids)
+    for b, seq in enumerate(decoded.sequences.tolist()):
+        ids = seq[1:]
+        keep = [t for t, i in enumerate(ids) if i not in specials]
+        text = tokenizer.decode([ids[t] for t in keep], skip_special_tokens=True).strip()
+        if variant == "sequence":
+            out.append(cite([(text, [sequence_citation(decoded.doc_posterior[b], doc_ids[b])])]) if text else text)
+            continue
+        pieces = pieces_of(tokenizer, [ids[t] for t in keep])
+        post = decoded.doc_posterior[b][keep]  # (T', K)
+        out.append(cite(token_citations(pieces, post, doc_ids[b], min_share)) if pieces else text)
+    return out
+
+
+def cite(sentences: Sequence[tuple[str, list[str]]]) -> str:
+    """Sentences with their citations inserted before the final punctuation.
+
+    >>> cite([("Ana Kel.", ["p1"]), ("Since 2010", ["p2", "p1"])])
+    'Ana Kel [p1]. Since 2010 [p2][p1]'
+    """
+    parts = []
+    for text, ids in sentences:
+        marks = "".join(f"[{i}]" for i in ids)
+        end = len(text) - len(text.rstrip(".!?。！？"))
+        body, punct = (text[:-end], text[-end:]) if end else (text, "")
+        parts.append(f"{body} {marks}{punct}" if marks else text)
+    return " ".join(parts)
