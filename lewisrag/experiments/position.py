@@ -1,0 +1,75 @@
+"""The position probe: accuracy against where the gold passage sits in a stitched input.
+
+Liu et al. 2023 ("Lost in the Middle") found that readers of one long input use a relevant
+passage best at the start or end and worst in the middle. A prompt-stitching RAG has that
+exposure; the Lewis model does not: it reads every document on its own and sums over them, so
+reordering the retrieved documents cannot change its answer (the marginal is a sum over z).
+
+For each question the probe takes its top-k passages, makes sure the gold one is among them
+(replacing the last non-gold passage if retrieval missed it), moves it to every position 1..k in
+turn, and measures exact match at each position.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+
+from lewisrag.data.records import QAExample
+from lewisrag.eval.qa import exact_match
+
+AnswerFn = Callable[[list[str], list[list]], list[str]]  # (questions, passages per question) -> answers
+
+
+def with_gold_at(passages: Sequence, gold, position: int) -> list:
+    """`passages` with `gold` moved (or put, replacing the last other passage) to 1-based `position`.
+
+    >>> with_gold_at(["a", "b", "c"], "g", 2)
+    ['a', 'g', 'b']
+    >>> with_gold_at(["a", "g", "c"], "g", 3)
+    ['a', 'c', 'g']
+    """
+    others = [p for p in passages if p != gold][: len(passages) - 1]
+    return others[: position - 1] + [gold] + others[position - 1 :]
+
+
+def position_probe(examples: Sequence[QAExample], passages: Sequence[Sequence], gold: Sequence, answer: AnswerFn,
+                   batch_size: int = 32, on_batch: Callable[[int], None] | None = None) -> dict:
+    """EM at each gold position 1..k; `passages[i]` are question i's k passages, `gold[i]` its gold one."""
+    k = len(passages[0])
+    em = []
+    for position in range(1, k + 1):
+        hits = 0.0
+        for s in range(0, len(examples), batch_size):
+            batch = range(s, min(s + batch_size, len(examples)))
+            answers = answer([examples[i].question for i in batch], [with_gold_at(passages[i], gold[i], position) for i in batch])
+            hits += sum(exact_match(a, examples[i].answers) for a, i in zip(answers, batch))
+            if on_batch:
+                on_batch(len(batch))
+        em.append(hits / len(examples))
+    return {"positions": list(range(1, k + 1)), "exact_match": em, "n": len(examples)}
+
+
+def plot_positions(curves: dict[str, dict], path: str | os.PathLike) -> None:
+    """EM against gold position, one line per system (a PNG at `path`)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.6), dpi=120)
+    for name, c in curves.items():
+        ax.plot(c["positions"], c["exact_match"], marker="o", label=name)
+    ax.set_xlabel("position of the gold passage in the input")
+    ax.set_ylabel("exact match")
+    ax.set_ylim(0, 1.02)
+    ax.set_xticks(next(iter(curves.values()))["positions"])
+    ax.grid(alpha=0.3)
+    ax.legend()
+    ax.set_title("Position probe (Lost in the Middle)")
+    fig.tight_layout()
+    from lewisrag.data.io import atomic_path
+
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png")
+    plt.close(fig)
