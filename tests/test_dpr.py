@@ -59,3 +59,30 @@ def test_cli_no_usable_gold_ids_is_bad_input(tiny_corpus, tmp_path):
     r = run_cli("train", "dpr", "--train", str(qa), "--passages", str(tiny_corpus["passages"]), "--out", str(tmp_path / "o"), "--steps", "1")
     assert r.returncode == 2 and "gold_passage_ids" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_init_from_a_local_pretrained_encoder(tiny_corpus, tmp_path):
+    """--init: both encoders start from a BERT-like checkpoint directory and keep its tokenizer."""
+    from transformers import BertConfig, BertModel
+
+    from lewisrag.training.tokenizer import bert_wordpiece_tokenizer
+
+    passages, qa = read_passages(tiny_corpus["passages"]), read_qa(tiny_corpus["qa"])
+    tok = bert_wordpiece_tokenizer([p.text for p in passages], 150)
+    bert = BertModel(BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                intermediate_size=64, max_position_embeddings=128))
+    bert.save_pretrained(tmp_path / "pre")
+    tok.save_pretrained(tmp_path / "pre")
+    train_dpr(DPRTrainConfig(init=str(tmp_path / "pre"), steps=0, batch_size=8), qa, passages, tmp_path / "ckpt")
+    ckpt = DPRCheckpoint.load(tmp_path / "ckpt")
+    loaded = ckpt.question_encoder.question_encoder.bert_model.state_dict()
+    shared = [k for k in bert.state_dict() if k in loaded]
+    assert len(shared) == len(loaded)  # every encoder weight came from the checkpoint (its pooler is unused)
+    assert all(torch.equal(loaded[k], bert.state_dict()[k]) for k in shared)
+    assert ckpt.tokenizer.get_vocab() == tok.get_vocab()
+
+
+def test_init_that_does_not_exist_is_bad_input(tiny_corpus, tmp_path):
+    r = run_cli("train", "dpr", "--train", str(tiny_corpus["qa"]), "--passages", str(tiny_corpus["passages"]),
+                "--out", str(tmp_path / "o"), "--init", str(tmp_path / "missing"), "--steps", "1")
+    assert r.returncode == 2 and "pretrained encoder directory not found" in r.stderr and not (tmp_path / "o").exists()
