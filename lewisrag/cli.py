@@ -48,6 +48,7 @@ index_app.command("search")(_index.search)
 from lewisrag.commands import train as _train  # noqa: E402
 
 train_app.command("dpr")(_train.dpr)
+train_app.command("rag")(_train.rag)
 
 # --- eval -------------------------------------------------------------------------------------
 from lewisrag.commands import retrieval as _retrieval  # noqa: E402
@@ -69,6 +70,18 @@ app.command("calibrate")(_calibrate.calibrate)
 from lewisrag.commands import experiments as _experiments  # noqa: E402
 
 app.command("reproduce")(_experiments.reproduce)
+
+from lewisrag.commands import ask as _ask  # noqa: E402
+
+app.command("ask")(_ask.ask)
+
+from lewisrag.commands import swap as _swap  # noqa: E402
+
+app.command("swap")(_swap.swap)
+
+from lewisrag.commands import pretrain as _pretrain  # noqa: E402
+
+app.command("pretrain")(_pretrain.pretrain)
 
 
 def main() -> None:

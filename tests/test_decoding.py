@@ -103,3 +103,9 @@ def test_bad_arguments_are_clear(pair):
         ours.generate(**_inputs(), do_sample=True)
     with pytest.raises(ValueError, match=r"doc_scores \(B, K=3\)"):
         ours.generate(**{**_inputs(), "doc_scores": torch.zeros(3, 2)})
+
+
+def test_max_new_tokens_wins_over_max_length(pair):
+    _, ours = pair["token"]
+    out = ours.generate(**_inputs(), num_beams=1, max_new_tokens=3, max_length=50)
+    assert out.shape[1] <= 4  # the start token and at most 3 new ones

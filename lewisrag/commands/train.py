@@ -38,3 +38,64 @@ def dpr(
     _ui.console.print(_ui.table(f"DPR checkpoint written to {out}", ["field", "value"],
                                 [["train questions", meta["n_train"]], ["final loss", meta["final_loss"]],
                                  ["dim", meta["dim"]], ["context fingerprint", meta["ctx_fingerprint"]]]))
+
+
+def rag(
+    variant: str = typer.Option("token", "--variant", help="Marginalization: token (RAG-Token) or sequence (RAG-Sequence)."),
+    index: Path = typer.Option(..., "--index", help="Dense index directory; opened memory-mapped by every process."),
+    encoder: Path = typer.Option(..., "--encoder", help="DPR checkpoint whose question encoder and tokenizer start the retriever."),
+    generator: Path = typer.Option(..., "--generator", help="Local BART directory with its tokenizer (e.g. a `lewisrag pretrain` output)."),
+    train: str = typer.Option(..., "--train", help="Training QA examples (.jsonl/.json/.parquet/hf:NAME:SPLIT); the first answer is the target."),
+    dev: str = typer.Option(..., "--dev", help="Dev QA examples for exact match at intervals."),
+    out: Path = typer.Option(..., "--out", help="Run directory: config.json, log.jsonl, checkpoint/, best/, final/."),
+    n_docs: int = typer.Option(5, "--n-docs", help="Documents retrieved and marginalized per question (K)."),
+    freeze_retriever: bool = typer.Option(False, "--freeze-retriever", help="Keep the question encoder fixed (the paper's ablation)."),
+    swap: bool = typer.Option(False, "--swap", help="Accept an index built by another context encoder than the DPR checkpoint's."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run in --out from its last checkpoint (same config)."),
+    steps: int = typer.Option(200, "--steps", help="Optimizer steps."),
+    batch_size: int = typer.Option(8, "--batch-size", help="Questions per micro-batch over all processes (must split evenly)."),
+    grad_accum: int = typer.Option(1, "--grad-accum", help="Micro-batches accumulated per optimizer step."),
+    lr: float = typer.Option(1e-4, "--lr", help="Peak AdamW learning rate (linear warmup, then linear decay)."),
+    warmup: float = typer.Option(0.1, "--warmup", help="Share of the steps spent warming up."),
+    weight_decay: float = typer.Option(0.01, "--weight-decay", help="AdamW weight decay."),
+    max_grad_norm: float = typer.Option(1.0, "--max-grad-norm", help="Gradient-norm clip (0 = none)."),
+    label_smoothing: float = typer.Option(0.0, "--label-smoothing", help="Label smoothing of the RAG loss, as transformers applies it."),
+    max_combined_length: int = typer.Option(300, "--max-combined-length", help="Generator input tokens per (question, document)."),
+    max_target_length: int = typer.Option(32, "--max-target-length", help="Answer tokens, start and end tokens included."),
+    eval_every: int = typer.Option(50, "--eval-every", help="Steps between dev evaluations (0 = never); the best model is kept in best/."),
+    eval_questions: int = typer.Option(200, "--eval-questions", help="Dev questions evaluated (the first ones)."),
+    eval_beams: int = typer.Option(1, "--eval-beams", help="Beams when decoding dev answers (1 = greedy)."),
+    eval_batch_size: int = typer.Option(16, "--eval-batch-size", help="Dev questions decoded at once."),
+    save_every: int = typer.Option(50, "--save-every", help="Steps between resumable checkpoints."),
+    seed: int = typer.Option(0, "--seed", help="Random seed (data order, dropout)."),
+    mixed_precision: str = typer.Option("no", "--mixed-precision", help="no, bf16 (CPU or GPU) or fp16 (GPU)."),
+    cpu: bool = typer.Option(False, "--cpu", help="Stay on the CPU even when a GPU is present."),
+) -> None:
+    """Fine-tune a RAG model (question encoder + BART) end to end; resumable, multi-process under `accelerate launch`."""
+    from lewisrag.training.rag import RagTrainConfig, train_rag
+
+    cfg = RagTrainConfig(
+        variant=variant, index=str(index), encoder=str(encoder), generator=str(generator), train=str(train), dev=str(dev),
+        n_docs=n_docs, freeze_retriever=freeze_retriever, swap=swap, steps=steps, batch_size=batch_size,
+        grad_accum=grad_accum, lr=lr, warmup=warmup, weight_decay=weight_decay, max_grad_norm=max_grad_norm,
+        label_smoothing=label_smoothing, max_combined_length=max_combined_length, max_target_length=max_target_length,
+        eval_every=eval_every, eval_questions=eval_questions, eval_beams=eval_beams, eval_batch_size=eval_batch_size,
+        save_every=save_every, seed=seed, mixed_precision=mixed_precision, cpu=cpu,
+    )
+    with _ui.progress() as p:
+        task, dev_em = None, "-"
+
+        def on_progress(step: int, total: int, record: dict) -> None:
+            nonlocal task, dev_em
+            if task is None:  # created on the first report: only the main process reports
+                task = p.add_task(f"training RAG-{cfg.variant}", total=total, info="")
+            if "dev_em" in record:
+                dev_em = f"{record['dev_em']:.3f}"
+            p.update(task, completed=step, info=f"loss {record['loss']:.3f}  dev EM {dev_em}")
+
+        summary = train_rag(cfg, out, resume=resume, on_progress=on_progress)
+    if summary["main"]:
+        _ui.console.print(_ui.table(f"RAG-{cfg.variant} written to {out}", ["field", "value"], [
+            ["steps", summary["steps"]], ["best dev EM", summary["best_em"]], ["training questions", summary["n_train"]],
+            ["left out (no answer)", summary["skipped_no_answer"]], ["processes", summary["processes"]],
+            ["best model", out / "best"], ["final model", out / "final"]]))

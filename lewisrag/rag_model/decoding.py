@@ -62,13 +62,18 @@ def _search_settings(gc, num_return_sequences: int) -> SearchSettings:
     pad = gc.pad_token_id if gc.pad_token_id is not None else (eos[0] if eos else None)
     start = gc.decoder_start_token_id if gc.decoder_start_token_id is not None else gc.bos_token_id
     # transformers leaves unset options as None and applies its defaults late; so do we
-    return SearchSettings(max_length=_or(gc.max_length, 20), num_beams=_or(gc.num_beams, 1),
+    return SearchSettings(max_length=_max_length(gc), num_beams=_or(gc.num_beams, 1),
                           num_return_sequences=num_return_sequences, length_penalty=_or(gc.length_penalty, 1.0),
                           early_stopping=_or(gc.early_stopping, False), start_id=start, eos_ids=eos, pad_id=pad)
 
 
 def _or(value, default):
     return default if value is None else value
+
+
+def _max_length(gc) -> int:
+    """Decoder length limit, start token included; `max_new_tokens` wins over `max_length`, as in transformers."""
+    return 1 + gc.max_new_tokens if gc.max_new_tokens is not None else _or(gc.max_length, 20)
 
 
 def logits_processors(gc, device="cpu"):
@@ -87,7 +92,7 @@ def logits_processors(gc, device="cpu"):
     if gc.forced_bos_token_id is not None:
         out.append(ForcedBOSTokenLogitsProcessor(gc.forced_bos_token_id))
     if gc.forced_eos_token_id is not None:
-        out.append(ForcedEOSTokenLogitsProcessor(_or(gc.max_length, 20), gc.forced_eos_token_id, device=device))
+        out.append(ForcedEOSTokenLogitsProcessor(_max_length(gc), gc.forced_eos_token_id, device=device))
     return lambda ids, scores: out(ids, scores.clone())
 
 

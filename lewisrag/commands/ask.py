@@ -1,0 +1,45 @@
+"""`lewisrag ask`: one question to a trained RAG model, with the passages and posteriors behind the answer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from lewisrag.commands import _ui
+
+
+def ask(
+    question: str = typer.Argument(..., help="The question to answer."),
+    model: Path = typer.Option(..., "--model", help="A RAG model directory, or a `train rag` run directory (its best/ model)."),
+    index: Path = typer.Option(..., "--index", help="Dense index to retrieve from (built with the model's context encoder)."),
+    k: int = typer.Option(None, "-k", "--n-docs", help="Passages retrieved and marginalized (default: the model's K)."),
+    num_beams: int = typer.Option(1, "--num-beams", help="Beams when decoding (1 = greedy)."),
+    max_length: int = typer.Option(32, "--max-length", help="Longest answer in tokens, the start token included."),
+    swap: bool = typer.Option(False, "--swap", help="Accept an index built by another context encoder than the model's."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
+) -> None:
+    """Answer a question and show p(z|x), p(z|x,y) per passage and, for RAG-Token, the passage each token leaned on."""
+    from lewisrag.experiments.ask import ask as run
+    from lewisrag.experiments.ask import load_trained
+    from lewisrag.index.dense import DenseIndex
+
+    rag, tokenizers = load_trained(model)
+    answer = run(rag, tokenizers, DenseIndex.load(index, mmap=True), question, n_docs=k, num_beams=num_beams,
+                 max_length=max_length, swap=swap)
+    if as_json:
+        typer.echo(json.dumps(answer.to_dict(), ensure_ascii=False))
+        return
+    _ui.out.print(f"[bold]Q:[/bold] {answer.question}\n[bold]A:[/bold] {answer.answer}")
+    posterior = "mean p(z|x,y_t)" if answer.variant == "token" else "p(z|x,y)"
+    _ui.out.print(_ui.table(f"retrieved passages (RAG-{answer.variant})", ["rank", "id", "title", "p(z|x)", posterior, "text"],
+                            [[p.rank, p.id, p.title, p.prior, p.posterior, _short(p.text)] for p in answer.passages]))
+    if answer.tokens:
+        _ui.out.print(_ui.table("which passage each token leaned on (argmax p(z|x,y_t,y_<t))",
+                                ["token", "rank", "id", "p"],
+                                [[repr(t.token), t.doc_rank, t.doc_id, t.probability] for t in answer.tokens]))
+
+
+def _short(text: str, width: int = 70) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"

@@ -1,0 +1,34 @@
+"""`lewisrag swap`: the hot-swap matrix, models × indexes × question sets, scored by exact match."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from lewisrag.commands import _ui
+
+
+def swap(
+    model: list[Path] = typer.Option(..., "--model", help="A trained RAG model (or `train rag` run directory); repeat for several."),
+    index: list[Path] = typer.Option(..., "--index", help="A dense index to read from; repeat (e.g. snapshot A and snapshot B)."),
+    questions: list[str] = typer.Option(..., "--questions", help="A question set scored by exact match; repeat (e.g. questions_a, questions_b)."),
+    swap_encoder: bool = typer.Option(False, "--swap", help="Also accept indexes built by another context encoder than a model's."),
+    num_beams: int = typer.Option(1, "--num-beams", help="Beams when decoding (1 = greedy)."),
+    max_length: int = typer.Option(32, "--max-length", help="Longest answer in tokens, the start token included."),
+    batch_size: int = typer.Option(16, "--batch-size", help="Questions decoded at once."),
+    out: Path = typer.Option(None, "--out", help="Also write the matrix and every prediction to this JSON file."),
+) -> None:
+    """Answer every question set from every index with every model: the paper's index hot-swap test."""
+    from lewisrag.data.io import write_json
+    from lewisrag.experiments.swap import swap_matrix
+
+    with _ui.progress() as p:
+        result = swap_matrix(model, index, questions, swap=swap_encoder, num_beams=num_beams, max_length=max_length,
+                             batch_size=batch_size, on_progress=_ui.Bars(p, {"swap": "answering"}))
+    for m in result["models"]:
+        rows = [[i, *[result["em"][m][i][q] for q in result["questions"]]] for i in result["indexes"]]
+        _ui.out.print(_ui.table(f"exact match of {m}: index × questions", ["index", *result["questions"]], rows))
+    if out is not None:
+        write_json(out, result)
+        _ui.out.print(f"written to {out}")

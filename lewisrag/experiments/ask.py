@@ -1,0 +1,121 @@
+"""Ask a trained RAG model one question and show the evidence behind its answer.
+
+The answer comes with the K retrieved passages, each with its prior p(z|x) (how much the retriever
+trusted it before reading) and its posterior p(z|x,y) (how much it explains the answer), and, for
+RAG-Token, the document each generated token leaned on: the argmax of p(z|x,y_t,y_<t).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from lewisrag.data.io import InputError
+
+
+@dataclass(frozen=True)
+class PassageEvidence:
+    rank: int  # 1-based retrieval rank
+    id: str
+    title: str
+    text: str
+    prior: float  # p(z|x) = softmax of q·d over the K retrieved passages
+    posterior: float  # p(z|x,y); for RAG-Token the mean of p(z|x,y_t,y_<t) over the answer's tokens
+
+
+@dataclass(frozen=True)
+class TokenEvidence:
+    token: str  # the generated piece, decoded on its own
+    doc_rank: int  # the passage this token leaned on most (1-based rank)
+    doc_id: str
+    probability: float  # p(z|x,y_t,y_<t) of that passage
+
+
+@dataclass(frozen=True)
+class Answer:
+    question: str
+    answer: str
+    variant: str  # "token" or "sequence"
+    passages: list[PassageEvidence]
+    tokens: list[TokenEvidence] = field(default_factory=list)  # RAG-Token only
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def resolve_model_dir(path: str | os.PathLike) -> Path:
+    """A model directory itself, or a `train rag` run directory's best/ (else final/) model."""
+    p = Path(path)
+    for candidate in (p, p / "best", p / "final"):
+        if (candidate / "rag.json").is_file() or _is_hf_rag(candidate):
+            return candidate
+    raise InputError(p, "not a RAG model: no rag.json here nor in best/ or final/ (train one with `lewisrag train rag`)")
+
+
+def _is_hf_rag(p: Path) -> bool:
+    import json
+
+    cfg = p / "config.json"
+    return cfg.is_file() and json.loads(cfg.read_text(encoding="utf-8")).get("model_type") == "rag"
+
+
+def load_trained(path: str | os.PathLike):
+    """(RagModel in eval mode, Tokenizers) from a lewisrag or transformers RAG checkpoint directory."""
+    from lewisrag.rag_model import RagModel, Tokenizers
+
+    d = resolve_model_dir(path)
+    model = RagModel.from_pretrained(d) if (d / "rag.json").is_file() else RagModel.from_hf_pretrained(d)
+    s = model.settings
+    question = _tokenizer(d, ("question_tokenizer", "question_encoder_tokenizer"), s.question_tokenizer)
+    generator = _tokenizer(d, ("generator_tokenizer",), s.generator_tokenizer)
+    return model.eval(), Tokenizers(question, generator)
+
+
+def _tokenizer(d: Path, names: tuple[str, ...], recorded: str | None):
+    """The tokenizer saved inside the model directory (it may have moved), else the recorded path."""
+    from transformers import AutoTokenizer
+
+    for candidate in [d / n for n in names] + ([Path(recorded)] if recorded else []):
+        if candidate.is_dir():
+            return AutoTokenizer.from_pretrained(candidate, use_fast=True)
+    raise InputError(d, f"no {names[0]} directory and no recorded tokenizer path that exists", field=names[0])
+
+
+def ask(model, tokenizers, index, question: str, n_docs: int | None = None, num_beams: int = 1,
+        max_length: int = 32, swap: bool = False) -> Answer:
+    """Answer `question` with its evidence (see the module docstring)."""
+    import torch
+
+    if not question.strip():
+        raise InputError("QUESTION", "empty question")
+    k = n_docs or model.n_docs
+    if not 1 <= k <= len(index.passages):
+        raise InputError("-k", f"must be between 1 and the index's {len(index.passages)} passages, got {k}")
+    with torch.no_grad():
+        r = model.retrieve([question], index, tokenizers, n_docs=k, swap=swap)
+        out = model.generate(r.context_input_ids, r.context_attention_mask, r.doc_scores, n_docs=k,
+                             num_beams=num_beams, max_length=max_length, return_evidence=True)
+    prior = torch.softmax(r.doc_scores[0].float(), dim=-1)  # (K,)
+    seq = out.sequences[0]  # (T,) decoder start token first
+    text = tokenizers.generator.decode(seq, skip_special_tokens=True).strip()
+    tokens: list[TokenEvidence] = []
+    if model.variant == "token":
+        per_token = out.doc_posterior[0]  # (T, K): row t is the posterior for seq[t+1]
+        shown = _shown_positions(seq, tokenizers.generator)
+        posterior = per_token[shown].mean(0) if shown else prior
+        for t in shown:
+            z = int(per_token[t].argmax())
+            tokens.append(TokenEvidence(tokenizers.generator.decode([int(seq[t + 1])]), z + 1, r.passages[0][z].id,
+                                        float(per_token[t, z])))
+    else:
+        posterior = out.doc_posterior[0]  # (K,)
+    passages = [PassageEvidence(i + 1, p.id, p.title, p.text, float(prior[i]), float(posterior[i]))
+                for i, p in enumerate(r.passages[0])]
+    return Answer(question, text, model.variant, passages, tokens)
+
+
+def _shown_positions(seq, tokenizer) -> list[int]:
+    """Rows t whose generated token seq[t+1] is a real piece (not BOS, EOS or padding)."""
+    special = set(tokenizer.all_special_ids)
+    return [t for t in range(len(seq) - 1) if int(seq[t + 1]) not in special]

@@ -1,0 +1,355 @@
+"""Pretraining a small BART generator that reads: `lewisrag pretrain`.
+
+The paper fine-tunes a pretrained BART; a BART trained from nothing on the built-in world does not
+learn to read on a CPU budget (docs/recipe.md, ../shared/notes/small-model-probes.md). Three things
+make it read, and this module does all three:
+
+1. an init of std 1/sqrt(d_model) instead of BART's 0.02, so the encoder does not collapse to one
+   output for every input;
+2. BART's denoising objective (text infilling) on freshly generated passages about entities the
+   world never uses (world.fresh_documents): there are too many to memorise, so the model learns to
+   copy what it reads;
+3. reading comprehension on fresh entities too (world.fresh_examples: `title / passage // question`
+   -> answer), with the denoising objective kept alive in every step, so answering never turns into
+   recalling memorised answers.
+
+The result is a transformers BartForConditionalGeneration and a PreTrainedTokenizerFast saved with
+save_pretrained, plus recipe.json (config, steps, minutes, learning curve, weights' sha256).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import random
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from lewisrag.data.io import InputError, write_json
+from lewisrag.data.records import Passage, QAExample
+from lewisrag.training import pretrain_data as D
+
+SHIPPED_DIR = Path(__file__).resolve().parent.parent / "pretrained"  # package data: lewisrag/pretrained/<name>/
+WEIGHTS = "model.safetensors"
+
+
+@dataclass(frozen=True)
+class PretrainConfig:
+    vocab_size: int = 4000  # byte-level BPE trained on fresh text; small, so names split into shared syllable pieces
+    d_model: int = 128  # width
+    encoder_layers: int = 2  # depth of the encoder
+    decoder_layers: int = 2  # depth of the decoder
+    heads: int = 4  # attention heads (encoder and decoder)
+    ffn_dim: int = 512  # feed-forward width
+    init_std: float | None = None  # weight init std; None = 1/sqrt(d_model) (0.02 makes the encoder collapse)
+    max_source_length: int = 192  # generator input tokens (a world passage has at most 100 words)
+    max_target_length: int = 160  # target tokens (a denoised passage, or a long-form answer)
+    qa_batch_size: int = 16  # reading-comprehension examples per step
+    denoise_batch_size: int = 8  # denoised passages per step (0: no denoising)
+    denoise_weight: float = 1.0  # weight of the denoising loss next to the QA loss
+    qa_start: float = 0.0  # share of training before QA starts (denoising only until then)
+    long_form: bool = False  # also train on long-form questions (their 40-token targets triple a QA step's cost)
+    mask_ratio: float = 0.3  # share of a passage's tokens hidden by text infilling (BART: 0.3)
+    poisson_lambda: float = 3.0  # mean masked span length (BART: 3)
+    lr: float = 1e-3  # AdamW peak learning rate
+    warmup_steps: int = 100  # linear warmup
+    final_lr_ratio: float = 0.1  # cosine decay ends at lr * this
+    weight_decay: float = 0.01  # AdamW weight decay
+    tokenizer_docs: int = 20000  # fresh passages (plus their questions) the tokenizer is trained on
+    eval_every: float = 3.0  # minutes of training between learning-curve points
+    eval_size: int = 300  # world test questions per curve point (the final evaluation uses all)
+    world_seed: int = 0  # the built-in world whose test split is measured (never trained on)
+    world_entities: int = 2000  # its size (the small preset's world)
+    steps: int | None = None  # stop after this many optimizer steps (deterministic) ...
+    minutes: float | None = None  # ... or after this many minutes of training (evaluation excluded)
+    seed: int = 0  # model init and the fresh-text streams
+    save_fp16: bool = True  # store weights in fp16 (half the size); loading upcasts to fp32
+
+    def __post_init__(self):
+        if (self.steps is None) == (self.minutes is None):
+            raise ValueError("give exactly one of steps and minutes")
+        if self.d_model % self.heads:
+            raise ValueError(f"d_model {self.d_model} is not divisible by heads {self.heads}")
+
+
+PRESETS = {
+    "tiny": PretrainConfig(vocab_size=600, d_model=32, encoder_layers=1, decoder_layers=1, heads=2, ffn_dim=64,
+                           qa_batch_size=4, denoise_batch_size=2, warmup_steps=2, tokenizer_docs=300,
+                           eval_size=20, world_entities=60, steps=4),
+    "small": PretrainConfig(steps=6000),
+}
+
+
+def preset(name: str, **overrides) -> PretrainConfig:
+    """A preset with some fields replaced; steps and minutes replace each other."""
+    if name not in PRESETS:
+        raise InputError("--preset", f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+    base = PRESETS[name]
+    if overrides.get("minutes") is not None:
+        overrides["steps"] = None
+    elif overrides.get("steps") is not None:
+        overrides["minutes"] = None
+    return replace(base, **{k: v for k, v in overrides.items() if v is not None or k in ("steps", "minutes")})
+
+
+# ---------------------------------------------------------------------------------------------
+# model, batches, schedule
+
+
+def build_generator(cfg: PretrainConfig, vocab_size: int):
+    """A BartForConditionalGeneration from config, with BART's special-token ids (0-4)."""
+    from transformers import BartConfig, BartForConditionalGeneration
+
+    std = cfg.init_std if cfg.init_std is not None else 1 / math.sqrt(cfg.d_model)
+    config = BartConfig(
+        vocab_size=vocab_size, d_model=cfg.d_model, encoder_layers=cfg.encoder_layers, decoder_layers=cfg.decoder_layers,
+        encoder_attention_heads=cfg.heads, decoder_attention_heads=cfg.heads, encoder_ffn_dim=cfg.ffn_dim,
+        decoder_ffn_dim=cfg.ffn_dim, max_position_embeddings=max(cfg.max_source_length, cfg.max_target_length),
+        init_std=std, dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,
+        bos_token_id=0, pad_token_id=1, eos_token_id=2, decoder_start_token_id=2, forced_eos_token_id=None,
+    )
+    model = BartForConditionalGeneration(config)
+    model.generation_config.update(decoder_start_token_id=2, bos_token_id=0, eos_token_id=2, pad_token_id=1,
+                                   forced_bos_token_id=None, forced_eos_token_id=None, num_beams=1, do_sample=False,
+                                   max_length=None, max_new_tokens=cfg.max_target_length)
+    return model
+
+
+def _labels(ids):
+    """Padded target ids -> labels with -100 on padding (transformers shifts them into decoder inputs)."""
+    labels = ids.clone()
+    labels[labels == 1] = -100
+    return labels
+
+
+def qa_batch(pairs: Sequence[tuple[str, str]], tokenizer, cfg: PretrainConfig) -> dict:
+    src = tokenizer([s for s, _ in pairs], padding=True, truncation=True, max_length=cfg.max_source_length, return_tensors="pt")
+    tgt = tokenizer([t for _, t in pairs], padding=True, truncation=True, max_length=cfg.max_target_length, return_tensors="pt")
+    return {"input_ids": src["input_ids"], "attention_mask": src["attention_mask"], "labels": _labels(tgt["input_ids"])}
+
+
+def denoise_batch(docs: Sequence[Passage], tokenizer, cfg: PretrainConfig, rng: random.Random) -> dict:
+    """Text infilling on `title / text` of each passage (the reading format without the question)."""
+    import torch
+
+    texts = [f"{p.title} / {p.text}" for p in docs]
+    ids = tokenizer(texts, truncation=True, max_length=min(cfg.max_source_length, cfg.max_target_length))["input_ids"]
+    pairs = [D.denoise_pair(x, rng, cfg.mask_ratio, cfg.poisson_lambda, tokenizer.mask_token_id) for x in ids]
+    width_in, width_out = max(len(a) for a, _ in pairs), max(len(b) for _, b in pairs)
+    inp = torch.tensor([a + [1] * (width_in - len(a)) for a, _ in pairs])
+    out = torch.tensor([b + [1] * (width_out - len(b)) for _, b in pairs])
+    return {"input_ids": inp, "attention_mask": (inp != 1).long(), "labels": _labels(out)}
+
+
+class FreshStream:
+    """Endless fresh QA pairs and passages, from their own seeded generators."""
+
+    def __init__(self, seed: int, long_form: bool = False):
+        from lewisrag.data import world
+
+        self.world, self.long_form = world, long_form
+        self.qa_rng, self.doc_rng = random.Random(f"pretrain-qa:{seed}"), random.Random(f"pretrain-docs:{seed}")
+        self.mask_rng = random.Random(f"pretrain-mask:{seed}")
+        self.buffer: list[tuple[str, str]] = []
+
+    def qa(self, n: int) -> list[tuple[str, str]]:
+        while len(self.buffer) < n:
+            examples, docs = self.world.fresh_examples(self.qa_rng, 256)
+            examples = [ex for ex in examples if self.long_form or ex.kind == "short"]
+            pairs = D.reading_pairs(examples, docs)
+            self.qa_rng.shuffle(pairs)  # fresh_examples come entity by entity
+            self.buffer += pairs
+        out, self.buffer = self.buffer[:n], self.buffer[n:]
+        return out
+
+    def docs(self, n: int) -> list[Passage]:
+        return self.world.fresh_documents(self.doc_rng, n)
+
+
+def learning_rate(cfg: PretrainConfig, step: int, progress: float) -> float:
+    """Linear warmup over warmup_steps, then cosine decay to lr * final_lr_ratio at progress 1.
+
+    >>> c = PretrainConfig(steps=10, lr=1.0, warmup_steps=4, final_lr_ratio=0.0)
+    >>> learning_rate(c, 1, 0.1), learning_rate(c, 5, 0.0), round(learning_rate(c, 9, 1.0), 6)
+    (0.25, 1.0, 0.0)
+    """
+    if step < cfg.warmup_steps:
+        return cfg.lr * step / cfg.warmup_steps
+    cos = 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+    return cfg.lr * (cfg.final_lr_ratio + (1 - cfg.final_lr_ratio) * cos)
+
+
+# ---------------------------------------------------------------------------------------------
+# evaluation
+
+
+def evaluate_reading(generator, tokenizer, examples: Sequence[QAExample], passages: Sequence[Passage],
+                     batch_size: int = 64, max_new_tokens: int = 24) -> dict:
+    """Exact match of greedy answers read from each short example's gold passage (K=1).
+
+    Returns {"em", "n", "by_attribute": {group: em}}; long-form examples are left out.
+    """
+    import torch
+
+    from lewisrag.eval.qa import exact_match
+
+    short = [ex for ex in examples if ex.kind == "short" and ex.answers]
+    pairs = D.reading_pairs(short, passages)
+    was_training = generator.training
+    generator.eval()
+    scores: list[float] = []
+    with torch.no_grad():
+        for i in range(0, len(pairs), batch_size):
+            chunk = pairs[i:i + batch_size]
+            enc = tokenizer([s for s, _ in chunk], padding=True, truncation=True, return_tensors="pt",
+                            max_length=generator.config.max_position_embeddings)
+            gen = generator.generate(**enc, max_new_tokens=max_new_tokens, num_beams=1, do_sample=False)
+            preds = tokenizer.batch_decode(gen, skip_special_tokens=True)
+            scores += [exact_match(p.strip(), ex.answers) for p, ex in zip(preds, short[i:i + batch_size])]
+    generator.train(was_training)
+    groups: dict[str, list[float]] = {}
+    for ex, s in zip(short, scores):
+        groups.setdefault(D.ATTRIBUTE_GROUPS.get(D.attribute_of(ex.question), "other"), []).append(s)
+    return {"em": sum(scores) / max(1, len(scores)), "n": len(scores),
+            "by_attribute": {g: sum(v) / len(v) for g, v in sorted(groups.items())}}
+
+
+def _world_test(cfg: PretrainConfig) -> tuple[list[QAExample], tuple[Passage, ...]]:
+    from lewisrag.data.world import build_world
+
+    w = build_world(cfg.world_seed, cfg.world_entities)
+    return [q for q in w.questions["test"] if q.kind == "short"], w.passages_a
+
+
+# ---------------------------------------------------------------------------------------------
+# the training loop
+
+
+def _tokenizer_corpus(cfg: PretrainConfig) -> list[str]:
+    from lewisrag.data.world import fresh_examples
+
+    rng = random.Random(f"pretrain-tokenizer:{cfg.seed}")
+    examples, docs = fresh_examples(rng, cfg.tokenizer_docs * 3)  # about 3 questions per passage
+    return [f"{p.title} / {p.text}" for p in docs] + [ex.question for ex in examples] + [ex.answers[0] for ex in examples]
+
+
+def pretrain(cfg: PretrainConfig, out: str | os.PathLike, on_step: Callable | None = None, command: str | None = None) -> dict:
+    """Train a tokenizer and a BART generator as described in the module docstring, save both and
+    recipe.json to `out` (written to a temporary directory first, then renamed), return the recipe.
+
+    `on_step(step, progress, loss, last_em)` is called after every optimizer step (progress in [0, 1]).
+    """
+    import torch
+
+    torch.manual_seed(cfg.seed)
+    tokenizer = D.train_generator_tokenizer(_tokenizer_corpus(cfg), cfg.vocab_size)
+    model = build_generator(cfg, len(tokenizer))
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    stream, (test, test_passages) = FreshStream(cfg.seed, cfg.long_form), _world_test(cfg)
+    curve, step, train_s, loss_ema = [], 0, 0.0, None
+    model.train()
+    while True:
+        progress = step / cfg.steps if cfg.steps else train_s / (60 * cfg.minutes)
+        if progress >= 1:
+            break
+        t0 = time.perf_counter()
+        loss = _train_step(model, opt, tokenizer, stream, cfg, step, progress)
+        step, train_s = step + 1, train_s + time.perf_counter() - t0
+        loss_ema = loss if loss_ema is None else 0.95 * loss_ema + 0.05 * loss
+        if train_s / 60 >= cfg.eval_every * (len(curve) + 1):
+            curve.append(_curve_point(model, tokenizer, test[:cfg.eval_size], test_passages, step, train_s, loss_ema))
+        if on_step is not None:
+            on_step(step, min(1.0, progress + 1 / cfg.steps if cfg.steps else train_s / (60 * cfg.minutes)),
+                    loss_ema, curve[-1]["em"] if curve else None)
+    final = evaluate_reading(model, tokenizer, test, test_passages)
+    recipe = {"config": asdict(cfg), "command": command, "steps": step, "minutes": round(train_s / 60, 2),
+              "final_loss": loss_ema, "final": final, "curve": curve,
+              "parameters": sum(p.numel() for p in model.parameters())}
+    return _save(model, tokenizer, recipe, Path(out), cfg.save_fp16)
+
+
+def _train_step(model, opt, tokenizer, stream: FreshStream, cfg: PretrainConfig, step: int, progress: float) -> float:
+    for group in opt.param_groups:
+        group["lr"] = learning_rate(cfg, step, progress)
+    loss = 0.0
+    if progress >= cfg.qa_start and cfg.qa_batch_size:
+        loss = model(**qa_batch(stream.qa(cfg.qa_batch_size), tokenizer, cfg)).loss
+    if cfg.denoise_batch_size and cfg.denoise_weight:
+        batch = denoise_batch(stream.docs(cfg.denoise_batch_size), tokenizer, cfg, stream.mask_rng)
+        loss = loss + cfg.denoise_weight * model(**batch).loss
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    import torch
+
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    return float(loss.detach())
+
+
+def _curve_point(model, tokenizer, test, passages, step: int, train_s: float, loss: float) -> dict:
+    r = evaluate_reading(model, tokenizer, test, passages)
+    return {"minutes": round(train_s / 60, 2), "step": step, "loss": round(loss, 4), "em": r["em"], "n": r["n"],
+            "by_attribute": r["by_attribute"]}
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _save(model, tokenizer, recipe: dict, out: Path, fp16: bool) -> dict:
+    """Write generator, tokenizer and recipe.json into a sibling temp dir, then swap it into `out`."""
+    import torch
+
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    to_save = model.to(torch.float16) if fp16 else model
+    to_save.save_pretrained(tmp, safe_serialization=True)
+    model.to(torch.float32)
+    if fp16:  # loading reads the config's dtype: fp16 on disk, fp32 in memory
+        cfg_path = tmp / "config.json"
+        conf = json.loads(cfg_path.read_text())
+        conf["dtype"] = "float32"
+        cfg_path.write_text(json.dumps(conf, indent=2, sort_keys=True) + "\n")
+    tokenizer.save_pretrained(tmp)
+    recipe = {**recipe, "weights_sha256": _sha256(tmp / WEIGHTS), "weights_bytes": (tmp / WEIGHTS).stat().st_size}
+    write_json(tmp / "recipe.json", recipe)
+    if out.exists():
+        shutil.rmtree(out)
+    tmp.rename(out)
+    return recipe
+
+
+# ---------------------------------------------------------------------------------------------
+# loading
+
+
+def load_generator(path: str | os.PathLike, verify: bool = True):
+    """(generator in fp32 eval mode, tokenizer) from a `pretrain` output directory; with `verify`,
+    the weights' sha256 must match recipe.json."""
+    import torch
+    from transformers import BartForConditionalGeneration, PreTrainedTokenizerFast
+
+    path = Path(path)
+    if not (path / WEIGHTS).is_file() or not (path / "recipe.json").is_file():
+        raise InputError(str(path), f"not a pretrained generator directory ({WEIGHTS} and recipe.json needed)")
+    if verify:
+        expected = json.loads((path / "recipe.json").read_text())["weights_sha256"]
+        if _sha256(path / WEIGHTS) != expected:
+            raise InputError(str(path / WEIGHTS), f"sha256 does not match recipe.json ({expected[:12]}...): damaged or replaced weights")
+    generator = BartForConditionalGeneration.from_pretrained(path, dtype=torch.float32).eval()
+    return generator, PreTrainedTokenizerFast.from_pretrained(path)
+
+
+def load_shipped_generator(name: str = "generator-small"):
+    """The generator shipped with the package (lewisrag/pretrained/<name>), sha256-verified."""
+    return load_generator(SHIPPED_DIR / name)

@@ -1,0 +1,300 @@
+"""RAG fine-tuning (Lewis et al. 2020, §2.4): the question encoder and BART trained jointly on
+(question, answer) pairs, the documents a latent variable retrieved from a fixed FAISS index.
+
+`train_rag(cfg, out)` is an explicit loop run through accelerate: AdamW with linear warmup and
+decay, gradient accumulation, optional bf16 autocast, dev exact match at intervals with the best
+model kept, a JSONL log that also watches for retrieval collapse, and checkpoints that resume to
+the same weights and the same log as a run that was never interrupted.
+
+Several processes (`accelerate launch --multi_gpu --num_processes N`, CPU or GPU) split each
+global batch evenly; each opens the index memory-mapped, so the OS keeps one copy of its vectors,
+and gradients are averaged across processes by hand (the retrieval step runs outside a module's
+`forward`, where DistributedDataParallel would hook in), which makes an N-process step equal a
+1-process step on the same global batch. For the same reason gradient accumulation is written
+out (micro-batch gradients summed, then one optimizer step) instead of accelerate's `accumulate`,
+which expects a DDP-wrapped model.
+
+Output directory:
+
+    config.json   this config          log.jsonl    one line per optimizer step
+    checkpoint/   resumable state      best/        best dev EM model      final/   last model
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+from lewisrag.data.io import InputError, atomic_path, read_json, write_json
+from lewisrag.data.records import QAExample
+from lewisrag.training import checkpoint as C
+from lewisrag.training.rag_data import (PRECISIONS, DataPosition, answer_labels, doc_entropy, load_components,
+                                        next_batch, recall_at_k, shard)
+
+
+@dataclass(frozen=True)
+class RagTrainConfig:
+    variant: str = "token"  # "token" (eq. 2) or "sequence" (eq. 1) marginalization
+    index: str = ""  # dense index directory (FAISS + stored passage vectors), opened memory-mapped
+    encoder: str = ""  # DPR checkpoint: its question encoder and tokenizer start the retriever
+    generator: str = ""  # local transformers BART directory with its tokenizer
+    train: str = ""  # training QA examples (the first answer is the target)
+    dev: str = ""  # dev QA examples for exact match at intervals
+    n_docs: int = 5  # K documents marginalized per question
+    freeze_retriever: bool = False  # keep the question encoder fixed (the paper's frozen-retriever ablation)
+    swap: bool = False  # accept an index built by another context encoder than the DPR checkpoint's
+    steps: int = 200  # optimizer steps
+    batch_size: int = 8  # questions per micro-batch across all processes (split evenly between them)
+    grad_accum: int = 1  # micro-batches per optimizer step
+    lr: float = 1e-4  # peak AdamW learning rate
+    warmup: float = 0.1  # share of the steps spent warming up linearly; then linear decay to 0
+    weight_decay: float = 0.01  # AdamW decoupled weight decay
+    max_grad_norm: float = 1.0  # global gradient-norm clip (0 = none)
+    label_smoothing: float = 0.0  # ε of transformers' RAG loss
+    max_combined_length: int = 300  # generator input tokens per (question, document)
+    max_target_length: int = 32  # answer tokens including the decoder start and end tokens
+    eval_every: int = 50  # steps between dev evaluations (0 = never); the best model goes to best/
+    eval_questions: int = 200  # dev questions evaluated (the first ones, so every evaluation is comparable)
+    eval_beams: int = 1  # beams when decoding dev answers (1 = greedy)
+    eval_batch_size: int = 16  # dev questions decoded at once
+    save_every: int = 50  # steps between resumable checkpoints (the last step is always saved)
+    seed: int = 0  # data order, dropout and every other random choice
+    mixed_precision: str = "no"  # "no", "bf16" (CPU or GPU), "fp16" (GPU only): autocast of forward passes
+    cpu: bool = False  # stay on the CPU even when a GPU is present
+
+
+def learning_rate_factor(step: int, steps: int, warmup_steps: int) -> float:
+    """Linear warmup to 1, then linear decay to 0 at `steps` (transformers' linear schedule).
+
+    >>> [learning_rate_factor(s, 10, 2) for s in (0, 1, 2, 6, 10)]
+    [0.0, 0.5, 1.0, 0.5, 0.0]
+    """
+    if step < warmup_steps:
+        return step / max(1, warmup_steps)
+    return max(0.0, (steps - step) / max(1, steps - warmup_steps))
+
+
+# --- evaluation ------------------------------------------------------------------------------------
+
+
+def predict(model, tokenizers, index, questions: Sequence[str], batch_size: int = 16, num_beams: int = 1,
+            max_length: int = 32, swap: bool = False, on_batch: Callable[[int], None] | None = None) -> list[str]:
+    """Decoded answers for `questions`: retrieve K passages, decode (greedy or beam), strip specials."""
+    import torch
+
+    answers: list[str] = []
+    was_training = model.training
+    model.eval()  # retrieval too must run without dropout
+    try:
+        with torch.no_grad():
+            for i in range(0, len(questions), batch_size):
+                chunk = list(questions[i : i + batch_size])
+                r = model.retrieve(chunk, index, tokenizers, swap=swap)
+                ids = model.generate(r.context_input_ids, r.context_attention_mask, r.doc_scores,
+                                     num_beams=num_beams, max_length=max_length)  # (B, T)
+                answers += [a.strip() for a in tokenizers.generator.batch_decode(ids, skip_special_tokens=True)]
+                if on_batch:
+                    on_batch(len(chunk))
+    finally:
+        model.train(was_training)
+    return answers
+
+
+def dev_exact_match(model, tokenizers, index, dev: Sequence[QAExample], cfg: RagTrainConfig) -> float:
+    """Exact match on the first `cfg.eval_questions` short-answer dev questions that have answers."""
+    from lewisrag.eval.qa import exact_match
+
+    scored = [ex for ex in dev if ex.kind == "short" and ex.answers][: cfg.eval_questions]
+    if not scored:
+        return float("nan")
+    preds = predict(model, tokenizers, index, [ex.question for ex in scored], cfg.eval_batch_size, cfg.eval_beams,
+                    cfg.max_target_length, cfg.swap)
+    return sum(exact_match(p, ex.answers) for p, ex in zip(preds, scored)) / len(scored)
+
+
+# --- the loop --------------------------------------------------------------------------------------
+
+
+def train_rag(cfg: RagTrainConfig, out: str | os.PathLike, resume: bool = False,
+              on_progress: Callable[[int, int, dict], None] | None = None) -> dict:
+    """Fine-tune a RAG model; returns a summary. `on_progress(step, steps, log_record)` (main process)."""
+    import torch
+
+    if cfg.mixed_precision == "fp16" and (cfg.cpu or not torch.cuda.is_available()):
+        raise InputError("--mixed-precision", "fp16 needs a GPU; use bf16 on the CPU")
+    acc = _accelerator(cfg)
+    parts = load_components(cfg, acc.num_processes)
+    out = Path(out)
+    ckpt = _check_out(out, cfg, resume)
+    acc.wait_for_everyone()  # every process has checked --out before the main one writes to it
+    model = parts.model.to(acc.device)
+    if cfg.freeze_retriever:
+        model.question_encoder.requires_grad_(False)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    warmup_steps = int(cfg.warmup * cfg.steps)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: learning_rate_factor(s, cfg.steps, warmup_steps))
+    _seed_everything(cfg.seed)
+    log_file = out / "log.jsonl"
+    state = {"step": 0, "position": asdict(DataPosition()), "best_em": None, "config": asdict(cfg)}
+    if ckpt is not None:
+        state = C.load_checkpoint(ckpt, model, opt, sched)
+    if acc.is_main_process:
+        _prepare_out(out, cfg, ckpt, log_file)
+    acc.wait_for_everyone()
+    state = _loop(cfg, acc, parts, model, params, opt, sched, state, out, log_file, on_progress)
+    if acc.is_main_process:
+        C.save_model(model, parts.tokenizers, out / "final", {**asdict(cfg), "step": state["step"]})
+    acc.wait_for_everyone()
+    return {"steps": state["step"], "best_em": state["best_em"], "n_train": len(parts.pairs),
+            "skipped_no_answer": parts.skipped, "processes": acc.num_processes, "main": acc.is_main_process,
+            "out": str(out)}
+
+
+def _accelerator(cfg: RagTrainConfig):
+    import torch
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
+
+    # accelerate keeps its settings process-wide and refuses new ones, but one process may train
+    # several models (`lewisrag reproduce`); the process group (PartialState) is kept
+    AcceleratorState._reset_state(reset_partial_state=False)
+    # without a GPU, accelerate joins the processes torchrun started only when told it is on the CPU
+    return Accelerator(cpu=cfg.cpu or not torch.cuda.is_available(),
+                       mixed_precision=cfg.mixed_precision if cfg.mixed_precision in PRECISIONS else "no")
+
+
+def _seed_everything(seed: int) -> None:
+    """Seed python's, numpy's and torch's global generators (dropout draws from torch's)."""
+    import random
+
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def _check_out(out: Path, cfg: RagTrainConfig, resume: bool) -> Path | None:
+    """The checkpoint to resume from, if any; refuses to overwrite a run or resume a different one."""
+    ckpt = C.existing(out / "checkpoint")
+    if not resume:
+        if out.exists() and any(out.iterdir()):
+            raise InputError(out, "output directory is not empty; pass --resume to continue its run or choose another --out")
+        return None
+    if ckpt is None:
+        return None
+    saved = read_json(ckpt / C.STATE_JSON).get("config", {})
+    now = asdict(cfg)
+    changed = sorted(f.name for f in fields(cfg) if saved.get(f.name) != now[f.name])
+    if changed:
+        raise InputError(ckpt / C.STATE_JSON, f"--resume with a different config: {', '.join(changed)}", field="config")
+    return ckpt
+
+
+def _prepare_out(out: Path, cfg: RagTrainConfig, ckpt: Path | None, log_file: Path) -> None:
+    """config.json, and the log as of the checkpoint (lines written after it are redone)."""
+    import shutil
+
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in out.glob(".*.tmp.*"):  # directories a killed run was building (checkpoint.atomic_dir)
+        shutil.rmtree(stale, ignore_errors=True)
+    write_json(out / "config.json", asdict(cfg))
+    saved_log = ckpt / C.LOG if ckpt is not None else None
+    with atomic_path(log_file) as tmp:
+        tmp.write_bytes(saved_log.read_bytes() if saved_log is not None and saved_log.exists() else b"")
+
+
+def _loop(cfg, acc, parts, model, params, opt, sched, state, out, log_file, on_progress) -> dict:
+    step, pos, best = state["step"], DataPosition(**state["position"]), state["best_em"]
+    while step < cfg.steps:
+        model.train()
+        if cfg.freeze_retriever:
+            model.question_encoder.eval()  # a frozen retriever: deterministic p(z|x), no dropout
+        totals = [0.0] * 5  # loss sum, examples, entropy sum, recall hits, recall questions
+        for _ in range(cfg.grad_accum):
+            ids, pos = next_batch(pos, cfg.seed, len(parts.pairs), cfg.batch_size)
+            mine = shard(ids, acc.process_index, acc.num_processes)
+            totals = [a + b for a, b in zip(totals, _micro_step(cfg, acc, parts, model, mine))]
+        _average_gradients(params, acc.num_processes)
+        if cfg.max_grad_norm:
+            import torch
+
+            torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+        lr = sched.get_last_lr()[0]
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        step += 1
+        loss_sum, n, ent_sum, hits, asked = _sum_across(totals, acc)
+        record = {"step": step, "loss": loss_sum / n, "lr": lr, "doc_entropy": ent_sum / n,
+                  "recall_at_k": hits / asked if asked else None, "epoch": pos.epoch}
+        if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
+            if acc.is_main_process:
+                record["dev_em"] = dev_exact_match(model, parts.tokenizers, parts.index, parts.dev, cfg)
+                if not math.isnan(record["dev_em"]) and (best is None or record["dev_em"] > best):
+                    best = record["dev_em"]
+                    C.save_model(model, parts.tokenizers, out / "best", {**asdict(cfg), "step": step, "dev_em": best})
+            acc.wait_for_everyone()
+        state = {"step": step, "position": asdict(pos), "best_em": best, "config": asdict(cfg)}
+        if acc.is_main_process:
+            with open(log_file, "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+            if on_progress:
+                on_progress(step, cfg.steps, record)
+            if step % cfg.save_every == 0 or step == cfg.steps:
+                C.save_checkpoint(out / "checkpoint", model, opt, sched, state, log_file)
+        acc.wait_for_everyone()
+    return state
+
+
+def _micro_step(cfg, acc, parts, model, ids: list[int]) -> list[float]:
+    """Forward and backward on this process's share; the loss is a mean over that share so that,
+    with equal shares, averaging gradients across processes gives the global batch's gradient."""
+    pairs = [parts.pairs[i] for i in ids]
+    gen = model.generator.config
+    labels = answer_labels([t for _, t in pairs], parts.tokenizers.generator, gen.decoder_start_token_id,
+                           gen.pad_token_id, cfg.max_target_length).to(acc.device)  # (B, T)
+    with acc.autocast():
+        out, r = model.forward_questions([ex.question for ex, _ in pairs], parts.index, parts.tokenizers, labels,
+                                         swap=cfg.swap)
+    loss = out.loss.float().mean()
+    (loss / cfg.grad_accum).backward()
+    hits, asked = recall_at_k([[p.id for p in ps] for ps in r.passages], [ex.gold_passage_ids for ex, _ in pairs])
+    n = len(pairs)
+    return [float(out.loss.detach().float().sum()), n, doc_entropy(r.doc_scores) * n, hits, asked]
+
+
+def _average_gradients(params, processes: int) -> None:
+    """All-reduce the mean gradient over processes, as one flat buffer (one collective per step)."""
+    if processes == 1:
+        return
+    import torch
+    import torch.distributed as dist
+
+    for p in params:  # every process must send the same layout, even for a parameter this batch missed
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    flat = torch.cat([p.grad.reshape(-1) for p in params])
+    dist.all_reduce(flat)
+    flat /= processes
+    offset = 0
+    for p in params:
+        p.grad.copy_(flat[offset : offset + p.numel()].view_as(p))
+        offset += p.numel()
+
+
+def _sum_across(values: list[float], acc) -> list[float]:
+    if acc.num_processes == 1:
+        return values
+    import torch
+    import torch.distributed as dist
+
+    t = torch.tensor(values, dtype=torch.float64)
+    dist.all_reduce(t)
+    return t.tolist()

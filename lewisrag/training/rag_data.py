@@ -1,0 +1,209 @@
+"""The inputs of RAG fine-tuning, checked before anything is written (QA files, index, DPR checkpoint,
+generator); targets in transformers' RAG label convention; a resumable seeded order; sharding
+across processes; and the retrieval-collapse monitor.
+
+Shape alphabet: B batch, K retrieved docs, T target length.
+"""
+
+from __future__ import annotations
+
+import math  # the doctests use it
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from lewisrag.data.io import InputError
+from lewisrag.data.records import QAExample
+
+PRECISIONS = ("no", "bf16", "fp16")  # --mixed-precision values; fp16 needs a GPU
+
+
+class Components(NamedTuple):
+    model: Any  # RagModel
+    tokenizers: Any  # Tokenizers(question, generator)
+    index: Any  # DenseIndex, memory-mapped
+    pairs: list[tuple[QAExample, str]]  # training (example, target answer)
+    dev: list[QAExample]  # dev questions scored by exact match
+    skipped: int  # training questions without an answer, left out
+
+
+def load_components(cfg, processes: int = 1) -> Components:
+    """Read and check every input of `cfg` (a `rag.RagTrainConfig`); any problem is an InputError, raised
+    before anything is written."""
+    from lewisrag.data.records import read_qa
+    from lewisrag.index.dense import DenseIndex
+    from lewisrag.index.encoders import DPRCheckpoint
+    from lewisrag.rag_model import RagModel, RagSettings, Tokenizers
+
+    check_config(cfg, processes)
+    train, dev = read_qa(cfg.train), read_qa(cfg.dev)
+    pairs, skipped = training_pairs(train)
+    if len(pairs) < cfg.batch_size:
+        raise InputError(cfg.train, f"{len(pairs)} questions with answers, fewer than --batch-size {cfg.batch_size}",
+                         field="answers")
+    index = DenseIndex.load(cfg.index, mmap=True)
+    dpr = DPRCheckpoint.load(cfg.encoder)
+    index.check_encoder(dpr.ctx_fingerprint, dpr.dim, swap=cfg.swap)
+    if cfg.n_docs > len(index.passages):
+        raise InputError(cfg.index, f"--n-docs {cfg.n_docs} exceeds the index's {len(index.passages)} passages")
+    generator, gen_tokenizer = load_generator(cfg.generator)
+    settings = RagSettings(variant=cfg.variant, n_docs=cfg.n_docs, label_smoothing=cfg.label_smoothing,
+                           max_combined_length=cfg.max_combined_length, index_path=str(Path(cfg.index).resolve()),
+                           index_fingerprint=dpr.ctx_fingerprint)
+    model = RagModel(dpr.question_encoder, generator, cfg.variant, cfg.n_docs, settings)
+    return Components(model, Tokenizers(dpr.tokenizer, gen_tokenizer), index, pairs, dev, skipped)
+
+
+def check_config(cfg, processes: int) -> None:
+    """Flag values that cannot work, named by their CLI flag."""
+    from lewisrag.rag_model.model import VARIANTS
+
+    checks = [
+        (cfg.variant in VARIANTS, "--variant", f"must be one of {', '.join(VARIANTS)}"),
+        (cfg.mixed_precision in PRECISIONS, "--mixed-precision", f"must be one of {', '.join(PRECISIONS)}"),
+        (cfg.steps >= 1 and cfg.batch_size >= 1 and cfg.grad_accum >= 1 and cfg.n_docs >= 1,
+         "--steps/--batch-size/--grad-accum/--n-docs", "must be at least 1"),
+        (cfg.batch_size % processes == 0, "--batch-size", f"{cfg.batch_size} does not split evenly over {processes} processes"),
+        (cfg.eval_every >= 0 and cfg.save_every >= 1, "--eval-every/--save-every", "eval every >= 0, save every >= 1"),
+        (cfg.lr > 0 and 0 <= cfg.warmup < 1, "--lr/--warmup", "lr > 0 and 0 <= warmup < 1"),
+    ]
+    for ok, flag, message in checks:
+        if not ok:
+            raise InputError(flag, message)
+    for flag, path in (("--train", cfg.train), ("--dev", cfg.dev), ("--index", cfg.index), ("--encoder", cfg.encoder),
+                       ("--generator", cfg.generator)):
+        if not path or not (path.startswith("hf:") or Path(path).exists()):
+            raise InputError(path or flag, f"{flag}: not found")
+
+
+def load_generator(path: str | os.PathLike):
+    """(BART generator in fp32, its fast tokenizer) from a local transformers directory."""
+    import torch
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    p = Path(path)
+    if not (p / "config.json").is_file():
+        raise InputError(p, "not a transformers model directory (no config.json)", field="generator")
+    try:
+        generator = AutoModelForSeq2SeqLM.from_pretrained(p, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(p, use_fast=True)
+    except (OSError, ValueError, KeyError) as e:
+        raise InputError(p, f"cannot load generator: {str(e).splitlines()[0]}", field="generator") from None
+    return generator, tokenizer
+
+
+
+
+def training_pairs(examples: Sequence[QAExample]) -> tuple[list[tuple[QAExample, str]], int]:
+    """(example, target) for every example with an answer (its first), and how many had none.
+
+    Questions without an answer (`not_in_kb`) give the generator nothing to learn; the caller
+    reports how many were left out.
+
+    >>> ex = [QAExample("1", "q?", ["a", "b"]), QAExample("2", "r?", [], category="not_in_kb")]
+    >>> [(e.id, t) for e, t in training_pairs(ex)[0]], training_pairs(ex)[1]
+    ([('1', 'a')], 1)
+    """
+    pairs = [(ex, ex.answers[0]) for ex in examples if ex.answers]
+    return pairs, len(examples) - len(pairs)
+
+
+def answer_labels(answers: Sequence[str], tokenizer, decoder_start_id: int, pad_id: int, max_length: int):
+    """Labels (B, T) in transformers' RAG convention: fed to the decoder as is, targets shifted left.
+
+    The first label is the decoder start token and the rest is the tokenized answer with the
+    tokenizer's own specials (`<s> answer </s>` for BART): the same sequence BART's shift-right
+    makes from that answer, so a generator pretrained as plain BART starts from what it knows, and
+    decoding from the start token reproduces it.
+    """
+    import torch
+
+    ids = tokenizer(list(answers), truncation=True, max_length=max_length - 1)["input_ids"]
+    t = 1 + max(len(x) for x in ids)
+    labels = torch.full((len(ids), t), pad_id, dtype=torch.long)  # (B, T)
+    for i, x in enumerate(ids):
+        labels[i, 0] = decoder_start_id
+        labels[i, 1 : 1 + len(x)] = torch.tensor(x, dtype=torch.long)
+    return labels
+
+
+def epoch_order(seed: int, epoch: int, n: int) -> np.ndarray:
+    """The seeded permutation of `n` examples for `epoch`: recomputed, never stored, on resume.
+
+    >>> bool((epoch_order(0, 3, 10) == epoch_order(0, 3, 10)).all()), sorted(epoch_order(0, 1, 5).tolist())
+    (True, [0, 1, 2, 3, 4])
+    """
+    return np.random.default_rng([seed, epoch]).permutation(n)
+
+
+@dataclass(frozen=True)
+class DataPosition:
+    """Where training stands in the data: the epoch and the next index into its permutation."""
+
+    epoch: int = 0
+    index: int = 0
+
+
+def next_batch(pos: DataPosition, seed: int, n: int, batch_size: int) -> tuple[list[int], DataPosition]:
+    """The next `batch_size` example ids and the position after them.
+
+    An epoch's tail shorter than a batch is skipped, so every batch is full and every process
+    gets an equal share of it.
+
+    >>> next_batch(DataPosition(0, 8), 0, 10, 4)[1]
+    DataPosition(epoch=1, index=4)
+    >>> len(next_batch(DataPosition(), 0, 10, 4)[0])
+    4
+    """
+    if batch_size > n:
+        raise ValueError(f"batch size {batch_size} exceeds the {n} training examples")
+    if pos.index + batch_size > n:
+        pos = DataPosition(pos.epoch + 1, 0)
+    order = epoch_order(seed, pos.epoch, n)
+    return order[pos.index : pos.index + batch_size].tolist(), DataPosition(pos.epoch, pos.index + batch_size)
+
+
+def shard(batch: Sequence, rank: int, world: int) -> list:
+    """This process's contiguous share of a global batch; the shares' union is the batch.
+
+    >>> shard([1, 2, 3, 4, 5, 6], 1, 2)
+    [4, 5, 6]
+    """
+    if len(batch) % world:
+        raise ValueError(f"a batch of {len(batch)} does not split evenly over {world} processes")
+    per = len(batch) // world
+    return list(batch[rank * per : (rank + 1) * per])
+
+
+def doc_entropy(doc_scores) -> float:
+    """Mean entropy (nats) of p(z|x) = softmax(doc_scores) over a batch (B, K).
+
+    Near log K the retriever cannot tell documents apart; falling toward 0 while recall drops is
+    the collapse the paper's retriever can fall into (it then always trusts one document).
+
+    >>> import torch
+    >>> round(doc_entropy(torch.zeros(2, 4)), 4) == round(math.log(4), 4)
+    True
+    """
+    import torch
+
+    logp = torch.log_softmax(doc_scores.detach().float(), dim=-1)  # (B, K)
+    return float(-(logp.exp() * logp).sum(-1).mean())
+
+
+def recall_at_k(retrieved_ids: Sequence[Sequence[str]], gold_ids: Sequence[Sequence[str]]) -> tuple[int, int]:
+    """(hits, questions): questions with gold ids whose retrieved set holds at least one of them.
+
+    >>> recall_at_k([["a", "b"], ["c"], ["d"]], [["b"], ["x"], []])
+    (1, 2)
+    """
+    hits = total = 0
+    for got, gold in zip(retrieved_ids, gold_ids):
+        if gold:
+            total += 1
+            hits += bool(set(got) & set(gold))
+    return hits, total

@@ -1,0 +1,65 @@
+"""`lewisrag ask`: the answer, p(z|x) and p(z|x,y) per passage, and the passage each RAG-Token token leaned on."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import run_cli
+from lewisrag.data.io import InputError
+from test_rag_train import make_config, rag_inputs, trained_rag  # noqa: F401  (session fixtures)
+
+
+def test_token_answer_with_evidence(rag_inputs, trained_rag):  # noqa: F811
+    from lewisrag.experiments.ask import ask, load_trained, resolve_model_dir
+    from lewisrag.index.dense import DenseIndex
+
+    assert resolve_model_dir(trained_rag) == trained_rag / "best"  # a run directory means its best model
+    model, tokenizers = load_trained(trained_rag)
+    a = ask(model, tokenizers, DenseIndex.load(rag_inputs["index"]), "Who is the leader of Valdoria?", n_docs=3)
+    assert a.variant == "token" and isinstance(a.answer, str) and len(a.passages) == 3
+    assert [p.rank for p in a.passages] == [1, 2, 3]
+    assert math.isclose(sum(p.prior for p in a.passages), 1, abs_tol=1e-5)
+    assert math.isclose(sum(p.posterior for p in a.passages), 1, abs_tol=1e-5)
+    assert a.passages[0].prior >= a.passages[-1].prior  # retrieval order is prior order
+    ids = {p.id for p in a.passages}
+    for t in a.tokens:
+        assert 1 <= t.doc_rank <= 3 and t.doc_id in ids and 1 / 3 - 1e-6 <= t.probability <= 1 + 1e-6
+    assert "".join(t.token for t in a.tokens).strip() == a.answer
+
+
+def test_sequence_answer_and_bad_k(rag_inputs, tmp_path):  # noqa: F811
+    from lewisrag.experiments.ask import ask, load_trained
+    from lewisrag.index.dense import DenseIndex
+    from lewisrag.training.rag import train_rag
+
+    train_rag(make_config(rag_inputs, variant="sequence", steps=1, eval_every=0), tmp_path / "run")
+    model, tokenizers = load_trained(tmp_path / "run")  # no best/ without evaluation: final/
+    index = DenseIndex.load(rag_inputs["index"])
+    a = ask(model, tokenizers, index, "What is the capital of Valdoria?")
+    assert a.variant == "sequence" and a.tokens == [] and len(a.passages) == 2
+    assert math.isclose(sum(p.posterior for p in a.passages), 1, abs_tol=1e-5)
+    with pytest.raises(InputError, match="-k"):
+        ask(model, tokenizers, index, "Why?", n_docs=10_000)
+
+
+def test_cli_json_and_tables(rag_inputs, trained_rag):  # noqa: F811
+    from lewisrag.cli import app
+
+    runner = CliRunner()
+    args = ["ask", "--model", str(trained_rag), "--index", str(rag_inputs["index"]), "Who is the leader of Valdoria?"]
+    r = runner.invoke(app, [*args, "--json", "-k", "2"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert {"question", "answer", "variant", "passages", "tokens"} <= set(out)
+    assert len(out["passages"]) == 2 and {"prior", "posterior", "id", "title", "text"} <= set(out["passages"][0])
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0 and "p(z|x)" in r.stdout and "A:" in r.stdout
+
+
+def test_cli_bad_model_is_exit_2(rag_inputs, tmp_path):  # noqa: F811
+    r = run_cli("ask", "--model", str(tmp_path), "--index", str(rag_inputs["index"]), "Who?")
+    assert r.returncode == 2 and "rag.json" in r.stderr and "Traceback" not in r.stderr

@@ -1,0 +1,111 @@
+"""Generator pretraining: the tiny preset end to end, text infilling, determinism, and the shipped generator."""
+
+from __future__ import annotations
+
+import doctest
+import json
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lewisrag.data.io import InputError
+from lewisrag.training import pretrain as P
+from lewisrag.training import pretrain_data as D
+
+LEWISRAG = Path(sys.executable).parent / "lewisrag"
+
+
+def test_doctests():
+    for module in (P, D):
+        assert doctest.testmod(module).failed == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(n=st.integers(1, 200), ratio=st.floats(0.0, 0.6), lam=st.floats(0.5, 6.0), seed=st.integers(0, 10**6))
+def test_mask_spans_cover_the_configured_share(n, ratio, lam, seed):
+    spans = D.mask_spans(n, random.Random(seed), ratio, lam)
+    covered = sum(length for _, length in spans)
+    assert covered <= round(ratio * n)
+    assert all(length >= 1 and 0 <= start and start + length <= n for start, length in spans)
+    # sorted, and at least one unmasked token between two spans
+    assert all(a[0] + a[1] < b[0] for a, b in zip(spans, spans[1:]))
+    if round(ratio * n) <= n // 4:  # sparse enough that placing spans never gets stuck
+        assert covered == round(ratio * n)
+    ids = list(range(10, 10 + n))
+    masked = D.infill(ids, spans, mask_id=4)
+    assert masked.count(4) == len(spans) and len(masked) == n - covered + len(spans)
+    kept = [i for i in ids if not any(s <= i - 10 < s + length for s, length in spans)]
+    assert [t for t in masked if t != 4] == kept
+
+
+def test_denoise_pair_keeps_bos_and_eos():
+    ids = [0] + list(range(10, 60)) + [2]
+    src, tgt = D.denoise_pair(ids, random.Random(1), 0.3, 3.0, mask_id=4)
+    assert tgt == ids and src[0] == 0 and src[-1] == 2 and 4 in src and len(src) < len(ids)
+
+
+def test_reading_pairs_use_the_rag_generator_format():
+    from lewisrag.data.world import fresh_examples
+
+    examples, docs = fresh_examples(random.Random(3), 3)
+    src, answer = D.reading_pairs(examples[:1], docs)[0]
+    gold = next(p for p in docs if p.id == examples[0].gold_passage_ids[0])
+    assert src == f"{gold.title} / {gold.text} // {examples[0].question}" and answer == examples[0].answers[0]
+
+
+def test_tiny_preset_end_to_end_and_deterministic(tmp_path):
+    from typer.testing import CliRunner
+
+    from lewisrag.cli import app
+
+    result = CliRunner().invoke(app, ["pretrain", "--preset", "tiny", "--steps", "3", "--out", str(tmp_path / "a")])
+    assert result.exit_code == 0, result.output
+    recipe = json.loads((tmp_path / "a" / "recipe.json").read_text())
+    assert recipe["steps"] == 3 and recipe["command"].startswith("lewisrag pretrain ")
+    assert set(recipe["final"]) == {"em", "n", "by_attribute"} and recipe["final"]["n"] > 0
+    generator, tokenizer = P.load_generator(tmp_path / "a")
+    assert generator.config.pad_token_id == tokenizer.pad_token_id == 1 and tokenizer.mask_token_id == 4
+    assert next(generator.parameters()).dtype.is_floating_point and str(next(generator.parameters()).dtype) == "torch.float32"
+    again = P.pretrain(P.preset("tiny", steps=3), tmp_path / "b")
+    assert again["weights_sha256"] == recipe["weights_sha256"]  # same seed, same weights
+    other = P.pretrain(P.preset("tiny", steps=3, seed=1), tmp_path / "c")
+    assert other["weights_sha256"] != recipe["weights_sha256"]
+
+
+def test_damaged_weights_are_refused(tmp_path):
+    P.pretrain(P.preset("tiny", steps=1), tmp_path / "g")
+    weights = tmp_path / "g" / P.WEIGHTS
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))
+    with pytest.raises(InputError, match="sha256"):
+        P.load_generator(tmp_path / "g")
+
+
+def test_unknown_preset_exits_2(tmp_path):
+    r = subprocess.run([str(LEWISRAG), "pretrain", "--preset", "huge", "--out", str(tmp_path / "x")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.startswith("error:") and "huge" in r.stderr
+    assert not (tmp_path / "x").exists()
+
+
+SHIPPED = P.SHIPPED_DIR / "generator-small"
+
+
+@pytest.mark.skipif(not (SHIPPED / P.WEIGHTS).exists(), reason="no shipped generator in this checkout")
+def test_shipped_generator_loads_verifies_and_reads():
+    from lewisrag.data.world import fresh_examples
+
+    recipe = json.loads((SHIPPED / "recipe.json").read_text())
+    assert recipe["command"].startswith("lewisrag pretrain ") and recipe["weights_bytes"] <= 9_000_000
+    generator, tokenizer = P.load_shipped_generator()
+    examples, docs = fresh_examples(random.Random("test-shipped-generator"), 40)
+    short = [ex for ex in examples if ex.kind == "short"][:20]
+    result = P.evaluate_reading(generator, tokenizer, short, docs)
+    assert result["n"] == 20 and result["em"] >= 0.7, result

@@ -1,0 +1,287 @@
+"""RAG fine-tuning: the loss falls, a frozen retriever stays frozen, the log watches retrieval, the best
+model is kept, a SIGKILLed run resumes to the same weights and log, and 2 processes equal 1."""
+
+from __future__ import annotations
+
+import doctest
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from conftest import run_cli
+from lewisrag.data.io import InputError
+
+TRAIN_FLAGS = dict(n_docs=2, batch_size=4, lr=1e-2, max_combined_length=128, max_target_length=16, eval_questions=4)
+
+
+def build_rag_inputs(root: Path) -> dict:
+    """A 40-entity world, a tiny DPR (see spread_encoders), its dense index and a tiny random BART.
+
+    Built once per session on disk (the modules that import this fixture share it).
+    """
+    paths = {"world": root / "world", "dpr": root / "dpr", "index": root / "index", "gen": root / "gen", "root": root}
+    if (root / "done").exists():
+        return paths
+    from transformers import BartConfig, BartForConditionalGeneration
+
+    from lewisrag.data.records import read_passages, read_qa
+    from lewisrag.data.world import build_world, write_world
+    from lewisrag.index.dense import build_dense_index
+    from lewisrag.training.dpr import DPRTrainConfig, train_dpr
+    from lewisrag.training.pretrain_data import train_generator_tokenizer
+
+    shutil.rmtree(root, ignore_errors=True)
+    write_world(build_world(entities=40), paths["world"])
+    passages, train = read_passages(paths["world"] / "passages_a.jsonl"), read_qa(paths["world"] / "train.jsonl")
+    train_dpr(DPRTrainConfig(vocab_size=300, hidden_size=16, layers=1, heads=2, batch_size=8, steps=1), train, passages,
+              paths["dpr"])
+    spread_encoders(paths["dpr"])
+    build_dense_index(passages, paths["dpr"], paths["index"])
+    tok = train_generator_tokenizer([f"{p.title} {p.text}" for p in passages] + [q.question for q in train], 300)
+    torch.manual_seed(0)
+    g = BartForConditionalGeneration(BartConfig(
+        vocab_size=len(tok), d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=256, dropout=0.0,
+        attention_dropout=0.0, activation_dropout=0.0, bos_token_id=0, pad_token_id=1, eos_token_id=2,
+        decoder_start_token_id=2, forced_eos_token_id=None))
+    g.generation_config.update(decoder_start_token_id=2, bos_token_id=0, eos_token_id=2, pad_token_id=1,
+                               forced_bos_token_id=None, forced_eos_token_id=None)
+    g.save_pretrained(paths["gen"])
+    tok.save_pretrained(paths["gen"])
+    (root / "done").write_text("")
+    return paths
+
+
+def spread_encoders(dpr_dir: Path) -> None:
+    """Give the DPR checkpoint random weights of a larger scale (both sides equal), without dropout.
+
+    A tiny encoder trained for a few steps gives every passage nearly the same vector; p(z|x) is
+    then uniform and the retriever's gradient is rounding noise, which AdamW would amplify. With
+    no dropout, N processes and 1 process compute the same thing (their masks would differ).
+    """
+    from lewisrag.index.encoders import DPRCheckpoint
+
+    ckpt = DPRCheckpoint.load(dpr_dir)
+    q = ckpt.question_encoder.question_encoder.bert_model
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in q.parameters():
+            if p.dim() == 2:
+                p.copy_(torch.randn(p.shape, generator=g))
+    ckpt.ctx_encoder.ctx_encoder.bert_model.load_state_dict(q.state_dict())
+    for enc in (ckpt.question_encoder, ckpt.ctx_encoder):
+        enc.config.hidden_dropout_prob = enc.config.attention_probs_dropout_prob = 0.0
+    ckpt.save(dpr_dir)
+
+
+@pytest.fixture(scope="session")
+def rag_inputs(tmp_path_factory) -> dict:
+    return build_rag_inputs(tmp_path_factory.getbasetemp() / "rag_inputs")
+
+
+def make_config(inputs: dict, **overrides):
+    from lewisrag.training.rag import RagTrainConfig
+
+    w = inputs["world"]
+    paths = dict(index=str(inputs["index"]), encoder=str(inputs["dpr"]), generator=str(inputs["gen"]),
+                 train=str(w / "train.jsonl"), dev=str(w / "dev.jsonl"))
+    return RagTrainConfig(**{**paths, **TRAIN_FLAGS, **overrides})
+
+
+@pytest.fixture(scope="session")
+def trained_rag(rag_inputs, tmp_path_factory) -> Path:
+    """A RAG-Token run of a few steps (its best/ and final/ models), shared by the ask and swap tests."""
+    from lewisrag.training.rag import train_rag
+
+    out = tmp_path_factory.getbasetemp() / "trained_rag"
+    if not (out / "final" / "rag.json").exists():
+        shutil.rmtree(out, ignore_errors=True)
+        train_rag(make_config(rag_inputs, steps=3, eval_every=3, save_every=3), out)
+    return out
+
+
+def cli_flags(cfg) -> list[str]:
+    """The `lewisrag train rag` flags for `cfg` (one flag per config field)."""
+    flags = []
+    for name, value in cfg.__dict__.items():
+        flag = "--" + name.replace("_", "-")
+        if isinstance(value, bool):
+            flags += [flag] if value else []
+        else:
+            flags += [flag, str(value)]
+    return flags
+
+
+def weights(model_dir: Path) -> dict[str, torch.Tensor]:
+    return {f"{part}.{k}": v for part in ("question_encoder", "generator")
+            for k, v in load_file(str(model_dir / part / "model.safetensors")).items()}
+
+
+def log_lines(out: Path) -> list[str]:
+    return (out / "log.jsonl").read_text().splitlines()
+
+
+def test_doctests():
+    from lewisrag.training import checkpoint, rag, rag_data
+
+    for module in (rag_data, checkpoint, rag):
+        assert doctest.testmod(module).failed == 0
+
+
+def test_loss_falls_on_a_fixed_batch(rag_inputs):
+    from lewisrag.training.rag_data import load_components
+    from lewisrag.training.rag_data import answer_labels
+
+    parts = load_components(make_config(rag_inputs, variant="sequence"))
+    assert isinstance(parts.index.embeddings, np.memmap)  # each process maps the vectors, none copies them
+    model, tok = parts.model.train(), parts.tokenizers
+    pairs = parts.pairs[:4]
+    gen = model.generator.config
+    labels = answer_labels([t for _, t in pairs], tok.generator, gen.decoder_start_token_id, gen.pad_token_id, 16)
+    assert labels[0, 0] == gen.decoder_start_token_id and labels[0, 1] == 0  # start token, then <s> answer </s>
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(8):
+        out, _ = model.forward_questions([ex.question for ex, _ in pairs], parts.index, tok, labels)
+        loss = out.loss.mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.8 * losses[0] and losses == sorted(losses, reverse=True)
+
+
+def test_frozen_retriever_log_fields_and_best_model(rag_inputs, tmp_path):
+    from lewisrag.index.encoders import DPRCheckpoint
+    from lewisrag.training.rag import train_rag
+
+    seen = []
+    cfg = make_config(rag_inputs, steps=4, eval_every=2, save_every=2, freeze_retriever=True)
+    summary = train_rag(cfg, tmp_path / "run", on_progress=lambda s, n, rec: seen.append(s))
+    assert seen == [1, 2, 3, 4] and summary["steps"] == 4
+    records = [json.loads(line) for line in log_lines(tmp_path / "run")]
+    assert [r["step"] for r in records] == [1, 2, 3, 4]
+    for r in records:
+        assert {"loss", "lr", "doc_entropy", "recall_at_k"} <= set(r) and 0 <= r["doc_entropy"] <= 0.7 + 1e-6
+    assert [("dev_em" in r) for r in records] == [False, True, False, True]
+    assert (tmp_path / "run" / "best" / "rag.json").exists() and (tmp_path / "run" / "checkpoint").is_dir()
+    best = json.loads((tmp_path / "run" / "best" / "train_config.json").read_text())
+    assert best["dev_em"] == max(r["dev_em"] for r in records if "dev_em" in r) and best["freeze_retriever"]
+    final = weights(tmp_path / "run" / "final")
+    start = DPRCheckpoint.load(rag_inputs["dpr"]).question_encoder.state_dict()
+    assert all(torch.equal(final[f"question_encoder.{k}"], v) for k, v in start.items())
+    settings = json.loads((tmp_path / "run" / "final" / "rag.json").read_text())["settings"]
+    assert settings["index_path"] == str(Path(rag_inputs["index"]).resolve()) and settings["index_fingerprint"]
+    with pytest.raises(InputError, match="different config: lr"):
+        train_rag(replace(cfg, lr=0.5), tmp_path / "run", resume=True)
+    with pytest.raises(InputError, match="not empty"):
+        train_rag(cfg, tmp_path / "run")
+
+
+def test_bf16_sequence_step(rag_inputs, tmp_path):
+    from lewisrag.training.rag import train_rag
+
+    train_rag(make_config(rag_inputs, variant="sequence", steps=1, eval_every=1, mixed_precision="bf16"), tmp_path / "r")
+    (record,) = [json.loads(line) for line in log_lines(tmp_path / "r")]
+    assert record["loss"] == record["loss"] and "dev_em" in record
+
+
+def test_bad_inputs_raise_before_writing(rag_inputs, tmp_path):
+    from lewisrag.training.rag import train_rag
+    from lewisrag.training.rag_data import check_config
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "1", "answers": ["x"]}\n')
+    cases = [(dict(train=str(bad)), "bad.jsonl:1: field 'question'"), (dict(generator=str(tmp_path)), "config.json"),
+             (dict(mixed_precision="fp8"), "--mixed-precision"), (dict(n_docs=500), "--n-docs")]
+    for overrides, message in cases:
+        with pytest.raises(InputError, match=message):
+            train_rag(make_config(rag_inputs, **overrides), tmp_path / "out")
+        assert not (tmp_path / "out").exists()
+    with pytest.raises(InputError, match="split evenly over 2 processes"):
+        check_config(make_config(rag_inputs, batch_size=3), processes=2)
+
+
+def test_cli_mismatched_encoder_is_exit_2(rag_inputs, tmp_path):
+    index = tmp_path / "index"
+    shutil.copytree(rag_inputs["index"], index)
+    manifest = json.loads((index / "manifest.json").read_text())
+    manifest["encoder"]["ctx_fingerprint"] = "0" * 16
+    (index / "manifest.json").write_text(json.dumps(manifest))
+    cfg = replace(make_config(rag_inputs, steps=1), index=str(index))
+    r = run_cli("train", "rag", *cli_flags(cfg), "--out", str(tmp_path / "out"))
+    assert r.returncode == 2 and "ctx_fingerprint" in r.stderr and "--swap" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_sigkill_then_resume_equals_uninterrupted(rag_inputs, tmp_path):
+    from lewisrag.training.rag import train_rag
+
+    cfg = make_config(rag_inputs, steps=40, eval_every=10, save_every=5)
+    cmd = [sys.executable, "-m", "lewisrag.cli", "train", "rag", *cli_flags(cfg), "--out", str(tmp_path / "killed")]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    stderr = tmp_path / "killed.stderr"
+    with open(stderr, "wb") as err:  # a file, not a pipe: a full pipe would stall the child
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err)
+    state = tmp_path / "killed" / "checkpoint" / "state.json"
+    deadline = time.time() + 120
+    while not state.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, stderr.read_text()[-2000:]
+    assert not (tmp_path / "killed" / "final").exists()  # it really died mid-run
+    r = subprocess.run([*cmd, "--resume"], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+
+    train_rag(cfg, tmp_path / "straight")
+    assert log_lines(tmp_path / "killed") == log_lines(tmp_path / "straight")
+    assert len(log_lines(tmp_path / "straight")) == 40
+    for model in ("final", "best"):
+        a, b = weights(tmp_path / "killed" / model), weights(tmp_path / "straight" / model)
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_processes_equal_one_process(rag_inputs, tmp_path):
+    from lewisrag.index.encoders import DPRCheckpoint
+    from lewisrag.training.rag import train_rag
+
+    # one step (of two accumulated micro-batches): AdamW's later steps divide by √v, which turns
+    # rounding-level gradient differences on near-zero entries into visible ones
+    cfg = make_config(rag_inputs, steps=1, grad_accum=2, eval_every=0, warmup=0.0)
+    accelerate = Path(sys.executable).with_name("accelerate")
+    # `--multi_gpu` selects accelerate's torchrun launcher, which also runs CPU processes (gloo);
+    # accelerate 1.x runs `--cpu --num_processes 2` as a single process unless MPI is configured
+    cmd = [str(accelerate), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+           "--main_process_port", str(_free_port()), "--mixed_precision", "no", "--dynamo_backend", "no",
+           "-m", "lewisrag.cli", "train", "rag", *cli_flags(cfg), "--cpu", "--out", str(tmp_path / "two")]
+    r = subprocess.run(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "│ processes            │ 2" in r.stderr
+    train_rag(cfg, tmp_path / "one")
+    two, one = weights(tmp_path / "two" / "final"), weights(tmp_path / "one" / "final")
+    start = DPRCheckpoint.load(rag_inputs["dpr"]).question_encoder.state_dict()
+    assert any(not torch.equal(one[f"question_encoder.{k}"], v) for k, v in start.items())  # the retriever moved
+    for k in one:
+        torch.testing.assert_close(two[k], one[k], rtol=1e-5, atol=1e-5, msg=k)
+    l1 = [json.loads(x) for x in log_lines(tmp_path / "one")]
+    l2 = [json.loads(x) for x in log_lines(tmp_path / "two")]
+    assert [round(x["loss"], 4) for x in l1] == [round(x["loss"], 4) for x in l2]

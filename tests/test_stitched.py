@@ -1,0 +1,96 @@
+"""Prompt-stitching RAG: the stitched input, citations, fusion, and the three kinds of generator."""
+
+from __future__ import annotations
+
+import doctest
+import json
+
+import pytest
+
+from lewisrag.chat import ChatClient
+from lewisrag.data.records import Passage, read_passages, read_qa
+from lewisrag.index import FusedRetriever, Hit
+from lewisrag.index.bm25 import BM25Index
+from lewisrag.index.search import BM25Retriever
+from lewisrag.rag_model import stitched
+from lewisrag.rag_model.stitched import ChatGenerator, HFGenerator, PromptStitchingRAG, StitchSettings, stitch
+from test_judges import server  # noqa: F401  (the local chat-completions server fixture)
+
+PASSAGES = [Passage("p1", "Valdoria", "Valdoria is led by Ana Kel."), Passage("p2", "Veldoria", "Veldoria is led by Bo Ren.")]
+
+
+def test_doctests():
+    assert doctest.testmod(stitched).failed == 0
+
+
+def test_instruction_goes_first():
+    prompt = stitch("Who leads Valdoria?", PASSAGES, StitchSettings(instruction="Cite as [n]."))
+    assert prompt.startswith("Cite as [n].\n\nWho leads Valdoria? // [1] Valdoria / ")
+
+
+def test_answers_become_evaluator_records_with_passage_ids():
+    rag = PromptStitchingRAG(None, lambda prompts: ["Ana Kel leads it [1]. Not Bo Ren [2]." for _ in prompts])
+    (a,) = rag.answer_with(["Who leads Valdoria?"], [PASSAGES], ids=["q1"])
+    assert a.cited == ["p1", "p2"]
+    rec = a.to_record()
+    assert rec["response"] == "Ana Kel leads it [p1]. Not Bo Ren [p2]."
+    assert [c["id"] for c in rec["retrieved_contexts"]] == ["p1", "p2"] and rec["user_input"] == "Who leads Valdoria?"
+
+
+def test_retrieves_top_k(tiny_corpus):
+    passages, qa = read_passages(tiny_corpus["passages"]), read_qa(tiny_corpus["qa"])
+    seen = []
+    rag = PromptStitchingRAG(BM25Retriever(BM25Index.in_memory(passages)), lambda ps: seen.extend(ps) or ["x"] * len(ps),
+                             StitchSettings(k=3))
+    answers = rag.answer([qa[0].question])
+    assert len(answers[0].passages) == 3 and answers[0].passages[0].id in qa[0].gold_passage_ids
+    assert seen[0].count("[") == 3
+
+
+def test_reciprocal_rank_fusion():
+    class Fixed:
+        def __init__(self, ids):
+            self.ids = ids
+
+        def search(self, questions, k):
+            return [[Hit(i, "", "", 0.0, n) for n, i in enumerate(self.ids[:k])] for _ in questions]
+
+    fused = FusedRetriever([Fixed(["a", "b", "c"]), Fixed(["b", "d", "a"])], rrf_k=60).search(["q"], 3)[0]
+    # b = 1/62 + 1/61 > a = 1/61 + 1/63 > d = 1/62 > c = 1/63
+    assert [h.id for h in fused] == ["b", "a", "d"]
+    assert fused[0].score == pytest.approx(1 / 62 + 1 / 61)
+
+
+def test_hf_generator_seq2seq_and_causal(tmp_path):
+    import torch
+    from transformers import BartConfig, BartForConditionalGeneration, GPT2Config, GPT2LMHeadModel
+
+    from lewisrag.training.pretrain_data import train_generator_tokenizer
+
+    tok = train_generator_tokenizer([p.text for p in PASSAGES] * 20, 300)
+    torch.manual_seed(0)
+    bart = BartForConditionalGeneration(BartConfig(vocab_size=len(tok), d_model=16, encoder_layers=1, decoder_layers=1,
+                                                   encoder_attention_heads=2, decoder_attention_heads=2,
+                                                   encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=256))
+    bart.save_pretrained(tmp_path / "bart")
+    tok.save_pretrained(tmp_path / "bart")
+    gen = HFGenerator.from_pretrained(str(tmp_path / "bart"), max_new_tokens=5)
+    outs = gen([stitch("Who leads Valdoria?", PASSAGES), "short"])
+    assert len(outs) == 2 and all(isinstance(o, str) for o in outs) and gen.last_input_tokens[0] > gen.last_input_tokens[1]
+    gpt = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_embd=16, n_layer=1, n_head=2, n_positions=256))
+    causal = HFGenerator(gpt, tok, max_new_tokens=4)
+    prompt = stitch("Who leads Valdoria?", PASSAGES)
+    (out,) = causal([prompt])
+    assert prompt not in out  # only the continuation comes back
+
+
+def test_chat_generator(server):  # noqa: F811
+    server.script = [{"content": "Ana Kel [1]."}]
+    client = ChatClient(server.url, "m", api_key="sk-test", max_retries=0)
+    rag = PromptStitchingRAG(None, ChatGenerator(client))
+    (a,) = rag.answer_with(["Who leads Valdoria?"], [PASSAGES])
+    assert a.answer == "Ana Kel [1]." and a.cited == ["p1"]
+    body = server.requests[0]
+    assert body["messages"][0]["content"] == stitched.DEFAULT_INSTRUCTION
+    assert "[2] Veldoria / Veldoria is led by Bo Ren." in body["messages"][1]["content"]
+    assert json.dumps(body).count("sk-test") == 0
