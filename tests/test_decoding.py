@@ -109,3 +109,14 @@ def test_max_new_tokens_wins_over_max_length(pair):
     _, ours = pair["token"]
     out = ours.generate(**_inputs(), num_beams=1, max_new_tokens=3, max_length=50)
     assert out.shape[1] <= 4  # the start token and at most 3 new ones
+
+
+def test_explicit_max_length_beats_a_saved_max_new_tokens():
+    from transformers import GenerationConfig
+
+    from lewisrag.rag_model.decoding import _max_length, resolve_settings
+
+    saved = GenerationConfig(max_new_tokens=40)  # as a pretrained generator may carry it
+    assert _max_length(resolve_settings(saved)) == 41
+    assert _max_length(resolve_settings(saved, max_length=5)) == 5
+    assert _max_length(resolve_settings(saved, max_length=5, max_new_tokens=3)) == 4

@@ -28,13 +28,14 @@ def test_instruction_goes_first():
     assert prompt.startswith("Cite as [n].\n\nWho leads Valdoria? // [1] Valdoria / ")
 
 
-def test_answers_become_evaluator_records_with_passage_ids():
+def test_answers_become_evaluator_records_numbered_as_the_generator_saw_them():
     rag = PromptStitchingRAG(None, lambda prompts: ["Ana Kel leads it [1]. Not Bo Ren [2]." for _ in prompts])
     (a,) = rag.answer_with(["Who leads Valdoria?"], [PASSAGES], ids=["q1"])
     assert a.cited == ["p1", "p2"]
-    rec = a.to_record()
-    assert rec["response"] == "Ana Kel leads it [p1]. Not Bo Ren [p2]."
-    assert [c["id"] for c in rec["retrieved_contexts"]] == ["p1", "p2"] and rec["user_input"] == "Who leads Valdoria?"
+    rec = a.to_record(gold_passage_ids=["p2"])
+    assert rec["response"] == "Ana Kel leads it [1]. Not Bo Ren [2]."
+    assert [c["id"] for c in rec["retrieved_contexts"]] == ["1", "2"] and rec["passage_ids"] == ["p1", "p2"]
+    assert rec["gold_passage_ids"] == ["2"] and rec["user_input"] == "Who leads Valdoria?"
 
 
 def test_retrieves_top_k(tiny_corpus):

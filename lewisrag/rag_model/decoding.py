@@ -46,7 +46,10 @@ class Decoded:
 def resolve_settings(generation_config, **overrides):
     """transformers' GenerationConfig with `overrides` applied; unknown or unsupported options raise."""
     gc = copy.deepcopy(generation_config)
-    unused = gc.update(**{k: v for k, v in overrides.items() if v is not None})
+    given = {k: v for k, v in overrides.items() if v is not None}
+    if "max_length" in given and "max_new_tokens" not in given:
+        gc.max_new_tokens = None  # an explicit max_length beats a max_new_tokens saved in the model's config
+    unused = gc.update(**given)
     if unused:
         raise ValueError(f"unknown generation arguments: {sorted(unused)}")
     for name, default in _UNSUPPORTED.items():

@@ -72,12 +72,17 @@ class StitchedAnswer:
     input_tokens: int | None = None  # tokens the generator read (when the generator counts them)
     cited: list[str] = field(default_factory=list)
 
-    def to_record(self) -> dict:
-        """The answer in the evaluator's (ragas-style) format; citations renumbered to passage ids."""
-        n_to_id = {str(n): p.id for n, p in enumerate(self.passages, start=1)}
-        response = CITATION.sub(lambda m: f"[{n_to_id.get(m.group(1), m.group(1))}]", self.answer)
-        return {"id": self.id, "user_input": self.question, "response": response, "system": "stitched",
-                "retrieved_contexts": [{"id": p.id, "title": p.title, "text": p.text} for p in self.passages]}
+    def to_record(self, gold_passage_ids: Sequence[str] = ()) -> dict:
+        """The answer in the evaluator's (ragas-style) format.
+
+        The evaluator reads citations as numbers, so the contexts keep the numbers the generator
+        saw ("1".."k") and the passages' own ids go to `passage_ids`; gold ids are renumbered alike.
+        """
+        number = {p.id: str(n) for n, p in enumerate(self.passages, start=1)}
+        return {"id": self.id, "user_input": self.question, "response": self.answer, "system": "stitched",
+                "retrieved_contexts": [{"id": str(n), "title": p.title, "text": p.text} for n, p in enumerate(self.passages, start=1)],
+                "passage_ids": [p.id for p in self.passages],
+                "gold_passage_ids": [number.get(g, g) for g in gold_passage_ids]}
 
 
 class PromptStitchingRAG:
