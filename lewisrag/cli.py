@@ -79,6 +79,11 @@ from lewisrag.commands import swap as _swap  # noqa: E402
 
 app.command("swap")(_swap.swap)
 
+from lewisrag.commands import compare as _compare  # noqa: E402
+
+app.command("compare")(_compare.compare)
+train_app.command("stitched")(_compare.stitched)
+
 from lewisrag.commands import pretrain as _pretrain  # noqa: E402
 
 app.command("pretrain")(_pretrain.pretrain)

@@ -1,0 +1,347 @@
+"""One scorecard for the paper's RAG and today's: RAG-Token, RAG-Sequence and prompt-stitching RAG.
+
+The same questions go to every system; each answer becomes an evaluator record (ragas-style) whose
+contexts are the passages the generator read, numbered in input order, and whose citations are
+[n]: explicit ones for the stitched system, implicit ones (from p(z|x,y)) for the Lewis models.
+So one evaluator (lewisrag.eval.run, with the deterministic LexicalJudge) scores every layer of
+every system alike. Context ids are the numbers 1..k rather than passage ids because the
+evaluator's citation markers are numeric; gold ids are renumbered the same way.
+
+Cost is counted from the tokenized inputs. A Lewis model reads K inputs per answer: K encoder
+passes and, for every decoded token, K decoder passes. A stitched model reads one input holding
+the k passages: one encoder pass and one decoder pass per token.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+from lewisrag.data.io import InputError
+from lewisrag.experiments.systems import Answered, LewisSystem, StitchedSystem
+
+SYSTEMS = ("rag_token", "rag_sequence", "stitched")
+LAYER_METRICS = ("faithfulness", "context_recall", "answer_completeness", "citation_recall", "citation_precision")
+Progress = Callable[[str, int, int, str], None]  # (task, done, total, info), as reproduce's
+
+
+def answer_all(system, questions: list[str], batch_size: int = 16, on_batch: Callable[[int], None] | None = None) -> list[Answered]:
+    out: list[Answered] = []
+    for s in range(0, len(questions), batch_size):
+        out += system.answer(questions[s : s + batch_size])
+        if on_batch:
+            on_batch(len(out))
+    return out
+
+
+def answer_record(ex, a: Answered, system: str) -> dict:
+    """The evaluator's (ragas-style) record of one answer; contexts numbered 1..k in input order."""
+    number = {p.id: str(n) for n, p in enumerate(a.passages, start=1)}
+    rec = {"id": ex.id, "user_input": ex.question, "response": a.response, "system": system,
+           "retrieved_contexts": [{"id": str(n), "title": p.title, "text": p.text} for n, p in enumerate(a.passages, start=1)],
+           "reference_statements": list(ex.reference_statements),
+           "gold_passage_ids": [number.get(g, g) for g in ex.gold_passage_ids], "category": ex.category}
+    if ex.answers:
+        rec["reference"] = ex.answers[0]
+    return rec
+
+
+def _mean(values) -> float | None:
+    vals = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    return sum(vals) / len(vals) if vals else None
+
+
+def scorecard(systems: dict, test: list, eval_examples: list, judge=None, batch_size: int = 16,
+              on_progress: Progress = lambda *a: None) -> dict:
+    """Every system on the short-answer `test` questions (EM, F1, ROUGE-L, recall@k) and on `eval_examples`
+    (layered metrics through the evaluator). Returns qa, retrieval, layers, timings and the evaluator results."""
+    from lewisrag.eval.answers import parse_answer
+    from lewisrag.eval.judges import LexicalJudge
+    from lewisrag.eval.run import evaluate_answers
+
+    test = [ex for ex in test if ex.kind == "short" and ex.answers]
+    card: dict = {"qa": {}, "retrieval": {}, "layers": {}, "timings": {}}
+    parsed, extras = [], {}
+    for name, system in systems.items():
+        answers = answer_all(system, [ex.question for ex in test], batch_size,
+                             lambda d, name=name: on_progress(f"{name}: test questions", d, len(test), ""))
+        card["qa"][name], card["retrieval"][name] = qa_scores(answers, test)
+        ev = answer_all(system, [ex.question for ex in eval_examples], batch_size,
+                        lambda d, name=name: on_progress(f"{name}: eval questions", d, len(eval_examples), ""))
+        seen: dict = {}  # ids are unique per system; the evaluator keys records by (id, system)
+        parsed += [parse_answer(answer_record(ex, a, name), "compare", i, seen) for i, (ex, a) in enumerate(zip(eval_examples, ev), 1)]
+        extras.update({(ex.id, name): {"passage_ids": [p.id for p in a.passages], "token_posteriors": a.token_posteriors}
+                       for ex, a in zip(eval_examples, ev)})
+        card["layers"][name] = {"forward_passes_per_answer": _mean(a.forward_passes for a in answers + ev),
+                                "tokens_per_answer": _mean(a.input_tokens for a in answers + ev)}
+        card["timings"][name] = {"latency_s": _mean(a.seconds for a in answers + ev)}
+    results = evaluate_answers(parsed, judge or LexicalJudge(),
+                               progress=_counter(lambda d: on_progress("evaluating answers", d, len(parsed), "")))
+    for rec in results["records"]:
+        extra = extras[(rec["id"], rec["system"])]
+        rec["passage_ids"] = extra["passage_ids"]  # what the numbered contexts 1..k were
+        if extra["token_posteriors"]:
+            rec["token_posteriors"] = extra["token_posteriors"]
+    for name in systems:
+        card["layers"][name] = {**layer_summary([r for r in results["records"] if r["system"] == name]), **card["layers"][name]}
+    card["results"] = results
+    return card
+
+
+def qa_scores(answers: list[Answered], examples: list) -> tuple[dict, dict]:
+    """({exact_match, f1, rougeL, n}, {recall_at_k, k}) of answers to `examples`, recall over those with gold ids."""
+    from lewisrag.eval import qa as Q
+
+    pairs = list(zip(answers, examples))
+    scores = {"exact_match": _mean(Q.exact_match(a.text, ex.answers) for a, ex in pairs),
+              "f1": _mean(Q.token_f1(a.text, ex.answers) for a, ex in pairs),
+              "rougeL": _mean(Q.rouge_l(a.text, ex.answers) for a, ex in pairs), "n": len(pairs)}
+    golds = [(a, set(ex.gold_passage_ids)) for a, ex in pairs if ex.gold_passage_ids]
+    recall = {"recall_at_k": _mean(float(any(p.id in g for p in a.passages)) for a, g in golds),
+              "k": len(answers[0].passages) if answers else None}
+    return scores, recall
+
+
+def _counter(fn: Callable[[int], None]) -> Callable[[int], None]:
+    done = [0]
+
+    def tick(n: int) -> None:
+        done[0] += n
+        fn(done[0])
+    return tick
+
+
+def layer_summary(records: list[dict]) -> dict:
+    """Mean of each layered metric over answerable records, and the primary failure layer counts.
+
+    >>> layer_summary([{"category": "single_doc", "refused": False, "metrics": {"faithfulness": 1.0}, "diagnosis": {"primary": None}},
+    ...                {"category": "not_in_kb", "refused": True, "metrics": {}, "diagnosis": {"primary": None}}])["faithfulness"]
+    1.0
+    """
+    scored = [r for r in records if r.get("category") != "not_in_kb"]
+    out = {m: _mean(r["metrics"].get(m) for r in scored) for m in LAYER_METRICS}
+    out["failure_layers"] = dict(sorted(Counter(r["diagnosis"]["primary"] or "none" for r in records).items()))
+    nik = [r for r in records if r.get("category") == "not_in_kb"]
+    out["not_in_kb"] = {"n": len(nik), "refused": sum(bool(r["refused"]) for r in nik)}
+    out["n"] = len(records)
+    return out
+
+
+def position_curves(systems: dict, examples: list, passages_by_id: dict, batch_size: int = 16,
+                    on_progress: Progress = lambda *a: None) -> dict:
+    """The position probe for every system: EM with the gold passage moved to each input position.
+
+    A Lewis model's curve is flat by construction (its answer sums over the documents, whatever their
+    order); a stitched model's need not be."""
+    from lewisrag.experiments.position import position_probe
+
+    examples = [ex for ex in examples if ex.answers and ex.gold_passage_ids and ex.gold_passage_ids[0] in passages_by_id]
+    if not examples:
+        return {}
+    gold = [passages_by_id[ex.gold_passage_ids[0]] for ex in examples]
+    curves = {}
+    for name, system in systems.items():
+        tops = [p for s in range(0, len(examples), batch_size)
+                for p in system.top_k([ex.question for ex in examples[s : s + batch_size]])]
+        total = len(examples) * len(tops[0])
+        curves[name] = position_probe(examples, tops, gold, system.answer_with, batch_size,
+                                      _counter(lambda d, name=name: on_progress(f"{name}: position probe", d, total, "")))
+    return curves
+
+
+def check_systems(run: Path, names) -> None:
+    """Every named system is known and trained in `run`, else an InputError naming it."""
+    unknown = [n for n in names if n not in SYSTEMS]
+    if unknown or not names:
+        raise InputError("--systems", f"unknown system(s) '{', '.join(unknown)}' (choose from {', '.join(SYSTEMS)})")
+    for n in names:
+        if not (run / n).exists():
+            raise InputError(run / n, f"no trained '{n}' system in this run (run `lewisrag reproduce` first)")
+
+
+def load_systems(run: str | os.PathLike, names=SYSTEMS, batch_size: int = 16, max_length: int = 32) -> dict:
+    """The trained systems of a reproduce run: RUN/rag_token, RUN/rag_sequence (best/ else final/), RUN/stitched."""
+    from lewisrag.experiments.ask import load_trained
+    from lewisrag.index import open_retriever
+    from lewisrag.index.dense import DenseIndex
+    from lewisrag.training.stitched_train import load_stitched
+
+    run = Path(run)
+    check_systems(run, names)
+    index = DenseIndex.load(run / "index_a") if any(n != "stitched" for n in names) else None
+    systems = {}
+    for n in names:
+        if n == "stitched":
+            model, tokenizer, settings = load_stitched(run / "stitched")
+            # the stitched answer carries its citation: a few tokens more than the Lewis models' answers
+            systems[n] = StitchedSystem(open_retriever(run / "index_a", run / "dpr"), model, tokenizer, settings, max_length + 8)
+        else:
+            model, tokenizers = load_trained(run / n)
+            systems[n] = LewisSystem(model, tokenizers, index, batch_size, max_length)
+    return systems
+
+
+def stitched_config(run: Path, preset, seed: int):
+    """The stitched system's training config: preset fields when present, else the Lewis models' schedule."""
+    from lewisrag.training.stitched_train import StitchedTrainConfig
+
+    rag = getattr(preset, "rag", None)
+    k = getattr(preset, "stitched_k", getattr(rag, "n_docs", 5))
+    return StitchedTrainConfig(
+        index=str(run / "index_a"), encoder=str(run / "dpr"), generator=str(run / "generator"),
+        train=str(run / "world" / "train.jsonl"), seed=seed, k=k,
+        # room for k passages as long as the Lewis models read one, and the answer plus its citation
+        max_input_length=min(1024, k * getattr(rag, "max_combined_length", 300)),
+        max_target_length=getattr(rag, "max_target_length", 32) + 8,
+        steps=getattr(preset, "stitched_steps", getattr(rag, "steps", 200)),
+        batch_size=getattr(preset, "stitched_batch_size", getattr(rag, "batch_size", 8)),
+        lr=getattr(preset, "stitched_lr", getattr(rag, "lr", 1e-4)))
+
+
+def _max_length(preset) -> int:
+    """Answer tokens when decoding, the start token included: the Lewis models' training target length."""
+    return getattr(getattr(preset, "rag", None), "max_target_length", 32)
+
+
+def _run_max_length(run: Path) -> int:
+    """The decoding length the run's preset trained for (RUN/config.json), else 32."""
+    from lewisrag.data.io import read_json
+
+    cfg = read_json(run / "config.json") if (run / "config.json").is_file() else {}
+    rag = (cfg.get("preset") or {}).get("rag") if isinstance(cfg, dict) else None
+    return int(rag.get("max_target_length", 32)) if isinstance(rag, dict) else 32
+
+
+def compare_stage(run: str | os.PathLike, preset, seed: int, on_progress: Progress = lambda *a: None) -> dict:
+    """The `compare` stage of `lewisrag reproduce`: train the stitched system, score all three, probe positions.
+
+    Writes RUN/stitched/ and RUN/position.png; returns qa.stitched, layers.<system>, records,
+    position curves, report_html and timings (wall-clock numbers, kept out of results.json)."""
+    from lewisrag.data.records import read_passages, read_qa
+    from lewisrag.experiments.position import plot_positions
+    from lewisrag.training.stitched_train import train_stitched
+
+    run = Path(run)
+    cfg = stitched_config(run, preset, seed)
+    trained = train_stitched(cfg, run / "stitched", lambda s, t, loss: on_progress("stitched training", s, t, f"loss {loss:.3f}"))
+    systems = load_systems(run, SYSTEMS, max_length=_max_length(preset))
+    test, eval_examples = read_qa(run / "world" / "test.jsonl"), read_qa(run / "world" / "eval.jsonl")
+    card = scorecard(systems, test, eval_examples, on_progress=on_progress)
+    passages = {p.id: p for p in read_passages(run / "world" / "passages_a.jsonl")}
+    probe = [ex for ex in test if ex.kind == "short"][: getattr(preset, "position_questions", 200)]
+    position = card["position"] = position_curves(systems, probe, passages, on_progress=on_progress)
+    if position:
+        plot_positions(position, run / "position.png")
+    return {"qa": {"stitched": card["qa"]["stitched"]}, "layers": card["layers"], "records": card["results"]["records"],
+            "position": position, "report_html": report_html(card, passages), "timings": card["timings"],
+            "scorecard": {"qa": card["qa"], "retrieval": card["retrieval"]}, "stitched_training": trained,
+            "judge": card["results"]["judge"], "splitter": card["results"]["splitter"],  # the gate compares these
+            "findings": findings(card)}  # sentences for the run's report.md
+
+
+def report_html(card: dict, passages: dict) -> str:
+    """The teaching page over every system's eval answers (RAG-Token's with its posterior heatmaps)."""
+    from lewisrag.eval.report_html import page_data_from_results, render_report_html
+
+    known = {pid: {"title": p.title, "text": p.text} for pid, p in passages.items()}
+    title = "Original versus prompt-stitching RAG: judge the statements yourself"
+    return render_report_html(page_data_from_results(card["results"], known, title=title))
+
+
+def compare_run(run: str | os.PathLike, out: str | os.PathLike, names=SYSTEMS, data: str | os.PathLike | None = None,
+                position_questions: int = 100, on_progress: Progress = lambda *a: None) -> dict:
+    """`lewisrag compare`: score a reproduce run's trained systems into OUT (results.json, report.md,
+    report.html, and position.png unless `position_questions` is 0)."""
+    from importlib.metadata import version
+
+    from lewisrag.data.io import write_json, write_text
+    from lewisrag.data.records import read_passages, read_qa
+    from lewisrag.eval.run import aggregate
+    from lewisrag.experiments.position import plot_positions
+
+    run, out = Path(run), Path(out)
+    data = Path(data) if data else run / "world" / "eval.jsonl"
+    check_systems(run, names)
+    test, eval_examples = read_qa(run / "world" / "test.jsonl"), read_qa(data)  # all input read before any model
+    passages = {p.id: p for p in read_passages(run / "world" / "passages_a.jsonl")}
+    systems = load_systems(run, names, max_length=_run_max_length(run))
+    card = scorecard(systems, test, eval_examples, on_progress=on_progress)
+    probe = [ex for ex in test if ex.kind == "short"][:position_questions]
+    card["position"] = position_curves(systems, probe, passages, on_progress=on_progress) if probe else {}
+    r = card["results"]
+    results = {"lewisrag": {"kind": "compare", "version": version("lewisrag")},
+               "config": {"run": str(run), "data": str(data), "systems": list(names), "position_questions": position_questions},
+               "judge": r["judge"], "splitter": r["splitter"], "qa": card["qa"], "retrieval": card["retrieval"],
+               "layers": card["layers"], "position": card["position"], "records": r["records"], "aggregates": aggregate(r["records"])}
+    write_json(out / "results.json", results)
+    write_json(out / "timings.json", card["timings"])
+    write_text(out / "report.md", render_markdown(card))
+    write_text(out / "report.html", report_html(card, passages))
+    if card["position"]:
+        plot_positions(card["position"], out / "position.png")
+    return card
+
+
+ROWS = (("EM", "qa", "exact_match"), ("F1", "qa", "f1"), ("ROUGE-L", "qa", "rougeL"),
+        ("recall@k", "retrieval", "recall_at_k"), *((m.replace("_", " "), "layers", m) for m in LAYER_METRICS),
+        ("forward passes / answer", "layers", "forward_passes_per_answer"), ("tokens read / answer", "layers", "tokens_per_answer"),
+        ("latency s / answer", "timings", "latency_s"))
+
+
+def scorecard_rows(card: dict) -> tuple[list[str], list[list]]:
+    """(system names, rows of [label, value per system]): metrics, refusals of not_in_kb questions, failure layers."""
+    names = list(card["qa"])
+    ks = {card["retrieval"][n]["k"] for n in names}
+    rows = [[f"recall@{ks.pop()}" if label == "recall@k" and len(ks) == 1 else label, *[card[part][n].get(key) for n in names]]
+            for label, part, key in ROWS]
+    rows.append(["not_in_kb refused", *[f"{card['layers'][n]['not_in_kb']['refused']}/{card['layers'][n]['not_in_kb']['n']}" for n in names]])
+    causes = sorted({c for n in names for c in card["layers"][n]["failure_layers"]})
+    rows += [[f"primary failure: {c}", *[card["layers"][n]["failure_layers"].get(c, 0) for n in names]] for c in causes]
+    return names, rows
+
+
+def _fmt(v) -> str:
+    return "–" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))
+
+
+def render_markdown(card: dict) -> str:
+    """The scorecard as a Markdown table, and what it shows in words."""
+    names, rows = scorecard_rows(card)
+    lines = ["# Original versus prompt-stitching RAG", "", "| metric | " + " | ".join(names) + " |",
+             "|---|" + "---:|" * len(names), *("| " + " | ".join([r[0], *map(_fmt, r[1:])]) + " |" for r in rows), ""]
+    return "\n".join(lines + findings(card)) + "\n"
+
+
+def findings(card: dict) -> list[str]:
+    """Sentences saying what the scorecard shows (for report.md)."""
+    qa, layers = card["qa"], card["layers"]
+    em = {n: v["exact_match"] for n, v in qa.items() if v["exact_match"] is not None}
+    out = []
+    if em:
+        best = max(em, key=em.get)
+        tie = [n for n in em if em[n] == em[best]]
+        out.append(f"- Exact match on {qa[best]['n']} short-answer test questions: "
+                   + (f"`{best}` is best with {em[best]:.3f}." if len(tie) == 1 else f"{', '.join(f'`{n}`' for n in tie)} tie at {em[best]:.3f}."))
+    lewis = {n: em[n] for n in ("rag_token", "rag_sequence") if n in em}
+    if lewis and "stitched" in em:
+        better = max(lewis, key=lewis.get)
+        gap = em["stitched"] - lewis[better]
+        out.append(f"- The stitched system's EM is {gap:+.3f} from the better Lewis variant (`{better}`): "
+                   + ("within 0.05." if abs(gap) <= 0.05 else "more than 0.05 apart; see the layers below for where they differ."))
+    cp = {n: v.get("citation_precision") for n, v in layers.items() if v.get("citation_precision") is not None}
+    if cp:
+        out.append("- Citation precision (does each cited passage support its sentence): "
+                   + ", ".join(f"`{n}` {v:.3f}" for n, v in cp.items())
+                   + ". Lewis models cite implicitly, from p(z|x,y); the stitched model writes its [n].")
+    for n, c in (card.get("position") or {}).items():
+        out.append(f"- Position probe, `{n}`: EM with the gold passage at position "
+                   + ", ".join(f"{p}: {v:.3f}" for p, v in zip(c["positions"], c["exact_match"]))
+                   + (" (flat: the marginal over documents ignores their order)." if n != "stitched" else "."))
+    cost = {n: v["forward_passes_per_answer"] for n, v in layers.items()}
+    out.append("- Generator forward passes per answer: " + ", ".join(f"`{n}` {_fmt(v)}" for n, v in cost.items())
+               + ". A Lewis model reads each of its K passages as its own input (K passes per token); "
+               "a stitched model reads them all in one input.")
+    return out

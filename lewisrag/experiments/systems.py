@@ -1,0 +1,151 @@
+"""The three systems the scorecard compares, each answering with [n] citations and its cost.
+
+`LewisSystem` wraps a trained RAG-Token or RAG-Sequence model (implicit citations from p(z|x,y));
+`StitchedSystem` wraps prompt-stitching RAG (explicit citations). Both return `Answered`: the
+answer, the passages read in input order, generator forward passes, input tokens and latency.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from lewisrag.data.records import Passage
+from lewisrag.eval.statements import strip_citations
+
+
+@dataclass
+class Answered:
+    text: str  # the answer without citations (QA metrics)
+    response: str  # the answer with [n] citations, n the 1-based input position of a passage
+    passages: list  # the passages the generator read, in input order (id, title, text)
+    forward_passes: int  # generator forward passes: encoder passes + decoder passes over all inputs
+    input_tokens: int  # generator input tokens read, over all inputs
+    seconds: float  # wall time of its batch, shared equally among the batch's answers
+    token_posteriors: dict | None = None  # RAG-Token: {tokens, docs, matrix} for report.html's heatmap
+
+
+def _as_passage(p) -> Passage:
+    return Passage(p.id, p.title, p.text)
+
+
+class LewisSystem:
+    """A trained RAG-Token or RAG-Sequence model answering from its dense index, with implicit citations."""
+
+    def __init__(self, model, tokenizers, index, batch_size: int = 16, max_length: int = 32):
+        self.model, self.tokenizers, self.index = model.eval(), tokenizers, index
+        self.batch_size, self.max_length = batch_size, max_length
+        self.row_of = {p.id: r for r, p in enumerate(index.passages)}
+
+    def answer(self, questions: list[str]) -> list[Answered]:
+        import torch
+
+        start = time.perf_counter()
+        with torch.no_grad():
+            r = self.model.retrieve(questions, self.index, self.tokenizers)
+        answers = self._decode(r.context_input_ids, r.context_attention_mask, r.doc_scores, r.passages)
+        for a in answers:  # latency counts retrieval too, as the stitched system's does
+            a.seconds = (time.perf_counter() - start) / len(answers)
+        return answers
+
+    def top_k(self, questions: list[str]) -> list[list[Passage]]:
+        import torch
+
+        with torch.no_grad():
+            return [[_as_passage(p) for p in ps] for ps in self.model.retrieve(questions, self.index, self.tokenizers).passages]
+
+    def answer_with(self, questions: list[str], passages: list[list]) -> list[str]:
+        """Plain answers from given passages (the position probe); doc scores are q·d as in retrieval."""
+        import numpy as np
+        import torch
+
+        from lewisrag.rag_model.model import generator_input
+
+        tok = self.tokenizers
+        with torch.no_grad():
+            q_tok = tok.question(questions, padding=True, truncation=True, return_tensors="pt")
+            q = self.model.encode_questions(q_tok["input_ids"], q_tok["attention_mask"])  # (B, D)
+            rows = np.array([[self.row_of[p.id] for p in ps] for ps in passages])  # (B, K)
+            docs = torch.as_tensor(np.asarray(self.index.vectors(rows)), dtype=q.dtype)  # (B, K, D)
+            scores = torch.bmm(q.unsqueeze(1), docs.transpose(1, 2)).squeeze(1)  # (B, K)
+            texts = [generator_input(p.title, p.text, x, self.model.settings) for x, ps in zip(questions, passages) for p in ps]
+            ctx = tok.generator(texts, padding=True, truncation=True, max_length=self.model.settings.max_combined_length,
+                                return_tensors="pt")
+        return [a.text for a in self._decode(ctx["input_ids"], ctx["attention_mask"], scores, passages)]
+
+    def _decode(self, ids, mask, doc_scores, passages) -> list[Answered]:
+        """ids/mask (B*K, L), doc_scores (B, K): decode greedily with the evidence behind each token."""
+        import torch
+
+        from lewisrag.rag_model.implicit_citations import cited_answers, pieces_of
+
+        start = time.perf_counter()
+        b, k = doc_scores.shape
+        tok = self.tokenizers.generator
+        with torch.no_grad():
+            out = self.model.generate(ids, mask, doc_scores, n_docs=k, num_beams=1, max_length=self.max_length,
+                                      return_evidence=True)
+        labels = [str(n) for n in range(1, k + 1)]
+        responses = cited_answers(out, tok, [labels] * b, self.model.variant)
+        tokens = mask.view(b, k, -1).sum((1, 2)).tolist()  # (B,) input tokens over the K inputs
+        specials = set(tok.all_special_ids)
+        seconds = (time.perf_counter() - start) / b
+        answers = []
+        for i, seq in enumerate(out.sequences.tolist()):
+            keep = [t for t, x in enumerate(seq[1:]) if x not in specials]
+            steps = sum(x != tok.pad_token_id for x in seq[1:])  # decoder passes per input
+            tp = None
+            if self.model.variant == "token" and keep:
+                matrix = out.doc_posterior[i][keep].float()  # (T', K)
+                tp = {"tokens": pieces_of(tok, [seq[1 + t] for t in keep]), "docs": [f"[{n}]" for n in labels],
+                      "matrix": [[round(float(v), 4) for v in row] for row in matrix]}
+            answers.append(Answered(tok.decode(seq, skip_special_tokens=True).strip(), responses[i],
+                                    [_as_passage(p) for p in passages[i]], k + k * steps, int(tokens[i]), seconds, tp))
+        return answers
+
+
+class StitchedSystem:
+    """Prompt-stitching RAG: top-k passages and the question in one input, the answer citing [n]."""
+
+    def __init__(self, retriever, model, tokenizer, settings, max_new_tokens: int = 32, max_input_tokens: int = 1024):
+        from lewisrag.rag_model.stitched import PromptStitchingRAG
+
+        longest = min(max_input_tokens, getattr(model.config, "max_position_embeddings", max_input_tokens))
+        self.generator = CountingSeq2Seq(model, tokenizer, max_new_tokens, longest)
+        self.rag = PromptStitchingRAG(retriever, self.generator, settings)
+
+    def top_k(self, questions: list[str]) -> list[list[Passage]]:
+        return [[_as_passage(h) for h in hits] for hits in self.rag.retriever.search(questions, self.rag.settings.k)]
+
+    def answer(self, questions: list[str]) -> list[Answered]:
+        start = time.perf_counter()
+        out = self.rag.answer(questions)
+        seconds = (time.perf_counter() - start) / max(1, len(questions))
+        return [Answered(strip_citations(a.answer), a.answer, [_as_passage(p) for p in a.passages], 1 + steps,
+                         int(a.input_tokens or 0), seconds) for a, steps in zip(out, self.generator.last_steps)]
+
+    def answer_with(self, questions: list[str], passages: list[list]) -> list[str]:
+        return [strip_citations(a.answer) for a in self.rag.answer_with(questions, passages)]
+
+
+class CountingSeq2Seq:
+    """A seq2seq model as a `prompts -> answers` callable (greedy) that counts what it read and how
+    many decoder passes each answer took (the generated tokens after the start token, end included)."""
+
+    def __init__(self, model, tokenizer, max_new_tokens: int, max_input_tokens: int):
+        self.model, self.tokenizer = model.eval(), tokenizer
+        self.max_new_tokens, self.max_input_tokens = max_new_tokens, max_input_tokens
+        self.last_input_tokens: list[int] = []  # read by PromptStitchingRAG
+        self.last_steps: list[int] = []
+
+    def __call__(self, prompts: list[str]) -> list[str]:
+        import torch
+
+        tok = self.tokenizer
+        enc = tok(prompts, return_tensors="pt", padding=True, truncation=True, max_length=self.max_input_tokens)
+        with torch.inference_mode():
+            out = self.model.generate(**enc, max_new_tokens=self.max_new_tokens, num_beams=1, do_sample=False,
+                                      pad_token_id=tok.pad_token_id)  # (B, T), decoder start token first
+        self.last_input_tokens = enc["attention_mask"].sum(1).tolist()
+        self.last_steps = out[:, 1:].ne(tok.pad_token_id).sum(1).tolist()
+        return [t.strip() for t in tok.batch_decode(out, skip_special_tokens=True)]

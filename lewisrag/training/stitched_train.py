@@ -1,0 +1,192 @@
+"""Fine-tune a seq2seq generator for prompt-stitching RAG: many passages in one input, answers cite [n].
+
+The Lewis model learns to read one passage at a time; a stitched generator must learn two other
+things: to find the passage that answers among k stitched ones, and to say which one it was. So
+each training input is the question and its top-k passages from the dense index (the gold passage
+guaranteed among them, at a position drawn anew every time the example is used, so no position
+is favoured), and its target is the answer followed by the gold passage's number: "Tomgasze [3]".
+
+It starts from the same checkpoint as the Lewis models (a BART directory from `pretrain`), so the
+comparison holds the generator's prior knowledge fixed. The loop is written out: AdamW, linear
+warmup and decay, seeded batches and positions.
+
+Output directory: the transformers model and tokenizer (`save_pretrained`), and `stitched.json`
+with this config and the stitching settings, so the system can be rebuilt from the folder alone.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from lewisrag.data.io import InputError, read_json, write_json
+from lewisrag.rag_model.stitched import StitchSettings, stitch
+
+SETTINGS_FILE = "stitched.json"
+
+
+@dataclass(frozen=True)
+class StitchedTrainConfig:
+    index: str = ""  # dense index directory the passages are retrieved from (snapshot A)
+    encoder: str = ""  # DPR checkpoint whose question encoder searches it ("" = the index's own)
+    generator: str = ""  # starting seq2seq checkpoint (BART directory with its tokenizer)
+    train: str = ""  # training QA examples; those with an answer and a gold passage are used
+    k: int = 5  # passages stitched into each input
+    steps: int = 200  # optimizer steps
+    batch_size: int = 8  # examples per step
+    lr: float = 1e-4  # peak AdamW learning rate
+    warmup: float = 0.1  # share of steps warming up linearly; then linear decay to 0
+    weight_decay: float = 0.01  # AdamW decoupled weight decay
+    max_grad_norm: float = 1.0  # global gradient-norm clip (0 = none)
+    max_input_length: int = 1024  # stitched input tokens; a BART with fewer positions is extended to this many
+    max_target_length: int = 40  # target tokens: the answer and its citation
+    seed: int = 0  # batch order and gold positions
+
+
+def place_gold(retrieved: Sequence, gold, k: int, rng: random.Random) -> tuple[list, int]:
+    """The top-k passages with `gold` among them at a random 1-based position; returns (passages, position).
+
+    >>> place_gold(["a", "b", "c"], "g", 3, random.Random(0))
+    (['a', 'g', 'b'], 2)
+    """
+    others = [p for p in retrieved if _id(p) != _id(gold)][: k - 1]
+    position = rng.randint(1, len(others) + 1)
+    return others[: position - 1] + [gold] + others[position - 1 :], position
+
+
+def extend_positions(model, length: int) -> bool:
+    """Let a BART read `length` positions by repeating its learned position table (the initialization
+    Longformer used, Beltagy et al. 2020); True if it grew. A generator pretrained on one passage
+    (~192 positions) would otherwise see only the first passage or two of a stitched input. The
+    rows it already had are kept, so inputs that fitted before are read exactly as before.
+    """
+    from transformers.models.bart.modeling_bart import BartLearnedPositionalEmbedding
+
+    old = model.config.max_position_embeddings
+    if length <= old or getattr(model.config, "model_type", "") != "bart":
+        return False
+    for part in (model.model.encoder, model.model.decoder):  # one config size serves both on reload
+        w = part.embed_positions.weight.data  # (2 + old, D); BART's first 2 rows are an offset
+        grown = BartLearnedPositionalEmbedding(length, w.shape[1]).to(w.dtype)
+        grown.weight.data[:2] = w[:2]
+        grown.weight.data[2:] = w[2:].repeat(math.ceil(length / old), 1)[:length]  # (length, D)
+        part.embed_positions = grown
+    model.config.max_position_embeddings = length
+    return True
+
+
+def _id(p) -> str:
+    return p if isinstance(p, str) else p.id
+
+
+def cited_target(answer: str, position: int) -> str:
+    """The training target: the answer, then the gold passage's number as a citation.
+
+    >>> cited_target("Tomgasze", 3)
+    'Tomgasze [3]'
+    """
+    return f"{answer} [{position}]"
+
+
+@dataclass(frozen=True)
+class _Example:
+    question: str
+    answer: str
+    gold: object  # the gold Passage
+    retrieved: list  # the top-k retrieved passages (gold may be missing)
+
+
+def training_examples(examples, retriever, passages_by_id: dict, k: int, batch_size: int = 64) -> list[_Example]:
+    """Examples with an answer and a gold passage, each with its top-k retrieved passages (retrieved once)."""
+    usable = [ex for ex in examples if ex.answers and ex.gold_passage_ids]
+    if not usable:
+        raise InputError("--train", "no example has both an answer and a gold passage id")
+    out = []
+    for s in range(0, len(usable), batch_size):
+        batch = usable[s : s + batch_size]
+        for ex, hits in zip(batch, retriever.search([ex.question for ex in batch], k)):
+            gid = ex.gold_passage_ids[0]
+            if gid not in passages_by_id:
+                raise InputError("--train", f"gold passage '{gid}' of question '{ex.id}' is not in the index")
+            out.append(_Example(ex.question, ex.answers[0], passages_by_id[gid], list(hits)))
+    return out
+
+
+def make_batch(items: Sequence[_Example], k: int, settings: StitchSettings, rng: random.Random) -> tuple[list[str], list[str]]:
+    """(stitched inputs, cited targets) for `items`, the gold passage at a fresh random position each."""
+    inputs, targets = [], []
+    for ex in items:
+        passages, position = place_gold(ex.retrieved, ex.gold, k, rng)
+        inputs.append(stitch(ex.question, passages, settings))
+        targets.append(cited_target(ex.answer, position))
+    return inputs, targets
+
+
+def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
+                   on_progress: Callable[[int, int, float], None] | None = None) -> dict:
+    """Fine-tune the generator on stitched inputs; `on_progress(step, steps, loss)`. Returns a summary."""
+    import torch
+
+    from lewisrag.data.records import read_qa
+    from lewisrag.index import open_retriever
+    from lewisrag.training.checkpoint import atomic_dir
+    from lewisrag.training.rag import learning_rate_factor
+    from lewisrag.training.rag_data import load_generator
+
+    if cfg.k < 1 or cfg.steps < 1 or cfg.batch_size < 1:
+        raise InputError("--k/--steps/--batch-size", "must all be at least 1")
+    retriever = open_retriever(cfg.index, cfg.encoder or None)
+    examples = training_examples(read_qa(cfg.train), retriever, {p.id: p for p in retriever.index.passages}, cfg.k)
+    model, tokenizer = load_generator(cfg.generator)
+    grown = extend_positions(model, cfg.max_input_length)
+    settings = StitchSettings(k=cfg.k)
+    torch.manual_seed(cfg.seed)  # dropout
+    rng = random.Random(cfg.seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    warmup_steps = int(cfg.warmup * cfg.steps)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: learning_rate_factor(s, cfg.steps, warmup_steps))
+    model.train()
+    losses = []
+    for step in range(1, cfg.steps + 1):
+        batch = rng.sample(examples, min(cfg.batch_size, len(examples)))
+        inputs, targets = make_batch(batch, cfg.k, settings, rng)
+        loss = _loss(model, tokenizer, inputs, targets, cfg)
+        loss.backward()
+        if cfg.max_grad_norm:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(float(loss.detach()))
+        if on_progress:
+            on_progress(step, cfg.steps, losses[-1])
+    model.eval()
+    with atomic_dir(out) as tmp:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        write_json(tmp / SETTINGS_FILE, {"config": asdict(cfg), "settings": asdict(settings)})
+    return {"steps": cfg.steps, "n_train": len(examples), "positions_extended": grown, "first_loss": losses[0], "final_loss": losses[-1], "out": str(out)}
+
+
+def _loss(model, tokenizer, inputs: list[str], targets: list[str], cfg: StitchedTrainConfig):
+    """Mean token NLL of the cited targets; BART shifts the labels right itself."""
+    longest = min(cfg.max_input_length, model.config.max_position_embeddings)  # later passages are cut, not crashed on
+    enc = tokenizer(inputs, return_tensors="pt", padding=True, truncation=True, max_length=longest)
+    labels = tokenizer(targets, return_tensors="pt", padding=True, truncation=True, max_length=cfg.max_target_length)["input_ids"]
+    labels = labels.masked_fill(labels == tokenizer.pad_token_id, -100)  # (B, T); padding is not a target
+    return model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], labels=labels).loss
+
+
+def load_stitched(path: str | os.PathLike):
+    """(generator in eval mode, tokenizer, StitchSettings) from a `train_stitched` output directory."""
+    from lewisrag.training.rag_data import load_generator
+
+    p = Path(path)
+    if not (p / SETTINGS_FILE).is_file():
+        raise InputError(p, f"not a stitched generator directory (no {SETTINGS_FILE})")
+    model, tokenizer = load_generator(p)
+    return model.eval(), tokenizer, StitchSettings(**read_json(p / SETTINGS_FILE)["settings"])

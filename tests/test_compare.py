@@ -1,0 +1,221 @@
+"""`compare`: the stitched system learns cited targets; one scorecard scores RAG-Token, RAG-Sequence and
+stitched RAG alike; its records load in the gate; report.html carries RAG-Token's heatmap; the CLI prints it."""
+
+from __future__ import annotations
+
+import doctest
+import json
+import math
+import random
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import run_cli
+from test_rag_train import build_rag_inputs, make_config
+
+PRESET = SimpleNamespace(stitched_steps=3, stitched_k=2, position_questions=4, rag=SimpleNamespace(batch_size=4, lr=1e-4))
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    """A reproduce-like run folder: world, DPR, index A, starting generator, and both Lewis variants trained briefly."""
+    from lewisrag.data.records import read_passages
+    from lewisrag.index.bm25 import build_bm25_index
+    from lewisrag.training.rag import train_rag
+
+    inputs = build_rag_inputs(tmp_path_factory.getbasetemp() / "rag_inputs")
+    run = tmp_path_factory.mktemp("compare_run")
+    for name, src in (("world", "world"), ("dpr", "dpr"), ("index_a", "index")):
+        (run / name).symlink_to(inputs[src])
+    talking_generator(inputs["gen"], run / "generator", inputs["world"] / "train.jsonl")
+    build_bm25_index(read_passages(inputs["world"] / "passages_a.jsonl"), run / "bm25_a")
+    for variant in ("token", "sequence"):
+        cfg = make_config(inputs, generator=str(run / "generator"), variant=variant, steps=2, lr=1e-4, eval_every=0, save_every=2)
+        train_rag(cfg, run / f"rag_{variant}")
+    return run
+
+
+def talking_generator(src: Path, dst: Path, train: Path, steps: int = 200) -> None:
+    """The tiny random BART, taught for a moment to answer questions without passages.
+
+    Freshly initialized it ends every answer at once; then no statement, citation or heatmap
+    column would exist to score. A couple of hundred steps make it emit answer-like words."""
+    import torch
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    from lewisrag.data.records import read_qa
+
+    g, tok = AutoModelForSeq2SeqLM.from_pretrained(src), AutoTokenizer.from_pretrained(src)
+    pairs = [(ex.question, ex.answers[0]) for ex in read_qa(train) if ex.answers and ex.kind == "short"]
+    rng, opt = random.Random(0), torch.optim.AdamW(g.parameters(), lr=3e-3)
+    torch.manual_seed(0)
+    for _ in range(steps):
+        batch = rng.sample(pairs, 16)
+        enc = tok([q for q, _ in batch], return_tensors="pt", padding=True)
+        labels = tok([a for _, a in batch], return_tensors="pt", padding=True)["input_ids"]
+        g(**enc, labels=labels.masked_fill(labels == tok.pad_token_id, -100)).loss.backward()
+        opt.step()
+        opt.zero_grad()
+    g.save_pretrained(dst)
+    tok.save_pretrained(dst)
+
+
+@pytest.fixture(scope="module")
+def stage(run_dir) -> dict:
+    from lewisrag.experiments.compare import compare_stage
+
+    return compare_stage(run_dir, PRESET, seed=0)
+
+
+def test_doctests():
+    import lewisrag.experiments.compare as C
+    import lewisrag.training.stitched_train as S
+
+    for module in (C, S):
+        assert doctest.testmod(module).failed == 0
+
+
+def test_targets_cite_the_gold_passage_at_a_seeded_random_position():
+    from lewisrag.data.records import Passage
+    from lewisrag.rag_model.stitched import CITATION, StitchSettings
+    from lewisrag.training.stitched_train import _Example, make_batch
+
+    gold = Passage("g", "Sepom", "The capital of Sepom is Tomgasze.")
+    others = [Passage(f"p{i}", f"T{i}", f"text {i}") for i in range(4)]
+    items = [_Example("Capital of Sepom?", "Tomgasze", gold, others if i % 2 else [others[0], gold, others[1]]) for i in range(40)]
+    inputs, targets = make_batch(items, 3, StitchSettings(k=3), random.Random(0))
+    positions = set()
+    for text, target in zip(inputs, targets):
+        n = int(CITATION.findall(target)[-1])
+        assert target.startswith("Tomgasze [") and f"[{n}] Sepom / The capital" in text  # [n] is the gold passage
+        assert text.count("Sepom / The capital") == 1 and len(CITATION.findall(text)) == 3  # k passages, gold once
+        positions.add(n)
+    assert positions == {1, 2, 3}  # every position is used
+    assert make_batch(items, 3, StitchSettings(k=3), random.Random(0)) == (inputs, targets)  # seeded
+
+
+def test_extended_positions_read_short_inputs_as_before_and_long_ones_at_all():
+    import torch
+    from transformers import BartConfig, BartForConditionalGeneration
+
+    from lewisrag.training.stitched_train import extend_positions
+
+    torch.manual_seed(0)
+    model = BartForConditionalGeneration(BartConfig(vocab_size=50, d_model=8, encoder_layers=1, decoder_layers=1,
+                                                    encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=16,
+                                                    decoder_ffn_dim=16, max_position_embeddings=16)).eval()
+    short, dec = torch.randint(3, 50, (2, 12)), torch.randint(3, 50, (2, 5))
+    before = model(input_ids=short, decoder_input_ids=dec).logits
+    assert extend_positions(model, 40) and not extend_positions(model, 30)
+    assert torch.allclose(model(input_ids=short, decoder_input_ids=dec).logits, before)
+    assert model(input_ids=torch.randint(3, 50, (1, 40)), decoder_input_ids=dec[:1]).logits.shape == (1, 5, 50)
+    assert model.config.max_position_embeddings == 40
+
+
+def test_stitched_training_saves_a_loadable_generator(run_dir, stage):
+    from lewisrag.training.stitched_train import load_stitched
+
+    trained = stage["stitched_training"]
+    assert trained["steps"] == 3 and trained["n_train"] > 0 and math.isfinite(trained["final_loss"])
+    model, tokenizer, settings = load_stitched(run_dir / "stitched")
+    assert settings.k == 2 and not model.training
+
+
+def test_stitched_generator_learns_to_cite(run_dir, tmp_path):
+    from lewisrag.data.records import read_qa
+    from lewisrag.experiments.compare import answer_all
+    from lewisrag.experiments.systems import StitchedSystem
+    from lewisrag.index import open_retriever
+    from lewisrag.rag_model.stitched import CITATION
+    from lewisrag.training.stitched_train import StitchedTrainConfig, load_stitched, train_stitched
+
+    cfg = StitchedTrainConfig(index=str(run_dir / "index_a"), encoder=str(run_dir / "dpr"), generator=str(run_dir / "generator"),
+                              train=str(run_dir / "world" / "train.jsonl"), k=2, steps=120, batch_size=16, lr=3e-3)
+    summary = train_stitched(cfg, tmp_path / "stitched")
+    assert summary["final_loss"] < 0.75 * summary["first_loss"]
+    system = StitchedSystem(open_retriever(run_dir / "index_a", run_dir / "dpr"), *load_stitched(tmp_path / "stitched"))
+    test = [ex for ex in read_qa(run_dir / "world" / "test.jsonl") if ex.kind == "short"]
+    cited = [CITATION.findall(a.response) for a in answer_all(system, [ex.question for ex in test])]
+    assert sum(bool(c) for c in cited) >= len(test) / 2  # most answers end with a citation ...
+    assert all(n in ("1", "2") for c in cited for n in c)  # ... of one of the k=2 stitched passages
+
+
+def _unit(v) -> bool:
+    return v is None or (isinstance(v, (int, float)) and 0.0 <= v <= 1.0)
+
+
+def test_compare_stage_returns_every_key(run_dir, stage):
+    assert stage["judge"]["name"] == "lexical" and stage["splitter"]["name"]
+    assert set(stage["qa"]) == {"stitched"} and set(stage["qa"]["stitched"]) >= {"exact_match", "f1", "rougeL"}
+    assert all(_unit(v) for k, v in stage["qa"]["stitched"].items() if k != "n")
+    for system in ("rag_token", "rag_sequence", "stitched"):
+        layer = stage["layers"][system]
+        for m in ("faithfulness", "context_recall", "answer_completeness", "citation_recall", "citation_precision"):
+            assert m in layer and _unit(layer[m]), (system, m, layer.get(m))
+        assert sum(layer["failure_layers"].values()) == layer["n"] == 75  # every eval.jsonl question, once
+        assert "latency_s" not in layer and stage["timings"][system]["latency_s"] > 0
+        assert layer["tokens_per_answer"] > 0
+        curve = stage["position"][system]
+        assert curve["positions"] == [1, 2] and all(_unit(v) for v in curve["exact_match"])
+    # a Lewis model reads K=2 inputs: 2 encoder passes and 2 decoder passes per token; stitched reads one
+    assert 2 + 2 <= stage["layers"]["rag_token"]["forward_passes_per_answer"] <= 2 + 2 * 31  # at most 31 new tokens
+    assert 1 + 1 <= stage["layers"]["stitched"]["forward_passes_per_answer"] <= 1 + 40  # 8 more for its citation
+    for system in ("rag_token", "rag_sequence"):  # order cannot change a marginal over documents
+        assert len(set(stage["position"][system]["exact_match"])) == 1
+    assert (run_dir / "position.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_records_load_in_the_gate(stage, tmp_path):
+    from lewisrag.eval.gate_inputs import load_run
+
+    (tmp_path / "results.json").write_text(json.dumps({"records": stage["records"], "judge": {}}), encoding="utf-8")
+    run = load_run(tmp_path, ("faithfulness", "citation_recall"))
+    assert len(run.records) == 3 * 75
+    assert {s for _, s in run.records} == {"rag_token", "rag_sequence", "stitched"}
+    cited = [r for r in stage["records"] if r["system"] == "rag_sequence" and r["category"] != "not_in_kb" and not r["refused"]]
+    assert cited and all(r["statements"] and r["statements"][0]["citations"] for r in cited if r["response"])  # implicit [n]
+
+
+def test_report_html_is_self_contained_with_the_token_heatmap(stage):
+    page = stage["report_html"]
+    assert page.startswith("<!") or page.lstrip().lower().startswith("<!doctype")
+    assert "Document posteriors per generated token" in page  # RAG-Token's heatmap
+    assert "http://" not in page.replace("http://www.w3.org", "") and "https://" not in page and "<script src" not in page
+    token = [r for r in stage["records"] if r["system"] == "rag_token" and r.get("token_posteriors")]
+    assert token and all(math.isclose(sum(row), 1, abs_tol=1e-3) for r in token for row in r["token_posteriors"]["matrix"])
+
+
+def test_cli_prints_the_scorecard(run_dir, stage, tmp_path):
+    from lewisrag.cli import app
+    from lewisrag.eval.gate_inputs import load_run
+
+    out = tmp_path / "cmp"
+    r = CliRunner().invoke(app, ["compare", "--run", str(run_dir), "--systems", "rag_token,stitched", "--out", str(out),
+                                 "--position-questions", "3"])
+    assert r.exit_code == 0, r.output
+    for label in ("EM", "ROUGE-L", "recall@2", "not_in_kb refused", "faithfulness", "citation precision", "forward passes", "latency", "rag_token", "stitched"):
+        assert label in r.output, label
+    assert load_run(out, ("faithfulness",)).records
+    assert "latency_s" not in (out / "results.json").read_text() and (out / "report.html").exists()
+    report = (out / "report.md").read_text()
+    assert "| metric | rag_token | stitched |" in report and "Position probe, `stitched`" in report
+    assert (out / "position.png").exists()
+
+
+def test_cli_trains_a_stitched_generator(run_dir, tmp_path):
+    from lewisrag.cli import app
+
+    r = CliRunner().invoke(app, ["train", "stitched", "--index", str(run_dir / "index_a"), "--generator", str(run_dir / "generator"),
+                                 "--train", str(run_dir / "world" / "train.jsonl"), "--out", str(tmp_path / "s"), "--k", "2",
+                                 "--steps", "1", "--batch-size", "2"])
+    assert r.exit_code == 0, r.output
+    assert "final loss" in r.output and json.loads((tmp_path / "s" / "stitched.json").read_text())["settings"]["k"] == 2
+
+
+def test_cli_missing_system_exits_2(tmp_path):
+    (tmp_path / "empty").mkdir()
+    r = run_cli("compare", "--run", str(tmp_path / "empty"), "--systems", "stitched")
+    assert r.returncode == 2 and "error:" in r.stderr and "stitched" in r.stderr and "Traceback" not in r.stderr
