@@ -38,7 +38,8 @@ case "${1:-}" in
     run="$(mktemp -d)"
     trap 'rm -rf "$run"' EXIT
     "$lewisrag" reproduce --preset tiny --out "$run/run" > /dev/null 2>&1
-    "$lewisrag" gate --baseline "$root/tests/data/gate_baseline_tiny" --candidate "$run/run" "$@"
+    "$lewisrag" gate --baseline "$root/tests/data/gate_baseline_tiny" --candidate "$run/run" \
+      --config "$root/tests/data/gate_baseline_tiny/gate.toml" "$@"
     ;;
   "")
     echo "usage: scripts/ci_gate.sh --bughunt | --tiny | RUN_DIR [gate flags] | --update-baseline RUN_DIR" >&2

@@ -234,3 +234,19 @@ def test_a_score_that_vanished_is_flagged(tmp_path, clean):
     report = _gate(tmp_path, clean)
     check = _check(report, "faithfulness: became null")
     assert check.verdict == "warn" and "q009@stitched" in check.evidence and report.passed
+
+
+def test_not_in_kb_under_tolerated_baseline_violations_fails_only_new_non_refusals(tmp_path, clean):
+    base = copy.deepcopy(fixtures.build()["baseline"])
+    nik = [i for i, r in enumerate(base["records"]) if r.get("category") == "not_in_kb"]
+    base["records"][nik[0]]["refused"] = False  # a smoke-test model that never learned to refuse here
+    clean["records"][nik[0]]["refused"] = False
+    b = _write(tmp_path, "base", base)
+    cfg = tmp_path / "gate.toml"
+    cfg.write_text("[tier1]\nallow_baseline_violations = true\n", encoding="utf-8")
+    assert _check(gate.gate(b, _write(tmp_path, "c1", clean), cfg), "not_in_kb refuses").verdict == "pass"
+    assert "not_in_kb refuses" in _failed(gate.gate(b, _write(tmp_path, "c1b", clean)))  # strict by default
+    clean["records"][nik[1]]["refused"] = False  # the baseline refused this one: a regression
+    report = gate.gate(b, _write(tmp_path, "c2", clean), cfg)
+    assert "not_in_kb refuses" in _failed(report)
+    assert base["records"][nik[1]]["id"] in _check(report, "not_in_kb refuses").evidence

@@ -22,8 +22,18 @@ LEWISRAG = Path(sys.executable).parent / "lewisrag"
 
 
 def test_doctests():
-    for module in (P, D):
+    from lewisrag.commands import pretrain as C
+
+    for module in (P, D, C):
         assert doctest.testmod(module).failed == 0
+
+
+def test_bad_overrides_are_input_errors():
+    from lewisrag.commands.pretrain import parse_overrides
+
+    for bad in (["lr"], ["colour=red"], ["steps=5"], ["lr=fast"], ["long_form=maybe"]):
+        with pytest.raises(InputError):
+            parse_overrides(bad)
 
 
 @settings(max_examples=200, deadline=None)
@@ -57,6 +67,15 @@ def test_reading_pairs_use_the_rag_generator_format():
     src, answer = D.reading_pairs(examples[:1], docs)[0]
     gold = next(p for p in docs if p.id == examples[0].gold_passage_ids[0])
     assert src == f"{gold.title} / {gold.text} // {examples[0].question}" and answer == examples[0].answers[0]
+
+
+def test_update_examples_are_answered_by_snapshot_b():
+    examples, docs = D.fresh_update_examples(random.Random(5), 12)
+    by_id = {p.id: p for p in docs}
+    assert len(examples) == 12
+    for ex in examples:
+        assert D.attribute_of(ex.question) in ("leader", "head", "population", "members")
+        assert ex.answers[0] in by_id[ex.gold_passage_ids[0]].text
 
 
 def test_tiny_preset_end_to_end_and_deterministic(tmp_path):

@@ -1,14 +1,23 @@
-"""`lewisrag reproduce`: the tiny preset end to end, resume, determinism; the small preset (slow)."""
+"""`lewisrag reproduce`: the tiny preset end to end (every results key, resume, determinism, the
+report), the BM25 adapter, the closed-book labels, the base preset's offline check; the small
+preset (slow)."""
 
 from __future__ import annotations
 
+import doctest
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
 from conftest import run_cli
 from lewisrag.experiments.presets import PRESETS
-from lewisrag.experiments.reproduce import reproduce
+from lewisrag.experiments.reproduce import check_hub_assets, reproduce
+
+STAGES = ("world", "dpr", "index_a", "index_b", "bm25_a", "retrieval", "generator", "rag_token", "rag_sequence",
+          "rag_token_frozen", "closed_book", "evaluate", "ablations", "knowledge_update", "compare")
 
 
 @pytest.fixture(scope="module")
@@ -19,28 +28,75 @@ def tiny_run(tmp_path_factory):
     return out, events
 
 
-def test_tiny_writes_every_stage_and_the_results(tiny_run):
+def _in_unit(x) -> bool:
+    return isinstance(x, (int, float)) and 0.0 <= x <= 1.0
+
+
+def test_tiny_runs_every_stage_then_the_report(tiny_run):
     out, events = tiny_run
-    assert [e for e in events if e[1] == "done"] == [(s, "done") for s in ("world", "dpr", "index_a", "index_b", "bm25_a", "retrieval")]
-    results = json.loads((out / "results.json").read_text())
-    r = results["retrieval"]
-    assert 0.0 <= r["recall_at_k"] <= 1.0 and {"recall_at_1", "recall_at_5", "recall_at_20"} <= set(r)
-    assert set(r["bm25"]) >= {"recall_at_1", "recall_at_5", "recall_at_20"}
-    assert {rec["system"] for rec in results["records"]} == {"dense", "bm25"}
-    assert (out / "report.md").read_text().startswith("# lewisrag reproduce")
-    for d in ("index_a", "index_b"):
-        assert (out / d / "manifest.json").exists()
-    assert not list(out.glob("*.partial"))
+    assert [n for n, e in events if e == "done"] == [*STAGES, "report"]
+    for d in ("index_a", "index_b", "rag_token/best", "rag_sequence/best", "rag_token_frozen/final", "closed_book/final"):
+        assert (out / d).is_dir(), d
+    assert not list(out.glob("*.partial")) and not list(out.glob("*.tmp"))
+
+
+def test_tiny_results_have_every_design_key_in_unit_range(tiny_run):
+    out, _ = tiny_run
+    r = json.loads((out / "results.json").read_text())
+    assert _in_unit(r["retrieval"]["recall_at_k"])
+    systems = ["rag_token", "rag_sequence", "closed_book"] + (["stitched"] if r.get("compare") is None else [])
+    for s in systems:
+        assert all(_in_unit(r["qa"][s][m]) for m in ("exact_match", "f1", "rougeL")), s
+    for s in ("rag_token", "rag_sequence", "closed_book"):
+        assert r["qa"][s]["long"]["n"] > 0 and all(_in_unit(r["qa"][s]["long"][m]) for m in ("rougeL", "bleu1"))
+    for s in ("rag_token", "rag_sequence"):
+        for i in ("index_a", "index_b"):
+            assert all(_in_unit(r["knowledge_update"][s][i][q]) for q in ("questions_a", "questions_b"))
+    ab = r["ablations"]
+    assert ab["ks"] == [1, 2, 5, 10]
+    assert _in_unit(ab["frozen_retriever"]["exact_match"]) and _in_unit(ab["bm25_retriever"]["exact_match"])
+    assert all(_in_unit(ab["n_docs"][v][str(k)]) for v in ("rag_token", "rag_sequence") for k in ab["ks"])
+    if r.get("compare") is None:  # the comparison module is installed: its layers are in
+        for s in ("rag_token", "rag_sequence", "stitched"):
+            assert set(r["layers"][s]) >= {"faithfulness", "context_recall", "answer_completeness"}
+    else:
+        assert r["compare"] == "not available"
+
+
+def test_tiny_records_pair_for_the_gate(tiny_run):
+    out, _ = tiny_run
+    r = json.loads((out / "results.json").read_text())
+    keys = [(rec["id"], rec["system"]) for rec in r["records"]]
+    assert len(keys) == len(set(keys))
+    qa = [rec for rec in r["records"] if rec["system"] in ("rag_token", "rag_sequence", "closed_book")
+          and rec.get("kind") == "short"]
+    assert {rec["system"] for rec in qa} == {"rag_token", "rag_sequence", "closed_book"}
+    assert all(set(rec["metrics"]) == {"exact_match", "f1", "rougeL"} for rec in qa)
+    n_short = r["qa"]["rag_token"]["n"]
+    assert sum(rec["system"] == "closed_book" and rec["kind"] == "short" for rec in r["records"]) == n_short
+
+
+def test_report_has_every_table_and_plot(tiny_run):
+    out, _ = tiny_run
+    report = (out / "report.md").read_text()
+    assert report.startswith("# lewisrag reproduce")
+    for heading in ("## Retrieval", "Table 1 style", "MS MARCO", "Knowledge update", "70%", "Table 6 style"):
+        assert heading in report, heading
+    for png in ("training_curves.png", "em_vs_k.png", "swap_matrix.png", "token_posteriors.png"):
+        assert (out / png).read_bytes()[:4] == b"\x89PNG" and f"]({png})" in report
+    evidence = json.loads((out / "evidence.json").read_text())
+    assert len(evidence["tokens"]) == len(evidence["posterior"])
+    assert all(abs(sum(row) - 1) < 1e-4 for row in evidence["posterior"])  # p(z|x,y_t) sums to one over K
 
 
 def test_resume_skips_finished_stages_and_gives_the_same_results(tiny_run):
     out, _ = tiny_run
     before = (out / "results.json").read_bytes()
-    (out / "stages" / "retrieval.json").unlink()  # as if killed during the last stage
+    (out / "stages" / "knowledge_update.json").unlink()  # as if killed during that stage
     events = []
     reproduce(PRESETS["tiny"], out, seed=0, resume=True, on_stage=lambda name, event, _: events.append((name, event)))
-    assert [n for n, e in events if e == "skipped"] == ["world", "dpr", "index_a", "index_b", "bm25_a"]
-    assert [n for n, e in events if e == "done"] == ["retrieval"]
+    assert [n for n, e in events if e == "skipped"] == [s for s in STAGES if s != "knowledge_update"]
+    assert [n for n, e in events if e == "done"] == ["knowledge_update", "report"]
     assert (out / "results.json").read_bytes() == before
 
 
@@ -48,6 +104,108 @@ def test_same_seed_same_results(tiny_run, tmp_path):
     out, _ = tiny_run
     reproduce(PRESETS["tiny"], tmp_path / "again", seed=0)
     assert (tmp_path / "again" / "results.json").read_bytes() == (out / "results.json").read_bytes()
+
+
+def test_bm25_adapter_gives_the_model_bm25_documents_and_scores(tiny_run):
+    import torch
+
+    from lewisrag.experiments.ask import load_trained
+    from lewisrag.index.bm25 import BM25Index
+    from lewisrag.rag_model.bm25_adapter import bm25_retrieve
+
+    out, _ = tiny_run
+    model, tokenizers = load_trained(out / "rag_token")
+    bm25 = BM25Index.load(out / "bm25_a")
+    questions = [json.loads(line)["question"] for line in (out / "world" / "test.jsonl").read_text().splitlines()[:3]]
+    scores, rows = bm25.search(questions, 4)
+    r = bm25_retrieve(model, questions, bm25, tokenizers, 4)
+    assert r.context_input_ids.shape[0] == 3 * 4 and r.doc_scores.shape == (3, 4)
+    assert torch.allclose(r.doc_scores, torch.as_tensor(scores)) and not r.doc_scores.requires_grad
+    assert [[p.id for p in ps] for ps in r.passages] == [[bm25.passages[i].id for i in row] for row in rows]
+    first = tokenizers.generator.decode(r.context_input_ids[0], skip_special_tokens=True).strip()
+    assert first.startswith(bm25.passages[rows[0][0]].title) and first.endswith(questions[0])
+    ids = model.generate(r.context_input_ids, r.context_attention_mask, r.doc_scores, n_docs=4, max_length=8)
+    assert ids.shape[0] == 3
+    with pytest.raises(ValueError, match="n_docs"):
+        bm25_retrieve(model, questions, bm25, tokenizers, 0)
+
+
+def test_closed_book_doctests():
+    from lewisrag.training import closed_book
+
+    assert doctest.testmod(closed_book).failed == 0
+
+
+def test_closed_book_trains_from_the_question_alone(tiny_run, tmp_path):
+    from lewisrag.data.io import InputError
+    from lewisrag.training.closed_book import ClosedBookConfig, answer_closed_book, train_closed_book
+    from lewisrag.training.rag_data import load_generator
+
+    out, _ = tiny_run
+    cfg = ClosedBookConfig(generator=str(out / "generator"), train=str(out / "world" / "train.jsonl"), steps=3,
+                           batch_size=4, lr=1e-3)
+    s = train_closed_book(cfg, tmp_path / "cb")
+    log = [json.loads(line) for line in (tmp_path / "cb" / "log.jsonl").read_text().splitlines()]
+    assert s["steps"] == 3 and [r["step"] for r in log] == [1, 2, 3]
+    assert all(r["answer_nll"] >= r["loss"] > 0 for r in log)  # a sum over an answer's tokens >= their mean
+    gen, tok = load_generator(tmp_path / "cb" / "final")
+    answers = answer_closed_book(gen, tok, ["Who leads Valdoria?", "When was it founded?"], max_length=4)
+    assert len(answers) == 2 and all(isinstance(a, str) for a in answers)
+    with pytest.raises(InputError, match="not empty"):
+        train_closed_book(cfg, tmp_path / "cb")
+
+
+def test_base_preset_is_validated_offline_and_names_what_is_missing(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("LEWISRAG_HUB_DIR", "HF_HUB_CACHE")}
+    env["HF_HOME"] = str(tmp_path / "empty_hf_home")
+    r = subprocess.run([sys.executable, "-m", "lewisrag.cli", "reproduce", "--preset", "base", "--out", str(tmp_path / "x")],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.count("\n") == 1 and "facebook/bart-large" in r.stderr and "nq_open" in r.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_base_assets_resolve_from_a_hub_dir_or_the_cache(tmp_path, monkeypatch):
+    from lewisrag.data.io import InputError
+
+    monkeypatch.delenv("LEWISRAG_HUB_DIR", raising=False)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "hub" / "facebook" / "bart-large").mkdir(parents=True)
+    (tmp_path / "hub" / "facebook" / "bart-large" / "config.json").write_text("{}")
+    (tmp_path / "cache" / "datasets--nq_open" / "snapshots" / "abc").mkdir(parents=True)
+    found = check_hub_assets(("model:facebook/bart-large", "dataset:nq_open"), tmp_path / "hub")
+    assert found["model:facebook/bart-large"].endswith("bart-large") and "datasets--nq_open" in found["dataset:nq_open"]
+    with pytest.raises(InputError, match="model facebook/dpr-ctx_encoder-single-nq-base"):
+        check_hub_assets(("model:facebook/dpr-ctx_encoder-single-nq-base",), tmp_path / "hub")
+
+
+def test_a_missing_shipped_generator_is_named_before_anything_runs(tmp_path):
+    from dataclasses import replace
+
+    from lewisrag.data.io import InputError
+
+    with pytest.raises(InputError, match="lewisrag pretrain"):
+        reproduce(replace(PRESETS["tiny"], generator="shipped:no-such-generator"), tmp_path / "x")
+    assert not (tmp_path / "x").exists()
+
+
+def test_the_shipped_generator_is_verified_and_copied(tiny_run, tmp_path, monkeypatch):
+    import shutil
+    from dataclasses import replace
+
+    from lewisrag.data.io import InputError
+    from lewisrag.experiments import stages
+    from lewisrag.training import pretrain
+
+    out, _ = tiny_run
+    shutil.copytree(out / "generator", tmp_path / "shipped" / "g")
+    monkeypatch.setattr(pretrain, "SHIPPED_DIR", tmp_path / "shipped")
+    preset = replace(PRESETS["tiny"], generator="shipped:g")
+    assert stages.generator(tmp_path / "run", preset, 0, lambda *a: None)["source"] == "shipped:g"
+    assert (tmp_path / "run" / "generator" / "model.safetensors").read_bytes() == (out / "generator" / "model.safetensors").read_bytes()
+    (tmp_path / "shipped" / "g" / "model.safetensors").write_bytes(b"damaged")
+    with pytest.raises(InputError, match="sha256"):
+        stages.generator(tmp_path / "run2", preset, 0, lambda *a: None)
 
 
 def test_resume_refuses_another_preset(tiny_run):

@@ -10,16 +10,25 @@ from lewisrag.commands import _ui
 
 
 def reproduce(
-    out: Path = typer.Option(..., "--out", help="Run folder: config.json, results.json, report.md and every stage's outputs."),
-    preset: str = typer.Option("small", "--preset", help="tiny (smoke test, seconds) or small (the demo)."),
+    out: Path = typer.Option(..., "--out", help="Run folder: config.json, results.json, report.md, plots and every stage's outputs."),
+    preset: str = typer.Option("small", "--preset", help="tiny (smoke test, under 2 minutes), small (the demo, with the "
+                               "shipped generator) or base (the GPU recipe with hub checkpoints: offline it only checks "
+                               "that they are on this machine)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the world and of every training run."),
     resume: bool = typer.Option(False, "--resume", help="Skip the stages that a previous run into --out finished."),
+    hub_dir: Path = typer.Option(None, "--hub-dir", envvar="LEWISRAG_HUB_DIR", help="base preset: a folder holding "
+                                 "DIR/<repo> for each checkpoint and data set (else the Hugging Face cache is searched)."),
 ) -> None:
-    """Run the reproduction: world -> DPR -> dense indexes over snapshots A and B -> retrieval recall."""
+    """Reproduce Lewis et al. 2020 at small scale: world -> DPR -> indexes A and B -> generator -> RAG-Token,
+    RAG-Sequence, closed-book BART -> test QA -> ablations (frozen retriever, BM25, K) -> index hot swap ->
+    prompt-stitching comparison -> report."""
     from lewisrag.experiments.presets import get_preset
     from lewisrag.experiments.reproduce import reproduce as run
 
     chosen = get_preset(preset)
+    if chosen.hub:  # checked before any progress display opens, so a missing asset is one line on stderr
+        _validated(preset, run(chosen, out, hub_dir=hub_dir)["validated"])
+        return
 
     def on_stage(name: str, event: str, result: dict) -> None:
         if event == "skipped":
@@ -28,9 +37,27 @@ def reproduce(
             _ui.console.print(f"[green]{name}[/green] done in {result['seconds']:.1f}s")
 
     with _ui.progress() as p:
-        results = run(chosen, out, seed=seed, resume=resume, on_stage=on_stage, on_progress=_ui.Bars(p))
+        results = run(chosen, out, seed=seed, resume=resume, on_stage=on_stage, on_progress=_ui.Bars(p), hub_dir=hub_dir)
+    _render(results, out)
+
+
+def _validated(preset: str, found: dict[str, str]) -> None:
+    _ui.out.print(_ui.table(f"preset {preset}: every asset is on this machine", ["asset", "found at"],
+                            [[k, v] for k, v in found.items()]))
+    _ui.out.print("validated only: the base recipe is meant for GPUs and is not run here; nothing was written")
+
+
+def _render(results: dict, out: Path) -> None:
     r = results["retrieval"]
     ks = [k for k in ("recall_at_1", "recall_at_5", "recall_at_20") if k in r]
     _ui.out.print(_ui.table(f"retrieval on the {r['split']} split (snapshot A)", ["retriever", *ks],
                             [["DPR", *[r[k] for k in ks]], ["BM25", *[r["bm25"][k] for k in ks]]]))
+    qa = results.get("qa", {})
+    _ui.out.print(_ui.table("test QA (short answers; long-form ROUGE-L)", ["system", "EM", "F1", "ROUGE-L", "long ROUGE-L"],
+                            [[s, v.get("exact_match"), v.get("f1"), v.get("rougeL"), (v.get("long") or {}).get("rougeL", "")]
+                             for s, v in qa.items()]))
+    ku = results.get("knowledge_update", {})
+    _ui.out.print(_ui.table("knowledge update: EM by index (paper: matched 70%/68%, mismatched 12%/4%)",
+                            ["model", "index", "questions A", "questions B"],
+                            [[m, i, c["questions_a"], c["questions_b"]] for m, by in ku.items() for i, c in by.items()]))
     _ui.out.print(f"results: {Path(out) / 'results.json'}   report: {Path(out) / 'report.md'}")

@@ -191,7 +191,7 @@ def _tier3(base: Run, cand: Run, cfg: GateConfig) -> list[Check]:
                                      max_regressions=cut.max_regressions, max_mean_drop=None))
     for ceiling in cfg.ceilings:
         out.append(_ceiling_check(cand, ceiling, cfg))
-    out.append(_refusal_check(cand))
+    out.append(_refusal_check(base, cand, cfg))
     return out
 
 
@@ -273,17 +273,25 @@ def _ceiling_check(cand: Run, ceiling, cfg: GateConfig) -> Check:
                  {"k": k, "n": n, "upper_bound": upper, "method": ceiling.method, "questions_needed": need})
 
 
-def _refusal_check(cand: Run) -> Check:
-    """Questions whose answer is not in the knowledge base pass only by refusing; no score counts."""
+def _refusal_check(base: Run, cand: Run, cfg: GateConfig) -> Check:
+    """Questions whose answer is not in the knowledge base pass only by refusing; no score counts.
+
+    With `allow_baseline_violations` (a baseline known to be bad, e.g. an untrained smoke-test
+    model) only the questions the baseline refused and the candidate no longer refuses fail.
+    """
     recs = [r for r in cand.records.values() if _not_in_kb(r)]
     if not recs:
         return Check("3 judged", "not_in_kb refuses", "skip", "no not_in_kb questions in the candidate")
     answered = [(r["id"], r.get("system")) for r in recs if r.get("refused") is not True]
     evidence = f"{len(recs) - len(answered)}/{len(recs)} refused"
-    if answered:
-        evidence += "; answered instead of refusing: " + _ids(answered)
-    return Check("3 judged", "not_in_kb refuses", "fail" if answered else "pass", evidence,
-                 {"n": len(recs), "answered": [_key(k) for k in answered]})
+    failing = answered
+    if cfg.allow_baseline_violations:
+        failing = [k for k in answered if base.records.get(k, {}).get("refused") is True]
+        evidence += f"; {len(failing)} that the baseline refused"
+    if failing:
+        evidence += "; answered instead of refusing: " + _ids(failing)
+    return Check("3 judged", "not_in_kb refuses", "fail" if failing else "pass", evidence,
+                 {"n": len(recs), "answered": [_key(k) for k in answered], "failing": [_key(k) for k in failing]})
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from lewisrag.training.closed_book import ClosedBookConfig
 from lewisrag.training.dpr import DPRTrainConfig
+from lewisrag.training.rag import RagTrainConfig
 
 
 @dataclass(frozen=True)
@@ -13,8 +15,16 @@ class Preset:
     entities: int  # world size: entities (about two passages each)
     dpr: DPRTrainConfig  # retriever schedule
     index_factory: str = "Flat"  # FAISS factory of the dense indexes (exact search at these sizes)
-    eval_split: str = "test"  # recall is measured on this split: its entities never appear in training questions
+    eval_split: str = "test"  # recall and QA are measured on this split: its entities never appear in training questions
     ks: tuple[int, ...] = (1, 5, 20)  # recall cut-offs
+    generator: str = "pretrain:tiny"  # "pretrain:<pretrain preset>" trains one here; "shipped:<name>" copies lewisrag/pretrained/<name>
+    rag: RagTrainConfig = field(default_factory=RagTrainConfig)  # RAG schedule and K (paths are filled in by the run)
+    closed_book: ClosedBookConfig = field(default_factory=ClosedBookConfig)  # the no-retrieval baseline's schedule
+    test_ks: tuple[int, ...] = (1, 2, 5, 10)  # test-time K of the ablations (Figure 3), capped at the index size
+    ablation_questions: int | None = None  # first N short test questions per ablation cell (None: all); 16 cells each
+    long_max_length: int = 64  # decoded tokens for long-form answers (short ones use rag.max_target_length)
+    threads: int | None = None  # torch CPU threads during the run (None: torch's default); results depend on it
+    hub: tuple[str, ...] = ()  # "model:<repo>"/"dataset:<repo>" that must resolve locally; non-empty: validated, not run
     notes: str = ""
 
 
@@ -24,13 +34,41 @@ PRESETS: dict[str, Preset] = {
         name="tiny",
         entities=60,
         dpr=DPRTrainConfig(vocab_size=1000, hidden_size=32, layers=1, heads=2, batch_size=16, steps=30),
+        rag=RagTrainConfig(n_docs=3, steps=12, batch_size=8, lr=1e-3, eval_every=6, eval_questions=16,
+                           save_every=12, max_combined_length=128, max_target_length=16),
+        closed_book=ClosedBookConfig(steps=12, batch_size=8, lr=1e-3, max_target_length=16),
+        long_max_length=24,
+        threads=1,  # models this small run faster on one thread, and the same on every machine
         notes="smoke test: numbers are not meaningful",
     ),
-    # The demo: the default world; a small DPR trained from scratch on its training questions.
+    # The demo: the default world, a small DPR trained from scratch, the shipped pretrained generator.
+    # The RAG schedule is a first guess, not tuned.
     "small": Preset(
         name="small",
         entities=2000,
         dpr=DPRTrainConfig(),
+        generator="shipped:generator-small",
+        # about 0.2 s per RAG step at batch 8, K=5 on 2 cores: three RAG runs fit the 15-minute budget
+        rag=RagTrainConfig(n_docs=5, steps=500, batch_size=8, lr=3e-4, eval_every=250, eval_questions=100,
+                           save_every=250, max_combined_length=192, max_target_length=48),
+        closed_book=ClosedBookConfig(steps=500, batch_size=8, lr=3e-4, max_target_length=48),
+        ablation_questions=200,  # 16 cells (4 variants x 4 K) of decoding, up to K=10: bounded on a CPU
+        notes="the demo; the RAG and closed-book schedules are untuned first guesses",
+    ),
+    # The paper's recipe on GPUs: real checkpoints and data, which must already be on this machine
+    # (the HF cache, or --hub-dir). Offline it is checked, not run.
+    "base": Preset(
+        name="base",
+        entities=2000,
+        dpr=DPRTrainConfig(init="facebook/dpr-question_encoder-single-nq-base"),
+        index_factory="HNSW32",
+        generator="hub:facebook/bart-large",
+        rag=RagTrainConfig(n_docs=10, steps=30000, batch_size=128, lr=3e-5, eval_every=2000, save_every=2000,
+                           mixed_precision="bf16", max_combined_length=300, max_target_length=32),
+        closed_book=ClosedBookConfig(steps=30000, batch_size=128, lr=3e-5),
+        hub=("model:facebook/dpr-question_encoder-single-nq-base", "model:facebook/dpr-ctx_encoder-single-nq-base",
+             "model:facebook/bart-large", "dataset:nq_open", "dataset:facebook/wiki_dpr"),
+        notes="GPU recipe (Lewis et al. 2020 settings); validated offline, not run",
     ),
 }
 

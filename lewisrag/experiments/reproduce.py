@@ -5,8 +5,15 @@
     RUN/dpr/                    the trained DPR retriever
     RUN/index_a, RUN/index_b    dense indexes over snapshots A and B (same frozen doc encoder)
     RUN/bm25_a                  BM25 over snapshot A
+    RUN/generator/              the starting BART generator (pretrained here, or the shipped one)
+    RUN/rag_token, rag_sequence RAG runs on index A (train_rag's folders: log.jsonl, best/, final/)
+    RUN/rag_token_frozen        RAG-Token with a frozen question encoder (Table 6's ablation)
+    RUN/closed_book/            the same generator fine-tuned without retrieval (Table 1's BART row)
+    RUN/predictions.json        every system's test answers; RUN/evidence.json one answer's p(z|x,y_t)
+    RUN/knowledge_update.json   the hot-swap matrix with every cell's predictions
     RUN/stages/<name>.json      what each finished stage produced; `--resume` skips those stages
-    RUN/results.json            every number, RUN/report.md the same in words and tables
+    RUN/results.json            every number (no timings: RUN/timings.json), RUN/report.md the same
+                                in words and tables, the PNG plots beside it, report.html (compare)
 
 Each stage writes its outputs atomically and records itself last, so a run killed anywhere
 resumes at the first unfinished stage.
@@ -18,12 +25,14 @@ import json
 import os
 import platform
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from lewisrag.data.io import read_json, write_json, write_text
+from lewisrag.data.io import read_json, write_json
+from lewisrag.experiments import stages as S
 from lewisrag.experiments.presets import Preset
+from lewisrag.experiments.report import write_report
 
 Progress = Callable[[str, int, int, str], None]  # (task, done, total, info)
 
@@ -54,9 +63,30 @@ def reproduce(
     resume: bool = False,
     on_stage: Callable[[str, str, dict], None] = lambda *a: None,
     on_progress: Progress = lambda *a: None,
+    hub_dir: str | os.PathLike | None = None,
 ) -> dict:
-    """Run every stage of the reproduction into `out` and return the results."""
-    run = Path(out)
+    """Run every stage of the reproduction into `out` and return the results.
+
+    A preset with hub assets (base) is only checked: every asset must resolve on this machine,
+    else an InputError names the missing ones; nothing is written either way.
+    """
+    if preset.hub:
+        return {"validated": check_hub_assets(preset.hub, hub_dir)}
+    if preset.threads is None:
+        return _reproduce(preset, Path(out), seed, resume, on_stage, on_progress)
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(preset.threads)
+    try:
+        return _reproduce(preset, Path(out), seed, resume, on_stage, on_progress)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _reproduce(preset: Preset, run: Path, seed: int, resume: bool, on_stage, on_progress: Progress) -> dict:
+    if preset.generator.startswith("shipped:"):
+        S.shipped_generator(preset)  # missing: say so now, not after the retriever stages
     config = json.loads(json.dumps({"preset": asdict(preset), "seed": seed}))  # as it reads back from disk
     if resume and (run / "config.json").exists() and read_json(run / "config.json") != config:
         from lewisrag.data.io import InputError
@@ -65,26 +95,85 @@ def reproduce(
     write_json(run / "config.json", config)
     stages = {}
 
-    stages["world"] = _run_stage(run, "world", resume, lambda: _world(run, preset, seed), on_stage)
-    stages["dpr"] = _run_stage(run, "dpr", resume, lambda: _dpr(run, preset, seed, on_progress), on_stage)
-    for snap in ("a", "b"):
-        stages[f"index_{snap}"] = _run_stage(run, f"index_{snap}", resume, lambda s=snap: _dense(run, preset, s, on_progress), on_stage)
-    stages["bm25_a"] = _run_stage(run, "bm25_a", resume, lambda: _bm25(run), on_stage)
-    stages["retrieval"] = _run_stage(run, "retrieval", resume, lambda: _retrieval(run, preset, on_progress), on_stage)
+    def stage(name: str, fn: Callable[[], dict]) -> None:
+        stages[name] = _run_stage(run, name, resume, fn, on_stage)
 
+    stage("world", lambda: _world(run, preset, seed))
+    stage("dpr", lambda: _dpr(run, preset, seed, on_progress))
+    for snap in ("a", "b"):
+        stage(f"index_{snap}", lambda s=snap: _dense(run, preset, s, on_progress))
+    stage("bm25_a", lambda: _bm25(run))
+    stage("retrieval", lambda: _retrieval(run, preset, on_progress))
+    stage("generator", lambda: S.generator(run, preset, seed, on_progress))
+    for name, variant, frozen in (("rag_token", "token", False), ("rag_sequence", "sequence", False),
+                                  ("rag_token_frozen", "token", True)):
+        stage(name, lambda n=name, v=variant, f=frozen: S.rag(run, preset, seed, n, v, f, resume, on_progress))
+    stage("closed_book", lambda: S.closed_book(run, preset, seed, on_progress))
+    stage("evaluate", lambda: S.evaluate(run, preset, on_progress))
+    stage("ablations", lambda: S.ablations(run, preset, on_progress))
+    stage("knowledge_update", lambda: S.knowledge_update(run, preset, on_progress))
+    stage("compare", lambda: S.compare(run, preset, seed, on_progress))
+
+    results = _assemble(config, stages)
+    write_json(run / "results.json", _without_timings(results))
+    write_json(run / "timings.json", {name: s["seconds"] for name, s in stages.items()})
+    on_stage("report", "started", {})
+    t = time.perf_counter()
+    write_report(run, results)  # always redone: cheap, and it must describe these results
+    on_stage("report", "done", {"seconds": round(time.perf_counter() - t, 2)})
+    return results
+
+
+def _assemble(config: dict, stages: dict) -> dict:
+    """results.json: what every stage contributed under "out", the records, and each stage's summary."""
+    r = stages["retrieval"]
     results = {
         "lewisrag": {"kind": "reproduce", "version": _version()},
         "config": config,
         "environment": {"python": platform.python_version(), "machine": platform.machine()},
-        "retrieval": {"split": stages["retrieval"]["split"], **stages["retrieval"]["dense"], "bm25": stages["retrieval"]["bm25"]},
-        "records": stages["retrieval"]["records"],  # per question and retriever, for `lewisrag gate`
-        "stages": {name: {k: v for k, v in s.items() if k not in ("seconds", "records")} | {"seconds": s["seconds"]}
-                   for name, s in stages.items()},
+        "retrieval": {"split": r["split"], **r["dense"], "bm25": r["bm25"]},
+        "records": list(r["records"]),  # per question and system, for `lewisrag gate`
     }
-    write_json(run / "results.json", _without_timings(results))
-    write_json(run / "timings.json", {name: s["seconds"] for name, s in stages.items()})
-    write_text(run / "report.md", render_report(results))
+    for s in stages.values():
+        for key, value in s.get("out", {}).items():
+            if key == "qa":
+                results.setdefault("qa", {}).update(value)  # compare adds "stitched" beside the trained systems
+            else:
+                results[key] = value
+        if s is not r:
+            results["records"] += s.get("records", [])
+    results["stages"] = {name: {k: v for k, v in s.items() if k not in _DETAIL} for name, s in stages.items()}
     return results
+
+
+_DETAIL = ("records", "out", "split", "dense", "bm25")  # in results already, under their own keys
+
+
+def check_hub_assets(hub: Sequence[str], hub_dir: str | os.PathLike | None = None) -> dict[str, str]:
+    """Where each "model:<repo>" / "dataset:<repo>" lives locally: `hub_dir/<repo>` (or $LEWISRAG_HUB_DIR),
+    else the Hugging Face cache. Raises one InputError naming every missing asset."""
+    from lewisrag.data.io import InputError
+
+    roots = [Path(d) for d in (hub_dir, os.environ.get("LEWISRAG_HUB_DIR")) if d]
+    hf_home = Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface"))
+    cache = Path(os.environ.get("HF_HUB_CACHE", hf_home / "hub"))
+    found, missing = {}, []
+    for asset in hub:
+        kind, _, repo = asset.partition(":")
+        local = [root / repo for root in roots]
+        cached = cache / f"{kind}s--{repo.replace('/', '--')}" / "snapshots"
+        hit = next((p for p in local if p.is_dir() and any(p.iterdir())), None)
+        if hit is None and cached.is_dir() and any(cached.iterdir()):
+            hit = cached
+        if hit is None:
+            missing.append(f"{kind} {repo}")
+        else:
+            found[asset] = str(hit)
+    if missing:
+        where = ", ".join([str(r) for r in roots] + [str(cache)])
+        raise InputError("--preset base", f"missing locally: {'; '.join(missing)} (looked in {where}; "
+                         "download them where the hub is reachable, or pass --hub-dir DIR holding DIR/<repo>)")
+    return found
 
 
 def _world(run: Path, preset: Preset, seed: int) -> dict:
@@ -157,23 +246,3 @@ def _version() -> str:
     from lewisrag import __version__
 
     return __version__
-
-
-def render_report(results: dict) -> str:
-    r = results["retrieval"]
-    ks = [k for k in ("recall_at_1", "recall_at_5", "recall_at_20") if k in r]
-    lines = [
-        f"# lewisrag reproduce — preset `{results['config']['preset']['name']}`, seed {results['config']['seed']}",
-        "",
-        "## Retrieval (test split over snapshot A; test entities never appear in training questions)",
-        "",
-        "| retriever | " + " | ".join(k.replace("recall_at_", "recall@") for k in ks) + " |",
-        "|---|" + "---:|" * len(ks),
-        "| DPR (trained here) | " + " | ".join(f"{r[k]:.3f}" for k in ks) + " |",
-        "| BM25 | " + " | ".join(f"{r['bm25'][k]:.3f}" for k in ks) + " |",
-        "",
-        f"The dense retriever finds a gold passage in its top 5 for {r['recall_at_5']:.1%} of test questions; "
-        f"BM25 does for {r['bm25']['recall_at_5']:.1%}.",
-        "",
-    ]
-    return "\n".join(lines)

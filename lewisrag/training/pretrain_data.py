@@ -119,6 +119,24 @@ def reading_pairs(examples: Sequence[QAExample], passages: Sequence[Passage]) ->
     return out
 
 
+def fresh_update_examples(rng: random.Random, n: int) -> tuple[list[QAExample], list[Passage]]:
+    """`n` questions about the time-varying facts (leader or head, population or members) of new
+    entities, answered by snapshot B's passages: its wording ("took office in 2018", "elections are
+    held every 5 years") differs from A's, and a reader trained on A's alone misreads its numbers."""
+    from lewisrag.data import questions as Q
+    from lewisrag.data.entities import passages
+    from lewisrag.data.world import fresh_entities
+
+    examples: list[QAExample] = []
+    docs: list[Passage] = []
+    while len(examples) < n:
+        (e,) = fresh_entities(rng, 1)
+        docs += passages(e, 1)
+        for attr in ("leader", "population") if e.kind == "country" else ("head", "members"):
+            examples.append(Q.short_question(f"{e.slot}-b{len(examples)}", e, attr, rng.choice(Q.SHORT[attr]), snapshot=1))
+    return examples[:n], docs
+
+
 @lru_cache(maxsize=1)
 def _template_patterns() -> tuple[tuple[re.Pattern, str], ...]:
     from lewisrag.data.questions import SHORT

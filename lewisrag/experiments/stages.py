@@ -1,0 +1,251 @@
+"""The model stages of `lewisrag reproduce`, after retrieval: the generator, the RAG-Token and
+RAG-Sequence runs, the closed-book baseline, their evaluation, the paper's ablations (Table 6,
+Figure 3), the hot-swap test (§4.5) and the comparison with prompt-stitching RAG.
+
+Each function runs one stage into the run folder and returns what `reproduce._run_stage` records:
+small numbers at the top level, the results it contributes under "out", per-question records under
+"records".
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from lewisrag.data.io import InputError, write_json
+from lewisrag.experiments.presets import Preset
+
+Progress = Callable[[str, int, int, str], None]  # (task, done, total, info)
+SYSTEMS = ("rag_token", "rag_sequence", "closed_book")  # Table 1's rows that this run trains
+
+
+def generator(run: Path, preset: Preset, seed: int, on_progress: Progress) -> dict:
+    """RUN/generator: pretrained here (`pretrain:<preset>`) or copied from the package (`shipped:<name>`)."""
+    kind, _, name = preset.generator.partition(":")
+    out = run / "generator"
+    if kind == "pretrain":
+        from lewisrag.training.pretrain import pretrain
+        from lewisrag.training.pretrain import preset as pretrain_preset
+
+        cfg = pretrain_preset(name, seed=seed)
+        recipe = pretrain(cfg, out, on_step=lambda s, p, loss, em: on_progress("generator", s, cfg.steps, f"loss {loss:.3f}"))
+        return {"dir": "generator", "source": preset.generator, "final_loss": recipe["final_loss"]}
+    from lewisrag.training.pretrain import load_generator
+
+    src = shipped_generator(preset)
+    load_generator(src)  # checks the weights' sha256 before anything is copied
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(src, tmp)
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    return {"dir": "generator", "source": preset.generator}
+
+
+def shipped_generator(preset: Preset) -> Path:
+    """The package's generator that a `shipped:<name>` preset copies; an InputError when it is missing."""
+    from lewisrag.training.pretrain import SHIPPED_DIR
+
+    src = SHIPPED_DIR / preset.generator.partition(":")[2]
+    if not (src / "recipe.json").is_file():
+        raise InputError(src, f"no shipped generator here: run `lewisrag pretrain --preset small --out {src}` first")
+    return src
+
+
+def rag(run: Path, preset: Preset, seed: int, name: str, variant: str, freeze: bool, resume: bool,
+        on_progress: Progress) -> dict:
+    """RUN/<name>: `train_rag` on snapshot A's index with the world's train/dev splits."""
+    from lewisrag.training.rag import train_rag
+
+    world, out = run / "world", run / name
+    cfg = replace(preset.rag, variant=variant, freeze_retriever=freeze, seed=seed, index=str(run / "index_a"),
+                  encoder=str(run / "dpr"), generator=str(run / "generator"), train=str(world / "train.jsonl"),
+                  dev=str(world / "dev.jsonl"))
+    if not resume:
+        shutil.rmtree(out, ignore_errors=True)
+    s = train_rag(cfg, out, resume=True,  # resume=True continues this stage's own checkpoint, if any
+                  on_progress=lambda step, steps, rec: on_progress(name, step, steps, f"loss {rec['loss']:.3f}"))
+    return {"dir": name, "steps": s["steps"], "best_dev_em": s["best_em"], "n_train": s["n_train"]}
+
+
+def closed_book(run: Path, preset: Preset, seed: int, on_progress: Progress) -> dict:
+    """RUN/closed_book: the same generator fine-tuned on the same questions without retrieval."""
+    from lewisrag.training.closed_book import train_closed_book
+
+    cfg = replace(preset.closed_book, generator=str(run / "generator"), train=str(run / "world" / "train.jsonl"),
+                  seed=seed)
+    shutil.rmtree(run / "closed_book", ignore_errors=True)  # cheap enough to redo rather than checkpoint
+    s = train_closed_book(cfg, run / "closed_book",
+                          lambda step, steps, rec: on_progress("closed_book", step, steps, f"loss {rec['loss']:.3f}"))
+    return {"dir": "closed_book", "steps": s["steps"], "final_loss": s["final_loss"], "n_train": s["n_train"]}
+
+
+# --- answering --------------------------------------------------------------------------------
+
+
+def rag_answers(model, tokenizers, index, questions: Sequence[str], k: int, max_length: int, batch_size: int = 16,
+                bm25=None, on_batch: Callable[[int], None] | None = None) -> list[str]:
+    """Greedy answers reading K documents from the dense `index`, or from `bm25` when given."""
+    import torch
+
+    from lewisrag.rag_model.bm25_adapter import bm25_retrieve
+
+    answers: list[str] = []
+    with torch.no_grad():
+        for i in range(0, len(questions), batch_size):
+            chunk = list(questions[i : i + batch_size])
+            r = (bm25_retrieve(model, chunk, bm25, tokenizers, k) if bm25 is not None
+                 else model.retrieve(chunk, index, tokenizers, n_docs=k))
+            ids = model.generate(r.context_input_ids, r.context_attention_mask, r.doc_scores, n_docs=k, num_beams=1,
+                                 max_length=max_length)  # (B, T)
+            answers += [a.strip() for a in tokenizers.generator.batch_decode(ids, skip_special_tokens=True)]
+            if on_batch:
+                on_batch(len(chunk))
+    return answers
+
+
+def _answers(run: Path, preset: Preset, system: str, questions: Sequence[str], max_length: int,
+             on_batch: Callable[[int], None]) -> list[str]:
+    if system == "closed_book":
+        from lewisrag.training.closed_book import answer_closed_book
+        from lewisrag.training.rag_data import load_generator
+
+        gen, tok = load_generator(run / "closed_book" / "final")
+        return answer_closed_book(gen, tok, questions, max_length=max_length,
+                                  max_source_length=preset.closed_book.max_source_length, on_batch=on_batch)
+    from lewisrag.experiments.ask import load_trained
+    from lewisrag.index.dense import DenseIndex
+
+    model, tokenizers = load_trained(run / system)
+    index = DenseIndex.load(run / "index_a", mmap=True)
+    return rag_answers(model, tokenizers, index, questions, preset.rag.n_docs, max_length, on_batch=on_batch)
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def evaluate(run: Path, preset: Preset, on_progress: Progress) -> dict:
+    """Test split: EM, F1, ROUGE-L on short answers and ROUGE-L, BLEU-1 on long-form ones, per system."""
+    from lewisrag.data.records import read_qa
+    from lewisrag.eval.qa import bleu_1, exact_match, rouge_l, token_f1
+
+    test = [ex for ex in read_qa(run / "world" / f"{preset.eval_split}.jsonl") if ex.answers]
+    short, long = [ex for ex in test if ex.kind != "long"], [ex for ex in test if ex.kind == "long"]
+    qa, records, predictions = {}, [], {}
+    for system in SYSTEMS:
+        done = [0]
+
+        def tick(n: int, system=system, done=done) -> None:
+            done[0] += n
+            on_progress(f"evaluate {system}", done[0], len(test), "")
+
+        s_pred = _answers(run, preset, system, [ex.question for ex in short], preset.rag.max_target_length, tick)
+        l_pred = _answers(run, preset, system, [ex.question for ex in long], preset.long_max_length, tick)
+        s_scores = [{"exact_match": exact_match(p, ex.answers), "f1": token_f1(p, ex.answers),
+                     "rougeL": rouge_l(p, ex.answers)} for p, ex in zip(s_pred, short)]
+        l_scores = [{"rougeL": rouge_l(p, ex.answers), "bleu1": bleu_1(p, ex.answers)} for p, ex in zip(l_pred, long)]
+        qa[system] = {**{m: _mean([s[m] for s in s_scores]) for m in ("exact_match", "f1", "rougeL")}, "n": len(short),
+                      "long": {**{m: _mean([s[m] for s in l_scores]) for m in ("rougeL", "bleu1")}, "n": len(long)}}
+        for ex, m in [*zip(short, s_scores), *zip(long, l_scores)]:
+            records.append({"id": ex.id, "system": system, "category": ex.category, "kind": ex.kind, "metrics": m})
+        predictions[system] = dict(zip([ex.id for ex in short + long], s_pred + l_pred))
+    write_json(run / "predictions.json", predictions)
+    if short:
+        _write_evidence(run, preset, short[0].question)
+    return {"split": preset.eval_split, "out": {"qa": qa}, "records": records}
+
+
+def _write_evidence(run: Path, preset: Preset, question: str) -> None:
+    """RUN/evidence.json: one test question's per-token document posteriors under RAG-Token (for a plot)."""
+    import torch
+
+    from lewisrag.experiments.ask import ask, load_trained
+    from lewisrag.index.dense import DenseIndex
+
+    model, tokenizers = load_trained(run / "rag_token")
+    index = DenseIndex.load(run / "index_a", mmap=True)
+    answer = ask(model, tokenizers, index, question, max_length=preset.rag.max_target_length)
+    with torch.no_grad():  # the full (T, K) matrix behind ask's per-token argmax
+        r = model.retrieve([question], index, tokenizers)
+        out = model.generate(r.context_input_ids, r.context_attention_mask, r.doc_scores, num_beams=1,
+                             max_length=preset.rag.max_target_length, return_evidence=True)
+    seq = out.sequences[0]
+    special = set(tokenizers.generator.all_special_ids)
+    shown = [t for t in range(len(seq) - 1) if int(seq[t + 1]) not in special]
+    write_json(run / "evidence.json", {
+        "question": question, "answer": answer.answer,
+        "passages": [{"rank": p.rank, "id": p.id, "title": p.title, "prior": p.prior} for p in answer.passages],
+        "tokens": [tokenizers.generator.decode([int(seq[t + 1])]) for t in shown],
+        "posterior": [[round(float(x), 6) for x in out.doc_posterior[0][t]] for t in shown],  # (T', K)
+    })
+
+
+# --- ablations, hot swap, comparison ----------------------------------------------------------
+
+
+def ablations(run: Path, preset: Preset, on_progress: Progress) -> dict:
+    """Table 6 and Figure 3: test EM at test-time K for RAG-Token and RAG-Sequence, the frozen-retriever
+    RAG-Token, and the trained RAG-Token reading BM25's documents instead of DPR's."""
+    from lewisrag.data.records import read_qa
+    from lewisrag.eval.qa import exact_match
+    from lewisrag.experiments.ask import load_trained
+    from lewisrag.index.bm25 import BM25Index
+    from lewisrag.index.dense import DenseIndex
+
+    short = [ex for ex in read_qa(run / "world" / f"{preset.eval_split}.jsonl") if ex.answers and ex.kind != "long"]
+    short = short[: preset.ablation_questions]  # the first ones, so every cell scores the same questions
+    index, bm25 = DenseIndex.load(run / "index_a", mmap=True), BM25Index.load(run / "bm25_a")
+    ks = [k for k in preset.test_ks if k <= len(index.passages)]
+    variants = {"rag_token": ("rag_token", None), "rag_sequence": ("rag_sequence", None),
+                "frozen_retriever": ("rag_token_frozen", None), "bm25_retriever": ("rag_token", bm25)}
+    total, done = len(variants) * len(ks) * len(short), [0]
+    em: dict[str, dict[str, float]] = {}
+    for name, (model_dir, sparse) in variants.items():
+        model, tokenizers = load_trained(run / model_dir)
+        for k in ks:
+            def tick(n: int) -> None:
+                done[0] += n
+                on_progress("ablations", done[0], total, f"{name} K={k}")
+
+            preds = rag_answers(model, tokenizers, index, [ex.question for ex in short], k,
+                                preset.rag.max_target_length, bm25=sparse, on_batch=tick)
+            em.setdefault(name, {})[str(k)] = _mean([exact_match(p, ex.answers) for p, ex in zip(preds, short)])
+    at = str(preset.rag.n_docs) if str(preset.rag.n_docs) in em["rag_token"] else str(ks[-1])
+    out = {"ks": ks, "trained_k": preset.rag.n_docs, "n": len(short),
+           "n_docs": {"rag_token": em["rag_token"], "rag_sequence": em["rag_sequence"]},
+           **{name: {"exact_match": em[name][at], "by_k": em[name]} for name in ("frozen_retriever", "bm25_retriever")}}
+    return {"out": {"ablations": out}}
+
+
+def knowledge_update(run: Path, preset: Preset, on_progress: Progress) -> dict:
+    """§4.5: both RAG models × indexes A and B × questions about snapshot A and snapshot B, by EM."""
+    from lewisrag.experiments.swap import swap_matrix
+
+    world = run / "world"
+    m = swap_matrix([run / "rag_token", run / "rag_sequence"], [run / "index_a", run / "index_b"],
+                    [world / "questions_a.jsonl", world / "questions_b.jsonl"], max_length=preset.rag.max_target_length,
+                    on_progress=lambda _, d, t: on_progress("knowledge update", d, t, ""))
+    write_json(run / "knowledge_update.json", m)  # with every cell's predictions
+    return {"n_questions": m["n_questions"], "out": {"knowledge_update": m["em"]}}
+
+
+def compare(run: Path, preset: Preset, seed: int, on_progress: Progress) -> dict:
+    """Prompt-stitching RAG beside the trained models, and every system's answer layers, when the
+    comparison module is installed; otherwise the run says so in results.json ("compare")."""
+    try:
+        from lewisrag.experiments.compare import compare_stage
+    except ModuleNotFoundError as e:
+        if e.name != "lewisrag.experiments.compare":
+            raise
+        return {"available": False, "out": {"compare": "not available"}}
+    got = dict(compare_stage(run, preset, seed, on_progress))
+    html = got.pop("report_html", None)
+    if html:
+        from lewisrag.data.io import write_text
+
+        write_text(run / "report.html", html)
+    return {"available": True, "out": {k: got[k] for k in ("qa", "layers", "position") if k in got},
+            "records": got.get("records", [])}

@@ -1,0 +1,135 @@
+"""The closed-book baseline (Lewis et al. 2020, Table 1's "BART" row): the same starting generator
+fine-tuned on the same training questions, but with no retrieval. The question is the whole input
+and the answer the target, so whatever the model answers it must have stored in its weights.
+
+Targets follow the RAG label convention (`rag_data.answer_labels`: decoder start token, then
+`<s> answer </s>`), so the closed-book model and the RAG models learn the very same sequences from
+the very same starting weights; only the generator's input differs.
+
+Output directory: config.json, log.jsonl (one line per step), and final/ (generator + tokenizer
+written with save_pretrained, loadable with `rag_data.load_generator`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from lewisrag.data.io import InputError, atomic_path, write_json
+
+
+@dataclass(frozen=True)
+class ClosedBookConfig:
+    generator: str = ""  # local transformers BART directory with its tokenizer (the RAG runs' starting point)
+    train: str = ""  # training QA examples (the first answer is the target), the RAG runs' file
+    steps: int = 200  # optimizer steps
+    batch_size: int = 8  # questions per step
+    lr: float = 1e-4  # peak AdamW learning rate (linear warmup, then linear decay to 0)
+    warmup: float = 0.1  # share of the steps spent warming up
+    weight_decay: float = 0.01  # AdamW decoupled weight decay
+    max_grad_norm: float = 1.0  # global gradient-norm clip (0 = none)
+    max_source_length: int = 64  # question tokens
+    max_target_length: int = 32  # answer tokens including the decoder start and end tokens
+    seed: int = 0  # data order and dropout
+
+
+def decoder_pair(labels, pad_id: int):
+    """(decoder inputs, targets) from RAG-convention labels (B, T): inputs drop the last position,
+    targets drop the first and ignore padding (-100), as RAG's loss shifts them.
+
+    >>> import torch
+    >>> d, t = decoder_pair(torch.tensor([[2, 0, 7, 2, 1]]), pad_id=1)
+    >>> d.tolist(), t.tolist()
+    ([[2, 0, 7, 2]], [[0, 7, 2, -100]])
+    """
+    targets = labels[:, 1:].clone()  # (B, T-1)
+    targets[targets == pad_id] = -100
+    return labels[:, :-1], targets
+
+
+def train_closed_book(cfg: ClosedBookConfig, out: str | os.PathLike,
+                      on_progress: Callable[[int, int, dict], None] | None = None) -> dict:
+    """Fine-tune the generator on (question -> answer); returns a summary. Refuses a non-empty `out`."""
+    import torch
+
+    from lewisrag.data.records import read_qa
+    from lewisrag.training.rag import learning_rate_factor
+    from lewisrag.training.rag_data import DataPosition, load_generator, next_batch, training_pairs
+
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise InputError(out, "output directory is not empty; choose another")
+    pairs, skipped = training_pairs(read_qa(cfg.train))
+    if len(pairs) < cfg.batch_size:
+        raise InputError(cfg.train, f"{len(pairs)} questions with answers, fewer than batch size {cfg.batch_size}")
+    generator, tokenizer = load_generator(cfg.generator)
+    torch.manual_seed(cfg.seed)
+    opt = torch.optim.AdamW(generator.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    warmup = int(cfg.warmup * cfg.steps)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: learning_rate_factor(s, cfg.steps, warmup))
+    write_json(out / "config.json", asdict(cfg))
+    pos, log = DataPosition(), []
+    generator.train()
+    for step in range(1, cfg.steps + 1):
+        ids, pos = next_batch(pos, cfg.seed, len(pairs), cfg.batch_size)
+        loss, tokens = _step_loss(generator, tokenizer, [pairs[i] for i in ids], cfg)
+        loss.backward()
+        if cfg.max_grad_norm:
+            torch.nn.utils.clip_grad_norm_(generator.parameters(), cfg.max_grad_norm)
+        # answer_nll: summed over an answer's tokens, the unit of the RAG runs' loss, so the curves compare
+        record = {"step": step, "loss": float(loss.detach()), "answer_nll": float(loss.detach()) * tokens / len(ids),
+                  "lr": sched.get_last_lr()[0], "epoch": pos.epoch}
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        log.append(record)
+        if on_progress:
+            on_progress(step, cfg.steps, record)
+    with atomic_path(out / "log.jsonl") as tmp:
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in log), encoding="utf-8")
+    generator.save_pretrained(out / "final", safe_serialization=True)
+    tokenizer.save_pretrained(out / "final")
+    return {"steps": cfg.steps, "final_loss": log[-1]["loss"], "n_train": len(pairs), "skipped_no_answer": skipped}
+
+
+def _step_loss(generator, tokenizer, pairs, cfg: ClosedBookConfig):
+    """(mean token NLL of the answers given only the questions, number of target tokens)."""
+    import torch.nn.functional as F
+
+    from lewisrag.training.rag_data import answer_labels
+
+    gen = generator.config
+    src = tokenizer([ex.question for ex, _ in pairs], padding=True, truncation=True,
+                    max_length=cfg.max_source_length, return_tensors="pt")
+    labels = answer_labels([t for _, t in pairs], tokenizer, gen.decoder_start_token_id, gen.pad_token_id,
+                           cfg.max_target_length)  # (B, T)
+    dec, targets = decoder_pair(labels, gen.pad_token_id)  # (B, T-1) each
+    logits = generator(input_ids=src["input_ids"], attention_mask=src["attention_mask"],
+                       decoder_input_ids=dec, use_cache=False).logits  # (B, T-1, V)
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
+    return loss, int((targets != -100).sum())
+
+
+def answer_closed_book(generator, tokenizer, questions: Sequence[str], batch_size: int = 16, max_length: int = 32,
+                       max_source_length: int = 64, on_batch: Callable[[int], None] | None = None) -> list[str]:
+    """Greedy answers from the question alone (no documents), special tokens stripped."""
+    import torch
+
+    answers: list[str] = []
+    was_training = generator.training
+    generator.eval()
+    try:
+        with torch.no_grad():
+            for i in range(0, len(questions), batch_size):
+                chunk = list(questions[i : i + batch_size])
+                enc = tokenizer(chunk, padding=True, truncation=True, max_length=max_source_length, return_tensors="pt")
+                ids = generator.generate(**enc, max_new_tokens=max_length, num_beams=1, do_sample=False)  # (B, T)
+                answers += [a.strip() for a in tokenizer.batch_decode(ids, skip_special_tokens=True)]
+                if on_batch:
+                    on_batch(len(chunk))
+    finally:
+        generator.train(was_training)
+    return answers
