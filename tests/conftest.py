@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -47,6 +48,20 @@ def tiny_corpus(tmp_path_factory) -> dict:
         "passages": write_jsonl(root / "passages.jsonl", passages),
         "qa": write_jsonl(root / "qa.jsonl", questions),
     }
+
+
+@contextlib.contextmanager
+def one_thread():
+    """Run torch on one thread inside the block, as the subprocesses of a test do (OMP_NUM_THREADS=1):
+    a float sum split over another number of threads rounds differently."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
