@@ -10,36 +10,10 @@ Labels are JSON Lines: `{"id": str, "premise": str, "hypothesis": str, "supporte
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from dataclasses import dataclass
 
-from lewisrag.data.io import InputError, iter_records, record_id, require_str
 from lewisrag.eval import stats
-
-
-@dataclass(frozen=True)
-class Label:
-    id: str  # the label's id, quoted in the disagreement list
-    premise: str  # the evidence text
-    hypothesis: str  # the statement
-    supported: bool  # a human's verdict: the premise alone supports the hypothesis
-
-
-def read_labels(path: str | os.PathLike) -> list[Label]:
-    """All labels of a file, validated before any judge runs (a bad line is an InputError)."""
-    seen: dict[str, int] = {}
-    labels = []
-    for line, rec in iter_records(path):
-        rid = record_id(rec, path, line, seen)
-        premise = require_str(rec, "premise", path, line)
-        hypothesis = require_str(rec, "hypothesis", path, line)
-        if not isinstance(rec.get("supported"), bool):
-            raise InputError(path, "expected true or false", line=line, field="supported")
-        labels.append(Label(rid, premise, hypothesis, rec["supported"]))
-    if not labels:
-        raise InputError(path, "no labels in file")
-    return labels
+from lewisrag.eval.judges import Label, read_labels  # noqa: F401  (read_labels: re-exported for the command)
 
 
 def calibrate(

@@ -256,6 +256,31 @@ def _label_key(premise: str, hypothesis: str) -> tuple[str, str]:
     return norm(premise), norm(hypothesis)
 
 
+@dataclass(frozen=True)
+class Label:
+    id: str  # the label's id, quoted in the disagreement list
+    premise: str  # the evidence text
+    hypothesis: str  # the statement
+    supported: bool  # a human's verdict: the premise alone supports the hypothesis
+    line: int | None = None  # where it was read, for error messages
+
+
+def read_labels(path: str | os.PathLike) -> list[Label]:
+    """All labels of a file, validated before any judge runs (a bad line is an InputError)."""
+    seen: dict[str, int] = {}
+    labels = []
+    for line, rec in iter_records(path):
+        rid = record_id(rec, path, line, seen)
+        premise = require_str(rec, "premise", path, line)
+        hypothesis = require_str(rec, "hypothesis", path, line)
+        if not isinstance(rec.get("supported"), bool):
+            raise InputError(path, "expected true or false", line=line, field="supported")
+        labels.append(Label(rid, premise, hypothesis, rec["supported"], line))
+    if not labels:
+        raise InputError(path, "no labels in file")
+    return labels
+
+
 class LabelJudge:
     """Look up human verdicts by (premise, hypothesis), compared after NFKC and whitespace folding."""
 
@@ -267,18 +292,15 @@ class LabelJudge:
 
     @classmethod
     def from_file(cls, path: str | os.PathLike) -> LabelJudge:
-        """Read `{"id", "premise", "hypothesis", "supported": bool}` lines; conflicting labels are an error."""
-        seen: dict[str, int] = {}
+        """Read a human-labels file (`read_labels`); conflicting labels for one pair are an error."""
         labels: dict[tuple[str, str], bool] = {}
-        where: dict[tuple[str, str], int] = {}
-        for line, rec in iter_records(path):
-            record_id(rec, path, line, seen)
-            key = _label_key(require_str(rec, "premise", path, line), require_str(rec, "hypothesis", path, line))
-            if not isinstance(rec.get("supported"), bool):
-                raise InputError(path, "expected true or false", line=line, field="supported")
-            if key in labels and labels[key] != rec["supported"]:
-                raise InputError(path, f"contradicts the label on line {where[key]}", line=line, field="supported")
-            labels[key], where[key] = rec["supported"], line
+        first: dict[tuple[str, str], Label] = {}
+        for lab in read_labels(path):
+            key = _label_key(lab.premise, lab.hypothesis)
+            if key in labels and labels[key] != lab.supported:
+                raise InputError(path, f"contradicts the label on line {first[key].line}", line=lab.line, field="supported")
+            labels[key] = lab.supported
+            first.setdefault(key, lab)
         return cls(labels, str(path))
 
     @property
