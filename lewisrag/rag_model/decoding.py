@@ -159,15 +159,15 @@ def _rag_token(model, ids, mask, doc_scores, gc, n, evidence: bool) -> Decoded:
         return torch.logsumexp(lp, dim=1).reshape(b * w, -1)  # (B*W, V)
 
     def reorder(rows: torch.Tensor) -> None:  # rows (B*W,) = b*W + surviving beam
-        beam = rows.view(b, 1, w) - torch.arange(b)[:, None, None] * w  # (B, 1, W)
-        reorder_cache(cache, (torch.arange(b * k).view(b, k, 1) * w + beam).reshape(-1))  # (B*K*W,)
+        beam = rows.view(b, 1, w) - torch.arange(b, device=rows.device)[:, None, None] * w  # (B, 1, W)
+        reorder_cache(cache, (torch.arange(b * k, device=rows.device).view(b, k, 1) * w + beam).reshape(-1))  # (B*K*W,)
 
     procs = logits_processors(gc, ids.device)
     dev = ids.device
     hyps = greedy(step, b, s, procs, dev) if w == 1 else beam_search(step, reorder, b, s, procs, dev)
     seqs = hyps.sequences  # (B*n, T)
     if not evidence:
-        return Decoded(seqs, torch.empty(0), hyps.scores)
+        return Decoded(seqs, torch.empty(0, device=seqs.device), hyps.scores)
     tgt = _doc_target_logprobs(dec, cross, cross_mask, seqs.view(b, n, -1), s.pad_id)  # (B, K, n, T)
     tgt = tgt.permute(0, 2, 3, 1)  # (B, n, T, K)
     post = torch.softmax(prior[:, None, None, :] + tgt, dim=-1).reshape(b * n, -1, k)  # (B*n, T, K)
