@@ -10,7 +10,8 @@ from conftest import run_cli, write_jsonl
 from lewisrag.data.records import read_passages, read_qa
 from lewisrag.index.encoders import DPRCheckpoint, state_fingerprint
 from lewisrag.training import tokenizer as tokenizer_module
-from lewisrag.training.dpr import DPRTrainConfig, mine_hard_negatives, train_dpr, train_tokenizer
+from lewisrag.training.dpr import (DPRTrainConfig, init_encoders, mine_hard_negatives, mine_self_negatives, train_dpr,
+                                   train_tokenizer)
 
 TINY = dict(vocab_size=300, hidden_size=32, layers=1, heads=2, batch_size=8)
 
@@ -30,6 +31,26 @@ def test_hard_negatives_are_never_gold(tiny_corpus):
     passages, qa = read_passages(tiny_corpus["passages"]), read_qa(tiny_corpus["qa"])
     for ex, row in zip(qa, mine_hard_negatives(qa, passages)):
         assert row is not None and passages[row].id not in ex.gold_passage_ids
+
+
+def test_self_negatives_are_the_models_best_non_gold(tiny_corpus, tmp_path):
+    passages, qa = read_passages(tiny_corpus["passages"]), read_qa(tiny_corpus["qa"])
+    cfg = DPRTrainConfig(steps=6, self_negatives_at=0.5, **TINY)
+    q_enc, c_enc, tok = init_encoders(cfg, [f"{p.title} {p.text}" for p in passages] + [ex.question for ex in qa])
+    q_enc.eval(), c_enc.eval()
+    mined = mine_self_negatives(q_enc, c_enc, tok, cfg, qa, passages, batch_size=3)
+    with torch.no_grad():
+        p = tok([x.title for x in passages], [x.text for x in passages], truncation="only_second",
+                max_length=cfg.p_max_length, padding=True, return_tensors="pt")
+        q = tok([ex.question for ex in qa], truncation=True, max_length=cfg.q_max_length, padding=True, return_tensors="pt")
+        scores = q_enc(**q).pooler_output @ c_enc(**p).pooler_output.T  # (Q, N)
+    for ex, row, s in zip(qa, mined, scores):
+        assert row is not None and passages[row].id not in ex.gold_passage_ids
+        others = [float(s[i]) for i, x in enumerate(passages) if x.id not in ex.gold_passage_ids]
+        assert abs(float(s[row]) - max(others)) < 1e-4
+    # training with them runs and records the setting
+    train_dpr(cfg, qa, passages, tmp_path / "ckpt")
+    assert DPRCheckpoint.load(tmp_path / "ckpt").meta["config"]["self_negatives_at"] == 0.5
 
 
 def test_training_lowers_the_loss_and_saves_two_encoders(tiny_corpus, tmp_path):

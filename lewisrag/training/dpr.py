@@ -46,6 +46,7 @@ class DPRTrainConfig:
     warmup: float = 0.1  # share of steps spent warming up
     weight_decay: float = 0.01
     hard_negatives: bool = True  # add one BM25 hard negative per question
+    self_negatives_at: float = 0.0  # at this share of the steps, add the model's own best-ranked non-gold passage as a second hard negative (0 = never)
     shared: bool = True  # one encoder for both sides while training (saved as two equal encoders): see below
     seed: int = 0
 
@@ -98,6 +99,36 @@ def mine_hard_negatives(examples: Sequence[QAExample], passages: Sequence[Passag
     return out
 
 
+def mine_self_negatives(q_enc, c_enc, tokenizer, cfg: DPRTrainConfig, examples: Sequence[QAExample],
+                        passages: Sequence[Passage], batch_size: int = 256, depth: int = 10) -> list[int | None]:
+    """Per example, the row of the passage the current encoders rank highest that is not gold: the
+    confusions BM25 cannot find (near-identical made-up names score nothing alike to BM25), mined as
+    ANCE does from the model being trained (Xiong et al. 2021)."""
+    import torch
+
+    was = q_enc.training, c_enc.training
+    q_enc.eval(), c_enc.eval()
+    with torch.no_grad():
+        p_vec = torch.cat([c_enc(**tokenizer([p.title for p in chunk], [p.text for p in chunk], truncation="only_second",
+                                             max_length=cfg.p_max_length, padding=True, return_tensors="pt")).pooler_output
+                           for chunk in _chunks(passages, batch_size)])  # (N, D)
+        q_vec = torch.cat([q_enc(**tokenizer([ex.question for ex in chunk], truncation=True, max_length=cfg.q_max_length,
+                                             padding=True, return_tensors="pt")).pooler_output
+                           for chunk in _chunks(examples, batch_size)])  # (Q, D)
+        top = (q_vec @ p_vec.T).topk(min(depth, len(passages)), dim=1).indices.tolist()  # (Q, depth)
+    q_enc.train(was[0]), c_enc.train(was[1])
+    out = []
+    for ex, row in zip(examples, top):
+        gold = set(ex.gold_passage_ids)
+        out.append(next((r for r in row if passages[r].id not in gold), None))
+    return out
+
+
+def _chunks(items: Sequence, n: int):
+    for i in range(0, len(items), n):
+        yield items[i : i + n]
+
+
 def train_dpr(
     cfg: DPRTrainConfig,
     examples: Sequence[QAExample],
@@ -137,7 +168,11 @@ def train_dpr(
             rng.shuffle(fresh)
             order += fresh
         batch, order = order[: cfg.batch_size], order[cfg.batch_size :]
+        if cfg.self_negatives_at and step == int(cfg.self_negatives_at * cfg.steps):
+            mined = mine_self_negatives(q_enc, c_enc, tokenizer, cfg, [ex for ex, _ in usable], passages)
         rows = [usable[i][1] for i in batch] + [negatives[i] for i in batch if negatives[i] is not None]
+        if cfg.self_negatives_at and step >= int(cfg.self_negatives_at * cfg.steps):
+            rows += [mined[i] for i in batch if mined[i] is not None]
         q = tokenizer([usable[i][0].question for i in batch], truncation=True, max_length=cfg.q_max_length,
                       padding=True, return_tensors="pt")
         p = tokenizer([passages[r].title for r in rows], [passages[r].text for r in rows], truncation="only_second",
