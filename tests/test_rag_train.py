@@ -296,3 +296,24 @@ def test_two_processes_equal_one_process(rag_inputs, tmp_path):
     l1 = [json.loads(x) for x in log_lines(tmp_path / "one")]
     l2 = [json.loads(x) for x in log_lines(tmp_path / "two")]
     assert [round(x["loss"], 4) for x in l1] == [round(x["loss"], 4) for x in l2]
+
+
+def test_retriever_lr_scale_and_train_kinds(rag_inputs, tmp_path):
+    """--retriever-lr-scale 0 keeps the question encoder where it started while the generator moves,
+    in train mode (unlike --freeze-retriever); --train-kinds trains on those questions alone."""
+    from lewisrag.data.records import read_qa
+    from lewisrag.index.encoders import DPRCheckpoint
+    from lewisrag.training.rag import train_rag
+
+    cfg = make_config(rag_inputs, steps=2, eval_every=0, save_every=2, retriever_lr_scale=0.0, train_kinds="short")
+    summary = train_rag(cfg, tmp_path / "run")
+    train = read_qa(cfg.train)
+    assert summary["n_train"] == sum(ex.kind == "short" and bool(ex.answers) for ex in train)
+    assert summary["n_train"] < sum(bool(ex.answers) for ex in train)  # the world has long-form questions too
+    final = weights(tmp_path / "run" / "final")
+    start = DPRCheckpoint.load(rag_inputs["dpr"]).question_encoder.state_dict()
+    assert all(torch.equal(final[f"question_encoder.{k}"], v) for k, v in start.items())
+    gen = load_file(str(Path(rag_inputs["gen"]) / "model.safetensors"))
+    assert any(not torch.equal(final[f"generator.{k}"], v) for k, v in gen.items() if f"generator.{k}" in final)
+    with pytest.raises(InputError, match="retriever-lr-scale"):
+        train_rag(replace(cfg, retriever_lr_scale=-1.0), tmp_path / "bad")

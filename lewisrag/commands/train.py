@@ -47,9 +47,11 @@ def rag(
     generator: Path = typer.Option(..., "--generator", help="Local BART directory with its tokenizer (e.g. a `lewisrag pretrain` output)."),
     train: str = typer.Option(..., "--train", help="Training QA examples (.jsonl/.json/.parquet/hf:NAME:SPLIT); the first answer is the target."),
     dev: str = typer.Option(..., "--dev", help="Dev QA examples for exact match at intervals."),
+    train_kinds: str = typer.Option("", "--train-kinds", help="Comma-separated question kinds to train on, e.g. short (default: all)."),
     out: Path = typer.Option(..., "--out", help="Run directory: config.json, log.jsonl, checkpoint/, best/, final/."),
     n_docs: int = typer.Option(5, "--n-docs", help="Documents retrieved and marginalized per question (K)."),
     freeze_retriever: bool = typer.Option(False, "--freeze-retriever", help="Keep the question encoder fixed (the paper's ablation)."),
+    retriever_lr_scale: float = typer.Option(1.0, "--retriever-lr-scale", help="The question encoder's learning rate as a multiple of --lr."),
     swap: bool = typer.Option(False, "--swap", help="Accept an index built by another context encoder than the DPR checkpoint's."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out from its last checkpoint (same config)."),
     steps: int = typer.Option(200, "--steps", help="Optimizer steps."),
@@ -76,8 +78,8 @@ def rag(
 
     cfg = RagTrainConfig(
         variant=variant, index=str(index), encoder=str(encoder), generator=str(generator), train=str(train), dev=str(dev),
-        n_docs=n_docs, freeze_retriever=freeze_retriever, swap=swap, steps=steps, batch_size=batch_size,
-        grad_accum=grad_accum, lr=lr, warmup=warmup, weight_decay=weight_decay, max_grad_norm=max_grad_norm,
+        train_kinds=train_kinds, n_docs=n_docs, freeze_retriever=freeze_retriever, retriever_lr_scale=retriever_lr_scale,
+        swap=swap, steps=steps, batch_size=batch_size, grad_accum=grad_accum, lr=lr, warmup=warmup, weight_decay=weight_decay, max_grad_norm=max_grad_norm,
         label_smoothing=label_smoothing, max_combined_length=max_combined_length, max_target_length=max_target_length,
         eval_every=eval_every, eval_questions=eval_questions, eval_beams=eval_beams, eval_batch_size=eval_batch_size,
         save_every=save_every, seed=seed, mixed_precision=mixed_precision, cpu=cpu,

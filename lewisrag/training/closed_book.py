@@ -25,6 +25,7 @@ from lewisrag.data.io import InputError, atomic_path, write_json
 class ClosedBookConfig:
     generator: str = ""  # local transformers BART directory with its tokenizer (the RAG runs' starting point)
     train: str = ""  # training QA examples (the first answer is the target), the RAG runs' file
+    train_kinds: str = ""  # comma-separated question kinds trained on, as the RAG runs ("" = every kind)
     steps: int = 200  # optimizer steps
     batch_size: int = 8  # questions per step
     lr: float = 1e-4  # peak AdamW learning rate (linear warmup, then linear decay to 0)
@@ -62,7 +63,8 @@ def train_closed_book(cfg: ClosedBookConfig, out: str | os.PathLike,
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise InputError(out, "output directory is not empty; choose another")
-    pairs, skipped = training_pairs(read_qa(cfg.train))
+    kinds = set(cfg.train_kinds.split(",")) if cfg.train_kinds else None
+    pairs, skipped = training_pairs([ex for ex in read_qa(cfg.train) if kinds is None or ex.kind in kinds])
     if len(pairs) < cfg.batch_size:
         raise InputError(cfg.train, f"{len(pairs)} questions with answers, fewer than batch size {cfg.batch_size}")
     generator, tokenizer = load_generator(cfg.generator)

@@ -43,9 +43,11 @@ class RagTrainConfig:
     encoder: str = ""  # DPR checkpoint: its question encoder and tokenizer start the retriever
     generator: str = ""  # local transformers BART directory with its tokenizer
     train: str = ""  # training QA examples (the first answer is the target)
+    train_kinds: str = ""  # comma-separated question kinds trained on, e.g. "short" ("" = every kind)
     dev: str = ""  # dev QA examples for exact match at intervals
     n_docs: int = 5  # K documents marginalized per question
     freeze_retriever: bool = False  # keep the question encoder fixed (the paper's frozen-retriever ablation)
+    retriever_lr_scale: float = 1.0  # the question encoder's learning rate as a multiple of `lr`
     swap: bool = False  # accept an index built by another context encoder than the DPR checkpoint's
     steps: int = 200  # optimizer steps
     batch_size: int = 8  # questions per micro-batch across all processes (split evenly between them)
@@ -135,7 +137,10 @@ def train_rag(cfg: RagTrainConfig, out: str | os.PathLike, resume: bool = False,
     if cfg.freeze_retriever:
         model.question_encoder.requires_grad_(False)
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    retriever = {id(p) for p in model.question_encoder.parameters()}
+    groups = [{"params": [p for p in params if id(p) not in retriever], "lr": cfg.lr},
+              {"params": [p for p in params if id(p) in retriever], "lr": cfg.lr * cfg.retriever_lr_scale}]
+    opt = torch.optim.AdamW([g for g in groups if g["params"]], lr=cfg.lr, weight_decay=cfg.weight_decay)
     warmup_steps = int(cfg.warmup * cfg.steps)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: learning_rate_factor(s, cfg.steps, warmup_steps))
     _seed_everything(cfg.seed)
@@ -295,6 +300,6 @@ def _sum_across(values: list[float], acc) -> list[float]:
     import torch
     import torch.distributed as dist
 
-    t = torch.tensor(values, dtype=torch.float64)
+    t = torch.tensor(values, dtype=torch.float64, device=acc.device)  # NCCL reduces GPU tensors only
     dist.all_reduce(t)
     return t.tolist()

@@ -41,6 +41,9 @@ def load_components(cfg, processes: int = 1) -> Components:
 
     check_config(cfg, processes)
     train, dev = read_qa(cfg.train), read_qa(cfg.dev)
+    if cfg.train_kinds:
+        kinds = set(cfg.train_kinds.split(","))
+        train = [ex for ex in train if ex.kind in kinds]
     pairs, skipped = training_pairs(train)
     if len(pairs) < cfg.batch_size:
         raise InputError(cfg.train, f"{len(pairs)} questions with answers, fewer than --batch-size {cfg.batch_size}",
@@ -70,6 +73,7 @@ def check_config(cfg, processes: int) -> None:
         (cfg.batch_size % processes == 0, "--batch-size", f"{cfg.batch_size} does not split evenly over {processes} processes"),
         (cfg.eval_every >= 0 and cfg.save_every >= 1, "--eval-every/--save-every", "eval every >= 0, save every >= 1"),
         (cfg.lr > 0 and 0 <= cfg.warmup < 1, "--lr/--warmup", "lr > 0 and 0 <= warmup < 1"),
+        (cfg.retriever_lr_scale >= 0, "--retriever-lr-scale", "must be at least 0"),
     ]
     for ok, flag, message in checks:
         if not ok:

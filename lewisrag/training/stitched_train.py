@@ -35,6 +35,7 @@ class StitchedTrainConfig:
     encoder: str = ""  # DPR checkpoint whose question encoder searches it ("" = the index's own)
     generator: str = ""  # starting seq2seq checkpoint (BART directory with its tokenizer)
     train: str = ""  # training QA examples; those with an answer and a gold passage are used
+    train_kinds: str = ""  # comma-separated question kinds trained on, e.g. "short" ("" = every kind)
     k: int = 5  # passages stitched into each input
     steps: int = 200  # optimizer steps
     batch_size: int = 8  # examples per step
@@ -140,7 +141,8 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
     if cfg.k < 1 or cfg.steps < 1 or cfg.batch_size < 1:
         raise InputError("--k/--steps/--batch-size", "must all be at least 1")
     retriever = open_retriever(cfg.index, cfg.encoder or None)
-    examples = training_examples(read_qa(cfg.train), retriever, {p.id: p for p in retriever.index.passages}, cfg.k)
+    kinds = set(cfg.train_kinds.split(",")) if cfg.train_kinds else None
+    examples = training_examples([ex for ex in read_qa(cfg.train) if kinds is None or ex.kind in kinds], retriever, {p.id: p for p in retriever.index.passages}, cfg.k)
     model, tokenizer = load_generator(cfg.generator)
     grown = extend_positions(model, cfg.max_input_length)
     settings = StitchSettings(k=cfg.k)
