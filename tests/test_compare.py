@@ -7,16 +7,17 @@ import doctest
 import json
 import math
 import random
+from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from typer.testing import CliRunner
 
 from conftest import run_cli
+from lewisrag.experiments.presets import PRESETS
 from test_rag_train import build_rag_inputs, make_config
 
-PRESET = SimpleNamespace(stitched_steps=3, stitched_k=2, position_questions=4, rag=SimpleNamespace(batch_size=4, lr=1e-4))
+PRESET = replace(PRESETS["tiny"], stitched_steps=3, stitched_k=2, stitched_batch_size=4, stitched_lr=1e-4, position_questions=4)
 
 
 @pytest.fixture(scope="module")
@@ -95,6 +96,13 @@ def test_targets_cite_the_gold_passage_at_a_seeded_random_position():
         positions.add(n)
     assert positions == {1, 2, 3}  # every position is used
     assert make_batch(items, 3, StitchSettings(k=3), random.Random(0)) == (inputs, targets)  # seeded
+    # the curriculum: 1..k passages per input, the gold one always among them and cited; question last
+    inputs, targets = make_batch(items, 3, StitchSettings(k=3, question_last=True), random.Random(1), mixed_k=True)
+    counts = {len(CITATION.findall(text)) for text in inputs}
+    assert counts == {1, 2, 3}
+    for text, target in zip(inputs, targets):
+        n = int(CITATION.findall(target)[-1])
+        assert f"[{n}] Sepom / The capital" in text and text.endswith(" // Capital of Sepom?")
 
 
 def test_extended_positions_read_short_inputs_as_before_and_long_ones_at_all():

@@ -21,16 +21,20 @@ def dpr(
     layers: int = typer.Option(2, "--layers", help="Depth of a model trained from scratch."),
     vocab_size: int = typer.Option(2000, "--vocab-size", help="WordPiece vocabulary of a model trained from scratch."),
     no_hard_negatives: bool = typer.Option(False, "--no-hard-negatives", help="In-batch negatives only."),
+    self_negatives_at: float = typer.Option(0.5, "--self-negatives-at", help="From this share of the steps on, add each question's best-ranked non-gold passage under the model itself as a second hard negative (0 = never)."),
     separate: bool = typer.Option(False, "--separate-encoders", help="Train question and passage encoders apart from the start (default: one shared network while training, saved as two)."),
     seed: int = typer.Option(0, "--seed", help="Random seed."),
 ) -> None:
-    """Train a DPR bi-encoder with in-batch and BM25 hard negatives."""
+    """Train a DPR bi-encoder with in-batch, BM25 and self-mined hard negatives."""
+    from lewisrag.data.io import InputError
     from lewisrag.data.records import read_passages, read_qa
     from lewisrag.training.dpr import DPRTrainConfig, train_dpr
 
     cfg = DPRTrainConfig(init=init, steps=steps, batch_size=batch_size, lr=lr, hidden_size=hidden_size,
                          layers=layers, vocab_size=vocab_size, hard_negatives=not no_hard_negatives,
-                         shared=not separate, seed=seed)
+                         self_negatives_at=self_negatives_at, shared=not separate, seed=seed)
+    if not 0 <= self_negatives_at < 1:
+        raise InputError("--self-negatives-at", "must be in [0, 1)")
     examples, docs = read_qa(train), read_passages(passages)
     with _ui.progress() as p:
         task = p.add_task("training DPR", total=steps, info="")

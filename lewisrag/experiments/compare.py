@@ -185,20 +185,17 @@ def load_systems(run: str | os.PathLike, names=SYSTEMS, batch_size: int = 16, ma
 
 
 def stitched_config(run: Path, preset, seed: int):
-    """The stitched system's training config: preset fields when present, else the Lewis models' schedule."""
+    """The stitched system's training config, from the preset's stitched_* fields."""
     from lewisrag.training.stitched_train import StitchedTrainConfig
 
-    rag = getattr(preset, "rag", None)
-    k = getattr(preset, "stitched_k", getattr(rag, "n_docs", 5))
+    rag = preset.rag
     return StitchedTrainConfig(
         index=str(run / "index_a"), encoder=str(run / "dpr"), generator=str(run / "generator"),
-        train=str(run / "world" / "train.jsonl"), seed=seed, k=k,
+        train=str(run / "world" / "train.jsonl"), train_kinds=rag.train_kinds, seed=seed, k=preset.stitched_k,
         # room for k passages as long as the Lewis models read one, and the answer plus its citation
-        max_input_length=min(1024, k * getattr(rag, "max_combined_length", 300)),
-        max_target_length=getattr(rag, "max_target_length", 32) + 8,
-        steps=getattr(preset, "stitched_steps", getattr(rag, "steps", 200)),
-        batch_size=getattr(preset, "stitched_batch_size", getattr(rag, "batch_size", 8)),
-        lr=getattr(preset, "stitched_lr", getattr(rag, "lr", 1e-4)))
+        max_input_length=min(1024, preset.stitched_k * rag.max_combined_length),
+        max_target_length=rag.max_target_length + 8,
+        steps=preset.stitched_steps, batch_size=preset.stitched_batch_size, lr=preset.stitched_lr)
 
 
 def _max_length(preset) -> int:
@@ -231,7 +228,7 @@ def compare_stage(run: str | os.PathLike, preset, seed: int, on_progress: Progre
     test, eval_examples = read_qa(run / "world" / "test.jsonl"), read_qa(run / "world" / "eval.jsonl")
     card = scorecard(systems, test, eval_examples, on_progress=on_progress)
     passages = {p.id: p for p in read_passages(run / "world" / "passages_a.jsonl")}
-    probe = [ex for ex in test if ex.kind == "short"][: getattr(preset, "position_questions", 200)]
+    probe = [ex for ex in test if ex.kind == "short"][: preset.position_questions]
     position = card["position"] = position_curves(systems, probe, passages, on_progress=on_progress)
     if position:
         plot_positions(position, run / "position.png")

@@ -75,7 +75,7 @@ def closed_book(run: Path, preset: Preset, seed: int, on_progress: Progress) -> 
     from lewisrag.training.closed_book import train_closed_book
 
     cfg = replace(preset.closed_book, generator=str(run / "generator"), train=str(run / "world" / "train.jsonl"),
-                  seed=seed)
+                  train_kinds=preset.rag.train_kinds, seed=seed)
     shutil.rmtree(run / "closed_book", ignore_errors=True)  # cheap enough to redo rather than checkpoint
     s = train_closed_book(cfg, run / "closed_book",
                           lambda step, steps, rec: on_progress("closed_book", step, steps, f"loss {rec['loss']:.3f}"))
@@ -233,14 +233,9 @@ def knowledge_update(run: Path, preset: Preset, on_progress: Progress) -> dict:
 
 
 def compare(run: Path, preset: Preset, seed: int, on_progress: Progress) -> dict:
-    """Prompt-stitching RAG beside the trained models, and every system's answer layers, when the
-    comparison module is installed; otherwise the run says so in results.json ("compare")."""
-    try:
-        from lewisrag.experiments.compare import compare_stage
-    except ModuleNotFoundError as e:
-        if e.name != "lewisrag.experiments.compare":
-            raise
-        return {"available": False, "out": {"compare": "not available"}}
+    """Prompt-stitching RAG beside the trained models, and every system's answer layers."""
+    from lewisrag.experiments.compare import compare_stage
+
     got = dict(compare_stage(run, preset, seed, on_progress))
     html = got.pop("report_html", None)
     if html:
@@ -248,4 +243,4 @@ def compare(run: Path, preset: Preset, seed: int, on_progress: Progress) -> dict
 
         write_text(run / "report.html", html)
     return {"available": True, "out": {k: got[k] for k in ("qa", "layers", "position") if k in got},
-            "records": got.get("records", [])}
+            "records": got.get("records", []), "findings": got.get("findings", [])}

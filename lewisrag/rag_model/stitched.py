@@ -32,17 +32,20 @@ class StitchSettings:
     passage_sep: str = " "  # between numbered passages
     title_sep: str = " / "  # between a passage's title and text, as in the Lewis model's inputs
     question_sep: str = " // "  # between the question and the passages
+    question_last: bool = False  # the passages first, then the question (the Lewis model's "title / text // question" order)
 
 
 def stitch(question: str, passages: Sequence, settings: StitchSettings = StitchSettings()) -> str:
-    """One generator input: the question, then the passages numbered from 1.
+    """One generator input: the question, then the passages numbered from 1 (or the passages first).
 
     >>> from lewisrag.data.records import Passage
     >>> stitch("Who leads Valdoria?", [Passage("p7", "Valdoria", "Ana Kel leads it."), Passage("p2", "Veldoria", "Bo Ren leads it.")])
     'Who leads Valdoria? // [1] Valdoria / Ana Kel leads it. [2] Veldoria / Bo Ren leads it.'
+    >>> stitch("Who leads Valdoria?", [Passage("p7", "Valdoria", "Ana Kel leads it.")], StitchSettings(question_last=True))
+    '[1] Valdoria / Ana Kel leads it. // Who leads Valdoria?'
     """
     numbered = settings.passage_sep.join(f"[{n}] {p.title}{settings.title_sep}{p.text}" for n, p in enumerate(passages, start=1))
-    body = f"{question}{settings.question_sep}{numbered}"
+    body = f"{numbered}{settings.question_sep}{question}" if settings.question_last else f"{question}{settings.question_sep}{numbered}"
     return f"{settings.instruction}\n\n{body}" if settings.instruction else body
 
 

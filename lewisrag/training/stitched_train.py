@@ -45,6 +45,8 @@ class StitchedTrainConfig:
     max_grad_norm: float = 1.0  # global gradient-norm clip (0 = none)
     max_input_length: int = 1024  # stitched input tokens; a BART with fewer positions is extended to this many
     max_target_length: int = 40  # target tokens: the answer and its citation
+    question_last: bool = False  # stitch the question after the passages (StitchSettings.question_last)
+    mixed_k: bool = False  # each example stitches 1..k passages (gold among them), a curriculum from one-passage reading
     seed: int = 0  # batch order and gold positions
 
 
@@ -117,11 +119,13 @@ def training_examples(examples, retriever, passages_by_id: dict, k: int, batch_s
     return out
 
 
-def make_batch(items: Sequence[_Example], k: int, settings: StitchSettings, rng: random.Random) -> tuple[list[str], list[str]]:
-    """(stitched inputs, cited targets) for `items`, the gold passage at a fresh random position each."""
+def make_batch(items: Sequence[_Example], k: int, settings: StitchSettings, rng: random.Random,
+               mixed_k: bool = False) -> tuple[list[str], list[str]]:
+    """(stitched inputs, cited targets) for `items`, the gold passage at a fresh random position each;
+    with `mixed_k`, each input holds a random number of passages from 1 to k."""
     inputs, targets = [], []
     for ex in items:
-        passages, position = place_gold(ex.retrieved, ex.gold, k, rng)
+        passages, position = place_gold(ex.retrieved, ex.gold, rng.randint(1, k) if mixed_k else k, rng)
         inputs.append(stitch(ex.question, passages, settings))
         targets.append(cited_target(ex.answer, position))
     return inputs, targets
@@ -145,7 +149,7 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
     examples = training_examples([ex for ex in read_qa(cfg.train) if kinds is None or ex.kind in kinds], retriever, {p.id: p for p in retriever.index.passages}, cfg.k)
     model, tokenizer = load_generator(cfg.generator)
     grown = extend_positions(model, cfg.max_input_length)
-    settings = StitchSettings(k=cfg.k)
+    settings = StitchSettings(k=cfg.k, question_last=cfg.question_last)
     torch.manual_seed(cfg.seed)  # dropout
     rng = random.Random(cfg.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -155,7 +159,7 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
     losses = []
     for step in range(1, cfg.steps + 1):
         batch = rng.sample(examples, min(cfg.batch_size, len(examples)))
-        inputs, targets = make_batch(batch, cfg.k, settings, rng)
+        inputs, targets = make_batch(batch, cfg.k, settings, rng, cfg.mixed_k)
         loss = _loss(model, tokenizer, inputs, targets, cfg)
         loss.backward()
         if cfg.max_grad_norm:
