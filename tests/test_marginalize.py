@@ -138,3 +138,22 @@ def test_shape_errors_name_expected_and_actual():
         M.rag_token_nll(logits[:11], scores, labels, PAD)
     with pytest.raises(ValueError, match="labels: expected"):
         M.rag_sequence_nll(logits, scores, labels[:, :4], PAD)
+
+
+@pytest.mark.parametrize("with_sum", [False, True])
+def test_target_logprobs_value_and_gradient_equal_autograd_even_when_the_target_underflows(with_sum):
+    g = torch.Generator().manual_seed(5)
+    logits = torch.randn(3, 4, 50, generator=g, dtype=torch.float64).float() * 3
+    target = torch.randint(0, 50, (3, 4), generator=g)
+    logits[0, 0, target[0, 0]] = -200.0  # exp underflows in float32: p(target) rounds to 0
+    x1, x2 = logits.clone().requires_grad_(), logits.clone().requires_grad_()
+    tgt, total = M.target_logprobs(x1, target, with_sum=with_sum)
+    ref = F.log_softmax(x2, dim=-1)
+    ref_tgt, ref_total = ref.gather(-1, target.unsqueeze(-1)).squeeze(-1), ref.sum(-1)
+    assert torch.isfinite(tgt).all() and torch.allclose(tgt, ref_tgt, atol=1e-4)
+    w1, w2 = torch.randn(3, 4, generator=g), torch.randn(3, 4, generator=g)
+    ((tgt * w1).sum() + ((total * w2).sum() if with_sum else 0)).backward()
+    ((ref_tgt * w1).sum() + ((ref_total * w2).sum() if with_sum else 0)).backward()
+    assert torch.allclose(x1.grad, x2.grad, atol=1e-4)
+    with torch.no_grad():  # the scoring path (no gradient) gives the same values
+        assert torch.allclose(M.target_logprobs(logits, target, with_sum=with_sum)[0], tgt.detach(), atol=1e-5)

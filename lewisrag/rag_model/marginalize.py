@@ -55,36 +55,49 @@ def shift_labels_left(labels: torch.Tensor, pad_id: int) -> torch.Tensor:
 
 
 class _TargetLogProb(torch.autograd.Function):
-    """log p(target) and Σ_v log p(v) per position, without keeping a vocabulary-sized tensor.
+    """log p(target) and Σ_v log p(v) per position, with one exponential per vocabulary entry.
 
-    The forward takes log-softmax a block of rows at a time (blocks stay in cache, nothing of size
-    (N, T, V) is written); the backward writes one (N, T, V) tensor, the gradient itself, from the
-    closed form d/dx = onehot·g_t + g_s − softmax(x)·(g_t + V·g_s). Autograd through
-    log_softmax → gather → sum would keep the log-probs and build three such tensors.
+    Both directions need softmax(x) over the vocabulary, and its exponentials are what the loss head
+    spends its time on. When a gradient is wanted, the forward computes it once and keeps it for the
+    backward, which turns it into the gradient in place from the closed form
+    d/dx = onehot·g_t + g_s − softmax(x)·(g_t + V·g_s): one (N, T, V) tensor in all. Autograd through
+    log_softmax → gather → sum keeps the log-probs, builds three such tensors and takes the
+    exponentials a second time in its backward. Without a gradient (decoding) nothing of that size
+    is written.
     """
 
     @staticmethod
     def forward(ctx, logits: torch.Tensor, target: torch.Tensor, want_sum: bool):
         v = logits.shape[-1]
-        flat, idx = logits.reshape(-1, v), target.reshape(-1, 1)  # (N*T, V), (N*T, 1)
-        rows = max(1, 2**20 // v)  # ~4 MB float32 blocks
-        tgt = torch.cat([F.log_softmax(flat[i:i + rows], dim=-1).gather(1, idx[i:i + rows])
-                         for i in range(0, flat.shape[0], rows)]).view(target.shape)  # (N, T)
+        idx = target.unsqueeze(-1)  # (N, T, 1)
+        probs = None
+        if ctx.needs_input_grad[0]:
+            probs = torch.softmax(logits, dim=-1)  # (N, T, V), kept for the backward
+            tgt = probs.gather(-1, idx).squeeze(-1).log()  # (N, T)
+            tiny = tgt < -80.0  # p(target) near float32's underflow: log of the rounded value is inexact
+            if tiny.any():
+                tgt[tiny] = F.log_softmax(logits[tiny], dim=-1).gather(-1, target[tiny].unsqueeze(-1)).squeeze(-1)
+        else:  # scoring only (decoding): log-softmax a block of rows at a time, nothing of size (N, T, V) written
+            flat, rows_idx = logits.reshape(-1, v), idx.reshape(-1, 1)  # (N*T, V), (N*T, 1)
+            rows = max(1, 2**20 // v)  # ~4 MB float32 blocks, which stay in cache
+            tgt = torch.cat([F.log_softmax(flat[i:i + rows], dim=-1).gather(1, rows_idx[i:i + rows])
+                             for i in range(0, flat.shape[0], rows)]).view(target.shape)  # (N, T)
         if want_sum:  # Σ_v log p(v) = Σ_v x_v − V·logsumexp(x), and logsumexp(x) = x_target − log p(target)
-            lse = logits.gather(-1, target.unsqueeze(-1)).squeeze(-1) - tgt  # (N, T)
+            lse = logits.gather(-1, idx).squeeze(-1) - tgt  # (N, T)
             total = logits.sum(-1) - v * lse  # (N, T)
         else:
             total = torch.zeros_like(tgt)
-        ctx.save_for_backward(logits, target)
+        if probs is not None:
+            ctx.save_for_backward(probs, target)
         ctx.want_sum = want_sum
         return tgt, total
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, g_tgt: torch.Tensor, g_total: torch.Tensor):
-        logits, target = ctx.saved_tensors
-        v = logits.shape[-1]
-        grad = torch.softmax(logits, dim=-1)  # (N, T, V)
+        probs, target = ctx.saved_tensors
+        v = probs.shape[-1]
+        grad = probs  # consumed in place: a second backward through this graph raises (version counter)
         if ctx.want_sum:
             grad.mul_(-(g_tgt + v * g_total).unsqueeze(-1))
             grad.add_(g_total.unsqueeze(-1))
