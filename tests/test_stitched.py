@@ -95,3 +95,12 @@ def test_chat_generator(server):  # noqa: F811
     assert body["messages"][0]["content"] == stitched.DEFAULT_INSTRUCTION
     assert "[2] Veldoria / Veldoria is led by Bo Ren." in body["messages"][1]["content"]
     assert json.dumps(body).count("sk-test") == 0
+
+
+def test_cli_unknown_gold_position_is_bad_input(tmp_path):
+    from conftest import run_cli
+
+    r = run_cli("train", "stitched", "--index", str(tmp_path), "--generator", str(tmp_path), "--train", str(tmp_path / "t.jsonl"),
+                "--out", str(tmp_path / "o"), "--gold-position", "middle")
+    assert r.returncode == 2 and "--gold-position" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "o").exists()

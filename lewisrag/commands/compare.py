@@ -41,13 +41,18 @@ def stitched(
     steps: int = typer.Option(200, "--steps", help="Optimizer steps."),
     batch_size: int = typer.Option(8, "--batch-size", help="Examples per step."),
     lr: float = typer.Option(1e-4, "--lr", help="Peak AdamW learning rate (linear warmup, then linear decay)."),
+    train_kinds: str = typer.Option("", "--train-kinds", help="Comma-separated question kinds to train on, e.g. short (default: all)."),
+    gold_position: str = typer.Option("random", "--gold-position", help="random: the gold passage at a random position; retrieved: at its retrieval rank (last if missed)."),
+    question_last: bool = typer.Option(False, "--question-last", help="Stitch the question after the passages."),
+    mixed_k: bool = typer.Option(False, "--mixed-k", help="Stitch 1..k passages per training input (a curriculum)."),
     seed: int = typer.Option(0, "--seed", help="Batch order and gold positions."),
 ) -> None:
     """Fine-tune a generator on stitched inputs whose targets end by citing the gold passage's number."""
     from lewisrag.training.stitched_train import StitchedTrainConfig, train_stitched
 
     cfg = StitchedTrainConfig(index=str(index), encoder=str(encoder or ""), generator=str(generator), train=str(train),
-                              k=k, steps=steps, batch_size=batch_size, lr=lr, seed=seed)
+                              train_kinds=train_kinds, k=k, steps=steps, batch_size=batch_size, lr=lr,
+                              gold_position=gold_position, question_last=question_last, mixed_k=mixed_k, seed=seed)
     with _ui.progress() as p:
         bars = _ui.Bars(p)
         summary = train_stitched(cfg, out, lambda s, t, loss: bars("training", s, t, f"loss {loss:.3f}"))

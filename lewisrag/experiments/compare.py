@@ -195,7 +195,8 @@ def stitched_config(run: Path, preset, seed: int):
         # room for k passages as long as the Lewis models read one, and the answer plus its citation
         max_input_length=min(1024, preset.stitched_k * rag.max_combined_length),
         max_target_length=rag.max_target_length + 8,
-        steps=preset.stitched_steps, batch_size=preset.stitched_batch_size, lr=preset.stitched_lr)
+        steps=preset.stitched_steps, batch_size=preset.stitched_batch_size, lr=preset.stitched_lr,
+        gold_position=preset.stitched_gold_position)
 
 
 def _max_length(preset) -> int:
@@ -334,9 +335,17 @@ def findings(card: dict) -> list[str]:
                    + ", ".join(f"`{n}` {v:.3f}" for n, v in cp.items())
                    + ". Lewis models cite implicitly, from p(z|x,y); the stitched model writes its [n].")
     for n, c in (card.get("position") or {}).items():
+        ems = c["exact_match"]
+        shape = "."
+        if n != "stitched":
+            shape = " (flat: the marginal over documents ignores their order)."
+        elif len(ems) > 1 and ems[0] - max(ems[1:]) >= 0.5:
+            shape = (" — it answers from whatever passage comes first, so its accuracy rests on the retriever's "
+                     "ranking, not on choosing among the passages.")
+        elif len(ems) > 2 and min(ems[0], ems[-1]) - min(ems[1:-1]) >= 0.1:
+            shape = " — lower in the middle than at the ends, the shape Liu et al. (2023) call lost in the middle."
         out.append(f"- Position probe, `{n}`: EM with the gold passage at position "
-                   + ", ".join(f"{p}: {v:.3f}" for p, v in zip(c["positions"], c["exact_match"]))
-                   + (" (flat: the marginal over documents ignores their order)." if n != "stitched" else "."))
+                   + ", ".join(f"{p}: {v:.3f}" for p, v in zip(c["positions"], ems)) + shape)
     cost = {n: v["forward_passes_per_answer"] for n, v in layers.items()}
     out.append("- Generator forward passes per answer: " + ", ".join(f"`{n}` {_fmt(v)}" for n, v in cost.items())
                + ". A Lewis model reads each of its K passages as its own input (K passes per token); "

@@ -26,6 +26,7 @@ class Preset:
     stitched_lr: float = 1e-4
     stitched_batch_size: int = 8
     stitched_k: int = 5  # passages stitched into one input
+    stitched_gold_position: str = "random"  # where training puts the gold passage: "random", or "retrieved" (its rank)
     position_questions: int = 200  # short test questions of the position probe (x k positions each)
     long_max_length: int = 64  # decoded tokens for long-form answers (short ones use rag.max_target_length)
     threads: int | None = None  # torch CPU threads during the run (None: torch's default); results depend on it
@@ -62,7 +63,9 @@ PRESETS: dict[str, Preset] = {
         rag=RagTrainConfig(n_docs=5, steps=300, batch_size=8, lr=5e-5, train_kinds="short", eval_every=100,
                            eval_questions=100, save_every=100, max_combined_length=192, max_target_length=48),
         closed_book=ClosedBookConfig(steps=500, batch_size=8, lr=3e-4, max_target_length=48),
-        stitched_steps=300, stitched_lr=3e-4,
+        # in retrieval order, so the reader learns the ranks it will see; at random positions a reader
+        # this small blends passages instead of choosing one (docs/recipe.md); ~0.1 s per step
+        stitched_steps=3000, stitched_lr=1e-3, stitched_gold_position="retrieved",
         ablation_questions=200,  # 16 cells (4 variants x 4 K) of decoding, up to K=10: bounded on a CPU
         notes="the demo: a scratch DPR with self-mined negatives, the shipped generator, gentle RAG fine-tuning",
     ),

@@ -47,7 +47,22 @@ class StitchedTrainConfig:
     max_target_length: int = 40  # target tokens: the answer and its citation
     question_last: bool = False  # stitch the question after the passages (StitchSettings.question_last)
     mixed_k: bool = False  # each example stitches 1..k passages (gold among them), a curriculum from one-passage reading
+    gold_position: str = "random"  # "random": the gold passage at a random position; "retrieved": where the retriever ranked it (last if missed)
     seed: int = 0  # batch order and gold positions
+
+
+def keep_rank(retrieved: Sequence, gold, k: int) -> tuple[list, int]:
+    """The top-k passages as retrieved, the gold one replacing the last if it was missed; returns (passages, position).
+
+    >>> keep_rank(["a", "g", "c"], "g", 3), keep_rank(["a", "b", "c"], "g", 3)
+    ((['a', 'g', 'c'], 2), (['a', 'b', 'g'], 3))
+    """
+    top = list(retrieved[:k])
+    for i, p in enumerate(top):
+        if _id(p) == _id(gold):
+            return top, i + 1
+    top = top[: k - 1] + [gold]
+    return top, len(top)
 
 
 def place_gold(retrieved: Sequence, gold, k: int, rng: random.Random) -> tuple[list, int]:
@@ -120,12 +135,17 @@ def training_examples(examples, retriever, passages_by_id: dict, k: int, batch_s
 
 
 def make_batch(items: Sequence[_Example], k: int, settings: StitchSettings, rng: random.Random,
-               mixed_k: bool = False) -> tuple[list[str], list[str]]:
-    """(stitched inputs, cited targets) for `items`, the gold passage at a fresh random position each;
-    with `mixed_k`, each input holds a random number of passages from 1 to k."""
+               mixed_k: bool = False, gold_position: str = "random") -> tuple[list[str], list[str]]:
+    """(stitched inputs, cited targets) for `items`, the gold passage at a fresh random position each
+    (or, with `gold_position="retrieved"`, at its retrieval rank); with `mixed_k`, each input holds a
+    random number of passages from 1 to k."""
     inputs, targets = [], []
     for ex in items:
-        passages, position = place_gold(ex.retrieved, ex.gold, rng.randint(1, k) if mixed_k else k, rng)
+        n = rng.randint(1, k) if mixed_k else k
+        if gold_position == "retrieved":
+            passages, position = keep_rank(ex.retrieved, ex.gold, n)
+        else:
+            passages, position = place_gold(ex.retrieved, ex.gold, n, rng)
         inputs.append(stitch(ex.question, passages, settings))
         targets.append(cited_target(ex.answer, position))
     return inputs, targets
@@ -144,6 +164,8 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
 
     if cfg.k < 1 or cfg.steps < 1 or cfg.batch_size < 1:
         raise InputError("--k/--steps/--batch-size", "must all be at least 1")
+    if cfg.gold_position not in ("random", "retrieved"):
+        raise InputError("--gold-position", f"must be random or retrieved, got '{cfg.gold_position}'")
     retriever = open_retriever(cfg.index, cfg.encoder or None)
     kinds = set(cfg.train_kinds.split(",")) if cfg.train_kinds else None
     examples = training_examples([ex for ex in read_qa(cfg.train) if kinds is None or ex.kind in kinds], retriever, {p.id: p for p in retriever.index.passages}, cfg.k)
@@ -159,7 +181,7 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
     losses = []
     for step in range(1, cfg.steps + 1):
         batch = rng.sample(examples, min(cfg.batch_size, len(examples)))
-        inputs, targets = make_batch(batch, cfg.k, settings, rng, cfg.mixed_k)
+        inputs, targets = make_batch(batch, cfg.k, settings, rng, cfg.mixed_k, cfg.gold_position)
         loss = _loss(model, tokenizer, inputs, targets, cfg)
         loss.backward()
         if cfg.max_grad_norm:
