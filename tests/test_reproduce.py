@@ -80,7 +80,7 @@ def test_report_has_every_table_and_plot(tiny_run):
     for heading in ("## Retrieval", "Table 1 style", "MS MARCO", "Knowledge update", "70%", "Table 6 style",
                     "What the scorecard shows", "Generator forward passes per answer"):
         assert heading in report, heading
-    for png in ("training_curves.png", "em_vs_k.png", "swap_matrix.png", "token_posteriors.png"):
+    for png in ("training_curves.png", "em_vs_k.png", "swap_matrix.png", "token_posteriors.png", "position.png"):
         assert (out / png).read_bytes()[:4] == b"\x89PNG" and f"]({png})" in report
     evidence = json.loads((out / "evidence.json").read_text())
     assert len(evidence["tokens"]) == len(evidence["posterior"])

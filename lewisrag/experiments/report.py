@@ -37,7 +37,8 @@ def render_report(results: dict) -> str:
         lines += [f"_{c['preset']['notes']}_", ""]
     for section in (_retrieval, _table1, _long_form, _swap, _table6, _compare):
         lines += section(results)
-    lines += ["## Plots", ""] + [f"![{p}]({p})" for p in PLOTS] + [""]
+    plots = PLOTS + (("position.png",) if results.get("position") else ())  # written by the compare stage
+    lines += ["## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
     return "\n".join(lines)
 
 
