@@ -162,23 +162,24 @@ def train_dpr(
     rng = random.Random(cfg.seed)
     order: list[int] = []
     losses = []
+    mine_at = int(cfg.self_negatives_at * cfg.steps) if cfg.self_negatives_at else None  # the one mining pass
+    mined: list[int | None] = []  # per usable question, its self-mined negative from step `mine_at` on
     for step in range(cfg.steps):
         if len(order) < cfg.batch_size:
             fresh = list(range(len(usable)))
             rng.shuffle(fresh)
             order += fresh
         batch, order = order[: cfg.batch_size], order[cfg.batch_size :]
-        if cfg.self_negatives_at and step == int(cfg.self_negatives_at * cfg.steps):
+        if step == mine_at:
             mined = mine_self_negatives(q_enc, c_enc, tokenizer, cfg, [ex for ex, _ in usable], passages)
         rows = [usable[i][1] for i in batch] + [negatives[i] for i in batch if negatives[i] is not None]
-        if cfg.self_negatives_at and step >= int(cfg.self_negatives_at * cfg.steps):
-            rows += [mined[i] for i in batch if mined[i] is not None]
+        rows += [mined[i] for i in batch if mined and mined[i] is not None]
         q = tokenizer([usable[i][0].question for i in batch], truncation=True, max_length=cfg.q_max_length,
                       padding=True, return_tensors="pt")
         p = tokenizer([passages[r].title for r in rows], [passages[r].text for r in rows], truncation="only_second",
                       max_length=cfg.p_max_length, padding=True, return_tensors="pt")
         q_vec = q_enc(**q).pooler_output  # (B, D)
-        p_vec = c_enc(**p).pooler_output  # (B + negatives, D)
+        p_vec = c_enc(**p).pooler_output  # (B + negatives, D): golds, BM25 negatives, self-mined ones
         scores = q_vec @ p_vec.T  # (B, B + negatives)
         # Two questions about the same passage: the other's positive is not a negative for this one.
         same = torch.tensor([[rows[j] == usable[i][1] and j != n for j in range(len(rows))] for n, i in enumerate(batch)])
