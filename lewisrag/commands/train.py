@@ -15,7 +15,7 @@ def dpr(
     out: Path = typer.Option(..., "--out", help="Checkpoint directory (question_encoder/, ctx_encoder/, tokenizer/)."),
     init: str = typer.Option(None, "--init", help="Local BERT-like checkpoint to start both encoders from (default: a small model from scratch)."),
     steps: int = typer.Option(600, "--steps", help="Optimizer steps."),
-    batch_size: int = typer.Option(32, "--batch-size", help="Questions per step (each brings its gold passage and one BM25 hard negative)."),
+    batch_size: int = typer.Option(32, "--batch-size", help="Questions per step (each brings its gold passage, one BM25 hard negative and, later, a self-mined one)."),
     lr: float = typer.Option(1e-3, "--lr", help="Peak learning rate."),
     hidden_size: int = typer.Option(128, "--hidden-size", help="Width of a model trained from scratch."),
     layers: int = typer.Option(2, "--layers", help="Depth of a model trained from scratch."),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 from lewisrag.data.io import InputError, iter_records, optional_str, record_id, require_str, require_str_list
@@ -48,6 +49,19 @@ def read_passages(path: str | os.PathLike) -> list[Passage]:
     if not out:
         raise InputError(path, "no passages")
     return out
+
+
+def of_kinds(examples: Sequence[QAExample], kinds: str) -> list[QAExample]:
+    """The examples whose `kind` is in the comma-separated `kinds` ("" keeps them all).
+
+    >>> ex = [QAExample("1", "q?", ["a"]), QAExample("2", "Describe X.", ["X is..."], kind="long")]
+    >>> [e.id for e in of_kinds(ex, "short")], len(of_kinds(ex, ""))
+    (['1'], 2)
+    """
+    if not kinds:
+        return list(examples)
+    keep = set(kinds.split(","))
+    return [ex for ex in examples if ex.kind in keep]
 
 
 def read_qa(path: str | os.PathLike) -> list[QAExample]:

@@ -199,11 +199,6 @@ def stitched_config(run: Path, preset, seed: int):
         gold_position=preset.stitched_gold_position)
 
 
-def _max_length(preset) -> int:
-    """Answer tokens when decoding, the start token included: the Lewis models' training target length."""
-    return getattr(getattr(preset, "rag", None), "max_target_length", 32)
-
-
 def _run_max_length(run: Path) -> int:
     """The decoding length the run's preset trained for (RUN/config.json), else 32."""
     from lewisrag.data.io import read_json
@@ -225,7 +220,7 @@ def compare_stage(run: str | os.PathLike, preset, seed: int, on_progress: Progre
     run = Path(run)
     cfg = stitched_config(run, preset, seed)
     trained = train_stitched(cfg, run / "stitched", lambda s, t, loss: on_progress("stitched training", s, t, f"loss {loss:.3f}"))
-    systems = load_systems(run, SYSTEMS, max_length=_max_length(preset))
+    systems = load_systems(run, SYSTEMS, max_length=preset.rag.max_target_length)  # the Lewis models' target length
     test, eval_examples = read_qa(run / "world" / "test.jsonl"), read_qa(run / "world" / "eval.jsonl")
     card = scorecard(systems, test, eval_examples, on_progress=on_progress)
     passages = {p.id: p for p in read_passages(run / "world" / "passages_a.jsonl")}

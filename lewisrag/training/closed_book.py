@@ -56,15 +56,14 @@ def train_closed_book(cfg: ClosedBookConfig, out: str | os.PathLike,
     """Fine-tune the generator on (question -> answer); returns a summary. Refuses a non-empty `out`."""
     import torch
 
-    from lewisrag.data.records import read_qa
+    from lewisrag.data.records import of_kinds, read_qa
     from lewisrag.training.rag import learning_rate_factor
     from lewisrag.training.rag_data import DataPosition, load_generator, next_batch, training_pairs
 
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise InputError(out, "output directory is not empty; choose another")
-    kinds = set(cfg.train_kinds.split(",")) if cfg.train_kinds else None
-    pairs, skipped = training_pairs([ex for ex in read_qa(cfg.train) if kinds is None or ex.kind in kinds])
+    pairs, skipped = training_pairs(of_kinds(read_qa(cfg.train), cfg.train_kinds))
     if len(pairs) < cfg.batch_size:
         raise InputError(cfg.train, f"{len(pairs)} questions with answers, fewer than batch size {cfg.batch_size}")
     generator, tokenizer = load_generator(cfg.generator)

@@ -4,6 +4,8 @@ For a batch of B questions, the passages are the B gold passages followed by one
 negative per question (the top BM25 hit that is not gold). Each question scores all 2B passages
 by inner product and the loss is the cross-entropy of its own gold passage: every other
 question's positive and every hard negative is a negative (the paper's "Gold + 1 BM25" setup).
+With `self_negatives_at`, from that share of the steps on each question also brings the passage
+the model itself then ranked highest among the non-gold ones (mined once, as ANCE does).
 
 With `shared=True` the question and passage sides are one network while training (a Siamese
 bi-encoder). The built-in world's test entities have names that no training question contains,

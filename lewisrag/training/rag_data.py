@@ -34,16 +34,13 @@ class Components(NamedTuple):
 def load_components(cfg, processes: int = 1) -> Components:
     """Read and check every input of `cfg` (a `rag.RagTrainConfig`); any problem is an InputError, raised
     before anything is written."""
-    from lewisrag.data.records import read_qa
+    from lewisrag.data.records import of_kinds, read_qa
     from lewisrag.index.dense import DenseIndex
     from lewisrag.index.encoders import DPRCheckpoint
     from lewisrag.rag_model import RagModel, RagSettings, Tokenizers
 
     check_config(cfg, processes)
-    train, dev = read_qa(cfg.train), read_qa(cfg.dev)
-    if cfg.train_kinds:
-        kinds = set(cfg.train_kinds.split(","))
-        train = [ex for ex in train if ex.kind in kinds]
+    train, dev = of_kinds(read_qa(cfg.train), cfg.train_kinds), read_qa(cfg.dev)
     pairs, skipped = training_pairs(train)
     if len(pairs) < cfg.batch_size:
         raise InputError(cfg.train, f"{len(pairs)} questions with answers, fewer than --batch-size {cfg.batch_size}",

@@ -156,7 +156,7 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
     """Fine-tune the generator on stitched inputs; `on_progress(step, steps, loss)`. Returns a summary."""
     import torch
 
-    from lewisrag.data.records import read_qa
+    from lewisrag.data.records import of_kinds, read_qa
     from lewisrag.index import open_retriever
     from lewisrag.training.checkpoint import atomic_dir
     from lewisrag.training.rag import learning_rate_factor
@@ -167,8 +167,8 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
     if cfg.gold_position not in ("random", "retrieved"):
         raise InputError("--gold-position", f"must be random or retrieved, got '{cfg.gold_position}'")
     retriever = open_retriever(cfg.index, cfg.encoder or None)
-    kinds = set(cfg.train_kinds.split(",")) if cfg.train_kinds else None
-    examples = training_examples([ex for ex in read_qa(cfg.train) if kinds is None or ex.kind in kinds], retriever, {p.id: p for p in retriever.index.passages}, cfg.k)
+    examples = training_examples(of_kinds(read_qa(cfg.train), cfg.train_kinds), retriever,
+                                 {p.id: p for p in retriever.index.passages}, cfg.k)
     model, tokenizer = load_generator(cfg.generator)
     grown = extend_positions(model, cfg.max_input_length)
     settings = StitchSettings(k=cfg.k, question_last=cfg.question_last)
