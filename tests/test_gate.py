@@ -229,11 +229,53 @@ def test_committed_bughunt_baseline_passes_against_itself():
     assert report.judges["baseline"]["name"] == "labels"
 
 
-def test_a_score_that_vanished_is_flagged(tmp_path, clean):
+def test_a_score_that_vanished_fails_tier1_unless_allowed(tmp_path, clean):
     clean["records"][8]["metrics"]["faithfulness"] = None
+    clean["records"][8]["nan_reasons"]["faithfulness"] = "judge undecided on all 1 statements in the answer: timeout"
+    report = _gate(tmp_path / "strict", clean)
+    check = _check(report, "unmeasurable faithfulness")
+    assert _failed(report) == {"unmeasurable faithfulness"} and "q009@stitched" in check.evidence
+    assert (check.details["baseline"], check.details["candidate"], check.details["paired"]) == (0, 1, 100)
+    assert check.details["newly_null"] == {"q009@stitched": clean["records"][8]["nan_reasons"]["faithfulness"]}
+    for setting in ("-1", "1"):  # off, or one more allowed: still shown
+        report = _gate(tmp_path / setting, clean, f"[tier1]\nmax_new_unmeasurable = {setting}\n")
+        assert report.passed and _check(report, "unmeasurable faithfulness").verdict == "warn"
+
+
+def test_all_unmeasurable_candidate_fails_tier1(tmp_path):
+    res = run_cli("gate", "--baseline", str(RUNS / "baseline"), "--candidate", str(RUNS / "unmeasurable"), "--json")
+    assert res.returncode == 1, res.stderr
+    checks = {c["name"]: c for c in json.loads(res.stdout)["checks"]}
+    assert {n for n, c in checks.items() if c["verdict"] == "fail"} == {"unmeasurable faithfulness"}
+    assert checks["unmeasurable faithfulness"]["evidence"].startswith("no score (null or absent) on 0 -> 100 of 100 paired questions (allowed: +0)")
+    assert checks["faithfulness"]["verdict"] == "skip"  # tier 3 has nothing left to compare: tier 1 saw why
+    cfg = tmp_path / "gate.toml"
+    cfg.write_text("[tier1]\nmax_new_unmeasurable = -1\n", encoding="utf-8")
+    relaxed = run_cli("gate", "--baseline", str(RUNS / "baseline"), "--candidate", str(RUNS / "unmeasurable"),
+                      "--config", str(cfg), "--json")
+    assert relaxed.returncode == 0, relaxed.stdout
+    checks = {c["name"]: c for c in json.loads(relaxed.stdout)["checks"]}
+    assert checks["unmeasurable faithfulness"]["verdict"] == "warn"
+
+
+def test_lost_recall_is_counted_not_skipped(tmp_path, clean):
+    for r in clean["records"][:30]:
+        del r["metrics"]["recall_at_k"]  # a candidate that stopped reporting retrieval for 30 questions
     report = _gate(tmp_path, clean)
-    check = _check(report, "faithfulness: became null")
-    assert check.verdict == "warn" and "q009@stitched" in check.evidence and report.passed
+    assert {"unmeasurable recall@1", "unmeasurable recall@5"} <= _failed(report)
+    assert _check(report, "unmeasurable recall@5").details["candidate"] == 30
+
+
+def test_one_infinity_no_longer_hides_twenty_regressions(tmp_path):
+    bad = RUNS / "bad" / "infinity" / "results.json"
+    res = run_cli("gate", "--baseline", str(RUNS / "baseline"), "--candidate", str(bad))
+    assert res.returncode == 2 and "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert res.stderr.startswith(f"error: {bad}:100: field 'records[99].metrics.faithfulness': Infinity is not JSON")
+    run = fixtures.build()["bad/infinity"]
+    run["records"][99]["metrics"]["faithfulness"] = 1.0  # the most a valid score can pull the mean up
+    report = _gate(tmp_path, run)
+    mean = _check(report, "faithfulness: paired mean")
+    assert mean.verdict == "fail" and len(mean.details["worse"]) == 20 and not report.passed
 
 
 def test_not_in_kb_under_tolerated_baseline_violations_fails_only_new_non_refusals(tmp_path, clean):

@@ -7,15 +7,24 @@ Citations in a response name contexts: `[x]` is the context whose `id` is x when
 objects, and the x-th context (1-based, prompt order) when they are plain strings. Unknown fields
 (ragas' `reference_contexts`, `rubrics`, ...) are ignored. Every problem is an `InputError` naming
 file, line and field; all records are read and checked before anything is evaluated.
+
+JSON has no NaN or Infinity, but Python's json module reads the bare tokens as floats, so they are
+rejected here: ±Infinity anywhere in a record, NaN in every field this reader uses. NaN in an
+ignored field passes, because Parquet and pandas write it for a missing value.
 """
 
 from __future__ import annotations
 
+import math
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from lewisrag.data.io import InputError, iter_records, optional_str, record_id, require_str, require_str_list
 from lewisrag.data.records import CATEGORIES, Passage
+
+FIELDS = ("id", "user_input", "response", "retrieved_contexts", "reference", "reference_statements",
+          "gold_passage_ids", "category", "system")  # what parse_answer reads; the rest is ignored
 
 
 @dataclass(frozen=True)
@@ -73,8 +82,41 @@ def _contexts(rec: dict, source, line: int) -> tuple[tuple[Passage, ...], bool]:
     return tuple(out), True
 
 
+def non_finite(value, path: str) -> Iterator[tuple[str, float]]:
+    """(field, value) for every NaN or ±Infinity float in `value`, in document order.
+
+    >>> list(non_finite({"a": [1.0, float("nan")], "b": {"c": float("-inf")}}, "x"))
+    [('x.a[1]', nan), ('x.b.c', -inf)]
+    """
+    if hasattr(value, "tolist") and not isinstance(value, float):  # numpy arrays and scalars (Parquet)
+        value = value.tolist()
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            yield path, value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from non_finite(v, f"{path}.{k}" if path else str(k))
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            yield from non_finite(v, f"{path}[{i}]")
+
+
+def json_token(x: float) -> str:
+    """How Python's json module writes a non-finite float (not JSON): NaN, Infinity or -Infinity."""
+    return "NaN" if math.isnan(x) else "Infinity" if x > 0 else "-Infinity"
+
+
+def _reject_non_finite(rec: dict, source, line: int) -> None:
+    for name, value in rec.items():
+        for where, x in non_finite(value, str(name)):
+            if math.isinf(x) or name in FIELDS:
+                raise InputError(source, f"{json_token(x)} is not a value (JSON has no NaN or Infinity; leave the field "
+                                 "out or write null)", line=line, field=where)
+
+
 def parse_answer(rec: dict, source, line: int, seen: dict[str, int]) -> AnswerRecord:
     """Validate one record (see module docstring); raises InputError on the first bad field."""
+    _reject_non_finite(rec, source, line)
     qid = record_id(rec, source, line, seen)
     question = require_str(rec, "user_input", source, line)
     response = require_str(rec, "response", source, line, nonempty=False)

@@ -3,7 +3,8 @@
 Checks come in three tiers, ordered by how deterministic and how cheap they are:
 
 1. rules (every commit): the citation statuses BAD_ID, MISSING_CITATION, QUOTE_NOT_FOUND must not
-   occur in the candidate at all;
+   occur in the candidate at all, and no gated metric may be unmeasurable (null) on more questions
+   than in the baseline: a score that is not there cannot regress, so it must be counted;
 2. retrieval (deterministic, labelled): recall@k must not fall below the baseline, compared in
    pairs (McNemar on per-question hits, paired bootstrap on the mean);
 3. judged metrics (noisy): question-level distributions, paired tests against the baseline, the
@@ -63,8 +64,8 @@ def gate(baseline: str | os.PathLike, candidate: str | os.PathLike, config: str 
          allow_judge_change: bool = False) -> GateReport:
     """Load both runs and the thresholds (all input is validated before any check runs), then gate."""
     cfg = load_config(config)
-    base = load_run(baseline, cfg.judged_metrics)
-    cand = load_run(candidate, cfg.judged_metrics)
+    base = load_run(baseline, cfg.gated_metrics)
+    cand = load_run(candidate, cfg.gated_metrics)
     return run_gate(base, cand, cfg, allow_judge_change)
 
 
@@ -114,6 +115,10 @@ def _pairing_check(base: Run, cand: Run, cfg: GateConfig) -> Check:
 
 
 def _tier1(base: Run, cand: Run, cfg: GateConfig) -> list[Check]:
+    return _citation_rules(base, cand, cfg) + _unmeasurable(base, cand, cfg)
+
+
+def _citation_rules(base: Run, cand: Run, cfg: GateConfig) -> list[Check]:
     with_checks = [r for r in cand.records.values() if r.get("citation_checks") is not None]
     if not with_checks:
         return [Check("1 rules", "citations", "skip", "the candidate has no citation checks")]
@@ -139,6 +144,38 @@ def _tier1(base: Run, cand: Run, cfg: GateConfig) -> list[Check]:
 
 def _status_count(rec: dict, status: str) -> int:
     return sum(1 for c in rec.get("citation_checks") or [] if c["status"] == status)
+
+
+def _unmeasurable(base: Run, cand: Run, cfg: GateConfig) -> list[Check]:
+    """Per gated metric, the paired answerable questions without a score (null or absent) in each run.
+
+    Every paired comparison leaves a null pair out, so a candidate that stops producing a score
+    (a judge that times out everywhere) would otherwise pass on the questions that remain.
+    """
+    pairs = [(key, b, cand.records[key]) for key, b in base.records.items() if key in cand.records and not _not_in_kb(b)]
+    ks = sorted({k for _, b, _ in pairs for k in _recall(b)}, key=_k_order)
+    gated = [(f"recall@{k}", "recall_at_k", k) for k in ks] + [(m, m, None) for m in cfg.gated_metrics]
+    out = []
+    for name, metric, k in gated:
+        null_b = {key for key, b, _ in pairs if _value(b, metric, k) is None}
+        null_c = [key for key, _, c in pairs if _value(c, metric, k) is None]
+        lost = [key for key in null_c if key not in null_b]  # scored in the baseline, not now
+        excess, allowed = len(null_c) - len(null_b), cfg.max_new_unmeasurable
+        evidence = (f"no score (null or absent) on {len(null_b)} -> {len(null_c)} of {len(pairs)} paired questions "
+                    f"(allowed: {'any number' if allowed < 0 else f'+{allowed}'})")
+        if lost:
+            evidence += f"; {len(lost)} scored in the baseline have none now: {_ids(lost)}"
+        verdict = "fail" if 0 <= allowed < excess else "warn" if lost else "pass"
+        reasons = {_key(key): (cand.records[key].get("nan_reasons") or {}).get(metric) for key in lost}
+        out.append(Check("1 rules", f"unmeasurable {name}", verdict, evidence, {
+            "paired": len(pairs), "baseline": len(null_b), "candidate": len(null_c), "allowed_more": allowed,
+            "newly_null": reasons}))
+    return out
+
+
+def _value(rec: dict, metric: str, k: str | None) -> float | None:
+    """A question's score; for recall_at_k, the one at `k`."""
+    return _recall(rec).get(k) if k is not None else _score(rec, metric)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -176,12 +213,7 @@ def _tier3(base: Run, cand: Run, cfg: GateConfig) -> list[Check]:
     for metric in cfg.judged_metrics:
         both = [(key, _score(b, metric), _score(cand.records[key], metric))
                 for key, b in base.records.items() if key in cand.records and not _not_in_kb(b)]
-        rows = [(key, x, y) for key, x, y in both if x is not None and y is not None]
-        lost = [key for key, x, y in both if x is not None and y is None]
-        if lost:  # NaN is never averaged, so a score that vanished must at least be seen
-            out.append(Check("3 judged", f"{metric}: became null", "warn",
-                             f"{len(lost)} questions scored in the baseline have no score now: {_ids(lost)}",
-                             {"questions": [_key(k) for k in lost]}))
+        rows = [(key, x, y) for key, x, y in both if x is not None and y is not None]  # nulls: counted in tier 1
         if not rows:
             out.append(Check("3 judged", metric, "skip", "no question has this metric in both runs"))
             continue
@@ -257,14 +289,16 @@ def _paired_check(tier: str, name: str, rows: list, cfg: GateConfig, cut: float,
 
 def _ceiling_check(cand: Run, ceiling, cfg: GateConfig) -> Check:
     """An absolute threshold passes only when the one-sided upper bound proves it."""
-    scores = [_score(r, ceiling.metric) for r in cand.records.values() if not _not_in_kb(r)]
-    scores = [s for s in scores if s is not None]
+    answerable = [_score(r, ceiling.metric) for r in cand.records.values() if not _not_in_kb(r)]
+    scores = [s for s in answerable if s is not None]
     name = f"share {ceiling.metric} < {ceiling.below:g} <= {ceiling.max_share:.1%}"
     if not scores:
         return Check("3 judged", name, "fail", "no candidate question has this metric, so nothing is proven")
     k, n = sum(s < ceiling.below for s in scores), len(scores)
     upper = stats.proportion_interval(k, n, cfg.confidence, method=ceiling.method, side="upper")[1]
     evidence = f"{k}/{n} = {k / n:.1%}; one-sided {cfg.confidence:.0%} upper bound ({ceiling.method}) {upper:.1%}"
+    if len(answerable) > n:
+        evidence += f"; {len(answerable) - n} unmeasurable not counted"
     need = stats.sample_size_for_upper_bound(k / n, ceiling.max_share, cfg.confidence, ceiling.method)
     if upper > ceiling.max_share:
         evidence += " > threshold: not proven; " + (

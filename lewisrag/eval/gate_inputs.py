@@ -1,7 +1,13 @@
 """What the gate reads: its thresholds (a TOML file over packaged defaults) and the two runs.
 
 Every problem with either is an `InputError` naming the file and the field, so `lewisrag gate`
-exits 2 on bad input and never mistakes a broken file for a regression.
+exits 2 on bad input and never mistakes a broken file for a regression. A score is a finite number
+in its metric's range (`METRIC_RANGES`) or null, and null ("not measurable") needs its reason under
+the record's `nan_reasons`, as `eval.run` writes it; an absent metric is one the record's system
+does not produce (a retrieval-only system has no faithfulness). NaN and ±Infinity are not JSON:
+Python's json module reads them anyway, so they are rejected wherever they occur, as are booleans
+and strings where a score belongs. Errors inside a record carry its 1-based position in `records`
+as the line.
 """
 
 from __future__ import annotations
@@ -14,6 +20,13 @@ from importlib import resources
 from pathlib import Path
 
 from lewisrag.data.io import InputError, read_json
+from lewisrag.eval.answers import json_token, non_finite
+
+# The range of every metric the gate can read, in one place: all are shares or similarities clipped
+# to [0, 1]. A metric not listed here cannot be gated (a typo in tier3.metrics is an error).
+METRIC_RANGES = {name: (0.0, 1.0) for name in (
+    "faithfulness", "context_recall", "answer_completeness", "answer_relevancy", "on_topic_rate", "citation_recall",
+    "citation_precision", "exact_match", "f1", "rougeL", "bleu1", "recall_at_k")}
 
 # ---------------------------------------------------------------------------------------------
 # thresholds
@@ -44,6 +57,7 @@ class GateConfig:
     require_all_baseline: bool  # a baseline question missing from the candidate fails the gate
     zero_statuses: tuple[str, ...]  # tier 1: citation statuses that must not occur in the candidate
     allow_baseline_violations: bool  # tier 1: count only violations the baseline did not have (fixed bad samples)
+    max_new_unmeasurable: int  # tier 1: how many more questions without a score per metric than the baseline; -1 only warns
     recall_hit_at: float  # tier 2: a question is a retrieval hit when recall@k >= this
     recall_max_mean_drop: float  # tier 2: largest tolerated drop of mean recall@k
     judged_metrics: tuple[str, ...]  # tier 3: metrics compared in pairs
@@ -51,12 +65,18 @@ class GateConfig:
     cuts: tuple[Cut, ...]  # tier 3: per-question pass/fail cuts compared in pairs
     ceilings: tuple[Ceiling, ...]  # tier 3: absolute thresholds that must be proven
 
+    @property
+    def gated_metrics(self) -> tuple[str, ...]:
+        """The per-question metrics the gate reads besides recall@k: judged ones, then ceilings'."""
+        return tuple(dict.fromkeys([*self.judged_metrics, *(c.metric for c in self.ceilings)]))
+
 
 _SETTINGS = {  # toml key -> (GateConfig field, type)
     "alpha": ("alpha", float), "confidence": ("confidence", float), "n_resamples": ("n_resamples", int),
     "seed": ("seed", int), "require_all_baseline": ("require_all_baseline", bool),
     "tier1.zero_statuses": ("zero_statuses", list),
-    "tier1.allow_baseline_violations": ("allow_baseline_violations", bool), "tier2.hit_at": ("recall_hit_at", float),
+    "tier1.allow_baseline_violations": ("allow_baseline_violations", bool),
+    "tier1.max_new_unmeasurable": ("max_new_unmeasurable", int), "tier2.hit_at": ("recall_hit_at", float),
     "tier2.max_mean_drop": ("recall_max_mean_drop", float), "tier3.metrics": ("judged_metrics", list),
     "tier3.max_mean_drop": ("judged_max_mean_drop", float), "tier3.cuts": ("cuts", list),
     "tier3.ceilings": ("ceilings", list),
@@ -89,6 +109,13 @@ def load_config(path: str | os.PathLike | None = None) -> GateConfig:
         raise InputError(src, "alpha and confidence must be in (0, 1)", field="alpha")
     if any(c.method not in ("wilson", "exact") for c in cfg.ceilings):
         raise InputError(src, "method must be 'wilson' or 'exact'", field="tier3.ceilings")
+    if cfg.max_new_unmeasurable < -1:
+        raise InputError(src, "expected a count >= 0, or -1 to only warn", field="tier1.max_new_unmeasurable")
+    for where, metric in [("tier3.metrics", m) for m in cfg.judged_metrics] + [
+            (f"tier3.ceilings[{i}].metric", c.metric) for i, c in enumerate(cfg.ceilings)]:
+        if metric not in METRIC_RANGES or metric == "recall_at_k":  # recall@k is tier 2's, per k
+            names = ", ".join(n for n in METRIC_RANGES if n != "recall_at_k")
+            raise InputError(src, f"unknown metric '{metric}' (one of {names})", field=where)
     return cfg
 
 
@@ -130,7 +157,10 @@ class Run:
 
 
 def load_run(path: str | os.PathLike, metrics: tuple[str, ...] = ()) -> Run:
-    """Read a run directory or results.json and validate the fields the gate reads (and `metrics`)."""
+    """Read a run directory or results.json and validate the fields the gate reads (and `metrics`).
+
+    `metrics` are names in `METRIC_RANGES`; recall@k is always read.
+    """
     p = Path(path)
     if p.is_dir():
         p = p / "results.json"
@@ -141,54 +171,78 @@ def load_run(path: str | os.PathLike, metrics: tuple[str, ...] = ()) -> Run:
         raise InputError(p, f"expected a JSON object, got {type(data).__name__}")
     if not isinstance(data.get("records"), list):
         raise InputError(p, "missing or not a list", field="records")
+    _reject_non_finite({k: v for k, v in data.items() if k != "records"}, p, "", None)
     judge = data.get("judge") or {}
     if not isinstance(judge, dict):
         raise InputError(p, "expected an object", field="judge")
     records, first = {}, {}
     for i, rec in enumerate(data["records"]):
-        key = _check_record(rec, p, f"records[{i}]", metrics)
+        key = _check_record(rec, p, i, metrics)
         if key in records:
-            raise InputError(p, f"duplicate (id, system) {key} (first at records[{first[key]}])", field=f"records[{i}].id")
+            raise InputError(p, f"duplicate (id, system) {key} (first at records[{first[key]}])", line=i + 1,
+                             field=f"records[{i}].id")
         records[key], first[key] = rec, i
     return Run(str(p), judge, data.get("splitter"), records)
 
 
-def _check_record(rec, src: Path, where: str, metrics: tuple[str, ...]) -> tuple[str, str | None]:
+def _check_record(rec, src: Path, i: int, metrics: tuple[str, ...]) -> tuple[str, str | None]:
+    where, line = f"records[{i}]", i + 1
     if not isinstance(rec, dict):
-        raise InputError(src, "expected an object", field=where)
+        raise InputError(src, "expected an object", line=line, field=where)
+    _reject_non_finite(rec, src, where, line)
     rid = rec.get("id")
     if isinstance(rid, bool) or not isinstance(rid, (str, int)) or not str(rid).strip():
-        raise InputError(src, "missing or not a non-empty string", field=f"{where}.id")
+        raise InputError(src, "missing or not a non-empty string", line=line, field=f"{where}.id")
     rec["id"] = str(rid)
     for name in ("system", "category"):
         if rec.get(name) is not None and not isinstance(rec[name], str):
-            raise InputError(src, "expected a string or null", field=f"{where}.{name}")
+            raise InputError(src, "expected a string or null", line=line, field=f"{where}.{name}")
     refused = rec.get("refused")
     if rec.get("category") == "not_in_kb" and not isinstance(refused, bool):
-        raise InputError(src, "a not_in_kb record must say whether the answer refused", field=f"{where}.refused")
+        raise InputError(src, "a not_in_kb record must say whether the answer refused", line=line,
+                         field=f"{where}.refused")
     if refused is not None and not isinstance(refused, bool):
-        raise InputError(src, "expected true or false", field=f"{where}.refused")
-    m = rec.get("metrics")
+        raise InputError(src, "expected true or false", line=line, field=f"{where}.refused")
+    m, reasons = rec.get("metrics"), rec.get("nan_reasons") or {}
     if not isinstance(m, dict):
-        raise InputError(src, "missing or not an object", field=f"{where}.metrics")
-    for name in metrics:
-        m[name] = _number(m.get(name), src, f"{where}.metrics.{name}")
-    recall = m.get("recall_at_k")
+        raise InputError(src, "missing or not an object", line=line, field=f"{where}.metrics")
+    if not isinstance(reasons, dict):
+        raise InputError(src, "expected an object {metric: reason}", line=line, field=f"{where}.nan_reasons")
+    for name in metrics:  # absent: this record has no such metric (a retrieval-only system); counted in tier 1
+        if name in m:
+            m[name] = _score(m[name], name, reasons, src, line, f"{where}.metrics.{name}")
+    recall = m.get("recall_at_k")  # absent or null: the question has no gold passage ids to match
     if recall is not None:
         if not isinstance(recall, dict):
-            raise InputError(src, "expected an object {k: score}", field=f"{where}.metrics.recall_at_k")
-        for k in recall:
-            recall[k] = _number(recall[k], src, f"{where}.metrics.recall_at_k.{k}")
+            raise InputError(src, "expected an object {k: score}", line=line, field=f"{where}.metrics.recall_at_k")
+        for k, score in recall.items():
+            recall[k] = _score(score, "recall_at_k", reasons, src, line, f"{where}.metrics.recall_at_k.{k}")
     checks = rec.get("citation_checks")
     if checks is not None and not (isinstance(checks, list) and all(
             isinstance(c, dict) and isinstance(c.get("status"), str) for c in checks)):
-        raise InputError(src, "expected a list of objects with a string 'status'", field=f"{where}.citation_checks")
+        raise InputError(src, "expected a list of objects with a string 'status'", line=line,
+                         field=f"{where}.citation_checks")
     return rec["id"], rec.get("system")
 
 
-def _number(value, src: Path, where: str) -> float | None:
+def _score(value, metric: str, reasons: dict, src: Path, line: int, where: str) -> float | None:
+    """A score is a number in its metric's range, or null with the reason it could not be measured."""
     if value is None:
+        reason = reasons.get(metric)
+        if not isinstance(reason, str) or not reason.strip():
+            raise InputError(src, f"null without a reason: a score that cannot be measured is null with its reason "
+                             f"under nan_reasons.{metric}", line=line, field=where)
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InputError(src, f"expected a number or null, got {type(value).__name__}", field=where)
-    return None if math.isnan(value) else float(value)  # Python's json reads NaN; the contract writes null
+        raise InputError(src, f"expected a number or null, got {type(value).__name__}", line=line, field=where)
+    low, high = METRIC_RANGES[metric]
+    if not low <= value <= high:
+        raise InputError(src, f"{value!r} is outside {metric}'s range [{low:g}, {high:g}]", line=line, field=where)
+    return float(value)
+
+
+def _reject_non_finite(obj: dict, src: Path, where: str, line: int | None) -> None:
+    for field, x in non_finite(obj, where):
+        what = "is not JSON" if math.isnan(x) else "is not JSON (or a number too large for a float)"
+        raise InputError(src, f"{json_token(x)} {what}; a score that cannot be measured is null with its reason "
+                         "under nan_reasons", line=line, field=field)

@@ -8,7 +8,12 @@ clean              the baseline with 10 questions improved to 1.0: passes.
 hidden_regression  situation A: 95 questions at 1.0 and 5 at 0.0. The mean is still 0.95, but 5
                    questions newly fall below 0.5: fails.
 judge_changed      the clean run judged by another judge: refused (exit 2).
-bad/               unreadable runs: malformed JSON, a record without metrics.
+unmeasurable       the clean run with faithfulness null (judge undecided) on every answerable
+                   question: nothing is left to compare, so tier 1's count of null scores fails it.
+bad/               unreadable runs: malformed JSON, a record without metrics, and `infinity`: 20
+                   questions dropped to 0.6, which fails the paired mean, plus one faithfulness
+                   written as the bare token Infinity, which made the mean infinite and passed it
+                   (now refused, exit 2).
 """
 
 from __future__ import annotations
@@ -22,9 +27,11 @@ JUDGE = {"name": "labels", "fingerprint": "a3" * 32, "source": "labels.jsonl"}
 OTHER_JUDGE = {"name": "lexical", "fingerprint": "5c" * 32}
 SPLITTER = {"name": "sentences", "version": "1"}
 REGRESSED = [f"q{i:03d}" for i in (7, 23, 41, 66, 88)]
+DROPPED = [f"q{i:03d}" for i in range(1, 100, 5)]  # the 20 questions of bad/infinity
+UNDECIDED = "judge undecided on all 1 statements in the answer: timeout"
 
 
-def _record(qid: str, faithfulness: float, recall: dict) -> dict:
+def _record(qid: str, faithfulness: float | None, recall: dict) -> dict:
     return {
         "id": qid, "system": "stitched", "category": "single_doc", "refused": False,
         "metrics": {"faithfulness": faithfulness, "context_recall": 1.0, "answer_completeness": 1.0,
@@ -40,7 +47,8 @@ def _refusal(qid: str) -> dict:
         "id": qid, "system": "stitched", "category": "not_in_kb", "refused": True,
         "metrics": dict.fromkeys(["faithfulness", "context_recall", "answer_completeness", "citation_recall",
                                   "citation_precision"]),
-        "nan_reasons": {"faithfulness": "not_in_kb: asserted apart (must refuse)"},
+        "nan_reasons": dict.fromkeys(["faithfulness", "context_recall", "answer_completeness", "citation_recall",
+                                      "citation_precision"], "not_in_kb: asserted apart (must refuse)"),
         "statements": [], "citation_checks": [],
     }
 
@@ -58,11 +66,16 @@ def build() -> dict[str, dict]:
     baseline = [_record(q, 0.95, r) for q, r in zip(ids, recalls)]
     clean = [_record(q, 1.0 if i < 10 else 0.95, r) for i, (q, r) in enumerate(zip(ids, recalls))]
     hidden = [_record(q, 0.0 if q in REGRESSED else 1.0, r) for q, r in zip(ids, recalls)]
+    unmeasurable = [_record(q, None, r) | {"nan_reasons": {"faithfulness": UNDECIDED}} for q, r in zip(ids, recalls)]
+    masked = [_record(q, 0.6 if q in DROPPED else 0.95, r) for q, r in zip(ids, recalls)]
+    masked[-1]["metrics"]["faithfulness"] = float("inf")  # json.dumps writes the bare token Infinity
     return {
         "baseline": _run(baseline + refusals),
         "clean": _run(clean + refusals),
         "hidden_regression": _run(hidden + refusals),
         "judge_changed": _run(clean + refusals, OTHER_JUDGE),
+        "unmeasurable": _run(unmeasurable + refusals),
+        "bad/infinity": _run(masked + refusals),
         "bad/missing_metrics": _run([{k: v for k, v in baseline[0].items() if k != "metrics"}]),
     }
 

@@ -1,0 +1,106 @@
+"""What `lewisrag gate` reads: a score is a finite number in its range or null with a reason, else exit 2."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from lewisrag.data.io import InputError
+from lewisrag.eval import gate
+from lewisrag.eval.gate_inputs import METRIC_RANGES, load_config, load_run
+
+RUNS = Path(__file__).parent / "data" / "gate_runs"
+_spec = importlib.util.spec_from_file_location("make_fixtures", RUNS / "make_fixtures.py")
+fixtures = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(fixtures)
+HOLE = "__value__"
+
+
+def _candidate(tmp_path: Path, token: str, place=lambda run, v: run["records"][2]["metrics"].update(faithfulness=v)) -> Path:
+    """The clean run with one value written exactly as `token` (raw JSON text, bare NaN included)."""
+    run = fixtures.build()["clean"]
+    place(run, HOLE)
+    path = tmp_path / "cand" / "results.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(run, indent=1).replace(json.dumps(HOLE), token), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(("token", "message"), [
+    ("NaN", "NaN is not JSON"),
+    ("Infinity", "Infinity is not JSON"),
+    ("-Infinity", "-Infinity is not JSON"),
+    ("1e400", "Infinity is not JSON (or a number too large for a float)"),
+    ("1.5", "1.5 is outside faithfulness's range [0, 1]"),
+    ("-0.1", "-0.1 is outside faithfulness's range [0, 1]"),
+    ("true", "expected a number or null, got bool"),
+    ('"0.9"', "expected a number or null, got str"),
+])
+def test_a_score_that_is_not_a_score_exits_2_naming_file_line_and_field(tmp_path, token, message):
+    path = _candidate(tmp_path, token)
+    res = run_cli("gate", "--baseline", str(RUNS / "baseline"), "--candidate", str(path.parent))
+    assert res.returncode == 2, res.stdout
+    assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert res.stderr.startswith(f"error: {path}:3: field 'records[2].metrics.faithfulness': {message}")
+
+
+@pytest.mark.parametrize(("token", "place", "field", "line"), [
+    ("Infinity", lambda run, v: run["records"][4]["metrics"]["recall_at_k"].update({"5": v}),
+     "records[4].metrics.recall_at_k.5", 5),
+    ("1.01", lambda run, v: run["records"][4]["metrics"]["recall_at_k"].update({"5": v}),
+     "records[4].metrics.recall_at_k.5", 5),
+    ("NaN", lambda run, v: run["records"][0]["statements"].append({"text": "x", "score": v}),
+     "records[0].statements[0].score", 1),  # a field the gate does not read: still not JSON
+    ("-Infinity", lambda run, v: run["aggregates"].update(faithfulness={"mean": v}), "aggregates.faithfulness.mean", None),
+])
+def test_non_finite_and_out_of_range_values_anywhere(tmp_path, token, place, field, line):
+    with pytest.raises(InputError) as e:
+        load_run(_candidate(tmp_path, token, place), ("faithfulness",))
+    assert (e.value.field, e.value.line) == (field, line)
+
+
+def test_null_is_not_measurable_only_with_its_reason(tmp_path):
+    def place(run, v):
+        run["records"][2]["metrics"]["faithfulness"] = v
+        run["records"][2]["nan_reasons"]["faithfulness"] = "no statements in the answer"
+    assert load_run(_candidate(tmp_path / "a", "null", place), ("faithfulness",)).records["q003", "stitched"][
+        "metrics"]["faithfulness"] is None
+    with pytest.raises(InputError, match=r":3: field 'records\[2\]\.metrics\.faithfulness': null without a reason"):
+        load_run(_candidate(tmp_path / "b", "null"), ("faithfulness",))
+    # absent: a metric this record's system does not produce (reproduce's retrieval-only systems); the
+    # gate counts it with the nulls, so dropping the key is no way around the reason
+    absent = _candidate(tmp_path / "c", "null", lambda run, v: run["records"][2]["metrics"].pop("faithfulness"))
+    check = next(c for c in gate.gate(RUNS / "baseline", absent).checks if c.name == "unmeasurable faithfulness")
+    assert check.verdict == "fail" and "q003@stitched" in check.evidence
+
+
+def test_ceiling_metrics_are_read_and_checked(tmp_path):
+    cfg = tmp_path / "gate.toml"
+    cfg.write_text('[tier3]\nceilings = [{metric = "exact_match", below = 1.0, max_share = 0.05}]\n', encoding="utf-8")
+    cand = _candidate(tmp_path, "2", lambda run, v: run["records"][6]["metrics"].update(exact_match=v))
+    with pytest.raises(InputError, match=r"2 is outside exact_match's range") as e:  # not a tier 3 metric, still read
+        gate.gate(RUNS / "baseline", cand, cfg)
+    assert (e.value.line, e.value.field) == (7, "records[6].metrics.exact_match")
+
+
+@pytest.mark.parametrize(("toml", "field"), [
+    ('[tier3]\nmetrics = ["faithfulnes"]\n', "tier3.metrics"),
+    ('[tier3]\nmetrics = ["recall_at_k"]\n', "tier3.metrics"),
+    ('[tier3]\nceilings = [{metric = "bleu", below = 1.0, max_share = 0.05}]\n', "tier3.ceilings[0].metric"),
+    ("[tier1]\nmax_new_unmeasurable = -2\n", "tier1.max_new_unmeasurable"),
+    ("[tier1]\nmax_new_unmeasurable = 0.5\n", "tier1.max_new_unmeasurable"),
+])
+def test_config_names_only_metrics_with_a_declared_range(tmp_path, toml, field):
+    path = tmp_path / "gate.toml"
+    path.write_text(toml, encoding="utf-8")
+    with pytest.raises(InputError) as e:
+        load_config(path)
+    assert e.value.field == field
+
+
+def test_every_metric_the_packaged_gate_reads_has_a_range():
+    cfg = load_config()
+    assert cfg.max_new_unmeasurable == 0
+    assert set(cfg.gated_metrics) <= set(METRIC_RANGES) and all(r == (0.0, 1.0) for r in METRIC_RANGES.values())
