@@ -1,42 +1,126 @@
 """A client for OpenAI-compatible chat-completions endpoints, shared by the LLM judge and the
 prompt-stitching RAG's chat generator.
 
-Standard library only. Requests in flight are bounded by a semaphore (`max_workers`); 429 and 5xx
-replies, timeouts and refused connections are retried with exponential backoff; `usage` token
-counts are summed. The API key travels in the Authorization header only and is scrubbed from
-every error message.
+Standard library only. Requests in flight are bounded by a semaphore (`max_workers`). Transient
+faults are retried with bounded exponential backoff and jitter: connection resets, aborts, broken
+pipes, remote disconnects, incomplete reads, refused connections, timeouts, HTTP 408/429/5xx
+(honouring Retry-After up to the same cap) and 200 replies whose body is not JSON or has no
+message. Other HTTP errors (400, 401, 403, 404, ...) fail at once. Either way a failure ends as one
+`ChatError` whose message says what went wrong and after how many attempts; `usage` counts calls,
+retries, failures and tokens.
+
+The API key travels in the Authorization header only. Every string that comes back from the
+endpoint (content, error bodies, exception messages) goes through `scrub` before it can become a
+reason, a cached value or an exception message: an endpoint or proxy that echoes the header must not
+put the key into results, reports or caches.
 """
 
 from __future__ import annotations
 
+import email.utils
+import http.client
 import json
 import os
-import socket
+import random
+import re
+import ssl
 import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterable
+from datetime import datetime, timezone
+
+REDACTED = "[redacted]"
+MIN_SECRET_LEN = 8  # shorter keys (vLLM's "EMPTY") are no secret, and replacing them would mangle replies
+_CREDENTIAL = r"(?:\[redacted\]|[A-Za-z0-9._~+/=-]+)"  # RFC 6750 token68: stops before JSON quotes and braces
+# one line only: a header's value never spans lines, and "bearer" ending a sentence must not take the next one
+_AUTHORIZATION = re.compile(r'(?i)(\bauthorization\\?"?[ \t]*[:=][ \t]*\\?"?[ \t]*)(?:(?:bearer|basic|token)[ \t]+)?' + _CREDENTIAL)
+_BEARER = re.compile(r"(?i)(\bbearer[ \t]+)" + _CREDENTIAL)
+
+
+def scrub(text: str, secrets: Iterable[str] = ()) -> str:
+    """`text` with every secret and every Authorization / Bearer credential replaced by [redacted].
+
+    Secrets go first, so a key with characters outside the token pattern is not half-replaced.
+    A false positive ("bearer bonds") costs a word of a reason; a false negative would leak a key.
+
+    >>> scrub('echo {"Authorization": "Bearer sk-abc.123/x="} and sk-abc.123/x=', ["sk-abc.123/x="])
+    'echo {"Authorization": "[redacted]"} and [redacted]'
+    >>> scrub("authorization=Basic dXNlcjpwdw== then bearer abc")
+    'authorization=[redacted] then bearer [redacted]'
+    """
+    for s in secrets:
+        if s and len(s) >= MIN_SECRET_LEN:
+            text = text.replace(s, REDACTED)
+    text = _AUTHORIZATION.sub(lambda m: m.group(1) + REDACTED, text)
+    return _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
+
+
+def backoff_delay(attempt: int, base: float, cap: float, rng: random.Random, retry_after: float | None = None) -> float:
+    """Seconds to wait before retry `attempt` (1, 2, ...): base * 2**(attempt - 1) capped at `cap`,
+    half of it fixed and half random, so that clients failing together do not retry together. A
+    server's Retry-After wins when it is longer, up to the same cap.
+
+    >>> rng = random.Random(0)
+    >>> all(0.5 <= backoff_delay(1, 1.0, 5.0, rng) <= 1.0 and 2.0 <= backoff_delay(3, 1.0, 5.0, rng) <= 4.0 for _ in range(100))
+    True
+    >>> all(2.5 <= backoff_delay(9, 1.0, 5.0, rng) <= 5.0 for _ in range(100))  # 256 s capped at 5
+    True
+    >>> backoff_delay(1, 1.0, 5.0, rng, retry_after=3600.0)  # Retry-After honoured, capped
+    5.0
+    """
+    full = min(cap, base * 2.0 ** min(attempt - 1, 60))
+    delay = full / 2 + rng.uniform(0.0, full / 2)
+    return delay if retry_after is None else max(delay, min(retry_after, cap))
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """Seconds asked for by a Retry-After header (delta-seconds or an HTTP date); None when absent or unreadable.
+
+    >>> retry_after_seconds("3"), retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT"), retry_after_seconds("soon")
+    (3.0, 0.0, None)
+    """
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    when = when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
 
 
 class ChatError(Exception):
     """A request that failed for good (after retries), or a reply without a message."""
 
 
+class _Malformed(Exception):
+    """A 200 reply that is not a chat completion: args are (what, body)."""
+
+
 class ChatClient:
     """`complete(system, user)` through `POST {base_url}/chat/completions`."""
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, *, max_workers: int = 4,
-                 timeout: float = 60.0, max_retries: int = 4, backoff: float = 1.0, temperature: float = 0.0):
-        if max_workers < 1:
-            raise ValueError("max_workers must be at least 1")
+                 timeout: float = 60.0, max_retries: int = 4, backoff: float = 1.0, max_backoff: float = 30.0,
+                 seed: int | None = None, temperature: float = 0.0):
+        if max_workers < 1 or max_retries < 0:
+            raise ValueError("max_workers must be at least 1 and max_retries at least 0")
         self.base_url = base_url.rstrip("/")
         self.model = model
         self._key = api_key if api_key is not None else os.environ.get("LEWISRAG_LLM_API_KEY", "")
         self.max_workers = max_workers  # requests in flight at most, across all threads using this client
-        self.timeout = timeout  # seconds per request
-        self.max_retries = max_retries  # extra tries after a 429/5xx/timeout
-        self.backoff = backoff  # first retry waits this many seconds, then doubles
+        self.timeout = timeout  # seconds per socket operation of one request
+        self.max_retries = max_retries  # extra tries after a transient fault
+        self.backoff = backoff  # first retry waits about this many seconds, then doubles
+        self.max_backoff = max_backoff  # no wait is longer, Retry-After included
         self.temperature = temperature
+        self._rng = random.Random(seed)  # the jitter's only randomness
         self._slots = threading.BoundedSemaphore(max_workers)
         self._lock = threading.Lock()
         self.usage = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "retries": 0, "failures": 0}
@@ -47,7 +131,7 @@ class ChatClient:
                 self.usage[k] = self.usage.get(k, 0) + v
 
     def complete(self, system: str, user: str, json_mode: bool = False) -> str:
-        """The assistant message's content for one system + user turn."""
+        """The assistant message's content (scrubbed) for one system + user turn; raises ChatError."""
         body = {"model": self.model, "temperature": self.temperature,
                 "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]}
         if json_mode:
@@ -56,42 +140,86 @@ class ChatClient:
             f"{self.base_url}/chat/completions", data=json.dumps(body).encode("utf-8"), method="POST",
             headers={"Content-Type": "application/json", **({"Authorization": f"Bearer {self._key}"} if self._key else {})},
         )
-        last = ""
+        what, detail, transient, retry_after = "no attempt", "", True, None
         for attempt in range(self.max_retries + 1):
             if attempt:
                 self.count(retries=1)
-                time.sleep(self.backoff * 2 ** (attempt - 1))
+                time.sleep(backoff_delay(attempt, self.backoff, self.max_backoff, self._rng, retry_after))
             try:
-                with self._slots:
-                    self.count(calls=1)
-                    with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                        reply = json.loads(resp.read().decode("utf-8"))
-                return self._content(reply)
-            except urllib.error.HTTPError as e:
-                last = f"HTTP {e.code}"
-                if e.code != 429 and e.code < 500:
-                    break  # a client error will not heal by waiting
-            except (TimeoutError, socket.timeout):
-                last = f"timeout after {self.timeout:g}s"
-            except urllib.error.URLError as e:
-                last = "timeout" if isinstance(e.reason, (TimeoutError, socket.timeout)) else f"connection failed: {e.reason}"
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                last = "malformed reply: response body is not JSON"
+                return self._attempt(req)
+            # URLError, HTTPError, resets and timeouts are OSErrors; RemoteDisconnected and
+            # IncompleteRead are HTTPExceptions raised by getresponse()/read() unwrapped.
+            except (OSError, http.client.HTTPException, _Malformed) as e:
+                what, detail, transient, retry_after = self._failure(e)
+            if not transient:
                 break
         self.count(failures=1)
-        raise ChatError(self.scrub(f"{last} ({attempt + 1} attempt{'s' if attempt else ''})"))
+        n = attempt + 1
+        raise ChatError(self.scrub(f"{what} ({n} attempt{'s' if n > 1 else ''})" + (f": {detail}" if detail else "")))
 
-    def _content(self, reply) -> str:
+    def _attempt(self, req: urllib.request.Request) -> str:
+        with self._slots:
+            self.count(calls=1)
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                raw = resp.read()
+        return self._content(raw.decode("utf-8", errors="replace"))
+
+    def _content(self, text: str) -> str:
+        try:
+            reply = json.loads(text)
+        except ValueError:
+            raise _Malformed("malformed reply: body is not JSON", text) from None
         try:
             content = reply["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError):
-            raise ChatError("malformed reply: no choices[0].message.content") from None
-        usage = reply.get("usage") or {}
-        self.count(prompt_tokens=int(usage.get("prompt_tokens") or 0), completion_tokens=int(usage.get("completion_tokens") or 0))
-        return content if isinstance(content, str) else ""
+            raise _Malformed("malformed reply: no choices[0].message.content", text) from None
+        usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
+        tokens = {k: usage.get(k) for k in ("prompt_tokens", "completion_tokens")}
+        self.count(**{k: v for k, v in tokens.items() if isinstance(v, int)})
+        # decoded JSON can spell the key with \u escapes that the raw body did not show
+        return self.scrub(content) if isinstance(content, str) else ""
+
+    def _failure(self, e: Exception) -> tuple[str, str, bool, float | None]:
+        """What went wrong in one attempt, a scrubbed detail, whether waiting may help, and Retry-After."""
+        if isinstance(e, urllib.error.HTTPError):
+            detail = self._error_body(e)
+            if e.code in (401, 403):  # never the key itself: scrub() has seen every byte of the body
+                hint = "the endpoint rejected the API key" if self._key else "no API key was sent"
+                return f"HTTP {e.code}", f"{hint} (LEWISRAG_LLM_API_KEY)" + (f"; {detail}" if detail else ""), False, None
+            transient = e.code in (408, 429) or e.code >= 500
+            return f"HTTP {e.code}", detail, transient, retry_after_seconds(e.headers.get("Retry-After") if e.headers else None)
+        if isinstance(e, urllib.error.URLError):
+            if isinstance(e.reason, Exception):
+                return self._failure(e.reason)  # a reset, refusal or timeout while sending
+            return "request failed", self._excerpt(str(e.reason)), False, None  # e.g. an unknown URL scheme
+        if isinstance(e, _Malformed):
+            return e.args[0], self._excerpt(e.args[1]), True, None
+        if isinstance(e, TimeoutError):  # socket.timeout is TimeoutError
+            return f"timeout after {self.timeout:g}s", "", True, None
+        if isinstance(e, ssl.SSLCertVerificationError):
+            return "TLS certificate rejected", self._excerpt(str(e)), False, None
+        # resets, aborts, broken pipes, refusals, remote disconnects, incomplete reads
+        return "connection failed", self._excerpt(f"{type(e).__name__}: {e}"), True, None
+
+    def _error_body(self, e: urllib.error.HTTPError) -> str:
+        """The error message of an HTTP error reply (OpenAI's {"error": {"message"}} or the raw body), scrubbed."""
+        try:
+            body = e.read().decode("utf-8", errors="replace")
+        except (OSError, http.client.HTTPException):
+            return ""
+        finally:
+            e.close()
+        try:
+            message = json.loads(body)["error"]["message"]
+        except (ValueError, KeyError, IndexError, TypeError):
+            message = body
+        return self._excerpt(str(message))
+
+    def _excerpt(self, text: str, limit: int = 200) -> str:
+        return scrub(" ".join(text.split()), [self._key])[:limit]  # scrubbed before cut: no half key survives
 
     def scrub(self, text: str) -> str:
-        return text.replace(self._key, "***") if self._key else text
+        return scrub(text, [self._key])
 
     def __repr__(self) -> str:  # never show the key
         return f"ChatClient(model={self.model!r}, max_workers={self.max_workers})"

@@ -3,13 +3,18 @@
 Statements that share a premise go out together in one request asking for
 `{"verdicts": [{"id": 1, "supported": true, "reason": "..."}]}`, so the faithfulness of one answer
 costs one call (ragas makes two). Requests run on a thread pool of `max_workers`, a semaphore holds
-every request in flight to that bound, 429 and 5xx replies and timeouts are retried with
-exponential backoff (all of which `lewisrag.chat.ChatClient` does), and `usage` token counts are
-summed into a cost estimate.
+every request in flight to that bound, transient faults (resets, timeouts, 429, 5xx, malformed
+bodies) are retried with bounded exponential backoff and jitter (all of which
+`lewisrag.chat.ChatClient` does), and `usage` token counts are summed into a cost estimate. A
+request that fails for good becomes Verdict(None, reason) or a JudgeError, never a crash.
 
 Decided verdicts are cached on disk under sha256(judge name, model, params, prompt version,
 premise, hypothesis); undecided ones are not, so the next run asks again. The API key is sent in
-the Authorization header only: it is in no cache key, fingerprint, reason or result.
+the Authorization header only: it is in no cache key, fingerprint, reason or result. Whatever the
+endpoint says is scrubbed of it (and of any Authorization/Bearer credential) twice: by the client
+on the reply's content, error bodies and exception messages, and here on every string decoded from
+the content's JSON, since JSON can spell the key with \\u escapes. Cache hits are scrubbed too, for
+caches written before scrubbing existed.
 """
 
 from __future__ import annotations
@@ -94,6 +99,8 @@ class LLMJudge:
         timeout: float = 60.0,
         max_retries: int = 4,
         backoff: float = 1.0,
+        max_backoff: float = 30.0,
+        seed: int | None = None,
         temperature: float = 0.0,
         json_mode: bool = True,
         price_in: float = 0.0,
@@ -108,8 +115,8 @@ class LLMJudge:
             raise ValueError("max_workers and batch_size must be at least 1")
         self.model = model  # the base URL is not in the fingerprint: one model may sit behind many URLs
         # requests in flight, timeouts, retries and backoff are the client's (lewisrag.chat)
-        self.client = ChatClient(base_url, model, api_key, max_workers=max_workers, timeout=timeout,
-                                 max_retries=max_retries, backoff=backoff, temperature=temperature)
+        self.client = ChatClient(base_url, model, api_key, max_workers=max_workers, timeout=timeout, max_retries=max_retries,
+                                 backoff=backoff, max_backoff=max_backoff, seed=seed, temperature=temperature)
         self.cache = DiskCache(cache_dir or DEFAULT_CACHE_DIR)
         self.max_workers = max_workers  # requests in flight at most, across all calls on this judge
         self.batch_size = batch_size  # statements per request
@@ -149,7 +156,7 @@ class LLMJudge:
         for i, (premise, hypothesis) in enumerate(pairs):
             hit = self.cache.get(self._key_for("judge", premise, hypothesis))
             if hit is not None:
-                out[i] = Verdict(hit["supported"], hit["reason"])
+                out[i] = Verdict(hit["supported"], self.client.scrub(hit["reason"]))
                 self._count(cache_hits=1)
             else:
                 todo.setdefault(premise, []).append(i)
@@ -195,22 +202,32 @@ class LLMJudge:
             content = self._chat(SYSTEM_JUDGE, user)
         except JudgeError as e:
             return [Verdict(None, str(e))] * len(hypotheses)
-        return parse_verdicts(content, len(hypotheses))
+        return [Verdict(v.supported, self.client.scrub(v.reason)) for v in parse_verdicts(content, len(hypotheses))]
 
     def _ask_json(self, task: str, system: str, user: str, extra: str) -> dict:
         key = self._key_for(task, user, extra)
         hit = self.cache.get(key)
         if hit is not None:
             self._count(cache_hits=1)
-            return hit
+            return self._scrubbed(hit)
         try:
-            data = json.loads(_strip_fences(self._chat(system, user)))
+            data = self._scrubbed(json.loads(_strip_fences(self._chat(system, user))))
         except json.JSONDecodeError:
             raise JudgeError("malformed reply: not JSON") from None
         if not isinstance(data, dict):
             raise JudgeError("malformed reply: not a JSON object")
         self.cache.put(key, data)
         return data
+
+    def _scrubbed(self, obj):
+        """`obj` (decoded JSON) with every string scrubbed."""
+        if isinstance(obj, str):
+            return self.client.scrub(obj)
+        if isinstance(obj, list):
+            return [self._scrubbed(x) for x in obj]
+        if isinstance(obj, dict):
+            return {self.client.scrub(k): self._scrubbed(v) for k, v in obj.items()}
+        return obj
 
     def _chat(self, system: str, user: str) -> str:
         try:

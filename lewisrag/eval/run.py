@@ -200,9 +200,10 @@ def evaluate_answers(records: Sequence[AnswerRecord], judge, cfg: EvalConfig = E
 
 
 def judge_info(judge) -> dict:
-    """Name and fingerprint, plus model, params and prompt version when the judge has them."""
+    """Name and fingerprint, plus model, params and prompt version when the judge has them, and the
+    endpoint's usage (calls, retries, failures, cache hits) for an LLM judge."""
     info = {"name": judge.name, "fingerprint": judge.fingerprint}
-    for attr in ("model", "params", "prompt_version", "model_id", "threshold", "source"):
+    for attr in ("model", "params", "prompt_version", "model_id", "threshold", "source", "usage"):
         if isinstance(getattr(judge, attr, None), (str, int, float, dict)):
             info[attr] = getattr(judge, attr)
     return info
