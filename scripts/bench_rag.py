@@ -3,10 +3,17 @@
     OMP_NUM_THREADS=1 python scripts/bench_rag.py            # --quick (default): ~2 minutes on one core
     python scripts/bench_rag.py --full                        # longer inputs, more repetitions
 
-Config (issue 3): d_model 256, 3+3 layers, vocab 8k, 5 docs, batch 8, 4 beams. Prints one table of
-times, ratios (transformers ÷ lewisrag, higher is better for lewisrag), model FLOPs utilisation
-against this machine's measured matmul peak, and peak memory of each measured call (run in a
-forked child, so one measurement cannot inherit another's high-water mark).
+Config (issue 3): d_model 256, 3+3 layers, vocab 8k, 5 docs, batch 8, 4 beams. Prints the CPU (model,
+vector flags) first, then one table of times, ratios (transformers ÷ lewisrag, higher is better for
+lewisrag), model FLOPs utilisation against this machine's measured matmul peak, and peak memory of
+each measured call (run in a forked child, so one measurement cannot inherit another's high-water
+mark).
+
+The "+ lm_head bwd" rows follow the loss head with the two products that consume its gradient g
+(grad wrt the decoder's last hidden states, g @ W, and wrt the lm_head weight, gᵀ @ h), and give
+the share of subnormal floats in g: CPUs without flush-to-zero (Intel's among them) multiply those
+an order of magnitude slower. They run on the model's logits and on those of a confident generator
+(one token at +30 over a tail in [-60, -10]), which is what a trained one looks like.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import argparse
 import copy
 import ctypes
 import os
+import platform
 import statistics
 import tempfile
 import time
@@ -119,10 +127,14 @@ def train_step_fn(model, is_hf: bool, batch, q_ids, docs):
     return step
 
 
+def nll_fns(variant: str, hf, scores, labels):
+    """transformers' and lewisrag's per-example NLL as functions of the logits (B*K, T, V)."""
+    ours_nll = M.rag_token_nll if variant == "token" else M.rag_sequence_nll
+    return (lambda x: type(hf).get_nll(hf, x, scores, labels, n_docs=K)), (lambda x: ours_nll(x, scores, labels, 1))
+
+
 def loss_head_fns(variant: str, hf, logits, scores, labels, backward: bool):
     """Per-example NLL from the generator's logits (B*K, T, V), with or without its backward pass."""
-    hf_nll = type(hf).get_nll
-    ours_nll = M.rag_token_nll if variant == "token" else M.rag_sequence_nll
 
     def run(fn):
         if backward:
@@ -130,14 +142,70 @@ def loss_head_fns(variant: str, hf, logits, scores, labels, backward: bool):
         else:
             fn(logits.detach())
 
-    return (lambda: run(lambda x: hf_nll(hf, x, scores, labels, n_docs=K)),
-            lambda: run(lambda x: ours_nll(x, scores, labels, 1)))
+    return tuple((lambda fn=fn: run(fn)) for fn in nll_fns(variant, hf, scores, labels))
+
+
+def lm_head_backward_fns(variant: str, hf, logits, hidden, weight, scores, labels):
+    """Loss head fwd+bwd, then the lm_head products that take its gradient g; and g's subnormal shares.
+
+    hidden (B*K, T, D) is the decoder's last hidden state and weight (V, D) the lm_head's.
+    """
+    h = hidden.reshape(-1, D)  # (B*K*T, D)
+
+    def grad(fn):
+        x = logits.detach().requires_grad_()
+        fn(x).sum().backward()
+        return x.grad.view(-1, VOCAB)  # (B*K*T, V)
+
+    def run(fn):
+        g = grad(fn)
+        return g @ weight, g.t() @ h  # grad wrt hidden (B*K*T, D) and wrt the lm_head weight (V, D)
+
+    def subnormal_share(g):
+        return ((g != 0) & (g.abs() < torch.finfo(g.dtype).tiny)).float().mean().item()
+
+    hf_nll, ours_nll = nll_fns(variant, hf, scores, labels)
+    return (lambda: run(hf_nll)), (lambda: run(ours_nll)), (subnormal_share(grad(hf_nll)), subnormal_share(grad(ours_nll)))
+
+
+def confident_logits(target: torch.Tensor, seed: int = 0) -> torch.Tensor:
+    """Logits (B*K, T, V) of a confident generator: one token at +30 (the target at 70% of the
+    (document, position) pairs, another token elsewhere) over a tail uniform in [-60, -10]."""
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.rand(*target.shape, VOCAB, generator=g) * -50 - 10  # (B*K, T, V)
+    other = torch.randint(0, VOCAB, target.shape, generator=g)  # (B*K, T)
+    top = torch.where(torch.rand(target.shape, generator=g) < 0.7, target, other)  # (B*K, T)
+    return logits.scatter_(-1, top.unsqueeze(-1), 30.0)
+
+
+def cpu_description() -> str:
+    """The CPU's model name and vector extensions, from /proc/cpuinfo where there is one."""
+    info: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if not line.strip():
+                    break  # the first processor's block is enough
+                key, _, value = line.partition(":")
+                info[key.strip()] = value.strip()
+    except OSError:
+        pass
+    name = info.get("model name") or platform.processor() or platform.machine()
+    if info:  # the family/model pair names the generation where a hypervisor hides the model name
+        name += f" ({info.get('vendor_id', '?')} family {info.get('cpu family', '?')} model {info.get('model', '?')})"
+    wanted = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16",
+              "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8")
+    flags = set(info.get("flags", "").split())
+    have = " ".join(f for f in wanted if f in flags) or "unknown"
+    return (f"CPU: {name}, {os.cpu_count()} logical CPUs; flags: {have}; "
+            f"torch {torch.__version__} CPU capability {torch.backends.cpu.get_cpu_capability()}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--full", action="store_true", help="more repetitions and longer inputs (L=256)")
     args = ap.parse_args()
+    print(cpu_description(), flush=True)
     # L: a 100-word passage with its title and the question is ~130-200 BART tokens
     length, target, reps = (256, 24, 5) if args.full else (128, 16, 2)
     torch.manual_seed(0)
@@ -157,10 +225,18 @@ def main() -> None:
             rows.append((f"train step ({variant})", t_hf, t_ours, peak_mb(f_hf), peak_mb(f_ours), "MFU"))
             with torch.no_grad():
                 logits = ours(ids, mask, scores, labels=labels).logits
+                hidden = ours.generator(input_ids=ids, attention_mask=mask, decoder_input_ids=labels.repeat_interleave(K, 0),
+                                        use_cache=False, output_hidden_states=True).decoder_hidden_states[-1]  # (B*K, T, D)
             for backward in (False, True):
                 h_hf, h_ours = loss_head_fns(variant, hf, logits, scores, labels, backward)
                 rows.append((f"loss head {'fwd+bwd' if backward else 'fwd'} ({variant})", *timed_pair(h_hf, h_ours, 8),
                              peak_mb(h_hf), peak_mb(h_ours), ""))
+            predicted = M.shift_labels_left(labels, 1).repeat_interleave(K, 0)  # (B*K, T)
+            weight = ours.generator.lm_head.weight.detach()  # (V, D)
+            for what, lg in (("model logits", logits), ("confident logits", confident_logits(predicted))):
+                h_hf, h_ours, (s_hf, s_ours) = lm_head_backward_fns(variant, hf, lg, hidden, weight, scores, labels)
+                rows.append((f"loss head + lm_head bwd, {what} ({variant})", *timed_pair(h_hf, h_ours, 8),
+                             peak_mb(h_hf), peak_mb(h_ours), f"subnormals in g: hf {s_hf:.2%}, ours {s_ours:.2%}"))
             kw = dict(context_input_ids=ids, context_attention_mask=mask, doc_scores=scores, n_docs=K,
                       num_beams=BEAMS, max_length=20)
             if variant == "sequence":
