@@ -213,15 +213,19 @@ class NLIJudge:
     def from_pretrained(cls, path: str | os.PathLike, batch_size: int = 16, max_length: int = 512) -> NLIJudge:
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+        from lewisrag.data.pretrained import load_model, load_tokenizer
+
         d = Path(path)
         if not (d / "config.json").exists():
             raise InputError(d, "not a transformers checkpoint directory (no config.json)")
-        model = AutoModelForSequenceClassification.from_pretrained(d).eval()
+        # allow_unexpected: published NLI checkpoints often keep a pooler their classifier does not use
+        model = load_model(AutoModelForSequenceClassification.from_pretrained, d, "NLI judge",
+                           allow_unexpected=True).eval()
         try:
             entail = entailment_index(model.config.id2label)
         except ValueError as e:
             raise InputError(d / "config.json", str(e), field="id2label") from None
-        tokenizer = AutoTokenizer.from_pretrained(d)
+        tokenizer = load_tokenizer(AutoTokenizer.from_pretrained, d, "NLI judge tokenizer")
         return cls(model, tokenizer, f"{d.name}@{_file_digest(d)}", entail, batch_size, max_length)
 
     @property

@@ -182,7 +182,12 @@ def load_embedder(path: str, max_length: int = 256) -> Callable[[str], list[floa
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    tokenizer, model = AutoTokenizer.from_pretrained(path), AutoModel.from_pretrained(path).eval()
+    from lewisrag.data.pretrained import load_model, load_tokenizer
+
+    tokenizer = load_tokenizer(AutoTokenizer.from_pretrained, path, "embedder tokenizer")
+    # an encoder may be read from a checkpoint with a task head or without a pooler: mean pooling uses neither
+    model = load_model(AutoModel.from_pretrained, path, "embedder", allow_unexpected=True,
+                       ignore_missing=r"(^|\.)pooler\.").eval()
 
     def embed(text: str) -> list[float]:
         enc = tokenizer([text], truncation=True, max_length=max_length, return_tensors="pt")

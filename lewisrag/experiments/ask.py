@@ -54,10 +54,10 @@ def resolve_model_dir(path: str | os.PathLike) -> Path:
 
 
 def _is_hf_rag(p: Path) -> bool:
-    import json
+    from lewisrag.data.io import read_json
 
-    cfg = p / "config.json"
-    return cfg.is_file() and json.loads(cfg.read_text(encoding="utf-8")).get("model_type") == "rag"
+    cfg = read_json(p / "config.json") if (p / "config.json").is_file() else None
+    return isinstance(cfg, dict) and cfg.get("model_type") == "rag"
 
 
 def load_trained(path: str | os.PathLike):
@@ -76,9 +76,11 @@ def _tokenizer(d: Path, names: tuple[str, ...], recorded: str | None):
     """The tokenizer saved inside the model directory (it may have moved), else the recorded path."""
     from transformers import AutoTokenizer
 
+    from lewisrag.data.pretrained import load_tokenizer
+
     for candidate in [d / n for n in names] + ([Path(recorded)] if recorded else []):
         if candidate.is_dir():
-            return AutoTokenizer.from_pretrained(candidate, use_fast=True)
+            return load_tokenizer(AutoTokenizer.from_pretrained, candidate, names[0].replace("_", " "), use_fast=True)
     raise InputError(d, f"no {names[0]} directory and no recorded tokenizer path that exists", field=names[0])
 
 

@@ -14,14 +14,13 @@ search an index only if it was trained against the same (frozen) context encoder
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from lewisrag.data.io import InputError
+from lewisrag.data.io import InputError, read_json
 
 META_FILE = "lewisrag_dpr.json"
 
@@ -60,13 +59,17 @@ class DPRCheckpoint:
     def load(cls, path: str | Path) -> DPRCheckpoint:
         from transformers import DPRContextEncoder, DPRQuestionEncoder, PreTrainedTokenizerFast
 
+        from lewisrag.data.pretrained import load_model, load_tokenizer
+
         p = Path(path)
         if not (p / META_FILE).exists():
             raise InputError(p, f"not a DPR checkpoint (no {META_FILE}); train one with `lewisrag train dpr`")
-        meta = json.loads((p / META_FILE).read_text())
-        q = DPRQuestionEncoder.from_pretrained(p / "question_encoder").eval()
-        c = DPRContextEncoder.from_pretrained(p / "ctx_encoder").eval()
-        tok = PreTrainedTokenizerFast.from_pretrained(p / "tokenizer")
+        meta = read_json(p / META_FILE)
+        if not (isinstance(meta, dict) and isinstance(meta.get("ctx_fingerprint"), str) and isinstance(meta.get("dim"), int)):
+            raise InputError(p / META_FILE, "expected a JSON object with ctx_fingerprint (a string) and dim (an integer)")
+        q = load_model(DPRQuestionEncoder.from_pretrained, p / "question_encoder", "DPR question encoder").eval()
+        c = load_model(DPRContextEncoder.from_pretrained, p / "ctx_encoder", "DPR context encoder").eval()
+        tok = load_tokenizer(PreTrainedTokenizerFast.from_pretrained, p / "tokenizer", "DPR tokenizer")
         return cls(q, c, tok, meta)
 
     def save(self, path: str | Path, extra: dict | None = None) -> None:

@@ -6,7 +6,8 @@ lewisrag layout (`save_native`):
     DIR/question_encoder/      transformers save_pretrained (config.json + model.safetensors)
     DIR/generator/             the same, plus generation_config.json
 
-Nothing is unpickled: transformers reads safetensors, and configs are JSON.
+Nothing is unpickled: weights are read from safetensors only (`lewisrag.data.pretrained`), and
+configs are JSON.
 """
 
 from __future__ import annotations
@@ -34,17 +35,20 @@ def _hf_class(variant: str):
 
 def load_hf(path: str | os.PathLike, variant: str | None = None) -> RagModel:
     """Load a transformers RAG checkpoint directory; the variant comes from `architectures` unless given."""
+    from lewisrag.data.pretrained import load_model
+
     path = Path(path)
     cfg = read_json(path / "config.json")
-    if cfg.get("model_type") != "rag":
-        raise InputError(path / "config.json", f"not a RAG checkpoint (model_type {cfg.get('model_type')!r})", field="model_type")
+    model_type = cfg.get("model_type") if isinstance(cfg, dict) else None
+    if model_type != "rag":
+        raise InputError(path / "config.json", f"not a RAG checkpoint (model_type {model_type!r})", field="model_type")
     if variant is None:
         known = [_HF_CLASSES[a] for a in cfg.get("architectures") or [] if a in _HF_CLASSES]
         if not known:
             raise InputError(path / "config.json", "cannot tell RAG-Token from RAG-Sequence; pass variant=",
                              field="architectures")
         variant = known[0]
-    hf = _hf_class(variant).from_pretrained(path)
+    hf = load_model(_hf_class(variant).from_pretrained, path, f"transformers RAG-{variant.capitalize()} model")
     c = hf.config
     settings = RagSettings(
         variant=variant, n_docs=c.n_docs, label_smoothing=c.label_smoothing, exclude_bos_score=c.exclude_bos_score,
@@ -92,6 +96,8 @@ def save_native(model: RagModel, path: str | os.PathLike) -> None:
 def load_native(path: str | os.PathLike) -> RagModel:
     from transformers import AutoModel, AutoModelForSeq2SeqLM
 
+    from lewisrag.data.pretrained import load_model
+
     path = Path(path)
     meta = read_json(path / "rag.json")
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
@@ -104,8 +110,8 @@ def load_native(path: str | os.PathLike) -> RagModel:
         settings = RagSettings(**raw)
     except (TypeError, ValueError) as e:
         raise InputError(path / "rag.json", str(e), field="settings") from None
-    question_encoder = AutoModel.from_pretrained(path / "question_encoder")
-    generator = AutoModelForSeq2SeqLM.from_pretrained(path / "generator")
+    question_encoder = load_model(AutoModel.from_pretrained, path / "question_encoder", "question encoder")
+    generator = load_model(AutoModelForSeq2SeqLM.from_pretrained, path / "generator", "generator")
     return RagModel(question_encoder, generator, settings.variant, settings.n_docs, settings).eval()
 
 

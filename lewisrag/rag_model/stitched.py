@@ -120,9 +120,12 @@ class HFGenerator:
     def from_pretrained(cls, path: str, **kw) -> HFGenerator:
         from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
-        config = AutoConfig.from_pretrained(path)
+        from lewisrag.data.pretrained import load_config, load_model, load_tokenizer
+
+        config = load_config(AutoConfig.from_pretrained, path, "generator config")
         auto = AutoModelForSeq2SeqLM if config.is_encoder_decoder else AutoModelForCausalLM
-        return cls(auto.from_pretrained(path), AutoTokenizer.from_pretrained(path), **kw)
+        return cls(load_model(auto.from_pretrained, path, "generator"),
+                   load_tokenizer(AutoTokenizer.from_pretrained, path, "generator tokenizer"), **kw)
 
     def __call__(self, prompts: list[str]) -> list[str]:
         import torch

@@ -3,13 +3,17 @@
 A training checkpoint directory holds:
 
     model.safetensors   every weight of the RagModel (question encoder + generator)
-    state.pt            optimizer and scheduler state dicts and torch's RNG state: tensors and plain
-                        containers only, read back with torch.load(weights_only=True)
-    state.json          step, data position, best dev EM, python/numpy RNG states, the config
+    state.safetensors   every tensor of the optimizer and scheduler state dicts (AdamW's moments and
+                        step counts) and torch's CPU and CUDA RNG states (uint8 tensors)
+    state.json          step, data position, best dev EM, python/numpy RNG states, the config, and
+                        under "torch_state" the rest of the optimizer and scheduler state dicts
+                        (param groups, learning rates) with each tensor replaced by its name in
+                        state.safetensors
     log.jsonl           the training log up to this step (the resumed log starts from it)
 
 It is built in a temporary directory and swapped into place, so a kill at any moment leaves either
-the previous checkpoint or the new one, never half of one. Nothing is unpickled.
+the previous checkpoint or the new one, never half of one. Nothing is pickled or unpickled: a
+checkpoint of the old format (a pickled `state.pt` file) is refused.
 """
 
 from __future__ import annotations
@@ -28,8 +32,9 @@ import numpy as np
 from lewisrag.data.io import InputError, _umask, read_json, write_json
 
 WEIGHTS = "model.safetensors"
-STATE_PT = "state.pt"
+STATE_TENSORS = "state.safetensors"
 STATE_JSON = "state.json"
+OLD_STATE = "state.pt"  # the pickle of the old format, refused
 LOG = "log.jsonl"
 
 
@@ -92,37 +97,101 @@ def restore_rng(as_json: dict, tensors: dict) -> None:
 
 def save_checkpoint(path: str | os.PathLike, model, optimizer, scheduler, state: dict, log_file: Path | None) -> None:
     """Write a resumable checkpoint of the training run (see the module docstring)."""
-    import torch
     from safetensors.torch import save_file
 
     rng_json, rng_tensors = capture_rng()
     # clones: tied weights (BART's shared embeddings) share storage, which safetensors refuses
     weights = {k: v.detach().cpu().clone().contiguous() for k, v in model.state_dict().items()}
+    tensors: dict = {}
+    tree = to_tree({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng_tensors},
+                   tensors)
     with atomic_dir(path) as tmp:
         save_file(weights, str(tmp / WEIGHTS))
-        torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng_tensors},
-                   tmp / STATE_PT)
-        write_json(tmp / STATE_JSON, {**state, "rng": rng_json})
+        save_file(tensors, str(tmp / STATE_TENSORS))
+        write_json(tmp / STATE_JSON, {**state, "rng": rng_json, "torch_state": tree})
         if log_file is not None and log_file.exists():
             shutil.copyfile(log_file, tmp / LOG)
 
 
 def load_checkpoint(path: str | os.PathLike, model, optimizer, scheduler) -> dict:
     """Restore weights, optimizer, scheduler and RNG states in place; returns state.json."""
-    import torch
     from safetensors.torch import load_file
 
+    from lewisrag.data.pretrained import as_input_error
+
     p = Path(path)
-    for name in (WEIGHTS, STATE_PT, STATE_JSON):
+    if (p / OLD_STATE).exists():
+        raise InputError(p / OLD_STATE, "old-format checkpoint (pickled optimizer state), which lewisrag no longer "
+                                        f"reads; delete {p} to train from the start")
+    for name in (WEIGHTS, STATE_TENSORS, STATE_JSON):
         if not (p / name).is_file():
             raise InputError(p / name, "checkpoint file missing: the checkpoint is damaged")
-    model.load_state_dict(load_file(str(p / WEIGHTS)))
-    blob = torch.load(p / STATE_PT, weights_only=True)
-    optimizer.load_state_dict(blob["optimizer"])
-    scheduler.load_state_dict(blob["scheduler"])
+    with as_input_error(p / WEIGHTS, "checkpoint weights"):
+        model.load_state_dict(load_file(str(p / WEIGHTS)))
+    with as_input_error(p / STATE_TENSORS, "checkpoint state"):
+        tensors = load_file(str(p / STATE_TENSORS))
     state = read_json(p / STATE_JSON)
-    restore_rng(state.pop("rng"), blob["rng"])
+    with as_input_error(p / STATE_JSON, "checkpoint state"):
+        blob = from_tree(state.pop("torch_state"), tensors)
+        optimizer.load_state_dict(blob["optimizer"])
+        scheduler.load_state_dict(blob["scheduler"])
+        restore_rng(state.pop("rng"), blob["rng"])
     return state
+
+
+# --- state dicts as JSON + named tensors ----------------------------------------------------------
+# JSON has no tuples, no integer keys and no tensors; each gets a one-key object whose key starts
+# with "__", which a plain dict never gets (a dict with such a key is written as "__items__").
+
+
+def to_tree(obj, tensors: dict, name: str = "") -> Any:
+    """`obj` (a state dict) as JSON; its tensors go, on the CPU, into `tensors` under their path in `obj`.
+
+    >>> import torch
+    >>> tensors = {}
+    >>> tree = to_tree({"state": {0: {"step": torch.tensor(3.0)}}, "betas": (0.9, 0.999)}, tensors)
+    >>> tree
+    {'state': {'__items__': [[0, {'step': {'__tensor__': 'state/0/step'}}]]}, 'betas': {'__tuple__': [0.9, 0.999]}}
+    >>> from_tree(tree, tensors)
+    {'state': {0: {'step': tensor(3.)}}, 'betas': (0.9, 0.999)}
+    """
+    import torch
+
+    def at(key) -> str:
+        return f"{name}/{key}" if name else str(key)
+
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    if isinstance(obj, torch.Tensor):
+        key = name if name not in tensors else f"{name}#{len(tensors)}"
+        tensors[key] = obj.detach().cpu().contiguous()
+        return {"__tensor__": key}
+    if isinstance(obj, (list, tuple)):
+        items = [to_tree(v, tensors, at(i)) for i, v in enumerate(obj)]
+        return items if isinstance(obj, list) else {"__tuple__": items}
+    if isinstance(obj, dict):
+        if all(isinstance(k, str) and not k.startswith("__") for k in obj):
+            return {k: to_tree(v, tensors, at(k)) for k, v in obj.items()}
+        return {"__items__": [[to_tree(k, tensors), to_tree(v, tensors, at(k))] for k, v in obj.items()]}
+    raise TypeError(f"cannot store a {type(obj).__name__} in a checkpoint ({name or 'top level'})")
+
+
+def from_tree(tree, tensors: dict) -> Any:
+    """The inverse of `to_tree`."""
+    if isinstance(tree, list):
+        return [from_tree(v, tensors) for v in tree]
+    if not isinstance(tree, dict):
+        return tree
+    if len(tree) == 1 and next(iter(tree)).startswith("__"):
+        (tag, value), = tree.items()
+        if tag == "__tensor__":
+            return tensors[value]
+        if tag == "__tuple__":
+            return tuple(from_tree(v, tensors) for v in value)
+        if tag == "__items__":
+            return {from_tree(k, tensors): from_tree(v, tensors) for k, v in value}
+        raise ValueError(f"unknown tag {tag!r}")
+    return {k: from_tree(v, tensors) for k, v in tree.items()}
 
 
 def save_model(model, tokenizers, path: str | os.PathLike, train_config: dict | None = None) -> None:

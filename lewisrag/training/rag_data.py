@@ -86,14 +86,10 @@ def load_generator(path: str | os.PathLike):
     import torch
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-    p = Path(path)
-    if not (p / "config.json").is_file():
-        raise InputError(p, "not a transformers model directory (no config.json)", field="generator")
-    try:
-        generator = AutoModelForSeq2SeqLM.from_pretrained(p, dtype=torch.float32)
-        tokenizer = AutoTokenizer.from_pretrained(p, use_fast=True)
-    except (OSError, ValueError, KeyError) as e:
-        raise InputError(p, f"cannot load generator: {str(e).splitlines()[0]}", field="generator") from None
+    from lewisrag.data.pretrained import load_model, load_tokenizer
+
+    generator = load_model(AutoModelForSeq2SeqLM.from_pretrained, path, "generator", dtype=torch.float32)
+    tokenizer = load_tokenizer(AutoTokenizer.from_pretrained, path, "generator tokenizer", use_fast=True)
     return generator, tokenizer
 
 

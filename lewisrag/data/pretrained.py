@@ -1,0 +1,162 @@
+"""Loading transformers checkpoint directories safely: safetensors only, every weight accounted for.
+
+Left to itself, `from_pretrained` falls back to pickled `pytorch_model.bin` files, only warns when a
+checkpoint lacks weights the model needs (they stay randomly initialised) or holds weights it does
+not use, silently skips a malformed generation_config.json, and reports a damaged directory with
+assorted OSError, ValueError, KeyError or SafetensorError messages. Here the directory is checked
+first, so that a damaged file is named precisely; then the loader runs with `use_safetensors=True`
+and `output_loading_info=True`, and whatever still fails becomes an `InputError` (exit code 2 in
+the CLI) naming the directory.
+
+    model = load_model(BartForConditionalGeneration.from_pretrained, path, "generator", dtype=torch.float32)
+    tokenizer = load_tokenizer(AutoTokenizer.from_pretrained, path, "generator tokenizer", use_fast=True)
+    config = load_config(AutoConfig.from_pretrained, path, "generator config")
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from lewisrag.data.io import InputError, read_json
+
+WEIGHTS = "model.safetensors"
+SHARDED = "model.safetensors.index.json"  # {"weight_map": {key: shard file}} of a large checkpoint
+NOT_READ = ("pytorch_model.bin", "pytorch_model.bin.index.json", "tf_model.h5", "flax_model.msgpack")
+# JSON files transformers may read from a model or tokenizer directory; checked first so a bad one is named
+JSON_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+              "special_tokens_map.json", "added_tokens.json", "vocab.json", SHARDED)
+# what transformers and tokenizers raise for a directory they cannot read or a config that does not fit
+LOAD_ERRORS = (OSError, ValueError, KeyError, TypeError, RuntimeError)
+
+
+def load_model(loader: Callable, path: str | os.PathLike, what: str, *, allow_unexpected: bool = False,
+               ignore_missing: str | None = None, **kw: Any):
+    """`loader(path, use_safetensors=True, **kw)`, refusing a checkpoint that does not fit the model.
+
+    `loader` is a model class's `from_pretrained`; `what` names the model in messages. Every weight
+    the model has must come from the checkpoint, except keys matching the regex `ignore_missing`
+    (parts the caller never uses), and with the same shape; every weight in the checkpoint must be
+    used unless `allow_unexpected` (a base model read from a checkpoint with a task head, whose head
+    is dropped). Keys the model class itself declares ignorable (tied or recomputed buffers,
+    `_keys_to_ignore_on_load_*`) are already left out of what transformers reports.
+    """
+    p = _directory(path, what, needs_config=True)
+    weights = _weight_files(p, what)
+    for f in weights:
+        _check_safetensors(f, what)
+    with as_input_error(p, what):
+        # ignore_mismatched_sizes: report a wrong shape in loading_info (refused below) instead of
+        # raising a RuntimeError that points at a report transformers logs at warning level
+        model, info = loader(p, use_safetensors=True, output_loading_info=True, ignore_mismatched_sizes=True, **kw)
+    _check_keys(info, p / (WEIGHTS if weights == [p / WEIGHTS] else SHARDED), what, allow_unexpected, ignore_missing)
+    return model
+
+
+def _check_keys(info: dict, source: Path, what: str, allow_unexpected: bool, ignore_missing: str | None) -> None:
+    """Refuse what transformers' loading_info reports (it would only log it): see `load_model`."""
+    missing = sorted(k for k in info["missing_keys"] if not (ignore_missing and re.search(ignore_missing, k)))
+    if missing:
+        raise InputError(source, f"the {what} checkpoint lacks weights the model needs ({_few(missing)}): "
+                                 "wrong model type or a damaged checkpoint")
+    if info["mismatched_keys"]:
+        shapes = [f"{k} {tuple(saved)} where the model has {tuple(wanted)}"
+                  for k, saved, wanted in sorted(info["mismatched_keys"])]
+        raise InputError(source, f"the {what} checkpoint has weights of the wrong shape ({_few(shapes)}): "
+                                 "its config.json does not match its weights")
+    unexpected = [] if allow_unexpected else sorted(info["unexpected_keys"])
+    if unexpected:
+        raise InputError(source, f"the {what} checkpoint has weights the model does not use ({_few(unexpected)}): "
+                                 "wrong model type or a damaged checkpoint")
+    if info["error_msgs"]:
+        raise InputError(source, f"cannot load the {what}: {_first_line(info['error_msgs'][0])}")
+
+
+def load_tokenizer(loader: Callable, path: str | os.PathLike, what: str, **kw: Any):
+    """`loader(path, **kw)` for a tokenizer class's `from_pretrained`, every failure an InputError."""
+    p = _directory(path, what, needs_config=False)
+    with as_input_error(p, what):
+        return loader(p, **kw)
+
+
+def load_config(loader: Callable, path: str | os.PathLike, what: str, **kw: Any):
+    """`loader(path, **kw)` for a config class's `from_pretrained`, every failure an InputError."""
+    p = _directory(path, what, needs_config=True)
+    with as_input_error(p, what):
+        return loader(p, **kw)
+
+
+def _directory(path: str | os.PathLike, what: str, needs_config: bool) -> Path:
+    """`path` as a local directory whose JSON files parse; hub names are not looked up."""
+    p = Path(path)
+    if not p.is_dir():
+        raise InputError(p, f"{what}: {'not a directory' if p.exists() else 'directory not found'}")
+    if needs_config and not (p / "config.json").is_file():
+        raise InputError(p / "config.json", f"{what}: file not found (not a transformers model directory)")
+    for name in JSON_FILES:
+        if (p / name).is_file() and not isinstance(read_json(p / name), dict):
+            raise InputError(p / name, f"{what}: expected a JSON object")
+    return p
+
+
+def _weight_files(p: Path, what: str) -> list[Path]:
+    """The safetensors files of the checkpoint in `p`: one file, or the shards its index lists."""
+    if (p / WEIGHTS).is_file():
+        return [p / WEIGHTS]
+    if (p / SHARDED).is_file():
+        weight_map = read_json(p / SHARDED).get("weight_map")
+        if not isinstance(weight_map, dict) or not weight_map:
+            raise InputError(p / SHARDED, f"{what}: no weight_map", field="weight_map")
+        shards = sorted(set(map(str, weight_map.values())))
+        for name in shards:
+            if Path(name).name != name or not (p / name).is_file():
+                raise InputError(p / name, f"{what}: safetensors shard listed in {SHARDED} not found")
+        return [p / name for name in shards]
+    found = [name for name in NOT_READ if (p / name).exists()]
+    hint = f" (found {', '.join(found)}: convert it to safetensors first)" if found else ""
+    raise InputError(p / WEIGHTS, f"{what}: file not found; only safetensors weights are read, never pickle{hint}")
+
+
+def _check_safetensors(f: Path, what: str) -> None:
+    """Parse the header and check that the file covers every tensor it lists (a truncated copy does not)."""
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(f), framework="pt") as st:
+            st.keys()
+    except (SafetensorError, OSError) as e:
+        raise InputError(f, f"{what}: not a readable safetensors file ({_first_line(e)}): truncated or damaged") from None
+
+
+@contextlib.contextmanager
+def as_input_error(source: str | os.PathLike, what: str) -> Iterator[None]:
+    """Turn what transformers, tokenizers and safetensors raise inside the block into an InputError."""
+    from safetensors import SafetensorError
+
+    try:
+        yield
+    except (*LOAD_ERRORS, SafetensorError) as e:
+        raise InputError(source, f"cannot load the {what}: {_first_line(e)}") from None
+    except Exception as e:
+        if type(e) is not Exception:  # tokenizers raises a plain Exception for a tokenizer.json it cannot parse
+            raise
+        raise InputError(source, f"cannot load the {what}: {_first_line(e)}") from None
+
+
+def _first_line(e: BaseException | str) -> str:
+    text = str(e).strip()
+    if isinstance(e, KeyError):
+        return f"missing entry {text}"
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def _few(items: list[str], n: int = 3) -> str:
+    """
+    >>> _few(["a", "b", "c", "d", "e"])
+    'a, b, c, ... and 2 more'
+    """
+    return ", ".join(items[:n]) + (f", ... and {len(items) - n} more" if len(items) > n else "")
