@@ -1,7 +1,8 @@
 """The `lewisrag` command. It only registers subcommands; each lives in `lewisrag.commands`.
 
 Bad input anywhere surfaces as `InputError`, printed here as one line on stderr with exit code 2,
-never as a traceback.
+never as a traceback; so does an `OSError` (a path that cannot be read or written is the user's
+input too: a read-only folder, a full disk).
 """
 
 from __future__ import annotations
@@ -94,6 +95,10 @@ def main() -> None:
         app(prog_name="lewisrag")
     except InputError as e:
         typer.echo(f"error: {e}", err=True)
+        sys.exit(2)
+    except OSError as e:  # a path the user named cannot be read or written (read-only, full disk, a folder)
+        where = f"{e.filename}: " if e.filename else ""
+        typer.echo(f"error: {where}{e.strerror or e}", err=True)
         sys.exit(2)
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)

@@ -87,7 +87,7 @@ def test_world_twice_gives_identical_files_whatever_the_hash_seed(tmp_path, monk
         assert code == 0 and "passages_a.jsonl" in err
     env = {**os.environ, "PYTHONHASHSEED": "12345"}  # string hashing must play no part
     subprocess.run([LEWISRAG, "world", "--out", tmp_path / "c", "--seed", "7", "--entities", "60"], check=True, env=env, capture_output=True)
-    files = sorted(p.name for p in (tmp_path / "a").iterdir())
+    files = sorted(p.name for p in (tmp_path / "a").iterdir() if p.name != ".lewisrag")
     assert len(files) == 9 and "world.json" in files
     for name in files:
         data = (tmp_path / "a" / name).read_bytes()
@@ -99,4 +99,4 @@ def test_world_twice_gives_identical_files_whatever_the_hash_seed(tmp_path, monk
 def test_world_refuses_a_file_as_output_directory(tmp_path, monkeypatch, capsys):
     (tmp_path / "taken").write_text("x")
     code, _, err = run(monkeypatch, capsys, "world", "--out", tmp_path / "taken", "--entities", 60)
-    assert code == 2 and "not a directory" in err and "Traceback" not in err
+    assert code == 2 and "not a folder" in err and (tmp_path / "taken").read_text() == "x" and "Traceback" not in err

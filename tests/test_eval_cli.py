@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from typer.testing import CliRunner
@@ -32,7 +33,7 @@ def test_eval_answers_writes_the_run(tmp_path):
     out = tmp_path / "run"
     r = CliRunner().invoke(app, ["eval", "answers", str(src), "--judge", "lexical", "--out", str(out), "-k", "1", "-k", "3"])
     assert r.exit_code == 0, r.output
-    assert sorted(p.name for p in out.iterdir()) == ["config.json", "distributions.png", "qa_distributions.png", "report.html",
+    assert sorted(p.name for p in out.iterdir()) == [".lewisrag", "config.json", "distributions.png", "qa_distributions.png", "report.html",
                                                      "report.md", "results.json"]
     res = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert res["lewisrag"]["kind"] == "eval" and res["judge"]["name"] == "lexical" and len(res["judge"]["fingerprint"]) == 64
@@ -110,3 +111,34 @@ def test_read_answers_validation(tmp_path):
     dup = write_jsonl(tmp_path / "dup.jsonl", [{**ANSWERS[1], "system": "a"}, {**ANSWERS[1], "system": "b"}, {**ANSWERS[1], "system": "a"}])
     with pytest.raises(InputError, match="dup.jsonl:3: field 'id': duplicate id 'q2'"):
         read_answers(dup)
+
+
+@pytest.mark.parametrize(("row", "field", "token"), [
+    ({**ANSWERS[1], "rubrics": {"score": float("inf")}}, "rubrics.score", "Infinity"),  # ignored field: still refused
+    ({**ANSWERS[1], "reference": float("nan")}, "reference", "NaN"),
+    ({**ANSWERS[1], "id": float("-inf")}, "id", "-Infinity"),
+    ({**ANSWERS[1], "retrieved_contexts": ["a", float("nan")]}, "retrieved_contexts[1]", "NaN"),
+])
+def test_eval_answers_refuses_nan_and_infinity_naming_file_line_and_field(tmp_path, row, field, token):
+    src = write_jsonl(tmp_path / "answers.jsonl", [ANSWERS[0], row])  # json.dumps writes the bare tokens
+    r = run_cli("eval", "answers", str(src), "--judge", "lexical", "--out", str(tmp_path / "run"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.strip().splitlines()[-1].startswith(f"error: {src}:2: field '{field}': {token} is not a value")
+
+
+def test_nan_in_an_ignored_field_is_a_missing_value(tmp_path):
+    rec = {**ANSWERS[1], "rubrics": {"score": float("nan")}}  # pandas writes NaN for a missing cell
+    assert read_answers(write_jsonl(tmp_path / "a.jsonl", [rec]))[0].id == "q2"
+
+
+def test_report_md_escapes_ids_and_system_names(tmp_path):
+    rows = [{**ANSWERS[1], "id": "<script>alert(1)</script>", "system": "*sys*|x"},
+            {**ANSWERS[2], "id": "n`1<b>", "response": "Login returns 422 [1].", "system": "*sys*|x"}]
+    out = tmp_path / "run"
+    r = CliRunner().invoke(app, ["eval", "answers", str(write_jsonl(tmp_path / "a.jsonl", rows)), "--judge", "lexical",
+                                 "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert "| &lt;script&gt;alert(1)&lt;/script&gt; | \\*sys\\*\\|x |" in md  # the row, its columns intact
+    assert "Did not refuse: ``n`1<b>``" in md  # a code span (literal text) the id's backtick cannot close
+    assert not re.search(r"<[a-zA-Z/!?]", md.replace("``n`1<b>``", ""))  # no other tag anywhere

@@ -112,7 +112,7 @@ def test_eval_bughunt_writes_the_page_and_plots(tmp_path):
     out = tmp_path / "bh"
     r = CliRunner().invoke(app, ["eval", "bughunt", "--out", str(out)])
     assert r.exit_code == 0, r.output
-    assert sorted(p.name for p in out.iterdir()) == ["config.json", "distributions.png", "report.html", "report.md", "results.json"]
+    assert sorted(p.name for p in out.iterdir()) == [".lewisrag", "config.json", "distributions.png", "report.html", "report.md", "results.json"]
     page = (out / "report.html").read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>") and "misplaced_citations" in page
     assert (out / "distributions.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -21,10 +21,16 @@ def ask(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
 ) -> None:
     """Answer a question and show p(z|x), p(z|x,y) per passage and, for RAG-Token, the passage each token leaned on."""
+    from lewisrag.data.io import InputError
     from lewisrag.experiments.ask import ask as run
     from lewisrag.experiments.ask import load_trained
     from lewisrag.index.dense import DenseIndex
 
+    for flag, value in (("-k", k), ("--num-beams", num_beams), ("--max-length", max_length)):
+        if value is not None and value < 1:
+            raise InputError(flag, f"must be at least 1, got {value}")
+    if not question.strip():
+        raise InputError("QUESTION", "empty question")
     rag, tokenizers = load_trained(model)
     answer = run(rag, tokenizers, DenseIndex.load(index, mmap=True), question, n_docs=k, num_beams=num_beams,
                  max_length=max_length, swap=swap)

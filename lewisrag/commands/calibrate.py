@@ -17,13 +17,18 @@ def calibrate(
     batch_size: int = typer.Option(32, "--batch-size", min=1, help="Pairs per judge call."),
     confidence: float = typer.Option(0.95, "--confidence", min=0.5, max=0.999, help="Level of the Wilson intervals."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Write into --out even if it holds files that are not a "
+                                   "calibration lewisrag wrote (replaced once calibration.json is written)."),
 ) -> None:
     """Measure a judge against human labels before its scores gate anything."""
     from lewisrag.data.io import write_json
+    from lewisrag.data.outputs import check_out_dir, output_dir
     from lewisrag.eval import judges
     from lewisrag.eval.calibrate import calibrate as run
     from lewisrag.eval.calibrate import read_labels
 
+    if out is not None:
+        check_out_dir(out, "calibration", overwrite=overwrite)
     items = read_labels(labels)
     j = judges.from_spec(judge)
     with _ui.progress() as p:
@@ -31,7 +36,8 @@ def calibrate(
         result = run(j, items, batch_size, confidence, on_batch=lambda n: p.advance(task, n))
     result["labels"] = str(labels)
     if out is not None:
-        write_json(out / "calibration.json", result)
+        with output_dir(out, "calibration", overwrite=overwrite) as d:
+            write_json(d / "calibration.json", result)
     if as_json:
         _ui.out.print_json(json.dumps(result, ensure_ascii=False))
         return

@@ -17,6 +17,8 @@ def compare(
     out: Path = typer.Option(None, "--out", help="Folder for results.json, report.md, report.html, position.png (default: RUN/compare)."),
     position_questions: int = typer.Option(100, "--position-questions",
                                            help="Test questions in the position probe (gold passage moved to each input position); 0 skips it."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds files that are not a "
+                                   "comparison lewisrag wrote (replaced once every file is written)."),
 ) -> None:
     """Answer the same questions with every system and print one scorecard: QA, retrieval, layers, citations, cost."""
     from lewisrag.experiments.compare import compare_run, scorecard_rows
@@ -24,7 +26,7 @@ def compare(
     names = [s.strip() for s in systems.split(",") if s.strip()]
     out = out or run / "compare"
     with _ui.progress() as p:
-        card = compare_run(run, out, names, data, position_questions, on_progress=_ui.Bars(p))
+        card = compare_run(run, out, names, data, position_questions, on_progress=_ui.Bars(p), overwrite=overwrite)
     header, rows = scorecard_rows(card)
     _ui.out.print(_ui.table("original versus prompt-stitching RAG", ["metric", *header],
                             [[r[0], *("–" if v is None else v for v in r[1:])] for r in rows]))
@@ -46,6 +48,8 @@ def stitched(
     question_last: bool = typer.Option(False, "--question-last", help="Stitch the question after the passages."),
     mixed_k: bool = typer.Option(False, "--mixed-k", help="Stitch 1..k passages per training input (a curriculum)."),
     seed: int = typer.Option(0, "--seed", help="Batch order and gold positions."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds files that are not a "
+                                   "stitched generator lewisrag wrote (replaced once training has finished)."),
 ) -> None:
     """Fine-tune a generator on stitched inputs whose targets end by citing the gold passage's number."""
     from lewisrag.training.stitched_train import StitchedTrainConfig, train_stitched
@@ -55,6 +59,6 @@ def stitched(
                               gold_position=gold_position, question_last=question_last, mixed_k=mixed_k, seed=seed)
     with _ui.progress() as p:
         bars = _ui.Bars(p)
-        summary = train_stitched(cfg, out, lambda s, t, loss: bars("training", s, t, f"loss {loss:.3f}"))
+        summary = train_stitched(cfg, out, lambda s, t, loss: bars("training", s, t, f"loss {loss:.3f}"), overwrite=overwrite)
     _ui.out.print(_ui.table("stitched generator", ["steps", "examples", "first loss", "final loss", "out"],
                             [[summary["steps"], summary["n_train"], summary["first_loss"], summary["final_loss"], summary["out"]]]))

@@ -15,14 +15,19 @@ def chunk(
     docs: str = typer.Option(..., "--docs", help="Documents to split: .jsonl, .json, .parquet or hf:NAME[:CONFIG]:SPLIT with id, title, text."),
     out: Path = typer.Option(..., "--out", help="Where to write the passages (.jsonl)."),
     words: int = typer.Option(100, "--words", min=1, help="Most words per passage (a CJK character counts as one word)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out if the file exists."),
 ) -> None:
     """Split documents into disjoint passages of at most --words words that keep the document title."""
     from lewisrag.data.chunking import chunk_documents
     from lewisrag.data.io import write_jsonl
+    from lewisrag.data.outputs import check_out_file
     from lewisrag.data.records import read_documents
 
     if out.suffix.lower() != ".jsonl":
         raise InputError(out, "the output must be a .jsonl file", field="--out")
+    check_out_file(out, overwrite=overwrite)
+    if not docs.startswith("hf:") and Path(docs).exists() and Path(docs).resolve() == out.resolve():
+        raise InputError(out, "is the --docs file itself; choose another", field="--out")
     with _ui.console.status(f"reading {docs}"):
         documents = read_documents(docs)  # every record is checked before anything is written
     with _ui.console.status(f"chunking {len(documents)} documents"):
@@ -36,14 +41,17 @@ def world(
     out: Path = typer.Option(..., "--out", help="Directory to write the world's files into (created if missing)."),
     seed: int = typer.Option(0, "--seed", help="Random seed: the same seed writes byte-identical files."),
     entities: int = typer.Option(DEFAULT_ENTITIES, "--entities", min=MIN_ENTITIES, max=MAX_ENTITIES, help="Number of countries and organisations in the corpus (two passages each)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds files that are not a world "
+                                   "lewisrag wrote (replaced once the new world is complete)."),
 ) -> None:
     """Write the built-in world: two corpus snapshots, train/dev/test questions, the knowledge-update
     questions and the evaluation set."""
     from lewisrag.data.world import build_world, write_world
 
-    if out.exists() and not out.is_dir():
-        raise InputError(out, "exists and is not a directory", field="--out")
+    from lewisrag.data.outputs import check_out_dir
+
+    check_out_dir(out, "world", overwrite=overwrite)
     with _ui.console.status(f"building the world (seed {seed}, {entities} entities)"):
-        counts = write_world(build_world(seed, entities), out)
+        counts = write_world(build_world(seed, entities), out, overwrite=overwrite)
     rows = [[name, n] for name, n in counts.items()]
     _ui.console.print(_ui.table(f"world (seed {seed}) written to {out}", ["file", "records"], rows))

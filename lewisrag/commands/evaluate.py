@@ -14,6 +14,10 @@ JUDGE_HELP = ("Judge of 'is this statement supported': lexical (token-support ba
               "or labels:FILE (human labels JSONL).")
 
 
+KIND = "evaluation"  # the marker kind of evaluation run folders (lewisrag.data.outputs)
+OVERWRITE_HELP = "Replace --out even if it holds files that are not an evaluation lewisrag wrote (replaced once every file is written)."
+
+
 def answers(
     file: Path = typer.Argument(..., help="Answer records (.jsonl/.json/.parquet or hf:NAME[:CONFIG]:SPLIT), ragas field names."),
     judge: str = typer.Option("lexical", "--judge", help=JUDGE_HELP),
@@ -26,13 +30,15 @@ def answers(
     k: list[int] = typer.Option([1, 5, 10], "-k", help="recall@k cut-offs when gold_passage_ids are given; repeat the flag."),
     embedder: Path = typer.Option(None, "--embedder", help="Local sentence-embedding model dir for answer relevancy (needs an llm judge)."),
     as_json: bool = typer.Option(False, "--json", help="Print the aggregates as JSON instead of tables."),
+    overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
 ) -> None:
     """Score answers layer by layer (retrieval, generation, citation) and diagnose each question."""
-    from lewisrag.data.io import InputError, write_json, write_text
+    from lewisrag.data.io import InputError
+    from lewisrag.data.outputs import check_out_dir
     from lewisrag.eval import judges, metrics
     from lewisrag.eval.answers import read_answers
     from lewisrag.eval.diagnose import Thresholds
-    from lewisrag.eval.report_html import page_data_from_results, plot_run, render_report_html
+    from lewisrag.eval.report_html import page_data_from_results, render_report_html
     from lewisrag.eval.report_md import render_results
     from lewisrag.eval.run import EvalConfig, evaluate_answers
 
@@ -40,6 +46,7 @@ def answers(
         raise InputError("--splitter", f"unknown splitter '{splitter}': use sentences or atomic")
     if any(x < 1 for x in k):
         raise InputError("-k", "cut-offs must be at least 1")
+    check_out_dir(out, KIND, overwrite=overwrite)  # before anything is judged
     records = read_answers(file)  # every record is checked before anything is judged or written
     the_judge = judges.from_spec(judge, cache_dir=cache_dir, concurrency=concurrency, base_url=llm_base_url)
     if splitter == "atomic" and not hasattr(the_judge, "decompose"):
@@ -53,13 +60,23 @@ def answers(
         task = p.add_task("judging", total=len(records), info=judge)
         results = evaluate_answers(records, the_judge, cfg, embed=embed, config=config, progress=lambda n: p.advance(task, n))
     report, page = render_results(results), render_report_html(page_data_from_results(results))
-    write_json(out / "config.json", config)
-    write_text(out / "report.md", report)
-    write_json(out / "results.json", results)
-    write_text(out / "report.html", page)
-    plots = plot_run(results["aggregates"], out)
+    plots = _write_run(out, overwrite, config, results, report, page)
     _show_answers(results, the_judge, as_json)
     _ui.console.print(f"wrote {out}/results.json, report.md, report.html, config.json" + "".join(", " + p for p in plots))
+
+
+def _write_run(out: Path, overwrite: bool, config: dict, results: dict, report: str, page: str) -> list[str]:
+    """config.json, report.md, results.json, report.html and the plots; returns the plots' names."""
+    from lewisrag.data.io import write_json, write_text
+    from lewisrag.data.outputs import output_dir
+    from lewisrag.eval.report_html import plot_run
+
+    with output_dir(out, KIND, overwrite=overwrite) as d:
+        write_json(d / "config.json", config)
+        write_text(d / "report.md", report)
+        write_json(d / "results.json", results)
+        write_text(d / "report.html", page)
+        return plot_run(results["aggregates"], d)
 
 
 def _show_answers(results: dict, judge, as_json: bool) -> None:
@@ -89,27 +106,27 @@ def bughunt(
     judge: str = typer.Option(None, "--judge", help="Another judge instead of the sample's human labels. " + JUDGE_HELP),
     cache_dir: Path = typer.Option(None, "--cache-dir", help="Judge cache directory (llm judge)."),
     as_json: bool = typer.Option(False, "--json", help="Print the whole result as JSON instead of tables."),
+    overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
 ) -> None:
     """The chapter's BugHunt sample: six preset answers, each failing in one layer, and the rule checker vs human labels."""
-    from lewisrag.data.io import write_json, write_text
+    from lewisrag.data.outputs import check_out_dir
     from lewisrag.eval import judges
     from lewisrag.eval.bughunt import load_bughunt
-    from lewisrag.eval.report_html import page_data_from_results, plot_run, render_report_html
+    from lewisrag.eval.report_html import page_data_from_results, render_report_html
     from lewisrag.eval.report_md import BUGHUNT_COLUMNS, bughunt_answer_rows, granularity_rows, render_bughunt
     from lewisrag.eval.run import evaluate_bughunt
 
+    if out is not None:
+        check_out_dir(out, KIND, overwrite=overwrite)
     the_judge = judges.from_spec(judge, cache_dir=cache_dir) if judge else None
     sample = load_bughunt()
     result = evaluate_bughunt(sample, the_judge)
     if out is not None:
         # the knowledge base gives the page the text of REQ-AUTH-03 where it was not retrieved
         page = render_report_html(page_data_from_results(result, {d.id: d.to_dict() for d in sample.docs}))
-        write_json(out / "config.json", {"command": "eval bughunt", "judge": judge or "bughunt human labels",
-                                         "judge_fingerprint": result["judge"]["fingerprint"]})
-        write_text(out / "report.md", render_bughunt(result))
-        write_json(out / "results.json", result)
-        write_text(out / "report.html", page)
-        plot_run(result["aggregates"], out)
+        config = {"command": "eval bughunt", "judge": judge or "bughunt human labels",
+                  "judge_fingerprint": result["judge"]["fingerprint"]}
+        _write_run(out, overwrite, config, result, render_bughunt(result), page)
     if as_json:
         _ui.out.print_json(json.dumps(result, ensure_ascii=False))
         return

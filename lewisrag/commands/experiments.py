@@ -18,6 +18,8 @@ def reproduce(
     resume: bool = typer.Option(False, "--resume", help="Skip the stages that a previous run into --out finished."),
     hub_dir: Path = typer.Option(None, "--hub-dir", envvar="LEWISRAG_HUB_DIR", help="base preset: a folder holding "
                                  "DIR/<repo> for each checkpoint and data set (else the Hugging Face cache is searched)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds files that are not a "
+                                   "reproduction run (replaced once every stage is done)."),
 ) -> None:
     """Reproduce Lewis et al. 2020 at small scale: world -> DPR -> indexes A and B -> generator -> RAG-Token,
     RAG-Sequence, closed-book BART -> test QA -> ablations (frozen retriever, BM25, K) -> index hot swap ->
@@ -37,7 +39,8 @@ def reproduce(
             _ui.console.print(f"[green]{name}[/green] done in {result['seconds']:.1f}s")
 
     with _ui.progress() as p:
-        results = run(chosen, out, seed=seed, resume=resume, on_stage=on_stage, on_progress=_ui.Bars(p), hub_dir=hub_dir)
+        results = run(chosen, out, seed=seed, resume=resume, on_stage=on_stage, on_progress=_ui.Bars(p), hub_dir=hub_dir,
+                      overwrite=overwrite)
     _render(results, out)
 
 

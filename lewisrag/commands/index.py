@@ -17,22 +17,28 @@ def build(
     faiss: str = typer.Option("Flat", "--faiss", help="FAISS index_factory string for dense indexes, e.g. Flat, HNSW32, IVF256,PQ16."),
     shard_size: int = typer.Option(4096, "--shard-size", help="Passages per encoded shard; a killed build resumes from the last finished shard."),
     batch_size: int = typer.Option(64, "--batch-size", help="Passages per encoder forward pass."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds files lewisrag did not write "
+                                   "there as an index (replaced only when the new index is complete)."),
 ) -> None:
     """Build a BM25 or dense (DPR + FAISS, inner product) index over passages."""
+    from lewisrag.data.outputs import check_out_dir
     from lewisrag.data.records import read_passages
+    from lewisrag.index.store import KIND
 
+    check_out_dir(out, KIND, overwrite=overwrite)  # before the passages are read
     docs = read_passages(passages)
     if encoder == "bm25":
         from lewisrag.index.bm25 import build_bm25_index
 
         with _ui.console.status("indexing with BM25"):
-            manifest = build_bm25_index(docs, out)
+            manifest = build_bm25_index(docs, out, overwrite=overwrite)
     else:
         from lewisrag.index.dense import DenseBuildConfig, build_dense_index
 
         cfg = DenseBuildConfig(factory=faiss, shard_size=shard_size, batch_size=batch_size)
         with _ui.progress() as p:
-            manifest = build_dense_index(docs, encoder, out, cfg, _ui.Bars(p, {"encode": "encoding passages", "faiss": "building FAISS"}))
+            manifest = build_dense_index(docs, encoder, out, cfg, _ui.Bars(p, {"encode": "encoding passages", "faiss": "building FAISS"}),
+                                         overwrite=overwrite)
     rows = [[k, json.dumps(v) if isinstance(v, dict) else v] for k, v in manifest.items()]
     _ui.console.print(_ui.table(f"index written to {out}", ["field", "value"], rows))
 
@@ -46,7 +52,13 @@ def search(
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list of hits (id, title, text, score)."),
 ) -> None:
     """Search an index and print the top-k passages."""
+    from lewisrag.data.io import InputError
     from lewisrag.index import open_retriever
+
+    if k < 1:
+        raise InputError("-k", f"must be at least 1, got {k}")
+    if not query.strip():
+        raise InputError("--query", "empty question")
 
     hits = open_retriever(index, encoder, swap=swap).search([query], k)[0]
     if as_json:

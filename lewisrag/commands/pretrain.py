@@ -51,11 +51,16 @@ def pretrain(
     minutes: float = typer.Option(None, "--minutes", help="Train for this many minutes instead of a number of steps."),
     seed: int = typer.Option(0, "--seed", help="Seed of the model init and the fresh-text streams."),
     overrides: list[str] = typer.Option(None, "--set", help="Override a config field for an experiment, KEY=VALUE (repeatable; see PretrainConfig)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds files that are not a "
+                                   "generator lewisrag wrote (replaced once training has finished)."),
 ) -> None:
     """Pretrain a BART generator on fresh text (denoising + reading comprehension) and measure it on the world's test split."""
+    from lewisrag.data.outputs import check_out_dir
+    from lewisrag.training.pretrain import KIND
     from lewisrag.training.pretrain import preset as make_preset
     from lewisrag.training.pretrain import pretrain as run
 
+    check_out_dir(out, KIND, overwrite=overwrite)
     if steps is not None and minutes is not None:
         raise typer.BadParameter("give --steps or --minutes, not both")
     cfg = make_preset(preset, steps=steps, minutes=minutes, seed=seed, **parse_overrides(overrides or []))
@@ -69,7 +74,7 @@ def pretrain(
             last = "—" if em is None else f"{em:.3f}"
             p.update(task, completed=round(1000 * progress), info=f"step {step} loss {loss:.3f} test EM {last}")
 
-        recipe = run(cfg, out, on_step, command=command)
+        recipe = run(cfg, out, on_step, command=command, overwrite=overwrite)
     rows = [["steps", recipe["steps"]], ["minutes", recipe["minutes"]], ["parameters", recipe["parameters"]],
             ["weights (bytes)", recipe["weights_bytes"]], ["test EM (gold passage)", recipe["final"]["em"]]]
     rows += [[f"  {group}", em] for group, em in recipe["final"]["by_attribute"].items()]

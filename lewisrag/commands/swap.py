@@ -18,10 +18,15 @@ def swap(
     max_length: int = typer.Option(32, "--max-length", help="Longest answer in tokens, the start token included."),
     batch_size: int = typer.Option(16, "--batch-size", help="Questions decoded at once."),
     out: Path = typer.Option(None, "--out", help="Also write the matrix and every prediction to this JSON file."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out if the file exists."),
 ) -> None:
     """Answer every question set from every index with every model: the paper's index hot-swap test."""
     from lewisrag.data.io import write_json
+    from lewisrag.data.outputs import check_out_file
     from lewisrag.experiments.swap import swap_matrix
+
+    if out is not None:
+        check_out_file(out, overwrite=overwrite)
 
     with _ui.progress() as p:
         result = swap_matrix(model, index, questions, swap=swap_encoder, num_beams=num_beams, max_length=max_length,

@@ -24,23 +24,35 @@ def dpr(
     self_negatives_at: float = typer.Option(0.5, "--self-negatives-at", help="From this share of the steps on, add each question's best-ranked non-gold passage under the model itself as a second hard negative (0 = never)."),
     separate: bool = typer.Option(False, "--separate-encoders", help="Train question and passage encoders apart from the start (default: one shared network while training, saved as two)."),
     seed: int = typer.Option(0, "--seed", help="Random seed."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds files lewisrag did not write "
+                                   "there as a DPR checkpoint (replaced only when training has finished)."),
 ) -> None:
     """Train a DPR bi-encoder with in-batch, BM25 and self-mined hard negatives."""
     from lewisrag.data.io import InputError
+    from lewisrag.data.outputs import check_out_dir
     from lewisrag.data.records import read_passages, read_qa
-    from lewisrag.training.dpr import DPRTrainConfig, train_dpr
+    from lewisrag.training.dpr import KIND, DPRTrainConfig, train_dpr
 
     cfg = DPRTrainConfig(init=init, steps=steps, batch_size=batch_size, lr=lr, hidden_size=hidden_size,
                          layers=layers, vocab_size=vocab_size, hard_negatives=not no_hard_negatives,
                          self_negatives_at=self_negatives_at, shared=not separate, seed=seed)
     if not 0 <= self_negatives_at < 1:
         raise InputError("--self-negatives-at", "must be in [0, 1)")
+    for flag, value in (("--steps", steps), ("--batch-size", batch_size), ("--hidden-size", hidden_size),
+                        ("--layers", layers), ("--vocab-size", vocab_size)):
+        if value < 1:
+            raise InputError(flag, f"must be at least 1, got {value}")
+    if not lr > 0:
+        raise InputError("--lr", f"must be positive, got {lr}")
+    check_out_dir(out, KIND, overwrite=overwrite)  # before anything is read or trained
     examples, docs = read_qa(train), read_passages(passages)
     with _ui.progress() as p:
         task = p.add_task("training DPR", total=steps, info="")
-        meta = train_dpr(cfg, examples, docs, out, lambda s, loss: p.update(task, completed=s, info=f"loss {loss:.3f}"))
+        meta = train_dpr(cfg, examples, docs, out, lambda s, loss: p.update(task, completed=s, info=f"loss {loss:.3f}"),
+                         overwrite=overwrite)
     _ui.console.print(_ui.table(f"DPR checkpoint written to {out}", ["field", "value"],
-                                [["train questions", meta["n_train"]], ["final loss", meta["final_loss"]],
+                                [["train questions", meta["n_train"]],
+                                 ["left out (no gold id in --passages)", meta["n_no_gold"]], ["final loss", meta["final_loss"]],
                                  ["dim", meta["dim"]], ["context fingerprint", meta["ctx_fingerprint"]]]))
 
 
@@ -76,6 +88,8 @@ def rag(
     seed: int = typer.Option(0, "--seed", help="Random seed (data order, dropout)."),
     mixed_precision: str = typer.Option("no", "--mixed-precision", help="no, bf16 (CPU or GPU) or fp16 (GPU)."),
     cpu: bool = typer.Option(False, "--cpu", help="Stay on the CPU even when a GPU is present."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a non-empty --out with the new run once it has "
+                                   "finished (the old folder stays until then)."),
 ) -> None:
     """Fine-tune a RAG model (question encoder + BART) end to end; resumable, multi-process under `accelerate launch`."""
     from lewisrag.training.rag import RagTrainConfig, train_rag
@@ -99,7 +113,7 @@ def rag(
                 dev_em = f"{record['dev_em']:.3f}"
             p.update(task, completed=step, info=f"loss {record['loss']:.3f}  dev EM {dev_em}")
 
-        summary = train_rag(cfg, out, resume=resume, on_progress=on_progress)
+        summary = train_rag(cfg, out, resume=resume, on_progress=on_progress, overwrite=overwrite)
     if summary["main"]:
         _ui.console.print(_ui.table(f"RAG-{cfg.variant} written to {out}", ["field", "value"], [
             ["steps", summary["steps"]], ["best dev EM", summary["best_em"]], ["training questions", summary["n_train"]],

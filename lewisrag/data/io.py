@@ -37,9 +37,7 @@ def iter_records(path: str | os.PathLike) -> Iterator[tuple[int, dict[str, Any]]
     if spec.startswith("hf:"):
         yield from _iter_hf(spec)
         return
-    p = Path(spec)
-    if not p.exists():
-        raise InputError(spec, "file not found")
+    p = existing_file(spec)
     suffix = p.suffix.lower()
     if suffix == ".jsonl":
         yield from _iter_jsonl(p)
@@ -51,11 +49,22 @@ def iter_records(path: str | os.PathLike) -> Iterator[tuple[int, dict[str, Any]]
         raise InputError(spec, f"unknown format '{suffix}': use .jsonl, .json, .parquet or hf:NAME[:CONFIG]:SPLIT")
 
 
+def existing_file(path: str | os.PathLike) -> Path:
+    """`path` as a Path if it is a file; an InputError if it is missing or a folder."""
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(p, "is a folder; a file is needed")
+    if not p.exists():
+        raise InputError(p, "file not found")
+    return p
+
+
 def _iter_jsonl(p: Path) -> Iterator[tuple[int, dict]]:
     with open(p, "rb") as f:
         for lineno, raw in enumerate(f, start=1):
             try:
-                text = raw.decode("utf-8")
+                # a byte-order mark opens files that some Windows editors save as "UTF-8"
+                text = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
             except UnicodeDecodeError as e:
                 raise InputError(p, f"not valid UTF-8 (byte {e.start})", line=lineno) from None
             if not text.strip():
@@ -71,7 +80,7 @@ def _iter_jsonl(p: Path) -> Iterator[tuple[int, dict]]:
 
 def _iter_json(p: Path) -> Iterator[tuple[int, dict]]:
     try:
-        data = json.loads(p.read_bytes().decode("utf-8"))
+        data = json.loads(p.read_bytes().decode("utf-8-sig"))
     except UnicodeDecodeError as e:
         raise InputError(p, f"not valid UTF-8 (byte {e.start})") from None
     except json.JSONDecodeError as e:
@@ -208,11 +217,9 @@ def write_jsonl(path: str | os.PathLike, records: Iterable[dict]) -> int:
 
 
 def read_json(path: str | os.PathLike) -> Any:
-    p = Path(path)
-    if not p.exists():
-        raise InputError(p, "file not found")
+    p = existing_file(path)
     try:
-        return json.loads(p.read_bytes().decode("utf-8"))
+        return json.loads(p.read_bytes().decode("utf-8-sig"))
     except UnicodeDecodeError as e:
         raise InputError(p, f"not valid UTF-8 (byte {e.start})") from None
     except json.JSONDecodeError as e:

@@ -30,6 +30,7 @@ from lewisrag.data import questions as Q
 from lewisrag.data.entities import ORG_KINDS, SNAPSHOT_YEARS, Entity, make_archive, make_country, make_organisation, passages
 from lewisrag.data.io import write_json, write_jsonl
 from lewisrag.data.names import Namer
+from lewisrag.data.outputs import output_dir
 from lewisrag.data.records import CATEGORIES, Passage, QAExample
 
 VERSION = "lewisrag-world-1"
@@ -207,11 +208,18 @@ def summary(world: World) -> dict:
     }
 
 
-def write_world(world: World, out_dir: str | os.PathLike) -> dict[str, int]:
+def write_world(world: World, out_dir: str | os.PathLike, overwrite: bool = False) -> dict[str, int]:
     """Check the world, then write its files (each atomically; world.json last, as the mark of a
-    complete directory). Returns the number of records written per file name."""
+    complete directory). Returns the number of records written per file name.
+
+    `out_dir` must be missing, empty or a world lewisrag wrote, unless `overwrite`
+    (`lewisrag.data.outputs`)."""
     check_world(world)
-    out = Path(out_dir)
+    with output_dir(out_dir, "world", overwrite=overwrite) as out:
+        return _write_files(world, out)
+
+
+def _write_files(world: World, out: Path) -> dict[str, int]:
     counts = {
         "passages_a.jsonl": write_jsonl(out / "passages_a.jsonl", (p.to_dict() for p in world.passages_a)),
         "passages_b.jsonl": write_jsonl(out / "passages_b.jsonl", (p.to_dict() for p in world.passages_b)),

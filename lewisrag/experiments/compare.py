@@ -244,18 +244,23 @@ def report_html(card: dict, passages: dict) -> str:
     return render_report_html(page_data_from_results(card["results"], known, title=title))
 
 
+KIND = "comparison"  # the marker kind of `lewisrag compare` folders (lewisrag.data.outputs)
+
+
 def compare_run(run: str | os.PathLike, out: str | os.PathLike, names=SYSTEMS, data: str | os.PathLike | None = None,
-                position_questions: int = 100, on_progress: Progress = lambda *a: None) -> dict:
+                position_questions: int = 100, on_progress: Progress = lambda *a: None, overwrite: bool = False) -> dict:
     """`lewisrag compare`: score a reproduce run's trained systems into OUT (results.json, report.md,
-    report.html, and position.png unless `position_questions` is 0)."""
+    report.html, and position.png unless `position_questions` is 0). OUT must be missing, empty or
+    a comparison lewisrag wrote, unless `overwrite`."""
     from importlib.metadata import version
 
     from lewisrag.data.io import write_json, write_text
+    from lewisrag.data.outputs import check_out_dir, output_dir
     from lewisrag.data.records import read_passages, read_qa
     from lewisrag.eval.run import aggregate
     from lewisrag.experiments.position import plot_positions
 
-    run, out = Path(run), Path(out)
+    run, out = Path(run), check_out_dir(out, KIND, overwrite=overwrite)
     data = Path(data) if data else run / "world" / "eval.jsonl"
     check_systems(run, names)
     test, eval_examples = read_qa(run / "world" / "test.jsonl"), read_qa(data)  # all input read before any model
@@ -269,12 +274,13 @@ def compare_run(run: str | os.PathLike, out: str | os.PathLike, names=SYSTEMS, d
                "config": {"run": str(run), "data": str(data), "systems": list(names), "position_questions": position_questions},
                "judge": r["judge"], "splitter": r["splitter"], "qa": card["qa"], "retrieval": card["retrieval"],
                "layers": card["layers"], "position": card["position"], "records": r["records"], "aggregates": aggregate(r["records"])}
-    write_json(out / "results.json", results)
-    write_json(out / "timings.json", card["timings"])
-    write_text(out / "report.md", render_markdown(card))
-    write_text(out / "report.html", report_html(card, passages))
-    if card["position"]:
-        plot_positions(card["position"], out / "position.png")
+    with output_dir(out, KIND, overwrite=overwrite) as d:
+        write_json(d / "results.json", results)
+        write_json(d / "timings.json", card["timings"])
+        write_text(d / "report.md", render_markdown(card))
+        write_text(d / "report.html", report_html(card, passages))
+        if card["position"]:
+            plot_positions(card["position"], d / "position.png")
     return card
 
 

@@ -30,6 +30,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from lewisrag.data.io import read_json, write_json
+from lewisrag.data.outputs import check_out_dir, is_free, mark, replace_dir
 from lewisrag.experiments import stages as S
 from lewisrag.experiments.presets import Preset
 from lewisrag.experiments.report import write_report
@@ -56,6 +57,9 @@ def _run_stage(run: Path, name: str, resume: bool, fn: Callable[[], dict], on_st
     return result
 
 
+KIND = "reproduction"  # the marker kind of `lewisrag reproduce` run folders (lewisrag.data.outputs)
+
+
 def reproduce(
     preset: Preset,
     out: str | os.PathLike,
@@ -64,24 +68,33 @@ def reproduce(
     on_stage: Callable[[str, str, dict], None] = lambda *a: None,
     on_progress: Progress = lambda *a: None,
     hub_dir: str | os.PathLike | None = None,
+    overwrite: bool = False,
 ) -> dict:
     """Run every stage of the reproduction into `out` and return the results.
 
     A preset with hub assets (base) is only checked: every asset must resolve on this machine,
-    else an InputError names the missing ones; nothing is written either way.
+    else an InputError names the missing ones; nothing is written either way. `out` must be
+    missing, empty or a reproduction run, unless `overwrite`: then the run happens in a hidden
+    sibling folder (resumable there with `resume`) that replaces `out` when every stage is done.
     """
     if preset.hub:
         return {"validated": check_hub_assets(preset.hub, hub_dir)}
+    out = check_out_dir(out, KIND, overwrite=overwrite)
+    run = out if is_free(out, KIND) else out.with_name(f".{out.name}.overwrite")
     if preset.threads is None:
-        return _reproduce(preset, Path(out), seed, resume, on_stage, on_progress)
-    import torch
+        results = _reproduce(preset, run, seed, resume, on_stage, on_progress)
+    else:
+        import torch
 
-    before = torch.get_num_threads()
-    torch.set_num_threads(preset.threads)
-    try:
-        return _reproduce(preset, Path(out), seed, resume, on_stage, on_progress)
-    finally:
-        torch.set_num_threads(before)
+        before = torch.get_num_threads()
+        torch.set_num_threads(preset.threads)
+        try:
+            results = _reproduce(preset, run, seed, resume, on_stage, on_progress)
+        finally:
+            torch.set_num_threads(before)
+    if run != out:
+        replace_dir(run, out)
+    return results
 
 
 def _reproduce(preset: Preset, run: Path, seed: int, resume: bool, on_stage, on_progress: Progress) -> dict:
@@ -92,6 +105,7 @@ def _reproduce(preset: Preset, run: Path, seed: int, resume: bool, on_stage, on_
         from lewisrag.data.io import InputError
 
         raise InputError(run / "config.json", "was written by another preset or seed; use a new --out or drop --resume")
+    mark(run, KIND)
     write_json(run / "config.json", config)
     stages = {}
 

@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from lewisrag.data.io import InputError, write_json
+from lewisrag.data.outputs import staged_dir
 from lewisrag.experiments.presets import Preset
 
 Progress = Callable[[str, int, int, str], None]  # (task, done, total, info)
@@ -32,15 +33,13 @@ def generator(run: Path, preset: Preset, seed: int, on_progress: Progress) -> di
         cfg = pretrain_preset(name, seed=seed)
         recipe = pretrain(cfg, out, on_step=lambda s, p, loss, em: on_progress("generator", s, cfg.steps, f"loss {loss:.3f}"))
         return {"dir": "generator", "source": preset.generator, "final_loss": recipe["final_loss"]}
+    from lewisrag.training.pretrain import KIND as GENERATOR_KIND
     from lewisrag.training.pretrain import load_generator
 
     src = shipped_generator(preset)
     load_generator(src)  # checks the weights' sha256 before anything is copied
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(src, tmp)
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
+    with staged_dir(out, GENERATOR_KIND) as tmp:
+        shutil.copytree(src, tmp, dirs_exist_ok=True)
     return {"dir": "generator", "source": preset.generator}
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lewisrag.data.outputs import check_out_dir
 from lewisrag.data.records import Passage
 from lewisrag.index import store
 
@@ -35,14 +36,15 @@ def tokenize(text: str) -> list[str]:
     return [t for t in _TOKEN.findall(norm) if t not in _STOPWORDS]
 
 
-def build_bm25_index(passages: Sequence[Passage], out: str | os.PathLike, k1: float = 1.5, b: float = 0.75) -> dict:
-    """Index `title + text` of every passage with BM25 and write it to `out`. Returns the manifest."""
-    out = Path(out)
-    partial = store.partial_dir(out)
-    import shutil
+def build_bm25_index(passages: Sequence[Passage], out: str | os.PathLike, k1: float = 1.5, b: float = 0.75,
+                     overwrite: bool = False) -> dict:
+    """Index `title + text` of every passage with BM25 and write it to `out`. Returns the manifest.
 
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
+    `out` must be missing, empty or an index lewisrag built, unless `overwrite`.
+    """
+    out = check_out_dir(out, store.KIND, overwrite=overwrite)
+    partial = store.partial_dir(out)
+    store.reset_partial(partial)
     retriever = BM25Index.in_memory(passages, k1=k1, b=b).retriever
     retriever.save(str(partial / "bm25"))
     store.write_passages(partial, passages)
@@ -57,6 +59,17 @@ def build_bm25_index(passages: Sequence[Passage], out: str | os.PathLike, k1: fl
     return manifest
 
 
+def _token_ids(docs: list[list[str]]) -> tuple[list[list[int]], dict[str, int]]:
+    """Token ids with a vocabulary in order of first appearance.
+
+    bm25s numbers the vocabulary of string tokens in set order, which changes with the hash seed;
+    numbering them here keeps the index files byte-identical between runs.
+    """
+    vocab: dict[str, int] = {}
+    ids = [[vocab.setdefault(t, len(vocab)) for t in doc] for doc in docs]
+    return ids, vocab
+
+
 class BM25Index:
     """A loaded BM25 index; `search` takes question strings."""
 
@@ -69,7 +82,7 @@ class BM25Index:
         import bm25s
 
         retriever = bm25s.BM25(k1=k1, b=b)
-        retriever.index([tokenize(f"{p.title} {p.text}") for p in passages], show_progress=False)
+        retriever.index(_token_ids([tokenize(f"{p.title} {p.text}") for p in passages]), show_progress=False)
         return cls(Path(), {"kind": "bm25", "n_passages": len(passages)}, retriever, list(passages))
 
     @classmethod

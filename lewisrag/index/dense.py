@@ -8,6 +8,7 @@ machine share one copy of them in the page cache instead of N copies in RAM.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -15,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from lewisrag.data.io import InputError, atomic_path, read_json, write_json
+from lewisrag.data.outputs import check_out_dir
 from lewisrag.data.records import Passage
 from lewisrag.index import store
 from lewisrag.index.encoders import DPRCheckpoint, encode_texts
@@ -39,15 +42,18 @@ def build_dense_index(
     out: str | os.PathLike,
     cfg: DenseBuildConfig = DenseBuildConfig(),
     on_progress: Callable[[str, int, int], None] | None = None,
+    overwrite: bool = False,
 ) -> dict:
     """Encode `passages` with the checkpoint's context encoder and write a FAISS index to `out`.
 
     `on_progress(stage, done, total)` is called as shards are encoded. Returns the manifest.
+    `out` must be missing, empty or an index lewisrag built, unless `overwrite`; every setting is
+    checked before the first passage is encoded.
     """
-    import faiss  # noqa: F401  (fail early on a broken install, before encoding)
-
-    out = Path(out)
+    out = check_out_dir(out, store.KIND, overwrite=overwrite)
+    _check_build_config(cfg)
     ckpt = DPRCheckpoint.load(encoder_path)
+    check_factory(cfg.factory, ckpt.dim, len(passages), cfg.train_sample)
     max_length = cfg.max_length or int(ckpt.meta.get("max_length", 256))
     chash = store.content_hash(passages)
     partial = store.partial_dir(out)
@@ -120,21 +126,65 @@ def use_blas_for_small_batches(threshold: int = 8) -> None:
 
 def build_faiss(embeddings: np.ndarray, factory: str, train_sample: int = 100_000, seed: int = 0):
     """A FAISS index over `embeddings` (N, D) with inner product; trains quantizers if needed."""
-    import faiss
-
-    from lewisrag.data.io import InputError
-
     n, d = embeddings.shape
-    try:
-        index = faiss.index_factory(d, factory, faiss.METRIC_INNER_PRODUCT)
-    except RuntimeError as e:
-        raise InputError("--faiss", f"invalid FAISS factory '{factory}': {str(e).splitlines()[0]}") from None
+    index = _new_index(factory, d)
     if not index.is_trained:
         rng = np.random.default_rng(seed)
         sample = embeddings if n <= train_sample else embeddings[np.sort(rng.choice(n, train_sample, replace=False))]
-        index.train(np.ascontiguousarray(sample))
+        try:
+            index.train(np.ascontiguousarray(sample))
+        except RuntimeError as e:  # check_factory catches the known causes; this names any other
+            raise InputError("--faiss", f"FAISS could not train '{factory}' on {len(sample)} vectors: "
+                             f"{_first_line(e)}") from None
     index.add(np.ascontiguousarray(embeddings))
     return index
+
+
+def check_factory(factory: str, dim: int, n_passages: int, train_sample: int = 100_000) -> None:
+    """Refuse a FAISS factory string that cannot be built or trained on this many passages.
+
+    Checked before encoding, so a typo does not cost an encoding pass: IVF needs at least one
+    training vector per list, and product or scalar quantizers at least one per centroid.
+    """
+    index = _new_index(factory, dim)
+    if index.is_trained:
+        return
+    import faiss
+
+    n_train = min(n_passages, train_sample)
+    need, what, inner = 1, "", index  # `inner` borrows from `index`, which must stay referenced
+    with contextlib.suppress(RuntimeError):  # not an IVF index
+        inner = faiss.extract_index_ivf(index)
+        need, what = inner.nlist, f"{inner.nlist} inverted lists"
+    pq = getattr(faiss.downcast_index(inner), "pq", None)
+    if pq is not None and pq.ksub > need:
+        need, what = pq.ksub, f"{pq.ksub} centroids per product-quantizer code"
+    if n_train < need:
+        raise InputError("--faiss", f"'{factory}' needs at least {need} passages to train ({what}); "
+                         f"there are {n_passages}: use fewer lists or Flat")
+
+
+def _new_index(factory: str, dim: int):
+    import faiss
+
+    try:
+        return faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
+    except RuntimeError as e:
+        raise InputError("--faiss", f"invalid FAISS factory '{factory}': {_first_line(e)}") from None
+
+
+def _first_line(e: Exception) -> str:
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    # FAISS's messages open with "Error in <function> at <file>:<line>: "; the reason follows
+    return (lines[-1] if lines else type(e).__name__).split(": ", 1)[-1]
+
+
+def _check_build_config(cfg: DenseBuildConfig) -> None:
+    for flag, value in (("--shard-size", cfg.shard_size), ("--batch-size", cfg.batch_size), ("--train-sample", cfg.train_sample)):
+        if value < 1:
+            raise InputError(flag, f"must be at least 1, got {value}")
+    if cfg.max_length is not None and cfg.max_length < 8:
+        raise InputError("--max-length", f"must be at least 8, got {cfg.max_length}")
 
 
 class DenseIndex:
@@ -152,12 +202,25 @@ class DenseIndex:
 
         path = Path(path)
         manifest = store.read_manifest(path, kind="dense")
+        for name in (FAISS_FILE, EMBEDDINGS):
+            if not (path / name).is_file():
+                raise InputError(path / name, "missing: the index is damaged; build it again")
         flags = faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY if mmap else 0
         try:
-            index = faiss.read_index(str(path / FAISS_FILE), flags)
-        except RuntimeError:  # not every index type supports mmap (HNSW does not): read it whole
-            index = faiss.read_index(str(path / FAISS_FILE))
-        embeddings = np.load(path / EMBEDDINGS, mmap_mode="r" if mmap else None)
+            try:
+                index = faiss.read_index(str(path / FAISS_FILE), flags)
+            except RuntimeError:  # not every index type supports mmap (HNSW does not): read it whole
+                index = faiss.read_index(str(path / FAISS_FILE))
+        except RuntimeError as e:
+            raise InputError(path / FAISS_FILE, f"cannot read the FAISS index: {_first_line(e)}") from None
+        try:
+            embeddings = np.load(path / EMBEDDINGS, mmap_mode="r" if mmap else None)
+        except (ValueError, OSError) as e:  # truncated or not an .npy file
+            raise InputError(path / EMBEDDINGS, f"cannot read the stored vectors: {e}") from None
+        expected = (manifest["n_passages"], manifest.get("dim"))
+        if embeddings.ndim != 2 or embeddings.shape != expected or index.ntotal != expected[0]:
+            raise InputError(path, f"damaged: {EMBEDDINGS} holds {embeddings.shape}, {FAISS_FILE} {index.ntotal} vectors, "
+                             f"the manifest says {expected}")
         return cls(path, manifest, index, embeddings, store.load_passages(path, manifest))
 
     @property
@@ -204,29 +267,26 @@ class DenseIndex:
 
 
 def _reset_if_stale(partial: Path, plan: dict) -> None:
-    """Keep a previous build's shards only if they encode the same passages with the same encoder."""
-    import json
-    import shutil
+    """Keep a previous build's shards only if they encode the same passages with the same encoder.
 
+    A plan file that cannot be read (a build killed in an older version, a disk that filled up) is
+    treated like a different plan: the partial build starts over instead of wedging every rerun.
+    """
     plan_file = partial / "plan.json"
-    if plan_file.exists() and json.loads(plan_file.read_text()) == plan:
-        return
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    plan_file.write_text(json.dumps(plan))
+    with contextlib.suppress(InputError):
+        if plan_file.is_file() and read_json(plan_file) == plan:
+            return
+    store.reset_partial(partial)
+    write_json(plan_file, plan)
 
 
 def _save_npy_atomic(path: Path, array: np.ndarray) -> None:
-    from lewisrag.data.io import atomic_path
-
     with atomic_path(path) as tmp, open(tmp, "wb") as f:
         np.save(f, array)
 
 
 def _write_faiss_atomic(index, path: Path) -> None:
     import faiss
-
-    from lewisrag.data.io import atomic_path
 
     with atomic_path(path) as tmp:
         faiss.write_index(index, str(tmp))

@@ -14,13 +14,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
 from lewisrag.data.io import InputError, read_json, write_json, write_jsonl
+from lewisrag.data.outputs import is_ours, mark, replace_dir
 from lewisrag.data.records import Passage, read_passages
 
+KIND = "index"  # the marker kind of index folders (lewisrag.data.outputs)
 MANIFEST = "manifest.json"
 PASSAGES = "passages.jsonl"
 FORMAT_VERSION = 1
@@ -43,17 +44,26 @@ def partial_dir(out: str | os.PathLike) -> Path:
     return out.with_name(out.name + ".partial")
 
 
+def reset_partial(partial: Path) -> None:
+    """Start `partial` afresh: remove an earlier build's leftovers, never a folder of the user's."""
+    import shutil
+
+    if partial.exists():
+        if not partial.is_dir() or not (is_ours(partial, KIND) or (partial / "plan.json").exists() or not any(partial.iterdir())):
+            raise InputError(partial, "is in the way of the build and was not made by lewisrag; move it away")
+        shutil.rmtree(partial)
+    mark(partial, KIND)
+
+
 def finish(partial: Path, out: Path, manifest: dict) -> None:
-    """Write the manifest last, then move the finished build onto `out` (replacing an old one)."""
+    """Write the manifest last, then move the finished build onto `out` (replacing an old one).
+
+    The caller checked `out` with `outputs.check_out_dir` before building: only a missing, empty or
+    lewisrag-made folder, or one the user asked to overwrite, gets here.
+    """
     write_json(partial / MANIFEST, {"format": FORMAT_VERSION, **manifest})
-    if out.exists():
-        old = out.with_name(out.name + ".old")
-        shutil.rmtree(old, ignore_errors=True)
-        os.replace(out, old)
-        os.replace(partial, out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(partial, out)
+    mark(partial, KIND)
+    replace_dir(partial, out)
 
 
 def write_passages(dirpath: Path, passages: Sequence[Passage]) -> None:

@@ -24,13 +24,16 @@ import copy
 import math
 import os
 import random
-import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from lewisrag.data.io import InputError
+from lewisrag.data.outputs import check_out_dir, staged_dir
 from lewisrag.data.records import Passage, QAExample
+
+
+KIND = "dpr"  # the marker kind of DPR checkpoint folders (lewisrag.data.outputs)
 
 
 @dataclass(frozen=True)
@@ -65,12 +68,17 @@ def init_encoders(cfg: DPRTrainConfig, corpus_texts: Sequence[str]):
     import torch
     from transformers import AutoModel, AutoTokenizer, DPRConfig, DPRContextEncoder, DPRQuestionEncoder
 
+    from lewisrag.data.pretrained import load_model, load_tokenizer
+
     torch.manual_seed(cfg.seed)
     if cfg.init:
         if not Path(cfg.init).exists():
             raise InputError(cfg.init, "pretrained encoder directory not found", field="init")
-        bert = AutoModel.from_pretrained(cfg.init)
-        tokenizer = AutoTokenizer.from_pretrained(cfg.init, use_fast=True)
+        # a BERT-like checkpoint may carry a pretraining head and may lack the pooler: DPR uses neither
+        bert = load_model(AutoModel.from_pretrained, cfg.init, "pretrained encoder (--init)", allow_unexpected=True,
+                          ignore_missing=r"^pooler\.")
+        tokenizer = load_tokenizer(AutoTokenizer.from_pretrained, cfg.init, "pretrained encoder's tokenizer (--init)",
+                                   use_fast=True)
         dcfg = DPRConfig(**{k: v for k, v in bert.config.to_dict().items() if k in DPRConfig().to_dict()})
     else:
         tokenizer = train_tokenizer(corpus_texts, cfg.vocab_size)
@@ -80,7 +88,13 @@ def init_encoders(cfg: DPRTrainConfig, corpus_texts: Sequence[str]):
         bert = None
     q_enc, c_enc = DPRQuestionEncoder(dcfg), DPRContextEncoder(dcfg)
     if bert is not None:
-        q_enc.question_encoder.bert_model.load_state_dict(bert.state_dict(), strict=False)
+        # strict but for the pooler, which DPR does not use and BERT-like checkpoints may lack
+        missing, unexpected = q_enc.question_encoder.bert_model.load_state_dict(bert.state_dict(), strict=False)
+        missing = [k for k in missing if not k.startswith("pooler.")]
+        unexpected = [k for k in unexpected if not k.startswith("pooler.")]
+        if missing or unexpected:
+            raise InputError(cfg.init, f"not a BERT-like encoder: missing weights {missing[:3]}, unexpected {unexpected[:3]}",
+                             field="init")
     if cfg.shared:
         c_enc.ctx_encoder.bert_model = q_enc.question_encoder.bert_model
     else:
@@ -137,14 +151,21 @@ def train_dpr(
     passages: Sequence[Passage],
     out: str | os.PathLike,
     on_step: Callable[[int, float], None] | None = None,
+    overwrite: bool = False,
 ) -> dict:
-    """Train the bi-encoder and save it as a DPR checkpoint directory. Returns the metadata."""
+    """Train the bi-encoder and save it as a DPR checkpoint directory. Returns the metadata.
+
+    Questions none of whose gold ids is in `passages` cannot be trained on; they are left out and
+    counted in the metadata (`n_no_gold`), never dropped without a word. `out` must be missing,
+    empty or a DPR checkpoint lewisrag wrote, unless `overwrite`.
+    """
     import torch
     import torch.nn.functional as F
     from transformers import get_linear_schedule_with_warmup
 
     from lewisrag.index.encoders import DPRCheckpoint
 
+    out = check_out_dir(out, KIND, overwrite=overwrite)
     row_of = {p.id: i for i, p in enumerate(passages)}
     usable = []
     for ex in examples:
@@ -200,12 +221,9 @@ def train_dpr(
         c_enc.ctx_encoder.bert_model = copy.deepcopy(q_enc.question_encoder.bert_model)
     ckpt = DPRCheckpoint(q_enc, c_enc, tokenizer, {})
     meta = {"config": asdict(cfg), "max_length": cfg.p_max_length, "q_max_length": cfg.q_max_length,
-            "final_loss": _mean(losses[-20:]), "n_train": len(usable)}
-    partial = Path(str(out) + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    ckpt.save(partial, meta)
-    shutil.rmtree(out, ignore_errors=True)
-    os.replace(partial, out)
+            "final_loss": _mean(losses[-20:]), "n_train": len(usable), "n_no_gold": len(examples) - len(usable)}
+    with staged_dir(out, KIND) as tmp:
+        ckpt.save(tmp, meta)
     return ckpt.meta
 
 

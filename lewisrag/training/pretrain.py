@@ -24,18 +24,19 @@ import json
 import math
 import os
 import random
-import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from lewisrag.data.io import InputError, write_json
+from lewisrag.data.outputs import check_out_dir, staged_dir
 from lewisrag.data.records import Passage, QAExample
 from lewisrag.training import pretrain_data as D
 
 SHIPPED_DIR = Path(__file__).resolve().parent.parent / "pretrained"  # package data: lewisrag/pretrained/<name>/
 WEIGHTS = "model.safetensors"
+KIND = "generator"  # the marker kind of generator folders (lewisrag.data.outputs)
 
 
 @dataclass(frozen=True)
@@ -244,14 +245,17 @@ def _tokenizer_corpus(cfg: PretrainConfig) -> list[str]:
     return [f"{p.title} / {p.text}" for p in docs] + [ex.question for ex in examples] + [ex.answers[0] for ex in examples]
 
 
-def pretrain(cfg: PretrainConfig, out: str | os.PathLike, on_step: Callable | None = None, command: str | None = None) -> dict:
+def pretrain(cfg: PretrainConfig, out: str | os.PathLike, on_step: Callable | None = None, command: str | None = None,
+             overwrite: bool = False) -> dict:
     """Train a tokenizer and a BART generator as described in the module docstring, save both and
     recipe.json to `out` (written to a temporary directory first, then renamed), return the recipe.
 
     `on_step(step, progress, loss, last_em)` is called after every optimizer step (progress in [0, 1]).
+    `out` must be missing, empty or a generator lewisrag wrote, unless `overwrite`.
     """
     import torch
 
+    out = check_out_dir(out, KIND, overwrite=overwrite)
     torch.manual_seed(cfg.seed)
     tokenizer = D.train_generator_tokenizer(_tokenizer_corpus(cfg), cfg.vocab_size)
     model = build_generator(cfg, len(tokenizer))
@@ -313,11 +317,13 @@ def _sha256(path: Path) -> str:
 
 def _save(model, tokenizer, recipe: dict, out: Path, fp16: bool) -> dict:
     """Write generator, tokenizer and recipe.json into a sibling temp dir, then swap it into `out`."""
+    with staged_dir(out, KIND) as tmp:
+        return _save_into(model, tokenizer, recipe, tmp, fp16)
+
+
+def _save_into(model, tokenizer, recipe: dict, tmp: Path, fp16: bool) -> dict:
     import torch
 
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
     to_save = model.to(torch.float16) if fp16 else model
     to_save.save_pretrained(tmp, safe_serialization=True)
     model.to(torch.float32)
@@ -329,9 +335,6 @@ def _save(model, tokenizer, recipe: dict, out: Path, fp16: bool) -> dict:
     tokenizer.save_pretrained(tmp)
     recipe = {**recipe, "weights_sha256": _sha256(tmp / WEIGHTS), "weights_bytes": (tmp / WEIGHTS).stat().st_size}
     write_json(tmp / "recipe.json", recipe)
-    if out.exists():
-        shutil.rmtree(out)
-    tmp.rename(out)
     return recipe
 
 
@@ -345,15 +348,19 @@ def load_generator(path: str | os.PathLike, verify: bool = True):
     import torch
     from transformers import BartForConditionalGeneration, PreTrainedTokenizerFast
 
+    from lewisrag.data.io import read_json
+    from lewisrag.data.pretrained import load_model, load_tokenizer
+
     path = Path(path)
     if not (path / WEIGHTS).is_file() or not (path / "recipe.json").is_file():
         raise InputError(str(path), f"not a pretrained generator directory ({WEIGHTS} and recipe.json needed)")
     if verify:
-        expected = json.loads((path / "recipe.json").read_text())["weights_sha256"]
+        recipe = read_json(path / "recipe.json")
+        expected = recipe.get("weights_sha256") if isinstance(recipe, dict) else None
         if _sha256(path / WEIGHTS) != expected:
-            raise InputError(str(path / WEIGHTS), f"sha256 does not match recipe.json ({expected[:12]}...): damaged or replaced weights")
-    generator = BartForConditionalGeneration.from_pretrained(path, dtype=torch.float32).eval()
-    return generator, PreTrainedTokenizerFast.from_pretrained(path)
+            raise InputError(str(path / WEIGHTS), f"sha256 does not match recipe.json ({str(expected)[:12]}...): damaged or replaced weights")
+    generator = load_model(BartForConditionalGeneration.from_pretrained, path, "generator", dtype=torch.float32).eval()
+    return generator, load_tokenizer(PreTrainedTokenizerFast.from_pretrained, path, "generator tokenizer")
 
 
 def load_shipped_generator(name: str = "generator-small"):

@@ -30,10 +30,14 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from lewisrag.data.io import InputError, atomic_path, read_json, write_json
+from lewisrag.data.outputs import check_out_dir, mark, replace_dir
 from lewisrag.data.records import QAExample
 from lewisrag.training import checkpoint as C
 from lewisrag.training.rag_data import (PRECISIONS, DataPosition, answer_labels, doc_entropy, load_components,
                                         next_batch, recall_at_k, shard)
+
+
+KIND = "rag run"  # the marker kind of training run folders (lewisrag.data.outputs)
 
 
 @dataclass(frozen=True)
@@ -122,16 +126,32 @@ def dev_exact_match(model, tokenizers, index, dev: Sequence[QAExample], cfg: Rag
 
 
 def train_rag(cfg: RagTrainConfig, out: str | os.PathLike, resume: bool = False,
-              on_progress: Callable[[int, int, dict], None] | None = None) -> dict:
-    """Fine-tune a RAG model; returns a summary. `on_progress(step, steps, log_record)` (main process)."""
+              on_progress: Callable[[int, int, dict], None] | None = None, overwrite: bool = False) -> dict:
+    """Fine-tune a RAG model; returns a summary. `on_progress(step, steps, log_record)` (main process).
+
+    `out` must be missing or empty, or (with `resume`) a run of this kind. With `overwrite`, a
+    non-empty `out` is replaced by the new run when it has finished: training happens in a hidden
+    sibling folder that every process names alike, and a killed run is resumed there.
+    """
+    out = Path(out)
+    if not overwrite or resume or not (out.is_dir() and any(out.iterdir())):
+        return _train_rag(cfg, out, resume, on_progress)
+    check_out_dir(out, KIND, overwrite=True)
+    staging = out.with_name(f".{out.name}.overwrite")
+    summary = _train_rag(cfg, staging, staging.exists(), on_progress)
+    if summary["main"]:
+        replace_dir(staging, out)
+    return {**summary, "out": str(out)}
+
+
+def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress) -> dict:
     import torch
 
     if cfg.mixed_precision == "fp16" and (cfg.cpu or not torch.cuda.is_available()):
         raise InputError("--mixed-precision", "fp16 needs a GPU; use bf16 on the CPU")
+    ckpt = _check_out(out, cfg, resume)  # before the models load
     acc = _accelerator(cfg)
     parts = load_components(cfg, acc.num_processes)
-    out = Path(out)
-    ckpt = _check_out(out, cfg, resume)
     acc.wait_for_everyone()  # every process has checked --out before the main one writes to it
     model = parts.model.to(acc.device)
     if cfg.freeze_retriever:
@@ -187,10 +207,12 @@ def _seed_everything(seed: int) -> None:
 
 def _check_out(out: Path, cfg: RagTrainConfig, resume: bool) -> Path | None:
     """The checkpoint to resume from, if any; refuses to overwrite a run or resume a different one."""
+    check_out_dir(out, KIND)
     ckpt = C.existing(out / "checkpoint")
     if not resume:
         if out.exists() and any(out.iterdir()):
-            raise InputError(out, "output directory is not empty; pass --resume to continue its run or choose another --out")
+            raise InputError(out, "output directory is not empty; pass --resume to continue its run, --overwrite to "
+                             "replace it, or choose another --out")
         return None
     if ckpt is None:
         return None
@@ -206,7 +228,7 @@ def _prepare_out(out: Path, cfg: RagTrainConfig, ckpt: Path | None, log_file: Pa
     """config.json, and the log as of the checkpoint (lines written after it are redone)."""
     import shutil
 
-    out.mkdir(parents=True, exist_ok=True)
+    mark(out, KIND)
     for stale in out.glob(".*.tmp.*"):  # directories a killed run was building (checkpoint.atomic_dir)
         shutil.rmtree(stale, ignore_errors=True)
     write_json(out / "config.json", asdict(cfg))

@@ -151,14 +151,20 @@ def make_batch(items: Sequence[_Example], k: int, settings: StitchSettings, rng:
     return inputs, targets
 
 
+KIND = "stitched generator"  # the marker kind of its output folders (lewisrag.data.outputs)
+
+
 def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
-                   on_progress: Callable[[int, int, float], None] | None = None) -> dict:
-    """Fine-tune the generator on stitched inputs; `on_progress(step, steps, loss)`. Returns a summary."""
+                   on_progress: Callable[[int, int, float], None] | None = None, overwrite: bool = False) -> dict:
+    """Fine-tune the generator on stitched inputs; `on_progress(step, steps, loss)`. Returns a summary.
+
+    `out` must be missing, empty or a stitched generator lewisrag wrote, unless `overwrite`; it is
+    replaced only when training has finished."""
     import torch
 
+    from lewisrag.data.outputs import check_out_dir, staged_dir
     from lewisrag.data.records import of_kinds, read_qa
     from lewisrag.index import open_retriever
-    from lewisrag.training.checkpoint import atomic_dir
     from lewisrag.training.rag import learning_rate_factor
     from lewisrag.training.rag_data import load_generator
 
@@ -166,6 +172,7 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
         raise InputError("--k/--steps/--batch-size", "must all be at least 1")
     if cfg.gold_position not in ("random", "retrieved"):
         raise InputError("--gold-position", f"must be random or retrieved, got '{cfg.gold_position}'")
+    check_out_dir(out, KIND, overwrite=overwrite)
     retriever = open_retriever(cfg.index, cfg.encoder or None)
     examples = training_examples(of_kinds(read_qa(cfg.train), cfg.train_kinds), retriever,
                                  {p.id: p for p in retriever.index.passages}, cfg.k)
@@ -193,7 +200,7 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
         if on_progress:
             on_progress(step, cfg.steps, losses[-1])
     model.eval()
-    with atomic_dir(out) as tmp:
+    with staged_dir(out, KIND) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         write_json(tmp / SETTINGS_FILE, {"config": asdict(cfg), "settings": asdict(settings)})

@@ -1,0 +1,172 @@
+"""Where commands write: the rules that keep a user's files safe, and atomic folder replacement.
+
+A command never destroys what the user did not make:
+
+- its `--out` folder must be missing, empty, or one that the same kind of command made before (it
+  holds the marker file `.lewisrag` naming that kind: an index build never replaces a world or a
+  training run); a folder holding anything else is refused (exit 2, naming it) unless
+  `--overwrite` is given, and then the old folder is replaced only once the new one is complete;
+- an existing file where a folder is expected is an error, and is never renamed or removed;
+- a file output (`chunk --out passages.jsonl`) replaces an existing file only with `--overwrite`.
+
+Folders are replaced by two renames (old aside, new in, old removed), so a kill at any moment leaves
+the old folder or the new one. The marker lets `--resume` and plain reruns work on lewisrag's own
+folders without a flag.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from lewisrag.data.io import InputError, _umask, write_json
+
+MARKER = ".lewisrag"
+
+
+def made_by(path: str | os.PathLike) -> str | None:
+    """The kind of output lewisrag wrote into the folder at `path` ("index", "run", ...), or None."""
+    marker = Path(path) / MARKER
+    if not marker.is_file():
+        return None
+    try:
+        kind = json.loads(marker.read_text(encoding="utf-8")).get("kind")
+    except (OSError, ValueError, AttributeError):  # a damaged marker proves nothing
+        return None
+    return kind if isinstance(kind, str) else None
+
+
+def is_ours(path: str | os.PathLike, kind: str) -> bool:
+    """Whether lewisrag wrote an output of this `kind` into the folder at `path`."""
+    return made_by(path) == kind
+
+
+def mark(path: str | os.PathLike, kind: str) -> None:
+    """Mark the folder at `path` (created if needed) as lewisrag's output of this `kind`."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    if not is_ours(path, kind):
+        write_json(path / MARKER, {"made_by": "lewisrag", "kind": kind})
+
+
+def is_free(out: Path, kind: str) -> bool:
+    """Whether writing a `kind` output into `out` destroys nothing: missing, empty or ours."""
+    return not out.exists() or is_ours(out, kind) or (out.is_dir() and not any(out.iterdir()))
+
+
+def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False, flag: str = "--out") -> Path:
+    """Refuse an output folder that would destroy the user's files or that cannot be written.
+
+    Call it before any expensive work. Returns `out` as a Path.
+    """
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise InputError(out, "exists and is not a folder (it is left as it is); choose another", field=flag)
+    if not overwrite and not is_free(out, kind):
+        other = made_by(out)
+        whose = f"holds a lewisrag {other}, not a {kind}" if other else "was not made by lewisrag"
+        raise InputError(out, f"folder is not empty and {whose}; choose another or pass --overwrite to replace it",
+                         field=flag)
+    check_writable(out if out.is_dir() else out.parent, flag)
+    return out
+
+
+def check_out_file(out: str | os.PathLike, *, overwrite: bool = False, flag: str = "--out") -> Path:
+    """Refuse an output file path that is a folder, an existing file (without `overwrite`), or unwritable."""
+    out = Path(out)
+    if out.is_dir():
+        raise InputError(out, "is a folder; a file path is needed", field=flag)
+    if out.exists() and not overwrite:
+        raise InputError(out, "file exists; choose another or pass --overwrite to replace it", field=flag)
+    check_writable(out.parent, flag)
+    return out
+
+
+def check_writable(folder: Path, flag: str = "--out") -> None:
+    """Create and remove a probe file in `folder` (or its nearest existing parent).
+
+    A probe, not `os.access`: permission bits say nothing to root, and a read-only mount says no to
+    everyone.
+    """
+    probe_in = folder
+    while not probe_in.exists():
+        if probe_in.parent == probe_in:
+            break
+        probe_in = probe_in.parent
+    if not probe_in.is_dir():
+        raise InputError(probe_in, "is not a folder, so nothing can be written below it", field=flag)
+    try:
+        fd, name = tempfile.mkstemp(prefix=".lewisrag-probe.", dir=probe_in)
+        os.close(fd)
+        os.unlink(name)
+    except OSError as e:
+        raise InputError(probe_in, f"cannot write here ({e.strerror or e})", field=flag) from None
+
+
+def replace_dir(src: Path, dst: Path) -> None:
+    """Move the finished folder `src` onto `dst`, atomically replacing an old `dst`.
+
+    A kill between the renames leaves the old folder at `.NAME.old`, which `existing()` finds.
+    """
+    if dst.exists() and not dst.is_dir():
+        raise InputError(dst, "exists and is not a folder (it is left as it is)")
+    old = _old(dst)
+    shutil.rmtree(old, ignore_errors=True)
+    if dst.exists():
+        os.replace(dst, old)
+    os.replace(src, dst)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _old(target: Path) -> Path:
+    return target.with_name(f".{target.name}.old")
+
+
+def existing(path: str | os.PathLike) -> Path | None:
+    """`path` if it exists, else the previous version a kill mid-replace left behind, else None."""
+    target = Path(path)
+    if target.exists():
+        return target
+    return _old(target) if _old(target).exists() else None
+
+
+@contextlib.contextmanager
+def staged_dir(path: str | os.PathLike, kind: str | None = None) -> Iterator[Path]:
+    """Yield a temporary folder beside `path`; it replaces `path` only if the block succeeds.
+
+    With a `kind`, the new folder is marked as lewisrag's output of that kind.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp.", dir=target.parent))
+    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; outputs should get the usual mode
+    try:
+        yield tmp
+        if kind is not None:
+            mark(tmp, kind)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    replace_dir(tmp, target)
+
+
+@contextlib.contextmanager
+def output_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False, flag: str = "--out") -> Iterator[Path]:
+    """The folder a command writes its `kind` of outputs into.
+
+    `out` itself when it is new, empty or an earlier output of the same kind (reruns replace their
+    files one by one, and `--resume` finds its state); with `overwrite` on any other folder, a
+    staging folder that replaces `out` only when the block succeeds.
+    """
+    out = check_out_dir(out, kind, overwrite=overwrite, flag=flag)
+    if not is_free(out, kind):
+        with staged_dir(out, kind) as tmp:
+            yield tmp
+        return
+    mark(out, kind)
+    yield out

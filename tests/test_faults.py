@@ -1,0 +1,358 @@
+"""Fault injection: bad input of every kind is one line on stderr with exit code 2 and nothing
+half-written; output folders that lewisrag did not make are never destroyed; a killed index build
+resumes to the same bytes.
+
+Most cases call `lewisrag.cli.main` in-process (it maps errors to exit 2 exactly as the console
+script does); the kill and hash-seed cases run real subprocesses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lewisrag.cli import main
+from lewisrag.data.io import InputError, read_json
+from lewisrag.data.outputs import MARKER, made_by
+from lewisrag.data.records import read_passages, read_qa
+from lewisrag.index.dense import DenseBuildConfig, build_dense_index
+from lewisrag.training.dpr import DPRTrainConfig, train_dpr
+
+TINY = dict(vocab_size=300, hidden_size=32, layers=1, heads=2, batch_size=8)
+
+
+def run(monkeypatch, capsys, *args):
+    """Run `lewisrag ARGS` in-process; return (exit code, stdout, stderr)."""
+    monkeypatch.setattr(sys, "argv", ["lewisrag", *map(str, args)])
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    captured = capsys.readouterr()
+    return exit_info.value.code or 0, captured.out, captured.err
+
+
+def assert_one_line_error(code: int, err: str, *needles: str) -> None:
+    assert code == 2, err
+    assert "Traceback" not in err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) >= 1 and lines[-1].startswith("error: "), err
+    for needle in needles:
+        assert needle in lines[-1], (needle, lines[-1])
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def dpr_ckpt(tiny_corpus, tmp_path_factory):
+    out = tmp_path_factory.mktemp("dpr") / "ckpt"
+    train_dpr(DPRTrainConfig(steps=3, **TINY), read_qa(tiny_corpus["qa"]), read_passages(tiny_corpus["passages"]), out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def dense_idx(tiny_corpus, dpr_ckpt, tmp_path_factory):
+    out = tmp_path_factory.mktemp("idx") / "dense"
+    build_dense_index(read_passages(tiny_corpus["passages"]), dpr_ckpt, out)
+    return out
+
+
+@pytest.fixture
+def users_folder(tmp_path):
+    """A folder of the user's, like a world's data files, that no command may destroy."""
+    d = tmp_path / "mine"
+    d.mkdir()
+    for name in ("train.jsonl", "dev.jsonl", "test.jsonl"):
+        (d / name).write_text('{"id": "1"}\n')
+    return d
+
+
+# ---------------------------------------------------------------------------------------------
+# never destroy what the user did not make
+
+
+def test_index_build_refuses_a_users_folder(tiny_corpus, users_folder, monkeypatch, capsys):
+    before = snapshot(users_folder)
+    code, _, err = run(monkeypatch, capsys, "index", "build", "--passages", tiny_corpus["passages"], "--encoder", "bm25",
+                       "--out", users_folder)
+    assert_one_line_error(code, err, str(users_folder), "--overwrite")
+    assert snapshot(users_folder) == before
+
+
+def test_index_build_refuses_a_file_and_leaves_it_alone(tiny_corpus, tmp_path, monkeypatch, capsys):
+    target = tmp_path / "notes.txt"
+    target.write_text("keep me")
+    code, _, err = run(monkeypatch, capsys, "index", "build", "--passages", tiny_corpus["passages"], "--encoder", "bm25",
+                       "--out", target, "--overwrite")
+    assert_one_line_error(code, err, "notes.txt", "not a folder")
+    assert target.read_text() == "keep me"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]  # no notes.txt.old, no .partial
+
+
+def test_train_dpr_refuses_a_users_folder(tiny_corpus, users_folder, monkeypatch, capsys):
+    before = snapshot(users_folder)
+    code, _, err = run(monkeypatch, capsys, "train", "dpr", "--train", tiny_corpus["qa"], "--passages",
+                       tiny_corpus["passages"], "--out", users_folder, "--steps", 1)
+    assert_one_line_error(code, err, str(users_folder))
+    assert snapshot(users_folder) == before
+
+
+def test_a_world_is_not_replaced_by_an_index(tiny_corpus, tmp_path, monkeypatch, capsys):
+    code, _, _ = run(monkeypatch, capsys, "world", "--out", tmp_path / "w", "--entities", 40)
+    assert code == 0 and made_by(tmp_path / "w") == "world"
+    before = snapshot(tmp_path / "w")
+    code, _, err = run(monkeypatch, capsys, "index", "build", "--passages", tiny_corpus["passages"], "--encoder", "bm25",
+                       "--out", tmp_path / "w")
+    assert_one_line_error(code, err, "holds a lewisrag world, not a index")
+    assert snapshot(tmp_path / "w") == before
+
+
+def test_reruns_replace_their_own_folder_and_overwrite_replaces_a_users(tiny_corpus, users_folder, tmp_path, monkeypatch, capsys):
+    args = ["index", "build", "--passages", tiny_corpus["passages"], "--encoder", "bm25"]
+    for _ in range(2):  # a rerun into lewisrag's own index folder needs no flag
+        code, _, err = run(monkeypatch, capsys, *args, "--out", tmp_path / "idx")
+        assert code == 0, err
+    assert made_by(tmp_path / "idx") == "index"
+    code, _, err = run(monkeypatch, capsys, *args, "--out", users_folder, "--overwrite")
+    assert code == 0, err
+    assert (users_folder / "manifest.json").is_file() and not (users_folder / "train.jsonl").exists()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # nothing left aside
+
+
+def test_eval_answers_refuses_a_users_folder_before_judging(users_folder, tmp_path, monkeypatch, capsys):
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text(json.dumps({"user_input": "q", "response": "a", "retrieved_contexts": ["a"], "id": "1"}) + "\n")
+    before = snapshot(users_folder)
+    code, _, err = run(monkeypatch, capsys, "eval", "answers", answers, "--out", users_folder)
+    assert_one_line_error(code, err, str(users_folder))
+    assert snapshot(users_folder) == before
+    code, _, err = run(monkeypatch, capsys, "eval", "answers", answers, "--out", users_folder, "--overwrite")
+    assert code == 0, err
+    assert (users_folder / "results.json").is_file() and not (users_folder / "train.jsonl").exists()
+
+
+def test_chunk_refuses_to_replace_a_file_without_overwrite(tmp_path, monkeypatch, capsys):
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text(json.dumps({"id": "d", "title": "T", "text": "one two three"}) + "\n")
+    out = tmp_path / "passages.jsonl"
+    out.write_text("precious\n")
+    code, _, err = run(monkeypatch, capsys, "chunk", "--docs", docs, "--out", out)
+    assert_one_line_error(code, err, "passages.jsonl", "--overwrite")
+    assert out.read_text() == "precious\n"
+    code, _, err = run(monkeypatch, capsys, "chunk", "--docs", docs, "--out", docs, "--overwrite")
+    assert_one_line_error(code, err, "--docs file itself")
+    code, _, err = run(monkeypatch, capsys, "chunk", "--docs", docs, "--out", out, "--overwrite")
+    assert code == 0 and json.loads(out.read_text())["id"].startswith("d"), err
+
+
+# ---------------------------------------------------------------------------------------------
+# the bad-input table: one line, exit 2, nothing half-written
+
+
+def _dir_input(tmp_path):
+    (tmp_path / "adir").mkdir()
+    return tmp_path / "adir"
+
+
+BAD_INPUTS = {
+    "eval answers: a folder as the answers file": (
+        lambda t, c: ["eval", "answers", _dir_input(t), "--out", t / "run"], ["adir", "is a folder"]),
+    "chunk: a folder as --docs": (
+        lambda t, c: ["chunk", "--docs", _dir_input(t), "--out", t / "p.jsonl"], ["adir", "is a folder"]),
+    "gate: a folder as --config": (
+        lambda t, c: ["gate", "--baseline", c["gate"] / "baseline", "--candidate", c["gate"] / "clean", "--config", _dir_input(t)],
+        ["adir"]),
+    "eval answers: --out is a file": (
+        lambda t, c: ["eval", "answers", c["answers"], "--out", c["answers"]], ["answers.jsonl", "not a folder"]),
+    "chunk: --out is a folder": (
+        lambda t, c: ["chunk", "--docs", c["docs"], "--out", _mkdir(t / "x.jsonl")], ["x.jsonl", "is a folder"]),
+    "world: --out below a read-only place": (
+        lambda t, c: ["world", "--out", "/proc/lewisrag-test/world", "--entities", 40], ["/proc", "cannot write"]),
+    "eval answers: --out below a file": (
+        lambda t, c: ["eval", "answers", c["answers"], "--out", c["answers"] / "run"], ["answers.jsonl"]),
+    "index search: -k -1": (
+        lambda t, c: ["index", "search", "--index", c["bm25"], "-q", "leader", "-k", -1], ["-k", "at least 1"]),
+    "index search: -k 0": (
+        lambda t, c: ["index", "search", "--index", c["bm25"], "-q", "leader", "-k", 0], ["-k", "at least 1"]),
+    "index search: an empty query": (
+        lambda t, c: ["index", "search", "--index", c["bm25"], "-q", "  "], ["--query", "empty"]),
+    "index build: --shard-size 0": (
+        lambda t, c: ["index", "build", "--passages", c["passages"], "--encoder", c["dpr"], "--out", t / "i", "--shard-size", 0],
+        ["--shard-size"]),
+    "index build: --batch-size 0": (
+        lambda t, c: ["index", "build", "--passages", c["passages"], "--encoder", c["dpr"], "--out", t / "i", "--batch-size", 0],
+        ["--batch-size"]),
+    "index build: more IVF lists than passages": (
+        lambda t, c: ["index", "build", "--passages", c["passages"], "--encoder", c["dpr"], "--out", t / "i", "--faiss", "IVF256,Flat"],
+        ["--faiss", "256 inverted lists"]),
+    "index build: PQ needs 256 training vectors": (
+        lambda t, c: ["index", "build", "--passages", c["passages"], "--encoder", c["dpr"], "--out", t / "i", "--faiss", "IVF2,PQ4"],
+        ["--faiss", "256 centroids"]),
+    "index build: an unknown FAISS factory": (
+        lambda t, c: ["index", "build", "--passages", c["passages"], "--encoder", c["dpr"], "--out", t / "i", "--faiss", "Bogus42"],
+        ["--faiss", "Bogus42"]),
+    "ask: -k 0": (
+        lambda t, c: ["ask", "--model", t / "nothing", "--index", c["dense"], "-k", 0, "who?"], ["-k"]),
+    "ask: an empty question": (
+        lambda t, c: ["ask", "--model", t / "nothing", "--index", c["dense"], " "], ["empty question"]),
+    "index search: index.faiss missing": (
+        lambda t, c: ["index", "search", "--index", _damaged(c["dense"], t, "index.faiss", None), "-q", "leader"],
+        ["index.faiss", "missing"]),
+    "index search: embeddings.npy truncated": (
+        lambda t, c: ["index", "search", "--index", _damaged(c["dense"], t, "embeddings.npy", 100), "-q", "leader"],
+        ["embeddings.npy"]),
+    "index search: index.faiss is garbage": (
+        lambda t, c: ["index", "search", "--index", _damaged(c["dense"], t, "index.faiss", b"garbage"), "-q", "leader"],
+        ["index.faiss"]),
+}
+
+
+def _mkdir(p: Path) -> Path:
+    p.mkdir()
+    return p
+
+
+def _damaged(index: Path, tmp: Path, name: str, how) -> Path:
+    """A copy of `index` whose file `name` is deleted (None), cut to `how` bytes (int) or replaced (bytes)."""
+    copy = tmp / "damaged"
+    shutil.copytree(index, copy)
+    target = copy / name
+    if how is None:
+        target.unlink()
+    elif isinstance(how, int):
+        target.write_bytes(target.read_bytes()[:how])
+    else:
+        target.write_bytes(how)
+    return copy
+
+
+@pytest.fixture
+def inputs(tiny_corpus, dpr_ckpt, dense_idx, tmp_path):
+    bm25 = tmp_path / "bm25"
+    from lewisrag.index.bm25 import build_bm25_index
+
+    build_bm25_index(read_passages(tiny_corpus["passages"]), bm25)
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text(json.dumps({"user_input": "q", "response": "a", "retrieved_contexts": ["a"], "id": "1"}) + "\n")
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text(json.dumps({"id": "d", "title": "T", "text": "one two three"}) + "\n")
+    return {"passages": tiny_corpus["passages"], "dpr": dpr_ckpt, "dense": dense_idx, "bm25": bm25, "answers": answers,
+            "docs": docs, "gate": Path(__file__).parent / "data" / "gate_runs"}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_bad_input_is_one_line_and_exit_2(case, inputs, tmp_path, monkeypatch, capsys):
+    make_args, needles = BAD_INPUTS[case]
+    work = tmp_path / "work"
+    work.mkdir()
+    args = make_args(work, inputs)
+    before = {p.name for p in work.iterdir()}
+    code, _, err = run(monkeypatch, capsys, *args)
+    assert_one_line_error(code, err, *needles)
+    left = {p.name for p in work.iterdir()} - before - {"damaged"}
+    assert not left, f"left behind: {left}"  # no output folder, no .partial, no temp files
+
+
+def test_factory_errors_come_before_encoding(tiny_corpus, dpr_ckpt, tmp_path):
+    """A bad factory is refused before a single shard is encoded (nothing to resume from)."""
+    calls = []
+    with pytest.raises(InputError, match="--faiss"):
+        build_dense_index(read_passages(tiny_corpus["passages"]), dpr_ckpt, tmp_path / "i",
+                          DenseBuildConfig(factory="IVF1000,Flat"), lambda *a: calls.append(a))
+    assert calls == [] and not (tmp_path / "i.partial").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# state files: a damaged one is rebuilt, not fatal
+
+
+def test_truncated_plan_is_rebuilt_not_fatal(tiny_corpus, dpr_ckpt, dense_idx, tmp_path):
+    passages = read_passages(tiny_corpus["passages"])
+    partial = tmp_path / "i.partial"
+    partial.mkdir()
+    (partial / "plan.json").write_text('{"content_hash": "ab')  # a write cut short
+    build_dense_index(passages, dpr_ckpt, tmp_path / "i")
+    assert not partial.exists()
+    assert np.array_equal(np.load(tmp_path / "i" / "embeddings.npy"), np.load(dense_idx / "embeddings.npy"))
+
+
+def test_a_users_folder_named_like_a_partial_build_is_not_removed(tiny_corpus, dpr_ckpt, tmp_path):
+    partial = tmp_path / "i.partial"
+    partial.mkdir()
+    (partial / "thesis.tex").write_text("years of work")
+    with pytest.raises(InputError, match="not made by lewisrag"):
+        build_dense_index(read_passages(tiny_corpus["passages"]), dpr_ckpt, tmp_path / "i")
+    assert (partial / "thesis.tex").read_text() == "years of work"
+
+
+# ---------------------------------------------------------------------------------------------
+# smaller items
+
+
+def test_a_byte_order_mark_is_read(tmp_path):
+    f = tmp_path / "p.jsonl"
+    f.write_bytes(b"\xef\xbb\xbf" + json.dumps({"id": "a", "title": "T", "text": "x"}).encode() + b"\n")
+    assert [p.id for p in read_passages(f)] == ["a"]
+    j = tmp_path / "c.json"
+    j.write_bytes(b"\xef\xbb\xbf" + b'{"a": 1}')
+    assert read_json(j) == {"a": 1}
+
+
+def test_questions_whose_gold_ids_are_unknown_are_counted(tiny_corpus, tmp_path):
+    qa = read_qa(tiny_corpus["qa"])
+    import dataclasses
+
+    stray = [dataclasses.replace(qa[0], id="stray", gold_passage_ids=["no-such-passage"])]
+    meta = train_dpr(DPRTrainConfig(steps=1, **TINY), qa + stray, read_passages(tiny_corpus["passages"]), tmp_path / "d")
+    assert meta["n_no_gold"] == 1 and meta["n_train"] == len(qa)
+
+
+def test_bm25_index_bytes_do_not_depend_on_the_hash_seed(tiny_corpus, tmp_path):
+    for seed in ("1", "2"):
+        subprocess.run([sys.executable, "-m", "lewisrag.cli", "index", "build", "--passages", str(tiny_corpus["passages"]),
+                        "--encoder", "bm25", "--out", str(tmp_path / seed)], check=True, capture_output=True,
+                       env={**os.environ, "PYTHONHASHSEED": seed})
+    assert snapshot(tmp_path / "1") == snapshot(tmp_path / "2")
+
+
+# ---------------------------------------------------------------------------------------------
+# kill -9 during an index build, then resume: the same bytes
+
+
+def test_sigkilled_index_build_resumes_to_identical_files(tiny_corpus, dpr_ckpt, dense_idx, tmp_path):
+    """Killed after a random number of encoded shards (seeded), the rerun finishes the same index."""
+    out = tmp_path / "killed"
+    shards = out.with_name("killed.partial") / "shards"
+    cmd = [sys.executable, "-m", "lewisrag.cli", "index", "build", "--passages", str(tiny_corpus["passages"]),
+           "--encoder", str(dpr_ckpt), "--out", str(out), "--shard-size", "1", "--batch-size", "1"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    kill_after = random.Random(7).randint(1, 30)  # of 60 shards
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if shards.is_dir() and len(list(shards.glob("*.npy"))) >= kill_after:
+            proc.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.005)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL and not (out / "manifest.json").exists()
+    subprocess.run(cmd, env=env, check=True, capture_output=True)
+    straight = tmp_path / "straight"
+    subprocess.run([*cmd[:-5], str(straight), *cmd[-4:]], env=env, check=True, capture_output=True)
+    a, b = snapshot(out), snapshot(straight)
+    assert a.keys() == b.keys()
+    for name in a:
+        if name != "manifest.json":  # it names the output path
+            assert a[name] == b[name], name
+    assert read_json(out / "manifest.json")["content_hash"] == read_json(straight / "manifest.json")["content_hash"]
+    assert MARKER in a
