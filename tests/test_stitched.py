@@ -97,6 +97,22 @@ def test_chat_generator(server):  # noqa: F811
     assert json.dumps(body).count("sk-test") == 0
 
 
+def test_chat_generator_survives_a_request_that_fails_for_good():
+    from lewisrag.chat import ChatError
+
+    class Flaky:
+        max_workers = 2
+
+        def complete(self, system, prompt):
+            if "Veldoria" in prompt:
+                raise ChatError("HTTP 503 (3 attempts): try later")
+            return " Ana Kel [1]. "
+
+    gen = ChatGenerator(Flaky())
+    assert gen(["Who leads Valdoria?", "Who leads Veldoria?"]) == ["Ana Kel [1].", ""]
+    assert gen.failures == [("Who leads Veldoria?", "HTTP 503 (3 attempts): try later")]
+
+
 def test_cli_unknown_gold_position_is_bad_input(tmp_path):
     from conftest import run_cli
 

@@ -12,15 +12,12 @@ configs are JSON.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
-import tempfile
-from collections.abc import Iterator
 from dataclasses import asdict, fields
 from pathlib import Path
 
 from lewisrag.data.io import InputError, read_json, write_json
+from lewisrag.data.outputs import staged_dir
 from lewisrag.rag_model.model import RagModel, RagSettings
 
 FORMAT = "lewisrag-rag/1"
@@ -81,12 +78,12 @@ def save_hf(model: RagModel, path: str | os.PathLike) -> None:
     hf.question_encoder.load_state_dict(model.question_encoder.state_dict())
     hf.generator.load_state_dict(model.generator.state_dict())
     hf.generation_config = model.generation_config
-    with _atomic_dir(path) as tmp:
+    with staged_dir(path) as tmp:
         hf.save_pretrained(tmp)
 
 
 def save_native(model: RagModel, path: str | os.PathLike) -> None:
-    with _atomic_dir(path) as tmp:
+    with staged_dir(path) as tmp:
         model.question_encoder.save_pretrained(tmp / "question_encoder")
         model.generator.generation_config = model.generation_config
         model.generator.save_pretrained(tmp / "generator")
@@ -113,22 +110,3 @@ def load_native(path: str | os.PathLike) -> RagModel:
     question_encoder = load_model(AutoModel.from_pretrained, path / "question_encoder", "question encoder")
     generator = load_model(AutoModelForSeq2SeqLM.from_pretrained, path / "generator", "generator")
     return RagModel(question_encoder, generator, settings.variant, settings.n_docs, settings).eval()
-
-
-@contextlib.contextmanager
-def _atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
-    """Build a directory beside `path`, then swap it into place; a failure leaves `path` untouched."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
-        yield tmp
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    old = target.with_name(f".{target.name}.old")
-    if target.exists():
-        shutil.rmtree(old, ignore_errors=True)
-        os.replace(target, old)
-    os.replace(tmp, target)
-    shutil.rmtree(old, ignore_errors=True)

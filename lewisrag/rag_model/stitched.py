@@ -150,9 +150,21 @@ class ChatGenerator:
 
     def __init__(self, client, system: str = DEFAULT_INSTRUCTION):
         self.client, self.system = client, system
+        self.failures: list[tuple[str, str]] = []  # (prompt, reason) of requests that failed after the retries
 
     def __call__(self, prompts: list[str]) -> list[str]:
+        """One answer per prompt; a request that fails for good answers "" and is kept in `failures`,
+        so one dropped endpoint does not end a whole evaluation."""
         from concurrent.futures import ThreadPoolExecutor
 
+        from lewisrag.chat import ChatError
+
+        def answer(prompt: str) -> str:
+            try:
+                return self.client.complete(self.system, prompt).strip()
+            except ChatError as e:
+                self.failures.append((prompt, str(e)))
+                return ""
+
         with ThreadPoolExecutor(max_workers=self.client.max_workers) as pool:
-            return list(pool.map(lambda p: self.client.complete(self.system, p).strip(), prompts))
+            return list(pool.map(answer, prompts))

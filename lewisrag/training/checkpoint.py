@@ -18,56 +18,22 @@ checkpoint of the old format (a pickled `state.pt` file) is refused.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from lewisrag.data.io import InputError, _umask, read_json, write_json
+from lewisrag.data.io import InputError, read_json, write_json
+from lewisrag.data.outputs import staged_dir
 
 WEIGHTS = "model.safetensors"
 STATE_TENSORS = "state.safetensors"
 STATE_JSON = "state.json"
 OLD_STATE = "state.pt"  # the pickle of the old format, refused
 LOG = "log.jsonl"
-
-
-@contextlib.contextmanager
-def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary directory beside `path`; it replaces `path` only if the block succeeds."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp.", dir=target.parent))
-    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; outputs should get the usual mode
-    try:
-        yield tmp
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    old = _old(target)
-    shutil.rmtree(old, ignore_errors=True)
-    if target.exists():
-        os.replace(target, old)
-    os.replace(tmp, target)  # a kill between the two renames leaves `old`, which existing() finds
-    shutil.rmtree(old, ignore_errors=True)
-
-
-def _old(target: Path) -> Path:
-    return target.with_name(f".{target.name}.old")
-
-
-def existing(path: str | os.PathLike) -> Path | None:
-    """`path` if it exists, else the previous version a kill mid-swap left behind, else None."""
-    target = Path(path)
-    if target.exists():
-        return target
-    return _old(target) if _old(target).exists() else None
 
 
 def capture_rng() -> tuple[dict, dict]:
@@ -105,7 +71,7 @@ def save_checkpoint(path: str | os.PathLike, model, optimizer, scheduler, state:
     tensors: dict = {}
     tree = to_tree({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng_tensors},
                    tensors)
-    with atomic_dir(path) as tmp:
+    with staged_dir(path) as tmp:
         save_file(weights, str(tmp / WEIGHTS))
         save_file(tensors, str(tmp / STATE_TENSORS))
         write_json(tmp / STATE_JSON, {**state, "rng": rng_json, "torch_state": tree})
@@ -207,7 +173,7 @@ def save_model(model, tokenizers, path: str | os.PathLike, train_config: dict | 
     model.settings = replace(settings, question_tokenizer=str(path.resolve() / "question_tokenizer"),
                              generator_tokenizer=str(path.resolve() / "generator_tokenizer"))
     try:
-        with atomic_dir(path) as tmp:
+        with staged_dir(path) as tmp:
             model.save_pretrained(tmp / "model")  # save_pretrained builds its own directory atomically
             for name in os.listdir(tmp / "model"):
                 os.replace(tmp / "model" / name, tmp / name)

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from lewisrag.data.io import InputError, atomic_path, read_json, write_json
-from lewisrag.data.outputs import check_out_dir, mark, replace_dir
+from lewisrag.data.outputs import check_out_dir, existing, mark, replace_dir
 from lewisrag.data.records import QAExample
 from lewisrag.training import checkpoint as C
 from lewisrag.training.rag_data import (PRECISIONS, DataPosition, answer_labels, doc_entropy, load_components,
@@ -208,7 +208,7 @@ def _seed_everything(seed: int) -> None:
 def _check_out(out: Path, cfg: RagTrainConfig, resume: bool) -> Path | None:
     """The checkpoint to resume from, if any; refuses to overwrite a run or resume a different one."""
     check_out_dir(out, KIND)
-    ckpt = C.existing(out / "checkpoint")
+    ckpt = existing(out / "checkpoint")
     if not resume:
         if out.exists() and any(out.iterdir()):
             raise InputError(out, "output directory is not empty; pass --resume to continue its run, --overwrite to "
@@ -229,7 +229,7 @@ def _prepare_out(out: Path, cfg: RagTrainConfig, ckpt: Path | None, log_file: Pa
     import shutil
 
     mark(out, KIND)
-    for stale in out.glob(".*.tmp.*"):  # directories a killed run was building (checkpoint.atomic_dir)
+    for stale in out.glob(".*.tmp.*"):  # directories a killed run was building (outputs.staged_dir)
         shutil.rmtree(stale, ignore_errors=True)
     write_json(out / "config.json", asdict(cfg))
     saved_log = ckpt / C.LOG if ckpt is not None else None
