@@ -66,9 +66,10 @@ def talking_generator(src: Path, dst: Path, train: Path, steps: int = 200) -> No
 
 @pytest.fixture(scope="module")
 def stage(run_dir) -> dict:
-    from lewisrag.experiments.compare import compare_stage
+    from lewisrag.experiments.compare import compare_stage, train_stitched_stage
 
-    return compare_stage(run_dir, PRESET, seed=0)
+    trained = train_stitched_stage(run_dir, PRESET, seed=0)
+    return {**compare_stage(run_dir, PRESET, seed=0), "stitched_training": trained}
 
 
 def test_doctests():

@@ -208,18 +208,25 @@ def _run_max_length(run: Path) -> int:
     return int(rag.get("max_target_length", 32)) if isinstance(rag, dict) else 32
 
 
-def compare_stage(run: str | os.PathLike, preset, seed: int, on_progress: Progress = lambda *a: None) -> dict:
-    """The `compare` stage of `lewisrag reproduce`: train the stitched system, score all three, probe positions.
-
-    Writes RUN/stitched/ and RUN/position.png; returns qa.stitched, layers.<system>, records,
-    position curves, report_html and timings (wall-clock numbers, kept out of results.json)."""
-    from lewisrag.data.records import read_passages, read_qa
-    from lewisrag.experiments.position import plot_positions
+def train_stitched_stage(run: str | os.PathLike, preset, seed: int, on_progress: Progress = lambda *a: None) -> dict:
+    """The `stitched` stage of `lewisrag reproduce`: train the stitched system's generator into RUN/stitched."""
     from lewisrag.training.stitched_train import train_stitched
 
     run = Path(run)
     cfg = stitched_config(run, preset, seed)
-    trained = train_stitched(cfg, run / "stitched", lambda s, t, loss: on_progress("stitched training", s, t, f"loss {loss:.3f}"))
+    return train_stitched(cfg, run / "stitched", lambda s, t, loss: on_progress("stitched training", s, t, f"loss {loss:.3f}"))
+
+
+def compare_stage(run: str | os.PathLike, preset, seed: int, on_progress: Progress = lambda *a: None) -> dict:
+    """The `compare` stage of `lewisrag reproduce`: score all three systems, probe positions.
+
+    Reads RUN/stitched/ (the `stitched` stage's); writes RUN/position.png; returns qa.stitched,
+    layers.<system>, records, position curves, report_html and timings (wall-clock numbers, kept
+    out of results.json)."""
+    from lewisrag.data.records import read_passages, read_qa
+    from lewisrag.experiments.position import plot_positions
+
+    run = Path(run)
     systems = load_systems(run, SYSTEMS, max_length=preset.rag.max_target_length)  # the Lewis models' target length
     test, eval_examples = read_qa(run / "world" / "test.jsonl"), read_qa(run / "world" / "eval.jsonl")
     card = scorecard(systems, test, eval_examples, on_progress=on_progress)
@@ -230,7 +237,7 @@ def compare_stage(run: str | os.PathLike, preset, seed: int, on_progress: Progre
         plot_positions(position, run / "position.png")
     return {"qa": {"stitched": card["qa"]["stitched"]}, "layers": card["layers"], "records": card["results"]["records"],
             "position": position, "report_html": report_html(card, passages), "timings": card["timings"],
-            "scorecard": {"qa": card["qa"], "retrieval": card["retrieval"]}, "stitched_training": trained,
+            "scorecard": {"qa": card["qa"], "retrieval": card["retrieval"]},
             "judge": card["results"]["judge"], "splitter": card["results"]["splitter"],  # the gate compares these
             "findings": findings(card)}  # sentences for the run's report.md
 

@@ -30,6 +30,8 @@ class Preset:
     position_questions: int = 200  # short test questions of the position probe (x k positions each)
     long_max_length: int = 64  # decoded tokens for long-form answers (short ones use rag.max_target_length)
     threads: int | None = None  # torch CPU threads during the run (None: torch's default); results depend on it
+    parallel: bool = False  # train the stitched generator in a second process beside the RAG stages (2+ CPUs);
+    # the same numbers either way when `threads` is set: each process trains with its own seeds
     hub: tuple[str, ...] = ()  # "model:<repo>"/"dataset:<repo>" that must resolve locally; non-empty: validated, not run
     notes: str = ""
 
@@ -46,6 +48,7 @@ PRESETS: dict[str, Preset] = {
         stitched_steps=12, stitched_lr=1e-3, stitched_k=3,
         long_max_length=24,
         threads=1,  # models this small run faster on one thread, and the same on every machine
+        parallel=True,  # the stitched stage in a second process: the suite tests that path
         notes="smoke test: numbers are not meaningful",
     ),
     # The demo: the default world, a small DPR trained from scratch, the shipped pretrained generator.

@@ -231,6 +231,14 @@ def knowledge_update(run: Path, preset: Preset, on_progress: Progress) -> dict:
     return {"n_questions": m["n_questions"], "out": {"knowledge_update": m["em"]}}
 
 
+def stitched(run: Path, preset: Preset, seed: int, on_progress: Progress) -> dict:
+    """RUN/stitched: the prompt-stitching system's generator, trained on snapshot A's retrievals."""
+    from lewisrag.experiments.compare import train_stitched_stage
+
+    summary = train_stitched_stage(run, preset, seed, on_progress)
+    return {"dir": "stitched", **{k: v for k, v in summary.items() if k != "out"}}  # "out" means results here
+
+
 def compare(run: Path, preset: Preset, seed: int, on_progress: Progress) -> dict:
     """Prompt-stitching RAG beside the trained models, and every system's answer layers."""
     from lewisrag.experiments.compare import compare_stage
