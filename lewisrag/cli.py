@@ -91,8 +91,24 @@ app.command("pretrain")(_pretrain.pretrain)
 
 
 def main() -> None:
+    from typer.exceptions import TyperException  # typer carries its own click: its usage errors derive from this
+
     try:
-        app(prog_name="lewisrag")
+        code = app(prog_name="lewisrag", standalone_mode=False)  # usage errors come back here, below
+        sys.exit(code if isinstance(code, int) else 0)
+    except typer.Abort:
+        typer.echo("interrupted", err=True)
+        sys.exit(130)
+    except TyperException as e:
+        ctx = getattr(e, "ctx", None)
+        if type(e).__name__ == "NoArgsIsHelpError" and ctx is not None:  # a bare `lewisrag` or `lewisrag index`
+            text = ctx.get_help()  # typer's rich help prints itself and returns ""
+            if text:
+                typer.echo(text)
+        else:  # a missing, unknown or out-of-range flag: one line, like every other bad input
+            hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+            typer.echo(f"error: {e.format_message()}{hint}", err=True)
+        sys.exit(getattr(e, "exit_code", 2))
     except InputError as e:
         typer.echo(f"error: {e}", err=True)
         sys.exit(2)

@@ -201,6 +201,14 @@ BAD_INPUTS = {
     "index build: an unknown FAISS factory": (
         lambda t, c: ["index", "build", "--passages", c["passages"], "--encoder", c["dpr"], "--out", t / "i", "--faiss", "Bogus42"],
         ["--faiss", "Bogus42"]),
+    "eval retrieval: -k 0": (
+        lambda t, c: ["eval", "retrieval", "--index", c["bm25"], "--data", c["qa"], "-k", 0], ["-k", "at least 1"]),
+    "pretrain: --steps 0": (
+        lambda t, c: ["pretrain", "--out", t / "g", "--preset", "tiny", "--steps", 0], ["--steps", "positive"]),
+    "world: --entities out of range (a usage error)": (
+        lambda t, c: ["world", "--out", t / "w", "--entities", 1], ["--entities", "lewisrag world --help"]),
+    "world: --out missing (a usage error)": (
+        lambda t, c: ["world"], ["Missing option '--out'"]),
     "ask: -k 0": (
         lambda t, c: ["ask", "--model", t / "nothing", "--index", c["dense"], "-k", 0, "who?"], ["-k"]),
     "ask: an empty question": (
@@ -246,7 +254,7 @@ def inputs(tiny_corpus, dpr_ckpt, dense_idx, tmp_path):
     answers.write_text(json.dumps({"user_input": "q", "response": "a", "retrieved_contexts": ["a"], "id": "1"}) + "\n")
     docs = tmp_path / "docs.jsonl"
     docs.write_text(json.dumps({"id": "d", "title": "T", "text": "one two three"}) + "\n")
-    return {"passages": tiny_corpus["passages"], "dpr": dpr_ckpt, "dense": dense_idx, "bm25": bm25, "answers": answers,
+    return {"passages": tiny_corpus["passages"], "qa": tiny_corpus["qa"], "dpr": dpr_ckpt, "dense": dense_idx, "bm25": bm25, "answers": answers,
             "docs": docs, "gate": Path(__file__).parent / "data" / "gate_runs"}
 
 

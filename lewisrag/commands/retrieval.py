@@ -21,8 +21,11 @@ def retrieval(
     """Print recall@k (a gold passage among the top k) for each index."""
     from lewisrag.data.records import read_qa
     from lewisrag.index import open_retriever, retrieval_recall
+    from lewisrag.data.io import InputError
     from lewisrag.index.store import read_manifest
 
+    if any(x < 1 for x in k):
+        raise InputError("-k", "cut-offs must be at least 1")
     examples = read_qa(data)
     results = {}
     with _ui.progress() as p:

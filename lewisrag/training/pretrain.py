@@ -92,6 +92,9 @@ def preset(name: str, **overrides) -> PretrainConfig:
     if name not in PRESETS:
         raise InputError("--preset", f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
     base = PRESETS[name]
+    for flag in ("steps", "minutes"):
+        if overrides.get(flag) is not None and not overrides[flag] > 0:
+            raise InputError(f"--{flag}", f"must be positive, got {overrides[flag]}")
     if overrides.get("minutes") is not None:
         overrides["steps"] = None
     elif overrides.get("steps") is not None:
