@@ -6,6 +6,7 @@ from __future__ import annotations
 import doctest
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -227,7 +228,9 @@ def test_cli_mismatched_encoder_is_exit_2(rag_inputs, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_sigkill_then_resume_equals_uninterrupted(rag_inputs, tmp_path):
+@pytest.mark.parametrize("kill_at", ["first checkpoint", "random step"])
+def test_sigkill_then_resume_equals_uninterrupted(rag_inputs, tmp_path, kill_at):
+    """Killed once the first checkpoint exists, or at a random (seeded) step between checkpoints."""
     from lewisrag.training.rag import train_rag
 
     cfg = make_config(rag_inputs, steps=40, eval_every=10, save_every=5)
@@ -236,10 +239,17 @@ def test_sigkill_then_resume_equals_uninterrupted(rag_inputs, tmp_path):
     stderr = tmp_path / "killed.stderr"
     with open(stderr, "wb") as err:  # a file, not a pipe: a full pipe would stall the child
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err)
-    state = tmp_path / "killed" / "checkpoint" / "state.json"
+    state, log = tmp_path / "killed" / "checkpoint" / "state.json", tmp_path / "killed" / "log.jsonl"
+    steps = random.Random(3).randint(6, 34)  # past a checkpoint, never on one's step
+
+    def reached() -> bool:
+        if kill_at == "first checkpoint":
+            return state.exists()
+        return log.exists() and log.read_bytes().count(b"\n") >= steps
+
     deadline = time.time() + 120
-    while not state.exists() and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.02)
+    while not reached() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.01)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert proc.returncode == -signal.SIGKILL, stderr.read_text()[-2000:]
