@@ -2,12 +2,17 @@
 
     OMP_NUM_THREADS=1 python scripts/bench_rag.py            # --quick (default): ~2 minutes on one core
     python scripts/bench_rag.py --full                        # longer inputs, more repetitions
+    OMP_NUM_THREADS=1 python scripts/bench_rag.py --size tiny # RAG-Token beam search on a tiny model, ~20 s
 
 Config (issue 3): d_model 256, 3+3 layers, vocab 8k, 5 docs, batch 8, 4 beams. Prints the CPU (model,
 vector flags) first, then one table of times, ratios (transformers ÷ lewisrag, higher is better for
 lewisrag), model FLOPs utilisation against this machine's measured matmul peak, and peak memory of
 each measured call (run in a forked child, so one measurement cannot inherit another's high-water
 mark).
+
+`--size tiny` times only RAG-Token beam search, on a model so small (d_model 48, 1+1 layers, vocab
+1000, 40-token documents, 4 docs, batch 8, 4 beams) that per-step overhead, not matmuls, sets the
+speed.
 
 The "+ lm_head bwd" rows follow the loss head with the two products that consume its gradient g
 (grad wrt the decoder's last hidden states, g @ W, and wrt the lm_head weight, gᵀ @ h), and give
@@ -23,9 +28,9 @@ import copy
 import ctypes
 import os
 import platform
-import statistics
 import tempfile
 import time
+from dataclasses import dataclass
 
 import torch
 
@@ -34,6 +39,23 @@ from lewisrag.rag_model import marginalize as M
 from lewisrag.rag_model.testing import tiny_batch, tiny_hf_rag
 
 B, K, BEAMS, D, LAYERS, VOCAB, FFN = 8, 5, 4, 256, 3, 8192, 1024
+
+
+@dataclass(frozen=True)
+class TinySize:
+    """`--size tiny`: RAG-Token beam search where each step's matmuls are small next to its bookkeeping."""
+
+    batch: int = 8  # B questions
+    n_docs: int = 4  # K retrieved documents per question
+    beams: int = 4  # W
+    d_model: int = 48  # D
+    layers: int = 1  # encoder layers, and as many decoder layers
+    heads: int = 4  # attention heads (head size 12)
+    ffn: int = 192  # feed-forward width
+    vocab: int = 1000  # V
+    length: int = 40  # L, tokens per document
+    max_length: int = 20  # decoded length, start token included, as in the default run
+    reps: int = 15  # timed calls per contender (--full: 40); each row keeps the fastest
 
 
 def timed(fn, reps: int, warm: bool = True) -> float:
@@ -203,9 +225,13 @@ def cpu_description() -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--full", action="store_true", help="more repetitions and longer inputs (L=256)")
+    ap.add_argument("--full", action="store_true", help="more repetitions, and at --size bench longer inputs (L=256)")
+    ap.add_argument("--size", choices=("bench", "tiny"), default="bench",
+                    help="bench (default): every row at d_model 256; tiny: only RAG-Token beam search, at d_model 48")
     args = ap.parse_args()
     print(cpu_description(), flush=True)
+    if args.size == "tiny":
+        return tiny_main(args.full)
     # L: a 100-word passage with its title and the question is ~130-200 BART tokens
     length, target, reps = (256, 24, 5) if args.full else (128, 16, 2)
     torch.manual_seed(0)
@@ -242,21 +268,43 @@ def main() -> None:
             if variant == "sequence":
                 kw["do_deduplication"] = False
             name = "RAG-Sequence thorough, no dedup" if variant == "sequence" else "RAG-Token beam search"
-            same = torch.equal(hf.generate(**kw), ours.generate(**kw))
-            d_hf, d_ours = (lambda: hf.generate(**kw)), (lambda: ours.generate(**kw))
-            rows.append((name, *timed_pair(d_hf, d_ours, reps - 1, warm=False), peak_mb(d_hf), peak_mb(d_ours),
-                         "identical ids" if same else "IDS DIFFER"))
+            rows.append(decode_row(name, hf, ours, kw, reps - 1))
     peak = max(peak, matmul_peak_flops())  # the machine is shared: keep the better of two measurements
-    report(rows, peak, length, target, flops)
+    report(rows, f"RAG bench: d_model {D}, {LAYERS}+{LAYERS} layers, vocab {VOCAB}, K={K}, B={B}, beams {BEAMS}, "
+                 f"L={length}, T={target}; matmul peak {peak / 1e9:.1f} GFLOP/s, {torch.get_num_threads()} thread(s)",
+           peak, flops)
 
 
-def report(rows, peak, length, target, flops) -> None:
+def decode_row(name: str, hf, ours, kw: dict, reps: int) -> tuple:
+    """transformers' and lewisrag's generate(**kw), timed alternately; the note says whether the ids agree."""
+    same = torch.equal(hf.generate(**kw), ours.generate(**kw))
+    d_hf, d_ours = (lambda: hf.generate(**kw)), (lambda: ours.generate(**kw))
+    return (name, *timed_pair(d_hf, d_ours, reps, warm=False), peak_mb(d_hf), peak_mb(d_ours),
+            "identical ids" if same else "IDS DIFFER")
+
+
+def tiny_main(full: bool) -> None:
+    """RAG-Token beam search at `TinySize`, lewisrag against transformers on the same weights."""
+    c = TinySize()
+    hf = tiny_hf_rag("token", seed=0, vocab=c.vocab, d_model=c.d_model, layers=c.layers, heads=c.heads, ffn=c.ffn,
+                     n_docs=c.n_docs, init_std=0.05, max_positions=512, eos_bias=2.0)
+    with tempfile.TemporaryDirectory() as tmp:
+        hf.save_pretrained(tmp)
+        ours = RagModel.from_hf_pretrained(tmp)
+    ids, mask, scores, _ = tiny_batch(c.batch, c.n_docs, c.length, 16, c.vocab, seed=3)
+    kw = {"context_input_ids": ids, "context_attention_mask": mask, "doc_scores": scores, "n_docs": c.n_docs,
+          "num_beams": c.beams, "max_length": c.max_length}
+    rows = [decode_row("RAG-Token beam search", hf, ours, kw, 40 if full else c.reps)]
+    report(rows, f"RAG bench, tiny: d_model {c.d_model}, {c.layers}+{c.layers} layers, {c.heads} heads, ffn {c.ffn}, "
+                 f"vocab {c.vocab}, K={c.n_docs}, B={c.batch}, beams {c.beams}, L={c.length}, "
+                 f"max_length {c.max_length}; {torch.get_num_threads()} thread(s)")
+
+
+def report(rows, title: str, peak: float = 0.0, flops: float = 0.0) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    t = Table(title=f"RAG bench: d_model {D}, {LAYERS}+{LAYERS} layers, vocab {VOCAB}, K={K}, B={B}, "
-                    f"beams {BEAMS}, L={length}, T={target}; matmul peak {peak / 1e9:.1f} GFLOP/s, "
-                    f"{torch.get_num_threads()} thread(s)")
+    t = Table(title=title)
     for col in ("measure", "transformers s", "lewisrag s", "speed-up", "peak MB hf", "peak MB ours", "mem ratio", "note"):
         t.add_column(col)
     for what, a, b, ma, mb, note in rows:

@@ -38,6 +38,34 @@ def test_rag_token_equals_transformers(pair, num_beams, nret, ngram):
     torch.testing.assert_close(ours.generate(**kw), expected, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("eos_bias", [2.0, 6.0], ids=["full-length", "early-ends"])
+def test_rag_token_beam_search_equals_transformers_at_tiny_bench_size(tmp_path, eos_bias):
+    """The size of `bench_rag.py --size tiny`: d_model 48, 40-token documents, 4 docs, 4 beams, batch 8."""
+    hf = tiny_hf_rag("token", seed=0, vocab=1000, d_model=48, layers=1, heads=4, ffn=192, n_docs=4, init_std=0.05,
+                     eos_bias=eos_bias)
+    hf.save_pretrained(tmp_path)
+    ours = RagModel.from_hf_pretrained(tmp_path)
+    ids, mask, scores, _ = tiny_batch(8, 4, 40, 16, 1000, seed=3)
+    kw = dict(context_input_ids=ids, context_attention_mask=mask, doc_scores=scores, n_docs=4, num_beams=4,
+              max_length=20, num_return_sequences=2)
+    torch.testing.assert_close(ours.generate(**kw), hf.generate(**kw), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("scale", [3.0, 300.0], ids=["as-probabilities", "underflowing"])
+def test_token_mixture_equals_the_log_space_marginal(scale):
+    """The decoding step's mixture, summed as probabilities, equals eq. 2 in log space; where some
+    token is all but impossible under every document (scale 300) it falls back to log space itself."""
+    from lewisrag.rag_model.decoding import MIX_FLOOR, _token_mixture
+
+    g = torch.Generator().manual_seed(0)
+    b, k, w, v = 3, 4, 2, 50
+    logits = torch.randn(b * k, w, v, generator=g) * scale  # (B*K, W, V)
+    doc_scores = torch.randn(b, k, generator=g)
+    expected = M.rag_token_marginal_logprobs(logits, doc_scores).view(b * w, v)  # (B*W, V)
+    assert (expected.min() < torch.tensor(MIX_FLOOR).log()) == (scale > 100)
+    torch.testing.assert_close(_token_mixture(logits, doc_scores), expected, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("num_beams,nret", [(1, 1), (2, 1), (3, 2)])
 @pytest.mark.parametrize("dedup", [True, False])
 def test_rag_sequence_thorough_equals_transformers(pair, num_beams, nret, dedup):

@@ -42,9 +42,10 @@ class Hypotheses:
 
 
 def _gather(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    while idx.dim() < x.dim():
-        idx = idx.unsqueeze(-1)
-    return torch.take_along_dim(x, idx, dim=1)
+    """Rows idx (B, M) of x (B, N) or (B, N, S): (B, M) or (B, M, S)."""
+    if x.dim() == 3:
+        idx = idx[:, :, None].expand(-1, -1, x.shape[2])
+    return x.gather(1, idx)
 
 
 def greedy(step: Callable, batch: int, s: SearchSettings, processors, device="cpu") -> Hypotheses:
@@ -73,67 +74,74 @@ def greedy(step: Callable, batch: int, s: SearchSettings, processors, device="cp
 def beam_search(step: Callable, reorder: Callable, batch: int, s: SearchSettings, processors, device="cpu") -> Hypotheses:
     """transformers' `_beam_search` (no sampling), with raw log-probabilities tracked per hypothesis.
 
-    Each hypothesis is a dict of per-beam tensors: "seq" (B, W, S) ids, "raw" Σ raw log p,
-    "first" raw log p of its first token, "gen" generated length; all (B, W) but "seq".
+    Running beams: `seq` (B, W, S) ids, `raw` Σ raw log p and `first` raw log p of the first token,
+    (B, W) each; all have generated cur-1 tokens. Finished ones, `done`, hold the same fields plus
+    "gen", their generated length. Each step gathers the W survivors straight from the old beams,
+    and builds the 2W candidates' records only in steps where one of them finishes.
     """
     w = s.num_beams
-    eos = torch.tensor(s.eos_ids, device=device)
+    eos = torch.tensor(s.eos_ids, dtype=torch.long, device=device)
     keep = max(2, 1 + len(s.eos_ids)) * w  # candidates kept per step, so W survive even if W end
     top_w = torch.arange(keep, device=device) < w  # (2W,)
+    beam0 = torch.arange(batch, device=device)[:, None] * w  # (B, 1) flat row of each question's first beam
     fill = s.pad_id if s.pad_id else s.eos_ids[0]  # transformers' `pad or eos`, 0 included
     seq = torch.full((batch, w, s.max_length), fill, dtype=torch.long, device=device)  # (B, W, S)
     seq[:, :, 0] = s.start_id
-    zeros = torch.zeros(batch, w, device=device)
-    run = {"seq": seq, "raw": zeros, "first": zeros, "gen": zeros.long()}
-    run_scores = zeros.clone()
+    raw = first = torch.zeros(batch, w, device=device)
+    run_scores = torch.zeros(batch, w, device=device)
     run_scores[:, 1:] = NEG  # only beam 0 is live at the start, so beams do not repeat each other
-    done = {name: x.clone() for name, x in run.items()}
+    done = {"seq": seq.clone(), "raw": raw, "first": first, "gen": torch.zeros_like(seq[:, :, 0])}
     done_scores = torch.full((batch, w), NEG, device=device)
     finished = torch.zeros(batch, w, dtype=torch.bool, device=device)
     improvable = torch.ones(batch, 1, dtype=torch.bool, device=device)
-    cur = 1
-    while True:
-        flat = run["seq"][:, :, :cur].reshape(batch * w, cur)  # (B*W, cur)
-        raw_lp = F.log_softmax(step(flat[:, -1], cur).float(), dim=-1)  # (B*W, V)
+    for cur in range(1, s.max_length):
+        ids = seq.view(batch * w, -1)[:, :cur]  # (B*W, cur), a view
+        raw_lp = F.log_softmax(step(ids[:, -1], cur).float(), dim=-1)  # (B*W, V)
         v = raw_lp.shape[-1]
-        lp = processors(flat, raw_lp).view(batch, w, v) + run_scores[:, :, None]  # (B, W, V)
+        lp = processors(ids, raw_lp).view(batch, w, v) + run_scores[:, :, None]  # (B, W, V)
         top_lp, top_idx = torch.topk(lp.view(batch, w * v), k=keep)  # (B, 2W)
         src, tok = top_idx // v, top_idx % v  # (B, 2W) source beam, new token
-        top = {name: _gather(x, src) for name, x in run.items()}
-        top["seq"][:, :, cur] = tok
-        tok_raw = raw_lp.view(batch, w * v).gather(1, top_idx) * (tok != s.pad_id)  # (B, 2W)
-        top["raw"] = top["raw"] + tok_raw
-        top["first"] = tok_raw if cur == 1 else top["first"]
-        top["gen"] = top["gen"] + 1
-        hits = torch.isin(tok, eos) | (cur + 1 >= s.max_length)  # (B, 2W)
-
-        live = top_lp + hits.to(torch.float32) * NEG
-        nxt = torch.topk(live, k=w)[1]  # (B, W)
-        run = {name: _gather(x, nxt) for name, x in top.items()}
-        run_scores = _gather(live, nxt)
-        done, done_scores, finished = _update_finished(done, done_scores, finished, top, top_lp, hits & top_w,
-                                                       improvable, cur, s)
-        reorder((_gather(src, nxt) + torch.arange(batch, device=device)[:, None] * w).reshape(-1))  # (B*W,)
-        cur += 1
-        improvable = _still_improvable(improvable, run_scores, done_scores, finished, cur, s)
-        if not (improvable.any() & ~(finished.all() & (s.early_stopping is True)) & ~hits.all()):
+        tok_raw = raw_lp.view(batch, w * v).gather(1, top_idx)  # (B, 2W)
+        if s.pad_id is not None:
+            tok_raw = tok_raw * (tok != s.pad_id)  # a padding token adds nothing
+        last = cur + 1 >= s.max_length
+        hits = torch.ones_like(tok, dtype=torch.bool) if last else (tok[:, :, None] == eos).any(-1)  # (B, 2W)
+        just = hits & top_w  # (B, 2W) only the W best candidates may finish
+        # with none finishing, every merge score is NEG or below: merging could only swap one empty
+        # finished slot (never returned) for another, so such steps build no candidate records
+        if bool(just.any()):
+            cand = {"seq": _gather(seq, src), "raw": _gather(raw, src) + tok_raw,
+                    "first": tok_raw if cur == 1 else _gather(first, src), "gen": torch.full_like(tok, cur)}
+            cand["seq"][:, :, cur] = tok
+            done, done_scores, finished = _update_finished(done, done_scores, finished, cand, top_lp, just,
+                                                           improvable, cur, s)
+        run_scores, nxt = torch.topk(top_lp.add(hits, alpha=NEG), k=w)  # (B, W) best unfinished candidates
+        beam = src.gather(1, nxt)  # (B, W) old beam each survivor extends
+        new_raw = tok_raw.gather(1, nxt)  # (B, W)
+        seq = _gather(seq, beam)
+        seq[:, :, cur] = tok.gather(1, nxt)
+        raw = _gather(raw, beam) + new_raw
+        first = new_raw if cur == 1 else _gather(first, beam)
+        improvable = _still_improvable(improvable, run_scores, done_scores, finished, cur + 1, s)
+        if not improvable.any() or (s.early_stopping is True and finished.all()) or hits.all():
             break
+        reorder((beam + beam0).view(-1))  # (B*W,) the caller's cache follows the survivors
     n = s.num_return_sequences
     out_len = 1 + int(done["gen"][:, :n].max())
     return Hypotheses(done["seq"][:, :n, :out_len].reshape(batch * n, out_len), done["raw"][:, :n].reshape(-1),
                       done["first"][:, :n].reshape(-1), done_scores[:, :n].reshape(-1), done["gen"][:, :n].reshape(-1))
 
 
-def _update_finished(done, done_scores, finished, top, top_lp, just, improvable, cur, s: SearchSettings):
-    """Merge the hypotheses that just ended into the W best finished ones, as transformers does."""
+def _update_finished(done, done_scores, finished, cand, top_lp, just, improvable, cur, s: SearchSettings):
+    """Merge the candidates that just ended into the W best finished ones, as transformers does."""
     score = top_lp / (cur ** s.length_penalty)  # length penalty over generated tokens
-    score += (finished.all(-1, keepdim=True) & (s.early_stopping is True)).to(torch.float32) * NEG
-    score += (~improvable).to(torch.float32) * NEG
-    score += (~just) * NEG
+    if s.early_stopping is True:
+        score = score.add(finished.all(-1, keepdim=True), alpha=NEG)  # a full row takes no more
+    score = score.add(~improvable, alpha=NEG).add(~just, alpha=NEG)  # (B, 2W)
     merged = torch.cat([done_scores, score], dim=1)  # (B, 3W)
-    pick = torch.topk(merged, k=s.num_beams)[1]  # (B, W)
-    done = {name: _gather(torch.cat([done[name], top[name]], 1), pick) for name in done}
-    return done, _gather(merged, pick), _gather(torch.cat([finished, just], 1), pick)
+    best, pick = torch.topk(merged, k=s.num_beams)  # (B, W)
+    done = {name: _gather(torch.cat([done[name], cand[name]], 1), pick) for name in done}
+    return done, best, _gather(torch.cat([finished, just], 1), pick)
 
 
 def _still_improvable(improvable, run_scores, scores, finished, cur, s: SearchSettings) -> torch.Tensor:
@@ -143,5 +151,5 @@ def _still_improvable(improvable, run_scores, scores, finished, cur, s: SearchSe
     else:
         best_len = cur - 1
     best_running = run_scores[:, :1] / (best_len ** s.length_penalty)
-    worst_done = torch.where(finished, torch.min(scores, dim=1, keepdim=True)[0], NEG)
+    worst_done = torch.where(finished, scores.amin(1, keepdim=True), NEG)
     return improvable & torch.any(best_running > worst_done, dim=-1, keepdim=True)

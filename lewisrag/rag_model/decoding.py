@@ -32,6 +32,7 @@ _UNSUPPORTED = {  # generation options transformers would honour and these searc
     "exponential_decay_length_penalty": None, "repetition_penalty": 1.0, "remove_invalid_values": False,
 }
 LOGITS_CHUNK = 2**22  # logits elements scored at once in thorough decoding (16 MB of float32)
+MIX_FLOOR = 2.0**-100  # smallest RAG-Token mixture probability summed as a probability (_token_mixture)
 
 
 @dataclass
@@ -96,7 +97,15 @@ def logits_processors(gc, device="cpu"):
         out.append(ForcedBOSTokenLogitsProcessor(gc.forced_bos_token_id))
     if gc.forced_eos_token_id is not None:
         out.append(ForcedEOSTokenLogitsProcessor(_max_length(gc), gc.forced_eos_token_id, device=device))
-    return lambda ids, scores: out(ids, scores.clone())
+
+    def apply(ids, scores):
+        # each of these takes (ids, scores) and returns new scores, never writing to its input: called
+        # directly, as LogitsProcessorList would after inspecting every signature at every step
+        for processor in out:
+            scores = processor(ids, scores)
+        return scores
+
+    return apply
 
 
 @torch.no_grad()
@@ -148,30 +157,50 @@ def _rag_token(model, ids, mask, doc_scores, gc, n, evidence: bool) -> Decoded:
     w = s.num_beams
     cross_mask = mask.bool()
     cross = dec.encode(ids, cross_mask)  # per layer (B*K, H, L, dh)
-    prior = M.doc_log_prior(doc_scores.float())  # (B, K)
+    doc_scores = doc_scores.float()
     cache: list = []
+    dev = ids.device
 
     def step(last: torch.Tensor, cur: int) -> torch.Tensor:
         tokens = last.view(b, 1, w).expand(b, k, w).reshape(b * k, w, 1)  # (B*K, W, 1)
         h = dec.hidden(tokens, cur - 1, cross, cross_mask, cache)  # (B*K, W, 1, D)
-        lp = F.log_softmax(dec.logits(h[:, :, 0]), dim=-1)  # (B*K, W, V)
-        lp = lp.view(b, k, w, -1) + prior[:, :, None, None]  # (B, K, W, V)
-        return torch.logsumexp(lp, dim=1).reshape(b * w, -1)  # (B*W, V)
+        return _token_mixture(dec.logits(h[:, :, 0]), doc_scores)  # (B*W, V)
+
+    # the cache row of (question b, doc z, beam j) is (b*K + z)*W + j, the search's row b*W + j
+    doc_shift = (torch.arange(b * k, device=dev).view(b, k, 1) - torch.arange(b, device=dev)[:, None, None]) * w
 
     def reorder(rows: torch.Tensor) -> None:  # rows (B*W,) = b*W + surviving beam
-        beam = rows.view(b, 1, w) - torch.arange(b, device=rows.device)[:, None, None] * w  # (B, 1, W)
-        reorder_cache(cache, (torch.arange(b * k, device=rows.device).view(b, k, 1) * w + beam).reshape(-1))  # (B*K*W,)
+        reorder_cache(cache, (rows.view(b, 1, w) + doc_shift).view(-1))  # (B*K*W,)
 
-    procs = logits_processors(gc, ids.device)
-    dev = ids.device
+    procs = logits_processors(gc, dev)
     hyps = greedy(step, b, s, procs, dev) if w == 1 else beam_search(step, reorder, b, s, procs, dev)
     seqs = hyps.sequences  # (B*n, T)
     if not evidence:
         return Decoded(seqs, torch.empty(0, device=seqs.device), hyps.scores)
     tgt = _doc_target_logprobs(dec, cross, cross_mask, seqs.view(b, n, -1), s.pad_id)  # (B, K, n, T)
     tgt = tgt.permute(0, 2, 3, 1)  # (B, n, T, K)
+    prior = M.doc_log_prior(doc_scores)  # (B, K)
     post = torch.softmax(prior[:, None, None, :] + tgt, dim=-1).reshape(b * n, -1, k)  # (B*n, T, K)
     return Decoded(seqs, post, hyps.scores)
+
+
+def _token_mixture(logits: torch.Tensor, doc_scores: torch.Tensor) -> torch.Tensor:
+    """`M.rag_token_marginal_logprobs` for one decoding step, logits (B*K, W, V) → (B*W, V), faster.
+
+    Summed as probabilities, in float32: one softmax and one (1, K) @ (K, W*V) product per question,
+    where a log-sum-exp over log-softmaxes makes four passes with exponentials and logarithms.
+    float32 keeps probabilities under 2^-126 inexactly or as 0, losing at most 2^-126 of a mixture
+    in all; while every mixture probability is at least MIX_FLOOR = 2^-100 that is under 2^-26 of it,
+    below rounding. A step with a smaller one (a token that every document finds all but impossible)
+    is summed in log space instead, as transformers does.
+    """
+    b, k = doc_scores.shape
+    probs = torch.softmax(logits.float(), dim=-1).view(b, k, -1)  # (B, K, W*V)
+    weights = M.doc_log_prior(doc_scores).exp()[:, None, :]  # (B, 1, K) p(z|x)
+    mix = torch.bmm(weights, probs).view(b * logits.shape[1], -1)  # (B*W, V)
+    if bool(mix.min() >= MIX_FLOOR):
+        return mix.log_()
+    return M.rag_token_marginal_logprobs(logits, doc_scores).view(mix.shape)  # (B*W, V)
 
 
 def _doc_target_logprobs(dec, cross, cross_mask, cand: torch.Tensor, pad_id: int, with_sum: bool = False):
