@@ -20,6 +20,8 @@ def reproduce(
                                  "DIR/<repo> for each checkpoint and data set (else the Hugging Face cache is searched)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds files that are not a "
                                    "reproduction run (replaced once every stage is done)."),
+    threads: int = typer.Option(None, "--threads", min=0, help="torch CPU threads (default: the preset's; 0: the CPUs "
+                                "idle at the start). Float results depend on it; config.json records it."),
 ) -> None:
     """Reproduce Lewis et al. 2020 at small scale: world -> DPR -> indexes A and B -> generator -> RAG-Token,
     RAG-Sequence, closed-book BART -> test QA -> ablations (frozen retriever, BM25, K) -> index hot swap ->
@@ -28,6 +30,10 @@ def reproduce(
     from lewisrag.experiments.reproduce import reproduce as run
 
     chosen = get_preset(preset)
+    if threads is not None:
+        from dataclasses import replace
+
+        chosen = replace(chosen, threads=threads)
     if chosen.hub:  # checked before any progress display opens, so a missing asset is one line on stderr
         _validated(preset, run(chosen, out, hub_dir=hub_dir)["validated"])
         return

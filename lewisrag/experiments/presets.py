@@ -29,9 +29,10 @@ class Preset:
     stitched_gold_position: str = "random"  # where training puts the gold passage: "random", or "retrieved" (its rank)
     position_questions: int = 200  # short test questions of the position probe (x k positions each)
     long_max_length: int = 64  # decoded tokens for long-form answers (short ones use rag.max_target_length)
-    threads: int | None = None  # torch CPU threads during the run (None: torch's default); results depend on it
-    parallel: bool = False  # train the stitched generator in a second process beside the RAG stages (2+ CPUs);
-    # the same numbers either way when `threads` is set: each process trains with its own seeds
+    threads: int | None = None  # torch CPU threads (None: torch's default; 0: the CPUs idle when the run starts,
+    # recorded in config.json); float results depend on the count
+    parallel: bool = False  # RAG stages and the stitched generator on one thread each, the generator trained in a
+    # second process beside the RAG stages when there are 2+ CPUs (the same numbers either way)
     hub: tuple[str, ...] = ()  # "model:<repo>"/"dataset:<repo>" that must resolve locally; non-empty: validated, not run
     notes: str = ""
 
@@ -70,6 +71,8 @@ PRESETS: dict[str, Preset] = {
         # this small blends passages instead of choosing one (docs/recipe.md); ~0.1 s per step
         stitched_steps=3000, stitched_lr=1e-3, stitched_gold_position="retrieved",
         ablation_questions=200,  # 16 cells (4 variants x 4 K) of decoding, up to K=10: bounded on a CPU
+        threads=0,  # the idle CPUs: 2 threads for DPR on an idle 2-core machine, 1 when another job holds a core
+        parallel=True,  # the stitched generator (~40% of the run) trains beside the RAG stages
         notes="the demo: a scratch DPR with self-mined negatives, the shipped generator, gentle RAG fine-tuning",
     ),
     # The paper's recipe on GPUs: real checkpoints and data, which must already be on this machine

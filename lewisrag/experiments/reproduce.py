@@ -81,28 +81,63 @@ def reproduce(
     """
     if preset.hub:
         return {"validated": check_hub_assets(preset.hub, hub_dir)}
+    import torch
+
     out = check_out_dir(out, KIND, overwrite=overwrite)
     run = out if is_free(out, KIND) else out.with_name(f".{out.name}.overwrite")
-    if preset.threads is None:
-        results = _reproduce(preset, run, seed, resume, on_stage, on_progress)
-    else:
-        import torch
-
-        before = torch.get_num_threads()
-        torch.set_num_threads(preset.threads)
-        try:
-            results = _reproduce(preset, run, seed, resume, on_stage, on_progress)
-        finally:
-            torch.set_num_threads(before)
+    threads = run_threads(preset, run, resume)
+    before = torch.get_num_threads()
+    try:
+        with_threads(threads)
+        results = _reproduce(preset, run, seed, resume, threads, on_stage, on_progress)
+    finally:
+        torch.set_num_threads(before)
     if run != out:
         replace_dir(run, out)
     return results
 
 
-def _reproduce(preset: Preset, run: Path, seed: int, resume: bool, on_stage, on_progress: Progress) -> dict:
+def run_threads(preset: Preset, run: Path, resume: bool) -> int | None:
+    """torch's CPU threads for the run: the preset's, or (threads=0) the CPUs idle when it starts.
+
+    Decided once and recorded in RUN/config.json, since float results depend on the thread count:
+    a resumed run keeps the count it started with. Counting idle CPUs, not all of them, is what
+    keeps a loaded machine from slowing down badly: OpenMP threads that share a busy core wait on
+    each other (measured with DPR training and a busy loop on one of two cores: 2 threads 36 s,
+    1 thread 23 s; idle, 14 s and 21 s).
+    """
+    if preset.threads != 0:
+        return preset.threads
+    saved = run / "config.json"
+    if resume and saved.is_file():
+        threads = read_json(saved).get("threads")
+        if isinstance(threads, int) and threads > 0:
+            return threads
+    return idle_cpus()
+
+
+def idle_cpus(seconds: float = 0.5) -> int:
+    """How many of this process's CPUs are idle, measured over `seconds` (at least 1)."""
+    import psutil
+
+    usable = _cpus()
+    busy = sum(psutil.cpu_percent(interval=seconds, percpu=True)) / 100  # in CPUs, over the whole machine
+    total = psutil.cpu_count() or usable
+    return max(1, min(usable, round(total - busy)))
+
+
+def with_threads(threads: int | None) -> None:
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+def _reproduce(preset: Preset, run: Path, seed: int, resume: bool, threads: int | None, on_stage,
+               on_progress: Progress) -> dict:
     if preset.generator.startswith("shipped:"):
         S.shipped_generator(preset)  # missing: say so now, not after the retriever stages
-    config = json.loads(json.dumps({"preset": asdict(preset), "seed": seed}))  # as it reads back from disk
+    config = json.loads(json.dumps({"preset": asdict(preset), "seed": seed, "threads": threads}))  # as read back
     if resume and (run / "config.json").exists() and read_json(run / "config.json") != config:
         from lewisrag.data.io import InputError
 
@@ -122,10 +157,13 @@ def _reproduce(preset: Preset, run: Path, seed: int, resume: bool, on_stage, on_
     stage("retrieval", lambda: _retrieval(run, preset, on_progress))
     stage("generator", lambda: S.generator(run, preset, seed, on_progress))
     # The stitched generator needs only index A and the generator: with a second CPU it trains in
-    # a second process while this one trains and evaluates the Lewis models.
+    # a second process while this one trains and evaluates the Lewis models. Each of the two then
+    # runs one thread, beside or not, so the numbers never depend on which happened.
     beside = None
-    if preset.parallel and _cpus() >= 2 and not (resume and _stage_file(run, "stitched").exists()):
-        beside = StageProcess.start(run, "stitched", preset, seed, on_stage, on_progress)
+    if preset.parallel:
+        with_threads(1)
+        if _cpus() >= 2 and not (resume and _stage_file(run, "stitched").exists()):
+            beside = StageProcess.start(run, "stitched", preset, seed, on_stage, on_progress)
     try:
         for name, variant, frozen in (("rag_token", "token", False), ("rag_sequence", "sequence", False),
                                       ("rag_token_frozen", "token", True)):
@@ -141,6 +179,7 @@ def _reproduce(preset: Preset, run: Path, seed: int, resume: bool, on_stage, on_
             beside.stop()  # only still running when this process failed
     if "stitched" not in stages:  # not trained beside: now
         stage("stitched", lambda: S.stitched(run, preset, seed, on_progress))
+    with_threads(threads)
     stage("compare", lambda: S.compare(run, preset, seed, on_progress))
 
     results = _assemble(config, stages)
@@ -227,8 +266,7 @@ def _stage_child(run: str, name: str, preset: Preset, seed: int, events) -> None
 
     from lewisrag.data.io import InputError
 
-    if preset.threads is not None:
-        torch.set_num_threads(preset.threads)
+    torch.set_num_threads(1)  # the parallel section's count (see _reproduce)
     fn = {"stitched": S.stitched}[name]
 
     def on_progress(task: str, done: int, total: int, info: str = "") -> None:
