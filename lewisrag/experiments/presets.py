@@ -31,8 +31,6 @@ class Preset:
     long_max_length: int = 64  # decoded tokens for long-form answers (short ones use rag.max_target_length)
     threads: int | None = None  # torch CPU threads (None: torch's default; 0: the CPUs idle when the run starts,
     # recorded in config.json); float results depend on the count
-    parallel: bool = False  # RAG stages and the stitched generator on one thread each, the generator trained in a
-    # second process beside the RAG stages when there are 2+ CPUs (the same numbers either way)
     hub: tuple[str, ...] = ()  # "model:<repo>"/"dataset:<repo>" that must resolve locally; non-empty: validated, not run
     notes: str = ""
 
@@ -49,7 +47,6 @@ PRESETS: dict[str, Preset] = {
         stitched_steps=12, stitched_lr=1e-3, stitched_k=3,
         long_max_length=24,
         threads=1,  # models this small run faster on one thread, and the same on every machine
-        parallel=True,  # the stitched stage in a second process: the suite tests that path
         notes="smoke test: numbers are not meaningful",
     ),
     # The demo: the default world, a small DPR trained from scratch, the shipped pretrained generator.
@@ -72,7 +69,6 @@ PRESETS: dict[str, Preset] = {
         stitched_steps=3000, stitched_lr=1e-3, stitched_gold_position="retrieved",
         ablation_questions=200,  # 16 cells (4 variants x 4 K) of decoding, up to K=10: bounded on a CPU
         threads=0,  # the idle CPUs: 2 threads for DPR on an idle 2-core machine, 1 when another job holds a core
-        parallel=True,  # the stitched generator (~40% of the run) trains beside the RAG stages
         notes="the demo: a scratch DPR with self-mined negatives, the shipped generator, gentle RAG fine-tuning",
     ),
     # The paper's recipe on GPUs: real checkpoints and data, which must already be on this machine

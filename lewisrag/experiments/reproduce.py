@@ -9,8 +9,7 @@
     RUN/rag_token, rag_sequence RAG runs on index A (train_rag's folders: log.jsonl, best/, final/)
     RUN/rag_token_frozen        RAG-Token with a frozen question encoder (Table 6's ablation)
     RUN/closed_book/            the same generator fine-tuned without retrieval (Table 1's BART row)
-    RUN/stitched/               the prompt-stitching system's generator (trained in a second process
-                                beside the RAG stages when the preset allows and two CPUs are there)
+    RUN/stitched/               the prompt-stitching system's generator
     RUN/predictions.json        every system's test answers; RUN/evidence.json one answer's p(z|x,y_t)
     RUN/knowledge_update.json   the hot-swap matrix with every cell's predictions
     RUN/stages/<name>.json      what each finished stage produced; `--resume` skips those stages
@@ -88,7 +87,8 @@ def reproduce(
     threads = run_threads(preset, run, resume)
     before = torch.get_num_threads()
     try:
-        with_threads(threads)
+        if threads is not None:
+            torch.set_num_threads(threads)
         results = _reproduce(preset, run, seed, resume, threads, on_stage, on_progress)
     finally:
         torch.set_num_threads(before)
@@ -104,7 +104,9 @@ def run_threads(preset: Preset, run: Path, resume: bool) -> int | None:
     a resumed run keeps the count it started with. Counting idle CPUs, not all of them, is what
     keeps a loaded machine from slowing down badly: OpenMP threads that share a busy core wait on
     each other (measured with DPR training and a busy loop on one of two cores: 2 threads 36 s,
-    1 thread 23 s; idle, 14 s and 21 s).
+    1 thread 23 s; idle, 14 s and 21 s). Two processes of one thread each were tried for the
+    stages that could run side by side, and lost: on two idle cores the stitched generator trained
+    in 725 s beside the RAG stages against about 310 s alone on two threads.
     """
     if preset.threads != 0:
         return preset.threads
@@ -116,6 +118,10 @@ def run_threads(preset: Preset, run: Path, resume: bool) -> int | None:
     return idle_cpus()
 
 
+def _cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def idle_cpus(seconds: float = 0.5) -> int:
     """How many of this process's CPUs are idle, measured over `seconds` (at least 1)."""
     import psutil
@@ -124,13 +130,6 @@ def idle_cpus(seconds: float = 0.5) -> int:
     busy = sum(psutil.cpu_percent(interval=seconds, percpu=True)) / 100  # in CPUs, over the whole machine
     total = psutil.cpu_count() or usable
     return max(1, min(usable, round(total - busy)))
-
-
-def with_threads(threads: int | None) -> None:
-    if threads is not None:
-        import torch
-
-        torch.set_num_threads(threads)
 
 
 def _reproduce(preset: Preset, run: Path, seed: int, resume: bool, threads: int | None, on_stage,
@@ -156,30 +155,14 @@ def _reproduce(preset: Preset, run: Path, seed: int, resume: bool, threads: int 
     stage("bm25_a", lambda: _bm25(run))
     stage("retrieval", lambda: _retrieval(run, preset, on_progress))
     stage("generator", lambda: S.generator(run, preset, seed, on_progress))
-    # The stitched generator needs only index A and the generator: with a second CPU it trains in
-    # a second process while this one trains and evaluates the Lewis models. Each of the two then
-    # runs one thread, beside or not, so the numbers never depend on which happened.
-    beside = None
-    if preset.parallel:
-        with_threads(1)
-        if _cpus() >= 2 and not (resume and _stage_file(run, "stitched").exists()):
-            beside = StageProcess.start(run, "stitched", preset, seed, on_stage, on_progress)
-    try:
-        for name, variant, frozen in (("rag_token", "token", False), ("rag_sequence", "sequence", False),
-                                      ("rag_token_frozen", "token", True)):
-            stage(name, lambda n=name, v=variant, f=frozen: S.rag(run, preset, seed, n, v, f, resume, on_progress))
-        stage("closed_book", lambda: S.closed_book(run, preset, seed, on_progress))
-        stage("evaluate", lambda: S.evaluate(run, preset, on_progress))
-        stage("ablations", lambda: S.ablations(run, preset, on_progress))
-        stage("knowledge_update", lambda: S.knowledge_update(run, preset, on_progress))
-        if beside is not None:
-            stages["stitched"] = beside.join()
-    finally:
-        if beside is not None:
-            beside.stop()  # only still running when this process failed
-    if "stitched" not in stages:  # not trained beside: now
-        stage("stitched", lambda: S.stitched(run, preset, seed, on_progress))
-    with_threads(threads)
+    for name, variant, frozen in (("rag_token", "token", False), ("rag_sequence", "sequence", False),
+                                  ("rag_token_frozen", "token", True)):
+        stage(name, lambda n=name, v=variant, f=frozen: S.rag(run, preset, seed, n, v, f, resume, on_progress))
+    stage("closed_book", lambda: S.closed_book(run, preset, seed, on_progress))
+    stage("evaluate", lambda: S.evaluate(run, preset, on_progress))
+    stage("ablations", lambda: S.ablations(run, preset, on_progress))
+    stage("knowledge_update", lambda: S.knowledge_update(run, preset, on_progress))
+    stage("stitched", lambda: S.stitched(run, preset, seed, on_progress))
     stage("compare", lambda: S.compare(run, preset, seed, on_progress))
 
     results = _assemble(config, stages)
@@ -190,95 +173,6 @@ def _reproduce(preset: Preset, run: Path, seed: int, resume: bool, threads: int 
     write_report(run, results)  # always redone: cheap, and it must describe these results
     on_stage("report", "done", {"seconds": round(time.perf_counter() - t, 2)})
     return results
-
-
-def _cpus() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
-class StageProcess:
-    """One stage run in a second (spawned) process, its progress relayed to this one.
-
-    Spawned, not forked: a fork copies torch's OpenMP thread pool in an unusable state. The child
-    records the stage like any other (`RUN/stages/<name>.json`), so a killed run resumes it.
-    """
-
-    def __init__(self, process, events, relay):
-        self.process, self.events, self.relay = process, events, relay
-        self.outcome: tuple | None = None
-
-    @classmethod
-    def start(cls, run: Path, name: str, preset: Preset, seed: int, on_stage, on_progress: Progress) -> StageProcess:
-        import multiprocessing
-        import threading
-
-        ctx = multiprocessing.get_context("spawn")
-        events = ctx.Queue()
-        process = ctx.Process(target=_stage_child, args=(str(run), name, preset, seed, events), daemon=True)
-        process.start()
-        on_stage(name, "started", {})
-        self = cls(process, events, None)
-
-        def relay() -> None:  # progress events until the child's outcome
-            while True:
-                event = events.get()
-                if event[0] == "progress":
-                    on_progress(*event[1:])
-                    continue
-                self.outcome = event
-                if event[0] == "done":
-                    on_stage(name, "done", event[1])
-                return
-
-        self.relay = threading.Thread(target=relay, daemon=True)
-        self.relay.start()
-        return self
-
-    def join(self) -> dict:
-        """The stage's result once the child has finished; its failure raised here."""
-        while self.relay.is_alive():
-            self.relay.join(timeout=1.0)
-            if self.relay.is_alive() and not self.process.is_alive():  # died without a word (killed, out of memory)
-                self.relay.join(timeout=5.0)
-                if self.outcome is None:
-                    raise RuntimeError(f"the stage process exited with code {self.process.exitcode} and no result")
-        self.process.join()
-        kind, *rest = self.outcome
-        if kind == "done":
-            return rest[0]
-        if kind == "input_error":
-            from lewisrag.data.io import InputError
-
-            raise InputError(*rest[:2], line=rest[2], field=rest[3])
-        raise RuntimeError(f"the stage process failed:\n{rest[0]}")
-
-    def stop(self) -> None:
-        if self.process.is_alive():
-            self.process.terminate()
-            self.process.join(timeout=10)
-
-
-def _stage_child(run: str, name: str, preset: Preset, seed: int, events) -> None:
-    """The body of a StageProcess: run one stage, send progress and the outcome back."""
-    import traceback
-
-    import torch
-
-    from lewisrag.data.io import InputError
-
-    torch.set_num_threads(1)  # the parallel section's count (see _reproduce)
-    fn = {"stitched": S.stitched}[name]
-
-    def on_progress(task: str, done: int, total: int, info: str = "") -> None:
-        events.put(("progress", task, done, total, info))
-
-    try:
-        result = _run_stage(Path(run), name, False, lambda: fn(Path(run), preset, seed, on_progress), lambda *a: None)
-        events.put(("done", result))
-    except InputError as e:
-        events.put(("input_error", e.source, e.message, e.line, e.field))
-    except BaseException:  # noqa: BLE001 -- the parent raises it; nothing may die silently here
-        events.put(("error", traceback.format_exc()))
 
 
 def _assemble(config: dict, stages: dict) -> dict:
