@@ -68,3 +68,15 @@ def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """Run the installed `lewisrag` entry point in a subprocess (real exit codes, real stderr)."""
     return subprocess.run([sys.executable, "-m", "lewisrag.cli", *args], capture_output=True, text=True, cwd=cwd,
                           env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def run_main(monkeypatch, capsys, *args) -> tuple[int, str, str]:
+    """Run `lewisrag ARGS` in-process through `lewisrag.cli.main` (which maps bad input to exit 2
+    exactly as the console script does); return (exit code, stdout, stderr)."""
+    from lewisrag.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["lewisrag", *map(str, args)])
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    captured = capsys.readouterr()
+    return exit_info.value.code or 0, captured.out, captured.err

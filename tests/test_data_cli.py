@@ -13,18 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from lewisrag.cli import main
+from conftest import run_main
 
 LEWISRAG = Path(sys.executable).with_name("lewisrag")
 
 
-def run(monkeypatch, capsys, *args):
-    """Run `lewisrag ARGS` in-process; return (exit code, stdout, stderr)."""
-    monkeypatch.setattr(sys, "argv", ["lewisrag", *map(str, args)])
-    with pytest.raises(SystemExit) as exit_info:
-        main()
-    captured = capsys.readouterr()
-    return exit_info.value.code or 0, captured.out, captured.err
+run = run_main
 
 
 def write_docs(path, lines):

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lewisrag.cli import main
+from conftest import run_main
 from lewisrag.data.io import InputError, read_json
 from lewisrag.data.outputs import MARKER, made_by
 from lewisrag.data.records import read_passages, read_qa
@@ -31,13 +31,7 @@ from lewisrag.training.dpr import DPRTrainConfig, train_dpr
 TINY = dict(vocab_size=300, hidden_size=32, layers=1, heads=2, batch_size=8)
 
 
-def run(monkeypatch, capsys, *args):
-    """Run `lewisrag ARGS` in-process; return (exit code, stdout, stderr)."""
-    monkeypatch.setattr(sys, "argv", ["lewisrag", *map(str, args)])
-    with pytest.raises(SystemExit) as exit_info:
-        main()
-    captured = capsys.readouterr()
-    return exit_info.value.code or 0, captured.out, captured.err
+run = run_main
 
 
 def assert_one_line_error(code: int, err: str, *needles: str) -> None:
