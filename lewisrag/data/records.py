@@ -1,4 +1,4 @@
-"""The project's record types and their validating readers (formats in DESIGN.md)."""
+"""The project's record types and their validating readers (each format is stated on its reader)."""
 
 from __future__ import annotations
 

@@ -211,7 +211,7 @@ def human_labels(sample: BugHunt) -> list[dict]:
 
 
 def answer_records(sample: BugHunt) -> list[dict]:
-    """The preset answers as answer records (DESIGN.md format) for `lewisrag eval answers`."""
+    """The preset answers as answer records (the format `lewisrag.eval.answers` reads) for `lewisrag eval answers`."""
     docs = {d.id: d for d in sample.docs}
     return [
         {

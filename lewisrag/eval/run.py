@@ -1,4 +1,4 @@
-"""Evaluate answer records layer by layer into the results.json contract (see DESIGN.md).
+"""Evaluate answer records layer by layer into results.json (`evaluate_answers` shows its layout).
 
 Judge calls are batched: for a chunk of records, every first-level pair (answer statements and
 reference statements against the joined contexts, reference statements against the answer, each

@@ -88,13 +88,12 @@ def init_encoders(cfg: DPRTrainConfig, corpus_texts: Sequence[str]):
         bert = None
     q_enc, c_enc = DPRQuestionEncoder(dcfg), DPRContextEncoder(dcfg)
     if bert is not None:
-        # strict but for the pooler, which DPR does not use and BERT-like checkpoints may lack
-        missing, unexpected = q_enc.question_encoder.bert_model.load_state_dict(bert.state_dict(), strict=False)
-        missing = [k for k in missing if not k.startswith("pooler.")]
-        unexpected = [k for k in unexpected if not k.startswith("pooler.")]
-        if missing or unexpected:
-            raise InputError(cfg.init, f"not a BERT-like encoder: missing weights {missing[:3]}, unexpected {unexpected[:3]}",
-                             field="init")
+        # every weight but the pooler, which DPR does not use and BERT-like checkpoints may lack
+        weights = {k: v for k, v in bert.state_dict().items() if not k.startswith("pooler.")}
+        try:
+            q_enc.question_encoder.bert_model.load_state_dict(weights)
+        except RuntimeError as e:  # missing, unexpected or misshapen weights
+            raise InputError(cfg.init, f"not a BERT-like encoder: {str(e).splitlines()[1].strip()}", field="init") from None
     if cfg.shared:
         c_enc.ctx_encoder.bert_model = q_enc.question_encoder.bert_model
     else:
