@@ -234,3 +234,16 @@ def test_small_preset_targets(tmp_path):
         m = results["knowledge_update"][variant]
         assert m["index_a"]["questions_a"] >= 0.9 and m["index_b"]["questions_b"] >= 0.9
         assert m["index_a"]["questions_b"] <= 0.05 and m["index_b"]["questions_a"] <= 0.05
+
+
+def test_threads_auto_counts_idle_cpus_and_a_resumed_run_keeps_its_count(tmp_path):
+    from dataclasses import replace
+
+    from lewisrag.experiments.reproduce import _cpus, idle_cpus, run_threads
+
+    assert 1 <= idle_cpus(0.1) <= _cpus()
+    auto = replace(PRESETS["tiny"], threads=0)
+    assert 1 <= run_threads(auto, tmp_path, resume=False) <= _cpus()
+    (tmp_path / "config.json").write_text(json.dumps({"threads": 7}))
+    assert run_threads(auto, tmp_path, resume=True) == 7  # recorded at the start, kept on resume
+    assert run_threads(PRESETS["tiny"], tmp_path, resume=True) == 1  # a preset's fixed count wins
