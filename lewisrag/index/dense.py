@@ -135,7 +135,7 @@ def build_faiss(embeddings: np.ndarray, factory: str, train_sample: int = 100_00
             index.train(np.ascontiguousarray(sample))
         except RuntimeError as e:  # check_factory catches the known causes; this names any other
             raise InputError("--faiss", f"FAISS could not train '{factory}' on {len(sample)} vectors: "
-                             f"{_first_line(e)}") from None
+                             f"{_faiss_reason(e)}") from None
     index.add(np.ascontiguousarray(embeddings))
     return index
 
@@ -144,7 +144,7 @@ def check_factory(factory: str, dim: int, n_passages: int, train_sample: int = 1
     """Refuse a FAISS factory string that cannot be built or trained on this many passages.
 
     Checked before encoding, so a typo does not cost an encoding pass: IVF needs at least one
-    training vector per list, and product or scalar quantizers at least one per centroid.
+    training vector per list, and a product quantizer at least one per centroid.
     """
     index = _new_index(factory, dim)
     if index.is_trained:
@@ -170,21 +170,22 @@ def _new_index(factory: str, dim: int):
     try:
         return faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
     except RuntimeError as e:
-        raise InputError("--faiss", f"invalid FAISS factory '{factory}': {_first_line(e)}") from None
+        raise InputError("--faiss", f"invalid FAISS factory '{factory}': {_faiss_reason(e)}") from None
 
 
-def _first_line(e: Exception) -> str:
+def _faiss_reason(e: Exception) -> str:
+    """The reason in a FAISS error, without its "Error in <function> at <file>:<line>: " prefix."""
     lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-    # FAISS's messages open with "Error in <function> at <file>:<line>: "; the reason follows
     return (lines[-1] if lines else type(e).__name__).split(": ", 1)[-1]
 
 
 def _check_build_config(cfg: DenseBuildConfig) -> None:
-    for flag, value in (("--shard-size", cfg.shard_size), ("--batch-size", cfg.batch_size), ("--train-sample", cfg.train_sample)):
+    for name, value in (("--shard-size", cfg.shard_size), ("--batch-size", cfg.batch_size),
+                        ("train_sample", cfg.train_sample)):  # the last is a config field, not a flag
         if value < 1:
-            raise InputError(flag, f"must be at least 1, got {value}")
+            raise InputError(name, f"must be at least 1, got {value}")
     if cfg.max_length is not None and cfg.max_length < 8:
-        raise InputError("--max-length", f"must be at least 8, got {cfg.max_length}")
+        raise InputError("max_length", f"must be at least 8 tokens, got {cfg.max_length}")
 
 
 class DenseIndex:
@@ -212,7 +213,7 @@ class DenseIndex:
             except RuntimeError:  # not every index type supports mmap (HNSW does not): read it whole
                 index = faiss.read_index(str(path / FAISS_FILE))
         except RuntimeError as e:
-            raise InputError(path / FAISS_FILE, f"cannot read the FAISS index: {_first_line(e)}") from None
+            raise InputError(path / FAISS_FILE, f"cannot read the FAISS index: {_faiss_reason(e)}") from None
         try:
             embeddings = np.load(path / EMBEDDINGS, mmap_mode="r" if mmap else None)
         except (ValueError, OSError) as e:  # truncated or not an .npy file
