@@ -1,4 +1,5 @@
-"""RAG marginalization: equal to transformers' get_nll, to a brute-force loop, and to plain NLL at K=1."""
+"""RAG marginalization: the fast path equal to transformers' get_nll, to the plain reference of eqs. 1 and 2,
+to a brute-force loop, and to plain NLL at K=1."""
 
 from __future__ import annotations
 
@@ -100,11 +101,81 @@ def _brute_force(logits, scores, labels, variant):
     return torch.tensor(out)
 
 
+FAST = {"sequence": M.rag_sequence_nll, "token": M.rag_token_nll}
+REFERENCE = {"sequence": M.rag_sequence_nll_reference, "token": M.rag_token_nll_reference}
+
+
 @pytest.mark.parametrize("variant", ["sequence", "token"])
-def test_vectorized_equals_brute_force_loop(variant):
+@pytest.mark.parametrize("impl", ["fast", "reference"])
+def test_vectorized_equals_brute_force_loop(variant, impl):
     logits, scores, labels = _batch(b=2, k=3, t=5, v=7, seed=5)
-    fn = M.rag_sequence_nll if variant == "sequence" else M.rag_token_nll
+    fn = (FAST if impl == "fast" else REFERENCE)[variant]
     torch.testing.assert_close(fn(logits, scores, labels, PAD), _brute_force(logits, scores, labels, variant), rtol=1e-5, atol=1e-5)
+
+
+def _padded_batch(b, k, t, v, seed, dtype, min_targets):
+    """Random logits (B*K, T, V), scores (B, K) and labels (B, T): each row predicts between `min_targets`
+    and T − 1 real tokens, then padding; row 0 predicts exactly `min_targets`."""
+    g = torch.Generator().manual_seed(seed)
+    logits = (torch.randn(b * k, t, v, generator=g, dtype=torch.float64) * 3).to(dtype)
+    scores = (torch.randn(b, k, generator=g, dtype=torch.float64) * 2).to(dtype)
+    labels = torch.randint(3, v, (b, t), generator=g)
+    labels[:, 0] = 2  # decoder start token
+    n_targets = torch.randint(min_targets, t, (b,), generator=g)  # (B,): labels[:, 1:1 + n] are real
+    n_targets[0] = min_targets
+    labels[torch.arange(t) > n_targets[:, None]] = PAD
+    return logits, scores, labels
+
+
+TOL = {torch.float32: {"rtol": 1e-5, "atol": 1e-5}, torch.float64: {"rtol": 1e-10, "atol": 1e-10}}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("variant", ["sequence", "token"])
+@pytest.mark.parametrize("b,k,t,v", [(1, 1, 3, 5), (2, 3, 5, 7), (3, 4, 8, 13), (2, 5, 4, 50)])
+def test_fast_path_equals_reference_values_and_gradients(b, k, t, v, variant, dtype):
+    # RAG-Sequence's fast path follows transformers, which drops p(z|x) when target position 1 is padding
+    # (test_sequence_prior_lost_when_second_target_is_padding): here every row predicts at least 2 tokens
+    logits, scores, labels = _padded_batch(b, k, t, v, seed=b * 1000 + k * 100 + t * 10 + v, dtype=dtype,
+                                           min_targets=2 if variant == "sequence" else 0)
+    weights = torch.randn(b, generator=torch.Generator().manual_seed(1), dtype=torch.float64).to(dtype)
+    results = []
+    for fn in (FAST[variant], REFERENCE[variant]):
+        x, s = logits.clone().requires_grad_(), scores.clone().requires_grad_()
+        nll = fn(x, s, labels, PAD)
+        (nll * weights).sum().backward()
+        results.append((nll.detach(), x.grad, s.grad))
+    (fast, fast_dx, fast_ds), (ref, ref_dx, ref_ds) = results
+    assert fast.shape == (b,) and fast.dtype == dtype
+    torch.testing.assert_close(fast, ref, **TOL[dtype])
+    torch.testing.assert_close(fast_dx, ref_dx, **TOL[dtype])
+    torch.testing.assert_close(fast_ds, ref_ds, **TOL[dtype])
+
+
+def test_sequence_exclude_first_equals_reference_with_first_target_padded():
+    logits, scores, labels = _padded_batch(3, 4, 7, 11, seed=7, dtype=torch.float64, min_targets=2)
+    exclude = torch.tensor([True, False, True])
+    dropped = labels.clone()
+    dropped[exclude, 1] = PAD  # the first predicted token, labels[:, 1], left out of the product
+    torch.testing.assert_close(M.rag_sequence_nll(logits, scores, labels, PAD, exclude_first=exclude),
+                               M.rag_sequence_nll_reference(logits, scores, dropped, PAD), **TOL[torch.float64])
+
+
+def test_sequence_prior_lost_when_second_target_is_padding():
+    """transformers adds log p(z|x) at target position 1, before masking padding: a one-token target loses it.
+
+    The fast path keeps this for parity; the reference is eq. 1 and keeps the prior."""
+    logits, scores, labels = _batch(seed=11)
+    labels[0, 2:] = PAD  # row 0 predicts a single token: target position 1 is padding
+    hf = RagSequenceForGeneration.get_nll(_hf_self(4), logits, scores, labels, n_docs=4)
+    fast = M.rag_sequence_nll(logits, scores, labels, PAD)
+    ref = M.rag_sequence_nll_reference(logits, scores, labels, PAD)
+    torch.testing.assert_close(fast, hf, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(ref, _brute_force(logits, scores, labels, "sequence"), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(fast[1:], ref[1:], rtol=1e-5, atol=1e-5)
+    no_prior = M.rag_sequence_nll_reference(logits, torch.zeros_like(scores), labels, PAD)[0] - math.log(4)
+    torch.testing.assert_close(fast[0], no_prior, rtol=1e-5, atol=1e-5)  # −log Σ_z p(y|x,z), unweighted
+    assert (fast[0] - ref[0]).abs() > 1e-2
 
 
 @pytest.mark.parametrize("variant", ["sequence", "token"])

@@ -14,12 +14,69 @@ Log-probabilities may be passed instead of logits: log-softmax is idempotent.
 
 Labels follow transformers' RAG convention: `labels` are fed to the decoder as they are, so the
 token predicted at position t is labels[:, t + 1] and the last position predicts padding.
+
+The file has three parts. The reference section states eqs. 1 and 2 as plain tensor code, to be
+checked line by line against the paper. The shared helpers hold the conventions both use (shapes,
+p(z|x), the label shift). The fast path is what the model and decoding call: the same equations,
+cheaper in memory, with transformers' label smoothing and BOS exclusion; the tests hold it equal to
+the reference and to transformers.
 """
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
+# ─── Reference: eqs. 1 and 2 as written in the paper ────────────────────────────────────────────
+
+
+def rag_sequence_nll_reference(logits: torch.Tensor, doc_scores: torch.Tensor, labels: torch.Tensor, pad_id: int) -> torch.Tensor:
+    """RAG-Sequence NLL, −log Σ_z p(z|x) Π_i p(y_i|x,z,y_<i) (eq. 1), as plain tensor code. (B,).
+
+    logits (B*K, T, V), doc_scores (B, K), labels (B, T) as in `rag_sequence_nll`. Only the plain
+    likelihood: no label smoothing (ε = 0), padding targets simply left out of the product, p(z|x)
+    counted once per document. To leave out the first token (transformers' `exclude_bos_score`),
+    pass labels with it replaced by padding. `rag_sequence_nll` equals this wherever target position
+    1 is a real token (see the fast path's note on transformers). Builds (B, K, T, V) log-probs.
+
+    >>> y = torch.tensor([[2, 0, 3]])    # decoder start, then the two predicted tokens
+    >>> round(rag_sequence_nll_reference(torch.zeros(1, 3, 4), torch.zeros(1, 1), y, pad_id=1).item(), 4)
+    2.7726
+    """
+    b, k = _check_shapes(logits, doc_scores, labels)
+    t, v = logits.shape[1], logits.shape[2]
+    y = shift_labels_left(labels, pad_id)  # (B, T): y[:, i] is the token position i predicts
+    log_p_token = F.log_softmax(logits, dim=-1).view(b, k, t, v)  # (B, K, T, V): log p(· | x, z, y_<i)
+    log_p_y_i = log_p_token.gather(-1, y[:, None, :, None].expand(b, k, t, 1)).squeeze(-1)  # (B, K, T)
+    log_p_y_i = log_p_y_i.masked_fill(y.eq(pad_id)[:, None, :], 0.0)  # padding: log 1, out of the product
+    log_p_y_given_z = log_p_y_i.sum(-1)  # (B, K): log Π_i p(y_i | x, z, y_<i)
+    log_p_z = F.log_softmax(doc_scores, dim=1)  # (B, K): log p(z|x) (eq. 3)
+    return -torch.logsumexp(log_p_z + log_p_y_given_z, dim=1)  # (B,): −log Σ_z p(z|x) p(y|x,z)
+
+
+def rag_token_nll_reference(logits: torch.Tensor, doc_scores: torch.Tensor, labels: torch.Tensor, pad_id: int) -> torch.Tensor:
+    """RAG-Token NLL, −Σ_i log Σ_z p(z|x) p(y_i|x,z,y_<i) (eq. 2), as plain tensor code. (B,).
+
+    logits (B*K, T, V), doc_scores (B, K), labels (B, T) as in `rag_token_nll`. Only the plain
+    likelihood: no label smoothing (ε = 0), padding targets left out of the sum. `rag_token_nll`
+    with ε = 0 equals this. Builds (B, K, T, V) log-probs.
+
+    >>> y = torch.tensor([[2, 0, 3]])
+    >>> round(rag_token_nll_reference(torch.zeros(2, 3, 4), torch.zeros(1, 2), y, pad_id=1).item(), 4)
+    2.7726
+    """
+    b, k = _check_shapes(logits, doc_scores, labels)
+    t, v = logits.shape[1], logits.shape[2]
+    y = shift_labels_left(labels, pad_id)  # (B, T): y[:, i] is the token position i predicts
+    log_p_token = F.log_softmax(logits, dim=-1).view(b, k, t, v)  # (B, K, T, V): log p(· | x, z, y_<i)
+    log_p_y_i = log_p_token.gather(-1, y[:, None, :, None].expand(b, k, t, 1)).squeeze(-1)  # (B, K, T)
+    log_p_z = F.log_softmax(doc_scores, dim=1)  # (B, K): log p(z|x) (eq. 3)
+    log_mixture = torch.logsumexp(log_p_z[:, :, None] + log_p_y_i, dim=1)  # (B, T): log Σ_z p(z|x) p(y_i|x,z,y_<i)
+    log_mixture = log_mixture.masked_fill(y.eq(pad_id), 0.0)  # padding: log 1, out of the product over i
+    return -log_mixture.sum(1)  # (B,)
+
+
+# ─── Shared helpers: shapes, p(z|x), the label shift ────────────────────────────────────────────
 
 
 def _check_shapes(logits: torch.Tensor, doc_scores: torch.Tensor, target: torch.Tensor | None = None) -> tuple[int, int]:
@@ -54,6 +111,27 @@ def shift_labels_left(labels: torch.Tensor, pad_id: int) -> torch.Tensor:
     return torch.cat([labels[:, 1:], labels.new_full((labels.shape[0], 1), pad_id)], dim=1)  # (B, T)
 
 
+# ─── Fast path: what the model, training and decoding call ─────────────────────────────────────
+#
+# The same eqs. 1 and 2, computed to spare memory and time; tests/test_marginalize.py holds values
+# and gradients equal to the reference. The reference builds log_softmax over V for each of the K
+# documents, a (B, K, T, V) tensor that autograd keeps along with its gradient and the gather's.
+# Eq. 1, and eq. 2 without label smoothing, need only log p(y_t) per document and position (and
+# label smoothing Σ_v log p(v)); `_TargetLogProb` gets both from one softmax, keeps it as the only
+# (B*K, T, V) tensor and turns it into the gradient in place, and writes no tensor that size when
+# no gradient is wanted (decoding). Gradients leave with subnormal entries flushed to zero
+# (`_flush_subnormals`), which keeps the lm_head products that consume them fast on CPUs.
+#
+# transformers parity: `rag_sequence_nll` equals `RagSequenceForGeneration.get_nll`, which does not
+# add log p(z|x) once per document as eq. 1 does, but to every vocabulary entry at target position 1
+# (the second predicted token), so that the prior survives `exclude_bos_score` dropping position 0.
+# Kept as is, with its consequences: the padding mask applies after the addition, so a target whose
+# position 1 is padding (a single predicted token, or T < 2) loses the prior; the label-smoothing
+# sum Σ_v counts the prior V times; and excluding the first token takes it out of the NLL only, not
+# out of the smoothing term. `carries_prior` marks position 1, `counted_in_nll` the positions the
+# NLL sums. Where position 1 is a real token and ε = 0, the result is eq. 1: the reference's value.
+
+
 def _flush_subnormals(grad: torch.Tensor, in_place: bool = False) -> torch.Tensor:
     """`grad` with the entries below the dtype's smallest normal number (subnormals) set to zero.
 
@@ -86,9 +164,9 @@ class _TargetLogProb(torch.autograd.Function):
     Both directions need softmax(x) over the vocabulary, and its exponentials are what the loss head
     spends its time on. When a gradient is wanted, the forward computes it once and keeps it for the
     backward, which turns it into the gradient in place from the closed form
-    d/dx = onehot·g_t + g_s − softmax(x)·(g_t + V·g_s): one (N, T, V) tensor in all. Autograd through
-    log_softmax → gather → sum keeps the log-probs, builds three such tensors and takes the
-    exponentials a second time in its backward. Without a gradient (decoding) nothing of that size
+    d/dx = onehot·g_target + g_sum − softmax(x)·(g_target + V·g_sum): one (N, T, V) tensor in all.
+    Autograd through log_softmax → gather → sum keeps the log-probs, builds three such tensors and
+    takes the exponentials a second time in its backward. Without a gradient (decoding) nothing of that size
     is written.
     """
 
@@ -99,37 +177,40 @@ class _TargetLogProb(torch.autograd.Function):
         probs = None
         if ctx.needs_input_grad[0]:
             probs = torch.softmax(logits, dim=-1)  # (N, T, V), kept for the backward
-            tgt = probs.gather(-1, idx).squeeze(-1).log()  # (N, T)
-            tiny = tgt < -80.0  # p(target) near float32's underflow: log of the rounded value is inexact
-            if tiny.any():
-                tgt[tiny] = F.log_softmax(logits[tiny], dim=-1).gather(-1, target[tiny].unsqueeze(-1)).squeeze(-1)
+            target_logprob = probs.gather(-1, idx).squeeze(-1).log()  # (N, T)
+            # p(target) near float32's underflow: the log of the rounded value is inexact, so redo those rows
+            underflowed = target_logprob < -80.0  # (N, T)
+            if underflowed.any():
+                target_logprob[underflowed] = F.log_softmax(logits[underflowed], dim=-1).gather(
+                    -1, target[underflowed].unsqueeze(-1)).squeeze(-1)
         else:  # scoring only (decoding): log-softmax a block of rows at a time, nothing of size (N, T, V) written
             flat, rows_idx = logits.reshape(-1, v), idx.reshape(-1, 1)  # (N*T, V), (N*T, 1)
             rows = max(1, 2**20 // v)  # ~4 MB float32 blocks, which stay in cache
-            tgt = torch.cat([F.log_softmax(flat[i:i + rows], dim=-1).gather(1, rows_idx[i:i + rows])
-                             for i in range(0, flat.shape[0], rows)]).view(target.shape)  # (N, T)
+            target_logprob = torch.cat([F.log_softmax(flat[i:i + rows], dim=-1).gather(1, rows_idx[i:i + rows])
+                                        for i in range(0, flat.shape[0], rows)]).view(target.shape)  # (N, T)
         if want_sum:  # Σ_v log p(v) = Σ_v x_v − V·logsumexp(x), and logsumexp(x) = x_target − log p(target)
-            lse = logits.gather(-1, idx).squeeze(-1) - tgt  # (N, T)
-            total = logits.sum(-1) - v * lse  # (N, T)
+            log_normaliser = logits.gather(-1, idx).squeeze(-1) - target_logprob  # (N, T): logsumexp(x)
+            sum_logprob_over_vocab = logits.sum(-1) - v * log_normaliser  # (N, T)
         else:
-            total = torch.zeros_like(tgt)
+            sum_logprob_over_vocab = torch.zeros_like(target_logprob)
         if probs is not None:
             ctx.save_for_backward(probs, target)
         ctx.want_sum = want_sum
-        return tgt, total
+        return target_logprob, sum_logprob_over_vocab
 
     @staticmethod
     @torch.autograd.function.once_differentiable
-    def backward(ctx, g_tgt: torch.Tensor, g_total: torch.Tensor):
+    def backward(ctx, g_target: torch.Tensor, g_sum: torch.Tensor):
+        """Gradients g_target of log p(target) and g_sum of Σ_v log p(v), each (N, T), → (N, T, V)."""
         probs, target = ctx.saved_tensors
         v = probs.shape[-1]
         grad = probs  # consumed in place: a second backward through this graph raises (version counter)
         if ctx.want_sum:
-            grad.mul_(-(g_tgt + v * g_total).unsqueeze(-1))
-            grad.add_(g_total.unsqueeze(-1))
+            grad.mul_(-(g_target + v * g_sum).unsqueeze(-1))
+            grad.add_(g_sum.unsqueeze(-1))
         else:
-            grad.mul_(-g_tgt.unsqueeze(-1))
-        grad.scatter_add_(-1, target.unsqueeze(-1), g_tgt.unsqueeze(-1))
+            grad.mul_(-g_target.unsqueeze(-1))
+        grad.scatter_add_(-1, target.unsqueeze(-1), g_target.unsqueeze(-1))
         return _flush_subnormals(grad, in_place=True), None, None
 
 
@@ -168,7 +249,8 @@ def rag_sequence_nll(
     logits (B*K, T, V), doc_scores (B, K), labels (B, T) in transformers' convention.
     Returns (B,), or a scalar sum if `reduce`. `exclude_first` (a bool, or a (B,) bool mask) drops
     the first predicted token's score, as transformers' `exclude_bos_score` does for a BOS token.
-    Equals transformers' `RagSequenceForGeneration.get_nll`.
+    Equals transformers' `RagSequenceForGeneration.get_nll`; eq. 1 in plain form is
+    `rag_sequence_nll_reference`.
 
     With one document and a uniform 4-token vocabulary, a 2-token answer has NLL 2·log 4:
 
@@ -179,9 +261,10 @@ def rag_sequence_nll(
     b, k = _check_shapes(logits, doc_scores, labels)
     t, v = logits.shape[1], logits.shape[2]
     target = shift_labels_left(labels, pad_id)  # (B, T)
-    tgt, total = target_logprobs(logits, target.repeat_interleave(k, dim=0), with_sum=epsilon != 0.0)  # (B*K, T)
-    tgt, total = tgt.view(b, k, t), total.view(b, k, t)  # (B, K, T)
-    return sequence_nll_from_token_logprobs(tgt, total, doc_scores, target, pad_id, v, epsilon, reduce, exclude_first)
+    target_logprob, sum_logprob_over_vocab = target_logprobs(
+        logits, target.repeat_interleave(k, dim=0), with_sum=epsilon != 0.0)  # (B*K, T) each
+    return sequence_nll_from_token_logprobs(target_logprob.view(b, k, t), sum_logprob_over_vocab.view(b, k, t),
+                                            doc_scores, target, pad_id, v, epsilon, reduce, exclude_first)
 
 
 def sequence_nll_from_token_logprobs(
@@ -195,30 +278,34 @@ def sequence_nll_from_token_logprobs(
     reduce: bool = False,
     exclude_first: bool | torch.Tensor = False,
 ) -> torch.Tensor:
-    """`rag_sequence_nll` from per-document target log-probs tgt (B, K, T) and Σ_v log p(v) total (B, K, T).
+    """`rag_sequence_nll` from per-document log-probs, without the (B, K, T, V) logits.
 
+    tgt (B, K, T): log p(y_t | x, z, y_<t) of each target token under each document; total
+    (B, K, T): Σ_v log p(v | x, z, y_<t), which only label smoothing reads (zeros will do at ε = 0).
     `target` (B, T) is already shifted (`shift_labels_left`). Decoding uses this form: it computes
     the log-probs in chunks and never holds the (B, K, T, V) logits.
     """
-    b, k, t = tgt.shape
-    if tuple(doc_scores.shape) != (b, k) or tuple(target.shape) != (b, t) or total.shape != tgt.shape:
+    target_logprob, sum_logprob_over_vocab = tgt, total  # (B, K, T) each
+    b, k, t = target_logprob.shape
+    if (tuple(doc_scores.shape) != (b, k) or tuple(target.shape) != (b, t)
+            or sum_logprob_over_vocab.shape != target_logprob.shape):
         raise ValueError(f"expected tgt/total (B, K, T), doc_scores (B, K), target (B, T); got {tuple(tgt.shape)}, "
                          f"{tuple(total.shape)}, {tuple(doc_scores.shape)}, {tuple(target.shape)}")
-    keep = target.ne(pad_id).unsqueeze(1).to(tgt.dtype)  # (B, 1, T)
+    dtype, device = target_logprob.dtype, target_logprob.device
+    keep = target.ne(pad_id).unsqueeze(1).to(dtype)  # (B, 1, T)
     prior = doc_log_prior(doc_scores)  # (B, K)
-    # transformers adds log p(z|x) to every vocabulary entry of the *second* target position, so
-    # that the prior survives `exclude_bos_score` dropping the first; the pad mask applies after,
-    # and the smoothing sum therefore sees the prior V times. Reproduced as is for parity.
-    at_second = torch.zeros(t, dtype=tgt.dtype, device=tgt.device)
+    # transformers' placement of log p(z|x): on every vocabulary entry of target position 1, masked
+    # with the padding after (see the note that opens the fast path)
+    carries_prior = torch.zeros(t, dtype=dtype, device=device)  # (T,): 1 at the position that takes the prior
     if t >= 2:
-        at_second[1] = 1.0
-    ll = (tgt + prior.unsqueeze(-1) * at_second) * keep  # (B, K, T)
-    smooth = (total + vocab * prior.unsqueeze(-1) * at_second) * keep  # (B, K, T)
-    first = torch.as_tensor(exclude_first, device=ll.device).expand(b)  # (B,)
-    scored = torch.ones(b, 1, t, dtype=ll.dtype, device=ll.device)  # (B, 1, T)
-    scored[:, 0, 0] = (~first.bool()).to(ll.dtype)
-    nll = -torch.logsumexp((ll * scored).sum(2), dim=1)  # (B,)
-    smooth_nll = -torch.logsumexp(smooth.sum(2), dim=1)  # (B,)
+        carries_prior[1] = 1.0
+    ll = (target_logprob + prior.unsqueeze(-1) * carries_prior) * keep  # (B, K, T)
+    smooth = (sum_logprob_over_vocab + vocab * prior.unsqueeze(-1) * carries_prior) * keep  # (B, K, T)
+    exclude = torch.as_tensor(exclude_first, device=device).expand(b)  # (B,)
+    counted_in_nll = torch.ones(b, 1, t, dtype=dtype, device=device)  # (B, 1, T): 0 at an excluded first token
+    counted_in_nll[:, 0, 0] = (~exclude.bool()).to(dtype)
+    nll = -torch.logsumexp((ll * counted_in_nll).sum(2), dim=1)  # (B,)
+    smooth_nll = -torch.logsumexp(smooth.sum(2), dim=1)  # (B,): smoothing counts every position
     return _finish(nll, smooth_nll, epsilon, vocab, reduce)
 
 
@@ -245,9 +332,10 @@ def rag_token_nll(
     """RAG-Token negative log-likelihood, −Σ_t log Σ_z p(z|x) p(y_t|x,z,y_<t) (eq. 2).
 
     logits (B*K, T, V), doc_scores (B, K), labels (B, T). Returns (B,), or a scalar if `reduce`.
-    Equals transformers' `RagTokenForGeneration.get_nll`. Without label smoothing only the target
-    token's log-probability per document is needed, so the (B, T, V) mixture is never built; with
-    smoothing, Σ_v log p(v) of the mixture needs it.
+    Equals transformers' `RagTokenForGeneration.get_nll`; eq. 2 in plain form is
+    `rag_token_nll_reference`. Without label smoothing only the target token's log-probability per
+    document is needed, so the (B, T, V) mixture is never built; with smoothing, Σ_v log p(v) of the
+    mixture needs it.
 
     >>> y = torch.tensor([[2, 0, 3]])
     >>> round(rag_token_nll(torch.zeros(2, 3, 4), torch.zeros(1, 2), y, pad_id=1).item(), 4)
@@ -259,8 +347,8 @@ def rag_token_nll(
     keep = target.ne(pad_id).to(logits.dtype)  # (B, T)
     prior = doc_log_prior(doc_scores)  # (B, K)
     if epsilon == 0.0:
-        tgt, _ = target_logprobs(logits, target.repeat_interleave(k, dim=0))
-        per_token = torch.logsumexp(tgt.view(b, k, t) + prior.unsqueeze(-1), dim=1)  # (B, T)
+        target_logprob, _ = target_logprobs(logits, target.repeat_interleave(k, dim=0))  # (B*K, T)
+        per_token = torch.logsumexp(target_logprob.view(b, k, t) + prior.unsqueeze(-1), dim=1)  # (B, T)
         nll = -(per_token * keep).sum(1)  # (B,)
         return _finish(nll, torch.zeros_like(nll), 0.0, v, reduce)
     # autograd's log-softmax and logsumexp backward leave subnormals in the logits' gradient too
@@ -279,9 +367,9 @@ def rag_sequence_doc_posterior(logits: torch.Tensor, doc_scores: torch.Tensor, l
     """
     b, k = _check_shapes(logits, doc_scores, labels)
     target = shift_labels_left(labels, pad_id)  # (B, T)
-    tgt, _ = target_logprobs(logits, target.repeat_interleave(k, dim=0))
-    tgt = tgt.view(b, k, -1) * target.ne(pad_id).unsqueeze(1)  # (B, K, T)
-    return torch.softmax(doc_log_prior(doc_scores) + tgt.sum(2), dim=1)  # (B, K)
+    target_logprob, _ = target_logprobs(logits, target.repeat_interleave(k, dim=0))  # (B*K, T)
+    target_logprob = target_logprob.view(b, k, -1) * target.ne(pad_id).unsqueeze(1)  # (B, K, T)
+    return torch.softmax(doc_log_prior(doc_scores) + target_logprob.sum(2), dim=1)  # (B, K)
 
 
 def rag_token_doc_posterior(logits: torch.Tensor, doc_scores: torch.Tensor, labels: torch.Tensor, pad_id: int) -> torch.Tensor:
@@ -291,6 +379,6 @@ def rag_token_doc_posterior(logits: torch.Tensor, doc_scores: torch.Tensor, labe
     """
     b, k = _check_shapes(logits, doc_scores, labels)
     target = shift_labels_left(labels, pad_id)  # (B, T)
-    tgt, _ = target_logprobs(logits, target.repeat_interleave(k, dim=0))
-    tgt = tgt.view(b, k, -1) * target.ne(pad_id).unsqueeze(1)  # (B, K, T)
-    return torch.softmax(doc_log_prior(doc_scores).unsqueeze(-1) + tgt, dim=1).transpose(1, 2)  # (B, T, K)
+    target_logprob, _ = target_logprobs(logits, target.repeat_interleave(k, dim=0))  # (B*K, T)
+    target_logprob = target_logprob.view(b, k, -1) * target.ne(pad_id).unsqueeze(1)  # (B, K, T)
+    return torch.softmax(doc_log_prior(doc_scores).unsqueeze(-1) + target_logprob, dim=1).transpose(1, 2)  # (B, T, K)
