@@ -28,7 +28,7 @@ from rich.table import Table  # noqa: E402
 from lewisrag.eval import metrics  # noqa: E402
 from lewisrag.eval.bughunt import load_bughunt  # noqa: E402
 from lewisrag.eval.citations import check_sentence  # noqa: E402
-from lewisrag.eval.llm_judge import LLMJudge  # noqa: E402
+from lewisrag.eval.judges.llm import LLMJudge  # noqa: E402
 from lewisrag.eval.statements import Statement, split_sentences, strip_citations  # noqa: E402
 
 

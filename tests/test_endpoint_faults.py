@@ -24,7 +24,7 @@ import pytest
 from lewisrag import chat
 from lewisrag.chat import ChatClient, ChatError, backoff_delay, scrub
 from lewisrag.eval.judges import Verdict
-from lewisrag.eval.llm_judge import JudgeError, LLMJudge
+from lewisrag.eval.judges.llm import JudgeError, LLMJudge
 
 KEY = "sk-fault-SECRET-7c2e91d0"
 GOOD = Verdict(True, "rule")

@@ -3,7 +3,6 @@ real local chat-completions server with scripted replies."""
 
 from __future__ import annotations
 
-import doctest
 import json
 import threading
 import time
@@ -13,16 +12,11 @@ from pathlib import Path
 import pytest
 
 from lewisrag.data.io import InputError
-from lewisrag.eval import judges, llm_judge
+from lewisrag.eval import judges
 from lewisrag.eval.judges import FunctionJudge, LabelJudge, LexicalJudge, NLIJudge, Verdict
-from lewisrag.eval.llm_judge import LLMJudge
+from lewisrag.eval.judges.llm import JudgeError, LLMJudge
 
 KEY = "sk-test-SECRET-4f1d9c"
-
-
-@pytest.mark.parametrize("module", [judges, llm_judge])
-def test_docstring_examples(module):
-    assert doctest.testmod(module).failed == 0
 
 
 def test_function_judge_and_fingerprints():
@@ -266,7 +260,7 @@ def test_llm_decompose_and_questions(server, tmp_path):
     qs, noncommittal = j.generate_questions("It returns 422.", 2)
     assert qs == ["接口返回什么？", "What does login return?"] and noncommittal is False
     server.script = [{"content": "[]"}]
-    with pytest.raises(llm_judge.JudgeError, match="malformed"):
+    with pytest.raises(JudgeError, match="malformed"):
         j.decompose("另一段话。")
 
 

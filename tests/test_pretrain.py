@@ -5,7 +5,6 @@ from __future__ import annotations
 import doctest
 import json
 import random
-import shutil
 import subprocess
 import sys
 from pathlib import Path

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lewisrag.eval import qa
-from lewisrag.eval.qa import bleu_1, exact_match, normalize_answer, provenance_em, rouge_l, rouge_tokens, token_f1
+from lewisrag.scoring.qa import bleu_1, exact_match, normalize_answer, provenance_em, rouge_l, rouge_tokens, token_f1
 
 
 def test_docstring_examples():

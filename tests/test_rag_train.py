@@ -274,7 +274,6 @@ def _free_port() -> int:
 
 def test_two_processes_equal_one_process(rag_inputs, tmp_path):
     from lewisrag.index.encoders import DPRCheckpoint
-    from lewisrag.training.rag import train_rag
 
     # one step (of two accumulated micro-batches): AdamW's later steps divide by √v, which turns
     # rounding-level gradient differences on near-zero entries into visible ones

@@ -22,6 +22,7 @@ import numpy as np
 
 from lewisrag.eval.judges import Verdict
 from lewisrag.eval.statements import strip_citations
+from lewisrag.scoring.retrieval import gold_fraction_at_k, recall_at_k  # noqa: F401  (the retrieval layer's scores)
 
 NAN = float("nan")
 
@@ -101,33 +102,6 @@ def answer_completeness(reference_statements: list[str], answer: str, judge) -> 
     0.5
     """
     return count_support(answer, reference_statements, judge).score
-
-
-def recall_at_k(retrieved_ids: Sequence[str], gold_ids: Sequence[str], k: int) -> float:
-    """1.0 if any gold id is among the first k retrieved ids, else 0.0 (DPR's top-k accuracy).
-
-    NaN when there are no gold ids. ID-based: no judge, deterministic, cheap.
-
-    >>> recall_at_k(["REQ-USER-02", "REQ-AUTH-03"], ["REQ-AUTH-03"], 1), recall_at_k(["d2", "d1"], ["d1"], 2)
-    (0.0, 1.0)
-    """
-    if k < 1:
-        raise ValueError(f"k must be at least 1, got {k}")
-    if not gold_ids:
-        return NAN
-    return float(bool(set(retrieved_ids[:k]) & set(gold_ids)))
-
-
-def gold_fraction_at_k(retrieved_ids: Sequence[str], gold_ids: Sequence[str], k: int) -> float:
-    """Share of the gold ids found in the first k retrieved ids (for multi-document questions).
-
-    >>> gold_fraction_at_k(["需求-1", "bug-7", "需求-2"], ["需求-1", "需求-2"], 2)
-    0.5
-    """
-    if k < 1:
-        raise ValueError(f"k must be at least 1, got {k}")
-    gold = set(gold_ids)
-    return len(set(retrieved_ids[:k]) & gold) / len(gold) if gold else NAN
 
 
 def answer_relevancy(

@@ -19,12 +19,14 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
-from lewisrag.eval import citations, metrics, qa, stats
+from lewisrag.eval import citations, metrics, stats
 from lewisrag.eval.answers import AnswerRecord
 from lewisrag.eval.diagnose import Thresholds, diagnose, is_refusal
 from lewisrag.eval.judges import Verdict
-from lewisrag.eval.llm_judge import JudgeError
+from lewisrag.eval.judges.llm import JudgeError
 from lewisrag.eval.statements import SPLITTER_NAME, SPLITTER_VERSION, Statement, split_sentences, strip_citations
+from lewisrag.scoring import qa
+from lewisrag.scoring.retrieval import recall_at_k
 
 METRICS = ("faithfulness", "context_recall", "answer_completeness", "answer_relevancy", "on_topic_rate",
            "citation_recall", "citation_precision", "exact_match", "f1", "rougeL")
@@ -142,7 +144,7 @@ def _record(p: _Prepared, judge, cfg: EvalConfig, embed) -> dict:
         reasons["citation_recall"] = reasons["citation_precision"] = "the answer cites nothing"
     if rec.gold_passage_ids and rec.has_context_ids:
         ids = [c.id for c in rec.contexts]
-        m["recall_at_k"] = {str(k): metrics.recall_at_k(ids, rec.gold_passage_ids, k) for k in cfg.ks}
+        m["recall_at_k"] = {str(k): recall_at_k(ids, rec.gold_passage_ids, k) for k in cfg.ks}
     elif rec.gold_passage_ids:
         reasons["recall_at_k"] = "retrieved_contexts are plain strings: no ids to match gold_passage_ids"
     if rec.reference:

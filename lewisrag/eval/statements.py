@@ -30,6 +30,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from lewisrag.scoring.text import is_cjk
+
 SPLITTER_NAME = "sentences"
 SPLITTER_VERSION = "1"
 ATOMIC_SPLITTER_NAME = "atomic"  # split_atomic: sentences, then a caller-supplied decomposer
@@ -64,19 +66,6 @@ class Statement:
     text: str  # the statement without citation markers, e.g. "登录失败时接口返回 422。"
     citations: tuple[str, ...]  # cited ids in order of appearance, without duplicates, e.g. ("1", "3")
     quotes: tuple[str, ...]  # strings quoted with 「」 『』 “” or "", e.g. ("422",)
-
-
-def is_cjk(ch: str) -> bool:
-    """True for a CJK ideograph or a Japanese kana (characters that are words on their own).
-
-    >>> is_cjk("登"), is_cjk("a"), is_cjk("。")
-    (True, False, False)
-    """
-    o = ord(ch)
-    return (
-        0x4E00 <= o <= 0x9FFF or 0x3400 <= o <= 0x4DBF or 0xF900 <= o <= 0xFAFF
-        or 0x20000 <= o <= 0x2FA1F or 0x3040 <= o <= 0x30FF
-    )
 
 
 def citation_ids(text: str) -> tuple[str, ...]:

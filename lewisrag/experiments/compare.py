@@ -14,7 +14,6 @@ the k passages: one encoder pass and one decoder pass per token.
 
 from __future__ import annotations
 
-import math
 import os
 from collections import Counter
 from collections.abc import Callable
@@ -22,6 +21,9 @@ from pathlib import Path
 
 from lewisrag.data.io import InputError
 from lewisrag.experiments.systems import Answered, LewisSystem, StitchedSystem
+from lewisrag.scoring import qa as Q
+from lewisrag.scoring.aggregate import mean
+from lewisrag.scoring.retrieval import recall_at_k
 
 SYSTEMS = ("rag_token", "rag_sequence", "stitched")
 LAYER_METRICS = ("faithfulness", "context_recall", "answer_completeness", "citation_recall", "citation_precision")
@@ -49,11 +51,6 @@ def answer_record(ex, a: Answered, system: str) -> dict:
     return rec
 
 
-def _mean(values) -> float | None:
-    vals = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
-    return sum(vals) / len(vals) if vals else None
-
-
 def scorecard(systems: dict, test: list, eval_examples: list, judge=None, batch_size: int = 16,
               on_progress: Progress = lambda *a: None) -> dict:
     """Every system on the short-answer `test` questions (EM, F1, ROUGE-L, recall@k) and on `eval_examples`
@@ -75,9 +72,9 @@ def scorecard(systems: dict, test: list, eval_examples: list, judge=None, batch_
         parsed += [parse_answer(answer_record(ex, a, name), "compare", i, seen) for i, (ex, a) in enumerate(zip(eval_examples, ev), 1)]
         extras.update({(ex.id, name): {"passage_ids": [p.id for p in a.passages], "token_posteriors": a.token_posteriors}
                        for ex, a in zip(eval_examples, ev)})
-        card["layers"][name] = {"forward_passes_per_answer": _mean(a.forward_passes for a in answers + ev),
-                                "tokens_per_answer": _mean(a.input_tokens for a in answers + ev)}
-        card["timings"][name] = {"latency_s": _mean(a.seconds for a in answers + ev)}
+        card["layers"][name] = {"forward_passes_per_answer": mean(a.forward_passes for a in answers + ev),
+                                "tokens_per_answer": mean(a.input_tokens for a in answers + ev)}
+        card["timings"][name] = {"latency_s": mean(a.seconds for a in answers + ev)}
     results = evaluate_answers(parsed, judge or LexicalJudge(),
                                progress=_counter(lambda d: on_progress("evaluating answers", d, len(parsed), "")))
     for rec in results["records"]:
@@ -93,14 +90,11 @@ def scorecard(systems: dict, test: list, eval_examples: list, judge=None, batch_
 
 def qa_scores(answers: list[Answered], examples: list) -> tuple[dict, dict]:
     """({exact_match, f1, rougeL, n}, {recall_at_k, k}) of answers to `examples`, recall over those with gold ids."""
-    from lewisrag.eval import qa as Q
-
     pairs = list(zip(answers, examples))
-    scores = {"exact_match": _mean(Q.exact_match(a.text, ex.answers) for a, ex in pairs),
-              "f1": _mean(Q.token_f1(a.text, ex.answers) for a, ex in pairs),
-              "rougeL": _mean(Q.rouge_l(a.text, ex.answers) for a, ex in pairs), "n": len(pairs)}
-    golds = [(a, set(ex.gold_passage_ids)) for a, ex in pairs if ex.gold_passage_ids]
-    recall = {"recall_at_k": _mean(float(any(p.id in g for p in a.passages)) for a, g in golds),
+    scores = {"exact_match": mean(Q.exact_match(a.text, ex.answers) for a, ex in pairs),
+              "f1": mean(Q.token_f1(a.text, ex.answers) for a, ex in pairs),
+              "rougeL": mean(Q.rouge_l(a.text, ex.answers) for a, ex in pairs), "n": len(pairs)}
+    recall = {"recall_at_k": mean(recall_at_k([p.id for p in a.passages], ex.gold_passage_ids) for a, ex in pairs),
               "k": len(answers[0].passages) if answers else None}
     return scores, recall
 
@@ -122,7 +116,7 @@ def layer_summary(records: list[dict]) -> dict:
     1.0
     """
     scored = [r for r in records if r.get("category") != "not_in_kb"]
-    out = {m: _mean(r["metrics"].get(m) for r in scored) for m in LAYER_METRICS}
+    out = {m: mean(r["metrics"].get(m) for r in scored) for m in LAYER_METRICS}
     out["failure_layers"] = dict(sorted(Counter(r["diagnosis"]["primary"] or "none" for r in records).items()))
     nik = [r for r in records if r.get("category") == "not_in_kb"]
     out["not_in_kb"] = {"n": len(nik), "refused": sum(bool(r["refused"]) for r in nik)}

@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Sequence
 
 from lewisrag.data.records import QAExample
-from lewisrag.eval.qa import exact_match
+from lewisrag.scoring.qa import exact_match
 
 AnswerFn = Callable[[list[str], list[list]], list[str]]  # (questions, passages per question) -> answers
 

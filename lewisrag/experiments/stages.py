@@ -17,6 +17,7 @@ from pathlib import Path
 from lewisrag.data.io import InputError, write_json
 from lewisrag.data.outputs import staged_dir
 from lewisrag.experiments.presets import Preset
+from lewisrag.scoring.aggregate import mean
 
 Progress = Callable[[str, int, int, str], None]  # (task, done, total, info)
 SYSTEMS = ("rag_token", "rag_sequence", "closed_book")  # Table 1's rows that this run trains
@@ -122,14 +123,10 @@ def _answers(run: Path, preset: Preset, system: str, questions: Sequence[str], m
     return rag_answers(model, tokenizers, index, questions, preset.rag.n_docs, max_length, on_batch=on_batch)
 
 
-def _mean(values: Sequence[float]) -> float | None:
-    return sum(values) / len(values) if values else None
-
-
 def evaluate(run: Path, preset: Preset, on_progress: Progress) -> dict:
     """Test split: EM, F1, ROUGE-L on short answers and ROUGE-L, BLEU-1 on long-form ones, per system."""
     from lewisrag.data.records import read_qa
-    from lewisrag.eval.qa import bleu_1, exact_match, rouge_l, token_f1
+    from lewisrag.scoring.qa import bleu_1, exact_match, rouge_l, token_f1
 
     test = [ex for ex in read_qa(run / "world" / f"{preset.eval_split}.jsonl") if ex.answers]
     short, long = [ex for ex in test if ex.kind != "long"], [ex for ex in test if ex.kind == "long"]
@@ -146,8 +143,8 @@ def evaluate(run: Path, preset: Preset, on_progress: Progress) -> dict:
         s_scores = [{"exact_match": exact_match(p, ex.answers), "f1": token_f1(p, ex.answers),
                      "rougeL": rouge_l(p, ex.answers)} for p, ex in zip(s_pred, short)]
         l_scores = [{"rougeL": rouge_l(p, ex.answers), "bleu1": bleu_1(p, ex.answers)} for p, ex in zip(l_pred, long)]
-        qa[system] = {**{m: _mean([s[m] for s in s_scores]) for m in ("exact_match", "f1", "rougeL")}, "n": len(short),
-                      "long": {**{m: _mean([s[m] for s in l_scores]) for m in ("rougeL", "bleu1")}, "n": len(long)}}
+        qa[system] = {**{m: mean([s[m] for s in s_scores]) for m in ("exact_match", "f1", "rougeL")}, "n": len(short),
+                      "long": {**{m: mean([s[m] for s in l_scores]) for m in ("rougeL", "bleu1")}, "n": len(long)}}
         for ex, m in [*zip(short, s_scores), *zip(long, l_scores)]:
             records.append({"id": ex.id, "system": system, "category": ex.category, "kind": ex.kind, "metrics": m})
         predictions[system] = dict(zip([ex.id for ex in short + long], s_pred + l_pred))
@@ -189,7 +186,7 @@ def ablations(run: Path, preset: Preset, on_progress: Progress) -> dict:
     """Table 6 and Figure 3: test EM at test-time K for RAG-Token and RAG-Sequence, the frozen-retriever
     RAG-Token, and the trained RAG-Token reading BM25's documents instead of DPR's."""
     from lewisrag.data.records import read_qa
-    from lewisrag.eval.qa import exact_match
+    from lewisrag.scoring.qa import exact_match
     from lewisrag.experiments.ask import load_trained
     from lewisrag.index.bm25 import BM25Index
     from lewisrag.index.dense import DenseIndex
@@ -211,7 +208,7 @@ def ablations(run: Path, preset: Preset, on_progress: Progress) -> dict:
 
             preds = rag_answers(model, tokenizers, index, [ex.question for ex in short], k,
                                 preset.rag.max_target_length, bm25=sparse, on_batch=tick)
-            em.setdefault(name, {})[str(k)] = _mean([exact_match(p, ex.answers) for p, ex in zip(preds, short)])
+            em.setdefault(name, {})[str(k)] = mean([exact_match(p, ex.answers) for p, ex in zip(preds, short)])
     at = str(preset.rag.n_docs) if str(preset.rag.n_docs) in em["rag_token"] else str(ks[-1])
     out = {"ks": ks, "trained_k": preset.rag.n_docs, "n": len(short),
            "n_docs": {"rag_token": em["rag_token"], "rag_sequence": em["rag_sequence"]},

@@ -60,7 +60,7 @@ def swap_matrix(model_paths: Sequence[str | os.PathLike], index_paths: Sequence[
     Returns {"models", "indexes", "questions": names, "n_questions": {set: n},
     "em": {model: {index: {set: EM}}}, "predictions": the same nesting with lists of answers}.
     """
-    from lewisrag.eval.qa import exact_match
+    from lewisrag.scoring.qa import exact_match
     from lewisrag.experiments.ask import load_trained
     from lewisrag.index.dense import DenseIndex
     from lewisrag.training.rag import predict

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from lewisrag.data.records import QAExample
 from lewisrag.index import store
+from lewisrag.scoring.retrieval import first_gold_rank
 
 
 @dataclass(frozen=True)
@@ -119,8 +120,7 @@ def retrieval_recall(
     for i in range(0, len(scored), batch_size):
         batch = scored[i : i + batch_size]
         for ex, hits in zip(batch, retriever.search([ex.question for ex in batch], kmax)):
-            gold = set(ex.gold_passage_ids)
-            first = next((rank for rank, h in enumerate(hits) if h.id in gold), None)
+            first = first_gold_rank([h.id for h in hits], ex.gold_passage_ids)
             first_gold[ex.id] = first
             for k in ks:
                 hits_at[k] += first is not None and first < k

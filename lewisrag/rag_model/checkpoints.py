@@ -1,4 +1,8 @@
-"""Checkpoints: transformers RAG directories in and out, and lewisrag's own safetensors layout.
+"""RAG checkpoints: transformers RAG directories in and out, and lewisrag's own safetensors layout.
+
+`RagModel.from_hf_pretrained`, `to_hf`, `save_pretrained` and `from_pretrained` call these; the
+loaders take the model class as their first argument, so this module never imports the model.
+(Training state, optimizer included, is `lewisrag.training.checkpoint`'s.)
 
 lewisrag layout (`save_native`):
 
@@ -18,7 +22,7 @@ from pathlib import Path
 
 from lewisrag.data.io import InputError, read_json, write_json
 from lewisrag.data.outputs import staged_dir
-from lewisrag.rag_model.model import RagModel, RagSettings
+from lewisrag.rag_model.settings import RagSettings
 
 FORMAT = "lewisrag-rag/1"
 _HF_CLASSES = {"RagTokenForGeneration": "token", "RagSequenceForGeneration": "sequence"}
@@ -30,7 +34,7 @@ def _hf_class(variant: str):
     return RagTokenForGeneration if variant == "token" else RagSequenceForGeneration
 
 
-def load_hf(path: str | os.PathLike, variant: str | None = None) -> RagModel:
+def load_hf(model_cls, path: str | os.PathLike, variant: str | None = None):
     """Load a transformers RAG checkpoint directory; the variant comes from `architectures` unless given."""
     from lewisrag.data.pretrained import load_model
 
@@ -56,14 +60,14 @@ def load_hf(path: str | os.PathLike, variant: str | None = None) -> RagModel:
     )
     # transformers' RAG-Token decodes with the RAG model's generation config, RAG-Sequence with the generator's
     gc = hf.generation_config if variant == "token" else hf.generator.generation_config
-    return RagModel(hf.question_encoder, hf.generator, variant, c.n_docs, settings, gc).eval()
+    return model_cls(hf.question_encoder, hf.generator, variant, c.n_docs, settings, gc).eval()
 
 
 def _existing(p: Path) -> str | None:
     return str(p) if p.exists() else None
 
 
-def save_hf(model: RagModel, path: str | os.PathLike) -> None:
+def save_hf(model, path: str | os.PathLike) -> None:
     """Write `model` as a transformers RagTokenForGeneration / RagSequenceForGeneration directory."""
     from transformers import RagConfig
 
@@ -82,7 +86,7 @@ def save_hf(model: RagModel, path: str | os.PathLike) -> None:
         hf.save_pretrained(tmp)
 
 
-def save_native(model: RagModel, path: str | os.PathLike) -> None:
+def save_native(model, path: str | os.PathLike) -> None:
     with staged_dir(path) as tmp:
         model.question_encoder.save_pretrained(tmp / "question_encoder")
         model.generator.generation_config = model.generation_config
@@ -90,7 +94,7 @@ def save_native(model: RagModel, path: str | os.PathLike) -> None:
         write_json(tmp / "rag.json", {"format": FORMAT, "settings": asdict(model.settings)})
 
 
-def load_native(path: str | os.PathLike) -> RagModel:
+def load_native(model_cls, path: str | os.PathLike):
     from transformers import AutoModel, AutoModelForSeq2SeqLM
 
     from lewisrag.data.pretrained import load_model
@@ -109,4 +113,4 @@ def load_native(path: str | os.PathLike) -> RagModel:
         raise InputError(path / "rag.json", str(e), field="settings") from None
     question_encoder = load_model(AutoModel.from_pretrained, path / "question_encoder", "question encoder")
     generator = load_model(AutoModelForSeq2SeqLM.from_pretrained, path / "generator", "generator")
-    return RagModel(question_encoder, generator, settings.variant, settings.n_docs, settings).eval()
+    return model_cls(question_encoder, generator, settings.variant, settings.n_docs, settings).eval()

@@ -16,35 +16,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from lewisrag.rag_model import checkpoints
 from lewisrag.rag_model import marginalize as M
-
-VARIANTS = ("token", "sequence")
-
-
-@dataclass(frozen=True)
-class RagSettings:
-    """Everything besides the weights that a RAG checkpoint must carry to be used again."""
-
-    variant: str = "token"  # "token" (eq. 2) or "sequence" (eq. 1) marginalization
-    n_docs: int = 5  # K, documents retrieved and marginalized per question
-    label_smoothing: float = 0.0  # ε of transformers' RAG loss: (1-ε)·NLL + ε/V·(−Σ_v log p(v))
-    exclude_bos_score: bool = False  # sequence loss: drop the first target's score when it is BOS
-    do_deduplication: bool = True  # sequence decoding: merge identical candidates from different docs
-    title_sep: str = " / "  # generator input: prefix + title + title_sep + text + doc_sep + question
-    doc_sep: str = " // "  # (transformers' RagRetriever.postprocess_docs builds the same string)
-    prefix: str = ""  # prepended to every generator input (T5-style models use one)
-    max_combined_length: int = 300  # generator input tokens per (question, document), truncated
-    question_tokenizer: str | None = None  # path of the question encoder's tokenizer
-    generator_tokenizer: str | None = None  # path of the generator's tokenizer
-    index_path: str | None = None  # the index the model was trained with, if any
-    index_fingerprint: str | None = None  # that index's context-encoder fingerprint
-
-    def __post_init__(self):
-        if self.variant not in VARIANTS:
-            raise ValueError(f"variant must be one of {VARIANTS}, got {self.variant!r}")
-        if self.n_docs < 1:
-            raise ValueError(f"n_docs must be at least 1, got {self.n_docs}")
-
+from lewisrag.rag_model.settings import VARIANTS, RagSettings  # noqa: F401  (VARIANTS: re-exported)
 
 @dataclass
 class RagOutput:
@@ -191,7 +165,7 @@ class RagModel(nn.Module):
                    reduce_loss=reduce_loss, n_docs=r.doc_scores.shape[1])
         return out, r
 
-    # --- decoding and checkpoints (decoding.py, hf_interop.py) ------------------------------------
+    # --- decoding and checkpoints (decoding.py, checkpoints.py) -----------------------------------
 
     @torch.no_grad()
     def generate(self, context_input_ids: torch.Tensor, context_attention_mask: torch.Tensor, doc_scores: torch.Tensor,
@@ -204,24 +178,16 @@ class RagModel(nn.Module):
     @classmethod
     def from_hf_pretrained(cls, path, variant: str | None = None) -> RagModel:
         """Load a transformers RagTokenForGeneration / RagSequenceForGeneration checkpoint directory."""
-        from lewisrag.rag_model.hf_interop import load_hf
-
-        return load_hf(path, variant)
+        return checkpoints.load_hf(cls, path, variant)
 
     def to_hf(self, path) -> None:
         """Write a transformers checkpoint directory that `Rag{Token,Sequence}ForGeneration.from_pretrained` loads."""
-        from lewisrag.rag_model.hf_interop import save_hf
-
-        save_hf(self, path)
+        checkpoints.save_hf(self, path)
 
     def save_pretrained(self, path) -> None:
         """Safetensors weights, both module configs, and `rag.json` naming variant, tokenizers and index."""
-        from lewisrag.rag_model.hf_interop import save_native
-
-        save_native(self, path)
+        checkpoints.save_native(self, path)
 
     @classmethod
     def from_pretrained(cls, path) -> RagModel:
-        from lewisrag.rag_model.hf_interop import load_native
-
-        return load_native(path)
+        return checkpoints.load_native(cls, path)

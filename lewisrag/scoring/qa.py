@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
 
-from lewisrag.eval.statements import is_cjk
+from lewisrag.scoring.text import is_cjk
 
 _ARTICLES_RE = re.compile(r"\b(a|an|the)\b")
 _ASCII_PUNCT = frozenset(string.punctuation)

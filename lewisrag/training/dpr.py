@@ -21,7 +21,6 @@ pretrained BERT-like checkpoint (`init`), copied into both encoders.
 from __future__ import annotations
 
 import copy
-import math
 import os
 import random
 from collections.abc import Callable, Sequence
@@ -31,6 +30,7 @@ from pathlib import Path
 from lewisrag.data.io import InputError
 from lewisrag.data.outputs import check_out_dir, staged_dir
 from lewisrag.data.records import Passage, QAExample
+from lewisrag.scoring.aggregate import mean
 
 
 KIND = "dpr"  # the marker kind of DPR checkpoint folders (lewisrag.data.outputs)
@@ -220,11 +220,7 @@ def train_dpr(
         c_enc.ctx_encoder.bert_model = copy.deepcopy(q_enc.question_encoder.bert_model)
     ckpt = DPRCheckpoint(q_enc, c_enc, tokenizer, {})
     meta = {"config": asdict(cfg), "max_length": cfg.p_max_length, "q_max_length": cfg.q_max_length,
-            "final_loss": _mean(losses[-20:]), "n_train": len(usable), "n_no_gold": len(examples) - len(usable)}
+            "final_loss": mean(losses[-20:]), "n_train": len(usable), "n_no_gold": len(examples) - len(usable)}
     with staged_dir(out, KIND) as tmp:
         ckpt.save(tmp, meta)
     return ckpt.meta
-
-
-def _mean(xs: Sequence[float]) -> float:
-    return sum(xs) / len(xs) if xs else math.nan

@@ -206,7 +206,7 @@ def evaluate_reading(generator, tokenizer, examples: Sequence[QAExample], passag
     """
     import torch
 
-    from lewisrag.eval.qa import exact_match
+    from lewisrag.scoring.qa import exact_match
 
     short = [ex for ex in examples if ex.kind == "short" and ex.answers]
     pairs = D.reading_pairs(short, passages)

@@ -34,7 +34,8 @@ from lewisrag.data.outputs import check_out_dir, existing, mark, replace_dir
 from lewisrag.data.records import QAExample
 from lewisrag.training import checkpoint as C
 from lewisrag.training.rag_data import (PRECISIONS, DataPosition, answer_labels, doc_entropy, load_components,
-                                        next_batch, recall_at_k, shard)
+                                        next_batch, shard)
+from lewisrag.scoring.retrieval import recall_rate
 
 
 KIND = "rag run"  # the marker kind of training run folders (lewisrag.data.outputs)
@@ -112,7 +113,7 @@ def predict(model, tokenizers, index, questions: Sequence[str], batch_size: int 
 
 def dev_exact_match(model, tokenizers, index, dev: Sequence[QAExample], cfg: RagTrainConfig) -> float:
     """Exact match on the first `cfg.eval_questions` short-answer dev questions that have answers."""
-    from lewisrag.eval.qa import exact_match
+    from lewisrag.scoring.qa import exact_match
 
     scored = [ex for ex in dev if ex.kind == "short" and ex.answers][: cfg.eval_questions]
     if not scored:
@@ -292,7 +293,7 @@ def _micro_step(cfg, acc, parts, model, ids: list[int]) -> list[float]:
                                          swap=cfg.swap)
     loss = out.loss.float().mean()
     (loss / cfg.grad_accum).backward()
-    hits, asked = recall_at_k([[p.id for p in ps] for ps in r.passages], [ex.gold_passage_ids for ex, _ in pairs])
+    hits, asked = recall_rate([[p.id for p in ps] for ps in r.passages], [ex.gold_passage_ids for ex, _ in pairs])
     n = len(pairs)
     return [float(out.loss.detach().float().sum()), n, doc_entropy(r.doc_scores) * n, hits, asked]
 

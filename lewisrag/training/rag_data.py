@@ -190,17 +190,3 @@ def doc_entropy(doc_scores) -> float:
 
     logp = torch.log_softmax(doc_scores.detach().float(), dim=-1)  # (B, K)
     return float(-(logp.exp() * logp).sum(-1).mean())
-
-
-def recall_at_k(retrieved_ids: Sequence[Sequence[str]], gold_ids: Sequence[Sequence[str]]) -> tuple[int, int]:
-    """(hits, questions): questions with gold ids whose retrieved set holds at least one of them.
-
-    >>> recall_at_k([["a", "b"], ["c"], ["d"]], [["b"], ["x"], []])
-    (1, 2)
-    """
-    hits = total = 0
-    for got, gold in zip(retrieved_ids, gold_ids):
-        if gold:
-            total += 1
-            hits += bool(set(got) & set(gold))
-    return hits, total

@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from lewisrag.chat import ChatClient, ChatError
 from lewisrag.data.io import InputError
-from lewisrag.eval.judges import DEFAULT_CACHE_DIR, DiskCache, Verdict, digest
+from lewisrag.eval.judges.base import DEFAULT_CACHE_DIR, DiskCache, Verdict, digest
 
 PROMPT_VERSION = "lewisrag-judge-1"  # bump whenever a prompt below changes: it changes scores
 

@@ -15,6 +15,7 @@ import evaluate
 
 from lewisrag.eval import judges, metrics
 from lewisrag.eval.statements import split_sentences, strip_citations
+from lewisrag.scoring.aggregate import mean
 
 _DESCRIPTION = "Faithfulness (ragas), citation recall and precision (ALCE), context recall and completeness."
 _KWARGS_DESCRIPTION = """
@@ -30,9 +31,10 @@ Returns:
 """
 
 
-def _mean(values):
-    kept = [v for v in values if not math.isnan(v)]
-    return (sum(kept) / len(kept) if kept else float("nan")), len(values) - len(kept)
+def _mean_and_unmeasured(values):
+    """(mean of the measured values, NaN if none; how many were NaN): evaluate's metrics return floats."""
+    m = mean(values)
+    return (float("nan") if m is None else m), sum(math.isnan(v) for v in values)
 
 
 class LewisragFaithfulness(evaluate.Metric):
@@ -62,5 +64,5 @@ class LewisragFaithfulness(evaluate.Metric):
                                              for r, a in zip(reference_statements, predictions)]
         out = {"judge_fingerprint": judge.fingerprint}
         for name, values in scores.items():
-            out[name], out[f"{name}_nan"] = _mean(values)
+            out[name], out[f"{name}_nan"] = _mean_and_unmeasured(values)
         return out

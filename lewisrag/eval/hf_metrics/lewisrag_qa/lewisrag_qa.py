@@ -1,6 +1,6 @@
 """lewisrag QA metrics as an evaluate module: exact match, token F1 and ROUGE-L (0 to 1).
 
-Chinese and English alike (see lewisrag.eval.qa): EM and F1 with SQuAD/DPR normalization extended
+Chinese and English alike (see lewisrag.scoring.qa): EM and F1 with SQuAD/DPR normalization extended
 to CJK characters, ROUGE-L as rouge-score's F-measure without dropping CJK. Each prediction is
 scored against its best reference; the module returns the means.
 """
@@ -8,7 +8,7 @@ scored against its best reference; the module returns the means.
 import datasets
 import evaluate
 
-from lewisrag.eval import qa
+from lewisrag.scoring import qa
 
 _DESCRIPTION = "Exact match, token F1 and ROUGE-L of answers against one or more references (Chinese and English)."
 _KWARGS_DESCRIPTION = """

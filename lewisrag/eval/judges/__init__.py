@@ -1,0 +1,45 @@
+"""Judges: does a premise (evidence) support a hypothesis (a statement)?
+
+One small protocol, batched: a judge has a `name`, a `fingerprint` (sha256 over its class, model,
+parameters and prompt version, stamped on every score it makes) and
+`judge(pairs: list[(premise, hypothesis)]) -> list[Verdict]`. A judge that cannot decide returns
+`Verdict(None, reason)`; metrics turn that into "left out and counted", never into a silent False.
+
+    FunctionJudge(fn)            fn(premise, hypothesis) -> bool, for tests and custom rules
+    LexicalJudge()               deterministic token-support baseline (below)
+    NLIJudge.from_pretrained(p)  any transformers sequence-classification checkpoint with an entailment label
+    LLMJudge(base_url, model)    an OpenAI-compatible chat-completions endpoint (lewisrag.eval.judges.llm)
+    LabelJudge.from_file(p)      human labels {"id", "premise", "hypothesis", "supported"}
+
+`from_spec("lexical" | "nli:PATH" | "llm:MODEL" | "labels:FILE")` builds one from a CLI string.
+"""
+
+from __future__ import annotations
+
+import os
+
+from lewisrag.data.io import InputError
+from lewisrag.eval.judges.base import DEFAULT_CACHE_DIR, DiskCache, Verdict, digest
+from lewisrag.eval.judges.function import FunctionJudge
+from lewisrag.eval.judges.labels import Label, LabelJudge, read_labels
+from lewisrag.eval.judges.lexical import LexicalJudge, content_tokens
+from lewisrag.eval.judges.llm import JudgeError, LLMJudge
+from lewisrag.eval.judges.nli import NLIJudge, entailment_index
+
+__all__ = ["DEFAULT_CACHE_DIR", "DiskCache", "FunctionJudge", "JudgeError", "LLMJudge", "Label", "LabelJudge",
+           "LexicalJudge", "NLIJudge", "Verdict", "content_tokens", "digest", "entailment_index", "from_spec",
+           "read_labels"]
+
+
+def from_spec(spec: str, *, cache_dir: str | os.PathLike | None = None, concurrency: int = 4, base_url: str | None = None):
+    """Build a judge from `lexical`, `nli:PATH`, `llm:MODEL` or `labels:FILE` (the CLI's --judge)."""
+    kind, _, arg = spec.partition(":")
+    if kind == "lexical" and not arg:
+        return LexicalJudge()
+    if kind == "nli" and arg:
+        return NLIJudge.from_pretrained(arg)
+    if kind == "labels" and arg:
+        return LabelJudge.from_file(arg)
+    if kind == "llm" and arg:
+        return LLMJudge(base_url=base_url, model=arg, cache_dir=cache_dir, max_workers=concurrency)
+    raise InputError("--judge", f"unknown judge '{spec}': use lexical, nli:PATH, llm:MODEL or labels:FILE")
