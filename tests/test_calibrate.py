@@ -1,6 +1,5 @@
 """lewisrag calibrate: a judge against human labels, misses and false kills apart."""
 
-import doctest
 import json
 
 import pytest
@@ -9,7 +8,8 @@ from typer.testing import CliRunner
 from conftest import run_cli, write_jsonl
 from lewisrag.cli import app
 from lewisrag.data.io import InputError
-from lewisrag.eval import calibrate as cal
+from lewisrag.eval.judges import Label, read_labels
+from lewisrag.eval.stats import calibrate
 from lewisrag.eval.judges import Verdict
 
 LABELS = [
@@ -36,17 +36,13 @@ class ScriptedJudge:
 
 
 def _labels():
-    return [cal.Label(r["id"], r["premise"], r["hypothesis"], r["supported"]) for r in LABELS]
-
-
-def test_docstring_example():
-    assert doctest.testmod(cal).failed == 0
+    return [Label(r["id"], r["premise"], r["hypothesis"], r["supported"]) for r in LABELS]
 
 
 def test_misses_false_kills_and_undecided_are_separated():
     judge = ScriptedJudge([True, True, False, False, None])  # s2 missed, s3 killed, s5 undecided
     seen = []
-    r = cal.calibrate(judge, _labels(), batch_size=2, on_batch=seen.append)
+    r = calibrate(judge, _labels(), batch_size=2, on_batch=seen.append)
     assert judge.batches == [2, 2, 1] and seen == [2, 2, 1]
     assert (r["misses"], r["false_kills"], r["undecided"], r["n"]) == (1, 1, 1, 4)
     assert r["miss_rate"] == 0.5 and r["false_kill_rate"] == 0.5
@@ -62,19 +58,19 @@ def test_a_judge_returning_the_wrong_number_of_verdicts_is_an_error():
             return super().judge(pairs)[:-1]
 
     with pytest.raises(ValueError, match="verdicts"):
-        cal.calibrate(Short([True] * 5), _labels())
+        calibrate(Short([True] * 5), _labels())
 
 
 def test_read_labels_names_line_and_field(tmp_path):
     good = write_jsonl(tmp_path / "good.jsonl", LABELS)
-    assert [lab.id for lab in cal.read_labels(good)] == ["s1", "s2", "s3", "s4", "s5"]
+    assert [lab.id for lab in read_labels(good)] == ["s1", "s2", "s3", "s4", "s5"]
     bad = write_jsonl(tmp_path / "bad.jsonl", [LABELS[0], {**LABELS[1], "supported": "yes"}])
     with pytest.raises(InputError) as e:
-        cal.read_labels(bad)
+        read_labels(bad)
     assert (e.value.line, e.value.field) == (2, "supported")
     dup = write_jsonl(tmp_path / "dup.jsonl", [LABELS[0], LABELS[0]])
     with pytest.raises(InputError, match="duplicate"):
-        cal.read_labels(dup)
+        read_labels(dup)
 
 
 def test_cli_labels_judge_agrees_with_itself(tmp_path):

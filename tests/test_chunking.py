@@ -1,6 +1,5 @@
 """Chunking: disjoint pieces of at most N words, order kept, nothing lost, CJK by characters."""
 
-import doctest
 import math
 import re
 
@@ -8,17 +7,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lewisrag.data import chunking
 from lewisrag.data.chunking import chunk_documents, chunk_text, count_units
 from lewisrag.data.records import Passage
 
 
 def no_space(text):
     return re.sub(r"\s+", "", text)
-
-
-def test_doctests():
-    assert doctest.testmod(chunking).failed == 0
 
 
 def test_english_by_words():

@@ -181,7 +181,7 @@ def test_compare_stage_returns_every_key(run_dir, stage):
 
 
 def test_records_load_in_the_gate(stage, tmp_path):
-    from lewisrag.eval.gate_inputs import load_run
+    from lewisrag.eval.gate.inputs import load_run
 
     (tmp_path / "results.json").write_text(json.dumps({"records": stage["records"], "judge": {}}), encoding="utf-8")
     run = load_run(tmp_path, ("faithfulness", "citation_recall"))
@@ -202,7 +202,7 @@ def test_report_html_is_self_contained_with_the_token_heatmap(stage):
 
 def test_cli_prints_the_scorecard(run_dir, stage, tmp_path):
     from lewisrag.cli import app
-    from lewisrag.eval.gate_inputs import load_run
+    from lewisrag.eval.gate.inputs import load_run
 
     out = tmp_path / "cmp"
     r = CliRunner().invoke(app, ["compare", "--run", str(run_dir), "--systems", "rag_token,stitched", "--out", str(out),

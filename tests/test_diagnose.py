@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import doctest
 import json
 import math
 
 import pytest
 
-from lewisrag.eval import diagnose as diagnose_module
-from lewisrag.eval import report_md
-from lewisrag.eval.answers import parse_answer
+from lewisrag.eval.reports import markdown as report_md
+from lewisrag.eval.records import parse_answer
 from lewisrag.eval.bughunt import load_bughunt
 from lewisrag.eval.diagnose import CAUSE_ORDER, LAYERS, Thresholds, diagnose, is_refusal, layer_verdicts
 from lewisrag.eval.judges import FunctionJudge, LexicalJudge
-from lewisrag.eval.run import EvalConfig, evaluate_answers, evaluate_bughunt
-
-
-@pytest.mark.parametrize("module", [diagnose_module, report_md])
-def test_docstring_examples(module):
-    assert doctest.testmod(module).failed == 0
+from lewisrag.eval.evaluator import EvalConfig, evaluate_answers, evaluate_bughunt
 
 
 def test_layers_thresholds_and_na():

@@ -5,7 +5,6 @@ nowhere, even by an endpoint that echoes the Authorization header back."""
 
 from __future__ import annotations
 
-import doctest
 import http.client
 import io
 import json
@@ -160,10 +159,6 @@ def _no_key_in_files(*roots: Path) -> list[Path]:
     for p in files:
         assert KEY.encode() not in p.read_bytes(), p
     return files
-
-
-def test_docstring_examples():
-    assert doctest.testmod(chat).failed == 0
 
 
 # ---------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from lewisrag.cli import app
 from lewisrag.data.io import InputError
-from lewisrag.eval.answers import read_answers
+from lewisrag.eval.records import read_answers
 from lewisrag.eval.bughunt import answer_records, human_labels, load_bughunt
 
 from conftest import run_cli, write_jsonl

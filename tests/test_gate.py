@@ -35,7 +35,7 @@ def _gate(tmp_path: Path, candidate: dict, config: str | None = None, **kw) -> g
     return gate.gate(RUNS / "baseline", _write(tmp_path, "cand", candidate), cfg, **kw)
 
 
-def _check(report: gate.GateReport, name: str) -> gate.Check:
+def _check(report: gate.GateReport, name: str) -> gate.GateCheck:
     return next(c for c in report.checks if c.name == name)
 
 

@@ -9,7 +9,7 @@ import pytest
 from conftest import run_cli
 from lewisrag.data.io import InputError
 from lewisrag.eval import gate
-from lewisrag.eval.gate_inputs import METRIC_RANGES, load_config, load_run
+from lewisrag.eval.gate.inputs import METRIC_RANGES, load_config, load_run
 
 RUNS = Path(__file__).parent / "data" / "gate_runs"
 _spec = importlib.util.spec_from_file_location("make_fixtures", RUNS / "make_fixtures.py")

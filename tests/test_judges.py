@@ -266,9 +266,9 @@ def test_llm_decompose_and_questions(server, tmp_path):
 
 def test_llm_api_key_never_written(server, tmp_path):
     from lewisrag.data.io import write_json
-    from lewisrag.eval.answers import parse_answer
-    from lewisrag.eval.report_md import render_results
-    from lewisrag.eval.run import EvalConfig, evaluate_answers
+    from lewisrag.eval.records import parse_answer
+    from lewisrag.eval.reports.markdown import render_results
+    from lewisrag.eval.evaluator import EvalConfig, evaluate_answers
 
     rec = parse_answer({"id": "q1", "user_input": "登录返回什么？", "response": "登录失败返回 422 [1]。弹出 toast [1]。",
                         "retrieved_contexts": ["登录失败返回 422。"], "reference_statements": ["返回 422"]}, "t", 1, {})

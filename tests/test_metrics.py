@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
 import math
 
 import pytest
@@ -36,10 +35,6 @@ class Counting:
     def judge(self, pairs):
         self.calls.append(list(pairs))
         return [v if isinstance(v, Verdict) else Verdict(v) for v in (self.rule(p, h) for p, h in pairs)]
-
-
-def test_docstring_examples():
-    assert doctest.testmod(metrics).failed == 0
 
 
 def test_faithfulness_chinese_and_english_one_judge_call():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
 
 import torch
 
@@ -10,10 +9,6 @@ from lewisrag.data.records import Passage, QAExample
 from lewisrag.experiments import position
 from lewisrag.rag_model import RagModel
 from lewisrag.rag_model.testing import tiny_batch, tiny_hf_rag
-
-
-def test_doctests():
-    assert doctest.testmod(position).failed == 0
 
 
 def test_a_reader_of_the_first_passage_only(tmp_path):

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from lewisrag.eval.bughunt import load_bughunt
-from lewisrag.eval.report_html import page_data_from_results, render_report_html
-from lewisrag.eval.run import evaluate_bughunt
+from lewisrag.eval.reports.html import page_data_from_results, render_report_html
+from lewisrag.eval.evaluator import evaluate_bughunt
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]

@@ -10,10 +10,10 @@ import pytest
 from typer.testing import CliRunner
 
 from lewisrag.cli import app
-from lewisrag.eval import report_html
+from lewisrag.eval.reports import html as report_html
 from lewisrag.eval.bughunt import load_bughunt
-from lewisrag.eval.report_html import check_token_posteriors, embed_json, heatmap_html, page_data_from_results, render_report_html
-from lewisrag.eval.run import evaluate_bughunt
+from lewisrag.eval.reports.html import check_token_posteriors, embed_json, heatmap_html, page_data_from_results, render_report_html
+from lewisrag.eval.evaluator import evaluate_bughunt
 
 EVIL = '</script><script>alert(1)</script><img src=x onerror="alert(2)">&amp;\u2028'
 POSTERIORS = {"tokens": ["接口", "<b>", "422"], "docs": ["[1]", "[3]"], "matrix": [[0.75, 0.25], [0.5, 0.5], [1.0, 0.0]]}

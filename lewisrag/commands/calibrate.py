@@ -24,8 +24,8 @@ def calibrate(
     from lewisrag.data.io import write_json
     from lewisrag.data.outputs import check_out_dir, output_dir
     from lewisrag.eval import judges
-    from lewisrag.eval.calibrate import calibrate as run
-    from lewisrag.eval.calibrate import read_labels
+    from lewisrag.eval.judges import read_labels
+    from lewisrag.eval.stats import calibrate as run
 
     if out is not None:
         check_out_dir(out, "calibration", overwrite=overwrite)

@@ -36,11 +36,11 @@ def answers(
     from lewisrag.data.io import InputError
     from lewisrag.data.outputs import check_out_dir
     from lewisrag.eval import judges, metrics
-    from lewisrag.eval.answers import read_answers
+    from lewisrag.eval.records import read_answers
     from lewisrag.eval.diagnose import Thresholds
-    from lewisrag.eval.report_html import page_data_from_results, render_report_html
-    from lewisrag.eval.report_md import render_results
-    from lewisrag.eval.run import EvalConfig, evaluate_answers
+    from lewisrag.eval.reports.html import page_data_from_results, render_report_html
+    from lewisrag.eval.reports.markdown import render_results
+    from lewisrag.eval.evaluator import EvalConfig, evaluate_answers
 
     if splitter not in ("sentences", "atomic"):
         raise InputError("--splitter", f"unknown splitter '{splitter}': use sentences or atomic")
@@ -69,7 +69,7 @@ def _write_run(out: Path, overwrite: bool, config: dict, results: dict, report: 
     """config.json, report.md, results.json, report.html and the plots; returns the plots' names."""
     from lewisrag.data.io import write_json, write_text
     from lewisrag.data.outputs import output_dir
-    from lewisrag.eval.report_html import plot_run
+    from lewisrag.eval.reports.html import plot_run
 
     with output_dir(out, KIND, overwrite=overwrite) as d:
         write_json(d / "config.json", config)
@@ -112,9 +112,9 @@ def bughunt(
     from lewisrag.data.outputs import check_out_dir
     from lewisrag.eval import judges
     from lewisrag.eval.bughunt import load_bughunt
-    from lewisrag.eval.report_html import page_data_from_results, render_report_html
-    from lewisrag.eval.report_md import BUGHUNT_COLUMNS, bughunt_answer_rows, granularity_rows, render_bughunt
-    from lewisrag.eval.run import evaluate_bughunt
+    from lewisrag.eval.reports.html import page_data_from_results, render_report_html
+    from lewisrag.eval.reports.markdown import BUGHUNT_COLUMNS, bughunt_answer_rows, granularity_rows, render_bughunt
+    from lewisrag.eval.evaluator import evaluate_bughunt
 
     if out is not None:
         check_out_dir(out, KIND, overwrite=overwrite)

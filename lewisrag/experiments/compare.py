@@ -3,7 +3,7 @@
 The same questions go to every system; each answer becomes an evaluator record (ragas-style) whose
 contexts are the passages the generator read, numbered in input order, and whose citations are
 [n]: explicit ones for the stitched system, implicit ones (from p(z|x,y)) for the Lewis models.
-So one evaluator (lewisrag.eval.run, with the deterministic LexicalJudge) scores every layer of
+So one evaluator (lewisrag.eval.evaluator, with the deterministic LexicalJudge) scores every layer of
 every system alike. Context ids are the numbers 1..k rather than passage ids because the
 evaluator's citation markers are numeric; gold ids are renumbered the same way.
 
@@ -55,9 +55,9 @@ def scorecard(systems: dict, test: list, eval_examples: list, judge=None, batch_
               on_progress: Progress = lambda *a: None) -> dict:
     """Every system on the short-answer `test` questions (EM, F1, ROUGE-L, recall@k) and on `eval_examples`
     (layered metrics through the evaluator). Returns qa, retrieval, layers, timings and the evaluator results."""
-    from lewisrag.eval.answers import parse_answer
+    from lewisrag.eval.records import parse_answer
     from lewisrag.eval.judges import LexicalJudge
-    from lewisrag.eval.run import evaluate_answers
+    from lewisrag.eval.evaluator import evaluate_answers
 
     test = [ex for ex in test if ex.kind == "short" and ex.answers]
     card: dict = {"qa": {}, "retrieval": {}, "layers": {}, "timings": {}}
@@ -238,7 +238,7 @@ def compare_stage(run: str | os.PathLike, preset, seed: int, on_progress: Progre
 
 def report_html(card: dict, passages: dict) -> str:
     """The teaching page over every system's eval answers (RAG-Token's with its posterior heatmaps)."""
-    from lewisrag.eval.report_html import page_data_from_results, render_report_html
+    from lewisrag.eval.reports.html import page_data_from_results, render_report_html
 
     known = {pid: {"title": p.title, "text": p.text} for pid, p in passages.items()}
     title = "Original versus prompt-stitching RAG: judge the statements yourself"
@@ -258,7 +258,7 @@ def compare_run(run: str | os.PathLike, out: str | os.PathLike, names=SYSTEMS, d
     from lewisrag.data.io import write_json, write_text
     from lewisrag.data.outputs import check_out_dir, output_dir
     from lewisrag.data.records import read_passages, read_qa
-    from lewisrag.eval.run import aggregate
+    from lewisrag.eval.evaluator import aggregate
     from lewisrag.experiments.position import plot_positions
 
     run, out = Path(run), check_out_dir(out, KIND, overwrite=overwrite)

@@ -60,10 +60,18 @@ def token_citations(pieces: Sequence[str], posterior: torch.Tensor, doc_ids: Seq
 
 
 def pieces_of(tokenizer, ids: Sequence[int]) -> list[str]:
-    """The text each token adds to the decoded answer (robust to tokens that split a character)."""
+    """The text each token adds to the decoded answer; the pieces join to the whole decode.
+
+    A byte-level tokenizer can split one character over several tokens: until its last byte
+    arrives the partial decode ends in U+FFFD, so those tokens add "" and the token that completes
+    the character adds it whole.
+    """
     pieces, before = [], ""
     for t in range(len(ids)):
         now = tokenizer.decode(ids[: t + 1], skip_special_tokens=True)
+        if now.endswith("\ufffd") and t < len(ids) - 1:  # a character still incomplete: wait for its bytes
+            pieces.append("")
+            continue
         pieces.append(now[len(before):] if now.startswith(before) else now)
         before = now
     return pieces

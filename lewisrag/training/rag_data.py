@@ -7,7 +7,7 @@ Shape alphabet: B batch, K retrieved docs, T target length.
 
 from __future__ import annotations
 
-import math  # the doctests use it
+import math  # noqa: F401  (the doctests use it)
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass

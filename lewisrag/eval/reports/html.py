@@ -4,7 +4,7 @@ The learner picks a question and a system (or, for the BugHunt sample, a preset 
 statement of the answer against the retrieved passages, watches their own faithfulness move, then
 reveals the reference verdicts, the other layers' metrics and the failure chain with its primary cause.
 
-Everything the page needs travels inside the one file: the CSS and JS in lewisrag/eval/data/report/
+Everything the page needs travels inside the one file: the CSS and JS in lewisrag/eval/reports/assets/
 are inlined, and the page data is a JSON block whose `<`, `>`, `&`, U+2028 and U+2029 are written as
 \\u escapes, so no passage can close the script element. The JS writes every text with textContent.
 The heatmap of document posteriors per generated token (RAG-Token runs) is rendered here, in Python,
@@ -86,7 +86,7 @@ def heatmap_html(tp: Mapping, key: str) -> str:
 
 
 def _asset(name: str, inlined: bool = True) -> str:
-    text = resources.files("lewisrag.eval.data.report").joinpath(name).read_text(encoding="utf-8")
+    text = resources.files("lewisrag.eval.reports.assets").joinpath(name).read_text(encoding="utf-8")
     if inlined and re.search(r"</(script|style)", text, re.IGNORECASE):
         raise ValueError(f"report asset {name} must not contain a closing script/style tag")
     return text
@@ -116,7 +116,7 @@ def plot_run(aggregates: dict, folder) -> list[str]:
     """
     from pathlib import Path
 
-    from lewisrag.eval.stats_report import histogram_figure
+    from lewisrag.eval.reports.distributions import histogram_figure
 
     written = []
     for name, keys in PLOTS.items():

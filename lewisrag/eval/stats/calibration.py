@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from lewisrag.eval import stats
-from lewisrag.eval.judges import Label, read_labels  # noqa: F401  (read_labels: re-exported for the command)
+from lewisrag.eval.judges.labels import Label
+from lewisrag.eval.stats.agreement import judge_confusion
 
 
 def calibrate(
@@ -25,7 +25,7 @@ def calibrate(
 ) -> dict:
     """Run `judge` (anything with `.judge(pairs) -> list[Verdict]`) on the labels and compare.
 
-    Returns the judge's name and fingerprint, `stats.judge_confusion` (κ, agreement, miss rate and
+    Returns the judge's name and fingerprint, `judge_confusion` (κ, agreement, miss rate and
     false-kill rate with Wilson intervals, undecided count) and the disagreements, undecided ones
     included, in label order. `on_batch(n)` is called after each batch of n pairs.
 
@@ -46,7 +46,7 @@ def calibrate(
         verdicts += got
         if on_batch is not None:
             on_batch(len(batch))
-    confusion = stats.judge_confusion([lab.supported for lab in labels], [v.supported for v in verdicts], confidence)
+    confusion = judge_confusion([lab.supported for lab in labels], [v.supported for v in verdicts], confidence)
     disagreements = [
         {"id": lab.id, "human": lab.supported, "judge": v.supported, "reason": v.reason,
          "kind": _kind(lab.supported, v.supported), "hypothesis": lab.hypothesis}

@@ -3,7 +3,7 @@
 Every problem with either is an `InputError` naming the file and the field, so `lewisrag gate`
 exits 2 on bad input and never mistakes a broken file for a regression. A score is a finite number
 in its metric's range (`METRIC_RANGES`) or null, and null ("not measurable") needs its reason under
-the record's `nan_reasons`, as `eval.run` writes it; an absent metric is one the record's system
+the record's `nan_reasons`, as `lewisrag.eval.evaluator` writes it; an absent metric is one the record's system
 does not produce (a retrieval-only system has no faithfulness). NaN and ±Infinity are not JSON:
 Python's json module reads them anyway, so they are rejected wherever they occur, as are booleans
 and strings where a score belongs. Errors inside a record carry its 1-based position in `records`
@@ -20,7 +20,7 @@ from importlib import resources
 from pathlib import Path
 
 from lewisrag.data.io import InputError, read_json
-from lewisrag.eval.answers import json_token, non_finite
+from lewisrag.eval.records import json_token, non_finite
 
 # The range of every metric the gate can read, in one place: all are shares or similarities clipped
 # to [0, 1]. A metric not listed here cannot be gated (a typo in tier3.metrics is an error).
@@ -48,7 +48,7 @@ class Ceiling:
 
 @dataclass(frozen=True)
 class GateConfig:
-    """The gate's thresholds; the defaults live in one place, the packaged `data/gate.toml`."""
+    """The gate's thresholds; the defaults live in one place, the packaged `gate.toml` beside this module."""
 
     alpha: float  # level of the one-sided paired tests (McNemar)
     confidence: float  # level of bootstrap intervals and one-sided upper bounds
@@ -85,7 +85,7 @@ _SETTINGS = {  # toml key -> (GateConfig field, type)
 
 def load_config(path: str | os.PathLike | None = None) -> GateConfig:
     """The packaged defaults, overridden key by key by the TOML file at `path` if given."""
-    values = _read_toml(resources.files("lewisrag.eval").joinpath("data/gate.toml"), "gate.toml (packaged)")
+    values = _read_toml(resources.files("lewisrag.eval.gate").joinpath("gate.toml"), "gate.toml (packaged)")
     if path is not None:
         values |= _read_toml(Path(path), str(path))
     src = str(path) if path is not None else "gate.toml (packaged)"

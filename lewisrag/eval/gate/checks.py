@@ -13,7 +13,7 @@ Checks come in three tiers, ordered by how deterministic and how cheap they are:
 
 Runs are `results.json` files (or run directories holding one). Questions pair by (id, system).
 Scores judged by different judges or statement splitters are not comparable, so such runs are
-refused unless the caller allows it. Thresholds live in a TOML file (see `data/gate.toml`).
+refused unless the caller allows it. Thresholds live in a TOML file (the packaged defaults: `gate.toml` beside this module).
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 
 from lewisrag.data.io import InputError
 from lewisrag.eval import stats
-from lewisrag.eval.gate_inputs import GateConfig, Run, load_config, load_run
+from lewisrag.eval.gate.inputs import GateConfig, Run, load_config, load_run
 
 WORST_SHOWN = 5  # question ids quoted in a verdict's one-line evidence; --json carries them all
 
 
 @dataclass(frozen=True)
-class Check:
+class GateCheck:
     tier: str  # "pairing", "1 rules", "2 retrieval" or "3 judged"
     name: str  # what was checked, e.g. "faithfulness < 0.5"
     verdict: str  # "pass", "fail", "skip" (nothing to check) or "warn" (allowed but noteworthy)
@@ -42,7 +42,7 @@ class GateReport:
     baseline: str  # path of the baseline results.json
     candidate: str  # path of the candidate results.json
     judges: dict  # {"baseline": {...}, "candidate": {...}} name and fingerprint of each run's judge
-    checks: list[Check]  # in tier order
+    checks: list[GateCheck]  # in tier order
 
     @property
     def passed(self) -> bool:
@@ -82,7 +82,7 @@ def run_gate(base: Run, cand: Run, cfg: GateConfig, allow_judge_change: bool = F
 # comparability
 
 
-def _judge_check(base: Run, cand: Run, allow: bool) -> Check | None:
+def _judge_check(base: Run, cand: Run, allow: bool) -> GateCheck | None:
     fb, fc = base.judge.get("fingerprint"), cand.judge.get("fingerprint")
     diffs = [f"{what} {b!r} -> {c!r}" for what, b, c, differ in (
         ("judge", base.judge.get("name"), cand.judge.get("name"), base.judge.get("name") != cand.judge.get("name")),
@@ -95,10 +95,10 @@ def _judge_check(base: Run, cand: Run, allow: bool) -> Check | None:
         raise InputError(cand.path, "runs are not comparable: " + "; ".join(diffs) + ". Judged scores move with "
                          "the judge and the statement splitter; re-run the baseline with the same judge, or pass "
                          "--allow-judge-change to compare anyway", field="judge.fingerprint")
-    return Check("pairing", "judge", "warn", "compared across a judge change (allowed): " + "; ".join(diffs))
+    return GateCheck("pairing", "judge", "warn", "compared across a judge change (allowed): " + "; ".join(diffs))
 
 
-def _pairing_check(base: Run, cand: Run, cfg: GateConfig) -> Check:
+def _pairing_check(base: Run, cand: Run, cfg: GateConfig) -> GateCheck:
     missing = [k for k in base.records if k not in cand.records]
     new = [k for k in cand.records if k not in base.records]
     paired = len(base.records) - len(missing)
@@ -106,7 +106,7 @@ def _pairing_check(base: Run, cand: Run, cfg: GateConfig) -> Check:
     if missing:
         evidence += ": missing " + _ids(missing)
     verdict = "fail" if missing and cfg.require_all_baseline else "pass"
-    return Check("pairing", "questions", verdict, evidence, {
+    return GateCheck("pairing", "questions", verdict, evidence, {
         "paired": paired, "missing": [_key(k) for k in missing], "new": [_key(k) for k in new]})
 
 
@@ -114,14 +114,14 @@ def _pairing_check(base: Run, cand: Run, cfg: GateConfig) -> Check:
 # tier 1: rules
 
 
-def _tier1(base: Run, cand: Run, cfg: GateConfig) -> list[Check]:
+def _tier1(base: Run, cand: Run, cfg: GateConfig) -> list[GateCheck]:
     return _citation_rules(base, cand, cfg) + _unmeasurable(base, cand, cfg)
 
 
-def _citation_rules(base: Run, cand: Run, cfg: GateConfig) -> list[Check]:
+def _citation_rules(base: Run, cand: Run, cfg: GateConfig) -> list[GateCheck]:
     with_checks = [r for r in cand.records.values() if r.get("citation_checks") is not None]
     if not with_checks:
-        return [Check("1 rules", "citations", "skip", "the candidate has no citation checks")]
+        return [GateCheck("1 rules", "citations", "skip", "the candidate has no citation checks")]
     out = []
     for status in cfg.zero_statuses:
         hits = {}
@@ -137,7 +137,7 @@ def _citation_rules(base: Run, cand: Run, cfg: GateConfig) -> list[Check]:
         evidence = f"{total} {what} in {len(hits)} answers (must be 0)"
         if hits:
             evidence += ": " + _ids(sorted(hits, key=lambda k: -hits[k]))
-        out.append(Check("1 rules", status, "fail" if total else "pass", evidence,
+        out.append(GateCheck("1 rules", status, "fail" if total else "pass", evidence,
                          {"count": total, "questions": {_key(k): n for k, n in hits.items()}}))
     return out
 
@@ -146,7 +146,7 @@ def _status_count(rec: dict, status: str) -> int:
     return sum(1 for c in rec.get("citation_checks") or [] if c["status"] == status)
 
 
-def _unmeasurable(base: Run, cand: Run, cfg: GateConfig) -> list[Check]:
+def _unmeasurable(base: Run, cand: Run, cfg: GateConfig) -> list[GateCheck]:
     """Per gated metric, the paired answerable questions without a score (null or absent) in each run.
 
     Every paired comparison leaves a null pair out, so a candidate that stops producing a score
@@ -167,7 +167,7 @@ def _unmeasurable(base: Run, cand: Run, cfg: GateConfig) -> list[Check]:
             evidence += f"; {len(lost)} scored in the baseline have none now: {_ids(lost)}"
         verdict = "fail" if 0 <= allowed < excess else "warn" if lost else "pass"
         reasons = {_key(key): (cand.records[key].get("nan_reasons") or {}).get(metric) for key in lost}
-        out.append(Check("1 rules", f"unmeasurable {name}", verdict, evidence, {
+        out.append(GateCheck("1 rules", f"unmeasurable {name}", verdict, evidence, {
             "paired": len(pairs), "baseline": len(null_b), "candidate": len(null_c), "allowed_more": allowed,
             "newly_null": reasons}))
     return out
@@ -182,11 +182,11 @@ def _value(rec: dict, metric: str, k: str | None) -> float | None:
 # tier 2: retrieval
 
 
-def _tier2(base: Run, cand: Run, cfg: GateConfig) -> list[Check]:
+def _tier2(base: Run, cand: Run, cfg: GateConfig) -> list[GateCheck]:
     pairs = [(k, base.records[k], cand.records[k]) for k in base.records if k in cand.records]
     ks = sorted({k for _, b, c in pairs for k in _recall(b).keys() & _recall(c).keys()}, key=_k_order)
     if not ks:
-        return [Check("2 retrieval", "recall@k", "skip", "no paired question has recall@k (no gold passage ids)")]
+        return [GateCheck("2 retrieval", "recall@k", "skip", "no paired question has recall@k (no gold passage ids)")]
     out = []
     for k in ks:
         rows = [(key, _recall(b).get(k), _recall(c).get(k)) for key, b, c in pairs]
@@ -208,14 +208,14 @@ def _k_order(k: str) -> tuple:
 # tier 3: judged metrics
 
 
-def _tier3(base: Run, cand: Run, cfg: GateConfig) -> list[Check]:
+def _tier3(base: Run, cand: Run, cfg: GateConfig) -> list[GateCheck]:
     out = []
     for metric in cfg.judged_metrics:
         both = [(key, _score(b, metric), _score(cand.records[key], metric))
                 for key, b in base.records.items() if key in cand.records and not _not_in_kb(b)]
         rows = [(key, x, y) for key, x, y in both if x is not None and y is not None]  # nulls: counted in tier 1
         if not rows:
-            out.append(Check("3 judged", metric, "skip", "no question has this metric in both runs"))
+            out.append(GateCheck("3 judged", metric, "skip", "no question has this metric in both runs"))
             continue
         out.append(_mean_check(metric, rows, cfg, cfg.judged_max_mean_drop))
         for cut in cfg.cuts:
@@ -235,7 +235,7 @@ def _not_in_kb(rec: dict) -> bool:
     return rec.get("category") == "not_in_kb"
 
 
-def _mean_check(metric: str, rows: list, cfg: GateConfig, max_mean_drop: float) -> Check:
+def _mean_check(metric: str, rows: list, cfg: GateConfig, max_mean_drop: float) -> GateCheck:
     """Paired bootstrap on the mean, with the questions that got worse listed by id."""
     a, b = [x for _, x, _ in rows], [y for _, _, y in rows]
     boot = stats.paired_bootstrap(a, b, cfg.n_resamples, cfg.seed, cfg.confidence)
@@ -248,11 +248,11 @@ def _mean_check(metric: str, rows: list, cfg: GateConfig, max_mean_drop: float) 
     if worse:
         evidence += ": " + _ids([key for _, key in worse])
     details = boot | {"worse": [{"question": _key(key), "diff": d} for d, key in worse]}
-    return Check("3 judged", f"{metric}: paired mean", "fail" if significant or too_far else "pass", evidence, details)
+    return GateCheck("3 judged", f"{metric}: paired mean", "fail" if significant or too_far else "pass", evidence, details)
 
 
 def _paired_check(tier: str, name: str, rows: list, cfg: GateConfig, cut: float, max_regressions: int,
-                  max_mean_drop: float | None) -> Check:
+                  max_mean_drop: float | None) -> GateCheck:
     """Per-question pass/fail at `cut` compared in pairs (one-sided McNemar: is the candidate worse?)."""
     base_ok = [x >= cut for _, x, _ in rows]
     cand_ok = [y >= cut for _, _, y in rows]
@@ -284,16 +284,16 @@ def _paired_check(tier: str, name: str, rows: list, cfg: GateConfig, cut: float,
         evidence += "; regressed: " + _ids(regressed)
     if reasons:
         evidence = "; ".join(reasons) + " | " + evidence
-    return Check(tier, name, "fail" if reasons else "pass", evidence, details)
+    return GateCheck(tier, name, "fail" if reasons else "pass", evidence, details)
 
 
-def _ceiling_check(cand: Run, ceiling, cfg: GateConfig) -> Check:
+def _ceiling_check(cand: Run, ceiling, cfg: GateConfig) -> GateCheck:
     """An absolute threshold passes only when the one-sided upper bound proves it."""
     answerable = [_score(r, ceiling.metric) for r in cand.records.values() if not _not_in_kb(r)]
     scores = [s for s in answerable if s is not None]
     name = f"share {ceiling.metric} < {ceiling.below:g} <= {ceiling.max_share:.1%}"
     if not scores:
-        return Check("3 judged", name, "fail", "no candidate question has this metric, so nothing is proven")
+        return GateCheck("3 judged", name, "fail", "no candidate question has this metric, so nothing is proven")
     k, n = sum(s < ceiling.below for s in scores), len(scores)
     upper = stats.proportion_interval(k, n, cfg.confidence, method=ceiling.method, side="upper")[1]
     evidence = f"{k}/{n} = {k / n:.1%}; one-sided {cfg.confidence:.0%} upper bound ({ceiling.method}) {upper:.1%}"
@@ -303,11 +303,11 @@ def _ceiling_check(cand: Run, ceiling, cfg: GateConfig) -> Check:
     if upper > ceiling.max_share:
         evidence += " > threshold: not proven; " + (
             f"at this rate about {need} questions would prove it" if need else "the observed rate is above it")
-    return Check("3 judged", name, "pass" if upper <= ceiling.max_share else "fail", evidence,
+    return GateCheck("3 judged", name, "pass" if upper <= ceiling.max_share else "fail", evidence,
                  {"k": k, "n": n, "upper_bound": upper, "method": ceiling.method, "questions_needed": need})
 
 
-def _refusal_check(base: Run, cand: Run, cfg: GateConfig) -> Check:
+def _refusal_check(base: Run, cand: Run, cfg: GateConfig) -> GateCheck:
     """Questions whose answer is not in the knowledge base pass only by refusing; no score counts.
 
     With `allow_baseline_violations` (a baseline known to be bad, e.g. an untrained smoke-test
@@ -315,7 +315,7 @@ def _refusal_check(base: Run, cand: Run, cfg: GateConfig) -> Check:
     """
     recs = [r for r in cand.records.values() if _not_in_kb(r)]
     if not recs:
-        return Check("3 judged", "not_in_kb refuses", "skip", "no not_in_kb questions in the candidate")
+        return GateCheck("3 judged", "not_in_kb refuses", "skip", "no not_in_kb questions in the candidate")
     answered = [(r["id"], r.get("system")) for r in recs if r.get("refused") is not True]
     evidence = f"{len(recs) - len(answered)}/{len(recs)} refused"
     failing = answered
@@ -324,7 +324,7 @@ def _refusal_check(base: Run, cand: Run, cfg: GateConfig) -> Check:
         evidence += f"; {len(failing)} that the baseline refused"
     if failing:
         evidence += "; answered instead of refusing: " + _ids(failing)
-    return Check("3 judged", "not_in_kb refuses", "fail" if failing else "pass", evidence,
+    return GateCheck("3 judged", "not_in_kb refuses", "fail" if failing else "pass", evidence,
                  {"n": len(recs), "answered": [_key(k) for k in answered], "failing": [_key(k) for k in failing]})
 
 

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 from lewisrag.eval import citations, metrics, stats
-from lewisrag.eval.answers import AnswerRecord
+from lewisrag.eval.records import AnswerRecord
 from lewisrag.eval.diagnose import Thresholds, diagnose, is_refusal
 from lewisrag.eval.judges import Verdict
 from lewisrag.eval.judges.llm import JudgeError
@@ -261,7 +261,7 @@ def evaluate_bughunt(sample, judge=None, cfg: EvalConfig = EvalConfig()) -> dict
     The on-topic rate comes from the human `on_topic` labels (the chapter computes it that way).
     `judge` defaults to the sample's human labels.
     """
-    from lewisrag.eval.answers import parse_answer
+    from lewisrag.eval.records import parse_answer
     from lewisrag.eval.bughunt import answer_records, rule_checker_rows, rule_checker_table
 
     judge = judge or bughunt_label_judge(sample)

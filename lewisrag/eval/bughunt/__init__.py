@@ -114,8 +114,8 @@ def _edge(d: dict) -> LabelledSentence:
 
 
 def load_bughunt() -> BugHunt:
-    """Load the sample shipped in lewisrag/eval/data/bughunt/."""
-    folder = resources.files("lewisrag.eval.data.bughunt")
+    """Load the sample shipped in lewisrag/eval/bughunt/."""
+    folder = resources.files("lewisrag.eval.bughunt")
     raw = json.loads(folder.joinpath("sample.json").read_text(encoding="utf-8"))
     docs = tuple(
         Passage(r["id"], r["title"], r["text"])
@@ -211,7 +211,7 @@ def human_labels(sample: BugHunt) -> list[dict]:
 
 
 def answer_records(sample: BugHunt) -> list[dict]:
-    """The preset answers as answer records (the format `lewisrag.eval.answers` reads) for `lewisrag eval answers`."""
+    """The preset answers as answer records (the format `lewisrag.eval.records` reads) for `lewisrag eval answers`."""
     docs = {d.id: d for d in sample.docs}
     return [
         {

@@ -11,7 +11,7 @@ import html
 import re
 
 from lewisrag.eval.diagnose import LAYERS
-from lewisrag.eval.stats_report import distribution_markdown, situations_markdown
+from lewisrag.eval.reports.distributions import distribution_markdown, situations_markdown
 
 LAYER_METRICS = (  # (layer, metric keys shown for it)
     ("retrieval", ("recall_at_k", "context_recall")),

@@ -1,1 +1,0 @@
-"""Data shipped with the evaluator (a package so that installed builds include it)."""

@@ -1,1 +1,0 @@
-"""The BugHunt sample: sample.json, kb.jsonl, labels.jsonl; load it with lewisrag.eval.bughunt."""
