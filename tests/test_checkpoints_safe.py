@@ -52,6 +52,14 @@ def copy(src: Path, dst: Path) -> Path:
     return dst
 
 
+def plain_generator(dst: Path) -> Path:
+    """The shipped generator as a plain transformers directory: no recipe.json, so no sha256 check
+    stands in front of the loader's own checks."""
+    d = copy(GENERATOR, dst)
+    (d / "recipe.json").unlink()
+    return d
+
+
 def truncate(f: Path) -> None:
     data = f.read_bytes()
     f.write_bytes(data[: len(data) // 2])
@@ -105,25 +113,25 @@ def refused(load, *args, named: Path, match: str | None = None) -> InputError:
     (add_key, "model.safetensors", "does not use.*extra.weight"),
 ])
 def test_damaged_generator_is_an_input_error_naming_the_file(damage, file, match, tmp_path):
-    from lewisrag.training.rag_data import load_generator
+    from lewisrag.data.pretrained import load_generator
 
-    d = copy(GENERATOR, tmp_path / "gen")
+    d = plain_generator(tmp_path / "gen")
     damage(d / file)
     refused(load_generator, d, named=d / file, match=match)
 
 
 def test_missing_key_is_named(tmp_path):
-    from lewisrag.training.rag_data import load_generator
+    from lewisrag.data.pretrained import load_generator
 
-    d = copy(GENERATOR, tmp_path / "gen")
+    d = plain_generator(tmp_path / "gen")
     key = drop_key(d / "model.safetensors")
     assert key in str(refused(load_generator, d, named=d / "model.safetensors"))
 
 
 def test_config_that_does_not_fit_the_weights(tmp_path):
-    from lewisrag.training.rag_data import load_generator
+    from lewisrag.data.pretrained import load_generator
 
-    d = copy(GENERATOR, tmp_path / "gen")
+    d = plain_generator(tmp_path / "gen")
     config = json.loads((d / "config.json").read_text())
     (d / "config.json").write_text(json.dumps({**config, "vocab_size": config["vocab_size"] + 7}))
     refused(load_generator, d, named=d / "model.safetensors", match="wrong shape")
@@ -134,15 +142,15 @@ def test_config_that_does_not_fit_the_weights(tmp_path):
 def test_every_loader_refuses_pickled_weights(tmp_path):
     from lewisrag.eval.metrics import load_embedder
     from lewisrag.rag_model.stitched import HFGenerator
-    from lewisrag.training.pretrain import load_generator as load_pretrained_generator
-    from lewisrag.training.rag_data import load_generator
+    
+    from lewisrag.data.pretrained import load_generator
 
-    d = copy(GENERATOR, tmp_path / "gen")
+    d = plain_generator(tmp_path / "gen")
     pickle_only(d / "model.safetensors")
     for load in (load_generator, HFGenerator.from_pretrained, load_embedder):
         refused(load, str(d), named=d / "model.safetensors", match="only safetensors")
     with pytest.raises(InputError, match="model.safetensors"):
-        load_pretrained_generator(d)
+        load_generator(d, require_recipe=True)
 
 
 def test_shipped_generator_loads_strictly():

@@ -137,7 +137,7 @@ def test_closed_book_doctests():
 def test_closed_book_trains_from_the_question_alone(tiny_run, tmp_path):
     from lewisrag.data.io import InputError
     from lewisrag.training.closed_book import ClosedBookConfig, answer_closed_book, train_closed_book
-    from lewisrag.training.rag_data import load_generator
+    from lewisrag.data.pretrained import load_generator
 
     out, _ = tiny_run
     cfg = ClosedBookConfig(generator=str(out / "generator"), train=str(out / "world" / "train.jsonl"), steps=3,

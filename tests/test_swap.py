@@ -87,17 +87,17 @@ def test_matrix_cells_pair_each_index_with_each_question_set(rag_inputs, trained
     """With a reader that answers from whichever snapshot it is given, matched cells are 1 and mismatched 0."""
     from lewisrag.data.records import read_qa
     from lewisrag.experiments.swap import swap_matrix
-    from lewisrag.training import rag
+    from lewisrag.rag_model import answering
 
     w = rag_inputs["world"]
     truth = {"index": {ex.question: ex.answers[0] for ex in read_qa(w / "questions_a.jsonl")},
              "index_b": {ex.question: ex.answers[0] for ex in read_qa(w / "questions_b.jsonl")}}
 
-    def oracle(model, tokenizers, index, questions, *args, on_batch=None):
+    def oracle(model, tokenizers, index, questions, *, on_batch=None, **kw):
         on_batch(len(questions))
         return [truth[index.path.name][q] for q in questions]
 
-    monkeypatch.setattr(rag, "predict", oracle)
+    monkeypatch.setattr(answering, "answer_questions", oracle)
     steps = []
     r = swap_matrix([trained_rag], [rag_inputs["index"], index_b], [w / "questions_a.jsonl", w / "questions_b.jsonl"],
                     on_progress=lambda stage, done, total: steps.append((done, total)))

@@ -16,6 +16,7 @@ the CLI) naming the directory.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -32,6 +33,7 @@ JSON_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokeni
               "special_tokens_map.json", "added_tokens.json", "vocab.json", SHARDED)
 # what transformers and tokenizers raise for a directory they cannot read or a config that does not fit
 LOAD_ERRORS = (OSError, ValueError, KeyError, TypeError, RuntimeError)
+RECIPE = "recipe.json"  # `lewisrag pretrain` writes it beside the weights, with their sha256
 
 
 def load_model(loader: Callable, path: str | os.PathLike, what: str, *, allow_unexpected: bool = False,
@@ -160,3 +162,39 @@ def _few(items: list[str], n: int = 3) -> str:
     'a, b, c, ... and 2 more'
     """
     return ", ".join(items[:n]) + (f", ... and {len(items) - n} more" if len(items) > n else "")
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def check_recipe(path: str | os.PathLike, required: bool = False) -> None:
+    """A generator directory with a recipe.json (one `lewisrag pretrain` wrote, or a shipped one)
+    must hold the very weights the recipe records; `required`: the recipe must be there."""
+    path = Path(path)
+    if not (path / RECIPE).is_file():
+        if required:
+            raise InputError(str(path), f"not a pretrained generator directory ({WEIGHTS} and {RECIPE} needed)")
+        return
+    if not (path / WEIGHTS).is_file():
+        raise InputError(str(path), f"not a pretrained generator directory ({WEIGHTS} and {RECIPE} needed)")
+    recipe = read_json(path / RECIPE)
+    expected = recipe.get("weights_sha256") if isinstance(recipe, dict) else None
+    if file_sha256(path / WEIGHTS) != expected:
+        raise InputError(str(path / WEIGHTS), f"sha256 does not match {RECIPE} ({str(expected)[:12]}...): damaged or replaced weights")
+
+
+def load_generator(path: str | os.PathLike, require_recipe: bool = False):
+    """(seq2seq generator in fp32 eval mode, its fast tokenizer) from a local transformers directory,
+    checked against its recipe.json when it has one (`check_recipe`)."""
+    # torch and transformers load on first use, not with the CLI (`lewisrag --help` stays fast)
+    import torch
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    check_recipe(path, required=require_recipe)
+    generator = load_model(AutoModelForSeq2SeqLM.from_pretrained, path, "generator", dtype=torch.float32).eval()
+    return generator, load_tokenizer(AutoTokenizer.from_pretrained, path, "generator tokenizer", use_fast=True)

@@ -17,6 +17,7 @@ from pathlib import Path
 from lewisrag.data.io import InputError, write_json
 from lewisrag.data.outputs import staged_dir
 from lewisrag.experiments.presets import Preset
+from lewisrag.rag_model.answering import answer_questions
 from lewisrag.scoring.aggregate import mean
 
 Progress = Callable[[str, int, int, str], None]  # (task, done, total, info)
@@ -35,10 +36,10 @@ def generator(run: Path, preset: Preset, seed: int, on_progress: Progress) -> di
         recipe = pretrain(cfg, out, on_step=lambda s, p, loss, em: on_progress("generator", s, cfg.steps, f"loss {loss:.3f}"))
         return {"dir": "generator", "source": preset.generator, "final_loss": recipe["final_loss"]}
     from lewisrag.training.pretrain import KIND as GENERATOR_KIND
-    from lewisrag.training.pretrain import load_generator
+    from lewisrag.data.pretrained import load_generator
 
     src = shipped_generator(preset)
-    load_generator(src)  # checks the weights' sha256 before anything is copied
+    load_generator(src, require_recipe=True)  # checks the weights' sha256 before anything is copied
     with staged_dir(out, GENERATOR_KIND) as tmp:
         shutil.copytree(src, tmp, dirs_exist_ok=True)
     return {"dir": "generator", "source": preset.generator}
@@ -85,32 +86,11 @@ def closed_book(run: Path, preset: Preset, seed: int, on_progress: Progress) -> 
 # --- answering --------------------------------------------------------------------------------
 
 
-def rag_answers(model, tokenizers, index, questions: Sequence[str], k: int, max_length: int, batch_size: int = 16,
-                bm25=None, on_batch: Callable[[int], None] | None = None) -> list[str]:
-    """Greedy answers reading K documents from the dense `index`, or from `bm25` when given."""
-    import torch
-
-    from lewisrag.rag_model.bm25_adapter import bm25_retrieve
-
-    answers: list[str] = []
-    with torch.no_grad():
-        for i in range(0, len(questions), batch_size):
-            chunk = list(questions[i : i + batch_size])
-            r = (bm25_retrieve(model, chunk, bm25, tokenizers, k) if bm25 is not None
-                 else model.retrieve(chunk, index, tokenizers, n_docs=k))
-            ids = model.generate(r.context_input_ids, r.context_attention_mask, r.doc_scores, n_docs=k, num_beams=1,
-                                 max_length=max_length)  # (B, T)
-            answers += [a.strip() for a in tokenizers.generator.batch_decode(ids, skip_special_tokens=True)]
-            if on_batch:
-                on_batch(len(chunk))
-    return answers
-
-
 def _answers(run: Path, preset: Preset, system: str, questions: Sequence[str], max_length: int,
              on_batch: Callable[[int], None]) -> list[str]:
     if system == "closed_book":
         from lewisrag.training.closed_book import answer_closed_book
-        from lewisrag.training.rag_data import load_generator
+        from lewisrag.data.pretrained import load_generator
 
         gen, tok = load_generator(run / "closed_book" / "final")
         return answer_closed_book(gen, tok, questions, max_length=max_length,
@@ -120,7 +100,8 @@ def _answers(run: Path, preset: Preset, system: str, questions: Sequence[str], m
 
     model, tokenizers = load_trained(run / system)
     index = DenseIndex.load(run / "index_a", mmap=True)
-    return rag_answers(model, tokenizers, index, questions, preset.rag.n_docs, max_length, on_batch=on_batch)
+    return answer_questions(model, tokenizers, index, questions, n_docs=preset.rag.n_docs, max_length=max_length,
+                            on_batch=on_batch)
 
 
 def evaluate(run: Path, preset: Preset, on_progress: Progress) -> dict:
@@ -206,8 +187,8 @@ def ablations(run: Path, preset: Preset, on_progress: Progress) -> dict:
                 done[0] += n
                 on_progress("ablations", done[0], total, f"{name} K={k}")
 
-            preds = rag_answers(model, tokenizers, index, [ex.question for ex in short], k,
-                                preset.rag.max_target_length, bm25=sparse, on_batch=tick)
+            preds = answer_questions(model, tokenizers, index, [ex.question for ex in short], n_docs=k,
+                                     max_length=preset.rag.max_target_length, bm25=sparse, on_batch=tick)
             em.setdefault(name, {})[str(k)] = mean([exact_match(p, ex.answers) for p, ex in zip(preds, short)])
     at = str(preset.rag.n_docs) if str(preset.rag.n_docs) in em["rag_token"] else str(ks[-1])
     out = {"ks": ks, "trained_k": preset.rag.n_docs, "n": len(short),

@@ -63,7 +63,7 @@ def swap_matrix(model_paths: Sequence[str | os.PathLike], index_paths: Sequence[
     from lewisrag.scoring.qa import exact_match
     from lewisrag.experiments.ask import load_trained
     from lewisrag.index.dense import DenseIndex
-    from lewisrag.training.rag import predict
+    from lewisrag.rag_model.answering import answer_questions
 
     if not model_paths or not index_paths or not question_paths:
         raise InputError("swap", "needs at least one --model, one --index and one --questions")
@@ -85,8 +85,8 @@ def swap_matrix(model_paths: Sequence[str | os.PathLike], index_paths: Sequence[
                     if on_progress:
                         on_progress("swap", done, total)
 
-                preds = predict(model, tokenizers, index, [ex.question for ex in questions], batch_size, num_beams,
-                                max_length, swap, on_batch=tick)
+                preds = answer_questions(model, tokenizers, index, [ex.question for ex in questions], num_beams=num_beams,
+                                         max_length=max_length, batch_size=batch_size, swap=swap, on_batch=tick)
                 em.setdefault(m, {}).setdefault(i, {})[q] = sum(
                     exact_match(p, ex.answers) for p, ex in zip(preds, questions)) / len(questions)
                 predictions.setdefault(m, {}).setdefault(i, {})[q] = preds

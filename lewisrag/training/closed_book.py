@@ -58,7 +58,8 @@ def train_closed_book(cfg: ClosedBookConfig, out: str | os.PathLike,
 
     from lewisrag.data.records import of_kinds, read_qa
     from lewisrag.training.rag import learning_rate_factor
-    from lewisrag.training.rag_data import DataPosition, load_generator, next_batch, training_pairs
+    from lewisrag.data.pretrained import load_generator
+    from lewisrag.training.rag_data import DataPosition, next_batch, training_pairs
 
     out = Path(out)
     if out.exists() and any(out.iterdir()):

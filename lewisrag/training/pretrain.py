@@ -19,7 +19,6 @@ save_pretrained, plus recipe.json (config, steps, minutes, learning curve, weigh
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -31,11 +30,11 @@ from pathlib import Path
 
 from lewisrag.data.io import InputError, write_json
 from lewisrag.data.outputs import check_out_dir, staged_dir
+from lewisrag.data.pretrained import WEIGHTS, file_sha256, load_generator
 from lewisrag.data.records import Passage, QAExample
 from lewisrag.training import pretrain_data as D
 
 SHIPPED_DIR = Path(__file__).resolve().parent.parent / "pretrained"  # package data: lewisrag/pretrained/<name>/
-WEIGHTS = "model.safetensors"
 KIND = "generator"  # the marker kind of generator folders (lewisrag.data.outputs)
 
 
@@ -310,14 +309,6 @@ def _curve_point(model, tokenizer, test, passages, step: int, train_s: float, lo
             "by_attribute": r["by_attribute"]}
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _save(model, tokenizer, recipe: dict, out: Path, fp16: bool) -> dict:
     """Write generator, tokenizer and recipe.json into a sibling temp dir, then swap it into `out`."""
     with staged_dir(out, KIND) as tmp:
@@ -336,7 +327,7 @@ def _save_into(model, tokenizer, recipe: dict, tmp: Path, fp16: bool) -> dict:
         conf["dtype"] = "float32"
         cfg_path.write_text(json.dumps(conf, indent=2, sort_keys=True) + "\n")
     tokenizer.save_pretrained(tmp)
-    recipe = {**recipe, "weights_sha256": _sha256(tmp / WEIGHTS), "weights_bytes": (tmp / WEIGHTS).stat().st_size}
+    recipe = {**recipe, "weights_sha256": file_sha256(tmp / WEIGHTS), "weights_bytes": (tmp / WEIGHTS).stat().st_size}
     write_json(tmp / "recipe.json", recipe)
     return recipe
 
@@ -345,27 +336,6 @@ def _save_into(model, tokenizer, recipe: dict, tmp: Path, fp16: bool) -> dict:
 # loading
 
 
-def load_generator(path: str | os.PathLike, verify: bool = True):
-    """(generator in fp32 eval mode, tokenizer) from a `pretrain` output directory; with `verify`,
-    the weights' sha256 must match recipe.json."""
-    import torch
-    from transformers import BartForConditionalGeneration, PreTrainedTokenizerFast
-
-    from lewisrag.data.io import read_json
-    from lewisrag.data.pretrained import load_model, load_tokenizer
-
-    path = Path(path)
-    if not (path / WEIGHTS).is_file() or not (path / "recipe.json").is_file():
-        raise InputError(str(path), f"not a pretrained generator directory ({WEIGHTS} and recipe.json needed)")
-    if verify:
-        recipe = read_json(path / "recipe.json")
-        expected = recipe.get("weights_sha256") if isinstance(recipe, dict) else None
-        if _sha256(path / WEIGHTS) != expected:
-            raise InputError(str(path / WEIGHTS), f"sha256 does not match recipe.json ({str(expected)[:12]}...): damaged or replaced weights")
-    generator = load_model(BartForConditionalGeneration.from_pretrained, path, "generator", dtype=torch.float32).eval()
-    return generator, load_tokenizer(PreTrainedTokenizerFast.from_pretrained, path, "generator tokenizer")
-
-
 def load_shipped_generator(name: str = "generator-small"):
     """The generator shipped with the package (lewisrag/pretrained/<name>), sha256-verified."""
-    return load_generator(SHIPPED_DIR / name)
+    return load_generator(SHIPPED_DIR / name, require_recipe=True)

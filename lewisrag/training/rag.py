@@ -35,6 +35,7 @@ from lewisrag.data.records import QAExample
 from lewisrag.training import checkpoint as C
 from lewisrag.training.rag_data import (PRECISIONS, DataPosition, answer_labels, doc_entropy, load_components,
                                         next_batch, shard)
+from lewisrag.rag_model.answering import answer_questions
 from lewisrag.scoring.retrieval import recall_rate
 
 
@@ -88,29 +89,6 @@ def learning_rate_factor(step: int, steps: int, warmup_steps: int) -> float:
 # --- evaluation ------------------------------------------------------------------------------------
 
 
-def predict(model, tokenizers, index, questions: Sequence[str], batch_size: int = 16, num_beams: int = 1,
-            max_length: int = 32, swap: bool = False, on_batch: Callable[[int], None] | None = None) -> list[str]:
-    """Decoded answers for `questions`: retrieve K passages, decode (greedy or beam), strip specials."""
-    import torch
-
-    answers: list[str] = []
-    was_training = model.training
-    model.eval()  # retrieval too must run without dropout
-    try:
-        with torch.no_grad():
-            for i in range(0, len(questions), batch_size):
-                chunk = list(questions[i : i + batch_size])
-                r = model.retrieve(chunk, index, tokenizers, swap=swap)
-                ids = model.generate(r.context_input_ids, r.context_attention_mask, r.doc_scores,
-                                     num_beams=num_beams, max_length=max_length)  # (B, T)
-                answers += [a.strip() for a in tokenizers.generator.batch_decode(ids, skip_special_tokens=True)]
-                if on_batch:
-                    on_batch(len(chunk))
-    finally:
-        model.train(was_training)
-    return answers
-
-
 def dev_exact_match(model, tokenizers, index, dev: Sequence[QAExample], cfg: RagTrainConfig) -> float:
     """Exact match on the first `cfg.eval_questions` short-answer dev questions that have answers."""
     from lewisrag.scoring.qa import exact_match
@@ -118,8 +96,8 @@ def dev_exact_match(model, tokenizers, index, dev: Sequence[QAExample], cfg: Rag
     scored = [ex for ex in dev if ex.kind == "short" and ex.answers][: cfg.eval_questions]
     if not scored:
         return float("nan")
-    preds = predict(model, tokenizers, index, [ex.question for ex in scored], cfg.eval_batch_size, cfg.eval_beams,
-                    cfg.max_target_length, cfg.swap)
+    preds = answer_questions(model, tokenizers, index, [ex.question for ex in scored], num_beams=cfg.eval_beams,
+                             max_length=cfg.max_target_length, batch_size=cfg.eval_batch_size, swap=cfg.swap)
     return sum(exact_match(p, ex.answers) for p, ex in zip(preds, scored)) / len(scored)
 
 

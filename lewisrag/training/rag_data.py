@@ -8,7 +8,6 @@ Shape alphabet: B batch, K retrieved docs, T target length.
 from __future__ import annotations
 
 import math  # noqa: F401  (the doctests use it)
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from lewisrag.data.io import InputError
+from lewisrag.data.pretrained import load_generator
 from lewisrag.data.records import QAExample
 
 PRECISIONS = ("no", "bf16", "fp16")  # --mixed-precision values; fp16 needs a GPU
@@ -79,18 +79,6 @@ def check_config(cfg, processes: int) -> None:
                        ("--generator", cfg.generator)):
         if not path or not (path.startswith("hf:") or Path(path).exists()):
             raise InputError(path or flag, f"{flag}: not found")
-
-
-def load_generator(path: str | os.PathLike):
-    """(BART generator in fp32, its fast tokenizer) from a local transformers directory."""
-    import torch
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
-    from lewisrag.data.pretrained import load_model, load_tokenizer
-
-    generator = load_model(AutoModelForSeq2SeqLM.from_pretrained, path, "generator", dtype=torch.float32)
-    tokenizer = load_tokenizer(AutoTokenizer.from_pretrained, path, "generator tokenizer", use_fast=True)
-    return generator, tokenizer
 
 
 

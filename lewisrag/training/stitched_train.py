@@ -166,7 +166,7 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
     from lewisrag.data.records import of_kinds, read_qa
     from lewisrag.index import open_retriever
     from lewisrag.training.rag import learning_rate_factor
-    from lewisrag.training.rag_data import load_generator
+    from lewisrag.data.pretrained import load_generator
 
     if cfg.k < 1 or cfg.steps < 1 or cfg.batch_size < 1:
         raise InputError("--k/--steps/--batch-size", "must all be at least 1")
@@ -218,7 +218,7 @@ def _loss(model, tokenizer, inputs: list[str], targets: list[str], cfg: Stitched
 
 def load_stitched(path: str | os.PathLike):
     """(generator in eval mode, tokenizer, StitchSettings) from a `train_stitched` output directory."""
-    from lewisrag.training.rag_data import load_generator
+    from lewisrag.data.pretrained import load_generator
 
     p = Path(path)
     if not (p / SETTINGS_FILE).is_file():
