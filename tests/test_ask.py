@@ -51,7 +51,7 @@ def test_cli_json_and_tables(rag_inputs, trained_rag):  # noqa: F811
 
     runner = CliRunner()
     args = ["ask", "--model", str(trained_rag), "--index", str(rag_inputs["index"]), "Who is the leader of Valdoria?"]
-    r = runner.invoke(app, [*args, "--json", "-k", "2"])
+    r = runner.invoke(app, [*args, "--json", "--n-docs", "2"])
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
     assert {"question", "answer", "variant", "passages", "tokens"} <= set(out)

@@ -221,7 +221,7 @@ def test_cli_trains_a_stitched_generator(run_dir, tmp_path):
     from lewisrag.cli import app
 
     r = CliRunner().invoke(app, ["train", "stitched", "--index", str(run_dir / "index_a"), "--generator", str(run_dir / "generator"),
-                                 "--train", str(run_dir / "world" / "train.jsonl"), "--out", str(tmp_path / "s"), "--k", "2",
+                                 "--train", str(run_dir / "world" / "train.jsonl"), "--out", str(tmp_path / "s"), "--n-docs", "2",
                                  "--steps", "1", "--batch-size", "2"])
     assert r.exit_code == 0, r.output
     assert "final loss" in r.output and json.loads((tmp_path / "s" / "stitched.json").read_text())["settings"]["k"] == 2

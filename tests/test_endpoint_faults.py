@@ -348,7 +348,7 @@ def test_eval_answers_survives_resets_and_writes_no_key(server, tmp_path, monkey
              "retrieved_contexts": ["登录失败返回 422。"], "reference_statements": ["返回 422"]} for i in range(2)]
     src.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     out, cache = tmp_path / "run", tmp_path / "cache"
-    r = run_cli("eval", "answers", str(src), "--judge", "llm:judge-model", "--out", str(out), "--cache-dir", str(cache),
+    r = run_cli("eval", "answers", "--answers", str(src), "--judge", "llm:judge-model", "--out", str(out), "--cache-dir", str(cache),
                 "--concurrency", "2", "--splitter", "atomic")
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr and KEY not in r.stdout + r.stderr

@@ -31,7 +31,7 @@ ANSWERS = [
 def test_eval_answers_writes_the_run(tmp_path):
     src = write_jsonl(tmp_path / "answers.jsonl", ANSWERS)
     out = tmp_path / "run"
-    r = CliRunner().invoke(app, ["eval", "answers", str(src), "--judge", "lexical", "--out", str(out), "-k", "1", "-k", "3"])
+    r = CliRunner().invoke(app, ["eval", "answers", "--answers", str(src), "--judge", "lexical", "--out", str(out), "--recall-at", "1", "--recall-at", "3"])
     assert r.exit_code == 0, r.output
     assert sorted(p.name for p in out.iterdir()) == [".lewisrag", "config.json", "distributions.png", "qa_distributions.png", "report.html",
                                                      "report.md", "results.json"]
@@ -53,7 +53,7 @@ def test_eval_answers_bad_input_exit_2_and_no_output(tmp_path):
     rows = [ANSWERS[0], {**ANSWERS[1], "retrieved_contexts": [{"id": "1", "title": "t"}]}]
     src = write_jsonl(tmp_path / "bad.jsonl", rows)
     out = tmp_path / "run"
-    r = run_cli("eval", "answers", str(src), "--judge", "lexical", "--out", str(out))
+    r = run_cli("eval", "answers", "--answers", str(src), "--judge", "lexical", "--out", str(out))
     assert r.returncode == 2, r.stderr
     assert r.stderr.strip().splitlines()[-1] == f"error: {src}:2: field 'retrieved_contexts[0].text': missing"
     assert "Traceback" not in r.stderr and not out.exists()
@@ -64,7 +64,7 @@ def test_eval_answers_with_labels_judge_matches_bughunt(tmp_path):
     labels = write_jsonl(tmp_path / "labels.jsonl", human_labels(sample))
     src = write_jsonl(tmp_path / "answers.jsonl", answer_records(sample))
     out = tmp_path / "run"
-    r = CliRunner().invoke(app, ["eval", "answers", str(src), "--judge", f"labels:{labels}", "--out", str(out)])
+    r = CliRunner().invoke(app, ["eval", "answers", "--answers", str(src), "--judge", f"labels:{labels}", "--out", str(out)])
     assert r.exit_code == 0, r.output
     recs = {x["id"]: x for x in json.loads((out / "results.json").read_text(encoding="utf-8"))["records"]}
     mis, hal = recs["misplaced_citations"]["metrics"], recs["hallucinated"]["metrics"]
@@ -121,7 +121,7 @@ def test_read_answers_validation(tmp_path):
 ])
 def test_eval_answers_refuses_nan_and_infinity_naming_file_line_and_field(tmp_path, row, field, token):
     src = write_jsonl(tmp_path / "answers.jsonl", [ANSWERS[0], row])  # json.dumps writes the bare tokens
-    r = run_cli("eval", "answers", str(src), "--judge", "lexical", "--out", str(tmp_path / "run"))
+    r = run_cli("eval", "answers", "--answers", str(src), "--judge", "lexical", "--out", str(tmp_path / "run"))
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert r.stderr.strip().splitlines()[-1].startswith(f"error: {src}:2: field '{field}': {token} is not a value")
 
@@ -135,7 +135,7 @@ def test_report_md_escapes_ids_and_system_names(tmp_path):
     rows = [{**ANSWERS[1], "id": "<script>alert(1)</script>", "system": "*sys*|x"},
             {**ANSWERS[2], "id": "n`1<b>", "response": "Login returns 422 [1].", "system": "*sys*|x"}]
     out = tmp_path / "run"
-    r = CliRunner().invoke(app, ["eval", "answers", str(write_jsonl(tmp_path / "a.jsonl", rows)), "--judge", "lexical",
+    r = CliRunner().invoke(app, ["eval", "answers", "--answers", str(write_jsonl(tmp_path / "a.jsonl", rows)), "--judge", "lexical",
                                  "--out", str(out)])
     assert r.exit_code == 0, r.output
     md = (out / "report.md").read_text(encoding="utf-8")

@@ -127,10 +127,10 @@ def test_eval_answers_refuses_a_users_folder_before_judging(users_folder, tmp_pa
     answers = tmp_path / "answers.jsonl"
     answers.write_text(json.dumps({"user_input": "q", "response": "a", "retrieved_contexts": ["a"], "id": "1"}) + "\n")
     before = snapshot(users_folder)
-    code, _, err = run(monkeypatch, capsys, "eval", "answers", answers, "--out", users_folder)
+    code, _, err = run(monkeypatch, capsys, "eval", "answers", "--answers", answers, "--out", users_folder)
     assert_one_line_error(code, err, str(users_folder))
     assert snapshot(users_folder) == before
-    code, _, err = run(monkeypatch, capsys, "eval", "answers", answers, "--out", users_folder, "--overwrite")
+    code, _, err = run(monkeypatch, capsys, "eval", "answers", "--answers", answers, "--out", users_folder, "--overwrite")
     assert code == 0, err
     assert (users_folder / "results.json").is_file() and not (users_folder / "train.jsonl").exists()
 
@@ -160,24 +160,24 @@ def _dir_input(tmp_path):
 
 BAD_INPUTS = {
     "eval answers: a folder as the answers file": (
-        lambda t, c: ["eval", "answers", _dir_input(t), "--out", t / "run"], ["adir", "is a folder"]),
+        lambda t, c: ["eval", "answers", "--answers", _dir_input(t), "--out", t / "run"], ["adir", "is a folder"]),
     "chunk: a folder as --docs": (
         lambda t, c: ["chunk", "--docs", _dir_input(t), "--out", t / "p.jsonl"], ["adir", "is a folder"]),
     "gate: a folder as --config": (
         lambda t, c: ["gate", "--baseline", c["gate"] / "baseline", "--candidate", c["gate"] / "clean", "--config", _dir_input(t)],
         ["adir"]),
     "eval answers: --out is a file": (
-        lambda t, c: ["eval", "answers", c["answers"], "--out", c["answers"]], ["answers.jsonl", "not a folder"]),
+        lambda t, c: ["eval", "answers", "--answers", c["answers"], "--out", c["answers"]], ["answers.jsonl", "not a folder"]),
     "chunk: --out is a folder": (
         lambda t, c: ["chunk", "--docs", c["docs"], "--out", _mkdir(t / "x.jsonl")], ["x.jsonl", "is a folder"]),
     "world: --out below a read-only place": (
         lambda t, c: ["world", "--out", "/proc/lewisrag-test/world", "--entities", 40], ["/proc", "cannot write"]),
     "eval answers: --out below a file": (
-        lambda t, c: ["eval", "answers", c["answers"], "--out", c["answers"] / "run"], ["answers.jsonl"]),
-    "index search: -k -1": (
-        lambda t, c: ["index", "search", "--index", c["bm25"], "-q", "leader", "-k", -1], ["-k", "at least 1"]),
-    "index search: -k 0": (
-        lambda t, c: ["index", "search", "--index", c["bm25"], "-q", "leader", "-k", 0], ["-k", "at least 1"]),
+        lambda t, c: ["eval", "answers", "--answers", c["answers"], "--out", c["answers"] / "run"], ["answers.jsonl"]),
+    "index search: --n-docs -1": (
+        lambda t, c: ["index", "search", "--index", c["bm25"], "-q", "leader", "--n-docs", -1], ["--n-docs", "at least 1"]),
+    "index search: --n-docs 0": (
+        lambda t, c: ["index", "search", "--index", c["bm25"], "-q", "leader", "--n-docs", 0], ["--n-docs", "at least 1"]),
     "index search: an empty query": (
         lambda t, c: ["index", "search", "--index", c["bm25"], "-q", "  "], ["--query", "empty"]),
     "index build: --shard-size 0": (
@@ -195,16 +195,16 @@ BAD_INPUTS = {
     "index build: an unknown FAISS factory": (
         lambda t, c: ["index", "build", "--passages", c["passages"], "--encoder", c["dpr"], "--out", t / "i", "--faiss", "Bogus42"],
         ["--faiss", "Bogus42"]),
-    "eval retrieval: -k 0": (
-        lambda t, c: ["eval", "retrieval", "--index", c["bm25"], "--data", c["qa"], "-k", 0], ["-k", "at least 1"]),
+    "eval retrieval: --recall-at 0": (
+        lambda t, c: ["eval", "retrieval", "--index", c["bm25"], "--questions", c["qa"], "--recall-at", 0], ["--recall-at", "at least 1"]),
     "pretrain: --steps 0": (
         lambda t, c: ["pretrain", "--out", t / "g", "--preset", "tiny", "--steps", 0], ["--steps", "positive"]),
     "world: --entities out of range (a usage error)": (
         lambda t, c: ["world", "--out", t / "w", "--entities", 1], ["--entities", "lewisrag world --help"]),
     "world: --out missing (a usage error)": (
         lambda t, c: ["world"], ["Missing option '--out'"]),
-    "ask: -k 0": (
-        lambda t, c: ["ask", "--model", t / "nothing", "--index", c["dense"], "-k", 0, "who?"], ["-k"]),
+    "ask: --n-docs 0": (
+        lambda t, c: ["ask", "--model", t / "nothing", "--index", c["dense"], "--n-docs", 0, "who?"], ["--n-docs"]),
     "ask: an empty question": (
         lambda t, c: ["ask", "--model", t / "nothing", "--index", c["dense"], " "], ["empty question"]),
     "index search: index.faiss missing": (

@@ -107,7 +107,7 @@ def test_mismatched_encoder_refused_unless_swap(tiny_corpus, dpr_ckpt, tmp_path)
 
 def test_search_cli_json(tiny_corpus, tmp_path):
     build_bm25_index(read_passages(tiny_corpus["passages"]), tmp_path / "bm25")
-    r = run_cli("index", "search", "--index", str(tmp_path / "bm25"), "-q", "capital founded 1805", "-k", "3", "--json")
+    r = run_cli("index", "search", "--index", str(tmp_path / "bm25"), "-q", "capital founded 1805", "--n-docs", "3", "--json")
     assert r.returncode == 0, r.stderr
     hits = json.loads(r.stdout)
     assert len(hits) == 3 and set(hits[0]) == {"id", "title", "text", "score"}

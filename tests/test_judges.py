@@ -296,7 +296,7 @@ def test_llm_judge_through_the_cli_keeps_the_key_out(server, tmp_path, monkeypat
     src.write_text(json.dumps({"id": "q1", "user_input": "登录返回什么？", "response": "登录失败返回 422 [1]。",
                                "retrieved_contexts": ["登录失败返回 422。"], "reference_statements": ["返回 422"]},
                               ensure_ascii=False) + "\n", encoding="utf-8")
-    args = ["eval", "answers", str(src), "--judge", "llm:judge-model", "--out", str(tmp_path / "run"),
+    args = ["eval", "answers", "--answers", str(src), "--judge", "llm:judge-model", "--out", str(tmp_path / "run"),
             "--cache-dir", str(tmp_path / "cache"), "--concurrency", "2", "--splitter", "atomic"]
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 0, r.output

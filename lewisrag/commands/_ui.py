@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
 
+import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
@@ -33,6 +35,44 @@ class Bars:
         if stage not in self.tasks:
             self.tasks[stage] = self.p.add_task(self.labels.get(stage, stage), total=total, info=info)
         self.p.update(self.tasks[stage], completed=done, total=total, info=info)
+
+
+def print_json(obj) -> None:
+    """`--json`: one JSON object on stdout and nothing else there (progress and notes go to stderr).
+    Paths and other values JSON has no type for are written as strings."""
+    out.print_json(json.dumps(obj, ensure_ascii=False, default=str))
+
+
+class UsageError(typer.BadParameter):
+    """A usage error printed as its message alone: one line, exit 2 (`lewisrag.cli.main` adds the --help hint)."""
+
+    def format_message(self) -> str:
+        return self.message
+
+
+def renamed(ctx: typer.Context, new: str, old: str, new_flag: str, old_flag: str):
+    """The value of the canonical flag `new_flag` (parameter `new`), or of its deprecated spelling
+    `old_flag` (parameter `old`, a hidden option kept for one release) when that was given: it warns
+    with one line on stderr and behaves the same. Both given with different values is a usage error.
+
+    See the "CLI conventions" section of README.md for the canonical names."""
+    old_value, new_value = ctx.params.get(old), ctx.params.get(new)
+    if old_value is None or old_value is False or (isinstance(old_value, (list, tuple)) and not old_value):
+        return new_value
+    source = ctx.get_parameter_source(new)
+    given = source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
+    if given and _canonical(new_value) != _canonical(old_value):  # the error alone: one line
+        raise UsageError(f"{old_flag} {_show(old_value)} and {new_flag} {_show(new_value)} disagree: give only {new_flag}", ctx=ctx)
+    typer.echo(f"warning: {old_flag} is deprecated here, use {new_flag} (it will be removed in the next release)", err=True)
+    return list(old_value) if isinstance(old_value, tuple) else old_value
+
+
+def _canonical(v):
+    return sorted(set(v)) if isinstance(v, (list, tuple)) else v
+
+
+def _show(v) -> str:
+    return ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
 
 
 def table(title: str, columns: list[str], rows: list[list]) -> Table:

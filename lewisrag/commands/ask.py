@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
@@ -11,10 +10,12 @@ from lewisrag.commands import _ui
 
 
 def ask(
+    ctx: typer.Context,
     question: str = typer.Argument(..., help="The question to answer."),
     model: Path = typer.Option(..., "--model", help="A RAG model directory, or a `train rag` run directory (its best/ model)."),
     index: Path = typer.Option(..., "--index", help="Dense index to retrieve from (built with the model's context encoder)."),
-    k: int = typer.Option(None, "-k", "--n-docs", help="Passages retrieved and marginalized (default: the model's K)."),
+    n_docs: int = typer.Option(None, "--n-docs", help="Passages retrieved and marginalized (K; default: the model's)."),
+    old_k: int = typer.Option(None, "-k", hidden=True, help="Deprecated: --n-docs."),
     num_beams: int = typer.Option(1, "--num-beams", help="Beams when decoding (1 = greedy)."),
     max_length: int = typer.Option(32, "--max-length", help="Longest answer in tokens, the start token included."),
     swap: bool = typer.Option(False, "--swap", help="Accept an index built by another context encoder than the model's."),
@@ -26,16 +27,20 @@ def ask(
     from lewisrag.experiments.ask import load_trained
     from lewisrag.index.dense import DenseIndex
 
-    for flag, value in (("-k", k), ("--num-beams", num_beams), ("--max-length", max_length)):
+    k = _ui.renamed(ctx, "n_docs", "old_k", "--n-docs", "-k")
+    for flag, value in (("--n-docs", k), ("--num-beams", num_beams), ("--max-length", max_length)):
         if value is not None and value < 1:
             raise InputError(flag, f"must be at least 1, got {value}")
     if not question.strip():
         raise InputError("QUESTION", "empty question")
     rag, tokenizers = load_trained(model)
-    answer = run(rag, tokenizers, DenseIndex.load(index, mmap=True), question, n_docs=k, num_beams=num_beams,
+    dense = DenseIndex.load(index, mmap=True)
+    if k is not None and k > len(dense.passages):
+        raise InputError("--n-docs", f"must be between 1 and the index's {len(dense.passages)} passages, got {k}")
+    answer = run(rag, tokenizers, dense, question, n_docs=k, num_beams=num_beams,
                  max_length=max_length, swap=swap)
     if as_json:
-        typer.echo(json.dumps(answer.to_dict(), ensure_ascii=False))
+        _ui.print_json(answer.to_dict())
         return
     _ui.out.print(f"[bold]Q:[/bold] {answer.question}\n[bold]A:[/bold] {answer.answer}")
     posterior = "mean p(z|x,y_t)" if answer.variant == "token" else "p(z|x,y)"

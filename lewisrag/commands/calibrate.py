@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
@@ -16,7 +15,7 @@ def calibrate(
     out: Path = typer.Option(None, "--out", help="Also write DIR/calibration.json."),
     batch_size: int = typer.Option(32, "--batch-size", min=1, help="Pairs per judge call."),
     confidence: float = typer.Option(0.95, "--confidence", min=0.5, max=0.999, help="Level of the Wilson intervals."),
-    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as one JSON object instead of tables."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Write into --out even if it holds files that are not a "
                                    "calibration lewisrag wrote (replaced once calibration.json is written)."),
 ) -> None:
@@ -39,7 +38,7 @@ def calibrate(
         with output_dir(out, "calibration", overwrite=overwrite) as d:
             write_json(d / "calibration.json", result)
     if as_json:
-        _ui.out.print_json(json.dumps(result, ensure_ascii=False))
+        _ui.print_json(result)
         return
     _render(result)
 

@@ -16,6 +16,7 @@ def chunk(
     out: Path = typer.Option(..., "--out", help="Where to write the passages (.jsonl)."),
     words: int = typer.Option(100, "--words", min=1, help="Most words per passage (a CJK character counts as one word)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out if the file exists."),
+    as_json: bool = typer.Option(False, "--json", help="Print the counts as one JSON object instead of a table."),
 ) -> None:
     """Split documents into disjoint passages of at most --words words that keep the document title."""
     from lewisrag.data.chunking import chunk_documents
@@ -33,7 +34,11 @@ def chunk(
     with _ui.console.status(f"chunking {len(documents)} documents"):
         passages = chunk_documents(documents, words)
         write_jsonl(out, (p.to_dict() for p in passages))
-    rows = [[len(documents), len(passages), max(len(p.text) for p in passages), out]]
+    longest = max(len(p.text) for p in passages)
+    if as_json:
+        _ui.print_json({"out": str(out), "words": words, "documents": len(documents), "passages": len(passages), "longest_chars": longest})
+        return
+    rows = [[len(documents), len(passages), longest, out]]
     _ui.console.print(_ui.table(f"passages of at most {words} words", ["documents", "passages", "longest (chars)", "written to"], rows))
 
 
@@ -43,6 +48,7 @@ def world(
     entities: int = typer.Option(DEFAULT_ENTITIES, "--entities", min=MIN_ENTITIES, max=MAX_ENTITIES, help="Number of countries and organisations in the corpus (two passages each)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds files that are not a world "
                                    "lewisrag wrote (replaced once the new world is complete)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the records per file as one JSON object instead of a table."),
 ) -> None:
     """Write the built-in world: two corpus snapshots, train/dev/test questions, the knowledge-update
     questions and the evaluation set."""
@@ -53,5 +59,8 @@ def world(
     check_out_dir(out, "world", overwrite=overwrite)
     with _ui.console.status(f"building the world (seed {seed}, {entities} entities)"):
         counts = write_world(build_world(seed, entities), out, overwrite=overwrite)
+    if as_json:
+        _ui.print_json({"out": str(out), "seed": seed, "entities": entities, "files": dict(counts)})
+        return
     rows = [[name, n] for name, n in counts.items()]
     _ui.console.print(_ui.table(f"world (seed {seed}) written to {out}", ["file", "records"], rows))

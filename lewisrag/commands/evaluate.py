@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
@@ -19,7 +18,10 @@ OVERWRITE_HELP = "Replace --out even if it holds files that are not an evaluatio
 
 
 def answers(
-    file: Path = typer.Argument(..., help="Answer records (.jsonl/.json/.parquet or hf:NAME[:CONFIG]:SPLIT), ragas field names."),
+    ctx: typer.Context,
+    answers_file: Path = typer.Option(None, "--answers", help="Answer records (.jsonl/.json/.parquet or hf:NAME[:CONFIG]:SPLIT), ragas "
+                                     "field names. Required."),
+    old_file: Path = typer.Argument(None, hidden=True, metavar="FILE", help="Deprecated: --answers FILE."),
     judge: str = typer.Option("lexical", "--judge", help=JUDGE_HELP),
     out: Path = typer.Option(..., "--out", help="Run directory: results.json, report.md, report.html (the interactive page), "
                              "config.json and PNG plots are written there."),
@@ -27,7 +29,8 @@ def answers(
     concurrency: int = typer.Option(4, "--concurrency", min=1, help="LLM requests in flight at most."),
     llm_base_url: str = typer.Option(None, "--llm-base-url", help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1 (default: $LEWISRAG_LLM_BASE_URL)."),
     splitter: str = typer.Option("sentences", "--splitter", help="sentences (deterministic) or atomic (the llm judge decomposes each answer)."),
-    k: list[int] = typer.Option([1, 5, 10], "-k", help="recall@k cut-offs when gold_passage_ids are given; repeat the flag."),
+    recall_at: list[int] = typer.Option([1, 5, 10], "--recall-at", help="recall@k cut-offs when gold_passage_ids are given; repeat the flag."),
+    old_k: list[int] = typer.Option(None, "-k", hidden=True, help="Deprecated: --recall-at."),
     embedder: Path = typer.Option(None, "--embedder", help="Local sentence-embedding model dir for answer relevancy (needs an llm judge)."),
     as_json: bool = typer.Option(False, "--json", help="Print the aggregates as JSON instead of tables."),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
@@ -42,10 +45,14 @@ def answers(
     from lewisrag.eval.reports.markdown import render_results
     from lewisrag.eval.evaluator import EvalConfig, evaluate_answers
 
+    file = _ui.renamed(ctx, "answers_file", "old_file", "--answers FILE", "the positional FILE")
+    if file is None:
+        raise _ui.UsageError("Missing option '--answers'.", ctx=ctx)
+    k = _ui.renamed(ctx, "recall_at", "old_k", "--recall-at", "-k")
     if splitter not in ("sentences", "atomic"):
         raise InputError("--splitter", f"unknown splitter '{splitter}': use sentences or atomic")
     if any(x < 1 for x in k):
-        raise InputError("-k", "cut-offs must be at least 1")
+        raise InputError("--recall-at", "cut-offs must be at least 1")
     check_out_dir(out, KIND, overwrite=overwrite)  # before anything is judged
     records = read_answers(file)  # every record is checked before anything is judged or written
     the_judge = judges.from_spec(judge, cache_dir=cache_dir, concurrency=concurrency, base_url=llm_base_url)
@@ -82,7 +89,7 @@ def _write_run(out: Path, overwrite: bool, config: dict, results: dict, report: 
 def _show_answers(results: dict, judge, as_json: bool) -> None:
     agg = results["aggregates"]
     if as_json:
-        _ui.out.print_json(json.dumps(agg, ensure_ascii=False))
+        _ui.print_json(agg)
         return
     keys = [m for m in ("faithfulness", "context_recall", "answer_completeness", "answer_relevancy", "on_topic_rate",
                         "citation_recall", "citation_precision", "exact_match", "f1", "rougeL") if agg[m]["n"]]
@@ -128,7 +135,7 @@ def bughunt(
                   "judge_fingerprint": result["judge"]["fingerprint"]}
         _write_run(out, overwrite, config, result, render_bughunt(result), page)
     if as_json:
-        _ui.out.print_json(json.dumps(result, ensure_ascii=False))
+        _ui.print_json(result)
         return
     _ui.out.print(f"[bold]{result['question']}[/]  judge: {result['judge']['name']}")
     _ui.out.print(_ui.table("preset answers", BUGHUNT_COLUMNS, bughunt_answer_rows(result)))

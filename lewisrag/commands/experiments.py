@@ -22,6 +22,8 @@ def reproduce(
                                    "reproduction run (replaced once every stage is done)."),
     threads: int = typer.Option(None, "--threads", min=0, help="torch CPU threads (default: the preset's; 0: the CPUs "
                                 "idle at the start). Float results depend on it; config.json records it."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary (retrieval, test QA, knowledge update, file paths) "
+                                 "as one JSON object instead of tables."),
 ) -> None:
     """Reproduce Lewis et al. 2020 at small scale: world -> DPR -> indexes A and B -> generator -> RAG-Token,
     RAG-Sequence, closed-book BART -> test QA -> ablations (frozen retriever, BM25, K) -> index hot swap ->
@@ -35,7 +37,7 @@ def reproduce(
 
         chosen = replace(chosen, threads=threads)
     if chosen.hub:  # checked before any progress display opens, so a missing asset is one line on stderr
-        _validated(preset, run(chosen, out, hub_dir=hub_dir)["validated"])
+        _validated(preset, run(chosen, out, hub_dir=hub_dir)["validated"], as_json)
         return
 
     def on_stage(name: str, event: str, result: dict) -> None:
@@ -47,10 +49,22 @@ def reproduce(
     with _ui.progress() as p:
         results = run(chosen, out, seed=seed, resume=resume, on_stage=on_stage, on_progress=_ui.Bars(p), hub_dir=hub_dir,
                       overwrite=overwrite)
+    if as_json:
+        _ui.print_json(summary(results, out))
+        return
     _render(results, out)
 
 
-def _validated(preset: str, found: dict[str, str]) -> None:
+def summary(results: dict, out: Path) -> dict:
+    """What the tables show, for --json: retrieval recall, test QA per system, the knowledge-update matrix, the files."""
+    return {"out": str(out), "results": str(Path(out) / "results.json"), "report": str(Path(out) / "report.md"),
+            "retrieval": results["retrieval"], "qa": results.get("qa", {}), "knowledge_update": results.get("knowledge_update", {})}
+
+
+def _validated(preset: str, found: dict[str, str], as_json: bool = False) -> None:
+    if as_json:
+        _ui.print_json({"preset": preset, "validated": dict(found), "written": False})
+        return
     _ui.out.print(_ui.table(f"preset {preset}: every asset is on this machine", ["asset", "found at"],
                             [[k, v] for k, v in found.items()]))
     _ui.out.print("validated only: the base recipe is meant for GPUs and is not run here; nothing was written")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
@@ -30,7 +29,7 @@ def gate(
 
     report = run(baseline, candidate, config, allow_judge_change)
     if as_json:
-        _ui.out.print_json(json.dumps(report.to_json()))
+        _ui.print_json(report.to_json())
     else:
         t = Table(title=f"gate: {candidate} against {baseline}", show_lines=False)
         for col in ("tier", "check", "verdict", "evidence"):

@@ -19,6 +19,7 @@ def build(
     batch_size: int = typer.Option(64, "--batch-size", help="Passages per encoder forward pass."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds files lewisrag did not write "
                                    "there as an index (replaced only when the new index is complete)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the index manifest as one JSON object instead of a table."),
 ) -> None:
     """Build a BM25 or dense (DPR + FAISS, inner product) index over passages."""
     from lewisrag.data.outputs import check_out_dir
@@ -39,30 +40,36 @@ def build(
         with _ui.progress() as p:
             manifest = build_dense_index(docs, encoder, out, cfg, _ui.Bars(p, {"encode": "encoding passages", "faiss": "building FAISS"}),
                                          overwrite=overwrite)
+    if as_json:
+        _ui.print_json({"out": str(out), **manifest})
+        return
     rows = [[k, json.dumps(v) if isinstance(v, dict) else v] for k, v in manifest.items()]
     _ui.console.print(_ui.table(f"index written to {out}", ["field", "value"], rows))
 
 
 def search(
+    ctx: typer.Context,
     index: Path = typer.Option(..., "--index", help="Index directory."),
     query: str = typer.Option(..., "--query", "-q", help="The question to search for."),
-    k: int = typer.Option(5, "-k", help="Number of hits."),
+    n_docs: int = typer.Option(5, "--n-docs", help="Passages retrieved (K): the number of hits."),
+    old_k: int = typer.Option(None, "-k", hidden=True, help="Deprecated: --n-docs."),
     encoder: str = typer.Option(None, "--encoder", help="DPR checkpoint for the question (dense indexes; default: the one that built the index)."),
     swap: bool = typer.Option(False, "--swap", help="Allow a question encoder trained against another context encoder."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list of hits (id, title, text, score)."),
 ) -> None:
-    """Search an index and print the top-k passages."""
+    """Search an index and print the top --n-docs passages."""
     from lewisrag.data.io import InputError
     from lewisrag.index import open_retriever
 
+    k = _ui.renamed(ctx, "n_docs", "old_k", "--n-docs", "-k")
     if k < 1:
-        raise InputError("-k", f"must be at least 1, got {k}")
+        raise InputError("--n-docs", f"must be at least 1, got {k}")
     if not query.strip():
         raise InputError("--query", "empty question")
 
     hits = open_retriever(index, encoder, swap=swap).search([query], k)[0]
     if as_json:
-        _ui.out.print_json(json.dumps([{k: v for k, v in h.to_dict().items() if k != "row"} for h in hits], ensure_ascii=False))
+        _ui.print_json([{key: v for key, v in h.to_dict().items() if key != "row"} for h in hits])
         return
     rows = [[i + 1, f"{h.score:.3f}", h.id, h.title, h.text[:100] + ("…" if len(h.text) > 100 else "")] for i, h in enumerate(hits)]
     _ui.out.print(_ui.table(query, ["#", "score", "id", "title", "text"], rows))

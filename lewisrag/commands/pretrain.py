@@ -53,6 +53,7 @@ def pretrain(
     overrides: list[str] = typer.Option(None, "--set", help="Override a config field for an experiment, KEY=VALUE (repeatable; see PretrainConfig)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds files that are not a "
                                    "generator lewisrag wrote (replaced once training has finished)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object instead of a table."),
 ) -> None:
     """Pretrain a BART generator on fresh text (denoising + reading comprehension) and measure it on the world's test split."""
     from lewisrag.data.outputs import check_out_dir
@@ -75,6 +76,11 @@ def pretrain(
             p.update(task, completed=round(1000 * progress), info=f"step {step} loss {loss:.3f} test EM {last}")
 
         recipe = run(cfg, out, on_step, command=command, overwrite=overwrite)
+    if as_json:
+        _ui.print_json({"out": str(out), "steps": recipe["steps"], "minutes": recipe["minutes"], "parameters": recipe["parameters"],
+                        "weights_bytes": recipe["weights_bytes"], "test_em": recipe["final"]["em"],
+                        "test_em_by_attribute": recipe["final"]["by_attribute"]})
+        return
     rows = [["steps", recipe["steps"]], ["minutes", recipe["minutes"]], ["parameters", recipe["parameters"]],
             ["weights (bytes)", recipe["weights_bytes"]], ["test EM (gold passage)", recipe["final"]["em"]]]
     rows += [[f"  {group}", em] for group, em in recipe["final"]["by_attribute"].items()]

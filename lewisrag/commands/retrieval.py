@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
@@ -11,12 +10,15 @@ from lewisrag.commands import _ui
 
 
 def retrieval(
+    ctx: typer.Context,
     index: list[Path] = typer.Option(..., "--index", help="Index directory; repeat to compare several (e.g. dense and BM25)."),
-    data: Path = typer.Option(..., "--data", help="QA examples with gold_passage_ids."),
+    questions: Path = typer.Option(None, "--questions", help="QA examples with gold_passage_ids. Required."),
+    old_data: Path = typer.Option(None, "--data", hidden=True, help="Deprecated: --questions."),
     encoder: str = typer.Option(None, "--encoder", help="DPR checkpoint for dense indexes (default: the one that built each index)."),
-    k: list[int] = typer.Option([1, 5, 20], "-k", help="Cut-offs; repeat the flag for several."),
+    recall_at: list[int] = typer.Option([1, 5, 20], "--recall-at", help="recall@k cut-offs; repeat the flag for several."),
+    old_k: list[int] = typer.Option(None, "-k", hidden=True, help="Deprecated: --recall-at."),
     swap: bool = typer.Option(False, "--swap", help="Allow a question encoder trained against another context encoder."),
-    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print the results as one JSON object instead of a table."),
 ) -> None:
     """Print recall@k (a gold passage among the top k) for each index."""
     from lewisrag.data.records import read_qa
@@ -24,8 +26,12 @@ def retrieval(
     from lewisrag.data.io import InputError
     from lewisrag.index.store import read_manifest
 
+    data = _ui.renamed(ctx, "questions", "old_data", "--questions", "--data")
+    if data is None:
+        raise _ui.UsageError("Missing option '--questions'.", ctx=ctx)
+    k = _ui.renamed(ctx, "recall_at", "old_k", "--recall-at", "-k")
     if any(x < 1 for x in k):
-        raise InputError("-k", "cut-offs must be at least 1")
+        raise InputError("--recall-at", "cut-offs must be at least 1")
     examples = read_qa(data)
     results = {}
     with _ui.progress() as p:
@@ -35,7 +41,7 @@ def retrieval(
             task = p.add_task(f"{path.name} ({kind})", total=len(examples), info="")
             results[str(path)] = {"kind": kind, **retrieval_recall(retriever, examples, sorted(k), on_batch=lambda n, t=task: p.advance(t, n))}
     if as_json:
-        _ui.out.print_json(json.dumps(results))
+        _ui.print_json(results)
         return
     cols = [f"recall@{c}" for c in sorted(k)]
     rows = [[name, r["kind"], r["n"], *[r[c] for c in cols]] for name, r in results.items()]

@@ -19,6 +19,7 @@ def swap(
     batch_size: int = typer.Option(16, "--batch-size", help="Questions decoded at once."),
     out: Path = typer.Option(None, "--out", help="Also write the matrix and every prediction to this JSON file."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out if the file exists."),
+    as_json: bool = typer.Option(False, "--json", help="Print the exact-match matrix as one JSON object instead of tables."),
 ) -> None:
     """Answer every question set from every index with every model: the paper's index hot-swap test."""
     from lewisrag.data.io import write_json
@@ -31,9 +32,13 @@ def swap(
     with _ui.progress() as p:
         result = swap_matrix(model, index, questions, swap=swap_encoder, num_beams=num_beams, max_length=max_length,
                              batch_size=batch_size, on_progress=_ui.Bars(p, {"swap": "answering"}))
+    if out is not None:
+        write_json(out, result)
+    if as_json:
+        _ui.print_json({key: result[key] for key in ("models", "indexes", "questions", "em")} | {"out": None if out is None else str(out)})
+        return
     for m in result["models"]:
         rows = [[i, *[result["em"][m][i][q] for q in result["questions"]]] for i in result["indexes"]]
         _ui.out.print(_ui.table(f"exact match of {m}: index × questions", ["index", *result["questions"]], rows))
     if out is not None:
-        write_json(out, result)
         _ui.out.print(f"written to {out}")

@@ -26,6 +26,7 @@ def dpr(
     seed: int = typer.Option(0, "--seed", help="Random seed."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds files lewisrag did not write "
                                    "there as a DPR checkpoint (replaced only when training has finished)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the training summary as one JSON object instead of a table."),
 ) -> None:
     """Train a DPR bi-encoder with in-batch, BM25 and self-mined hard negatives."""
     from lewisrag.data.io import InputError
@@ -50,6 +51,10 @@ def dpr(
         task = p.add_task("training DPR", total=steps, info="")
         meta = train_dpr(cfg, examples, docs, out, lambda s, loss: p.update(task, completed=s, info=f"loss {loss:.3f}"),
                          overwrite=overwrite)
+    if as_json:
+        _ui.print_json({"out": str(out), "n_train": meta["n_train"], "n_no_gold": meta["n_no_gold"], "final_loss": meta["final_loss"],
+                        "dim": meta["dim"], "ctx_fingerprint": meta["ctx_fingerprint"]})
+        return
     _ui.console.print(_ui.table(f"DPR checkpoint written to {out}", ["field", "value"],
                                 [["train questions", meta["n_train"]],
                                  ["left out (no gold id in --passages)", meta["n_no_gold"]], ["final loss", meta["final_loss"]],
@@ -90,6 +95,7 @@ def rag(
     cpu: bool = typer.Option(False, "--cpu", help="Stay on the CPU even when a GPU is present."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a non-empty --out with the new run once it has "
                                    "finished (the old folder stays until then)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the run summary as one JSON object instead of a table (main process only)."),
 ) -> None:
     """Fine-tune a RAG model (question encoder + BART) end to end; resumable, multi-process under `accelerate launch`."""
     from lewisrag.training.rag import RagTrainConfig, train_rag
@@ -114,7 +120,11 @@ def rag(
             p.update(task, completed=step, info=f"loss {record['loss']:.3f}  dev EM {dev_em}")
 
         summary = train_rag(cfg, out, resume=resume, on_progress=on_progress, overwrite=overwrite)
-    if summary["main"]:
+    if summary["main"] and as_json:
+        _ui.print_json({"out": str(out), "variant": cfg.variant, "steps": summary["steps"], "best_em": summary["best_em"],
+                        "n_train": summary["n_train"], "skipped_no_answer": summary["skipped_no_answer"],
+                        "processes": summary["processes"], "best_model": str(out / "best"), "final_model": str(out / "final")})
+    elif summary["main"]:
         _ui.console.print(_ui.table(f"RAG-{cfg.variant} written to {out}", ["field", "value"], [
             ["steps", summary["steps"]], ["best dev EM", summary["best_em"]], ["training questions", summary["n_train"]],
             ["left out (no answer)", summary["skipped_no_answer"]], ["processes", summary["processes"]],

@@ -1,0 +1,327 @@
+"""One flag name per concept across commands (README "CLI conventions"), `--json` on every command
+that prints results, and the old spellings kept for one release: they warn once on stderr and
+behave the same; an old and a new spelling given different values is a usage error (one line, exit 2).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import run_main, write_jsonl
+from lewisrag.cli import app
+from test_rag_train import TRAIN_FLAGS, cli_flags, make_config, rag_inputs  # noqa: F401  (session fixture)
+
+# the deprecated spellings, each with its canonical name (kept hidden for one release)
+DEPRECATED = {"-k", "--k", "--data", "--mixed-k"}
+
+# the canonical names each command must list in --help
+CANONICAL = {
+    ("world",): ["--out", "--seed", "--overwrite", "--json"],
+    ("chunk",): ["--docs", "--out", "--overwrite", "--json"],
+    ("index", "build"): ["--passages", "--encoder", "--out", "--batch-size", "--overwrite", "--json"],
+    ("index", "search"): ["--index", "--query", "--n-docs", "--encoder", "--swap", "--json"],
+    ("train", "dpr"): ["--train", "--passages", "--out", "--steps", "--batch-size", "--lr", "--seed", "--overwrite", "--json"],
+    ("train", "rag"): ["--index", "--encoder", "--generator", "--train", "--dev", "--train-kinds", "--out", "--n-docs", "--swap",
+                       "--resume", "--steps", "--batch-size", "--lr", "--seed", "--overwrite", "--json"],
+    ("train", "stitched"): ["--index", "--encoder", "--generator", "--train", "--train-kinds", "--out", "--n-docs",
+                            "--mixed-n-docs", "--steps", "--batch-size", "--lr", "--seed", "--overwrite", "--json"],
+    ("eval", "retrieval"): ["--index", "--questions", "--encoder", "--recall-at", "--swap", "--json"],
+    ("eval", "answers"): ["--answers", "--judge", "--out", "--recall-at", "--overwrite", "--json"],
+    ("eval", "bughunt"): ["--out", "--judge", "--overwrite", "--json"],
+    ("gate",): ["--baseline", "--candidate", "--json"],
+    ("calibrate",): ["--judge", "--labels", "--out", "--batch-size", "--overwrite", "--json"],
+    ("reproduce",): ["--out", "--preset", "--seed", "--resume", "--threads", "--overwrite", "--json"],
+    ("ask",): ["--model", "--index", "--n-docs", "--num-beams", "--max-length", "--swap", "--json"],
+    ("swap",): ["--model", "--index", "--questions", "--swap", "--num-beams", "--max-length", "--batch-size", "--out",
+                "--overwrite", "--json"],
+    ("compare",): ["--run", "--questions", "--out", "--overwrite", "--json"],
+    ("pretrain",): ["--out", "--preset", "--steps", "--seed", "--overwrite", "--json"],
+}
+
+
+def _commands():
+    """(path, click command) for every leaf command of `lewisrag`."""
+    import typer
+
+    def walk(cmd, path):
+        subs = getattr(cmd, "commands", None)
+        if subs:
+            for name, sub in subs.items():
+                yield from walk(sub, (*path, name))
+        else:
+            yield path, cmd
+
+    return list(walk(typer.main.get_command(app), ()))
+
+
+def test_every_command_is_covered():
+    assert {path for path, _ in _commands()} == set(CANONICAL)
+
+
+@pytest.mark.parametrize("path", list(CANONICAL), ids=" ".join)
+def test_help_lists_the_canonical_names_and_hides_the_old_ones(path):
+    r = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    for flag in CANONICAL[path]:
+        assert flag in r.stdout, (path, flag)
+    cmd = dict(_commands())[path]
+    visible = {o for p in cmd.params if not getattr(p, "hidden", False) for o in (*p.opts, *p.secondary_opts)}
+    hidden = {o for p in cmd.params if getattr(p, "hidden", False) for o in p.opts}
+    assert not visible & DEPRECATED, (path, visible & DEPRECATED)
+    assert hidden <= DEPRECATED | {"old_file"}, (path, hidden)  # old_file: eval answers' positional FILE
+
+
+def _warned(err: str, old: str, new: str) -> bool:
+    return f"warning: {old} is deprecated here, use {new} (it will be removed in the next release)" in err.splitlines()
+
+
+# ---------------------------------------------------------------------------------------------
+# old spellings: same behaviour, one warning line
+
+
+@pytest.fixture(scope="module")
+def bm25(tiny_corpus, tmp_path_factory):
+    from lewisrag.data.records import read_passages
+    from lewisrag.index.bm25 import build_bm25_index
+
+    out = tmp_path_factory.mktemp("flags") / "bm25"
+    build_bm25_index(read_passages(tiny_corpus["passages"]), out)
+    return out
+
+
+def test_index_search_k_is_n_docs(bm25, monkeypatch, capsys):
+    base = ["index", "search", "--index", bm25, "-q", "capital founded 1805", "--json"]
+    code, new, err = run_main(monkeypatch, capsys, *base, "--n-docs", 3)
+    assert code == 0 and "warning" not in err, err
+    code, old, err = run_main(monkeypatch, capsys, *base, "-k", 3)
+    assert code == 0 and _warned(err, "-k", "--n-docs"), err
+    assert json.loads(old) == json.loads(new) and len(json.loads(new)) == 3
+    code, _, err = run_main(monkeypatch, capsys, *base, "-k", 3, "--n-docs", 3)  # the same value twice: fine
+    assert code == 0 and _warned(err, "-k", "--n-docs")
+
+
+def test_eval_retrieval_data_and_k_are_questions_and_recall_at(bm25, tiny_corpus, monkeypatch, capsys):
+    base = ["eval", "retrieval", "--index", bm25, "--json"]
+    code, new, err = run_main(monkeypatch, capsys, *base, "--questions", tiny_corpus["qa"], "--recall-at", 1, "--recall-at", 2)
+    assert code == 0 and "warning" not in err, err
+    code, old, err = run_main(monkeypatch, capsys, *base, "--data", tiny_corpus["qa"], "-k", 1, "-k", 2)
+    assert code == 0 and _warned(err, "--data", "--questions") and _warned(err, "-k", "--recall-at"), err
+    assert json.loads(old) == json.loads(new)
+    assert {"recall@1", "recall@2"} <= set(json.loads(new)[str(bm25)])
+
+
+ANSWERS = [{"id": "q1", "user_input": "Who leads Valdoria?", "response": "Ana Bel leads Valdoria.", "reference": "Ana Bel",
+            "retrieved_contexts": [{"id": "p2", "text": "Lenz is a city."}, {"id": "p1", "text": "Valdoria is led by Ana Bel."}],
+            "gold_passage_ids": ["p1"]},
+           {"id": "q2", "user_input": "What is the capital?", "response": "Mora.", "reference": "Lenz",
+            "retrieved_contexts": [{"id": "p2", "text": "The capital is Lenz."}], "gold_passage_ids": ["p3"]}]
+
+
+def test_eval_answers_positional_file_and_k_still_work(tmp_path, monkeypatch, capsys):
+    src = write_jsonl(tmp_path / "answers.jsonl", ANSWERS)
+    code, new, err = run_main(monkeypatch, capsys, "eval", "answers", "--answers", src, "--out", tmp_path / "new",
+                              "--recall-at", 1, "--recall-at", 2, "--json")
+    assert code == 0 and "warning" not in err, err
+    code, old, err = run_main(monkeypatch, capsys, "eval", "answers", src, "--out", tmp_path / "old", "-k", 1, "-k", 2, "--json")
+    assert code == 0 and _warned(err, "the positional FILE", "--answers FILE") and _warned(err, "-k", "--recall-at"), err
+    assert json.loads(old) == json.loads(new)
+    assert json.loads(new)["recall_at_k@1"]["mean"] == 0 and json.loads(new)["recall_at_k@2"]["mean"] == 0.5
+    assert json.loads((tmp_path / "old" / "config.json").read_text())["ks"] == [1, 2]
+
+
+def test_eval_answers_needs_an_answers_file(tmp_path, monkeypatch, capsys):
+    code, out, err = run_main(monkeypatch, capsys, "eval", "answers", "--out", tmp_path / "run")
+    assert code == 2 and out == "" and err.splitlines() == [
+        "error: Missing option '--answers'. (see `lewisrag eval answers --help`)"]
+    assert not (tmp_path / "run").exists()
+
+
+def test_ask_k_is_n_docs(tmp_path, monkeypatch, capsys):
+    code, _, err = run_main(monkeypatch, capsys, "ask", "--model", tmp_path, "--index", tmp_path, "-k", 0, "who?")
+    assert code == 2 and _warned(err, "-k", "--n-docs"), err
+    assert err.splitlines()[-1].startswith("error: --n-docs: must be at least 1")  # checked as --n-docs would be
+
+
+def test_train_stitched_k_and_mixed_k_still_work_and_json(rag_inputs, tmp_path, monkeypatch, capsys):  # noqa: F811
+    w = rag_inputs["world"]
+    code, out, err = run_main(monkeypatch, capsys, "train", "stitched", "--index", rag_inputs["index"], "--generator",
+                              rag_inputs["gen"], "--train", w / "train.jsonl", "--out", tmp_path / "s", "--k", 2, "--mixed-k",
+                              "--steps", 1, "--batch-size", 2, "--json")
+    assert code == 0, err
+    assert _warned(err, "--k", "--n-docs") and _warned(err, "--mixed-k", "--mixed-n-docs"), err
+    summary = json.loads(out)
+    assert summary["steps"] == 1 and summary["out"] == str(tmp_path / "s") and "final_loss" in summary
+    config = json.loads((tmp_path / "s" / "stitched.json").read_text())["config"]
+    assert config["k"] == 2 and config["mixed_k"] is True
+
+
+# ---------------------------------------------------------------------------------------------
+# an old and a new spelling that disagree: one line, exit 2, nothing done
+
+CONFLICTS = {
+    "index search": (lambda t: ["index", "search", "--index", t / "i", "-q", "x", "-k", 2, "--n-docs", 3],
+                     "-k 2 and --n-docs 3 disagree: give only --n-docs"),
+    "ask": (lambda t: ["ask", "--model", t / "m", "--index", t / "i", "-k", 2, "--n-docs", 3, "who?"],
+            "-k 2 and --n-docs 3 disagree"),
+    "train stitched --k": (lambda t: ["train", "stitched", "--index", t / "i", "--generator", t / "g", "--train", t / "t.jsonl",
+                                      "--out", t / "o", "--k", 2, "--n-docs", 3], "--k 2 and --n-docs 3 disagree"),
+    "eval retrieval -k": (lambda t: ["eval", "retrieval", "--index", t / "i", "--questions", t / "q.jsonl", "-k", 1,
+                                     "--recall-at", 5], "-k 1 and --recall-at 5 disagree: give only --recall-at"),
+    "eval retrieval --data": (lambda t: ["eval", "retrieval", "--index", t / "i", "--questions", t / "q.jsonl", "--data",
+                                         t / "other.jsonl"], "--data"),
+    "eval answers -k": (lambda t: ["eval", "answers", "--answers", t / "a.jsonl", "--out", t / "o", "-k", 1, "-k", 5,
+                                   "--recall-at", 5], "-k 1,5 and --recall-at 5 disagree"),
+    "eval answers FILE": (lambda t: ["eval", "answers", t / "a.jsonl", "--answers", t / "b.jsonl", "--out", t / "o"],
+                          "give only --answers FILE"),
+    "compare": (lambda t: ["compare", "--run", t / "r", "--data", t / "a.jsonl", "--questions", t / "b.jsonl"],
+                "give only --questions"),
+}
+
+
+@pytest.mark.parametrize("case", list(CONFLICTS))
+def test_old_and_new_spellings_that_disagree_are_one_line_exit_2(case, tmp_path, monkeypatch, capsys):
+    make, needle = CONFLICTS[case]
+    code, out, err = run_main(monkeypatch, capsys, *make(tmp_path))
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 2 and out == "" and len(lines) == 1, err
+    assert lines[0].startswith("error: ") and needle in lines[0] and "--help" in lines[0], lines
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_the_same_list_in_another_order_agrees(bm25, tiny_corpus, monkeypatch, capsys):
+    code, out, err = run_main(monkeypatch, capsys, "eval", "retrieval", "--index", bm25, "--questions", tiny_corpus["qa"],
+                              "-k", 2, "-k", 1, "--recall-at", 1, "--recall-at", 2, "--json")
+    assert code == 0 and _warned(err, "-k", "--recall-at"), err
+    assert {"recall@1", "recall@2"} <= set(json.loads(out)[str(bm25)])
+
+
+# ---------------------------------------------------------------------------------------------
+# --json: one JSON object on stdout, nothing else there
+
+
+def _json_run(monkeypatch, capsys, *args) -> dict:
+    code, out, err = run_main(monkeypatch, capsys, *args, "--json")
+    assert code == 0, err
+    return json.loads(out)  # the whole of stdout
+
+
+def test_world_chunk_index_build_json(tmp_path, monkeypatch, capsys):
+    w = _json_run(monkeypatch, capsys, "world", "--out", tmp_path / "w", "--entities", 40)
+    assert w["out"] == str(tmp_path / "w") and w["seed"] == 0 and w["files"]["passages_a.jsonl"] > 0
+    docs = write_jsonl(tmp_path / "docs.jsonl", [{"id": "d", "title": "T", "text": " ".join(["word"] * 250)}])
+    c = _json_run(monkeypatch, capsys, "chunk", "--docs", docs, "--out", tmp_path / "p.jsonl")
+    assert c["documents"] == 1 and c["passages"] == 3 and c["words"] == 100
+    i = _json_run(monkeypatch, capsys, "index", "build", "--passages", tmp_path / "p.jsonl", "--encoder", "bm25", "--out", tmp_path / "i")
+    assert i["kind"] == "bm25" and i["n_passages"] == 3 and i["out"] == str(tmp_path / "i")
+
+
+def test_train_dpr_json(tiny_corpus, tmp_path, monkeypatch, capsys):
+    s = _json_run(monkeypatch, capsys, "train", "dpr", "--train", tiny_corpus["qa"], "--passages", tiny_corpus["passages"],
+                  "--out", tmp_path / "dpr", "--steps", 2, "--batch-size", 4, "--hidden-size", 32, "--layers", 1,
+                  "--vocab-size", 300)
+    assert s["out"] == str(tmp_path / "dpr") and s["n_train"] == 30 and s["dim"] == 32
+    assert {"final_loss", "n_no_gold", "ctx_fingerprint"} <= set(s)
+
+
+def test_train_rag_json(rag_inputs, tmp_path, monkeypatch, capsys):  # noqa: F811
+    cfg = make_config(rag_inputs, steps=1, eval_every=0, save_every=1)
+    s = _json_run(monkeypatch, capsys, "train", "rag", *cli_flags(cfg), "--out", tmp_path / "run")
+    assert s["steps"] == 1 and s["variant"] == "token" and s["processes"] == 1 and s["final_model"] == str(tmp_path / "run" / "final")
+    assert TRAIN_FLAGS["n_docs"] == json.loads((tmp_path / "run" / "config.json").read_text())["n_docs"]
+
+
+def test_reproduce_json(tmp_path, monkeypatch, capsys):
+    """The tiny preset takes minutes: the command's --json path runs on a stand-in for the pipeline's results."""
+    import lewisrag.experiments.reproduce as R
+
+    results = {"retrieval": {"split": "test", "recall_at_1": 0.5, "bm25": {"recall_at_1": 0.25}},
+               "qa": {"rag_token": {"exact_match": 0.75, "f1": 0.8, "rougeL": 0.8}},
+               "knowledge_update": {"rag_token": {"index_a": {"questions_a": 0.9, "questions_b": 0.1}}}, "ablations": {}}
+    seen = {}
+
+    def fake(preset, out, **kw):
+        seen.update(preset=preset.name, out=out, **kw)
+        return results
+
+    monkeypatch.setattr(R, "reproduce", fake)
+    s = _json_run(monkeypatch, capsys, "reproduce", "--preset", "tiny", "--out", tmp_path / "run", "--seed", 3)
+    assert seen["preset"] == "tiny" and seen["seed"] == 3
+    assert s == {"out": str(tmp_path / "run"), "results": str(tmp_path / "run" / "results.json"),
+                 "report": str(tmp_path / "run" / "report.md"), "retrieval": results["retrieval"], "qa": results["qa"],
+                 "knowledge_update": results["knowledge_update"]}
+
+
+def test_reproduce_base_preset_json(tmp_path, monkeypatch, capsys):
+    """The base preset only checks its assets: with every one on this machine, --json names where."""
+    from lewisrag.experiments.presets import get_preset
+
+    monkeypatch.delenv("LEWISRAG_HUB_DIR", raising=False)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
+    for asset in get_preset("base").hub:
+        d = tmp_path / "hub" / asset.partition(":")[2]
+        d.mkdir(parents=True)
+        (d / "config.json").write_text("{}")
+    s = _json_run(monkeypatch, capsys, "reproduce", "--preset", "base", "--out", tmp_path / "x", "--hub-dir", tmp_path / "hub")
+    assert s["preset"] == "base" and s["written"] is False and set(s["validated"]) == set(get_preset("base").hub)
+    assert not (tmp_path / "x").exists()
+
+
+def test_compare_json(tmp_path, monkeypatch, capsys):
+    """compare needs trained systems (tests/test_compare.py runs it for real): here a stand-in scorecard."""
+    import lewisrag.experiments.compare as C
+
+    names = ["rag_token", "stitched"]
+    card = {"qa": {n: {"exact_match": 0.5, "f1": 0.6, "rougeL": 0.6} for n in names},
+            "retrieval": {n: {"k": 2, "recall_at_k": 0.9} for n in names},
+            "layers": {n: {**{m: 0.7 for m in C.LAYER_METRICS}, "forward_passes_per_answer": 3.0, "tokens_per_answer": 40.0,
+                           "not_in_kb": {"refused": 1, "n": 2}, "failure_layers": {"retrieval": 1}} for n in names},
+            "timings": {n: {"latency_s": 0.01} for n in names}}
+    seen = {}
+
+    def fake(run, out, names, data, position_questions, on_progress=None, overwrite=False):
+        seen.update(run=run, out=out, names=names, data=data)
+        return card
+
+    monkeypatch.setattr(C, "compare_run", fake)
+    s = _json_run(monkeypatch, capsys, "compare", "--run", tmp_path / "run", "--systems", "rag_token,stitched",
+                  "--questions", tmp_path / "q.jsonl")
+    assert seen["data"] == tmp_path / "q.jsonl" and seen["out"] == tmp_path / "run" / "compare"
+    assert s["systems"] == names and s["out"] == str(tmp_path / "run" / "compare")
+    assert s["scorecard"]["EM"] == {"rag_token": 0.5, "stitched": 0.5} and s["scorecard"]["recall@2"]["stitched"] == 0.9
+    assert s["scorecard"]["not_in_kb refused"]["rag_token"] == "1/2"
+
+
+def test_swap_json(tmp_path, monkeypatch, capsys):
+    """The swap matrix on a stand-in (tests/test_swap.py answers for real); --out still gets every prediction."""
+    import lewisrag.experiments.swap as S
+
+    result = {"models": ["m"], "indexes": ["a", "b"], "questions": ["qa"], "em": {"m": {"a": {"qa": 1.0}, "b": {"qa": 0.0}}},
+              "predictions": {"m": {"a": {"qa": ["x"]}, "b": {"qa": ["y"]}}}}
+    monkeypatch.setattr(S, "swap_matrix", lambda *a, **kw: result)
+    s = _json_run(monkeypatch, capsys, "swap", "--model", tmp_path / "m", "--index", tmp_path / "a", "--index", tmp_path / "b",
+                  "--questions", tmp_path / "qa.jsonl", "--out", tmp_path / "swap.json")
+    assert s == {"models": ["m"], "indexes": ["a", "b"], "questions": ["qa"], "em": result["em"], "out": str(tmp_path / "swap.json")}
+    assert json.loads((tmp_path / "swap.json").read_text())["predictions"] == result["predictions"]
+
+
+def test_pretrain_json(tmp_path, monkeypatch, capsys):
+    """Pretraining even the tiny preset trains a tokenizer and a model (tests/test_pretrain.py): a stand-in here."""
+    import lewisrag.training.pretrain as P
+
+    recipe = {"steps": 3, "minutes": 0.1, "parameters": 1000, "weights_bytes": 4000,
+              "final": {"em": 0.5, "n": 10, "by_attribute": {"leader": 0.5}}}
+    monkeypatch.setattr(P, "pretrain", lambda cfg, out, on_step, command, overwrite: recipe)
+    s = _json_run(monkeypatch, capsys, "pretrain", "--preset", "tiny", "--steps", 3, "--out", tmp_path / "g")
+    assert s == {"out": str(tmp_path / "g"), "steps": 3, "minutes": 0.1, "parameters": 1000, "weights_bytes": 4000,
+                 "test_em": 0.5, "test_em_by_attribute": {"leader": 0.5}}
+
+
+def test_print_json_writes_paths_as_strings(capsys):
+    from lewisrag.commands import _ui
+
+    _ui.print_json({"out": Path("/a/b"), "x": [1, 2.5, None], "name": "Bärn"})
+    assert json.loads(capsys.readouterr().out) == {"out": "/a/b", "x": [1, 2.5, None], "name": "Bärn"}
