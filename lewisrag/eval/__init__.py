@@ -17,8 +17,12 @@ metric definitions, failure layers, rule-based citation checker and gate tiers.
     hf_metrics/   the metrics as `evaluate` scripts
 
 Nothing here imports a model or training code. `qa` (answer-string metrics) lives in
-`lewisrag.scoring`, shared with training and the experiments; it stays reachable as
-`lewisrag.eval.qa`.
+`lewisrag.scoring`, shared with training and the experiments; it stays importable as
+`lewisrag.eval.qa` (both `from lewisrag.eval import qa` and `from lewisrag.eval.qa import ...`).
 """
 
-from lewisrag.scoring import qa  # noqa: F401
+import sys
+
+from lewisrag.scoring import qa
+
+sys.modules[__name__ + ".qa"] = qa  # the module's old path keeps working
