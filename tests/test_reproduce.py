@@ -193,11 +193,10 @@ def test_the_shipped_generator_is_verified_and_copied(tiny_run, tmp_path, monkey
 
     from lewisrag.data.io import InputError
     from lewisrag.experiments import stages
-    from lewisrag.training import pretrain
 
     out, _ = tiny_run
     shutil.copytree(out / "generator", tmp_path / "shipped" / "g")
-    monkeypatch.setattr(pretrain, "SHIPPED_DIR", tmp_path / "shipped")
+    monkeypatch.setattr(stages, "SHIPPED_DIR", tmp_path / "shipped")  # as stages.py imports it from training.pretrain
     preset = replace(PRESETS["tiny"], generator="shipped:g")
     assert stages.generator(tmp_path / "run", preset, 0, lambda *a: None)["source"] == "shipped:g"
     assert (tmp_path / "run" / "generator" / "model.safetensors").read_bytes() == (out / "generator" / "model.safetensors").read_bytes()

@@ -86,8 +86,8 @@ def test_doctest():
 def test_matrix_cells_pair_each_index_with_each_question_set(rag_inputs, trained_rag, index_b, monkeypatch):  # noqa: F811
     """With a reader that answers from whichever snapshot it is given, matched cells are 1 and mismatched 0."""
     from lewisrag.data.records import read_qa
+    from lewisrag.experiments import swap
     from lewisrag.experiments.swap import swap_matrix
-    from lewisrag.rag_model import answering
 
     w = rag_inputs["world"]
     truth = {"index": {ex.question: ex.answers[0] for ex in read_qa(w / "questions_a.jsonl")},
@@ -97,7 +97,7 @@ def test_matrix_cells_pair_each_index_with_each_question_set(rag_inputs, trained
         on_batch(len(questions))
         return [truth[index.path.name][q] for q in questions]
 
-    monkeypatch.setattr(answering, "answer_questions", oracle)
+    monkeypatch.setattr(swap, "answer_questions", oracle)  # swap_matrix's answerer, as swap.py imports it
     steps = []
     r = swap_matrix([trained_rag], [rag_inputs["index"], index_b], [w / "questions_a.jsonl", w / "questions_b.jsonl"],
                     on_progress=lambda stage, done, total: steps.append((done, total)))

@@ -96,7 +96,7 @@ def _iter_json(p: Path) -> Iterator[tuple[int, dict]]:
 
 
 def _iter_parquet(p: Path) -> Iterator[tuple[int, dict]]:
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # loads on first use: the CLI imports this module at start-up
 
     try:
         table = pq.read_table(p)
@@ -111,7 +111,7 @@ def _iter_hf(spec: str) -> Iterator[tuple[int, dict]]:
     if len(parts) not in (2, 3) or not all(parts):
         raise InputError(spec, "expected hf:NAME[:CONFIG]:SPLIT")
     name, config, split = (parts[0], None, parts[1]) if len(parts) == 2 else parts
-    import datasets
+    import datasets  # loads on first use (~1 s): the CLI imports this module at start-up
 
     try:
         ds = datasets.load_dataset(name, config, split=split)

@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from safetensors import SafetensorError, safe_open
+
 from lewisrag.data.io import InputError, read_json
 
 WEIGHTS = "model.safetensors"
@@ -125,8 +127,6 @@ def _weight_files(p: Path, what: str) -> list[Path]:
 
 def _check_safetensors(f: Path, what: str) -> None:
     """Parse the header and check that the file covers every tensor it lists (a truncated copy does not)."""
-    from safetensors import SafetensorError, safe_open
-
     try:
         with safe_open(str(f), framework="pt") as st:
             st.keys()
@@ -137,8 +137,6 @@ def _check_safetensors(f: Path, what: str) -> None:
 @contextlib.contextmanager
 def as_input_error(source: str | os.PathLike, what: str) -> Iterator[None]:
     """Turn what transformers, tokenizers and safetensors raise inside the block into an InputError."""
-    from safetensors import SafetensorError
-
     try:
         yield
     except (*LOAD_ERRORS, SafetensorError) as e:
@@ -191,7 +189,8 @@ def check_recipe(path: str | os.PathLike, required: bool = False) -> None:
 def load_generator(path: str | os.PathLike, require_recipe: bool = False):
     """(seq2seq generator in fp32 eval mode, its fast tokenizer) from a local transformers directory,
     checked against its recipe.json when it has one (`check_recipe`)."""
-    # torch and transformers load on first use, not with the CLI (`lewisrag --help` stays fast)
+    # torch and transformers load on first use: the evaluator (eval.metrics, eval.judges.nli) and
+    # the BM25 index path import this module for load_model and never need them
     import torch
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 

@@ -13,17 +13,18 @@ enter no mean. Everything NaN is written as null with its reason under "nan_reas
 from __future__ import annotations
 
 import math
-from importlib.metadata import version
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from importlib.metadata import version
 
 from lewisrag.eval import citations, metrics, stats
-from lewisrag.eval.records import AnswerRecord
+from lewisrag.eval.bughunt import answer_records, human_labels, rule_checker_rows, rule_checker_table
 from lewisrag.eval.diagnose import Thresholds, diagnose, is_refusal
-from lewisrag.eval.judges import Verdict
+from lewisrag.eval.judges import LabelJudge, Verdict
 from lewisrag.eval.judges.llm import JudgeError
+from lewisrag.eval.records import AnswerRecord, parse_answer
 from lewisrag.eval.statements import SPLITTER_NAME, SPLITTER_VERSION, Statement, split_sentences, strip_citations
 from lewisrag.scoring import qa
 from lewisrag.scoring.retrieval import recall_at_k
@@ -248,9 +249,6 @@ def jsonable(obj):
 
 def bughunt_label_judge(sample):
     """A LabelJudge over the sample's own human labels: the chapter's reference verdicts."""
-    from lewisrag.eval.bughunt import human_labels
-    from lewisrag.eval.judges import LabelJudge
-
     return LabelJudge({(r["premise"], r["hypothesis"]): r["supported"] for r in human_labels(sample)}, "bughunt human labels")
 
 
@@ -261,9 +259,6 @@ def evaluate_bughunt(sample, judge=None, cfg: EvalConfig = EvalConfig()) -> dict
     The on-topic rate comes from the human `on_topic` labels (the chapter computes it that way).
     `judge` defaults to the sample's human labels.
     """
-    from lewisrag.eval.records import parse_answer
-    from lewisrag.eval.bughunt import answer_records, rule_checker_rows, rule_checker_table
-
     judge = judge or bughunt_label_judge(sample)
     records = [parse_answer(r, "bughunt", i, {}) for i, r in enumerate(answer_records(sample), start=1)]
     result = evaluate_answers(records, judge, cfg)

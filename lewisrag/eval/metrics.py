@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lewisrag.data.pretrained import load_model, load_tokenizer
 from lewisrag.eval.judges import Verdict
 from lewisrag.eval.statements import strip_citations
 from lewisrag.scoring.retrieval import gold_fraction_at_k, recall_at_k  # noqa: F401  (the retrieval layer's scores)
@@ -153,10 +154,9 @@ def on_topic_rate(statements_on_topic: Sequence[bool | None]) -> float:
 def load_embedder(path: str, max_length: int = 256) -> Callable[[str], list[float]]:
     """A sentence embedder from a local transformers encoder dir (e.g. all-MiniLM-L6-v2): mean of
     the token states under the attention mask, L2-normalized, as sentence-transformers does."""
+    # torch and transformers load on first use: every `lewisrag eval` run imports this module, few embed
     import torch
     from transformers import AutoModel, AutoTokenizer
-
-    from lewisrag.data.pretrained import load_model, load_tokenizer
 
     tokenizer = load_tokenizer(AutoTokenizer.from_pretrained, path, "embedder tokenizer")
     # an encoder may be read from a checkpoint with a task head or without a pooler: mean pooling uses neither

@@ -11,7 +11,12 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from lewisrag.data.io import InputError
+import torch
+from transformers import AutoTokenizer
+
+from lewisrag.data.io import InputError, read_json
+from lewisrag.data.pretrained import load_tokenizer
+from lewisrag.rag_model import RagModel, Tokenizers
 
 
 @dataclass(frozen=True)
@@ -54,16 +59,12 @@ def resolve_model_dir(path: str | os.PathLike) -> Path:
 
 
 def _is_hf_rag(p: Path) -> bool:
-    from lewisrag.data.io import read_json
-
     cfg = read_json(p / "config.json") if (p / "config.json").is_file() else None
     return isinstance(cfg, dict) and cfg.get("model_type") == "rag"
 
 
 def load_trained(path: str | os.PathLike):
     """(RagModel in eval mode, Tokenizers) from a lewisrag or transformers RAG checkpoint directory."""
-    from lewisrag.rag_model import RagModel, Tokenizers
-
     d = resolve_model_dir(path)
     model = RagModel.from_pretrained(d) if (d / "rag.json").is_file() else RagModel.from_hf_pretrained(d)
     s = model.settings
@@ -74,10 +75,6 @@ def load_trained(path: str | os.PathLike):
 
 def _tokenizer(d: Path, names: tuple[str, ...], recorded: str | None):
     """The tokenizer saved inside the model directory (it may have moved), else the recorded path."""
-    from transformers import AutoTokenizer
-
-    from lewisrag.data.pretrained import load_tokenizer
-
     for candidate in [d / n for n in names] + ([Path(recorded)] if recorded else []):
         if candidate.is_dir():
             return load_tokenizer(AutoTokenizer.from_pretrained, candidate, names[0].replace("_", " "), use_fast=True)
@@ -87,8 +84,6 @@ def _tokenizer(d: Path, names: tuple[str, ...], recorded: str | None):
 def ask(model, tokenizers, index, question: str, n_docs: int | None = None, num_beams: int = 1,
         max_length: int = 32, swap: bool = False) -> Answer:
     """Answer `question` with its evidence (see the module docstring)."""
-    import torch
-
     if not question.strip():
         raise InputError("QUESTION", "empty question")
     k = n_docs or model.n_docs

@@ -17,13 +17,25 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable
+from importlib.metadata import version
 from pathlib import Path
 
-from lewisrag.data.io import InputError
+from lewisrag.data.io import InputError, read_json, write_json, write_text
+from lewisrag.data.outputs import check_out_dir, output_dir
+from lewisrag.data.records import read_passages, read_qa
+from lewisrag.eval.evaluator import aggregate, evaluate_answers
+from lewisrag.eval.judges import LexicalJudge
+from lewisrag.eval.records import parse_answer
+from lewisrag.eval.reports.html import page_data_from_results, render_report_html
+from lewisrag.experiments.ask import load_trained
+from lewisrag.experiments.position import plot_positions, position_probe
 from lewisrag.experiments.systems import Answered, LewisSystem, StitchedSystem
+from lewisrag.index import open_retriever
+from lewisrag.index.dense import DenseIndex
 from lewisrag.scoring import qa as Q
 from lewisrag.scoring.aggregate import mean
 from lewisrag.scoring.retrieval import recall_at_k
+from lewisrag.training.stitched_train import StitchedTrainConfig, load_stitched, train_stitched
 
 SYSTEMS = ("rag_token", "rag_sequence", "stitched")
 LAYER_METRICS = ("faithfulness", "context_recall", "answer_completeness", "citation_recall", "citation_precision")
@@ -55,10 +67,6 @@ def scorecard(systems: dict, test: list, eval_examples: list, judge=None, batch_
               on_progress: Progress = lambda *a: None) -> dict:
     """Every system on the short-answer `test` questions (EM, F1, ROUGE-L, recall@k) and on `eval_examples`
     (layered metrics through the evaluator). Returns qa, retrieval, layers, timings and the evaluator results."""
-    from lewisrag.eval.records import parse_answer
-    from lewisrag.eval.judges import LexicalJudge
-    from lewisrag.eval.evaluator import evaluate_answers
-
     test = [ex for ex in test if ex.kind == "short" and ex.answers]
     card: dict = {"qa": {}, "retrieval": {}, "layers": {}, "timings": {}}
     parsed, extras = [], {}
@@ -130,8 +138,6 @@ def position_curves(systems: dict, examples: list, passages_by_id: dict, batch_s
 
     A Lewis model's curve is flat by construction (its answer sums over the documents, whatever their
     order); a stitched model's need not be."""
-    from lewisrag.experiments.position import position_probe
-
     examples = [ex for ex in examples if ex.answers and ex.gold_passage_ids and ex.gold_passage_ids[0] in passages_by_id]
     if not examples:
         return {}
@@ -158,11 +164,6 @@ def check_systems(run: Path, names) -> None:
 
 def load_systems(run: str | os.PathLike, names=SYSTEMS, batch_size: int = 16, max_length: int = 32) -> dict:
     """The trained systems of a reproduce run: RUN/rag_token, RUN/rag_sequence (best/ else final/), RUN/stitched."""
-    from lewisrag.experiments.ask import load_trained
-    from lewisrag.index import open_retriever
-    from lewisrag.index.dense import DenseIndex
-    from lewisrag.training.stitched_train import load_stitched
-
     run = Path(run)
     check_systems(run, names)
     index = DenseIndex.load(run / "index_a") if any(n != "stitched" for n in names) else None
@@ -180,8 +181,6 @@ def load_systems(run: str | os.PathLike, names=SYSTEMS, batch_size: int = 16, ma
 
 def stitched_config(run: Path, preset, seed: int):
     """The stitched system's training config, from the preset's stitched_* fields."""
-    from lewisrag.training.stitched_train import StitchedTrainConfig
-
     rag = preset.rag
     return StitchedTrainConfig(
         index=str(run / "index_a"), encoder=str(run / "dpr"), generator=str(run / "generator"),
@@ -195,8 +194,6 @@ def stitched_config(run: Path, preset, seed: int):
 
 def _run_max_length(run: Path) -> int:
     """The decoding length the run's preset trained for (RUN/config.json), else 32."""
-    from lewisrag.data.io import read_json
-
     cfg = read_json(run / "config.json") if (run / "config.json").is_file() else {}
     rag = (cfg.get("preset") or {}).get("rag") if isinstance(cfg, dict) else None
     return int(rag.get("max_target_length", 32)) if isinstance(rag, dict) else 32
@@ -204,8 +201,6 @@ def _run_max_length(run: Path) -> int:
 
 def train_stitched_stage(run: str | os.PathLike, preset, seed: int, on_progress: Progress = lambda *a: None) -> dict:
     """The `stitched` stage of `lewisrag reproduce`: train the stitched system's generator into RUN/stitched."""
-    from lewisrag.training.stitched_train import train_stitched
-
     run = Path(run)
     cfg = stitched_config(run, preset, seed)
     return train_stitched(cfg, run / "stitched", lambda s, t, loss: on_progress("stitched training", s, t, f"loss {loss:.3f}"))
@@ -217,9 +212,6 @@ def compare_stage(run: str | os.PathLike, preset, seed: int, on_progress: Progre
     Reads RUN/stitched/ (the `stitched` stage's); writes RUN/position.png; returns qa.stitched,
     layers.<system>, records, position curves, report_html and timings (wall-clock numbers, kept
     out of results.json)."""
-    from lewisrag.data.records import read_passages, read_qa
-    from lewisrag.experiments.position import plot_positions
-
     run = Path(run)
     systems = load_systems(run, SYSTEMS, max_length=preset.rag.max_target_length)  # the Lewis models' target length
     test, eval_examples = read_qa(run / "world" / "test.jsonl"), read_qa(run / "world" / "eval.jsonl")
@@ -238,8 +230,6 @@ def compare_stage(run: str | os.PathLike, preset, seed: int, on_progress: Progre
 
 def report_html(card: dict, passages: dict) -> str:
     """The teaching page over every system's eval answers (RAG-Token's with its posterior heatmaps)."""
-    from lewisrag.eval.reports.html import page_data_from_results, render_report_html
-
     known = {pid: {"title": p.title, "text": p.text} for pid, p in passages.items()}
     title = "Original versus prompt-stitching RAG: judge the statements yourself"
     return render_report_html(page_data_from_results(card["results"], known, title=title))
@@ -253,14 +243,6 @@ def compare_run(run: str | os.PathLike, out: str | os.PathLike, names=SYSTEMS, d
     """`lewisrag compare`: score a reproduce run's trained systems into OUT (results.json, report.md,
     report.html, and position.png unless `position_questions` is 0). OUT must be missing, empty or
     a comparison lewisrag wrote, unless `overwrite`."""
-    from importlib.metadata import version
-
-    from lewisrag.data.io import write_json, write_text
-    from lewisrag.data.outputs import check_out_dir, output_dir
-    from lewisrag.data.records import read_passages, read_qa
-    from lewisrag.eval.evaluator import aggregate
-    from lewisrag.experiments.position import plot_positions
-
     run, out = Path(run), check_out_dir(out, KIND, overwrite=overwrite)
     data = Path(data) if data else run / "world" / "eval.jsonl"
     check_systems(run, names)

@@ -15,6 +15,10 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 
+import matplotlib
+import matplotlib.pyplot as plt
+
+from lewisrag.data.io import atomic_path
 from lewisrag.data.records import QAExample
 from lewisrag.scoring.qa import exact_match
 
@@ -52,10 +56,7 @@ def position_probe(examples: Sequence[QAExample], passages: Sequence[Sequence], 
 
 def plot_positions(curves: dict[str, dict], path: str | os.PathLike) -> None:
     """EM against gold position, one line per system (a PNG at `path`)."""
-    import matplotlib
-
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 3.6), dpi=120)
     for name, c in curves.items():
@@ -68,7 +69,6 @@ def plot_positions(curves: dict[str, dict], path: str | os.PathLike) -> None:
     ax.legend()
     ax.set_title("Position probe (Lost in the Middle)")
     fig.tight_layout()
-    from lewisrag.data.io import atomic_path
 
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from lewisrag.data.io import InputError
 from lewisrag.training.closed_book import ClosedBookConfig
 from lewisrag.training.dpr import DPRTrainConfig
 from lewisrag.training.rag import RagTrainConfig
@@ -93,8 +94,6 @@ PRESETS: dict[str, Preset] = {
 
 
 def get_preset(name: str) -> Preset:
-    from lewisrag.data.io import InputError
-
     if name not in PRESETS:
         raise InputError("--preset", f"unknown preset '{name}' (one of {', '.join(PRESETS)})")
     return PRESETS[name]

@@ -8,6 +8,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import matplotlib
+import matplotlib.pyplot as plt
+
 from lewisrag.data.io import atomic_path, write_text
 
 NAMES = {"rag_token": "RAG-Token", "rag_sequence": "RAG-Sequence", "closed_book": "BART (closed book)",
@@ -162,8 +165,6 @@ def _compare(results: dict) -> list[str]:
 
 
 def _save(fig, path: Path) -> None:
-    import matplotlib.pyplot as plt
-
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=100, bbox_inches="tight")
     plt.close(fig)
@@ -176,10 +177,7 @@ def _log(path: Path) -> list[dict]:
 
 
 def write_plots(run: Path, results: dict) -> None:
-    import matplotlib
-
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     fig, (ax_loss, ax_em) = plt.subplots(1, 2, figsize=(10, 4))
     for name in ("rag_token", "rag_sequence", "rag_token_frozen", "closed_book"):
@@ -206,8 +204,6 @@ def write_plots(run: Path, results: dict) -> None:
 
 
 def _swap_plot(run: Path, ku: dict) -> None:
-    import matplotlib.pyplot as plt
-
     systems = list(ku)
     fig, axes = plt.subplots(1, len(systems), figsize=(4.5 * len(systems), 3.8), squeeze=False)
     for ax, system in zip(axes[0], systems):
@@ -221,8 +217,6 @@ def _swap_plot(run: Path, ku: dict) -> None:
 
 
 def _posterior_plot(run: Path) -> None:
-    import matplotlib.pyplot as plt
-
     path = run / "evidence.json"
     ev = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
     fig, ax = plt.subplots(figsize=(6, 3.5))

@@ -27,14 +27,24 @@ import os
 import platform
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
-from lewisrag.data.io import read_json, write_json
+import psutil
+import torch
+
+from lewisrag import __version__
+from lewisrag.data.io import InputError, read_json, write_json
 from lewisrag.data.outputs import check_out_dir, is_free, mark, replace_dir
+from lewisrag.data.records import read_passages, read_qa
+from lewisrag.data.world import build_world, write_world
 from lewisrag.experiments import stages as S
 from lewisrag.experiments.presets import Preset
 from lewisrag.experiments.report import write_report
+from lewisrag.index import open_retriever, retrieval_recall
+from lewisrag.index.bm25 import build_bm25_index
+from lewisrag.index.dense import DenseBuildConfig, build_dense_index
+from lewisrag.training.dpr import train_dpr
 
 Progress = Callable[[str, int, int, str], None]  # (task, done, total, info)
 
@@ -80,7 +90,6 @@ def reproduce(
     """
     if preset.hub:
         return {"validated": check_hub_assets(preset.hub, hub_dir)}
-    import torch
 
     out = check_out_dir(out, KIND, overwrite=overwrite)
     run = out if is_free(out, KIND) else out.with_name(f".{out.name}.overwrite")
@@ -124,8 +133,6 @@ def _cpus() -> int:
 
 def idle_cpus(seconds: float = 0.5) -> int:
     """How many of this process's CPUs are idle, measured over `seconds` (at least 1)."""
-    import psutil
-
     usable = _cpus()
     busy = sum(psutil.cpu_percent(interval=seconds, percpu=True)) / 100  # in CPUs, over the whole machine
     total = psutil.cpu_count() or usable
@@ -138,8 +145,6 @@ def _reproduce(preset: Preset, run: Path, seed: int, resume: bool, threads: int 
         S.shipped_generator(preset)  # missing: say so now, not after the retriever stages
     config = json.loads(json.dumps({"preset": asdict(preset), "seed": seed, "threads": threads}))  # as read back
     if resume and (run / "config.json").exists() and read_json(run / "config.json") != config:
-        from lewisrag.data.io import InputError
-
         raise InputError(run / "config.json", "was written by another preset or seed; use a new --out or drop --resume")
     mark(run, KIND)
     write_json(run / "config.json", config)
@@ -203,8 +208,6 @@ _DETAIL = ("records", "out", "split", "dense", "bm25")  # in results already, un
 def check_hub_assets(hub: Sequence[str], hub_dir: str | os.PathLike | None = None) -> dict[str, str]:
     """Where each "model:<repo>" / "dataset:<repo>" lives locally: `hub_dir/<repo>` (or $LEWISRAG_HUB_DIR),
     else the Hugging Face cache. Raises one InputError naming every missing asset."""
-    from lewisrag.data.io import InputError
-
     roots = [Path(d) for d in (hub_dir, os.environ.get("LEWISRAG_HUB_DIR")) if d]
     hf_home = Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface"))
     cache = Path(os.environ.get("HF_HUB_CACHE", hf_home / "hub"))
@@ -228,19 +231,12 @@ def check_hub_assets(hub: Sequence[str], hub_dir: str | os.PathLike | None = Non
 
 
 def _world(run: Path, preset: Preset, seed: int) -> dict:
-    from lewisrag.data.world import build_world, write_world
-
     world = build_world(seed=seed, entities=preset.entities)
     write_world(world, run / "world")
     return {"dir": "world", "summary": read_json(run / "world" / "world.json")["passages"]}
 
 
 def _dpr(run: Path, preset: Preset, seed: int, on_progress: Progress) -> dict:
-    from dataclasses import replace
-
-    from lewisrag.data.records import read_passages, read_qa
-    from lewisrag.training.dpr import train_dpr
-
     cfg = replace(preset.dpr, seed=seed)
     passages, train = read_passages(run / "world" / "passages_a.jsonl"), read_qa(run / "world" / "train.jsonl")
     meta = train_dpr(cfg, train, passages, run / "dpr", lambda s, loss: on_progress("dpr", s, cfg.steps, f"loss {loss:.3f}"))
@@ -248,9 +244,6 @@ def _dpr(run: Path, preset: Preset, seed: int, on_progress: Progress) -> dict:
 
 
 def _dense(run: Path, preset: Preset, snap: str, on_progress: Progress) -> dict:
-    from lewisrag.data.records import read_passages
-    from lewisrag.index.dense import DenseBuildConfig, build_dense_index
-
     passages = read_passages(run / "world" / f"passages_{snap}.jsonl")
     manifest = build_dense_index(passages, run / "dpr", run / f"index_{snap}", DenseBuildConfig(factory=preset.index_factory),
                                  lambda stage, d, t: on_progress(f"index_{snap} {stage}", d, t, ""))
@@ -258,17 +251,11 @@ def _dense(run: Path, preset: Preset, snap: str, on_progress: Progress) -> dict:
 
 
 def _bm25(run: Path) -> dict:
-    from lewisrag.data.records import read_passages
-    from lewisrag.index.bm25 import build_bm25_index
-
     manifest = build_bm25_index(read_passages(run / "world" / "passages_a.jsonl"), run / "bm25_a")
     return {"dir": "bm25_a", "n_passages": manifest["n_passages"]}
 
 
 def _retrieval(run: Path, preset: Preset, on_progress: Progress) -> dict:
-    from lewisrag.data.records import read_qa
-    from lewisrag.index import open_retriever, retrieval_recall
-
     examples = read_qa(run / "world" / f"{preset.eval_split}.jsonl")
     out = {"split": preset.eval_split, "records": []}
     for name, path in (("dense", run / "index_a"), ("bm25", run / "bm25_a")):
@@ -294,6 +281,4 @@ def _without_timings(results: dict) -> dict:
 
 
 def _version() -> str:
-    from lewisrag import __version__
-
     return __version__

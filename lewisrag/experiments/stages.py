@@ -14,11 +14,26 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from lewisrag.data.io import InputError, write_json
+import torch
+
+from lewisrag.data.io import InputError, write_json, write_text
 from lewisrag.data.outputs import staged_dir
+from lewisrag.data.pretrained import load_generator
+from lewisrag.data.records import read_qa
+from lewisrag.experiments.ask import ask, load_trained
+from lewisrag.experiments.compare import compare_stage, train_stitched_stage
 from lewisrag.experiments.presets import Preset
+from lewisrag.experiments.swap import swap_matrix
+from lewisrag.index.bm25 import BM25Index
+from lewisrag.index.dense import DenseIndex
 from lewisrag.rag_model.answering import answer_questions
 from lewisrag.scoring.aggregate import mean
+from lewisrag.scoring.qa import bleu_1, exact_match, rouge_l, token_f1
+from lewisrag.training.closed_book import answer_closed_book, train_closed_book
+from lewisrag.training.pretrain import KIND as GENERATOR_KIND
+from lewisrag.training.pretrain import SHIPPED_DIR, pretrain
+from lewisrag.training.pretrain import preset as pretrain_preset
+from lewisrag.training.rag import train_rag
 
 Progress = Callable[[str, int, int, str], None]  # (task, done, total, info)
 SYSTEMS = ("rag_token", "rag_sequence", "closed_book")  # Table 1's rows that this run trains
@@ -29,14 +44,9 @@ def generator(run: Path, preset: Preset, seed: int, on_progress: Progress) -> di
     kind, _, name = preset.generator.partition(":")
     out = run / "generator"
     if kind == "pretrain":
-        from lewisrag.training.pretrain import pretrain
-        from lewisrag.training.pretrain import preset as pretrain_preset
-
         cfg = pretrain_preset(name, seed=seed)
         recipe = pretrain(cfg, out, on_step=lambda s, p, loss, em: on_progress("generator", s, cfg.steps, f"loss {loss:.3f}"))
         return {"dir": "generator", "source": preset.generator, "final_loss": recipe["final_loss"]}
-    from lewisrag.training.pretrain import KIND as GENERATOR_KIND
-    from lewisrag.data.pretrained import load_generator
 
     src = shipped_generator(preset)
     load_generator(src, require_recipe=True)  # checks the weights' sha256 before anything is copied
@@ -47,8 +57,6 @@ def generator(run: Path, preset: Preset, seed: int, on_progress: Progress) -> di
 
 def shipped_generator(preset: Preset) -> Path:
     """The package's generator that a `shipped:<name>` preset copies; an InputError when it is missing."""
-    from lewisrag.training.pretrain import SHIPPED_DIR
-
     src = SHIPPED_DIR / preset.generator.partition(":")[2]
     if not (src / "recipe.json").is_file():
         raise InputError(src, f"no shipped generator here: run `lewisrag pretrain --preset small --out {src}` first")
@@ -58,8 +66,6 @@ def shipped_generator(preset: Preset) -> Path:
 def rag(run: Path, preset: Preset, seed: int, name: str, variant: str, freeze: bool, resume: bool,
         on_progress: Progress) -> dict:
     """RUN/<name>: `train_rag` on snapshot A's index with the world's train/dev splits."""
-    from lewisrag.training.rag import train_rag
-
     world, out = run / "world", run / name
     cfg = replace(preset.rag, variant=variant, freeze_retriever=freeze, seed=seed, index=str(run / "index_a"),
                   encoder=str(run / "dpr"), generator=str(run / "generator"), train=str(world / "train.jsonl"),
@@ -73,8 +79,6 @@ def rag(run: Path, preset: Preset, seed: int, name: str, variant: str, freeze: b
 
 def closed_book(run: Path, preset: Preset, seed: int, on_progress: Progress) -> dict:
     """RUN/closed_book: the same generator fine-tuned on the same questions without retrieval."""
-    from lewisrag.training.closed_book import train_closed_book
-
     cfg = replace(preset.closed_book, generator=str(run / "generator"), train=str(run / "world" / "train.jsonl"),
                   train_kinds=preset.rag.train_kinds, seed=seed)
     shutil.rmtree(run / "closed_book", ignore_errors=True)  # cheap enough to redo rather than checkpoint
@@ -89,14 +93,9 @@ def closed_book(run: Path, preset: Preset, seed: int, on_progress: Progress) -> 
 def _answers(run: Path, preset: Preset, system: str, questions: Sequence[str], max_length: int,
              on_batch: Callable[[int], None]) -> list[str]:
     if system == "closed_book":
-        from lewisrag.training.closed_book import answer_closed_book
-        from lewisrag.data.pretrained import load_generator
-
         gen, tok = load_generator(run / "closed_book" / "final")
         return answer_closed_book(gen, tok, questions, max_length=max_length,
                                   max_source_length=preset.closed_book.max_source_length, on_batch=on_batch)
-    from lewisrag.experiments.ask import load_trained
-    from lewisrag.index.dense import DenseIndex
 
     model, tokenizers = load_trained(run / system)
     index = DenseIndex.load(run / "index_a", mmap=True)
@@ -106,9 +105,6 @@ def _answers(run: Path, preset: Preset, system: str, questions: Sequence[str], m
 
 def evaluate(run: Path, preset: Preset, on_progress: Progress) -> dict:
     """Test split: EM, F1, ROUGE-L on short answers and ROUGE-L, BLEU-1 on long-form ones, per system."""
-    from lewisrag.data.records import read_qa
-    from lewisrag.scoring.qa import bleu_1, exact_match, rouge_l, token_f1
-
     test = [ex for ex in read_qa(run / "world" / f"{preset.eval_split}.jsonl") if ex.answers]
     short, long = [ex for ex in test if ex.kind != "long"], [ex for ex in test if ex.kind == "long"]
     qa, records, predictions = {}, [], {}
@@ -137,11 +133,6 @@ def evaluate(run: Path, preset: Preset, on_progress: Progress) -> dict:
 
 def _write_evidence(run: Path, preset: Preset, question: str) -> None:
     """RUN/evidence.json: one test question's per-token document posteriors under RAG-Token (for a plot)."""
-    import torch
-
-    from lewisrag.experiments.ask import ask, load_trained
-    from lewisrag.index.dense import DenseIndex
-
     model, tokenizers = load_trained(run / "rag_token")
     index = DenseIndex.load(run / "index_a", mmap=True)
     answer = ask(model, tokenizers, index, question, max_length=preset.rag.max_target_length)
@@ -166,12 +157,6 @@ def _write_evidence(run: Path, preset: Preset, question: str) -> None:
 def ablations(run: Path, preset: Preset, on_progress: Progress) -> dict:
     """Table 6 and Figure 3: test EM at test-time K for RAG-Token and RAG-Sequence, the frozen-retriever
     RAG-Token, and the trained RAG-Token reading BM25's documents instead of DPR's."""
-    from lewisrag.data.records import read_qa
-    from lewisrag.scoring.qa import exact_match
-    from lewisrag.experiments.ask import load_trained
-    from lewisrag.index.bm25 import BM25Index
-    from lewisrag.index.dense import DenseIndex
-
     short = [ex for ex in read_qa(run / "world" / f"{preset.eval_split}.jsonl") if ex.answers and ex.kind != "long"]
     short = short[: preset.ablation_questions]  # the first ones, so every cell scores the same questions
     index, bm25 = DenseIndex.load(run / "index_a", mmap=True), BM25Index.load(run / "bm25_a")
@@ -199,8 +184,6 @@ def ablations(run: Path, preset: Preset, on_progress: Progress) -> dict:
 
 def knowledge_update(run: Path, preset: Preset, on_progress: Progress) -> dict:
     """§4.5: both RAG models × indexes A and B × questions about snapshot A and snapshot B, by EM."""
-    from lewisrag.experiments.swap import swap_matrix
-
     world = run / "world"
     m = swap_matrix([run / "rag_token", run / "rag_sequence"], [run / "index_a", run / "index_b"],
                     [world / "questions_a.jsonl", world / "questions_b.jsonl"], max_length=preset.rag.max_target_length,
@@ -211,21 +194,15 @@ def knowledge_update(run: Path, preset: Preset, on_progress: Progress) -> dict:
 
 def stitched(run: Path, preset: Preset, seed: int, on_progress: Progress) -> dict:
     """RUN/stitched: the prompt-stitching system's generator, trained on snapshot A's retrievals."""
-    from lewisrag.experiments.compare import train_stitched_stage
-
     summary = train_stitched_stage(run, preset, seed, on_progress)
     return {"dir": "stitched", **{k: v for k, v in summary.items() if k != "out"}}  # "out" means results here
 
 
 def compare(run: Path, preset: Preset, seed: int, on_progress: Progress) -> dict:
     """Prompt-stitching RAG beside the trained models, and every system's answer layers."""
-    from lewisrag.experiments.compare import compare_stage
-
     got = dict(compare_stage(run, preset, seed, on_progress))
     html = got.pop("report_html", None)
     if html:
-        from lewisrag.data.io import write_text
-
         write_text(run / "report.html", html)
     return {"available": True, "out": {k: got[k] for k in ("qa", "layers", "position") if k in got},
             "records": got.get("records", []), "findings": got.get("findings", [])}

@@ -16,6 +16,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from lewisrag.data.io import InputError
+from lewisrag.data.records import read_qa
+from lewisrag.experiments.ask import load_trained
+from lewisrag.index.dense import DenseIndex
+from lewisrag.rag_model.answering import answer_questions
+from lewisrag.scoring.qa import exact_match
 
 
 def labels(paths: Sequence[str | os.PathLike], stem: bool = False) -> list[str]:
@@ -30,8 +35,6 @@ def labels(paths: Sequence[str | os.PathLike], stem: bool = False) -> list[str]:
 
 def load_question_sets(paths: Sequence[str | os.PathLike]) -> list[list]:
     """Each file's short-answer questions that have an answer (exact match needs one)."""
-    from lewisrag.data.records import read_qa
-
     sets = []
     for p in paths:
         scored = [ex for ex in read_qa(p) if ex.kind == "short" and ex.answers]
@@ -60,11 +63,6 @@ def swap_matrix(model_paths: Sequence[str | os.PathLike], index_paths: Sequence[
     Returns {"models", "indexes", "questions": names, "n_questions": {set: n},
     "em": {model: {index: {set: EM}}}, "predictions": the same nesting with lists of answers}.
     """
-    from lewisrag.scoring.qa import exact_match
-    from lewisrag.experiments.ask import load_trained
-    from lewisrag.index.dense import DenseIndex
-    from lewisrag.rag_model.answering import answer_questions
-
     if not model_paths or not index_paths or not question_paths:
         raise InputError("swap", "needs at least one --model, one --index and one --questions")
     sets = load_question_sets(question_paths)

@@ -10,8 +10,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+import numpy as np
+import torch
+
 from lewisrag.data.records import Passage
 from lewisrag.eval.statements import strip_citations
+from lewisrag.rag_model.implicit_citations import cited_answers, pieces_of
+from lewisrag.rag_model.model import generator_input
+from lewisrag.rag_model.stitched import PromptStitchingRAG
 
 
 @dataclass
@@ -38,8 +44,6 @@ class LewisSystem:
         self.row_of = {p.id: r for r, p in enumerate(index.passages)}
 
     def answer(self, questions: list[str]) -> list[Answered]:
-        import torch
-
         start = time.perf_counter()
         with torch.no_grad():
             r = self.model.retrieve(questions, self.index, self.tokenizers)
@@ -49,18 +53,11 @@ class LewisSystem:
         return answers
 
     def top_k(self, questions: list[str]) -> list[list[Passage]]:
-        import torch
-
         with torch.no_grad():
             return [[_as_passage(p) for p in ps] for ps in self.model.retrieve(questions, self.index, self.tokenizers).passages]
 
     def answer_with(self, questions: list[str], passages: list[list]) -> list[str]:
         """Plain answers from given passages (the position probe); doc scores are q·d as in retrieval."""
-        import numpy as np
-        import torch
-
-        from lewisrag.rag_model.model import generator_input
-
         tok = self.tokenizers
         with torch.no_grad():
             q_tok = tok.question(questions, padding=True, truncation=True, return_tensors="pt")
@@ -75,10 +72,6 @@ class LewisSystem:
 
     def _decode(self, ids, mask, doc_scores, passages) -> list[Answered]:
         """ids/mask (B*K, L), doc_scores (B, K): decode greedily with the evidence behind each token."""
-        import torch
-
-        from lewisrag.rag_model.implicit_citations import cited_answers, pieces_of
-
         start = time.perf_counter()
         b, k = doc_scores.shape
         tok = self.tokenizers.generator
@@ -108,8 +101,6 @@ class StitchedSystem:
     """Prompt-stitching RAG: top-k passages and the question in one input, the answer citing [n]."""
 
     def __init__(self, retriever, model, tokenizer, settings, max_new_tokens: int = 32, max_input_tokens: int = 1024):
-        from lewisrag.rag_model.stitched import PromptStitchingRAG
-
         longest = min(max_input_tokens, getattr(model.config, "max_position_embeddings", max_input_tokens))
         self.generator = CountingSeq2Seq(model, tokenizer, max_new_tokens, longest)
         self.rag = PromptStitchingRAG(retriever, self.generator, settings)
@@ -139,8 +130,6 @@ class CountingSeq2Seq:
         self.last_steps: list[int] = []
 
     def __call__(self, prompts: list[str]) -> list[str]:
-        import torch
-
         tok = self.tokenizer
         enc = tok(prompts, return_tensors="pt", padding=True, truncation=True, max_length=self.max_input_tokens)
         with torch.inference_mode():

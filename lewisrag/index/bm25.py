@@ -13,6 +13,7 @@ import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 
+import bm25s
 import numpy as np
 
 from lewisrag.data.outputs import check_out_dir
@@ -79,16 +80,12 @@ class BM25Index:
     @classmethod
     def in_memory(cls, passages: Sequence[Passage], k1: float = 1.5, b: float = 0.75) -> BM25Index:
         """Index `title + text` of every passage without writing anything (e.g. to mine hard negatives)."""
-        import bm25s
-
         retriever = bm25s.BM25(k1=k1, b=b)
         retriever.index(_token_ids([tokenize(f"{p.title} {p.text}") for p in passages]), show_progress=False)
         return cls(Path(), {"kind": "bm25", "n_passages": len(passages)}, retriever, list(passages))
 
     @classmethod
     def load(cls, path: str | os.PathLike, mmap: bool = True) -> BM25Index:
-        import bm25s
-
         path = Path(path)
         manifest = store.read_manifest(path, kind="bm25")
         retriever = bm25s.BM25.load(str(path / "bm25"), mmap=mmap, show_progress=False)

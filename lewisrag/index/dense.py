@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import faiss
 import numpy as np
 
 from lewisrag.data.io import InputError, atomic_path, read_json, write_json
@@ -119,8 +120,6 @@ def use_blas_for_small_batches(threshold: int = 8) -> None:
     dozen questions that RAG training and evaluation send are served several times slower than
     a matrix multiply would serve them (measured in scripts/bench_index.py).
     """
-    import faiss
-
     faiss.cvar.distance_compute_blas_threshold = threshold
 
 
@@ -149,7 +148,6 @@ def check_factory(factory: str, dim: int, n_passages: int, train_sample: int = 1
     index = _new_index(factory, dim)
     if index.is_trained:
         return
-    import faiss
 
     n_train = min(n_passages, train_sample)
     need, what, inner = 1, "", index  # `inner` borrows from `index`, which must stay referenced
@@ -165,8 +163,6 @@ def check_factory(factory: str, dim: int, n_passages: int, train_sample: int = 1
 
 
 def _new_index(factory: str, dim: int):
-    import faiss
-
     try:
         return faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
     except RuntimeError as e:
@@ -199,8 +195,6 @@ class DenseIndex:
 
     @classmethod
     def load(cls, path: str | os.PathLike, mmap: bool = True) -> DenseIndex:
-        import faiss
-
         path = Path(path)
         manifest = store.read_manifest(path, kind="dense")
         for name in (FAISS_FILE, EMBEDDINGS):
@@ -233,8 +227,6 @@ class DenseIndex:
         return self.manifest["encoder"]["ctx_fingerprint"]
 
     def set_search_params(self, params: dict) -> None:
-        import faiss
-
         space = faiss.ParameterSpace()
         for name, value in params.items():
             try:
@@ -287,7 +279,5 @@ def _save_npy_atomic(path: Path, array: np.ndarray) -> None:
 
 
 def _write_faiss_atomic(index, path: Path) -> None:
-    import faiss
-
     with atomic_path(path) as tmp:
         faiss.write_index(index, str(tmp))

@@ -20,14 +20,15 @@ from pathlib import Path
 
 import numpy as np
 
-from lewisrag.data.io import InputError, read_json
+from lewisrag.data.io import InputError, read_json, write_json
+from lewisrag.data.pretrained import load_model, load_tokenizer
 
 META_FILE = "lewisrag_dpr.json"
 
 
 def state_fingerprint(module) -> str:
     """sha256 over parameter names, shapes and bytes: equal weights give equal fingerprints."""
-    import torch
+    import torch  # loads on first use: BM25 paths import this module (through lewisrag.index) and never need torch
 
     h = hashlib.sha256()
     for name, tensor in sorted(module.state_dict().items()):
@@ -57,9 +58,8 @@ class DPRCheckpoint:
 
     @classmethod
     def load(cls, path: str | Path) -> DPRCheckpoint:
+        # transformers (and torch with it) loads on first use, for the BM25 paths (see state_fingerprint)
         from transformers import DPRContextEncoder, DPRQuestionEncoder, PreTrainedTokenizerFast
-
-        from lewisrag.data.pretrained import load_model, load_tokenizer
 
         p = Path(path)
         if not (p / META_FILE).exists():
@@ -85,8 +85,6 @@ class DPRCheckpoint:
             "ctx_fingerprint": state_fingerprint(self.ctx_encoder),
             "dim": int(self.ctx_encoder.config.projection_dim or self.ctx_encoder.config.hidden_size),
         }
-        from lewisrag.data.io import write_json
-
         write_json(p / META_FILE, self.meta)
 
 
@@ -105,7 +103,7 @@ def encode_texts(
     on_batch: Callable[[int], None] | None = None,
 ) -> np.ndarray:
     """Encode strings (questions) or (title, text) pairs (passages) into float32 (N, D) vectors."""
-    import torch
+    import torch  # loads on first use, for the BM25 paths (see state_fingerprint)
 
     out = []
     with torch.inference_mode():

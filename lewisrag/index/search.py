@@ -13,8 +13,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from lewisrag.data.io import InputError
 from lewisrag.data.records import QAExample
 from lewisrag.index import store
+from lewisrag.index.bm25 import BM25Index
+from lewisrag.index.dense import DenseIndex
+from lewisrag.index.encoders import DPRCheckpoint, encode_texts
 from lewisrag.scoring.retrieval import first_gold_rank
 
 
@@ -44,8 +48,6 @@ class DenseRetriever:
         self.index, self.checkpoint, self.batch_size = index, checkpoint, batch_size
 
     def encode(self, questions: Sequence[str]):
-        from lewisrag.index.encoders import encode_texts
-
         return encode_texts(self.checkpoint.question_encoder, self.checkpoint.tokenizer, list(questions),
                             batch_size=self.batch_size, max_length=int(self.checkpoint.meta.get("q_max_length", 64)))
 
@@ -81,15 +83,9 @@ class FusedRetriever:
 
 def open_retriever(index_path: str | os.PathLike, encoder: str | os.PathLike | None = None, swap: bool = False):
     """Open `index_path` for search; `encoder` is a DPR checkpoint dir (dense indexes only)."""
-    from lewisrag.data.io import InputError
-
     manifest = store.read_manifest(index_path)
     if manifest["kind"] == "bm25":
-        from lewisrag.index.bm25 import BM25Index
-
         return BM25Retriever(BM25Index.load(index_path))
-    from lewisrag.index.dense import DenseIndex
-    from lewisrag.index.encoders import DPRCheckpoint
 
     encoder = encoder or manifest.get("encoder", {}).get("path")
     if not encoder or not Path(encoder).exists():

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -46,8 +47,6 @@ def partial_dir(out: str | os.PathLike) -> Path:
 
 def reset_partial(partial: Path) -> None:
     """Start `partial` afresh: remove an earlier build's leftovers, never a folder of the user's."""
-    import shutil
-
     if partial.exists():
         if not partial.is_dir() or not (is_ours(partial, KIND) or (partial / "plan.json").exists() or not any(partial.iterdir())):
             raise InputError(partial, "is in the way of the build and was not made by lewisrag; move it away")

@@ -20,8 +20,11 @@ import os
 from dataclasses import asdict, fields
 from pathlib import Path
 
+from transformers import AutoModel, AutoModelForSeq2SeqLM, RagConfig
+
 from lewisrag.data.io import InputError, read_json, write_json
 from lewisrag.data.outputs import staged_dir
+from lewisrag.data.pretrained import load_model
 from lewisrag.rag_model.settings import RagSettings
 
 FORMAT = "lewisrag-rag/1"
@@ -29,6 +32,8 @@ _HF_CLASSES = {"RagTokenForGeneration": "token", "RagSequenceForGeneration": "se
 
 
 def _hf_class(variant: str):
+    # transformers' RAG models load on first use: they import `datasets` (~0.6 s more), and only the
+    # transformers-format path (load_hf, save_hf) needs them; lewisrag's own layout never does
     from transformers import RagSequenceForGeneration, RagTokenForGeneration
 
     return RagTokenForGeneration if variant == "token" else RagSequenceForGeneration
@@ -36,8 +41,6 @@ def _hf_class(variant: str):
 
 def load_hf(model_cls, path: str | os.PathLike, variant: str | None = None):
     """Load a transformers RAG checkpoint directory; the variant comes from `architectures` unless given."""
-    from lewisrag.data.pretrained import load_model
-
     path = Path(path)
     cfg = read_json(path / "config.json")
     model_type = cfg.get("model_type") if isinstance(cfg, dict) else None
@@ -69,8 +72,6 @@ def _existing(p: Path) -> str | None:
 
 def save_hf(model, path: str | os.PathLike) -> None:
     """Write `model` as a transformers RagTokenForGeneration / RagSequenceForGeneration directory."""
-    from transformers import RagConfig
-
     s = model.settings
     config = RagConfig.from_question_encoder_generator_configs(
         model.question_encoder.config, model.generator.config, n_docs=s.n_docs, label_smoothing=s.label_smoothing,
@@ -95,10 +96,6 @@ def save_native(model, path: str | os.PathLike) -> None:
 
 
 def load_native(model_cls, path: str | os.PathLike):
-    from transformers import AutoModel, AutoModelForSeq2SeqLM
-
-    from lewisrag.data.pretrained import load_model
-
     path = Path(path)
     meta = read_json(path / "rag.json")
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:

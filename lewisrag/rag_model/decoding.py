@@ -21,6 +21,10 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from transformers.generation import (
+    ForcedBOSTokenLogitsProcessor, ForcedEOSTokenLogitsProcessor, LogitsProcessorList, MinLengthLogitsProcessor,
+    NoRepeatNGramLogitsProcessor,
+)
 
 from lewisrag.rag_model import marginalize as M
 from lewisrag.rag_model.bart_decoder import GroupedBartDecoder, reorder_cache
@@ -82,11 +86,6 @@ def _max_length(gc) -> int:
 
 def logits_processors(gc, device="cpu"):
     """The processors transformers' generate builds from `gc`, in its order (the supported subset)."""
-    from transformers.generation import (
-        ForcedBOSTokenLogitsProcessor, ForcedEOSTokenLogitsProcessor, LogitsProcessorList,
-        MinLengthLogitsProcessor, NoRepeatNGramLogitsProcessor,
-    )
-
     out = LogitsProcessorList()
     eos = gc.eos_token_id
     if gc.no_repeat_ngram_size:

@@ -18,7 +18,9 @@ from torch import nn
 
 from lewisrag.rag_model import checkpoints
 from lewisrag.rag_model import marginalize as M
+from lewisrag.rag_model.decoding import generate
 from lewisrag.rag_model.settings import VARIANTS, RagSettings  # noqa: F401  (VARIANTS: re-exported)
+
 
 @dataclass
 class RagOutput:
@@ -171,8 +173,6 @@ class RagModel(nn.Module):
     def generate(self, context_input_ids: torch.Tensor, context_attention_mask: torch.Tensor, doc_scores: torch.Tensor,
                  n_docs: int | None = None, **kwargs):
         """Decode answers with transformers' RAG `generate` arguments; see `decoding.generate`."""
-        from lewisrag.rag_model.decoding import generate
-
         return generate(self, context_input_ids, context_attention_mask, doc_scores, n_docs=n_docs, **kwargs)
 
     @classmethod

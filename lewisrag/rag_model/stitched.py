@@ -16,7 +16,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+
+from lewisrag.chat import ChatError
+from lewisrag.data.pretrained import load_config, load_model, load_tokenizer
 
 CITATION = re.compile(r"\[(\d+)\]")
 DEFAULT_INSTRUCTION = (
@@ -118,18 +125,12 @@ class HFGenerator:
 
     @classmethod
     def from_pretrained(cls, path: str, **kw) -> HFGenerator:
-        from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
-
-        from lewisrag.data.pretrained import load_config, load_model, load_tokenizer
-
         config = load_config(AutoConfig.from_pretrained, path, "generator config")
         auto = AutoModelForSeq2SeqLM if config.is_encoder_decoder else AutoModelForCausalLM
         return cls(load_model(auto.from_pretrained, path, "generator"),
                    load_tokenizer(AutoTokenizer.from_pretrained, path, "generator tokenizer"), **kw)
 
     def __call__(self, prompts: list[str]) -> list[str]:
-        import torch
-
         tok = self.tokenizer
         if tok.pad_token is None:
             tok.pad_token = tok.eos_token
@@ -155,10 +156,6 @@ class ChatGenerator:
     def __call__(self, prompts: list[str]) -> list[str]:
         """One answer per prompt; a request that fails for good answers "" and is kept in `failures`,
         so one dropped endpoint does not end a whole evaluation."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        from lewisrag.chat import ChatError
-
         def answer(prompt: str) -> str:
             try:
                 return self.client.complete(self.system, prompt).strip()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from transformers import BartConfig, DPRConfig, RagConfig, RagSequenceForGeneration, RagTokenForGeneration
 
 
 def tiny_rag_config(
@@ -21,8 +22,6 @@ def tiny_rag_config(
     `init_std` is larger than BART's 0.02 so that random models prefer different tokens under
     different documents; with near-uniform outputs every decoding test would pass trivially.
     """
-    from transformers import BartConfig, DPRConfig, RagConfig
-
     q = DPRConfig(
         vocab_size=vocab, hidden_size=d_model, num_hidden_layers=layers, num_attention_heads=heads,
         intermediate_size=ffn, max_position_embeddings=max_positions, initializer_range=init_std,
@@ -40,8 +39,6 @@ def tiny_hf_rag(variant: str = "token", seed: int = 0, eos_bias: float = 0.0, **
 
     `eos_bias` raises the end token's logit so that hypotheses end at different lengths.
     """
-    from transformers import RagSequenceForGeneration, RagTokenForGeneration
-
     torch.manual_seed(seed)
     cls = RagTokenForGeneration if variant == "token" else RagSequenceForGeneration
     model = cls(config=tiny_rag_config(**config_kwargs)).eval()

@@ -185,7 +185,9 @@ def bleu_1(prediction: str, references: Sequence[str]) -> float:
     0.7788
     """
     _check_answers(references, "references")
-    from sacrebleu.metrics import BLEU  # imported here: sacrebleu loads slowly
+    # sacrebleu loads on first use (~0.1 s): lewisrag.eval and training import this module, and only
+    # the reproduce table's BLEU-1 needs it
+    from sacrebleu.metrics import BLEU
 
     has_cjk = any(is_cjk(ch) for text in (prediction, *references) for ch in text)
     bleu = BLEU(max_ngram_order=1, lowercase=True, tokenize="zh" if has_cjk else "13a", effective_order=True)

@@ -21,13 +21,17 @@ from __future__ import annotations
 import os
 import random
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
 
 from lewisrag.data.io import InputError, read_json, write_json
 from lewisrag.data.outputs import staged_dir
+from lewisrag.data.pretrained import as_input_error
 
 WEIGHTS = "model.safetensors"
 STATE_TENSORS = "state.safetensors"
@@ -38,8 +42,6 @@ LOG = "log.jsonl"
 
 def capture_rng() -> tuple[dict, dict]:
     """(JSON-able python and numpy global RNG states, torch RNG tensors)."""
-    import torch
-
     version, state, gauss = random.getstate()
     name, keys, pos, has_gauss, cached = np.random.get_state()
     as_json = {"python": [version, list(state), gauss], "numpy": [name, keys.tolist(), pos, has_gauss, cached]}
@@ -50,8 +52,6 @@ def capture_rng() -> tuple[dict, dict]:
 
 
 def restore_rng(as_json: dict, tensors: dict) -> None:
-    import torch
-
     version, state, gauss = as_json["python"]
     random.setstate((version, tuple(state), gauss))
     name, keys, pos, has_gauss, cached = as_json["numpy"]
@@ -63,8 +63,6 @@ def restore_rng(as_json: dict, tensors: dict) -> None:
 
 def save_checkpoint(path: str | os.PathLike, model, optimizer, scheduler, state: dict, log_file: Path | None) -> None:
     """Write a resumable checkpoint of the training run (see the module docstring)."""
-    from safetensors.torch import save_file
-
     rng_json, rng_tensors = capture_rng()
     # clones: tied weights (BART's shared embeddings) share storage, which safetensors refuses
     weights = {k: v.detach().cpu().clone().contiguous() for k, v in model.state_dict().items()}
@@ -81,10 +79,6 @@ def save_checkpoint(path: str | os.PathLike, model, optimizer, scheduler, state:
 
 def load_checkpoint(path: str | os.PathLike, model, optimizer, scheduler) -> dict:
     """Restore weights, optimizer, scheduler and RNG states in place; returns state.json."""
-    from safetensors.torch import load_file
-
-    from lewisrag.data.pretrained import as_input_error
-
     p = Path(path)
     if (p / OLD_STATE).exists():
         raise InputError(p / OLD_STATE, "old-format checkpoint (pickled optimizer state), which lewisrag no longer "
@@ -121,8 +115,6 @@ def to_tree(obj, tensors: dict, name: str = "") -> Any:
     >>> from_tree(tree, tensors)
     {'state': {0: {'step': tensor(3.)}}, 'betas': (0.9, 0.999)}
     """
-    import torch
-
     def at(key) -> str:
         return f"{name}/{key}" if name else str(key)
 
@@ -166,8 +158,6 @@ def save_model(model, tokenizers, path: str | os.PathLike, train_config: dict | 
     The settings name the tokenizers by their path inside this directory, so the directory can be
     moved; `lewisrag.experiments.ask.load_trained` reads them back.
     """
-    from dataclasses import replace
-
     path = Path(path)
     settings = model.settings
     model.settings = replace(settings, question_tokenizer=str(path.resolve() / "question_tokenizer"),

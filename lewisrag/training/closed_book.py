@@ -18,7 +18,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import torch
+import torch.nn.functional as F
+
 from lewisrag.data.io import InputError, atomic_path, write_json
+from lewisrag.data.pretrained import load_generator
+from lewisrag.data.records import of_kinds, read_qa
+from lewisrag.training.rag import learning_rate_factor
+from lewisrag.training.rag_data import DataPosition, answer_labels, next_batch, training_pairs
 
 
 @dataclass(frozen=True)
@@ -54,13 +61,6 @@ def decoder_pair(labels, pad_id: int):
 def train_closed_book(cfg: ClosedBookConfig, out: str | os.PathLike,
                       on_progress: Callable[[int, int, dict], None] | None = None) -> dict:
     """Fine-tune the generator on (question -> answer); returns a summary. Refuses a non-empty `out`."""
-    import torch
-
-    from lewisrag.data.records import of_kinds, read_qa
-    from lewisrag.training.rag import learning_rate_factor
-    from lewisrag.data.pretrained import load_generator
-    from lewisrag.training.rag_data import DataPosition, next_batch, training_pairs
-
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise InputError(out, "output directory is not empty; choose another")
@@ -99,10 +99,6 @@ def train_closed_book(cfg: ClosedBookConfig, out: str | os.PathLike,
 
 def _step_loss(generator, tokenizer, pairs, cfg: ClosedBookConfig):
     """(mean token NLL of the answers given only the questions, number of target tokens)."""
-    import torch.nn.functional as F
-
-    from lewisrag.training.rag_data import answer_labels
-
     gen = generator.config
     src = tokenizer([ex.question for ex, _ in pairs], padding=True, truncation=True,
                     max_length=cfg.max_source_length, return_tensors="pt")
@@ -118,8 +114,6 @@ def _step_loss(generator, tokenizer, pairs, cfg: ClosedBookConfig):
 def answer_closed_book(generator, tokenizer, questions: Sequence[str], batch_size: int = 16, max_length: int = 32,
                        max_source_length: int = 64, on_batch: Callable[[int], None] | None = None) -> list[str]:
     """Greedy answers from the question alone (no documents), special tokens stripped."""
-    import torch
-
     answers: list[str] = []
     was_training = generator.training
     generator.eval()

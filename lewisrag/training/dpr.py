@@ -27,11 +27,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import torch
+import torch.nn.functional as F
+from transformers import AutoModel, AutoTokenizer, DPRConfig, DPRContextEncoder, DPRQuestionEncoder, get_linear_schedule_with_warmup
+
 from lewisrag.data.io import InputError
 from lewisrag.data.outputs import check_out_dir, staged_dir
+from lewisrag.data.pretrained import load_model, load_tokenizer
 from lewisrag.data.records import Passage, QAExample
+from lewisrag.index.bm25 import BM25Index
+from lewisrag.index.encoders import DPRCheckpoint
 from lewisrag.scoring.aggregate import mean
-
+from lewisrag.training.tokenizer import bert_wordpiece_tokenizer
 
 KIND = "dpr"  # the marker kind of DPR checkpoint folders (lewisrag.data.outputs)
 
@@ -58,18 +65,11 @@ class DPRTrainConfig:
 
 def train_tokenizer(texts: Sequence[str], vocab_size: int):
     """A lowercasing WordPiece tokenizer (BERT's pipeline, CJK as characters) for `texts`, deterministic."""
-    from lewisrag.training.tokenizer import bert_wordpiece_tokenizer
-
     return bert_wordpiece_tokenizer(texts, vocab_size)
 
 
 def init_encoders(cfg: DPRTrainConfig, corpus_texts: Sequence[str]):
     """(question encoder, context encoder, tokenizer), both encoders starting from the same weights."""
-    import torch
-    from transformers import AutoModel, AutoTokenizer, DPRConfig, DPRContextEncoder, DPRQuestionEncoder
-
-    from lewisrag.data.pretrained import load_model, load_tokenizer
-
     torch.manual_seed(cfg.seed)
     if cfg.init:
         if not Path(cfg.init).exists():
@@ -103,8 +103,6 @@ def init_encoders(cfg: DPRTrainConfig, corpus_texts: Sequence[str]):
 
 def mine_hard_negatives(examples: Sequence[QAExample], passages: Sequence[Passage], depth: int = 10) -> list[int | None]:
     """Per example, the row of the best-ranked BM25 passage that is not gold (None if none)."""
-    from lewisrag.index.bm25 import BM25Index
-
     index = BM25Index.in_memory(passages)
     _, rows = index.search([ex.question for ex in examples], depth)
     out = []
@@ -119,8 +117,6 @@ def mine_self_negatives(q_enc, c_enc, tokenizer, cfg: DPRTrainConfig, examples: 
     """Per example, the row of the passage the current encoders rank highest that is not gold: the
     confusions BM25 cannot find (near-identical made-up names score nothing alike to BM25), mined as
     ANCE does from the model being trained (Xiong et al. 2021)."""
-    import torch
-
     was = q_enc.training, c_enc.training
     q_enc.eval(), c_enc.eval()
     with torch.no_grad():
@@ -158,12 +154,6 @@ def train_dpr(
     counted in the metadata (`n_no_gold`), never dropped without a word. `out` must be missing,
     empty or a DPR checkpoint lewisrag wrote, unless `overwrite`.
     """
-    import torch
-    import torch.nn.functional as F
-    from transformers import get_linear_schedule_with_warmup
-
-    from lewisrag.index.encoders import DPRCheckpoint
-
     out = check_out_dir(out, KIND, overwrite=overwrite)
     row_of = {p.id: i for i, p in enumerate(passages)}
     usable = []

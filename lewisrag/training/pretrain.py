@@ -28,10 +28,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+import torch
+from transformers import BartConfig, BartForConditionalGeneration
+
+from lewisrag.data import world
 from lewisrag.data.io import InputError, write_json
 from lewisrag.data.outputs import check_out_dir, staged_dir
 from lewisrag.data.pretrained import WEIGHTS, file_sha256, load_generator
 from lewisrag.data.records import Passage, QAExample
+from lewisrag.scoring.qa import exact_match
 from lewisrag.training import pretrain_data as D
 
 SHIPPED_DIR = Path(__file__).resolve().parent.parent / "pretrained"  # package data: lewisrag/pretrained/<name>/
@@ -107,8 +112,6 @@ def preset(name: str, **overrides) -> PretrainConfig:
 
 def build_generator(cfg: PretrainConfig, vocab_size: int):
     """A BartForConditionalGeneration from config, with BART's special-token ids (0-4)."""
-    from transformers import BartConfig, BartForConditionalGeneration
-
     std = cfg.init_std if cfg.init_std is not None else 1 / math.sqrt(cfg.d_model)
     config = BartConfig(
         vocab_size=vocab_size, d_model=cfg.d_model, encoder_layers=cfg.encoder_layers, decoder_layers=cfg.decoder_layers,
@@ -139,8 +142,6 @@ def qa_batch(pairs: Sequence[tuple[str, str]], tokenizer, cfg: PretrainConfig) -
 
 def denoise_batch(docs: Sequence[Passage], tokenizer, cfg: PretrainConfig, rng: random.Random) -> dict:
     """Text infilling on `title / text` of each passage (the reading format without the question)."""
-    import torch
-
     texts = [f"{p.title} / {p.text}" for p in docs]
     ids = tokenizer(texts, truncation=True, max_length=min(cfg.max_source_length, cfg.max_target_length))["input_ids"]
     pairs = [D.denoise_pair(x, rng, cfg.mask_ratio, cfg.poisson_lambda, tokenizer.mask_token_id) for x in ids]
@@ -154,8 +155,6 @@ class FreshStream:
     """Endless fresh QA pairs and passages, from their own seeded generators."""
 
     def __init__(self, seed: int, long_form: bool = False, snapshot_b_share: float = 0.0):
-        from lewisrag.data import world
-
         self.world, self.long_form, self.b_share = world, long_form, snapshot_b_share
         self.qa_rng, self.doc_rng = random.Random(f"pretrain-qa:{seed}"), random.Random(f"pretrain-docs:{seed}")
         self.mask_rng = random.Random(f"pretrain-mask:{seed}")
@@ -203,10 +202,6 @@ def evaluate_reading(generator, tokenizer, examples: Sequence[QAExample], passag
 
     Returns {"em", "n", "by_attribute": {group: em}}; long-form examples are left out.
     """
-    import torch
-
-    from lewisrag.scoring.qa import exact_match
-
     short = [ex for ex in examples if ex.kind == "short" and ex.answers]
     pairs = D.reading_pairs(short, passages)
     was_training = generator.training
@@ -229,9 +224,7 @@ def evaluate_reading(generator, tokenizer, examples: Sequence[QAExample], passag
 
 
 def _world_test(cfg: PretrainConfig) -> tuple[list[QAExample], tuple[Passage, ...]]:
-    from lewisrag.data.world import build_world
-
-    w = build_world(cfg.world_seed, cfg.world_entities)
+    w = world.build_world(cfg.world_seed, cfg.world_entities)
     return [q for q in w.questions["test"] if q.kind == "short"], w.passages_a
 
 
@@ -240,10 +233,8 @@ def _world_test(cfg: PretrainConfig) -> tuple[list[QAExample], tuple[Passage, ..
 
 
 def _tokenizer_corpus(cfg: PretrainConfig) -> list[str]:
-    from lewisrag.data.world import fresh_examples
-
     rng = random.Random(f"pretrain-tokenizer:{cfg.seed}")
-    examples, docs = fresh_examples(rng, cfg.tokenizer_docs * 3)  # about 3 questions per passage
+    examples, docs = world.fresh_examples(rng, cfg.tokenizer_docs * 3)  # about 3 questions per passage
     return [f"{p.title} / {p.text}" for p in docs] + [ex.question for ex in examples] + [ex.answers[0] for ex in examples]
 
 
@@ -255,8 +246,6 @@ def pretrain(cfg: PretrainConfig, out: str | os.PathLike, on_step: Callable | No
     `on_step(step, progress, loss, last_em)` is called after every optimizer step (progress in [0, 1]).
     `out` must be missing, empty or a generator lewisrag wrote, unless `overwrite`.
     """
-    import torch
-
     out = check_out_dir(out, KIND, overwrite=overwrite)
     torch.manual_seed(cfg.seed)
     tokenizer = D.train_generator_tokenizer(_tokenizer_corpus(cfg), cfg.vocab_size)
@@ -296,7 +285,6 @@ def _train_step(model, opt, tokenizer, stream: FreshStream, cfg: PretrainConfig,
         loss = loss + cfg.denoise_weight * model(**batch).loss
     opt.zero_grad(set_to_none=True)
     loss.backward()
-    import torch
 
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
@@ -316,8 +304,6 @@ def _save(model, tokenizer, recipe: dict, out: Path, fp16: bool) -> dict:
 
 
 def _save_into(model, tokenizer, recipe: dict, tmp: Path, fp16: bool) -> dict:
-    import torch
-
     to_save = model.to(torch.float16) if fp16 else model
     to_save.save_pretrained(tmp, safe_serialization=True)
     model.to(torch.float32)

@@ -12,7 +12,14 @@ import re
 from collections.abc import Sequence
 from functools import lru_cache
 
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from transformers import PreTrainedTokenizerFast
+
+from lewisrag.data import questions as Q
+from lewisrag.data.entities import passages
 from lewisrag.data.records import Passage, QAExample
+from lewisrag.data.world import fresh_entities
+from lewisrag.rag_model.model import RagSettings, generator_input
 
 SPECIALS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")  # BART's order: ids 0..4
 ATTRIBUTE_GROUPS = {  # report group of each question attribute (countries and organisations together)
@@ -29,9 +36,6 @@ def train_generator_tokenizer(texts: Sequence[str], vocab_size: int):
     does in the middle of a passage: the generator copies the same pieces it reads. Byte-level pieces
     never produce <unk>, for Chinese text too.
     """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
-
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
     tok.decoder = decoders.ByteLevel()
@@ -109,8 +113,6 @@ def denoise_pair(ids: Sequence[int], rng: random.Random, ratio: float, lam: floa
 
 def reading_pairs(examples: Sequence[QAExample], passages: Sequence[Passage]) -> list[tuple[str, str]]:
     """(generator input, answer) per example, reading its first gold passage (K=1, as RagModel builds it)."""
-    from lewisrag.rag_model.model import RagSettings, generator_input
-
     settings, by_id = RagSettings(), {p.id: p for p in passages}
     out = []
     for ex in examples:
@@ -123,10 +125,6 @@ def fresh_update_examples(rng: random.Random, n: int) -> tuple[list[QAExample], 
     """`n` questions about the time-varying facts (leader or head, population or members) of new
     entities, answered by snapshot B's passages: its wording ("took office in 2018", "elections are
     held every 5 years") differs from A's, and a reader trained on A's alone misreads its numbers."""
-    from lewisrag.data import questions as Q
-    from lewisrag.data.entities import passages
-    from lewisrag.data.world import fresh_entities
-
     examples: list[QAExample] = []
     docs: list[Passage] = []
     while len(examples) < n:
@@ -139,10 +137,8 @@ def fresh_update_examples(rng: random.Random, n: int) -> tuple[list[QAExample], 
 
 @lru_cache(maxsize=1)
 def _template_patterns() -> tuple[tuple[re.Pattern, str], ...]:
-    from lewisrag.data.questions import SHORT
-
     pats = []
-    for attr, templates in SHORT.items():
+    for attr, templates in Q.SHORT.items():
         for t in templates:
             rx = re.escape(t)
             for field in ("\\{ref\\}", "\\{Ref\\}", "\\{title_l\\}"):

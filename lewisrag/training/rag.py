@@ -25,19 +25,26 @@ from __future__ import annotations
 import json
 import math
 import os
+import random
+import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+import numpy as np
+import torch
+import torch.distributed as dist
+from accelerate import Accelerator
+from accelerate.state import AcceleratorState
+
 from lewisrag.data.io import InputError, atomic_path, read_json, write_json
 from lewisrag.data.outputs import check_out_dir, existing, mark, replace_dir
 from lewisrag.data.records import QAExample
-from lewisrag.training import checkpoint as C
-from lewisrag.training.rag_data import (PRECISIONS, DataPosition, answer_labels, doc_entropy, load_components,
-                                        next_batch, shard)
 from lewisrag.rag_model.answering import answer_questions
+from lewisrag.scoring.qa import exact_match
 from lewisrag.scoring.retrieval import recall_rate
-
+from lewisrag.training import checkpoint as C
+from lewisrag.training.rag_data import PRECISIONS, DataPosition, answer_labels, doc_entropy, load_components, next_batch, shard
 
 KIND = "rag run"  # the marker kind of training run folders (lewisrag.data.outputs)
 
@@ -91,8 +98,6 @@ def learning_rate_factor(step: int, steps: int, warmup_steps: int) -> float:
 
 def dev_exact_match(model, tokenizers, index, dev: Sequence[QAExample], cfg: RagTrainConfig) -> float:
     """Exact match on the first `cfg.eval_questions` short-answer dev questions that have answers."""
-    from lewisrag.scoring.qa import exact_match
-
     scored = [ex for ex in dev if ex.kind == "short" and ex.answers][: cfg.eval_questions]
     if not scored:
         return float("nan")
@@ -124,8 +129,6 @@ def train_rag(cfg: RagTrainConfig, out: str | os.PathLike, resume: bool = False,
 
 
 def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress) -> dict:
-    import torch
-
     if cfg.mixed_precision == "fp16" and (cfg.cpu or not torch.cuda.is_available()):
         raise InputError("--mixed-precision", "fp16 needs a GPU; use bf16 on the CPU")
     ckpt = _check_out(out, cfg, resume)  # before the models load
@@ -160,10 +163,6 @@ def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress) -> dic
 
 
 def _accelerator(cfg: RagTrainConfig):
-    import torch
-    from accelerate import Accelerator
-    from accelerate.state import AcceleratorState
-
     # accelerate keeps its settings process-wide and refuses new ones, but one process may train
     # several models (`lewisrag reproduce`); the process group (PartialState) is kept
     AcceleratorState._reset_state(reset_partial_state=False)
@@ -174,11 +173,6 @@ def _accelerator(cfg: RagTrainConfig):
 
 def _seed_everything(seed: int) -> None:
     """Seed python's, numpy's and torch's global generators (dropout draws from torch's)."""
-    import random
-
-    import numpy as np
-    import torch
-
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
@@ -205,8 +199,6 @@ def _check_out(out: Path, cfg: RagTrainConfig, resume: bool) -> Path | None:
 
 def _prepare_out(out: Path, cfg: RagTrainConfig, ckpt: Path | None, log_file: Path) -> None:
     """config.json, and the log as of the checkpoint (lines written after it are redone)."""
-    import shutil
-
     mark(out, KIND)
     for stale in out.glob(".*.tmp.*"):  # directories a killed run was building (outputs.staged_dir)
         shutil.rmtree(stale, ignore_errors=True)
@@ -229,8 +221,6 @@ def _loop(cfg, acc, parts, model, params, opt, sched, state, out, log_file, on_p
             totals = [a + b for a, b in zip(totals, _micro_step(cfg, acc, parts, model, mine))]
         _average_gradients(params, acc.num_processes)
         if cfg.max_grad_norm:
-            import torch
-
             torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
         lr = sched.get_last_lr()[0]
         opt.step()
@@ -280,8 +270,6 @@ def _average_gradients(params, processes: int) -> None:
     """All-reduce the mean gradient over processes, as one flat buffer (one collective per step)."""
     if processes == 1:
         return
-    import torch
-    import torch.distributed as dist
 
     for p in params:  # every process must send the same layout, even for a parameter this batch missed
         if p.grad is None:
@@ -298,8 +286,6 @@ def _average_gradients(params, processes: int) -> None:
 def _sum_across(values: list[float], acc) -> list[float]:
     if acc.num_processes == 1:
         return values
-    import torch
-    import torch.distributed as dist
 
     t = torch.tensor(values, dtype=torch.float64, device=acc.device)  # NCCL reduces GPU tensors only
     dist.all_reduce(t)

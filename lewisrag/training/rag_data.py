@@ -14,10 +14,15 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
+import torch
 
 from lewisrag.data.io import InputError
 from lewisrag.data.pretrained import load_generator
-from lewisrag.data.records import QAExample
+from lewisrag.data.records import QAExample, of_kinds, read_qa
+from lewisrag.index.dense import DenseIndex
+from lewisrag.index.encoders import DPRCheckpoint
+from lewisrag.rag_model import RagModel, RagSettings, Tokenizers
+from lewisrag.rag_model.model import VARIANTS
 
 PRECISIONS = ("no", "bf16", "fp16")  # --mixed-precision values; fp16 needs a GPU
 
@@ -34,11 +39,6 @@ class Components(NamedTuple):
 def load_components(cfg, processes: int = 1) -> Components:
     """Read and check every input of `cfg` (a `rag.RagTrainConfig`); any problem is an InputError, raised
     before anything is written."""
-    from lewisrag.data.records import of_kinds, read_qa
-    from lewisrag.index.dense import DenseIndex
-    from lewisrag.index.encoders import DPRCheckpoint
-    from lewisrag.rag_model import RagModel, RagSettings, Tokenizers
-
     check_config(cfg, processes)
     train, dev = of_kinds(read_qa(cfg.train), cfg.train_kinds), read_qa(cfg.dev)
     pairs, skipped = training_pairs(train)
@@ -60,8 +60,6 @@ def load_components(cfg, processes: int = 1) -> Components:
 
 def check_config(cfg, processes: int) -> None:
     """Flag values that cannot work, named by their CLI flag."""
-    from lewisrag.rag_model.model import VARIANTS
-
     checks = [
         (cfg.variant in VARIANTS, "--variant", f"must be one of {', '.join(VARIANTS)}"),
         (cfg.mixed_precision in PRECISIONS, "--mixed-precision", f"must be one of {', '.join(PRECISIONS)}"),
@@ -105,8 +103,6 @@ def answer_labels(answers: Sequence[str], tokenizer, decoder_start_id: int, pad_
     makes from that answer, so a generator pretrained as plain BART starts from what it knows, and
     decoding from the start token reproduces it.
     """
-    import torch
-
     ids = tokenizer(list(answers), truncation=True, max_length=max_length - 1)["input_ids"]
     t = 1 + max(len(x) for x in ids)
     labels = torch.full((len(ids), t), pad_id, dtype=torch.long)  # (B, T)
@@ -174,7 +170,5 @@ def doc_entropy(doc_scores) -> float:
     >>> round(doc_entropy(torch.zeros(2, 4)), 4) == round(math.log(4), 4)
     True
     """
-    import torch
-
     logp = torch.log_softmax(doc_scores.detach().float(), dim=-1)  # (B, K)
     return float(-(logp.exp() * logp).sum(-1).mean())

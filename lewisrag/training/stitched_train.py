@@ -23,8 +23,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import torch
+from transformers.models.bart.modeling_bart import BartLearnedPositionalEmbedding
+
 from lewisrag.data.io import InputError, read_json, write_json
+from lewisrag.data.outputs import check_out_dir, staged_dir
+from lewisrag.data.pretrained import load_generator
+from lewisrag.data.records import of_kinds, read_qa
+from lewisrag.index import open_retriever
 from lewisrag.rag_model.stitched import StitchSettings, stitch
+from lewisrag.training.rag import learning_rate_factor
 
 SETTINGS_FILE = "stitched.json"
 
@@ -82,8 +90,6 @@ def extend_positions(model, length: int) -> bool:
     (~192 positions) would otherwise see only the first passage or two of a stitched input. The
     rows it already had are kept, so inputs that fitted before are read exactly as before.
     """
-    from transformers.models.bart.modeling_bart import BartLearnedPositionalEmbedding
-
     old = model.config.max_position_embeddings
     if length <= old or getattr(model.config, "model_type", "") != "bart":
         return False
@@ -160,14 +166,6 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
 
     `out` must be missing, empty or a stitched generator lewisrag wrote, unless `overwrite`; it is
     replaced only when training has finished."""
-    import torch
-
-    from lewisrag.data.outputs import check_out_dir, staged_dir
-    from lewisrag.data.records import of_kinds, read_qa
-    from lewisrag.index import open_retriever
-    from lewisrag.training.rag import learning_rate_factor
-    from lewisrag.data.pretrained import load_generator
-
     if cfg.k < 1 or cfg.steps < 1 or cfg.batch_size < 1:
         raise InputError("--k/--steps/--batch-size", "must all be at least 1")
     if cfg.gold_position not in ("random", "retrieved"):
@@ -218,8 +216,6 @@ def _loss(model, tokenizer, inputs: list[str], targets: list[str], cfg: Stitched
 
 def load_stitched(path: str | os.PathLike):
     """(generator in eval mode, tokenizer, StitchSettings) from a `train_stitched` output directory."""
-    from lewisrag.data.pretrained import load_generator
-
     p = Path(path)
     if not (p / SETTINGS_FILE).is_file():
         raise InputError(p, f"not a stitched generator directory (no {SETTINGS_FILE})")

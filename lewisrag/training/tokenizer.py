@@ -16,6 +16,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+from transformers import PreTrainedTokenizerFast
+
 BERT_SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 
@@ -28,8 +31,6 @@ def wordpiece_vocab(texts: Iterable[str], vocab_size: int, max_piece: int = 10,
     >>> wordpiece_vocab(["abab ab"], 9, specials=["[UNK]"])
     ['[UNK]', 'a', 'b', '##a', '##b', 'abab', '##bab', 'ab', 'aba']
     """
-    from tokenizers import normalizers, pre_tokenizers
-
     norm = normalizers.BertNormalizer(lowercase=lowercase)
     pre = pre_tokenizers.BertPreTokenizer()
     words: Counter[str] = Counter()
@@ -55,9 +56,6 @@ def wordpiece_vocab(texts: Iterable[str], vocab_size: int, max_piece: int = 10,
 
 def bert_wordpiece_tokenizer(texts: Iterable[str], vocab_size: int):
     """A BERT-style PreTrainedTokenizerFast (`[CLS] a [SEP] b [SEP]`) with a deterministic vocabulary."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
-    from transformers import PreTrainedTokenizerFast
-
     vocab = wordpiece_vocab(texts, vocab_size)
     tok = Tokenizer(models.WordPiece({p: i for i, p in enumerate(vocab)}, unk_token="[UNK]", max_input_chars_per_word=100))
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from lewisrag.data.io import InputError
+from lewisrag.data.pretrained import load_model, load_tokenizer
 from lewisrag.eval.judges.base import Verdict, digest
 
 
@@ -51,11 +52,9 @@ class NLIJudge:
 
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike, batch_size: int = 16, max_length: int = 512) -> NLIJudge:
-        # torch and transformers load here, on first use: every judge module is imported with the
-        # CLI, and `lewisrag --help` or a lexical-judge run should not pay for them.
+        # torch and transformers load here, on first use: lewisrag.eval.judges imports this module
+        # for every judge, and a lexical- or LLM-judge run should not pay for them.
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-        from lewisrag.data.pretrained import load_model, load_tokenizer
 
         d = Path(path)
         if not (d / "config.json").exists():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+from lewisrag.data.io import atomic_path
 from lewisrag.eval import stats
 
 SITUATION_A = [1.0] * 95 + [0.0] * 5  # 95 questions fully supported, 5 answers fabricated end to end
@@ -78,12 +79,12 @@ def situations_markdown(figure: str | None = None) -> str:
 
 def situations_figure(path: str | os.PathLike) -> None:
     """Histograms of situations A and B beside their mean and shares (a PNG at `path`)."""
+    # matplotlib loads on first use (~0.4 s): reports.markdown imports this module to write tables only
+    # (`lewisrag eval bughunt` draws nothing)
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from lewisrag.data.io import atomic_path
 
     scores = {"A: 95 × 1.0 + 5 × 0.0": SITUATION_A, "B: 100 × 0.95": SITUATION_B}
     dists = {name: stats.score_distribution(s) for name, s in scores.items()}
@@ -117,12 +118,10 @@ def situations_figure(path: str | os.PathLike) -> None:
 
 def histogram_figure(aggregates: dict, path: str | os.PathLike) -> None:
     """One question-level histogram per metric of results.json's aggregates (a PNG at `path`)."""
-    import matplotlib
+    import matplotlib  # loads on first use: see situations_figure
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from lewisrag.data.io import atomic_path
 
     metrics = {k: d for k, d in aggregates.items() if isinstance(d, dict) and d.get("histogram", {}).get("counts")}
     if not metrics:

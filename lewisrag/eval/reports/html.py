@@ -19,8 +19,10 @@ import math
 import re
 from collections.abc import Mapping
 from importlib import resources
+from pathlib import Path
 
 from lewisrag.eval.diagnose import CAUSE_ORDER
+from lewisrag.eval.reports.distributions import histogram_figure
 
 LAYERS = {  # layer -> (label, metric keys shown for it), in the causal order of diagnose.CAUSE_ORDER
     "retrieval": ("retrieval", ["recall_at_k", "context_recall"]),
@@ -114,10 +116,6 @@ def plot_run(aggregates: dict, folder) -> list[str]:
 
     A plot whose metrics all have no score (say, no reference answers for EM) is not written.
     """
-    from pathlib import Path
-
-    from lewisrag.eval.reports.distributions import histogram_figure
-
     written = []
     for name, keys in PLOTS.items():
         shown = {k: aggregates[k] for k in keys if (aggregates.get(k) or {}).get("n")}

@@ -17,6 +17,7 @@ def cohen_kappa(a: Sequence[Hashable], b: Sequence[Hashable]) -> float:
     >>> round(cohen_kappa([1, 1, 0, 0], [1, 0, 0, 0]), 3)       # p_o = 0.75, p_e = 0.5
     0.5
     """
+    # statsmodels (~2 s) loads on first use: every evaluator run imports lewisrag.eval.stats, for score_distribution only
     from statsmodels.stats.inter_rater import cohens_kappa
 
     check_paired(a, b, "cohen_kappa")

@@ -34,6 +34,7 @@ def proportion_interval(
     >>> proportion_interval(0, 0)
     (0.0, 1.0)
     """
+    # statsmodels (~2 s) loads on first use: every evaluator run imports lewisrag.eval.stats, for score_distribution only
     from statsmodels.stats.proportion import proportion_confint
 
     check_confidence(confidence)
@@ -87,6 +88,7 @@ def sample_size_for_upper_bound(
 
 
 def upper_bound(count: float, n: int, confidence: float, method: str) -> float:
+    # statsmodels loads on first use, as in proportion_interval
     from statsmodels.stats.proportion import proportion_confint
 
     if method not in ("wilson", "exact"):

@@ -27,6 +27,8 @@ def mcnemar(
     >>> mcnemar([True] * 5, [False] * 5, alternative="greater")["pvalue"]
     0.03125
     """
+    # scipy and statsmodels (~1 s, ~2 s) load on first use: every evaluator run imports lewisrag.eval.stats,
+    # for score_distribution only
     from scipy.stats import binomtest
     from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
 
@@ -69,6 +71,7 @@ def paired_bootstrap(
     >>> r["mean_diff"], r["low"], r["high"], r["n"]
     (0.5, 0.5, 0.5, 3)
     """
+    # scipy loads on first use, as in mcnemar
     from scipy.stats import bootstrap
 
     check_confidence(confidence)

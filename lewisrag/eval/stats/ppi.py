@@ -26,6 +26,7 @@ def ppi_mean(
     >>> r["estimate"], r["rectifier"]
     (0.75, -0.25)
     """
+    # scipy (~1 s) loads on first use: every evaluator run imports lewisrag.eval.stats, for score_distribution only
     from scipy.stats import norm
 
     check_confidence(confidence)
