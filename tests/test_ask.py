@@ -42,7 +42,7 @@ def test_sequence_answer_and_bad_k(rag_inputs, tmp_path):  # noqa: F811
     a = ask(model, tokenizers, index, "What is the capital of Valdoria?")
     assert a.variant == "sequence" and a.tokens == [] and len(a.passages) == 2
     assert math.isclose(sum(p.posterior for p in a.passages), 1, abs_tol=1e-5)
-    with pytest.raises(InputError, match="-k"):
+    with pytest.raises(InputError, match="--n-docs"):
         ask(model, tokenizers, index, "Why?", n_docs=10_000)
 
 

@@ -115,7 +115,7 @@ def bughunt(
     as_json: bool = typer.Option(False, "--json", help="Print the whole result as JSON instead of tables."),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
 ) -> None:
-    """The chapter's BugHunt sample: six preset answers, each failing in one layer, and the rule checker vs human labels."""
+    """The reference chapter's BugHunt sample: six preset answers, each failing in one layer, and the rule checker vs human labels."""
     from lewisrag.data.outputs import check_out_dir
     from lewisrag.eval import judges
     from lewisrag.eval.bughunt import load_bughunt
@@ -139,7 +139,7 @@ def bughunt(
         return
     _ui.out.print(f"[bold]{result['question']}[/]  judge: {result['judge']['name']}")
     _ui.out.print(_ui.table("preset answers", BUGHUNT_COLUMNS, bughunt_answer_rows(result)))
-    _ui.out.print("Each sentence cites one document, so citation recall = precision: the chapter's citation correctness.\n"
+    _ui.out.print("Each sentence cites one document, so citation recall = precision: the reference chapter's citation correctness.\n"
                   "Faithfulness joins all contexts and never looks at citations: misplaced citations keep it at 1.0.")
     _ui.out.print(_ui.table("faithfulness by granularity", ["answer", "split", "statements", "supported", "faithfulness"],
                             granularity_rows(result)))

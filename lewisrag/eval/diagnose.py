@@ -1,7 +1,7 @@
 """Which layer failed: per question, a verdict for each layer and the primary cause.
 
-Five layers, listed (`LAYERS`) as the chapter's table lists them: retrieval, generation not used,
-generation distorted, generation off-topic, citation. A layer fails when its metric falls below its
+Five layers, listed (`LAYERS`) as the reference chapter's table lists them (docs/architecture.md):
+retrieval, generation not used, generation distorted, generation off-topic, citation. A layer fails when its metric falls below its
 threshold and is "n/a" when its metric could not be computed (NaN).
 
 The primary cause is the first failing layer along the causal chain (`CAUSE_ORDER`):

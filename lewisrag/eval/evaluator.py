@@ -248,7 +248,7 @@ def jsonable(obj):
 
 
 def bughunt_label_judge(sample):
-    """A LabelJudge over the sample's own human labels: the chapter's reference verdicts."""
+    """A LabelJudge over the sample's own human labels: the reference chapter's verdicts (docs/architecture.md)."""
     return LabelJudge({(r["premise"], r["hypothesis"]): r["supported"] for r in human_labels(sample)}, "bughunt human labels")
 
 
@@ -256,7 +256,7 @@ def evaluate_bughunt(sample, judge=None, cfg: EvalConfig = EvalConfig()) -> dict
     """Every preset answer through the layered metrics and diagnosis, faithfulness at each labelled
     granularity, and the rule checker against the human citation labels.
 
-    The on-topic rate comes from the human `on_topic` labels (the chapter computes it that way).
+    The on-topic rate comes from the human `on_topic` labels (the reference chapter computes it that way).
     `judge` defaults to the sample's human labels.
     """
     judge = judge or bughunt_label_judge(sample)

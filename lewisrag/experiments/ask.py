@@ -88,7 +88,7 @@ def ask(model, tokenizers, index, question: str, n_docs: int | None = None, num_
         raise InputError("QUESTION", "empty question")
     k = n_docs or model.n_docs
     if not 1 <= k <= len(index.passages):
-        raise InputError("-k", f"must be between 1 and the index's {len(index.passages)} passages, got {k}")
+        raise InputError("--n-docs", f"must be between 1 and the index's {len(index.passages)} passages, got {k}")
     with torch.no_grad():
         r = model.retrieve([question], index, tokenizers, n_docs=k, swap=swap)
         out = model.generate(r.context_input_ids, r.context_attention_mask, r.doc_scores, n_docs=k,

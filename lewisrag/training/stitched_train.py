@@ -167,7 +167,7 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
     `out` must be missing, empty or a stitched generator lewisrag wrote, unless `overwrite`; it is
     replaced only when training has finished."""
     if cfg.k < 1 or cfg.steps < 1 or cfg.batch_size < 1:
-        raise InputError("--k/--steps/--batch-size", "must all be at least 1")
+        raise InputError("--n-docs/--steps/--batch-size", "must all be at least 1")
     if cfg.gold_position not in ("random", "retrieved"):
         raise InputError("--gold-position", f"must be random or retrieved, got '{cfg.gold_position}'")
     check_out_dir(out, KIND, overwrite=overwrite)

@@ -4,7 +4,7 @@ Every function is a thin, documented layer over scipy or statsmodels, so the num
 against those libraries. Scores arrive as plain Python lists; a NaN score (a metric that could not
 be computed, e.g. faithfulness of an answer with no statements) is counted apart and never averaged.
 
-The evaluation chapter's numbers (docs/statistics.md), checkable by hand:
+The reference chapter's numbers (docs/architecture.md, docs/statistics.md), checkable by hand:
 
 >>> [round(x, 3) for x in proportion_interval(3, 100)]                 # Wilson, two-sided 95%
 [0.01, 0.085]
