@@ -78,7 +78,7 @@ def test_evaluate_answers_records_and_aggregates():
             calls.append(len(pairs))
             return inner.judge(pairs)
 
-    res = evaluate_answers(_records(), Spy())
+    res = evaluate_answers(_records(), Spy()).to_json()
     text = json.dumps(res, allow_nan=False)  # no NaN anywhere
     assert "NaN" not in text and len(calls) == 1  # one batched judge call for all first-level pairs
     recs = {r["id"]: r for r in res["records"]}
@@ -99,14 +99,14 @@ def test_evaluate_answers_records_and_aggregates():
 
 
 def test_evaluate_answers_is_deterministic_and_atomic_needs_decompose():
-    a, b = evaluate_answers(_records(), LexicalJudge()), evaluate_answers(_records(), LexicalJudge())
+    a, b = evaluate_answers(_records(), LexicalJudge()).to_json(), evaluate_answers(_records(), LexicalJudge()).to_json()
     assert json.dumps(a) == json.dumps(b)
     with pytest.raises(ValueError, match="decompose"):
         evaluate_answers(_records(), LexicalJudge(), EvalConfig(splitter="atomic"))
 
 
 def test_bughunt_presets_land_in_their_layers():
-    res = evaluate_bughunt(load_bughunt())
+    res = evaluate_bughunt(load_bughunt()).to_json()
     by = {a["name"]: a for a in res["records"]}
     for a in res["records"]:
         assert a["diagnosis"]["primary"] == a["expected_primary"], a["name"]

@@ -274,7 +274,7 @@ def test_llm_api_key_never_written(server, tmp_path):
                         "retrieved_contexts": ["登录失败返回 422。"], "reference_statements": ["返回 422"]}, "t", 1, {})
     server.script = [{}, {"status": 500}, {}]  # a failure on the way must not leak the key into a reason either
     j = _judge(server, tmp_path, max_retries=0)
-    results = evaluate_answers([rec], j, EvalConfig(splitter="atomic"))
+    results = evaluate_answers([rec], j, EvalConfig(splitter="atomic")).to_json()
     write_json(tmp_path / "run" / "results.json", results)
     (tmp_path / "run" / "report.md").write_text(render_results(results), encoding="utf-8")
     assert all(a == f"Bearer {KEY}" for a in server.auth)  # it was sent ...

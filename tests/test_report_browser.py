@@ -41,7 +41,7 @@ def _chromium() -> str:
 
 def _page_file(tmp_path: Path) -> Path:
     sample = load_bughunt()
-    results = evaluate_bughunt(sample)
+    results = evaluate_bughunt(sample).to_json()
     hallucinated = next(r for r in results["records"] if r["name"] == "hallucinated")
     hallucinated["contexts"].append({"id": "evil", "title": EVIL, "text": "before " + EVIL + " after"})
     hallucinated["token_posteriors"] = POSTERIORS

@@ -22,7 +22,7 @@ POSTERIORS = {"tokens": ["接口", "<b>", "422"], "docs": ["[1]", "[3]"], "matri
 @pytest.fixture(scope="module")
 def bughunt():
     sample = load_bughunt()
-    return sample, evaluate_bughunt(sample)
+    return sample, evaluate_bughunt(sample).to_json()
 
 
 def _page(bughunt, **extra) -> tuple[dict, str]:

@@ -66,24 +66,20 @@ def answers(
     with _ui.progress() as p:
         task = p.add_task("judging", total=len(records), info=judge)
         results = evaluate_answers(records, the_judge, cfg, embed=embed, config=config, progress=lambda n: p.advance(task, n))
-    report, page = render_results(results), render_report_html(page_data_from_results(results))
+    data = results.to_json()
+    report, page = render_results(data), render_report_html(page_data_from_results(data))
     plots = _write_run(out, overwrite, config, results, report, page)
-    _show_answers(results, the_judge, as_json)
+    _show_answers(data, the_judge, as_json)
     _ui.console.print(f"wrote {out}/results.json, report.md, report.html, config.json" + "".join(", " + p for p in plots))
 
 
-def _write_run(out: Path, overwrite: bool, config: dict, results: dict, report: str, page: str) -> list[str]:
-    """config.json, report.md, results.json, report.html and the plots; returns the plots' names."""
-    from lewisrag.data.io import write_json, write_text
-    from lewisrag.data.outputs import output_dir
+def _write_run(out: Path, overwrite: bool, config: dict, results, report: str, page: str) -> list[str]:
+    """The run folder (`lewisrag.eval.results.write_run_dir`) with the score histograms; returns the plots' names."""
     from lewisrag.eval.reports.html import plot_run
+    from lewisrag.eval.results import write_run_dir
 
-    with output_dir(out, KIND, overwrite=overwrite) as d:
-        write_json(d / "config.json", config)
-        write_text(d / "report.md", report)
-        write_json(d / "results.json", results)
-        write_text(d / "report.html", page)
-        return plot_run(results["aggregates"], d)
+    return write_run_dir(out, KIND, results, report_md=report, report_html=page, config=config,
+                         more=lambda d: plot_run(results.aggregates, d), overwrite=overwrite)
 
 
 def _show_answers(results: dict, judge, as_json: bool) -> None:
@@ -127,13 +123,14 @@ def bughunt(
         check_out_dir(out, KIND, overwrite=overwrite)
     the_judge = judges.from_spec(judge, cache_dir=cache_dir) if judge else None
     sample = load_bughunt()
-    result = evaluate_bughunt(sample, the_judge)
+    results = evaluate_bughunt(sample, the_judge)
+    result = results.to_json()
     if out is not None:
         # the knowledge base gives the page the text of REQ-AUTH-03 where it was not retrieved
         page = render_report_html(page_data_from_results(result, {d.id: d.to_dict() for d in sample.docs}))
         config = {"command": "eval bughunt", "judge": judge or "bughunt human labels",
                   "judge_fingerprint": result["judge"]["fingerprint"]}
-        _write_run(out, overwrite, config, result, render_bughunt(result), page)
+        _write_run(out, overwrite, config, results, render_bughunt(result), page)
     if as_json:
         _ui.print_json(result)
         return

@@ -17,7 +17,6 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from importlib.metadata import version
 
 from lewisrag.eval import citations, metrics, stats
 from lewisrag.eval.bughunt import answer_records, human_labels, rule_checker_rows, rule_checker_table
@@ -25,6 +24,7 @@ from lewisrag.eval.diagnose import Thresholds, diagnose, is_refusal
 from lewisrag.eval.judges import LabelJudge, Verdict
 from lewisrag.eval.judges.llm import JudgeError
 from lewisrag.eval.records import AnswerRecord, parse_answer
+from lewisrag.eval.results import Producer, QuestionRecord, Results
 from lewisrag.eval.statements import SPLITTER_NAME, SPLITTER_VERSION, Statement, split_sentences, strip_citations
 from lewisrag.scoring import qa
 from lewisrag.scoring.retrieval import recall_at_k
@@ -174,8 +174,8 @@ def _relevancy(rec: AnswerRecord, judge, cfg: EvalConfig, embed, m: dict, reason
 
 
 def evaluate_answers(records: Sequence[AnswerRecord], judge, cfg: EvalConfig = EvalConfig(), *, embed=None,
-                     config: dict | None = None, progress: Callable[[int], None] | None = None) -> dict:
-    """Score every record and aggregate; returns the results.json object (NaN already null)."""
+                     config: dict | None = None, progress: Callable[[int], None] | None = None) -> Results:
+    """Score every record and aggregate into `Results` (`lewisrag.eval.results`; `.to_json()` is results.json)."""
     if cfg.splitter not in ("sentences", "atomic"):
         raise ValueError(f"splitter must be 'sentences' or 'atomic', got {cfg.splitter!r}")
     if cfg.splitter == "atomic" and not hasattr(judge, "decompose"):
@@ -192,14 +192,9 @@ def evaluate_answers(records: Sequence[AnswerRecord], judge, cfg: EvalConfig = E
                 progress(len(prepared))
     splitter = {"name": SPLITTER_NAME, "version": SPLITTER_VERSION} if cfg.splitter == "sentences" else {
         "name": "atomic", "version": getattr(judge, "fingerprint", "")}
-    return jsonable({
-        "lewisrag": {"version": version("lewisrag"), "kind": "eval"},
-        "config": config if config is not None else {"splitter": cfg.splitter, "ks": list(cfg.ks), "thresholds": asdict(cfg.thresholds)},
-        "judge": judge_info(judge),
-        "splitter": splitter,
-        "records": out,
-        "aggregates": aggregate(out),
-    })
+    config = config if config is not None else {"splitter": cfg.splitter, "ks": list(cfg.ks), "thresholds": asdict(cfg.thresholds)}
+    return Results(Producer.here("eval"), config, [QuestionRecord.of(r) for r in out], judge_info(judge), splitter,
+                   aggregate(out))
 
 
 def judge_info(judge) -> dict:
@@ -232,17 +227,6 @@ def aggregate(records: list[dict]) -> dict:
     return agg
 
 
-def jsonable(obj):
-    """Replace NaN/inf floats by None and tuples by lists, recursively (JSON has no NaN)."""
-    if isinstance(obj, float):
-        return None if not math.isfinite(obj) else obj
-    if isinstance(obj, dict):
-        return {k: jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [jsonable(v) for v in obj]
-    return obj
-
-
 # ---------------------------------------------------------------------------------------------
 # the BugHunt sample
 
@@ -252,7 +236,7 @@ def bughunt_label_judge(sample):
     return LabelJudge({(r["premise"], r["hypothesis"]): r["supported"] for r in human_labels(sample)}, "bughunt human labels")
 
 
-def evaluate_bughunt(sample, judge=None, cfg: EvalConfig = EvalConfig()) -> dict:
+def evaluate_bughunt(sample, judge=None, cfg: EvalConfig = EvalConfig()) -> Results:
     """Every preset answer through the layered metrics and diagnosis, faithfulness at each labelled
     granularity, and the rule checker against the human citation labels.
 
@@ -261,7 +245,7 @@ def evaluate_bughunt(sample, judge=None, cfg: EvalConfig = EvalConfig()) -> dict
     """
     judge = judge or bughunt_label_judge(sample)
     records = [parse_answer(r, "bughunt", i, {}) for i, r in enumerate(answer_records(sample), start=1)]
-    result = evaluate_answers(records, judge, cfg)
+    result = evaluate_answers(records, judge, cfg).to_json()
     answers = []
     for preset, rec in zip(sample.answers, result["records"]):
         m = rec["metrics"]
@@ -281,13 +265,8 @@ def evaluate_bughunt(sample, judge=None, cfg: EvalConfig = EvalConfig()) -> dict
                         "response": preset.response, "retrieved_ids": list(preset.retrieved_ids), **rec,
                         "diagnosis": diagnose(m, None, rec["refused"], cfg.thresholds, k=max(cfg.ks)),
                         "granularity": granularity})
-    return jsonable({
-        "lewisrag": {"version": version("lewisrag"), "kind": "bughunt"},
-        "judge": judge_info(judge),
-        "splitter": result["splitter"],
-        "question": sample.question,
-        "reference_statements": sample.reference_statements,
-        "records": answers,  # results.json records plus name, description, expected_primary, granularity
-        "aggregates": aggregate(answers),
-        "rule_checker": {"table": rule_checker_table(sample), "rows": rule_checker_rows(sample)},
-    })
+    sections = {"question": sample.question, "reference_statements": sample.reference_statements,
+                "rule_checker": {"table": rule_checker_table(sample), "rows": rule_checker_rows(sample)}}
+    # records: the evaluator's, plus each preset's name, description, expected_primary and granularity
+    return Results(Producer.here("bughunt"), None, [QuestionRecord.of(a) for a in answers], judge_info(judge),
+                   result["splitter"], aggregate(answers), sections)

@@ -17,16 +17,16 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable
-from importlib.metadata import version
 from pathlib import Path
 
-from lewisrag.data.io import InputError, read_json, write_json, write_text
-from lewisrag.data.outputs import check_out_dir, output_dir
+from lewisrag.data.io import InputError, read_json, write_json
+from lewisrag.data.outputs import check_out_dir
 from lewisrag.data.records import read_passages, read_qa
 from lewisrag.eval.evaluator import aggregate, evaluate_answers
 from lewisrag.eval.judges import LexicalJudge
 from lewisrag.eval.records import parse_answer
 from lewisrag.eval.reports.html import page_data_from_results, render_report_html
+from lewisrag.eval.results import Producer, QuestionRecord, Results, write_run_dir
 from lewisrag.experiments.ask import load_trained
 from lewisrag.experiments.position import plot_positions, position_probe
 from lewisrag.experiments.systems import Answered, LewisSystem, StitchedSystem
@@ -84,7 +84,7 @@ def scorecard(systems: dict, test: list, eval_examples: list, judge=None, batch_
                                 "tokens_per_answer": mean(a.input_tokens for a in answers + ev)}
         card["timings"][name] = {"latency_s": mean(a.seconds for a in answers + ev)}
     results = evaluate_answers(parsed, judge or LexicalJudge(),
-                               progress=_counter(lambda d: on_progress("evaluating answers", d, len(parsed), "")))
+                               progress=_counter(lambda d: on_progress("evaluating answers", d, len(parsed), ""))).to_json()
     for rec in results["records"]:
         extra = extras[(rec["id"], rec["system"])]
         rec["passage_ids"] = extra["passage_ids"]  # what the numbered contexts 1..k were
@@ -253,17 +253,20 @@ def compare_run(run: str | os.PathLike, out: str | os.PathLike, names=SYSTEMS, d
     probe = [ex for ex in test if ex.kind == "short"][:position_questions]
     card["position"] = position_curves(systems, probe, passages, on_progress=on_progress) if probe else {}
     r = card["results"]
-    results = {"lewisrag": {"kind": "compare", "version": version("lewisrag")},
-               "config": {"run": str(run), "data": str(data), "systems": list(names), "position_questions": position_questions},
-               "judge": r["judge"], "splitter": r["splitter"], "qa": card["qa"], "retrieval": card["retrieval"],
-               "layers": card["layers"], "position": card["position"], "records": r["records"], "aggregates": aggregate(r["records"])}
-    with output_dir(out, KIND, overwrite=overwrite) as d:
-        write_json(d / "results.json", results)
-        write_json(d / "timings.json", card["timings"])
-        write_text(d / "report.md", render_markdown(card))
-        write_text(d / "report.html", report_html(card, passages))
+    results = Results(Producer.here("compare"),
+                      {"run": str(run), "data": str(data), "systems": list(names), "position_questions": position_questions},
+                      [QuestionRecord.of(rec) for rec in r["records"]], r["judge"], r["splitter"], aggregate(r["records"]),
+                      {"qa": card["qa"], "retrieval": card["retrieval"], "layers": card["layers"], "position": card["position"]})
+
+    def more(d: Path) -> list[str]:
+        write_json(d / "timings.json", card["timings"])  # wall-clock numbers stay out of results.json
         if card["position"]:
             plot_positions(card["position"], d / "position.png")
+            return ["position.png"]
+        return []
+
+    write_run_dir(out, KIND, results, report_md=render_markdown(card), report_html=report_html(card, passages),
+                  more=more, overwrite=overwrite)
     return card
 
 

@@ -38,6 +38,7 @@ from lewisrag.data.io import InputError, read_json, write_json
 from lewisrag.data.outputs import check_out_dir, is_free, mark, replace_dir
 from lewisrag.data.records import read_passages, read_qa
 from lewisrag.data.world import build_world, write_world
+from lewisrag.eval.results import FORMAT, Producer, QuestionRecord, Results, write_results
 from lewisrag.experiments import stages as S
 from lewisrag.experiments.presets import Preset
 from lewisrag.experiments.report import write_report
@@ -171,7 +172,7 @@ def _reproduce(preset: Preset, run: Path, seed: int, resume: bool, threads: int 
     stage("compare", lambda: S.compare(run, preset, seed, on_progress))
 
     results = _assemble(config, stages)
-    write_json(run / "results.json", _without_timings(results))
+    write_results(run / "results.json", _as_results(_without_timings(results)))
     write_json(run / "timings.json", {name: s["seconds"] for name, s in stages.items()})
     on_stage("report", "started", {})
     t = time.perf_counter()
@@ -184,7 +185,7 @@ def _assemble(config: dict, stages: dict) -> dict:
     """results.json: what every stage contributed under "out", the records, and each stage's summary."""
     r = stages["retrieval"]
     results = {
-        "lewisrag": {"kind": "reproduce", "version": _version()},
+        "lewisrag": {"kind": "reproduce", "version": _version(), "format": FORMAT},
         "config": config,
         "environment": {"python": platform.python_version(), "machine": platform.machine()},
         "retrieval": {"split": r["split"], **r["dense"], "bm25": r["bm25"]},
@@ -273,6 +274,13 @@ def _retrieval(run: Path, preset: Preset, on_progress: Progress) -> dict:
             out["records"].append({"id": qid, "system": name, "category": category[qid], "metrics": {"recall_at_k": hit}})
     out["dense"]["recall_at_k"] = out["dense"][f"recall_at_{max(k for k in preset.ks if k <= 5)}"]
     return out
+
+
+def _as_results(results: dict) -> Results:
+    """The assembled dict as `Results` (`lewisrag.eval.results`), the one way a results.json is written."""
+    sections = {k: v for k, v in results.items() if k not in ("lewisrag", "config", "records")}
+    return Results(Producer("reproduce", _version()), results["config"], [QuestionRecord.of(r) for r in results["records"]],
+                   sections=sections)
 
 
 def _without_timings(results: dict) -> dict:

@@ -12,21 +12,14 @@ as the line.
 
 from __future__ import annotations
 
-import math
 import os
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from lewisrag.data.io import InputError, read_json
-from lewisrag.eval.records import json_token, non_finite
-
-# The range of every metric the gate can read, in one place: all are shares or similarities clipped
-# to [0, 1]. A metric not listed here cannot be gated (a typo in tier3.metrics is an error).
-METRIC_RANGES = {name: (0.0, 1.0) for name in (
-    "faithfulness", "context_recall", "answer_completeness", "answer_relevancy", "on_topic_rate", "citation_recall",
-    "citation_precision", "exact_match", "f1", "rougeL", "bleu1", "recall_at_k")}
+from lewisrag.data.io import InputError
+from lewisrag.eval.results import METRIC_RANGES, QuestionRecord, check_score, read_results, results_path
 
 # ---------------------------------------------------------------------------------------------
 # thresholds
@@ -157,92 +150,25 @@ class Run:
 
 
 def load_run(path: str | os.PathLike, metrics: tuple[str, ...] = ()) -> Run:
-    """Read a run directory or results.json and validate the fields the gate reads (and `metrics`).
-
-    `metrics` are names in `METRIC_RANGES`; recall@k is always read.
-    """
-    p = Path(path)
-    if p.is_dir():
-        p = p / "results.json"
-        if not p.exists():
-            raise InputError(path, "no results.json in this run directory")
-    data = read_json(p)
-    if not isinstance(data, dict):
-        raise InputError(p, f"expected a JSON object, got {type(data).__name__}")
-    if not isinstance(data.get("records"), list):
-        raise InputError(p, "missing or not a list", field="records")
-    _reject_non_finite({k: v for k, v in data.items() if k != "records"}, p, "", None)
-    judge = data.get("judge") or {}
-    if not isinstance(judge, dict):
-        raise InputError(p, "expected an object", field="judge")
+    """Read a run directory or results.json (`lewisrag.eval.results`) and check the scores the gate
+    reads: `metrics` (names in `METRIC_RANGES`) and recall@k, which is always read."""
+    p = results_path(path)
+    results = read_results(p)
     records, first = {}, {}
-    for i, rec in enumerate(data["records"]):
-        key = _check_record(rec, p, i, metrics)
+    for i, rec in enumerate(results.records):
+        _check_scores(rec, p, i, metrics)
+        key = (rec.id, rec.system)
         if key in records:
             raise InputError(p, f"duplicate (id, system) {key} (first at records[{first[key]}])", line=i + 1,
                              field=f"records[{i}].id")
-        records[key], first[key] = rec, i
-    return Run(str(p), judge, data.get("splitter"), records)
+        records[key], first[key] = rec.to_json(), i
+    return Run(str(p), results.judge or {}, results.splitter, records)
 
 
-def _check_record(rec, src: Path, i: int, metrics: tuple[str, ...]) -> tuple[str, str | None]:
-    where, line = f"records[{i}]", i + 1
-    if not isinstance(rec, dict):
-        raise InputError(src, "expected an object", line=line, field=where)
-    _reject_non_finite(rec, src, where, line)
-    rid = rec.get("id")
-    if isinstance(rid, bool) or not isinstance(rid, (str, int)) or not str(rid).strip():
-        raise InputError(src, "missing or not a non-empty string", line=line, field=f"{where}.id")
-    rec["id"] = str(rid)
-    for name in ("system", "category"):
-        if rec.get(name) is not None and not isinstance(rec[name], str):
-            raise InputError(src, "expected a string or null", line=line, field=f"{where}.{name}")
-    refused = rec.get("refused")
-    if rec.get("category") == "not_in_kb" and not isinstance(refused, bool):
-        raise InputError(src, "a not_in_kb record must say whether the answer refused", line=line,
-                         field=f"{where}.refused")
-    if refused is not None and not isinstance(refused, bool):
-        raise InputError(src, "expected true or false", line=line, field=f"{where}.refused")
-    m, reasons = rec.get("metrics"), rec.get("nan_reasons") or {}
-    if not isinstance(m, dict):
-        raise InputError(src, "missing or not an object", line=line, field=f"{where}.metrics")
-    if not isinstance(reasons, dict):
-        raise InputError(src, "expected an object {metric: reason}", line=line, field=f"{where}.nan_reasons")
+def _check_scores(rec: QuestionRecord, src: Path, i: int, metrics: tuple[str, ...]) -> None:
+    where, line, m = f"records[{i}]", i + 1, rec.metrics
     for name in metrics:  # absent: this record has no such metric (a retrieval-only system); counted in tier 1
         if name in m:
-            m[name] = _score(m[name], name, reasons, src, line, f"{where}.metrics.{name}")
-    recall = m.get("recall_at_k")  # absent or null: the question has no gold passage ids to match
-    if recall is not None:
-        if not isinstance(recall, dict):
-            raise InputError(src, "expected an object {k: score}", line=line, field=f"{where}.metrics.recall_at_k")
-        for k, score in recall.items():
-            recall[k] = _score(score, "recall_at_k", reasons, src, line, f"{where}.metrics.recall_at_k.{k}")
-    checks = rec.get("citation_checks")
-    if checks is not None and not (isinstance(checks, list) and all(
-            isinstance(c, dict) and isinstance(c.get("status"), str) for c in checks)):
-        raise InputError(src, "expected a list of objects with a string 'status'", line=line,
-                         field=f"{where}.citation_checks")
-    return rec["id"], rec.get("system")
-
-
-def _score(value, metric: str, reasons: dict, src: Path, line: int, where: str) -> float | None:
-    """A score is a number in its metric's range, or null with the reason it could not be measured."""
-    if value is None:
-        reason = reasons.get(metric)
-        if not isinstance(reason, str) or not reason.strip():
-            raise InputError(src, f"null without a reason: a score that cannot be measured is null with its reason "
-                             f"under nan_reasons.{metric}", line=line, field=where)
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InputError(src, f"expected a number or null, got {type(value).__name__}", line=line, field=where)
-    low, high = METRIC_RANGES[metric]
-    if not low <= value <= high:
-        raise InputError(src, f"{value!r} is outside {metric}'s range [{low:g}, {high:g}]", line=line, field=where)
-    return float(value)
-
-
-def _reject_non_finite(obj: dict, src: Path, where: str, line: int | None) -> None:
-    for field, x in non_finite(obj, where):
-        what = "is not JSON" if math.isnan(x) else "is not JSON (or a number too large for a float)"
-        raise InputError(src, f"{json_token(x)} {what}; a score that cannot be measured is null with its reason "
-                         "under nan_reasons", line=line, field=field)
+            m[name] = check_score(m[name], name, rec.nan_reasons, src, line, f"{where}.metrics.{name}")
+    for k, score in (m.get("recall_at_k") or {}).items():
+        m["recall_at_k"][k] = check_score(score, "recall_at_k", rec.nan_reasons, src, line, f"{where}.metrics.recall_at_k.{k}")

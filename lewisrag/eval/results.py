@@ -1,0 +1,245 @@
+"""results.json as code: what every evaluation run writes, and what `lewisrag gate` reads back.
+
+    Results          one run: who wrote it (`Producer`: kind, lewisrag version, format), its config,
+                     the judge and statement splitter that scored it, one `QuestionRecord` per
+                     question and system, the aggregates, and the sections its kind adds
+    QuestionRecord   one question answered by one system: its metrics (a score, or null with its
+                     reason under nan_reasons) and the detail the reports show
+    write_results    the file, written atomically, NaN written as null
+    read_results     the file, validated: an `InputError` names the file, the record and the field
+    write_run_dir    a run folder: config.json, results.json, report.md, report.html and the plots
+
+Kinds: "eval" (`lewisrag eval answers`), "bughunt" (`eval bughunt`), "compare" and "reproduce".
+`FORMAT` is the layout's version, written under "lewisrag"; bump it when a field changes meaning.
+A file without it was written before the field existed and reads as format 1; a newer format is
+refused rather than misread.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib.metadata import version
+from pathlib import Path
+
+from lewisrag.data.io import InputError, read_json, write_json, write_text
+from lewisrag.data.outputs import check_out_dir, staged_dir
+from lewisrag.eval.records import json_token, non_finite
+
+FORMAT = 1
+KINDS = ("eval", "bughunt", "compare", "reproduce")
+
+# The range of every per-question metric a results.json can hold, in one place: all are shares or
+# similarities clipped to [0, 1]. The gate reads only these.
+METRIC_RANGES = {name: (0.0, 1.0) for name in (
+    "faithfulness", "context_recall", "answer_completeness", "answer_relevancy", "on_topic_rate", "citation_recall",
+    "citation_precision", "exact_match", "f1", "rougeL", "bleu1", "recall_at_k")}
+
+_TOP = ("lewisrag", "config", "judge", "splitter", "records", "aggregates")  # the keys every kind shares
+
+
+@dataclass
+class Producer:
+    kind: str  # one of KINDS
+    version: str  # lewisrag's version
+    format: int = FORMAT
+
+    @classmethod
+    def here(cls, kind: str) -> Producer:
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+        return cls(kind, version("lewisrag"))
+
+
+@dataclass
+class QuestionRecord:
+    id: str
+    system: str | None  # which system answered (None: the file holds one system)
+    category: str | None  # single_doc, multi_doc, not_in_kb, distractor, conflict
+    metrics: dict  # metric -> score or None; recall_at_k -> {k: score or None}
+    nan_reasons: dict | None = None  # metric -> why its score is None (None: the writer keeps no reasons)
+    refused: bool | None = None  # whether the answer refused (required for not_in_kb)
+    detail: dict = field(default_factory=dict)  # what reports show: statements, citation checks, diagnosis, texts
+
+    @classmethod
+    def of(cls, rec: dict) -> QuestionRecord:
+        """A record the evaluator built as a dict, split into its fields (no checks: for writers)."""
+        rest = {k: v for k, v in rec.items() if k not in ("id", "system", "category", "refused", "metrics", "nan_reasons")}
+        return cls(rec["id"], rec.get("system"), rec.get("category"), rec["metrics"], rec.get("nan_reasons"),
+                   rec.get("refused"), rest)
+
+    def to_json(self) -> dict:
+        out = {"id": self.id, "system": self.system, "category": self.category}
+        if self.refused is not None:
+            out["refused"] = self.refused
+        out["metrics"] = self.metrics
+        if self.nan_reasons is not None:
+            out["nan_reasons"] = self.nan_reasons
+        return {**out, **self.detail}
+
+    @classmethod
+    def from_json(cls, rec, src: Path, i: int) -> QuestionRecord:
+        """A record read back, its structure checked (scores are checked by `check_score`)."""
+        where, line = f"records[{i}]", i + 1
+        if not isinstance(rec, dict):
+            raise InputError(src, "expected an object", line=line, field=where)
+        reject_non_finite(rec, src, where, line)
+        rid = rec.get("id")
+        if isinstance(rid, bool) or not isinstance(rid, (str, int)) or not str(rid).strip():
+            raise InputError(src, "missing or not a non-empty string", line=line, field=f"{where}.id")
+        for name in ("system", "category"):
+            if rec.get(name) is not None and not isinstance(rec[name], str):
+                raise InputError(src, "expected a string or null", line=line, field=f"{where}.{name}")
+        refused = rec.get("refused")
+        if rec.get("category") == "not_in_kb" and not isinstance(refused, bool):
+            raise InputError(src, "a not_in_kb record must say whether the answer refused", line=line,
+                             field=f"{where}.refused")
+        if refused is not None and not isinstance(refused, bool):
+            raise InputError(src, "expected true or false", line=line, field=f"{where}.refused")
+        m, reasons = rec.get("metrics"), rec.get("nan_reasons")
+        if not isinstance(m, dict):
+            raise InputError(src, "missing or not an object", line=line, field=f"{where}.metrics")
+        if reasons is not None and not isinstance(reasons, dict):
+            raise InputError(src, "expected an object {metric: reason}", line=line, field=f"{where}.nan_reasons")
+        recall = m.get("recall_at_k")  # absent or null: the question has no gold passage ids to match
+        if recall is not None and not isinstance(recall, dict):
+            raise InputError(src, "expected an object {k: score}", line=line, field=f"{where}.metrics.recall_at_k")
+        checks = rec.get("citation_checks")
+        if checks is not None and not (isinstance(checks, list) and all(
+                isinstance(c, dict) and isinstance(c.get("status"), str) for c in checks)):
+            raise InputError(src, "expected a list of objects with a string 'status'", line=line,
+                             field=f"{where}.citation_checks")
+        detail = {k: v for k, v in rec.items() if k not in ("id", "system", "category", "refused", "metrics", "nan_reasons")}
+        return cls(str(rid), rec.get("system"), rec.get("category"), m, reasons, refused, detail)
+
+
+@dataclass
+class Results:
+    producer: Producer
+    config: dict | None  # how the run was made (None: kept in the run folder's config.json only)
+    records: list[QuestionRecord]
+    judge: dict | None = None  # name, fingerprint (and model, params): scores from different judges do not compare
+    splitter: dict | None = None  # name, version of the statement splitter
+    aggregates: dict | None = None  # a distribution per metric, citation status counts, not_in_kb refusals, causes
+    sections: dict = field(default_factory=dict)  # what the kind adds: qa, retrieval, layers, position, stages, ...
+
+    def to_json(self) -> dict:
+        """The results.json object; NaN becomes null (JSON has no NaN)."""
+        out: dict = {"lewisrag": {"kind": self.producer.kind, "version": self.producer.version,
+                                  "format": self.producer.format}}
+        if self.config is not None:
+            out["config"] = self.config
+        if self.judge is not None:
+            out["judge"] = self.judge
+        if self.splitter is not None:
+            out["splitter"] = self.splitter
+        out.update(self.sections)
+        out["records"] = [r.to_json() for r in self.records]
+        if self.aggregates is not None:
+            out["aggregates"] = self.aggregates
+        return jsonable(out)
+
+    @classmethod
+    def from_json(cls, data, src: Path) -> Results:
+        if not isinstance(data, dict):
+            raise InputError(src, f"expected a JSON object, got {type(data).__name__}")
+        if not isinstance(data.get("records"), list):
+            raise InputError(src, "missing or not a list", field="records")
+        reject_non_finite({k: v for k, v in data.items() if k != "records"}, src, "", None)
+        producer = _producer(data.get("lewisrag"), src)
+        for name in ("judge", "splitter", "aggregates"):
+            if data.get(name) is not None and not isinstance(data[name], dict):
+                raise InputError(src, "expected an object", field=name)
+        records = [QuestionRecord.from_json(rec, src, i) for i, rec in enumerate(data["records"])]
+        sections = {k: v for k, v in data.items() if k not in _TOP}
+        return cls(producer, data.get("config"), records, data.get("judge"), data.get("splitter"),
+                   data.get("aggregates"), sections)
+
+
+def _producer(block, src: Path) -> Producer:
+    if block is None:  # hand-written or third-party files: read as the current format of an unknown writer
+        return Producer("eval", "unknown")
+    if not isinstance(block, dict):
+        raise InputError(src, "expected an object {kind, version, format}", field="lewisrag")
+    fmt = block.get("format", 1)
+    if isinstance(fmt, bool) or not isinstance(fmt, int) or fmt < 1:
+        raise InputError(src, f"expected a positive integer, got {fmt!r}", field="lewisrag.format")
+    if fmt > FORMAT:
+        raise InputError(src, f"format {fmt} is newer than this lewisrag reads ({FORMAT}): upgrade lewisrag",
+                         field="lewisrag.format")
+    return Producer(str(block.get("kind", "eval")), str(block.get("version", "unknown")), fmt)
+
+
+def check_score(value, metric: str, reasons: dict | None, src: Path, line: int, where: str) -> float | None:
+    """A score is a number in its metric's range, or null with the reason it could not be measured."""
+    if value is None:
+        reason = (reasons or {}).get(metric)
+        if not isinstance(reason, str) or not reason.strip():
+            raise InputError(src, f"null without a reason: a score that cannot be measured is null with its reason "
+                             f"under nan_reasons.{metric}", line=line, field=where)
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(src, f"expected a number or null, got {type(value).__name__}", line=line, field=where)
+    low, high = METRIC_RANGES[metric]
+    if not low <= value <= high:
+        raise InputError(src, f"{value!r} is outside {metric}'s range [{low:g}, {high:g}]", line=line, field=where)
+    return float(value)
+
+
+def reject_non_finite(obj: dict, src: Path, where: str, line: int | None) -> None:
+    """NaN and ±Infinity are not JSON, though Python's json module reads them: refuse them anywhere."""
+    for name, x in non_finite(obj, where):
+        what = "is not JSON" if math.isnan(x) else "is not JSON (or a number too large for a float)"
+        raise InputError(src, f"{json_token(x)} {what}; a score that cannot be measured is null with its reason "
+                         "under nan_reasons", line=line, field=name)
+
+
+def jsonable(obj):
+    """`obj` with NaN and ±Infinity floats replaced by None, at any depth."""
+    if isinstance(obj, float):
+        return None if not math.isfinite(obj) else obj
+    if isinstance(obj, dict):
+        return {k: jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    return obj
+
+
+def results_path(path: str | os.PathLike) -> Path:
+    """A run directory's results.json, or the file itself."""
+    p = Path(path)
+    if p.is_dir():
+        if not (p / "results.json").exists():
+            raise InputError(path, "no results.json in this run directory")
+        return p / "results.json"
+    return p
+
+
+def read_results(path: str | os.PathLike) -> Results:
+    """A run directory's (or a file's) results, validated."""
+    p = results_path(path)
+    return Results.from_json(read_json(p), p)
+
+
+def write_results(path: str | os.PathLike, results: Results) -> None:
+    write_json(path, results.to_json())
+
+
+def write_run_dir(out: str | os.PathLike, kind: str, results: Results, *, report_md: str, report_html: str,
+                  config: dict | None = None, more: Callable[[Path], list[str]] | None = None,
+                  overwrite: bool = False) -> list[str]:
+    """Write a run folder whole or not at all: config.json (when given), report.md, results.json,
+    report.html, then the kind's other files (`more(folder)`: plots, timings), returning the names
+    `more` wrote. The folder is built beside `out` and swapped in when complete (marker `kind`);
+    `out` must be missing, empty or an earlier run of the same kind unless `overwrite`
+    (`data.outputs.check_out_dir`). `eval answers`, `eval bughunt` and `compare` write here."""
+    check_out_dir(out, kind, overwrite=overwrite)
+    with staged_dir(out, kind) as d:
+        if config is not None:
+            write_json(d / "config.json", config)
+        write_text(d / "report.md", report_md)
+        write_results(d / "results.json", results)
+        write_text(d / "report.html", report_html)
+        return more(d) if more else []
