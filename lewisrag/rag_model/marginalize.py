@@ -30,6 +30,18 @@ import torch.nn.functional as F
 # ─── Reference: eqs. 1 and 2 as written in the paper ────────────────────────────────────────────
 
 
+def _reference_terms(logits: torch.Tensor, doc_scores: torch.Tensor, labels: torch.Tensor, pad_id: int):
+    """What both equations are made of: the targets y (B, T), log p(y_i | x, z, y_<i) (B, K, T) for
+    every document, and log p(z|x) (B, K)."""
+    b, k = _check_shapes(logits, doc_scores, labels)
+    t, v = logits.shape[1], logits.shape[2]
+    y = shift_labels_left(labels, pad_id)  # (B, T): y[:, i] is the token position i predicts
+    log_p_token = F.log_softmax(logits, dim=-1).view(b, k, t, v)  # (B, K, T, V): log p(· | x, z, y_<i)
+    log_p_y_i = log_p_token.gather(-1, y[:, None, :, None].expand(b, k, t, 1)).squeeze(-1)  # (B, K, T)
+    log_p_z = F.log_softmax(doc_scores, dim=1)  # (B, K): log p(z|x) (eq. 3)
+    return y, log_p_y_i, log_p_z
+
+
 def rag_sequence_nll_reference(logits: torch.Tensor, doc_scores: torch.Tensor, labels: torch.Tensor, pad_id: int) -> torch.Tensor:
     """RAG-Sequence NLL, −log Σ_z p(z|x) Π_i p(y_i|x,z,y_<i) (eq. 1), as plain tensor code. (B,).
 
@@ -43,14 +55,9 @@ def rag_sequence_nll_reference(logits: torch.Tensor, doc_scores: torch.Tensor, l
     >>> round(rag_sequence_nll_reference(torch.zeros(1, 3, 4), torch.zeros(1, 1), y, pad_id=1).item(), 4)
     2.7726
     """
-    b, k = _check_shapes(logits, doc_scores, labels)
-    t, v = logits.shape[1], logits.shape[2]
-    y = shift_labels_left(labels, pad_id)  # (B, T): y[:, i] is the token position i predicts
-    log_p_token = F.log_softmax(logits, dim=-1).view(b, k, t, v)  # (B, K, T, V): log p(· | x, z, y_<i)
-    log_p_y_i = log_p_token.gather(-1, y[:, None, :, None].expand(b, k, t, 1)).squeeze(-1)  # (B, K, T)
+    y, log_p_y_i, log_p_z = _reference_terms(logits, doc_scores, labels, pad_id)
     log_p_y_i = log_p_y_i.masked_fill(y.eq(pad_id)[:, None, :], 0.0)  # padding: log 1, out of the product
     log_p_y_given_z = log_p_y_i.sum(-1)  # (B, K): log Π_i p(y_i | x, z, y_<i)
-    log_p_z = F.log_softmax(doc_scores, dim=1)  # (B, K): log p(z|x) (eq. 3)
     return -torch.logsumexp(log_p_z + log_p_y_given_z, dim=1)  # (B,): −log Σ_z p(z|x) p(y|x,z)
 
 
@@ -65,12 +72,7 @@ def rag_token_nll_reference(logits: torch.Tensor, doc_scores: torch.Tensor, labe
     >>> round(rag_token_nll_reference(torch.zeros(2, 3, 4), torch.zeros(1, 2), y, pad_id=1).item(), 4)
     2.7726
     """
-    b, k = _check_shapes(logits, doc_scores, labels)
-    t, v = logits.shape[1], logits.shape[2]
-    y = shift_labels_left(labels, pad_id)  # (B, T): y[:, i] is the token position i predicts
-    log_p_token = F.log_softmax(logits, dim=-1).view(b, k, t, v)  # (B, K, T, V): log p(· | x, z, y_<i)
-    log_p_y_i = log_p_token.gather(-1, y[:, None, :, None].expand(b, k, t, 1)).squeeze(-1)  # (B, K, T)
-    log_p_z = F.log_softmax(doc_scores, dim=1)  # (B, K): log p(z|x) (eq. 3)
+    y, log_p_y_i, log_p_z = _reference_terms(logits, doc_scores, labels, pad_id)
     log_mixture = torch.logsumexp(log_p_z[:, :, None] + log_p_y_i, dim=1)  # (B, T): log Σ_z p(z|x) p(y_i|x,z,y_<i)
     log_mixture = log_mixture.masked_fill(y.eq(pad_id), 0.0)  # padding: log 1, out of the product over i
     return -log_mixture.sum(1)  # (B,)
