@@ -7,7 +7,7 @@ Targets follow the RAG label convention (`rag_data.answer_labels`: decoder start
 the very same starting weights; only the generator's input differs.
 
 Output directory: config.json, log.jsonl (one line per step), and final/ (generator + tokenizer
-written with save_pretrained, loadable with `rag_data.load_generator`).
+written with save_pretrained, loadable with `lewisrag.data.pretrained.load_generator`).
 """
 
 from __future__ import annotations
