@@ -50,6 +50,7 @@ from lewisrag.commands import train as _train  # noqa: E402
 
 train_app.command("dpr")(_train.dpr)
 train_app.command("rag")(_train.rag)
+train_app.command("stitched")(_train.stitched)
 
 # --- eval -------------------------------------------------------------------------------------
 from lewisrag.commands import retrieval as _retrieval  # noqa: E402
@@ -83,7 +84,6 @@ app.command("swap")(_swap.swap)
 from lewisrag.commands import compare as _compare  # noqa: E402
 
 app.command("compare")(_compare.compare)
-train_app.command("stitched")(_compare.stitched)
 
 from lewisrag.commands import pretrain as _pretrain  # noqa: E402
 

@@ -14,7 +14,8 @@ from test_rag_train import make_config, rag_inputs, trained_rag  # noqa: F401  (
 
 
 def test_token_answer_with_evidence(rag_inputs, trained_rag):  # noqa: F811
-    from lewisrag.experiments.ask import ask, load_trained, resolve_model_dir
+    from lewisrag.experiments.ask import ask
+    from lewisrag.training.checkpoint import load_trained, resolve_model_dir
     from lewisrag.index.dense import DenseIndex
 
     assert resolve_model_dir(trained_rag) == trained_rag / "best"  # a run directory means its best model
@@ -32,7 +33,8 @@ def test_token_answer_with_evidence(rag_inputs, trained_rag):  # noqa: F811
 
 
 def test_sequence_answer_and_bad_k(rag_inputs, tmp_path):  # noqa: F811
-    from lewisrag.experiments.ask import ask, load_trained
+    from lewisrag.experiments.ask import ask
+    from lewisrag.training.checkpoint import load_trained
     from lewisrag.index.dense import DenseIndex
     from lewisrag.training.rag import train_rag
 

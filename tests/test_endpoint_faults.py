@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from lewisrag import chat
-from lewisrag.chat import ChatClient, ChatError, backoff_delay, scrub
+from lewisrag import chat_client as chat
+from lewisrag.chat_client import ChatClient, ChatError, backoff_delay, scrub
 from lewisrag.eval.judges import Verdict
 from lewisrag.eval.judges.llm import JudgeError, LLMJudge
 

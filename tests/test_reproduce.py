@@ -107,7 +107,7 @@ def test_same_seed_same_results(tiny_run, tmp_path):
 def test_bm25_adapter_gives_the_model_bm25_documents_and_scores(tiny_run):
     import torch
 
-    from lewisrag.experiments.ask import load_trained
+    from lewisrag.training.checkpoint import load_trained
     from lewisrag.index.bm25 import BM25Index
     from lewisrag.rag_model.bm25_adapter import bm25_retrieve
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from lewisrag.chat import ChatClient
+from lewisrag.chat_client import ChatClient
 from lewisrag.data.records import Passage, read_passages, read_qa
 from lewisrag.index import FusedRetriever, Hit
 from lewisrag.index.bm25 import BM25Index
@@ -98,7 +98,7 @@ def test_chat_generator(server):  # noqa: F811
 
 
 def test_chat_generator_survives_a_request_that_fails_for_good():
-    from lewisrag.chat import ChatError
+    from lewisrag.chat_client import ChatError
 
     class Flaky:
         max_workers = 2

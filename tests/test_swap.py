@@ -56,7 +56,7 @@ def _snapshot(path):
 
 def _direct_answers(model_dir, index_path, questions, max_length=8):
     """What the model answers from that index, computed here: retrieve, decode greedily, strip specials."""
-    from lewisrag.experiments.ask import load_trained
+    from lewisrag.training.checkpoint import load_trained
     from lewisrag.index.dense import DenseIndex
 
     model, tokenizers = load_trained(model_dir)
@@ -158,7 +158,7 @@ def test_real_model_cells_equal_answers_computed_directly(rag_inputs, talkative_
 
 def test_swapping_the_index_changes_the_passages_read(rag_inputs, trained_rag, index_b):  # noqa: F811
     from lewisrag.data.records import read_qa
-    from lewisrag.experiments.ask import load_trained
+    from lewisrag.training.checkpoint import load_trained
     from lewisrag.index.dense import DenseIndex
 
     w = rag_inputs["world"]

@@ -24,7 +24,7 @@ def ask(
     """Answer a question and show p(z|x), p(z|x,y) per passage and, for RAG-Token, the passage each token leaned on."""
     from lewisrag.data.io import InputError
     from lewisrag.experiments.ask import ask as run
-    from lewisrag.experiments.ask import load_trained
+    from lewisrag.training.checkpoint import load_trained
     from lewisrag.index.dense import DenseIndex
 
     k = _ui.renamed(ctx, "n_docs", "old_k", "--n-docs", "-k")

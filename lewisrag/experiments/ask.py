@@ -7,16 +7,11 @@ RAG-Token, the document each generated token leaned on: the argmax of p(z|x,y_t,
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 import torch
-from transformers import AutoTokenizer
 
-from lewisrag.data.io import InputError, read_json
-from lewisrag.data.pretrained import load_tokenizer
-from lewisrag.rag_model import RagModel, Tokenizers
+from lewisrag.data.io import InputError
 
 
 @dataclass(frozen=True)
@@ -47,38 +42,6 @@ class Answer:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-def resolve_model_dir(path: str | os.PathLike) -> Path:
-    """A model directory itself, or a `train rag` run directory's best/ (else final/) model."""
-    p = Path(path)
-    for candidate in (p, p / "best", p / "final"):
-        if (candidate / "rag.json").is_file() or _is_hf_rag(candidate):
-            return candidate
-    raise InputError(p, "not a RAG model: no rag.json here nor in best/ or final/ (train one with `lewisrag train rag`)")
-
-
-def _is_hf_rag(p: Path) -> bool:
-    cfg = read_json(p / "config.json") if (p / "config.json").is_file() else None
-    return isinstance(cfg, dict) and cfg.get("model_type") == "rag"
-
-
-def load_trained(path: str | os.PathLike):
-    """(RagModel in eval mode, Tokenizers) from a lewisrag or transformers RAG checkpoint directory."""
-    d = resolve_model_dir(path)
-    model = RagModel.from_pretrained(d) if (d / "rag.json").is_file() else RagModel.from_hf_pretrained(d)
-    s = model.settings
-    question = _tokenizer(d, ("question_tokenizer", "question_encoder_tokenizer"), s.question_tokenizer)
-    generator = _tokenizer(d, ("generator_tokenizer",), s.generator_tokenizer)
-    return model.eval(), Tokenizers(question, generator)
-
-
-def _tokenizer(d: Path, names: tuple[str, ...], recorded: str | None):
-    """The tokenizer saved inside the model directory (it may have moved), else the recorded path."""
-    for candidate in [d / n for n in names] + ([Path(recorded)] if recorded else []):
-        if candidate.is_dir():
-            return load_tokenizer(AutoTokenizer.from_pretrained, candidate, names[0].replace("_", " "), use_fast=True)
-    raise InputError(d, f"no {names[0]} directory and no recorded tokenizer path that exists", field=names[0])
 
 
 def ask(model, tokenizers, index, question: str, n_docs: int | None = None, num_beams: int = 1,

@@ -27,7 +27,7 @@ from lewisrag.eval.judges import LexicalJudge
 from lewisrag.eval.records import parse_answer
 from lewisrag.eval.reports.html import page_data_from_results, render_report_html
 from lewisrag.eval.results import Producer, QuestionRecord, Results, write_run_dir
-from lewisrag.experiments.ask import load_trained
+from lewisrag.training.checkpoint import load_trained
 from lewisrag.experiments.position import plot_positions, position_probe
 from lewisrag.experiments.systems import Answered, LewisSystem, StitchedSystem
 from lewisrag.index import open_retriever

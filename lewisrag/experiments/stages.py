@@ -20,7 +20,8 @@ from lewisrag.data.io import InputError, write_json, write_text
 from lewisrag.data.outputs import staged_dir
 from lewisrag.data.pretrained import load_generator
 from lewisrag.data.records import read_qa
-from lewisrag.experiments.ask import ask, load_trained
+from lewisrag.experiments.ask import ask
+from lewisrag.training.checkpoint import load_trained
 from lewisrag.experiments.compare import compare_stage, train_stitched_stage
 from lewisrag.experiments.presets import Preset
 from lewisrag.experiments.swap import swap_matrix

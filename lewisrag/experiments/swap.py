@@ -17,7 +17,7 @@ from pathlib import Path
 
 from lewisrag.data.io import InputError
 from lewisrag.data.records import read_qa
-from lewisrag.experiments.ask import load_trained
+from lewisrag.training.checkpoint import load_trained
 from lewisrag.index.dense import DenseIndex
 from lewisrag.rag_model.answering import answer_questions
 from lewisrag.scoring.qa import exact_match

@@ -9,7 +9,7 @@ passage an answer used.
 
 Generators are plain callables `list[str] -> list[str]` (prompts in, answers out):
 `HFGenerator` wraps a local transformers seq2seq or causal LM, `ChatGenerator` an
-OpenAI-compatible chat endpoint (lewisrag.chat), and any function works in tests.
+OpenAI-compatible chat endpoint (lewisrag.chat_client), and any function works in tests.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
-from lewisrag.chat import ChatError
+from lewisrag.chat_client import ChatError
 from lewisrag.data.pretrained import load_config, load_model, load_tokenizer
 
 CITATION = re.compile(r"\[(\d+)\]")

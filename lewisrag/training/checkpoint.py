@@ -28,10 +28,12 @@ from typing import Any
 import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
+from transformers import AutoTokenizer
 
 from lewisrag.data.io import InputError, read_json, write_json
 from lewisrag.data.outputs import staged_dir
-from lewisrag.data.pretrained import as_input_error
+from lewisrag.data.pretrained import as_input_error, load_tokenizer
+from lewisrag.rag_model import RagModel, Tokenizers
 
 WEIGHTS = "model.safetensors"
 STATE_TENSORS = "state.safetensors"
@@ -156,7 +158,7 @@ def save_model(model, tokenizers, path: str | os.PathLike, train_config: dict | 
     """A trained model directory: RagModel.save_pretrained, both tokenizers, and the training config.
 
     The settings name the tokenizers by their path inside this directory, so the directory can be
-    moved; `lewisrag.experiments.ask.load_trained` reads them back.
+    moved; `load_trained` reads them back.
     """
     path = Path(path)
     settings = model.settings
@@ -174,6 +176,38 @@ def save_model(model, tokenizers, path: str | os.PathLike, train_config: dict | 
                 write_json(tmp / "train_config.json", train_config)
     finally:
         model.settings = settings
+
+
+def resolve_model_dir(path: str | os.PathLike) -> Path:
+    """A model directory itself, or a `train rag` run directory's best/ (else final/) model."""
+    p = Path(path)
+    for candidate in (p, p / "best", p / "final"):
+        if (candidate / "rag.json").is_file() or _is_hf_rag(candidate):
+            return candidate
+    raise InputError(p, "not a RAG model: no rag.json here nor in best/ or final/ (train one with `lewisrag train rag`)")
+
+
+def _is_hf_rag(p: Path) -> bool:
+    cfg = read_json(p / "config.json") if (p / "config.json").is_file() else None
+    return isinstance(cfg, dict) and cfg.get("model_type") == "rag"
+
+
+def load_trained(path: str | os.PathLike):
+    """(RagModel in eval mode, Tokenizers) from a lewisrag or transformers RAG checkpoint directory."""
+    d = resolve_model_dir(path)
+    model = RagModel.from_pretrained(d) if (d / "rag.json").is_file() else RagModel.from_hf_pretrained(d)
+    s = model.settings
+    question = _tokenizer(d, ("question_tokenizer", "question_encoder_tokenizer"), s.question_tokenizer)
+    generator = _tokenizer(d, ("generator_tokenizer",), s.generator_tokenizer)
+    return model.eval(), Tokenizers(question, generator)
+
+
+def _tokenizer(d: Path, names: tuple[str, ...], recorded: str | None):
+    """The tokenizer saved inside the model directory (it may have moved), else the recorded path."""
+    for candidate in [d / n for n in names] + ([Path(recorded)] if recorded else []):
+        if candidate.is_dir():
+            return load_tokenizer(AutoTokenizer.from_pretrained, candidate, names[0].replace("_", " "), use_fast=True)
+    raise InputError(d, f"no {names[0]} directory and no recorded tokenizer path that exists", field=names[0])
 
 
 def state_summary(state: dict[str, Any]) -> str:

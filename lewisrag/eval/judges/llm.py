@@ -5,7 +5,7 @@ Statements that share a premise go out together in one request asking for
 costs one call (ragas makes two). Requests run on a thread pool of `max_workers`, a semaphore holds
 every request in flight to that bound, transient faults (resets, timeouts, 429, 5xx, malformed
 bodies) are retried with bounded exponential backoff and jitter (all of which
-`lewisrag.chat.ChatClient` does), and `usage` token counts are summed into a cost estimate. A
+`lewisrag.chat_client.ChatClient` does), and `usage` token counts are summed into a cost estimate. A
 request that fails for good becomes Verdict(None, reason) or a JudgeError, never a crash.
 
 Decided verdicts are cached on disk under sha256(judge name, model, params, prompt version,
@@ -25,7 +25,7 @@ import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from lewisrag.chat import ChatClient, ChatError
+from lewisrag.chat_client import ChatClient, ChatError
 from lewisrag.data.io import InputError
 from lewisrag.eval.judges.base import DEFAULT_CACHE_DIR, DiskCache, Verdict, digest
 
@@ -114,7 +114,7 @@ class LLMJudge:
         if max_workers < 1 or batch_size < 1:
             raise ValueError("max_workers and batch_size must be at least 1")
         self.model = model  # the base URL is not in the fingerprint: one model may sit behind many URLs
-        # requests in flight, timeouts, retries and backoff are the client's (lewisrag.chat)
+        # requests in flight, timeouts, retries and backoff are the client's (lewisrag.chat_client)
         self.client = ChatClient(base_url, model, api_key, max_workers=max_workers, timeout=timeout, max_retries=max_retries,
                                  backoff=backoff, max_backoff=max_backoff, seed=seed, temperature=temperature)
         self.cache = DiskCache(cache_dir or DEFAULT_CACHE_DIR)
