@@ -5,11 +5,12 @@ parameters and prompt version, stamped on every score it makes) and
 `judge(pairs: list[(premise, hypothesis)]) -> list[Verdict]`. A judge that cannot decide returns
 `Verdict(None, reason)`; metrics turn that into "left out and counted", never into a silent False.
 
-    FunctionJudge(fn)            fn(premise, hypothesis) -> bool, for tests and custom rules
-    LexicalJudge()               deterministic token-support baseline (below)
-    NLIJudge.from_pretrained(p)  any transformers sequence-classification checkpoint with an entailment label
-    LLMJudge(base_url, model)    an OpenAI-compatible chat-completions endpoint (lewisrag.eval.judges.llm)
-    LabelJudge.from_file(p)      human labels {"id", "premise", "hypothesis", "supported"}
+    function.py  FunctionJudge(fn)            fn(premise, hypothesis) -> bool, for tests and custom rules
+    lexical.py   LexicalJudge()               deterministic token-support baseline
+    nli.py       NLIJudge.from_pretrained(p)  any transformers sequence-classification checkpoint with an entailment label
+    llm.py       LLMJudge(base_url, model)    an OpenAI-compatible chat-completions endpoint
+    labels.py    LabelJudge.from_file(p)      human labels {"id", "premise", "hypothesis", "supported"}
+    base.py      Verdict, digest (the one hashing rule for fingerprints and cache keys), DiskCache
 
 `from_spec("lexical" | "nli:PATH" | "llm:MODEL" | "labels:FILE")` builds one from a CLI string.
 """
