@@ -119,6 +119,10 @@ def cli_flags(cfg) -> list[str]:
     flags = []
     for name, value in cfg.__dict__.items():
         flag = "--" + name.replace("_", "-")
+        if value is None:  # not given (e.g. qa_fields: told from the files)
+            continue
+        if isinstance(value, dict):  # qa_fields: --qa-fields question=query,answers=golds
+            value = ",".join(f"{k}={v}" for k, v in value.items())
         if isinstance(value, bool):
             flags += [flag] if value else []
         else:

@@ -11,6 +11,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from lewisrag.data.io import InputError
+from lewisrag.data.records import check_qa_fields
+
 console = Console(stderr=True)  # progress and tables on stderr keep stdout clean for --json
 out = Console()
 
@@ -73,6 +76,27 @@ def _canonical(v):
 
 def _show(v) -> str:
     return ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
+
+
+QA_FIELDS_HELP = ("The QA files' own field names, e.g. question=query,answers=golds,id=qid (dotted paths reach into "
+                  "objects: answers=answer.aliases). Default: told from the first record (lewisrag, nq_open, trivia_qa, web_questions).")
+
+
+def qa_fields(spec: str | None) -> dict[str, str] | None:
+    """`--qa-fields question=query,answers=golds,id=qid` as the mapping `records.read_qa` takes
+    (None when the flag is not given); a malformed one is an InputError naming the flag."""
+    if spec is None:
+        return None
+    fields: dict[str, str] = {}
+    for part in spec.split(","):
+        name, sep, path = (x.strip() for x in part.partition("="))
+        if not sep or not name or not path:
+            raise InputError("--qa-fields", f"expected NAME=FIELD pairs separated by commas, got '{part.strip()}'")
+        if name in fields:
+            raise InputError("--qa-fields", f"'{name}' is given twice")
+        fields[name] = path
+    check_qa_fields(fields, "--qa-fields")
+    return fields
 
 
 def table(title: str, columns: list[str], rows: list[list]) -> Table:

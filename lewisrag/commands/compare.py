@@ -14,6 +14,7 @@ def compare(
     run: Path = typer.Option(..., "--run", help="A `lewisrag reproduce` run folder with trained rag_token, rag_sequence and stitched systems."),
     questions: Path = typer.Option(None, "--questions", help="Questions for the layered evaluation (default: RUN/world/eval.jsonl)."),
     old_data: Path = typer.Option(None, "--data", hidden=True, help="Deprecated: --questions."),
+    qa_fields: str = typer.Option(None, "--qa-fields", help=_ui.QA_FIELDS_HELP + " Applies to --questions."),
     systems: str = typer.Option("rag_token,rag_sequence,stitched", "--systems", help="Comma-separated systems to score."),
     out: Path = typer.Option(None, "--out", help="Folder for results.json, report.md, report.html, position.png (default: RUN/compare)."),
     position_questions: int = typer.Option(100, "--position-questions",
@@ -26,10 +27,12 @@ def compare(
     from lewisrag.experiments.compare import compare_run, scorecard_rows
 
     data = _ui.renamed(ctx, "questions", "old_data", "--questions", "--data")
+    fields = _ui.qa_fields(qa_fields)
     names = [s.strip() for s in systems.split(",") if s.strip()]
     out = out or run / "compare"
     with _ui.progress() as p:
-        card = compare_run(run, out, names, data, position_questions, on_progress=_ui.Bars(p), overwrite=overwrite)
+        card = compare_run(run, out, names, data, position_questions, on_progress=_ui.Bars(p), overwrite=overwrite,
+                           qa_fields=fields)
     header, rows = scorecard_rows(card)
     if as_json:
         _ui.print_json({"out": str(out), "systems": header, "scorecard": {r[0]: dict(zip(header, r[1:])) for r in rows}})

@@ -12,7 +12,7 @@ from lewisrag.data.world import DEFAULT_ENTITIES, MAX_ENTITIES, MIN_ENTITIES
 
 
 def chunk(
-    docs: str = typer.Option(..., "--docs", help="Documents to split: .jsonl, .json, .parquet or hf:NAME[:CONFIG]:SPLIT with id, title, text."),
+    docs: str = typer.Option(..., "--docs", help="Documents to split: .jsonl, .json, .parquet, a datasets save_to_disk folder or hf:NAME[:CONFIG]:SPLIT with id, title, text."),
     out: Path = typer.Option(..., "--out", help="Where to write the passages (.jsonl)."),
     words: int = typer.Option(100, "--words", min=1, help="Most words per passage (a CJK character counts as one word)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out if the file exists."),
@@ -22,7 +22,7 @@ def chunk(
     from lewisrag.data.chunking import chunk_documents
     from lewisrag.data.io import write_jsonl
     from lewisrag.data.outputs import check_out_file
-    from lewisrag.data.records import read_documents
+    from lewisrag.data.passages import open_passages
 
     if out.suffix.lower() != ".jsonl":
         raise InputError(out, "the output must be a .jsonl file", field="--out")
@@ -30,7 +30,7 @@ def chunk(
     if not docs.startswith("hf:") and Path(docs).exists() and Path(docs).resolve() == out.resolve():
         raise InputError(out, "is the --docs file itself; choose another", field="--out")
     with _ui.console.status(f"reading {docs}"):
-        documents = read_documents(docs)  # every record is checked before anything is written
+        documents = open_passages(docs)  # documents are in the passage format; every record is checked before anything is written
     with _ui.console.status(f"chunking {len(documents)} documents"):
         passages = chunk_documents(documents, words)
         write_jsonl(out, (p.to_dict() for p in passages))

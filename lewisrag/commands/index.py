@@ -11,23 +11,32 @@ from lewisrag.commands import _ui
 
 
 def build(
-    passages: Path = typer.Option(..., "--passages", help="Passages file (.jsonl, .json, .parquet or hf:NAME[:CONFIG]:SPLIT)."),
+    passages: Path = typer.Option(..., "--passages", help="Passages: .jsonl, .json, .parquet, a datasets save_to_disk folder or "
+                                  "hf:NAME[:CONFIG]:SPLIT (wiki_dpr's schema: id, text, title, embeddings?)."),
     encoder: str = typer.Option(..., "--encoder", help="'bm25', or a DPR checkpoint directory whose context encoder embeds the passages."),
     out: Path = typer.Option(..., "--out", help="Index directory to write (built in OUT.partial, then renamed)."),
     faiss: str = typer.Option("Flat", "--faiss", help="FAISS index_factory string for dense indexes, e.g. Flat, HNSW32, IVF256,PQ16."),
     shard_size: int = typer.Option(4096, "--shard-size", help="Passages per encoded shard; a killed build resumes from the last finished shard."),
     batch_size: int = typer.Option(64, "--batch-size", help="Passages per encoder forward pass."),
+    reuse_embeddings: bool = typer.Option(False, "--reuse-embeddings", help="Use the passages' embeddings column (wiki_dpr's) "
+                                          "instead of encoding, once 8 of them match fresh encodings by --encoder."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds files lewisrag did not write "
                                    "there as an index (replaced only when the new index is complete)."),
     as_json: bool = typer.Option(False, "--json", help="Print the index manifest as one JSON object instead of a table."),
 ) -> None:
     """Build a BM25 or dense (DPR + FAISS, inner product) index over passages."""
+    from lewisrag.data.io import InputError
     from lewisrag.data.outputs import check_out_dir
-    from lewisrag.data.records import read_passages
+    from lewisrag.data.passages import open_passages
     from lewisrag.index.store import KIND
 
+    if reuse_embeddings and encoder == "bm25":
+        raise InputError("--reuse-embeddings", "applies to dense indexes: give a DPR checkpoint as --encoder")
     check_out_dir(out, KIND, overwrite=overwrite)  # before the passages are read
-    docs = read_passages(passages)
+    with _ui.console.status(f"reading {passages}"):
+        docs = open_passages(passages)
+    if encoder != "bm25" and not reuse_embeddings and getattr(docs, "has_embeddings", False):
+        typer.echo("note: the passages carry an embeddings column; --reuse-embeddings would use it instead of encoding", err=True)
     if encoder == "bm25":
         from lewisrag.index.bm25 import build_bm25_index
 
@@ -36,10 +45,10 @@ def build(
     else:
         from lewisrag.index.dense import DenseBuildConfig, build_dense_index
 
-        cfg = DenseBuildConfig(factory=faiss, shard_size=shard_size, batch_size=batch_size)
+        cfg = DenseBuildConfig(factory=faiss, shard_size=shard_size, batch_size=batch_size, reuse_embeddings=reuse_embeddings)
+        labels = {"encode": "encoding passages", "copy": "copying stored embeddings", "faiss": "building FAISS"}
         with _ui.progress() as p:
-            manifest = build_dense_index(docs, encoder, out, cfg, _ui.Bars(p, {"encode": "encoding passages", "faiss": "building FAISS"}),
-                                         overwrite=overwrite)
+            manifest = build_dense_index(docs, encoder, out, cfg, _ui.Bars(p, labels), overwrite=overwrite)
     if as_json:
         _ui.print_json({"out": str(out), **manifest})
         return

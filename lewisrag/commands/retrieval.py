@@ -14,6 +14,7 @@ def retrieval(
     index: list[Path] = typer.Option(..., "--index", help="Index directory; repeat to compare several (e.g. dense and BM25)."),
     questions: Path = typer.Option(None, "--questions", help="QA examples with gold_passage_ids. Required."),
     old_data: Path = typer.Option(None, "--data", hidden=True, help="Deprecated: --questions."),
+    qa_fields: str = typer.Option(None, "--qa-fields", help=_ui.QA_FIELDS_HELP),
     encoder: str = typer.Option(None, "--encoder", help="DPR checkpoint for dense indexes (default: the one that built each index)."),
     recall_at: list[int] = typer.Option([1, 5, 20], "--recall-at", help="recall@k cut-offs; repeat the flag for several."),
     old_k: list[int] = typer.Option(None, "-k", hidden=True, help="Deprecated: --recall-at."),
@@ -32,7 +33,7 @@ def retrieval(
     k = _ui.renamed(ctx, "recall_at", "old_k", "--recall-at", "-k")
     if any(x < 1 for x in k):
         raise InputError("--recall-at", "cut-offs must be at least 1")
-    examples = read_qa(data)
+    examples = read_qa(data, _ui.qa_fields(qa_fields))
     results = {}
     with _ui.progress() as p:
         for path in index:

@@ -13,6 +13,7 @@ def swap(
     model: list[Path] = typer.Option(..., "--model", help="A trained RAG model (or `train rag` run directory); repeat for several."),
     index: list[Path] = typer.Option(..., "--index", help="A dense index to read from; repeat (e.g. snapshot A and snapshot B)."),
     questions: list[str] = typer.Option(..., "--questions", help="A question set scored by exact match; repeat (e.g. questions_a, questions_b)."),
+    qa_fields: str = typer.Option(None, "--qa-fields", help=_ui.QA_FIELDS_HELP + " Applies to every --questions."),
     swap_encoder: bool = typer.Option(False, "--swap", help="Also accept indexes built by another context encoder than a model's."),
     num_beams: int = typer.Option(1, "--num-beams", help="Beams when decoding (1 = greedy)."),
     max_length: int = typer.Option(32, "--max-length", help="Longest answer in tokens, the start token included."),
@@ -26,12 +27,13 @@ def swap(
     from lewisrag.data.outputs import check_out_file
     from lewisrag.experiments.swap import swap_matrix
 
+    fields = _ui.qa_fields(qa_fields)
     if out is not None:
         check_out_file(out, overwrite=overwrite)
 
     with _ui.progress() as p:
         result = swap_matrix(model, index, questions, swap=swap_encoder, num_beams=num_beams, max_length=max_length,
-                             batch_size=batch_size, on_progress=_ui.Bars(p, {"swap": "answering"}))
+                             batch_size=batch_size, on_progress=_ui.Bars(p, {"swap": "answering"}), qa_fields=fields)
     if out is not None:
         write_json(out, result)
     if as_json:

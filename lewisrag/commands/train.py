@@ -11,7 +11,8 @@ from lewisrag.commands import _ui
 
 def dpr(
     train: Path = typer.Option(..., "--train", help="QA examples with gold_passage_ids."),
-    passages: Path = typer.Option(..., "--passages", help="The passages the gold ids refer to."),
+    passages: Path = typer.Option(..., "--passages", help="The passages the gold ids refer to (a file, a datasets save_to_disk folder or hf:...)."),
+    qa_fields: str = typer.Option(None, "--qa-fields", help=_ui.QA_FIELDS_HELP),
     out: Path = typer.Option(..., "--out", help="Checkpoint directory (question_encoder/, ctx_encoder/, tokenizer/)."),
     init: str = typer.Option(None, "--init", help="Local BERT-like checkpoint to start both encoders from (default: a small model from scratch)."),
     steps: int = typer.Option(600, "--steps", help="Optimizer steps."),
@@ -31,7 +32,8 @@ def dpr(
     """Train a DPR bi-encoder with in-batch, BM25 and self-mined hard negatives."""
     from lewisrag.data.io import InputError
     from lewisrag.data.outputs import check_out_dir
-    from lewisrag.data.records import read_passages, read_qa
+    from lewisrag.data.passages import open_passages
+    from lewisrag.data.records import read_qa
     from lewisrag.training.dpr import KIND, DPRTrainConfig, train_dpr
 
     cfg = DPRTrainConfig(init=init, steps=steps, batch_size=batch_size, lr=lr, hidden_size=hidden_size,
@@ -45,8 +47,9 @@ def dpr(
             raise InputError(flag, f"must be at least 1, got {value}")
     if not lr > 0:
         raise InputError("--lr", f"must be positive, got {lr}")
+    fields = _ui.qa_fields(qa_fields)
     check_out_dir(out, KIND, overwrite=overwrite)  # before anything is read or trained
-    examples, docs = read_qa(train), read_passages(passages)
+    examples, docs = read_qa(train, fields), open_passages(passages)
     with _ui.progress() as p:
         task = p.add_task("training DPR", total=steps, info="")
         meta = train_dpr(cfg, examples, docs, out, lambda s, loss: p.update(task, completed=s, info=f"loss {loss:.3f}"),
@@ -68,6 +71,7 @@ def rag(
     generator: Path = typer.Option(..., "--generator", help="Local BART directory with its tokenizer (e.g. a `lewisrag pretrain` output)."),
     train: str = typer.Option(..., "--train", help="Training QA examples (.jsonl/.json/.parquet/hf:NAME:SPLIT); the first answer is the target."),
     dev: str = typer.Option(..., "--dev", help="Dev QA examples for exact match at intervals."),
+    qa_fields: str = typer.Option(None, "--qa-fields", help=_ui.QA_FIELDS_HELP + " Applies to --train and --dev."),
     train_kinds: str = typer.Option("", "--train-kinds", help="Comma-separated question kinds to train on, e.g. short (default: all)."),
     out: Path = typer.Option(..., "--out", help="Run directory: config.json, log.jsonl, checkpoint/, best/, final/."),
     n_docs: int = typer.Option(5, "--n-docs", help="Documents retrieved and marginalized per question (K)."),
@@ -102,7 +106,8 @@ def rag(
 
     cfg = RagTrainConfig(
         variant=variant, index=str(index), encoder=str(encoder), generator=str(generator), train=str(train), dev=str(dev),
-        train_kinds=train_kinds, n_docs=n_docs, freeze_retriever=freeze_retriever, retriever_lr_scale=retriever_lr_scale,
+        qa_fields=_ui.qa_fields(qa_fields), train_kinds=train_kinds, n_docs=n_docs, freeze_retriever=freeze_retriever,
+        retriever_lr_scale=retriever_lr_scale,
         swap=swap, steps=steps, batch_size=batch_size, grad_accum=grad_accum, lr=lr, warmup=warmup, weight_decay=weight_decay, max_grad_norm=max_grad_norm,
         label_smoothing=label_smoothing, max_combined_length=max_combined_length, max_target_length=max_target_length,
         eval_every=eval_every, eval_questions=eval_questions, eval_beams=eval_beams, eval_batch_size=eval_batch_size,
@@ -136,6 +141,7 @@ def stitched(
     index: Path = typer.Option(..., "--index", help="Dense index the passages are retrieved from."),
     generator: Path = typer.Option(..., "--generator", help="Starting seq2seq checkpoint (a BART directory with its tokenizer)."),
     train: Path = typer.Option(..., "--train", help="Training QA examples (with answers and gold_passage_ids)."),
+    qa_fields: str = typer.Option(None, "--qa-fields", help=_ui.QA_FIELDS_HELP),
     out: Path = typer.Option(..., "--out", help="Output folder for the fine-tuned generator."),
     encoder: Path = typer.Option(None, "--encoder", help="DPR checkpoint searching the index (default: the index's own)."),
     n_docs: int = typer.Option(5, "--n-docs", help="Passages retrieved and stitched into each input (K); the gold one is always among them."),
@@ -163,7 +169,8 @@ def stitched(
         if value < 1:
             raise InputError(flag, f"must be at least 1, got {value}")
     cfg = StitchedTrainConfig(index=str(index), encoder=str(encoder or ""), generator=str(generator), train=str(train),
-                              train_kinds=train_kinds, k=k, steps=steps, batch_size=batch_size, lr=lr,
+                              qa_fields=_ui.qa_fields(qa_fields), train_kinds=train_kinds, k=k, steps=steps,
+                              batch_size=batch_size, lr=lr,
                               gold_position=gold_position, question_last=question_last, mixed_k=mixed_k, seed=seed)
     with _ui.progress() as p:
         bars = _ui.Bars(p)

@@ -17,6 +17,7 @@ the original text, so they keep its spacing; joining them gives the text back up
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from lewisrag.data.records import Passage
 
@@ -43,7 +44,7 @@ def chunk_text(text: str, words: int = 100) -> list[str]:
     return [text[spans[i][0] : spans[min(i + words, len(spans)) - 1][1]] for i in range(0, len(spans), words)]
 
 
-def chunk_documents(docs: list[Passage], words: int = 100) -> list[Passage]:
+def chunk_documents(docs: Iterable[Passage], words: int = 100) -> list[Passage]:
     """Every document's pieces as passages with the document's title and ids "<docid>-<k>" (k from 0).
 
     The ids are unique when the document ids are: the text after the last '-' is the piece number,

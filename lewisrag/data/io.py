@@ -9,10 +9,11 @@ interrupted or failed run never leaves a half-written output.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +108,12 @@ def _iter_parquet(p: Path) -> Iterator[tuple[int, dict]]:
 
 
 def _iter_hf(spec: str) -> Iterator[tuple[int, dict]]:
+    for i, rec in enumerate(load_hf(spec), start=1):
+        yield i, dict(rec)
+
+
+def load_hf(spec: str):
+    """The `datasets.Dataset` named by `hf:NAME[:CONFIG]:SPLIT` (memory-mapped Arrow in the datasets cache)."""
     parts = spec[3:].split(":")
     if len(parts) not in (2, 3) or not all(parts):
         raise InputError(spec, "expected hf:NAME[:CONFIG]:SPLIT")
@@ -114,11 +121,9 @@ def _iter_hf(spec: str) -> Iterator[tuple[int, dict]]:
     import datasets  # loads on first use (~1 s): the CLI imports this module at start-up
 
     try:
-        ds = datasets.load_dataset(name, config, split=split)
+        return datasets.load_dataset(name, config, split=split)
     except Exception as e:  # network, missing dataset, bad split: all are the user's input
         raise InputError(spec, f"cannot load dataset: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
-    for i, rec in enumerate(ds, start=1):
-        yield i, dict(rec)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -155,18 +160,59 @@ def require_str_list(rec: dict, field: str, source, line: int, *, required: bool
     return value
 
 
-def record_id(rec: dict, source, line: int, seen: dict[str, int]) -> str:
-    """The record's `id` as a string; a repeated id is an error naming both lines."""
-    if "id" not in rec or rec["id"] is None:
-        raise InputError(source, "missing", line=line, field="id")
-    value = rec["id"]
+def get_path(rec: dict, path: str):
+    """The value at `path` in `rec`: a key, or a dotted path into nested objects; None if absent.
+
+    >>> get_path({"answer": {"value": "Paris", "aliases": ["Paris"]}}, "answer.value"), get_path({"a": 1}, "a.b")
+    ('Paris', None)
+    """
+    if path in rec:
+        return rec[path]
+    value = rec
+    for part in path.split("."):
+        if not isinstance(value, dict):
+            return None
+        value = value.get(part)
+    return value
+
+
+def derived_id(text: str, taken: Container[str]) -> str:
+    """The id of a record that has none: `q` and the first 12 hex digits of the SHA-1 of its text
+    (the question, stripped), then `-2`, `-3`, ... for a text already `taken` earlier in the file.
+
+    The same file gets the same ids on every run, a copy in another format or order gets the same
+    ones (repeats aside), and answers from several systems to one question share its id.
+
+    >>> derived_id("Who leads Valdoria?", {}), derived_id("Who leads Valdoria?", {"qf5217d3455be": 1})
+    ('qf5217d3455be', 'qf5217d3455be-2')
+    """
+    base = "q" + hashlib.sha1(text.strip().encode("utf-8")).hexdigest()[:12]
+    value, n = base, 1
+    while value in taken:
+        n += 1
+        value = f"{base}-{n}"
+    return value
+
+
+def record_id(rec: dict, source, line: int, seen: dict[str, int], *, field: str = "id",
+              derive_from: str | None = None) -> str:
+    """The record's id (at `field`, a key or dotted path) as a string; a repeated id is an error
+    naming both lines. A missing id is an error too, unless `derive_from` (the record's question)
+    is given: then the id is `derived_id(derive_from, seen)`."""
+    value = get_path(rec, field)
+    if value is None:
+        if derive_from is None:
+            raise InputError(source, "missing", line=line, field=field)
+        value = derived_id(derive_from, seen)
+        seen[value] = line
+        return value
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise InputError(source, f"expected a string, got {type(value).__name__}", line=line, field="id")
+        raise InputError(source, f"expected a string, got {type(value).__name__}", line=line, field=field)
     value = str(value)
     if not value.strip():
-        raise InputError(source, "empty", line=line, field="id")
+        raise InputError(source, "empty", line=line, field=field)
     if value in seen:
-        raise InputError(source, f"duplicate id '{value}' (first on line {seen[value]})", line=line, field="id")
+        raise InputError(source, f"duplicate id '{value}' (first on line {seen[value]})", line=line, field=field)
     seen[value] = line
     return value
 

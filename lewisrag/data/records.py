@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
-from lewisrag.data.io import InputError, iter_records, optional_str, record_id, require_str, require_str_list
+from lewisrag.data.io import InputError, get_path, iter_records, optional_str, record_id, require_str, require_str_list
 
 CATEGORIES = ("single_doc", "multi_doc", "not_in_kb", "distractor", "conflict")
 
@@ -18,7 +18,7 @@ class Passage:
     text: str
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {"id": self.id, "title": self.title, "text": self.text}  # asdict's deep copy is slow for millions
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,11 @@ class QAExample:
 
 
 def read_passages(path: str | os.PathLike) -> list[Passage]:
-    """Read `{"id", "title", "text"}` records; ids must be unique and texts non-empty."""
+    """Read `{"id", "title"?, "text"}` records into a list; ids must be unique and texts non-empty.
+
+    Passages a user gives go through `data.passages.open_passages`, which also opens a `datasets`
+    save_to_disk folder, a `.parquet` file or an `hf:` spec as an Arrow-backed `PassageTable`.
+    """
     seen: dict[str, int] = {}
     out = []
     for line, rec in iter_records(path):
@@ -64,36 +68,134 @@ def of_kinds(examples: Sequence[QAExample], kinds: str) -> list[QAExample]:
     return [ex for ex in examples if ex.kind in keep]
 
 
-def read_qa(path: str | os.PathLike) -> list[QAExample]:
-    """Read QA examples: `{"id", "question", "answers", "gold_passage_ids"?, "category"?, ...}`."""
+QA_FIELDS = ("id", "question", "answers", "gold_passage_ids", "category", "kind", "reference_statements")
+
+
+@dataclass(frozen=True)
+class QASchema:
+    """Where a QA format keeps each of `QA_FIELDS` (a key or dotted path; the same name if unlisted)."""
+
+    name: str
+    paths: Mapping[str, str] = field(default_factory=dict)
+    answers: str = "list"  # "list" of strings; "trivia_qa": {"value", "aliases"}; "mapped": a list or one string
+
+    def path(self, name: str) -> str:
+        return self.paths.get(name, name)
+
+
+# the formats read_qa tells apart by the first record's fields (see detect_qa_schema)
+QA_SCHEMAS = {
+    "lewisrag": QASchema("lewisrag"),  # {"id"?, "question", "answers", ...}; web_questions' {"question", "answers", "url"} too
+    "nq_open": QASchema("nq_open", {"answers": "answer"}),  # {"question", "answer": [str]}
+    "trivia_qa": QASchema("trivia_qa", {"id": "question_id", "answers": "answer"}, answers="trivia_qa"),  # rc.nocontext
+}
+
+
+def check_qa_fields(fields: Mapping[str, str], source: str = "fields") -> None:
+    """A field mapping for read_qa: lewisrag names (QA_FIELDS) to record keys or dotted paths."""
+    for name, path in fields.items():
+        if name not in QA_FIELDS:
+            raise InputError(source, f"unknown name '{name}' (one of {', '.join(QA_FIELDS)})")
+        if not isinstance(path, str) or not path.strip():
+            raise InputError(source, f"'{name}' needs a field name")
+
+
+def detect_qa_schema(rec: dict, source, line: int, fields: Mapping[str, str] | None = None) -> QASchema:
+    """The format of a QA file, told by its first record's fields (or given as `fields`).
+
+    `answers` → lewisrag's own format (web_questions' too); `answer` holding a list → nq_open;
+    `answer` holding an object → trivia_qa. Anything else needs a field mapping.
+
+    >>> [detect_qa_schema(r, "f", 1).name for r in ({"question": "q", "answers": []}, {"question": "q", "answer": ["a"]},
+    ...                                           {"question": "q", "answer": {"value": "a", "aliases": []}})]
+    ['lewisrag', 'nq_open', 'trivia_qa']
+    """
+    if fields is not None:
+        check_qa_fields(fields)
+        return QASchema("mapped", dict(fields), answers="mapped")
+    answer = rec.get("answer")
+    if "answers" in rec:
+        return QA_SCHEMAS["lewisrag"]
+    if isinstance(answer, dict):
+        return QA_SCHEMAS["trivia_qa"]
+    if isinstance(answer, list) or hasattr(answer, "tolist"):
+        return QA_SCHEMAS["nq_open"]
+    raise InputError(source, f"cannot tell the QA format from the fields {sorted(rec)}: expected 'answers' (lewisrag, "
+                     "web_questions), 'answer' as a list (nq_open) or as an object (trivia_qa); or map the fields "
+                     "(--qa-fields question=...,answers=...)", line=line)
+
+
+def read_qa(path: str | os.PathLike, fields: Mapping[str, str] | None = None) -> list[QAExample]:
+    """Read QA examples in lewisrag's format, `{"id"?, "question", "answers", "gold_passage_ids"?,
+    "category"?, "kind"?, "reference_statements"?}`, or in the Hugging Face hub's formats of
+    nq_open, trivia_qa (rc.nocontext) and web_questions, told apart by the first record's fields
+    (`detect_qa_schema`); every record must then fit that format. trivia_qa's answers are its
+    `answer.value` and then its `answer.aliases`, without repeats.
+
+    `fields` maps lewisrag's names (QA_FIELDS) to the file's own keys or dotted paths, e.g.
+    `{"question": "query", "answers": "golds", "id": "qid"}`; a mapped `answers` may be one string.
+    A record without an id gets `io.derived_id` of its question.
+    """
     seen: dict[str, int] = {}
     out = []
+    schema, first = None, 0
     for line, rec in iter_records(path):
-        qid = record_id(rec, path, line, seen)
-        question = require_str(rec, "question", path, line)
-        answers = require_str_list(rec, "answers", path, line)
-        if not answers and rec.get("category") != "not_in_kb":
-            raise InputError(path, "empty list (only not_in_kb questions may have no answer)", line=line, field="answers")
-        category = optional_str(rec, "category", path, line)
-        if category is not None and category not in CATEGORIES:
-            raise InputError(path, f"unknown category '{category}' (one of {', '.join(CATEGORIES)})", line=line, field="category")
-        kind = optional_str(rec, "kind", path, line) or "short"
-        if kind not in ("short", "long"):
-            raise InputError(path, f"unknown kind '{kind}' (short or long)", line=line, field="kind")
-        out.append(
-            QAExample(
-                id=qid,
-                question=question,
-                answers=answers,
-                gold_passage_ids=require_str_list(rec, "gold_passage_ids", path, line, required=False) or [],
-                category=category,
-                reference_statements=require_str_list(rec, "reference_statements", path, line, required=False) or [],
-                kind=kind,
-            )
-        )
+        if schema is None:
+            schema, first = detect_qa_schema(rec, path, line, fields), line
+        try:
+            out.append(_qa_example(rec, schema, path, line, seen))
+        except InputError as e:
+            if schema.name == "lewisrag":
+                raise
+            told = "as mapped" if schema.name == "mapped" else f"as {schema.name}, told by line {first}"
+            raise InputError(e.source, f"{e.message} (read {told})", line=e.line, field=e.field) from None
     if not out:
         raise InputError(path, "no examples")
     return out
+
+
+def _qa_example(rec: dict, schema: QASchema, path, line: int, seen: dict[str, int]) -> QAExample:
+    flat = {schema.path(name): get_path(rec, schema.path(name)) for name in QA_FIELDS}  # errors name the file's fields
+    q_field, a_field = schema.path("question"), schema.path("answers")
+    question = require_str(flat, q_field, path, line)
+    qid = record_id(flat, path, line, seen, field=schema.path("id"), derive_from=question)
+    if schema.answers == "trivia_qa":
+        answers = _trivia_answers(flat, a_field, path, line)
+    elif schema.answers == "mapped" and isinstance(flat[a_field], str):
+        answers = [flat[a_field]]
+    else:
+        answers = require_str_list(flat, a_field, path, line)
+    category = optional_str(flat, schema.path("category"), path, line)
+    if not answers and category != "not_in_kb":
+        raise InputError(path, "empty list (only not_in_kb questions may have no answer)", line=line, field=a_field)
+    if category is not None and category not in CATEGORIES:
+        raise InputError(path, f"unknown category '{category}' (one of {', '.join(CATEGORIES)})", line=line,
+                         field=schema.path("category"))
+    kind = optional_str(flat, schema.path("kind"), path, line) or "short"
+    if kind not in ("short", "long"):
+        raise InputError(path, f"unknown kind '{kind}' (short or long)", line=line, field=schema.path("kind"))
+    return QAExample(
+        id=qid,
+        question=question,
+        answers=answers,
+        gold_passage_ids=require_str_list(flat, schema.path("gold_passage_ids"), path, line, required=False) or [],
+        category=category,
+        reference_statements=require_str_list(flat, schema.path("reference_statements"), path, line, required=False) or [],
+        kind=kind,
+    )
+
+
+def _trivia_answers(flat: dict, a_field: str, path, line: int) -> list[str]:
+    """trivia_qa's `answer` object: its value first, then its aliases, each once, empty ones left out."""
+    answer = flat[a_field]
+    if answer is None:
+        raise InputError(path, "missing", line=line, field=a_field)
+    if not isinstance(answer, dict):
+        raise InputError(path, f"expected an object with value and aliases, got {type(answer).__name__}", line=line, field=a_field)
+    parts = {f"{a_field}.value": answer.get("value"), f"{a_field}.aliases": answer.get("aliases")}
+    value = require_str(parts, f"{a_field}.value", path, line, nonempty=False)
+    aliases = require_str_list(parts, f"{a_field}.aliases", path, line)
+    return [a for a in dict.fromkeys([value, *aliases]) if a.strip()]
 
 
 def read_documents(path: str | os.PathLike) -> list[Passage]:

@@ -1,12 +1,14 @@
 """Read answers to evaluate: ragas SingleTurnSample field names, so ragas data loads as is.
 
-    {"id", "user_input", "response", "retrieved_contexts": [{"id", "title", "text"}] | [str],
+    {"id"?, "user_input", "response", "retrieved_contexts": [{"id", "title", "text"}] | [str],
      "reference"?, "reference_statements"?, "gold_passage_ids"?, "category"?, "system"?}
 
 Citations in a response name contexts: `[x]` is the context whose `id` is x when the contexts are
 objects, and the x-th context (1-based, prompt order) when they are plain strings. Unknown fields
-(ragas' `reference_contexts`, `rubrics`, ...) are ignored. Every problem is an `InputError` naming
-file, line and field; all records are read and checked before anything is evaluated.
+(ragas' `reference_contexts`, `rubrics`, ...) are ignored. A record without an `id` gets
+`data.io.derived_id` of its `user_input`, the id the QA reader gives that question. Every problem
+is an `InputError` naming file, line and field; all records are read and checked before anything
+is evaluated.
 
 JSON has no NaN or Infinity, but Python's json module reads the bare tokens as floats, so they are
 rejected here: ±Infinity anywhere in a record, NaN in every field this reader uses. NaN in an
@@ -117,8 +119,8 @@ def _reject_non_finite(rec: dict, source, line: int) -> None:
 def parse_answer(rec: dict, source, line: int, seen: dict[str, int]) -> AnswerRecord:
     """Validate one record (see module docstring); raises InputError on the first bad field."""
     _reject_non_finite(rec, source, line)
-    qid = record_id(rec, source, line, seen)
     question = require_str(rec, "user_input", source, line)
+    qid = record_id(rec, source, line, seen, derive_from=question)  # none given: io.derived_id of the question
     response = require_str(rec, "response", source, line, nonempty=False)
     contexts, has_ids = _contexts(rec, source, line)
     category = optional_str(rec, "category", source, line)

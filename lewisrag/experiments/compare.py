@@ -239,14 +239,15 @@ KIND = "comparison"  # the marker kind of `lewisrag compare` folders (lewisrag.d
 
 
 def compare_run(run: str | os.PathLike, out: str | os.PathLike, names=SYSTEMS, data: str | os.PathLike | None = None,
-                position_questions: int = 100, on_progress: Progress = lambda *a: None, overwrite: bool = False) -> dict:
+                position_questions: int = 100, on_progress: Progress = lambda *a: None, overwrite: bool = False,
+                qa_fields: dict[str, str] | None = None) -> dict:
     """`lewisrag compare`: score a reproduce run's trained systems into OUT (results.json, report.md,
     report.html, and position.png unless `position_questions` is 0). OUT must be missing, empty or
     a comparison lewisrag wrote, unless `overwrite`."""
     run, out = Path(run), check_out_dir(out, KIND, overwrite=overwrite)
     data = Path(data) if data else run / "world" / "eval.jsonl"
     check_systems(run, names)
-    test, eval_examples = read_qa(run / "world" / "test.jsonl"), read_qa(data)  # all input read before any model
+    test, eval_examples = read_qa(run / "world" / "test.jsonl"), read_qa(data, qa_fields)  # all input read before any model
     passages = {p.id: p for p in read_passages(run / "world" / "passages_a.jsonl")}
     systems = load_systems(run, names, max_length=_run_max_length(run))
     card = scorecard(systems, test, eval_examples, on_progress=on_progress)

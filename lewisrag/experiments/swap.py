@@ -33,11 +33,12 @@ def labels(paths: Sequence[str | os.PathLike], stem: bool = False) -> list[str]:
     return short if len(set(short)) == len(short) else [str(p) for p in paths]
 
 
-def load_question_sets(paths: Sequence[str | os.PathLike]) -> list[list]:
-    """Each file's short-answer questions that have an answer (exact match needs one)."""
+def load_question_sets(paths: Sequence[str | os.PathLike], qa_fields: dict[str, str] | None = None) -> list[list]:
+    """Each file's short-answer questions that have an answer (exact match needs one); `qa_fields`
+    as `data.records.read_qa` takes it."""
     sets = []
     for p in paths:
-        scored = [ex for ex in read_qa(p) if ex.kind == "short" and ex.answers]
+        scored = [ex for ex in read_qa(p, qa_fields) if ex.kind == "short" and ex.answers]
         if not scored:
             raise InputError(p, "no short-answer question with an answer to score by exact match", field="answers")
         sets.append(scored)
@@ -57,7 +58,7 @@ def check_pairs(models: Sequence, indexes: Sequence, swap: bool) -> None:
 def swap_matrix(model_paths: Sequence[str | os.PathLike], index_paths: Sequence[str | os.PathLike],
                 question_paths: Sequence[str | os.PathLike], swap: bool = False, num_beams: int = 1,
                 max_length: int = 32, batch_size: int = 16,
-                on_progress: Callable[[str, int, int], None] | None = None) -> dict:
+                on_progress: Callable[[str, int, int], None] | None = None, qa_fields: dict[str, str] | None = None) -> dict:
     """Exact match of every model × index × question set, with the predictions behind each cell.
 
     Returns {"models", "indexes", "questions": names, "n_questions": {set: n},
@@ -65,7 +66,7 @@ def swap_matrix(model_paths: Sequence[str | os.PathLike], index_paths: Sequence[
     """
     if not model_paths or not index_paths or not question_paths:
         raise InputError("swap", "needs at least one --model, one --index and one --questions")
-    sets = load_question_sets(question_paths)
+    sets = load_question_sets(question_paths, qa_fields)
     indexes = [DenseIndex.load(p, mmap=True) for p in index_paths]
     models = [load_trained(p) for p in model_paths]
     check_pairs([m for m, _ in models], indexes, swap)

@@ -74,7 +74,7 @@ def _token_ids(docs: list[list[str]]) -> tuple[list[list[int]], dict[str, int]]:
 class BM25Index:
     """A loaded BM25 index; `search` takes question strings."""
 
-    def __init__(self, path: Path, manifest: dict, retriever, passages: list[Passage]):
+    def __init__(self, path: Path, manifest: dict, retriever, passages: Sequence[Passage]):
         self.path, self.manifest, self.retriever, self.passages = path, manifest, retriever, passages
 
     @classmethod
@@ -82,7 +82,7 @@ class BM25Index:
         """Index `title + text` of every passage without writing anything (e.g. to mine hard negatives)."""
         retriever = bm25s.BM25(k1=k1, b=b)
         retriever.index(_token_ids([tokenize(f"{p.title} {p.text}") for p in passages]), show_progress=False)
-        return cls(Path(), {"kind": "bm25", "n_passages": len(passages)}, retriever, list(passages))
+        return cls(Path(), {"kind": "bm25", "n_passages": len(passages)}, retriever, passages)  # a table stays a table
 
     @classmethod
     def load(cls, path: str | os.PathLike, mmap: bool = True) -> BM25Index:

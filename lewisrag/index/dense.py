@@ -19,6 +19,7 @@ import numpy as np
 
 from lewisrag.data.io import InputError, atomic_path, read_json, write_json
 from lewisrag.data.outputs import check_out_dir
+from lewisrag.data.passages import PassageTable
 from lewisrag.data.records import Passage
 from lewisrag.index import store
 from lewisrag.index.encoders import DPRCheckpoint, encode_texts
@@ -26,6 +27,9 @@ from lewisrag.index.encoders import DPRCheckpoint, encode_texts
 EMBEDDINGS = "embeddings.npy"
 FAISS_FILE = "index.faiss"
 DEFAULT_SEARCH_PARAMS = {"nprobe": 16, "efSearch": 128}
+SPOT_CHECK_ROWS = 8  # stored vectors compared with fresh encodings before they are reused
+MIN_COSINE = 0.99  # ... each must point the same way as its fresh encoding
+MAX_NORM_RATIO = 1.05  # ... and be as long, within 5% (inner products keep their scale)
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,7 @@ class DenseBuildConfig:
     batch_size: int = 64  # passages per encoder forward pass
     max_length: int | None = None  # tokens per passage (title + text); None = the checkpoint's own
     train_sample: int = 100_000  # at most this many vectors train IVF/PQ quantizers
+    reuse_embeddings: bool = False  # take the passages' stored `embeddings` column (wiki_dpr's) after a spot check
 
 
 def build_dense_index(
@@ -47,22 +52,67 @@ def build_dense_index(
 ) -> dict:
     """Encode `passages` with the checkpoint's context encoder and write a FAISS index to `out`.
 
-    `on_progress(stage, done, total)` is called as shards are encoded. Returns the manifest.
+    `on_progress(stage, done, total)` is called as shards are encoded (stage "encode") or, with
+    `cfg.reuse_embeddings`, as the stored vectors are copied (stage "copy"). Returns the manifest.
     `out` must be missing, empty or an index lewisrag built, unless `overwrite`; every setting is
     checked before the first passage is encoded.
+
+    With `cfg.reuse_embeddings`, `passages` is a `PassageTable` with an `embeddings` column; its
+    vectors are used instead of encoding once `check_stored_embeddings` has found that a few of
+    them are what this encoder makes. The manifest's `build.embeddings` says which was done.
     """
     out = check_out_dir(out, store.KIND, overwrite=overwrite)
     _check_build_config(cfg)
+    if cfg.reuse_embeddings and not (isinstance(passages, PassageTable) and passages.has_embeddings):
+        raise InputError("--reuse-embeddings", "needs passages with an embeddings column (a datasets save_to_disk "
+                         "folder, .parquet or hf: spec in wiki_dpr's schema)")
     ckpt = DPRCheckpoint.load(encoder_path)
     check_factory(cfg.factory, ckpt.dim, len(passages), cfg.train_sample)
     max_length = cfg.max_length or int(ckpt.meta.get("max_length", 256))
+    spot_check = check_stored_embeddings(passages, ckpt, max_length) if cfg.reuse_embeddings else None
     chash = store.content_hash(passages)
     partial = store.partial_dir(out)
-    shard_dir = partial / "shards"
-    _reset_if_stale(partial, {"content_hash": chash, "ctx_fingerprint": ckpt.ctx_fingerprint,
-                              "shard_size": cfg.shard_size, "max_length": max_length})
-    shard_dir.mkdir(parents=True, exist_ok=True)
+    plan = {"content_hash": chash, "ctx_fingerprint": ckpt.ctx_fingerprint, "shard_size": cfg.shard_size, "max_length": max_length}
+    _reset_if_stale(partial, {**plan, "embeddings": "reused"} if spot_check else plan)
+    if spot_check:
+        _copy_stored(passages, partial / EMBEDDINGS, cfg.shard_size, on_progress)
+        embeddings = np.load(partial / EMBEDDINGS, mmap_mode="r")
+    else:
+        embeddings = _encode_shards(passages, ckpt, partial / "shards", cfg, max_length, on_progress)
+        _save_npy_atomic(partial / EMBEDDINGS, embeddings)
+    if on_progress:
+        on_progress("faiss", 0, 1)
+    index = build_faiss(embeddings, cfg.factory, cfg.train_sample)
+    _write_faiss_atomic(index, partial / FAISS_FILE)
+    store.write_passages(partial, passages)
+    manifest = {
+        "kind": "dense",
+        "metric": "inner_product",
+        "faiss_factory": cfg.factory,
+        "dim": int(embeddings.shape[1]),
+        "n_passages": len(passages),
+        "content_hash": chash,
+        "encoder": {"path": str(Path(encoder_path).resolve()), "ctx_fingerprint": ckpt.ctx_fingerprint},
+        "search_params": DEFAULT_SEARCH_PARAMS,
+        "build": {"shard_size": cfg.shard_size, "max_length": max_length,
+                  **({"embeddings": {"source": "reused", "column": "embeddings", "spot_check": spot_check}} if spot_check else {})},
+    }
+    del embeddings  # the memory map of a reused copy, before the folder moves
+    if (partial / "shards").is_dir():  # kept until now: a build killed before this point resumes from them
+        for f in (partial / "shards").iterdir():
+            f.unlink()
+        (partial / "shards").rmdir()
+    (partial / "plan.json").unlink()
+    store.finish(partial, out, manifest)
+    if on_progress:
+        on_progress("faiss", 1, 1)
+    return manifest
 
+
+def _encode_shards(passages: Sequence[Passage], ckpt: DPRCheckpoint, shard_dir: Path, cfg: DenseBuildConfig,
+                   max_length: int, on_progress) -> np.ndarray:
+    """Every passage's vector, encoded shard by shard; a shard left by a killed build is kept."""
+    shard_dir.mkdir(parents=True, exist_ok=True)
     n_shards = (len(passages) + cfg.shard_size - 1) // cfg.shard_size
     done = sum(min(cfg.shard_size, len(passages) - s * cfg.shard_size) for s in range(n_shards)
                if (shard_dir / f"{s:05d}.npy").exists())
@@ -84,32 +134,57 @@ def build_dense_index(
                             batch_size=cfg.batch_size, max_length=max_length, on_batch=tick)
         _save_npy_atomic(path, vecs)
 
-    embeddings = np.concatenate([np.load(shard_dir / f"{s:05d}.npy") for s in range(n_shards)])
-    _save_npy_atomic(partial / EMBEDDINGS, embeddings)
-    if on_progress:
-        on_progress("faiss", 0, 1)
-    index = build_faiss(embeddings, cfg.factory, cfg.train_sample)
-    _write_faiss_atomic(index, partial / FAISS_FILE)
-    store.write_passages(partial, passages)
-    manifest = {
-        "kind": "dense",
-        "metric": "inner_product",
-        "faiss_factory": cfg.factory,
-        "dim": int(embeddings.shape[1]),
-        "n_passages": len(passages),
-        "content_hash": chash,
-        "encoder": {"path": str(Path(encoder_path).resolve()), "ctx_fingerprint": ckpt.ctx_fingerprint},
-        "search_params": DEFAULT_SEARCH_PARAMS,
-        "build": {"shard_size": cfg.shard_size, "max_length": max_length},
-    }
-    for f in shard_dir.iterdir():
-        f.unlink()
-    shard_dir.rmdir()
-    (partial / "plan.json").unlink()
-    store.finish(partial, out, manifest)
-    if on_progress:
-        on_progress("faiss", 1, 1)
-    return manifest
+    return np.concatenate([np.load(shard_dir / f"{s:05d}.npy") for s in range(n_shards)])
+
+
+def spot_check_rows(n: int, k: int = SPOT_CHECK_ROWS) -> list[int]:
+    """`k` rows spread evenly over `n`, the first and the last among them (fewer if n < k).
+
+    >>> spot_check_rows(100), spot_check_rows(3)
+    ([0, 14, 28, 42, 57, 71, 85, 99], [0, 1, 2])
+    """
+    return sorted({int(r) for r in np.linspace(0, n - 1, min(k, n)).round()})
+
+
+def check_stored_embeddings(passages: PassageTable, ckpt: DPRCheckpoint, max_length: int) -> dict:
+    """Refuse stored vectors this encoder did not make: encode `spot_check_rows` afresh and require
+    each stored vector to have cosine ≥ MIN_COSINE with its fresh one and about its length.
+    Returns what was checked, for the manifest."""
+    dim = passages.embedding_dim()
+    if dim != ckpt.dim:
+        raise InputError(passages.source, f"the embeddings were not made by this encoder: they have {dim} values, "
+                         f"the encoder makes {ckpt.dim}", field="embeddings")
+    rows = spot_check_rows(len(passages))
+    fresh = encode_texts(ckpt.ctx_encoder, ckpt.tokenizer, [(p.title, p.text) for p in passages.take(rows)],
+                         batch_size=len(rows), max_length=max_length)
+    stored = passages.embeddings_at(rows)
+    norm_f, norm_s = np.linalg.norm(fresh, axis=1), np.linalg.norm(stored, axis=1)
+    cosine = (fresh * stored).sum(1) / np.maximum(norm_f * norm_s, 1e-12)
+    ratio = norm_s / np.maximum(norm_f, 1e-12)
+    bad = (cosine < MIN_COSINE) | (ratio > MAX_NORM_RATIO) | (ratio < 1 / MAX_NORM_RATIO) | ~np.isfinite(cosine)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise InputError(passages.source, f"the embeddings were not made by this encoder: row {rows[i] + 1}'s stored "
+                         f"vector has cosine {cosine[i]:.3f} and {ratio[i]:.2f}x the length of a fresh encoding "
+                         f"(cosine ≥ {MIN_COSINE} needed)", field="embeddings")
+    return {"rows": [r + 1 for r in rows], "min_cosine": round(float(cosine.min()), 4)}
+
+
+def _copy_stored(passages: PassageTable, path: Path, batch_rows: int, on_progress) -> None:
+    """Write the stored vectors to `path` (.npy) batch by batch, refusing NaN and infinity."""
+    n, dim = len(passages), passages.embedding_dim()
+    with atomic_path(path) as tmp:
+        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(n, dim))
+        for start in range(0, n, batch_rows):
+            block = passages.embeddings(start, start + batch_rows)
+            finite = np.isfinite(block).all(axis=1)
+            if not finite.all():
+                raise InputError(passages.source, "not a finite number", line=start + int(np.argmin(finite)) + 1, field="embeddings")
+            out[start : start + len(block)] = block
+            if on_progress:
+                on_progress("copy", start + len(block), n)
+        out.flush()
+        del out
 
 
 def use_blas_for_small_batches(threshold: int = 8) -> None:
@@ -187,7 +262,7 @@ def _check_build_config(cfg: DenseBuildConfig) -> None:
 class DenseIndex:
     """A loaded dense index: FAISS for search, memory-mapped stored vectors for q·d scoring."""
 
-    def __init__(self, path: Path, manifest: dict, faiss_index, embeddings: np.ndarray, passages: list[Passage]):
+    def __init__(self, path: Path, manifest: dict, faiss_index, embeddings: np.ndarray, passages: Sequence[Passage]):
         self.path, self.manifest, self.faiss_index = path, manifest, faiss_index
         self.embeddings, self.passages = embeddings, passages  # (N, D) memory-mapped, row order
         use_blas_for_small_batches()

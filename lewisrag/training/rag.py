@@ -58,6 +58,7 @@ class RagTrainConfig:
     train: str = ""  # training QA examples (the first answer is the target)
     train_kinds: str = ""  # comma-separated question kinds trained on, e.g. "short" ("" = every kind)
     dev: str = ""  # dev QA examples for exact match at intervals
+    qa_fields: dict[str, str] | None = None  # the QA files' own field names (data.records.read_qa); None = told from the files
     n_docs: int = 5  # K documents marginalized per question
     freeze_retriever: bool = False  # keep the question encoder fixed (the paper's frozen-retriever ablation)
     retriever_lr_scale: float = 1.0  # the question encoder's learning rate as a multiple of `lr`

@@ -40,7 +40,7 @@ def load_components(cfg, processes: int = 1) -> Components:
     """Read and check every input of `cfg` (a `rag.RagTrainConfig`); any problem is an InputError, raised
     before anything is written."""
     check_config(cfg, processes)
-    train, dev = of_kinds(read_qa(cfg.train), cfg.train_kinds), read_qa(cfg.dev)
+    train, dev = of_kinds(read_qa(cfg.train, cfg.qa_fields), cfg.train_kinds), read_qa(cfg.dev, cfg.qa_fields)
     pairs, skipped = training_pairs(train)
     if len(pairs) < cfg.batch_size:
         raise InputError(cfg.train, f"{len(pairs)} questions with answers, fewer than --batch-size {cfg.batch_size}",

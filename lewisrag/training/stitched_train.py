@@ -43,6 +43,7 @@ class StitchedTrainConfig:
     encoder: str = ""  # DPR checkpoint whose question encoder searches it ("" = the index's own)
     generator: str = ""  # starting seq2seq checkpoint (BART directory with its tokenizer)
     train: str = ""  # training QA examples; those with an answer and a gold passage are used
+    qa_fields: dict[str, str] | None = None  # the QA file's own field names (data.records.read_qa); None = told from the file
     train_kinds: str = ""  # comma-separated question kinds trained on, e.g. "short" ("" = every kind)
     k: int = 5  # passages stitched into each input
     steps: int = 200  # optimizer steps
@@ -172,7 +173,7 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
         raise InputError("--gold-position", f"must be random or retrieved, got '{cfg.gold_position}'")
     check_out_dir(out, KIND, overwrite=overwrite)
     retriever = open_retriever(cfg.index, cfg.encoder or None)
-    examples = training_examples(of_kinds(read_qa(cfg.train), cfg.train_kinds), retriever,
+    examples = training_examples(of_kinds(read_qa(cfg.train, cfg.qa_fields), cfg.train_kinds), retriever,
                                  {p.id: p for p in retriever.index.passages}, cfg.k)
     model, tokenizer = load_generator(cfg.generator)
     grown = extend_positions(model, cfg.max_input_length)

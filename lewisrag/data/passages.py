@@ -1,0 +1,300 @@
+"""Passages in an Arrow table: a `datasets` save_to_disk folder, a Parquet file or `hf:NAME[:CONFIG]:SPLIT`.
+
+wiki_dpr's schema is the model: `id` and `text` strings, an optional `title`, and an optional
+`embeddings` column (one list of floats per passage, the DPR context encoder's vectors). A
+`PassageTable` is a `Sequence[Passage]` over the table itself: a save_to_disk folder and a hub
+dataset stay memory-mapped, a Parquet file is decoded into Arrow memory (columns, not Python
+objects), and rows become `Passage`s only when read, one batch at a time. The checks the JSON
+readers make per record are made here per column, on Arrow batches (pyarrow.compute), with the
+same messages: `file:row: field 'name': message`, rows counted from 1.
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lewisrag.data.io import InputError, existing_file, load_hf, read_json
+from lewisrag.data.records import Passage, read_passages
+
+COLUMNS = ("id", "title", "text", "embeddings")  # the columns read; others are ignored
+BATCH_ROWS = 8192  # rows turned into Passages at a time when iterating
+SCAN_ROWS = 1 << 18  # rows checked per pyarrow.compute call while validating
+
+
+def is_table_source(path: str | os.PathLike) -> bool:
+    """Whether `path` names an Arrow source: `hf:...`, a `.parquet` file or a folder."""
+    spec = str(path)
+    return spec.startswith("hf:") or Path(spec).suffix.lower() == ".parquet" or Path(spec).is_dir()
+
+
+def open_passages(path: str | os.PathLike) -> Sequence[Passage]:
+    """Passages as a user gives them: the checked `PassageTable` of a save_to_disk folder, a
+    `.parquet` file or an `hf:` spec; the list `records.read_passages` reads from `.jsonl`/`.json`."""
+    if not is_table_source(path):
+        return read_passages(path)
+    return open_table(path)
+
+
+def open_table(path: str | os.PathLike) -> PassageTable:
+    """The checked `PassageTable` of a save_to_disk folder, a `.parquet` file or an `hf:` spec."""
+    spec = str(path)
+    if spec.startswith("hf:"):
+        table = _dataset_table(load_hf(spec))
+    elif Path(spec).is_dir():
+        table = _saved_dataset(Path(spec))
+    else:
+        p = existing_file(spec)
+        try:
+            table = pq.read_table(p, memory_map=True)
+        except Exception as e:  # pyarrow raises several unrelated types for a bad file
+            raise InputError(spec, f"cannot read Parquet: {e}") from None
+    return PassageTable(table, spec)
+
+
+def _saved_dataset(p: Path) -> pa.Table:
+    if (p / "dataset_dict.json").is_file():
+        splits = read_json(p / "dataset_dict.json").get("splits") or []
+        example = f", e.g. {p / splits[0]}" if splits else ""
+        raise InputError(p, f"holds a DatasetDict (splits: {', '.join(map(str, splits))}): give one split's folder{example}")
+    if not (p / "state.json").is_file():
+        raise InputError(p, "is a folder, but not a dataset written by datasets' save_to_disk (no state.json)")
+    import datasets  # loads on first use (~1 s): only save_to_disk folders need it
+
+    try:
+        return _dataset_table(datasets.load_from_disk(str(p)))
+    except Exception as e:  # damaged or foreign files: the user's input
+        raise InputError(p, f"cannot load the saved dataset: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+
+
+def _dataset_table(ds) -> pa.Table:
+    """The Arrow table behind a `datasets.Dataset`, memory-mapped where the dataset is."""
+    if getattr(ds, "_indices", None) is None:
+        return ds.data.table  # the memory-mapped table itself
+    return ds.with_format("arrow")[:]  # rows picked or reordered by an indices mapping
+
+
+class PassageTable(Sequence[Passage]):
+    """Passages in an Arrow table, read batch by batch; `source` names them in errors.
+
+    The table is checked when made (see `_validate`); `embeddings()` and `embedding_dim()` read
+    the optional `embeddings` column, checked on first use.
+    """
+
+    def __init__(self, table: pa.Table, source: str | os.PathLike):
+        self.source = str(source)
+        names = [c for c in COLUMNS if c in table.schema.names]
+        self.schema = table.schema
+        self._batches = [b for b in table.select(names).to_batches() if b.num_rows]
+        self._starts = np.cumsum([0] + [b.num_rows for b in self._batches])  # row where each batch starts
+        self._n = int(self._starts[-1])
+        self._dim: int | None = None
+        self._validate()
+
+    # --- the Sequence ------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, key):
+        if isinstance(key, slice):
+            start, stop, step = key.indices(self._n)
+            if step == 1:
+                return self._rows(start, max(start, stop))
+            return self.take(range(start, stop, step))
+        i = operator.index(key)
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError(f"passage row {key} out of range for {self._n} passages")
+        return self._rows(i, i + 1)[0]
+
+    def __iter__(self) -> Iterator[Passage]:
+        for batch in self.batches():
+            yield from batch
+
+    def __eq__(self, other) -> bool:
+        """Equal to any sequence of the same passages in the same order (a list read from JSONL too)."""
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"PassageTable({self.source!r}, {self._n} passages{', with embeddings' if self.has_embeddings else ''})"
+
+    def batches(self, size: int | None = None) -> Iterator[list[Passage]]:
+        """The passages in row order, `size` (default BATCH_ROWS) at a time."""
+        size = size or BATCH_ROWS
+        for start in range(0, self._n, size):
+            yield self._rows(start, min(self._n, start + size))
+
+    def take(self, rows) -> list[Passage]:
+        """The passages at `rows` (any order, repeats allowed)."""
+        return [self[int(r)] for r in rows]
+
+    # --- the embeddings column --------------------------------------------------------------
+
+    @property
+    def has_embeddings(self) -> bool:
+        return "embeddings" in self.schema.names
+
+    def embedding_dim(self) -> int:
+        """The length of every stored vector; the column is checked the first time (a list of
+        floats in every row, all of one length), an InputError naming the row otherwise."""
+        if self._dim is not None:
+            return self._dim
+        if not self.has_embeddings:
+            raise InputError(self.source, "missing: there is no embeddings column", field="embeddings")
+        t = self.schema.field("embeddings").type
+        if not (_is_list(t) and pa.types.is_floating(t.value_type)):
+            raise InputError(self.source, f"expected lists of floats, got a column of {t}", line=1, field="embeddings")
+        dim = None
+        for start, part in self._scan("embeddings"):
+            if part.null_count:
+                raise InputError(self.source, "missing", line=start + _first(pc.is_null(part)) + 1, field="embeddings")
+            lengths = pc.list_value_length(part)
+            dim = lengths[0].as_py() if dim is None else dim
+            uneven = pc.not_equal(lengths, dim)
+            if pc.any(uneven).as_py():
+                row = start + _first(uneven)
+                raise InputError(self.source, f"{lengths[row - start].as_py()} values where row 1 has {dim}", line=row + 1,
+                                 field="embeddings")
+            if pc.list_flatten(part).null_count:
+                row = start + _first(_rows_with_null_values(part))
+                raise InputError(self.source, "a null among the values", line=row + 1, field="embeddings")
+        if not dim:
+            raise InputError(self.source, "empty vectors", line=1, field="embeddings")
+        self._dim = int(dim)
+        return self._dim
+
+    def embeddings(self, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """The stored vectors of rows [start, stop) as float32 (n, D)."""
+        dim = self.embedding_dim()
+        stop = self._n if stop is None else min(stop, self._n)
+        if stop <= start:
+            return np.zeros((0, dim), np.float32)
+        values = pc.list_flatten(self._slice(start, stop).column("embeddings"))
+        return np.asarray(values.to_numpy(), dtype=np.float32).reshape(stop - start, dim)
+
+    def embeddings_at(self, rows) -> np.ndarray:
+        """The stored vectors of `rows` as float32 (len(rows), D)."""
+        dim = self.embedding_dim()
+        return np.stack([self.embeddings(int(r), int(r) + 1)[0] for r in rows]) if len(rows) else np.zeros((0, dim), np.float32)
+
+    # --- reading and checking rows ------------------------------------------------------------
+
+    def _slice(self, start: int, stop: int) -> pa.Table:
+        """Rows [start, stop) as a zero-copy table over the batches that hold them."""
+        first = int(np.searchsorted(self._starts, start, side="right")) - 1
+        last = int(np.searchsorted(self._starts, stop, side="left"))
+        parts = []
+        for b in range(first, last):
+            lo, hi = max(start, self._starts[b]), min(stop, self._starts[b + 1])
+            parts.append(self._batches[b].slice(lo - self._starts[b], hi - lo))
+        return pa.Table.from_batches(parts, schema=self._batches[0].schema)
+
+    def _rows(self, start: int, stop: int) -> list[Passage]:
+        """Rows [start, stop) as Passages: the one place Python objects are made from the table."""
+        if stop <= start:
+            return []
+        part = self._slice(start, stop)
+        ids = part.column("id")
+        if not _is_string(ids.type):
+            ids = pc.cast(ids, pa.string())  # integer ids, as the JSON readers take them
+        titles = part.column("title").to_pylist() if "title" in part.column_names else [None] * part.num_rows
+        return [Passage(i, t or "", x) for i, t, x in zip(ids.to_pylist(), titles, part.column("text").to_pylist())]
+
+    def _scan(self, column: str) -> Iterator[tuple[int, pa.ChunkedArray]]:
+        for start in range(0, self._n, SCAN_ROWS):
+            yield start, self._slice(start, min(self._n, start + SCAN_ROWS)).column(column)
+
+    def _validate(self) -> None:
+        """What the JSON passage reader checks per record, checked per column: the first bad row
+        (in row order; id before title before text within a row) is the error."""
+        if self._n == 0:
+            raise InputError(self.source, "no passages")
+        for name in ("id", "text"):
+            if name not in self.schema.names:
+                raise InputError(self.source, "missing (no such column)", line=1, field=name)
+        for name, integers in (("id", True), ("title", False), ("text", False)):
+            t = self.schema.field(name).type if name in self.schema.names else pa.string()
+            if pa.types.is_null(t):  # a column with no values
+                if name == "title":
+                    continue  # no titles
+                raise InputError(self.source, "missing", line=1, field=name)
+            if not (_is_string(t) or (integers and pa.types.is_integer(t))):
+                raise InputError(self.source, f"expected strings, got a column of {t}", line=1, field=name)
+        dup = self._first_duplicate()
+        problems = []  # (row, field order, field, message)
+        for start in range(0, dup[0] if dup else self._n, SCAN_ROWS):
+            part = self._slice(start, min(self._n, start + SCAN_ROWS))
+            for order, name in ((0, "id"), (2, "text")):
+                col = part.column(name)
+                if col.null_count:
+                    problems.append((start + _first(pc.is_null(col)), order, name, "missing"))
+                elif _is_string(col.type):
+                    blank = pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(col)), 0)
+                    if pc.any(blank).as_py():
+                        problems.append((start + _first(blank), order, name, "empty"))
+            if problems:
+                break
+        if dup:
+            row, first, value = dup
+            problems.append((row, 0, "id", f"duplicate id '{value}' (first on line {first + 1})"))
+        if problems:
+            row, _, name, message = min(problems)
+            raise InputError(self.source, message, line=row + 1, field=name)
+
+    def _first_duplicate(self) -> tuple[int, int, str] | None:
+        """(row, row of its first use, id) of the first row whose id an earlier row has, or None."""
+        ids = pa.chunked_array([b.column(b.schema.get_field_index("id")) for b in self._batches])
+        if pc.count_distinct(ids).as_py() == len(ids) - ids.null_count:
+            return None
+        counts = pc.value_counts(ids)
+        repeated = counts.field("values").filter(pc.greater(counts.field("counts"), 1))
+        rows, offset = [], 0
+        for chunk in ids.chunks:  # the rows holding a repeated id: few, read one by one
+            mask = pc.is_in(chunk, value_set=repeated)
+            rows += [offset + int(i) for i in pc.indices_nonzero(mask).to_numpy()]
+            offset += len(chunk)
+        seen: dict = {}
+        for row, value in zip(rows, ids.take(pa.array(rows, pa.int64())).to_pylist()):
+            if value in seen:
+                return row, seen[value], str(value)
+            seen[value] = row
+        return None
+
+
+def _is_string(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+
+
+def _is_list(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+
+
+def _first(mask) -> int:
+    """The first position where a boolean array is true (the caller knows there is one)."""
+    return int(pc.index(mask, True).as_py())
+
+
+def _rows_with_null_values(lists: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Per row of a list column, whether one of its values is null."""
+    return pa.chunked_array([_row_has_null(c) for c in lists.chunks], pa.bool_())
+
+
+def _row_has_null(chunk: pa.Array) -> pa.Array:
+    flat = pc.list_flatten(chunk)
+    parents = pc.list_parent_indices(chunk).to_numpy()
+    out = np.zeros(len(chunk), bool)
+    out[parents[pc.is_null(flat).to_numpy(zero_copy_only=False)]] = True
+    return pa.array(out)
