@@ -13,7 +13,9 @@ from lewisrag.commands import _ui
 def build(
     passages: Path = typer.Option(..., "--passages", help="Passages: .jsonl, .json, .parquet, a datasets save_to_disk folder or "
                                   "hf:NAME[:CONFIG]:SPLIT (wiki_dpr's schema: id, text, title, embeddings?)."),
-    encoder: str = typer.Option(..., "--encoder", help="'bm25', or a DPR checkpoint directory whose context encoder embeds the passages."),
+    encoder: str = typer.Option(..., "--encoder", help="'bm25', a DPR checkpoint directory (`lewisrag train dpr`) or a "
+                                "transformers DPRContextEncoder folder (e.g. facebook/dpr-ctx_encoder-single-nq-base): its "
+                                "context encoder embeds the passages, and the manifest records its weights' fingerprint."),
     out: Path = typer.Option(..., "--out", help="Index directory to write (built in OUT.partial, then renamed)."),
     faiss: str = typer.Option("Flat", "--faiss", help="FAISS index_factory string for dense indexes, e.g. Flat, HNSW32, IVF256,PQ16."),
     shard_size: int = typer.Option(4096, "--shard-size", help="Passages per encoded shard; a killed build resumes from the last finished shard."),
@@ -31,7 +33,7 @@ def build(
     from lewisrag.index.store import KIND
 
     if reuse_embeddings and encoder == "bm25":
-        raise InputError("--reuse-embeddings", "applies to dense indexes: give a DPR checkpoint as --encoder")
+        raise InputError("--reuse-embeddings", "applies to dense indexes: give a DPR checkpoint or DPRContextEncoder folder as --encoder")
     check_out_dir(out, KIND, overwrite=overwrite)  # before the passages are read
     with _ui.console.status(f"reading {passages}"):
         docs = open_passages(passages)
@@ -62,8 +64,12 @@ def search(
     query: str = typer.Option(..., "--query", "-q", help="The question to search for."),
     n_docs: int = typer.Option(5, "--n-docs", help="Passages retrieved (K): the number of hits."),
     old_k: int = typer.Option(None, "-k", hidden=True, help="Deprecated: --n-docs."),
-    encoder: str = typer.Option(None, "--encoder", help="DPR checkpoint for the question (dense indexes; default: the one that built the index)."),
-    swap: bool = typer.Option(False, "--swap", help="Allow a question encoder trained against another context encoder."),
+    encoder: str = typer.Option(None, "--encoder", help="DPR checkpoint or transformers DPRQuestionEncoder folder for the "
+                                "question (dense indexes; default: the checkpoint that built the index)."),
+    context_encoder: str = typer.Option(None, "--context-encoder", help="With a DPRQuestionEncoder folder as --encoder: the "
+                                        "DPRContextEncoder folder of its pair; it must be the one that built the index."),
+    swap: bool = typer.Option(False, "--swap", help="Allow a question encoder trained against another context encoder "
+                              "(or an unpaired DPRQuestionEncoder folder)."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list of hits (id, title, text, score)."),
 ) -> None:
     """Search an index and print the top --n-docs passages."""
@@ -76,7 +82,7 @@ def search(
     if not query.strip():
         raise InputError("--query", "empty question")
 
-    hits = open_retriever(index, encoder, swap=swap).search([query], k)[0]
+    hits = open_retriever(index, encoder, swap=swap, context_encoder=context_encoder).search([query], k)[0]
     if as_json:
         _ui.print_json([{key: v for key, v in h.to_dict().items() if key != "row"} for h in hits])
         return

@@ -15,10 +15,14 @@ def retrieval(
     questions: Path = typer.Option(None, "--questions", help="QA examples with gold_passage_ids. Required."),
     old_data: Path = typer.Option(None, "--data", hidden=True, help="Deprecated: --questions."),
     qa_fields: str = typer.Option(None, "--qa-fields", help=_ui.QA_FIELDS_HELP),
-    encoder: str = typer.Option(None, "--encoder", help="DPR checkpoint for dense indexes (default: the one that built each index)."),
+    encoder: str = typer.Option(None, "--encoder", help="DPR checkpoint or transformers DPRQuestionEncoder folder for dense "
+                                "indexes (default: the checkpoint that built each index)."),
+    context_encoder: str = typer.Option(None, "--context-encoder", help="With a DPRQuestionEncoder folder as --encoder: the "
+                                        "DPRContextEncoder folder of its pair; it must be the one that built each dense index."),
     recall_at: list[int] = typer.Option([1, 5, 20], "--recall-at", help="recall@k cut-offs; repeat the flag for several."),
     old_k: list[int] = typer.Option(None, "-k", hidden=True, help="Deprecated: --recall-at."),
-    swap: bool = typer.Option(False, "--swap", help="Allow a question encoder trained against another context encoder."),
+    swap: bool = typer.Option(False, "--swap", help="Allow a question encoder trained against another context encoder "
+                              "(or an unpaired DPRQuestionEncoder folder)."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as one JSON object instead of a table."),
 ) -> None:
     """Print recall@k (a gold passage among the top k) for each index."""
@@ -38,7 +42,8 @@ def retrieval(
     with _ui.progress() as p:
         for path in index:
             kind = read_manifest(path)["kind"]
-            retriever = open_retriever(path, encoder if kind == "dense" else None, swap=swap)
+            retriever = open_retriever(path, encoder if kind == "dense" else None, swap=swap,
+                                       context_encoder=context_encoder if kind == "dense" else None)
             task = p.add_task(f"{path.name} ({kind})", total=len(examples), info="")
             results[str(path)] = {"kind": kind, **retrieval_recall(retriever, examples, sorted(k), on_batch=lambda n, t=task: p.advance(t, n))}
     if as_json:

@@ -14,8 +14,17 @@ def dpr(
     passages: Path = typer.Option(..., "--passages", help="The passages the gold ids refer to (a file, a datasets save_to_disk folder or hf:...)."),
     qa_fields: str = typer.Option(None, "--qa-fields", help=_ui.QA_FIELDS_HELP),
     out: Path = typer.Option(..., "--out", help="Checkpoint directory (question_encoder/, ctx_encoder/, tokenizer/)."),
-    init: str = typer.Option(None, "--init", help="Local BERT-like checkpoint to start both encoders from (default: a small model from scratch)."),
-    steps: int = typer.Option(600, "--steps", help="Optimizer steps."),
+    init: str = typer.Option(None, "--init", help="Local BERT-like checkpoint, or one transformers DPR encoder folder, to start "
+                             "both encoders from (default: a small model from scratch)."),
+    init_question: str = typer.Option(None, "--init-question", help="Transformers DPRQuestionEncoder folder (e.g. "
+                                      "facebook/dpr-question_encoder-single-nq-base) or BERT-like checkpoint starting the "
+                                      "question encoder; with --init-context. The pair trains as two networks; a weight "
+                                      "missing or left unused (BERT's pooler excepted) is an error naming it."),
+    init_context: str = typer.Option(None, "--init-context", help="Transformers DPRContextEncoder folder (e.g. "
+                                     "facebook/dpr-ctx_encoder-single-nq-base) or BERT-like checkpoint starting the context "
+                                     "encoder; with --init-question, whose tokenizer both sides use."),
+    steps: int = typer.Option(600, "--steps", help="Optimizer steps (0: save the starting encoders as a checkpoint, "
+                              "e.g. a transformers DPR pair in lewisrag's layout)."),
     batch_size: int = typer.Option(32, "--batch-size", help="Questions per step (each brings its gold passage, one BM25 hard negative and, later, a self-mined one)."),
     lr: float = typer.Option(1e-3, "--lr", help="Peak learning rate."),
     hidden_size: int = typer.Option(128, "--hidden-size", help="Width of a model trained from scratch."),
@@ -34,19 +43,22 @@ def dpr(
     from lewisrag.data.outputs import check_out_dir
     from lewisrag.data.passages import open_passages
     from lewisrag.data.records import read_qa
-    from lewisrag.training.dpr import KIND, DPRTrainConfig, train_dpr
+    from lewisrag.training.dpr import KIND, DPRTrainConfig, check_init, train_dpr
 
-    cfg = DPRTrainConfig(init=init, steps=steps, batch_size=batch_size, lr=lr, hidden_size=hidden_size,
-                         layers=layers, vocab_size=vocab_size, hard_negatives=not no_hard_negatives,
-                         self_negatives_at=self_negatives_at, shared=not separate, seed=seed)
+    cfg = DPRTrainConfig(init=init, init_question=init_question, init_context=init_context, steps=steps,
+                         batch_size=batch_size, lr=lr, hidden_size=hidden_size, layers=layers, vocab_size=vocab_size,
+                         hard_negatives=not no_hard_negatives, self_negatives_at=self_negatives_at, shared=not separate, seed=seed)
     if not 0 <= self_negatives_at < 1:
         raise InputError("--self-negatives-at", "must be in [0, 1)")
-    for flag, value in (("--steps", steps), ("--batch-size", batch_size), ("--hidden-size", hidden_size),
+    if steps < 0:
+        raise InputError("--steps", f"must be at least 0, got {steps}")
+    for flag, value in (("--batch-size", batch_size), ("--hidden-size", hidden_size),
                         ("--layers", layers), ("--vocab-size", vocab_size)):
         if value < 1:
             raise InputError(flag, f"must be at least 1, got {value}")
     if not lr > 0:
         raise InputError("--lr", f"must be positive, got {lr}")
+    check_init(cfg)
     fields = _ui.qa_fields(qa_fields)
     check_out_dir(out, KIND, overwrite=overwrite)  # before anything is read or trained
     examples, docs = read_qa(train, fields), open_passages(passages)
@@ -67,8 +79,13 @@ def dpr(
 def rag(
     variant: str = typer.Option("token", "--variant", help="Marginalization: token (RAG-Token) or sequence (RAG-Sequence)."),
     index: Path = typer.Option(..., "--index", help="Dense index directory; opened memory-mapped by every process."),
-    encoder: Path = typer.Option(..., "--encoder", help="DPR checkpoint whose question encoder and tokenizer start the retriever."),
-    generator: Path = typer.Option(..., "--generator", help="Local BART directory with its tokenizer (e.g. a `lewisrag pretrain` output)."),
+    encoder: Path = typer.Option(..., "--encoder", help="DPR checkpoint (`lewisrag train dpr`) or transformers DPRQuestionEncoder "
+                                 "folder whose question encoder and tokenizer start the retriever."),
+    context_encoder: Path = typer.Option(None, "--context-encoder", help="With a DPRQuestionEncoder folder as --encoder: the "
+                                         "DPRContextEncoder folder of its pair; it must be the one that built --index "
+                                         "(same weights fingerprint). Without it, only --swap accepts the index."),
+    generator: Path = typer.Option(..., "--generator", help="Local BART directory with its tokenizer (a transformers "
+                                   "BartForConditionalGeneration folder such as facebook/bart-base, or a `lewisrag pretrain` output)."),
     train: str = typer.Option(..., "--train", help="Training QA examples (.jsonl/.json/.parquet/hf:NAME:SPLIT); the first answer is the target."),
     dev: str = typer.Option(..., "--dev", help="Dev QA examples for exact match at intervals."),
     qa_fields: str = typer.Option(None, "--qa-fields", help=_ui.QA_FIELDS_HELP + " Applies to --train and --dev."),
@@ -77,7 +94,8 @@ def rag(
     n_docs: int = typer.Option(5, "--n-docs", help="Documents retrieved and marginalized per question (K)."),
     freeze_retriever: bool = typer.Option(False, "--freeze-retriever", help="Keep the question encoder fixed (the paper's ablation)."),
     retriever_lr_scale: float = typer.Option(1.0, "--retriever-lr-scale", help="The question encoder's learning rate as a multiple of --lr."),
-    swap: bool = typer.Option(False, "--swap", help="Accept an index built by another context encoder than the DPR checkpoint's."),
+    swap: bool = typer.Option(False, "--swap", help="Accept an index built by another context encoder than the DPR checkpoint's "
+                              "(or an unpaired DPRQuestionEncoder folder)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out from its last checkpoint (same config)."),
     steps: int = typer.Option(200, "--steps", help="Optimizer steps."),
     batch_size: int = typer.Option(8, "--batch-size", help="Questions per micro-batch over all processes (must split evenly)."),
@@ -105,7 +123,8 @@ def rag(
     from lewisrag.training.rag import RagTrainConfig, train_rag
 
     cfg = RagTrainConfig(
-        variant=variant, index=str(index), encoder=str(encoder), generator=str(generator), train=str(train), dev=str(dev),
+        variant=variant, index=str(index), encoder=str(encoder),
+        context_encoder=str(context_encoder) if context_encoder else None, generator=str(generator), train=str(train), dev=str(dev),
         qa_fields=_ui.qa_fields(qa_fields), train_kinds=train_kinds, n_docs=n_docs, freeze_retriever=freeze_retriever,
         retriever_lr_scale=retriever_lr_scale,
         swap=swap, steps=steps, batch_size=batch_size, grad_accum=grad_accum, lr=lr, warmup=warmup, weight_decay=weight_decay, max_grad_norm=max_grad_norm,
@@ -139,11 +158,15 @@ def rag(
 def stitched(
     ctx: typer.Context,
     index: Path = typer.Option(..., "--index", help="Dense index the passages are retrieved from."),
-    generator: Path = typer.Option(..., "--generator", help="Starting seq2seq checkpoint (a BART directory with its tokenizer)."),
+    generator: Path = typer.Option(..., "--generator", help="Starting seq2seq checkpoint (a BART directory with its tokenizer, "
+                                   "e.g. a transformers BartForConditionalGeneration folder)."),
     train: Path = typer.Option(..., "--train", help="Training QA examples (with answers and gold_passage_ids)."),
     qa_fields: str = typer.Option(None, "--qa-fields", help=_ui.QA_FIELDS_HELP),
     out: Path = typer.Option(..., "--out", help="Output folder for the fine-tuned generator."),
-    encoder: Path = typer.Option(None, "--encoder", help="DPR checkpoint searching the index (default: the index's own)."),
+    encoder: Path = typer.Option(None, "--encoder", help="DPR checkpoint or transformers DPRQuestionEncoder folder searching "
+                                 "the index (default: the index's own)."),
+    context_encoder: Path = typer.Option(None, "--context-encoder", help="With a DPRQuestionEncoder folder as --encoder: the "
+                                         "DPRContextEncoder folder of its pair, the one that built --index."),
     n_docs: int = typer.Option(5, "--n-docs", help="Passages retrieved and stitched into each input (K); the gold one is always among them."),
     old_k: int = typer.Option(None, "--k", hidden=True, help="Deprecated: --n-docs."),
     steps: int = typer.Option(200, "--steps", help="Optimizer steps."),
@@ -168,7 +191,8 @@ def stitched(
     for flag, value in (("--n-docs", k), ("--steps", steps), ("--batch-size", batch_size)):
         if value < 1:
             raise InputError(flag, f"must be at least 1, got {value}")
-    cfg = StitchedTrainConfig(index=str(index), encoder=str(encoder or ""), generator=str(generator), train=str(train),
+    cfg = StitchedTrainConfig(index=str(index), encoder=str(encoder or ""), context_encoder=str(context_encoder or ""),
+                              generator=str(generator), train=str(train),
                               qa_fields=_ui.qa_fields(qa_fields), train_kinds=train_kinds, k=k, steps=steps,
                               batch_size=batch_size, lr=lr,
                               gold_position=gold_position, question_last=question_last, mixed_k=mixed_k, seed=seed)

@@ -39,15 +39,17 @@ RECIPE = "recipe.json"  # `lewisrag pretrain` writes it beside the weights, with
 
 
 def load_model(loader: Callable, path: str | os.PathLike, what: str, *, allow_unexpected: bool = False,
-               ignore_missing: str | None = None, **kw: Any):
+               ignore_missing: str | None = None, ignore_unexpected: str | None = None, **kw: Any):
     """`loader(path, use_safetensors=True, **kw)`, refusing a checkpoint that does not fit the model.
 
     `loader` is a model class's `from_pretrained`; `what` names the model in messages. Every weight
     the model has must come from the checkpoint, except keys matching the regex `ignore_missing`
     (parts the caller never uses), and with the same shape; every weight in the checkpoint must be
     used unless `allow_unexpected` (a base model read from a checkpoint with a task head, whose head
-    is dropped). Keys the model class itself declares ignorable (tied or recomputed buffers,
-    `_keys_to_ignore_on_load_*`) are already left out of what transformers reports.
+    is dropped) or it matches the regex `ignore_unexpected` (named weights the model never runs, such
+    as the BERT pooler that DPR checkpoints converted from facebookresearch/DPR carry). Keys the
+    model class itself declares ignorable (tied or recomputed buffers, `_keys_to_ignore_on_load_*`)
+    are already left out of what transformers reports.
     """
     p = _directory(path, what, needs_config=True)
     weights = _weight_files(p, what)
@@ -57,11 +59,13 @@ def load_model(loader: Callable, path: str | os.PathLike, what: str, *, allow_un
         # ignore_mismatched_sizes: report a wrong shape in loading_info (refused below) instead of
         # raising a RuntimeError that points at a report transformers logs at warning level
         model, info = loader(p, use_safetensors=True, output_loading_info=True, ignore_mismatched_sizes=True, **kw)
-    _check_keys(info, p / (WEIGHTS if weights == [p / WEIGHTS] else SHARDED), what, allow_unexpected, ignore_missing)
+    _check_keys(info, p / (WEIGHTS if weights == [p / WEIGHTS] else SHARDED), what, allow_unexpected, ignore_missing,
+                ignore_unexpected)
     return model
 
 
-def _check_keys(info: dict, source: Path, what: str, allow_unexpected: bool, ignore_missing: str | None) -> None:
+def _check_keys(info: dict, source: Path, what: str, allow_unexpected: bool, ignore_missing: str | None,
+                ignore_unexpected: str | None = None) -> None:
     """Refuse what transformers' loading_info reports (it would only log it): see `load_model`."""
     missing = sorted(k for k in info["missing_keys"] if not (ignore_missing and re.search(ignore_missing, k)))
     if missing:
@@ -72,12 +76,30 @@ def _check_keys(info: dict, source: Path, what: str, allow_unexpected: bool, ign
                   for k, saved, wanted in sorted(info["mismatched_keys"])]
         raise InputError(source, f"the {what} checkpoint has weights of the wrong shape ({_few(shapes)}): "
                                  "its config.json does not match its weights")
-    unexpected = [] if allow_unexpected else sorted(info["unexpected_keys"])
+    unexpected = [] if allow_unexpected else sorted(
+        k for k in info["unexpected_keys"] if not (ignore_unexpected and re.search(ignore_unexpected, k)))
     if unexpected:
         raise InputError(source, f"the {what} checkpoint has weights the model does not use ({_few(unexpected)}): "
                                  "wrong model type or a damaged checkpoint")
     if info["error_msgs"]:
         raise InputError(source, f"cannot load the {what}: {_first_line(info['error_msgs'][0])}")
+
+
+def check_state_fits(expected: dict[str, tuple[int, ...]], state: dict, source: str | os.PathLike, what: str) -> None:
+    """Refuse weights `state` (name -> tensor) that do not fill a module whose weights are `expected`
+    (name -> shape) exactly: an InputError naming the missing, unused and misshapen keys.
+
+    For weights taken out of one model to start another (a BERT's into a DPR encoder), where
+    transformers' own loading_info does not apply.
+    """
+    missing = sorted(set(expected) - set(state))
+    unused = sorted(set(state) - set(expected))
+    shapes = sorted(f"{k} {tuple(state[k].shape)} where the model has {expected[k]}"
+                    for k in set(expected) & set(state) if tuple(state[k].shape) != tuple(expected[k]))
+    problems = ([f"lacks {_few(missing)}"] if missing else []) + ([f"has unused {_few(unused)}"] if unused else []) \
+        + ([f"has wrong shapes: {_few(shapes)}"] if shapes else [])
+    if problems:
+        raise InputError(source, f"the {what} does not fit: it {'; it '.join(problems)}")
 
 
 def load_tokenizer(loader: Callable, path: str | os.PathLike, what: str, **kw: Any):

@@ -22,7 +22,7 @@ from lewisrag.data.outputs import check_out_dir
 from lewisrag.data.passages import PassageTable
 from lewisrag.data.records import Passage
 from lewisrag.index import store
-from lewisrag.index.encoders import DPRCheckpoint, encode_texts
+from lewisrag.index.encoders import DPRCheckpoint, encode_texts, load_context_encoder
 
 EMBEDDINGS = "embeddings.npy"
 FAISS_FILE = "index.faiss"
@@ -50,7 +50,10 @@ def build_dense_index(
     on_progress: Callable[[str, int, int], None] | None = None,
     overwrite: bool = False,
 ) -> dict:
-    """Encode `passages` with the checkpoint's context encoder and write a FAISS index to `out`.
+    """Encode `passages` with the context encoder of `encoder_path` and write a FAISS index to `out`.
+
+    `encoder_path` is a `lewisrag train dpr` checkpoint or a transformers DPRContextEncoder folder
+    (`encoders.load_context_encoder`); the manifest records its path, fingerprint and layout.
 
     `on_progress(stage, done, total)` is called as shards are encoded (stage "encode") or, with
     `cfg.reuse_embeddings`, as the stored vectors are copied (stage "copy"). Returns the manifest.
@@ -66,7 +69,7 @@ def build_dense_index(
     if cfg.reuse_embeddings and not (isinstance(passages, PassageTable) and passages.has_embeddings):
         raise InputError("--reuse-embeddings", "needs passages with an embeddings column (a datasets save_to_disk "
                          "folder, .parquet or hf: spec in wiki_dpr's schema)")
-    ckpt = DPRCheckpoint.load(encoder_path)
+    ckpt = load_context_encoder(encoder_path)
     check_factory(cfg.factory, ckpt.dim, len(passages), cfg.train_sample)
     max_length = cfg.max_length or int(ckpt.meta.get("max_length", 256))
     spot_check = check_stored_embeddings(passages, ckpt, max_length) if cfg.reuse_embeddings else None
@@ -92,7 +95,8 @@ def build_dense_index(
         "dim": int(embeddings.shape[1]),
         "n_passages": len(passages),
         "content_hash": chash,
-        "encoder": {"path": str(Path(encoder_path).resolve()), "ctx_fingerprint": ckpt.ctx_fingerprint},
+        "encoder": {"path": str(Path(encoder_path).resolve()), "ctx_fingerprint": ckpt.ctx_fingerprint,
+                    "format": ckpt.meta.get("format", "lewisrag")},
         "search_params": DEFAULT_SEARCH_PARAMS,
         "build": {"shard_size": cfg.shard_size, "max_length": max_length,
                   **({"embeddings": {"source": "reused", "column": "embeddings", "spot_check": spot_check}} if spot_check else {})},
@@ -309,10 +313,22 @@ class DenseIndex:
             except RuntimeError:  # e.g. nprobe on a Flat index: the parameter does not apply
                 pass
 
-    def check_encoder(self, ctx_fingerprint: str, dim: int, swap: bool = False) -> None:
-        """Refuse a question encoder trained against another context encoder, unless swapping."""
+    def check_encoder(self, ctx_fingerprint: str | None, dim: int, swap: bool = False) -> None:
+        """Refuse a question encoder trained against another context encoder, unless swapping.
+
+        `ctx_fingerprint` None: the question encoder names no context encoder (a transformers
+        DPRQuestionEncoder folder given without --context-encoder), so it matches none."""
         if dim != self.dim:
             raise store.IndexMismatchError(self.path, f"question encoder gives {dim}-d vectors, index holds {self.dim}-d", field="dim")
+        if ctx_fingerprint is None and not swap:
+            built_by = self.manifest["encoder"].get("path")
+            raise store.IndexMismatchError(
+                self.path,
+                f"index was built with context encoder {self.ctx_fingerprint}{f' ({built_by})' if built_by else ''}; the "
+                "transformers DPRQuestionEncoder names no context encoder: pass --context-encoder with the "
+                "DPRContextEncoder folder of its pair (the one that built the index), or --swap to search anyway",
+                field="encoder.ctx_fingerprint",
+            )
         if ctx_fingerprint != self.ctx_fingerprint and not swap:
             raise store.IndexMismatchError(
                 self.path,

@@ -1,19 +1,32 @@
 """DPR encoders: loading a checkpoint directory, fingerprints, and batched encoding.
 
-A DPR checkpoint directory (written by `lewisrag train dpr`) holds, in transformers format:
+Two layouts are read. A DPR checkpoint directory (written by `lewisrag train dpr`) holds both
+encoders, in transformers format:
 
     question_encoder/   DPRQuestionEncoder + config
     ctx_encoder/        DPRContextEncoder + config
     tokenizer/          a PreTrainedTokenizerFast
     lewisrag_dpr.json   {"ctx_fingerprint", "dim", "max_length", ...}
 
-The context encoder's fingerprint is what an index manifest records: a question encoder may
-search an index only if it was trained against the same (frozen) context encoder.
+A transformers encoder folder (facebook/dpr-question_encoder-single-nq-base,
+facebook/dpr-ctx_encoder-single-nq-base: config.json naming DPRQuestionEncoder or DPRContextEncoder
+under `architectures`, model.safetensors, its BERT tokenizer's files) holds one side:
+`load_context_encoder` reads the passage side for `index build`, `load_question_encoder` the
+question side for searching and `train rag`.
+
+The context encoder's fingerprint (`state_fingerprint` of its weights) is what an index manifest
+records: a question encoder may search an index only if it was trained against the same (frozen)
+context encoder. A lewisrag checkpoint records its pair's fingerprint in lewisrag_dpr.json. A
+transformers question-encoder folder records nothing, so its pair is named explicitly:
+`context_encoder=` (the CLI's `--context-encoder`) is the DPRContextEncoder folder it was trained
+with, fingerprinted from its weights exactly as `index build` fingerprinted it. Without it, only
+`swap=True` (`--swap`) lets it search.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +37,10 @@ from lewisrag.data.io import InputError, read_json, write_json
 from lewisrag.data.pretrained import load_model, load_tokenizer
 
 META_FILE = "lewisrag_dpr.json"
+DPR_ARCHITECTURES = {"DPRQuestionEncoder": "question", "DPRContextEncoder": "context"}  # config.json architectures -> side
+# DPR checkpoints converted from facebookresearch/DPR (facebook/dpr-*-single-nq-base) carry BERT's pooler,
+# which DPR never runs (it takes the [CLS] vector): the one kind of unused weight not refused
+DPR_POOLER = r"(^|\.)bert_model\.pooler\."
 
 
 def state_fingerprint(module) -> str:
@@ -41,16 +58,18 @@ def state_fingerprint(module) -> str:
 
 @dataclass
 class DPRCheckpoint:
-    """The two encoders of a DPR bi-encoder, their tokenizer and metadata."""
+    """The encoders of a DPR bi-encoder (both for lewisrag's layout, one side for a transformers folder),
+    their tokenizer and metadata."""
 
-    question_encoder: object  # transformers DPRQuestionEncoder
-    ctx_encoder: object  # transformers DPRContextEncoder
-    tokenizer: object  # PreTrainedTokenizerFast
-    meta: dict
+    question_encoder: object  # transformers DPRQuestionEncoder; None for a transformers DPRContextEncoder folder
+    ctx_encoder: object  # transformers DPRContextEncoder; None for a transformers DPRQuestionEncoder folder
+    tokenizer: object  # PreTrainedTokenizerFast (a transformers folder: its own BERT tokenizer)
+    meta: dict  # lewisrag_dpr.json; for a transformers folder, what `load_transformers_encoder` derives
 
     @property
-    def ctx_fingerprint(self) -> str:
-        return self.meta["ctx_fingerprint"]
+    def ctx_fingerprint(self) -> str | None:
+        """The fingerprint of the context encoder this question encoder belongs to (None: not known)."""
+        return self.meta.get("ctx_fingerprint")
 
     @property
     def dim(self) -> int:
@@ -58,15 +77,12 @@ class DPRCheckpoint:
 
     @classmethod
     def load(cls, path: str | Path) -> DPRCheckpoint:
+        """A DPR checkpoint directory lewisrag wrote (both encoders)."""
         # transformers (and torch with it) loads on first use, for the BM25 paths (see state_fingerprint)
         from transformers import DPRContextEncoder, DPRQuestionEncoder, PreTrainedTokenizerFast
 
         p = Path(path)
-        if not (p / META_FILE).exists():
-            raise InputError(p, f"not a DPR checkpoint (no {META_FILE}); train one with `lewisrag train dpr`")
-        meta = read_json(p / META_FILE)
-        if not (isinstance(meta, dict) and isinstance(meta.get("ctx_fingerprint"), str) and isinstance(meta.get("dim"), int)):
-            raise InputError(p / META_FILE, "expected a JSON object with ctx_fingerprint (a string) and dim (an integer)")
+        meta = _read_meta(p)
         q = load_model(DPRQuestionEncoder.from_pretrained, p / "question_encoder", "DPR question encoder").eval()
         c = load_model(DPRContextEncoder.from_pretrained, p / "ctx_encoder", "DPR context encoder").eval()
         tok = load_tokenizer(PreTrainedTokenizerFast.from_pretrained, p / "tokenizer", "DPR tokenizer")
@@ -86,6 +102,113 @@ class DPRCheckpoint:
             "dim": int(self.ctx_encoder.config.projection_dim or self.ctx_encoder.config.hidden_size),
         }
         write_json(p / META_FILE, self.meta)
+
+
+def dpr_layout(path: str | os.PathLike) -> str:
+    """What the directory `path` holds: "lewisrag" (a `lewisrag train dpr` checkpoint), or "question" /
+    "context" (a transformers DPRQuestionEncoder / DPRContextEncoder folder, told by config.json's
+    architectures). Anything else is an InputError."""
+    p = Path(path)
+    if not p.is_dir():
+        raise InputError(p, f"DPR encoder: {'not a directory' if p.exists() else 'directory not found'}")
+    if (p / META_FILE).exists():
+        return "lewisrag"
+    if not (p / "config.json").is_file():
+        raise InputError(p, f"not a DPR checkpoint: no {META_FILE} (a `lewisrag train dpr` checkpoint) and no config.json "
+                            "(a transformers DPRQuestionEncoder or DPRContextEncoder folder)")
+    config = read_json(p / "config.json")
+    architectures = config.get("architectures") if isinstance(config, dict) else None
+    sides = [DPR_ARCHITECTURES[a] for a in architectures or [] if a in DPR_ARCHITECTURES]
+    if not sides:
+        raise InputError(p / "config.json", f"not a DPR encoder folder: architectures is {architectures!r}, not "
+                         f"DPRQuestionEncoder or DPRContextEncoder (and there is no {META_FILE} of a `lewisrag train dpr` "
+                         "checkpoint)", field="architectures")
+    return sides[0]
+
+
+def load_transformers_encoder(path: str | os.PathLike, side: str) -> DPRCheckpoint:
+    """A transformers DPRQuestionEncoder (`side` "question") or DPRContextEncoder ("context") folder
+    with its tokenizer, as a DPRCheckpoint holding that side only.
+
+    Loading is strict (`data.pretrained.load_model`): every weight the encoder has must be in
+    model.safetensors and every weight there used, except BERT's pooler (`DPR_POOLER`). Texts are
+    cut at the model's own limit (its positions, or the tokenizer's model_max_length if smaller), as
+    transformers' tokenizer would be asked to; a context folder's fingerprint is taken from its weights.
+    """
+    # transformers (and torch with it) loads on first use, for the BM25 paths (see state_fingerprint)
+    from transformers import AutoTokenizer, DPRContextEncoder, DPRQuestionEncoder
+
+    p = Path(path)
+    arch = "DPRQuestionEncoder" if side == "question" else "DPRContextEncoder"
+    cls = DPRQuestionEncoder if side == "question" else DPRContextEncoder
+    model = load_model(cls.from_pretrained, p, arch, ignore_unexpected=DPR_POOLER).eval()
+    tokenizer = load_tokenizer(AutoTokenizer.from_pretrained, p, f"{arch}'s tokenizer", use_fast=True)
+    limit = int(model.config.max_position_embeddings)
+    if isinstance(getattr(tokenizer, "model_max_length", None), int) and 0 < tokenizer.model_max_length < limit:
+        limit = int(tokenizer.model_max_length)
+    meta = {"format": "transformers", "architecture": arch, "path": str(p.resolve()), "dim": _output_dim(model),
+            "max_length": limit, "q_max_length": limit,
+            "ctx_fingerprint": state_fingerprint(model) if side == "context" else None}
+    if side == "question":
+        return DPRCheckpoint(model, None, tokenizer, meta)
+    return DPRCheckpoint(None, model, tokenizer, meta)
+
+
+def load_context_encoder(path: str | os.PathLike) -> DPRCheckpoint:
+    """The passage side that builds an index: a `lewisrag train dpr` checkpoint or a transformers
+    DPRContextEncoder folder (`ctx_encoder`, `tokenizer`, `dim`, `ctx_fingerprint`, `meta["max_length"]`)."""
+    layout = dpr_layout(path)
+    if layout == "lewisrag":
+        return DPRCheckpoint.load(path)
+    if layout == "question":
+        raise InputError(Path(path) / "config.json", "a DPRQuestionEncoder folder encodes questions; an index is built by "
+                         "the context encoder: give the DPRContextEncoder folder of its pair", field="architectures")
+    return load_transformers_encoder(path, "context")
+
+
+def load_question_encoder(path: str | os.PathLike, context_encoder: str | os.PathLike | None = None) -> DPRCheckpoint:
+    """The question side that searches an index and starts `train rag`'s retriever.
+
+    `path` is a `lewisrag train dpr` checkpoint (which names its context encoder itself) or a
+    transformers DPRQuestionEncoder folder; for the latter `context_encoder` names its pair (a
+    DPRContextEncoder folder or a lewisrag checkpoint), whose fingerprint becomes `ctx_fingerprint`.
+    Without it `ctx_fingerprint` is None: no index accepts the encoder unless swapping.
+    """
+    layout = dpr_layout(path)
+    if layout == "context":
+        raise InputError(Path(path) / "config.json", "a DPRContextEncoder folder encodes passages, not questions: give "
+                         "--encoder the DPRQuestionEncoder folder of its pair (and --context-encoder this folder)",
+                         field="architectures")
+    if layout == "lewisrag":
+        if context_encoder:
+            raise InputError("--context-encoder", f"{path} is a lewisrag DPR checkpoint, which names its own context "
+                             "encoder; --context-encoder goes with a transformers DPRQuestionEncoder folder")
+        return DPRCheckpoint.load(path)
+    ckpt = load_transformers_encoder(path, "question")
+    if context_encoder:
+        ckpt.meta["ctx_fingerprint"] = context_fingerprint(context_encoder)
+        ckpt.meta["context_encoder"] = str(Path(context_encoder).resolve())
+    return ckpt
+
+
+def context_fingerprint(path: str | os.PathLike) -> str:
+    """The fingerprint of the context encoder in `path` (`--context-encoder`): a transformers
+    DPRContextEncoder folder (its weights, loaded strictly; no tokenizer needed) or a lewisrag DPR
+    checkpoint (the fingerprint its lewisrag_dpr.json records)."""
+    # transformers (and torch with it) loads on first use, for the BM25 paths (see state_fingerprint)
+    from transformers import DPRContextEncoder
+
+    p = Path(path)
+    if not p.exists():
+        raise InputError(p, "--context-encoder: directory not found")
+    layout = dpr_layout(p)
+    if layout == "lewisrag":
+        return _read_meta(p)["ctx_fingerprint"]
+    if layout == "question":
+        raise InputError(p / "config.json", "--context-encoder needs the DPRContextEncoder folder the index was built "
+                         "with; this is a DPRQuestionEncoder", field="architectures")
+    return state_fingerprint(load_model(DPRContextEncoder.from_pretrained, p, "DPRContextEncoder (--context-encoder)",
+                                        ignore_unexpected=DPR_POOLER))
 
 
 def passage_text(title: str, text: str) -> tuple[str, str]:
@@ -119,6 +242,16 @@ def encode_texts(
                 on_batch(len(batch))
     dim = _output_dim(encoder)
     return np.concatenate(out, axis=0).astype(np.float32) if out else np.zeros((0, dim), np.float32)
+
+
+def _read_meta(p: Path) -> dict:
+    """lewisrag_dpr.json of the checkpoint in `p`, checked."""
+    if not (p / META_FILE).exists():
+        raise InputError(p, f"not a DPR checkpoint (no {META_FILE}); train one with `lewisrag train dpr`")
+    meta = read_json(p / META_FILE)
+    if not (isinstance(meta, dict) and isinstance(meta.get("ctx_fingerprint"), str) and isinstance(meta.get("dim"), int)):
+        raise InputError(p / META_FILE, "expected a JSON object with ctx_fingerprint (a string) and dim (an integer)")
+    return meta
 
 
 def _output_dim(encoder) -> int:

@@ -2,8 +2,8 @@
 
 `open_retriever` returns a BM25 or a dense retriever; both answer `search(questions, k)` with
 ranked `Hit`s. A dense index is searched with a question encoder from a DPR checkpoint (by default
-the one that built it); an encoder trained against another context encoder is refused unless
-`swap=True`.
+the one that built it) or a transformers DPRQuestionEncoder folder with `context_encoder` naming its
+pair; an encoder trained against another context encoder is refused unless `swap=True`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from lewisrag.data.records import QAExample
 from lewisrag.index import store
 from lewisrag.index.bm25 import BM25Index
 from lewisrag.index.dense import DenseIndex
-from lewisrag.index.encoders import DPRCheckpoint, encode_texts
+from lewisrag.index.encoders import encode_texts, load_question_encoder
 from lewisrag.scoring.retrieval import first_gold_rank
 
 
@@ -81,17 +81,25 @@ class FusedRetriever:
         return out
 
 
-def open_retriever(index_path: str | os.PathLike, encoder: str | os.PathLike | None = None, swap: bool = False):
-    """Open `index_path` for search; `encoder` is a DPR checkpoint dir (dense indexes only)."""
+def open_retriever(index_path: str | os.PathLike, encoder: str | os.PathLike | None = None, swap: bool = False,
+                   context_encoder: str | os.PathLike | None = None):
+    """Open `index_path` for search; `encoder` is a DPR checkpoint dir or a transformers
+    DPRQuestionEncoder folder, `context_encoder` the DPRContextEncoder folder of the latter's pair
+    (`encoders.load_question_encoder`; dense indexes only)."""
     manifest = store.read_manifest(index_path)
     if manifest["kind"] == "bm25":
         return BM25Retriever(BM25Index.load(index_path))
 
-    encoder = encoder or manifest.get("encoder", {}).get("path")
+    recorded = manifest.get("encoder", {})
+    if not encoder and recorded.get("format") == "transformers":
+        raise InputError(index_path, f"the index was built by the transformers DPRContextEncoder folder {recorded.get('path')}, "
+                         "which encodes passages, not questions: pass --encoder with the DPRQuestionEncoder folder of its "
+                         "pair and --context-encoder with that folder", field="encoder.path")
+    encoder = encoder or recorded.get("path")
     if not encoder or not Path(encoder).exists():
         raise InputError(index_path, f"the index's encoder {encoder!r} is not found; pass --encoder", field="encoder.path")
     index = DenseIndex.load(index_path)
-    checkpoint = DPRCheckpoint.load(encoder)
+    checkpoint = load_question_encoder(encoder, context_encoder)
     index.check_encoder(checkpoint.ctx_fingerprint, checkpoint.dim, swap=swap)
     return DenseRetriever(index, checkpoint)
 

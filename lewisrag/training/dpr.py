@@ -14,8 +14,15 @@ alike maps such a name to matching vectors in a question and in its passage. The
 still holds two encoders (equal at first), as DPR's do, and RAG fine-tuning then moves only the
 question encoder.
 
-Starting points: a small BERT config with a WordPiece tokenizer trained on the corpus, or a local
-pretrained BERT-like checkpoint (`init`), copied into both encoders.
+Starting points: a small BERT config with a WordPiece tokenizer trained on the corpus; a local
+pretrained BERT-like checkpoint or one transformers DPR encoder folder (`init`), copied into both
+encoders; or a question encoder and a context encoder (`init_question`, `init_context`: a
+transformers DPRQuestionEncoder / DPRContextEncoder pair such as facebook/dpr-*-single-nq-base, or
+two BERT-like checkpoints), each starting its own side. A pair starts as two networks, so it trains
+as `shared=False`. Every starting weight is checked: missing, unused or misshapen ones are an
+InputError naming them, except a BERT-like checkpoint's pretraining heads and pooler and a DPR
+folder's BERT pooler, which DPR never runs. With `steps=0` the checkpoint holds the starting weights
+exactly (a DPR pair converted to lewisrag's layout, fingerprint unchanged).
 """
 
 from __future__ import annotations
@@ -24,19 +31,19 @@ import copy
 import os
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from transformers import AutoModel, AutoTokenizer, DPRConfig, DPRContextEncoder, DPRQuestionEncoder, get_linear_schedule_with_warmup
 
-from lewisrag.data.io import InputError
+from lewisrag.data.io import InputError, read_json
 from lewisrag.data.outputs import check_out_dir, staged_dir
-from lewisrag.data.pretrained import load_model, load_tokenizer
+from lewisrag.data.pretrained import check_state_fits, load_model, load_tokenizer
 from lewisrag.data.records import Passage, QAExample
 from lewisrag.index.bm25 import BM25Index
-from lewisrag.index.encoders import DPRCheckpoint
+from lewisrag.index.encoders import DPR_ARCHITECTURES, DPR_POOLER, DPRCheckpoint
 from lewisrag.scoring.aggregate import mean
 from lewisrag.training.tokenizer import bert_wordpiece_tokenizer
 
@@ -45,7 +52,9 @@ KIND = "dpr"  # the marker kind of DPR checkpoint folders (lewisrag.data.outputs
 
 @dataclass(frozen=True)
 class DPRTrainConfig:
-    init: str | None = None  # local BERT-like checkpoint dir to start from; None = small model from scratch
+    init: str | None = None  # local BERT-like checkpoint or DPR encoder folder starting both encoders; None = small model from scratch
+    init_question: str | None = None  # with init_context: a DPRQuestionEncoder (or BERT-like) folder starting the question side
+    init_context: str | None = None  # with init_question: a DPRContextEncoder (or BERT-like) folder starting the passage side
     vocab_size: int = 2000  # corpus-trained WordPiece (scratch only); small, so unseen names split into seen pieces
     hidden_size: int = 128  # scratch model width
     layers: int = 2  # scratch model depth
@@ -69,36 +78,103 @@ def train_tokenizer(texts: Sequence[str], vocab_size: int):
 
 
 def init_encoders(cfg: DPRTrainConfig, corpus_texts: Sequence[str]):
-    """(question encoder, context encoder, tokenizer), both encoders starting from the same weights."""
+    """(question encoder, context encoder, tokenizer): both from the same weights (scratch or `init`),
+    or each side from its own folder (`init_question`, `init_context`)."""
     torch.manual_seed(cfg.seed)
+    if cfg.init_question or cfg.init_context:
+        return _init_pair(cfg)
     if cfg.init:
-        if not Path(cfg.init).exists():
-            raise InputError(cfg.init, "pretrained encoder directory not found", field="init")
-        # a BERT-like checkpoint may carry a pretraining head and may lack the pooler: DPR uses neither
-        bert = load_model(AutoModel.from_pretrained, cfg.init, "pretrained encoder (--init)", allow_unexpected=True,
-                          ignore_missing=r"^pooler\.")
-        tokenizer = load_tokenizer(AutoTokenizer.from_pretrained, cfg.init, "pretrained encoder's tokenizer (--init)",
-                                   use_fast=True)
-        dcfg = DPRConfig(**{k: v for k, v in bert.config.to_dict().items() if k in DPRConfig().to_dict()})
+        dcfg, weights, tokenizer = starting_encoder(cfg.init, "--init")
     else:
         tokenizer = train_tokenizer(corpus_texts, cfg.vocab_size)
         dcfg = DPRConfig(vocab_size=len(tokenizer), hidden_size=cfg.hidden_size, num_hidden_layers=cfg.layers,
                          num_attention_heads=cfg.heads, intermediate_size=4 * cfg.hidden_size,
                          max_position_embeddings=max(cfg.p_max_length, 128), pad_token_id=tokenizer.pad_token_id)
-        bert = None
+        weights = None
     q_enc, c_enc = DPRQuestionEncoder(dcfg), DPRContextEncoder(dcfg)
-    if bert is not None:
-        # every weight but the pooler, which DPR does not use and BERT-like checkpoints may lack
-        weights = {k: v for k, v in bert.state_dict().items() if not k.startswith("pooler.")}
-        try:
-            q_enc.question_encoder.bert_model.load_state_dict(weights)
-        except RuntimeError as e:  # missing, unexpected or misshapen weights
-            raise InputError(cfg.init, f"not a BERT-like encoder: {str(e).splitlines()[1].strip()}", field="init") from None
+    if weights is not None:
+        q_enc.question_encoder.load_state_dict(weights)  # checked to fit by starting_encoder
+    c_enc.ctx_encoder.load_state_dict(q_enc.question_encoder.state_dict())
     if cfg.shared:
         c_enc.ctx_encoder.bert_model = q_enc.question_encoder.bert_model
-    else:
-        c_enc.ctx_encoder.bert_model.load_state_dict(q_enc.question_encoder.bert_model.state_dict())
     return q_enc, c_enc, tokenizer
+
+
+def check_init(cfg: DPRTrainConfig) -> None:
+    """The starting-point flags: --init alone, or --init-question with --init-context, each an existing folder."""
+    if cfg.init and (cfg.init_question or cfg.init_context):
+        raise InputError("--init", "give --init (one checkpoint for both encoders) or --init-question with --init-context "
+                         "(one each), not both")
+    if bool(cfg.init_question) != bool(cfg.init_context):
+        missing = "--init-context" if cfg.init_question else "--init-question"
+        raise InputError(missing, "--init-question and --init-context go together: the question encoder and the context "
+                         "encoder it was trained with (use --init for one checkpoint starting both)")
+    for flag, path in (("init", cfg.init), ("init_question", cfg.init_question), ("init_context", cfg.init_context)):
+        if path and not Path(path).exists():
+            raise InputError(path, "pretrained encoder directory not found", field=flag)
+
+
+def _init_pair(cfg: DPRTrainConfig):
+    """The two sides from their own folders; one tokenizer must serve both."""
+    check_init(cfg)
+    q_cfg, q_weights, tokenizer = starting_encoder(cfg.init_question, "--init-question", side="question")
+    c_cfg, c_weights, c_tokenizer = starting_encoder(cfg.init_context, "--init-context", side="context")
+    q_dim, c_dim = (int(c.projection_dim or c.hidden_size) for c in (q_cfg, c_cfg))
+    if q_dim != c_dim:
+        raise InputError(cfg.init_context, f"--init-context gives {c_dim}-d vectors, --init-question {q_dim}-d: not a pair")
+    if c_tokenizer.get_vocab() != tokenizer.get_vocab():
+        raise InputError(cfg.init_context, "--init-context's tokenizer has another vocabulary than --init-question's: "
+                         "a DPR pair reads one tokenization")
+    q_enc, c_enc = DPRQuestionEncoder(q_cfg), DPRContextEncoder(c_cfg)
+    q_enc.question_encoder.load_state_dict(q_weights)  # both checked to fit by starting_encoder
+    c_enc.ctx_encoder.load_state_dict(c_weights)
+    return q_enc, c_enc, tokenizer
+
+
+def starting_encoder(path: str, flag: str, side: str | None = None):
+    """(DPRConfig, weights of a DPR encoder (`bert_model.*`, `encode_proj.*`), tokenizer) from the folder `path`.
+
+    A transformers DPRQuestionEncoder / DPRContextEncoder folder (told by config.json's
+    architectures; `side` "question"/"context" asks for one) is loaded strictly, BERT's pooler
+    excepted. Anything else is read as a BERT-like checkpoint: its pretraining heads and pooler are
+    dropped (DPR uses neither), and every other weight must fill the DPR encoder exactly.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise InputError(path, "pretrained encoder directory not found", field=flag.lstrip("-").replace("-", "_"))
+    config = read_json(p / "config.json") if (p / "config.json").is_file() else {}
+    config = config if isinstance(config, dict) else {}
+    arch = next((a for a in (config.get("architectures") or []) if a in DPR_ARCHITECTURES), None)
+    if arch is not None:
+        if side is not None and DPR_ARCHITECTURES[arch] != side:
+            wanted = "DPRQuestionEncoder" if side == "question" else "DPRContextEncoder"
+            raise InputError(p / "config.json", f"{flag} needs a {wanted} (or a BERT-like checkpoint); this folder holds "
+                             f"a {arch}", field="architectures")
+        cls = DPRQuestionEncoder if arch == "DPRQuestionEncoder" else DPRContextEncoder
+        model = load_model(cls.from_pretrained, p, f"{arch} ({flag})", ignore_unexpected=DPR_POOLER)
+        dcfg = model.config
+        weights = (model.question_encoder if arch == "DPRQuestionEncoder" else model.ctx_encoder).state_dict()
+    else:
+        if config.get("model_type") == "dpr":
+            raise InputError(p / "config.json", f"{flag}: a DPR config whose architectures names neither "
+                             "DPRQuestionEncoder nor DPRContextEncoder", field="architectures")
+        # a BERT-like checkpoint may carry a pretraining head and may lack the pooler: DPR uses neither
+        bert = load_model(AutoModel.from_pretrained, p, f"pretrained encoder ({flag})", allow_unexpected=True,
+                          ignore_missing=r"^pooler\.")
+        dcfg = DPRConfig(**{k: v for k, v in bert.config.to_dict().items() if k in DPRConfig().to_dict()})
+        weights = {k: v for k, v in bert.state_dict().items() if not k.startswith("pooler.")}
+        check_state_fits(_bert_shapes(dcfg), weights, p, f"pretrained encoder ({flag}) as DPR's BERT")
+        weights = {f"bert_model.{k}": v for k, v in weights.items()}
+    tokenizer = load_tokenizer(AutoTokenizer.from_pretrained, p, f"pretrained encoder's tokenizer ({flag})", use_fast=True)
+    return dcfg, weights, tokenizer
+
+
+def _bert_shapes(dcfg) -> dict[str, tuple[int, ...]]:
+    """Name -> shape of the weights of a DPR encoder's BERT under `dcfg`, built on the meta device
+    (no memory, no initialisation: a config far from the checkpoint's costs nothing)."""
+    with torch.device("meta"):
+        bert = DPRQuestionEncoder(dcfg).question_encoder.bert_model
+    return {k: tuple(v.shape) for k, v in bert.state_dict().items()}
 
 
 def mine_hard_negatives(examples: Sequence[QAExample], passages: Sequence[Passage], depth: int = 10) -> list[int | None]:
@@ -155,6 +231,9 @@ def train_dpr(
     empty or a DPR checkpoint lewisrag wrote, unless `overwrite`.
     """
     out = check_out_dir(out, KIND, overwrite=overwrite)
+    check_init(cfg)
+    if cfg.init_question or cfg.init_context:
+        cfg = replace(cfg, shared=False)  # a pair starts as two networks
     row_of = {p.id: i for i, p in enumerate(passages)}
     usable = []
     for ex in examples:
@@ -163,10 +242,10 @@ def train_dpr(
             usable.append((ex, row_of[gold[0]]))
     if not usable:
         raise InputError("--train", "no training question has a gold_passage_id found in --passages", field="gold_passage_ids")
-    negatives = mine_hard_negatives([ex for ex, _ in usable], passages) if cfg.hard_negatives else [None] * len(usable)
-
     texts = [f"{p.title} {p.text}" for p in passages] + [ex.question for ex, _ in usable]
-    q_enc, c_enc, tokenizer = init_encoders(cfg, texts)
+    q_enc, c_enc, tokenizer = init_encoders(cfg, texts)  # before mining: a starting folder that does not fit fails first
+    mine = cfg.hard_negatives and cfg.steps > 0
+    negatives = mine_hard_negatives([ex for ex, _ in usable], passages) if mine else [None] * len(usable)
     q_enc.train(), c_enc.train()
     params = list({id(p): p for p in [*q_enc.parameters(), *c_enc.parameters()]}.values())
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)

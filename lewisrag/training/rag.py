@@ -53,7 +53,8 @@ KIND = "rag run"  # the marker kind of training run folders (lewisrag.data.outpu
 class RagTrainConfig:
     variant: str = "token"  # "token" (eq. 2) or "sequence" (eq. 1) marginalization
     index: str = ""  # dense index directory (FAISS + stored passage vectors), opened memory-mapped
-    encoder: str = ""  # DPR checkpoint: its question encoder and tokenizer start the retriever
+    encoder: str = ""  # DPR checkpoint or transformers DPRQuestionEncoder folder: its question encoder and tokenizer start the retriever
+    context_encoder: str | None = None  # with a DPRQuestionEncoder folder: the DPRContextEncoder folder of its pair (index.encoders)
     generator: str = ""  # local transformers BART directory with its tokenizer
     train: str = ""  # training QA examples (the first answer is the target)
     train_kinds: str = ""  # comma-separated question kinds trained on, e.g. "short" ("" = every kind)

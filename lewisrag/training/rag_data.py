@@ -1,5 +1,5 @@
-"""The inputs of RAG fine-tuning, checked before anything is written (QA files, index, DPR checkpoint,
-generator); targets in transformers' RAG label convention; a resumable seeded order; sharding
+"""The inputs of RAG fine-tuning, checked before anything is written (QA files, index, DPR checkpoint or
+transformers DPRQuestionEncoder folder, generator); targets in transformers' RAG label convention; a resumable seeded order; sharding
 across processes; and the retrieval-collapse monitor.
 
 Shape alphabet: B batch, K retrieved docs, T target length.
@@ -20,7 +20,7 @@ from lewisrag.data.io import InputError
 from lewisrag.data.pretrained import load_generator
 from lewisrag.data.records import QAExample, of_kinds, read_qa
 from lewisrag.index.dense import DenseIndex
-from lewisrag.index.encoders import DPRCheckpoint
+from lewisrag.index.encoders import load_question_encoder
 from lewisrag.rag_model import RagModel, RagSettings, Tokenizers
 from lewisrag.rag_model.model import VARIANTS
 
@@ -46,14 +46,14 @@ def load_components(cfg, processes: int = 1) -> Components:
         raise InputError(cfg.train, f"{len(pairs)} questions with answers, fewer than --batch-size {cfg.batch_size}",
                          field="answers")
     index = DenseIndex.load(cfg.index, mmap=True)
-    dpr = DPRCheckpoint.load(cfg.encoder)
+    dpr = load_question_encoder(cfg.encoder, cfg.context_encoder)
     index.check_encoder(dpr.ctx_fingerprint, dpr.dim, swap=cfg.swap)
     if cfg.n_docs > len(index.passages):
         raise InputError(cfg.index, f"--n-docs {cfg.n_docs} exceeds the index's {len(index.passages)} passages")
     generator, gen_tokenizer = load_generator(cfg.generator)
     settings = RagSettings(variant=cfg.variant, n_docs=cfg.n_docs, label_smoothing=cfg.label_smoothing,
                            max_combined_length=cfg.max_combined_length, index_path=str(Path(cfg.index).resolve()),
-                           index_fingerprint=dpr.ctx_fingerprint)
+                           index_fingerprint=dpr.ctx_fingerprint)  # None: a DPRQuestionEncoder folder without its pair, under --swap
     model = RagModel(dpr.question_encoder, generator, cfg.variant, cfg.n_docs, settings)
     return Components(model, Tokenizers(dpr.tokenizer, gen_tokenizer), index, pairs, dev, skipped)
 
@@ -77,6 +77,8 @@ def check_config(cfg, processes: int) -> None:
                        ("--generator", cfg.generator)):
         if not path or not (path.startswith("hf:") or Path(path).exists()):
             raise InputError(path or flag, f"{flag}: not found")
+    if cfg.context_encoder and not Path(cfg.context_encoder).exists():
+        raise InputError(cfg.context_encoder, "--context-encoder: not found")
 
 
 

@@ -40,7 +40,8 @@ SETTINGS_FILE = "stitched.json"
 @dataclass(frozen=True)
 class StitchedTrainConfig:
     index: str = ""  # dense index directory the passages are retrieved from (snapshot A)
-    encoder: str = ""  # DPR checkpoint whose question encoder searches it ("" = the index's own)
+    encoder: str = ""  # DPR checkpoint or DPRQuestionEncoder folder whose question encoder searches it ("" = the index's own)
+    context_encoder: str = ""  # with a DPRQuestionEncoder folder: the DPRContextEncoder folder of its pair
     generator: str = ""  # starting seq2seq checkpoint (BART directory with its tokenizer)
     train: str = ""  # training QA examples; those with an answer and a gold passage are used
     qa_fields: dict[str, str] | None = None  # the QA file's own field names (data.records.read_qa); None = told from the file
@@ -172,7 +173,7 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
     if cfg.gold_position not in ("random", "retrieved"):
         raise InputError("--gold-position", f"must be random or retrieved, got '{cfg.gold_position}'")
     check_out_dir(out, KIND, overwrite=overwrite)
-    retriever = open_retriever(cfg.index, cfg.encoder or None)
+    retriever = open_retriever(cfg.index, cfg.encoder or None, context_encoder=cfg.context_encoder or None)
     examples = training_examples(of_kinds(read_qa(cfg.train, cfg.qa_fields), cfg.train_kinds), retriever,
                                  {p.id: p for p in retriever.index.passages}, cfg.k)
     model, tokenizer = load_generator(cfg.generator)
