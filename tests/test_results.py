@@ -76,6 +76,14 @@ def test_write_run_dir_writes_every_file_or_none(tmp_path):
         write_run_dir(tmp_path / "run2", "evaluation", _results(), report_md="", report_html="", more=fail)
     assert not (tmp_path / "run2").exists()
 
+    (tmp_path / "run" / "my_notes.txt").write_text("mine")  # a rerun into its own folder keeps the user's files
+    before = (tmp_path / "run" / "results.json").read_text()
+    with pytest.raises(RuntimeError):
+        write_run_dir(tmp_path / "run", "evaluation", _results(), report_md="# new\n", report_html="", more=fail)
+    assert (tmp_path / "run" / "report.md").read_text() == "# r\n" and (tmp_path / "run" / "results.json").read_text() == before
+    write_run_dir(tmp_path / "run", "evaluation", _results(), report_md="# new\n", report_html="<p>new</p>")
+    assert (tmp_path / "run" / "report.md").read_text() == "# new\n" and (tmp_path / "run" / "my_notes.txt").read_text() == "mine"
+
 
 def test_the_evaluator_writes_what_the_reader_reads(tmp_path):
     results = evaluate_bughunt(load_bughunt())

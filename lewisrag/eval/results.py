@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import math
 import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
 
 from lewisrag.data.io import InputError, read_json, write_json, write_text
-from lewisrag.data.outputs import check_out_dir, staged_dir
+from lewisrag.data.outputs import check_out_dir, is_ours, staged_dir
 from lewisrag.eval.records import json_token, non_finite
 
 FORMAT = 1
@@ -230,16 +231,27 @@ def write_results(path: str | os.PathLike, results: Results) -> None:
 def write_run_dir(out: str | os.PathLike, kind: str, results: Results, *, report_md: str, report_html: str,
                   config: dict | None = None, more: Callable[[Path], list[str]] | None = None,
                   overwrite: bool = False) -> list[str]:
-    """Write a run folder whole or not at all: config.json (when given), report.md, results.json,
+    """Write a run folder's files all or none: config.json (when given), report.md, results.json,
     report.html, then the kind's other files (`more(folder)`: plots, timings), returning the names
-    `more` wrote. The folder is built beside `out` and swapped in when complete (marker `kind`);
-    `out` must be missing, empty or an earlier run of the same kind unless `overwrite`
-    (`data.outputs.check_out_dir`). `eval answers`, `eval bughunt` and `compare` write here."""
-    check_out_dir(out, kind, overwrite=overwrite)
-    with staged_dir(out, kind) as d:
+    `more` wrote. They are written into a folder beside `out` first. A new or empty `out` becomes
+    that folder; an earlier run of the same `kind` gets the new files moved in (files the user
+    added there stay); any other folder is refused, or with `overwrite` replaced whole
+    (`lewisrag.data.outputs`). `eval answers`, `eval bughunt` and `compare` write here."""
+    out = check_out_dir(out, kind, overwrite=overwrite)
+
+    def write(d: Path) -> list[str]:
         if config is not None:
             write_json(d / "config.json", config)
         write_text(d / "report.md", report_md)
         write_results(d / "results.json", results)
         write_text(d / "report.html", report_html)
         return more(d) if more else []
+
+    if not is_ours(out, kind):  # new, empty, or replaced with --overwrite
+        with staged_dir(out, kind) as d:
+            return write(d)
+    with tempfile.TemporaryDirectory(prefix=f".{out.name}.tmp.", dir=out.parent) as tmp:
+        written = write(Path(tmp))
+        for f in sorted(Path(tmp).iterdir()):
+            os.replace(f, out / f.name)
+    return written
