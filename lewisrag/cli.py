@@ -77,6 +77,10 @@ from lewisrag.commands import ask as _ask  # noqa: E402
 
 app.command("ask")(_ask.ask)
 
+from lewisrag.commands import export as _export  # noqa: E402
+
+app.command("export")(_export.export)
+
 from lewisrag.commands import swap as _swap  # noqa: E402
 
 app.command("swap")(_swap.swap)

@@ -37,6 +37,7 @@ CANONICAL = {
     ("calibrate",): ["--judge", "--labels", "--out", "--batch-size", "--overwrite", "--json"],
     ("reproduce",): ["--out", "--preset", "--seed", "--resume", "--threads", "--overwrite", "--json"],
     ("ask",): ["--model", "--index", "--n-docs", "--num-beams", "--max-length", "--swap", "--json"],
+    ("export",): ["--model", "--index", "--out", "--swap", "--overwrite", "--json"],
     ("swap",): ["--model", "--index", "--questions", "--swap", "--num-beams", "--max-length", "--batch-size", "--out",
                 "--overwrite", "--json"],
     ("compare",): ["--run", "--questions", "--out", "--overwrite", "--json"],

@@ -1,0 +1,132 @@
+"""Export a trained RAG model and its dense index as one folder transformers' own RAG classes load.
+
+Layout of `DIR` (what `RagRetriever.from_pretrained(DIR)`, `RagTokenizer.from_pretrained(DIR)` and
+`RagTokenForGeneration` / `RagSequenceForGeneration.from_pretrained(DIR, retriever=...)` read):
+
+    DIR/config.json                 RagConfig: index_name "custom", passages_path, index_path (absolute),
+                                    retrieval_vector_size, n_docs, title_sep/doc_sep/prefix/max_combined_length
+    DIR/model.safetensors           RAG weights (`RagModel.to_hf`), generation_config.json
+    DIR/question_encoder_tokenizer/ DIR/generator_tokenizer/   (RagTokenizer's layout)
+    DIR/passages/                   datasets save_to_disk: id, title, text, embeddings (the index's stored float32 vectors)
+    DIR/passages.faiss              the index's FAISS index (inner product, rows = passages' rows), faiss.write_index
+    DIR/lewisrag_export.json        where it came from: model, index, variant, index fingerprint
+
+The paths in config.json are absolute: after moving DIR, pass `passages_path=` and `index_path=` to
+`RagRetriever.from_pretrained`.
+
+transformers' retriever builds each generator input from the question *decoded* from its input ids
+(`question_encoder_tokenizer.batch_decode`), not from the string asked: with an uncased question
+tokenizer the question reaches the generator lowercased, as it does in transformers' RAG itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import faiss
+import numpy as np
+import torch
+
+from lewisrag.data.io import InputError, write_json
+from lewisrag.data.outputs import staged_dir
+from lewisrag.index.dense import DenseIndex
+from lewisrag.training.checkpoint import load_trained, resolve_model_dir
+
+KIND = "export"
+PASSAGES = "passages"
+FAISS_FILE = "passages.faiss"
+META = "lewisrag_export.json"
+
+
+@dataclass(frozen=True)
+class ExportSummary:
+    out: str
+    variant: str
+    n_docs: int
+    n_passages: int
+    dim: int
+    model: str
+    index: str
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def export_rag(model_path: str | os.PathLike, index_path: str | os.PathLike, out: str | os.PathLike,
+               swap: bool = False) -> ExportSummary:
+    """Write the transformers RAG folder described in the module docstring to `out` (atomically, marked "export")."""
+    # transformers' RAG classes import `datasets`; only this path needs them
+    from datasets import Dataset, Features, Sequence, Value
+    from transformers import RagConfig, RagTokenizer
+
+    model, tokenizers = load_trained(model_path)
+    dense = DenseIndex.load(index_path, mmap=True)  # its search parameters applied, as `ask` searches it
+    metric = dense.manifest.get("metric")
+    if metric != "inner_product":
+        raise InputError(Path(index_path) / "manifest.json", f"transformers' RAG searches by inner product; this index's "
+                         f"metric is {metric!r}", field="metric")
+    with torch.no_grad():  # the question encoder's output size, checked against the index's like `ask` does
+        q = tokenizers.question(["dimension probe"], return_tensors="pt")
+        dim = int(model.encode_questions(q["input_ids"], q["attention_mask"]).shape[1])
+    dense.check_encoder(model.settings.index_fingerprint, dim, swap=swap)
+    n = len(dense.passages)
+    if model.n_docs > n:
+        raise InputError(index_path, f"holds {n} passages, fewer than the model's n_docs {model.n_docs}")
+
+    out = Path(out)
+    final = out.resolve()
+    s = model.settings
+    with staged_dir(out, KIND) as tmp:
+        model.to_hf(tmp / "rag")
+        for entry in (tmp / "rag").iterdir():  # the RAG weights and configs sit at the top of DIR
+            os.replace(entry, tmp / entry.name)
+        (tmp / "rag").rmdir()
+        config = RagConfig.from_pretrained(tmp)
+        config.index_name = "custom"
+        config.passages_path = str(final / PASSAGES)
+        config.index_path = str(final / FAISS_FILE)
+        config.retrieval_vector_size = dim
+        config.n_docs = s.n_docs
+        config.title_sep, config.doc_sep, config.prefix = s.title_sep, s.doc_sep, s.prefix or None
+        config.max_combined_length = s.max_combined_length
+        config.save_pretrained(tmp)
+        RagTokenizer(question_encoder=tokenizers.question, generator=tokenizers.generator).save_pretrained(tmp)
+
+        features = Features({"id": Value("string"), "title": Value("string"), "text": Value("string"),
+                             "embeddings": Sequence(Value("float32"))})
+
+        def rows(batch: int = 4096):
+            for start in range(0, n, batch):
+                vectors = np.asarray(dense.embeddings[start:start + batch], dtype=np.float32)
+                for i, v in enumerate(vectors):
+                    p = dense.passages[start + i]
+                    yield {"id": p.id, "title": p.title, "text": p.text, "embeddings": v}
+
+        with _quiet_datasets():
+            ds = Dataset.from_generator(rows, features=features, cache_dir=str(tmp / ".cache"))
+            ds.save_to_disk(str(tmp / PASSAGES))
+        del ds
+        shutil.rmtree(tmp / ".cache", ignore_errors=True)
+        faiss.write_index(dense.faiss_index, str(tmp / FAISS_FILE))
+        summary = ExportSummary(str(out), s.variant, s.n_docs, n, dim, str(resolve_model_dir(model_path)), str(index_path))
+        write_json(tmp / META, {"format": "lewisrag-export/1", **summary.to_dict(),
+                                "index_fingerprint": dense.ctx_fingerprint})
+    return summary
+
+
+@contextlib.contextmanager
+def _quiet_datasets():
+    """`datasets` without its progress bars (library code never prints), restored afterwards."""
+    import datasets
+
+    was = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        if was:
+            datasets.enable_progress_bars()

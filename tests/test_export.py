@@ -1,0 +1,129 @@
+"""`lewisrag export`: transformers' own RagRetriever, RagTokenizer and Rag*ForGeneration load the folder and
+answer as lewisrag does (same passages, same greedy answers)."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+from conftest import run_cli
+from test_rag_train import make_config, rag_inputs, trained_rag  # noqa: F401  (session fixtures)
+
+QUESTIONS = ["Who is the leader of Valdoria?", "What is the capital of Valdoria?", "Where was the founder born?"]
+MAX_LENGTH = 16
+LONGER = {"min_length": 6, "no_repeat_ngram_size": 1}  # answers of several distinct tokens: a comparison that means something
+
+
+def _noisy(model_dir, out, seed=0):
+    """A copy of the model at `model_dir` whose generator weights are shaken and whose cross-attention is made
+    louder: the few-step tiny models answer with blanks whatever they read, this one by what it reads."""
+    from lewisrag.training.checkpoint import load_trained
+
+    model, tokenizers = load_trained(model_dir)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.generator.named_parameters():
+            p.add_(torch.randn(p.shape, generator=g) * 0.1)
+            if "encoder_attn." in name and ("v_proj" in name or "out_proj" in name):
+                p.mul_(3.0)
+    model.save_pretrained(out)
+    tokenizers.question.save_pretrained(out / "question_tokenizer")
+    tokenizers.generator.save_pretrained(out / "generator_tokenizer")
+    return out
+
+
+def _ids(seq) -> list[int]:
+    """A decoded sequence without its trailing padding (pad id 1 in the fixture's generator)."""
+    ids = [int(i) for i in seq]
+    while ids and ids[-1] == 1:
+        ids.pop()
+    return ids
+
+
+def _hf_answers(out, variant, questions, k, **gen):
+    from transformers import (
+        RagRetriever,
+        RagSequenceForGeneration,
+        RagTokenForGeneration,
+        RagTokenizer,
+    )
+
+    retriever = RagRetriever.from_pretrained(out)  # index_name, passages_path, index_path from config.json
+    tokenizer = RagTokenizer.from_pretrained(out)
+    cls = RagTokenForGeneration if variant == "token" else RagSequenceForGeneration
+    model = cls.from_pretrained(out, retriever=retriever).eval()
+    enc = tokenizer.question_encoder(questions, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        q = model.question_encoder(enc["input_ids"], attention_mask=enc["attention_mask"])[0]
+        _, doc_ids, docs = retriever.retrieve(q.numpy().astype("float32"), k)
+        seqs = model.generate(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], n_docs=k, num_beams=1,
+                              max_length=MAX_LENGTH, **gen)
+    answers = [(a.strip(), _ids(ids)) for a, ids in zip(tokenizer.batch_decode(seqs, skip_special_tokens=True), seqs)]
+    decoded = tokenizer.question_encoder.batch_decode(enc["input_ids"], skip_special_tokens=True)
+    return answers, [list(d["id"]) for d in docs], doc_ids, decoded
+
+
+def _check_same_answers(rag_inputs, model_dir, out, k):  # noqa: F811
+    from lewisrag.experiments.ask import ask
+    from lewisrag.index.dense import DenseIndex
+    from lewisrag.training.checkpoint import load_trained
+
+    model, tokenizers = load_trained(model_dir)
+    index = DenseIndex.load(rag_inputs["index"])
+    hf, hf_ids, hf_rows, decoded = _hf_answers(out, model.variant, QUESTIONS, k)
+    longer, *_ = _hf_answers(out, model.variant, QUESTIONS, k, **LONGER)
+    assert hf_rows.shape == (len(QUESTIONS), k)
+    for i, (question, asked, ids) in enumerate(zip(QUESTIONS, decoded, hf_ids)):
+        # transformers rebuilds the generator input from the decoded question ids: ask lewisrag that string
+        ours = ask(model, tokenizers, index, asked, n_docs=k, max_length=MAX_LENGTH)
+        assert [p.id for p in ours.passages] == ids, question
+        assert [p.id for p in ask(model, tokenizers, index, question, n_docs=k, max_length=MAX_LENGTH).passages] == ids
+        assert hf[i][0] == ours.answer, (question, asked)
+        with torch.no_grad():
+            r = model.retrieve([asked], index, tokenizers, n_docs=k)
+            seq = model.generate(r.context_input_ids, r.context_attention_mask, r.doc_scores, n_docs=k, num_beams=1,
+                                 max_length=MAX_LENGTH, **LONGER)
+        text = tokenizers.generator.decode(seq[0], skip_special_tokens=True).strip()
+        assert longer[i] == (text, _ids(seq[0])), question
+    assert len({tuple(ids) for _, ids in longer}) > 1  # not one answer whatever the question
+
+
+def test_token_export_answers_as_lewisrag(rag_inputs, trained_rag, tmp_path):  # noqa: F811
+    from transformers import RagRetriever
+
+    from lewisrag.experiments.export import export_rag
+
+    model = _noisy(trained_rag, tmp_path / "model")
+    out = tmp_path / "hf"
+    s = export_rag(model, rag_inputs["index"], out)
+    assert s.variant == "token" and (out / "passages.faiss").is_file() and (out / "passages" / "dataset_info.json").is_file()
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["index_name"] == "custom" and cfg["n_docs"] == s.n_docs and cfg["retrieval_vector_size"] == s.dim
+    _check_same_answers(rag_inputs, model, out, k=3)
+    # the documented call, paths given explicitly, loads it too
+    retriever = RagRetriever.from_pretrained(out, index_name="custom", passages_path=str(out / "passages"),
+                                             index_path=str(out / "passages.faiss"))
+    assert len(retriever.index.dataset) == s.n_passages
+    assert retriever.index.dataset.column_names[:3] == ["id", "title", "text"]
+
+
+def test_sequence_export_and_cli(rag_inputs, tmp_path):  # noqa: F811
+    from lewisrag.training.rag import train_rag
+
+    train_rag(make_config(rag_inputs, variant="sequence", steps=1, eval_every=0), tmp_path / "run")
+    model = _noisy(tmp_path / "run" / "final", tmp_path / "model", seed=1)
+    out = tmp_path / "hf"
+    r = run_cli("export", "--model", str(model), "--index", str(rag_inputs["index"]), "--out", str(out), "--json")
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert summary["variant"] == "sequence" and summary["out"] == str(out)
+    _check_same_answers(rag_inputs, model, out, k=2)
+    # a rerun replaces its own export; a folder it did not make is refused without --overwrite
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "keep.txt").write_text("mine")
+    r = run_cli("export", "--model", str(model), "--index", str(rag_inputs["index"]), "--out", str(other))
+    assert r.returncode == 2 and "--overwrite" in r.stderr and "Traceback" not in r.stderr
+    assert (other / "keep.txt").read_text() == "mine"
+    r = run_cli("export", "--model", str(tmp_path), "--index", str(rag_inputs["index"]), "--out", str(tmp_path / "x"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
