@@ -12,8 +12,8 @@ from lewisrag.commands import _ui
 def reproduce(
     out: Path = typer.Option(..., "--out", help="Run folder: config.json, results.json, report.md, plots and every stage's outputs."),
     preset: str = typer.Option("small", "--preset", help="tiny (smoke test, under 2 minutes), small (the demo, with the "
-                               "shipped generator) or base (the GPU recipe with hub checkpoints: offline it only checks "
-                               "that they are on this machine)."),
+                               "shipped generator) or base (the paper's recipe on your own local checkpoints and data: "
+                               "--question-encoder ... --passages; with only --hub-dir it checks the hub's are here)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the world and of every training run."),
     resume: bool = typer.Option(False, "--resume", help="Skip the stages that a previous run into --out finished."),
     hub_dir: Path = typer.Option(None, "--hub-dir", envvar="LEWISRAG_HUB_DIR", help="base preset: a folder holding "
@@ -24,10 +24,29 @@ def reproduce(
                                 "idle at the start). Float results depend on it; config.json records it."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary (retrieval, test QA, knowledge update, file paths) "
                                  "as one JSON object instead of tables."),
+    question_encoder: Path = typer.Option(None, "--question-encoder", help="base: transformers DPRQuestionEncoder folder "
+                                          "(e.g. facebook/dpr-question_encoder-single-nq-base), paired with --context-encoder."),
+    context_encoder: Path = typer.Option(None, "--context-encoder", help="base: the DPRContextEncoder folder of its pair; "
+                                         "it encodes --passages (and --passages-b)."),
+    generator: Path = typer.Option(None, "--generator", help="base: transformers BART folder (e.g. facebook/bart-large)."),
+    train: str = typer.Option(None, "--train", help="base: training QA file (nq_open, trivia_qa, web_questions or "
+                              "lewisrag's schema; .jsonl, .json, .parquet or hf:)."),
+    dev: str = typer.Option(None, "--dev", help="base: dev QA file (exact match during RAG training)."),
+    test: str = typer.Option(None, "--test", help="base: test QA file (EM/F1 of every system)."),
+    passages: str = typer.Option(None, "--passages", help="base: passages of index A (wiki_dpr-schema save_to_disk folder, "
+                                 ".parquet, .jsonl or hf:)."),
+    passages_b: str = typer.Option(None, "--passages-b", help="base: passages of index B (the knowledge-update test)."),
+    questions_a: str = typer.Option(None, "--questions-a", help="base: questions about --passages (with --passages-b and "
+                                    "--questions-b: the knowledge-update swap matrix)."),
+    questions_b: str = typer.Option(None, "--questions-b", help="base: questions about --passages-b."),
+    steps: int = typer.Option(None, "--steps", min=1, help="base: RAG and closed-book training steps (default: the preset's)."),
+    max_passages: int = typer.Option(None, "--max-passages", min=1, help="base: index only the first N passages of each set."),
+    max_train: int = typer.Option(None, "--max-train", min=1, help="base: train on the first N training questions."),
 ) -> None:
     """Reproduce Lewis et al. 2020 at small scale: world -> DPR -> indexes A and B -> generator -> RAG-Token,
     RAG-Sequence, closed-book BART -> test QA -> ablations (frozen retriever, BM25, K) -> index hot swap ->
-    prompt-stitching comparison -> report."""
+    prompt-stitching comparison -> report. --preset base runs on your local DPR pair, BART, QA files and passages
+    (index, RAG-Token, RAG-Sequence, closed-book, test QA, swap matrix with --passages-b), skipping the world's stages."""
     from lewisrag.experiments.presets import get_preset
     from lewisrag.experiments.reproduce import reproduce as run
 
@@ -36,9 +55,31 @@ def reproduce(
         from dataclasses import replace
 
         chosen = replace(chosen, threads=threads)
-    if chosen.hub:  # checked before any progress display opens, so a missing asset is one line on stderr
-        _validated(preset, run(chosen, out, hub_dir=hub_dir)["validated"], as_json)
-        return
+    assets = None
+    if chosen.hub:
+        from lewisrag.experiments.base import BaseAssets
+
+        paths = {"question_encoder": question_encoder, "context_encoder": context_encoder, "generator": generator,
+                 "train": train, "dev": dev, "test": test, "passages": passages, "passages_b": passages_b,
+                 "questions_a": questions_a, "questions_b": questions_b}
+        assets = BaseAssets(**{k: None if v is None else str(v) for k, v in paths.items()}, steps=steps,
+                            max_passages=max_passages, max_train=max_train)
+        if not assets.given() and hub_dir:  # checked before any progress display opens: a missing asset is one line
+            _validated(preset, run(chosen, out, hub_dir=hub_dir)["validated"], as_json)
+            return
+        from lewisrag.experiments.base import prepare
+
+        prepare(assets, chosen.hub)  # a missing flag or bad file: one line, before the progress display opens
+    else:
+        given = [f for f, v in (("--question-encoder", question_encoder), ("--context-encoder", context_encoder),
+                                ("--generator", generator), ("--train", train), ("--dev", dev), ("--test", test),
+                                ("--passages", passages), ("--passages-b", passages_b), ("--questions-a", questions_a),
+                                ("--questions-b", questions_b), ("--steps", steps), ("--max-passages", max_passages),
+                                ("--max-train", max_train)) if v is not None]
+        if given:
+            from lewisrag.data.io import InputError
+
+            raise InputError(given[0], f"only --preset base takes {', '.join(given)}")
 
     def on_stage(name: str, event: str, result: dict) -> None:
         if event == "skipped":
@@ -48,7 +89,7 @@ def reproduce(
 
     with _ui.progress() as p:
         results = run(chosen, out, seed=seed, resume=resume, on_stage=on_stage, on_progress=_ui.Bars(p), hub_dir=hub_dir,
-                      overwrite=overwrite)
+                      overwrite=overwrite, assets=assets)
     if as_json:
         _ui.print_json(summary(results, out))
         return
@@ -73,13 +114,18 @@ def _validated(preset: str, found: dict[str, str], as_json: bool = False) -> Non
 def _render(results: dict, out: Path) -> None:
     r = results["retrieval"]
     ks = [k for k in ("recall_at_1", "recall_at_5", "recall_at_20") if k in r]
-    _ui.out.print(_ui.table(f"retrieval on the {r['split']} split (snapshot A)", ["retriever", *ks],
-                            [["DPR", *[r[k] for k in ks]], ["BM25", *[r["bm25"][k] for k in ks]]]))
+    if "skipped" in r:
+        _ui.out.print(f"retrieval recall not measured: {r['skipped']}")
+    else:
+        rows = [["DPR", *[r[k] for k in ks]]] + ([["BM25", *[r["bm25"][k] for k in ks]]] if "bm25" in r else [])
+        _ui.out.print(_ui.table(f"retrieval on the {r['split']} split (snapshot A)", ["retriever", *ks], rows))
     qa = results.get("qa", {})
     _ui.out.print(_ui.table("test QA (short answers; long-form ROUGE-L)", ["system", "EM", "F1", "ROUGE-L", "long ROUGE-L"],
                             [[s, v.get("exact_match"), v.get("f1"), v.get("rougeL"), (v.get("long") or {}).get("rougeL", "")]
                              for s, v in qa.items()]))
     ku = results.get("knowledge_update", {})
+    for name, why in (results.get("skipped") or {}).items():
+        _ui.out.print(f"not run: {name} ({why})")
     _ui.out.print(_ui.table("knowledge update: EM by index (paper: matched 70%/68%, mismatched 12%/4%)",
                             ["model", "index", "questions A", "questions B"],
                             [[m, i, c["questions_a"], c["questions_b"]] for m, by in ku.items() for i, c in by.items()]))

@@ -32,7 +32,8 @@ class Preset:
     long_max_length: int = 64  # decoded tokens for long-form answers (short ones use rag.max_target_length)
     threads: int | None = None  # torch CPU threads (None: torch's default; 0: the CPUs idle when the run starts,
     # recorded in config.json); float results depend on the count
-    hub: tuple[str, ...] = ()  # "model:<repo>"/"dataset:<repo>" that must resolve locally; non-empty: validated, not run
+    hub: tuple[str, ...] = ()  # "model:<repo>"/"dataset:<repo>" the recipe names; non-empty: runs on the user's local
+    # assets (experiments.base), or with only --hub-dir checks that these resolve locally
     notes: str = ""
 
 
@@ -74,8 +75,9 @@ PRESETS: dict[str, Preset] = {
         threads=0,  # the idle CPUs: 2 threads for DPR on an idle 2-core machine, 1 when another job holds a core
         notes="the demo: a scratch DPR with self-mined negatives, the shipped generator, gentle RAG fine-tuning",
     ),
-    # The paper's recipe on GPUs: real checkpoints and data, which must already be on this machine
-    # (the HF cache, or --hub-dir). Offline it is checked, not run.
+    # The paper's recipe on GPUs: real checkpoints and data, local copies passed as flags
+    # (--question-encoder ... --passages; experiments/base.py); --steps, --max-train and
+    # --max-passages make a small reproduction of it. The hub names are what the recipe means.
     "base": Preset(
         name="base",
         entities=2000,
@@ -88,7 +90,7 @@ PRESETS: dict[str, Preset] = {
         stitched_steps=30000, stitched_lr=3e-5, stitched_batch_size=128, stitched_k=10,
         hub=("model:facebook/dpr-question_encoder-single-nq-base", "model:facebook/dpr-ctx_encoder-single-nq-base",
              "model:facebook/bart-large", "dataset:nq_open", "dataset:facebook/wiki_dpr"),
-        notes="GPU recipe (Lewis et al. 2020 settings); validated offline, not run",
+        notes="GPU recipe (Lewis et al. 2020 settings) on local checkpoints and data; --steps/--max-train/--max-passages shorten it",
     ),
 }
 

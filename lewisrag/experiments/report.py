@@ -38,15 +38,23 @@ def render_report(results: dict) -> str:
     lines = [f"# lewisrag reproduce — preset `{c['preset']['name']}`, seed {c['seed']}", ""]
     if c["preset"].get("notes"):
         lines += [f"_{c['preset']['notes']}_", ""]
-    for section in (_retrieval, _table1, _long_form, _swap, _table6, _compare):
+    for section in (_retrieval, _table1, _long_form, _swap, _table6, _compare, _skipped):
         lines += section(results)
-    plots = PLOTS + (("position.png",) if results.get("position") else ())  # written by the compare stage
+    absent = {"em_vs_k.png": not results.get("ablations"), "swap_matrix.png": not results.get("knowledge_update")}
+    plots = tuple(p for p in PLOTS if not absent.get(p)) + (("position.png",) if results.get("position") else ())
     lines += ["## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
     return "\n".join(lines)
 
 
 def _retrieval(results: dict) -> list[str]:
     r = results["retrieval"]
+    if "skipped" in r:
+        return ["## Retrieval", "", f"Not measured: {r['skipped']}.", ""]
+    if "bm25" not in r:  # the base preset: the given DPR pair only
+        ks = [k for k in ("recall_at_1", "recall_at_5", "recall_at_20") if k in r]
+        return [f"## Retrieval ({r['split']} questions with gold passage ids, index A)", "",
+                "| retriever | " + " | ".join(k.replace("recall_at_", "recall@") for k in ks) + " |",
+                "|---|" + "---:|" * len(ks), "| DPR (given pair) | " + " | ".join(_f(r[k]) for k in ks) + " |", ""]
     ks = [k for k in ("recall_at_1", "recall_at_5", "recall_at_20") if k in r]
     return ["## Retrieval (test split over snapshot A; test entities never appear in training questions)", "",
             "| retriever | " + " | ".join(k.replace("recall_at_", "recall@") for k in ks) + " |",
@@ -135,6 +143,13 @@ def _table6(results: dict) -> list[str]:
                   f"{_pct(trained)}) and BM25 is {cmp(sparse)} it ({_pct(sparse)}); {trend}.", ""]
 
 
+def _skipped(results: dict) -> list[str]:
+    skipped = results.get("skipped") or {}
+    if not skipped:
+        return []
+    return ["## Stages not run", ""] + [f"- `{name}`: {why}" for name, why in skipped.items()] + [""]
+
+
 def _compare(results: dict) -> list[str]:
     layers = results.get("layers") or {}
     if not layers:
@@ -191,15 +206,17 @@ def write_plots(run: Path, results: dict) -> None:
     ax_loss.legend(), ax_em.legend()
     _save(fig, run / "training_curves.png")
 
-    ab = results["ablations"]
-    fig, ax = plt.subplots(figsize=(5, 4))
-    for name, row in (("RAG-Token", ab["n_docs"]["rag_token"]), ("RAG-Sequence", ab["n_docs"]["rag_sequence"]),
-                      ("RAG-Token frozen", ab["frozen_retriever"]["by_k"]), ("RAG-Token BM25", ab["bm25_retriever"]["by_k"])):
-        ax.plot(ab["ks"], [row[str(k)] for k in ab["ks"]], marker="o", label=name)
-    ax.set(title="test EM vs K retrieved documents", xlabel="K", ylabel="EM", ylim=(0, 1))
-    ax.legend()
-    _save(fig, run / "em_vs_k.png")
-    _swap_plot(run, results["knowledge_update"])
+    ab = results.get("ablations")  # absent from a base run (no BM25 index, no frozen run)
+    if ab:
+        fig, ax = plt.subplots(figsize=(5, 4))
+        for name, row in (("RAG-Token", ab["n_docs"]["rag_token"]), ("RAG-Sequence", ab["n_docs"]["rag_sequence"]),
+                          ("RAG-Token frozen", ab["frozen_retriever"]["by_k"]), ("RAG-Token BM25", ab["bm25_retriever"]["by_k"])):
+            ax.plot(ab["ks"], [row[str(k)] for k in ab["ks"]], marker="o", label=name)
+        ax.set(title="test EM vs K retrieved documents", xlabel="K", ylabel="EM", ylim=(0, 1))
+        ax.legend()
+        _save(fig, run / "em_vs_k.png")
+    if results.get("knowledge_update"):  # a base run without snapshot B has none
+        _swap_plot(run, results["knowledge_update"])
     _posterior_plot(run)
 
 

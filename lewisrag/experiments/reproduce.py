@@ -40,6 +40,7 @@ from lewisrag.data.records import read_passages, read_qa
 from lewisrag.data.world import build_world, write_world
 from lewisrag.eval.results import FORMAT, Producer, QuestionRecord, Results, write_results
 from lewisrag.experiments import stages as S
+from lewisrag.experiments.base import prepare, run_base
 from lewisrag.experiments.presets import Preset
 from lewisrag.experiments.report import write_report
 from lewisrag.index import open_retriever, retrieval_recall
@@ -81,16 +82,21 @@ def reproduce(
     on_progress: Progress = lambda *a: None,
     hub_dir: str | os.PathLike | None = None,
     overwrite: bool = False,
+    assets=None,
 ) -> dict:
     """Run every stage of the reproduction into `out` and return the results.
 
-    A preset with hub assets (base) is only checked: every asset must resolve on this machine,
-    else an InputError names the missing ones; nothing is written either way. `out` must be
+    A preset with hub assets (base) runs on `assets` (`experiments.base.BaseAssets`: the user's local
+    checkpoints and data; `experiments.base` lists its stages). Without them it is only checked:
+    every hub asset must resolve on this machine, else an InputError names the missing ones; nothing
+    is written either way. `out` must be
     missing, empty or a reproduction run, unless `overwrite`: then the run happens in a hidden
     sibling folder (resumable there with `resume`) that replaces `out` when every stage is done.
     """
-    if preset.hub:
+    if preset.hub and assets is None:
         return {"validated": check_hub_assets(preset.hub, hub_dir)}
+    if preset.hub:
+        read = prepare(assets, preset.hub)  # every flag, path and file, before the run folder is made
 
     out = check_out_dir(out, KIND, overwrite=overwrite)
     run = out if is_free(out, KIND) else out.with_name(f".{out.name}.overwrite")
@@ -99,7 +105,11 @@ def reproduce(
     try:
         if threads is not None:
             torch.set_num_threads(threads)
-        results = _reproduce(preset, run, seed, resume, threads, on_stage, on_progress)
+        if preset.hub:
+            results = _finish(run, *run_base(preset, run, seed, resume, threads, assets, read, _run_stage, on_stage,
+                                             on_progress), on_stage)
+        else:
+            results = _reproduce(preset, run, seed, resume, threads, on_stage, on_progress)
     finally:
         torch.set_num_threads(before)
     if run != out:
@@ -171,12 +181,16 @@ def _reproduce(preset: Preset, run: Path, seed: int, resume: bool, threads: int 
     stage("stitched", lambda: S.stitched(run, preset, seed, on_progress))
     stage("compare", lambda: S.compare(run, preset, seed, on_progress))
 
-    results = _assemble(config, stages)
+    return _finish(run, _assemble(config, stages), stages, on_stage)
+
+
+def _finish(run: Path, results: dict, stages: dict, on_stage) -> dict:
+    """results.json, timings.json and the report (always redone: cheap, and it must describe these results)."""
     write_results(run / "results.json", _as_results(_without_timings(results)))
     write_json(run / "timings.json", {name: s["seconds"] for name, s in stages.items()})
     on_stage("report", "started", {})
     t = time.perf_counter()
-    write_report(run, results)  # always redone: cheap, and it must describe these results
+    write_report(run, results)
     on_stage("report", "done", {"seconds": round(time.perf_counter() - t, 2)})
     return results
 

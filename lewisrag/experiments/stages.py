@@ -65,12 +65,15 @@ def shipped_generator(preset: Preset) -> Path:
 
 
 def rag(run: Path, preset: Preset, seed: int, name: str, variant: str, freeze: bool, resume: bool,
-        on_progress: Progress) -> dict:
-    """RUN/<name>: `train_rag` on snapshot A's index with the world's train/dev splits."""
+        on_progress: Progress, **overrides) -> dict:
+    """RUN/<name>: `train_rag` on snapshot A's index with the world's train/dev splits.
+
+    `overrides` replace RagTrainConfig fields (the base preset: its encoders, data files and steps)."""
     world, out = run / "world", run / name
     cfg = replace(preset.rag, variant=variant, freeze_retriever=freeze, seed=seed, index=str(run / "index_a"),
                   encoder=str(run / "dpr"), generator=str(run / "generator"), train=str(world / "train.jsonl"),
                   dev=str(world / "dev.jsonl"))
+    cfg = replace(cfg, **overrides)
     if not resume:
         shutil.rmtree(out, ignore_errors=True)
     s = train_rag(cfg, out, resume=True,  # resume=True continues this stage's own checkpoint, if any
@@ -78,10 +81,12 @@ def rag(run: Path, preset: Preset, seed: int, name: str, variant: str, freeze: b
     return {"dir": name, "steps": s["steps"], "best_dev_em": s["best_em"], "n_train": s["n_train"]}
 
 
-def closed_book(run: Path, preset: Preset, seed: int, on_progress: Progress) -> dict:
-    """RUN/closed_book: the same generator fine-tuned on the same questions without retrieval."""
+def closed_book(run: Path, preset: Preset, seed: int, on_progress: Progress, **overrides) -> dict:
+    """RUN/closed_book: the same generator fine-tuned on the same questions without retrieval
+    (`overrides` replace ClosedBookConfig fields, as `rag`'s do)."""
     cfg = replace(preset.closed_book, generator=str(run / "generator"), train=str(run / "world" / "train.jsonl"),
                   train_kinds=preset.rag.train_kinds, seed=seed)
+    cfg = replace(cfg, **overrides)
     shutil.rmtree(run / "closed_book", ignore_errors=True)  # cheap enough to redo rather than checkpoint
     s = train_closed_book(cfg, run / "closed_book",
                           lambda step, steps, rec: on_progress("closed_book", step, steps, f"loss {rec['loss']:.3f}"))
@@ -104,9 +109,10 @@ def _answers(run: Path, preset: Preset, system: str, questions: Sequence[str], m
                             on_batch=on_batch)
 
 
-def evaluate(run: Path, preset: Preset, on_progress: Progress) -> dict:
-    """Test split: EM, F1, ROUGE-L on short answers and ROUGE-L, BLEU-1 on long-form ones, per system."""
-    test = [ex for ex in read_qa(run / "world" / f"{preset.eval_split}.jsonl") if ex.answers]
+def evaluate(run: Path, preset: Preset, on_progress: Progress, test_file: Path | None = None) -> dict:
+    """Test split: EM, F1, ROUGE-L on short answers and ROUGE-L, BLEU-1 on long-form ones, per system
+    (`test_file`: another QA file than the world's split, as the base preset's --test)."""
+    test = [ex for ex in read_qa(test_file or run / "world" / f"{preset.eval_split}.jsonl") if ex.answers]
     short, long = [ex for ex in test if ex.kind != "long"], [ex for ex in test if ex.kind == "long"]
     qa, records, predictions = {}, [], {}
     for system in SYSTEMS:

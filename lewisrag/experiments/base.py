@@ -1,0 +1,233 @@
+"""`lewisrag reproduce --preset base` on the user's own assets: a DPR pair, a BART folder, QA files
+in the hub's schemas and passages in wiki_dpr's, all local. The stages are a subset of the small
+preset's, through the same stage functions where they fit:
+
+    data            RUN/data/{train,dev,test}.jsonl: the QA files read once (--max-train keeps the first N)
+    index_a         dense index over --passages (the first --max-passages) with --context-encoder
+    index_b         the same over --passages-b, when given
+    retrieval       recall@k on --test, only when its questions carry gold_passage_ids (nq_open's do not)
+    generator       RUN/generator: --generator checked (weights and tokenizer load) and copied
+    rag_token, rag_sequence   train_rag with the preset's settings, --question-encoder paired with --context-encoder
+    closed_book     the generator fine-tuned without retrieval
+    evaluate        EM/F1/ROUGE-L on --test, under results.json's qa.<system> as the small preset writes them
+    knowledge_update  the swap matrix, when --passages-b, --questions-a and --questions-b are given
+
+The stages that need the built-in world (world, the DPR trained on it, BM25, the ablations, the
+stitched system and its comparison) are not run: results.json lists them under "skipped" with why.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+from lewisrag import __version__
+from lewisrag.data.io import InputError, read_json, write_json, write_jsonl
+from lewisrag.data.outputs import mark
+from lewisrag.data.passages import open_passages
+from lewisrag.data.records import read_qa
+from lewisrag.eval.results import FORMAT
+from lewisrag.experiments import stages as S
+from lewisrag.experiments.presets import Preset
+
+Progress = Callable[[str, int, int, str], None]
+
+REQUIRED = ("question_encoder", "context_encoder", "generator", "train", "dev", "test", "passages")
+
+NOT_RUN = {
+    "world": "needs the built-in world; the base preset reads --train/--dev/--test and --passages instead",
+    "dpr": "not trained: the given DPR pair (--question-encoder, --context-encoder) is the retriever",
+    "bm25_a": "BM25 is only Table 6's ablation row, which needs the built-in world's splits",
+    "rag_token_frozen": "used only by the ablations",
+    "ablations": "Table 6 and Figure 3 need BM25 and the frozen-retriever run over the built-in world",
+    "stitched": "the prompt-stitching comparison is built on the built-in world's evaluation set",
+    "compare": "the prompt-stitching comparison is built on the built-in world's evaluation set",
+}
+
+
+@dataclass(frozen=True)
+class BaseAssets:
+    """What `reproduce --preset base` runs on (every path local; QA files may also be `hf:` specs)."""
+
+    question_encoder: str | None = None  # transformers DPRQuestionEncoder folder (or a lewisrag DPR checkpoint)
+    context_encoder: str | None = None  # the DPRContextEncoder folder of its pair: it builds the indexes
+    generator: str | None = None  # transformers BART folder
+    train: str | None = None  # QA files: nq_open / trivia_qa / web_questions schemas or lewisrag's own
+    dev: str | None = None
+    test: str | None = None
+    passages: str | None = None  # snapshot A: save_to_disk folder, .parquet, .jsonl or hf: spec
+    passages_b: str | None = None  # snapshot B (optional): index_b and the knowledge-update test
+    questions_a: str | None = None  # questions about snapshot A / B (optional): the knowledge-update test
+    questions_b: str | None = None
+    steps: int | None = None  # RAG and closed-book steps (default: the preset's)
+    max_passages: int | None = None  # index only the first N passages of each snapshot
+    max_train: int | None = None  # train on the first N training questions
+
+    def missing(self) -> list[str]:
+        """The required flags not given, as the CLI spells them."""
+        return ["--" + name.replace("_", "-") for name in REQUIRED if not getattr(self, name)]
+
+    def given(self) -> bool:
+        return any(getattr(self, f.name) is not None for f in fields(self))
+
+
+def _where(x: str | None) -> str | None:
+    """An absolute path for something on disk, else the spec as given (hf:...)."""
+    return None if x is None else (str(Path(x).resolve()) if Path(x).exists() else x)
+
+
+def prepare(assets: BaseAssets, hub: tuple[str, ...] = ()) -> dict:
+    """Every required flag is given, every path exists and the QA files and passages read, before
+    anything is written; returns what was read ({"train", "dev", "test", "passages": {snap: table}})."""
+    missing = assets.missing()
+    if missing:
+        names = f" ({', '.join(a.partition(':')[2] for a in hub)})" if hub else ""
+        raise InputError("--preset base", f"needs {', '.join(missing)}: local copies of the recipe's checkpoints and "
+                         f"data{names}; or only --hub-dir DIR to check that the hub's are on this machine")
+    for f in ("question_encoder", "context_encoder", "generator", "passages_b", "questions_a", "questions_b",
+              "train", "dev", "test", "passages"):
+        value = getattr(assets, f)
+        if value and not str(value).startswith("hf:") and not Path(value).exists():
+            raise InputError(value, f"--{f.replace('_', '-')}: not found")
+    for f in ("steps", "max_passages", "max_train"):
+        value = getattr(assets, f)
+        if value is not None and value < 1:
+            raise InputError(f"--{f.replace('_', '-')}", f"must be at least 1, not {value}")
+    train, dev, test = (read_qa(getattr(assets, f)) for f in ("train", "dev", "test"))
+    passages = {"a": open_passages(assets.passages)}
+    if assets.passages_b:
+        passages["b"] = open_passages(assets.passages_b)
+    swap = {f: read_qa(getattr(assets, f)) for f in ("questions_a", "questions_b") if getattr(assets, f)}
+    return {"train": train[: assets.max_train], "dev": dev, "test": test, "passages": passages, **swap}
+
+
+def run_base(preset: Preset, run: Path, seed: int, resume: bool, threads: int | None, assets: BaseAssets,
+             read: dict, run_stage, on_stage, on_progress: Progress) -> tuple[dict, dict]:
+    """Every stage of the base preset into `run` (`read`: what `prepare` read; `run_stage`:
+    `reproduce._run_stage`); returns results.json's content and each stage's record, for
+    `reproduce` to write."""
+    train, dev, test, passages = read["train"], read["dev"], read["test"], read["passages"]
+    swap_sets = bool(assets.passages_b and assets.questions_a and assets.questions_b)
+
+    settings = _settings(preset, assets, len(train), min(len(p) for p in passages.values()))
+    config = json.loads(json.dumps({"preset": asdict(preset), "seed": seed, "threads": threads,
+                                    "assets": {k: _where(v) if isinstance(v, str) else v for k, v in asdict(assets).items()},
+                                    "settings": settings}))
+    if resume and (run / "config.json").exists() and read_json(run / "config.json") != config:
+        raise InputError(run / "config.json", "was written by another preset, seed or assets; use a new --out or drop --resume")
+    mark(run, "reproduction")  # reproduce.KIND
+    write_json(run / "config.json", config)
+    stages: dict[str, dict] = {}
+
+    def stage(name: str, fn: Callable[[], dict]) -> None:
+        stages[name] = run_stage(run, name, resume, fn, on_stage)
+
+    data = run / "data"
+    pair = {"encoder": _where(assets.question_encoder), "context_encoder": _where(assets.context_encoder)}
+    stage("data", lambda: _data(data, {"train": train, "dev": dev, "test": test,
+                                       **{k: read[k] for k in ("questions_a", "questions_b") if k in read}}))
+    for snap, table in passages.items():
+        stage(f"index_{snap}", lambda s=snap, t=table: _dense(run, preset, s, t, assets, on_progress))
+    stage("retrieval", lambda: _retrieval(run, test, pair, on_progress))
+    stage("generator", lambda: _generator(run, assets.generator))
+    files = {"train": str(data / "train.jsonl"), "dev": str(data / "dev.jsonl")}
+    for name, variant in (("rag_token", "token"), ("rag_sequence", "sequence")):
+        stage(name, lambda n=name, v=variant: S.rag(run, preset, seed, n, v, False, resume, on_progress, **pair, **files,
+                                                     **settings["rag"]))
+    stage("closed_book", lambda: S.closed_book(run, preset, seed, on_progress, train=files["train"], **settings["closed_book"]))
+    stage("evaluate", lambda: S.evaluate(run, preset, on_progress, test_file=data / "test.jsonl"))
+    if swap_sets:
+        stage("knowledge_update", lambda: _knowledge_update(run, preset, on_progress))
+
+    skipped = dict(NOT_RUN)
+    if not assets.passages_b:
+        skipped["index_b"] = "no --passages-b"
+    if not swap_sets:
+        skipped["knowledge_update"] = ("needs --passages-b, --questions-a and --questions-b (questions about each snapshot)"
+                                       if assets.passages_b else "no --passages-b")
+    return _assemble(config, stages, skipped), stages
+
+
+def _settings(preset: Preset, assets: BaseAssets, n_train: int, n_passages: int) -> dict:
+    """The preset's schedules with the run's overrides: --steps, and what the data's size caps
+    (a batch cannot exceed the training questions, K the passages indexed)."""
+    n_passages = min(n_passages, assets.max_passages or n_passages)
+    steps = assets.steps or preset.rag.steps
+    rag = {"steps": steps, "batch_size": min(preset.rag.batch_size, n_train), "n_docs": min(preset.rag.n_docs, n_passages),
+           "eval_every": min(preset.rag.eval_every, steps), "save_every": min(preset.rag.save_every, steps)}
+    closed = {"steps": assets.steps or preset.closed_book.steps, "batch_size": min(preset.closed_book.batch_size, n_train)}
+    return {"rag": rag, "closed_book": closed}
+
+
+def _data(data: Path, sets: dict) -> dict:
+    """RUN/data/<set>.jsonl in lewisrag's schema (the swap matrix names question sets by their file names)."""
+    for name, examples in sets.items():
+        write_jsonl(data / f"{name}.jsonl", (ex.to_dict() for ex in examples))
+    return {"dir": "data", **{f"n_{name}": len(examples) for name, examples in sets.items()}}
+
+
+def _dense(run: Path, preset: Preset, snap: str, table, assets: BaseAssets, on_progress: Progress) -> dict:
+    from lewisrag.index.dense import DenseBuildConfig, build_dense_index
+
+    passages = table[: assets.max_passages] if assets.max_passages else table
+    manifest = build_dense_index(passages, assets.context_encoder, run / f"index_{snap}",
+                                 DenseBuildConfig(factory=preset.index_factory),
+                                 lambda stage, d, t: on_progress(f"index_{snap} {stage}", d, t, ""), overwrite=True)
+    return {"dir": f"index_{snap}", "n_passages": manifest["n_passages"], "content_hash": manifest["content_hash"]}
+
+
+def _retrieval(run: Path, test, pair: dict, on_progress: Progress) -> dict:
+    from lewisrag.index import open_retriever, retrieval_recall
+
+    ks = (1, 5, 20)
+    with_gold = [ex for ex in test if ex.gold_passage_ids]
+    if not with_gold:
+        return {"out": {"retrieval": {"split": "test", "skipped": "no test question has gold_passage_ids (nq_open has none)"}}}
+    r = retrieval_recall(open_retriever(run / "index_a", pair["encoder"], context_encoder=pair["context_encoder"]),
+                         with_gold, ks, on_batch=lambda n: on_progress("recall", n, len(with_gold), ""))
+    return {"out": {"retrieval": {"split": "test", "n": r["n"], **{f"recall_at_{k}": r[f"recall@{k}"] for k in ks}}}}
+
+
+def _generator(run: Path, source: str) -> dict:
+    import shutil
+
+    from lewisrag.data.outputs import staged_dir
+    from lewisrag.data.pretrained import load_generator
+    from lewisrag.training.pretrain import KIND as GENERATOR_KIND
+
+    load_generator(source)  # its weights and tokenizer load, before anything is copied
+    with staged_dir(run / "generator", GENERATOR_KIND) as tmp:
+        shutil.copytree(source, tmp, dirs_exist_ok=True)
+    return {"dir": "generator", "source": _where(source)}
+
+
+def _knowledge_update(run: Path, preset: Preset, on_progress: Progress) -> dict:
+    from lewisrag.experiments.swap import swap_matrix
+
+    m = swap_matrix([run / "rag_token", run / "rag_sequence"], [run / "index_a", run / "index_b"],
+                    [run / "data" / "questions_a.jsonl", run / "data" / "questions_b.jsonl"], max_length=preset.rag.max_target_length,
+                    on_progress=lambda _, d, t: on_progress("knowledge update", d, t, ""))
+    write_json(run / "knowledge_update.json", m)
+    return {"n_questions": m["n_questions"], "out": {"knowledge_update": m["em"]}}
+
+
+def _assemble(config: dict, stages: dict, skipped: dict) -> dict:
+    results = {
+        "lewisrag": {"kind": "reproduce", "version": __version__, "format": FORMAT},
+        "config": config,
+        "environment": {"python": platform.python_version(), "machine": platform.machine()},
+        "records": [],
+    }
+    for s in stages.values():
+        for key, value in s.get("out", {}).items():
+            if key == "qa":
+                results.setdefault("qa", {}).update(value)
+            else:
+                results[key] = value
+        results["records"] += s.get("records", [])
+    results["stages"] = {name: {k: v for k, v in s.items() if k not in ("records", "out")} for name, s in stages.items()}
+    results["skipped"] = skipped
+    return results

@@ -1,0 +1,110 @@
+"""`lewisrag reproduce --preset base` end to end on local assets in the hub's own layouts: a tiny
+DPRQuestionEncoder / DPRContextEncoder pair and a BART folder (tests/hf_layouts.py), nq_open
+Parquet QA files, wiki_dpr-schema passages as a `datasets` save_to_disk folder (snapshot A) and
+JSONL (snapshot B), with questions about each snapshot for the swap matrix.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import one_thread, run_main, write_jsonl
+from hf_layouts import bart, dpr_pair
+from lewisrag.data.records import read_passages, read_qa
+
+NQ_OPEN = pa.schema([("question", pa.string()), ("answer", pa.list_(pa.string()))])
+
+
+def _nq_open(path: Path, examples) -> Path:
+    rows = [{"question": ex.question, "answer": list(ex.answers)} for ex in examples]
+    pq.write_table(pa.Table.from_pylist(rows, schema=NQ_OPEN), path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def assets(tiny_corpus, tmp_path_factory) -> dict:
+    import datasets
+
+    root = tmp_path_factory.mktemp("base_assets")
+    passages, qa = read_passages(tiny_corpus["passages"]), read_qa(tiny_corpus["qa"])
+    texts = [f"{p.title} {p.text}" for p in passages] + [q.question for q in qa]
+    with one_thread():
+        pair = dpr_pair(root, texts)
+        gen = bart(root, texts)
+    features = datasets.Features({"id": datasets.Value("string"), "text": datasets.Value("string"),
+                                  "title": datasets.Value("string")})
+    datasets.Dataset.from_dict({"id": [p.id for p in passages], "text": [p.text for p in passages],
+                                "title": [p.title for p in passages]}, features=features).save_to_disk(str(root / "psgs_a"))
+    # snapshot B: every leader replaced
+    b = [{"id": p.id, "title": p.title, "text": p.text.replace("Its leader is", "Its new leader is Ren")} for p in passages]
+    return {**pair, "bart": gen, "passages": root / "psgs_a", "passages_b": write_jsonl(root / "psgs_b.jsonl", b),
+            "train": _nq_open(root / "train.parquet", qa), "dev": _nq_open(root / "dev.parquet", qa[:6]),
+            "test": _nq_open(root / "test.parquet", qa[:6]), "questions_a": tiny_corpus["qa"],
+            "questions_b": write_jsonl(root / "qb.jsonl", [{"question": q.question, "answers": ["Ren"]} for q in qa[:4]])}
+
+
+def _flags(a: dict, out: Path, *extra) -> list:
+    return ["reproduce", "--preset", "base", "--out", out, "--question-encoder", a["question"], "--context-encoder",
+            a["context"], "--generator", a["bart"], "--train", a["train"], "--dev", a["dev"], "--test", a["test"],
+            "--passages", a["passages"], "--steps", 2, "--max-train", 16, "--max-passages", 24, *extra]
+
+
+def test_base_runs_end_to_end_on_local_assets(assets, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "run"
+    with one_thread():
+        code, stdout, err = run_main(monkeypatch, capsys, *_flags(assets, out), "--passages-b", assets["passages_b"],
+                                     "--questions-a", assets["questions_a"], "--questions-b", assets["questions_b"], "--json")
+    assert code == 0, err
+    r = json.loads((out / "results.json").read_text())
+    for system in ("rag_token", "rag_sequence", "closed_book"):
+        em = r["qa"][system]["exact_match"]
+        assert 0 <= em <= 1 and r["qa"][system]["n"] == 6 and 0 <= r["qa"][system]["f1"] <= 1
+    a = r["config"]["assets"]
+    assert a["question_encoder"] == str(assets["question"]) and a["context_encoder"] == str(assets["context"])
+    assert a["generator"] == str(assets["bart"]) and a["passages"] == str(assets["passages"])
+    assert a["steps"] == 2 and a["max_train"] == 16 and a["max_passages"] == 24
+    assert r["stages"]["rag_token"]["steps"] == 2 and r["stages"]["rag_token"]["n_train"] == 16
+    assert r["stages"]["index_a"]["n_passages"] == 24 and r["stages"]["index_b"]["n_passages"] == 24
+    assert "gold_passage_ids" in r["retrieval"]["skipped"]  # nq_open has no gold passages
+    assert {"world", "dpr", "bm25_a", "ablations", "stitched", "compare"} <= set(r["skipped"])
+    assert "knowledge_update" not in r["skipped"] and set(r["knowledge_update"]) == {"rag_token", "rag_sequence"}
+    assert set(r["knowledge_update"]["rag_token"]) == {"index_a", "index_b"}
+    rag_cfg = json.loads((out / "rag_token" / "config.json").read_text())
+    assert rag_cfg["context_encoder"] == str(assets["context"]) and rag_cfg["n_docs"] == 10
+    report = (out / "report.md").read_text()
+    assert "RAG-Token" in report and "Stages not run" in report and "`stitched`" in report
+    s = json.loads(stdout)
+    assert s["qa"] == r["qa"] and s["retrieval"] == r["retrieval"]
+
+
+def test_missing_base_flags_are_named_and_other_presets_refuse_them(assets, tmp_path, monkeypatch, capsys):
+    code, _, err = run_main(monkeypatch, capsys, "reproduce", "--preset", "base", "--out", tmp_path / "x",
+                            "--generator", assets["bart"], "--train", assets["train"])
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 2 and len(lines) == 1, err
+    for flag in ("--question-encoder", "--context-encoder", "--dev", "--test", "--passages"):
+        assert flag in lines[0]
+    assert "--generator," not in lines[0] and not (tmp_path / "x").exists()
+    code, _, err = run_main(monkeypatch, capsys, "reproduce", "--preset", "tiny", "--out", tmp_path / "y", "--steps", 2)
+    assert code == 2 and "--steps" in err and not (tmp_path / "y").exists()
+
+
+def test_base_measures_recall_when_test_questions_name_gold_passages(assets, tiny_corpus, tmp_path, monkeypatch, capsys):
+    """A test file in lewisrag's schema with gold_passage_ids gets recall@k; without --passages-b
+    there is no index B and no swap matrix, both listed as skipped."""
+    out = tmp_path / "run"
+    flags = _flags(assets, out)
+    flags[flags.index("--test") + 1] = tiny_corpus["qa"]
+    with one_thread():
+        code, stdout, err = run_main(monkeypatch, capsys, *flags)
+    assert code == 0, err
+    r = json.loads((out / "results.json").read_text())
+    assert r["retrieval"]["n"] == 30 and 0 <= r["retrieval"]["recall_at_1"] <= r["retrieval"]["recall_at_20"] <= 1
+    assert r["skipped"]["index_b"] == "no --passages-b" and r["skipped"]["knowledge_update"] == "no --passages-b"
+    assert "knowledge_update" not in r and not (out / "index_b").exists() and r["qa"]["rag_token"]["n"] == 30
+    assert "not run: knowledge_update" in stdout and "recall@1" in (out / "report.md").read_text()
