@@ -1,4 +1,4 @@
-"""Evaluate answer records layer by layer into results.json (`evaluate_answers` shows its layout).
+"""Evaluate answer records layer by layer into `Results` (`lewisrag.eval.results`; `.to_json()` is results.json).
 
 Judge calls are batched: for a chunk of records, every first-level pair (answer statements and
 reference statements against the joined contexts, reference statements against the answer, each

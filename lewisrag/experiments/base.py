@@ -32,6 +32,9 @@ from lewisrag.data.records import read_qa
 from lewisrag.eval.results import FORMAT
 from lewisrag.experiments import stages as S
 from lewisrag.experiments.presets import Preset
+from lewisrag.experiments.swap import swap_matrix
+from lewisrag.index import open_retriever, retrieval_recall
+from lewisrag.index.dense import DenseBuildConfig, build_dense_index
 
 Progress = Callable[[str, int, int, str], None]
 
@@ -170,8 +173,6 @@ def _data(data: Path, sets: dict) -> dict:
 
 
 def _dense(run: Path, preset: Preset, snap: str, table, assets: BaseAssets, on_progress: Progress) -> dict:
-    from lewisrag.index.dense import DenseBuildConfig, build_dense_index
-
     passages = table[: assets.max_passages] if assets.max_passages else table
     manifest = build_dense_index(passages, assets.context_encoder, run / f"index_{snap}",
                                  DenseBuildConfig(factory=preset.index_factory),
@@ -180,8 +181,6 @@ def _dense(run: Path, preset: Preset, snap: str, table, assets: BaseAssets, on_p
 
 
 def _retrieval(run: Path, test, pair: dict, on_progress: Progress) -> dict:
-    from lewisrag.index import open_retriever, retrieval_recall
-
     ks = (1, 5, 20)
     with_gold = [ex for ex in test if ex.gold_passage_ids]
     if not with_gold:
@@ -192,21 +191,11 @@ def _retrieval(run: Path, test, pair: dict, on_progress: Progress) -> dict:
 
 
 def _generator(run: Path, source: str) -> dict:
-    import shutil
-
-    from lewisrag.data.outputs import staged_dir
-    from lewisrag.data.pretrained import load_generator
-    from lewisrag.training.pretrain import KIND as GENERATOR_KIND
-
-    load_generator(source)  # its weights and tokenizer load, before anything is copied
-    with staged_dir(run / "generator", GENERATOR_KIND) as tmp:
-        shutil.copytree(source, tmp, dirs_exist_ok=True)
+    S.copy_generator(source, run / "generator")
     return {"dir": "generator", "source": _where(source)}
 
 
 def _knowledge_update(run: Path, preset: Preset, on_progress: Progress) -> dict:
-    from lewisrag.experiments.swap import swap_matrix
-
     m = swap_matrix([run / "rag_token", run / "rag_sequence"], [run / "index_a", run / "index_b"],
                     [run / "data" / "questions_a.jsonl", run / "data" / "questions_b.jsonl"], max_length=preset.rag.max_target_length,
                     on_progress=lambda _, d, t: on_progress("knowledge update", d, t, ""))
@@ -221,13 +210,6 @@ def _assemble(config: dict, stages: dict, skipped: dict) -> dict:
         "environment": {"python": platform.python_version(), "machine": platform.machine()},
         "records": [],
     }
-    for s in stages.values():
-        for key, value in s.get("out", {}).items():
-            if key == "qa":
-                results.setdefault("qa", {}).update(value)
-            else:
-                results[key] = value
-        results["records"] += s.get("records", [])
-    results["stages"] = {name: {k: v for k, v in s.items() if k not in ("records", "out")} for name, s in stages.items()}
+    S.merge_stage_outputs(results, stages)
     results["skipped"] = skipped
     return results

@@ -205,19 +205,7 @@ def _assemble(config: dict, stages: dict) -> dict:
         "retrieval": {"split": r["split"], **r["dense"], "bm25": r["bm25"]},
         "records": list(r["records"]),  # per question and system, for `lewisrag gate`
     }
-    for s in stages.values():
-        for key, value in s.get("out", {}).items():
-            if key == "qa":
-                results.setdefault("qa", {}).update(value)  # compare adds "stitched" beside the trained systems
-            else:
-                results[key] = value
-        if s is not r:
-            results["records"] += s.get("records", [])
-    results["stages"] = {name: {k: v for k, v in s.items() if k not in _DETAIL} for name, s in stages.items()}
-    return results
-
-
-_DETAIL = ("records", "out", "split", "dense", "bm25")  # in results already, under their own keys
+    return S.merge_stage_outputs(results, stages, skip_records=r)
 
 
 def check_hub_assets(hub: Sequence[str], hub_dir: str | os.PathLike | None = None) -> dict[str, str]:

@@ -49,11 +49,33 @@ def generator(run: Path, preset: Preset, seed: int, on_progress: Progress) -> di
         recipe = pretrain(cfg, out, on_step=lambda s, p, loss, em: on_progress("generator", s, cfg.steps, f"loss {loss:.3f}"))
         return {"dir": "generator", "source": preset.generator, "final_loss": recipe["final_loss"]}
 
-    src = shipped_generator(preset)
-    load_generator(src, require_recipe=True)  # checks the weights' sha256 before anything is copied
+    copy_generator(shipped_generator(preset), out, require_recipe=True)
+    return {"dir": "generator", "source": preset.generator}
+
+
+def merge_stage_outputs(results: dict, stages: dict, skip_records: dict | None = None) -> dict:
+    """Add what every stage contributed under "out" to `results` (a stage's "qa" adds systems beside
+    the others'), its "records" (except `skip_records`'s, already there) and each stage's summary."""
+    for s in stages.values():
+        for key, value in s.get("out", {}).items():
+            if key == "qa":
+                results.setdefault("qa", {}).update(value)  # compare adds "stitched" beside the trained systems
+            else:
+                results[key] = value
+        if s is not skip_records:
+            results["records"] += s.get("records", [])
+    results["stages"] = {name: {k: v for k, v in s.items() if k not in STAGE_DETAIL} for name, s in stages.items()}
+    return results
+
+
+STAGE_DETAIL = ("records", "out", "split", "dense", "bm25")  # in results already, under their own keys
+
+
+def copy_generator(src: str | Path, out: Path, require_recipe: bool = False) -> None:
+    """Copy a generator folder to `out` once it loads (and, with a recipe.json, its weights' sha256 matches)."""
+    load_generator(src, require_recipe=require_recipe)  # before anything is copied
     with staged_dir(out, GENERATOR_KIND) as tmp:
         shutil.copytree(src, tmp, dirs_exist_ok=True)
-    return {"dir": "generator", "source": preset.generator}
 
 
 def shipped_generator(preset: Preset) -> Path:
