@@ -1,35 +1,84 @@
-"""lewisrag's RAG against transformers' RAG on a GPU: bf16 training steps and decoding, same weights.
+"""lewisrag's RAG training pipeline on a GPU at the paper's model sizes, beside transformers' RAG.
 
-    python scripts/bench_gpu.py                 # needs CUDA; prints one table, exits 0 without a GPU
+    python scripts/bench_gpu.py                       # needs CUDA; exits 0 without a GPU
+    python scripts/bench_gpu.py --preset check --device cpu   # the whole script at toy sizes (CI-fast)
+    python scripts/bench_gpu.py --json results.json   # also write every number as JSON
 
-Two sizes: the CPU bench's (d_model 256, 3+3 layers, vocab 8k) and a BART-base-like one (d_model
-768, 6+6 layers, vocab 50k, the paper's generator size), both with K=5 documents and 4 beams.
-Training steps run under bf16 autocast (fp32 master weights, AdamW), decoding in fp32 so that the
-two implementations can be checked for identical ids. Times are CUDA-synchronised medians; the
-ratio is transformers ÷ lewisrag (higher is better for lewisrag). FAISS on the GPU is used when the
-installed faiss has GPU support (faiss-gpu); faiss-cpu is reported as such.
+No model hub is needed: the checkpoints are built here from configs in the exact transformers
+layouts (tests/hf_layouts.py, the builder the offline tests use) at the paper's shapes, random
+weights: a DPR question/context pair shaped like dpr-*-single-nq-base (BERT-base: hidden 768,
+12 layers) and a BART generator shaped like bart-large (d_model 1024, 12+12 layers, vocab 50265).
+The parts, each timed on its own:
+
+1. corpus  `--passages` synthetic passages (100 words each, wiki_dpr's schema: id, title, text,
+           embeddings) written as parquet. The context encoder embeds `--encode` distinct ones on
+           the GPU through `index build`'s own path (bf16 autocast) - that is the encoding
+           throughput; the corpus repeats those rows with new ids up to `--passages`, so every
+           stored vector is the encoding of its row's text.
+2. index   `build_dense_index(..., reuse_embeddings=True)` over the whole corpus: spot check, copy
+           of the stored vectors, FAISS Flat, passages written - what a wiki_dpr user runs.
+3. train   `train_rag` as `lewisrag train rag` runs it (accelerate, bf16 autocast, AdamW, K=5
+           retrieved per question from the index above on every step, question encoder trained):
+           RAG-Token and RAG-Sequence. Reported: median step time after warm-up, questions/s,
+           generator tokens/s (padding counted: it is computed), model FLOPs utilisation (6 FLOPs
+           per parameter per token plus attention, against the H200's 989 TFLOP/s dense bf16 and
+           against the bf16 matmul rate measured here), peak GPU memory.
+4. same weights  one bf16 training step of transformers' RagTokenForGeneration /
+           RagSequenceForGeneration and of lewisrag's RagModel with identical weights and identical
+           pre-retrieved contexts (so retrieval is out of both), and fp32 beam-search decoding,
+           checked id for id. Ratio = transformers / lewisrag (above 1: lewisrag is faster).
+5. search  one training batch of questions against the corpus's vectors: FAISS Flat on the CPU
+           (what training uses; faiss-cpu) and an exact bf16 matrix product on the GPU.
+
+Every part runs under a deadline (`--budget` seconds); a part that would start after it is
+reported as skipped, and a part that fails prints its error and the rest still run.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import json
+import math
 import os
+import shutil
 import statistics
+import sys
 import tempfile
 import time
+import traceback
+from pathlib import Path
 
+import numpy as np
 import torch
 
-from lewisrag.rag_model import RagModel
-from lewisrag.rag_model.testing import tiny_batch, tiny_hf_rag
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # hf_layouts: the transformers folder builder the offline tests use
 
-SIZES = {  # name: (d_model, layers, heads, ffn, vocab, batch, context length, target length)
-    "bench": (256, 3, 4, 1024, 8192, 8, 128, 16),
-    "check": (32, 1, 2, 64, 500, 2, 16, 6),  # --device cpu --sizes check: the script itself runs
-    "base-like": (768, 6, 12, 3072, 50265, 16, 256, 24),
-}
+from hf_layouts import bart, dpr_pair  # noqa: E402
+
+from lewisrag.data.passages import open_passages  # noqa: E402
+from lewisrag.index.dense import DenseBuildConfig, DenseIndex, build_dense_index  # noqa: E402
+from lewisrag.rag_model import RagModel  # noqa: E402
+from lewisrag.rag_model.checkpoints import from_hf  # noqa: E402
+from lewisrag.training.rag import RagTrainConfig, train_rag  # noqa: E402
+
+H200_BF16_DENSE = 989e12  # FLOP/s, the datasheet's dense bf16 rate (H100 SXM's)
 K, BEAMS = 5, 4
+
+PRESETS = {  # the shapes of each part; "paper" is the default on a GPU
+    "paper": dict(dpr=dict(hidden=768, layers=12, heads=12, vocab_size=30522, init_std=0.02, dropout=0.1),
+                  bart=dict(d_model=1024, layers=12, heads=16, vocab_size=8000, model_vocab=50265, dropout=0.1),
+                  passages=1_000_000, encode=65_536, questions=4096, batch=16, steps_token=150, steps_sequence=60,
+                  context=300, target=24),
+    "check": dict(dpr=dict(hidden=32, layers=2, heads=2, vocab_size=600, init_std=0.02),
+                  bart=dict(d_model=32, layers=2, heads=2, vocab_size=600, model_vocab=700),
+                  passages=3000, encode=512, questions=64, batch=4, steps_token=6, steps_sequence=4,
+                  context=64, target=8),
+}
+
+
+# --- timing helpers ---------------------------------------------------------------------------------
 
 
 def sync() -> None:
@@ -37,7 +86,7 @@ def sync() -> None:
         torch.cuda.synchronize()
 
 
-def cuda_time(fn, reps: int) -> float:
+def timed(fn, reps: int) -> float:
     """Median seconds of `reps` calls after one warm-up, synchronised around each."""
     fn()
     sync()
@@ -60,7 +109,211 @@ def peak_gb(fn) -> float:
     return torch.cuda.max_memory_allocated() / 2**30
 
 
-def train_step(model, batch, q_ids, docs):
+def matmul_rate(device: str) -> float:
+    """bf16 FLOP/s of an 8192^3 matrix product here: the ceiling MFU is also quoted against."""
+    if device != "cuda":
+        return float("nan")
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    return 2 * 8192**3 / timed(lambda: a @ b, 10)
+
+
+# --- 1-2: corpus and index ------------------------------------------------------------------------
+
+
+def synthetic_texts(n: int, seed: int = 0, words: int = 100, vocab: int = 20_000) -> tuple[list[str], list[str]]:
+    """(titles, texts): `n` passages of `words` pseudo-words drawn Zipf-like from a `vocab`-word lexicon."""
+    rng = np.random.default_rng(seed)
+    syllables = ["ka", "lo", "mi", "ne", "su", "ra", "to", "vi", "de", "po", "an", "el", "or", "un", "ti", "ga"]
+    lexicon = ["".join(rng.choice(syllables, rng.integers(2, 5))) for _ in range(vocab)]
+    weights = 1.0 / np.arange(1, vocab + 1)
+    ids = rng.choice(vocab, size=(n, words + 2), p=weights / weights.sum())
+    titles = [f"{lexicon[a].title()} {lexicon[b].title()}" for a, b in ids[:, :2]]
+    texts = [" ".join(lexicon[i] for i in row[2:]) for row in ids]
+    return titles, texts
+
+
+def build_corpus(p: dict, tmp: Path, device: str, log) -> dict:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    t0 = time.perf_counter()
+    titles, texts = synthetic_texts(p["encode"])
+    sample = [f"{a} {b}" for a, b in zip(titles[:20_000], texts[:20_000])]
+    dirs = dpr_pair(tmp / "ckpt", sample, **p["dpr"])
+    gen = bart(tmp / "ckpt", sample, **p["bart"])
+    log(f"checkpoints built in {time.perf_counter() - t0:.0f} s")
+
+    # the encoding throughput: index build's own encoder path over the distinct passages
+    distinct = tmp / "distinct.parquet"
+    pq.write_table(pa.table({"id": [str(i) for i in range(len(texts))], "title": titles, "text": texts}), distinct)
+    cfg = DenseBuildConfig(device=device, mixed_precision="bf16" if device == "cuda" else "no", batch_size=256,
+                           shard_size=16_384)
+    t0 = time.perf_counter()
+    build_dense_index(open_passages(distinct), dirs["context"], tmp / "distinct-index", cfg)
+    encode_s = time.perf_counter() - t0
+    vectors = np.load(tmp / "distinct-index" / "embeddings.npy")
+    log(f"encoded {len(texts)} passages in {encode_s:.1f} s")
+
+    # the corpus: those rows repeated with new ids, each row's stored vector its own text's encoding
+    n, reps = p["passages"], math.ceil(p["passages"] / len(texts))
+    rows = np.tile(np.arange(len(texts)), reps)[:n]
+    corpus = tmp / "corpus.parquet"
+    emb = pa.FixedSizeListArray.from_arrays(pa.array(vectors[rows].reshape(-1)), vectors.shape[1])
+    pq.write_table(pa.table({"id": [f"p{i}" for i in range(n)], "title": [titles[r] for r in rows],
+                             "text": [texts[r] for r in rows], "embeddings": emb}), corpus, row_group_size=65_536)
+    t0 = time.perf_counter()
+    manifest = build_dense_index(open_passages(corpus), dirs["context"], tmp / "index",
+                                 DenseBuildConfig(device=device, mixed_precision=cfg.mixed_precision, reuse_embeddings=True,
+                                                  shard_size=65_536))
+    index_s = time.perf_counter() - t0
+    log(f"index over {n} passages in {index_s:.1f} s")
+
+    # questions in nq_open's schema: a title and two of its passage's words; the answer is a third
+    rng = np.random.default_rng(1)
+    picks = rng.integers(0, len(texts), p["questions"])
+    qs, answers = [], []
+    for r in picks:
+        words = texts[r].split()
+        j = int(rng.integers(0, len(words) - 3))
+        qs.append(f"in {titles[r]} what follows {words[j]} {words[j + 1]}")
+        answers.append([words[j + 2]])
+    qa = tmp / "train.parquet"
+    pq.write_table(pa.table({"question": qs, "answer": answers}), qa)
+    return {"dirs": dirs, "generator": gen, "index": tmp / "index", "qa": qa,
+            "rows": [("corpus", f"encode {len(texts)} passages (bf16, batch 256)", encode_s, f"{len(texts) / encode_s:,.0f} passages/s"),
+                     ("corpus", f"index {n} passages: spot check, copy vectors, FAISS Flat, passages", index_s,
+                      f"{manifest['n_passages']} rows, dim {manifest['dim']}")]}
+
+
+# --- 3: the training pipeline -----------------------------------------------------------------------
+
+
+class Counter:
+    """The shapes RagModel's forward and question encoder see, from which FLOPs are counted."""
+
+    def __init__(self):
+        self.calls: list[tuple] = []
+        self.q_tokens: list[int] = []
+        self._forward, self._encode = RagModel.forward, RagModel.encode_questions
+        counter = self
+
+        def forward(model, context_input_ids, context_attention_mask, doc_scores, *a, labels=None, **kw):
+            dec = labels if labels is not None else kw.get("decoder_input_ids")
+            counter.calls.append((context_input_ids.shape[0], context_input_ids.shape[1], dec.shape[1]))
+            return counter._forward(model, context_input_ids, context_attention_mask, doc_scores, *a, labels=labels, **kw)
+
+        def encode(model, input_ids, attention_mask):
+            counter.q_tokens.append(input_ids.numel())
+            return counter._encode(model, input_ids, attention_mask)
+
+        RagModel.forward, RagModel.encode_questions = forward, encode  # the benchmark's own instrumentation
+
+    def close(self) -> None:
+        RagModel.forward, RagModel.encode_questions = self._forward, self._encode
+
+
+def step_flops(calls: list[tuple], q_tokens: list[int], bart_cfg, q_params: int, n_enc: int, n_dec: int) -> float:
+    """Training FLOPs (forward + backward = 3x forward) of the recorded steps: 2 per weight per
+    token through the encoder, decoder and output layer, attention's QK and AV products, and the
+    question encoder; padding counts, as it is computed."""
+    d, layers, vocab = bart_cfg.d_model, bart_cfg.encoder_layers, bart_cfg.vocab_size
+    total = 0.0
+    for rows, src, tgt in calls:
+        fwd = 2 * n_enc * rows * src + 2 * (n_dec + vocab * d) * rows * tgt
+        fwd += layers * rows * (4 * src * src * d + 4 * tgt * tgt * d + 4 * tgt * src * d)
+        total += 3 * fwd
+    return total + 3 * 2 * q_params * sum(q_tokens)  # q_tokens: each step's B x question length
+
+
+def weights(folder: Path, part: str) -> int:
+    """Parameters in `folder`'s safetensors whose names contain `part`, embeddings and output layer left out."""
+    from safetensors import safe_open
+
+    total = 0
+    for file in folder.glob("*.safetensors"):
+        with safe_open(str(file), "pt") as f:
+            total += sum(math.prod(f.get_slice(name).get_shape()) for name in f.keys()
+                         if part in name and not any(s in name for s in ("embed", "shared", "final_logits_bias", "lm_head")))
+    return total
+
+
+def train_pipeline(variant: str, steps: int, c: dict, p: dict, tmp: Path, device: str, log, keep: bool = False) -> dict:
+    """`train_rag` for `steps` steps, timed step by step; `keep` leaves the run folder for `answer`."""
+    cfg = RagTrainConfig(variant=variant, index=str(c["index"]), encoder=str(c["dirs"]["question"]),
+                         context_encoder=str(c["dirs"]["context"]), generator=str(c["generator"]), train=str(c["qa"]),
+                         dev=str(c["qa"]), n_docs=K, steps=steps, batch_size=p["batch"], lr=3e-5, warmup=0.05,
+                         max_combined_length=p["context"], max_target_length=p["target"], eval_every=0,
+                         save_every=steps, mixed_precision="bf16", cpu=device == "cpu")
+    stamps: list[float] = []
+    counter = Counter()
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    t0 = time.perf_counter()
+    try:
+        summary = train_rag(cfg, tmp / f"run-{variant}", on_progress=lambda step, total, rec: (sync(), stamps.append(time.perf_counter())))
+    finally:
+        counter.close()
+    wall = time.perf_counter() - t0
+    deltas = np.diff([t0, *stamps])
+    warm = max(0, min(5, len(deltas) - 2))
+    step_s = float(np.median(deltas[warm:]))
+    mean_s = float(np.mean(deltas[warm:]))
+    model_dir = tmp / f"run-{variant}" / "final"
+    from transformers import AutoConfig
+
+    bart_cfg = AutoConfig.from_pretrained(model_dir / "generator")
+    n_enc, n_dec, q_params = (weights(model_dir / "generator", ".encoder."), weights(model_dir / "generator", ".decoder."),
+                              weights(model_dir / "question_encoder", ""))
+    calls = counter.calls[warm:len(deltas)]
+    q_tok = counter.q_tokens[warm:len(deltas)]
+    flops = step_flops(calls, q_tok, bart_cfg, q_params, n_enc, n_dec) / max(1, len(calls))
+    rows, src, tgt = np.mean([c_[0] for c_ in calls]), np.mean([c_[1] for c_ in calls]), np.mean([c_[2] for c_ in calls])
+    peak = torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else 0.0
+    losses = [json.loads(line)["loss"] for line in (tmp / f"run-{variant}" / "log.jsonl").read_text().splitlines()]
+    log(f"{variant}: {summary['steps']} steps, median {step_s:.3f} s/step, loss {losses[0]:.2f} -> {losses[-1]:.2f}")
+    if not keep:
+        shutil.rmtree(tmp / f"run-{variant}")  # its model and optimizer state: gigabytes at the paper's sizes
+    return {"variant": variant, "steps": summary["steps"], "batch": p["batch"], "wall_s": wall, "median_step_s": step_s,
+            "mean_step_s": mean_s, "questions_per_s": p["batch"] / step_s,
+            "generator_tokens_per_s": rows * (src + tgt) / step_s, "context_len": src, "target_len": tgt,
+            "flops_per_step": flops, "mfu_datasheet": flops / mean_s / H200_BF16_DENSE, "peak_gb": peak,
+            "params": {"bart_encoder": n_enc, "bart_decoder": n_dec, "question_encoder": q_params},
+            "loss_first": losses[0], "loss_last": losses[-1]}
+
+
+def answer(run: Path, c: dict, p: dict, device: str, log) -> list[tuple]:
+    """Questions/s of `answer_questions` (retrieve K=5 from the corpus, decode) with the trained model, as
+    training's dev EM, `eval` and `reproduce` answer: greedy and 4-beam, fp32."""
+    import pyarrow.parquet as pq
+
+    from lewisrag.rag_model.answering import answer_questions
+    from lewisrag.training.checkpoint import load_trained
+
+    model, tokenizers = load_trained(run / "final")
+    model.to(device)
+    index = DenseIndex.load(c["index"])
+    questions = pq.read_table(c["qa"]).column("question").to_pylist()[: 8 * p["batch"]]
+    rows = []
+    for beams in (1, BEAMS):
+        answer_questions(model, tokenizers, index, questions[: p["batch"]], num_beams=beams, max_length=p["target"])  # warm-up
+        sync()
+        t0 = time.perf_counter()
+        answer_questions(model, tokenizers, index, questions, num_beams=beams, max_length=p["target"],
+                         batch_size=p["batch"])
+        sync()
+        took = time.perf_counter() - t0
+        rows.append(("answer", f"answer_questions RAG-{model.variant}, {'greedy' if beams == 1 else f'{beams} beams'}, "
+                     f"{len(questions)} questions", took, f"{len(questions) / took:.1f} questions/s"))
+        log(f"answer with {beams} beam(s): {took:.1f} s")
+    shutil.rmtree(run)
+    return rows
+
+
+# --- 4: the same weights in transformers and lewisrag -----------------------------------------------
+
+
+def hf_step(model, batch, q_ids, docs):
     ids, mask, _, labels = batch
     model = copy.deepcopy(model).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
@@ -78,84 +331,166 @@ def train_step(model, batch, q_ids, docs):
     return step
 
 
-def bench_size(name: str, reps: int, tmp: str, dev: torch.device) -> list[tuple]:
-    d, layers, heads, ffn, vocab, b, length, target = SIZES[name]
+def same_weights(c: dict, p: dict, tmp: Path, device: str, reps: int, log) -> list[tuple]:
+    from transformers import RagSequenceForGeneration, RagTokenForGeneration
+
+    from transformers import AutoConfig
+
+    dev = torch.device(device)
     g = torch.Generator().manual_seed(1)
+    b = p["batch"]
+    q_cfg = AutoConfig.from_pretrained(c["dirs"]["question"])
+    vocab = min(q_cfg.vocab_size, AutoConfig.from_pretrained(c["generator"]).vocab_size)
     q_ids = torch.randint(3, vocab, (b, 16), generator=g).to(dev)
-    docs = (torch.randn(b, K, d, generator=g) * 0.1).to(dev)
-    batch = [t.to(dev) for t in tiny_batch(b, K, length, target, vocab, seed=3)]
-    ids, mask, scores, labels = batch
+    dim = q_cfg.projection_dim or q_cfg.hidden_size
+    docs = (torch.randn(b, K, dim, generator=g) * 0.1).to(dev)
+    ids = torch.randint(3, vocab, (b * K, p["context"]), generator=g)
+    ids[:, 0] = 0
+    mask = torch.ones_like(ids)
+    labels = torch.randint(3, vocab, (b, p["target"]), generator=g)
+    labels[:, 0] = 2
+    scores = torch.randn(b, K, generator=g)
+    batch = [t.to(dev) for t in (ids, mask, scores, labels)]
     rows = []
-    for variant in ("token", "sequence"):
-        hf = tiny_hf_rag(variant, seed=0, vocab=vocab, d_model=d, layers=layers, heads=heads, ffn=ffn, n_docs=K,
-                         init_std=0.05, max_positions=1024, eos_bias=2.0)
-        path = os.path.join(tmp, f"{name}-{variant}")
-        hf.save_pretrained(path)
-        ours = RagModel.from_hf_pretrained(path).eval().to(dev)
+    for variant, cls in (("token", RagTokenForGeneration), ("sequence", RagSequenceForGeneration)):
+        hf = cls.from_pretrained_question_encoder_generator(str(c["dirs"]["question"]), str(c["generator"]), n_docs=K)
+        with torch.no_grad():  # random weights give near-uniform outputs, and ties would decide the beams: a
+            # random output bias (as the tests' tiny models have) makes the comparison mean something
+            bias = hf.generator.final_logits_bias
+            bias.copy_(torch.randn(bias.shape, generator=torch.Generator().manual_seed(2)) * 2)
+        # ours shares hf's modules (each timed step trains its own copy): built from the folders in memory,
+        # hf decodes RAG-Sequence with bart's generation config, which a saved RAG folder would lose
         hf = hf.to(dev)
-        f_hf, f_ours = train_step(hf, batch, q_ids, docs), train_step(ours, batch, q_ids, docs)
-        rows.append((name, f"bf16 train step ({variant})", cuda_time(f_hf, reps), cuda_time(f_ours, reps),
-                     peak_gb(f_hf), peak_gb(f_ours), ""))
-        kw = dict(context_input_ids=ids, context_attention_mask=mask, doc_scores=scores, n_docs=K,
-                  num_beams=BEAMS, max_length=target + 4)
+        ours = from_hf(RagModel, hf)
+        f_hf, f_ours = hf_step(hf, batch, q_ids, docs), hf_step(ours, batch, q_ids, docs)
+        rows.append(("same weights", f"bf16 train step RAG-{variant} (B={b}, K={K}, L={p['context']})", timed(f_hf, reps),
+                     timed(f_ours, reps), peak_gb(f_hf), peak_gb(f_ours), ""))
+        hf.eval(), ours.eval()
+        kw = dict(context_input_ids=batch[0], context_attention_mask=batch[1], doc_scores=batch[2], n_docs=K,
+                  num_beams=BEAMS, max_length=p["target"])
         if variant == "sequence":
             kw["do_deduplication"] = False
         with torch.no_grad():
             same = torch.equal(hf.generate(**kw), ours.generate(**kw))
-            what = "RAG-Sequence thorough, no dedup" if variant == "sequence" else "RAG-Token beam search"
             d_hf, d_ours = (lambda: hf.generate(**kw)), (lambda: ours.generate(**kw))
-            rows.append((name, f"{what} (fp32)", cuda_time(d_hf, max(2, reps // 2)), cuda_time(d_ours, max(2, reps // 2)),
-                         peak_gb(d_hf), peak_gb(d_ours), "identical ids" if same else "IDS DIFFER"))
+            rows.append(("same weights", f"fp32 beam search ({BEAMS} beams) RAG-{variant}", timed(d_hf, max(2, reps // 3)),
+                         timed(d_ours, max(2, reps // 3)), peak_gb(d_hf), peak_gb(d_ours),
+                         "identical ids" if same else "IDS DIFFER"))
+        log(f"same weights {variant}: done")
         del hf, ours
-        torch.cuda.empty_cache()
+        if device == "cuda":
+            torch.cuda.empty_cache()
     return rows
 
 
-def faiss_row() -> tuple:
-    import faiss
-    import numpy as np
-
-    if not hasattr(faiss, "StandardGpuResources"):
-        return ("-", f"FAISS GPU search: faiss {faiss.__version__} has no GPU support (faiss-cpu)", float("nan"),
-                float("nan"), 0.0, 0.0, "not run")
-    n, d, q = 1_000_000, 768, 1024
-    x = np.random.default_rng(0).standard_normal((n, d), dtype=np.float32)
-    cpu = faiss.IndexFlatIP(d)
-    cpu.add(x)
-    gpu = faiss.index_cpu_to_gpu(faiss.StandardGpuResources(), 0, cpu)
-    qs = x[:q]
-    t_cpu = min(_wall(lambda: cpu.search(qs, 5)) for _ in range(2))
-    t_gpu = min(_wall(lambda: gpu.search(qs, 5)) for _ in range(3))
-    return ("-", f"FAISS Flat search {q} queries x {n} docs (cpu vs gpu)", t_cpu, t_gpu, 0.0, 0.0, "")
+# --- 5: search ---------------------------------------------------------------------------------------
 
 
-def _wall(fn) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
+def search_rows(c: dict, p: dict, device: str, reps: int) -> list[tuple]:
+    index = DenseIndex.load(c["index"])
+    q = np.asarray(index.embeddings[: p["batch"]], dtype=np.float32)
+    cpu_s = timed(lambda: index.search(q, K), reps)
+    rows = [("search", f"FAISS Flat (CPU, {torch.get_num_threads()} threads): {p['batch']} queries x {len(index.passages)}",
+             cpu_s, float("nan"), 0.0, 0.0, "")]
+    if device == "cuda":
+        x = torch.from_numpy(np.asarray(index.embeddings)).to("cuda", torch.bfloat16)
+        qt = torch.from_numpy(q).to("cuda", torch.bfloat16)
+        gpu_s = timed(lambda: torch.topk(qt @ x.T, K, dim=1), reps)
+        rows[0] = (*rows[0][:3], gpu_s, 0.0, 0.0, f"vs exact bf16 matmul + top-k on the GPU ({x.numel() * 2 / 2**30:.1f} GB of vectors)")
+    return rows
+
+
+# --- main ---------------------------------------------------------------------------------------------
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--reps", type=int, default=10)
-    ap.add_argument("--sizes", default=",".join(SIZES))
-    ap.add_argument("--device", default="cuda", help="cpu only checks that the script runs")
+    ap.add_argument("--preset", choices=sorted(PRESETS), default="paper")
+    ap.add_argument("--device", default="cuda", help="cpu runs the script (use --preset check)")
+    ap.add_argument("--passages", type=int, help="corpus size (default: the preset's)")
+    ap.add_argument("--steps-token", type=int, help="RAG-Token training steps (default: the preset's)")
+    ap.add_argument("--steps-sequence", type=int, help="RAG-Sequence training steps (default: the preset's)")
+    ap.add_argument("--reps", type=int, default=6, help="timed repetitions of each same-weights measurement")
+    ap.add_argument("--budget", type=float, default=1e9, help="seconds: parts that would start later are skipped")
+    ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         print("no CUDA device: nothing to measure")
         return
+    p = dict(PRESETS[args.preset])
+    for key in ("passages", "steps_token", "steps_sequence"):
+        if getattr(args, key) is not None:
+            p[key] = getattr(args, key)
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 decoding must stay comparable id for id
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for name in args.sizes.split(","):
-            rows += bench_size(name, args.reps, tmp, torch.device(args.device))
-    rows.append(faiss_row())
+    start = time.perf_counter()
     where = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
-    print(f"GPU bench: {where}, torch {torch.__version__}, K={K}, beams {BEAMS}")
-    print(f"{'size':10s} {'measure':58s} {'transformers s':>14s} {'lewisrag s':>11s} {'speed-up':>9s} "
-          f"{'peak GB hf':>10s} {'peak GB ours':>12s}  note")
-    for size, what, a, b, ma, mb, note in rows:
-        print(f"{size:10s} {what:58s} {a:14.4f} {b:11.4f} {a / b:8.2f}x {ma:10.2f} {mb:12.2f}  {note}")
+    results = {"device": where, "torch": torch.__version__, "preset": args.preset, "settings": {k: v for k, v in p.items()},
+               "parts": {}, "skipped": [], "errors": {}}
+
+    def log(msg: str) -> None:
+        print(f"[{time.perf_counter() - start:6.0f} s] {msg}", flush=True)
+
+    def save() -> None:
+        if args.json:
+            args.json.write_text(json.dumps(results, indent=1, default=str))
+
+    def part(name: str, fn):
+        if time.perf_counter() - start > args.budget:
+            results["skipped"].append(name)
+            log(f"{name}: skipped (past --budget)")
+            return None
+        try:
+            out = fn()
+            results["parts"][name] = out
+            return out
+        except Exception as e:  # a benchmark part that breaks must not hide the others' numbers
+            traceback.print_exc()
+            results["errors"][name] = f"{type(e).__name__}: {e}"
+            return None
+        finally:
+            save()
+
+    rate = part("matmul", lambda: matmul_rate(args.device))
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        corpus = part("corpus", lambda: build_corpus(p, tmp, args.device, log))
+        if corpus is not None:
+            part("train_token", lambda: train_pipeline("token", p["steps_token"], corpus, p, tmp, args.device, log, keep=True))
+            part("answer", lambda: answer(tmp / "run-token", corpus, p, args.device, log))
+            part("same_weights", lambda: same_weights(corpus, p, tmp, args.device, args.reps, log))
+            part("train_sequence", lambda: train_pipeline("sequence", p["steps_sequence"], corpus, p, tmp, args.device, log))
+            part("search", lambda: search_rows(corpus, p, args.device, args.reps))
+    report(results, rate)
+    save()
+
+
+def report(results: dict, rate: float | None) -> None:
+    parts = results["parts"]
+    print(f"\nGPU bench: {results['device']}, torch {results['torch']}, preset {results['preset']}, K={K}")
+    if rate:
+        print(f"bf16 8192^3 matmul here: {rate / 1e12:.0f} TFLOP/s")
+    for row in (parts.get("corpus") or {}).get("rows", []) + (parts.get("answer") or []):
+        print(f"{row[0]:8s} {row[1]:70s} {row[2]:8.1f} s  {row[3]}")
+    for name in ("train_token", "train_sequence"):
+        r = parts.get(name)
+        if r:
+            mfu_here = r["flops_per_step"] / r["mean_step_s"] / rate if rate and not math.isnan(rate) else float("nan")
+            print(f"train    RAG-{r['variant']:8s} B={r['batch']} K={K}: {r['median_step_s']:.3f} s/step (median), "
+                  f"{r['questions_per_s']:.1f} questions/s, {r['generator_tokens_per_s']:,.0f} generator tokens/s "
+                  f"(context {r['context_len']:.0f} + target {r['target_len']:.0f}), MFU {100 * r['mfu_datasheet']:.1f}% "
+                  f"of 989 TFLOP/s ({100 * mfu_here:.1f}% of the measured matmul), peak {r['peak_gb']:.1f} GB, "
+                  f"loss {r['loss_first']:.2f} -> {r['loss_last']:.2f}")
+    rows = (parts.get("same_weights") or []) + (parts.get("search") or [])
+    if rows:
+        print(f"{'part':12s} {'measure':70s} {'transformers/cpu s':>18s} {'lewisrag/gpu s':>14s} {'ratio':>7s} "
+              f"{'peak GB a':>9s} {'peak GB b':>9s}  note")
+        for part_, what, a, b, ma, mb, note in rows:
+            ratio = a / b if b and not math.isnan(b) else float("nan")
+            print(f"{part_:12s} {what:70s} {a:18.4f} {b:14.4f} {ratio:6.2f}x {ma:9.2f} {mb:9.2f}  {note}")
+    for name in results["skipped"]:
+        print(f"skipped: {name} (past --budget)")
+    for name, err in results["errors"].items():
+        print(f"ERROR in {name}: {err}")
 
 
 if __name__ == "__main__":

@@ -49,22 +49,25 @@ def bert_tokenizer(texts: Sequence[str], out: Path, vocab_size: int = 400, max_l
     return tok
 
 
-def dpr_pair(root: Path, texts: Sequence[str], seed: int = 0, hidden: int = 32, layers: int = 1) -> dict[str, Path]:
+def dpr_pair(root: Path, texts: Sequence[str], seed: int = 0, hidden: int = 32, layers: int = 1, heads: int = 2,
+             vocab_size: int = 400, init_std: float = 0.3, dropout: float = 0.0) -> dict[str, Path]:
     """{"question": folder, "context": folder}: a DPR pair with one tokenizer, different random weights.
 
-    The weights are drawn at std 0.3 (transformers' 0.02 makes every [CLS] vector nearly the same,
-    so rankings would hang on rounding) and dropout is off.
+    The weights are drawn at std 0.3 by default (transformers' 0.02 makes every [CLS] vector nearly
+    the same, so rankings would hang on rounding) and dropout is off. `scripts/bench_gpu.py` builds
+    DPR-base's shape with it (hidden 768, 12 layers, 12 heads, transformers' init and dropout).
     """
     from transformers import DPRConfig, DPRContextEncoder, DPRQuestionEncoder
 
     q_dir, c_dir = root / "dpr-question_encoder", root / "dpr-ctx_encoder"
-    tok = bert_tokenizer(texts, q_dir)
+    tok = bert_tokenizer(texts, q_dir, vocab_size=vocab_size, max_length=512 if layers > 1 else 128)
     c_dir.mkdir(parents=True, exist_ok=True)
     for name in ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):  # no tokenizer.json: read from vocab.txt
         (c_dir / name).write_bytes((q_dir / name).read_bytes())
-    cfg = DPRConfig(vocab_size=len(tok), hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=2,
-                    intermediate_size=2 * hidden, max_position_embeddings=128, initializer_range=0.3,
-                    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, pad_token_id=tok.pad_token_id)
+    cfg = DPRConfig(vocab_size=len(tok), hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                    intermediate_size=(4 if layers > 1 else 2) * hidden, max_position_embeddings=512 if layers > 1 else 128,
+                    initializer_range=init_std, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout,
+                    pad_token_id=tok.pad_token_id)
     torch.manual_seed(seed)
     DPRQuestionEncoder(cfg).save_pretrained(q_dir)
     torch.manual_seed(seed + 1)
@@ -72,15 +75,21 @@ def dpr_pair(root: Path, texts: Sequence[str], seed: int = 0, hidden: int = 32, 
     return {"question": q_dir, "context": c_dir}
 
 
-def bart(root: Path, texts: Sequence[str], seed: int = 0, d_model: int = 16) -> Path:
-    """A BART folder in facebook/bart-base's layout (vocab.json + merges.txt, no tokenizer.json)."""
+def bart(root: Path, texts: Sequence[str], seed: int = 0, d_model: int = 16, layers: int = 1, heads: int = 2,
+         vocab_size: int = 400, model_vocab: int | None = None, dropout: float = 0.0) -> Path:
+    """A BART folder in facebook/bart-base's layout (vocab.json + merges.txt, no tokenizer.json).
+
+    `model_vocab` (default: the tokenizer's size) gives the embedding and output layer the real
+    checkpoints' 50265 rows while the tokenizer stays small; `scripts/bench_gpu.py` builds
+    bart-large's shape with it (d_model 1024, 12+12 layers, 16 heads, dropout 0.1).
+    """
     from tokenizers import ByteLevelBPETokenizer
     from transformers import BartConfig, BartForConditionalGeneration, BartTokenizerFast
 
     out = root / "bart"
     out.mkdir(parents=True, exist_ok=True)
     bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(list(texts), vocab_size=400, min_frequency=1, special_tokens=BART_SPECIALS, show_progress=False)
+    bpe.train_from_iterator(list(texts), vocab_size=vocab_size, min_frequency=1, special_tokens=BART_SPECIALS, show_progress=False)
     bpe.save_model(str(out))  # vocab.json, merges.txt
     tok = BartTokenizerFast.from_pretrained(out)
     tok.save_pretrained(out)
@@ -88,9 +97,10 @@ def bart(root: Path, texts: Sequence[str], seed: int = 0, d_model: int = 16) -> 
     assert (out / "vocab.json").is_file() and (out / "merges.txt").is_file()
     torch.manual_seed(seed)
     model = BartForConditionalGeneration(BartConfig(
-        vocab_size=len(tok), d_model=d_model, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
-        decoder_attention_heads=2, encoder_ffn_dim=2 * d_model, decoder_ffn_dim=2 * d_model, max_position_embeddings=256,
-        dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, bos_token_id=0, pad_token_id=1, eos_token_id=2,
+        vocab_size=model_vocab or len(tok), d_model=d_model, encoder_layers=layers, decoder_layers=layers,
+        encoder_attention_heads=heads, decoder_attention_heads=heads, encoder_ffn_dim=(4 if layers > 1 else 2) * d_model,
+        decoder_ffn_dim=(4 if layers > 1 else 2) * d_model, max_position_embeddings=1024 if layers > 1 else 256,
+        dropout=dropout, attention_dropout=0.0, activation_dropout=0.0, bos_token_id=0, pad_token_id=1, eos_token_id=2,
         decoder_start_token_id=2, forced_eos_token_id=2))
     # facebook/bart-base's generation_config.json
     model.generation_config.update(bos_token_id=0, decoder_start_token_id=2, eos_token_id=2, pad_token_id=1,

@@ -14,9 +14,10 @@ MAX_LENGTH = 16
 LONGER = {"min_length": 6, "no_repeat_ngram_size": 1}  # answers of several distinct tokens: a comparison that means something
 
 
-def _noisy(model_dir, out, seed=0):
+def _noisy(model_dir, out, seed=0, **generation):
     """A copy of the model at `model_dir` whose generator weights are shaken and whose cross-attention is made
-    louder: the few-step tiny models answer with blanks whatever they read, this one by what it reads."""
+    louder: the few-step tiny models answer with blanks whatever they read, this one by what it reads.
+    `generation` updates its generation config (as a generator folder's generation_config.json would)."""
     from lewisrag.training.checkpoint import load_trained
 
     model, tokenizers = load_trained(model_dir)
@@ -26,6 +27,7 @@ def _noisy(model_dir, out, seed=0):
             p.add_(torch.randn(p.shape, generator=g) * 0.1)
             if "encoder_attn." in name and ("v_proj" in name or "out_proj" in name):
                 p.mul_(3.0)
+    model.generation_config.update(**generation)
     model.save_pretrained(out)
     tokenizers.question.save_pretrained(out / "question_tokenizer")
     tokenizers.generator.save_pretrained(out / "generator_tokenizer")
@@ -63,15 +65,15 @@ def _hf_answers(out, variant, questions, k, **gen):
     return answers, [list(d["id"]) for d in docs], doc_ids, decoded
 
 
-def _check_same_answers(rag_inputs, model_dir, out, k):  # noqa: F811
+def _check_same_answers(rag_inputs, model_dir, out, k, **lost):  # noqa: F811
     from lewisrag.experiments.ask import ask
     from lewisrag.index.dense import DenseIndex
     from lewisrag.training.checkpoint import load_trained
 
     model, tokenizers = load_trained(model_dir)
     index = DenseIndex.load(rag_inputs["index"])
-    hf, hf_ids, hf_rows, decoded = _hf_answers(out, model.variant, QUESTIONS, k)
-    longer, *_ = _hf_answers(out, model.variant, QUESTIONS, k, **LONGER)
+    hf, hf_ids, hf_rows, decoded = _hf_answers(out, model.variant, QUESTIONS, k, **lost)
+    longer, *_ = _hf_answers(out, model.variant, QUESTIONS, k, **{**lost, **LONGER})
     assert hf_rows.shape == (len(QUESTIONS), k)
     for i, (question, asked, ids) in enumerate(zip(QUESTIONS, decoded, hf_ids)):
         # transformers rebuilds the generator input from the decoded question ids: ask lewisrag that string
@@ -96,7 +98,7 @@ def test_token_export_answers_as_lewisrag(rag_inputs, trained_rag, tmp_path):  #
     model = _noisy(trained_rag, tmp_path / "model")
     out = tmp_path / "hf"
     s = export_rag(model, rag_inputs["index"], out)
-    assert s.variant == "token" and (out / "passages.faiss").is_file() and (out / "passages" / "dataset_info.json").is_file()
+    assert s.variant == "token" and s.generate_kwargs == {} and (out / "passages.faiss").is_file() and (out / "passages" / "dataset_info.json").is_file()
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["index_name"] == "custom" and cfg["n_docs"] == s.n_docs and cfg["retrieval_vector_size"] == s.dim
     _check_same_answers(rag_inputs, model, out, k=3)
@@ -111,13 +113,19 @@ def test_sequence_export_and_cli(rag_inputs, tmp_path):  # noqa: F811
     from lewisrag.training.rag import train_rag
 
     train_rag(make_config(rag_inputs, variant="sequence", steps=1, eval_every=0), tmp_path / "run")
-    model = _noisy(tmp_path / "run" / "final", tmp_path / "model", seed=1)
+    # bart-large's generation settings, which transformers' reloaded RAG-Sequence loses
+    model = _noisy(tmp_path / "run" / "final", tmp_path / "model", seed=1, forced_bos_token_id=0, no_repeat_ngram_size=3)
     out = tmp_path / "hf"
     r = run_cli("export", "--model", str(model), "--index", str(rag_inputs["index"]), "--out", str(out), "--json")
     assert r.returncode == 0, r.stderr
     summary = json.loads(r.stdout)
     assert summary["variant"] == "sequence" and summary["out"] == str(out)
-    _check_same_answers(rag_inputs, model, out, k=2)
+    lost = summary["generate_kwargs"]
+    assert lost["forced_bos_token_id"] == 0 and lost["no_repeat_ngram_size"] == 3, lost
+    assert json.loads((out / "lewisrag_export.json").read_text())["generate_kwargs"] == lost
+    _check_same_answers(rag_inputs, model, out, k=2, **lost)
+    r = run_cli("export", "--model", str(model), "--index", str(rag_inputs["index"]), "--out", str(out))
+    assert r.returncode == 0 and "forced_bos_token_id=0" in r.stdout, r.stdout
     # a rerun replaces its own export; a folder it did not make is refused without --overwrite
     other = tmp_path / "other"
     other.mkdir()

@@ -119,3 +119,25 @@ def test_index_dir_without_manifest_is_an_error(tmp_path):
     r = run_cli("index", "search", "--index", str(tmp_path / "idx"), "-q", "x")
     assert r.returncode == 2 and "no manifest.json" in r.stderr
     shutil.rmtree(tmp_path / "idx")
+
+
+def test_bf16_build_stays_close_to_fp32_and_records_its_precision(tiny_corpus, dpr_ckpt, tmp_path):
+    passages = read_passages(tiny_corpus["passages"])
+    build_dense_index(passages, dpr_ckpt, tmp_path / "fp32", DenseBuildConfig(device="cpu"))
+    manifest = build_dense_index(passages, dpr_ckpt, tmp_path / "bf16", DenseBuildConfig(device="cpu", mixed_precision="bf16"))
+    assert manifest["build"]["mixed_precision"] == "bf16"
+    a = np.asarray(DenseIndex.load(tmp_path / "fp32").embeddings)
+    b = np.asarray(DenseIndex.load(tmp_path / "bf16").embeddings)
+    assert not np.array_equal(a, b)  # autocast did run
+    cosine = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    assert cosine.min() > 0.99
+
+
+@pytest.mark.parametrize("flags, message", [(["--mixed-precision", "fp16", "--device", "cpu"], "fp16 needs a GPU"),
+                                            (["--mixed-precision", "int8"], "must be no, bf16 or fp16"),
+                                            (["--device", "tpu"], "must be auto, cpu or cuda")])
+def test_index_build_refuses_bad_device_flags(tiny_corpus, dpr_ckpt, tmp_path, flags, message):
+    r = run_cli("index", "build", "--passages", str(tiny_corpus["passages"]), "--encoder", str(dpr_ckpt),
+                "--out", str(tmp_path / "idx"), *flags)
+    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "idx").exists() and not (tmp_path / "idx.partial").exists()

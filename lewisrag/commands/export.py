@@ -29,3 +29,7 @@ def export(
         return
     _ui.out.print(f"exported RAG-{summary.variant} (K={summary.n_docs}) with {summary.n_passages} passages "
                   f"({summary.dim}-d) to {summary.out}")
+    if summary.generate_kwargs:
+        settings = ", ".join(f"{k}={v!r}" for k, v in summary.generate_kwargs.items())
+        _ui.out.print(f"note: transformers' RagSequenceForGeneration reloads without the generator's generation "
+                      f"settings; pass generate({settings}) to get lewisrag ask's answers")

@@ -20,6 +20,10 @@ def build(
     faiss: str = typer.Option("Flat", "--faiss", help="FAISS index_factory string for dense indexes, e.g. Flat, HNSW32, IVF256,PQ16."),
     shard_size: int = typer.Option(4096, "--shard-size", help="Passages per encoded shard; a killed build resumes from the last finished shard."),
     batch_size: int = typer.Option(64, "--batch-size", help="Passages per encoder forward pass."),
+    device: str = typer.Option("auto", "--device", help="Where the context encoder runs: auto (a GPU when one is visible), "
+                               "cpu or cuda[:N]."),
+    mixed_precision: str = typer.Option("no", "--mixed-precision", help="no, bf16 or fp16 (GPU only): autocast the "
+                                        "encoder; several times faster on a GPU, vectors shift in the third digit."),
     reuse_embeddings: bool = typer.Option(False, "--reuse-embeddings", help="Use the passages' embeddings column (wiki_dpr's) "
                                           "instead of encoding, once 8 of them match fresh encodings by --encoder."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds files lewisrag did not write "
@@ -47,7 +51,8 @@ def build(
     else:
         from lewisrag.index.dense import DenseBuildConfig, build_dense_index
 
-        cfg = DenseBuildConfig(factory=faiss, shard_size=shard_size, batch_size=batch_size, reuse_embeddings=reuse_embeddings)
+        cfg = DenseBuildConfig(factory=faiss, shard_size=shard_size, batch_size=batch_size, reuse_embeddings=reuse_embeddings,
+                               device=device, mixed_precision=mixed_precision)
         labels = {"encode": "encoding passages", "copy": "copying stored embeddings", "faiss": "building FAISS"}
         with _ui.progress() as p:
             manifest = build_dense_index(docs, encoder, out, cfg, _ui.Bars(p, labels), overwrite=overwrite)

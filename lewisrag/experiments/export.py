@@ -14,6 +14,12 @@ Layout of `DIR` (what `RagRetriever.from_pretrained(DIR)`, `RagTokenizer.from_pr
 The paths in config.json are absolute: after moving DIR, pass `passages_path=` and `index_path=` to
 `RagRetriever.from_pretrained`.
 
+A saved transformers RAG-Sequence folder does not keep its generator's generation config:
+transformers rebuilds it from the BART config, without settings such as bart-large's
+`forced_bos_token_id=0` and `no_repeat_ngram_size=3`, which `lewisrag ask` decodes with.
+`generate_kwargs` (in the summary and lewisrag_export.json) lists each such setting; pass them
+to `RagSequenceForGeneration.generate(...)` to get `lewisrag ask`'s answers.
+
 transformers' retriever builds each generator input from the question *decoded* from its input ids
 (`question_encoder_tokenizer.batch_decode`), not from the string asked: with an uncased question
 tokenizer the question reaches the generator lowercased, as it does in transformers' RAG itself.
@@ -51,6 +57,7 @@ class ExportSummary:
     dim: int
     model: str
     index: str
+    generate_kwargs: dict  # generation settings transformers loses on reload: pass them to generate(...)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -112,10 +119,29 @@ def export_rag(model_path: str | os.PathLike, index_path: str | os.PathLike, out
         del ds
         shutil.rmtree(tmp / ".cache", ignore_errors=True)
         faiss.write_index(dense.faiss_index, str(tmp / FAISS_FILE))
-        summary = ExportSummary(str(out), s.variant, s.n_docs, n, dim, str(resolve_model_dir(model_path)), str(index_path))
+        summary = ExportSummary(str(out), s.variant, s.n_docs, n, dim, str(resolve_model_dir(model_path)), str(index_path),
+                                lost_generation_settings(model))
         write_json(tmp / META, {"format": "lewisrag-export/1", **summary.to_dict(),
                                 "index_fingerprint": dense.ctx_fingerprint})
     return summary
+
+
+def lost_generation_settings(model) -> dict:
+    """The generation settings transformers' RAG-Sequence will not have after reloading the export.
+
+    It decodes with its generator's generation config, which a saved RAG folder does not hold;
+    on loading, transformers builds a new one from the generator's config. Every setting where
+    that differs from the one lewisrag decodes with is returned (none for RAG-Token, whose own
+    generation config is saved and read back).
+    """
+    from transformers import GenerationConfig
+
+    if model.variant == "token":
+        return {}
+    ours = model.generation_config.to_dict()
+    rebuilt = GenerationConfig.from_model_config(model.generator.config).to_dict()
+    internal = {"transformers_version", "_from_model_config", "_commit_hash", "_original_object_hash"}
+    return {k: v for k, v in ours.items() if k not in internal and rebuilt.get(k) != v}
 
 
 @contextlib.contextmanager

@@ -53,15 +53,24 @@ def load_hf(model_cls, path: str | os.PathLike, variant: str | None = None):
                              field="architectures")
         variant = known[0]
     hf = load_model(_hf_class(variant).from_pretrained, path, f"transformers RAG-{variant.capitalize()} model")
+    return from_hf(model_cls, hf, path)
+
+
+def from_hf(model_cls, hf, path: Path | None = None):
+    """A model over the modules of `hf`, a transformers RagTokenForGeneration/RagSequenceForGeneration
+    in memory (shared, not copied), with its settings and the generation config it decodes with;
+    `path`, when `hf` was read from one, supplies the tokenizers' folders."""
+    variant = _HF_CLASSES[type(hf).__name__]
     c = hf.config
     settings = RagSettings(
         variant=variant, n_docs=c.n_docs, label_smoothing=c.label_smoothing, exclude_bos_score=c.exclude_bos_score,
         do_deduplication=c.do_deduplication, title_sep=c.title_sep, doc_sep=c.doc_sep, prefix=c.prefix or "",
         max_combined_length=c.max_combined_length,
-        question_tokenizer=_existing(path / "question_encoder_tokenizer"),
-        generator_tokenizer=_existing(path / "generator_tokenizer"),
+        question_tokenizer=_existing(path / "question_encoder_tokenizer") if path else None,
+        generator_tokenizer=_existing(path / "generator_tokenizer") if path else None,
     )
-    # transformers' RAG-Token decodes with the RAG model's generation config, RAG-Sequence with the generator's
+    # transformers' RAG-Token decodes with the RAG model's generation config, RAG-Sequence with the
+    # generator's (which a saved RAG folder does not keep: see lewisrag.experiments.export)
     gc = hf.generation_config if variant == "token" else hf.generator.generation_config
     return model_cls(hf.question_encoder, hf.generator, variant, c.n_docs, settings, gc).eval()
 
