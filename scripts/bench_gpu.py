@@ -52,6 +52,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+# JAX, where installed beside torch, takes 75% of the GPU's memory when anything initialises it; a
+# first run of this bench lost its transformers comparison to that (torch held 34 of 140 GB)
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # hf_layouts: the transformers folder builder the offline tests use
 
@@ -66,14 +69,15 @@ from lewisrag.training.rag import RagTrainConfig, train_rag  # noqa: E402
 H200_BF16_DENSE = 989e12  # FLOP/s, the datasheet's dense bf16 rate (H100 SXM's)
 K, BEAMS = 5, 4
 
+PARTS = ("matmul", "train_token", "answer", "same_weights", "train_token_faiss", "train_sequence", "search")
 PRESETS = {  # the shapes of each part; "paper" is the default on a GPU
     "paper": dict(dpr=dict(hidden=768, layers=12, heads=12, vocab_size=30522, init_std=0.02, dropout=0.1),
                   bart=dict(d_model=1024, layers=12, heads=16, vocab_size=8000, model_vocab=50265, dropout=0.1),
-                  passages=1_000_000, encode=65_536, questions=4096, batch=16, steps_token=150, steps_sequence=60,
+                  passages=1_000_000, encode=65_536, questions=4096, batch=16, steps_token=150, steps_faiss=30, steps_sequence=60,
                   context=300, target=24),
     "check": dict(dpr=dict(hidden=32, layers=2, heads=2, vocab_size=600, init_std=0.02),
                   bart=dict(d_model=32, layers=2, heads=2, vocab_size=600, model_vocab=700),
-                  passages=3000, encode=512, questions=64, batch=4, steps_token=6, steps_sequence=4,
+                  passages=3000, encode=512, questions=64, batch=4, steps_token=6, steps_faiss=4, steps_sequence=4,
                   context=64, target=8),
 }
 
@@ -190,27 +194,43 @@ def build_corpus(p: dict, tmp: Path, device: str, log) -> dict:
 
 
 class Counter:
-    """The shapes RagModel's forward and question encoder see, from which FLOPs are counted."""
+    """What each training step does, recorded by wrapping RagModel's and DenseIndex's methods (the
+    benchmark's own instrumentation, removed by `close`): the shapes the generator and question
+    encoder see, from which FLOPs are counted, and synchronised time in search, in the rest of
+    retrieval (question encoding, stored vectors, generator tokenization) and in the forward pass."""
 
     def __init__(self):
         self.calls: list[tuple] = []
         self.q_tokens: list[int] = []
-        self._forward, self._encode = RagModel.forward, RagModel.encode_questions
+        self.seconds: dict[str, list[float]] = {"search": [], "retrieve": [], "forward": []}  # one entry per call
+        self._saved = (RagModel.forward, RagModel.encode_questions, RagModel.retrieve, DenseIndex.search)
+        forward_, encode_, retrieve_, search_ = self._saved
         counter = self
+
+        def timed_call(key, fn, *a, **kw):
+            sync()
+            t0 = time.perf_counter()
+            out = fn(*a, **kw)
+            sync()
+            counter.seconds[key].append(time.perf_counter() - t0)
+            return out
 
         def forward(model, context_input_ids, context_attention_mask, doc_scores, *a, labels=None, **kw):
             dec = labels if labels is not None else kw.get("decoder_input_ids")
             counter.calls.append((context_input_ids.shape[0], context_input_ids.shape[1], dec.shape[1]))
-            return counter._forward(model, context_input_ids, context_attention_mask, doc_scores, *a, labels=labels, **kw)
+            return timed_call("forward", forward_, model, context_input_ids, context_attention_mask, doc_scores, *a,
+                              labels=labels, **kw)
 
         def encode(model, input_ids, attention_mask):
             counter.q_tokens.append(input_ids.numel())
-            return counter._encode(model, input_ids, attention_mask)
+            return encode_(model, input_ids, attention_mask)
 
-        RagModel.forward, RagModel.encode_questions = forward, encode  # the benchmark's own instrumentation
+        RagModel.forward, RagModel.encode_questions = forward, encode
+        RagModel.retrieve = lambda *a, **kw: timed_call("retrieve", retrieve_, *a, **kw)
+        DenseIndex.search = lambda *a, **kw: timed_call("search", search_, *a, **kw)
 
     def close(self) -> None:
-        RagModel.forward, RagModel.encode_questions = self._forward, self._encode
+        RagModel.forward, RagModel.encode_questions, RagModel.retrieve, DenseIndex.search = self._saved
 
 
 def step_flops(calls: list[tuple], q_tokens: list[int], bart_cfg, q_params: int, n_enc: int, n_dec: int) -> float:
@@ -238,20 +258,23 @@ def weights(folder: Path, part: str) -> int:
     return total
 
 
-def train_pipeline(variant: str, steps: int, c: dict, p: dict, tmp: Path, device: str, log, keep: bool = False) -> dict:
-    """`train_rag` for `steps` steps, timed step by step; `keep` leaves the run folder for `answer`."""
+def train_pipeline(variant: str, steps: int, c: dict, p: dict, tmp: Path, device: str, log, keep: bool = False,
+                   search: str = "auto") -> dict:
+    """`train_rag` for `steps` steps, timed step by step; `keep` leaves the run folder for `answer`;
+    `search` is `train rag --search-device` ("auto": the GPU for this Flat index, "cpu": FAISS)."""
     cfg = RagTrainConfig(variant=variant, index=str(c["index"]), encoder=str(c["dirs"]["question"]),
                          context_encoder=str(c["dirs"]["context"]), generator=str(c["generator"]), train=str(c["qa"]),
                          dev=str(c["qa"]), n_docs=K, steps=steps, batch_size=p["batch"], lr=3e-5, warmup=0.05,
                          max_combined_length=p["context"], max_target_length=p["target"], eval_every=0,
-                         save_every=steps, mixed_precision="bf16", cpu=device == "cpu")
+                         save_every=steps, mixed_precision="bf16", cpu=device == "cpu", search_device=search)
+    run = tmp / f"run-{variant}-{search}"
     stamps: list[float] = []
     counter = Counter()
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
     try:
-        summary = train_rag(cfg, tmp / f"run-{variant}", on_progress=lambda step, total, rec: (sync(), stamps.append(time.perf_counter())))
+        summary = train_rag(cfg, run, on_progress=lambda step, total, rec: (sync(), stamps.append(time.perf_counter())))
     finally:
         counter.close()
     wall = time.perf_counter() - t0
@@ -259,7 +282,7 @@ def train_pipeline(variant: str, steps: int, c: dict, p: dict, tmp: Path, device
     warm = max(0, min(5, len(deltas) - 2))
     step_s = float(np.median(deltas[warm:]))
     mean_s = float(np.mean(deltas[warm:]))
-    model_dir = tmp / f"run-{variant}" / "final"
+    model_dir = run / "final"
     from transformers import AutoConfig
 
     bart_cfg = AutoConfig.from_pretrained(model_dir / "generator")
@@ -270,11 +293,15 @@ def train_pipeline(variant: str, steps: int, c: dict, p: dict, tmp: Path, device
     flops = step_flops(calls, q_tok, bart_cfg, q_params, n_enc, n_dec) / max(1, len(calls))
     rows, src, tgt = np.mean([c_[0] for c_ in calls]), np.mean([c_[1] for c_ in calls]), np.mean([c_[2] for c_ in calls])
     peak = torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else 0.0
-    losses = [json.loads(line)["loss"] for line in (tmp / f"run-{variant}" / "log.jsonl").read_text().splitlines()]
+    losses = [json.loads(line)["loss"] for line in (run / "log.jsonl").read_text().splitlines()]
+    per_step = {k: float(np.mean(v[warm:len(deltas)])) for k, v in counter.seconds.items()}
+    split = {"search": per_step["search"], "retrieve_other": per_step["retrieve"] - per_step["search"],
+             "forward": per_step["forward"], "backward_optimizer_rest": mean_s - per_step["retrieve"] - per_step["forward"]}
     log(f"{variant}: {summary['steps']} steps, median {step_s:.3f} s/step, loss {losses[0]:.2f} -> {losses[-1]:.2f}")
     if not keep:
-        shutil.rmtree(tmp / f"run-{variant}")  # its model and optimizer state: gigabytes at the paper's sizes
-    return {"variant": variant, "steps": summary["steps"], "batch": p["batch"], "wall_s": wall, "median_step_s": step_s,
+        shutil.rmtree(run)  # its model and optimizer state: gigabytes at the paper's sizes
+    return {"variant": variant, "search": summary["search"], "run": str(run), "steps": summary["steps"], "batch": p["batch"],
+            "wall_s": wall, "median_step_s": step_s, "mean_step_split_s": split,
             "mean_step_s": mean_s, "questions_per_s": p["batch"] / step_s,
             "generator_tokens_per_s": rows * (src + tgt) / step_s, "context_len": src, "target_len": tgt,
             "flops_per_step": flops, "mfu_datasheet": flops / mean_s / H200_BF16_DENSE, "peak_gb": peak,
@@ -293,6 +320,8 @@ def answer(run: Path, c: dict, p: dict, device: str, log) -> list[tuple]:
     model, tokenizers = load_trained(run / "final")
     model.to(device)
     index = DenseIndex.load(c["index"])
+    if device == "cuda":
+        index.search_on(device)  # as training's dev EM searches on a GPU (train rag --search-device auto)
     questions = pq.read_table(c["qa"]).column("question").to_pylist()[: 8 * p["batch"]]
     rows = []
     for beams in (1, BEAMS):
@@ -411,6 +440,8 @@ def main() -> None:
     ap.add_argument("--steps-token", type=int, help="RAG-Token training steps (default: the preset's)")
     ap.add_argument("--steps-sequence", type=int, help="RAG-Sequence training steps (default: the preset's)")
     ap.add_argument("--reps", type=int, default=6, help="timed repetitions of each same-weights measurement")
+    ap.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)} (corpus always runs)")
+    ap.add_argument("--encode", type=int, help="distinct passages encoded (default: the preset's)")
     ap.add_argument("--budget", type=float, default=1e9, help="seconds: parts that would start later are skipped")
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args()
@@ -418,7 +449,8 @@ def main() -> None:
         print("no CUDA device: nothing to measure")
         return
     p = dict(PRESETS[args.preset])
-    for key in ("passages", "steps_token", "steps_sequence"):
+    args.parts = set(args.parts.split(","))
+    for key in ("passages", "encode", "steps_token", "steps_sequence"):
         if getattr(args, key) is not None:
             p[key] = getattr(args, key)
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 decoding must stay comparable id for id
@@ -435,6 +467,8 @@ def main() -> None:
             args.json.write_text(json.dumps(results, indent=1, default=str))
 
     def part(name: str, fn):
+        if name not in args.parts and name != "corpus":
+            return None
         if time.perf_counter() - start > args.budget:
             results["skipped"].append(name)
             log(f"{name}: skipped (past --budget)")
@@ -455,11 +489,15 @@ def main() -> None:
         tmp = Path(tmp_name)
         corpus = part("corpus", lambda: build_corpus(p, tmp, args.device, log))
         if corpus is not None:
-            part("train_token", lambda: train_pipeline("token", p["steps_token"], corpus, p, tmp, args.device, log, keep=True))
-            part("answer", lambda: answer(tmp / "run-token", corpus, p, args.device, log))
+            token = part("train_token", lambda: train_pipeline("token", p["steps_token"], corpus, p, tmp, args.device, log,
+                                                               keep=True))
+            part("answer", lambda: answer(Path(token["run"]), corpus, p, args.device, log))
             part("same_weights", lambda: same_weights(corpus, p, tmp, args.device, args.reps, log))
+            part("train_token_faiss", lambda: train_pipeline("token", p["steps_faiss"], corpus, p, tmp, args.device, log,
+                                                             search="cpu"))
             part("train_sequence", lambda: train_pipeline("sequence", p["steps_sequence"], corpus, p, tmp, args.device, log))
             part("search", lambda: search_rows(corpus, p, args.device, args.reps))
+    results["jax_imported"] = "jax" in sys.modules
     report(results, rate)
     save()
 
@@ -471,11 +509,12 @@ def report(results: dict, rate: float | None) -> None:
         print(f"bf16 8192^3 matmul here: {rate / 1e12:.0f} TFLOP/s")
     for row in (parts.get("corpus") or {}).get("rows", []) + (parts.get("answer") or []):
         print(f"{row[0]:8s} {row[1]:70s} {row[2]:8.1f} s  {row[3]}")
-    for name in ("train_token", "train_sequence"):
+    for name in ("train_token", "train_token_faiss", "train_sequence"):
         r = parts.get(name)
         if r:
+            split = ", ".join(f"{k} {1000 * v:.0f} ms" for k, v in r["mean_step_split_s"].items())
             mfu_here = r["flops_per_step"] / r["mean_step_s"] / rate if rate and not math.isnan(rate) else float("nan")
-            print(f"train    RAG-{r['variant']:8s} B={r['batch']} K={K}: {r['median_step_s']:.3f} s/step (median), "
+            print(f"train    RAG-{r['variant']:8s} search {r['search']:5s} B={r['batch']} K={K}: {r['median_step_s']:.3f} s/step (median; mean {split}), "
                   f"{r['questions_per_s']:.1f} questions/s, {r['generator_tokens_per_s']:,.0f} generator tokens/s "
                   f"(context {r['context_len']:.0f} + target {r['target_len']:.0f}), MFU {100 * r['mfu_datasheet']:.1f}% "
                   f"of 989 TFLOP/s ({100 * mfu_here:.1f}% of the measured matmul), peak {r['peak_gb']:.1f} GB, "

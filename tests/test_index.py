@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
+from lewisrag.data.io import InputError
 from lewisrag.data.records import Passage, read_passages, read_qa
 from lewisrag.index import open_retriever, retrieval_recall
 from lewisrag.index.bm25 import BM25Index, build_bm25_index, tokenize
@@ -141,3 +142,40 @@ def test_index_build_refuses_bad_device_flags(tiny_corpus, dpr_ckpt, tmp_path, f
                 "--out", str(tmp_path / "idx"), *flags)
     assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "idx").exists() and not (tmp_path / "idx.partial").exists()
+
+
+def test_matrix_product_search_ranks_as_faiss_flat(tmp_path, monkeypatch):
+    import lewisrag.index.dense as dense
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(5000, 24)).astype(np.float32)
+    index = DenseIndex(tmp_path, {"dim": 24, "faiss_factory": "Flat"}, build_faiss(x, "Flat"), x, [])
+    q = np.vstack([x[:3], rng.normal(size=(5, 24)).astype(np.float32)])
+    want_s, want_r = index.search(q, 7)
+    monkeypatch.setattr(dense, "SEARCH_ROWS", 1024)  # several blocks, merged: the last one partial
+    index.search_on("cpu")
+    got_s, got_r = index.search(q, 7)
+    np.testing.assert_array_equal(got_r, want_r)
+    np.testing.assert_allclose(got_s, want_s, rtol=1e-5, atol=1e-4)
+    assert got_r.dtype == np.int64 and got_s.dtype == np.float32
+
+
+def test_matrix_product_search_refuses_an_approximate_index(tmp_path):
+    x = np.random.default_rng(0).normal(size=(400, 16)).astype(np.float32)
+    index = DenseIndex(tmp_path, {"dim": 16, "faiss_factory": "HNSW32"}, build_faiss(x, "HNSW32"), x, [])
+    with pytest.raises(InputError, match="only for a Flat index"):
+        index.search_on("cpu")
+
+
+def test_training_searches_with_faiss_off_the_gpu(tmp_path):
+    from lewisrag.training.rag import RagTrainConfig
+    from lewisrag.training.rag_data import check_config, place_search
+
+    x = np.random.default_rng(0).normal(size=(100, 8)).astype(np.float32)
+    index = DenseIndex(tmp_path, {"dim": 8, "faiss_factory": "Flat"}, build_faiss(x, "Flat"), x, [])
+    assert place_search(index, "auto", "cpu") == "faiss" and index.device_vectors is None
+    assert place_search(index, "cpu", "cpu") == "faiss"
+    with pytest.raises(InputError, match="not on a GPU"):
+        place_search(index, "gpu", "cpu")
+    with pytest.raises(InputError, match="--search-device"):
+        check_config(RagTrainConfig(search_device="tpu"), 1)

@@ -44,7 +44,9 @@ from lewisrag.rag_model.answering import answer_questions
 from lewisrag.scoring.qa import exact_match
 from lewisrag.scoring.retrieval import recall_rate
 from lewisrag.training import checkpoint as C
-from lewisrag.training.rag_data import PRECISIONS, DataPosition, answer_labels, doc_entropy, load_components, next_batch, shard
+from lewisrag.training.rag_data import (
+    PRECISIONS, DataPosition, answer_labels, doc_entropy, load_components, next_batch, place_search, shard,
+)
 
 KIND = "rag run"  # the marker kind of training run folders (lewisrag.data.outputs)
 
@@ -82,6 +84,7 @@ class RagTrainConfig:
     seed: int = 0  # data order, dropout and every other random choice
     mixed_precision: str = "no"  # "no", "bf16" (CPU or GPU), "fp16" (GPU only): autocast of forward passes
     cpu: bool = False  # stay on the CPU even when a GPU is present
+    search_device: str = "auto"  # "auto": a Flat index is searched on the training GPU when its vectors fit; "cpu": FAISS; "gpu"
 
 
 def learning_rate_factor(step: int, steps: int, warmup_steps: int) -> float:
@@ -136,6 +139,7 @@ def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress) -> dic
     ckpt = _check_out(out, cfg, resume)  # before the models load
     acc = _accelerator(cfg)
     parts = load_components(cfg, acc.num_processes)
+    searched_on = place_search(parts.index, cfg.search_device, acc.device)
     acc.wait_for_everyone()  # every process has checked --out before the main one writes to it
     model = parts.model.to(acc.device)
     if cfg.freeze_retriever:
@@ -161,7 +165,7 @@ def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress) -> dic
     acc.wait_for_everyone()
     return {"steps": state["step"], "best_em": state["best_em"], "n_train": len(parts.pairs),
             "skipped_no_answer": parts.skipped, "processes": acc.num_processes, "main": acc.is_main_process,
-            "out": str(out)}
+            "search": searched_on, "out": str(out)}
 
 
 def _accelerator(cfg: RagTrainConfig):
@@ -193,7 +197,8 @@ def _check_out(out: Path, cfg: RagTrainConfig, resume: bool) -> Path | None:
         return None
     saved = read_json(ckpt / C.STATE_JSON).get("config", {})
     now = asdict(cfg)
-    changed = sorted(f.name for f in fields(cfg) if saved.get(f.name) != now[f.name])
+    # a field the saved config lacks was added since; its default is what that run used
+    changed = sorted(f.name for f in fields(cfg) if saved.get(f.name, f.default) != now[f.name])
     if changed:
         raise InputError(ckpt / C.STATE_JSON, f"--resume with a different config: {', '.join(changed)}", field="config")
     return ckpt

@@ -58,6 +58,31 @@ def load_components(cfg, processes: int = 1) -> Components:
     return Components(model, Tokenizers(dpr.tokenizer, gen_tokenizer), index, pairs, dev, skipped)
 
 
+SEARCH_DEVICES = ("auto", "cpu", "gpu")  # --search-device values
+GPU_SEARCH_SHARE = 0.5  # "auto" puts the vectors on the GPU only if they take at most this share of its free memory
+
+
+def place_search(index: DenseIndex, choice: str, device) -> str:
+    """Where training searches `index`: "faiss" (on the CPU) or the GPU `device` (`DenseIndex.search_on`).
+
+    "auto" takes the GPU when training runs on one, the index is Flat (exact) and its float32
+    vectors fit in GPU_SEARCH_SHARE of the free memory; "gpu" insists (an error if it cannot).
+    """
+    import torch
+
+    on_gpu = getattr(device, "type", str(device)) == "cuda"
+    if choice == "cpu" or (choice == "auto" and not (on_gpu and index.is_exact)):
+        return "faiss"
+    if not on_gpu:
+        raise InputError("--search-device", "gpu: training is not on a GPU")
+    need = len(index.embeddings) * index.dim * 4
+    free, _ = torch.cuda.mem_get_info(device)
+    if choice == "auto" and need > GPU_SEARCH_SHARE * free:
+        return "faiss"
+    index.search_on(str(device))  # refuses an approximate index
+    return str(device)
+
+
 def check_config(cfg, processes: int) -> None:
     """Flag values that cannot work, named by their CLI flag."""
     checks = [
@@ -69,6 +94,7 @@ def check_config(cfg, processes: int) -> None:
         (cfg.eval_every >= 0 and cfg.save_every >= 1, "--eval-every/--save-every", "eval every >= 0, save every >= 1"),
         (cfg.lr > 0 and 0 <= cfg.warmup < 1, "--lr/--warmup", "lr > 0 and 0 <= warmup < 1"),
         (cfg.retriever_lr_scale >= 0, "--retriever-lr-scale", "must be at least 0"),
+        (cfg.search_device in SEARCH_DEVICES, "--search-device", f"must be one of {', '.join(SEARCH_DEVICES)}"),
     ]
     for ok, flag, message in checks:
         if not ok:
