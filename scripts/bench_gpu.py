@@ -19,17 +19,21 @@ The parts, each timed on its own:
            of the stored vectors, FAISS Flat, passages written - what a wiki_dpr user runs.
 3. train   `train_rag` as `lewisrag train rag` runs it (accelerate, bf16 autocast, AdamW, K=5
            retrieved per question from the index above on every step, question encoder trained):
-           RAG-Token and RAG-Sequence. Reported: median step time after warm-up, questions/s,
+           RAG-Token with the index searched on the GPU (`--search-device auto`) and with FAISS on
+           the CPU, and RAG-Sequence. Reported: median step time after warm-up and its split
+           (search, the rest of retrieval, forward, backward + optimizer + the rest), questions/s,
            generator tokens/s (padding counted: it is computed), model FLOPs utilisation (6 FLOPs
            per parameter per token plus attention, against the H200's 989 TFLOP/s dense bf16 and
            against the bf16 matmul rate measured here), peak GPU memory.
+   answer  `answer_questions` with the trained RAG-Token model (greedy and 4 beams, fp32).
 4. same weights  one bf16 training step of transformers' RagTokenForGeneration /
            RagSequenceForGeneration and of lewisrag's RagModel with identical weights and identical
            pre-retrieved contexts (so retrieval is out of both), and fp32 beam-search decoding,
            checked id for id. Ratio = transformers / lewisrag (above 1: lewisrag is faster).
 5. search  one training batch of questions against the corpus's vectors: FAISS Flat on the CPU
-           (what training uses; faiss-cpu) and an exact bf16 matrix product on the GPU.
+           and an exact bf16 matrix product on the GPU.
 
+Measured results: docs/measurements/ (the JSON of each call) and the README's performance section.
 Every part runs under a deadline (`--budget` seconds); a part that would start after it is
 reported as skipped, and a part that fails prints its error and the rest still run.
 """
@@ -52,9 +56,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-# JAX, where installed beside torch, takes 75% of the GPU's memory when anything initialises it; a
-# first run of this bench lost its transformers comparison to that (torch held 34 of 140 GB)
-os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # hf_layouts: the transformers folder builder the offline tests use
 

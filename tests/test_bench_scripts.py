@@ -1,0 +1,28 @@
+"""The GPU benchmark runs end to end at toy sizes on the CPU, so that a GPU session spends its minutes
+measuring, not debugging: every part runs, nothing errs, and lewisrag's decoding gives transformers' ids."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_bench_gpu_check_preset_runs_every_part(tmp_path):
+    out = tmp_path / "bench.json"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_gpu.py"), "--preset", "check", "--device", "cpu",
+                        "--reps", "1", "--json", str(out)], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    results = json.loads(out.read_text())
+    assert results["errors"] == {} and results["skipped"] == []
+    parts = results["parts"]
+    assert {"corpus", "train_token", "answer", "same_weights", "train_token_faiss", "train_sequence", "search"} <= set(parts)
+    assert parts["train_token"]["steps"] == 6 and parts["train_token"]["search"] == "faiss"  # no GPU here
+    assert all(row[-1] == "identical ids" for row in parts["same_weights"] if "beam search" in row[1])
+    split = parts["train_token"]["mean_step_split_s"]
+    assert all(v >= 0 for v in split.values()) and split["forward"] > 0
