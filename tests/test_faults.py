@@ -342,7 +342,7 @@ def test_sigkilled_index_build_resumes_to_identical_files(tiny_corpus, dpr_ckpt,
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
-        if shards.is_dir() and len(list(shards.glob("*.npy"))) >= kill_after:
+        if shards.is_dir() and len(list(shards.glob("*.done"))) >= kill_after:
             proc.send_signal(signal.SIGKILL)
             break
         time.sleep(0.005)

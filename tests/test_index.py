@@ -87,7 +87,7 @@ def test_killed_build_resumes_to_the_same_index(tiny_corpus, dpr_ckpt, tmp_path)
     with pytest.raises(KeyboardInterrupt):
         build_dense_index(passages, dpr_ckpt, tmp_path / "resumed", cfg, die_after_two_shards)
     assert not (tmp_path / "resumed").exists()
-    assert len(list((tmp_path / "resumed.partial" / "shards").glob("*.npy"))) == 2
+    assert len(list((tmp_path / "resumed.partial" / "shards").glob("*.done"))) == 2
     build_dense_index(passages, dpr_ckpt, tmp_path / "resumed", cfg)
     a, b = DenseIndex.load(tmp_path / "full"), DenseIndex.load(tmp_path / "resumed")
     np.testing.assert_array_equal(np.asarray(a.embeddings), np.asarray(b.embeddings))
@@ -179,3 +179,69 @@ def test_training_searches_with_faiss_off_the_gpu(tmp_path):
         place_search(index, "gpu", "cpu")
     with pytest.raises(InputError, match="--search-device"):
         check_config(RagTrainConfig(search_device="tpu"), 1)
+
+
+def test_passage_store_is_arrow_read_by_row_and_old_indexes_still_load(tiny_corpus, tmp_path, monkeypatch):
+    import lewisrag.data.passages as passages_module
+    from lewisrag.data.io import write_jsonl
+    from lewisrag.index import store
+
+    passages = read_passages(tiny_corpus["passages"])
+    build_bm25_index(passages, tmp_path / "idx")
+    assert (tmp_path / "idx" / "passages.arrow").is_file() and not (tmp_path / "idx" / "passages.jsonl").exists()
+    made = []
+
+    def counted(*fields):
+        made.append(fields[0])
+        return Passage(*fields)
+
+    monkeypatch.setattr(passages_module, "Passage", counted)
+    index = BM25Index.load(tmp_path / "idx")  # memory-mapped: no passage is parsed to open it
+    assert made == [] and len(index.passages) == len(passages)
+    assert [index.passages[r] for r in (7, 0, 7)] == [passages[7], passages[0], passages[7]]
+    assert made == [passages[7].id, passages[0].id, passages[7].id]  # reading K rows makes K objects
+    monkeypatch.undo()
+    assert list(index.passages) == passages
+    # an index of format 1 (passages.jsonl) keeps loading
+    (tmp_path / "idx" / "passages.arrow").unlink()
+    write_jsonl(tmp_path / "idx" / "passages.jsonl", (p.to_dict() for p in passages))
+    assert BM25Index.load(tmp_path / "idx").passages == passages
+    (tmp_path / "idx" / "passages.jsonl").unlink()
+    (tmp_path / "idx" / "passages.arrow").write_bytes(b"not arrow")
+    with pytest.raises(InputError, match="cannot read the passage store"):
+        store.load_passages(tmp_path / "idx", {"n_passages": len(passages)})
+
+
+def test_float16_vectors_are_stored_half_size_and_score_as_searched(tiny_corpus, dpr_ckpt, tmp_path):
+    passages = read_passages(tiny_corpus["passages"])
+    manifest = build_dense_index(passages, dpr_ckpt, tmp_path / "idx", DenseBuildConfig(shard_size=16, vector_dtype="float16"))
+    assert manifest["build"]["vector_dtype"] == "float16"
+    index = DenseIndex.load(tmp_path / "idx")
+    assert index.embeddings.dtype == np.float16
+    q = np.asarray(index.embeddings[:4], dtype=np.float32)
+    scores, rows = index.search(q, 3)
+    vecs = index.vectors(rows)
+    assert vecs.dtype == np.float32
+    np.testing.assert_allclose(np.einsum("bd,bkd->bk", q, vecs), scores, rtol=1e-4, atol=1e-4)  # FAISS holds the same values
+    r = run_cli("index", "build", "--passages", str(tiny_corpus["passages"]), "--encoder", str(dpr_ckpt),
+                "--out", str(tmp_path / "bad"), "--vector-dtype", "int8")
+    assert r.returncode == 2 and "--vector-dtype" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_faiss_build_adds_a_memory_map_without_copying_it(tmp_path, monkeypatch):
+    import tracemalloc
+
+    import lewisrag.index.dense as dense
+
+    n, d = 100_000, 32  # 6.4 MB stored as float16, 12.8 MB as the float32 FAISS takes
+    x = np.lib.format.open_memmap(tmp_path / "v.npy", mode="w+", dtype=np.float16, shape=(n, d))
+    x[:] = np.random.default_rng(0).normal(size=(n, d)).astype(np.float16)
+    x.flush()
+    vectors = np.load(tmp_path / "v.npy", mmap_mode="r")
+    monkeypatch.setattr(dense, "ADD_ROWS", 4096)
+    tracemalloc.start()
+    index = build_faiss(vectors, "Flat")
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert index.ntotal == n
+    assert peak < 2_000_000, peak  # numpy never held more than a block converted (4096 x 32 x 4 B = 0.5 MB) at once

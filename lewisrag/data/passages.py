@@ -25,6 +25,7 @@ from lewisrag.data.io import InputError, existing_file, load_hf, read_json
 from lewisrag.data.records import Passage, read_passages
 
 COLUMNS = ("id", "title", "text", "embeddings")  # the columns read; others are ignored
+PASSAGE_SCHEMA = pa.schema([("id", pa.string()), ("title", pa.string()), ("text", pa.string())])  # as indexes store them
 BATCH_ROWS = 8192  # rows turned into Passages at a time when iterating
 SCAN_ROWS = 1 << 18  # rows checked per pyarrow.compute call while validating
 
@@ -88,7 +89,9 @@ class PassageTable(Sequence[Passage]):
     the optional `embeddings` column, checked on first use.
     """
 
-    def __init__(self, table: pa.Table, source: str | os.PathLike):
+    def __init__(self, table: pa.Table, source: str | os.PathLike, checked: bool = False):
+        """`checked`: the table was validated when it was written (an index's passage store), so
+        opening it costs no pass over the rows."""
         self.source = str(source)
         names = [c for c in COLUMNS if c in table.schema.names]
         self.schema = table.schema
@@ -96,7 +99,8 @@ class PassageTable(Sequence[Passage]):
         self._starts = np.cumsum([0] + [b.num_rows for b in self._batches])  # row where each batch starts
         self._n = int(self._starts[-1])
         self._dim: int | None = None
-        self._validate()
+        if not checked:
+            self._validate()
 
     # --- the Sequence ------------------------------------------------------------------------
 
@@ -140,6 +144,22 @@ class PassageTable(Sequence[Passage]):
     def take(self, rows) -> list[Passage]:
         """The passages at `rows` (any order, repeats allowed)."""
         return [self[int(r)] for r in rows]
+
+    def arrow_batches(self, size: int | None = None) -> Iterator[pa.RecordBatch]:
+        """The passages as Arrow record batches of `PASSAGE_SCHEMA` (ids as strings, missing titles
+        as ""), `size` rows at a time: what an index stores, without a Python object per row."""
+        size = size or BATCH_ROWS
+        for start in range(0, self._n, size):
+            part = self._slice(start, min(self._n, start + size))
+            ids = part.column("id")
+            if not _is_string(ids.type):
+                ids = pc.cast(ids, pa.string())
+            titles = part.column("title") if "title" in part.column_names else pa.nulls(part.num_rows, pa.string())
+            if not _is_string(titles.type):  # a column of nulls only
+                titles = pc.cast(titles, pa.string())
+            columns = [pc.cast(ids, pa.string()), pc.cast(pc.fill_null(titles, ""), pa.string()),
+                       pc.cast(part.column("text"), pa.string())]
+            yield pa.RecordBatch.from_arrays([c.combine_chunks() for c in columns], schema=PASSAGE_SCHEMA)
 
     # --- the embeddings column --------------------------------------------------------------
 

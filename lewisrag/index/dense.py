@@ -30,6 +30,8 @@ DEFAULT_SEARCH_PARAMS = {"nprobe": 16, "efSearch": 128}
 SPOT_CHECK_ROWS = 8  # stored vectors compared with fresh encodings before they are reused
 MIN_COSINE = 0.99  # ... each must point the same way as its fresh encoding
 MAX_NORM_RATIO = 1.05  # ... and be as long, within 5% (inner products keep their scale)
+ADD_ROWS = 1 << 16  # vectors handed to FAISS at a time while building
+VECTOR_DTYPES = ("float32", "float16")
 SEARCH_ROWS = 1 << 22  # vectors per block of a matrix-product search (a 16-question block of scores is 256 MB)
 
 
@@ -43,6 +45,7 @@ class DenseBuildConfig:
     reuse_embeddings: bool = False  # take the passages' stored `embeddings` column (wiki_dpr's) after a spot check
     device: str = "auto"  # where the context encoder runs: "auto" (a GPU when one is visible), "cpu", "cuda[:N]"
     mixed_precision: str = "no"  # "bf16"/"fp16": autocast the encoder's forward passes (GPU speed; vectors shift slightly)
+    vector_dtype: str = "float32"  # stored vectors (embeddings.npy): "float16" halves their disk and page cache
 
 
 def build_dense_index(
@@ -80,14 +83,13 @@ def build_dense_index(
     chash = store.content_hash(passages)
     partial = store.partial_dir(out)
     plan = {"content_hash": chash, "ctx_fingerprint": ckpt.ctx_fingerprint, "shard_size": cfg.shard_size, "max_length": max_length,
-            "mixed_precision": cfg.mixed_precision}
+            "mixed_precision": cfg.mixed_precision, "vector_dtype": cfg.vector_dtype}
     _reset_if_stale(partial, {**plan, "embeddings": "reused"} if spot_check else plan)
     if spot_check:
-        _copy_stored(passages, partial / EMBEDDINGS, cfg.shard_size, on_progress)
-        embeddings = np.load(partial / EMBEDDINGS, mmap_mode="r")
+        _copy_stored(passages, partial / EMBEDDINGS, cfg.shard_size, cfg.vector_dtype, on_progress)
     else:
-        embeddings = _encode_shards(passages, ckpt, partial / "shards", cfg, max_length, on_progress)
-        _save_npy_atomic(partial / EMBEDDINGS, embeddings)
+        _encode_into(passages, ckpt, partial, cfg, max_length, on_progress)
+    embeddings = np.load(partial / EMBEDDINGS, mmap_mode="r")
     if on_progress:
         on_progress("faiss", 0, 1)
     index = build_faiss(embeddings, cfg.factory, cfg.train_sample)
@@ -104,9 +106,10 @@ def build_dense_index(
                     "format": ckpt.meta.get("format", "lewisrag")},
         "search_params": DEFAULT_SEARCH_PARAMS,
         "build": {"shard_size": cfg.shard_size, "max_length": max_length, "mixed_precision": cfg.mixed_precision,
+                  "vector_dtype": cfg.vector_dtype,
                   **({"embeddings": {"source": "reused", "column": "embeddings", "spot_check": spot_check}} if spot_check else {})},
     }
-    del embeddings  # the memory map of a reused copy, before the folder moves
+    del embeddings  # the memory map, before the folder moves
     if (partial / "shards").is_dir():  # kept until now: a build killed before this point resumes from them
         for f in (partial / "shards").iterdir():
             f.unlink()
@@ -118,33 +121,43 @@ def build_dense_index(
     return manifest
 
 
-def _encode_shards(passages: Sequence[Passage], ckpt: DPRCheckpoint, shard_dir: Path, cfg: DenseBuildConfig,
-                   max_length: int, on_progress) -> np.ndarray:
-    """Every passage's vector, encoded shard by shard; a shard left by a killed build is kept."""
-    shard_dir.mkdir(parents=True, exist_ok=True)
-    n_shards = (len(passages) + cfg.shard_size - 1) // cfg.shard_size
-    done = sum(min(cfg.shard_size, len(passages) - s * cfg.shard_size) for s in range(n_shards)
-               if (shard_dir / f"{s:05d}.npy").exists())
-    encoded = done
+def _encode_into(passages: Sequence[Passage], ckpt: DPRCheckpoint, partial: Path, cfg: DenseBuildConfig,
+                 max_length: int, on_progress) -> None:
+    """Encode every passage into `partial/embeddings.npy`, memory-mapped, one shard at a time.
+
+    Memory holds one shard's passages and vectors, whatever the corpus. A shard is marked done
+    (`shards/NNNNN.done`) only once its rows are flushed to disk, so a build killed at any point
+    resumes at its first unfinished shard and ends with the same bytes as an uninterrupted one.
+    """
+    n, shard = len(passages), cfg.shard_size
+    marks, path = partial / "shards", partial / EMBEDDINGS
+    marks.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        with atomic_path(path) as tmp:  # the full-size file, sparse until written
+            np.lib.format.open_memmap(tmp, mode="w+", dtype=cfg.vector_dtype, shape=(n, ckpt.dim)).flush()
+    out = np.load(path, mmap_mode="r+")
+    n_shards = (n + shard - 1) // shard
+    encoded = sum(min(shard, n - s * shard) for s in range(n_shards) if (marks / f"{s:05d}.done").exists())
 
     def tick(k: int) -> None:
         nonlocal encoded
         encoded += k
         if on_progress:
-            on_progress("encode", encoded, len(passages))
+            on_progress("encode", encoded, n)
 
     tick(0)
     for s in range(n_shards):
-        path = shard_dir / f"{s:05d}.npy"
-        if path.exists():
+        done = marks / f"{s:05d}.done"
+        if done.exists():
             continue
-        chunk = passages[s * cfg.shard_size : (s + 1) * cfg.shard_size]
+        chunk = passages[s * shard : (s + 1) * shard]
         vecs = encode_texts(ckpt.ctx_encoder, ckpt.tokenizer, [(p.title, p.text) for p in chunk],
                             batch_size=cfg.batch_size, max_length=max_length, mixed_precision=cfg.mixed_precision,
                             on_batch=tick)
-        _save_npy_atomic(path, vecs)
-
-    return np.concatenate([np.load(shard_dir / f"{s:05d}.npy") for s in range(n_shards)])
+        out[s * shard : s * shard + len(vecs)] = vecs
+        out.flush()
+        done.touch()
+    del out
 
 
 def spot_check_rows(n: int, k: int = SPOT_CHECK_ROWS) -> list[int]:
@@ -181,11 +194,11 @@ def check_stored_embeddings(passages: PassageTable, ckpt: DPRCheckpoint, max_len
     return {"rows": [r + 1 for r in rows], "min_cosine": round(float(cosine.min()), 4)}
 
 
-def _copy_stored(passages: PassageTable, path: Path, batch_rows: int, on_progress) -> None:
-    """Write the stored vectors to `path` (.npy) batch by batch, refusing NaN and infinity."""
+def _copy_stored(passages: PassageTable, path: Path, batch_rows: int, dtype: str, on_progress) -> None:
+    """Write the stored vectors to `path` (.npy of `dtype`) batch by batch, refusing NaN and infinity."""
     n, dim = len(passages), passages.embedding_dim()
     with atomic_path(path) as tmp:
-        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(n, dim))
+        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=(n, dim))
         for start in range(0, n, batch_rows):
             block = passages.embeddings(start, start + batch_rows)
             finite = np.isfinite(block).all(axis=1)
@@ -210,18 +223,24 @@ def use_blas_for_small_batches(threshold: int = 8) -> None:
 
 
 def build_faiss(embeddings: np.ndarray, factory: str, train_sample: int = 100_000, seed: int = 0):
-    """A FAISS index over `embeddings` (N, D) with inner product; trains quantizers if needed."""
+    """A FAISS index over `embeddings` (N, D) with inner product; trains quantizers if needed.
+
+    `embeddings` may be a memory map of any float dtype: quantizers train on a sample, and the
+    vectors are added ADD_ROWS at a time as float32, so no second copy of the corpus is made
+    beside the index's own storage.
+    """
     n, d = embeddings.shape
     index = _new_index(factory, d)
     if not index.is_trained:
         rng = np.random.default_rng(seed)
         sample = embeddings if n <= train_sample else embeddings[np.sort(rng.choice(n, train_sample, replace=False))]
         try:
-            index.train(np.ascontiguousarray(sample))
+            index.train(np.ascontiguousarray(sample, dtype=np.float32))
         except RuntimeError as e:  # check_factory catches the known causes; this names any other
             raise InputError("--faiss", f"FAISS could not train '{factory}' on {len(sample)} vectors: "
                              f"{_faiss_reason(e)}") from None
-    index.add(np.ascontiguousarray(embeddings))
+    for start in range(0, n, ADD_ROWS):
+        index.add(np.ascontiguousarray(embeddings[start : start + ADD_ROWS], dtype=np.float32))
     return index
 
 
@@ -266,6 +285,8 @@ def _check_build_config(cfg: DenseBuildConfig) -> None:
                         ("train_sample", cfg.train_sample)):  # the last is a config field, not a flag
         if value < 1:
             raise InputError(name, f"must be at least 1, got {value}")
+    if cfg.vector_dtype not in VECTOR_DTYPES:
+        raise InputError("--vector-dtype", f"must be float32 or float16, got {cfg.vector_dtype!r}")
     if cfg.mixed_precision not in ("no", "bf16", "fp16"):
         raise InputError("--mixed-precision", f"must be no, bf16 or fp16, got {cfg.mixed_precision!r}")
     if cfg.mixed_precision == "fp16" and resolve_device(cfg.device) == "cpu":
@@ -419,11 +440,6 @@ def _reset_if_stale(partial: Path, plan: dict) -> None:
             return
     store.reset_partial(partial)
     write_json(plan_file, plan)
-
-
-def _save_npy_atomic(path: Path, array: np.ndarray) -> None:
-    with atomic_path(path) as tmp, open(tmp, "wb") as f:
-        np.save(f, array)
 
 
 def _write_faiss_atomic(index, path: Path) -> None:

@@ -2,7 +2,10 @@
 
     IDX/manifest.json   kind, encoder fingerprint, dimension, metric, FAISS factory, passage count,
                         content hash (written last: its presence means the index is complete)
-    IDX/passages.jsonl  the passages, in row order
+    IDX/passages.arrow  the passages in row order: an Arrow IPC file (id, title, text) that every
+                        process memory-maps, so the OS keeps one copy in its page cache and
+                        reading K passages by row costs O(K), not a parse of the corpus
+                        (indexes of format 1 hold passages.jsonl instead, and still load)
     IDX/...             kind-specific files (index.faiss + embeddings.npy, or bm25/)
 
 An index is built in `IDX.partial/` and renamed onto `IDX` when complete, so a failed build never
@@ -18,14 +21,19 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from lewisrag.data.io import InputError, read_json, write_json, write_jsonl
+import pyarrow as pa
+
+from lewisrag.data.io import InputError, atomic_path, read_json, write_json
 from lewisrag.data.outputs import is_ours, mark, replace_dir
+from lewisrag.data.passages import PASSAGE_SCHEMA, PassageTable
 from lewisrag.data.records import Passage, read_passages
 
 KIND = "index"  # the marker kind of index folders (lewisrag.data.outputs)
 MANIFEST = "manifest.json"
-PASSAGES = "passages.jsonl"
-FORMAT_VERSION = 1
+PASSAGES = "passages.arrow"
+OLD_PASSAGES = "passages.jsonl"  # format 1
+FORMAT_VERSION = 2
+WRITE_ROWS = 8192  # passages per Arrow record batch written
 
 
 class IndexMismatchError(InputError):
@@ -66,7 +74,23 @@ def finish(partial: Path, out: Path, manifest: dict) -> None:
 
 
 def write_passages(dirpath: Path, passages: Sequence[Passage]) -> None:
-    write_jsonl(dirpath / PASSAGES, (p.to_dict() for p in passages))
+    """`dirpath/passages.arrow`, written batch by batch: a `PassageTable` goes Arrow to Arrow, a
+    list of Passages WRITE_ROWS at a time; memory stays bounded by one batch."""
+    with atomic_path(dirpath / PASSAGES) as tmp, pa.OSFile(str(tmp), "wb") as sink, \
+            pa.ipc.new_file(sink, PASSAGE_SCHEMA) as writer:
+        for batch in _record_batches(passages):
+            writer.write_batch(batch)
+
+
+def _record_batches(passages: Sequence[Passage]):
+    if isinstance(passages, PassageTable):
+        yield from passages.arrow_batches(WRITE_ROWS)
+        return
+    for start in range(0, len(passages), WRITE_ROWS):
+        chunk = passages[start : start + WRITE_ROWS]
+        yield pa.RecordBatch.from_arrays([pa.array([p.id for p in chunk], pa.string()),
+                                          pa.array([p.title for p in chunk], pa.string()),
+                                          pa.array([p.text for p in chunk], pa.string())], schema=PASSAGE_SCHEMA)
 
 
 def read_manifest(path: str | os.PathLike, kind: str | None = None) -> dict:
@@ -86,8 +110,21 @@ def read_manifest(path: str | os.PathLike, kind: str | None = None) -> dict:
     return manifest
 
 
-def load_passages(path: Path, manifest: dict) -> list[Passage]:
-    passages = read_passages(path / PASSAGES)
+def load_passages(path: Path, manifest: dict) -> Sequence[Passage]:
+    """The index's passages: its Arrow store memory-mapped (format 2), or passages.jsonl read whole (format 1)."""
+    if (path / PASSAGES).is_file():
+        try:
+            table = pa.ipc.open_file(pa.memory_map(str(path / PASSAGES))).read_all()
+        except (pa.ArrowInvalid, OSError) as e:
+            raise InputError(path / PASSAGES, f"cannot read the passage store: {e}; build the index again") from None
+        if table.schema != PASSAGE_SCHEMA:
+            raise InputError(path / PASSAGES, f"unexpected columns {table.schema.names}; build the index again")
+        passages = PassageTable(table, path / PASSAGES, checked=True)
+    elif (path / OLD_PASSAGES).is_file():
+        passages = read_passages(path / OLD_PASSAGES)
+    else:
+        raise InputError(path / PASSAGES, "missing: the index is damaged; build it again")
     if len(passages) != manifest["n_passages"]:
-        raise InputError(path / PASSAGES, f"{len(passages)} passages, manifest says {manifest['n_passages']}")
+        raise InputError(passages.source if isinstance(passages, PassageTable) else path / OLD_PASSAGES,
+                         f"{len(passages)} passages, manifest says {manifest['n_passages']}")
     return passages
