@@ -91,3 +91,31 @@ def test_cli_bad_input_exit_2(tmp_path):
     assert f"{path}:2: field 'id': duplicate id 'a'" in r.stderr
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert not out.exists() and not (tmp_path / "idx.partial").exists()
+
+
+def test_parquet_passages_are_read_a_few_row_groups_at_a_time(tmp_path):
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from lewisrag.data.passages import RowGroups, open_passages
+
+    rows = [{"id": f"p{i}", "title": f"T{i}", "text": f"text {i}", "embeddings": [float(i), 1.0]} for i in range(50)]
+    path = tmp_path / "p.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path, row_group_size=7)  # 8 groups, the last of 1 row
+    table = open_passages(path)
+    assert isinstance(table._groups, RowGroups) and len(table._groups.sizes) == 8
+    assert [p.id for p in table] == [r["id"] for r in rows]
+    assert [p.text for p in table[5:16]] == [f"text {i}" for i in range(5, 16)]  # across three groups
+    assert table[49].title == "T49" and table[-1].id == "p49"
+    np.testing.assert_array_equal(table.embeddings(6, 9)[:, 0], [6, 7, 8])
+    assert len(table._groups._cache) <= RowGroups.CACHED  # never the whole file decoded
+    # errors name the row across groups, as for JSONL
+    rows[23]["text"] = " "
+    pq.write_table(pa.Table.from_pylist(rows), path, row_group_size=7)
+    with pytest.raises(InputError, match=r"p\.parquet:24: field 'text': empty"):
+        open_passages(path)
+    rows[23]["text"], rows[40]["id"] = "fine", "p3"
+    pq.write_table(pa.Table.from_pylist(rows), path, row_group_size=7)
+    with pytest.raises(InputError, match=r"p\.parquet:41: field 'id': duplicate id 'p3' \(first on line 4\)"):
+        open_passages(path)

@@ -3,8 +3,9 @@
 wiki_dpr's schema is the model: `id` and `text` strings, an optional `title`, and an optional
 `embeddings` column (one list of floats per passage, the DPR context encoder's vectors). A
 `PassageTable` is a `Sequence[Passage]` over the table itself: a save_to_disk folder and a hub
-dataset stay memory-mapped, a Parquet file is decoded into Arrow memory (columns, not Python
-objects), and rows become `Passage`s only when read, one batch at a time. The checks the JSON
+dataset stay memory-mapped, a Parquet file is decoded a row group at a time as rows are read
+(`RowGroups`: a few groups in memory, not the file), and rows become `Passage`s only when read,
+one batch at a time. The checks the JSON
 readers make per record are made here per column, on Arrow batches (pyarrow.compute), with the
 same messages: `file:row: field 'name': message`, rows counted from 1.
 """
@@ -54,10 +55,48 @@ def open_table(path: str | os.PathLike) -> PassageTable:
     else:
         p = existing_file(spec)
         try:
-            table = pq.read_table(p, memory_map=True)
+            table = RowGroups(pq.ParquetFile(p, memory_map=True))
         except Exception as e:  # pyarrow raises several unrelated types for a bad file
             raise InputError(spec, f"cannot read Parquet: {e}") from None
     return PassageTable(table, spec)
+
+
+class RowGroups:
+    """A Parquet file read one row group at a time, the last few kept decoded.
+
+    Parquet cannot be memory-mapped as Arrow: its pages are compressed and encoded. Decoding
+    the whole file (`pq.read_table`) would hold all of it in RAM — 21 M wiki_dpr passages with
+    their vectors are some 80 GB — so a `PassageTable` over a Parquet file asks for row groups
+    as it reads rows: memory stays at a few row groups, and reading the rows in order (encoding,
+    copying vectors, writing an index's passage store) decodes each group once.
+    """
+
+    CACHED = 2  # decoded row groups kept
+
+    def __init__(self, file: pq.ParquetFile, columns: Sequence[str] | None = None):
+        self.file = file
+        self.columns = list(columns) if columns is not None else list(file.schema_arrow.names)
+        self.schema = pa.schema([file.schema_arrow.field(c) for c in self.columns])
+        meta = file.metadata
+        self.sizes = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+        self._cache: dict[int, pa.RecordBatch] = {}
+
+    def select(self, names: Sequence[str]) -> RowGroups:
+        return RowGroups(self.file, names)
+
+    def batch(self, i: int) -> pa.RecordBatch:
+        if i not in self._cache:
+            if len(self._cache) >= self.CACHED:
+                self._cache.pop(next(iter(self._cache)))  # the oldest
+            table = self.file.read_row_group(i, columns=self.columns)
+            self._cache[i] = table.combine_chunks().to_batches()[0] if table.num_rows else pa.RecordBatch.from_pylist([], self.schema)
+        return self._cache[i]
+
+    def column(self, i: int, name: str) -> pa.Array:
+        """One column of row group `i`, decoded alone (the duplicate-id check reads ids only)."""
+        if i in self._cache:
+            return self._cache[i].column(name)
+        return self.file.read_row_group(i, columns=[name]).column(name).combine_chunks()
 
 
 def _saved_dataset(p: Path) -> pa.Table:
@@ -95,8 +134,14 @@ class PassageTable(Sequence[Passage]):
         self.source = str(source)
         names = [c for c in COLUMNS if c in table.schema.names]
         self.schema = table.schema
-        self._batches = [b for b in table.select(names).to_batches() if b.num_rows]
-        self._starts = np.cumsum([0] + [b.num_rows for b in self._batches])  # row where each batch starts
+        if isinstance(table, RowGroups):  # a Parquet file: row groups decoded as they are read
+            self._groups = table.select(names)
+            sizes = self._groups.sizes
+        else:  # an Arrow table: its record batches, in memory or memory-mapped
+            self._groups = [b for b in table.select(names).to_batches() if b.num_rows]
+            sizes = [b.num_rows for b in self._groups]
+        self._n_groups = len(sizes)
+        self._starts = np.cumsum([0] + sizes)  # row where each batch starts
         self._n = int(self._starts[-1])
         self._dim: int | None = None
         if not checked:
@@ -219,8 +264,17 @@ class PassageTable(Sequence[Passage]):
         parts = []
         for b in range(first, last):
             lo, hi = max(start, self._starts[b]), min(stop, self._starts[b + 1])
-            parts.append(self._batches[b].slice(lo - self._starts[b], hi - lo))
-        return pa.Table.from_batches(parts, schema=self._batches[0].schema)
+            if hi > lo:
+                parts.append(self._batch(b).slice(lo - self._starts[b], hi - lo))
+        return pa.Table.from_batches(parts, schema=self._batch(first).schema)
+
+    def _batch(self, b: int) -> pa.RecordBatch:
+        return self._groups.batch(b) if isinstance(self._groups, RowGroups) else self._groups[b]
+
+    def _column(self, b: int, name: str) -> pa.Array:
+        if isinstance(self._groups, RowGroups):
+            return self._groups.column(b, name)
+        return self._groups[b].column(self._groups[b].schema.get_field_index(name))
 
     def _rows(self, start: int, stop: int) -> list[Passage]:
         """Rows [start, stop) as Passages: the one place Python objects are made from the table."""
@@ -276,7 +330,7 @@ class PassageTable(Sequence[Passage]):
 
     def _first_duplicate(self) -> tuple[int, int, str] | None:
         """(row, row of its first use, id) of the first row whose id an earlier row has, or None."""
-        ids = pa.chunked_array([b.column(b.schema.get_field_index("id")) for b in self._batches])
+        ids = pa.chunked_array([self._column(b, "id") for b in range(self._n_groups)], self.schema.field("id").type)
         if pc.count_distinct(ids).as_py() == len(ids) - ids.null_count:
             return None
         counts = pc.value_counts(ids)
