@@ -306,18 +306,22 @@ class DenseIndex:
         self.set_search_params(manifest.get("search_params", DEFAULT_SEARCH_PARAMS))
 
     @classmethod
-    def load(cls, path: str | os.PathLike, mmap: bool = True) -> DenseIndex:
+    def load(cls, path: str | os.PathLike, mmap: bool = True, with_faiss: bool = True) -> DenseIndex:
+        """Open an index; `with_faiss=False` leaves the FAISS index unread (a process whose searches
+        another one serves, `index.shared.NodeSearch`): passages and stored vectors only."""
         path = Path(path)
         manifest = store.read_manifest(path, kind="dense")
         for name in (FAISS_FILE, EMBEDDINGS):
             if not (path / name).is_file():
                 raise InputError(path / name, "missing: the index is damaged; build it again")
         flags = faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY if mmap else 0
+        index = None
         try:
-            try:
-                index = faiss.read_index(str(path / FAISS_FILE), flags)
-            except RuntimeError:  # not every index type supports mmap (HNSW does not): read it whole
-                index = faiss.read_index(str(path / FAISS_FILE))
+            if with_faiss:
+                try:
+                    index = faiss.read_index(str(path / FAISS_FILE), flags)
+                except RuntimeError:  # not every index type supports mmap (HNSW does not): read it whole
+                    index = faiss.read_index(str(path / FAISS_FILE))
         except RuntimeError as e:
             raise InputError(path / FAISS_FILE, f"cannot read the FAISS index: {_faiss_reason(e)}") from None
         try:
@@ -325,8 +329,9 @@ class DenseIndex:
         except (ValueError, OSError) as e:  # truncated or not an .npy file
             raise InputError(path / EMBEDDINGS, f"cannot read the stored vectors: {e}") from None
         expected = (manifest["n_passages"], manifest.get("dim"))
-        if embeddings.ndim != 2 or embeddings.shape != expected or index.ntotal != expected[0]:
-            raise InputError(path, f"damaged: {EMBEDDINGS} holds {embeddings.shape}, {FAISS_FILE} {index.ntotal} vectors, "
+        if embeddings.ndim != 2 or embeddings.shape != expected or (index is not None and index.ntotal != expected[0]):
+            raise InputError(path, f"damaged: {EMBEDDINGS} holds {embeddings.shape}, {FAISS_FILE} "
+                             f"{index.ntotal if index is not None else 'unread'} vectors, "
                              f"the manifest says {expected}")
         return cls(path, manifest, index, embeddings, store.load_passages(path, manifest))
 
@@ -339,6 +344,8 @@ class DenseIndex:
         return self.manifest["encoder"]["ctx_fingerprint"]
 
     def set_search_params(self, params: dict) -> None:
+        if self.faiss_index is None:
+            return
         space = faiss.ParameterSpace()
         for name, value in params.items():
             try:
@@ -373,6 +380,8 @@ class DenseIndex:
     @property
     def is_exact(self) -> bool:
         """A Flat index: FAISS compares every stored vector, as a matrix product does."""
+        if self.faiss_index is None:
+            return self.manifest.get("faiss_factory") == "Flat"
         return isinstance(faiss.downcast_index(self.faiss_index), faiss.IndexFlat)
 
     def search_on(self, device: str) -> None:
@@ -404,6 +413,8 @@ class DenseIndex:
         q = np.ascontiguousarray(queries, dtype=np.float32)
         if self.device_vectors is not None:
             return self._product_search(q, k)
+        if self.faiss_index is None:
+            raise RuntimeError(f"{self.path} was opened without its FAISS index: its searches go through index.shared.NodeSearch")
         return self.faiss_index.search(q, k)
 
     def _product_search(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
