@@ -113,7 +113,10 @@ def rag(
     eval_batch_size: int = typer.Option(16, "--eval-batch-size", help="Dev questions decoded at once."),
     save_every: int = typer.Option(50, "--save-every", help="Steps between resumable checkpoints."),
     seed: int = typer.Option(0, "--seed", help="Random seed (data order, dropout)."),
-    mixed_precision: str = typer.Option("no", "--mixed-precision", help="no, bf16 (CPU or GPU) or fp16 (GPU)."),
+    mixed_precision: str = typer.Option("no", "--mixed-precision", help="no, bf16 (CPU or GPU) or fp16 (GPU; a loss "
+                                        "scaler skips the steps whose gradients overflow, logged as skipped_inf)."),
+    gradient_checkpointing: bool = typer.Option(False, "--gradient-checkpointing", help="Recompute BART's and the "
+                                                "question encoder's activations in the backward pass: less memory, slower steps."),
     cpu: bool = typer.Option(False, "--cpu", help="Stay on the CPU even when a GPU is present."),
     search_device: str = typer.Option("auto", "--search-device", help="auto: on a GPU, search a Flat index there by "
                                       "an exact matrix product when its vectors fit in half the free memory (same "
@@ -133,7 +136,8 @@ def rag(
         swap=swap, steps=steps, batch_size=batch_size, grad_accum=grad_accum, lr=lr, warmup=warmup, weight_decay=weight_decay, max_grad_norm=max_grad_norm,
         label_smoothing=label_smoothing, max_combined_length=max_combined_length, max_target_length=max_target_length,
         eval_every=eval_every, eval_questions=eval_questions, eval_beams=eval_beams, eval_batch_size=eval_batch_size,
-        save_every=save_every, seed=seed, mixed_precision=mixed_precision, cpu=cpu, search_device=search_device,
+        save_every=save_every, seed=seed, mixed_precision=mixed_precision, gradient_checkpointing=gradient_checkpointing,
+        cpu=cpu, search_device=search_device,
     )
     with _ui.progress() as p:
         task, dev_em = None, "-"

@@ -8,7 +8,9 @@ A training checkpoint directory holds:
     state.json          step, data position, best dev EM, python/numpy RNG states, the config, and
                         under "torch_state" the rest of the optimizer and scheduler state dicts
                         (param groups, learning rates) with each tensor replaced by its name in
-                        state.safetensors
+                        state.safetensors, and in an fp16 run the gradient scaler's state (its
+                        scale and growth counter, a few numbers) under "scaler"; a checkpoint
+                        without it resumes with a fresh scaler
     log.jsonl           the training log up to this step (the resumed log starts from it)
 
 It is built in a temporary directory and swapped into place, so a kill at any moment leaves either
@@ -63,14 +65,17 @@ def restore_rng(as_json: dict, tensors: dict) -> None:
         torch.cuda.set_rng_state_all(tensors["cuda"])
 
 
-def save_checkpoint(path: str | os.PathLike, model, optimizer, scheduler, state: dict, log_file: Path | None) -> None:
+def save_checkpoint(path: str | os.PathLike, model, optimizer, scheduler, state: dict, log_file: Path | None,
+                    scaler: torch.amp.GradScaler | None = None) -> None:
     """Write a resumable checkpoint of the training run (see the module docstring)."""
     rng_json, rng_tensors = capture_rng()
     # clones: tied weights (BART's shared embeddings) share storage, which safetensors refuses
     weights = {k: v.detach().cpu().clone().contiguous() for k, v in model.state_dict().items()}
     tensors: dict = {}
-    tree = to_tree({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng_tensors},
-                   tensors)
+    torch_state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng_tensors}
+    if scaler is not None and scaler.is_enabled():
+        torch_state["scaler"] = scaler.state_dict()
+    tree = to_tree(torch_state, tensors)
     with staged_dir(path) as tmp:
         save_file(weights, str(tmp / WEIGHTS))
         save_file(tensors, str(tmp / STATE_TENSORS))
@@ -79,8 +84,10 @@ def save_checkpoint(path: str | os.PathLike, model, optimizer, scheduler, state:
             shutil.copyfile(log_file, tmp / LOG)
 
 
-def load_checkpoint(path: str | os.PathLike, model, optimizer, scheduler) -> dict:
-    """Restore weights, optimizer, scheduler and RNG states in place; returns state.json."""
+def load_checkpoint(path: str | os.PathLike, model, optimizer, scheduler,
+                    scaler: torch.amp.GradScaler | None = None) -> dict:
+    """Restore weights, optimizer, scheduler, gradient scaler (when saved) and RNG states in place;
+    returns state.json."""
     p = Path(path)
     if (p / OLD_STATE).exists():
         raise InputError(p / OLD_STATE, "old-format checkpoint (pickled optimizer state), which lewisrag no longer "
@@ -97,6 +104,8 @@ def load_checkpoint(path: str | os.PathLike, model, optimizer, scheduler) -> dic
         blob = from_tree(state.pop("torch_state"), tensors)
         optimizer.load_state_dict(blob["optimizer"])
         scheduler.load_state_dict(blob["scheduler"])
+        if scaler is not None and "scaler" in blob:
+            scaler.load_state_dict(blob["scaler"])
         restore_rng(state.pop("rng"), blob["rng"])
     return state
 

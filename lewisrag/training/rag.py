@@ -2,9 +2,17 @@
 (question, answer) pairs, the documents a latent variable retrieved from a fixed FAISS index.
 
 `train_rag(cfg, out)` is an explicit loop run through accelerate: AdamW with linear warmup and
-decay, gradient accumulation, optional bf16 autocast, dev exact match at intervals with the best
-model kept, a JSONL log that also watches for retrieval collapse, and checkpoints that resume to
-the same weights and the same log as a run that was never interrupted.
+decay, gradient accumulation, optional bf16 or fp16 autocast of the forward passes, dev exact match
+at intervals with the best model kept, a JSONL log that also watches for retrieval collapse, and
+checkpoints that resume to the same weights and the same log as a run that was never interrupted.
+
+fp16 (GPU only) goes with a gradient scaler: the loss is multiplied by a scale before backward, the
+gradients are divided by it again before clipping, and a step whose gradients hold inf or NaN is
+skipped (the weights stay, the scale halves; it still counts as a step of the schedule). Its log
+lines carry `loss_scale` and `skipped_inf`, and the scaler's state is part of the checkpoint. With
+bf16 or full precision there is no scaler. `gradient_checkpointing` recomputes the activations of
+BART and of the question encoder (unless frozen) in the backward pass instead of storing them:
+less memory for one more forward pass per step, the same loss and gradients.
 
 Several processes (`accelerate launch --multi_gpu --num_processes N`, CPU or GPU) split each
 global batch evenly; each opens the index memory-mapped, so the OS keeps one copy of its vectors,
@@ -22,11 +30,13 @@ Output directory:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import random
 import shutil
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -82,7 +92,8 @@ class RagTrainConfig:
     eval_batch_size: int = 16  # dev questions decoded at once
     save_every: int = 50  # steps between resumable checkpoints (the last step is always saved)
     seed: int = 0  # data order, dropout and every other random choice
-    mixed_precision: str = "no"  # "no", "bf16" (CPU or GPU), "fp16" (GPU only): autocast of forward passes
+    mixed_precision: str = "no"  # "no", "bf16" (CPU or GPU), "fp16" (GPU only, with a gradient scaler): autocast of forward passes
+    gradient_checkpointing: bool = False  # recompute activations in the backward pass (transformers' gradient checkpointing)
     cpu: bool = False  # stay on the CPU even when a GPU is present
     search_device: str = "auto"  # "auto": a Flat index is searched on the training GPU when its vectors fit; "cpu": FAISS; "gpu"
 
@@ -134,8 +145,7 @@ def train_rag(cfg: RagTrainConfig, out: str | os.PathLike, resume: bool = False,
 
 
 def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress) -> dict:
-    if cfg.mixed_precision == "fp16" and (cfg.cpu or not torch.cuda.is_available()):
-        raise InputError("--mixed-precision", "fp16 needs a GPU; use bf16 on the CPU")
+    _check_precision(cfg)
     ckpt = _check_out(out, cfg, resume)  # before the models load
     acc = _accelerator(cfg)
     parts = load_components(cfg, acc.num_processes)
@@ -144,6 +154,8 @@ def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress) -> dic
     model = parts.model.to(acc.device)
     if cfg.freeze_retriever:
         model.question_encoder.requires_grad_(False)
+    if cfg.gradient_checkpointing:
+        _checkpoint_activations(model, cfg.freeze_retriever)
     params = [p for p in model.parameters() if p.requires_grad]
     retriever = {id(p) for p in model.question_encoder.parameters()}
     groups = [{"params": [p for p in params if id(p) not in retriever], "lr": cfg.lr},
@@ -151,21 +163,27 @@ def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress) -> dic
     opt = torch.optim.AdamW([g for g in groups if g["params"]], lr=cfg.lr, weight_decay=cfg.weight_decay)
     warmup_steps = int(cfg.warmup * cfg.steps)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: learning_rate_factor(s, cfg.steps, warmup_steps))
+    scaler = torch.amp.GradScaler(acc.device.type, enabled=cfg.mixed_precision == "fp16")
     _seed_everything(cfg.seed)
     log_file = out / "log.jsonl"
     state = {"step": 0, "position": asdict(DataPosition()), "best_em": None, "config": asdict(cfg)}
     if ckpt is not None:
-        state = C.load_checkpoint(ckpt, model, opt, sched)
+        state = C.load_checkpoint(ckpt, model, opt, sched, scaler)
     if acc.is_main_process:
         _prepare_out(out, cfg, ckpt, log_file)
     acc.wait_for_everyone()
-    state = _loop(cfg, acc, parts, model, params, opt, sched, state, out, log_file, on_progress)
+    state = _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, out, log_file, on_progress)
     if acc.is_main_process:
         C.save_model(model, parts.tokenizers, out / "final", {**asdict(cfg), "step": state["step"]})
     acc.wait_for_everyone()
     return {"steps": state["step"], "best_em": state["best_em"], "n_train": len(parts.pairs),
             "skipped_no_answer": parts.skipped, "processes": acc.num_processes, "main": acc.is_main_process,
             "search": searched_on, "out": str(out)}
+
+
+def _check_precision(cfg: RagTrainConfig) -> None:
+    if cfg.mixed_precision == "fp16" and (cfg.cpu or not torch.cuda.is_available()):
+        raise InputError("--mixed-precision", "fp16 needs a GPU; use bf16 on the CPU")
 
 
 def _accelerator(cfg: RagTrainConfig):
@@ -175,6 +193,37 @@ def _accelerator(cfg: RagTrainConfig):
     # without a GPU, accelerate joins the processes torchrun started only when told it is on the CPU
     return Accelerator(cpu=cfg.cpu or not torch.cuda.is_available(),
                        mixed_precision=cfg.mixed_precision if cfg.mixed_precision in PRECISIONS else "no")
+
+
+def _checkpoint_activations(model, frozen_retriever: bool) -> None:
+    """Turn on gradient checkpointing in the generator and, unless frozen (it then runs in eval
+    mode, where checkpointing is off, and no gradient flows through it), the question encoder."""
+    parts = {"generator": model.generator} | ({} if frozen_retriever else {"question encoder": model.question_encoder})
+    for name, part in parts.items():
+        _enable_checkpointing(part)
+        if not any(getattr(m, "gradient_checkpointing", False) for m in part.modules()):
+            raise InputError("--gradient-checkpointing", f"the {name} ({type(part).__name__}) has no transformers "
+                                                         "model inside that supports gradient checkpointing")
+
+
+def _enable_checkpointing(module: torch.nn.Module) -> None:
+    """`module`'s own gradient checkpointing or, where it has none (transformers' DPR encoders),
+    that of the outermost models inside it which have (DPR's BertModel)."""
+    if not getattr(module, "supports_gradient_checkpointing", False):
+        for child in module.children():
+            _enable_checkpointing(child)
+        return
+    # the newer transformers name; the older one warns that it is deprecated there
+    enable = getattr(module, "activation_checkpointing_enable", None) or module.gradient_checkpointing_enable
+    # non-reentrant: it needs no input that requires grad and keeps dropout's random draws
+    enable({"use_reentrant": False})
+
+
+def _autocast(cfg: RagTrainConfig, device_type: str):
+    """Autocast of the forward passes in `cfg.mixed_precision` (accelerate's own skips fp16 off a GPU)."""
+    if cfg.mixed_precision == "no":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type, dtype=torch.bfloat16 if cfg.mixed_precision == "bf16" else torch.float16)
 
 
 def _seed_everything(seed: int) -> None:
@@ -215,7 +264,7 @@ def _prepare_out(out: Path, cfg: RagTrainConfig, ckpt: Path | None, log_file: Pa
         tmp.write_bytes(saved_log.read_bytes() if saved_log is not None and saved_log.exists() else b"")
 
 
-def _loop(cfg, acc, parts, model, params, opt, sched, state, out, log_file, on_progress) -> dict:
+def _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, out, log_file, on_progress) -> dict:
     step, pos, best = state["step"], DataPosition(**state["position"]), state["best_em"]
     while step < cfg.steps:
         model.train()
@@ -225,18 +274,18 @@ def _loop(cfg, acc, parts, model, params, opt, sched, state, out, log_file, on_p
         for _ in range(cfg.grad_accum):
             ids, pos = next_batch(pos, cfg.seed, len(parts.pairs), cfg.batch_size)
             mine = shard(ids, acc.process_index, acc.num_processes)
-            totals = [a + b for a, b in zip(totals, _micro_step(cfg, acc, parts, model, mine))]
+            totals = [a + b for a, b in zip(totals, _micro_step(cfg, acc, parts, model, mine, scaler))]
         _average_gradients(params, acc.num_processes)
+        scaler.unscale_(opt)  # the clip compares true gradients with --max-grad-norm
         if cfg.max_grad_norm:
             torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
         lr = sched.get_last_lr()[0]
-        opt.step()
-        sched.step()
+        scaling = _optimizer_step(opt, sched, scaler)
         opt.zero_grad(set_to_none=True)
         step += 1
         loss_sum, n, ent_sum, hits, asked = _sum_across(totals, acc)
         record = {"step": step, "loss": loss_sum / n, "lr": lr, "doc_entropy": ent_sum / n,
-                  "recall_at_k": hits / asked if asked else None, "epoch": pos.epoch}
+                  "recall_at_k": hits / asked if asked else None, "epoch": pos.epoch, **scaling}
         if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
             if acc.is_main_process:
                 record["dev_em"] = dev_exact_match(model, parts.tokenizers, parts.index, parts.dev, cfg)
@@ -251,23 +300,40 @@ def _loop(cfg, acc, parts, model, params, opt, sched, state, out, log_file, on_p
             if on_progress:
                 on_progress(step, cfg.steps, record)
             if step % cfg.save_every == 0 or step == cfg.steps:
-                C.save_checkpoint(out / "checkpoint", model, opt, sched, state, log_file)
+                C.save_checkpoint(out / "checkpoint", model, opt, sched, state, log_file, scaler)
         acc.wait_for_everyone()
     return state
 
 
-def _micro_step(cfg, acc, parts, model, ids: list[int]) -> list[float]:
+def _optimizer_step(opt, sched, scaler) -> dict:
+    """The optimizer and schedule step; under fp16, the log fields of the gradient scaler."""
+    if not scaler.is_enabled():
+        opt.step()
+        sched.step()
+        return {}
+    scale = scaler.get_scale()
+    scaler.step(opt)  # leaves the weights (and AdamW's moments) alone when a gradient is inf or NaN
+    scaler.update()  # halves the scale after a skipped step and never lowers it otherwise
+    skipped = scaler.get_scale() < scale
+    with warnings.catch_warnings():
+        # a skipped first step never called opt.step(); the schedule follows the step count all the same
+        warnings.filterwarnings("ignore", r"Detected call of `lr_scheduler\.step\(\)` before", UserWarning)
+        sched.step()
+    return {"loss_scale": scale, "skipped_inf": skipped}
+
+
+def _micro_step(cfg, acc, parts, model, ids: list[int], scaler) -> list[float]:
     """Forward and backward on this process's share; the loss is a mean over that share so that,
     with equal shares, averaging gradients across processes gives the global batch's gradient."""
     pairs = [parts.pairs[i] for i in ids]
     gen = model.generator.config
     labels = answer_labels([t for _, t in pairs], parts.tokenizers.generator, gen.decoder_start_token_id,
                            gen.pad_token_id, cfg.max_target_length).to(acc.device)  # (B, T)
-    with acc.autocast():
+    with _autocast(cfg, acc.device.type):
         out, r = model.forward_questions([ex.question for ex, _ in pairs], parts.index, parts.tokenizers, labels,
                                          swap=cfg.swap)
     loss = out.loss.float().mean()
-    (loss / cfg.grad_accum).backward()
+    scaler.scale(loss / cfg.grad_accum).backward()  # as is without fp16
     hits, asked = recall_rate([[p.id for p in ps] for ps in r.passages], [ex.gold_passage_ids for ex, _ in pairs])
     n = len(pairs)
     return [float(out.loss.detach().float().sum()), n, doc_entropy(r.doc_scores) * n, hits, asked]
