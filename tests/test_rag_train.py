@@ -276,21 +276,26 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_two_processes_equal_one_process(rag_inputs, tmp_path):
+@pytest.mark.parametrize("shared", [False, True], ids=["own-search", "shared-retrieval"])
+def test_two_processes_equal_one_process(rag_inputs, tmp_path, shared):
+    """With --shared-retrieval the first process searches for both (index.shared.NodeSearch): the same result."""
     from lewisrag.index.encoders import DPRCheckpoint
 
     # one step (of two accumulated micro-batches): AdamW's later steps divide by √v, which turns
     # rounding-level gradient differences on near-zero entries into visible ones
-    cfg = make_config(rag_inputs, steps=1, grad_accum=2, eval_every=0, warmup=0.0)
+    # with a shared search, the main process's dev evaluation searches its own index alone
+    cfg = make_config(rag_inputs, steps=1, grad_accum=2, eval_every=1 if shared else 0, warmup=0.0)
     accelerate = Path(sys.executable).with_name("accelerate")
     # `--multi_gpu` selects accelerate's torchrun launcher, which also runs CPU processes (gloo);
     # accelerate 1.x runs `--cpu --num_processes 2` as a single process unless MPI is configured
     cmd = [str(accelerate), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
            "--main_process_port", str(_free_port()), "--mixed_precision", "no", "--dynamo_backend", "no",
-           "-m", "lewisrag.cli", "train", "rag", *cli_flags(cfg), "--cpu", "--out", str(tmp_path / "two")]
+           "-m", "lewisrag.cli", "train", "rag", *cli_flags(cfg), "--cpu", "--out", str(tmp_path / "two"),
+           "--json", *(["--shared-retrieval"] if shared else [])]
     r = subprocess.run(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "│ processes            │ 2" in r.stderr
+    summary = json.loads(r.stdout)
+    assert summary["processes"] == 2 and summary["search"] == ("node" if shared else "faiss")
     # the reference run in a subprocess too: same thread settings as the launched processes
     one_cmd = [sys.executable, "-m", "lewisrag.cli", "train", "rag", *cli_flags(cfg), "--cpu", "--out", str(tmp_path / "one")]
     r1 = subprocess.run(one_cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300)
@@ -309,6 +314,7 @@ def test_two_processes_equal_one_process(rag_inputs, tmp_path):
     l1 = [json.loads(x) for x in log_lines(tmp_path / "one")]
     l2 = [json.loads(x) for x in log_lines(tmp_path / "two")]
     assert [round(x["loss"], 4) for x in l1] == [round(x["loss"], 4) for x in l2]
+    assert [x.get("dev_em") for x in l1] == [x.get("dev_em") for x in l2]
 
 
 def test_retriever_lr_scale_and_train_kinds(rag_inputs, tmp_path):

@@ -121,6 +121,9 @@ def rag(
     search_device: str = typer.Option("auto", "--search-device", help="auto: on a GPU, search a Flat index there by "
                                       "an exact matrix product when its vectors fit in half the free memory (same "
                                       "top-K as FAISS, far faster at a million passages); cpu: FAISS; gpu: insist."),
+    shared_retrieval: bool = typer.Option(False, "--shared-retrieval", help="With several processes (accelerate launch): "
+                                          "each node's first process holds the FAISS index and searches for all of them "
+                                          "(an HNSW index is not memory-mapped: one copy per node, not per process)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a non-empty --out with the new run once it has "
                                    "finished (the old folder stays until then)."),
     as_json: bool = typer.Option(False, "--json", help="Print the run summary as one JSON object instead of a table (main process only)."),
@@ -138,6 +141,7 @@ def rag(
         eval_every=eval_every, eval_questions=eval_questions, eval_beams=eval_beams, eval_batch_size=eval_batch_size,
         save_every=save_every, seed=seed, mixed_precision=mixed_precision, gradient_checkpointing=gradient_checkpointing,
         cpu=cpu, search_device=search_device,
+        shared_retrieval=shared_retrieval,
     )
     with _ui.progress() as p:
         task, dev_em = None, "-"
@@ -154,12 +158,13 @@ def rag(
     if summary["main"] and as_json:
         _ui.print_json({"out": str(out), "variant": cfg.variant, "steps": summary["steps"], "best_em": summary["best_em"],
                         "n_train": summary["n_train"], "skipped_no_answer": summary["skipped_no_answer"],
-                        "processes": summary["processes"], "best_model": str(out / "best"), "final_model": str(out / "final")})
+                        "processes": summary["processes"], "search": summary["search"], "best_model": str(out / "best"),
+                        "final_model": str(out / "final")})
     elif summary["main"]:
         _ui.console.print(_ui.table(f"RAG-{cfg.variant} written to {out}", ["field", "value"], [
             ["steps", summary["steps"]], ["best dev EM", summary["best_em"]], ["training questions", summary["n_train"]],
             ["left out (no answer)", summary["skipped_no_answer"]], ["processes", summary["processes"]],
-            ["best model", out / "best"], ["final model", out / "final"]]))
+            ["search", summary["search"]], ["best model", out / "best"], ["final model", out / "final"]]))
 
 
 def stitched(

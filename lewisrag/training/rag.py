@@ -15,7 +15,9 @@ BART and of the question encoder (unless frozen) in the backward pass instead of
 less memory for one more forward pass per step, the same loss and gradients.
 
 Several processes (`accelerate launch --multi_gpu --num_processes N`, CPU or GPU) split each
-global batch evenly; each opens the index memory-mapped, so the OS keeps one copy of its vectors,
+global batch evenly; each opens the index memory-mapped, so the OS keeps one copy of its vectors
+(with `shared_retrieval`, only each node's first process reads the FAISS index and searches for
+the node's processes: `lewisrag.index.shared`),
 and gradients are averaged across processes by hand (the retrieval step runs outside a module's
 `forward`, where DistributedDataParallel would hook in), which makes an N-process step equal a
 1-process step on the same global batch. For the same reason gradient accumulation is written
@@ -50,6 +52,7 @@ from accelerate.state import AcceleratorState
 from lewisrag.data.io import InputError, atomic_path, read_json, write_json
 from lewisrag.data.outputs import check_out_dir, existing, mark, replace_dir
 from lewisrag.data.records import QAExample
+from lewisrag.index.shared import NodeSearch
 from lewisrag.rag_model.answering import answer_questions
 from lewisrag.scoring.qa import exact_match
 from lewisrag.scoring.retrieval import recall_rate
@@ -96,6 +99,7 @@ class RagTrainConfig:
     gradient_checkpointing: bool = False  # recompute activations in the backward pass (transformers' gradient checkpointing)
     cpu: bool = False  # stay on the CPU even when a GPU is present
     search_device: str = "auto"  # "auto": a Flat index is searched on the training GPU when its vectors fit; "cpu": FAISS; "gpu"
+    shared_retrieval: bool = False  # with several processes: each node's first process searches for all of them (index.shared)
 
 
 def learning_rate_factor(step: int, steps: int, warmup_steps: int) -> float:
@@ -148,8 +152,14 @@ def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress) -> dic
     _check_precision(cfg)
     ckpt = _check_out(out, cfg, resume)  # before the models load
     acc = _accelerator(cfg)
-    parts = load_components(cfg, acc.num_processes)
-    searched_on = place_search(parts.index, cfg.search_device, acc.device)
+    shared = cfg.shared_retrieval and acc.num_processes > 1
+    # a process whose searches its node's first process serves never reads the FAISS index
+    parts = load_components(cfg, acc.num_processes, with_faiss=not shared or acc.local_process_index == 0)
+    if shared:
+        parts = parts._replace(index=NodeSearch.for_this_node(parts.index))
+        searched_on = "node"
+    else:
+        searched_on = place_search(parts.index, cfg.search_device, acc.device)
     acc.wait_for_everyone()  # every process has checked --out before the main one writes to it
     model = parts.model.to(acc.device)
     if cfg.freeze_retriever:
@@ -288,7 +298,8 @@ def _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, out, log_fi
                   "recall_at_k": hits / asked if asked else None, "epoch": pos.epoch, **scaling}
         if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
             if acc.is_main_process:
-                record["dev_em"] = dev_exact_match(model, parts.tokenizers, parts.index, parts.dev, cfg)
+                index = parts.index.local if isinstance(parts.index, NodeSearch) else parts.index  # the main process alone
+                record["dev_em"] = dev_exact_match(model, parts.tokenizers, index, parts.dev, cfg)
                 if not math.isnan(record["dev_em"]) and (best is None or record["dev_em"] > best):
                     best = record["dev_em"]
                     C.save_model(model, parts.tokenizers, out / "best", {**asdict(cfg), "step": step, "dev_em": best})

@@ -36,16 +36,17 @@ class Components(NamedTuple):
     skipped: int  # training questions without an answer, left out
 
 
-def load_components(cfg, processes: int = 1) -> Components:
+def load_components(cfg, processes: int = 1, with_faiss: bool = True) -> Components:
     """Read and check every input of `cfg` (a `rag.RagTrainConfig`); any problem is an InputError, raised
-    before anything is written."""
+    before anything is written. `with_faiss=False`: the index opens without its FAISS index (another
+    process searches it, `index.shared`)."""
     check_config(cfg, processes)
     train, dev = of_kinds(read_qa(cfg.train, cfg.qa_fields), cfg.train_kinds), read_qa(cfg.dev, cfg.qa_fields)
     pairs, skipped = training_pairs(train)
     if len(pairs) < cfg.batch_size:
         raise InputError(cfg.train, f"{len(pairs)} questions with answers, fewer than --batch-size {cfg.batch_size}",
                          field="answers")
-    index = DenseIndex.load(cfg.index, mmap=True)
+    index = DenseIndex.load(cfg.index, mmap=True, with_faiss=with_faiss)
     dpr = load_question_encoder(cfg.encoder, cfg.context_encoder)
     index.check_encoder(dpr.ctx_fingerprint, dpr.dim, swap=cfg.swap)
     if cfg.n_docs > len(index.passages):
