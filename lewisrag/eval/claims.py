@@ -1,0 +1,257 @@
+"""RAGChecker's claim-level diagnostics (Ru et al. 2024, arXiv 2408.08067): eleven metrics, one judge call.
+
+Sources: the paper's Sec. 3.3 and Appendix B (formulas), and `ragchecker/computation.py` in
+github.com/amazon-science/RAGChecker (what the released tool computes). The metric names are
+RAGChecker's.
+
+The judge makes every check in one batch (a pair asked twice is asked once): each response claim
+against the reference text ("correct", c ∈ gt), each reference claim against the response
+("covered", c ∈ m), and every claim, response and reference alike, against each retrieved context
+on its own. A context is *relevant* iff it entails at least one reference claim, *irrelevant*
+otherwise. "In a chunk" below means entailed by at least one context.
+
+With R the response claims, G the reference claims and k the number of contexts:
+
+    precision                        |{r in R: correct}| / |R|
+    recall                           |{g in G: covered}| / |G|
+    f1                               2PR / (P + R), 0 when P = R = 0
+    claim_recall                     |{g in G: in a chunk}| / |G|
+    context_precision                |{relevant contexts}| / k
+    context_utilization              |{g in G: in a chunk and covered}| / |{g in G: in a chunk}|
+    noise_sensitivity_in_relevant    |{r in R: not correct, in a relevant chunk}| / |R|
+    noise_sensitivity_in_irrelevant  |{r in R: not correct, in an irrelevant chunk, in no relevant one}| / |R|
+    hallucination                    |{r in R: not correct, in no chunk}| / |R|
+    self_knowledge                   |{r in R: correct, in no chunk}| / |R|
+    faithfulness                     |{r in R: in a chunk}| / |R|
+
+"In no relevant one" is computation.py's rule, not Appendix B's formula: an incorrect claim found
+in both kinds of context counts as relevant noise only. So every incorrect claim is exactly one of
+relevant noise, irrelevant noise or hallucination, and every claim is faithful, hallucinated or
+self-knowledge: NS_rel + NS_irr + hallucination = 1 - precision, faithfulness + hallucination +
+self_knowledge = 1.
+
+When a metric is NaN: exactly when its denominator is empty (or, for f1, an input is NaN). The
+result's `undefined` maps each NaN metric to the reason. computation.py returns 0 instead:
+
+    metric                      NaN here when                             RAGChecker there
+    precision                   no response claims                        0
+    recall                      no reference claims                       0
+    f1                          precision or recall is NaN                0 (as whenever P or R is 0)
+    claim_recall                no reference claims                       0
+    context_precision           no contexts                               0
+    context_utilization         no reference claim is in a chunk (no      0
+                                reference claims, no contexts, or no
+                                relevant context)
+    noise_sensitivity_in_*      no response claims                        0
+    hallucination               no response claims                        0
+    self_knowledge              no response claims                        0
+    faithfulness                no response claims                        0
+
+Where the denominator is not empty the formula holds, which differs from RAGChecker in three more
+cases. With no contexts it reports hallucination and self_knowledge as 0; here they are the
+incorrect and the correct share (every claim is in no chunk). With no contexts its claim_recall is
+the mean of an empty array (NaN and a numpy warning); here it is 0 (no reference claim is in a
+chunk). With no reference claims it reports both noise sensitivities as 0; here every context is
+irrelevant, so incorrect claims found in a context count as irrelevant noise. Some values are 0 by
+construction, not by merit, and are kept as the formula gives them: context_precision with no
+reference claims, noise_sensitivity_in_relevant with no relevant context,
+noise_sensitivity_in_irrelevant with no irrelevant one.
+
+A verdict the judge could not give (`Verdict(None, reason)`) stays unknown; RAGChecker reads
+anything but "Entailment" as not entailed. Unknowns combine by three-valued logic ("in a chunk" is
+true if any context entails, false if all decidedly do not, unknown otherwise), and a claim or
+context whose place in a metric's count is unknown is left out of numerator and denominator, as in
+`metrics.py`. `undecided` counts the unknown labels.
+
+These are one answer's numbers. RAGChecker's printed figures are the mean over answers x 100,
+rounded to one decimal; averaging, and skipping NaN, are the caller's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+NAN = float("nan")
+
+METRICS = (
+    "precision", "recall", "f1", "claim_recall", "context_precision", "context_utilization",
+    "noise_sensitivity_in_relevant", "noise_sensitivity_in_irrelevant", "hallucination", "self_knowledge",
+    "faithfulness",
+)
+
+Label = bool | None  # entailed, not entailed, or unknown (the judge could not decide)
+
+
+@dataclass(frozen=True)
+class ClaimLabels:
+    """The entailment labels of one answer. Lists, tuples and numpy arrays are accepted and stored as tuples.
+
+    >>> ClaimLabels([True], [], [[True, None]], [], n_contexts=2).response_in_chunks
+    ((True, None),)
+    """
+
+    response_correct: Sequence[Label]  # [i]: the reference text entails response claim i
+    reference_covered: Sequence[Label]  # [i]: the response entails reference claim i
+    response_in_chunks: Sequence[Sequence[Label]]  # [i][j]: context j entails response claim i
+    reference_in_chunks: Sequence[Sequence[Label]]  # [i][j]: context j entails reference claim i
+    n_contexts: int  # stated, not inferred: with no claims the matrices have no rows to count columns in
+
+    def __post_init__(self):
+        if self.n_contexts < 0:
+            raise ValueError(f"n_contexts must be >= 0, got {self.n_contexts}")
+        for name, claims, matrix in (("response", self.response_correct, self.response_in_chunks),
+                                     ("reference", self.reference_covered, self.reference_in_chunks)):
+            if len(matrix) != len(claims):
+                raise ValueError(f"{name}_in_chunks has {len(matrix)} rows for {len(claims)} {name} claims")
+            if any(len(row) != self.n_contexts for row in matrix):
+                raise ValueError(f"every row of {name}_in_chunks needs {self.n_contexts} labels, one per context")
+        set_ = object.__setattr__  # frozen: normalize once, here
+        set_(self, "response_correct", _labels(self.response_correct))
+        set_(self, "reference_covered", _labels(self.reference_covered))
+        set_(self, "response_in_chunks", tuple(_labels(row) for row in self.response_in_chunks))
+        set_(self, "reference_in_chunks", tuple(_labels(row) for row in self.reference_in_chunks))
+
+
+def _labels(values: Iterable) -> tuple[Label, ...]:
+    out = []
+    for v in values:
+        if v is not None and v not in (True, False):
+            raise ValueError(f"a label is True, False or None, got {v!r}")
+        out.append(None if v is None else bool(v))
+    return tuple(out)
+
+
+def claim_diagnostics(response_claims: Sequence[str], reference_claims: Sequence[str], response: str,
+                      reference: str, contexts: Sequence[str], judge) -> dict:
+    """RAGChecker's eleven metrics for one answer, plus `undefined` {metric: reason} and `undecided`.
+
+    >>> from lewisrag.eval.judges import FunctionJudge
+    >>> judge = FunctionJudge(lambda premise, hypothesis: hypothesis in premise)
+    >>> d = claim_diagnostics(["返回 422", "锁定 15 分钟"], ["返回 422", "红色列表"],
+    ...                       response="登录失败返回 422，账号锁定 15 分钟。",
+    ...                       reference="登录失败返回 422，错误以红色列表显示。",
+    ...                       contexts=["登录失败返回 422。", "账号锁定 15 分钟。"], judge=judge)
+    >>> {m: d[m] for m in ("precision", "context_precision", "noise_sensitivity_in_irrelevant", "faithfulness")}
+    {'precision': 0.5, 'context_precision': 0.5, 'noise_sensitivity_in_irrelevant': 0.5, 'faithfulness': 1.0}
+    """
+    return diagnostics_from_labels(judge_claims(response_claims, reference_claims, response, reference, contexts, judge))
+
+
+def judge_claims(response_claims: Sequence[str], reference_claims: Sequence[str], response: str, reference: str,
+                 contexts: Sequence[str], judge) -> ClaimLabels:
+    """Every (premise, claim) check RAGChecker needs, in one batched judge call; nothing asked twice."""
+    pairs = ([(reference, c) for c in response_claims] + [(response, c) for c in reference_claims]
+             + [(ctx, c) for c in [*response_claims, *reference_claims] for ctx in contexts])
+    verdict = _judge_once(judge, pairs)
+    return ClaimLabels(
+        response_correct=[verdict[reference, c] for c in response_claims],
+        reference_covered=[verdict[response, c] for c in reference_claims],
+        response_in_chunks=[[verdict[ctx, c] for ctx in contexts] for c in response_claims],
+        reference_in_chunks=[[verdict[ctx, c] for ctx in contexts] for c in reference_claims],
+        n_contexts=len(contexts),
+    )
+
+
+def _judge_once(judge, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], Label]:
+    unique = list(dict.fromkeys(pairs))
+    verdicts = judge.judge(unique) if unique else []
+    if len(verdicts) != len(unique):
+        raise ValueError(f"judge returned {len(verdicts)} verdicts for {len(unique)} pairs")
+    return {pair: v.supported for pair, v in zip(unique, verdicts)}
+
+
+def diagnostics_from_labels(labels: ClaimLabels) -> dict:
+    """The eleven metrics from labels alone (no judge), with `undefined` and `undecided`.
+
+    >>> d = diagnostics_from_labels(ClaimLabels([], [True], [], [[True]], n_contexts=1))
+    >>> d["recall"], d["context_utilization"], d["precision"], d["undefined"]["precision"]
+    (1.0, 1.0, nan, 'no response claims')
+    """
+    k = labels.n_contexts
+    relevant = [_any(row[j] for row in labels.reference_in_chunks) for j in range(k)]
+    in_chunk = [_any(row) for row in labels.response_in_chunks]
+    in_relevant = [_any(_and(relevant[j], row[j]) for j in range(k)) for row in labels.response_in_chunks]
+    in_irrelevant = [_any(_and(_not(relevant[j]), row[j]) for j in range(k)) for row in labels.response_in_chunks]
+    correct = labels.response_correct
+    incorrect = [_not(c) for c in correct]
+    recalled = [_any(row) for row in labels.reference_in_chunks]
+
+    no_response, no_reference = "no response claims", "no reference claims"
+    shares = {
+        "precision": _share(correct, no_response),
+        "recall": _share(labels.reference_covered, no_reference),
+        "claim_recall": _share(recalled, no_reference),
+        "context_precision": _share(relevant, "no contexts"),
+        "context_utilization": _share([cov for cov, rec in zip(labels.reference_covered, recalled) if rec is True],
+                                      _why_nothing_recalled(labels, recalled)),
+        "noise_sensitivity_in_relevant": _share([_and(bad, rel) for bad, rel in zip(incorrect, in_relevant)],
+                                                no_response),
+        "noise_sensitivity_in_irrelevant": _share(
+            [_and(bad, _and(irr, _not(rel))) for bad, irr, rel in zip(incorrect, in_irrelevant, in_relevant)],
+            no_response),
+        "hallucination": _share([_and(bad, _not(f)) for bad, f in zip(incorrect, in_chunk)], no_response),
+        "self_knowledge": _share([_and(ok, _not(f)) for ok, f in zip(correct, in_chunk)], no_response),
+        "faithfulness": _share(in_chunk, no_response),
+    }
+    shares["f1"] = _f1(shares["precision"][0], shares["recall"][0])
+    out = {m: shares[m][0] for m in METRICS}
+    out["undefined"] = {m: shares[m][1] for m in METRICS if shares[m][1] is not None}
+    out["undecided"] = sum(v is None for v in _all_labels(labels))
+    return out
+
+
+def _any(labels: Iterable[Label]) -> Label:
+    """Three-valued OR: True if one is True, False if all are False (or there are none), else unknown."""
+    labels = list(labels)
+    if any(v is True for v in labels):
+        return True
+    return None if any(v is None for v in labels) else False
+
+
+def _and(a: Label, b: Label) -> Label:
+    """Three-valued AND: False if either is False, True if both are True, else unknown."""
+    if a is False or b is False:
+        return False
+    return None if a is None or b is None else True
+
+
+def _not(a: Label) -> Label:
+    return None if a is None else not a
+
+
+def _share(flags: Sequence[Label], empty: str) -> tuple[float, str | None]:
+    """(share of True among the known flags, None), or (NaN, why) when there are none to count."""
+    known = [f for f in flags if f is not None]
+    if not flags:
+        return NAN, empty
+    if not known:
+        return NAN, f"all {len(flags)} labels it counts are undecided"
+    return sum(known) / len(known), None
+
+
+def _f1(precision: float, recall: float) -> tuple[float, str | None]:
+    if math.isnan(precision) or math.isnan(recall):
+        return NAN, "precision or recall is undefined"
+    if precision + recall == 0:
+        return 0.0, None
+    return 2 * precision * recall / (precision + recall), None
+
+
+def _why_nothing_recalled(labels: ClaimLabels, recalled: Sequence[Label]) -> str:
+    """Why context_utilization's denominator (reference claims in a chunk) is empty."""
+    if not labels.reference_covered:
+        return "no reference claims"
+    if labels.n_contexts == 0:
+        return "no contexts"
+    if any(r is None for r in recalled):
+        return "no reference claim is known to be in a context (undecided verdicts)"
+    return "no reference claim is entailed by any context (no relevant context)"
+
+
+def _all_labels(labels: ClaimLabels) -> Iterable[Label]:
+    yield from labels.response_correct
+    yield from labels.reference_covered
+    for row in (*labels.response_in_chunks, *labels.reference_in_chunks):
+        yield from row
