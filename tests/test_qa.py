@@ -90,6 +90,55 @@ def test_rouge_l_keeps_chinese_where_rouge_score_drops_it():
     assert rouge_l("返回 422", ["返回 HTTP 422"]) == pytest.approx(6 / 7)
 
 
+def plain_lcs_rouge_l(prediction: str, references: list[str]) -> float:
+    """ROUGE-L F from a textbook LCS table over rouge_tokens, best over the references, 0 when a side
+    has no token: the oracle rouge_l (rouge-score's scorer) must agree with."""
+    best, pred = 0.0, rouge_tokens(prediction)
+    for ref in references:
+        gold = rouge_tokens(ref)
+        table = [[0] * (len(gold) + 1) for _ in range(len(pred) + 1)]
+        for i, x in enumerate(pred, 1):
+            for j, y in enumerate(gold, 1):
+                table[i][j] = table[i - 1][j - 1] + 1 if x == y else max(table[i - 1][j], table[i][j - 1])
+        lcs = table[-1][-1]
+        if lcs:
+            p, r = lcs / len(pred), lcs / len(gold)
+            best = max(best, 2 * p * r / (p + r))
+    return best
+
+
+PARITY = [
+    ("the cat sat on the mat", ["the cat lay on the mat"]),
+    ("前端显示红色列表", ["前端用红色列表显示"]),
+    ("返回 HTTP 422", ["注册返回 409", "返回 HTTP 422 状态码", "HTTP"]),  # the best is the 2nd: 8/11
+    ("Login returns 422", ["", "login returns HTTP 422"]),
+    ("", ["登录"]),
+    ("登录", [""]),
+    ("", [""]),
+    ("。！", ["登录", "。"]),  # punctuation only: no token
+]
+
+
+@pytest.mark.parametrize("prediction, references", PARITY)
+def test_rouge_l_equals_a_plain_lcs(prediction, references):
+    assert rouge_l(prediction, references) == pytest.approx(plain_lcs_rouge_l(prediction, references), abs=1e-12)
+
+
+def test_rouge_l_is_the_best_over_references():
+    # 返 回 http 422 against 返 回 http 422 状 态 码: LCS 4, P = 1, R = 4/7 -> 8/11; the others score less
+    assert rouge_l("返回 HTTP 422", ["注册返回 409", "返回 HTTP 422 状态码", "HTTP"]) == pytest.approx(8 / 11)
+    assert rouge_l("", [""]) == 0.0 and isinstance(rouge_l("", ["登录"]), float)
+
+
+MIXED = st.sampled_from(["the", "Cat", "422", "HTTP-422", "登录", "失败", "返回", "红色列表", "。", "，", "", "ＡＢ"])
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(MIXED, max_size=10).map(" ".join), st.lists(st.lists(MIXED, max_size=10).map("".join), min_size=1, max_size=3))
+def test_rouge_l_equals_a_plain_lcs_on_random_mixed_text(prediction, references):
+    assert rouge_l(prediction, references) == pytest.approx(plain_lcs_rouge_l(prediction, references), abs=1e-12)
+
+
 def test_bleu_1_english_equals_sacrebleu_unigram_bleu():
     from sacrebleu.metrics import BLEU
 

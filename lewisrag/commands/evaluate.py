@@ -14,13 +14,21 @@ JUDGE_HELP = ("Judge of 'is this statement supported': lexical (token-support ba
 
 
 KIND = "evaluation"  # the marker kind of evaluation run folders (lewisrag.data.outputs)
+EXPORTS = {"ragas": "ragas.jsonl"}  # --export format -> the file it writes into the run folder
+EXPORT_HELP = ("Also write the answers in another tool's format: ragas writes ragas.jsonl, one row per answer like ragas' "
+               "results table: id, system, the inputs as user_input, retrieved_contexts, response, reference, and "
+               "ragas' metric columns faithfulness, answer_relevancy and context_recall, each filled by the lewisrag "
+               "metric of the same name (null where it has no score; ragas splits statements as --splitter atomic does, "
+               "and zeroes answer_relevancy when any generated question is noncommittal, lewisrag when all are). "
+               "ragas' context_precision has no lewisrag equivalent and is left out.")
 OVERWRITE_HELP = "Replace --out even if it holds files that are not an evaluation lewisrag wrote (replaced once every file is written)."
 
 
 def answers(
     ctx: typer.Context,
     answers_file: Path = typer.Option(None, "--answers", help="Answer records (.jsonl/.json/.parquet or hf:NAME[:CONFIG]:SPLIT), ragas "
-                                     "field names. Required."),
+                                     "field names, current (user_input, response, retrieved_contexts, reference) or older "
+                                     "(question, answer, contexts, ground_truth or ground_truths); id optional. Required."),
     old_file: Path = typer.Argument(None, hidden=True, metavar="FILE", help="Deprecated: --answers FILE."),
     judge: str = typer.Option("lexical", "--judge", help=JUDGE_HELP),
     out: Path = typer.Option(..., "--out", help="Run directory: results.json, report.md, report.html (the interactive page), "
@@ -32,6 +40,7 @@ def answers(
     recall_at: list[int] = typer.Option([1, 5, 10], "--recall-at", help="recall@k cut-offs when gold_passage_ids are given; repeat the flag."),
     old_k: list[int] = typer.Option(None, "-k", hidden=True, help="Deprecated: --recall-at."),
     embedder: Path = typer.Option(None, "--embedder", help="Local sentence-embedding model dir for answer relevancy (needs an llm judge)."),
+    export: str = typer.Option(None, "--export", help=EXPORT_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the aggregates as JSON instead of tables."),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
 ) -> None:
@@ -39,7 +48,7 @@ def answers(
     from lewisrag.data.io import InputError
     from lewisrag.data.outputs import check_out_dir
     from lewisrag.eval import judges, metrics
-    from lewisrag.eval.records import read_answers
+    from lewisrag.eval.records import ragas_rows, read_answers
     from lewisrag.eval.diagnose import Thresholds
     from lewisrag.eval.reports.html import page_data_from_results, render_report_html
     from lewisrag.eval.reports.markdown import render_results
@@ -53,6 +62,8 @@ def answers(
         raise InputError("--splitter", f"unknown splitter '{splitter}': use sentences or atomic")
     if any(x < 1 for x in k):
         raise InputError("--recall-at", "cut-offs must be at least 1")
+    if export is not None and export not in EXPORTS:
+        raise InputError("--export", f"unknown format '{export}': use {', '.join(EXPORTS)}")
     check_out_dir(out, KIND, overwrite=overwrite)  # before anything is judged
     records = read_answers(file)  # every record is checked before anything is judged or written
     the_judge = judges.from_spec(judge, cache_dir=cache_dir, concurrency=concurrency, base_url=llm_base_url)
@@ -68,18 +79,29 @@ def answers(
         results = evaluate_answers(records, the_judge, cfg, embed=embed, config=config, progress=lambda n: p.advance(task, n))
     data = results.to_json()
     report, page = render_results(data), render_report_html(page_data_from_results(data))
-    plots = _write_run(out, overwrite, config, results, report, page)
+    exported = {EXPORTS[export]: list(ragas_rows(records, data["records"]))} if export else {}
+    extra = _write_run(out, overwrite, config, results, report, page, exported)
     _show_answers(data, the_judge, as_json)
-    _ui.console.print(f"wrote {out}/results.json, report.md, report.html, config.json" + "".join(", " + p for p in plots))
+    _ui.console.print(f"wrote {out}/results.json, report.md, report.html, config.json" + "".join(", " + p for p in extra))
 
 
-def _write_run(out: Path, overwrite: bool, config: dict, results, report: str, page: str) -> list[str]:
-    """The run folder (`lewisrag.eval.results.write_run_dir`) with the score histograms; returns the plots' names."""
+def _write_run(out: Path, overwrite: bool, config: dict, results, report: str, page: str,
+               jsonl: dict[str, list[dict]] | None = None) -> list[str]:
+    """The run folder (`lewisrag.eval.results.write_run_dir`) with the score histograms and the
+    `jsonl` files (name -> rows); returns the names of those extra files."""
+    from lewisrag.data.io import write_jsonl
     from lewisrag.eval.reports.html import plot_run
     from lewisrag.eval.results import write_run_dir
 
-    return write_run_dir(out, KIND, results, report_md=report, report_html=page, config=config,
-                         more=lambda d: plot_run(results.aggregates, d), overwrite=overwrite)
+    def more(d: Path) -> list[str]:
+        written = plot_run(results.aggregates, d)
+        for name, rows in (jsonl or {}).items():
+            write_jsonl(d / name, rows)
+            written.append(name)
+        return written
+
+    return write_run_dir(out, KIND, results, report_md=report, report_html=page, config=config, more=more,
+                         overwrite=overwrite)
 
 
 def _show_answers(results: dict, judge, as_json: bool) -> None:

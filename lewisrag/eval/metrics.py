@@ -9,6 +9,9 @@ throughout and fix faults seen in other tools:
   label) is left out of numerator *and* denominator; the score is NaN only if no verdict remains.
   `count_support` reports how many were left out, and results.json records them with reasons.
 
+`citation_quality(..., convention="alce")` is the one exception, on request: it reproduces ALCE's
+numbers, its 0 for an answer that cites nothing and its "not entailed" for an undecided verdict.
+
 Examples use `FunctionJudge(lambda premise, hypothesis: hypothesis in premise)`: "supported" means
 the statement occurs verbatim in the premise, so every number below can be checked by hand.
 """
@@ -21,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lewisrag.data.pretrained import load_model, load_tokenizer
+from lewisrag.eval.claims import claim_diagnostics  # noqa: F401  (RAGChecker's claim-level diagnostics)
 from lewisrag.eval.judges import Verdict
 from lewisrag.eval.statements import strip_citations
 from lewisrag.scoring.retrieval import gold_fraction_at_k, recall_at_k  # noqa: F401  (the retrieval layer's scores)
@@ -112,7 +116,8 @@ def answer_relevancy(
 
     Each cosine is clipped to [0, 1] (a negative cosine means unrelated, not "less than
     unrelated"), so the score lies in [0, 1]. It is 0 only if every generated question was marked
-    noncommittal (ragas' rule: some evasive questions cost nothing). NaN if nothing was generated.
+    noncommittal: some evasive questions cost nothing (ragas gives 0 when any one is). NaN if
+    nothing was generated.
 
     >>> vec = {"登录密码错误返回什么？": [1.0, 0.0], "What does login return?": [0.6, 0.8], "注册": [-1.0, 0.0]}
     >>> answer_relevancy("登录密码错误返回什么？", ["What does login return?", "注册"], vec.get, [False, False])
@@ -178,15 +183,40 @@ def load_embedder(path: str, max_length: int = 256) -> Callable[[str], list[floa
 # citation quality (ALCE, Gao et al. 2023)
 
 
-def citation_quality(statements: list[tuple[str, list[str]]], docs: dict[str, str], judge) -> dict[str, float]:
-    """Citation recall and precision exactly as ALCE's eval.py defines them.
+CONVENTIONS = ("lewisrag", "alce")
+ALCE_AT_MOST_CITATIONS = 3  # eval.py's --at_most_citations default: ALCE reads a sentence's first three
 
+
+def citation_quality(statements: list[tuple[str, list[str]]], docs: dict[str, str], judge,
+                     convention: str = "lewisrag") -> dict[str, float]:
+    """Citation recall and precision of one answer (ALCE's definitions).
+
+    `statements` are (text, cited ids in the order written); `docs` maps an id to its document.
     recall, per statement: 1 iff it cites at least one document and the cited documents joined
     (newline) support it. precision, per citation: 1 iff its statement has recall 1 and the
     citation is not irrelevant; a citation is irrelevant iff it alone does not support the
-    statement AND the statement's other citations still do. A cited id missing from `docs` counts
-    as a citation that supports nothing. NaN when there are no statements (recall) or no citations
-    (precision; ALCE reports 0 there, which reads as "all citations wrong").
+    statement AND the statement's other citations still do. Both are shares over the answer.
+
+    convention="lewisrag" (the default) gives ALCE's eval.py numbers when every statement cites
+    one to three distinct ids found in `docs` and the judge decides every pair. Elsewhere it
+    differs on purpose:
+
+    - a repeated id counts once. ALCE keeps repeats: each copy enters precision's denominator,
+      and leaving one copy out keeps the other, so a document cited twice that supports the
+      statement only together with another citation is "irrelevant", both copies.
+    - every cited id is judged. ALCE reads the first three only: a statement supported by its
+      fourth citation fails recall, and its later citations are in no score.
+    - an id missing from `docs` makes its statement unsupported and counts as a wrong citation.
+      ALCE fails the statement too but leaves all of its citations out of precision.
+    - precision is NaN when nothing is cited. ALCE gives 0, which reads as "every citation wrong".
+    - a verdict the judge could not give is left out of the score. ALCE's NLI model has no such
+      verdict: any output but "1" is "not entailed".
+
+    convention="alce" reproduces ALCE's `compute_autoais` for one answer in every one of those
+    cases; an answer without statements is NaN in both conventions, as ALCE skips it. ALCE's own
+    sentence splitter (NLTK), its citation parser (`[n`, so "[1, 2]" cites 1 only, and "[0]" reads
+    the last document through Python's index -1) and its document format ("Title: ...") come
+    before this function and are not reproduced here.
 
     >>> from lewisrag.eval.judges import FunctionJudge
     >>> judge = FunctionJudge(lambda premise, hypothesis: hypothesis in premise)
@@ -196,18 +226,32 @@ def citation_quality(statements: list[tuple[str, list[str]]], docs: dict[str, st
     {'recall': 0.6666666666666666, 'precision': 0.5}
     >>> citation_quality([("登录返回 422", ["1", "2"])], {"1": "登录返回 422", "2": "注册返回 422"}, judge)
     {'recall': 1.0, 'precision': 0.5}
+    >>> citation_quality([("login returns 422", ["1", "9"])], docs, judge, convention="alce")  # [9]: no such doc
+    {'recall': 0.0, 'precision': 0.0}
     """
-    d = citation_quality_detail(statements, docs, judge)
+    d = citation_quality_detail(statements, docs, judge, convention)
     return {"recall": d["recall"], "precision": d["precision"]}
 
 
-def citation_quality_detail(statements: list[tuple[str, list[str]]], docs: dict[str, str], judge) -> dict:
-    """citation_quality plus, per statement, `supported` (recall verdict), `irrelevant` ids and a reason.
+def citation_quality_detail(statements: list[tuple[str, list[str]]], docs: dict[str, str], judge,
+                            convention: str = "lewisrag") -> dict:
+    """citation_quality plus, per statement, `supported` (the recall verdict), `irrelevant` ids and a
+    `reason`; "lewisrag" adds `undecided_citations` (left out of precision), "alce" adds `read` (the
+    ids ALCE judged: the first three, none when it rejected the statement unjudged) and `undecided`
+    (verdicts the judge could not give, read as "not entailed").
 
     At most three batched judge calls: the joint check of every statement, then the single-citation
     checks of multi-citation statements, then the leave-one-out checks of those that failed alone.
     """
-    # As ALCE does, the judge reads the statement without its [n] markers, and each cited doc counts once.
+    if convention == "alce":
+        return _alce_detail(statements, docs, judge)
+    if convention != "lewisrag":
+        raise ValueError(f"convention must be one of {CONVENTIONS}, got {convention!r}")
+    return _lewisrag_detail(statements, docs, judge)
+
+
+def _lewisrag_detail(statements: list[tuple[str, list[str]]], docs: dict[str, str], judge) -> dict:
+    # As ALCE does, the judge reads the statement without its [n] markers; unlike ALCE, each cited doc counts once.
     statements = [(strip_citations(text), c) for text, c in statements]
     cites = [list(dict.fromkeys(c)) for _, c in statements]
     joint: list[Verdict] = [Verdict(False, "no citation")] * len(statements)
@@ -243,6 +287,60 @@ def citation_quality_detail(statements: list[tuple[str, list[str]]], docs: dict[
         per_statement.append({"supported": joint[i].supported, "irrelevant": irrelevant,
                               "undecided_citations": undecided, "reason": joint[i].reason})
     return {"recall": share(joint), "precision": precise / decided if decided else NAN, "statements": per_statement}
+
+
+def _alce_read(cited: Sequence[str], docs: dict[str, str]) -> tuple[list[str], str]:
+    """The ids ALCE judges for one statement, and why none when it rejects the statement unjudged.
+
+    The range check covers every citation, the cap comes after it: a fourth citation missing from
+    `docs` still rejects the statement.
+    """
+    if not cited:
+        return [], "no citation"
+    missing = [x for x in cited if x not in docs]
+    if missing:
+        return [], "cited ids not in the documents: " + ", ".join(missing)
+    return list(cited[:ALCE_AT_MOST_CITATIONS]), ""
+
+
+def _without_first(ids: list[str], x: str) -> list[str]:
+    """`ids` less the first copy of `x` (ALCE's list.remove): other copies of a repeated id stay."""
+    rest = list(ids)
+    rest.remove(x)
+    return rest
+
+
+def _alce_detail(statements: list[tuple[str, list[str]]], docs: dict[str, str], judge) -> dict:
+    """ALCE's compute_autoais loop for one answer, its judge calls batched."""
+    if not statements:  # ALCE skips an answer without sentences: it enters neither mean
+        return {"recall": NAN, "precision": NAN, "statements": []}
+    texts = [strip_citations(text) for text, _ in statements]
+    reads = [_alce_read(c, docs) for _, c in statements]
+    refs = [ref for ref, _ in reads]
+
+    def premise(ids: list[str]) -> str:
+        return "\n".join(docs[x] for x in ids)
+
+    ask = [i for i, ref in enumerate(refs) if ref]
+    joint = dict(zip(ask, _judge(judge, [(premise(refs[i]), texts[i]) for i in ask])))
+    multi = [(i, j) for i in ask if joint[i].supported is True and len(refs[i]) > 1 for j in range(len(refs[i]))]
+    alone = dict(zip(multi, _judge(judge, [(docs[refs[i][j]], texts[i]) for i, j in multi])))
+    follow = [(i, j) for (i, j), v in alone.items() if v.supported is not True]
+    rest = dict(zip(follow, _judge(judge, [(premise(_without_first(refs[i], refs[i][j])), texts[i]) for i, j in follow])))
+    entailed = precise = cited = 0
+    per_statement = []
+    for i, (ref, why) in enumerate(reads):
+        verdict = joint.get(i, Verdict(False, why))
+        supported = verdict.supported is True  # ALCE: anything but "1" is "not entailed"
+        irrelevant = [x for j, x in enumerate(ref) if (i, j) in rest and rest[(i, j)].supported is True]
+        entailed += supported
+        cited += len(ref)
+        precise += len(ref) - len(irrelevant) if supported else 0  # an unsupported statement's citations are all wrong
+        asked = [verdict] + [d[(i, j)] for d in (alone, rest) for j in range(len(ref)) if (i, j) in d]
+        per_statement.append({"supported": supported, "read": ref, "irrelevant": irrelevant,
+                              "undecided": sum(v.supported is None for v in asked), "reason": verdict.reason})
+    return {"recall": entailed / len(statements), "precision": precise / cited if cited else 0.0,
+            "statements": per_statement}
 
 
 def _judge(judge, pairs: list[tuple[str, str]]) -> list[Verdict]:

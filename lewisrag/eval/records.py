@@ -3,10 +3,14 @@
     {"id"?, "user_input", "response", "retrieved_contexts": [{"id", "title", "text"}] | [str],
      "reference"?, "reference_statements"?, "gold_passage_ids"?, "category"?, "system"?}
 
+ragas' older column names are read too (`OLDER_RAGAS_NAMES`): "question", "answer", "contexts",
+and "ground_truth" (a string) or "ground_truths" (a list, of which the first is the reference, as
+ragas itself took it). A record gives each field under one name; errors name the one it used.
+
 Citations in a response name contexts: `[x]` is the context whose `id` is x when the contexts are
 objects, and the x-th context (1-based, prompt order) when they are plain strings. Unknown fields
 (ragas' `reference_contexts`, `rubrics`, ...) are ignored. A record without an `id` gets
-`data.io.derived_id` of its `user_input`, the id the QA reader gives that question. Every problem
+`data.io.derived_id` of its question (`user_input` or `question`), the id the QA reader gives that question. Every problem
 is an `InputError` naming file, line and field; all records are read and checked before anything
 is evaluated.
 
@@ -19,23 +23,35 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from lewisrag.data.io import InputError, iter_records, optional_str, record_id, require_str, require_str_list
 from lewisrag.data.records import CATEGORIES, Passage
 
+# ragas' current column -> its name before ragas 0.2; "ground_truths" (a list) is older still
+OLDER_RAGAS_NAMES = {"user_input": "question", "response": "answer", "retrieved_contexts": "contexts",
+                     "reference": "ground_truth"}
 FIELDS = ("id", "user_input", "response", "retrieved_contexts", "reference", "reference_statements",
-          "gold_passage_ids", "category", "system")  # what parse_answer reads; the rest is ignored
+          "gold_passage_ids", "category", "system", *OLDER_RAGAS_NAMES.values(),
+          "ground_truths")  # what parse_answer reads; the rest is ignored
+# ragas' metric column -> the lewisrag metric that fills it in `--export ragas`. The definitions
+# match; ragas' faithfulness splits the answer into statements with its LLM (--splitter atomic
+# here), and its answer_relevancy is 0 when any generated question is noncommittal where lewisrag's
+# is 0 only when all are, and lewisrag clips negative cosines to 0. ragas' context_precision
+# (rank-weighted precision of the contexts useful for the reference) has no lewisrag equivalent,
+# nor have its other metrics: they are left out.
+RAGAS_METRICS = {"faithfulness": "faithfulness", "answer_relevancy": "answer_relevancy",
+                 "context_recall": "context_recall"}
 
 
 @dataclass(frozen=True)
 class AnswerRecord:
     id: str
-    question: str  # ragas "user_input"
-    response: str  # the answer, with its [n] citations
-    contexts: tuple[Passage, ...]  # retrieved, in rank order; ids are the citation labels
-    reference: str | None = None  # a reference answer
+    question: str  # ragas "user_input" (older: "question")
+    response: str  # the answer, with its [n] citations (older ragas: "answer")
+    contexts: tuple[Passage, ...]  # retrieved, in rank order; ids are the citation labels (older ragas: "contexts")
+    reference: str | None = None  # a reference answer (older ragas: "ground_truth", or "ground_truths"[0])
     reference_statements: tuple[str, ...] = ()  # the reference split into statements by a human
     gold_passage_ids: tuple[str, ...] = ()  # ids that must be retrieved (recall@k)
     category: str | None = None  # one of data.records.CATEGORIES
@@ -48,8 +64,29 @@ class AnswerRecord:
         return {p.id: p.text for p in self.contexts}
 
 
+def _name(rec: dict, current: str, source, line: int) -> str:
+    """The key this record gives ragas' `current` column under: its older name when only that one
+    is set (or, neither set, only that one is there), else `current`."""
+    older = OLDER_RAGAS_NAMES[current]
+    if rec.get(older) is not None and rec.get(current) is not None:
+        raise InputError(source, f"also given as '{current}' (its current ragas name); keep one", line=line, field=older)
+    if rec.get(older) is not None or (older in rec and current not in rec):
+        return older
+    return current
+
+
+def _reference(rec: dict, source, line: int) -> str | None:
+    name = _name(rec, "reference", source, line)
+    if rec.get("ground_truths") is None:
+        return optional_str(rec, name, source, line)
+    if rec.get(name) is not None:
+        raise InputError(source, f"also given as '{name}'; keep one", line=line, field="ground_truths")
+    truths = require_str_list(rec, "ground_truths", source, line)
+    return truths[0] if truths else None
+
+
 def _contexts(rec: dict, source, line: int) -> tuple[tuple[Passage, ...], bool]:
-    field = "retrieved_contexts"
+    field = _name(rec, "retrieved_contexts", source, line)
     value = rec.get(field)
     if value is None:
         raise InputError(source, "missing", line=line, field=field)
@@ -119,9 +156,9 @@ def _reject_non_finite(rec: dict, source, line: int) -> None:
 def parse_answer(rec: dict, source, line: int, seen: dict[str, int]) -> AnswerRecord:
     """Validate one record (see module docstring); raises InputError on the first bad field."""
     _reject_non_finite(rec, source, line)
-    question = require_str(rec, "user_input", source, line)
+    question = require_str(rec, _name(rec, "user_input", source, line), source, line)
     qid = record_id(rec, source, line, seen, derive_from=question)  # none given: io.derived_id of the question
-    response = require_str(rec, "response", source, line, nonempty=False)
+    response = require_str(rec, _name(rec, "response", source, line), source, line, nonempty=False)
     contexts, has_ids = _contexts(rec, source, line)
     category = optional_str(rec, "category", source, line)
     if category is not None and category not in CATEGORIES:
@@ -131,7 +168,7 @@ def parse_answer(rec: dict, source, line: int, seen: dict[str, int]) -> AnswerRe
         question=question,
         response=response,
         contexts=contexts,
-        reference=optional_str(rec, "reference", source, line),
+        reference=_reference(rec, source, line),
         reference_statements=tuple(require_str_list(rec, "reference_statements", source, line, required=False) or ()),
         gold_passage_ids=tuple(require_str_list(rec, "gold_passage_ids", source, line, required=False) or ()),
         category=category,
@@ -154,3 +191,22 @@ def read_answers(path: str | os.PathLike) -> list[AnswerRecord]:
     if not out:
         raise InputError(path, "no answer records")
     return out
+
+
+def ragas_rows(records: Sequence[AnswerRecord], scored: Sequence[dict]) -> Iterator[dict]:
+    """Each record as a row of ragas' results table: `id` and `system` (to join with results.json),
+    the inputs under ragas' current column names, then ragas' metric columns (`RAGAS_METRICS`)
+    with lewisrag's scores, null where there is none. `scored` are results.json's records, in
+    the order of `records`.
+    """
+    if len(records) != len(scored):
+        raise ValueError(f"{len(records)} answer records but {len(scored)} scored records")
+    for rec, res in zip(records, scored):
+        if res["id"] != rec.id:
+            raise ValueError(f"scored record '{res['id']}' does not match answer record '{rec.id}'")
+        row = {"id": rec.id, "system": rec.system, "user_input": rec.question,
+               "retrieved_contexts": [c.text for c in rec.contexts], "response": rec.response, "reference": rec.reference}
+        for column, metric in RAGAS_METRICS.items():
+            value = res["metrics"].get(metric)
+            row[column] = None if value is None or math.isnan(value) else value
+        yield row

@@ -3,8 +3,9 @@
 English follows the SQuAD / DPR normalization (lowercase, drop punctuation and the articles a, an,
 the, collapse whitespace). Chinese (and any CJK text) is folded with NFKC, loses full-width and other
 Unicode punctuation and the spaces next to CJK characters, and is compared one character per token;
-Latin words and numbers inside it stay whole words. rouge-score's own tokenizer keeps only
-[a-z0-9], so it scores every Chinese answer 0; ours agrees with it on English and keeps CJK.
+Latin words and numbers inside it stay whole words. ROUGE-L is rouge-score's scorer fed with our
+tokenizer: rouge-score's own keeps only [a-z0-9], so it scores every Chinese answer 0; ours agrees
+with it on English and keeps CJK.
 """
 
 from __future__ import annotations
@@ -140,18 +141,25 @@ def rouge_tokens(text: str) -> list[str]:
     return tokens
 
 
-def _lcs_length(a: list[str], b: list[str]) -> int:
-    prev = [0] * (len(b) + 1)
-    for x in a:
-        cur = [0]
-        for j, y in enumerate(b):
-            cur.append(prev[j] + 1 if x == y else max(prev[j + 1], cur[j]))
-        prev = cur
-    return prev[-1]
+class _RougeTokenizer:
+    """rouge-score's tokenizer interface over `rouge_tokens`."""
+
+    def tokenize(self, text: str) -> list[str]:
+        return rouge_tokens(text)
+
+
+@lru_cache(maxsize=1)
+def _rouge_l_scorer():
+    # rouge-score loads on first use: it imports nltk (~0.9 s), and lewisrag.eval and training
+    # import this module whether or not they score ROUGE
+    from rouge_score import rouge_scorer
+
+    return rouge_scorer.RougeScorer(["rougeL"], tokenizer=_RougeTokenizer())
 
 
 def rouge_l(prediction: str, references: Sequence[str]) -> float:
-    """ROUGE-L F-measure (rouge-score's definition, no stemming), best over the references.
+    """ROUGE-L F-measure from rouge-score (no stemming) over `rouge_tokens`, best over the references.
+    A pair in which a side has no token scores 0.0, two empty strings included.
 
     LCS("the cat sat on the mat", "the cat lay on the mat") = 5 of 6 tokens: P = R = F = 5/6.
 
@@ -161,15 +169,9 @@ def rouge_l(prediction: str, references: Sequence[str]) -> float:
     0.7059
     """
     _check_answers(references, "references")
-    pred = rouge_tokens(prediction)
-    best = 0.0
-    for ref in references:
-        gold = rouge_tokens(ref)
-        lcs = _lcs_length(pred, gold) if pred and gold else 0
-        if lcs:
-            p, r = lcs / len(pred), lcs / len(gold)
-            best = max(best, 2 * p * r / (p + r))
-    return best
+    scorer = _rouge_l_scorer()
+    # float(): rouge-score returns the int 0 when a side has no token
+    return max(float(scorer.score(ref, prediction)["rougeL"].fmeasure) for ref in references)
 
 
 def bleu_1(prediction: str, references: Sequence[str]) -> float:
