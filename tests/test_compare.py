@@ -217,6 +217,34 @@ def test_cli_prints_the_scorecard(run_dir, stage, tmp_path):
     assert (out / "position.png").exists()
 
 
+def test_scorecard_shows_the_three_systems_claim_diagnostics(stage):
+    from lewisrag.eval.results import CLAIM_METRICS
+    from lewisrag.experiments.compare import SYSTEMS, render_markdown, scorecard_rows
+
+    for system in SYSTEMS:
+        summaries = stage["layers"][system]["claims"]
+        assert set(summaries) == set(CLAIM_METRICS)
+        for m, s in summaries.items():
+            assert s["n"] + s["nan"] == 75 - stage["layers"][system]["not_in_kb"]["n"], (system, m)
+            assert s["mean"] is None or s["interval"]["low"] <= s["mean"] <= s["interval"]["high"], (system, m)
+    card = {**stage["scorecard"], "layers": stage["layers"], "timings": stage["timings"], "position": stage["position"]}
+    names, rows = scorecard_rows(card)
+    hal = next(r for r in rows if r[0] == "claims: hallucination")
+    assert hal[1:] == [stage["layers"][n]["claims"]["claims.hallucination"]["mean"] for n in names]
+    report = render_markdown(card)
+    section = report[report.index("## Claim-level diagnostics"):]
+    assert "| metric | `rag_token` | `rag_sequence` | `stitched` |" in section
+    sentence = next(line for line in section.splitlines() if line.startswith("- Hallucination"))
+    for n in SYSTEMS:  # where each system's wrong claims come from, as its own numbers say
+        c = {m: stage["layers"][n]["claims"][f"claims.{m}"]["mean"] for m in
+             ("noise_sensitivity_in_relevant", "noise_sensitivity_in_irrelevant", "hallucination")}
+        noise, nowhere = c["noise_sensitivity_in_relevant"] + c["noise_sensitivity_in_irrelevant"], c["hallucination"]
+        where = ("more from the passages than from nowhere" if noise > nowhere else "more from nowhere than from the passages"
+                 if nowhere > noise else "as much from the passages as from nowhere")
+        group = next(g for g in sentence.split("wrong claims come ")[1].split("; ") if f"`{n}` (" in g)
+        assert group.startswith(where) and f"`{n}` ({noise:.3f} against {nowhere:.3f})" in group, sentence
+
+
 def test_cli_trains_a_stitched_generator(run_dir, tmp_path):
     from lewisrag.cli import app
 

@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from conftest import run_cli
+from lewisrag.eval.results import CLAIM_METRICS
 from lewisrag.experiments.presets import PRESETS
 from lewisrag.experiments.reproduce import check_hub_assets, reproduce
 
@@ -57,6 +58,8 @@ def test_tiny_results_have_every_design_key_in_unit_range(tiny_run):
     assert all(_in_unit(ab["n_docs"][v][str(k)]) for v in ("rag_token", "rag_sequence") for k in ab["ks"])
     for s in ("rag_token", "rag_sequence", "stitched"):
         assert set(r["layers"][s]) >= {"faithfulness", "context_recall", "answer_completeness"}
+        claims = r["layers"][s]["claims"]  # RAGChecker's diagnostics, each a mean with its interval
+        assert set(claims) == set(CLAIM_METRICS) and all(c["mean"] is None or _in_unit(c["mean"]) for c in claims.values())
     assert r["stages"]["compare"]["findings"]  # the scorecard's sentences, which report.md prints
 
 
@@ -78,7 +81,9 @@ def test_report_has_every_table_and_plot(tiny_run):
     report = (out / "report.md").read_text()
     assert report.startswith("# lewisrag reproduce")
     for heading in ("## Retrieval", "Table 1 style", "MS MARCO", "Knowledge update", "70%", "Table 6 style",
-                    "What the scorecard shows", "Generator forward passes per answer"):
+                    "What the scorecard shows", "Generator forward passes per answer",
+                    "## Claim-level diagnostics (RAGChecker", "| metric | RAG-Token | RAG-Sequence | prompt-stitching RAG |",
+                    "- Hallucination (a wrong claim in no passage): RAG-Token "):
         assert heading in report, heading
     for png in ("training_curves.png", "em_vs_k.png", "swap_matrix.png", "token_posteriors.png", "position.png"):
         assert (out / png).read_bytes()[:4] == b"\x89PNG" and f"]({png})" in report

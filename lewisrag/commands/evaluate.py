@@ -21,6 +21,9 @@ EXPORT_HELP = ("Also write the answers in another tool's format: ragas writes ra
                "metric of the same name (null where it has no score; ragas splits statements as --splitter atomic does, "
                "and zeroes answer_relevancy when any generated question is noncommittal, lewisrag when all are). "
                "ragas' context_precision has no lewisrag equivalent and is left out.")
+CLAIMS_HELP = ("RAGChecker's claim-level diagnostics (claims.precision, claims.hallucination, ...): the record's "
+               "response_claims/reference_claims, else the --splitter's statements, checked against the reference and "
+               "each retrieved passage. Costs one judge check per claim and passage more (in the same batch, cached).")
 OVERWRITE_HELP = "Replace --out even if it holds files that are not an evaluation lewisrag wrote (replaced once every file is written)."
 
 
@@ -41,6 +44,7 @@ def answers(
     old_k: list[int] = typer.Option(None, "-k", hidden=True, help="Deprecated: --recall-at."),
     embedder: Path = typer.Option(None, "--embedder", help="Local sentence-embedding model dir for answer relevancy (needs an llm judge)."),
     export: str = typer.Option(None, "--export", help=EXPORT_HELP),
+    claims: bool = typer.Option(True, "--claims/--no-claims", help=CLAIMS_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the aggregates as JSON instead of tables."),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
 ) -> None:
@@ -70,10 +74,10 @@ def answers(
     if splitter == "atomic" and not hasattr(the_judge, "decompose"):
         raise InputError("--splitter", "the atomic splitter needs an llm judge")
     embed = metrics.load_embedder(str(embedder)) if embedder else None
-    cfg = EvalConfig(splitter=splitter, ks=tuple(sorted(set(k))), thresholds=Thresholds())
+    cfg = EvalConfig(splitter=splitter, ks=tuple(sorted(set(k))), thresholds=Thresholds(), claims=claims)
     config = {"command": "eval answers", "file": str(file), "judge": judge, "splitter": splitter, "ks": list(cfg.ks),
               "concurrency": concurrency, "embedder": str(embedder) if embedder else None,
-              "thresholds": cfg.thresholds.__dict__, "judge_fingerprint": the_judge.fingerprint}
+              "thresholds": cfg.thresholds.__dict__, "claims": claims, "judge_fingerprint": the_judge.fingerprint}
     with _ui.progress() as p:
         task = p.add_task("judging", total=len(records), info=judge)
         results = evaluate_answers(records, the_judge, cfg, embed=embed, config=config, progress=lambda n: p.advance(task, n))
@@ -105,6 +109,10 @@ def _write_run(out: Path, overwrite: bool, config: dict, results, report: str, p
 
 
 def _show_answers(results: dict, judge, as_json: bool) -> None:
+    from lewisrag.eval.evaluator import CLAIM_CONFIDENCE
+    from lewisrag.eval.reports.claims import LABELS, cell, claim_columns
+    from lewisrag.eval.results import CLAIM_METRICS
+
     agg = results["aggregates"]
     if as_json:
         _ui.print_json(agg)
@@ -114,6 +122,10 @@ def _show_answers(results: dict, judge, as_json: bool) -> None:
     keys += [k for k in agg if k.startswith("recall_at_k@")]
     rows = [[m, agg[m]["n"], agg[m]["nan"], agg[m]["mean"], agg[m]["share_below_1"], agg[m]["share_below_0.5"]] for m in keys]
     _ui.out.print(_ui.table("layered metrics (question level)", ["metric", "n", "null", "mean", "share < 1", "share < 0.5"], rows))
+    columns = claim_columns(agg)
+    if columns:
+        _ui.out.print(_ui.table(f"claim-level diagnostics (mean [{CLAIM_CONFIDENCE:.0%} interval] n)", ["metric", *columns],
+                                [[LABELS[m], *(cell(c.get(m)) for c in columns.values())] for m in CLAIM_METRICS]))
     counts = agg["primary_cause_counts"]
     _ui.out.print(_ui.table("primary cause", ["layer", "questions"], [[k, v] for k, v in counts.items()]))
     _ui.out.print(_ui.table("citation rule checks", ["status", "sentences"], [[k, v] for k, v in agg["citation_status_counts"].items()]))

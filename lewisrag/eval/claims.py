@@ -139,12 +139,25 @@ def claim_diagnostics(response_claims: Sequence[str], reference_claims: Sequence
     return diagnostics_from_labels(judge_claims(response_claims, reference_claims, response, reference, contexts, judge))
 
 
+def claim_pairs(response_claims: Sequence[str], reference_claims: Sequence[str], response: str,
+                reference: str | None, contexts: Sequence[str]) -> list[tuple[str, str]]:
+    """Every (premise, claim) pair RAGChecker's metrics read: response claims against the reference,
+    reference claims against the response, and every claim against each context on its own; with
+    no reference (None), only the claims against the contexts.
+
+    >>> claim_pairs(["a"], ["b"], "R", None, ["c1"])
+    [('c1', 'a'), ('c1', 'b')]
+    """
+    in_contexts = [(ctx, c) for c in [*response_claims, *reference_claims] for ctx in contexts]
+    if reference is None:
+        return in_contexts
+    return [(reference, c) for c in response_claims] + [(response, c) for c in reference_claims] + in_contexts
+
+
 def judge_claims(response_claims: Sequence[str], reference_claims: Sequence[str], response: str, reference: str,
                  contexts: Sequence[str], judge) -> ClaimLabels:
     """Every (premise, claim) check RAGChecker needs, in one batched judge call; nothing asked twice."""
-    pairs = ([(reference, c) for c in response_claims] + [(response, c) for c in reference_claims]
-             + [(ctx, c) for c in [*response_claims, *reference_claims] for ctx in contexts])
-    verdict = _judge_once(judge, pairs)
+    verdict = _judge_once(judge, claim_pairs(response_claims, reference_claims, response, reference, contexts))
     return ClaimLabels(
         response_correct=[verdict[reference, c] for c in response_claims],
         reference_covered=[verdict[response, c] for c in reference_claims],

@@ -4,7 +4,13 @@ Judge calls are batched: for a chunk of records, every first-level pair (answer 
 reference statements against the joined contexts, reference statements against the answer, each
 cited statement against its cited documents) goes to the judge in one `judge()` call, so an LLM
 judge spends one request per answer on faithfulness and can run requests concurrently. Only
-ALCE's precision follow-ups for multi-citation statements are asked afterwards.
+ALCE's precision follow-ups for multi-citation statements are asked afterwards. RAGChecker's
+claim-level diagnostics (`lewisrag.eval.claims`, on by default) add their checks to the same batch:
+each response claim against the reference, each reference claim against the answer, and every claim
+against each context on its own. Claims are the record's `response_claims` / `reference_claims`
+when given, else the run's statements of the answer and the reference statements the other metrics
+use. They are scored as `claims.<metric>`; without a reference (no `reference`, reference
+statements or claims) only `claims.faithfulness` is computed, the rest are null with a reason.
 
 `not_in_kb` records are judged on refusal alone: their metrics are null with a reason, and they
 enter no mean. Everything NaN is written as null with its reason under "nan_reasons".
@@ -18,13 +24,13 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
-from lewisrag.eval import citations, metrics, stats
+from lewisrag.eval import citations, claims, metrics, stats
 from lewisrag.eval.bughunt import answer_records, human_labels, rule_checker_rows, rule_checker_table
 from lewisrag.eval.diagnose import Thresholds, diagnose, is_refusal
 from lewisrag.eval.judges import LabelJudge, Verdict
 from lewisrag.eval.judges.llm import JudgeError
 from lewisrag.eval.records import AnswerRecord, parse_answer
-from lewisrag.eval.results import Producer, QuestionRecord, Results
+from lewisrag.eval.results import CLAIM_METRICS, CLAIMS_PREFIX, Producer, QuestionRecord, Results
 from lewisrag.eval.statements import SPLITTER_NAME, SPLITTER_VERSION, Statement, split_sentences, strip_citations
 from lewisrag.scoring import qa
 from lewisrag.scoring.retrieval import recall_at_k
@@ -32,6 +38,9 @@ from lewisrag.scoring.retrieval import recall_at_k
 METRICS = ("faithfulness", "context_recall", "answer_completeness", "answer_relevancy", "on_topic_rate",
            "citation_recall", "citation_precision", "exact_match", "f1", "rougeL")
 NOT_IN_KB_REASON = "not_in_kb: judged on refusal only, never averaged"
+NO_REFERENCE_REASON = "no reference answer, reference statements or reference claims"
+CLAIM_CONFIDENCE = 0.95  # level of the bootstrap interval of each claim diagnostic's mean
+CLAIM_RESAMPLES = 10_000  # bootstrap resamples (seed 0: the same run gives the same interval)
 
 
 @dataclass(frozen=True)
@@ -41,6 +50,7 @@ class EvalConfig:
     thresholds: Thresholds = field(default_factory=Thresholds)  # per-layer pass marks for the diagnosis
     relevancy_questions: int = 3  # questions generated back per answer (needs an embedder and an LLM judge)
     chunk: int = 64  # records whose first-level pairs go to the judge in one call
+    claims: bool = True  # RAGChecker's claim-level diagnostics (claims.<metric>): one check per claim and context more
 
 
 class _Memo:
@@ -62,6 +72,18 @@ class _Memo:
 
 
 @dataclass
+class _Claims:
+    """What `claims.claim_diagnostics` reads for one answer, and where the claims came from."""
+
+    response_claims: list[str]
+    reference_claims: list[str]
+    response: str  # the answer without its [n] markers (the premise of "covered")
+    reference: str | None  # the premise of "correct": the reference answer, else its claims joined; None: no reference
+    contexts: list[str]
+    source: dict  # {"response": ..., "reference": ...}: the record's field or the splitter that made the claims
+
+
+@dataclass
 class _Prepared:
     rec: AnswerRecord
     statements: list[Statement]  # the answer's statements (faithfulness)
@@ -69,6 +91,7 @@ class _Prepared:
     references: list[str]  # reference statements (context recall, completeness)
     refused: bool
     nan_reasons: dict[str, str]
+    claims: _Claims | None = None  # None: diagnostics switched off, or a not_in_kb question
 
 
 def _prepare(rec: AnswerRecord, judge, cfg: EvalConfig) -> _Prepared:
@@ -81,7 +104,55 @@ def _prepare(rec: AnswerRecord, judge, cfg: EvalConfig) -> _Prepared:
         except JudgeError as e:  # a failed request is a reason, not a crash
             statements, reasons["faithfulness"] = [], f"decompose failed: {e}"
     refs = list(rec.reference_statements) or ([s.text for s in split_sentences(rec.reference)] if rec.reference else [])
-    return _Prepared(rec, statements, sentences, refs, is_refusal(rec.response), reasons)
+    p = _Prepared(rec, statements, sentences, refs, is_refusal(rec.response), reasons)
+    if cfg.claims and rec.category != "not_in_kb":
+        p.claims = _claim_inputs(p, cfg.splitter)
+    return p
+
+
+def _claim_inputs(p: _Prepared, splitter: str) -> _Claims:
+    """The record's claims where it gives them, else the answer's statements and the reference statements."""
+    rec = p.rec
+    response_claims = list(rec.response_claims) if rec.response_claims is not None else [s.text for s in p.statements]
+    reference_claims = list(rec.reference_claims) if rec.reference_claims is not None else p.references
+    if rec.reference_claims is not None:
+        ref_source = "reference_claims"
+    elif rec.reference_statements:
+        ref_source = "reference_statements"
+    else:
+        ref_source = SPLITTER_NAME if rec.reference else None  # reference statements are always sentence-split
+    reference = rec.reference or ("\n".join(reference_claims) if reference_claims else None)
+    return _Claims(response_claims, reference_claims, strip_citations(rec.response), reference,
+                   [c.text for c in rec.contexts],
+                   {"response": "response_claims" if rec.response_claims is not None else splitter, "reference": ref_source})
+
+
+def _claim_pairs(c: _Claims) -> list[tuple[str, str]]:
+    """The pairs `_claim_scores` will ask, for the chunk's one batch."""
+    return claims.claim_pairs(c.response_claims, c.reference_claims, c.response, c.reference, c.contexts)
+
+
+def _claim_scores(c: _Claims, judge, statements_failed: str | None) -> tuple[dict, dict, int]:
+    """({claims.<metric>: score}, {claims.<metric>: why NaN}, undecided labels) of one answer.
+
+    Without a reference nothing can be called right or wrong, so only faithfulness (claims in a
+    context) is computed; `statements_failed` (the atomic splitter's error) explains empty claims."""
+    if c.reference is not None:
+        d = claims.claim_diagnostics(c.response_claims, c.reference_claims, c.response, c.reference, c.contexts, judge)
+    else:
+        verdicts = iter(judge.judge(_claim_pairs(c)))
+        in_chunks = [[next(verdicts).supported for _ in c.contexts] for _ in c.response_claims]
+        d = claims.diagnostics_from_labels(claims.ClaimLabels(
+            [None] * len(c.response_claims), [], in_chunks, [], n_contexts=len(c.contexts)))
+        d["undecided"] = sum(v is None for row in in_chunks for v in row)  # not the correctness nobody asked
+        for m in claims.METRICS:
+            if m != "faithfulness":
+                d[m], d["undefined"][m] = math.nan, NO_REFERENCE_REASON
+    reasons = dict(d["undefined"])
+    if statements_failed and not c.response_claims:
+        reasons = {m: statements_failed if why == "no response claims" else why for m, why in reasons.items()}
+    return ({CLAIMS_PREFIX + m: d[m] for m in claims.METRICS}, {CLAIMS_PREFIX + m: why for m, why in reasons.items()},
+            d["undecided"])
 
 
 def _first_pairs(p: _Prepared) -> list[tuple[str, str]]:
@@ -90,7 +161,7 @@ def _first_pairs(p: _Prepared) -> list[tuple[str, str]]:
     premise, docs = metrics.join_contexts([c.text for c in p.rec.contexts]), p.rec.docs
     pairs = [(premise, s.text) for s in p.statements] + [(premise, r) for r in p.references] + [(strip_citations(p.rec.response), r) for r in p.references]
     pairs += [("\n".join(docs[c] for c in s.citations), s.text) for s in p.sentences if s.citations and all(c in docs for c in s.citations)]
-    return pairs
+    return pairs + (_claim_pairs(p.claims) if p.claims else [])
 
 
 def _scored(name: str, support: metrics.Support, what: str, m: dict, reasons: dict) -> None:
@@ -103,7 +174,7 @@ def _scored(name: str, support: metrics.Support, what: str, m: dict, reasons: di
 
 def _record(p: _Prepared, judge, cfg: EvalConfig, embed) -> dict:
     rec, reasons = p.rec, dict(p.nan_reasons)
-    m: dict = dict.fromkeys(METRICS)
+    m: dict = dict.fromkeys(METRICS + (CLAIM_METRICS if cfg.claims else ()))
     docs = rec.docs
     checks = [] if p.refused else citations.check_answer(rec.response, docs, set(docs))
     out = {"id": rec.id, "system": rec.system, "category": rec.category, "refused": p.refused, "metrics": m,
@@ -114,7 +185,7 @@ def _record(p: _Prepared, judge, cfg: EvalConfig, embed) -> dict:
            "reference_statements": [{"text": r, "in_contexts": None, "in_answer": None} for r in p.references],
            "citation_verdicts": []}
     if rec.category == "not_in_kb":
-        reasons.update(dict.fromkeys(METRICS, NOT_IN_KB_REASON))
+        reasons.update(dict.fromkeys(m, NOT_IN_KB_REASON))
         out["statements"] = [{"text": s.text, "citations": list(s.citations), "supported": None, "reason": "not judged"} for s in p.statements]
         out["diagnosis"] = diagnose(m, rec.category, p.refused, cfg.thresholds)
         return out
@@ -155,6 +226,13 @@ def _record(p: _Prepared, judge, cfg: EvalConfig, embed) -> dict:
     else:
         for k in ("exact_match", "f1", "rougeL"):
             reasons[k] = "no reference answer"
+    if p.claims:
+        failed = p.nan_reasons.get("faithfulness") if rec.response_claims is None else None  # the splitter's error
+        scores, why, undecided = _claim_scores(p.claims, judge, failed)
+        m.update(scores)
+        reasons.update(why)
+        out["claims"] = {"response": p.claims.response_claims, "reference": p.claims.reference_claims,
+                         "source": p.claims.source, "undecided": undecided}
     out["diagnosis"] = diagnose(m, rec.category, p.refused, cfg.thresholds, k=max(cfg.ks))
     return out
 
@@ -192,7 +270,8 @@ def evaluate_answers(records: Sequence[AnswerRecord], judge, cfg: EvalConfig = E
                 progress(len(prepared))
     splitter = {"name": SPLITTER_NAME, "version": SPLITTER_VERSION} if cfg.splitter == "sentences" else {
         "name": "atomic", "version": getattr(judge, "fingerprint", "")}
-    config = config if config is not None else {"splitter": cfg.splitter, "ks": list(cfg.ks), "thresholds": asdict(cfg.thresholds)}
+    config = config if config is not None else {"splitter": cfg.splitter, "ks": list(cfg.ks), "thresholds": asdict(cfg.thresholds),
+                                                "claims": cfg.claims}
     return Results(Producer.here("eval"), config, [QuestionRecord.of(r) for r in out], judge_info(judge), splitter,
                    aggregate(out))
 
@@ -208,9 +287,11 @@ def judge_info(judge) -> dict:
 
 
 def aggregate(records: list[dict]) -> dict:
-    """Score distributions per metric over answerable records; not_in_kb counted apart."""
+    """Score distributions per metric over answerable records; not_in_kb counted apart. The claim
+    diagnostics, where the records have them, carry a bootstrap interval of the mean as well."""
     scored = [r for r in records if r.get("category") != "not_in_kb"]
     agg: dict = {m: stats.score_distribution([r["metrics"].get(m) for r in scored]) for m in METRICS}
+    agg.update(claim_aggregates(scored))
     ks = sorted({k for r in scored for k in (r["metrics"].get("recall_at_k") or {})}, key=int)
     for k in ks:
         agg[f"recall_at_k@{k}"] = stats.score_distribution([(r["metrics"].get("recall_at_k") or {}).get(k) for r in scored])
@@ -222,9 +303,36 @@ def aggregate(records: list[dict]) -> dict:
     agg["primary_cause_counts"] = dict(Counter(r["diagnosis"]["primary"] or "none" for r in records))
     systems = sorted({r["system"] for r in records if r["system"] is not None})
     if len(systems) > 1:
-        agg["by_system"] = {s: {m: stats.score_distribution([r["metrics"].get(m) for r in scored if r["system"] == s])
-                                for m in METRICS} for s in systems}
+        agg["by_system"] = {}
+        for s in systems:
+            mine = [r for r in scored if r["system"] == s]
+            agg["by_system"][s] = {m: stats.score_distribution([r["metrics"].get(m) for r in mine]) for m in METRICS}
+            agg["by_system"][s].update(claim_aggregates(mine))
     return agg
+
+
+def claim_aggregates(records: list[dict]) -> dict:
+    """{claims.<metric>: its score distribution plus "interval"} over `records`, for the claim
+    diagnostics they hold (none when the run switched them off)."""
+    names = [m for m in CLAIM_METRICS if any(m in r["metrics"] for r in records)]
+    out = {}
+    for name in names:
+        scores = [r["metrics"].get(name) for r in records]
+        out[name] = {**stats.score_distribution(scores), "interval": mean_interval(scores)}
+    return out
+
+
+def mean_interval(scores: Sequence[float | None], confidence: float = CLAIM_CONFIDENCE) -> dict:
+    """The percentile bootstrap interval of the mean of the scores that are not None or NaN (nulls
+    when there are none).
+
+    >>> mean_interval([1.0, 1.0, None])
+    {'low': 1.0, 'high': 1.0, 'confidence': 0.95, 'method': 'percentile bootstrap'}
+    """
+    known = [math.nan if s is None else float(s) for s in scores]
+    boot = stats.mean_interval(known, CLAIM_RESAMPLES, seed=0, confidence=confidence)
+    low, high = (None, None) if math.isnan(boot["low"]) else (boot["low"], boot["high"])
+    return {"low": low, "high": high, "confidence": confidence, "method": "percentile bootstrap"}
 
 
 # ---------------------------------------------------------------------------------------------

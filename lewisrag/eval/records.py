@@ -1,11 +1,16 @@
 """Read answers to evaluate: ragas SingleTurnSample field names, so ragas data loads as is.
 
     {"id"?, "user_input", "response", "retrieved_contexts": [{"id", "title", "text"}] | [str],
-     "reference"?, "reference_statements"?, "gold_passage_ids"?, "category"?, "system"?}
+     "reference"?, "reference_statements"?, "gold_passage_ids"?, "category"?, "system"?,
+     "response_claims"?, "reference_claims"?}
 
 ragas' older column names are read too (`OLDER_RAGAS_NAMES`): "question", "answer", "contexts",
 and "ground_truth" (a string) or "ground_truths" (a list, of which the first is the reference, as
 ragas itself took it). A record gives each field under one name; errors name the one it used.
+
+`response_claims` and `reference_claims` (lists of non-empty strings) are the claims RAGChecker's
+diagnostics (`lewisrag.eval.claims`) check, used as given; a record without them gets the run's
+statement splitter's. An empty list is kept: no claims.
 
 Citations in a response name contexts: `[x]` is the context whose `id` is x when the contexts are
 objects, and the x-th context (1-based, prompt order) when they are plain strings. Unknown fields
@@ -33,7 +38,7 @@ from lewisrag.data.records import CATEGORIES, Passage
 OLDER_RAGAS_NAMES = {"user_input": "question", "response": "answer", "retrieved_contexts": "contexts",
                      "reference": "ground_truth"}
 FIELDS = ("id", "user_input", "response", "retrieved_contexts", "reference", "reference_statements",
-          "gold_passage_ids", "category", "system", *OLDER_RAGAS_NAMES.values(),
+          "gold_passage_ids", "category", "system", "response_claims", "reference_claims", *OLDER_RAGAS_NAMES.values(),
           "ground_truths")  # what parse_answer reads; the rest is ignored
 # ragas' metric column -> the lewisrag metric that fills it in `--export ragas`. The definitions
 # match; ragas' faithfulness splits the answer into statements with its LLM (--splitter atomic
@@ -57,6 +62,8 @@ class AnswerRecord:
     category: str | None = None  # one of data.records.CATEGORIES
     system: str | None = None  # which RAG system produced the answer
     has_context_ids: bool = False  # contexts came as objects with ids (so recall@k can be computed)
+    response_claims: tuple[str, ...] | None = None  # claims of the response for the diagnostics (None: split it)
+    reference_claims: tuple[str, ...] | None = None  # claims of the reference for the diagnostics (None: split it)
 
     @property
     def docs(self) -> dict[str, str]:
@@ -121,6 +128,17 @@ def _contexts(rec: dict, source, line: int) -> tuple[tuple[Passage, ...], bool]:
     return tuple(out), True
 
 
+def _claims(rec: dict, field: str, source, line: int) -> tuple[str, ...] | None:
+    """A list of non-empty strings, or None when the record does not give the field."""
+    claims = require_str_list(rec, field, source, line, required=False)
+    if claims is None:
+        return None
+    for i, claim in enumerate(claims):
+        if not claim.strip():
+            raise InputError(source, "empty claim", line=line, field=f"{field}[{i}]")
+    return tuple(claims)
+
+
 def non_finite(value, path: str) -> Iterator[tuple[str, float]]:
     """(field, value) for every NaN or ±Infinity float in `value`, in document order.
 
@@ -174,6 +192,8 @@ def parse_answer(rec: dict, source, line: int, seen: dict[str, int]) -> AnswerRe
         category=category,
         system=optional_str(rec, "system", source, line),
         has_context_ids=has_ids,
+        response_claims=_claims(rec, "response_claims", source, line),
+        reference_claims=_claims(rec, "reference_claims", source, line),
     )
 
 

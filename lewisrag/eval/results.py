@@ -7,6 +7,7 @@
                      reason under nan_reasons) and the detail the reports show
     write_results    the file, written atomically, NaN written as null
     read_results     the file, validated: an `InputError` names the file, the record and the field
+                     (scores: the claim diagnostics here, the rest where the gate reads them)
     write_run_dir    a run folder: config.json, results.json, report.md, report.html and the plots
 
 Kinds: "eval" (`lewisrag eval answers`), "bughunt" (`eval bughunt`), "compare" and "reproduce".
@@ -27,16 +28,23 @@ from pathlib import Path
 
 from lewisrag.data.io import InputError, read_json, write_json, write_text
 from lewisrag.data.outputs import check_out_dir, is_ours, staged_dir
+from lewisrag.eval import claims
 from lewisrag.eval.records import json_token, non_finite
 
 FORMAT = 1
 KINDS = ("eval", "bughunt", "compare", "reproduce")
 
+# RAGChecker's claim-level diagnostics (`lewisrag.eval.claims`) under their names with this prefix,
+# so they never collide with the layered metrics of the same name (faithfulness, f1).
+CLAIMS_PREFIX = "claims."
+CLAIM_METRICS = tuple(CLAIMS_PREFIX + m for m in claims.METRICS)
+
 # The range of every per-question metric a results.json can hold, in one place: all are shares or
-# similarities clipped to [0, 1]. The gate reads only these.
+# similarities clipped to [0, 1]. The gate reads only these; `read_results` checks the claim
+# diagnostics' on every read.
 METRIC_RANGES = {name: (0.0, 1.0) for name in (
     "faithfulness", "context_recall", "answer_completeness", "answer_relevancy", "on_topic_rate", "citation_recall",
-    "citation_precision", "exact_match", "f1", "rougeL", "bleu1", "recall_at_k")}
+    "citation_precision", "exact_match", "f1", "rougeL", "bleu1", "recall_at_k", *CLAIM_METRICS)}
 
 _TOP = ("lewisrag", "config", "judge", "splitter", "records", "aggregates")  # the keys every kind shares
 
@@ -107,6 +115,7 @@ class QuestionRecord:
         recall = m.get("recall_at_k")  # absent or null: the question has no gold passage ids to match
         if recall is not None and not isinstance(recall, dict):
             raise InputError(src, "expected an object {k: score}", line=line, field=f"{where}.metrics.recall_at_k")
+        _check_claim_scores(m, reasons, src, line, where)
         checks = rec.get("citation_checks")
         if checks is not None and not (isinstance(checks, list) and all(
                 isinstance(c, dict) and isinstance(c.get("status"), str) for c in checks)):
@@ -114,6 +123,17 @@ class QuestionRecord:
                              field=f"{where}.citation_checks")
         detail = {k: v for k, v in rec.items() if k not in ("id", "system", "category", "refused", "metrics", "nan_reasons")}
         return cls(str(rid), rec.get("system"), rec.get("category"), m, reasons, refused, detail)
+
+
+def _check_claim_scores(m: dict, reasons: dict | None, src: Path, line: int, where: str) -> None:
+    """The claim diagnostics are checked on every read (the other metrics only where the gate reads them)."""
+    for name, value in m.items():
+        if not name.startswith(CLAIMS_PREFIX):
+            continue
+        if name not in METRIC_RANGES:
+            raise InputError(src, f"unknown claim diagnostic (one of {', '.join(CLAIM_METRICS)})", line=line,
+                             field=f"{where}.metrics.{name}")
+        check_score(value, name, reasons, src, line, f"{where}.metrics.{name}")
 
 
 @dataclass

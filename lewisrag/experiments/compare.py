@@ -10,6 +10,10 @@ evaluator's citation markers are numeric; gold ids are renumbered the same way.
 Cost is counted from the tokenized inputs. A Lewis model reads K inputs per answer: K encoder
 passes and, for every decoded token, K decoder passes. A stitched model reads one input holding
 the k passages: one encoder pass and one decoder pass per token.
+
+RAGChecker's claim-level diagnostics (`lewisrag.eval.claims`) come with the evaluator's records:
+each system's means and intervals sit under layers.<system>.claims, and the scorecard shows them side
+by side with one sentence per metric group computed from them (`lewisrag.eval.reports.claims`).
 """
 
 from __future__ import annotations
@@ -22,11 +26,12 @@ from pathlib import Path
 from lewisrag.data.io import InputError, read_json, write_json
 from lewisrag.data.outputs import check_out_dir
 from lewisrag.data.records import read_passages, read_qa
-from lewisrag.eval.evaluator import aggregate, evaluate_answers
+from lewisrag.eval.evaluator import aggregate, claim_aggregates, evaluate_answers
 from lewisrag.eval.judges import LexicalJudge
 from lewisrag.eval.records import parse_answer
+from lewisrag.eval.reports.claims import LABELS, claim_summary, claims_markdown
 from lewisrag.eval.reports.html import page_data_from_results, render_report_html
-from lewisrag.eval.results import Producer, QuestionRecord, Results, write_run_dir
+from lewisrag.eval.results import CLAIM_METRICS, Producer, QuestionRecord, Results, write_run_dir
 from lewisrag.training.checkpoint import load_trained
 from lewisrag.experiments.position import plot_positions, position_probe
 from lewisrag.experiments.systems import Answered, LewisSystem, StitchedSystem
@@ -117,7 +122,8 @@ def _counter(fn: Callable[[int], None]) -> Callable[[int], None]:
 
 
 def layer_summary(records: list[dict]) -> dict:
-    """Mean of each layered metric over answerable records, and the primary failure layer counts.
+    """Mean of each layered metric over answerable records, the primary failure layer counts, and the
+    claim diagnostics' summaries (n, nan, mean, interval) under "claims" when the records have them.
 
     >>> layer_summary([{"category": "single_doc", "refused": False, "metrics": {"faithfulness": 1.0}, "diagnosis": {"primary": None}},
     ...                {"category": "not_in_kb", "refused": True, "metrics": {}, "diagnosis": {"primary": None}}])["faithfulness"]
@@ -125,6 +131,9 @@ def layer_summary(records: list[dict]) -> dict:
     """
     scored = [r for r in records if r.get("category") != "not_in_kb"]
     out = {m: mean(r["metrics"].get(m) for r in scored) for m in LAYER_METRICS}
+    claims = {m: claim_summary(d) for m, d in claim_aggregates(scored).items()}
+    if claims:
+        out["claims"] = claims
     out["failure_layers"] = dict(sorted(Counter(r["diagnosis"]["primary"] or "none" for r in records).items()))
     nik = [r for r in records if r.get("category") == "not_in_kb"]
     out["not_in_kb"] = {"n": len(nik), "refused": sum(bool(r["refused"]) for r in nik)}
@@ -286,6 +295,9 @@ def scorecard_rows(card: dict) -> tuple[list[str], list[list]]:
     rows.append(["not_in_kb refused", *[f"{card['layers'][n]['not_in_kb']['refused']}/{card['layers'][n]['not_in_kb']['n']}" for n in names]])
     causes = sorted({c for n in names for c in card["layers"][n]["failure_layers"]})
     rows += [[f"primary failure: {c}", *[card["layers"][n]["failure_layers"].get(c, 0) for n in names]] for c in causes]
+    if any("claims" in card["layers"][n] for n in names):
+        rows += [[f"claims: {LABELS[m]}", *[((card["layers"][n].get("claims") or {}).get(m) or {}).get("mean") for n in names]]
+                 for m in CLAIM_METRICS]
     return names, rows
 
 
@@ -294,11 +306,18 @@ def _fmt(v) -> str:
 
 
 def render_markdown(card: dict) -> str:
-    """The scorecard as a Markdown table, and what it shows in words."""
+    """The scorecard as a Markdown table, what it shows in words, and the claim-level diagnostics
+    with their intervals and sentences."""
     names, rows = scorecard_rows(card)
     lines = ["# Original versus prompt-stitching RAG", "", "| metric | " + " | ".join(names) + " |",
              "|---|" + "---:|" * len(names), *("| " + " | ".join([r[0], *map(_fmt, r[1:])]) + " |" for r in rows), ""]
-    return "\n".join(lines + findings(card)) + "\n"
+    claims = claims_markdown(claims_by_system(card["layers"]), lambda n: f"`{n}`")
+    return "\n".join(lines + findings(card) + (["", *claims] if claims else [])) + "\n"
+
+
+def claims_by_system(layers: dict) -> dict:
+    """{system: its claim diagnostics' summaries} for the systems that have them."""
+    return {n: v["claims"] for n, v in layers.items() if v.get("claims")}
 
 
 def findings(card: dict) -> list[str]:

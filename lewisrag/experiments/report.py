@@ -12,6 +12,7 @@ import matplotlib
 import matplotlib.pyplot as plt
 
 from lewisrag.data.io import atomic_path, write_text
+from lewisrag.eval.reports.claims import claims_markdown
 
 NAMES = {"rag_token": "RAG-Token", "rag_sequence": "RAG-Sequence", "closed_book": "BART (closed book)",
          "stitched": "prompt-stitching RAG"}
@@ -173,7 +174,9 @@ def _compare(results: dict) -> list[str]:
     findings = ((results.get("stages") or {}).get("compare") or {}).get("findings") or []
     if findings:
         out += ["", "What the scorecard shows:", ""] + findings
-    return out + [""]
+    columns = {s: v["claims"] for s, v in layers.items() if v.get("claims")}
+    claims = claims_markdown(columns, lambda s: NAMES.get(s, s), "Claim-level diagnostics (RAGChecker, eval questions)")
+    return out + ([""] + claims if claims else []) + [""]
 
 
 # --- plots --------------------------------------------------------------------------------------

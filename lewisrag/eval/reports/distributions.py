@@ -11,6 +11,7 @@ import os
 
 from lewisrag.data.io import atomic_path
 from lewisrag.eval import stats
+from lewisrag.eval.results import CLAIMS_PREFIX
 
 SITUATION_A = [1.0] * 95 + [0.0] * 5  # 95 questions fully supported, 5 answers fabricated end to end
 SITUATION_B = [0.95] * 100  # every answer has 1 unsupported statement in 20
@@ -33,7 +34,8 @@ def _num(x) -> str:
 def distribution_markdown(aggregates: dict, confidence: float = 0.95, title: str = "Question-level distributions") -> str:
     """A markdown section from results.json's "aggregates": one row per metric, then not_in_kb.
 
-    Only entries shaped like `stats.score_distribution` output are metric rows.
+    Only entries shaped like `stats.score_distribution` output are metric rows; the claim diagnostics
+    (claims.*) have their own section (`reports.claims`).
 
     >>> print(distribution_markdown({"faithfulness": stats.score_distribution(SITUATION_A)}).splitlines()[6])
     | faithfulness | 100 | 0 | 0.950 | 1.000 | 5.0% (≤ 9.9%) | 5.0% (≤ 9.9%) |
@@ -49,7 +51,7 @@ def distribution_markdown(aggregates: dict, confidence: float = 0.95, title: str
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for name, d in aggregates.items():
-        if isinstance(d, dict) and "share_below_1" in d:
+        if isinstance(d, dict) and "share_below_1" in d and not name.startswith(CLAIMS_PREFIX):
             lines.append(f"| {name} | {d['n']} | {d.get('nan', 0)} | {_num(d['mean'])} | {_num(d.get('median'))} | "
                          f"{_share(d, '1', confidence)} | {_share(d, '0.5', confidence)} |")
     nkb = aggregates.get("not_in_kb")

@@ -8,7 +8,8 @@ Everything the page needs travels inside the one file: the CSS and JS in lewisra
 are inlined, and the page data is a JSON block whose `<`, `>`, `&`, U+2028 and U+2029 are written as
 \\u escapes, so no passage can close the script element. The JS writes every text with textContent.
 The heatmap of document posteriors per generated token (RAG-Token runs) is rendered here, in Python,
-with every text escaped, and only shown or hidden by the JS.
+with every text escaped, and only shown or hidden by the JS; so is the run's claim-level diagnostics
+table (`reports.claims`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from importlib import resources
 from pathlib import Path
 
 from lewisrag.eval.diagnose import CAUSE_ORDER
+from lewisrag.eval.reports.claims import claim_columns, claim_summary, claims_html
 from lewisrag.eval.reports.distributions import histogram_figure
 
 LAYERS = {  # layer -> (label, metric keys shown for it), in the causal order of diagnose.CAUSE_ORDER
@@ -32,7 +34,7 @@ LAYERS = {  # layer -> (label, metric keys shown for it), in the causal order of
     "citation": ("citation", ["citation_recall", "citation_precision"]),
 }
 _ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
-_PLACEHOLDER = re.compile(r"\{\{(TITLE|CSS|JS|DATA|HEATMAPS)\}\}")
+_PLACEHOLDER = re.compile(r"\{\{(TITLE|CSS|JS|DATA|HEATMAPS|CLAIMS)\}\}")
 
 
 def embed_json(data) -> str:
@@ -95,11 +97,13 @@ def _asset(name: str, inlined: bool = True) -> str:
 
 
 def render_report_html(page_data: dict) -> str:
-    """The whole page as one HTML string: inline CSS and JS, the page data as escaped JSON."""
+    """The whole page as one HTML string: inline CSS and JS, the page data as escaped JSON, and the
+    claim-level diagnostics of `page_data["claims"]` (columns of `reports.claims`) when it has them."""
     heatmaps = [heatmap_html(a["token_posteriors"], f"{qi}/{ai}")
                 for qi, q in enumerate(page_data["questions"]) for ai, a in enumerate(q["answers"]) if a.get("token_posteriors")]
     parts = {"TITLE": html.escape(page_data.get("title", "lewisrag report")), "CSS": _asset("report.css"),
-             "JS": _asset("report.js"), "DATA": embed_json(page_data), "HEATMAPS": "\n".join(heatmaps)}
+             "JS": _asset("report.js"), "DATA": embed_json(page_data), "HEATMAPS": "\n".join(heatmaps),
+             "CLAIMS": claims_html(page_data.get("claims") or {})}
     # One pass, so text inserted for one placeholder is never scanned for another.
     return _PLACEHOLDER.sub(lambda m: parts[m.group(1)], _asset("page.html", inlined=False))
 
@@ -167,7 +171,7 @@ def page_data_from_results(results: dict, passages: Mapping[str, Mapping] | None
     passages some answer did retrieve are found in the records themselves. Records of the same
     question id (several systems) become one question with several answers; the BugHunt sample's
     preset answers are the answers of its one question. A record may carry `token_posteriors`
-    ({tokens, docs, matrix}) for the heatmap.
+    ({tokens, docs, matrix}) for the heatmap. The aggregates' claim diagnostics become `claims`.
     """
     records = results.get("records") or []
     known = {c["id"]: c for r in records for c in r.get("contexts", [])} | dict(passages or {})
@@ -191,4 +195,6 @@ def page_data_from_results(results: dict, passages: Mapping[str, Mapping] | None
         "splitter": results.get("splitter", {}),
         "layers": [{"key": k, "label": LAYERS[k][0], "metrics": LAYERS[k][1]} for k in CAUSE_ORDER],
         "questions": list(questions.values()),
+        "claims": {label: {m: claim_summary(d) for m, d in col.items()}
+                   for label, col in claim_columns(results.get("aggregates") or {}).items()},
     }

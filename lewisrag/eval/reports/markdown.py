@@ -11,6 +11,7 @@ import html
 import re
 
 from lewisrag.eval.diagnose import LAYERS
+from lewisrag.eval.reports.claims import claim_columns, claims_markdown
 from lewisrag.eval.reports.distributions import distribution_markdown, situations_markdown
 
 LAYER_METRICS = (  # (layer, metric keys shown for it)
@@ -77,7 +78,7 @@ def table(columns: list[str], rows: list[list]) -> list[str]:
 
 
 def render_results(results: dict) -> str:
-    """The run's report: header, distributions, layers, primary causes, citations, refusals."""
+    """The run's report: header, distributions, claim-level diagnostics, layers, primary causes, citations, refusals."""
     judge, agg, recs = results["judge"], results["aggregates"], results["records"]
     out = ["# lewisrag evaluation", "",
            f"- judge: {code(judge['name'])} fingerprint {code(judge['fingerprint'][:16])}"
@@ -86,6 +87,8 @@ def render_results(results: dict) -> str:
            f"- records: {len(recs)} ({agg['not_in_kb']['n']} not_in_kb, asserted apart)", "",
            distribution_markdown(agg, title="Score distributions (question level)").rstrip("\n"), "",
            "null = could not be computed (see each record's nan_reasons)."]
+    claims = claims_markdown(claim_columns(agg), escape)
+    out += ["", *claims] if claims else []
     out += ["", "## Layers per question", "", "Primary cause in **bold**; later failing layers are its consequences.", ""]
     rows = []
     for r in recs:

@@ -1,6 +1,7 @@
 """Statistics that make an evaluation score hold up, each a thin layer over scipy or statsmodels.
 
     intervals       proportion_interval, sample_size_for_upper_bound   how far the true rate can be
+                    mean_interval                                      ... and a mean score (bootstrap)
     paired          mcnemar, paired_bootstrap                          is system B really better than A
     distributions   score_distribution                                 the failures a mean hides
     agreement       cohen_kappa, judge_confusion                       how a judge agrees with humans
@@ -14,9 +15,9 @@ apart and never averaged. docs/statistics.md explains when to use which.
 from lewisrag.eval.stats.agreement import cohen_kappa, judge_confusion
 from lewisrag.eval.stats.calibration import calibrate
 from lewisrag.eval.stats.distributions import score_distribution
-from lewisrag.eval.stats.intervals import proportion_interval, sample_size_for_upper_bound
+from lewisrag.eval.stats.intervals import mean_interval, proportion_interval, sample_size_for_upper_bound
 from lewisrag.eval.stats.paired import mcnemar, paired_bootstrap
 from lewisrag.eval.stats.ppi import ppi_mean
 
-__all__ = ["calibrate", "cohen_kappa", "judge_confusion", "mcnemar", "paired_bootstrap", "ppi_mean",
+__all__ = ["calibrate", "cohen_kappa", "judge_confusion", "mcnemar", "mean_interval", "paired_bootstrap", "ppi_mean",
            "proportion_interval", "sample_size_for_upper_bound", "score_distribution"]

@@ -101,3 +101,31 @@ def upper_bound(count: float, n: int, confidence: float, method: str) -> float:
     alpha = 2 * (1.0 - confidence)
     _, high = proportion_confint(count, n, alpha=alpha, method="wilson" if method == "wilson" else "beta")
     return float(high)
+
+
+def mean_interval(scores, n_resamples: int = 10000, seed: int = 0, confidence: float = 0.95) -> dict:
+    """Percentile bootstrap interval of the mean of `scores` (scipy.stats.bootstrap), NaN scores
+    left out and counted: {"n", "nan", "mean", "low", "high"}; NaN bounds when no score is left.
+
+    >>> r = mean_interval([1.0, 1.0, float("nan")])
+    >>> r["n"], r["nan"], r["mean"], r["low"], r["high"]
+    (2, 1, 1.0, 1.0, 1.0)
+    """
+    import math
+
+    import numpy as np
+    from scipy.stats import bootstrap  # loads on first use, as in paired
+
+    check_confidence(confidence)
+    x = np.asarray(scores, dtype=float)
+    keep = ~np.isnan(x)
+    out = {"n": int(keep.sum()), "nan": int((~keep).sum())}
+    values = x[keep]
+    if values.size == 0:
+        return out | {"mean": math.nan, "low": math.nan, "high": math.nan}
+    mean = float(values.mean())
+    if values.size == 1 or np.all(values == values[0]):  # every resample has the same mean
+        return out | {"mean": mean, "low": mean, "high": mean}
+    res = bootstrap((values,), np.mean, n_resamples=n_resamples, confidence_level=confidence, method="percentile",
+                    rng=np.random.default_rng(seed), batch=1000)
+    return out | {"mean": mean, "low": float(res.confidence_interval.low), "high": float(res.confidence_interval.high)}
