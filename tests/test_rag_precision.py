@@ -164,8 +164,8 @@ def _one_step(rag_inputs, out, monkeypatch, **overrides):
     spy = Spy(monkeypatch)
     calls = {"bart": 0, "bert": 0}
 
-    def load(cfg, processes=1):  # hooks on the layers of the model train_rag trains
-        parts = LOAD_COMPONENTS(cfg, processes)
+    def load(cfg, processes=1, **kwargs):  # hooks on the layers of the model train_rag trains
+        parts = LOAD_COMPONENTS(cfg, processes, **kwargs)
         model = parts.model
         layers = {"bart": model.generator.model.encoder.layers[0],
                   "bert": model.question_encoder.question_encoder.bert_model.encoder.layer[0]}
