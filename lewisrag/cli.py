@@ -44,6 +44,7 @@ from lewisrag.commands import index as _index  # noqa: E402
 
 index_app.command("build")(_index.build)
 index_app.command("search")(_index.search)
+index_app.command("tune")(_index.tune)
 
 # --- train ------------------------------------------------------------------------------------
 from lewisrag.commands import train as _train  # noqa: E402

@@ -24,6 +24,7 @@ CANONICAL = {
     ("chunk",): ["--docs", "--out", "--overwrite", "--json"],
     ("index", "build"): ["--passages", "--encoder", "--out", "--batch-size", "--overwrite", "--json"],
     ("index", "search"): ["--index", "--query", "--n-docs", "--encoder", "--context-encoder", "--swap", "--json"],
+    ("index", "tune"): ["--index", "--questions", "--qa-fields", "--n-docs", "--encoder", "--context-encoder", "--swap", "--json"],
     ("train", "dpr"): ["--train", "--passages", "--out", "--init", "--init-question", "--init-context", "--steps", "--batch-size",
                        "--lr", "--seed", "--overwrite", "--json"],
     ("train", "rag"): ["--index", "--encoder", "--context-encoder", "--generator", "--train", "--dev", "--train-kinds", "--out",

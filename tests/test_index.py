@@ -245,3 +245,48 @@ def test_faiss_build_adds_a_memory_map_without_copying_it(tmp_path, monkeypatch)
     tracemalloc.stop()
     assert index.ntotal == n
     assert peak < 2_000_000, peak  # numpy never held more than a block converted (4096 x 32 x 4 B = 0.5 MB) at once
+
+
+def test_index_tune_records_the_smallest_setting_and_searches_use_it(tiny_corpus, dpr_ckpt, tmp_path):
+    from lewisrag.index.search import open_retriever
+    from lewisrag.index.tuning import exact_top_k
+
+    passages = read_passages(tiny_corpus["passages"])
+    build_dense_index(passages, dpr_ckpt, tmp_path / "ivf", DenseBuildConfig(factory="IVF8,Flat", vector_dtype="float16"))
+    r = run_cli("index", "tune", "--index", str(tmp_path / "ivf"), "--questions", str(tiny_corpus["qa"]), "--target-recall", "1.0",
+                "--n-docs", "3", "--json")
+    assert r.returncode == 0, r.stderr
+    record = json.loads(r.stdout)
+    assert record["reached"] and record["recall_at_k"] == 1.0 and record["knob"] == "nprobe"
+    chosen = record["search_params"]["nprobe"]
+    assert 1 <= chosen <= 8 and all(v < 1.0 for n, v in record["trials"].items() if int(n) < chosen)  # the smallest that reaches it
+    retriever = open_retriever(tmp_path / "ivf")  # a fresh load applies the recorded nprobe
+    q = retriever.encode([ex.question for ex in read_qa(tiny_corpus["qa"])])
+    _, exact = exact_top_k(retriever.index.embeddings, q, 3)
+    _, rows = retriever.index.search(q, 3)
+    assert np.array_equal(np.sort(rows, 1), np.sort(exact, 1))
+    # with re-ranking recorded, searches take that many candidates and rank them from the stored vectors
+    r = run_cli("index", "tune", "--index", str(tmp_path / "ivf"), "--questions", str(tiny_corpus["qa"]), "--target-recall", "1.0",
+                "--n-docs", "3", "--rerank-depth", "10", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["rerank_depth"] == 10
+    index = DenseIndex.load(tmp_path / "ivf")
+    scores, rows = index.search(q, 3)
+    np.testing.assert_allclose(scores, np.einsum("bd,bkd->bk", q, index.vectors(rows)), rtol=1e-5, atol=1e-5)
+    assert np.array_equal(rows, exact)
+    for flags, message in [(["--target-recall", "1.5"], "--target-recall"), (["--rerank-depth", "2"], "--rerank-depth")]:
+        r = run_cli("index", "tune", "--index", str(tmp_path / "ivf"), "--questions", str(tiny_corpus["qa"]), "--n-docs", "3", *flags)
+        assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("factory", ["Flat", "HNSW16", "IVF8,Flat", "IVF8,PQ4x4"])
+def test_mapped_faiss_indexes_search_as_read_ones(tmp_path, factory):
+    import faiss
+
+    from lewisrag.index.dense import _read_faiss
+
+    x = np.random.default_rng(1).normal(size=(600, 16)).astype(np.float32)
+    faiss.write_index(build_faiss(x, factory), str(tmp_path / "i.faiss"))
+    mapped, whole = _read_faiss(tmp_path / "i.faiss", mmap=True), _read_faiss(tmp_path / "i.faiss", mmap=False)
+    for index in (mapped, whole):
+        faiss.ParameterSpace().set_index_parameter(index, "nprobe", 8) if "IVF" in factory else None
+    assert np.array_equal(mapped.search(x[:20], 5)[1], whole.search(x[:20], 5)[1])

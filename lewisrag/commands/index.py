@@ -95,3 +95,41 @@ def search(
         return
     rows = [[i + 1, f"{h.score:.3f}", h.id, h.title, h.text[:100] + ("…" if len(h.text) > 100 else "")] for i, h in enumerate(hits)]
     _ui.out.print(_ui.table(query, ["#", "score", "id", "title", "text"], rows))
+
+
+def tune(
+    index: Path = typer.Option(..., "--index", help="A dense index directory (IVF or HNSW: a Flat index has nothing to tune)."),
+    questions: Path = typer.Option(..., "--questions", help="Held-out QA file whose questions the tuning searches with."),
+    qa_fields: str = typer.Option(None, "--qa-fields", help="The QA file's own field names, e.g. question=query."),
+    target_recall: float = typer.Option(0.95, "--target-recall", help="Recall@K against exact search to reach, in (0, 1]."),
+    n_docs: int = typer.Option(5, "--n-docs", help="K: the depth recall is measured at (the K training and answering read)."),
+    rerank_depth: int = typer.Option(None, "--rerank-depth", help="Candidates per search re-ranked exactly from the stored "
+                                     "vectors (recorded: later searches re-rank too); none by default."),
+    max_questions: int = typer.Option(1000, "--max-questions", help="Use at most this many questions (the first ones)."),
+    encoder: str = typer.Option(None, "--encoder", help="DPR checkpoint or DPRQuestionEncoder folder (default: the index's)."),
+    context_encoder: str = typer.Option(None, "--context-encoder", help="With a DPRQuestionEncoder folder: its DPRContextEncoder pair."),
+    swap: bool = typer.Option(False, "--swap", help="Allow a question encoder trained against another context encoder."),
+    as_json: bool = typer.Option(False, "--json", help="Print what was recorded as one JSON object."),
+) -> None:
+    """Choose a compressed index's nprobe/efSearch for a recall target on held-out questions and record it
+    in the manifest (every later search uses it); say so when no setting reaches the target."""
+    from lewisrag.data.io import InputError
+    from lewisrag.data.records import read_qa
+    from lewisrag.index.search import tune_dense
+
+    if not 0 < target_recall <= 1:
+        raise InputError("--target-recall", f"must be in (0, 1], got {target_recall}")
+    if n_docs < 1 or max_questions < 1:
+        raise InputError("--n-docs/--max-questions", "must be at least 1")
+    qs = [ex.question for ex in read_qa(questions, _ui.qa_fields(qa_fields))][:max_questions]
+    with _ui.console.status(f"tuning {index} on {len(qs)} questions"):
+        record = tune_dense(index, qs, encoder, context_encoder, swap, n_docs, target_recall, rerank_depth)
+    if not record["reached"]:
+        typer.echo(f"warning: recall@{n_docs} {record['recall_at_k']} at the largest setting tried, below the target "
+                   f"{target_recall}: the index's codes, not its search, limit it (use finer codes, --rerank-depth or Flat)",
+                   err=True)
+    if as_json:
+        _ui.print_json(record)
+        return
+    rows = [[key, json.dumps(v) if isinstance(v, dict) else v] for key, v in record.items()]
+    _ui.console.print(_ui.table(f"search parameters recorded in {index}", ["field", "value"], rows))

@@ -123,7 +123,7 @@ def rag(
                                       "top-K as FAISS, far faster at a million passages); cpu: FAISS; gpu: insist."),
     shared_retrieval: bool = typer.Option(False, "--shared-retrieval", help="With several processes (accelerate launch): "
                                           "each node's first process holds the FAISS index and searches for all of them "
-                                          "(an HNSW index is not memory-mapped: one copy per node, not per process)."),
+                                          "in one batch; the others never read it."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a non-empty --out with the new run once it has "
                                    "finished (the old folder stays until then)."),
     as_json: bool = typer.Option(False, "--json", help="Print the run summary as one JSON object instead of a table (main process only)."),

@@ -23,6 +23,7 @@ from lewisrag.data.passages import PassageTable
 from lewisrag.data.records import Passage
 from lewisrag.index import store
 from lewisrag.index.encoders import DPRCheckpoint, encode_texts, load_context_encoder, resolve_device
+from lewisrag.index.tuning import rerank
 
 EMBEDDINGS = "embeddings.npy"
 FAISS_FILE = "index.faiss"
@@ -231,6 +232,7 @@ def build_faiss(embeddings: np.ndarray, factory: str, train_sample: int = 100_00
     """
     n, d = embeddings.shape
     index = _new_index(factory, d)
+    _no_polysemous_training(index)
     if not index.is_trained:
         rng = np.random.default_rng(seed)
         sample = embeddings if n <= train_sample else embeddings[np.sort(rng.choice(n, train_sample, replace=False))]
@@ -242,6 +244,17 @@ def build_faiss(embeddings: np.ndarray, factory: str, train_sample: int = 100_00
     for start in range(0, n, ADD_ROWS):
         index.add(np.ascontiguousarray(embeddings[start : start + ADD_ROWS], dtype=np.float32))
     return index
+
+
+def _no_polysemous_training(index) -> None:
+    """index_factory turns on polysemous training for PQ codes: a Hamming-distance filter that these
+    searches never use, which took 100 s of 105 s of training at PQ64 on 20k vectors."""
+    parts = [faiss.downcast_index(index)]
+    with contextlib.suppress(RuntimeError):  # not an IVF index
+        parts.append(faiss.downcast_index(faiss.extract_index_ivf(index)))
+    for part in parts:
+        if hasattr(part, "do_polysemous_training"):
+            part.do_polysemous_training = False
 
 
 def check_factory(factory: str, dim: int, n_passages: int, train_sample: int = 100_000) -> None:
@@ -314,14 +327,10 @@ class DenseIndex:
         for name in (FAISS_FILE, EMBEDDINGS):
             if not (path / name).is_file():
                 raise InputError(path / name, "missing: the index is damaged; build it again")
-        flags = faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY if mmap else 0
         index = None
         try:
             if with_faiss:
-                try:
-                    index = faiss.read_index(str(path / FAISS_FILE), flags)
-                except RuntimeError:  # not every index type supports mmap (HNSW does not): read it whole
-                    index = faiss.read_index(str(path / FAISS_FILE))
+                index = _read_faiss(path / FAISS_FILE, mmap)
         except RuntimeError as e:
             raise InputError(path / FAISS_FILE, f"cannot read the FAISS index: {_faiss_reason(e)}") from None
         try:
@@ -415,6 +424,10 @@ class DenseIndex:
             return self._product_search(q, k)
         if self.faiss_index is None:
             raise RuntimeError(f"{self.path} was opened without its FAISS index: its searches go through index.shared.NodeSearch")
+        depth = self.manifest.get("rerank_depth")
+        if depth:  # `index tune --rerank-depth`: candidates from the compressed index, ranked exactly
+            _, candidates = self.faiss_index.search(q, max(depth, k))
+            return rerank(q, candidates, self.embeddings, k)
         return self.faiss_index.search(q, k)
 
     def _product_search(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -437,6 +450,21 @@ class DenseIndex:
         """The stored passage vectors of `rows` (B, K): float32 (B, K, D)."""
         flat = np.asarray(rows).reshape(-1)
         return np.asarray(self.embeddings[np.clip(flat, 0, None)], dtype=np.float32).reshape(*rows.shape, self.dim)
+
+
+def _read_faiss(path: Path, mmap: bool):
+    """The FAISS index in `path`, memory-mapped when `mmap` and the index type allows it.
+
+    IO_FLAG_MMAP_IFC maps Flat, HNSW and IVF indexes (FAISS 1.15: no private copy, so N processes
+    share one in the page cache); IO_FLAG_MMAP, tried next, is accepted by Flat and HNSW but copies
+    them into private memory all the same (measured by scripts/bench_scale.py); a type that refuses
+    both is read whole.
+    """
+    tries = [faiss.IO_FLAG_MMAP_IFC | faiss.IO_FLAG_READ_ONLY, faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY] if mmap else []
+    for flags in tries:
+        with contextlib.suppress(RuntimeError):
+            return faiss.read_index(str(path), flags)
+    return faiss.read_index(str(path))
 
 
 def _reset_if_stale(partial: Path, plan: dict) -> None:

@@ -13,9 +13,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from lewisrag.data.io import InputError
+from lewisrag.data.io import InputError, read_json, write_json
 from lewisrag.data.records import QAExample
-from lewisrag.index import store
+from lewisrag.index import store, tuning
 from lewisrag.index.bm25 import BM25Index
 from lewisrag.index.dense import DenseIndex
 from lewisrag.index.encoders import encode_texts, load_question_encoder
@@ -141,3 +141,39 @@ def _hits(passages, scores, rows) -> list[list[Hit]]:
         out.append([Hit(passages[r].id, passages[r].title, passages[r].text, float(s), int(r))
                     for s, r in zip(srow, rrow) if r >= 0])
     return out
+
+
+def tune_dense(index_path: str | os.PathLike, questions: Sequence[str], encoder: str | os.PathLike | None = None,
+               context_encoder: str | os.PathLike | None = None, swap: bool = False, k: int = 5,
+               target_recall: float = 0.95, rerank_depth: int | None = None) -> dict:
+    """Choose a compressed index's search parameter for a recall target on held-out questions, and
+    record it in the manifest, where every later search (`DenseIndex.load`) applies it.
+
+    The questions are encoded with the question encoder (`open_retriever`'s rules), their exact
+    top-k is computed from the stored vectors, and `tuning.tune_search` finds the smallest nprobe
+    (IVF) or efSearch (HNSW) whose recall@k reaches `target_recall`; with `rerank_depth`, each
+    search takes that many candidates and re-ranks them exactly from the stored vectors (float16
+    or float32), and the manifest records the depth so that searches do the same. Returns what
+    was recorded; `reached` False says the index's codes cannot reach the target at any setting.
+    """
+    retriever = open_retriever(index_path, encoder, swap, context_encoder)
+    index = retriever.index
+    if not questions:
+        raise InputError("--questions", "no questions to tune on")
+    if rerank_depth is not None and rerank_depth < k:
+        raise InputError("--rerank-depth", f"must be at least --n-docs ({k}), got {rerank_depth}")
+    q = retriever.encode(questions)
+    _, exact = tuning.exact_top_k(index.embeddings, q, k)
+    vectors = index.embeddings if rerank_depth else None
+    result = tuning.tune_search(index.faiss_index, q, exact, k, target_recall, rerank_vectors=vectors,
+                                rerank_depth=rerank_depth)
+    record = {"target_recall": target_recall, "recall_at_k": round(result.recall, 4), "k": k, "reached": result.reached,
+              "knob": result.knob, "questions": len(questions), "queries_per_s": round(result.qps, 1),
+              "trials": {str(v): round(r, 4) for v, r in result.trials.items()}}
+    path = Path(index_path)
+    manifest = read_json(path / store.MANIFEST)
+    manifest["search_params"] = result.params
+    manifest["rerank_depth"] = rerank_depth
+    manifest["tuning"] = record
+    write_json(path / store.MANIFEST, manifest)
+    return {"search_params": result.params, "rerank_depth": rerank_depth, **record}

@@ -1,9 +1,10 @@
 """One search per node for multi-process training: the node's first process searches for all of them.
 
-With N training processes on a machine, each opening the index itself, the memory-mappable parts
-are shared through the page cache (the stored vectors, the passage store, a Flat or IVF FAISS
-file), but an HNSW graph cannot be memory-mapped: FAISS reads it whole, so N processes hold N
-copies, and each of them searches on its own for its share of the batch. `NodeSearch` keeps the
+With N training processes on a machine, each opening the index itself, the memory-mapped parts
+are shared through the page cache (the stored vectors, the passage store, and the FAISS file where
+the index type can be mapped: Flat, HNSW and IVF with FAISS 1.15, see `dense._read_faiss`; other
+types are read whole, one copy per process), and each process searches on its own for its share
+of the batch: small batches, and N searches competing for the same cores. `NodeSearch` keeps the
 FAISS index in one process per node (its local rank 0, the "server"); every training micro-step,
 the node's processes gather their question vectors there over a gloo group (CPU tensors, whatever
 backend training uses), the server searches them as one batch, and the top-K come back by

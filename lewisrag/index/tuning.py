@@ -1,0 +1,276 @@
+"""Search parameters of a FAISS index tuned against exact search, and exact re-ranking of candidates.
+
+An approximate index (IVF, HNSW, product quantization) trades recall for speed through one search
+parameter: `nprobe` (inverted lists visited) or `efSearch` (HNSW's candidate list). `tune_search`
+finds the smallest value whose recall@k on held-out queries reaches a target, where recall@k is
+what FAISS's papers report as "recall@k vs exact": the share of the exact top-k that the index
+returns in its own top-k (`recall_at_k`), with `exact_top_k` as the ground truth. An index whose
+codes are too coarse to reach the target at any setting is reported as such (`Tuning.reached`).
+
+`rerank` scores a compressed index's candidates exactly against the stored passage vectors (the
+float16 or float32 `embeddings.npy` a dense index keeps memory-mapped), so that a few dozen bytes of
+PQ code per passage can serve a top-k as good as a Flat index's when the candidates hold it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import faiss
+import numpy as np
+
+NO_ROW = -1  # FAISS's row for "no result" (fewer candidates than k)
+NO_SCORE = float(-np.finfo(np.float32).max)  # ... and its inner-product score for one
+EXACT_BLOCK_SCORES = 1 << 24  # query x vector scores per block of exact_top_k: 64 MB of float32
+RERANK_BLOCK_PAIRS = 1 << 14  # query x candidate vectors gathered at once by rerank: 48 MB at 768-d
+MAX_EF_SEARCH = 4096  # the largest HNSW efSearch tried: beyond it a graph search costs as much as a scan
+QUANTIZER_EF_MIN = 64  # an HNSW coarse quantizer's efSearch: at least this, and twice nprobe
+
+
+def exact_top_k(vectors: np.ndarray, queries: np.ndarray, k: int,
+                block_scores: int = EXACT_BLOCK_SCORES) -> tuple[np.ndarray, np.ndarray]:
+    """The exact top-k rows of `vectors` (N, D) by inner product with each query: (scores, rows).
+
+    Shaped like FAISS's search: scores (B, k) float32 best first, rows (B, k) int64, padded with
+    rows -1 when N < k. `vectors` may be a float16 memory map: it is read in blocks of rows, each
+    converted to float32, so memory stays at about `block_scores` floats whatever N is.
+    (`faiss.knn` gives the same top-k but needs all N vectors as float32 in RAM at once.)
+
+    >>> x = np.array([[1, 0], [0, 1], [2, 2], [-1, 0]], dtype=np.float16)
+    >>> exact_top_k(x, np.array([[1.0, 0.5]]), 2, block_scores=2)
+    (array([[3., 1.]], dtype=float32), array([[2, 0]]))
+    """
+    q = _as_queries(queries, vectors.shape[1])
+    block = max(1, block_scores // max(len(q), 1))
+    best_s = np.empty((len(q), 0), np.float32)
+    best_r = np.empty((len(q), 0), np.int64)
+    for start in range(0, len(vectors), block):
+        scores = q @ np.asarray(vectors[start : start + block], dtype=np.float32).T
+        top = _top_columns(scores, k)
+        best_s = np.concatenate([best_s, np.take_along_axis(scores, top, 1)], 1)
+        best_r = np.concatenate([best_r, top + start], 1)
+        keep = _top_columns(best_s, k)
+        best_s, best_r = np.take_along_axis(best_s, keep, 1), np.take_along_axis(best_r, keep, 1)
+    order = np.argsort(-best_s, axis=1, kind="stable")
+    return _pad(np.take_along_axis(best_s, order, 1), np.take_along_axis(best_r, order, 1), k)
+
+
+def recall_at_k(found_rows: np.ndarray, exact_rows: np.ndarray, k: int) -> float:
+    """Share of each query's exact top-k rows among the first k found, averaged over the queries.
+
+    Rows -1 (no result) match nothing; a query whose exact list is shorter than k (a corpus
+    smaller than k) is scored against the rows it has.
+
+    >>> recall_at_k(np.array([[1, 2, 3], [4, 5, -1]]), np.array([[3, 2, 9], [4, 6, 7]]), 3)
+    0.5
+    """
+    found, exact = np.asarray(found_rows)[:, :k], np.asarray(exact_rows)[:, :k]
+    if len(found) != len(exact):
+        raise ValueError(f"found rows for {len(found)} queries, exact rows for {len(exact)}")
+    valid = exact >= 0
+    hit = (exact[:, :, None] == found[:, None, :]).any(axis=2) & valid  # each exact row counts once
+    return float(np.mean(hit.sum(1) / np.maximum(valid.sum(1), 1)))
+
+
+def rerank(queries: np.ndarray, candidate_rows: np.ndarray, vectors: np.ndarray,
+           k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each query's top-k among its candidate rows, by exact inner product with `vectors`.
+
+    `candidate_rows` (B, C) is e.g. a compressed index's top 4k; `vectors` (N, D) the stored
+    passage vectors, float32 or a float16 memory map (scores are computed in float32). Rows -1
+    and repeated rows are left out. Returns (scores, rows) shaped like FAISS's search, best first,
+    padded with rows -1 and score NO_SCORE when a query has fewer than k distinct candidates.
+
+    FAISS's IndexRefineFlat re-ranks the same way, but from its own float32 copy of every vector
+    held in RAM (3 KB a passage at 768-d); this reads only the candidates' rows from the vectors
+    the index already keeps on disk.
+
+    >>> x = np.array([[1, 0], [0, 1], [2, 2]], dtype=np.float16)
+    >>> rerank(np.array([[1.0, 0.0]]), np.array([[1, -1, 2, 2]]), x, 3)
+    (array([[ 2.0000000e+00,  0.0000000e+00, -3.4028235e+38]], dtype=float32), array([[ 2,  1, -1]]))
+    """
+    q = _as_queries(queries, vectors.shape[1])
+    cand = np.asarray(candidate_rows, dtype=np.int64)
+    if cand.ndim != 2 or len(cand) != len(q):
+        raise ValueError(f"candidate_rows: expected ({len(q)}, C), got {tuple(cand.shape)}")
+    step = max(1, RERANK_BLOCK_PAIRS // max(cand.shape[1], 1))
+    parts = [_rerank_block(q[i : i + step], cand[i : i + step], vectors, k) for i in range(0, len(q), step)]
+    if not parts:
+        return np.empty((0, k), np.float32), np.empty((0, k), np.int64)
+    return np.concatenate([s for s, _ in parts]), np.concatenate([r for _, r in parts])
+
+
+def _rerank_block(q: np.ndarray, cand: np.ndarray, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    rows = np.sort(cand, axis=1)  # repeats side by side, and the reads below in file order
+    valid = rows >= 0
+    valid[:, 1:] &= rows[:, 1:] != rows[:, :-1]
+    unique, where = np.unique(rows[valid], return_inverse=True)
+    stored = np.asarray(vectors[unique], dtype=np.float32)  # one read per distinct candidate
+    scores = np.full(rows.shape, -np.inf, np.float32)
+    scores[valid] = np.einsum("nd,nd->n", stored[where], q[np.nonzero(valid)[0]])
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    top_s, top_r = np.take_along_axis(scores, order, 1), np.take_along_axis(rows, order, 1)
+    missing = np.isneginf(top_s)
+    top_s[missing], top_r[missing] = NO_SCORE, NO_ROW
+    return _pad(top_s, top_r, k)
+
+
+def search(index, queries: np.ndarray, k: int, rerank_vectors: np.ndarray | None = None,
+           rerank_depth: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """`index`'s top-k, or with `rerank_vectors` its top `rerank_depth` re-ranked exactly to k."""
+    q = np.ascontiguousarray(queries, dtype=np.float32)
+    if rerank_vectors is None:
+        return index.search(q, k)
+    _, candidates = index.search(q, max(rerank_depth or 4 * k, k))
+    return rerank(q, candidates, rerank_vectors, k)
+
+
+def throughput(index, queries: np.ndarray, k: int, batch_size: int, rerank_vectors: np.ndarray | None = None,
+               rerank_depth: int | None = None) -> float:
+    """Queries per second through `search` in batches of `batch_size`, after one warm-up batch."""
+    search(index, queries[:batch_size], k, rerank_vectors, rerank_depth)
+    start = time.perf_counter()
+    for i in range(0, len(queries), batch_size):
+        search(index, queries[i : i + batch_size], k, rerank_vectors, rerank_depth)
+    return len(queries) / max(time.perf_counter() - start, 1e-9)
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """What `tune_search` chose. `params` go to `faiss.ParameterSpace().set_index_parameter` (or a
+    dense index's `set_search_params`); `reached` False means even `params`, the largest setting
+    tried, left recall below `target`: the index's codes, not its search, limit it."""
+
+    params: dict[str, int]
+    recall: float
+    qps: float
+    reached: bool
+    target: float
+    knob: str | None  # the parameter searched: "nprobe", "efSearch"; None when there is none (Flat, PQ)
+    trials: dict[int, float] = field(default_factory=dict)  # knob value -> recall@k measured
+
+
+def search_knob(index, results: int = 1) -> tuple[str, int, int] | None:
+    """The parameter that trades recall for speed in `index`, with the range worth trying for a
+    search returning `results` rows: (name, smallest, largest); None for an index without one.
+
+    >>> search_knob(faiss.index_factory(8, "IVF32,Flat"))
+    ('nprobe', 1, 32)
+    >>> search_knob(faiss.index_factory(8, "HNSW16"), results=20)
+    ('efSearch', 20, 4096)
+    >>> search_knob(faiss.index_factory(8, "Flat")) is None
+    True
+    """
+    try:
+        ivf = faiss.extract_index_ivf(index)  # also through an OPQ/PCA pre-transform
+    except RuntimeError:
+        ivf = None
+    if ivf is not None:
+        return "nprobe", 1, int(ivf.nlist)
+    inner = faiss.downcast_index(index.index) if isinstance(index, faiss.IndexPreTransform) else faiss.downcast_index(index)
+    if isinstance(inner, faiss.IndexHNSW):
+        # HNSW keeps max(efSearch, results) candidates: a smaller efSearch searches the same way
+        return "efSearch", results, max(MAX_EF_SEARCH, results)
+    return None
+
+
+def apply_params(index, params: dict[str, int]) -> None:
+    """Set search parameters by name, as FAISS's ParameterSpace names them."""
+    space = faiss.ParameterSpace()
+    for name, value in params.items():
+        space.set_index_parameter(index, name, value)
+
+
+def knob_params(index, knob: str, value: int) -> dict[str, int]:
+    """The parameters that set `knob` to `value`; an IVF index with an HNSW coarse quantizer also
+    gets `quantizer_efSearch`: HNSW must keep more candidate centroids than the nprobe lists it
+    returns or it misses some of the nearest ones (twice as many, QUANTIZER_EF_MIN at least)."""
+    params = {knob: value}
+    if knob == "nprobe" and isinstance(faiss.downcast_index(faiss.extract_index_ivf(index).quantizer), faiss.IndexHNSW):
+        params["quantizer_efSearch"] = max(QUANTIZER_EF_MIN, 2 * value)
+    return params
+
+
+def tune_search(index, queries: np.ndarray, exact_rows: np.ndarray, k: int, target_recall: float, *,
+                rerank_vectors: np.ndarray | None = None, rerank_depth: int | None = None,
+                batch_size: int = 64) -> Tuning:
+    """The smallest search parameter at which `index` reaches `target_recall` (recall@k vs `exact_rows`).
+
+    Doubles the parameter (nprobe for IVF, efSearch for HNSW) from its smallest value until the
+    target is reached or the largest sensible value (nprobe = nlist, efSearch = MAX_EF_SEARCH) is
+    passed, then bisects between the last value that missed and the first that reached it, so the
+    value one below the chosen one was measured to miss (`trials` holds every measurement). Recall
+    is measured after re-ranking the top `rerank_depth` when `rerank_vectors` are given.
+
+    The index is left set to the chosen parameters; `qps` is measured with them in batches of
+    `batch_size`. Flat (and any index without a search parameter) is measured as it is.
+    """
+    exact_rows = np.asarray(exact_rows)
+    if len(exact_rows) != len(queries):
+        raise ValueError(f"exact_rows for {len(exact_rows)} queries, {len(queries)} queries given")
+    if not 0 < target_recall <= 1:
+        raise ValueError(f"target_recall must be in (0, 1], got {target_recall}")
+    results = max(rerank_depth or 4 * k, k) if rerank_vectors is not None else k
+    knob = search_knob(index, results)
+    trials: dict[int, float] = {}
+
+    def recall(value: int | None) -> float:
+        if value is not None:
+            apply_params(index, knob_params(index, knob[0], value))
+        _, rows = search(index, queries, k, rerank_vectors, rerank_depth)
+        r = recall_at_k(rows, exact_rows, k)
+        if value is not None:
+            trials[value] = r
+        return r
+
+    if knob is None:
+        name, params, best = None, {}, recall(None)
+        reached = best >= target_recall
+    else:
+        name, low, high = knob
+        chosen, reached = _smallest_reaching(recall, low, high, target_recall)
+        best, params = trials[chosen], knob_params(index, name, chosen)
+        apply_params(index, params)
+    qps = throughput(index, queries, k, batch_size, rerank_vectors, rerank_depth)
+    return Tuning(params, best, qps, reached, target_recall, name, dict(sorted(trials.items())))
+
+
+def _smallest_reaching(recall, low: int, high: int, target: float) -> tuple[int, bool]:
+    """(value, reached): the smallest value in [low, high] with recall(value) >= target, found by
+    doubling then bisection (recall grows with the value, up to noise); (high, False) if none."""
+    missed, value = low - 1, low
+    while recall(value) < target:
+        if value >= high:
+            return high, False
+        missed, value = value, min(2 * value, high)
+    while value - missed > 1:
+        mid = (missed + value) // 2
+        if recall(mid) >= target:
+            value = mid
+        else:
+            missed = mid
+    return value, True
+
+
+def _top_columns(scores: np.ndarray, k: int) -> np.ndarray:
+    """Column indices of each row's k largest scores, in no particular order."""
+    if scores.shape[1] <= k:
+        return np.broadcast_to(np.arange(scores.shape[1]), scores.shape).copy()
+    return np.argpartition(-scores, k - 1, axis=1)[:, :k]
+
+
+def _pad(scores: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Pad (B, c) results to (B, k) with FAISS's "no result" (row -1, score NO_SCORE)."""
+    short = k - scores.shape[1]
+    if short > 0:
+        scores = np.concatenate([scores, np.full((len(scores), short), NO_SCORE, np.float32)], 1)
+        rows = np.concatenate([rows, np.full((len(rows), short), NO_ROW, np.int64)], 1)
+    return scores.astype(np.float32, copy=False), rows.astype(np.int64, copy=False)
+
+
+def _as_queries(queries: np.ndarray, dim: int) -> np.ndarray:
+    q = np.ascontiguousarray(queries, dtype=np.float32)
+    if q.ndim != 2 or q.shape[1] != dim:
+        raise ValueError(f"queries: expected (B, {dim}), got {tuple(q.shape)}")
+    return q

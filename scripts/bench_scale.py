@@ -1,0 +1,524 @@
+"""Dense index at Wikipedia scale: Flat, HNSW32 over SQ8, and OPQ + IVF-PQ with exact re-ranking.
+
+    .venv/bin/python scripts/bench_scale.py [--sizes 100000,1000000] [--target-recall 0.95] [--json]
+    .venv/bin/python scripts/bench_scale.py --quick --json     # 10k and 20k passages: a smoke test
+
+The paper retrieves from 21M passages: 64.5 GB of float32 768-d vectors, more than a Flat index
+can hold in RAM. For synthetic corpora of each size in --sizes and each index kind this measures
+
+- build_s: train on a sample (train_s), then add the vectors in blocks read from the float16 store
+  (add_s), each phase in a fresh subprocess;
+- peak_rss_mb: the build's peak RSS, the larger of the two phases' (VmHWM: train_peak_rss_mb,
+  add_peak_rss_mb), and what it held beyond the index's own bytes and the interpreter's
+  (rss_beyond_index_mb: the training sample and FAISS's buffers, or the index's vector growth);
+- bytes_per_passage: the written index file over N; the float16 vectors kept beside any dense index
+  (for RAG's q·d scores, and here for re-ranking: 2 x 768 bytes a passage, on disk and memory-mapped)
+  are not counted, but reported as rerank_bytes_per_passage;
+- recall_at_5 vs exact search, after re-ranking where used, on held-out queries, with the search
+  parameter that `lewisrag.index.tuning.tune_search` chose as the smallest reaching --target-recall
+  (target_reached says whether any setting did);
+- qps_b16, qps_b64: queries/s in batches of 16 and 64 with those parameters (re-ranking included);
+- train_rss_mb: peak RSS of a fresh process that opens the index as DenseIndex.load does
+  (IO_FLAG_MMAP | IO_FLAG_READ_ONLY, else a full read), memory-maps the float16 vectors and serves
+  50 batches of 16 questions with their K=5 vector lookups, as a RAG training process does; the
+  same again with IO_FLAG_MMAP_IFC (the flag that maps Flat and HNSW storage in faiss 1.15).
+  train_anon_mb is its private memory at the end (RssAnon): file pages (RssFile) are the page
+  cache, shared by every process on the machine that maps the same file.
+
+Then, from the measured sizes, a fit of build time, bytes and throughput against N and its
+extrapolation to 21M and 100M passages: an extrapolation, marked as such, not a measurement.
+
+The synthetic vectors. Uniform random 768-d vectors are the wrong test: their neighbours are all
+about equally far, so any compressed index scores near 0 recall, while a few well-separated clusters
+make every index score 1. Trained DPR passage vectors sit between: a decaying spectrum (a few
+dozen directions carry most of the variance), topics of very different sizes, and inner products
+over vectors of unequal norms (MIPS, not cosine). So passages are drawn from a mixture of Gaussians:
+- spectrum: the variance along the j-th principal direction is proportional to 1/j (participation
+  ratio about 25 of 768 dimensions), in a random rotation so that it does not line up with PQ's
+  sub-vectors (OPQ's job is to find that rotation, as on real vectors);
+- topics: one component per CLUSTER_SIZE passages on average (the number grows with N, as topics
+  grow with a corpus), with log-normal sizes, so IVF lists are unbalanced as on real text; component
+  means have the spectrum's covariance, passages spread around theirs with WITHIN_SPREAD times it,
+  so the top-5 of a query are topic mates ranked by their own inner structure, not by noise;
+- queries: fresh draws from the same mixture, held out (no planted copy of a passage to find).
+Measured on 300 held-out queries at 20k and 100k passages: OPQ64 IVF-PQ alone finds 0.85 and 0.83
+of the exact top-5 even at full nprobe (re-ranking its top 20 brings that to 1.00), HNSW32,SQ8 finds
+0.95 and 0.91 at efSearch 16, 0.99 at 256: neither trivially 1 nor 0, and harder as N grows.
+Vectors are generated in blocks from per-block seeds and stored as a float16 .npy memory map in a
+temporary folder, so memory stays bounded whatever N is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import faiss
+import numpy as np
+import psutil
+
+from lewisrag.index.tuning import apply_params, exact_top_k, search, throughput, tune_search
+
+DIM = 768
+K = 5  # passages per question, as RAG retrieves
+SPECTRUM_DECAY = 1.0  # variance of the j-th principal direction ~ j^-SPECTRUM_DECAY
+WITHIN_SPREAD = 0.5  # a passage's spread around its topic mean, relative to the topic means' spread
+CLUSTER_SIZE = 256  # passages per topic on average
+BLOCK_ROWS = 32_768  # vectors generated, read and added per block (100 MB of float32 at 768-d); --quick: 2,048
+SERVE_BATCHES, SERVE_BATCH = 50, 16  # the training-process check: 50 batches of 16 questions
+PQ_M = 64  # PQ code bytes a passage: 72 with the 8-byte id (budget 100); the largest power of two within it
+CORPUS_STREAM, QUERY_STREAM, SERVE_STREAM = 0, 1, 2  # random streams: passages, held-out queries, serving
+KINDS = ("flat", "hnsw_sq8", "ivfpq_rerank")
+EXTRAPOLATE_TO = (21_000_000, 100_000_000)
+FLAGS = {"IO_FLAG_MMAP|IO_FLAG_READ_ONLY": faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY,
+         "IO_FLAG_MMAP_IFC|IO_FLAG_READ_ONLY": faiss.IO_FLAG_MMAP_IFC | faiss.IO_FLAG_READ_ONLY}
+
+
+# ---- synthetic corpus -------------------------------------------------------------------------
+
+class Mixture:
+    """The Gaussian mixture of the module docstring for a corpus of `n` passages (seeded)."""
+
+    def __init__(self, n: int, seed: int, dim: int = DIM):
+        rng = np.random.default_rng([seed, n])
+        scale = np.arange(1, dim + 1) ** (-SPECTRUM_DECAY / 2)
+        self.scale = (scale / np.linalg.norm(scale)).astype(np.float32)  # total variance 1
+        self.rotation = np.linalg.qr(rng.standard_normal((dim, dim)))[0].astype(np.float32)
+        topics = max(16, n // CLUSTER_SIZE)
+        sizes = rng.lognormal(0.0, 1.0, topics)
+        self.weights = sizes / sizes.sum()
+        self.means = (rng.standard_normal((topics, dim), dtype=np.float32) * self.scale) @ self.rotation.T
+
+    def draw(self, m: int, rng: np.random.Generator) -> np.ndarray:
+        topic = rng.choice(len(self.means), m, p=self.weights)
+        spread = rng.standard_normal((m, len(self.scale)), dtype=np.float32) * (WITHIN_SPREAD * self.scale)
+        return self.means[topic] + spread @ self.rotation.T
+
+
+def write_corpus(path: Path, n: int, seed: int, block: int = BLOCK_ROWS) -> Mixture:
+    """`n` passage vectors as a float16 .npy, generated block by block, each block from its own seed."""
+    mixture = Mixture(n, seed)
+    out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float16, shape=(n, DIM))
+    for b, start in enumerate(range(0, n, block)):
+        stop = min(start + block, n)
+        out[start:stop] = mixture.draw(stop - start, np.random.default_rng([seed, n, CORPUS_STREAM, b]))
+    out.flush()
+    del out
+    return mixture
+
+
+def read_rows(path: Path, start: int, stop: int, rows: np.ndarray | None = None) -> np.ndarray:
+    """Rows [start, stop) of the .npy at `path` as float32, or only `rows` of them (counted from start).
+
+    The memory map lives for this call only: pages read through a long-lived map stay in the
+    process's RSS, which would charge the whole corpus file to the build being measured."""
+    mm = np.load(path, mmap_mode="r")
+    try:
+        block = mm[start:stop]
+        return np.array(block if rows is None else block[rows], dtype=np.float32)
+    finally:
+        del mm
+
+
+def read_sample(path: Path, rows: np.ndarray, block: int = BLOCK_ROWS) -> np.ndarray:
+    """`rows` of the .npy at `path` (in increasing order) as float32, gathered block by block."""
+    rows = np.sort(rows)
+    n, dim = np.load(path, mmap_mode="r").shape
+    blocks = [read_rows(path, s, s + block, rows[(rows >= s) & (rows < s + block)] - s) for s in range(0, n, block)]
+    return np.concatenate([np.empty((0, dim), np.float32), *blocks])
+
+
+# ---- index kinds ------------------------------------------------------------------------------
+
+def nlist_for(n: int) -> int:
+    """4·sqrt(N) inverted lists (FAISS's guideline: 4 to 16·sqrt(N)): ~250 passages a list at 1M."""
+    return max(1, round(4 * math.sqrt(n)))
+
+
+def factory_for(kind: str, n: int, ivf_quantizer: str) -> str:
+    if kind == "flat":
+        return "Flat"
+    if kind == "hnsw_sq8":
+        return "HNSW32,SQ8"  # IndexHNSWSQ; built with METRIC_INNER_PRODUCT it searches by inner product
+    quantizer = "_HNSW32" if ivf_quantizer == "hnsw" else ""
+    # OPQ rotates (and reduces to 4 dims per sub-quantizer, FAISS's usual OPQ{M}_{4M}) so that PQ's
+    # 64 sub-vectors share the variance the spectrum piles into a few directions
+    return f"OPQ{PQ_M}_{4 * PQ_M},IVF{nlist_for(n)}{quantizer},PQ{PQ_M}"
+
+
+def code_bytes(kind: str) -> int:
+    """Bytes a passage adds to the index: Flat's float32 vector; SQ8's byte a dimension and HNSW32's
+    64 level-0 links of 4 bytes (upper levels add ~1/32 of that); PQ_M code bytes and an 8-byte id."""
+    return {"flat": 4 * DIM, "hnsw_sq8": DIM + 2 * 32 * 4, "ivfpq_rerank": PQ_M + 8}[kind]
+
+
+def train_size(kind: str, n: int) -> int:
+    """Vectors to train on: 64 per inverted list for IVF (FAISS warns below 39), 65,536 for SQ8's
+    ranges (PQ and OPQ subsample to 65,536 themselves)."""
+    if kind == "flat":
+        return 0
+    return min(n, max(65_536, 64 * nlist_for(n)) if kind == "ivfpq_rerank" else 65_536)
+
+
+def configure(index, opq_iters: int) -> None:
+    """Training settings the factory string cannot say."""
+    with_pretransform = faiss.downcast_index(index)
+    if isinstance(with_pretransform, faiss.IndexPreTransform):
+        opq = faiss.downcast_VectorTransform(with_pretransform.chain.at(0))
+        if isinstance(opq, faiss.OPQMatrix):
+            opq.niter = opq_iters
+    try:
+        ivf = faiss.downcast_index(faiss.extract_index_ivf(index))
+    except RuntimeError:
+        return
+    if isinstance(ivf, faiss.IndexIVFPQ):
+        # index_factory turns on polysemous training for IVF-PQ: it re-orders PQ centroids for a
+        # Hamming-distance filter (the `ht` parameter) this search never uses, and took 95% of the
+        # training time at PQ64 (~100 s of ~105 s on 20k vectors, faiss 1.15)
+        ivf.do_polysemous_training = False
+
+
+# ---- workers: one fresh process per build, measurement and training-process check -------------
+
+def rss_status() -> dict[str, float]:
+    """This process's RssAnon, RssFile and VmHWM (peak RSS) in MB, from /proc/self/status."""
+    fields = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            name, _, value = line.partition(":")
+            if name in ("RssAnon", "RssFile", "VmHWM"):
+                fields[name] = int(value.split()[0]) / 1024
+    return fields
+
+
+def peak_rss_mb() -> float:
+    """This process's peak RSS. Not ru_maxrss: Linux carries it over fork and exec, so a fresh
+    subprocess of a parent holding 300 MB reports at least 300 MB (VmHWM starts anew at exec)."""
+    return rss_status()["VmHWM"]
+
+
+def worker_train(spec: dict) -> dict:
+    """Train the index on a sample drawn from the vectors and write it, still empty."""
+    path, n = Path(spec["vectors"]), spec["n"]
+    start = time.perf_counter()
+    index = faiss.index_factory(DIM, spec["factory"], faiss.METRIC_INNER_PRODUCT)
+    configure(index, spec["opq_iters"])
+    if not index.is_trained:
+        rows = np.random.default_rng(spec["seed"]).choice(n, spec["train_sample"], replace=False)
+        index.train(read_sample(path, rows, spec["block_rows"]))
+    train_s = time.perf_counter() - start if spec["train_sample"] else 0.0
+    faiss.write_index(index, spec["out"])
+    return {"train_s": train_s, "train_peak_rss_mb": peak_rss_mb()}
+
+
+def worker_add(spec: dict) -> dict:
+    """Read the trained index, add every vector in blocks from the float16 store, write it.
+
+    A process of its own, apart from training: what malloc keeps of training's buffers would
+    otherwise count as memory the adding needs, and training grows with the sample, adding with N."""
+    path, n = Path(spec["vectors"]), spec["n"]
+    base = psutil.Process().memory_info().rss / 2**20
+    start = time.perf_counter()
+    index = faiss.read_index(spec["trained"])
+    for s in range(0, n, spec["block_rows"]):
+        index.add(read_rows(path, s, s + spec["block_rows"]))
+    add_s = time.perf_counter() - start
+    faiss.write_index(index, spec["out"])
+    index_mb = os.path.getsize(spec["out"]) / 2**20
+    return {"add_s": add_s, "add_peak_rss_mb": peak_rss_mb(), "base_rss_mb": base, "index_mb": index_mb,
+            "bytes_per_passage": os.path.getsize(spec["out"]) / n}
+
+
+def build(spec: dict) -> dict:
+    """Train, then add, each in a fresh process; the build's time and peak RSS are the two phases'."""
+    trained = run_worker("train", {**spec, "out": spec["out"] + ".trained"})
+    added = run_worker("add", {**spec, "trained": spec["out"] + ".trained"})
+    os.remove(spec["out"] + ".trained")
+    peak = max(trained["train_peak_rss_mb"], added["add_peak_rss_mb"])
+    return {"build_s": trained["train_s"] + added["add_s"], **trained, **added, "peak_rss_mb": peak,
+            "rss_beyond_index_mb": peak - added["base_rss_mb"] - added["index_mb"],
+            "add_beyond_index_mb": added["add_peak_rss_mb"] - added["base_rss_mb"] - added["index_mb"],
+            "train_sample_mb": spec["train_sample"] * DIM * 4 / 2**20}
+
+
+def worker_measure(spec: dict) -> dict:
+    index = faiss.read_index(spec["index"])
+    vectors = np.load(spec["vectors"], mmap_mode="r")
+    queries, exact = np.load(spec["queries"]), np.load(spec["exact"])
+    rerank = {"rerank_vectors": vectors, "rerank_depth": spec["rerank_depth"]} if spec["rerank_depth"] else {}
+    tuned = tune_search(index, queries, exact, K, spec["target_recall"], **rerank)
+    return {"recall_at_5": tuned.recall, "target_reached": tuned.reached, "search_params": tuned.params,
+            "tuning_trials": {str(v): round(r, 4) for v, r in tuned.trials.items()},
+            "qps_b16": throughput(index, queries, K, 16, **rerank), "qps_b64": throughput(index, queries, K, 64, **rerank),
+            "threads": faiss.omp_get_max_threads()}
+
+
+def worker_serve(spec: dict) -> dict:
+    """A training process's view: open the index, map the vectors, serve 50 batches of 16."""
+    before = rss_status()
+    try:
+        index, opened = faiss.read_index(spec["index"], FLAGS[spec["flags"]]), spec["flags"]
+    except RuntimeError:  # this index type cannot be memory-mapped: read it whole
+        index, opened = faiss.read_index(spec["index"]), "full read"
+    index_anon_mb = rss_status()["RssAnon"] - before["RssAnon"]
+    vectors = np.load(spec["vectors"], mmap_mode="r")
+    queries = np.load(spec["serve_queries"])
+    apply_params(index, spec["params"])
+    start = time.perf_counter()
+    for b in range(SERVE_BATCHES):
+        q = queries[b * SERVE_BATCH : (b + 1) * SERVE_BATCH]
+        _, rows = search(index, q, K, vectors if spec["rerank_depth"] else None, spec["rerank_depth"])
+        docs = np.asarray(vectors[np.clip(rows.reshape(-1), 0, None)], dtype=np.float32)  # as DenseIndex.vectors
+        assert docs.shape == (len(q) * K, DIM)
+    serve_s = time.perf_counter() - start
+    after = rss_status()
+    index_mb = os.path.getsize(spec["index"]) / 2**20
+    fixed_mb = index_mb - spec["codes_mb"]  # centroids, OPQ matrix, SQ ranges: read into RAM in any case
+    return {"rss_mb": peak_rss_mb(), "anon_mb": after["RssAnon"], "file_mb": after["RssFile"], "opened": opened,
+            "index_anon_mb": index_anon_mb, "index_mapped": index_anon_mb < fixed_mb + 0.5 * spec["codes_mb"],
+            "batch_ms": 1000 * serve_s / SERVE_BATCHES}
+
+
+WORKERS = {"train": worker_train, "add": worker_add, "measure": worker_measure, "serve": worker_serve}
+
+
+def run_worker(role: str, spec: dict) -> dict:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", role, "--spec", json.dumps(spec)]
+    r = subprocess.run(cmd, check=False, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"{role} worker failed ({r.returncode}):\n{r.stderr[-3000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+# ---- one corpus size ----------------------------------------------------------------------------
+
+def bench_size(n: int, args, workdir: Path):
+    """Generate the corpus of `n` passages, then build and measure each index kind on it."""
+    vectors = workdir / f"vectors_{n}.npy"
+    t = time.perf_counter()
+    mixture = write_corpus(vectors, n, args.seed, args.block_rows)
+    queries = mixture.draw(args.queries, np.random.default_rng([args.seed, n, QUERY_STREAM]))
+    serve_queries = mixture.draw(SERVE_BATCHES * SERVE_BATCH, np.random.default_rng([args.seed, n, SERVE_STREAM]))
+    np.save(workdir / "queries.npy", queries)
+    np.save(workdir / "serve_queries.npy", serve_queries)
+    np.save(workdir / "exact.npy", exact_top_k(np.load(vectors, mmap_mode="r"), queries, K)[1])
+    gen_s = time.perf_counter() - t
+    for kind in args.kinds:
+        factory = factory_for(kind, n, args.ivf_quantizer)
+        depth = args.rerank_depth if kind == "ivfpq_rerank" else None
+        index_path = str(workdir / f"{kind}_{n}.faiss")
+        built = build({"vectors": str(vectors), "n": n, "factory": factory, "out": index_path,
+                       "train_sample": train_size(kind, n), "seed": args.seed, "opq_iters": args.opq_iters,
+                       "block_rows": args.block_rows})
+        measured = run_worker("measure", {"index": index_path, "vectors": str(vectors), "rerank_depth": depth,
+                                          "queries": str(workdir / "queries.npy"), "exact": str(workdir / "exact.npy"),
+                                          "target_recall": args.target_recall})
+        serve = {flags: run_worker("serve", {"index": index_path, "vectors": str(vectors), "flags": flags,
+                                             "serve_queries": str(workdir / "serve_queries.npy"),
+                                             "params": measured["search_params"], "rerank_depth": depth,
+                                             "codes_mb": n * code_bytes(kind) / 2**20})
+                 for flags in FLAGS}
+        dense_way, ifc = serve["IO_FLAG_MMAP|IO_FLAG_READ_ONLY"], serve["IO_FLAG_MMAP_IFC|IO_FLAG_READ_ONLY"]
+        yield {"n": n, "index": factory, "kind": kind, **built, **measured,
+               "code_bytes_per_passage": code_bytes(kind), "target_recall": args.target_recall, "rerank_depth": depth, "rerank_bytes_per_passage": 2 * DIM,
+               "train_sample": train_size(kind, n), "queries": args.queries, "gen_s": gen_s,
+               "train_rss_mb": dense_way["rss_mb"], "train_anon_mb": dense_way["anon_mb"],
+               "train_file_mb": dense_way["file_mb"], "train_open": dense_way["opened"],
+               "train_index_mapped": dense_way["index_mapped"], "train_index_anon_mb": dense_way["index_anon_mb"],
+               "train_batch_ms": dense_way["batch_ms"], "train_index_anon_mb_mmap_ifc": ifc["index_anon_mb"],
+               "train_rss_mb_mmap_ifc": ifc["rss_mb"], "train_anon_mb_mmap_ifc": ifc["anon_mb"],
+               "train_open_mmap_ifc": ifc["opened"], "train_index_mapped_mmap_ifc": ifc["index_mapped"]}
+        os.remove(index_path)
+    os.remove(vectors)
+
+
+# ---- output -------------------------------------------------------------------------------------
+
+def print_table(rows: list[dict], out) -> None:
+    print("| N | index | build s | peak RSS MB (beyond index) | bytes/passage | search params | recall@5 "
+          "| qps b16 | qps b64 | train RSS MB (private) | same, MMAP_IFC |", file=out)
+    print("|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---:|", file=out)
+    for r in rows:
+        params = ", ".join(f"{k}={v}" for k, v in r["search_params"].items()) or "-"
+        if r["rerank_depth"]:
+            params += f"; re-rank top {r['rerank_depth']}"
+        recall = f"{r['recall_at_5']:.3f}" + ("" if r["target_reached"] else f" (target {r['target_recall']} MISSED)")
+        print(f"| {r['n']:,} | {r['index']} | {r['build_s']:.1f} | {r['peak_rss_mb']:,.0f} ({r['rss_beyond_index_mb']:,.0f}) "
+              f"| {r['bytes_per_passage']:.0f} | {params} | {recall} | {r['qps_b16']:,.0f} | {r['qps_b64']:,.0f} "
+              f"| {r['train_rss_mb']:,.0f} ({r['train_anon_mb']:,.0f}) | {r['train_rss_mb_mmap_ifc']:,.0f} "
+              f"({r['train_anon_mb_mmap_ifc']:,.0f}) |", file=out)
+
+
+def power_fit(ns: list[int], ys: list[float]) -> tuple[float, float]:
+    """(a, b) of y = a·N^b by least squares in log-log space; (mean, 0) if N never varies.
+
+    >>> a, b = power_fit([10, 100, 1000], [20, 200, 2000]); round(a, 6), round(b, 6)
+    (2.0, 1.0)
+    """
+    if len(set(ns)) < 2:
+        return float(np.mean(ys)), 0.0
+    b, log_a = np.polyfit(np.log(ns), np.log(ys), 1)
+    return float(np.exp(log_a)), float(b)
+
+
+def linear_fit(ns: list[int], ys: list[float]) -> tuple[float, float]:
+    """(fixed, per_item) of y = fixed + per_item·N by least squares; (mean, 0) if N never varies.
+
+    >>> linear_fit([0, 0], [3.0, 5.0]), [round(v, 6) for v in linear_fit([1, 3], [10.0, 14.0])]
+    ((4.0, 0.0), [8.0, 2.0])
+    """
+    if len(set(ns)) < 2:
+        return float(np.mean(ys)), 0.0
+    per, fixed = np.polyfit(np.asarray(ns, float), np.asarray(ys, float), 1)
+    return float(fixed), float(per)
+
+
+POWER_LAW = ("add_s", "qps_b16", "qps_b64")  # grow (or shrink) as a·N^b
+LINEAR = ("bytes", "add_peak_rss_mb", "train_rss_mb", "train_anon_mb")  # fixed + per-passage·N
+
+
+def extrapolate(group: list[dict], n: int) -> dict[str, float]:
+    """The quantities of one index kind at `n` passages, from fits through `group`'s measured sizes.
+
+    Adding time and throughput as power laws in N; bytes and memory as a fixed part plus a part
+    per passage, which is how an index and the processes holding it grow. Training depends on the
+    training sample, not on N, and the sample's size at `n` is known (`train_size`: capped for
+    SQ8, growing as sqrt(N) for IVF, so a curve in N through it would mislead): training time is
+    a power law and training RSS a straight line in the sample size. The build's time is the sum
+    of the phases, its peak RSS the larger.
+
+    >>> rows = [{"n": n, "kind": "hnsw_sq8", "train_sample": min(n, 65_536), "train_s": min(n, 65_536) / 1e3,
+    ...          "add_s": n / 1e4, "qps_b16": 1e8 / n, "qps_b64": 2e8 / n, "bytes_per_passage": 72 + 1e6 / n,
+    ...          "train_peak_rss_mb": 100 + min(n, 65_536) / 1e3, "add_peak_rss_mb": 100 + n / 1e3,
+    ...          "train_rss_mb": 50.0, "train_anon_mb": 40.0} for n in (10_000, 100_000)]
+    >>> {k: round(v, 1) for k, v in extrapolate(rows, 1_000_000).items()}  # doctest: +NORMALIZE_WHITESPACE
+    {'add_s': 100.0, 'qps_b16': 100.0, 'qps_b64': 200.0, 'bytes': 73000000.0, 'add_peak_rss_mb': 1100.0,
+     'train_rss_mb': 50.0, 'train_anon_mb': 40.0, 'train_s': 65.5, 'train_peak_rss_mb': 165.5, 'peak_rss_mb': 1100.0,
+     'build_s': 165.5}
+    """
+    ns = [r["n"] for r in group]
+    out = {}
+    for name in POWER_LAW:
+        a, b = power_fit(ns, [max(r[name], 1e-9) for r in group])
+        out[name] = a * n**b
+    for name in LINEAR:
+        ys = [r["bytes_per_passage"] * r["n"] for r in group] if name == "bytes" else [r[name] for r in group]
+        fixed, per = linear_fit(ns, ys)
+        out[name] = fixed + per * n
+    samples, sample_at_n = [r["train_sample"] for r in group], train_size(group[0]["kind"], n)
+    if sample_at_n:
+        a, b = power_fit(samples, [max(r["train_s"], 1e-9) for r in group])
+        out["train_s"] = a * sample_at_n**b
+    else:  # nothing to train (Flat)
+        out["train_s"] = 0.0
+    fixed, per_row = linear_fit(samples, [r["train_peak_rss_mb"] for r in group])
+    out["train_peak_rss_mb"] = fixed + per_row * sample_at_n
+    out["peak_rss_mb"] = max(out["train_peak_rss_mb"], out["add_peak_rss_mb"])
+    out["build_s"] = out["train_s"] + out["add_s"]
+    return out
+
+
+def human(name: str, value: float) -> str:
+    """A quantity in the unit a reader wants: hours for long builds, GB for large memory.
+
+    >>> human("build_s", 7200), human("peak_rss_mb", 2048), human("bytes", 1.5e9), human("qps_b16", 12.345)
+    ('2.0 h', '2.0 GB', '1.5 GB', '12.3')
+    """
+    if name.endswith("_s"):
+        return f"{value / 3600:,.1f} h" if value >= 3600 else f"{value / 60:,.1f} min" if value >= 60 else f"{value:,.1f} s"
+    if name.endswith("_mb"):
+        return f"{value / 1024:,.1f} GB" if value >= 1024 else f"{value:,.0f} MB"
+    if name == "bytes":
+        return f"{value / 1e9:,.1f} GB"
+    return f"{value:,.3g}" if value < 100 else f"{value:,.0f}"
+
+
+def print_extrapolation(rows: list[dict], out) -> None:
+    by_kind: dict[str, list[dict]] = {}
+    for r in rows:
+        by_kind.setdefault(r["kind"], []).append(r)
+    print("\nEXTRAPOLATION, not a measurement: fits through the measured sizes, evaluated at "
+          + " and ".join(f"{n:,}" for n in EXTRAPOLATE_TO) + " passages.", file=out)
+    print("Adding time and qps as power laws a·N^b, index bytes and RSS as fixed + per-passage·N; training time and "
+          "RSS against the training sample's size (known at N: capped for SQ8, growing as sqrt(N) for IVF), as a power "
+          "law and a line. The build's peak RSS is the larger phase's. Through two sizes a fit passes through both points "
+          "and nothing checks its form; recall is not extrapolated (the tuned parameters above grow with N to hold "
+          "it). RSS counts file pages a process touched, shared with every process mapping the same file; "
+          "train_anon_mb is what each training process adds of its own.", file=out)
+    names = ("build_s", "train_s", "add_s", "bytes", "peak_rss_mb", "train_peak_rss_mb", "add_peak_rss_mb", "qps_b16",
+             "qps_b64", "train_rss_mb", "train_anon_mb")
+    print("| index kind | at N | measured N | " + " | ".join(names) + " |", file=out)
+    print("|---|---:|---|" + "---:|" * len(names), file=out)
+    for kind, group in by_kind.items():
+        sizes = sorted({r["n"] for r in group})
+        if len(sizes) < 2:
+            print(f"| {kind} | - | {sizes[0]:,} only: no fit |" + " |" * len(names), file=out)
+            continue
+        for n in EXTRAPOLATE_TO:
+            at = extrapolate(group, n)
+            print(f"| {kind} | {n / 1e6:g}M | {', '.join(f'{s:,}' for s in sizes)} | "
+                  + " | ".join(human(name, at[name]) for name in names) + " |", file=out)
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="100000,1000000", help="corpus sizes, comma-separated")
+    ap.add_argument("--kinds", default=",".join(KINDS), help=f"index kinds among {', '.join(KINDS)}")
+    ap.add_argument("--target-recall", type=float, default=0.95, help="recall@5 vs exact that tuning must reach")
+    ap.add_argument("--queries", type=int, default=500, help="held-out queries for tuning and recall")
+    ap.add_argument("--rerank-depth", type=int, default=4 * K, help="IVF-PQ candidates re-ranked exactly (4 x K)")
+    ap.add_argument("--opq-iters", type=int, default=50, help="OPQ training iterations (FAISS's default: 50)")
+    ap.add_argument("--ivf-quantizer", choices=("flat", "hnsw"), default="flat",
+                    help="IVF coarse quantizer: flat, or HNSW32 (for nlist in the tens of thousands)")
+    ap.add_argument("--block-rows", type=int, default=BLOCK_ROWS, help="vectors generated, read and added at a time")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--workdir", default=None, help="where the temporary folder goes (the float16 vectors: 1.5 GB at 1M)")
+    ap.add_argument("--quick", action="store_true",
+                    help="10k and 20k passages, 100 queries, 4 OPQ iterations, blocks of 2,048: a smoke test")
+    ap.add_argument("--json", action="store_true", help="one JSON object per line per (size, index kind)")
+    ap.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
+    ap.add_argument("--spec", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.quick:
+        # blocks smaller than the corpora, so that the adding phase's memory is the index's, as at scale
+        args.sizes, args.queries, args.opq_iters, args.block_rows = "10000,20000", 100, 4, 2048
+    args.sizes = [int(s) for s in args.sizes.split(",")]
+    args.kinds = [k for k in args.kinds.split(",") if k]
+    unknown = set(args.kinds) - set(KINDS)
+    if unknown:
+        ap.error(f"unknown index kinds {sorted(unknown)}; known: {', '.join(KINDS)}")
+    return args
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    # FAISS takes BLAS for exact inner products only from 128,000 queries per call; batches of 16 or
+    # 64 would run a slower loop (lewisrag.index.dense.use_blas_for_small_batches sets the same)
+    faiss.cvar.distance_compute_blas_threshold = 8
+    if args.worker:
+        print(json.dumps(WORKERS[args.worker](json.loads(args.spec))))
+        return
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench_scale_", dir=args.workdir) as d:
+        for n in args.sizes:
+            for row in bench_size(n, args, Path(d)):
+                rows.append(row)
+                if args.json:
+                    print(json.dumps(row), flush=True)
+    report = sys.stderr if args.json else sys.stdout
+    if not args.json:
+        print(f"{DIM}-d synthetic passages (see the docstring), top-{K}, target recall@{K} {args.target_recall}, "
+              f"{args.queries} held-out queries, {faiss.omp_get_max_threads()} threads")
+        print_table(rows, report)
+    print_extrapolation(rows, report)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,241 @@
+"""Search-parameter tuning against exact search, exact re-ranking, and scripts/bench_scale.py end to end."""
+
+from __future__ import annotations
+
+import doctest
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import faiss
+import numpy as np
+import pytest
+
+from lewisrag.index.dense import build_faiss
+from lewisrag.index.tuning import (
+    NO_ROW,
+    NO_SCORE,
+    QUANTIZER_EF_MIN,
+    apply_params,
+    exact_top_k,
+    knob_params,
+    recall_at_k,
+    rerank,
+    search,
+    tune_search,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+K = 5
+
+
+def clustered(n: int, d: int = 32, clusters: int = 40, queries: int = 200, seed: int = 0):
+    """Clustered vectors with a decaying spectrum, and held-out queries from the same clusters."""
+    rng = np.random.default_rng(seed)
+    scale = np.arange(1, d + 1) ** -0.5
+    centers = rng.standard_normal((clusters, d)) * scale
+
+    def draw(m: int) -> np.ndarray:
+        return (centers[rng.integers(0, clusters, m)] + 0.5 * rng.standard_normal((m, d)) * scale).astype(np.float32)
+
+    return draw(n), draw(queries)
+
+
+@pytest.fixture(scope="module")
+def data():
+    x, q = clustered(4000)
+    return x, q, exact_top_k(x, q, K)[1]
+
+
+def pq_index(x: np.ndarray, factory: str):
+    """A trained and filled PQ index, without the polysemous training index_factory turns on (a
+    Hamming filter these searches do not use, which takes most of the training time)."""
+    index = faiss.index_factory(x.shape[1], factory, faiss.METRIC_INNER_PRODUCT)
+    try:
+        faiss.downcast_index(faiss.extract_index_ivf(index)).do_polysemous_training = False
+    except RuntimeError:  # not IVF: a plain IndexPQ
+        faiss.downcast_index(index).do_polysemous_training = False
+    index.train(x)
+    index.add(x)
+    return index
+
+
+def recall_with(index, params: dict, q, exact, **rerank_args) -> float:
+    apply_params(index, params)
+    return recall_at_k(search(index, q, K, **rerank_args)[1], exact, K)
+
+
+def test_exact_top_k_is_the_full_sort_in_any_block_size():
+    x, q = clustered(1000, queries=30)
+    full = np.argsort(-(q @ x.T), axis=1, kind="stable")[:, :K]
+    for block in (7, 1000, 1 << 24):  # rows per block: a few, exactly N, all at once
+        scores, rows = exact_top_k(x, q, K, block_scores=block * len(q))
+        assert np.array_equal(rows, full)
+        assert np.allclose(scores, np.take_along_axis(q @ x.T, full, 1), rtol=1e-5)
+        assert np.all(np.diff(scores, axis=1) <= 0)
+
+
+def test_exact_top_k_pads_like_faiss_when_the_corpus_is_smaller_than_k():
+    x, q = clustered(3, queries=2)
+    scores, rows = exact_top_k(x, q, K)
+    flat_scores, flat_rows = build_faiss(x, "Flat").search(q, K)
+    assert np.array_equal(rows, flat_rows) and rows[0, 3] == NO_ROW
+    assert np.array_equal(scores[:, 3:], flat_scores[:, 3:]) and scores[0, 4] == NO_SCORE
+
+
+def test_recall_at_k_counts_overlap_of_the_first_k():
+    exact = np.array([[1, 2, 3, 4], [5, 6, 7, 8]])
+    assert recall_at_k(exact, exact, 4) == 1.0
+    assert recall_at_k(np.array([[4, 3, 9, 9], [8, -1, -1, -1]]), exact, 4) == pytest.approx((2 / 4 + 1 / 4) / 2)
+    assert recall_at_k(np.array([[1, 1, 1, 1], [5, 5, 5, 5]]), exact, 4) == 0.25  # a repeated row counts once
+    assert recall_at_k(np.array([[9, 1, 2, 3], [5, 6, 9, 9]]), exact, 1) == 0.5  # only the first k found count
+    assert recall_at_k(np.array([[2, -1]]), np.array([[2, -1]]), 2) == 1.0  # exact list shorter than k
+
+
+def test_ivf_tuning_picks_the_smallest_nprobe_reaching_the_target(data):
+    x, q, exact = data
+    index = build_faiss(x, "IVF64,Flat")
+    t = tune_search(index, q, exact, K, 0.9)
+    nprobe = t.params["nprobe"]
+    assert t.knob == "nprobe" and t.reached and t.recall >= 0.9 and t.qps > 0
+    assert 1 < nprobe < 64
+    assert recall_with(index, {"nprobe": nprobe}, q, exact) == t.recall >= 0.9  # measured again: the same
+    assert recall_with(index, {"nprobe": nprobe - 1}, q, exact) < 0.9  # one lower misses
+    assert t.trials[nprobe - 1] < 0.9 <= t.trials[nprobe]
+
+
+def test_hnsw_tuning_picks_the_smallest_ef_search_reaching_the_target(data):
+    x, q, exact = data
+    index = build_faiss(x, "HNSW16")  # a sparse graph: efSearch matters (recall 0.89 at efSearch 5)
+    t = tune_search(index, q, exact, K, 0.95)
+    ef = t.params["efSearch"]
+    assert t.knob == "efSearch" and t.reached and ef > K  # efSearch below K searches as K does
+    assert recall_with(index, {"efSearch": ef}, q, exact) >= 0.95
+    assert recall_with(index, {"efSearch": ef - 1}, q, exact) < 0.95
+
+
+def test_ivf_with_an_hnsw_quantizer_tunes_nprobe_and_keeps_enough_centroid_candidates(data):
+    x, q, exact = data
+    index = build_faiss(x, "IVF64_HNSW32,Flat")
+    t = tune_search(index, q, exact, K, 0.9)
+    nprobe = t.params["nprobe"]
+    assert t.reached and t.params["quantizer_efSearch"] == max(QUANTIZER_EF_MIN, 2 * nprobe)
+    quantizer = faiss.downcast_index(faiss.extract_index_ivf(index).quantizer)
+    assert quantizer.hnsw.efSearch == t.params["quantizer_efSearch"]  # the index is left set to the choice
+    assert recall_with(index, {"nprobe": nprobe - 1, "quantizer_efSearch": max(QUANTIZER_EF_MIN, 2 * nprobe - 2)},
+                       q, exact) < 0.9
+
+
+def test_an_hnsw_quantizer_keeps_twice_nprobe_candidates():
+    index = faiss.index_factory(8, "IVF256_HNSW32,Flat")
+    assert knob_params(index, "nprobe", 100) == {"nprobe": 100, "quantizer_efSearch": 200}
+    assert knob_params(index, "nprobe", 3) == {"nprobe": 3, "quantizer_efSearch": QUANTIZER_EF_MIN}
+    assert knob_params(faiss.index_factory(8, "IVF256,Flat"), "nprobe", 100) == {"nprobe": 100}
+
+
+def test_flat_has_nothing_to_tune(data):
+    x, q, exact = data
+    t = tune_search(build_faiss(x, "Flat"), q, exact, K, 0.99)
+    assert (t.knob, t.params, t.recall, t.reached, t.trials) == (None, {}, 1.0, True, {})
+
+
+def test_an_index_that_cannot_reach_the_target_says_so(data):
+    x, q, exact = data
+    index = pq_index(x, "IVF16,PQ2")  # 2 bytes a vector: coarse whatever the search
+    t = tune_search(index, q, exact, K, 0.95)
+    assert not t.reached and t.recall < 0.95
+    assert t.params == {"nprobe": 16} and max(t.trials.values()) < 0.95  # the largest setting, tried and missed
+    pq_only = tune_search(pq_index(x, "PQ2"), q, exact, K, 0.95)
+    assert (pq_only.knob, pq_only.reached) == (None, False) and pq_only.recall < 0.95
+
+
+def test_reranking_lets_a_compressed_index_reach_a_target_it_misses_alone(data, tmp_path):
+    x, q, _ = data
+    np.save(tmp_path / "x.npy", x.astype(np.float16))
+    vectors = np.load(tmp_path / "x.npy", mmap_mode="r")
+    exact = exact_top_k(vectors, q, K)[1]  # the ground truth is the stored float16 vectors
+    index = pq_index(x, "IVF16,PQ4")
+    alone = tune_search(index, q, exact, K, 0.95)
+    reranked = tune_search(index, q, exact, K, 0.95, rerank_vectors=vectors, rerank_depth=100)
+    assert not alone.reached and reranked.reached and reranked.recall >= 0.95
+    assert reranked.params["nprobe"] < 16
+
+
+def test_rerank_recovers_exact_order_from_a_shuffled_superset(data, tmp_path):
+    x, q, _ = data
+    np.save(tmp_path / "x.npy", x.astype(np.float16))
+    vectors = np.load(tmp_path / "x.npy", mmap_mode="r")
+    exact_s, exact_r = exact_top_k(vectors, q, K)
+    superset = exact_top_k(vectors, q, 40)[1]
+    rng = np.random.default_rng(1)
+    shuffled = rng.permuted(np.concatenate([superset, superset[:, :3], np.full((len(q), 4), NO_ROW)], 1), axis=1)
+    scores, rows = rerank(q, shuffled, vectors, K)
+    assert rows.dtype == np.int64 and scores.dtype == np.float32 and rows.shape == scores.shape == (len(q), K)
+    assert np.array_equal(rows, exact_r)
+    assert np.allclose(scores, exact_s, rtol=1e-5)
+
+
+def test_rerank_leaves_out_missing_rows_and_pads_short_lists(tmp_path):
+    x = np.array([[1, 0], [0, 1], [2, 2], [-3, 0]], dtype=np.float16)
+    q = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], dtype=np.float32)
+    cand = np.array([[3, -1, 0, 0], [-1, -1, -1, -1], [1, 2, -1, 3]])
+    scores, rows = rerank(q, cand, x, 3)
+    assert rows.tolist() == [[0, 3, -1], [-1, -1, -1], [2, 1, 3]]
+    assert scores.tolist() == [[1.0, -3.0, NO_SCORE], [NO_SCORE] * 3, [4.0, 1.0, -3.0]]
+    assert rerank(q, cand[:, :1], x, 2)[1].tolist() == [[3, -1], [-1, -1], [1, -1]]
+
+
+def test_rerank_of_float16_vectors_scores_in_float32():
+    big = np.full((2, 1024), 60.0, dtype=np.float16)  # 60 x 60 x 1024 overflows float16 (max 65504)
+    scores, rows = rerank(np.full((1, 1024), 60.0), np.array([[1, 0]]), big, 1)
+    assert rows.tolist() == [[0]] and scores[0, 0] == pytest.approx(60 * 60 * 1024)
+
+
+def test_bench_scale_quick_runs_every_index_kind():
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_scale.py"), "--quick", "--json"],
+                       check=False, capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+    assert [(row["n"], row["kind"]) for row in rows] == [(n, kind) for n in (10_000, 20_000)
+                                                         for kind in ("flat", "hnsw_sq8", "ivfpq_rerank")]
+    for row in rows:
+        assert {"n", "index", "build_s", "peak_rss_mb", "bytes_per_passage", "qps_b16", "qps_b64", "recall_at_5",
+                "train_rss_mb"} <= set(row)
+        assert 0 <= row["recall_at_5"] <= 1 and row["build_s"] > 0 and row["qps_b16"] > 0 and row["qps_b64"] > 0
+        assert row["peak_rss_mb"] > row["base_rss_mb"] + row["index_mb"] and row["train_rss_mb"] > row["train_anon_mb"] > 0
+        assert row["peak_rss_mb"] < 2000  # VmHWM of the build alone, not the parent's RSS carried into it
+        assert row["recall_at_5"] >= row["target_recall"] or not row["target_reached"]
+    for n in (10_000, 20_000):
+        flat, hnsw, ivfpq = (row for row in rows if row["n"] == n)
+        assert flat["recall_at_5"] == 1.0 and flat["bytes_per_passage"] == pytest.approx(768 * 4, rel=0.01)
+        assert not flat["train_index_mapped"] and flat["train_index_mapped_mmap_ifc"]  # faiss 1.15: only IFC maps Flat
+        assert hnsw["bytes_per_passage"] < flat["bytes_per_passage"] / 2  # 768 bytes of SQ8 code + the graph
+        # 72 bytes of code and id, plus (at 10k to 20k) 80 to 150 more of centroids and OPQ matrix that N amortizes
+        assert 72 < ivfpq["bytes_per_passage"] < 250 and ivfpq["code_bytes_per_passage"] == 72
+        assert ivfpq["rerank_depth"] == 20 and ivfpq["index"] == f"OPQ64_256,IVF{round(4 * n ** 0.5)},PQ64"
+        assert ivfpq["target_reached"] and ivfpq["train_index_mapped"]
+    assert "EXTRAPOLATION" in r.stderr and "| ivfpq_rerank | 21M |" in r.stderr
+
+
+def _bench_scale():
+    spec = importlib.util.spec_from_file_location("bench_scale", ROOT / "scripts" / "bench_scale.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_scale_reads_the_training_sample_it_drew_across_blocks(tmp_path):
+    bench = _bench_scale()
+    x = np.random.default_rng(0).standard_normal((30, 4)).astype(np.float16)
+    np.save(tmp_path / "x.npy", x)
+    rows = np.array([29, 3, 7, 8, 14, 0])
+    assert np.array_equal(bench.read_sample(tmp_path / "x.npy", rows, block=7), x[np.sort(rows)].astype(np.float32))
+    assert np.array_equal(bench.read_rows(tmp_path / "x.npy", 28, 35), x[28:].astype(np.float32))
+
+
+def test_bench_scale_docstring_examples():
+    assert doctest.testmod(_bench_scale(), optionflags=doctest.ELLIPSIS).failed == 0
