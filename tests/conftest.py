@@ -80,3 +80,18 @@ def run_main(monkeypatch, capsys, *args) -> tuple[int, str, str]:
         main()
     captured = capsys.readouterr()
     return exit_info.value.code or 0, captured.out, captured.err
+
+
+class Counting:
+    """A judge that records each call (one call = one batch) and answers by a rule (a verdict or a bool)."""
+
+    name, fingerprint = "counting", "0" * 64
+
+    def __init__(self, rule):
+        self.rule, self.calls = rule, []
+
+    def judge(self, pairs):
+        from lewisrag.eval.judges import Verdict
+
+        self.calls.append(list(pairs))
+        return [v if isinstance(v, Verdict) else Verdict(v) for v in (self.rule(p, h) for p, h in pairs)]

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import Counting
 from lewisrag.eval.claims import (
     METRICS,
     ClaimLabels,
@@ -21,19 +22,6 @@ from lewisrag.eval.judges import FunctionJudge, Verdict
 
 NAN = float("nan")
 SUBSTRING = FunctionJudge(lambda premise, hypothesis: hypothesis in premise)
-
-
-class Counting:
-    """A judge that records each call (one call = one batch) and answers by a rule."""
-
-    name, fingerprint = "counting", "0" * 64
-
-    def __init__(self, rule):
-        self.rule, self.calls = rule, []
-
-    def judge(self, pairs):
-        self.calls.append(list(pairs))
-        return [v if isinstance(v, Verdict) else Verdict(v) for v in (self.rule(p, h) for p, h in pairs)]
 
 
 def same(a: float, b: float) -> bool:

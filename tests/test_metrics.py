@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import Counting
 from lewisrag.eval import metrics
 from lewisrag.eval.judges import FunctionJudge, Verdict
 from lewisrag.eval.metrics import (
@@ -22,19 +23,6 @@ from lewisrag.eval.metrics import (
 )
 
 SUBSTRING = FunctionJudge(lambda premise, hypothesis: hypothesis in premise)
-
-
-class Counting:
-    """A judge that records each call (one call = one batch) and answers from a table or a rule."""
-
-    name, fingerprint = "counting", "0" * 64
-
-    def __init__(self, rule):
-        self.rule, self.calls = rule, []
-
-    def judge(self, pairs):
-        self.calls.append(list(pairs))
-        return [v if isinstance(v, Verdict) else Verdict(v) for v in (self.rule(p, h) for p, h in pairs)]
 
 
 def test_faithfulness_chinese_and_english_one_judge_call():
