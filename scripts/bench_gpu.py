@@ -44,7 +44,6 @@ import argparse
 import copy
 import json
 import math
-import os
 import shutil
 import statistics
 import sys

@@ -15,7 +15,7 @@ from lewisrag.cli import app
 from lewisrag.data.io import InputError
 from lewisrag.eval import claims
 from lewisrag.eval.evaluator import NO_REFERENCE_REASON, EvalConfig, evaluate_answers
-from lewisrag.eval.judges import FunctionJudge, LexicalJudge
+from lewisrag.eval.judges import FunctionJudge
 from lewisrag.eval.records import parse_answer
 from lewisrag.eval.reports.claims import claim_sentences
 from lewisrag.eval.results import CLAIM_METRICS, read_results

@@ -196,13 +196,9 @@ class PassageTable(Sequence[Passage]):
         size = size or BATCH_ROWS
         for start in range(0, self._n, size):
             part = self._slice(start, min(self._n, start + size))
-            ids = part.column("id")
-            if not _is_string(ids.type):
-                ids = pc.cast(ids, pa.string())
             titles = part.column("title") if "title" in part.column_names else pa.nulls(part.num_rows, pa.string())
-            if not _is_string(titles.type):  # a column of nulls only
-                titles = pc.cast(titles, pa.string())
-            columns = [pc.cast(ids, pa.string()), pc.cast(pc.fill_null(titles, ""), pa.string()),
+            # cast first: integer ids, large strings, and a title column of nulls only all become strings
+            columns = [pc.cast(part.column("id"), pa.string()), pc.fill_null(pc.cast(titles, pa.string()), ""),
                        pc.cast(part.column("text"), pa.string())]
             yield pa.RecordBatch.from_arrays([c.combine_chunks() for c in columns], schema=PASSAGE_SCHEMA)
 

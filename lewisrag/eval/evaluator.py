@@ -329,8 +329,8 @@ def mean_interval(scores: Sequence[float | None], confidence: float = CLAIM_CONF
     >>> mean_interval([1.0, 1.0, None])
     {'low': 1.0, 'high': 1.0, 'confidence': 0.95, 'method': 'percentile bootstrap'}
     """
-    known = [math.nan if s is None else float(s) for s in scores]
-    boot = stats.mean_interval(known, CLAIM_RESAMPLES, seed=0, confidence=confidence)
+    values = [math.nan if s is None else float(s) for s in scores]
+    boot = stats.mean_interval(values, CLAIM_RESAMPLES, seed=0, confidence=confidence)
     low, high = (None, None) if math.isnan(boot["low"]) else (boot["low"], boot["high"])
     return {"low": low, "high": high, "confidence": confidence, "method": "percentile bootstrap"}
 

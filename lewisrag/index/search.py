@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from lewisrag.data.io import InputError, read_json, write_json
+from lewisrag.data.io import InputError, write_json
 from lewisrag.data.records import QAExample
 from lewisrag.index import store, tuning
 from lewisrag.index.bm25 import BM25Index
@@ -170,10 +170,6 @@ def tune_dense(index_path: str | os.PathLike, questions: Sequence[str], encoder:
     record = {"target_recall": target_recall, "recall_at_k": round(result.recall, 4), "k": k, "reached": result.reached,
               "knob": result.knob, "questions": len(questions), "queries_per_s": round(result.qps, 1),
               "trials": {str(v): round(r, 4) for v, r in result.trials.items()}}
-    path = Path(index_path)
-    manifest = read_json(path / store.MANIFEST)
-    manifest["search_params"] = result.params
-    manifest["rerank_depth"] = rerank_depth
-    manifest["tuning"] = record
-    write_json(path / store.MANIFEST, manifest)
+    manifest = {**index.manifest, "search_params": result.params, "rerank_depth": rerank_depth, "tuning": record}
+    write_json(Path(index_path) / store.MANIFEST, manifest)
     return {"search_params": result.params, "rerank_depth": rerank_depth, **record}

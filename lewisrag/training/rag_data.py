@@ -69,8 +69,6 @@ def place_search(index: DenseIndex, choice: str, device) -> str:
     "auto" takes the GPU when training runs on one, the index is Flat (exact) and its float32
     vectors fit in GPU_SEARCH_SHARE of the free memory; "gpu" insists (an error if it cannot).
     """
-    import torch
-
     on_gpu = getattr(device, "type", str(device)) == "cuda"
     if choice == "cpu" or (choice == "auto" and not (on_gpu and index.is_exact)):
         return "faiss"
