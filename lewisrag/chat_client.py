@@ -108,7 +108,7 @@ class ChatClient:
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, *, max_workers: int = 4,
                  timeout: float = 60.0, max_retries: int = 4, backoff: float = 1.0, max_backoff: float = 30.0,
-                 seed: int | None = None, temperature: float = 0.0):
+                 seed: int | None = None, temperature: float = 0.0, key_hint: str = "LEWISRAG_LLM_API_KEY"):
         if max_workers < 1 or max_retries < 0:
             raise ValueError("max_workers must be at least 1 and max_retries at least 0")
         self.base_url = base_url.rstrip("/")
@@ -120,6 +120,7 @@ class ChatClient:
         self.backoff = backoff  # first retry waits about this many seconds, then doubles
         self.max_backoff = max_backoff  # no wait is longer, Retry-After included
         self.temperature = temperature
+        self.key_hint = key_hint  # where the key comes from, named in a 401/403 reason (never the key itself)
         self._rng = random.Random(seed)  # the jitter's only randomness
         self._slots = threading.BoundedSemaphore(max_workers)
         self._lock = threading.Lock()
@@ -132,6 +133,11 @@ class ChatClient:
 
     def complete(self, system: str, user: str, json_mode: bool = False) -> str:
         """The assistant message's content (scrubbed) for one system + user turn; raises ChatError."""
+        return self.reply(system, user, json_mode)[0]
+
+    def reply(self, system: str, user: str, json_mode: bool = False) -> tuple[str, dict]:
+        """(content, this request's usage {prompt_tokens, completion_tokens} as far as the endpoint
+        reported it); for callers that account cost per answer. Raises ChatError."""
         body = {"model": self.model, "temperature": self.temperature,
                 "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]}
         if json_mode:
@@ -157,14 +163,14 @@ class ChatClient:
         n = attempt + 1
         raise ChatError(self.scrub(f"{what} ({n} attempt{'s' if n > 1 else ''})" + (f": {detail}" if detail else "")))
 
-    def _attempt(self, req: urllib.request.Request) -> str:
+    def _attempt(self, req: urllib.request.Request) -> tuple[str, dict]:
         with self._slots:
             self.count(calls=1)
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                 raw = resp.read()
         return self._content(raw.decode("utf-8", errors="replace"))
 
-    def _content(self, text: str) -> str:
+    def _content(self, text: str) -> tuple[str, dict]:
         try:
             reply = json.loads(text)
         except ValueError:
@@ -174,10 +180,10 @@ class ChatClient:
         except (KeyError, IndexError, TypeError):
             raise _Malformed("malformed reply: no choices[0].message.content", text) from None
         usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
-        tokens = {k: usage.get(k) for k in ("prompt_tokens", "completion_tokens")}
-        self.count(**{k: v for k, v in tokens.items() if isinstance(v, int)})
+        tokens = {k: usage[k] for k in ("prompt_tokens", "completion_tokens") if isinstance(usage.get(k), int)}
+        self.count(**tokens)
         # decoded JSON can spell the key with \u escapes that the raw body did not show
-        return self.scrub(content) if isinstance(content, str) else ""
+        return (self.scrub(content) if isinstance(content, str) else ""), tokens
 
     def _failure(self, e: Exception) -> tuple[str, str, bool, float | None]:
         """What went wrong in one attempt, a scrubbed detail, whether waiting may help, and Retry-After."""
@@ -185,7 +191,7 @@ class ChatClient:
             detail = self._error_body(e)
             if e.code in (401, 403):  # never the key itself: scrub() has seen every byte of the body
                 hint = "the endpoint rejected the API key" if self._key else "no API key was sent"
-                return f"HTTP {e.code}", f"{hint} (LEWISRAG_LLM_API_KEY)" + (f"; {detail}" if detail else ""), False, None
+                return f"HTTP {e.code}", f"{hint} ({self.key_hint})" + (f"; {detail}" if detail else ""), False, None
             transient = e.code in (408, 429) or e.code >= 500
             return f"HTTP {e.code}", detail, transient, retry_after_seconds(e.headers.get("Retry-After") if e.headers else None)
         if isinstance(e, urllib.error.URLError):

@@ -285,15 +285,15 @@ def test_compare_json(tmp_path, monkeypatch, capsys):
             "timings": {n: {"latency_s": 0.01} for n in names}}
     seen = {}
 
-    def fake(run, out, names, data, position_questions, on_progress=None, overwrite=False, qa_fields=None):
-        seen.update(run=run, out=out, names=names, data=data, qa_fields=qa_fields)
+    def fake(run, out, names, data, position_questions, on_progress=None, overwrite=False, qa_fields=None, generator=None):
+        seen.update(run=run, out=out, names=names, data=data, qa_fields=qa_fields, generator=generator)
         return card
 
     monkeypatch.setattr(C, "compare_run", fake)
     s = _json_run(monkeypatch, capsys, "compare", "--run", tmp_path / "run", "--systems", "rag_token,stitched",
                   "--questions", tmp_path / "q.jsonl", "--qa-fields", "question=query,answers=golds")
     assert seen["data"] == tmp_path / "q.jsonl" and seen["out"] == tmp_path / "run" / "compare"
-    assert seen["qa_fields"] == {"question": "query", "answers": "golds"}
+    assert seen["qa_fields"] == {"question": "query", "answers": "golds"} and seen["generator"] is None  # the run's own
     assert s["systems"] == names and s["out"] == str(tmp_path / "run" / "compare")
     assert s["scorecard"]["EM"] == {"rag_token": 0.5, "stitched": 0.5} and s["scorecard"]["recall@2"]["stitched"] == 0.9
     assert s["scorecard"]["not_in_kb refused"]["rag_token"] == "1/2"

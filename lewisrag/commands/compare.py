@@ -8,10 +8,19 @@ import typer
 
 from lewisrag.commands import _ui
 
+# a backslash before [ keeps rich's markup from reading [n] as a tag in --help
+GENERATOR_HELP = ("The stitched system's generator: the run's trained one (default), chat:MODEL (an OpenAI-compatible "
+                  "chat-completions endpoint at --base-url) or hf:PATH (a local transformers causal or seq2seq LM folder). "
+                  "Either reads the run's top --n-docs passages, numbered \\[1] to \\[k], with the question and is asked for "
+                  "the short answer citing its passage, e.g. 'Ana Kel \\[2]'; the reply is parsed to one line, citations kept. "
+                  "An answer that still fails after the retries is scored null with its reason. Recorded as "
+                  "generators.stitched in results.json; the prompt and parsing: README, 'Comparing with an LLM'.")
+
 
 def compare(
     ctx: typer.Context,
-    run: Path = typer.Option(..., "--run", help="A `lewisrag reproduce` run folder with trained rag_token, rag_sequence and stitched systems."),
+    run: Path = typer.Option(..., "--run", help="A `lewisrag reproduce` run folder with trained rag_token, rag_sequence and "
+                             "stitched systems (with --stitched-generator, stitched needs only the run's index_a and dpr)."),
     questions: Path = typer.Option(None, "--questions", help="Questions for the layered evaluation (default: RUN/world/eval.jsonl)."),
     old_data: Path = typer.Option(None, "--data", hidden=True, help="Deprecated: --questions."),
     qa_fields: str = typer.Option(None, "--qa-fields", help=_ui.QA_FIELDS_HELP + " Applies to --questions."),
@@ -22,21 +31,50 @@ def compare(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds files that are not a "
                                    "comparison lewisrag wrote (replaced once every file is written)."),
     as_json: bool = typer.Option(False, "--json", help="Print the scorecard as one JSON object instead of a table."),
+    stitched_generator: str = typer.Option(None, "--stitched-generator", metavar="chat:MODEL|hf:PATH", help=GENERATOR_HELP),
+    base_url: str = typer.Option(None, "--base-url", help="chat:MODEL's OpenAI-compatible base URL, e.g. "
+                                 "http://localhost:8000/v1 (default: $LEWISRAG_LLM_BASE_URL); POST BASE_URL/chat/completions."),
+    api_key_env: str = typer.Option("LEWISRAG_LLM_API_KEY", "--api-key-env", metavar="NAME",
+                                    help="The environment variable holding chat:MODEL's API key (sent as a Bearer header, "
+                                    "written nowhere); unset means no key, as local servers need."),
+    timeout: float = typer.Option(60.0, "--timeout", help="chat:MODEL: seconds per socket operation of one request."),
+    max_retries: int = typer.Option(4, "--max-retries", help="chat:MODEL: extra tries of a request after a transient fault "
+                                    "(timeout, reset, 429, 5xx, malformed reply), with jittered exponential backoff."),
+    concurrency: int = typer.Option(4, "--concurrency", help="chat:MODEL: requests in flight at most."),
+    cache_dir: Path = typer.Option(None, "--cache-dir", help="chat:MODEL: folder of the answer cache answers.sqlite, keyed by "
+                                   "model and prompt; reruns ask the endpoint only what failed or changed "
+                                   "(default ~/.cache/lewisrag/answers)."),
+    n_docs: int = typer.Option(None, "--n-docs", help="--stitched-generator: passages per prompt "
+                               "(default: the run's stitched k, else 5)."),
 ) -> None:
     """Answer the same questions with every system and print one scorecard: QA, retrieval, layers, citations, cost."""
-    from lewisrag.experiments.compare import compare_run, scorecard_rows
+    from lewisrag.data.io import InputError
+    from lewisrag.experiments.compare import compare_run, scorecard_rows, system_labels
+    from lewisrag.experiments.stitched_llm import GeneratorOptions
 
     data = _ui.renamed(ctx, "questions", "old_data", "--questions", "--data")
     fields = _ui.qa_fields(qa_fields)
     names = [s.strip() for s in systems.split(",") if s.strip()]
+    generator = None
+    if stitched_generator is not None:
+        generator = GeneratorOptions(stitched_generator, base_url, api_key_env, timeout, max_retries, concurrency, cache_dir,
+                                     n_docs)
+    elif base_url is not None or n_docs is not None:
+        raise InputError("--base-url" if base_url is not None else "--n-docs", "only applies with --stitched-generator")
     out = out or run / "compare"
     with _ui.progress() as p:
         card = compare_run(run, out, names, data, position_questions, on_progress=_ui.Bars(p), overwrite=overwrite,
-                           qa_fields=fields)
+                           qa_fields=fields, generator=generator)
     header, rows = scorecard_rows(card)
+    labels, outside = system_labels(card), card.get("generators") or {}
     if as_json:
-        _ui.print_json({"out": str(out), "systems": header, "scorecard": {r[0]: dict(zip(header, r[1:])) for r in rows}})
+        _ui.print_json({"out": str(out), "systems": header, "labels": labels, "generators": outside,
+                        "scorecard": {r[0]: dict(zip(header, r[1:])) for r in rows}})
         return
-    _ui.out.print(_ui.table("original versus prompt-stitching RAG", ["metric", *header],
+    _ui.out.print(_ui.table("original versus prompt-stitching RAG", ["metric", *(labels[n] for n in header)],
                             [[r[0], *("–" if v is None else v for v in r[1:])] for r in rows]))
+    for name, g in outside.items():
+        usage = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in g["usage"].items())
+        _ui.out.print(f"{name} = {g['generator']}: {g['answers']} answers, {g['failed']} failed (scored null, reasons in "
+                      f"results.json); {usage}")
     _ui.out.print(f"written to {out}/results.json, report.md, report.html")

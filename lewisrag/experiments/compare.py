@@ -14,6 +14,13 @@ the k passages: one encoder pass and one decoder pass per token.
 RAGChecker's claim-level diagnostics (`lewisrag.eval.claims`) come with the evaluator's records:
 each system's means and intervals sit under layers.<system>.claims, and the scorecard shows them side
 by side with one sentence per metric group computed from them (`lewisrag.eval.reports.claims`).
+
+The stitched system's generator is the run's trained one, or with `generator` (`--stitched-generator`)
+an LLM or local LM from outside the run (`lewisrag.experiments.stitched_llm`). It stays `stitched` in
+every key; `generators.stitched` in results.json and the scorecard's column label say which model it
+was. An answer that generator failed to give is scored null with the failure as its reason (the
+retrieval scores stay: its passages were found), its diagnosis names `generator_failed`, and the
+failures are counted per system.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from pathlib import Path
 from lewisrag.data.io import InputError, read_json, write_json
 from lewisrag.data.outputs import check_out_dir
 from lewisrag.data.records import read_passages, read_qa
+from lewisrag.eval.diagnose import diagnose
 from lewisrag.eval.evaluator import aggregate, claim_aggregates, evaluate_answers
 from lewisrag.eval.judges import LexicalJudge
 from lewisrag.eval.records import parse_answer
@@ -34,6 +42,7 @@ from lewisrag.eval.reports.html import page_data_from_results, render_report_htm
 from lewisrag.eval.results import CLAIM_METRICS, Producer, QuestionRecord, Results, write_run_dir
 from lewisrag.training.checkpoint import load_trained
 from lewisrag.experiments.position import plot_positions, position_probe
+from lewisrag.experiments.stitched_llm import GeneratorOptions, build_system, check_options
 from lewisrag.experiments.systems import Answered, LewisSystem, StitchedSystem
 from lewisrag.index import open_retriever
 from lewisrag.index.dense import DenseIndex
@@ -44,6 +53,9 @@ from lewisrag.training.stitched_train import StitchedTrainConfig, load_stitched,
 
 SYSTEMS = ("rag_token", "rag_sequence", "stitched")
 LAYER_METRICS = ("faithfulness", "context_recall", "answer_completeness", "citation_recall", "citation_precision")
+GENERATOR_FAILED = "generator_failed"  # the diagnosis of a record whose generator gave no answer
+# scores of the retrieved passages alone: they stand when the generator failed
+RETRIEVAL_SCORES = ("recall_at_k", "context_recall", "claims.claim_recall", "claims.context_precision")
 Progress = Callable[[str, int, int, str], None]  # (task, done, total, info), as reproduce's
 
 
@@ -83,8 +95,8 @@ def scorecard(systems: dict, test: list, eval_examples: list, judge=None, batch_
                         lambda d, name=name: on_progress(f"{name}: eval questions", d, len(eval_examples), ""))
         seen: dict = {}  # ids are unique per system; the evaluator keys records by (id, system)
         parsed += [parse_answer(answer_record(ex, a, name), "compare", i, seen) for i, (ex, a) in enumerate(zip(eval_examples, ev), 1)]
-        extras.update({(ex.id, name): {"passage_ids": [p.id for p in a.passages], "token_posteriors": a.token_posteriors}
-                       for ex, a in zip(eval_examples, ev)})
+        extras.update({(ex.id, name): {"passage_ids": [p.id for p in a.passages], "token_posteriors": a.token_posteriors,
+                                       "failure": a.failure, "cited": a.cited} for ex, a in zip(eval_examples, ev)})
         card["layers"][name] = {"forward_passes_per_answer": mean(a.forward_passes for a in answers + ev),
                                 "tokens_per_answer": mean(a.input_tokens for a in answers + ev)}
         card["timings"][name] = {"latency_s": mean(a.seconds for a in answers + ev)}
@@ -95,18 +107,48 @@ def scorecard(systems: dict, test: list, eval_examples: list, judge=None, batch_
         rec["passage_ids"] = extra["passage_ids"]  # what the numbered contexts 1..k were
         if extra["token_posteriors"]:
             rec["token_posteriors"] = extra["token_posteriors"]
+        if extra["cited"] is not None:
+            rec["cited_passage_ids"] = extra["cited"]
+        if extra["failure"] is not None:
+            mark_failed(rec, extra["failure"])
     for name in systems:
         card["layers"][name] = {**layer_summary([r for r in results["records"] if r["system"] == name]), **card["layers"][name]}
     card["results"] = results
+    card["generators"] = generators(systems)
     return card
+
+
+def generators(systems: dict) -> dict:
+    """{system: what its outside generator was, its usage and failures} for systems that have one."""
+    return {n: s.describe() for n, s in systems.items() if hasattr(s, "describe")}
+
+
+def mark_failed(rec: dict, reason: str) -> None:
+    """Score an evaluator record whose generator gave no answer as null, with `reason`, not as an empty answer.
+
+    >>> rec = {"metrics": {"faithfulness": 0.0, "recall_at_k": {"5": 1.0}}, "nan_reasons": {}, "category": "single_doc",
+    ...        "refused": True, "diagnosis": {}}
+    >>> mark_failed(rec, "timeout after 5s (3 attempts)")
+    >>> rec["metrics"]["faithfulness"], rec["nan_reasons"]["faithfulness"], rec["refused"], rec["diagnosis"]["primary"]
+    (None, 'no answer: the generator failed: timeout after 5s (3 attempts)', False, 'generator_failed')
+    """
+    why = f"no answer: the generator failed: {reason}"
+    for m in rec["metrics"]:
+        if m not in RETRIEVAL_SCORES:
+            rec["metrics"][m] = None
+            rec["nan_reasons"][m] = why
+    rec["refused"] = False  # it did not decline: it never answered (and is left out of refusal counts)
+    rec["generator_error"] = reason
+    rec["diagnosis"] = {**diagnose(rec["metrics"]), "primary": GENERATOR_FAILED, "consequences": [], "reason": reason}
 
 
 def qa_scores(answers: list[Answered], examples: list) -> tuple[dict, dict]:
     """({exact_match, f1, rougeL, n}, {recall_at_k, k}) of answers to `examples`, recall over those with gold ids."""
     pairs = list(zip(answers, examples))
-    scores = {"exact_match": mean(Q.exact_match(a.text, ex.answers) for a, ex in pairs),
-              "f1": mean(Q.token_f1(a.text, ex.answers) for a, ex in pairs),
-              "rougeL": mean(Q.rouge_l(a.text, ex.answers) for a, ex in pairs), "n": len(pairs)}
+    answered = [(a, ex) for a, ex in pairs if a.failure is None]  # a failed answer is no score, not a zero
+    scores = {"exact_match": mean(Q.exact_match(a.text, ex.answers) for a, ex in answered),
+              "f1": mean(Q.token_f1(a.text, ex.answers) for a, ex in answered),
+              "rougeL": mean(Q.rouge_l(a.text, ex.answers) for a, ex in answered), "n": len(pairs)}
     recall = {"recall_at_k": mean(recall_at_k([p.id for p in a.passages], ex.gold_passage_ids) for a, ex in pairs),
               "k": len(answers[0].passages) if answers else None}
     return scores, recall
@@ -135,8 +177,11 @@ def layer_summary(records: list[dict]) -> dict:
     if claims:
         out["claims"] = claims
     out["failure_layers"] = dict(sorted(Counter(r["diagnosis"]["primary"] or "none" for r in records).items()))
-    nik = [r for r in records if r.get("category") == "not_in_kb"]
+    nik = [r for r in records if r.get("category") == "not_in_kb" and not r.get("generator_error")]
     out["not_in_kb"] = {"n": len(nik), "refused": sum(bool(r["refused"]) for r in nik)}
+    failed = sum(bool(r.get("generator_error")) for r in records)
+    if failed:
+        out[GENERATOR_FAILED] = failed
     out["n"] = len(records)
     return out
 
@@ -161,24 +206,36 @@ def position_curves(systems: dict, examples: list, passages_by_id: dict, batch_s
     return curves
 
 
-def check_systems(run: Path, names) -> None:
-    """Every named system is known and trained in `run`, else an InputError naming it."""
+def check_systems(run: Path, names, generator: GeneratorOptions | None = None) -> None:
+    """Every named system is known and trained in `run` (an outside stitched generator needs the run's
+    index A and DPR instead of RUN/stitched), else an InputError naming it."""
     unknown = [n for n in names if n not in SYSTEMS]
     if unknown or not names:
         raise InputError("--systems", f"unknown system(s) '{', '.join(unknown)}' (choose from {', '.join(SYSTEMS)})")
+    if generator is not None and "stitched" not in names:
+        raise InputError("--stitched-generator", "replaces the stitched system's generator, but --systems leaves stitched out")
     for n in names:
-        if not (run / n).exists():
-            raise InputError(run / n, f"no trained '{n}' system in this run (run `lewisrag reproduce` first)")
+        needs = ["index_a", "dpr"] if n == "stitched" and generator is not None else [n]
+        for part in needs:
+            if not (run / part).exists():
+                what = f"no trained '{n}' system" if part == n else f"no '{part}' for the stitched system's retrieval"
+                raise InputError(run / part, f"{what} in this run (run `lewisrag reproduce` first)")
 
 
-def load_systems(run: str | os.PathLike, names=SYSTEMS, batch_size: int = 16, max_length: int = 32) -> dict:
-    """The trained systems of a reproduce run: RUN/rag_token, RUN/rag_sequence (best/ else final/), RUN/stitched."""
+def load_systems(run: str | os.PathLike, names=SYSTEMS, batch_size: int = 16, max_length: int = 32,
+                 generator: GeneratorOptions | None = None) -> dict:
+    """The trained systems of a reproduce run: RUN/rag_token, RUN/rag_sequence (best/ else final/), RUN/stitched;
+    with `generator` (checked by `stitched_llm.check_options`) the stitched system answers through it instead."""
     run = Path(run)
-    check_systems(run, names)
+    check_systems(run, names, generator)
+    # an outside generator first: a folder that does not load fails before the Lewis models are read
+    outside = {"stitched": build_system(run, generator, max_length + 8)} if generator is not None else {}  # + its citation
     index = DenseIndex.load(run / "index_a") if any(n != "stitched" for n in names) else None
     systems = {}
     for n in names:
-        if n == "stitched":
+        if n in outside:
+            systems[n] = outside[n]
+        elif n == "stitched":
             model, tokenizer, settings = load_stitched(run / "stitched")
             # the stitched answer carries its citation: a few tokens more than the Lewis models' answers
             systems[n] = StitchedSystem(open_retriever(run / "index_a", run / "dpr"), model, tokenizer, settings, max_length + 8)
@@ -249,24 +306,31 @@ KIND = "comparison"  # the marker kind of `lewisrag compare` folders (lewisrag.d
 
 def compare_run(run: str | os.PathLike, out: str | os.PathLike, names=SYSTEMS, data: str | os.PathLike | None = None,
                 position_questions: int = 100, on_progress: Progress = lambda *a: None, overwrite: bool = False,
-                qa_fields: dict[str, str] | None = None) -> dict:
+                qa_fields: dict[str, str] | None = None, generator: GeneratorOptions | None = None) -> dict:
     """`lewisrag compare`: score a reproduce run's trained systems into OUT (results.json, report.md,
     report.html, and position.png unless `position_questions` is 0). OUT must be missing, empty or
-    a comparison lewisrag wrote, unless `overwrite`."""
+    a comparison lewisrag wrote, unless `overwrite`. With `generator` the stitched system answers
+    through that LLM or LM instead of the run's trained generator."""
+    generator = check_options(generator) if generator is not None else None  # flags first: nothing read yet
     run, out = Path(run), check_out_dir(out, KIND, overwrite=overwrite)
     data = Path(data) if data else run / "world" / "eval.jsonl"
-    check_systems(run, names)
+    check_systems(run, names, generator)
     test, eval_examples = read_qa(run / "world" / "test.jsonl"), read_qa(data, qa_fields)  # all input read before any model
     passages = {p.id: p for p in read_passages(run / "world" / "passages_a.jsonl")}
-    systems = load_systems(run, names, max_length=_run_max_length(run))
+    systems = load_systems(run, names, max_length=_run_max_length(run), generator=generator)
     card = scorecard(systems, test, eval_examples, on_progress=on_progress)
     probe = [ex for ex in test if ex.kind == "short"][:position_questions]
     card["position"] = position_curves(systems, probe, passages, on_progress=on_progress) if probe else {}
+    card["generators"] = generators(systems)  # again: the probe's requests count too
     r = card["results"]
-    results = Results(Producer.here("compare"),
-                      {"run": str(run), "data": str(data), "systems": list(names), "position_questions": position_questions},
-                      [QuestionRecord.of(rec) for rec in r["records"]], r["judge"], r["splitter"], aggregate(r["records"]),
-                      {"qa": card["qa"], "retrieval": card["retrieval"], "layers": card["layers"], "position": card["position"]})
+    config = {"run": str(run), "data": str(data), "systems": list(names), "position_questions": position_questions}
+    if generator is not None:
+        config["stitched_generator"] = generator.spec  # the spec only: no URL, no key, no key variable
+    sections = {"qa": card["qa"], "retrieval": card["retrieval"], "layers": card["layers"], "position": card["position"]}
+    if card["generators"]:
+        sections["generators"] = card["generators"]
+    results = Results(Producer.here("compare"), config, [QuestionRecord.of(rec) for rec in r["records"]], r["judge"],
+                      r["splitter"], aggregate(r["records"]), sections)
 
     def more(d: Path) -> list[str]:
         write_json(d / "timings.json", card["timings"])  # wall-clock numbers stay out of results.json
@@ -286,13 +350,24 @@ ROWS = (("EM", "qa", "exact_match"), ("F1", "qa", "f1"), ("ROUGE-L", "qa", "roug
         ("latency s / answer", "timings", "latency_s"))
 
 
+def system_labels(card: dict) -> dict[str, str]:
+    """{system: its column label}: the name, and the outside generator's spec where it has one ("stitched (chat:gpt-4o)")."""
+    outside = card.get("generators") or {}
+    return {n: f"{n} ({outside[n]['generator']})" if n in outside else n for n in card["qa"]}
+
+
 def scorecard_rows(card: dict) -> tuple[list[str], list[list]]:
-    """(system names, rows of [label, value per system]): metrics, refusals of not_in_kb questions, failure layers."""
+    """(system names, rows of [label, value per system]): metrics, refusals of not_in_kb questions, failure layers,
+    and with an outside generator the answers it failed to give (scored null)."""
     names = list(card["qa"])
     ks = {card["retrieval"][n]["k"] for n in names}
     rows = [[f"recall@{ks.pop()}" if label == "recall@k" and len(ks) == 1 else label, *[card[part][n].get(key) for n in names]]
             for label, part, key in ROWS]
     rows.append(["not_in_kb refused", *[f"{card['layers'][n]['not_in_kb']['refused']}/{card['layers'][n]['not_in_kb']['n']}" for n in names]])
+    outside = card.get("generators") or {}
+    if outside:
+        rows.append(["answers failed (null)", *[f"{outside[n]['failed']}/{outside[n]['answers']}" if n in outside else None
+                                                for n in names]])
     causes = sorted({c for n in names for c in card["layers"][n]["failure_layers"]})
     rows += [[f"primary failure: {c}", *[card["layers"][n]["failure_layers"].get(c, 0) for n in names]] for c in causes]
     if any("claims" in card["layers"][n] for n in names):
@@ -309,7 +384,8 @@ def render_markdown(card: dict) -> str:
     """The scorecard as a Markdown table, what it shows in words, and the claim-level diagnostics
     with their intervals and sentences."""
     names, rows = scorecard_rows(card)
-    lines = ["# Original versus prompt-stitching RAG", "", "| metric | " + " | ".join(names) + " |",
+    labels = system_labels(card)
+    lines = ["# Original versus prompt-stitching RAG", "", "| metric | " + " | ".join(labels[n] for n in names) + " |",
              "|---|" + "---:|" * len(names), *("| " + " | ".join([r[0], *map(_fmt, r[1:])]) + " |" for r in rows), ""]
     claims = claims_markdown(claims_by_system(card["layers"]), lambda n: f"`{n}`")
     return "\n".join(lines + findings(card) + (["", *claims] if claims else [])) + "\n"
@@ -353,6 +429,10 @@ def findings(card: dict) -> list[str]:
             shape = " — lower in the middle than at the ends, the shape Liu et al. (2023) call lost in the middle."
         out.append(f"- Position probe, `{n}`: EM with the gold passage at position "
                    + ", ".join(f"{p}: {v:.3f}" for p, v in zip(c["positions"], ems)) + shape)
+    for n, g in (card.get("generators") or {}).items():
+        out.append(f"- `{n}` answered through `{g['generator']}` ({g['n_docs']} passages per prompt, prompt "
+                   f"{g['prompt_version']}): {g['failed']} of {g['answers']} answers failed after retries and are "
+                   "scored null with their reason (records' `generator_error`).")
     cost = {n: v["forward_passes_per_answer"] for n, v in layers.items()}
     out.append("- Generator forward passes per answer: " + ", ".join(f"`{n}` {_fmt(v)}" for n, v in cost.items())
                + ". A Lewis model reads each of its K passages as its own input (K passes per token); "

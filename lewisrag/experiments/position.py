@@ -12,6 +12,7 @@ turn, and measures exact match at each position.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Sequence
 
@@ -22,7 +23,7 @@ from lewisrag.data.io import atomic_path
 from lewisrag.data.records import QAExample
 from lewisrag.scoring.qa import exact_match
 
-AnswerFn = Callable[[list[str], list[list]], list[str]]  # (questions, passages per question) -> answers
+AnswerFn = Callable[[list[str], list[list]], list[str | None]]  # (questions, passages per question) -> answers (None: failed)
 
 
 def with_gold_at(passages: Sequence, gold, position: int) -> list:
@@ -39,19 +40,25 @@ def with_gold_at(passages: Sequence, gold, position: int) -> list:
 
 def position_probe(examples: Sequence[QAExample], passages: Sequence[Sequence], gold: Sequence, answer: AnswerFn,
                    batch_size: int = 32, on_batch: Callable[[int], None] | None = None) -> dict:
-    """EM at each gold position 1..k; `passages[i]` are question i's k passages, `gold[i]` its gold one."""
+    """EM at each gold position 1..k; `passages[i]` are question i's k passages, `gold[i]` its gold one.
+
+    An answer an outside generator failed to give (None) is left out of its position's mean, not
+    scored 0; "failed" counts them when there are any (a position with none answered is NaN)."""
     k = len(passages[0])
-    em = []
+    em, failed = [], 0
     for position in range(1, k + 1):
-        hits = 0.0
+        hits, answered = 0.0, 0
         for s in range(0, len(examples), batch_size):
             batch = range(s, min(s + batch_size, len(examples)))
             answers = answer([examples[i].question for i in batch], [with_gold_at(passages[i], gold[i], position) for i in batch])
-            hits += sum(exact_match(a, examples[i].answers) for a, i in zip(answers, batch))
+            given = [(a, i) for a, i in zip(answers, batch) if a is not None]
+            hits += sum(exact_match(a, examples[i].answers) for a, i in given)
+            answered, failed = answered + len(given), failed + len(batch) - len(given)
             if on_batch:
                 on_batch(len(batch))
-        em.append(hits / len(examples))
-    return {"positions": list(range(1, k + 1)), "exact_match": em, "n": len(examples)}
+        em.append(hits / answered if answered else math.nan)
+    out = {"positions": list(range(1, k + 1)), "exact_match": em, "n": len(examples)}
+    return {**out, "failed": failed} if failed else out
 
 
 def plot_positions(curves: dict[str, dict], path: str | os.PathLike) -> None:

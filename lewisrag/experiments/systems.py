@@ -25,13 +25,15 @@ class Answered:
     text: str  # the answer without citations (QA metrics)
     response: str  # the answer with [n] citations, n the 1-based input position of a passage
     passages: list  # the passages the generator read, in input order (id, title, text)
-    forward_passes: int  # generator forward passes: encoder passes + decoder passes over all inputs
-    input_tokens: int  # generator input tokens read, over all inputs
+    forward_passes: int | None  # generator forward passes: encoder passes + decoder passes over all inputs (None: unknown)
+    input_tokens: int | None  # generator input tokens read, over all inputs (None: an endpoint that did not say)
     seconds: float  # wall time of its batch, shared equally among the batch's answers
     token_posteriors: dict | None = None  # RAG-Token: {tokens, docs, matrix} for report.html's heatmap
+    failure: str | None = None  # an outside generator gave no answer (after its retries): why; scored null, not as ""
+    cited: list[str] | None = None  # the passage ids the answer's [n] markers point at (explicit citations)
 
 
-def _as_passage(p) -> Passage:
+def as_passage(p) -> Passage:
     return Passage(p.id, p.title, p.text)
 
 
@@ -54,7 +56,7 @@ class LewisSystem:
 
     def top_k(self, questions: list[str]) -> list[list[Passage]]:
         with torch.no_grad():
-            return [[_as_passage(p) for p in ps] for ps in self.model.retrieve(questions, self.index, self.tokenizers).passages]
+            return [[as_passage(p) for p in ps] for ps in self.model.retrieve(questions, self.index, self.tokenizers).passages]
 
     def answer_with(self, questions: list[str], passages: list[list]) -> list[str]:
         """Plain answers from given passages (the position probe); doc scores are q·d as in retrieval."""
@@ -93,7 +95,7 @@ class LewisSystem:
                 tp = {"tokens": pieces_of(tok, [seq[1 + t] for t in keep]), "docs": [f"[{n}]" for n in labels],
                       "matrix": [[round(float(v), 4) for v in row] for row in matrix]}
             answers.append(Answered(tok.decode(seq, skip_special_tokens=True).strip(), responses[i],
-                                    [_as_passage(p) for p in passages[i]], k + k * steps, int(tokens[i]), seconds, tp))
+                                    [as_passage(p) for p in passages[i]], k + k * steps, int(tokens[i]), seconds, tp))
         return answers
 
 
@@ -106,13 +108,13 @@ class StitchedSystem:
         self.rag = PromptStitchingRAG(retriever, self.generator, settings)
 
     def top_k(self, questions: list[str]) -> list[list[Passage]]:
-        return [[_as_passage(h) for h in hits] for hits in self.rag.retriever.search(questions, self.rag.settings.k)]
+        return [[as_passage(h) for h in hits] for hits in self.rag.retriever.search(questions, self.rag.settings.k)]
 
     def answer(self, questions: list[str]) -> list[Answered]:
         start = time.perf_counter()
         out = self.rag.answer(questions)
         seconds = (time.perf_counter() - start) / max(1, len(questions))
-        return [Answered(strip_citations(a.answer), a.answer, [_as_passage(p) for p in a.passages], 1 + steps,
+        return [Answered(strip_citations(a.answer), a.answer, [as_passage(p) for p in a.passages], 1 + steps,
                          int(a.input_tokens or 0), seconds) for a, steps in zip(out, self.generator.last_steps)]
 
     def answer_with(self, questions: list[str], passages: list[list]) -> list[str]:

@@ -122,6 +122,7 @@ class HFGenerator:
         self.model, self.tokenizer = model.eval(), tokenizer
         self.max_new_tokens, self.num_beams, self.max_input_tokens = max_new_tokens, num_beams, max_input_tokens
         self.last_input_tokens: list[int] = []  # tokens read per prompt in the last call
+        self.last_new_tokens: list[int] = []  # tokens generated per prompt in the last call (padding left out)
 
     @classmethod
     def from_pretrained(cls, path: str, **kw) -> HFGenerator:
@@ -141,8 +142,8 @@ class HFGenerator:
         with torch.inference_mode():
             out = self.model.generate(**enc, max_new_tokens=self.max_new_tokens, num_beams=self.num_beams, do_sample=False,
                                       pad_token_id=tok.pad_token_id)
-        if not encoder_decoder:
-            out = out[:, enc["input_ids"].shape[1]:]  # drop the prompt
+        out = out[:, 1:] if encoder_decoder else out[:, enc["input_ids"].shape[1]:]  # drop the start token or the prompt
+        self.last_new_tokens = out.ne(tok.pad_token_id).sum(1).tolist()
         return [t.strip() for t in tok.batch_decode(out, skip_special_tokens=True)]
 
 

@@ -35,10 +35,12 @@ def digest(*parts) -> str:
 
 
 class DiskCache:
-    """A sqlite table key -> JSON value under `directory`; safe to share between threads."""
+    """A sqlite table key -> JSON value in `directory`/`name`.sqlite; safe to share between threads.
 
-    def __init__(self, directory: str | os.PathLike):
-        self.path = Path(directory).expanduser() / "judge.sqlite"
+    The judge's verdicts are judge.sqlite; other users (the stitched system's LLM answers) name their own."""
+
+    def __init__(self, directory: str | os.PathLike, name: str = "judge"):
+        self.path = Path(directory).expanduser() / f"{name}.sqlite"
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
 

@@ -1,0 +1,287 @@
+"""The stitched system with a generator from outside the run, for `lewisrag compare --stitched-generator`:
+an LLM behind an OpenAI-compatible chat-completions endpoint (`chat:MODEL`) or a local transformers
+causal or seq2seq LM folder (`hf:PATH`), so the scorecard puts the trained Lewis models beside
+whatever LLM one has. Retrieval is the run's own (index A through the run's DPR question encoder),
+so the three systems read from the same passages.
+
+Prompt (`PROMPT_VERSION`). The system message is `ANSWER_INSTRUCTION`: answer from the numbered
+passages only, as short an answer as possible followed by the supporting passage's number in brackets
+(`Ana Kel [2]`), or "not found in the provided passages" (a refusal the evaluator recognizes). The
+user message is `stitch()`'s input with the top-k passages numbered from 1, best first, one per
+line, then the question:
+
+    [1] Valdoria / Valdoria is led by Ana Kel.
+    [2] Veldoria / Veldoria is led by Bo Ren.
+
+    Question: Who leads Valdoria?
+
+An `hf:` model gets the same two messages through its tokenizer's chat template when it has one,
+else as plain text: the instruction, a blank line, the user message and "Answer:".
+
+Parsing (`parse_reply`): a reasoning model's <think>...</think> block is dropped, whitespace runs
+(newlines too) become one space, a leading "Answer:" goes, and "[1, 2]" becomes "[1][2]"; the rest
+is the response, citations kept (the evaluator reads them). The QA metrics (EM, F1, ROUGE-L) score it
+without its [n] markers; `cited_ids` maps the markers back to passage ids (`cited_passage_ids` in
+the records; an out-of-range [n] stays as "?n").
+
+Failures. Requests go through `lewisrag.chat_client.ChatClient`: timeouts per request, bounded
+retries with jittered backoff for transient faults (timeouts, resets, 429, 5xx, malformed bodies).
+A request that still fails, or a reply with no answer text, becomes an `Answered` with `failure` set:
+compare scores it null (NaN) with the reason, never as an empty answer, and counts it.
+
+Cache. Good replies are kept in a sqlite file (`answers.sqlite` under `--cache-dir`, default
+~/.cache/lewisrag/answers) keyed by sha256(model, temperature, system message, user message), the
+raw content with the request's token counts and seconds, so a rerun asks the endpoint nothing
+(and reports the first run's latency). Failures are not cached: the next run asks again. The API
+key is read from the environment variable `--api-key-env` names; it travels in the Authorization
+header only and is in no cache key, cached value, reason, record or message (the client scrubs
+every string the endpoint sends back).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from lewisrag.chat_client import ChatClient, ChatError
+from lewisrag.data.io import InputError, read_json
+from lewisrag.eval.judges.base import DiskCache, digest
+from lewisrag.eval.statements import strip_citations
+from lewisrag.experiments.systems import Answered, as_passage
+from lewisrag.rag_model.stitched import StitchSettings, cited_ids, stitch
+
+PROMPT_VERSION = "lewisrag-stitched-answer-1"  # bump whenever the instruction or layout below changes
+ANSWER_INSTRUCTION = (
+    "Answer the question using only the numbered passages. Reply with the answer alone, as short as possible "
+    "(a name, a number, a date or a few words, not a sentence), followed by the number of the passage that "
+    "supports it in square brackets, for example: Ana Kel [2]. If the passages do not contain the answer, reply: "
+    "not found in the provided passages."
+)
+DEFAULT_CACHE_DIR = Path("~/.cache/lewisrag/answers")
+DEFAULT_KEY_ENV = "LEWISRAG_LLM_API_KEY"  # the LLM judge's variable too
+BASE_URL_ENV = "LEWISRAG_LLM_BASE_URL"
+DEFAULT_K = 5
+EMPTY_REPLY = "empty reply: no answer text after parsing"
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL | re.IGNORECASE)
+_ANSWER_LABEL = re.compile(r"^(?:final answer|answer)\s*[:：]\s*", re.IGNORECASE)
+_CITATION_LIST = re.compile(r"\[\s*(\d+(?:\s*[,;，；]\s*\d+)+)\s*\]")
+
+
+def prompt_settings(k: int) -> StitchSettings:
+    """The user message's layout: k passages one per line, then the question (`stitch`)."""
+    return StitchSettings(k=k, passage_sep="\n", question_sep="\n\nQuestion: ", question_last=True)
+
+
+def parse_reply(text: str) -> str:
+    """The response in a model's reply: no <think> block, one line, no "Answer:" label, [1, 2] as [1][2].
+
+    >>> parse_reply("<think>Passage 2 says so.</think>\\n Answer: Ana  Kel [1, 2].\\n")
+    'Ana Kel [1][2].'
+    >>> parse_reply("  ")
+    ''
+    """
+    text = " ".join(_THINK.sub(" ", text).split())
+    text = _ANSWER_LABEL.sub("", text)
+    return _CITATION_LIST.sub(lambda m: "".join(f"[{n}]" for n in re.split(r"\s*[,;，；]\s*", m.group(1))), text).strip()
+
+
+@dataclass(frozen=True)
+class GeneratorOptions:
+    """What `--stitched-generator` and its flags asked for (validated by `check_options`)."""
+
+    spec: str  # "chat:MODEL" or "hf:PATH"
+    base_url: str | None = None  # chat: the endpoint's base URL, e.g. http://localhost:8000/v1
+    api_key_env: str = DEFAULT_KEY_ENV  # chat: the NAME of the environment variable holding the key
+    timeout: float = 60.0  # chat: seconds per socket operation of one request
+    max_retries: int = 4  # chat: extra tries after a transient fault
+    concurrency: int = 4  # chat: requests in flight at most
+    cache_dir: str | os.PathLike | None = None  # chat: answers.sqlite's folder (default ~/.cache/lewisrag/answers)
+    n_docs: int | None = None  # passages per prompt (default: the run's stitched k, else 5)
+
+    @property
+    def kind(self) -> str:
+        return self.spec.partition(":")[0]
+
+    @property
+    def target(self) -> str:
+        return self.spec.partition(":")[2]
+
+
+def check_options(o: GeneratorOptions) -> GeneratorOptions:
+    """`o` with the base URL filled from $LEWISRAG_LLM_BASE_URL when not given; an InputError (exit 2,
+    one line) for a bad spec, a chat model without a base URL, a variable name that is not one, or an
+    hf folder that is not there. The key-variable flag's value is never echoed: it may be a pasted key."""
+    flag = "--stitched-generator"
+    if o.kind not in ("chat", "hf") or not o.target.strip():
+        raise InputError(flag, f"expected chat:MODEL or hf:PATH, got '{o.spec}'")
+    if o.n_docs is not None and o.n_docs < 1:
+        raise InputError("--n-docs", "must be at least 1")
+    if o.kind == "hf":
+        path = Path(o.target).expanduser()  # the shell leaves a ~ after "hf:" alone
+        if not path.is_dir():
+            raise InputError(path, f"{flag} hf:PATH: {'not a folder' if path.exists() else 'folder not found'}")
+        return GeneratorOptions(**{**o.__dict__, "spec": f"hf:{path}"})
+    if not _ENV_NAME.match(o.api_key_env):
+        raise InputError("--api-key-env", "expected the NAME of an environment variable that holds the key, not the key")
+    for flag_, bad, want in (("--timeout", o.timeout <= 0, "positive"), ("--max-retries", o.max_retries < 0, "at least 0"),
+                             ("--concurrency", o.concurrency < 1, "at least 1")):
+        if bad:
+            raise InputError(flag_, f"must be {want}")
+    base_url = o.base_url or os.environ.get(BASE_URL_ENV)
+    if not base_url:
+        raise InputError(flag, f"{o.spec} needs --base-url URL (an OpenAI-compatible endpoint, e.g. http://localhost:8000/v1)")
+    if not base_url.startswith(("http://", "https://")):
+        raise InputError("--base-url", "expected an http:// or https:// URL")
+    return GeneratorOptions(**{**o.__dict__, "base_url": base_url})
+
+
+@dataclass
+class Reply:
+    answer: str  # the parsed response ("" when it failed)
+    failure: str | None = None  # why there is no answer, after the retries
+    input_tokens: int | None = None  # prompt tokens, when known
+    new_tokens: int | None = None  # generated tokens, when known
+    seconds: float = 0.0  # this answer's request or share of its batch (a cached answer: the first run's)
+
+
+class ChatAnswers:
+    """Stitched prompts -> Replies from an OpenAI-compatible endpoint, one request per prompt, cached."""
+
+    def __init__(self, client: ChatClient, cache: DiskCache, system: str = ANSWER_INSTRUCTION):
+        self.client, self.cache, self.system = client, cache, system
+        self.cache_hits = 0
+        self._lock = threading.Lock()  # requests run on a thread pool
+
+    @property
+    def usage(self) -> dict:
+        return {**self.client.usage, "cache_hits": self.cache_hits}
+
+    def key(self, prompt: str) -> str:
+        return digest("stitched-answer", self.client.model, self.client.temperature, self.system, prompt)
+
+    def __call__(self, prompts: list[str]) -> list[Reply]:
+        with ThreadPoolExecutor(max_workers=self.client.max_workers) as pool:
+            return list(pool.map(self.one, prompts))
+
+    def one(self, prompt: str) -> Reply:
+        hit = self.cache.get(self.key(prompt))
+        if isinstance(hit, dict) and isinstance(hit.get("content"), str):
+            with self._lock:
+                self.cache_hits += 1
+            return self._reply(self.client.scrub(hit["content"]), hit, float(hit.get("seconds", 0.0)))
+        start = time.perf_counter()
+        try:
+            content, usage = self.client.reply(self.system, prompt)
+        except ChatError as e:  # already retried as far as the client's bounds allow
+            return Reply("", str(e), seconds=time.perf_counter() - start)
+        reply = self._reply(content, usage, time.perf_counter() - start)
+        if reply.failure is None:
+            self.cache.put(self.key(prompt), {"content": content, **usage, "seconds": reply.seconds})
+        return reply
+
+    @staticmethod
+    def _reply(content: str, usage: dict, seconds: float) -> Reply:
+        answer = parse_reply(content)
+        return Reply(answer, None if answer else EMPTY_REPLY, usage.get("prompt_tokens"), usage.get("completion_tokens"), seconds)
+
+
+class HFAnswers:
+    """Stitched prompts -> Replies from a local transformers LM (`HFGenerator`), greedy, in one batch."""
+
+    def __init__(self, generator, system: str = ANSWER_INSTRUCTION):
+        self.generator, self.system = generator, system
+        tok = generator.tokenizer
+        tok.truncation_side = "left"  # a long prompt loses its first passages, never the question at its end
+        self.chat_template = bool(getattr(tok, "chat_template", None))
+        longest = getattr(generator.model.config, "max_position_embeddings", None)
+        if longest and not generator.model.config.is_encoder_decoder:  # a causal LM's answer shares its positions
+            generator.max_input_tokens = max(16, min(generator.max_input_tokens, longest - generator.max_new_tokens))
+        self.usage = {"batches": 0}
+
+    def text(self, prompt: str) -> str:
+        """The model's input: its chat template over the system and user messages, else plain text."""
+        if self.chat_template:
+            messages = [{"role": "system", "content": self.system}, {"role": "user", "content": prompt}]
+            return self.generator.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return f"{self.system}\n\n{prompt}\nAnswer:"
+
+    def __call__(self, prompts: list[str]) -> list[Reply]:
+        start = time.perf_counter()
+        outs = self.generator([self.text(p) for p in prompts])
+        self.usage["batches"] += 1
+        seconds = (time.perf_counter() - start) / max(1, len(prompts))
+        replies = []
+        for out, n_in, n_new in zip(outs, self.generator.last_input_tokens, self.generator.last_new_tokens):
+            answer = parse_reply(out)
+            replies.append(Reply(answer, None if answer else EMPTY_REPLY, int(n_in), int(n_new), seconds))
+        return replies
+
+
+class LLMStitchedSystem:
+    """Prompt-stitching RAG with an outside generator: the run's retriever, `prompt_settings(k)`, the
+    generator's parsed replies as answers with explicit [n] citations, failures kept as `failure`."""
+
+    def __init__(self, retriever, answers, settings: StitchSettings, info: dict):
+        self.retriever, self.answers, self.settings, self.info = retriever, answers, settings, info
+        self.n_answers = self.n_failed = 0
+
+    def top_k(self, questions: list[str]) -> list[list]:
+        return [[as_passage(h) for h in hits] for hits in self.retriever.search(questions, self.settings.k)]
+
+    def answer(self, questions: list[str]) -> list[Answered]:
+        return self.answer_from(questions, self.top_k(questions))
+
+    def answer_from(self, questions: Sequence[str], passages: Sequence[Sequence]) -> list[Answered]:
+        replies = self.answers([stitch(q, ps, self.settings) for q, ps in zip(questions, passages)])
+        self.n_answers += len(replies)
+        self.n_failed += sum(r.failure is not None for r in replies)
+        return [Answered(strip_citations(r.answer), r.answer, list(ps), None if r.new_tokens is None else 1 + r.new_tokens,
+                         r.input_tokens, r.seconds, failure=r.failure, cited=cited_ids(r.answer, ps))
+                for r, ps in zip(replies, passages)]
+
+    def answer_with(self, questions: list[str], passages: list[list]) -> list[str | None]:
+        """Plain answers from given passages (the position probe); None where the generator failed."""
+        return [None if a.failure else a.text for a in self.answer_from(questions, passages)]
+
+    def describe(self) -> dict:
+        """What results.json records about the generator: spec, prompt, usage, failures (no URL, no key)."""
+        return {**self.info, "n_docs": self.settings.k, "prompt_version": PROMPT_VERSION, "instruction": ANSWER_INSTRUCTION,
+                "usage": dict(self.answers.usage), "answers": self.n_answers, "failed": self.n_failed}
+
+
+def run_k(run: Path) -> int:
+    """Passages per prompt by default: the run's trained stitched k, else its preset's, else 5."""
+    from lewisrag.training.stitched_train import SETTINGS_FILE
+
+    if (run / "stitched" / SETTINGS_FILE).is_file():
+        k = ((read_json(run / "stitched" / SETTINGS_FILE) or {}).get("settings") or {}).get("k")
+        if isinstance(k, int) and k > 0:
+            return k
+    cfg = read_json(run / "config.json") if (run / "config.json").is_file() else {}
+    k = ((cfg.get("preset") or {}) if isinstance(cfg, dict) else {}).get("stitched_k")
+    return k if isinstance(k, int) and k > 0 else DEFAULT_K
+
+
+def build_system(run: Path, o: GeneratorOptions, max_new_tokens: int) -> LLMStitchedSystem:
+    """The stitched system of `o` (checked by `check_options`) over the run's index A and DPR."""
+    from lewisrag.index import open_retriever
+
+    settings = prompt_settings(o.n_docs or run_k(run))
+    if o.kind == "chat":
+        client = ChatClient(o.base_url or "", o.target, os.environ.get(o.api_key_env, ""), max_workers=o.concurrency,
+                            timeout=o.timeout, max_retries=o.max_retries, key_hint="the variable --api-key-env names")
+        answers = ChatAnswers(client, DiskCache(o.cache_dir or DEFAULT_CACHE_DIR, "answers"))
+        info = {"generator": o.spec, "kind": "chat", "model": o.target, "timeout_s": o.timeout, "max_retries": o.max_retries}
+    else:
+        from lewisrag.rag_model.stitched import HFGenerator
+
+        answers = HFAnswers(HFGenerator.from_pretrained(o.target, max_new_tokens=max_new_tokens))
+        info = {"generator": o.spec, "kind": "hf", "path": o.target, "chat_template": answers.chat_template}
+    return LLMStitchedSystem(open_retriever(run / "index_a", run / "dpr"), answers, settings, info)
