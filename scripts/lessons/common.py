@@ -1,0 +1,76 @@
+"""What every lesson shares: the cell constructors and the setup cell that makes (or reuses) a run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Markdown:
+    en: str  # the cell in English
+    zh: str  # the same cell in Chinese
+
+
+@dataclass(frozen=True)
+class Code:
+    source: str  # run as is in both languages
+
+
+def md(en: str, zh: str) -> Markdown:
+    return Markdown(en.strip("\n"), zh.strip("\n"))
+
+
+def code(source: str) -> Code:
+    return Code(source.strip("\n"))
+
+
+RUN_INTRO = md(
+    r"""
+## 0. A tiny reproduction to work on
+
+The next cell trains the `tiny` preset once (well under a minute on a laptop CPU) into `lesson_run/` beside
+this notebook, or reuses a run you already have: start Jupyter with `LEWISRAG_LESSON_RUN=/path/to/run`
+(for instance `runs/demo`, which `make demo` writes). From a shell the same run is
+`lewisrag reproduce --preset tiny --out lesson_run`.
+
+The tiny models train for seconds, so their answers are wrong and their scores near zero. The
+arithmetic in these lessons holds for any weights, and where a number only means something for a model
+that can read, the lesson says so and shows one that can.
+""",
+    r"""
+## 0. 先准备一次小规模复现
+
+下一个单元会用 `tiny` 预设训练一次（笔记本电脑的 CPU 上不到一分钟），结果放在本笔记本旁边的 `lesson_run/`
+目录里；如果你手上已经有一次运行结果，也可以直接复用：启动 Jupyter 前设置
+`LEWISRAG_LESSON_RUN=/path/to/run`（比如 `make demo` 生成的 `runs/demo`）。在命令行里做同样的事是
+`lewisrag reproduce --preset tiny --out lesson_run`。
+
+tiny 模型只训练了几秒钟，所以它们的答案是错的，分数也接近零。本课里的计算对任何权重都成立；
+哪些数字只有在模型“会读”时才有意义，课上会专门指出，并换一个会读的模型给你看。
+""",
+)
+
+SETUP = code(
+    r"""
+import json
+import os
+import warnings
+from pathlib import Path
+
+warnings.filterwarnings("ignore", message="IProgress not found")  # tqdm's notebook bars need ipywidgets
+import torch
+import transformers
+
+from lewisrag.experiments.presets import PRESETS
+from lewisrag.experiments.reproduce import reproduce
+
+transformers.utils.logging.disable_progress_bar()  # quiet model loading
+RUN = Path(os.environ.get("LEWISRAG_LESSON_RUN", "lesson_run")).resolve()
+if not (RUN / "results.json").is_file():
+    reproduce(PRESETS["tiny"], RUN, seed=0, resume=True)  # resumes a run that was interrupted
+torch.set_grad_enabled(False)  # from here on the lessons only read the models
+WORK = Path("lesson_work").resolve()  # what this lesson writes
+WORK.mkdir(exist_ok=True)
+print("run:", RUN, "| preset:", json.loads((RUN / "config.json").read_text())["preset"]["name"])
+"""
+)

@@ -1,0 +1,435 @@
+"""Lesson 1: the two marginalizations of Lewis et al. 2020, by hand on one question, checked against the model."""
+
+from __future__ import annotations
+
+from common import RUN_INTRO, SETUP, code, md
+
+TITLE = "01_marginalization"
+
+CELLS = [
+    md(
+        r"""
+# Lesson 1 — The two marginalizations, by hand
+
+Lewis et al. (2020) treat the retrieved passage as a **latent variable** $z$. The retriever proposes
+$K$ passages with probabilities $p(z\mid x)$, the generator reads each one and says how likely the
+answer $y$ is, $p(y\mid x,z)$, and the model sums $z$ out. The paper sums it out in two ways:
+
+| | the equation | in words |
+|---|---|---|
+| **RAG-Sequence** (eq. 1) | $p(y\mid x) \approx \sum_{z} p(z\mid x)\,\prod_i p(y_i\mid x,z,y_{<i})$ | one passage explains the whole answer |
+| **RAG-Token** (eq. 2) | $p(y\mid x) \approx \prod_i \sum_{z} p(z\mid x)\,p(y_i\mid x,z,y_{<i})$ | each token may lean on another passage |
+
+In this lesson you take one question and compute, with a few tensor operations:
+
+1. $p(z\mid x)$, the retrieval distribution over the $K$ passages;
+2. $p(y_i\mid x,z,y_{<i})$ for every passage and answer token, from the generator's logits;
+3. the RAG-Sequence and the RAG-Token likelihood of the answer;
+4. the posteriors $p(z\mid x,y)$ and $p(z\mid x,y_i,y_{<i})$: which passage explains the answer;
+
+and you check that your numbers equal the loss the model trains with (`RagModel.loss`).
+
+**Time:** about 10 minutes. **You need:** the `lewisrag` package (`make venv`) and a Jupyter kernel
+in its environment.
+""",
+        r"""
+# 第 1 课 —— 亲手算两种边缘化
+
+Lewis 等人（2020）把检索到的段落当作一个**隐变量** $z$。检索器给出 $K$ 个候选段落及其概率
+$p(z\mid x)$，生成器逐个阅读这些段落，给出在读到段落 $z$ 时答案 $y$ 的概率 $p(y\mid x,z)$，
+最后模型把 $z$ 求和消去。论文给出了两种消去方式：
+
+| | 公式 | 含义 |
+|---|---|---|
+| **RAG-Sequence**（式 1） | $p(y\mid x) \approx \sum_{z} p(z\mid x)\,\prod_i p(y_i\mid x,z,y_{<i})$ | 整个答案由同一个段落来解释 |
+| **RAG-Token**（式 2） | $p(y\mid x) \approx \prod_i \sum_{z} p(z\mid x)\,p(y_i\mid x,z,y_{<i})$ | 每个词元都可以依据不同的段落 |
+
+这一课我们只看一个问题，用几行张量运算依次算出：
+
+1. $p(z\mid x)$：检索器在 $K$ 个段落上的分布；
+2. 每个段落、每个答案词元的 $p(y_i\mid x,z,y_{<i})$，直接从生成器的 logits 算出；
+3. 答案在 RAG-Sequence 和 RAG-Token 下的似然；
+4. 后验 $p(z\mid x,y)$ 和 $p(z\mid x,y_i,y_{<i})$：到底是哪个段落解释了答案；
+
+最后核对：你亲手算出的数和模型训练时用的损失（`RagModel.loss`）完全一致。
+
+**用时：**约 10 分钟。**准备：**安装好 `lewisrag`（`make venv`），并在同一环境里有一个 Jupyter 内核。
+""",
+    ),
+    RUN_INTRO,
+    SETUP,
+    md(
+        r"""
+## 1. The model, the index and one question
+
+`load_trained` returns a trained `RagModel` and its two tokenizers: the question encoder's and the
+generator's. The index holds snapshot A of the built-in world, encoded once by the frozen document
+encoder. We take the first test question whose gold passage the retriever finds, if there is one.
+""",
+        r"""
+## 1. 模型、索引和一个问题
+
+`load_trained` 返回训练好的 `RagModel` 以及它的两个分词器：问题编码器的和生成器的。索引里是内置世界的
+快照 A，由冻结的文档编码器一次性编码好。我们挑测试集中第一个“检索器找到了标准段落”的问题；如果一个都
+没有，就用第一个问题。
+""",
+    ),
+    code(
+        r"""
+from lewisrag.data.records import read_qa
+from lewisrag.index.dense import DenseIndex
+from lewisrag.training.checkpoint import load_trained
+
+model, tok = load_trained(RUN / "rag_token")
+index = DenseIndex.load(RUN / "index_a")
+K = model.n_docs
+questions = [ex for ex in read_qa(RUN / "world" / "test.jsonl") if ex.kind == "short"]
+
+
+def gold_retrieved(ex):
+    return any(p.id in ex.gold_passage_ids for p in model.retrieve([ex.question], index, tok).passages[0])
+
+
+ex = next((ex for ex in questions if gold_retrieved(ex)), questions[0])
+print(ex.question, "->", ex.answers[0], "| gold passage:", ex.gold_passage_ids[0], "| K =", K)
+"""
+    ),
+    md(
+        r"""
+## 2. Retrieval: $p(z\mid x)$
+
+The question encoder turns $x$ into a vector $q(x)$; every passage $z$ has a vector $d(z)$ stored in the
+index. The score of a passage is the inner product $d(z)^\top q(x)$, FAISS returns the $K$ best, and over
+those $K$ the model sets $p(z\mid x) = \mathrm{softmax}_z\, d(z)^\top q(x)$.
+`model.retrieve` does all of it; we recompute the scores to see that nothing else happens.
+""",
+        r"""
+## 2. 检索：$p(z\mid x)$
+
+问题编码器把 $x$ 变成向量 $q(x)$；每个段落 $z$ 的向量 $d(z)$ 已经存放在索引里。段落的得分就是内积
+$d(z)^\top q(x)$，FAISS 返回得分最高的 $K$ 个，模型在这 $K$ 个段落上令
+$p(z\mid x) = \mathrm{softmax}_z\, d(z)^\top q(x)$。`model.retrieve` 把这些都做了；我们自己再算一遍
+得分，看看其中并没有别的玄机。
+""",
+    ),
+    code(
+        r"""
+r = model.retrieve([ex.question], index, tok)
+q_in = tok.question([ex.question], return_tensors="pt")
+q = model.encode_questions(q_in["input_ids"], q_in["attention_mask"])[0]  # (D,) q(x)
+d = torch.as_tensor(index.vectors(r.rows))[0]  # (K, D) the stored d(z)
+scores = d @ q  # (K,) d(z)·q(x)
+assert torch.allclose(scores, r.doc_scores[0], atol=1e-4)
+
+p_z = torch.softmax(r.doc_scores[0], dim=0)  # (K,) p(z|x)
+for k, p in enumerate(r.passages[0]):
+    print(f"z={k}  d·q={scores[k]:8.3f}  p(z|x)={p_z[k]:.3f}  {p.id:22} {p.text[:50]}...")
+"""
+    ),
+    md(
+        r"""
+## 3. The generator reads each passage: $p(y\mid x,z)$
+
+The generator (BART) reads one string per passage, `title / text // question`, and never sees two
+passages at once. The answer enters as **labels** in transformers' RAG convention: the decoder is fed
+the decoder start token, then `<s> answer </s>`, and position $t$ predicts label $t+1$.
+""",
+        r"""
+## 3. 生成器逐个阅读段落：$p(y\mid x,z)$
+
+生成器（BART）为每个段落读入一个字符串 `标题 / 正文 // 问题`，它从来不会同时看到两个段落。答案按照
+transformers 中 RAG 的约定写成 **labels**：解码器的输入先是解码起始符，然后是 `<s> 答案 </s>`，
+位置 $t$ 预测的是第 $t+1$ 个标签。
+""",
+    ),
+    code(
+        r"""
+for k, row in enumerate(r.context_input_ids):
+    print(f"z={k}:", tok.generator.decode(row, skip_special_tokens=True))
+
+
+def labels_for(answer, model, tok):
+    # (1, T): the decoder start token, then <s> answer </s>
+    ids = tok.generator(answer)["input_ids"]
+    return torch.tensor([[model.generator.config.decoder_start_token_id, *ids]])
+
+
+labels = labels_for(ex.answers[0], model, tok)
+print("labels:", tok.generator.convert_ids_to_tokens(labels[0]))
+"""
+    ),
+    md(
+        r"""
+One forward pass gives logits for every (passage, position). Row $k$ of the batch is the generator
+reading passage $k$. A log-softmax over the vocabulary and a lookup of each target token give
+$\log p(y_i\mid x,z,y_{<i})$; their sum over $i$ is $\log p(y\mid x,z)$.
+""",
+        r"""
+一次前向计算就得到每个（段落，位置）上的 logits，批次中的第 $k$ 行就是生成器在读段落 $k$。对词表做
+log-softmax，再取出每个目标词元的那一项，得到 $\log p(y_i\mid x,z,y_{<i})$；对 $i$ 求和就是
+$\log p(y\mid x,z)$。
+""",
+    ),
+    code(
+        r"""
+logits = model(r.context_input_ids, r.context_attention_mask, r.doc_scores, labels=labels).logits  # (K, T, V)
+targets = labels[0, 1:]  # (T-1,) position t predicts labels[t + 1]
+log_probs = logits[:, :-1].log_softmax(-1)  # (K, T-1, V); the last position would predict padding
+log_p_token = log_probs[:, torch.arange(len(targets)), targets]  # (K, T-1) log p(y_i | x, z, y_<i)
+log_p_y_given_z = log_p_token.sum(1)  # (K,) log p(y | x, z)
+for k in range(K):
+    print(f"z={k}  p(y|x,z) = {log_p_y_given_z[k].exp():.3e}")
+"""
+    ),
+    md(
+        r"""
+## 4. RAG-Sequence (eq. 1)
+
+One passage for the whole answer, then a weighted sum over passages:
+$p(y\mid x) = \sum_z p(z\mid x)\,p(y\mid x,z)$. Probabilities like $10^{-13}$ are common, so we add
+logs and use `logsumexp` instead of multiplying and summing probabilities.
+""",
+        r"""
+## 4. RAG-Sequence（式 1）
+
+整个答案只用一个段落来生成，再按段落加权求和：$p(y\mid x) = \sum_z p(z\mid x)\,p(y\mid x,z)$。
+$10^{-13}$ 这样的概率很常见，所以我们在对数空间里相加，用 `logsumexp` 代替“先连乘再求和”。
+""",
+    ),
+    code(
+        r"""
+log_p_z = p_z.log()  # (K,)
+nll_sequence = -torch.logsumexp(log_p_z + log_p_y_given_z, dim=0)
+print(f"RAG-Sequence: -log p(y|x) = {nll_sequence:.4f}")
+"""
+    ),
+    md(
+        r"""
+## 5. RAG-Token (eq. 2)
+
+A mixture at every token, then a product over tokens:
+$p(y\mid x) = \prod_i \sum_z p(z\mid x)\,p(y_i\mid x,z,y_{<i})$.
+The only change from RAG-Sequence is *where* the sum over $z$ sits: inside the product instead of outside it.
+""",
+        r"""
+## 5. RAG-Token（式 2）
+
+先在每个词元上做混合，再对所有词元连乘：$p(y\mid x) = \prod_i \sum_z p(z\mid x)\,p(y_i\mid x,z,y_{<i})$。
+它和 RAG-Sequence 唯一的区别是对 $z$ 求和的**位置**：放在连乘里面，而不是外面。
+""",
+    ),
+    code(
+        r"""
+log_p_marginal = torch.logsumexp(log_p_z[:, None] + log_p_token, dim=0)  # (T-1,) log p(y_i | x, y_<i)
+nll_token = -log_p_marginal.sum()
+print(f"RAG-Token:    -log p(y|x) = {nll_token:.4f}")
+"""
+    ),
+    md(
+        r"""
+## 6. Check against the model
+
+`RagModel.loss` is what training minimizes. We ask for the paper's plain likelihood (no label
+smoothing), which is the model's setting here anyway. This model is a RAG-Token model, so its loss is
+eq. 2; eq. 1 we check against `lewisrag/rag_model/marginalize.py`, both its fast path (what training
+calls) and its reference (the equation written as plain tensor code).
+""",
+        r"""
+## 6. 和模型核对
+
+训练时最小化的就是 `RagModel.loss`。我们要的是论文里的原始似然（不做标签平滑），这里模型本身也是这么
+设置的。这个模型是 RAG-Token 模型，所以它的损失就是式 2；式 1 则和 `lewisrag/rag_model/marginalize.py`
+核对：既核对训练时调用的快速实现，也核对把公式直接写成张量代码的参考实现。
+""",
+    ),
+    code(
+        r"""
+from lewisrag.rag_model import marginalize as M
+
+pad = model.pad_token_id
+model_token = model.loss(logits, r.doc_scores, labels, label_smoothing=0.0)[0]
+print(f"RAG-Token    by hand {nll_token:.6f}   RagModel.loss {model_token:.6f}")
+assert torch.allclose(nll_token, model_token, rtol=1e-5, atol=1e-4)
+
+for name, fn in [("fast path", M.rag_sequence_nll), ("reference", M.rag_sequence_nll_reference)]:
+    theirs = fn(logits, r.doc_scores, labels, pad)[0]
+    print(f"RAG-Sequence by hand {nll_sequence:.6f}   {name} {theirs:.6f}")
+    assert torch.allclose(nll_sequence, theirs, rtol=1e-5, atol=1e-4)
+"""
+    ),
+    md(
+        r"""
+## 7. The recipe in one function, checked against the RAG-Sequence model
+
+Sections 2–5 fit in a few lines. We apply them to the run's RAG-Sequence model (trained with eq. 1)
+and compare with *its* `RagModel.loss`.
+""",
+        r"""
+## 7. 把整个计算写成一个函数，再和 RAG-Sequence 模型核对
+
+第 2 到第 5 节的内容几行就能写完。我们把它用在本次运行训练的 RAG-Sequence 模型（用式 1 训练）上，
+并和**这个模型自己的** `RagModel.loss` 比较。
+""",
+    ),
+    code(
+        r"""
+def by_hand(logits, doc_scores, labels):
+    # one question: (-log p(y|x) of RAG-Sequence, of RAG-Token, log p(y_i|x,z,y_<i) as (K, T-1))
+    targets = labels[0, 1:]
+    log_p_token = logits[:, :-1].log_softmax(-1)[:, torch.arange(len(targets)), targets]  # (K, T-1)
+    log_p_z = doc_scores[0].log_softmax(0)  # (K,)
+    sequence = -torch.logsumexp(log_p_z + log_p_token.sum(1), dim=0)
+    token = -torch.logsumexp(log_p_z[:, None] + log_p_token, dim=0).sum()
+    return sequence, token, log_p_token
+
+
+seq_model, seq_tok = load_trained(RUN / "rag_sequence")
+rs = seq_model.retrieve([ex.question], index, seq_tok)
+seq_labels = labels_for(ex.answers[0], seq_model, seq_tok)
+seq_logits = seq_model(rs.context_input_ids, rs.context_attention_mask, rs.doc_scores, labels=seq_labels).logits
+hand_sequence, _, _ = by_hand(seq_logits, rs.doc_scores, seq_labels)
+theirs = seq_model.loss(seq_logits, rs.doc_scores, seq_labels, label_smoothing=0.0, exclude_bos_score=False)[0]
+print(f"RAG-Sequence model: by hand {hand_sequence:.6f}   RagModel.loss {theirs:.6f}")
+assert torch.allclose(hand_sequence, theirs, rtol=1e-5, atol=1e-4)
+"""
+    ),
+    md(
+        r"""
+## 8. Posteriors: which passage explains the answer?
+
+Bayes' rule turns the prior $p(z\mid x)$ into a posterior once the answer is known:
+
+* RAG-Sequence: $p(z\mid x,y) \propto p(z\mid x)\,p(y\mid x,z)$, one distribution for the whole answer;
+* RAG-Token: $p(z\mid x,y_i,y_{<i}) \propto p(z\mid x)\,p(y_i\mid x,z,y_{<i})$, one per token.
+
+`lewisrag ask` prints these, and lesson 3 turns them into *implicit citations*: the Lewis models never
+write `[n]`, but the posterior says which passage each answer leaned on. Look at the first target, `<s>`:
+it says nothing about the answer, so a well-trained generator predicts it alike from every passage and its
+posterior stays at the prior.
+""",
+        r"""
+## 8. 后验：到底是哪个段落解释了答案？
+
+知道答案之后，用贝叶斯公式就能把先验 $p(z\mid x)$ 变成后验：
+
+* RAG-Sequence：$p(z\mid x,y) \propto p(z\mid x)\,p(y\mid x,z)$，整个答案一个分布；
+* RAG-Token：$p(z\mid x,y_i,y_{<i}) \propto p(z\mid x)\,p(y_i\mid x,z,y_{<i})$，每个词元一个分布。
+
+`lewisrag ask` 会打印这些后验；第 3 课会把它们变成**隐式引用**：Lewis 的模型从不写 `[n]`，
+但后验告诉我们答案依据的是哪个段落。注意第一个目标词元 `<s>`：它不携带任何关于答案的信息，训练充分的
+生成器无论读哪个段落都会同样地预测它，所以它的后验就等于先验。
+""",
+    ),
+    code(
+        r"""
+post_sequence = torch.softmax(log_p_z + log_p_y_given_z, dim=0)  # (K,) p(z|x,y)
+post_token = torch.softmax(log_p_z[:, None] + log_p_token, dim=0)  # (K, T-1) p(z|x,y_i,y_<i)
+print("".ljust(12), *(f"z={k}".rjust(7) for k in range(K)))
+for i, t in enumerate(targets):
+    print(repr(tok.generator.decode([int(t)])).ljust(12), *(f"{post_token[k, i]:7.3f}" for k in range(K)))
+print("p(z|x)".ljust(12), *(f"{v:7.3f}" for v in p_z))
+print("p(z|x,y)".ljust(12), *(f"{v:7.3f}" for v in post_sequence))
+
+assert torch.allclose(post_token.T, M.rag_token_doc_posterior(logits, r.doc_scores, labels, pad)[0, :-1], atol=1e-5)
+assert torch.allclose(post_sequence, M.rag_sequence_doc_posterior(logits, r.doc_scores, labels, pad)[0], atol=1e-5)
+"""
+    ),
+    md(
+        r"""
+## 9. The same arithmetic with a reader that can read
+
+With the tiny run every passage gives the answer about the same (tiny) probability, so the posteriors
+stay close to the prior. To watch them do their job, keep the question encoder but swap in the small
+generator shipped with lewisrag (it answers 97% of questions when handed the gold passage), and let
+BM25 fetch the passages, as the paper's Table 6 does: $p(z\mid x)$ is then the softmax of the BM25
+scores. The function `by_hand` does not change.
+""",
+        r"""
+## 9. 换一个“会读”的生成器，算法不变
+
+在 tiny 运行里，每个段落给答案的概率都差不多（而且都很小），所以后验几乎等于先验。为了看清后验的作用，
+我们保留问题编码器，把生成器换成 lewisrag 自带的小型预训练生成器（给它标准段落时能答对 97% 的问题），
+并像论文表 6 那样用 BM25 取段落：此时 $p(z\mid x)$ 是 BM25 得分的 softmax。`by_hand` 函数一行都不用改。
+""",
+    ),
+    code(
+        r"""
+from lewisrag.data.records import read_passages
+from lewisrag.index.bm25 import BM25Index
+from lewisrag.rag_model import RagModel, Tokenizers
+from lewisrag.rag_model.bm25_adapter import bm25_retrieve
+from lewisrag.training.pretrain import load_shipped_generator
+
+generator, generator_tok = load_shipped_generator()
+reader = RagModel(model.question_encoder, generator, variant="token", n_docs=K).eval()
+reader_tok = Tokenizers(tok.question, generator_tok)
+bm25 = BM25Index.in_memory(read_passages(RUN / "world" / "passages_a.jsonl"))
+rb = bm25_retrieve(reader, [ex.question], bm25, reader_tok, K)
+"""
+    ),
+    code(
+        r"""
+reader_labels = labels_for(ex.answers[0], reader, reader_tok)
+reader_logits = reader(rb.context_input_ids, rb.context_attention_mask, rb.doc_scores, labels=reader_labels).logits
+_, reader_token, reader_log_p_token = by_hand(reader_logits, rb.doc_scores, reader_labels)
+assert torch.allclose(reader_token, reader.loss(reader_logits, rb.doc_scores, reader_labels)[0], rtol=1e-5, atol=1e-4)
+
+prior = rb.doc_scores[0].softmax(0)
+posterior = torch.softmax(prior.log() + reader_log_p_token.sum(1), dim=0)
+for k, p in enumerate(rb.passages[0]):
+    gold = "<- gold" if p.id in ex.gold_passage_ids else ""
+    print(f"z={k} {p.id:22} p(z|x)={prior[k]:.3f}  p(y|x,z)={reader_log_p_token[k].sum().exp():.2e}  "
+          f"p(z|x,y)={posterior[k]:.3f} {gold}")
+"""
+    ),
+    md(
+        r"""
+## 10. Where the two marginalizations part ways
+
+Take two passages and a two-token answer "A B". Passage 1 makes "A" likely and "B" unlikely, passage 2
+the other way round, and the retriever likes both equally. RAG-Sequence must explain the whole answer
+with one passage; RAG-Token may take "A" from passage 1 and "B" from passage 2. This is the paper's
+Jeopardy example, where "The Sun Also Rises" and "A Farewell to Arms" come from different documents.
+""",
+        r"""
+## 10. 两种边缘化在哪里分道扬镳
+
+设想两个段落、一个由两个词元组成的答案“A B”。段落 1 让“A”很可能、“B”不太可能，段落 2 恰好相反，检索器
+对两个段落一视同仁。RAG-Sequence 必须用同一个段落解释整个答案；RAG-Token 却可以从段落 1 取“A”，
+从段落 2 取“B”。这正是论文里 Jeopardy 的例子：“The Sun Also Rises”和“A Farewell to Arms”来自不同的文档。
+""",
+    ),
+    code(
+        r"""
+p_token = torch.tensor([[0.9, 0.1],  # passage 1: p("A"), p("B")
+                        [0.1, 0.9]])  # passage 2
+prior = torch.tensor([0.5, 0.5])
+rag_sequence = (prior * p_token.prod(1)).sum()  # sum over z of a product over tokens
+rag_token = (prior[:, None] * p_token).sum(0).prod()  # product over tokens of a sum over z
+print(f"RAG-Sequence p(y|x) = {rag_sequence:.3f}   RAG-Token p(y|x) = {rag_token:.3f}")
+"""
+    ),
+    md(
+        r"""
+## Exercises
+
+1. Change the table in section 10 so that RAG-Sequence gives the answer a *higher* probability than
+   RAG-Token. What do the two passages say then?
+2. Retrieve a single passage (`model.retrieve(..., n_docs=1)`). Show that both losses then equal the
+   generator's own negative log-likelihood of the answer given that passage.
+3. Replace `r.doc_scores` by zeros (a uniform $p(z\mid x)$). Which of the two losses moves more, and why?
+4. Run `lewisrag ask --model lesson_run/rag_token --index lesson_run/index_a "<your question>"` in a shell
+   and compare the posteriors it prints with the ones you computed in section 8.
+""",
+        r"""
+## 练习
+
+1. 修改第 10 节的概率表，使 RAG-Sequence 给答案的概率**高于** RAG-Token。此时两个段落分别“说”了什么？
+2. 只检索一个段落（`model.retrieve(..., n_docs=1)`）。证明此时两种损失都等于生成器读这个段落时答案的
+   负对数似然。
+3. 把 `r.doc_scores` 换成全零（即均匀的 $p(z\mid x)$）。两种损失中哪一个变化更大？为什么？
+4. 在命令行运行 `lewisrag ask --model lesson_run/rag_token --index lesson_run/index_a "<你的问题>"`，
+   把它打印的后验和你在第 8 节算出的后验对照一下。
+""",
+    ),
+]

@@ -1,0 +1,396 @@
+"""Lesson 3: the original RAG against prompt-stitching RAG: the layered scorecard, the position probe,
+the BugHunt traps and the regression gate."""
+
+from __future__ import annotations
+
+from common import RUN_INTRO, SETUP, code, md
+
+TITLE = "03_original_vs_modern"
+
+CELLS = [
+    md(
+        r"""
+# Lesson 3 — Original versus modern RAG
+
+Most RAG systems built today **stitch**: they paste the top-$k$ passages, numbered `[1]`..`[k]`, into one
+input and ask the generator for an answer that cites them. The RAG of Lewis et al. (2020) reads every
+passage **on its own** and marginalizes over them (lesson 1). In this lesson you
+
+1. see the two kinds of input for one question;
+2. score both systems with one evaluator, layer by layer: retrieval, generation, citations, cost;
+3. run the **position probe**: does it matter where the gold passage sits?
+4. walk through **BugHunt**, six preset answers of which five fail each in a different layer, and the traps
+   of checking citations by rule;
+5. put a **regression gate** between a baseline and a candidate evaluation, as CI does.
+
+**Time:** about 10 minutes.
+""",
+        r"""
+# 第 3 课 —— 原版 RAG 与现代 RAG
+
+今天搭建的 RAG 系统大多采用**拼接**方式：把前 $k$ 个段落编号为 `[1]`..`[k]`，拼进同一个输入，
+让生成器给出带引用的答案。Lewis 等人（2020）的 RAG 则**逐个**阅读段落，再对它们做边缘化（见第 1 课）。
+这一课你将：
+
+1. 对同一个问题，看看两种输入长什么样；
+2. 用同一个评估器给两种系统逐层打分：检索、生成、引用、开销；
+3. 跑一遍**位置探针**：标准段落放在第几个位置，会不会影响答案？
+4. 走读 **BugHunt**：六个预设答案，其中五个各自在不同的层次上出错，以及按规则检查引用时会掉进的陷阱；
+5. 像 CI 那样，在基线评估和候选评估之间设一道**回归门禁**。
+
+**用时：**约 10 分钟。
+""",
+    ),
+    RUN_INTRO,
+    SETUP,
+    md(
+        r"""
+## 1. Two ways to read $K$ passages
+
+Both systems get their passages from the same retriever (DPR over index A). The Lewis model builds one
+input per passage; the stitched model (a generator of the same size, fine-tuned on stitched inputs with
+the gold passage's number as the citation to write) reads one input holding all of them.
+""",
+        r"""
+## 1. 读 $K$ 个段落的两种方式
+
+两种系统的段落都来自同一个检索器（索引 A 上的 DPR）。Lewis 模型为每个段落单独构造一个输入；拼接式模型
+（同样大小的生成器，在拼接输入上微调过，学会在答案后写出标准段落的编号作为引用）只读一个包含全部段落的输入。
+""",
+    ),
+    code(
+        r"""
+from lewisrag.data.records import read_qa
+from lewisrag.index.dense import DenseIndex
+from lewisrag.rag_model.stitched import stitch
+from lewisrag.training.checkpoint import load_trained
+from lewisrag.training.stitched_train import load_stitched
+
+model, tok = load_trained(RUN / "rag_token")
+index = DenseIndex.load(RUN / "index_a")
+stitched, stitched_tok, stitch_settings = load_stitched(RUN / "stitched")
+ex = next(ex for ex in read_qa(RUN / "world" / "test.jsonl") if ex.kind == "short")
+r = model.retrieve([ex.question], index, tok)
+
+print("Lewis RAG reads", len(r.context_input_ids), "inputs:")
+for row in r.context_input_ids:
+    print("   ", tok.generator.decode(row, skip_special_tokens=True))
+print("Prompt stitching reads 1 input:")
+print("   ", stitch(ex.question, r.passages[0][: stitch_settings.k], stitch_settings))
+"""
+    ),
+    md(
+        r"""
+## 2. One scorecard for both
+
+`compare_run` (from a shell: `lewisrag compare --run RUN --out DIR`) answers the test questions and the
+evaluation set with RAG-Token, RAG-Sequence and the stitched system, turns every answer into an evaluator
+record and scores all of them with the same judge. The rows, from the top:
+
+* **EM, F1, ROUGE-L** on the short-answer test questions, and **recall@k** of the passages each system read;
+* **faithfulness** (are the answer's statements supported by the passages it read?), **context recall**
+  (do the passages hold the reference statements?), **answer completeness** (does the answer state them?);
+* **citation recall and precision**: the stitched system writes `[n]`; the Lewis models cite
+  *implicitly*, by the passage their posterior $p(z\mid x,y)$ leaned on (lesson 1, section 8);
+* **cost**: generator forward passes and tokens read per answer. A Lewis model runs its decoder once per
+  passage for every token it writes;
+* refusals on questions the knowledge base cannot answer, the layer each failure is blamed on, and the
+  claim-level diagnostics of RAGChecker.
+
+On a bigger run this cell takes longer (about a minute for `small`).
+""",
+        r"""
+## 2. 同一张评分卡
+
+`compare_run`（命令行：`lewisrag compare --run RUN --out DIR`）让 RAG-Token、RAG-Sequence 和拼接式系统
+分别回答测试题和评估集，把每个答案转成评估器的记录，并用同一个评判器打分。评分卡从上到下依次是：
+
+* 简答测试题上的 **EM、F1、ROUGE-L**，以及各系统所读段落的 **recall@k**；
+* **忠实度**（答案中的陈述是否有它读到的段落支持？）、**上下文召回**（段落里是否包含参考陈述？）、
+  **答案完整度**（答案有没有说出这些参考陈述？）；
+* **引用召回率与精确率**：拼接式系统自己写 `[n]`；Lewis 模型是**隐式**引用，即后验 $p(z\mid x,y)$
+  所依据的那个段落（第 1 课第 8 节）；
+* **开销**：每个答案的生成器前向次数和读入的词元数。Lewis 模型每写一个词元，都要对每个段落各跑一次解码器；
+* 对知识库无法回答的问题是否拒答、每次失败被归咎到哪一层，以及 RAGChecker 的断言级诊断。
+
+在更大的运行上这个单元会慢一些（`small` 约一分钟）。
+""",
+    ),
+    code(
+        r"""
+from IPython.display import Image, Markdown, display
+
+from lewisrag.experiments.compare import compare_run, render_markdown
+
+card = compare_run(RUN, WORK / "compare", position_questions=20)
+display(Markdown(render_markdown(card)))
+"""
+    ),
+    md(
+        r"""
+## 3. The position probe
+
+Liu et al. (2023, "Lost in the Middle") found that a reader of one long input uses a relevant passage
+best at the start or the end. The probe takes each question's passages, moves the gold passage to
+position 1, 2, ... $k$ in turn, and measures exact match at each position.
+""",
+        r"""
+## 3. 位置探针
+
+Liu 等人（2023，“Lost in the Middle”）发现：阅读一个长输入的模型，对放在开头或结尾的相关段落利用得最好。
+位置探针把每个问题的标准段落依次挪到第 1、2、……、$k$ 个位置，分别计算精确匹配。
+""",
+    ),
+    code(
+        r"""
+for name, curve in card["position"].items():
+    cells = "   ".join(f"gold at {p}: {em:.2f}" for p, em in zip(curve["positions"], curve["exact_match"]))
+    print(f"{name:13} {cells}")
+display(Image(filename=str(WORK / "compare" / "position.png")))
+"""
+    ),
+    md(
+        r"""
+The Lewis curves are flat **by construction**: the marginal is a sum over $z$, and reordering the
+passages only reorders the terms of the sum. We can check that on the loss itself, for every ordering of
+the passages: the Lewis model's negative log-likelihood of the answer does not move (up to rounding),
+while the stitched generator's likelihood of the same answer changes with the order. With the tiny run
+the stitched numbers are noise, but they move; a `small` run's stitched model answers from passage `[1]`
+whatever it holds (EM 0.90 with the gold passage first, 0.00 elsewhere).
+""",
+        r"""
+Lewis 模型的曲线**天生**就是平的：边缘分布是对 $z$ 的求和，调换段落的顺序只是调换求和中各项的顺序。
+我们可以直接在损失上验证：对段落的每一种排列，Lewis 模型给答案的负对数似然都不变（只差舍入误差），
+而拼接式生成器给同一个答案的似然却随顺序变化。tiny 运行里拼接式模型的数字只是噪声，但它们确实在变；
+`small` 运行的拼接式模型则不管 `[1]` 里是什么都照着它答（标准段落放第一位时 EM 为 0.90，放在别处为 0.00）。
+""",
+    ),
+    code(
+        r"""
+from itertools import permutations
+
+labels = torch.tensor([[model.generator.config.decoder_start_token_id, *tok.generator(ex.answers[0])["input_ids"]]])
+stitched_labels = stitched_tok(ex.answers[0], return_tensors="pt")["input_ids"]  # (1, T) the same answer, no citation
+k = min(len(r.passages[0]), stitch_settings.k)
+for order in map(list, permutations(range(k))):
+    lewis = model(r.context_input_ids[order], r.context_attention_mask[order], r.doc_scores[:, order], labels=labels).loss
+    prompt = stitched_tok(stitch(ex.question, [r.passages[0][i] for i in order], stitch_settings), return_tensors="pt")
+    modern = stitched(**prompt, labels=stitched_labels).loss * stitched_labels.shape[1]  # mean -> sum over tokens
+    print(order, f"Lewis NLL {lewis.item():9.4f}   stitched NLL {modern.item():9.4f}")
+"""
+    ),
+    md(
+        r"""
+## 4. BugHunt: six answers, five failures
+
+The evaluator's reference chapter (in Chinese, like the sample) follows a testing agent that found the
+Conduit app showing nothing when a login password is wrong. It asks the knowledge base what the API
+returns and how the front end should tell the user. Of six preset answers one is correct and five each
+fail in a different layer (not retrieved, retrieved but not used, hallucinated, off topic, misplaced
+citations), and every sentence
+carries human labels. With the human labels as the judge, each answer's diagnosis should name the layer
+it was built to fail in.
+""",
+        r"""
+## 4. BugHunt：六个答案，五种失败
+
+评估器所依据的参考章节（中文，样例也是中文）讲的是一个测试 Agent：它发现 Conduit 应用在登录密码输错时
+没有任何提示，于是去知识库里查接口返回什么、前端该怎么提示用户。六个预设答案中一个是正确的，另外五个各自
+在不同的层次上出错（没检索到、检索到了却没用、凭空捏造、答非所问、引用放错），每个句子都有人工标注。以人工标注作为评判器时，
+每个答案的诊断结果应当正好指向它被设计成出错的那一层。
+""",
+    ),
+    code(
+        r"""
+from lewisrag.eval.bughunt import load_bughunt, rule_checker_rows, rule_checker_table
+from lewisrag.eval.evaluator import evaluate_bughunt
+from lewisrag.eval.reports.markdown import bughunt_answer_table
+
+sample = load_bughunt()
+print(sample.question)
+for d in sample.docs:
+    print(f"  [{d.id}] {d.title}: {d.text[:60]}...")
+result = evaluate_bughunt(sample).to_json()
+display(Markdown("\n".join(bughunt_answer_table(result))))
+for a in result["records"]:
+    print(f"{a['name']:21} built to fail in: {a['expected_primary'] or 'none':22} diagnosed: {a['diagnosis']['primary'] or 'none'}")
+"""
+    ),
+    md(
+        r"""
+### The traps of checking citations by rule
+
+A rule checker asks cheap, deterministic questions of each sentence: does it cite at all, is the cited id
+among the retrieved passages, are its quoted words in the cited passage? It runs on every commit, but it
+is not a judge of support. Against the human citation labels of the 22 sentences it catches 7 bad
+citations and passes 12 good ones; the other three are its traps: a **false block** (a good citation the
+rule rejects), a **miss** (a bad citation the rule lets through) and a sentence the rule cannot check at all.
+""",
+        r"""
+### 按规则检查引用的陷阱
+
+规则检查器对每个句子只问一些廉价、确定的问题：有没有引用？引用的 id 是否在检索到的段落里？引号里的词
+是否出现在被引段落中？它可以在每次提交时运行，但它并不能判断“是否真的支持”。拿 22 个句子的人工引用标注
+来对照，它抓住了 7 个错误引用、放过了 12 个正确引用；剩下三个就是它的陷阱：一次**误拦**（正确的引用被
+规则拒绝）、一次**漏检**（错误的引用被规则放行），以及一个规则根本无从检查的句子。
+""",
+    ),
+    code(
+        r"""
+print(rule_checker_table(sample))
+for row in rule_checker_rows(sample):
+    if row["outcome"] in ("false_block", "missed", "unverifiable"):
+        print(f"\n{row['outcome']}: rule says {row['status']}, human says the citation is {'fine' if row['citation_ok'] else 'wrong'}")
+        print("   ", row["sentence"])
+        print("   ", row["detail"])
+"""
+    ),
+    md(
+        r"""
+## 5. The regression gate
+
+`lewisrag gate --baseline B --candidate C` compares two evaluations question by question, in three tiers:
+
+1. **rules** (every commit): no new bad citation ids, missing citations or unfound quotes; no metric
+   unmeasurable on more questions than before;
+2. **retrieval** (deterministic): recall@k must not drop, tested in pairs (McNemar, paired bootstrap);
+3. **judged metrics** (noisy): paired tests on faithfulness, completeness, context recall and citations.
+
+It exits 0 when every check passes, 1 when one fails and 2 when the runs cannot be compared. We evaluate
+BugHunt's answers with the deterministic lexical judge as the baseline; since these answers break rules
+on purpose, tier 1 counts only violations the baseline did not already have (as `scripts/ci_gate.sh
+--bughunt` does in CI).
+""",
+        r"""
+## 5. 回归门禁
+
+`lewisrag gate --baseline B --candidate C` 逐题比较两次评估，分三层检查：
+
+1. **规则**（每次提交都跑）：不能新出现错误的引用 id、缺失的引用或找不到的引文；任何指标无法测量的题目数
+   都不能比基线多；
+2. **检索**（确定性的）：recall@k 不能下降，按题配对检验（McNemar 检验、配对自助法）；
+3. **评判类指标**（有噪声）：对忠实度、完整度、上下文召回和引用做配对检验。
+
+全部通过时退出码为 0，有检查失败为 1，两次运行无法比较时为 2。我们用确定性的词汇评判器评估 BugHunt 的
+答案作为基线；由于这些答案是故意违反规则的，第一层只统计基线中原本没有的违规（CI 中的
+`scripts/ci_gate.sh --bughunt` 也是这么做的）。
+""",
+    ),
+    code(
+        r"""
+from lewisrag.eval.bughunt import answer_records
+from lewisrag.eval.evaluator import evaluate_answers
+from lewisrag.eval.gate import gate
+from lewisrag.eval.judges import LexicalJudge
+from lewisrag.eval.records import parse_answer
+from lewisrag.eval.results import write_results
+
+
+def evaluate(records, name):
+    # score answer records with the lexical judge into WORK/<name>.json, as `lewisrag eval answers` does
+    parsed = [parse_answer(rec, name, i, {}) for i, rec in enumerate(records, start=1)]
+    write_results(WORK / f"{name}.json", evaluate_answers(parsed, LexicalJudge()))
+    return WORK / f"{name}.json"
+
+
+def show(report):
+    # one line per tier, then every check that did not pass with its evidence
+    print("gate:", "PASSED" if report.passed else "FAILED")
+    for tier in dict.fromkeys(c.tier for c in report.checks):
+        checks = [c for c in report.checks if c.tier == tier]
+        print(f"  {tier:12} {sum(c.verdict == 'pass' for c in checks)} of {len(checks)} checks pass")
+        for c in checks:
+            if c.verdict != "pass":
+                print(f"      {c.verdict}: {c.name}: {c.evidence}")
+
+
+config = WORK / "gate.toml"
+config.write_text("n_resamples = 1000\n[tier1]\nallow_baseline_violations = true\n", encoding="utf-8")
+baseline = evaluate(answer_records(sample), "baseline")
+show(gate(baseline, evaluate(answer_records(sample), "rerun"), config))
+"""
+    ),
+    md(
+        r"""
+Now a regression: an edit to the `correct` answer makes it cite `[4]`, a passage that was never
+retrieved for it. Nothing else changes.
+""",
+        r"""
+现在制造一次回归：改动 `correct` 这个答案，让它引用 `[4]`，一个根本没有被检索到的段落。其余一切不变。
+""",
+    ),
+    code(
+        r"""
+records = answer_records(sample)
+records[0]["response"] = records[0]["response"].replace("[1]", "[4]")
+print(records[0]["id"], "->", records[0]["response"])
+show(gate(baseline, evaluate(records, "broken"), config))
+"""
+    ),
+    md(
+        r"""
+Tier 1 fails on the fact (a cited id that was not retrieved), tier 3 on what it costs (citation recall and
+precision), and both name the one answer that changed.
+
+Judged scores move with the judge. A candidate judged differently from its baseline is refused rather than
+compared (the CLI exits 2), unless you pass `--allow-judge-change`. Here the baseline was judged by the
+lexical judge and the candidate by BugHunt's human labels:
+""",
+        r"""
+第一层因为事实本身而失败（引用了一个没有被检索到的 id），第三层因为它造成的损失而失败（引用召回率和精确率
+下降），两者都指出了被改动的那一个答案。
+
+评判类分数会随评判器而变。如果候选和基线用的评判器不同，门禁会直接拒绝比较（命令行退出码为 2），
+除非你加上 `--allow-judge-change`。下面的基线用词汇评判器打分，候选则用 BugHunt 的人工标注打分：
+""",
+    ),
+    code(
+        r"""
+from lewisrag.data.io import InputError
+
+write_results(WORK / "labelled.json", evaluate_bughunt(sample))
+try:
+    gate(baseline, WORK / "labelled.json", config)
+except InputError as e:
+    print("refused:", e)
+"""
+    ),
+    md(
+        r"""
+## What to take away
+
+* Reading passages one at a time and marginalizing makes the Lewis model blind to their order, at the price
+  of $K$ decoder passes per token; a stitched reader is cheaper but has to learn where to look.
+* Score every layer, not only the final answer: a wrong answer may be a retrieval miss, a reading miss
+  or a citation slip, and each has a different fix.
+* Rules are cheap and catch the obvious; judges catch more but drift; a gate compares like with like,
+  question by question, and refuses to compare otherwise.
+
+## Exercises
+
+1. Point `LEWISRAG_LESSON_RUN` at a `small` run and rerun sections 2 and 3: which system wins on EM,
+   which on cost, and what does the stitched system's position curve look like?
+2. In section 5, break the answer differently: drop a citation, or cite `[3]` (retrieved, but the
+   registration requirement). Which tier notices each change?
+3. Pass `allow_judge_change=True` to the last `gate` call. Which checks now fail, and do you believe them?
+""",
+        r"""
+## 本课要点
+
+* 逐个阅读段落再做边缘化，使 Lewis 模型对段落顺序完全不敏感，代价是每个词元要跑 $K$ 次解码器；拼接式读法
+  更省，但得自己学会该看哪里。
+* 要逐层打分，而不是只看最终答案：一个错误答案可能是检索没找到、阅读出了错，也可能是引用失误，
+  每种情况的修法都不一样。
+* 规则检查便宜，能抓住明显的错误；评判器能发现更多问题，但会漂移；门禁只在可比的前提下逐题比较，
+  不可比时就拒绝比较。
+
+## 练习
+
+1. 把 `LEWISRAG_LESSON_RUN` 指向一次 `small` 运行，重跑第 2、3 节：EM 上谁赢？开销上谁赢？
+   拼接式系统的位置曲线是什么形状？
+2. 在第 5 节换一种方式破坏答案：删掉一个引用，或者引用 `[3]`（检索到了，但那是注册接口的需求）。
+   每种改动分别被哪一层发现？
+3. 在最后一次 `gate` 调用中传入 `allow_judge_change=True`。现在哪些检查失败了？你相信这些结果吗？
+""",
+    ),
+]
