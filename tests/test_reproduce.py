@@ -18,14 +18,17 @@ from lewisrag.experiments.presets import PRESETS
 from lewisrag.experiments.reproduce import check_hub_assets, reproduce
 
 STAGES = ("world", "dpr", "index_a", "index_b", "bm25_a", "retrieval", "generator", "rag_token", "rag_sequence",
-          "rag_token_frozen", "closed_book", "evaluate", "ablations", "knowledge_update", "stitched", "compare")
+          "rag_token_frozen", "closed_book", "evaluate", "ablations", "knowledge_update", "stitched", "compare",
+          "tasks_dpr", "tasks_index_a", "tasks_index_b",
+          *(f"{t}_{s}" for t in ("jeopardy", "fever") for s in ("rag_token", "rag_sequence", "closed_book", "evaluate")))
+TASKS = ("qa", "jeopardy", "fever")  # the tiny run trains every task, so every stage is covered once
 
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("tiny") / "run"
     events = []
-    reproduce(PRESETS["tiny"], out, seed=0, on_stage=lambda name, event, _: events.append((name, event)))
+    reproduce(PRESETS["tiny"], out, seed=0, on_stage=lambda name, event, _: events.append((name, event)), tasks=TASKS)
     return out, events
 
 
@@ -61,6 +64,16 @@ def test_tiny_results_have_every_design_key_in_unit_range(tiny_run):
         claims = r["layers"][s]["claims"]  # RAGChecker's diagnostics, each a mean with its interval
         assert set(claims) == set(CLAIM_METRICS) and all(c["mean"] is None or _in_unit(c["mean"]) for c in claims.values())
     assert r["stages"]["compare"]["findings"]  # the scorecard's sentences, which report.md prints
+    for s in ("rag_token", "rag_sequence", "closed_book"):
+        assert _in_unit(r["jeopardy"][s]["q_bleu1"]) and _in_unit(r["jeopardy"][s]["bleu1"]), s
+        assert _in_unit(r["fever"][s]["acc3"]) and _in_unit(r["fever"][s]["acc2"]), s
+    diff = r["jeopardy"]["differences"]["rag_token_minus_rag_sequence"]
+    assert diff["low"] <= diff["mean_diff"] <= diff["high"] and diff["n"] == r["jeopardy"]["rag_token"]["n"]
+    assert all(_in_unit(r["fever"]["retrieval"][k]) for k in ("top1_overlap", "top10_overlap"))
+    assert r["fever"]["retrieval"]["top1_overlap"] <= r["fever"]["retrieval"]["top10_overlap"]
+    swap = r["fever"]["swap"]
+    assert swap["n"] > 0 and all(_in_unit(swap[v][i][lab]) for v in ("rag_token", "rag_sequence")
+                                 for i in ("index_a", "index_b") for lab in ("labels_a", "labels_b"))
 
 
 def test_tiny_records_pair_for_the_gate(tiny_run):
@@ -85,11 +98,15 @@ def test_report_has_every_table_and_plot(tiny_run):
                     "## Claim-level diagnostics (RAGChecker", "| metric | RAG-Token | RAG-Sequence | prompt-stitching RAG |",
                     "- Hallucination (a wrong claim in no passage): RAG-Token "):
         assert heading in report, heading
-    for png in ("training_curves.png", "em_vs_k.png", "swap_matrix.png", "token_posteriors.png", "position.png"):
+    assert "Jeopardy question generation and FEVER (Table 2 style" in report and "paired bootstrap" in report
+    for png in ("training_curves.png", "em_vs_k.png", "swap_matrix.png", "token_posteriors.png", "position.png",
+                "jeopardy_posteriors.png"):
         assert (out / png).read_bytes()[:4] == b"\x89PNG" and f"]({png})" in report
     evidence = json.loads((out / "evidence.json").read_text())
     assert len(evidence["tokens"]) == len(evidence["posterior"])
     assert all(abs(sum(row) - 1) < 1e-4 for row in evidence["posterior"])  # p(z|x,y_t) sums to one over K
+    clue = json.loads((out / "jeopardy" / "evidence.json").read_text())  # Figure 2's clue
+    assert len(clue["tokens"]) == len(clue["posterior"]) and all(abs(sum(row) - 1) < 1e-4 for row in clue["posterior"])
 
 
 def test_resume_skips_finished_stages_and_gives_the_same_results(tiny_run):
@@ -97,7 +114,8 @@ def test_resume_skips_finished_stages_and_gives_the_same_results(tiny_run):
     before = (out / "results.json").read_bytes()
     (out / "stages" / "knowledge_update.json").unlink()  # as if killed during that stage
     events = []
-    reproduce(PRESETS["tiny"], out, seed=0, resume=True, on_stage=lambda name, event, _: events.append((name, event)))
+    reproduce(PRESETS["tiny"], out, seed=0, resume=True, on_stage=lambda name, event, _: events.append((name, event)),
+              tasks=TASKS)
     assert [n for n, e in events if e == "skipped"] == [s for s in STAGES if s != "knowledge_update"]
     assert [n for n, e in events if e == "done"] == ["knowledge_update", "report"]
     assert (out / "results.json").read_bytes() == before
@@ -105,7 +123,7 @@ def test_resume_skips_finished_stages_and_gives_the_same_results(tiny_run):
 
 def test_same_seed_same_results(tiny_run, tmp_path):
     out, _ = tiny_run
-    reproduce(PRESETS["tiny"], tmp_path / "again", seed=0)
+    reproduce(PRESETS["tiny"], tmp_path / "again", seed=0, tasks=TASKS)
     assert (tmp_path / "again" / "results.json").read_bytes() == (out / "results.json").read_bytes()
 
 
@@ -214,6 +232,12 @@ def test_resume_refuses_another_preset(tiny_run):
     out, _ = tiny_run
     r = run_cli("reproduce", "--preset", "tiny", "--seed", "3", "--out", str(out), "--resume")
     assert r.returncode == 2 and "config.json" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_tasks_must_be_known_and_include_qa(tmp_path):
+    for tasks, message in (("qa,trivia", "unknown task 'trivia'"), ("fever", "must include qa")):
+        r = run_cli("reproduce", "--preset", "tiny", "--tasks", tasks, "--out", str(tmp_path / "x"))
+        assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr and not (tmp_path / "x").exists()
 
 
 def test_unknown_preset_is_bad_input(tmp_path):

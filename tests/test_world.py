@@ -13,6 +13,7 @@ from lewisrag.data.records import CATEGORIES, read_passages, read_qa
 from lewisrag.data.world import (
     MAX_WORDS,
     QUESTION_FILES,
+    TASK_FILES,
     build_world,
     check_world,
     fresh_documents,
@@ -62,7 +63,8 @@ def test_same_seed_same_files_and_other_seed_differs(tmp_path, world):
     write_world(build_world(seed=7, entities=SMALL), tmp_path / "b")
     write_world(build_world(seed=8, entities=SMALL), tmp_path / "c")
     files = sorted(p.name for p in (tmp_path / "a").iterdir() if p.name != ".lewisrag")
-    assert files == sorted([*(f"{s}.jsonl" for s in QUESTION_FILES), "passages_a.jsonl", "passages_b.jsonl", "world.json"])
+    stems = (*QUESTION_FILES, *TASK_FILES)
+    assert files == sorted([*(f"{s}.jsonl" for s in stems), "passages_a.jsonl", "passages_b.jsonl", "world.json"])
     for name in files:
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
     assert (tmp_path / "a" / "passages_a.jsonl").read_bytes() != (tmp_path / "c" / "passages_a.jsonl").read_bytes()
@@ -73,6 +75,8 @@ def test_files_read_back_with_the_project_readers(tmp_path, world):
     assert len(read_passages(tmp_path / "passages_b.jsonl")) == len(world.passages_b)
     for stem in QUESTION_FILES:
         assert [q.to_dict() for q in read_qa(tmp_path / f"{stem}.jsonl")] == [q.to_dict() for q in world.questions[stem]]
+    for stem in TASK_FILES:
+        assert [q.to_dict() for q in read_qa(tmp_path / f"{stem}.jsonl")] == [q.to_dict() for q in world.tasks[stem]]
 
 
 def test_held_out_entities_never_appear_in_train_questions(big):

@@ -15,6 +15,9 @@ def reproduce(
                                "shipped generator) or base (the paper's recipe on your own local checkpoints and data: "
                                "--question-encoder ... --passages; with only --hub-dir it checks the hub's are here)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the world and of every training run."),
+    tasks: str = typer.Option("qa", "--tasks", help="Comma-separated: qa (always; the default) and the paper's Table 2 "
+                              "tasks on the world, jeopardy (question generation, Q-BLEU-1) and fever (claim "
+                              "verification, label accuracy), each trained with both RAG variants and closed book."),
     resume: bool = typer.Option(False, "--resume", help="Skip the stages that a previous run into --out finished."),
     hub_dir: Path = typer.Option(None, "--hub-dir", envvar="LEWISRAG_HUB_DIR", help="base preset: a folder holding "
                                  "DIR/<repo> for each checkpoint and data set (else the Hugging Face cache is searched)."),
@@ -49,8 +52,14 @@ def reproduce(
     (index, RAG-Token, RAG-Sequence, closed-book, test QA, swap matrix with --passages-b), skipping the world's stages."""
     from lewisrag.experiments.presets import get_preset
     from lewisrag.experiments.reproduce import reproduce as run
+    from lewisrag.experiments.tasks import parse_tasks
 
     chosen = get_preset(preset)
+    asked = parse_tasks(tasks)
+    if asked != ("qa",) and chosen.hub:
+        from lewisrag.data.io import InputError
+
+        raise InputError("--tasks", "jeopardy and fever run on the built-in world; --preset base reproduces QA only")
     if threads is not None:
         from dataclasses import replace
 
@@ -89,7 +98,7 @@ def reproduce(
 
     with _ui.progress() as p:
         results = run(chosen, out, seed=seed, resume=resume, on_stage=on_stage, on_progress=_ui.Bars(p), hub_dir=hub_dir,
-                      overwrite=overwrite, assets=assets)
+                      overwrite=overwrite, assets=assets, tasks=asked)
     if as_json:
         _ui.print_json(summary(results, out))
         return

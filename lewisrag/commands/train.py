@@ -78,6 +78,9 @@ def dpr(
 
 def rag(
     variant: str = typer.Option("token", "--variant", help="Marginalization: token (RAG-Token) or sequence (RAG-Sequence)."),
+    task: str = typer.Option("qa", "--task", help="qa (dev exact match), jeopardy (question generation: dev Q-BLEU-1) or "
+                             "fever (claim -> SUPPORTS/REFUTES/NOT ENOUGH INFO as single tokens added to the generator's "
+                             "vocabulary: dev label accuracy). The files are in the QA format either way."),
     index: Path = typer.Option(..., "--index", help="Dense index directory; opened memory-mapped by every process."),
     encoder: Path = typer.Option(..., "--encoder", help="DPR checkpoint (`lewisrag train dpr`) or transformers DPRQuestionEncoder "
                                  "folder whose question encoder and tokenizer start the retriever."),
@@ -130,9 +133,12 @@ def rag(
 ) -> None:
     """Fine-tune a RAG model (question encoder + BART) end to end; resumable, multi-process under `accelerate launch`."""
     from lewisrag.training.rag import RagTrainConfig, train_rag
+    from lewisrag.training.tasks import DEV_METRIC, check_task
+
+    check_task(task)
 
     cfg = RagTrainConfig(
-        variant=variant, index=str(index), encoder=str(encoder),
+        variant=variant, task=task, index=str(index), encoder=str(encoder),
         context_encoder=str(context_encoder) if context_encoder else None, generator=str(generator), train=str(train), dev=str(dev),
         qa_fields=_ui.qa_fields(qa_fields), train_kinds=train_kinds, n_docs=n_docs, freeze_retriever=freeze_retriever,
         retriever_lr_scale=retriever_lr_scale,
@@ -144,25 +150,27 @@ def rag(
         shared_retrieval=shared_retrieval,
     )
     with _ui.progress() as p:
-        task, dev_em = None, "-"
+        bar, dev, metric = None, "-", DEV_METRIC[cfg.task]
 
         def on_progress(step: int, total: int, record: dict) -> None:
-            nonlocal task, dev_em
-            if task is None:  # created on the first report: only the main process reports
-                task = p.add_task(f"training RAG-{cfg.variant}", total=total, info="")
-            if "dev_em" in record:
-                dev_em = f"{record['dev_em']:.3f}"
-            p.update(task, completed=step, info=f"loss {record['loss']:.3f}  dev EM {dev_em}")
+            nonlocal bar, dev
+            if bar is None:  # created on the first report: only the main process reports
+                bar = p.add_task(f"training RAG-{cfg.variant}", total=total, info="")
+            if f"dev_{metric}" in record:
+                dev = f"{record[f'dev_{metric}']:.3f}"
+            p.update(bar, completed=step, info=f"loss {record['loss']:.3f}  dev {metric} {dev}")
 
         summary = train_rag(cfg, out, resume=resume, on_progress=on_progress, overwrite=overwrite)
     if summary["main"] and as_json:
-        _ui.print_json({"out": str(out), "variant": cfg.variant, "steps": summary["steps"], "best_em": summary["best_em"],
+        _ui.print_json({"out": str(out), "variant": cfg.variant, "task": cfg.task, "steps": summary["steps"],
+                        "best_em": summary["best_em"], "best_dev": summary["best_dev"], "dev_metric": summary["dev_metric"],
                         "n_train": summary["n_train"], "skipped_no_answer": summary["skipped_no_answer"],
                         "processes": summary["processes"], "search": summary["search"], "best_model": str(out / "best"),
                         "final_model": str(out / "final")})
     elif summary["main"]:
         _ui.console.print(_ui.table(f"RAG-{cfg.variant} written to {out}", ["field", "value"], [
-            ["steps", summary["steps"]], ["best dev EM", summary["best_em"]], ["training questions", summary["n_train"]],
+            ["steps", summary["steps"]], [f"best dev {summary['dev_metric']}", summary["best_dev"]],
+            ["training questions", summary["n_train"]],
             ["left out (no answer)", summary["skipped_no_answer"]], ["processes", summary["processes"]],
             ["search", summary["search"]], ["best model", out / "best"], ["final model", out / "final"]]))
 

@@ -12,6 +12,9 @@ Files that `write_world` produces (all JSON Lines but world.json):
 - questions_a.jsonl, questions_b.jsonl: the same questions (same ids) about test entities whose
   facts changed, answered by A and by B: the knowledge-update experiment.
 - eval.jsonl: the five evaluation categories over the test entities (see questions.eval_questions).
+- jeopardy_{train,dev,test}.jsonl, fever_{train,dev,test}.jsonl, fever_test_b.jsonl: the paper's
+  Jeopardy question generation and FEVER verification over the same entities and splits
+  (`lewisrag.data.tasks`).
 - world.json: seed, version and counts.
 
 Everything comes from `random.Random` instances seeded by strings derived from the seed, so the same
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lewisrag.data import questions as Q
+from lewisrag.data import tasks as T
 from lewisrag.data.entities import ORG_KINDS, SNAPSHOT_YEARS, Entity, make_archive, make_country, make_organisation, passages
 from lewisrag.data.io import write_json, write_jsonl
 from lewisrag.data.names import Namer
@@ -46,6 +50,7 @@ CONFLICT_SHARE = 0.1  # of the test entities get a contradicting archive passage
 HQ_IN_CAPITAL = 0.7  # of the organisations sit in a capital of their split (for multi-document questions)
 MAX_WORDS = 100  # the paper's passage length
 QUESTION_FILES = ("train", "dev", "test", "questions_a", "questions_b", "eval")
+TASK_FILES = tuple(f"{t}_{s}" for t in ("jeopardy", "fever") for s in SPLITS) + ("fever_test_b",)
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,7 @@ class World:
     passages_a: tuple[Passage, ...]  # snapshot A ("2016")
     passages_b: tuple[Passage, ...]  # snapshot B ("2018"): same ids, changed time-varying facts
     questions: dict  # file stem (QUESTION_FILES) -> tuple of QAExample
+    tasks: dict  # file stem (TASK_FILES) -> tuple of QAExample: Jeopardy and FEVER (data.tasks)
 
     @property
     def split_entities(self) -> dict[str, tuple[str, ...]]:
@@ -83,7 +89,19 @@ def build_world(seed: int = 0, entities: int = DEFAULT_ENTITIES) -> World:
            "eval": tuple(Q.eval_questions(by_split["test"], list(absent), _rng(seed, "questions:eval")))}
     pa = tuple(p for e in ents for p in passages(e, 0))
     pb = tuple(p for e in ents for p in passages(e, 1))
-    return World(seed, tuple(ents), absent, pa, pb, qs)
+    return World(seed, tuple(ents), absent, pa, pb, qs, _tasks(seed, ents, by_split))
+
+
+def _tasks(seed: int, ents: list[Entity], by_split: dict[str, list[Entity]]) -> dict:
+    """Jeopardy and FEVER files; FEVER's claims about unknown entities use fresh names (disjoint from
+    every world), as many per split as half its entities."""
+    need = {s: round(len(by_split[s]) * T.ABSENT_SHARE) for s in SPLITS}
+    fresh = fresh_entities(_rng(seed, "tasks:absent"), sum(need.values()))
+    absent, start = {}, 0
+    for s in SPLITS:
+        absent[s], start = fresh[start : start + need[s]], start + need[s]
+    files = T.task_files(ents, absent, lambda part: _rng(seed, f"tasks:{part}"))
+    return {stem: tuple(files[stem]) for stem in TASK_FILES}
 
 
 def _plan(rng: random.Random, n: int) -> list[tuple[str, int, str]]:
@@ -181,6 +199,24 @@ def check_world(world: World) -> None:
                 raise ValueError(f"{stem} {q.id}: answer {q.answers[0]!r} is in no gold passage")
     if [(q.id, q.question) for q in world.questions["questions_a"]] != [(q.id, q.question) for q in world.questions["questions_b"]]:
         raise ValueError("questions_a and questions_b must hold the same questions")
+    _check_tasks(world, snaps[0])
+
+
+def _check_tasks(world: World, by_id: dict) -> None:
+    """Task ids unique, gold ids that exist, FEVER labels known, fever_test_b the test claims again."""
+    for stem in TASK_FILES:
+        exs = world.tasks[stem]
+        if len({q.id for q in exs}) != len(exs):
+            raise ValueError(f"{stem}: ids repeat")
+        for q in exs:
+            if any(g not in by_id for g in q.gold_passage_ids):
+                raise ValueError(f"{stem} {q.id}: unknown gold passage id in {q.gold_passage_ids}")
+            if stem.startswith("fever") and (len(q.answers) != 1 or q.answers[0] not in T.LABELS):
+                raise ValueError(f"{stem} {q.id}: label {q.answers} is not one of {T.LABELS}")
+            if stem.startswith("fever") and (q.answers[0] == T.NEI) != (not q.gold_passage_ids):
+                raise ValueError(f"{stem} {q.id}: evidence must be given exactly for SUPPORTS and REFUTES")
+    if [q.question for q in world.tasks["fever_test"]] != [q.question for q in world.tasks["fever_test_b"]]:
+        raise ValueError("fever_test and fever_test_b must hold the same claims")
 
 
 def summary(world: World) -> dict:
@@ -205,6 +241,9 @@ def summary(world: World) -> dict:
         "questions": {stem: {"total": len(qs), "short": sum(q.kind == "short" for q in qs), "long": sum(q.kind == "long" for q in qs)}
                       for stem, qs in world.questions.items()},
         "eval_categories": {c: sum(q.category == c for q in world.questions["eval"]) for c in CATEGORIES},
+        "tasks": {stem: {"total": len(exs), **({label: sum(q.answers[0] == label for q in exs) for label in T.LABELS}
+                                               if stem.startswith("fever") else {})}
+                  for stem, exs in world.tasks.items()},
     }
 
 
@@ -226,6 +265,8 @@ def _write_files(world: World, out: Path) -> dict[str, int]:
     }
     for stem in QUESTION_FILES:
         counts[f"{stem}.jsonl"] = write_jsonl(out / f"{stem}.jsonl", (_qa_dict(q) for q in world.questions[stem]))
+    for stem in TASK_FILES:
+        counts[f"{stem}.jsonl"] = write_jsonl(out / f"{stem}.jsonl", (_qa_dict(q) for q in world.tasks[stem]))
     write_json(out / "world.json", summary(world))
     counts["world.json"] = 1
     return counts

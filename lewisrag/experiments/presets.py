@@ -11,6 +11,20 @@ from lewisrag.training.rag import RagTrainConfig
 
 
 @dataclass(frozen=True)
+class TaskSchedule:
+    """How `reproduce --tasks` trains one of the paper's other tasks (experiments.tasks): both RAG
+    variants start from the QA runs' generator and DPR; the closed-book baseline from the same generator."""
+
+    steps: int = 12  # RAG optimizer steps (batch and K as the QA runs')
+    lr: float = 1e-3
+    retriever_lr_scale: float = 1.0  # the question encoder's learning rate as a multiple of lr
+    closed_book_steps: int = 12
+    closed_book_lr: float = 1e-3
+    max_target_length: int = 16  # output tokens with the start and end tokens: a whole clue for Jeopardy
+    eval_questions: int = 16  # dev examples scored at the end of training
+
+
+@dataclass(frozen=True)
 class Preset:
     name: str
     entities: int  # world size: entities (about two passages each)
@@ -32,6 +46,8 @@ class Preset:
     long_max_length: int = 64  # decoded tokens for long-form answers (short ones use rag.max_target_length)
     threads: int | None = None  # torch CPU threads (None: torch's default; 0: the CPUs idle when the run starts,
     # recorded in config.json); float results depend on the count
+    tasks: dict = field(default_factory=lambda: {"jeopardy": TaskSchedule(max_target_length=40), "fever": TaskSchedule()})
+    # the schedules of `--tasks jeopardy,fever`, by task
     hub: tuple[str, ...] = ()  # "model:<repo>"/"dataset:<repo>" the recipe names; non-empty: runs on the user's local
     # assets (experiments.base), or with only --hub-dir checks that these resolve locally
     notes: str = ""
@@ -72,6 +88,13 @@ PRESETS: dict[str, Preset] = {
         # index by lr: 2.5e-4 0.889, 5e-4 0.902, 1e-3 0.895, 1.5e-3 0.877
         stitched_steps=3000, stitched_lr=5e-4, stitched_gold_position="retrieved", stitched_k=3,
         ablation_questions=200,  # 16 cells (4 variants x 4 K) of decoding, up to K=10: bounded on a CPU
+        # --tasks (docs/recipe.md, "The paper's other tasks"): a livelier lr than QA's, since a clue or a
+        # label is a new output for the QA reader; the question encoder at a tenth of it (at the full lr the
+        # FEVER runs' retrieval collapsed within 50 steps: recall of the evidence 0.64 -> 0.03)
+        tasks={"jeopardy": TaskSchedule(steps=600, lr=3e-4, retriever_lr_scale=0.1, closed_book_steps=600,
+                                        closed_book_lr=3e-4, max_target_length=40, eval_questions=100),
+               "fever": TaskSchedule(steps=600, lr=1e-3, retriever_lr_scale=0.1, closed_book_steps=600,
+                                     closed_book_lr=1e-3, max_target_length=8, eval_questions=200)},
         threads=0,  # the idle CPUs: 2 threads for DPR on an idle 2-core machine, 1 when another job holds a core
         notes="the demo: a scratch DPR with self-mined negatives, the shipped generator, gentle RAG fine-tuning",
     ),

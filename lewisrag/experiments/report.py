@@ -18,6 +18,9 @@ NAMES = {"rag_token": "RAG-Token", "rag_sequence": "RAG-Sequence", "closed_book"
          "stitched": "prompt-stitching RAG"}
 PAPER_SWAP = "paper (§4.5): 2016 index on 2016 leaders 70%, 2018 index on 2018 leaders 68%; mismatched 12% and 4%"
 PLOTS = ("training_curves.png", "em_vs_k.png", "swap_matrix.png", "token_posteriors.png")
+JEOPARDY_PLOT = "jeopardy_posteriors.png"  # the paper's Figure 2 on one test clue
+PAPER_TABLE2 = ("paper (Table 2, test): Jeopardy Q-BLEU-1 BART 15.1, RAG-Token 17.3, RAG-Sequence 14.7; "
+                "FEVER 3-way accuracy BART 64.0, RAG 72.5, 2-way BART 81.1, RAG 89.5")
 
 
 def write_report(run: Path, results: dict) -> None:
@@ -39,10 +42,11 @@ def render_report(results: dict) -> str:
     lines = [f"# lewisrag reproduce — preset `{c['preset']['name']}`, seed {c['seed']}", ""]
     if c["preset"].get("notes"):
         lines += [f"_{c['preset']['notes']}_", ""]
-    for section in (_retrieval, _table1, _long_form, _swap, _table6, _compare, _skipped):
+    for section in (_retrieval, _table1, _long_form, _swap, _table6, _table2, _compare, _skipped):
         lines += section(results)
     absent = {"em_vs_k.png": not results.get("ablations"), "swap_matrix.png": not results.get("knowledge_update")}
     plots = tuple(p for p in PLOTS if not absent.get(p)) + (("position.png",) if results.get("position") else ())
+    plots += (JEOPARDY_PLOT,) if results.get("jeopardy") else ()
     lines += ["## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
     return "\n".join(lines)
 
@@ -144,6 +148,38 @@ def _table6(results: dict) -> list[str]:
                   f"{_pct(trained)}) and BM25 is {cmp(sparse)} it ({_pct(sparse)}); {trend}.", ""]
 
 
+def _table2(results: dict) -> list[str]:
+    """Jeopardy and FEVER (Table 2 style), with the paper's figures beside them."""
+    jp, fv = results.get("jeopardy"), results.get("fever")
+    if not jp and not fv:
+        return []
+    rows = [s for s in ("rag_token", "rag_sequence", "closed_book") if (jp and s in jp) or (fv and s in fv)]
+    out = ["## Jeopardy question generation and FEVER (Table 2 style, test split)", "",
+           "| system | Jeopardy Q-BLEU-1 | Jeopardy BLEU-1 | FEVER 3-way acc | FEVER 2-way acc |", "|---|---:|---:|---:|---:|"]
+    for s in rows:
+        j, f = (jp or {}).get(s, {}), (fv or {}).get(s, {})
+        out.append(f"| {NAMES[s]} | {_f(j.get('q_bleu1'))} | {_f(j.get('bleu1'))} | {_f(f.get('acc3'))} | {_f(f.get('acc2'))} |")
+    sentences = []
+    if jp:
+        d, e = jp["differences"]["rag_token_minus_rag_sequence"], jp["differences"]["rag_sequence_minus_closed_book"]
+        sentences.append(f"Jeopardy: RAG-Token − RAG-Sequence Q-BLEU-1 {d['mean_diff']:+.3f} (95% paired bootstrap "
+                         f"{d['low']:+.3f} to {d['high']:+.3f}), RAG-Sequence − closed book {e['mean_diff']:+.3f} "
+                         f"({e['low']:+.3f} to {e['high']:+.3f}), over {d['n']} test entities")
+    if fv:
+        r = fv["retrieval"]
+        sentences.append(f"FEVER: the majority label is {_pct(fv['majority_rate'])} of the test claims; RAG-Token's first "
+                         f"retrieved passage is gold evidence for {_pct(r['top1_overlap'])} of the SUPPORTS/REFUTES claims "
+                         f"and its top 10 hold one for {_pct(r['top10_overlap'])} (paper: 71% and 90%)")
+        sw = fv.get("swap") or {}
+        for s in ("rag_token", "rag_sequence"):
+            if s in sw:
+                c = sw[s]
+                sentences.append(f"on the {sw['n']} claims whose label snapshot B changes, {NAMES[s]} matches B's labels "
+                                 f"{_pct(c['index_b']['labels_b'])} of the time on index B and A's old labels "
+                                 f"{_pct(c['index_a']['labels_a'])} on index A")
+    return out + ["", "; ".join(sentences) + f". Beside the {PAPER_TABLE2}.", ""]
+
+
 def _skipped(results: dict) -> list[str]:
     skipped = results.get("skipped") or {}
     if not skipped:
@@ -221,6 +257,8 @@ def write_plots(run: Path, results: dict) -> None:
     if results.get("knowledge_update"):  # a base run without snapshot B has none
         _swap_plot(run, results["knowledge_update"])
     _posterior_plot(run)
+    if results.get("jeopardy"):
+        _posterior_plot(run, run / "jeopardy" / "evidence.json", run / JEOPARDY_PLOT, "RAG-Token p(z | x, y_t), Jeopardy")
 
 
 def _swap_plot(run: Path, ku: dict) -> None:
@@ -236,17 +274,18 @@ def _swap_plot(run: Path, ku: dict) -> None:
     _save(fig, run / "swap_matrix.png")
 
 
-def _posterior_plot(run: Path) -> None:
-    path = run / "evidence.json"
+def _posterior_plot(run: Path, path: Path | None = None, png: Path | None = None, title: str = "RAG-Token p(z | x, y_t)") -> None:
+    """A heat map of one output's per-token document posterior (`path`, default RUN/evidence.json)."""
+    path = path or run / "evidence.json"
     ev = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    fig, ax = plt.subplots(figsize=(max(6, 0.3 * len(ev["tokens"])) if ev else 6, 3.5))
     if ev and ev["posterior"]:
         post = list(map(list, zip(*ev["posterior"])))  # (K, T')
         ax.imshow(post, vmin=0, vmax=1, aspect="auto", cmap="Blues")
         ax.set(xticks=range(len(ev["tokens"])), yticks=range(len(post)),
                yticklabels=[f"{p['rank']}: {p['title'][:24]}" for p in ev["passages"]], xlabel="generated token")
         ax.set_xticklabels(ev["tokens"], rotation=60)
-        ax.set_title(f"RAG-Token p(z | x, y_t): {ev['question'][:50]}", fontsize=9)
+        ax.set_title(f"{title}: {ev['question'][:50]}", fontsize=9)
     else:
         ax.text(0.5, 0.5, "no generated tokens to show", ha="center")
-    _save(fig, run / "token_posteriors.png")
+    _save(fig, png or run / "token_posteriors.png")

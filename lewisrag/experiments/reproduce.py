@@ -43,6 +43,8 @@ from lewisrag.experiments import stages as S
 from lewisrag.experiments.base import prepare, run_base
 from lewisrag.experiments.presets import Preset
 from lewisrag.experiments.report import write_report
+from lewisrag.experiments.tasks import retriever_stages
+from lewisrag.experiments.tasks import stages as task_stages
 from lewisrag.index import open_retriever, retrieval_recall
 from lewisrag.index.bm25 import build_bm25_index
 from lewisrag.index.dense import DenseBuildConfig, build_dense_index
@@ -83,6 +85,7 @@ def reproduce(
     hub_dir: str | os.PathLike | None = None,
     overwrite: bool = False,
     assets=None,
+    tasks: Sequence[str] = ("qa",),
 ) -> dict:
     """Run every stage of the reproduction into `out` and return the results.
 
@@ -92,6 +95,7 @@ def reproduce(
     is written either way. `out` must be
     missing, empty or a reproduction run, unless `overwrite`: then the run happens in a hidden
     sibling folder (resumable there with `resume`) that replaces `out` when every stage is done.
+    `tasks` beyond "qa" add the stages of `experiments.tasks` (Jeopardy, FEVER) after the QA ones.
     """
     if preset.hub and assets is None:
         return {"validated": check_hub_assets(preset.hub, hub_dir)}
@@ -109,7 +113,7 @@ def reproduce(
             results = _finish(run, *run_base(preset, run, seed, resume, threads, assets, read, _run_stage, on_stage,
                                              on_progress), on_stage)
         else:
-            results = _reproduce(preset, run, seed, resume, threads, on_stage, on_progress)
+            results = _reproduce(preset, run, seed, resume, threads, on_stage, on_progress, tuple(tasks))
     finally:
         torch.set_num_threads(before)
     if run != out:
@@ -151,12 +155,13 @@ def idle_cpus(seconds: float = 0.5) -> int:
 
 
 def _reproduce(preset: Preset, run: Path, seed: int, resume: bool, threads: int | None, on_stage,
-               on_progress: Progress) -> dict:
+               on_progress: Progress, tasks: tuple[str, ...] = ("qa",)) -> dict:
     if preset.generator.startswith("shipped:"):
         S.shipped_generator(preset)  # missing: say so now, not after the retriever stages
-    config = json.loads(json.dumps({"preset": asdict(preset), "seed": seed, "threads": threads}))  # as read back
+    config = {"preset": asdict(preset), "seed": seed, "threads": threads} | ({"tasks": list(tasks)} if tasks != ("qa",) else {})
+    config = json.loads(json.dumps(config))  # as read back
     if resume and (run / "config.json").exists() and read_json(run / "config.json") != config:
-        raise InputError(run / "config.json", "was written by another preset or seed; use a new --out or drop --resume")
+        raise InputError(run / "config.json", "was written by another preset, seed or --tasks; use a new --out or drop --resume")
     mark(run, KIND)
     write_json(run / "config.json", config)
     stages = {}
@@ -180,6 +185,11 @@ def _reproduce(preset: Preset, run: Path, seed: int, resume: bool, threads: int 
     stage("knowledge_update", lambda: S.knowledge_update(run, preset, on_progress))
     stage("stitched", lambda: S.stitched(run, preset, seed, on_progress))
     stage("compare", lambda: S.compare(run, preset, seed, on_progress))
+    extra = [*retriever_stages(run, preset, seed, on_progress)] if tasks[1:] else []
+    for task in tasks[1:]:
+        extra += task_stages(run, preset, seed, task, resume, on_progress)
+    for name, fn in extra:
+        stage(name, fn)
 
     return _finish(run, _assemble(config, stages), stages, on_stage)
 

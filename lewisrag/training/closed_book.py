@@ -26,11 +26,13 @@ from lewisrag.data.pretrained import load_generator
 from lewisrag.data.records import of_kinds, read_qa
 from lewisrag.training.rag import learning_rate_factor
 from lewisrag.training.rag_data import DataPosition, answer_labels, next_batch, training_pairs
+from lewisrag.training.tasks import label_log_probs, prepare_generator
 
 
 @dataclass(frozen=True)
 class ClosedBookConfig:
     generator: str = ""  # local transformers BART directory with its tokenizer (the RAG runs' starting point)
+    task: str = "qa"  # "qa", "jeopardy" or "fever": FEVER's labels become single tokens, as in the RAG runs (training.tasks)
     train: str = ""  # training QA examples (the first answer is the target), the RAG runs' file
     train_kinds: str = ""  # comma-separated question kinds trained on, as the RAG runs ("" = every kind)
     steps: int = 200  # optimizer steps
@@ -68,6 +70,7 @@ def train_closed_book(cfg: ClosedBookConfig, out: str | os.PathLike,
     if len(pairs) < cfg.batch_size:
         raise InputError(cfg.train, f"{len(pairs)} questions with answers, fewer than batch size {cfg.batch_size}")
     generator, tokenizer = load_generator(cfg.generator)
+    prepare_generator(cfg.task, generator, tokenizer)
     torch.manual_seed(cfg.seed)
     opt = torch.optim.AdamW(generator.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     warmup = int(cfg.warmup * cfg.steps)
@@ -129,3 +132,24 @@ def answer_closed_book(generator, tokenizer, questions: Sequence[str], batch_siz
     finally:
         generator.train(was_training)
     return answers
+
+
+def closed_book_label_log_probs(generator, tokenizer, claims: Sequence[str], batch_size: int = 16,
+                                max_source_length: int = 64, on_batch: Callable[[int], None] | None = None) -> list[list[float]]:
+    """log p(label | claim) of each FEVER label from the claim alone (`training.tasks.label_log_probs`)."""
+    gen = generator.config
+
+    def score(chunk: list[str], labels: torch.Tensor) -> torch.Tensor:
+        src = tokenizer(chunk, padding=True, truncation=True, max_length=max_source_length, return_tensors="pt")
+        dec, targets = decoder_pair(labels, gen.pad_token_id)
+        logits = generator(input_ids=src["input_ids"], attention_mask=src["attention_mask"], decoder_input_ids=dec,
+                           use_cache=False).logits  # (B, T-1, V)
+        nll = F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=-100, reduction="none")  # (B, T-1)
+        return nll.sum(1)
+
+    was_training = generator.training
+    generator.eval()
+    try:
+        return label_log_probs(score, tokenizer, gen.decoder_start_token_id, claims, batch_size, on_batch)
+    finally:
+        generator.train(was_training)

@@ -55,8 +55,11 @@ from lewisrag.data.records import QAExample
 from lewisrag.index.shared import NodeSearch
 from lewisrag.rag_model.answering import answer_questions
 from lewisrag.scoring.qa import exact_match
+from lewisrag.scoring.qbleu import q_bleu1
+
 from lewisrag.scoring.retrieval import recall_rate
 from lewisrag.training import checkpoint as C
+from lewisrag.training.tasks import DEV_METRIC, fever_accuracy, rag_label_log_probs
 from lewisrag.training.rag_data import (
     PRECISIONS, DataPosition, answer_labels, doc_entropy, load_components, next_batch, place_search, shard,
 )
@@ -67,6 +70,7 @@ KIND = "rag run"  # the marker kind of training run folders (lewisrag.data.outpu
 @dataclass(frozen=True)
 class RagTrainConfig:
     variant: str = "token"  # "token" (eq. 2) or "sequence" (eq. 1) marginalization
+    task: str = "qa"  # "qa", "jeopardy" or "fever" (training.tasks): the dev score, and FEVER's label tokens
     index: str = ""  # dense index directory (FAISS + stored passage vectors), opened memory-mapped
     encoder: str = ""  # DPR checkpoint or transformers DPRQuestionEncoder folder: its question encoder and tokenizer start the retriever
     context_encoder: str | None = None  # with a DPRQuestionEncoder folder: the DPRContextEncoder folder of its pair (index.encoders)
@@ -126,6 +130,23 @@ def dev_exact_match(model, tokenizers, index, dev: Sequence[QAExample], cfg: Rag
     return sum(exact_match(p, ex.answers) for p, ex in zip(preds, scored)) / len(scored)
 
 
+def dev_score(model, tokenizers, index, dev: Sequence[QAExample], cfg: RagTrainConfig) -> float:
+    """The task's dev score (`training.tasks.DEV_METRIC`) on the first `cfg.eval_questions` dev examples:
+    exact match (QA), mean Q-BLEU-1 of greedy clues (Jeopardy), 3-way label accuracy (FEVER)."""
+    if cfg.task == "qa":
+        return dev_exact_match(model, tokenizers, index, dev, cfg)
+    scored = [ex for ex in dev if ex.answers][: cfg.eval_questions]
+    if not scored:
+        return float("nan")
+    questions = [ex.question for ex in scored]
+    if cfg.task == "fever":
+        scores = rag_label_log_probs(model, tokenizers, index, questions, batch_size=cfg.eval_batch_size, swap=cfg.swap)
+        return fever_accuracy(scores, [ex.answers[0] for ex in scored])["acc3"]
+    preds = answer_questions(model, tokenizers, index, questions, num_beams=cfg.eval_beams,
+                             max_length=cfg.max_target_length, batch_size=cfg.eval_batch_size, swap=cfg.swap)
+    return sum(q_bleu1(p, ex.answers) for p, ex in zip(preds, scored)) / len(scored)
+
+
 # --- the loop --------------------------------------------------------------------------------------
 
 
@@ -176,6 +197,7 @@ def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress) -> dic
     scaler = torch.amp.GradScaler(acc.device.type, enabled=cfg.mixed_precision == "fp16")
     _seed_everything(cfg.seed)
     log_file = out / "log.jsonl"
+    # "best_em" holds the best dev score of the task (DEV_METRIC); the name stays so that older checkpoints resume
     state = {"step": 0, "position": asdict(DataPosition()), "best_em": None, "config": asdict(cfg)}
     if ckpt is not None:
         state = C.load_checkpoint(ckpt, model, opt, sched, scaler)
@@ -186,7 +208,9 @@ def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress) -> dic
     if acc.is_main_process:
         C.save_model(model, parts.tokenizers, out / "final", {**asdict(cfg), "step": state["step"]})
     acc.wait_for_everyone()
-    return {"steps": state["step"], "best_em": state["best_em"], "n_train": len(parts.pairs),
+    best = state["best_em"]
+    return {"steps": state["step"], "best_em": best if cfg.task == "qa" else None, "best_dev": best,
+            "dev_metric": DEV_METRIC[cfg.task], "n_train": len(parts.pairs),
             "skipped_no_answer": parts.skipped, "processes": acc.num_processes, "main": acc.is_main_process,
             "search": searched_on, "out": str(out)}
 
@@ -299,10 +323,11 @@ def _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, out, log_fi
         if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
             if acc.is_main_process:
                 index = parts.index.local if isinstance(parts.index, NodeSearch) else parts.index  # the main process alone
-                record["dev_em"] = dev_exact_match(model, parts.tokenizers, index, parts.dev, cfg)
-                if not math.isnan(record["dev_em"]) and (best is None or record["dev_em"] > best):
-                    best = record["dev_em"]
-                    C.save_model(model, parts.tokenizers, out / "best", {**asdict(cfg), "step": step, "dev_em": best})
+                key = f"dev_{DEV_METRIC[cfg.task]}"
+                record[key] = dev_score(model, parts.tokenizers, index, parts.dev, cfg)
+                if not math.isnan(record[key]) and (best is None or record[key] > best):
+                    best = record[key]
+                    C.save_model(model, parts.tokenizers, out / "best", {**asdict(cfg), "step": step, key: best})
             acc.wait_for_everyone()
         state = {"step": step, "position": asdict(pos), "best_em": best, "config": asdict(cfg)}
         if acc.is_main_process:

@@ -23,6 +23,7 @@ from lewisrag.index.dense import DenseIndex
 from lewisrag.index.encoders import load_question_encoder
 from lewisrag.rag_model import RagModel, RagSettings, Tokenizers
 from lewisrag.rag_model.model import VARIANTS
+from lewisrag.training.tasks import TASKS, prepare_generator
 
 PRECISIONS = ("no", "bf16", "fp16")  # --mixed-precision values; fp16 needs a GPU
 
@@ -52,6 +53,7 @@ def load_components(cfg, processes: int = 1, with_faiss: bool = True) -> Compone
     if cfg.n_docs > len(index.passages):
         raise InputError(cfg.index, f"--n-docs {cfg.n_docs} exceeds the index's {len(index.passages)} passages")
     generator, gen_tokenizer = load_generator(cfg.generator)
+    prepare_generator(cfg.task, generator, gen_tokenizer)  # FEVER's labels as single tokens
     settings = RagSettings(variant=cfg.variant, n_docs=cfg.n_docs, label_smoothing=cfg.label_smoothing,
                            max_combined_length=cfg.max_combined_length, index_path=str(Path(cfg.index).resolve()),
                            index_fingerprint=dpr.ctx_fingerprint)  # None: a DPRQuestionEncoder folder without its pair, under --swap
@@ -86,6 +88,7 @@ def check_config(cfg, processes: int) -> None:
     """Flag values that cannot work, named by their CLI flag."""
     checks = [
         (cfg.variant in VARIANTS, "--variant", f"must be one of {', '.join(VARIANTS)}"),
+        (cfg.task in TASKS, "--task", f"must be one of {', '.join(TASKS)}"),
         (cfg.mixed_precision in PRECISIONS, "--mixed-precision", f"must be one of {', '.join(PRECISIONS)}"),
         (cfg.steps >= 1 and cfg.batch_size >= 1 and cfg.grad_accum >= 1 and cfg.n_docs >= 1,
          "--steps/--batch-size/--grad-accum/--n-docs", "must be at least 1"),

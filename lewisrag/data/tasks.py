@@ -1,0 +1,257 @@
+"""The paper's other two tasks on the built-in world (Lewis et al. 2020, §4.3 and §4.4).
+
+Jeopardy question generation. The input is an entity (the Jeopardy "answer", e.g. "Valdoria") and
+the target a clue about it that never names it ("This country with its capital at Zerth has been
+led by President Dova Kelm since 2011."). Every clue joins a static fact (passage 0) with a
+time-varying one (passage 1), so a generator that reads one document per output (RAG-Sequence)
+must guess half of it, while RAG-Token can move from one document to the other within the clue: the
+paper's Figure 2. Training files hold one example per clue template (the same input, several
+targets); dev and test hold one example per entity whose `answers` are all its clues, so a clue in
+any template scores as the reference it matches best.
+
+FEVER-style verification. The input is a claim and the target its label, SUPPORTS, REFUTES or NOT
+ENOUGH INFO (FEVER's strings), judged against snapshot A. SUPPORTS claims state a fact of the
+entity's passages; REFUTES claims give another value (another entity's of the same split, so
+nothing learnt about training entities tells a test claim false; for a changed time-varying fact
+of a test entity, its snapshot-B value, so that the hot swap flips the label). NOT ENOUGH INFO
+claims are of two kinds, half each: a fact the entity's passages happen not to state (every
+country's second passage states either its election term or its assembly seats, every
+organisation's first either its yearly report or its council meetings), and any claim about an
+entity the corpus never mentions (fresh names, `world.fresh_entities`). A model can only tell
+them apart by reading: the claim's wording never gives the label away. `gold_passage_ids` are the
+evidence (none for NOT ENOUGH INFO). fever_test_b.jsonl holds the test claims again, labelled
+against snapshot B.
+
+Records use the QA format (`records.QAExample`): Jeopardy examples are kind "long" (a generated
+sentence, scored by Q-BLEU-1 and BLEU-1), FEVER examples kind "short" (one label, scored by accuracy).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+from lewisrag.data.entities import (
+    Entity,
+    format_count,
+    format_population,
+    parse_population,
+    render,
+)
+from lewisrag.data.records import QAExample
+
+SPLITS = ("train", "dev", "test")
+
+# --- Jeopardy ---------------------------------------------------------------------------------
+
+CLUES = {  # each joins a fact of passage 0 with one of passage 1; the entity is "this ..."
+    "country": (
+        "This country with its capital at {capital} has been led by {title} {leader} since {since}.",
+        "This country, founded in {founded}, is home to {population} people.",
+        "{Title} {leader} leads this country, where people pay with the {currency}.",
+        "{Language} is the official language of this country of {population} people.",
+    ),
+    "organisation": (
+        "This organisation, based in {headquarters}, has been headed by {title} {head} since {since}.",
+        "Founded in {founded}, this {field} organisation counts {members} members.",
+        "{Title} {head} leads this body, which has its headquarters in {headquarters}.",
+    ),
+}
+
+
+def clues(entity: Entity, snapshot: int = 0) -> list[str]:
+    """Every clue about `entity` as snapshot `snapshot` states its facts, in template order.
+
+    >>> e = Entity("organisation-0001", "organisation", "Kelmora Institute", "test",
+    ...            {"founded": "1901", "headquarters": "Zerth", "field": "research", "title": "Director", "meetings": "4"},
+    ...            ({"head": "Dova Kelm", "since": "2011", "members": "4,350"},) * 2, 0)
+    >>> clues(e)[1]
+    'Founded in 1901, this research organisation counts 4,350 members.'
+    """
+    facts = {**entity.static, **entity.snapshots[snapshot]}
+    upper = {"Title": facts["title"], "Language": facts.get("language", "")}
+    return [t.format(**facts, **upper) for t in CLUES[entity.kind]]
+
+
+def jeopardy_examples(split: str, entities: Sequence[Entity], rng: random.Random) -> list[QAExample]:
+    """One split's Jeopardy examples, shuffled: every clue of every entity for training, one example
+    per entity with all its clues as references for dev and test. Gold ids: both passages."""
+    out = []
+    for e in entities:
+        gold = [f"{e.slot}-0", f"{e.slot}-1"]
+        cs = clues(e)
+        if split == "train":
+            out += [QAExample("", e.name, [c], gold, kind="long") for c in cs]
+        else:
+            first = rng.randrange(len(cs))  # answers[0]: one clue, the others follow as further references
+            out.append(QAExample("", e.name, [cs[first], *cs[:first], *cs[first + 1:]], gold, kind="long"))
+    rng.shuffle(out)
+    return [_with_id(ex, f"jeopardy-{split}-{i:05d}") for i, ex in enumerate(out, start=1)]
+
+
+# --- FEVER ------------------------------------------------------------------------------------
+
+SUPPORTS, REFUTES, NEI = "SUPPORTS", "REFUTES", "NOT ENOUGH INFO"
+LABELS = (SUPPORTS, REFUTES, NEI)  # FEVER's label strings, in the paper's order
+CLAIMS = {  # attribute: phrasings with {v} the claimed value
+    "capital": ("The capital of {ref} is {v}.", "{Ref} has its capital in {v}."),
+    "currency": ("{Ref} uses the {v} as its currency.", "The currency of {ref} is the {v}."),
+    "founded": ("{Ref} was founded in {v}.", "{Ref} was established in {v}."),
+    "language": ("{V} is the official language of {ref}.", "People in {ref} speak {v} as the official language."),
+    "leader": ("{Ref} is led by {title} {v}.", "The {title_l} of {ref} is {v}."),
+    "population": ("{Ref} has a population of {v}.", "About {v} people live in {ref}."),
+    "headquarters": ("{Ref} is based in {v}.", "The headquarters of {ref} are in {v}."),
+    "head": ("{Ref} is headed by {title} {v}.", "The {title_l} of {ref} is {v}."),
+    "members": ("{Ref} has {v} members.", "Membership of {ref} stands at {v}."),
+    "term": ("{Ref} holds elections every {v} years.",),
+    "seats": ("The national assembly of {ref} has {v} seats.",),
+    "meetings": ("The council of {ref} meets {v} times a year.",),
+}
+STATED = {"country": ("capital", "currency", "founded", "language", "leader", "population"),
+          "organisation": ("headquarters", "founded", "head", "members")}
+VARYING = ("leader", "population", "head", "members")  # in passage 1, and changed in snapshot B for most entities
+OPTIONAL = {"country": ("term", "seats"), "organisation": ("meetings",)}  # stated by some entities' passages only
+OPTIONAL_PHRASES = {"term": ("every {v} years", 1), "seats": ("has {v} seats", 1), "meetings": ("meets {v} times", 0)}
+ABSENT_SHARE = 0.5  # of the NOT ENOUGH INFO claims: about entities the corpus never mentions
+
+
+def stated_optional(entity: Entity) -> tuple[str | None, str | None]:
+    """(the optional attribute `entity`'s passages state, one they do not), None where it has no such pair.
+
+    >>> e = Entity("organisation-0001", "organisation", "Kelmora Institute", "test",
+    ...            {"founded": "1901", "headquarters": "Zerth", "field": "research", "title": "Director", "meetings": "4"},
+    ...            ({"head": "Dova Kelm", "since": "2011", "members": "4,350"},) * 2, 0)
+    >>> stated_optional(e) in (("meetings", None), (None, "meetings"))
+    True
+    """
+    said, unsaid = None, None
+    for attr in OPTIONAL[entity.kind]:
+        phrase, k = OPTIONAL_PHRASES[attr]
+        if phrase.format(v=entity.static[attr]) in render(entity, k).text:
+            said = attr
+        else:
+            unsaid = attr
+    return said, unsaid
+
+
+def claim(entity: Entity, attr: str, value: str, rng: random.Random) -> str:
+    """A claim that `entity`'s `attr` is `value`, in one of CLAIMS[attr]'s phrasings."""
+    ref, title = entity.ref, entity.static["title"]
+    return rng.choice(CLAIMS[attr]).format(ref=ref, Ref=ref[0].upper() + ref[1:], v=value, V=value[0].upper() + value[1:],
+                                           title=title, title_l=title.lower())
+
+
+def _evidence(entity: Entity, attr: str) -> list[str]:
+    if attr in OPTIONAL_PHRASES:
+        return [f"{entity.slot}-{OPTIONAL_PHRASES[attr][1]}"]
+    return [entity.passage_of(attr)]
+
+
+def _false_value(entity: Entity, attr: str, pool: Sequence[Entity], rng: random.Random) -> str:
+    """A value of `attr` that `entity` does not have in snapshot A: its snapshot-B value when that
+    changed, else another entity's of `pool` (the same split), else a nearby number."""
+    true = entity.fact(attr)
+    if attr in VARYING and entity.snapshots[1][attr] != true:
+        return entity.snapshots[1][attr]
+    if attr in OPTIONAL_PHRASES:
+        low, high = {"term": (4, 6), "seats": (40, 400), "meetings": (2, 12)}[attr]
+        return str(rng.choice([n for n in range(low, high + 1) if str(n) != true]))
+    others = [e.fact(attr) for e in rng.sample(list(pool), min(len(pool), 20)) if e.kind == entity.kind]
+    others = [v for v in others if v != true]
+    if others:
+        return others[0]
+    if attr == "population":
+        return format_population(parse_population(true) + rng.choice((-3, 3)))
+    if attr == "members":
+        return format_count(int(true.replace(",", "")) + rng.choice((-37, 37)))
+    return str(int(true) + rng.choice((-3, 3))) if true.isdigit() else true[::-1].capitalize()
+
+
+def fever_examples(split: str, entities: Sequence[Entity], absent: Sequence[Entity], rng: random.Random) -> list[QAExample]:
+    """One split's claims, shuffled, about a third of each label: per entity one SUPPORTS and one
+    REFUTES claim (different attributes); NOT ENOUGH INFO claims as many as entities, half about an
+    optional fact the entity's passages do not state, half about `absent` entities. Entities with an
+    archive passage are not asked about time-varying facts (the archive contradicts them on purpose:
+    the evaluation's conflict category)."""
+    out = []
+    for e in entities:
+        attrs = [a for a in STATED[e.kind] if not (e.archive and a in VARYING)]
+        said, _ = stated_optional(e)
+        true_attr, false_attr = rng.sample(attrs + ([said] if said else []), 2)
+        out.append(QAExample("", claim(e, true_attr, e.fact(true_attr), rng), [SUPPORTS], _evidence(e, true_attr)))
+        out.append(QAExample("", claim(e, false_attr, _false_value(e, false_attr, entities, rng), rng), [REFUTES],
+                             _evidence(e, false_attr)))
+    unstated = [(e, stated_optional(e)[1]) for e in entities if stated_optional(e)[1]]
+    n_absent = round(len(entities) * ABSENT_SHARE)
+    if len(absent) < n_absent:
+        raise ValueError(f"{split}: {len(absent)} absent entities for {n_absent} claims")
+    for e, attr in rng.sample(unstated, min(len(unstated), len(entities) - n_absent)):
+        value = _false_value(e, attr, entities, rng) if rng.random() < 0.5 else e.static[attr]
+        out.append(QAExample("", claim(e, attr, value, rng), [NEI], []))
+    for e in list(absent)[:n_absent]:
+        attr = rng.choice(STATED[e.kind])
+        out.append(QAExample("", claim(e, attr, e.fact(attr), rng), [NEI], []))
+    rng.shuffle(out)
+    return [_with_id(ex, f"fever-{split}-{i:05d}") for i, ex in enumerate(out, start=1)]
+
+
+def relabel(examples: Sequence[QAExample], entities: Sequence[Entity], snapshot: int) -> list[QAExample]:
+    """The same claims, labelled against `snapshot`: only claims about a time-varying fact that
+    changed can change label (the claim states A's value, or B's)."""
+    out = []
+    for ex in examples:
+        label = ex.answers[0]
+        e, attr = _about(ex, entities)
+        if label != NEI and attr in VARYING and e.changed:
+            label = SUPPORTS if e.fact(attr, snapshot) in _values_in(ex.question, e, attr) else REFUTES
+        out.append(QAExample(ex.id, ex.question, [label], list(ex.gold_passage_ids), ex.category, [], ex.kind))
+    return out
+
+
+def _about(ex: QAExample, entities: Sequence[Entity]) -> tuple[Entity | None, str | None]:
+    """The entity and time-varying attribute a claim's evidence points at (None for others)."""
+    if not ex.gold_passage_ids or not ex.gold_passage_ids[0].endswith("-1"):
+        return None, None
+    slot = ex.gold_passage_ids[0][: -len("-1")]
+    e = next((x for x in entities if x.slot == slot), None)
+    if e is None:
+        return None, None
+    attr = next((a for a in VARYING if a in e.snapshots[0] and _values_in(ex.question, e, a)), None)
+    return e, attr
+
+
+def _values_in(text: str, e: Entity, attr: str) -> list[str]:
+    values = {e.snapshots[0][attr], e.snapshots[1][attr]}
+    return [v for v in values if f" {v}" in f" {text}"]
+
+
+def statement_queries(examples: Sequence[QAExample]) -> list[QAExample]:
+    """The reference statements of short-answer QA examples as retrieval queries with the same gold
+    passages ("The capital of Valdoria is Zerth." -> the passage stating it): statement-shaped
+    training queries for the retriever of the other tasks, which the world's questions alone do
+    not teach (experiments.tasks, docs/recipe.md). No Jeopardy or FEVER example is used.
+
+    >>> ex = QAExample("q1", "What is the capital of Valdoria?", ["Zerth"], ["country-0001-0"],
+    ...                reference_statements=["The capital of Valdoria is Zerth."])
+    >>> statement_queries([ex])[0].question
+    'The capital of Valdoria is Zerth.'
+    """
+    return [QAExample(f"{ex.id}-statement", ex.reference_statements[0], ex.answers, ex.gold_passage_ids)
+            for ex in examples if ex.kind == "short" and len(ex.reference_statements) == 1 and ex.gold_passage_ids]
+
+
+def _with_id(ex: QAExample, qid: str) -> QAExample:
+    return QAExample(qid, ex.question, ex.answers, ex.gold_passage_ids, ex.category, ex.reference_statements, ex.kind)
+
+
+def task_files(entities: Sequence[Entity], absent: dict[str, Sequence[Entity]], rng_for) -> dict[str, list[QAExample]]:
+    """Every task file of the world by stem: jeopardy_<split>, fever_<split>, fever_test_b.
+    `absent[split]`: fresh entities for that split's NOT ENOUGH INFO claims; `rng_for(part)` a
+    seeded generator per part, so each file is deterministic on its own."""
+    by_split = {s: [e for e in entities if e.split == s] for s in SPLITS}
+    files = {}
+    for s in SPLITS:
+        files[f"jeopardy_{s}"] = jeopardy_examples(s, by_split[s], rng_for(f"jeopardy:{s}"))
+        files[f"fever_{s}"] = fever_examples(s, by_split[s], absent[s], rng_for(f"fever:{s}"))
+    files["fever_test_b"] = relabel(files["fever_test"], by_split["test"], snapshot=1)
+    return files

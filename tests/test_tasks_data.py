@@ -1,0 +1,108 @@
+"""The world's Jeopardy and FEVER files keep their promises: clues that join two passages and never
+name their entity, claims whose label only reading can decide, entity-disjoint splits, and test
+claims relabelled against snapshot B exactly where a time-varying fact changed."""
+
+from collections import Counter
+
+import pytest
+
+from lewisrag.data import tasks as T
+from lewisrag.data.world import SPLITS, build_world
+
+
+@pytest.fixture(scope="module")
+def world():
+    return build_world(seed=3, entities=300)
+
+
+def _passages(world, snapshot=0):
+    return {p.id: p for p in (world.passages_a if snapshot == 0 else world.passages_b)}
+
+
+CLUE_WORDS = {w.strip(".,").lower() for ts in T.CLUES.values() for t in ts for w in t.split() if "{" not in w}
+
+
+def _words(text: str) -> set[str]:
+    return {w.strip(".,").lower() for w in text.split()}
+
+
+def test_clues_join_two_passages_and_never_name_the_entity(world):
+    by_id = _passages(world)
+    for stem in ("jeopardy_train", "jeopardy_test"):
+        for ex in world.tasks[stem]:
+            assert ex.kind == "long" and sorted(ex.gold_passage_ids) == [g for g in sorted(ex.gold_passage_ids) if g in by_id]
+            static, varying = (_words(by_id[g].text) for g in sorted(ex.gold_passage_ids))
+            for clue in ex.answers:
+                assert ex.question not in clue
+                facts = _words(clue) - CLUE_WORDS
+                assert facts <= static | varying and facts & static - varying and facts & varying - static, clue
+
+
+def test_dev_and_test_hold_one_example_per_entity_with_every_clue(world):
+    test_entities = [e for e in world.entities if e.split == "test"]
+    exs = world.tasks["jeopardy_test"]
+    assert sorted(ex.question for ex in exs) == sorted(e.name for e in test_entities)
+    for ex in exs:
+        e = next(e for e in test_entities if e.name == ex.question)
+        assert sorted(ex.answers) == sorted(T.clues(e))
+
+
+def test_splits_are_entity_disjoint(world):
+    train_inputs = {ex.question for ex in world.tasks["jeopardy_train"]}
+    held = {e.name for e in world.entities if e.split != "train"}
+    assert not train_inputs & held
+    train_claims = " ".join(ex.question for ex in world.tasks["fever_train"])
+    assert not any(f" {name} " in f" {train_claims} " for name in held if " " not in name)
+
+
+TEMPLATE_WORDS = {w.strip(".,").lower() for ps in T.CLAIMS.values() for p in ps for w in p.replace("{", " ").replace("}", " ").split()}
+
+
+def _unstated(claim: str, passage) -> set[str]:
+    """Words of `claim` that neither its phrasing nor `passage` (title and text) contains."""
+    seen = {w.strip(".,").lower() for w in f"{passage.title} {passage.text}".split()} | TEMPLATE_WORDS | {"the"}
+    return {w for w in (x.strip(".,").lower() for x in claim.split()) if w and w not in seen}
+
+
+def test_fever_labels_are_balanced_and_decided_by_the_passages(world):
+    by_id = _passages(world)
+    for split in SPLITS:
+        exs = world.tasks[f"fever_{split}"]
+        counts = Counter(ex.answers[0] for ex in exs)
+        assert set(counts) == set(T.LABELS)
+        assert max(counts.values()) / len(exs) < 0.36
+        for ex in exs:
+            if ex.answers[0] == T.NEI:
+                assert ex.gold_passage_ids == []
+                continue
+            (evidence,) = [by_id[g] for g in ex.gold_passage_ids]
+            assert bool(_unstated(ex.question, evidence)) == (ex.answers[0] == T.REFUTES), (ex.question, evidence.text)
+
+
+def test_not_enough_info_wording_is_shared_with_the_other_labels(world):
+    """NOT ENOUGH INFO claims use the phrasings SUPPORTS and REFUTES claims use: no label in the wording."""
+    labels_by_phrasing = {}
+    for ex in world.tasks["fever_train"]:
+        for phrasings in T.CLAIMS.values():
+            for p in phrasings:
+                key = p.split("{v}")[-1]  # what follows the value: " seats.", " times a year."
+                if "{" not in key and len(key) > 5 and ex.question.endswith(key):
+                    labels_by_phrasing.setdefault(p, set()).add(ex.answers[0])
+    assert sum(labels == set(T.LABELS) for labels in labels_by_phrasing.values()) >= 3  # term, seats, meetings
+    corpus_names = {e.name for e in world.entities}
+    nei_about_absent = [ex for ex in world.tasks["fever_train"]
+                        if ex.answers[0] == T.NEI and not any(n in ex.question for n in corpus_names)]
+    assert nei_about_absent  # claims about entities the corpus never mentions
+
+
+def test_snapshot_b_relabels_exactly_the_changed_time_varying_claims(world):
+    by_b = _passages(world, snapshot=1)
+    changed = 0
+    for a, b in zip(world.tasks["fever_test"], world.tasks["fever_test_b"]):
+        assert (a.id, a.question, a.gold_passage_ids) == (b.id, b.question, b.gold_passage_ids)
+        if a.answers != b.answers:
+            changed += 1
+            assert a.gold_passage_ids[0].endswith("-1") and T.NEI not in a.answers + b.answers
+            (evidence,) = [by_b[g] for g in b.gold_passage_ids]
+            assert bool(_unstated(b.question, evidence)) == (b.answers[0] == T.REFUTES), (b.question, evidence.text)
+    assert changed >= 5
