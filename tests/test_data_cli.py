@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_main
+from lewisrag.data.world import QUESTION_FILES, TASK_FILES
 
 LEWISRAG = Path(sys.executable).with_name("lewisrag")
 
@@ -82,7 +83,7 @@ def test_world_twice_gives_identical_files_whatever_the_hash_seed(tmp_path, monk
     env = {**os.environ, "PYTHONHASHSEED": "12345"}  # string hashing must play no part
     subprocess.run([LEWISRAG, "world", "--out", tmp_path / "c", "--seed", "7", "--entities", "60"], check=True, env=env, capture_output=True)
     files = sorted(p.name for p in (tmp_path / "a").iterdir() if p.name != ".lewisrag")
-    assert len(files) == 9 and "world.json" in files
+    assert len(files) == 2 + len(QUESTION_FILES) + len(TASK_FILES) + 1 and "world.json" in files  # passages, questions, tasks
     for name in files:
         data = (tmp_path / "a" / name).read_bytes()
         assert data == (tmp_path / "b" / name).read_bytes() == (tmp_path / "c" / name).read_bytes(), name

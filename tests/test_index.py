@@ -29,7 +29,23 @@ def dpr_ckpt(tiny_corpus, tmp_path_factory):
 
 def test_tokenize_english_and_chinese():
     assert tokenize("Who is the leader of Valdoria?") == ["leader", "valdoria"]
-    assert tokenize("登录失败 422") == ["登", "录", "失", "败", "422"]
+    assert tokenize("登录失败 422") == ["登", "登录", "录", "录失", "失", "失败", "败", "422"]  # characters and pairs
+    assert tokenize("瓦尔，多") == ["瓦", "瓦尔", "尔", "多"]  # no pair across punctuation
+
+
+def test_a_bm25_index_of_tokenizer_1_still_answers(tmp_path, monkeypatch):
+    """Indexes built before tokenizer /2 (characters only) load and match on characters: the
+    pairs a question now has are not in their vocabulary."""
+    from lewisrag.index import bm25
+
+    ps = [Passage("a", "注册", "用户名已被占用时返回 422"), Passage("b", "登录", "密码错误时提示邮箱或密码无效")]
+    monkeypatch.setattr(bm25, "tokenize", lambda text: [t for t in tokenize(text) if len(t) == 1 or t.isascii()])
+    build_bm25_index(ps, tmp_path / "old")
+    monkeypatch.undo()
+    old = BM25Index.load(tmp_path / "old")
+    _, rows = old.search(["密码错误怎么提示", "用户名被占用"], 2)
+    assert rows[:, 0].tolist() == [1, 0]
+    assert build_bm25_index(ps, tmp_path / "new")["bm25"]["tokenizer"] == "lewisrag.index.bm25.tokenize/2"
 
 
 def test_bm25_finds_names(tiny_corpus, tmp_path):

@@ -46,21 +46,25 @@ def world(
     out: Path = typer.Option(..., "--out", help="Directory to write the world's files into (created if missing)."),
     seed: int = typer.Option(0, "--seed", help="Random seed: the same seed writes byte-identical files."),
     entities: int = typer.Option(DEFAULT_ENTITIES, "--entities", min=MIN_ENTITIES, max=MAX_ENTITIES, help="Number of countries and organisations in the corpus (two passages each)."),
+    lang: str = typer.Option("en", "--lang", help="Language of the world: en (English) or zh (Chinese names, passages and "
+                             "questions; no Jeopardy or FEVER files)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds files that are not a world "
                                    "lewisrag wrote (replaced once the new world is complete)."),
     as_json: bool = typer.Option(False, "--json", help="Print the records per file as one JSON object instead of a table."),
 ) -> None:
     """Write the built-in world: two corpus snapshots, train/dev/test questions, the knowledge-update
     questions and the evaluation set."""
+    from lewisrag.data.names import LANGS
+    from lewisrag.data.outputs import check_out_dir
     from lewisrag.data.world import build_world, write_world
 
-    from lewisrag.data.outputs import check_out_dir
-
+    if lang not in LANGS:
+        raise InputError("--lang", f"unknown language {lang!r} (one of {', '.join(LANGS)})")
     check_out_dir(out, "world", overwrite=overwrite)
-    with _ui.console.status(f"building the world (seed {seed}, {entities} entities)"):
-        counts = write_world(build_world(seed, entities), out, overwrite=overwrite)
+    with _ui.console.status(f"building the world (seed {seed}, {entities} entities, {lang})"):
+        counts = write_world(build_world(seed, entities, lang), out, overwrite=overwrite)
     if as_json:
-        _ui.print_json({"out": str(out), "seed": seed, "entities": entities, "files": dict(counts)})
+        _ui.print_json({"out": str(out), "seed": seed, "entities": entities, "lang": lang, "files": dict(counts)})
         return
     rows = [[name, n] for name, n in counts.items()]
     _ui.console.print(_ui.table(f"world (seed {seed}) written to {out}", ["file", "records"], rows))

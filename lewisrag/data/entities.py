@@ -6,14 +6,20 @@ time-varying ones (leader, population, ...). Snapshot A ("2016") and snapshot B 
 passage 0 word for word; passage 1 differs only in the facts that changed, because both are
 rendered from the same sentence choices (`Entity.style`). A few entities also have an outdated
 "archive" passage (slot 2) that contradicts passage 1: the conflict category of the evaluation.
+
+The words and sentences come from the entity's language (`Entity.lang`): the tables below for
+English, the same names in `lang_zh` for Chinese (`text_tables`); the code that draws and renders
+is the same for both.
 """
 
 from __future__ import annotations
 
 import random
+import sys
 from dataclasses import dataclass
 
-from lewisrag.data.names import Namer
+from lewisrag.data import lang_zh
+from lewisrag.data.names import LANGS, Namer
 from lewisrag.data.records import Passage
 
 REGIONS = ("the northern highlands", "the eastern lowlands", "the southern coast", "the western islands",
@@ -28,6 +34,16 @@ ORG_KINDS = (("Institute", "Director", "research"), ("Trade League", "Secretary-
              ("Medical Society", "Chair", "medicine"), ("Rail Union", "General Secretary", "railways"),
              ("Science Council", "Chair", "science"), ("Football Association", "President", "football"))
 SNAPSHOT_YEARS = (2016, 2018)  # like the paper's Dec 2016 and Dec 2018 Wikipedia dumps
+AND = " and "  # joins the two exports
+SENTENCE_JOIN = " "
+
+
+def text_tables(lang: str):
+    """Where the words and sentences of `lang` live: this module for English, `lang_zh` for Chinese
+    (the same names: REGIONS, GOVERNMENTS, ORG_KINDS, COUNTRY_STATIC, ..., format_population)."""
+    if lang not in LANGS:
+        raise ValueError(f"lang must be one of {LANGS}, got {lang!r}")
+    return lang_zh if lang == "zh" else sys.modules[__name__]
 
 
 @dataclass(frozen=True)
@@ -41,11 +57,12 @@ class Entity:
     style: int  # seed of the sentence choices, shared by both snapshots so only facts differ
     lookalike_of: str | None = None  # name of the entity this one was named to resemble
     archive: dict | None = None  # outdated time-varying facts of a contradicting passage
+    lang: str = "en"  # the language of its names, facts and passages ("en" or "zh")
 
     @property
     def ref(self) -> str:
-        """How questions name it: 'Valdoria', 'the Kelmora Institute'."""
-        return self.name if self.kind == "country" else f"the {self.name}"
+        """How questions name it: 'Valdoria', 'the Kelmora Institute' (Chinese: the name alone)."""
+        return self.name if self.kind == "country" or self.lang != "en" else f"the {self.name}"
 
     @property
     def changed(self) -> bool:
@@ -70,6 +87,9 @@ def format_population(tenths: int) -> str:
 
 
 def parse_population(text: str) -> int:
+    """The tenths of a million that format_population (either language's) wrote."""
+    if text.endswith("万"):
+        return lang_zh.parse_population(text)
     return int(text.split()[0].replace(".", ""))
 
 
@@ -83,28 +103,29 @@ def format_count(n: int) -> str:
 
 
 def make_country(slot: str, split: str, namer: Namer, rng: random.Random, change: bool, name: str | None = None) -> Entity:
-    """A country with random facts; `change` decides whether snapshot B has a new leader."""
-    government, title = rng.choice(GOVERNMENTS)
+    """A country with random facts in the namer's language; `change` decides whether snapshot B has a new leader."""
+    t = text_tables(namer.lang)
+    government, title = rng.choice(t.GOVERNMENTS)
     static = {
-        "region": rng.choice(REGIONS), "founded": str(rng.randint(1100, 1990)), "capital": namer.city(),
-        "currency": namer.currency(), "language": namer.language(), "exports": " and ".join(rng.sample(EXPORTS, 2)),
-        "climate": rng.choice(CLIMATES), "government": government, "title": title,
+        "region": rng.choice(t.REGIONS), "founded": str(rng.randint(1100, 1990)), "capital": namer.city(),
+        "currency": namer.currency(), "language": namer.language(), "exports": t.AND.join(rng.sample(t.EXPORTS, 2)),
+        "climate": rng.choice(t.CLIMATES), "government": government, "title": title,
         "term": str(rng.choice((4, 5, 6))), "seats": str(rng.randint(40, 400)),
     }
     tenths = rng.randint(10, 99) if rng.random() < 0.5 else rng.randint(100, 900)  # 1.0-9.9 or 10-90 million
-    a = {"leader": namer.person(), "since": str(rng.randint(2006, 2016)), "population": format_population(tenths)}
+    a = {"leader": namer.person(), "since": str(rng.randint(2006, 2016)), "population": t.format_population(tenths)}
     b = dict(a)
     if change:
         b = {"leader": namer.person(), "since": str(rng.randint(2017, 2018)),
-             "population": format_population(_changed(tenths, rng))}
-    return Entity(slot, "country", name or namer.country(), split, static, (a, b), rng.getrandbits(32))
+             "population": t.format_population(_changed(tenths, rng))}
+    return Entity(slot, "country", name or namer.country(), split, static, (a, b), rng.getrandbits(32), lang=namer.lang)
 
 
 def make_organisation(slot: str, split: str, namer: Namer, rng: random.Random, change: bool,
                       headquarters: str | None, name: str | None = None, org_kind: tuple | None = None) -> Entity:
     """An organisation; `headquarters` is a city (a country's capital, for multi-document questions)
-    or None for a new one; `org_kind` is one of ORG_KINDS, drawn when None."""
-    kind, title, field = org_kind or rng.choice(ORG_KINDS)
+    or None for a new one; `org_kind` is one of the language's ORG_KINDS, drawn when None."""
+    kind, title, field = org_kind or rng.choice(text_tables(namer.lang).ORG_KINDS)
     static = {"founded": str(rng.randint(1750, 2000)), "headquarters": headquarters or namer.city(),
               "field": field, "title": title, "meetings": str(rng.randint(2, 12))}
     members = rng.randint(150, 9000)
@@ -113,7 +134,14 @@ def make_organisation(slot: str, split: str, namer: Namer, rng: random.Random, c
     if change:
         b = {"head": namer.person(), "since": str(rng.randint(2017, 2018)),
              "members": format_count(_changed(members, rng))}
-    return Entity(slot, "organisation", name or f"{namer.word((2, 2))} {kind}", split, static, (a, b), rng.getrandbits(32))
+    return Entity(slot, "organisation", name or namer.organisation(kind), split, static, (a, b), rng.getrandbits(32),
+                  lang=namer.lang)
+
+
+def org_kind(entity: Entity) -> tuple[str, str, str]:
+    """The ORG_KINDS entry an organisation's name ends with: ('Institute', 'Director', 'research')."""
+    sep = " " if entity.lang == "en" else ""
+    return next(k for k in text_tables(entity.lang).ORG_KINDS if entity.name.endswith(sep + k[0]))
 
 
 def make_archive(entity: Entity, namer: Namer, rng: random.Random) -> dict:
@@ -122,7 +150,7 @@ def make_archive(entity: Entity, namer: Namer, rng: random.Random) -> dict:
     year = rng.randint(max(1995, int(entity.static["founded"]) + 1), 2005)
     if entity.kind == "country":
         tenths = parse_population(entity.snapshots[0]["population"]) * rng.randint(70, 90) // 100
-        return {"year": str(year), "leader": namer.person(), "population": format_population(tenths)}
+        return {"year": str(year), "leader": namer.person(), "population": text_tables(entity.lang).format_population(tenths)}
     members = int(entity.snapshots[0]["members"].replace(",", "")) * rng.randint(60, 90) // 100
     return {"year": str(year), "head": namer.person(), "members": format_count(members)}
 
@@ -163,29 +191,27 @@ ORG_VARYING = (
 )
 
 
+ARCHIVE = {  # an outdated passage (slot 2); {year} and the old facts come from Entity.archive
+    "country": "Archived entry from {year}. In {year}, {name} was led by {title} {leader}. Its population was {population} at the time.",
+    "organisation": "Archived entry from {year}. In {year}, the {name} was headed by {title} {head}. It had {members} members at the time.",
+}
+
+
 def render(entity: Entity, k: int, snapshot: int = 0) -> Passage:
     """Passage k of `entity` as it reads in `snapshot` (0 = A, 1 = B)."""
+    t = text_tables(entity.lang)
     facts = {**entity.static, **entity.snapshots[snapshot], "name": entity.name,
              "title_l": entity.static["title"].lower()}
     if k == 2:
-        return Passage(f"{entity.slot}-2", entity.name, _archive_text(entity, facts))
+        return Passage(f"{entity.slot}-2", entity.name, t.ARCHIVE[entity.kind].format(**{**facts, **entity.archive}))
     country = entity.kind == "country"
-    sentences = (COUNTRY_STATIC if country else ORG_STATIC) if k == 0 else (COUNTRY_VARYING if country else ORG_VARYING)
+    sentences = (t.COUNTRY_STATIC if country else t.ORG_STATIC) if k == 0 else (t.COUNTRY_VARYING if country else t.ORG_VARYING)
     rng = random.Random(entity.style * 2 + k)
     chosen = [rng.choice(options).format(**facts) for options in sentences]
     middle = chosen[1:]
     rng.shuffle(middle)  # the first sentence introduces the entity; the rest come in any order
-    text = " ".join([chosen[0], *middle])
+    text = t.SENTENCE_JOIN.join([chosen[0], *middle])
     return Passage(f"{entity.slot}-{k}", entity.name, text[0].upper() + text[1:])
-
-
-def _archive_text(entity: Entity, facts: dict) -> str:
-    old = entity.archive
-    if entity.kind == "country":
-        return (f"Archived entry from {old['year']}. In {old['year']}, {entity.name} was led by {facts['title']} "
-                f"{old['leader']}. Its population was {old['population']} at the time.")
-    return (f"Archived entry from {old['year']}. In {old['year']}, the {entity.name} was headed by {facts['title']} "
-            f"{old['head']}. It had {old['members']} members at the time.")
 
 
 def passages(entity: Entity, snapshot: int) -> list[Passage]:

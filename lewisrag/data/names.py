@@ -13,13 +13,27 @@ seeds. Both sides are drawn from the same syllables, so fresh text looks exactly
 (True, 'world')
 >>> word_side("Valdoria"), word_side("Valdorria")
 ('world', 'fresh')
+
+Chinese names (`lang="zh"`, characters from `lang_zh`) are claimed whole, suffix included (塔维港,
+拉莫币, 克洛研究所), and go by the same two sides. Chinese has no spaces between words, so a Chinese
+namer also refuses a name that holds a claimed name or lies inside one (李明 and 李明华, 维兰 and
+维兰多): an answer is then never part of another name, and a name never turns up inside another.
+
+>>> zh = Namer(random.Random(0), side="world", lang="zh")
+>>> c = zh.country()
+>>> 3 <= len(c) <= 5, word_side(c), zh.claim(c[:2]), zh.claim(c + "亚")
+(True, 'world', False, False)
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 import zlib
 
+from lewisrag.data import lang_zh
+
+LANGS = ("en", "zh")
 SIDES = ("world", "fresh")
 ONSETS = ("b", "d", "f", "g", "h", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "dr", "kr", "tr", "st", "th", "sh")
 VOWELS = ("a", "e", "i", "o", "u", "a", "e", "o", "ai", "ou")
@@ -27,6 +41,7 @@ CODAS = ("", "", "", "", "n", "r", "l", "s", "m", "k")
 COUNTRY_ENDINGS = ("ia", "a", "or", "ea", "", "", "")
 LANGUAGE_ENDINGS = ("ic", "ish", "ese", "an")
 MAX_TRIES = 100_000  # draws before giving up on an exhausted name space (a world far too large)
+WIDEN_AFTER = 500  # failed draws of a Chinese name before it may be a character longer
 PLACE_PREFIXES = ("New", "North", "South", "Upper", "Lower", "East", "West")
 
 
@@ -42,11 +57,14 @@ class Namer:
     made-up word for two things (a capital is never also a person's surname).
     """
 
-    def __init__(self, rng: random.Random, side: str):
+    def __init__(self, rng: random.Random, side: str, lang: str = "en"):
         if side not in SIDES:
             raise ValueError(f"side must be one of {SIDES}, got {side!r}")
-        self.rng, self.side = rng, side
+        if lang not in LANGS:
+            raise ValueError(f"lang must be one of {LANGS}, got {lang!r}")
+        self.rng, self.side, self.lang = rng, side, lang
         self.used: set[str] = set()  # membership tests only; never iterated, so order cannot leak
+        self.inside: set[str] = set()  # Chinese: every piece (2+ characters) of a claimed name
 
     def word(self, syllables: tuple[int, int] = (2, 3), ending: str = "", lower: bool = False) -> str:
         """A new capitalised (or `lower`-case) word of `syllables` (min, max) syllables plus `ending`."""
@@ -62,27 +80,68 @@ class Namer:
         raise ValueError(f"no unused {syllables}-syllable word left after {MAX_TRIES} tries: the world is too large")
 
     def claim(self, word: str) -> bool:
-        """Reserve `word` if it is unused and on this namer's side."""
+        """Reserve `word` if it is unused and on this namer's side (and, in Chinese, neither holds
+        a claimed name nor lies inside one)."""
         if word in self.used or word_side(word) != self.side:
             return False
+        if self.lang == "zh":
+            pieces = _pieces(word)
+            if word in self.inside or any(p in self.used for p in pieces):
+                return False
+            self.inside.update(pieces)
         self.used.add(word)
         return True
 
     def country(self) -> str:
+        if self.lang == "zh":
+            return self._zh_word((2, 3), lang_zh.COUNTRY_ENDINGS)
         return self.word((2, 2), ending=self.rng.choice(COUNTRY_ENDINGS))
 
     def city(self) -> str:
+        if self.lang == "zh":
+            return self._zh_word((2, 3), lang_zh.CITY_ENDINGS)
         return self.word((2, 3))
 
     def person(self) -> str:
-        """'First Last', two syllables each: short enough for small models to copy."""
+        """'First Last', two syllables each: short enough for small models to copy. Chinese: a
+        surname and one or two given characters (李明, 陈晓云)."""
+        if self.lang == "zh":
+            for _ in range(MAX_TRIES):
+                n = 1 if self.rng.random() < lang_zh.ONE_GIVEN_SHARE else 2
+                name = self.rng.choice(lang_zh.SURNAMES) + "".join(self.rng.choice(lang_zh.GIVEN) for _ in range(n))
+                if name[-1] != name[-2] and self.claim(name):
+                    return name
+            raise ValueError(f"no unused person name left after {MAX_TRIES} tries: the world is too large")
         return f"{self.word((2, 2))} {self.word((2, 2))}"
 
     def language(self) -> str:
+        if self.lang == "zh":
+            return self._zh_word((2, 3), (lang_zh.LANGUAGE_ENDING,))
         return self.word((1, 2), ending=self.rng.choice(LANGUAGE_ENDINGS))
 
     def currency(self) -> str:
+        if self.lang == "zh":
+            return self._zh_word((2, 3), (lang_zh.CURRENCY_ENDING,))
         return self.word((2, 2), lower=True)
+
+    def organisation(self, kind: str) -> str:
+        """A made-up word and the kind: 'Kelmora Institute', 克洛拉研究所 (claimed whole in Chinese)."""
+        if self.lang == "zh":
+            return self._zh_word((2, 3), (kind,))
+        return f"{self.word((2, 2))} {kind}"
+
+    def _zh_word(self, syllables: tuple[int, int], endings: tuple[str, ...]) -> str:
+        """A new Chinese name of `syllables` (min, max) characters of lang_zh.SYLLABLES plus one of
+        `endings`, at least three characters long, never the same character twice in a row nor a
+        lang_zh.NOT_FIRST character first. A crowded name space (a world of tens of thousands of
+        entities) gets longer names: every WIDEN_AFTER failed draws allow one character more."""
+        lo, hi = syllables
+        for tries in range(MAX_TRIES):
+            n = self.rng.randint(lo, hi + tries // WIDEN_AFTER)
+            w = "".join(self.rng.choice(lang_zh.SYLLABLES) for _ in range(n)) + self.rng.choice(endings)
+            if len(w) >= 3 and w[0] not in lang_zh.NOT_FIRST and all(a != b for a, b in itertools.pairwise(w)) and self.claim(w):
+                return w
+        raise ValueError(f"no unused {syllables}-character name left after {MAX_TRIES} tries: the world is too large")
 
     def lookalike(self, name: str) -> str:
         """A new name that a careless reader could take for `name`.
@@ -91,6 +150,8 @@ class Namer:
         vowel ('Valdoria' -> 'Veldoria') and a place prefix ('New Valdoria'); the base word of a
         multi-word name (e.g. an organisation's) is the one that varies.
         """
+        if self.lang == "zh":
+            return self._zh_lookalike(name)
         base, _, rest = name.partition(" ")
         candidates = [_double_consonant(base, i) for i in range(1, len(base) - 1)]
         candidates += [_change_vowel(base, i, v) for i in range(len(base)) for v in "aeiou"]
@@ -104,6 +165,29 @@ class Namer:
                 self.used.add(cand)
                 return cand
         raise ValueError(f"no look-alike left for {name!r}")
+
+    def _zh_lookalike(self, name: str) -> str:
+        """One character of the made-up part changed to one that sounds or looks alike (瓦尔多利亚 ->
+        瓦尔朵利亚, 克洛拉研究所 -> 柯洛拉研究所), else a place prefix (新瓦尔多利亚)."""
+        kind = next((k for k, _, _ in lang_zh.ORG_KINDS if name.endswith(k)), "")
+        base = name.removesuffix(kind) if kind else name
+        candidates = [base[:i] + c + base[i + 1 :] for i, ch in enumerate(base) for c in lang_zh.SIMILAR.get(ch, "")]
+        self.rng.shuffle(candidates)
+        for cand in candidates:
+            if self.claim(cand + kind):
+                return cand + kind
+        for prefix in self.rng.sample(lang_zh.PLACE_PREFIXES, len(lang_zh.PLACE_PREFIXES)):
+            cand = prefix + name
+            if cand not in self.used:
+                self.used.add(cand)
+                return cand
+        raise ValueError(f"no look-alike left for {name!r}")
+
+
+def _pieces(word: str) -> set[str]:
+    """Every run of two or more characters of `word` but `word` itself: '李明华' -> {'李明', '明华'}."""
+    n = len(word)
+    return {word[i:j] for i in range(n) for j in range(i + 2, n + 1) if j - i < n}
 
 
 def _double_consonant(word: str, i: int) -> str | None:

@@ -3,15 +3,23 @@ evaluation categories of the reference chapter (single_doc, multi_doc, not_in_kb
 
 Every short answer is a string that appears verbatim in a gold passage; every long answer is
 2-4 reference statements joined into one text, each statement a fact of the gold passage.
+
+The phrasings are the entity's language's (`text_tables`): the tables below for English, the same
+names in `lang_zh` for Chinese.
 """
 
 from __future__ import annotations
 
 import itertools
 import random
+import sys
 
+from lewisrag.data import lang_zh
 from lewisrag.data.entities import Entity, parse_population
+from lewisrag.data.names import LANGS
 from lewisrag.data.records import QAExample
+
+ANSWER_FORMS: dict[str, str] = {}  # attribute -> how a short answer writes the fact ("{}"): English gives it as is
 
 SHORT = {
     "capital": ("What is the capital of {ref}?", "Which city is the capital of {ref}?", "Name the capital city of {ref}.",
@@ -58,8 +66,26 @@ LONG = {  # topic: (the attributes its reference states, in order; its question 
     ("organisation", "history"): (("founded", "headquarters", "field"), (
         "Tell me about the history of {ref}.", "Describe {ref}.", "Give an overview of {ref}.")),
 }
+VIA_CAPITAL = ("Who leads the country whose capital is {capital}?", "Who is the {title_l} of the country whose capital is {capital}?")
+VIA_HEADQUARTERS = ("In which country are the headquarters of {ref}?", "{Ref} is based in the capital of which country?")
+FOUNDED_EARLIER = "Which was founded earlier, {x} or {y}?"
+MORE_INHABITANTS = "Which has more inhabitants, {x} or {y}?"
+SENTENCE_JOIN = " "  # joins the reference statements of a long answer
 CONTESTED = ("leader", "population", "head", "members")  # what an archive passage contradicts
 LONG_RATE = 0.75  # one long question for 3 in 4 entities: about 12% of a split's questions
+
+
+def text_tables(lang: str):
+    """Where the questions of `lang` live: this module for English, `lang_zh` for Chinese (the same
+    names: SHORT, STATEMENTS, LONG, VIA_CAPITAL, VIA_HEADQUARTERS, ..., ANSWER_FORMS)."""
+    if lang not in LANGS:
+        raise ValueError(f"lang must be one of {LANGS}, got {lang!r}")
+    return lang_zh if lang == "zh" else sys.modules[__name__]
+
+
+def answer(entity: Entity, attr: str, snapshot: int = 0) -> str:
+    """The short answer about `attr` as the passages write it: '1921' in English, '1921年' in Chinese."""
+    return text_tables(entity.lang).ANSWER_FORMS.get(attr, "{}").format(entity.fact(attr, snapshot))
 
 
 def _fill(template: str, entity: Entity, snapshot: int = 0) -> str:
@@ -76,14 +102,14 @@ def statement(entity: Entity, attr: str, snapshot: int = 0) -> str:
     >>> statement(e, "capital")
     'The capital of Valdoria is Zerth.'
     """
-    return _fill(STATEMENTS[attr], entity, snapshot)
+    return _fill(text_tables(entity.lang).STATEMENTS[attr], entity, snapshot)
 
 
 def short_question(qid: str, entity: Entity, attr: str, template: str, snapshot: int = 0,
                    category: str | None = None) -> QAExample:
-    """A short-answer question about `attr` in the phrasing `template` (one of SHORT[attr])."""
+    """A short-answer question about `attr` in the phrasing `template` (one of SHORT[attr] of its language)."""
     return QAExample(
-        id=qid, question=_fill(template, entity, snapshot), answers=[entity.fact(attr, snapshot)],
+        id=qid, question=_fill(template, entity, snapshot), answers=[answer(entity, attr, snapshot)],
         gold_passage_ids=[entity.passage_of(attr)], category=category,
         reference_statements=[statement(entity, attr, snapshot)], kind="short")
 
@@ -93,11 +119,13 @@ def long_question(qid: str, entity: Entity, rng: random.Random, category: str | 
 
     An entity with an archive passage is asked only about topics the archive does not contradict.
     """
-    topics = sorted(t for k, t in LONG if k == entity.kind and not (entity.archive and set(LONG[k, t][0]) & set(CONTESTED)))
-    attrs, phrasings = LONG[(entity.kind, rng.choice(topics))]
+    tables = text_tables(entity.lang)
+    long = tables.LONG
+    topics = sorted(t for k, t in long if k == entity.kind and not (entity.archive and set(long[k, t][0]) & set(CONTESTED)))
+    attrs, phrasings = long[(entity.kind, rng.choice(topics))]
     statements = [statement(entity, a) for a in attrs]
     return QAExample(
-        id=qid, question=_fill(rng.choice(phrasings), entity), answers=[" ".join(statements)],
+        id=qid, question=_fill(rng.choice(phrasings), entity), answers=[tables.SENTENCE_JOIN.join(statements)],
         gold_passage_ids=sorted({entity.passage_of(a) for a in attrs}), category=category,
         reference_statements=statements, kind="long")
 
@@ -116,7 +144,8 @@ def split_questions(prefix: str, entities: list[Entity], rng: random.Random) -> 
     for e in entities:
         pairs += [(e, a) for a in entity_questions(e, rng, skip=CONTESTED if e.archive else ())]
     rng.shuffle(pairs)
-    return [short_question(f"{prefix}-{i:05d}", e, a, rng.choice(SHORT[a])) if a else long_question(f"{prefix}-{i:05d}", e, rng)
+    return [short_question(f"{prefix}-{i:05d}", e, a, rng.choice(text_tables(e.lang).SHORT[a])) if a
+            else long_question(f"{prefix}-{i:05d}", e, rng)
             for i, (e, a) in enumerate(pairs, start=1)]
 
 
@@ -129,7 +158,7 @@ def update_questions(entities: list[Entity], rng: random.Random) -> tuple[list[Q
     qa, qb = [], []
     for e in (e for e in entities if e.changed and not e.archive):
         for attr in (("leader", "population") if e.kind == "country" else ("head", "members")):
-            qid, template = f"update-{len(qa) + 1:05d}", rng.choice(SHORT[attr])
+            qid, template = f"update-{len(qa) + 1:05d}", rng.choice(text_tables(e.lang).SHORT[attr])
             qa.append(short_question(qid, e, attr, template, snapshot=0))
             qb.append(short_question(qid, e, attr, template, snapshot=1))
     return qa, qb
@@ -159,17 +188,17 @@ def eval_questions(entities: list[Entity], absent: list[Entity], rng: random.Ran
             out.append(("single_doc", long_question("", e, rng, "single_doc")))
         else:
             attr = rng.choice(SHORT_ATTRS[e.kind])
-            out.append(("single_doc", short_question("", e, attr, rng.choice(SHORT[attr]), category="single_doc")))
+            out.append(("single_doc", short_question("", e, attr, rng.choice(text_tables(e.lang).SHORT[attr]), category="single_doc")))
     out += [("multi_doc", q) for q in multi_doc_questions(plain, rng, EVAL_SIZES["multi_doc"])]
     for e in rng.sample(twins, min(EVAL_SIZES["distractor"], len(twins))):
         attr = rng.choice(SHORT_ATTRS[e.kind])
-        out.append(("distractor", short_question("", e, attr, rng.choice(SHORT[attr]), category="distractor")))
+        out.append(("distractor", short_question("", e, attr, rng.choice(text_tables(e.lang).SHORT[attr]), category="distractor")))
     for e in (e for e in entities if e.archive):
         attr = rng.choice(tuple(a for a in CONTESTED if a in SHORT_ATTRS[e.kind]))
-        out.append(("conflict", short_question("", e, attr, rng.choice(SHORT[attr]), category="conflict")))
+        out.append(("conflict", short_question("", e, attr, rng.choice(text_tables(e.lang).SHORT[attr]), category="conflict")))
     for e in absent[: EVAL_SIZES["not_in_kb"]]:
         attr = rng.choice(SHORT_ATTRS[e.kind])
-        q = _fill(rng.choice(SHORT[attr]), e)
+        q = _fill(rng.choice(text_tables(e.lang).SHORT[attr]), e)
         out.append(("not_in_kb", QAExample("", q, [], [], "not_in_kb", [], "short")))
     rng.shuffle(out)  # so that any prefix of the file mixes the categories
     return [QAExample(f"eval-{i:04d}", q.question, q.answers, q.gold_passage_ids, cat, q.reference_statements, q.kind)
@@ -179,28 +208,26 @@ def eval_questions(entities: list[Entity], absent: list[Entity], rng: random.Ran
 def multi_doc_questions(entities: list[Entity], rng: random.Random, n: int) -> list[QAExample]:
     """`n` questions (or as many as exist) that need two passages: a leader found through a capital,
     the country of a headquarters, and comparisons of founding years or populations."""
+    t = text_tables(entities[0].lang if entities else "en")
     countries = [e for e in entities if e.kind == "country"]
     by_capital = {c.static["capital"]: c for c in countries}
-    capital = [_two(c, c, ("capital", "leader"), c.fact("leader"), rng.choice(VIA_CAPITAL)) for c in countries]
+    capital = [_two(c, c, ("capital", "leader"), c.fact("leader"), rng.choice(t.VIA_CAPITAL)) for c in countries]
     hosted = [o for o in entities if o.kind == "organisation" and o.static["headquarters"] in by_capital]
     hq = [_two(o, by_capital[o.static["headquarters"]], ("headquarters", "capital"), by_capital[o.static["headquarters"]].name,
-               rng.choice(VIA_HEADQUARTERS)) for o in hosted]
+               rng.choice(t.VIA_HEADQUARTERS)) for o in hosted]
     older, bigger = [], []
     for _ in range(n if len(entities) >= 2 else 0):
         x, y = rng.sample(entities, 2)
         if x.fact("founded") != y.fact("founded"):
-            older.append(_compare(x, y, "founded", min(x, y, key=lambda e: int(e.fact("founded"))), "Which was founded earlier, {x} or {y}?"))
+            older.append(_compare(x, y, "founded", min(x, y, key=lambda e: int(e.fact("founded"))), t.FOUNDED_EARLIER))
         if len(countries) >= 2:
             a, b = rng.sample(countries, 2)
             size = {e.name: parse_population(e.fact("population")) for e in (a, b)}
             if size[a.name] != size[b.name]:
-                bigger.append(_compare(a, b, "population", max(a, b, key=lambda e: size[e.name]), "Which has more inhabitants, {x} or {y}?"))
+                bigger.append(_compare(a, b, "population", max(a, b, key=lambda e: size[e.name]), t.MORE_INHABITANTS))
     kinds = [rng.sample(k, len(k)) for k in (capital, hq, older, bigger)]
     return [q for round_ in itertools.zip_longest(*kinds) for q in round_ if q][:n]  # the four kinds in turn
 
-
-VIA_CAPITAL = ("Who leads the country whose capital is {capital}?", "Who is the {title_l} of the country whose capital is {capital}?")
-VIA_HEADQUARTERS = ("In which country are the headquarters of {ref}?", "{Ref} is based in the capital of which country?")
 
 
 def _two(first: Entity, second: Entity, attrs: tuple[str, str], answer: str, template: str) -> QAExample:

@@ -15,7 +15,11 @@ Files that `write_world` produces (all JSON Lines but world.json):
 - jeopardy_{train,dev,test}.jsonl, fever_{train,dev,test}.jsonl, fever_test_b.jsonl: the paper's
   Jeopardy question generation and FEVER verification over the same entities and splits
   (`lewisrag.data.tasks`).
-- world.json: seed, version and counts.
+- world.json: seed, version and counts (and "lang" for a world in another language than English).
+
+`build_world(..., lang="zh")` writes the same world in Chinese (`lang_zh`: names, passages of at
+most MAX_CHARS characters, several phrasings per question) through the same generators; it has no
+Jeopardy or FEVER files yet (`World.tasks` is empty).
 
 Everything comes from `random.Random` instances seeded by strings derived from the seed, so the same
 seed gives byte-identical files on any machine.
@@ -31,16 +35,16 @@ from pathlib import Path
 
 from lewisrag.data import questions as Q
 from lewisrag.data import tasks as T
-from lewisrag.data.entities import ORG_KINDS, SNAPSHOT_YEARS, Entity, make_archive, make_country, make_organisation, passages
+from lewisrag.data.entities import SNAPSHOT_YEARS, Entity, make_archive, make_country, make_organisation, org_kind, passages
 from lewisrag.data.io import write_json, write_jsonl
-from lewisrag.data.names import Namer
+from lewisrag.data.names import LANGS, Namer
 from lewisrag.data.outputs import output_dir
 from lewisrag.data.records import CATEGORIES, Passage, QAExample
 
 VERSION = "lewisrag-world-1"
 DEFAULT_ENTITIES = 2000  # about 4,000 passages: the small CPU preset's corpus
 MIN_ENTITIES = 40  # below this the dev and test splits cannot hold every question category
-MAX_ENTITIES = 100_000  # tested (about a minute); far beyond it the made-up names run out
+MAX_ENTITIES = 100_000  # tested (about a minute; three in Chinese); far beyond it the made-up names run out
 SPLITS = ("train", "dev", "test")
 HELD_OUT_SHARE = 0.1  # of the entities for dev and for test each; the rest is train
 COUNTRY_SHARE = 0.7  # the other entities are organisations
@@ -49,6 +53,7 @@ CHANGE_RATE = 0.85  # of the entities get new time-varying facts in snapshot B
 CONFLICT_SHARE = 0.1  # of the test entities get a contradicting archive passage
 HQ_IN_CAPITAL = 0.7  # of the organisations sit in a capital of their split (for multi-document questions)
 MAX_WORDS = 100  # the paper's passage length
+MAX_CHARS = 200  # a Chinese passage's length in characters (the world's are at most about 150)
 QUESTION_FILES = ("train", "dev", "test", "questions_a", "questions_b", "eval")
 TASK_FILES = tuple(f"{t}_{s}" for t in ("jeopardy", "fever") for s in SPLITS) + ("fever_test_b",)
 
@@ -61,7 +66,8 @@ class World:
     passages_a: tuple[Passage, ...]  # snapshot A ("2016")
     passages_b: tuple[Passage, ...]  # snapshot B ("2018"): same ids, changed time-varying facts
     questions: dict  # file stem (QUESTION_FILES) -> tuple of QAExample
-    tasks: dict  # file stem (TASK_FILES) -> tuple of QAExample: Jeopardy and FEVER (data.tasks)
+    tasks: dict  # file stem (TASK_FILES) -> tuple of QAExample: Jeopardy and FEVER (data.tasks); empty unless English
+    lang: str = "en"  # the language of every name, passage and question ("en" or "zh")
 
     @property
     def split_entities(self) -> dict[str, tuple[str, ...]]:
@@ -74,11 +80,13 @@ def _rng(seed: int, part: str) -> random.Random:
     return random.Random(f"lewisrag-world:{seed}:{part}")
 
 
-def build_world(seed: int = 0, entities: int = DEFAULT_ENTITIES) -> World:
-    """The whole world for `seed`, with `entities` entities in the corpus (pure and deterministic)."""
+def build_world(seed: int = 0, entities: int = DEFAULT_ENTITIES, lang: str = "en") -> World:
+    """The whole world for `seed`, with `entities` entities in the corpus, in `lang` (pure and deterministic)."""
     if not MIN_ENTITIES <= entities <= MAX_ENTITIES:
         raise ValueError(f"entities must be between {MIN_ENTITIES} and {MAX_ENTITIES}, got {entities}")
-    namer = Namer(_rng(seed, "names"), side="world")
+    if lang not in LANGS:
+        raise ValueError(f"lang must be one of {', '.join(LANGS)}, got {lang!r}")
+    namer = Namer(_rng(seed, "names"), side="world", lang=lang)
     ents = _populate(_plan(_rng(seed, "plan"), entities), namer, _rng(seed, "facts"))
     ents = _add_archives(ents, namer, _rng(seed, "archives"))
     absent = tuple(_absent(namer, _rng(seed, "absent"), Q.EVAL_SIZES["not_in_kb"]))
@@ -89,7 +97,8 @@ def build_world(seed: int = 0, entities: int = DEFAULT_ENTITIES) -> World:
            "eval": tuple(Q.eval_questions(by_split["test"], list(absent), _rng(seed, "questions:eval")))}
     pa = tuple(p for e in ents for p in passages(e, 0))
     pb = tuple(p for e in ents for p in passages(e, 1))
-    return World(seed, tuple(ents), absent, pa, pb, qs, _tasks(seed, ents, by_split))
+    tasks = _tasks(seed, ents, by_split) if lang == "en" else {}  # the task templates are English only
+    return World(seed, tuple(ents), absent, pa, pb, qs, tasks, lang)
 
 
 def _tasks(seed: int, ents: list[Entity], by_split: dict[str, list[Entity]]) -> dict:
@@ -151,7 +160,7 @@ def _org_kind(base: Entity | None):
     """A look-alike organisation keeps its twin's kind: 'Kelmora Institute' and 'Kelmorra Institute'."""
     if base is None:
         return None
-    return next(k for k in ORG_KINDS if base.name.endswith(" " + k[0]))
+    return org_kind(base)
 
 
 def _add_archives(ents: list[Entity], namer: Namer, rng: random.Random) -> list[Entity]:
@@ -179,14 +188,16 @@ def _absent(namer: Namer, rng: random.Random, n: int) -> list[Entity]:
 
 def check_world(world: World) -> None:
     """Raise ValueError unless the world keeps its promises (checked before anything is written):
-    unique ids, the same passage ids in both snapshots, titled passages of at most MAX_WORDS words,
-    gold ids that exist, and short answers found verbatim in a gold passage."""
+    unique ids, the same passage ids in both snapshots, titled passages of at most MAX_WORDS words
+    (Chinese: MAX_CHARS characters), gold ids that exist, and short answers found verbatim in a gold
+    passage."""
     snaps = {0: {p.id: p for p in world.passages_a}, 1: {p.id: p for p in world.passages_b}}
     if len(snaps[0]) != len(world.passages_a) or snaps[0].keys() != snaps[1].keys():
         raise ValueError("passage ids repeat or differ between the snapshots")
+    limit, unit, length = (MAX_WORDS, "words", lambda t: len(t.split())) if world.lang == "en" else (MAX_CHARS, "characters", len)
     for p in world.passages_a + world.passages_b:
-        if not p.title or len(p.text.split()) > MAX_WORDS:
-            raise ValueError(f"passage {p.id}: empty title or more than {MAX_WORDS} words")
+        if not p.title or length(p.text) > limit:
+            raise ValueError(f"passage {p.id}: empty title or more than {limit} {unit}")
     for stem in QUESTION_FILES:
         qs, by_id = world.questions[stem], snaps[1 if stem == "questions_b" else 0]
         if len({q.id for q in qs}) != len(qs):
@@ -203,7 +214,10 @@ def check_world(world: World) -> None:
 
 
 def _check_tasks(world: World, by_id: dict) -> None:
-    """Task ids unique, gold ids that exist, FEVER labels known, fever_test_b the test claims again."""
+    """Task ids unique, gold ids that exist, FEVER labels known, fever_test_b the test claims again
+    (a world without task files, a Chinese one, has nothing to check)."""
+    if not world.tasks:
+        return
     for stem in TASK_FILES:
         exs = world.tasks[stem]
         if len({q.id for q in exs}) != len(exs):
@@ -225,6 +239,7 @@ def summary(world: World) -> dict:
     return {
         "version": VERSION,
         "seed": world.seed,
+        **({"lang": world.lang} if world.lang != "en" else {}),  # English worlds' files stay as they were
         "snapshots": {"a": SNAPSHOT_YEARS[0], "b": SNAPSHOT_YEARS[1]},
         "entities": {
             "total": len(ents),
@@ -265,7 +280,7 @@ def _write_files(world: World, out: Path) -> dict[str, int]:
     }
     for stem in QUESTION_FILES:
         counts[f"{stem}.jsonl"] = write_jsonl(out / f"{stem}.jsonl", (_qa_dict(q) for q in world.questions[stem]))
-    for stem in TASK_FILES:
+    for stem in world.tasks:
         counts[f"{stem}.jsonl"] = write_jsonl(out / f"{stem}.jsonl", (_qa_dict(q) for q in world.tasks[stem]))
     write_json(out / "world.json", summary(world))
     counts["world.json"] = 1
@@ -283,13 +298,14 @@ def _qa_dict(q: QAExample) -> dict:
 # fresh text: unlimited new entities whose names the world never uses (names.word_side)
 
 
-def fresh_entities(rng: random.Random, n: int) -> list[Entity]:
-    """`n` new entities, in the world's proportions of countries and organisations.
+def fresh_entities(rng: random.Random, n: int, lang: str = "en") -> list[Entity]:
+    """`n` new entities in `lang`, in the world's proportions of countries and organisations.
 
     Their made-up words come from the other side of the name space, so they are disjoint from every
     world (of any seed); organisations sit in a capital of an earlier fresh country when there is one.
+    (A Chinese fresh name never equals a world name, but may hold one: 维兰多城 beside 维兰多.)
     """
-    namer = Namer(rng, side="fresh")
+    namer = Namer(rng, side="fresh", lang=lang)
     out: list[Entity] = []
     for _ in range(n):
         slot = f"fresh-{rng.getrandbits(48):012x}"
@@ -303,13 +319,13 @@ def fresh_entities(rng: random.Random, n: int) -> list[Entity]:
     return out
 
 
-def fresh_documents(rng: random.Random, n: int, snapshot: int = 0) -> list[Passage]:
+def fresh_documents(rng: random.Random, n: int, snapshot: int = 0, lang: str = "en") -> list[Passage]:
     """`n` new passages (both passages of each new entity), for denoising pretraining."""
-    ents = fresh_entities(rng, (n + 1) // 2)
+    ents = fresh_entities(rng, (n + 1) // 2, lang)
     return [p for e in ents for p in passages(e, snapshot)][:n]
 
 
-def fresh_examples(rng: random.Random, n: int) -> tuple[list[QAExample], list[Passage]]:
+def fresh_examples(rng: random.Random, n: int, lang: str = "en") -> tuple[list[QAExample], list[Passage]]:
     """`n` new QA examples (the world's templates and long-form share) and the passages they
     refer to by gold_passage_ids: QA training over more entities than a model can memorise.
 
@@ -318,9 +334,10 @@ def fresh_examples(rng: random.Random, n: int) -> tuple[list[QAExample], list[Pa
     examples: list[QAExample] = []
     docs: list[Passage] = []
     while len(examples) < n:
-        (e,) = fresh_entities(rng, 1)
+        (e,) = fresh_entities(rng, 1, lang)
         docs += passages(e, 0)
         for j, attr in enumerate(Q.entity_questions(e, rng)):
             qid = f"{e.slot}-q{j}"
-            examples.append(Q.short_question(qid, e, attr, rng.choice(Q.SHORT[attr])) if attr else Q.long_question(qid, e, rng))
+            examples.append(Q.short_question(qid, e, attr, rng.choice(Q.text_tables(lang).SHORT[attr])) if attr
+                            else Q.long_question(qid, e, rng))
     return examples[:n], docs

@@ -2,7 +2,14 @@
 
 bm25s' own tokenizer keeps a run of CJK characters as one "word", so a Chinese passage would be
 a handful of sentence-long tokens; ours lowercases (NFKC), keeps latin words and digits whole,
-drops English stopwords, and splits CJK text into characters.
+drops English stopwords, and splits CJK text into characters and pairs of adjacent characters (as
+Lucene's CJK analyzer does). Characters alone match too loosely: the Chinese world's made-up names
+share a small set of characters, so 瓦尔多 matches every passage with 瓦, 尔 and 多 anywhere, while
+the pair 瓦尔 does not (recall@5 of its test questions, 2,000 entities: 0.92-0.94 with characters
+alone, 0.997-1.0 with the pairs too).
+
+Tokenizer /2 added the pairs; an index built with /1 keeps working, as its vocabulary simply has no
+pairs to match.
 """
 
 from __future__ import annotations
@@ -20,7 +27,8 @@ from lewisrag.data.outputs import check_out_dir
 from lewisrag.data.records import Passage
 from lewisrag.index import store
 
-_TOKEN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]|[^\W_]+", re.UNICODE)
+_TOKEN = re.compile(r"(?P<cjk>[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]+)|[^\W_]+", re.UNICODE)
+TOKENIZER = "lewisrag.index.bm25.tokenize/2"  # recorded in the manifest
 _STOPWORDS = frozenset(
     "a an and are as at be by for from has have he in is it its of on or that the this to was were what "
     "which who whom whose will with does did do how when where why".split()
@@ -28,13 +36,21 @@ _STOPWORDS = frozenset(
 
 
 def tokenize(text: str) -> list[str]:
-    """Lowercased word tokens for English, character tokens for CJK; stopwords dropped.
+    """Lowercased word tokens for English, stopwords dropped; for CJK, each character and each pair
+    of adjacent characters (a run ends at punctuation, a space or a latin word).
 
     >>> tokenize("Who leads Valdoria? 登录失败")
-    ['leads', 'valdoria', '登', '录', '失', '败']
+    ['leads', 'valdoria', '登', '登录', '录', '录失', '失', '失败', '败']
     """
-    norm = unicodedata.normalize("NFKC", text).lower()
-    return [t for t in _TOKEN.findall(norm) if t not in _STOPWORDS]
+    out = []
+    for m in _TOKEN.finditer(unicodedata.normalize("NFKC", text).lower()):
+        run = m.group("cjk")
+        if run:
+            for i, ch in enumerate(run):
+                out += [ch, run[i : i + 2]] if i + 1 < len(run) else [ch]
+        elif m.group() not in _STOPWORDS:
+            out.append(m.group())
+    return out
 
 
 def build_bm25_index(passages: Sequence[Passage], out: str | os.PathLike, k1: float = 1.5, b: float = 0.75,
@@ -54,7 +70,7 @@ def build_bm25_index(passages: Sequence[Passage], out: str | os.PathLike, k1: fl
         "metric": "bm25",
         "n_passages": len(passages),
         "content_hash": store.content_hash(passages),
-        "bm25": {"k1": k1, "b": b, "tokenizer": "lewisrag.index.bm25.tokenize/1"},
+        "bm25": {"k1": k1, "b": b, "tokenizer": TOKENIZER},
     }
     store.finish(partial, out, manifest)
     return manifest
