@@ -112,7 +112,7 @@ STATED = {"country": ("capital", "currency", "founded", "language", "leader", "p
 VARYING = ("leader", "population", "head", "members")  # in passage 1, and changed in snapshot B for most entities
 OPTIONAL = {"country": ("term", "seats"), "organisation": ("meetings",)}  # stated by some entities' passages only
 OPTIONAL_PHRASES = {"term": ("every {v} years", 1), "seats": ("has {v} seats", 1), "meetings": ("meets {v} times", 0)}
-ABSENT_SHARE = 0.5  # of the NOT ENOUGH INFO claims: about entities the corpus never mentions
+ABSENT_SHARE = 0.5  # entities the corpus never mentions, per entity of a split: NOT ENOUGH INFO claims about them
 
 
 def stated_optional(entity: Entity) -> tuple[str | None, str | None]:
@@ -168,31 +168,43 @@ def _false_value(entity: Entity, attr: str, pool: Sequence[Entity], rng: random.
 
 
 def fever_examples(split: str, entities: Sequence[Entity], absent: Sequence[Entity], rng: random.Random) -> list[QAExample]:
-    """One split's claims, shuffled, about a third of each label: per entity one SUPPORTS and one
-    REFUTES claim (different attributes); NOT ENOUGH INFO claims as many as entities, half about an
-    optional fact the entity's passages do not state, half about `absent` entities. Entities with an
+    """One split's claims, shuffled: as many of each label as there are entities, and for every
+    attribute as many SUPPORTS as REFUTES as NOT ENOUGH INFO claims, so that no attribute (and no
+    phrasing) tells the label: only the passages do. SUPPORTS and REFUTES claims are about facts the
+    entity's passages state (each entity-attribute pair gives one of the two); NOT ENOUGH INFO claims
+    about an optional fact its passages leave out, or about an `absent` entity. Entities with an
     archive passage are not asked about time-varying facts (the archive contradicts them on purpose:
     the evaluation's conflict category)."""
-    out = []
+    pools: dict[str, dict[str, list[Entity]]] = {label: {} for label in LABELS}  # label -> attribute -> entities
     for e in entities:
-        attrs = [a for a in STATED[e.kind] if not (e.archive and a in VARYING)]
-        said, _ = stated_optional(e)
-        true_attr, false_attr = rng.sample(attrs + ([said] if said else []), 2)
-        out.append(QAExample("", claim(e, true_attr, e.fact(true_attr), rng), [SUPPORTS], _evidence(e, true_attr)))
-        out.append(QAExample("", claim(e, false_attr, _false_value(e, false_attr, entities, rng), rng), [REFUTES],
-                             _evidence(e, false_attr)))
-    unstated = [(e, stated_optional(e)[1]) for e in entities if stated_optional(e)[1]]
-    n_absent = round(len(entities) * ABSENT_SHARE)
-    if len(absent) < n_absent:
-        raise ValueError(f"{split}: {len(absent)} absent entities for {n_absent} claims")
-    for e, attr in rng.sample(unstated, min(len(unstated), len(entities) - n_absent)):
-        value = _false_value(e, attr, entities, rng) if rng.random() < 0.5 else e.static[attr]
-        out.append(QAExample("", claim(e, attr, value, rng), [NEI], []))
-    for e in list(absent)[:n_absent]:
-        attr = rng.choice(STATED[e.kind])
-        out.append(QAExample("", claim(e, attr, e.fact(attr), rng), [NEI], []))
+        said, unsaid = stated_optional(e)
+        for attr in [a for a in STATED[e.kind] if not (e.archive and a in VARYING)] + ([said] if said else []):
+            pools[rng.choice((SUPPORTS, REFUTES))].setdefault(attr, []).append(e)
+        if unsaid:
+            pools[NEI].setdefault(unsaid, []).append(e)
+    for e in absent:
+        for attr in STATED[e.kind]:
+            pools[NEI].setdefault(attr, []).append(e)
+    attrs = sorted(set.intersection(*(set(p) for p in pools.values())))
+    per_attr = {a: min(len(pools[label][a]) for label in LABELS) for a in attrs}
+    scale = min(1.0, len(entities) / max(1, sum(per_attr.values())))
+    out = []
+    for attr in attrs:
+        k = max(1, round(per_attr[attr] * scale))
+        for label in LABELS:
+            for e in rng.sample(pools[label][attr], k):
+                out.append(QAExample("", claim(e, attr, _claimed(e, attr, label, entities, rng), rng), [label],
+                                     [] if label == NEI else _evidence(e, attr)))
     rng.shuffle(out)
     return [_with_id(ex, f"fever-{split}-{i:05d}") for i, ex in enumerate(out, start=1)]
+
+
+def _claimed(e: Entity, attr: str, label: str, pool: Sequence[Entity], rng: random.Random) -> str:
+    """The value a claim of `label` gives: the true one (SUPPORTS), another one (REFUTES), either
+    (NOT ENOUGH INFO: the passages cannot tell)."""
+    if label == SUPPORTS or (label == NEI and rng.random() < 0.5):
+        return e.fact(attr)
+    return _false_value(e, attr, pool, rng)
 
 
 def relabel(examples: Sequence[QAExample], entities: Sequence[Entity], snapshot: int) -> list[QAExample]:
