@@ -285,8 +285,9 @@ def test_compare_json(tmp_path, monkeypatch, capsys):
             "timings": {n: {"latency_s": 0.01} for n in names}}
     seen = {}
 
-    def fake(run, out, names, data, position_questions, on_progress=None, overwrite=False, qa_fields=None, generator=None):
-        seen.update(run=run, out=out, names=names, data=data, qa_fields=qa_fields, generator=generator)
+    def fake(run, out, names, data, position_questions, on_progress=None, overwrite=False, qa_fields=None, generator=None,
+             lang="en"):
+        seen.update(run=run, out=out, names=names, data=data, qa_fields=qa_fields, generator=generator, lang=lang)
         return card
 
     monkeypatch.setattr(C, "compare_run", fake)
@@ -294,6 +295,7 @@ def test_compare_json(tmp_path, monkeypatch, capsys):
                   "--questions", tmp_path / "q.jsonl", "--qa-fields", "question=query,answers=golds")
     assert seen["data"] == tmp_path / "q.jsonl" and seen["out"] == tmp_path / "run" / "compare"
     assert seen["qa_fields"] == {"question": "query", "answers": "golds"} and seen["generator"] is None  # the run's own
+    assert seen["lang"] == "en"  # the reports' language, English unless --lang
     assert s["systems"] == names and s["out"] == str(tmp_path / "run" / "compare")
     assert s["scorecard"]["EM"] == {"rag_token": 0.5, "stitched": 0.5} and s["scorecard"]["recall@2"]["stitched"] == 0.9
     assert s["scorecard"]["not_in_kb refused"]["rag_token"] == "1/2"

@@ -217,6 +217,26 @@ def test_cli_prints_the_scorecard(run_dir, stage, tmp_path):
     assert (out / "position.png").exists()
 
 
+def test_cli_writes_the_reports_in_chinese(run_dir, stage, tmp_path):
+    from lewisrag.cli import app
+
+    out = tmp_path / "cmp_zh"
+    r = CliRunner().invoke(app, ["compare", "--run", str(run_dir), "--systems", "rag_token,stitched", "--out", str(out),
+                                 "--position-questions", "3", "--lang", "zh"])
+    assert r.exit_code == 0, r.output
+    assert "not_in_kb refused" in r.output  # the console table stays English
+    report = (out / "report.md").read_text(encoding="utf-8")
+    for heading in ("# 原始 RAG 与提示拼接 RAG", "| 指标 | rag_token | stitched |", "| 忠实度 |", "| 引用精确率 |",
+                    "| 每个回答的前向次数 |", "| 知识库里没有：拒答数 |", "- 位置探针，`stitched`：", "- 每个回答的生成器前向次数：",
+                    "## 陈述级诊断", "| 陈述级：幻觉 |"):
+        assert heading in report, heading
+    for english in ("# Original versus", "| metric |", "Position probe", "forward passes", "## Claim-level", "refused |"):
+        assert english not in report, english
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert '<html lang="zh-CN">' in page and "每个生成 token 的文档后验" in page and "Document posteriors" not in page
+    assert json.loads((out / "results.json").read_text())["config"]["lang"] == "zh"
+
+
 def test_scorecard_shows_the_three_systems_claim_diagnostics(stage):
     from lewisrag.eval.results import CLAIM_METRICS
     from lewisrag.experiments.compare import SYSTEMS, render_markdown, scorecard_rows

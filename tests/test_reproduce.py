@@ -7,6 +7,7 @@ from __future__ import annotations
 import doctest
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -119,6 +120,36 @@ def test_resume_skips_finished_stages_and_gives_the_same_results(tiny_run):
     assert [n for n, e in events if e == "skipped"] == [s for s in STAGES if s != "knowledge_update"]
     assert [n for n, e in events if e == "done"] == ["knowledge_update", "report"]
     assert (out / "results.json").read_bytes() == before
+
+
+def test_resume_in_chinese_redoes_only_the_comparison_and_the_report(tiny_run, tmp_path):
+    out, _ = tiny_run
+    run = tmp_path / "run"
+    shutil.copytree(out, run, symlinks=True)
+    before, config = (run / "results.json").read_bytes(), (run / "config.json").read_bytes()
+
+    def resume(lang: str) -> list[str]:
+        events = []
+        reproduce(PRESETS["tiny"], run, seed=0, resume=True, on_stage=lambda name, event, _: events.append((name, event)),
+                  tasks=TASKS, lang=lang)
+        return [n for n, e in events if e == "done"]
+
+    assert resume("zh") == ["compare", "report"]  # report.html and the findings are the only text a stage writes
+    assert json.loads((run / "config.json").read_text())["lang"] == "zh"
+    report = (run / "report.md").read_text(encoding="utf-8")
+    for heading in ("# lewisrag reproduce 复现报告 — 预设 `tiny`", "## 检索（测试集", "## 开放域问答（仿论文表 1", "## 长答案",
+                    "## 知识更新：换索引（§4.5）", "## 消融实验（仿论文表 6", "## Jeopardy 问题生成与 FEVER 事实核查（仿论文表 2",
+                    "## 回答分层", "评分卡说明了什么：", "每个回答的生成器前向次数：", "## 陈述级诊断（RAGChecker，评测问题）",
+                    "| 指标 | RAG-Token | RAG-Sequence | 提示拼接 RAG |", "| BART（闭卷） |", "## 图", "_冒烟测试：数字没有意义_"):
+        assert heading in report, heading
+    for english in ("## Retrieval", "Table 1 style", "Knowledge update", "Table 6 style", "What the scorecard shows",
+                    "Generator forward passes", "## Claim-level diagnostics", "prompt-stitching RAG", "closed book", "## Plots"):
+        assert english not in report, english
+    page = (run / "report.html").read_text(encoding="utf-8")
+    assert '<html lang="zh-CN">' in page and "原始 RAG 与提示拼接 RAG：自己来判定每条陈述" in page
+    assert resume("en") == ["compare", "report"]  # and back: the run is as it was
+    assert (run / "results.json").read_bytes() == before and (run / "config.json").read_bytes() == config
+    assert (run / "report.md").read_text().startswith("# lewisrag reproduce — preset `tiny`")
 
 
 def test_same_seed_same_results(tiny_run, tmp_path):

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from lewisrag.commands import _ui
+from lewisrag.eval.reports.i18n import LANG_HELP
 
 # a backslash before [ keeps rich's markup from reading [n] as a tag in --help
 GENERATOR_HELP = ("The stitched system's generator: the run's trained one (default), chat:MODEL (an OpenAI-compatible "
@@ -46,12 +47,15 @@ def compare(
                                    "(default ~/.cache/lewisrag/answers)."),
     n_docs: int = typer.Option(None, "--n-docs", help="--stitched-generator: passages per prompt "
                                "(default: the run's stitched k, else 5)."),
+    lang: str = typer.Option("en", "--lang", help=LANG_HELP + " The table printed here stays in English."),
 ) -> None:
     """Answer the same questions with every system and print one scorecard: QA, retrieval, layers, citations, cost."""
     from lewisrag.data.io import InputError
     from lewisrag.experiments.compare import compare_run, scorecard_rows, system_labels
     from lewisrag.experiments.stitched_llm import GeneratorOptions
+    from lewisrag.eval.reports.i18n import check_lang
 
+    check_lang(lang)
     data = _ui.renamed(ctx, "questions", "old_data", "--questions", "--data")
     fields = _ui.qa_fields(qa_fields)
     names = [s.strip() for s in systems.split(",") if s.strip()]
@@ -64,7 +68,7 @@ def compare(
     out = out or run / "compare"
     with _ui.progress() as p:
         card = compare_run(run, out, names, data, position_questions, on_progress=_ui.Bars(p), overwrite=overwrite,
-                           qa_fields=fields, generator=generator)
+                           qa_fields=fields, generator=generator, lang=lang)
     header, rows = scorecard_rows(card)
     labels, outside = system_labels(card), card.get("generators") or {}
     if as_json:

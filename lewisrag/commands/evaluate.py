@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from lewisrag.commands import _ui
+from lewisrag.eval.reports.i18n import LANG_HELP
 
 JUDGE_HELP = ("Judge of 'is this statement supported': lexical (token-support baseline), nli:PATH (a local "
               "transformers NLI classifier), llm:MODEL (OpenAI-compatible endpoint; key from LEWISRAG_LLM_API_KEY) "
@@ -47,6 +48,7 @@ def answers(
     claims: bool = typer.Option(True, "--claims/--no-claims", help=CLAIMS_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the aggregates as JSON instead of tables."),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
+    lang: str = typer.Option("en", "--lang", help=LANG_HELP + " The tables printed here stay in English."),
 ) -> None:
     """Score answers layer by layer (retrieval, generation, citation) and diagnose each question."""
     from lewisrag.data.io import InputError
@@ -57,7 +59,9 @@ def answers(
     from lewisrag.eval.reports.html import page_data_from_results, render_report_html
     from lewisrag.eval.reports.markdown import render_results
     from lewisrag.eval.evaluator import EvalConfig, evaluate_answers
+    from lewisrag.eval.reports.i18n import check_lang
 
+    check_lang(lang)
     file = _ui.renamed(ctx, "answers_file", "old_file", "--answers FILE", "the positional FILE")
     if file is None:
         raise _ui.UsageError("Missing option '--answers'.", ctx=ctx)
@@ -78,27 +82,29 @@ def answers(
     config = {"command": "eval answers", "file": str(file), "judge": judge, "splitter": splitter, "ks": list(cfg.ks),
               "concurrency": concurrency, "embedder": str(embedder) if embedder else None,
               "thresholds": cfg.thresholds.__dict__, "claims": claims, "judge_fingerprint": the_judge.fingerprint}
+    if lang != "en":
+        config["lang"] = lang
     with _ui.progress() as p:
         task = p.add_task("judging", total=len(records), info=judge)
         results = evaluate_answers(records, the_judge, cfg, embed=embed, config=config, progress=lambda n: p.advance(task, n))
     data = results.to_json()
-    report, page = render_results(data), render_report_html(page_data_from_results(data))
+    report, page = render_results(data, lang), render_report_html(page_data_from_results(data, lang=lang))
     exported = {EXPORTS[export]: list(ragas_rows(records, data["records"]))} if export else {}
-    extra = _write_run(out, overwrite, config, results, report, page, exported)
+    extra = _write_run(out, overwrite, config, results, report, page, exported, lang)
     _show_answers(data, the_judge, as_json)
     _ui.console.print(f"wrote {out}/results.json, report.md, report.html, config.json" + "".join(", " + p for p in extra))
 
 
 def _write_run(out: Path, overwrite: bool, config: dict, results, report: str, page: str,
-               jsonl: dict[str, list[dict]] | None = None) -> list[str]:
-    """The run folder (`lewisrag.eval.results.write_run_dir`) with the score histograms and the
-    `jsonl` files (name -> rows); returns the names of those extra files."""
+               jsonl: dict[str, list[dict]] | None = None, lang: str = "en") -> list[str]:
+    """The run folder (`lewisrag.eval.results.write_run_dir`) with the score histograms (labelled in
+    `lang`) and the `jsonl` files (name -> rows); returns the names of those extra files."""
     from lewisrag.data.io import write_jsonl
     from lewisrag.eval.reports.html import plot_run
     from lewisrag.eval.results import write_run_dir
 
     def more(d: Path) -> list[str]:
-        written = plot_run(results.aggregates, d)
+        written = plot_run(results.aggregates, d, lang)
         for name, rows in (jsonl or {}).items():
             write_jsonl(d / name, rows)
             written.append(name)
@@ -144,6 +150,7 @@ def bughunt(
     cache_dir: Path = typer.Option(None, "--cache-dir", help="Judge cache directory (llm judge)."),
     as_json: bool = typer.Option(False, "--json", help="Print the whole result as JSON instead of tables."),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
+    lang: str = typer.Option("en", "--lang", help=LANG_HELP + " The tables printed here stay in English."),
 ) -> None:
     """The reference chapter's BugHunt sample: six preset answers, each failing in one layer, and the rule checker vs human labels."""
     from lewisrag.data.outputs import check_out_dir
@@ -152,7 +159,9 @@ def bughunt(
     from lewisrag.eval.reports.html import page_data_from_results, render_report_html
     from lewisrag.eval.reports.markdown import BUGHUNT_COLUMNS, bughunt_answer_rows, granularity_rows, render_bughunt
     from lewisrag.eval.evaluator import evaluate_bughunt
+    from lewisrag.eval.reports.i18n import check_lang
 
+    check_lang(lang)
     if out is not None:
         check_out_dir(out, KIND, overwrite=overwrite)
     the_judge = judges.from_spec(judge, cache_dir=cache_dir) if judge else None
@@ -161,10 +170,10 @@ def bughunt(
     result = results.to_json()
     if out is not None:
         # the knowledge base gives the page the text of REQ-AUTH-03 where it was not retrieved
-        page = render_report_html(page_data_from_results(result, {d.id: d.to_dict() for d in sample.docs}))
+        page = render_report_html(page_data_from_results(result, {d.id: d.to_dict() for d in sample.docs}, lang=lang))
         config = {"command": "eval bughunt", "judge": judge or "bughunt human labels",
-                  "judge_fingerprint": result["judge"]["fingerprint"]}
-        _write_run(out, overwrite, config, results, render_bughunt(result), page)
+                  "judge_fingerprint": result["judge"]["fingerprint"]} | ({"lang": lang} if lang != "en" else {})
+        _write_run(out, overwrite, config, results, render_bughunt(result, lang), page, lang=lang)
     if as_json:
         _ui.print_json(result)
         return

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from lewisrag.commands import _ui
+from lewisrag.eval.reports.i18n import LANG_HELP
 
 
 def reproduce(
@@ -45,6 +46,8 @@ def reproduce(
     steps: int = typer.Option(None, "--steps", min=1, help="base: RAG and closed-book training steps (default: the preset's)."),
     max_passages: int = typer.Option(None, "--max-passages", min=1, help="base: index only the first N passages of each set."),
     max_train: int = typer.Option(None, "--max-train", min=1, help="base: train on the first N training questions."),
+    lang: str = typer.Option("en", "--lang", help=LANG_HELP + " Recorded in config.json when not en; --resume with "
+                             "another --lang redoes only the comparison's report.html and the report."),
 ) -> None:
     """Reproduce Lewis et al. 2020 at small scale: world -> DPR -> indexes A and B -> generator -> RAG-Token,
     RAG-Sequence, closed-book BART -> test QA -> ablations (frozen retriever, BM25, K) -> index hot swap ->
@@ -53,7 +56,9 @@ def reproduce(
     from lewisrag.experiments.presets import get_preset
     from lewisrag.experiments.reproduce import reproduce as run
     from lewisrag.experiments.tasks import parse_tasks
+    from lewisrag.eval.reports.i18n import check_lang
 
+    check_lang(lang)
     chosen = get_preset(preset)
     asked = parse_tasks(tasks)
     if asked != ("qa",) and chosen.hub:
@@ -98,7 +103,7 @@ def reproduce(
 
     with _ui.progress() as p:
         results = run(chosen, out, seed=seed, resume=resume, on_stage=on_stage, on_progress=_ui.Bars(p), hub_dir=hub_dir,
-                      overwrite=overwrite, assets=assets, tasks=asked)
+                      overwrite=overwrite, assets=assets, tasks=asked, lang=lang)
     if as_json:
         _ui.print_json(summary(results, out))
         return

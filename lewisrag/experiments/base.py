@@ -108,18 +108,19 @@ def prepare(assets: BaseAssets, hub: tuple[str, ...] = ()) -> dict:
 
 
 def run_base(preset: Preset, run: Path, seed: int, resume: bool, threads: int | None, assets: BaseAssets,
-             read: dict, run_stage, on_stage, on_progress: Progress) -> tuple[dict, dict]:
+             read: dict, run_stage, on_stage, on_progress: Progress, lang: str = "en") -> tuple[dict, dict]:
     """Every stage of the base preset into `run` (`read`: what `prepare` read; `run_stage`:
     `reproduce._run_stage`); returns results.json's content and each stage's record, for
-    `reproduce` to write."""
+    `reproduce` to write. `lang`, the reports' language, is recorded in config.json when it is not
+    English; no stage of this preset writes text, so a resumed run may change it."""
     train, dev, test, passages = read["train"], read["dev"], read["test"], read["passages"]
     swap_sets = bool(assets.passages_b and assets.questions_a and assets.questions_b)
 
     settings = _settings(preset, assets, len(train), min(len(p) for p in passages.values()))
     config = json.loads(json.dumps({"preset": asdict(preset), "seed": seed, "threads": threads,
                                     "assets": {k: _where(v) if isinstance(v, str) else v for k, v in asdict(assets).items()},
-                                    "settings": settings}))
-    if resume and (run / "config.json").exists() and read_json(run / "config.json") != config:
+                                    "settings": settings} | ({"lang": lang} if lang != "en" else {})))
+    if resume and (run / "config.json").exists() and _but_lang(read_json(run / "config.json")) != _but_lang(config):
         raise InputError(run / "config.json", "was written by another preset, seed or assets; use a new --out or drop --resume")
     mark(run, "reproduction")  # reproduce.KIND
     write_json(run / "config.json", config)
@@ -152,6 +153,10 @@ def run_base(preset: Preset, run: Path, seed: int, resume: bool, threads: int | 
         skipped["knowledge_update"] = ("needs --passages-b, --questions-a and --questions-b (questions about each snapshot)"
                                        if assets.passages_b else "no --passages-b")
     return _assemble(config, stages, skipped), stages
+
+
+def _but_lang(config: dict) -> dict:
+    return {k: v for k, v in config.items() if k != "lang"}
 
 
 def _settings(preset: Preset, assets: BaseAssets, n_train: int, n_passages: int) -> dict:

@@ -21,6 +21,9 @@ every key; `generators.stitched` in results.json and the scorecard's column labe
 was. An answer that generator failed to give is scored null with the failure as its reason (the
 retrieval scores stay: its passages were found), its diagnosis names `generator_failed`, and the
 failures are counted per system.
+
+report.md, report.html and the findings are written in `lang` (`lewisrag.eval.reports.i18n`); the
+scorecard's rows keep their English labels for the console and --json.
 """
 
 from __future__ import annotations
@@ -37,8 +40,9 @@ from lewisrag.eval.diagnose import diagnose
 from lewisrag.eval.evaluator import aggregate, claim_aggregates, evaluate_answers
 from lewisrag.eval.judges import LexicalJudge
 from lewisrag.eval.records import parse_answer
-from lewisrag.eval.reports.claims import LABELS, claim_summary, claims_markdown
+from lewisrag.eval.reports.claims import claim_summary, claims_markdown
 from lewisrag.eval.reports.html import page_data_from_results, render_report_html
+from lewisrag.eval.reports.i18n import messages
 from lewisrag.eval.results import CLAIM_METRICS, Producer, QuestionRecord, Results, write_run_dir
 from lewisrag.training.checkpoint import load_trained
 from lewisrag.experiments.position import plot_positions, position_probe
@@ -272,12 +276,13 @@ def train_stitched_stage(run: str | os.PathLike, preset, seed: int, on_progress:
     return train_stitched(cfg, run / "stitched", lambda s, t, loss: on_progress("stitched training", s, t, f"loss {loss:.3f}"))
 
 
-def compare_stage(run: str | os.PathLike, preset, seed: int, on_progress: Progress = lambda *a: None) -> dict:
+def compare_stage(run: str | os.PathLike, preset, seed: int, on_progress: Progress = lambda *a: None,
+                  lang: str = "en") -> dict:
     """The `compare` stage of `lewisrag reproduce`: score all three systems, probe positions.
 
     Reads RUN/stitched/ (the `stitched` stage's); writes RUN/position.png; returns qa.stitched,
-    layers.<system>, records, position curves, report_html and timings (wall-clock numbers, kept
-    out of results.json)."""
+    layers.<system>, records, position curves, report_html and findings (in `lang`) and timings
+    (wall-clock numbers, kept out of results.json)."""
     run = Path(run)
     systems = load_systems(run, SYSTEMS, max_length=preset.rag.max_target_length)  # the Lewis models' target length
     test, eval_examples = read_qa(run / "world" / "test.jsonl"), read_qa(run / "world" / "eval.jsonl")
@@ -286,19 +291,19 @@ def compare_stage(run: str | os.PathLike, preset, seed: int, on_progress: Progre
     probe = [ex for ex in test if ex.kind == "short"][: preset.position_questions]
     position = card["position"] = position_curves(systems, probe, passages, on_progress=on_progress)
     if position:
-        plot_positions(position, run / "position.png")
+        plot_positions(position, run / "position.png", lang)
     return {"qa": {"stitched": card["qa"]["stitched"]}, "layers": card["layers"], "records": card["results"]["records"],
-            "position": position, "report_html": report_html(card, passages), "timings": card["timings"],
+            "position": position, "report_html": report_html(card, passages, lang), "timings": card["timings"],
             "scorecard": {"qa": card["qa"], "retrieval": card["retrieval"]},
             "judge": card["results"]["judge"], "splitter": card["results"]["splitter"],  # the gate compares these
-            "findings": findings(card)}  # sentences for the run's report.md
+            "findings": findings(card, lang)}  # sentences for the run's report.md
 
 
-def report_html(card: dict, passages: dict) -> str:
+def report_html(card: dict, passages: dict, lang: str = "en") -> str:
     """The teaching page over every system's eval answers (RAG-Token's with its posterior heatmaps)."""
     known = {pid: {"title": p.title, "text": p.text} for pid, p in passages.items()}
-    title = "Original versus prompt-stitching RAG: judge the statements yourself"
-    return render_report_html(page_data_from_results(card["results"], known, title=title))
+    title = messages(lang)("html.title_compare")
+    return render_report_html(page_data_from_results(card["results"], known, title=title, lang=lang))
 
 
 KIND = "comparison"  # the marker kind of `lewisrag compare` folders (lewisrag.data.outputs)
@@ -306,11 +311,13 @@ KIND = "comparison"  # the marker kind of `lewisrag compare` folders (lewisrag.d
 
 def compare_run(run: str | os.PathLike, out: str | os.PathLike, names=SYSTEMS, data: str | os.PathLike | None = None,
                 position_questions: int = 100, on_progress: Progress = lambda *a: None, overwrite: bool = False,
-                qa_fields: dict[str, str] | None = None, generator: GeneratorOptions | None = None) -> dict:
+                qa_fields: dict[str, str] | None = None, generator: GeneratorOptions | None = None, lang: str = "en") -> dict:
     """`lewisrag compare`: score a reproduce run's trained systems into OUT (results.json, report.md,
     report.html, and position.png unless `position_questions` is 0). OUT must be missing, empty or
     a comparison lewisrag wrote, unless `overwrite`. With `generator` the stitched system answers
-    through that LLM or LM instead of the run's trained generator."""
+    through that LLM or LM instead of the run's trained generator. The reports are written in `lang`
+    (recorded as config.lang when it is not English)."""
+    messages(lang)  # an unknown language fails before anything is read
     generator = check_options(generator) if generator is not None else None  # flags first: nothing read yet
     run, out = Path(run), check_out_dir(out, KIND, overwrite=overwrite)
     data = Path(data) if data else run / "world" / "eval.jsonl"
@@ -326,6 +333,8 @@ def compare_run(run: str | os.PathLike, out: str | os.PathLike, names=SYSTEMS, d
     config = {"run": str(run), "data": str(data), "systems": list(names), "position_questions": position_questions}
     if generator is not None:
         config["stitched_generator"] = generator.spec  # the spec only: no URL, no key, no key variable
+    if lang != "en":
+        config["lang"] = lang
     sections = {"qa": card["qa"], "retrieval": card["retrieval"], "layers": card["layers"], "position": card["position"]}
     if card["generators"]:
         sections["generators"] = card["generators"]
@@ -335,19 +344,27 @@ def compare_run(run: str | os.PathLike, out: str | os.PathLike, names=SYSTEMS, d
     def more(d: Path) -> list[str]:
         write_json(d / "timings.json", card["timings"])  # wall-clock numbers stay out of results.json
         if card["position"]:
-            plot_positions(card["position"], d / "position.png")
+            plot_positions(card["position"], d / "position.png", lang)
             return ["position.png"]
         return []
 
-    write_run_dir(out, KIND, results, report_md=render_markdown(card), report_html=report_html(card, passages),
+    write_run_dir(out, KIND, results, report_md=render_markdown(card, lang), report_html=report_html(card, passages, lang),
                   more=more, overwrite=overwrite)
     return card
 
 
-ROWS = (("EM", "qa", "exact_match"), ("F1", "qa", "f1"), ("ROUGE-L", "qa", "rougeL"),
-        ("recall@k", "retrieval", "recall_at_k"), *((m.replace("_", " "), "layers", m) for m in LAYER_METRICS),
-        ("forward passes / answer", "layers", "forward_passes_per_answer"), ("tokens read / answer", "layers", "tokens_per_answer"),
-        ("latency s / answer", "timings", "latency_s"))
+ROW_KEYS = (("EM", "qa", "exact_match"), ("F1", "qa", "f1"), ("ROUGE-L", "qa", "rougeL"),
+            ("recall@k", "retrieval", "recall_at_k"), *((f"metric.{m}", "layers", m) for m in LAYER_METRICS),
+            ("cmp.row.forward_passes", "layers", "forward_passes_per_answer"), ("cmp.row.tokens", "layers", "tokens_per_answer"),
+            ("cmp.row.latency", "timings", "latency_s"))  # (label or message id, part of the card, key)
+
+
+def _rows(lang: str = "en") -> tuple:
+    t = messages(lang)
+    return tuple((t.get(label, label), part, key) for label, part, key in ROW_KEYS)
+
+
+ROWS = _rows()
 
 
 def system_labels(card: dict) -> dict[str, str]:
@@ -356,23 +373,27 @@ def system_labels(card: dict) -> dict[str, str]:
     return {n: f"{n} ({outside[n]['generator']})" if n in outside else n for n in card["qa"]}
 
 
-def scorecard_rows(card: dict) -> tuple[list[str], list[list]]:
+def scorecard_rows(card: dict, lang: str = "en") -> tuple[list[str], list[list]]:
     """(system names, rows of [label, value per system]): metrics, refusals of not_in_kb questions, failure layers,
-    and with an outside generator the answers it failed to give (scored null)."""
+    and with an outside generator the answers it failed to give (scored null). Labels in `lang`."""
+    t = messages(lang)
     names = list(card["qa"])
     ks = {card["retrieval"][n]["k"] for n in names}
     rows = [[f"recall@{ks.pop()}" if label == "recall@k" and len(ks) == 1 else label, *[card[part][n].get(key) for n in names]]
-            for label, part, key in ROWS]
-    rows.append(["not_in_kb refused", *[f"{card['layers'][n]['not_in_kb']['refused']}/{card['layers'][n]['not_in_kb']['n']}" for n in names]])
+            for label, part, key in _rows(lang)]
+    rows.append([t("cmp.row.refused"), *[f"{card['layers'][n]['not_in_kb']['refused']}/{card['layers'][n]['not_in_kb']['n']}"
+                                         for n in names]])
     outside = card.get("generators") or {}
     if outside:
-        rows.append(["answers failed (null)", *[f"{outside[n]['failed']}/{outside[n]['answers']}" if n in outside else None
-                                                for n in names]])
+        rows.append([t("cmp.row.failed"), *[f"{outside[n]['failed']}/{outside[n]['answers']}" if n in outside else None
+                                            for n in names]])
     causes = sorted({c for n in names for c in card["layers"][n]["failure_layers"]})
-    rows += [[f"primary failure: {c}", *[card["layers"][n]["failure_layers"].get(c, 0) for n in names]] for c in causes]
+    layer = (lambda c: c) if lang == "en" else (lambda c: t.word("layer", c))  # English rows name the key
+    rows += [[t("cmp.row.primary", layer=layer(c)), *[card["layers"][n]["failure_layers"].get(c, 0) for n in names]]
+             for c in causes]
     if any("claims" in card["layers"][n] for n in names):
-        rows += [[f"claims: {LABELS[m]}", *[((card["layers"][n].get("claims") or {}).get(m) or {}).get("mean") for n in names]]
-                 for m in CLAIM_METRICS]
+        rows += [[t("cmp.row.claims", label=t(m)), *[((card["layers"][n].get("claims") or {}).get(m) or {}).get("mean")
+                                                     for n in names]] for m in CLAIM_METRICS]
     return names, rows
 
 
@@ -380,15 +401,16 @@ def _fmt(v) -> str:
     return "–" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))
 
 
-def render_markdown(card: dict) -> str:
+def render_markdown(card: dict, lang: str = "en") -> str:
     """The scorecard as a Markdown table, what it shows in words, and the claim-level diagnostics
-    with their intervals and sentences."""
-    names, rows = scorecard_rows(card)
+    with their intervals and sentences, in `lang`."""
+    t = messages(lang)
+    names, rows = scorecard_rows(card, lang)
     labels = system_labels(card)
-    lines = ["# Original versus prompt-stitching RAG", "", "| metric | " + " | ".join(labels[n] for n in names) + " |",
+    lines = [t("cmp.title"), "", f"| {t('col.metric')} | " + " | ".join(labels[n] for n in names) + " |",
              "|---|" + "---:|" * len(names), *("| " + " | ".join([r[0], *map(_fmt, r[1:])]) + " |" for r in rows), ""]
-    claims = claims_markdown(claims_by_system(card["layers"]), lambda n: f"`{n}`")
-    return "\n".join(lines + findings(card) + (["", *claims] if claims else [])) + "\n"
+    claims = claims_markdown(claims_by_system(card["layers"]), lambda n: f"`{n}`", lang=lang)
+    return "\n".join(lines + findings(card, lang) + (["", *claims] if claims else [])) + "\n"
 
 
 def claims_by_system(layers: dict) -> dict:
@@ -396,45 +418,39 @@ def claims_by_system(layers: dict) -> dict:
     return {n: v["claims"] for n, v in layers.items() if v.get("claims")}
 
 
-def findings(card: dict) -> list[str]:
-    """Sentences saying what the scorecard shows (for report.md)."""
+def findings(card: dict, lang: str = "en") -> list[str]:
+    """Sentences saying what the scorecard shows (for report.md), in `lang`."""
+    t = messages(lang)
     qa, layers = card["qa"], card["layers"]
     em = {n: v["exact_match"] for n, v in qa.items() if v["exact_match"] is not None}
     out = []
     if em:
         best = max(em, key=em.get)
         tie = [n for n in em if em[n] == em[best]]
-        out.append(f"- Exact match on {qa[best]['n']} short-answer test questions: "
-                   + (f"`{best}` is best with {em[best]:.3f}." if len(tie) == 1 else f"{', '.join(f'`{n}`' for n in tie)} tie at {em[best]:.3f}."))
+        out.append(t("cmp.em", n=qa[best]["n"])
+                   + (t("cmp.em.best", best=best, v=em[best]) if len(tie) == 1
+                      else t("cmp.em.tie", names=t.join((f"`{n}`" for n in tie), "sep.enum"), v=em[best])))
     lewis = {n: em[n] for n in ("rag_token", "rag_sequence") if n in em}
     if lewis and "stitched" in em:
         better = max(lewis, key=lewis.get)
         gap = em["stitched"] - lewis[better]
-        out.append(f"- The stitched system's EM is {gap:+.3f} from the better Lewis variant (`{better}`): "
-                   + ("within 0.05." if abs(gap) <= 0.05 else "more than 0.05 apart; see the layers below for where they differ."))
+        out.append(t("cmp.gap", gap=gap, better=better) + t("cmp.gap.close" if abs(gap) <= 0.05 else "cmp.gap.far"))
     cp = {n: v.get("citation_precision") for n, v in layers.items() if v.get("citation_precision") is not None}
     if cp:
-        out.append("- Citation precision (does each cited passage support its sentence): "
-                   + ", ".join(f"`{n}` {v:.3f}" for n, v in cp.items())
-                   + ". Lewis models cite implicitly, from p(z|x,y); the stitched model writes its [n].")
+        out.append(t("cmp.cp", items=t.join(f"`{n}` {v:.3f}" for n, v in cp.items())))
     for n, c in (card.get("position") or {}).items():
         ems = c["exact_match"]
-        shape = "."
+        shape = t("cmp.pos.plain")
         if n != "stitched":
-            shape = " (flat: the marginal over documents ignores their order)."
+            shape = t("cmp.pos.flat")
         elif len(ems) > 1 and ems[0] - max(ems[1:]) >= 0.5:
-            shape = (" — it answers from whatever passage comes first, so its accuracy rests on the retriever's "
-                     "ranking, not on choosing among the passages.")
+            shape = t("cmp.pos.first")
         elif len(ems) > 2 and min(ems[0], ems[-1]) - min(ems[1:-1]) >= 0.1:
-            shape = " — lower in the middle than at the ends, the shape Liu et al. (2023) call lost in the middle."
-        out.append(f"- Position probe, `{n}`: EM with the gold passage at position "
-                   + ", ".join(f"{p}: {v:.3f}" for p, v in zip(c["positions"], ems)) + shape)
+            shape = t("cmp.pos.middle")
+        out.append(t("cmp.pos", name=n, points=t.join(f"{p}: {v:.3f}" for p, v in zip(c["positions"], ems)), shape=shape))
     for n, g in (card.get("generators") or {}).items():
-        out.append(f"- `{n}` answered through `{g['generator']}` ({g['n_docs']} passages per prompt, prompt "
-                   f"{g['prompt_version']}): {g['failed']} of {g['answers']} answers failed after retries and are "
-                   "scored null with their reason (records' `generator_error`).")
+        out.append(t("cmp.generator", name=n, generator=g["generator"], n_docs=g["n_docs"], version=g["prompt_version"],
+                     failed=g["failed"], answers=g["answers"]))
     cost = {n: v["forward_passes_per_answer"] for n, v in layers.items()}
-    out.append("- Generator forward passes per answer: " + ", ".join(f"`{n}` {_fmt(v)}" for n, v in cost.items())
-               + ". A Lewis model reads each of its K passages as its own input (K passes per token); "
-               "a stitched model reads them all in one input.")
+    out.append(t("cmp.cost", items=t.join(f"`{n}` {_fmt(v)}" for n, v in cost.items())))
     return out

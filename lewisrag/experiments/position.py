@@ -21,6 +21,7 @@ import matplotlib.pyplot as plt
 
 from lewisrag.data.io import atomic_path
 from lewisrag.data.records import QAExample
+from lewisrag.eval.reports.i18n import plot_messages
 from lewisrag.scoring.qa import exact_match
 
 AnswerFn = Callable[[list[str], list[list]], list[str | None]]  # (questions, passages per question) -> answers (None: failed)
@@ -61,22 +62,23 @@ def position_probe(examples: Sequence[QAExample], passages: Sequence[Sequence], 
     return {**out, "failed": failed} if failed else out
 
 
-def plot_positions(curves: dict[str, dict], path: str | os.PathLike) -> None:
-    """EM against gold position, one line per system (a PNG at `path`)."""
+def plot_positions(curves: dict[str, dict], path: str | os.PathLike, lang: str = "en") -> None:
+    """EM against gold position, one line per system (a PNG at `path`), labelled in `lang`."""
     matplotlib.use("Agg")
 
-    fig, ax = plt.subplots(figsize=(6, 3.6), dpi=120)
-    for name, c in curves.items():
-        ax.plot(c["positions"], c["exact_match"], marker="o", label=name)
-    ax.set_xlabel("position of the gold passage in the input")
-    ax.set_ylabel("exact match")
-    ax.set_ylim(0, 1.02)
-    ax.set_xticks(next(iter(curves.values()))["positions"])
-    ax.grid(alpha=0.3)
-    ax.legend()
-    ax.set_title("Position probe (Lost in the Middle)")
-    fig.tight_layout()
+    with plot_messages(lang) as t:
+        fig, ax = plt.subplots(figsize=(6, 3.6), dpi=120)
+        for name, c in curves.items():
+            ax.plot(c["positions"], c["exact_match"], marker="o", label=name)
+        ax.set_xlabel(t("plot.position_x"))
+        ax.set_ylabel(t("plot.position_y"))
+        ax.set_ylim(0, 1.02)
+        ax.set_xticks(next(iter(curves.values()))["positions"])
+        ax.grid(alpha=0.3)
+        ax.legend()
+        ax.set_title(t("plot.position_title"))
+        fig.tight_layout()
 
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png")
-    plt.close(fig)
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format="png")
+        plt.close(fig)

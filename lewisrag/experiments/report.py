@@ -1,6 +1,9 @@
 """RUN/report.md and the PNG plots of `lewisrag reproduce`: tables shaped like the paper's, each with
 one sentence computed from its numbers, and pictures of training, K, the hot swap and one answer's
 per-token document posteriors.
+
+Written in the run's language (config.json's "lang", English when absent): every heading, label and
+sentence template comes from the catalogue of `lewisrag.eval.reports.i18n`.
 """
 
 from __future__ import annotations
@@ -13,205 +16,209 @@ import matplotlib.pyplot as plt
 
 from lewisrag.data.io import atomic_path, write_text
 from lewisrag.eval.reports.claims import claims_markdown
+from lewisrag.eval.reports.i18n import ENGLISH, Messages, cjk_font, messages, plot_messages
+from lewisrag.experiments.presets import PRESETS
 
-NAMES = {"rag_token": "RAG-Token", "rag_sequence": "RAG-Sequence", "closed_book": "BART (closed book)",
-         "stitched": "prompt-stitching RAG"}
-PAPER_SWAP = "paper (§4.5): 2016 index on 2016 leaders 70%, 2018 index on 2018 leaders 68%; mismatched 12% and 4%"
+SYSTEMS = ("rag_token", "rag_sequence", "closed_book", "stitched")  # the report's rows, in this order
+NAMES = {s: ENGLISH.system(s) for s in SYSTEMS}  # their English names
 PLOTS = ("training_curves.png", "em_vs_k.png", "swap_matrix.png", "token_posteriors.png")
 JEOPARDY_PLOT = "jeopardy_posteriors.png"  # the paper's Figure 2 on one test clue
-PAPER_TABLE2 = ("paper (Table 2, test): Jeopardy Q-BLEU-1 BART 15.1, RAG-Token 17.3, RAG-Sequence 14.7; "
-                "FEVER 3-way accuracy BART 64.0, RAG 72.5, 2-way BART 81.1, RAG 89.5")
 
 
 def write_report(run: Path, results: dict) -> None:
-    """report.md and the plots (each written atomically)."""
+    """report.md and the plots (each written atomically), in the run's language."""
     write_plots(run, results)
     write_text(run / "report.md", render_report(results))
 
 
-def _f(x) -> str:
-    return "n/a" if x is None else f"{x:.3f}"
+def report_lang(results: dict) -> str:
+    """The language the run's reports are written in: config.json's "lang", else English."""
+    return (results.get("config") or {}).get("lang") or "en"
 
 
-def _pct(x) -> str:
-    return "n/a" if x is None else f"{x:.0%}"
+def _f(x, t: Messages) -> str:
+    return t("na") if x is None else f"{x:.3f}"
+
+
+def _pct(x, t: Messages) -> str:
+    return t("na") if x is None else f"{x:.0%}"
 
 
 def render_report(results: dict) -> str:
+    t = messages(report_lang(results))
     c = results["config"]
-    lines = [f"# lewisrag reproduce — preset `{c['preset']['name']}`, seed {c['seed']}", ""]
+    lines = [t("rep.title", preset=c["preset"]["name"], seed=c["seed"]), ""]
     if c["preset"].get("notes"):
-        lines += [f"_{c['preset']['notes']}_", ""]
+        lines += [f"_{_notes(c['preset'], t)}_", ""]
     for section in (_retrieval, _table1, _long_form, _swap, _table6, _table2, _compare, _skipped):
-        lines += section(results)
+        lines += section(results, t)
     absent = {"em_vs_k.png": not results.get("ablations"), "swap_matrix.png": not results.get("knowledge_update")}
     plots = tuple(p for p in PLOTS if not absent.get(p)) + (("position.png",) if results.get("position") else ())
     plots += (JEOPARDY_PLOT,) if results.get("jeopardy") else ()
-    lines += ["## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
+    note = [t("rep.plots.no_cjk"), ""] if t.lang != "en" and cjk_font() is None else []
+    lines += [t("rep.plots.h"), ""] + note + [f"![{p}]({p})" for p in plots] + [""]
     return "\n".join(lines)
 
 
-def _retrieval(results: dict) -> list[str]:
+def _notes(preset: dict, t: Messages) -> str:
+    """The preset's notes; a shipped preset's in the report's language (a changed one as written)."""
+    shipped = PRESETS.get(preset["name"])
+    return t.text(preset["notes"]) if shipped is not None and shipped.notes == preset["notes"] else preset["notes"]
+
+
+def _retrieval(results: dict, t: Messages) -> list[str]:
     r = results["retrieval"]
     if "skipped" in r:
-        return ["## Retrieval", "", f"Not measured: {r['skipped']}.", ""]
+        return [t("rep.retrieval.h"), "", t("rep.retrieval.not_measured", why=t.text(r["skipped"])), ""]
     if "bm25" not in r:  # the base preset: the given DPR pair only
         ks = [k for k in ("recall_at_1", "recall_at_5", "recall_at_20") if k in r]
-        return [f"## Retrieval ({r['split']} questions with gold passage ids, index A)", "",
-                "| retriever | " + " | ".join(k.replace("recall_at_", "recall@") for k in ks) + " |",
-                "|---|" + "---:|" * len(ks), "| DPR (given pair) | " + " | ".join(_f(r[k]) for k in ks) + " |", ""]
+        return [t("rep.retrieval.h_base", split=t.word("split", r["split"])), "",
+                f"| {t('rep.retrieval.col')} | " + " | ".join(k.replace("recall_at_", "recall@") for k in ks) + " |",
+                "|---|" + "---:|" * len(ks), f"| {t('rep.retrieval.dpr_given')} | " + " | ".join(_f(r[k], t) for k in ks) + " |",
+                ""]
     ks = [k for k in ("recall_at_1", "recall_at_5", "recall_at_20") if k in r]
-    return ["## Retrieval (test split over snapshot A; test entities never appear in training questions)", "",
-            "| retriever | " + " | ".join(k.replace("recall_at_", "recall@") for k in ks) + " |",
+    return [t("rep.retrieval.h_world"), "",
+            f"| {t('rep.retrieval.col')} | " + " | ".join(k.replace("recall_at_", "recall@") for k in ks) + " |",
             "|---|" + "---:|" * len(ks),
-            "| DPR (trained here) | " + " | ".join(_f(r[k]) for k in ks) + " |",
-            "| BM25 | " + " | ".join(_f(r["bm25"][k]) for k in ks) + " |", "",
-            f"The dense retriever finds a gold passage in its top 5 for {r['recall_at_5']:.1%} of test questions; "
-            f"BM25 does for {r['bm25']['recall_at_5']:.1%}.", ""]
+            f"| {t('rep.retrieval.dpr_trained')} | " + " | ".join(_f(r[k], t) for k in ks) + " |",
+            "| BM25 | " + " | ".join(_f(r["bm25"][k], t) for k in ks) + " |", "",
+            t("rep.retrieval.sentence", dense=r["recall_at_5"], bm25=r["bm25"]["recall_at_5"]), ""]
 
 
-def _table1(results: dict) -> list[str]:
+def _table1(results: dict, t: Messages) -> list[str]:
     qa = results.get("qa", {})
-    rows = [s for s in NAMES if s in qa and qa[s].get("exact_match") is not None]
+    rows = [s for s in SYSTEMS if s in qa and qa[s].get("exact_match") is not None]
     if not rows:
         return []
-    out = ["## Open-domain QA (Table 1 style, test split, short answers)", "", "| system | EM | F1 | ROUGE-L |",
-           "|---|---:|---:|---:|"]
-    out += [f"| {NAMES[s]} | {_f(qa[s]['exact_match'])} | {_f(qa[s].get('f1'))} | {_f(qa[s].get('rougeL'))} |" for s in rows]
+    out = [t("rep.t1.h"), "", f"| {t('col.system')} | EM | F1 | ROUGE-L |", "|---|---:|---:|---:|"]
+    out += [f"| {t.system(s)} | {_f(qa[s]['exact_match'], t)} | {_f(qa[s].get('f1'), t)} | {_f(qa[s].get('rougeL'), t)} |"
+            for s in rows]
     best = max(rows, key=lambda s: qa[s]["exact_match"])
     if all(qa[s]["exact_match"] == qa[best]["exact_match"] for s in rows):
-        sentence = f"Every system scores the same exact match ({_pct(qa[best]['exact_match'])}): no system stands out"
+        sentence = t("rep.t1.same", em=_pct(qa[best]["exact_match"], t))
     else:
-        sentence = f"{NAMES[best]} has the highest exact match ({_pct(qa[best]['exact_match'])})"
+        sentence = t("rep.t1.best", name=t.system(best), em=_pct(qa[best]["exact_match"], t))
         if "closed_book" in qa and best != "closed_book":
             gap = qa[best]["exact_match"] - qa["closed_book"]["exact_match"]
-            sentence += f", {gap * 100:+.0f} points against the closed-book BART that reads no documents"
-    return out + ["", sentence + ".", ""]
+            sentence += t("rep.t1.gap", gap=gap * 100)
+    return out + ["", sentence + t("end"), ""]
 
 
-def _long_form(results: dict) -> list[str]:
+def _long_form(results: dict, t: Messages) -> list[str]:
     qa = results.get("qa", {})
-    rows = [s for s in NAMES if s in qa and (qa[s].get("long") or {}).get("n")]
+    rows = [s for s in SYSTEMS if s in qa and (qa[s].get("long") or {}).get("n")]
     if not rows:
         return []
-    out = ["## Long-form answers (the paper's MS MARCO columns)", "", "| system | ROUGE-L | BLEU-1 |", "|---|---:|---:|"]
-    out += [f"| {NAMES[s]} | {_f(qa[s]['long']['rougeL'])} | {_f(qa[s]['long']['bleu1'])} |" for s in rows]
+    out = [t("rep.long.h"), "", f"| {t('col.system')} | ROUGE-L | BLEU-1 |", "|---|---:|---:|"]
+    out += [f"| {t.system(s)} | {_f(qa[s]['long']['rougeL'], t)} | {_f(qa[s]['long']['bleu1'], t)} |" for s in rows]
     best = max(rows, key=lambda s: qa[s]["long"]["rougeL"] or 0.0)
-    sentence = (f"On {qa[rows[0]]['long']['n']} long-form questions {NAMES[best]} scores the highest ROUGE-L "
-                f"({_f(qa[best]['long']['rougeL'])})")
+    sentence = t("rep.long.sentence", n=qa[rows[0]]["long"]["n"], name=t.system(best), score=_f(qa[best]["long"]["rougeL"], t))
     kinds = ((results.get("config") or {}).get("preset") or {}).get("rag", {}).get("train_kinds", "")
     if kinds and "long" not in kinds.split(","):
-        sentence += (f". The models were fine-tuned on {kinds.replace(',', ' and ')}-answer questions only, so they "
-                     "answer a long-form question with a phrase: these columns show what a model trained for one "
-                     "task scores on another (the paper fine-tunes one model per dataset)")
-    return out + ["", sentence + ".", ""]
+        sentence += t("rep.long.kinds", kinds=t("kind.join").join(t.word("kind", k) for k in kinds.split(",")))
+    return out + ["", sentence + t("end"), ""]
 
 
-def _swap(results: dict) -> list[str]:
+def _swap(results: dict, t: Messages) -> list[str]:
     ku = results.get("knowledge_update")
     if not ku:
         return []
-    out = ["## Knowledge update: swapping the index (§4.5)", "", "| model | index | questions about A | questions about B |",
-           "|---|---|---:|---:|"]
+    out = [t("rep.swap.h"), "",
+           f"| {t('col.model')} | {t('rep.swap.col_index')} | {t('rep.swap.col_a')} | {t('rep.swap.col_b')} |", "|---|---|---:|---:|"]
     sentences = []
     for system, by_index in ku.items():
         for index, cells in by_index.items():
-            out.append(f"| {NAMES.get(system, system)} | {index} | {_pct(cells.get('questions_a'))} | {_pct(cells.get('questions_b'))} |")
+            out.append(f"| {t.system(system)} | {t.word('index', index)} | {_pct(cells.get('questions_a'), t)} | "
+                       f"{_pct(cells.get('questions_b'), t)} |")
         matched = (by_index["index_a"]["questions_a"] + by_index["index_b"]["questions_b"]) / 2
         crossed = (by_index["index_a"]["questions_b"] + by_index["index_b"]["questions_a"]) / 2
-        verdict = "follows the index" if matched > crossed else "does not follow the index"
-        sentences.append(f"{NAMES.get(system, system)} {verdict}: {_pct(matched)} on matched index and questions "
-                         f"against {_pct(crossed)} on mismatched ones")
-    return out + ["", f"Beside the {PAPER_SWAP}: " + "; ".join(sentences) + ".", ""]
+        verdict = t("rep.swap.follows") if matched > crossed else t("rep.swap.ignores")
+        sentences.append(t("rep.swap.system", name=t.system(system), verdict=verdict, matched=_pct(matched, t),
+                           crossed=_pct(crossed, t)))
+    return out + ["", t("rep.swap.sentence", paper=t("rep.paper_swap"), systems=t.join(sentences, "sep.clause")), ""]
 
 
-def _table6(results: dict) -> list[str]:
+def _table6(results: dict, t: Messages) -> list[str]:
     ab = results.get("ablations")
     if not ab:
         return []
     ks = [str(k) for k in ab["ks"]]
-    rows = [("RAG-Token (DPR, trained)", ab["n_docs"]["rag_token"]), ("RAG-Sequence (DPR, trained)", ab["n_docs"]["rag_sequence"]),
-            ("RAG-Token, frozen retriever", ab["frozen_retriever"]["by_k"]), ("RAG-Token, BM25 retriever", ab["bm25_retriever"]["by_k"])]
-    out = ["## Ablations (Table 6 style: test EM by test-time K; trained with "
-           f"K={ab['trained_k']})", "", "| model | " + " | ".join(f"K={k}" for k in ks) + " |", "|---|" + "---:|" * len(ks)]
-    out += [f"| {name} | " + " | ".join(_f(row.get(k)) for k in ks) + " |" for name, row in rows]
+    rows = [(t("rep.t6.token"), ab["n_docs"]["rag_token"]), (t("rep.t6.sequence"), ab["n_docs"]["rag_sequence"]),
+            (t("rep.t6.frozen"), ab["frozen_retriever"]["by_k"]), (t("rep.t6.bm25"), ab["bm25_retriever"]["by_k"])]
+    out = [t("rep.t6.h", k=ab["trained_k"]), "", f"| {t('col.model')} | " + " | ".join(f"K={k}" for k in ks) + " |",
+           "|---|" + "---:|" * len(ks)]
+    out += [f"| {name} | " + " | ".join(_f(row.get(k), t) for k in ks) + " |" for name, row in rows]
     at = str(ab["trained_k"]) if str(ab["trained_k"]) in ks else ks[-1]
     trained = ab["n_docs"]["rag_token"][at]
     frozen, sparse = ab["frozen_retriever"]["exact_match"], ab["bm25_retriever"]["exact_match"]
-    cmp = lambda x: "above" if x > trained else "below" if x < trained else "level with"  # noqa: E731
+    cmp = lambda x: t("rep.t6.above") if x > trained else t("rep.t6.below") if x < trained else t("rep.t6.level")  # noqa: E731
     by_k = ab["n_docs"]["rag_token"]
     best_k = max(ks, key=lambda k: by_k[k])
     low, high = min(by_k.values()), max(by_k.values())
-    trend = (f"RAG-Token does best at K={best_k}" if high - low >= 0.02
-             else f"RAG-Token's EM hardly changes with K ({_f(low)}-{_f(high)}): the first retrieved passage decides")
-    return out + ["", f"At K={at} the frozen retriever is {cmp(frozen)} the jointly trained one ({_pct(frozen)} vs "
-                  f"{_pct(trained)}) and BM25 is {cmp(sparse)} it ({_pct(sparse)}); {trend}.", ""]
+    trend = (t("rep.t6.best_k", k=best_k) if high - low >= 0.02
+             else t("rep.t6.flat", low=_f(low, t), high=_f(high, t)))
+    return out + ["", t("rep.t6.sentence", k=at, frozen_cmp=cmp(frozen), frozen=_pct(frozen, t), trained=_pct(trained, t),
+                        bm25_cmp=cmp(sparse), bm25=_pct(sparse, t), trend=trend), ""]
 
 
-def _table2(results: dict) -> list[str]:
+def _table2(results: dict, t: Messages) -> list[str]:
     """Jeopardy and FEVER (Table 2 style), with the paper's figures beside them."""
     jp, fv = results.get("jeopardy"), results.get("fever")
     if not jp and not fv:
         return []
     rows = [s for s in ("rag_token", "rag_sequence", "closed_book") if (jp and s in jp) or (fv and s in fv)]
-    out = ["## Jeopardy question generation and FEVER (Table 2 style, test split)", "",
-           "| system | Jeopardy Q-BLEU-1 | Jeopardy BLEU-1 | FEVER 3-way acc | FEVER 2-way acc |", "|---|---:|---:|---:|---:|"]
+    out = [t("rep.t2.h"), "", t("rep.t2.cols"), "|---|---:|---:|---:|---:|"]
     for s in rows:
         j, f = (jp or {}).get(s, {}), (fv or {}).get(s, {})
-        out.append(f"| {NAMES[s]} | {_f(j.get('q_bleu1'))} | {_f(j.get('bleu1'))} | {_f(f.get('acc3'))} | {_f(f.get('acc2'))} |")
+        out.append(f"| {t.system(s)} | {_f(j.get('q_bleu1'), t)} | {_f(j.get('bleu1'), t)} | {_f(f.get('acc3'), t)} | "
+                   f"{_f(f.get('acc2'), t)} |")
     sentences = []
     if jp:
         d, e = jp["differences"]["rag_token_minus_rag_sequence"], jp["differences"]["rag_sequence_minus_closed_book"]
-        sentences.append(f"Jeopardy: RAG-Token − RAG-Sequence Q-BLEU-1 {d['mean_diff']:+.3f} (95% paired bootstrap "
-                         f"{d['low']:+.3f} to {d['high']:+.3f}), RAG-Sequence − closed book {e['mean_diff']:+.3f} "
-                         f"({e['low']:+.3f} to {e['high']:+.3f}), over {d['n']} test entities")
+        sentences.append(t("rep.t2.jeopardy", d=d["mean_diff"], d_low=d["low"], d_high=d["high"], e=e["mean_diff"],
+                           e_low=e["low"], e_high=e["high"], n=d["n"]))
     if fv:
         r = fv["retrieval"]
-        sentences.append(f"FEVER: the majority label is {_pct(fv['majority_rate'])} of the test claims; RAG-Token's first "
-                         f"retrieved passage is gold evidence for {_pct(r['top1_overlap'])} of the SUPPORTS/REFUTES claims "
-                         f"and its top 10 hold one for {_pct(r['top10_overlap'])} (paper: 71% and 90%)")
+        sentences.append(t("rep.t2.fever", majority=_pct(fv["majority_rate"], t), top1=_pct(r["top1_overlap"], t),
+                           top10=_pct(r["top10_overlap"], t)))
         sw = fv.get("swap") or {}
         for s in ("rag_token", "rag_sequence"):
             if s in sw:
                 c = sw[s]
-                sentences.append(f"on the {sw['n']} claims whose label snapshot B changes, {NAMES[s]} matches B's labels "
-                                 f"{_pct(c['index_b']['labels_b'])} of the time on index B and A's old labels "
-                                 f"{_pct(c['index_a']['labels_a'])} on index A")
-    return out + ["", "; ".join(sentences) + f". Beside the {PAPER_TABLE2}.", ""]
+                sentences.append(t("rep.t2.swap", n=sw["n"], name=t.system(s), b=_pct(c["index_b"]["labels_b"], t),
+                                   a=_pct(c["index_a"]["labels_a"], t)))
+    return out + ["", t.join(sentences, "sep.clause") + t("rep.t2.tail", paper=t("rep.paper_table2")), ""]
 
 
-def _skipped(results: dict) -> list[str]:
+def _skipped(results: dict, t: Messages) -> list[str]:
     skipped = results.get("skipped") or {}
     if not skipped:
         return []
-    return ["## Stages not run", ""] + [f"- `{name}`: {why}" for name, why in skipped.items()] + [""]
+    return [t("rep.skipped.h"), ""] + [t("rep.skipped.item", name=name, why=t.text(why)) for name, why in skipped.items()] + [""]
 
 
-def _compare(results: dict) -> list[str]:
+def _compare(results: dict, t: Messages) -> list[str]:
     layers = results.get("layers") or {}
     if not layers:
         return []
     cols = ("faithfulness", "context_recall", "answer_completeness", "citation_recall", "citation_precision")
-    out = ["## Answer layers (retrieval, generation, citation; details in report.html)", "",
-           "| system | " + " | ".join(c.replace("_", " ") for c in cols) + " |", "|---|" + "---:|" * len(cols)]
-    out += [f"| {NAMES.get(s, s)} | " + " | ".join(_f(v.get(c)) for c in cols) + " |" for s, v in layers.items()]
+    out = [t("rep.layers.h"), "",
+           f"| {t('col.system')} | " + " | ".join(t.metric(c) for c in cols) + " |", "|---|" + "---:|" * len(cols)]
+    out += [f"| {t.system(s)} | " + " | ".join(_f(v.get(c), t) for c in cols) + " |" for s, v in layers.items()]
     scored = {s: v["faithfulness"] for s, v in layers.items() if v.get("faithfulness") is not None}
     if len(set(scored.values())) == 1:
-        out += ["", f"Every system has the same faithfulness ({_f(next(iter(scored.values())))})."]
+        out += ["", t("rep.layers.same", v=_f(next(iter(scored.values())), t))]
     elif scored:
         best = max(scored, key=scored.get)
-        out += ["", f"{NAMES.get(best, best)} has the most faithful answers ({_f(scored[best])} of their statements "
-                "supported by the passages they read)."]
+        out += ["", t("rep.layers.best", name=t.system(best), v=_f(scored[best], t))]
     completeness = [v.get("answer_completeness") for v in layers.values() if v.get("answer_completeness") is not None]
     if completeness and not any(completeness):
-        out += ["", "Answer completeness is 0 for every system: it asks whether the answer alone states each reference "
-                "statement, and a short answer (a name, a year) states none of those whole sentences under the lexical "
-                "judge; so the failure layers in report.html lean on \"generation: not used\" for correct short answers too."]
+        out += ["", t("rep.layers.completeness")]
     findings = ((results.get("stages") or {}).get("compare") or {}).get("findings") or []
     if findings:
-        out += ["", "What the scorecard shows:", ""] + findings
+        out += ["", t("rep.layers.findings"), ""] + findings
     columns = {s: v["claims"] for s, v in layers.items() if v.get("claims")}
-    claims = claims_markdown(columns, lambda s: NAMES.get(s, s), "Claim-level diagnostics (RAGChecker, eval questions)")
+    claims = claims_markdown(columns, t.system, t("rep.claims.title"), lang=t.lang)
     return out + ([""] + claims if claims else []) + [""]
 
 
@@ -232,7 +239,11 @@ def _log(path: Path) -> list[dict]:
 
 def write_plots(run: Path, results: dict) -> None:
     matplotlib.use("Agg")
+    with plot_messages(report_lang(results)) as t:
+        _plots(run, results, t)
 
+
+def _plots(run: Path, results: dict, t: Messages) -> None:
     fig, (ax_loss, ax_em) = plt.subplots(1, 2, figsize=(10, 4))
     for name in ("rag_token", "rag_sequence", "rag_token_frozen", "closed_book"):
         log = _log(run / name / "log.jsonl")
@@ -240,8 +251,8 @@ def write_plots(run: Path, results: dict) -> None:
         dev = [r for r in log if r.get("dev_em") is not None]
         if dev:
             ax_em.plot([r["step"] for r in dev], [r["dev_em"] for r in dev], marker="o", label=name)
-    ax_loss.set(title="training loss (NLL per answer)", xlabel="step", ylabel="NLL")
-    ax_em.set(title="dev exact match", xlabel="step", ylabel="EM", ylim=(0, 1))
+    ax_loss.set(title=t("plot.loss"), xlabel=t("plot.step"), ylabel="NLL")
+    ax_em.set(title=t("plot.dev_em"), xlabel=t("plot.step"), ylabel="EM", ylim=(0, 1))
     ax_loss.legend(), ax_em.legend()
     _save(fig, run / "training_curves.png")
 
@@ -249,19 +260,19 @@ def write_plots(run: Path, results: dict) -> None:
     if ab:
         fig, ax = plt.subplots(figsize=(5, 4))
         for name, row in (("RAG-Token", ab["n_docs"]["rag_token"]), ("RAG-Sequence", ab["n_docs"]["rag_sequence"]),
-                          ("RAG-Token frozen", ab["frozen_retriever"]["by_k"]), ("RAG-Token BM25", ab["bm25_retriever"]["by_k"])):
+                          (t("plot.frozen"), ab["frozen_retriever"]["by_k"]), (t("plot.bm25"), ab["bm25_retriever"]["by_k"])):
             ax.plot(ab["ks"], [row[str(k)] for k in ab["ks"]], marker="o", label=name)
-        ax.set(title="test EM vs K retrieved documents", xlabel="K", ylabel="EM", ylim=(0, 1))
+        ax.set(title=t("plot.em_vs_k"), xlabel="K", ylabel="EM", ylim=(0, 1))
         ax.legend()
         _save(fig, run / "em_vs_k.png")
     if results.get("knowledge_update"):  # a base run without snapshot B has none
-        _swap_plot(run, results["knowledge_update"])
-    _posterior_plot(run)
+        _swap_plot(run, results["knowledge_update"], t)
+    _posterior_plot(run, t=t)
     if results.get("jeopardy"):
-        _posterior_plot(run, run / "jeopardy" / "evidence.json", run / JEOPARDY_PLOT, "RAG-Token p(z | x, y_t), Jeopardy")
+        _posterior_plot(run, run / "jeopardy" / "evidence.json", run / JEOPARDY_PLOT, t("plot.posterior_jeopardy"), t)
 
 
-def _swap_plot(run: Path, ku: dict) -> None:
+def _swap_plot(run: Path, ku: dict, t: Messages) -> None:
     systems = list(ku)
     fig, axes = plt.subplots(1, len(systems), figsize=(4.5 * len(systems), 3.8), squeeze=False)
     for ax, system in zip(axes[0], systems):
@@ -269,23 +280,25 @@ def _swap_plot(run: Path, ku: dict) -> None:
         ax.imshow(grid, vmin=0, vmax=1, cmap="viridis")
         for (y, x), v in [((y, x), grid[y][x]) for y in range(2) for x in range(2)]:
             ax.text(x, y, f"{v:.0%}", ha="center", va="center", color="white" if v < 0.5 else "black")
-        ax.set(title=NAMES.get(system, system), xticks=[0, 1], yticks=[0, 1],
-               xticklabels=["questions A", "questions B"], yticklabels=["index A", "index B"])
+        ax.set(title=t.system(system), xticks=[0, 1], yticks=[0, 1],
+               xticklabels=[t("plot.questions_a"), t("plot.questions_b")], yticklabels=[t("plot.index_a"), t("plot.index_b")])
     _save(fig, run / "swap_matrix.png")
 
 
-def _posterior_plot(run: Path, path: Path | None = None, png: Path | None = None, title: str = "RAG-Token p(z | x, y_t)") -> None:
+def _posterior_plot(run: Path, path: Path | None = None, png: Path | None = None, title: str | None = None,
+                    t: Messages = ENGLISH) -> None:
     """A heat map of one output's per-token document posterior (`path`, default RUN/evidence.json)."""
     path = path or run / "evidence.json"
+    title = title or t("plot.posterior")
     ev = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
     fig, ax = plt.subplots(figsize=(max(6, 0.3 * len(ev["tokens"])) if ev else 6, 3.5))
     if ev and ev["posterior"]:
         post = list(map(list, zip(*ev["posterior"])))  # (K, T')
         ax.imshow(post, vmin=0, vmax=1, aspect="auto", cmap="Blues")
         ax.set(xticks=range(len(ev["tokens"])), yticks=range(len(post)),
-               yticklabels=[f"{p['rank']}: {p['title'][:24]}" for p in ev["passages"]], xlabel="generated token")
+               yticklabels=[f"{p['rank']}: {p['title'][:24]}" for p in ev["passages"]], xlabel=t("plot.generated_token"))
         ax.set_xticklabels(ev["tokens"], rotation=60)
         ax.set_title(f"{title}: {ev['question'][:50]}", fontsize=9)
     else:
-        ax.text(0.5, 0.5, "no generated tokens to show", ha="center")
+        ax.text(0.5, 0.5, t("plot.no_tokens"), ha="center")
     _save(fig, png or run / "token_posteriors.png")

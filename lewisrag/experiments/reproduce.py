@@ -1,6 +1,7 @@
 """`lewisrag reproduce`: the stages of the small reproduction, resumable, into one run folder.
 
-    RUN/config.json             the preset and seed that made the run
+    RUN/config.json             the preset and seed that made the run (and the reports' language, "lang",
+                                when it is not English)
     RUN/world/                  the built-in world (snapshots A and B, splits)
     RUN/dpr/                    the trained DPR retriever
     RUN/index_a, RUN/index_b    dense indexes over snapshots A and B (same frozen doc encoder)
@@ -17,7 +18,8 @@
                                 in words and tables, the PNG plots beside it, report.html (compare)
 
 Each stage writes its outputs atomically and records itself last, so a run killed anywhere
-resumes at the first unfinished stage.
+resumes at the first unfinished stage. A run resumed with another `lang` redoes only the stage whose
+outputs hold text (`compare`: report.html and its findings), then the report.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from lewisrag.data.io import InputError, read_json, write_json
 from lewisrag.data.outputs import check_out_dir, is_free, mark, replace_dir
 from lewisrag.data.records import read_passages, read_qa
 from lewisrag.data.world import build_world, write_world
+from lewisrag.eval.reports.i18n import check_lang
 from lewisrag.eval.results import FORMAT, Producer, QuestionRecord, Results, write_results
 from lewisrag.experiments import stages as S
 from lewisrag.experiments.base import prepare, run_base
@@ -86,6 +89,7 @@ def reproduce(
     overwrite: bool = False,
     assets=None,
     tasks: Sequence[str] = ("qa",),
+    lang: str = "en",
 ) -> dict:
     """Run every stage of the reproduction into `out` and return the results.
 
@@ -96,7 +100,10 @@ def reproduce(
     missing, empty or a reproduction run, unless `overwrite`: then the run happens in a hidden
     sibling folder (resumable there with `resume`) that replaces `out` when every stage is done.
     `tasks` beyond "qa" add the stages of `experiments.tasks` (Jeopardy, FEVER) after the QA ones.
+    `lang` ("en" or "zh") is the language of report.md, report.html and the plots' labels; config.json
+    records it when it is not English.
     """
+    check_lang(lang)
     if preset.hub and assets is None:
         return {"validated": check_hub_assets(preset.hub, hub_dir)}
     if preset.hub:
@@ -111,9 +118,9 @@ def reproduce(
             torch.set_num_threads(threads)
         if preset.hub:
             results = _finish(run, *run_base(preset, run, seed, resume, threads, assets, read, _run_stage, on_stage,
-                                             on_progress), on_stage)
+                                             on_progress, lang), on_stage)
         else:
-            results = _reproduce(preset, run, seed, resume, threads, on_stage, on_progress, tuple(tasks))
+            results = _reproduce(preset, run, seed, resume, threads, on_stage, on_progress, tuple(tasks), lang)
     finally:
         torch.set_num_threads(before)
     if run != out:
@@ -154,14 +161,31 @@ def idle_cpus(seconds: float = 0.5) -> int:
     return max(1, min(usable, round(total - busy)))
 
 
+def check_resumed_config(run: Path, config: dict, resume: bool, what: str, text_stages: Sequence[str] = ()) -> None:
+    """On `resume`, the run's config.json must be `config` (`what` says which flags make it), the language
+    aside: a run resumed in another language forgets its `text_stages`, which are redone in the new one."""
+    saved = read_json(run / "config.json") if resume and (run / "config.json").exists() else None
+    if saved is None:
+        return
+    if {k: v for k, v in saved.items() if k != "lang"} != {k: v for k, v in config.items() if k != "lang"}:
+        raise InputError(run / "config.json", f"was written by another {what}; use a new --out or drop --resume")
+    if saved.get("lang", "en") != config.get("lang", "en"):
+        for name in text_stages:
+            _stage_file(run, name).unlink(missing_ok=True)
+
+
+def with_lang(config: dict, lang: str) -> dict:
+    """`config` with the reports' language, recorded only when it is not English (older runs' configs stay as they were)."""
+    return config | ({"lang": lang} if lang != "en" else {})
+
+
 def _reproduce(preset: Preset, run: Path, seed: int, resume: bool, threads: int | None, on_stage,
-               on_progress: Progress, tasks: tuple[str, ...] = ("qa",)) -> dict:
+               on_progress: Progress, tasks: tuple[str, ...] = ("qa",), lang: str = "en") -> dict:
     if preset.generator.startswith("shipped:"):
         S.shipped_generator(preset)  # missing: say so now, not after the retriever stages
     config = {"preset": asdict(preset), "seed": seed, "threads": threads} | ({"tasks": list(tasks)} if tasks != ("qa",) else {})
-    config = json.loads(json.dumps(config))  # as read back
-    if resume and (run / "config.json").exists() and read_json(run / "config.json") != config:
-        raise InputError(run / "config.json", "was written by another preset, seed or --tasks; use a new --out or drop --resume")
+    config = json.loads(json.dumps(with_lang(config, lang)))  # as read back
+    check_resumed_config(run, config, resume, "preset, seed or --tasks", text_stages=("compare",))
     mark(run, KIND)
     write_json(run / "config.json", config)
     stages = {}
@@ -184,7 +208,7 @@ def _reproduce(preset: Preset, run: Path, seed: int, resume: bool, threads: int 
     stage("ablations", lambda: S.ablations(run, preset, on_progress))
     stage("knowledge_update", lambda: S.knowledge_update(run, preset, on_progress))
     stage("stitched", lambda: S.stitched(run, preset, seed, on_progress))
-    stage("compare", lambda: S.compare(run, preset, seed, on_progress))
+    stage("compare", lambda: S.compare(run, preset, seed, on_progress, lang))
     extra = [*retriever_stages(run, preset, seed, on_progress)] if tasks[1:] else []
     for task in tasks[1:]:
         extra += task_stages(run, preset, seed, task, resume, on_progress)

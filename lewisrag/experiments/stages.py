@@ -227,9 +227,10 @@ def stitched(run: Path, preset: Preset, seed: int, on_progress: Progress) -> dic
     return {"dir": "stitched", **{k: v for k, v in summary.items() if k != "out"}}  # "out" means results here
 
 
-def compare(run: Path, preset: Preset, seed: int, on_progress: Progress) -> dict:
-    """Prompt-stitching RAG beside the trained models, and every system's answer layers."""
-    got = dict(compare_stage(run, preset, seed, on_progress))
+def compare(run: Path, preset: Preset, seed: int, on_progress: Progress, lang: str = "en") -> dict:
+    """Prompt-stitching RAG beside the trained models, and every system's answer layers (report.html
+    and the findings in `lang`)."""
+    got = dict(compare_stage(run, preset, seed, on_progress, lang))
     html = got.pop("report_html", None)
     if html:
         write_text(run / "report.html", html)

@@ -6,7 +6,8 @@ A column is {claims.<metric>: summary}, the summary holding at least "n", "nan",
 "interval" {"low", "high", "confidence"}: an entry of results.json's aggregates
 (`evaluator.claim_aggregates`) or its `claim_summary`. Columns are labelled by system ("all" for a
 run of one); `report.md`
-of `eval answers`, report.html, `lewisrag compare` and the reproduce report all render through here.
+of `eval answers`, report.html, `lewisrag compare` and the reproduce report all render through here,
+in English or Chinese (`lang`, the catalogue of `reports.i18n`).
 """
 
 from __future__ import annotations
@@ -14,22 +15,20 @@ from __future__ import annotations
 import html
 from collections.abc import Callable, Mapping
 
+from lewisrag.eval.reports.i18n import Messages, messages
 from lewisrag.eval.results import CLAIM_METRICS, CLAIMS_PREFIX
 
 Columns = Mapping[str, Mapping[str, Mapping]]  # label -> {claims.<metric>: summary}
 Name = Callable[[str], str]  # how a sentence writes a column's label
 
-LABELS = {  # claims.<metric> -> its row label
-    "claims.precision": "precision", "claims.recall": "recall", "claims.f1": "F1", "claims.claim_recall": "claim recall",
-    "claims.context_precision": "context precision", "claims.context_utilization": "context utilization",
-    "claims.noise_sensitivity_in_relevant": "noise sensitivity (relevant)",
-    "claims.noise_sensitivity_in_irrelevant": "noise sensitivity (irrelevant)", "claims.hallucination": "hallucination",
-    "claims.self_knowledge": "self-knowledge", "claims.faithfulness": "faithfulness",
-}
-INTRO = ("RAGChecker's diagnostics (Ru et al. 2024) on claims: each claim of the answer is checked against the "
-         "reference (right or wrong) and against each retrieved passage on its own; each reference claim against the "
-         "answer and the passages. Means over questions, with a {pct} percentile bootstrap interval; a question "
-         "whose metric has no denominator (no claims, no reference) is left out, its reason in the record.")
+LABELS = {m: messages("en")(m) for m in CLAIM_METRICS}  # claims.<metric> -> its row label (English; `labels` for others)
+INTRO = messages("en")("cl.intro")
+
+
+def labels(lang: str = "en") -> dict[str, str]:
+    """claims.<metric> -> its row label in `lang`."""
+    t = messages(lang)
+    return {m: t(m) for m in CLAIM_METRICS}
 
 
 def claim_summary(dist: Mapping) -> dict:
@@ -76,24 +75,24 @@ def cell(summary: Mapping | None) -> str:
     return f"{_f(summary.get('mean'))}{interval} n={summary.get('n', 0)}"
 
 
-def _listing(columns: Columns, shorts: tuple[str, ...], name: Name) -> str:
+def _listing(columns: Columns, shorts: tuple[str, ...], name: Name, t: Messages) -> str:
     """'a 0.300 / 0.100, b 0.200 / 0.000': each column's means of `shorts` (no label for a lone column)."""
     label = (lambda c: f"{name(c)} ") if len(columns) > 1 else (lambda c: "")
-    return ", ".join(label(c) + " / ".join(_f(_mean(col, s)) for s in shorts) for c, col in columns.items())
+    return t.join(label(c) + " / ".join(_f(_mean(col, s)) for s in shorts) for c, col in columns.items())
 
 
-def _extremes(columns: Columns, short: str, name: Name, most: str, least: str) -> str:
+def _extremes(columns: Columns, short: str, name: Name, most: str, least: str, t: Messages) -> str:
     """' (most for `a`, least for `b`)' over the columns with a value; '' for fewer than two."""
     known = {label: v for label, col in columns.items() if (v := _mean(col, short)) is not None}
     if len(known) < 2:
         return ""
     top, bottom = max(known, key=known.get), min(known, key=known.get)
     if known[top] == known[bottom]:
-        return " (the same for every one)"
-    return f" ({most} {name(top)}, {least} {name(bottom)})"
+        return t("cl.same")
+    return t("cl.extremes", most=most, top=name(top), least=least, bottom=name(bottom))
 
 
-def _sources(columns: Columns, name: Name) -> str:
+def _sources(columns: Columns, name: Name, t: Messages) -> str:
     """'; wrong claims come more from the passages than from nowhere for a (0.300 against 0.100), ...':
     the columns grouped by where their wrong claims come from more, a passage (noise sensitivity in
     relevant plus irrelevant ones) or nowhere (hallucination)."""
@@ -104,53 +103,47 @@ def _sources(columns: Columns, name: Name) -> str:
         if None in (rel, irr, hal):
             continue
         noise = rel + irr
-        where = ("more from the passages than from nowhere" if noise > hal else "more from nowhere than from the passages"
-                 if hal > noise else "as much from the passages as from nowhere")
-        who = f"{name(label)} " if len(columns) > 1 else ""
-        groups.setdefault(where, []).append(f"{who}({_f(noise)} against {_f(hal)})")
+        where = (t("cl.src.passages") if noise > hal else t("cl.src.nowhere") if hal > noise else t("cl.src.even"))
+        item = (t("cl.src.item_named", who=name(label), noise=_f(noise), hal=_f(hal)) if len(columns) > 1
+                else t("cl.src.item", noise=_f(noise), hal=_f(hal)))
+        groups.setdefault(where, []).append(item)
     if not groups:
         return ""
-    many = len(columns) > 1
-    return "; wrong claims come " + "; ".join(f"{where} {'for ' if many else ''}{', '.join(items)}"
-                                              for where, items in groups.items())
+    group = "cl.src.group_many" if len(columns) > 1 else "cl.src.group_one"
+    return t("cl.src.lead") + t.join((t(group, where=where, items=t.join(items)) for where, items in groups.items()),
+                                     "sep.clause")
 
 
-def _sentence(columns: Columns, name: Name, head: str, shorts: tuple[str, ...], *tails: str) -> str:
+def _sentence(columns: Columns, name: Name, head: str, shorts: tuple[str, ...], *tails: str, t: Messages) -> str:
     """'head: listing tails.', or 'head: no question has a value.' when no column has one."""
     if all(_mean(col, s) is None for col in columns.values() for s in shorts):
-        return f"{head}: no question has a value."
-    return f"{head}: {_listing(columns, shorts, name)}{''.join(dict.fromkeys(tails))}."
+        return t("cl.none", head=head)
+    return t("cl.sentence", head=head, listing=_listing(columns, shorts, name, t), tails="".join(dict.fromkeys(tails)))
 
 
-def claim_sentences(columns: Columns, name: Name) -> list[str]:
+def claim_sentences(columns: Columns, name: Name, lang: str = "en") -> list[str]:
     """One sentence per metric group: what the group measures, each column's means, and which column
     stands out; where several columns hold numbers, the comparisons are computed from them."""
     if not columns:
         return []
+    t = messages(lang)
 
-    def ext(short: str, most: str = "highest for", least: str = "lowest for") -> str:
-        return _extremes(columns, short, name, most, least)
+    def ext(short: str, most: str = "cl.highest", least: str = "cl.lowest") -> str:
+        return _extremes(columns, short, name, t(most), t(least), t)
 
     def sentence(head: str, shorts: tuple[str, ...], *tails: str) -> str:
-        return _sentence(columns, name, head, shorts, *tails)
+        return _sentence(columns, name, t(head), shorts, *tails, t=t)
 
     return [
-        sentence("Precision / recall / F1 (right claims among the answer's; reference claims the answer states)",
-                 ("precision", "recall", "f1"), ext("precision", "most precise:", "least:"),
-                 ext("recall", "most complete:", "least:")),
-        sentence("Claim recall / context precision (reference claims some passage holds; passages holding a reference "
-                 "claim)", ("claim_recall", "context_precision"), ext("claim_recall")),
-        sentence("Context utilization (of what the passages hold, how much the answer uses)", ("context_utilization",),
-                 ext("context_utilization", "uses the most:", "the least:")),
-        sentence("Noise sensitivity in relevant / irrelevant passages (a wrong claim copied from a retrieved passage)",
-                 ("noise_sensitivity_in_relevant", "noise_sensitivity_in_irrelevant"),
-                 ext("noise_sensitivity_in_relevant", "copies the most:", "the least:")),
-        sentence("Hallucination (a wrong claim in no passage)", ("hallucination",), ext("hallucination"),
-                 _sources(columns, name)),
-        sentence("Self-knowledge (a right claim in no passage: from the model's own parameters)", ("self_knowledge",),
-                 ext("self_knowledge")),
-        sentence("Faithfulness (a claim some passage holds; with hallucination and self-knowledge it makes 1)",
-                 ("faithfulness",), ext("faithfulness")),
+        sentence("cl.head.prf", ("precision", "recall", "f1"), ext("precision", "cl.most_precise", "cl.least"),
+                 ext("recall", "cl.most_complete", "cl.least")),
+        sentence("cl.head.retrieval", ("claim_recall", "context_precision"), ext("claim_recall")),
+        sentence("cl.head.utilization", ("context_utilization",), ext("context_utilization", "cl.uses_most", "cl.the_least")),
+        sentence("cl.head.noise", ("noise_sensitivity_in_relevant", "noise_sensitivity_in_irrelevant"),
+                 ext("noise_sensitivity_in_relevant", "cl.copies_most", "cl.the_least")),
+        sentence("cl.head.hallucination", ("hallucination",), ext("hallucination"), _sources(columns, name, t)),
+        sentence("cl.head.self_knowledge", ("self_knowledge",), ext("self_knowledge")),
+        sentence("cl.head.faithfulness", ("faithfulness",), ext("faithfulness")),
     ]
 
 
@@ -162,29 +155,36 @@ def _confidence(columns: Columns) -> float:
     return 0.95
 
 
-def claims_markdown(columns: Columns, name: Name, title: str = "Claim-level diagnostics") -> list[str]:
+def _column(label: str, t: Messages) -> str:
+    """A column's heading: the system, or for a run without systems "all" in the report's language."""
+    return t("cl.column.all") if label == "all" else label
+
+
+def claims_markdown(columns: Columns, name: Name, title: str | None = None, lang: str = "en") -> list[str]:
     """The section as Markdown lines (none without columns); `name` writes a column's label, Markdown-safe."""
     if not columns:
         return []
+    t = messages(lang)
     pct = f"{_confidence(columns):.0%}"
-    lines = [f"## {title}", "", INTRO.format(pct=pct), "",
-             "| metric | " + " | ".join(map(name, columns)) + " |", "|---|" + "---:|" * len(columns)]
-    lines += ["| " + LABELS[m] + " | " + " | ".join(cell(col.get(m)) for col in columns.values()) + " |" for m in CLAIM_METRICS]
-    return lines + [""] + [f"- {s}" for s in claim_sentences(columns, name)]
+    lines = [f"## {title or t('cl.title')}", "", t("cl.intro", pct=pct), "",
+             f"| {t('col.metric')} | " + " | ".join(name(_column(c, t)) for c in columns) + " |", "|---|" + "---:|" * len(columns)]
+    lines += ["| " + t(m) + " | " + " | ".join(cell(col.get(m)) for col in columns.values()) + " |" for m in CLAIM_METRICS]
+    return lines + [""] + [f"- {s}" for s in claim_sentences(columns, name, lang)]
 
 
-def claims_html(columns: Columns) -> str:
+def claims_html(columns: Columns, lang: str = "en") -> str:
     """The section as an HTML card (empty without columns); every text escaped."""
     if not columns:
         return ""
+    t = messages(lang)
     esc = html.escape
     pct = f"{_confidence(columns):.0%}"
-    head = "".join(f'<th scope="col">{esc(label)}</th>' for label in columns)
-    rows = "".join(f'<tr><th scope="row">{esc(LABELS[m])}</th>'
+    head = "".join(f'<th scope="col">{esc(_column(label, t))}</th>' for label in columns)
+    rows = "".join(f'<tr><th scope="row">{esc(t(m))}</th>'
                    + "".join(f"<td>{esc(cell(col.get(m)))}</td>" for col in columns.values()) + "</tr>"
                    for m in CLAIM_METRICS)
-    sentences = "".join(f"<li>{esc(s)}</li>" for s in claim_sentences(columns, str))
-    return (f'<section id="claims" class="card claims"><h2>Claim-level diagnostics</h2>'
-            f'<p class="hint">{esc(INTRO.format(pct=pct))}</p>'
-            f'<div class="scroll"><table class="grid"><thead><tr><th>metric</th>{head}</tr></thead><tbody>{rows}</tbody>'
-            f'</table></div><ul class="claim-notes">{sentences}</ul></section>')
+    sentences = "".join(f"<li>{esc(s)}</li>" for s in claim_sentences(columns, str, lang))
+    return (f'<section id="claims" class="card claims"><h2>{esc(t("cl.title"))}</h2>'
+            f'<p class="hint">{esc(t("cl.intro", pct=pct))}</p>'
+            f'<div class="scroll"><table class="grid"><thead><tr><th>{esc(t("col.metric"))}</th>{head}</tr></thead>'
+            f'<tbody>{rows}</tbody></table></div><ul class="claim-notes">{sentences}</ul></section>')

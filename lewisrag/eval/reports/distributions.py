@@ -11,6 +11,7 @@ import os
 
 from lewisrag.data.io import atomic_path
 from lewisrag.eval import stats
+from lewisrag.eval.reports.i18n import messages, plot_messages
 from lewisrag.eval.results import CLAIMS_PREFIX
 
 SITUATION_A = [1.0] * 95 + [0.0] * 5  # 95 questions fully supported, 5 answers fabricated end to end
@@ -31,7 +32,7 @@ def _num(x) -> str:
     return "-" if x is None else f"{x:.3f}"
 
 
-def distribution_markdown(aggregates: dict, confidence: float = 0.95, title: str = "Question-level distributions") -> str:
+def distribution_markdown(aggregates: dict, confidence: float = 0.95, title: str | None = None, lang: str = "en") -> str:
     """A markdown section from results.json's "aggregates": one row per metric, then not_in_kb.
 
     Only entries shaped like `stats.score_distribution` output are metric rows; the claim diagnostics
@@ -40,42 +41,37 @@ def distribution_markdown(aggregates: dict, confidence: float = 0.95, title: str
     >>> print(distribution_markdown({"faithfulness": stats.score_distribution(SITUATION_A)}).splitlines()[6])
     | faithfulness | 100 | 0 | 0.950 | 1.000 | 5.0% (≤ 9.9%) | 5.0% (≤ 9.9%) |
     """
+    t = messages(lang)
     pct = f"{confidence:.0%}"
-    lines = [
-        f"## {title}", "",
-        "A mean hides how failures are spread: the shares of questions scoring below 1 and below 0.5 tell "
-        f"scattered small slips from whole answers made up. In brackets: the one-sided {pct} upper bound "
-        "(Wilson), the number a threshold like \"≤ 5%\" must be compared with. NaN scores are counted apart, "
-        "never averaged.", "",
-        "| metric | n | NaN | mean | median | share < 1 | share < 0.5 |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-    ]
+    lines = [f"## {title or t('dist.title')}", "", t("dist.intro", pct=pct), "", t("dist.cols"), "|---|---:|---:|---:|---:|---:|---:|"]
     for name, d in aggregates.items():
         if isinstance(d, dict) and "share_below_1" in d and not name.startswith(CLAIMS_PREFIX):
-            lines.append(f"| {name} | {d['n']} | {d.get('nan', 0)} | {_num(d['mean'])} | {_num(d.get('median'))} | "
+            lines.append(f"| {_metric(name, t)} | {d['n']} | {d.get('nan', 0)} | {_num(d['mean'])} | {_num(d.get('median'))} | "
                          f"{_share(d, '1', confidence)} | {_share(d, '0.5', confidence)} |")
     nkb = aggregates.get("not_in_kb")
     if isinstance(nkb, dict) and nkb.get("n"):
-        lines += ["", f"`not_in_kb` questions (asserted apart, never averaged): {nkb.get('refused', 0)} of "
-                      f"{nkb['n']} refused; each must."]
+        lines += ["", t("dist.not_in_kb", refused=nkb.get("refused", 0), n=nkb["n"])]
     return "\n".join(lines) + "\n"
 
 
-def situations_markdown(figure: str | None = None) -> str:
+def _metric(name: str, t) -> str:
+    """A distribution's row label: the aggregate's key (recall_at_k@5 included), in Chinese its name."""
+    base, at, k = name.partition("@")
+    if t.lang != "en" and base == "recall_at_k" and k:
+        return f"recall@{k}"
+    return t.metric(base, spaced=False) + at + k
+
+
+def situations_markdown(figure: str | None = None, lang: str = "en") -> str:
     """The worked example: situations A and B have the same mean and opposite failure shapes."""
+    t = messages(lang)
     a, b = stats.score_distribution(SITUATION_A), stats.score_distribution(SITUATION_B)
     rows = [(name, d) for name, d in (("A: 95 × 1.0 + 5 × 0.0", a), ("B: 100 × 0.95", b))]
-    lines = [
-        "## Same mean, different failures", "",
-        "Situation A: of 100 questions, 95 answers are fully supported and 5 are fabricated end to end. "
-        "Situation B: every one of 100 answers has one unsupported statement in 20. Both average 0.95.", "",
-        "| situation | mean | share < 1 | share < 0.5 |", "|---|---:|---:|---:|",
-    ]
+    lines = [t("sit.h"), "", t("sit.intro"), "", t("sit.cols"), "|---|---:|---:|---:|"]
     lines += [f"| {name} | {d['mean']:.2f} | {d['share_below_1']:.0%} | {d['share_below_0.5']:.0%} |" for name, d in rows]
-    lines += ["", "Which is worse is a product decision; a gate on the mean alone cannot see the difference, "
-                  "so `lewisrag gate` checks both shares, question by question."]
+    lines += ["", t("sit.outro")]
     if figure:
-        lines += ["", f"![Situations A and B]({figure})"]
+        lines += ["", f"![{t('sit.figure')}]({figure})"]
     return "\n".join(lines) + "\n"
 
 
@@ -118,8 +114,8 @@ def situations_figure(path: str | os.PathLike) -> None:
     plt.close(fig)
 
 
-def histogram_figure(aggregates: dict, path: str | os.PathLike) -> None:
-    """One question-level histogram per metric of results.json's aggregates (a PNG at `path`)."""
+def histogram_figure(aggregates: dict, path: str | os.PathLike, lang: str = "en") -> None:
+    """One question-level histogram per metric of results.json's aggregates (a PNG at `path`), labelled in `lang`."""
     import matplotlib  # loads on first use: see situations_figure
 
     matplotlib.use("Agg")
@@ -128,20 +124,22 @@ def histogram_figure(aggregates: dict, path: str | os.PathLike) -> None:
     metrics = {k: d for k, d in aggregates.items() if isinstance(d, dict) and d.get("histogram", {}).get("counts")}
     if not metrics:
         raise ValueError("no metric in the aggregates has a histogram")
-    fig, axes = plt.subplots(1, len(metrics), figsize=(3.2 * len(metrics), 3), squeeze=False)
-    for ax, (name, d) in zip(axes[0], metrics.items()):
-        _histogram(ax, d, "tab:blue")
-        ax.set_title(f"{name}\nn={d['n']}, NaN={d.get('nan', 0)}, mean {_num(d['mean'])}", fontsize=9)
-    fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=100, metadata={"Software": None})
-    plt.close(fig)
+    with plot_messages(lang) as t:
+        fig, axes = plt.subplots(1, len(metrics), figsize=(3.2 * len(metrics), 3), squeeze=False)
+        for ax, (name, d) in zip(axes[0], metrics.items()):
+            _histogram(ax, d, "tab:blue", t("plot.hist_x"), t("plot.hist_y"))
+            ax.set_title(t("plot.hist_title", name=_metric(name, t), n=d["n"], nan=d.get("nan", 0), mean=_num(d["mean"])),
+                         fontsize=9)
+        fig.tight_layout()
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format="png", dpi=100, metadata={"Software": None})
+        plt.close(fig)
 
 
-def _histogram(ax, dist: dict, color: str) -> None:
+def _histogram(ax, dist: dict, color: str, xlabel: str = "question-level score", ylabel: str = "questions") -> None:
     edges, counts = dist["histogram"]["edges"], dist["histogram"]["counts"]
     widths = [hi - lo for lo, hi in zip(edges, edges[1:])]
     ax.bar(edges[:-1], counts, widths, align="edge", color=color, edgecolor="white")
     ax.axvline(dist["mean"], color="black", linestyle="--", linewidth=1)
-    ax.set_xlabel("question-level score")
-    ax.set_ylabel("questions")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)

@@ -10,6 +10,10 @@ are inlined, and the page data is a JSON block whose `<`, `>`, `&`, U+2028 and U
 The heatmap of document posteriors per generated token (RAG-Token runs) is rendered here, in Python,
 with every text escaped, and only shown or hidden by the JS; so is the run's claim-level diagnostics
 table (`reports.claims`).
+
+The page is written in the page data's "lang" (English by default, or Chinese: `<html lang="zh-CN">`).
+Its own text comes from `reports.i18n`: page.html's `{{t:ID}}` placeholders are filled (escaped, unless
+the id ends in `_html`), and what the JS writes travels in the page data as "messages".
 """
 
 from __future__ import annotations
@@ -25,16 +29,18 @@ from pathlib import Path
 from lewisrag.eval.diagnose import CAUSE_ORDER
 from lewisrag.eval.reports.claims import claim_columns, claim_summary, claims_html
 from lewisrag.eval.reports.distributions import histogram_figure
+from lewisrag.eval.reports.i18n import Messages, messages
 
-LAYERS = {  # layer -> (label, metric keys shown for it), in the causal order of diagnose.CAUSE_ORDER
-    "retrieval": ("retrieval", ["recall_at_k", "context_recall"]),
-    "generation_off_topic": ("generation: off-topic", ["on_topic_rate", "answer_relevancy"]),
-    "generation_distorted": ("generation: distorted", ["faithfulness"]),
-    "generation_not_used": ("generation: not used", ["answer_completeness"]),
-    "citation": ("citation", ["citation_recall", "citation_precision"]),
+LAYER_KEYS = {  # layer -> metric keys shown for it, in the causal order of diagnose.CAUSE_ORDER
+    "retrieval": ["recall_at_k", "context_recall"],
+    "generation_off_topic": ["on_topic_rate", "answer_relevancy"],
+    "generation_distorted": ["faithfulness"],
+    "generation_not_used": ["answer_completeness"],
+    "citation": ["citation_recall", "citation_precision"],
 }
+LAYERS = {k: (messages("en").word("layer", k), keys) for k, keys in LAYER_KEYS.items()}  # layer -> (English label, keys)
 _ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
-_PLACEHOLDER = re.compile(r"\{\{(TITLE|CSS|JS|DATA|HEATMAPS|CLAIMS)\}\}")
+_PLACEHOLDER = re.compile(r"\{\{(TITLE|CSS|JS|DATA|HEATMAPS|CLAIMS|LANG)\}\}|\{\{t:([\w.]+)\}\}")
 
 
 def embed_json(data) -> str:
@@ -67,13 +73,14 @@ def check_token_posteriors(tp: Mapping) -> dict:
     return {"tokens": [str(t) for t in tokens], "docs": [str(d) for d in docs], "matrix": [[float(p) for p in r] for r in matrix]}
 
 
-def heatmap_html(tp: Mapping, key: str) -> str:
+def heatmap_html(tp: Mapping, key: str, lang: str = "en") -> str:
     """A table: one row per document, one column per generated token, cell opacity = p(doc | token).
 
     >>> print(heatmap_html({"tokens": ["a<b"], "docs": ["d1"], "matrix": [[1.0]]}, "0/0").count("<td"))
     1
     """
     tp = check_token_posteriors(tp)
+    say = messages(lang)
     esc = html.escape
     head = "".join(f'<th scope="col" class="tok">{esc(t)}</th>' for t in tp["tokens"])
     rows = []
@@ -82,9 +89,8 @@ def heatmap_html(tp: Mapping, key: str) -> str:
             f'<td style="background: rgba(200, 40, 40, {row[k]:.3f}){"; color: #fff" if row[k] > 0.6 else ""}" title="{esc(doc)} · {esc(tok)}: {row[k]:.3f}">{row[k]:.2f}</td>'
             for tok, row in zip(tp["tokens"], tp["matrix"]))
         rows.append(f'<tr><th scope="row">{esc(doc)}</th>{cells}</tr>')
-    return (f'<section class="heatmap card" data-key="{esc(key)}" hidden><h2>Document posteriors per generated token</h2>'
-            '<p class="hint">RAG-Token re-weighs the retrieved documents at every token: each column is '
-            'p(z | x, y<sub>&lt;i</sub>), so darker cells show which document a token leaned on.</p>'
+    return (f'<section class="heatmap card" data-key="{esc(key)}" hidden><h2>{esc(say("html.heatmap.h"))}</h2>'
+            f'<p class="hint">{say("html.heatmap.hint_html")}</p>'
             f'<div class="scroll"><table class="heat"><thead><tr><th></th>{head}</tr></thead><tbody>{"".join(rows)}'
             '</tbody></table></div></section>')
 
@@ -98,14 +104,24 @@ def _asset(name: str, inlined: bool = True) -> str:
 
 def render_report_html(page_data: dict) -> str:
     """The whole page as one HTML string: inline CSS and JS, the page data as escaped JSON, and the
-    claim-level diagnostics of `page_data["claims"]` (columns of `reports.claims`) when it has them."""
-    heatmaps = [heatmap_html(a["token_posteriors"], f"{qi}/{ai}")
+    claim-level diagnostics of `page_data["claims"]` (columns of `reports.claims`) when it has them;
+    its own text in `page_data["lang"]` (English when absent)."""
+    lang = page_data.get("lang", "en")
+    t = messages(lang)
+    heatmaps = [heatmap_html(a["token_posteriors"], f"{qi}/{ai}", lang)
                 for qi, q in enumerate(page_data["questions"]) for ai, a in enumerate(q["answers"]) if a.get("token_posteriors")]
-    parts = {"TITLE": html.escape(page_data.get("title", "lewisrag report")), "CSS": _asset("report.css"),
+    parts = {"TITLE": html.escape(page_data.get("title", t("html.default_title"))), "CSS": _asset("report.css"),
              "JS": _asset("report.js"), "DATA": embed_json(page_data), "HEATMAPS": "\n".join(heatmaps),
-             "CLAIMS": claims_html(page_data.get("claims") or {})}
+             "CLAIMS": claims_html(page_data.get("claims") or {}, lang), "LANG": t.html_lang}
+
+    def fill(m: re.Match) -> str:
+        if m.group(1):
+            return parts[m.group(1)]
+        key = m.group(2)
+        return t(key) if key.endswith("_html") else html.escape(t(key))
+
     # One pass, so text inserted for one placeholder is never scanned for another.
-    return _PLACEHOLDER.sub(lambda m: parts[m.group(1)], _asset("page.html", inlined=False))
+    return _PLACEHOLDER.sub(fill, _asset("page.html", inlined=False))
 
 
 PLOTS = {  # file name -> the aggregates drawn in it (those with at least one score)
@@ -115,8 +131,8 @@ PLOTS = {  # file name -> the aggregates drawn in it (those with at least one sc
 }
 
 
-def plot_run(aggregates: dict, folder) -> list[str]:
-    """The question-level score histograms of a run as PNGs in `folder`; returns the names written.
+def plot_run(aggregates: dict, folder, lang: str = "en") -> list[str]:
+    """The question-level score histograms of a run as PNGs in `folder`, labelled in `lang`; returns the names written.
 
     A plot whose metrics all have no score (say, no reference answers for EM) is not written.
     """
@@ -124,7 +140,7 @@ def plot_run(aggregates: dict, folder) -> list[str]:
     for name, keys in PLOTS.items():
         shown = {k: aggregates[k] for k in keys if (aggregates.get(k) or {}).get("n")}
         if shown:
-            histogram_figure(shown, Path(folder) / name)
+            histogram_figure(shown, Path(folder) / name, lang)
             written.append(name)
     return written
 
@@ -133,46 +149,53 @@ def plot_run(aggregates: dict, folder) -> list[str]:
 # page data from a results.json object
 
 
-def _answer(rec: dict, known: Mapping[str, Mapping], ref_ids: list[str] | None) -> dict:
+def _answer(rec: dict, known: Mapping[str, Mapping], ref_ids: list[str] | None, t: Messages) -> dict:
     for field in ("question", "response", "contexts"):
         if field not in rec:
             raise ValueError(f"results record {rec.get('id')!r} has no {field!r}: rerun the evaluation with this lewisrag version")
     gold = list(rec.get("gold_passage_ids") or [])
     retrieved = {c["id"] for c in rec["contexts"]}
     refs = rec.get("reference_statements") or []
+    system = rec.get("name") or rec.get("system") or "answer"
     answer = {
-        "system": rec.get("name") or rec.get("system") or "answer",
+        "system": system,
         "description": rec.get("description"),
         "expected_primary": rec.get("expected_primary"),
         "response": rec["response"],
         "refused": rec.get("refused", False),
         "statements": [{"text": s["text"], "citations": list(s.get("citations") or []), "supported": s.get("supported"),
-                        "reason": s.get("reason", "")} for s in rec.get("statements", [])],
-        "citation_checks": rec.get("citation_checks", []),
+                        "reason": t.text(s.get("reason", ""))} for s in rec.get("statements", [])],
+        "citation_checks": [{**c, "detail": t.text(c["detail"])} if c.get("detail") else c
+                            for c in rec.get("citation_checks", [])],
         "citation_verdicts": rec.get("citation_verdicts", []),
         "reference_statements": [{"id": (ref_ids[i] if ref_ids and i < len(ref_ids) else f"R{i + 1}"), **r} for i, r in enumerate(refs)],
         "contexts": [{**c, "rank": i + 1, "gold": c["id"] in gold} for i, c in enumerate(rec["contexts"])],
         "missing_gold": [{"id": g, "title": known.get(g, {}).get("title", ""), "text": known.get(g, {}).get("text")}
                          for g in gold if g not in retrieved],
         "metrics": rec.get("metrics", {}),
-        "nan_reasons": rec.get("nan_reasons", {}),
+        "nan_reasons": {k: t.text(v) for k, v in rec.get("nan_reasons", {}).items()},
         "diagnosis": rec.get("diagnosis", {"layers": {}, "primary": None, "consequences": []}),
     }
+    if rec.get("name") and t.word("bh.answer", system) != system:  # a BugHunt preset answer's name, translated
+        answer["label"] = t.word("bh.answer", system)
     for extra in ("granularity", "token_posteriors"):
         if rec.get(extra):
             answer[extra] = check_token_posteriors(rec[extra]) if extra == "token_posteriors" else rec[extra]
     return answer
 
 
-def page_data_from_results(results: dict, passages: Mapping[str, Mapping] | None = None, title: str | None = None) -> dict:
+def page_data_from_results(results: dict, passages: Mapping[str, Mapping] | None = None, title: str | None = None,
+                           lang: str = "en") -> dict:
     """The page data for `render_report_html` from a results.json object of `eval answers` or `eval bughunt`.
 
     `passages` (id -> {"title", "text"}) supplies the texts of gold passages that no answer retrieved;
     passages some answer did retrieve are found in the records themselves. Records of the same
     question id (several systems) become one question with several answers; the BugHunt sample's
     preset answers are the answers of its one question. A record may carry `token_posteriors`
-    ({tokens, docs, matrix}) for the heatmap. The aggregates' claim diagnostics become `claims`.
+    ({tokens, docs, matrix}) for the heatmap. The aggregates' claim diagnostics become `claims`. The page is
+    written in `lang`: its labels, and "messages" for the JS, from `reports.i18n`.
     """
+    t = messages(lang)
     records = results.get("records") or []
     known = {c["id"]: c for r in records for c in r.get("contexts", [])} | dict(passages or {})
     bughunt = results.get("lewisrag", {}).get("kind") == "bughunt"
@@ -181,20 +204,22 @@ def page_data_from_results(results: dict, passages: Mapping[str, Mapping] | None
         ref_ids = list(results.get("reference_statements", {}))
         questions["bughunt"] = {"id": "bughunt", "question": results["question"],
                                 "category": records[0].get("category") if records else None,
-                                "answers": [_answer(r, known, ref_ids) for r in records]}
+                                "answers": [_answer(r, known, ref_ids, t) for r in records]}
     else:
         for r in records:
             q = questions.setdefault(r["id"], {"id": r["id"], "question": r.get("question", r["id"]), "category": r.get("category"), "answers": []})
-            q["answers"].append(_answer(r, known, None))
+            q["answers"].append(_answer(r, known, None, t))
     judge = results.get("judge", {})
     return {
-        "title": title or ("BugHunt sample: judge the statements yourself" if bughunt else "lewisrag evaluation: judge the statements yourself"),
+        "title": title or t("html.title_bughunt" if bughunt else "html.title_eval"),
+        "lang": lang,
         "kind": "bughunt" if bughunt else "eval",
-        "system_label": "preset answer" if bughunt else "system",
+        "system_label": t("html.preset_label" if bughunt else "html.system_label"),
         "judge": {"name": judge.get("name", "?"), "fingerprint": str(judge.get("fingerprint", ""))[:16]},
         "splitter": results.get("splitter", {}),
-        "layers": [{"key": k, "label": LAYERS[k][0], "metrics": LAYERS[k][1]} for k in CAUSE_ORDER],
+        "layers": [{"key": k, "label": t.word("layer", k), "metrics": LAYER_KEYS[k]} for k in CAUSE_ORDER],
         "questions": list(questions.values()),
         "claims": {label: {m: claim_summary(d) for m, d in col.items()}
                    for label, col in claim_columns(results.get("aggregates") or {}).items()},
+        "messages": t.js(),
     }

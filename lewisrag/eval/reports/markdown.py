@@ -3,6 +3,7 @@
 Pure functions from the results.json object to Markdown text; the command writes the file. Text
 from the run (ids, system names, statements, judge names) is escaped on the way in, so an id like
 `<script>` or `*q1*` shows as written and never becomes markup in the file or in a renderer.
+Headings, labels and sentences come from `reports.i18n` in the report's language (`lang`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import re
 from lewisrag.eval.diagnose import LAYERS
 from lewisrag.eval.reports.claims import claim_columns, claims_markdown
 from lewisrag.eval.reports.distributions import distribution_markdown, situations_markdown
+from lewisrag.eval.reports.i18n import ENGLISH, Messages, messages
 
 LAYER_METRICS = (  # (layer, metric keys shown for it)
     ("retrieval", ("recall_at_k", "context_recall")),
@@ -53,43 +55,49 @@ def code(text) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
-def fmt(v) -> str:
-    """A table cell: numbers with 3 decimals, "–" for null, text escaped.
+def fmt(v, t: Messages = ENGLISH) -> str:
+    """A table cell: numbers with 3 decimals, "–" for null, yes/no in `t`'s language, text escaped.
 
-    >>> fmt(1 / 3), fmt(None), fmt({"1": 0.0, "5": 1.0}), fmt("<b>q1</b>")
-    ('0.333', '–', '@1 0.000, @5 1.000', '&lt;b&gt;q1&lt;/b&gt;')
+    >>> fmt(1 / 3), fmt(None), fmt({"1": 0.0, "5": 1.0}), fmt("<b>q1</b>"), fmt(True, messages("zh"))
+    ('0.333', '–', '@1 0.000, @5 1.000', '&lt;b&gt;q1&lt;/b&gt;', '是')
     """
     if isinstance(v, Markdown):
         return v
     if v is None:
         return "–"
     if isinstance(v, bool):
-        return "yes" if v else "no"
+        return t("yes") if v else t("no")
     if isinstance(v, float):
         return f"{v:.3f}"
     if isinstance(v, dict):
-        return ", ".join(f"@{escape(k)} {fmt(x)}" for k, x in v.items())
+        return ", ".join(f"@{escape(k)} {fmt(x, t)}" for k, x in v.items())
     return escape(v)
 
 
-def table(columns: list[str], rows: list[list]) -> list[str]:
+def table(columns: list[str], rows: list[list], t: Messages = ENGLISH) -> list[str]:
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    return lines + ["| " + " | ".join(fmt(c) for c in r) + " |" for r in rows]
+    return lines + ["| " + " | ".join(fmt(c, t) for c in r) + " |" for r in rows]
 
 
-def render_results(results: dict) -> str:
+def _layer(t: Messages, layer: str) -> str:
+    """A layer's column or row name: its key in English (as the report always wrote it), its label in Chinese."""
+    return layer if t.lang == "en" else t.word("layer", layer)
+
+
+def render_results(results: dict, lang: str = "en") -> str:
     """The run's report: header, distributions, claim-level diagnostics, layers, primary causes, citations, refusals."""
+    t = messages(lang)
     judge, agg, recs = results["judge"], results["aggregates"], results["records"]
-    out = ["# lewisrag evaluation", "",
-           f"- judge: {code(judge['name'])} fingerprint {code(judge['fingerprint'][:16])}"
-           + (f", model {code(judge['model'])}" if "model" in judge else ""),
-           f"- splitter: {code(results['splitter']['name'])} version {code(results['splitter']['version'])}",
-           f"- records: {len(recs)} ({agg['not_in_kb']['n']} not_in_kb, asserted apart)", "",
-           distribution_markdown(agg, title="Score distributions (question level)").rstrip("\n"), "",
-           "null = could not be computed (see each record's nan_reasons)."]
-    claims = claims_markdown(claim_columns(agg), escape)
+    out = [t("md.title"), "",
+           t("md.judge", name=code(judge["name"]), fingerprint=code(judge["fingerprint"][:16]))
+           + (t("md.judge_model", model=code(judge["model"])) if "model" in judge else ""),
+           t("md.splitter", name=code(results["splitter"]["name"]), version=code(results["splitter"]["version"])),
+           t("md.records", n=len(recs), nik=agg["not_in_kb"]["n"]), "",
+           distribution_markdown(agg, title=t("dist.title_eval"), lang=lang).rstrip("\n"), "",
+           t("md.null")]
+    claims = claims_markdown(claim_columns(agg), escape, lang=lang)
     out += ["", *claims] if claims else []
-    out += ["", "## Layers per question", "", "Primary cause in **bold**; later failing layers are its consequences.", ""]
+    out += ["", t("md.layers.h"), "", t("md.layers.note"), ""]
     rows = []
     for r in recs:
         if r.get("category") == "not_in_kb":
@@ -97,60 +105,75 @@ def render_results(results: dict) -> str:
         m, d = r["metrics"], r["diagnosis"]
         cells = [r["id"], r.get("system")]
         for layer, keys in LAYER_METRICS:
-            shown = " / ".join(fmt(m.get(k)) for k in keys if k in m and (m.get(k) is not None or len(keys) == 1))
-            verdict = d["layers"][layer]
+            shown = " / ".join(fmt(m.get(k), t) for k in keys if k in m and (m.get(k) is not None or len(keys) == 1))
+            verdict = t.word("verdict", d["layers"][layer])
             cells.append(Markdown(f"**{verdict}** {shown}" if d["primary"] == layer else f"{verdict} {shown}"))
         rows.append(cells)
-    out += table(["id", "system", *LAYERS], rows)
+    out += table(["id", t("col.system"), *(_layer(t, layer) for layer in LAYERS)], rows, t)
     counts = agg.get("primary_cause_counts", {})
-    out += ["", "## Primary causes", ""] + table(["layer", "questions"], [[k, counts.get(k, 0)] for k in (*LAYERS, "none") if counts.get(k)])
-    out += ["", "## Citation rule checks", "",
-            "BAD_ID, MISSING_CITATION and QUOTE_NOT_FOUND are hard gates (must be 0); the rest only approximate support.", ""]
-    out += table(["status", "sentences"], [[k, v] for k, v in agg["citation_status_counts"].items()])
+    out += ["", t("md.causes.h"), ""] + table([t("col.layer"), t("col.questions")],
+                                              [[_layer(t, k), counts.get(k, 0)] for k in (*LAYERS, "none") if counts.get(k)], t)
+    out += ["", t("md.citations.h"), "", t("md.citations.note"), ""]
+    out += table([t("col.status"), t("col.sentences")], [[k, v] for k, v in agg["citation_status_counts"].items()], t)
     nik = agg["not_in_kb"]
-    out += ["", "## not_in_kb questions (must refuse)", "", f"{nik['refused']} of {nik['n']} refused."]
+    out += ["", t("md.nik.h"), "", t("md.nik.count", refused=nik["refused"], n=nik["n"])]
     if nik["not_refused_ids"]:
-        out.append("Did not refuse: " + ", ".join(code(i) for i in nik["not_refused_ids"]))
-    out += ["", "## Unsupported statements", ""]
-    bad = [[r["id"], s["text"], s["reason"]] for r in recs for s in r["statements"] if s["supported"] is False]
-    out += table(["id", "statement", "judge's reason"], bad) if bad else ["None."]
-    out += ["", situations_markdown().rstrip("\n")]
+        out.append(t("md.nik.missed") + t.join((code(i) for i in nik["not_refused_ids"]), "sep.enum"))
+    out += ["", t("md.unsupported.h"), ""]
+    bad = [[r["id"], s["text"], t.text(s["reason"])] for r in recs for s in r["statements"] if s["supported"] is False]
+    out += table(["id", t("col.statement"), t("md.unsupported.reason")], bad, t) if bad else [t("md.none")]
+    out += ["", situations_markdown(lang=lang).rstrip("\n")]
     return "\n".join(out) + "\n"
 
 
-def render_bughunt(result: dict) -> str:
+def render_bughunt(result: dict, lang: str = "en") -> str:
     """The BugHunt walk-through as Markdown: preset answers, granularity, rule checker table."""
-    out = ["# BugHunt sample", "", f"Question: {escape(result['question'])}", "",
-           f"Judge: {code(result['judge']['name'])} (fingerprint {code(result['judge']['fingerprint'][:16])})", ""]
-    out += bughunt_answer_table(result) + ["", "## Faithfulness moves with granularity", ""]
-    out += table(["answer", "split", "statements", "supported", "faithfulness"], granularity_rows(result))
-    t = result["rule_checker"]["table"]
-    out += ["", "## Rule checker vs human citation labels", ""]
-    out += table(list(t), [list(t.values())])
-    out += ["", "| answer | sentence | status | human | outcome |", "|---|---|---|---|---|"]
-    out += ["| " + " | ".join(fmt(r[k]) for k in ("answer", "sentence", "status", "citation_ok", "outcome")) + " |"
+    t = messages(lang)
+    out = [t("bh.title"), "", t("bh.question", question=escape(result["question"])), "",
+           t("bh.judge", name=code(result["judge"]["name"]), fingerprint=code(result["judge"]["fingerprint"][:16])), ""]
+    out += bughunt_answer_table(result, lang) + ["", t("bh.granularity.h"), ""]
+    out += table(granularity_columns(lang), granularity_rows(result, lang), t)
+    counts = result["rule_checker"]["table"]
+    out += ["", t("bh.rules.h"), ""]
+    out += table([t.word("bh.outcome", k) for k in counts], [list(counts.values())], t)
+    out += ["", "| " + " | ".join(t(k) for k in ("col.answer", "bh.col.sentence", "col.status", "bh.col.human", "bh.col.outcome"))
+            + " |", "|---|---|---|---|---|"]
+    out += ["| " + " | ".join(fmt(v, t) for v in (t.word("bh.answer", r["answer"]), r["sentence"], r["status"], r["citation_ok"],
+                                                  t.word("bh.outcome", r["outcome"]))) + " |"
             for r in result["rule_checker"]["rows"]]
     return "\n".join(out) + "\n"
 
 
-BUGHUNT_COLUMNS = ["answer", "faithful", "context recall", "complete", "on-topic", "citation R", "citation P",
-                   "primary cause", "consequences"]
+BUGHUNT_COLUMN_IDS = ("col.answer", "bh.col.faithful", "bh.col.context_recall", "bh.col.complete", "bh.col.on_topic",
+                      "bh.col.citation_r", "bh.col.citation_p", "bh.col.primary", "bh.col.consequences")
+BUGHUNT_COLUMNS = [messages("en")(c) for c in BUGHUNT_COLUMN_IDS]
 
 
-def bughunt_answer_table(result: dict) -> list[str]:
-    return table(BUGHUNT_COLUMNS, bughunt_answer_rows(result))
+def bughunt_columns(lang: str = "en") -> list[str]:
+    return [messages(lang)(c) for c in BUGHUNT_COLUMN_IDS]
 
 
-def bughunt_answer_rows(result: dict) -> list[list]:
+def granularity_columns(lang: str = "en") -> list[str]:
+    t = messages(lang)
+    return [t(c) for c in ("col.answer", "bh.col.split", "bh.col.statements", "bh.col.supported", "page.col.faithfulness")]
+
+
+def bughunt_answer_table(result: dict, lang: str = "en") -> list[str]:
+    return table(bughunt_columns(lang), bughunt_answer_rows(result, lang), messages(lang))
+
+
+def bughunt_answer_rows(result: dict, lang: str = "en") -> list[list]:
+    t = messages(lang)
     rows = []
     for a in result["records"]:
-        m = a["metrics"]
-        rows.append([a["name"], m["faithfulness"], m["context_recall"], m["answer_completeness"], m["on_topic_rate"],
-                     m["citation_recall"], m["citation_precision"], a["diagnosis"]["primary"] or "none",
-                     ", ".join(a["diagnosis"]["consequences"]) or "–"])
+        m, d = a["metrics"], a["diagnosis"]
+        rows.append([t.word("bh.answer", a["name"]), m["faithfulness"], m["context_recall"], m["answer_completeness"],
+                     m["on_topic_rate"], m["citation_recall"], m["citation_precision"], _layer(t, d["primary"] or "none"),
+                     t.join((_layer(t, c) for c in d["consequences"]), "sep.enum") or "–"])
     return rows
 
 
-def granularity_rows(result: dict) -> list[list]:
-    return [[a["name"], level, g["statements"], g["supported"], g["faithfulness"]]
+def granularity_rows(result: dict, lang: str = "en") -> list[list]:
+    t = messages(lang)
+    return [[t.word("bh.answer", a["name"]), t.word("level", level), g["statements"], g["supported"], g["faithfulness"]]
             for a in result["records"] for level, g in a["granularity"].items() if len(a["granularity"]) > 1]

@@ -1,0 +1,208 @@
+"""Reports in English and Chinese (`lewisrag.eval.reports.i18n`): the catalogue is whole, every message the
+page, its script and the reports ask for exists, --lang zh writes Chinese report.md/report.html (with
+`<html lang="zh-CN">` and none of the English headings), English stays the default, and an unknown
+language is one line naming --lang (exit 2)."""
+
+from __future__ import annotations
+
+import doctest
+import json
+import re
+from importlib import resources
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import run_main, write_jsonl
+from lewisrag.cli import app
+from lewisrag.data.io import InputError
+from lewisrag.eval.reports import i18n
+from lewisrag.eval.reports.i18n import LANGS, MESSAGES, check_lang, messages, placeholders
+from test_eval_cli import ANSWERS
+
+# The English headings and labels of the pages and reports: none may be left on a Chinese one.
+ENGLISH_PAGE = ("Judge each statement", "Retrieved passages", "Answer as written", "Reference verdicts and the layers",
+                "Failure chain", "Reference statements", "Citations per sentence", "How the numbers are computed",
+                "Claim-level diagnostics", "your faithfulness", "agreement with the reference",
+                "Reveal reference verdicts and diagnosis", "judge the statements yourself", "Faithfulness moves with granularity",
+                "in the passages", "rule checker", "primary cause", "Primary cause")
+ENGLISH_EVAL_MD = ("# lewisrag evaluation", "## Score distributions", "## Layers per question", "## Primary causes",
+                   "## Citation rule checks", "## not_in_kb questions", "## Unsupported statements", "## Same mean",
+                   "## Claim-level diagnostics", "| metric |", "judge:", "splitter:", "records:", "share < 1",
+                   "generation_distorted", "retrieval |")
+ENGLISH_BUGHUNT_MD = ("# BugHunt sample", "Question:", "Judge:", "| answer |", "faithful", "primary cause", "consequences",
+                      "## Faithfulness moves with granularity", "## Rule checker vs human citation labels", "caught", "passed",
+                      "hallucinated", "| yes |", "| no |")
+
+
+def test_doctests():
+    assert doctest.testmod(i18n).failed == 0
+
+
+def test_every_message_has_both_languages_with_the_same_placeholders():
+    for key, texts in MESSAGES.items():
+        assert len(texts) == len(LANGS), key
+        en, zh = texts
+        assert zh or key == "rep.plots.no_cjk", key  # only the note about a missing CJK font is Chinese-only
+        assert placeholders(en) == placeholders(zh) or key == "rep.plots.no_cjk", key
+        if key.endswith("_html"):
+            continue
+        assert not re.search(r"<[a-zA-Z/!]|&\w+;", en + zh), key  # escaped text: markup belongs in *_html messages
+
+
+def test_the_page_and_its_script_ask_only_for_known_messages():
+    page = resources.files("lewisrag.eval.reports.assets").joinpath("page.html").read_text(encoding="utf-8")
+    script = resources.files("lewisrag.eval.reports.assets").joinpath("report.js").read_text(encoding="utf-8")
+    asked = re.findall(r"\{\{t:([\w.]+)\}\}", page)
+    assert asked and all(k in MESSAGES for k in asked), [k for k in asked if k not in MESSAGES]
+    js = messages("zh").js()
+    called = set(re.findall(r'\bt\("([\w.]+)"[,)]', script)) | {k for a, b in re.findall(r't\(a\.refused \? "(\w+)" : "(\w+)"\)', script)
+                                                           for k in (a, b)}
+    called |= {"card." + m for m in ("faithfulness", "context_recall", "answer_completeness", "citation_recall",
+                                     "citation_precision", "recall_at_k", "on_topic_rate")}
+    assert len(called) > 30 and not called - set(js), called - set(js)
+    assert set(messages("en").js()) <= set(js)
+
+
+def test_an_unknown_language_is_an_input_error_naming_the_flag():
+    assert check_lang("en") == "en"
+    with pytest.raises(InputError, match=r"^--lang: unknown language 'fr': use en or zh$"):
+        check_lang("fr")
+    with pytest.raises(InputError, match="--lang"):
+        messages("de")
+
+
+@pytest.mark.parametrize("args", [["eval", "bughunt"], ["eval", "answers", "--answers", "a.jsonl", "--out", "o"],
+                                  ["compare", "--run", "r"], ["reproduce", "--preset", "tiny", "--out", "o"]])
+def test_cli_unknown_lang_exits_2_before_doing_anything(monkeypatch, capsys, tmp_path, args):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_main(monkeypatch, capsys, *args, "--lang", "fr")
+    assert code == 2 and err.strip().splitlines()[-1] == "error: --lang: unknown language 'fr': use en or zh", err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing written
+
+
+def test_known_run_texts_are_translated_and_others_kept():
+    t = messages("zh")
+    assert t.text("smoke test: numbers are not meaningful") == "冒烟测试：数字没有意义"
+    assert t.text("quote not in the cited documents: '红色'") == "引文不在被引文档里：'红色'"
+    assert t.text("2/3 content tokens in premise (0.67 < 0.75); missing: returns") == "前提里有 2/3 个内容词（0.67 < 0.75）；缺少：returns"
+    assert t.text("something the catalogue does not know") == "something the catalogue does not know"
+    assert messages("en").text("the answer cites nothing") == "the answer cites nothing"
+
+
+def _visible(page: str) -> str:
+    """The page's text a reader sees before its script runs: no style, no script, no tags."""
+    body = re.sub(r"<(style|script)\b.*?</\1>", " ", page, flags=re.DOTALL)
+    return re.sub(r"<[^>]+>", " ", body)
+
+
+@pytest.fixture(scope="module")
+def eval_runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("i18n")
+    src = write_jsonl(root / "answers.jsonl", ANSWERS + [{**a, "system": "b"} for a in ANSWERS])
+    for lang in ("en", "zh"):
+        args = ["eval", "answers", "--answers", str(src), "--judge", "lexical", "--out", str(root / lang)]
+        r = CliRunner().invoke(app, args + (["--lang", lang] if lang != "en" else []))
+        assert r.exit_code == 0, r.output
+    return root
+
+
+def test_eval_answers_in_chinese(eval_runs):
+    md = (eval_runs / "zh" / "report.md").read_text(encoding="utf-8")
+    for heading in ("# lewisrag 评测报告", "## 得分分布（题目级）", "## 陈述级诊断", "## 逐题分层", "## 主因", "## 引用规则核对",
+                    "## 知识库里没有的题目（必须拒答）", "## 没有支持的陈述", "## 平均值相同，失败的样子不同",
+                    "| 指标 | n | NaN | 均值 |", "| 忠实度 |", "| 上下文召回 |", "| id | 系统 | 检索 | 生成：没用上 | 生成：用歪了 |",
+                    "硬门禁", "**失败**", "前提里有"):
+        assert heading in md, heading
+    for english in ENGLISH_EVAL_MD:
+        assert english not in md, english
+    page = (eval_runs / "zh" / "report.html").read_text(encoding="utf-8")
+    assert page.startswith('<!DOCTYPE html>\n<html lang="zh-CN">')
+    visible = _visible(page)
+    for heading in ("逐条判定陈述", "检索到的段落", "参考判定与各层", "失败落在哪一层", "这些数字怎么算", "陈述级诊断", "忠实度", "主因"):
+        assert heading in visible, heading
+    for english in ENGLISH_PAGE:
+        assert english not in visible, english
+    data = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', page, re.DOTALL).group(1))
+    assert data["lang"] == "zh" and data["messages"]["reveal"] == "揭晓参考判定和诊断"
+    assert [layer["label"] for layer in data["layers"]] == ["检索", "生成：答非所问", "生成：用歪了", "生成：没用上", "引用"]
+    assert json.loads((eval_runs / "zh" / "config.json").read_text())["lang"] == "zh"
+    # the numbers are the run's, whatever the language
+    assert json.loads((eval_runs / "zh" / "results.json").read_text())["aggregates"] == \
+        json.loads((eval_runs / "en" / "results.json").read_text())["aggregates"]
+
+
+def test_english_stays_the_default(eval_runs):
+    md = (eval_runs / "en" / "report.md").read_text(encoding="utf-8")
+    for english in ENGLISH_EVAL_MD:
+        assert english in md, english
+    assert not re.search(r"[\u4e00-\u9fff]", md.replace(md[md.index("## Unsupported"):md.index("## Same mean")], ""))
+    page = (eval_runs / "en" / "report.html").read_text(encoding="utf-8")
+    assert page.startswith('<!DOCTYPE html>\n<html lang="en">')
+    for english in ENGLISH_PAGE[:8]:
+        assert english in _visible(page), english
+    assert "lang" not in json.loads((eval_runs / "en" / "config.json").read_text())
+
+
+def test_eval_bughunt_in_chinese(tmp_path):
+    r = CliRunner().invoke(app, ["eval", "bughunt", "--out", str(tmp_path / "bh"), "--lang", "zh"])
+    assert r.exit_code == 0, r.output
+    md = (tmp_path / "bh" / "report.md").read_text(encoding="utf-8")
+    for heading in ("# BugHunt 样例", "问题：登录时密码输错了", "## 忠实度随拆分粒度变化", "## 规则核对器对照人工引用标注",
+                    "| 拦对 | 放对 | 误拦 | 漏放 | 无法核对 |", "| 用上了但歪曲（幻觉） | 拆成原子陈述 | 6 | 1 | 0.167 |",
+                    "| 引用错位 | 1.000 | 1.000 | 1.000 | 1.000 | 0.000 | 0.000 | 引用 | – |"):
+        assert heading in md, heading
+    for english in ENGLISH_BUGHUNT_MD:
+        assert english not in md, english
+    page = (tmp_path / "bh" / "report.html").read_text(encoding="utf-8")
+    assert '<html lang="zh-CN">' in page and "<title>BugHunt 样例：自己来判定每条陈述</title>" in page
+    for english in ENGLISH_PAGE:
+        assert english not in _visible(page), english
+
+
+def test_claim_sentences_in_chinese():
+    from lewisrag.eval.reports.claims import claim_sentences
+
+    col = {f"claims.{m}": {"mean": v, "n": 4} for m, v in (("precision", 0.5), ("recall", 0.25), ("f1", 0.3),
+                                                             ("noise_sensitivity_in_relevant", 0.1),
+                                                             ("noise_sensitivity_in_irrelevant", 0.1), ("hallucination", 0.4))}
+    other = {**col, "claims.hallucination": {"mean": 0.1, "n": 4}}
+    zh = claim_sentences({"a": col, "b": other}, str, "zh")
+    assert zh[0] == "精确率 / 召回率 / F1（回答的陈述中正确的比例；参考陈述中被回答说出的比例）：a 0.500 / 0.250 / 0.300，b 0.500 / 0.250 / 0.300（各列都一样）。"
+    assert zh[4] == ("幻觉（哪篇段落里都没有的错误陈述）：a 0.400，b 0.100（最高：a，最低：b）；错误陈述更多是凭空编出，而不是来自段落："
+                     "a（0.200 对 0.400）；更多来自段落，而不是凭空编出：b（0.200 对 0.100）。"), zh[4]
+    en = claim_sentences({"a": col, "b": other}, str)
+    assert en[4].startswith("Hallucination (a wrong claim in no passage): a 0.400, b 0.100 (highest for a, lowest for b); wrong claims come ")
+
+
+def test_reproduce_report_in_chinese_says_when_plots_keep_english_labels(monkeypatch):
+    from lewisrag.experiments import report
+
+    results = {"config": {"preset": {"name": "tiny", "notes": "smoke test: numbers are not meaningful"}, "seed": 0, "lang": "zh"},
+               "retrieval": {"skipped": "no test question has gold_passage_ids (nq_open has none)"},
+               "skipped": {"dpr": "not trained: the given DPR pair (--question-encoder, --context-encoder) is the retriever"}}
+    text = report.render_report(results)
+    assert text.startswith("# lewisrag reproduce 复现报告 — 预设 `tiny`，随机种子 0\n\n_冒烟测试：数字没有意义_")
+    assert "未测量：没有哪道测试题带 gold_passage_ids（nq_open 没有）。" in text and "- `dpr`：不训练：给定的 DPR 编码器对" in text
+    if i18n.cjk_font() is not None:
+        assert "没有找到中文字体" not in text
+    monkeypatch.setattr(report, "cjk_font", lambda: None)
+    monkeypatch.setattr(i18n, "cjk_font", lambda: None)
+    assert "_没有找到中文字体，图里的标签保留英文" in report.render_report(results)
+    with i18n.plot_messages("zh") as t:
+        assert t.lang == "en"  # English labels rather than boxes
+    assert "没有找到中文字体" not in report.render_report({**results, "config": {**results["config"], "lang": "en"}})
+
+
+def test_chinese_plot_labels_are_drawn_with_a_cjk_font(tmp_path):
+    import warnings
+
+    from lewisrag.eval import stats
+    from lewisrag.eval.reports.distributions import histogram_figure
+
+    if i18n.cjk_font() is None:
+        pytest.skip("no CJK font installed (fonts-wqy-microhei or fonts-noto-cjk): Chinese plots keep English labels")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib warns "Glyph ... missing from font(s)" for a character it draws as a box
+        histogram_figure({"faithfulness": stats.score_distribution([1.0, 0.5, 0.0, 1.0])}, tmp_path / "h.png", "zh")
+    assert (tmp_path / "h.png").read_bytes()[:4] == b"\x89PNG"
