@@ -295,6 +295,37 @@ def test_small_preset_targets(tmp_path):
         assert m["index_a"]["questions_b"] <= 0.05 and m["index_b"]["questions_a"] <= 0.05
 
 
+@pytest.fixture(scope="module")
+def small_tasks(tmp_path_factory):
+    """The small preset with every task (about 28 minutes on 2 cores: the QA demo, then 13 more)."""
+    return reproduce(PRESETS["small"], tmp_path_factory.mktemp("small") / "run", seed=0, tasks=TASKS)
+
+
+@pytest.mark.slow
+def test_small_preset_task_targets(small_tasks):
+    """Jeopardy in the paper's order with paired intervals clear of 0; FEVER's closed book no better
+    than the majority label + 0.05 and its evidence in RAG-Token's top 10 for most claims; the QA
+    targets unchanged."""
+    jp, fv = small_tasks["jeopardy"], small_tasks["fever"]
+    assert jp["rag_token"]["q_bleu1"] > jp["rag_sequence"]["q_bleu1"] > jp["closed_book"]["q_bleu1"]
+    assert jp["differences"]["rag_token_minus_rag_sequence"]["low"] > 0
+    assert jp["differences"]["rag_sequence_minus_closed_book"]["low"] > 0
+    assert fv["closed_book"]["acc3"] <= fv["majority_rate"] + 0.05
+    assert fv["retrieval"]["top10_overlap"] >= 0.8
+    qa = small_tasks["qa"]
+    assert qa["rag_token"]["exact_match"] >= 0.9 and qa["rag_sequence"]["exact_match"] >= 0.9
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="open: the small generator does not learn FEVER in the preset's budget "
+                   "(docs/recipe.md, 'The paper's other tasks')")
+def test_small_preset_fever_accuracy_target(small_tasks):
+    fv = small_tasks["fever"]
+    assert fv["rag_token"]["acc3"] >= 0.85 and fv["rag_sequence"]["acc3"] >= 0.85
+    for v in ("rag_token", "rag_sequence"):
+        assert fv["swap"][v]["index_b"]["labels_b"] >= 0.85
+
+
 def test_threads_auto_counts_idle_cpus_and_a_resumed_run_keeps_its_count(tmp_path):
     from dataclasses import replace
 
