@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
 
-from lewisrag.scoring.text import is_cjk
+from lewisrag.scoring.text import is_cjk, split_cjk
 
 _ARTICLES_RE = re.compile(r"\b(a|an|the)\b")
 _ASCII_PUNCT = frozenset(string.punctuation)
@@ -60,18 +60,7 @@ def answer_tokens(text: str) -> list[str]:
     >>> answer_tokens("HTTP 422 登录失败")
     ['http', '422', '登', '录', '失', '败']
     """
-    tokens: list[str] = []
-    for word in normalize_answer(text).split():
-        run = ""
-        for ch in word:
-            if is_cjk(ch):
-                tokens.extend([run, ch] if run else [ch])
-                run = ""
-            else:
-                run += ch
-        if run:
-            tokens.append(run)
-    return tokens
+    return [piece for word in normalize_answer(text).split() for piece in split_cjk(word)]
 
 
 def _check_answers(answers: Sequence[str], name: str) -> None:

@@ -53,7 +53,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from lewisrag.scoring.qa import _check_answers, bleu_1
-from lewisrag.scoring.text import is_cjk
+from lewisrag.scoring.text import split_cjk
 
 W_NE = 0.6  # named entities
 W_Q = 0.2  # question words
@@ -96,19 +96,6 @@ class Token(NamedTuple):
     starts_sentence: bool
 
 
-def _split_cjk(run: str) -> list[str]:
-    """One piece per CJK character, other letters kept together: "abc登录" -> ["abc", "登", "录"]."""
-    pieces: list[str] = []
-    rest = ""
-    for ch in run:
-        if is_cjk(ch):
-            pieces.extend([rest, ch] if rest else [ch])
-            rest = ""
-        else:
-            rest += ch
-    return pieces + [rest] if rest else pieces
-
-
 def question_tokens(text: str) -> list[Token]:
     """Tokens with their case and whether they open a sentence (first token, or after . ! ? 。).
 
@@ -123,7 +110,7 @@ def question_tokens(text: str) -> list[Token]:
     last_end = 0
     for m in _TOKEN_RE.finditer(text):
         starts = not out or bool(_SENTENCE_END_RE.search(text, last_end, m.start()))
-        for j, piece in enumerate(_split_cjk(m.group())):
+        for j, piece in enumerate(split_cjk(m.group())):
             out.append(Token(piece, piece.lower().replace(",", ""), starts and j == 0))
         last_end = m.end()
     return out
