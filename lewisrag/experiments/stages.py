@@ -156,23 +156,24 @@ def evaluate(run: Path, preset: Preset, on_progress: Progress, test_file: Path |
         predictions[system] = dict(zip([ex.id for ex in short + long], s_pred + l_pred))
     write_json(run / "predictions.json", predictions)
     if short:
-        _write_evidence(run, preset, short[0].question)
+        write_evidence(run / "rag_token", DenseIndex.load(run / "index_a", mmap=True), short[0].question,
+                       preset.rag.max_target_length, run / "evidence.json")
     return {"split": preset.eval_split, "out": {"qa": qa}, "records": records}
 
 
-def _write_evidence(run: Path, preset: Preset, question: str) -> None:
-    """RUN/evidence.json: one test question's per-token document posteriors under RAG-Token (for a plot)."""
-    model, tokenizers = load_trained(run / "rag_token")
-    index = DenseIndex.load(run / "index_a", mmap=True)
-    answer = ask(model, tokenizers, index, question, max_length=preset.rag.max_target_length)
+def write_evidence(model_dir: Path, index, question: str, max_length: int, path: Path) -> None:
+    """`path` (RUN/evidence.json, RUN/jeopardy/evidence.json): one input's greedy output under the
+    RAG-Token model in `model_dir`, with p(z | x, y_<t) per generated token (for a plot: Figure 2)."""
+    model, tokenizers = load_trained(model_dir)
+    answer = ask(model, tokenizers, index, question, max_length=max_length)
     with torch.no_grad():  # the full (T, K) matrix behind ask's per-token argmax
         r = model.retrieve([question], index, tokenizers)
         out = model.generate(r.context_input_ids, r.context_attention_mask, r.doc_scores, num_beams=1,
-                             max_length=preset.rag.max_target_length, return_evidence=True)
+                             max_length=max_length, return_evidence=True)
     seq = out.sequences[0]
     special = set(tokenizers.generator.all_special_ids)
     shown = [t for t in range(len(seq) - 1) if int(seq[t + 1]) not in special]
-    write_json(run / "evidence.json", {
+    write_json(path, {
         "question": question, "answer": answer.answer,
         "passages": [{"rank": p.rank, "id": p.id, "title": p.title, "prior": p.prior} for p in answer.passages],
         "tokens": [tokenizers.generator.decode([int(seq[t + 1])]) for t in shown],

@@ -30,6 +30,7 @@ from lewisrag.data.records import read_passages, read_qa
 from lewisrag.data.tasks import NEI, statement_queries
 from lewisrag.eval.stats.paired import paired_bootstrap
 from lewisrag.experiments.presets import Preset
+from lewisrag.experiments.stages import write_evidence
 from lewisrag.index.dense import DenseBuildConfig, DenseIndex, build_dense_index
 from lewisrag.rag_model.answering import answer_questions
 from lewisrag.scoring.aggregate import mean
@@ -185,26 +186,6 @@ def jeopardy_evaluate(run: Path, preset: Preset, on_progress: Progress) -> dict:
 def _diff(a: list[float], b: list[float]) -> dict:
     r = paired_bootstrap(a, b)
     return {k: r[k] for k in ("mean_diff", "low", "high", "pvalue", "n")}
-
-
-def write_evidence(model_dir: Path, index, question: str, max_length: int, path: Path) -> None:
-    """`path`: one input's greedy output under RAG-Token with p(z | x, y_<t) per generated token (T', K)."""
-    model, tokenizers = load_trained(model_dir)
-    with torch.no_grad():
-        r = model.retrieve([question], index, tokenizers)
-        out = model.generate(r.context_input_ids, r.context_attention_mask, r.doc_scores, num_beams=1, max_length=max_length,
-                             return_evidence=True)
-    seq = out.sequences[0]
-    special = set(tokenizers.generator.all_special_ids)
-    shown = [t for t in range(len(seq) - 1) if int(seq[t + 1]) not in special]
-    prior = torch.softmax(r.doc_scores[0].float(), dim=-1).tolist()
-    write_json(path, {
-        "question": question, "answer": tokenizers.generator.decode(seq, skip_special_tokens=True).strip(),
-        "passages": [{"rank": i + 1, "id": p.id, "title": p.title, "prior": round(prior[i], 6)}
-                     for i, p in enumerate(r.passages[0])],
-        "tokens": [tokenizers.generator.decode([int(seq[t + 1])]) for t in shown],
-        "posterior": [[round(float(x), 6) for x in out.doc_posterior[0][t]] for t in shown],  # (T', K)
-    })
 
 
 # --- FEVER -------------------------------------------------------------------------------------
