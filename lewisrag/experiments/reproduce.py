@@ -39,6 +39,7 @@ from lewisrag import __version__
 from lewisrag.data.io import InputError, read_json, write_json
 from lewisrag.data.outputs import check_out_dir, is_free, mark, replace_dir
 from lewisrag.data.records import read_passages, read_qa
+from lewisrag.data.tasks import statement_queries
 from lewisrag.data.world import build_world, write_world
 from lewisrag.eval.reports.i18n import check_lang
 from lewisrag.eval.results import FORMAT, Producer, QuestionRecord, Results, write_results
@@ -46,7 +47,6 @@ from lewisrag.experiments import stages as S
 from lewisrag.experiments.base import prepare, run_base
 from lewisrag.experiments.presets import Preset
 from lewisrag.experiments.report import write_report
-from lewisrag.experiments.tasks import retriever_stages
 from lewisrag.experiments.tasks import stages as task_stages
 from lewisrag.index import open_retriever, retrieval_recall
 from lewisrag.index.bm25 import build_bm25_index
@@ -194,9 +194,9 @@ def _reproduce(preset: Preset, run: Path, seed: int, resume: bool, threads: int 
         stages[name] = _run_stage(run, name, resume, fn, on_stage)
 
     stage("world", lambda: _world(run, preset, seed))
-    stage("dpr", lambda: _dpr(run, preset, seed, on_progress))
+    stage("dpr", lambda: train_world_dpr(run, preset, seed, on_progress))
     for snap in ("a", "b"):
-        stage(f"index_{snap}", lambda s=snap: _dense(run, preset, s, on_progress))
+        stage(f"index_{snap}", lambda s=snap: world_index(run, preset, s, on_progress))
     stage("bm25_a", lambda: _bm25(run))
     stage("retrieval", lambda: _retrieval(run, preset, on_progress))
     stage("generator", lambda: S.generator(run, preset, seed, on_progress))
@@ -209,11 +209,13 @@ def _reproduce(preset: Preset, run: Path, seed: int, resume: bool, threads: int 
     stage("knowledge_update", lambda: S.knowledge_update(run, preset, on_progress))
     stage("stitched", lambda: S.stitched(run, preset, seed, on_progress))
     stage("compare", lambda: S.compare(run, preset, seed, on_progress, lang))
-    extra = [*retriever_stages(run, preset, seed, on_progress)] if tasks[1:] else []
+    if tasks[1:]:  # the tasks' retriever (experiments.tasks explains why they have their own), then each task
+        stage("tasks_dpr", lambda: train_world_dpr(run, preset, seed, on_progress, out="tasks/dpr", statements=True))
+        for snap in ("a", "b"):
+            stage(f"tasks_index_{snap}", lambda s=snap: world_index(run, preset, s, on_progress, "tasks/dpr", f"tasks/index_{s}"))
     for task in tasks[1:]:
-        extra += task_stages(run, preset, seed, task, resume, on_progress)
-    for name, fn in extra:
-        stage(name, fn)
+        for name, fn in task_stages(run, preset, seed, task, resume, on_progress):
+            stage(name, fn)
 
     return _finish(run, _assemble(config, stages), stages, on_stage)
 
@@ -273,18 +275,25 @@ def _world(run: Path, preset: Preset, seed: int) -> dict:
     return {"dir": "world", "summary": read_json(run / "world" / "world.json")["passages"]}
 
 
-def _dpr(run: Path, preset: Preset, seed: int, on_progress: Progress) -> dict:
+def train_world_dpr(run: Path, preset: Preset, seed: int, on_progress: Progress, out: str = "dpr",
+                    statements: bool = False) -> dict:
+    """RUN/<out>: DPR trained on the world's training questions (and, with `statements`, their
+    reference statements too: the retriever of `--tasks`, experiments.tasks)."""
     cfg = replace(preset.dpr, seed=seed)
     passages, train = read_passages(run / "world" / "passages_a.jsonl"), read_qa(run / "world" / "train.jsonl")
-    meta = train_dpr(cfg, train, passages, run / "dpr", lambda s, loss: on_progress("dpr", s, cfg.steps, f"loss {loss:.3f}"))
-    return {"dir": "dpr", "final_loss": meta["final_loss"], "ctx_fingerprint": meta["ctx_fingerprint"]}
+    queries = train + statement_queries(train) if statements else train
+    meta = train_dpr(cfg, queries, passages, run / out, lambda s, loss: on_progress(out, s, cfg.steps, f"loss {loss:.3f}"))
+    return {"dir": out, "final_loss": meta["final_loss"], "ctx_fingerprint": meta["ctx_fingerprint"]} | (
+        {"n_queries": len(queries)} if statements else {})
 
 
-def _dense(run: Path, preset: Preset, snap: str, on_progress: Progress) -> dict:
+def world_index(run: Path, preset: Preset, snap: str, on_progress: Progress, encoder: str = "dpr", out: str = "") -> dict:
+    """RUN/<out> (default index_<snap>): snapshot `snap`'s passages encoded by RUN/<encoder>'s context encoder."""
+    out = out or f"index_{snap}"
     passages = read_passages(run / "world" / f"passages_{snap}.jsonl")
-    manifest = build_dense_index(passages, run / "dpr", run / f"index_{snap}", DenseBuildConfig(factory=preset.index_factory),
-                                 lambda stage, d, t: on_progress(f"index_{snap} {stage}", d, t, ""))
-    return {"dir": f"index_{snap}", "n_passages": manifest["n_passages"], "content_hash": manifest["content_hash"]}
+    manifest = build_dense_index(passages, run / encoder, run / out, DenseBuildConfig(factory=preset.index_factory),
+                                 lambda stage, d, t: on_progress(f"{out} {stage}", d, t, ""))
+    return {"dir": out, "n_passages": manifest["n_passages"], "content_hash": manifest["content_hash"]}
 
 
 def _bm25(run: Path) -> dict:

@@ -4,10 +4,18 @@ baseline from the same generator and retriever as the QA runs, and evaluated as 
 
     RUN/tasks/dpr, index_a, index_b      the retriever of both tasks: DPR trained on the QA questions and
                                          their reference statements, and its indexes of snapshots A and B
+                                         (reproduce.train_world_dpr, world_index)
     RUN/<task>/rag_token, rag_sequence   train_rag folders (--task jeopardy|fever)
     RUN/<task>/closed_book               the generator fine-tuned on the same examples without retrieval
     RUN/<task>/predictions.json          every system's test outputs
     RUN/jeopardy/evidence.json           one clue's per-token document posterior under RAG-Token (Figure 2)
+
+The tasks have their own retriever because the QA runs' DPR, trained from scratch on a few question
+templates, does not carry over to claims ("The capital of Valdoria is Zerth.") or bare entity names:
+measured on the default world, recall@5 of the FEVER test claims' evidence 0.45 and of the Jeopardy
+entities' passages 0.82. Trained the same way on the same questions plus their reference statements
+(`data.tasks.statement_queries`; no task example) it finds 0.87 and 0.94 (docs/recipe.md). The QA
+runs keep their own DPR, so `--tasks` changes none of their numbers.
 
 results.json gains `jeopardy.<system>.{q_bleu1,bleu1}` with paired bootstrap intervals on the
 differences the paper's ordering asserts, and `fever.<system>.{acc3,acc2}`,
@@ -26,12 +34,12 @@ import torch
 
 from lewisrag.data.io import InputError, write_json
 from lewisrag.data.pretrained import load_generator
-from lewisrag.data.records import read_passages, read_qa
-from lewisrag.data.tasks import NEI, statement_queries
+from lewisrag.data.records import read_qa
+from lewisrag.data.tasks import NEI
 from lewisrag.eval.stats.paired import paired_bootstrap
 from lewisrag.experiments.presets import Preset
 from lewisrag.experiments.stages import write_evidence
-from lewisrag.index.dense import DenseBuildConfig, DenseIndex, build_dense_index
+from lewisrag.index.dense import DenseIndex
 from lewisrag.rag_model.answering import answer_questions
 from lewisrag.scoring.aggregate import mean
 from lewisrag.scoring.qa import bleu_1
@@ -43,7 +51,6 @@ from lewisrag.training.closed_book import (
     closed_book_label_log_probs,
     train_closed_book,
 )
-from lewisrag.training.dpr import train_dpr
 from lewisrag.training.rag import train_rag
 from lewisrag.training.tasks import fever_accuracy, rag_label_log_probs
 
@@ -67,44 +74,9 @@ def parse_tasks(text: str) -> tuple[str, ...]:
     return tuple(t for t in TASKS if t in asked)
 
 
-def retriever_stages(run: Path, preset: Preset, seed: int, on_progress: Progress) -> list[tuple[str, Callable]]:
-    """(stage name, function) of the tasks' retriever: its DPR, then its indexes of snapshots A and B.
-
-    The QA runs' DPR learnt from questions only, and a retriever trained from scratch on a few
-    question templates does not carry over to claims ("The capital of Valdoria is Zerth.") or bare
-    entity names: measured on the default world, recall@5 of the FEVER test claims' evidence 0.45
-    and of the Jeopardy entities' passages 0.82. Trained the same way on the same questions plus
-    their reference statements (`data.tasks.statement_queries`; no task example), it finds 0.87
-    and 0.94 (docs/recipe.md). The QA runs keep their own DPR, so `--tasks` changes none of their numbers.
-    """
-    out = [("tasks_dpr", lambda: train_retriever(run, preset, seed, on_progress))]
-    for snap in ("a", "b"):
-        out.append((f"tasks_index_{snap}", lambda s=snap: build_index(run, preset, s, on_progress)))
-    return out
-
-
-def train_retriever(run: Path, preset: Preset, seed: int, on_progress: Progress) -> dict:
-    world = run / "world"
-    train = read_qa(world / "train.jsonl")
-    queries = train + statement_queries(train)
-    cfg = replace(preset.dpr, seed=seed)
-    meta = train_dpr(cfg, queries, read_passages(world / "passages_a.jsonl"), run / "tasks" / "dpr",
-                     lambda s, loss: on_progress("tasks dpr", s, cfg.steps, f"loss {loss:.3f}"))
-    return {"dir": "tasks/dpr", "n_queries": len(queries), "final_loss": meta["final_loss"],
-            "ctx_fingerprint": meta["ctx_fingerprint"]}
-
-
-def build_index(run: Path, preset: Preset, snap: str, on_progress: Progress) -> dict:
-    passages = read_passages(run / "world" / f"passages_{snap}.jsonl")
-    manifest = build_dense_index(passages, run / "tasks" / "dpr", run / "tasks" / f"index_{snap}",
-                                 DenseBuildConfig(factory=preset.index_factory),
-                                 lambda stage, d, t: on_progress(f"tasks index_{snap} {stage}", d, t, ""))
-    return {"dir": f"tasks/index_{snap}", "n_passages": manifest["n_passages"]}
-
-
 def stages(run: Path, preset: Preset, seed: int, task: str, resume: bool, on_progress: Progress) -> list[tuple[str, Callable]]:
     """(stage name, function) for one task, in order: both RAG variants, closed book, evaluation
-    (after `retriever_stages`)."""
+    (after the tasks' retriever stages, `reproduce`)."""
     out = [(f"{task}_rag_{v}", lambda v=v: train(run, preset, seed, task, v, resume, on_progress)) for v in ("token", "sequence")]
     out.append((f"{task}_closed_book", lambda: train_closed(run, preset, seed, task, on_progress)))
     evaluate = jeopardy_evaluate if task == "jeopardy" else fever_evaluate
