@@ -46,6 +46,7 @@ def answers(
     embedder: Path = typer.Option(None, "--embedder", help="Local sentence-embedding model dir for answer relevancy (needs an llm judge)."),
     export: str = typer.Option(None, "--export", help=EXPORT_HELP),
     claims: bool = typer.Option(True, "--claims/--no-claims", help=CLAIMS_HELP),
+    claim_extractor: str = typer.Option("splitter", "--claim-extractor", help="Claims of records without response_claims/reference_claims: splitter (the --splitter's statements, the reference's sentences) or llm (the llm judge extracts RAGChecker-style triplet claims, cached)."),
     as_json: bool = typer.Option(False, "--json", help="Print the aggregates as JSON instead of tables."),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
     lang: str = typer.Option("en", "--lang", help=LANG_HELP + " The tables printed here stay in English."),
@@ -78,10 +79,11 @@ def answers(
     if splitter == "atomic" and not hasattr(the_judge, "decompose"):
         raise InputError("--splitter", "the atomic splitter needs an llm judge")
     embed = metrics.load_embedder(str(embedder)) if embedder else None
-    cfg = EvalConfig(splitter=splitter, ks=tuple(sorted(set(k))), thresholds=Thresholds(), claims=claims)
+    cfg = EvalConfig(splitter=splitter, ks=tuple(sorted(set(k))), thresholds=Thresholds(), claims=claims, claim_extractor=claim_extractor)
     config = {"command": "eval answers", "file": str(file), "judge": judge, "splitter": splitter, "ks": list(cfg.ks),
               "concurrency": concurrency, "embedder": str(embedder) if embedder else None,
-              "thresholds": cfg.thresholds.__dict__, "claims": claims, "judge_fingerprint": the_judge.fingerprint}
+              "thresholds": cfg.thresholds.__dict__, "claims": claims, "claim_extractor": claim_extractor,
+              "judge_fingerprint": the_judge.fingerprint}
     if lang != "en":
         config["lang"] = lang
     with _ui.progress() as p:

@@ -65,6 +65,11 @@ context whose place in a metric's count is unknown is left out of numerator and 
 
 These are one answer's numbers. RAGChecker's printed figures are the mean over answers x 100,
 rounded to one decimal; averaging, and skipping NaN, are the caller's.
+
+Three-way labels. The metrics read the binary verdict only (entailed or not), as RAGChecker does.
+Where the judge also tells neutral from contradiction (`Verdict.label`), `claim_checks` keeps each
+check's label beside its verdict and `contradictions` counts the response claims the reference, or
+some context, contradicts: a wrong claim that the evidence says is false, not merely unsupported.
 """
 
 from __future__ import annotations
@@ -82,6 +87,12 @@ METRICS = (
 )
 
 Label = bool | None  # entailed, not entailed, or unknown (the judge could not decide)
+
+# The metrics that read the reference claims, directly or through which contexts are relevant: when
+# the reference claims could not be made (a failed extraction), these are unknown, not computed
+# from an empty list (context_precision would read 0 and every context as irrelevant).
+REFERENCE_CLAIM_METRICS = ("recall", "f1", "claim_recall", "context_precision", "context_utilization",
+                           "noise_sensitivity_in_relevant", "noise_sensitivity_in_irrelevant")
 
 
 @dataclass(frozen=True)
@@ -157,22 +168,78 @@ def claim_pairs(response_claims: Sequence[str], reference_claims: Sequence[str],
 def judge_claims(response_claims: Sequence[str], reference_claims: Sequence[str], response: str, reference: str,
                  contexts: Sequence[str], judge) -> ClaimLabels:
     """Every (premise, claim) check RAGChecker needs, in one batched judge call; nothing asked twice."""
-    verdict = _judge_once(judge, claim_pairs(response_claims, reference_claims, response, reference, contexts))
+    verdicts = claim_verdicts(response_claims, reference_claims, response, reference, contexts, judge)
+    return labels_from_verdicts(verdicts, response_claims, reference_claims, response, reference, contexts)
+
+
+def claim_verdicts(response_claims: Sequence[str], reference_claims: Sequence[str], response: str,
+                   reference: str | None, contexts: Sequence[str], judge) -> dict:
+    """{(premise, claim): Verdict} for every pair of `claim_pairs`, in one judge call, each pair once."""
+    pairs = list(dict.fromkeys(claim_pairs(response_claims, reference_claims, response, reference, contexts)))
+    verdicts = judge.judge(pairs) if pairs else []
+    if len(verdicts) != len(pairs):
+        raise ValueError(f"judge returned {len(verdicts)} verdicts for {len(pairs)} pairs")
+    return dict(zip(pairs, verdicts))
+
+
+def labels_from_verdicts(verdicts: dict, response_claims: Sequence[str], reference_claims: Sequence[str],
+                         response: str, reference: str | None, contexts: Sequence[str]) -> ClaimLabels:
+    """The binary labels the metrics read; with no reference (None) correctness is unknown."""
     return ClaimLabels(
-        response_correct=[verdict[reference, c] for c in response_claims],
-        reference_covered=[verdict[response, c] for c in reference_claims],
-        response_in_chunks=[[verdict[ctx, c] for ctx in contexts] for c in response_claims],
-        reference_in_chunks=[[verdict[ctx, c] for ctx in contexts] for c in reference_claims],
+        response_correct=[None if reference is None else verdicts[reference, c].supported for c in response_claims],
+        reference_covered=[verdicts[response, c].supported for c in reference_claims],
+        response_in_chunks=[[verdicts[ctx, c].supported for ctx in contexts] for c in response_claims],
+        reference_in_chunks=[[verdicts[ctx, c].supported for ctx in contexts] for c in reference_claims],
         n_contexts=len(contexts),
     )
 
 
-def _judge_once(judge, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], Label]:
-    unique = list(dict.fromkeys(pairs))
-    verdicts = judge.judge(unique) if unique else []
-    if len(verdicts) != len(unique):
-        raise ValueError(f"judge returned {len(verdicts)} verdicts for {len(unique)} pairs")
-    return {pair: v.supported for pair, v in zip(unique, verdicts)}
+def claim_checks(verdicts: dict, response_claims: Sequence[str], reference_claims: Sequence[str], response: str,
+                 reference: str | None, contexts: Sequence[str]) -> dict:
+    """Each claim's checks as written to results.json: the verdict (true, false or null: undecided or,
+    for correctness without a reference, not asked) and the three-way label (null where the judge gives none).
+
+        {"response":  [{"correct", "correct_label", "in_contexts": [...], "in_contexts_labels": [...]}, ...],
+         "reference": [{"covered", "covered_label", "in_contexts": [...], "in_contexts_labels": [...]}, ...]}
+
+    >>> from lewisrag.eval.judges import Verdict
+    >>> v = {("ref", "a"): Verdict(False, "", "contradiction"), ("c1", "a"): Verdict(True, "", "entailment")}
+    >>> claim_checks(v, ["a"], [], "resp", "ref", ["c1"])["response"]
+    [{'correct': False, 'correct_label': 'contradiction', 'in_contexts': [True], 'in_contexts_labels': ['entailment']}]
+    """
+    def row(key: str, premise: str | None, claim: str) -> dict:
+        first = verdicts[premise, claim] if premise is not None else None
+        in_ctx = [verdicts[ctx, claim] for ctx in contexts]
+        return {key: first.supported if first else None, f"{key}_label": first.label if first else None,
+                "in_contexts": [v.supported for v in in_ctx], "in_contexts_labels": [v.label for v in in_ctx]}
+
+    return {"response": [row("correct", reference, c) for c in response_claims],
+            "reference": [row("covered", response, c) for c in reference_claims]}
+
+
+def contradictions(checks: dict) -> dict | None:
+    """How many response claims the evidence contradicts, from `claim_checks`' three-way labels; None
+    when no check has a label (a judge that cannot tell neutral from contradiction).
+
+        by_reference       response claims whose check against the reference is labelled contradiction
+        labelled           response claims whose check against the reference has a label
+        by_reference_rate  by_reference / labelled (null when nothing is labelled)
+        by_a_context       response claims some retrieved context contradicts
+
+    >>> contradictions({"response": [{"correct_label": "contradiction", "in_contexts_labels": ["neutral"]},
+    ...                              {"correct_label": "neutral", "in_contexts_labels": ["contradiction"]}], "reference": []})
+    {'by_reference': 1, 'labelled': 2, 'by_reference_rate': 0.5, 'by_a_context': 1}
+    """
+    rows = checks["response"]
+    every = [r["correct_label"] for r in rows] + [lab for r in rows for lab in r["in_contexts_labels"]]
+    every += [lab for r in checks["reference"] for lab in [r["covered_label"], *r["in_contexts_labels"]]]
+    if all(lab is None for lab in every):
+        return None
+    labelled = sum(r["correct_label"] is not None for r in rows)
+    by_reference = sum(r["correct_label"] == "contradiction" for r in rows)
+    return {"by_reference": by_reference, "labelled": labelled,
+            "by_reference_rate": by_reference / labelled if labelled else None,
+            "by_a_context": sum("contradiction" in r["in_contexts_labels"] for r in rows)}
 
 
 def diagnostics_from_labels(labels: ClaimLabels) -> dict:

@@ -9,8 +9,16 @@ claim-level diagnostics (`lewisrag.eval.claims`, on by default) add their checks
 each response claim against the reference, each reference claim against the answer, and every claim
 against each context on its own. Claims are the record's `response_claims` / `reference_claims`
 when given, else the run's statements of the answer and the reference statements the other metrics
-use. They are scored as `claims.<metric>`; without a reference (no `reference`, reference
-statements or claims) only `claims.faithfulness` is computed, the rest are null with a reason.
+use, or, with `EvalConfig.claim_extractor = "llm"`, the LLM judge's RAGChecker-style claims of the
+answer and of the reference text (`reference_statements`, when given, stay the reference claims).
+A failed extraction leaves the metrics that need those claims null with the reason. They are scored
+as `claims.<metric>`; without a reference (no `reference`, reference statements or claims) only
+`claims.faithfulness` is computed, the rest are null with a reason.
+
+Each verdict's three-way label (`Verdict.label`; null where the judge gives none) is written beside
+it: `statements[].label`, `reference_statements[].in_contexts_label` / `in_answer_label`, and per
+claim check under `claims.checks`; `claims.contradictions` counts contradicted claims when any
+check has a label (`lewisrag.eval.claims.contradictions`).
 
 `not_in_kb` records are judged on refusal alone: their metrics are null with a reason, and they
 enter no mean. Everything NaN is written as null with its reason under "nan_reasons".
@@ -24,6 +32,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
+from lewisrag.data.io import InputError
 from lewisrag.eval import citations, claims, metrics, stats
 from lewisrag.eval.bughunt import answer_records, human_labels, rule_checker_rows, rule_checker_table
 from lewisrag.eval.diagnose import Thresholds, diagnose, is_refusal
@@ -51,6 +60,7 @@ class EvalConfig:
     relevancy_questions: int = 3  # questions generated back per answer (needs an embedder and an LLM judge)
     chunk: int = 64  # records whose first-level pairs go to the judge in one call
     claims: bool = True  # RAGChecker's claim-level diagnostics (claims.<metric>): one check per claim and context more
+    claim_extractor: str = "splitter"  # claims of records without them: "splitter" (the statements) or "llm" (extract_claims)
 
 
 class _Memo:
@@ -81,6 +91,7 @@ class _Claims:
     reference: str | None  # the premise of "correct": the reference answer, else its claims joined; None: no reference
     contexts: list[str]
     source: dict  # {"response": ..., "reference": ...}: the record's field or the splitter that made the claims
+    failed: dict = field(default_factory=dict)  # {"response" | "reference": why those claims could not be made}
 
 
 @dataclass
@@ -106,25 +117,43 @@ def _prepare(rec: AnswerRecord, judge, cfg: EvalConfig) -> _Prepared:
     refs = list(rec.reference_statements) or ([s.text for s in split_sentences(rec.reference)] if rec.reference else [])
     p = _Prepared(rec, statements, sentences, refs, is_refusal(rec.response), reasons)
     if cfg.claims and rec.category != "not_in_kb":
-        p.claims = _claim_inputs(p, cfg.splitter)
+        p.claims = _claim_inputs(p, cfg, judge)
     return p
 
 
-def _claim_inputs(p: _Prepared, splitter: str) -> _Claims:
-    """The record's claims where it gives them, else the answer's statements and the reference statements."""
-    rec = p.rec
-    response_claims = list(rec.response_claims) if rec.response_claims is not None else [s.text for s in p.statements]
-    reference_claims = list(rec.reference_claims) if rec.reference_claims is not None else p.references
-    if rec.reference_claims is not None:
-        ref_source = "reference_claims"
-    elif rec.reference_statements:
-        ref_source = "reference_statements"
+def _claim_inputs(p: _Prepared, cfg: EvalConfig, judge) -> _Claims:
+    """The record's claims where it gives them, else the answer's statements and the reference
+    statements, or the LLM judge's extracted claims (`cfg.claim_extractor == "llm"`)."""
+    rec, failed = p.rec, {}
+    llm = cfg.claim_extractor == "llm"
+
+    def extract(side: str, text: str) -> list[str]:
+        try:  # one extraction call per text, cached like every judge call
+            return judge.extract_claims(text, rec.question or "")
+        except JudgeError as e:  # a failed request is a reason, not a crash, and never silently no claims
+            failed[side] = f"claim extraction failed: {e}"
+            return []
+
+    if rec.response_claims is not None:
+        response_claims, response_source = list(rec.response_claims), "response_claims"
+    elif llm:
+        response_claims, response_source = extract("response", strip_citations(rec.response)), "llm"
     else:
+        response_claims, response_source = [s.text for s in p.statements], cfg.splitter
+        if "faithfulness" in p.nan_reasons:  # the atomic splitter's error
+            failed["response"] = p.nan_reasons["faithfulness"]
+    if rec.reference_claims is not None:
+        reference_claims, ref_source = list(rec.reference_claims), "reference_claims"
+    elif rec.reference_statements:
+        reference_claims, ref_source = p.references, "reference_statements"
+    elif llm and rec.reference:
+        reference_claims, ref_source = extract("reference", rec.reference), "llm"
+    else:
+        reference_claims = p.references
         ref_source = SPLITTER_NAME if rec.reference else None  # reference statements are always sentence-split
     reference = rec.reference or ("\n".join(reference_claims) if reference_claims else None)
     return _Claims(response_claims, reference_claims, strip_citations(rec.response), reference,
-                   [c.text for c in rec.contexts],
-                   {"response": "response_claims" if rec.response_claims is not None else splitter, "reference": ref_source})
+                   [c.text for c in rec.contexts], {"response": response_source, "reference": ref_source}, failed)
 
 
 def _claim_pairs(c: _Claims) -> list[tuple[str, str]]:
@@ -132,27 +161,36 @@ def _claim_pairs(c: _Claims) -> list[tuple[str, str]]:
     return claims.claim_pairs(c.response_claims, c.reference_claims, c.response, c.reference, c.contexts)
 
 
-def _claim_scores(c: _Claims, judge, statements_failed: str | None) -> tuple[dict, dict, int]:
-    """({claims.<metric>: score}, {claims.<metric>: why NaN}, undecided labels) of one answer.
+def _claim_scores(c: _Claims, judge) -> tuple[dict, dict, dict]:
+    """({claims.<metric>: score}, {claims.<metric>: why NaN}, the `claims` detail of results.json) of one answer.
 
     Without a reference nothing can be called right or wrong, so only faithfulness (claims in a
-    context) is computed; `statements_failed` (the atomic splitter's error) explains empty claims."""
-    if c.reference is not None:
-        d = claims.claim_diagnostics(c.response_claims, c.reference_claims, c.response, c.reference, c.contexts, judge)
-    else:
-        verdicts = iter(judge.judge(_claim_pairs(c)))
-        in_chunks = [[next(verdicts).supported for _ in c.contexts] for _ in c.response_claims]
-        d = claims.diagnostics_from_labels(claims.ClaimLabels(
-            [None] * len(c.response_claims), [], in_chunks, [], n_contexts=len(c.contexts)))
-        d["undecided"] = sum(v is None for row in in_chunks for v in row)  # not the correctness nobody asked
+    context) is computed. Claims that could not be made (`c.failed`: a failed decomposition or
+    extraction) explain the metrics left without them."""
+    verdicts = claims.claim_verdicts(c.response_claims, c.reference_claims, c.response, c.reference, c.contexts, judge)
+    labels = claims.labels_from_verdicts(verdicts, c.response_claims, c.reference_claims, c.response, c.reference, c.contexts)
+    d = claims.diagnostics_from_labels(labels)
+    if c.reference is None:
+        d["undecided"] = sum(v is None for row in labels.response_in_chunks for v in row)  # not the correctness nobody asked
         for m in claims.METRICS:
             if m != "faithfulness":
                 d[m], d["undefined"][m] = math.nan, NO_REFERENCE_REASON
     reasons = dict(d["undefined"])
-    if statements_failed and not c.response_claims:
-        reasons = {m: statements_failed if why == "no response claims" else why for m, why in reasons.items()}
+    if c.failed.get("response") and not c.response_claims:
+        reasons = {m: c.failed["response"] if why == "no response claims" else why for m, why in reasons.items()}
+    if c.failed.get("reference") and c.reference is not None:
+        for m in claims.REFERENCE_CLAIM_METRICS:  # not computed from an empty list: unknown
+            d[m], reasons[m] = math.nan, c.failed["reference"]
+    checks = claims.claim_checks(verdicts, c.response_claims, c.reference_claims, c.response, c.reference, c.contexts)
+    detail = {"response": c.response_claims, "reference": c.reference_claims, "source": c.source,
+              "undecided": d["undecided"], "checks": checks}
+    if c.failed:
+        detail["failed"] = dict(c.failed)
+    contradicted = claims.contradictions(checks)
+    if contradicted is not None:
+        detail["contradictions"] = contradicted
     return ({CLAIMS_PREFIX + m: d[m] for m in claims.METRICS}, {CLAIMS_PREFIX + m: why for m, why in reasons.items()},
-            d["undecided"])
+            detail)
 
 
 def _first_pairs(p: _Prepared) -> list[tuple[str, str]]:
@@ -186,20 +224,22 @@ def _record(p: _Prepared, judge, cfg: EvalConfig, embed) -> dict:
            "citation_verdicts": []}
     if rec.category == "not_in_kb":
         reasons.update(dict.fromkeys(m, NOT_IN_KB_REASON))
-        out["statements"] = [{"text": s.text, "citations": list(s.citations), "supported": None, "reason": "not judged"} for s in p.statements]
+        out["statements"] = [{"text": s.text, "citations": list(s.citations), "supported": None, "reason": "not judged",
+                              "label": None} for s in p.statements]
         out["diagnosis"] = diagnose(m, rec.category, p.refused, cfg.thresholds)
         return out
     premise = metrics.join_contexts([c.text for c in rec.contexts])
     faith = metrics.count_support(premise, [s.text for s in p.statements], judge)
     _scored("faithfulness", faith, "statements in the answer", m, reasons)
-    out["statements"] = [{"text": s.text, "citations": list(s.citations), "supported": v.supported, "reason": v.reason}
-                         for s, v in zip(p.statements, faith.verdicts)]
+    out["statements"] = [{"text": s.text, "citations": list(s.citations), "supported": v.supported, "reason": v.reason,
+                          "label": v.label} for s, v in zip(p.statements, faith.verdicts)]
     in_contexts = metrics.count_support(premise, p.references, judge)
     _scored("context_recall", in_contexts, "reference statements", m, reasons)
     # the premise is the answer without its [n] markers: they are pointers, not content
     in_answer = metrics.count_support(strip_citations(rec.response), p.references, judge)
     _scored("answer_completeness", in_answer, "reference statements", m, reasons)
-    out["reference_statements"] = [{"text": r, "in_contexts": a.supported, "in_answer": b.supported}
+    out["reference_statements"] = [{"text": r, "in_contexts": a.supported, "in_answer": b.supported,
+                                    "in_contexts_label": a.label, "in_answer_label": b.label}
                                    for r, a, b in zip(p.references, in_contexts.verdicts, in_answer.verdicts)]
     _relevancy(rec, judge, cfg, embed, m, reasons)
     reasons["on_topic_rate"] = "needs per-statement on-topic labels (not part of the answer format)"
@@ -227,12 +267,9 @@ def _record(p: _Prepared, judge, cfg: EvalConfig, embed) -> dict:
         for k in ("exact_match", "f1", "rougeL"):
             reasons[k] = "no reference answer"
     if p.claims:
-        failed = p.nan_reasons.get("faithfulness") if rec.response_claims is None else None  # the splitter's error
-        scores, why, undecided = _claim_scores(p.claims, judge, failed)
+        scores, why, out["claims"] = _claim_scores(p.claims, judge)
         m.update(scores)
         reasons.update(why)
-        out["claims"] = {"response": p.claims.response_claims, "reference": p.claims.reference_claims,
-                         "source": p.claims.source, "undecided": undecided}
     out["diagnosis"] = diagnose(m, rec.category, p.refused, cfg.thresholds, k=max(cfg.ks))
     return out
 
@@ -258,6 +295,10 @@ def evaluate_answers(records: Sequence[AnswerRecord], judge, cfg: EvalConfig = E
         raise ValueError(f"splitter must be 'sentences' or 'atomic', got {cfg.splitter!r}")
     if cfg.splitter == "atomic" and not hasattr(judge, "decompose"):
         raise ValueError(f"the atomic splitter needs a judge with decompose() (llm), not '{judge.name}'")
+    if cfg.claim_extractor not in ("splitter", "llm"):
+        raise InputError("--claim-extractor", f"unknown claim extractor '{cfg.claim_extractor}': use splitter or llm")
+    if cfg.claims and cfg.claim_extractor == "llm" and not hasattr(judge, "extract_claims"):
+        raise InputError("--claim-extractor", f"claim extraction by llm needs an llm judge (--judge llm:MODEL), not '{judge.name}'")
     memo, out = _Memo(judge), []
     # Per-answer requests (decompose, questions, citation follow-ups) run side by side; an LLM
     # judge's own semaphore still bounds what is in flight.
@@ -271,7 +312,7 @@ def evaluate_answers(records: Sequence[AnswerRecord], judge, cfg: EvalConfig = E
     splitter = {"name": SPLITTER_NAME, "version": SPLITTER_VERSION} if cfg.splitter == "sentences" else {
         "name": "atomic", "version": getattr(judge, "fingerprint", "")}
     config = config if config is not None else {"splitter": cfg.splitter, "ks": list(cfg.ks), "thresholds": asdict(cfg.thresholds),
-                                                "claims": cfg.claims}
+                                                "claims": cfg.claims, "claim_extractor": cfg.claim_extractor}
     return Results(Producer.here("eval"), config, [QuestionRecord.of(r) for r in out], judge_info(judge), splitter,
                    aggregate(out))
 

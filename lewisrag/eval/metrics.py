@@ -235,8 +235,8 @@ def citation_quality(statements: list[tuple[str, list[str]]], docs: dict[str, st
 
 def citation_quality_detail(statements: list[tuple[str, list[str]]], docs: dict[str, str], judge,
                             convention: str = "lewisrag") -> dict:
-    """citation_quality plus, per statement, `supported` (the recall verdict), `irrelevant` ids and a
-    `reason`; "lewisrag" adds `undecided_citations` (left out of precision), "alce" adds `read` (the
+    """citation_quality plus, per statement, `supported` (the recall verdict), its three-way `label`
+    (null where the judge gives none or nothing was asked), `irrelevant` ids and a `reason`; "lewisrag" adds `undecided_citations` (left out of precision), "alce" adds `read` (the
     ids ALCE judged: the first three, none when it rejected the statement unjudged) and `undecided`
     (verdicts the judge could not give, read as "not entailed").
 
@@ -285,7 +285,7 @@ def _lewisrag_detail(statements: list[tuple[str, list[str]]], docs: dict[str, st
                 decided += 1
                 irrelevant.append(x)
         per_statement.append({"supported": joint[i].supported, "irrelevant": irrelevant,
-                              "undecided_citations": undecided, "reason": joint[i].reason})
+                              "undecided_citations": undecided, "reason": joint[i].reason, "label": joint[i].label})
     return {"recall": share(joint), "precision": precise / decided if decided else NAN, "statements": per_statement}
 
 
@@ -338,7 +338,8 @@ def _alce_detail(statements: list[tuple[str, list[str]]], docs: dict[str, str], 
         precise += len(ref) - len(irrelevant) if supported else 0  # an unsupported statement's citations are all wrong
         asked = [verdict] + [d[(i, j)] for d in (alone, rest) for j in range(len(ref)) if (i, j) in d]
         per_statement.append({"supported": supported, "read": ref, "irrelevant": irrelevant,
-                              "undecided": sum(v.supported is None for v in asked), "reason": verdict.reason})
+                              "undecided": sum(v.supported is None for v in asked), "reason": verdict.reason,
+                              "label": verdict.label})
     return {"recall": entailed / len(statements), "precision": precise / cited if cited else 0.0,
             "statements": per_statement}
 

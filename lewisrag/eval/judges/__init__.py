@@ -4,13 +4,15 @@ One small protocol, batched: a judge has a `name`, a `fingerprint` (sha256 over 
 parameters and prompt version, stamped on every score it makes) and
 `judge(pairs: list[(premise, hypothesis)]) -> list[Verdict]`. A judge that cannot decide returns
 `Verdict(None, reason)`; metrics turn that into "left out and counted", never into a silent False.
+Where a judge tells three ways, `Verdict.label` is "entailment", "neutral" or "contradiction" (NLI
+with three classes, the LLM judge, human labels with a `label` field); metrics read `supported` only.
 
     function.py  FunctionJudge(fn)            fn(premise, hypothesis) -> bool, for tests and custom rules
     lexical.py   LexicalJudge()               deterministic token-support baseline
     nli.py       NLIJudge.from_pretrained(p)  any transformers sequence-classification checkpoint with an entailment label
     llm.py       LLMJudge(base_url, model)    an OpenAI-compatible chat-completions endpoint
-    labels.py    LabelJudge.from_file(p)      human labels {"id", "premise", "hypothesis", "supported"}
-    base.py      Verdict, digest (the one hashing rule for fingerprints and cache keys), DiskCache
+    labels.py    LabelJudge.from_file(p)      human labels {"id", "premise", "hypothesis", "supported", "label"?}
+    base.py      Verdict, LABELS, parse_label, digest (the one hashing rule for fingerprints and cache keys), DiskCache
 
 `from_spec("lexical" | "nli:PATH" | "llm:MODEL" | "labels:FILE")` builds one from a CLI string.
 """
@@ -20,16 +22,16 @@ from __future__ import annotations
 import os
 
 from lewisrag.data.io import InputError
-from lewisrag.eval.judges.base import DEFAULT_CACHE_DIR, DiskCache, Verdict, digest
+from lewisrag.eval.judges.base import DEFAULT_CACHE_DIR, LABELS, DiskCache, Verdict, digest, parse_label
 from lewisrag.eval.judges.function import FunctionJudge
 from lewisrag.eval.judges.labels import Label, LabelJudge, read_labels
 from lewisrag.eval.judges.lexical import LexicalJudge, content_tokens
 from lewisrag.eval.judges.llm import JudgeError, LLMJudge
-from lewisrag.eval.judges.nli import NLIJudge, entailment_index
+from lewisrag.eval.judges.nli import NLIJudge, entailment_index, three_way_labels
 
-__all__ = ["DEFAULT_CACHE_DIR", "DiskCache", "FunctionJudge", "JudgeError", "LLMJudge", "Label", "LabelJudge",
+__all__ = ["DEFAULT_CACHE_DIR", "LABELS", "DiskCache", "FunctionJudge", "JudgeError", "LLMJudge", "Label", "LabelJudge",
            "LexicalJudge", "NLIJudge", "Verdict", "content_tokens", "digest", "entailment_index", "from_spec",
-           "read_labels"]
+           "parse_label", "read_labels", "three_way_labels"]
 
 
 def from_spec(spec: str, *, cache_dir: str | os.PathLike | None = None, concurrency: int = 4, base_url: str | None = None):

@@ -3,6 +3,11 @@
 A judge has a `name`, a `fingerprint` (`digest` over its class, model, parameters and prompt
 version, stamped on every score it makes) and `judge(pairs: list[(premise, hypothesis)]) ->
 list[Verdict]`. A judge that cannot decide returns `Verdict(None, reason)`.
+
+A verdict is binary (`supported`: what every metric reads) and, where the judge can tell, also
+three-way (`label`: "entailment", "neutral" or "contradiction", NLI's classes and RAGChecker's
+checker labels). The two always agree: supported iff the label is entailment; a judge that cannot
+tell the three apart (lexical, two-class NLI models, binary human labels) leaves `label` None.
 """
 
 from __future__ import annotations
@@ -18,10 +23,55 @@ from pathlib import Path
 DEFAULT_CACHE_DIR = Path("~/.cache/lewisrag/judge")
 
 
+LABELS = ("entailment", "neutral", "contradiction")  # the three-way labels, in NLI's usual order
+
+
 @dataclass(frozen=True)
 class Verdict:
+    """A judge's answer for one (premise, hypothesis) pair.
+
+    >>> Verdict(False, "the evidence says 500", "contradiction")
+    Verdict(supported=False, reason='the evidence says 500', label='contradiction')
+    >>> Verdict(True, "stated")  # no three-way label: shown as before labels existed
+    Verdict(supported=True, reason='stated')
+    >>> Verdict(True, "", "neutral")
+    Traceback (most recent call last):
+    ...
+    ValueError: label 'neutral' disagrees with supported=True (supported iff the label is entailment)
+    """
+
     supported: bool | None  # None: the judge could not decide (malformed reply, timeout, unknown pair)
     reason: str = ""  # why; shown per statement in results.json
+    label: str | None = None  # one of LABELS where the judge tells three ways; None where it cannot (or did not decide)
+
+    def __post_init__(self):
+        if self.label is None:
+            return
+        if self.label not in LABELS:
+            raise ValueError(f"label must be one of {', '.join(LABELS)} or None, got {self.label!r}")
+        if self.supported is not (self.label == "entailment"):
+            raise ValueError(f"label {self.label!r} disagrees with supported={self.supported!r} "
+                             "(supported iff the label is entailment)")
+
+    def __repr__(self) -> str:  # label only when there is one, so two-way verdicts read as they always did
+        more = "" if self.label is None else f", label={self.label!r}"
+        return f"Verdict(supported={self.supported!r}, reason={self.reason!r}{more})"
+
+
+def parse_label(value) -> str | None:
+    """A three-way label from a judge's or a human's spelling, or None if it is none of them.
+
+    >>> [parse_label(x) for x in ("Entailment", " contradiction.", "NEUTRAL", "entailed", "maybe", 1)]
+    ['entailment', 'contradiction', 'neutral', 'entailment', None, None]
+    """
+    if not isinstance(value, str):
+        return None
+    word = value.strip().strip(".!\"'`").lower()
+    if word.startswith("entail"):  # entailment, entailed, entails
+        return "entailment"
+    if word.startswith("contradict"):  # contradiction, contradicted, contradicts
+        return "contradiction"
+    return "neutral" if word == "neutral" else None
 
 
 def digest(*parts) -> str:

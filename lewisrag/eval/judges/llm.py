@@ -1,20 +1,30 @@
 """`LLMJudge`: support verdicts from an OpenAI-compatible chat-completions endpoint.
 
-Statements that share a premise go out together in one request asking for
-`{"verdicts": [{"id": 1, "supported": true, "reason": "..."}]}`, so the faithfulness of one answer
-costs one call (ragas makes two). Requests run on a thread pool of `max_workers`, a semaphore holds
+Statements that share a premise go out together in one request asking for `{"verdicts": [{"id": 1,
+"label": "entailment", "reason": "..."}]}` (entailment, neutral or contradiction, RAGChecker's
+checker labels; supported iff entailment), so the faithfulness of one answer costs one call (ragas
+makes two). A verdict that gives only `"supported": true|false` keeps that binary verdict with no
+label; an unknown label, or a label and a `supported` that disagree, is a malformed verdict
+(undecided, with the reason). Requests run on a thread pool of `max_workers`, a semaphore holds
 every request in flight to that bound, transient faults (resets, timeouts, 429, 5xx, malformed
 bodies) are retried with bounded exponential backoff and jitter (all of which
 `lewisrag.chat_client.ChatClient` does), and `usage` token counts are summed into a cost estimate. A
 request that fails for good becomes Verdict(None, reason) or a JudgeError, never a crash.
 
-Decided verdicts are cached on disk under sha256(judge name, model, params, prompt version,
-premise, hypothesis); undecided ones are not, so the next run asks again. The API key is sent in
-the Authorization header only: it is in no cache key, fingerprint, reason or result. Whatever the
-endpoint says is scrubbed of it (and of any Authorization/Bearer credential) twice: by the client
-on the reply's content, error bodies and exception messages, and here on every string decoded from
-the content's JSON, since JSON can spell the key with \\u escapes. Cache hits are scrubbed too, for
-caches written before scrubbing existed.
+`extract_claims` asks for RAGChecker-style claims (RefChecker's triplet extraction: the text read as
+(subject, predicate, object) triplets, each written back as one short sentence), for the claim-level
+diagnostics when records carry no claims (`--claim-extractor llm`).
+
+Decided verdicts are cached on disk under sha256(judge name, model, params, prompt version, premise,
+hypothesis), with their three-way label (null when the reply gave none); undecided ones are not, so
+the next run asks again. Verdicts cached under an earlier prompt version have other keys and are
+never read; a cached entry without a "label" reads as unlabelled, one whose label is unknown or
+disagrees with its binary verdict as a miss. Claims are cached once their reply parses. The API key
+is sent in the Authorization header only: it is in no cache key, fingerprint, reason or result.
+Whatever the endpoint says is scrubbed of it (and of any Authorization/Bearer credential) twice: by
+the client on the reply's content, error bodies and exception messages, and here on every string
+decoded from the content's JSON, since JSON can spell the key with \\u escapes. Cache hits are
+scrubbed too, for caches written before scrubbing existed.
 """
 
 from __future__ import annotations
@@ -27,15 +37,30 @@ from concurrent.futures import ThreadPoolExecutor
 
 from lewisrag.chat_client import ChatClient, ChatError
 from lewisrag.data.io import InputError
-from lewisrag.eval.judges.base import DEFAULT_CACHE_DIR, DiskCache, Verdict, digest
+from lewisrag.eval.judges.base import DEFAULT_CACHE_DIR, LABELS, DiskCache, Verdict, digest, parse_label
 
-PROMPT_VERSION = "lewisrag-judge-1"  # bump whenever a prompt below changes: it changes scores
+# Bump whenever a prompt below or the cached layout changes: it changes scores and cache keys.
+# 2: three-way labels (entailment / neutral / contradiction) and claim extraction.
+PROMPT_VERSION = "lewisrag-judge-2"
 
 SYSTEM_JUDGE = (
-    "You check statements against evidence. A statement is supported only if the evidence alone "
-    "states or directly implies it; contradicted or unmentioned statements are not supported. "
-    'Reply with JSON only: {"verdicts": [{"id": <statement id>, "supported": true|false, '
+    "You check statements against evidence, using the evidence alone and not your own knowledge. "
+    'Label each statement "entailment" if the evidence states it or directly implies it, '
+    '"contradiction" if the evidence states or directly implies that it is false, and "neutral" '
+    "otherwise (the evidence does not say, or says only part of it). "
+    'Reply with JSON only: {"verdicts": [{"id": <statement id>, "label": "entailment"|"neutral"|"contradiction", '
     '"reason": "<one short sentence>"}]}, one verdict per statement.'
+)
+SYSTEM_CLAIMS = (
+    "Extract the claims a text makes, so that each can be checked on its own. First read the text as "
+    "a knowledge graph of (subject, predicate, object) triplets, one fact each, none repeating another "
+    "or restating it in reverse. Then write each triplet as one short self-contained sentence in the "
+    "text's language: resolve pronouns, and keep the conditions, numbers and dates the fact needs "
+    '("the API returned 422 on a wrong password", not "the API returned 422"). Opinions, questions, '
+    "hedges and refusals are not claims: a text without claims gives an empty list. This is "
+    "extraction, not checking: keep a claim whether or not it is true. The question, when given, "
+    "only tells what the text is about. Reply with JSON only: "
+    '{"claims": [{"triplet": ["<subject>", "<predicate>", "<object>"], "claim": "<sentence>"}]}.'
 )
 SYSTEM_DECOMPOSE = (
     "Split the text into short atomic statements, each one self-contained fact, keeping its "
@@ -60,8 +85,10 @@ def _strip_fences(text: str) -> str:
 def parse_verdicts(content: str, n: int) -> list[Verdict]:
     """Verdicts for ids 1..n from a reply; anything missing or malformed becomes Verdict(None, why).
 
-    >>> parse_verdicts('{"verdicts": [{"id": 1, "supported": true, "reason": "stated"}]}', 2)
-    [Verdict(supported=True, reason='stated'), Verdict(supported=None, reason='no verdict for statement 2 in the reply')]
+    >>> parse_verdicts('{"verdicts": [{"id": 1, "label": "Contradiction", "reason": "it says 500"}]}', 2)
+    [Verdict(supported=False, reason='it says 500', label='contradiction'), Verdict(supported=None, reason='no verdict for statement 2 in the reply')]
+    >>> parse_verdicts('{"verdicts": [{"id": 1, "supported": true, "reason": "stated"}]}', 1)  # no label: binary only
+    [Verdict(supported=True, reason='stated')]
     >>> parse_verdicts("yes", 1)[0].reason
     'malformed reply: not JSON'
     """
@@ -76,13 +103,53 @@ def parse_verdicts(content: str, n: int) -> list[Verdict]:
     for item in items:
         if not isinstance(item, dict) or str(item.get("id")).strip() not in {str(i) for i in range(1, n + 1)}:
             continue
-        sup, reason = item.get("supported"), str(item.get("reason", ""))
-        found[int(str(item["id"]).strip())] = Verdict(sup, reason) if isinstance(sup, bool) else Verdict(None, f"malformed verdict: supported={sup!r}")
+        found[int(str(item["id"]).strip())] = _verdict(item)
     return [found.get(i, Verdict(None, f"no verdict for statement {i} in the reply")) for i in range(1, n + 1)]
 
 
+def _verdict(item: dict) -> Verdict:
+    """One reply item: the label decides; `supported` alone gives a binary verdict; both must agree."""
+    raw, sup, reason = item.get("label"), item.get("supported"), str(item.get("reason", ""))
+    if raw is None:
+        if isinstance(sup, bool):
+            return Verdict(sup, reason)
+        return Verdict(None, f"malformed verdict: no label, supported={sup!r}")
+    label = parse_label(raw)
+    if label is None:
+        return Verdict(None, f"malformed verdict: label={raw!r} (expected one of {', '.join(LABELS)})")
+    if isinstance(sup, bool) and sup is not (label == "entailment"):
+        return Verdict(None, f"malformed verdict: label={label!r} but supported={sup!r}")
+    return Verdict(label == "entailment", reason, label)
+
+
+def parse_claims(data) -> list[str]:
+    """The claims of an extraction reply (decoded JSON): each item's "claim" sentence, else its
+    "triplet" joined with spaces (as RefChecker renders a triplet), else a plain string; blanks and
+    repeats dropped. Raises JudgeError on anything else (an empty list is a text without claims).
+
+    >>> parse_claims({"claims": [{"triplet": ["login", "returns", "422"], "claim": "Login returns 422."},
+    ...                          {"triplet": ["account", "locks for", "15 minutes"]}, "Login returns 422."]})
+    ['Login returns 422.', 'account locks for 15 minutes']
+    """
+    items = data.get("claims") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        raise JudgeError("malformed reply: no 'claims' list")
+    out = []
+    for i, item in enumerate(items, start=1):
+        if isinstance(item, dict):
+            claim, triplet = item.get("claim"), item.get("triplet")
+            if isinstance(claim, str) and claim.strip():
+                item = claim
+            elif isinstance(triplet, list) and len(triplet) == 3 and all(isinstance(t, str) and t.strip() for t in triplet):
+                item = " ".join(t.strip() for t in triplet)
+        if not isinstance(item, str):
+            raise JudgeError(f"malformed reply: claim {i} has neither a 'claim' sentence nor a 'triplet' of three strings")
+        out.append(item.strip())
+    return list(dict.fromkeys(c for c in out if c))
+
+
 class LLMJudge:
-    """Judge, decompose and generate questions through `POST {base_url}/chat/completions`."""
+    """Judge, decompose, extract claims and generate questions through `POST {base_url}/chat/completions`."""
 
     name = "llm"
     prompt_version = PROMPT_VERSION
@@ -154,9 +221,9 @@ class LLMJudge:
         out: list[Verdict | None] = [None] * len(pairs)
         todo: dict[str, list[int]] = {}  # premise -> positions still to judge
         for i, (premise, hypothesis) in enumerate(pairs):
-            hit = self.cache.get(self._key_for("judge", premise, hypothesis))
+            hit = self._cached_verdict(self.cache.get(self._key_for("judge", premise, hypothesis)))
             if hit is not None:
-                out[i] = Verdict(hit["supported"], self.client.scrub(hit["reason"]))
+                out[i] = hit
                 self._count(cache_hits=1)
             else:
                 todo.setdefault(premise, []).append(i)
@@ -167,7 +234,8 @@ class LLMJudge:
                 for i, v in zip(idx, verdicts):
                     out[i] = v
                     if v.supported is not None:
-                        self.cache.put(self._key_for("judge", premise, pairs[i][1]), {"supported": v.supported, "reason": v.reason})
+                        self.cache.put(self._key_for("judge", premise, pairs[i][1]),
+                                       {"supported": v.supported, "reason": v.reason, "label": v.label})
         return out  # type: ignore[return-value]
 
     def decompose(self, text: str) -> list[str]:
@@ -186,7 +254,22 @@ class LLMJudge:
             raise JudgeError("malformed reply: expected 'questions' (list) and 'noncommittal' (bool)")
         return qs[:n], bool(nc)
 
+    def extract_claims(self, text: str, question: str = "") -> list[str]:
+        """RAGChecker-style claims of `text` (triplets written as short sentences; `parse_claims`),
+        the question telling what it answers; raises JudgeError on failure. Cached once it parses."""
+        user = (f"Question:\n{question}\n\n" if question.strip() else "") + f"Text:\n{text}"
+        return parse_claims(self._ask_json("claims", SYSTEM_CLAIMS, user, "", check=parse_claims))
+
     # -- internals --------------------------------------------------------------------------
+
+    def _cached_verdict(self, hit) -> Verdict | None:
+        """A cached verdict, or None (a miss) when the entry is absent or does not read as one."""
+        if not isinstance(hit, dict) or not isinstance(hit.get("supported"), bool):
+            return None
+        label = hit.get("label")  # absent: an entry without labels reads as unlabelled, never guessed
+        if label is not None and (label not in LABELS or hit["supported"] is not (label == "entailment")):
+            return None
+        return Verdict(hit["supported"], self.client.scrub(str(hit.get("reason", ""))), label)
 
     def _key_for(self, task: str, a: str, b: str) -> str:
         return digest(self.name, self.model, self.params, PROMPT_VERSION, task, a, b)
@@ -202,9 +285,11 @@ class LLMJudge:
             content = self._chat(SYSTEM_JUDGE, user)
         except JudgeError as e:
             return [Verdict(None, str(e))] * len(hypotheses)
-        return [Verdict(v.supported, self.client.scrub(v.reason)) for v in parse_verdicts(content, len(hypotheses))]
+        return [Verdict(v.supported, self.client.scrub(v.reason), v.label) for v in parse_verdicts(content, len(hypotheses))]
 
-    def _ask_json(self, task: str, system: str, user: str, extra: str) -> dict:
+    def _ask_json(self, task: str, system: str, user: str, extra: str, check=None) -> dict:
+        """The reply's JSON object, from the cache or the endpoint; `check(data)` (raising JudgeError)
+        runs before a reply is cached, so a malformed one is asked again next time."""
         key = self._key_for(task, user, extra)
         hit = self.cache.get(key)
         if hit is not None:
@@ -216,6 +301,8 @@ class LLMJudge:
             raise JudgeError("malformed reply: not JSON") from None
         if not isinstance(data, dict):
             raise JudgeError("malformed reply: not a JSON object")
+        if check is not None:
+            check(data)
         self.cache.put(key, data)
         return data
 
