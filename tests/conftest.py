@@ -95,3 +95,29 @@ class Counting:
 
         self.calls.append(list(pairs))
         return [v if isinstance(v, Verdict) else Verdict(v) for v in (self.rule(p, h) for p, h in pairs)]
+
+
+@contextlib.contextmanager
+def local_server(handler, quiet_errors: bool = False, deadline: float | None = None):
+    """A threaded HTTP server on a free local port running `handler` (a BaseHTTPRequestHandler
+    class); yields its OpenAI-style base URL ("http://127.0.0.1:PORT/v1"). `quiet_errors`: a reset
+    socket is not printed; `deadline`: seconds after which it stops by itself (a hung test)."""
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd.daemon_threads = True
+    if quiet_errors:
+        httpd.handle_error = lambda request, address: None
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    stop = threading.Timer(deadline, httpd.shutdown) if deadline else None
+    if stop:
+        stop.daemon = True
+        stop.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    finally:
+        if stop:
+            stop.cancel()
+        httpd.shutdown()
+        httpd.server_close()

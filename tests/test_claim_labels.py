@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 import math
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from types import SimpleNamespace
 
 import pytest
 from typer.testing import CliRunner
 
-from conftest import run_main, write_jsonl
+from conftest import local_server, run_main, write_jsonl
 from lewisrag.cli import app
 from lewisrag.data.io import InputError
 from lewisrag.eval import claims
@@ -187,14 +187,9 @@ def stub():
         def log_message(self, *args):
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    state.url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    yield state
-    httpd.shutdown()
-    httpd.server_close()
+    with local_server(Handler) as url:
+        state.url = url
+        yield state
 
 
 def _llm(stub, tmp_path) -> LLMJudge:

@@ -15,12 +15,13 @@ import struct
 import threading
 import time
 import urllib.error
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
 from lewisrag import chat_client as chat
+from conftest import local_server
 from lewisrag.chat_client import ChatClient, ChatError, backoff_delay, scrub
 from lewisrag.eval.judges import Verdict
 from lewisrag.eval.judges.llm import JudgeError, LLMJudge
@@ -134,19 +135,10 @@ def server():
         def log_message(self, *args):
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    httpd.handle_error = lambda request, address: None  # a reset socket is the point, not news
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    stop = threading.Timer(120.0, httpd.shutdown)  # stops by itself if a test hangs
-    stop.daemon = True
-    stop.start()
-    state.url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    yield state
-    stop.cancel()
-    httpd.shutdown()
-    httpd.server_close()
+    # a reset socket is the point, not news; stops by itself if a test hangs
+    with local_server(Handler, quiet_errors=True, deadline=120.0) as url:
+        state.url = url
+        yield state
 
 
 def _judge(server, tmp_path: Path, **kw) -> LLMJudge:

@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
 from lewisrag.data.io import InputError
+from conftest import local_server
 from lewisrag.eval import judges
 from lewisrag.eval.judges import FunctionJudge, LabelJudge, LexicalJudge, NLIJudge, Verdict
 from lewisrag.eval.judges.llm import JudgeError, LLMJudge
@@ -186,14 +187,9 @@ def server():
         def log_message(self, *args):
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    state.url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    yield state
-    httpd.shutdown()
-    httpd.server_close()
+    with local_server(Handler) as url:
+        state.url = url
+        yield state
 
 
 def _judge(server, tmp_path, **kw) -> LLMJudge:

@@ -13,11 +13,11 @@ import re
 import threading
 import time
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
-from conftest import run_main
+from conftest import local_server, run_main
 from test_compare import run_dir  # noqa: F401  (the tiny reproduce-like run: world, DPR, index A, both Lewis models)
 from typer.testing import CliRunner
 
@@ -105,14 +105,9 @@ def stub(run_dir):  # noqa: F811
         def log_message(self, *args):
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    state.url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    yield state
-    httpd.shutdown()
-    httpd.server_close()
+    with local_server(Handler) as url:
+        state.url = url
+        yield state
 
 
 def compare(run: Path, out: Path, url: str, cache: Path, *extra: str):
