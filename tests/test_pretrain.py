@@ -96,6 +96,56 @@ def test_tiny_preset_end_to_end_and_deterministic(tmp_path):
     assert other["weights_sha256"] != recipe["weights_sha256"]
 
 
+def test_preset_keeps_its_budget_unless_one_is_given():
+    assert P.preset("small").steps == 6000 and P.preset("small", steps=None, minutes=None).steps == 6000
+    assert P.preset("small", minutes=2.0).steps is None and P.preset("small", minutes=2.0, steps=None).minutes == 2.0
+    assert P.preset("small", steps=7).minutes is None and P.preset("small", lang="zh").lang == "zh"
+    with pytest.raises(ValueError, match="lang"):
+        P.preset("small", lang="fr")
+
+
+def test_chinese_tokenizer_reads_every_world_character_as_one_piece_and_answers_as_in_their_passage():
+    """The Chinese vocabulary (pretrain_data.CJK_CHAR): every character of a world's passages,
+    questions and answers is one piece, and an answer's pieces are a run of its gold passage's
+    pieces, so the generator can copy what it reads."""
+    from lewisrag.data.world import build_world
+    from lewisrag.rag_model.model import RagSettings, generator_input
+
+    cfg = P.preset("tiny", lang="zh", tokenizer_docs=400)
+    tok = D.train_generator_tokenizer(P._tokenizer_corpus(cfg), 4000, "zh")
+    w = build_world(seed=3, entities=60, lang="zh")
+    texts = [p.title + p.text for p in w.passages_a + w.passages_b]
+    texts += [q.question + "".join(q.answers) for qs in w.questions.values() for q in qs]
+    chars = {ch for t in texts for ch in t if D.re.fullmatch(D.CJK_CHAR, ch)}
+    assert len(chars) > 300 and all(len(tok(ch).input_ids) == 3 for ch in chars)  # <s> piece </s>
+    by_id = {p.id: p for p in w.passages_a}
+    for q in [q for q in w.questions["test"] if q.kind == "short"]:
+        gold = by_id[q.gold_passage_ids[0]]
+        read = tok(generator_input(gold.title, gold.text, q.question, RagSettings())).input_ids
+        ans = tok(q.answers[0]).input_ids[1:-1]
+        assert any(read[i:i + len(ans)] == ans for i in range(len(read))), q.answers[0]
+    assert tok.decode(tok(texts[0]).input_ids, skip_special_tokens=True) == texts[0]
+
+
+def test_chinese_fresh_names_hold_the_look_alike_characters():
+    """Look-alike names are world-only; fresh names draw their characters too (lang_zh.FRESH_SYLLABLES),
+    so pretraining reads every character a world's names hold."""
+    from lewisrag.data import lang_zh
+    from lewisrag.data.world import fresh_entities
+
+    names = "".join(e.name for e in fresh_entities(random.Random(0), 3000, "zh"))
+    look_alike = set("".join(lang_zh.SIMILAR.values())) - set(lang_zh.SYLLABLES)
+    assert look_alike and look_alike <= set(names)
+
+
+def test_chinese_tiny_pretraining_measures_the_chinese_world(tmp_path):
+    recipe = P.pretrain(P.preset("tiny", steps=2, lang="zh"), tmp_path / "zh")
+    assert recipe["config"]["lang"] == "zh" and recipe["final"]["n"] > 0
+    assert "other" not in recipe["final"]["by_attribute"]  # every Chinese question's attribute was read off its template
+    _, tokenizer = P.load_generator(tmp_path / "zh")
+    assert len(tokenizer("卡温拉斯").input_ids) == 6
+
+
 def test_damaged_weights_are_refused(tmp_path):
     P.pretrain(P.preset("tiny", steps=1), tmp_path / "g")
     weights = tmp_path / "g" / P.WEIGHTS

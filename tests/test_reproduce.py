@@ -1,6 +1,6 @@
 """`lewisrag reproduce`: the tiny preset end to end (every results key, resume, determinism, the
-report), the BM25 adapter, the closed-book labels, the base preset's offline check; the small
-preset (slow)."""
+report), the same in Chinese (`--lang zh`), the BM25 adapter, the closed-book labels, the base
+preset's offline check; the small preset in both languages (slow)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,12 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
 from conftest import run_cli
+from lewisrag.data.io import InputError
 from lewisrag.eval.results import CLAIM_METRICS
 from lewisrag.experiments.presets import PRESETS
 from lewisrag.experiments.reproduce import check_hub_assets, reproduce
@@ -259,6 +261,65 @@ def test_the_shipped_generator_is_verified_and_copied(tiny_run, tmp_path, monkey
         stages.generator(tmp_path / "run2", preset, 0, lambda *a: None)
 
 
+def test_a_shipped_generator_of_another_language_is_refused(tiny_run, tmp_path, monkeypatch):
+    from lewisrag.data.io import InputError
+    from lewisrag.experiments import stages
+
+    out, _ = tiny_run
+    shutil.copytree(out / "generator", tmp_path / "shipped" / "g-zh")  # pretrained on English text
+    monkeypatch.setattr(stages, "SHIPPED_DIR", tmp_path / "shipped")
+    preset = PRESETS["small"].in_language("zh")
+    with pytest.raises(InputError, match="pretrained on en text, the world is in zh"):
+        stages.shipped_generator(replace(preset, generator="shipped:g-zh"))
+
+
+def test_in_language_picks_the_generator_of_the_language():
+    small = PRESETS["small"]
+    zh = small.in_language("zh")
+    assert (zh.lang, zh.generator) == ("zh", "shipped:generator-small-zh") and zh.in_language("en") == small
+    assert PRESETS["tiny"].in_language("zh").generator == "pretrain:tiny"  # pretrained here, in Chinese
+    with pytest.raises(InputError, match="--lang"):
+        PRESETS["base"].in_language("zh")
+
+
+@pytest.fixture(scope="module")
+def tiny_zh(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tiny_zh") / "run"
+    r = run_cli("reproduce", "--preset", "tiny", "--lang", "zh", "--out", str(out), "--json")
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def test_chinese_reproduction_runs_on_a_chinese_world_and_reports_in_chinese(tiny_zh, tmp_path):
+    """`reproduce --lang zh`: the world, the generator pretrained here and the report are Chinese;
+    `--report-lang en` on resume rewrites only the reports, in English, on the same Chinese run."""
+    config = json.loads((tiny_zh / "config.json").read_text())
+    assert config["preset"]["lang"] == "zh" and config["lang"] == "zh"
+    assert json.loads((tiny_zh / "world" / "world.json").read_text())["lang"] == "zh"
+    assert json.loads((tiny_zh / "generator" / "recipe.json").read_text())["config"]["lang"] == "zh"
+    question = json.loads((tiny_zh / "world" / "test.jsonl").read_text(encoding="utf-8").splitlines()[0])["question"]
+    assert any("\u4e00" <= ch <= "\u9fff" for ch in question)
+    assert (tiny_zh / "report.md").read_text(encoding="utf-8").startswith("# lewisrag reproduce 复现报告 — 预设 `tiny`")
+    results = json.loads((tiny_zh / "results.json").read_text())
+    assert _in_unit(results["qa"]["rag_token"]["exact_match"]) and _in_unit(results["retrieval"]["bm25"]["recall_at_5"])
+    run = tmp_path / "run"
+    shutil.copytree(tiny_zh, run, symlinks=True)
+    r = run_cli("reproduce", "--preset", "tiny", "--lang", "zh", "--report-lang", "en", "--out", str(run), "--resume")
+    assert r.returncode == 0, r.stderr
+    assert (run / "report.md").read_text().startswith("# lewisrag reproduce — preset `tiny`")
+    again = json.loads((run / "results.json").read_text())
+    assert again["config"].get("lang", "en") == "en"
+    for key in ("retrieval", "qa", "knowledge_update", "ablations", "records"):  # the same numbers: only the reports changed
+        assert again[key] == results[key], key
+    r = run_cli("reproduce", "--preset", "tiny", "--out", str(run), "--resume")  # an English world is another run
+    assert r.returncode == 2 and "config.json" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_chinese_world_has_no_task_templates(tmp_path):
+    r = run_cli("reproduce", "--preset", "tiny", "--lang", "zh", "--tasks", "qa,fever", "--out", str(tmp_path / "x"))
+    assert r.returncode == 2 and "English only" in r.stderr and "Traceback" not in r.stderr and not (tmp_path / "x").exists()
+
+
 def test_resume_refuses_another_preset(tiny_run):
     out, _ = tiny_run
     r = run_cli("reproduce", "--preset", "tiny", "--seed", "3", "--out", str(out), "--resume")
@@ -289,6 +350,21 @@ def test_small_preset_targets(tmp_path):
     assert qa["rag_token"]["exact_match"] >= 0.9 and qa["rag_sequence"]["exact_match"] >= 0.9
     assert qa["closed_book"]["exact_match"] <= 0.1
     assert qa["stitched"]["exact_match"] >= max(qa["rag_token"]["exact_match"], qa["rag_sequence"]["exact_match"]) - 0.05
+    for variant in ("rag_token", "rag_sequence"):
+        m = results["knowledge_update"][variant]
+        assert m["index_a"]["questions_a"] >= 0.9 and m["index_b"]["questions_b"] >= 0.9
+        assert m["index_a"]["questions_b"] <= 0.05 and m["index_b"]["questions_a"] <= 0.05
+
+
+@pytest.mark.slow
+def test_small_chinese_preset_targets(tmp_path):
+    """The Chinese demo (`reproduce --preset small --lang zh`, the shipped generator-small-zh) meets the
+    English demo's targets."""
+    results = reproduce(PRESETS["small"].in_language("zh"), tmp_path / "small_zh", seed=0, lang="zh")
+    assert results["retrieval"]["recall_at_5"] >= 0.95
+    qa = results["qa"]
+    assert qa["rag_token"]["exact_match"] >= 0.9 and qa["rag_sequence"]["exact_match"] >= 0.9
+    assert qa["closed_book"]["exact_match"] <= 0.1
     for variant in ("rag_token", "rag_sequence"):
         m = results["knowledge_update"][variant]
         assert m["index_a"]["questions_a"] >= 0.9 and m["index_b"]["questions_b"] >= 0.9

@@ -46,8 +46,11 @@ def reproduce(
     steps: int = typer.Option(None, "--steps", min=1, help="base: RAG and closed-book training steps (default: the preset's)."),
     max_passages: int = typer.Option(None, "--max-passages", min=1, help="base: index only the first N passages of each set."),
     max_train: int = typer.Option(None, "--max-train", min=1, help="base: train on the first N training questions."),
-    lang: str = typer.Option("en", "--lang", help=LANG_HELP + " Recorded in config.json when not en; --resume with "
-                             "another --lang redoes only the comparison's report.html and the report."),
+    lang: str = typer.Option("en", "--lang", help="Language of the built-in world and of the reports: en or zh (a "
+                             "Chinese world, the shipped Chinese generator generator-small-zh, reports in Chinese)."),
+    report_lang: str = typer.Option(None, "--report-lang", help=LANG_HELP + " Default: --lang. Recorded in config.json "
+                                    "when not en; --resume with another --report-lang redoes only the comparison's "
+                                    "report.html and the report."),
 ) -> None:
     """Reproduce Lewis et al. 2020 at small scale: world -> DPR -> indexes A and B -> generator -> RAG-Token,
     RAG-Sequence, closed-book BART -> test QA -> ablations (frozen retriever, BM25, K) -> index hot swap ->
@@ -59,7 +62,9 @@ def reproduce(
     from lewisrag.eval.reports.i18n import check_lang
 
     check_lang(lang)
-    chosen = get_preset(preset)
+    report_lang = report_lang or lang
+    check_lang(report_lang, "--report-lang")
+    chosen = get_preset(preset).in_language(lang)
     asked = parse_tasks(tasks)
     if asked != ("qa",) and chosen.hub:
         from lewisrag.data.io import InputError
@@ -103,7 +108,7 @@ def reproduce(
 
     with _ui.progress() as p:
         results = run(chosen, out, seed=seed, resume=resume, on_stage=on_stage, on_progress=_ui.Bars(p), hub_dir=hub_dir,
-                      overwrite=overwrite, assets=assets, tasks=asked, lang=lang)
+                      overwrite=overwrite, assets=assets, tasks=asked, lang=report_lang)
     if as_json:
         _ui.print_json(summary(results, out))
         return

@@ -25,8 +25,8 @@ def parse_overrides(pairs: list[str]) -> dict:
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep or key not in known or key in ("steps", "minutes", "seed"):
-            raise InputError("--set", f"expected KEY=VALUE with KEY a PretrainConfig field (not steps/minutes/seed), got {pair!r}")
+        if not sep or key not in known or key in ("steps", "minutes", "seed", "lang"):
+            raise InputError("--set", f"expected KEY=VALUE with KEY a PretrainConfig field (not steps/minutes/seed/lang), got {pair!r}")
         out[key] = _typed(key, value, known[key])
     return out
 
@@ -50,6 +50,8 @@ def pretrain(
     steps: int = typer.Option(None, "--steps", help="Optimizer steps (deterministic under --seed); default: the preset's."),
     minutes: float = typer.Option(None, "--minutes", help="Train for this many minutes instead of a number of steps."),
     seed: int = typer.Option(0, "--seed", help="Seed of the model init and the fresh-text streams."),
+    lang: str = typer.Option("en", "--lang", help="Language of the fresh text, the tokenizer and the world measured: "
+                             "en, or zh (a character-level vocabulary; the Chinese demo's generator-small-zh)."),
     overrides: list[str] = typer.Option(None, "--set", help="Override a config field for an experiment, KEY=VALUE (repeatable; see PretrainConfig)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds files that are not a "
                                    "generator lewisrag wrote (replaced once training has finished)."),
@@ -64,10 +66,13 @@ def pretrain(
     check_out_dir(out, KIND, overwrite=overwrite)
     if steps is not None and minutes is not None:
         raise typer.BadParameter("give --steps or --minutes, not both")
-    cfg = make_preset(preset, steps=steps, minutes=minutes, seed=seed, **parse_overrides(overrides or []))
+    if lang not in ("en", "zh"):
+        raise InputError("--lang", f"must be en or zh, got {lang!r}")
+    cfg = make_preset(preset, steps=steps, minutes=minutes, seed=seed, lang=lang, **parse_overrides(overrides or []))
     budget = ["--steps", str(cfg.steps)] if cfg.steps is not None else ["--minutes", str(cfg.minutes)]
     sets = [x for kv in overrides or [] for x in ("--set", kv)]
-    command = shlex.join(["lewisrag", "pretrain", "--out", str(out), "--preset", preset, *budget, "--seed", str(seed), *sets])
+    langs = ["--lang", lang] if lang != "en" else []
+    command = shlex.join(["lewisrag", "pretrain", "--out", str(out), "--preset", preset, *budget, "--seed", str(seed), *langs, *sets])
     with _ui.progress() as p:
         task = p.add_task(f"pretraining ({preset})", total=1000, info="")
 

@@ -40,6 +40,10 @@ SIMILAR = {
     "梅": "玫", "温": "汶",
 }
 PLACE_PREFIXES = ("新", "北", "南", "上", "下", "东", "西")  # the last resort of a look-alike, as in English
+# Fresh names (pretraining text, names.word_side "fresh") draw from the syllables and the look-alike
+# characters too: a generator pretrained on fresh text has then read and copied every character a
+# world's names can hold (look-alikes are world-only, so otherwise 喀 or 嘉 would be new to it).
+FRESH_SYLLABLES = SYLLABLES + tuple(sorted(set("".join(SIMILAR.values())) - set(SYLLABLES)))
 
 # ---------------------------------------------------------------------------------------------
 # facts (entities.make_country / make_organisation draw from these as from the English tables, which

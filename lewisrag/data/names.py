@@ -131,14 +131,15 @@ class Namer:
         return f"{self.word((2, 2))} {kind}"
 
     def _zh_word(self, syllables: tuple[int, int], endings: tuple[str, ...]) -> str:
-        """A new Chinese name of `syllables` (min, max) characters of lang_zh.SYLLABLES plus one of
-        `endings`, at least three characters long, never the same character twice in a row nor a
-        lang_zh.NOT_FIRST character first. A crowded name space (a world of tens of thousands of
+        """A new Chinese name of `syllables` (min, max) characters of lang_zh.SYLLABLES (FRESH_SYLLABLES on
+        the fresh side) plus one of `endings`, at least three characters long, never the same character
+        twice in a row nor a lang_zh.NOT_FIRST character first. A crowded name space (a world of tens of thousands of
         entities) gets longer names: every WIDEN_AFTER failed draws allow one character more."""
         lo, hi = syllables
+        pool = lang_zh.FRESH_SYLLABLES if self.side == "fresh" else lang_zh.SYLLABLES
         for tries in range(MAX_TRIES):
             n = self.rng.randint(lo, hi + tries // WIDEN_AFTER)
-            w = "".join(self.rng.choice(lang_zh.SYLLABLES) for _ in range(n)) + self.rng.choice(endings)
+            w = "".join(self.rng.choice(pool) for _ in range(n)) + self.rng.choice(endings)
             if len(w) >= 3 and w[0] not in lang_zh.NOT_FIRST and all(a != b for a, b in itertools.pairwise(w)) and self.claim(w):
                 return w
         raise ValueError(f"no unused {syllables}-character name left after {MAX_TRIES} tries: the world is too large")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from lewisrag.data.io import InputError
 from lewisrag.training.closed_book import ClosedBookConfig
@@ -51,6 +51,21 @@ class Preset:
     hub: tuple[str, ...] = ()  # "model:<repo>"/"dataset:<repo>" the recipe names; non-empty: runs on the user's local
     # assets (experiments.base), or with only --hub-dir checks that these resolve locally
     notes: str = ""
+    lang: str = "en"  # the world's language ("zh": `reproduce --lang zh`, see in_language)
+
+    def in_language(self, lang: str) -> Preset:
+        """This preset on the world in `lang`: a shipped generator `shipped:<name>` becomes
+        `shipped:<name>-zh` (`lewisrag pretrain --lang zh` built it), a generator pretrained here is
+        pretrained in `lang`. Jeopardy and FEVER have English templates only (experiments.tasks)."""
+        if lang not in ("en", "zh"):
+            raise InputError("--lang", f"must be en or zh, got {lang!r}")
+        if lang == self.lang:
+            return self
+        if self.hub:
+            raise InputError("--lang", f"the {self.name} preset runs on your own data; --lang sets the built-in world's language")
+        kind, _, name = self.generator.partition(":")
+        generator = f"shipped:{name.removesuffix('-zh')}{'-zh' if lang == 'zh' else ''}" if kind == "shipped" else self.generator
+        return replace(self, lang=lang, generator=generator)
 
 
 PRESETS: dict[str, Preset] = {

@@ -1,8 +1,8 @@
 """`lewisrag reproduce`: the stages of the small reproduction, resumable, into one run folder.
 
-    RUN/config.json             the preset and seed that made the run (and the reports' language, "lang",
-                                when it is not English)
-    RUN/world/                  the built-in world (snapshots A and B, splits)
+    RUN/config.json             the preset (its "lang" is the world's language) and seed that made the run
+                                (and the reports' language, "lang", when it is not English)
+    RUN/world/                  the built-in world (snapshots A and B, splits), in English or Chinese
     RUN/dpr/                    the trained DPR retriever
     RUN/index_a, RUN/index_b    dense indexes over snapshots A and B (same frozen doc encoder)
     RUN/bm25_a                  BM25 over snapshot A
@@ -18,8 +18,9 @@
                                 in words and tables, the PNG plots beside it, report.html (compare)
 
 Each stage writes its outputs atomically and records itself last, so a run killed anywhere
-resumes at the first unfinished stage. A run resumed with another `lang` redoes only the stage whose
-outputs hold text (`compare`: report.html and its findings), then the report.
+resumes at the first unfinished stage. A run resumed with another report `lang` redoes only the stage
+whose outputs hold text (`compare`: report.html and its findings), then the report; the world's
+language is the preset's (`Preset.in_language`), part of what the run is.
 """
 
 from __future__ import annotations
@@ -183,6 +184,8 @@ def _reproduce(preset: Preset, run: Path, seed: int, resume: bool, threads: int 
                on_progress: Progress, tasks: tuple[str, ...] = ("qa",), lang: str = "en") -> dict:
     if preset.generator.startswith("shipped:"):
         S.shipped_generator(preset)  # missing: say so now, not after the retriever stages
+    if preset.lang != "en" and tasks[1:]:
+        raise InputError("--tasks", f"{', '.join(tasks[1:])}: the tasks' templates are English only; run them with --lang en")
     config = {"preset": asdict(preset), "seed": seed, "threads": threads} | ({"tasks": list(tasks)} if tasks != ("qa",) else {})
     config = json.loads(json.dumps(with_lang(config, lang)))  # as read back
     check_resumed_config(run, config, resume, "preset, seed or --tasks", text_stages=("compare",))
@@ -270,7 +273,7 @@ def check_hub_assets(hub: Sequence[str], hub_dir: str | os.PathLike | None = Non
 
 
 def _world(run: Path, preset: Preset, seed: int) -> dict:
-    world = build_world(seed=seed, entities=preset.entities)
+    world = build_world(seed=seed, entities=preset.entities, lang=preset.lang)
     write_world(world, run / "world")
     return {"dir": "world", "summary": read_json(run / "world" / "world.json")["passages"]}
 

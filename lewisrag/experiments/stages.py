@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from lewisrag.data.io import InputError, write_json, write_text
+from lewisrag.data.io import InputError, read_json, write_json, write_text
 from lewisrag.data.outputs import staged_dir
 from lewisrag.data.pretrained import load_generator
 from lewisrag.data.records import read_qa
@@ -45,7 +45,7 @@ def generator(run: Path, preset: Preset, seed: int, on_progress: Progress) -> di
     kind, _, name = preset.generator.partition(":")
     out = run / "generator"
     if kind == "pretrain":
-        cfg = pretrain_preset(name, seed=seed)
+        cfg = pretrain_preset(name, seed=seed, lang=preset.lang)
         recipe = pretrain(cfg, out, on_step=lambda s, p, loss, em: on_progress("generator", s, cfg.steps, f"loss {loss:.3f}"))
         return {"dir": "generator", "source": preset.generator, "final_loss": recipe["final_loss"]}
 
@@ -81,8 +81,13 @@ def copy_generator(src: str | Path, out: Path, require_recipe: bool = False) -> 
 def shipped_generator(preset: Preset) -> Path:
     """The package's generator that a `shipped:<name>` preset copies; an InputError when it is missing."""
     src = SHIPPED_DIR / preset.generator.partition(":")[2]
+    lang = " --lang zh" if preset.lang == "zh" else ""
     if not (src / "recipe.json").is_file():
-        raise InputError(src, f"no shipped generator here: run `lewisrag pretrain --preset small --out {src}` first")
+        raise InputError(src, f"no shipped generator here: run `lewisrag pretrain --preset small{lang} --out {src}` first")
+    made_in = read_json(src / "recipe.json").get("config", {}).get("lang", "en")
+    if made_in != preset.lang:
+        raise InputError(src / "recipe.json", f"a generator pretrained on {made_in} text, the world is in {preset.lang}",
+                         field="config.lang")
     return src
 
 

@@ -24,14 +24,14 @@ import math
 import os
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
 from transformers import BartConfig, BartForConditionalGeneration
 
-from lewisrag.data import world
+from lewisrag.data import lang_zh, world
 from lewisrag.data.io import InputError, write_json
 from lewisrag.data.outputs import check_out_dir, staged_dir
 from lewisrag.data.pretrained import WEIGHTS, file_sha256, load_generator
@@ -75,8 +75,11 @@ class PretrainConfig:
     minutes: float | None = None  # ... or after this many minutes of training (evaluation excluded)
     seed: int = 0  # model init and the fresh-text streams
     save_fp16: bool = True  # store weights in fp16 (half the size); loading upcasts to fp32
+    lang: str = "en"  # the language of the fresh text, the tokenizer and the world measured ("en" or "zh")
 
     def __post_init__(self):
+        if self.lang not in ("en", "zh"):
+            raise ValueError(f"lang must be en or zh, got {self.lang!r}")
         if (self.steps is None) == (self.minutes is None):
             raise ValueError("give exactly one of steps and minutes")
         if self.d_model % self.heads:
@@ -99,11 +102,13 @@ def preset(name: str, **overrides) -> PretrainConfig:
     for flag in ("steps", "minutes"):
         if overrides.get(flag) is not None and not overrides[flag] > 0:
             raise InputError(f"--{flag}", f"must be positive, got {overrides[flag]}")
+    budget = {}  # the preset's budget unless one is given: steps and minutes replace each other
     if overrides.get("minutes") is not None:
-        overrides["steps"] = None
+        budget = {"steps": None, "minutes": overrides["minutes"]}
     elif overrides.get("steps") is not None:
-        overrides["minutes"] = None
-    return replace(base, **{k: v for k, v in overrides.items() if v is not None or k in ("steps", "minutes")})
+        budget = {"steps": overrides["steps"], "minutes": None}
+    rest = {k: v for k, v in overrides.items() if v is not None and k not in ("steps", "minutes")}
+    return replace(base, **rest, **budget)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -154,19 +159,20 @@ def denoise_batch(docs: Sequence[Passage], tokenizer, cfg: PretrainConfig, rng: 
 class FreshStream:
     """Endless fresh QA pairs and passages, from their own seeded generators."""
 
-    def __init__(self, seed: int, long_form: bool = False, snapshot_b_share: float = 0.0):
-        self.world, self.long_form, self.b_share = world, long_form, snapshot_b_share
+    def __init__(self, seed: int, long_form: bool = False, snapshot_b_share: float = 0.0, lang: str = "en"):
+        self.world, self.long_form, self.b_share, self.lang = world, long_form, snapshot_b_share, lang
         self.qa_rng, self.doc_rng = random.Random(f"pretrain-qa:{seed}"), random.Random(f"pretrain-docs:{seed}")
         self.mask_rng = random.Random(f"pretrain-mask:{seed}")
         self.buffer: list[tuple[str, str]] = []
 
     def qa(self, n: int) -> list[tuple[str, str]]:
         while len(self.buffer) < n:
-            examples, docs = self.world.fresh_examples(self.qa_rng, 256)
+            examples, docs = self.world.fresh_examples(self.qa_rng, 256, self.lang)
             examples = [ex for ex in examples if self.long_form or ex.kind == "short"]
             pairs = D.reading_pairs(examples, docs)
             if self.b_share:
-                b_examples, b_docs = D.fresh_update_examples(self.qa_rng, round(len(pairs) * self.b_share / (1 - self.b_share)))
+                n_b = round(len(pairs) * self.b_share / (1 - self.b_share))
+                b_examples, b_docs = D.fresh_update_examples(self.qa_rng, n_b, self.lang)
                 pairs += D.reading_pairs(b_examples, b_docs)
             self.qa_rng.shuffle(pairs)  # fresh_examples come entity by entity
             self.buffer += pairs
@@ -175,8 +181,8 @@ class FreshStream:
 
     def docs(self, n: int) -> list[Passage]:
         n_b = round(n * self.b_share)
-        b = self.world.fresh_documents(self.doc_rng, n_b, snapshot=1) if n_b else []
-        return self.world.fresh_documents(self.doc_rng, n - n_b) + b
+        b = self.world.fresh_documents(self.doc_rng, n_b, snapshot=1, lang=self.lang) if n_b else []
+        return self.world.fresh_documents(self.doc_rng, n - n_b, lang=self.lang) + b
 
 
 def learning_rate(cfg: PretrainConfig, step: int, progress: float) -> float:
@@ -197,7 +203,7 @@ def learning_rate(cfg: PretrainConfig, step: int, progress: float) -> float:
 
 
 def evaluate_reading(generator, tokenizer, examples: Sequence[QAExample], passages: Sequence[Passage],
-                     batch_size: int = 64, max_new_tokens: int = 24) -> dict:
+                     batch_size: int = 64, max_new_tokens: int = 24, lang: str = "en") -> dict:
     """Exact match of greedy answers read from each short example's gold passage (K=1).
 
     Returns {"em", "n", "by_attribute": {group: em}}; long-form examples are left out.
@@ -218,13 +224,13 @@ def evaluate_reading(generator, tokenizer, examples: Sequence[QAExample], passag
     generator.train(was_training)
     groups: dict[str, list[float]] = {}
     for ex, s in zip(short, scores):
-        groups.setdefault(D.ATTRIBUTE_GROUPS.get(D.attribute_of(ex.question), "other"), []).append(s)
+        groups.setdefault(D.ATTRIBUTE_GROUPS.get(D.attribute_of(ex.question, lang), "other"), []).append(s)
     return {"em": sum(scores) / max(1, len(scores)), "n": len(scores),
             "by_attribute": {g: sum(v) / len(v) for g, v in sorted(groups.items())}}
 
 
 def _world_test(cfg: PretrainConfig) -> tuple[list[QAExample], tuple[Passage, ...]]:
-    w = world.build_world(cfg.world_seed, cfg.world_entities)
+    w = world.build_world(cfg.world_seed, cfg.world_entities, lang=cfg.lang)
     return [q for q in w.questions["test"] if q.kind == "short"], w.passages_a
 
 
@@ -233,9 +239,26 @@ def _world_test(cfg: PretrainConfig) -> tuple[list[QAExample], tuple[Passage, ..
 
 
 def _tokenizer_corpus(cfg: PretrainConfig) -> list[str]:
+    """Fresh passages, questions and answers; for Chinese also every string of the language's tables,
+    so each character a world can write (archive passages' words too) is one piece of the vocabulary."""
     rng = random.Random(f"pretrain-tokenizer:{cfg.seed}")
-    examples, docs = world.fresh_examples(rng, cfg.tokenizer_docs * 3)  # about 3 questions per passage
-    return [f"{p.title} / {p.text}" for p in docs] + [ex.question for ex in examples] + [ex.answers[0] for ex in examples]
+    examples, docs = world.fresh_examples(rng, cfg.tokenizer_docs * 3, cfg.lang)  # about 3 questions per passage
+    tables = list(_strings(vars(lang_zh))) if cfg.lang == "zh" else []
+    return [f"{p.title} / {p.text}" for p in docs] + [ex.question for ex in examples] + [ex.answers[0] for ex in examples] + tables
+
+
+def _strings(value) -> Iterator[str]:
+    """Every string inside `value` (a module's globals, a dict, tuple or list, nested), in order."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            if not str(k).startswith("__"):
+                yield from _strings(k)
+                yield from _strings(v)
+    elif isinstance(value, (tuple, list)):
+        for v in value:
+            yield from _strings(v)
 
 
 def pretrain(cfg: PretrainConfig, out: str | os.PathLike, on_step: Callable | None = None, command: str | None = None,
@@ -248,10 +271,10 @@ def pretrain(cfg: PretrainConfig, out: str | os.PathLike, on_step: Callable | No
     """
     out = check_out_dir(out, KIND, overwrite=overwrite)
     torch.manual_seed(cfg.seed)
-    tokenizer = D.train_generator_tokenizer(_tokenizer_corpus(cfg), cfg.vocab_size)
+    tokenizer = D.train_generator_tokenizer(_tokenizer_corpus(cfg), cfg.vocab_size, cfg.lang)
     model = build_generator(cfg, len(tokenizer))
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    stream, (test, test_passages) = FreshStream(cfg.seed, cfg.long_form, cfg.snapshot_b_share), _world_test(cfg)
+    stream, (test, test_passages) = FreshStream(cfg.seed, cfg.long_form, cfg.snapshot_b_share, cfg.lang), _world_test(cfg)
     curve, step, train_s, loss_ema = [], 0, 0.0, None
     model.train()
     while True:
@@ -263,11 +286,11 @@ def pretrain(cfg: PretrainConfig, out: str | os.PathLike, on_step: Callable | No
         step, train_s = step + 1, train_s + time.perf_counter() - t0
         loss_ema = loss if loss_ema is None else 0.95 * loss_ema + 0.05 * loss
         if train_s / 60 >= cfg.eval_every * (len(curve) + 1):
-            curve.append(_curve_point(model, tokenizer, test[:cfg.eval_size], test_passages, step, train_s, loss_ema))
+            curve.append(_curve_point(model, tokenizer, test[:cfg.eval_size], test_passages, step, train_s, loss_ema, cfg.lang))
         if on_step is not None:
             on_step(step, min(1.0, progress + 1 / cfg.steps if cfg.steps else train_s / (60 * cfg.minutes)),
                     loss_ema, curve[-1]["em"] if curve else None)
-    final = evaluate_reading(model, tokenizer, test, test_passages)
+    final = evaluate_reading(model, tokenizer, test, test_passages, lang=cfg.lang)
     recipe = {"config": asdict(cfg), "command": command, "steps": step, "minutes": round(train_s / 60, 2),
               "final_loss": loss_ema, "final": final, "curve": curve,
               "parameters": sum(p.numel() for p in model.parameters())}
@@ -291,8 +314,8 @@ def _train_step(model, opt, tokenizer, stream: FreshStream, cfg: PretrainConfig,
     return float(loss.detach())
 
 
-def _curve_point(model, tokenizer, test, passages, step: int, train_s: float, loss: float) -> dict:
-    r = evaluate_reading(model, tokenizer, test, passages)
+def _curve_point(model, tokenizer, test, passages, step: int, train_s: float, loss: float, lang: str) -> dict:
+    r = evaluate_reading(model, tokenizer, test, passages, lang=lang)
     return {"minutes": round(train_s / 60, 2), "step": step, "loss": round(loss, 4), "em": r["em"], "n": r["n"],
             "by_attribute": r["by_attribute"]}
 

@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from functools import lru_cache
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
 from lewisrag.data import questions as Q
@@ -29,15 +29,30 @@ ATTRIBUTE_GROUPS = {  # report group of each question attribute (countries and o
 }
 
 
-def train_generator_tokenizer(texts: Sequence[str], vocab_size: int):
+# One pre-token per CJK character: BPE then merges each character's three UTF-8 bytes into one piece
+# and never merges across characters. A Chinese name reads as the same pieces wherever it stands in a
+# sentence (there are no spaces to anchor a byte-level BPE's words), so the generator copies what it
+# reads; the world uses about 550 distinct characters, so a vocabulary of characters is small.
+CJK_CHAR = r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3000-\u303f\uff00-\uffef]"
+
+
+def train_generator_tokenizer(texts: Sequence[str], vocab_size: int, lang: str = "en"):
     """A byte-level BPE tokenizer with BART's special tokens (ids 0-4), trained on `texts`.
 
-    A prefix space is added to every input, so a name at the start of an answer splits exactly as it
-    does in the middle of a passage: the generator copies the same pieces it reads. Byte-level pieces
-    never produce <unk>, for Chinese text too.
+    English: a prefix space is added to every input, so a name at the start of an answer splits
+    exactly as it does in the middle of a passage: the generator copies the same pieces it reads.
+    Chinese (`lang="zh"`): every CJK character (and full-width punctuation) is its own pre-token, no
+    prefix space (CJK_CHAR says why). Byte-level pieces never produce <unk>, in either language.
     """
+    if lang not in ("en", "zh"):
+        raise ValueError(f"lang must be en or zh, got {lang!r}")
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
+    if lang == "zh":
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(CJK_CHAR), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False)])
+    else:
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(SPECIALS),
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
@@ -121,39 +136,40 @@ def reading_pairs(examples: Sequence[QAExample], passages: Sequence[Passage]) ->
     return out
 
 
-def fresh_update_examples(rng: random.Random, n: int) -> tuple[list[QAExample], list[Passage]]:
+def fresh_update_examples(rng: random.Random, n: int, lang: str = "en") -> tuple[list[QAExample], list[Passage]]:
     """`n` questions about the time-varying facts (leader or head, population or members) of new
     entities, answered by snapshot B's passages: its wording ("took office in 2018", "elections are
     held every 5 years") differs from A's, and a reader trained on A's alone misreads its numbers."""
     examples: list[QAExample] = []
     docs: list[Passage] = []
     while len(examples) < n:
-        (e,) = fresh_entities(rng, 1)
+        (e,) = fresh_entities(rng, 1, lang)
         docs += passages(e, 1)
         for attr in ("leader", "population") if e.kind == "country" else ("head", "members"):
-            examples.append(Q.short_question(f"{e.slot}-b{len(examples)}", e, attr, rng.choice(Q.SHORT[attr]), snapshot=1))
+            template = rng.choice(Q.text_tables(lang).SHORT[attr])
+            examples.append(Q.short_question(f"{e.slot}-b{len(examples)}", e, attr, template, snapshot=1))
     return examples[:n], docs
 
 
-@lru_cache(maxsize=1)
-def _template_patterns() -> tuple[tuple[re.Pattern, str], ...]:
+@lru_cache(maxsize=2)
+def _template_patterns(lang: str) -> tuple[tuple[re.Pattern, str], ...]:
     pats = []
-    for attr, templates in Q.SHORT.items():
+    for attr, templates in Q.text_tables(lang).SHORT.items():
         for t in templates:
-            rx = re.escape(t)
-            for field in ("\\{ref\\}", "\\{Ref\\}", "\\{title_l\\}"):
-                rx = rx.replace(field, ".+")
+            rx = re.sub(r"\\\{\w+\\\}", ".+", re.escape(t))  # every {field} of the template matches any text
             pats.append((re.compile(f"^{rx}$"), attr))
     return tuple(pats)
 
 
-def attribute_of(question: str) -> str:
+def attribute_of(question: str, lang: str = "en") -> str:
     """The attribute a short world question asks for, read off its template ('other' if none fits).
 
     >>> attribute_of("Who is the president of Palzer?"), attribute_of("How many people live in Dox?")
     ('leader', 'population')
+    >>> attribute_of("卡温拉斯的首都是哪座城市？", "zh")
+    'capital'
     """
-    for rx, attr in _template_patterns():
+    for rx, attr in _template_patterns(lang):
         if rx.match(question):
             return attr
     return "other"
