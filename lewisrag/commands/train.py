@@ -96,7 +96,18 @@ def rag(
     out: Path = typer.Option(..., "--out", help="Run directory: config.json, log.jsonl, checkpoint/, best/, final/."),
     n_docs: int = typer.Option(5, "--n-docs", help="Documents retrieved and marginalized per question (K)."),
     freeze_retriever: bool = typer.Option(False, "--freeze-retriever", help="Keep the question encoder fixed (the paper's ablation)."),
-    retriever_lr_scale: float = typer.Option(1.0, "--retriever-lr-scale", help="The question encoder's learning rate as a multiple of --lr."),
+    retriever_lr_scale: float = typer.Option(1.0, "--retriever-lr-scale", help="The question encoder's (and with "
+                                             "--train-context-encoder the context encoder's) learning rate as a multiple of --lr."),
+    train_context_encoder: bool = typer.Option(False, "--train-context-encoder", help="Train the DPR context encoder too "
+                                               "(RAG-end2end): the K passages retrieved from --index are re-encoded in each "
+                                               "step, so the loss reaches the document encoder. best/ and final/ then hold "
+                                               "context_encoder/ and index/ (the passages re-encoded by it): ask or export "
+                                               "with --index RUN/best/index. Needs the checkpoint's context encoder (or "
+                                               "--context-encoder with a DPRQuestionEncoder folder)."),
+    reindex_every: int = typer.Option(0, "--reindex-every", help="With --train-context-encoder: re-encode every passage "
+                                      "of the index with the current context encoder every N optimizer steps, between "
+                                      "steps, and search those vectors (an exact Flat index in memory; the seconds are "
+                                      "logged as reindex_s). 0: keep searching --index's vectors."),
     swap: bool = typer.Option(False, "--swap", help="Accept an index built by another context encoder than the DPR checkpoint's "
                               "(or an unpaired DPRQuestionEncoder folder)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out from its last checkpoint (same config)."),
@@ -141,7 +152,7 @@ def rag(
         variant=variant, task=task, index=str(index), encoder=str(encoder),
         context_encoder=str(context_encoder) if context_encoder else None, generator=str(generator), train=str(train), dev=str(dev),
         qa_fields=_ui.qa_fields(qa_fields), train_kinds=train_kinds, n_docs=n_docs, freeze_retriever=freeze_retriever,
-        retriever_lr_scale=retriever_lr_scale,
+        retriever_lr_scale=retriever_lr_scale, train_context_encoder=train_context_encoder, reindex_every=reindex_every,
         swap=swap, steps=steps, batch_size=batch_size, grad_accum=grad_accum, lr=lr, warmup=warmup, weight_decay=weight_decay, max_grad_norm=max_grad_norm,
         label_smoothing=label_smoothing, max_combined_length=max_combined_length, max_target_length=max_target_length,
         eval_every=eval_every, eval_questions=eval_questions, eval_beams=eval_beams, eval_batch_size=eval_batch_size,

@@ -33,6 +33,7 @@ MIN_COSINE = 0.99  # ... each must point the same way as its fresh encoding
 MAX_NORM_RATIO = 1.05  # ... and be as long, within 5% (inner products keep their scale)
 ADD_ROWS = 1 << 16  # vectors handed to FAISS at a time while building
 VECTOR_DTYPES = ("float32", "float16")
+COMPRESSED_ONLY = ("search_params", "rerank_depth", "tuning")  # manifest fields that a Flat index has no use for
 SEARCH_ROWS = 1 << 22  # vectors per block of a matrix-product search (a 16-question block of scores is 256 MB)
 
 
@@ -344,6 +345,30 @@ class DenseIndex:
                              f"the manifest says {expected}")
         return cls(path, manifest, index, embeddings, store.load_passages(path, manifest))
 
+    @classmethod
+    def from_vectors(cls, path: Path, manifest: dict, vectors: np.ndarray, passages: Sequence[Passage]) -> DenseIndex:
+        """An index over `vectors` (N, D) held in memory and searched exactly (a Flat FAISS index built
+        here): the end-to-end retriever's passages re-encoded. `manifest` describes them; what only a
+        compressed index has (search parameters, rerank depth, tuning) is dropped."""
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        if vectors.shape != (len(passages), manifest["dim"]):
+            raise ValueError(f"vectors: expected (N, D)={(len(passages), manifest['dim'])}, got {tuple(vectors.shape)}")
+        kept = {k: v for k, v in manifest.items() if k not in COMPRESSED_ONLY}
+        return cls(path, {**kept, "faiss_factory": "Flat"}, build_faiss(vectors, "Flat"), vectors, passages)
+
+    def replace_vectors(self, vectors: np.ndarray, changes: dict) -> None:
+        """Hold `vectors` (N, D) for the same passages from now on, in memory and searched exactly
+        (Flat); `changes` replace manifest fields (the encoder that made them, and how).
+
+        In place, so that whoever holds this index (the training loop, a model's dev evaluation)
+        searches the new vectors; a search placed on a device (`search_on`) stays there.
+        """
+        new = DenseIndex.from_vectors(self.path, {**self.manifest, **changes}, vectors, self.passages)
+        device = None if self.device_vectors is None else str(self.device_vectors.device)
+        self.manifest, self.faiss_index, self.embeddings, self.device_vectors = new.manifest, new.faiss_index, new.embeddings, None
+        if device is not None:
+            self.search_on(device)
+
     @property
     def dim(self) -> int:
         return int(self.manifest["dim"])
@@ -450,6 +475,23 @@ class DenseIndex:
         """The stored passage vectors of `rows` (B, K): float32 (B, K, D)."""
         flat = np.asarray(rows).reshape(-1)
         return np.asarray(self.embeddings[np.clip(flat, 0, None)], dtype=np.float32).reshape(*rows.shape, self.dim)
+
+
+def write_dense_index(index: DenseIndex, out: str | os.PathLike, encoder: dict | None = None) -> dict:
+    """Write `index` (its FAISS index, its vectors as float32, its passages) as an index folder at
+    `out`, built beside it and moved in as `build_dense_index` does; `encoder` replaces the
+    manifest's. The end-to-end retriever saves its re-encoded index so. Returns the manifest."""
+    out = Path(out)
+    partial = store.partial_dir(out)
+    store.reset_partial(partial)
+    np.save(partial / EMBEDDINGS, np.asarray(index.embeddings, dtype=np.float32))
+    _write_faiss_atomic(index.faiss_index, partial / FAISS_FILE)
+    store.write_passages(partial, index.passages)
+    manifest = {k: v for k, v in index.manifest.items() if k != "format"}  # store.finish writes its own
+    if encoder is not None:
+        manifest["encoder"] = encoder
+    store.finish(partial, out, manifest)
+    return manifest
 
 
 def _read_faiss(path: Path, mmap: bool):

@@ -216,6 +216,20 @@ def passage_text(title: str, text: str) -> tuple[str, str]:
     return title, text
 
 
+def tokenize_texts(tokenizer, texts: Sequence[str] | Sequence[tuple[str, str]], max_length: int):
+    """Encoder inputs (torch tensors, padded to the longest) for strings (questions) or (title, text)
+    pairs (passages, `passage_text`), whose text is cut to fit `max_length` and never their title.
+
+    Index builds (`encode_texts`) and the end-to-end retriever's passage encoder
+    (`training.end2end.PassageEncoder`) both tokenize here, so a passage re-encoded in training gets
+    the tokens its stored vector was made from.
+    """
+    if isinstance(texts[0], tuple):
+        return tokenizer([t[0] for t in texts], [t[1] for t in texts], truncation="only_second", max_length=max_length,
+                         padding=True, return_tensors="pt")
+    return tokenizer(list(texts), truncation=True, max_length=max_length, padding=True, return_tensors="pt")
+
+
 def encode_texts(
     encoder,
     tokenizer,
@@ -238,12 +252,7 @@ def encode_texts(
     out = []
     with torch.inference_mode(), torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
         for batch in _batches(texts, batch_size):
-            if isinstance(batch[0], tuple):
-                enc = tokenizer([b[0] for b in batch], [b[1] for b in batch], truncation="only_second",
-                                max_length=max_length, padding=True, return_tensors="pt")
-            else:
-                enc = tokenizer(list(batch), truncation=True, max_length=max_length, padding=True, return_tensors="pt")
-            vecs = encoder(**enc.to(device)).pooler_output  # (N, D)
+            vecs = encoder(**tokenize_texts(tokenizer, batch, max_length).to(device)).pooler_output  # (N, D)
             out.append(vecs.float().cpu().numpy())
             if on_batch:
                 on_batch(len(batch))

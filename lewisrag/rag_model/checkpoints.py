@@ -9,6 +9,10 @@ lewisrag layout (`save_native`):
     DIR/rag.json               {"format": "lewisrag-rag/1", "settings": RagSettings as a dict}
     DIR/question_encoder/      transformers save_pretrained (config.json + model.safetensors)
     DIR/generator/             the same, plus generation_config.json
+    DIR/context_encoder/       only a model that trained its context encoder (`RagModel.context_encoder`):
+                               written by that module's save_pretrained (`training.end2end.PassageEncoder`: a
+                               transformers DPRContextEncoder folder with its tokenizer); not read back by
+                               `load_native`, since a loaded model scores with its index's stored vectors
 
 Nothing is unpickled: weights are read from safetensors only (`lewisrag.data.pretrained`), and
 configs are JSON.
@@ -101,6 +105,8 @@ def save_native(model, path: str | os.PathLike) -> None:
         model.question_encoder.save_pretrained(tmp / "question_encoder")
         model.generator.generation_config = model.generation_config
         model.generator.save_pretrained(tmp / "generator")
+        if model.context_encoder is not None:
+            model.context_encoder.save_pretrained(tmp / "context_encoder")
         write_json(tmp / "rag.json", {"format": FORMAT, "settings": asdict(model.settings)})
 
 

@@ -60,13 +60,21 @@ class RagModel(nn.Module):
 
     `forward` takes retrieved contexts (transformers' arguments); `forward_questions` takes
     questions and an index and retrieves first. `generate` lives in `decoding.py`.
+
+    `context_encoder` (None unless training an end-to-end retriever, `training.end2end`) is a
+    module mapping N passages to their (N, D) vectors: when set, `retrieve` scores the K passages it
+    finds with it instead of the index's stored vectors, so the RAG loss trains it too. A saved
+    model keeps it in `context_encoder/`; a loaded one has none and scores with its index's vectors,
+    which that encoder made.
     """
 
     def __init__(self, question_encoder: nn.Module, generator: nn.Module, variant: str = "token", n_docs: int = 5,
-                 settings: RagSettings | None = None, generation_config: Any = None):
+                 settings: RagSettings | None = None, generation_config: Any = None,
+                 context_encoder: nn.Module | None = None):
         super().__init__()
         self.question_encoder = question_encoder
         self.generator = generator
+        self.context_encoder = context_encoder  # registered after the others: their state_dict keys come first
         self.settings = replace(settings or RagSettings(), variant=variant, n_docs=n_docs)
         # decoding defaults (max_length, forced EOS, ...) as transformers' generate reads them
         self.generation_config = generation_config if generation_config is not None else generator.generation_config
@@ -139,6 +147,10 @@ class RagModel(nn.Module):
         through p(z|x) and never the index. `index` needs `search(q (B, D), k)`, `vectors(rows)` and
         `passages[row]`, as `lewisrag.index.dense.DenseIndex` has. An index built by another
         context encoder than the one this model was trained with is refused unless `swap`.
+
+        With a `context_encoder`, d = context_encoder(passage) instead, computed now for the K
+        passages found (the index still chooses them, from its possibly older vectors), and the
+        gradient reaches the context encoder as well (RAG-end2end, Siriwardhana et al. 2023).
         """
         k = n_docs or self.n_docs
         device = next(self.parameters()).device
@@ -147,11 +159,15 @@ class RagModel(nn.Module):
         if self.settings.index_fingerprint is not None and hasattr(index, "check_encoder"):
             index.check_encoder(self.settings.index_fingerprint, q.shape[1], swap=swap)
         _, rows = index.search(np.ascontiguousarray(q.detach().float().cpu().numpy()), k)  # (B, K)
-        docs = torch.as_tensor(np.asarray(index.vectors(rows)), dtype=q.dtype, device=device)  # (B, K, D)
-        if docs.shape != (q.shape[0], k, q.shape[1]):
-            raise ValueError(f"index vectors: expected (B, K, D)={(q.shape[0], k, q.shape[1])}, got {tuple(docs.shape)}")
-        doc_scores = torch.bmm(q.unsqueeze(1), docs.transpose(1, 2)).squeeze(1)  # (B, K)
         passages = [[index.passages[int(r)] for r in row] for row in rows]
+        if self.context_encoder is None:
+            docs = torch.as_tensor(np.asarray(index.vectors(rows)), dtype=q.dtype, device=device)  # (B, K, D)
+        else:
+            docs = self.context_encoder([p for ps in passages for p in ps]).to(q.dtype)  # (B*K, D)
+            docs = docs.view(q.shape[0], k, -1)  # (B, K, D)
+        if docs.shape != (q.shape[0], k, q.shape[1]):
+            raise ValueError(f"document vectors: expected (B, K, D)={(q.shape[0], k, q.shape[1])}, got {tuple(docs.shape)}")
+        doc_scores = torch.bmm(q.unsqueeze(1), docs.transpose(1, 2)).squeeze(1)  # (B, K)
         texts = [generator_input(p.title, p.text, question, self.settings)
                  for question, ps in zip(questions, passages) for p in ps]
         ctx = tokenizers.generator(texts, padding=True, truncation=True, max_length=self.settings.max_combined_length,

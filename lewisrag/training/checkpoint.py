@@ -12,6 +12,8 @@ A training checkpoint directory holds:
                         scale and growth counter, a few numbers) under "scaler"; a checkpoint
                         without it resumes with a fresh scaler
     log.jsonl           the training log up to this step (the resumed log starts from it)
+    index_vectors.npy   only when training the context encoder and its index has been re-encoded:
+                        the vectors the index searches, (N, D) float32 (`training.end2end`)
 
 It is built in a temporary directory and swapped into place, so a kill at any moment leaves either
 the previous checkpoint or the new one, never half of one. Nothing is pickled or unpickled: a
@@ -35,6 +37,7 @@ from transformers import AutoTokenizer
 from lewisrag.data.io import InputError, read_json, write_json
 from lewisrag.data.outputs import staged_dir
 from lewisrag.data.pretrained import as_input_error, load_tokenizer
+from lewisrag.index.dense import write_dense_index
 from lewisrag.rag_model import RagModel, Tokenizers
 
 WEIGHTS = "model.safetensors"
@@ -42,6 +45,7 @@ STATE_TENSORS = "state.safetensors"
 STATE_JSON = "state.json"
 OLD_STATE = "state.pt"  # the pickle of the old format, refused
 LOG = "log.jsonl"
+LIVE_VECTORS = "index_vectors.npy"
 
 
 def capture_rng() -> tuple[dict, dict]:
@@ -66,8 +70,9 @@ def restore_rng(as_json: dict, tensors: dict) -> None:
 
 
 def save_checkpoint(path: str | os.PathLike, model, optimizer, scheduler, state: dict, log_file: Path | None,
-                    scaler: torch.amp.GradScaler | None = None) -> None:
-    """Write a resumable checkpoint of the training run (see the module docstring)."""
+                    scaler: torch.amp.GradScaler | None = None, vectors: np.ndarray | None = None) -> None:
+    """Write a resumable checkpoint of the training run (see the module docstring); `vectors`: a
+    re-encoded index's, which no weight in the checkpoint can remake."""
     rng_json, rng_tensors = capture_rng()
     # clones: tied weights (BART's shared embeddings) share storage, which safetensors refuses
     weights = {k: v.detach().cpu().clone().contiguous() for k, v in model.state_dict().items()}
@@ -82,6 +87,19 @@ def save_checkpoint(path: str | os.PathLike, model, optimizer, scheduler, state:
         write_json(tmp / STATE_JSON, {**state, "rng": rng_json, "torch_state": tree})
         if log_file is not None and log_file.exists():
             shutil.copyfile(log_file, tmp / LOG)
+        if vectors is not None:
+            np.save(tmp / LIVE_VECTORS, np.asarray(vectors, dtype=np.float32))
+
+
+def load_vectors(path: str | os.PathLike) -> np.ndarray:
+    """The index vectors a checkpoint holds (`save_checkpoint(vectors=...)`), (N, D) float32."""
+    file = Path(path) / LIVE_VECTORS
+    if not file.is_file():
+        raise InputError(file, "checkpoint file missing: the checkpoint is damaged")
+    try:
+        return np.load(file, allow_pickle=False)
+    except (ValueError, OSError) as e:
+        raise InputError(file, f"cannot read the index vectors: {e}") from None
 
 
 def load_checkpoint(path: str | os.PathLike, model, optimizer, scheduler,
@@ -163,16 +181,21 @@ def from_tree(tree, tensors: dict) -> Any:
     return {k: from_tree(v, tensors) for k, v in tree.items()}
 
 
-def save_model(model, tokenizers, path: str | os.PathLike, train_config: dict | None = None) -> None:
+def save_model(model, tokenizers, path: str | os.PathLike, train_config: dict | None = None, index=None) -> None:
     """A trained model directory: RagModel.save_pretrained, both tokenizers, and the training config.
 
     The settings name the tokenizers by their path inside this directory, so the directory can be
-    moved; `load_trained` reads them back.
+    moved; `load_trained` reads them back. `index` (a `DenseIndex` whose vectors the model's
+    trained context encoder made, `training.end2end.index_to_save`) is written to `index/`, its
+    encoder named as `context_encoder/`, and becomes the index the settings name.
     """
     path = Path(path)
     settings = model.settings
     model.settings = replace(settings, question_tokenizer=str(path.resolve() / "question_tokenizer"),
                              generator_tokenizer=str(path.resolve() / "generator_tokenizer"))
+    if index is not None:
+        model.settings = replace(model.settings, index_path=str(path.resolve() / "index"),
+                                 index_fingerprint=index.ctx_fingerprint)
     try:
         with staged_dir(path) as tmp:
             model.save_pretrained(tmp / "model")  # save_pretrained builds its own directory atomically
@@ -183,6 +206,9 @@ def save_model(model, tokenizers, path: str | os.PathLike, train_config: dict | 
             tokenizers.generator.save_pretrained(tmp / "generator_tokenizer")
             if train_config is not None:
                 write_json(tmp / "train_config.json", train_config)
+            if index is not None:
+                write_dense_index(index, tmp / "index", {"path": str(path.resolve() / "context_encoder"),
+                                                         "ctx_fingerprint": index.ctx_fingerprint, "format": "transformers"})
     finally:
         model.settings = settings
 

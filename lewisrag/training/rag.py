@@ -24,6 +24,9 @@ and gradients are averaged across processes by hand (the retrieval step runs out
 out (micro-batch gradients summed, then one optimizer step) instead of accelerate's `accumulate`,
 which expects a DDP-wrapped model.
 
+With `train_context_encoder` the RAG loss trains DPR's context encoder too, the index re-encoded
+every `reindex_every` steps (`training.end2end`, which says how and why).
+
 Output directory:
 
     config.json   this config          log.jsonl    one line per optimizer step
@@ -59,6 +62,7 @@ from lewisrag.scoring.qbleu import q_bleu1
 
 from lewisrag.scoring.retrieval import recall_rate
 from lewisrag.training import checkpoint as C
+from lewisrag.training import end2end as E
 from lewisrag.training.tasks import DEV_METRIC, fever_accuracy, rag_label_log_probs
 from lewisrag.training.rag_data import (
     PRECISIONS, DataPosition, answer_labels, doc_entropy, load_components, next_batch, place_search, shard,
@@ -81,7 +85,9 @@ class RagTrainConfig:
     qa_fields: dict[str, str] | None = None  # the QA files' own field names (data.records.read_qa); None = told from the files
     n_docs: int = 5  # K documents marginalized per question
     freeze_retriever: bool = False  # keep the question encoder fixed (the paper's frozen-retriever ablation)
-    retriever_lr_scale: float = 1.0  # the question encoder's learning rate as a multiple of `lr`
+    retriever_lr_scale: float = 1.0  # the question (and a trained context) encoder's learning rate as a multiple of `lr`
+    train_context_encoder: bool = False  # train DPR's context encoder too: retrieved passages re-encoded in the step (training.end2end)
+    reindex_every: int = 0  # with train_context_encoder: steps between re-encodings of every passage (0 = never)
     swap: bool = False  # accept an index built by another context encoder than the DPR checkpoint's
     steps: int = 200  # optimizer steps
     batch_size: int = 8  # questions per micro-batch across all processes (split evenly between them)
@@ -188,9 +194,12 @@ def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress) -> dic
     if cfg.gradient_checkpointing:
         _checkpoint_activations(model, cfg.freeze_retriever)
     params = [p for p in model.parameters() if p.requires_grad]
-    retriever = {id(p) for p in model.question_encoder.parameters()}
+    question = {id(p) for p in model.question_encoder.parameters()}
+    context = {id(p) for p in model.context_encoder.parameters()} if model.context_encoder is not None else set()
+    retriever = question | context
     groups = [{"params": [p for p in params if id(p) not in retriever], "lr": cfg.lr},
-              {"params": [p for p in params if id(p) in retriever], "lr": cfg.lr * cfg.retriever_lr_scale}]
+              {"params": [p for p in params if id(p) in question], "lr": cfg.lr * cfg.retriever_lr_scale},
+              {"params": [p for p in params if id(p) in context], "lr": cfg.lr * cfg.retriever_lr_scale}]
     opt = torch.optim.AdamW([g for g in groups if g["params"]], lr=cfg.lr, weight_decay=cfg.weight_decay)
     warmup_steps = int(cfg.warmup * cfg.steps)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: learning_rate_factor(s, cfg.steps, warmup_steps))
@@ -201,12 +210,14 @@ def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress) -> dic
     state = {"step": 0, "position": asdict(DataPosition()), "best_em": None, "config": asdict(cfg)}
     if ckpt is not None:
         state = C.load_checkpoint(ckpt, model, opt, sched, scaler)
+        E.restore(ckpt, state, model, parts.index, cfg.mixed_precision)
     if acc.is_main_process:
         _prepare_out(out, cfg, ckpt, log_file)
     acc.wait_for_everyone()
     state = _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, out, log_file, on_progress)
     if acc.is_main_process:
-        C.save_model(model, parts.tokenizers, out / "final", {**asdict(cfg), "step": state["step"]})
+        index = E.index_to_save(model, parts.index, _reindexed_at(state) == state["step"], cfg.mixed_precision)
+        C.save_model(model, parts.tokenizers, out / "final", {**asdict(cfg), "step": state["step"]}, index)
     acc.wait_for_everyone()
     best = state["best_em"]
     return {"steps": state["step"], "best_em": best if cfg.task == "qa" else None, "best_dev": best,
@@ -233,6 +244,8 @@ def _checkpoint_activations(model, frozen_retriever: bool) -> None:
     """Turn on gradient checkpointing in the generator and, unless frozen (it then runs in eval
     mode, where checkpointing is off, and no gradient flows through it), the question encoder."""
     parts = {"generator": model.generator} | ({} if frozen_retriever else {"question encoder": model.question_encoder})
+    if model.context_encoder is not None:
+        parts["context encoder"] = model.context_encoder
     for name, part in parts.items():
         _enable_checkpointing(part)
         if not any(getattr(m, "gradient_checkpointing", False) for m in part.modules()):
@@ -298,8 +311,13 @@ def _prepare_out(out: Path, cfg: RagTrainConfig, ckpt: Path | None, log_file: Pa
         tmp.write_bytes(saved_log.read_bytes() if saved_log is not None and saved_log.exists() else b"")
 
 
+def _reindexed_at(state: dict) -> int:
+    """The step whose context encoder made the vectors the index searches (0: the index's own)."""
+    return (state.get("live_index") or {}).get("step", 0)
+
+
 def _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, out, log_file, on_progress) -> dict:
-    step, pos, best = state["step"], DataPosition(**state["position"]), state["best_em"]
+    step, pos, best, reindexed_at = state["step"], DataPosition(**state["position"]), state["best_em"], _reindexed_at(state)
     while step < cfg.steps:
         model.train()
         if cfg.freeze_retriever:
@@ -320,6 +338,9 @@ def _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, out, log_fi
         loss_sum, n, ent_sum, hits, asked = _sum_across(totals, acc)
         record = {"step": step, "loss": loss_sum / n, "lr": lr, "doc_entropy": ent_sum / n,
                   "recall_at_k": hits / asked if asked else None, "epoch": pos.epoch, **scaling}
+        if cfg.reindex_every and step % cfg.reindex_every == 0:  # before the dev evaluation, which then searches it
+            record["reindex_s"] = E.reindex(model, parts.index, cfg.mixed_precision)
+            reindexed_at = step
         if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
             if acc.is_main_process:
                 index = parts.index.local if isinstance(parts.index, NodeSearch) else parts.index  # the main process alone
@@ -327,16 +348,20 @@ def _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, out, log_fi
                 record[key] = dev_score(model, parts.tokenizers, index, parts.dev, cfg)
                 if not math.isnan(record[key]) and (best is None or record[key] > best):
                     best = record[key]
-                    C.save_model(model, parts.tokenizers, out / "best", {**asdict(cfg), "step": step, key: best})
+                    saved = E.index_to_save(model, index, reindexed_at == step, cfg.mixed_precision)
+                    C.save_model(model, parts.tokenizers, out / "best", {**asdict(cfg), "step": step, key: best}, saved)
             acc.wait_for_everyone()
         state = {"step": step, "position": asdict(pos), "best_em": best, "config": asdict(cfg)}
+        if cfg.train_context_encoder:
+            state["live_index"] = E.live_state(parts.index, reindexed_at)
         if acc.is_main_process:
             with open(log_file, "a", encoding="utf-8") as f:
                 f.write(json.dumps(record) + "\n")
             if on_progress:
                 on_progress(step, cfg.steps, record)
             if step % cfg.save_every == 0 or step == cfg.steps:
-                C.save_checkpoint(out / "checkpoint", model, opt, sched, state, log_file, scaler)
+                C.save_checkpoint(out / "checkpoint", model, opt, sched, state, log_file, scaler,
+                                  vectors=parts.index.embeddings if reindexed_at else None)
         acc.wait_for_everyone()
     return state
 

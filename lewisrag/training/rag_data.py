@@ -23,6 +23,7 @@ from lewisrag.index.dense import DenseIndex
 from lewisrag.index.encoders import load_question_encoder
 from lewisrag.rag_model import RagModel, RagSettings, Tokenizers
 from lewisrag.rag_model.model import VARIANTS
+from lewisrag.training.end2end import passage_encoder
 from lewisrag.training.tasks import TASKS, prepare_generator
 
 PRECISIONS = ("no", "bf16", "fp16")  # --mixed-precision values; fp16 needs a GPU
@@ -57,7 +58,8 @@ def load_components(cfg, processes: int = 1, with_faiss: bool = True) -> Compone
     settings = RagSettings(variant=cfg.variant, n_docs=cfg.n_docs, label_smoothing=cfg.label_smoothing,
                            max_combined_length=cfg.max_combined_length, index_path=str(Path(cfg.index).resolve()),
                            index_fingerprint=dpr.ctx_fingerprint)  # None: a DPRQuestionEncoder folder without its pair, under --swap
-    model = RagModel(dpr.question_encoder, generator, cfg.variant, cfg.n_docs, settings)
+    context_encoder = passage_encoder(dpr, cfg, index) if cfg.train_context_encoder else None  # training.end2end
+    model = RagModel(dpr.question_encoder, generator, cfg.variant, cfg.n_docs, settings, context_encoder=context_encoder)
     return Components(model, Tokenizers(dpr.tokenizer, gen_tokenizer), index, pairs, dev, skipped)
 
 
@@ -97,6 +99,11 @@ def check_config(cfg, processes: int) -> None:
         (cfg.lr > 0 and 0 <= cfg.warmup < 1, "--lr/--warmup", "lr > 0 and 0 <= warmup < 1"),
         (cfg.retriever_lr_scale >= 0, "--retriever-lr-scale", "must be at least 0"),
         (cfg.search_device in SEARCH_DEVICES, "--search-device", f"must be one of {', '.join(SEARCH_DEVICES)}"),
+        (cfg.reindex_every >= 0, "--reindex-every", f"must be at least 0, got {cfg.reindex_every}"),
+        (cfg.train_context_encoder or not cfg.reindex_every, "--reindex-every",
+         "re-encodes the index with the context encoder being trained: it needs --train-context-encoder"),
+        (not (cfg.train_context_encoder and cfg.shared_retrieval), "--shared-retrieval",
+         "cannot be combined with --train-context-encoder (every process re-encodes and searches its own index)"),
     ]
     for ok, flag, message in checks:
         if not ok:

@@ -1,0 +1,214 @@
+"""The end-to-end retriever (`train rag --train-context-encoder --reindex-every N`, training.end2end):
+retrieved passages are scored by the context encoder, which gets gradient and moves only with the
+flag; re-indexing happens at its steps and stores what the current encoder makes; a saved model
+carries an index that `ask` accepts and `index build` remakes; an interrupted run resumes to the
+same weights and log; bad flag combinations are one-line errors."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+from typer.testing import CliRunner
+
+from conftest import one_thread, run_main
+from lewisrag.data.io import InputError
+from test_checkpoints_in import _rag_flags, hf  # noqa: F401  (module fixture)
+from test_rag_train import cli_flags, log_lines, make_config, rag_inputs, weights  # noqa: F401  (session fixture)
+
+E2E = dict(train_context_encoder=True)
+
+
+def context_weights(model_dir) -> dict[str, torch.Tensor]:
+    return load_file(str(model_dir / "context_encoder" / "model.safetensors"))
+
+
+def start_context_weights(rag_inputs) -> dict[str, torch.Tensor]:  # noqa: F811
+    from lewisrag.index.encoders import DPRCheckpoint
+
+    return DPRCheckpoint.load(rag_inputs["dpr"]).ctx_encoder.state_dict()
+
+
+def test_retrieved_passages_are_scored_by_the_context_encoder_with_gradient(rag_inputs):  # noqa: F811
+    from lewisrag.training.rag_data import load_components
+
+    with one_thread():
+        plain = load_components(make_config(rag_inputs))
+        e2e = load_components(make_config(rag_inputs, **E2E))
+        questions = [ex.question for ex, _ in plain.pairs[:4]]
+        r0 = plain.model.retrieve(questions, plain.index, plain.tokenizers)
+        r1 = e2e.model.retrieve(questions, e2e.index, e2e.tokenizers)
+    assert plain.model.context_encoder is None
+    assert not any(k.startswith("context_encoder.") for k in plain.model.state_dict())
+    # the index was built by this very encoder: the same passages, and its stored vectors' scores
+    assert (r0.rows == r1.rows).all()
+    assert torch.allclose(r0.doc_scores, r1.doc_scores, rtol=1e-5, atol=1e-5)
+    r1.doc_scores.logsumexp(-1).sum().backward()
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in e2e.model.context_encoder.parameters())
+
+
+def test_reindex_stores_what_the_current_encoder_makes(rag_inputs):  # noqa: F811
+    from lewisrag.index.encoders import encode_texts, state_fingerprint
+    from lewisrag.training.end2end import reindex
+    from lewisrag.training.rag_data import load_components
+
+    with one_thread():
+        parts = load_components(make_config(rag_inputs, **E2E))
+        model, index, ctx = parts.model, parts.index, parts.model.context_encoder
+        before = np.array(index.embeddings)
+        with torch.no_grad():  # as if training had moved it
+            g = torch.Generator().manual_seed(0)
+            for p in ctx.parameters():
+                p.add_(0.5 * torch.randn(p.shape, generator=g))
+        seconds = reindex(model, index)
+        fresh = encode_texts(ctx.encoder, ctx.tokenizer, [(p.title, p.text) for p in index.passages], max_length=128)
+        q = np.random.default_rng(0).standard_normal((3, index.dim)).astype(np.float32)
+        _, rows = index.search(q, 4)
+        model.retrieve(["Who leads the country?"], index, parts.tokenizers)  # its fingerprint check accepts it
+    assert seconds > 0 and index.is_exact and ctx.max_length == 128
+    assert np.array_equal(index.embeddings, fresh) and not np.allclose(before, fresh)
+    assert (rows == np.argsort(-(q @ fresh.T), axis=1)[:, :4]).all()
+    assert index.ctx_fingerprint == model.settings.index_fingerprint == state_fingerprint(ctx.encoder)
+
+
+def test_training_moves_the_context_encoder_and_reindexes_on_schedule(rag_inputs, tmp_path, monkeypatch, capsys):  # noqa: F811
+    from lewisrag.data.records import read_passages
+    from lewisrag.index.dense import DenseIndex, build_dense_index
+    from lewisrag.training.rag import train_rag
+
+    run = tmp_path / "run"
+    with one_thread():
+        train_rag(make_config(rag_inputs, steps=3, eval_every=3, save_every=3, reindex_every=2, **E2E), run)
+    records = [json.loads(line) for line in log_lines(run)]
+    assert [("reindex_s" in r) for r in records] == [False, True, False] and records[1]["reindex_s"] > 0
+    start = start_context_weights(rag_inputs)
+    for model in ("best", "final"):
+        moved = context_weights(run / model)
+        assert moved.keys() == start.keys() and any(not torch.equal(moved[k], start[k]) for k in start)
+    # the checkpoint's live vectors are step 2's; final/ re-encoded them with step 3's encoder
+    state = json.loads((run / "checkpoint" / "state.json").read_text())
+    assert state["live_index"]["step"] == 2
+    final = DenseIndex.load(run / "final" / "index")
+    assert not np.allclose(np.load(run / "checkpoint" / "index_vectors.npy"), final.embeddings)
+    settings = json.loads((run / "final" / "rag.json").read_text())["settings"]
+    assert settings["index_path"] == str((run / "final" / "index").resolve())
+    # `index build` from the saved context encoder remakes the saved index, fingerprint included
+    rebuilt = build_dense_index(read_passages(rag_inputs["world"] / "passages_a.jsonl"), run / "final" / "context_encoder",
+                                tmp_path / "rebuilt")
+    assert rebuilt["build"]["max_length"] == 128
+    assert rebuilt["encoder"]["ctx_fingerprint"] == final.ctx_fingerprint == settings["index_fingerprint"]
+    assert np.allclose(np.load(tmp_path / "rebuilt" / "embeddings.npy"), final.embeddings, atol=1e-5)
+    # `ask` reads the model with its own index, and refuses the starting one, which it no longer matches
+    code, out, err = run_main(monkeypatch, capsys, "ask", "--model", run, "--index", run / "best" / "index",
+                              "Who is the leader?", "--json")
+    assert code == 0 and len(json.loads(out)["passages"]) == 2, err
+    code, _, err = run_main(monkeypatch, capsys, "ask", "--model", run, "--index", rag_inputs["index"], "Who?")
+    assert code == 2 and "ctx_fingerprint" in err and "--swap" in err
+
+
+def test_without_the_flag_nothing_of_it_is_written(rag_inputs, tmp_path):  # noqa: F811
+    from lewisrag.training.rag import train_rag
+
+    with one_thread():
+        train_rag(make_config(rag_inputs, steps=1, eval_every=0, save_every=1), tmp_path / "run")
+    assert not (tmp_path / "run" / "final" / "context_encoder").exists() and not (tmp_path / "run" / "final" / "index").exists()
+    assert not (tmp_path / "run" / "checkpoint" / "index_vectors.npy").exists()
+    assert "live_index" not in json.loads((tmp_path / "run" / "checkpoint" / "state.json").read_text())
+    assert "reindex_s" not in log_lines(tmp_path / "run")[0]
+    assert not any(k.startswith("context_encoder") for k in load_file(str(tmp_path / "run" / "checkpoint" / "model.safetensors")))
+
+
+def test_a_transformers_pair_trains_its_context_encoder_folder(hf, monkeypatch, capsys, tmp_path):  # noqa: F811
+    """A DPRQuestionEncoder folder has no context encoder: --context-encoder's folder is the one trained."""
+    from transformers import DPRContextEncoder
+
+    from lewisrag.index.encoders import load_context_encoder
+
+    e2e = ["--train-context-encoder", "--reindex-every", 1]
+    code, _, err = run_main(monkeypatch, capsys, *_rag_flags(hf, tmp_path / "unpaired"), *e2e, "--swap")
+    assert code == 2 and "--train-context-encoder" in err and "--context-encoder" in err, err
+    with one_thread():
+        code, _, err = run_main(monkeypatch, capsys, *_rag_flags(hf, tmp_path / "run"), *e2e, "--context-encoder", hf["context"])
+    assert code == 0, err
+    start = DPRContextEncoder.from_pretrained(hf["context"]).state_dict()
+    saved = load_context_encoder(tmp_path / "run" / "final" / "context_encoder")  # a transformers folder, tokenizer included
+    trained = saved.ctx_encoder.state_dict()
+    assert any(not torch.equal(trained[k], start[k]) for k in start)
+    built = json.loads((hf["index"] / "manifest.json").read_text())["build"]["max_length"]
+    assert saved.meta["max_length"] == built
+
+
+class Interrupted(Exception):
+    pass
+
+
+def test_interrupted_then_resumed_equals_uninterrupted(rag_inputs, tmp_path):  # noqa: F811
+    """Stopped at step 5: the checkpoint (step 4) holds step 3's re-encoded vectors, older than its weights."""
+    from lewisrag.training.rag import train_rag
+
+    cfg = make_config(rag_inputs, steps=6, eval_every=3, save_every=2, reindex_every=3, **E2E)
+
+    def stop_at_5(step, steps, record):
+        if step == 5:
+            raise Interrupted
+
+    with one_thread():
+        with pytest.raises(Interrupted):
+            train_rag(cfg, tmp_path / "killed", on_progress=stop_at_5)
+        assert json.loads((tmp_path / "killed" / "checkpoint" / "state.json").read_text())["live_index"]["step"] == 3
+        train_rag(cfg, tmp_path / "killed", resume=True)
+        train_rag(cfg, tmp_path / "straight")
+
+    def without_timing(out):  # reindex_s is wall-clock time
+        return [{k: v for k, v in json.loads(line).items() if k != "reindex_s"} for line in log_lines(out)]
+
+    assert without_timing(tmp_path / "killed") == without_timing(tmp_path / "straight")
+    assert [("reindex_s" in json.loads(x)) for x in log_lines(tmp_path / "killed")] == [False, False, True] * 2
+    for model in ("final", "best"):
+        a, b = tmp_path / "killed" / model, tmp_path / "straight" / model
+        wa, wb = {**weights(a), **context_weights(a)}, {**weights(b), **context_weights(b)}
+        assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+        assert np.array_equal(np.load(a / "index" / "embeddings.npy"), np.load(b / "index" / "embeddings.npy"))
+
+
+@pytest.mark.parametrize("overrides, flag", [
+    (dict(reindex_every=2), "--reindex-every"),
+    (dict(reindex_every=-1, **E2E), "--reindex-every"),
+    (dict(shared_retrieval=True, **E2E), "--shared-retrieval"),
+])
+def test_bad_flag_combinations_are_one_line_errors(rag_inputs, tmp_path, overrides, flag):  # noqa: F811
+    from lewisrag.training.rag import train_rag
+
+    with pytest.raises(InputError) as e:
+        train_rag(make_config(rag_inputs, **overrides), tmp_path / "out")
+    assert str(e.value).startswith(flag) and "\n" not in str(e.value)
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_flags_reach_the_config(rag_inputs, tmp_path, monkeypatch, capsys):  # noqa: F811
+    import lewisrag.training.rag as R
+    from lewisrag.cli import app
+
+    seen = []
+
+    def fake(cfg, out, **kw):
+        seen.append(cfg)
+        return {"main": True, "steps": cfg.steps, "best_em": None, "best_dev": None, "dev_metric": "em", "n_train": 0,
+                "skipped_no_answer": 0, "processes": 1, "search": "faiss", "out": str(out)}
+
+    real = R.train_rag
+    monkeypatch.setattr(R, "train_rag", fake)
+    cfg = make_config(rag_inputs, reindex_every=3, **E2E)
+    code, _, err = run_main(monkeypatch, capsys, "train", "rag", *cli_flags(cfg), "--out", tmp_path / "run", "--json")
+    assert code == 0, err
+    assert seen == [cfg]
+    monkeypatch.setattr(R, "train_rag", real)
+    code, _, err = run_main(monkeypatch, capsys, "train", "rag", *cli_flags(replace(cfg, train_context_encoder=False)),
+                            "--out", tmp_path / "run")
+    assert code == 2 and "--reindex-every" in err and len(err.strip().splitlines()) == 1
+    help_text = CliRunner().invoke(app, ["train", "rag", "--help"], env={"COLUMNS": "200"}).stdout
+    assert "--train-context-encoder" in help_text and "--reindex-every" in help_text
