@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -212,3 +213,20 @@ def test_cli_flags_reach_the_config(rag_inputs, tmp_path, monkeypatch, capsys): 
     assert code == 2 and "--reindex-every" in err and len(err.strip().splitlines()) == 1
     help_text = CliRunner().invoke(app, ["train", "rag", "--help"], env={"COLUMNS": "200"}).stdout
     assert "--train-context-encoder" in help_text and "--reindex-every" in help_text
+
+
+def test_world_measurement_script_compares_both_arms(tmp_path):
+    """scripts/e2e_retriever.py (docs/recipe.md's numbers) on the tiny preset: both arms train and are
+    measured with the index each searches; the end-to-end arm re-indexed on schedule."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("e2e_retriever", Path(__file__).parents[1] / "scripts" / "e2e_retriever.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    r = script.run(tmp_path / "e2e", "tiny", dpr_steps=5, rag_steps=4, lr=1e-3, reindex_every=2, seed=0)
+    assert set(r) == {"config", "before", "frozen_documents", "end_to_end"}
+    for arm in ("frozen_documents", "end_to_end"):
+        assert all(0.0 <= r[arm][k] <= 1.0 for k in ("recall_at_1", "recall_at_5", "exact_match")) and r[arm]["n"] > 0
+    assert r["frozen_documents"]["reindexes"] == 0 and r["end_to_end"]["reindexes"] == 2
+    assert (tmp_path / "e2e" / "end_to_end" / "best" / "index").is_dir()
+    assert json.loads((tmp_path / "e2e" / "summary.json").read_text()) == r
