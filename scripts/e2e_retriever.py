@@ -66,9 +66,8 @@ def dpr_recall(dpr_dir: Path, index_dir: Path, test) -> dict:
 def run(out: Path, preset_name: str, dpr_steps: int, rag_steps: int, lr: float, reindex_every: int, seed: int) -> dict:
     preset = get_preset(preset_name)
     out.mkdir(parents=True, exist_ok=True)
-    world = build_world(seed=seed, entities=preset.entities)
     if not (out / "world" / "world.json").exists():
-        write_world(world, out / "world")
+        write_world(build_world(seed=seed, entities=preset.entities), out / "world")
     passages = read_passages(out / "world" / "passages_a.jsonl")
     train = read_qa(out / "world" / "train.jsonl")
     test = [q for q in read_qa(out / "world" / "test.jsonl") if q.kind == "short"]
