@@ -18,8 +18,9 @@ from typer.testing import CliRunner
 
 from conftest import one_thread, run_main
 from lewisrag.data.io import InputError
+from lewisrag.index.encoders import context_fingerprint, load_context_encoder, load_question_encoder
 from test_checkpoints_in import _rag_flags, hf  # noqa: F401  (module fixture)
-from test_rag_train import cli_flags, log_lines, make_config, rag_inputs, weights  # noqa: F401  (session fixture)
+from test_rag_train import cli_flags, log_lines, make_config, rag_inputs, trained_rag, weights  # noqa: F401  (session fixtures)
 
 E2E = dict(train_context_encoder=True)
 
@@ -109,6 +110,34 @@ def test_training_moves_the_context_encoder_and_reindexes_on_schedule(rag_inputs
     assert code == 0 and len(json.loads(out)["passages"]) == 2, err
     code, _, err = run_main(monkeypatch, capsys, "ask", "--model", run, "--index", rag_inputs["index"], "Who?")
     assert code == 2 and "ctx_fingerprint" in err and "--swap" in err
+    # the model directory stands for its encoders: `eval retrieval` searches its own index with it,
+    # `index build` / --context-encoder take its context_encoder/
+    code, out, err = run_main(monkeypatch, capsys, "eval", "retrieval", "--index", run / "final" / "index",
+                              "--encoder", run / "final", "--questions", rag_inputs["world"] / "dev.jsonl", "--json")
+    assert code == 0, err
+    (result,) = json.loads(out).values()
+    assert 0 <= result["recall@1"] <= result["recall@5"] <= 1 and result["n"] > 0
+    assert load_context_encoder(run / "final").ctx_fingerprint == settings["index_fingerprint"]
+    assert context_fingerprint(run / "final") == settings["index_fingerprint"]
+
+
+def test_a_rag_model_directory_is_a_question_encoder(rag_inputs, trained_rag, monkeypatch, capsys):  # noqa: F811
+    """`--encoder RUN/best`: the question encoder RAG training left, paired with the index it trained on."""
+    dev = rag_inputs["world"] / "dev.jsonl"
+    code, out, err = run_main(monkeypatch, capsys, "eval", "retrieval", "--index", rag_inputs["index"], "--encoder",
+                              trained_rag / "best", "--questions", dev, "--json")
+    assert code == 0, err
+    ckpt = load_question_encoder(trained_rag / "best")
+    start = load_question_encoder(rag_inputs["dpr"])
+    assert ckpt.ctx_fingerprint == start.ctx_fingerprint and ckpt.tokenizer.vocab == start.tokenizer.vocab
+    # its question_encoder/ alone has no tokenizer: the error names the directory to give instead
+    code, _, err = run_main(monkeypatch, capsys, "eval", "retrieval", "--index", rag_inputs["index"], "--encoder",
+                            trained_rag / "best" / "question_encoder", "--questions", dev)
+    assert code == 2 and "give the model directory" in err and str(trained_rag / "best") in err
+    with pytest.raises(InputError, match="--train-context-encoder"):
+        load_context_encoder(trained_rag / "best")
+    with pytest.raises(InputError, match="names its own context encoder"):
+        load_question_encoder(trained_rag / "best", context_encoder=rag_inputs["dpr"])
 
 
 def test_without_the_flag_nothing_of_it_is_written(rag_inputs, tmp_path):  # noqa: F811

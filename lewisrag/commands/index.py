@@ -13,8 +13,9 @@ from lewisrag.commands import _ui
 def build(
     passages: Path = typer.Option(..., "--passages", help="Passages: .jsonl, .json, .parquet, a datasets save_to_disk folder or "
                                   "hf:NAME[:CONFIG]:SPLIT (wiki_dpr's schema: id, text, title, embeddings?)."),
-    encoder: str = typer.Option(..., "--encoder", help="'bm25', a DPR checkpoint directory (`lewisrag train dpr`) or a "
-                                "transformers DPRContextEncoder folder (e.g. facebook/dpr-ctx_encoder-single-nq-base): its "
+    encoder: str = typer.Option(..., "--encoder", help="'bm25', a DPR checkpoint directory (`lewisrag train dpr`), a "
+                                "transformers DPRContextEncoder folder (e.g. facebook/dpr-ctx_encoder-single-nq-base) or a RAG "
+                                "model trained with --train-context-encoder (RUN/best): its "
                                 "context encoder embeds the passages, and the manifest records its weights' fingerprint."),
     out: Path = typer.Option(..., "--out", help="Index directory to write (built in OUT.partial, then renamed)."),
     faiss: str = typer.Option("Flat", "--faiss", help="FAISS index_factory string for dense indexes, e.g. Flat, HNSW32, IVF256,PQ16."),
@@ -71,8 +72,9 @@ def search(
     query: str = typer.Option(..., "--query", "-q", help="The question to search for."),
     n_docs: int = typer.Option(5, "--n-docs", help="Passages retrieved (K): the number of hits."),
     old_k: int = typer.Option(None, "-k", hidden=True, help="Deprecated: --n-docs."),
-    encoder: str = typer.Option(None, "--encoder", help="DPR checkpoint or transformers DPRQuestionEncoder folder for the "
-                                "question (dense indexes; default: the checkpoint that built the index)."),
+    encoder: str = typer.Option(None, "--encoder", help="DPR checkpoint, transformers DPRQuestionEncoder folder or trained "
+                                "RAG model (RUN/best: its question encoder) for the question (dense indexes; default: the "
+                                "checkpoint that built the index)."),
     context_encoder: str = typer.Option(None, "--context-encoder", help="With a DPRQuestionEncoder folder as --encoder: the "
                                         "DPRContextEncoder folder of its pair; it must be the one that built the index."),
     swap: bool = typer.Option(False, "--swap", help="Allow a question encoder trained against another context encoder "
@@ -106,7 +108,8 @@ def tune(
     rerank_depth: int = typer.Option(None, "--rerank-depth", help="Candidates per search re-ranked exactly from the stored "
                                      "vectors (recorded: later searches re-rank too); none by default."),
     max_questions: int = typer.Option(1000, "--max-questions", help="Use at most this many questions (the first ones)."),
-    encoder: str = typer.Option(None, "--encoder", help="DPR checkpoint or DPRQuestionEncoder folder (default: the index's)."),
+    encoder: str = typer.Option(None, "--encoder", help="DPR checkpoint, DPRQuestionEncoder folder or trained RAG model (default: "
+                                "the index's)."),
     context_encoder: str = typer.Option(None, "--context-encoder", help="With a DPRQuestionEncoder folder: its DPRContextEncoder pair."),
     swap: bool = typer.Option(False, "--swap", help="Allow a question encoder trained against another context encoder."),
     as_json: bool = typer.Option(False, "--json", help="Print what was recorded as one JSON object."),

@@ -15,8 +15,9 @@ def retrieval(
     questions: Path = typer.Option(None, "--questions", help="QA examples with gold_passage_ids. Required."),
     old_data: Path = typer.Option(None, "--data", hidden=True, help="Deprecated: --questions."),
     qa_fields: str = typer.Option(None, "--qa-fields", help=_ui.QA_FIELDS_HELP),
-    encoder: str = typer.Option(None, "--encoder", help="DPR checkpoint or transformers DPRQuestionEncoder folder for dense "
-                                "indexes (default: the checkpoint that built each index)."),
+    encoder: str = typer.Option(None, "--encoder", help="DPR checkpoint, transformers DPRQuestionEncoder folder or trained "
+                                "RAG model (RUN/best: the question encoder RAG training left) for dense indexes (default: the "
+                                "checkpoint that built each index)."),
     context_encoder: str = typer.Option(None, "--context-encoder", help="With a DPRQuestionEncoder folder as --encoder: the "
                                         "DPRContextEncoder folder of its pair; it must be the one that built each dense index."),
     recall_at: list[int] = typer.Option([1, 5, 20], "--recall-at", help="recall@k cut-offs; repeat the flag for several."),

@@ -105,7 +105,8 @@ class DPRCheckpoint:
 
 
 def dpr_layout(path: str | os.PathLike) -> str:
-    """What the directory `path` holds: "lewisrag" (a `lewisrag train dpr` checkpoint), or "question" /
+    """What the directory `path` holds: "lewisrag" (a `lewisrag train dpr` checkpoint), "rag" (a trained
+    RAG model directory, `train rag`'s best/ or final/: its question encoder is used), or "question" /
     "context" (a transformers DPRQuestionEncoder / DPRContextEncoder folder, told by config.json's
     architectures). Anything else is an InputError."""
     p = Path(path)
@@ -113,6 +114,8 @@ def dpr_layout(path: str | os.PathLike) -> str:
         raise InputError(p, f"DPR encoder: {'not a directory' if p.exists() else 'directory not found'}")
     if (p / META_FILE).exists():
         return "lewisrag"
+    if (p / "rag.json").is_file():
+        return "rag"
     if not (p / "config.json").is_file():
         raise InputError(p, f"not a DPR checkpoint: no {META_FILE} (a `lewisrag train dpr` checkpoint) and no config.json "
                             "(a transformers DPRQuestionEncoder or DPRContextEncoder folder)")
@@ -126,9 +129,10 @@ def dpr_layout(path: str | os.PathLike) -> str:
     return sides[0]
 
 
-def load_transformers_encoder(path: str | os.PathLike, side: str) -> DPRCheckpoint:
+def load_transformers_encoder(path: str | os.PathLike, side: str,
+                              tokenizer_path: str | os.PathLike | None = None) -> DPRCheckpoint:
     """A transformers DPRQuestionEncoder (`side` "question") or DPRContextEncoder ("context") folder
-    with its tokenizer, as a DPRCheckpoint holding that side only.
+    with its tokenizer (in the folder, or in `tokenizer_path`), as a DPRCheckpoint holding that side only.
 
     Loading is strict (`data.pretrained.load_model`): every weight the encoder has must be in
     model.safetensors and every weight there used, except BERT's pooler (`DPR_POOLER`). Texts are
@@ -141,8 +145,11 @@ def load_transformers_encoder(path: str | os.PathLike, side: str) -> DPRCheckpoi
     p = Path(path)
     arch = "DPRQuestionEncoder" if side == "question" else "DPRContextEncoder"
     cls = DPRQuestionEncoder if side == "question" else DPRContextEncoder
+    if tokenizer_path is None and (p.parent / "rag.json").is_file() and not (p / "tokenizer_config.json").is_file():
+        raise InputError(p, f"the {p.name} of a trained RAG model holds no tokenizer (it is in {p.parent.name}/"
+                            f"question_tokenizer): give the model directory {p.parent} instead")
     model = load_model(cls.from_pretrained, p, arch, ignore_unexpected=DPR_POOLER).eval()
-    tokenizer = load_tokenizer(AutoTokenizer.from_pretrained, p, f"{arch}'s tokenizer", use_fast=True)
+    tokenizer = load_tokenizer(AutoTokenizer.from_pretrained, tokenizer_path or p, f"{arch}'s tokenizer", use_fast=True)
     limit = int(model.config.max_position_embeddings)
     if isinstance(getattr(tokenizer, "model_max_length", None), int) and 0 < tokenizer.model_max_length < limit:
         limit = int(tokenizer.model_max_length)
@@ -163,7 +170,17 @@ def load_context_encoder(path: str | os.PathLike) -> DPRCheckpoint:
     if layout == "question":
         raise InputError(Path(path) / "config.json", "a DPRQuestionEncoder folder encodes questions; an index is built by "
                          "the context encoder: give the DPRContextEncoder folder of its pair", field="architectures")
-    return load_transformers_encoder(path, "context")
+    return load_transformers_encoder(_rag_context_folder(path) if layout == "rag" else path, "context")
+
+
+def _rag_context_folder(path: str | os.PathLike) -> Path:
+    """A trained RAG model's context encoder: context_encoder/, written only by a run that trained it
+    (`train rag --train-context-encoder`); the others' passages were encoded by the DPR that built their index."""
+    p = Path(path) / "context_encoder"
+    if not p.is_dir():
+        raise InputError(Path(path), "a trained RAG model directory has no context encoder unless it was trained with "
+                                     "--train-context-encoder: give the DPR checkpoint that built its index")
+    return p
 
 
 def load_question_encoder(path: str | os.PathLike, context_encoder: str | os.PathLike | None = None) -> DPRCheckpoint:
@@ -179,15 +196,29 @@ def load_question_encoder(path: str | os.PathLike, context_encoder: str | os.Pat
         raise InputError(Path(path) / "config.json", "a DPRContextEncoder folder encodes passages, not questions: give "
                          "--encoder the DPRQuestionEncoder folder of its pair (and --context-encoder this folder)",
                          field="architectures")
-    if layout == "lewisrag":
+    if layout in ("lewisrag", "rag"):
         if context_encoder:
-            raise InputError("--context-encoder", f"{path} is a lewisrag DPR checkpoint, which names its own context "
+            what = "DPR checkpoint" if layout == "lewisrag" else "RAG model (its index's)"
+            raise InputError("--context-encoder", f"{path} is a lewisrag {what}, which names its own context "
                              "encoder; --context-encoder goes with a transformers DPRQuestionEncoder folder")
-        return DPRCheckpoint.load(path)
+        return DPRCheckpoint.load(path) if layout == "lewisrag" else load_rag_question_encoder(path)
     ckpt = load_transformers_encoder(path, "question")
     if context_encoder:
         ckpt.meta["ctx_fingerprint"] = context_fingerprint(context_encoder)
         ckpt.meta["context_encoder"] = str(Path(context_encoder).resolve())
+    return ckpt
+
+
+def load_rag_question_encoder(path: str | os.PathLike) -> DPRCheckpoint:
+    """The question encoder of a trained RAG model directory (question_encoder/ and question_tokenizer/),
+    paired with the context encoder of the index it was trained against (rag.json's index_fingerprint),
+    so recall can be measured with the retriever RAG training left, on that index or under --swap."""
+    from lewisrag.rag_model.checkpoints import read_settings
+
+    p = Path(path)
+    settings = read_settings(p)
+    ckpt = load_transformers_encoder(p / "question_encoder", "question", tokenizer_path=p / "question_tokenizer")
+    ckpt.meta.update(ctx_fingerprint=settings.index_fingerprint, path=str(p.resolve()))
     return ckpt
 
 
@@ -207,6 +238,8 @@ def context_fingerprint(path: str | os.PathLike) -> str:
     if layout == "question":
         raise InputError(p / "config.json", "--context-encoder needs the DPRContextEncoder folder the index was built "
                          "with; this is a DPRQuestionEncoder", field="architectures")
+    if layout == "rag":
+        p = _rag_context_folder(p)
     return state_fingerprint(load_model(DPRContextEncoder.from_pretrained, p, "DPRContextEncoder (--context-encoder)",
                                         ignore_unexpected=DPR_POOLER))
 

@@ -110,7 +110,8 @@ def save_native(model, path: str | os.PathLike) -> None:
         write_json(tmp / "rag.json", {"format": FORMAT, "settings": asdict(model.settings)})
 
 
-def load_native(model_cls, path: str | os.PathLike):
+def read_settings(path: str | os.PathLike) -> RagSettings:
+    """The RagSettings in DIR/rag.json of lewisrag's layout, every fault an InputError naming the field."""
     path = Path(path)
     meta = read_json(path / "rag.json")
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
@@ -123,6 +124,12 @@ def load_native(model_cls, path: str | os.PathLike):
         settings = RagSettings(**raw)
     except (TypeError, ValueError) as e:
         raise InputError(path / "rag.json", str(e), field="settings") from None
+    return settings
+
+
+def load_native(model_cls, path: str | os.PathLike):
+    path = Path(path)
+    settings = read_settings(path)
     question_encoder = load_model(AutoModel.from_pretrained, path / "question_encoder", "question encoder")
     generator = load_model(AutoModelForSeq2SeqLM.from_pretrained, path / "generator", "generator")
     return model_cls(question_encoder, generator, settings.variant, settings.n_docs, settings).eval()
