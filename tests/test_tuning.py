@@ -209,6 +209,7 @@ def test_bench_scale_quick_runs_every_index_kind():
         assert row["peak_rss_mb"] > row["base_rss_mb"] + row["index_mb"] and row["train_rss_mb"] > row["train_anon_mb"] > 0
         assert row["peak_rss_mb"] < 2000  # VmHWM of the build alone, not the parent's RSS carried into it
         assert row["recall_at_5"] >= row["target_recall"] or not row["target_reached"]
+        assert row["train_batch_ms"] > 0 and row["train_batch_ms_cold"] > 0
     for n in (10_000, 20_000):
         flat, hnsw, ivfpq = (row for row in rows if row["n"] == n)
         assert flat["recall_at_5"] == 1.0 and flat["bytes_per_passage"] == pytest.approx(768 * 4, rel=0.01)
