@@ -2,6 +2,8 @@
 
     .venv/bin/python scripts/bench_scale.py [--sizes 100000,1000000] [--target-recall 0.95] [--json]
     .venv/bin/python scripts/bench_scale.py --quick --json     # 10k and 20k passages: a smoke test
+    .venv/bin/python scripts/bench_scale.py --index RUN/index_a --questions RUN/world/test.jsonl
+                                     # a built index's own vectors and real questions (real structure, its N)
 
 The paper retrieves from 21M passages: 64.5 GB of float32 768-d vectors, more than a Flat index
 can hold in RAM. For synthetic corpora of each size in --sizes and each index kind this measures
@@ -31,6 +33,12 @@ can hold in RAM. For synthetic corpora of each size in --sizes and each index ki
 
 Then, from the measured sizes, a fit of build time, bytes and throughput against N and its
 extrapolation to 21M and 100M passages: an extrapolation, marked as such, not a measurement.
+
+With --index DIR --questions FILE the same measurements run once on a lewisrag dense index's own
+vectors (stored as float16, as `--vector-dtype float16` keeps them) with FILE's questions encoded by
+the index's question encoder as the queries: trained DPR vectors have the structure the synthetic
+mixture imitates, at the index's N; the PQ width follows the vectors' dimension (64 sub-quantizers
+up to half of it), so a 128-d index gets the same 72 bytes a passage as a 768-d one.
 
 The synthetic vectors. Uniform random 768-d vectors are the wrong test: their neighbours are all
 about equally far, so any compressed index scores near 0 recall, while a few well-separated clusters
@@ -147,7 +155,12 @@ def nlist_for(n: int) -> int:
     return max(1, round(4 * math.sqrt(n)))
 
 
-def factory_for(kind: str, n: int, ivf_quantizer: str) -> str:
+def pq_m(dim: int) -> int:
+    """PQ sub-quantizers: PQ_M, or half the dimension for vectors narrower than 2·PQ_M."""
+    return min(PQ_M, dim // 2)
+
+
+def factory_for(kind: str, n: int, ivf_quantizer: str, dim: int = DIM) -> str:
     if kind == "flat":
         return "Flat"
     if kind == "hnsw_sq8":
@@ -155,13 +168,14 @@ def factory_for(kind: str, n: int, ivf_quantizer: str) -> str:
     quantizer = "_HNSW32" if ivf_quantizer == "hnsw" else ""
     # OPQ rotates (and reduces to 4 dims per sub-quantizer, FAISS's usual OPQ{M}_{4M}) so that PQ's
     # 64 sub-vectors share the variance the spectrum piles into a few directions
-    return f"OPQ{PQ_M}_{4 * PQ_M},IVF{nlist_for(n)}{quantizer},PQ{PQ_M}"
+    m = pq_m(dim)
+    return f"OPQ{m}_{min(4 * m, dim // m * m)},IVF{nlist_for(n)}{quantizer},PQ{m}"
 
 
-def code_bytes(kind: str) -> int:
+def code_bytes(kind: str, dim: int = DIM) -> int:
     """Bytes a passage adds to the index: Flat's float32 vector; SQ8's byte a dimension and HNSW32's
-    64 level-0 links of 4 bytes (upper levels add ~1/32 of that); PQ_M code bytes and an 8-byte id."""
-    return {"flat": 4 * DIM, "hnsw_sq8": DIM + 2 * 32 * 4, "ivfpq_rerank": PQ_M + 8}[kind]
+    64 level-0 links of 4 bytes (upper levels add ~1/32 of that); pq_m code bytes and an 8-byte id."""
+    return {"flat": 4 * dim, "hnsw_sq8": dim + 2 * 32 * 4, "ivfpq_rerank": pq_m(dim) + 8}[kind]
 
 
 def train_size(kind: str, n: int) -> int:
@@ -213,7 +227,7 @@ def worker_train(spec: dict) -> dict:
     """Train the index on a sample drawn from the vectors and write it, still empty."""
     path, n = Path(spec["vectors"]), spec["n"]
     start = time.perf_counter()
-    index = faiss.index_factory(DIM, spec["factory"], faiss.METRIC_INNER_PRODUCT)
+    index = faiss.index_factory(spec["dim"], spec["factory"], faiss.METRIC_INNER_PRODUCT)
     configure(index, spec["opq_iters"])
     if not index.is_trained:
         rows = np.random.default_rng(spec["seed"]).choice(n, spec["train_sample"], replace=False)
@@ -250,7 +264,7 @@ def build(spec: dict) -> dict:
     return {"build_s": trained["train_s"] + added["add_s"], **trained, **added, "peak_rss_mb": peak,
             "rss_beyond_index_mb": peak - added["base_rss_mb"] - added["index_mb"],
             "add_beyond_index_mb": added["add_peak_rss_mb"] - added["base_rss_mb"] - added["index_mb"],
-            "train_sample_mb": spec["train_sample"] * DIM * 4 / 2**20}
+            "train_sample_mb": spec["train_sample"] * spec["dim"] * 4 / 2**20}
 
 
 def worker_measure(spec: dict) -> dict:
@@ -281,7 +295,7 @@ def worker_serve(spec: dict) -> dict:
         q = queries[b * SERVE_BATCH : (b + 1) * SERVE_BATCH]
         _, rows = search(index, q, K, vectors if spec["rerank_depth"] else None, spec["rerank_depth"])
         docs = np.asarray(vectors[np.clip(rows.reshape(-1), 0, None)], dtype=np.float32)  # as DenseIndex.vectors
-        assert docs.shape == (len(q) * K, DIM)
+        assert docs.shape == (len(q) * K, vectors.shape[1])
     serve_s = time.perf_counter() - start
     after = rss_status()
     del vectors  # unmapped: the kernel drops only pages no process maps
@@ -310,7 +324,7 @@ def cold_batch_ms(path: str, index, queries: np.ndarray, rerank_depth: int | Non
         _, rows = search(index, q, K, vectors if rerank_depth else None, rerank_depth)
         docs = np.asarray(vectors[np.clip(rows.reshape(-1), 0, None)], dtype=np.float32)
         total += time.perf_counter() - start
-        assert docs.shape == (len(q) * K, DIM)
+        assert docs.shape == (len(q) * K, vectors.shape[1])
         del vectors
     return 1000 * total / COLD_BATCHES
 
@@ -335,15 +349,44 @@ def bench_size(n: int, args, workdir: Path):
     mixture = write_corpus(vectors, n, args.seed, args.block_rows)
     queries = mixture.draw(args.queries, np.random.default_rng([args.seed, n, QUERY_STREAM]))
     serve_queries = mixture.draw(SERVE_BATCHES * SERVE_BATCH, np.random.default_rng([args.seed, n, SERVE_STREAM]))
+    yield from bench_corpus(vectors, queries, serve_queries, args, workdir, {"source": "synthetic", "gen_s": time.perf_counter() - t})
+
+
+def bench_index(args, workdir: Path):
+    """A built lewisrag dense index's vectors, with `args.questions` encoded by its question encoder."""
+    from lewisrag.data.records import read_qa
+    from lewisrag.index import open_retriever
+
+    retriever = open_retriever(args.index)
+    if not hasattr(retriever, "encode"):
+        raise SystemExit(f"{args.index}: a BM25 index has no vectors; give a dense index")
+    questions = [ex.question for ex in read_qa(args.questions)][: args.queries]
+    t = time.perf_counter()
+    queries = np.ascontiguousarray(retriever.encode(questions), dtype=np.float32)
+    stored = retriever.index.embeddings
+    n = len(stored)
+    vectors = workdir / f"vectors_{n}.npy"
+    out = np.lib.format.open_memmap(vectors, mode="w+", dtype=np.float16, shape=stored.shape)
+    for s in range(0, n, args.block_rows):
+        out[s : s + args.block_rows] = stored[s : s + args.block_rows]
+    out.flush()
+    del out, retriever
+    serve_queries = np.resize(queries, (SERVE_BATCHES * SERVE_BATCH, queries.shape[1]))  # the questions again, cycled
+    source = {"source": f"index {args.index}", "questions": str(args.questions), "gen_s": time.perf_counter() - t}
+    yield from bench_corpus(vectors, queries, serve_queries, args, workdir, source)
+
+
+def bench_corpus(vectors: Path, queries: np.ndarray, serve_queries: np.ndarray, args, workdir: Path, about: dict):
+    """Build and measure each index kind of `args.kinds` on the float16 vectors at `vectors`."""
+    n, dim = np.load(vectors, mmap_mode="r").shape
     np.save(workdir / "queries.npy", queries)
     np.save(workdir / "serve_queries.npy", serve_queries)
     np.save(workdir / "exact.npy", exact_top_k(np.load(vectors, mmap_mode="r"), queries, K)[1])
-    gen_s = time.perf_counter() - t
     for kind in args.kinds:
-        factory = factory_for(kind, n, args.ivf_quantizer)
+        factory = factory_for(kind, n, args.ivf_quantizer, dim)
         depth = args.rerank_depth if kind == "ivfpq_rerank" else None
         index_path = str(workdir / f"{kind}_{n}.faiss")
-        built = build({"vectors": str(vectors), "n": n, "factory": factory, "out": index_path,
+        built = build({"vectors": str(vectors), "n": n, "dim": dim, "factory": factory, "out": index_path,
                        "train_sample": train_size(kind, n), "seed": args.seed, "opq_iters": args.opq_iters,
                        "block_rows": args.block_rows})
         measured = run_worker("measure", {"index": index_path, "vectors": str(vectors), "rerank_depth": depth,
@@ -352,12 +395,12 @@ def bench_size(n: int, args, workdir: Path):
         serve = {flags: run_worker("serve", {"index": index_path, "vectors": str(vectors), "flags": flags,
                                              "serve_queries": str(workdir / "serve_queries.npy"),
                                              "params": measured["search_params"], "rerank_depth": depth,
-                                             "codes_mb": n * code_bytes(kind) / 2**20})
+                                             "codes_mb": n * code_bytes(kind, dim) / 2**20})
                  for flags in FLAGS}
         dense_way, ifc = serve["IO_FLAG_MMAP|IO_FLAG_READ_ONLY"], serve["IO_FLAG_MMAP_IFC|IO_FLAG_READ_ONLY"]
-        yield {"n": n, "index": factory, "kind": kind, **built, **measured,
-               "code_bytes_per_passage": code_bytes(kind), "target_recall": args.target_recall, "rerank_depth": depth, "rerank_bytes_per_passage": 2 * DIM,
-               "train_sample": train_size(kind, n), "queries": args.queries, "gen_s": gen_s,
+        yield {"n": n, "dim": dim, "index": factory, "kind": kind, **about, **built, **measured,
+               "code_bytes_per_passage": code_bytes(kind, dim), "target_recall": args.target_recall, "rerank_depth": depth,
+               "rerank_bytes_per_passage": 2 * dim, "train_sample": train_size(kind, n), "queries": len(queries),
                "train_rss_mb": dense_way["rss_mb"], "train_anon_mb": dense_way["anon_mb"],
                "train_file_mb": dense_way["file_mb"], "train_open": dense_way["opened"],
                "train_index_mapped": dense_way["index_mapped"], "train_index_anon_mb": dense_way["index_anon_mb"],
@@ -513,6 +556,8 @@ def parse_args(argv=None):
     ap.add_argument("--quick", action="store_true",
                     help="10k and 20k passages, 100 queries, 4 OPQ iterations, blocks of 2,048: a smoke test")
     ap.add_argument("--json", action="store_true", help="one JSON object per line per (size, index kind)")
+    ap.add_argument("--index", type=Path, help="a lewisrag dense index: bench its own vectors instead of synthetic ones")
+    ap.add_argument("--questions", type=Path, help="with --index: QA examples whose questions are the queries")
     ap.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
     ap.add_argument("--spec", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -520,6 +565,8 @@ def parse_args(argv=None):
         # blocks smaller than the corpora, so that the adding phase's memory is the index's, as at scale
         args.sizes, args.queries, args.opq_iters, args.block_rows = "10000,20000", 100, 4, 2048
     args.sizes = [int(s) for s in args.sizes.split(",")]
+    if (args.index is None) != (args.questions is None):
+        ap.error("--index and --questions go together")
     args.kinds = [k for k in args.kinds.split(",") if k]
     unknown = set(args.kinds) - set(KINDS)
     if unknown:
@@ -537,17 +584,21 @@ def main(argv=None) -> None:
         return
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench_scale_", dir=args.workdir) as d:
-        for n in args.sizes:
-            for row in bench_size(n, args, Path(d)):
+        runs = [bench_index(args, Path(d))] if args.index else [bench_size(n, args, Path(d)) for n in args.sizes]
+        for run in runs:
+            for row in run:
                 rows.append(row)
                 if args.json:
                     print(json.dumps(row), flush=True)
     report = sys.stderr if args.json else sys.stdout
     if not args.json:
-        print(f"{DIM}-d synthetic passages (see the docstring), top-{K}, target recall@{K} {args.target_recall}, "
-              f"{args.queries} held-out queries, {faiss.omp_get_max_threads()} threads")
+        what = f"the vectors of {args.index}, questions of {args.questions}" if args.index else \
+            f"{DIM}-d synthetic passages (see the docstring)"
+        print(f"{what}, top-{K}, target recall@{K} {args.target_recall}, {rows[0]['queries'] if rows else 0} held-out "
+              f"queries, {faiss.omp_get_max_threads()} threads")
         print_table(rows, report)
-    print_extrapolation(rows, report)
+    if not args.index:  # one index is one size: nothing to fit
+        print_extrapolation(rows, report)
 
 
 if __name__ == "__main__":

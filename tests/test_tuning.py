@@ -14,6 +14,7 @@ import faiss
 import numpy as np
 import pytest
 
+from conftest import one_thread
 from lewisrag.index.dense import build_faiss
 from lewisrag.index.tuning import (
     NO_ROW,
@@ -240,3 +241,34 @@ def test_bench_scale_reads_the_training_sample_it_drew_across_blocks(tmp_path):
 
 def test_bench_scale_docstring_examples():
     assert doctest.testmod(_bench_scale(), optionflags=doctest.ELLIPSIS).failed == 0
+
+
+def test_bench_scale_runs_on_a_built_indexs_own_vectors(tmp_path):
+    """--index/--questions: a trained DPR's vectors (here a tiny one's, 16-d) and real questions as queries."""
+    from lewisrag.data.records import read_passages, read_qa
+    from lewisrag.data.world import build_world, write_world
+    from lewisrag.index.dense import build_dense_index
+    from lewisrag.training.dpr import DPRTrainConfig, train_dpr
+
+    with one_thread():
+        write_world(build_world(entities=400), tmp_path / "world")
+        passages = read_passages(tmp_path / "world" / "passages_a.jsonl")
+        train_dpr(DPRTrainConfig(vocab_size=300, hidden_size=16, layers=1, heads=2, batch_size=8, steps=1),
+                  read_qa(tmp_path / "world" / "train.jsonl"), passages, tmp_path / "dpr")
+        build_dense_index(passages, tmp_path / "dpr", tmp_path / "index")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_scale.py"), "--index", str(tmp_path / "index"),
+                        "--questions", str(tmp_path / "world" / "test.jsonl"), "--queries", "100", "--opq-iters", "4",
+                        "--json"], check=False, capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+    n = len(passages)
+    assert [(row["n"], row["dim"], row["kind"]) for row in rows] == [(n, 16, k) for k in ("flat", "hnsw_sq8", "ivfpq_rerank")]
+    flat, _, ivfpq = rows
+    assert flat["recall_at_5"] == 1.0 and flat["source"] == f"index {tmp_path / 'index'}" and flat["queries"] == 100
+    assert ivfpq["index"] == f"OPQ8_16,IVF{round(4 * n ** 0.5)},PQ8" and ivfpq["code_bytes_per_passage"] == 16
+    assert all(0 <= row["recall_at_5"] <= 1 and row["qps_b16"] > 0 for row in rows)
+    assert "EXTRAPOLATION" not in r.stderr  # one index is one size
+    bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_scale.py"), "--index", str(tmp_path / "index")],
+                         check=False, capture_output=True, text=True, env=env, timeout=60)
+    assert bad.returncode == 2 and "--index and --questions go together" in bad.stderr
