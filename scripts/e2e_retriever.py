@@ -1,7 +1,7 @@
 """The end-to-end retriever on the world, measured against the frozen document encoder.
 
     python scripts/e2e_retriever.py --out DIR [--preset small] [--dpr-steps 60] [--rag-steps 600]
-                                    [--lr 1e-4] [--reindex-every 100] [--seed 0] [--json]
+                                    [--lr 1e-4] [--retriever-lr-scale 1] [--reindex-every 100] [--seed 0] [--json]
 
 Starts from a deliberately weak DPR (`--dpr-steps` of the preset's DPR schedule, no self-mined
 negatives) and the preset's generator, builds index A with it, then trains RAG-Token twice with the
@@ -63,7 +63,8 @@ def dpr_recall(dpr_dir: Path, index_dir: Path, test) -> dict:
     return {"recall_at_1": r["recall@1"], "recall_at_5": r["recall@5"], "n": r["n"]}
 
 
-def run(out: Path, preset_name: str, dpr_steps: int, rag_steps: int, lr: float, reindex_every: int, seed: int) -> dict:
+def run(out: Path, preset_name: str, dpr_steps: int, rag_steps: int, lr: float, reindex_every: int, seed: int,
+        retriever_lr_scale: float = 1.0) -> dict:
     preset = get_preset(preset_name)
     out.mkdir(parents=True, exist_ok=True)
     if not (out / "world" / "world.json").exists():
@@ -79,13 +80,15 @@ def run(out: Path, preset_name: str, dpr_steps: int, rag_steps: int, lr: float, 
         generator_stage(out, preset, seed, lambda *a: None)
     before = dpr_recall(out / "dpr_weak", out / "index_a", test)
 
-    base = replace(preset.rag, variant="token", seed=seed, steps=rag_steps, lr=lr, eval_every=rag_steps // 3 or 1,
+    base = replace(preset.rag, variant="token", seed=seed, steps=rag_steps, lr=lr, retriever_lr_scale=retriever_lr_scale,
+                   eval_every=rag_steps // 3 or 1,
                    save_every=rag_steps, index=str(out / "index_a"), encoder=str(out / "dpr_weak"),
                    generator=str(out / "generator"), train=str(out / "world" / "train.jsonl"),
                    dev=str(out / "world" / "dev.jsonl"))
     arms = {"frozen_documents": base,
             "end_to_end": replace(base, train_context_encoder=True, reindex_every=reindex_every)}
     results = {"config": {"preset": preset_name, "dpr_steps": dpr_steps, "rag_steps": rag_steps, "lr": lr,
+                          "retriever_lr_scale": retriever_lr_scale,
                           "reindex_every": reindex_every, "seed": seed, "threads": torch.get_num_threads()},
                "before": before}
     for name, cfg in arms.items():
@@ -111,11 +114,13 @@ def main(argv=None) -> int:
     p.add_argument("--dpr-steps", type=int, default=60)
     p.add_argument("--rag-steps", type=int, default=600)
     p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--retriever-lr-scale", type=float, default=1.0,
+                   help="the question and context encoders' learning rate as a multiple of --lr (both arms)")
     p.add_argument("--reindex-every", type=int, default=100)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
-    r = run(a.out, a.preset, a.dpr_steps, a.rag_steps, a.lr, a.reindex_every, a.seed)
+    r = run(a.out, a.preset, a.dpr_steps, a.rag_steps, a.lr, a.reindex_every, a.seed, a.retriever_lr_scale)
     if a.json:
         print(json.dumps(r))
         return 0

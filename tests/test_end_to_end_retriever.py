@@ -252,8 +252,10 @@ def test_world_measurement_script_compares_both_arms(tmp_path):
     spec = importlib.util.spec_from_file_location("e2e_retriever", Path(__file__).parents[1] / "scripts" / "e2e_retriever.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    r = script.run(tmp_path / "e2e", "tiny", dpr_steps=5, rag_steps=4, lr=1e-3, reindex_every=2, seed=0)
-    assert set(r) == {"config", "before", "frozen_documents", "end_to_end"}
+    r = script.run(tmp_path / "e2e", "tiny", dpr_steps=5, rag_steps=4, lr=1e-3, reindex_every=2, seed=0, retriever_lr_scale=3.0)
+    assert set(r) == {"config", "before", "frozen_documents", "end_to_end"} and r["config"]["retriever_lr_scale"] == 3.0
+    for arm in ("frozen_documents", "end_to_end"):
+        assert json.loads((tmp_path / "e2e" / arm / "config.json").read_text())["retriever_lr_scale"] == 3.0
     for arm in ("frozen_documents", "end_to_end"):
         assert all(0.0 <= r[arm][k] <= 1.0 for k in ("recall_at_1", "recall_at_5", "exact_match")) and r[arm]["n"] > 0
     assert r["frozen_documents"]["reindexes"] == 0 and r["end_to_end"]["reindexes"] == 2
