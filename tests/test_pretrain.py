@@ -100,6 +100,8 @@ def test_preset_keeps_its_budget_unless_one_is_given():
     assert P.preset("small").steps == 6000 and P.preset("small", steps=None, minutes=None).steps == 6000
     assert P.preset("small", minutes=2.0).steps is None and P.preset("small", minutes=2.0, steps=None).minutes == 2.0
     assert P.preset("small", steps=7).minutes is None and P.preset("small", lang="zh").lang == "zh"
+    assert P.preset("small", lang="zh").steps == 12000 and P.preset("small", lang="en").steps == 6000  # LANG_STEPS
+    assert P.preset("small", lang="zh", steps=50).steps == 50 and P.preset("small", lang="zh", minutes=1.0).steps is None
     with pytest.raises(ValueError, match="lang"):
         P.preset("small", lang="fr")
 
@@ -166,14 +168,17 @@ def test_unknown_preset_exits_2(tmp_path):
 SHIPPED = P.SHIPPED_DIR / "generator-small"
 
 
-@pytest.mark.skipif(not (SHIPPED / P.WEIGHTS).exists(), reason="no shipped generator in this checkout")
-def test_shipped_generator_loads_verifies_and_reads():
+@pytest.mark.parametrize("name, lang", [("generator-small", "en"), ("generator-small-zh", "zh")])
+def test_shipped_generator_loads_verifies_and_reads(name, lang):
     from lewisrag.data.world import fresh_examples
 
-    recipe = json.loads((SHIPPED / "recipe.json").read_text())
+    if not (P.SHIPPED_DIR / name / P.WEIGHTS).exists():
+        pytest.skip(f"no {name} in this checkout")
+    recipe = json.loads((P.SHIPPED_DIR / name / "recipe.json").read_text())
     assert recipe["command"].startswith("lewisrag pretrain ") and recipe["weights_bytes"] <= 9_000_000
-    generator, tokenizer = P.load_shipped_generator()
-    examples, docs = fresh_examples(random.Random("test-shipped-generator"), 40)
+    assert recipe["config"].get("lang", "en") == lang and recipe["final"]["em"] >= 0.9  # recipes before --lang: English
+    generator, tokenizer = P.load_shipped_generator(name)
+    examples, docs = fresh_examples(random.Random("test-shipped-generator"), 40, lang)
     short = [ex for ex in examples if ex.kind == "short"][:20]
-    result = P.evaluate_reading(generator, tokenizer, short, docs)
+    result = P.evaluate_reading(generator, tokenizer, short, docs, lang=lang)
     assert result["n"] == 20 and result["em"] >= 0.7, result

@@ -47,8 +47,8 @@ def reproduce(
     max_passages: int = typer.Option(None, "--max-passages", min=1, help="base: index only the first N passages of each set."),
     max_train: int = typer.Option(None, "--max-train", min=1, help="base: train on the first N training questions."),
     lang: str = typer.Option("en", "--lang", help="Language of the built-in world and of the reports: en or zh (a "
-                             "Chinese world, reports in Chinese; --preset small reads the generator that `lewisrag pretrain --lang zh` "
-                             "builds into lewisrag/pretrained/generator-small-zh)."),
+                             "Chinese world, reports in Chinese; --preset small reads the shipped generator-small-zh, built by "
+                             "`lewisrag pretrain --preset small --lang zh`)."),
     report_lang: str = typer.Option(None, "--report-lang", help=LANG_HELP + " Default: --lang. Recorded in config.json "
                                     "when not en; --resume with another --report-lang redoes only the comparison's "
                                     "report.html and the report."),
