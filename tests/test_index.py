@@ -306,3 +306,33 @@ def test_mapped_faiss_indexes_search_as_read_ones(tmp_path, factory):
     for index in (mapped, whole):
         faiss.ParameterSpace().set_index_parameter(index, "nprobe", 8) if "IVF" in factory else None
     assert np.array_equal(mapped.search(x[:20], 5)[1], whole.search(x[:20], 5)[1])
+
+
+def _mapping_flags(path) -> list[str]:
+    """VmFlags of each of this process's mappings of `path` (/proc/self/smaps): "rr" is MADV_RANDOM."""
+    flags, current = [], False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            if line[:1].isalnum() and "-" in line.split()[0] and ":" not in line.split()[0]:
+                current = line.rstrip().endswith(str(path))
+            elif current and line.startswith("VmFlags:"):
+                flags.append(line.split(":", 1)[1].strip())
+    return flags
+
+
+@pytest.mark.skipif(not hasattr(__import__("mmap"), "MADV_RANDOM"), reason="no madvise on this platform")
+def test_stored_vectors_are_mapped_for_random_rows_and_scanned_through_a_mapping_of_their_own(tiny_corpus, dpr_ckpt, tmp_path):
+    """Doc scores and re-ranking read a few rows at random: the mapping is advised MADV_RANDOM (no
+    read-ahead window per row, docs/scale.md); whole scans take `scan_vectors`, with default read-ahead."""
+    passages = read_passages(tiny_corpus["passages"])
+    build_dense_index(passages, dpr_ckpt, tmp_path / "idx", DenseBuildConfig(vector_dtype="float16"))
+    index = DenseIndex.load(tmp_path / "idx")
+    path = (tmp_path / "idx" / "embeddings.npy").resolve()
+    assert [("rr" in f.split()) for f in _mapping_flags(path)] == [True]
+    scan = index.scan_vectors()
+    assert np.array_equal(scan, index.embeddings) and scan is not index.embeddings
+    assert sorted("rr" in f.split() for f in _mapping_flags(path)) == [False, True]
+    rows = np.array([[3, 0], [1, 2]])
+    np.testing.assert_array_equal(index.vectors(rows), np.asarray(scan, dtype=np.float32)[rows])
+    in_ram = DenseIndex.load(tmp_path / "idx", mmap=False)
+    assert in_ram.scan_vectors() is in_ram.embeddings

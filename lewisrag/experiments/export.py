@@ -106,9 +106,11 @@ def export_rag(model_path: str | os.PathLike, index_path: str | os.PathLike, out
         features = Features({"id": Value("string"), "title": Value("string"), "text": Value("string"),
                              "embeddings": Sequence(Value("float32"))})
 
+        stored = dense.scan_vectors()  # read from first row to last
+
         def rows(batch: int = 4096):
             for start in range(0, n, batch):
-                vectors = np.asarray(dense.embeddings[start:start + batch], dtype=np.float32)
+                vectors = np.asarray(stored[start:start + batch], dtype=np.float32)
                 for i, v in enumerate(vectors):
                     p = dense.passages[start + i]
                     yield {"id": p.id, "title": p.title, "text": p.text, "embeddings": v}

@@ -163,7 +163,7 @@ def tune_dense(index_path: str | os.PathLike, questions: Sequence[str], encoder:
     if rerank_depth is not None and rerank_depth < k:
         raise InputError("--rerank-depth", f"must be at least --n-docs ({k}), got {rerank_depth}")
     q = retriever.encode(questions)
-    _, exact = tuning.exact_top_k(index.embeddings, q, k)
+    _, exact = tuning.exact_top_k(index.scan_vectors(), q, k)
     vectors = index.embeddings if rerank_depth else None
     result = tuning.tune_search(index.faiss_index, q, exact, k, target_recall, rerank_vectors=vectors,
                                 rerank_depth=rerank_depth)
