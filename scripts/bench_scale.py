@@ -3,6 +3,7 @@
     .venv/bin/python scripts/bench_scale.py [--sizes 100000,1000000] [--target-recall 0.95] [--json]
     .venv/bin/python scripts/bench_scale.py --quick --json     # 10k and 20k passages: a smoke test
     .venv/bin/python scripts/bench_scale.py --index RUN/index_a --questions RUN/world/test.jsonl
+    .venv/bin/python scripts/bench_scale.py --fit 1m.jsonl 5m.jsonl   # tables and fit from earlier --json runs
                                      # a built index's own vectors and real questions (real structure, its N)
 
 The paper retrieves from 21M passages: 64.5 GB of float32 768-d vectors, more than a Flat index
@@ -29,7 +30,8 @@ can hold in RAM. For synthetic corpora of each size in --sizes and each index ki
 - train_batch_ms and train_batch_ms_cold: one such batch (search, re-ranking, the K vectors for the
   doc scores) with the float16 vectors in the page cache, and with their pages dropped before every
   batch (posix_fadvise DONTNEED), so that each row read goes to the disk, as at 21M where the
-  vector file (32 GB) outgrows a node's RAM.
+  vector file (32 GB) outgrows a node's RAM. The vectors are mapped as DenseIndex.load maps them
+  (`advise_random`: no read-ahead around a row).
 
 Then, from the measured sizes, a fit of build time, bytes and throughput against N and its
 extrapolation to 21M and 100M passages: an extrapolation, marked as such, not a measurement.
@@ -76,6 +78,7 @@ import faiss
 import numpy as np
 import psutil
 
+from lewisrag.index.dense import advise_random
 from lewisrag.index.tuning import apply_params, exact_top_k, search, throughput, tune_search
 
 DIM = 768
@@ -288,6 +291,7 @@ def worker_serve(spec: dict) -> dict:
         index, opened = faiss.read_index(spec["index"]), "full read"
     index_anon_mb = rss_status()["RssAnon"] - before["RssAnon"]
     vectors = np.load(spec["vectors"], mmap_mode="r")
+    advise_random(vectors)  # as DenseIndex.load maps them
     queries = np.load(spec["serve_queries"])
     apply_params(index, spec["params"])
     start = time.perf_counter()
@@ -320,6 +324,7 @@ def cold_batch_ms(path: str, index, queries: np.ndarray, rerank_depth: int | Non
             os.close(fd)
         start = time.perf_counter()
         vectors = np.load(path, mmap_mode="r")
+        advise_random(vectors)
         q = queries[b * SERVE_BATCH : (b + 1) * SERVE_BATCH]
         _, rows = search(index, q, K, vectors if rerank_depth else None, rerank_depth)
         docs = np.asarray(vectors[np.clip(rows.reshape(-1), 0, None)], dtype=np.float32)
@@ -426,7 +431,7 @@ def print_table(rows: list[dict], out) -> None:
         print(f"| {r['n']:,} | {r['index']} | {r['build_s']:.1f} | {r['peak_rss_mb']:,.0f} ({r['rss_beyond_index_mb']:,.0f}) "
               f"| {r['bytes_per_passage']:.0f} | {params} | {recall} | {r['qps_b16']:,.0f} | {r['qps_b64']:,.0f} "
               f"| {r['train_rss_mb']:,.0f} ({r['train_anon_mb']:,.0f}) | {r['train_rss_mb_mmap_ifc']:,.0f} "
-              f"({r['train_anon_mb_mmap_ifc']:,.0f}) | {r['train_batch_ms']:.1f} ({r['train_batch_ms_cold']:.1f}) |", file=out)
+              f"({r['train_anon_mb_mmap_ifc']:,.0f}) | {r.get('train_batch_ms', math.nan):.1f} ({r.get('train_batch_ms_cold', math.nan):.1f}) |", file=out)
 
 
 def power_fit(ns: list[int], ys: list[float]) -> tuple[float, float]:
@@ -556,6 +561,9 @@ def parse_args(argv=None):
     ap.add_argument("--quick", action="store_true",
                     help="10k and 20k passages, 100 queries, 4 OPQ iterations, blocks of 2,048: a smoke test")
     ap.add_argument("--json", action="store_true", help="one JSON object per line per (size, index kind)")
+    ap.add_argument("--fit", type=Path, nargs="+", metavar="JSONL",
+                    help="measure nothing: print the table and the fit of the synthetic rows in these --json outputs "
+                         "(sizes measured in separate runs, fitted together)")
     ap.add_argument("--index", type=Path, help="a lewisrag dense index: bench its own vectors instead of synthetic ones")
     ap.add_argument("--questions", type=Path, help="with --index: QA examples whose questions are the queries")
     ap.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
@@ -581,6 +589,13 @@ def main(argv=None) -> None:
     faiss.cvar.distance_compute_blas_threshold = 8
     if args.worker:
         print(json.dumps(WORKERS[args.worker](json.loads(args.spec))))
+        return
+    if args.fit:
+        rows = [json.loads(line) for path in args.fit for line in path.read_text().splitlines() if line.strip()]
+        rows = sorted((r for r in rows if r.get("source", "synthetic") == "synthetic"), key=lambda r: (r["n"], KINDS.index(r["kind"])))
+        print(f"{len(rows)} synthetic rows from {', '.join(map(str, args.fit))}")
+        print_table(rows, sys.stdout)
+        print_extrapolation(rows, sys.stdout)
         return
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench_scale_", dir=args.workdir) as d:

@@ -195,7 +195,7 @@ def test_rerank_of_float16_vectors_scores_in_float32():
     assert rows.tolist() == [[0]] and scores[0, 0] == pytest.approx(60 * 60 * 1024)
 
 
-def test_bench_scale_quick_runs_every_index_kind():
+def test_bench_scale_quick_runs_every_index_kind(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_scale.py"), "--quick", "--json"],
                        check=False, capture_output=True, text=True, env=env, timeout=600)
@@ -221,6 +221,15 @@ def test_bench_scale_quick_runs_every_index_kind():
         assert ivfpq["rerank_depth"] == 20 and ivfpq["index"] == f"OPQ64_256,IVF{round(4 * n ** 0.5)},PQ64"
         assert ivfpq["target_reached"] and ivfpq["train_index_mapped"]
     assert "EXTRAPOLATION" in r.stderr and "| ivfpq_rerank | 21M |" in r.stderr
+    # --fit: the same table and fit again from the --json rows, split across two files as separate runs write them
+    lines = r.stdout.strip().splitlines()
+    (tmp_path / "a.jsonl").write_text("\n".join(lines[:3]) + "\n")
+    (tmp_path / "b.jsonl").write_text("\n".join(lines[3:]) + "\n")
+    fit = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_scale.py"), "--fit", str(tmp_path / "b.jsonl"),
+                          str(tmp_path / "a.jsonl")], check=False, capture_output=True, text=True, env=env, timeout=60)
+    assert fit.returncode == 0, fit.stderr[-3000:]
+    assert fit.stdout.split("EXTRAPOLATION", 1)[1] == r.stderr.split("EXTRAPOLATION", 1)[1]
+    assert "| 10,000 | Flat |" in fit.stdout and fit.stdout.index("| 10,000 |") < fit.stdout.index("| 20,000 |")
 
 
 def _bench_scale():
