@@ -121,7 +121,7 @@ def test_training_moves_the_context_encoder_and_reindexes_on_schedule(rag_inputs
     assert context_fingerprint(run / "final") == settings["index_fingerprint"]
 
 
-def test_a_rag_model_directory_is_a_question_encoder(rag_inputs, trained_rag, monkeypatch, capsys):  # noqa: F811
+def test_a_rag_model_directory_is_a_question_encoder(rag_inputs, trained_rag, monkeypatch, capsys, tmp_path):  # noqa: F811
     """`--encoder RUN/best`: the question encoder RAG training left, paired with the index it trained on."""
     dev = rag_inputs["world"] / "dev.jsonl"
     code, out, err = run_main(monkeypatch, capsys, "eval", "retrieval", "--index", rag_inputs["index"], "--encoder",
@@ -138,6 +138,10 @@ def test_a_rag_model_directory_is_a_question_encoder(rag_inputs, trained_rag, mo
         load_context_encoder(trained_rag / "best")
     with pytest.raises(InputError, match="names its own context encoder"):
         load_question_encoder(trained_rag / "best", context_encoder=rag_inputs["dpr"])
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "rag.json").write_text('{"format": "lewisrag-rag/1", "settings": {"index_fingerprint": 7}}')
+    with pytest.raises(InputError, match="settings.index_fingerprint"):
+        load_question_encoder(tmp_path / "bad")
 
 
 def test_without_the_flag_nothing_of_it_is_written(rag_inputs, tmp_path):  # noqa: F811

@@ -213,12 +213,17 @@ def load_rag_question_encoder(path: str | os.PathLike) -> DPRCheckpoint:
     """The question encoder of a trained RAG model directory (question_encoder/ and question_tokenizer/),
     paired with the context encoder of the index it was trained against (rag.json's index_fingerprint),
     so recall can be measured with the retriever RAG training left, on that index or under --swap."""
-    from lewisrag.rag_model.checkpoints import read_settings
-
     p = Path(path)
-    settings = read_settings(p)
+    # rag.json is read as a file here, not through lewisrag.rag_model (a layer above this one)
+    meta = read_json(p / "rag.json")
+    settings = meta.get("settings") if isinstance(meta, dict) else None
+    if not isinstance(settings, dict):
+        raise InputError(p / "rag.json", "no settings object: not a lewisrag RAG model directory", field="settings")
+    fingerprint = settings.get("index_fingerprint")
+    if fingerprint is not None and not isinstance(fingerprint, str):
+        raise InputError(p / "rag.json", f"must be a string or null, got {fingerprint!r}", field="settings.index_fingerprint")
     ckpt = load_transformers_encoder(p / "question_encoder", "question", tokenizer_path=p / "question_tokenizer")
-    ckpt.meta.update(ctx_fingerprint=settings.index_fingerprint, path=str(p.resolve()))
+    ckpt.meta.update(ctx_fingerprint=fingerprint, path=str(p.resolve()))
     return ckpt
 
 
