@@ -297,9 +297,7 @@ def worker_serve(spec: dict) -> dict:
     start = time.perf_counter()
     for b in range(SERVE_BATCHES):
         q = queries[b * SERVE_BATCH : (b + 1) * SERVE_BATCH]
-        _, rows = search(index, q, K, vectors if spec["rerank_depth"] else None, spec["rerank_depth"])
-        docs = np.asarray(vectors[np.clip(rows.reshape(-1), 0, None)], dtype=np.float32)  # as DenseIndex.vectors
-        assert docs.shape == (len(q) * K, vectors.shape[1])
+        serve_batch(index, vectors, q, spec["rerank_depth"])
     serve_s = time.perf_counter() - start
     after = rss_status()
     del vectors  # unmapped: the kernel drops only pages no process maps
@@ -325,13 +323,18 @@ def cold_batch_ms(path: str, index, queries: np.ndarray, rerank_depth: int | Non
         start = time.perf_counter()
         vectors = np.load(path, mmap_mode="r")
         advise_random(vectors)
-        q = queries[b * SERVE_BATCH : (b + 1) * SERVE_BATCH]
-        _, rows = search(index, q, K, vectors if rerank_depth else None, rerank_depth)
-        docs = np.asarray(vectors[np.clip(rows.reshape(-1), 0, None)], dtype=np.float32)
+        serve_batch(index, vectors, queries[b * SERVE_BATCH : (b + 1) * SERVE_BATCH], rerank_depth)
         total += time.perf_counter() - start
-        assert docs.shape == (len(q) * K, vectors.shape[1])
         del vectors
     return 1000 * total / COLD_BATCHES
+
+
+def serve_batch(index, vectors: np.ndarray, q: np.ndarray, rerank_depth: int | None) -> None:
+    """What a RAG training process does per batch: search (and re-rank), then read the K retrieved
+    rows for the doc scores, as DenseIndex.vectors does."""
+    _, rows = search(index, q, K, vectors if rerank_depth else None, rerank_depth)
+    docs = np.asarray(vectors[np.clip(rows.reshape(-1), 0, None)], dtype=np.float32)
+    assert docs.shape == (len(q) * K, vectors.shape[1])
 
 
 WORKERS = {"train": worker_train, "add": worker_add, "measure": worker_measure, "serve": worker_serve}
@@ -368,7 +371,7 @@ def bench_index(args, workdir: Path):
     questions = [ex.question for ex in read_qa(args.questions)][: args.queries]
     t = time.perf_counter()
     queries = np.ascontiguousarray(retriever.encode(questions), dtype=np.float32)
-    stored = retriever.index.embeddings
+    stored = retriever.index.scan_vectors()  # copied from first row to last
     n = len(stored)
     vectors = workdir / f"vectors_{n}.npy"
     out = np.lib.format.open_memmap(vectors, mode="w+", dtype=np.float16, shape=stored.shape)
