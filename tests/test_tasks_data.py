@@ -120,3 +120,21 @@ def test_snapshot_b_relabels_exactly_the_changed_time_varying_claims(world):
             (evidence,) = [by_b[g] for g in b.gold_passage_ids]
             assert bool(_unstated(b.question, evidence)) == (b.answers[0] == T.REFUTES), (b.question, evidence.text)
     assert changed >= 5
+
+
+def test_training_claims_come_in_minimal_pairs(world):
+    """The training split's claims come two by two, adjacent and sharing a group: the same words
+    about the same entity's fact, differing only in the value (SUPPORTS then REFUTES, or two NOT
+    ENOUGH INFO claims); dev and test hold one claim per entity-attribute, ungrouped."""
+    exs = world.tasks["fever_train"]
+    assert len(exs) % 2 == 0
+    for a, b in zip(exs[::2], exs[1::2]):
+        assert a.group == b.group is not None and a.group != exs[exs.index(a) - 1].group
+        assert (a.answers[0], b.answers[0]) in ((T.SUPPORTS, T.REFUTES), (T.NEI, T.NEI)), (a, b)
+        assert a.gold_passage_ids == b.gold_passage_ids and _attribute(a.question) == _attribute(b.question)
+        words_a, words_b = a.question.rstrip(".").split(), b.question.rstrip(".").split()
+        differ = [i for i, (x, y) in enumerate(zip(words_a, words_b)) if x != y]
+        assert differ and a.question != b.question, (a.question, b.question)
+    assert len({ex.group for ex in exs}) == len(exs) // 2
+    for split in ("dev", "test"):
+        assert all(ex.group is None for ex in world.tasks[f"fever_{split}"])

@@ -30,11 +30,13 @@ class QAExample:
     category: str | None = None
     reference_statements: list[str] = field(default_factory=list)
     kind: str = "short"  # "short": scored by EM; "long": a few sentences, scored by ROUGE-L/BLEU-1
+    group: str | None = None  # examples sharing a group train in one batch (minimal pairs: training.rag_data.group_units)
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        if d["category"] is None:
-            del d["category"]
+        for optional in ("category", "group"):
+            if d[optional] is None:
+                del d[optional]
         return d
 
 
@@ -68,7 +70,7 @@ def of_kinds(examples: Sequence[QAExample], kinds: str) -> list[QAExample]:
     return [ex for ex in examples if ex.kind in keep]
 
 
-QA_FIELDS = ("id", "question", "answers", "gold_passage_ids", "category", "kind", "reference_statements")
+QA_FIELDS = ("id", "question", "answers", "gold_passage_ids", "category", "kind", "reference_statements", "group")
 
 
 @dataclass(frozen=True)
@@ -127,7 +129,7 @@ def detect_qa_schema(rec: dict, source, line: int, fields: Mapping[str, str] | N
 
 def read_qa(path: str | os.PathLike, fields: Mapping[str, str] | None = None) -> list[QAExample]:
     """Read QA examples in lewisrag's format, `{"id"?, "question", "answers", "gold_passage_ids"?,
-    "category"?, "kind"?, "reference_statements"?}`, or in the Hugging Face hub's formats of
+    "category"?, "kind"?, "reference_statements"?, "group"?}`, or in the Hugging Face hub's formats of
     nq_open, trivia_qa (rc.nocontext) and web_questions, told apart by the first record's fields
     (`detect_qa_schema`); every record must then fit that format. trivia_qa's answers are its
     `answer.value` and then its `answer.aliases`, without repeats.
@@ -182,6 +184,7 @@ def _qa_example(rec: dict, schema: QASchema, path, line: int, seen: dict[str, in
         category=category,
         reference_statements=require_str_list(flat, schema.path("reference_statements"), path, line, required=False) or [],
         kind=kind,
+        group=optional_str(flat, schema.path("group"), path, line),
     )
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from dataclasses import replace
 
 from lewisrag.data.entities import (
     Entity,
@@ -38,7 +39,7 @@ from lewisrag.data.entities import (
     parse_population,
     render,
 )
-from lewisrag.data.records import QAExample
+from lewisrag.data.records import Passage, QAExample
 
 SPLITS = ("train", "dev", "test")
 
@@ -167,19 +168,61 @@ def _false_value(entity: Entity, attr: str, pool: Sequence[Entity], rng: random.
     return str(int(true) + rng.choice((-3, 3))) if true.isdigit() else true[::-1].capitalize()
 
 
-def fever_examples(split: str, entities: Sequence[Entity], absent: Sequence[Entity], rng: random.Random) -> list[QAExample]:
+def fever_examples(split: str, entities: Sequence[Entity], absent: Sequence[Entity], rng: random.Random,
+                   pairs: bool = False) -> list[QAExample]:
     """One split's claims, shuffled: as many of each label as there are entities, and for every
     attribute as many SUPPORTS as REFUTES as NOT ENOUGH INFO claims, so that no attribute (and no
     phrasing) tells the label: only the passages do. SUPPORTS and REFUTES claims are about facts the
     entity's passages state (each entity-attribute pair gives one of the two); NOT ENOUGH INFO claims
     about an optional fact its passages leave out, or about an `absent` entity. Entities with an
     archive passage are not asked about time-varying facts (the archive contradicts them on purpose:
-    the evaluation's conflict category)."""
+    the evaluation's conflict category).
+
+    With `pairs` (the training split) the claims come in minimal pairs, adjacent and sharing a
+    `group`: an entity-attribute pair gives both its SUPPORTS and its REFUTES claim, worded alike
+    and differing only in the value, and a NOT ENOUGH INFO pair claims the true and a false value of
+    a fact the passages leave out. Trained in the same batch (`training.rag_data.group_units`), a
+    pair leaves the value as the only thing that tells the labels apart; without pairs a small
+    reader stayed at chance between SUPPORTS and REFUTES (docs/recipe.md)."""
+    out = []
+    for g, unit in enumerate(_fever_units(entities, absent, rng, pairs), start=1):
+        for ex, _, _ in unit:
+            ex = _with_id(ex, f"fever-{split}-{len(out) + 1:05d}")
+            out.append(replace(ex, group=f"fever-{split}-pair-{g:05d}") if pairs else ex)
+    return out
+
+
+def verification_pairs(entities: Sequence[Entity], absent: Sequence[Entity], rng: random.Random) -> list[tuple[QAExample, Passage]]:
+    """Minimal-pair claims about `entities` (fever_examples with pairs, adjacent) each with the
+    passage a reader checks it against: its evidence; for NOT ENOUGH INFO the entity's passage where
+    the unstated fact would be, or for an `absent` entity a passage of another entity of its kind.
+    The verifier's pretraining data (training.verifier), on fresh entities."""
+    by_kind: dict[str, list[Entity]] = {}
+    for e in entities:
+        by_kind.setdefault(e.kind, []).append(e)
+    inside = {e.slot for e in entities}
+    out = []
+    for unit in _fever_units(entities, absent, rng, pairs=True):
+        ex, e, attr = unit[0]  # both claims of a pair are read with the same passage
+        if ex.gold_passage_ids:
+            k = int(ex.gold_passage_ids[0].rsplit("-", 1)[1])
+        else:
+            k = OPTIONAL_PHRASES[attr][1] if attr in OPTIONAL_PHRASES else int(e.passage_of(attr).rsplit("-", 1)[1])
+            e = e if e.slot in inside else rng.choice(by_kind.get(e.kind) or list(entities))
+        passage = render(e, k)
+        out += [(claim_, passage) for claim_, _, _ in unit]
+    return out
+
+
+def _fever_units(entities: Sequence[Entity], absent: Sequence[Entity], rng: random.Random,
+                 pairs: bool) -> list[list[tuple[QAExample, Entity, str]]]:
+    """fever_examples' claims (without ids) in their units, each with the entity and attribute it is about."""
     pools: dict[str, dict[str, list[Entity]]] = {label: {} for label in LABELS}  # label -> attribute -> entities
     for e in entities:
         said, unsaid = stated_optional(e)
         for attr in [a for a in STATED[e.kind] if not (e.archive and a in VARYING)] + ([said] if said else []):
-            pools[rng.choice((SUPPORTS, REFUTES))].setdefault(attr, []).append(e)
+            for label in (SUPPORTS, REFUTES) if pairs else (rng.choice((SUPPORTS, REFUTES)),):
+                pools[label].setdefault(attr, []).append(e)
         if unsaid:
             pools[NEI].setdefault(unsaid, []).append(e)
     for e in absent:
@@ -188,15 +231,33 @@ def fever_examples(split: str, entities: Sequence[Entity], absent: Sequence[Enti
     attrs = sorted(set.intersection(*(set(p) for p in pools.values())))
     per_attr = {a: min(len(pools[label][a]) for label in LABELS) for a in attrs}
     scale = min(1.0, len(entities) / max(1, sum(per_attr.values())))
-    out = []
+    units: list[list[QAExample]] = []
     for attr in attrs:
         k = max(1, round(per_attr[attr] * scale))
-        for label in LABELS:
-            for e in rng.sample(pools[label][attr], k):
-                out.append(QAExample("", claim(e, attr, _claimed(e, attr, label, entities, rng), rng), [label],
-                                     [] if label == NEI else _evidence(e, attr)))
-    rng.shuffle(out)
-    return [_with_id(ex, f"fever-{split}-{i:05d}") for i, ex in enumerate(out, start=1)]
+        if not pairs:
+            for label in LABELS:
+                units += [[(_fever_claim(e, attr, label, _claimed(e, attr, label, entities, rng), rng), e, attr)]
+                          for e in rng.sample(pools[label][attr], k)]
+            continue
+        k = min(per_attr[attr], max(2, k + k % 2))  # even: its NOT ENOUGH INFO claims come two to a pair too
+        for e in rng.sample(pools[SUPPORTS][attr], k):
+            units.append(_fever_pair(e, attr, (SUPPORTS, REFUTES), entities, rng))
+        for e in rng.sample(pools[NEI][attr], k // 2):
+            units.append(_fever_pair(e, attr, (NEI, NEI), entities, rng))
+    rng.shuffle(units)
+    return units
+
+
+def _fever_claim(e: Entity, attr: str, label: str, value: str, rng: random.Random) -> QAExample:
+    return QAExample("", claim(e, attr, value, rng), [label], [] if label == NEI else _evidence(e, attr))
+
+
+def _fever_pair(e: Entity, attr: str, labels: tuple[str, str], pool: Sequence[Entity],
+                rng: random.Random) -> list[tuple[QAExample, Entity, str]]:
+    """Two claims about `e`'s `attr` in the same words: its true value, then a false one."""
+    wording = rng.random()
+    values = (e.fact(attr), _false_value(e, attr, pool, rng))
+    return [(_fever_claim(e, attr, label, v, random.Random(wording)), e, attr) for label, v in zip(labels, values)]
 
 
 def _claimed(e: Entity, attr: str, label: str, pool: Sequence[Entity], rng: random.Random) -> str:
@@ -253,7 +314,7 @@ def statement_queries(examples: Sequence[QAExample]) -> list[QAExample]:
 
 
 def _with_id(ex: QAExample, qid: str) -> QAExample:
-    return QAExample(qid, ex.question, ex.answers, ex.gold_passage_ids, ex.category, ex.reference_statements, ex.kind)
+    return replace(ex, id=qid)
 
 
 def task_files(entities: Sequence[Entity], absent: dict[str, Sequence[Entity]], rng_for) -> dict[str, list[QAExample]]:
@@ -264,6 +325,6 @@ def task_files(entities: Sequence[Entity], absent: dict[str, Sequence[Entity]], 
     files = {}
     for s in SPLITS:
         files[f"jeopardy_{s}"] = jeopardy_examples(s, by_split[s], rng_for(f"jeopardy:{s}"))
-        files[f"fever_{s}"] = fever_examples(s, by_split[s], absent[s], rng_for(f"fever:{s}"))
+        files[f"fever_{s}"] = fever_examples(s, by_split[s], absent[s], rng_for(f"fever:{s}"), pairs=s == "train")
     files["fever_test_b"] = relabel(files["fever_test"], by_split["test"], snapshot=1)
     return files

@@ -25,7 +25,7 @@ from lewisrag.data.io import InputError, atomic_path, write_json
 from lewisrag.data.pretrained import load_generator
 from lewisrag.data.records import of_kinds, read_qa
 from lewisrag.training.rag import learning_rate_factor
-from lewisrag.training.rag_data import DataPosition, answer_labels, next_batch, training_pairs
+from lewisrag.training.rag_data import DataPosition, answer_labels, group_units, next_batch, training_pairs
 from lewisrag.training.tasks import label_log_probs, prepare_generator
 
 
@@ -69,6 +69,7 @@ def train_closed_book(cfg: ClosedBookConfig, out: str | os.PathLike,
     pairs, skipped = training_pairs(of_kinds(read_qa(cfg.train), cfg.train_kinds))
     if len(pairs) < cfg.batch_size:
         raise InputError(cfg.train, f"{len(pairs)} questions with answers, fewer than batch size {cfg.batch_size}")
+    units = group_units([ex for ex, _ in pairs])  # minimal pairs in one batch, as the RAG runs
     generator, tokenizer = load_generator(cfg.generator)
     prepare_generator(cfg.task, generator, tokenizer)
     torch.manual_seed(cfg.seed)
@@ -79,7 +80,7 @@ def train_closed_book(cfg: ClosedBookConfig, out: str | os.PathLike,
     pos, log = DataPosition(), []
     generator.train()
     for step in range(1, cfg.steps + 1):
-        ids, pos = next_batch(pos, cfg.seed, len(pairs), cfg.batch_size)
+        ids, pos = next_batch(pos, cfg.seed, len(pairs), cfg.batch_size, units)
         loss, tokens = _step_loss(generator, tokenizer, [pairs[i] for i in ids], cfg)
         loss.backward()
         if cfg.max_grad_norm:

@@ -324,7 +324,7 @@ def _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, out, log_fi
             model.question_encoder.eval()  # a frozen retriever: deterministic p(z|x), no dropout
         totals = [0.0] * 5  # loss sum, examples, entropy sum, recall hits, recall questions
         for _ in range(cfg.grad_accum):
-            ids, pos = next_batch(pos, cfg.seed, len(parts.pairs), cfg.batch_size)
+            ids, pos = next_batch(pos, cfg.seed, len(parts.pairs), cfg.batch_size, parts.units)
             mine = shard(ids, acc.process_index, acc.num_processes)
             totals = [a + b for a, b in zip(totals, _micro_step(cfg, acc, parts, model, mine, scaler))]
         _average_gradients(params, acc.num_processes)

@@ -36,6 +36,7 @@ class Components(NamedTuple):
     pairs: list[tuple[QAExample, str]]  # training (example, target answer)
     dev: list[QAExample]  # dev questions scored by exact match
     skipped: int  # training questions without an answer, left out
+    units: list[list[int]] | None  # indices of `pairs` that train in one batch (group_units); None: none grouped
 
 
 def load_components(cfg, processes: int = 1, with_faiss: bool = True) -> Components:
@@ -60,7 +61,8 @@ def load_components(cfg, processes: int = 1, with_faiss: bool = True) -> Compone
                            index_fingerprint=dpr.ctx_fingerprint)  # None: a DPRQuestionEncoder folder without its pair, under --swap
     context_encoder = passage_encoder(dpr, cfg, index) if cfg.train_context_encoder else None  # training.end2end
     model = RagModel(dpr.question_encoder, generator, cfg.variant, cfg.n_docs, settings, context_encoder=context_encoder)
-    return Components(model, Tokenizers(dpr.tokenizer, gen_tokenizer), index, pairs, dev, skipped)
+    return Components(model, Tokenizers(dpr.tokenizer, gen_tokenizer), index, pairs, dev, skipped,
+                      group_units([ex for ex, _ in pairs]))
 
 
 SEARCH_DEVICES = ("auto", "cpu", "gpu")  # --search-device values
@@ -166,23 +168,53 @@ class DataPosition:
     index: int = 0
 
 
-def next_batch(pos: DataPosition, seed: int, n: int, batch_size: int) -> tuple[list[int], DataPosition]:
+def next_batch(pos: DataPosition, seed: int, n: int, batch_size: int,
+               units: Sequence[Sequence[int]] | None = None) -> tuple[list[int], DataPosition]:
     """The next `batch_size` example ids and the position after them.
 
     An epoch's tail shorter than a batch is skipped, so every batch is full and every process
-    gets an equal share of it.
+    gets an equal share of it. With `units` (`group_units`) the epoch permutes whole units and
+    lays their examples side by side, so a unit stays in one batch whenever the batch size is a
+    multiple of the units' sizes; without, it permutes the examples (as before units existed, so
+    a run resumes the same).
 
     >>> next_batch(DataPosition(0, 8), 0, 10, 4)[1]
     DataPosition(epoch=1, index=4)
     >>> len(next_batch(DataPosition(), 0, 10, 4)[0])
     4
+    >>> ids, _ = next_batch(DataPosition(), 0, 6, 2, units=[[0, 1], [2, 3], [4, 5]])
+    >>> ids[1] == ids[0] + 1 and ids[0] % 2 == 0
+    True
     """
     if batch_size > n:
         raise ValueError(f"batch size {batch_size} exceeds the {n} training examples")
     if pos.index + batch_size > n:
         pos = DataPosition(pos.epoch + 1, 0)
-    order = epoch_order(seed, pos.epoch, n)
+    order = epoch_order(seed, pos.epoch, n if units is None else len(units))
+    if units is not None:
+        order = np.array([i for u in order for i in units[u]])
     return order[pos.index : pos.index + batch_size].tolist(), DataPosition(pos.epoch, pos.index + batch_size)
+
+
+def group_units(examples: Sequence[QAExample]) -> list[list[int]] | None:
+    """Indices of `examples` in units that train in one batch: those sharing a `group` (minimal
+    pairs, `data.tasks.fever_examples`), each other example alone; None when no example has a
+    group (plain shuffling, `next_batch`).
+
+    Why: a small reader shown a claim's SUPPORTS and REFUTES versions in different batches stayed
+    at chance between them; in one batch, where the value is all that differs, it learnt the
+    comparison (docs/recipe.md, "FEVER").
+
+    >>> ex = [QAExample(str(i), "q", ["a"], group=g) for i, g in enumerate(["p1", None, "p2", "p1", "p2"])]
+    >>> group_units(ex), group_units(ex[1:2])
+    ([[0, 3], [1], [2, 4]], None)
+    """
+    if all(ex.group is None for ex in examples):
+        return None
+    units: dict = {}
+    for i, ex in enumerate(examples):
+        units.setdefault(("group", ex.group) if ex.group is not None else ("alone", i), []).append(i)
+    return list(units.values())
 
 
 def shard(batch: Sequence, rank: int, world: int) -> list:
