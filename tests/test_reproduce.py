@@ -23,7 +23,8 @@ from lewisrag.experiments.reproduce import check_hub_assets, reproduce
 STAGES = ("world", "dpr", "index_a", "index_b", "bm25_a", "retrieval", "generator", "rag_token", "rag_sequence",
           "rag_token_frozen", "closed_book", "evaluate", "ablations", "knowledge_update", "stitched", "compare",
           "tasks_dpr", "tasks_index_a", "tasks_index_b",
-          *(f"{t}_{s}" for t in ("jeopardy", "fever") for s in ("rag_token", "rag_sequence", "closed_book", "evaluate")))
+          *(f"jeopardy_{s}" for s in ("rag_token", "rag_sequence", "closed_book", "evaluate")),
+          *(f"fever_{s}" for s in ("verifier", "rag_token", "rag_sequence", "closed_book", "evaluate")))
 TASKS = ("qa", "jeopardy", "fever")  # the tiny run trains every task, so every stage is covered once
 
 

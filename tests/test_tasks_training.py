@@ -72,3 +72,73 @@ def test_unknown_task_is_bad_input(tmp_path):
 
 def test_doctests():
     assert doctest.testmod(TT).failed == 0
+
+
+def test_grouped_examples_train_in_one_batch(tmp_path):
+    """A QA file's `group` survives reading and writing, and every batch of a grouped epoch holds
+    whole groups (FEVER's minimal pairs), while ungrouped data is shuffled exactly as before."""
+    from lewisrag.data.records import QAExample, read_qa
+    from lewisrag.data.io import write_jsonl
+    from lewisrag.training.rag_data import DataPosition, epoch_order, group_units, next_batch
+
+    exs = [QAExample(f"c{i}", f"claim {i}", ["SUPPORTS" if i % 2 == 0 else "REFUTES"], group=f"g{i // 2}") for i in range(12)]
+    write_jsonl(tmp_path / "train.jsonl", [ex.to_dict() for ex in exs])
+    back = read_qa(tmp_path / "train.jsonl")
+    assert back == exs
+    units = group_units(back)
+    assert units == [[2 * g, 2 * g + 1] for g in range(6)]
+    pos, seen = DataPosition(), []
+    for _ in range(6):  # two epochs of three batches
+        ids, pos = next_batch(pos, 0, len(exs), 4, units)
+        assert sorted(ids) == sorted({i for u in units if set(u) & set(ids) for i in u}), ids
+        seen += ids
+    assert sorted(seen[:12]) == list(range(12)) and seen[:12] != seen[12:]
+    plain = next_batch(DataPosition(), 0, 12, 4)[0]
+    assert plain == epoch_order(0, 0, 12)[:4].tolist() and group_units([QAExample("a", "q", ["x"])]) is None
+
+
+def test_a_group_that_is_not_a_string_is_bad_input(tmp_path):
+    from lewisrag.data.records import read_qa
+    path = tmp_path / "train.jsonl"
+    path.write_text('{"question": "q", "answers": ["SUPPORTS"], "group": "g1"}\n{"question": "r", "answers": ["REFUTES"], "group": 7}\n')
+    with pytest.raises(InputError) as e:
+        read_qa(path)
+    assert "train.jsonl:2: field 'group': expected a string" in str(e.value)
+
+
+def test_verifier_pretraining_reads_fresh_minimal_pairs_and_saves_a_fever_generator(tmp_path):
+    """training.verifier: fresh claims come in adjacent minimal pairs, each read with its passage;
+    the label is the target in the RAG convention; a short run saves a generator whose labels are
+    single tokens, with its dev measurement on the world's claims read with their gold passages."""
+    from lewisrag.data.world import build_world
+    from lewisrag.rag_model.settings import RagSettings
+    from lewisrag.training.verifier import FreshClaims, VerifierConfig, label_batch, pretrain_verifier, world_claims
+
+    items = FreshClaims(0, RagSettings()).take(40)
+    assert items == FreshClaims(0, RagSettings()).take(40)  # seeded
+    for (a, la), (b, lb) in zip(items[::2], items[1::2]):
+        assert (la, lb) in (("SUPPORTS", "REFUTES"), ("NOT ENOUGH INFO", "NOT ENOUGH INFO"))
+        passage_a, claim_a = a.rsplit(" // ", 1)
+        passage_b, claim_b = b.rsplit(" // ", 1)
+        assert passage_a == passage_b and claim_a != claim_b and len(claim_a.split()) == len(claim_b.split())
+        if la == "SUPPORTS":  # the words that differ: the true value is in the passage, the false one is not
+            words = [w.strip(".,") for w in passage_a.split()]
+            differ = [(x.strip("."), y.strip(".")) for x, y in zip(claim_a.split(), claim_b.split()) if x != y]
+            assert all(x in words and y not in words for x, y in differ), (claim_a, claim_b)
+    assert {y for _, y in items} == set(LABELS)
+
+    gen, tok = load_generator(SHIPPED_DIR / "generator-small")
+    TT.prepare_generator("fever", gen, tok)
+    batch = label_batch(items[:4], tok, 192)
+    assert batch["labels"][:, 1].tolist() == [TT.label_ids(tok, y)[0] for _, y in items[:4]]
+
+    w = build_world(seed=0, entities=60)
+    with pytest.raises(InputError, match="even batch size"):
+        VerifierConfig(batch_size=3)
+    r = pretrain_verifier(SHIPPED_DIR / "generator-small", tmp_path / "v", VerifierConfig(steps=2, batch_size=4, eval_size=20),
+                          w.tasks["fever_dev"], w.passages_a)
+    measured = world_claims(w.tasks["fever_dev"], w.passages_a, RagSettings())
+    assert measured and all(y != "NOT ENOUGH INFO" for _, y in measured)
+    assert r["steps"] == 2 and r["dev_gold_passage"]["n"] == min(20, len(measured))
+    saved, saved_tok = load_generator(tmp_path / "v")
+    assert all(len(TT.label_ids(saved_tok, label)) == 1 for label in LABELS)

@@ -5,6 +5,7 @@ baseline from the same generator and retriever as the QA runs, and evaluated as 
     RUN/tasks/dpr, index_a, index_b      the retriever of both tasks: DPR trained on the QA questions and
                                          their reference statements, and its indexes of snapshots A and B
                                          (reproduce.train_world_dpr, world_index)
+    RUN/fever/generator                  the QA runs' generator taught to compare on fresh claims (training.verifier)
     RUN/<task>/rag_token, rag_sequence   train_rag folders (--task jeopardy|fever)
     RUN/<task>/closed_book               the generator fine-tuned on the same examples without retrieval
     RUN/<task>/predictions.json          every system's test outputs
@@ -34,7 +35,7 @@ import torch
 
 from lewisrag.data.io import InputError, write_json
 from lewisrag.data.pretrained import load_generator
-from lewisrag.data.records import read_qa
+from lewisrag.data.records import read_passages, read_qa
 from lewisrag.data.tasks import NEI
 from lewisrag.eval.stats.paired import paired_bootstrap
 from lewisrag.experiments.presets import Preset
@@ -53,6 +54,7 @@ from lewisrag.training.closed_book import (
 )
 from lewisrag.training.rag import train_rag
 from lewisrag.training.tasks import fever_accuracy, rag_label_log_probs
+from lewisrag.training.verifier import VerifierConfig, pretrain_verifier
 
 Progress = Callable[[str, int, int, str], None]  # (task, done, total, info)
 TASKS = ("qa", "jeopardy", "fever")  # --tasks values; qa is the reproduction every other task builds on
@@ -77,11 +79,31 @@ def parse_tasks(text: str) -> tuple[str, ...]:
 def stages(run: Path, preset: Preset, seed: int, task: str, resume: bool, on_progress: Progress) -> list[tuple[str, Callable]]:
     """(stage name, function) for one task, in order: both RAG variants, closed book, evaluation
     (after the tasks' retriever stages, `reproduce`)."""
-    out = [(f"{task}_rag_{v}", lambda v=v: train(run, preset, seed, task, v, resume, on_progress)) for v in ("token", "sequence")]
+    out = []
+    if preset.tasks[task].verifier_steps:
+        out.append((f"{task}_verifier", lambda: verifier(run, preset, seed, task, on_progress)))
+    out += [(f"{task}_rag_{v}", lambda v=v: train(run, preset, seed, task, v, resume, on_progress)) for v in ("token", "sequence")]
     out.append((f"{task}_closed_book", lambda: train_closed(run, preset, seed, task, on_progress)))
     evaluate = jeopardy_evaluate if task == "jeopardy" else fever_evaluate
     out.append((f"{task}_evaluate", lambda: evaluate(run, preset, on_progress)))
     return out
+
+
+def starting_generator(run: Path, preset: Preset, task: str) -> Path:
+    """The generator a task's runs start from: the QA runs' one, or RUN/<task>/generator after the verifier stage."""
+    return run / task / "generator" if preset.tasks[task].verifier_steps else run / "generator"
+
+
+def verifier(run: Path, preset: Preset, seed: int, task: str, on_progress: Progress) -> dict:
+    """RUN/<task>/generator: the QA runs' generator taught to compare claims with passages on fresh
+    entities (training.verifier explains why); measured on the dev claims with their gold passages."""
+    sched, world = preset.tasks[task], run / "world"
+    cfg = VerifierConfig(steps=sched.verifier_steps, seed=seed)
+    r = pretrain_verifier(run / "generator", run / task / "generator", cfg, read_qa(world / f"{task}_dev.jsonl"),
+                          read_passages(world / "passages_a.jsonl"),
+                          on_step=lambda step, steps, loss: on_progress(f"{task} verifier", step, steps, f"loss {loss:.3f}"))
+    return {"dir": f"{task}/generator", "steps": r["steps"], "minutes": r["minutes"], "final_loss": r["final_loss"],
+            "dev_gold_passage": r["dev_gold_passage"]}
 
 
 def train(run: Path, preset: Preset, seed: int, task: str, variant: str, resume: bool, on_progress: Progress) -> dict:
@@ -89,7 +111,7 @@ def train(run: Path, preset: Preset, seed: int, task: str, variant: str, resume:
     sched, world, out = preset.tasks[task], run / "world", run / task / f"rag_{variant}"
     cfg = replace(preset.rag, task=task, variant=variant, seed=seed, index=str(run / "tasks" / "index_a"),
                   encoder=str(run / "tasks" / "dpr"),
-                  generator=str(run / "generator"), train=str(world / f"{task}_train.jsonl"),
+                  generator=str(starting_generator(run, preset, task)), train=str(world / f"{task}_train.jsonl"),
                   dev=str(world / f"{task}_dev.jsonl"), train_kinds="", steps=sched.steps, lr=sched.lr,
                   retriever_lr_scale=sched.retriever_lr_scale, max_target_length=sched.max_target_length,
                   eval_every=sched.steps, save_every=sched.steps, eval_questions=sched.eval_questions)
@@ -104,7 +126,8 @@ def train(run: Path, preset: Preset, seed: int, task: str, variant: str, resume:
 def train_closed(run: Path, preset: Preset, seed: int, task: str, on_progress: Progress) -> dict:
     """RUN/<task>/closed_book: the same generator fine-tuned on the task's training examples without retrieval."""
     sched, out = preset.tasks[task], run / task / "closed_book"
-    cfg = ClosedBookConfig(generator=str(run / "generator"), task=task, train=str(run / "world" / f"{task}_train.jsonl"),
+    cfg = ClosedBookConfig(generator=str(starting_generator(run, preset, task)), task=task,
+                           train=str(run / "world" / f"{task}_train.jsonl"),
                            steps=sched.closed_book_steps, lr=sched.closed_book_lr, batch_size=preset.closed_book.batch_size,
                            max_target_length=sched.max_target_length, seed=seed)
     shutil.rmtree(out, ignore_errors=True)
