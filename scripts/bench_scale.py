@@ -1,4 +1,5 @@
-"""Dense index at Wikipedia scale: Flat, HNSW32 over SQ8, and OPQ + IVF-PQ with exact re-ranking.
+"""Dense index at Wikipedia scale: Flat, HNSW32 over SQ8, and OPQ + IVF-PQ with exact re-ranking
+(8-bit codes, or the same bytes as 4-bit fast-scan codes).
 
     .venv/bin/python scripts/bench_scale.py [--sizes 100000,1000000] [--target-recall 0.95] [--json]
     .venv/bin/python scripts/bench_scale.py --quick --json     # 10k and 20k passages: a smoke test
@@ -91,7 +92,8 @@ SERVE_BATCHES, SERVE_BATCH = 50, 16  # the training-process check: 50 batches of
 COLD_BATCHES = 20  # of them again with the vectors' pages dropped from the page cache first
 PQ_M = 64  # PQ code bytes a passage: 72 with the 8-byte id (budget 100); the largest power of two within it
 CORPUS_STREAM, QUERY_STREAM, SERVE_STREAM = 0, 1, 2  # random streams: passages, held-out queries, serving
-KINDS = ("flat", "hnsw_sq8", "ivfpq_rerank")
+KINDS = ("flat", "hnsw_sq8", "ivfpq_rerank", "ivfpq4fs_rerank")
+RERANKED = {"ivfpq_rerank": 4 * K, "ivfpq4fs_rerank": 20 * K}  # kinds re-ranked, and their default depth
 EXTRAPOLATE_TO = (21_000_000, 100_000_000)
 FLAGS = {"IO_FLAG_MMAP|IO_FLAG_READ_ONLY": faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY,
          "IO_FLAG_MMAP_IFC|IO_FLAG_READ_ONLY": faiss.IO_FLAG_MMAP_IFC | faiss.IO_FLAG_READ_ONLY}
@@ -172,13 +174,22 @@ def factory_for(kind: str, n: int, ivf_quantizer: str, dim: int = DIM) -> str:
     # OPQ rotates (and reduces to 4 dims per sub-quantizer, FAISS's usual OPQ{M}_{4M}) so that PQ's
     # 64 sub-vectors share the variance the spectrum piles into a few directions
     m = pq_m(dim)
+    if kind == "ivfpq4fs_rerank":
+        # the same code bytes as 4-bit fast-scan codes: twice the sub-quantizers, 16 centroids each,
+        # whose distance tables fit in SIMD registers (FAISS's IndexIVFPQFastScan), so a scanned
+        # code costs a fraction of an 8-bit code's table look-ups; coarser distances, so more
+        # candidates re-ranked
+        m = min(2 * m, dim)
+        return f"OPQ{m}_{min(2 * m, dim)},IVF{nlist_for(n)}{quantizer},PQ{m}x4fs"
     return f"OPQ{m}_{min(4 * m, dim // m * m)},IVF{nlist_for(n)}{quantizer},PQ{m}"
 
 
 def code_bytes(kind: str, dim: int = DIM) -> int:
     """Bytes a passage adds to the index: Flat's float32 vector; SQ8's byte a dimension and HNSW32's
-    64 level-0 links of 4 bytes (upper levels add ~1/32 of that); pq_m code bytes and an 8-byte id."""
-    return {"flat": 4 * dim, "hnsw_sq8": dim + 2 * 32 * 4, "ivfpq_rerank": pq_m(dim) + 8}[kind]
+    64 level-0 links of 4 bytes (upper levels add ~1/32 of that); pq_m code bytes (8-bit codes, or
+    twice as many 4-bit ones) and an 8-byte id."""
+    return {"flat": 4 * dim, "hnsw_sq8": dim + 2 * 32 * 4, "ivfpq_rerank": pq_m(dim) + 8,
+            "ivfpq4fs_rerank": pq_m(dim) + 8}[kind]
 
 
 def train_size(kind: str, n: int) -> int:
@@ -186,7 +197,7 @@ def train_size(kind: str, n: int) -> int:
     ranges (PQ and OPQ subsample to 65,536 themselves)."""
     if kind == "flat":
         return 0
-    return min(n, max(65_536, 64 * nlist_for(n)) if kind == "ivfpq_rerank" else 65_536)
+    return min(n, max(65_536, 64 * nlist_for(n)) if kind in RERANKED else 65_536)
 
 
 def configure(index, opq_iters: int) -> None:
@@ -392,7 +403,7 @@ def bench_corpus(vectors: Path, queries: np.ndarray, serve_queries: np.ndarray, 
     np.save(workdir / "exact.npy", exact_top_k(np.load(vectors, mmap_mode="r"), queries, K)[1])
     for kind in args.kinds:
         factory = factory_for(kind, n, args.ivf_quantizer, dim)
-        depth = args.rerank_depth if kind == "ivfpq_rerank" else None
+        depth = (args.rerank_depth or RERANKED[kind]) if kind in RERANKED else None
         index_path = str(workdir / f"{kind}_{n}.faiss")
         built = build({"vectors": str(vectors), "n": n, "dim": dim, "factory": factory, "out": index_path,
                        "train_sample": train_size(kind, n), "seed": args.seed, "opq_iters": args.opq_iters,
@@ -554,7 +565,9 @@ def parse_args(argv=None):
     ap.add_argument("--kinds", default=",".join(KINDS), help=f"index kinds among {', '.join(KINDS)}")
     ap.add_argument("--target-recall", type=float, default=0.95, help="recall@5 vs exact that tuning must reach")
     ap.add_argument("--queries", type=int, default=500, help="held-out queries for tuning and recall")
-    ap.add_argument("--rerank-depth", type=int, default=4 * K, help="IVF-PQ candidates re-ranked exactly (4 x K)")
+    ap.add_argument("--rerank-depth", type=int, default=None,
+                    help=f"IVF-PQ candidates re-ranked exactly (default {RERANKED['ivfpq_rerank']}, "
+                         f"{RERANKED['ivfpq4fs_rerank']} for the 4-bit fast-scan codes)")
     ap.add_argument("--opq-iters", type=int, default=50, help="OPQ training iterations (FAISS's default: 50)")
     ap.add_argument("--ivf-quantizer", choices=("flat", "hnsw"), default="flat",
                     help="IVF coarse quantizer: flat, or HNSW32 (for nlist in the tens of thousands)")

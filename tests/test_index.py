@@ -61,7 +61,7 @@ def test_bm25_chinese():
     assert rows[0, 0] == 1
 
 
-@pytest.mark.parametrize("factory", ["Flat", "HNSW32", "IVF4,PQ4x4"])
+@pytest.mark.parametrize("factory", ["Flat", "HNSW32", "IVF4,PQ4x4", "IVF4,PQ8x4fs"])
 def test_faiss_factories_search_by_inner_product(factory):
     rng = np.random.default_rng(0)
     centers = rng.normal(size=(8, 16))
@@ -294,7 +294,7 @@ def test_index_tune_records_the_smallest_setting_and_searches_use_it(tiny_corpus
         assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
 
 
-@pytest.mark.parametrize("factory", ["Flat", "HNSW16", "IVF8,Flat", "IVF8,PQ4x4"])
+@pytest.mark.parametrize("factory", ["Flat", "HNSW16", "IVF8,Flat", "IVF8,PQ4x4", "IVF8,PQ8x4fs"])
 def test_mapped_faiss_indexes_search_as_read_ones(tmp_path, factory):
     import faiss
 

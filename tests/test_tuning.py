@@ -202,7 +202,7 @@ def test_bench_scale_quick_runs_every_index_kind(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     rows = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
     assert [(row["n"], row["kind"]) for row in rows] == [(n, kind) for n in (10_000, 20_000)
-                                                         for kind in ("flat", "hnsw_sq8", "ivfpq_rerank")]
+                                                         for kind in ("flat", "hnsw_sq8", "ivfpq_rerank", "ivfpq4fs_rerank")]
     for row in rows:
         assert {"n", "index", "build_s", "peak_rss_mb", "bytes_per_passage", "qps_b16", "qps_b64", "recall_at_5",
                 "train_rss_mb"} <= set(row)
@@ -212,7 +212,7 @@ def test_bench_scale_quick_runs_every_index_kind(tmp_path):
         assert row["recall_at_5"] >= row["target_recall"] or not row["target_reached"]
         assert row["train_batch_ms"] > 0 and row["train_batch_ms_cold"] > 0
     for n in (10_000, 20_000):
-        flat, hnsw, ivfpq = (row for row in rows if row["n"] == n)
+        flat, hnsw, ivfpq, fast_scan = (row for row in rows if row["n"] == n)
         assert flat["recall_at_5"] == 1.0 and flat["bytes_per_passage"] == pytest.approx(768 * 4, rel=0.01)
         assert not flat["train_index_mapped"] and flat["train_index_mapped_mmap_ifc"]  # faiss 1.15: only IFC maps Flat
         assert hnsw["bytes_per_passage"] < flat["bytes_per_passage"] / 2  # 768 bytes of SQ8 code + the graph
@@ -220,11 +220,15 @@ def test_bench_scale_quick_runs_every_index_kind(tmp_path):
         assert 72 < ivfpq["bytes_per_passage"] < 250 and ivfpq["code_bytes_per_passage"] == 72
         assert ivfpq["rerank_depth"] == 20 and ivfpq["index"] == f"OPQ64_256,IVF{round(4 * n ** 0.5)},PQ64"
         assert ivfpq["target_reached"] and ivfpq["train_index_mapped"]
+        # the same 64 code bytes as 128 4-bit codes, re-ranked deeper
+        assert fast_scan["index"] == f"OPQ128_256,IVF{round(4 * n ** 0.5)},PQ128x4fs" and fast_scan["rerank_depth"] == 100
+        assert 72 < fast_scan["bytes_per_passage"] < 250 and fast_scan["code_bytes_per_passage"] == 72
+        assert fast_scan["target_reached"]
     assert "EXTRAPOLATION" in r.stderr and "| ivfpq_rerank | 21M |" in r.stderr
     # --fit: the same table and fit again from the --json rows, split across two files as separate runs write them
     lines = r.stdout.strip().splitlines()
-    (tmp_path / "a.jsonl").write_text("\n".join(lines[:3]) + "\n")
-    (tmp_path / "b.jsonl").write_text("\n".join(lines[3:]) + "\n")
+    (tmp_path / "a.jsonl").write_text("\n".join(lines[:4]) + "\n")
+    (tmp_path / "b.jsonl").write_text("\n".join(lines[4:]) + "\n")
     fit = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_scale.py"), "--fit", str(tmp_path / "b.jsonl"),
                           str(tmp_path / "a.jsonl")], check=False, capture_output=True, text=True, env=env, timeout=60)
     assert fit.returncode == 0, fit.stderr[-3000:]
@@ -272,10 +276,12 @@ def test_bench_scale_runs_on_a_built_indexs_own_vectors(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     rows = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
     n = len(passages)
-    assert [(row["n"], row["dim"], row["kind"]) for row in rows] == [(n, 16, k) for k in ("flat", "hnsw_sq8", "ivfpq_rerank")]
-    flat, _, ivfpq = rows
+    kinds = ("flat", "hnsw_sq8", "ivfpq_rerank", "ivfpq4fs_rerank")
+    assert [(row["n"], row["dim"], row["kind"]) for row in rows] == [(n, 16, k) for k in kinds]
+    flat, _, ivfpq, fast_scan = rows
     assert flat["recall_at_5"] == 1.0 and flat["source"] == f"index {tmp_path / 'index'}" and flat["queries"] == 100
     assert ivfpq["index"] == f"OPQ8_16,IVF{round(4 * n ** 0.5)},PQ8" and ivfpq["code_bytes_per_passage"] == 16
+    assert fast_scan["index"] == f"OPQ16_16,IVF{round(4 * n ** 0.5)},PQ16x4fs" and fast_scan["code_bytes_per_passage"] == 16
     assert all(0 <= row["recall_at_5"] <= 1 and row["qps_b16"] > 0 for row in rows)
     assert "EXTRAPOLATION" not in r.stderr  # one index is one size
     bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_scale.py"), "--index", str(tmp_path / "index")],

@@ -14,6 +14,7 @@ PQ code per passage can serve a top-k as good as a Flat index's when the candida
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 
@@ -23,7 +24,7 @@ import numpy as np
 NO_ROW = -1  # FAISS's row for "no result" (fewer candidates than k)
 NO_SCORE = float(-np.finfo(np.float32).max)  # ... and its inner-product score for one
 EXACT_BLOCK_SCORES = 1 << 24  # query x vector scores per block of exact_top_k: 64 MB of float32
-RERANK_BLOCK_PAIRS = 1 << 14  # query x candidate vectors gathered at once by rerank: 48 MB at 768-d
+RERANK_BLOCK_QUERIES = 16  # queries re-ranked together: one product of their distinct candidates with all 16
 MAX_EF_SEARCH = 4096  # the largest HNSW efSearch tried: beyond it a graph search costs as much as a scan
 QUANTIZER_EF_MIN = 64  # an HNSW coarse quantizer's efSearch: at least this, and twice nprobe
 
@@ -94,21 +95,51 @@ def rerank(queries: np.ndarray, candidate_rows: np.ndarray, vectors: np.ndarray,
     cand = np.asarray(candidate_rows, dtype=np.int64)
     if cand.ndim != 2 or len(cand) != len(q):
         raise ValueError(f"candidate_rows: expected ({len(q)}, C), got {tuple(cand.shape)}")
-    step = max(1, RERANK_BLOCK_PAIRS // max(cand.shape[1], 1))
-    parts = [_rerank_block(q[i : i + step], cand[i : i + step], vectors, k) for i in range(0, len(q), step)]
+    step = RERANK_BLOCK_QUERIES
+    with _one_torch_thread():
+        parts = [_rerank_block(q[i : i + step], cand[i : i + step], vectors, k) for i in range(0, len(q), step)]
     if not parts:
         return np.empty((0, k), np.float32), np.empty((0, k), np.int64)
     return np.concatenate([s for s, _ in parts]), np.concatenate([r for _, r in parts])
 
 
+@contextlib.contextmanager
+def _one_torch_thread():
+    """Run torch on the calling thread alone for a moment (the setting is per process, restored after).
+
+    Re-ranking follows a FAISS search, whose OpenMP threads (FAISS's own runtime, not torch's) keep
+    spinning for a while after it returns; torch's worker threads then fight them for the cores.
+    Measured at 1M passages, 2 cores, 16 queries x 100 candidates after an IVF-PQ search: 2,445
+    queries/s with torch's 2 threads, 5,300 with one (the products are small: 1,600 x 768 x 16)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def _rerank_block(q: np.ndarray, cand: np.ndarray, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """`rerank` for a block of at most RERANK_BLOCK_QUERIES queries.
+
+    The block's distinct candidate rows are read once (in file order) and multiplied with all its
+    queries in one float32 matrix product, of which each query keeps its own candidates' column:
+    up to 16 times the products needed, but one matrix product instead of a gather of a float32 row
+    per (query, candidate) pair, and torch converts float16 rows several times faster than numpy
+    (1M passages, 2 cores, 16 queries x 100 candidates after an IVF-PQ search: 5,300 queries/s
+    against 2,900-3,600 for that gather)."""
+    import torch  # loads on first use: FAISS-only callers never re-rank
+
     rows = np.sort(cand, axis=1)  # repeats side by side, and the reads below in file order
     valid = rows >= 0
     valid[:, 1:] &= rows[:, 1:] != rows[:, :-1]
     unique, where = np.unique(rows[valid], return_inverse=True)
-    stored = np.asarray(vectors[unique], dtype=np.float32)  # one read per distinct candidate
+    stored = torch.from_numpy(np.ascontiguousarray(vectors[unique])).float()  # one read per distinct candidate
+    products = (stored @ torch.from_numpy(q).T).numpy()  # (distinct candidates, queries)
     scores = np.full(rows.shape, -np.inf, np.float32)
-    scores[valid] = np.einsum("nd,nd->n", stored[where], q[np.nonzero(valid)[0]])
+    scores[valid] = products[where, np.nonzero(valid)[0]]
     order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
     top_s, top_r = np.take_along_axis(scores, order, 1), np.take_along_axis(rows, order, 1)
     missing = np.isneginf(top_s)
