@@ -73,3 +73,21 @@ def test_flushed_gradient_still_equals_autograd():
     (F.log_softmax(x2, -1).gather(-1, target.unsqueeze(-1)).squeeze(-1) * w).sum().backward()
     assert _subnormals(x1.grad) == 0 < _subnormals(x2.grad)
     torch.testing.assert_close(x1.grad, x2.grad, rtol=1e-5, atol=TINY)
+
+
+def test_rag_sequence_backward_leaves_out_documents_with_negligible_posteriors():
+    """Documents whose posterior given the answer is under 2^-50 of the best one's get an exact zero
+    gradient (their decoder backward would otherwise run on numbers shrinking into subnormals); the
+    others get eq. 1's gradient."""
+    logits, scores, labels = _confident_batch()
+    b = scores.shape[0]
+    x, ref = logits.clone().requires_grad_(), logits.clone().requires_grad_()
+    M.rag_sequence_nll(x, scores, labels, PAD).sum().backward()
+    M.rag_sequence_nll_reference(ref, scores, labels, PAD).sum().backward()
+    with torch.no_grad():  # each document's posterior given the answer, from the reference's gradient mass
+        mass = ref.grad.abs().view(b, K, -1).sum(-1)  # (B, K)
+        negligible = mass < mass.amax(1, keepdim=True) * M.NEGLIGIBLE_SHARE
+    assert negligible.any() and (~negligible).sum(1).min() >= 1  # the batch has both kinds
+    grads, refs = x.grad.view(b, K, *x.shape[1:]), ref.grad.view(b, K, *x.shape[1:])
+    assert (grads[negligible] == 0).all() and (refs[negligible] != 0).any()
+    torch.testing.assert_close(grads[~negligible], refs[~negligible], rtol=1e-4, atol=1e-6)
