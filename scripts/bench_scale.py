@@ -79,7 +79,7 @@ import faiss
 import numpy as np
 import psutil
 
-from lewisrag.index.dense import advise_random
+from lewisrag.index.dense import advise_random, row_reader, train_faiss
 from lewisrag.index.tuning import apply_params, exact_top_k, search, throughput, tune_search
 
 DIM = 768
@@ -143,14 +143,6 @@ def read_rows(path: Path, start: int, stop: int, rows: np.ndarray | None = None)
         return np.array(block if rows is None else block[rows], dtype=np.float32)
     finally:
         del mm
-
-
-def read_sample(path: Path, rows: np.ndarray, block: int = BLOCK_ROWS) -> np.ndarray:
-    """`rows` of the .npy at `path` (in increasing order) as float32, gathered block by block."""
-    rows = np.sort(rows)
-    n, dim = np.load(path, mmap_mode="r").shape
-    blocks = [read_rows(path, s, s + block, rows[(rows >= s) & (rows < s + block)] - s) for s in range(0, n, block)]
-    return np.concatenate([np.empty((0, dim), np.float32), *blocks])
 
 
 # ---- index kinds ------------------------------------------------------------------------------
@@ -243,9 +235,11 @@ def worker_train(spec: dict) -> dict:
     start = time.perf_counter()
     index = faiss.index_factory(spec["dim"], spec["factory"], faiss.METRIC_INNER_PRODUCT)
     configure(index, spec["opq_iters"])
-    if not index.is_trained:
-        rows = np.random.default_rng(spec["seed"]).choice(n, spec["train_sample"], replace=False)
-        index.train(read_sample(path, rows, spec["block_rows"]))
+    if not index.is_trained:  # as `lewisrag index build` trains: the sample read block by block, narrowed by OPQ first
+        rows = np.sort(np.random.default_rng(spec["seed"]).choice(n, spec["train_sample"], replace=False))
+        # row_reader reads each file block through a mapping of its own: the sample, spread over the
+        # whole file, read through one long-lived mapping would leave its pages in this build's RSS
+        train_faiss(index, row_reader(np.load(path, mmap_mode="r")), rows, spec["block_rows"])
     train_s = time.perf_counter() - start if spec["train_sample"] else 0.0
     faiss.write_index(index, spec["out"])
     return {"train_s": train_s, "train_peak_rss_mb": peak_rss_mb()}

@@ -73,6 +73,59 @@ def test_faiss_factories_search_by_inner_product(factory):
     assert overlap >= (0.99 if factory == "Flat" else 0.3)
 
 
+def test_opq_ivf_trains_block_by_block_as_faiss_trains_it_whole():
+    """train_faiss: OPQ on a spread subsample, then IVF-PQ on the sample narrowed block by block;
+    FAISS's IndexPreTransform.train on the whole sample does the same steps at full width."""
+    import faiss
+
+    from lewisrag.index.dense import _no_polysemous_training, train_faiss, training_rows, training_sample_size
+
+    rng = np.random.default_rng(0)
+    centers = rng.normal(size=(32, 32))
+    x = (centers[rng.integers(0, 32, 6000)] + 0.3 * rng.normal(size=(6000, 32))).astype(np.float32)
+    reads = []
+
+    def read(part):
+        reads.append(len(part))
+        return x[part]
+
+    blockwise, whole = (faiss.index_factory(32, "OPQ16_32,IVF16,PQ16", faiss.METRIC_INNER_PRODUCT) for _ in range(2))
+    for index in (blockwise, whole):
+        faiss.downcast_VectorTransform(faiss.downcast_index(index).chain.at(0)).niter = 4  # FAISS's 50 is slow here
+        _no_polysemous_training(index)  # as build_faiss does: polysemous training takes most of the time
+    rows = training_rows(blockwise, len(x), 4000)
+    train_faiss(blockwise, read, rows, block=1000)
+    assert blockwise.is_trained and reads == [4000, 1000, 1000, 1000, 1000]  # OPQ's sample (at most 65,536), then blocks
+    whole.train(x[rows])
+    for index in (blockwise, whole):
+        index.add(x)
+        faiss.ParameterSpace().set_index_parameter(index, "nprobe", 16)
+    # under TRANSFORM_SAMPLE rows OPQ sees the same vectors either way, so the two indexes are the same
+    found = blockwise.search(x[:50], 5)[1]
+    assert np.array_equal(found, whole.search(x[:50], 5)[1])
+    exact = np.argsort(-(x[:50] @ x.T), axis=1)[:, :5]
+    assert np.mean([len(set(a) & set(b)) / 5 for a, b in zip(found, exact)]) >= 0.6
+    # an IVF index trains on 64 vectors a list when its lists outnumber the configured sample
+    assert training_sample_size(faiss.index_factory(8, "IVF4000,Flat"), 10**6, 100_000) == 256_000
+
+
+def test_build_reads_a_mapped_vector_file_without_keeping_its_pages_mapped(tmp_path, monkeypatch):
+    import lewisrag.index.dense as dense
+
+    monkeypatch.setattr(dense, "ADD_ROWS", 500)  # several blocks, each read through a mapping of its own
+    x = np.random.default_rng(0).normal(size=(2300, 16)).astype(np.float16)
+    np.save(tmp_path / "v.npy", x)
+    mapped = np.load(tmp_path / "v.npy", mmap_mode="r")
+    read = dense.row_reader(mapped)
+    rows = np.array([0, 1, 499, 500, 1700, 2299])
+    assert np.array_equal(read(rows), x[rows].astype(np.float32)) and read(rows[:0]).shape == (0, 16)
+    index = build_faiss(mapped, "IVF8,PQ8", train_sample=1000)
+    assert index.ntotal == 2300
+    assert _mapped_rss_kb(tmp_path / "v.npy") == 0  # the caller's mapping was never read; the others are closed
+    whole = build_faiss(x.astype(np.float32), "IVF8,PQ8", train_sample=1000)  # the same sample, the same index
+    assert np.array_equal(index.search(x[:20].astype(np.float32), 5)[1], whole.search(x[:20].astype(np.float32), 5)[1])
+
+
 def test_dense_build_search_and_vectors(tiny_corpus, dpr_ckpt, tmp_path):
     passages = read_passages(tiny_corpus["passages"])
     manifest = build_dense_index(passages, dpr_ckpt, tmp_path / "idx", DenseBuildConfig(shard_size=16))
@@ -318,6 +371,18 @@ def _mapping_flags(path) -> list[str]:
             elif current and line.startswith("VmFlags:"):
                 flags.append(line.split(":", 1)[1].strip())
     return flags
+
+
+def _mapped_rss_kb(path) -> int:
+    """Resident kB of this process's mappings of `path` (/proc/self/smaps)."""
+    total, current = 0, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            if line[:1].isalnum() and "-" in line.split()[0] and ":" not in line.split()[0]:
+                current = line.rstrip().endswith(str(path))
+            elif current and line.startswith("Rss:"):
+                total += int(line.split()[1])
+    return total
 
 
 @pytest.mark.skipif(not hasattr(__import__("mmap"), "MADV_RANDOM"), reason="no madvise on this platform")

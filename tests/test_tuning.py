@@ -243,12 +243,12 @@ def _bench_scale():
     return module
 
 
-def test_bench_scale_reads_the_training_sample_it_drew_across_blocks(tmp_path):
+def test_bench_scale_reads_rows_of_its_float16_store(tmp_path):
     bench = _bench_scale()
     x = np.random.default_rng(0).standard_normal((30, 4)).astype(np.float16)
     np.save(tmp_path / "x.npy", x)
-    rows = np.array([29, 3, 7, 8, 14, 0])
-    assert np.array_equal(bench.read_sample(tmp_path / "x.npy", rows, block=7), x[np.sort(rows)].astype(np.float32))
+    rows = np.array([0, 3, 7, 8, 14, 29])
+    assert np.array_equal(bench.read_rows(tmp_path / "x.npy", 0, 30, rows), x[rows].astype(np.float32))
     assert np.array_equal(bench.read_rows(tmp_path / "x.npy", 28, 35), x[28:].astype(np.float32))
 
 

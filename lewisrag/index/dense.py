@@ -33,6 +33,8 @@ SPOT_CHECK_ROWS = 8  # stored vectors compared with fresh encodings before they 
 MIN_COSINE = 0.99  # ... each must point the same way as its fresh encoding
 MAX_NORM_RATIO = 1.05  # ... and be as long, within 5% (inner products keep their scale)
 ADD_ROWS = 1 << 16  # vectors handed to FAISS at a time while building
+TRANSFORM_SAMPLE = 1 << 16  # vectors that train a pre-transform (OPQ, PCA): OPQMatrix subsamples to 65,536 anyway
+TRAIN_PER_LIST = 64  # training vectors per inverted list at least (FAISS's k-means warns below 39, uses at most 256)
 VECTOR_DTYPES = ("float32", "float16")
 COMPRESSED_ONLY = ("search_params", "rerank_depth", "tuning")  # manifest fields that a Flat index has no use for
 SEARCH_ROWS = 1 << 22  # vectors per block of a matrix-product search (a 16-question block of scores is 256 MB)
@@ -44,7 +46,7 @@ class DenseBuildConfig:
     shard_size: int = 4096  # passages per encoded shard; a killed build resumes at shard granularity
     batch_size: int = 64  # passages per encoder forward pass
     max_length: int | None = None  # tokens per passage (title + text); None = the checkpoint's own
-    train_sample: int = 100_000  # at most this many vectors train IVF/PQ quantizers
+    train_sample: int = 100_000  # vectors that train IVF/PQ quantizers (more for IVF: TRAIN_PER_LIST a list)
     reuse_embeddings: bool = False  # take the passages' stored `embeddings` column (wiki_dpr's) after a spot check
     device: str = "auto"  # where the context encoder runs: "auto" (a GPU when one is visible), "cpu", "cuda[:N]"
     mixed_precision: str = "no"  # "bf16"/"fp16": autocast the encoder's forward passes (GPU speed; vectors shift slightly)
@@ -239,24 +241,116 @@ def advise_random(vectors: np.ndarray) -> None:
 def build_faiss(embeddings: np.ndarray, factory: str, train_sample: int = 100_000, seed: int = 0):
     """A FAISS index over `embeddings` (N, D) with inner product; trains quantizers if needed.
 
-    `embeddings` may be a memory map of any float dtype: quantizers train on a sample, and the
-    vectors are added ADD_ROWS at a time as float32, so no second copy of the corpus is made
-    beside the index's own storage.
+    `embeddings` may be a memory map of any float dtype: quantizers train on a sample read in
+    blocks (`train_faiss`), and the vectors are added ADD_ROWS at a time as float32, so no second
+    copy of the corpus is made beside the index's own storage. Rows are read through `row_reader`.
     """
     n, d = embeddings.shape
     index = _new_index(factory, d)
     _no_polysemous_training(index)
+    read = row_reader(embeddings)
     if not index.is_trained:
-        rng = np.random.default_rng(seed)
-        sample = embeddings if n <= train_sample else embeddings[np.sort(rng.choice(n, train_sample, replace=False))]
+        rows = training_rows(index, n, train_sample, seed)
         try:
-            index.train(np.ascontiguousarray(sample, dtype=np.float32))
+            train_faiss(index, read, rows)
         except RuntimeError as e:  # check_factory catches the known causes; this names any other
-            raise InputError("--faiss", f"FAISS could not train '{factory}' on {len(sample)} vectors: "
+            raise InputError("--faiss", f"FAISS could not train '{factory}' on {len(rows)} vectors: "
                              f"{_faiss_reason(e)}") from None
     for start in range(0, n, ADD_ROWS):
-        index.add(np.ascontiguousarray(embeddings[start : start + ADD_ROWS], dtype=np.float32))
+        index.add(read(np.arange(start, min(start + ADD_ROWS, n))))
     return index
+
+
+def row_reader(embeddings: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """A function from increasing row numbers to those rows of `embeddings` as float32.
+
+    For a memory map of a whole file (np.load's) each ADD_ROWS block of the file is read through a
+    mapping of its own, closed after: pages read through one long-lived mapping stay in the
+    process's RSS (the kernel maps up to 64 KB around each fault), so a build would end with the
+    whole vector file in its RSS, and one read of a training sample spread over the file would map
+    most of it at once (7.7 GB for a 5M-passage sample through one mapping, measured by
+    scripts/bench_scale.py). Clean file pages that the kernel can drop, but counted by whatever
+    watches RSS; read so, they stay in the page cache only."""
+    if not (isinstance(embeddings, np.memmap) and isinstance(embeddings.base, mmap.mmap) and embeddings.flags.c_contiguous):
+        return lambda rows: np.asarray(embeddings[rows], dtype=np.float32)
+    n, d = embeddings.shape
+    filename, dtype, offset, row_bytes = embeddings.filename, embeddings.dtype, embeddings.offset, embeddings.strides[0]
+
+    def read(rows: np.ndarray) -> np.ndarray:
+        rows = np.asarray(rows, dtype=np.int64)
+        out = np.empty((len(rows), d), np.float32)
+        starts = rows // ADD_ROWS * ADD_ROWS
+        cuts = [0, *(np.flatnonzero(np.diff(starts)) + 1).tolist(), len(rows)]
+        for a, b in zip(cuts, cuts[1:]):
+            if a == b:
+                continue
+            first = int(starts[a])
+            mm = np.memmap(filename, dtype=dtype, mode="r", offset=offset + first * row_bytes,
+                           shape=(min(ADD_ROWS, n - first), d))
+            out[a:b] = mm[rows[a:b] - first]
+            del mm
+        return out
+
+    return read
+
+
+def training_sample_size(index, n: int, train_sample: int) -> int:
+    """How many of `n` vectors train `index`: `train_sample`, or TRAIN_PER_LIST per inverted list
+    when an IVF index has more lists than that covers, and never more than `n`.
+
+    >>> import faiss
+    >>> training_sample_size(faiss.index_factory(8, "IVF4000,Flat"), 10**6, 100_000)
+    256000
+    >>> training_sample_size(faiss.index_factory(8, "PQ4"), 50_000, 100_000)
+    50000
+    """
+    with contextlib.suppress(RuntimeError):  # not an IVF index
+        train_sample = max(train_sample, TRAIN_PER_LIST * faiss.extract_index_ivf(index).nlist)
+    return min(n, train_sample)
+
+
+def training_rows(index, n: int, train_sample: int, seed: int = 0) -> np.ndarray:
+    """The rows (increasing) of `n` vectors that train `index`: all of them, or a seeded sample."""
+    size = training_sample_size(index, n, train_sample)
+    if size >= n:
+        return np.arange(n)
+    return np.sort(np.random.default_rng(seed).choice(n, size, replace=False))
+
+
+def train_faiss(index, read: Callable[[np.ndarray], np.ndarray], rows: np.ndarray, block: int = ADD_ROWS) -> None:
+    """Train `index` on the vectors at `rows`, which `read(rows_part)` returns as float32, `block` at a time.
+
+    FAISS's own `IndexPreTransform.train` takes the whole sample at full width and makes a
+    transformed copy of it: for OPQ64_256 over 768-d vectors with IVF8944 at 5M passages (572,416
+    vectors) that is 1.7 GB plus 0.6 GB, most of the 3.0 GB that build held beyond its index
+    (docs/scale.md). Here the transforms (OPQ, PCA) train on TRANSFORM_SAMPLE of the rows, spread
+    over them, as OPQ would subsample anyway; then the rows are read and transformed block by block
+    into one array of the narrower width, on which the inner index (IVF, PQ) trains. The same
+    steps as FAISS's, with the sample never whole at full width.
+    """
+    outer = faiss.downcast_index(index)  # `index` keeps ownership: it must stay referenced
+    transforms = []
+    if isinstance(outer, faiss.IndexPreTransform):
+        transforms = [faiss.downcast_VectorTransform(outer.chain.at(i)) for i in range(outer.chain.size())]
+        head = rows[np.unique(np.linspace(0, len(rows) - 1, min(len(rows), TRANSFORM_SAMPLE)).astype(np.int64))]
+        x = read(head)
+        for transform in transforms:
+            if not transform.is_trained:
+                transform.train(x)
+            x = transform.apply(x)
+        del x
+    inner = faiss.downcast_index(outer.index) if transforms else index
+    sample = None
+    for start in range(0, len(rows), block):
+        x = read(rows[start : start + block])
+        for transform in transforms:
+            x = transform.apply(x)
+        if sample is None:
+            sample = np.empty((len(rows), x.shape[1]), np.float32)
+        sample[start : start + len(x)] = x
+    inner.train(sample)
+    if transforms:
+        outer.is_trained = True
 
 
 def _no_polysemous_training(index) -> None:
@@ -280,7 +374,7 @@ def check_factory(factory: str, dim: int, n_passages: int, train_sample: int = 1
     if index.is_trained:
         return
 
-    n_train = min(n_passages, train_sample)
+    n_train = training_sample_size(index, n_passages, train_sample)
     need, what, inner = 1, "", index  # `inner` borrows from `index`, which must stay referenced
     with contextlib.suppress(RuntimeError):  # not an IVF index
         inner = faiss.extract_index_ivf(index)
