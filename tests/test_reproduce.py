@@ -380,7 +380,7 @@ def test_small_chinese_preset_targets(tmp_path):
 
 @pytest.fixture(scope="module")
 def small_tasks(tmp_path_factory):
-    """The small preset with every task (about 28 minutes on 2 cores: the QA demo, then 13 more)."""
+    """The small preset with every task (about 24 minutes on 2 cores: the QA demo, then 12 more)."""
     return reproduce(PRESETS["small"], tmp_path_factory.mktemp("small") / "run", seed=0, tasks=TASKS)
 
 
@@ -400,9 +400,10 @@ def test_small_preset_task_targets(small_tasks):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="open: the small generator does not learn FEVER in the preset's budget "
-                   "(docs/recipe.md, 'The paper's other tasks')")
 def test_small_preset_fever_accuracy_target(small_tasks):
+    """Met in the full run of 2026-12-01 (3-way 0.867 / 0.869, swap matched 0.856 / 0.875); a run of
+    the FEVER stages alone on another world build gave RAG-Sequence's swap 0.846, so it sits near
+    the edge (docs/recipe.md, 'The paper's other tasks')."""
     fv = small_tasks["fever"]
     assert fv["rag_token"]["acc3"] >= 0.85 and fv["rag_sequence"]["acc3"] >= 0.85
     for v in ("rag_token", "rag_sequence"):
