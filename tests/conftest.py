@@ -18,6 +18,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
+from lewisrag.data.threads import torch_threads  # noqa: E402  (after the environment it reads)
+
 SYLLABLES = ["ka", "lo", "mi", "ren", "tus", "var", "dor", "el", "zan", "qui", "bro", "fen"]
 
 
@@ -54,14 +56,8 @@ def tiny_corpus(tmp_path_factory) -> dict:
 def one_thread():
     """Run torch on one thread inside the block, as the subprocesses of a test do (OMP_NUM_THREADS=1):
     a float sum split over another number of threads rounds differently."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:

@@ -34,13 +34,13 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 import psutil
-import torch
 
 from lewisrag import __version__
 from lewisrag.data.io import InputError, read_json, write_json
 from lewisrag.data.outputs import check_out_dir, is_free, mark, replace_dir
 from lewisrag.data.records import read_passages, read_qa
 from lewisrag.data.tasks import statement_queries
+from lewisrag.data.threads import torch_threads
 from lewisrag.data.world import build_world, write_world
 from lewisrag.eval.reports.i18n import check_lang
 from lewisrag.eval.results import FORMAT, Producer, QuestionRecord, Results, write_results
@@ -113,17 +113,12 @@ def reproduce(
     out = check_out_dir(out, KIND, overwrite=overwrite)
     run = out if is_free(out, KIND) else out.with_name(f".{out.name}.overwrite")
     threads = run_threads(preset, run, resume)
-    before = torch.get_num_threads()
-    try:
-        if threads is not None:
-            torch.set_num_threads(threads)
+    with torch_threads(threads):
         if preset.hub:
             results = _finish(run, *run_base(preset, run, seed, resume, threads, assets, read, _run_stage, on_stage,
                                              on_progress, lang), on_stage)
         else:
             results = _reproduce(preset, run, seed, resume, threads, on_stage, on_progress, tuple(tasks), lang)
-    finally:
-        torch.set_num_threads(before)
     if run != out:
         replace_dir(run, out)
     return results

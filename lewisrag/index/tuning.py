@@ -14,12 +14,13 @@ PQ code per passage can serve a top-k as good as a Flat index's when the candida
 
 from __future__ import annotations
 
-import contextlib
 import time
 from dataclasses import dataclass, field
 
 import faiss
 import numpy as np
+
+from lewisrag.data.threads import torch_threads
 
 NO_ROW = -1  # FAISS's row for "no result" (fewer candidates than k)
 NO_SCORE = float(-np.finfo(np.float32).max)  # ... and its inner-product score for one
@@ -96,29 +97,18 @@ def rerank(queries: np.ndarray, candidate_rows: np.ndarray, vectors: np.ndarray,
     if cand.ndim != 2 or len(cand) != len(q):
         raise ValueError(f"candidate_rows: expected ({len(q)}, C), got {tuple(cand.shape)}")
     step = RERANK_BLOCK_QUERIES
-    with _one_torch_thread():
+    with torch_threads(1):  # see the note above _rerank_block
         parts = [_rerank_block(q[i : i + step], cand[i : i + step], vectors, k) for i in range(0, len(q), step)]
     if not parts:
         return np.empty((0, k), np.float32), np.empty((0, k), np.int64)
     return np.concatenate([s for s, _ in parts]), np.concatenate([r for _, r in parts])
 
 
-@contextlib.contextmanager
-def _one_torch_thread():
-    """Run torch on the calling thread alone for a moment (the setting is per process, restored after).
-
-    Re-ranking follows a FAISS search, whose OpenMP threads (FAISS's own runtime, not torch's) keep
-    spinning for a while after it returns; torch's worker threads then fight them for the cores.
-    Measured at 1M passages, 2 cores, 16 queries x 100 candidates after an IVF-PQ search: 2,445
-    queries/s with torch's 2 threads, 5,300 with one (the products are small: 1,600 x 768 x 16)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
+# Re-ranking runs torch on the calling thread alone (`torch_threads(1)`): it follows a FAISS search,
+# whose OpenMP threads (FAISS's own runtime, not torch's) keep spinning for a while after it
+# returns, and torch's worker threads then fight them for the cores. Measured at 1M passages, 2
+# cores, 16 queries x 100 candidates after an IVF-PQ search: 2,445 queries/s with torch's 2
+# threads, 5,300 with one (the products are small: 1,600 x 768 x 16).
 
 
 def _rerank_block(q: np.ndarray, cand: np.ndarray, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
