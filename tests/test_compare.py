@@ -107,6 +107,9 @@ def test_targets_cite_the_gold_passage_at_a_seeded_random_position():
     # in retrieval order the gold passage keeps its rank (2 when retrieved second), else it takes the last slot
     inputs, targets = make_batch(items[:2], 3, StitchSettings(k=3), random.Random(0), gold_position="retrieved")
     assert targets == ["Tomgasze [2]", "Tomgasze [3]"] and inputs[0].startswith("Capital of Sepom? // [1] T0 / text 0 [2] Sepom")
+    # citing first names the same passage before the answer; the inputs do not change
+    first = make_batch(items[:2], 3, StitchSettings(k=3), random.Random(0), gold_position="retrieved", cite_first=True)
+    assert first == (inputs, ["[2] Tomgasze", "[3] Tomgasze"])
 
 
 def test_extended_positions_read_short_inputs_as_before_and_long_ones_at_all():

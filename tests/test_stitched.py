@@ -38,6 +38,14 @@ def test_answers_become_evaluator_records_numbered_as_the_generator_saw_them():
     assert rec["gold_passage_ids"] == ["2"] and rec["user_input"] == "Who leads Valdoria?"
 
 
+def test_a_citation_before_the_answer_is_read_like_one_after_it():
+    from lewisrag.eval.statements import strip_citations
+
+    rag = PromptStitchingRAG(None, lambda prompts: ["[2] Bo Ren" for _ in prompts])
+    (a,) = rag.answer_with(["Who leads Veldoria?"], [PASSAGES], ids=["q1"])
+    assert a.cited == ["p2"] and strip_citations(a.answer) == "Bo Ren" == strip_citations("Bo Ren [2]")
+
+
 def test_retrieves_top_k(tiny_corpus):
     passages, qa = read_passages(tiny_corpus["passages"]), read_qa(tiny_corpus["qa"])
     seen = []

@@ -207,13 +207,15 @@ def stitched(
     gold_position: str = typer.Option("random", "--gold-position", help="random: the gold passage at a random position; retrieved: at its retrieval rank (last if missed)."),
     question_last: bool = typer.Option(False, "--question-last", help="Stitch the question after the passages."),
     mixed_n_docs: bool = typer.Option(False, "--mixed-n-docs", help="Stitch 1..--n-docs passages per training input (a curriculum)."),
+    cite_first: bool = typer.Option(False, "--cite-first", help="Targets cite the gold passage before the answer ('[3] answer') "
+                                    "instead of after it ('answer [3]')."),
     old_mixed_k: bool = typer.Option(False, "--mixed-k", hidden=True, help="Deprecated: --mixed-n-docs."),
     seed: int = typer.Option(0, "--seed", help="Batch order and gold positions."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds files that are not a "
                                    "stitched generator lewisrag wrote (replaced once training has finished)."),
     as_json: bool = typer.Option(False, "--json", help="Print the training summary as one JSON object instead of a table."),
 ) -> None:
-    """Fine-tune a generator on stitched inputs whose targets end by citing the gold passage's number."""
+    """Fine-tune a generator on stitched inputs whose targets cite the gold passage's number (after the answer, or first)."""
     from lewisrag.data.io import InputError
     from lewisrag.training.stitched_train import StitchedTrainConfig, train_stitched
 
@@ -226,7 +228,8 @@ def stitched(
                               generator=str(generator), train=str(train),
                               qa_fields=_ui.qa_fields(qa_fields), train_kinds=train_kinds, k=k, steps=steps,
                               batch_size=batch_size, lr=lr,
-                              gold_position=gold_position, question_last=question_last, mixed_k=mixed_k, seed=seed)
+                              gold_position=gold_position, question_last=question_last, mixed_k=mixed_k,
+                              cite_first=cite_first, seed=seed)
     with _ui.progress() as p:
         bars = _ui.Bars(p)
         summary = train_stitched(cfg, out, lambda s, t, loss: bars("training", s, t, f"loss {loss:.3f}"), overwrite=overwrite)

@@ -259,7 +259,7 @@ def stitched_config(run: Path, preset, seed: int):
         max_input_length=min(1024, preset.stitched_k * rag.max_combined_length),
         max_target_length=rag.max_target_length + 8,
         steps=preset.stitched_steps, batch_size=preset.stitched_batch_size, lr=preset.stitched_lr,
-        gold_position=preset.stitched_gold_position)
+        gold_position=preset.stitched_gold_position, cite_first=preset.stitched_cite_first)
 
 
 def _run_max_length(run: Path) -> int:

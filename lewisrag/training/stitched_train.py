@@ -4,7 +4,9 @@ The Lewis model learns to read one passage at a time; a stitched generator must 
 things: to find the passage that answers among k stitched ones, and to say which one it was. So
 each training input is the question and its top-k passages from the dense index (the gold passage
 guaranteed among them, at a position drawn anew every time the example is used, so no position
-is favoured), and its target is the answer followed by the gold passage's number: "Tomgasze [3]".
+is favoured), and its target is the answer followed by the gold passage's number: "Tomgasze [3]",
+or with `cite_first` the number first: "[3] Tomgasze" (the reader names its passage, then copies
+from it; on the world that cut copy errors, docs/recipe.md "Prompt stitching at this size").
 
 It starts from the same checkpoint as the Lewis models (a BART directory from `pretrain`), so the
 comparison holds the generator's prior knowledge fixed. The loop is written out: AdamW, linear
@@ -58,6 +60,7 @@ class StitchedTrainConfig:
     question_last: bool = False  # stitch the question after the passages (StitchSettings.question_last)
     mixed_k: bool = False  # each example stitches 1..k passages (gold among them), a curriculum from one-passage reading
     gold_position: str = "random"  # "random": the gold passage at a random position; "retrieved": where the retriever ranked it (last if missed)
+    cite_first: bool = False  # the target cites before it answers ("[3] Tomgasze") instead of after ("Tomgasze [3]")
     seed: int = 0  # batch order and gold positions
 
 
@@ -109,13 +112,14 @@ def _id(p) -> str:
     return p if isinstance(p, str) else p.id
 
 
-def cited_target(answer: str, position: int) -> str:
-    """The training target: the answer, then the gold passage's number as a citation.
+def cited_target(answer: str, position: int, first: bool = False) -> str:
+    """The training target: the answer, then the gold passage's number as a citation (or, `first`,
+    the citation, then the answer).
 
-    >>> cited_target("Tomgasze", 3)
-    'Tomgasze [3]'
+    >>> cited_target("Tomgasze", 3), cited_target("Tomgasze", 3, first=True)
+    ('Tomgasze [3]', '[3] Tomgasze')
     """
-    return f"{answer} [{position}]"
+    return f"[{position}] {answer}" if first else f"{answer} [{position}]"
 
 
 @dataclass(frozen=True)
@@ -143,10 +147,10 @@ def training_examples(examples, retriever, passages_by_id: dict, k: int, batch_s
 
 
 def make_batch(items: Sequence[_Example], k: int, settings: StitchSettings, rng: random.Random,
-               mixed_k: bool = False, gold_position: str = "random") -> tuple[list[str], list[str]]:
+               mixed_k: bool = False, gold_position: str = "random", cite_first: bool = False) -> tuple[list[str], list[str]]:
     """(stitched inputs, cited targets) for `items`, the gold passage at a fresh random position each
     (or, with `gold_position="retrieved"`, at its retrieval rank); with `mixed_k`, each input holds a
-    random number of passages from 1 to k."""
+    random number of passages from 1 to k; with `cite_first`, targets cite before they answer."""
     inputs, targets = [], []
     for ex in items:
         n = rng.randint(1, k) if mixed_k else k
@@ -155,7 +159,7 @@ def make_batch(items: Sequence[_Example], k: int, settings: StitchSettings, rng:
         else:
             passages, position = place_gold(ex.retrieved, ex.gold, n, rng)
         inputs.append(stitch(ex.question, passages, settings))
-        targets.append(cited_target(ex.answer, position))
+        targets.append(cited_target(ex.answer, position, cite_first))
     return inputs, targets
 
 
@@ -188,7 +192,7 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
     losses = []
     for step in range(1, cfg.steps + 1):
         batch = rng.sample(examples, min(cfg.batch_size, len(examples)))
-        inputs, targets = make_batch(batch, cfg.k, settings, rng, cfg.mixed_k, cfg.gold_position)
+        inputs, targets = make_batch(batch, cfg.k, settings, rng, cfg.mixed_k, cfg.gold_position, cfg.cite_first)
         loss = _loss(model, tokenizer, inputs, targets, cfg)
         loss.backward()
         if cfg.max_grad_norm:
