@@ -346,7 +346,7 @@ def test_unknown_preset_is_bad_input(tmp_path):
 
 @pytest.mark.slow
 def test_small_preset_targets(tmp_path):
-    """The demo's acceptance numbers (about 13 minutes on 2 cores): DPR recall@5 >= 0.95; both RAG
+    """The demo's acceptance numbers (about 12 minutes on 2 cores): DPR recall@5 >= 0.95; both RAG
     variants >= 0.90 EM, the closed book <= 0.10 and prompt-stitching RAG within 0.05 of the better
     Lewis variant on the test split; the matched index >= 0.90 and the mismatched one <= 0.05 for both
     variants."""
@@ -366,7 +366,8 @@ def test_small_preset_targets(tmp_path):
 @pytest.mark.slow
 def test_small_chinese_preset_targets(tmp_path):
     """The Chinese demo (`reproduce --preset small --lang zh`, the shipped generator-small-zh) meets the
-    English demo's targets."""
+    English demo's targets but the stitched system's, which is not asserted here: 0.057 behind
+    RAG-Sequence in the run of 2026-12-01 (target 0.05; README)."""
     results = reproduce(PRESETS["small"].in_language("zh"), tmp_path / "small_zh", seed=0, lang="zh")
     assert results["retrieval"]["recall_at_5"] >= 0.95
     qa = results["qa"]
