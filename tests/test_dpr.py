@@ -103,6 +103,31 @@ def test_init_from_a_local_pretrained_encoder(tiny_corpus, tmp_path):
     assert ckpt.tokenizer.get_vocab() == tok.get_vocab()
 
 
+def test_init_continues_a_lewisrag_checkpoint(tiny_corpus, tmp_path):
+    """--init on a `train dpr` checkpoint: its weights and tokenizer go on training; trained shared, it
+    stays shared; a pair whose sides differ trains as two, its context side kept, not overwritten."""
+    passages, qa = read_passages(tiny_corpus["passages"]), read_qa(tiny_corpus["qa"])
+    train_dpr(DPRTrainConfig(steps=3, **TINY), qa, passages, tmp_path / "first")
+    first = DPRCheckpoint.load(tmp_path / "first")
+    train_dpr(DPRTrainConfig(init=str(tmp_path / "first"), steps=0, batch_size=8), qa, passages, tmp_path / "same")
+    same = DPRCheckpoint.load(tmp_path / "same")
+    assert same.ctx_fingerprint == first.ctx_fingerprint and same.tokenizer.get_vocab() == first.tokenizer.get_vocab()
+    assert same.meta["config"]["shared"]
+
+    # a question encoder moved apart from its context encoder, as RAG fine-tuning leaves it
+    with torch.no_grad():
+        for w in first.question_encoder.parameters():
+            w.add_(0.01)
+    first.save(tmp_path / "apart")
+    meta = train_dpr(DPRTrainConfig(init=str(tmp_path / "apart"), steps=0, batch_size=8), qa, passages, tmp_path / "pair")
+    pair = DPRCheckpoint.load(tmp_path / "pair")
+    assert not meta["config"]["shared"] and pair.ctx_fingerprint == first.ctx_fingerprint
+    assert state_fingerprint(pair.question_encoder) == state_fingerprint(first.question_encoder)
+    moved = train_dpr(DPRTrainConfig(init=str(tmp_path / "apart"), steps=2, lr=1e-2, batch_size=8), qa, passages,
+                      tmp_path / "moved")
+    assert moved["ctx_fingerprint"] != first.ctx_fingerprint  # both sides train
+
+
 def test_init_that_does_not_exist_is_bad_input(tiny_corpus, tmp_path):
     r = run_cli("train", "dpr", "--train", str(tiny_corpus["qa"]), "--passages", str(tiny_corpus["passages"]),
                 "--out", str(tmp_path / "o"), "--init", str(tmp_path / "missing"), "--steps", "1")

@@ -15,7 +15,8 @@ def dpr(
     qa_fields: str = typer.Option(None, "--qa-fields", help=_ui.QA_FIELDS_HELP),
     out: Path = typer.Option(..., "--out", help="Checkpoint directory (question_encoder/, ctx_encoder/, tokenizer/)."),
     init: str = typer.Option(None, "--init", help="Local BERT-like checkpoint, or one transformers DPR encoder folder, to start "
-                             "both encoders from (default: a small model from scratch)."),
+                             "both encoders from, or a `train dpr` checkpoint to train on (default: a small model "
+                             "from scratch)."),
     init_question: str = typer.Option(None, "--init-question", help="Transformers DPRQuestionEncoder folder (e.g. "
                                       "facebook/dpr-question_encoder-single-nq-base) or BERT-like checkpoint starting the "
                                       "question encoder; with --init-context. The pair trains as two networks; a weight "

@@ -16,12 +16,13 @@ question encoder.
 
 Starting points: a small BERT config with a WordPiece tokenizer trained on the corpus; a local
 pretrained BERT-like checkpoint or one transformers DPR encoder folder (`init`), copied into both
-encoders; or a question encoder and a context encoder (`init_question`, `init_context`: a
-transformers DPRQuestionEncoder / DPRContextEncoder pair such as facebook/dpr-*-single-nq-base, or
-two BERT-like checkpoints), each starting its own side. A pair starts as two networks, so it trains
-as `shared=False`. Every starting weight is checked: missing, unused or misshapen ones are an
-InputError naming them, except a BERT-like checkpoint's pretraining heads and pooler and a DPR
-folder's BERT pooler, which DPR never runs. With `steps=0` the checkpoint holds the starting weights
+encoders; a DPR checkpoint lewisrag wrote (`init`), whose pair and tokenizer train on (shared
+only while its two encoders are equal); or a question encoder and a context encoder
+(`init_question`, `init_context`: a transformers DPRQuestionEncoder / DPRContextEncoder pair such
+as facebook/dpr-*-single-nq-base, or two BERT-like checkpoints), each starting its own side. A pair
+starts as two networks, so it trains as `shared=False`. Every starting weight is checked: missing,
+unused or misshapen ones are an InputError naming them, except a BERT-like checkpoint's pretraining
+heads and pooler and a DPR folder's BERT pooler, which DPR never runs. With `steps=0` the checkpoint holds the starting weights
 exactly (a DPR pair converted to lewisrag's layout, fingerprint unchanged).
 """
 
@@ -43,7 +44,7 @@ from lewisrag.data.outputs import check_out_dir, staged_dir
 from lewisrag.data.pretrained import check_state_fits, load_model, load_tokenizer
 from lewisrag.data.records import Passage, QAExample
 from lewisrag.index.bm25 import BM25Index
-from lewisrag.index.encoders import DPR_ARCHITECTURES, DPR_POOLER, DPRCheckpoint
+from lewisrag.index.encoders import DPR_ARCHITECTURES, DPR_POOLER, META_FILE, DPRCheckpoint, state_fingerprint
 from lewisrag.scoring.aggregate import mean
 from lewisrag.training.tokenizer import bert_wordpiece_tokenizer
 
@@ -52,7 +53,7 @@ KIND = "dpr"  # the marker kind of DPR checkpoint folders (lewisrag.data.outputs
 
 @dataclass(frozen=True)
 class DPRTrainConfig:
-    init: str | None = None  # local BERT-like checkpoint or DPR encoder folder starting both encoders; None = small model from scratch
+    init: str | None = None  # local BERT-like checkpoint or DPR encoder folder starting both encoders, or a lewisrag DPR checkpoint to continue; None = small model from scratch
     init_question: str | None = None  # with init_context: a DPRQuestionEncoder (or BERT-like) folder starting the question side
     init_context: str | None = None  # with init_question: a DPRContextEncoder (or BERT-like) folder starting the passage side
     vocab_size: int = 2000  # corpus-trained WordPiece (scratch only); small, so unseen names split into seen pieces
@@ -83,6 +84,8 @@ def init_encoders(cfg: DPRTrainConfig, corpus_texts: Sequence[str]):
     torch.manual_seed(cfg.seed)
     if cfg.init_question or cfg.init_context:
         return _init_pair(cfg)
+    if cfg.init and (Path(cfg.init) / META_FILE).is_file():
+        return _continue_checkpoint(cfg)
     if cfg.init:
         dcfg, weights, tokenizer = starting_encoder(cfg.init, "--init")
     else:
@@ -112,6 +115,18 @@ def check_init(cfg: DPRTrainConfig) -> None:
     for flag, path in (("init", cfg.init), ("init_question", cfg.init_question), ("init_context", cfg.init_context)):
         if path and not Path(path).exists():
             raise InputError(path, "pretrained encoder directory not found", field=flag)
+
+
+def _continue_checkpoint(cfg: DPRTrainConfig):
+    """Both encoders and the tokenizer of a DPR checkpoint lewisrag wrote, to train further. With
+    `shared`, the two sides become one network again only if they still hold equal weights (a
+    checkpoint trained shared); a pair that has moved apart (a RAG run's question encoder) trains as
+    two, or the context side's weights would be lost."""
+    ckpt = DPRCheckpoint.load(cfg.init)
+    q_enc, c_enc = ckpt.question_encoder, ckpt.ctx_encoder
+    if cfg.shared and state_fingerprint(q_enc.question_encoder) == state_fingerprint(c_enc.ctx_encoder):
+        c_enc.ctx_encoder.bert_model = q_enc.question_encoder.bert_model
+    return q_enc, c_enc, ckpt.tokenizer
 
 
 def _init_pair(cfg: DPRTrainConfig):
@@ -244,6 +259,7 @@ def train_dpr(
         raise InputError("--train", "no training question has a gold_passage_id found in --passages", field="gold_passage_ids")
     texts = [f"{p.title} {p.text}" for p in passages] + [ex.question for ex, _ in usable]
     q_enc, c_enc, tokenizer = init_encoders(cfg, texts)  # before mining: a starting folder that does not fit fails first
+    cfg = replace(cfg, shared=c_enc.ctx_encoder.bert_model is q_enc.question_encoder.bert_model)
     mine = cfg.hard_negatives and cfg.steps > 0
     negatives = mine_hard_negatives([ex for ex, _ in usable], passages) if mine else [None] * len(usable)
     q_enc.train(), c_enc.train()
