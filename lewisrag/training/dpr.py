@@ -22,8 +22,8 @@ only while its two encoders are equal); or a question encoder and a context enco
 as facebook/dpr-*-single-nq-base, or two BERT-like checkpoints), each starting its own side. A pair
 starts as two networks, so it trains as `shared=False`. Every starting weight is checked: missing,
 unused or misshapen ones are an InputError naming them, except a BERT-like checkpoint's pretraining
-heads and pooler and a DPR folder's BERT pooler, which DPR never runs. With `steps=0` the checkpoint holds the starting weights
-exactly (a DPR pair converted to lewisrag's layout, fingerprint unchanged).
+heads and pooler and a DPR folder's BERT pooler, which DPR never runs. With `steps=0` the checkpoint
+holds the starting weights exactly (a DPR pair converted to lewisrag's layout, fingerprint unchanged).
 """
 
 from __future__ import annotations
@@ -120,8 +120,8 @@ def check_init(cfg: DPRTrainConfig) -> None:
 def _continue_checkpoint(cfg: DPRTrainConfig):
     """Both encoders and the tokenizer of a DPR checkpoint lewisrag wrote, to train further. With
     `shared`, the two sides become one network again only if they still hold equal weights (a
-    checkpoint trained shared); a pair that has moved apart (a RAG run's question encoder) trains as
-    two, or the context side's weights would be lost."""
+    checkpoint trained shared); a pair that has moved apart (a question encoder fine-tuned on its own)
+    trains as two, or the context side's weights would be lost."""
     ckpt = DPRCheckpoint.load(cfg.init)
     q_enc, c_enc = ckpt.question_encoder, ckpt.ctx_encoder
     if cfg.shared and state_fingerprint(q_enc.question_encoder) == state_fingerprint(c_enc.ctx_encoder):
