@@ -247,8 +247,6 @@ def train_dpr(
     """
     out = check_out_dir(out, KIND, overwrite=overwrite)
     check_init(cfg)
-    if cfg.init_question or cfg.init_context:
-        cfg = replace(cfg, shared=False)  # a pair starts as two networks
     row_of = {p.id: i for i, p in enumerate(passages)}
     usable = []
     for ex in examples:
@@ -259,6 +257,7 @@ def train_dpr(
         raise InputError("--train", "no training question has a gold_passage_id found in --passages", field="gold_passage_ids")
     texts = [f"{p.title} {p.text}" for p in passages] + [ex.question for ex, _ in usable]
     q_enc, c_enc, tokenizer = init_encoders(cfg, texts)  # before mining: a starting folder that does not fit fails first
+    # shared is what the start made of it: a pair, or a checkpoint whose encoders have moved apart, trains as two
     cfg = replace(cfg, shared=c_enc.ctx_encoder.bert_model is q_enc.question_encoder.bert_model)
     mine = cfg.hard_negatives and cfg.steps > 0
     negatives = mine_hard_negatives([ex for ex, _ in usable], passages) if mine else [None] * len(usable)
