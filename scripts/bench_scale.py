@@ -90,6 +90,7 @@ CLUSTER_SIZE = 256  # passages per topic on average
 BLOCK_ROWS = 32_768  # vectors generated, read and added per block (100 MB of float32 at 768-d); --quick: 2,048
 SERVE_BATCHES, SERVE_BATCH = 50, 16  # the training-process check: 50 batches of 16 questions
 COLD_BATCHES = 20  # of them again with the vectors' pages dropped from the page cache first
+NLIST_FACTOR = 4.0  # IVF lists a sqrt(N) (--nlist-factor)
 PQ_M = 64  # PQ code bytes a passage: 72 with the 8-byte id (budget 100); the largest power of two within it
 CORPUS_STREAM, QUERY_STREAM, SERVE_STREAM = 0, 1, 2  # random streams: passages, held-out queries, serving
 KINDS = ("flat", "hnsw_sq8", "ivfpq_rerank", "ivfpq4fs_rerank")
@@ -147,9 +148,11 @@ def read_rows(path: Path, start: int, stop: int, rows: np.ndarray | None = None)
 
 # ---- index kinds ------------------------------------------------------------------------------
 
-def nlist_for(n: int) -> int:
-    """4·sqrt(N) inverted lists (FAISS's guideline: 4 to 16·sqrt(N)): ~250 passages a list at 1M."""
-    return max(1, round(4 * math.sqrt(n)))
+def nlist_for(n: int, factor: float = NLIST_FACTOR) -> int:
+    """`factor`·sqrt(N) inverted lists (FAISS's guideline: 4 to 16·sqrt(N)): with 4, ~250 passages a
+    list at 1M; with 16 (`--nlist-factor 16`), ~63, whose centroids lewisrag trains by two-level
+    k-means (`dense.two_level_centroids`) from dense.TWO_LEVEL_LISTS (10,000) lists on."""
+    return max(1, round(factor * math.sqrt(n)))
 
 
 def pq_m(dim: int) -> int:
@@ -157,7 +160,7 @@ def pq_m(dim: int) -> int:
     return min(PQ_M, dim // 2)
 
 
-def factory_for(kind: str, n: int, ivf_quantizer: str, dim: int = DIM) -> str:
+def factory_for(kind: str, n: int, ivf_quantizer: str, dim: int = DIM, nlist_factor: float = NLIST_FACTOR) -> str:
     if kind == "flat":
         return "Flat"
     if kind == "hnsw_sq8":
@@ -172,8 +175,8 @@ def factory_for(kind: str, n: int, ivf_quantizer: str, dim: int = DIM) -> str:
         # code costs a fraction of an 8-bit code's table look-ups; coarser distances, so more
         # candidates re-ranked
         m = min(2 * m, dim)
-        return f"OPQ{m}_{min(2 * m, dim)},IVF{nlist_for(n)}{quantizer},PQ{m}x4fs"
-    return f"OPQ{m}_{min(4 * m, dim // m * m)},IVF{nlist_for(n)}{quantizer},PQ{m}"
+        return f"OPQ{m}_{min(2 * m, dim)},IVF{nlist_for(n, nlist_factor)}{quantizer},PQ{m}x4fs"
+    return f"OPQ{m}_{min(4 * m, dim // m * m)},IVF{nlist_for(n, nlist_factor)}{quantizer},PQ{m}"
 
 
 def code_bytes(kind: str, dim: int = DIM) -> int:
@@ -184,12 +187,12 @@ def code_bytes(kind: str, dim: int = DIM) -> int:
             "ivfpq4fs_rerank": pq_m(dim) + 8}[kind]
 
 
-def train_size(kind: str, n: int) -> int:
+def train_size(kind: str, n: int, nlist_factor: float = NLIST_FACTOR) -> int:
     """Vectors to train on: 64 per inverted list for IVF (FAISS warns below 39), 65,536 for SQ8's
     ranges (PQ and OPQ subsample to 65,536 themselves)."""
     if kind == "flat":
         return 0
-    return min(n, max(65_536, 64 * nlist_for(n)) if kind in RERANKED else 65_536)
+    return min(n, max(65_536, 64 * nlist_for(n, nlist_factor)) if kind in RERANKED else 65_536)
 
 
 def configure(index, opq_iters: int) -> None:
@@ -396,11 +399,11 @@ def bench_corpus(vectors: Path, queries: np.ndarray, serve_queries: np.ndarray, 
     np.save(workdir / "serve_queries.npy", serve_queries)
     np.save(workdir / "exact.npy", exact_top_k(np.load(vectors, mmap_mode="r"), queries, K)[1])
     for kind in args.kinds:
-        factory = factory_for(kind, n, args.ivf_quantizer, dim)
+        factory = factory_for(kind, n, args.ivf_quantizer, dim, args.nlist_factor)
         depth = (args.rerank_depth or RERANKED[kind]) if kind in RERANKED else None
         index_path = str(workdir / f"{kind}_{n}.faiss")
         built = build({"vectors": str(vectors), "n": n, "dim": dim, "factory": factory, "out": index_path,
-                       "train_sample": train_size(kind, n), "seed": args.seed, "opq_iters": args.opq_iters,
+                       "train_sample": train_size(kind, n, args.nlist_factor), "seed": args.seed, "opq_iters": args.opq_iters,
                        "block_rows": args.block_rows})
         measured = run_worker("measure", {"index": index_path, "vectors": str(vectors), "rerank_depth": depth,
                                           "queries": str(workdir / "queries.npy"), "exact": str(workdir / "exact.npy"),
@@ -413,7 +416,8 @@ def bench_corpus(vectors: Path, queries: np.ndarray, serve_queries: np.ndarray, 
         dense_way, ifc = serve["IO_FLAG_MMAP|IO_FLAG_READ_ONLY"], serve["IO_FLAG_MMAP_IFC|IO_FLAG_READ_ONLY"]
         yield {"n": n, "dim": dim, "index": factory, "kind": kind, **about, **built, **measured,
                "code_bytes_per_passage": code_bytes(kind, dim), "target_recall": args.target_recall, "rerank_depth": depth,
-               "rerank_bytes_per_passage": 2 * dim, "train_sample": train_size(kind, n), "queries": len(queries),
+               "rerank_bytes_per_passage": 2 * dim, "train_sample": train_size(kind, n, args.nlist_factor), "nlist_factor": args.nlist_factor,
+               "queries": len(queries),
                "train_rss_mb": dense_way["rss_mb"], "train_anon_mb": dense_way["anon_mb"],
                "train_file_mb": dense_way["file_mb"], "train_open": dense_way["opened"],
                "train_index_mapped": dense_way["index_mapped"], "train_index_anon_mb": dense_way["index_anon_mb"],
@@ -497,8 +501,10 @@ def extrapolate(group: list[dict], n: int) -> dict[str, float]:
     for name in LINEAR:
         ys = [r["bytes_per_passage"] * r["n"] for r in group] if name == "bytes" else [r[name] for r in group]
         fixed, per = linear_fit(ns, ys)
+        if per < 0:  # memory does not shrink as N grows: a falling line through two points is noise
+            fixed, per = float(np.mean(ys)), 0.0
         out[name] = fixed + per * n
-    samples, sample_at_n = [r["train_sample"] for r in group], train_size(group[0]["kind"], n)
+    samples, sample_at_n = [r["train_sample"] for r in group], train_size(group[0]["kind"], n, group[0].get("nlist_factor", NLIST_FACTOR))
     if sample_at_n:
         a, b = power_fit(samples, [max(r["train_s"], 1e-9) for r in group])
         out["train_s"] = a * sample_at_n**b
@@ -528,8 +534,10 @@ def human(name: str, value: float) -> str:
 
 def print_extrapolation(rows: list[dict], out) -> None:
     by_kind: dict[str, list[dict]] = {}
-    for r in rows:
-        by_kind.setdefault(r["kind"], []).append(r)
+    for r in rows:  # a kind with another number of lists is another index to fit
+        factor = r.get("nlist_factor", NLIST_FACTOR)
+        label = r["kind"] if factor == NLIST_FACTOR else f"{r['kind']}, {factor:g}·sqrt(N) lists"
+        by_kind.setdefault(label, []).append(r)
     print("\nEXTRAPOLATION, not a measurement: fits through the measured sizes, evaluated at "
           + " and ".join(f"{n:,}" for n in EXTRAPOLATE_TO) + " passages.", file=out)
     print("Adding time and qps as power laws a·N^b, index bytes and RSS as fixed + per-passage·N; training time and "
@@ -565,6 +573,8 @@ def parse_args(argv=None):
     ap.add_argument("--opq-iters", type=int, default=50, help="OPQ training iterations (FAISS's default: 50)")
     ap.add_argument("--ivf-quantizer", choices=("flat", "hnsw"), default="flat",
                     help="IVF coarse quantizer: flat, or HNSW32 (for nlist in the tens of thousands)")
+    ap.add_argument("--nlist-factor", type=float, default=NLIST_FACTOR,
+                    help=f"IVF lists: this many times sqrt(N) (default {NLIST_FACTOR:g}; FAISS's guideline 4 to 16)")
     ap.add_argument("--block-rows", type=int, default=BLOCK_ROWS, help="vectors generated, read and added at a time")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workdir", default=None, help="where the temporary folder goes (the float16 vectors: 1.5 GB at 1M)")

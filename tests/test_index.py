@@ -109,6 +109,66 @@ def test_opq_ivf_trains_block_by_block_as_faiss_trains_it_whole():
     assert training_sample_size(faiss.index_factory(8, "IVF4000,Flat"), 10**6, 100_000) == 256_000
 
 
+def _clustered_unequal_norms(n=12000, dim=32, topics=40, seed=0):
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(topics, dim))
+    x = centers[rng.integers(0, topics, n)] + 0.5 * rng.normal(size=(n, dim))
+    return (x * rng.uniform(0.5, 2.0, size=(n, 1))).astype(np.float32)  # unequal norms: MIPS, not cosine
+
+
+@pytest.mark.parametrize("factory", ["IVF128,Flat", "IVF128_HNSW32,Flat"])
+def test_many_lists_train_by_two_level_spherical_kmeans(monkeypatch, factory):
+    """An IVF with TWO_LEVEL_LISTS lists or more takes unit-length centroids from two-level k-means:
+    its lists stay balanced and it finds the inner-product top 5 as FAISS's one-level k-means does."""
+    import faiss
+
+    import lewisrag.index.dense as dense
+
+    x = _clustered_unequal_norms()
+    q = x[:200] + 0.05
+    exact = np.argsort(-(q @ x.T), axis=1)[:, :5]
+    called, two_level = [], dense.two_level_centroids
+    monkeypatch.setattr(dense, "two_level_centroids", lambda *a, **kw: called.append(1) or two_level(*a, **kw))
+
+    def recall_and_balance(index, nprobe):
+        ivf = faiss.extract_index_ivf(index)
+        sizes = np.array([ivf.invlists.list_size(i) for i in range(ivf.nlist)])
+        ivf.nprobe = nprobe
+        found = index.search(q, 5)[1]
+        return np.mean([len(set(a) & set(b)) / 5 for a, b in zip(found, exact)]), (sizes**2).sum() * len(sizes) / sizes.sum() ** 2
+
+    monkeypatch.setattr(dense, "TWO_LEVEL_LISTS", 64)
+    index = dense.build_faiss(x, factory)
+    ivf = faiss.extract_index_ivf(index)
+    quantizer = faiss.downcast_index(ivf.quantizer)
+    centroids = quantizer.reconstruct_n(0, ivf.nlist)
+    assert called == [1] and quantizer.ntotal == 128 and np.allclose(np.linalg.norm(centroids, axis=1), 1, atol=1e-4)
+    if isinstance(quantizer, faiss.IndexHNSW):
+        assert quantizer.hnsw.efSearch >= 64  # the adding found each vector's nearest list
+    monkeypatch.setattr(dense, "TWO_LEVEL_LISTS", 10**9)
+    one_level = dense.build_faiss(x, factory)
+    assert called == [1]
+    for nprobe in (4, 8):
+        recall, imbalance = recall_and_balance(index, nprobe)
+        recall_one, imbalance_one = recall_and_balance(one_level, nprobe)
+        assert recall >= recall_one - 0.02 and recall >= (0.95 if nprobe == 4 else 0.99)
+        assert imbalance <= max(1.5, imbalance_one)
+
+
+def test_two_level_centroids_gives_a_small_group_no_list_and_counts_exactly():
+    from lewisrag.index.dense import two_level_centroids
+
+    rng = np.random.default_rng(1)
+    big = rng.normal(size=(3000, 8)) + 4 * np.eye(8)[0]
+    tiny = rng.normal(size=(3, 8)) - 40 * np.eye(8)[1]  # a group far away with too few rows for a list
+    centroids = two_level_centroids(np.concatenate([big, tiny]).astype(np.float32), nlist=49)
+    assert centroids.shape == (49, 8) and centroids.dtype == np.float32
+    assert np.allclose(np.linalg.norm(centroids, axis=1), 1, atol=1e-4)
+    # as many lists as rows: every row its own direction
+    x = rng.normal(size=(20, 8)).astype(np.float32)
+    assert two_level_centroids(x, nlist=20).shape == (20, 8)
+
+
 def test_build_reads_a_mapped_vector_file_without_keeping_its_pages_mapped(tmp_path, monkeypatch):
     import lewisrag.index.dense as dense
 
