@@ -543,7 +543,9 @@ def print_extrapolation(rows: list[dict], out) -> None:
     print("Adding time and qps as power laws a·N^b, index bytes and RSS as fixed + per-passage·N; training time and "
           "RSS against the training sample's size (known at N: capped for SQ8, growing as sqrt(N) for IVF), as a power "
           "law and a line. The build's peak RSS is the larger phase's. Through two sizes a fit passes through both points "
-          "and nothing checks its form; recall is not extrapolated (the tuned parameters above grow with N to hold "
+          "and nothing checks its form; with three or more, a second row fits the two largest alone: where the two "
+          "rows differ, the measured points do not lie on the fitted curve, and the last stretch is the nearer "
+          "guide. Recall is not extrapolated (the tuned parameters above grow with N to hold "
           "it). RSS counts file pages a process touched, shared with every process mapping the same file; "
           "train_anon_mb is what each training process adds of its own.", file=out)
     names = ("build_s", "train_s", "add_s", "bytes", "peak_rss_mb", "train_peak_rss_mb", "add_peak_rss_mb", "qps_b16",
@@ -555,10 +557,14 @@ def print_extrapolation(rows: list[dict], out) -> None:
         if len(sizes) < 2:
             print(f"| {kind} | - | {sizes[0]:,} only: no fit |" + " |" * len(names), file=out)
             continue
+        fits = [(group, sizes)]
+        if len(sizes) > 2:  # the curve's form checked: the same fits through the last stretch alone
+            fits.append(([r for r in group if r["n"] in sizes[-2:]], sizes[-2:]))
         for n in EXTRAPOLATE_TO:
-            at = extrapolate(group, n)
-            print(f"| {kind} | {n / 1e6:g}M | {', '.join(f'{s:,}' for s in sizes)} | "
-                  + " | ".join(human(name, at[name]) for name in names) + " |", file=out)
+            for part, measured in fits:
+                at = extrapolate(part, n)
+                print(f"| {kind} | {n / 1e6:g}M | {', '.join(f'{s:,}' for s in measured)} | "
+                      + " | ".join(human(name, at[name]) for name in names) + " |", file=out)
 
 
 def parse_args(argv=None):

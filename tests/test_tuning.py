@@ -252,6 +252,41 @@ def test_bench_scale_reads_rows_of_its_float16_store(tmp_path):
     assert np.array_equal(bench.read_rows(tmp_path / "x.npy", 28, 35), x[28:].astype(np.float32))
 
 
+def test_bench_scale_fit_checks_its_form_with_a_third_size_and_keeps_list_counts_apart():
+    """Three sizes: a second row per kind fits the two largest alone, so a bend shows; rows with
+    another --nlist-factor are another index, fitted on their own; memory never falls with N."""
+    import io
+
+    bench = _bench_scale()
+
+    def row(n, qps, factor=4.0, anon=200.0):
+        sample = bench.train_size("ivfpq_rerank", n, factor)
+        return {"n": n, "kind": "ivfpq_rerank", "nlist_factor": factor, "train_sample": sample, "train_s": sample / 1e4,
+                "add_s": n / 1e5, "qps_b16": qps, "qps_b64": qps, "bytes_per_passage": 74.0,
+                "train_peak_rss_mb": 500 + sample / 1e3, "add_peak_rss_mb": 300 + n / 1e4, "train_rss_mb": 100 + n / 1e3,
+                "train_anon_mb": anon}
+
+    # qps halves from 1M to 2M, then falls 4x from 2M to 4M: no single power law
+    rows = [row(1_000_000, 8000, anon=210.0), row(2_000_000, 4000), row(4_000_000, 1000, anon=190.0),
+            row(1_000_000, 7000, 16.0), row(4_000_000, 2000, 16.0)]
+    out = io.StringIO()
+    bench.print_extrapolation(rows, out)
+    table = [line.split(" | ") for line in out.getvalue().splitlines() if line.startswith("| ivfpq_rerank")]
+    at_21m = {(cells[0], cells[2]): cells for cells in table if cells[1] == "21M"}
+    qps = bench.human  # the table's own formatting
+    all_three = at_21m[("| ivfpq_rerank", "1,000,000, 2,000,000, 4,000,000")]
+    last_two = at_21m[("| ivfpq_rerank", "2,000,000, 4,000,000")]
+    column = ["build_s", "train_s", "add_s", "bytes", "peak_rss_mb", "train_peak_rss_mb", "add_peak_rss_mb",
+              "qps_b16"].index("qps_b16") + 3
+    # through 2M and 4M: 1000 * (21/4) ** -2; through all three the slope is shallower
+    assert last_two[column] == qps("qps_b16", 1000 * (21 / 4) ** -2)
+    assert float(all_three[column].replace(",", "")) > 2 * float(last_two[column].replace(",", ""))
+    many = at_21m[("| ivfpq_rerank, 16·sqrt(N) lists", "1,000,000, 4,000,000")]
+    slope = np.log(2000 / 7000) / np.log(4)  # its own two sizes, not the 4·sqrt(N) rows
+    assert many[column] == qps("qps_b16", 2000 * (21 / 4) ** slope)
+    assert all(not cells[-1].startswith("-") for cells in table)  # private memory: 210 -> 190 is held, not extrapolated down
+
+
 def test_bench_scale_docstring_examples():
     assert doctest.testmod(_bench_scale(), optionflags=doctest.ELLIPSIS).failed == 0
 
