@@ -426,6 +426,17 @@ def search_rows(c: dict, p: dict, device: str, reps: int) -> list[tuple]:
         qt = torch.from_numpy(q).to("cuda", torch.bfloat16)
         gpu_s = timed(lambda: torch.topk(qt @ x.T, K, dim=1), reps)
         rows[0] = (*rows[0][:3], gpu_s, 0.0, 0.0, f"vs exact bf16 matmul + top-k on the GPU ({x.numel() * 2 / 2**30:.1f} GB of vectors)")
+        del x
+    want = index.search(q, K)[0]
+    for dtype in ("float32", "float16"):  # `train rag --search-device`'s own path, as place_search chooses it
+        index.search_on(device, dtype)
+        s = timed(lambda: index.search(q, K), reps)
+        # scores, not rows: the corpus repeats its passages, so tied rows may come in either order
+        same = bool(np.allclose(index.search(q, K)[0], want, rtol=1e-5, atol=1e-4))
+        rows.append(("search", f"DenseIndex.search_on({device!r}, {dtype!r}): {p['batch']} queries x {len(index.passages)}",
+                     s, float("nan"), 0.0, 0.0, f"same top-{K} scores as FAISS: {same}"))
+        index.device_vectors = None
+        sync()
     return rows
 
 

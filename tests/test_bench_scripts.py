@@ -26,3 +26,7 @@ def test_bench_gpu_check_preset_runs_every_part(tmp_path):
     assert all(row[-1] == "identical ids" for row in parts["same_weights"] if "beam search" in row[1])
     split = parts["train_token"]["mean_step_split_s"]
     assert all(v >= 0 for v in split.values()) and split["forward"] > 0
+    # the device search path in both of its precisions, here on the CPU: the same top-K as FAISS
+    placed = [row for row in parts["search"] if row[1].startswith("DenseIndex.search_on")]
+    assert [("'float32'" in row[1], "'float16'" in row[1]) for row in placed] == [(True, False), (False, True)]
+    assert all(row[-1].endswith("True") and row[2] > 0 for row in placed)

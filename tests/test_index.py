@@ -273,20 +273,35 @@ def test_index_build_refuses_bad_device_flags(tiny_corpus, dpr_ckpt, tmp_path, f
     assert not (tmp_path / "idx").exists() and not (tmp_path / "idx.partial").exists()
 
 
-def test_matrix_product_search_ranks_as_faiss_flat(tmp_path, monkeypatch):
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_matrix_product_search_ranks_as_faiss_flat(tmp_path, monkeypatch, dtype):
+    """float32 on the device, or float16 (half the memory) with its candidates re-scored in float32."""
+    import torch
+
     import lewisrag.index.dense as dense
 
     rng = np.random.default_rng(3)
-    x = rng.normal(size=(5000, 24)).astype(np.float32)
-    index = DenseIndex(tmp_path, {"dim": 24, "faiss_factory": "Flat"}, build_faiss(x, "Flat"), x, [])
-    q = np.vstack([x[:3], rng.normal(size=(5, 24)).astype(np.float32)])
+    # topics, so that many passages score close to each question's top 7: float16's rounding must not reorder them
+    x = (rng.normal(size=(50, 24))[rng.integers(0, 50, 5000)] + 0.2 * rng.normal(size=(5000, 24))).astype(np.float32)
+    passages = [Passage(str(i), "", f"passage {i}") for i in range(len(x))]
+    index = DenseIndex(tmp_path, {"dim": 24, "faiss_factory": "Flat"}, build_faiss(x, "Flat"), x, passages)
+    q = np.vstack([x[:3], rng.normal(size=(13, 24)).astype(np.float32)])
     want_s, want_r = index.search(q, 7)
     monkeypatch.setattr(dense, "SEARCH_ROWS", 1024)  # several blocks, merged: the last one partial
-    index.search_on("cpu")
+    index.search_on("cpu", dtype)
+    assert index.device_vectors.dtype == getattr(torch, dtype)
     got_s, got_r = index.search(q, 7)
     np.testing.assert_array_equal(got_r, want_r)
     np.testing.assert_allclose(got_s, want_s, rtol=1e-5, atol=1e-4)
     assert got_r.dtype == np.int64 and got_s.dtype == np.float32
+    if dtype == "float16":  # the product alone reorders close scores; the re-scoring puts them back
+        half = (torch.from_numpy(q).half() @ index.device_vectors.T).float().topk(7, dim=1).indices.numpy()
+        assert not np.array_equal(half, want_r)
+    index.replace_vectors(x[::-1].copy(), {})  # new vectors stay where and as the search was placed
+    assert index.device_vectors.dtype == getattr(torch, dtype)
+    np.testing.assert_array_equal(index.search(q, 7)[1], len(x) - 1 - want_r)
+    with pytest.raises(ValueError, match="dtype"):
+        index.search_on("cpu", "bfloat16")
 
 
 def test_matrix_product_search_refuses_an_approximate_index(tmp_path):

@@ -134,8 +134,9 @@ def rag(
                                                 "question encoder's activations in the backward pass: less memory, slower steps."),
     cpu: bool = typer.Option(False, "--cpu", help="Stay on the CPU even when a GPU is present."),
     search_device: str = typer.Option("auto", "--search-device", help="auto: on a GPU, search a Flat index there by "
-                                      "an exact matrix product when its vectors fit in half the free memory (same "
-                                      "top-K as FAISS, far faster at a million passages); cpu: FAISS; gpu: insist."),
+                                      "an exact matrix product when its vectors fit in half the free memory, as float32 "
+                                      "or else float16 with the top candidates re-scored in float32 (same top-K as "
+                                      "FAISS, far faster at a million passages); cpu: FAISS; gpu: insist."),
     shared_retrieval: bool = typer.Option(False, "--shared-retrieval", help="With several processes (accelerate launch): "
                                           "each node's first process holds the FAISS index and searches for all of them "
                                           "in one batch; the others never read it."),

@@ -40,6 +40,8 @@ TWO_LEVEL_LISTS = 10_000  # IVF indexes with at least this many lists train thei
 VECTOR_DTYPES = ("float32", "float16")
 COMPRESSED_ONLY = ("search_params", "rerank_depth", "tuning")  # manifest fields that a Flat index has no use for
 SEARCH_ROWS = 1 << 22  # vectors per block of a matrix-product search (a 16-question block of scores is 256 MB)
+DEVICE_DTYPES = ("float32", "float16")  # how `search_on` may hold the vectors on its device
+HALF_CANDIDATES = 4  # a float16 product search keeps this many times k candidates for float32 re-scoring
 
 
 @dataclass(frozen=True)
@@ -482,7 +484,7 @@ class DenseIndex:
     def __init__(self, path: Path, manifest: dict, faiss_index, embeddings: np.ndarray, passages: Sequence[Passage]):
         self.path, self.manifest, self.faiss_index = path, manifest, faiss_index
         self.embeddings, self.passages = embeddings, passages  # (N, D) memory-mapped, row order
-        self.device_vectors = None  # (N, D) float32 torch tensor once `search_on` has placed them
+        self.device_vectors = None  # (N, D) float32 or float16 torch tensor once `search_on` has placed them
         use_blas_for_small_batches()
         self.set_search_params(manifest.get("search_params", DEFAULT_SEARCH_PARAMS))
 
@@ -532,10 +534,10 @@ class DenseIndex:
         searches the new vectors; a search placed on a device (`search_on`) stays there.
         """
         new = DenseIndex.from_vectors(self.path, {**self.manifest, **changes}, vectors, self.passages)
-        device = None if self.device_vectors is None else str(self.device_vectors.device)
+        placed = self.device_vectors
         self.manifest, self.faiss_index, self.embeddings, self.device_vectors = new.manifest, new.faiss_index, new.embeddings, None
-        if device is not None:
-            self.search_on(device)
+        if placed is not None:
+            self.search_on(str(placed.device), str(placed.dtype).removeprefix("torch."))
 
     @property
     def dim(self) -> int:
@@ -586,16 +588,25 @@ class DenseIndex:
             return self.manifest.get("faiss_factory") == "Flat"
         return isinstance(faiss.downcast_index(self.faiss_index), faiss.IndexFlat)
 
-    def search_on(self, device: str) -> None:
-        """Search by an exact float32 matrix product on a torch `device` from now on, instead of FAISS.
+    def search_on(self, device: str, dtype: str = "float32") -> None:
+        """Search by an exact matrix product on a torch `device` from now on, instead of FAISS.
 
         Only a Flat index is searched so: its top-k is the exact one, which the product computes
         too (rows can swap only where inner products tie to float32 rounding). On a GPU that is
         hundreds of times faster than FAISS on the CPU, where a 16-question batch against a
         million 768-d vectors is a quarter of a second (scripts/bench_gpu.py), longer than the
-        bart-large training step it feeds. The vectors take N x D x 4 bytes of device memory.
+        bart-large training step it feeds. The vectors take N x D x 4 bytes of device memory, or
+        half that with `dtype` "float16" (21M passages: 32 GB instead of 64.5): the product then
+        runs in float16, whose scores keep about three significant digits, so each block keeps
+        HALF_CANDIDATES x k candidates, and these are ranked by float32 inner products with the
+        stored vectors (`tuning.rerank`, a few rows read from the memory map): FAISS's own top-k
+        and scores wherever float16 rounding moves no score across the gap between the k-th and
+        the (4k)-th.
         """
         import torch  # loads on first use: only this search path needs it
+
+        if dtype not in DEVICE_DTYPES:
+            raise ValueError(f"dtype: one of {', '.join(DEVICE_DTYPES)}, got {dtype!r}")
 
         if not self.is_exact:
             raise InputError(self.path, f"a matrix-product search gives FAISS's results only for a Flat index; this "
@@ -603,9 +614,9 @@ class DenseIndex:
                              field="faiss_factory")
         stored, rows = self.scan_vectors(), SEARCH_ROWS
         n = len(stored)
-        vectors = torch.empty((n, self.dim), dtype=torch.float32, device=device)
+        vectors = torch.empty((n, self.dim), dtype=getattr(torch, dtype), device=device)
         for start in range(0, n, rows):  # from the memory map in blocks: no second copy of all of it in RAM
-            block = np.ascontiguousarray(stored[start : start + rows], dtype=np.float32)
+            block = np.ascontiguousarray(stored[start : start + rows], dtype=dtype)
             vectors[start : start + len(block)] = torch.from_numpy(block).to(device)
         self.device_vectors = vectors
 
@@ -625,19 +636,24 @@ class DenseIndex:
         return self.faiss_index.search(q, k)
 
     def _product_search(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Exact top-k by float32 matrix products over blocks of SEARCH_ROWS vectors, merged as they come."""
+        """Exact top-k by matrix products over blocks of SEARCH_ROWS vectors, merged as they come;
+        float16 vectors give candidates that float32 products with the stored vectors rank."""
         import torch
 
         x = self.device_vectors
-        qt = torch.from_numpy(q).to(x.device)
+        half = x.dtype == torch.float16
+        depth = HALF_CANDIDATES * k if half else k
+        qt = torch.from_numpy(q).to(device=x.device, dtype=x.dtype)
         best_s = torch.full((len(q), 0), float("-inf"), device=x.device)
         best_r = torch.zeros((len(q), 0), dtype=torch.int64, device=x.device)
         with torch.no_grad():
             for start in range(0, len(x), SEARCH_ROWS):
                 scores = qt @ x[start : start + SEARCH_ROWS].T  # (B, rows)
-                s, r = scores.topk(min(k, scores.shape[1]), dim=1)
-                best_s, order = torch.cat([best_s, s], 1).topk(min(k, best_s.shape[1] + s.shape[1]), dim=1)
+                s, r = scores.topk(min(depth, scores.shape[1]), dim=1)
+                best_s, order = torch.cat([best_s, s.float()], 1).topk(min(depth, best_s.shape[1] + s.shape[1]), dim=1)
                 best_r = torch.cat([best_r, r + start], 1).gather(1, order)
+        if half:
+            return rerank(q, best_r.cpu().numpy(), self.embeddings, k)
         return best_s.cpu().numpy(), best_r.cpu().numpy()
 
     def scan_vectors(self) -> np.ndarray:
