@@ -607,7 +607,6 @@ class DenseIndex:
 
         if dtype not in DEVICE_DTYPES:
             raise ValueError(f"dtype: one of {', '.join(DEVICE_DTYPES)}, got {dtype!r}")
-
         if not self.is_exact:
             raise InputError(self.path, f"a matrix-product search gives FAISS's results only for a Flat index; this "
                              f"one is {self.manifest.get('faiss_factory')!r}: search it with FAISS (on the CPU)",
