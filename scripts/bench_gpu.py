@@ -30,8 +30,12 @@ The parts, each timed on its own:
            RagSequenceForGeneration and of lewisrag's RagModel with identical weights and identical
            pre-retrieved contexts (so retrieval is out of both), and fp32 beam-search decoding,
            checked id for id. Ratio = transformers / lewisrag (above 1: lewisrag is faster).
-5. search  one training batch of questions against the corpus's vectors: FAISS Flat on the CPU
-           and an exact bf16 matrix product on the GPU.
+5. search  one training batch of questions against the corpus's vectors: FAISS Flat on the CPU,
+           an exact bf16 matrix product on the GPU, and `DenseIndex.search_on` in float32 and float16.
+6. search_scale  `train rag --search-device`'s search at the paper's 21,015,324 passages
+           (`--scale-passages`) without building that corpus: random 768-d vectors, float32 on
+           the GPU where they fit and float16 (what `place_search` picks beside a bart-large step),
+           the float16 top-K checked against the float32 one. `--parts search_scale` runs it alone.
 
 Measured results: docs/measurements/ (the JSON of each call) and the README's performance section.
 Every part runs under a deadline (`--budget` seconds); a part that would start after it is
@@ -69,15 +73,16 @@ from lewisrag.training.rag import RagTrainConfig, train_rag  # noqa: E402
 H200_BF16_DENSE = 989e12  # FLOP/s, the datasheet's dense bf16 rate (H100 SXM's)
 K, BEAMS = 5, 4
 
-PARTS = ("matmul", "train_token", "answer", "same_weights", "train_token_faiss", "train_sequence", "search")
+PARTS = ("matmul", "train_token", "answer", "same_weights", "train_token_faiss", "train_sequence", "search", "search_scale")
+CORPUS_PARTS = {"train_token", "answer", "same_weights", "train_token_faiss", "train_sequence", "search"}  # need `corpus`
 PRESETS = {  # the shapes of each part; "paper" is the default on a GPU
     "paper": dict(dpr=dict(hidden=768, layers=12, heads=12, vocab_size=30522, init_std=0.02, dropout=0.1),
                   bart=dict(d_model=1024, layers=12, heads=16, vocab_size=8000, model_vocab=50265, dropout=0.1),
-                  passages=1_000_000, encode=65_536, questions=4096, batch=16, steps_token=150, steps_faiss=30, steps_sequence=60,
+                  passages=1_000_000, scale_passages=21_015_324, encode=65_536, questions=4096, batch=16, steps_token=150, steps_faiss=30, steps_sequence=60,
                   context=300, target=24),
     "check": dict(dpr=dict(hidden=32, layers=2, heads=2, vocab_size=600, init_std=0.02),
                   bart=dict(d_model=32, layers=2, heads=2, vocab_size=600, model_vocab=700),
-                  passages=3000, encode=512, questions=64, batch=4, steps_token=6, steps_faiss=4, steps_sequence=4,
+                  passages=3000, scale_passages=20_000, encode=512, questions=64, batch=4, steps_token=6, steps_faiss=4, steps_sequence=4,
                   context=64, target=8),
 }
 
@@ -196,13 +201,14 @@ def build_corpus(p: dict, tmp: Path, device: str, log) -> dict:
 class Counter:
     """What each training step does, recorded by wrapping RagModel's and DenseIndex's methods (the
     benchmark's own instrumentation, removed by `close`): the shapes the generator and question
-    encoder see, from which FLOPs are counted, and synchronised time in search, in the rest of
-    retrieval (question encoding, stored vectors, generator tokenization) and in the forward pass."""
+    encoder see, from which FLOPs are counted, and synchronised time in search, in the question
+    encoder's forward pass, in the rest of retrieval (question and generator tokenization, passage
+    reads, stored vectors, copies) and in the generator's forward pass."""
 
     def __init__(self):
         self.calls: list[tuple] = []
         self.q_tokens: list[int] = []
-        self.seconds: dict[str, list[float]] = {"search": [], "retrieve": [], "forward": []}  # one entry per call
+        self.seconds: dict[str, list[float]] = {"search": [], "question_encoder": [], "retrieve": [], "forward": []}  # one entry per call
         self._saved = (RagModel.forward, RagModel.encode_questions, RagModel.retrieve, DenseIndex.search)
         forward_, encode_, retrieve_, search_ = self._saved
         counter = self
@@ -223,7 +229,7 @@ class Counter:
 
         def encode(model, input_ids, attention_mask):
             counter.q_tokens.append(input_ids.numel())
-            return encode_(model, input_ids, attention_mask)
+            return timed_call("question_encoder", encode_, model, input_ids, attention_mask)
 
         RagModel.forward, RagModel.encode_questions = forward, encode
         RagModel.retrieve = lambda *a, **kw: timed_call("retrieve", retrieve_, *a, **kw)
@@ -295,7 +301,8 @@ def train_pipeline(variant: str, steps: int, c: dict, p: dict, tmp: Path, device
     peak = torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else 0.0
     losses = [json.loads(line)["loss"] for line in (run / "log.jsonl").read_text().splitlines()]
     per_step = {k: float(np.mean(v[warm:len(deltas)])) for k, v in counter.seconds.items()}
-    split = {"search": per_step["search"], "retrieve_other": per_step["retrieve"] - per_step["search"],
+    split = {"search": per_step["search"], "question_encoder": per_step["question_encoder"],
+             "retrieve_other": per_step["retrieve"] - per_step["search"] - per_step["question_encoder"],
              "forward": per_step["forward"], "backward_optimizer_rest": mean_s - per_step["retrieve"] - per_step["forward"]}
     log(f"{variant}: {summary['steps']} steps, median {step_s:.3f} s/step, loss {losses[0]:.2f} -> {losses[-1]:.2f}")
     if not keep:
@@ -434,9 +441,54 @@ def search_rows(c: dict, p: dict, device: str, reps: int) -> list[tuple]:
         # scores, not rows: the corpus repeats its passages, so tied rows may come in either order
         same = bool(np.allclose(index.search(q, K)[0], want, rtol=1e-5, atol=1e-4))
         rows.append(("search", f"DenseIndex.search_on({device!r}, {dtype!r}): {p['batch']} queries x {len(index.passages)}",
-                     s, float("nan"), 0.0, 0.0, f"same top-{K} scores as FAISS: {same}"))
+                     float("nan"), s, 0.0, 0.0, f"same top-{K} scores as FAISS: {same}"))
         index.device_vectors = None
         sync()
+    return rows
+
+
+def search_scale(p: dict, device: str, reps: int, step_s: float | None, log) -> list[tuple]:
+    """`train rag --search-device`'s path at the paper's corpus size without its corpus: `--scale-passages`
+    random vectors (the DPR width) held as float16 in host memory (a warm page cache's stand-in for
+    the memory-mapped embeddings.npy; no 32 GB file on the GPU machine's disk), placed on `device`
+    as `place_search` would place them (float32 where that fits, float16), and one training batch of
+    questions searched: the float16 path's top-K scores checked against the float32 product's, and
+    its time set against `step_s` (the bart-large step measured by train_token, when it ran)."""
+    n, dim, b = p["scale_passages"], p["dpr"]["hidden"], p["batch"]
+    g = torch.Generator(device=device).manual_seed(3)
+    host = np.empty((n, dim), dtype=np.float16)
+    t0 = time.perf_counter()
+    for start in range(0, n, 1 << 20):  # generated where it is fast, in blocks
+        rows = min(1 << 20, n - start)
+        host[start : start + rows] = torch.randn(rows, dim, device=device, generator=g).half().cpu().numpy()
+    log(f"search scale: {n} random {dim}-d vectors in {time.perf_counter() - t0:.0f} s")
+    picks = np.random.default_rng(4).integers(0, n, b)
+    q = host[picks].astype(np.float32) + np.random.default_rng(5).normal(size=(b, dim)).astype(np.float32)  # near a row
+    index = DenseIndex(Path("synthetic"), {"faiss_factory": "Flat", "dim": dim, "n_passages": n}, None, host, [])
+    rows, want = [], None
+    for dtype, size in (("float32", 4), ("float16", 2)):
+        if device == "cuda" and n * dim * size > 0.9 * torch.cuda.mem_get_info()[0]:
+            rows.append(("search scale", f"DenseIndex.search_on({device!r}, {dtype!r}): {b} queries x {n}", float("nan"),
+                         float("nan"), 0.0, 0.0, "does not fit in the free device memory"))
+            continue
+        t0 = time.perf_counter()
+        index.search_on(device, dtype)
+        placed_s = time.perf_counter() - t0
+        s = timed(lambda: index.search(q, K), reps)
+        scores = index.search(q, K)[0]
+        note = f"placed in {placed_s:.0f} s"
+        if want is None:
+            want = scores
+        else:
+            note += f"; top-{K} scores = float32 product's: {bool(np.allclose(scores, want, rtol=1e-5, atol=1e-4))}"
+        if step_s:
+            note += f"; {100 * s / step_s:.1f}% of the {step_s:.3f} s train_token step"
+        rows.append(("search scale", f"DenseIndex.search_on({device!r}, {dtype!r}): {b} queries x {n}", float("nan"), s,
+                     0.0, peak_gb(lambda: index.search(q, K)), note))
+        log(f"search scale {dtype}: {1000 * s:.1f} ms a batch of {b}")
+        index.device_vectors = None
+        if device == "cuda":
+            torch.cuda.empty_cache()
     return rows
 
 
@@ -451,7 +503,9 @@ def main() -> None:
     ap.add_argument("--steps-token", type=int, help="RAG-Token training steps (default: the preset's)")
     ap.add_argument("--steps-sequence", type=int, help="RAG-Sequence training steps (default: the preset's)")
     ap.add_argument("--reps", type=int, default=6, help="timed repetitions of each same-weights measurement")
-    ap.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)} (corpus always runs)")
+    ap.add_argument("--parts", default=",".join(PARTS),
+                    help=f"comma-separated, of {', '.join(PARTS)} (corpus runs when one of the others needs it)")
+    ap.add_argument("--scale-passages", type=int, help="search_scale's vectors (default: the preset's; paper: 21,015,324)")
     ap.add_argument("--encode", type=int, help="distinct passages encoded (default: the preset's)")
     ap.add_argument("--budget", type=float, default=1e9, help="seconds: parts that would start later are skipped")
     ap.add_argument("--json", type=Path, help="also write the results here")
@@ -461,7 +515,7 @@ def main() -> None:
         return
     p = dict(PRESETS[args.preset])
     args.parts = set(args.parts.split(","))
-    for key in ("passages", "encode", "steps_token", "steps_sequence"):
+    for key in ("passages", "scale_passages", "encode", "steps_token", "steps_sequence"):
         if getattr(args, key) is not None:
             p[key] = getattr(args, key)
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 decoding must stay comparable id for id
@@ -498,7 +552,8 @@ def main() -> None:
     rate = part("matmul", lambda: matmul_rate(args.device))
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        corpus = part("corpus", lambda: build_corpus(p, tmp, args.device, log))
+        corpus = part("corpus", lambda: build_corpus(p, tmp, args.device, log)) if args.parts & CORPUS_PARTS else None
+        token = None
         if corpus is not None:
             token = part("train_token", lambda: train_pipeline("token", p["steps_token"], corpus, p, tmp, args.device, log,
                                                                keep=True))
@@ -508,6 +563,7 @@ def main() -> None:
                                                              search="cpu"))
             part("train_sequence", lambda: train_pipeline("sequence", p["steps_sequence"], corpus, p, tmp, args.device, log))
             part("search", lambda: search_rows(corpus, p, args.device, args.reps))
+    part("search_scale", lambda: search_scale(p, args.device, args.reps, token and token["median_step_s"], log))
     results["jax_imported"] = "jax" in sys.modules
     report(results, rate)
     save()
@@ -530,7 +586,7 @@ def report(results: dict, rate: float | None) -> None:
                   f"(context {r['context_len']:.0f} + target {r['target_len']:.0f}), MFU {100 * r['mfu_datasheet']:.1f}% "
                   f"of 989 TFLOP/s ({100 * mfu_here:.1f}% of the measured matmul), peak {r['peak_gb']:.1f} GB, "
                   f"loss {r['loss_first']:.2f} -> {r['loss_last']:.2f}")
-    rows = (parts.get("same_weights") or []) + (parts.get("search") or [])
+    rows = (parts.get("same_weights") or []) + (parts.get("search") or []) + (parts.get("search_scale") or [])
     if rows:
         print(f"{'part':12s} {'measure':70s} {'transformers/cpu s':>18s} {'lewisrag/gpu s':>14s} {'ratio':>7s} "
               f"{'peak GB a':>9s} {'peak GB b':>9s}  note")

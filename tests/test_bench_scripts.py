@@ -21,7 +21,8 @@ def test_bench_gpu_check_preset_runs_every_part(tmp_path):
     results = json.loads(out.read_text())
     assert results["errors"] == {} and results["skipped"] == []
     parts = results["parts"]
-    assert {"corpus", "train_token", "answer", "same_weights", "train_token_faiss", "train_sequence", "search"} <= set(parts)
+    assert {"corpus", "train_token", "answer", "same_weights", "train_token_faiss", "train_sequence", "search",
+            "search_scale"} <= set(parts)
     assert parts["train_token"]["steps"] == 6 and parts["train_token"]["search"] == "faiss"  # no GPU here
     assert all(row[-1] == "identical ids" for row in parts["same_weights"] if "beam search" in row[1])
     split = parts["train_token"]["mean_step_split_s"]
@@ -29,4 +30,13 @@ def test_bench_gpu_check_preset_runs_every_part(tmp_path):
     # the device search path in both of its precisions, here on the CPU: the same top-K as FAISS
     placed = [row for row in parts["search"] if row[1].startswith("DenseIndex.search_on")]
     assert [("'float32'" in row[1], "'float16'" in row[1]) for row in placed] == [(True, False), (False, True)]
-    assert all(row[-1].endswith("True") and row[2] > 0 for row in placed)
+    assert all(row[-1].endswith("True") and row[3] > 0 for row in placed)
+    # the same path at --scale-passages random vectors: both precisions timed, float16's top-K = float32's
+    scale = parts["search_scale"]
+    assert [row[1].split(": ")[0] for row in scale] == ["DenseIndex.search_on('cpu', 'float32')",
+                                                       "DenseIndex.search_on('cpu', 'float16')"]
+    assert all(row[3] > 0 for row in scale) and "float32 product's: True" in scale[1][-1]
+    assert "of the" in scale[1][-1]  # set against the train_token step measured in the same run
+    split = parts["train_token"]["mean_step_split_s"]
+    assert set(split) == {"search", "question_encoder", "retrieve_other", "forward", "backward_optimizer_rest"}
+    assert split["question_encoder"] > 0
