@@ -40,3 +40,17 @@ def test_bench_gpu_check_preset_runs_every_part(tmp_path):
     split = parts["train_token"]["mean_step_split_s"]
     assert set(split) == {"search", "question_encoder", "retrieve_other", "forward", "backward_optimizer_rest"}
     assert split["question_encoder"] > 0
+
+
+def test_gpu_session_script_dry_run(tmp_path):
+    """The one prepared call for a lent GPU runs here at toy sizes and writes each part's numbers."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OUT": str(tmp_path), "PYTHON": sys.executable,
+           "BENCH_ARGS": "--preset check --device cpu --reps 1 --encode 512 --steps-token 6"}
+    r = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_session.sh")], capture_output=True, text=True, env=env,
+                       timeout=600, cwd=ROOT)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    assert "Model name" in (tmp_path / "machine.txt").read_text()
+    scale, train = (json.loads((tmp_path / name).read_text()) for name in ("search_scale.json", "train.json"))
+    assert scale["errors"] == {} and set(scale["parts"]) == {"search_scale"}  # no corpus built for it
+    assert train["errors"] == {} and {"corpus", "train_token", "same_weights"} <= set(train["parts"])
+    assert train["parts"]["train_token"]["steps"] == 6
