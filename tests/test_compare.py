@@ -282,3 +282,17 @@ def test_cli_missing_system_exits_2(tmp_path):
     (tmp_path / "empty").mkdir()
     r = run_cli("compare", "--run", str(tmp_path / "empty"), "--systems", "stitched")
     assert r.returncode == 2 and "error:" in r.stderr and "stitched" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize(("run", "args", "message"), [
+    ("missing", [], "field '--run': run folder not found"),  # not blamed on --out, which defaults to RUN/compare
+    ("a-file", [], "field '--run': is not a folder"),
+    ("empty", ["--stitched-generator", "chat:m", "--base-url", "http://127.0.0.1:9/v1", "--timeout", "nan"],
+     "--timeout: must be a finite number of seconds"),  # NaN passed the generator's `timeout <= 0` check
+])
+def test_cli_bad_run_or_timeout_exits_2_in_one_line(tmp_path, run, args, message):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "a-file").write_text("x", encoding="utf-8")
+    r = run_cli("compare", "--run", str(tmp_path / run), *args)
+    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "empty" / "compare").exists()

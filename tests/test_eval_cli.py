@@ -142,3 +142,28 @@ def test_report_md_escapes_ids_and_system_names(tmp_path):
     assert "| &lt;script&gt;alert(1)&lt;/script&gt; | \\*sys\\*\\|x |" in md  # the row, its columns intact
     assert "Did not refuse: ``n`1<b>``" in md  # a code span (literal text) the id's backtick cannot close
     assert not re.search(r"<[a-zA-Z/!?]", md.replace("``n`1<b>``", ""))  # no other tag anywhere
+
+
+@pytest.mark.parametrize(("context", "message"), [
+    ({"id": "1", "title": "t"}, "field 'retrieved_contexts[0].text': missing"),
+    ({"id": "1", "text": 5}, "field 'retrieved_contexts[0].text': expected a string, got int"),
+    ({"id": "1", "text": "t", "title": 0}, "field 'retrieved_contexts[0].title': expected a string, got int"),
+])
+def test_a_bad_context_object_is_named_by_its_path(tmp_path, context, message):
+    # a bare 'text' named no context; a falsy title of the wrong type was silently read as no title
+    path = write_jsonl(tmp_path / "a.jsonl", [ANSWERS[1], {**ANSWERS[1], "id": "x", "retrieved_contexts": [context]}])
+    with pytest.raises(InputError) as e:
+        read_answers(path)
+    assert str(e.value) == f"{path}:2: {message}"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--claim-extractor", "bogus"], "error: --claim-extractor: unknown claim extractor 'bogus'"),
+    (["--claim-extractor", "llm"], "error: --claim-extractor: claim extraction by llm needs an llm judge"),
+])
+def test_a_bad_claim_extractor_is_one_line_before_any_judging(tmp_path, args, message):
+    src = write_jsonl(tmp_path / "answers.jsonl", ANSWERS)
+    r = run_cli("eval", "answers", "--answers", str(src), "--judge", "lexical", "--out", str(tmp_path / "run"), *args)
+    assert r.returncode == 2 and r.stderr.startswith(message), r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "judging" not in r.stderr  # no progress bar before it
+    assert not (tmp_path / "run").exists()

@@ -104,3 +104,62 @@ def test_every_metric_the_packaged_gate_reads_has_a_range():
     cfg = load_config()
     assert cfg.max_new_unmeasurable == 0
     assert set(cfg.gated_metrics) <= set(METRIC_RANGES) and all(r == (0.0, 1.0) for r in METRIC_RANGES.values())
+
+
+@pytest.mark.parametrize(("toml", "field"), [
+    # every comparison with NaN is false: these used to pass the hidden regression below
+    ("[tier3]\nmax_mean_drop = nan\n", "tier3.max_mean_drop"),
+    ("[tier3]\ncuts = [{ below = nan, max_regressions = 0 }]\n", "tier3.cuts[0].below"),
+    ("[tier2]\nhit_at = nan\n", "tier2.hit_at"),
+    ("[tier2]\nmax_mean_drop = -0.5\n", "tier2.max_mean_drop"),
+    ("[tier2]\nhit_at = 0\n", "tier2.hit_at"),  # every question a hit
+    ('[tier1]\nzero_statuses = ["BAD_IDX"]\n', "tier1.zero_statuses[0]"),  # a typo switched the check off
+    # these crashed with a traceback (exit 1) instead of exit 2
+    ('[tier3]\ncuts = [{ below = 0.5, max_regressions = "x" }]\n', "tier3.cuts[0].max_regressions"),
+    ("[tier3]\ncuts = [{ below = 0.5, max_regressions = -2 }]\n", "tier3.cuts[0].max_regressions"),
+    ('[tier3]\nceilings = [{ metric = "faithfulness", below = 1.0, max_share = 1.5 }]\n', "tier3.ceilings[0].max_share"),
+    ('[tier3]\nceilings = [{ metric = "faithfulness", below = 1.0, max_share = nan }]\n', "tier3.ceilings[0].max_share"),
+    ('[tier3]\nceilings = [{ metric = ["faithfulness"], below = 1.0, max_share = 0.05 }]\n', "tier3.ceilings[0].metric"),
+    ("[tier3]\nceilings = [1]\n", "tier3.ceilings[0]"),
+    ("n_resamples = 0\n", "n_resamples"),
+    ("seed = -1\n", "seed"),
+])
+def test_a_threshold_out_of_its_range_exits_2_naming_it(tmp_path, toml, field):
+    path = tmp_path / "gate.toml"
+    path.write_text(toml, encoding="utf-8")
+    res = run_cli("gate", "--baseline", str(RUNS / "baseline"), "--candidate", str(RUNS / "hidden_regression"),
+                  "--config", str(path))
+    assert res.returncode == 2, res.stdout
+    assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert res.stderr.startswith(f"error: {path}: field '{field}': "), res.stderr
+
+
+def test_a_config_folder_is_named_as_one(tmp_path):
+    with pytest.raises(InputError, match="is a folder; a file is needed"):
+        load_config(tmp_path)
+
+
+@pytest.mark.parametrize(("place", "field", "message"), [
+    # the gate pairs recall@k by its key: "01" or "abc" read as a score lost at every k
+    (lambda run, v: run["records"][4]["metrics"].update(recall_at_k={"01": 1.0}), "records[4].metrics.recall_at_k.01",
+     "expected a cut-off k >= 1 as the key"),
+    # a misspelt not_in_kb would leave the question out of the refusal check
+    (lambda run, v: run["records"][4].update(category="not_in_KB"), "records[4].category", "unknown category"),
+])
+def test_a_record_the_gate_would_misread_exits_2(tmp_path, place, field, message):
+    with pytest.raises(InputError, match=message) as e:
+        load_run(_candidate(tmp_path, "null", place))
+    assert (e.value.line, e.value.field) == (5, field)
+
+
+def test_runs_without_records_are_not_gated(tmp_path):
+    path = _candidate(tmp_path, "[]", lambda run, v: run.update(records=v))
+    res = run_cli("gate", "--baseline", str(path), "--candidate", str(path))  # used to PASS, every check skipped
+    assert res.returncode == 2 and res.stderr.startswith(f"error: {path}: field 'records': no records"), res.stderr
+
+
+def test_a_splitter_change_names_the_splitter(tmp_path):
+    path = _candidate(tmp_path, '{"name": "atomic", "version": "1"}', lambda run, v: run.update(splitter=v))
+    with pytest.raises(InputError, match="splitter") as e:
+        gate.gate(RUNS / "clean", path)
+    assert e.value.field == "splitter"

@@ -315,3 +315,34 @@ def test_load_embedder_from_a_local_encoder(tmp_path):
     assert len(v) == 16 and abs(sum(x * x for x in v) - 1.0) < 1e-5
     assert 0.0 <= answer_relevancy("login returns 422", ["登录返回 422", "toast"], embed, [False, False]) <= 1.0
     assert answer_relevancy("login returns 422", ["login returns 422"], embed, False) == pytest.approx(1.0)
+
+
+def test_a_broken_judge_cache_is_bad_input_not_a_traceback(tmp_path):
+    from lewisrag.eval.judges.base import DiskCache
+
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "judge.sqlite").write_text("not a database", encoding="utf-8")
+    with pytest.raises(InputError, match="not a usable lewisrag cache") as e:
+        DiskCache(tmp_path / "junk").get("k")
+    assert e.value.source == str(tmp_path / "junk" / "judge.sqlite") and e.value.field == "--cache-dir"
+    (tmp_path / "file").write_text("x", encoding="utf-8")
+    with pytest.raises(InputError, match="cannot be the cache folder"):
+        DiskCache(tmp_path / "file").put("k", 1)
+    cache = DiskCache(tmp_path / "ok")
+    cache.put("k", 1)
+    cache._db().execute("UPDATE cache SET value = '{not json'")
+    assert cache.get("k") is None  # a value that does not read is a miss, asked again
+
+
+def test_a_corrupt_cache_through_the_cli_exits_2_in_one_line(server, tmp_path):
+    from conftest import run_cli, write_jsonl
+
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "judge.sqlite").write_text("not a database", encoding="utf-8")
+    src = write_jsonl(tmp_path / "a.jsonl", [{"user_input": "q", "response": "Login returns 422 [1].",
+                                             "retrieved_contexts": ["Login returns 422."]}])
+    r = run_cli("eval", "answers", "--answers", str(src), "--judge", "llm:m", "--llm-base-url", server.url,
+                "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "run"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.strip().splitlines()[-1].startswith(f"error: {tmp_path / 'cache' / 'judge.sqlite'}: field '--cache-dir'")
+    assert not (tmp_path / "run").exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import typer
@@ -59,8 +60,13 @@ def compare(
     data = _ui.renamed(ctx, "questions", "old_data", "--questions", "--data")
     fields = _ui.qa_fields(qa_fields)
     names = [s.strip() for s in systems.split(",") if s.strip()]
+    if not run.is_dir():  # before --out, which defaults to RUN/compare and would be blamed for a missing run
+        raise InputError(run, "run folder not found" if not run.exists() else "is not a folder; --run takes a "
+                         "`lewisrag reproduce` run folder", field="--run")
     generator = None
     if stitched_generator is not None:
+        if not math.isfinite(timeout):  # the generator's own check (timeout <= 0) lets NaN and inf through
+            raise InputError("--timeout", "must be a finite number of seconds")
         generator = GeneratorOptions(stitched_generator, base_url, api_key_env, timeout, max_retries, concurrency, cache_dir,
                                      n_docs)
     elif base_url is not None or n_docs is not None:

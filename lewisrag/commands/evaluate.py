@@ -69,6 +69,8 @@ def answers(
     k = _ui.renamed(ctx, "recall_at", "old_k", "--recall-at", "-k")
     if splitter not in ("sentences", "atomic"):
         raise InputError("--splitter", f"unknown splitter '{splitter}': use sentences or atomic")
+    if claim_extractor not in ("splitter", "llm"):  # here, not first inside the judging progress bar
+        raise InputError("--claim-extractor", f"unknown claim extractor '{claim_extractor}': use splitter or llm")
     if any(x < 1 for x in k):
         raise InputError("--recall-at", "cut-offs must be at least 1")
     if export is not None and export not in EXPORTS:
@@ -78,6 +80,8 @@ def answers(
     the_judge = judges.from_spec(judge, cache_dir=cache_dir, concurrency=concurrency, base_url=llm_base_url)
     if splitter == "atomic" and not hasattr(the_judge, "decompose"):
         raise InputError("--splitter", "the atomic splitter needs an llm judge")
+    if claims and claim_extractor == "llm" and not hasattr(the_judge, "extract_claims"):
+        raise InputError("--claim-extractor", f"claim extraction by llm needs an llm judge (--judge llm:MODEL), not '{judge}'")
     embed = metrics.load_embedder(str(embedder)) if embedder else None
     cfg = EvalConfig(splitter=splitter, ks=tuple(sorted(set(k))), thresholds=Thresholds(), claims=claims, claim_extractor=claim_extractor)
     config = {"command": "eval answers", "file": str(file), "judge": judge, "splitter": splitter, "ks": list(cfg.ks),

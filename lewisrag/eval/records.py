@@ -118,12 +118,11 @@ def _contexts(rec: dict, source, line: int) -> tuple[tuple[Passage, ...], bool]:
         if cid in seen:
             raise InputError(source, f"duplicate context id '{cid}'", line=line, field=f"{where}.id")
         seen.add(cid)
-        text = require_str({"text": c.get("text")}, "text", source, line, nonempty=False) if "text" in c else None
-        if text is None:
-            raise InputError(source, "missing", line=line, field=f"{where}.text")
-        title = c.get("title") or ""
+        # checked under the context's own path, so an error names retrieved_contexts[i].text, not a bare "text"
+        text = require_str({f"{where}.text": c.get("text")}, f"{where}.text", source, line, nonempty=False)
+        title = "" if c.get("title") is None else c["title"]  # not `or ""`: a title of 0 or false is a wrong type
         if not isinstance(title, str):
-            raise InputError(source, "expected a string", line=line, field=f"{where}.title")
+            raise InputError(source, f"expected a string, got {type(title).__name__}", line=line, field=f"{where}.title")
         out.append(Passage(cid, title, text))
     return tuple(out), True
 

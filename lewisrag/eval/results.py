@@ -27,6 +27,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from lewisrag.data.io import InputError, read_json, write_json, write_text
+from lewisrag.data.records import CATEGORIES
 from lewisrag.data.outputs import check_out_dir, is_ours, staged_dir
 from lewisrag.eval import claims
 from lewisrag.eval.records import json_token, non_finite
@@ -101,6 +102,9 @@ class QuestionRecord:
         for name in ("system", "category"):
             if rec.get(name) is not None and not isinstance(rec[name], str):
                 raise InputError(src, "expected a string or null", line=line, field=f"{where}.{name}")
+        if rec.get("category") is not None and rec["category"] not in CATEGORIES:  # a misspelt not_in_kb skips its check
+            raise InputError(src, f"unknown category '{rec['category']}' (one of {', '.join(CATEGORIES)})", line=line,
+                             field=f"{where}.category")
         refused = rec.get("refused")
         if rec.get("category") == "not_in_kb" and not isinstance(refused, bool):
             raise InputError(src, "a not_in_kb record must say whether the answer refused", line=line,
@@ -115,6 +119,10 @@ class QuestionRecord:
         recall = m.get("recall_at_k")  # absent or null: the question has no gold passage ids to match
         if recall is not None and not isinstance(recall, dict):
             raise InputError(src, "expected an object {k: score}", line=line, field=f"{where}.metrics.recall_at_k")
+        for k in recall or {}:  # the gate pairs recall@k by k: another spelling would read as a lost score
+            if not (k.isascii() and k.isdigit() and not k.startswith("0")):
+                raise InputError(src, f"expected a cut-off k >= 1 as the key, got '{k}'", line=line,
+                                 field=f"{where}.metrics.recall_at_k.{k}")
         _check_claim_scores(m, reasons, src, line, where)
         checks = rec.get("citation_checks")
         if checks is not None and not (isinstance(checks, list) and all(

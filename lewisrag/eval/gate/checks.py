@@ -84,17 +84,20 @@ def run_gate(base: Run, cand: Run, cfg: GateConfig, allow_judge_change: bool = F
 
 def _judge_check(base: Run, cand: Run, allow: bool) -> GateCheck | None:
     fb, fc = base.judge.get("fingerprint"), cand.judge.get("fingerprint")
-    diffs = [f"{what} {b!r} -> {c!r}" for what, b, c, differ in (
-        ("judge", base.judge.get("name"), cand.judge.get("name"), base.judge.get("name") != cand.judge.get("name")),
-        ("judge fingerprint", _short(fb), _short(fc), fb != fc),  # compared in full, shown short
-        ("splitter", base.splitter, cand.splitter, base.splitter != cand.splitter),
+    differing = [(field, f"{what} {b!r} -> {c!r}") for field, what, b, c, differ in (
+        ("judge.name", "judge", base.judge.get("name"), cand.judge.get("name"),
+         base.judge.get("name") != cand.judge.get("name")),
+        ("judge.fingerprint", "judge fingerprint", _short(fb), _short(fc), fb != fc),  # compared in full, shown short
+        ("splitter", "splitter", base.splitter, cand.splitter, base.splitter != cand.splitter),
     ) if differ]
-    if not diffs:
+    if not differing:
         return None
-    if not allow:
+    diffs = [d for _, d in differing]
+    if not allow:  # the error names the field that differs (the fingerprint when the judge changed)
+        field = "judge.fingerprint" if fb != fc else differing[0][0]
         raise InputError(cand.path, "runs are not comparable: " + "; ".join(diffs) + ". Judged scores move with "
                          "the judge and the statement splitter; re-run the baseline with the same judge, or pass "
-                         "--allow-judge-change to compare anyway", field="judge.fingerprint")
+                         "--allow-judge-change to compare anyway", field=field)
     return GateCheck("pairing", "judge", "warn", "compared across a judge change (allowed): " + "; ".join(diffs))
 
 

@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 
 from lewisrag.data.io import InputError
+from lewisrag.eval.citations import STATUSES
 from lewisrag.eval.results import METRIC_RANGES, QuestionRecord, check_score, read_results, results_path
 
 # ---------------------------------------------------------------------------------------------
@@ -92,18 +93,42 @@ def load_config(path: str | os.PathLike | None = None) -> GateConfig:
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             raise InputError(src, f"expected {kind.__name__}, got {type(value).__name__}", field=key)
         fields[name] = value
-    fields["zero_statuses"] = tuple(str(s) for s in fields["zero_statuses"])
+    for i, status in enumerate(fields["zero_statuses"]):  # a misspelt status would switch its check off silently
+        if status not in STATUSES:
+            raise InputError(src, f"unknown citation status {status!r} (one of {', '.join(STATUSES)})",
+                             field=f"tier1.zero_statuses[{i}]")
+    fields["zero_statuses"] = tuple(fields["zero_statuses"])
     fields["judged_metrics"] = tuple(str(m) for m in fields["judged_metrics"])
     fields["cuts"] = tuple(_table(Cut, t, src, f"tier3.cuts[{i}]") for i, t in enumerate(fields["cuts"]))
-    fields["ceilings"] = tuple(_table(Ceiling, {"method": "wilson"} | t, src, f"tier3.ceilings[{i}]")
-                               for i, t in enumerate(fields["ceilings"]))
+    fields["ceilings"] = tuple(_table(Ceiling, {"method": "wilson"} | t if isinstance(t, dict) else t, src,
+                                      f"tier3.ceilings[{i}]") for i, t in enumerate(fields["ceilings"]))
     cfg = GateConfig(**fields)
     if not 0 < cfg.alpha < 1 or not 0 < cfg.confidence < 1:
         raise InputError(src, "alpha and confidence must be in (0, 1)", field="alpha")
+    if cfg.n_resamples < 1:
+        raise InputError(src, "expected a count >= 1", field="n_resamples")
+    if cfg.seed < 0:
+        raise InputError(src, "expected an integer >= 0 (numpy takes no negative seeds)", field="seed")
     if any(c.method not in ("wilson", "exact") for c in cfg.ceilings):
         raise InputError(src, "method must be 'wilson' or 'exact'", field="tier3.ceilings")
     if cfg.max_new_unmeasurable < -1:
         raise InputError(src, "expected a count >= 0, or -1 to only warn", field="tier1.max_new_unmeasurable")
+    # every comparison with NaN is false, so a NaN threshold would pass any candidate: each is a finite
+    # number in its range, and a cut at 0 (no score is below it) is refused for the same reason
+    _number(cfg.recall_hit_at, src, "tier2.hit_at", low_open=True)
+    _number(cfg.recall_max_mean_drop, src, "tier2.max_mean_drop")
+    _number(cfg.judged_max_mean_drop, src, "tier3.max_mean_drop")
+    for i, cut in enumerate(cfg.cuts):
+        _number(cut.below, src, f"tier3.cuts[{i}].below", low_open=True)
+        if isinstance(cut.max_regressions, bool) or not isinstance(cut.max_regressions, int) or cut.max_regressions < -1:
+            raise InputError(src, "expected a count >= 0, or -1 to leave it to McNemar",
+                             field=f"tier3.cuts[{i}].max_regressions")
+    for i, ceiling in enumerate(cfg.ceilings):
+        if not isinstance(ceiling.metric, str):
+            raise InputError(src, f"expected a metric name, got {type(ceiling.metric).__name__}",
+                             field=f"tier3.ceilings[{i}].metric")
+        _number(ceiling.below, src, f"tier3.ceilings[{i}].below", low_open=True)
+        _number(ceiling.max_share, src, f"tier3.ceilings[{i}].max_share", low_open=True)
     for where, metric in [("tier3.metrics", m) for m in cfg.judged_metrics] + [
             (f"tier3.ceilings[{i}].metric", c.metric) for i, c in enumerate(cfg.ceilings)]:
         if metric not in METRIC_RANGES or metric == "recall_at_k":  # recall@k is tier 2's, per k
@@ -118,6 +143,8 @@ def _read_toml(path, src: str) -> dict:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise InputError(src, "file not found") from None
+    except IsADirectoryError:
+        raise InputError(src, "is a folder; a file is needed") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise InputError(src, f"malformed TOML: {e}") from None
     flat = {}
@@ -128,6 +155,14 @@ def _read_toml(path, src: str) -> dict:
                 raise InputError(src, "unknown setting", field=name)
             flat[name] = v
     return flat
+
+
+def _number(value, src: str, where: str, *, low_open: bool = False) -> None:
+    """A threshold is a finite number in [0, 1] ((0, 1] with `low_open`); TOML reads nan and inf too."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(src, f"expected a number, got {type(value).__name__}", field=where)
+    if not (0 < value <= 1 if low_open else 0 <= value <= 1):  # False for NaN
+        raise InputError(src, f"{value!r} is outside {'(0, 1]' if low_open else '[0, 1]'}", field=where)
 
 
 def _table(cls, table, src: str, where: str):
@@ -154,6 +189,8 @@ def load_run(path: str | os.PathLike, metrics: tuple[str, ...] = ()) -> Run:
     reads: `metrics` (names in `METRIC_RANGES`) and recall@k, which is always read."""
     p = results_path(path)
     results = read_results(p)
+    if not results.records:  # every check would skip, and a gate with nothing to compare must not pass
+        raise InputError(p, "no records: nothing to gate", field="records")
     records, first = {}, {}
     for i, rec in enumerate(results.records):
         _check_scores(rec, p, i, metrics)

@@ -20,6 +20,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from lewisrag.data.io import InputError
+
 DEFAULT_CACHE_DIR = Path("~/.cache/lewisrag/judge")
 
 
@@ -87,7 +89,9 @@ def digest(*parts) -> str:
 class DiskCache:
     """A sqlite table key -> JSON value in `directory`/`name`.sqlite; safe to share between threads.
 
-    The judge's verdicts are judge.sqlite; other users (the stitched system's LLM answers) name their own."""
+    The judge's verdicts are judge.sqlite; other users (the stitched system's LLM answers) name their own.
+    A file there that is not such a table (or cannot be written) is an InputError naming it, not a
+    traceback; a value that is not JSON reads as a miss, asked again and overwritten."""
 
     def __init__(self, directory: str | os.PathLike, name: str = "judge"):
         self.path = Path(directory).expanduser() / f"{name}.sqlite"
@@ -96,18 +100,35 @@ class DiskCache:
 
     def _db(self) -> sqlite3.Connection:
         if self._conn is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise InputError(self.path.parent, f"cannot be the cache folder ({e.strerror or e})",
+                                 field="--cache-dir") from None
             self._conn = sqlite3.connect(self.path, check_same_thread=False)
             self._conn.execute("CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
         return self._conn
 
+    def _run(self, sql: str, args: tuple, commit: bool = False):
+        try:
+            with self._lock:
+                db = self._db()
+                row = db.execute(sql, args).fetchone()
+                if commit:
+                    db.commit()
+                return row
+        except sqlite3.Error as e:  # not a database, another table layout, read-only: the user's file
+            raise InputError(self.path, f"not a usable lewisrag cache ({e}); delete it or choose another --cache-dir",
+                             field="--cache-dir") from None
+
     def get(self, key: str):
-        with self._lock:
-            row = self._db().execute("SELECT value FROM cache WHERE key = ?", (key,)).fetchone()
-        return None if row is None else json.loads(row[0])
+        row = self._run("SELECT value FROM cache WHERE key = ?", (key,))
+        if row is None:
+            return None
+        try:
+            return json.loads(row[0])
+        except (TypeError, json.JSONDecodeError):
+            return None
 
     def put(self, key: str, value) -> None:
-        with self._lock:
-            db = self._db()
-            db.execute("INSERT OR REPLACE INTO cache VALUES (?, ?)", (key, json.dumps(value, ensure_ascii=False)))
-            db.commit()
+        self._run("INSERT OR REPLACE INTO cache VALUES (?, ?)", (key, json.dumps(value, ensure_ascii=False)), commit=True)
