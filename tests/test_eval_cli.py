@@ -167,3 +167,20 @@ def test_a_bad_claim_extractor_is_one_line_before_any_judging(tmp_path, args, me
     assert r.returncode == 2 and r.stderr.startswith(message), r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "judging" not in r.stderr  # no progress bar before it
     assert not (tmp_path / "run").exists()
+
+
+def test_a_rerun_into_the_same_run_folder_leaves_nothing_stale(tmp_path):
+    # a rerun moves its files in; what the earlier run wrote and this one does not (its export) must
+    # not sit beside the new results, while a file the user put there stays
+    src = write_jsonl(tmp_path / "answers.jsonl", ANSWERS)
+    out = tmp_path / "run"
+    run = ["eval", "answers", "--answers", str(src), "--judge", "lexical", "--out", str(out)]
+    assert CliRunner().invoke(app, [*run, "--export", "ragas"]).exit_code == 0
+    assert (out / "ragas.jsonl").is_file()
+    (out / "notes.txt").write_text("mine", encoding="utf-8")
+    first = json.loads((out / ".lewisrag").read_text(encoding="utf-8"))
+    assert first["kind"] == "evaluation" and "ragas.jsonl" in first["files"] and "notes.txt" not in first["files"]
+    r = CliRunner().invoke(app, run)
+    assert r.exit_code == 0, r.output
+    assert not (out / "ragas.jsonl").exists() and (out / "notes.txt").read_text(encoding="utf-8") == "mine"
+    assert (out / "results.json").is_file() and "ragas.jsonl" not in json.loads((out / ".lewisrag").read_text())["files"]

@@ -91,3 +91,13 @@ def test_the_evaluator_writes_what_the_reader_reads(tmp_path):
     back = read_results(tmp_path / "results.json")
     assert back.producer.kind == "bughunt" and len(back.records) == len(results.records) == 6
     assert back.to_json() == results.to_json()
+
+
+def test_a_results_json_folder_is_named_as_one(tmp_path):
+    from lewisrag.data.io import InputError
+    from lewisrag.eval.results import read_results
+
+    (tmp_path / "results.json").mkdir()
+    with pytest.raises(InputError, match="is a folder; a results.json file is needed") as e:
+        read_results(tmp_path)
+    assert e.value.source == str(tmp_path / "results.json")

@@ -18,8 +18,10 @@ refused rather than misread.
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,8 +29,8 @@ from importlib.metadata import version
 from pathlib import Path
 
 from lewisrag.data.io import InputError, read_json, write_json, write_text
+from lewisrag.data.outputs import MARKER, check_out_dir, is_ours, staged_dir
 from lewisrag.data.records import CATEGORIES
-from lewisrag.data.outputs import check_out_dir, is_ours, staged_dir
 from lewisrag.eval import claims
 from lewisrag.eval.records import json_token, non_finite
 
@@ -240,6 +242,8 @@ def results_path(path: str | os.PathLike) -> Path:
     """A run directory's results.json, or the file itself."""
     p = Path(path)
     if p.is_dir():
+        if (p / "results.json").is_dir():  # else read as a run directory itself, and named as missing
+            raise InputError(p / "results.json", "is a folder; a results.json file is needed")
         if not (p / "results.json").exists():
             raise InputError(path, "no results.json in this run directory")
         return p / "results.json"
@@ -262,9 +266,11 @@ def write_run_dir(out: str | os.PathLike, kind: str, results: Results, *, report
     """Write a run folder's files all or none: config.json (when given), report.md, results.json,
     report.html, then the kind's other files (`more(folder)`: plots, timings), returning the names
     `more` wrote. They are written into a folder beside `out` first. A new or empty `out` becomes
-    that folder; an earlier run of the same `kind` gets the new files moved in (files the user
-    added there stay); any other folder is refused, or with `overwrite` replaced whole
-    (`lewisrag.data.outputs`). `eval answers`, `eval bughunt` and `compare` write here."""
+    that folder; an earlier run of the same `kind` gets the new files moved in, and the files that
+    run wrote but this one does not (an export, a plot) are removed, so that nothing stale sits
+    beside the new results (files the user added there stay); any other folder is refused, or with
+    `overwrite` replaced whole (`lewisrag.data.outputs`). The marker file lists what the run wrote.
+    `eval answers`, `eval bughunt` and `compare` write here."""
     out = check_out_dir(out, kind, overwrite=overwrite)
 
     def write(d: Path) -> list[str]:
@@ -277,9 +283,36 @@ def write_run_dir(out: str | os.PathLike, kind: str, results: Results, *, report
 
     if not is_ours(out, kind):  # new, empty, or replaced with --overwrite
         with staged_dir(out, kind) as d:
-            return write(d)
+            written = write(d)
+            _record_files(d, kind, sorted(f.name for f in d.iterdir()))
+            return written
+    before = _recorded_files(out)
     with tempfile.TemporaryDirectory(prefix=f".{out.name}.tmp.", dir=out.parent) as tmp:
         written = write(Path(tmp))
-        for f in sorted(Path(tmp).iterdir()):
-            os.replace(f, out / f.name)
+        names = sorted(f.name for f in Path(tmp).iterdir())
+        for name in names:
+            os.replace(Path(tmp) / name, out / name)
+    for name in sorted(set(before) - set(names)):  # the earlier run's, not rewritten: stale now
+        stale = out / name
+        if stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale)
+        elif stale.exists() or stale.is_symlink():
+            stale.unlink()
+    _record_files(out, kind, names)
     return written
+
+
+def _record_files(folder: Path, kind: str, names: list[str]) -> None:
+    write_json(folder / MARKER, {"made_by": "lewisrag", "kind": kind, "files": [n for n in names if n != MARKER]})
+
+
+def _recorded_files(folder: Path) -> list[str]:
+    """The files the run in `folder` wrote, as its marker lists them; none for a run written before
+    markers listed them (nothing is then known to be stale)."""
+    try:
+        files = json.loads((folder / MARKER).read_text(encoding="utf-8")).get("files")
+    except (OSError, ValueError, AttributeError):
+        return []
+    if not isinstance(files, list):
+        return []
+    return [f for f in files if isinstance(f, str) and f and f not in (".", "..", MARKER) and "/" not in f and "\\" not in f]
