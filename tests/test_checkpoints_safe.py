@@ -139,6 +139,18 @@ def test_config_that_does_not_fit_the_weights(tmp_path):
     refused(load_generator, d, named=d, match="no-such-model")
 
 
+def test_a_config_value_of_the_wrong_type_is_named(tmp_path):
+    """transformers' strict configs raise huggingface_hub's StrictDataclassError, a multi-line message:
+    one InputError naming config.json and the field, not a traceback."""
+    from lewisrag.data.pretrained import load_generator
+
+    d = plain_generator(tmp_path / "gen")
+    config = json.loads((d / "config.json").read_text())
+    (d / "config.json").write_text(json.dumps({**config, "d_model": "wide"}))
+    e = refused(load_generator, d, named=d / "config.json", match="d_model")
+    assert "\n" not in str(e)
+
+
 def test_every_loader_refuses_pickled_weights(tmp_path):
     from lewisrag.eval.metrics import load_embedder
     from lewisrag.rag_model.stitched import HFGenerator

@@ -38,7 +38,7 @@ def assert_one_line_error(code: int, err: str, *needles: str) -> None:
     assert code == 2, err
     assert "Traceback" not in err
     lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) >= 1 and lines[-1].startswith("error: "), err
+    assert len(lines) == 1 and lines[-1].startswith("error: "), err
     for needle in needles:
         assert needle in lines[-1], (needle, lines[-1])
 
@@ -216,7 +216,48 @@ BAD_INPUTS = {
     "index search: index.faiss is garbage": (
         lambda t, c: ["index", "search", "--index", _damaged(c["dense"], t, "index.faiss", b"garbage"), "-q", "leader"],
         ["index.faiss"]),
+    "index search: a BM25 file truncated": (
+        lambda t, c: ["index", "search", "--index", _damaged(c["bm25"], t, "bm25/params.index.json", 10), "-q", "leader"],
+        ["bm25", "cannot read the BM25 index"]),
+    "index search: bm25/ missing": (
+        lambda t, c: ["index", "search", "--index", _damaged(c["bm25"], t, "bm25", None), "-q", "leader"],
+        ["bm25", "cannot read the BM25 index"]),
+    "index search: index.faiss of another width": (
+        lambda t, c: ["index", "search", "--index", _damaged(c["dense"], t, "index.faiss", _flat_index_bytes(8)), "-q", "leader"],
+        ["damaged", "vectors of 8"]),
+    "index tune: a BM25 index": (
+        lambda t, c: ["index", "tune", "--index", c["bm25"], "--questions", c["qa"]], ["a bm25 index where a dense one"]),
+    "swap: --batch-size 0": (
+        lambda t, c: ["swap", "--model", t / "nothing", "--index", c["dense"], "--questions", c["qa"], "--batch-size", 0],
+        ["--batch-size", "at least 1"]),
+    "swap: --num-beams 0": (
+        lambda t, c: ["swap", "--model", t / "nothing", "--index", c["dense"], "--questions", c["qa"], "--num-beams", 0],
+        ["--num-beams", "at least 1"]),
+    "swap: --max-length 0": (
+        lambda t, c: ["swap", "--model", t / "nothing", "--index", c["dense"], "--questions", c["qa"], "--max-length", 0],
+        ["--max-length", "at least 1"]),
+    "train dpr: --init whose config.json has a value of the wrong type": (
+        lambda t, c: ["train", "dpr", "--train", c["qa"], "--passages", c["passages"], "--out", t / "d", "--steps", 1,
+                      "--init", _bad_config(c["dpr"], t)], ["config.json", "num_hidden_layers"]),
 }
+
+
+def _flat_index_bytes(dim: int) -> bytes:
+    """A FAISS Flat index over 60 vectors of `dim` values, serialized."""
+    import faiss
+
+    index = faiss.IndexFlatIP(dim)
+    index.add(np.ones((60, dim), np.float32))
+    return faiss.serialize_index(index).tobytes()
+
+
+def _bad_config(dpr: Path, tmp: Path) -> Path:
+    """A copy of the DPR checkpoint's context encoder whose config.json has "num_hidden_layers": "one"."""
+    copy = tmp / "badcfg"
+    shutil.copytree(dpr / "ctx_encoder", copy)
+    config = json.loads((copy / "config.json").read_text())
+    (copy / "config.json").write_text(json.dumps({**config, "num_hidden_layers": "one"}))
+    return copy
 
 
 def _mkdir(p: Path) -> Path:
@@ -230,7 +271,7 @@ def _damaged(index: Path, tmp: Path, name: str, how) -> Path:
     shutil.copytree(index, copy)
     target = copy / name
     if how is None:
-        target.unlink()
+        shutil.rmtree(target) if target.is_dir() else target.unlink()
     elif isinstance(how, int):
         target.write_bytes(target.read_bytes()[:how])
     else:
@@ -358,3 +399,11 @@ def test_sigkilled_index_build_resumes_to_identical_files(tiny_corpus, dpr_ckpt,
             assert a[name] == b[name], name
     assert read_json(out / "manifest.json")["content_hash"] == read_json(straight / "manifest.json")["content_hash"]
     assert MARKER in a
+
+
+def test_an_error_under_a_progress_display_is_all_of_stderr(inputs, tmp_path, monkeypatch, capsys):
+    """Raised while progress bars are shown, the error is still the only line: no unfinished bar and
+    no blank line (rich ends a display on a non-terminal with one) above it."""
+    code, _, err = run(monkeypatch, capsys, "index", "build", "--passages", inputs["passages"], "--encoder", inputs["dpr"],
+                       "--out", tmp_path / "i", "--batch-size", 0)
+    assert code == 2 and err.startswith("error: --batch-size") and err.count("\n") == 1, repr(err)

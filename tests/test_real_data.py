@@ -258,6 +258,20 @@ def test_column_types_are_checked_once(tmp_path):
         open_passages(tmp_path / "plain")
 
 
+def test_a_table_without_titles_is_indexed(tmp_path, monkeypatch, capsys):
+    """wiki_dpr's `title` is optional: a Parquet file without the column builds an index (its store
+    holds "" titles, as from JSONL without titles), not a traceback beside a left-over .partial."""
+    rows = [{"id": "a", "text": "Valdoria is a country."}, {"id": "b", "text": "Its leader is Ana Kel."}]
+    path = write_parquet(tmp_path / "notitle.parquet", rows)
+    code, _, err = run_main(monkeypatch, capsys, "index", "build", "--passages", path, "--encoder", "bm25",
+                            "--out", tmp_path / "idx")
+    assert code == 0, err
+    assert not (tmp_path / "idx.partial").exists()
+    stored = pa.ipc.open_file(pa.memory_map(str(tmp_path / "idx" / "passages.arrow"))).read_all()
+    assert stored.column("title").to_pylist() == ["", ""] and stored.column("id").to_pylist() == ["a", "b"]
+    assert content_hash(open_passages(path)) == content_hash(read_passages(write_jsonl(tmp_path / "p.jsonl", rows)))
+
+
 def _top_ids(index_dir: Path, ckpt: DPRCheckpoint, questions: list[str], k: int = 5):
     index = DenseIndex.load(index_dir)
     q = encode_texts(ckpt.question_encoder, ckpt.tokenizer, questions, max_length=32)

@@ -332,3 +332,13 @@ def test_world_command_lang(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "fr").exists()
     with pytest.raises(ValueError, match="lang"):
         build_world(seed=0, entities=40, lang="fr")
+
+
+def test_a_chinese_world_over_an_english_one_leaves_no_task_files(tmp_path):
+    """A rerun into a world folder replaces its files one by one: the English world's Jeopardy and
+    FEVER files, which a Chinese world does not have, must not stay behind beside it."""
+    write_world(build_world(seed=7, entities=40), tmp_path / "w")
+    assert (tmp_path / "w" / "jeopardy_train.jsonl").is_file()
+    write_world(build_world(seed=7, entities=40, lang="zh"), tmp_path / "w")
+    files = sorted(p.name for p in (tmp_path / "w").iterdir() if p.name != ".lewisrag")
+    assert files == sorted([*(f"{s}.jsonl" for s in QUESTION_FILES), "passages_a.jsonl", "passages_b.jsonl", "world.json"])

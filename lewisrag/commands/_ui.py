@@ -21,11 +21,23 @@ out = Console()
 @contextlib.contextmanager
 def progress() -> Iterator[Progress]:
     """A rich progress display with ETA; use `bars(p)` to drive tasks from library callbacks."""
-    with Progress(
+    p = Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
         TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=console, transient=False,
-    ) as p:
+    )
+    p.start()
+    try:
         yield p
+    except Exception:
+        # bad input is one line on stderr: the unfinished bars are erased, and the live display alone is stopped
+        # (Progress.stop ends with a blank line on a console that is not a terminal)
+        p.live.transient = True
+        p.live.stop()
+        raise
+    except BaseException:
+        p.stop()
+        raise
+    p.stop()
 
 
 class Bars:

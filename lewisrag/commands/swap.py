@@ -23,10 +23,13 @@ def swap(
     as_json: bool = typer.Option(False, "--json", help="Print the exact-match matrix as one JSON object instead of tables."),
 ) -> None:
     """Answer every question set from every index with every model: the paper's index hot-swap test."""
-    from lewisrag.data.io import write_json
+    from lewisrag.data.io import InputError, write_json
     from lewisrag.data.outputs import check_out_file
     from lewisrag.experiments.swap import swap_matrix
 
+    for flag, value in (("--batch-size", batch_size), ("--num-beams", num_beams), ("--max-length", max_length)):
+        if value < 1:  # as `ask` checks them: else a traceback from the decoder, or answers of no tokens
+            raise InputError(flag, f"must be at least 1, got {value}")
     fields = _ui.qa_fields(qa_fields)
     if out is not None:
         check_out_file(out, overwrite=overwrite)

@@ -196,7 +196,9 @@ class PassageTable(Sequence[Passage]):
         size = size or BATCH_ROWS
         for start in range(0, self._n, size):
             part = self._slice(start, min(self._n, start + size))
-            titles = part.column("title") if "title" in part.column_names else pa.nulls(part.num_rows, pa.string())
+            # a table without titles gets a chunked column of nulls, like the table's own columns (combine_chunks below)
+            no_titles = pa.chunked_array([pa.nulls(part.num_rows, pa.string())])
+            titles = part.column("title") if "title" in part.column_names else no_titles
             # cast first: integer ids, large strings, and a title column of nulls only all become strings
             columns = [pc.cast(part.column("id"), pa.string()), pc.fill_null(pc.cast(titles, pa.string()), ""),
                        pc.cast(part.column("text"), pa.string())]

@@ -164,7 +164,13 @@ def as_input_error(source: str | os.PathLike, what: str) -> Iterator[None]:
     except (*LOAD_ERRORS, SafetensorError) as e:
         raise InputError(source, f"cannot load the {what}: {_first_line(e)}") from None
     except Exception as e:
-        if type(e) is not Exception:  # tokenizers raises a plain Exception for a tokenizer.json it cannot parse
+        # tokenizers raises a plain Exception for a tokenizer.json it cannot parse; transformers' strict
+        # config dataclasses raise huggingface_hub's StrictDataclassError for a config.json value of the
+        # wrong type ("num_hidden_layers": "one"), matched by name: older huggingface_hub lacks the class
+        if any(c.__name__ == "StrictDataclassError" for c in type(e).__mro__):  # its message spans lines: one line here
+            where = Path(source) / "config.json" if Path(source).is_dir() else source
+            raise InputError(where, f"cannot load the {what}: {' '.join(str(e).split())}") from None
+        if type(e) is not Exception:
             raise
         raise InputError(source, f"cannot load the {what}: {_first_line(e)}") from None
 

@@ -282,6 +282,8 @@ def _write_files(world: World, out: Path) -> dict[str, int]:
         counts[f"{stem}.jsonl"] = write_jsonl(out / f"{stem}.jsonl", (_qa_dict(q) for q in world.questions[stem]))
     for stem in world.tasks:
         counts[f"{stem}.jsonl"] = write_jsonl(out / f"{stem}.jsonl", (_qa_dict(q) for q in world.tasks[stem]))
+    for stem in set(TASK_FILES) - set(world.tasks):  # a Chinese world rewritten over an English one: no stale task files
+        (out / f"{stem}.jsonl").unlink(missing_ok=True)
     write_json(out / "world.json", summary(world))
     counts["world.json"] = 1
     return counts

@@ -23,6 +23,7 @@ from pathlib import Path
 import bm25s
 import numpy as np
 
+from lewisrag.data.io import InputError
 from lewisrag.data.outputs import check_out_dir
 from lewisrag.data.records import Passage
 from lewisrag.index import store
@@ -104,7 +105,12 @@ class BM25Index:
     def load(cls, path: str | os.PathLike, mmap: bool = True) -> BM25Index:
         path = Path(path)
         manifest = store.read_manifest(path, kind="bm25")
-        retriever = bm25s.BM25.load(str(path / "bm25"), mmap=mmap, show_progress=False)
+        try:
+            retriever = bm25s.BM25.load(str(path / "bm25"), mmap=mmap, show_progress=False)
+        except (OSError, ValueError, EOFError) as e:  # a missing, truncated or garbled file (JSONDecodeError is a ValueError)
+            text = str(e).strip()
+            raise InputError(path / "bm25", f"cannot read the BM25 index ({text.splitlines()[0] if text else type(e).__name__}); "
+                             "build the index again") from None
         return cls(path, manifest, retriever, store.load_passages(path, manifest))
 
     def search(self, questions: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -509,9 +509,10 @@ class DenseIndex:
             raise InputError(path / EMBEDDINGS, f"cannot read the stored vectors: {e}") from None
         advise_random(embeddings)
         expected = (manifest["n_passages"], manifest.get("dim"))
-        if embeddings.ndim != 2 or embeddings.shape != expected or (index is not None and index.ntotal != expected[0]):
+        # the FAISS index's dimension too: FAISS asserts on a query of another width (a traceback, not exit 2)
+        if embeddings.ndim != 2 or embeddings.shape != expected or (index is not None and (index.ntotal, index.d) != expected):
             raise InputError(path, f"damaged: {EMBEDDINGS} holds {embeddings.shape}, {FAISS_FILE} "
-                             f"{index.ntotal if index is not None else 'unread'} vectors, "
+                             f"{f'{index.ntotal} vectors of {index.d}' if index is not None else 'unread'}, "
                              f"the manifest says {expected}")
         return cls(path, manifest, index, embeddings, store.load_passages(path, manifest))
 

@@ -156,6 +156,7 @@ def tune_dense(index_path: str | os.PathLike, questions: Sequence[str], encoder:
     or float32), and the manifest records the depth so that searches do the same. Returns what
     was recorded; `reached` False says the index's codes cannot reach the target at any setting.
     """
+    store.read_manifest(index_path, kind="dense")  # a BM25 index has no vectors to tune: one line, not a traceback
     retriever = open_retriever(index_path, encoder, swap, context_encoder)
     index = retriever.index
     if not questions:
