@@ -121,6 +121,24 @@ def test_bad_checkpoints_are_input_errors(tmp_path):
         RagModel.from_hf_pretrained(tmp_path)
 
 
+
+@pytest.mark.parametrize(("settings", "field", "message"), [
+    ({"title_sep": None}, "settings.title_sep", "expected a string, got null"),
+    ({"prefix": 3}, "settings.prefix", "expected a string, got 3"),
+    ({"n_docs": "two"}, "settings.n_docs", "expected an integer"),
+    ({"n_docs": True}, "settings.n_docs", "expected an integer"),
+    ({"do_deduplication": "yes"}, "settings.do_deduplication", "expected true or false"),
+    ({"label_smoothing": "a"}, "settings.label_smoothing", "expected a number"),
+    ({"max_combined_length": 0}, "settings.max_combined_length", "out of range"),
+    ({"label_smoothing": 1.5}, "settings.label_smoothing", "out of range"),
+])
+def test_rag_json_settings_of_the_wrong_type_are_named(tmp_path, settings, field, message):
+    # each failed later, in a traceback (ask, swap, export) or silently (a zero-token context)
+    (tmp_path / "rag.json").write_text(json.dumps({"format": "lewisrag-rag/1", "settings": {"variant": "token", **settings}}))
+    with pytest.raises(InputError, match=message) as e:
+        RagModel.from_pretrained(tmp_path)
+    assert e.value.field == field and e.value.source == str(tmp_path / "rag.json")
+
 # --- question mode against a fake index with the DenseIndex API ---------------------------------
 
 

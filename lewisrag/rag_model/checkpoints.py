@@ -20,6 +20,8 @@ configs are JSON.
 
 from __future__ import annotations
 
+import json
+import math
 import os
 from dataclasses import asdict, fields
 from pathlib import Path
@@ -120,11 +122,31 @@ def read_settings(path: str | os.PathLike) -> RagSettings:
     known = {f.name for f in fields(RagSettings)}
     if not isinstance(raw, dict) or set(raw) - known:
         raise InputError(path / "rag.json", f"unknown settings {sorted(set(raw or {}) - known)}", field="settings")
+    for f in fields(RagSettings):  # each value of its default's type: a wrong one fails later, in a traceback
+        if f.name in raw and not _of_type(raw[f.name], f.default):
+            kind = ("a string or null" if f.default is None else "true or false" if isinstance(f.default, bool)
+                    else "a number" if isinstance(f.default, float) else "an integer" if isinstance(f.default, int)
+                    else "a string")
+            raise InputError(path / "rag.json", f"expected {kind}, got {json.dumps(raw[f.name])}", field=f"settings.{f.name}")
+    if raw.get("max_combined_length", 1) < 1 or not 0 <= raw.get("label_smoothing", 0.0) < 1:
+        bad = "max_combined_length" if raw.get("max_combined_length", 1) < 1 else "label_smoothing"
+        raise InputError(path / "rag.json", f"out of range: {raw[bad]!r}", field=f"settings.{bad}")
     try:
         settings = RagSettings(**raw)
     except (TypeError, ValueError) as e:
         raise InputError(path / "rag.json", str(e), field="settings") from None
     return settings
+
+
+def _of_type(value, default) -> bool:
+    """Whether a rag.json value has the type of its setting's default (None: an optional string)."""
+    if default is None:
+        return value is None or isinstance(value, str)
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(value, bool) and isinstance(default, bool)
+    if isinstance(default, float):
+        return isinstance(value, (int, float)) and math.isfinite(value)
+    return isinstance(value, type(default))
 
 
 def load_native(model_cls, path: str | os.PathLike):
