@@ -291,6 +291,7 @@ def test_compare_json(tmp_path, monkeypatch, capsys):
         return card
 
     monkeypatch.setattr(C, "compare_run", fake)
+    (tmp_path / "run").mkdir()  # compare checks that --run is a folder before anything else
     s = _json_run(monkeypatch, capsys, "compare", "--run", tmp_path / "run", "--systems", "rag_token,stitched",
                   "--questions", tmp_path / "q.jsonl", "--qa-fields", "question=query,answers=golds")
     assert seen["data"] == tmp_path / "q.jsonl" and seen["out"] == tmp_path / "run" / "compare"

@@ -197,6 +197,21 @@ BAD_INPUTS = {
         ["--faiss", "Bogus42"]),
     "eval retrieval: --recall-at 0": (
         lambda t, c: ["eval", "retrieval", "--index", c["bm25"], "--questions", c["qa"], "--recall-at", 0], ["--recall-at", "at least 1"]),
+    "eval retrieval: no question has gold passage ids": (  # used to print recall nan over 0 questions, exit 0
+        lambda t, c: ["eval", "retrieval", "--index", c["bm25"], "--questions", _qa(t, [{"question": "q?", "answers": ["a"]}])],
+        ["qa.jsonl", "gold_passage_ids", "cannot be measured"]),
+    "eval retrieval: a gold id the index does not hold": (  # used to count as a miss at every k
+        lambda t, c: ["eval", "retrieval", "--index", c["bm25"], "--questions",
+                      _qa(t, [{"question": "q?", "answers": ["a"], "gold_passage_ids": ["nowhere-1"]}])],
+        ["qa.jsonl:1", "gold_passage_ids", "'nowhere-1' is not in the index"]),
+    "eval retrieval: a bad second index": (  # found before the first is searched
+        lambda t, c: ["eval", "retrieval", "--index", c["bm25"], "--index", t / "missing", "--questions", c["qa"]],
+        ["missing", "index directory not found"]),
+    "eval retrieval: --encoder with BM25 indexes only": (  # used to be ignored
+        lambda t, c: ["eval", "retrieval", "--index", c["bm25"], "--questions", c["qa"], "--encoder", c["dpr"]],
+        ["--encoder", "is BM25"]),
+    "index search: --index is a file": (
+        lambda t, c: ["index", "search", "--index", c["qa"], "-q", "leader"], ["is a file; an index is a folder"]),
     "pretrain: --steps 0": (
         lambda t, c: ["pretrain", "--out", t / "g", "--preset", "tiny", "--steps", 0], ["--steps", "positive"]),
     "world: --entities out of range (a usage error)": (
@@ -258,6 +273,12 @@ def _bad_config(dpr: Path, tmp: Path) -> Path:
     config = json.loads((copy / "config.json").read_text())
     (copy / "config.json").write_text(json.dumps({**config, "num_hidden_layers": "one"}))
     return copy
+
+
+def _qa(tmp: Path, rows: list[dict]) -> Path:
+    path = tmp / "qa.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
 
 
 def _mkdir(p: Path) -> Path:

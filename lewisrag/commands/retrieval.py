@@ -39,12 +39,21 @@ def retrieval(
     if any(x < 1 for x in k):
         raise InputError("--recall-at", "cut-offs must be at least 1")
     examples = read_qa(data, _ui.qa_fields(qa_fields))
+    gold = {g for ex in examples for g in ex.gold_passage_ids}
+    if not gold:  # recall would be NaN over zero questions, reported as a result
+        raise InputError(data, "no question has gold passage ids, so recall cannot be measured", field="gold_passage_ids")
+    kinds = [read_manifest(path)["kind"] for path in index]  # every index checked before any is searched
+    if (encoder or context_encoder) and "dense" not in kinds:
+        raise InputError("--encoder" if encoder else "--context-encoder", "encodes questions for dense indexes; "
+                         f"{', '.join(map(str, index))} {'is' if len(index) == 1 else 'are'} BM25")
+    retrievers = [open_retriever(path, encoder if kind == "dense" else None, swap=swap,
+                                 context_encoder=context_encoder if kind == "dense" else None)
+                  for path, kind in zip(index, kinds)]
+    for path, retriever in zip(index, retrievers):
+        _check_gold_ids(retriever.index.passages, examples, gold, data, path)
     results = {}
     with _ui.progress() as p:
-        for path in index:
-            kind = read_manifest(path)["kind"]
-            retriever = open_retriever(path, encoder if kind == "dense" else None, swap=swap,
-                                       context_encoder=context_encoder if kind == "dense" else None)
+        for path, kind, retriever in zip(index, kinds, retrievers):
             task = p.add_task(f"{path.name} ({kind})", total=len(examples), info="")
             results[str(path)] = {"kind": kind, **retrieval_recall(retriever, examples, sorted(k), on_batch=lambda n, t=task: p.advance(t, n))}
     if as_json:
@@ -53,3 +62,19 @@ def retrieval(
     cols = [f"recall@{c}" for c in sorted(k)]
     rows = [[name, r["kind"], r["n"], *[r[c] for c in cols]] for name, r in results.items()]
     _ui.out.print(_ui.table(f"retrieval on {data}", ["index", "kind", "questions", *cols], rows))
+
+
+def _check_gold_ids(passages, examples, gold: set[str], data: Path, index: Path) -> None:
+    """A gold passage id that the index does not hold would count as a miss at every k: questions
+    written for another corpus (or a mistyped id) are bad input, named by file, line and field."""
+    from lewisrag.data.io import InputError, iter_records
+
+    present = passages.ids_present(gold) if hasattr(passages, "ids_present") else gold & {p.id for p in passages}
+    if gold <= present:
+        return
+    lines = (line for line, _ in iter_records(data))  # read_qa makes one example of each record, in order
+    for line, ex in zip(lines, examples):
+        missing = [g for g in ex.gold_passage_ids if g not in present]
+        if missing:
+            raise InputError(data, f"gold passage id {missing[0]!r} is not in the index {index}", line=line,
+                             field="gold_passage_ids")

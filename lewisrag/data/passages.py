@@ -285,6 +285,16 @@ class PassageTable(Sequence[Passage]):
         titles = part.column("title").to_pylist() if "title" in part.column_names else [None] * part.num_rows
         return [Passage(i, t or "", x) for i, t, x in zip(ids.to_pylist(), titles, part.column("text").to_pylist())]
 
+    def ids_present(self, ids) -> set[str]:
+        """Which of `ids` are passage ids here: one scan of the id column (seconds at 21M rows), not
+        a Python set of every id."""
+        wanted = pa.array(sorted(set(map(str, ids))), pa.string())
+        found: set[str] = set()
+        for _, column in self._scan("id"):
+            column = column if _is_string(column.type) else pc.cast(column, pa.string())
+            found.update(pc.filter(column, pc.is_in(column, value_set=wanted)).to_pylist())
+        return found
+
     def _scan(self, column: str) -> Iterator[tuple[int, pa.ChunkedArray]]:
         for start in range(0, self._n, SCAN_ROWS):
             yield start, self._slice(start, min(self._n, start + SCAN_ROWS)).column(column)

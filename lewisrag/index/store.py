@@ -97,7 +97,7 @@ def read_manifest(path: str | os.PathLike, kind: str | None = None) -> dict:
     """The manifest of the index at `path`; `kind` ("dense", "bm25") if the caller needs one."""
     p = Path(path)
     if not p.is_dir():
-        raise InputError(p, "index directory not found")
+        raise InputError(p, "index directory not found" if not p.exists() else "is a file; an index is a folder")
     if not (p / MANIFEST).exists():
         hint = " (an unfinished build: run `lewisrag index build` again to resume)" if partial_dir(p).exists() else ""
         raise InputError(p, f"not an index: no {MANIFEST}{hint}")
