@@ -197,6 +197,12 @@ BAD_INPUTS = {
         ["--faiss", "Bogus42"]),
     "eval retrieval: --recall-at 0": (
         lambda t, c: ["eval", "retrieval", "--index", c["bm25"], "--questions", c["qa"], "--recall-at", 0], ["--recall-at", "at least 1"]),
+    "index build: --faiss with --encoder bm25": (  # used to be ignored in silence
+        lambda t, c: ["index", "build", "--passages", c["passages"], "--encoder", "bm25", "--out", t / "i", "--faiss", "HNSW32"],
+        ["--faiss", "applies to dense indexes"]),
+    "train rag: an unknown --train-kinds": (  # used to blame the file's answers ("0 questions with answers")
+        lambda t, c: ["train", "rag", "--index", c["dense"], "--encoder", c["dpr"], "--generator", c["dpr"], "--train", c["qa"],
+                      "--dev", c["qa"], "--out", t / "r", "--train-kinds", "shrot"], ["--train-kinds", "'shrot'"]),
     "eval retrieval: no question has gold passage ids": (  # used to print recall nan over 0 questions, exit 0
         lambda t, c: ["eval", "retrieval", "--index", c["bm25"], "--questions", _qa(t, [{"question": "q?", "answers": ["a"]}])],
         ["qa.jsonl", "gold_passage_ids", "cannot be measured"]),

@@ -42,8 +42,11 @@ def build(
     from lewisrag.data.passages import open_passages
     from lewisrag.index.store import KIND
 
-    if reuse_embeddings and encoder == "bm25":
-        raise InputError("--reuse-embeddings", "applies to dense indexes: give a DPR checkpoint or DPRContextEncoder folder as --encoder")
+    dense_only = {"--reuse-embeddings": reuse_embeddings, "--faiss": faiss != "Flat", "--device": device != "auto",
+                  "--mixed-precision": mixed_precision != "no", "--vector-dtype": vector_dtype != "float32"}
+    for flag, given in dense_only.items():
+        if given and encoder == "bm25":  # not ignored in silence: the user meant a dense index
+            raise InputError(flag, "applies to dense indexes: give a DPR checkpoint or DPRContextEncoder folder as --encoder")
     check_out_dir(out, KIND, overwrite=overwrite)  # before the passages are read
     with _ui.console.status(f"reading {passages}"):
         docs = open_passages(passages)

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from lewisrag.data.io import InputError, get_path, iter_records, optional_str, record_id, require_str, require_str_list
 
 CATEGORIES = ("single_doc", "multi_doc", "not_in_kb", "distractor", "conflict")
+QUESTION_KINDS = ("short", "long")  # a QA example's `kind`: a short answer or a long-form one
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,9 @@ def of_kinds(examples: Sequence[QAExample], kinds: str) -> list[QAExample]:
     if not kinds:
         return list(examples)
     keep = set(kinds.split(","))
+    if keep - set(QUESTION_KINDS):  # else every example is dropped and the error blames the file's answers
+        raise InputError("--train-kinds", f"unknown question kind {sorted(keep - set(QUESTION_KINDS))[0]!r}: "
+                         f"use {' or '.join(QUESTION_KINDS)}, comma-separated")
     return [ex for ex in examples if ex.kind in keep]
 
 
@@ -174,7 +178,7 @@ def _qa_example(rec: dict, schema: QASchema, path, line: int, seen: dict[str, in
         raise InputError(path, f"unknown category '{category}' (one of {', '.join(CATEGORIES)})", line=line,
                          field=schema.path("category"))
     kind = optional_str(flat, schema.path("kind"), path, line) or "short"
-    if kind not in ("short", "long"):
+    if kind not in QUESTION_KINDS:
         raise InputError(path, f"unknown kind '{kind}' (short or long)", line=line, field=schema.path("kind"))
     return QAExample(
         id=qid,

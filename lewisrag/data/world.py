@@ -274,6 +274,9 @@ def write_world(world: World, out_dir: str | os.PathLike, overwrite: bool = Fals
 
 
 def _write_files(world: World, out: Path) -> dict[str, int]:
+    # a rerun rewrites the files in place: the old world.json goes first, so that a rerun killed
+    # halfway leaves a folder that says it is incomplete, not old files mixed with new ones
+    (out / "world.json").unlink(missing_ok=True)
     counts = {
         "passages_a.jsonl": write_jsonl(out / "passages_a.jsonl", (p.to_dict() for p in world.passages_a)),
         "passages_b.jsonl": write_jsonl(out / "passages_b.jsonl", (p.to_dict() for p in world.passages_b)),
