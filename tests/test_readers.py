@@ -32,6 +32,32 @@ def test_hf_spec_parses_and_reports(tmp_path):
         read_passages("hf:onlyname")
 
 
+def test_an_unreachable_hub_dataset_is_one_line(monkeypatch, tmp_path):
+    """The hub client's retry warnings are held back (they were a dozen lines on stderr without a
+    network) and the error says how to read the cache offline; the loggers are restored after."""
+    import logging
+
+    import datasets
+
+    from conftest import run_cli
+
+    def unreachable(*a, **kw):
+        logging.getLogger("huggingface_hub.utils._http").warning("Retrying in 1s [Retry 1/5].")
+        raise ConnectionError("Couldn't reach 'nowhere_ds' on the Hub (LocalEntryNotFoundError)")
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(datasets, "load_dataset", unreachable)
+    before = logging.getLogger("huggingface_hub").level
+    with pytest.raises(InputError, match="HF_HUB_OFFLINE=1 reads the datasets cache") as e:
+        read_passages("hf:nowhere_ds:train")
+    assert str(e.value).startswith("hf:nowhere_ds:train: cannot load dataset: Couldn't reach")
+    assert logging.getLogger("huggingface_hub").level == before
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the real client, offline: no retries, one line
+    r = run_cli("chunk", "--docs", "hf:nowhere_ds:train", "--out", str(tmp_path / "p.jsonl"))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "cannot load dataset" in r.stderr and not (tmp_path / "p.jsonl").exists()
+
+
 @pytest.mark.parametrize(
     "lines, line, field, message",
     [

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import tempfile
 from collections.abc import Container, Iterable, Iterator
@@ -120,10 +121,22 @@ def load_hf(spec: str):
     name, config, split = (parts[0], None, parts[1]) if len(parts) == 2 else parts
     import datasets  # loads on first use (~1 s): the CLI imports this module at start-up
 
+    # without a network the hub client retries for ~20 s and logs every attempt on stderr: the
+    # outcome is the one line below, so its warnings are held back for the call
+    loggers = [logging.getLogger(n) for n in ("huggingface_hub", "datasets")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
     try:
         return datasets.load_dataset(name, config, split=split)
     except Exception as e:  # network, missing dataset, bad split: all are the user's input
-        raise InputError(spec, f"cannot load dataset: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if "reach" in why and not os.environ.get("HF_HUB_OFFLINE"):
+            why += "; offline, HF_HUB_OFFLINE=1 reads the datasets cache without retrying"
+        raise InputError(spec, f"cannot load dataset: {why}") from None
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
 
 
 # ---------------------------------------------------------------------------------------------
