@@ -96,6 +96,11 @@ def test_qa_fields(tmp_path):
         read_qa(path)
     assert e.value.field == "answers"
     assert read_qa(write_jsonl(tmp_path / "qa3.jsonl", [good]))[0].id == "1"
+    for name, rec, field in (("lewisrag", {**good, "id": 3, "answers": ["Ana Kel", " "]}, "answers[1]"),
+                             ("nq_open", {"question": "q?", "answer": [""]}, "answer[0]")):
+        with pytest.raises(InputError, match="empty answer") as e:  # trivia_qa drops its empty aliases instead
+            read_qa(write_jsonl(tmp_path / f"{name}.jsonl", [good if name == "lewisrag" else rec, rec]))
+        assert (e.value.line, e.value.field) == (1 if name == "nq_open" else 2, field)
 
 
 def test_atomic_writer_leaves_nothing_on_failure(tmp_path):

@@ -171,6 +171,9 @@ def _qa_example(rec: dict, schema: QASchema, path, line: int, seen: dict[str, in
         answers = [flat[a_field]]
     else:
         answers = require_str_list(flat, a_field, path, line)
+    for i, answer in enumerate(answers):  # an empty answer would be trained on and matched by every empty output
+        if not answer.strip():
+            raise InputError(path, "empty answer", line=line, field=f"{a_field}[{i}]")
     category = optional_str(flat, schema.path("category"), path, line)
     if not answers and category != "not_in_kb":
         raise InputError(path, "empty list (only not_in_kb questions may have no answer)", line=line, field=a_field)
