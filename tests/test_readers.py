@@ -27,6 +27,19 @@ def test_formats_agree(tmp_path):
     assert read_passages(jl)[1].text == "密码错误时返回 422。"
 
 
+def test_a_null_title_is_no_title_as_in_parquet(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [{"id": "a", "title": None, "text": "x"}, {"id": "b", "text": "y"}]
+    assert [p.title for p in read_passages(write_jsonl(tmp_path / "p.jsonl", rows))] == ["", ""]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "p.parquet")
+    assert read_passages(tmp_path / "p.parquet") == read_passages(tmp_path / "p.jsonl")
+    with pytest.raises(InputError, match="expected a string") as e:
+        read_passages(write_jsonl(tmp_path / "q.jsonl", [{"id": "a", "title": 3, "text": "x"}]))
+    assert (e.value.line, e.value.field) == (1, "title")
+
+
 def test_hf_spec_parses_and_reports(tmp_path):
     with pytest.raises(InputError, match="expected hf:NAME"):
         read_passages("hf:onlyname")

@@ -51,7 +51,7 @@ def read_passages(path: str | os.PathLike) -> list[Passage]:
     out = []
     for line, rec in iter_records(path):
         pid = record_id(rec, path, line, seen)
-        title = require_str(rec, "title", path, line, nonempty=False) if "title" in rec else ""
+        title = optional_str(rec, "title", path, line) or ""  # absent or null: no title, as in Parquet
         out.append(Passage(pid, title, require_str(rec, "text", path, line)))
     if not out:
         raise InputError(path, "no passages")
