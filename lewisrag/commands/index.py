@@ -19,8 +19,9 @@ def build(
                                 "context encoder embeds the passages, and the manifest records its weights' fingerprint."),
     out: Path = typer.Option(..., "--out", help="Index directory to write (built in OUT.partial, then renamed)."),
     faiss: str = typer.Option("Flat", "--faiss", help="FAISS index_factory string for dense indexes, e.g. Flat, HNSW32, IVF256,PQ16, "
-                              "OPQ64_256,IVF18000_HNSW32,PQ64 (21M; docs/scale.md), or OPQ128_256,IVF18000,PQ128x4fs (faster, "
-                              "each process holds its own copy: for one search a node). From 10,000 IVF lists on, the centroids "
+                              "OPQ64_256,IVF18000,PQ64 (21M; docs/scale.md), or OPQ128_256,IVF18000,PQ128x4fs (faster, "
+                              "each process holds its own copy: for one search a node); IVF{n}_HNSW32 assigns to many lists "
+                              "through a graph. From 10,000 IVF lists on, the centroids "
                               "train by two-level spherical k-means."),
     shard_size: int = typer.Option(4096, "--shard-size", help="Passages per encoded shard; a killed build resumes from the last finished shard."),
     batch_size: int = typer.Option(64, "--batch-size", help="Passages per encoder forward pass."),
