@@ -135,6 +135,47 @@ def test_eval_answers_refuses_a_users_folder_before_judging(users_folder, tmp_pa
     assert (users_folder / "results.json").is_file() and not (users_folder / "train.jsonl").exists()
 
 
+def test_overwrite_never_deletes_the_commands_own_inputs(tiny_corpus, users_folder, monkeypatch, capsys):
+    before = snapshot(users_folder)
+    qa = users_folder / "train.jsonl"
+    for args in (["train", "dpr", "--train", qa, "--passages", tiny_corpus["passages"], "--steps", 1],
+                 ["train", "stitched", "--index", tiny_corpus["passages"], "--generator", users_folder, "--train", qa],
+                 ["export", "--model", users_folder / "dev.jsonl", "--index", tiny_corpus["passages"]],
+                 ["index", "build", "--passages", qa, "--encoder", "bm25"],
+                 ["eval", "answers", "--answers", qa, "--judge", "lexical"],
+                 ["calibrate", "--judge", "lexical", "--labels", qa],
+                 ["compare", "--run", users_folder]):
+        code, _, err = run(monkeypatch, capsys, *args, "--out", users_folder, "--overwrite")
+        assert_one_line_error(code, err, str(users_folder), "holds --")
+        assert snapshot(users_folder) == before
+    out = users_folder / "questions.jsonl"  # swap's --out file on the questions it scores
+    out.write_text('{"id": "1"}\n')
+    code, _, err = run(monkeypatch, capsys, "swap", "--model", users_folder, "--index", users_folder, "--questions", out,
+                       "--out", out, "--overwrite")
+    assert_one_line_error(code, err, "--questions file")
+    assert out.read_text() == '{"id": "1"}\n'
+
+
+def test_the_working_directory_and_home_are_never_replaced(tiny_corpus, users_folder, tmp_path, monkeypatch, capsys):
+    before = snapshot(users_folder)
+    monkeypatch.chdir(users_folder)
+    for out in (".", users_folder, tmp_path):  # `.`, and the folder the shell is in or above it
+        code, _, err = run(monkeypatch, capsys, "world", "--out", out, "--entities", 40, "--overwrite")
+        assert_one_line_error(code, err, "working directory")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.chdir(empty)  # an empty `.` would be renamed away under the shell (and `.` has no name)
+    code, _, err = run(monkeypatch, capsys, "train", "dpr", "--train", tiny_corpus["qa"], "--passages",
+                       tiny_corpus["passages"], "--steps", 1, "--out", ".")
+    assert_one_line_error(code, err, "working directory")
+    assert list(empty.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["empty", "mine"]
+    monkeypatch.chdir(tmp_path.parent)
+    monkeypatch.setenv("HOME", str(users_folder))
+    code, _, err = run(monkeypatch, capsys, "world", "--out", users_folder, "--entities", 40, "--overwrite")
+    assert_one_line_error(code, err, "home folder")
+    assert snapshot(users_folder) == before
+
+
 def test_chunk_refuses_to_replace_a_file_without_overwrite(tmp_path, monkeypatch, capsys):
     docs = tmp_path / "docs.jsonl"
     docs.write_text(json.dumps({"id": "d", "title": "T", "text": "one two three"}) + "\n")

@@ -158,6 +158,15 @@ def test_damaged_weights_are_refused(tmp_path):
         P.load_generator(tmp_path / "g")
 
 
+@pytest.mark.parametrize("pair, message", [("d_model=0", "at least 1"), ("heads=3", "divisible"),
+                                           ("lr=nan", "finite"), ("mask_ratio=-1", "finite"), ("lr=0", "lr must be positive")])
+def test_bad_set_values_exit_2_before_training(pair, message, tmp_path):
+    r = subprocess.run([str(LEWISRAG), "pretrain", "--preset", "tiny", "--set", pair, "--out", str(tmp_path / "x")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.startswith("error: --set") and message in r.stderr, r.stderr
+    assert len(r.stderr.splitlines()) == 1 and not (tmp_path / "x").exists()
+
+
 def test_unknown_preset_exits_2(tmp_path):
     r = subprocess.run([str(LEWISRAG), "pretrain", "--preset", "huge", "--out", str(tmp_path / "x")],
                        capture_output=True, text=True, timeout=60)

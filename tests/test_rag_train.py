@@ -220,6 +220,22 @@ def test_bad_inputs_raise_before_writing(rag_inputs, tmp_path):
         check_config(make_config(rag_inputs, batch_size=3), processes=2)
 
 
+def test_overwrite_keeps_its_inputs_and_a_killed_overwrite_does_not_block_other_settings(rag_inputs, tmp_path):
+    from lewisrag.training.rag import train_rag
+
+    mine = tmp_path / "mine"
+    shutil.copytree(rag_inputs["world"], mine)
+    with pytest.raises(InputError, match="holds --train"):  # replacing mine/ would delete the training data
+        train_rag(replace(make_config(rag_inputs, steps=1), train=str(mine / "train.jsonl")), mine, overwrite=True)
+    with pytest.raises(InputError, match="--seed"):  # numpy's range, checked before the models load
+        train_rag(make_config(rag_inputs, steps=1, seed=-1), tmp_path / "new")
+    assert (mine / "train.jsonl").is_file() and not (tmp_path / "new").exists()
+    # the staging folder a killed --overwrite run left behind, made with other settings
+    train_rag(make_config(rag_inputs, steps=2, eval_every=2, save_every=1), tmp_path / ".mine.overwrite")
+    train_rag(make_config(rag_inputs, steps=1, eval_every=1), mine, overwrite=True)
+    assert len(log_lines(mine)) == 1 and sorted(p.name for p in tmp_path.iterdir()) == ["mine"]
+
+
 def test_cli_mismatched_encoder_is_exit_2(rag_inputs, tmp_path):
     index = tmp_path / "index"
     shutil.copytree(rag_inputs["index"], index)

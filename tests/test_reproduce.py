@@ -339,6 +339,13 @@ def test_tasks_must_be_known_and_include_qa(tmp_path):
         assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr and not (tmp_path / "x").exists()
 
 
+def test_a_seed_numpy_cannot_take_is_bad_input_before_any_stage(tmp_path):
+    for seed in ("-1", str(2**32)):
+        r = run_cli("reproduce", "--preset", "tiny", "--seed", seed, "--out", str(tmp_path / "x"))
+        assert r.returncode == 2 and "--seed" in r.stderr and "Traceback" not in r.stderr, r.stderr
+        assert len(r.stderr.splitlines()) == 1 and not (tmp_path / "x").exists()
+
+
 def test_unknown_preset_is_bad_input(tmp_path):
     r = run_cli("reproduce", "--preset", "huge", "--out", str(tmp_path / "x"))
     assert r.returncode == 2 and "unknown preset 'huge'" in r.stderr and not (tmp_path / "x").exists()

@@ -75,7 +75,8 @@ def answers(
         raise InputError("--recall-at", "cut-offs must be at least 1")
     if export is not None and export not in EXPORTS:
         raise InputError("--export", f"unknown format '{export}': use {', '.join(EXPORTS)}")
-    check_out_dir(out, KIND, overwrite=overwrite)  # before anything is judged
+    check_out_dir(out, KIND, overwrite=overwrite,  # before anything is judged
+                  inputs={"--answers": file, "--embedder": embedder, "--cache-dir": cache_dir})
     records = read_answers(file)  # every record is checked before anything is judged or written
     the_judge = judges.from_spec(judge, cache_dir=cache_dir, concurrency=concurrency, base_url=llm_base_url)
     if splitter == "atomic" and not hasattr(the_judge, "decompose"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import shlex
 from pathlib import Path
 
@@ -28,7 +29,14 @@ def parse_overrides(pairs: list[str]) -> dict:
         if not sep or key not in known or key in ("steps", "minutes", "seed", "lang"):
             raise InputError("--set", f"expected KEY=VALUE with KEY a PretrainConfig field (not steps/minutes/seed/lang), got {pair!r}")
         out[key] = _typed(key, value, known[key])
+        if key in AT_LEAST_ONE and out[key] < 1:
+            raise InputError("--set", f"{key} must be at least 1, got {out[key]}")
     return out
+
+
+# sizes a model or a step cannot be built with at 0 (the batch sizes may be 0: that objective is then off)
+AT_LEAST_ONE = {"vocab_size", "d_model", "encoder_layers", "decoder_layers", "heads", "ffn_dim", "max_source_length",
+                "max_target_length", "tokenizer_docs", "eval_size", "world_entities"}
 
 
 def _typed(key: str, value: str, annotation: str):
@@ -39,9 +47,12 @@ def _typed(key: str, value: str, annotation: str):
             if value.lower() not in ("true", "false"):
                 raise ValueError(value)
             return value.lower() == "true"
-        return (int if str(annotation).startswith("int") else float)(value)
+        number = (int if str(annotation).startswith("int") else float)(value)
     except ValueError:
         raise InputError("--set", f"{key}: cannot read {value!r} as {annotation}") from None
+    if not math.isfinite(number) or number < 0:  # no field takes NaN or a negative: a traceback mid-training else
+        raise InputError("--set", f"{key} must be a finite number, at least 0, got {value!r}")
+    return number
 
 
 def pretrain(
@@ -68,7 +79,12 @@ def pretrain(
         raise typer.BadParameter("give --steps or --minutes, not both")
     if lang not in ("en", "zh"):
         raise InputError("--lang", f"must be en or zh, got {lang!r}")
-    cfg = make_preset(preset, steps=steps, minutes=minutes, seed=seed, lang=lang, **parse_overrides(overrides or []))
+    try:
+        cfg = make_preset(preset, steps=steps, minutes=minutes, seed=seed, lang=lang, **parse_overrides(overrides or []))
+    except ValueError as e:  # PretrainConfig's own checks (d_model divisible by heads)
+        raise InputError("--set", str(e)) from None
+    if not (cfg.qa_batch_size or cfg.denoise_batch_size) or not cfg.lr > 0:
+        raise InputError("--set", "lr must be positive and qa_batch_size or denoise_batch_size at least 1")
     budget = ["--steps", str(cfg.steps)] if cfg.steps is not None else ["--minutes", str(cfg.minutes)]
     sets = [x for kv in overrides or [] for x in ("--set", kv)]
     langs = ["--lang", lang] if lang != "en" else []

@@ -33,6 +33,9 @@ def swap(
     fields = _ui.qa_fields(qa_fields)
     if out is not None:
         check_out_file(out, overwrite=overwrite)
+        for q in questions:  # --overwrite replaces an output, never the questions it is scored on
+            if not q.startswith("hf:") and Path(q).exists() and Path(q).resolve() == out.resolve():
+                raise InputError(out, "is a --questions file; choose another", field="--out")
 
     with _ui.progress() as p:
         result = swap_matrix(model, index, questions, swap=swap_encoder, num_beams=num_beams, max_length=max_length,

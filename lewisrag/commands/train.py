@@ -61,7 +61,9 @@ def dpr(
         raise InputError("--lr", f"must be positive, got {lr}")
     check_init(cfg)
     fields = _ui.qa_fields(qa_fields)
-    check_out_dir(out, KIND, overwrite=overwrite)  # before anything is read or trained
+    inputs = {"--train": train, "--passages": passages, "--init": init, "--init-question": init_question,
+              "--init-context": init_context}
+    check_out_dir(out, KIND, overwrite=overwrite, inputs=inputs)  # before anything is read or trained
     examples, docs = read_qa(train, fields), open_passages(passages)
     with _ui.progress() as p:
         task = p.add_task("training DPR", total=steps, info="")

@@ -59,10 +59,13 @@ def is_free(out: Path, kind: str) -> bool:
     return not out.exists() or is_ours(out, kind) or (out.is_dir() and not any(out.iterdir()))
 
 
-def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False, flag: str = "--out") -> Path:
+def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False, flag: str = "--out",
+                  inputs: dict[str, object] | None = None) -> Path:
     """Refuse an output folder that would destroy the user's files or that cannot be written.
 
-    Call it before any expensive work. Returns `out` as a Path.
+    `inputs` ({flag: path}) are the command's input files and folders: one inside an `out` that
+    already holds something would be deleted with it (or read half-rewritten), so it is refused,
+    `--overwrite` or not. Call it before any expensive work. Returns `out` as a Path.
     """
     out = Path(out)
     if out.exists() and not out.is_dir():
@@ -72,8 +75,35 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
         whose = f"holds a lewisrag {other}, not a {kind}" if other else "was not made by lewisrag"
         raise InputError(out, f"folder is not empty and {whose}; choose another or pass --overwrite to replace it",
                          field=flag)
+    if out.exists() and Path.cwd().resolve().is_relative_to(out.resolve()):
+        # a finished output replaces the folder by a rename: the shell would be left in a deleted folder
+        raise InputError(out, "holds the working directory, which an output never replaces; choose another "
+                         "(a new subfolder)", field=flag)
+    if out.is_dir() and any(out.iterdir()):
+        if not is_ours(out, kind):  # --overwrite: the whole folder goes once the new one is complete
+            _check_replaceable(out, flag)
+        check_inputs_outside(out, inputs or {}, flag)
     check_writable(out if out.is_dir() else out.parent, flag)
     return out
+
+
+def _check_replaceable(out: Path, flag: str) -> None:
+    """Refuse to replace `/` or the home folder, even with --overwrite: `--out ~` is far more often a
+    slip than a wish to lose everything there."""
+    where = out.resolve()
+    if where == Path(where.anchor) or where == Path.home().resolve():
+        raise InputError(out, "is the root or home folder, which --overwrite never replaces; choose another", field=flag)
+
+
+def check_inputs_outside(out: str | os.PathLike, inputs: dict[str, object], flag: str = "--out") -> None:
+    """Refuse an input (`{flag: path}`; None and `hf:` specs are skipped) that is `out` or lies inside it."""
+    where = Path(out).resolve()
+    for name, path in inputs.items():
+        if path is None or str(path).startswith("hf:") or not Path(path).exists():
+            continue
+        if Path(path).resolve().is_relative_to(where):
+            raise InputError(out, f"holds {name} {path}, which writing here would destroy; choose another",
+                             field=flag)
 
 
 def check_out_file(out: str | os.PathLike, *, overwrite: bool = False, flag: str = "--out") -> Path:
@@ -113,6 +143,7 @@ def replace_dir(src: Path, dst: Path) -> None:
 
     A kill between the renames leaves the old folder at `.NAME.old`, which `existing()` finds.
     """
+    src, dst = Path(os.path.abspath(src)), Path(os.path.abspath(dst))  # `.` and `..` have no name to rename by
     if dst.exists() and not dst.is_dir():
         raise InputError(dst, "exists and is not a folder (it is left as it is)")
     old = _old(dst)
@@ -141,7 +172,7 @@ def staged_dir(path: str | os.PathLike, kind: str | None = None) -> Iterator[Pat
 
     With a `kind`, the new folder is marked as lewisrag's output of that kind.
     """
-    target = Path(path)
+    target = Path(os.path.abspath(path))  # `.` and `..` have no name to stage beside
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp.", dir=target.parent))
     os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; outputs should get the usual mode

@@ -319,7 +319,7 @@ def compare_run(run: str | os.PathLike, out: str | os.PathLike, names=SYSTEMS, d
     (recorded as config.lang when it is not English)."""
     messages(lang)  # an unknown language fails before anything is read
     generator = check_options(generator) if generator is not None else None  # flags first: nothing read yet
-    run, out = Path(run), check_out_dir(out, KIND, overwrite=overwrite)
+    run, out = Path(run), check_out_dir(out, KIND, overwrite=overwrite, inputs={"--run": run, "--questions": data})
     data = Path(data) if data else run / "world" / "eval.jsonl"
     check_systems(run, names, generator)
     test, eval_examples = read_qa(run / "world" / "test.jsonl"), read_qa(data, qa_fields)  # all input read before any model

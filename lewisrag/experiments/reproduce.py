@@ -30,7 +30,7 @@ import os
 import platform
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 
 import psutil
@@ -110,7 +110,11 @@ def reproduce(
     if preset.hub:
         read = prepare(assets, preset.hub)  # every flag, path and file, before the run folder is made
 
-    out = check_out_dir(out, KIND, overwrite=overwrite)
+    if not 0 <= seed < 2**32:  # numpy's seed range; else a traceback after the first stages
+        raise InputError("--seed", f"must be between 0 and 2**32 - 1, got {seed}")
+    given = {} if assets is None or resume else {"--" + f.name.replace("_", "-"): getattr(assets, f.name)
+                                                 for f in fields(assets) if isinstance(getattr(assets, f.name), str)}
+    out = check_out_dir(out, KIND, overwrite=overwrite, inputs=given)
     run = out if is_free(out, KIND) else out.with_name(f".{out.name}.overwrite")
     threads = run_threads(preset, run, resume)
     with torch_threads(threads):

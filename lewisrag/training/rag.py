@@ -36,6 +36,8 @@ Output directory:
 from __future__ import annotations
 
 import contextlib
+import glob
+import hashlib
 import json
 import math
 import os
@@ -53,7 +55,7 @@ from accelerate import Accelerator
 from accelerate.state import AcceleratorState
 
 from lewisrag.data.io import InputError, atomic_path, read_json, write_json
-from lewisrag.data.outputs import check_out_dir, existing, mark, replace_dir
+from lewisrag.data.outputs import check_inputs_outside, check_out_dir, existing, is_ours, mark, replace_dir
 from lewisrag.data.records import QAExample
 from lewisrag.index.shared import NodeSearch
 from lewisrag.rag_model.answering import answer_questions
@@ -162,16 +164,29 @@ def train_rag(cfg: RagTrainConfig, out: str | os.PathLike, resume: bool = False,
 
     `out` must be missing or empty, or (with `resume`) a run of this kind. With `overwrite`, a
     non-empty `out` is replaced by the new run when it has finished: training happens in a hidden
-    sibling folder that every process names alike, and a killed run is resumed there.
+    sibling folder that every process names alike (after the config), and a killed run is resumed there.
     """
     out = Path(out)
-    if not overwrite or resume or not (out.is_dir() and any(out.iterdir())):
+    if not 0 <= cfg.seed < 2**32:  # numpy's seed range: else a traceback once the models have loaded
+        raise InputError("--seed", f"must be between 0 and 2**32 - 1, got {cfg.seed}")
+    filled = out.is_dir() and any(out.iterdir())
+    if filled and not resume:  # replaced or refused, but never with the run's own inputs inside
+        check_inputs_outside(out, {"--index": cfg.index, "--encoder": cfg.encoder, "--context-encoder": cfg.context_encoder,
+                                   "--generator": cfg.generator, "--train": cfg.train, "--dev": cfg.dev})
+    if not overwrite or resume or not filled:
         return _train_rag(cfg, out, resume, on_progress)
     check_out_dir(out, KIND, overwrite=True)
-    staging = out.with_name(f".{out.name}.overwrite")
+    # named by the config: a killed run is resumed there by the same command, and one with other
+    # settings starts afresh beside it instead of failing as a --resume with a different config
+    digest = hashlib.sha256(json.dumps(asdict(cfg), sort_keys=True).encode()).hexdigest()[:12]
+    where = Path(os.path.abspath(out))  # `.` has no name to put the staging folder beside
+    staging = where.with_name(f".{where.name}.overwrite-{digest}")
     summary = _train_rag(cfg, staging, staging.exists(), on_progress)
     if summary["main"]:
-        replace_dir(staging, out)
+        replace_dir(staging, where)
+        for stale in where.parent.glob(f".{glob.escape(where.name)}.overwrite*"):  # killed runs with other settings
+            if is_ours(stale, KIND):
+                shutil.rmtree(stale, ignore_errors=True)
     return {**summary, "out": str(out)}
 
 

@@ -176,7 +176,9 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
         raise InputError("--n-docs/--steps/--batch-size", "must all be at least 1")
     if cfg.gold_position not in ("random", "retrieved"):
         raise InputError("--gold-position", f"must be random or retrieved, got '{cfg.gold_position}'")
-    check_out_dir(out, KIND, overwrite=overwrite)
+    inputs = {"--index": cfg.index, "--generator": cfg.generator, "--train": cfg.train,
+              "--encoder": cfg.encoder or None, "--context-encoder": cfg.context_encoder or None}
+    check_out_dir(out, KIND, overwrite=overwrite, inputs=inputs)
     retriever = open_retriever(cfg.index, cfg.encoder or None, context_encoder=cfg.context_encoder or None)
     examples = training_examples(of_kinds(read_qa(cfg.train, cfg.qa_fields), cfg.train_kinds), retriever,
                                  {p.id: p for p in retriever.index.passages}, cfg.k)
