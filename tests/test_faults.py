@@ -156,6 +156,21 @@ def test_overwrite_never_deletes_the_commands_own_inputs(tiny_corpus, users_fold
     assert out.read_text() == '{"id": "1"}\n'
 
 
+def test_a_rerun_that_replaces_its_output_keeps_a_file_the_user_added(tiny_corpus, tmp_path, monkeypatch, capsys):
+    """An index (like a checkpoint) is replaced whole by a rerun: a file put in its folder since
+    the build is refused by name instead of lost, and --overwrite is the way to say it may go."""
+    out = tmp_path / "idx"
+    build = ["index", "build", "--passages", tiny_corpus["passages"], "--encoder", "bm25", "--out", out]
+    assert run(monkeypatch, capsys, *build)[0] == 0
+    assert "manifest.json" in json.loads((out / ".lewisrag").read_text())["files"]
+    assert run(monkeypatch, capsys, *build)[0] == 0  # a plain rerun over lewisrag's own files
+    (out / "notes.txt").write_text("mine")
+    code, _, err = run(monkeypatch, capsys, *build)
+    assert_one_line_error(code, err, "'notes.txt'", "lewisrag did not write")
+    assert (out / "notes.txt").read_text() == "mine"
+    assert run(monkeypatch, capsys, *build, "--overwrite")[0] == 0 and not (out / "notes.txt").exists()
+
+
 def test_the_working_directory_and_home_are_never_replaced(tiny_corpus, users_folder, tmp_path, monkeypatch, capsys):
     before = snapshot(users_folder)
     monkeypatch.chdir(users_folder)

@@ -22,7 +22,7 @@ def export(
     from lewisrag.data.outputs import check_out_dir
     from lewisrag.experiments.export import KIND, export_rag
 
-    check_out_dir(out, KIND, overwrite=overwrite, inputs={"--model": model, "--index": index})  # before anything is loaded
+    check_out_dir(out, KIND, overwrite=overwrite, inputs={"--model": model, "--index": index}, replaces=True)  # before anything is loaded
     summary = export_rag(model, index, out, swap=swap)
     if as_json:
         _ui.print_json(summary.to_dict())

@@ -48,7 +48,7 @@ def build(
     for flag, given in dense_only.items():
         if given and encoder == "bm25":  # not ignored in silence: the user meant a dense index
             raise InputError(flag, "applies to dense indexes: give a DPR checkpoint or DPRContextEncoder folder as --encoder")
-    check_out_dir(out, KIND, overwrite=overwrite,  # before the passages are read
+    check_out_dir(out, KIND, overwrite=overwrite, replaces=True,  # before the passages are read
                   inputs={"--passages": passages, "--encoder": None if encoder == "bm25" else encoder})
     with _ui.console.status(f"reading {passages}"):
         docs = open_passages(passages)

@@ -63,7 +63,7 @@ def dpr(
     fields = _ui.qa_fields(qa_fields)
     inputs = {"--train": train, "--passages": passages, "--init": init, "--init-question": init_question,
               "--init-context": init_context}
-    check_out_dir(out, KIND, overwrite=overwrite, inputs=inputs)  # before anything is read or trained
+    check_out_dir(out, KIND, overwrite=overwrite, inputs=inputs, replaces=True)  # before anything is read or trained
     examples, docs = read_qa(train, fields), open_passages(passages)
     with _ui.progress() as p:
         task = p.add_task("training DPR", total=steps, info="")

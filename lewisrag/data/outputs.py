@@ -41,6 +41,16 @@ def made_by(path: str | os.PathLike) -> str | None:
     return kind if isinstance(kind, str) else None
 
 
+def written_files(path: str | os.PathLike) -> list[str] | None:
+    """The names lewisrag wrote into the folder at `path`, as its marker lists them; None when the
+    marker lists none (written before markers did, or written in place)."""
+    try:
+        files = json.loads((Path(path) / MARKER).read_text(encoding="utf-8")).get("files")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return [f for f in files if isinstance(f, str)] if isinstance(files, list) else None
+
+
 def is_ours(path: str | os.PathLike, kind: str) -> bool:
     """Whether lewisrag wrote an output of this `kind` into the folder at `path`."""
     return made_by(path) == kind
@@ -60,12 +70,15 @@ def is_free(out: Path, kind: str) -> bool:
 
 
 def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False, flag: str = "--out",
-                  inputs: dict[str, object] | None = None) -> Path:
+                  inputs: dict[str, object] | None = None, replaces: bool = False) -> Path:
     """Refuse an output folder that would destroy the user's files or that cannot be written.
 
     `inputs` ({flag: path}) are the command's input files and folders: one inside an `out` that
     already holds something would be deleted with it (or read half-rewritten), so it is refused,
-    `--overwrite` or not. Call it before any expensive work. Returns `out` as a Path.
+    `--overwrite` or not. `replaces`: the command replaces an earlier output of its kind whole (an
+    index, a checkpoint), so a file the user put in that folder since is refused, unless
+    `--overwrite`; the folder's marker lists what lewisrag wrote there. Call it before any
+    expensive work. Returns `out` as a Path.
     """
     out = Path(out)
     if out.exists() and not out.is_dir():
@@ -75,6 +88,11 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
         whose = f"holds a lewisrag {other}, not a {kind}" if other else "was not made by lewisrag"
         raise InputError(out, f"folder is not empty and {whose}; choose another or pass --overwrite to replace it",
                          field=flag)
+    if replaces and not overwrite and is_ours(out, kind):
+        added = sorted(set(os.listdir(out)) - {MARKER} - set(written_files(out) or os.listdir(out)))
+        if added:  # a folder marked before markers listed files: nothing is known to be the user's
+            raise InputError(out, f"holds {added[0]!r}, which lewisrag did not write there and a rerun would "
+                             "lose; move it away or pass --overwrite", field=flag)
     if out.exists() and Path.cwd().resolve().is_relative_to(out.resolve()):
         # a finished output replaces the folder by a rename: the shell would be left in a deleted folder
         raise InputError(out, "holds the working directory, which an output never replaces; choose another "
@@ -139,11 +157,16 @@ def check_writable(folder: Path, flag: str = "--out") -> None:
 
 
 def replace_dir(src: Path, dst: Path) -> None:
-    """Move the finished folder `src` onto `dst`, atomically replacing an old `dst`.
+    """Move the finished folder `src` onto `dst`, atomically replacing an old `dst`. A marked `src`
+    gets the list of its files in its marker (`written_files`), so that a later rerun can tell them
+    from files the user adds.
 
     A kill between the renames leaves the old folder at `.NAME.old`, which `existing()` finds.
     """
     src, dst = Path(os.path.abspath(src)), Path(os.path.abspath(dst))  # `.` and `..` have no name to rename by
+    if made_by(src) is not None:
+        marker = json.loads((src / MARKER).read_text(encoding="utf-8"))
+        write_json(src / MARKER, {**marker, "files": sorted(set(os.listdir(src)) - {MARKER})})
     if dst.exists() and not dst.is_dir():
         raise InputError(dst, "exists and is not a folder (it is left as it is)")
     old = _old(dst)

@@ -18,7 +18,6 @@ refused rather than misread.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
@@ -29,7 +28,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from lewisrag.data.io import InputError, read_json, write_json, write_text
-from lewisrag.data.outputs import MARKER, check_out_dir, is_ours, staged_dir
+from lewisrag.data.outputs import MARKER, check_out_dir, is_ours, staged_dir, written_files
 from lewisrag.data.records import CATEGORIES
 from lewisrag.eval import claims
 from lewisrag.eval.records import json_token, non_finite
@@ -307,12 +306,7 @@ def _record_files(folder: Path, kind: str, names: list[str]) -> None:
 
 
 def _recorded_files(folder: Path) -> list[str]:
-    """The files the run in `folder` wrote, as its marker lists them; none for a run written before
-    markers listed them (nothing is then known to be stale)."""
-    try:
-        files = json.loads((folder / MARKER).read_text(encoding="utf-8")).get("files")
-    except (OSError, ValueError, AttributeError):
-        return []
-    if not isinstance(files, list):
-        return []
-    return [f for f in files if isinstance(f, str) and f and f not in (".", "..", MARKER) and "/" not in f and "\\" not in f]
+    """The files the run in `folder` wrote, as its marker lists them (`outputs.written_files`); none
+    for a run written before markers listed them (nothing is then known to be stale). Only plain
+    names: a marker edited to name a path outside the folder deletes nothing there."""
+    return [f for f in written_files(folder) or [] if f and f not in (".", "..", MARKER) and "/" not in f and "\\" not in f]

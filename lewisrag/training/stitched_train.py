@@ -178,7 +178,7 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
         raise InputError("--gold-position", f"must be random or retrieved, got '{cfg.gold_position}'")
     inputs = {"--index": cfg.index, "--generator": cfg.generator, "--train": cfg.train,
               "--encoder": cfg.encoder or None, "--context-encoder": cfg.context_encoder or None}
-    check_out_dir(out, KIND, overwrite=overwrite, inputs=inputs)
+    check_out_dir(out, KIND, overwrite=overwrite, inputs=inputs, replaces=True)
     retriever = open_retriever(cfg.index, cfg.encoder or None, context_encoder=cfg.context_encoder or None)
     examples = training_examples(of_kinds(read_qa(cfg.train, cfg.qa_fields), cfg.train_kinds), retriever,
                                  {p.id: p for p in retriever.index.passages}, cfg.k)
