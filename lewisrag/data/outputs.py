@@ -6,6 +6,10 @@ A command never destroys what the user did not make:
   holds the marker file `.lewisrag` naming that kind: an index build never replaces a world or a
   training run); a folder holding anything else is refused (exit 2, naming it) unless
   `--overwrite` is given, and then the old folder is replaced only once the new one is complete;
+- an output replaced whole by a rerun (an index, a checkpoint) lists in its marker what lewisrag
+  wrote there; a file the user added since is refused by name (exit 2), not lost, unless
+  `--overwrite`; and no `--out` that holds the command's own inputs, the working directory, `/`
+  or the home folder is ever replaced;
 - an existing file where a folder is expected is an error, and is never renamed or removed;
 - a file output (`chunk --out passages.jsonl`) replaces an existing file only with `--overwrite`.
 
