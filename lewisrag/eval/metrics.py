@@ -116,7 +116,7 @@ def answer_relevancy(
 
     Each cosine is clipped to [0, 1] (a negative cosine means unrelated, not "less than
     unrelated"), so the score lies in [0, 1]. It is 0 only if every generated question was marked
-    noncommittal: some evasive questions cost nothing (ragas gives 0 when any one is). NaN if
+    noncommittal: some evasive questions cost nothing, as in ragas 0.4.3 (legacy and collections). NaN if
     nothing was generated.
 
     >>> vec = {"登录密码错误返回什么？": [1.0, 0.0], "What does login return?": [0.6, 0.8], "注册": [-1.0, 0.0]}
