@@ -156,6 +156,28 @@ def test_overwrite_never_deletes_the_commands_own_inputs(tiny_corpus, users_fold
     assert out.read_text() == '{"id": "1"}\n'
 
 
+def test_a_refusal_that_overwrite_cannot_lift_does_not_suggest_it(tiny_corpus, users_folder, tmp_path, monkeypatch,
+                                                                    capsys):
+    """Without --overwrite, an --out holding the command's own input (or the working directory, or
+    home) used to be answered "pass --overwrite to replace it", and --overwrite then only led to a
+    second refusal: the message names the refusal that stands instead."""
+    before = snapshot(users_folder)
+    qa = users_folder / "train.jsonl"
+    code, _, err = run(monkeypatch, capsys, "eval", "answers", "--answers", qa, "--judge", "lexical",
+                       "--out", users_folder)
+    assert_one_line_error(code, err, "holds --answers")
+    assert "--overwrite" not in err
+    monkeypatch.chdir(users_folder)
+    code, _, err = run(monkeypatch, capsys, "world", "--out", users_folder, "--entities", 40)
+    assert_one_line_error(code, err, "working directory")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(users_folder))
+    code, _, err = run(monkeypatch, capsys, "world", "--out", users_folder, "--entities", 40)
+    assert_one_line_error(code, err, "home folder")
+    assert "pass --overwrite" not in err
+    assert snapshot(users_folder) == before
+
+
 def test_a_rerun_that_replaces_its_output_keeps_a_file_the_user_added(tiny_corpus, tmp_path, monkeypatch, capsys):
     """An index (like a checkpoint) is replaced whole by a rerun: a file put in its folder since
     the build is refused by name instead of lost, and --overwrite is the way to say it may go."""

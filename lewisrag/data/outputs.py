@@ -87,6 +87,16 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise InputError(out, "exists and is not a folder (it is left as it is); choose another", field=flag)
+    # The refusals that --overwrite cannot lift come first, so that no message suggests a flag
+    # that would only lead to another refusal.
+    if out.exists() and Path.cwd().resolve().is_relative_to(out.resolve()):
+        # a finished output replaces the folder by a rename: the shell would be left in a deleted folder
+        raise InputError(out, "holds the working directory, which an output never replaces; choose another "
+                         "(a new subfolder)", field=flag)
+    if out.is_dir() and any(out.iterdir()):
+        if not is_ours(out, kind):  # --overwrite: the whole folder goes once the new one is complete
+            _check_replaceable(out, flag)
+        check_inputs_outside(out, inputs or {}, flag)
     if not overwrite and not is_free(out, kind):
         other = made_by(out)
         whose = f"holds a lewisrag {other}, not a {kind}" if other else "was not made by lewisrag"
@@ -97,14 +107,6 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
         if added:  # a folder marked before markers listed files: nothing is known to be the user's
             raise InputError(out, f"holds {added[0]!r}, which lewisrag did not write there and a rerun would "
                              "lose; move it away or pass --overwrite", field=flag)
-    if out.exists() and Path.cwd().resolve().is_relative_to(out.resolve()):
-        # a finished output replaces the folder by a rename: the shell would be left in a deleted folder
-        raise InputError(out, "holds the working directory, which an output never replaces; choose another "
-                         "(a new subfolder)", field=flag)
-    if out.is_dir() and any(out.iterdir()):
-        if not is_ours(out, kind):  # --overwrite: the whole folder goes once the new one is complete
-            _check_replaceable(out, flag)
-        check_inputs_outside(out, inputs or {}, flag)
     check_writable(out if out.is_dir() else out.parent, flag)
     return out
 
