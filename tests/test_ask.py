@@ -65,3 +65,15 @@ def test_cli_json_and_tables(rag_inputs, trained_rag):  # noqa: F811
 def test_cli_bad_model_is_exit_2(rag_inputs, tmp_path):  # noqa: F811
     r = run_cli("ask", "--model", str(tmp_path), "--index", str(rag_inputs["index"]), "Who?")
     assert r.returncode == 2 and "rag.json" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_reproduce_run_folder_names_its_models(tmp_path):
+    from lewisrag.data.io import InputError
+    from lewisrag.training.checkpoint import resolve_model_dir
+
+    for name in ("rag_token", "rag_sequence"):
+        (tmp_path / name / "best").mkdir(parents=True)
+        (tmp_path / name / "best" / "rag.json").write_text("{}")
+    with pytest.raises(InputError, match="a reproduce run holds its models in") as e:
+        resolve_model_dir(tmp_path)
+    assert f"{tmp_path}/rag_sequence" in str(e.value) and f"{tmp_path}/rag_token" in str(e.value)

@@ -62,4 +62,4 @@ def _render(r: dict) -> None:
     title = f"judge {r['judge']['name']} {str(r['judge']['fingerprint'])[:12]} on {r['labels']} ({r['confidence']:.0%} Wilson intervals)"
     _ui.out.print(_ui.table(title, ["measure", "value"], summary))
     rows = [[d["id"], d["kind"], d["human"], d["judge"], d["reason"], d["hypothesis"]] for d in r["disagreements"]]
-    _ui.out.print(_ui.table(f"{len(rows)} disagreements", ["id", "kind", "human", "judge", "reason", "statement"], rows))
+    _ui.out.print(_ui.table(f"{len(rows)} disagreement{'' if len(rows) == 1 else 's'}", ["id", "kind", "human", "judge", "reason", "statement"], rows))

@@ -219,7 +219,10 @@ def resolve_model_dir(path: str | os.PathLike) -> Path:
     for candidate in (p, p / "best", p / "final"):
         if (candidate / "rag.json").is_file() or _is_hf_rag(candidate):
             return candidate
-    raise InputError(p, "not a RAG model: no rag.json here nor in best/ or final/ (train one with `lewisrag train rag`)")
+    runs = [d.name for d in sorted(p.glob("rag_*")) if (d / "best" / "rag.json").is_file() or (d / "final" / "rag.json").is_file()]
+    hint = (f"a reproduce run holds its models in {', '.join(f'{p}/{r}' for r in runs)}" if runs
+            else "train one with `lewisrag train rag`")
+    raise InputError(p, f"not a RAG model: no rag.json here nor in best/ or final/ ({hint})")
 
 
 def _is_hf_rag(p: Path) -> bool:
