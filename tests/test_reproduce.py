@@ -429,3 +429,17 @@ def test_threads_auto_counts_idle_cpus_and_a_resumed_run_keeps_its_count(tmp_pat
     (tmp_path / "config.json").write_text(json.dumps({"threads": 7}))
     assert run_threads(auto, tmp_path, resume=True) == 7  # recorded at the start, kept on resume
     assert run_threads(PRESETS["tiny"], tmp_path, resume=True) == 1  # a preset's fixed count wins
+
+
+def test_a_second_run_into_the_same_folder_is_refused(tmp_path):
+    """Two reproductions writing one folder would mix their stages' files: the second is refused
+    while the first holds it (a kernel lock on the folder: a killed run leaves nothing behind)."""
+    from lewisrag.data.outputs import exclusive
+
+    out = tmp_path / "run"
+    with exclusive(out):
+        with pytest.raises(InputError, match="another lewisrag process is writing here") as e:
+            reproduce(PRESETS["tiny"], out)
+    assert e.value.source == str(out) and list(out.iterdir()) == []
+    with exclusive(out):  # released with the first holder
+        pass

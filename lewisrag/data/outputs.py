@@ -196,6 +196,35 @@ def existing(path: str | os.PathLike) -> Path | None:
 
 
 @contextlib.contextmanager
+def exclusive(folder: str | os.PathLike, flag: str = "--out") -> Iterator[None]:
+    """Hold `folder` (created if needed) for this process: a second lewisrag process that would
+    write there is refused (exit 2) instead of interleaving its files with this one's. The lock is
+    the kernel's (flock on the folder itself, no lock file), so a killed run leaves none behind."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock to take
+        fcntl = None
+    folder = Path(folder)
+    created = not folder.exists()
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        if fcntl is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise InputError(folder, "another lewisrag process is writing here; wait for it to end or choose "
+                                 "another", field=flag) from None
+        yield
+    except BaseException:
+        if created and not any(folder.iterdir()):  # refused before anything was written: nothing left behind
+            folder.rmdir()
+        raise
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
 def staged_dir(path: str | os.PathLike, kind: str | None = None) -> Iterator[Path]:
     """Yield a temporary folder beside `path`; it replaces `path` only if the block succeeds.
 

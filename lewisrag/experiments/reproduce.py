@@ -37,7 +37,7 @@ import psutil
 
 from lewisrag import __version__
 from lewisrag.data.io import InputError, read_json, write_json
-from lewisrag.data.outputs import check_out_dir, is_free, mark, replace_dir
+from lewisrag.data.outputs import check_out_dir, exclusive, is_free, mark, replace_dir
 from lewisrag.data.records import read_passages, read_qa
 from lewisrag.data.tasks import statement_queries
 from lewisrag.data.threads import torch_threads
@@ -117,7 +117,7 @@ def reproduce(
     out = check_out_dir(out, KIND, overwrite=overwrite, inputs=given)
     run = out if is_free(out, KIND) else out.with_name(f".{out.name}.overwrite")
     threads = run_threads(preset, run, resume)
-    with torch_threads(threads):
+    with exclusive(run), torch_threads(threads):  # two runs into one folder would mix their stages' files
         if preset.hub:
             results = _finish(run, *run_base(preset, run, seed, resume, threads, assets, read, _run_stage, on_stage,
                                              on_progress, lang), on_stage)
