@@ -103,8 +103,9 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
         raise InputError(out, f"folder is not empty and {whose}; choose another or pass --overwrite to replace it",
                          field=flag)
     if replaces and not overwrite and is_ours(out, kind):
+        # a folder marked before markers listed files: nothing in it is known to be the user's
         added = sorted(set(os.listdir(out)) - {MARKER} - set(written_files(out) or os.listdir(out)))
-        if added:  # a folder marked before markers listed files: nothing is known to be the user's
+        if added:
             raise InputError(out, f"holds {added[0]!r}, which lewisrag did not write there and a rerun would "
                              "lose; move it away or pass --overwrite", field=flag)
     check_writable(out if out.is_dir() else out.parent, flag)
