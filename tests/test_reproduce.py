@@ -443,3 +443,22 @@ def test_a_second_run_into_the_same_folder_is_refused(tmp_path):
     assert e.value.source == str(out) and list(out.iterdir()) == []
     with exclusive(out):  # released with the first holder
         pass
+
+
+def test_a_plain_rerun_into_a_run_folder_says_it_recomputes(tmp_path, monkeypatch, capsys):
+    import lewisrag.experiments.reproduce as R
+    from conftest import run_main
+    from lewisrag.data.outputs import mark
+
+    mark(tmp_path / "run", R.KIND)
+    seen = []
+
+    def stop(*a, **kw):
+        seen.append(kw.get("resume"))
+        raise InputError("stand-in", "stopped here")
+
+    monkeypatch.setattr(R, "reproduce", stop)
+    code, _, err = run_main(monkeypatch, capsys, "reproduce", "--preset", "tiny", "--out", tmp_path / "run")
+    assert code == 2 and "every stage runs again (--resume keeps the finished ones)" in err and seen
+    code, _, err = run_main(monkeypatch, capsys, "reproduce", "--preset", "tiny", "--out", tmp_path / "run", "--resume")
+    assert code == 2 and "every stage runs again" not in err

@@ -101,6 +101,12 @@ def reproduce(
 
             raise InputError(given[0], f"only --preset base takes {', '.join(given)}")
 
+    from lewisrag.data.outputs import made_by
+    from lewisrag.experiments.reproduce import KIND
+
+    if made_by(out) == KIND and not resume and not overwrite:  # a slip costs the whole run's time
+        typer.echo(f"note: {out} holds a reproduction; every stage runs again (--resume keeps the finished ones)", err=True)
+
     def on_stage(name: str, event: str, result: dict) -> None:
         if event == "skipped":
             _ui.console.print(f"[dim]{name}: done before, skipped (--resume)[/dim]")
