@@ -85,6 +85,12 @@ def test_ceiling_metrics_are_read_and_checked(tmp_path):
     assert (e.value.line, e.value.field) == (7, "records[6].metrics.exact_match")
 
 
+def _config(tmp_path, toml: str):
+    path = tmp_path / "gate.toml"
+    path.write_text(toml, encoding="utf-8")
+    return path
+
+
 @pytest.mark.parametrize(("toml", "field"), [
     ('[tier3]\nmetrics = ["faithfulnes"]\n', "tier3.metrics"),
     ('[tier3]\nmetrics = ["recall_at_k"]\n', "tier3.metrics"),
@@ -93,10 +99,8 @@ def test_ceiling_metrics_are_read_and_checked(tmp_path):
     ("[tier1]\nmax_new_unmeasurable = 0.5\n", "tier1.max_new_unmeasurable"),
 ])
 def test_config_names_only_metrics_with_a_declared_range(tmp_path, toml, field):
-    path = tmp_path / "gate.toml"
-    path.write_text(toml, encoding="utf-8")
     with pytest.raises(InputError) as e:
-        load_config(path)
+        load_config(_config(tmp_path, toml))
     assert e.value.field == field
 
 
@@ -125,8 +129,7 @@ def test_every_metric_the_packaged_gate_reads_has_a_range():
     ("seed = -1\n", "seed"),
 ])
 def test_a_threshold_out_of_its_range_exits_2_naming_it(tmp_path, toml, field):
-    path = tmp_path / "gate.toml"
-    path.write_text(toml, encoding="utf-8")
+    path = _config(tmp_path, toml)
     res = run_cli("gate", "--baseline", str(RUNS / "baseline"), "--candidate", str(RUNS / "hidden_regression"),
                   "--config", str(path))
     assert res.returncode == 2, res.stdout

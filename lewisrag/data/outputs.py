@@ -25,7 +25,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from lewisrag.data.io import InputError, _umask, write_json
@@ -46,13 +46,24 @@ def made_by(path: str | os.PathLike) -> str | None:
 
 
 def written_files(path: str | os.PathLike) -> list[str] | None:
-    """The names lewisrag wrote into the folder at `path`, as its marker lists them; None when the
-    marker lists none (written before markers did, or written in place)."""
+    """The names lewisrag wrote into the folder at `path`, as its marker lists them (`record_files`);
+    None when it lists none (written before markers did). Only plain names: a marker edited to
+    name a path outside the folder makes nothing there look like lewisrag's."""
     try:
         files = json.loads((Path(path) / MARKER).read_text(encoding="utf-8")).get("files")
     except (OSError, ValueError, AttributeError):
         return None
-    return [f for f in files if isinstance(f, str)] if isinstance(files, list) else None
+    if not isinstance(files, list):
+        return None
+    return [f for f in files if isinstance(f, str) and f not in ("", ".", "..", MARKER) and "/" not in f and "\\" not in f]
+
+
+def record_files(path: str | os.PathLike, names: Iterable[str] | None = None) -> None:
+    """List `names` (default: every name now there) in the marker of the marked folder at `path`
+    as what lewisrag wrote there."""
+    path = Path(path)
+    marker = json.loads((path / MARKER).read_text(encoding="utf-8"))
+    write_json(path / MARKER, {**marker, "files": sorted(set(os.listdir(path) if names is None else names) - {MARKER})})
 
 
 def is_ours(path: str | os.PathLike, kind: str) -> bool:
@@ -172,8 +183,7 @@ def replace_dir(src: Path, dst: Path) -> None:
     """
     src, dst = Path(os.path.abspath(src)), Path(os.path.abspath(dst))  # `.` and `..` have no name to rename by
     if made_by(src) is not None:
-        marker = json.loads((src / MARKER).read_text(encoding="utf-8"))
-        write_json(src / MARKER, {**marker, "files": sorted(set(os.listdir(src)) - {MARKER})})
+        record_files(src)
     if dst.exists() and not dst.is_dir():
         raise InputError(dst, "exists and is not a folder (it is left as it is)")
     old = _old(dst)

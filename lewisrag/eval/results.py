@@ -28,7 +28,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from lewisrag.data.io import InputError, read_json, write_json, write_text
-from lewisrag.data.outputs import MARKER, check_out_dir, is_ours, staged_dir, written_files
+from lewisrag.data.outputs import check_out_dir, is_ours, record_files, staged_dir, written_files
 from lewisrag.data.records import CATEGORIES
 from lewisrag.eval import claims
 from lewisrag.eval.records import json_token, non_finite
@@ -281,11 +281,9 @@ def write_run_dir(out: str | os.PathLike, kind: str, results: Results, *, report
         return more(d) if more else []
 
     if not is_ours(out, kind):  # new, empty, or replaced with --overwrite
-        with staged_dir(out, kind) as d:
-            written = write(d)
-            _record_files(d, kind, sorted(f.name for f in d.iterdir()))
-            return written
-    before = _recorded_files(out)
+        with staged_dir(out, kind) as d:  # its marker then lists the files (outputs.replace_dir)
+            return write(d)
+    before = written_files(out) or []  # none listed: a run from before markers did, nothing known stale
     with tempfile.TemporaryDirectory(prefix=f".{out.name}.tmp.", dir=out.parent) as tmp:
         written = write(Path(tmp))
         names = sorted(f.name for f in Path(tmp).iterdir())
@@ -297,16 +295,5 @@ def write_run_dir(out: str | os.PathLike, kind: str, results: Results, *, report
             shutil.rmtree(stale)
         elif stale.exists() or stale.is_symlink():
             stale.unlink()
-    _record_files(out, kind, names)
+    record_files(out, names)  # what this run wrote, not what the user added beside it
     return written
-
-
-def _record_files(folder: Path, kind: str, names: list[str]) -> None:
-    write_json(folder / MARKER, {"made_by": "lewisrag", "kind": kind, "files": [n for n in names if n != MARKER]})
-
-
-def _recorded_files(folder: Path) -> list[str]:
-    """The files the run in `folder` wrote, as its marker lists them (`outputs.written_files`); none
-    for a run written before markers listed them (nothing is then known to be stale). Only plain
-    names: a marker edited to name a path outside the folder deletes nothing there."""
-    return [f for f in written_files(folder) or [] if f and f not in (".", "..", MARKER) and "/" not in f and "\\" not in f]
