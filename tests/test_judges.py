@@ -41,6 +41,53 @@ def test_lexical_judge_chinese_and_english():
     assert "missing" in v[1].reason and "toast" in v[1].reason
 
 
+VALDORIA_ZH = "瓦尔多利亚的国家元首是塔姆。"
+
+
+def test_lexical_judge_chinese_name_needs_a_contiguous_match():
+    j = LexicalJudge()
+    # 亚 and 利 both occur in the premise (in 瓦尔多利亚), but "亚利" does not: the wrong name is rejected
+    wrong, right = j.judge([(VALDORIA_ZH, "国家元首是亚利"), (VALDORIA_ZH, "国家元首是塔姆")])
+    assert wrong == Verdict(False, "4/6 content tokens in premise (0.67 < 0.75); missing: 亚利")
+    assert right == Verdict(True, "6/6 content tokens in premise (1.00 ≥ 0.75)")
+    # the 元 of "金元" no longer counts because of 元首 (it did under single-character matching: 10/11);
+    # in so long a statement two wrong characters out of 11 still clear the threshold
+    long_wrong, long_right = j.judge([(VALDORIA_ZH, "瓦尔多利亚的国家元首是金元"), (VALDORIA_ZH, "瓦尔多利亚的国家元首是塔姆")])
+    assert long_wrong.reason == "9/11 content tokens in premise (0.82 ≥ 0.75); missing: 金元"
+    assert long_right == Verdict(True, "11/11 content tokens in premise (1.00 ≥ 0.75)")
+    # the English counterpart of the short statement is rejected too, as it always was
+    assert not j.judge([("The head of state is Tam.", "The head of state is Kim")])[0].supported
+
+
+def test_lexical_judge_chinese_paraphrase_single_characters_and_line_breaks():
+    j = LexicalJudge()
+    premise = "瓦尔多利亚的首都是卡斯隆，货币是瓦尔元。"
+    v = j.judge([
+        (premise, "瓦尔多利亚的货币是瓦尔元，首都是卡斯隆"),  # reordered two-character words: still supported
+        (VALDORIA_ZH, "塔姆是瓦尔多利亚的国家元首"),
+        ("错误码 E7 对应 HTTP 422", "E7 码 422"),  # an isolated character: supported by the character alone
+        ("错误码 E7 对应 HTTP 422", "E7 吗 422"),
+        ("瓦尔多利\n亚的国家元首是塔姆。", "瓦尔多利亚的国家元首是塔姆"),  # a line break inside a premise word
+    ])
+    assert [x.supported for x in v] == [True, True, True, False, True]
+    assert v[2].reason == "3/3 content tokens in premise (1.00 ≥ 0.75)"
+    assert v[3].reason == "2/3 content tokens in premise (0.67 < 0.75); missing: 吗"
+    assert v[4].reason == "11/11 content tokens in premise (1.00 ≥ 0.75)"
+
+
+def test_lexical_judge_english_unchanged_and_missing_in_statement_order():
+    j = LexicalJudge()
+    v = j.judge([
+        ("Login with a wrong password returns 422.", "Login returns 422"),
+        ("Login with a wrong password returns 422.", "The account is locked for 15 minutes"),
+        ("用户登录时密码错误，接口返回 422。", "前端弹出 toast"),
+    ])
+    assert v[0] == Verdict(True, "3/3 content tokens in premise (1.00 ≥ 0.75)")
+    assert v[1] == Verdict(False, "0/4 content tokens in premise (0.00 < 0.75); missing: account, locked, 15, minutes")
+    assert v[2] == Verdict(False, "0/5 content tokens in premise (0.00 < 0.75); missing: 前端弹出, toast")
+    assert LexicalJudge.version != "1"  # the rule changed: judge caches and fingerprints must not mix the two
+
+
 def test_label_judge_lookup_and_file_errors(tmp_path):
     path = tmp_path / "labels.jsonl"
     path.write_text(

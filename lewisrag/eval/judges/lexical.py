@@ -2,24 +2,36 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
 
 from lewisrag.eval.judges.base import Verdict, digest
 
 _WORD = re.compile(r"[a-z0-9]+(?:[.'][a-z0-9]+)*")
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+_CJK_CLASS = r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]"
+_CJK = re.compile(_CJK_CLASS)
+_CJK_RUN = re.compile(_CJK_CLASS + "+")
+_CJK_GAP = re.compile(rf"(?<={_CJK_CLASS})\s+(?={_CJK_CLASS})")  # whitespace between two CJK characters
 # Function words carry no claim; leaving them out keeps "the", "是", "的" from propping up a score.
 _STOP_EN = frozenset(
     "a an the is are was were be been being of to in on at by for with and or but not no it its this that these "
     "those as from into than then so if do does did has have had will would can could should may might must "
     "there their they he she we you i".split()
 )
-_STOP_ZH = frozenset("的了是在和与及或也就都而把被对向从之其这那个一有为以")
+_STOP_ZH_CHARS = "的了是在和与及或也就都而把被对向从之其这那个一有为以"
+_STOP_ZH = frozenset(_STOP_ZH_CHARS)
+
+
+def _fold(text: str) -> str:
+    """NFKC, lowercased, with whitespace between CJK characters removed (a line break inside a word joins it)."""
+    return _CJK_GAP.sub("", unicodedata.normalize("NFKC", text).lower())
 
 
 def content_tokens(text: str) -> list[str]:
     """Lowercased NFKC words and numbers, plus single CJK characters, without function words.
+
+    These are the units `LexicalJudge` counts (how it decides a CJK character is supported is its own rule).
 
     >>> content_tokens("The API returns HTTP 422.")
     ['api', 'returns', 'http', '422']
@@ -29,23 +41,48 @@ def content_tokens(text: str) -> list[str]:
     s = unicodedata.normalize("NFKC", text).lower()
     words = [w for w in _WORD.findall(s) if w not in _STOP_EN]
     chars = [c for c in _CJK.findall(s) if c not in _STOP_ZH]
-    # Keep words first, then characters: order only matters for the "missing" list in reasons.
-    return words + chars
+    return words + chars  # words first, then characters
+
+
+# Chinese support is written by hand rather than with a word segmenter: jieba is unmaintained, and any
+# segmenter's dictionary would miss the invented transliterated names the worlds are made of (塔姆, 瓦尔多利亚),
+# which are exactly what a statement gets wrong. Instead a character counts only inside a substring of at
+# least two characters that the premise holds contiguously: the classic dictionary-free CJK approach (Lucene's
+# CJK analyzer indexes overlapping character bigrams for the same reason).
+def _covered(run: str, premise: str) -> list[bool]:
+    """Which characters of a hypothesis CJK run lie inside a substring (length >= 2) of it found in the premise;
+    a run of one character is covered when that character occurs in the premise."""
+    if len(run) == 1:
+        return [run in premise]
+    cover = [False] * len(run)
+    for i in range(len(run) - 1):
+        j = i + 2
+        while j <= len(run) and run[i:j] in premise:  # the longest match from i covers every shorter one
+            j += 1
+        if j - 1 - i >= 2:
+            cover[i:j - 1] = [True] * (j - 1 - i)
+    return cover
 
 
 class LexicalJudge:
-    """Supported iff at least `threshold` of the hypothesis' content tokens occur in the premise.
+    """Supported iff at least `threshold` of the hypothesis' content units occur in the premise.
 
-    Content tokens are English/number words and single CJK characters (`content_tokens`); a
-    hypothesis with none cannot be judged (Verdict None). A cheap, deterministic floor for a real
-    judge: it cannot see negation or paraphrase.
+    Content units are English/number words and non-function CJK characters (`content_tokens`). A word
+    is supported when the premise has it; a CJK character only when it lies inside a run of two or more
+    of the statement's consecutive CJK characters that the premise holds contiguously (function
+    characters may be part of that run), or, standing alone between non-CJK text, when the premise has
+    it. So a wrong name cannot borrow its characters from elsewhere in the premise. A hypothesis with no
+    content units cannot be judged (Verdict None). A cheap, deterministic floor for a real judge: it
+    cannot see negation or paraphrase.
 
     >>> LexicalJudge().judge([("Login fails with HTTP 422.", "login returns 422"), ("登录失败返回 422", "弹出提示")])
-    [Verdict(supported=False, reason='2/3 content tokens in premise (0.67 < 0.75); missing: returns'), Verdict(supported=False, reason='0/4 content tokens in premise (0.00 < 0.75); missing: 弹, 出, 提, 示')]
+    [Verdict(supported=False, reason='2/3 content tokens in premise (0.67 < 0.75); missing: returns'), Verdict(supported=False, reason='0/4 content tokens in premise (0.00 < 0.75); missing: 弹出提示')]
+    >>> LexicalJudge().judge([("国家元首是塔姆。", "国家元首是首塔")])  # 首 and 塔 are in the premise, "首塔" is not
+    [Verdict(supported=False, reason='4/6 content tokens in premise (0.67 < 0.75); missing: 首塔')]
     """
 
     name = "lexical"
-    version = "1"  # bump when the tokenization or rule changes: it changes scores
+    version = "2"  # bump when the tokenization or rule changes: it changes scores (2: CJK needs a 2+ character match)
 
     def __init__(self, threshold: float = 0.75):
         if not 0.0 < threshold <= 1.0:
@@ -60,12 +97,27 @@ class LexicalJudge:
         return [self._one(p, h) for p, h in pairs]
 
     def _one(self, premise: str, hypothesis: str) -> Verdict:
-        hyp = content_tokens(hypothesis)
-        if not hyp:
+        p, h = _fold(premise), _fold(hypothesis)
+        words = {w for w in _WORD.findall(p) if w not in _STOP_EN}
+        units: list[tuple[int, bool, str]] = []  # (position, supported, what "missing" names)
+        for m in _WORD.finditer(h):
+            if m[0] not in _STOP_EN:
+                units.append((m.start(), m[0] in words, m[0]))
+        for m in _CJK_RUN.finditer(h):
+            run, cover = m[0], _covered(m[0], p)
+            i = 0
+            for uncovered, group in itertools.groupby(cover, key=lambda c: not c):
+                size = len(list(group))
+                # "missing" names a maximal stretch of uncovered characters, trimmed of function characters
+                name = run[i:i + size].strip(_STOP_ZH_CHARS) if uncovered else ""
+                units += [(m.start() + x, not uncovered, name) for x in range(i, i + size) if run[x] not in _STOP_ZH]
+                i += size
+        if not units:
             return Verdict(None, "no content tokens in the statement")
-        have = set(content_tokens(premise))
-        missing = [t for t in dict.fromkeys(hyp) if t not in have]
-        share = sum(t in have for t in hyp) / len(hyp)
+        units.sort(key=lambda u: u[0])
+        k, n = sum(ok for _, ok, _ in units), len(units)
+        missing = list(dict.fromkeys(name for _, ok, name in units if not ok))
+        share = k / n
         ok = share >= self.threshold
-        why = f"{sum(t in have for t in hyp)}/{len(hyp)} content tokens in premise ({share:.2f} {'≥' if ok else '<'} {self.threshold})"
+        why = f"{k}/{n} content tokens in premise ({share:.2f} {'≥' if ok else '<'} {self.threshold})"
         return Verdict(ok, why + (f"; missing: {', '.join(missing)}" if missing else ""))
