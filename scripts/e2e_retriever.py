@@ -35,7 +35,7 @@ from lewisrag.index.dense import DenseBuildConfig, DenseIndex, build_dense_index
 from lewisrag.index.search import open_retriever, retrieval_recall
 from lewisrag.rag_model.answering import answer_questions
 from lewisrag.scoring.qa import exact_match
-from lewisrag.scoring.retrieval import recall_rate
+from lewisrag.scoring.retrieval import hit_rate
 from lewisrag.training.checkpoint import load_trained
 from lewisrag.training.dpr import train_dpr
 from lewisrag.training.rag import train_rag
@@ -50,8 +50,8 @@ def measure(model_dir: Path, index_dir: Path, test, n_docs: int, max_length: int
     with torch.no_grad():
         for i in range(0, len(questions), 64):
             rows += model.retrieve(questions[i:i + 64], index, tokenizers, n_docs=5).passages
-    top1, _ = recall_rate([[p.id for p in ps[:1]] for ps in rows], gold)
-    top5, n = recall_rate([[p.id for p in ps[:5]] for ps in rows], gold)
+    top1, _ = hit_rate([[p.id for p in ps[:1]] for ps in rows], gold)
+    top5, n = hit_rate([[p.id for p in ps[:5]] for ps in rows], gold)
     answers = answer_questions(model, tokenizers, index, questions, n_docs=n_docs, max_length=max_length)
     em = sum(exact_match(a, q.answers) for a, q in zip(answers, test)) / len(test)
     return {"recall_at_1": top1 / n, "recall_at_5": top5 / n, "exact_match": em, "n": len(test)}
@@ -60,7 +60,7 @@ def measure(model_dir: Path, index_dir: Path, test, n_docs: int, max_length: int
 def dpr_recall(dpr_dir: Path, index_dir: Path, test) -> dict:
     """The weak DPR's own recall@1 and @5 on the test questions (the retriever before RAG training)."""
     r = retrieval_recall(open_retriever(index_dir, encoder=dpr_dir), test, (1, 5))
-    return {"recall_at_1": r["recall@1"], "recall_at_5": r["recall@5"], "n": r["n"]}
+    return {"recall_at_1": r["hit@1"], "recall_at_5": r["hit@5"], "n": r["n"]}  # DPR's top-k accuracy, as the recipe reports it
 
 
 def run(out: Path, preset_name: str, dpr_steps: int, rag_steps: int, lr: float, reindex_every: int, seed: int,

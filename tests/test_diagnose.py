@@ -98,6 +98,18 @@ def test_evaluate_answers_records_and_aggregates():
     assert "## Layers per question" in report_md.render_results(res)
 
 
+def test_a_multi_document_question_missing_one_gold_passage_fails_retrieval():
+    """recall@k is plain recall: one of two needed passages is 0.5, and the retrieval layer fails even
+    though the answer reads what it got faithfully."""
+    row = {"id": "two", "user_input": "登录和注册失败各返回什么？", "response": "登录失败返回 422 [1]。",
+           "retrieved_contexts": [{"id": "1", "title": "REQ", "text": "登录失败返回 422。"}, {"id": "7", "title": "BUG", "text": "无关"}],
+           "reference_statements": ["登录失败返回 422", "注册失败返回 409"], "gold_passage_ids": ["1", "2"], "category": "multi_doc"}
+    res = evaluate_answers([parse_answer(row, "answers.jsonl", 1, {})], FunctionJudge(lambda p, h: h.rstrip("。.") in p)).to_json()
+    rec = res["records"][0]
+    assert rec["metrics"]["recall_at_k"] == {"1": 0.5, "5": 0.5, "10": 0.5} and rec["metrics"]["faithfulness"] == 1.0
+    assert rec["diagnosis"]["layers"]["retrieval"] == "fail" and rec["diagnosis"]["primary"] == "retrieval"
+
+
 def test_evaluate_answers_is_deterministic_and_atomic_needs_decompose():
     a, b = evaluate_answers(_records(), LexicalJudge()).to_json(), evaluate_answers(_records(), LexicalJudge()).to_json()
     assert json.dumps(a) == json.dumps(b)

@@ -55,6 +55,26 @@ def test_bm25_finds_names(tiny_corpus, tmp_path):
     assert retrieval_recall(open_retriever(tmp_path / "bm25"), qa, ks=(1, 5))["recall@5"] == 1.0
 
 
+def test_retrieval_recall_tells_plain_recall_from_dprs_top_k_accuracy():
+    """A question with two gold passages that gets one of them is a top-k hit and half a recall."""
+    from lewisrag.data.records import QAExample
+    from lewisrag.index import Hit
+
+    ranked = {"one": ["a", "x", "y"], "two": ["b", "x", "c"], "none": ["x", "y", "z"]}
+
+    class Stub:
+        def search(self, questions, k):
+            return [[Hit(pid, "", "", 1.0, i) for i, pid in enumerate(ranked[q][:k])] for q in questions]
+
+    qa = [QAExample("q1", "one", ["A"], ["a"]), QAExample("q2", "two", ["B"], ["b", "c"]),
+          QAExample("q3", "none", ["C"], ["c"]), QAExample("q4", "two", ["D"], [])]
+    r = retrieval_recall(Stub(), qa, ks=(1, 3))
+    assert r["n"] == 3 and r["skipped"] == 1
+    assert r["hit@1"] == pytest.approx(2 / 3) and r["recall@1"] == pytest.approx((1 + 0.5 + 0) / 3)
+    assert r["hit@3"] == pytest.approx(2 / 3) and r["recall@3"] == pytest.approx(2 / 3)
+    assert r["per_question"]["q2"] == {"1": 0.5, "3": 1.0} and r["first_gold"] == {"q1": 0, "q2": 0, "q3": None}
+
+
 def test_bm25_chinese():
     index = BM25Index.in_memory([Passage("a", "注册", "用户名已被占用时返回 422"), Passage("b", "登录", "密码错误时提示邮箱或密码无效")])
     _, rows = index.search(["密码错误怎么提示"], 1)

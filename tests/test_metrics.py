@@ -17,7 +17,7 @@ from lewisrag.eval.metrics import (
     citation_quality,
     context_recall,
     faithfulness,
-    gold_fraction_at_k,
+    hit_at_k,
     on_topic_rate,
     recall_at_k,
 )
@@ -52,12 +52,19 @@ def test_context_recall_and_completeness_chinese_and_english():
     assert math.isnan(context_recall([], ["x"], SUBSTRING)) and math.isnan(answer_completeness([], "x", SUBSTRING))
 
 
-def test_recall_at_k():
+def test_recall_at_k_is_plain_recall_and_hit_at_k_is_dprs_top_k_accuracy():
     assert recall_at_k(["REQ-USER-02", "REQ-AUTH-03", "BUG-1042"], ["REQ-AUTH-03"], 1) == 0.0
     assert recall_at_k(["REQ-USER-02", "REQ-AUTH-03", "BUG-1042"], ["REQ-AUTH-03"], 2) == 1.0
-    assert recall_at_k(["需求-2", "需求-3"], ["需求-1", "需求-3"], 5) == 1.0
-    assert math.isnan(recall_at_k(["a"], [], 1))
-    assert gold_fraction_at_k(["需求-1", "bug", "需求-2"], ["需求-1", "需求-2"], 3) == 1.0
+    # a question that needs two passages and got one: half its evidence missing, yet a top-k hit
+    assert recall_at_k(["需求-2", "需求-3"], ["需求-1", "需求-3"], 5) == 0.5
+    assert hit_at_k(["需求-2", "需求-3"], ["需求-1", "需求-3"], 5) == 1.0
+    assert recall_at_k(["需求-1", "bug", "需求-2"], ["需求-1", "需求-2"], 3) == 1.0
+    assert recall_at_k(["需求-1", "bug", "需求-2"], ["需求-1", "需求-2"], 2) == 0.5
+    assert recall_at_k(["a", "a", "b"], ["a", "b"], 2) == 0.5  # a repeated id counts once
+    assert recall_at_k(["x", "b"], ["a", "b"]) == 0.5 and hit_at_k(["x"], ["a"]) == 0.0  # k None: every retrieved id
+    assert math.isnan(recall_at_k(["a"], [], 1)) and math.isnan(hit_at_k(["a"], [], 1))
+    with pytest.raises(ValueError, match="k must be"):
+        hit_at_k(["a"], ["a"], 0)
     with pytest.raises(ValueError, match="k must be"):
         recall_at_k(["a"], ["a"], 0)
 

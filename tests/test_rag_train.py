@@ -180,7 +180,7 @@ def test_frozen_retriever_log_fields_and_best_model(rag_inputs, tmp_path):
     records = [json.loads(line) for line in log_lines(tmp_path / "run")]
     assert [r["step"] for r in records] == [1, 2, 3, 4]
     for r in records:
-        assert {"loss", "lr", "doc_entropy", "recall_at_k"} <= set(r) and 0 <= r["doc_entropy"] <= 0.7 + 1e-6
+        assert {"loss", "lr", "doc_entropy", "hit_at_k"} <= set(r) and 0 <= r["doc_entropy"] <= 0.7 + 1e-6
     assert [("dev_em" in r) for r in records] == [False, True, False, True]
     assert (tmp_path / "run" / "best" / "rag.json").exists() and (tmp_path / "run" / "checkpoint").is_dir()
     best = json.loads((tmp_path / "run" / "best" / "train_config.json").read_text())

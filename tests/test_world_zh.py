@@ -29,7 +29,7 @@ from lewisrag.data.world import (
     write_world,
 )
 from lewisrag.index.bm25 import BM25Index
-from lewisrag.scoring.retrieval import recall_rate
+from lewisrag.scoring.retrieval import hit_rate
 from lewisrag.scoring.text import is_cjk
 
 SMALL = 120
@@ -283,7 +283,7 @@ def test_bm25_finds_the_gold_passage(world, big):
         index = BM25Index.in_memory(w.passages_a)
         qs = [q for q in w.questions["test"] if q.gold_passage_ids]
         _, rows = index.search([q.question for q in qs], 5)
-        hits, n = recall_rate([[w.passages_a[r].id for r in row] for row in rows], [q.gold_passage_ids for q in qs], 5)
+        hits, n = hit_rate([[w.passages_a[r].id for r in row] for row in rows], [q.gold_passage_ids for q in qs], 5)
         assert n == len(qs) > 50 and hits / n >= floor, (len(w.entities), hits / n)
 
 

@@ -1,4 +1,4 @@
-"""`lewisrag eval retrieval`: recall@k of an index against gold passage ids."""
+"""`lewisrag eval retrieval`: hit@k and recall@k of an index against gold passage ids."""
 
 from __future__ import annotations
 
@@ -20,13 +20,15 @@ def retrieval(
                                 "checkpoint that built each index)."),
     context_encoder: str = typer.Option(None, "--context-encoder", help="With a DPRQuestionEncoder folder as --encoder: the "
                                         "DPRContextEncoder folder of its pair; it must be the one that built each dense index."),
-    recall_at: list[int] = typer.Option([1, 5, 20], "--recall-at", help="recall@k cut-offs; repeat the flag for several."),
+    recall_at: list[int] = typer.Option([1, 5, 20], "--recall-at", help="hit@k and recall@k cut-offs; repeat the flag for several."),
     old_k: list[int] = typer.Option(None, "-k", hidden=True, help="Deprecated: --recall-at."),
     swap: bool = typer.Option(False, "--swap", help="Allow a question encoder trained against another context encoder "
                               "(or an unpaired DPRQuestionEncoder folder)."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as one JSON object instead of a table."),
 ) -> None:
-    """Print recall@k (a gold passage among the top k) for each index."""
+    """Print hit@k (a gold passage among the top k: DPR's top-k accuracy) and recall@k (the share of
+    each question's gold passages among the top k) for each index; they differ only on questions with
+    several gold passages."""
     from lewisrag.data.records import read_qa
     from lewisrag.index import open_retriever, retrieval_recall
     from lewisrag.data.io import InputError
@@ -59,7 +61,7 @@ def retrieval(
     if as_json:
         _ui.print_json(results)
         return
-    cols = [f"recall@{c}" for c in sorted(k)]
+    cols = [f"{score}@{c}" for c in sorted(k) for score in ("hit", "recall")]
     rows = [[name, r["kind"], r["n"], *[r[c] for c in cols]] for name, r in results.items()]
     _ui.out.print(_ui.table(f"retrieval on {data}", ["index", "kind", "questions", *cols], rows))
 

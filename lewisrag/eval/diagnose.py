@@ -36,7 +36,7 @@ class Thresholds:
     for one question, one unsupported fact is already a failure worth seeing; calibrate them to
     the judge's noise (see `lewisrag calibrate`) before gating on them."""
 
-    recall_at_k: float = 1.0  # retrieval, when gold ids are given: a gold passage must be in the top k
+    recall_at_k: float = 1.0  # retrieval, when gold ids are given: every gold passage in the top k
     context_recall: float = 1.0  # retrieval otherwise: every reference statement found in the contexts
     answer_completeness: float = 1.0  # not used: every reference statement covered by the answer
     faithfulness: float = 1.0  # distorted: every answer statement supported by the contexts

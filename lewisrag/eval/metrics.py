@@ -27,7 +27,7 @@ from lewisrag.data.pretrained import load_model, load_tokenizer
 from lewisrag.eval.claims import claim_diagnostics  # noqa: F401  (RAGChecker's claim-level diagnostics)
 from lewisrag.eval.judges import Verdict
 from lewisrag.eval.statements import strip_citations
-from lewisrag.scoring.retrieval import gold_fraction_at_k, recall_at_k  # noqa: F401  (the retrieval layer's scores)
+from lewisrag.scoring.retrieval import hit_at_k, recall_at_k  # noqa: F401  (the retrieval layer's scores)
 
 NAN = float("nan")
 

@@ -19,7 +19,7 @@ from lewisrag.index import store, tuning
 from lewisrag.index.bm25 import BM25Index
 from lewisrag.index.dense import DenseIndex
 from lewisrag.index.encoders import encode_texts, load_question_encoder
-from lewisrag.scoring.retrieval import first_gold_rank
+from lewisrag.scoring.retrieval import first_gold_rank, recall_at_k
 
 
 @dataclass(frozen=True)
@@ -111,28 +111,37 @@ def retrieval_recall(
     batch_size: int = 64,
     on_batch: Callable[[int], None] | None = None,
 ) -> dict:
-    """recall@k: the share of questions with at least one gold passage among the top k hits.
+    """Retrieval scores of an index on questions with gold passage ids (`lewisrag.scoring.retrieval`).
 
-    Questions without `gold_passage_ids` are left out and counted under `skipped`. `first_gold`
-    maps each scored question id to the 0-based rank of its first gold hit (None: not in the top
-    max(ks)), for paired comparisons question by question.
+    `hit@k`: the share of questions with at least one gold passage among the top k hits (DPR's
+    top-k accuracy). `recall@k`: the mean share of each question's gold passages among its top k
+    (plain recall; equal to hit@k when every question has one gold passage). Questions without
+    `gold_passage_ids` are left out and counted under `skipped`. `per_question` maps each scored
+    question id to its recall at each k ({"1": ..., "5": ...}), and `first_gold` to the 0-based rank
+    of its first gold hit (None: not in the top max(ks)), for paired comparisons question by question.
     """
     scored = [ex for ex in examples if ex.gold_passage_ids]
     hits_at = {k: 0 for k in ks}
+    recall_sum = {k: 0.0 for k in ks}
     first_gold: dict[str, int | None] = {}
+    per_question: dict[str, dict[str, float]] = {}
     kmax = max(ks)
     for i in range(0, len(scored), batch_size):
         batch = scored[i : i + batch_size]
         for ex, hits in zip(batch, retriever.search([ex.question for ex in batch], kmax)):
-            first = first_gold_rank([h.id for h in hits], ex.gold_passage_ids)
+            ids = [h.id for h in hits]
+            first = first_gold_rank(ids, ex.gold_passage_ids)
             first_gold[ex.id] = first
+            per_question[ex.id] = {str(k): recall_at_k(ids, ex.gold_passage_ids, k) for k in ks}
             for k in ks:
                 hits_at[k] += first is not None and first < k
+                recall_sum[k] += per_question[ex.id][str(k)]
         if on_batch:
             on_batch(len(batch))
     n = len(scored)
-    recall = {f"recall@{k}": (hits_at[k] / n if n else float("nan")) for k in ks}
-    return {"n": n, "skipped": len(examples) - n, **recall, "first_gold": first_gold}
+    rate = {f"hit@{k}": (hits_at[k] / n if n else float("nan")) for k in ks}
+    recall = {f"recall@{k}": (recall_sum[k] / n if n else float("nan")) for k in ks}
+    return {"n": n, "skipped": len(examples) - n, **recall, **rate, "per_question": per_question, "first_gold": first_gold}
 
 
 def _hits(passages, scores, rows) -> list[list[Hit]]:

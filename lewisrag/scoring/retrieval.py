@@ -1,9 +1,16 @@
-"""Retrieval scores from passage ids: recall@k and its relatives, one definition for every caller.
+"""Retrieval scores from passage ids, one definition of each for every caller.
 
-Training logs recall of the passages it retrieved, `reproduce` reports recall@{1,5,20} of its
-indexes, the evaluator scores each answer's contexts and the scorecard each system's: all of them
-count a question as a hit when any of its gold passage ids is among the first k retrieved ids (DPR's
-top-k accuracy). Questions without gold ids are not measurable: NaN per question, left out of rates.
+Two scores, equal when a question has one gold passage, different when it needs several:
+
+- `recall_at_k`: the share of a question's gold passages among the first k retrieved (plain recall,
+  as an id-based context recall is defined). The evaluator's per-answer `recall_at_k`, the per-question
+  records the gate compares (tier 2) and the diagnosis read this one: an answer that needed two
+  passages and got one lost half its evidence at the retrieval layer.
+- `hit_at_k`: 1 when any gold passage is among the first k (DPR's top-k retrieval accuracy, which the
+  RAG and DPR papers report). Training logs, `reproduce`'s retrieval table and the systems' retrieval
+  column in `compare` read this one, so their numbers are the papers' kind.
+
+Questions without gold ids are not measurable: NaN per question, left out of rates.
 """
 
 from __future__ import annotations
@@ -14,8 +21,8 @@ from collections.abc import Sequence
 NAN = float("nan")
 
 
-def _check_k(k: int) -> None:
-    if k < 1:
+def _check_k(k: int | None) -> None:
+    if k is not None and k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
 
 
@@ -30,39 +37,44 @@ def first_gold_rank(retrieved_ids: Sequence[str], gold_ids: Sequence[str]) -> in
 
 
 def recall_at_k(retrieved_ids: Sequence[str], gold_ids: Sequence[str], k: int | None = None) -> float:
-    """1.0 if any gold id is among the first k retrieved ids (all of them when k is None), else 0.0.
+    """Share of the gold ids among the first k retrieved ids (all of them when k is None).
 
     NaN when there are no gold ids. ID-based: no judge, deterministic, cheap.
 
     >>> recall_at_k(["REQ-USER-02", "REQ-AUTH-03"], ["REQ-AUTH-03"], 1), recall_at_k(["d2", "d1"], ["d1"], 2)
     (0.0, 1.0)
+    >>> recall_at_k(["需求-1", "bug-7", "需求-2"], ["需求-1", "需求-2"], 2)
+    0.5
     """
-    if k is not None:
-        _check_k(k)
+    _check_k(k)
+    gold = set(gold_ids)
+    if not gold:
+        return NAN
+    return len(set(retrieved_ids[:k]) & gold) / len(gold)
+
+
+def hit_at_k(retrieved_ids: Sequence[str], gold_ids: Sequence[str], k: int | None = None) -> float:
+    """1.0 if any gold id is among the first k retrieved ids (all of them when k is None), else 0.0.
+
+    DPR's top-k accuracy; NaN when there are no gold ids.
+
+    >>> hit_at_k(["需求-1", "bug-7", "需求-2"], ["需求-1", "需求-2"], 2), hit_at_k(["d3"], ["d1"])
+    (1.0, 0.0)
+    """
+    _check_k(k)
     if not gold_ids:
         return NAN
     rank = first_gold_rank(retrieved_ids, gold_ids)
     return float(rank is not None and (k is None or rank < k))
 
 
-def recall_rate(retrieved_ids: Sequence[Sequence[str]], gold_ids: Sequence[Sequence[str]],
-                k: int | None = None) -> tuple[int, int]:
-    """(hits, questions) over the questions that have gold ids: `recall_at_k` summed, NaNs left out.
+def hit_rate(retrieved_ids: Sequence[Sequence[str]], gold_ids: Sequence[Sequence[str]],
+             k: int | None = None) -> tuple[int, int]:
+    """(hits, questions) over the questions that have gold ids: `hit_at_k` summed, NaNs left out.
 
-    >>> recall_rate([["a", "b"], ["c"], ["d"]], [["b"], ["x"], []])
+    >>> hit_rate([["a", "b"], ["c"], ["d"]], [["b"], ["x"], []])
     (1, 2)
     """
-    scores = [recall_at_k(got, gold, k) for got, gold in zip(retrieved_ids, gold_ids)]
+    scores = [hit_at_k(got, gold, k) for got, gold in zip(retrieved_ids, gold_ids)]
     measured = [s for s in scores if not math.isnan(s)]
     return int(sum(measured)), len(measured)
-
-
-def gold_fraction_at_k(retrieved_ids: Sequence[str], gold_ids: Sequence[str], k: int) -> float:
-    """Share of the gold ids found in the first k retrieved ids (for multi-document questions).
-
-    >>> gold_fraction_at_k(["需求-1", "bug-7", "需求-2"], ["需求-1", "需求-2"], 2)
-    0.5
-    """
-    _check_k(k)
-    gold = set(gold_ids)
-    return len(set(retrieved_ids[:k]) & gold) / len(gold) if gold else NAN

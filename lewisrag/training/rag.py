@@ -62,7 +62,7 @@ from lewisrag.rag_model.answering import answer_questions
 from lewisrag.scoring.qa import exact_match
 from lewisrag.scoring.qbleu import q_bleu1
 
-from lewisrag.scoring.retrieval import recall_rate
+from lewisrag.scoring.retrieval import hit_rate
 from lewisrag.training import checkpoint as C
 from lewisrag.training import end2end as E
 from lewisrag.training.tasks import DEV_METRIC, fever_accuracy, rag_label_log_probs
@@ -337,7 +337,7 @@ def _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, out, log_fi
         model.train()
         if cfg.freeze_retriever:
             model.question_encoder.eval()  # a frozen retriever: deterministic p(z|x), no dropout
-        totals = [0.0] * 5  # loss sum, examples, entropy sum, recall hits, recall questions
+        totals = [0.0] * 5  # loss sum, examples, entropy sum, hits (a gold passage in the K), questions with gold ids
         for _ in range(cfg.grad_accum):
             ids, pos = next_batch(pos, cfg.seed, len(parts.pairs), cfg.batch_size, parts.units)
             mine = shard(ids, acc.process_index, acc.num_processes)
@@ -352,7 +352,7 @@ def _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, out, log_fi
         step += 1
         loss_sum, n, ent_sum, hits, asked = _sum_across(totals, acc)
         record = {"step": step, "loss": loss_sum / n, "lr": lr, "doc_entropy": ent_sum / n,
-                  "recall_at_k": hits / asked if asked else None, "epoch": pos.epoch, **scaling}
+                  "hit_at_k": hits / asked if asked else None, "epoch": pos.epoch, **scaling}
         if cfg.reindex_every and step % cfg.reindex_every == 0:  # before the dev evaluation, which then searches it
             record["reindex_s"] = E.reindex(model, parts.index, cfg.mixed_precision)
             reindexed_at = step
@@ -410,7 +410,7 @@ def _micro_step(cfg, acc, parts, model, ids: list[int], scaler) -> list[float]:
                                          swap=cfg.swap)
     loss = out.loss.float().mean()
     scaler.scale(loss / cfg.grad_accum).backward()  # as is without fp16
-    hits, asked = recall_rate([[p.id for p in ps] for ps in r.passages], [ex.gold_passage_ids for ex, _ in pairs])
+    hits, asked = hit_rate([[p.id for p in ps] for ps in r.passages], [ex.gold_passage_ids for ex, _ in pairs])
     n = len(pairs)
     return [float(out.loss.detach().float().sum()), n, doc_entropy(r.doc_scores) * n, hits, asked]
 
