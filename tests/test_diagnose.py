@@ -86,8 +86,11 @@ def test_evaluate_answers_records_and_aggregates():
     assert zh["metrics"]["faithfulness"] == 0.5 and zh["metrics"]["recall_at_k"] == {"1": 1.0, "5": 1.0, "10": 1.0}
     assert [s["supported"] for s in zh["statements"]] == [True, False] and zh["statements"][0]["citations"] == ["1"]
     assert zh["diagnosis"]["primary"] == "generation_distorted"
-    assert recs["en"]["metrics"]["exact_match"] == 1.0 and recs["en"]["metrics"]["citation_recall"] is None
-    assert recs["en"]["nan_reasons"]["citation_recall"] == "the answer cites nothing"
+    # an answer that cites nothing: recall 0 (its statement lacks a citation), no precision (nothing to count)
+    assert recs["en"]["metrics"]["exact_match"] == 1.0 and recs["en"]["metrics"]["citation_recall"] == 0.0
+    assert recs["en"]["metrics"]["citation_precision"] is None and "citation_recall" not in recs["en"]["nan_reasons"]
+    assert recs["en"]["nan_reasons"]["citation_precision"] == "the answer cites nothing"
+    assert recs["en"]["citation_verdicts"][0]["reason"] == "no citation"
     assert recs["nik"]["refused"] and recs["nik"]["metrics"]["faithfulness"] is None and recs["nik"]["citation_checks"] == []
     assert not recs["nik2"]["refused"] and recs["nik2"]["diagnosis"]["primary"] == "generation_distorted"
     agg = res["aggregates"]

@@ -244,16 +244,20 @@ def _record(p: _Prepared, judge, cfg: EvalConfig, embed) -> dict:
     _relevancy(rec, judge, cfg, embed, m, reasons)
     reasons["on_topic_rate"] = "needs per-statement on-topic labels (not part of the answer format)"
     cited = [(s.text, list(s.citations)) for s in p.sentences]
-    if any(c for _, c in cited):
+    if cited:
+        # A statement without a citation scores 0 (ALCE's definition, and the reference chapter's), so an
+        # answer that cites nothing has citation recall 0, not null: dropping every citation must not
+        # lift the mean. Its precision has no citation to count and stays null.
         cq = metrics.citation_quality_detail(cited, docs, judge)
         m["citation_recall"], m["citation_precision"] = cq["recall"], cq["precision"]
         out["citation_verdicts"] = [{"sentence": text, "citations": c, **v} for (text, c), v in zip(cited, cq["statements"])]
         if math.isnan(cq["recall"]):
             reasons["citation_recall"] = "judge undecided on every statement's citations"
         if math.isnan(cq["precision"]):
-            reasons["citation_precision"] = "judge undecided on every citation"
+            reasons["citation_precision"] = ("judge undecided on every citation" if any(c for _, c in cited)
+                                             else "the answer cites nothing")
     else:
-        reasons["citation_recall"] = reasons["citation_precision"] = "the answer cites nothing"
+        reasons["citation_recall"] = reasons["citation_precision"] = "the answer has no sentences"
     if rec.gold_passage_ids and rec.has_context_ids:
         ids = [c.id for c in rec.contexts]
         m["recall_at_k"] = {str(k): recall_at_k(ids, rec.gold_passage_ids, k) for k in cfg.ks}
