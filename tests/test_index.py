@@ -440,6 +440,12 @@ def test_index_tune_records_the_smallest_setting_and_searches_use_it(tiny_corpus
     for flags, message in [(["--target-recall", "1.5"], "--target-recall"), (["--rerank-depth", "2"], "--rerank-depth")]:
         r = run_cli("index", "tune", "--index", str(tmp_path / "ivf"), "--questions", str(tiny_corpus["qa"]), "--n-docs", "3", *flags)
         assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
+    # a Flat index has nothing to tune: measured as it is, and said so
+    build_dense_index(passages, dpr_ckpt, tmp_path / "flat", DenseBuildConfig(factory="Flat"))
+    r = run_cli("index", "tune", "--index", str(tmp_path / "flat"), "--questions", str(tiny_corpus["qa"]), "--n-docs", "3", "--json")
+    record = json.loads(r.stdout)
+    assert r.returncode == 0 and record["knob"] is None and record["search_params"] == {} and record["recall_at_k"] == 1.0
+    assert "searches exactly" in r.stderr
 
 
 @pytest.mark.parametrize("factory", ["Flat", "HNSW16", "IVF8,Flat", "IVF8,PQ4x4", "IVF8,PQ8x4fs"])

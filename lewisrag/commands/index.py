@@ -135,6 +135,9 @@ def tune(
     qs = [ex.question for ex in read_qa(questions, _ui.qa_fields(qa_fields))][:max_questions]
     with _ui.console.status(f"tuning {index} on {len(qs)} questions"):
         record = tune_dense(index, qs, encoder, context_encoder, swap, n_docs, target_recall, rerank_depth)
+    if record["knob"] is None:
+        typer.echo(f"note: {index} searches exactly (no nprobe or efSearch to tune): its recall and speed are recorded "
+                   "as measured", err=True)
     if not record["reached"]:
         typer.echo(f"warning: recall@{n_docs} {record['recall_at_k']} at the largest setting tried, below the target "
                    f"{target_recall}: the index's codes, not its search, limit it (use finer codes, --rerank-depth or Flat)",
