@@ -25,6 +25,9 @@ The parts, each timed on its own:
            generator tokens/s (padding counted: it is computed), model FLOPs utilisation (6 FLOPs
            per parameter per token plus attention, against the H200's 989 TFLOP/s dense bf16 and
            against the bf16 matmul rate measured here), peak GPU memory.
+   profile the RAG-Token step as the CLI runs it, under torch.profiler, without the split's
+           synchronisations: step time, the device's kernel time and busy share, kernel launches
+           per step, the operators that take the most device and host time.
    answer  `answer_questions` with the trained RAG-Token model (greedy and 4 beams, fp32).
 4. same weights  one bf16 training step of transformers' RagTokenForGeneration /
            RagSequenceForGeneration and of lewisrag's RagModel with identical weights and identical
@@ -73,8 +76,9 @@ from lewisrag.training.rag import RagTrainConfig, train_rag  # noqa: E402
 H200_BF16_DENSE = 989e12  # FLOP/s, the datasheet's dense bf16 rate (H100 SXM's)
 K, BEAMS = 5, 4
 
-PARTS = ("matmul", "train_token", "answer", "same_weights", "train_token_faiss", "train_sequence", "search", "search_scale")
-CORPUS_PARTS = {"train_token", "answer", "same_weights", "train_token_faiss", "train_sequence", "search"}  # need `corpus`
+PARTS = ("matmul", "train_token", "answer", "same_weights", "profile", "train_token_faiss", "train_sequence", "search",
+         "search_scale")
+CORPUS_PARTS = {"train_token", "profile", "answer", "same_weights", "train_token_faiss", "train_sequence", "search"}  # need `corpus`
 PRESETS = {  # the shapes of each part; "paper" is the default on a GPU
     "paper": dict(dpr=dict(hidden=768, layers=12, heads=12, vocab_size=30522, init_std=0.02, dropout=0.1),
                   bart=dict(d_model=1024, layers=12, heads=16, vocab_size=8000, model_vocab=50265, dropout=0.1),
@@ -264,15 +268,20 @@ def weights(folder: Path, part: str) -> int:
     return total
 
 
+def train_config(variant: str, steps: int, c: dict, p: dict, device: str, search: str = "auto") -> RagTrainConfig:
+    """`lewisrag train rag`'s settings for the bench's corpus: bf16, K=5, the preset's batch and lengths."""
+    return RagTrainConfig(variant=variant, index=str(c["index"]), encoder=str(c["dirs"]["question"]),
+                          context_encoder=str(c["dirs"]["context"]), generator=str(c["generator"]), train=str(c["qa"]),
+                          dev=str(c["qa"]), n_docs=K, steps=steps, batch_size=p["batch"], lr=3e-5, warmup=0.05,
+                          max_combined_length=p["context"], max_target_length=p["target"], eval_every=0,
+                          save_every=steps, mixed_precision="bf16", cpu=device == "cpu", search_device=search)
+
+
 def train_pipeline(variant: str, steps: int, c: dict, p: dict, tmp: Path, device: str, log, keep: bool = False,
                    search: str = "auto") -> dict:
     """`train_rag` for `steps` steps, timed step by step; `keep` leaves the run folder for `answer`;
     `search` is `train rag --search-device` ("auto": the GPU for this Flat index, "cpu": FAISS)."""
-    cfg = RagTrainConfig(variant=variant, index=str(c["index"]), encoder=str(c["dirs"]["question"]),
-                         context_encoder=str(c["dirs"]["context"]), generator=str(c["generator"]), train=str(c["qa"]),
-                         dev=str(c["qa"]), n_docs=K, steps=steps, batch_size=p["batch"], lr=3e-5, warmup=0.05,
-                         max_combined_length=p["context"], max_target_length=p["target"], eval_every=0,
-                         save_every=steps, mixed_precision="bf16", cpu=device == "cpu", search_device=search)
+    cfg = train_config(variant, steps, c, p, device, search)
     run = tmp / f"run-{variant}-{search}"
     stamps: list[float] = []
     counter = Counter()
@@ -314,6 +323,54 @@ def train_pipeline(variant: str, steps: int, c: dict, p: dict, tmp: Path, device
             "flops_per_step": flops, "mfu_datasheet": flops / mean_s / H200_BF16_DENSE, "peak_gb": peak,
             "params": {"bart_encoder": n_enc, "bart_decoder": n_dec, "question_encoder": q_params},
             "loss_first": losses[0], "loss_last": losses[-1]}
+
+
+def profile_steps(c: dict, p: dict, tmp: Path, device: str, log, active: int = 5) -> dict:
+    """Where a RAG-Token training step's time goes, without the step split's instrumentation.
+
+    `train_pipeline`'s split synchronises the device around each region it times, which removes the
+    overlap of host and device work that an unmeasured step has; here `train_rag` runs as the CLI runs
+    it, under torch.profiler for `active` steps after 3 skipped and 2 warm-up ones. Reported: the step
+    time so measured (one synchronisation per step, at its end), the device's kernel time per step and
+    its share of the step (well below 1: the device waits on the host - kernel launches, the host side
+    of retrieval), kernel launches per step, and the operators taking the most device and host time.
+    """
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    wait, warm = 3, 2
+    steps = wait + warm + active
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    stamps: list[float] = []
+    run = tmp / "run-profile"
+    with profile(activities=activities, schedule=schedule(wait=wait, warmup=warm, active=active)) as prof:
+        def on_step(step, total, rec):
+            sync()
+            stamps.append(time.perf_counter())
+            prof.step()
+
+        train_rag(train_config("token", steps, c, p, device), run, on_progress=on_step)
+    shutil.rmtree(run, ignore_errors=True)
+    wall = stamps[wait + warm + active - 1] - stamps[wait + warm - 1]  # the active steps, end to end
+    events = prof.key_averages()
+
+    def device_us(e) -> float:
+        return float(getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0.0)))
+
+    kernel_s = sum(device_us(e) for e in events) / 1e6
+    launches = sum(e.count for e in events if e.key in ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC"))
+
+    def top(key, n: int = 20) -> list[tuple]:
+        rows = sorted(events, key=key, reverse=True)[:n]
+        return [(e.key[:80], round(key(e) / 1e3 / active, 3), round(e.count / active, 1)) for e in rows]
+
+    out = {"active_steps": active, "step_s": wall / active, "device_kernel_s_per_step": kernel_s / active,
+           "device_busy_share": kernel_s / wall if device == "cuda" else None, "kernel_launches_per_step": launches / active,
+           "top_device_ms_per_step": top(device_us) if device == "cuda" else [],
+           "top_host_ms_per_step": top(lambda e: float(e.self_cpu_time_total))}
+    busy = "n/a" if out["device_busy_share"] is None else f"{100 * out['device_busy_share']:.0f}%"
+    log(f"profile: {out['step_s']:.3f} s/step uninstrumented, device busy {busy}, "
+        f"{out['kernel_launches_per_step']:.0f} kernel launches/step")
+    return out
 
 
 def answer(run: Path, c: dict, p: dict, device: str, log) -> list[tuple]:
@@ -559,6 +616,7 @@ def main() -> None:
                                                                keep=True))
             part("answer", lambda: answer(Path(token["run"]), corpus, p, args.device, log))
             part("same_weights", lambda: same_weights(corpus, p, tmp, args.device, args.reps, log))
+            part("profile", lambda: profile_steps(corpus, p, tmp, args.device, log))
             part("train_token_faiss", lambda: train_pipeline("token", p["steps_faiss"], corpus, p, tmp, args.device, log,
                                                              search="cpu"))
             part("train_sequence", lambda: train_pipeline("sequence", p["steps_sequence"], corpus, p, tmp, args.device, log))
@@ -586,6 +644,14 @@ def report(results: dict, rate: float | None) -> None:
                   f"(context {r['context_len']:.0f} + target {r['target_len']:.0f}), MFU {100 * r['mfu_datasheet']:.1f}% "
                   f"of 989 TFLOP/s ({100 * mfu_here:.1f}% of the measured matmul), peak {r['peak_gb']:.1f} GB, "
                   f"loss {r['loss_first']:.2f} -> {r['loss_last']:.2f}")
+    prof = parts.get("profile")
+    if prof:
+        busy = "n/a" if prof["device_busy_share"] is None else f"{100 * prof['device_busy_share']:.0f}%"
+        print(f"profile  RAG-Token step uninstrumented: {prof['step_s']:.3f} s, device kernels {1000 * prof['device_kernel_s_per_step']:.0f} ms "
+              f"(busy {busy}), {prof['kernel_launches_per_step']:.0f} kernel launches")
+        for title, key in (("device", "top_device_ms_per_step"), ("host", "top_host_ms_per_step")):
+            for name, ms, calls in prof[key][:10]:
+                print(f"         {title:6s} {ms:9.2f} ms/step {calls:8.1f} calls  {name}")
     rows = (parts.get("same_weights") or []) + (parts.get("search") or []) + (parts.get("search_scale") or [])
     if rows:
         print(f"{'part':12s} {'measure':70s} {'transformers/cpu s':>18s} {'lewisrag/gpu s':>14s} {'ratio':>7s} "
