@@ -10,6 +10,8 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lewisrag.data.io import InputError
 from conftest import local_server
@@ -393,3 +395,19 @@ def test_a_corrupt_cache_through_the_cli_exits_2_in_one_line(server, tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert r.stderr.strip().splitlines()[-1].startswith(f"error: {tmp_path / 'cache' / 'judge.sqlite'}: field '--cache-dir'")
     assert not (tmp_path / "run").exists()
+
+
+def _covered_by_definition(run: str, premise: str) -> list[bool]:
+    """Every substring of length >= 2 tried: the rule as written, for checking the linear scan."""
+    if len(run) == 1:
+        return [run in premise]
+    return [any(run[a:b] in premise for a in range(i + 1) for b in range(max(a + 2, i + 1), len(run) + 1))
+            for i in range(len(run))]
+
+
+@settings(max_examples=300, deadline=None)
+@given(run=st.text(alphabet="甲乙丙丁戊", min_size=1, max_size=12), premise=st.text(alphabet="甲乙丙丁戊。", max_size=30))
+def test_lexical_cover_scan_matches_its_definition(run, premise):
+    from lewisrag.eval.judges.lexical import _covered
+
+    assert _covered(run, premise) == _covered_by_definition(run, premise)

@@ -52,15 +52,19 @@ def content_tokens(text: str) -> list[str]:
 def _covered(run: str, premise: str) -> list[bool]:
     """Which characters of a hypothesis CJK run lie inside a substring (length >= 2) of it found in the premise;
     a run of one character is covered when that character occurs in the premise."""
-    if len(run) == 1:
+    n = len(run)
+    if n == 1:
         return [run in premise]
-    cover = [False] * len(run)
-    for i in range(len(run) - 1):
-        j = i + 2
-        while j <= len(run) and run[i:j] in premise:  # the longest match from i covers every shorter one
-            j += 1
-        if j - 1 - i >= 2:
-            cover[i:j - 1] = [True] * (j - 1 - i)
+    cover = [False] * n
+    end = 0  # run[i:end] is in the premise whenever end >= i + 2: a piece of the last match
+    for i in range(n - 1):
+        if end < i + 2:
+            if run[i:i + 2] not in premise:
+                continue
+            end = i + 2
+        while end < n and run[i:end + 1] in premise:  # the longest match from i covers every shorter one
+            end += 1
+        cover[i:end] = [True] * (end - i)
     return cover
 
 
