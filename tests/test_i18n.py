@@ -206,3 +206,125 @@ def test_chinese_plot_labels_are_drawn_with_a_cjk_font(tmp_path):
         warnings.simplefilter("error")  # matplotlib warns "Glyph ... missing from font(s)" for a character it draws as a box
         histogram_figure({"faithfulness": stats.score_distribution([1.0, 0.5, 0.0, 1.0])}, tmp_path / "h.png", "zh")
     assert (tmp_path / "h.png").read_bytes()[:4] == b"\x89PNG"
+
+
+# --- the tables the commands print follow --lang; --json does not ----------------------------------
+
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def _stdout(*args) -> str:
+    r = CliRunner().invoke(app, [str(a) for a in args])
+    assert r.exit_code == 0, r.output
+    return r.stdout
+
+
+def test_the_printed_column_names_are_the_reports():
+    for lang in LANGS:  # the distribution table of report.md has the same columns, in the same words
+        t = messages(lang)
+        cols = [c.strip() for c in t("dist.cols").strip("| ").split("|")]
+        assert [t("col.metric"), t("cli.col.mean"), t("cli.col.share_below_1"), t("cli.col.share_below_0.5")] == \
+            [cols[0], cols[3], cols[5], cols[6]]
+
+
+def test_eval_answers_prints_its_tables_in_chinese(eval_runs):
+    src = eval_runs / "answers.jsonl"
+    zh = _stdout("eval", "answers", "--answers", src, "--out", eval_runs / "zh_tables", "--lang", "zh")
+    for label in ("分层指标（题目级）", "指标", "无法计算", "均值", "得分 < 1 的比例", "得分 < 0.5 的比例", "忠实度", "上下文召回",
+                  "答案完整度", "引用精确率", "recall@5", "陈述级诊断（均值 [95% 区间] n）", "噪声敏感度（相关段落）", "幻觉",
+                  "主因", "层", "题目数", "生成：用歪了", "无（各层通过）", "引用规则核对", "状态", "句数", "TOKEN_NOT_FOUND",
+                  "知识库里没有的题目：2 道中 2 道拒答"):
+        assert label in zh, label
+    for english in ("layered metrics", "metric", "null", "mean", "share", "context_recall", "recall_at_k", "claim-level",
+                    "hallucination", "primary cause", "layer", "questions", "generation_distorted", "citation rule checks",
+                    "status", "sentences", "not_in_kb", "refused"):
+        assert english not in zh, english
+    en = _stdout("eval", "answers", "--answers", src, "--out", eval_runs / "en_tables")
+    for label in ("layered metrics (question level)", "context_recall", "recall_at_k@5", "primary cause", "generation_distorted",
+                  "citation rule checks", "not_in_kb: 2/2 refused"):
+        assert label in en, label
+    assert not CJK.search(en)
+    as_json = {lang: json.loads(_stdout("eval", "answers", "--answers", src, "--out", eval_runs / f"{lang}_json", "--json",
+                                        "--lang", lang)) for lang in LANGS}
+    assert as_json["zh"] == as_json["en"] and "recall_at_k@5" in as_json["zh"] and "faithfulness" in as_json["zh"]
+
+
+def test_eval_bughunt_prints_its_tables_in_chinese():
+    zh = _stdout("eval", "bughunt", "--lang", "zh")
+    for label in ("裁判：labels", "预设回答", "回答", "忠实度", "主因", "正确", "引用错位", "每句话只引用一篇文档",
+                  "忠实度随拆分粒度变化", "拆法", "陈述数", "被支持", "用上了但歪曲（幻觉）", "拆成原子陈述",
+                  "规则核对器对照人工引用标注", "拦对", "放对", "误拦", "漏放", "无法核对"):
+        assert label in zh, label
+    for english in ("judge:", "preset answers", "answer", "Each sentence", "granularity", "statements", "supported",
+                    "hallucinated", "atomic", "rule checker", "caught", "passed", "false_block", "missed"):
+        assert english not in zh, english
+    en = _stdout("eval", "bughunt")
+    assert "preset answers" in en and "faithfulness by granularity" in en and "caught" in en and "hallucinated" in en
+    assert json.loads(_stdout("eval", "bughunt", "--json", "--lang", "zh")) == json.loads(_stdout("eval", "bughunt", "--json"))
+
+
+def _card() -> dict:
+    """A stand-in scorecard (tests/test_compare.py scores trained systems for real)."""
+    from lewisrag.eval.results import CLAIM_METRICS
+    from lewisrag.experiments.compare import LAYER_METRICS
+
+    names = ["rag_token", "stitched"]
+    return {"qa": {n: {"exact_match": 0.5, "f1": 0.6, "rougeL": 0.6} for n in names},
+            "retrieval": {n: {"k": 2, "recall_at_k": 0.9} for n in names},
+            "layers": {n: {**{m: 0.7 for m in LAYER_METRICS}, "forward_passes_per_answer": 3.0, "tokens_per_answer": 40.0,
+                           "not_in_kb": {"refused": 1, "n": 2}, "failure_layers": {"retrieval": 1, "citation": 2},
+                           "claims": {m: {"mean": 0.25, "n": 3} for m in CLAIM_METRICS}} for n in names},
+            "timings": {n: {"latency_s": 0.01} for n in names}}
+
+
+def test_compare_prints_its_scorecard_in_chinese(tmp_path, monkeypatch):
+    import lewisrag.experiments.compare as C
+
+    monkeypatch.setattr(C, "compare_run", lambda *a, **kw: _card())
+    (tmp_path / "run").mkdir()
+    args = ("compare", "--run", tmp_path / "run", "--systems", "rag_token,stitched")
+    zh = _stdout(*args, "--lang", "zh")
+    for label in ("原始 RAG 与提示拼接 RAG", "指标", "rag_token", "stitched", "EM", "recall@2", "忠实度", "引用精确率",
+                  "每个回答的前向次数", "每个回答的延迟（秒）", "知识库里没有：拒答数", "主因（检索）", "主因（引用）", "陈述级：幻觉"):
+        assert label in zh, label
+    for english in ("original versus", "metric", "faithfulness", "forward passes", "latency", "not_in_kb refused",
+                    "primary failure", "claims:", "hallucination"):
+        assert english not in zh, english
+    en = _stdout(*args)
+    assert "original versus prompt-stitching RAG" in en and "not_in_kb refused" in en and "claims: hallucination" in en
+    as_json = {lang: json.loads(_stdout(*args, "--json", "--lang", lang)) for lang in LANGS}
+    assert as_json["zh"] == as_json["en"]  # English row labels for programs, whatever --lang
+    assert as_json["zh"]["scorecard"]["not_in_kb refused"]["rag_token"] == "1/2" and "claims: hallucination" in as_json["zh"]["scorecard"]
+
+
+REPRODUCED = {"retrieval": {"split": "test", "recall_at_1": 0.5, "recall_at_5": 0.75, "recall_at_20": 1.0,
+                            "bm25": {"recall_at_1": 0.4, "recall_at_5": 0.6, "recall_at_20": 0.9}},
+              "qa": {"rag_token": {"exact_match": 0.5, "f1": 0.6, "rougeL": 0.6, "long": {"rougeL": 0.2}},
+                     "closed_book": {"exact_match": 0.1, "f1": 0.2, "rougeL": 0.2}},
+              "knowledge_update": {"rag_token": {"index_a": {"questions_a": 0.7, "questions_b": 0.1},
+                                                 "index_b": {"questions_a": 0.1, "questions_b": 0.6}}},
+              "skipped": {"dpr": "not trained: the given DPR pair (--question-encoder, --context-encoder) is the retriever"}}
+
+
+@pytest.mark.parametrize("langs, chinese", [([], False), (["--report-lang", "zh"], True), (["--lang", "zh"], True),
+                                            (["--lang", "zh", "--report-lang", "en"], False)])
+def test_reproduce_prints_its_summary_in_the_report_language(tmp_path, monkeypatch, langs, chinese):
+    import lewisrag.experiments.reproduce as R
+
+    seen = {}
+    monkeypatch.setattr(R, "reproduce", lambda *a, **kw: seen.update(kw) or REPRODUCED)  # a stand-in run
+    args = ("reproduce", "--preset", "tiny", "--out", tmp_path / "run", *langs)
+    printed = _stdout(*args)
+    assert seen["lang"] == ("zh" if chinese else "en")  # the report's language is the tables'
+    chinese_labels = ("检索（测试集，快照 A）", "检索器", "recall@5", "测试集问答", "系统", "RAG-Token", "BART（闭卷）",
+                      "长答案 ROUGE-L", "没有运行：dpr（不训练", "知识更新：各索引上的 EM", "模型", "索引 A", "问题 B")
+    english_labels = ("retrieval on the test split (snapshot A)", "retriever", "recall_at_5", "test QA", "system", "rag_token",
+                      "closed_book", "long ROUGE-L", "not run: dpr (not trained", "knowledge update: EM by index", "model",
+                      "index_a", "questions B")
+    for label in chinese_labels if chinese else english_labels:
+        assert label in printed, label
+    for label in english_labels if chinese else chinese_labels:
+        assert label not in printed, label
+    assert json.loads(_stdout(*args, "--json")) == {
+        "out": str(tmp_path / "run"), "results": str(tmp_path / "run" / "results.json"),
+        "report": str(tmp_path / "run" / "report.md"), **{k: REPRODUCED[k] for k in ("retrieval", "qa", "knowledge_update")}}

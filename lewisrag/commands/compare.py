@@ -48,13 +48,14 @@ def compare(
                                    "(default ~/.cache/lewisrag/answers)."),
     n_docs: int = typer.Option(None, "--n-docs", help="--stitched-generator: passages per prompt "
                                "(default: the run's stitched k, else 5)."),
-    lang: str = typer.Option("en", "--lang", help=LANG_HELP + " The table printed here stays in English."),
+    lang: str = typer.Option("en", "--lang", help=LANG_HELP + " The table printed here follows it too; --json prints the "
+                             "same JSON in either language."),
 ) -> None:
     """Answer the same questions with every system and print one scorecard: QA, retrieval, layers, citations, cost."""
     from lewisrag.data.io import InputError
     from lewisrag.experiments.compare import compare_run, scorecard_rows, system_labels
     from lewisrag.experiments.stitched_llm import GeneratorOptions
-    from lewisrag.eval.reports.i18n import check_lang
+    from lewisrag.eval.reports.i18n import check_lang, messages
 
     check_lang(lang)
     data = _ui.renamed(ctx, "questions", "old_data", "--questions", "--data")
@@ -75,13 +76,15 @@ def compare(
     with _ui.progress() as p:
         card = compare_run(run, out, names, data, position_questions, on_progress=_ui.Bars(p), overwrite=overwrite,
                            qa_fields=fields, generator=generator, lang=lang)
-    header, rows = scorecard_rows(card)
     labels, outside = system_labels(card), card.get("generators") or {}
-    if as_json:
+    if as_json:  # for programs: English row labels, whatever --lang
+        header, rows = scorecard_rows(card)
         _ui.print_json({"out": str(out), "systems": header, "labels": labels, "generators": outside,
                         "scorecard": {r[0]: dict(zip(header, r[1:])) for r in rows}})
         return
-    _ui.out.print(_ui.table("original versus prompt-stitching RAG", ["metric", *(labels[n] for n in header)],
+    t = messages(lang)
+    header, rows = scorecard_rows(card, lang)  # the report's row labels
+    _ui.out.print(_ui.table(t("cli.cmp.title"), [t("col.metric"), *(labels[n] for n in header)],
                             [[r[0], *("–" if v is None else v for v in r[1:])] for r in rows]))
     for name, g in outside.items():
         usage = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in g["usage"].items())

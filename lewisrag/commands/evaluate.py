@@ -25,6 +25,7 @@ EXPORT_HELP = ("Also write the answers in another tool's format: ragas writes ra
 CLAIMS_HELP = ("RAGChecker's claim-level diagnostics (claims.precision, claims.hallucination, ...): the record's "
                "response_claims/reference_claims, else the --splitter's statements, checked against the reference and "
                "each retrieved passage. Costs one judge check per claim and passage more (in the same batch, cached).")
+TABLES_HELP = "The tables printed here follow it too; --json prints the same JSON in either language."
 OVERWRITE_HELP = "Replace --out even if it holds files that are not an evaluation lewisrag wrote (replaced once every file is written)."
 
 
@@ -49,7 +50,7 @@ def answers(
     claim_extractor: str = typer.Option("splitter", "--claim-extractor", help="Claims of records without response_claims/reference_claims: splitter (the --splitter's statements, the reference's sentences) or llm (the llm judge extracts RAGChecker-style triplet claims, cached)."),
     as_json: bool = typer.Option(False, "--json", help="Print the aggregates as JSON instead of tables."),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
-    lang: str = typer.Option("en", "--lang", help=LANG_HELP + " The tables printed here stay in English."),
+    lang: str = typer.Option("en", "--lang", help=LANG_HELP + " " + TABLES_HELP),
 ) -> None:
     """Score answers layer by layer (retrieval, generation, citation) and diagnose each question."""
     from lewisrag.data.io import InputError
@@ -98,7 +99,7 @@ def answers(
     report, page = render_results(data, lang), render_report_html(page_data_from_results(data, lang=lang))
     exported = {EXPORTS[export]: list(ragas_rows(records, data["records"]))} if export else {}
     extra = _write_run(out, overwrite, config, results, report, page, exported, lang)
-    _show_answers(data, the_judge, as_json)
+    _show_answers(data, the_judge, as_json, lang)
     _ui.console.print(f"wrote {out}/results.json, report.md, report.html, config.json" + "".join(", " + p for p in extra))
 
 
@@ -121,33 +122,48 @@ def _write_run(out: Path, overwrite: bool, config: dict, results, report: str, p
                          overwrite=overwrite)
 
 
-def _show_answers(results: dict, judge, as_json: bool) -> None:
+def _show_answers(results: dict, judge, as_json: bool, lang: str = "en") -> None:
+    """The aggregates as tables labelled in `lang` (the report's words), or as JSON (the same in every language)."""
     from lewisrag.eval.evaluator import CLAIM_CONFIDENCE
-    from lewisrag.eval.reports.claims import LABELS, cell, claim_columns
+    from lewisrag.eval.reports.claims import cell, claim_columns, labels
+    from lewisrag.eval.reports.distributions import metric_label
+    from lewisrag.eval.reports.i18n import messages
     from lewisrag.eval.results import CLAIM_METRICS
 
     agg = results["aggregates"]
     if as_json:
         _ui.print_json(agg)
         return
+    t = messages(lang)
     keys = [m for m in ("faithfulness", "context_recall", "answer_completeness", "answer_relevancy", "on_topic_rate",
                         "citation_recall", "citation_precision", "exact_match", "f1", "rougeL") if agg[m]["n"]]
     keys += [k for k in agg if k.startswith("recall_at_k@")]
-    rows = [[m, agg[m]["n"], agg[m]["nan"], agg[m]["mean"], agg[m]["share_below_1"], agg[m]["share_below_0.5"]] for m in keys]
-    _ui.out.print(_ui.table("layered metrics (question level)", ["metric", "n", "null", "mean", "share < 1", "share < 0.5"], rows))
+    rows = [[metric_label(m, t), agg[m]["n"], agg[m]["nan"], agg[m]["mean"], agg[m]["share_below_1"], agg[m]["share_below_0.5"]]
+            for m in keys]
+    _ui.out.print(_ui.table(t("cli.eval.metrics"), [t("col.metric"), "n", t("cli.col.null"), t("cli.col.mean"),
+                                                    t("cli.col.share_below_1"), t("cli.col.share_below_0.5")], rows))
     columns = claim_columns(agg)
     if columns:
-        _ui.out.print(_ui.table(f"claim-level diagnostics (mean [{CLAIM_CONFIDENCE:.0%} interval] n)", ["metric", *columns],
-                                [[LABELS[m], *(cell(c.get(m)) for c in columns.values())] for m in CLAIM_METRICS]))
+        names = labels(lang)
+        _ui.out.print(_ui.table(t("cli.eval.claims", pct=f"{CLAIM_CONFIDENCE:.0%}"),
+                                [t("col.metric"), *(t("cl.column.all") if c == "all" else c for c in columns)],
+                                [[names[m], *(cell(c.get(m)) for c in columns.values())] for m in CLAIM_METRICS]))
     counts = agg["primary_cause_counts"]
-    _ui.out.print(_ui.table("primary cause", ["layer", "questions"], [[k, v] for k, v in counts.items()]))
-    _ui.out.print(_ui.table("citation rule checks", ["status", "sentences"], [[k, v] for k, v in agg["citation_status_counts"].items()]))
+    _ui.out.print(_ui.table(t("bh.col.primary"), [t("col.layer"), t("col.questions")],
+                            [[_layer(k, t), v] for k, v in counts.items()]))
+    _ui.out.print(_ui.table(t("cli.eval.citations"), [t("col.status"), t("col.sentences")],
+                            [[k, v] for k, v in agg["citation_status_counts"].items()]))
     nik = agg["not_in_kb"]
-    _ui.out.print(f"not_in_kb: {nik['refused']}/{nik['n']} refused")
+    _ui.out.print(t("cli.eval.nik", refused=nik["refused"], n=nik["n"]))
     usage = getattr(judge, "usage", None)
     if usage:
         _ui.out.print(f"judge calls {usage['calls']}, cache hits {usage['cache_hits']}, retries {usage['retries']}, "
                       f"failures {usage['failures']}, tokens {usage['prompt_tokens']}+{usage['completion_tokens']}, cost {judge.cost:.4f}")
+
+
+def _layer(layer: str, t) -> str:
+    """A layer's row label: its key in English (as the tables always showed it), the report's name in Chinese."""
+    return layer if t.lang == "en" else t.word("layer", layer)
 
 
 def bughunt(
@@ -157,16 +173,17 @@ def bughunt(
     cache_dir: Path = typer.Option(None, "--cache-dir", help="Judge cache directory (llm judge)."),
     as_json: bool = typer.Option(False, "--json", help="Print the whole result as JSON instead of tables."),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
-    lang: str = typer.Option("en", "--lang", help=LANG_HELP + " The tables printed here stay in English."),
+    lang: str = typer.Option("en", "--lang", help=LANG_HELP + " " + TABLES_HELP),
 ) -> None:
     """The reference chapter's BugHunt sample: six preset answers, each failing in one layer, and the rule checker vs human labels."""
     from lewisrag.data.outputs import check_out_dir
     from lewisrag.eval import judges
     from lewisrag.eval.bughunt import load_bughunt
     from lewisrag.eval.reports.html import page_data_from_results, render_report_html
-    from lewisrag.eval.reports.markdown import BUGHUNT_COLUMNS, bughunt_answer_rows, granularity_rows, render_bughunt
+    from lewisrag.eval.reports.markdown import (bughunt_answer_rows, bughunt_columns, granularity_columns, granularity_rows,
+                                                render_bughunt)
     from lewisrag.eval.evaluator import evaluate_bughunt
-    from lewisrag.eval.reports.i18n import check_lang
+    from lewisrag.eval.reports.i18n import check_lang, messages
 
     check_lang(lang)
     if out is not None:
@@ -184,12 +201,10 @@ def bughunt(
     if as_json:
         _ui.print_json(result)
         return
-    _ui.out.print(f"[bold]{result['question']}[/]  judge: {result['judge']['name']}")
-    _ui.out.print(_ui.table("preset answers", BUGHUNT_COLUMNS, bughunt_answer_rows(result)))
-    _ui.out.print("Each sentence cites one document, so citation recall = precision: the reference chapter's citation correctness.\n"
-                  "Faithfulness joins all contexts and never looks at citations: misplaced citations keep it at 1.0.")
-    _ui.out.print(_ui.table("faithfulness by granularity", ["answer", "split", "statements", "supported", "faithfulness"],
-                            granularity_rows(result)))
-    t = result["rule_checker"]["table"]
-    _ui.out.print(_ui.table("rule checker vs human citation labels", list(t), [list(t.values())]))
-
+    t = messages(lang)
+    _ui.out.print(f"[bold]{result['question']}[/]  " + t("cli.bh.judge", name=result["judge"]["name"]))
+    _ui.out.print(_ui.table(t("cli.bh.answers"), bughunt_columns(lang), bughunt_answer_rows(result, lang)))
+    _ui.out.print(t("cli.bh.note"))
+    _ui.out.print(_ui.table(t("cli.bh.granularity"), granularity_columns(lang), granularity_rows(result, lang)))
+    counts = result["rule_checker"]["table"]
+    _ui.out.print(_ui.table(t("cli.bh.rules"), [t.word("bh.outcome", k) for k in counts], [list(counts.values())]))

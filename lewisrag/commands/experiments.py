@@ -51,7 +51,8 @@ def reproduce(
                              "`lewisrag pretrain --preset small --lang zh`)."),
     report_lang: str = typer.Option(None, "--report-lang", help=LANG_HELP + " Default: --lang. Recorded in config.json "
                                     "when not en; --resume with another --report-lang redoes only the comparison's "
-                                    "report.html and the report."),
+                                    "report.html and the report. The summary tables printed here follow it too; --json "
+                                    "prints the same JSON in either language."),
 ) -> None:
     """Reproduce Lewis et al. 2020 at small scale: world -> DPR -> indexes A and B -> generator -> RAG-Token,
     RAG-Sequence, closed-book BART -> test QA -> ablations (frozen retriever, BM25, K) -> index hot swap ->
@@ -119,7 +120,7 @@ def reproduce(
     if as_json:
         _ui.print_json(summary(results, out))
         return
-    _render(results, out)
+    _render(results, out, report_lang)
 
 
 def summary(results: dict, out: Path) -> dict:
@@ -137,22 +138,28 @@ def _validated(preset: str, found: dict[str, str], as_json: bool = False) -> Non
     _ui.out.print("validated only: the base recipe is meant for GPUs and is not run here; nothing was written")
 
 
-def _render(results: dict, out: Path) -> None:
+def _render(results: dict, out: Path, lang: str = "en") -> None:
+    """The summary as tables labelled in `lang` (the report's words; English: as they always were)."""
+    from lewisrag.eval.reports.i18n import messages
+
+    t = messages(lang)
+    system = (lambda s: s) if lang == "en" else t.system  # English rows name the key, Chinese ones as report.md does
     r = results["retrieval"]
     ks = [k for k in ("recall_at_1", "recall_at_5", "recall_at_20") if k in r]
     if "skipped" in r:
-        _ui.out.print(f"retrieval recall not measured: {r['skipped']}")
+        _ui.out.print(t("cli.rep.not_measured", why=t.text(r["skipped"])))
     else:
         rows = [["DPR", *[r[k] for k in ks]]] + ([["BM25", *[r["bm25"][k] for k in ks]]] if "bm25" in r else [])
-        _ui.out.print(_ui.table(f"retrieval on the {r['split']} split (snapshot A)", ["retriever", *ks], rows))
+        cols = ks if lang == "en" else [k.replace("recall_at_", "recall@") for k in ks]
+        _ui.out.print(_ui.table(t("cli.rep.retrieval", split=t.word("split", r["split"])), [t("rep.retrieval.col"), *cols], rows))
     qa = results.get("qa", {})
-    _ui.out.print(_ui.table("test QA (short answers; long-form ROUGE-L)", ["system", "EM", "F1", "ROUGE-L", "long ROUGE-L"],
-                            [[s, v.get("exact_match"), v.get("f1"), v.get("rougeL"), (v.get("long") or {}).get("rougeL", "")]
+    _ui.out.print(_ui.table(t("cli.rep.qa"), [t("col.system"), "EM", "F1", "ROUGE-L", t("cli.rep.long_rougeL")],
+                            [[system(s), v.get("exact_match"), v.get("f1"), v.get("rougeL"), (v.get("long") or {}).get("rougeL", "")]
                              for s, v in qa.items()]))
     ku = results.get("knowledge_update", {})
     for name, why in (results.get("skipped") or {}).items():
-        _ui.out.print(f"not run: {name} ({why})")
-    _ui.out.print(_ui.table("knowledge update: EM by index (paper: matched 70%/68%, mismatched 12%/4%)",
-                            ["model", "index", "questions A", "questions B"],
-                            [[m, i, c["questions_a"], c["questions_b"]] for m, by in ku.items() for i, c in by.items()]))
+        _ui.out.print(t("cli.rep.not_run", name=name, why=t.text(why)))
+    _ui.out.print(_ui.table(t("cli.rep.swap"), [t("col.model"), t("rep.swap.col_index"), t("plot.questions_a"), t("plot.questions_b")],
+                            [[system(m), t.word("index", i), c["questions_a"], c["questions_b"]]
+                             for m, by in ku.items() for i, c in by.items()]))
     _ui.out.print(f"results: {Path(out) / 'results.json'}   report: {Path(out) / 'report.md'}")

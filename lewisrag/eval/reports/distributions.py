@@ -46,7 +46,7 @@ def distribution_markdown(aggregates: dict, confidence: float = 0.95, title: str
     lines = [f"## {title or t('dist.title')}", "", t("dist.intro", pct=pct), "", t("dist.cols"), "|---|---:|---:|---:|---:|---:|---:|"]
     for name, d in aggregates.items():
         if isinstance(d, dict) and "share_below_1" in d and not name.startswith(CLAIMS_PREFIX):
-            lines.append(f"| {_metric(name, t)} | {d['n']} | {d.get('nan', 0)} | {_num(d['mean'])} | {_num(d.get('median'))} | "
+            lines.append(f"| {metric_label(name, t)} | {d['n']} | {d.get('nan', 0)} | {_num(d['mean'])} | {_num(d.get('median'))} | "
                          f"{_share(d, '1', confidence)} | {_share(d, '0.5', confidence)} |")
     nkb = aggregates.get("not_in_kb")
     if isinstance(nkb, dict) and nkb.get("n"):
@@ -54,7 +54,7 @@ def distribution_markdown(aggregates: dict, confidence: float = 0.95, title: str
     return "\n".join(lines) + "\n"
 
 
-def _metric(name: str, t) -> str:
+def metric_label(name: str, t) -> str:
     """A distribution's row label: the aggregate's key (recall_at_k@5 included), in Chinese its name."""
     base, at, k = name.partition("@")
     if t.lang != "en" and base == "recall_at_k" and k:
@@ -128,7 +128,7 @@ def histogram_figure(aggregates: dict, path: str | os.PathLike, lang: str = "en"
         fig, axes = plt.subplots(1, len(metrics), figsize=(3.2 * len(metrics), 3), squeeze=False)
         for ax, (name, d) in zip(axes[0], metrics.items()):
             _histogram(ax, d, "tab:blue", t("plot.hist_x"), t("plot.hist_y"))
-            ax.set_title(t("plot.hist_title", name=_metric(name, t), n=d["n"], nan=d.get("nan", 0), mean=_num(d["mean"])),
+            ax.set_title(t("plot.hist_title", name=metric_label(name, t), n=d["n"], nan=d.get("nan", 0), mean=_num(d["mean"])),
                          fontsize=9)
         fig.tight_layout()
         with atomic_path(path) as tmp:

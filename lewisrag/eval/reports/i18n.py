@@ -1,5 +1,6 @@
-"""The reports' languages: every label, heading and sentence template of report.md, report.html and the
-plots, in English and Chinese, keyed by message id.
+"""The reports' languages: every label, heading and sentence template of report.md, report.html, the
+plots and the tables `eval answers`, `eval bughunt`, `compare` and `reproduce` print (`cli.` ids beside
+the reports' own), in English and Chinese, keyed by message id. `--json` output is never translated.
 
     t = messages("zh")
     t("md.layers.h")                        # '## 逐题分层'
@@ -385,6 +386,33 @@ MESSAGES: dict[str, tuple[str, str]] = {
                  "(K passes per token); a stitched model reads them all in one input.",
                  "- 每个回答的生成器前向次数：{items}。Lewis 模型把 K 篇段落各当作一个输入来读（每个 token 做 K 次前向）；"
                  "提示拼接模型把它们放进同一个输入，一次读完。"),
+    # --- the tables the commands print (commands/evaluate.py, compare.py, experiments.py) ---------
+    # English as the terminal has always shown it; Chinese in the reports' words (dist.cols, md.*, bh.*, rep.*)
+    "cli.col.null": ("null", "无法计算"),
+    "cli.col.mean": ("mean", "均值"),
+    "cli.col.share_below_1": ("share < 1", "得分 < 1 的比例"),
+    "cli.col.share_below_0.5": ("share < 0.5", "得分 < 0.5 的比例"),
+    "cli.eval.metrics": ("layered metrics (question level)", "分层指标（题目级）"),
+    "cli.eval.claims": ("claim-level diagnostics (mean [{pct} interval] n)", "陈述级诊断（均值 [{pct} 区间] n）"),
+    "cli.eval.citations": ("citation rule checks", "引用规则核对"),
+    "cli.eval.nik": ("not_in_kb: {refused}/{n} refused", "知识库里没有的题目：{n} 道中 {refused} 道拒答"),
+    "cli.bh.judge": ("judge: {name}", "裁判：{name}"),
+    "cli.bh.answers": ("preset answers", "预设回答"),
+    "cli.bh.note": ("Each sentence cites one document, so citation recall = precision: the reference chapter's citation "
+                    "correctness.\nFaithfulness joins all contexts and never looks at citations: misplaced citations keep it "
+                    "at 1.0.",
+                    "每句话只引用一篇文档，所以引用召回 = 引用精确率，也就是参考章节说的引用正确率。\n"
+                    "忠实度把所有上下文拼在一起判断，从不看引用：引用错位时它仍然是 1.0。"),
+    "cli.bh.granularity": ("faithfulness by granularity", "忠实度随拆分粒度变化"),
+    "cli.bh.rules": ("rule checker vs human citation labels", "规则核对器对照人工引用标注"),
+    "cli.cmp.title": ("original versus prompt-stitching RAG", "原始 RAG 与提示拼接 RAG"),
+    "cli.rep.not_measured": ("retrieval recall not measured: {why}", "检索召回未测量：{why}"),
+    "cli.rep.retrieval": ("retrieval on the {split} split (snapshot A)", "检索（{split}集，快照 A）"),
+    "cli.rep.qa": ("test QA (short answers; long-form ROUGE-L)", "测试集问答（短答案；长答案看 ROUGE-L）"),
+    "cli.rep.long_rougeL": ("long ROUGE-L", "长答案 ROUGE-L"),
+    "cli.rep.not_run": ("not run: {name} ({why})", "没有运行：{name}（{why}）"),
+    "cli.rep.swap": ("knowledge update: EM by index (paper: matched 70%/68%, mismatched 12%/4%)",
+                     "知识更新：各索引上的 EM（论文：匹配时 70%/68%，错配时 12%/4%）"),
     # --- report.html: titles and the page's own text (reports/html.py, assets/page.html) --------
     "html.default_title": ("lewisrag report", "lewisrag 报告"),
     "html.title_eval": ("lewisrag evaluation: judge the statements yourself", "lewisrag 评测：自己来判定每条陈述"),
@@ -441,8 +469,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "page.f.context_recall": ("Context recall", "上下文召回"),
     "page.f.context_recall.num": ("reference statements supported by the retrieved passages", "参考陈述中能被检索段落支持的条数"),
     "page.f.context_recall.den": ("reference statements", "参考陈述总数"),
-    "page.f.context_recall.note": ("— retrieval; with gold ids, recall@k = 1 when a gold passage is among the top k.",
-                                   "— 检索层；有金标 id 时，只要金标段落在前 k 篇里，recall@k 就是 1。"),
+    "page.f.context_recall.note": ("— retrieval; with gold ids, recall@k is the share of the gold passages among the top k.",
+                                   "— 检索层；有金标 id 时，recall@k 是金标段落排进前 k 篇的比例。"),
     "page.f.completeness": ("Answer completeness", "答案完整度"),
     "page.f.completeness.num": ("reference statements covered by the answer", "被回答覆盖的参考陈述数"),
     "page.f.completeness.den": ("reference statements", "参考陈述总数"),
