@@ -123,3 +123,34 @@ def test_loader_refuses_labels_the_splitter_would_cut_differently():
                                                      "citation_ok": True, "on_topic": True}]}
     with pytest.raises(ValueError, match="does not reproduce"):
         bughunt._answer(broken)
+
+
+def test_claim_labels_decide_every_claim_check_and_each_preset_shows_its_failure(sample):
+    """The human labels cover the claim-level checks too (each claim against the reference and each
+    retrieved document alone), so RAGChecker's diagnostics on the presets come from human verdicts
+    and each preset's failure shows in the metrics that are meant to catch it."""
+    from lewisrag.eval.evaluator import evaluate_bughunt
+
+    records = {r["id"]: r for r in evaluate_bughunt(sample).to_json()["records"]}
+    assert all(r["claims"]["undecided"] == 0 for r in records.values())
+    m = {name: {k.removeprefix("claims."): v for k, v in r["metrics"].items() if k.startswith("claims.")}
+         for name, r in records.items()}
+    assert m["correct"]["precision"] == m["correct"]["recall"] == 1.0 and m["correct"]["hallucination"] == 0.0
+    assert m["not_retrieved"]["claim_recall"] == pytest.approx(1 / 3)  # retrieval: the passages hold one reference claim of 3
+    assert m["retrieved_not_used"]["claim_recall"] == 1.0 and m["retrieved_not_used"]["context_utilization"] == pytest.approx(1 / 3)
+    assert m["hallucinated"]["hallucination"] == pytest.approx(2 / 3)  # two wrong claims that no passage holds
+    assert m["off_topic"]["noise_sensitivity_in_irrelevant"] == 1.0 and m["off_topic"]["recall"] == 0.0
+    assert m["misplaced_citations"]["precision"] == 1.0  # right content: only the citations are wrong
+    ids = {r["id"] for r in human_labels(sample)}
+    assert {"hallucinated-s2-reference", "off_topic-s1-doc-4", "R2-doc-3"} <= ids
+
+
+def test_claim_labels_must_agree_with_the_sentence_labels(sample):
+    raw = json.loads(resources.files("lewisrag.eval.bughunt").joinpath("sample.json").read_text(encoding="utf-8"))
+    s = raw["answers"][3]["sentences"][1]  # hallucinated: the toast, cited [1], citation_ok false
+    with pytest.raises(ValueError, match="citation_ok disagrees with supported_by"):
+        bughunt._sentence({**s, "supported_by": ["1"], "faithful": True}, ("1", "2", "3"))
+    with pytest.raises(ValueError, match="yet the contexts do not"):
+        bughunt._sentence({**s, "supported_by": ["2"]}, ("1", "2", "3"))
+    with pytest.raises(ValueError, match="not retrieved"):
+        bughunt._sentence({**s, "supported_by": ["4"], "faithful": True}, ("1", "2", "3"))

@@ -9,7 +9,12 @@ look-alike that also returns 422. Citations [n] use the documents' ids "1".."4".
 Human labels per sentence:
 - `faithful`     the retrieved contexts, joined, support the sentence (faithfulness);
 - `citation_ok`  the documents it cites, among the retrieved ones, support it on their own;
-- `on_topic`     it answers the question that was asked.
+- `on_topic`     it answers the question that was asked;
+and, for the claim-level diagnostics (RAGChecker's, which check each claim against the reference and
+against each retrieved document on its own), on the preset answers' sentences:
+- `correct`      the reference statements, joined, support it;
+- `supported_by` the retrieved documents that support it on their own;
+and on each reference statement, `supported_by`: the documents that support it on their own.
 
 Running the rule checker over the 22 sentences against `citation_ok` gives the reference chapter's table (docs/architecture.md):
 caught 7, passed 12, false block 1, missed 1, unverifiable 1 (`rule_checker_table`).
@@ -38,6 +43,8 @@ class LabelledSentence:
     retrieved_ids: tuple[str, ...]  # the contexts retrieved for the answer it belongs to
     note: str = ""  # why it is in the sample, for readers
     cited_alone_ok: tuple[tuple[str, bool], ...] = ()  # with several citations: does each alone support it
+    correct: bool | None = None  # the reference statements, joined, support it (preset answers' sentences)
+    supported_by: tuple[str, ...] | None = None  # the retrieved documents that each support it alone (same)
 
 
 @dataclass(frozen=True)
@@ -62,6 +69,7 @@ class BugHunt:
     question: str  # what the testing agent asks
     category: str  # QA category of the question (a look-alike document exists: "distractor")
     reference_statements: dict[str, str]  # R1..R3 -> statement
+    reference_support: dict[str, tuple[str, ...]]  # R1..R3 -> the documents that each support it alone
     gold_passage_ids: tuple[str, ...]  # the documents that must be retrieved
     docs: tuple[Passage, ...]  # the knowledge base
     answers: tuple[PresetAnswer, ...]  # the six preset answers
@@ -84,7 +92,18 @@ class BugHunt:
 
 def _sentence(d: dict, retrieved_ids: tuple[str, ...]) -> LabelledSentence:
     alone = tuple(d.get("cited_alone_ok", {}).items())
-    return LabelledSentence(d["text"], d["faithful"], d["citation_ok"], d["on_topic"], retrieved_ids, d.get("note", ""), alone)
+    by = tuple(d["supported_by"]) if "supported_by" in d else None
+    sentence = LabelledSentence(d["text"], d["faithful"], d["citation_ok"], d["on_topic"], retrieved_ids, d.get("note", ""),
+                                alone, d.get("correct"), by)
+    if by is not None:  # the claim labels must agree with the sentence's other labels
+        cited = [i for i in to_statement(d["text"]).citations if i in retrieved_ids]
+        if not set(by) <= set(retrieved_ids):
+            raise ValueError(f"BugHunt sentence {d['text']!r}: supported_by names documents that were not retrieved")
+        if by and not sentence.faithful:
+            raise ValueError(f"BugHunt sentence {d['text']!r}: a document supports it alone, yet the contexts do not")
+        if len(cited) == 1 and (cited[0] in by) is not sentence.citation_ok:
+            raise ValueError(f"BugHunt sentence {d['text']!r}: citation_ok disagrees with supported_by")
+    return sentence
 
 
 def _answer(d: dict) -> PresetAnswer:
@@ -125,6 +144,7 @@ def load_bughunt() -> BugHunt:
         question=raw["question"],
         category=raw["category"],
         reference_statements={r["id"]: r["text"] for r in raw["reference_statements"]},
+        reference_support={r["id"]: tuple(r["supported_by"]) for r in raw["reference_statements"]},
         gold_passage_ids=tuple(raw["gold_passage_ids"]),
         docs=docs,
         answers=tuple(_answer(a) for a in raw["answers"]),
@@ -178,6 +198,11 @@ def human_labels(sample: BugHunt) -> list[dict]:
     document alone (ALCE's precision needs it when a sentence cites several); for `-answer`
     (completeness), the response without citation markers. Hypotheses are statements without their
     citation markers (`Statement.text`).
+
+    The claim-level checks add, for each preset answer's sentence, `-reference` (premise: the
+    reference statements joined with CONTEXT_SEPARATOR) and `-doc-<id>` for each retrieved document
+    alone, and for each reference statement `<R>-doc-<id>` for each document of the knowledge base;
+    a pair that an earlier label already holds is not repeated (a disagreeing one is an error).
     """
     docs = sample.doc_texts()
     labels: list[dict] = []
@@ -207,6 +232,33 @@ def human_labels(sample: BugHunt) -> list[dict]:
             add(f"{a.name}-{rid}-answer", strip_citations(a.response), ref, rid in a.covers)
     for k, s in enumerate(sample.edge_sentences, start=1):
         sentence_labels(f"edge-e{k}", s)
+    return labels + _claim_labels(sample, labels)
+
+
+def _claim_labels(sample: BugHunt, earlier: list[dict]) -> list[dict]:
+    """The labels the claim-level checks read that `human_labels`' others do not already hold."""
+    docs, reference = sample.doc_texts(), CONTEXT_SEPARATOR.join(sample.reference_statements.values())
+    seen = {(r["premise"], r["hypothesis"]): r for r in earlier}
+    labels: list[dict] = []
+
+    def add(id_: str, premise: str, hypothesis: str, supported: bool) -> None:
+        held = seen.get((premise, hypothesis))
+        if held is not None:
+            if held["supported"] is not supported:
+                raise ValueError(f"BugHunt label {id_} disagrees with {held['id']} on the same premise and statement")
+            return
+        seen[premise, hypothesis] = row = {"id": id_, "premise": premise, "hypothesis": hypothesis, "supported": supported}
+        labels.append(row)
+
+    for a in sample.answers:
+        for k, s in enumerate(a.sentences, start=1):
+            text = to_statement(s.text).text
+            add(f"{a.name}-s{k}-reference", reference, text, s.correct)
+            for i in a.retrieved_ids:
+                add(f"{a.name}-s{k}-doc-{i}", docs[i], text, i in s.supported_by)
+    for rid, ref in sample.reference_statements.items():
+        for i, doc in docs.items():
+            add(f"{rid}-doc-{i}", doc, ref, i in sample.reference_support[rid])
     return labels
 
 
