@@ -94,6 +94,20 @@ def test_missing_base_flags_are_named_and_other_presets_refuse_them(assets, tmp_
     assert code == 2 and "--steps" in err and not (tmp_path / "y").exists()
 
 
+def test_wrong_model_folders_are_refused_before_any_stage(assets, tmp_path, monkeypatch, capsys):
+    """A BART folder as the question encoder, the context side as the question side, a DPR folder as the
+    generator: one line each, from config.json, and nothing written (not found after the index is built)."""
+    swaps = [({"question": assets["bart"]}, "--question-encoder: not a DPR encoder folder"),
+             ({"question": assets["context"]}, "--question-encoder: a DPRContextEncoder folder"),
+             ({"context": assets["question"]}, "--context-encoder: a DPRQuestionEncoder folder"),
+             ({"bart": assets["context"]}, "--generator: not a sequence-to-sequence generator folder")]
+    for i, (swap, message) in enumerate(swaps):
+        out = tmp_path / f"run{i}"
+        code, _, err = run_main(monkeypatch, capsys, *_flags({**assets, **swap}, out))
+        assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+        assert not out.exists()
+
+
 def test_base_measures_recall_when_test_questions_name_gold_passages(assets, tiny_corpus, tmp_path, monkeypatch, capsys):
     """A test file in lewisrag's schema with gold_passage_ids gets recall@k; without --passages-b
     there is no index B and no swap matrix, both listed as skipped."""

@@ -214,6 +214,21 @@ def check_recipe(path: str | os.PathLike, required: bool = False) -> None:
         raise InputError(str(path / WEIGHTS), f"sha256 does not match {RECIPE} ({str(expected)[:12]}...): damaged or replaced weights")
 
 
+def check_generator_folder(path: str | os.PathLike, flag: str = "--generator") -> None:
+    """A local transformers sequence-to-sequence model folder (BART or another encoder-decoder), told by its
+    config.json before any weights load: a DPR or causal-LM folder given as the generator is one clear line."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES
+
+    p = Path(path)
+    if not (p / "config.json").is_file():
+        raise InputError(p, f"{flag}: not a transformers model folder (no config.json)")
+    config = read_json(p / "config.json")
+    model_type = config.get("model_type") if isinstance(config, dict) else None
+    if model_type not in MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES:
+        raise InputError(p / "config.json", f"{flag}: not a sequence-to-sequence generator folder (BART): model_type "
+                         f"is {model_type!r}", field="model_type")
+
+
 def load_generator(path: str | os.PathLike, require_recipe: bool = False):
     """(seq2seq generator in fp32 eval mode, its fast tokenizer) from a local transformers directory,
     checked against its recipe.json when it has one (`check_recipe`)."""
@@ -223,5 +238,7 @@ def load_generator(path: str | os.PathLike, require_recipe: bool = False):
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     check_recipe(path, required=require_recipe)
+    if Path(path).is_dir():
+        check_generator_folder(path)
     generator = load_model(AutoModelForSeq2SeqLM.from_pretrained, path, "generator", dtype=torch.float32).eval()
     return generator, load_tokenizer(AutoTokenizer.from_pretrained, path, "generator tokenizer", use_fast=True)

@@ -28,6 +28,7 @@ from lewisrag import __version__
 from lewisrag.data.io import InputError, read_json, write_json, write_jsonl
 from lewisrag.data.outputs import mark
 from lewisrag.data.passages import open_passages
+from lewisrag.data.pretrained import check_generator_folder
 from lewisrag.data.records import read_qa
 from lewisrag.eval.results import FORMAT
 from lewisrag.experiments import stages as S
@@ -35,6 +36,7 @@ from lewisrag.experiments.presets import Preset
 from lewisrag.experiments.swap import swap_matrix
 from lewisrag.index import open_retriever, retrieval_recall
 from lewisrag.index.dense import DenseBuildConfig, build_dense_index
+from lewisrag.index.encoders import dpr_layout
 
 Progress = Callable[[str, int, int, str], None]
 
@@ -99,12 +101,33 @@ def prepare(assets: BaseAssets, hub: tuple[str, ...] = ()) -> dict:
         value = getattr(assets, f)
         if value is not None and value < 1:
             raise InputError(f"--{f.replace('_', '-')}", f"must be at least 1, not {value}")
+    _check_model_folders(assets)
     train, dev, test = (read_qa(getattr(assets, f)) for f in ("train", "dev", "test"))
     passages = {"a": open_passages(assets.passages)}
     if assets.passages_b:
         passages["b"] = open_passages(assets.passages_b)
     swap = {f: read_qa(getattr(assets, f)) for f in ("questions_a", "questions_b") if getattr(assets, f)}
     return {"train": train[: assets.max_train], "dev": dev, "test": test, "passages": passages, **swap}
+
+
+def _check_model_folders(assets: BaseAssets) -> None:
+    """What each model folder holds, read from its config.json before any stage runs: a wrong folder
+    found after the index is built would leave a run that --resume refuses (its config differs)."""
+    for flag, value, side in (("--question-encoder", assets.question_encoder, "question"),
+                              ("--context-encoder", assets.context_encoder, "context")):
+        if str(value).startswith("hf:"):
+            continue
+        try:
+            layout = dpr_layout(value)
+        except InputError as e:
+            raise InputError(e.source, f"{flag}: {e.message}", line=e.line, field=e.field) from None
+        if layout != side:
+            what = {"question": "a DPRQuestionEncoder folder", "context": "a DPRContextEncoder folder",
+                    "lewisrag": "a `lewisrag train dpr` checkpoint", "rag": "a trained RAG model"}[layout]
+            raise InputError(value, f"{flag}: {what}; the base recipe needs the transformers DPR{side.capitalize()}Encoder "
+                             "folder of the pair")
+    if not str(assets.generator).startswith("hf:"):
+        check_generator_folder(assets.generator)
 
 
 def run_base(preset: Preset, run: Path, seed: int, resume: bool, threads: int | None, assets: BaseAssets,
