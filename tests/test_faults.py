@@ -135,7 +135,7 @@ def test_eval_answers_refuses_a_users_folder_before_judging(users_folder, tmp_pa
     assert (users_folder / "results.json").is_file() and not (users_folder / "train.jsonl").exists()
 
 
-def test_overwrite_never_deletes_the_commands_own_inputs(tiny_corpus, users_folder, monkeypatch, capsys):
+def test_overwrite_never_deletes_the_commands_own_inputs(tiny_corpus, users_folder, tmp_path, monkeypatch, capsys):
     before = snapshot(users_folder)
     qa = users_folder / "train.jsonl"
     for args in (["train", "dpr", "--train", qa, "--passages", tiny_corpus["passages"], "--steps", 1],
@@ -148,12 +148,19 @@ def test_overwrite_never_deletes_the_commands_own_inputs(tiny_corpus, users_fold
         code, _, err = run(monkeypatch, capsys, *args, "--out", users_folder, "--overwrite")
         assert_one_line_error(code, err, str(users_folder), "holds --")
         assert snapshot(users_folder) == before
-    out = users_folder / "questions.jsonl"  # swap's --out file on the questions it scores
+    out = tmp_path / "questions.jsonl"  # swap's --out file on the questions it scores
     out.write_text('{"id": "1"}\n')
     code, _, err = run(monkeypatch, capsys, "swap", "--model", users_folder, "--index", users_folder, "--questions", out,
                        "--out", out, "--overwrite")
-    assert_one_line_error(code, err, "--questions file")
+    assert_one_line_error(code, err, "is --questions")
     assert out.read_text() == '{"id": "1"}\n'
+    # ... or on a file inside a model or index it reads (a model's weights, an index's manifest)
+    inside = users_folder / "dev.jsonl"
+    for model, index, where in ((users_folder, tmp_path, "is inside --model"), (tmp_path / "m", users_folder, "is inside --index")):
+        code, _, err = run(monkeypatch, capsys, "swap", "--model", model, "--index", index, "--questions", out,
+                           "--out", inside, "--overwrite")
+        assert_one_line_error(code, err, where)
+    assert snapshot(users_folder) == before
 
 
 def test_a_refusal_that_overwrite_cannot_lift_does_not_suggest_it(tiny_corpus, users_folder, tmp_path, monkeypatch,
@@ -222,7 +229,7 @@ def test_chunk_refuses_to_replace_a_file_without_overwrite(tmp_path, monkeypatch
     assert_one_line_error(code, err, "passages.jsonl", "--overwrite")
     assert out.read_text() == "precious\n"
     code, _, err = run(monkeypatch, capsys, "chunk", "--docs", docs, "--out", docs, "--overwrite")
-    assert_one_line_error(code, err, "--docs file itself")
+    assert_one_line_error(code, err, "is --docs")
     code, _, err = run(monkeypatch, capsys, "chunk", "--docs", docs, "--out", out, "--overwrite")
     assert code == 0 and json.loads(out.read_text())["id"].startswith("d"), err
 

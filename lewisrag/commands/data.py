@@ -26,9 +26,7 @@ def chunk(
 
     if out.suffix.lower() != ".jsonl":
         raise InputError(out, "the output must be a .jsonl file", field="--out")
-    check_out_file(out, overwrite=overwrite)
-    if not docs.startswith("hf:") and Path(docs).exists() and Path(docs).resolve() == out.resolve():
-        raise InputError(out, "is the --docs file itself; choose another", field="--out")
+    check_out_file(out, overwrite=overwrite, inputs=[("--docs", docs)])
     with _ui.console.status(f"reading {docs}"):
         documents = open_passages(docs)  # documents are in the passage format; every record is checked before anything is written
     with _ui.console.status(f"chunking {len(documents)} documents"):

@@ -32,10 +32,9 @@ def swap(
             raise InputError(flag, f"must be at least 1, got {value}")
     fields = _ui.qa_fields(qa_fields)
     if out is not None:
-        check_out_file(out, overwrite=overwrite)
-        for q in questions:  # --overwrite replaces an output, never the questions it is scored on
-            if not q.startswith("hf:") and Path(q).exists() and Path(q).resolve() == out.resolve():
-                raise InputError(out, "is a --questions file; choose another", field="--out")
+        # --overwrite replaces an output, never the questions it is scored on or a file of a model or index
+        check_out_file(out, overwrite=overwrite, inputs=[*(("--model", m) for m in model), *(("--index", i) for i in index),
+                                                         *(("--questions", q) for q in questions)])
 
     with _ui.progress() as p:
         result = swap_matrix(model, index, questions, swap=swap_encoder, num_beams=num_beams, max_length=max_length,

@@ -142,11 +142,22 @@ def check_inputs_outside(out: str | os.PathLike, inputs: dict[str, object], flag
                              field=flag)
 
 
-def check_out_file(out: str | os.PathLike, *, overwrite: bool = False, flag: str = "--out") -> Path:
-    """Refuse an output file path that is a folder, an existing file (without `overwrite`), or unwritable."""
+def check_out_file(out: str | os.PathLike, *, overwrite: bool = False, flag: str = "--out",
+                   inputs: Iterable[tuple[str, object]] = ()) -> Path:
+    """Refuse an output file path that is a folder, an existing file (without `overwrite`), unwritable,
+    or one of the command's `inputs` ((flag, path) pairs; None and `hf:` specs skipped) or inside one of
+    them: even --overwrite never replaces an input file or a file of an input folder (a model's weights)."""
     out = Path(out)
     if out.is_dir():
         raise InputError(out, "is a folder; a file path is needed", field=flag)
+    where = out.resolve()
+    for name, path in inputs:
+        if path is None or str(path).startswith("hf:") or not Path(path).exists():
+            continue
+        held = Path(path).resolve()
+        if where == held or where.is_relative_to(held):
+            what = "is" if where == held else "is inside"
+            raise InputError(out, f"{what} {name} {path}, which writing here would damage; choose another", field=flag)
     if out.exists() and not overwrite:
         raise InputError(out, "file exists; choose another or pass --overwrite to replace it", field=flag)
     check_writable(out.parent, flag)
