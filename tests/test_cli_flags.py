@@ -114,7 +114,17 @@ def test_eval_retrieval_data_and_k_are_questions_and_recall_at(bm25, tiny_corpus
     code, old, err = run_main(monkeypatch, capsys, *base, "--data", tiny_corpus["qa"], "-k", 1, "-k", 2)
     assert code == 0 and _warned(err, "--data", "--questions") and _warned(err, "-k", "--recall-at"), err
     assert json.loads(old) == json.loads(new)
-    assert {"recall@1", "recall@2"} <= set(json.loads(new)[str(bm25)])
+    assert {"recall@1", "recall@2", "hit@1", "hit@2"} <= set(json.loads(new)[str(bm25)])
+
+
+def test_eval_retrieval_table_says_how_many_questions_were_not_scored(bm25, tiny_corpus, tmp_path, monkeypatch, capsys):
+    rows = [json.loads(line) for line in Path(tiny_corpus["qa"]).read_text().splitlines()]
+    half = [r if i % 2 else {**r, "gold_passage_ids": []} for i, r in enumerate(rows)]
+    qa = tmp_path / "half.jsonl"
+    qa.write_text("".join(json.dumps(r) + "\n" for r in half))
+    code, out, err = run_main(monkeypatch, capsys, "eval", "retrieval", "--index", bm25, "--questions", qa)
+    assert code == 0, err
+    assert f"{(len(rows) + 1) // 2} of {len(rows)} questions have no gold_passage_ids: not scored" in out
 
 
 ANSWERS = [{"id": "q1", "user_input": "Who leads Valdoria?", "response": "Ana Bel leads Valdoria.", "reference": "Ana Bel",

@@ -446,6 +446,9 @@ def test_index_tune_records_the_smallest_setting_and_searches_use_it(tiny_corpus
     record = json.loads(r.stdout)
     assert r.returncode == 0 and record["knob"] is None and record["search_params"] == {} and record["recall_at_k"] == 1.0
     assert "searches exactly" in r.stderr
+    # a given --encoder that does not exist is named as such, not blamed on the index
+    r = run_cli("index", "search", "--index", str(tmp_path / "flat"), "--query", "who", "--encoder", str(tmp_path / "nope"))
+    assert r.returncode == 2 and r.stderr.strip() == f"error: {tmp_path / 'nope'}: --encoder: not found"
 
 
 @pytest.mark.parametrize("factory", ["Flat", "HNSW16", "IVF8,Flat", "IVF8,PQ4x4", "IVF8,PQ8x4fs"])

@@ -123,4 +123,4 @@ def table(title: str, columns: list[str], rows: list[list]) -> Table:
 def _fmt(v) -> str:
     if isinstance(v, float):
         return f"{v:.3f}"
-    return str(v)
+    return "–" if v is None else str(v)  # no score, as the reports write it

@@ -64,6 +64,9 @@ def retrieval(
     cols = [f"{score}@{c}" for c in sorted(k) for score in ("hit", "recall")]
     rows = [[name, r["kind"], r["n"], *[r[c] for c in cols]] for name, r in results.items()]
     _ui.out.print(_ui.table(f"retrieval on {data}", ["index", "kind", "questions", *cols], rows))
+    skipped = next(iter(results.values()))["skipped"]
+    if skipped:  # the same questions for every index
+        _ui.out.print(f"{skipped} of {len(examples)} questions have no gold_passage_ids: not scored")
 
 
 def _check_gold_ids(passages, examples, gold: set[str], data: Path, index: Path) -> None:

@@ -74,7 +74,8 @@ def _iter_jsonl(p: Path) -> Iterator[tuple[int, dict]]:
             try:
                 rec = json.loads(text)
             except json.JSONDecodeError as e:
-                raise InputError(p, f"malformed JSON: {e.msg} at column {e.colno}", line=lineno) from None
+                # json's message for control characters ends in " at", before the position it would add
+                raise InputError(p, f"malformed JSON: {e.msg.removesuffix(' at')} at column {e.colno}", line=lineno) from None
             if not isinstance(rec, dict):
                 raise InputError(p, f"expected a JSON object, got {type(rec).__name__}", line=lineno)
             yield lineno, rec

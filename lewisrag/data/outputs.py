@@ -110,7 +110,7 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
         check_inputs_outside(out, inputs or {}, flag)
     if not overwrite and not is_free(out, kind):
         other = made_by(out)
-        whose = f"holds a lewisrag {other}, not a {kind}" if other else "was not made by lewisrag"
+        whose = f"holds a lewisrag {other}, not {_a(kind)}" if other else "was not made by lewisrag"
         raise InputError(out, f"folder is not empty and {whose}; choose another or pass --overwrite to replace it",
                          field=flag)
     if replaces and not overwrite and is_ours(out, kind):
@@ -129,6 +129,11 @@ def _check_replaceable(out: Path, flag: str) -> None:
     where = out.resolve()
     if where == Path(where.anchor) or where == Path.home().resolve():
         raise InputError(out, "is the root or home folder, which --overwrite never replaces; choose another", field=flag)
+
+
+def _a(noun: str) -> str:
+    """The noun with its indefinite article: "an export", "a reproduction"."""
+    return ("an " if noun[:1] in "aeiou" else "a ") + noun
 
 
 def check_inputs_outside(out: str | os.PathLike, inputs: dict[str, object], flag: str = "--out") -> None:
