@@ -196,6 +196,14 @@ def test_train_dpr_starts_from_the_pair_exactly(hf, monkeypatch, capsys, tmp_pat
     assert code == 0, err
     with one_thread():
         assert [h["id"] for h in json.loads(out)] == transformers_top(hf, [hf["qa"][3].question], 3)[0][0]
+    # the README's conversion needs no data: --steps 0 without --train and --passages saves the same weights
+    code, out, err = run_main(monkeypatch, capsys, "train", "dpr", "--init-question", hf["question"], "--init-context",
+                              hf["context"], "--steps", 0, "--out", tmp_path / "bare", "--json")
+    assert code == 0, err
+    assert json.loads(out)["ctx_fingerprint"] == manifest["encoder"]["ctx_fingerprint"] and json.loads(out)["n_train"] == 0
+    for flags, message in ((["--steps", 0], "--steps: 0 without --train"), ([], "--train: needed to train")):
+        code, _, err = run_main(monkeypatch, capsys, "train", "dpr", "--out", tmp_path / "none", *flags)
+        assert code == 2 and message in err and not (tmp_path / "none").exists()
 
 
 def test_train_dpr_from_the_pair_trains(hf, monkeypatch, capsys, tmp_path):

@@ -29,7 +29,20 @@ def export(
         return
     _ui.out.print(f"exported RAG-{summary.variant} (K={summary.n_docs}) with {summary.n_passages} passages "
                   f"({summary.dim}-d) to {summary.out}")
-    if summary.generate_kwargs:
-        settings = ", ".join(f"{k}={v!r}" for k, v in summary.generate_kwargs.items())
-        _ui.out.print(f"note: transformers' RagSequenceForGeneration reloads without the generator's generation "
-                      f"settings; pass generate({settings}) to get lewisrag ask's answers")
+    _ui.out.print(decoding_note(summary.variant, summary.generate_kwargs, summary.beam_kwargs))
+
+
+def decoding_note(variant: str, generate_kwargs: dict, beam_kwargs: dict) -> str:
+    """How transformers' generate() on the export gives `lewisrag ask`'s answers (experiments.export).
+
+    >>> print(decoding_note("sequence", {"num_beams": 1, "max_length": 32, "forced_bos_token_id": 0}, {"early_stopping": True}))
+    note: transformers' RagSequenceForGeneration reloads without the generator's generation settings; pass generate(num_beams=1, max_length=32, forced_bos_token_id=0) to get lewisrag ask's answers (greedy), or the same with num_beams=N, early_stopping=True for lewisrag ask --num-beams N's
+    """
+    beams = ", ".join(["num_beams=N", *(f"{k}={v!r}" for k, v in beam_kwargs.items())])
+    if variant == "token":  # its generation_config.json holds generate_kwargs
+        return (f"note: generate() decodes as lewisrag ask does (greedy, max_length={generate_kwargs['max_length']}); "
+                f"pass generate({beams}) for lewisrag ask --num-beams N's answers")
+    settings = ", ".join(f"{k}={v!r}" for k, v in generate_kwargs.items())
+    return (f"note: transformers' RagSequenceForGeneration reloads without the generator's generation settings; "
+            f"pass generate({settings}) to get lewisrag ask's answers (greedy), or the same with {beams} "
+            f"for lewisrag ask --num-beams N's")

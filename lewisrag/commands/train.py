@@ -10,8 +10,10 @@ from lewisrag.commands import _ui
 
 
 def dpr(
-    train: Path = typer.Option(..., "--train", help="QA examples with gold_passage_ids."),
-    passages: Path = typer.Option(..., "--passages", help="The passages the gold ids refer to (a file, a datasets save_to_disk folder or hf:...)."),
+    train: Path = typer.Option(None, "--train", help="QA examples with gold_passage_ids. Required unless --steps 0 converts "
+                               "a starting pair."),
+    passages: Path = typer.Option(None, "--passages", help="The passages the gold ids refer to (a file, a datasets "
+                                  "save_to_disk folder or hf:...). Required with --train."),
     qa_fields: str = typer.Option(None, "--qa-fields", help=_ui.QA_FIELDS_HELP),
     out: Path = typer.Option(..., "--out", help="Checkpoint directory (question_encoder/, ctx_encoder/, tokenizer/)."),
     init: str = typer.Option(None, "--init", help="Local BERT-like checkpoint, or one transformers DPR encoder folder, to start "
@@ -60,11 +62,18 @@ def dpr(
     if not lr > 0:
         raise InputError("--lr", f"must be positive, got {lr}")
     check_init(cfg)
+    converting = steps == 0 and train is None and passages is None  # the starting encoders saved as they are
+    if converting and not (init or init_question):
+        raise InputError("--steps", "0 without --train saves the starting encoders: give --init or --init-question and "
+                         "--init-context")
+    if not converting and (train is None or passages is None):
+        raise InputError("--train" if train is None else "--passages", "needed to train (with --train, --passages names the "
+                         "passages its gold ids refer to); only --steps 0 with --init* converts a checkpoint without data")
     fields = _ui.qa_fields(qa_fields)
     inputs = {"--train": train, "--passages": passages, "--init": init, "--init-question": init_question,
               "--init-context": init_context}
     check_out_dir(out, KIND, overwrite=overwrite, inputs=inputs, replaces=True)  # before anything is read or trained
-    examples, docs = read_qa(train, fields), open_passages(passages)
+    examples, docs = ([], []) if converting else (read_qa(train, fields), open_passages(passages))
     with _ui.progress() as p:
         task = p.add_task("training DPR", total=steps, info="")
         meta = train_dpr(cfg, examples, docs, out, lambda s, loss: p.update(task, completed=s, info=f"loss {loss:.3f}"),
@@ -122,7 +131,7 @@ def rag(
     weight_decay: float = typer.Option(0.01, "--weight-decay", help="AdamW weight decay."),
     max_grad_norm: float = typer.Option(1.0, "--max-grad-norm", help="Gradient-norm clip (0 = none)."),
     label_smoothing: float = typer.Option(0.0, "--label-smoothing", help="Label smoothing of the RAG loss, as transformers applies it."),
-    max_combined_length: int = typer.Option(300, "--max-combined-length", help="Generator input tokens per (question, document)."),
+    max_combined_length: int = typer.Option(300, "--max-combined-length", help="Generator input tokens per (question, document); capped at the generator's max_position_embeddings (with a note)."),
     max_target_length: int = typer.Option(32, "--max-target-length", help="Answer tokens, start and end tokens included."),
     eval_every: int = typer.Option(50, "--eval-every", help="Steps between dev evaluations (0 = never); the best model is kept in best/."),
     eval_questions: int = typer.Option(200, "--eval-questions", help="Dev questions evaluated (the first ones)."),
@@ -147,7 +156,9 @@ def rag(
     as_json: bool = typer.Option(False, "--json", help="Print the run summary as one JSON object instead of a table (main process only)."),
 ) -> None:
     """Fine-tune a RAG model (question encoder + BART) end to end; resumable, multi-process under `accelerate launch`."""
-    from lewisrag.training.rag import RagTrainConfig, train_rag
+    import os
+
+    from lewisrag.training.rag import RagTrainConfig, combined_length_note, train_rag
     from lewisrag.training.tasks import DEV_METRIC, check_task
 
     check_task(task)
@@ -164,6 +175,9 @@ def rag(
         cpu=cpu, search_device=search_device,
         shared_retrieval=shared_retrieval,
     )
+    note = combined_length_note(cfg)  # capped, not refused: see combined_length_note
+    if note and os.environ.get("RANK", "0") == "0":  # once, not once per process under `accelerate launch`
+        typer.echo(note, err=True)
     with _ui.progress() as p:
         bar, dev, metric = None, "-", DEV_METRIC[cfg.task]
 

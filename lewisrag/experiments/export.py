@@ -14,11 +14,19 @@ Layout of `DIR` (what `RagRetriever.from_pretrained(DIR)`, `RagTokenizer.from_pr
 The paths in config.json are absolute: after moving DIR, pass `passages_path=` and `index_path=` to
 `RagRetriever.from_pretrained`.
 
-A saved transformers RAG-Sequence folder does not keep its generator's generation config:
-transformers rebuilds it from the BART config, without settings such as bart-large's
-`forced_bos_token_id=0` and `no_repeat_ngram_size=3`, which `lewisrag ask` decodes with.
-`generate_kwargs` (in the summary and lewisrag_export.json) lists each such setting; pass them
-to `RagSequenceForGeneration.generate(...)` to get `lewisrag ask`'s answers.
+Decoding as `lewisrag ask` does. `ask` decodes with the model's generation config, except that it
+passes its own `num_beams` (default 1: greedy) and `max_length` (default 32). The export writes
+that default: its generation config has num_beams=1 and max_length=32, so RAG-Token's plain
+`generate()` gives default `ask`'s answers. A beam-only setting (bart-large's `early_stopping=True`)
+cannot be saved beside num_beams=1 (transformers refuses), so it is left out there and listed in
+`beam_kwargs`. A saved transformers RAG-Sequence folder keeps no generation config for its
+generator at all: transformers rebuilds one from the BART config, without settings such as
+bart-large's `forced_bos_token_id=0` and `no_repeat_ngram_size=3`. Hence, in the summary and
+lewisrag_export.json:
+
+    generate_kwargs   generate(**generate_kwargs) gives default `ask`'s answers, either variant:
+                      num_beams=1, max_length=32 and (RAG-Sequence) every setting its reload loses
+    beam_kwargs       add these and num_beams=N to get `ask --num-beams N`'s answers
 
 transformers' retriever builds each generator input from the question *decoded* from its input ids
 (`question_encoder_tokenizer.batch_decode`), not from the string asked: with an uncased question
@@ -28,6 +36,7 @@ tokenizer the question reaches the generator lowercased, as it does in transform
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import shutil
 from dataclasses import dataclass
@@ -46,6 +55,9 @@ KIND = "export"
 PASSAGES = "passages"
 FAISS_FILE = "passages.faiss"
 META = "lewisrag_export.json"
+# `lewisrag ask`'s --num-beams and --max-length defaults (commands/ask.py; tests/test_export.py checks they agree)
+ASK_DEFAULTS = {"num_beams": 1, "max_length": 32}
+BEAM_ONLY = ("early_stopping", "length_penalty")  # settings transformers refuses to save with num_beams=1
 
 
 @dataclass(frozen=True)
@@ -57,7 +69,8 @@ class ExportSummary:
     dim: int
     model: str
     index: str
-    generate_kwargs: dict  # generation settings transformers loses on reload: pass them to generate(...)
+    generate_kwargs: dict  # generate(**generate_kwargs) on the reloaded model: default `lewisrag ask`'s answers
+    beam_kwargs: dict  # with num_beams=N added to generate_kwargs: `lewisrag ask --num-beams N`'s answers
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -87,6 +100,8 @@ def export_rag(model_path: str | os.PathLike, index_path: str | os.PathLike, out
     out = Path(out)
     final = out.resolve()
     s = model.settings
+    beams = beam_settings(model.generation_config)
+    model.generation_config = ask_generation_config(model.generation_config)  # what the export decodes with
     with staged_dir(out, KIND) as tmp:
         model.to_hf(tmp / "rag")
         for entry in (tmp / "rag").iterdir():  # the RAG weights and configs sit at the top of DIR
@@ -99,7 +114,7 @@ def export_rag(model_path: str | os.PathLike, index_path: str | os.PathLike, out
         config.retrieval_vector_size = dim
         config.n_docs = s.n_docs
         config.title_sep, config.doc_sep, config.prefix = s.title_sep, s.doc_sep, s.prefix or None
-        config.max_combined_length = s.max_combined_length
+        config.max_combined_length = s.max_combined_length  # within the generator's positions (RagModel caps it)
         config.save_pretrained(tmp)
         RagTokenizer(question_encoder=tokenizers.question, generator=tokenizers.generator).save_pretrained(tmp)
 
@@ -122,10 +137,27 @@ def export_rag(model_path: str | os.PathLike, index_path: str | os.PathLike, out
         shutil.rmtree(tmp / ".cache", ignore_errors=True)
         faiss.write_index(dense.faiss_index, str(tmp / FAISS_FILE))
         summary = ExportSummary(str(out), s.variant, s.n_docs, n, dim, str(resolve_model_dir(model_path)), str(index_path),
-                                lost_generation_settings(model))
+                                {**ASK_DEFAULTS, **lost_generation_settings(model)}, beams)
         write_json(tmp / META, {"format": "lewisrag-export/1", **summary.to_dict(),
                                 "index_fingerprint": dense.ctx_fingerprint})
     return summary
+
+
+def ask_generation_config(generation_config):
+    """A copy of `generation_config` that decodes as `lewisrag ask` does by default (`ASK_DEFAULTS`),
+    without the beam-only settings that transformers will not save beside num_beams=1."""
+    gc = copy.deepcopy(generation_config)
+    gc.update(**ASK_DEFAULTS, max_new_tokens=None)  # ask's max_length beats a saved max_new_tokens (decoding.resolve_settings)
+    unset = type(gc)()
+    gc.update(**{name: getattr(unset, name) for name in BEAM_ONLY})
+    return gc
+
+
+def beam_settings(generation_config) -> dict:
+    """The beam-only settings of `generation_config` that differ from transformers' defaults."""
+    unset = type(generation_config)()
+    return {name: getattr(generation_config, name) for name in BEAM_ONLY
+            if getattr(generation_config, name) != getattr(unset, name)}
 
 
 def lost_generation_settings(model) -> dict:
@@ -133,8 +165,8 @@ def lost_generation_settings(model) -> dict:
 
     It decodes with its generator's generation config, which a saved RAG folder does not hold;
     on loading, transformers builds a new one from the generator's config. Every setting where
-    that differs from the one lewisrag decodes with is returned (none for RAG-Token, whose own
-    generation config is saved and read back).
+    that differs from the model's generation config (in `export_rag`: already `ask_generation_config`)
+    is returned (none for RAG-Token, whose own generation config is saved and read back).
     """
     from transformers import GenerationConfig
 

@@ -575,10 +575,12 @@ class DenseIndex:
                 field="encoder.ctx_fingerprint",
             )
         if ctx_fingerprint != self.ctx_fingerprint and not swap:
+            built_by = self.manifest["encoder"].get("path")
             raise store.IndexMismatchError(
                 self.path,
-                f"index was built with context encoder {self.ctx_fingerprint}, the question encoder belongs to "
-                f"{ctx_fingerprint}; pass --swap to search it anyway",
+                f"index was built with context encoder {self.ctx_fingerprint}{f' ({built_by})' if built_by else ''}, the "
+                f"question encoder is paired with context encoder {ctx_fingerprint}: give the question encoder (or "
+                "--context-encoder) of the pair that built the index, or --swap to search it anyway",
                 field="encoder.ctx_fingerprint",
             )
 

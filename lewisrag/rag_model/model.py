@@ -21,6 +21,8 @@ from lewisrag.rag_model import marginalize as M
 from lewisrag.rag_model.decoding import generate
 from lewisrag.rag_model.settings import VARIANTS, RagSettings  # noqa: F401  (VARIANTS: re-exported)
 
+VERY_LARGE = int(1e30)  # transformers' model_max_length of a tokenizer that knows no limit
+
 
 @dataclass
 class RagOutput:
@@ -43,6 +45,37 @@ class Retrieved:
 class Tokenizers(NamedTuple):
     question: Any  # tokenizer of the question encoder (DPR: BERT wordpiece)
     generator: Any  # tokenizer of the generator (BART: byte-level BPE)
+
+
+def max_positions(config: Any) -> int | None:
+    """The most input tokens a model's position embeddings hold (`max_position_embeddings`: BART's, or
+    DPR's and BERT's), or None for a model without such a limit (T5's relative positions). `config`:
+    the transformers config, or its config.json as a dict."""
+    key = "max_position_embeddings"
+    n = config.get(key) if isinstance(config, dict) else getattr(config, key, None)
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
+
+
+def fit_to_generator(settings: RagSettings, generator_config: Any) -> RagSettings:
+    """`settings` with `max_combined_length` capped at the generator's positions.
+
+    The rule behind every generator input of a RagModel: `max_combined_length` is where the
+    tokenized (title, text, question) string is cut, and a cut past the generator's last position
+    embedding is an IndexError in the middle of a forward pass. So the effective length is
+    min(setting, positions), applied when the settings are given to a model: training, answering,
+    `rag.json` and an export's RagConfig (whose RagRetriever pads every input to it) all read it,
+    and a model saved with a larger value loads and answers, capped.
+
+    >>> from types import SimpleNamespace as C
+    >>> fit_to_generator(RagSettings(max_combined_length=300), C(max_position_embeddings=256)).max_combined_length
+    256
+    >>> fit_to_generator(RagSettings(max_combined_length=300), C()).max_combined_length
+    300
+    """
+    limit = max_positions(generator_config)
+    if limit is None or settings.max_combined_length <= limit:
+        return settings
+    return replace(settings, max_combined_length=limit)
 
 
 def generator_input(title: str, text: str, question: str, settings: RagSettings) -> str:
@@ -75,9 +108,19 @@ class RagModel(nn.Module):
         self.question_encoder = question_encoder
         self.generator = generator
         self.context_encoder = context_encoder  # registered after the others: their state_dict keys come first
-        self.settings = replace(settings or RagSettings(), variant=variant, n_docs=n_docs)
+        self.settings = replace(settings or RagSettings(), variant=variant, n_docs=n_docs)  # capped: see `settings`
         # decoding defaults (max_length, forced EOS, ...) as transformers' generate reads them
         self.generation_config = generation_config if generation_config is not None else generator.generation_config
+
+    @property
+    def settings(self) -> RagSettings:
+        """What the model was trained with; `max_combined_length` never exceeds the generator's positions."""
+        return self._settings
+
+    @settings.setter
+    def settings(self, value: RagSettings) -> None:
+        # every assignment (here, checkpoints, training) goes through `fit_to_generator`
+        self._settings = fit_to_generator(value, getattr(self.generator, "config", None))
 
     @property
     def variant(self) -> str:
@@ -154,7 +197,12 @@ class RagModel(nn.Module):
         """
         k = n_docs or self.n_docs
         device = next(self.parameters()).device
-        q_tok = tokenizers.question(questions, padding=True, truncation=True, return_tensors="pt").to(device)
+        # cut at the question encoder's positions too: its tokenizer may know no limit (model_max_length 1e30)
+        limits = [n for n in (max_positions(getattr(self.question_encoder, "config", None)),
+                              getattr(tokenizers.question, "model_max_length", None))
+                  if isinstance(n, int) and 0 < n < VERY_LARGE]
+        q_tok = tokenizers.question(questions, padding=True, truncation=True, max_length=min(limits) if limits else None,
+                                    return_tensors="pt").to(device)
         q = self.encode_questions(q_tok["input_ids"], q_tok["attention_mask"])  # (B, D)
         if self.settings.index_fingerprint is not None and hasattr(index, "check_encoder"):
             index.check_encoder(self.settings.index_fingerprint, q.shape[1], swap=swap)

@@ -19,7 +19,8 @@ class RagSettings:
     title_sep: str = " / "  # generator input: prefix + title + title_sep + text + doc_sep + question
     doc_sep: str = " // "  # (transformers' RagRetriever.postprocess_docs builds the same string)
     prefix: str = ""  # prepended to every generator input (T5-style models use one)
-    max_combined_length: int = 300  # generator input tokens per (question, document), truncated
+    max_combined_length: int = 300  # generator input tokens per (question, document), truncated; a RagModel
+    # caps it at its generator's max_position_embeddings (model.fit_to_generator)
     question_tokenizer: str | None = None  # path of the question encoder's tokenizer
     generator_tokenizer: str | None = None  # path of the generator's tokenizer
     index_path: str | None = None  # the index the model was trained with, if any

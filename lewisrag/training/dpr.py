@@ -247,13 +247,15 @@ def train_dpr(
     """
     out = check_out_dir(out, KIND, overwrite=overwrite)
     check_init(cfg)
+    # no data with steps=0 and a starting checkpoint: a conversion, e.g. a transformers DPR pair to one folder
+    converting = cfg.steps == 0 and not examples and bool(cfg.init or cfg.init_question)
     row_of = {p.id: i for i, p in enumerate(passages)}
     usable = []
     for ex in examples:
         gold = [g for g in ex.gold_passage_ids if g in row_of]
         if gold:
             usable.append((ex, row_of[gold[0]]))
-    if not usable:
+    if not usable and not converting:
         raise InputError("--train", "no training question has a gold_passage_id found in --passages", field="gold_passage_ids")
     texts = [f"{p.title} {p.text}" for p in passages] + [ex.question for ex, _ in usable]
     q_enc, c_enc, tokenizer = init_encoders(cfg, texts)  # before mining: a starting folder that does not fit fails first

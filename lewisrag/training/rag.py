@@ -59,6 +59,7 @@ from lewisrag.data.outputs import check_inputs_outside, check_out_dir, existing,
 from lewisrag.data.records import QAExample
 from lewisrag.index.shared import NodeSearch
 from lewisrag.rag_model.answering import answer_questions
+from lewisrag.rag_model.model import max_positions
 from lewisrag.scoring.qa import exact_match
 from lewisrag.scoring.qbleu import q_bleu1
 
@@ -123,6 +124,29 @@ def learning_rate_factor(step: int, steps: int, warmup_steps: int) -> float:
     if step < warmup_steps:
         return step / max(1, warmup_steps)
     return max(0.0, (steps - step) / max(1, steps - warmup_steps))
+
+
+def combined_length_note(cfg: RagTrainConfig) -> str | None:
+    """A one-line note when `cfg.max_combined_length` exceeds the generator's positions, else None.
+
+    The run then trains and saves with the generator's `max_position_embeddings` instead
+    (`rag_model.model.fit_to_generator`, the rule of every RagModel): the setting is a truncation
+    length, and past the last position embedding it can only crash. Capping, rather than refusing,
+    keeps one rule for every model (one saved with a larger value loads and answers, capped), and
+    keeps the default 300 working with generators of fewer positions. The run's config keeps the
+    value asked for (a `--resume` compares it); the saved models' rag.json holds the capped one.
+    Read from the generator's config.json alone, before anything loads; a folder that cannot be
+    read gives None here and its error when the run loads it.
+    """
+    try:
+        config = read_json(Path(cfg.generator) / "config.json")
+    except (InputError, OSError):
+        return None
+    limit = max_positions(config) if isinstance(config, dict) else None
+    if limit is None or cfg.max_combined_length <= limit:
+        return None
+    return (f"note: --max-combined-length {cfg.max_combined_length} exceeds the generator's {limit} positions "
+            f"(max_position_embeddings); generator inputs are cut at {limit} tokens")
 
 
 # --- evaluation ------------------------------------------------------------------------------------
