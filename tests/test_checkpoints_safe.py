@@ -136,7 +136,7 @@ def test_config_that_does_not_fit_the_weights(tmp_path):
     (d / "config.json").write_text(json.dumps({**config, "vocab_size": config["vocab_size"] + 7}))
     refused(load_generator, d, named=d / "model.safetensors", match="wrong shape")
     (d / "config.json").write_text(json.dumps({**config, "model_type": "no-such-model"}))
-    refused(load_generator, d, named=d, match="no-such-model")
+    refused(load_generator, d, named=d / "config.json", match="no-such-model")  # told by config.json, before loading
 
 
 def test_a_config_value_of_the_wrong_type_is_named(tmp_path):

@@ -107,7 +107,7 @@ def test_a_world_is_not_replaced_by_an_index(tiny_corpus, tmp_path, monkeypatch,
     before = snapshot(tmp_path / "w")
     code, _, err = run(monkeypatch, capsys, "index", "build", "--passages", tiny_corpus["passages"], "--encoder", "bm25",
                        "--out", tmp_path / "w")
-    assert_one_line_error(code, err, "holds a lewisrag world, not a index")
+    assert_one_line_error(code, err, "holds a lewisrag world, not an index")
     assert snapshot(tmp_path / "w") == before
 
 
