@@ -14,7 +14,7 @@ from rich.table import Table
 from lewisrag.data.io import InputError
 from lewisrag.data.records import check_qa_fields
 
-console = Console(stderr=True)  # progress and tables on stderr keep stdout clean for --json
+console = Console(stderr=True)  # progress bars and notes: stdout keeps only results (tables, or --json)
 out = Console()
 
 

@@ -37,7 +37,7 @@ def chunk(
         _ui.print_json({"out": str(out), "words": words, "documents": len(documents), "passages": len(passages), "longest_chars": longest})
         return
     rows = [[len(documents), len(passages), longest, out]]
-    _ui.console.print(_ui.table(f"passages of at most {words} words", ["documents", "passages", "longest (chars)", "written to"], rows))
+    _ui.out.print(_ui.table(f"passages of at most {words} words", ["documents", "passages", "longest (chars)", "written to"], rows))
 
 
 def world(
@@ -65,4 +65,4 @@ def world(
         _ui.print_json({"out": str(out), "seed": seed, "entities": entities, "lang": lang, "files": dict(counts)})
         return
     rows = [[name, n] for name, n in counts.items()]
-    _ui.console.print(_ui.table(f"world (seed {seed}) written to {out}", ["file", "records"], rows))
+    _ui.out.print(_ui.table(f"world (seed {seed}) written to {out}", ["file", "records"], rows))

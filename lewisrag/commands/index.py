@@ -71,7 +71,7 @@ def build(
         _ui.print_json({"out": str(out), **manifest})
         return
     rows = [[k, json.dumps(v) if isinstance(v, dict) else v] for k, v in manifest.items()]
-    _ui.console.print(_ui.table(f"index written to {out}", ["field", "value"], rows))
+    _ui.out.print(_ui.table(f"index written to {out}", ["field", "value"], rows))
 
 
 def search(
@@ -146,4 +146,4 @@ def tune(
         _ui.print_json(record)
         return
     rows = [[key, json.dumps(v) if isinstance(v, dict) else v] for key, v in record.items()]
-    _ui.console.print(_ui.table(f"search parameters recorded in {index}", ["field", "value"], rows))
+    _ui.out.print(_ui.table(f"search parameters recorded in {index}", ["field", "value"], rows))

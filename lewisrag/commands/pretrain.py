@@ -105,4 +105,4 @@ def pretrain(
     rows = [["steps", recipe["steps"]], ["minutes", recipe["minutes"]], ["parameters", recipe["parameters"]],
             ["weights (bytes)", recipe["weights_bytes"]], ["test EM (gold passage)", recipe["final"]["em"]]]
     rows += [[f"  {group}", em] for group, em in recipe["final"]["by_attribute"].items()]
-    _ui.console.print(_ui.table(f"generator written to {out}", ["field", "value"], rows))
+    _ui.out.print(_ui.table(f"generator written to {out}", ["field", "value"], rows))

@@ -82,10 +82,10 @@ def dpr(
         _ui.print_json({"out": str(out), "n_train": meta["n_train"], "n_no_gold": meta["n_no_gold"], "final_loss": meta["final_loss"],
                         "dim": meta["dim"], "ctx_fingerprint": meta["ctx_fingerprint"]})
         return
-    _ui.console.print(_ui.table(f"DPR checkpoint written to {out}", ["field", "value"],
-                                [["train questions", meta["n_train"]],
-                                 ["left out (no gold id in --passages)", meta["n_no_gold"]], ["final loss", meta["final_loss"]],
-                                 ["dim", meta["dim"]], ["context fingerprint", meta["ctx_fingerprint"]]]))
+    _ui.out.print(_ui.table(f"DPR checkpoint written to {out}", ["field", "value"],
+                            [["train questions", meta["n_train"]],
+                             ["left out (no gold id in --passages)", meta["n_no_gold"]], ["final loss", meta["final_loss"]],
+                             ["dim", meta["dim"]], ["context fingerprint", meta["ctx_fingerprint"]]]))
 
 
 def rag(
@@ -197,7 +197,7 @@ def rag(
                         "processes": summary["processes"], "search": summary["search"], "best_model": str(out / "best"),
                         "final_model": str(out / "final")})
     elif summary["main"]:
-        _ui.console.print(_ui.table(f"RAG-{cfg.variant} written to {out}", ["field", "value"], [
+        _ui.out.print(_ui.table(f"RAG-{cfg.variant} written to {out}", ["field", "value"], [
             ["steps", summary["steps"]], [f"best dev {summary['dev_metric']}", summary["best_dev"]],
             ["training questions", summary["n_train"]],
             ["left out (no answer)", summary["skipped_no_answer"]], ["processes", summary["processes"]],
