@@ -310,6 +310,16 @@ def test_reuse_embeddings_with_the_right_encoder(wiki_dpr, encoders, tiny_corpus
     ckpt = DPRCheckpoint.load(encoders["right"])
     questions = [ex.question for ex in read_qa(tiny_corpus["qa"])]
     assert _top_ids(out, ckpt, questions)[0] == _top_ids(encoded, ckpt, questions)[0]
+    # a rebuild into it says it replaces an index; a folder that encodes no passages is one line, before any note
+    code, _, err = run_main(monkeypatch, capsys, "index", "build", "--passages", wiki_dpr["folder"], "--encoder",
+                            encoders["right"], "--out", out, "--reuse-embeddings", "--json")
+    assert code == 0 and f"note: {out} holds an index; the new one replaces it" in err, err
+    not_dpr = tmp_path / "not_dpr"
+    not_dpr.mkdir()
+    (not_dpr / "config.json").write_text(json.dumps({"architectures": ["BartForConditionalGeneration"]}))
+    code, _, err = run_main(monkeypatch, capsys, "index", "build", "--passages", wiki_dpr["folder"], "--encoder", not_dpr,
+                            "--out", tmp_path / "x")
+    one_line_exit_2(code, err, "not a DPR encoder folder")
 
 
 def test_reuse_embeddings_refuses_another_encoders_vectors(wiki_dpr, encoders, tiny_corpus, tmp_path, monkeypatch, capsys):

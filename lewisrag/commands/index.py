@@ -39,7 +39,7 @@ def build(
 ) -> None:
     """Build a BM25 or dense (DPR + FAISS, inner product) index over passages."""
     from lewisrag.data.io import InputError
-    from lewisrag.data.outputs import check_out_dir
+    from lewisrag.data.outputs import check_out_dir, made_by
     from lewisrag.data.passages import open_passages
     from lewisrag.index.store import KIND
 
@@ -50,6 +50,12 @@ def build(
             raise InputError(flag, "applies to dense indexes: give a DPR checkpoint or DPRContextEncoder folder as --encoder")
     check_out_dir(out, KIND, overwrite=overwrite, replaces=True,  # before the passages are read
                   inputs={"--passages": passages, "--encoder": None if encoder == "bm25" else encoder})
+    if encoder != "bm25":
+        from lewisrag.index.encoders import context_encoder_layout
+
+        context_encoder_layout(encoder)  # a wrong folder is one line, before any note or reading
+    if made_by(out) == KIND and (Path(out) / "manifest.json").is_file() and not overwrite:  # a slip costs the build's time
+        typer.echo(f"note: {out} holds an index; the new one replaces it once it is complete", err=True)
     with _ui.console.status(f"reading {passages}"):
         docs = open_passages(passages)
     if encoder != "bm25" and not reuse_embeddings and getattr(docs, "has_embeddings", False):

@@ -161,15 +161,24 @@ def load_transformers_encoder(path: str | os.PathLike, side: str,
     return DPRCheckpoint(None, model, tokenizer, meta)
 
 
-def load_context_encoder(path: str | os.PathLike) -> DPRCheckpoint:
-    """The passage side that builds an index: a `lewisrag train dpr` checkpoint or a transformers
-    DPRContextEncoder folder (`ctx_encoder`, `tokenizer`, `dim`, `ctx_fingerprint`, `meta["max_length"]`)."""
+def context_encoder_layout(path: str | os.PathLike) -> str:
+    """`dpr_layout` of a folder that must encode passages, checked without loading weights: a
+    DPRQuestionEncoder folder, or a RAG model without a trained context encoder, is an InputError."""
     layout = dpr_layout(path)
-    if layout == "lewisrag":
-        return DPRCheckpoint.load(path)
     if layout == "question":
         raise InputError(Path(path) / "config.json", "a DPRQuestionEncoder folder encodes questions; an index is built by "
                          "the context encoder: give the DPRContextEncoder folder of its pair", field="architectures")
+    if layout == "rag":
+        _rag_context_folder(path)
+    return layout
+
+
+def load_context_encoder(path: str | os.PathLike) -> DPRCheckpoint:
+    """The passage side that builds an index: a `lewisrag train dpr` checkpoint or a transformers
+    DPRContextEncoder folder (`ctx_encoder`, `tokenizer`, `dim`, `ctx_fingerprint`, `meta["max_length"]`)."""
+    layout = context_encoder_layout(path)
+    if layout == "lewisrag":
+        return DPRCheckpoint.load(path)
     return load_transformers_encoder(_rag_context_folder(path) if layout == "rag" else path, "context")
 
 
