@@ -301,3 +301,17 @@ def test_no_torch_load_in_the_package():
                  for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
                  if "torch.load" in line or "pickle.load" in line or "allow_pickle=True" in line]
     assert offenders == []
+
+
+def test_a_bpe_tokenizer_missing_one_of_its_two_files_names_it(tmp_path):
+    """transformers' own error ("`vocab` and `merges` must be both be from memory or both filenames")
+    names neither file."""
+    from transformers import AutoTokenizer
+
+    from lewisrag.data.pretrained import load_tokenizer
+
+    d = tmp_path / "bart"
+    d.mkdir()
+    (d / "vocab.json").write_text('{"a": 0}')
+    refused(load_tokenizer, AutoTokenizer.from_pretrained, d, "generator tokenizer", named=d / "merges.txt",
+            match="vocab.json and merges.txt")

@@ -105,6 +105,12 @@ def check_state_fits(expected: dict[str, tuple[int, ...]], state: dict, source: 
 def load_tokenizer(loader: Callable, path: str | os.PathLike, what: str, **kw: Any):
     """`loader(path, **kw)` for a tokenizer class's `from_pretrained`, every failure an InputError."""
     p = _directory(path, what, needs_config=False)
+    if not (p / "tokenizer.json").is_file():  # a BPE tokenizer in two files: name the missing one (transformers' error does not)
+        halves = [name for name in ("vocab.json", "merges.txt") if (p / name).is_file()]
+        if len(halves) == 1:
+            missing = "merges.txt" if halves == ["vocab.json"] else "vocab.json"
+            raise InputError(p / missing, f"{what}: file not found (a BPE tokenizer needs vocab.json and merges.txt, or "
+                             "tokenizer.json)")
     with as_input_error(p, what):
         return loader(p, **kw)
 
