@@ -33,8 +33,8 @@ GOOD_ZH = json.dumps({"id": "d2", "title": "检索", "text": "检索增强生成
 
 def test_chunk_writes_titled_passages(tmp_path, monkeypatch, capsys):
     docs = write_docs(tmp_path / "docs.jsonl", [GOOD, GOOD_ZH])
-    code, _, err = run(monkeypatch, capsys, "chunk", "--docs", docs, "--out", tmp_path / "passages.jsonl")
-    assert code == 0 and "passages" in err  # tables go to stderr, as in every command
+    code, out, err = run(monkeypatch, capsys, "chunk", "--docs", docs, "--out", tmp_path / "passages.jsonl")
+    assert code == 0 and "passages" in out, err  # result tables go to stdout, as in every command
     rows = [json.loads(line) for line in (tmp_path / "passages.jsonl").read_text(encoding="utf-8").splitlines()]
     assert [r["id"] for r in rows] == ["d1-0", "d1-1", "d2-0", "d2-1"]
     assert [r["title"] for r in rows] == ["Retrieval", "Retrieval", "检索", "检索"]
@@ -78,8 +78,8 @@ def test_chunk_console_script_reports_bad_input(tmp_path):
 
 def test_world_twice_gives_identical_files_whatever_the_hash_seed(tmp_path, monkeypatch, capsys):
     for name in ("a", "b"):
-        code, _, err = run(monkeypatch, capsys, "world", "--out", tmp_path / name, "--seed", 7, "--entities", 60)
-        assert code == 0 and "passages_a.jsonl" in err
+        code, out, err = run(monkeypatch, capsys, "world", "--out", tmp_path / name, "--seed", 7, "--entities", 60)
+        assert code == 0 and "passages_a.jsonl" in out, err
     env = {**os.environ, "PYTHONHASHSEED": "12345"}  # string hashing must play no part
     subprocess.run([LEWISRAG, "world", "--out", tmp_path / "c", "--seed", "7", "--entities", "60"], check=True, env=env, capture_output=True)
     files = sorted(p.name for p in (tmp_path / "a").iterdir() if p.name != ".lewisrag")
