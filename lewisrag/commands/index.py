@@ -41,7 +41,7 @@ def build(
     from lewisrag.data.io import InputError
     from lewisrag.data.outputs import check_out_dir, made_by
     from lewisrag.data.passages import open_passages
-    from lewisrag.index.store import KIND
+    from lewisrag.index.store import KIND, MANIFEST
 
     dense_only = {"--reuse-embeddings": reuse_embeddings, "--faiss": faiss != "Flat", "--device": device != "auto",
                   "--mixed-precision": mixed_precision != "no", "--vector-dtype": vector_dtype != "float32"}
@@ -54,7 +54,7 @@ def build(
         from lewisrag.index.encoders import context_encoder_layout
 
         context_encoder_layout(encoder)  # a wrong folder is one line, before any note or reading
-    if made_by(out) == KIND and (Path(out) / "manifest.json").is_file() and not overwrite:  # a slip costs the build's time
+    if made_by(out) == KIND and (Path(out) / MANIFEST).is_file() and not overwrite:  # a slip costs the build's time
         typer.echo(f"note: {out} holds an index; the new one replaces it once it is complete", err=True)
     with _ui.console.status(f"reading {passages}"):
         docs = open_passages(passages)

@@ -4,13 +4,14 @@ Every score is a share of statements (or citations) that a judge found supported
 throughout and fix faults seen in other tools:
 
 - NaN, never a silent 0 or 1, when there is nothing to score (no statements, no reference
-  statements, no citations, no gold ids).
+  statements, no citation to judge for precision, no gold ids). A statement without a citation
+  is something to score: its citation recall is 0.
 - A verdict the judge could not give (`Verdict(None, reason)`: malformed reply, timeout, unknown
   label) is left out of numerator *and* denominator; the score is NaN only if no verdict remains.
   `count_support` reports how many were left out, and results.json records them with reasons.
 
 `citation_quality(..., convention="alce")` is the one exception, on request: it reproduces ALCE's
-numbers, its 0 for an answer that cites nothing and its "not entailed" for an undecided verdict.
+numbers, its precision 0 for an answer that cites nothing and its "not entailed" for an undecided verdict.
 
 Examples use `FunctionJudge(lambda premise, hypothesis: hypothesis in premise)`: "supported" means
 the statement occurs verbatim in the premise, so every number below can be checked by hand.

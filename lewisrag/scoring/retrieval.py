@@ -4,11 +4,11 @@ Two scores, equal when a question has one gold passage, different when it needs 
 
 - `recall_at_k`: the share of a question's gold passages among the first k retrieved (plain recall,
   as an id-based context recall is defined). The evaluator's per-answer `recall_at_k`, the per-question
-  records the gate compares (tier 2) and the diagnosis read this one: an answer that needed two
-  passages and got one lost half its evidence at the retrieval layer.
+  records the gate compares (tier 2), the diagnosis and the systems' retrieval row in `compare` read
+  this one: an answer that needed two passages and got one lost half its evidence at the retrieval layer.
 - `hit_at_k`: 1 when any gold passage is among the first k (DPR's top-k retrieval accuracy, which the
-  RAG and DPR papers report). Training logs, `reproduce`'s retrieval table and the systems' retrieval
-  column in `compare` read this one, so their numbers are the papers' kind.
+  RAG and DPR papers report). Training logs and `reproduce`'s DPR retrieval table read this one, so
+  their numbers are the papers' kind.
 
 Questions without gold ids are not measurable: NaN per question, left out of rates.
 """
