@@ -22,7 +22,7 @@ from lewisrag.eval.evaluator import EvalConfig, bughunt_label_judge, evaluate_an
 from lewisrag.eval.judges import LABELS, FunctionJudge, LabelJudge, NLIJudge, Verdict, digest, three_way_labels
 from lewisrag.eval.judges.llm import PROMPT_VERSION, SYSTEM_CLAIMS, JudgeError, LLMJudge, parse_claims, parse_verdicts
 from lewisrag.eval.records import parse_answer
-from lewisrag.eval.results import CLAIM_METRICS, read_results
+from lewisrag.eval.results import CLAIM_METRICS, CONTRADICTIONS, read_results
 
 KEY = "sk-test-LABELS-77aa"
 
@@ -318,6 +318,11 @@ def test_the_cli_flag(stub, tmp_path, monkeypatch, capsys):
     back = read_results(run)  # what the gate reads: a field more, nothing renamed
     assert back.config["claim_extractor"] == "llm" and back.records[0].detail["claims"]["source"]["response"] == "llm"
     assert back.records[0].detail["claims"]["contradictions"]["by_reference"] == 1
+    cell = "1 of 2 (0.500) by the reference, 1 by a passage"  # summed over the run's answers, in every report
+    assert back.aggregates["claims.contradictions"]["answers_contradicted"] == 1
+    assert f"| contradicted claims | {cell} |" in (run / "report.md").read_text(encoding="utf-8")
+    assert f"<th scope=\"row\">contradicted claims</th><td>{cell}</td>" in (run / "report.html").read_text(encoding="utf-8")
+    assert "contradicted claims" in r.output
     for p in run.rglob("*"):
         assert not p.is_file() or KEY.encode() not in p.read_bytes(), p
 
@@ -396,8 +401,14 @@ def test_labels_change_no_metric():
         assert a["metrics"] == b["metrics"] and a["nan_reasons"] == b["nan_reasons"] and a["diagnosis"] == b["diagnosis"]
         assert "contradictions" not in a["claims"] and "contradictions" in b["claims"]
         assert all(s["label"] is None for s in a["statements"])
-    assert binary["aggregates"] == labelled["aggregates"]
+    contradicted = labelled["aggregates"].pop(CONTRADICTIONS)  # the one addition: counts, summed over the answers
+    assert CONTRADICTIONS not in binary["aggregates"] and binary["aggregates"] == labelled["aggregates"]
     assert any(m in binary["aggregates"] for m in CLAIM_METRICS)
+    each = [r["claims"]["contradictions"] for r in labelled["records"] if "contradictions" in r["claims"]]
+    assert contradicted["answers"] == len(each) == 3
+    for key in ("by_reference", "labelled", "by_a_context"):
+        assert contradicted[key] == sum(c[key] for c in each)
+    assert contradicted["by_reference_rate"] == contradicted["by_reference"] / contradicted["labelled"]
 
 
 def test_bughunt_with_three_way_human_labels_scores_the_same():

@@ -266,6 +266,17 @@ def test_scorecard_shows_the_three_systems_claim_diagnostics(stage):
                  if nowhere > noise else "as much from the passages as from nowhere")
         group = next(g for g in sentence.split("wrong claims come ")[1].split("; ") if f"`{n}` (" in g)
         assert group.startswith(where) and f"`{n}` ({noise:.3f} against {nowhere:.3f})" in group, sentence
+    # a judge with three-way labels adds the contradicted claims: a row in the scorecard and in the section
+    counts = {"by_reference": 1, "labelled": 4, "by_reference_rate": 0.25, "by_a_context": 2, "answers": 3,
+              "answers_contradicted": 2}
+    layers = {n: {**v, "claims": {**v["claims"], "claims.contradictions": counts}} if n == "stitched" else v
+              for n, v in stage["layers"].items()}
+    names, rows = scorecard_rows({**card, "layers": layers})
+    assert next(r for r in rows if r[0] == "claims: contradicted claims")[1:] == [0.25 if n == "stitched" else None
+                                                                                 for n in names]
+    assert not any(r[0] == "claims: contradicted claims" for r in scorecard_rows(card)[1])
+    row = "| contradicted claims | – | – | 1 of 4 (0.250) by the reference, 2 by a passage |"
+    assert row in render_markdown({**card, "layers": layers}) and row not in report
 
 
 def test_cli_trains_a_stitched_generator(run_dir, tmp_path):

@@ -125,10 +125,9 @@ def _write_run(out: Path, overwrite: bool, config: dict, results, report: str, p
 def _show_answers(results: dict, judge, as_json: bool, lang: str = "en") -> None:
     """The aggregates as tables labelled in `lang` (the report's words), or as JSON (the same in every language)."""
     from lewisrag.eval.evaluator import CLAIM_CONFIDENCE
-    from lewisrag.eval.reports.claims import cell, claim_columns, labels
+    from lewisrag.eval.reports.claims import claim_columns, table_rows
     from lewisrag.eval.reports.distributions import metric_label
     from lewisrag.eval.reports.i18n import messages
-    from lewisrag.eval.results import CLAIM_METRICS
 
     agg = results["aggregates"]
     if as_json:
@@ -144,10 +143,9 @@ def _show_answers(results: dict, judge, as_json: bool, lang: str = "en") -> None
                                                     t("cli.col.share_below_1"), t("cli.col.share_below_0.5")], rows))
     columns = claim_columns(agg)
     if columns:
-        names = labels(lang)
         _ui.out.print(_ui.table(t("cli.eval.claims", pct=f"{CLAIM_CONFIDENCE:.0%}"),
                                 [t("col.metric"), *(t("cl.column.all") if c == "all" else c for c in columns)],
-                                [[names[m], *(cell(c.get(m)) for c in columns.values())] for m in CLAIM_METRICS]))
+                                table_rows(columns, lang)))
     counts = agg["primary_cause_counts"]
     _ui.out.print(_ui.table(t("bh.col.primary"), [t("col.layer"), t("col.questions")],
                             [[_layer(k, t), v] for k, v in counts.items()]))

@@ -69,7 +69,8 @@ rounded to one decimal; averaging, and skipping NaN, are the caller's.
 Three-way labels. The metrics read the binary verdict only (entailed or not), as RAGChecker does.
 Where the judge also tells neutral from contradiction (`Verdict.label`), `claim_checks` keeps each
 check's label beside its verdict and `contradictions` counts the response claims the reference, or
-some context, contradicts: a wrong claim that the evidence says is false, not merely unsupported.
+some context, contradicts: a wrong claim that the evidence says is false, not merely unsupported;
+`total_contradictions` sums them over a run's answers for the reports.
 """
 
 from __future__ import annotations
@@ -240,6 +241,21 @@ def contradictions(checks: dict) -> dict | None:
     return {"by_reference": by_reference, "labelled": labelled,
             "by_reference_rate": by_reference / labelled if labelled else None,
             "by_a_context": sum("contradiction" in r["in_contexts_labels"] for r in rows)}
+
+
+def total_contradictions(counts: Sequence[dict]) -> dict:
+    """`contradictions` of several answers summed (a run's or a system's), with how many answers were
+    counted and how many hold a contradicted claim; the rate is the pooled one, claims over claims.
+
+    >>> total_contradictions([{"by_reference": 1, "labelled": 2, "by_reference_rate": 0.5, "by_a_context": 0},
+    ...                       {"by_reference": 0, "labelled": 2, "by_reference_rate": 0.0, "by_a_context": 1}])
+    {'by_reference': 1, 'labelled': 4, 'by_reference_rate': 0.25, 'by_a_context': 1, 'answers': 2, 'answers_contradicted': 2}
+    """
+    by_reference, labelled = sum(c["by_reference"] for c in counts), sum(c["labelled"] for c in counts)
+    return {"by_reference": by_reference, "labelled": labelled,
+            "by_reference_rate": by_reference / labelled if labelled else None,
+            "by_a_context": sum(c["by_a_context"] for c in counts), "answers": len(counts),
+            "answers_contradicted": sum(bool(c["by_reference"] or c["by_a_context"]) for c in counts)}
 
 
 def diagnostics_from_labels(labels: ClaimLabels) -> dict:

@@ -39,7 +39,7 @@ from lewisrag.eval.diagnose import Thresholds, diagnose, is_refusal
 from lewisrag.eval.judges import LabelJudge, Verdict
 from lewisrag.eval.judges.llm import JudgeError
 from lewisrag.eval.records import AnswerRecord, parse_answer
-from lewisrag.eval.results import CLAIM_METRICS, CLAIMS_PREFIX, Producer, QuestionRecord, Results
+from lewisrag.eval.results import CLAIM_METRICS, CLAIMS_PREFIX, CONTRADICTIONS, Producer, QuestionRecord, Results
 from lewisrag.eval.statements import SPLITTER_NAME, SPLITTER_VERSION, Statement, split_sentences, strip_citations
 from lewisrag.scoring import qa
 from lewisrag.scoring.retrieval import recall_at_k
@@ -358,12 +358,16 @@ def aggregate(records: list[dict]) -> dict:
 
 def claim_aggregates(records: list[dict]) -> dict:
     """{claims.<metric>: its score distribution plus "interval"} over `records`, for the claim
-    diagnostics they hold (none when the run switched them off)."""
+    diagnostics they hold (none when the run switched them off); and `claims.contradictions`, the
+    contradicted claims summed, where the judge gave three-way labels."""
     names = [m for m in CLAIM_METRICS if any(m in r["metrics"] for r in records)]
     out = {}
     for name in names:
         scores = [r["metrics"].get(name) for r in records]
         out[name] = {**stats.score_distribution(scores), "interval": mean_interval(scores)}
+    counted = [c for r in records if (c := (r.get("claims") or {}).get("contradictions"))]
+    if counted:
+        out[CONTRADICTIONS] = claims.total_contradictions(counted)
     return out
 
 

@@ -40,6 +40,9 @@ KINDS = ("eval", "bughunt", "compare", "reproduce")
 # so they never collide with the layered metrics of the same name (faithfulness, f1).
 CLAIMS_PREFIX = "claims."
 CLAIM_METRICS = tuple(CLAIMS_PREFIX + m for m in claims.METRICS)
+# In the aggregates only (no per-question score): the contradicted claims summed over the answers
+# whose judge gave three-way labels (`claims.total_contradictions`); absent when none did.
+CONTRADICTIONS = CLAIMS_PREFIX + "contradictions"
 
 # The range of every per-question metric a results.json can hold, in one place: all are shares or
 # similarities clipped to [0, 1]. The gate reads only these; `read_results` checks the claim

@@ -40,10 +40,10 @@ from lewisrag.eval.diagnose import diagnose
 from lewisrag.eval.evaluator import aggregate, claim_aggregates, evaluate_answers
 from lewisrag.eval.judges import LexicalJudge
 from lewisrag.eval.records import parse_answer
-from lewisrag.eval.reports.claims import claim_summary, claims_markdown
+from lewisrag.eval.reports.claims import claims_markdown, column_summary
 from lewisrag.eval.reports.html import page_data_from_results, render_report_html
 from lewisrag.eval.reports.i18n import messages
-from lewisrag.eval.results import CLAIM_METRICS, Producer, QuestionRecord, Results, write_run_dir
+from lewisrag.eval.results import CLAIM_METRICS, CONTRADICTIONS, Producer, QuestionRecord, Results, write_run_dir
 from lewisrag.training.checkpoint import load_trained
 from lewisrag.experiments.position import plot_positions, position_probe
 from lewisrag.experiments.stitched_llm import GeneratorOptions, build_system, check_options
@@ -177,7 +177,7 @@ def layer_summary(records: list[dict]) -> dict:
     """
     scored = [r for r in records if r.get("category") != "not_in_kb"]
     out = {m: mean(r["metrics"].get(m) for r in scored) for m in LAYER_METRICS}
-    claims = {m: claim_summary(d) for m, d in claim_aggregates(scored).items()}
+    claims = column_summary(claim_aggregates(scored))
     if claims:
         out["claims"] = claims
     out["failure_layers"] = dict(sorted(Counter(r["diagnosis"]["primary"] or "none" for r in records).items()))
@@ -394,6 +394,10 @@ def scorecard_rows(card: dict, lang: str = "en") -> tuple[list[str], list[list]]
     if any("claims" in card["layers"][n] for n in names):
         rows += [[t("cmp.row.claims", label=t(m)), *[((card["layers"][n].get("claims") or {}).get(m) or {}).get("mean")
                                                      for n in names]] for m in CLAIM_METRICS]
+    contradicted = {n: (card["layers"][n].get("claims") or {}).get(CONTRADICTIONS) for n in names}
+    if any(contradicted.values()):  # a judge with three-way labels: the pooled share of labelled claims
+        rows.append([t("cmp.row.claims", label=t(CONTRADICTIONS)),
+                     *[(contradicted[n] or {}).get("by_reference_rate") for n in names]])
     return names, rows
 
 

@@ -4,7 +4,8 @@ written from the numbers.
 
 A column is {claims.<metric>: summary}, the summary holding at least "n", "nan", "mean" and
 "interval" {"low", "high", "confidence"}: an entry of results.json's aggregates
-(`evaluator.claim_aggregates`) or its `claim_summary`. Columns are labelled by system ("all" for a
+(`evaluator.claim_aggregates`) or its `claim_summary`; and, where the judge told contradiction from
+neutral, `claims.contradictions` (counts, `claims.total_contradictions`), shown as one more row. Columns are labelled by system ("all" for a
 run of one); `report.md`
 of `eval answers`, report.html, `lewisrag compare` and the reproduce report all render through here,
 in English or Chinese (`lang`, the catalogue of `reports.i18n`).
@@ -16,20 +17,10 @@ import html
 from collections.abc import Callable, Mapping
 
 from lewisrag.eval.reports.i18n import Messages, messages
-from lewisrag.eval.results import CLAIM_METRICS, CLAIMS_PREFIX
+from lewisrag.eval.results import CLAIM_METRICS, CLAIMS_PREFIX, CONTRADICTIONS
 
 Columns = Mapping[str, Mapping[str, Mapping]]  # label -> {claims.<metric>: summary}
 Name = Callable[[str], str]  # how a sentence writes a column's label
-
-LABELS = {m: messages("en")(m) for m in CLAIM_METRICS}  # claims.<metric> -> its row label (English; `labels` for others)
-INTRO = messages("en")("cl.intro")
-
-
-def labels(lang: str = "en") -> dict[str, str]:
-    """claims.<metric> -> its row label in `lang`."""
-    t = messages(lang)
-    return {m: t(m) for m in CLAIM_METRICS}
-
 
 def claim_summary(dist: Mapping) -> dict:
     """The part of an aggregate the section shows: n, nan, mean and interval.
@@ -38,6 +29,11 @@ def claim_summary(dist: Mapping) -> dict:
     {'n': 2, 'nan': 1, 'mean': 0.5, 'interval': {'low': 0.0, 'high': 1.0}}
     """
     return {k: dist[k] for k in ("n", "nan", "mean", "interval")}
+
+
+def column_summary(col: Mapping) -> dict:
+    """A column with each metric cut to its `claim_summary`; the contradiction counts kept whole."""
+    return {m: dict(d) if m == CONTRADICTIONS else claim_summary(d) for m, d in col.items()}
 
 
 def claim_columns(aggregates: Mapping) -> dict[str, dict]:
@@ -51,7 +47,7 @@ def claim_columns(aggregates: Mapping) -> dict[str, dict]:
 
 
 def _claims_of(aggregates: Mapping) -> dict:
-    return {m: aggregates[m] for m in CLAIM_METRICS if isinstance(aggregates.get(m), Mapping)}
+    return {m: aggregates[m] for m in (*CLAIM_METRICS, CONTRADICTIONS) if isinstance(aggregates.get(m), Mapping)}
 
 
 def _mean(col: Mapping, short: str) -> float | None:
@@ -73,6 +69,29 @@ def cell(summary: Mapping | None) -> str:
     ci = summary.get("interval") or {}
     interval = f" [{_f(ci['low'])}, {_f(ci['high'])}]" if ci.get("low") is not None else ""
     return f"{_f(summary.get('mean'))}{interval} n={summary.get('n', 0)}"
+
+
+def contradiction_cell(counts: Mapping | None, lang: str = "en") -> str:
+    """'1 of 4 (0.250) by the reference, 1 by a passage': a column's contradicted answer claims.
+
+    >>> contradiction_cell({"by_reference": 1, "labelled": 4, "by_reference_rate": 0.25, "by_a_context": 1})
+    '1 of 4 (0.250) by the reference, 1 by a passage'
+    >>> contradiction_cell(None)
+    '–'
+    """
+    if not counts:
+        return "–"
+    return messages(lang)("cl.contradicted", n=counts["by_reference"], labelled=counts["labelled"],
+                          rate=_f(counts["by_reference_rate"]), context=counts["by_a_context"])
+
+
+def table_rows(columns: Columns, lang: str = "en") -> list[list[str]]:
+    """[row label, a cell per column] for every metric, then the contradicted claims where a column has them."""
+    t = messages(lang)
+    rows = [[t(m), *(cell(col.get(m)) for col in columns.values())] for m in CLAIM_METRICS]
+    if any(CONTRADICTIONS in col for col in columns.values()):
+        rows.append([t(CONTRADICTIONS), *(contradiction_cell(col.get(CONTRADICTIONS), lang) for col in columns.values())])
+    return rows
 
 
 def _listing(columns: Columns, shorts: tuple[str, ...], name: Name, t: Messages) -> str:
@@ -168,7 +187,7 @@ def claims_markdown(columns: Columns, name: Name, title: str | None = None, lang
     pct = f"{_confidence(columns):.0%}"
     lines = [f"## {title or t('cl.title')}", "", t("cl.intro", pct=pct), "",
              f"| {t('col.metric')} | " + " | ".join(name(_column(c, t)) for c in columns) + " |", "|---|" + "---:|" * len(columns)]
-    lines += ["| " + t(m) + " | " + " | ".join(cell(col.get(m)) for col in columns.values()) + " |" for m in CLAIM_METRICS]
+    lines += ["| " + " | ".join(row) + " |" for row in table_rows(columns, lang)]
     return lines + [""] + [f"- {s}" for s in claim_sentences(columns, name, lang)]
 
 
@@ -180,9 +199,8 @@ def claims_html(columns: Columns, lang: str = "en") -> str:
     esc = html.escape
     pct = f"{_confidence(columns):.0%}"
     head = "".join(f'<th scope="col">{esc(_column(label, t))}</th>' for label in columns)
-    rows = "".join(f'<tr><th scope="row">{esc(t(m))}</th>'
-                   + "".join(f"<td>{esc(cell(col.get(m)))}</td>" for col in columns.values()) + "</tr>"
-                   for m in CLAIM_METRICS)
+    rows = "".join(f'<tr><th scope="row">{esc(label)}</th>' + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>"
+                   for label, *cells in table_rows(columns, lang))
     sentences = "".join(f"<li>{esc(s)}</li>" for s in claim_sentences(columns, str, lang))
     return (f'<section id="claims" class="card claims"><h2>{esc(t("cl.title"))}</h2>'
             f'<p class="hint">{esc(t("cl.intro", pct=pct))}</p>'

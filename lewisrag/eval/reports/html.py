@@ -27,7 +27,7 @@ from importlib import resources
 from pathlib import Path
 
 from lewisrag.eval.diagnose import CAUSE_ORDER
-from lewisrag.eval.reports.claims import claim_columns, claim_summary, claims_html
+from lewisrag.eval.reports.claims import claim_columns, claims_html, column_summary
 from lewisrag.eval.reports.distributions import histogram_figure
 from lewisrag.eval.reports.i18n import Messages, messages
 
@@ -219,7 +219,6 @@ def page_data_from_results(results: dict, passages: Mapping[str, Mapping] | None
         "splitter": results.get("splitter", {}),
         "layers": [{"key": k, "label": t.word("layer", k), "metrics": LAYER_KEYS[k]} for k in CAUSE_ORDER],
         "questions": list(questions.values()),
-        "claims": {label: {m: claim_summary(d) for m, d in col.items()}
-                   for label, col in claim_columns(results.get("aggregates") or {}).items()},
+        "claims": {label: column_summary(col) for label, col in claim_columns(results.get("aggregates") or {}).items()},
         "messages": t.js(),
     }

@@ -226,6 +226,9 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "claims.hallucination": ("hallucination", "幻觉"),
     "claims.self_knowledge": ("self-knowledge", "自身知识"),
     "claims.faithfulness": ("faithfulness", "忠实度"),
+    "claims.contradictions": ("contradicted claims", "被否定的陈述"),
+    "cl.contradicted": ("{n} of {labelled} ({rate}) by the reference, {context} by a passage",
+                        "参考答案否定 {labelled} 条中的 {n} 条（{rate}），检索段落否定 {context} 条"),
     "cl.title": ("Claim-level diagnostics", "陈述级诊断"),
     "cl.column.all": ("all", "全部"),  # the one column of a run without systems
     "cl.intro": ("RAGChecker's diagnostics (Ru et al. 2024) on claims: each claim of the answer is checked against the "
