@@ -26,6 +26,9 @@ def reproduce(
                                    "reproduction run (replaced once every stage is done)."),
     threads: int = typer.Option(None, "--threads", min=0, help="torch CPU threads (default: the preset's; 0: the CPUs "
                                 "idle at the start). Float results depend on it; config.json records it."),
+    device: str = typer.Option("auto", "--device", help="Where DPR, the RAG and the closed-book runs train, indexes are "
+                               "encoded and every system answers: auto (a GPU when one is visible), cpu or cuda. The "
+                               "stitched reader and pretraining train on the CPU; config.json records it."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary (retrieval, test QA, knowledge update, file paths) "
                                  "as one JSON object instead of tables."),
     question_encoder: Path = typer.Option(None, "--question-encoder", help="base: transformers DPRQuestionEncoder folder "
@@ -72,9 +75,12 @@ def reproduce(
         from lewisrag.data.io import InputError
 
         raise InputError("--tasks", "jeopardy and fever run on the built-in world; --preset base reproduces QA only")
-    if threads is not None:
-        from dataclasses import replace
+    from dataclasses import replace
 
+    from lewisrag.experiments.presets import check_device
+
+    chosen = replace(chosen, device=check_device(device))
+    if threads is not None:
         chosen = replace(chosen, threads=threads)
     assets = None
     if chosen.hub:

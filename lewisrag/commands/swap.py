@@ -18,6 +18,7 @@ def swap(
     num_beams: int = typer.Option(1, "--num-beams", help="Beams when decoding (1 = greedy)."),
     max_length: int = typer.Option(32, "--max-length", help="Longest answer in tokens, the start token included."),
     batch_size: int = typer.Option(16, "--batch-size", help="Questions decoded at once."),
+    device: str = typer.Option("cpu", "--device", help="Where the models answer: cpu, cuda[:N] or auto (a GPU when one is visible)."),
     out: Path = typer.Option(None, "--out", help="Also write the matrix and every prediction to this JSON file."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out if the file exists."),
     as_json: bool = typer.Option(False, "--json", help="Print the exact-match matrix as one JSON object instead of tables."),
@@ -31,6 +32,9 @@ def swap(
         if value < 1:  # as `ask` checks them: else a traceback from the decoder, or answers of no tokens
             raise InputError(flag, f"must be at least 1, got {value}")
     fields = _ui.qa_fields(qa_fields)
+    from lewisrag.data.threads import resolve_device
+
+    resolve_device(device)  # a GPU asked for and not visible: one line before anything loads
     if out is not None:
         # --overwrite replaces an output, never the questions it is scored on or a file of a model or index
         check_out_file(out, overwrite=overwrite, inputs=[*(("--model", m) for m in model), *(("--index", i) for i in index),
@@ -38,7 +42,8 @@ def swap(
 
     with _ui.progress() as p:
         result = swap_matrix(model, index, questions, swap=swap_encoder, num_beams=num_beams, max_length=max_length,
-                             batch_size=batch_size, on_progress=_ui.Bars(p, {"swap": "answering"}), qa_fields=fields)
+                             batch_size=batch_size, on_progress=_ui.Bars(p, {"swap": "answering"}), qa_fields=fields,
+                             device=device)
     if out is not None:
         write_json(out, result)
     if as_json:

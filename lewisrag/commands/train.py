@@ -37,6 +37,10 @@ def dpr(
     self_negatives_at: float = typer.Option(0.5, "--self-negatives-at", help="From this share of the steps on, add each question's best-ranked non-gold passage under the model itself as a second hard negative (0 = never)."),
     separate: bool = typer.Option(False, "--separate-encoders", help="Train question and passage encoders apart from the start (default: one shared network while training, saved as two)."),
     seed: int = typer.Option(0, "--seed", help="Random seed."),
+    device: str = typer.Option("auto", "--device", help="Where it trains and mines its negatives: auto (a GPU when one is "
+                               "visible), cpu or cuda[:N]. The checkpoint is the same layout wherever it trained."),
+    mixed_precision: str = typer.Option("no", "--mixed-precision", help="no, bf16 (CPU or GPU) or fp16 (GPU; a loss "
+                                        "scaler): autocast of the encoders' forward passes; scores and loss stay float32."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds files lewisrag did not write "
                                    "there as a DPR checkpoint (replaced only when training has finished)."),
     as_json: bool = typer.Option(False, "--json", help="Print the training summary as one JSON object instead of a table."),
@@ -50,7 +54,8 @@ def dpr(
 
     cfg = DPRTrainConfig(init=init, init_question=init_question, init_context=init_context, steps=steps,
                          batch_size=batch_size, lr=lr, hidden_size=hidden_size, layers=layers, vocab_size=vocab_size,
-                         hard_negatives=not no_hard_negatives, self_negatives_at=self_negatives_at, shared=not separate, seed=seed)
+                         hard_negatives=not no_hard_negatives, self_negatives_at=self_negatives_at, shared=not separate, seed=seed,
+                         device=device, mixed_precision=mixed_precision)
     if not 0 <= self_negatives_at < 1:
         raise InputError("--self-negatives-at", "must be in [0, 1)")
     if steps < 0:
@@ -62,6 +67,10 @@ def dpr(
     if not lr > 0:
         raise InputError("--lr", f"must be positive, got {lr}")
     check_init(cfg)
+    from lewisrag.data.threads import resolve_device
+    from lewisrag.training.rag_data import check_precision
+
+    check_precision(mixed_precision, resolve_device(device))  # before anything is read
     converting = steps == 0 and train is None and passages is None  # the starting encoders saved as they are
     if converting and not (init or init_question):
         raise InputError("--steps", "0 without --train saves the starting encoders: give --init or --init-question and "

@@ -26,6 +26,7 @@ from typing import Any
 from safetensors import SafetensorError, safe_open
 
 from lewisrag.data.io import InputError, read_json
+from lewisrag.data.threads import resolve_device
 
 WEIGHTS = "model.safetensors"
 SHARDED = "model.safetensors.index.json"  # {"weight_map": {key: shard file}} of a large checkpoint
@@ -235,9 +236,9 @@ def check_generator_folder(path: str | os.PathLike, flag: str = "--generator") -
                          f"is {model_type!r}", field="model_type")
 
 
-def load_generator(path: str | os.PathLike, require_recipe: bool = False):
-    """(seq2seq generator in fp32 eval mode, its fast tokenizer) from a local transformers directory,
-    checked against its recipe.json when it has one (`check_recipe`)."""
+def load_generator(path: str | os.PathLike, require_recipe: bool = False, device: str = "cpu"):
+    """(seq2seq generator in fp32 eval mode on `device` (auto, cpu, cuda[:N]), its fast tokenizer)
+    from a local transformers directory, checked against its recipe.json when it has one (`check_recipe`)."""
     # torch and transformers load on first use: the evaluator (eval.metrics, eval.judges.nli) and
     # the BM25 index path import this module for load_model and never need them
     import torch
@@ -247,4 +248,5 @@ def load_generator(path: str | os.PathLike, require_recipe: bool = False):
     if Path(path).is_dir():
         check_generator_folder(path)
     generator = load_model(AutoModelForSeq2SeqLM.from_pretrained, path, "generator", dtype=torch.float32).eval()
+    generator.to(resolve_device(device))
     return generator, load_tokenizer(AutoTokenizer.from_pretrained, path, "generator tokenizer", use_fast=True)

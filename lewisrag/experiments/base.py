@@ -32,7 +32,7 @@ from lewisrag.data.pretrained import check_generator_folder
 from lewisrag.data.records import read_qa
 from lewisrag.eval.results import FORMAT
 from lewisrag.experiments import stages as S
-from lewisrag.experiments.presets import Preset
+from lewisrag.experiments.presets import Preset, comparable
 from lewisrag.experiments.swap import swap_matrix
 from lewisrag.index import open_retriever, retrieval_recall
 from lewisrag.index.dense import DenseBuildConfig, build_dense_index
@@ -143,7 +143,7 @@ def run_base(preset: Preset, run: Path, seed: int, resume: bool, threads: int | 
     config = json.loads(json.dumps({"preset": asdict(preset), "seed": seed, "threads": threads,
                                     "assets": {k: _where(v) if isinstance(v, str) else v for k, v in asdict(assets).items()},
                                     "settings": settings} | ({"lang": lang} if lang != "en" else {})))
-    if resume and (run / "config.json").exists() and _but_lang(read_json(run / "config.json")) != _but_lang(config):
+    if resume and (run / "config.json").exists() and comparable(read_json(run / "config.json")) != comparable(config):
         raise InputError(run / "config.json", "was written by another preset, seed or assets; use a new --out or drop --resume")
     mark(run, "reproduction")  # reproduce.KIND
     write_json(run / "config.json", config)
@@ -178,10 +178,6 @@ def run_base(preset: Preset, run: Path, seed: int, resume: bool, threads: int | 
     return _assemble(config, stages, skipped), stages
 
 
-def _but_lang(config: dict) -> dict:
-    return {k: v for k, v in config.items() if k != "lang"}
-
-
 def _settings(preset: Preset, assets: BaseAssets, n_train: int, n_passages: int) -> dict:
     """The preset's schedules with the run's overrides: --steps, and what the data's size caps
     (a batch cannot exceed the training questions, K the passages indexed)."""
@@ -203,7 +199,7 @@ def _data(data: Path, sets: dict) -> dict:
 def _dense(run: Path, preset: Preset, snap: str, table, assets: BaseAssets, on_progress: Progress) -> dict:
     passages = table[: assets.max_passages] if assets.max_passages else table
     manifest = build_dense_index(passages, assets.context_encoder, run / f"index_{snap}",
-                                 DenseBuildConfig(factory=preset.index_factory),
+                                 DenseBuildConfig(factory=preset.index_factory, device=preset.device),
                                  lambda stage, d, t: on_progress(f"index_{snap} {stage}", d, t, ""), overwrite=True)
     return {"dir": f"index_{snap}", "n_passages": manifest["n_passages"], "content_hash": manifest["content_hash"]}
 
@@ -227,7 +223,7 @@ def _generator(run: Path, source: str) -> dict:
 def _knowledge_update(run: Path, preset: Preset, on_progress: Progress) -> dict:
     m = swap_matrix([run / "rag_token", run / "rag_sequence"], [run / "index_a", run / "index_b"],
                     [run / "data" / "questions_a.jsonl", run / "data" / "questions_b.jsonl"], max_length=preset.rag.max_target_length,
-                    on_progress=lambda _, d, t: on_progress("knowledge update", d, t, ""))
+                    on_progress=lambda _, d, t: on_progress("knowledge update", d, t, ""), device=preset.device)
     write_json(run / "knowledge_update.json", m)
     return {"n_questions": m["n_questions"], "out": {"knowledge_update": m["em"]}}
 

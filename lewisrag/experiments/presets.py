@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from lewisrag.data.io import InputError
+from lewisrag.data.threads import resolve_device
 from lewisrag.training.closed_book import ClosedBookConfig
 from lewisrag.training.dpr import DPRTrainConfig
 from lewisrag.training.rag import RagTrainConfig
@@ -49,6 +50,8 @@ class Preset:
     long_max_length: int = 64  # decoded tokens for long-form answers (short ones use rag.max_target_length)
     threads: int | None = None  # torch CPU threads (None: torch's default; 0: the CPUs idle when the run starts,
     # recorded in config.json); float results depend on the count
+    device: str = "auto"  # where DPR, the RAG and closed-book runs train and every system answers: "auto" (a GPU when
+    # one is visible), "cpu" or "cuda"; the stitched reader and pretraining train on the CPU
     tasks: dict = field(default_factory=lambda: {"jeopardy": TaskSchedule(max_target_length=40), "fever": TaskSchedule(verifier_steps=4)})
     # the schedules of `--tasks jeopardy,fever`, by task
     hub: tuple[str, ...] = ()  # "model:<repo>"/"dataset:<repo>" the recipe names; non-empty: runs on the user's local
@@ -151,13 +154,39 @@ PRESETS: dict[str, Preset] = {
         generator="hub:facebook/bart-large",
         rag=RagTrainConfig(n_docs=10, steps=30000, batch_size=128, lr=3e-5, eval_every=2000, save_every=2000,
                            mixed_precision="bf16", max_combined_length=300, max_target_length=32),
-        closed_book=ClosedBookConfig(steps=30000, batch_size=128, lr=3e-5),
+        closed_book=ClosedBookConfig(steps=30000, batch_size=128, lr=3e-5, mixed_precision="bf16"),
         stitched_steps=30000, stitched_lr=3e-5, stitched_batch_size=128, stitched_k=10,
         hub=("model:facebook/dpr-question_encoder-single-nq-base", "model:facebook/dpr-ctx_encoder-single-nq-base",
              "model:facebook/bart-large", "dataset:nq_open", "dataset:facebook/wiki_dpr"),
         notes="GPU recipe (Lewis et al. 2020 settings) on local checkpoints and data; --steps/--max-train/--max-passages shorten it",
     ),
 }
+
+
+def comparable(config: dict) -> dict:
+    """What a resumed run's config.json must repeat: all but the reports' language and the device (a
+    run killed on one machine may go on on another; the stages it ran there keep their numbers).
+
+    >>> comparable({"preset": {"name": "small", "device": "cuda"}, "seed": 0, "lang": "zh"})
+    {'preset': {'name': 'small'}, 'seed': 0}
+    """
+    out = {k: v for k, v in config.items() if k != "lang"}
+    if isinstance(out.get("preset"), dict):
+        out["preset"] = {k: v for k, v in out["preset"].items() if k != "device"}
+    return out
+
+
+def check_device(name: str) -> str:
+    """`reproduce --device`: auto, cpu or cuda, checked (a GPU asked for must be visible).
+
+    >>> check_device("cpu")
+    'cpu'
+    """
+    if name.startswith("cuda:"):
+        raise InputError("--device", f"{name}: the RAG runs train on the first visible GPU (accelerate's); "
+                         "choose it with CUDA_VISIBLE_DEVICES and pass cuda")
+    resolve_device(name)
+    return name
 
 
 def get_preset(name: str) -> Preset:

@@ -46,7 +46,7 @@ from lewisrag.eval.reports.i18n import check_lang
 from lewisrag.eval.results import FORMAT, Producer, QuestionRecord, Results, write_results
 from lewisrag.experiments import stages as S
 from lewisrag.experiments.base import prepare, run_base
-from lewisrag.experiments.presets import Preset
+from lewisrag.experiments.presets import Preset, comparable
 from lewisrag.experiments.report import write_report
 from lewisrag.experiments.tasks import stages as task_stages
 from lewisrag.index import open_retriever, retrieval_recall
@@ -163,11 +163,12 @@ def idle_cpus(seconds: float = 0.5) -> int:
 
 def check_resumed_config(run: Path, config: dict, resume: bool, what: str, text_stages: Sequence[str] = ()) -> None:
     """On `resume`, the run's config.json must be `config` (`what` says which flags make it), the language
-    aside: a run resumed in another language forgets its `text_stages`, which are redone in the new one."""
+    and the device aside (`comparable`): a run resumed in another language forgets its `text_stages`,
+    which are redone in the new one."""
     saved = read_json(run / "config.json") if resume and (run / "config.json").exists() else None
     if saved is None:
         return
-    if {k: v for k, v in saved.items() if k != "lang"} != {k: v for k, v in config.items() if k != "lang"}:
+    if comparable(saved) != comparable(config):
         raise InputError(run / "config.json", f"was written by another {what}; use a new --out or drop --resume")
     if saved.get("lang", "en") != config.get("lang", "en"):
         for name in text_stages:
@@ -281,7 +282,7 @@ def train_world_dpr(run: Path, preset: Preset, seed: int, on_progress: Progress,
                     statements: bool = False) -> dict:
     """RUN/<out>: DPR trained on the world's training questions (and, with `statements`, their
     reference statements too: the retriever of `--tasks`, experiments.tasks)."""
-    cfg = replace(preset.dpr, seed=seed)
+    cfg = replace(preset.dpr, seed=seed, device=preset.device)
     passages, train = read_passages(run / "world" / "passages_a.jsonl"), read_qa(run / "world" / "train.jsonl")
     queries = train + statement_queries(train) if statements else train
     meta = train_dpr(cfg, queries, passages, run / out, lambda s, loss: on_progress(out, s, cfg.steps, f"loss {loss:.3f}"))
@@ -293,7 +294,8 @@ def world_index(run: Path, preset: Preset, snap: str, on_progress: Progress, enc
     """RUN/<out> (default index_<snap>): snapshot `snap`'s passages encoded by RUN/<encoder>'s context encoder."""
     out = out or f"index_{snap}"
     passages = read_passages(run / "world" / f"passages_{snap}.jsonl")
-    manifest = build_dense_index(passages, run / encoder, run / out, DenseBuildConfig(factory=preset.index_factory),
+    manifest = build_dense_index(passages, run / encoder, run / out, DenseBuildConfig(factory=preset.index_factory,
+                                                                                     device=preset.device),
                                  lambda stage, d, t: on_progress(f"{out} {stage}", d, t, ""))
     return {"dir": out, "n_passages": manifest["n_passages"], "content_hash": manifest["content_hash"]}
 

@@ -20,6 +20,7 @@ from lewisrag.data.io import InputError, read_json, write_json, write_text
 from lewisrag.data.outputs import staged_dir
 from lewisrag.data.pretrained import load_generator
 from lewisrag.data.records import read_qa
+from lewisrag.data.threads import resolve_device
 from lewisrag.experiments.ask import ask
 from lewisrag.training.checkpoint import load_trained
 from lewisrag.experiments.compare import compare_stage, train_stitched_stage
@@ -35,6 +36,7 @@ from lewisrag.training.pretrain import KIND as GENERATOR_KIND
 from lewisrag.training.pretrain import SHIPPED_DIR, pretrain
 from lewisrag.training.pretrain import preset as pretrain_preset
 from lewisrag.training.rag import train_rag
+from lewisrag.training.rag_data import place_search
 
 Progress = Callable[[str, int, int, str], None]  # (task, done, total, info)
 SYSTEMS = ("rag_token", "rag_sequence", "closed_book")  # Table 1's rows that this run trains
@@ -99,7 +101,7 @@ def rag(run: Path, preset: Preset, seed: int, name: str, variant: str, freeze: b
     world, out = run / "world", run / name
     cfg = replace(preset.rag, variant=variant, freeze_retriever=freeze, seed=seed, index=str(run / "index_a"),
                   encoder=str(run / "dpr"), generator=str(run / "generator"), train=str(world / "train.jsonl"),
-                  dev=str(world / "dev.jsonl"))
+                  dev=str(world / "dev.jsonl"), cpu=preset.rag.cpu or preset.device == "cpu")
     cfg = replace(cfg, **overrides)
     if not resume:
         shutil.rmtree(out, ignore_errors=True)
@@ -112,7 +114,7 @@ def closed_book(run: Path, preset: Preset, seed: int, on_progress: Progress, **o
     """RUN/closed_book: the same generator fine-tuned on the same questions without retrieval
     (`overrides` replace ClosedBookConfig fields, as `rag`'s do)."""
     cfg = replace(preset.closed_book, generator=str(run / "generator"), train=str(run / "world" / "train.jsonl"),
-                  train_kinds=preset.rag.train_kinds, seed=seed)
+                  train_kinds=preset.rag.train_kinds, seed=seed, device=preset.device)
     cfg = replace(cfg, **overrides)
     shutil.rmtree(run / "closed_book", ignore_errors=True)  # cheap enough to redo rather than checkpoint
     s = train_closed_book(cfg, run / "closed_book",
@@ -124,14 +126,13 @@ def closed_book(run: Path, preset: Preset, seed: int, on_progress: Progress, **o
 
 
 def _answers(run: Path, preset: Preset, system: str, questions: Sequence[str], max_length: int,
-             on_batch: Callable[[int], None]) -> list[str]:
+             on_batch: Callable[[int], None], index: DenseIndex) -> list[str]:
     if system == "closed_book":
-        gen, tok = load_generator(run / "closed_book" / "final")
+        gen, tok = load_generator(run / "closed_book" / "final", device=preset.device)
         return answer_closed_book(gen, tok, questions, max_length=max_length,
                                   max_source_length=preset.closed_book.max_source_length, on_batch=on_batch)
 
-    model, tokenizers = load_trained(run / system)
-    index = DenseIndex.load(run / "index_a", mmap=True)
+    model, tokenizers = load_trained(run / system, device=preset.device)
     return answer_questions(model, tokenizers, index, questions, n_docs=preset.rag.n_docs, max_length=max_length,
                             on_batch=on_batch)
 
@@ -142,6 +143,8 @@ def evaluate(run: Path, preset: Preset, on_progress: Progress, test_file: Path |
     test = [ex for ex in read_qa(test_file or run / "world" / f"{preset.eval_split}.jsonl") if ex.answers]
     short, long = [ex for ex in test if ex.kind != "long"], [ex for ex in test if ex.kind == "long"]
     qa, records, predictions = {}, [], {}
+    index = DenseIndex.load(run / "index_a", mmap=True)
+    place_search(index, "auto", resolve_device(preset.device))  # a Flat index is searched on the GPU where it fits, as in training
     for system in SYSTEMS:
         done = [0]
 
@@ -149,8 +152,8 @@ def evaluate(run: Path, preset: Preset, on_progress: Progress, test_file: Path |
             done[0] += n
             on_progress(f"evaluate {system}", done[0], len(test), "")
 
-        s_pred = _answers(run, preset, system, [ex.question for ex in short], preset.rag.max_target_length, tick)
-        l_pred = _answers(run, preset, system, [ex.question for ex in long], preset.long_max_length, tick)
+        s_pred = _answers(run, preset, system, [ex.question for ex in short], preset.rag.max_target_length, tick, index)
+        l_pred = _answers(run, preset, system, [ex.question for ex in long], preset.long_max_length, tick, index)
         s_scores = [{"exact_match": exact_match(p, ex.answers), "f1": token_f1(p, ex.answers),
                      "rougeL": rouge_l(p, ex.answers)} for p, ex in zip(s_pred, short)]
         l_scores = [{"rougeL": rouge_l(p, ex.answers), "bleu1": bleu_1(p, ex.answers)} for p, ex in zip(l_pred, long)]
@@ -161,15 +164,15 @@ def evaluate(run: Path, preset: Preset, on_progress: Progress, test_file: Path |
         predictions[system] = dict(zip([ex.id for ex in short + long], s_pred + l_pred))
     write_json(run / "predictions.json", predictions)
     if short:
-        write_evidence(run / "rag_token", DenseIndex.load(run / "index_a", mmap=True), short[0].question,
-                       preset.rag.max_target_length, run / "evidence.json")
+        write_evidence(run / "rag_token", index, short[0].question, preset.rag.max_target_length, run / "evidence.json",
+                       device=preset.device)
     return {"split": preset.eval_split, "out": {"qa": qa}, "records": records}
 
 
-def write_evidence(model_dir: Path, index, question: str, max_length: int, path: Path) -> None:
+def write_evidence(model_dir: Path, index, question: str, max_length: int, path: Path, device: str = "cpu") -> None:
     """`path` (RUN/evidence.json, RUN/jeopardy/evidence.json): one input's greedy output under the
     RAG-Token model in `model_dir`, with p(z | x, y_<t) per generated token (for a plot: Figure 2)."""
-    model, tokenizers = load_trained(model_dir)
+    model, tokenizers = load_trained(model_dir, device=device)
     answer = ask(model, tokenizers, index, question, max_length=max_length)
     with torch.no_grad():  # the full (T, K) matrix behind ask's per-token argmax
         r = model.retrieve([question], index, tokenizers)
@@ -201,7 +204,7 @@ def ablations(run: Path, preset: Preset, on_progress: Progress) -> dict:
     total, done = len(variants) * len(ks) * len(short), [0]
     em: dict[str, dict[str, float]] = {}
     for name, (model_dir, sparse) in variants.items():
-        model, tokenizers = load_trained(run / model_dir)
+        model, tokenizers = load_trained(run / model_dir, device=preset.device)
         for k in ks:
             def tick(n: int) -> None:
                 done[0] += n
@@ -222,7 +225,7 @@ def knowledge_update(run: Path, preset: Preset, on_progress: Progress) -> dict:
     world = run / "world"
     m = swap_matrix([run / "rag_token", run / "rag_sequence"], [run / "index_a", run / "index_b"],
                     [world / "questions_a.jsonl", world / "questions_b.jsonl"], max_length=preset.rag.max_target_length,
-                    on_progress=lambda _, d, t: on_progress("knowledge update", d, t, ""))
+                    on_progress=lambda _, d, t: on_progress("knowledge update", d, t, ""), device=preset.device)
     write_json(run / "knowledge_update.json", m)  # with every cell's predictions
     return {"n_questions": m["n_questions"], "out": {"knowledge_update": m["em"]}}
 

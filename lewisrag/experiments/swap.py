@@ -17,7 +17,9 @@ from pathlib import Path
 
 from lewisrag.data.io import InputError
 from lewisrag.data.records import read_qa
+from lewisrag.data.threads import resolve_device
 from lewisrag.training.checkpoint import load_trained
+from lewisrag.training.rag_data import place_search
 from lewisrag.index.dense import DenseIndex
 from lewisrag.rag_model.answering import answer_questions
 from lewisrag.scoring.qa import exact_match
@@ -58,8 +60,10 @@ def check_pairs(models: Sequence, indexes: Sequence, swap: bool) -> None:
 def swap_matrix(model_paths: Sequence[str | os.PathLike], index_paths: Sequence[str | os.PathLike],
                 question_paths: Sequence[str | os.PathLike], swap: bool = False, num_beams: int = 1,
                 max_length: int = 32, batch_size: int = 16,
-                on_progress: Callable[[str, int, int], None] | None = None, qa_fields: dict[str, str] | None = None) -> dict:
-    """Exact match of every model × index × question set, with the predictions behind each cell.
+                on_progress: Callable[[str, int, int], None] | None = None, qa_fields: dict[str, str] | None = None,
+                device: str = "cpu") -> dict:
+    """Exact match of every model × index × question set, with the predictions behind each cell; the
+    models answer on `device` (auto, cpu, cuda[:N]).
 
     Returns {"models", "indexes", "questions": names, "n_questions": {set: n},
     "em": {model: {index: {set: EM}}}, "predictions": the same nesting with lists of answers}.
@@ -68,7 +72,9 @@ def swap_matrix(model_paths: Sequence[str | os.PathLike], index_paths: Sequence[
         raise InputError("swap", "needs at least one --model, one --index and one --questions")
     sets = load_question_sets(question_paths, qa_fields)
     indexes = [DenseIndex.load(p, mmap=True) for p in index_paths]
-    models = [load_trained(p) for p in model_paths]
+    models = [load_trained(p, device=device) for p in model_paths]
+    for index in indexes:  # a Flat index is searched on the GPU where it fits, as in training
+        place_search(index, "auto", resolve_device(device))
     check_pairs([m for m, _ in models], indexes, swap)
     names_m, names_i, names_q = labels(model_paths), labels(index_paths), labels(question_paths, stem=True)
     total = len(models) * len(indexes) * sum(len(s) for s in sets)

@@ -114,7 +114,8 @@ def train(run: Path, preset: Preset, seed: int, task: str, variant: str, resume:
                   generator=str(starting_generator(run, preset, task)), train=str(world / f"{task}_train.jsonl"),
                   dev=str(world / f"{task}_dev.jsonl"), train_kinds="", steps=sched.steps, lr=sched.lr,
                   retriever_lr_scale=sched.retriever_lr_scale, max_target_length=sched.max_target_length,
-                  eval_every=sched.steps, save_every=sched.steps, eval_questions=sched.eval_questions)
+                  eval_every=sched.steps, save_every=sched.steps, eval_questions=sched.eval_questions,
+                  cpu=preset.rag.cpu or preset.device == "cpu")
     if not resume:
         shutil.rmtree(out, ignore_errors=True)
     name = f"{task} RAG-{variant}"
@@ -129,7 +130,8 @@ def train_closed(run: Path, preset: Preset, seed: int, task: str, on_progress: P
     cfg = ClosedBookConfig(generator=str(starting_generator(run, preset, task)), task=task,
                            train=str(run / "world" / f"{task}_train.jsonl"),
                            steps=sched.closed_book_steps, lr=sched.closed_book_lr, batch_size=preset.closed_book.batch_size,
-                           max_target_length=sched.max_target_length, seed=seed)
+                           max_target_length=sched.max_target_length, seed=seed, device=preset.device,
+                           mixed_precision=preset.closed_book.mixed_precision)
     shutil.rmtree(out, ignore_errors=True)
     s = train_closed_book(cfg, out, lambda step, steps, rec: on_progress(f"{task} closed book", step, steps, f"loss {rec['loss']:.3f}"))
     return {"dir": f"{task}/closed_book", "steps": s["steps"], "final_loss": s["final_loss"], "n_train": s["n_train"]}
@@ -159,10 +161,10 @@ def jeopardy_evaluate(run: Path, preset: Preset, on_progress: Progress) -> dict:
     for system in SYSTEMS:
         tick = _ticker(on_progress, f"jeopardy {system}", len(test))
         if system == "closed_book":
-            gen, tok = load_generator(run / "jeopardy" / "closed_book" / "final")
+            gen, tok = load_generator(run / "jeopardy" / "closed_book" / "final", device=preset.device)
             preds[system] = answer_closed_book(gen, tok, entities, max_length=length, on_batch=tick)
         else:
-            model, tokenizers = load_trained(run / "jeopardy" / system)
+            model, tokenizers = load_trained(run / "jeopardy" / system, device=preset.device)
             preds[system] = answer_questions(model, tokenizers, index, entities, n_docs=preset.rag.n_docs, max_length=length,
                                              on_batch=tick)
         scores[system] = {"q_bleu1": [q_bleu1(p, ex.answers) for p, ex in zip(preds[system], test)],
@@ -174,7 +176,8 @@ def jeopardy_evaluate(run: Path, preset: Preset, on_progress: Progress) -> dict:
     }
     write_json(run / "jeopardy" / "predictions.json",
                {system: dict(zip([ex.id for ex in test], p)) for system, p in preds.items()})
-    write_evidence(run / "jeopardy" / "rag_token", index, test[0].question, length, run / "jeopardy" / "evidence.json")
+    write_evidence(run / "jeopardy" / "rag_token", index, test[0].question, length, run / "jeopardy" / "evidence.json",
+                   device=preset.device)
     return {"out": {"jeopardy": out}}
 
 
@@ -198,25 +201,26 @@ def fever_evaluate(run: Path, preset: Preset, on_progress: Progress) -> dict:
     for system in SYSTEMS:
         tick = _ticker(on_progress, f"fever {system}", len(test))
         if system == "closed_book":
-            gen, tok = load_generator(run / "fever" / "closed_book" / "final")
+            gen, tok = load_generator(run / "fever" / "closed_book" / "final", device=preset.device)
             scores = closed_book_label_log_probs(gen, tok, claims, on_batch=tick)
         else:
-            model, tokenizers = load_trained(run / "fever" / system)
+            model, tokenizers = load_trained(run / "fever" / system, device=preset.device)
             scores = rag_label_log_probs(model, tokenizers, index_a, claims, n_docs=preset.rag.n_docs, on_batch=tick)
         acc = fever_accuracy(scores, gold)
         preds[system] = acc.pop("predictions")
         out[system] = acc
     out["majority_rate"] = max(gold.count(label) for label in set(gold)) / len(gold)
-    out["retrieval"] = evidence_overlap(run / "fever" / "rag_token", index_a, [ex for ex in test if ex.answers[0] != NEI])
+    out["retrieval"] = evidence_overlap(run / "fever" / "rag_token", index_a, [ex for ex in test if ex.answers[0] != NEI],
+                                        device=preset.device)
     out["swap"] = fever_swap(run, preset, test, test_b, on_progress)
     write_json(run / "fever" / "predictions.json",
                {system: dict(zip([ex.id for ex in test], p)) for system, p in preds.items()})
     return {"out": {"fever": out}}
 
 
-def evidence_overlap(model_dir: Path, index, claims: list, k: int = 10, batch_size: int = 16) -> dict:
+def evidence_overlap(model_dir: Path, index, claims: list, k: int = 10, batch_size: int = 16, device: str = "cpu") -> dict:
     """Share of claims whose first retrieved document is gold evidence, and whose top `k` hold one."""
-    model, tokenizers = load_trained(model_dir)
+    model, tokenizers = load_trained(model_dir, device=device)
     top1 = topk = 0
     with torch.no_grad():
         for i in range(0, len(claims), batch_size):
@@ -239,7 +243,7 @@ def fever_swap(run: Path, preset: Preset, test: list, test_b: list, on_progress:
     if not changed:
         return out
     for system in ("rag_token", "rag_sequence"):
-        model, tokenizers = load_trained(run / "fever" / system)
+        model, tokenizers = load_trained(run / "fever" / system, device=preset.device)
         cells = {}
         for snap in ("a", "b"):
             index = DenseIndex.load(run / "tasks" / f"index_{snap}", mmap=True)

@@ -24,7 +24,8 @@ from lewisrag.data.outputs import check_out_dir
 from lewisrag.data.passages import PassageTable
 from lewisrag.data.records import Passage
 from lewisrag.index import store
-from lewisrag.index.encoders import DPRCheckpoint, encode_texts, load_context_encoder, resolve_device
+from lewisrag.data.threads import resolve_device
+from lewisrag.index.encoders import DPRCheckpoint, encode_texts, load_context_encoder
 from lewisrag.index.tuning import QUANTIZER_EF_MIN, rerank
 
 EMBEDDINGS = "embeddings.npy"

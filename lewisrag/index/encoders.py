@@ -307,19 +307,6 @@ def encode_texts(
     return np.concatenate(out, axis=0).astype(np.float32) if out else np.zeros((0, dim), np.float32)
 
 
-def resolve_device(name: str) -> str:
-    """"auto" is "cuda" when a GPU is visible, else "cpu"; "cpu" and "cuda[:N]" are kept as given."""
-    import torch
-
-    if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if name != "cpu" and not name.startswith("cuda"):
-        raise InputError("--device", f"must be auto, cpu or cuda[:N], got {name!r}")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise InputError("--device", f"{name}: no GPU is visible to torch")
-    return name
-
-
 def _read_meta(p: Path) -> dict:
     """lewisrag_dpr.json of the checkpoint in `p`, checked."""
     if not (p / META_FILE).exists():

@@ -37,6 +37,7 @@ from transformers import AutoTokenizer
 from lewisrag.data.io import InputError, read_json, write_json
 from lewisrag.data.outputs import staged_dir
 from lewisrag.data.pretrained import as_input_error, load_tokenizer
+from lewisrag.data.threads import resolve_device
 from lewisrag.index.dense import write_dense_index
 from lewisrag.rag_model import RagModel, Tokenizers
 
@@ -230,10 +231,12 @@ def _is_hf_rag(p: Path) -> bool:
     return isinstance(cfg, dict) and cfg.get("model_type") == "rag"
 
 
-def load_trained(path: str | os.PathLike):
-    """(RagModel in eval mode, Tokenizers) from a lewisrag or transformers RAG checkpoint directory."""
+def load_trained(path: str | os.PathLike, device: str = "cpu"):
+    """(RagModel in eval mode on `device` (auto, cpu, cuda[:N]), Tokenizers) from a lewisrag or
+    transformers RAG checkpoint directory."""
     d = resolve_model_dir(path)
     model = RagModel.from_pretrained(d) if (d / "rag.json").is_file() else RagModel.from_hf_pretrained(d)
+    model.to(resolve_device(device))
     s = model.settings
     question = _tokenizer(d, ("question_tokenizer", "question_encoder_tokenizer"), s.question_tokenizer)
     generator = _tokenizer(d, ("generator_tokenizer",), s.generator_tokenizer)

@@ -6,6 +6,11 @@ Targets follow the RAG label convention (`rag_data.answer_labels`: decoder start
 `<s> answer </s>`), so the closed-book model and the RAG models learn the very same sequences from
 the very same starting weights; only the generator's input differs.
 
+It trains where the RAG runs do: on a GPU when one is visible (`device`), with the RAG runs'
+`mixed_precision` (bf16, or fp16 with a gradient scaler whose skipped steps the log records) and
+AdamW fused there; on the CPU in full precision by default, where the numbers stay the same digit
+for digit from run to run.
+
 Output directory: config.json, log.jsonl (one line per step), and final/ (generator + tokenizer
 written with save_pretrained, loadable with `lewisrag.data.pretrained.load_generator`).
 """
@@ -24,8 +29,9 @@ import torch.nn.functional as F
 from lewisrag.data.io import InputError, atomic_path, write_json
 from lewisrag.data.pretrained import load_generator
 from lewisrag.data.records import of_kinds, read_qa
-from lewisrag.training.rag import learning_rate_factor
-from lewisrag.training.rag_data import DataPosition, answer_labels, group_units, next_batch, training_pairs
+from lewisrag.data.threads import resolve_device
+from lewisrag.training.rag import adamw, autocast, learning_rate_factor, optimizer_step
+from lewisrag.training.rag_data import DataPosition, answer_labels, check_precision, group_units, next_batch, training_pairs
 from lewisrag.training.tasks import label_log_probs, prepare_generator
 
 
@@ -44,6 +50,8 @@ class ClosedBookConfig:
     max_source_length: int = 64  # question tokens
     max_target_length: int = 32  # answer tokens including the decoder start and end tokens
     seed: int = 0  # data order and dropout
+    device: str = "auto"  # "auto" (a GPU when one is visible), "cpu" or "cuda[:N]"
+    mixed_precision: str = "no"  # "no", "bf16" (CPU or GPU), "fp16" (GPU only, with a gradient scaler)
 
 
 def decoder_pair(labels, pad_id: int):
@@ -66,30 +74,34 @@ def train_closed_book(cfg: ClosedBookConfig, out: str | os.PathLike,
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise InputError(out, "output directory is not empty; choose another")
+    device = torch.device(check_precision(cfg.mixed_precision, resolve_device(cfg.device)))
     pairs, skipped = training_pairs(of_kinds(read_qa(cfg.train), cfg.train_kinds))
     if len(pairs) < cfg.batch_size:
         raise InputError(cfg.train, f"{len(pairs)} questions with answers, fewer than batch size {cfg.batch_size}")
     units = group_units([ex for ex, _ in pairs])  # minimal pairs in one batch, as the RAG runs
     generator, tokenizer = load_generator(cfg.generator)
     prepare_generator(cfg.task, generator, tokenizer)
+    generator.to(device)
     torch.manual_seed(cfg.seed)
-    opt = torch.optim.AdamW(generator.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    opt = adamw(generator.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     warmup = int(cfg.warmup * cfg.steps)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: learning_rate_factor(s, cfg.steps, warmup))
+    scaler = torch.amp.GradScaler(device.type, enabled=cfg.mixed_precision == "fp16")
     write_json(out / "config.json", asdict(cfg))
     pos, log = DataPosition(), []
     generator.train()
     for step in range(1, cfg.steps + 1):
         ids, pos = next_batch(pos, cfg.seed, len(pairs), cfg.batch_size, units)
-        loss, tokens = _step_loss(generator, tokenizer, [pairs[i] for i in ids], cfg)
-        loss.backward()
+        with autocast(cfg.mixed_precision, device.type):
+            loss, tokens = _step_loss(generator, tokenizer, [pairs[i] for i in ids], cfg)
+        scaler.scale(loss).backward()  # as is without fp16
+        scaler.unscale_(opt)  # the clip compares true gradients
         if cfg.max_grad_norm:
             torch.nn.utils.clip_grad_norm_(generator.parameters(), cfg.max_grad_norm)
         # answer_nll: summed over an answer's tokens, the unit of the RAG runs' loss, so the curves compare
         record = {"step": step, "loss": float(loss.detach()), "answer_nll": float(loss.detach()) * tokens / len(ids),
                   "lr": sched.get_last_lr()[0], "epoch": pos.epoch}
-        opt.step()
-        sched.step()
+        record.update(optimizer_step(opt, sched, scaler))  # under fp16: loss_scale, skipped_inf
         opt.zero_grad(set_to_none=True)
         log.append(record)
         if on_progress:
@@ -105,9 +117,9 @@ def _step_loss(generator, tokenizer, pairs, cfg: ClosedBookConfig):
     """(mean token NLL of the answers given only the questions, number of target tokens)."""
     gen = generator.config
     src = tokenizer([ex.question for ex, _ in pairs], padding=True, truncation=True,
-                    max_length=cfg.max_source_length, return_tensors="pt")
+                    max_length=cfg.max_source_length, return_tensors="pt").to(generator.device)
     labels = answer_labels([t for _, t in pairs], tokenizer, gen.decoder_start_token_id, gen.pad_token_id,
-                           cfg.max_target_length)  # (B, T)
+                           cfg.max_target_length).to(generator.device)  # (B, T)
     dec, targets = decoder_pair(labels, gen.pad_token_id)  # (B, T-1) each
     logits = generator(input_ids=src["input_ids"], attention_mask=src["attention_mask"],
                        decoder_input_ids=dec, use_cache=False).logits  # (B, T-1, V)
@@ -117,7 +129,7 @@ def _step_loss(generator, tokenizer, pairs, cfg: ClosedBookConfig):
 
 def answer_closed_book(generator, tokenizer, questions: Sequence[str], batch_size: int = 16, max_length: int = 32,
                        max_source_length: int = 64, on_batch: Callable[[int], None] | None = None) -> list[str]:
-    """Greedy answers from the question alone (no documents), special tokens stripped."""
+    """Greedy answers from the question alone (no documents), special tokens stripped; on the generator's device."""
     answers: list[str] = []
     was_training = generator.training
     generator.eval()
@@ -125,7 +137,8 @@ def answer_closed_book(generator, tokenizer, questions: Sequence[str], batch_siz
         with torch.no_grad():
             for i in range(0, len(questions), batch_size):
                 chunk = list(questions[i : i + batch_size])
-                enc = tokenizer(chunk, padding=True, truncation=True, max_length=max_source_length, return_tensors="pt")
+                enc = tokenizer(chunk, padding=True, truncation=True, max_length=max_source_length,
+                                return_tensors="pt").to(generator.device)
                 ids = generator.generate(**enc, max_new_tokens=max_length, num_beams=1, do_sample=False)  # (B, T)
                 answers += [a.strip() for a in tokenizer.batch_decode(ids, skip_special_tokens=True)]
                 if on_batch:
@@ -141,8 +154,9 @@ def closed_book_label_log_probs(generator, tokenizer, claims: Sequence[str], bat
     gen = generator.config
 
     def score(chunk: list[str], labels: torch.Tensor) -> torch.Tensor:
-        src = tokenizer(chunk, padding=True, truncation=True, max_length=max_source_length, return_tensors="pt")
-        dec, targets = decoder_pair(labels, gen.pad_token_id)
+        src = tokenizer(chunk, padding=True, truncation=True, max_length=max_source_length,
+                        return_tensors="pt").to(generator.device)
+        dec, targets = decoder_pair(labels.to(generator.device), gen.pad_token_id)
         logits = generator(input_ids=src["input_ids"], attention_mask=src["attention_mask"], decoder_input_ids=dec,
                            use_cache=False).logits  # (B, T-1, V)
         nll = F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=-100, reduction="none")  # (B, T-1)

@@ -24,6 +24,11 @@ starts as two networks, so it trains as `shared=False`. Every starting weight is
 unused or misshapen ones are an InputError naming them, except a BERT-like checkpoint's pretraining
 heads and pooler and a DPR folder's BERT pooler, which DPR never runs. With `steps=0` the checkpoint
 holds the starting weights exactly (a DPR pair converted to lewisrag's layout, fingerprint unchanged).
+
+It trains, and mines its own negatives, on `device` (a GPU when one is visible, by default), with
+`mixed_precision` bf16 or fp16 (a gradient scaler) autocasting the encoders' forward passes; the
+inner products and the loss stay in float32. The checkpoint is written from the CPU. On the CPU in
+full precision it is the plain loop, digit for digit.
 """
 
 from __future__ import annotations
@@ -43,9 +48,12 @@ from lewisrag.data.io import InputError, read_json
 from lewisrag.data.outputs import check_out_dir, staged_dir
 from lewisrag.data.pretrained import check_state_fits, load_model, load_tokenizer
 from lewisrag.data.records import Passage, QAExample
+from lewisrag.data.threads import resolve_device
 from lewisrag.index.bm25 import BM25Index
 from lewisrag.index.encoders import DPR_ARCHITECTURES, DPR_POOLER, META_FILE, DPRCheckpoint, state_fingerprint
 from lewisrag.scoring.aggregate import mean
+from lewisrag.training.rag import adamw, autocast, optimizer_step
+from lewisrag.training.rag_data import check_precision
 from lewisrag.training.tokenizer import bert_wordpiece_tokenizer
 
 KIND = "dpr"  # the marker kind of DPR checkpoint folders (lewisrag.data.outputs)
@@ -71,6 +79,8 @@ class DPRTrainConfig:
     self_negatives_at: float = 0.0  # at this share of the steps, add the model's own best-ranked non-gold passage as a second hard negative (0 = never)
     shared: bool = True  # one encoder for both sides while training (saved as two equal encoders): see below
     seed: int = 0
+    device: str = "auto"  # where it trains and mines: "auto" (a GPU when one is visible), "cpu" or "cuda[:N]"
+    mixed_precision: str = "no"  # "no", "bf16" (CPU or GPU) or "fp16" (GPU only, with a gradient scaler)
 
 
 def train_tokenizer(texts: Sequence[str], vocab_size: int):
@@ -210,14 +220,17 @@ def mine_self_negatives(q_enc, c_enc, tokenizer, cfg: DPRTrainConfig, examples: 
     ANCE does from the model being trained (Xiong et al. 2021)."""
     was = q_enc.training, c_enc.training
     q_enc.eval(), c_enc.eval()
-    with torch.no_grad():
+    device = next(q_enc.parameters()).device
+    with torch.no_grad(), autocast(cfg.mixed_precision, device.type):
         p_vec = torch.cat([c_enc(**tokenizer([p.title for p in chunk], [p.text for p in chunk], truncation="only_second",
-                                             max_length=cfg.p_max_length, padding=True, return_tensors="pt")).pooler_output
+                                             max_length=cfg.p_max_length, padding=True,
+                                             return_tensors="pt").to(device)).pooler_output.float()
                            for chunk in _chunks(passages, batch_size)])  # (N, D)
         q_vec = torch.cat([q_enc(**tokenizer([ex.question for ex in chunk], truncation=True, max_length=cfg.q_max_length,
-                                             padding=True, return_tensors="pt")).pooler_output
+                                             padding=True, return_tensors="pt").to(device)).pooler_output.float()
                            for chunk in _chunks(examples, batch_size)])  # (Q, D)
-        top = (q_vec @ p_vec.T).topk(min(depth, len(passages)), dim=1).indices.tolist()  # (Q, depth)
+    with torch.no_grad():
+        top = (q_vec @ p_vec.T).topk(min(depth, len(passages)), dim=1).indices.tolist()  # (Q, depth), in float32
     q_enc.train(was[0]), c_enc.train(was[1])
     out = []
     for ex, row in zip(examples, top):
@@ -247,6 +260,7 @@ def train_dpr(
     """
     out = check_out_dir(out, KIND, overwrite=overwrite)
     check_init(cfg)
+    device = torch.device(check_precision(cfg.mixed_precision, resolve_device(cfg.device)))
     # no data with steps=0 and a starting checkpoint: a conversion, e.g. a transformers DPR pair to one folder
     converting = cfg.steps == 0 and not examples and bool(cfg.init or cfg.init_question)
     row_of = {p.id: i for i, p in enumerate(passages)}
@@ -263,10 +277,12 @@ def train_dpr(
     cfg = replace(cfg, shared=c_enc.ctx_encoder.bert_model is q_enc.question_encoder.bert_model)
     mine = cfg.hard_negatives and cfg.steps > 0
     negatives = mine_hard_negatives([ex for ex, _ in usable], passages) if mine else [None] * len(usable)
+    q_enc.to(device), c_enc.to(device)
     q_enc.train(), c_enc.train()
     params = list({id(p): p for p in [*q_enc.parameters(), *c_enc.parameters()]}.values())
-    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    opt = adamw(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     sched = get_linear_schedule_with_warmup(opt, int(cfg.warmup * cfg.steps), cfg.steps)
+    scaler = torch.amp.GradScaler(device.type, enabled=cfg.mixed_precision == "fp16")
     rng = random.Random(cfg.seed)
     order: list[int] = []
     losses = []
@@ -283,25 +299,27 @@ def train_dpr(
         rows = [usable[i][1] for i in batch] + [negatives[i] for i in batch if negatives[i] is not None]
         rows += [mined[i] for i in batch if mined and mined[i] is not None]
         q = tokenizer([usable[i][0].question for i in batch], truncation=True, max_length=cfg.q_max_length,
-                      padding=True, return_tensors="pt")
+                      padding=True, return_tensors="pt").to(device)
         p = tokenizer([passages[r].title for r in rows], [passages[r].text for r in rows], truncation="only_second",
-                      max_length=cfg.p_max_length, padding=True, return_tensors="pt")
-        q_vec = q_enc(**q).pooler_output  # (B, D)
-        p_vec = c_enc(**p).pooler_output  # (B + negatives, D): golds, BM25 negatives, self-mined ones
-        scores = q_vec @ p_vec.T  # (B, B + negatives)
+                      max_length=cfg.p_max_length, padding=True, return_tensors="pt").to(device)
+        with autocast(cfg.mixed_precision, device.type):
+            q_vec = q_enc(**q).pooler_output  # (B, D)
+            p_vec = c_enc(**p).pooler_output  # (B + negatives, D): golds, BM25 negatives, self-mined ones
+        scores = q_vec.float() @ p_vec.float().T  # (B, B + negatives), in float32 whatever the autocast
         # Two questions about the same passage: the other's positive is not a negative for this one.
-        same = torch.tensor([[rows[j] == usable[i][1] and j != n for j in range(len(rows))] for n, i in enumerate(batch)])
+        same = torch.tensor([[rows[j] == usable[i][1] and j != n for j in range(len(rows))] for n, i in enumerate(batch)],
+                            device=device)
         scores = scores.masked_fill(same, -1e4)
-        loss = F.cross_entropy(scores, torch.arange(len(batch)))
+        loss = F.cross_entropy(scores, torch.arange(len(batch), device=device))
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        scaler.scale(loss).backward()  # as is without fp16
+        scaler.unscale_(opt)  # the clip compares true gradients
         torch.nn.utils.clip_grad_norm_(params, 2.0)
-        opt.step()
-        sched.step()
+        optimizer_step(opt, sched, scaler)
         losses.append(loss.item())
         if on_step:
             on_step(step + 1, losses[-1])
-    q_enc.eval(), c_enc.eval()
+    q_enc.cpu().eval(), c_enc.cpu().eval()  # the checkpoint is written, and returned, from the CPU
     if cfg.shared:  # two independent copies from here on: RAG fine-tuning moves only the question side
         c_enc.ctx_encoder.bert_model = copy.deepcopy(q_enc.question_encoder.bert_model)
     ckpt = DPRCheckpoint(q_enc, c_enc, tokenizer, {})

@@ -126,6 +126,16 @@ def learning_rate_factor(step: int, steps: int, warmup_steps: int) -> float:
     return max(0.0, (steps - step) / max(1, steps - warmup_steps))
 
 
+def adamw(params, lr: float, weight_decay: float) -> torch.optim.AdamW:
+    """AdamW over `params` (tensors or groups), fused into one kernel per step when the weights are on
+    a GPU, as nanoGPT does (torch's default there launches several multi-tensor kernels per step);
+    torch's default elsewhere: the fused CPU kernel rounds differently and would move the CPU runs'
+    numbers for a few milliseconds a step."""
+    params = list(params)
+    first = params[0]["params"][0] if isinstance(params[0], dict) else params[0]
+    return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=True if first.device.type == "cuda" else None)
+
+
 def combined_length_note(cfg: RagTrainConfig) -> str | None:
     """A one-line note when `cfg.max_combined_length` exceeds the generator's positions, else None.
 
@@ -239,7 +249,7 @@ def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress) -> dic
     groups = [{"params": [p for p in params if id(p) not in retriever], "lr": cfg.lr},
               {"params": [p for p in params if id(p) in question], "lr": cfg.lr * cfg.retriever_lr_scale},
               {"params": [p for p in params if id(p) in context], "lr": cfg.lr * cfg.retriever_lr_scale}]
-    opt = torch.optim.AdamW([g for g in groups if g["params"]], lr=cfg.lr, weight_decay=cfg.weight_decay)
+    opt = adamw([g for g in groups if g["params"]], lr=cfg.lr, weight_decay=cfg.weight_decay)
     warmup_steps = int(cfg.warmup * cfg.steps)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: learning_rate_factor(s, cfg.steps, warmup_steps))
     scaler = torch.amp.GradScaler(acc.device.type, enabled=cfg.mixed_precision == "fp16")
@@ -305,11 +315,12 @@ def _enable_checkpointing(module: torch.nn.Module) -> None:
     enable({"use_reentrant": False})
 
 
-def _autocast(cfg: RagTrainConfig, device_type: str):
-    """Autocast of the forward passes in `cfg.mixed_precision` (accelerate's own skips fp16 off a GPU)."""
-    if cfg.mixed_precision == "no":
+def autocast(mixed_precision: str, device_type: str):
+    """Autocast of the forward passes in `mixed_precision` ("no", "bf16", "fp16"; accelerate's own
+    skips fp16 off a GPU)."""
+    if mixed_precision == "no":
         return contextlib.nullcontext()
-    return torch.autocast(device_type, dtype=torch.bfloat16 if cfg.mixed_precision == "bf16" else torch.float16)
+    return torch.autocast(device_type, dtype=torch.bfloat16 if mixed_precision == "bf16" else torch.float16)
 
 
 def _seed_everything(seed: int) -> None:
@@ -371,7 +382,7 @@ def _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, out, log_fi
         if cfg.max_grad_norm:
             torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
         lr = sched.get_last_lr()[0]
-        scaling = _optimizer_step(opt, sched, scaler)
+        scaling = optimizer_step(opt, sched, scaler)
         opt.zero_grad(set_to_none=True)
         step += 1
         loss_sum, n, ent_sum, hits, asked = _sum_across(totals, acc)
@@ -405,7 +416,7 @@ def _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, out, log_fi
     return state
 
 
-def _optimizer_step(opt, sched, scaler) -> dict:
+def optimizer_step(opt, sched, scaler) -> dict:
     """The optimizer and schedule step; under fp16, the log fields of the gradient scaler."""
     if not scaler.is_enabled():
         opt.step()
@@ -429,7 +440,7 @@ def _micro_step(cfg, acc, parts, model, ids: list[int], scaler) -> list[float]:
     gen = model.generator.config
     labels = answer_labels([t for _, t in pairs], parts.tokenizers.generator, gen.decoder_start_token_id,
                            gen.pad_token_id, cfg.max_target_length).to(acc.device)  # (B, T)
-    with _autocast(cfg, acc.device.type):
+    with autocast(cfg.mixed_precision, acc.device.type):
         out, r = model.forward_questions([ex.question for ex, _ in pairs], parts.index, parts.tokenizers, labels,
                                          swap=cfg.swap)
     loss = out.loss.float().mean()

@@ -69,6 +69,15 @@ SEARCH_DEVICES = ("auto", "cpu", "gpu")  # --search-device values
 GPU_SEARCH_SHARE = 0.5  # "auto" puts the vectors on the GPU only if they take at most this share of its free memory
 
 
+def check_precision(mixed_precision: str, device: str) -> str:
+    """`device`, once `mixed_precision` is known and possible there (fp16 needs a GPU)."""
+    if mixed_precision not in PRECISIONS:
+        raise InputError("--mixed-precision", f"must be one of {', '.join(PRECISIONS)}, got {mixed_precision!r}")
+    if mixed_precision == "fp16" and not device.startswith("cuda"):
+        raise InputError("--mixed-precision", "fp16 needs a GPU; use bf16 on the CPU")
+    return device
+
+
 def place_search(index: DenseIndex, choice: str, device) -> str:
     """Where training searches `index`: "faiss" (on the CPU) or the GPU `device` (`DenseIndex.search_on`).
 
