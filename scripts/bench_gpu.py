@@ -28,7 +28,12 @@ The parts, each timed on its own:
    profile the RAG-Token step as the CLI runs it, under torch.profiler, without the split's
            synchronisations: step time, the device's kernel time and busy share, kernel launches
            per step, the operators that take the most device and host time.
-   answer  `answer_questions` with the trained RAG-Token model (greedy and 4 beams, fp32).
+   answer  `answer_questions` with the trained RAG-Token model (greedy and 4 beams, fp32), loaded
+           and its index placed as `reproduce`'s evaluation does (`load_trained(device=)`,
+           `place_search`).
+   closed_book  `reproduce`'s closed-book stage at the generator's size: bf16 training steps of
+           `train_closed_book` (the question alone in, AdamW fused on a GPU) at the paper's batch of
+           128, then greedy answers from the question alone (`answer_closed_book`).
 4. same weights  one bf16 training step of transformers' RagTokenForGeneration /
            RagSequenceForGeneration and of lewisrag's RagModel with identical weights and identical
            pre-retrieved contexts (so retrieval is out of both), and fp32 beam-search decoding,
@@ -76,18 +81,19 @@ from lewisrag.training.rag import RagTrainConfig, train_rag  # noqa: E402
 H200_BF16_DENSE = 989e12  # FLOP/s, the datasheet's dense bf16 rate (H100 SXM's)
 K, BEAMS = 5, 4
 
-PARTS = ("matmul", "train_token", "answer", "same_weights", "profile", "train_token_faiss", "train_sequence", "search",
-         "search_scale")
-CORPUS_PARTS = {"train_token", "profile", "answer", "same_weights", "train_token_faiss", "train_sequence", "search"}  # need `corpus`
+PARTS = ("matmul", "train_token", "answer", "same_weights", "profile", "closed_book", "train_token_faiss", "train_sequence",
+         "search", "search_scale")
+CORPUS_PARTS = {"train_token", "profile", "answer", "same_weights", "closed_book", "train_token_faiss", "train_sequence",
+                "search"}  # need `corpus`
 PRESETS = {  # the shapes of each part; "paper" is the default on a GPU
     "paper": dict(dpr=dict(hidden=768, layers=12, heads=12, vocab_size=30522, init_std=0.02, dropout=0.1),
                   bart=dict(d_model=1024, layers=12, heads=16, vocab_size=8000, model_vocab=50265, dropout=0.1),
                   passages=1_000_000, scale_passages=21_015_324, encode=65_536, questions=4096, batch=16, steps_token=150, steps_faiss=30, steps_sequence=60,
-                  context=300, target=24),
+                  context=300, target=24, closed_batch=128, steps_closed=30),
     "check": dict(dpr=dict(hidden=32, layers=2, heads=2, vocab_size=600, init_std=0.02),
                   bart=dict(d_model=32, layers=2, heads=2, vocab_size=600, model_vocab=700),
                   passages=3000, scale_passages=20_000, encode=512, questions=64, batch=4, steps_token=6, steps_faiss=4, steps_sequence=4,
-                  context=64, target=8),
+                  context=64, target=8, closed_batch=8, steps_closed=4),
 }
 
 
@@ -381,11 +387,11 @@ def answer(run: Path, c: dict, p: dict, device: str, log) -> list[tuple]:
     from lewisrag.rag_model.answering import answer_questions
     from lewisrag.training.checkpoint import load_trained
 
-    model, tokenizers = load_trained(run / "final")
-    model.to(device)
+    from lewisrag.training.rag_data import place_search
+
+    model, tokenizers = load_trained(run / "final", device=device)
     index = DenseIndex.load(c["index"])
-    if device == "cuda":
-        index.search_on(device)  # as training's dev EM searches on a GPU (train rag --search-device auto)
+    place_search(index, "auto", device)  # on a GPU, where the vectors fit: as reproduce's evaluation and training's dev EM
     questions = pq.read_table(c["qa"]).column("question").to_pylist()[: 8 * p["batch"]]
     rows = []
     for beams in (1, BEAMS):
@@ -401,6 +407,40 @@ def answer(run: Path, c: dict, p: dict, device: str, log) -> list[tuple]:
         log(f"answer with {beams} beam(s): {took:.1f} s")
     shutil.rmtree(run)
     return rows
+
+
+def closed_book(c: dict, p: dict, tmp: Path, device: str, log) -> dict:
+    """`reproduce`'s closed-book stage at the bench's generator size: `train_closed_book` in bf16 for
+    `steps_closed` steps of `closed_batch` questions, then greedy answers from the question alone."""
+    import pyarrow.parquet as pq
+
+    from lewisrag.data.pretrained import load_generator
+    from lewisrag.training.closed_book import ClosedBookConfig, answer_closed_book, train_closed_book
+
+    cfg = ClosedBookConfig(generator=str(c["generator"]), train=str(c["qa"]), steps=p["steps_closed"],
+                           batch_size=p["closed_batch"], lr=3e-5, max_target_length=p["target"], device=device,
+                           mixed_precision="bf16")
+    out, stamps = tmp / "closed-book", []
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    t0 = time.perf_counter()
+    summary = train_closed_book(cfg, out, lambda step, total, rec: (sync(), stamps.append(time.perf_counter())))
+    deltas = np.diff([t0, *stamps])
+    step_s = float(np.median(deltas[min(3, len(deltas) - 1):]))
+    peak = torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else 0.0
+    gen, tok = load_generator(out / "final", device=device)
+    questions = pq.read_table(c["qa"]).column("question").to_pylist()[: 4 * p["closed_batch"]]
+    answer_closed_book(gen, tok, questions[: p["batch"]], max_length=p["target"])  # warm-up
+    sync()
+    t0 = time.perf_counter()
+    answer_closed_book(gen, tok, questions, batch_size=p["closed_batch"], max_length=p["target"])
+    sync()
+    took = time.perf_counter() - t0
+    log(f"closed book: median {step_s:.3f} s/step at batch {p['closed_batch']}, {len(questions) / took:.0f} questions/s")
+    shutil.rmtree(out)
+    return {"steps": summary["steps"], "batch": p["closed_batch"], "median_step_s": step_s,
+            "questions_per_s_train": p["closed_batch"] / step_s, "answer_questions_per_s": len(questions) / took,
+            "peak_gb": peak, "final_loss": summary["final_loss"], "device": str(gen.device)}
 
 
 # --- 4: the same weights in transformers and lewisrag -----------------------------------------------
@@ -617,6 +657,7 @@ def main() -> None:
             part("answer", lambda: answer(Path(token["run"]), corpus, p, args.device, log))
             part("same_weights", lambda: same_weights(corpus, p, tmp, args.device, args.reps, log))
             part("profile", lambda: profile_steps(corpus, p, tmp, args.device, log))
+            part("closed_book", lambda: closed_book(corpus, p, tmp, args.device, log))
             part("train_token_faiss", lambda: train_pipeline("token", p["steps_faiss"], corpus, p, tmp, args.device, log,
                                                              search="cpu"))
             part("train_sequence", lambda: train_pipeline("sequence", p["steps_sequence"], corpus, p, tmp, args.device, log))
@@ -652,6 +693,10 @@ def report(results: dict, rate: float | None) -> None:
         for title, key in (("device", "top_device_ms_per_step"), ("host", "top_host_ms_per_step")):
             for name, ms, calls in prof[key][:10]:
                 print(f"         {title:6s} {ms:9.2f} ms/step {calls:8.1f} calls  {name}")
+    cb = parts.get("closed_book")
+    if cb:
+        print(f"closed   book bf16 step at batch {cb['batch']}: {cb['median_step_s']:.3f} s ({cb['questions_per_s_train']:.0f} "
+              f"questions/s), greedy answers {cb['answer_questions_per_s']:.0f} questions/s, peak {cb['peak_gb']:.1f} GB")
     rows = (parts.get("same_weights") or []) + (parts.get("search") or []) + (parts.get("search_scale") or [])
     if rows:
         print(f"{'part':12s} {'measure':70s} {'transformers/cpu s':>18s} {'lewisrag/gpu s':>14s} {'ratio':>7s} "

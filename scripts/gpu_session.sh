@@ -11,7 +11,8 @@
 # 3. train_token + same_weights: the bart-large step with its retrieval split into search, the
 #    question encoder and the rest (the 48 ms not yet profiled), and the same-weights comparison
 #    with transformers that the 1.3x target is read from, then the step under torch.profiler without
-#    the split's synchronisations: device busy share, kernel launches, the top operators (train.json).
+#    the split's synchronisations: device busy share, kernel launches, the top operators, and the
+#    closed-book stage on the GPU (bf16 steps at batch 128, answers from the question alone) (train.json).
 # The machine has no model hub and no package index: it runs with the Python it has, lewisrag
 # taken from this checkout.
 set -uo pipefail
@@ -30,6 +31,6 @@ read -r -a ARGS <<< "${BENCH_ARGS:-}"  # appended last: they override the defaul
 
 status=0
 "$PY" scripts/bench_gpu.py --parts search_scale --json "$OUT/search_scale.json" "${ARGS[@]}" 2>&1 | tee "$OUT/search_scale.log" || status=1
-"$PY" scripts/bench_gpu.py --budget 240 --encode 16384 --steps-token 60 --parts matmul,train_token,same_weights,profile \
+"$PY" scripts/bench_gpu.py --budget 240 --encode 16384 --steps-token 60 --parts matmul,train_token,same_weights,profile,closed_book \
   --json "$OUT/train.json" "${ARGS[@]}" 2>&1 | tee "$OUT/train.log" || status=1
 exit $status
