@@ -287,6 +287,12 @@ def test_cli_trains_a_stitched_generator(run_dir, tmp_path):
                                  "--steps", "1", "--batch-size", "2"])
     assert r.exit_code == 0, r.output
     assert "final loss" in r.output and json.loads((tmp_path / "s" / "stitched.json").read_text())["settings"]["k"] == 2
+    r = CliRunner().invoke(app, ["train", "stitched", "--index", str(run_dir / "index_a"), "--generator", str(run_dir / "generator"),
+                                 "--train", str(run_dir / "world" / "train.jsonl"), "--out", str(tmp_path / "bf16"), "--n-docs", "2",
+                                 "--steps", "2", "--batch-size", "2", "--device", "cpu", "--mixed-precision", "bf16", "--json"])
+    assert r.exit_code == 0, r.output
+    config = json.loads((tmp_path / "bf16" / "stitched.json").read_text())["config"]
+    assert config["mixed_precision"] == "bf16" and config["device"] == "cpu" and math.isfinite(json.loads(r.stdout)["final_loss"])
 
 
 def test_cli_missing_system_exits_2(tmp_path):

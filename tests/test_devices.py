@@ -157,3 +157,12 @@ def test_train_dpr_flags_fail_before_reading(monkeypatch, capsys, tmp_path):
     assert code == 2 and err.strip().splitlines()[-1] == "error: --mixed-precision: fp16 needs a GPU; use bf16 on the CPU"
     code, _, err = run_main(monkeypatch, capsys, *args, "--device", "tpu")
     assert code == 2 and err.strip().splitlines()[-1] == "error: --device: must be auto, cpu or cuda[:N], got 'tpu'"
+
+
+def test_stitched_and_compare_device_flags_fail_before_reading(monkeypatch, capsys, tmp_path):
+    code, _, err = run_main(monkeypatch, capsys, "train", "stitched", "--index", tmp_path / "i", "--generator", tmp_path / "g",
+                            "--train", tmp_path / "t.jsonl", "--out", tmp_path / "s", "--mixed-precision", "fp16", "--device", "cpu")
+    assert code == 2 and err.strip().splitlines()[-1] == "error: --mixed-precision: fp16 needs a GPU; use bf16 on the CPU"
+    assert not (tmp_path / "s").exists()
+    code, _, err = run_main(monkeypatch, capsys, "compare", "--run", tmp_path, "--device", "gpu")
+    assert code == 2 and err.strip().splitlines()[-1] == "error: --device: must be auto, cpu or cuda[:N], got 'gpu'"

@@ -48,6 +48,8 @@ def compare(
                                    "(default ~/.cache/lewisrag/answers)."),
     n_docs: int = typer.Option(None, "--n-docs", help="--stitched-generator: passages per prompt "
                                "(default: the run's stitched k, else 5)."),
+    device: str = typer.Option("cpu", "--device", help="Where the run's trained models answer: cpu, cuda[:N] or auto (a GPU "
+                               "when one is visible)."),
     lang: str = typer.Option("en", "--lang", help=LANG_HELP + " The table printed here follows it too; --json prints the "
                              "same JSON in either language."),
 ) -> None:
@@ -58,6 +60,9 @@ def compare(
     from lewisrag.eval.reports.i18n import check_lang, messages
 
     check_lang(lang)
+    from lewisrag.data.threads import resolve_device
+
+    resolve_device(device)
     data = _ui.renamed(ctx, "questions", "old_data", "--questions", "--data")
     fields = _ui.qa_fields(qa_fields)
     names = [s.strip() for s in systems.split(",") if s.strip()]
@@ -75,7 +80,7 @@ def compare(
     out = out or run / "compare"
     with _ui.progress() as p:
         card = compare_run(run, out, names, data, position_questions, on_progress=_ui.Bars(p), overwrite=overwrite,
-                           qa_fields=fields, generator=generator, lang=lang)
+                           qa_fields=fields, generator=generator, lang=lang, device=device)
     labels, outside = system_labels(card), card.get("generators") or {}
     if as_json:  # for programs: English row labels, whatever --lang
         header, rows = scorecard_rows(card)

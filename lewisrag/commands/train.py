@@ -238,6 +238,8 @@ def stitched(
                                     "instead of after it ('answer [3]')."),
     old_mixed_k: bool = typer.Option(False, "--mixed-k", hidden=True, help="Deprecated: --mixed-n-docs."),
     seed: int = typer.Option(0, "--seed", help="Batch order and gold positions."),
+    device: str = typer.Option("auto", "--device", help="Where it trains: auto (a GPU when one is visible), cpu or cuda[:N]."),
+    mixed_precision: str = typer.Option("no", "--mixed-precision", help="no, bf16 (CPU or GPU) or fp16 (GPU; a loss scaler)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds files that are not a "
                                    "stitched generator lewisrag wrote (replaced once training has finished)."),
     as_json: bool = typer.Option(False, "--json", help="Print the training summary as one JSON object instead of a table."),
@@ -256,7 +258,7 @@ def stitched(
                               qa_fields=_ui.qa_fields(qa_fields), train_kinds=train_kinds, k=k, steps=steps,
                               batch_size=batch_size, lr=lr,
                               gold_position=gold_position, question_last=question_last, mixed_k=mixed_k,
-                              cite_first=cite_first, seed=seed)
+                              cite_first=cite_first, seed=seed, device=device, mixed_precision=mixed_precision)
     with _ui.progress() as p:
         bars = _ui.Bars(p)
         summary = train_stitched(cfg, out, lambda s, t, loss: bars("training", s, t, f"loss {loss:.3f}"), overwrite=overwrite)

@@ -227,9 +227,10 @@ def check_systems(run: Path, names, generator: GeneratorOptions | None = None) -
 
 
 def load_systems(run: str | os.PathLike, names=SYSTEMS, batch_size: int = 16, max_length: int = 32,
-                 generator: GeneratorOptions | None = None) -> dict:
-    """The trained systems of a reproduce run: RUN/rag_token, RUN/rag_sequence (best/ else final/), RUN/stitched;
-    with `generator` (checked by `stitched_llm.check_options`) the stitched system answers through it instead."""
+                 generator: GeneratorOptions | None = None, device: str = "cpu") -> dict:
+    """The trained systems of a reproduce run: RUN/rag_token, RUN/rag_sequence (best/ else final/), RUN/stitched,
+    their generators on `device`; with `generator` (checked by `stitched_llm.check_options`) the stitched
+    system answers through it instead."""
     run = Path(run)
     check_systems(run, names, generator)
     # an outside generator first: a folder that does not load fails before the Lewis models are read
@@ -240,11 +241,11 @@ def load_systems(run: str | os.PathLike, names=SYSTEMS, batch_size: int = 16, ma
         if n in outside:
             systems[n] = outside[n]
         elif n == "stitched":
-            model, tokenizer, settings = load_stitched(run / "stitched")
+            model, tokenizer, settings = load_stitched(run / "stitched", device=device)
             # the stitched answer carries its citation: a few tokens more than the Lewis models' answers
             systems[n] = StitchedSystem(open_retriever(run / "index_a", run / "dpr"), model, tokenizer, settings, max_length + 8)
         else:
-            model, tokenizers = load_trained(run / n)
+            model, tokenizers = load_trained(run / n, device=device)
             systems[n] = LewisSystem(model, tokenizers, index, batch_size, max_length)
     return systems
 
@@ -259,7 +260,7 @@ def stitched_config(run: Path, preset, seed: int):
         max_input_length=min(1024, preset.stitched_k * rag.max_combined_length),
         max_target_length=rag.max_target_length + 8,
         steps=preset.stitched_steps, batch_size=preset.stitched_batch_size, lr=preset.stitched_lr,
-        gold_position=preset.stitched_gold_position, cite_first=preset.stitched_cite_first)
+        gold_position=preset.stitched_gold_position, cite_first=preset.stitched_cite_first, device=preset.device)
 
 
 def _run_max_length(run: Path) -> int:
@@ -284,7 +285,8 @@ def compare_stage(run: str | os.PathLike, preset, seed: int, on_progress: Progre
     layers.<system>, records, position curves, report_html and findings (in `lang`) and timings
     (wall-clock numbers, kept out of results.json)."""
     run = Path(run)
-    systems = load_systems(run, SYSTEMS, max_length=preset.rag.max_target_length)  # the Lewis models' target length
+    systems = load_systems(run, SYSTEMS, max_length=preset.rag.max_target_length,  # the Lewis models' target length
+                           device=preset.device)
     test, eval_examples = read_qa(run / "world" / "test.jsonl"), read_qa(run / "world" / "eval.jsonl")
     card = scorecard(systems, test, eval_examples, on_progress=on_progress)
     passages = {p.id: p for p in read_passages(run / "world" / "passages_a.jsonl")}
@@ -311,12 +313,13 @@ KIND = "comparison"  # the marker kind of `lewisrag compare` folders (lewisrag.d
 
 def compare_run(run: str | os.PathLike, out: str | os.PathLike, names=SYSTEMS, data: str | os.PathLike | None = None,
                 position_questions: int = 100, on_progress: Progress = lambda *a: None, overwrite: bool = False,
-                qa_fields: dict[str, str] | None = None, generator: GeneratorOptions | None = None, lang: str = "en") -> dict:
+                qa_fields: dict[str, str] | None = None, generator: GeneratorOptions | None = None, lang: str = "en",
+                device: str = "cpu") -> dict:
     """`lewisrag compare`: score a reproduce run's trained systems into OUT (results.json, report.md,
     report.html, and position.png unless `position_questions` is 0). OUT must be missing, empty or
     a comparison lewisrag wrote, unless `overwrite`. With `generator` the stitched system answers
     through that LLM or LM instead of the run's trained generator. The reports are written in `lang`
-    (recorded as config.lang when it is not English)."""
+    (recorded as config.lang when it is not English). The run's trained models answer on `device`."""
     messages(lang)  # an unknown language fails before anything is read
     generator = check_options(generator) if generator is not None else None  # flags first: nothing read yet
     run, out = Path(run), check_out_dir(out, KIND, overwrite=overwrite, inputs={"--run": run, "--questions": data})
@@ -324,7 +327,7 @@ def compare_run(run: str | os.PathLike, out: str | os.PathLike, names=SYSTEMS, d
     check_systems(run, names, generator)
     test, eval_examples = read_qa(run / "world" / "test.jsonl"), read_qa(data, qa_fields)  # all input read before any model
     passages = {p.id: p for p in read_passages(run / "world" / "passages_a.jsonl")}
-    systems = load_systems(run, names, max_length=_run_max_length(run), generator=generator)
+    systems = load_systems(run, names, max_length=_run_max_length(run), generator=generator, device=device)
     card = scorecard(systems, test, eval_examples, on_progress=on_progress)
     probe = [ex for ex in test if ex.kind == "short"][:position_questions]
     card["position"] = position_curves(systems, probe, passages, on_progress=on_progress) if probe else {}

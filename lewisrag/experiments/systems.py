@@ -60,16 +60,16 @@ class LewisSystem:
 
     def answer_with(self, questions: list[str], passages: list[list]) -> list[str]:
         """Plain answers from given passages (the position probe); doc scores are q·d as in retrieval."""
-        tok = self.tokenizers
+        tok, device = self.tokenizers, next(self.model.parameters()).device
         with torch.no_grad():
-            q_tok = tok.question(questions, padding=True, truncation=True, return_tensors="pt")
+            q_tok = tok.question(questions, padding=True, truncation=True, return_tensors="pt").to(device)
             q = self.model.encode_questions(q_tok["input_ids"], q_tok["attention_mask"])  # (B, D)
             rows = np.array([[self.row_of[p.id] for p in ps] for ps in passages])  # (B, K)
-            docs = torch.as_tensor(np.asarray(self.index.vectors(rows)), dtype=q.dtype)  # (B, K, D)
+            docs = torch.as_tensor(np.asarray(self.index.vectors(rows)), dtype=q.dtype, device=device)  # (B, K, D)
             scores = torch.bmm(q.unsqueeze(1), docs.transpose(1, 2)).squeeze(1)  # (B, K)
             texts = [generator_input(p.title, p.text, x, self.model.settings) for x, ps in zip(questions, passages) for p in ps]
             ctx = tok.generator(texts, padding=True, truncation=True, max_length=self.model.settings.max_combined_length,
-                                return_tensors="pt")
+                                return_tensors="pt").to(device)
         return [a.text for a in self._decode(ctx["input_ids"], ctx["attention_mask"], scores, passages)]
 
     def _decode(self, ids, mask, doc_scores, passages) -> list[Answered]:
@@ -133,7 +133,8 @@ class CountingSeq2Seq:
 
     def __call__(self, prompts: list[str]) -> list[str]:
         tok = self.tokenizer
-        enc = tok(prompts, return_tensors="pt", padding=True, truncation=True, max_length=self.max_input_tokens)
+        enc = tok(prompts, return_tensors="pt", padding=True, truncation=True,
+                  max_length=self.max_input_tokens).to(self.model.device)
         with torch.inference_mode():
             out = self.model.generate(**enc, max_new_tokens=self.max_new_tokens, num_beams=1, do_sample=False,
                                       pad_token_id=tok.pad_token_id)  # (B, T), decoder start token first

@@ -10,7 +10,9 @@ from it; on the world that cut copy errors, docs/recipe.md "Prompt stitching at 
 
 It starts from the same checkpoint as the Lewis models (a BART directory from `pretrain`), so the
 comparison holds the generator's prior knowledge fixed. The loop is written out: AdamW, linear
-warmup and decay, seeded batches and positions.
+warmup and decay, seeded batches and positions; it runs on `device` (a GPU when one is visible) with
+`mixed_precision` bf16 or fp16 (a gradient scaler) as the RAG runs do, and on the CPU in full
+precision as the plain loop.
 
 Output directory: the transformers model and tokenizer (`save_pretrained`), and `stitched.json`
 with this config and the stitching settings, so the system can be rebuilt from the folder alone.
@@ -32,9 +34,11 @@ from lewisrag.data.io import InputError, read_json, write_json
 from lewisrag.data.outputs import check_out_dir, staged_dir
 from lewisrag.data.pretrained import load_generator
 from lewisrag.data.records import of_kinds, read_qa
+from lewisrag.data.threads import resolve_device
 from lewisrag.index import open_retriever
 from lewisrag.rag_model.stitched import StitchSettings, stitch
-from lewisrag.training.rag import learning_rate_factor
+from lewisrag.training.rag import adamw, autocast, learning_rate_factor, optimizer_step
+from lewisrag.training.rag_data import check_precision
 
 SETTINGS_FILE = "stitched.json"
 
@@ -62,6 +66,8 @@ class StitchedTrainConfig:
     gold_position: str = "random"  # "random": the gold passage at a random position; "retrieved": where the retriever ranked it (last if missed)
     cite_first: bool = False  # the target cites before it answers ("[3] Tomgasze") instead of after ("Tomgasze [3]")
     seed: int = 0  # batch order and gold positions
+    device: str = "auto"  # "auto" (a GPU when one is visible), "cpu" or "cuda[:N]"
+    mixed_precision: str = "no"  # "no", "bf16" (CPU or GPU) or "fp16" (GPU only, with a gradient scaler)
 
 
 def keep_rank(retrieved: Sequence, gold, k: int) -> tuple[list, int]:
@@ -176,6 +182,7 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
         raise InputError("--n-docs/--steps/--batch-size", "must all be at least 1")
     if cfg.gold_position not in ("random", "retrieved"):
         raise InputError("--gold-position", f"must be random or retrieved, got '{cfg.gold_position}'")
+    device = torch.device(check_precision(cfg.mixed_precision, resolve_device(cfg.device)))
     inputs = {"--index": cfg.index, "--generator": cfg.generator, "--train": cfg.train,
               "--encoder": cfg.encoder or None, "--context-encoder": cfg.context_encoder or None}
     check_out_dir(out, KIND, overwrite=overwrite, inputs=inputs, replaces=True)
@@ -184,28 +191,31 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
                                  {p.id: p for p in retriever.index.passages}, cfg.k)
     model, tokenizer = load_generator(cfg.generator)
     grown = extend_positions(model, cfg.max_input_length)
+    model.to(device)
     settings = StitchSettings(k=cfg.k, question_last=cfg.question_last)
     torch.manual_seed(cfg.seed)  # dropout
     rng = random.Random(cfg.seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    opt = adamw(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     warmup_steps = int(cfg.warmup * cfg.steps)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: learning_rate_factor(s, cfg.steps, warmup_steps))
+    scaler = torch.amp.GradScaler(device.type, enabled=cfg.mixed_precision == "fp16")
     model.train()
     losses = []
     for step in range(1, cfg.steps + 1):
         batch = rng.sample(examples, min(cfg.batch_size, len(examples)))
         inputs, targets = make_batch(batch, cfg.k, settings, rng, cfg.mixed_k, cfg.gold_position, cfg.cite_first)
-        loss = _loss(model, tokenizer, inputs, targets, cfg)
-        loss.backward()
+        with autocast(cfg.mixed_precision, device.type):
+            loss = _loss(model, tokenizer, inputs, targets, cfg)
+        scaler.scale(loss).backward()  # as is without fp16
+        scaler.unscale_(opt)  # the clip compares true gradients
         if cfg.max_grad_norm:
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-        opt.step()
-        sched.step()
+        optimizer_step(opt, sched, scaler)
         opt.zero_grad(set_to_none=True)
         losses.append(float(loss.detach()))
         if on_progress:
             on_progress(step, cfg.steps, losses[-1])
-    model.eval()
+    model.cpu().eval()  # written from the CPU, as every generator folder
     with staged_dir(out, KIND) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
@@ -216,16 +226,17 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
 def _loss(model, tokenizer, inputs: list[str], targets: list[str], cfg: StitchedTrainConfig):
     """Mean token NLL of the cited targets; BART shifts the labels right itself."""
     longest = min(cfg.max_input_length, model.config.max_position_embeddings)  # later passages are cut, not crashed on
-    enc = tokenizer(inputs, return_tensors="pt", padding=True, truncation=True, max_length=longest)
-    labels = tokenizer(targets, return_tensors="pt", padding=True, truncation=True, max_length=cfg.max_target_length)["input_ids"]
+    enc = tokenizer(inputs, return_tensors="pt", padding=True, truncation=True, max_length=longest).to(model.device)
+    labels = tokenizer(targets, return_tensors="pt", padding=True, truncation=True,
+                       max_length=cfg.max_target_length)["input_ids"].to(model.device)
     labels = labels.masked_fill(labels == tokenizer.pad_token_id, -100)  # (B, T); padding is not a target
     return model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], labels=labels).loss
 
 
-def load_stitched(path: str | os.PathLike):
-    """(generator in eval mode, tokenizer, StitchSettings) from a `train_stitched` output directory."""
+def load_stitched(path: str | os.PathLike, device: str = "cpu"):
+    """(generator in eval mode on `device`, tokenizer, StitchSettings) from a `train_stitched` output directory."""
     p = Path(path)
     if not (p / SETTINGS_FILE).is_file():
         raise InputError(p, f"not a stitched generator directory (no {SETTINGS_FILE})")
-    model, tokenizer = load_generator(p)
+    model, tokenizer = load_generator(p, device=device)
     return model.eval(), tokenizer, StitchSettings(**read_json(p / SETTINGS_FILE)["settings"])
