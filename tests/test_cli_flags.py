@@ -16,32 +16,34 @@ from lewisrag.cli import app
 from test_rag_train import TRAIN_FLAGS, cli_flags, make_config, rag_inputs  # noqa: F401  (session fixture)
 
 # the deprecated spellings, each with its canonical name (kept hidden for one release)
-DEPRECATED = {"-k", "--k", "--data", "--mixed-k"}
+DEPRECATED = {"-k", "--k", "--data", "--mixed-k", "--cpu"}
 
 # the canonical names each command must list in --help
 CANONICAL = {
     ("world",): ["--out", "--seed", "--overwrite", "--json"],
     ("chunk",): ["--docs", "--out", "--overwrite", "--json"],
-    ("index", "build"): ["--passages", "--encoder", "--out", "--batch-size", "--overwrite", "--json"],
+    ("index", "build"): ["--passages", "--encoder", "--out", "--batch-size", "--device", "--overwrite", "--json"],
     ("index", "search"): ["--index", "--query", "--n-docs", "--encoder", "--context-encoder", "--swap", "--json"],
     ("index", "tune"): ["--index", "--questions", "--qa-fields", "--n-docs", "--encoder", "--context-encoder", "--swap", "--json"],
     ("train", "dpr"): ["--train", "--passages", "--out", "--init", "--init-question", "--init-context", "--steps", "--batch-size",
-                       "--lr", "--seed", "--overwrite", "--json"],
+                       "--lr", "--seed", "--device", "--mixed-precision", "--overwrite", "--json"],
     ("train", "rag"): ["--index", "--encoder", "--context-encoder", "--generator", "--train", "--dev", "--train-kinds", "--out",
-                       "--n-docs", "--swap", "--resume", "--steps", "--batch-size", "--lr", "--seed", "--overwrite", "--json"],
+                       "--n-docs", "--swap", "--resume", "--steps", "--batch-size", "--lr", "--seed", "--device",
+                       "--mixed-precision", "--overwrite", "--json"],
     ("train", "stitched"): ["--index", "--encoder", "--context-encoder", "--generator", "--train", "--train-kinds", "--out",
-                            "--n-docs", "--mixed-n-docs", "--steps", "--batch-size", "--lr", "--seed", "--overwrite", "--json"],
+                            "--n-docs", "--mixed-n-docs", "--steps", "--batch-size", "--lr", "--seed", "--device",
+                            "--mixed-precision", "--overwrite", "--json"],
     ("eval", "retrieval"): ["--index", "--questions", "--encoder", "--context-encoder", "--recall-at", "--swap", "--json"],
     ("eval", "answers"): ["--answers", "--judge", "--out", "--recall-at", "--overwrite", "--json"],
     ("eval", "bughunt"): ["--out", "--judge", "--overwrite", "--json"],
     ("gate",): ["--baseline", "--candidate", "--json"],
     ("calibrate",): ["--judge", "--labels", "--out", "--batch-size", "--overwrite", "--json"],
-    ("reproduce",): ["--out", "--preset", "--seed", "--resume", "--threads", "--overwrite", "--json"],
+    ("reproduce",): ["--out", "--preset", "--seed", "--resume", "--threads", "--device", "--overwrite", "--json"],
     ("ask",): ["--model", "--index", "--n-docs", "--num-beams", "--max-length", "--swap", "--json"],
     ("export",): ["--model", "--index", "--out", "--swap", "--overwrite", "--json"],
-    ("swap",): ["--model", "--index", "--questions", "--swap", "--num-beams", "--max-length", "--batch-size", "--out",
+    ("swap",): ["--model", "--index", "--questions", "--swap", "--num-beams", "--max-length", "--batch-size", "--device", "--out",
                 "--overwrite", "--json"],
-    ("compare",): ["--run", "--questions", "--out", "--overwrite", "--json"],
+    ("compare",): ["--run", "--questions", "--out", "--device", "--overwrite", "--json"],
     ("pretrain",): ["--out", "--preset", "--steps", "--seed", "--overwrite", "--json"],
 }
 
@@ -192,6 +194,9 @@ CONFLICTS = {
                           "give only --answers FILE"),
     "compare": (lambda t: ["compare", "--run", t / "r", "--data", t / "a.jsonl", "--questions", t / "b.jsonl"],
                 "give only --questions"),
+    "train rag --cpu": (lambda t: ["train", "rag", "--index", t / "i", "--encoder", t / "e", "--generator", t / "g", "--train",
+                                   t / "t.jsonl", "--dev", t / "d.jsonl", "--out", t / "o", "--cpu", "--device", "cuda"],
+                        "--cpu and --device cuda disagree: give only --device"),
 }
 
 
@@ -245,6 +250,15 @@ def test_train_rag_json(rag_inputs, tmp_path, monkeypatch, capsys):  # noqa: F81
     s = _json_run(monkeypatch, capsys, "train", "rag", *cli_flags(cfg), "--out", tmp_path / "run")
     assert s["steps"] == 1 and s["variant"] == "token" and s["processes"] == 1 and s["final_model"] == str(tmp_path / "run" / "final")
     assert TRAIN_FLAGS["n_docs"] == json.loads((tmp_path / "run" / "config.json").read_text())["n_docs"]
+
+
+def test_train_rag_cpu_is_device_cpu(rag_inputs, tmp_path, monkeypatch, capsys):  # noqa: F811
+    cfg = make_config(rag_inputs, steps=1, eval_every=0, save_every=1)
+    code, out, err = run_main(monkeypatch, capsys, "train", "rag", *cli_flags(cfg), "--cpu", "--out", tmp_path / "run", "--json")
+    assert code == 0 and _warned(err, "--cpu", "--device cpu"), err
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["cpu"] is True
+    code, _, err = run_main(monkeypatch, capsys, "train", "rag", *cli_flags(cfg), "--device", "cuda:1", "--out", tmp_path / "r2")
+    assert code == 2 and "choose it with CUDA_VISIBLE_DEVICES and pass cuda" in err and not (tmp_path / "r2").exists()
 
 
 def test_reproduce_json(tmp_path, monkeypatch, capsys):

@@ -121,6 +121,9 @@ def cli_flags(cfg) -> list[str]:
         flag = "--" + name.replace("_", "-")
         if value is None:  # not given (e.g. qa_fields: told from the files)
             continue
+        if name == "cpu":  # the field behind --device cpu
+            flags += ["--device", "cpu"] if value else []
+            continue
         if isinstance(value, dict):  # qa_fields: --qa-fields question=query,answers=golds
             value = ",".join(f"{k}={v}" for k, v in value.items())
         if isinstance(value, bool):
@@ -306,14 +309,14 @@ def test_two_processes_equal_one_process(rag_inputs, tmp_path, shared):
     # accelerate 1.x runs `--cpu --num_processes 2` as a single process unless MPI is configured
     cmd = [str(accelerate), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
            "--main_process_port", str(_free_port()), "--mixed_precision", "no", "--dynamo_backend", "no",
-           "-m", "lewisrag.cli", "train", "rag", *cli_flags(cfg), "--cpu", "--out", str(tmp_path / "two"),
+           "-m", "lewisrag.cli", "train", "rag", *cli_flags(cfg), "--device", "cpu", "--out", str(tmp_path / "two"),
            "--json", *(["--shared-retrieval"] if shared else [])]
     r = subprocess.run(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     summary = json.loads(r.stdout)
     assert summary["processes"] == 2 and summary["search"] == ("node" if shared else "faiss")
     # the reference run in a subprocess too: same thread settings as the launched processes
-    one_cmd = [sys.executable, "-m", "lewisrag.cli", "train", "rag", *cli_flags(cfg), "--cpu", "--out", str(tmp_path / "one")]
+    one_cmd = [sys.executable, "-m", "lewisrag.cli", "train", "rag", *cli_flags(cfg), "--device", "cpu", "--out", str(tmp_path / "one")]
     r1 = subprocess.run(one_cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300)
     assert r1.returncode == 0, r1.stderr[-3000:]
     two, one = weights(tmp_path / "two" / "final"), weights(tmp_path / "one" / "final")

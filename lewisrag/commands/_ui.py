@@ -82,6 +82,21 @@ def renamed(ctx: typer.Context, new: str, old: str, new_flag: str, old_flag: str
     return list(old_value) if isinstance(old_value, tuple) else old_value
 
 
+def renamed_switch(ctx: typer.Context, new: str, old: str, new_flag: str, old_flag: str, means):
+    """`renamed` for an old switch that meant one value of the new flag (`--cpu`: `--device cpu`):
+    the new flag's value, or `means` when the old switch was given (one warning line); both given
+    with another value is a usage error."""
+    new_value = ctx.params.get(new)
+    if not ctx.params.get(old):
+        return new_value
+    source = ctx.get_parameter_source(new)
+    if source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT") and new_value != means:
+        raise UsageError(f"{old_flag} and {new_flag} {_show(new_value)} disagree: give only {new_flag}", ctx=ctx)
+    typer.echo(f"warning: {old_flag} is deprecated here, use {new_flag} {_show(means)} (it will be removed in the next release)",
+               err=True)
+    return means
+
+
 def _canonical(v):
     return sorted(set(v)) if isinstance(v, (list, tuple)) else v
 

@@ -98,6 +98,7 @@ def dpr(
 
 
 def rag(
+    ctx: typer.Context,
     variant: str = typer.Option("token", "--variant", help="Marginalization: token (RAG-Token) or sequence (RAG-Sequence)."),
     task: str = typer.Option("qa", "--task", help="qa (dev exact match), jeopardy (question generation: dev Q-BLEU-1) or "
                              "fever (claim -> SUPPORTS/REFUTES/NOT ENOUGH INFO as single tokens added to the generator's "
@@ -152,7 +153,10 @@ def rag(
                                         "scaler skips the steps whose gradients overflow, logged as skipped_inf)."),
     gradient_checkpointing: bool = typer.Option(False, "--gradient-checkpointing", help="Recompute BART's and the "
                                                 "question encoder's activations in the backward pass: less memory, slower steps."),
-    cpu: bool = typer.Option(False, "--cpu", help="Stay on the CPU even when a GPU is present."),
+    device: str = typer.Option("auto", "--device", help="Where it trains: auto (a GPU when one is visible), cpu or cuda "
+                               "(accelerate takes the first visible GPU: pick it with CUDA_VISIBLE_DEVICES, or run several "
+                               "with `accelerate launch`)."),
+    cpu: bool = typer.Option(False, "--cpu", hidden=True, help="Deprecated: --device cpu."),
     search_device: str = typer.Option("auto", "--search-device", help="auto: on a GPU, search a Flat index there by "
                                       "an exact matrix product when its vectors fit in half the free memory, as float32 "
                                       "or else float16 with the top candidates re-scored in float32 (same top-K as "
@@ -167,10 +171,12 @@ def rag(
     """Fine-tune a RAG model (question encoder + BART) end to end; resumable, multi-process under `accelerate launch`."""
     import os
 
+    from lewisrag.experiments.presets import check_device
     from lewisrag.training.rag import RagTrainConfig, combined_length_note, train_rag
     from lewisrag.training.tasks import DEV_METRIC, check_task
 
     check_task(task)
+    device = check_device(_ui.renamed_switch(ctx, "device", "cpu", "--device", "--cpu", "cpu"))
 
     cfg = RagTrainConfig(
         variant=variant, task=task, index=str(index), encoder=str(encoder),
@@ -181,7 +187,7 @@ def rag(
         label_smoothing=label_smoothing, max_combined_length=max_combined_length, max_target_length=max_target_length,
         eval_every=eval_every, eval_questions=eval_questions, eval_beams=eval_beams, eval_batch_size=eval_batch_size,
         save_every=save_every, seed=seed, mixed_precision=mixed_precision, gradient_checkpointing=gradient_checkpointing,
-        cpu=cpu, search_device=search_device,
+        cpu=device == "cpu", search_device=search_device,
         shared_retrieval=shared_retrieval,
     )
     note = combined_length_note(cfg)  # capped, not refused: see combined_length_note
