@@ -47,11 +47,14 @@ def test_bench_gpu_check_preset_runs_every_part(tmp_path):
 def test_gpu_session_script_dry_run(tmp_path):
     """The one prepared call for a lent GPU runs here at toy sizes and writes each part's numbers."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "OUT": str(tmp_path), "PYTHON": sys.executable,
-           "BENCH_ARGS": "--preset check --device cpu --reps 1 --encode 512 --steps-token 6"}
+           "BENCH_ARGS": "--preset check --device cpu --reps 1 --encode 512 --steps-token 6", "SMOKE_ARGS": "--device cpu"}
     r = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_session.sh")], capture_output=True, text=True, env=env,
                        timeout=600, cwd=ROOT)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     assert "Model name" in (tmp_path / "machine.txt").read_text()
+    smoke = json.loads((tmp_path / "base_smoke.json").read_text())  # every stage of --preset base, on the device asked
+    assert smoke["exit_code"] == 0 and smoke["trained_on"] == {"rag_token": "cpu", "closed_book": "cpu", "preset": "cpu"}
+    assert {"index_a", "rag_token", "rag_sequence", "closed_book", "evaluate", "knowledge_update"} <= set(smoke["timings"])
     scale, train = (json.loads((tmp_path / name).read_text()) for name in ("search_scale.json", "train.json"))
     assert scale["errors"] == {} and set(scale["parts"]) == {"search_scale"}  # no corpus built for it
     assert train["errors"] == {} and {"corpus", "train_token", "same_weights", "profile", "closed_book"} <= set(train["parts"])
