@@ -7,8 +7,8 @@
 #     bash scripts/gpu_session.sh                  # dry run
 #
 # 1. the machine: GPU, driver, CPU model and flags, library versions (machine.txt); then
-#    `reproduce --preset base --device cuda` at toy sizes, every stage on the GPU (base_smoke.json:
-#    scripts/gpu_smoke_base.py, about a minute);
+#    `reproduce --preset base` and `--preset tiny` with `--device cuda` at toy sizes, every stage on
+#    the GPU (smoke.json: scripts/gpu_smoke.py, a minute or two);
 # 2. search_scale: `train rag --search-device`'s search at 21,015,324 random 768-d vectors, float32
 #    and float16, no corpus built (search_scale.json): the 21M figure docs/scale.md extrapolates;
 # 3. train_token + same_weights: the bart-large step with its retrieval split into search, the
@@ -34,8 +34,8 @@ read -r -a SMOKE <<< "${SMOKE_ARGS:-}"
 } > "$OUT/machine.txt" 2>&1
 
 status=0
-"$PY" scripts/gpu_smoke_base.py --out "$OUT/base_smoke.json" "${SMOKE[@]}" > "$OUT/base_smoke.log" 2>&1 || status=1
-tail -n 3 "$OUT/base_smoke.log"
+"$PY" scripts/gpu_smoke.py --out "$OUT/smoke.json" "${SMOKE[@]}" > "$OUT/smoke.log" 2>&1 || status=1
+tail -n 3 "$OUT/smoke.log"
 "$PY" scripts/bench_gpu.py --parts search_scale --json "$OUT/search_scale.json" "${ARGS[@]}" 2>&1 | tee "$OUT/search_scale.log" || status=1
 "$PY" scripts/bench_gpu.py --budget 240 --encode 16384 --steps-token 60 --parts matmul,train_token,same_weights,profile,closed_book \
   --json "$OUT/train.json" "${ARGS[@]}" 2>&1 | tee "$OUT/train.log" || status=1

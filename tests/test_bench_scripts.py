@@ -52,9 +52,12 @@ def test_gpu_session_script_dry_run(tmp_path):
                        timeout=600, cwd=ROOT)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     assert "Model name" in (tmp_path / "machine.txt").read_text()
-    smoke = json.loads((tmp_path / "base_smoke.json").read_text())  # every stage of --preset base, on the device asked
-    assert smoke["exit_code"] == 0 and smoke["trained_on"] == {"rag_token": "cpu", "closed_book": "cpu", "preset": "cpu"}
-    assert {"index_a", "rag_token", "rag_sequence", "closed_book", "evaluate", "knowledge_update"} <= set(smoke["timings"])
+    smoke = json.loads((tmp_path / "smoke.json").read_text())  # every stage of base and tiny, on the device asked
+    for preset in ("base", "tiny"):
+        s = smoke[preset]
+        assert s["exit_code"] == 0 and s["trained_on"] == {"rag_token": "cpu", "closed_book": "cpu", "preset": "cpu"}, s
+        assert {"index_a", "rag_token", "rag_sequence", "closed_book", "evaluate", "knowledge_update"} <= set(s["timings"])
+    assert {"dpr", "stitched", "compare", "ablations"} <= set(smoke["tiny"]["timings"])
     scale, train = (json.loads((tmp_path / name).read_text()) for name in ("search_scale.json", "train.json"))
     assert scale["errors"] == {} and set(scale["parts"]) == {"search_scale"}  # no corpus built for it
     assert train["errors"] == {} and {"corpus", "train_token", "same_weights", "profile", "closed_book"} <= set(train["parts"])
