@@ -215,7 +215,7 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
         losses.append(float(loss.detach()))
         if on_progress:
             on_progress(step, cfg.steps, losses[-1])
-    model.cpu().eval()  # written from the CPU, as every generator folder
+    model.cpu().eval()  # saved from the CPU
     with staged_dir(out, KIND) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
