@@ -36,6 +36,17 @@ def tiny_run(tmp_path_factory):
     return out, events
 
 
+def test_tiny_records_where_it_ran(tiny_run):
+    """results.json and report.md say what the digits depend on: the CPU, torch, its threads, the device."""
+    import torch
+
+    out, _ = tiny_run
+    env = json.loads((out / "results.json").read_text())["environment"]
+    assert env["threads"] == 1 and env["torch"] == torch.__version__ and env["cpu"]  # the tiny preset runs on one thread
+    assert env["device"] == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert f"Run on {env['cpu']} with torch {env['torch']}, 1 CPU thread(s)" in (out / "report.md").read_text()
+
+
 def _in_unit(x) -> bool:
     return isinstance(x, (int, float)) and 0.0 <= x <= 1.0
 

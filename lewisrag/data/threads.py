@@ -1,5 +1,6 @@
 """Where torch computes: its intra-op thread count for the length of a block, restored after (the
-setting is per process), and the device a command runs on (`resolve_device`)."""
+setting is per process), the device a command runs on (`resolve_device`), and what a run's numbers
+depend on besides its config (`environment`)."""
 
 from __future__ import annotations
 
@@ -42,3 +43,35 @@ def resolve_device(name: str, flag: str = "--device") -> str:
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise InputError(flag, f"{name}: no GPU is visible to torch")
     return name
+
+
+def cpu_model() -> str:
+    """The CPU's model name as `lscpu` prints it ("model name" of /proc/cpuinfo), else platform's guess."""
+    import platform
+
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def environment(device: str = "cpu") -> dict:
+    """What a run's numbers depend on besides its config, for results.json: Python, torch and
+    transformers, the CPU model, torch's thread count now, and the device (with the GPU's name).
+    Floating-point kernels differ between CPUs, thread counts and devices, so a run's digits are
+    exact only where these match."""
+    import platform
+
+    import torch
+    import transformers
+
+    out = {"python": platform.python_version(), "machine": platform.machine(), "cpu": cpu_model(),
+           "torch": torch.__version__, "transformers": transformers.__version__, "threads": torch.get_num_threads(),
+           "device": resolve_device(device)}
+    if out["device"].startswith("cuda"):
+        out["gpu"] = torch.cuda.get_device_name(out["device"])
+    return out

@@ -19,7 +19,6 @@ stitched system and its comparison) are not run: results.json lists them under "
 from __future__ import annotations
 
 import json
-import platform
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -30,6 +29,7 @@ from lewisrag.data.outputs import mark
 from lewisrag.data.passages import open_passages
 from lewisrag.data.pretrained import check_generator_folder
 from lewisrag.data.records import read_qa
+from lewisrag.data.threads import environment
 from lewisrag.eval.results import FORMAT
 from lewisrag.experiments import stages as S
 from lewisrag.experiments.presets import Preset, comparable
@@ -232,7 +232,7 @@ def _assemble(config: dict, stages: dict, skipped: dict) -> dict:
     results = {
         "lewisrag": {"kind": "reproduce", "version": __version__, "format": FORMAT},
         "config": config,
-        "environment": {"python": platform.python_version(), "machine": platform.machine()},
+        "environment": environment(config["preset"]["device"]),
         "records": [],
     }
     S.merge_stage_outputs(results, stages)

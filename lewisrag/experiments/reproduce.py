@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, fields, replace
@@ -40,7 +39,7 @@ from lewisrag.data.io import InputError, read_json, write_json
 from lewisrag.data.outputs import check_out_dir, exclusive, is_free, mark, replace_dir
 from lewisrag.data.records import read_passages, read_qa
 from lewisrag.data.tasks import statement_queries
-from lewisrag.data.threads import torch_threads
+from lewisrag.data.threads import environment, torch_threads
 from lewisrag.data.world import build_world, write_world
 from lewisrag.eval.reports.i18n import check_lang
 from lewisrag.eval.results import FORMAT, Producer, QuestionRecord, Results, write_results
@@ -240,7 +239,7 @@ def _assemble(config: dict, stages: dict) -> dict:
     results = {
         "lewisrag": {"kind": "reproduce", "version": _version(), "format": FORMAT},
         "config": config,
-        "environment": {"python": platform.python_version(), "machine": platform.machine()},
+        "environment": environment(config["preset"]["device"]),
         "retrieval": {"split": r["split"], **r["dense"], "bm25": r["bm25"]},
         "records": list(r["records"]),  # per question and system, for `lewisrag gate`
     }
