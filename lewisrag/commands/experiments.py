@@ -77,7 +77,7 @@ def reproduce(
         raise InputError("--tasks", "jeopardy and fever run on the built-in world; --preset base reproduces QA only")
     from dataclasses import replace
 
-    from lewisrag.experiments.presets import check_device
+    from lewisrag.training.rag import check_device
 
     chosen = replace(chosen, device=check_device(device))
     if threads is not None:

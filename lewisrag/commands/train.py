@@ -171,8 +171,7 @@ def rag(
     """Fine-tune a RAG model (question encoder + BART) end to end; resumable, multi-process under `accelerate launch`."""
     import os
 
-    from lewisrag.experiments.presets import check_device
-    from lewisrag.training.rag import RagTrainConfig, combined_length_note, train_rag
+    from lewisrag.training.rag import RagTrainConfig, check_device, combined_length_note, train_rag
     from lewisrag.training.tasks import DEV_METRIC, check_task
 
     check_task(task)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from lewisrag.data.io import InputError
-from lewisrag.data.threads import resolve_device
 from lewisrag.training.closed_book import ClosedBookConfig
 from lewisrag.training.dpr import DPRTrainConfig
 from lewisrag.training.rag import RagTrainConfig
@@ -174,19 +173,6 @@ def comparable(config: dict) -> dict:
     if isinstance(out.get("preset"), dict):
         out["preset"] = {k: v for k, v in out["preset"].items() if k != "device"}
     return out
-
-
-def check_device(name: str) -> str:
-    """`reproduce --device`: auto, cpu or cuda, checked (a GPU asked for must be visible).
-
-    >>> check_device("cpu")
-    'cpu'
-    """
-    if name.startswith("cuda:"):
-        raise InputError("--device", f"{name}: the RAG runs train on the first visible GPU (accelerate's); "
-                         "choose it with CUDA_VISIBLE_DEVICES and pass cuda")
-    resolve_device(name)
-    return name
 
 
 def get_preset(name: str) -> Preset:

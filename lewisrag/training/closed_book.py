@@ -29,9 +29,8 @@ import torch.nn.functional as F
 from lewisrag.data.io import InputError, atomic_path, write_json
 from lewisrag.data.pretrained import load_generator
 from lewisrag.data.records import of_kinds, read_qa
-from lewisrag.data.threads import resolve_device
-from lewisrag.training.rag import adamw, autocast, learning_rate_factor, optimizer_step
-from lewisrag.training.rag_data import DataPosition, answer_labels, check_precision, group_units, next_batch, training_pairs
+from lewisrag.training.rag import adamw, autocast, backward_step, learning_rate_factor, single_device
+from lewisrag.training.rag_data import DataPosition, answer_labels, group_units, next_batch, training_pairs
 from lewisrag.training.tasks import label_log_probs, prepare_generator
 
 
@@ -74,7 +73,7 @@ def train_closed_book(cfg: ClosedBookConfig, out: str | os.PathLike,
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise InputError(out, "output directory is not empty; choose another")
-    device = torch.device(check_precision(cfg.mixed_precision, resolve_device(cfg.device)))
+    device, scaler = single_device(cfg.device, cfg.mixed_precision)
     pairs, skipped = training_pairs(of_kinds(read_qa(cfg.train), cfg.train_kinds))
     if len(pairs) < cfg.batch_size:
         raise InputError(cfg.train, f"{len(pairs)} questions with answers, fewer than batch size {cfg.batch_size}")
@@ -86,7 +85,6 @@ def train_closed_book(cfg: ClosedBookConfig, out: str | os.PathLike,
     opt = adamw(generator.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     warmup = int(cfg.warmup * cfg.steps)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: learning_rate_factor(s, cfg.steps, warmup))
-    scaler = torch.amp.GradScaler(device.type, enabled=cfg.mixed_precision == "fp16")
     write_json(out / "config.json", asdict(cfg))
     pos, log = DataPosition(), []
     generator.train()
@@ -94,14 +92,11 @@ def train_closed_book(cfg: ClosedBookConfig, out: str | os.PathLike,
         ids, pos = next_batch(pos, cfg.seed, len(pairs), cfg.batch_size, units)
         with autocast(cfg.mixed_precision, device.type):
             loss, tokens = _step_loss(generator, tokenizer, [pairs[i] for i in ids], cfg)
-        scaler.scale(loss).backward()  # as is without fp16
-        scaler.unscale_(opt)  # the clip compares true gradients
-        if cfg.max_grad_norm:
-            torch.nn.utils.clip_grad_norm_(generator.parameters(), cfg.max_grad_norm)
         # answer_nll: summed over an answer's tokens, the unit of the RAG runs' loss, so the curves compare
         record = {"step": step, "loss": float(loss.detach()), "answer_nll": float(loss.detach()) * tokens / len(ids),
                   "lr": sched.get_last_lr()[0], "epoch": pos.epoch}
-        record.update(optimizer_step(opt, sched, scaler))  # under fp16: loss_scale, skipped_inf
+        # under fp16 the step adds loss_scale and skipped_inf
+        record.update(backward_step(loss, opt, sched, scaler, generator.parameters(), cfg.max_grad_norm))
         opt.zero_grad(set_to_none=True)
         log.append(record)
         if on_progress:

@@ -48,12 +48,10 @@ from lewisrag.data.io import InputError, read_json
 from lewisrag.data.outputs import check_out_dir, staged_dir
 from lewisrag.data.pretrained import check_state_fits, load_model, load_tokenizer
 from lewisrag.data.records import Passage, QAExample
-from lewisrag.data.threads import resolve_device
 from lewisrag.index.bm25 import BM25Index
 from lewisrag.index.encoders import DPR_ARCHITECTURES, DPR_POOLER, META_FILE, DPRCheckpoint, state_fingerprint
 from lewisrag.scoring.aggregate import mean
-from lewisrag.training.rag import adamw, autocast, optimizer_step
-from lewisrag.training.rag_data import check_precision
+from lewisrag.training.rag import adamw, autocast, backward_step, single_device
 from lewisrag.training.tokenizer import bert_wordpiece_tokenizer
 
 KIND = "dpr"  # the marker kind of DPR checkpoint folders (lewisrag.data.outputs)
@@ -260,7 +258,7 @@ def train_dpr(
     """
     out = check_out_dir(out, KIND, overwrite=overwrite)
     check_init(cfg)
-    device = torch.device(check_precision(cfg.mixed_precision, resolve_device(cfg.device)))
+    device, scaler = single_device(cfg.device, cfg.mixed_precision)
     # no data with steps=0 and a starting checkpoint: a conversion, e.g. a transformers DPR pair to one folder
     converting = cfg.steps == 0 and not examples and bool(cfg.init or cfg.init_question)
     row_of = {p.id: i for i, p in enumerate(passages)}
@@ -282,7 +280,6 @@ def train_dpr(
     params = list({id(p): p for p in [*q_enc.parameters(), *c_enc.parameters()]}.values())
     opt = adamw(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     sched = get_linear_schedule_with_warmup(opt, int(cfg.warmup * cfg.steps), cfg.steps)
-    scaler = torch.amp.GradScaler(device.type, enabled=cfg.mixed_precision == "fp16")
     rng = random.Random(cfg.seed)
     order: list[int] = []
     losses = []
@@ -312,10 +309,7 @@ def train_dpr(
         scores = scores.masked_fill(same, -1e4)
         loss = F.cross_entropy(scores, torch.arange(len(batch), device=device))
         opt.zero_grad(set_to_none=True)
-        scaler.scale(loss).backward()  # as is without fp16
-        scaler.unscale_(opt)  # the clip compares true gradients
-        torch.nn.utils.clip_grad_norm_(params, 2.0)
-        optimizer_step(opt, sched, scaler)
+        backward_step(loss, opt, sched, scaler, params, 2.0)
         losses.append(loss.item())
         if on_step:
             on_step(step + 1, losses[-1])

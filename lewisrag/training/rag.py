@@ -57,18 +57,19 @@ from accelerate.state import AcceleratorState
 from lewisrag.data.io import InputError, atomic_path, read_json, write_json
 from lewisrag.data.outputs import check_inputs_outside, check_out_dir, existing, is_ours, mark, replace_dir
 from lewisrag.data.records import QAExample
+from lewisrag.data.threads import resolve_device
 from lewisrag.index.shared import NodeSearch
 from lewisrag.rag_model.answering import answer_questions
 from lewisrag.rag_model.model import max_positions
 from lewisrag.scoring.qa import exact_match
 from lewisrag.scoring.qbleu import q_bleu1
-
 from lewisrag.scoring.retrieval import hit_rate
 from lewisrag.training import checkpoint as C
 from lewisrag.training import end2end as E
 from lewisrag.training.tasks import DEV_METRIC, fever_accuracy, rag_label_log_probs
 from lewisrag.training.rag_data import (
-    PRECISIONS, DataPosition, answer_labels, doc_entropy, load_components, next_batch, place_search, shard,
+    PRECISIONS, DataPosition, answer_labels, check_precision, doc_entropy, load_components, next_batch, place_search,
+    shard,
 )
 
 KIND = "rag run"  # the marker kind of training run folders (lewisrag.data.outputs)
@@ -276,8 +277,39 @@ def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress) -> dic
 
 
 def _check_precision(cfg: RagTrainConfig) -> None:
-    if cfg.mixed_precision == "fp16" and (cfg.cpu or not torch.cuda.is_available()):
-        raise InputError("--mixed-precision", "fp16 needs a GPU; use bf16 on the CPU")
+    if cfg.mixed_precision in PRECISIONS:  # an unknown one is rag_data.check_config's to name
+        check_precision(cfg.mixed_precision, "cpu" if cfg.cpu or not torch.cuda.is_available() else "cuda")
+
+
+def check_device(name: str) -> str:
+    """`--device` of the commands that train a RAG model (`train rag`, `reproduce`): auto, cpu or
+    cuda, checked (a GPU asked for must be visible); accelerate picks the GPU itself.
+
+    >>> check_device("cpu")
+    'cpu'
+    """
+    if name.startswith("cuda:"):
+        raise InputError("--device", f"{name}: the RAG runs train on the first visible GPU (accelerate's); "
+                         "choose it with CUDA_VISIBLE_DEVICES and pass cuda")
+    resolve_device(name)
+    return name
+
+
+def single_device(device: str, mixed_precision: str) -> tuple[torch.device, torch.amp.GradScaler]:
+    """Where a one-process trainer (closed book, DPR, the stitched reader) runs (`device`: auto, cpu,
+    cuda[:N]) and its gradient scaler, on under fp16 only; `mixed_precision` checked first."""
+    where = torch.device(check_precision(mixed_precision, resolve_device(device)))
+    return where, torch.amp.GradScaler(where.type, enabled=mixed_precision == "fp16")
+
+
+def backward_step(loss, opt, sched, scaler, params, max_grad_norm: float) -> dict:
+    """A one-process trainer's step after its forward pass: backward (scaled under fp16), the clip of
+    the true gradients (none for 0), then `optimizer_step`; returns its log fields."""
+    scaler.scale(loss).backward()  # as is without fp16
+    scaler.unscale_(opt)
+    if max_grad_norm:
+        torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
+    return optimizer_step(opt, sched, scaler)
 
 
 def _accelerator(cfg: RagTrainConfig):

@@ -34,11 +34,9 @@ from lewisrag.data.io import InputError, read_json, write_json
 from lewisrag.data.outputs import check_out_dir, staged_dir
 from lewisrag.data.pretrained import load_generator
 from lewisrag.data.records import of_kinds, read_qa
-from lewisrag.data.threads import resolve_device
 from lewisrag.index import open_retriever
 from lewisrag.rag_model.stitched import StitchSettings, stitch
-from lewisrag.training.rag import adamw, autocast, learning_rate_factor, optimizer_step
-from lewisrag.training.rag_data import check_precision
+from lewisrag.training.rag import adamw, autocast, backward_step, learning_rate_factor, single_device
 
 SETTINGS_FILE = "stitched.json"
 
@@ -182,7 +180,7 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
         raise InputError("--n-docs/--steps/--batch-size", "must all be at least 1")
     if cfg.gold_position not in ("random", "retrieved"):
         raise InputError("--gold-position", f"must be random or retrieved, got '{cfg.gold_position}'")
-    device = torch.device(check_precision(cfg.mixed_precision, resolve_device(cfg.device)))
+    device, scaler = single_device(cfg.device, cfg.mixed_precision)
     inputs = {"--index": cfg.index, "--generator": cfg.generator, "--train": cfg.train,
               "--encoder": cfg.encoder or None, "--context-encoder": cfg.context_encoder or None}
     check_out_dir(out, KIND, overwrite=overwrite, inputs=inputs, replaces=True)
@@ -198,7 +196,6 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
     opt = adamw(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     warmup_steps = int(cfg.warmup * cfg.steps)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: learning_rate_factor(s, cfg.steps, warmup_steps))
-    scaler = torch.amp.GradScaler(device.type, enabled=cfg.mixed_precision == "fp16")
     model.train()
     losses = []
     for step in range(1, cfg.steps + 1):
@@ -206,11 +203,7 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
         inputs, targets = make_batch(batch, cfg.k, settings, rng, cfg.mixed_k, cfg.gold_position, cfg.cite_first)
         with autocast(cfg.mixed_precision, device.type):
             loss = _loss(model, tokenizer, inputs, targets, cfg)
-        scaler.scale(loss).backward()  # as is without fp16
-        scaler.unscale_(opt)  # the clip compares true gradients
-        if cfg.max_grad_norm:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-        optimizer_step(opt, sched, scaler)
+        backward_step(loss, opt, sched, scaler, model.parameters(), cfg.max_grad_norm)
         opt.zero_grad(set_to_none=True)
         losses.append(float(loss.detach()))
         if on_progress:

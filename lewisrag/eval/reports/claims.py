@@ -5,10 +5,10 @@ written from the numbers.
 A column is {claims.<metric>: summary}, the summary holding at least "n", "nan", "mean" and
 "interval" {"low", "high", "confidence"}: an entry of results.json's aggregates
 (`evaluator.claim_aggregates`) or its `claim_summary`; and, where the judge told contradiction from
-neutral, `claims.contradictions` (counts, `claims.total_contradictions`), shown as one more row. Columns are labelled by system ("all" for a
-run of one); `report.md`
-of `eval answers`, report.html, `lewisrag compare` and the reproduce report all render through here,
-in English or Chinese (`lang`, the catalogue of `reports.i18n`).
+neutral, `claims.contradictions` (counts, `claims.total_contradictions`), shown as one more row.
+Columns are labelled by system ("all" for a run of one); `report.md` of `eval answers`, report.html,
+`lewisrag compare` and the reproduce report all render through here, in English or Chinese (`lang`,
+the catalogue of `reports.i18n`).
 """
 
 from __future__ import annotations
