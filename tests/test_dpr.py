@@ -132,3 +132,20 @@ def test_init_that_does_not_exist_is_bad_input(tiny_corpus, tmp_path):
     r = run_cli("train", "dpr", "--train", str(tiny_corpus["qa"]), "--passages", str(tiny_corpus["passages"]),
                 "--out", str(tmp_path / "o"), "--init", str(tmp_path / "missing"), "--steps", "1")
     assert r.returncode == 2 and "pretrained encoder directory not found" in r.stderr and not (tmp_path / "o").exists()
+
+
+def test_scratch_dropouts_reach_the_model_and_the_cli_checks_them(tiny_corpus, tmp_path):
+    passages, qa = read_passages(tiny_corpus["passages"]), read_qa(tiny_corpus["qa"])
+    texts = [p.text for p in passages]
+    for dropout, attention in ((0.1, 0.1), (0.2, 0.0)):
+        q_enc, c_enc, _ = init_encoders(DPRTrainConfig(dropout=dropout, attention_dropout=attention, **TINY), texts)
+        for enc in (q_enc, c_enc):
+            assert (enc.config.hidden_dropout_prob, enc.config.attention_probs_dropout_prob) == (dropout, attention)
+    train_dpr(DPRTrainConfig(steps=2, attention_dropout=0.0, **TINY), qa, passages, tmp_path / "ckpt")
+    ckpt = DPRCheckpoint.load(tmp_path / "ckpt")
+    assert ckpt.question_encoder.config.attention_probs_dropout_prob == 0.0  # what RAG fine-tuning then runs with
+    assert ckpt.meta["config"]["attention_dropout"] == 0.0
+    r = run_cli("train", "dpr", "--train", str(tiny_corpus["qa"]), "--passages", str(tiny_corpus["passages"]),
+                "--out", str(tmp_path / "o"), "--attention-dropout", "1")
+    assert r.returncode == 2 and r.stderr.strip().endswith("--attention-dropout: must be in [0, 1), got 1.0")
+    assert "Traceback" not in r.stderr and not (tmp_path / "o").exists()

@@ -33,6 +33,10 @@ def dpr(
     hidden_size: int = typer.Option(128, "--hidden-size", help="Width of a model trained from scratch."),
     layers: int = typer.Option(2, "--layers", help="Depth of a model trained from scratch."),
     vocab_size: int = typer.Option(2000, "--vocab-size", help="WordPiece vocabulary of a model trained from scratch."),
+    dropout: float = typer.Option(0.1, "--dropout", help="Hidden dropout of a model trained from scratch (BERT's 0.1)."),
+    attention_dropout: float = typer.Option(0.1, "--attention-dropout", help="Dropout of attention probabilities of a "
+                                            "model trained from scratch (BERT's 0.1); 0 lets the CPU use its fused "
+                                            "attention kernel, a quarter less time a step at the small preset's size."),
     no_hard_negatives: bool = typer.Option(False, "--no-hard-negatives", help="In-batch negatives only."),
     self_negatives_at: float = typer.Option(0.5, "--self-negatives-at", help="From this share of the steps on, add each question's best-ranked non-gold passage under the model itself as a second hard negative (0 = never)."),
     separate: bool = typer.Option(False, "--separate-encoders", help="Train question and passage encoders apart from the start (default: one shared network while training, saved as two)."),
@@ -54,12 +58,16 @@ def dpr(
 
     cfg = DPRTrainConfig(init=init, init_question=init_question, init_context=init_context, steps=steps,
                          batch_size=batch_size, lr=lr, hidden_size=hidden_size, layers=layers, vocab_size=vocab_size,
+                         dropout=dropout, attention_dropout=attention_dropout,
                          hard_negatives=not no_hard_negatives, self_negatives_at=self_negatives_at, shared=not separate, seed=seed,
                          device=device, mixed_precision=mixed_precision)
     if not 0 <= self_negatives_at < 1:
         raise InputError("--self-negatives-at", "must be in [0, 1)")
     if steps < 0:
         raise InputError("--steps", f"must be at least 0, got {steps}")
+    for flag, value in (("--dropout", dropout), ("--attention-dropout", attention_dropout)):
+        if not 0 <= value < 1:
+            raise InputError(flag, f"must be in [0, 1), got {value}")
     for flag, value in (("--batch-size", batch_size), ("--hidden-size", hidden_size),
                         ("--layers", layers), ("--vocab-size", vocab_size)):
         if value < 1:

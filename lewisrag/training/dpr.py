@@ -66,6 +66,8 @@ class DPRTrainConfig:
     hidden_size: int = 128  # scratch model width
     layers: int = 2  # scratch model depth
     heads: int = 4  # scratch attention heads
+    dropout: float = 0.1  # scratch model's hidden dropout (BERT's 0.1)
+    attention_dropout: float = 0.1  # scratch model's dropout of attention probabilities (BERT's 0.1); 0 lets the CPU use its fused attention kernel
     q_max_length: int = 32  # question tokens
     p_max_length: int = 128  # passage tokens (title + text); 100 words fit
     batch_size: int = 32  # questions per step; 2x passages (gold + one hard negative each)
@@ -100,7 +102,8 @@ def init_encoders(cfg: DPRTrainConfig, corpus_texts: Sequence[str]):
         tokenizer = train_tokenizer(corpus_texts, cfg.vocab_size)
         dcfg = DPRConfig(vocab_size=len(tokenizer), hidden_size=cfg.hidden_size, num_hidden_layers=cfg.layers,
                          num_attention_heads=cfg.heads, intermediate_size=4 * cfg.hidden_size,
-                         max_position_embeddings=max(cfg.p_max_length, 128), pad_token_id=tokenizer.pad_token_id)
+                         max_position_embeddings=max(cfg.p_max_length, 128), pad_token_id=tokenizer.pad_token_id,
+                         hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.attention_dropout)
         weights = None
     q_enc, c_enc = DPRQuestionEncoder(dcfg), DPRContextEncoder(dcfg)
     if weights is not None:
