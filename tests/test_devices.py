@@ -30,7 +30,7 @@ def _config(tiny_corpus, **kw) -> CB.ClosedBookConfig:
 
 
 def test_closed_book_on_the_cpu_is_the_plain_loop(tiny_corpus, tmp_path):
-    """No scaler, torch's fused AdamW, the same order of steps: the weights of a loop written out by hand."""
+    """No scaler, torch's default AdamW, the same order of steps: the weights of a loop written out by hand."""
     cfg = _config(tiny_corpus)
     with one_thread():
         CB.train_closed_book(cfg, tmp_path / "run")
@@ -39,7 +39,7 @@ def test_closed_book_on_the_cpu_is_the_plain_loop(tiny_corpus, tmp_path):
         pairs, _ = training_pairs(read_qa(cfg.train))
         units, pos = group_units([ex for ex, _ in pairs]), DataPosition()
         torch.manual_seed(cfg.seed)
-        opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, fused=True)
+        opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: learning_rate_factor(s, cfg.steps, 0))
         model.train()
         for _ in range(cfg.steps):
@@ -87,27 +87,12 @@ def test_closed_book_refuses_what_it_cannot_run_before_reading_anything(tiny_cor
     assert not (tmp_path / "run").exists()
 
 
-def test_adamw_is_fused_and_steps_as_torchs_default_loop():
-    """Fused on the CPU as well (the faster kernel there too); the same update as torch's default loop
-    but for rounding, per parameter group."""
-    torch.manual_seed(0)
-    start = [torch.randn(64, 16), torch.randn(16)]
-    grads = [[torch.randn_like(t) for t in start] for _ in range(3)]
-    weights = {}
-    for name, make in (("fused", lambda p: adamw(p, lr=1e-3, weight_decay=0.01)),
-                       ("default", lambda p: torch.optim.AdamW(p, lr=1e-3, weight_decay=0.01))):
-        w, b = (torch.nn.Parameter(t.clone()) for t in start)
-        opt = make([{"params": [w], "lr": 0.1}, {"params": [b], "lr": 0.01}])
-        for g in grads:
-            w.grad, b.grad = g[0].clone(), g[1].clone()
-            opt.step()
-        weights[name] = (w.detach(), b.detach())
-        if name == "fused":
-            assert opt.defaults["fused"] and opt.defaults["weight_decay"] == 0.01
-            assert [group["lr"] for group in opt.param_groups] == [0.1, 0.01]
-    assert not any(torch.equal(w, s) for w, s in zip(weights["fused"], start))  # it stepped
-    for fused, default in zip(weights["fused"], weights["default"]):
-        torch.testing.assert_close(fused, default, rtol=1e-5, atol=1e-6)
+def test_adamw_keeps_torchs_default_on_the_cpu():
+    w, b = torch.nn.Parameter(torch.ones(2)), torch.nn.Parameter(torch.zeros(1))
+    for params in ([w, b], [{"params": [w], "lr": 0.1}, {"params": [b], "lr": 0.01}]):
+        opt = adamw(params, lr=1e-3, weight_decay=0.01)
+        assert not opt.defaults["fused"] and opt.defaults["weight_decay"] == 0.01
+    assert [g["lr"] for g in opt.param_groups] == [0.1, 0.01]
 
 
 @NO_GPU
