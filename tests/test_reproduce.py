@@ -221,6 +221,32 @@ def test_closed_book_trains_from_the_question_alone(tiny_run, tmp_path):
         train_closed_book(cfg, tmp_path / "cb")
 
 
+def test_the_tasks_retriever_trains_on_its_own_schedule(tiny_run, tmp_path, monkeypatch):
+    """`Preset.tasks_dpr`, when set, is the tasks' retriever's schedule (the QA retriever keeps `dpr`);
+    the run's seed and device apply to both."""
+    from lewisrag.experiments import reproduce as R
+    from lewisrag.training.dpr import DPRTrainConfig
+
+    out, _ = tiny_run
+    shutil.copytree(out / "world", tmp_path / "world")
+    seen = {}
+
+    def fake_train(cfg, queries, passages, path, on_step=None):
+        seen[path.name] = (cfg, len(queries))
+        return {"final_loss": 0.0, "ctx_fingerprint": "x"}
+
+    monkeypatch.setattr(R, "train_dpr", fake_train)
+    preset = replace(PRESETS["tiny"], device="cpu", tasks_dpr=DPRTrainConfig(steps=7, attention_dropout=0.05))
+    R.train_world_dpr(tmp_path, preset, 3, lambda *a: None)
+    R.train_world_dpr(tmp_path, preset, 3, lambda *a: None, out="tasks_dpr", statements=True)
+    assert seen["dpr"][0] == replace(PRESETS["tiny"].dpr, seed=3, device="cpu")
+    assert seen["tasks_dpr"][0] == replace(preset.tasks_dpr, seed=3, device="cpu")
+    assert seen["tasks_dpr"][1] > seen["dpr"][1]  # the statements too
+    R.train_world_dpr(tmp_path, replace(preset, tasks_dpr=None), 3, lambda *a: None, out="tasks_dpr", statements=True)
+    assert seen["tasks_dpr"][0] == seen["dpr"][0]  # None: the QA retriever's schedule
+    assert PRESETS["small"].tasks_dpr.attention_dropout == 0.1 and PRESETS["small"].dpr.attention_dropout == 0.0
+
+
 def test_base_preset_is_validated_offline_and_names_what_is_missing(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("LEWISRAG_HUB_DIR", "HF_HUB_CACHE")}
     env["HF_HOME"] = str(tmp_path / "empty_hf_home")

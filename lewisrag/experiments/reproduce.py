@@ -281,7 +281,7 @@ def train_world_dpr(run: Path, preset: Preset, seed: int, on_progress: Progress,
                     statements: bool = False) -> dict:
     """RUN/<out>: DPR trained on the world's training questions (and, with `statements`, their
     reference statements too: the retriever of `--tasks`, experiments.tasks)."""
-    cfg = replace(preset.dpr, seed=seed, device=preset.device)
+    cfg = replace(preset.tasks_dpr if statements and preset.tasks_dpr else preset.dpr, seed=seed, device=preset.device)
     passages, train = read_passages(run / "world" / "passages_a.jsonl"), read_qa(run / "world" / "train.jsonl")
     queries = train + statement_queries(train) if statements else train
     meta = train_dpr(cfg, queries, passages, run / out, lambda s, loss: on_progress(out, s, cfg.steps, f"loss {loss:.3f}"))

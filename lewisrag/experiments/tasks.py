@@ -15,8 +15,10 @@ The tasks have their own retriever because the QA runs' DPR, trained from scratc
 templates, does not carry over to claims ("The capital of Valdoria is Zerth.") or bare entity names:
 measured on the default world, recall@5 of the FEVER test claims' evidence 0.45 and of the Jeopardy
 entities' passages 0.82. Trained the same way on the same questions plus their reference statements
-(`data.tasks.statement_queries`; no task example) it finds 0.87 and 0.94 (docs/recipe.md). The QA
-runs keep their own DPR, so `--tasks` changes none of their numbers.
+(`data.tasks.statement_queries`; no task example) it finds 0.87 and 0.94 (docs/recipe.md). Its
+schedule is the preset's `tasks_dpr` where set, else `dpr`'s (the small preset keeps BERT's attention
+dropout here, which its QA retriever drops for speed). The QA runs keep their own DPR, so `--tasks`
+changes none of their numbers.
 
 results.json gains `jeopardy.<system>.{q_bleu1,bleu1}` with paired bootstrap intervals on the
 differences the paper's ordering asserts, and `fever.<system>.{acc3,acc2}`,
