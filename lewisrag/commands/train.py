@@ -36,7 +36,7 @@ def dpr(
     dropout: float = typer.Option(0.1, "--dropout", help="Hidden dropout of a model trained from scratch (BERT's 0.1)."),
     attention_dropout: float = typer.Option(0.1, "--attention-dropout", help="Dropout of attention probabilities of a "
                                             "model trained from scratch (BERT's 0.1); 0 lets the CPU use its fused "
-                                            "attention kernel, a quarter less time a step at the small preset's size."),
+                                            "attention kernel, about 30% less time a step at the small preset's size."),
     no_hard_negatives: bool = typer.Option(False, "--no-hard-negatives", help="In-batch negatives only."),
     self_negatives_at: float = typer.Option(0.5, "--self-negatives-at", help="From this share of the steps on, add each question's best-ranked non-gold passage under the model itself as a second hard negative (0 = never)."),
     separate: bool = typer.Option(False, "--separate-encoders", help="Train question and passage encoders apart from the start (default: one shared network while training, saved as two)."),

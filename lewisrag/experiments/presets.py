@@ -81,6 +81,9 @@ class Preset:
         return replace(self, lang=lang, generator=generator, **changes)
 
 
+# The small preset's retriever schedule. 800 DPR steps: recall@1 0.979 when chosen (900: 0.972, one run each).
+_SMALL_DPR = DPRTrainConfig(steps=800, self_negatives_at=0.5)
+
 PRESETS: dict[str, Preset] = {
     # The smoke test: every stage runs, on a world small enough for the default test suite.
     "tiny": Preset(
@@ -104,11 +107,11 @@ PRESETS: dict[str, Preset] = {
     "small": Preset(
         name="small",
         entities=2000,
-        # 800 DPR steps: recall@1 0.979 when chosen (900: 0.972, one run each). No dropout of attention
-        # probabilities: with it the CPU's attention leaves its fused kernel for the plain one plus a
-        # dropout mask, 84 ms against 25 ms forward and backward for one layer at batch 96 on 2 cores.
-        # In the whole demo on seed 0 (README): DPR's stage 236 s -> 165 s, test recall@1 0.967 -> 0.989.
-        dpr=DPRTrainConfig(steps=800, self_negatives_at=0.5, attention_dropout=0.0),
+        # No dropout of attention probabilities: with it the CPU's attention leaves its fused kernel for
+        # the plain one plus a dropout mask, 84 ms against 25 ms forward and backward for one layer at
+        # batch 96 on 2 cores. In the whole demo on seed 0 (README): DPR's stage 236 s -> 165 s, test
+        # recall@1 0.967 -> 0.989.
+        dpr=replace(_SMALL_DPR, attention_dropout=0.0),
         generator="shipped:generator-small",
         # about 0.14 s per RAG step at batch 8, K=5 on 2 cores
         rag=RagTrainConfig(n_docs=5, steps=300, batch_size=8, lr=5e-5, train_kinds="short", eval_every=100,
@@ -136,7 +139,7 @@ PRESETS: dict[str, Preset] = {
                                      verifier_steps=3500)},
         # the tasks' retriever keeps BERT's attention dropout: without it (one run, AdamW fused) FEVER's
         # evidence in the top 1 fell from 0.82 to 0.74 and its 3-way accuracy from 0.867 to 0.803 (target 0.85)
-        tasks_dpr=DPRTrainConfig(steps=800, self_negatives_at=0.5),
+        tasks_dpr=_SMALL_DPR,
         threads=0,  # the idle CPUs: 2 threads for DPR on an idle 2-core machine, 1 when another job holds a core
         # The Chinese world (--lang zh) costs more per step (DPR 0.40 s against 0.28, RAG 0.22 s against 0.12,
         # the stitched reader likewise): with this schedule it took 18.5 minutes. Shorter there, within 15: its
