@@ -321,7 +321,7 @@ def test_compare_json(tmp_path, monkeypatch, capsys):
                   "--questions", tmp_path / "q.jsonl", "--qa-fields", "question=query,answers=golds")
     assert seen["data"] == tmp_path / "q.jsonl" and seen["out"] == tmp_path / "run" / "compare"
     assert seen["qa_fields"] == {"question": "query", "answers": "golds"} and seen["generator"] is None  # the run's own
-    assert seen["lang"] == "en" and seen["device"] == "cpu"  # the reports' language, English unless --lang; the CPU unless --device
+    assert seen["lang"] == "en" and seen["device"] == "auto"  # the reports' language, English unless --lang; a visible GPU unless --device
     assert s["systems"] == names and s["out"] == str(tmp_path / "run" / "compare")
     assert s["scorecard"]["EM"] == {"rag_token": 0.5, "stitched": 0.5} and s["scorecard"]["recall@2"]["stitched"] == 0.9
     assert s["scorecard"]["not_in_kb refused"]["rag_token"] == "1/2"

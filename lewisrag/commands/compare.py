@@ -48,8 +48,8 @@ def compare(
                                    "(default ~/.cache/lewisrag/answers)."),
     n_docs: int = typer.Option(None, "--n-docs", help="--stitched-generator: passages per prompt "
                                "(default: the run's stitched k, else 5)."),
-    device: str = typer.Option("cpu", "--device", help="Where the run's trained models answer: cpu, cuda[:N] or auto (a GPU "
-                               "when one is visible)."),
+    device: str = typer.Option("auto", "--device", help="Where the run's trained models answer: auto (a GPU when one is "
+                               "visible), cpu or cuda[:N]."),
     lang: str = typer.Option("en", "--lang", help=LANG_HELP + " The table printed here follows it too; --json prints the "
                              "same JSON in either language."),
 ) -> None:

@@ -18,7 +18,8 @@ def swap(
     num_beams: int = typer.Option(1, "--num-beams", help="Beams when decoding (1 = greedy)."),
     max_length: int = typer.Option(32, "--max-length", help="Longest answer in tokens, the start token included."),
     batch_size: int = typer.Option(16, "--batch-size", help="Questions decoded at once."),
-    device: str = typer.Option("cpu", "--device", help="Where the models answer: cpu, cuda[:N] or auto (a GPU when one is visible)."),
+    device: str = typer.Option("auto", "--device", help="Where the models answer: auto (a GPU when one is visible), cpu "
+                               "or cuda[:N]."),
     out: Path = typer.Option(None, "--out", help="Also write the matrix and every prediction to this JSON file."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out if the file exists."),
     as_json: bool = typer.Option(False, "--json", help="Print the exact-match matrix as one JSON object instead of tables."),
