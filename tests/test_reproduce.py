@@ -136,6 +136,30 @@ def test_resume_skips_finished_stages_and_gives_the_same_results(tiny_run):
     assert (out / "results.json").read_bytes() == before
 
 
+def test_a_fresh_run_in_a_finished_one_forgets_its_stages_so_resume_cannot_mix_them(tiny_run, tmp_path, monkeypatch):
+    """A plain rerun with another seed, killed after its first stage: the earlier run's stage records
+    and results are gone, so a `--resume` with the new seed redoes every later stage rather than
+    taking the seed-0 run's for its own."""
+    import lewisrag.experiments.reproduce as R
+
+    out, _ = tiny_run
+    run = tmp_path / "run"
+    shutil.copytree(out, run, symlinks=True)
+
+    def killed(*a, **kw):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(R, "train_world_dpr", killed)
+        with pytest.raises(KeyboardInterrupt):
+            reproduce(PRESETS["tiny"], run, seed=1, tasks=TASKS)
+    assert sorted(p.name for p in (run / "stages").iterdir()) == ["world.json"]
+    assert not any((run / name).exists() for name in ("results.json", "timings.json", "report.md", "report.html"))
+    assert json.loads((run / "config.json").read_text())["seed"] == 1
+    with pytest.raises(InputError, match="another preset, seed or --tasks"):  # the seed-0 run is not resumable as such
+        reproduce(PRESETS["tiny"], run, seed=0, resume=True, tasks=TASKS)
+
+
 def test_resume_in_chinese_redoes_only_the_comparison_and_the_report(tiny_run, tmp_path):
     out, _ = tiny_run
     run = tmp_path / "run"

@@ -25,7 +25,6 @@ from pathlib import Path
 
 from lewisrag import __version__
 from lewisrag.data.io import InputError, read_json, write_json, write_jsonl
-from lewisrag.data.outputs import mark
 from lewisrag.data.passages import open_passages
 from lewisrag.data.pretrained import check_generator_folder
 from lewisrag.data.records import read_qa
@@ -145,8 +144,7 @@ def run_base(preset: Preset, run: Path, seed: int, resume: bool, threads: int | 
                                     "settings": settings} | ({"lang": lang} if lang != "en" else {})))
     if resume and (run / "config.json").exists() and comparable(read_json(run / "config.json")) != comparable(config):
         raise InputError(run / "config.json", "was written by another preset, seed or assets; use a new --out or drop --resume")
-    mark(run, "reproduction")  # reproduce.KIND
-    write_json(run / "config.json", config)
+    S.start_run(run, config, resume)
     stages: dict[str, dict] = {}
 
     def stage(name: str, fn: Callable[[], dict]) -> None:

@@ -20,7 +20,9 @@
 Each stage writes its outputs atomically and records itself last, so a run killed anywhere
 resumes at the first unfinished stage. A run resumed with another report `lang` redoes only the stage
 whose outputs hold text (`compare`: report.html and its findings), then the report; the world's
-language is the preset's (`Preset.in_language`), part of what the run is.
+language is the preset's (`Preset.in_language`), part of what the run is. A run begun without
+`--resume` in a folder that holds one first forgets that run's stage records and results
+(`stages.start_run`), so no later `--resume` mixes the two.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import psutil
 
 from lewisrag import __version__
 from lewisrag.data.io import InputError, read_json, write_json
-from lewisrag.data.outputs import check_out_dir, exclusive, is_free, mark, replace_dir
+from lewisrag.data.outputs import check_out_dir, exclusive, is_free, replace_dir
 from lewisrag.data.records import read_passages, read_qa
 from lewisrag.data.tasks import statement_queries
 from lewisrag.data.threads import environment, torch_threads
@@ -56,13 +58,9 @@ from lewisrag.training.dpr import train_dpr
 Progress = Callable[[str, int, int, str], None]  # (task, done, total, info)
 
 
-def _stage_file(run: Path, name: str) -> Path:
-    return run / "stages" / f"{name}.json"
-
-
 def _run_stage(run: Path, name: str, resume: bool, fn: Callable[[], dict], on_stage) -> dict:
     """Run `fn` unless `resume` and the stage finished before; record what it returned."""
-    path = _stage_file(run, name)
+    path = S.stage_record(run, name)
     if resume and path.exists():
         result = read_json(path)
         on_stage(name, "skipped", result)
@@ -171,7 +169,7 @@ def check_resumed_config(run: Path, config: dict, resume: bool, what: str, text_
         raise InputError(run / "config.json", f"was written by another {what}; use a new --out or drop --resume")
     if saved.get("lang", "en") != config.get("lang", "en"):
         for name in text_stages:
-            _stage_file(run, name).unlink(missing_ok=True)
+            S.stage_record(run, name).unlink(missing_ok=True)
 
 
 def with_lang(config: dict, lang: str) -> dict:
@@ -188,8 +186,7 @@ def _reproduce(preset: Preset, run: Path, seed: int, resume: bool, threads: int 
     config = {"preset": asdict(preset), "seed": seed, "threads": threads} | ({"tasks": list(tasks)} if tasks != ("qa",) else {})
     config = json.loads(json.dumps(with_lang(config, lang)))  # as read back
     check_resumed_config(run, config, resume, "preset, seed or --tasks", text_stages=("compare",))
-    mark(run, KIND)
-    write_json(run / "config.json", config)
+    S.start_run(run, config, resume)
     stages = {}
 
     def stage(name: str, fn: Callable[[], dict]) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from lewisrag.data.io import InputError, read_json, write_json, write_text
-from lewisrag.data.outputs import staged_dir
+from lewisrag.data.outputs import mark, staged_dir
 from lewisrag.data.pretrained import load_generator
 from lewisrag.data.records import read_qa
 from lewisrag.data.threads import resolve_device
@@ -40,6 +40,25 @@ from lewisrag.training.rag_data import place_search
 
 Progress = Callable[[str, int, int, str], None]  # (task, done, total, info)
 SYSTEMS = ("rag_token", "rag_sequence", "closed_book")  # Table 1's rows that this run trains
+FINISHED = ("results.json", "timings.json", "report.md", "report.html")  # what a run writes once every stage is done
+
+
+def stage_record(run: Path, name: str) -> Path:
+    """RUN/stages/<name>.json: what a finished stage returned; `--resume` skips the stages that have one."""
+    return run / "stages" / f"{name}.json"
+
+
+def start_run(run: Path, config: dict, resume: bool) -> None:
+    """Mark `run` a reproduction and write its config.json. A run begun afresh (not `resume`) first
+    forgets what an earlier run in the folder finished: its stage records, which a later `--resume`
+    would otherwise take for this run's stages though that run's preset or seed may have differed,
+    and its results and reports, which would stand beside this run's config until it ends."""
+    if not resume:
+        shutil.rmtree(run / "stages", ignore_errors=True)
+        for name in FINISHED:
+            (run / name).unlink(missing_ok=True)
+    mark(run, "reproduction")  # reproduce.KIND
+    write_json(run / "config.json", config)
 
 
 def generator(run: Path, preset: Preset, seed: int, on_progress: Progress) -> dict:
