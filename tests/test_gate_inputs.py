@@ -61,6 +61,16 @@ def test_non_finite_and_out_of_range_values_anywhere(tmp_path, token, place, fie
     assert (e.value.field, e.value.line) == (field, line)
 
 
+def test_answer_relevancy_a_mean_cosine_may_be_below_zero_but_not_below_minus_one(tmp_path):
+    def place(run, v):
+        run["records"][2]["metrics"]["answer_relevancy"] = v
+    run = load_run(_candidate(tmp_path / "a", "-0.4", place), ("answer_relevancy",))
+    assert run.records["q003", "stitched"]["metrics"]["answer_relevancy"] == -0.4
+    with pytest.raises(InputError, match=r"-1\.5 is outside answer_relevancy's range \[-1, 1\]") as e:
+        load_run(_candidate(tmp_path / "b", "-1.5", place), ("answer_relevancy",))
+    assert (e.value.line, e.value.field) == (3, "records[2].metrics.answer_relevancy")
+
+
 def test_null_is_not_measurable_only_with_its_reason(tmp_path):
     def place(run, v):
         run["records"][2]["metrics"]["faithfulness"] = v
@@ -107,7 +117,9 @@ def test_config_names_only_metrics_with_a_declared_range(tmp_path, toml, field):
 def test_every_metric_the_packaged_gate_reads_has_a_range():
     cfg = load_config()
     assert cfg.max_new_unmeasurable == 0
-    assert set(cfg.gated_metrics) <= set(METRIC_RANGES) and all(r == (0.0, 1.0) for r in METRIC_RANGES.values())
+    assert set(cfg.gated_metrics) <= set(METRIC_RANGES)
+    assert all(r == (0.0, 1.0) for m, r in METRIC_RANGES.items() if m != "answer_relevancy")  # shares
+    assert METRIC_RANGES["answer_relevancy"] == (-1.0, 1.0)  # a mean cosine
 
 
 @pytest.mark.parametrize(("toml", "field"), [

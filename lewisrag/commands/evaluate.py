@@ -20,7 +20,7 @@ EXPORT_HELP = ("Also write the answers in another tool's format: ragas writes ra
                "results table: id, system, the inputs as user_input, retrieved_contexts, response, reference, and "
                "ragas' metric columns faithfulness, answer_relevancy and context_recall, each filled by the lewisrag "
                "metric of the same name (null where it has no score; ragas splits statements as --splitter atomic does, "
-               "and zeroes answer_relevancy when any generated question is noncommittal, lewisrag when all are). "
+               "and scores 0 where no question was generated back, lewisrag null). "
                "ragas' context_precision has no lewisrag equivalent and is left out.")
 CLAIMS_HELP = ("RAGChecker's claim-level diagnostics (claims.precision, claims.hallucination, ...): the record's "
                "response_claims/reference_claims, else the --splitter's statements, checked against the reference and "

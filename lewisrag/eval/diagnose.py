@@ -41,7 +41,7 @@ class Thresholds:
     answer_completeness: float = 1.0  # not used: every reference statement covered by the answer
     faithfulness: float = 1.0  # distorted: every answer statement supported by the contexts
     on_topic_rate: float = 0.5  # off-topic: at least half of the statements address the question
-    answer_relevancy: float = 0.5  # off-topic, when no on-topic labels exist: mean clipped cosine
+    answer_relevancy: float = 0.5  # off-topic, when no on-topic labels exist: mean cosine
     citation: float = 1.0  # citation: citation recall and precision (ALCE) both at least this
 
 

@@ -115,14 +115,17 @@ def answer_relevancy(
 ) -> float:
     """Mean cosine between the question and questions generated back from the answer.
 
-    Each cosine is clipped to [0, 1] (a negative cosine means unrelated, not "less than
-    unrelated"), so the score lies in [0, 1]. It is 0 only if every generated question was marked
-    noncommittal: some evasive questions cost nothing, as in ragas 0.4.3 (legacy and collections). NaN if
-    nothing was generated.
+    The cosines are averaged as they are, as ragas 0.4.3 does: each lies in [-1, 1], so the score
+    usually, not always, lies in [0, 1] (a question generated back that points away from the asked
+    one pulls it down; a zero vector counts 0). It is 0 only if every generated question was marked
+    noncommittal: some evasive questions cost nothing, as in ragas 0.4.3 (legacy and collections).
+    NaN if nothing was generated.
 
     >>> vec = {"登录密码错误返回什么？": [1.0, 0.0], "What does login return?": [0.6, 0.8], "注册": [-1.0, 0.0]}
-    >>> answer_relevancy("登录密码错误返回什么？", ["What does login return?", "注册"], vec.get, [False, False])
-    0.3
+    >>> round(answer_relevancy("登录密码错误返回什么？", ["What does login return?", "注册"], vec.get, [False, False]), 3)
+    -0.2
+    >>> answer_relevancy("登录密码错误返回什么？", ["What does login return?"], vec.get, [False])
+    0.6
     >>> answer_relevancy("登录密码错误返回什么？", ["What does login return?"], vec.get, [True])
     0.0
     """
@@ -140,7 +143,7 @@ def answer_relevancy(
         if v.shape != q.shape:
             raise ValueError(f"embed returned shapes {q.shape} and {v.shape}; expected equal")
         denom = float(np.linalg.norm(q) * np.linalg.norm(v))
-        cosines.append(min(max(float(q @ v) / denom, 0.0), 1.0) if denom > 0 else 0.0)
+        cosines.append(float(q @ v) / denom if denom > 0 else 0.0)
     return float(np.mean(cosines))
 
 

@@ -42,8 +42,8 @@ FIELDS = ("id", "user_input", "response", "retrieved_contexts", "reference", "re
           "ground_truths")  # what parse_answer reads; the rest is ignored
 # ragas' metric column -> the lewisrag metric that fills it in `--export ragas`. The definitions
 # match; ragas' faithfulness splits the answer into statements with its LLM (--splitter atomic
-# here), and its answer_relevancy is 0 when any generated question is noncommittal where lewisrag's
-# is 0 only when all are, and lewisrag clips negative cosines to 0. ragas' context_precision
+# here); answer_relevancy is, in both, the mean cosine, 0 when every generated question is
+# noncommittal (ragas gives 0 where nothing was generated, lewisrag NaN). ragas' context_precision
 # (rank-weighted precision of the contexts useful for the reference) has no lewisrag equivalent,
 # nor have its other metrics: they are left out.
 RAGAS_METRICS = {"faithfulness": "faithfulness", "answer_relevancy": "answer_relevancy",

@@ -44,12 +44,13 @@ CLAIM_METRICS = tuple(CLAIMS_PREFIX + m for m in claims.METRICS)
 # whose judge gave three-way labels (`claims.total_contradictions`); absent when none did.
 CONTRADICTIONS = CLAIMS_PREFIX + "contradictions"
 
-# The range of every per-question metric a results.json can hold, in one place: all are shares or
-# similarities clipped to [0, 1]. The gate reads only these; `read_results` checks the claim
-# diagnostics' on every read.
+# The range of every per-question metric a results.json can hold, in one place: shares in [0, 1],
+# and answer relevancy, a mean cosine, in [-1, 1]. The gate reads only these; `read_results` checks
+# the claim diagnostics' on every read.
 METRIC_RANGES = {name: (0.0, 1.0) for name in (
-    "faithfulness", "context_recall", "answer_completeness", "answer_relevancy", "on_topic_rate", "citation_recall",
+    "faithfulness", "context_recall", "answer_completeness", "on_topic_rate", "citation_recall",
     "citation_precision", "exact_match", "f1", "rougeL", "bleu1", "recall_at_k", *CLAIM_METRICS)}
+METRIC_RANGES["answer_relevancy"] = (-1.0, 1.0)  # a mean of cosines, as ragas leaves it
 
 _TOP = ("lewisrag", "config", "judge", "splitter", "records", "aggregates")  # the keys every kind shares
 
