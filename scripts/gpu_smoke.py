@@ -8,8 +8,9 @@ in a minute or two, before a long run trusts them.
 split's answers, the swap matrix) on assets built here in the hub's layouts, as the offline tests
 build them (tests/hf_layouts.py): a tiny DPR pair and BART, nq_open-schema Parquet QA files,
 wiki_dpr-schema passages (snapshot A as Parquet, snapshot B with every leader renamed, as JSONL) and
-questions about each snapshot. `tiny`: `--preset tiny` on the built-in world (DPR from scratch, both
-RAG runs and the frozen one, closed book, ablations, the swap, the stitched reader, the comparison).
+questions about each snapshot. `tiny`: `--preset tiny --tasks qa,jeopardy,fever` on the built-in world
+(the generator pretrained, DPR from scratch, both RAG runs and the frozen one, closed book, ablations,
+the swap, the stitched reader, the comparison, then Jeopardy and FEVER with its verifier).
 It writes one JSON object per preset: the exit code and wall time, each stage's time from
 timings.json, the systems' exact match (toy models: the numbers only show that answers came back),
 the device the run's configs recorded, and the peak GPU memory.
@@ -90,6 +91,9 @@ def _run(flags: list[str], run: Path, device: str) -> dict:
                          else "accelerate's device",
                          "closed_book": json.loads((run / "closed_book" / "config.json").read_text())["device"],
                          "preset": json.loads((run / "config.json").read_text())["preset"]["device"]}
+    for part in ("generator", "fever/generator"):  # pretrained here, and FEVER's verifier (tiny only)
+        if (run / part / "recipe.json").is_file():
+            out["trained_on"][part] = json.loads((run / part / "recipe.json").read_text())["config"].get("device")
     return out
 
 
@@ -116,7 +120,8 @@ def main() -> None:
                          str(a["test"]), "--passages", str(a["passages"]), "--passages-b", str(a["passages_b"]),
                          "--questions-a", str(a["questions_a"]), "--questions-b", str(a["questions_b"]), "--json"]
             elif preset == "tiny":
-                flags = ["reproduce", "--preset", "tiny", "--out", str(run), "--device", args.device, "--json"]
+                flags = ["reproduce", "--preset", "tiny", "--out", str(run), "--device", args.device, "--tasks",
+                         "qa,jeopardy,fever", "--json"]
             else:
                 raise SystemExit(f"--presets: unknown preset {preset!r} (base, tiny)")
             results[preset] = _run(flags, run, args.device)

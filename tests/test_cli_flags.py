@@ -44,7 +44,7 @@ CANONICAL = {
     ("swap",): ["--model", "--index", "--questions", "--swap", "--num-beams", "--max-length", "--batch-size", "--device", "--out",
                 "--overwrite", "--json"],
     ("compare",): ["--run", "--questions", "--out", "--device", "--overwrite", "--json"],
-    ("pretrain",): ["--out", "--preset", "--steps", "--seed", "--overwrite", "--json"],
+    ("pretrain",): ["--out", "--preset", "--steps", "--seed", "--device", "--overwrite", "--json"],
 }
 
 

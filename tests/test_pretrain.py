@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -30,7 +31,7 @@ def test_doctests():
 def test_bad_overrides_are_input_errors():
     from lewisrag.commands.pretrain import parse_overrides
 
-    for bad in (["lr"], ["colour=red"], ["steps=5"], ["lr=fast"], ["long_form=maybe"]):
+    for bad in (["lr"], ["colour=red"], ["steps=5"], ["lr=fast"], ["long_form=maybe"], ["device=cpu"]):
         with pytest.raises(InputError):
             parse_overrides(bad)
 
@@ -164,6 +165,17 @@ def test_bad_set_values_exit_2_before_training(pair, message, tmp_path):
     r = subprocess.run([str(LEWISRAG), "pretrain", "--preset", "tiny", "--set", pair, "--out", str(tmp_path / "x")],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and r.stderr.startswith("error: --set") and message in r.stderr, r.stderr
+    assert len(r.stderr.splitlines()) == 1 and not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("device, message", [("gpu", "must be auto, cpu or cuda[:N], got 'gpu'"),
+                                             ("cuda:7", "no GPU is visible to torch")])
+def test_a_device_it_cannot_train_on_exits_2_before_training(device, message, tmp_path):
+    if device.startswith("cuda") and torch.cuda.is_available():
+        pytest.skip("a GPU is visible here")
+    r = subprocess.run([str(LEWISRAG), "pretrain", "--preset", "tiny", "--device", device, "--out", str(tmp_path / "x")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.startswith("error: --device") and message in r.stderr, r.stderr
     assert len(r.stderr.splitlines()) == 1 and not (tmp_path / "x").exists()
 
 

@@ -142,3 +142,7 @@ def test_verifier_pretraining_reads_fresh_minimal_pairs_and_saves_a_fever_genera
     assert r["steps"] == 2 and r["dev_gold_passage"]["n"] == min(20, len(measured))
     saved, saved_tok = load_generator(tmp_path / "v")
     assert all(len(TT.label_ids(saved_tok, label)) == 1 for label in LABELS)
+    assert r["config"]["device"] == "auto"  # where reproduce's preset says; on a GPU when one is visible
+    with pytest.raises(InputError, match="--device: must be auto, cpu or cuda"):  # before the generator loads
+        pretrain_verifier(SHIPPED_DIR / "generator-small", tmp_path / "w", VerifierConfig(steps=2, device="gpu"))
+    assert not (tmp_path / "w").exists()

@@ -26,9 +26,9 @@ def reproduce(
                                    "reproduction run (replaced once every stage is done)."),
     threads: int = typer.Option(None, "--threads", min=0, help="torch CPU threads (default: the preset's; 0: the CPUs "
                                 "idle at the start). Float results depend on it; config.json records it."),
-    device: str = typer.Option("auto", "--device", help="Where DPR, the RAG, closed-book and stitched runs train, indexes "
-                               "are encoded and every system answers: auto (a GPU when one is visible), cpu or cuda. "
-                               "Pretraining and FEVER's verifier train on the CPU; config.json records it."),
+    device: str = typer.Option("auto", "--device", help="Where DPR, pretraining, FEVER's verifier, the RAG, closed-book and "
+                               "stitched runs train, indexes are encoded and every system answers: auto (a GPU when one "
+                               "is visible), cpu or cuda; config.json records it."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary (retrieval, test QA, knowledge update, file paths) "
                                  "as one JSON object instead of tables."),
     question_encoder: Path = typer.Option(None, "--question-encoder", help="base: transformers DPRQuestionEncoder folder "

@@ -26,14 +26,15 @@ def parse_overrides(pairs: list[str]) -> dict:
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep or key not in known or key in ("steps", "minutes", "seed", "lang"):
-            raise InputError("--set", f"expected KEY=VALUE with KEY a PretrainConfig field (not steps/minutes/seed/lang), got {pair!r}")
+        if not sep or key not in known or key in FLAGS:
+            raise InputError("--set", f"expected KEY=VALUE with KEY a PretrainConfig field (not {'/'.join(FLAGS)}), got {pair!r}")
         out[key] = _typed(key, value, known[key])
         if key in AT_LEAST_ONE and out[key] < 1:
             raise InputError("--set", f"{key} must be at least 1, got {out[key]}")
     return out
 
 
+FLAGS = ("steps", "minutes", "seed", "lang", "device")  # PretrainConfig fields set by their own flags, not --set
 # sizes a model or a step cannot be built with at 0 (the batch sizes may be 0: that objective is then off)
 AT_LEAST_ONE = {"vocab_size", "d_model", "encoder_layers", "decoder_layers", "heads", "ffn_dim", "max_source_length",
                 "max_target_length", "tokenizer_docs", "eval_size", "world_entities"}
@@ -63,6 +64,8 @@ def pretrain(
     seed: int = typer.Option(0, "--seed", help="Seed of the model init and the fresh-text streams."),
     lang: str = typer.Option("en", "--lang", help="Language of the fresh text, the tokenizer and the world measured: "
                              "en, or zh (a character-level vocabulary; the Chinese demo's generator-small-zh)."),
+    device: str = typer.Option("auto", "--device", help="Where it trains and is measured: auto (a GPU when one is "
+                               "visible), cpu or cuda[:N]."),
     overrides: list[str] = typer.Option(None, "--set", help="Override a config field for an experiment, KEY=VALUE (repeatable; see PretrainConfig)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds files that are not a "
                                    "generator lewisrag wrote (replaced once training has finished)."),
@@ -70,17 +73,20 @@ def pretrain(
 ) -> None:
     """Pretrain a BART generator on fresh text (denoising + reading comprehension) and measure it on the world's test split."""
     from lewisrag.data.outputs import check_out_dir
+    from lewisrag.data.threads import resolve_device
     from lewisrag.training.pretrain import KIND
     from lewisrag.training.pretrain import preset as make_preset
     from lewisrag.training.pretrain import pretrain as run
 
     check_out_dir(out, KIND, overwrite=overwrite, replaces=True)
+    resolve_device(device)  # a GPU asked for and not visible: one line before the tokenizer trains
     if steps is not None and minutes is not None:
         raise typer.BadParameter("give --steps or --minutes, not both")
     if lang not in ("en", "zh"):
         raise InputError("--lang", f"must be en or zh, got {lang!r}")
     try:
-        cfg = make_preset(preset, steps=steps, minutes=minutes, seed=seed, lang=lang, **parse_overrides(overrides or []))
+        cfg = make_preset(preset, steps=steps, minutes=minutes, seed=seed, lang=lang, device=device,
+                          **parse_overrides(overrides or []))
     except ValueError as e:  # PretrainConfig's own checks (d_model divisible by heads)
         raise InputError("--set", str(e)) from None
     if not (cfg.qa_batch_size or cfg.denoise_batch_size) or not cfg.lr > 0:
@@ -88,7 +94,9 @@ def pretrain(
     budget = ["--steps", str(cfg.steps)] if cfg.steps is not None else ["--minutes", str(cfg.minutes)]
     sets = [x for kv in overrides or [] for x in ("--set", kv)]
     langs = ["--lang", lang] if lang != "en" else []
-    command = shlex.join(["lewisrag", "pretrain", "--out", str(out), "--preset", preset, *budget, "--seed", str(seed), *langs, *sets])
+    where = ["--device", device] if device != "auto" else []
+    command = shlex.join(["lewisrag", "pretrain", "--out", str(out), "--preset", preset, *budget, "--seed", str(seed), *langs,
+                          *where, *sets])
     with _ui.progress() as p:
         task = p.add_task(f"pretraining ({preset})", total=1000, info="")
 

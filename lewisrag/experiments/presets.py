@@ -49,8 +49,8 @@ class Preset:
     long_max_length: int = 64  # decoded tokens for long-form answers (short ones use rag.max_target_length)
     threads: int | None = None  # torch CPU threads (None: torch's default; 0: the CPUs idle when the run starts,
     # recorded in config.json); float results depend on the count
-    device: str = "auto"  # where DPR, the RAG, closed-book and stitched runs train and every system answers: "auto" (a
-    # GPU when one is visible), "cpu" or "cuda"; pretraining and FEVER's verifier train on the CPU
+    device: str = "auto"  # where DPR, pretraining, FEVER's verifier, the RAG, closed-book and stitched runs train and every
+    # system answers: "auto" (a GPU when one is visible), "cpu" or "cuda"
     tasks: dict = field(default_factory=lambda: {"jeopardy": TaskSchedule(max_target_length=40), "fever": TaskSchedule(verifier_steps=4)})
     # the schedules of `--tasks jeopardy,fever`, by task
     tasks_dpr: DPRTrainConfig | None = None  # the tasks' retriever's schedule (experiments.tasks); None: `dpr`'s

@@ -66,7 +66,7 @@ def generator(run: Path, preset: Preset, seed: int, on_progress: Progress) -> di
     kind, _, name = preset.generator.partition(":")
     out = run / "generator"
     if kind == "pretrain":
-        cfg = pretrain_preset(name, seed=seed, lang=preset.lang)
+        cfg = pretrain_preset(name, seed=seed, lang=preset.lang, device=preset.device)
         recipe = pretrain(cfg, out, on_step=lambda s, p, loss, em: on_progress("generator", s, cfg.steps, f"loss {loss:.3f}"))
         return {"dir": "generator", "source": preset.generator, "final_loss": recipe["final_loss"]}
 

@@ -100,7 +100,7 @@ def verifier(run: Path, preset: Preset, seed: int, task: str, on_progress: Progr
     """RUN/<task>/generator: the QA runs' generator taught to compare claims with passages on fresh
     entities (training.verifier explains why); measured on the dev claims with their gold passages."""
     sched, world = preset.tasks[task], run / "world"
-    cfg = VerifierConfig(steps=sched.verifier_steps, seed=seed)
+    cfg = VerifierConfig(steps=sched.verifier_steps, seed=seed, device=preset.device)
     r = pretrain_verifier(run / "generator", run / task / "generator", cfg, read_qa(world / f"{task}_dev.jsonl"),
                           read_passages(world / "passages_a.jsonl"),
                           on_step=lambda step, steps, loss: on_progress(f"{task} verifier", step, steps, f"loss {loss:.3f}"))

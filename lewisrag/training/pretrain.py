@@ -36,8 +36,10 @@ from lewisrag.data.io import InputError, write_json
 from lewisrag.data.outputs import check_out_dir, staged_dir
 from lewisrag.data.pretrained import WEIGHTS, file_sha256, load_generator
 from lewisrag.data.records import Passage, QAExample
+from lewisrag.data.threads import resolve_device
 from lewisrag.scoring.qa import exact_match
 from lewisrag.training import pretrain_data as D
+from lewisrag.training.rag import adamw
 
 SHIPPED_DIR = Path(__file__).resolve().parent.parent / "pretrained"  # package data: lewisrag/pretrained/<name>/
 KIND = "generator"  # the marker kind of generator folders (lewisrag.data.outputs)
@@ -76,6 +78,7 @@ class PretrainConfig:
     seed: int = 0  # model init and the fresh-text streams
     save_fp16: bool = True  # store weights in fp16 (half the size); loading upcasts to fp32
     lang: str = "en"  # the language of the fresh text, the tokenizer and the world measured ("en" or "zh")
+    device: str = "auto"  # where it trains and is measured: "auto" (a GPU when one is visible), "cpu" or "cuda[:N]"
 
     def __post_init__(self):
         if self.lang not in ("en", "zh"):
@@ -223,7 +226,7 @@ def evaluate_reading(generator, tokenizer, examples: Sequence[QAExample], passag
         for i in range(0, len(pairs), batch_size):
             chunk = pairs[i:i + batch_size]
             enc = tokenizer([s for s, _ in chunk], padding=True, truncation=True, return_tensors="pt",
-                            max_length=generator.config.max_position_embeddings)
+                            max_length=generator.config.max_position_embeddings).to(generator.device)
             gen = generator.generate(**enc, max_new_tokens=max_new_tokens, num_beams=1, do_sample=False)
             preds = tokenizer.batch_decode(gen, skip_special_tokens=True)
             scores += [exact_match(p.strip(), ex.answers) for p, ex in zip(preds, short[i:i + batch_size])]
@@ -276,10 +279,11 @@ def pretrain(cfg: PretrainConfig, out: str | os.PathLike, on_step: Callable | No
     `out` must be missing, empty or a generator lewisrag wrote, unless `overwrite`.
     """
     out = check_out_dir(out, KIND, overwrite=overwrite)
+    device = torch.device(resolve_device(cfg.device))
     torch.manual_seed(cfg.seed)
     tokenizer = D.train_generator_tokenizer(_tokenizer_corpus(cfg), cfg.vocab_size, cfg.lang)
-    model = build_generator(cfg, len(tokenizer))
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    model = build_generator(cfg, len(tokenizer)).to(device)  # initialized on the CPU: the same weights anywhere
+    opt = adamw(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     stream, (test, test_passages) = FreshStream(cfg.seed, cfg.long_form, cfg.snapshot_b_share, cfg.lang), _world_test(cfg)
     curve, step, train_s, loss_ema = [], 0, 0.0, None
     model.train()
@@ -308,10 +312,10 @@ def _train_step(model, opt, tokenizer, stream: FreshStream, cfg: PretrainConfig,
         group["lr"] = learning_rate(cfg, step, progress)
     loss = 0.0
     if progress >= cfg.qa_start and cfg.qa_batch_size:
-        loss = model(**qa_batch(stream.qa(cfg.qa_batch_size), tokenizer, cfg)).loss
+        loss = model(**on_device(qa_batch(stream.qa(cfg.qa_batch_size), tokenizer, cfg), model.device)).loss
     if cfg.denoise_batch_size and cfg.denoise_weight:
         batch = denoise_batch(stream.docs(cfg.denoise_batch_size), tokenizer, cfg, stream.mask_rng)
-        loss = loss + cfg.denoise_weight * model(**batch).loss
+        loss = loss + cfg.denoise_weight * model(**on_device(batch, model.device)).loss
     opt.zero_grad(set_to_none=True)
     loss.backward()
 
@@ -332,7 +336,13 @@ def _save(model, tokenizer, recipe: dict, out: Path, fp16: bool) -> dict:
         return _save_into(model, tokenizer, recipe, tmp, fp16)
 
 
+def on_device(batch: dict, device: torch.device) -> dict:
+    """A batch's tensors on `device` (a no-op on the CPU)."""
+    return {k: v.to(device) for k, v in batch.items()}
+
+
 def _save_into(model, tokenizer, recipe: dict, tmp: Path, fp16: bool) -> dict:
+    model.cpu()  # saved from the CPU, wherever it trained
     to_save = model.to(torch.float16) if fp16 else model
     to_save.save_pretrained(tmp, safe_serialization=True)
     model.to(torch.float32)

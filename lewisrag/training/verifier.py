@@ -33,9 +33,11 @@ from lewisrag.data.outputs import check_out_dir, staged_dir
 from lewisrag.data.pretrained import load_generator
 from lewisrag.data.records import Passage, QAExample
 from lewisrag.data.tasks import LABELS, NEI, verification_pairs
+from lewisrag.data.threads import resolve_device
 from lewisrag.rag_model.model import generator_input
 from lewisrag.rag_model.settings import RagSettings
-from lewisrag.training.pretrain import KIND, _save_into
+from lewisrag.training.pretrain import KIND, _save_into, on_device
+from lewisrag.training.rag import adamw
 from lewisrag.training.tasks import label_ids, predicted_label, prepare_generator
 
 FRESH_PER_DRAW = 48  # fresh entities per draw: two thirds stated, one third absent (NOT ENOUGH INFO about unknowns)
@@ -51,6 +53,7 @@ class VerifierConfig:
     max_source_length: int = 192  # the generator's input tokens (a world passage and a claim fit)
     seed: int = 0  # the fresh entities drawn
     eval_size: int = 300  # dev claims measured at the end
+    device: str = "auto"  # where it trains and is measured: "auto" (a GPU when one is visible), "cpu" or "cuda[:N]"
 
     def __post_init__(self):
         if self.steps < 1 or self.batch_size < 2 or self.batch_size % 2:
@@ -98,8 +101,10 @@ def evaluate_verification(generator, tokenizer, items: Sequence[tuple[str, str]]
     preds = []
     for i in range(0, len(items), batch_size):
         chunk = items[i:i + batch_size]
-        enc = tokenizer([s for s, _ in chunk], padding=True, truncation=True, max_length=max_length, return_tensors="pt")
-        start = torch.tensor([[generator.config.decoder_start_token_id, tokenizer.bos_token_id]] * len(chunk))
+        enc = tokenizer([s for s, _ in chunk], padding=True, truncation=True, max_length=max_length,
+                        return_tensors="pt").to(generator.device)
+        start = torch.tensor([[generator.config.decoder_start_token_id, tokenizer.bos_token_id]] * len(chunk),
+                             device=generator.device)
         logits = generator(**enc, decoder_input_ids=start).logits[:, -1, ids]
         preds += [predicted_label(row) for row in logits.tolist()]
     generator.train(was_training)
@@ -122,17 +127,19 @@ def pretrain_verifier(generator: str | os.PathLike, out: str | os.PathLike, cfg:
     """Continue `generator` (a folder) on fresh minimal-pair claims; save it with its FEVER label
     tokens and recipe.json (config, minutes, final loss, the dev measurement) into `out`."""
     out = check_out_dir(out, KIND, overwrite=True)
+    device = torch.device(resolve_device(cfg.device))
     model, tokenizer = load_generator(generator)
     prepare_generator("fever", model, tokenizer)
+    model.to(device)
     settings = RagSettings()
     torch.manual_seed(cfg.seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    opt = adamw(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     stream, loss_ema, t0 = FreshClaims(cfg.seed, settings), None, time.perf_counter()
     model.train()
     for step in range(1, cfg.steps + 1):
         for group in opt.param_groups:
             group["lr"] = cfg.lr * min(1.0, step / max(1, cfg.warmup_steps))
-        loss = model(**label_batch(stream.take(cfg.batch_size), tokenizer, cfg.max_source_length)).loss
+        loss = model(**on_device(label_batch(stream.take(cfg.batch_size), tokenizer, cfg.max_source_length), device)).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
