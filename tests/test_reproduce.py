@@ -485,6 +485,13 @@ def test_threads_auto_counts_idle_cpus_and_a_resumed_run_keeps_its_count(tmp_pat
     from lewisrag.experiments.reproduce import _cpus, idle_cpus, run_threads
 
     assert 1 <= idle_cpus(0.1) <= _cpus()
+    with pytest.MonkeyPatch.context() as m:  # a busy loop holds one core; a moment's activity holds none
+        m.setattr("psutil.cpu_count", lambda: 2)
+        m.setattr("os.sched_getaffinity", lambda pid: {0, 1})
+        m.setattr("psutil.cpu_percent", lambda interval, percpu: [100.0, 3.0])
+        assert idle_cpus(0.1) == 1
+        m.setattr("psutil.cpu_percent", lambda interval, percpu: [55.0, 5.0])
+        assert idle_cpus(0.1) == 2
     auto = replace(PRESETS["tiny"], threads=0)
     assert 1 <= run_threads(auto, tmp_path, resume=False) <= _cpus()
     (tmp_path / "config.json").write_text(json.dumps({"threads": 7}))

@@ -28,6 +28,7 @@ language is the preset's (`Preset.in_language`), part of what the run is. A run 
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -150,12 +151,24 @@ def _cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def idle_cpus(seconds: float = 0.5) -> int:
-    """How many of this process's CPUs are idle, measured over `seconds` (at least 1)."""
-    usable = _cpus()
+def idle_cpus(seconds: float = 2.0) -> int:
+    """How many of this process's CPUs are idle, measured over `seconds` (at least 1; `free_cpus`)."""
     busy = sum(psutil.cpu_percent(interval=seconds, percpu=True)) / 100  # in CPUs, over the whole machine
-    total = psutil.cpu_count() or usable
-    return max(1, min(usable, round(total - busy)))
+    usable = _cpus()
+    return free_cpus(busy, psutil.cpu_count() or usable, usable)
+
+
+def free_cpus(busy: float, total: int, usable: int) -> int:
+    """The CPUs left to this process when other work keeps `busy` of the machine's `total` busy: a CPU
+    counts as taken only when other work holds three quarters of one (a busy loop holds all of it),
+    so that a moment's activity — a shell, the OS — does not halve a run's threads (an idle 2-core
+    machine once measured 0.6 busy over half a second, and its demo ran on one thread).
+
+    >>> free_cpus(0.6, 2, 2), free_cpus(0.8, 2, 2), free_cpus(1.02, 2, 2), free_cpus(2.0, 2, 2), free_cpus(0.0, 16, 4)
+    (2, 1, 1, 1, 4)
+    """
+    taken = math.floor(busy + 0.25)
+    return max(1, min(usable, total - taken))
 
 
 def check_resumed_config(run: Path, config: dict, resume: bool, what: str, text_stages: Sequence[str] = ()) -> None:
