@@ -8,7 +8,7 @@
 #
 # 1. the machine: GPU, driver, CPU model and flags, library versions (machine.txt); then
 #    `reproduce --preset base` and `--preset tiny` with `--device cuda` at toy sizes, every stage on
-#    the GPU (smoke.json: scripts/gpu_smoke.py, a minute or two);
+#    the GPU, tiny with Jeopardy and FEVER (its verifier) too (smoke.json: scripts/gpu_smoke.py, a minute or two);
 # 2. search_scale: `train rag --search-device`'s search at 21,015,324 random 768-d vectors, float32
 #    and float16, no corpus built (search_scale.json): the 21M figure docs/scale.md extrapolates;
 # 3. train_token + same_weights: the bart-large step with its retrieval split into search, the

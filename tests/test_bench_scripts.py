@@ -53,11 +53,14 @@ def test_gpu_session_script_dry_run(tmp_path):
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     assert "Model name" in (tmp_path / "machine.txt").read_text()
     smoke = json.loads((tmp_path / "smoke.json").read_text())  # every stage of base and tiny, on the device asked
+    # tiny also pretrains its generator and FEVER's verifier (--tasks qa,jeopardy,fever)
+    pretrained = {"base": {}, "tiny": {"generator": "cpu", "fever/generator": "cpu"}}
     for preset in ("base", "tiny"):
         s = smoke[preset]
-        assert s["exit_code"] == 0 and s["trained_on"] == {"rag_token": "cpu", "closed_book": "cpu", "preset": "cpu"}, s
+        assert s["exit_code"] == 0, s
+        assert s["trained_on"] == {"rag_token": "cpu", "closed_book": "cpu", "preset": "cpu", **pretrained[preset]}, s
         assert {"index_a", "rag_token", "rag_sequence", "closed_book", "evaluate", "knowledge_update"} <= set(s["timings"])
-    assert {"dpr", "stitched", "compare", "ablations"} <= set(smoke["tiny"]["timings"])
+    assert {"dpr", "stitched", "compare", "ablations", "fever_verifier", "jeopardy_rag_token"} <= set(smoke["tiny"]["timings"])
     scale, train = (json.loads((tmp_path / name).read_text()) for name in ("search_scale.json", "train.json"))
     assert scale["errors"] == {} and set(scale["parts"]) == {"search_scale"}  # no corpus built for it
     assert train["errors"] == {} and {"corpus", "train_token", "same_weights", "profile", "closed_book"} <= set(train["parts"])
