@@ -73,13 +73,11 @@ def pretrain(
 ) -> None:
     """Pretrain a BART generator on fresh text (denoising + reading comprehension) and measure it on the world's test split."""
     from lewisrag.data.outputs import check_out_dir
-    from lewisrag.data.threads import resolve_device
     from lewisrag.training.pretrain import KIND
     from lewisrag.training.pretrain import preset as make_preset
     from lewisrag.training.pretrain import pretrain as run
 
     check_out_dir(out, KIND, overwrite=overwrite, replaces=True)
-    resolve_device(device)  # a GPU asked for and not visible: one line before the tokenizer trains
     if steps is not None and minutes is not None:
         raise typer.BadParameter("give --steps or --minutes, not both")
     if lang not in ("en", "zh"):
