@@ -107,6 +107,16 @@ def test_answering_on_a_missing_gpu_is_one_line(monkeypatch, capsys, tmp_path):
     assert not (tmp_path / "r").exists()
 
 
+def test_a_gpu_index_torch_does_not_see_is_one_line(monkeypatch):
+    from lewisrag.data.threads import resolve_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert resolve_device("cuda:0") == "cuda:0" and resolve_device("cuda") == "cuda"
+    with pytest.raises(InputError, match=r"^--device: cuda:1: only 1 GPU\(s\) visible to torch$"):
+        resolve_device("cuda:1")
+
+
 def test_reproduce_names_the_gpu_through_cuda_visible_devices(monkeypatch, capsys, tmp_path):
     code, _, err = run_main(monkeypatch, capsys, "reproduce", "--preset", "tiny", "--out", tmp_path / "r", "--device", "cuda:1")
     assert code == 2 and "choose it with CUDA_VISIBLE_DEVICES and pass cuda" in err and "Traceback" not in err

@@ -26,7 +26,8 @@ def torch_threads(count: int | None) -> Iterator[None]:
 
 
 def resolve_device(name: str, flag: str = "--device") -> str:
-    """"auto" is "cuda" when a GPU is visible, else "cpu"; "cpu" and "cuda[:N]" are kept as given.
+    """"auto" is "cuda" when a GPU is visible, else "cpu"; "cpu" and "cuda[:N]" are kept as given,
+    a GPU that torch does not see refused in one line (not a traceback when the model moves there).
 
     >>> resolve_device("cpu")
     'cpu'
@@ -42,6 +43,8 @@ def resolve_device(name: str, flag: str = "--device") -> str:
         raise InputError(flag, f"must be auto, cpu or cuda[:N], got {name!r}")
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise InputError(flag, f"{name}: no GPU is visible to torch")
+    if name.startswith("cuda:") and int(name[5:]) >= torch.cuda.device_count():
+        raise InputError(flag, f"{name}: only {torch.cuda.device_count()} GPU(s) visible to torch")
     return name
 
 
