@@ -1,6 +1,7 @@
-"""`lewisrag train rag` precision and memory options: fp16 with a gradient scaler (steps whose
-gradients overflow are skipped and logged, the scale is resumed from the checkpoint) and gradient
-checkpointing (same loss and gradients as without, activations really recomputed).
+"""`lewisrag train rag` precision, memory and speed options: fp16 with a gradient scaler (steps whose
+gradients overflow are skipped and logged, the scale is resumed from the checkpoint), gradient
+checkpointing (same loss and gradients as without, activations really recomputed) and `--compile`
+(the same steps, compiled).
 
 fp16 is refused off a GPU, so the fp16 tests lift that refusal (`rag._check_precision`) and run the
 real loop on the CPU: torch's CPU autocast does run BART and BERT in float16 (checked below), and
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 
 import pytest
 import torch
@@ -213,4 +215,65 @@ def test_cli_gradient_checkpointing_flag(rag_inputs, tmp_path, monkeypatch, caps
              "--dev", cfg.dev, "--out", tmp_path / "out"]
     assert run_main(monkeypatch, capsys, "train", "rag", *flags)[0] == 0
     assert run_main(monkeypatch, capsys, "train", "rag", *flags, "--gradient-checkpointing")[0] == 0
-    assert [c.gradient_checkpointing for c in seen] == [False, True]
+    assert run_main(monkeypatch, capsys, "train", "rag", *flags, "--compile")[0] == 0
+    assert [(c.gradient_checkpointing, c.compile) for c in seen] == [(False, False), (True, False), (False, True)]
+
+
+def test_compile_gives_the_same_steps(rag_inputs, tmp_path, monkeypatch):
+    """`--compile`: the generator and the question encoder train compiled (inductor; the steps'
+    different lengths share one graph each): the eager run's losses and first gradients up to float32
+    reordering, and saved folders with the same tensor names and shapes. (Not the weights after a step:
+    AdamW turns a gradient near zero into a full step whichever its sign, so reordering moves them.)"""
+    from torch._dynamo.utils import counters
+
+    cfg = make_config(rag_inputs, steps=2, eval_every=0, save_every=2)
+    eager = Spy(monkeypatch)
+    rag.train_rag(cfg, tmp_path / "eager")
+    counters.clear()
+    compiled = Spy(monkeypatch)
+    rag.train_rag(replace(cfg, compile=True), tmp_path / "compiled")
+    assert eager.model.generator._compiled_call_impl is None
+    assert all(m._compiled_call_impl is not None for m in (compiled.model.generator, compiled.model.question_encoder))
+    assert counters["stats"]["unique_graphs"] >= 2  # it did run compiled: at least one graph each
+    assert [r["loss"] for r in records(tmp_path / "compiled")] == pytest.approx([r["loss"] for r in records(tmp_path / "eager")],
+                                                                                rel=1e-5)
+    (g0, _), (g1, _) = eager.grads, compiled.grads  # the second step's start from weights AdamW has set apart
+    assert g0.keys() == g1.keys() and any(k.startswith("question_encoder.") for k in g0)
+    # The question encoder's gradient is K differences prior - posterior of p(z|x), nearly equal
+    # numbers for the fixture's random generator: a reordering of float32 sums in either model
+    # moves it by a few per cent of itself (1e-6 against 1e-4; its rows and doc scores match to
+    # 2e-6), so it is held to a thousandth of the largest gradient, and as a whole to its direction;
+    # the generator's, to its own.
+    q0, q1 = (torch.cat([g[k].flatten() for k in g if k.startswith("question_encoder.")]) for g in (g0, g1))
+    assert torch.nn.functional.cosine_similarity(q0, q1, dim=0) > 0.999  # 0.9999 measured
+    scale = max(g.abs().max() for g in g0.values())
+    for k in g0:
+        tol = {"rtol": 0, "atol": 1e-3 * scale} if k.startswith("question_encoder.") else {"rtol": 1e-4, "atol": 1e-6}
+        torch.testing.assert_close(g1[k], g0[k], **tol, msg=lambda m, k=k: f"{k}: {m}")
+    a, b = weights(tmp_path / "eager" / "final"), weights(tmp_path / "compiled" / "final")
+    assert a.keys() == b.keys() and all(a[k].shape == b[k].shape for k in a)
+
+
+def test_compile_models_compiles_the_tensor_parts_only():
+    """End to end, the context encoder's DPR model is compiled, not PassageEncoder around it, whose
+    forward tokenizes strings; nothing runs here, so nothing compiles yet."""
+    from types import SimpleNamespace
+
+    from lewisrag.training.end2end import PassageEncoder
+
+    def module():
+        return torch.nn.Linear(2, 2)
+
+    model = SimpleNamespace(generator=module(), question_encoder=module(),
+                            context_encoder=PassageEncoder(module(), tokenizer=None, max_length=8))
+    rag.compile_models(model)
+    assert all(m._compiled_call_impl is not None
+               for m in (model.generator, model.question_encoder, model.context_encoder.encoder))
+    assert model.context_encoder._compiled_call_impl is None
+
+
+def test_compile_without_a_c_compiler_is_refused_before_loading(rag_inputs, tmp_path, monkeypatch):
+    monkeypatch.setattr(rag.shutil, "which", lambda name: None)
+    monkeypatch.setattr(rag, "load_components", lambda *a, **kw: pytest.fail("loaded models"))
+    with pytest.raises(InputError, match="--compile.*C compiler"):
+        rag.train_rag(make_config(rag_inputs, compile=True), tmp_path / "out")
