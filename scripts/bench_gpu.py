@@ -38,6 +38,9 @@ The parts, each timed on its own:
            RagSequenceForGeneration and of lewisrag's RagModel with identical weights and identical
            pre-retrieved contexts (so retrieval is out of both), and fp32 beam-search decoding,
            checked id for id. Ratio = transformers / lewisrag (above 1: lewisrag is faster).
+   compiled  the same RAG-Token step with lewisrag's models compiled as `train rag --compile`
+           compiles them (torch.compile, inductor), beside transformers' timed again; the first,
+           compiling, call timed apart.
 5. search  one training batch of questions against the corpus's vectors: FAISS Flat on the CPU,
            an exact bf16 matrix product on the GPU, and `DenseIndex.search_on` in float32 and float16.
 6. search_scale  `train rag --search-device`'s search at the paper's 21,015,324 passages
@@ -76,14 +79,14 @@ from lewisrag.data.passages import open_passages  # noqa: E402
 from lewisrag.index.dense import DenseBuildConfig, DenseIndex, build_dense_index  # noqa: E402
 from lewisrag.rag_model import RagModel  # noqa: E402
 from lewisrag.rag_model.checkpoints import from_hf  # noqa: E402
-from lewisrag.training.rag import RagTrainConfig, train_rag  # noqa: E402
+from lewisrag.training.rag import RagTrainConfig, compile_models, train_rag  # noqa: E402
 
 H200_BF16_DENSE = 989e12  # FLOP/s, the datasheet's dense bf16 rate (H100 SXM's)
 K, BEAMS = 5, 4
 
-PARTS = ("matmul", "train_token", "answer", "same_weights", "profile", "closed_book", "train_token_faiss", "train_sequence",
+PARTS = ("matmul", "train_token", "answer", "same_weights", "profile", "closed_book", "compiled", "train_token_faiss", "train_sequence",
          "search", "search_scale")
-CORPUS_PARTS = {"train_token", "profile", "answer", "same_weights", "closed_book", "train_token_faiss", "train_sequence",
+CORPUS_PARTS = {"train_token", "profile", "answer", "same_weights", "closed_book", "compiled", "train_token_faiss", "train_sequence",
                 "search"}  # need `corpus`
 PRESETS = {  # the shapes of each part; "paper" is the default on a GPU
     "paper": dict(dpr=dict(hidden=768, layers=12, heads=12, vocab_size=30522, init_std=0.02, dropout=0.1),
@@ -446,9 +449,13 @@ def closed_book(c: dict, p: dict, tmp: Path, device: str, log) -> dict:
 # --- 4: the same weights in transformers and lewisrag -----------------------------------------------
 
 
-def hf_step(model, batch, q_ids, docs):
+def hf_step(model, batch, q_ids, docs, compiled: bool = False):
+    """One bf16 training step of `model` (a copy of it) on the pre-retrieved batch; `compiled`: with
+    lewisrag's generator and question encoder compiled as `train rag --compile` compiles them."""
     ids, mask, _, labels = batch
     model = copy.deepcopy(model).train()
+    if compiled:
+        compile_models(model)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
 
     def step():
@@ -464,9 +471,9 @@ def hf_step(model, batch, q_ids, docs):
     return step
 
 
-def same_weights(c: dict, p: dict, tmp: Path, device: str, reps: int, log) -> list[tuple]:
-    from transformers import RagSequenceForGeneration, RagTokenForGeneration
-
+def same_weights_batch(c: dict, p: dict, device: str) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor]:
+    """(contexts, mask, doc scores, labels), question ids and document vectors of one pre-retrieved
+    training batch at the preset's sizes, the same on every call."""
     from transformers import AutoConfig
 
     dev = torch.device(device)
@@ -483,18 +490,52 @@ def same_weights(c: dict, p: dict, tmp: Path, device: str, reps: int, log) -> li
     labels = torch.randint(3, vocab, (b, p["target"]), generator=g)
     labels[:, 0] = 2
     scores = torch.randn(b, K, generator=g)
-    batch = [t.to(dev) for t in (ids, mask, scores, labels)]
+    return [t.to(dev) for t in (ids, mask, scores, labels)], q_ids, docs
+
+
+def same_weights_pair(variant: str, c: dict, device: str):
+    """transformers' RagTokenForGeneration / RagSequenceForGeneration from the bench's folders, and
+    lewisrag's RagModel sharing its modules (each timed step trains its own copy)."""
+    from transformers import RagSequenceForGeneration, RagTokenForGeneration
+
+    cls = RagTokenForGeneration if variant == "token" else RagSequenceForGeneration
+    hf = cls.from_pretrained_question_encoder_generator(str(c["dirs"]["question"]), str(c["generator"]), n_docs=K)
+    with torch.no_grad():  # random weights give near-uniform outputs, and ties would decide the beams: a
+        # random output bias (as the tests' tiny models have) makes the comparison mean something
+        bias = hf.generator.final_logits_bias
+        bias.copy_(torch.randn(bias.shape, generator=torch.Generator().manual_seed(2)) * 2)
+    # built from the folders in memory: hf decodes RAG-Sequence with bart's generation config, which a
+    # saved RAG folder would lose
+    hf = hf.to(device)
+    return hf, from_hf(RagModel, hf)
+
+
+def compiled_step(c: dict, p: dict, device: str, reps: int, log) -> list[tuple]:
+    """The same-weights RAG-Token step against lewisrag's with `train rag --compile`'s torch.compile
+    (the first call compiles: timed apart, and `timed`'s warm-up call is the second)."""
+    batch, q_ids, docs = same_weights_batch(c, p, device)
+    hf, ours = same_weights_pair("token", c, device)
+    f_hf = hf_step(hf, batch, q_ids, docs)
+    t_hf, peak_hf = timed(f_hf, reps), peak_gb(f_hf)
+    del f_hf
+    f_compiled = hf_step(ours, batch, q_ids, docs, compiled=True)
+    sync()
+    t0 = time.perf_counter()
+    f_compiled()
+    sync()
+    compile_s = time.perf_counter() - t0
+    row = ("same weights", f"bf16 train step RAG-token (B={p['batch']}, K={K}, L={p['context']}), lewisrag --compile",
+           t_hf, timed(f_compiled, reps), peak_hf, peak_gb(f_compiled), f"first step (compiling) {compile_s:.0f} s")
+    log(f"compiled step: {row[3]:.3f} s (transformers {t_hf:.3f} s), compiled in {compile_s:.0f} s")
+    return [row]
+
+
+def same_weights(c: dict, p: dict, tmp: Path, device: str, reps: int, log) -> list[tuple]:
+    batch, q_ids, docs = same_weights_batch(c, p, device)
+    b = p["batch"]
     rows = []
-    for variant, cls in (("token", RagTokenForGeneration), ("sequence", RagSequenceForGeneration)):
-        hf = cls.from_pretrained_question_encoder_generator(str(c["dirs"]["question"]), str(c["generator"]), n_docs=K)
-        with torch.no_grad():  # random weights give near-uniform outputs, and ties would decide the beams: a
-            # random output bias (as the tests' tiny models have) makes the comparison mean something
-            bias = hf.generator.final_logits_bias
-            bias.copy_(torch.randn(bias.shape, generator=torch.Generator().manual_seed(2)) * 2)
-        # ours shares hf's modules (each timed step trains its own copy): built from the folders in memory,
-        # hf decodes RAG-Sequence with bart's generation config, which a saved RAG folder would lose
-        hf = hf.to(dev)
-        ours = from_hf(RagModel, hf)
+    for variant in ("token", "sequence"):
+        hf, ours = same_weights_pair(variant, c, device)
         f_hf, f_ours = hf_step(hf, batch, q_ids, docs), hf_step(ours, batch, q_ids, docs)
         rows.append(("same weights", f"bf16 train step RAG-{variant} (B={b}, K={K}, L={p['context']})", timed(f_hf, reps),
                      timed(f_ours, reps), peak_gb(f_hf), peak_gb(f_ours), ""))
@@ -658,6 +699,7 @@ def main() -> None:
             part("same_weights", lambda: same_weights(corpus, p, tmp, args.device, args.reps, log))
             part("profile", lambda: profile_steps(corpus, p, tmp, args.device, log))
             part("closed_book", lambda: closed_book(corpus, p, tmp, args.device, log))
+            part("compiled", lambda: compiled_step(corpus, p, args.device, args.reps, log))
             part("train_token_faiss", lambda: train_pipeline("token", p["steps_faiss"], corpus, p, tmp, args.device, log,
                                                              search="cpu"))
             part("train_sequence", lambda: train_pipeline("sequence", p["steps_sequence"], corpus, p, tmp, args.device, log))
@@ -697,7 +739,7 @@ def report(results: dict, rate: float | None) -> None:
     if cb:
         print(f"closed   book bf16 step at batch {cb['batch']}: {cb['median_step_s']:.3f} s ({cb['questions_per_s_train']:.0f} "
               f"questions/s), greedy answers {cb['answer_questions_per_s']:.0f} questions/s, peak {cb['peak_gb']:.1f} GB")
-    rows = (parts.get("same_weights") or []) + (parts.get("search") or []) + (parts.get("search_scale") or [])
+    rows = (parts.get("same_weights") or []) + (parts.get("compiled") or []) + (parts.get("search") or []) + (parts.get("search_scale") or [])
     if rows:
         print(f"{'part':12s} {'measure':70s} {'transformers/cpu s':>18s} {'lewisrag/gpu s':>14s} {'ratio':>7s} "
               f"{'peak GB a':>9s} {'peak GB b':>9s}  note")

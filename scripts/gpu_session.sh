@@ -15,7 +15,9 @@
 #    question encoder and the rest (the 48 ms not yet profiled), and the same-weights comparison
 #    with transformers that the 1.3x target is read from, then the step under torch.profiler without
 #    the split's synchronisations: device busy share, kernel launches, the top operators, and the
-#    closed-book stage on the GPU (bf16 steps at batch 128, answers from the question alone) (train.json).
+#    closed-book stage on the GPU (bf16 steps at batch 128, answers from the question alone), and last
+#    the same-weights step with `train rag --compile` (torch.compile: a minute or so of compiling;
+#    the first part --budget skips when time runs short) (train.json).
 # The machine has no model hub and no package index: it runs with the Python it has, lewisrag
 # taken from this checkout.
 set -uo pipefail
@@ -37,6 +39,6 @@ status=0
 "$PY" scripts/gpu_smoke.py --out "$OUT/smoke.json" "${SMOKE[@]}" > "$OUT/smoke.log" 2>&1 || status=1
 tail -n 3 "$OUT/smoke.log"
 "$PY" scripts/bench_gpu.py --parts search_scale --json "$OUT/search_scale.json" "${ARGS[@]}" 2>&1 | tee "$OUT/search_scale.log" || status=1
-"$PY" scripts/bench_gpu.py --budget 240 --encode 16384 --steps-token 60 --parts matmul,train_token,same_weights,profile,closed_book \
+"$PY" scripts/bench_gpu.py --budget 240 --encode 16384 --steps-token 60 --parts matmul,train_token,same_weights,profile,closed_book,compiled \
   --json "$OUT/train.json" "${ARGS[@]}" 2>&1 | tee "$OUT/train.log" || status=1
 exit $status

@@ -21,12 +21,14 @@ def test_bench_gpu_check_preset_runs_every_part(tmp_path):
     results = json.loads(out.read_text())
     assert results["errors"] == {} and results["skipped"] == []
     parts = results["parts"]
-    assert {"corpus", "train_token", "answer", "same_weights", "profile", "closed_book", "train_token_faiss",
+    assert {"corpus", "train_token", "answer", "same_weights", "profile", "closed_book", "compiled", "train_token_faiss",
             "train_sequence", "search", "search_scale"} <= set(parts)
     cb = parts["closed_book"]
     assert cb["steps"] == 4 and cb["device"] == "cpu" and cb["median_step_s"] > 0 and cb["answer_questions_per_s"] > 0
     assert parts["train_token"]["steps"] == 6 and parts["train_token"]["search"] == "faiss"  # no GPU here
     assert all(row[-1] == "identical ids" for row in parts["same_weights"] if "beam search" in row[1])
+    (compiled,) = parts["compiled"]  # the RAG-Token step with lewisrag's models compiled (train rag --compile)
+    assert "--compile" in compiled[1] and compiled[2] > 0 and compiled[3] > 0 and compiled[-1].startswith("first step (compiling)")
     split = parts["train_token"]["mean_step_split_s"]
     assert all(v >= 0 for v in split.values()) and split["forward"] > 0
     # the device search path in both of its precisions, here on the CPU: the same top-K as FAISS
@@ -63,7 +65,8 @@ def test_gpu_session_script_dry_run(tmp_path):
     assert {"dpr", "stitched", "compare", "ablations", "fever_verifier", "jeopardy_rag_token"} <= set(smoke["tiny"]["timings"])
     scale, train = (json.loads((tmp_path / name).read_text()) for name in ("search_scale.json", "train.json"))
     assert scale["errors"] == {} and set(scale["parts"]) == {"search_scale"}  # no corpus built for it
-    assert train["errors"] == {} and {"corpus", "train_token", "same_weights", "profile", "closed_book"} <= set(train["parts"])
+    assert train["errors"] == {} and {"corpus", "train_token", "same_weights", "profile", "closed_book",
+                                      "compiled"} <= set(train["parts"])
     assert train["parts"]["train_token"]["steps"] == 6
     prof = train["parts"]["profile"]  # on the CPU: host operators only, no device share
     assert prof["step_s"] > 0 and prof["device_busy_share"] is None and prof["top_host_ms_per_step"]
