@@ -4,6 +4,10 @@
     python scripts/bench_rag.py --full                        # longer inputs, more repetitions
     OMP_NUM_THREADS=1 python scripts/bench_rag.py --size tiny # RAG-Token beam search on a tiny model, ~20 s
 
+`--compile` adds the RAG-Token training step with lewisrag's models compiled as `train rag
+--compile` compiles them, in fp32 and under bf16 autocast, beside transformers' and lewisrag's eager
+step (the compiling first call is timed apart).
+
 Config (issue 3): d_model 256, 3+3 layers, vocab 8k, 5 docs, batch 8, 4 beams. Prints the CPU (model,
 vector flags) first, then one table of times, ratios (transformers ÷ lewisrag, higher is better for
 lewisrag), model FLOPs utilisation against this machine's measured matmul peak, and peak memory of
@@ -37,6 +41,7 @@ import torch
 from lewisrag.rag_model import RagModel
 from lewisrag.rag_model import marginalize as M
 from lewisrag.rag_model.testing import tiny_batch, tiny_hf_rag
+from lewisrag.training.rag import compile_models
 
 B, K, BEAMS, D, LAYERS, VOCAB, FFN = 8, 5, 4, 256, 3, 8192, 1024
 
@@ -80,6 +85,16 @@ def timed_pair(fa, fb, reps: int, warm: bool = True) -> tuple[float, float]:
     return min(ta), min(tb)
 
 
+def timed_triple(fa, fb, fc, reps: int) -> tuple[float, float, float]:
+    """`timed_pair` for three contenders (each called once before)."""
+    ta, tb, tc = [], [], []
+    for _ in range(reps):
+        ta.append(timed(fa, 1, False))
+        tb.append(timed(fb, 1, False))
+        tc.append(timed(fc, 1, False))
+    return min(ta), min(tb), min(tc)
+
+
 def _rss_mb(field: str) -> float:
     for line in open("/proc/self/status"):
         if line.startswith(field + ":"):
@@ -91,12 +106,15 @@ def peak_mb(fn) -> float:
     """Peak resident memory growth (MB) of one call of `fn`, measured in a forked child.
 
     The child returns the parent's freed heap to the OS (malloc_trim) and resets the kernel's
-    high-water mark (clear_refs 5), so the number is what `fn` itself needed.
+    high-water mark (clear_refs 5), so the number is what `fn` itself needed. It runs on one thread:
+    a forked child of a process whose OpenMP pool has run (torch's, with 2 threads or more) hangs in
+    its first parallel region, as the pool's threads were not forked with it.
     """
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(r)
+        torch.set_num_threads(1)
         ctypes.CDLL("libc.so.6").malloc_trim(0)
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")
@@ -132,18 +150,23 @@ def build(variant: str, path: str):
     return hf, RagModel.from_hf_pretrained(path)
 
 
-def train_step_fn(model, is_hf: bool, batch, q_ids, docs):
+def train_step_fn(model, is_hf: bool, batch, q_ids, docs, bf16: bool = False, compiled: bool = False):
+    """One training step of (a copy of) `model`; `bf16`: under bf16 autocast, as `--mixed-precision
+    bf16` trains; `compiled`: lewisrag's models compiled as `train rag --compile` compiles them."""
     ids, mask, _, labels = batch
     model = copy.deepcopy(model).train()
+    if compiled:
+        compile_models(model)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
 
     def step():
-        q = model.question_encoder(q_ids)[0]  # (B, D)
-        doc_scores = torch.bmm(q.unsqueeze(1), docs.transpose(1, 2)).squeeze(1)  # (B, K)
-        out = model(context_input_ids=ids, context_attention_mask=mask, doc_scores=doc_scores, labels=labels,
-                    reduce_loss=True, n_docs=K)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            q = model.question_encoder(q_ids)[0]  # (B, D)
+            doc_scores = torch.bmm(q.unsqueeze(1).float(), docs.transpose(1, 2)).squeeze(1)  # (B, K)
+            out = model(context_input_ids=ids, context_attention_mask=mask, doc_scores=doc_scores, labels=labels,
+                        reduce_loss=True, n_docs=K)
         opt.zero_grad(set_to_none=True)
-        out.loss.backward()
+        out.loss.float().backward()
         opt.step()
 
     return step
@@ -226,6 +249,8 @@ def cpu_description() -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--full", action="store_true", help="more repetitions, and at --size bench longer inputs (L=256)")
+    ap.add_argument("--compile", action="store_true",
+                    help="also the RAG-Token train step with `train rag --compile` (fp32 and bf16; ~2.5 minutes of compiling)")
     ap.add_argument("--size", choices=("bench", "tiny"), default="bench",
                     help="bench (default): every row at d_model 256; tiny: only RAG-Token beam search, at d_model 48")
     args = ap.parse_args()
@@ -234,6 +259,7 @@ def main() -> None:
         return tiny_main(args.full)
     # L: a 100-word passage with its title and the question is ~130-200 BART tokens
     length, target, reps = (256, 24, 5) if args.full else (128, 16, 2)
+    compiled = args.compile
     torch.manual_seed(0)
     peak = matmul_peak_flops()
     rows = []  # (what, transformers s, lewisrag s, mem hf MB, mem ours MB, note)
@@ -249,6 +275,22 @@ def main() -> None:
             f_hf, f_ours = train_step_fn(hf, True, batch, q_ids, docs), train_step_fn(ours, False, batch, q_ids, docs)
             t_hf, t_ours = timed_pair(f_hf, f_ours, reps + 1)
             rows.append((f"train step ({variant})", t_hf, t_ours, peak_mb(f_hf), peak_mb(f_ours), "MFU"))
+            if compiled and variant == "token":  # train rag --compile, in fp32 and in bf16 (first call compiles)
+                for bf16 in (False, True):
+                    label = "bf16 autocast" if bf16 else "fp32"
+                    f_hf = train_step_fn(hf, True, batch, q_ids, docs, bf16=bf16)
+                    f_ours = train_step_fn(ours, False, batch, q_ids, docs, bf16=bf16)
+                    f_c = train_step_fn(ours, False, batch, q_ids, docs, bf16=bf16, compiled=True)
+                    f_hf(), f_ours()
+                    t0 = time.perf_counter()
+                    f_c()
+                    compile_s = time.perf_counter() - t0
+                    t_hf, t_ours, t_c = timed_triple(f_hf, f_ours, f_c, reps + 1)
+                    peak_hf = peak_mb(f_hf)
+                    if bf16:
+                        rows.append((f"train step ({variant}), {label}", t_hf, t_ours, peak_hf, peak_mb(f_ours), ""))
+                    rows.append((f"train step ({variant}), {label}, lewisrag --compile", t_hf, t_c, peak_hf, peak_mb(f_c),
+                                 f"{t_ours / t_c:.2f}× lewisrag eager; compiled in {compile_s:.0f} s"))
             with torch.no_grad():
                 logits = ours(ids, mask, scores, labels=labels).logits
                 hidden = ours.generator(input_ids=ids, attention_mask=mask, decoder_input_ids=labels.repeat_interleave(K, 0),
