@@ -79,7 +79,7 @@ from lewisrag.data.passages import open_passages  # noqa: E402
 from lewisrag.index.dense import DenseBuildConfig, DenseIndex, build_dense_index  # noqa: E402
 from lewisrag.rag_model import RagModel  # noqa: E402
 from lewisrag.rag_model.checkpoints import from_hf  # noqa: E402
-from lewisrag.training.rag import RagTrainConfig, compile_models, train_rag  # noqa: E402
+from lewisrag.training.rag import RagTrainConfig, check_compiler, compile_models, train_rag  # noqa: E402
 
 H200_BF16_DENSE = 989e12  # FLOP/s, the datasheet's dense bf16 rate (H100 SXM's)
 K, BEAMS = 5, 4
@@ -513,6 +513,7 @@ def same_weights_pair(variant: str, c: dict, device: str):
 def compiled_step(c: dict, p: dict, device: str, reps: int, log) -> list[tuple]:
     """The same-weights RAG-Token step against lewisrag's with `train rag --compile`'s torch.compile
     (the first call compiles: timed apart, and `timed`'s warm-up call is the second)."""
+    check_compiler()  # without a C compiler: this part's one-line error, not torch's page of them
     batch, q_ids, docs = same_weights_batch(c, p, device)
     hf, ours = same_weights_pair("token", c, device)
     f_hf = hf_step(hf, batch, q_ids, docs)

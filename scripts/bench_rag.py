@@ -41,7 +41,8 @@ import torch
 from lewisrag.rag_model import RagModel
 from lewisrag.rag_model import marginalize as M
 from lewisrag.rag_model.testing import tiny_batch, tiny_hf_rag
-from lewisrag.training.rag import compile_models
+from lewisrag.data.io import InputError
+from lewisrag.training.rag import check_compiler, compile_models
 
 B, K, BEAMS, D, LAYERS, VOCAB, FFN = 8, 5, 4, 256, 3, 8192, 1024
 
@@ -254,6 +255,11 @@ def main() -> None:
     ap.add_argument("--size", choices=("bench", "tiny"), default="bench",
                     help="bench (default): every row at d_model 256; tiny: only RAG-Token beam search, at d_model 48")
     args = ap.parse_args()
+    if args.compile:
+        try:
+            check_compiler()
+        except InputError as e:
+            ap.error(str(e))
     print(cpu_description(), flush=True)
     if args.size == "tiny":
         return tiny_main(args.full)

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# torch.compile (the `compiled` part) needs a C compiler; without one that part reports its one-line error
+COMPILED_ERRORS = {} if any(shutil.which(cc) for cc in ("cc", "gcc", "clang")) else {
+    "compiled": "InputError: --compile: needs a C compiler on PATH (cc, gcc or clang): torch.compile builds its kernels with it"}
 
 
 def test_bench_gpu_check_preset_runs_every_part(tmp_path):
@@ -19,16 +23,18 @@ def test_bench_gpu_check_preset_runs_every_part(tmp_path):
                         "--reps", "1", "--json", str(out)], capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     results = json.loads(out.read_text())
-    assert results["errors"] == {} and results["skipped"] == []
+    assert results["errors"] == COMPILED_ERRORS and results["skipped"] == []
     parts = results["parts"]
-    assert {"corpus", "train_token", "answer", "same_weights", "profile", "closed_book", "compiled", "train_token_faiss",
+    assert {"corpus", "train_token", "answer", "same_weights", "profile", "closed_book", "train_token_faiss",
             "train_sequence", "search", "search_scale"} <= set(parts)
     cb = parts["closed_book"]
     assert cb["steps"] == 4 and cb["device"] == "cpu" and cb["median_step_s"] > 0 and cb["answer_questions_per_s"] > 0
     assert parts["train_token"]["steps"] == 6 and parts["train_token"]["search"] == "faiss"  # no GPU here
     assert all(row[-1] == "identical ids" for row in parts["same_weights"] if "beam search" in row[1])
-    (compiled,) = parts["compiled"]  # the RAG-Token step with lewisrag's models compiled (train rag --compile)
-    assert "--compile" in compiled[1] and compiled[2] > 0 and compiled[3] > 0 and compiled[-1].startswith("first step (compiling)")
+    if not COMPILED_ERRORS:
+        (compiled,) = parts["compiled"]  # the RAG-Token step with lewisrag's models compiled (train rag --compile)
+        assert "--compile" in compiled[1] and compiled[2] > 0 and compiled[3] > 0
+        assert compiled[-1].startswith("first step (compiling)")
     split = parts["train_token"]["mean_step_split_s"]
     assert all(v >= 0 for v in split.values()) and split["forward"] > 0
     # the device search path in both of its precisions, here on the CPU: the same top-K as FAISS
@@ -65,8 +71,8 @@ def test_gpu_session_script_dry_run(tmp_path):
     assert {"dpr", "stitched", "compare", "ablations", "fever_verifier", "jeopardy_rag_token"} <= set(smoke["tiny"]["timings"])
     scale, train = (json.loads((tmp_path / name).read_text()) for name in ("search_scale.json", "train.json"))
     assert scale["errors"] == {} and set(scale["parts"]) == {"search_scale"}  # no corpus built for it
-    assert train["errors"] == {} and {"corpus", "train_token", "same_weights", "profile", "closed_book",
-                                      "compiled"} <= set(train["parts"])
+    assert train["errors"] == COMPILED_ERRORS
+    assert ({"corpus", "train_token", "same_weights", "profile", "closed_book"} | ({"compiled"} - set(COMPILED_ERRORS))) <= set(train["parts"])
     assert train["parts"]["train_token"]["steps"] == 6
     prof = train["parts"]["profile"]  # on the CPU: host operators only, no device share
     assert prof["step_s"] > 0 and prof["device_busy_share"] is None and prof["top_host_ms_per_step"]

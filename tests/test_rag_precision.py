@@ -219,6 +219,11 @@ def test_cli_gradient_checkpointing_flag(rag_inputs, tmp_path, monkeypatch, caps
     assert [(c.gradient_checkpointing, c.compile) for c in seen] == [(False, False), (True, False), (False, True)]
 
 
+NO_C_COMPILER = not any(shutil.which(cc) for cc in ("cc", "gcc", "clang"))
+
+
+@pytest.mark.skipif(NO_C_COMPILER, reason="torch.compile needs a C compiler (cc, gcc or clang) and none is on PATH; "
+                                          "the refusal without one is tested below")
 def test_compile_gives_the_same_steps(rag_inputs, tmp_path, monkeypatch):
     """`--compile`: the generator and the question encoder train compiled (inductor; the steps'
     different lengths share one graph each): the eager run's losses and first gradients up to float32

@@ -283,8 +283,14 @@ def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress) -> dic
 def _check_precision(cfg: RagTrainConfig) -> None:
     if cfg.mixed_precision in PRECISIONS:  # an unknown one is rag_data.check_config's to name
         check_precision(cfg.mixed_precision, "cpu" if cfg.cpu or not torch.cuda.is_available() else "cuda")
-    if cfg.compile and not any(shutil.which(cc) for cc in ("cc", "gcc", "clang")):
-        # inductor builds its kernels (C++ on the CPU, triton's launcher on a GPU) with the system's compiler
+    if cfg.compile:
+        check_compiler()
+
+
+def check_compiler() -> None:
+    """`--compile` needs a C compiler: inductor builds its kernels (C++ on the CPU, triton's
+    launcher on a GPU) with the system's. Checked before anything loads."""
+    if not any(shutil.which(cc) for cc in ("cc", "gcc", "clang")):
         raise InputError("--compile", "needs a C compiler on PATH (cc, gcc or clang): torch.compile builds its kernels with it")
 
 
