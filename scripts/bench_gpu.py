@@ -84,7 +84,7 @@ from lewisrag.training.rag import RagTrainConfig, check_compiler, compile_models
 H200_BF16_DENSE = 989e12  # FLOP/s, the datasheet's dense bf16 rate (H100 SXM's)
 K, BEAMS = 5, 4
 
-PARTS = ("matmul", "train_token", "answer", "same_weights", "profile", "closed_book", "compiled", "train_token_faiss", "train_sequence",
+PARTS = ("matmul", "train_token", "answer", "same_weights", "profile", "compiled", "closed_book", "train_token_faiss", "train_sequence",
          "search", "search_scale")
 CORPUS_PARTS = {"train_token", "profile", "answer", "same_weights", "closed_book", "compiled", "train_token_faiss", "train_sequence",
                 "search"}  # need `corpus`
@@ -699,8 +699,8 @@ def main() -> None:
             part("answer", lambda: answer(Path(token["run"]), corpus, p, args.device, log))
             part("same_weights", lambda: same_weights(corpus, p, tmp, args.device, args.reps, log))
             part("profile", lambda: profile_steps(corpus, p, tmp, args.device, log))
-            part("closed_book", lambda: closed_book(corpus, p, tmp, args.device, log))
             part("compiled", lambda: compiled_step(corpus, p, args.device, args.reps, log))
+            part("closed_book", lambda: closed_book(corpus, p, tmp, args.device, log))
             part("train_token_faiss", lambda: train_pipeline("token", p["steps_faiss"], corpus, p, tmp, args.device, log,
                                                              search="cpu"))
             part("train_sequence", lambda: train_pipeline("sequence", p["steps_sequence"], corpus, p, tmp, args.device, log))

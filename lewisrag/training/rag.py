@@ -350,16 +350,18 @@ def _checkpoint_activations(model, frozen_retriever: bool) -> None:
 def compile_models(model) -> None:
     """torch.compile the generator, the question encoder and (end to end) the context encoder, in
     place: their `state_dict` keys and the saved folders stay as they are, and only their own
-    `__call__` is compiled (the training step's forward passes; decoding calls BART's layers
-    directly and stays eager). `dynamic=True`: every batch pads to its own lengths, so one graph
-    with symbolic lengths instead of a recompilation for each new shape. Each compiles once, on its
-    first call: about 45 s for the test models and 65-75 s for the CPU bench's (d_model 256) on two
-    CPU cores, less when inductor's on-disk cache already holds the kernels.
+    `__call__` is compiled (decoding calls BART's encoder and layers directly and stays eager).
+    `dynamic=True`: every batch pads to its own lengths, so one graph with symbolic lengths instead
+    of a recompilation for each new shape. Each compiles on the training step's first call, and
+    again on the first call in eval mode without gradient (the question encoder at a dev
+    evaluation, the generator at FEVER's, the context encoder at a re-index). On two CPU cores a
+    compilation took about 15-45 s for the test models and 65-77 s for the CPU bench's (d_model
+    256), 19-25 s when inductor's on-disk cache already held its kernels.
 
     Why: torch.compile fuses the layer norms, activations, dropout and residual additions between
     the matrix products, which is what a bf16 step spends its time on besides them. Measured on
-    the CPU bench's RAG-Token step (two cores, `scripts/bench_rag.py --compile`): 1.03x faster in
-    bf16, 0.97-0.99x in fp32, where the products dominate; on a GPU, `scripts/bench_gpu.py --parts
+    the CPU bench's RAG-Token step (two cores, `scripts/bench_rag.py --compile`): 1.03-1.09x faster
+    in bf16, 0.97-0.99x in fp32, where the products dominate; on a GPU, `scripts/bench_gpu.py --parts
     compiled` measures it."""
     parts = [model.generator, model.question_encoder]
     if model.context_encoder is not None:  # end to end: its DPR model, after PassageEncoder has tokenized
@@ -410,7 +412,9 @@ def _check_out(out: Path, cfg: RagTrainConfig, resume: bool) -> Path | None:
     saved = read_json(ckpt / C.STATE_JSON).get("config", {})
     now = asdict(cfg)
     # a field the saved config lacks was added since; its default is what that run used
-    changed = sorted(f.name for f in fields(cfg) if saved.get(f.name, f.default) != now[f.name])
+    # --compile changes how fast, not what: a run may resume with or without it
+    changed = sorted(f.name for f in fields(cfg)
+                     if f.name != "compile" and saved.get(f.name, f.default) != now[f.name])
     if changed:
         raise InputError(ckpt / C.STATE_JSON, f"--resume with a different config: {', '.join(changed)}", field="config")
     return ckpt
