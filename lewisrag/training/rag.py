@@ -356,7 +356,7 @@ def compile_models(model) -> None:
     again on the first call in eval mode without gradient (the question encoder at a dev
     evaluation, the generator at FEVER's, the context encoder at a re-index). On two CPU cores a
     compilation took about 15-45 s for the test models and 65-77 s for the CPU bench's (d_model
-    256), 19-25 s when inductor's on-disk cache already held its kernels.
+    256), 19-27 s when inductor's on-disk cache already held its kernels.
 
     Why: torch.compile fuses the layer norms, activations, dropout and residual additions between
     the matrix products, which is what a bf16 step spends its time on besides them. Measured on
