@@ -41,6 +41,9 @@ The parts, each timed on its own:
    compiled  the same RAG-Token step with lewisrag's models compiled as `train rag --compile`
            compiles them (torch.compile, inductor), beside transformers' timed again; the first,
            compiling, call timed apart.
+   mfu     lewisrag's same-weights RAG-Token step alone, eager and compiled, at the preset's batch
+           and twice it: MFU against the datasheet and the measured matmul (where the 45% target
+           can be met, if anywhere), peak memory.
 5. search  one training batch of questions against the corpus's vectors: FAISS Flat on the CPU,
            an exact bf16 matrix product on the GPU, and `DenseIndex.search_on` in float32 and float16.
 6. search_scale  `train rag --search-device`'s search at the paper's 21,015,324 passages
@@ -84,10 +87,10 @@ from lewisrag.training.rag import RagTrainConfig, check_compiler, compile_models
 H200_BF16_DENSE = 989e12  # FLOP/s, the datasheet's dense bf16 rate (H100 SXM's)
 K, BEAMS = 5, 4
 
-PARTS = ("matmul", "train_token", "answer", "same_weights", "profile", "compiled", "closed_book", "train_token_faiss", "train_sequence",
-         "search", "search_scale")
-CORPUS_PARTS = {"train_token", "profile", "answer", "same_weights", "closed_book", "compiled", "train_token_faiss", "train_sequence",
-                "search"}  # need `corpus`
+PARTS = ("matmul", "train_token", "answer", "same_weights", "profile", "compiled", "closed_book", "mfu", "train_token_faiss",
+         "train_sequence", "search", "search_scale")
+CORPUS_PARTS = {"train_token", "profile", "answer", "same_weights", "closed_book", "compiled", "mfu", "train_token_faiss",
+                "train_sequence", "search"}  # need `corpus`
 PRESETS = {  # the shapes of each part; "paper" is the default on a GPU
     "paper": dict(dpr=dict(hidden=768, layers=12, heads=12, vocab_size=30522, init_std=0.02, dropout=0.1),
                   bart=dict(d_model=1024, layers=12, heads=16, vocab_size=8000, model_vocab=50265, dropout=0.1),
@@ -531,6 +534,53 @@ def compiled_step(c: dict, p: dict, device: str, reps: int, log) -> list[tuple]:
     return [row]
 
 
+def same_weights_flops(c: dict, p: dict) -> float:
+    """Training FLOPs of one same-weights step (`same_weights_batch`'s shapes), counted as
+    `train_pipeline` counts them."""
+    from transformers import AutoConfig
+
+    b, gen = p["batch"], Path(c["generator"])
+    n_enc, n_dec, q_params = weights(gen, ".encoder."), weights(gen, ".decoder."), weights(Path(c["dirs"]["question"]), "")
+    return step_flops([(b * K, p["context"], p["target"])], [b * 16], AutoConfig.from_pretrained(gen), q_params, n_enc, n_dec)
+
+
+def mfu_steps(c: dict, p: dict, device: str, reps: int, rate: float | None, log) -> list[dict]:
+    """lewisrag's same-weights RAG-Token step alone, eager and compiled (`train rag --compile`), at
+    the preset's batch and twice it: the share of the GPU's bf16 rate each reaches (MFU against the
+    datasheet and against the matmul measured here). Where the MFU target can be met, if anywhere."""
+    compiled = True
+    try:
+        check_compiler()
+    except Exception as e:  # no C compiler: the eager rows alone, and the reason
+        compiled, reason = False, str(e)
+    rows = []
+    for scale in (1, 2):
+        q = dict(p, batch=scale * p["batch"])
+        flops = same_weights_flops(c, q)
+        batch, q_ids, docs = same_weights_batch(c, q, device)
+        _, ours = same_weights_pair("token", c, device)
+        for mode in ("eager", "compiled") if compiled else ("eager",):
+            try:
+                f = hf_step(ours, batch, q_ids, docs, compiled=mode == "compiled")
+                s, peak = timed(f, reps), peak_gb(f)
+            except torch.cuda.OutOfMemoryError:
+                rows.append({"batch": q["batch"], "mode": mode, "error": "out of memory"})
+                break
+            finally:
+                f = None
+                if device == "cuda":
+                    torch.cuda.empty_cache()
+            here = flops / s / rate if rate and not math.isnan(rate) else float("nan")
+            rows.append({"batch": q["batch"], "context": q["context"], "target": q["target"], "mode": mode, "step_s": s,
+                         "flops_per_step": flops, "mfu_datasheet": flops / s / H200_BF16_DENSE, "mfu_matmul": here,
+                         "peak_gb": peak})
+            log(f"mfu: B={q['batch']} {mode}: {s:.3f} s/step, MFU {100 * flops / s / H200_BF16_DENSE:.1f}% of 989 TFLOP/s")
+        del ours
+    if not compiled:
+        rows.append({"error": reason})
+    return rows
+
+
 def same_weights(c: dict, p: dict, tmp: Path, device: str, reps: int, log) -> list[tuple]:
     batch, q_ids, docs = same_weights_batch(c, p, device)
     b = p["batch"]
@@ -701,6 +751,7 @@ def main() -> None:
             part("profile", lambda: profile_steps(corpus, p, tmp, args.device, log))
             part("compiled", lambda: compiled_step(corpus, p, args.device, args.reps, log))
             part("closed_book", lambda: closed_book(corpus, p, tmp, args.device, log))
+            part("mfu", lambda: mfu_steps(corpus, p, args.device, args.reps, rate, log))
             part("train_token_faiss", lambda: train_pipeline("token", p["steps_faiss"], corpus, p, tmp, args.device, log,
                                                              search="cpu"))
             part("train_sequence", lambda: train_pipeline("sequence", p["steps_sequence"], corpus, p, tmp, args.device, log))
@@ -740,6 +791,13 @@ def report(results: dict, rate: float | None) -> None:
     if cb:
         print(f"closed   book bf16 step at batch {cb['batch']}: {cb['median_step_s']:.3f} s ({cb['questions_per_s_train']:.0f} "
               f"questions/s), greedy answers {cb['answer_questions_per_s']:.0f} questions/s, peak {cb['peak_gb']:.1f} GB")
+    for r in parts.get("mfu") or []:
+        if "error" in r:
+            print(f"mfu      {('B=' + str(r['batch']) + ' ' + r['mode'] + ': ') if 'batch' in r else ''}{r['error']}")
+        else:
+            print(f"mfu      lewisrag RAG-Token bf16 step B={r['batch']} K={K} L={r['context']} {r['mode']:8s}: {r['step_s']:.3f} s, "
+                  f"MFU {100 * r['mfu_datasheet']:.1f}% of 989 TFLOP/s ({100 * r['mfu_matmul']:.1f}% of the measured matmul), "
+                  f"peak {r['peak_gb']:.1f} GB")
     rows = (parts.get("same_weights") or []) + (parts.get("compiled") or []) + (parts.get("search") or []) + (parts.get("search_scale") or [])
     if rows:
         print(f"{'part':12s} {'measure':70s} {'transformers/cpu s':>18s} {'lewisrag/gpu s':>14s} {'ratio':>7s} "

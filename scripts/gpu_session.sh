@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine: the measurements the README's GPU table still lacks, in about
-# eight minutes, every number written under $OUT as it comes (a call cut short keeps what it had).
+# eight to nine minutes, every number written under $OUT as it comes (a call cut short keeps what it had).
 #
 #   bash scripts/gpu_session.sh                    # on the GPU machine, from the repository root
 #   BENCH_ARGS="--preset check --device cpu --reps 1 --encode 512 --steps-token 6" SMOKE_ARGS="--device cpu" \
@@ -16,8 +16,9 @@
 #    with transformers that the 1.3x target is read from, then the step under torch.profiler without
 #    the split's synchronisations: device busy share, kernel launches, the top operators, the
 #    same-weights step with `train rag --compile` (torch.compile: a minute or two of compiling), and
-#    the closed-book stage on the GPU (bf16 steps at batch 128, answers from the question alone),
-#    the first part --budget skips when time runs short (train.json).
+#    the closed-book stage on the GPU (bf16 steps at batch 128, answers from the question alone), and
+#    lewisrag's same-weights step alone at the batch and twice it, eager and compiled, for the MFU
+#    target; the last two are the first parts --budget skips when time runs short (train.json).
 # The machine has no model hub and no package index: it runs with the Python it has, lewisrag
 # taken from this checkout.
 set -uo pipefail
@@ -39,6 +40,6 @@ status=0
 "$PY" scripts/gpu_smoke.py --out "$OUT/smoke.json" "${SMOKE[@]}" > "$OUT/smoke.log" 2>&1 || status=1
 tail -n 3 "$OUT/smoke.log"
 "$PY" scripts/bench_gpu.py --parts search_scale --json "$OUT/search_scale.json" "${ARGS[@]}" 2>&1 | tee "$OUT/search_scale.log" || status=1
-"$PY" scripts/bench_gpu.py --budget 240 --encode 16384 --steps-token 60 --parts matmul,train_token,same_weights,profile,compiled,closed_book \
+"$PY" scripts/bench_gpu.py --budget 240 --encode 16384 --steps-token 60 --parts matmul,train_token,same_weights,profile,compiled,closed_book,mfu \
   --json "$OUT/train.json" "${ARGS[@]}" 2>&1 | tee "$OUT/train.log" || status=1
 exit $status

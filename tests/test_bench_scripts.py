@@ -74,5 +74,11 @@ def test_gpu_session_script_dry_run(tmp_path):
     assert train["errors"] == COMPILED_ERRORS
     assert ({"corpus", "train_token", "same_weights", "profile", "closed_book"} | ({"compiled"} - set(COMPILED_ERRORS))) <= set(train["parts"])
     assert train["parts"]["train_token"]["steps"] == 6
+    mfu = train["parts"]["mfu"]  # lewisrag's step alone at the batch and twice it, eager (and compiled with a compiler)
+    timed_rows = [r for r in mfu if "error" not in r]
+    modes = ("eager",) if "compiled" in COMPILED_ERRORS else ("eager", "compiled")
+    assert [(r["batch"], r["mode"]) for r in timed_rows] == [(b, m) for b in (4, 8) for m in modes]
+    assert all(r["step_s"] > 0 and r["flops_per_step"] > 0 for r in timed_rows)
+    assert timed_rows[-1]["flops_per_step"] > 1.9 * timed_rows[0]["flops_per_step"]  # twice the batch, twice the work
     prof = train["parts"]["profile"]  # on the CPU: host operators only, no device share
     assert prof["step_s"] > 0 and prof["device_busy_share"] is None and prof["top_host_ms_per_step"]
