@@ -1,6 +1,6 @@
 """lewisrag's RAG against transformers' RAG, side by side on the same weights and batch.
 
-    OMP_NUM_THREADS=1 python scripts/bench_rag.py            # --quick (default): ~2 minutes on one core
+    OMP_NUM_THREADS=1 python scripts/bench_rag.py            # the quick run (default): ~2 minutes on one core
     python scripts/bench_rag.py --full                        # longer inputs, more repetitions
     OMP_NUM_THREADS=1 python scripts/bench_rag.py --size tiny # RAG-Token beam search on a tiny model, ~20 s
 
@@ -252,7 +252,7 @@ def main() -> None:
     ap.add_argument("--full", action="store_true", help="more repetitions, and at --size bench longer inputs (L=256)")
     ap.add_argument("--compile", action="store_true",
                     help="also the RAG-Token train step with `train rag --compile` (fp32 and bf16: two compilations, "
-                         "20 s to 75 s each on two cores)")
+                         "65-77 s each on two cores, 19-27 s with inductor's cache warm)")
     ap.add_argument("--size", choices=("bench", "tiny"), default="bench",
                     help="bench (default): every row at d_model 256; tiny: only RAG-Token beam search, at d_model 48")
     args = ap.parse_args()

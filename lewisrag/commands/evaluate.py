@@ -173,7 +173,7 @@ def bughunt(
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
     lang: str = typer.Option("en", "--lang", help=LANG_HELP + " " + TABLES_HELP),
 ) -> None:
-    """The reference chapter's BugHunt sample: six preset answers, each failing in one layer, and the rule checker vs human labels."""
+    """The reference chapter's BugHunt sample: six preset answers (one correct, five each failing in one layer) and the rule checker vs human labels."""
     from lewisrag.data.outputs import check_out_dir
     from lewisrag.eval import judges
     from lewisrag.eval.bughunt import load_bughunt

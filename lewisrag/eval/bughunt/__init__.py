@@ -1,5 +1,5 @@
-"""The BugHunt sample: one question, a four-document knowledge base, six preset answers that each
-fail in a different layer, five edge sentences, and a human label on every sentence.
+"""The BugHunt sample: one question, a four-document knowledge base, six preset answers (one correct,
+five that each fail in a different layer), five edge sentences, and a human label on every sentence.
 
 The scenario (Chinese, like the reference chapter): a testing agent found that the Conduit app
 shows nothing when a login password is wrong, and asks the knowledge base what the API returns and

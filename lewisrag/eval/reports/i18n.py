@@ -37,7 +37,7 @@ LANGS = ("en", "zh")
 HTML_LANG = {"en": "en", "zh": "zh-CN"}  # the page's <html lang>
 CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC", "Source Han Sans CN", "WenQuanYi Micro Hei",
              "WenQuanYi Zen Hei", "Droid Sans Fallback", "AR PL UMing CN", "PingFang SC", "Microsoft YaHei", "SimHei")
-LANG_HELP = "Language of report.md, report.html and the plots' labels: en (default) or zh (Chinese)."
+LANG_HELP = "Language of report.md, report.html and the plots' labels: en or zh (Chinese)."
 
 # message id -> (English, Chinese)
 MESSAGES: dict[str, tuple[str, str]] = {
