@@ -114,10 +114,18 @@ def test_layers_import_one_way():
     assert not wrong, "\n".join(wrong)
 
 
-@pytest.mark.parametrize("module", [m for m in _modules() if not m.startswith("lewisrag.pretrained")])
+CODE_MODULES = [m for m in _modules() if not m.startswith("lewisrag.pretrained")]
+
+
+@pytest.mark.parametrize("module", CODE_MODULES)
+def test_every_module_imports(module):
+    assert importlib.import_module(module).__name__ == module
+
+
+@pytest.mark.parametrize("module", [m for m in CODE_MODULES if ">>> " in _path(m).read_text(encoding="utf-8")])
 def test_docstring_examples(module):
-    mod = importlib.import_module(module)
-    assert doctest.testmod(mod, optionflags=doctest.ELLIPSIS).failed == 0
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0, result
 
 
 PUBLIC = {  # names outside code calls (docs/architecture.md); moving a module must keep these importable
