@@ -163,6 +163,32 @@ def test_overwrite_never_deletes_the_commands_own_inputs(tiny_corpus, users_fold
     assert snapshot(users_folder) == before
 
 
+def test_overwrite_never_replaces_part_of_an_input_folder(tiny_corpus, users_folder, tmp_path, monkeypatch, capsys):
+    """An --out inside a folder the command reads (a run's world, the model an export reads) is part of
+    that input unless the command wrote it there itself; and a file a --judge or
+    --stitched-generator spec names is an input like any other."""
+    (users_folder / "world").mkdir()
+    (users_folder / "world" / "test.jsonl").write_text('{"id": "1"}\n')
+    (users_folder / "gen").mkdir()
+    (users_folder / "gen" / "config.json").write_text("{}")
+    (tmp_path / "run").mkdir()
+    before = snapshot(users_folder)
+    labels = f"labels:{users_folder / 'train.jsonl'}"
+    for args, needle in (
+            (["compare", "--run", users_folder, "--out", users_folder / "world"], "is inside --run"),
+            (["export", "--model", users_folder, "--index", tiny_corpus["passages"], "--out", users_folder / "world"],
+             "is inside --model"),
+            (["eval", "answers", "--answers", tiny_corpus["qa"], "--judge", labels, "--out", users_folder], "holds --judge"),
+            (["eval", "bughunt", "--judge", labels, "--out", users_folder], "holds --judge"),
+            (["calibrate", "--judge", labels, "--labels", tiny_corpus["qa"], "--out", users_folder], "holds --judge"),
+            (["compare", "--run", tmp_path / "run", "--stitched-generator", f"hf:{users_folder / 'gen'}", "--out", users_folder],
+             "holds --stitched-generator")):
+        code, _, err = run(monkeypatch, capsys, *args, "--overwrite")
+        assert_one_line_error(code, err, needle)
+        assert "--overwrite" not in err
+        assert snapshot(users_folder) == before
+
+
 def test_a_refusal_that_overwrite_cannot_lift_does_not_suggest_it(tiny_corpus, users_folder, tmp_path, monkeypatch,
                                                                     capsys):
     """Without --overwrite, an --out holding the command's own input (or the working directory, or

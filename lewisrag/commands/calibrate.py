@@ -27,7 +27,7 @@ def calibrate(
     from lewisrag.eval.stats import calibrate as run
 
     if out is not None:
-        check_out_dir(out, "calibration", overwrite=overwrite, inputs={"--labels": labels})
+        check_out_dir(out, "calibration", overwrite=overwrite, inputs={"--labels": labels, "--judge": judges.spec_path(judge)})
     items = read_labels(labels)
     j = judges.from_spec(judge)
     with _ui.progress() as p:

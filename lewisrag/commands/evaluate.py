@@ -77,7 +77,8 @@ def answers(
     if export is not None and export not in EXPORTS:
         raise InputError("--export", f"unknown format '{export}': use {', '.join(EXPORTS)}")
     check_out_dir(out, KIND, overwrite=overwrite,  # before anything is judged
-                  inputs={"--answers": file, "--embedder": embedder, "--cache-dir": cache_dir})
+                  inputs={"--answers": file, "--embedder": embedder, "--cache-dir": cache_dir,
+                          "--judge": judges.spec_path(judge)})
     records = read_answers(file)  # every record is checked before anything is judged or written
     the_judge = judges.from_spec(judge, cache_dir=cache_dir, concurrency=concurrency, base_url=llm_base_url)
     if splitter == "atomic" and not hasattr(the_judge, "decompose"):
@@ -185,7 +186,8 @@ def bughunt(
 
     check_lang(lang)
     if out is not None:
-        check_out_dir(out, KIND, overwrite=overwrite)
+        check_out_dir(out, KIND, overwrite=overwrite, inputs={"--judge": judges.spec_path(judge),
+                                                              "--cache-dir": cache_dir})
     the_judge = judges.from_spec(judge, cache_dir=cache_dir) if judge else None
     sample = load_bughunt()
     results = evaluate_bughunt(sample, the_judge)

@@ -9,7 +9,8 @@ A command never destroys what the user did not make:
 - an output replaced whole by a rerun (an index, a checkpoint) lists in its marker what lewisrag
   wrote there; a file the user added since is refused by name (exit 2), not lost, unless
   `--overwrite`; and no `--out` that holds the command's own inputs, the working directory, `/`
-  or the home folder is ever replaced;
+  or the home folder is ever replaced, nor one inside an input folder unless lewisrag wrote it
+  there as this kind of output (`compare --out RUN/compare`, not `--out RUN/world`);
 - an existing file where a folder is expected is an error, and is never renamed or removed;
 - a file output (`chunk --out passages.jsonl`) replaces an existing file only with `--overwrite`.
 
@@ -90,7 +91,8 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
 
     `inputs` ({flag: path}) are the command's input files and folders: one inside an `out` that
     already holds something would be deleted with it (or read half-rewritten), so it is refused,
-    `--overwrite` or not. `replaces`: the command replaces an earlier output of its kind whole (an
+    `--overwrite` or not; so is an `out` inside an input folder that holds something lewisrag did
+    not write there as this kind (a run's world, the model an export reads). `replaces`: the command replaces an earlier output of its kind whole (an
     index, a checkpoint), so a file the user put in that folder since is refused, unless
     `--overwrite`; the folder's marker lists what lewisrag wrote there. Call it before any
     expensive work. Returns `out` as a Path.
@@ -107,6 +109,7 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
     if out.is_dir() and any(out.iterdir()):
         if not is_ours(out, kind):  # --overwrite: the whole folder goes once the new one is complete
             _check_replaceable(out, flag)
+            _check_not_inside_inputs(out, kind, inputs or {}, flag)
         check_inputs_outside(out, inputs or {}, flag)
     if not overwrite and not is_free(out, kind):
         other = made_by(out)
@@ -129,6 +132,19 @@ def _check_replaceable(out: Path, flag: str) -> None:
     where = out.resolve()
     if where == Path(where.anchor) or where == Path.home().resolve():
         raise InputError(out, "is the root or home folder, which --overwrite never replaces; choose another", field=flag)
+
+
+def _check_not_inside_inputs(out: Path, kind: str, inputs: dict[str, object], flag: str) -> None:
+    """Refuse to replace a folder inside an input folder: unless it is this command's own earlier
+    output, it is part of that input (`compare --run RUN --out RUN/world`, `export --model RUN --out
+    RUN/best`), whatever --overwrite says."""
+    where = out.resolve()
+    for name, path in inputs.items():
+        if path is None or str(path).startswith("hf:") or not Path(path).is_dir():
+            continue
+        if where != Path(path).resolve() and where.is_relative_to(Path(path).resolve()):  # `out` = input: below
+            raise InputError(out, f"is inside {name} {path} and is not {_a(kind)} lewisrag wrote, so replacing it "
+                             "would damage that input; choose another", field=flag)
 
 
 def _a(noun: str) -> str:

@@ -322,7 +322,9 @@ def compare_run(run: str | os.PathLike, out: str | os.PathLike, names=SYSTEMS, d
     (recorded as config.lang when it is not English). The run's trained models answer on `device`."""
     messages(lang)  # an unknown language fails before anything is read
     generator = check_options(generator) if generator is not None else None  # flags first: nothing read yet
-    run, out = Path(run), check_out_dir(out, KIND, overwrite=overwrite, inputs={"--run": run, "--questions": data})
+    local = {"--stitched-generator": generator.spec.partition(":")[2] if generator.kind == "hf" else None,
+             "--cache-dir": generator.cache_dir} if generator is not None else {}
+    run, out = Path(run), check_out_dir(out, KIND, overwrite=overwrite, inputs={"--run": run, "--questions": data, **local})
     data = Path(data) if data else run / "world" / "eval.jsonl"
     check_systems(run, names, generator)
     test, eval_examples = read_qa(run / "world" / "test.jsonl"), read_qa(data, qa_fields)  # all input read before any model

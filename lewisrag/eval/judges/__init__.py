@@ -31,7 +31,18 @@ from lewisrag.eval.judges.nli import NLIJudge, entailment_index, three_way_label
 
 __all__ = ["DEFAULT_CACHE_DIR", "LABELS", "DiskCache", "FunctionJudge", "JudgeError", "LLMJudge", "Label", "LabelJudge",
            "LexicalJudge", "NLIJudge", "Verdict", "content_tokens", "digest", "entailment_index", "from_spec",
-           "parse_label", "read_labels", "three_way_labels"]
+           "parse_label", "read_labels", "spec_path", "three_way_labels"]
+
+
+def spec_path(spec: str | None) -> str | None:
+    """The local file or folder a --judge spec reads (`nli:PATH`, `labels:FILE`), else None: an
+    output folder must never hold it.
+
+    >>> spec_path("labels:run/labels.jsonl"), spec_path("llm:gpt-4o-mini"), spec_path(None)
+    ('run/labels.jsonl', None, None)
+    """
+    kind, _, arg = (spec or "").partition(":")
+    return arg if kind in ("nli", "labels") and arg else None
 
 
 def from_spec(spec: str, *, cache_dir: str | os.PathLike | None = None, concurrency: int = 4, base_url: str | None = None):
