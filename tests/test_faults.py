@@ -444,6 +444,35 @@ def test_bad_input_is_one_line_and_exit_2(case, inputs, tmp_path, monkeypatch, c
     assert not left, f"left behind: {left}"  # no output folder, no .partial, no temp files
 
 
+MANIFEST_DAMAGE = [  # (index, the manifest's edit, the field the error must name)
+    ("bm25", lambda m: 123, "(top level)"),
+    ("bm25", lambda m: {**m, "n_passages": str(m["n_passages"])}, "n_passages"),
+    ("bm25", lambda m: {**m, "kind": 5}, "kind"),
+    ("bm25", lambda m: {**m, "kind": "dense"}, "dim"),
+    ("bm25", lambda m: {**m, "format": 99}, "format"),
+    ("dense", lambda m: {**m, "encoder": None}, "encoder"),
+    ("dense", lambda m: {**m, "encoder": {"path": 3, "ctx_fingerprint": "x"}}, "encoder.path"),
+    ("dense", lambda m: {**m, "search_params": "x"}, "search_params"),
+    ("dense", lambda m: {**m, "search_params": {"nprobe": "x"}}, "search_params.nprobe"),
+    ("dense", lambda m: {**m, "rerank_depth": -1}, "rerank_depth"),
+]
+
+
+@pytest.mark.parametrize("kind,edit,field", MANIFEST_DAMAGE)
+def test_a_damaged_manifest_is_one_line_naming_its_field(kind, edit, field, tiny_corpus, dense_idx, tmp_path, monkeypatch,
+                                                         capsys):
+    index = tmp_path / "idx"
+    if kind == "dense":
+        shutil.copytree(dense_idx, index)
+    else:
+        assert run(monkeypatch, capsys, "index", "build", "--passages", tiny_corpus["passages"], "--encoder", "bm25",
+                   "--out", index)[0] == 0
+    manifest = index / "manifest.json"
+    manifest.write_text(json.dumps(edit(json.loads(manifest.read_text()))))
+    code, _, err = run(monkeypatch, capsys, "index", "search", "--index", index, "-q", "who leads")
+    assert_one_line_error(code, err, str(manifest), f"field '{field}'")
+
+
 def test_factory_errors_come_before_encoding(tiny_corpus, dpr_ckpt, tmp_path):
     """A bad factory is refused before a single shard is encoded (nothing to resume from)."""
     calls = []

@@ -102,12 +102,60 @@ def read_manifest(path: str | os.PathLike, kind: str | None = None) -> dict:
         hint = " (an unfinished build: run `lewisrag index build` again to resume)" if partial_dir(p).exists() else ""
         raise InputError(p, f"not an index: no {MANIFEST}{hint}")
     manifest = read_json(p / MANIFEST)
-    for field in ("kind", "n_passages", "content_hash"):
-        if field not in manifest:
-            raise InputError(p / MANIFEST, "missing", field=field)
+    check_manifest(manifest, p / MANIFEST)
     if kind is not None and manifest["kind"] != kind:
         raise InputError(p, f"a {manifest['kind']} index where a {kind} one is needed", field="kind")
     return manifest
+
+
+def check_manifest(manifest: object, source: Path) -> None:
+    """Refuse a manifest whose fields do not have the types lewisrag writes (one line naming the
+    field): a hand-edited or damaged manifest must not surface later as a traceback, or as a search
+    run with settings FAISS silently ignored.
+
+    >>> check_manifest({"format": 2, "kind": "bm25", "n_passages": 3, "content_hash": "ab"}, Path("m.json"))
+    >>> check_manifest({"format": 2, "kind": "bm25", "n_passages": "3", "content_hash": "ab"}, Path("m.json"))
+    Traceback (most recent call last):
+    lewisrag.data.io.InputError: m.json: field 'n_passages': expected a whole number >= 0, got '3'
+    """
+    def need(ok: bool, field: str, what: str, value: object) -> None:
+        if not ok:
+            raise InputError(source, f"expected {what}, got {value!r}", field=field)
+
+    def count(v: object) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+    need(isinstance(manifest, dict), "(top level)", "a JSON object", type(manifest).__name__)
+    for field in ("kind", "n_passages", "content_hash"):
+        if field not in manifest:
+            raise InputError(source, "missing", field=field)
+    fmt = manifest.get("format", 1)
+    need(count(fmt) and fmt >= 1, "format", "a format number", fmt)
+    if fmt > FORMAT_VERSION:
+        raise InputError(source, f"format {fmt} is newer than this lewisrag reads ({FORMAT_VERSION}); upgrade lewisrag",
+                         field="format")
+    need(manifest["kind"] in ("dense", "bm25"), "kind", "'dense' or 'bm25'", manifest["kind"])
+    need(count(manifest["n_passages"]), "n_passages", "a whole number >= 0", manifest["n_passages"])
+    need(isinstance(manifest["content_hash"], str), "content_hash", "a string", manifest["content_hash"])
+    if manifest["kind"] == "bm25":
+        return
+    for field in ("dim", "encoder"):
+        if field not in manifest:
+            raise InputError(source, "missing", field=field)
+    need(count(manifest["dim"]) and manifest["dim"] > 0, "dim", "a whole number > 0", manifest["dim"])
+    encoder = manifest["encoder"]
+    need(isinstance(encoder, dict), "encoder", "an object", encoder)
+    need(isinstance(encoder.get("ctx_fingerprint"), str), "encoder.ctx_fingerprint", "a string", encoder.get("ctx_fingerprint"))
+    need(isinstance(encoder.get("path"), str | None), "encoder.path", "a string", encoder.get("path"))
+    need(isinstance(manifest.get("faiss_factory", ""), str), "faiss_factory", "a FAISS factory string", manifest.get("faiss_factory"))
+    params = manifest.get("search_params", {})
+    need(isinstance(params, dict), "search_params", "an object of FAISS search parameters", params)
+    for name, value in params.items():
+        need(isinstance(value, int | float) and not isinstance(value, bool) and value >= 0, f"search_params.{name}",
+             "a number >= 0", value)
+    depth = manifest.get("rerank_depth")
+    need(depth is None or (count(depth) and depth > 0), "rerank_depth", "null or a whole number > 0", depth)
+    need(isinstance(manifest.get("build", {}), dict), "build", "an object", manifest.get("build"))
 
 
 def load_passages(path: Path, manifest: dict) -> Sequence[Passage]:
