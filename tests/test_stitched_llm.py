@@ -297,3 +297,18 @@ def test_hf_prompt_uses_the_chat_template_when_there_is_one():
                          "{% if add_generation_prompt %}<assistant>{% endif %}")
     templated = stitched_llm.HFAnswers(gen)
     assert templated.text("Question: q") == f"<system>{stitched_llm.ANSWER_INSTRUCTION}<user>Question: q<assistant>"
+
+
+def test_a_small_seq2seq_model_gets_prompts_its_positions_hold():
+    """The shipped generator has 192 positions: a stitched prompt of five passages is longer, and
+    must be cut to fit (it once ran past the position table: IndexError)."""
+    import lewisrag
+    from lewisrag.rag_model.stitched import HFGenerator
+
+    gen = HFGenerator.from_pretrained(str(Path(lewisrag.__file__).parent / "pretrained" / "generator-small"), max_new_tokens=400)
+    answers = stitched_llm.HFAnswers(gen)
+    longest = gen.model.config.max_position_embeddings
+    assert gen.max_input_tokens == longest and gen.max_new_tokens == longest - 1
+    passage = "Valdoria is a country whose leader is Ana Kel and whose population is large. " * 12
+    (reply,) = answers([f"[1] Valdoria / {passage}\n\nQuestion: Who leads Valdoria?"])
+    assert reply.input_tokens == longest
