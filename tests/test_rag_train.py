@@ -7,6 +7,7 @@ import doctest
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -249,6 +250,39 @@ def test_cli_mismatched_encoder_is_exit_2(rag_inputs, tmp_path):
     r = run_cli("train", "rag", *cli_flags(cfg), "--out", str(tmp_path / "out"))
     assert r.returncode == 2 and "ctx_fingerprint" in r.stderr and "--swap" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.fixture(scope="module")
+def saved_run(rag_inputs, tmp_path_factory):
+    """A two-step run with its checkpoint, for resumes to damage copies of."""
+    from lewisrag.training.rag import train_rag
+
+    cfg = make_config(rag_inputs, steps=4, eval_every=0, save_every=2)
+    run = tmp_path_factory.mktemp("saved") / "run"
+    train_rag(replace(cfg, steps=2), run)
+    return cfg, run
+
+
+@pytest.mark.parametrize("edit,field", [
+    (lambda s: [], "(top level)"),
+    (lambda s: {**s, "config": "x"}, "config"),
+    (lambda s: {**s, "step": "1"}, "step"),
+    (lambda s: {**s, "position": None}, "position"),
+    (lambda s: {**s, "position": {"epoch": 0, "index": -3}}, "position.index"),
+    (lambda s: {k: v for k, v in s.items() if k != "torch_state"}, "torch_state"),
+])
+def test_a_damaged_checkpoint_state_is_one_line_naming_its_field(saved_run, tmp_path, edit, field):
+    from lewisrag.training.rag import train_rag
+
+    cfg, saved = saved_run
+    run = tmp_path / "run"
+    shutil.copytree(saved, run)
+    state = run / "checkpoint" / "state.json"
+    state.write_text(json.dumps(edit(json.loads(state.read_text()))))
+    with pytest.raises(InputError, match=f"field '{re.escape(field)}'") as e:
+        train_rag(cfg, run, resume=True)
+    assert str(state) in str(e.value)
+    assert json.loads(state.read_text()) == edit(json.loads((saved / "checkpoint" / "state.json").read_text()))
 
 
 @pytest.mark.parametrize("kill_at", ["first checkpoint", "random step"])

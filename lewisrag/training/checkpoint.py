@@ -103,6 +103,38 @@ def load_vectors(path: str | os.PathLike) -> np.ndarray:
         raise InputError(file, f"cannot read the index vectors: {e}") from None
 
 
+def read_state(path: str | os.PathLike) -> dict:
+    """The checkpoint's state.json, its fields checked: a damaged or hand-edited one is one line
+    naming the field, not a traceback halfway through the resume."""
+    file = Path(path) / STATE_JSON
+    state = read_json(file)
+
+    def need(ok: bool, field: str, what: str, value: object) -> None:
+        if not ok:
+            raise InputError(file, f"expected {what}, got {value!r}; the checkpoint is damaged", field=field)
+
+    def count(v: object) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+    need(isinstance(state, dict), "(top level)", "a JSON object", type(state).__name__)
+    for field in ("step", "position", "config", "rng", "torch_state"):
+        if field not in state:
+            raise InputError(file, "missing: the checkpoint is damaged", field=field)
+    need(count(state["step"]), "step", "a whole number >= 0", state["step"])
+    need(isinstance(state["config"], dict), "config", "an object", state["config"])
+    need(isinstance(state["position"], dict) and set(state["position"]) == {"epoch", "index"}, "position",
+         "an object of epoch and index", state["position"])
+    for name, value in state["position"].items():
+        need(count(value), f"position.{name}", "a whole number >= 0", value)
+    best = state.get("best_em")
+    need(best is None or (isinstance(best, int | float) and not isinstance(best, bool)), "best_em", "null or a number", best)
+    live = state.get("live_index")
+    need(live is None or (isinstance(live, dict) and count(live.get("step", 0))), "live_index",
+         "null or an object with a whole-number step", live)
+    need(isinstance(state["torch_state"], dict), "torch_state", "an object", state["torch_state"])
+    return state
+
+
 def load_checkpoint(path: str | os.PathLike, model, optimizer, scheduler,
                     scaler: torch.amp.GradScaler | None = None) -> dict:
     """Restore weights, optimizer, scheduler, gradient scaler (when saved) and RNG states in place;
@@ -118,7 +150,7 @@ def load_checkpoint(path: str | os.PathLike, model, optimizer, scheduler,
         model.load_state_dict(load_file(str(p / WEIGHTS)))
     with as_input_error(p / STATE_TENSORS, "checkpoint state"):
         tensors = load_file(str(p / STATE_TENSORS))
-    state = read_json(p / STATE_JSON)
+    state = read_state(p)
     with as_input_error(p / STATE_JSON, "checkpoint state"):
         blob = from_tree(state.pop("torch_state"), tensors)
         optimizer.load_state_dict(blob["optimizer"])

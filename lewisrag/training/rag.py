@@ -409,7 +409,7 @@ def _check_out(out: Path, cfg: RagTrainConfig, resume: bool) -> Path | None:
         return None
     if ckpt is None:
         return None
-    saved = read_json(ckpt / C.STATE_JSON).get("config", {})
+    saved = C.read_state(ckpt)["config"]
     now = asdict(cfg)
     # a field the saved config lacks was added since; its default is what that run used
     # --compile changes how fast, not what: a run may resume with or without it
