@@ -473,6 +473,25 @@ def test_a_damaged_manifest_is_one_line_naming_its_field(kind, edit, field, tiny
     assert_one_line_error(code, err, str(manifest), f"field '{field}'")
 
 
+def test_a_dpr_checkpoint_records_token_limits_its_encoders_hold(tiny_corpus, dpr_ckpt, tmp_path, monkeypatch, capsys):
+    """lewisrag_dpr.json's max_length beyond the encoders' positions is named before encoding (it
+    failed inside BERT's embeddings, a partial build left behind); one missing gets a limit that fits."""
+    ckpt = tmp_path / "dpr"
+    shutil.copytree(dpr_ckpt, ckpt)
+    meta_file = ckpt / "lewisrag_dpr.json"
+    meta = json.loads(meta_file.read_text())
+    positions = json.loads((ckpt / "ctx_encoder" / "config.json").read_text())["max_position_embeddings"]
+    meta_file.write_text(json.dumps({**meta, "max_length": positions + 1}))
+    build = ["index", "build", "--passages", tiny_corpus["passages"], "--encoder", ckpt, "--device", "cpu"]
+    code, _, err = run(monkeypatch, capsys, *build, "--out", tmp_path / "idx")
+    assert_one_line_error(code, err, str(meta_file), "field 'max_length'", f"{positions} positions")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dpr"]  # nothing half-built
+    meta_file.write_text(json.dumps({k: v for k, v in meta.items() if k != "max_length"}))
+    assert run(monkeypatch, capsys, *build, "--out", tmp_path / "idx")[0] == 0
+    built = json.loads((tmp_path / "idx" / "manifest.json").read_text())["build"]["max_length"]
+    assert built == min(256, positions)
+
+
 def test_factory_errors_come_before_encoding(tiny_corpus, dpr_ckpt, tmp_path):
     """A bad factory is refused before a single shard is encoded (nothing to resume from)."""
     calls = []

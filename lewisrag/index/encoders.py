@@ -86,6 +86,7 @@ class DPRCheckpoint:
         q = load_model(DPRQuestionEncoder.from_pretrained, p / "question_encoder", "DPR question encoder").eval()
         c = load_model(DPRContextEncoder.from_pretrained, p / "ctx_encoder", "DPR context encoder").eval()
         tok = load_tokenizer(PreTrainedTokenizerFast.from_pretrained, p / "tokenizer", "DPR tokenizer")
+        _check_lengths(meta, int(c.config.max_position_embeddings), p / META_FILE)
         return cls(q, c, tok, meta)
 
     def save(self, path: str | Path, extra: dict | None = None) -> None:
@@ -315,6 +316,17 @@ def _read_meta(p: Path) -> dict:
     if not (isinstance(meta, dict) and isinstance(meta.get("ctx_fingerprint"), str) and isinstance(meta.get("dim"), int)):
         raise InputError(p / META_FILE, "expected a JSON object with ctx_fingerprint (a string) and dim (an integer)")
     return meta
+
+
+def _check_lengths(meta: dict, positions: int, source: Path) -> None:
+    """The token limits lewisrag_dpr.json records, within the encoders' `positions` (a longer one
+    fails deep inside BERT's embeddings); missing ones (a hand-made file) become 256 and 64 tokens,
+    or `positions` if fewer."""
+    for field, default in (("max_length", 256), ("q_max_length", 64)):
+        value = meta.setdefault(field, min(default, positions))
+        if not (isinstance(value, int) and not isinstance(value, bool) and 0 < value <= positions):
+            raise InputError(source, f"expected a whole number from 1 to the encoders' {positions} positions, got {value!r}",
+                             field=field)
 
 
 def _output_dim(encoder) -> int:
