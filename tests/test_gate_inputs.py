@@ -160,6 +160,9 @@ def test_a_config_folder_is_named_as_one(tmp_path):
      "expected a cut-off k >= 1 as the key"),
     # a misspelt not_in_kb would leave the question out of the refusal check
     (lambda run, v: run["records"][4].update(category="not_in_KB"), "records[4].category", "unknown category"),
+    # a misspelt citation status would count as no violation: MISSING_CITATION's rule checks nothing
+    (lambda run, v: run["records"][4].update(citation_checks=[{"status": "PASS"}, {"status": "MISSING_CITATON"}]),
+     "records[4].citation_checks[1].status", "unknown status 'MISSING_CITATON'"),
 ])
 def test_a_record_the_gate_would_misread_exits_2(tmp_path, place, field, message):
     with pytest.raises(InputError, match=message) as e:

@@ -31,6 +31,7 @@ from lewisrag.data.io import InputError, read_json, write_json, write_text
 from lewisrag.data.outputs import check_out_dir, is_ours, record_files, staged_dir, written_files
 from lewisrag.data.records import CATEGORIES
 from lewisrag.eval import claims
+from lewisrag.eval.citations import STATUSES
 from lewisrag.eval.records import json_token, non_finite
 
 FORMAT = 1
@@ -134,6 +135,10 @@ class QuestionRecord:
                 isinstance(c, dict) and isinstance(c.get("status"), str) for c in checks)):
             raise InputError(src, "expected a list of objects with a string 'status'", line=line,
                              field=f"{where}.citation_checks")
+        for j, c in enumerate(checks or []):  # a misspelt status would read as no violation at all
+            if c["status"] not in STATUSES:
+                raise InputError(src, f"unknown status '{c['status']}' (one of {', '.join(STATUSES)})", line=line,
+                                 field=f"{where}.citation_checks[{j}].status")
         detail = {k: v for k, v in rec.items() if k not in ("id", "system", "category", "refused", "metrics", "nan_reasons")}
         return cls(str(rid), rec.get("system"), rec.get("category"), m, reasons, refused, detail)
 
