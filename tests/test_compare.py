@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from conftest import run_cli
+from conftest import run_cli, run_main
 from lewisrag.experiments.presets import PRESETS
 from test_rag_train import build_rag_inputs, make_config
 
@@ -293,6 +293,35 @@ def test_cli_trains_a_stitched_generator(run_dir, tmp_path):
     assert r.exit_code == 0, r.output
     config = json.loads((tmp_path / "bf16" / "stitched.json").read_text())["config"]
     assert config["mixed_precision"] == "bf16" and config["device"] == "cpu" and math.isfinite(json.loads(r.stdout)["final_loss"])
+
+
+def test_gold_ids_outside_the_runs_passages_are_named_not_scored_as_misses(run_dir, tmp_path, monkeypatch, capsys):
+    """compare --questions and train stitched --train read gold passage ids as `eval retrieval` does:
+    one the index does not hold is bad input (it scored recall 0 at every k), and a question with
+    none is left out of stitched training in the open."""
+    lines = (run_dir / "world" / "eval.jsonl").read_text().splitlines()[:3]
+    recs = [json.loads(line) for line in lines]
+    recs[2]["gold_passage_ids"] = ["nope-1"]
+    bad = tmp_path / "questions.jsonl"
+    bad.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    code, _, err = run_main(monkeypatch, capsys, "compare", "--run", run_dir, "--systems", "rag_token", "--questions", bad,
+                            "--position-questions", 0, "--out", tmp_path / "cmp")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"{bad}:3: field 'gold_passage_ids': gold passage id 'nope-1' is not in the index" in err
+    assert not (tmp_path / "cmp").exists()
+    train = [json.loads(line) for line in (run_dir / "world" / "train.jsonl").read_text().splitlines()[:6]]
+    train[4]["gold_passage_ids"] = ["nope-1"]
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in train))
+    args = ["train", "stitched", "--index", run_dir / "index_a", "--generator", run_dir / "generator", "--n-docs", 2,
+            "--steps", 1, "--batch-size", 2, "--train", tmp_path / "train.jsonl"]
+    code, _, err = run_main(monkeypatch, capsys, *args, "--out", tmp_path / "s")
+    assert code == 2 and f"train.jsonl:5: field 'gold_passage_ids'" in err and not (tmp_path / "s").exists(), err
+    train[4]["gold_passage_ids"] = []
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in train))
+    code, out, err = run_main(monkeypatch, capsys, *args, "--out", tmp_path / "s", "--json")
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["n_train"] + summary["n_left_out"] == 6 and summary["n_left_out"] >= 1
 
 
 def test_cli_missing_system_exits_2(tmp_path):

@@ -29,7 +29,7 @@ def retrieval(
     """Print hit@k (a gold passage among the top k: DPR's top-k accuracy) and recall@k (the share of
     each question's gold passages among the top k) for each index; they differ only on questions with
     several gold passages."""
-    from lewisrag.data.records import read_qa
+    from lewisrag.data.records import check_gold_ids, read_qa
     from lewisrag.index import open_retriever, retrieval_recall
     from lewisrag.data.io import InputError
     from lewisrag.index.store import read_manifest
@@ -52,7 +52,7 @@ def retrieval(
                                  context_encoder=context_encoder if kind == "dense" else None)
                   for path, kind in zip(index, kinds)]
     for path, retriever in zip(index, retrievers):
-        _check_gold_ids(retriever.index.passages, examples, gold, data, path)
+        check_gold_ids(examples, retriever.index.passages, data, path)
     results = {}
     with _ui.progress() as p:
         for path, kind, retriever in zip(index, kinds, retrievers):
@@ -67,19 +67,3 @@ def retrieval(
     skipped = next(iter(results.values()))["skipped"]
     if skipped:  # the same questions for every index
         _ui.out.print(f"{skipped} of {len(examples)} questions have no gold_passage_ids: not scored")
-
-
-def _check_gold_ids(passages, examples, gold: set[str], data: Path, index: Path) -> None:
-    """A gold passage id that the index does not hold would count as a miss at every k: questions
-    written for another corpus (or a mistyped id) are bad input, named by file, line and field."""
-    from lewisrag.data.io import InputError, iter_records
-
-    present = passages.ids_present(gold) if hasattr(passages, "ids_present") else gold & {p.id for p in passages}
-    if gold <= present:
-        return
-    lines = (line for line, _ in iter_records(data))  # read_qa makes one example of each record, in order
-    for line, ex in zip(lines, examples):
-        missing = [g for g in ex.gold_passage_ids if g not in present]
-        if missing:
-            raise InputError(data, f"gold passage id {missing[0]!r} is not in the index {index}", line=line,
-                             field="gold_passage_ids")

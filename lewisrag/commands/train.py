@@ -281,5 +281,7 @@ def stitched(
     if as_json:
         _ui.print_json(summary)
         return
-    _ui.out.print(_ui.table("stitched generator", ["steps", "examples", "first loss", "final loss", "out"],
-                            [[summary["steps"], summary["n_train"], summary["first_loss"], summary["final_loss"], summary["out"]]]))
+    _ui.out.print(_ui.table("stitched generator", ["steps", "examples", "left out (no answer or gold id)", "first loss",
+                                                   "final loss", "out"],
+                            [[summary["steps"], summary["n_train"], summary["n_left_out"], summary["first_loss"],
+                              summary["final_loss"], summary["out"]]]))

@@ -160,6 +160,23 @@ def read_qa(path: str | os.PathLike, fields: Mapping[str, str] | None = None) ->
     return out
 
 
+def check_gold_ids(examples: Sequence[QAExample], passages, path: str | os.PathLike, index: object) -> None:
+    """Refuse a gold passage id that `passages` (a list of Passages or a PassageTable) do not hold: it
+    would count as a miss at every k, so questions written for another corpus (or a mistyped id) are
+    bad input, named by file, line and field. `examples` are `read_qa(path)`'s, in its order (one
+    per record); `index` names the passages' index in the message."""
+    gold = {g for ex in examples for g in ex.gold_passage_ids}
+    present = passages.ids_present(gold) if hasattr(passages, "ids_present") else gold & {p.id for p in passages}
+    if gold <= present:
+        return
+    lines = (line for line, _ in iter_records(path))
+    for line, ex in zip(lines, examples):
+        missing = [g for g in ex.gold_passage_ids if g not in present]
+        if missing:
+            raise InputError(path, f"gold passage id {missing[0]!r} is not in the index {index}", line=line,
+                             field="gold_passage_ids")
+
+
 def _qa_example(rec: dict, schema: QASchema, path, line: int, seen: dict[str, int]) -> QAExample:
     flat = {schema.path(name): get_path(rec, schema.path(name)) for name in QA_FIELDS}  # errors name the file's fields
     q_field, a_field = schema.path("question"), schema.path("answers")

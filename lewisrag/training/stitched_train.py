@@ -33,7 +33,7 @@ from transformers.models.bart.modeling_bart import BartLearnedPositionalEmbeddin
 from lewisrag.data.io import InputError, read_json, write_json
 from lewisrag.data.outputs import check_out_dir, staged_dir
 from lewisrag.data.pretrained import load_generator
-from lewisrag.data.records import of_kinds, read_qa
+from lewisrag.data.records import check_gold_ids, of_kinds, read_qa
 from lewisrag.index import open_retriever
 from lewisrag.rag_model.stitched import StitchSettings, stitch
 from lewisrag.training.rag import adamw, autocast, backward_step, learning_rate_factor, single_device
@@ -143,10 +143,8 @@ def training_examples(examples, retriever, passages_by_id: dict, k: int, batch_s
     for s in range(0, len(usable), batch_size):
         batch = usable[s : s + batch_size]
         for ex, hits in zip(batch, retriever.search([ex.question for ex in batch], k)):
-            gid = ex.gold_passage_ids[0]
-            if gid not in passages_by_id:
-                raise InputError("--train", f"gold passage '{gid}' of question '{ex.id}' is not in the index")
-            out.append(_Example(ex.question, ex.answers[0], passages_by_id[gid], list(hits)))
+            # every gold id is in the index: `data.records.check_gold_ids` refused the file otherwise
+            out.append(_Example(ex.question, ex.answers[0], passages_by_id[ex.gold_passage_ids[0]], list(hits)))
     return out
 
 
@@ -185,8 +183,10 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
               "--encoder": cfg.encoder or None, "--context-encoder": cfg.context_encoder or None}
     check_out_dir(out, KIND, overwrite=overwrite, inputs=inputs, replaces=True)
     retriever = open_retriever(cfg.index, cfg.encoder or None, context_encoder=cfg.context_encoder or None)
-    examples = training_examples(of_kinds(read_qa(cfg.train, cfg.qa_fields), cfg.train_kinds), retriever,
-                                 {p.id: p for p in retriever.index.passages}, cfg.k)
+    read = read_qa(cfg.train, cfg.qa_fields)
+    check_gold_ids(read, retriever.index.passages, cfg.train, cfg.index)
+    kept = of_kinds(read, cfg.train_kinds)
+    examples = training_examples(kept, retriever, {p.id: p for p in retriever.index.passages}, cfg.k)
     model, tokenizer = load_generator(cfg.generator)
     grown = extend_positions(model, cfg.max_input_length)
     model.to(device)
@@ -213,7 +213,7 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         write_json(tmp / SETTINGS_FILE, {"config": asdict(cfg), "settings": asdict(settings)})
-    return {"steps": cfg.steps, "n_train": len(examples), "positions_extended": grown, "first_loss": losses[0], "final_loss": losses[-1], "out": str(out)}
+    return {"steps": cfg.steps, "n_train": len(examples), "n_left_out": len(kept) - len(examples), "positions_extended": grown, "first_loss": losses[0], "final_loss": losses[-1], "out": str(out)}
 
 
 def _loss(model, tokenizer, inputs: list[str], targets: list[str], cfg: StitchedTrainConfig):
