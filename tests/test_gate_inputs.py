@@ -149,6 +149,13 @@ def test_a_threshold_out_of_its_range_exits_2_naming_it(tmp_path, toml, field):
     assert res.stderr.startswith(f"error: {path}: field '{field}': "), res.stderr
 
 
+def test_a_config_with_a_byte_order_mark_is_read(tmp_path):
+    """Windows editors save UTF-8 with a BOM; the JSON and JSONL readers accept one, and so does the gate's TOML."""
+    cfg = tmp_path / "gate.toml"
+    cfg.write_text("\ufeff[tier1]\nallow_baseline_violations = true\n", encoding="utf-8")
+    assert load_config(cfg).allow_baseline_violations is True
+
+
 def test_a_config_folder_is_named_as_one(tmp_path):
     with pytest.raises(InputError, match="is a folder; a file is needed"):
         load_config(tmp_path)

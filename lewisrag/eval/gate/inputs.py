@@ -140,7 +140,7 @@ def load_config(path: str | os.PathLike | None = None) -> GateConfig:
 def _read_toml(path, src: str) -> dict:
     """A TOML file flattened to {"tier2.hit_at": value}; unknown keys are errors, not silent typos."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         raise InputError(src, "file not found") from None
     except IsADirectoryError:
