@@ -185,6 +185,15 @@ def test_kappa_hand_formula_and_undefined_case():
     assert math.isnan(stats.cohen_kappa([True, True], [True, True]))
 
 
+def test_kappa_of_a_judge_that_gives_one_label_is_zero_without_a_warning():
+    """statsmodels' z-test divides by a zero variance then: calibrate printed its RuntimeWarning."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert stats.cohen_kappa([True, True, False, True], [True] * 4) == 0.0
+
+
 def test_judge_confusion_separates_misses_from_false_kills():
     human = [False] * 10 + [True] * 20
     judge = [True] * 2 + [False] * 8 + [False] * 5 + [True] * 14 + [None]

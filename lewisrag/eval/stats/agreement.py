@@ -16,6 +16,8 @@ def cohen_kappa(a: Sequence[Hashable], b: Sequence[Hashable]) -> float:
 
     >>> round(cohen_kappa([1, 1, 0, 0], [1, 0, 0, 0]), 3)       # p_o = 0.75, p_e = 0.5
     0.5
+    >>> cohen_kappa([1, 1, 0, 1], [1, 1, 1, 1])                 # one rater used one label: 0, and no warning
+    0.0
     """
     # statsmodels (~2 s) loads on first use: every evaluator run imports lewisrag.eval.stats, for score_distribution only
     from statsmodels.stats.inter_rater import cohens_kappa
@@ -31,7 +33,8 @@ def cohen_kappa(a: Sequence[Hashable], b: Sequence[Hashable]) -> float:
     p = table / table.sum()
     if math.isclose(float(p.sum(axis=1) @ p.sum(axis=0)), 1.0):
         return math.nan  # both raters used one and the same label: κ is 0/0
-    return float(cohens_kappa(table).kappa)
+    with np.errstate(invalid="ignore", divide="ignore"):  # its z-test (unused here) divides by 0 when one rater
+        return float(cohens_kappa(table).kappa)            # gave one label only; κ itself is defined (0)
 
 
 def judge_confusion(human: Sequence[bool], judge: Sequence[bool | None], confidence: float = 0.95) -> dict:
