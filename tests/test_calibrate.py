@@ -96,3 +96,9 @@ def test_cli_bad_labels_exit_2(tmp_path):
     res = run_cli("calibrate", "--judge", "lexical", "--labels", str(bad))
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert "bad.jsonl:1: field 'hypothesis': missing" in res.stderr
+    # two labels for one pair that disagree: a judge cannot be measured against both
+    bad = write_jsonl(tmp_path / "contra.jsonl", [{"id": "s1", "premise": "p", "hypothesis": "h", "supported": True},
+                                                  {"id": "s2", "premise": "p ", "hypothesis": "h", "supported": False}])
+    res = run_cli("calibrate", "--judge", "lexical", "--labels", str(bad))
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert "contra.jsonl:2: field 'supported': contradicts the label on line 1" in res.stderr

@@ -33,17 +33,29 @@ class Label:
 
 
 def read_labels(path: str | os.PathLike) -> list[Label]:
-    """All labels of a file, validated before any judge runs (a bad line is an InputError)."""
+    """All labels of a file, validated before any judge runs (a bad line is an InputError): two
+    lines that label one (premise, hypothesis) pair differently contradict each other, whether a
+    judge looks the labels up or `calibrate` measures a judge against them."""
     seen: dict[str, int] = {}
     labels = []
+    first: dict[tuple[str, str], Label] = {}  # the first line of each pair
+    three_way: dict[tuple[str, str], Label] = {}  # the first line giving the pair a three-way label
     for line, rec in iter_records(path):
         rid = record_id(rec, path, line, seen)
         premise = require_str(rec, "premise", path, line)
         hypothesis = require_str(rec, "hypothesis", path, line)
         if not isinstance(rec.get("supported"), bool):
             raise InputError(path, "expected true or false", line=line, field="supported")
-        label = _three_way(rec, path, line)
-        labels.append(Label(rid, premise, hypothesis, rec["supported"], line, label))
+        lab = Label(rid, premise, hypothesis, rec["supported"], line, _three_way(rec, path, line))
+        key = _label_key(premise, hypothesis)
+        if key in first and first[key].supported != lab.supported:
+            raise InputError(path, f"contradicts the label on line {first[key].line}", line=line, field="supported")
+        if lab.label is not None and key in three_way and three_way[key].label != lab.label:
+            raise InputError(path, f"contradicts the label on line {three_way[key].line}", line=line, field="label")
+        first.setdefault(key, lab)
+        if lab.label is not None:
+            three_way.setdefault(key, lab)
+        labels.append(lab)
     if not labels:
         raise InputError(path, "no labels in file")
     return labels
@@ -81,21 +93,13 @@ class LabelJudge:
 
     @classmethod
     def from_file(cls, path: str | os.PathLike) -> LabelJudge:
-        """Read a human-labels file (`read_labels`); conflicting labels for one pair are an error."""
-        labels: dict[tuple[str, str], bool] = {}
-        three_way: dict[tuple[str, str], Label] = {}  # the first line giving the pair a three-way label
-        first: dict[tuple[str, str], Label] = {}
-        for lab in read_labels(path):
-            key = _label_key(lab.premise, lab.hypothesis)
-            if key in labels and labels[key] != lab.supported:
-                raise InputError(path, f"contradicts the label on line {first[key].line}", line=lab.line, field="supported")
-            if lab.label is not None and key in three_way and three_way[key].label != lab.label:
-                raise InputError(path, f"contradicts the label on line {three_way[key].line}", line=lab.line, field="label")
-            labels[key] = lab.supported
+        """Read a human-labels file (`read_labels`, which refuses conflicting labels for one pair)."""
+        labels = read_labels(path)
+        three_way = {}
+        for lab in labels:
             if lab.label is not None:
-                three_way.setdefault(key, lab)
-            first.setdefault(key, lab)
-        return cls(labels, str(path), {key: lab.label for key, lab in three_way.items()})
+                three_way.setdefault((lab.premise, lab.hypothesis), lab.label)
+        return cls({(lab.premise, lab.hypothesis): lab.supported for lab in labels}, str(path), three_way)
 
     @property
     def fingerprint(self) -> str:
