@@ -210,6 +210,18 @@ def test_train_dpr_from_the_pair_trains(hf, monkeypatch, capsys, tmp_path):
     code, out, err = _train_dpr(monkeypatch, capsys, hf, tmp_path / "ckpt", "--init-question", hf["question"],
                                 "--init-context", hf["context"], "--steps", 2, "--self-negatives-at", 0)
     assert code == 0 and json.loads(out)["final_loss"] is not None, err
+    import torch
+    from transformers import DPRQuestionEncoder
+
+    from lewisrag.index.encoders import DPRCheckpoint
+
+    start = DPRQuestionEncoder.from_pretrained(hf["question"]).state_dict()
+    trained = DPRCheckpoint.load(tmp_path / "ckpt").question_encoder.state_dict()
+    assert trained.keys() == start.keys()
+    moved = [k for k in start if not torch.equal(trained[k], start[k])]
+    assert moved  # two steps changed the weights ...
+    flat = [torch.cat([d[k].flatten().float() for k in start]) for d in (start, trained)]
+    assert torch.nn.functional.cosine_similarity(*flat, dim=0) > 0.99  # ... of the pair they started from
 
 
 def test_train_dpr_refuses_folders_that_do_not_fit(hf, monkeypatch, capsys, tmp_path):

@@ -76,6 +76,7 @@ def test_help_lists_the_canonical_names_and_hides_the_old_ones(path):
     cmd = dict(_commands())[path]
     visible = {o for p in cmd.params if not getattr(p, "hidden", False) for o in (*p.opts, *p.secondary_opts)}
     hidden = {o for p in cmd.params if getattr(p, "hidden", False) for o in p.opts}
+    assert set(CANONICAL[path]) <= visible, (path, set(CANONICAL[path]) - visible)  # "--init" in the help is also "--init-question"
     assert not visible & DEPRECATED, (path, visible & DEPRECATED)
     assert hidden <= DEPRECATED | {"old_file"}, (path, hidden)  # old_file: eval answers' positional FILE
 

@@ -29,7 +29,9 @@ def test_tokenizer_doctest_and_determinism(tiny_corpus):
 
 def test_hard_negatives_are_never_gold(tiny_corpus):
     passages, qa = read_passages(tiny_corpus["passages"]), read_qa(tiny_corpus["qa"])
-    for ex, row in zip(qa, mine_hard_negatives(qa, passages)):
+    mined = mine_hard_negatives(qa, passages)
+    assert len(mined) == len(qa)  # one per question: zip would let a short list pass
+    for ex, row in zip(qa, mined):
         assert row is not None and passages[row].id not in ex.gold_passage_ids
 
 
@@ -44,6 +46,7 @@ def test_self_negatives_are_the_models_best_non_gold(tiny_corpus, tmp_path):
                 max_length=cfg.p_max_length, padding=True, return_tensors="pt")
         q = tok([ex.question for ex in qa], truncation=True, max_length=cfg.q_max_length, padding=True, return_tensors="pt")
         scores = q_enc(**q).pooler_output @ c_enc(**p).pooler_output.T  # (Q, N)
+    assert len(mined) == len(qa)
     for ex, row, s in zip(qa, mined, scores):
         assert row is not None and passages[row].id not in ex.gold_passage_ids
         others = [float(s[i]) for i, x in enumerate(passages) if x.id not in ex.gold_passage_ids]

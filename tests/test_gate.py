@@ -204,8 +204,12 @@ def test_ci_script_gates_a_run_against_the_baseline():
 
     script = Path(__file__).parents[1] / "scripts" / "ci_gate.sh"
     env = {**os.environ, "GATE_BASELINE": str(RUNS / "baseline")}
-    res = subprocess.run([str(script), str(RUNS / "hidden_regression")], capture_output=True, text=True, env=env)
-    assert res.returncode == 1, res.stderr
+    res = subprocess.run([str(script), str(RUNS / "hidden_regression"), "--json"], capture_output=True, text=True, env=env)
+    assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr  # 1 is also what a crash exits with
+    report = json.loads(res.stdout)
+    assert {c["name"] for c in report["checks"] if c["verdict"] == "fail"} == {"faithfulness < 0.5"}
+    same = subprocess.run([str(script), str(RUNS / "baseline")], capture_output=True, text=True, env=env)
+    assert same.returncode == 0, same.stdout + same.stderr
 
 
 def test_baseline_violations_can_be_tolerated_for_fixed_bad_samples(tmp_path, clean):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import doctest
 import json
+import math
 import os
 import random
 import re
@@ -203,9 +204,20 @@ def test_frozen_retriever_log_fields_and_best_model(rag_inputs, tmp_path):
 def test_bf16_sequence_step(rag_inputs, tmp_path):
     from lewisrag.training.rag import train_rag
 
-    train_rag(make_config(rag_inputs, variant="sequence", steps=1, eval_every=1, mixed_precision="bf16"), tmp_path / "r")
+    seen = set()  # the dtypes of the training forward passes' linear layers (evaluation runs without grad)
+
+    def record_dtype(module, inputs, output):
+        if isinstance(module, torch.nn.Linear) and torch.is_grad_enabled():
+            seen.add(output.dtype)
+
+    hook = torch.nn.modules.module.register_module_forward_hook(record_dtype)
+    try:
+        train_rag(make_config(rag_inputs, variant="sequence", steps=1, eval_every=1, mixed_precision="bf16"), tmp_path / "r")
+    finally:
+        hook.remove()
     (record,) = [json.loads(line) for line in log_lines(tmp_path / "r")]
-    assert record["loss"] == record["loss"] and "dev_em" in record
+    assert seen == {torch.bfloat16}  # not silently fp32
+    assert math.isfinite(record["loss"]) and "dev_em" in record
 
 
 def test_bad_inputs_raise_before_writing(rag_inputs, tmp_path):

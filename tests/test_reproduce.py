@@ -226,15 +226,30 @@ def test_closed_book_doctests():
     assert doctest.testmod(closed_book).failed == 0
 
 
-def test_closed_book_trains_from_the_question_alone(tiny_run, tmp_path):
+def test_closed_book_trains_from_the_question_alone(tiny_run, tmp_path, monkeypatch):
     from lewisrag.data.io import InputError
+    from lewisrag.data.records import read_qa
+    from lewisrag.training import closed_book as CB
     from lewisrag.training.closed_book import ClosedBookConfig, answer_closed_book, train_closed_book
     from lewisrag.data.pretrained import load_generator
 
     out, _ = tiny_run
     cfg = ClosedBookConfig(generator=str(out / "generator"), train=str(out / "world" / "train.jsonl"), steps=3,
                            batch_size=4, lr=1e-3)
+    read = []  # what the encoder read at each training step, decoded
+
+    def load(path, *a, **kw):
+        model, tok = load_generator(path, *a, **kw)
+        model.get_encoder().register_forward_pre_hook(
+            lambda m, args, kwargs: read.extend(tok.batch_decode(kwargs["input_ids"], skip_special_tokens=True)),
+            with_kwargs=True)
+        return model, tok
+
+    monkeypatch.setattr(CB, "load_generator", load)
     s = train_closed_book(cfg, tmp_path / "cb")
+    monkeypatch.undo()
+    questions = {" ".join(ex.question.split()) for ex in read_qa(cfg.train)}
+    assert len(read) == 3 * 4 and all(" ".join(text.split()) in questions for text in read)  # no passage, nothing else
     log = [json.loads(line) for line in (tmp_path / "cb" / "log.jsonl").read_text().splitlines()]
     assert s["steps"] == 3 and [r["step"] for r in log] == [1, 2, 3]
     assert all(r["answer_nll"] >= r["loss"] > 0 for r in log)  # a sum over an answer's tokens >= their mean
