@@ -269,10 +269,19 @@ def saved_run(rag_inputs, tmp_path_factory):
     """A two-step run with its checkpoint, for resumes to damage copies of."""
     from lewisrag.training.rag import train_rag
 
-    cfg = make_config(rag_inputs, steps=4, eval_every=0, save_every=2)
+    cfg = make_config(rag_inputs, steps=2, eval_every=0, save_every=2)
     run = tmp_path_factory.mktemp("saved") / "run"
-    train_rag(replace(cfg, steps=2), run)
+    train_rag(cfg, run)
     return cfg, run
+
+
+def test_an_intact_checkpoint_state_resumes(saved_run, tmp_path):
+    """The control for the damaged ones below: the same config, the same files, a resume that works."""
+    from lewisrag.training.rag import train_rag
+
+    cfg, saved = saved_run
+    shutil.copytree(saved, tmp_path / "run")
+    assert train_rag(cfg, tmp_path / "run", resume=True)["steps"] == 2
 
 
 @pytest.mark.parametrize("edit,field", [

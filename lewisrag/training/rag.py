@@ -409,7 +409,7 @@ def _check_out(out: Path, cfg: RagTrainConfig, resume: bool) -> Path | None:
         return None
     if ckpt is None:
         return None
-    saved = C.read_state(ckpt)["config"]
+    saved = _read_state(ckpt)["config"]
     now = asdict(cfg)
     # a field the saved config lacks was added since; its default is what that run used
     # --compile changes how fast, not what: a run may resume with or without it
@@ -418,6 +418,35 @@ def _check_out(out: Path, cfg: RagTrainConfig, resume: bool) -> Path | None:
     if changed:
         raise InputError(ckpt / C.STATE_JSON, f"--resume with a different config: {', '.join(changed)}", field="config")
     return ckpt
+
+
+def _read_state(ckpt: Path) -> dict:
+    """The checkpoint's state.json with what this loop keeps in it checked (`checkpoint.read_state`
+    checks the rest): one line naming a damaged field, before any model loads."""
+    state, file = C.read_state(ckpt), ckpt / C.STATE_JSON
+
+    def need(ok: bool, field: str, what: str, value: object) -> None:
+        if not ok:
+            raise InputError(file, f"expected {what}, got {value!r}; the checkpoint is damaged", field=field)
+
+    def count(v: object) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+    for field in ("step", "position", "config"):
+        if field not in state:
+            raise InputError(file, "missing: the checkpoint is damaged", field=field)
+    need(isinstance(state["config"], dict), "config", "an object", state["config"])
+    position = state["position"]
+    need(isinstance(position, dict) and set(position) == {f.name for f in fields(DataPosition)}, "position",
+         "an object of epoch and index", position)
+    for name in sorted(position):
+        need(count(position[name]), f"position.{name}", "a whole number >= 0", position[name])
+    best = state.get("best_em")
+    need(best is None or (isinstance(best, int | float) and not isinstance(best, bool)), "best_em", "null or a number", best)
+    live = state.get("live_index")
+    need(live is None or (isinstance(live, dict) and count(live.get("step", 0))), "live_index",
+         "null or an object with a whole-number step", live)
+    return state
 
 
 def _prepare_out(out: Path, cfg: RagTrainConfig, ckpt: Path | None, log_file: Path) -> None:
