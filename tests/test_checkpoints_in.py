@@ -224,6 +224,29 @@ def test_train_dpr_from_the_pair_trains(hf, monkeypatch, capsys, tmp_path):
     assert torch.nn.functional.cosine_similarity(*flat, dim=0) > 0.99  # ... of the pair they started from
 
 
+def test_train_dpr_from_a_pair_with_few_positions_keeps_its_limits_inside_them(hf, monkeypatch, capsys, tmp_path):
+    """A starting BERT with 64 positions: the checkpoint's token limits (128 passage tokens by
+    default) are cut to 64, so that it trains and its checkpoint loads and builds an index."""
+    from transformers import DPRConfig, DPRContextEncoder, DPRQuestionEncoder
+
+    pair = {}
+    for side, cls in (("question", DPRQuestionEncoder), ("context", DPRContextEncoder)):
+        folder = tmp_path / side
+        shutil.copytree(hf[side], folder)
+        cfg = DPRConfig.from_pretrained(folder)
+        cfg.max_position_embeddings = 64
+        cls(cfg).save_pretrained(folder)
+        pair[side] = folder
+    code, out, err = _train_dpr(monkeypatch, capsys, hf, tmp_path / "ckpt", "--init-question", pair["question"],
+                                "--init-context", pair["context"], "--steps", 1, "--self-negatives-at", 0)
+    assert code == 0, err
+    meta = json.loads((tmp_path / "ckpt" / "lewisrag_dpr.json").read_text())
+    assert (meta["max_length"], meta["q_max_length"]) == (64, 32)
+    code, _, err = run_main(monkeypatch, capsys, "index", "build", "--passages", hf["corpus"]["passages"], "--encoder",
+                            tmp_path / "ckpt", "--out", tmp_path / "idx")
+    assert code == 0, err
+
+
 def test_train_dpr_refuses_folders_that_do_not_fit(hf, monkeypatch, capsys, tmp_path):
     def refused(*flags, says: list[str]):
         code, _, err = _train_dpr(monkeypatch, capsys, hf, tmp_path / "out", *flags, "--steps", 1)

@@ -484,7 +484,7 @@ def test_a_dpr_checkpoint_records_token_limits_its_encoders_hold(tiny_corpus, dp
     meta_file.write_text(json.dumps({**meta, "max_length": positions + 1}))
     build = ["index", "build", "--passages", tiny_corpus["passages"], "--encoder", ckpt, "--device", "cpu"]
     code, _, err = run(monkeypatch, capsys, *build, "--out", tmp_path / "idx")
-    assert_one_line_error(code, err, str(meta_file), "field 'max_length'", f"{positions} positions")
+    assert_one_line_error(code, err, str(meta_file), "field 'max_length'", f"context encoder's {positions} positions")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dpr"]  # nothing half-built
     meta_file.write_text(json.dumps({k: v for k, v in meta.items() if k != "max_length"}))
     assert run(monkeypatch, capsys, *build, "--out", tmp_path / "idx")[0] == 0

@@ -13,7 +13,7 @@ metric definitions, failure layers, rule-based citation checker and gate tiers.
     stats/        intervals, paired tests, distributions, judge agreement and calibration, PPI
     gate/         the regression gate over two results.json files
     reports/      report.md and report.html of a run
-    bughunt/      the BugHunt teaching sample: six answers, each failing in one layer
+    bughunt/      the BugHunt teaching sample: six answers, one correct and five each failing in one layer
     hf_metrics/   the metrics as `evaluate` scripts
 
 Nothing here imports a model or training code. `qa` (answer-string metrics) lives in

@@ -86,7 +86,7 @@ class DPRCheckpoint:
         q = load_model(DPRQuestionEncoder.from_pretrained, p / "question_encoder", "DPR question encoder").eval()
         c = load_model(DPRContextEncoder.from_pretrained, p / "ctx_encoder", "DPR context encoder").eval()
         tok = load_tokenizer(PreTrainedTokenizerFast.from_pretrained, p / "tokenizer", "DPR tokenizer")
-        _check_lengths(meta, int(c.config.max_position_embeddings), p / META_FILE)
+        _check_lengths(meta, int(c.config.max_position_embeddings), int(q.config.max_position_embeddings), p / META_FILE)
         return cls(q, c, tok, meta)
 
     def save(self, path: str | Path, extra: dict | None = None) -> None:
@@ -318,15 +318,16 @@ def _read_meta(p: Path) -> dict:
     return meta
 
 
-def _check_lengths(meta: dict, positions: int, source: Path) -> None:
-    """The token limits lewisrag_dpr.json records, within the encoders' `positions` (a longer one
-    fails deep inside BERT's embeddings); missing ones (a hand-made file) become 256 and 64 tokens,
-    or `positions` if fewer."""
-    for field, default in (("max_length", 256), ("q_max_length", 64)):
+def _check_lengths(meta: dict, ctx_positions: int, q_positions: int, source: Path) -> None:
+    """The token limits lewisrag_dpr.json records (passages: max_length, questions: q_max_length),
+    each within its encoder's positions (a longer one fails deep inside BERT's embeddings); missing
+    ones (a hand-made file) become 256 and 64 tokens, or the positions if fewer."""
+    for field, default, positions, side in (("max_length", 256, ctx_positions, "context"),
+                                            ("q_max_length", 64, q_positions, "question")):
         value = meta.setdefault(field, min(default, positions))
         if not (isinstance(value, int) and not isinstance(value, bool) and 0 < value <= positions):
-            raise InputError(source, f"expected a whole number from 1 to the encoders' {positions} positions, got {value!r}",
-                             field=field)
+            raise InputError(source, f"expected a whole number from 1 to the {side} encoder's {positions} positions, "
+                             f"got {value!r}", field=field)
 
 
 def _output_dim(encoder) -> int:

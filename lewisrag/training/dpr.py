@@ -275,7 +275,10 @@ def train_dpr(
     texts = [f"{p.title} {p.text}" for p in passages] + [ex.question for ex, _ in usable]
     q_enc, c_enc, tokenizer = init_encoders(cfg, texts)  # before mining: a starting folder that does not fit fails first
     # shared is what the start made of it: a pair, or a checkpoint whose encoders have moved apart, trains as two
-    cfg = replace(cfg, shared=c_enc.ctx_encoder.bert_model is q_enc.question_encoder.bert_model)
+    # token limits within the start's position tables: a starting BERT may have fewer than 128
+    cfg = replace(cfg, shared=c_enc.ctx_encoder.bert_model is q_enc.question_encoder.bert_model,
+                  p_max_length=min(cfg.p_max_length, c_enc.config.max_position_embeddings),
+                  q_max_length=min(cfg.q_max_length, q_enc.config.max_position_embeddings))
     mine = cfg.hard_negatives and cfg.steps > 0
     negatives = mine_hard_negatives([ex for ex, _ in usable], passages) if mine else [None] * len(usable)
     q_enc.to(device), c_enc.to(device)
