@@ -307,7 +307,7 @@ def test_gold_ids_outside_the_runs_passages_are_named_not_scored_as_misses(run_d
     code, _, err = run_main(monkeypatch, capsys, "compare", "--run", run_dir, "--systems", "rag_token", "--questions", bad,
                             "--position-questions", 0, "--out", tmp_path / "cmp")
     assert code == 2 and len(err.strip().splitlines()) == 1, err
-    assert f"{bad}:3: field 'gold_passage_ids': gold passage id 'nope-1' is not in the index" in err
+    assert f"{bad}:3: field 'gold_passage_ids': gold passage id 'nope-1' is not in the run's passages" in err
     assert not (tmp_path / "cmp").exists()
     train = [json.loads(line) for line in (run_dir / "world" / "train.jsonl").read_text().splitlines()[:6]]
     train[4]["gold_passage_ids"] = ["nope-1"]

@@ -321,6 +321,10 @@ BAD_INPUTS = {
         lambda t, c: ["eval", "retrieval", "--index", c["bm25"], "--questions",
                       _qa(t, [{"question": "q?", "answers": ["a"], "gold_passage_ids": ["nowhere-1"]}])],
         ["qa.jsonl:1", "gold_passage_ids", "'nowhere-1' is not in the index"]),
+    "eval retrieval: ... named by the file's own field": (  # --qa-fields maps the name: the message uses the file's
+        lambda t, c: ["eval", "retrieval", "--index", c["bm25"], "--qa-fields", "gold_passage_ids=pids", "--questions",
+                      _qa(t, [{"question": "q?", "answers": ["a"], "pids": ["nowhere-1"]}])],
+        ["qa.jsonl:1", "field 'pids'", "'nowhere-1' is not in the index"]),
     "eval retrieval: a bad second index": (  # found before the first is searched
         lambda t, c: ["eval", "retrieval", "--index", c["bm25"], "--index", t / "missing", "--questions", c["qa"]],
         ["missing", "index directory not found"]),

@@ -118,7 +118,13 @@ def test_base_measures_recall_when_test_questions_name_gold_passages(assets, tin
         code, stdout, err = run_main(monkeypatch, capsys, *flags)
     assert code == 0, err
     r = json.loads((out / "results.json").read_text())
-    assert r["retrieval"]["n"] == 30 and 0 <= r["retrieval"]["recall_at_1"] <= r["retrieval"]["recall_at_20"] <= 1
+    # --max-passages 24 keeps the corpus's first 24 passages: questions whose gold passages lie beyond
+    # them are counted apart, not scored as misses at every k
+    kept = {p.id for p in read_passages(tiny_corpus["passages"])[:24]}
+    outside = sum(not kept & set(ex.gold_passage_ids) for ex in read_qa(tiny_corpus["qa"]))
+    assert 0 < outside < 30 and r["retrieval"]["gold_not_indexed"] == outside and r["retrieval"]["n"] == 30 - outside
+    assert 0 <= r["retrieval"]["recall_at_1"] <= r["retrieval"]["recall_at_20"] <= 1
+    assert f"{outside} questions whose gold passages all lie outside" in (out / "report.md").read_text()
     assert r["skipped"]["index_b"] == "no --passages-b" and r["skipped"]["knowledge_update"] == "no --passages-b"
     assert "knowledge_update" not in r and not (out / "index_b").exists() and r["qa"]["rag_token"]["n"] == 30
     assert "not run: knowledge_update" in stdout and "recall@1" in (out / "report.md").read_text()

@@ -52,7 +52,7 @@ def retrieval(
                                  context_encoder=context_encoder if kind == "dense" else None)
                   for path, kind in zip(index, kinds)]
     for path, retriever in zip(index, retrievers):
-        check_gold_ids(examples, retriever.index.passages, data, path)
+        check_gold_ids(examples, retriever.index.passages, data, f"the index {path}", _ui.qa_fields(qa_fields))
     results = {}
     with _ui.progress() as p:
         for path, kind, retriever in zip(index, kinds, retrievers):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from lewisrag.data.io import InputError, get_path, iter_records, optional_str, record_id, require_str, require_str_list
@@ -160,21 +160,22 @@ def read_qa(path: str | os.PathLike, fields: Mapping[str, str] | None = None) ->
     return out
 
 
-def check_gold_ids(examples: Sequence[QAExample], passages, path: str | os.PathLike, index: object) -> None:
+def check_gold_ids(examples: Sequence[QAExample], passages, path: str | os.PathLike, where: str,
+                   fields: Mapping[str, str] | None = None, used: Callable[[QAExample], bool] = lambda ex: True) -> None:
     """Refuse a gold passage id that `passages` (a list of Passages or a PassageTable) do not hold: it
     would count as a miss at every k, so questions written for another corpus (or a mistyped id) are
-    bad input, named by file, line and field. `examples` are `read_qa(path)`'s, in its order (one
-    per record); `index` names the passages' index in the message."""
-    gold = {g for ex in examples for g in ex.gold_passage_ids}
+    bad input, named by file, line and field. `examples` are `read_qa(path, fields)`'s, in its order
+    (one per record); only those `used` are checked; `where` names the passages ("the index X")."""
+    gold = {g for ex in examples if used(ex) for g in ex.gold_passage_ids}
     present = passages.ids_present(gold) if hasattr(passages, "ids_present") else gold & {p.id for p in passages}
     if gold <= present:
         return
     lines = (line for line, _ in iter_records(path))
     for line, ex in zip(lines, examples):
-        missing = [g for g in ex.gold_passage_ids if g not in present]
+        missing = [g for g in ex.gold_passage_ids if g not in present] if used(ex) else []
         if missing:
-            raise InputError(path, f"gold passage id {missing[0]!r} is not in the index {index}", line=line,
-                             field="gold_passage_ids")
+            raise InputError(path, f"gold passage id {missing[0]!r} is not in {where}", line=line,
+                             field=(fields or {}).get("gold_passage_ids", "gold_passage_ids"))
 
 
 def _qa_example(rec: dict, schema: QASchema, path, line: int, seen: dict[str, int]) -> QAExample:

@@ -207,10 +207,20 @@ def _retrieval(run: Path, test, pair: dict, on_progress: Progress) -> dict:
     with_gold = [ex for ex in test if ex.gold_passage_ids]
     if not with_gold:
         return {"out": {"retrieval": {"split": "test", "skipped": "no test question has gold_passage_ids (nq_open has none)"}}}
-    r = retrieval_recall(open_retriever(run / "index_a", pair["encoder"], context_encoder=pair["context_encoder"]),
-                         with_gold, ks, on_batch=lambda n: on_progress("recall", n, len(with_gold), ""))
+    retriever = open_retriever(run / "index_a", pair["encoder"], context_encoder=pair["context_encoder"])
+    # --max-passages may keep a corpus's first N passages only: a question whose gold passages all lie
+    # beyond them cannot be found by any retriever, so it is left out of recall and counted, not scored 0
+    passages = retriever.index.passages
+    gold = {g for ex in with_gold for g in ex.gold_passage_ids}
+    present = passages.ids_present(gold) if hasattr(passages, "ids_present") else gold & {p.id for p in passages}
+    scored = [ex for ex in with_gold if present & set(ex.gold_passage_ids)]
+    outside = len(with_gold) - len(scored)
+    if not scored:
+        return {"out": {"retrieval": {"split": "test", "gold_not_indexed": outside, "skipped":
+                                      "no test question's gold passage is among the indexed passages"}}}
+    r = retrieval_recall(retriever, scored, ks, on_batch=lambda n: on_progress("recall", n, len(scored), ""))
     hits = {f"recall_at_{k}": r[f"hit@{k}"] for k in ks}  # DPR's top-k accuracy, as the papers report retrieval
-    return {"out": {"retrieval": {"split": "test", "n": r["n"], **hits}}}
+    return {"out": {"retrieval": {"split": "test", "n": r["n"], "gold_not_indexed": outside, **hits}}}
 
 
 def _generator(run: Path, source: str) -> dict:

@@ -329,7 +329,8 @@ def compare_run(run: str | os.PathLike, out: str | os.PathLike, names=SYSTEMS, d
     check_systems(run, names, generator)
     test, eval_examples = read_qa(run / "world" / "test.jsonl"), read_qa(data, qa_fields)  # all input read before any model
     passages = {p.id: p for p in read_passages(run / "world" / "passages_a.jsonl")}
-    check_gold_ids(eval_examples, list(passages.values()), data, run / "index_a")  # the passages every system searches
+    check_gold_ids(eval_examples, list(passages.values()), data, f"the run's passages {run / 'world' / 'passages_a.jsonl'}",
+                   qa_fields)  # the passages every system searches
     systems = load_systems(run, names, max_length=_run_max_length(run), generator=generator, device=device)
     card = scorecard(systems, test, eval_examples, on_progress=on_progress)
     probe = [ex for ex in test if ex.kind == "short"][:position_questions]

@@ -76,10 +76,11 @@ def _retrieval(results: dict, t: Messages) -> list[str]:
         return [t("rep.retrieval.h"), "", t("rep.retrieval.not_measured", why=t.text(r["skipped"])), ""]
     if "bm25" not in r:  # the base preset: the given DPR pair only
         ks = [k for k in ("recall_at_1", "recall_at_5", "recall_at_20") if k in r]
+        outside = [t("rep.retrieval.gold_not_indexed", n=r["gold_not_indexed"]), ""] if r.get("gold_not_indexed") else []
         return [t("rep.retrieval.h_base", split=t.word("split", r["split"])), "",
                 f"| {t('rep.retrieval.col')} | " + " | ".join(k.replace("recall_at_", "recall@") for k in ks) + " |",
                 "|---|" + "---:|" * len(ks), f"| {t('rep.retrieval.dpr_given')} | " + " | ".join(_f(r[k], t) for k in ks) + " |",
-                ""]
+                "", *outside]
     ks = [k for k in ("recall_at_1", "recall_at_5", "recall_at_20") if k in r]
     return [t("rep.retrieval.h_world"), "",
             f"| {t('rep.retrieval.col')} | " + " | ".join(k.replace("recall_at_", "recall@") for k in ks) + " |",

@@ -184,8 +184,10 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
     check_out_dir(out, KIND, overwrite=overwrite, inputs=inputs, replaces=True)
     retriever = open_retriever(cfg.index, cfg.encoder or None, context_encoder=cfg.context_encoder or None)
     read = read_qa(cfg.train, cfg.qa_fields)
-    check_gold_ids(read, retriever.index.passages, cfg.train, cfg.index)
     kept = of_kinds(read, cfg.train_kinds)
+    trained = {id(ex) for ex in kept if ex.answers}  # the questions training reads gold passages of
+    check_gold_ids(read, retriever.index.passages, cfg.train, f"the index {cfg.index}", cfg.qa_fields,
+                   used=lambda ex: id(ex) in trained)
     examples = training_examples(kept, retriever, {p.id: p for p in retriever.index.passages}, cfg.k)
     model, tokenizer = load_generator(cfg.generator)
     grown = extend_positions(model, cfg.max_input_length)
