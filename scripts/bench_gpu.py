@@ -544,28 +544,36 @@ def same_weights_flops(c: dict, p: dict) -> float:
     return step_flops([(b * K, p["context"], p["target"])], [b * 16], AutoConfig.from_pretrained(gen), q_params, n_enc, n_dec)
 
 
-def mfu_steps(c: dict, p: dict, device: str, reps: int, rate: float | None, log) -> list[dict]:
+def mfu_steps(c: dict, p: dict, device: str, reps: int, rate: float | None, log, keep) -> list[dict]:
     """lewisrag's same-weights RAG-Token step alone, eager and compiled (`train rag --compile`), at
     the preset's batch and twice it: the share of the GPU's bf16 rate each reaches (MFU against the
-    datasheet and against the matmul measured here). Where the MFU target can be met, if anywhere."""
-    compiled = True
+    datasheet and against the matmul measured here). Where the MFU target can be met, if anywhere.
+    `keep(rows)` is called after every row, so that a call cut short keeps the rows it measured."""
+    modes = ["eager", "compiled"]
+    rows: list[dict] = []
     try:
         check_compiler()
     except Exception as e:  # no C compiler: the eager rows alone, and the reason
-        compiled, reason = False, str(e)
-    rows = []
+        modes, rows = ["eager"], [{"mode": "compiled", "error": str(e)}]
     for scale in (1, 2):
         q = dict(p, batch=scale * p["batch"])
         flops = same_weights_flops(c, q)
         batch, q_ids, docs = same_weights_batch(c, q, device)
         _, ours = same_weights_pair("token", c, device)
-        for mode in ("eager", "compiled") if compiled else ("eager",):
+        out_of_memory = False
+        for mode in modes:
+            f = None
             try:
                 f = hf_step(ours, batch, q_ids, docs, compiled=mode == "compiled")
                 s, peak = timed(f, reps), peak_gb(f)
-            except torch.cuda.OutOfMemoryError:
-                rows.append({"batch": q["batch"], "mode": mode, "error": "out of memory"})
-                break
+            except Exception as e:  # one mode's failure keeps the rows measured and the next mode's chance
+                out_of_memory = isinstance(e, torch.cuda.OutOfMemoryError)
+                rows.append({"batch": q["batch"], "mode": mode, "error": "out of memory" if out_of_memory else
+                             f"{type(e).__name__}: {e}"})
+                keep(rows)
+                if out_of_memory:
+                    break
+                continue
             finally:
                 f = None
                 if device == "cuda":
@@ -574,10 +582,11 @@ def mfu_steps(c: dict, p: dict, device: str, reps: int, rate: float | None, log)
             rows.append({"batch": q["batch"], "context": q["context"], "target": q["target"], "mode": mode, "step_s": s,
                          "flops_per_step": flops, "mfu_datasheet": flops / s / H200_BF16_DENSE, "mfu_matmul": here,
                          "peak_gb": peak})
+            keep(rows)
             log(f"mfu: B={q['batch']} {mode}: {s:.3f} s/step, MFU {100 * flops / s / H200_BF16_DENSE:.1f}% of 989 TFLOP/s")
         del ours
-    if not compiled:
-        rows.append({"error": reason})
+        if out_of_memory:  # twice the batch would not fit either
+            break
     return rows
 
 
@@ -751,7 +760,8 @@ def main() -> None:
             part("profile", lambda: profile_steps(corpus, p, tmp, args.device, log))
             part("compiled", lambda: compiled_step(corpus, p, args.device, args.reps, log))
             part("closed_book", lambda: closed_book(corpus, p, tmp, args.device, log))
-            part("mfu", lambda: mfu_steps(corpus, p, args.device, args.reps, rate, log))
+            part("mfu", lambda: mfu_steps(corpus, p, args.device, args.reps, rate, log,
+                                          keep=lambda rows: (results["parts"].__setitem__("mfu", rows), save())))
             part("train_token_faiss", lambda: train_pipeline("token", p["steps_faiss"], corpus, p, tmp, args.device, log,
                                                              search="cpu"))
             part("train_sequence", lambda: train_pipeline("sequence", p["steps_sequence"], corpus, p, tmp, args.device, log))
@@ -793,7 +803,7 @@ def report(results: dict, rate: float | None) -> None:
               f"questions/s), greedy answers {cb['answer_questions_per_s']:.0f} questions/s, peak {cb['peak_gb']:.1f} GB")
     for r in parts.get("mfu") or []:
         if "error" in r:
-            print(f"mfu      {('B=' + str(r['batch']) + ' ' + r['mode'] + ': ') if 'batch' in r else ''}{r['error']}")
+            print(f"mfu      {('B=' + str(r['batch']) + ' ') if 'batch' in r else ''}{r['mode']}: {r['error']}")
         else:
             print(f"mfu      lewisrag RAG-Token bf16 step B={r['batch']} K={K} L={r['context']} {r['mode']:8s}: {r['step_s']:.3f} s, "
                   f"MFU {100 * r['mfu_datasheet']:.1f}% of 989 TFLOP/s ({100 * r['mfu_matmul']:.1f}% of the measured matmul), "

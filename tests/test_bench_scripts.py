@@ -55,7 +55,7 @@ def test_bench_gpu_check_preset_runs_every_part(tmp_path):
 def test_gpu_session_script_dry_run(tmp_path):
     """The one prepared call for a lent GPU runs here at toy sizes and writes each part's numbers."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "OUT": str(tmp_path), "PYTHON": sys.executable,
-           "BENCH_ARGS": "--preset check --device cpu --reps 1 --encode 512 --steps-token 6", "SMOKE_ARGS": "--device cpu"}
+           "BENCH_ARGS": "--preset check --device cpu --reps 1 --encode 512 --steps-token 6 --budget 1e9", "SMOKE_ARGS": "--device cpu"}
     r = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_session.sh")], capture_output=True, text=True, env=env,
                        timeout=600, cwd=ROOT)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
