@@ -237,7 +237,7 @@ def test_train_dpr_from_a_pair_with_few_positions_keeps_its_limits_inside_them(h
         cfg.max_position_embeddings = 64
         cls(cfg).save_pretrained(folder)
         pair[side] = folder
-    code, out, err = _train_dpr(monkeypatch, capsys, hf, tmp_path / "ckpt", "--init-question", pair["question"],
+    code, _, err = _train_dpr(monkeypatch, capsys, hf, tmp_path / "ckpt", "--init-question", pair["question"],
                                 "--init-context", pair["context"], "--steps", 1, "--self-negatives-at", 0)
     assert code == 0, err
     meta = json.loads((tmp_path / "ckpt" / "lewisrag_dpr.json").read_text())

@@ -315,7 +315,7 @@ def test_gold_ids_outside_the_runs_passages_are_named_not_scored_as_misses(run_d
     args = ["train", "stitched", "--index", run_dir / "index_a", "--generator", run_dir / "generator", "--n-docs", 2,
             "--steps", 1, "--batch-size", 2, "--train", tmp_path / "train.jsonl"]
     code, _, err = run_main(monkeypatch, capsys, *args, "--out", tmp_path / "s")
-    assert code == 2 and f"train.jsonl:5: field 'gold_passage_ids'" in err and not (tmp_path / "s").exists(), err
+    assert code == 2 and "train.jsonl:5: field 'gold_passage_ids'" in err and not (tmp_path / "s").exists(), err
     train[4]["gold_passage_ids"] = []
     (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in train))
     code, out, err = run_main(monkeypatch, capsys, *args, "--out", tmp_path / "s", "--json")
