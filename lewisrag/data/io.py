@@ -144,6 +144,27 @@ def load_hf(spec: str):
 # field checks shared by the record readers
 
 
+def is_count(value: object) -> bool:
+    """A whole number >= 0 (JSON's true and false are not numbers here).
+
+    >>> is_count(3), is_count(-1), is_count(True), is_count(2.0)
+    (True, False, False, False)
+    """
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def is_number(value: object) -> bool:
+    """An int or a float, not a boolean."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def expect(ok: bool, source, field: str, what: str, value: object, after: str = "") -> None:
+    """Unless `ok`: an InputError naming `source` and `field`: "expected WHAT, got VALUE" (+ `after`).
+    For the files lewisrag writes itself (manifests, checkpoint state), read back field by field."""
+    if not ok:
+        raise InputError(source, f"expected {what}, got {value!r}{after}", field=field)
+
+
 def require_str(rec: dict, field: str, source, line: int, *, nonempty: bool = True) -> str:
     if field not in rec or rec[field] is None:
         raise InputError(source, "missing", line=line, field=field)

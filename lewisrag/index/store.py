@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from lewisrag.data.io import InputError, atomic_path, read_json, write_json
+from lewisrag.data.io import InputError, atomic_path, expect, is_count, is_number, read_json, write_json
 from lewisrag.data.outputs import is_ours, mark, replace_dir
 from lewisrag.data.passages import PASSAGE_SCHEMA, PassageTable
 from lewisrag.data.records import Passage, read_passages
@@ -119,30 +119,26 @@ def check_manifest(manifest: object, source: Path) -> None:
     lewisrag.data.io.InputError: m.json: field 'n_passages': expected a whole number >= 0, got '3'
     """
     def need(ok: bool, field: str, what: str, value: object) -> None:
-        if not ok:
-            raise InputError(source, f"expected {what}, got {value!r}", field=field)
-
-    def count(v: object) -> bool:
-        return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+        expect(ok, source, field, what, value)
 
     need(isinstance(manifest, dict), "(top level)", "a JSON object", type(manifest).__name__)
     for field in ("kind", "n_passages", "content_hash"):
         if field not in manifest:
             raise InputError(source, "missing", field=field)
     fmt = manifest.get("format", 1)
-    need(count(fmt) and fmt >= 1, "format", "a format number", fmt)
+    need(is_count(fmt) and fmt >= 1, "format", "a format number", fmt)
     if fmt > FORMAT_VERSION:
         raise InputError(source, f"format {fmt} is newer than this lewisrag reads ({FORMAT_VERSION}); upgrade lewisrag",
                          field="format")
     need(manifest["kind"] in ("dense", "bm25"), "kind", "'dense' or 'bm25'", manifest["kind"])
-    need(count(manifest["n_passages"]), "n_passages", "a whole number >= 0", manifest["n_passages"])
+    need(is_count(manifest["n_passages"]), "n_passages", "a whole number >= 0", manifest["n_passages"])
     need(isinstance(manifest["content_hash"], str), "content_hash", "a string", manifest["content_hash"])
     if manifest["kind"] == "bm25":
         return
     for field in ("dim", "encoder"):
         if field not in manifest:
             raise InputError(source, "missing", field=field)
-    need(count(manifest["dim"]) and manifest["dim"] > 0, "dim", "a whole number > 0", manifest["dim"])
+    need(is_count(manifest["dim"]) and manifest["dim"] > 0, "dim", "a whole number > 0", manifest["dim"])
     encoder = manifest["encoder"]
     need(isinstance(encoder, dict), "encoder", "an object", encoder)
     need(isinstance(encoder.get("ctx_fingerprint"), str), "encoder.ctx_fingerprint", "a string", encoder.get("ctx_fingerprint"))
@@ -151,10 +147,10 @@ def check_manifest(manifest: object, source: Path) -> None:
     params = manifest.get("search_params", {})
     need(isinstance(params, dict), "search_params", "an object of FAISS search parameters", params)
     for name, value in params.items():
-        need(isinstance(value, int | float) and not isinstance(value, bool) and value >= 0, f"search_params.{name}",
+        need(is_number(value) and value >= 0, f"search_params.{name}",
              "a number >= 0", value)
     depth = manifest.get("rerank_depth")
-    need(depth is None or (count(depth) and depth > 0), "rerank_depth", "null or a whole number > 0", depth)
+    need(depth is None or (is_count(depth) and depth > 0), "rerank_depth", "null or a whole number > 0", depth)
     need(isinstance(manifest.get("build", {}), dict), "build", "an object", manifest.get("build"))
 
 

@@ -34,7 +34,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import AutoTokenizer
 
-from lewisrag.data.io import InputError, read_json, write_json
+from lewisrag.data.io import InputError, expect, is_count, read_json, write_json
 from lewisrag.data.outputs import staged_dir
 from lewisrag.data.pretrained import as_input_error, load_tokenizer
 from lewisrag.data.threads import resolve_device
@@ -116,9 +116,7 @@ def read_state(path: str | os.PathLike) -> dict:
         if not isinstance(state.get(field), dict):
             what = "missing" if field not in state else f"expected an object, got {state[field]!r}"
             raise InputError(file, f"{what}; the checkpoint is damaged", field=field)
-    step = state.get("step", 0)
-    if not (isinstance(step, int) and not isinstance(step, bool) and step >= 0):
-        raise InputError(file, f"expected a whole number >= 0, got {step!r}; the checkpoint is damaged", field="step")
+    expect(is_count(state.get("step", 0)), file, "step", "a whole number >= 0", state.get("step"), "; the checkpoint is damaged")
     return state
 
 

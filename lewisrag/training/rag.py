@@ -54,7 +54,7 @@ import torch.distributed as dist
 from accelerate import Accelerator
 from accelerate.state import AcceleratorState
 
-from lewisrag.data.io import InputError, atomic_path, read_json, write_json
+from lewisrag.data.io import InputError, atomic_path, expect, is_count, is_number, read_json, write_json
 from lewisrag.data.outputs import check_inputs_outside, check_out_dir, existing, is_ours, mark, replace_dir
 from lewisrag.data.records import QAExample
 from lewisrag.data.threads import resolve_device
@@ -426,11 +426,7 @@ def _read_state(ckpt: Path) -> dict:
     state, file = C.read_state(ckpt), ckpt / C.STATE_JSON
 
     def need(ok: bool, field: str, what: str, value: object) -> None:
-        if not ok:
-            raise InputError(file, f"expected {what}, got {value!r}; the checkpoint is damaged", field=field)
-
-    def count(v: object) -> bool:
-        return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+        expect(ok, file, field, what, value, "; the checkpoint is damaged")
 
     for field in ("step", "position", "config"):
         if field not in state:
@@ -440,11 +436,11 @@ def _read_state(ckpt: Path) -> dict:
     need(isinstance(position, dict) and set(position) == {f.name for f in fields(DataPosition)}, "position",
          "an object of epoch and index", position)
     for name in sorted(position):
-        need(count(position[name]), f"position.{name}", "a whole number >= 0", position[name])
+        need(is_count(position[name]), f"position.{name}", "a whole number >= 0", position[name])
     best = state.get("best_em")
-    need(best is None or (isinstance(best, int | float) and not isinstance(best, bool)), "best_em", "null or a number", best)
+    need(best is None or is_number(best), "best_em", "null or a number", best)
     live = state.get("live_index")
-    need(live is None or (isinstance(live, dict) and count(live.get("step", 0))), "live_index",
+    need(live is None or (isinstance(live, dict) and is_count(live.get("step", 0))), "live_index",
          "null or an object with a whole-number step", live)
     return state
 
