@@ -246,6 +246,33 @@ def test_the_working_directory_and_home_are_never_replaced(tiny_corpus, users_fo
     assert snapshot(users_folder) == before
 
 
+def test_a_world_rerun_killed_while_writing_leaves_the_old_world_whole(tmp_path, monkeypatch):
+    """A rerun used to delete world.json and rewrite the files in place: killed halfway, the old world
+    was gone and the folder held files of two seeds. Now every file is written beside its old one
+    before any is swapped in."""
+    from lewisrag.data import world as W
+
+    out = tmp_path / "world"
+    W.write_world(W.build_world(seed=0, entities=40), out)
+    before = snapshot(out)
+    real, written = W.write_jsonl, []
+
+    def killed_on_the_fifth(path, records):
+        if len(written) == 4:
+            raise KeyboardInterrupt
+        written.append(path)
+        return real(path, records)
+
+    monkeypatch.setattr(W, "write_jsonl", killed_on_the_fifth)
+    with pytest.raises(KeyboardInterrupt):
+        W.write_world(W.build_world(seed=1, entities=40), out)
+    assert {k: v for k, v in snapshot(out).items() if not k.endswith(".new")} == before
+    monkeypatch.undo()
+    W.write_world(W.build_world(seed=1, entities=40), out)  # the next run overwrites the leftovers
+    after = snapshot(out)
+    assert after != before and not [k for k in after if k.startswith(".") and k != MARKER]
+
+
 def test_chunk_refuses_to_replace_a_file_without_overwrite(tmp_path, monkeypatch, capsys):
     docs = tmp_path / "docs.jsonl"
     docs.write_text(json.dumps({"id": "d", "title": "T", "text": "one two three"}) + "\n")

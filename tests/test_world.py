@@ -243,24 +243,3 @@ def test_english_files_are_unchanged_by_the_language_layer(tmp_path):
     write_world(w, tmp_path)
     got = {name: hashlib.sha256((tmp_path / name).read_bytes()).hexdigest() for name in ENGLISH_SEED0_SHA256}
     assert got == ENGLISH_SEED0_SHA256
-
-
-def test_a_rerun_killed_halfway_leaves_no_world_json(tmp_path, monkeypatch):
-    """world.json marks a complete folder: a rerun that dies after rewriting some files must not
-    leave the old one beside a mix of old and new files."""
-    import lewisrag.data.world as W
-
-    write_world(build_world(seed=7, entities=SMALL), tmp_path / "w")
-    written = []
-
-    def dying(path, rows):
-        if len(written) == 2:
-            raise OSError("disk full")
-        written.append(path)
-        return real(path, rows)
-
-    real = W.write_jsonl
-    monkeypatch.setattr(W, "write_jsonl", dying)
-    with pytest.raises(OSError):
-        write_world(build_world(seed=8, entities=SMALL), tmp_path / "w")
-    assert not (tmp_path / "w" / "world.json").exists() and len(written) == 2

@@ -263,8 +263,9 @@ def summary(world: World) -> dict:
 
 
 def write_world(world: World, out_dir: str | os.PathLike, overwrite: bool = False) -> dict[str, int]:
-    """Check the world, then write its files (each atomically; world.json last, as the mark of a
-    complete directory). Returns the number of records written per file name.
+    """Check the world, then write its files (all of them beside the old ones first, then swapped
+    in; world.json last, as the mark of a complete directory). Returns the number of records
+    written per file name.
 
     `out_dir` must be missing, empty or a world lewisrag wrote, unless `overwrite`
     (`lewisrag.data.outputs`)."""
@@ -274,17 +275,18 @@ def write_world(world: World, out_dir: str | os.PathLike, overwrite: bool = Fals
 
 
 def _write_files(world: World, out: Path) -> dict[str, int]:
-    # a rerun rewrites the files in place: the old world.json goes first, so that a rerun killed
-    # halfway leaves a folder that says it is incomplete, not old files mixed with new ones
+    # A rerun writes every file beside its old one first (`.NAME.new`), then swaps them in with
+    # world.json last: a run killed while writing leaves the old world whole (its leftovers are
+    # overwritten by the next run), and one killed in the swap leaves no world.json, so the
+    # folder says it is incomplete.
+    files = {"passages_a.jsonl": (p.to_dict() for p in world.passages_a),
+             "passages_b.jsonl": (p.to_dict() for p in world.passages_b)}
+    files.update({f"{stem}.jsonl": (_qa_dict(q) for q in world.questions[stem]) for stem in QUESTION_FILES})
+    files.update({f"{stem}.jsonl": (_qa_dict(q) for q in world.tasks[stem]) for stem in world.tasks})
+    counts = {name: write_jsonl(out / f".{name}.new", records) for name, records in files.items()}
     (out / "world.json").unlink(missing_ok=True)
-    counts = {
-        "passages_a.jsonl": write_jsonl(out / "passages_a.jsonl", (p.to_dict() for p in world.passages_a)),
-        "passages_b.jsonl": write_jsonl(out / "passages_b.jsonl", (p.to_dict() for p in world.passages_b)),
-    }
-    for stem in QUESTION_FILES:
-        counts[f"{stem}.jsonl"] = write_jsonl(out / f"{stem}.jsonl", (_qa_dict(q) for q in world.questions[stem]))
-    for stem in world.tasks:
-        counts[f"{stem}.jsonl"] = write_jsonl(out / f"{stem}.jsonl", (_qa_dict(q) for q in world.tasks[stem]))
+    for name in files:
+        os.replace(out / f".{name}.new", out / name)
     for stem in set(TASK_FILES) - set(world.tasks):  # a Chinese world rewritten over an English one: no stale task files
         (out / f"{stem}.jsonl").unlink(missing_ok=True)
     write_json(out / "world.json", summary(world))
