@@ -95,15 +95,35 @@ from lewisrag.commands import pretrain as _pretrain  # noqa: E402
 app.command("pretrain")(_pretrain.pretrain)
 
 
+def _terminate(signum, frame) -> None:
+    """SIGTERM takes Ctrl-C's way out: the staging folders and temporary files of the command
+    are removed by the same `finally` blocks, instead of the process dying where it stands."""
+    _TERMINATED.append(signum)
+    raise KeyboardInterrupt
+
+
+_TERMINATED: list[int] = []
+
+
+def _interrupted() -> None:
+    terminated = bool(_TERMINATED)
+    typer.echo("terminated (SIGTERM)" if terminated else "interrupted", err=True)
+    sys.exit(143 if terminated else 130)
+
+
 def main() -> None:
+    import signal
+
     from typer.exceptions import TyperException  # typer carries its own click: its usage errors derive from this
 
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         code = app(prog_name="lewisrag", standalone_mode=False)  # usage errors come back here, below
+        if code == 130:  # typer turns Ctrl-C (a KeyboardInterrupt) into this return value, silently
+            _interrupted()
         sys.exit(code if isinstance(code, int) else 0)
     except typer.Abort:
-        typer.echo("interrupted", err=True)
-        sys.exit(130)
+        _interrupted()
     except TyperException as e:
         ctx = getattr(e, "ctx", None)
         if type(e).__name__ == "NoArgsIsHelpError" and ctx is not None:  # a bare `lewisrag` or `lewisrag index`
@@ -122,8 +142,7 @@ def main() -> None:
         typer.echo(f"error: {where}{e.strerror or e}", err=True)
         sys.exit(2)
     except KeyboardInterrupt:
-        typer.echo("interrupted", err=True)
-        sys.exit(130)
+        _interrupted()
 
 
 if __name__ == "__main__":

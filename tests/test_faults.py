@@ -246,6 +246,21 @@ def test_the_working_directory_and_home_are_never_replaced(tiny_corpus, users_fo
     assert snapshot(users_folder) == before
 
 
+@pytest.mark.parametrize("sig,code,line", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated (SIGTERM)")])
+def test_ctrl_c_and_sigterm_say_so_in_one_line_and_leave_nothing(tmp_path, sig, code, line):
+    """typer turned Ctrl-C into exit 130 without a word, and SIGTERM killed the process where it stood
+    (staging folders left behind): both now end through the same cleanup, with one line."""
+    out = tmp_path / "w"
+    proc = subprocess.Popen([sys.executable, "-m", "lewisrag", "world", "--out", str(out), "--entities", "40000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    time.sleep(6)  # imported and building the world, nothing written yet (40,000 entities take half a minute)
+    assert proc.poll() is None
+    os.killpg(proc.pid, sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == code and err.strip() == line, (proc.returncode, err)
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
 def test_a_world_rerun_killed_while_writing_leaves_the_old_world_whole(tmp_path, monkeypatch):
     """A rerun used to delete world.json and rewrite the files in place: killed halfway, the old world
     was gone and the folder held files of two seeds. Now every file is written beside its old one
