@@ -160,6 +160,11 @@ def read_qa(path: str | os.PathLike, fields: Mapping[str, str] | None = None) ->
     return out
 
 
+def ids_present(passages, ids) -> set[str]:
+    """Which of `ids` are ids of `passages`: a PassageTable scans its id column, a list is walked."""
+    return passages.ids_present(ids) if hasattr(passages, "ids_present") else set(ids) & {p.id for p in passages}
+
+
 def check_gold_ids(examples: Sequence[QAExample], passages, path: str | os.PathLike, where: str,
                    fields: Mapping[str, str] | None = None, used: Callable[[QAExample], bool] = lambda ex: True) -> None:
     """Refuse a gold passage id that `passages` (a list of Passages or a PassageTable) do not hold: it
@@ -167,7 +172,7 @@ def check_gold_ids(examples: Sequence[QAExample], passages, path: str | os.PathL
     bad input, named by file, line and field. `examples` are `read_qa(path, fields)`'s, in its order
     (one per record); only those `used` are checked; `where` names the passages ("the index X")."""
     gold = {g for ex in examples if used(ex) for g in ex.gold_passage_ids}
-    present = passages.ids_present(gold) if hasattr(passages, "ids_present") else gold & {p.id for p in passages}
+    present = ids_present(passages, gold)
     if gold <= present:
         return
     lines = (line for line, _ in iter_records(path))

@@ -27,7 +27,7 @@ from lewisrag import __version__
 from lewisrag.data.io import InputError, read_json, write_json, write_jsonl
 from lewisrag.data.passages import open_passages
 from lewisrag.data.pretrained import check_generator_folder
-from lewisrag.data.records import read_qa
+from lewisrag.data.records import ids_present, read_qa
 from lewisrag.data.threads import environment
 from lewisrag.eval.results import FORMAT
 from lewisrag.experiments import stages as S
@@ -210,9 +210,7 @@ def _retrieval(run: Path, test, pair: dict, on_progress: Progress) -> dict:
     retriever = open_retriever(run / "index_a", pair["encoder"], context_encoder=pair["context_encoder"])
     # --max-passages may keep a corpus's first N passages only: a question whose gold passages all lie
     # beyond them cannot be found by any retriever, so it is left out of recall and counted, not scored 0
-    passages = retriever.index.passages
-    gold = {g for ex in with_gold for g in ex.gold_passage_ids}
-    present = passages.ids_present(gold) if hasattr(passages, "ids_present") else gold & {p.id for p in passages}
+    present = ids_present(retriever.index.passages, {g for ex in with_gold for g in ex.gold_passage_ids})
     scored = [ex for ex in with_gold if present & set(ex.gold_passage_ids)]
     outside = len(with_gold) - len(scored)
     if not scored:

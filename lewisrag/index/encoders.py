@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lewisrag.data.io import InputError, read_json, write_json
+from lewisrag.data.io import InputError, is_count, read_json, write_json
 from lewisrag.data.pretrained import load_model, load_tokenizer
 
 META_FILE = "lewisrag_dpr.json"
@@ -325,7 +325,7 @@ def _check_lengths(meta: dict, ctx_positions: int, q_positions: int, source: Pat
     for field, default, positions, side in (("max_length", 256, ctx_positions, "context"),
                                             ("q_max_length", 64, q_positions, "question")):
         value = meta.setdefault(field, min(default, positions))
-        if not (isinstance(value, int) and not isinstance(value, bool) and 0 < value <= positions):
+        if not (is_count(value) and 0 < value <= positions):
             raise InputError(source, f"expected a whole number from 1 to the {side} encoder's {positions} positions, "
                              f"got {value!r}", field=field)
 
