@@ -13,6 +13,7 @@ import hashlib
 import json
 import logging
 import os
+import socket
 import tempfile
 from collections.abc import Container, Iterable, Iterator
 from pathlib import Path
@@ -261,7 +262,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside `path`; rename it onto `path` only if the block succeeds."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{owner_tag()}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
     os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; outputs should get the usual mode
     try:
@@ -271,6 +272,16 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def owner_tag() -> str:
+    """`PID-HOST` (HOST: 6 hex digits of the host name's hash) for temporary names, so that a later
+    run can tell the leftovers of a killed process from another live run's (`outputs.sweep_leftovers`).
+
+    >>> import re; bool(re.fullmatch(r"[0-9]+-[0-9a-f]{6}", owner_tag()))
+    True
+    """
+    return f"{os.getpid()}-{hashlib.sha1(socket.gethostname().encode()).hexdigest()[:6]}"
 
 
 def _umask() -> int:

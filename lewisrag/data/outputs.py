@@ -17,6 +17,11 @@ A command never destroys what the user did not make:
 Folders are replaced by two renames (old aside, new in, old removed), so a kill at any moment leaves
 the old folder or the new one. The marker lets `--resume` and plain reruns work on lewisrag's own
 folders without a flag.
+
+Staging folders and temporary files carry their writer's process id and host in their names
+(`.NAME.tmp.PID-HOST.xxxx`, `.NAME.PID-HOST.xxxx.tmp`). A process killed where no cleanup runs
+(SIGKILL, a power cut) leaves them behind; the next command that writes there removes those whose
+process is gone (`sweep_leftovers`), and never one that a live process may still be writing.
 """
 
 from __future__ import annotations
@@ -24,12 +29,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from lewisrag.data.io import InputError, _umask, write_json
+from lewisrag.data.io import InputError, _umask, owner_tag, write_json
 
 MARKER = ".lewisrag"
 
@@ -100,6 +106,10 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise InputError(out, "exists and is not a folder (it is left as it is); choose another", field=flag)
+    sweep_leftovers(out.parent, out.name)
+    if made_by(out) is not None:  # inside a folder lewisrag wrote: its killed writers' temporary files
+        for folder, _, _ in os.walk(out):
+            sweep_leftovers(Path(folder))
     # The refusals that --overwrite cannot lift come first, so that no message suggests a flag
     # that would only lead to another refusal.
     if out.exists() and Path.cwd().resolve().is_relative_to(out.resolve()):
@@ -171,6 +181,7 @@ def check_out_file(out: str | os.PathLike, *, overwrite: bool = False, flag: str
     out = Path(out)
     if out.is_dir():
         raise InputError(out, "is a folder; a file path is needed", field=flag)
+    sweep_leftovers(out.parent, out.name)
     where = out.resolve()
     for name, path in inputs:
         if path is None or str(path).startswith("hf:") or not Path(path).exists():
@@ -226,6 +237,58 @@ def replace_dir(src: Path, dst: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+# `.NAME.tmp.PID-HOST.xxxx` (staged_dir) and `.NAME.PID-HOST.xxxx.tmp` (io.atomic_path); xxxx is tempfile's
+_LEFTOVER = re.compile(r"\..+\.(?:tmp\.(?P<dpid>\d+)-(?P<dhost>[0-9a-f]{6})\.[a-z0-9_]+"
+                       r"|(?P<fpid>\d+)-(?P<fhost>[0-9a-f]{6})\.[a-z0-9_]+\.tmp)")
+
+
+def sweep_leftovers(folder: str | os.PathLike, name: str | None = None) -> list[Path]:
+    """Remove the staging folders and temporary files (of the output `name` only, if given) that
+    lewisrag processes killed without cleanup left in `folder`; returns what was removed.
+
+    Only entries whose writer ran on this host (the host hash in the name) and no longer runs
+    (no process with that id) are removed: another run's work in progress is never touched. A
+    process id reused since only keeps a leftover a while longer. Not on Windows, where there is
+    no cheap test for a live process id.
+    """
+    folder = Path(folder)
+    if os.name != "posix" or not folder.is_dir():
+        return []
+    removed = []
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            m = _LEFTOVER.fullmatch(entry.name)
+            if m is None or (name is not None and not entry.name.startswith(f".{name}.")):
+                continue
+            pid, host = int(m["dpid"] or m["fpid"]), m["dhost"] or m["fhost"]
+            if host != _host_hash() or _alive(pid):
+                continue
+            path = Path(entry.path)
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+            removed.append(path)
+    return removed
+
+
+def _host_hash() -> str:
+    return owner_tag().rsplit("-", 1)[1]
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return True  # not a process id that names one process: keep
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # PermissionError: another user's live process
+        return True
+    return True
+
+
 def _old(target: Path) -> Path:
     return target.with_name(f".{target.name}.old")
 
@@ -275,7 +338,8 @@ def staged_dir(path: str | os.PathLike, kind: str | None = None) -> Iterator[Pat
     """
     target = Path(os.path.abspath(path))  # `.` and `..` have no name to stage beside
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp.", dir=target.parent))
+    sweep_leftovers(target.parent, target.name)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp.{owner_tag()}.", dir=target.parent))
     os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; outputs should get the usual mode
     try:
         yield tmp

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
 
-from lewisrag.data.io import InputError, read_json, write_json, write_text
+from lewisrag.data.io import InputError, owner_tag, read_json, write_json, write_text
 from lewisrag.data.outputs import check_out_dir, is_ours, record_files, staged_dir, written_files
 from lewisrag.data.records import CATEGORIES
 from lewisrag.eval import claims
@@ -293,7 +293,7 @@ def write_run_dir(out: str | os.PathLike, kind: str, results: Results, *, report
         with staged_dir(out, kind) as d:  # its marker then lists the files (outputs.replace_dir)
             return write(d)
     before = written_files(out) or []  # none listed: a run from before markers did, nothing known stale
-    with tempfile.TemporaryDirectory(prefix=f".{out.name}.tmp.", dir=out.parent) as tmp:
+    with tempfile.TemporaryDirectory(prefix=f".{out.name}.tmp.{owner_tag()}.", dir=out.parent) as tmp:
         written = write(Path(tmp))
         names = sorted(f.name for f in Path(tmp).iterdir())
         for name in names:
