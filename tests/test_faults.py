@@ -261,6 +261,33 @@ def test_ctrl_c_and_sigterm_say_so_in_one_line_and_leave_nothing(tmp_path, sig, 
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 
+def test_ctrl_c_while_the_cli_still_imports_is_one_line(monkeypatch, capsys):
+    """The console script imported `lewisrag.cli` before any handler ran: a Ctrl-C in that first
+    moment printed a KeyboardInterrupt traceback."""
+    from importlib.metadata import entry_points
+
+    import lewisrag.__main__ as entry
+
+    (script,) = entry_points(group="console_scripts", name="lewisrag")
+    assert script.value == "lewisrag.__main__:main"
+
+    class CtrlC:  # raises where the import of lewisrag.cli would run
+        def find_spec(self, name, path=None, target=None):
+            if name == "lewisrag.cli":
+                raise KeyboardInterrupt
+
+    monkeypatch.delitem(sys.modules, "lewisrag.cli", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [CtrlC(), *sys.meta_path])
+    monkeypatch.setattr(sys, "argv", ["lewisrag", "--help"])
+    handler = signal.getsignal(signal.SIGTERM)
+    try:
+        with pytest.raises(SystemExit) as e:
+            entry.main()
+    finally:
+        signal.signal(signal.SIGTERM, handler)
+    assert e.value.code == 130 and capsys.readouterr().err == "interrupted\n"
+
+
 def test_a_world_rerun_killed_while_writing_leaves_the_old_world_whole(tmp_path, monkeypatch):
     """A rerun used to delete world.json and rewrite the files in place: killed halfway, the old world
     was gone and the folder held files of two seeds. Now every file is written beside its old one
@@ -286,6 +313,40 @@ def test_a_world_rerun_killed_while_writing_leaves_the_old_world_whole(tmp_path,
     W.write_world(W.build_world(seed=1, entities=40), out)  # the next run overwrites the leftovers
     after = snapshot(out)
     assert after != before and not [k for k in after if k.startswith(".") and k != MARKER]
+
+
+def test_leftovers_of_a_sigkilled_writer_are_swept_by_the_next_command(tmp_path, monkeypatch, capsys):
+    """SIGKILL runs no cleanup: a staging folder and a temporary file stay behind. The next command
+    writing there removes them, and leaves those of a live process or another host alone."""
+    killed = tmp_path / "killed.py"
+    killed.write_text(
+        "import os, signal, sys\n"
+        "from pathlib import Path\n"
+        "from lewisrag.data.io import atomic_path\n"
+        "from lewisrag.data.outputs import staged_dir\n"
+        "top = Path(sys.argv[1])\n"
+        "with staged_dir(top / 'w', 'world') as tmp, atomic_path(top / 'passages.jsonl') as part:\n"
+        "    (tmp / 'entities.jsonl').write_text('half')\n"
+        "    part.write_text('half')\n"
+        "    print(os.getpid(), flush=True)\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n")
+    proc = subprocess.run([sys.executable, str(killed), str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    left = sorted(p.name for p in tmp_path.glob(".*"))
+    assert len(left) == 2 and left[0].startswith(".passages.jsonl.") and left[1].startswith(".w.tmp."), left
+    from lewisrag.data.io import owner_tag
+
+    live = tmp_path / f".w.tmp.{owner_tag()}.abcd1234"  # this test's own process: alive
+    elsewhere = tmp_path / f".w.tmp.{int(proc.stdout)}-{'0' * 6}.abcd1234"  # the dead process's id, on another host
+    live.mkdir()
+    elsewhere.mkdir()
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text(json.dumps({"id": "d", "title": "T", "text": "one two three"}) + "\n")
+    code, _, err = run(monkeypatch, capsys, "chunk", "--docs", docs, "--out", tmp_path / "passages.jsonl")
+    assert code == 0, err
+    code, _, err = run(monkeypatch, capsys, "world", "--out", tmp_path / "w", "--entities", 40)
+    assert code == 0, err
+    assert sorted(p.name for p in tmp_path.glob(".*")) == sorted([live.name, elsewhere.name])
 
 
 def test_chunk_refuses_to_replace_a_file_without_overwrite(tmp_path, monkeypatch, capsys):
