@@ -20,6 +20,11 @@ from pathlib import Path
 from typing import Any
 
 
+class LewisragWarning(UserWarning):
+    """Something the user should know but that does not stop the command; the CLI prints it as one
+    line, `warning: message` (`warnings` shows each message once)."""
+
+
 class InputError(Exception):
     """Bad input, reported as `file:line: field 'name': message` (exit code 2 in the CLI)."""
 
@@ -275,13 +280,20 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 
 
 def owner_tag() -> str:
-    """`PID-HOST` (HOST: 6 hex digits of the host name's hash) for temporary names, so that a later
-    run can tell the leftovers of a killed process from another live run's (`outputs.sweep_leftovers`).
+    """`PID-HOST` for temporary names, so that a later run can tell the leftovers of a killed process
+    from another live run's (`outputs.sweep_leftovers`). HOST: 6 hex digits of a hash of the host
+    name and, on Linux, the process-id namespace: two containers may share a host name and a folder,
+    but a process id means something only in its own namespace.
 
     >>> import re; bool(re.fullmatch(r"[0-9]+-[0-9a-f]{6}", owner_tag()))
     True
     """
-    return f"{os.getpid()}-{hashlib.sha1(socket.gethostname().encode()).hexdigest()[:6]}"
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:  # not Linux
+        namespace = ""
+    host = hashlib.sha1(f"{socket.gethostname()} {namespace}".encode()).hexdigest()[:6]
+    return f"{os.getpid()}-{host}"
 
 
 def _umask() -> int:
