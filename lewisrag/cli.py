@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 
 # Library progress bars (transformers' weight loading, bm25s) would interleave with ours.
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -17,7 +18,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import typer  # noqa: E402
 
-from lewisrag.data.io import InputError  # noqa: E402
+from lewisrag.data.io import InputError, LewisragWarning  # noqa: E402
 
 app = typer.Typer(
     name="lewisrag",
@@ -103,6 +104,7 @@ def _terminate(signum, frame) -> None:
 
 
 _TERMINATED: list[int] = []
+_python_warning = warnings.formatwarning
 
 
 def _interrupted() -> None:
@@ -111,12 +113,20 @@ def _interrupted() -> None:
     sys.exit(143 if terminated else 130)
 
 
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    """lewisrag's own warnings as `warning: message`; any other library's as Python prints them."""
+    if issubclass(category, LewisragWarning):
+        return f"warning: {message}\n"
+    return _python_warning(message, category, filename, lineno, line)
+
+
 def main() -> None:
     import signal
 
     from typer.exceptions import TyperException  # typer carries its own click: its usage errors derive from this
 
     signal.signal(signal.SIGTERM, _terminate)
+    warnings.formatwarning = _one_line_warning
     try:
         code = app(prog_name="lewisrag", standalone_mode=False)  # usage errors come back here, below
         if code == 130:  # typer turns Ctrl-C (a KeyboardInterrupt) into this return value, silently

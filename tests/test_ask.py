@@ -79,3 +79,20 @@ def test_a_reproduce_run_folder_names_its_models(tmp_path):
     with pytest.raises(InputError, match="a reproduce run holds its models in") as e:
         resolve_model_dir(tmp_path)
     assert f"{tmp_path}/rag_sequence" in str(e.value) and f"{tmp_path}/rag_token" in str(e.value)
+
+
+def test_a_run_without_final_is_used_with_a_warning(trained_rag, rag_inputs, tmp_path):  # noqa: F811
+    """A killed (or still running) `train rag` holds best/ but no final/: ask, eval and export take
+    best/ and say so in one line, instead of passing it off as the finished run's model."""
+    import shutil
+
+    run = tmp_path / "run"
+    for part in ("best", "checkpoint"):
+        shutil.copytree(trained_rag / part, run / part)
+    r = run_cli("ask", "--model", str(run), "--index", str(rag_inputs["index"]), "--json", "Who is the leader of Valdoria?")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.splitlines() == [f"warning: {run}: this training run has no final/ (it is still training, or it "
+                                     "stopped before the end; its last checkpoint is at step 3); using best/, saved at step 3"]
+    shutil.copytree(trained_rag / "final", run / "final")
+    r = run_cli("ask", "--model", str(run), "--index", str(rag_inputs["index"]), "--json", "Who is the leader of Valdoria?")
+    assert r.returncode == 0 and r.stderr == "", r.stderr

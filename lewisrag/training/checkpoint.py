@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import warnings
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import AutoTokenizer
 
-from lewisrag.data.io import InputError, expect, is_count, read_json, write_json
+from lewisrag.data.io import InputError, LewisragWarning, expect, is_count, read_json, write_json
 from lewisrag.data.outputs import staged_dir
 from lewisrag.data.pretrained import as_input_error, load_tokenizer
 from lewisrag.data.threads import resolve_device
@@ -236,11 +237,27 @@ def resolve_model_dir(path: str | os.PathLike) -> Path:
     p = Path(path)
     for candidate in (p, p / "best", p / "final"):
         if (candidate / "rag.json").is_file() or _is_hf_rag(candidate):
+            if candidate.name == "best" and candidate != p and not (p / "final").exists():
+                warnings.warn(LewisragWarning(_unfinished(p)))  # one place: shown once however often resolved
             return candidate
     runs = [d.name for d in sorted(p.glob("rag_*")) if (d / "best" / "rag.json").is_file() or (d / "final" / "rag.json").is_file()]
     hint = (f"a reproduce run holds its models in {', '.join(f'{p}/{r}' for r in runs)}" if runs
             else "train one with `lewisrag train rag`")
     raise InputError(p, f"not a RAG model: no rag.json here nor in best/ or final/ ({hint})")
+
+
+def _unfinished(run: Path) -> str:
+    """What to say when a run folder's best/ is taken while the run has no final/ yet."""
+    def step(path: Path) -> object:
+        try:
+            return read_json(path).get("step", "?")
+        except (InputError, AttributeError):
+            return "?"
+
+    best = step(run / "best" / "train_config.json")
+    where = f"; its last checkpoint is at step {step(run / 'checkpoint' / STATE_JSON)}" if (run / "checkpoint").is_dir() else ""
+    return (f"{run}: this training run has no final/ (it is still training, or it stopped before the end{where}); "
+            f"using best/, saved at step {best}")
 
 
 def _is_hf_rag(p: Path) -> bool:
