@@ -91,6 +91,24 @@ def test_cli_table_lists_disagreements(tmp_path):
     assert "miss rate" in res.stdout and "false-kill rate" in res.stdout and "disagreements" in res.stdout
 
 
+def test_cli_table_lists_the_first_disagreements_and_says_where_all_are(tmp_path, monkeypatch):
+    """17k disagreements took longer to render than to judge; the table lists --show of them."""
+    human = [{"id": f"x{i:02d}", "premise": "p", "hypothesis": f"h{i}", "supported": i % 2 == 0} for i in range(40)]
+    labels = write_jsonl(tmp_path / "human.jsonl", human)
+    flipped = write_jsonl(tmp_path / "judge.jsonl", [{**h, "supported": not h["supported"]} for h in human])
+    monkeypatch.chdir(tmp_path)  # a short --out: rich folds a title longer than the table
+    args = ["calibrate", "--judge", f"labels:{flipped}", "--labels", str(labels), "--out", "out"]
+    for extra, listed in (([], 30), (["--show", "5"], 5), (["--show", "0"], 40)):
+        res = CliRunner().invoke(app, [*args, *extra], terminal_width=200)
+        assert res.exit_code == 0, res.output
+        shown = [h["id"] for h in human if f" {h['id']} " in res.stdout]
+        assert shown == [h["id"] for h in human[:listed]], (extra, shown)
+        assert ("40 disagreements, the first" in res.stdout) == (listed < 40)
+        if listed < 40:  # the title wraps at the table's width
+            assert f"the first {listed} (all: --show 0, --json, out/calibration.json)" in " ".join(res.stdout.split())
+    assert len(json.loads((tmp_path / "out" / "calibration.json").read_text())["disagreements"]) == 40
+
+
 def test_cli_bad_labels_exit_2(tmp_path):
     bad = write_jsonl(tmp_path / "bad.jsonl", [{"id": "s1", "premise": "p", "supported": True}])
     res = run_cli("calibrate", "--judge", "lexical", "--labels", str(bad))

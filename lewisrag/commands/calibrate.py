@@ -15,6 +15,8 @@ def calibrate(
     out: Path = typer.Option(None, "--out", help="Also write DIR/calibration.json."),
     batch_size: int = typer.Option(32, "--batch-size", min=1, help="Pairs per judge call."),
     confidence: float = typer.Option(0.95, "--confidence", min=0.5, max=0.999, help="Level of the Wilson intervals."),
+    show: int = typer.Option(30, "--show", min=0, help="Disagreements listed in the table (0: all); --json and "
+                             "--out's calibration.json hold them all."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as one JSON object instead of tables."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Write into --out even if it holds files that are not a "
                                    "calibration lewisrag wrote (replaced once calibration.json is written)."),
@@ -40,10 +42,10 @@ def calibrate(
     if as_json:
         _ui.print_json(result)
         return
-    _render(result)
+    _render(result, show, out)
 
 
-def _render(r: dict) -> None:
+def _render(r: dict, show: int, out: Path | None) -> None:
     def rate(name: str) -> str:
         if r[name] is None:
             return "-"
@@ -61,5 +63,10 @@ def _render(r: dict) -> None:
     ]
     title = f"judge {r['judge']['name']} {str(r['judge']['fingerprint'])[:12]} on {r['labels']} ({r['confidence']:.0%} Wilson intervals)"
     _ui.out.print(_ui.table(title, ["measure", "value"], summary))
-    rows = [[d["id"], d["kind"], d["human"], d["judge"], d["reason"], d["hypothesis"]] for d in r["disagreements"]]
-    _ui.out.print(_ui.table(f"{len(rows)} disagreement{'' if len(rows) == 1 else 's'}", ["id", "kind", "human", "judge", "reason", "statement"], rows))
+    every = r["disagreements"]
+    listed = every if show == 0 else every[:show]  # rendering 17k rows took longer than judging them
+    rows = [[d["id"], d["kind"], d["human"], d["judge"], d["reason"], d["hypothesis"]] for d in listed]
+    title = f"{len(every)} disagreement{'' if len(every) == 1 else 's'}"
+    if len(listed) < len(every):
+        title += f", the first {len(listed)} (all: --show 0, --json{'' if out is None else f', {out}/calibration.json'})"
+    _ui.out.print(_ui.table(title, ["id", "kind", "human", "judge", "reason", "statement"], rows))
