@@ -170,6 +170,9 @@ def test_a_config_folder_is_named_as_one(tmp_path):
     # a misspelt citation status would count as no violation: MISSING_CITATION's rule checks nothing
     (lambda run, v: run["records"][4].update(citation_checks=[{"status": "PASS"}, {"status": "MISSING_CITATON"}]),
      "records[4].citation_checks[1].status", "unknown status 'MISSING_CITATON'"),
+    # a misspelt metric went unread: the gate skipped faithfulness instead of failing its regression
+    (lambda run, v: run["records"][4]["metrics"].update(faithfulnes=run["records"][4]["metrics"].pop("faithfulness")),
+     "records[4].metrics.faithfulnes", "unknown metric"),
 ])
 def test_a_record_the_gate_would_misread_exits_2(tmp_path, place, field, message):
     with pytest.raises(InputError, match=message) as e:

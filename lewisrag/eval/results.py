@@ -129,6 +129,11 @@ class QuestionRecord:
             if not (k.isascii() and k.isdigit() and not k.startswith("0")):
                 raise InputError(src, f"expected a cut-off k >= 1 as the key, got '{k}'", line=line,
                                  field=f"{where}.metrics.recall_at_k.{k}")
+        for name in m:  # a misspelt metric would go unread, and the gate would skip it instead of failing
+            if name not in METRIC_RANGES and not name.startswith(CLAIMS_PREFIX):
+                known = ", ".join(n for n in METRIC_RANGES if not n.startswith(CLAIMS_PREFIX))
+                raise InputError(src, f"unknown metric (one of {known}, or a claims. diagnostic)", line=line,
+                                 field=f"{where}.metrics.{name}")
         _check_claim_scores(m, reasons, src, line, where)
         checks = rec.get("citation_checks")
         if checks is not None and not (isinstance(checks, list) and all(
