@@ -24,7 +24,7 @@ import torch
 from safetensors.torch import load_file
 
 from conftest import one_thread, run_cli
-from lewisrag.data.io import InputError
+from lewisrag.data.io import InputError, owner_tag
 
 TRAIN_FLAGS = dict(n_docs=2, batch_size=4, lr=1e-2, max_combined_length=128, max_target_length=16, eval_questions=4)
 
@@ -281,7 +281,13 @@ def test_an_intact_checkpoint_state_resumes(saved_run, tmp_path):
 
     cfg, saved = saved_run
     shutil.copytree(saved, tmp_path / "run")
+    # a staging folder of a process that is gone is swept; one of a live process (this one) is not
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    host = owner_tag().rsplit("-", 1)[1]
+    dead, live = (tmp_path / "run" / f".best.tmp.{tag}.abcd1234" for tag in (f"{int(gone.stdout)}-{host}", owner_tag()))
+    dead.mkdir(), live.mkdir()
     assert train_rag(cfg, tmp_path / "run", resume=True)["steps"] == 2
+    assert not dead.exists() and live.is_dir()
 
 
 @pytest.mark.parametrize("edit,field", [

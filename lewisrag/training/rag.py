@@ -447,9 +447,7 @@ def _read_state(ckpt: Path) -> dict:
 
 def _prepare_out(out: Path, cfg: RagTrainConfig, ckpt: Path | None, log_file: Path) -> None:
     """config.json, and the log as of the checkpoint (lines written after it are redone)."""
-    mark(out, KIND)
-    for stale in out.glob(".*.tmp.*"):  # directories a killed run was building (outputs.staged_dir)
-        shutil.rmtree(stale, ignore_errors=True)
+    mark(out, KIND)  # a killed run's staging folders were swept by check_out_dir: a live writer's are kept
     write_json(out / "config.json", asdict(cfg))
     saved_log = ckpt / C.LOG if ckpt is not None else None
     with atomic_path(log_file) as tmp:
