@@ -133,6 +133,20 @@ def _sources(columns: Columns, name: Name, t: Messages) -> str:
                                      "sep.clause")
 
 
+def _all_zero(columns: Columns, short: str) -> bool:
+    means = [_mean(col, short) for col in columns.values()]
+    return any(m is not None for m in means) and not any(means)
+
+
+def _short_answers(columns: Columns, t: Messages) -> str:
+    """Why recall is 0 in every column, when it is: these metrics need the answer to state whole
+    reference claims, which a short answer (a name, a year) never does; a reader would otherwise
+    take 0 for a broken metric or a model that answers nothing."""
+    if not _all_zero(columns, "recall"):
+        return ""
+    return " " + t("cl.short_answers", and_cu=t("cl.and_cu") if _all_zero(columns, "context_utilization") else "")
+
+
 def _sentence(columns: Columns, name: Name, head: str, shorts: tuple[str, ...], *tails: str, t: Messages) -> str:
     """'head: listing tails.', or 'head: no question has a value.' when no column has one."""
     if all(_mean(col, s) is None for col in columns.values() for s in shorts):
@@ -155,7 +169,8 @@ def claim_sentences(columns: Columns, name: Name, lang: str = "en") -> list[str]
 
     return [
         sentence("cl.head.prf", ("precision", "recall", "f1"), ext("precision", "cl.most_precise", "cl.least"),
-                 ext("recall", "cl.most_complete", "cl.least")),
+                 "" if _all_zero(columns, "recall") else ext("recall", "cl.most_complete", "cl.least"))
+        + _short_answers(columns, t),
         sentence("cl.head.retrieval", ("claim_recall", "context_precision"), ext("claim_recall")),
         sentence("cl.head.utilization", ("context_utilization",), ext("context_utilization", "cl.uses_most", "cl.the_least")),
         sentence("cl.head.noise", ("noise_sensitivity_in_relevant", "noise_sensitivity_in_irrelevant"),

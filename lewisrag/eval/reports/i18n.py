@@ -264,6 +264,12 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "cl.src.group_one": ("{where} {items}", "{where}{items}"),
     "cl.src.item": ("({noise} against {hal})", "（{noise} 对 {hal}）"),
     "cl.src.item_named": ("{who} ({noise} against {hal})", "{who}（{noise} 对 {hal}）"),
+    "cl.short_answers": ("Recall, and with it F1{and_cu}, is 0 in every column: these ask whether the answer itself states "
+                         "each reference claim, which a short answer (a name, a year) never does; on short-answer questions "
+                         "read precision and the passage-side metrics instead.",
+                         "召回率（以及随之的 F1{and_cu}）在每一列都是 0：它们问的是回答本身是否说出了每条参考陈述，而短答案"
+                         "（一个名字、一个年份）说不出完整的陈述；短答案的问题请看精确率和段落一侧的指标。"),
+    "cl.and_cu": (" and context utilization", " 和上下文利用率"),
     "cl.head.prf": ("Precision / recall / F1 (right claims among the answer's; reference claims the answer states)",
                     "精确率 / 召回率 / F1（回答的陈述中正确的比例；参考陈述中被回答说出的比例）"),
     "cl.head.retrieval": ("Claim recall / context precision (reference claims some passage holds; passages holding a "
