@@ -138,6 +138,7 @@ def test_every_metric_the_packaged_gate_reads_has_a_range():
     ('[tier3]\nceilings = [{ metric = ["faithfulness"], below = 1.0, max_share = 0.05 }]\n', "tier3.ceilings[0].metric"),
     ("[tier3]\nceilings = [1]\n", "tier3.ceilings[0]"),
     ("n_resamples = 0\n", "n_resamples"),
+    ("n_resamples = 9223372036854775807\n", "n_resamples"),  # accepted, it ran until killed
     ("seed = -1\n", "seed"),
 ])
 def test_a_threshold_out_of_its_range_exits_2_naming_it(tmp_path, toml, field):
@@ -154,6 +155,15 @@ def test_a_config_with_a_byte_order_mark_is_read(tmp_path):
     cfg = tmp_path / "gate.toml"
     cfg.write_text("\ufeff[tier1]\nallow_baseline_violations = true\n", encoding="utf-8")
     assert load_config(cfg).allow_baseline_violations is True
+
+
+@pytest.mark.parametrize("toml", ["seed = " + "9" * 5000 + "\n", "x = " + "[" * 100_000 + "]" * 100_000 + "\n"])
+def test_a_config_tomllib_cannot_read_is_one_line(tmp_path, toml):
+    """An integer past int()'s digit limit and arrays nested past the stack were a traceback (exit 1)."""
+    path = _config(tmp_path, toml)
+    res = run_cli("gate", "--baseline", str(RUNS / "baseline"), "--candidate", str(RUNS / "baseline"), "--config", str(path))
+    assert res.returncode == 2 and "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert res.stderr.startswith(f"error: {path}: malformed TOML"), res.stderr
 
 
 def test_a_config_folder_is_named_as_one(tmp_path):

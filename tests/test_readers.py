@@ -79,6 +79,14 @@ def test_an_unreachable_hub_dataset_is_one_line(monkeypatch, tmp_path):
         (['{"id": "a", "title": "t", "text": 3}'], 1, "text", "expected a string"),
         (['{"id": "a", "title": "t", "text": "x"}', '{"id": "a", "title": "t", "text": "y"}'], 2, "id", "duplicate id 'a'"),
         (['{"id": "a", "title": "t", "text": "   "}'], 1, "text", "empty"),
+        # json.loads refuses these with ValueError or RecursionError, not JSONDecodeError
+        (['{"id": "a", "title": "t", "text": "x"}', '{"id": "b", "title": "t", "text": "x", "n": ' + "9" * 5000 + "}"],
+         2, None, "malformed JSON: an integer longer than 4300 digits"),
+        (['{"id": "a", "title": "t", "text": "x", "deep": ' + "[" * 100_000 + "]" * 100_000 + "}"], 1, None,
+         "malformed JSON: nested too deeply"),
+        # parsed, a lone surrogate is a str UTF-8 cannot encode: it failed only when an output was written
+        (['{"id": "a", "title": "t", "text": "one \\ud800 two"}'], 1, "text", "a lone surrogate escape"),
+        (['{"id": "a", "title": "t", "text": "x", "meta": {"tags": ["ok", "\\uDC00"]}}'], 1, "meta.tags[1]", "a lone surrogate"),
     ],
 )
 def test_bad_passages(tmp_path, lines, line, field, message):
@@ -88,6 +96,12 @@ def test_bad_passages(tmp_path, lines, line, field, message):
         read_passages(path)
     assert e.value.line == line and e.value.field == field and message in str(e.value)
     assert str(e.value).startswith(f"{path}:{line}:")
+
+
+def test_escaped_surrogate_pairs_are_characters(tmp_path):
+    path = tmp_path / "ok.jsonl"
+    path.write_text('{"id": "a", "title": "t", "text": "smile \\ud83d\\ude00"}\n', encoding="utf-8")
+    assert read_passages(path)[0].text == "smile \U0001F600"
 
 
 def test_non_utf8(tmp_path):

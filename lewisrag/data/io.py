@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import socket
+import sys
 import tempfile
 from collections.abc import Container, Iterable, Iterator
 from pathlib import Path
@@ -67,6 +68,58 @@ def existing_file(path: str | os.PathLike) -> Path:
     return p
 
 
+class _BadJSON(Exception):
+    def __init__(self, msg: str, line: int | None = None, column: int | None = None, field: str | None = None):
+        super().__init__(msg)
+        self.msg, self.line, self.column, self.field = msg, line, column, field
+
+
+def _loads(text: str) -> Any:
+    """json.loads, with every way it can refuse a text as a _BadJSON, and no string that cannot be
+    written back: a lone surrogate escape ("\\ud800") parses as a str that UTF-8 cannot encode, which
+    would fail only when an output is written."""
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as e:
+        # json's message for control characters ends in " at", before the position it would add
+        raise _BadJSON(e.msg.removesuffix(" at"), e.lineno, e.colno) from None
+    except RecursionError:
+        raise _BadJSON("nested too deeply") from None
+    except ValueError:  # int() refuses longer digit strings (CPython's guard against quadratic time)
+        raise _BadJSON(f"an integer longer than {sys.get_int_max_str_digits()} digits") from None
+    if "\\u" in text:  # only escapes make lone surrogates; most lines have none to look for
+        field = _unencodable(obj)
+        if field is not None:
+            raise _BadJSON("a lone surrogate escape (\\ud800-\\udfff): not a character", field=field)
+    return obj
+
+
+def _unencodable(obj: Any) -> str | None:
+    """The path of the first string (key or value) UTF-8 cannot encode, '(top level)' for obj itself."""
+    stack = [(obj, "")]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, dict):
+            for k, v in value.items():
+                key = f"{path}.{k}" if path else str(k)
+                if not _encodable(k):
+                    return path or "(top level)"
+                stack.append((v, key))
+        elif isinstance(value, list):
+            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(value))
+        elif isinstance(value, str) and not _encodable(value):
+            return path or "(top level)"
+    return None
+
+
+def _encodable(s: str) -> bool:
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _iter_jsonl(p: Path) -> Iterator[tuple[int, dict]]:
     with open(p, "rb") as f:
         for lineno, raw in enumerate(f, start=1):
@@ -78,22 +131,17 @@ def _iter_jsonl(p: Path) -> Iterator[tuple[int, dict]]:
             if not text.strip():
                 continue
             try:
-                rec = json.loads(text)
-            except json.JSONDecodeError as e:
-                # json's message for control characters ends in " at", before the position it would add
-                raise InputError(p, f"malformed JSON: {e.msg.removesuffix(' at')} at column {e.colno}", line=lineno) from None
+                rec = _loads(text)
+            except _BadJSON as e:
+                where = "" if e.column is None else f" at column {e.column}"
+                raise InputError(p, f"malformed JSON: {e.msg}{where}", line=lineno, field=e.field) from None
             if not isinstance(rec, dict):
                 raise InputError(p, f"expected a JSON object, got {type(rec).__name__}", line=lineno)
             yield lineno, rec
 
 
 def _iter_json(p: Path) -> Iterator[tuple[int, dict]]:
-    try:
-        data = json.loads(p.read_bytes().decode("utf-8-sig"))
-    except UnicodeDecodeError as e:
-        raise InputError(p, f"not valid UTF-8 (byte {e.start})") from None
-    except json.JSONDecodeError as e:
-        raise InputError(p, f"malformed JSON: {e.msg}", line=e.lineno) from None
+    data = read_json(p)
     if isinstance(data, dict) and isinstance(data.get("data"), list):
         data = data["data"]  # {"data": [...]} as SQuAD-like files and some exporters write it
     if not isinstance(data, list):
@@ -323,8 +371,8 @@ def write_jsonl(path: str | os.PathLike, records: Iterable[dict]) -> int:
 def read_json(path: str | os.PathLike) -> Any:
     p = existing_file(path)
     try:
-        return json.loads(p.read_bytes().decode("utf-8-sig"))
+        return _loads(p.read_bytes().decode("utf-8-sig"))
     except UnicodeDecodeError as e:
         raise InputError(p, f"not valid UTF-8 (byte {e.start})") from None
-    except json.JSONDecodeError as e:
-        raise InputError(p, f"malformed JSON: {e.msg}", line=e.lineno) from None
+    except _BadJSON as e:
+        raise InputError(p, f"malformed JSON: {e.msg}", line=e.line, field=e.field) from None

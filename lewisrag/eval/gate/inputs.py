@@ -13,6 +13,7 @@ as the line.
 from __future__ import annotations
 
 import os
+import sys
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
@@ -105,8 +106,8 @@ def load_config(path: str | os.PathLike | None = None) -> GateConfig:
     cfg = GateConfig(**fields)
     if not 0 < cfg.alpha < 1 or not 0 < cfg.confidence < 1:
         raise InputError(src, "alpha and confidence must be in (0, 1)", field="alpha")
-    if cfg.n_resamples < 1:
-        raise InputError(src, "expected a count >= 1", field="n_resamples")
+    if not 1 <= cfg.n_resamples <= _MAX_RESAMPLES:  # each resample costs a pass over the questions
+        raise InputError(src, f"expected a count from 1 to {_MAX_RESAMPLES:,} (default 10,000)", field="n_resamples")
     if cfg.seed < 0:
         raise InputError(src, "expected an integer >= 0 (numpy takes no negative seeds)", field="seed")
     if any(c.method not in ("wilson", "exact") for c in cfg.ceilings):
@@ -137,6 +138,9 @@ def load_config(path: str | os.PathLike | None = None) -> GateConfig:
     return cfg
 
 
+_MAX_RESAMPLES = 1_000_000  # about 100 times the default's time; 2**63 ran until killed
+
+
 def _read_toml(path, src: str) -> dict:
     """A TOML file flattened to {"tier2.hit_at": value}; unknown keys are errors, not silent typos."""
     try:
@@ -147,6 +151,9 @@ def _read_toml(path, src: str) -> dict:
         raise InputError(src, "is a folder; a file is needed") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise InputError(src, f"malformed TOML: {e}") from None
+    except (ValueError, RecursionError):  # an integer past int()'s digit limit; arrays nested past the stack
+        raise InputError(src, f"malformed TOML: an integer longer than {sys.get_int_max_str_digits()} digits, "
+                         "or arrays nested too deeply") from None
     flat = {}
     for key, value in data.items():
         for sub, v in (value.items() if isinstance(value, dict) else [(None, value)]):
