@@ -700,3 +700,24 @@ def test_an_error_under_a_progress_display_is_all_of_stderr(inputs, tmp_path, mo
     code, _, err = run(monkeypatch, capsys, "index", "build", "--passages", inputs["passages"], "--encoder", inputs["dpr"],
                        "--out", tmp_path / "i", "--batch-size", 0)
     assert code == 2 and err.startswith("error: --batch-size") and err.count("\n") == 1, repr(err)
+
+
+def test_an_output_folder_whose_writing_fails_is_left_as_it_was(tmp_path):
+    """A failure inside output_dir (a judge or a disk error after the folder was marked) left a folder
+    holding only lewisrag's marker, or half the outputs."""
+    from lewisrag.data.outputs import output_dir
+
+    def fail(out: Path) -> None:
+        with pytest.raises(OSError, match="disk full"), output_dir(out, "calibration") as d:
+            (d / "calibration.json").write_text("{")
+            raise OSError("disk full")
+
+    fail(tmp_path / "new")
+    assert not (tmp_path / "new").exists() and os.listdir(tmp_path) == []  # no staging folder either
+    (tmp_path / "made").mkdir()
+    fail(tmp_path / "made")
+    assert (tmp_path / "made").is_dir() and not any((tmp_path / "made").iterdir())
+    with output_dir(tmp_path / "earlier", "calibration") as d:  # an earlier output: rewritten file by file
+        (d / "calibration.json").write_text("{}")
+    fail(tmp_path / "earlier")
+    assert made_by(tmp_path / "earlier") == "calibration" and (tmp_path / "earlier" / "calibration.json").exists()

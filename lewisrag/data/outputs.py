@@ -355,14 +355,22 @@ def staged_dir(path: str | os.PathLike, kind: str | None = None) -> Iterator[Pat
 def output_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False, flag: str = "--out") -> Iterator[Path]:
     """The folder a command writes its `kind` of outputs into.
 
-    `out` itself when it is new, empty or an earlier output of the same kind (reruns replace their
-    files one by one, and `--resume` finds its state); with `overwrite` on any other folder, a
-    staging folder that replaces `out` only when the block succeeds.
+    A staging folder that becomes `out` only when the block succeeds, where `out` is missing or (with
+    `overwrite`) holds something else; `out` itself when it is an empty folder (emptied again if the
+    block fails) or an earlier output of the same kind (reruns replace their files one by one, and
+    `--resume` finds its state).
     """
     out = check_out_dir(out, kind, overwrite=overwrite, flag=flag)
-    if not is_free(out, kind):
+    if not out.exists() or not is_free(out, kind):
         with staged_dir(out, kind) as tmp:
             yield tmp
         return
+    empty = not any(out.iterdir())
     mark(out, kind)
-    yield out
+    try:
+        yield out
+    except BaseException:
+        if empty:  # the folder the user made stays, without a half-written output in it
+            for entry in list(out.iterdir()):
+                shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+        raise
