@@ -661,6 +661,19 @@ def test_bm25_index_bytes_do_not_depend_on_the_hash_seed(tiny_corpus, tmp_path):
     assert snapshot(tmp_path / "1") == snapshot(tmp_path / "2")
 
 
+def test_a_failed_bm25_build_leaves_no_partial_folder(tiny_corpus, tmp_path, monkeypatch):
+    """A BM25 build has no resume: its IDX.partial/ was left behind by an error in writing."""
+    from lewisrag.index import bm25, store
+
+    def full(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(store, "write_passages", full)
+    with pytest.raises(OSError, match="disk full"):
+        bm25.build_bm25_index(read_passages(tiny_corpus["passages"]), tmp_path / "idx")
+    assert os.listdir(tmp_path) == []
+
+
 # ---------------------------------------------------------------------------------------------
 # kill -9 during an index build, then resume: the same bytes
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
@@ -63,17 +64,21 @@ def build_bm25_index(passages: Sequence[Passage], out: str | os.PathLike, k1: fl
     out = check_out_dir(out, store.KIND, overwrite=overwrite)
     partial = store.partial_dir(out)
     store.reset_partial(partial)
-    retriever = BM25Index.in_memory(passages, k1=k1, b=b).retriever
-    retriever.save(str(partial / "bm25"))
-    store.write_passages(partial, passages)
-    manifest = {
-        "kind": "bm25",
-        "metric": "bm25",
-        "n_passages": len(passages),
-        "content_hash": store.content_hash(passages),
-        "bm25": {"k1": k1, "b": b, "tokenizer": TOKENIZER},
-    }
-    store.finish(partial, out, manifest)
+    try:  # seconds to rebuild, so no resume (unlike a dense build): a failed build leaves nothing
+        retriever = BM25Index.in_memory(passages, k1=k1, b=b).retriever
+        retriever.save(str(partial / "bm25"))
+        store.write_passages(partial, passages)
+        manifest = {
+            "kind": "bm25",
+            "metric": "bm25",
+            "n_passages": len(passages),
+            "content_hash": store.content_hash(passages),
+            "bm25": {"k1": k1, "b": b, "tokenizer": TOKENIZER},
+        }
+        store.finish(partial, out, manifest)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
     return manifest
 
 
