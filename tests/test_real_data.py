@@ -208,6 +208,19 @@ def test_a_saved_dataset_reads_as_a_sequence_of_passages(wiki_dpr, monkeypatch):
     assert table.embedding_dim() == wiki_dpr["vectors"].shape[1]
 
 
+@pytest.mark.parametrize("meta", ['{"splits": ["train", "test"]}', '{"splits": 5}', "[1, 2]", '{"splits": []}'])
+def test_a_dataset_dict_folder_is_one_line(tmp_path, meta):
+    """A DatasetDict is named with its splits; a damaged dataset_dict.json was a traceback."""
+    (tmp_path / "dd").mkdir()
+    (tmp_path / "dd" / "dataset_dict.json").write_text(meta)
+    with pytest.raises(InputError) as e:
+        open_passages(tmp_path / "dd")
+    if "train" in meta:
+        assert "holds a DatasetDict (splits: train, test): give one split's folder" in str(e.value)
+    else:
+        assert str(e.value).startswith(f"{tmp_path / 'dd' / 'dataset_dict.json'}: field 'splits': expected a non-empty list")
+
+
 def test_parquet_and_hf_specs_read_as_tables(wiki_dpr, tmp_path, monkeypatch):
     import datasets
 

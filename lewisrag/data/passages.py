@@ -101,7 +101,11 @@ class RowGroups:
 
 def _saved_dataset(p: Path) -> pa.Table:
     if (p / "dataset_dict.json").is_file():
-        splits = read_json(p / "dataset_dict.json").get("splits") or []
+        meta = read_json(p / "dataset_dict.json")
+        splits = meta.get("splits") if isinstance(meta, dict) else None
+        if not isinstance(splits, list) or not splits:
+            raise InputError(p / "dataset_dict.json", "expected a non-empty list of split names (datasets' DatasetDict "
+                             "layout)", field="splits")
         example = f", e.g. {p / splits[0]}" if splits else ""
         raise InputError(p, f"holds a DatasetDict (splits: {', '.join(map(str, splits))}): give one split's folder{example}")
     if not (p / "state.json").is_file():
