@@ -152,3 +152,11 @@ def test_scratch_dropouts_reach_the_model_and_the_cli_checks_them(tiny_corpus, t
                 "--out", str(tmp_path / "o"), "--attention-dropout", "1")
     assert r.returncode == 2 and r.stderr.strip().endswith("--attention-dropout: must be in [0, 1), got 1.0")
     assert "Traceback" not in r.stderr and not (tmp_path / "o").exists()
+
+
+def test_an_infinite_learning_rate_is_bad_input(tiny_corpus, tmp_path):
+    """`lr > 0` let inf through: both encoders trained to NaN weights and the command exited 0."""
+    r = run_cli("train", "dpr", "--train", str(tiny_corpus["qa"]), "--passages", str(tiny_corpus["passages"]),
+                "--out", str(tmp_path / "o"), "--steps", "1", "--lr", "inf")
+    assert r.returncode == 2 and r.stderr.startswith("error: --lr: must be a positive finite number"), r.stderr
+    assert not (tmp_path / "o").exists()

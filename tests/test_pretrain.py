@@ -159,7 +159,9 @@ def test_damaged_weights_are_refused(tmp_path):
 
 
 @pytest.mark.parametrize("pair, message", [("d_model=0", "at least 1"), ("heads=3", "divisible"),
-                                           ("lr=nan", "finite"), ("mask_ratio=-1", "finite"), ("lr=0", "lr must be positive")])
+                                           ("lr=nan", "finite"), ("mask_ratio=-1", "finite"), ("lr=0", "lr must be positive"),
+                                           # a traceback from the world's builder; a share of 5 trained
+                                           ("world_entities=5", "between 40 and"), ("mask_ratio=5", "at most 1")])
 def test_bad_set_values_exit_2_before_training(pair, message, tmp_path):
     r = subprocess.run([str(LEWISRAG), "pretrain", "--preset", "tiny", "--set", pair, "--out", str(tmp_path / "x")],
                        capture_output=True, text=True, timeout=60)

@@ -227,7 +227,10 @@ def test_bad_inputs_raise_before_writing(rag_inputs, tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "1", "answers": ["x"]}\n')
     cases = [(dict(train=str(bad)), "bad.jsonl:1: field 'question'"), (dict(generator=str(tmp_path)), "config.json"),
-             (dict(mixed_precision="fp8"), "--mixed-precision"), (dict(n_docs=500), "--n-docs")]
+             (dict(mixed_precision="fp8"), "--mixed-precision"), (dict(n_docs=500), "--n-docs"),
+             # `lr > 0` let inf through: NaN weights, "loss": NaN in log.jsonl, exit 0
+             (dict(lr=float("inf")), "--lr"), (dict(weight_decay=float("nan")), "--weight-decay"),
+             (dict(max_grad_norm=float("inf")), "--max-grad-norm"), (dict(label_smoothing=1.0), "--label-smoothing")]
     for overrides, message in cases:
         with pytest.raises(InputError, match=message):
             train_rag(make_config(rag_inputs, **overrides), tmp_path / "out")

@@ -121,10 +121,13 @@ def test_chat_generator_survives_a_request_that_fails_for_good():
     assert gen.failures == [("Who leads Veldoria?", "HTTP 503 (3 attempts): try later")]
 
 
-def test_cli_unknown_gold_position_is_bad_input(tmp_path):
+@pytest.mark.parametrize("flags, named", [(["--gold-position", "middle"], "--gold-position"),
+                                          (["--lr", "-1"], "--lr"),  # AdamW's ValueError: a traceback
+                                          (["--lr", "inf"], "--lr")])
+def test_cli_bad_settings_are_bad_input(tmp_path, flags, named):
     from conftest import run_cli
 
     r = run_cli("train", "stitched", "--index", str(tmp_path), "--generator", str(tmp_path), "--train", str(tmp_path / "t.jsonl"),
-                "--out", str(tmp_path / "o"), "--gold-position", "middle")
-    assert r.returncode == 2 and "--gold-position" in r.stderr and "Traceback" not in r.stderr
+                "--out", str(tmp_path / "o"), *flags)
+    assert r.returncode == 2 and r.stderr.startswith(f"error: {named}") and "Traceback" not in r.stderr, r.stderr
     assert not (tmp_path / "o").exists()

@@ -20,6 +20,7 @@ def parse_overrides(pairs: list[str]) -> dict:
     """
     from dataclasses import fields
 
+    from lewisrag.data.world import MAX_ENTITIES, MIN_ENTITIES
     from lewisrag.training.pretrain import PretrainConfig
 
     known = {f.name: f.type for f in fields(PretrainConfig)}
@@ -31,6 +32,10 @@ def parse_overrides(pairs: list[str]) -> dict:
         out[key] = _typed(key, value, known[key])
         if key in AT_LEAST_ONE and out[key] < 1:
             raise InputError("--set", f"{key} must be at least 1, got {out[key]}")
+        if key in SHARES and out[key] > 1:
+            raise InputError("--set", f"{key} is a share: at most 1, got {out[key]}")
+        if key == "world_entities" and not MIN_ENTITIES <= out[key] <= MAX_ENTITIES:
+            raise InputError("--set", f"world_entities must be between {MIN_ENTITIES} and {MAX_ENTITIES}, got {out[key]}")
     return out
 
 
@@ -38,6 +43,9 @@ FLAGS = ("steps", "minutes", "seed", "lang", "device")  # PretrainConfig fields 
 # sizes a model or a step cannot be built with at 0 (the batch sizes may be 0: that objective is then off)
 AT_LEAST_ONE = {"vocab_size", "d_model", "encoder_layers", "decoder_layers", "heads", "ffn_dim", "max_source_length",
                 "max_target_length", "tokenizer_docs", "eval_size", "world_entities"}
+
+
+SHARES = {"qa_start", "snapshot_b_share", "mask_ratio", "final_lr_ratio"}  # in [0, 1]
 
 
 def _typed(key: str, value: str, annotation: str):

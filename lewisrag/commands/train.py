@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import typer
@@ -72,8 +73,8 @@ def dpr(
                         ("--layers", layers), ("--vocab-size", vocab_size)):
         if value < 1:
             raise InputError(flag, f"must be at least 1, got {value}")
-    if not lr > 0:
-        raise InputError("--lr", f"must be positive, got {lr}")
+    if not (math.isfinite(lr) and lr > 0):  # `lr > 0` let inf through: NaN weights, exit 0
+        raise InputError("--lr", f"must be a positive finite number, got {lr}")
     check_init(cfg)
     from lewisrag.data.threads import resolve_device
     from lewisrag.training.rag_data import check_precision

@@ -7,7 +7,7 @@ Shape alphabet: B batch, K retrieved docs, T target length.
 
 from __future__ import annotations
 
-import math  # noqa: F401  (the doctests use it)
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,6 +113,22 @@ def search_dtype(values: int, free_bytes: int) -> str | None:
     return None
 
 
+def optimizer_checks(lr: float, warmup: float, weight_decay: float, max_grad_norm: float) -> list[tuple[bool, str, str]]:
+    """(ok, flag, message) for the schedule's numbers. `lr > 0` alone let inf through: the run
+    trained to NaN weights and exited 0; every comparison with NaN is false, hence `isfinite`.
+
+    >>> [flag for ok, flag, _ in optimizer_checks(float("inf"), 0.1, 0.01, 1.0) if not ok]
+    ['--lr']
+    """
+    return [
+        (math.isfinite(lr) and lr > 0, "--lr", f"must be a positive finite number, got {lr}"),
+        (0 <= warmup < 1, "--warmup", f"must be in [0, 1), got {warmup}"),
+        (math.isfinite(weight_decay) and weight_decay >= 0, "--weight-decay", f"must be a finite number >= 0, got {weight_decay}"),
+        (math.isfinite(max_grad_norm) and max_grad_norm >= 0, "--max-grad-norm",
+         f"must be a finite number >= 0 (0: no clipping), got {max_grad_norm}"),
+    ]
+
+
 def check_config(cfg, processes: int) -> None:
     """Flag values that cannot work, named by their CLI flag."""
     checks = [
@@ -123,8 +139,10 @@ def check_config(cfg, processes: int) -> None:
          "--steps/--batch-size/--grad-accum/--n-docs", "must be at least 1"),
         (cfg.batch_size % processes == 0, "--batch-size", f"{cfg.batch_size} does not split evenly over {processes} processes"),
         (cfg.eval_every >= 0 and cfg.save_every >= 1, "--eval-every/--save-every", "eval every >= 0, save every >= 1"),
-        (cfg.lr > 0 and 0 <= cfg.warmup < 1, "--lr/--warmup", "lr > 0 and 0 <= warmup < 1"),
-        (cfg.retriever_lr_scale >= 0, "--retriever-lr-scale", "must be at least 0"),
+        *optimizer_checks(cfg.lr, cfg.warmup, cfg.weight_decay, cfg.max_grad_norm),
+        (0 <= cfg.label_smoothing < 1, "--label-smoothing", f"must be in [0, 1), got {cfg.label_smoothing}"),
+        (math.isfinite(cfg.retriever_lr_scale) and cfg.retriever_lr_scale >= 0, "--retriever-lr-scale",
+         "must be a finite number >= 0"),
         (cfg.search_device in SEARCH_DEVICES, "--search-device", f"must be one of {', '.join(SEARCH_DEVICES)}"),
         (cfg.reindex_every >= 0, "--reindex-every", f"must be at least 0, got {cfg.reindex_every}"),
         (cfg.train_context_encoder or not cfg.reindex_every, "--reindex-every",

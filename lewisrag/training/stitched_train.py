@@ -37,6 +37,7 @@ from lewisrag.data.records import check_gold_ids, of_kinds, read_qa
 from lewisrag.index import open_retriever
 from lewisrag.rag_model.stitched import StitchSettings, stitch
 from lewisrag.training.rag import adamw, autocast, backward_step, learning_rate_factor, single_device
+from lewisrag.training.rag_data import optimizer_checks
 
 SETTINGS_FILE = "stitched.json"
 
@@ -176,6 +177,9 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
     replaced only when training has finished."""
     if cfg.k < 1 or cfg.steps < 1 or cfg.batch_size < 1:
         raise InputError("--n-docs/--steps/--batch-size", "must all be at least 1")
+    for ok, flag, message in optimizer_checks(cfg.lr, cfg.warmup, cfg.weight_decay, cfg.max_grad_norm):
+        if not ok:
+            raise InputError(flag, message)
     if cfg.gold_position not in ("random", "retrieved"):
         raise InputError("--gold-position", f"must be random or retrieved, got '{cfg.gold_position}'")
     device, scaler = single_device(cfg.device, cfg.mixed_precision)
