@@ -466,6 +466,11 @@ BAD_INPUTS = {
         ["damaged", "vectors of 8"]),
     "index tune: a BM25 index": (
         lambda t, c: ["index", "tune", "--index", c["bm25"], "--questions", c["qa"]], ["a bm25 index where a dense one"]),
+    "index tune: --n-docs past the passages": (  # a 46 GiB allocation's traceback at 99,999
+        lambda t, c: ["index", "tune", "--index", c["dense"], "--questions", c["qa"], "--n-docs", 99999],
+        ["--n-docs", "must be between 1 and the index's"]),
+    "compare: --position-questions -3": (  # read as a slice: the probe ran on all but 3 questions
+        lambda t, c: ["compare", "--run", t / "nothing", "--position-questions", -3], ["--position-questions", "greater than or equal to 0"]),
     "swap: --batch-size 0": (
         lambda t, c: ["swap", "--model", t / "nothing", "--index", c["dense"], "--questions", c["qa"], "--batch-size", 0],
         ["--batch-size", "at least 1"]),

@@ -28,7 +28,7 @@ def compare(
     qa_fields: str = typer.Option(None, "--qa-fields", help=_ui.QA_FIELDS_HELP + " Applies to --questions."),
     systems: str = typer.Option("rag_token,rag_sequence,stitched", "--systems", help="Comma-separated systems to score."),
     out: Path = typer.Option(None, "--out", help="Folder for results.json, report.md, report.html, position.png (default: RUN/compare)."),
-    position_questions: int = typer.Option(100, "--position-questions",
+    position_questions: int = typer.Option(100, "--position-questions", min=0,
                                            help="Test questions in the position probe (gold passage moved to each input position); 0 skips it."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds files that are not a "
                                    "comparison lewisrag wrote (replaced once every file is written)."),
