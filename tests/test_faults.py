@@ -474,6 +474,9 @@ BAD_INPUTS = {
     "swap: --batch-size 0": (
         lambda t, c: ["swap", "--model", t / "nothing", "--index", c["dense"], "--questions", c["qa"], "--batch-size", 0],
         ["--batch-size", "at least 1"]),
+    "swap: the same --questions twice": (  # folded into one cell of the matrix, silently
+        lambda t, c: ["swap", "--model", t / "nothing", "--index", c["dense"], "--questions", c["qa"], "--questions",
+                      f"{c['qa'].parent}/./{c['qa'].name}"], ["--questions", "is given twice (as"]),
     "swap: --num-beams 0": (
         lambda t, c: ["swap", "--model", t / "nothing", "--index", c["dense"], "--questions", c["qa"], "--num-beams", 0],
         ["--num-beams", "at least 1"]),

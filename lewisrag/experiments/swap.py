@@ -70,6 +70,13 @@ def swap_matrix(model_paths: Sequence[str | os.PathLike], index_paths: Sequence[
     """
     if not model_paths or not index_paths or not question_paths:
         raise InputError("swap", "needs at least one --model, one --index and one --questions")
+    for flag, paths in (("--model", model_paths), ("--index", index_paths), ("--questions", question_paths)):
+        seen: dict[str, str] = {}
+        for p in map(str, paths):  # the matrix keys its cells by name: a repeat would fold into one cell
+            key = p if p.startswith("hf:") else os.path.realpath(p)
+            if key in seen:
+                raise InputError(flag, f"{p} is given twice" + ("" if seen[key] == p else f" (as {seen[key]} too)"))
+            seen[key] = p
     sets = load_question_sets(question_paths, qa_fields)
     indexes = [DenseIndex.load(p, mmap=True) for p in index_paths]
     models = [load_trained(p, device=device) for p in model_paths]
