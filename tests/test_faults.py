@@ -308,9 +308,9 @@ def test_a_world_rerun_killed_while_writing_leaves_the_old_world_whole(tmp_path,
     monkeypatch.setattr(W, "write_jsonl", killed_on_the_fifth)
     with pytest.raises(KeyboardInterrupt):
         W.write_world(W.build_world(seed=1, entities=40), out)
-    assert {k: v for k, v in snapshot(out).items() if not k.endswith(".new")} == before
+    assert snapshot(out) == before  # and the four new files written before the interrupt are gone
     monkeypatch.undo()
-    W.write_world(W.build_world(seed=1, entities=40), out)  # the next run overwrites the leftovers
+    W.write_world(W.build_world(seed=1, entities=40), out)
     after = snapshot(out)
     assert after != before and not [k for k in after if k.startswith(".") and k != MARKER]
 
@@ -742,3 +742,52 @@ def test_an_output_folder_whose_writing_fails_is_left_as_it_was(tmp_path):
         (d / "calibration.json").write_text("{}")
     fail(tmp_path / "earlier")
     assert made_by(tmp_path / "earlier") == "calibration" and (tmp_path / "earlier" / "calibration.json").exists()
+
+
+def test_a_failed_write_takes_away_the_parent_folders_it_made(tmp_path):
+    """`--out a/b/x` made a/ and b/ before writing; a failed write left them behind, empty."""
+    from lewisrag.data.io import atomic_path
+    from lewisrag.data.outputs import staged_dir
+
+    for writer in (atomic_path, staged_dir):
+        with pytest.raises(OSError, match="disk full"), writer(tmp_path / "a" / "b" / "x"):
+            raise OSError("disk full")
+        assert os.listdir(tmp_path) == [], writer
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "mine.txt").write_text("the user's")
+    with pytest.raises(OSError), atomic_path(tmp_path / "a" / "b" / "x"):
+        raise OSError("disk full")
+    assert os.listdir(tmp_path / "a") == ["mine.txt"]  # b/ went, a/ (which it did not make) stays
+
+
+def test_an_interrupt_during_an_evaluation_rerun_swap_leaves_one_run_whole(tmp_path, monkeypatch):
+    """A rerun into its own folder renames its files in one by one; a Ctrl-C (or SIGTERM, which the
+    CLI raises as an exception) between two renames left the new config.json beside the old
+    report and results. The renames now finish first, then the interrupt arrives."""
+    import signal
+
+    from lewisrag.eval import results as R
+
+    renamed = []
+    real = os.replace
+
+    def interrupted_midway(src, dst):  # os.replace everywhere: the writes into the staging folder use it too
+        real(src, dst)
+        if Path(dst).parent != out:
+            return
+        renamed.append(Path(dst).name)
+        if len(renamed) == 1:
+            os.kill(os.getpid(), signal.SIGINT)  # delivered while the swap runs
+
+    out = tmp_path / "run"
+
+    def write(tag: str) -> None:
+        R.write_run_dir(out, "evaluation", {}, report_md=f"md {tag}", report_html=f"html {tag}", config={"tag": tag})
+
+    monkeypatch.setattr(R, "write_results", lambda path, results: path.write_text("{}"))
+    write("old")
+    monkeypatch.setattr(R.os, "replace", interrupted_midway)
+    with pytest.raises(KeyboardInterrupt):
+        write("new")
+    assert len(renamed) >= 4  # every file moved before the interrupt arrived
+    assert (out / "report.md").read_text() == "md new" and json.loads((out / "config.json").read_text()) == {"tag": "new"}

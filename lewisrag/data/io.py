@@ -314,7 +314,7 @@ def record_id(rec: dict, source, line: int, seen: dict[str, int], *, field: str 
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside `path`; rename it onto `path` only if the block succeeds."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    made = make_parents(target)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{owner_tag()}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
     os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; outputs should get the usual mode
@@ -324,7 +324,28 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        remove_if_empty(made)
         raise
+
+
+def make_parents(path: Path) -> list[Path]:
+    """Create `path`'s missing parent folders; returns those it created, deepest first, so that a
+    failed write can take them away again (`remove_if_empty`) instead of leaving empty folders."""
+    missing, parent = [], path.parent
+    while not parent.exists() and parent != parent.parent:
+        missing.append(parent)
+        parent = parent.parent
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return missing
+
+
+def remove_if_empty(folders: Iterable[Path]) -> None:
+    """Remove each folder, deepest first, while it is empty (another process may have written there)."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
 
 
 def owner_tag() -> str:

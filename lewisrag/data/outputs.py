@@ -35,7 +35,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from lewisrag.data.io import InputError, _umask, owner_tag, write_json
+from lewisrag.data.io import InputError, _umask, make_parents, owner_tag, remove_if_empty, write_json
 
 MARKER = ".lewisrag"
 
@@ -337,7 +337,7 @@ def staged_dir(path: str | os.PathLike, kind: str | None = None) -> Iterator[Pat
     With a `kind`, the new folder is marked as lewisrag's output of that kind.
     """
     target = Path(os.path.abspath(path))  # `.` and `..` have no name to stage beside
-    target.parent.mkdir(parents=True, exist_ok=True)
+    made = make_parents(target)
     sweep_leftovers(target.parent, target.name)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp.{owner_tag()}.", dir=target.parent))
     os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; outputs should get the usual mode
@@ -347,8 +347,41 @@ def staged_dir(path: str | os.PathLike, kind: str | None = None) -> Iterator[Pat
             mark(tmp, kind)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        remove_if_empty(made)
         raise
     replace_dir(tmp, target)
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM back until the block ends: for a few renames that must happen all
+    together (the CLI turns either signal into an exception, which could land between two of them).
+
+    The Python-level handlers are swapped for one that notes the signal, and the first noted one is
+    handed to the old handler afterwards. (Blocking the signals with pthread_sigmask would not do:
+    the kernel hands a process's signal to any thread that does not block it, torch's among them.)
+    Only the main thread can set handlers; elsewhere the block runs as it is.
+    """
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    noted: list[int] = []
+    wanted = [signal.SIGINT] + ([signal.SIGTERM] if hasattr(signal, "SIGTERM") else [])
+    before = {s: signal.signal(s, lambda signum, frame: noted.append(signum)) for s in wanted}
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+        if noted:
+            handler = before[noted[0]]
+            if callable(handler):
+                handler(noted[0], None)  # Python's SIGINT handler raises KeyboardInterrupt; the CLI's SIGTERM one too
+            elif handler == signal.SIG_DFL:
+                signal.raise_signal(noted[0])  # the default action: the process ends as it would have
 
 
 @contextlib.contextmanager

@@ -28,7 +28,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from lewisrag.data.io import InputError, owner_tag, read_json, write_json, write_text
-from lewisrag.data.outputs import check_out_dir, is_ours, record_files, staged_dir, written_files
+from lewisrag.data.outputs import check_out_dir, is_ours, record_files, signals_deferred, staged_dir, written_files
 from lewisrag.data.records import CATEGORIES
 from lewisrag.eval import claims
 from lewisrag.eval.citations import STATUSES
@@ -301,13 +301,14 @@ def write_run_dir(out: str | os.PathLike, kind: str, results: Results, *, report
     with tempfile.TemporaryDirectory(prefix=f".{out.name}.tmp.{owner_tag()}.", dir=out.parent) as tmp:
         written = write(Path(tmp))
         names = sorted(f.name for f in Path(tmp).iterdir())
-        for name in names:
-            os.replace(Path(tmp) / name, out / name)
+        with signals_deferred():  # all of the new files or none: a Ctrl-C between two renames mixed the runs
+            for name in names:
+                os.replace(Path(tmp) / name, out / name)
+            record_files(out, names)  # what this run wrote, not what the user added beside it
     for name in sorted(set(before) - set(names)):  # the earlier run's, not rewritten: stale now
         stale = out / name
         if stale.is_dir() and not stale.is_symlink():
             shutil.rmtree(stale)
         elif stale.exists() or stale.is_symlink():
             stale.unlink()
-    record_files(out, names)  # what this run wrote, not what the user added beside it
     return written
