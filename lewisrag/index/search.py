@@ -177,10 +177,11 @@ def tune_dense(index_path: str | os.PathLike, questions: Sequence[str], encoder:
     if rerank_depth is not None and rerank_depth < k:
         raise InputError("--rerank-depth", f"must be at least --n-docs ({k}), got {rerank_depth}")
     q = retriever.encode(questions)
-    _, exact = tuning.exact_top_k(index.scan_vectors(), q, k)
+    # a few rows past k: a row tied with the k-th exact score counts as exact (tuning.recall_at_k)
+    scores, exact = tuning.exact_top_k(index.scan_vectors(), q, min(k + 8, len(index.passages)))
     vectors = index.embeddings if rerank_depth else None
     result = tuning.tune_search(index.faiss_index, q, exact, k, target_recall, rerank_vectors=vectors,
-                                rerank_depth=rerank_depth)
+                                rerank_depth=rerank_depth, exact_scores=scores)
     record = {"target_recall": target_recall, "recall_at_k": round(result.recall, 4), "k": k, "reached": result.reached,
               "knob": result.knob, "questions": len(questions), "queries_per_s": round(result.qps, 1),
               "trials": {str(v): round(r, 4) for v, r in result.trials.items()}}

@@ -58,21 +58,37 @@ def exact_top_k(vectors: np.ndarray, queries: np.ndarray, k: int,
     return _pad(np.take_along_axis(best_s, order, 1), np.take_along_axis(best_r, order, 1), k)
 
 
-def recall_at_k(found_rows: np.ndarray, exact_rows: np.ndarray, k: int) -> float:
+def recall_at_k(found_rows: np.ndarray, exact_rows: np.ndarray, k: int, exact_scores: np.ndarray | None = None) -> float:
     """Share of each query's exact top-k rows among the first k found, averaged over the queries.
 
     Rows -1 (no result) match nothing; a query whose exact list is shorter than k (a corpus
-    smaller than k) is scored against the rows it has.
+    smaller than k) is scored against the rows it has. With `exact_scores` (best first, beside
+    `exact_rows`, which may then list more than k rows), rows tied with the k-th exact score are
+    interchangeable: any of them fills the tied places of the top k. Without it, an exact search
+    that broke a tie otherwise than `exact_top_k` measured below 1 against it.
 
     >>> recall_at_k(np.array([[1, 2, 3], [4, 5, -1]]), np.array([[3, 2, 9], [4, 6, 7]]), 3)
     0.5
+    >>> ties = np.array([[5.0, 4.0, 3.0, 3.0]])  # rows 1, 2 above; 3 and 4 tied for the last place
+    >>> [recall_at_k(np.array([found]), np.array([[1, 2, 3, 4]]), 3, ties) for found in ([1, 2, 4], [1, 3, 4])]
+    [1.0, 0.6666666666666666]
     """
-    found, exact = np.asarray(found_rows)[:, :k], np.asarray(exact_rows)[:, :k]
+    found, exact = np.asarray(found_rows)[:, :k], np.asarray(exact_rows)
     if len(found) != len(exact):
         raise ValueError(f"found rows for {len(found)} queries, exact rows for {len(exact)}")
-    valid = exact >= 0
-    hit = (exact[:, :, None] == found[:, None, :]).any(axis=2) & valid  # each exact row counts once
-    return float(np.mean(hit.sum(1) / np.maximum(valid.sum(1), 1)))
+    valid = exact[:, :k] >= 0
+    hit = (exact[:, :k, None] == found[:, None, :]).any(axis=2) & valid  # each exact row counts once
+    hits = hit.sum(1)
+    if exact_scores is not None and exact.shape[1] >= k:
+        scores = np.asarray(exact_scores, dtype=np.float32)
+        last = scores[:, k - 1 : k]  # the k-th exact score
+        listed = exact >= 0
+        above, tied = listed & (scores > last), listed & (scores == last)
+        seen = (exact[:, :, None] == found[:, None, :]).any(axis=2)  # (B, listed rows): found?
+        places = valid.sum(1) - above[:, :k].sum(1)  # the top k's places for tied rows
+        tie_aware = (seen & above).sum(1) + np.minimum((seen & tied).sum(1), places)
+        hits = np.where(valid.all(1), tie_aware, hits)  # a list shorter than k has no ties to break
+    return float(np.mean(hits / np.maximum(valid.sum(1), 1)))
 
 
 def rerank(queries: np.ndarray, candidate_rows: np.ndarray, vectors: np.ndarray,
@@ -215,14 +231,15 @@ def knob_params(index, knob: str, value: int) -> dict[str, int]:
 
 def tune_search(index, queries: np.ndarray, exact_rows: np.ndarray, k: int, target_recall: float, *,
                 rerank_vectors: np.ndarray | None = None, rerank_depth: int | None = None,
-                batch_size: int = 64) -> Tuning:
+                batch_size: int = 64, exact_scores: np.ndarray | None = None) -> Tuning:
     """The smallest search parameter at which `index` reaches `target_recall` (recall@k vs `exact_rows`).
 
     Doubles the parameter (nprobe for IVF, efSearch for HNSW) from its smallest value until the
     target is reached or the largest sensible value (nprobe = nlist, efSearch = MAX_EF_SEARCH) is
     passed, then bisects between the last value that missed and the first that reached it, so the
     value one below the chosen one was measured to miss (`trials` holds every measurement). Recall
-    is measured after re-ranking the top `rerank_depth` when `rerank_vectors` are given.
+    is measured after re-ranking the top `rerank_depth` when `rerank_vectors` are given, and with
+    `exact_scores` (`exact_top_k`'s, which may then list more than k rows) ties count as found.
 
     The index is left set to the chosen parameters; `qps` is measured with them in batches of
     `batch_size`. Flat (and any index without a search parameter) is measured as it is.
@@ -240,7 +257,7 @@ def tune_search(index, queries: np.ndarray, exact_rows: np.ndarray, k: int, targ
         if value is not None:
             apply_params(index, knob_params(index, knob[0], value))
         _, rows = search(index, queries, k, rerank_vectors, rerank_depth)
-        r = recall_at_k(rows, exact_rows, k)
+        r = recall_at_k(rows, exact_rows, k, exact_scores)
         if value is not None:
             trials[value] = r
         return r
