@@ -229,14 +229,24 @@ def _doc_target_logprobs(dec, cross, cross_mask, cand: torch.Tensor, pad_id: int
     return (tgt, torch.cat(totals).view(b, k, c, t)) if with_sum else tgt
 
 
+def generation_mask(ids: torch.Tensor, pad: int | None, eos_ids) -> torch.Tensor:
+    """The mask RAG-Sequence's per-document search reads its contexts with: padding masked out, as
+    training reads them (transformers' RagSequenceForGeneration passes its generator no mask; older
+    releases inferred this one from the padding, transformers 5.24 infers none for an
+    encoder-decoder model and attends to the padding, so an export's answers can differ from
+    `ask`'s where passages are padded: docs/real-data.md)."""
+    if pad is not None and pad not in eos_ids:
+        return ids.ne(pad)
+    return torch.ones_like(ids, dtype=torch.bool)
+
+
 def _rag_sequence(model, ids, mask, doc_scores, gc, n, dedup, decoding) -> Decoded:
     """RAG-Sequence (eq. 1): beams per document, then candidates ranked by Σ_z p(z|x) p(y|x,z)."""
     dec = GroupedBartDecoder(model.generator)
     b, k = doc_scores.shape
     s = _search_settings(gc, _or(gc.num_beams, 1))  # each document returns all its W beams
     w, pad = s.num_beams, s.pad_id
-    # transformers' generator.generate gets no attention mask here and infers one from padding
-    gen_mask = ids.ne(pad) if pad is not None and pad not in s.eos_ids else torch.ones_like(ids, dtype=torch.bool)
+    gen_mask = generation_mask(ids, pad, s.eos_ids)
     cross = dec.encode(ids, gen_mask)  # per layer (B*K, H, L, dh)
     cache: list = []
 
