@@ -47,6 +47,8 @@ def test_sequence_answer_and_bad_k(rag_inputs, tmp_path):  # noqa: F811
     assert math.isclose(sum(p.posterior for p in a.passages), 1, abs_tol=1e-5)
     with pytest.raises(InputError, match="--n-docs"):
         ask(model, tokenizers, index, "Why?", n_docs=10_000)
+    with pytest.raises(InputError, match="--num-beams: must be between 1 and the generator's vocabulary"):
+        ask(model, tokenizers, index, "Why?", num_beams=100_000)
 
 
 def test_cli_json_and_tables(rag_inputs, talkative_rag):  # noqa: F811

@@ -52,6 +52,9 @@ def ask(model, tokenizers, index, question: str, n_docs: int | None = None, num_
     k = n_docs or model.n_docs
     if not 1 <= k <= len(index.passages):
         raise InputError("--n-docs", f"must be between 1 and the index's {len(index.passages)} passages, got {k}")
+    vocab = model.generator.config.vocab_size
+    if not 1 <= num_beams <= vocab:  # more beams than first tokens: 100,000 were killed for memory, with no message
+        raise InputError("--num-beams", f"must be between 1 and the generator's vocabulary ({vocab} tokens), got {num_beams}")
     with torch.no_grad():
         r = model.retrieve([question], index, tokenizers, n_docs=k, swap=swap)
         out = model.generate(r.context_input_ids, r.context_attention_mask, r.doc_scores, n_docs=k,
