@@ -482,10 +482,47 @@ BAD_INPUTS = {
         ["--num-beams", "at least 1"]),
     "swap: --max-length 0": (
         lambda t, c: ["swap", "--model", t / "nothing", "--index", c["dense"], "--questions", c["qa"], "--max-length", 0],
-        ["--max-length", "at least 1"]),
+        ["--max-length", "at least 2"]),
     "train dpr: --init whose config.json has a value of the wrong type": (
         lambda t, c: ["train", "dpr", "--train", c["qa"], "--passages", c["passages"], "--out", t / "d", "--steps", 1,
                       "--init", _bad_config(c["dpr"], t)], ["config.json", "num_hidden_layers"]),
+    # a flag sweep found these: tracebacks, native aborts, hangs, or exit 0 with nonsense
+    "index build: HNSW0 (FAISS aborted the process)": (
+        lambda t, c: ["index", "build", "--passages", c["passages"], "--encoder", c["dpr"], "--out", t / "i", "--faiss", "HNSW0"],
+        ["--faiss", "HNSW needs at least 1"]),
+    "index build: IVF0 (built, then every search failed)": (
+        lambda t, c: ["index", "build", "--passages", c["passages"], "--encoder", c["dpr"], "--out", t / "i", "--faiss", "IVF0,Flat"],
+        ["--faiss", "IVF needs at least 1"]),
+    "index search: an empty --index": (
+        lambda t, c: ["index", "search", "--index", "", "-q", "leader"], ["index"]),
+    "index search: --n-docs past the passages": (
+        lambda t, c: ["index", "search", "--index", c["dense"], "-q", "leader", "--n-docs", 99999999999],
+        ["--n-docs", "must be between 1 and the index's"]),
+    "eval retrieval: --recall-at past the passages": (
+        lambda t, c: ["eval", "retrieval", "--index", c["bm25"], "--questions", c["qa"], "--recall-at", 99999999999],
+        ["--recall-at", "at most the smallest index's"]),
+    "index tune: --rerank-depth past the passages": (
+        lambda t, c: ["index", "tune", "--index", c["dense"], "--questions", c["qa"], "--n-docs", 2, "--rerank-depth", 99999999999],
+        ["--rerank-depth", "passages"]),
+    "train dpr: --hidden-size not a multiple of the heads": (
+        lambda t, c: ["train", "dpr", "--train", c["qa"], "--passages", c["passages"], "--out", t / "d", "--steps", 1,
+                      "--hidden-size", 15], ["--hidden-size", "multiple of the 4 attention heads"]),
+    "train dpr: a seed numpy cannot take": (
+        lambda t, c: ["train", "dpr", "--train", c["qa"], "--passages", c["passages"], "--out", t / "d", "--steps", 1,
+                      "--seed", 99999999999999999999], ["--seed"]),
+    "train rag: --eval-questions 0 (dev_em NaN, exit 0)": (
+        lambda t, c: ["train", "rag", "--index", c["dense"], "--encoder", c["dpr"], "--generator", c["dpr"], "--train", c["qa"],
+                      "--dev", c["qa"], "--out", t / "r", "--eval-questions", 0], ["--eval-questions", "at least 1"]),
+    "train rag: --max-target-length 1": (
+        lambda t, c: ["train", "rag", "--index", c["dense"], "--encoder", c["dpr"], "--generator", c["dpr"], "--train", c["qa"],
+                      "--dev", c["qa"], "--out", t / "r", "--max-target-length", 1], ["--max-target-length", "at least 2"]),
+    "pretrain: --minutes inf (trained without end)": (
+        lambda t, c: ["pretrain", "--out", t / "g", "--preset", "tiny", "--minutes", "inf"], ["--minutes", "finite"]),
+    "reproduce: more --threads than CPUs (20,004 threads, never ended)": (
+        lambda t, c: ["reproduce", "--preset", "tiny", "--out", t / "r", "--threads", 10000], ["--threads", "CPUs here"]),
+    "swap: --max-length 1 (empty answers, EM 0)": (
+        lambda t, c: ["swap", "--model", t / "nothing", "--index", c["dense"], "--questions", c["qa"], "--max-length", 1],
+        ["--max-length", "at least 2"]),
 }
 
 

@@ -28,9 +28,9 @@ def ask(
     from lewisrag.index.dense import DenseIndex
 
     k = _ui.renamed(ctx, "n_docs", "old_k", "--n-docs", "-k")
-    for flag, value in (("--n-docs", k), ("--num-beams", num_beams), ("--max-length", max_length)):
-        if value is not None and value < 1:
-            raise InputError(flag, f"must be at least 1, got {value}")
+    for flag, value, least in (("--n-docs", k, 1), ("--num-beams", num_beams, 1), ("--max-length", max_length, 2)):
+        if value is not None and value < least:  # a max length of 1 holds only the start token: an empty answer
+            raise InputError(flag, f"must be at least {least}, got {value}")
     if not question.strip():
         raise InputError("QUESTION", "empty question")
     rag, tokenizers = load_trained(model)

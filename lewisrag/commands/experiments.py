@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import typer
@@ -81,6 +82,10 @@ def reproduce(
 
     chosen = replace(chosen, device=check_device(device))
     if threads is not None:
+        from lewisrag.data.io import InputError
+
+        if threads > (os.cpu_count() or 1):  # 10,000 threads on two CPUs: 20,004 OS threads, and a run that never ended
+            raise InputError("--threads", f"must be at most the {os.cpu_count()} CPUs here (0: the idle ones), got {threads}")
         chosen = replace(chosen, threads=threads)
     assets = None
     if chosen.hub:

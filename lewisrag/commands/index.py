@@ -105,7 +105,10 @@ def search(
     if not query.strip():
         raise InputError("--query", "empty question")
 
-    hits = open_retriever(index, encoder, swap=swap, context_encoder=context_encoder).search([query], k)[0]
+    retriever = open_retriever(index, encoder, swap=swap, context_encoder=context_encoder)
+    if k > len(retriever.index.passages):  # FAISS allocates k results a question first: 99,999,999,999 ran out of memory
+        raise InputError("--n-docs", f"must be between 1 and the index's {len(retriever.index.passages)} passages, got {k}")
+    hits = retriever.search([query], k)[0]
     if as_json:
         _ui.print_json([{key: v for key, v in h.to_dict().items() if key != "row"} for h in hits])
         return

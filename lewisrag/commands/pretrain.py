@@ -69,7 +69,7 @@ def pretrain(
     preset: str = typer.Option("small", "--preset", help="small (the shipped generator's recipe) or tiny (a smoke test)."),
     steps: int = typer.Option(None, "--steps", help="Optimizer steps (deterministic under --seed); default: the preset's (small: 6,000; 12,000 with --lang zh)."),
     minutes: float = typer.Option(None, "--minutes", help="Train for this many minutes instead of a number of steps."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the model init and the fresh-text streams."),
+    seed: int = typer.Option(0, "--seed", min=0, max=2**32 - 1, help="Seed of the model init and the fresh-text streams."),
     lang: str = typer.Option("en", "--lang", help="Language of the fresh text, the tokenizer and the world measured: "
                              "en, or zh (a character-level vocabulary; the Chinese demo's generator-small-zh)."),
     device: str = typer.Option("auto", "--device", help="Where it trains and is measured: auto (a GPU when one is "

@@ -44,7 +44,11 @@ def retrieval(
     gold = {g for ex in examples for g in ex.gold_passage_ids}
     if not gold:  # recall would be NaN over zero questions, reported as a result
         raise InputError(data, "no question has gold passage ids, so recall cannot be measured", field="gold_passage_ids")
-    kinds = [read_manifest(path)["kind"] for path in index]  # every index checked before any is searched
+    manifests = [read_manifest(path) for path in index]  # every index checked before any is searched
+    kinds = [m["kind"] for m in manifests]
+    smallest = min(m["n_passages"] for m in manifests)
+    if max(k) > smallest:  # a cut-off past the passages measures nothing and allocates k results a question
+        raise InputError("--recall-at", f"cut-offs must be at most the smallest index's {smallest} passages, got {max(k)}")
     if (encoder or context_encoder) and "dense" not in kinds:
         raise InputError("--encoder" if encoder else "--context-encoder", "encodes questions for dense indexes; "
                          f"{', '.join(map(str, index))} {'is' if len(index) == 1 else 'are'} BM25")

@@ -29,9 +29,9 @@ def swap(
     from lewisrag.data.outputs import check_out_file
     from lewisrag.experiments.swap import swap_matrix
 
-    for flag, value in (("--batch-size", batch_size), ("--num-beams", num_beams), ("--max-length", max_length)):
-        if value < 1:  # as `ask` checks them: else a traceback from the decoder, or answers of no tokens
-            raise InputError(flag, f"must be at least 1, got {value}")
+    for flag, value, least in (("--batch-size", batch_size, 1), ("--num-beams", num_beams, 1), ("--max-length", max_length, 2)):
+        if value < least:  # as `ask` checks them: else a traceback from the decoder, or answers of no tokens
+            raise InputError(flag, f"must be at least {least}, got {value}")
     fields = _ui.qa_fields(qa_fields)
     from lewisrag.data.threads import resolve_device
 

@@ -41,7 +41,7 @@ def dpr(
     no_hard_negatives: bool = typer.Option(False, "--no-hard-negatives", help="In-batch negatives only."),
     self_negatives_at: float = typer.Option(0.5, "--self-negatives-at", help="From this share of the steps on, add each question's best-ranked non-gold passage under the model itself as a second hard negative (0 = never)."),
     separate: bool = typer.Option(False, "--separate-encoders", help="Train question and passage encoders apart from the start (default: one shared network while training, saved as two)."),
-    seed: int = typer.Option(0, "--seed", help="Random seed."),
+    seed: int = typer.Option(0, "--seed", min=0, max=2**32 - 1, help="Random seed."),
     device: str = typer.Option("auto", "--device", help="Where it trains and mines its negatives: auto (a GPU when one is "
                                "visible), cpu or cuda[:N]. The checkpoint is the same layout wherever it trained."),
     mixed_precision: str = typer.Option("no", "--mixed-precision", help="no, bf16 (CPU or GPU) or fp16 (GPU; a loss "
@@ -73,6 +73,12 @@ def dpr(
                         ("--layers", layers), ("--vocab-size", vocab_size)):
         if value < 1:
             raise InputError(flag, f"must be at least 1, got {value}")
+    # a scratch model (BERT-large is 1024 wide, 24 deep): a size past these ran out of memory or never finished
+    for flag, value, most in (("--hidden-size", hidden_size, 4096), ("--layers", layers, 96)):
+        if value > most:
+            raise InputError(flag, f"must be at most {most} for a model trained from scratch, got {value}")
+    if hidden_size % cfg.heads:  # a traceback from the model's config else
+        raise InputError("--hidden-size", f"must be a multiple of the {cfg.heads} attention heads, got {hidden_size}")
     if not (math.isfinite(lr) and lr > 0):  # `lr > 0` let inf through: NaN weights, exit 0
         raise InputError("--lr", f"must be a positive finite number, got {lr}")
     check_init(cfg)
@@ -254,7 +260,7 @@ def stitched(
     cite_first: bool = typer.Option(False, "--cite-first", help="Targets cite the gold passage before the answer ('[3] answer') "
                                     "instead of after it ('answer [3]')."),
     old_mixed_k: bool = typer.Option(False, "--mixed-k", hidden=True, help="Deprecated: --mixed-n-docs."),
-    seed: int = typer.Option(0, "--seed", help="Batch order and gold positions."),
+    seed: int = typer.Option(0, "--seed", min=0, max=2**32 - 1, help="Batch order and gold positions."),
     device: str = typer.Option("auto", "--device", help="Where it trains: auto (a GPU when one is visible), cpu or cuda[:N]."),
     mixed_precision: str = typer.Option("no", "--mixed-precision", help="no, bf16 (CPU or GPU) or fp16 (GPU; a loss scaler)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds files that are not a "

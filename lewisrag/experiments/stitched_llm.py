@@ -130,8 +130,10 @@ def check_options(o: GeneratorOptions) -> GeneratorOptions:
         return GeneratorOptions(**{**o.__dict__, "spec": f"hf:{path}"})
     if not _ENV_NAME.match(o.api_key_env):
         raise InputError("--api-key-env", "expected the NAME of an environment variable that holds the key, not the key")
-    for flag_, bad, want in (("--timeout", o.timeout <= 0, "positive"), ("--max-retries", o.max_retries < 0, "at least 0"),
-                             ("--concurrency", o.concurrency < 1, "at least 1")):
+    # upper bounds too: 1e300 s overflowed the clock, 99,999,999,999 retries never ended
+    for flag_, bad, want in (("--timeout", not 0 < o.timeout <= 86_400, "between 0 and 86400 seconds"),
+                             ("--max-retries", not 0 <= o.max_retries <= 100, "between 0 and 100"),
+                             ("--concurrency", not 1 <= o.concurrency <= 1024, "between 1 and 1024")):
         if bad:
             raise InputError(flag_, f"must be {want}")
     base_url = o.base_url or os.environ.get(BASE_URL_ENV)
@@ -287,4 +289,7 @@ def build_system(run: Path, o: GeneratorOptions, max_new_tokens: int) -> LLMStit
 
         answers = HFAnswers(HFGenerator.from_pretrained(o.target, max_new_tokens=max_new_tokens))
         info = {"generator": o.spec, "kind": "hf", "path": o.target, "chat_template": answers.chat_template}
-    return LLMStitchedSystem(open_retriever(run / "index_a", run / "dpr"), answers, settings, info)
+    retriever = open_retriever(run / "index_a", run / "dpr")
+    if settings.k > len(retriever.index.passages):  # k passages a prompt: more than there are is an allocation's traceback
+        raise InputError("--n-docs", f"must be between 1 and the index's {len(retriever.index.passages)} passages, got {settings.k}")
+    return LLMStitchedSystem(retriever, answers, settings, info)

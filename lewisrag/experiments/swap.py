@@ -83,6 +83,10 @@ def swap_matrix(model_paths: Sequence[str | os.PathLike], index_paths: Sequence[
     for index in indexes:  # a Flat index is searched on the GPU where it fits, as in training
         place_search(index, "auto", resolve_device(device))
     check_pairs([m for m, _ in models], indexes, swap)
+    for (model, _), path in zip(models, model_paths):
+        vocab = model.generator.config.vocab_size
+        if num_beams > vocab:  # more beams than first tokens: an allocation's traceback, or hours
+            raise InputError("--num-beams", f"must be at most the vocabulary of {path}'s generator ({vocab} tokens), got {num_beams}")
     names_m, names_i, names_q = labels(model_paths), labels(index_paths), labels(question_paths, stem=True)
     total = len(models) * len(indexes) * sum(len(s) for s in sets)
     done = 0

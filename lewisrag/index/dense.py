@@ -12,6 +12,7 @@ import contextlib
 import math
 import mmap
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -434,6 +435,10 @@ def check_factory(factory: str, dim: int, n_passages: int, train_sample: int = 1
     Checked before encoding, so a typo does not cost an encoding pass: IVF needs at least one
     training vector per list, and a product quantizer at least one per centroid.
     """
+    for kind, count in re.findall(r"(HNSW|IVF)(\d+)", factory):
+        if int(count) < 1:  # FAISS builds them, then aborts the process (HNSW0) or fails every search (IVF0)
+            raise InputError("--faiss", f"invalid FAISS factory '{factory}': {kind} needs at least 1 "
+                             f"{'link per vector' if kind == 'HNSW' else 'inverted list'}")
     index = _new_index(factory, dim)
     if index.is_trained:
         return

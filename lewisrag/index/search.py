@@ -174,8 +174,9 @@ def tune_dense(index_path: str | os.PathLike, questions: Sequence[str], encoder:
         raise InputError("--questions", "no questions to tune on")
     if k > len(index.passages):  # FAISS pads the hits with -1: a recall of nothing, or the memory of k x k compares
         raise InputError("--n-docs", f"must be between 1 and the index's {len(index.passages)} passages, got {k}")
-    if rerank_depth is not None and rerank_depth < k:
-        raise InputError("--rerank-depth", f"must be at least --n-docs ({k}), got {rerank_depth}")
+    if rerank_depth is not None and not k <= rerank_depth <= len(index.passages):
+        raise InputError("--rerank-depth", f"must be between --n-docs ({k}) and the index's {len(index.passages)} "
+                         f"passages, got {rerank_depth}")
     q = retriever.encode(questions)
     # a few rows past k: a row tied with the k-th exact score counts as exact (tuning.recall_at_k)
     scores, exact = tuning.exact_top_k(index.scan_vectors(), q, min(k + 8, len(index.passages)))

@@ -49,8 +49,8 @@ def content_hash(passages: Sequence[Passage]) -> str:
 
 
 def partial_dir(out: str | os.PathLike) -> Path:
-    out = Path(out)
-    return out.with_name(out.name + ".partial")
+    out = Path(os.path.abspath(out))  # "" and "." have no name to put ".partial" after
+    return out.with_name(out.name + ".partial") if out.name else out / ".partial"
 
 
 def reset_partial(partial: Path) -> None:

@@ -107,8 +107,8 @@ def preset(name: str, **overrides) -> PretrainConfig:
         raise InputError("--preset", f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
     base = PRESETS[name]
     for flag in ("steps", "minutes"):
-        if overrides.get(flag) is not None and not overrides[flag] > 0:
-            raise InputError(f"--{flag}", f"must be positive, got {overrides[flag]}")
+        if overrides.get(flag) is not None and not (math.isfinite(overrides[flag]) and overrides[flag] > 0):
+            raise InputError(f"--{flag}", f"must be a positive finite number, got {overrides[flag]}")  # inf trained forever
     budget = {}  # the preset's budget unless one is given: steps and minutes replace each other
     if (name, overrides.get("lang")) in LANG_STEPS:
         budget = {"steps": LANG_STEPS[name, overrides["lang"]], "minutes": None}

@@ -139,6 +139,13 @@ def check_config(cfg, processes: int) -> None:
          "--steps/--batch-size/--grad-accum/--n-docs", "must be at least 1"),
         (cfg.batch_size % processes == 0, "--batch-size", f"{cfg.batch_size} does not split evenly over {processes} processes"),
         (cfg.eval_every >= 0 and cfg.save_every >= 1, "--eval-every/--save-every", "eval every >= 0, save every >= 1"),
+        # 0 questions logged "dev_em": NaN and exited 0; -1 was read as a slice; 0 beams or batch a traceback
+        (cfg.eval_questions >= 1, "--eval-questions", f"must be at least 1, got {cfg.eval_questions}"),
+        (1 <= cfg.eval_beams <= 1024, "--eval-beams", f"must be between 1 and 1024, got {cfg.eval_beams}"),
+        (cfg.eval_batch_size >= 1, "--eval-batch-size", f"must be at least 1, got {cfg.eval_batch_size}"),
+        # tokenizers read max_length 0 or 1 as "no truncation", and a negative one is a traceback
+        (cfg.max_combined_length >= 2, "--max-combined-length", f"must be at least 2, got {cfg.max_combined_length}"),
+        (cfg.max_target_length >= 2, "--max-target-length", f"must be at least 2 (start and end tokens), got {cfg.max_target_length}"),
         *optimizer_checks(cfg.lr, cfg.warmup, cfg.weight_decay, cfg.max_grad_norm),
         (0 <= cfg.label_smoothing < 1, "--label-smoothing", f"must be in [0, 1), got {cfg.label_smoothing}"),
         (math.isfinite(cfg.retriever_lr_scale) and cfg.retriever_lr_scale >= 0, "--retriever-lr-scale",

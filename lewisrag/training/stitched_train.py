@@ -187,6 +187,8 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
               "--encoder": cfg.encoder or None, "--context-encoder": cfg.context_encoder or None}
     check_out_dir(out, KIND, overwrite=overwrite, inputs=inputs, replaces=True)
     retriever = open_retriever(cfg.index, cfg.encoder or None, context_encoder=cfg.context_encoder or None)
+    if cfg.k > len(retriever.index.passages):
+        raise InputError("--n-docs", f"must be between 1 and the index's {len(retriever.index.passages)} passages, got {cfg.k}")
     read = read_qa(cfg.train, cfg.qa_fields)
     kept = of_kinds(read, cfg.train_kinds)
     trained = {id(ex) for ex in kept if ex.answers}  # the questions training reads gold passages of

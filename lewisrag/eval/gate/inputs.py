@@ -104,8 +104,9 @@ def load_config(path: str | os.PathLike | None = None) -> GateConfig:
     fields["ceilings"] = tuple(_table(Ceiling, {"method": "wilson"} | t if isinstance(t, dict) else t, src,
                                       f"tier3.ceilings[{i}]") for i, t in enumerate(fields["ceilings"]))
     cfg = GateConfig(**fields)
-    if not 0 < cfg.alpha < 1 or not 0 < cfg.confidence < 1:
-        raise InputError(src, "alpha and confidence must be in (0, 1)", field="alpha")
+    for name in ("alpha", "confidence"):
+        if not 0 < getattr(cfg, name) < 1:
+            raise InputError(src, f"must be in (0, 1), got {getattr(cfg, name)}", field=name)
     if not 1 <= cfg.n_resamples <= _MAX_RESAMPLES:  # each resample costs a pass over the questions
         raise InputError(src, f"expected a count from 1 to {_MAX_RESAMPLES:,} (default 10,000)", field="n_resamples")
     if cfg.seed < 0:
