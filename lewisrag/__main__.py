@@ -4,19 +4,24 @@ or 143), not with a traceback."""
 
 import signal
 import sys
+from typing import NoReturn
+
+STOPPED = {130: "interrupted", 143: "terminated (SIGTERM)"}  # exit code: the line, as cli._interrupted writes it
+
+
+def stop(code: int) -> NoReturn:
+    """End as a stopped command ends (`lewisrag.cli` cannot be imported here: it is what is loading)."""
+    sys.stderr.write(STOPPED[code] + "\n")
+    sys.exit(code)
 
 
 def main() -> None:
-    def terminated(signum, frame) -> None:
-        print("terminated (SIGTERM)", file=sys.stderr)
-        sys.exit(143)
-
-    signal.signal(signal.SIGTERM, terminated)  # nothing is written yet: no cleanup to run; cli.main sets its own
+    # nothing is written yet: no cleanup to run; cli.main sets its own handler
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop(143))
     try:
         from lewisrag.cli import main as cli_main
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        sys.exit(130)
+        stop(130)
     cli_main()
 
 

@@ -35,8 +35,6 @@ def ask(
         raise InputError("QUESTION", "empty question")
     rag, tokenizers = load_trained(model)
     dense = DenseIndex.load(index, mmap=True)
-    if k is not None and k > len(dense.passages):
-        raise InputError("--n-docs", f"must be between 1 and the index's {len(dense.passages)} passages, got {k}")
     answer = run(rag, tokenizers, dense, question, n_docs=k, num_beams=num_beams,
                  max_length=max_length, swap=swap)
     if as_json:

@@ -98,6 +98,7 @@ def search(
     """Search an index and print the top --n-docs passages."""
     from lewisrag.data.io import InputError
     from lewisrag.index import open_retriever
+    from lewisrag.index.store import check_depth
 
     k = _ui.renamed(ctx, "n_docs", "old_k", "--n-docs", "-k")
     if k < 1:
@@ -106,8 +107,7 @@ def search(
         raise InputError("--query", "empty question")
 
     retriever = open_retriever(index, encoder, swap=swap, context_encoder=context_encoder)
-    if k > len(retriever.index.passages):  # FAISS allocates k results a question first: 99,999,999,999 ran out of memory
-        raise InputError("--n-docs", f"must be between 1 and the index's {len(retriever.index.passages)} passages, got {k}")
+    check_depth(k, len(retriever.index.passages))
     hits = retriever.search([query], k)[0]
     if as_json:
         _ui.print_json([{key: v for key, v in h.to_dict().items() if key != "row"} for h in hits])

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from lewisrag.data.io import InputError
+from lewisrag.index.store import check_depth
 
 
 @dataclass(frozen=True)
@@ -50,8 +51,7 @@ def ask(model, tokenizers, index, question: str, n_docs: int | None = None, num_
     if not question.strip():
         raise InputError("QUESTION", "empty question")
     k = n_docs or model.n_docs
-    if not 1 <= k <= len(index.passages):
-        raise InputError("--n-docs", f"must be between 1 and the index's {len(index.passages)} passages, got {k}")
+    check_depth(k, len(index.passages))
     vocab = model.generator.config.vocab_size
     if not 1 <= num_beams <= vocab:  # more beams than first tokens: 100,000 were killed for memory, with no message
         raise InputError("--num-beams", f"must be between 1 and the generator's vocabulary ({vocab} tokens), got {num_beams}")

@@ -277,6 +277,7 @@ def run_k(run: Path) -> int:
 def build_system(run: Path, o: GeneratorOptions, max_new_tokens: int) -> LLMStitchedSystem:
     """The stitched system of `o` (checked by `check_options`) over the run's index A and DPR."""
     from lewisrag.index import open_retriever
+    from lewisrag.index.store import check_depth
 
     settings = prompt_settings(o.n_docs or run_k(run))
     if o.kind == "chat":
@@ -290,6 +291,5 @@ def build_system(run: Path, o: GeneratorOptions, max_new_tokens: int) -> LLMStit
         answers = HFAnswers(HFGenerator.from_pretrained(o.target, max_new_tokens=max_new_tokens))
         info = {"generator": o.spec, "kind": "hf", "path": o.target, "chat_template": answers.chat_template}
     retriever = open_retriever(run / "index_a", run / "dpr")
-    if settings.k > len(retriever.index.passages):  # k passages a prompt: more than there are is an allocation's traceback
-        raise InputError("--n-docs", f"must be between 1 and the index's {len(retriever.index.passages)} passages, got {settings.k}")
+    check_depth(settings.k, len(retriever.index.passages))
     return LLMStitchedSystem(retriever, answers, settings, info)

@@ -172,8 +172,7 @@ def tune_dense(index_path: str | os.PathLike, questions: Sequence[str], encoder:
     index = retriever.index
     if not questions:
         raise InputError("--questions", "no questions to tune on")
-    if k > len(index.passages):  # FAISS pads the hits with -1: a recall of nothing, or the memory of k x k compares
-        raise InputError("--n-docs", f"must be between 1 and the index's {len(index.passages)} passages, got {k}")
+    store.check_depth(k, len(index.passages))
     if rerank_depth is not None and not k <= rerank_depth <= len(index.passages):
         raise InputError("--rerank-depth", f"must be between --n-docs ({k}) and the index's {len(index.passages)} "
                          f"passages, got {rerank_depth}")

@@ -48,6 +48,13 @@ def content_hash(passages: Sequence[Passage]) -> str:
     return h.hexdigest()[:16]
 
 
+def check_depth(k: int, passages: int, flag: str = "--n-docs") -> None:
+    """Refuse a number of results past the index's passages: FAISS pads them with row -1 and sets
+    aside k results a question first (99,999,999,999 asked for hundreds of GiB)."""
+    if not 1 <= k <= passages:
+        raise InputError(flag, f"must be between 1 and the index's {passages} passages, got {k}")
+
+
 def partial_dir(out: str | os.PathLike) -> Path:
     out = Path(os.path.abspath(out))  # "" and "." have no name to put ".partial" after
     return out.with_name(out.name + ".partial") if out.name else out / ".partial"

@@ -35,6 +35,7 @@ from lewisrag.data.outputs import check_out_dir, staged_dir
 from lewisrag.data.pretrained import load_generator
 from lewisrag.data.records import check_gold_ids, of_kinds, read_qa
 from lewisrag.index import open_retriever
+from lewisrag.index.store import check_depth
 from lewisrag.rag_model.stitched import StitchSettings, stitch
 from lewisrag.training.rag import adamw, autocast, backward_step, learning_rate_factor, single_device
 from lewisrag.training.rag_data import optimizer_checks
@@ -187,8 +188,7 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
               "--encoder": cfg.encoder or None, "--context-encoder": cfg.context_encoder or None}
     check_out_dir(out, KIND, overwrite=overwrite, inputs=inputs, replaces=True)
     retriever = open_retriever(cfg.index, cfg.encoder or None, context_encoder=cfg.context_encoder or None)
-    if cfg.k > len(retriever.index.passages):
-        raise InputError("--n-docs", f"must be between 1 and the index's {len(retriever.index.passages)} passages, got {cfg.k}")
+    check_depth(cfg.k, len(retriever.index.passages))
     read = read_qa(cfg.train, cfg.qa_fields)
     kept = of_kinds(read, cfg.train_kinds)
     trained = {id(ex) for ex in kept if ex.answers}  # the questions training reads gold passages of
