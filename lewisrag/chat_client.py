@@ -28,9 +28,11 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
+from typing import TypeVar
 
+T, R = TypeVar("T"), TypeVar("R")
 REDACTED = "[redacted]"
 MIN_SECRET_LEN = 8  # shorter keys (vLLM's "EMPTY") are no secret, and replacing them would mangle replies
 _CREDENTIAL = r"(?:\[redacted\]|[A-Za-z0-9._~+/=-]+)"  # RFC 6750 token68: stops before JSON quotes and braces
@@ -93,6 +95,57 @@ def retry_after_seconds(value: str | None) -> float | None:
         return None
     when = when if when.tzinfo else when.replace(tzinfo=timezone.utc)
     return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+
+
+def map_in_threads(fn: Callable[[T], R], items: Iterable[T], workers: int) -> list[R]:
+    """`[fn(x) for x in items]`, computed on up to `workers` threads; the first failure (in the
+    items' order) is raised.
+
+    Why not `ThreadPoolExecutor.map`: Python joins an executor's threads when the process exits, so
+    Ctrl-C or SIGTERM (a KeyboardInterrupt in the main thread, `lewisrag.cli`) waited for every
+    request in flight and every retry of every queued item: minutes against a failing endpoint.
+    These threads are daemons and take no new item once the caller is interrupted or an item has
+    failed; the caller returns at once, and a request still in flight ends with the process.
+
+    >>> map_in_threads(lambda x: x * x, range(5), workers=3)
+    [0, 1, 4, 9, 16]
+    """
+    todo = list(enumerate(items))
+    if workers <= 1 or len(todo) <= 1:
+        return [fn(x) for _, x in todo]
+    results: list = [None] * len(todo)
+    failed: dict[int, BaseException] = {}
+    lock, stop, finished = threading.Lock(), threading.Event(), threading.Event()
+    running = [min(workers, len(todo))]
+    todo.reverse()  # pop() from the end takes the items in order
+
+    def work() -> None:
+        try:
+            while not stop.is_set():
+                with lock:
+                    if not todo:
+                        break
+                    i, x = todo.pop()
+                try:
+                    results[i] = fn(x)
+                except BaseException as e:  # noqa: BLE001 - handed to the caller, which raises it
+                    failed[i] = e
+                    stop.set()
+        finally:
+            with lock:
+                running[0] -= 1
+                if not running[0]:
+                    finished.set()
+
+    for _ in range(running[0]):
+        threading.Thread(target=work, daemon=True, name="lewisrag-request").start()
+    try:
+        finished.wait()  # a signal interrupts this wait (POSIX): Ctrl-C is not held up by the threads
+    finally:
+        stop.set()  # interrupted: the threads take nothing more
+    if failed:
+        raise failed[min(failed)]
+    return results
 
 
 class ChatError(Exception):

@@ -350,3 +350,48 @@ def test_eval_answers_survives_resets_and_writes_no_key(server, tmp_path, monkey
     assert "[redacted]" in json.dumps(res, ensure_ascii=False)  # the echo was there, scrubbed
     written = _no_key_in_files(out, cache)
     assert {"results.json", "report.html", "report.md", "config.json", "judge.sqlite"} <= {p.name for p in written}
+
+
+def test_sigterm_is_not_held_up_by_requests_in_flight_or_their_retries(tmp_path):
+    """The requests ran on a ThreadPoolExecutor, whose threads Python joins at exit: SIGTERM (or
+    Ctrl-C) waited for every request in flight and every retry still due, here minutes. Now the
+    command ends at once, with its one line, and writes nothing."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import local_server
+
+    seen = threading.Event()
+
+    class Stalling(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 (http.server's naming)
+            seen.set()
+            time.sleep(20)  # past the test's patience; then 503, which is retried with backoff
+            self.send_response(503)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    src = tmp_path / "answers.jsonl"
+    rows = [{"id": f"q{i}", "user_input": "Who leads?", "response": "Ana Kel leads [1].",
+             "retrieved_contexts": ["Ana Kel leads Veloria."], "reference": "Ana Kel"} for i in range(6)]
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    out = tmp_path / "run"
+    with local_server(Stalling, quiet_errors=True, deadline=120) as url:
+        proc = subprocess.Popen([sys.executable, "-m", "lewisrag", "eval", "answers", "--answers", str(src), "--judge",
+                                 "llm:stub", "--llm-base-url", url, "--concurrency", "3", "--out", str(out),
+                                 "--cache-dir", str(tmp_path / "cache")],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        assert seen.wait(60), "no request came"
+        time.sleep(0.5)
+        start = time.monotonic()
+        os.killpg(proc.pid, signal.SIGTERM)
+        _, err = proc.communicate(timeout=90)
+        took = time.monotonic() - start
+    assert proc.returncode == 143 and err.strip().splitlines()[-1] == "terminated (SIGTERM)", (proc.returncode, err)
+    assert took < 10, f"SIGTERM took {took:.1f} s"
+    assert not out.exists()

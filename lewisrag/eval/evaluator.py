@@ -29,9 +29,9 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
+from lewisrag.chat_client import map_in_threads
 from lewisrag.data.io import InputError
 from lewisrag.eval import citations, claims, metrics, stats
 from lewisrag.eval.bughunt import answer_records, human_labels, rule_checker_rows, rule_checker_table
@@ -306,13 +306,13 @@ def evaluate_answers(records: Sequence[AnswerRecord], judge, cfg: EvalConfig = E
     memo, out = _Memo(judge), []
     # Per-answer requests (decompose, questions, citation follow-ups) run side by side; an LLM
     # judge's own semaphore still bounds what is in flight.
-    with ThreadPoolExecutor(max_workers=getattr(judge, "max_workers", 1)) as pool:
-        for start in range(0, len(records), cfg.chunk):
-            prepared = list(pool.map(lambda r: _prepare(r, judge, cfg), records[start : start + cfg.chunk]))
-            memo.judge([pair for p in prepared for pair in _first_pairs(p)])  # the one batched call
-            out.extend(pool.map(lambda p: _record(p, memo, cfg, embed), prepared))
-            if progress is not None:
-                progress(len(prepared))
+    workers = getattr(judge, "max_workers", 1)
+    for start in range(0, len(records), cfg.chunk):
+        prepared = map_in_threads(lambda r: _prepare(r, judge, cfg), records[start : start + cfg.chunk], workers)
+        memo.judge([pair for p in prepared for pair in _first_pairs(p)])  # the one batched call
+        out.extend(map_in_threads(lambda p: _record(p, memo, cfg, embed), prepared, workers))
+        if progress is not None:
+            progress(len(prepared))
     splitter = {"name": SPLITTER_NAME, "version": SPLITTER_VERSION} if cfg.splitter == "sentences" else {
         "name": "atomic", "version": getattr(judge, "fingerprint", "")}
     config = config if config is not None else {"splitter": cfg.splitter, "ks": list(cfg.ks), "thresholds": asdict(cfg.thresholds),

@@ -234,7 +234,7 @@ def load_systems(run: str | os.PathLike, names=SYSTEMS, batch_size: int = 16, ma
     run = Path(run)
     check_systems(run, names, generator)
     # an outside generator first: a folder that does not load fails before the Lewis models are read
-    outside = {"stitched": build_system(run, generator, max_length + 8)} if generator is not None else {}  # + its citation
+    outside = {"stitched": build_system(run, generator, max_length + 8, device)} if generator is not None else {}  # + its citation
     index = DenseIndex.load(run / "index_a") if any(n != "stitched" for n in names) else None
     systems = {}
     for n in names:

@@ -45,11 +45,10 @@ import re
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from lewisrag.chat_client import ChatClient, ChatError
+from lewisrag.chat_client import ChatClient, ChatError, map_in_threads
 from lewisrag.data.io import InputError, read_json
 from lewisrag.eval.judges.base import DiskCache, digest
 from lewisrag.eval.statements import strip_citations
@@ -169,8 +168,7 @@ class ChatAnswers:
         return digest("stitched-answer", self.client.model, self.client.temperature, self.system, prompt)
 
     def __call__(self, prompts: list[str]) -> list[Reply]:
-        with ThreadPoolExecutor(max_workers=self.client.max_workers) as pool:
-            return list(pool.map(self.one, prompts))
+        return map_in_threads(self.one, prompts, self.client.max_workers)
 
     def one(self, prompt: str) -> Reply:
         hit = self.cache.get(self.key(prompt))
@@ -274,7 +272,7 @@ def run_k(run: Path) -> int:
     return k if isinstance(k, int) and k > 0 else DEFAULT_K
 
 
-def build_system(run: Path, o: GeneratorOptions, max_new_tokens: int) -> LLMStitchedSystem:
+def build_system(run: Path, o: GeneratorOptions, max_new_tokens: int, device: str = "cpu") -> LLMStitchedSystem:
     """The stitched system of `o` (checked by `check_options`) over the run's index A and DPR."""
     from lewisrag.index import open_retriever
     from lewisrag.index.store import check_depth
@@ -288,7 +286,9 @@ def build_system(run: Path, o: GeneratorOptions, max_new_tokens: int) -> LLMStit
     else:
         from lewisrag.rag_model.stitched import HFGenerator
 
-        answers = HFAnswers(HFGenerator.from_pretrained(o.target, max_new_tokens=max_new_tokens))
+        from lewisrag.data.threads import resolve_device
+
+        answers = HFAnswers(HFGenerator.from_pretrained(o.target, device=resolve_device(device), max_new_tokens=max_new_tokens))
         info = {"generator": o.spec, "kind": "hf", "path": o.target, "chat_template": answers.chat_template}
     retriever = open_retriever(run / "index_a", run / "dpr")
     check_depth(settings.k, len(retriever.index.passages))

@@ -13,6 +13,7 @@ import math
 import mmap
 import os
 import re
+import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,10 +97,14 @@ def build_dense_index(
     plan = {"content_hash": chash, "ctx_fingerprint": ckpt.ctx_fingerprint, "shard_size": cfg.shard_size, "max_length": max_length,
             "mixed_precision": cfg.mixed_precision, "vector_dtype": cfg.vector_dtype}
     _reset_if_stale(partial, {**plan, "embeddings": "reused"} if spot_check else plan)
-    if spot_check:
-        _copy_stored(passages, partial / EMBEDDINGS, cfg.shard_size, cfg.vector_dtype, on_progress)
-    else:
-        _encode_into(passages, ckpt, partial, cfg, max_length, on_progress)
+    try:
+        if spot_check:
+            _copy_stored(passages, partial / EMBEDDINGS, cfg.shard_size, cfg.vector_dtype, on_progress)
+        else:
+            _encode_into(passages, ckpt, partial, cfg, max_length, on_progress)
+    except InputError:  # bad input found on the way: the fixed input hashes otherwise, so nothing here could resume
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
     embeddings = np.load(partial / EMBEDDINGS, mmap_mode="r")
     if on_progress:
         on_progress("faiss", 0, 1)

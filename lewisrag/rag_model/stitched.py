@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
-from lewisrag.chat_client import ChatError
+from lewisrag.chat_client import ChatError, map_in_threads
 from lewisrag.data.pretrained import load_config, load_model, load_tokenizer
 
 CITATION = re.compile(r"\[(\d+)\]")
@@ -125,10 +124,10 @@ class HFGenerator:
         self.last_new_tokens: list[int] = []  # tokens generated per prompt in the last call (padding left out)
 
     @classmethod
-    def from_pretrained(cls, path: str, **kw) -> HFGenerator:
+    def from_pretrained(cls, path: str, device: str = "cpu", **kw) -> HFGenerator:
         config = load_config(AutoConfig.from_pretrained, path, "generator config")
         auto = AutoModelForSeq2SeqLM if config.is_encoder_decoder else AutoModelForCausalLM
-        return cls(load_model(auto.from_pretrained, path, "generator"),
+        return cls(load_model(auto.from_pretrained, path, "generator").to(device),
                    load_tokenizer(AutoTokenizer.from_pretrained, path, "generator tokenizer"), **kw)
 
     def __call__(self, prompts: list[str]) -> list[str]:
@@ -139,12 +138,13 @@ class HFGenerator:
         tok.padding_side = "right" if encoder_decoder else "left"  # a causal LM continues from the right end
         enc = tok(prompts, return_tensors="pt", padding=True, truncation=True, max_length=self.max_input_tokens)
         self.last_input_tokens = enc["attention_mask"].sum(1).tolist()
+        enc = enc.to(self.model.device)
         with torch.inference_mode():
             out = self.model.generate(**enc, max_new_tokens=self.max_new_tokens, num_beams=self.num_beams, do_sample=False,
                                       pad_token_id=tok.pad_token_id)
         out = out[:, 1:] if encoder_decoder else out[:, enc["input_ids"].shape[1]:]  # drop the start token or the prompt
         self.last_new_tokens = out.ne(tok.pad_token_id).sum(1).tolist()
-        return [t.strip() for t in tok.batch_decode(out, skip_special_tokens=True)]
+        return [t.strip() for t in tok.batch_decode(out.cpu(), skip_special_tokens=True)]
 
 
 class ChatGenerator:
@@ -164,5 +164,4 @@ class ChatGenerator:
                 self.failures.append((prompt, str(e)))
                 return ""
 
-        with ThreadPoolExecutor(max_workers=self.client.max_workers) as pool:
-            return list(pool.map(answer, prompts))
+        return map_in_threads(answer, prompts, self.client.max_workers)

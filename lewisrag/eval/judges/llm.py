@@ -33,9 +33,8 @@ import json
 import os
 import re
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
-from lewisrag.chat_client import ChatClient, ChatError
+from lewisrag.chat_client import ChatClient, ChatError, map_in_threads
 from lewisrag.data.io import InputError
 from lewisrag.eval.judges.base import DEFAULT_CACHE_DIR, LABELS, DiskCache, Verdict, digest, parse_label
 
@@ -230,14 +229,15 @@ class LLMJudge:
             else:
                 todo.setdefault(premise, []).append(i)
         batches = [(p, idx[s : s + self.batch_size]) for p, idx in todo.items() for s in range(0, len(idx), self.batch_size)]
-        with ThreadPoolExecutor(max_workers=self.max_workers) as pool:
-            results = pool.map(lambda b: self._judge_batch(b[0], [pairs[i][1] for i in b[1]]), batches)
-            for (premise, idx), verdicts in zip(batches, results):
-                for i, v in zip(idx, verdicts):
-                    out[i] = v
-                    if v.supported is not None:
-                        self.cache.put(self._key_for("judge", premise, pairs[i][1]),
-                                       {"supported": v.supported, "reason": v.reason, "label": v.label})
+
+        def batch(premise: str, idx: list[int]) -> None:  # cached as it comes: an interrupted run keeps what it paid for
+            for i, v in zip(idx, self._judge_batch(premise, [pairs[i][1] for i in idx])):
+                out[i] = v
+                if v.supported is not None:
+                    self.cache.put(self._key_for("judge", premise, pairs[i][1]),
+                                   {"supported": v.supported, "reason": v.reason, "label": v.label})
+
+        map_in_threads(lambda b: batch(*b), batches, self.max_workers)
         return out  # type: ignore[return-value]
 
     def decompose(self, text: str) -> list[str]:
