@@ -95,6 +95,12 @@ from lewisrag.commands import pretrain as _pretrain  # noqa: E402
 
 app.command("pretrain")(_pretrain.pretrain)
 
+from lewisrag.commands._ui import Command as _Command  # noqa: E402
+
+for _typer in (app, index_app, train_app, eval_app):  # every command refuses an empty flag value (commands/_ui.py)
+    for _info in _typer.registered_commands:
+        _info.cls = _Command
+
 
 def _terminate(signum, frame) -> None:
     """SIGTERM takes Ctrl-C's way out: the staging folders and temporary files of the command

@@ -81,6 +81,21 @@ def test_help_lists_the_canonical_names_and_hides_the_old_ones(path):
     assert hidden <= DEPRECATED | {"old_file"}, (path, hidden)  # old_file: eval answers' positional FILE
 
 
+@pytest.mark.parametrize("path", list(CANONICAL), ids=" ".join)
+def test_an_empty_value_is_refused_for_every_flag(path, tmp_path, monkeypatch, capsys):
+    """`--judge ""` used to be read as "not given" and `--out ""` as the current folder: no flag takes
+    an empty or blank value, so each is one line naming the flag, exit 2, before anything runs."""
+    monkeypatch.chdir(tmp_path)
+    cmd = dict(_commands())[path]
+    takes_value = [p for p in cmd.params if p.param_type_name == "option" and not p.is_flag and not p.hidden]
+    assert takes_value, path
+    for param in takes_value:
+        for empty in ("", "  "):
+            code, out, err = run_main(monkeypatch, capsys, *path, param.opts[0], empty)
+            assert code == 2 and f"'{param.opts[0]}'" in err and "is empty" in err and len(err.strip().splitlines()) == 1, (param.opts, err)
+            assert not out and not list(tmp_path.iterdir()), (param.opts, out)
+
+
 def _warned(err: str, old: str, new: str) -> bool:
     return f"warning: {old} is deprecated here, use {new} (it will be removed in the next release)" in err.splitlines()
 

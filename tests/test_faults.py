@@ -414,6 +414,13 @@ BAD_INPUTS = {
     "index build: --faiss with --encoder bm25": (  # used to be ignored in silence
         lambda t, c: ["index", "build", "--passages", c["passages"], "--encoder", "bm25", "--out", t / "i", "--faiss", "HNSW32"],
         ["--faiss", "applies to dense indexes"]),
+    "index build: --shard-size with --encoder bm25": (  # used to be ignored in silence
+        lambda t, c: ["index", "build", "--passages", c["passages"], "--encoder", "bm25", "--out", t / "i", "--shard-size", 8],
+        ["--shard-size", "applies to dense indexes"]),
+    "index search: an empty --encoder": (  # used to be read as 'not given'
+        lambda t, c: ["index", "search", "--index", c["dense"], "--encoder", "", "who?"], ["--encoder", "is empty"]),
+    "index build: an empty --out": (  # Path('') is the current folder
+        lambda t, c: ["index", "build", "--passages", c["passages"], "--encoder", "bm25", "--out", ""], ["--out", "is empty"]),
     "train rag: an unknown --train-kinds": (  # used to blame the file's answers ("0 questions with answers")
         lambda t, c: ["train", "rag", "--index", c["dense"], "--encoder", c["dpr"], "--generator", c["dpr"], "--train", c["qa"],
                       "--dev", c["qa"], "--out", t / "r", "--train-kinds", "shrot"], ["--train-kinds", "'shrot'"]),
@@ -445,7 +452,7 @@ BAD_INPUTS = {
     "ask: --n-docs 0": (
         lambda t, c: ["ask", "--model", t / "nothing", "--index", c["dense"], "--n-docs", 0, "who?"], ["--n-docs"]),
     "ask: an empty question": (
-        lambda t, c: ["ask", "--model", t / "nothing", "--index", c["dense"], " "], ["empty question"]),
+        lambda t, c: ["ask", "--model", t / "nothing", "--index", c["dense"], " "], ["question", "is empty"]),
     "index search: index.faiss missing": (
         lambda t, c: ["index", "search", "--index", _damaged(c["dense"], t, "index.faiss", None), "-q", "leader"],
         ["index.faiss", "missing"]),
@@ -523,7 +530,55 @@ BAD_INPUTS = {
     "swap: --max-length 1 (empty answers, EM 0)": (
         lambda t, c: ["swap", "--model", t / "nothing", "--index", c["dense"], "--questions", c["qa"], "--max-length", 1],
         ["--max-length", "at least 2"]),
+    # flags that used to be ignored in silence under other flags: each is refused, naming itself
+    "index search: --encoder with a BM25 index": (
+        lambda t, c: ["index", "search", "--index", c["bm25"], "--encoder", c["dpr"], "-q", "who?"],
+        ["--encoder", "applies to dense indexes"]),
+    "eval retrieval: --swap with a BM25 index": (
+        lambda t, c: ["eval", "retrieval", "--index", c["bm25"], "--questions", c["qa"], "--swap"], ["--swap", "dense indexes"]),
+    "train stitched: --encoder with a BM25 index": (
+        lambda t, c: ["train", "stitched", "--index", c["bm25"], "--generator", c["dpr"], "--train", c["qa"], "--out", t / "s",
+                      "--encoder", c["dpr"]], ["--encoder", "dense indexes"]),
+    "index build: --batch-size with --reuse-embeddings": (
+        lambda t, c: ["index", "build", "--passages", c["passages"], "--encoder", c["dpr"], "--out", t / "i",
+                      "--reuse-embeddings", "--batch-size", 8], ["--batch-size", "--reuse-embeddings"]),
+    "train dpr: --hidden-size with --init": (
+        lambda t, c: ["train", "dpr", "--train", c["qa"], "--passages", c["passages"], "--out", t / "d", "--init", c["dpr"],
+                      "--hidden-size", 64], ["--hidden-size", "from scratch"]),
+    "train rag: --eval-beams with --eval-every 0": (
+        lambda t, c: _rag(t, c, "--eval-every", 0, "--eval-beams", 4), ["--eval-beams", "--eval-every 0"]),
+    "train rag: --overwrite with --resume": (lambda t, c: _rag(t, c, "--resume", "--overwrite"), ["--overwrite", "--resume"]),
+    "train rag: --eval-beams with --task fever": (
+        lambda t, c: _rag(t, c, "--task", "fever", "--eval-beams", 4), ["--eval-beams", "fever"]),
+    "train rag: --retriever-lr-scale with --freeze-retriever": (
+        lambda t, c: _rag(t, c, "--freeze-retriever", "--retriever-lr-scale", 0.1), ["--retriever-lr-scale", "--freeze-retriever"]),
+    "train rag: --reindex-every past --steps": (
+        lambda t, c: _rag(t, c, "--train-context-encoder", "--steps", 4, "--reindex-every", 10), ["--reindex-every", "never"]),
+    "eval answers: --concurrency with the lexical judge": (
+        lambda t, c: ["eval", "answers", "--answers", c["answers"], "--out", t / "o", "--concurrency", 8],
+        ["--concurrency", "llm judge"]),
+    "eval answers: --claim-extractor with --no-claims": (
+        lambda t, c: ["eval", "answers", "--answers", c["answers"], "--out", t / "o", "--no-claims", "--claim-extractor", "llm"],
+        ["--claim-extractor", "--no-claims"]),
+    "eval bughunt: --cache-dir without an llm judge": (
+        lambda t, c: ["eval", "bughunt", "--cache-dir", t / "cache"], ["--cache-dir", "llm judge"]),
+    "eval bughunt: --overwrite without --out": (lambda t, c: ["eval", "bughunt", "--overwrite"], ["--overwrite", "--out"]),
+    "calibrate: --overwrite without --out": (
+        lambda t, c: ["calibrate", "--judge", "lexical", "--labels", c["qa"], "--overwrite"], ["--overwrite", "--out"]),
+    "swap: --overwrite without --out": (
+        lambda t, c: ["swap", "--model", t / "nothing", "--index", c["dense"], "--questions", c["qa"], "--overwrite"],
+        ["--overwrite", "--out"]),
+    "reproduce: --hub-dir with the built-in world's preset": (
+        lambda t, c: ["reproduce", "--preset", "tiny", "--out", t / "r", "--hub-dir", t], ["--hub-dir", "--preset tiny"]),
+    "pretrain: --set snapshot_b_share=1 (divided by zero once reading began)": (
+        lambda t, c: ["pretrain", "--out", t / "g", "--preset", "tiny", "--set", "snapshot_b_share=1"], ["snapshot_b_share", "below 1"]),
 }
+
+
+def _rag(t, c, *extra) -> list:
+    """`lewisrag train rag` on the fixtures, with `extra` flags."""
+    return ["train", "rag", "--index", c["dense"], "--encoder", c["dpr"], "--generator", c["dpr"], "--train", c["qa"],
+            "--dev", c["qa"], "--out", t / "r", *extra]
 
 
 def _flat_index_bytes(dim: int) -> bytes:

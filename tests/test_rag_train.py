@@ -121,7 +121,9 @@ def cli_flags(cfg) -> list[str]:
     flags = []
     for name, value in cfg.__dict__.items():
         flag = "--" + name.replace("_", "-")
-        if value is None:  # not given (e.g. qa_fields: told from the files)
+        if value is None or value == "":  # not given (qa_fields: told from the files; train_kinds: all)
+            continue
+        if name.startswith("eval_") and name != "eval_every" and not cfg.eval_every:  # refused: no evaluation to shape
             continue
         if name == "cpu":  # the field behind --device cpu
             flags += ["--device", "cpu"] if value else []
@@ -407,8 +409,12 @@ def test_retriever_lr_scale_and_train_kinds(rag_inputs, tmp_path):
     from lewisrag.index.encoders import DPRCheckpoint
     from lewisrag.training.rag import train_rag
 
-    cfg = make_config(rag_inputs, steps=2, eval_every=0, save_every=2, retriever_lr_scale=0.0, train_kinds="short")
-    summary = train_rag(cfg, tmp_path / "run")
+    from lewisrag.data.io import LewisragWarning
+
+    cfg = make_config(rag_inputs, steps=2, eval_every=0, save_every=2, retriever_lr_scale=0.0, train_kinds="short",
+                      shared_retrieval=True)
+    with pytest.warns(LewisragWarning, match="--shared-retrieval has no other process"):  # said, not ignored in silence
+        summary = train_rag(cfg, tmp_path / "run")
     train = read_qa(cfg.train)
     assert summary["n_train"] == sum(ex.kind == "short" and bool(ex.answers) for ex in train)
     assert summary["n_train"] < sum(bool(ex.answers) for ex in train)  # the world has long-form questions too

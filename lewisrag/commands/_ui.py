@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterator
 
 import typer
+import typer.core
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
@@ -63,6 +64,50 @@ class UsageError(typer.BadParameter):
 
     def format_message(self) -> str:
         return self.message
+
+
+class Command(typer.core.TyperCommand):
+    """Every lewisrag command's class (`lewisrag.cli` sets it): a flag or argument given as an empty
+    string on the command line is refused, one line, exit 2. No lewisrag flag takes one, and read
+    as "not given" (`--judge ""`) or as the current folder (`Path("")` is `.`), it would run
+    something other than what the user typed."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            param.consume_value = _refusing_empty(param, param.consume_value)
+
+
+def _refusing_empty(param, consume):
+    def consume_value(ctx, opts):
+        value, source = consume(ctx, opts)
+        values = value if isinstance(value, (list, tuple)) else [value]
+        if source is not None and source.name == "COMMANDLINE" and any(isinstance(v, str) and not v.strip() for v in values):
+            hint = "" if param.param_type_name == "argument" else "; leave the flag out for its default"
+            raise typer.BadParameter(f"is empty{hint}", ctx=ctx, param=param)
+        return value, source
+
+    return consume_value
+
+
+def given(ctx: typer.Context, *names: str) -> list[str]:
+    """The flags, as spelled on the command line (`--timeout`), of those parameters among `names`
+    that the user gave there or through the environment with a value other than the default."""
+    flags = []
+    for param in ctx.command.params:
+        source = ctx.get_parameter_source(param.name) if param.name in names else None
+        if source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT") and ctx.params.get(param.name) != param.default:
+            flags.append(param.opts[0])
+    return flags
+
+
+def refuse_given(ctx: typer.Context, names: tuple[str, ...] | list[str], why: str) -> None:
+    """One line, exit 2, for the first flag among `names` given a value although it does not apply
+    (`why` says when it does): such a value is never ignored in silence. A flag given its default
+    changes nothing either way, so a script that spells out every flag still runs."""
+    flags = given(ctx, *names)
+    if flags:
+        raise InputError(flags[0], why)
 
 
 def renamed(ctx: typer.Context, new: str, old: str, new_flag: str, old_flag: str):

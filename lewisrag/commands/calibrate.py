@@ -22,12 +22,14 @@ def calibrate(
                                    "calibration lewisrag wrote (replaced once calibration.json is written)."),
 ) -> None:
     """Measure a judge against human labels before its scores gate anything."""
-    from lewisrag.data.io import write_json
+    from lewisrag.data.io import InputError, write_json
     from lewisrag.data.outputs import check_out_dir, output_dir
     from lewisrag.eval import judges
     from lewisrag.eval.judges import read_labels
     from lewisrag.eval.stats import calibrate as run
 
+    if out is None and overwrite:  # never ignored in silence
+        raise InputError("--overwrite", "applies with --out")
     if out is not None:
         check_out_dir(out, "calibration", overwrite=overwrite, inputs={"--labels": labels, "--judge": judges.spec_path(judge)})
     items = read_labels(labels)

@@ -48,8 +48,8 @@ def compare(
                                    "(default ~/.cache/lewisrag/answers)."),
     n_docs: int = typer.Option(None, "--n-docs", help="--stitched-generator: passages per prompt "
                                "(default: the run's stitched k, else 5)."),
-    device: str = typer.Option("auto", "--device", help="Where the run's trained models answer: auto (a GPU when one is "
-                               "visible), cpu or cuda[:N]."),
+    device: str = typer.Option("auto", "--device", help="Where the run's trained models and an hf:PATH "
+                               "generator answer: auto (a GPU when one is visible), cpu or cuda[:N]."),
     lang: str = typer.Option("en", "--lang", help=LANG_HELP + " The table printed here follows it too; --json prints the "
                              "same JSON in either language."),
 ) -> None:
@@ -69,14 +69,17 @@ def compare(
     if not run.is_dir():  # before --out, which defaults to RUN/compare and would be blamed for a missing run
         raise InputError(run, "run folder not found" if not run.exists() else "is not a folder; --run takes a "
                          "`lewisrag reproduce` run folder", field="--run")
+    chat_only = ("base_url", "api_key_env", "timeout", "max_retries", "concurrency", "cache_dir")
+    if stitched_generator is None:  # never ignored in silence: the user meant an outside generator
+        _ui.refuse_given(ctx, (*chat_only, "n_docs"), "only applies with --stitched-generator")
+    elif not stitched_generator.startswith("chat:"):
+        _ui.refuse_given(ctx, chat_only, "only applies with --stitched-generator chat:MODEL")
     generator = None
     if stitched_generator is not None:
         if not math.isfinite(timeout):  # the generator's own check (timeout <= 0) lets NaN and inf through
             raise InputError("--timeout", "must be a finite number of seconds")
         generator = GeneratorOptions(stitched_generator, base_url, api_key_env, timeout, max_retries, concurrency, cache_dir,
                                      n_docs)
-    elif base_url is not None or n_docs is not None:
-        raise InputError("--base-url" if base_url is not None else "--n-docs", "only applies with --stitched-generator")
     out = out or run / "compare"
     with _ui.progress() as p:
         card = compare_run(run, out, names, data, position_questions, on_progress=_ui.Bars(p), overwrite=overwrite,

@@ -76,6 +76,10 @@ def answers(
         raise InputError("--recall-at", "cut-offs must be at least 1")
     if export is not None and export not in EXPORTS:
         raise InputError("--export", f"unknown format '{export}': use {', '.join(EXPORTS)}")
+    if not judge.startswith("llm:"):  # never ignored in silence
+        _ui.refuse_given(ctx, ("cache_dir", "concurrency", "llm_base_url", "embedder"), "applies to an llm judge (--judge llm:MODEL)")
+    if not claims:
+        _ui.refuse_given(ctx, ("claim_extractor",), "extracts claims, which --no-claims turns off")
     check_out_dir(out, KIND, overwrite=overwrite,  # before anything is judged
                   inputs={"--answers": file, "--embedder": embedder, "--cache-dir": cache_dir,
                           "--judge": judges.spec_path(judge)})
@@ -166,6 +170,7 @@ def _layer(layer: str, t) -> str:
 
 
 def bughunt(
+    ctx: typer.Context,
     out: Path = typer.Option(None, "--out", help="Also write results.json, report.md, report.html (the interactive page), "
                              "config.json and PNG plots to this run directory."),
     judge: str = typer.Option(None, "--judge", help="Another judge instead of the sample's human labels. " + JUDGE_HELP),
@@ -175,6 +180,7 @@ def bughunt(
     lang: str = typer.Option("en", "--lang", help=LANG_HELP + " " + TABLES_HELP),
 ) -> None:
     """The reference chapter's BugHunt sample: six preset answers (one correct, five each failing in one layer) and the rule checker vs human labels."""
+    from lewisrag.data.io import InputError
     from lewisrag.data.outputs import check_out_dir
     from lewisrag.eval import judges
     from lewisrag.eval.bughunt import load_bughunt
@@ -185,6 +191,10 @@ def bughunt(
     from lewisrag.eval.reports.i18n import check_lang, messages
 
     check_lang(lang)
+    if not (judge or "").startswith("llm:"):  # never ignored in silence
+        _ui.refuse_given(ctx, ("cache_dir",), "applies to an llm judge (--judge llm:MODEL)")
+    if out is None and overwrite:
+        raise InputError("--overwrite", "applies with --out")
     if out is not None:
         check_out_dir(out, KIND, overwrite=overwrite, inputs={"--judge": judges.spec_path(judge),
                                                               "--cache-dir": cache_dir})

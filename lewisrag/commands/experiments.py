@@ -12,6 +12,7 @@ from lewisrag.eval.reports.i18n import LANG_HELP
 
 
 def reproduce(
+    ctx: typer.Context,
     out: Path = typer.Option(..., "--out", help="Run folder: config.json, results.json, report.md, plots and every stage's outputs."),
     preset: str = typer.Option("small", "--preset", help="tiny (smoke test, under 2 minutes), small (the demo, with the "
                                "shipped generator) or base (the paper's recipe on your own local checkpoints and data: "
@@ -87,6 +88,12 @@ def reproduce(
         if threads > (os.cpu_count() or 1):  # 10,000 threads on two CPUs: 20,004 OS threads, and a run that never ended
             raise InputError("--threads", f"must be at most the {os.cpu_count()} CPUs here (0: the idle ones), got {threads}")
         chosen = replace(chosen, threads=threads)
+    source = ctx.get_parameter_source("hub_dir")  # the flag only: $LEWISRAG_HUB_DIR may stay set for other runs
+    hub_flag = source is not None and source.name == "COMMANDLINE"
+    if hub_flag and not chosen.hub:  # never ignored in silence
+        from lewisrag.data.io import InputError
+
+        raise InputError("--hub-dir", f"finds --preset base's checkpoints and data; --preset {preset} runs on the built-in world")
     assets = None
     if chosen.hub:
         from lewisrag.experiments.base import BaseAssets
@@ -96,6 +103,11 @@ def reproduce(
                  "questions_a": questions_a, "questions_b": questions_b}
         assets = BaseAssets(**{k: None if v is None else str(v) for k, v in paths.items()}, steps=steps,
                             max_passages=max_passages, max_train=max_train)
+        if assets.given() and hub_flag:
+            from lewisrag.data.io import InputError
+
+            raise InputError("--hub-dir", "checks where --preset base's hub assets are when no asset flag is given; "
+                             "with --train, --passages and the others every asset comes from those flags")
         if not assets.given() and hub_dir:  # checked before any progress display opens: a missing asset is one line
             _validated(preset, run(chosen, out, hub_dir=hub_dir)["validated"], as_json)
             return

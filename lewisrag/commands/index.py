@@ -11,6 +11,7 @@ from lewisrag.commands import _ui
 
 
 def build(
+    ctx: typer.Context,
     passages: Path = typer.Option(..., "--passages", help="Passages: .jsonl, .json, .parquet, a datasets save_to_disk folder or "
                                   "hf:NAME[:CONFIG]:SPLIT (wiki_dpr's schema: id, text, title, embeddings?)."),
     encoder: str = typer.Option(..., "--encoder", help="'bm25', a DPR checkpoint directory (`lewisrag train dpr`), a "
@@ -43,11 +44,12 @@ def build(
     from lewisrag.data.passages import open_passages
     from lewisrag.index.store import KIND, MANIFEST
 
-    dense_only = {"--reuse-embeddings": reuse_embeddings, "--faiss": faiss != "Flat", "--device": device != "auto",
-                  "--mixed-precision": mixed_precision != "no", "--vector-dtype": vector_dtype != "float32"}
-    for flag, given in dense_only.items():
-        if given and encoder == "bm25":  # not ignored in silence: the user meant a dense index
-            raise InputError(flag, "applies to dense indexes: give a DPR checkpoint or DPRContextEncoder folder as --encoder")
+    if encoder == "bm25":  # not ignored in silence: the user meant a dense index
+        _ui.refuse_given(ctx, ("faiss", "shard_size", "batch_size", "device", "mixed_precision", "vector_dtype",
+                               "reuse_embeddings"),
+                         "applies to dense indexes: give a DPR checkpoint or DPRContextEncoder folder as --encoder")
+    if reuse_embeddings:
+        _ui.refuse_given(ctx, ("batch_size",), "sizes the encoder's batches; --reuse-embeddings copies the passages' vectors")
     check_out_dir(out, KIND, overwrite=overwrite, replaces=True,  # before the passages are read
                   inputs={"--passages": passages, "--encoder": None if encoder == "bm25" else encoder})
     if encoder != "bm25":
@@ -98,7 +100,7 @@ def search(
     """Search an index and print the top --n-docs passages."""
     from lewisrag.data.io import InputError
     from lewisrag.index import open_retriever
-    from lewisrag.index.store import check_depth
+    from lewisrag.index.store import check_depth, read_manifest
 
     k = _ui.renamed(ctx, "n_docs", "old_k", "--n-docs", "-k")
     if k < 1:
@@ -106,6 +108,8 @@ def search(
     if not query.strip():
         raise InputError("--query", "empty question")
 
+    if read_manifest(index)["kind"] == "bm25":  # never ignored in silence
+        _ui.refuse_given(ctx, ("encoder", "context_encoder", "swap"), f"applies to dense indexes; {index} is BM25")
     retriever = open_retriever(index, encoder, swap=swap, context_encoder=context_encoder)
     check_depth(k, len(retriever.index.passages))
     hits = retriever.search([query], k)[0]

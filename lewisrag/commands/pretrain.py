@@ -34,6 +34,8 @@ def parse_overrides(pairs: list[str]) -> dict:
             raise InputError("--set", f"{key} must be at least 1, got {out[key]}")
         if key in SHARES and out[key] > 1:
             raise InputError("--set", f"{key} is a share: at most 1, got {out[key]}")
+        if key == "snapshot_b_share" and out[key] >= 1:  # 1 divided by zero once reading began
+            raise InputError("--set", f"snapshot_b_share must be below 1 (snapshot A's wording keeps the rest), got {out[key]}")
         if key == "world_entities" and not MIN_ENTITIES <= out[key] <= MAX_ENTITIES:
             raise InputError("--set", f"world_entities must be between {MIN_ENTITIES} and {MAX_ENTITIES}, got {out[key]}")
     return out

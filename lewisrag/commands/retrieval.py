@@ -49,8 +49,8 @@ def retrieval(
     smallest = min(m["n_passages"] for m in manifests)
     if max(k) > smallest:  # a cut-off past the passages measures nothing and allocates k results a question
         raise InputError("--recall-at", f"cut-offs must be at most the smallest index's {smallest} passages, got {max(k)}")
-    if (encoder or context_encoder) and "dense" not in kinds:
-        raise InputError("--encoder" if encoder else "--context-encoder", "encodes questions for dense indexes; "
+    if "dense" not in kinds:  # never ignored in silence
+        _ui.refuse_given(ctx, ("encoder", "context_encoder", "swap"), "applies to dense indexes; "
                          f"{', '.join(map(str, index))} {'is' if len(index) == 1 else 'are'} BM25")
     retrievers = [open_retriever(path, encoder if kind == "dense" else None, swap=swap,
                                  context_encoder=context_encoder if kind == "dense" else None)

@@ -36,6 +36,8 @@ def swap(
     from lewisrag.data.threads import resolve_device
 
     resolve_device(device)  # a GPU asked for and not visible: one line before anything loads
+    if out is None and overwrite:  # never ignored in silence
+        raise InputError("--overwrite", "applies with --out")
     if out is not None:
         # --overwrite replaces an output, never the questions it is scored on or a file of a model or index
         check_out_file(out, overwrite=overwrite, inputs=[*(("--model", m) for m in model), *(("--index", i) for i in index),

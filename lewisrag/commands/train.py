@@ -11,6 +11,7 @@ from lewisrag.commands import _ui
 
 
 def dpr(
+    ctx: typer.Context,
     train: Path = typer.Option(None, "--train", help="QA examples with gold_passage_ids. Required unless --steps 0 converts "
                                "a starting pair."),
     passages: Path = typer.Option(None, "--passages", help="The passages the gold ids refer to (a file, a datasets "
@@ -81,6 +82,9 @@ def dpr(
         raise InputError("--hidden-size", f"must be a multiple of the {cfg.heads} attention heads, got {hidden_size}")
     if not (math.isfinite(lr) and lr > 0):  # `lr > 0` let inf through: NaN weights, exit 0
         raise InputError("--lr", f"must be a positive finite number, got {lr}")
+    if init or init_question:  # never ignored in silence
+        _ui.refuse_given(ctx, ("hidden_size", "layers", "vocab_size", "dropout", "attention_dropout"),
+                         "shapes a model trained from scratch; the starting checkpoint (--init*) has its own")
     check_init(cfg)
     from lewisrag.data.threads import resolve_device
     from lewisrag.training.rag_data import check_precision
@@ -189,11 +193,17 @@ def rag(
     """Fine-tune a RAG model (question encoder + BART) end to end; resumable, multi-process under `accelerate launch`."""
     import os
 
+    from lewisrag.data.io import InputError
     from lewisrag.training.rag import RagTrainConfig, check_device, combined_length_note, train_rag
     from lewisrag.training.tasks import DEV_METRIC, check_task
 
     check_task(task)
     device = check_device(_ui.renamed_switch(ctx, "device", "cpu", "--device", "--cpu", "cpu"))
+    if resume and overwrite:
+        raise InputError("--overwrite", "does not apply with --resume, which continues the run in --out")
+    if eval_every == 0:  # never ignored in silence
+        _ui.refuse_given(ctx, ("eval_questions", "eval_beams", "eval_batch_size"),
+                         "shapes the dev evaluations, which --eval-every 0 turns off")
 
     cfg = RagTrainConfig(
         variant=variant, task=task, index=str(index), encoder=str(encoder),
@@ -238,7 +248,7 @@ def rag(
 
 def stitched(
     ctx: typer.Context,
-    index: Path = typer.Option(..., "--index", help="Dense index the passages are retrieved from."),
+    index: Path = typer.Option(..., "--index", help="Index (dense or BM25) the passages are retrieved from."),
     generator: Path = typer.Option(..., "--generator", help="Starting seq2seq checkpoint (a BART directory with its tokenizer, "
                                    "e.g. a transformers BartForConditionalGeneration folder)."),
     train: Path = typer.Option(..., "--train", help="Training QA examples (with answers and gold_passage_ids)."),

@@ -54,7 +54,7 @@ import torch.distributed as dist
 from accelerate import Accelerator
 from accelerate.state import AcceleratorState
 
-from lewisrag.data.io import InputError, atomic_path, expect, is_count, is_number, read_json, write_json
+from lewisrag.data.io import InputError, LewisragWarning, atomic_path, expect, is_count, is_number, read_json, write_json
 from lewisrag.data.outputs import check_inputs_outside, check_out_dir, existing, is_ours, mark, replace_dir
 from lewisrag.data.records import QAExample
 from lewisrag.data.threads import resolve_device
@@ -232,8 +232,14 @@ def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress) -> dic
     ckpt = _check_out(out, cfg, resume)  # before the models load
     acc = _accelerator(cfg)
     shared = cfg.shared_retrieval and acc.num_processes > 1
+    if shared and cfg.search_device == "gpu":
+        raise InputError("--search-device", "gpu does not apply with --shared-retrieval: each node's first process "
+                         "searches with FAISS for all of them")
     # a process whose searches its node's first process serves never reads the FAISS index
     parts = load_components(cfg, acc.num_processes, with_faiss=not shared or acc.local_process_index == 0)
+    if cfg.shared_retrieval and not shared and acc.is_main_process:  # said, not ignored in silence
+        warnings.warn("--shared-retrieval has no other process to serve: this single process searches its own index",
+                      LewisragWarning, stacklevel=2)
     if shared:
         parts = parts._replace(index=NodeSearch.for_this_node(parts.index))
         searched_on = "node"

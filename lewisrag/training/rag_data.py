@@ -156,6 +156,12 @@ def check_config(cfg, processes: int) -> None:
          "re-encodes the index with the context encoder being trained: it needs --train-context-encoder"),
         (not (cfg.train_context_encoder and cfg.shared_retrieval), "--shared-retrieval",
          "cannot be combined with --train-context-encoder (every process re-encodes and searches its own index)"),
+        # flags that would be ignored in silence
+        (cfg.reindex_every <= cfg.steps, "--reindex-every", f"{cfg.reindex_every} is past --steps {cfg.steps}: it would never re-encode"),
+        (cfg.task != "fever" or cfg.eval_beams == 1, "--eval-beams",
+         "does not apply with --task fever: its dev labels are scored by log-probability, not decoded"),
+        (not cfg.freeze_retriever or cfg.train_context_encoder or cfg.retriever_lr_scale == 1.0, "--retriever-lr-scale",
+         "has nothing to scale: --freeze-retriever keeps the question encoder fixed (add --train-context-encoder to train the other)"),
     ]
     for ok, flag, message in checks:
         if not ok:

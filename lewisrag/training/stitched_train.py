@@ -35,7 +35,7 @@ from lewisrag.data.outputs import check_out_dir, staged_dir
 from lewisrag.data.pretrained import load_generator
 from lewisrag.data.records import check_gold_ids, of_kinds, read_qa
 from lewisrag.index import open_retriever
-from lewisrag.index.store import check_depth
+from lewisrag.index.store import check_depth, read_manifest
 from lewisrag.rag_model.stitched import StitchSettings, stitch
 from lewisrag.training.rag import adamw, autocast, backward_step, learning_rate_factor, single_device
 from lewisrag.training.rag_data import optimizer_checks
@@ -187,6 +187,9 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
     inputs = {"--index": cfg.index, "--generator": cfg.generator, "--train": cfg.train,
               "--encoder": cfg.encoder or None, "--context-encoder": cfg.context_encoder or None}
     check_out_dir(out, KIND, overwrite=overwrite, inputs=inputs, replaces=True)
+    if (cfg.encoder or cfg.context_encoder) and read_manifest(cfg.index)["kind"] == "bm25":  # not ignored in silence
+        raise InputError("--encoder" if cfg.encoder else "--context-encoder",
+                         f"encodes questions for dense indexes; {cfg.index} is BM25")
     retriever = open_retriever(cfg.index, cfg.encoder or None, context_encoder=cfg.context_encoder or None)
     check_depth(cfg.k, len(retriever.index.passages))
     read = read_qa(cfg.train, cfg.qa_fields)
