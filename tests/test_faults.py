@@ -731,6 +731,26 @@ def test_a_users_folder_named_like_a_partial_build_is_not_removed(tiny_corpus, d
     assert (partial / "thesis.tex").read_text() == "years of work"
 
 
+@pytest.mark.parametrize("encoder", ["bm25", "dense"])
+def test_a_second_build_into_the_same_index_is_refused_while_the_first_runs(encoder, tiny_corpus, dpr_ckpt, tmp_path,
+                                                                             monkeypatch, capsys):
+    """Two builds into one --out shared IDX.partial: one's reset removed the other's shards while
+    it wrote them. The folder is held (a kernel lock, nothing to clean after a kill); a second
+    process is one line, exit 2, and the first one's files are left alone."""
+    from lewisrag.data.outputs import exclusive
+
+    out = tmp_path / "idx"
+    with exclusive(tmp_path / "idx.partial"):  # what the first build holds while it runs (a separate open: a separate lock)
+        (tmp_path / "idx.partial" / "plan.json").write_text("{}")  # the first build's work
+        code, _, err = run_main(monkeypatch, capsys, "index", "build", "--passages", tiny_corpus["passages"], "--encoder",
+                                "bm25" if encoder == "bm25" else dpr_ckpt, "--out", out)
+        assert_one_line_error(code, err, "idx.partial", "another lewisrag process is writing here")
+        assert (tmp_path / "idx.partial" / "plan.json").read_text() == "{}" and not out.exists()
+    code, _, err = run_main(monkeypatch, capsys, "index", "build", "--passages", tiny_corpus["passages"], "--encoder",
+                            "bm25" if encoder == "bm25" else dpr_ckpt, "--out", out)
+    assert code == 0 and (out / "manifest.json").is_file() and not (tmp_path / "idx.partial").exists(), err
+
+
 # ---------------------------------------------------------------------------------------------
 # smaller items
 

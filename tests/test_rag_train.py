@@ -402,6 +402,20 @@ def test_two_processes_equal_one_process(rag_inputs, tmp_path, shared):
     assert [x.get("dev_em") for x in l1] == [x.get("dev_em") for x in l2]
 
 
+def test_a_second_run_into_the_same_folder_is_refused_while_the_first_trains(rag_inputs, tmp_path):
+    """Two `train rag` into one --out interleaved their checkpoints and logs; the writing process
+    now holds the folder (a kernel lock) and a second one is refused before any model loads."""
+    from lewisrag.data.outputs import exclusive
+    from lewisrag.training.rag import train_rag
+
+    cfg = make_config(rag_inputs, steps=1, eval_every=0, save_every=1)
+    with exclusive(tmp_path / "run"):  # the first run, as another process would hold it
+        (tmp_path / "run" / "log.jsonl").write_text('{"step": 1}\n')
+        with pytest.raises(InputError, match="another lewisrag process is writing here"):
+            train_rag(cfg, tmp_path / "run", resume=True)
+        assert (tmp_path / "run" / "log.jsonl").read_text() == '{"step": 1}\n'
+
+
 def test_retriever_lr_scale_and_train_kinds(rag_inputs, tmp_path):
     """--retriever-lr-scale 0 keeps the question encoder where it started while the generator moves,
     in train mode (unlike --freeze-retriever); --train-kinds trains on those questions alone."""

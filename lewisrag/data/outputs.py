@@ -311,6 +311,8 @@ def exclusive(folder: str | os.PathLike, flag: str = "--out") -> Iterator[None]:
     except ImportError:  # not POSIX: no lock to take
         fcntl = None
     folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise InputError(folder, "is a file where a folder is written; move it away", field=flag)
     created = not folder.exists()
     folder.mkdir(parents=True, exist_ok=True)
     fd = os.open(folder, os.O_RDONLY)
@@ -323,7 +325,7 @@ def exclusive(folder: str | os.PathLike, flag: str = "--out") -> Iterator[None]:
                                  "another", field=flag) from None
         yield
     except BaseException:
-        if created and not any(folder.iterdir()):  # refused before anything was written: nothing left behind
+        if created and folder.is_dir() and not any(folder.iterdir()):  # refused before anything was written
             folder.rmdir()
         raise
     finally:

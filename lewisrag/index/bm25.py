@@ -25,7 +25,7 @@ import bm25s
 import numpy as np
 
 from lewisrag.data.io import InputError
-from lewisrag.data.outputs import check_out_dir
+from lewisrag.data.outputs import check_out_dir, exclusive
 from lewisrag.data.records import Passage
 from lewisrag.index import store
 
@@ -63,22 +63,23 @@ def build_bm25_index(passages: Sequence[Passage], out: str | os.PathLike, k1: fl
     """
     out = check_out_dir(out, store.KIND, overwrite=overwrite)
     partial = store.partial_dir(out)
-    store.reset_partial(partial)
-    try:  # seconds to rebuild, so no resume (unlike a dense build): a failed build leaves nothing
-        retriever = BM25Index.in_memory(passages, k1=k1, b=b).retriever
-        retriever.save(str(partial / "bm25"))
-        store.write_passages(partial, passages)
-        manifest = {
-            "kind": "bm25",
-            "metric": "bm25",
-            "n_passages": len(passages),
-            "content_hash": store.content_hash(passages),
-            "bm25": {"k1": k1, "b": b, "tokenizer": TOKENIZER},
-        }
-        store.finish(partial, out, manifest)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
+    with exclusive(partial):  # a second build into the same folder would share IDX.partial with this one
+        store.reset_partial(partial)
+        try:  # seconds to rebuild, so no resume (unlike a dense build): a failed build leaves nothing
+            retriever = BM25Index.in_memory(passages, k1=k1, b=b).retriever
+            retriever.save(str(partial / "bm25"))
+            store.write_passages(partial, passages)
+            manifest = {
+                "kind": "bm25",
+                "metric": "bm25",
+                "n_passages": len(passages),
+                "content_hash": store.content_hash(passages),
+                "bm25": {"k1": k1, "b": b, "tokenizer": TOKENIZER},
+            }
+            store.finish(partial, out, manifest)
+        except BaseException:
+            shutil.rmtree(partial, ignore_errors=True)
+            raise
     return manifest
 
 

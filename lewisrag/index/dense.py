@@ -22,7 +22,7 @@ import faiss
 import numpy as np
 
 from lewisrag.data.io import InputError, atomic_path, read_json, write_json
-from lewisrag.data.outputs import check_out_dir
+from lewisrag.data.outputs import check_out_dir, exclusive
 from lewisrag.data.passages import PassageTable
 from lewisrag.data.records import Passage
 from lewisrag.index import store
@@ -96,42 +96,43 @@ def build_dense_index(
     partial = store.partial_dir(out)
     plan = {"content_hash": chash, "ctx_fingerprint": ckpt.ctx_fingerprint, "shard_size": cfg.shard_size, "max_length": max_length,
             "mixed_precision": cfg.mixed_precision, "vector_dtype": cfg.vector_dtype}
-    _reset_if_stale(partial, {**plan, "embeddings": "reused"} if spot_check else plan)
-    try:
-        if spot_check:
-            _copy_stored(passages, partial / EMBEDDINGS, cfg.shard_size, cfg.vector_dtype, on_progress)
-        else:
-            _encode_into(passages, ckpt, partial, cfg, max_length, on_progress)
-    except InputError:  # bad input found on the way: the fixed input hashes otherwise, so nothing here could resume
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
-    embeddings = np.load(partial / EMBEDDINGS, mmap_mode="r")
-    if on_progress:
-        on_progress("faiss", 0, 1)
-    index = build_faiss(embeddings, cfg.factory, cfg.train_sample)
-    _write_faiss_atomic(index, partial / FAISS_FILE)
-    store.write_passages(partial, passages)
-    manifest = {
-        "kind": "dense",
-        "metric": "inner_product",
-        "faiss_factory": cfg.factory,
-        "dim": int(embeddings.shape[1]),
-        "n_passages": len(passages),
-        "content_hash": chash,
-        "encoder": {"path": str(Path(encoder_path).resolve()), "ctx_fingerprint": ckpt.ctx_fingerprint,
-                    "format": ckpt.meta.get("format", "lewisrag")},
-        "search_params": DEFAULT_SEARCH_PARAMS,
-        "build": {"shard_size": cfg.shard_size, "max_length": max_length, "mixed_precision": cfg.mixed_precision,
-                  "vector_dtype": cfg.vector_dtype,
-                  **({"embeddings": {"source": "reused", "column": "embeddings", "spot_check": spot_check}} if spot_check else {})},
-    }
-    del embeddings  # the memory map, before the folder moves
-    if (partial / "shards").is_dir():  # kept until now: a build killed before this point resumes from them
-        for f in (partial / "shards").iterdir():
-            f.unlink()
-        (partial / "shards").rmdir()
-    (partial / "plan.json").unlink()
-    store.finish(partial, out, manifest)
+    with exclusive(partial):  # a second build into the same folder would share IDX.partial with this one
+        _reset_if_stale(partial, {**plan, "embeddings": "reused"} if spot_check else plan)
+        try:
+            if spot_check:
+                _copy_stored(passages, partial / EMBEDDINGS, cfg.shard_size, cfg.vector_dtype, on_progress)
+            else:
+                _encode_into(passages, ckpt, partial, cfg, max_length, on_progress)
+        except InputError:  # bad input found on the way: the fixed input hashes otherwise, so nothing here could resume
+            shutil.rmtree(partial, ignore_errors=True)
+            raise
+        embeddings = np.load(partial / EMBEDDINGS, mmap_mode="r")
+        if on_progress:
+            on_progress("faiss", 0, 1)
+        index = build_faiss(embeddings, cfg.factory, cfg.train_sample)
+        _write_faiss_atomic(index, partial / FAISS_FILE)
+        store.write_passages(partial, passages)
+        manifest = {
+            "kind": "dense",
+            "metric": "inner_product",
+            "faiss_factory": cfg.factory,
+            "dim": int(embeddings.shape[1]),
+            "n_passages": len(passages),
+            "content_hash": chash,
+            "encoder": {"path": str(Path(encoder_path).resolve()), "ctx_fingerprint": ckpt.ctx_fingerprint,
+                        "format": ckpt.meta.get("format", "lewisrag")},
+            "search_params": DEFAULT_SEARCH_PARAMS,
+            "build": {"shard_size": cfg.shard_size, "max_length": max_length, "mixed_precision": cfg.mixed_precision,
+                      "vector_dtype": cfg.vector_dtype,
+                      **({"embeddings": {"source": "reused", "column": "embeddings", "spot_check": spot_check}} if spot_check else {})},
+        }
+        del embeddings  # the memory map, before the folder moves
+        if (partial / "shards").is_dir():  # kept until now: a build killed before this point resumes from them
+            for f in (partial / "shards").iterdir():
+                f.unlink()
+            (partial / "shards").rmdir()
+        (partial / "plan.json").unlink()
+        store.finish(partial, out, manifest)
     if on_progress:
         on_progress("faiss", 1, 1)
     return manifest

@@ -55,7 +55,7 @@ from accelerate import Accelerator
 from accelerate.state import AcceleratorState
 
 from lewisrag.data.io import InputError, LewisragWarning, atomic_path, expect, is_count, is_number, read_json, write_json
-from lewisrag.data.outputs import check_inputs_outside, check_out_dir, existing, is_ours, mark, replace_dir
+from lewisrag.data.outputs import check_inputs_outside, check_out_dir, exclusive, existing, is_ours, mark, replace_dir
 from lewisrag.data.records import QAExample
 from lewisrag.data.threads import resolve_device
 from lewisrag.index.shared import NodeSearch
@@ -211,20 +211,30 @@ def train_rag(cfg: RagTrainConfig, out: str | os.PathLike, resume: bool = False,
         check_inputs_outside(out, {"--index": cfg.index, "--encoder": cfg.encoder, "--context-encoder": cfg.context_encoder,
                                    "--generator": cfg.generator, "--train": cfg.train, "--dev": cfg.dev})
     if not overwrite or resume or not filled:
-        return _train_rag(cfg, out, resume, on_progress)
+        with _held(out):
+            return _train_rag(cfg, out, resume, on_progress)
     check_out_dir(out, KIND, overwrite=True)
     # named by the config: a killed run is resumed there by the same command, and one with other
     # settings starts afresh beside it instead of failing as a --resume with a different config
     digest = hashlib.sha256(json.dumps(asdict(cfg), sort_keys=True).encode()).hexdigest()[:12]
     where = Path(os.path.abspath(out))  # `.` has no name to put the staging folder beside
     staging = where.with_name(f".{where.name}.overwrite-{digest}")
-    summary = _train_rag(cfg, staging, staging.exists(), on_progress)
+    resumed = staging.exists()
+    with _held(staging):
+        summary = _train_rag(cfg, staging, resumed, on_progress)
     if summary["main"]:
         replace_dir(staging, where)
         for stale in where.parent.glob(f".{glob.escape(where.name)}.overwrite*"):  # killed runs with other settings
             if is_ours(stale, KIND):
                 shutil.rmtree(stale, ignore_errors=True)
     return {**summary, "out": str(out)}
+
+
+def _held(folder: Path):
+    """`folder` held by the process that writes it (rank 0 under `accelerate launch`; the others
+    only read there): a second run into the same folder is refused instead of interleaving its
+    checkpoints with this one's."""
+    return exclusive(folder) if os.environ.get("RANK", "0") == "0" else contextlib.nullcontext()
 
 
 def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress) -> dict:
