@@ -108,3 +108,21 @@ def test_status_counts_lists_every_status():
 
 def test_hard_gate_statuses_are_the_deterministic_ones():
     assert set(HARD_GATE_STATUSES) == {BAD_ID, MISSING_CITATION, QUOTE_NOT_FOUND}
+
+
+def test_a_quote_with_its_citation_inside_is_found():
+    """「is invalid [1]」 was looked up with its marker: QUOTE_NOT_FOUND, a hard-gate status."""
+    docs = {"1": "The form says: email field is invalid."}
+    assert check_sentence("错误信息是「is invalid [1]」。", docs, {"1"}).status == PASS
+    assert check_sentence('It says "email field is invalid [1]".', docs, {"1"}).status == PASS
+
+
+def test_format_characters_do_not_hide_a_quote_or_a_token():
+    docs = {"1": "The login endpoint returns 422."}
+    assert check_sentence("It returns「4\u200b22」[1].", docs, {"1"}).status == PASS
+    assert check_sentence("The log\u200bin endpoint returns 422 [1].", docs, {"1"}).status == PASS
+
+
+def test_citing_a_context_with_no_text_is_a_bad_id():
+    got = check_sentence("It returns 422 [1].", {"1": "   "}, {"1"})
+    assert got.status == BAD_ID and got.detail == "cited contexts have no text: [1]"

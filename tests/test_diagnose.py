@@ -133,3 +133,22 @@ def test_bughunt_presets_land_in_their_layers():
     assert res["rule_checker"]["table"] == {"caught": 7, "passed": 12, "false_block": 1, "missed": 1, "unverifiable": 1}
     assert by["correct"]["metrics"]["answer_completeness"] == 1.0 and by["off_topic"]["metrics"]["on_topic_rate"] == 0.0
     assert not math.isnan(by["not_retrieved"]["metrics"]["context_recall"])
+
+
+def test_an_answer_read_as_a_refusal_still_has_its_citations_checked():
+    """A phrase match took "...文档不允许空密码 [9]" for a refusal and skipped the rule checks, so its
+    bad citation never reached the hard gate. A refusal need not cite; what it cites is checked."""
+    rows = [{"id": "a", "user_input": "空密码能登录吗？", "response": "The endpoint returns no information about the user [9].",
+             "retrieved_contexts": ["The endpoint returns 404 for an unknown user."]},
+            {"id": "b", "user_input": "空密码能登录吗？", "response": "知识库里没有相关信息。", "retrieved_contexts": ["无关"]}]
+    res = evaluate_answers([parse_answer(r, "answers.jsonl", i, {}) for i, r in enumerate(rows, 1)], LexicalJudge()).to_json()
+    a, b = res["records"]
+    assert a["refused"] and [c["status"] for c in a["citation_checks"]] == ["BAD_ID"]
+    assert b["refused"] and b["citation_checks"] == []  # a real refusal is not asked to cite
+    assert not is_refusal("接口文档不允许空密码 [9]。") and is_refusal("文档不包含这个接口。")
+
+
+def test_a_blank_reference_is_no_reference():
+    row = {"user_input": "q?", "response": "422 [1]。", "retrieved_contexts": ["422"], "reference": "   "}
+    rec = evaluate_answers([parse_answer(row, "answers.jsonl", 1, {})], LexicalJudge()).to_json()["records"][0]
+    assert rec["metrics"]["exact_match"] is None and rec["nan_reasons"]["exact_match"] == "no reference answer"

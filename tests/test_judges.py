@@ -411,3 +411,10 @@ def test_lexical_cover_scan_matches_its_definition(run, premise):
     from lewisrag.eval.judges.lexical import _covered
 
     assert _covered(run, premise) == _covered_by_definition(run, premise)
+
+
+def test_lexical_judge_reads_ideographs_past_the_basic_plane():
+    """Ideographs of CJK extension B and later were no tokens: a wrong rare name borrowed nothing
+    and was never counted, so "是𨭉𡈼" passed as support for "是塔姆"."""
+    v = LexicalJudge().judge([("国家元首是塔姆。", "国家元首是𨭉𡈼"), ("国家元首是𨭉𡈼。", "国家元首是𨭉𡈼")])
+    assert [x.supported for x in v] == [False, True]

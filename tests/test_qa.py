@@ -169,3 +169,14 @@ def test_scores_are_in_range_and_not_nan():
         for pred, refs in ENGLISH + [("返回 422", ["返回 HTTP 422"]), ("", ["登录"])]:
             v = fn(pred, refs)
             assert 0.0 <= v <= 1.0 and not math.isnan(v)
+
+
+def test_a_letter_against_a_cjk_word_and_format_characters_do_not_change_the_answer():
+    """"A 型血" lost its "A" as an English article while "A型血" kept it: EM 0 for one answer."""
+    assert exact_match("A 型血", ["A型血"]) == 1.0 and exact_match("维生素 A", ["维生素A"]) == 1.0
+    assert exact_match("answer\u200b", ["answer"]) == 1.0 and token_f1("422", ["\ufeff422"]) == 1.0
+    assert normalize_answer("The Eiffel Tower") == "eiffel tower"  # English articles still go
+
+
+def test_bleu_1_stays_in_its_range():
+    assert bleu_1("한국", ["한국"]) <= 1.0  # sacrebleu's score / 100 was 1.0000000000000004

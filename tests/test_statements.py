@@ -12,9 +12,12 @@ from lewisrag.eval.statements import (
     SPLITTER_NAME,
     SPLITTER_VERSION,
     Statement,
+    citation_ids,
     sentence_spans,
     split_atomic,
     split_sentences,
+    strip_citations,
+    to_statement,
 )
 
 
@@ -23,7 +26,7 @@ def test_docstring_examples():
 
 
 def test_name_and_version_are_stamped():
-    assert (SPLITTER_NAME, SPLITTER_VERSION) == ("sentences", "1")
+    assert (SPLITTER_NAME, SPLITTER_VERSION) == ("sentences", "2")
 
 
 @pytest.mark.parametrize(
@@ -138,3 +141,42 @@ def test_splitting_loses_no_letters_and_is_deterministic(text):
     assert [c for c in "".join(spans) if c.isalnum()] == [c for c in text if c.isalnum()]
     assert spans == sentence_spans(text)
     assert all(span == span.strip() and span for span in spans)
+
+
+# ---------------------------------------------------------------------------------------------
+# splitter version 2: text a probe of odd inputs found mis-read (each used to fail as noted)
+
+
+def test_a_long_run_of_spaces_is_stripped_in_linear_time():
+    """Every space of a run used to be tried to the run's end: 100,000 spaces took 10 s."""
+    import time
+
+    text = "It returns 422" + " " * 200_000 + "and more [1]."
+    start = time.perf_counter()
+    assert strip_citations(text).endswith("and more.")
+    assert time.perf_counter() - start < 5  # quadratic: minutes
+
+
+@pytest.mark.parametrize("space", ["\u00a0", "\u2009", "\u3000", " \t"])
+def test_a_citation_after_any_space_but_a_newline_stays_with_its_sentence(space):
+    """A no-break space between the stop and [1] moved the citation to the next sentence."""
+    got = split_sentences(f"It returns 422.{space}[1] The form shows a list [2].")
+    assert [s.citations for s in got] == [("1",), ("2",)]
+
+
+def test_full_width_and_lenticular_markers_and_padded_ids_are_citations():
+    """［１］, 【1】, [1、2] were no citations (MISSING_CITATION) and [01] cited a context "01"."""
+    assert citation_ids("返回 422［１］，见【2】与 [3、4]，及 [05]。") == ("1", "2", "3", "4", "5")
+    assert strip_citations("返回 422［１］。") == "返回 422。"  # no marker left to corrupt EM ("4221")
+    assert citation_ids("x[١] y[٢]") == ()  # other scripts' digits are not ids
+
+
+def test_full_width_stops_end_sentences_and_no_ends_one_unless_a_number_follows():
+    assert [s.text for s in split_sentences("返回 422 [1]．前端弹出 toast｡完成")] == ["返回 422．", "前端弹出 toast｡", "完成"]
+    assert len(split_sentences("He said no. It returns 422 [1].")) == 2
+    assert len(split_sentences("See No. 5 for details [1].")) == 1
+
+
+def test_quotes_are_read_without_the_citations_inside_them():
+    assert to_statement("错误信息是「is invalid [1]」。").quotes == ("is invalid",)
+    assert to_statement('He said "it returns 422 [2]".').quotes == ("it returns 422",)

@@ -4,8 +4,9 @@ Each sentence goes through five checks, in this order, and gets the status of th
 
 1. MISSING_CITATION  the sentence cites nothing ([n]).
 2. BAD_ID            a cited id is not one of this answer's retrieved contexts (or has no text).
-3. QUOTE_NOT_FOUND   a quoted string (「...」, “...”, "...") is not in any one cited document,
-                     compared after NFKC, case folding and removing all whitespace.
+3. QUOTE_NOT_FOUND   a quoted string (「...」, “...”, "...", citations inside it removed) is not in
+                     any one cited document, compared after NFKC, case folding and removing all
+                     whitespace and format characters (zero-width spaces).
 4. TOKEN_NOT_FOUND   a number or a Latin word of the sentence (citations removed) is in none of
                      the cited documents (English function words such as "the" are not checked).
 5. UNVERIFIABLE      the sentence has no quote, no number and no Latin word: nothing a rule can test.
@@ -32,6 +33,7 @@ from lewisrag.eval.statements import (
     citation_ids,
     quotes_in,
     sentence_spans,
+    strip_citations,
     to_statement,
 )
 
@@ -61,13 +63,20 @@ class Check:
     detail: str = ""  # why, for a human: the bad ids, the missing quote or tokens
 
 
-def fold(text: str) -> str:
-    """NFKC, case folding and no whitespace: the form quotes are compared in.
+def _visible(text: str) -> str:
+    """NFKC and case folding, without format characters (zero-width spaces and joiners, a BOM):
+    invisible, so a copy that holds one still says the same thing."""
+    text = unicodedata.normalize("NFKC", text).casefold()
+    return "".join(ch for ch in text if unicodedata.category(ch) != "Cf") if not text.isascii() else text
 
-    >>> fold("Is  Invalid\\u3000ＡＢＣ")
+
+def fold(text: str) -> str:
+    """NFKC, case folding, no whitespace and no format characters: the form quotes are compared in.
+
+    >>> fold("Is  Invalid\\u3000ＡＢＣ\\u200b")
     'isinvalidabc'
     """
-    return _WHITESPACE_RE.sub("", unicodedata.normalize("NFKC", text).casefold())
+    return _WHITESPACE_RE.sub("", _visible(text))
 
 
 def checkable_tokens(text: str) -> frozenset[str]:
@@ -76,7 +85,7 @@ def checkable_tokens(text: str) -> frozenset[str]:
     >>> sorted(checkable_tokens("服务端用 HTTP ４２２ 拒绝 the login"))
     ['422', 'http', 'login']
     """
-    found = _TOKEN_RE.findall(unicodedata.normalize("NFKC", text).casefold())
+    found = _TOKEN_RE.findall(_visible(text))
     return frozenset(t for t in found if t not in _FUNCTION_WORDS)
 
 
@@ -84,7 +93,7 @@ def checkable_tokens(text: str) -> frozenset[str]:
 def _prepared(doc: str) -> tuple[str, frozenset[str]]:
     """A document's folded text and its tokens; cached because one answer cites the same few
     documents many times and a benchmark reuses them across answers."""
-    return fold(doc), frozenset(_TOKEN_RE.findall(unicodedata.normalize("NFKC", doc).casefold()))
+    return fold(doc), frozenset(_TOKEN_RE.findall(_visible(doc)))
 
 
 def check_sentence(sentence: str, docs: dict[str, str], context_ids: set[str]) -> Check:
@@ -110,8 +119,11 @@ def check_sentence(sentence: str, docs: dict[str, str], context_ids: set[str]) -
     bad = [i for i in ids if i not in context_ids or i not in docs]
     if bad:
         return Check(BAD_ID, "cited ids not among the retrieved contexts: " + ", ".join(f"[{i}]" for i in bad))
+    empty = [i for i in ids if not docs[i].strip()]
+    if empty:  # a context with no text backs nothing (the module's rule 1)
+        return Check(BAD_ID, "cited contexts have no text: " + ", ".join(f"[{i}]" for i in empty))
     cited = [_prepared(docs[i]) for i in ids]
-    quotes = quotes_in(sentence)
+    quotes = quotes_in(strip_citations(sentence))  # 「is invalid [1]」 quotes "is invalid"
     for quote in quotes:
         q = fold(quote)
         if not any(q in folded for folded, _ in cited):

@@ -214,7 +214,9 @@ def _record(p: _Prepared, judge, cfg: EvalConfig, embed) -> dict:
     rec, reasons = p.rec, dict(p.nan_reasons)
     m: dict = dict.fromkeys(METRICS + (CLAIM_METRICS if cfg.claims else ()))
     docs = rec.docs
-    checks = [] if p.refused else citations.check_answer(rec.response, docs, set(docs))
+    checks = citations.check_answer(rec.response, docs, set(docs))
+    if p.refused:  # a refusal need not cite; what it does cite is checked (a phrase match may take an answer for one)
+        checks = [(s, c) for s, c in checks if c.status != citations.MISSING_CITATION]
     out = {"id": rec.id, "system": rec.system, "category": rec.category, "refused": p.refused, "metrics": m,
            "nan_reasons": reasons, "statements": [], "citation_checks": [{"sentence": s.text, **asdict(c)} for s, c in checks],
            # what report.html shows beside the scores, so a run folder is readable on its own

@@ -83,13 +83,17 @@ def _name(rec: dict, current: str, source, line: int) -> str:
 
 
 def _reference(rec: dict, source, line: int) -> str | None:
+    """The reference answer; a blank one is none (its metrics are null with the reason "no
+    reference", not an exact match of 0 against nothing)."""
     name = _name(rec, "reference", source, line)
     if rec.get("ground_truths") is None:
-        return optional_str(rec, name, source, line)
-    if rec.get(name) is not None:
+        reference = optional_str(rec, name, source, line)
+    elif rec.get(name) is not None:
         raise InputError(source, f"also given as '{name}'; keep one", line=line, field="ground_truths")
-    truths = require_str_list(rec, "ground_truths", source, line)
-    return truths[0] if truths else None
+    else:
+        truths = require_str_list(rec, "ground_truths", source, line)
+        reference = truths[0] if truths else None
+    return reference if reference is not None and reference.strip() else None
 
 
 def _contexts(rec: dict, source, line: int) -> tuple[tuple[Passage, ...], bool]:

@@ -47,11 +47,15 @@ def normalize_answer(text: str) -> str:
     'eiffel tower'
     >>> normalize_answer("返回 ４２２ 状态码。")
     '返回422状态码'
+    >>> normalize_answer("A 型血"), normalize_answer("A型血\\u200b")
+    ('a型血', 'a型血')
     """
     text = unicodedata.normalize("NFKC", text).lower()
-    text = "".join(ch for ch in text if not _is_punct(ch))  # deleted, not spaced: "1,000" -> "1000"
-    text = _ARTICLES_RE.sub(" ", text)
-    return _drop_spaces_near_cjk(text)
+    # deleted, not spaced: "1,000" -> "1000"; format characters (zero-width spaces, a BOM) are invisible
+    text = "".join(ch for ch in text if not (_is_punct(ch) or unicodedata.category(ch) == "Cf"))
+    # the spaces next to CJK go first: "A 型血" and "A型血" are one answer, and the article rule
+    # (words between word boundaries) then leaves a letter written against a CJK character alone
+    return _drop_spaces_near_cjk(_ARTICLES_RE.sub(" ", _drop_spaces_near_cjk(text)))
 
 
 def answer_tokens(text: str) -> list[str]:
@@ -182,7 +186,7 @@ def bleu_1(prediction: str, references: Sequence[str]) -> float:
 
     has_cjk = any(is_cjk(ch) for text in (prediction, *references) for ch in text)
     bleu = BLEU(max_ngram_order=1, lowercase=True, tokenize="zh" if has_cjk else "13a", effective_order=True)
-    return bleu.sentence_score(prediction, list(references)).score / 100.0
+    return min(1.0, bleu.sentence_score(prediction, list(references)).score / 100.0)  # 1.0000000000000004 seen
 
 
 def provenance_em(prediction: str, answers: Sequence[str], retrieved_ids: Sequence[str], gold_ids: Sequence[str]) -> float:

@@ -9,7 +9,8 @@ import unicodedata
 from lewisrag.eval.judges.base import Verdict, digest
 
 _WORD = re.compile(r"[a-z0-9]+(?:[.'][a-z0-9]+)*")
-_CJK_CLASS = r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]"
+# kana, CJK ideographs (the extensions past U+20000 too: rare names are written in them), Hangul
+_CJK_CLASS = r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f]"
 _CJK = re.compile(_CJK_CLASS)
 _CJK_RUN = re.compile(_CJK_CLASS + "+")
 _CJK_GAP = re.compile(rf"(?<={_CJK_CLASS})\s+(?={_CJK_CLASS})")  # whitespace between two CJK characters
@@ -86,7 +87,9 @@ class LexicalJudge:
     """
 
     name = "lexical"
-    version = "2"  # bump when the tokenization or rule changes: it changes scores (2: CJK needs a 2+ character match)
+    # bump when the tokenization or rule changes: it changes scores (2: CJK needs a 2+ character match;
+    # 3: ideographs past U+20000 are CJK, not ignored)
+    version = "3"
 
     def __init__(self, threshold: float = 0.75):
         if not 0.0 < threshold <= 1.0:

@@ -606,6 +606,7 @@ KNOWN_PREFIXES: tuple[tuple[str, str], ...] = (
     ("not in the cited documents: ", "被引文档里没有："),
     ("quote not in the cited documents: ", "引文不在被引文档里："),
     ("cited ids not among the retrieved contexts: ", "引用的编号不在这次检索到的上下文里："),
+    ("cited contexts have no text: ", "被引的上下文没有文字："),
     ("no answer: the generator failed: ", "没有回答：生成器失败："),
     ("decompose failed: ", "拆分陈述失败："),
     ("question generation failed: ", "反推问题失败："),
