@@ -152,3 +152,15 @@ def test_a_blank_reference_is_no_reference():
     row = {"user_input": "q?", "response": "422 [1]。", "retrieved_contexts": ["422"], "reference": "   "}
     rec = evaluate_answers([parse_answer(row, "answers.jsonl", 1, {})], LexicalJudge()).to_json()["records"][0]
     assert rec["metrics"]["exact_match"] is None and rec["nan_reasons"]["exact_match"] == "no reference answer"
+
+
+def test_contexts_with_ids_that_are_not_numbers_are_cited_by_position():
+    """Citations are numbers: contexts with ids such as "REQ-AUTH-03" could never be cited, and
+    every sentence citing them by their prompt number was a BAD_ID."""
+    row = {"user_input": "登录失败返回什么？", "response": "登录失败返回 422 [2]。",
+           "retrieved_contexts": [{"id": "BUG-7", "text": "无关"}, {"id": "REQ-AUTH-03", "text": "登录失败返回 422。"}]}
+    rec = evaluate_answers([parse_answer(row, "answers.jsonl", 1, {})], LexicalJudge()).to_json()["records"][0]
+    assert [c["status"] for c in rec["citation_checks"]] == ["PASS"]
+    padded = parse_answer({**row, "response": "登录失败返回 422 [1]。", "retrieved_contexts": [{"id": "01", "text": "登录失败返回 422。"}]},
+                          "answers.jsonl", 1, {})
+    assert padded.docs == {"1": "登录失败返回 422。"}  # read as a number, as [01] and [1] are

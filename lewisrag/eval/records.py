@@ -12,8 +12,9 @@ ragas itself took it). A record gives each field under one name; errors name the
 diagnostics (`lewisrag.eval.claims`) check, used as given; a record without them gets the run's
 statement splitter's. An empty list is kept: no claims.
 
-Citations in a response name contexts: `[x]` is the context whose `id` is x when the contexts are
-objects, and the x-th context (1-based, prompt order) when they are plain strings. Unknown fields
+Citations in a response are numbers and name contexts: `[x]` is the context whose `id` is the
+number x when the contexts are objects with numeric ids, and the x-th context (1-based, prompt
+order) when they are plain strings or objects none of whose ids is a number ("REQ-AUTH-03"). Unknown fields
 (ragas' `reference_contexts`, `rubrics`, ...) are ignored. A record without an `id` gets
 `data.io.derived_id` of its question (`user_input` or `question`), the id the QA reader gives that question. Every problem
 is an `InputError` naming file, line and field; all records are read and checked before anything
@@ -67,8 +68,16 @@ class AnswerRecord:
 
     @property
     def docs(self) -> dict[str, str]:
-        """Citation label -> context text."""
-        return {p.id: p.text for p in self.contexts}
+        """Citation label -> context text. A citation is a number (`eval.statements`): a context
+        whose id is a number is cited by it (read as a number: "01" is [1]); when no context's id is
+        a number ("REQ-AUTH-03"), [n] names the n-th context, as the prompt numbered them."""
+        if not any(_numeric(p.id) for p in self.contexts):
+            return {str(i): p.text for i, p in enumerate(self.contexts, start=1)}
+        return {(str(int(p.id)) if _numeric(p.id) else p.id): p.text for p in self.contexts}
+
+
+def _numeric(context_id: str) -> bool:
+    return context_id.isascii() and context_id.isdigit()
 
 
 def _name(rec: dict, current: str, source, line: int) -> str:
