@@ -545,6 +545,8 @@ BAD_INPUTS = {
     "train dpr: --hidden-size with --init": (
         lambda t, c: ["train", "dpr", "--train", c["qa"], "--passages", c["passages"], "--out", t / "d", "--init", c["dpr"],
                       "--hidden-size", 64], ["--hidden-size", "from scratch"]),
+    "train dpr: --lr with --steps 0": (
+        lambda t, c: ["train", "dpr", "--init", c["dpr"], "--out", t / "d", "--steps", 0, "--lr", 0.1], ["--lr", "--steps 0"]),
     "train rag: --eval-beams with --eval-every 0": (
         lambda t, c: _rag(t, c, "--eval-every", 0, "--eval-beams", 4), ["--eval-beams", "--eval-every 0"]),
     "train rag: --overwrite with --resume": (lambda t, c: _rag(t, c, "--resume", "--overwrite"), ["--overwrite", "--resume"]),

@@ -239,6 +239,8 @@ def test_hf_causal_lm_folder_runs_end_to_end(run_dir, tmp_path):  # noqa: F811
     (["--base-url", "http://127.0.0.1:9/v1"], "only applies with --stitched-generator"),
     (["--timeout", "5"], "--timeout: only applies with --stitched-generator"),  # used to be ignored in silence
     (["--stitched-generator", "hf:{tmp}", "--concurrency", "8"], "--concurrency: only applies with --stitched-generator chat:"),
+    (["--stitched-generator", "chat:stub", "--base-url", "http://127.0.0.1:9/v1", "--systems", "stitched", "--device", "cpu"],
+     "--device: places the run's trained models"),
 ])
 def test_bad_generator_flags_exit_2_in_one_line(monkeypatch, capsys, tmp_path, args, needle):
     monkeypatch.delenv("LEWISRAG_LLM_BASE_URL", raising=False)

@@ -74,6 +74,9 @@ def compare(
         _ui.refuse_given(ctx, (*chat_only, "n_docs"), "only applies with --stitched-generator")
     elif not stitched_generator.startswith("chat:"):
         _ui.refuse_given(ctx, chat_only, "only applies with --stitched-generator chat:MODEL")
+    elif set(names) <= {"stitched"}:  # an endpoint answers alone: no model of the run loads
+        _ui.refuse_given(ctx, ("device",), "places the run's trained models and an hf: generator; here a chat endpoint "
+                         "answers alone")
     generator = None
     if stitched_generator is not None:
         if not math.isfinite(timeout):  # the generator's own check (timeout <= 0) lets NaN and inf through

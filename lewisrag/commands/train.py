@@ -85,6 +85,9 @@ def dpr(
     if init or init_question:  # never ignored in silence
         _ui.refuse_given(ctx, ("hidden_size", "layers", "vocab_size", "dropout", "attention_dropout"),
                          "shapes a model trained from scratch; the starting checkpoint (--init*) has its own")
+    if steps == 0:
+        _ui.refuse_given(ctx, ("batch_size", "lr", "no_hard_negatives", "self_negatives_at", "mixed_precision", "device"),
+                         "shapes training, which --steps 0 skips (it saves the starting encoders)")
     check_init(cfg)
     from lewisrag.data.threads import resolve_device
     from lewisrag.training.rag_data import check_precision
