@@ -166,7 +166,8 @@ def test_a_citation_after_any_space_but_a_newline_stays_with_its_sentence(space)
 
 def test_full_width_and_lenticular_markers_and_padded_ids_are_citations():
     """［１］, 【1】, [1、2] were no citations (MISSING_CITATION) and [01] cited a context "01"."""
-    assert citation_ids("返回 422［１］，见【2】与 [3、4]，及 [05]。") == ("1", "2", "3", "4", "5")
+    assert citation_ids("返回 422［１］，见【2】与 [3、4]，及 [05]、[^6]。") == ("1", "2", "3", "4", "5", "6")
+    assert citation_ids("on a scale [1-5]") == ()  # a range is no citation
     assert strip_citations("返回 422［１］。") == "返回 422。"  # no marker left to corrupt EM ("4221")
     assert citation_ids("x[١] y[٢]") == ()  # other scripts' digits are not ids
 

@@ -7,8 +7,9 @@ and any change to the rules below must bump the version.
 
 Rules of version "2":
 
-- A citation is a number in brackets: [1], the full-width ［１］ or 【1】, several ids in one marker
-  ([1, 2], [1，2], [1; 2], [1、2]). Ids are read as numbers: [01] and ［１］ cite "1".
+- A citation is a number in brackets: [1], the full-width ［１］ or 【1】, a Markdown footnote [^1],
+  several ids in one marker ([1, 2], [1，2], [1; 2], [1、2]). Ids are read as numbers: [01] and
+  ［１］ cite "1". A range ([1-3]) is not a citation: "[1-5]" is as often a scale.
 - A sentence ends at 。！？｡ (always), at . ! ? ． when followed by whitespace, the end of the text, a
   CJK character or a citation, and at every newline.
 - Nothing splits inside 「」 『』 “” or "..." quotes (a newline still does, and resets the quotes, so
@@ -45,10 +46,10 @@ SPLITTER_NAME = "sentences"
 SPLITTER_VERSION = "2"
 ATOMIC_SPLITTER_NAME = "atomic"  # split_atomic: sentences, then a caller-supplied decomposer
 
-# [1], [1][2] (two matches), [1, 2], [1，2], [1; 2], [1、2], ［１］, 【1】; ASCII or full-width digits only
+# [1], [1][2] (two matches), [1, 2], [1，2], [1; 2], [1、2], ［１］, 【1】, [^1]; ASCII or full-width digits only
 # (Python's \d would take any script's digits, which no id is written in)
 _ID = r"[0-9０-９]+"
-CITATION_RE = re.compile(rf"[\[［【]\s*({_ID}(?:\s*[,，;；、]\s*{_ID})*)\s*[\]］】]")
+CITATION_RE = re.compile(rf"[\[［【]\^?\s*({_ID}(?:\s*[,，;；、]\s*{_ID})*)\s*[\]］】]")  # [^1]: a Markdown footnote
 _HSPACE = r"[^\S\n]"  # any space but a newline: no-break and thin spaces too
 # the lookbehind starts a match only at the first space of a run: without it, every space of a long
 # run was tried to the run's end (100,000 spaces took 10 s)
