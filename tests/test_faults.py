@@ -394,21 +394,13 @@ BAD_INPUTS = {
         lambda t, c: ["index", "search", "--index", c["bm25"], "-q", "leader", "--n-docs", 0], ["--n-docs", "at least 1"]),
     "index search: an empty query": (
         lambda t, c: ["index", "search", "--index", c["bm25"], "-q", "  "], ["--query", "empty"]),
-    "index build: --shard-size 0": (
-        lambda t, c: ["index", "build", "--passages", c["passages"], "--encoder", c["dpr"], "--out", t / "i", "--shard-size", 0],
-        ["--shard-size"]),
-    "index build: --batch-size 0": (
-        lambda t, c: ["index", "build", "--passages", c["passages"], "--encoder", c["dpr"], "--out", t / "i", "--batch-size", 0],
-        ["--batch-size"]),
+    "index build: --shard-size 0": (lambda t, c: _build(t, c, "--shard-size", 0), ["--shard-size"]),
+    "index build: --batch-size 0": (lambda t, c: _build(t, c, "--batch-size", 0), ["--batch-size"]),
     "index build: more IVF lists than passages": (
-        lambda t, c: ["index", "build", "--passages", c["passages"], "--encoder", c["dpr"], "--out", t / "i", "--faiss", "IVF256,Flat"],
-        ["--faiss", "256 inverted lists"]),
+        lambda t, c: _build(t, c, "--faiss", "IVF256,Flat"), ["--faiss", "256 inverted lists"]),
     "index build: PQ needs 256 training vectors": (
-        lambda t, c: ["index", "build", "--passages", c["passages"], "--encoder", c["dpr"], "--out", t / "i", "--faiss", "IVF2,PQ4"],
-        ["--faiss", "256 centroids"]),
-    "index build: an unknown FAISS factory": (
-        lambda t, c: ["index", "build", "--passages", c["passages"], "--encoder", c["dpr"], "--out", t / "i", "--faiss", "Bogus42"],
-        ["--faiss", "Bogus42"]),
+        lambda t, c: _build(t, c, "--faiss", "IVF2,PQ4"), ["--faiss", "256 centroids"]),
+    "index build: an unknown FAISS factory": (lambda t, c: _build(t, c, "--faiss", "Bogus42"), ["--faiss", "Bogus42"]),
     "eval retrieval: --recall-at 0": (
         lambda t, c: ["eval", "retrieval", "--index", c["bm25"], "--questions", c["qa"], "--recall-at", 0], ["--recall-at", "at least 1"]),
     "index build: --faiss with --encoder bm25": (  # used to be ignored in silence
@@ -495,11 +487,9 @@ BAD_INPUTS = {
                       "--init", _bad_config(c["dpr"], t)], ["config.json", "num_hidden_layers"]),
     # a flag sweep found these: tracebacks, native aborts, hangs, or exit 0 with nonsense
     "index build: HNSW0 (FAISS aborted the process)": (
-        lambda t, c: ["index", "build", "--passages", c["passages"], "--encoder", c["dpr"], "--out", t / "i", "--faiss", "HNSW0"],
-        ["--faiss", "HNSW needs at least 1"]),
+        lambda t, c: _build(t, c, "--faiss", "HNSW0"), ["--faiss", "HNSW needs at least 1"]),
     "index build: IVF0 (built, then every search failed)": (
-        lambda t, c: ["index", "build", "--passages", c["passages"], "--encoder", c["dpr"], "--out", t / "i", "--faiss", "IVF0,Flat"],
-        ["--faiss", "IVF needs at least 1"]),
+        lambda t, c: _build(t, c, "--faiss", "IVF0,Flat"), ["--faiss", "IVF needs at least 1"]),
     "index search: an empty --index": (
         lambda t, c: ["index", "search", "--index", "", "-q", "leader"], ["index"]),
     "index search: --n-docs past the passages": (
@@ -553,7 +543,8 @@ BAD_INPUTS = {
     "train rag: --eval-beams with --task fever": (
         lambda t, c: _rag(t, c, "--task", "fever", "--eval-beams", 4), ["--eval-beams", "fever"]),
     "train rag: --retriever-lr-scale with --freeze-retriever": (
-        lambda t, c: _rag(t, c, "--freeze-retriever", "--retriever-lr-scale", 0.1), ["--retriever-lr-scale", "--freeze-retriever"]),
+        lambda t, c: _rag(t, c, "--freeze-retriever", "--retriever-lr-scale", 0.1),
+        ["--retriever-lr-scale", "--freeze-retriever"]),
     "train rag: --reindex-every past --steps": (
         lambda t, c: _rag(t, c, "--train-context-encoder", "--steps", 4, "--reindex-every", 10), ["--reindex-every", "never"]),
     "eval answers: --concurrency with the lexical judge": (
@@ -573,8 +564,14 @@ BAD_INPUTS = {
     "reproduce: --hub-dir with the built-in world's preset": (
         lambda t, c: ["reproduce", "--preset", "tiny", "--out", t / "r", "--hub-dir", t], ["--hub-dir", "--preset tiny"]),
     "pretrain: --set snapshot_b_share=1 (divided by zero once reading began)": (
-        lambda t, c: ["pretrain", "--out", t / "g", "--preset", "tiny", "--set", "snapshot_b_share=1"], ["snapshot_b_share", "below 1"]),
+        lambda t, c: ["pretrain", "--out", t / "g", "--preset", "tiny", "--set", "snapshot_b_share=1"],
+        ["snapshot_b_share", "below 1"]),
 }
+
+
+def _build(t, c, *extra) -> list:
+    """`lewisrag index build` of the fixtures' passages with their DPR checkpoint, with `extra` flags."""
+    return ["index", "build", "--passages", c["passages"], "--encoder", c["dpr"], "--out", t / "i", *extra]
 
 
 def _rag(t, c, *extra) -> list:

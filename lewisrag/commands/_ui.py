@@ -68,7 +68,7 @@ class UsageError(typer.BadParameter):
 
 class Command(typer.core.TyperCommand):
     """Every lewisrag command's class (`lewisrag.cli` sets it): a flag or argument given as an empty
-    string on the command line is refused, one line, exit 2. No lewisrag flag takes one, and read
+    or blank string on the command line is refused, one line, exit 2. No lewisrag flag takes one, and read
     as "not given" (`--judge ""`) or as the current folder (`Path("")` is `.`), it would run
     something other than what the user typed."""
 

@@ -31,8 +31,6 @@ def ask(
     for flag, value, least in (("--n-docs", k, 1), ("--num-beams", num_beams, 1), ("--max-length", max_length, 2)):
         if value is not None and value < least:  # a max length of 1 holds only the start token: an empty answer
             raise InputError(flag, f"must be at least {least}, got {value}")
-    if not question.strip():
-        raise InputError("QUESTION", "empty question")
     rag, tokenizers = load_trained(model)
     dense = DenseIndex.load(index, mmap=True)
     answer = run(rag, tokenizers, dense, question, n_docs=k, num_beams=num_beams,

@@ -63,6 +63,7 @@ def reproduce(
     RAG-Sequence, closed-book BART -> test QA -> ablations (frozen retriever, BM25, K) -> index hot swap ->
     prompt-stitching comparison -> report. --preset base runs on your local DPR pair, BART, QA files and passages
     (index, RAG-Token, RAG-Sequence, closed-book, test QA, swap matrix with --passages-b), skipping the world's stages."""
+    from lewisrag.data.io import InputError
     from lewisrag.experiments.presets import get_preset
     from lewisrag.experiments.reproduce import reproduce as run
     from lewisrag.experiments.tasks import parse_tasks
@@ -74,8 +75,6 @@ def reproduce(
     chosen = get_preset(preset).in_language(lang)
     asked = parse_tasks(tasks)
     if asked != ("qa",) and chosen.hub:
-        from lewisrag.data.io import InputError
-
         raise InputError("--tasks", "jeopardy and fever run on the built-in world; --preset base reproduces QA only")
     from dataclasses import replace
 
@@ -83,16 +82,12 @@ def reproduce(
 
     chosen = replace(chosen, device=check_device(device))
     if threads is not None:
-        from lewisrag.data.io import InputError
-
         if threads > (os.cpu_count() or 1):  # 10,000 threads on two CPUs: 20,004 OS threads, and a run that never ended
             raise InputError("--threads", f"must be at most the {os.cpu_count()} CPUs here (0: the idle ones), got {threads}")
         chosen = replace(chosen, threads=threads)
     source = ctx.get_parameter_source("hub_dir")  # the flag only: $LEWISRAG_HUB_DIR may stay set for other runs
     hub_flag = source is not None and source.name == "COMMANDLINE"
     if hub_flag and not chosen.hub:  # never ignored in silence
-        from lewisrag.data.io import InputError
-
         raise InputError("--hub-dir", f"finds --preset base's checkpoints and data; --preset {preset} runs on the built-in world")
     assets = None
     if chosen.hub:
@@ -104,8 +99,6 @@ def reproduce(
         assets = BaseAssets(**{k: None if v is None else str(v) for k, v in paths.items()}, steps=steps,
                             max_passages=max_passages, max_train=max_train)
         if assets.given() and hub_flag:
-            from lewisrag.data.io import InputError
-
             raise InputError("--hub-dir", "checks where --preset base's hub assets are when no asset flag is given; "
                              "with --train, --passages and the others every asset comes from those flags")
         if not assets.given() and hub_dir:  # checked before any progress display opens: a missing asset is one line
@@ -121,8 +114,6 @@ def reproduce(
                                 ("--questions-b", questions_b), ("--steps", steps), ("--max-passages", max_passages),
                                 ("--max-train", max_train)) if v is not None]
         if given:
-            from lewisrag.data.io import InputError
-
             raise InputError(given[0], f"only --preset base takes {', '.join(given)}")
 
     from lewisrag.data.outputs import made_by

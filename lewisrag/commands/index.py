@@ -39,7 +39,6 @@ def build(
     as_json: bool = typer.Option(False, "--json", help="Print the index manifest as one JSON object instead of a table."),
 ) -> None:
     """Build a BM25 or dense (DPR + FAISS, inner product) index over passages."""
-    from lewisrag.data.io import InputError
     from lewisrag.data.outputs import check_out_dir, made_by
     from lewisrag.data.passages import open_passages
     from lewisrag.index.store import KIND, MANIFEST
@@ -105,9 +104,6 @@ def search(
     k = _ui.renamed(ctx, "n_docs", "old_k", "--n-docs", "-k")
     if k < 1:
         raise InputError("--n-docs", f"must be at least 1, got {k}")
-    if not query.strip():
-        raise InputError("--query", "empty question")
-
     if read_manifest(index)["kind"] == "bm25":  # never ignored in silence
         _ui.refuse_given(ctx, ("encoder", "context_encoder", "swap"), f"applies to dense indexes; {index} is BM25")
     retriever = open_retriever(index, encoder, swap=swap, context_encoder=context_encoder)
