@@ -81,6 +81,20 @@ def test_help_lists_the_canonical_names_and_hides_the_old_ones(path):
     assert hidden <= DEPRECATED | {"old_file"}, (path, hidden)  # old_file: eval answers' positional FILE
 
 
+@pytest.mark.parametrize("group", [(), ("index",), ("train",), ("eval",)], ids=lambda g: " ".join(g) or "lewisrag")
+def test_the_command_lists_show_each_summary_as_one_paragraph(group):
+    """typer's rich command list kept the docstrings' line breaks, cutting summaries mid-sentence
+    ("the knowledge-update" / "questions and the evaluation set.")."""
+    r = CliRunner().invoke(app, [*group, "--help"], env={"COLUMNS": "1000"})
+    assert r.exit_code == 0, r.output
+    rows = [line.strip("│ ") for line in r.stdout.splitlines() if line.startswith("│")]
+    commands = {path[len(group)] for path in CANONICAL if path[:len(group)] == group and len(path) > len(group)}
+    listed = [row for row in rows if row.split(" ", 1)[0] in commands]
+    assert {row.split(" ", 1)[0] for row in listed} == commands, rows
+    for row in listed:
+        assert row.rstrip().endswith((".", ")")), row  # the whole summary on the command's own line
+
+
 @pytest.mark.parametrize("path", list(CANONICAL), ids=" ".join)
 def test_an_empty_value_is_refused_for_every_flag(path, tmp_path, monkeypatch, capsys):
     """`--judge ""` used to be read as "not given" and `--out ""` as the current folder: no flag takes

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 from collections.abc import Iterator
 
@@ -76,6 +77,10 @@ class Command(typer.core.TyperCommand):
         super().__init__(*args, **kwargs)
         for param in self.params:
             param.consume_value = _refusing_empty(param, param.consume_value)
+        if self.help and not self.short_help:
+            # The group's command list shows the docstring's first paragraph; in typer's rich mode it
+            # keeps the docstring's line breaks there, which cut the summary mid-sentence.
+            self.short_help = " ".join(inspect.cleandoc(self.help).split("\n\n")[0].split())
 
 
 def _refusing_empty(param, consume):

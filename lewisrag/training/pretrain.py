@@ -1,8 +1,8 @@
 """Pretraining a small BART generator that reads: `lewisrag pretrain`.
 
 The paper fine-tunes a pretrained BART; a BART trained from nothing on the built-in world does not
-learn to read on a CPU budget (docs/recipe.md, ../shared/notes/small-model-probes.md). Three things
-make it read, and this module does all three:
+learn to read on a CPU budget (docs/recipe.md). Three things make it read, and this module does
+all three:
 
 1. an init of std 1/sqrt(d_model) instead of BART's 0.02, so the encoder does not collapse to one
    output for every input;
