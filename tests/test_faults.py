@@ -556,6 +556,8 @@ BAD_INPUTS = {
     "eval bughunt: --cache-dir without an llm judge": (
         lambda t, c: ["eval", "bughunt", "--cache-dir", t / "cache"], ["--cache-dir", "llm judge"]),
     "eval bughunt: --overwrite without --out": (lambda t, c: ["eval", "bughunt", "--overwrite"], ["--overwrite", "--out"]),
+    "eval bughunt: --lang with --json and no --out": (
+        lambda t, c: ["eval", "bughunt", "--json", "--lang", "zh"], ["--lang", "--json"]),
     "calibrate: --overwrite without --out": (
         lambda t, c: ["calibrate", "--judge", "lexical", "--labels", c["qa"], "--overwrite"], ["--overwrite", "--out"]),
     "swap: --overwrite without --out": (

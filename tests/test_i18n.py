@@ -251,7 +251,7 @@ def test_eval_answers_prints_its_tables_in_chinese(eval_runs):
     assert as_json["zh"] == as_json["en"] and "recall_at_k@5" in as_json["zh"] and "faithfulness" in as_json["zh"]
 
 
-def test_eval_bughunt_prints_its_tables_in_chinese():
+def test_eval_bughunt_prints_its_tables_in_chinese(tmp_path):
     zh = _stdout("eval", "bughunt", "--lang", "zh")
     for label in ("裁判：labels", "预设回答", "回答", "忠实度", "主因", "正确", "引用错位", "每句话只引用一篇文档",
                   "忠实度随拆分粒度变化", "拆法", "陈述数", "被支持", "用上了但歪曲（幻觉）", "拆成原子陈述",
@@ -262,7 +262,9 @@ def test_eval_bughunt_prints_its_tables_in_chinese():
         assert english not in zh, english
     en = _stdout("eval", "bughunt")
     assert "preset answers" in en and "faithfulness by granularity" in en and "caught" in en and "hallucinated" in en
-    assert json.loads(_stdout("eval", "bughunt", "--json", "--lang", "zh")) == json.loads(_stdout("eval", "bughunt", "--json"))
+    # --lang sets --out's reports here; the JSON printed is the same (alone, --json --lang is refused: it would change nothing)
+    as_json = json.loads(_stdout("eval", "bughunt", "--json", "--lang", "zh", "--out", tmp_path / "zh"))
+    assert as_json == json.loads(_stdout("eval", "bughunt", "--json")) and "忠实度" in (tmp_path / "zh" / "report.md").read_text()
 
 
 def _card() -> dict:

@@ -177,7 +177,8 @@ def bughunt(
     cache_dir: Path = typer.Option(None, "--cache-dir", help="Judge cache directory (llm judge)."),
     as_json: bool = typer.Option(False, "--json", help="Print the whole result as JSON instead of tables."),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
-    lang: str = typer.Option("en", "--lang", help=LANG_HELP + " " + TABLES_HELP),
+    lang: str = typer.Option("en", "--lang", help=LANG_HELP + " The tables printed here follow it too; --json prints the "
+                             "same JSON in either language (so it takes --lang only with --out)."),
 ) -> None:
     """The reference chapter's BugHunt sample: six preset answers (one correct, five each failing in one layer) and the rule checker vs human labels."""
     from lewisrag.data.io import InputError
@@ -195,6 +196,8 @@ def bughunt(
         _ui.refuse_given(ctx, ("cache_dir",), "applies to an llm judge (--judge llm:MODEL)")
     if out is None and overwrite:
         raise InputError("--overwrite", "applies with --out")
+    if out is None and as_json:  # nothing would be in that language: the JSON is the same in both
+        _ui.refuse_given(ctx, ("lang",), "sets the language of the tables and of --out's reports; --json alone prints neither")
     if out is not None:
         check_out_dir(out, KIND, overwrite=overwrite, inputs={"--judge": judges.spec_path(judge),
                                                               "--cache-dir": cache_dir})
