@@ -13,6 +13,7 @@ is fonts-wqy-microhei, which .ci/run installs beside chromium.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -88,6 +89,34 @@ def test_bughunt_page_in_chromium(tmp_path):
         finally:
             browser.close()
     assert (shots / "report_bughunt.png").stat().st_size > 10_000
+
+
+def test_citations_of_position_numbered_contexts_in_chromium(tmp_path):
+    """Contexts with ids that are not numbers are cited by position: the page's [2] points at the
+    second passage ("REQ-B"), in its tooltip and in the passage's heading."""
+    exe = _chromium()
+    from playwright.sync_api import sync_playwright
+    from typer.testing import CliRunner
+
+    from lewisrag.cli import app
+
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text(json.dumps({"user_input": "Which code does a wrong password get?", "response": "It gets 422 [2]. Or 9 [5].",
+                                   "retrieved_contexts": [{"id": "REQ-A", "title": "A", "text": "Logins are logged."},
+                                                          {"id": "REQ-B", "title": "B", "text": "A wrong password gets 422."}]}) + "\n")
+    r = CliRunner().invoke(app, ["eval", "answers", "--answers", str(answers), "--out", str(tmp_path / "run")])
+    assert r.exit_code == 0, r.output
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            page.goto((tmp_path / "run" / "report.html").as_uri())
+            cites = page.locator("#statements .cite")
+            assert cites.evaluate_all("es => es.map(e => [e.textContent, e.title])") == [
+                ["[2]", "cites passage REQ-B"], ["[5]", "cites [5]: no retrieved passage has that label"]]
+            assert page.locator("article.passage[data-id='REQ-B'] .pid").text_content() == "#2  [2]  REQ-B"
+        finally:
+            browser.close()
 
 
 def _judge_and_reveal(page, words: dict | None = None) -> None:

@@ -91,6 +91,19 @@ def test_eval_records_group_by_question_and_system():
         page_data_from_results({**results, "records": [{k: v for k, v in results["records"][0].items() if k != "contexts"}]})
 
 
+def test_contexts_carry_the_label_they_are_cited_by():
+    """[2] names the second context when no context id is a number (records.AnswerRecord.docs); the page
+    pairs each citation with its passage by that label, not by id."""
+    rec = {"question": "q?", "response": "b [2].", "gold_passage_ids": [], "statements": [], "citation_checks": [], "metrics": {},
+           "diagnosis": {"layers": {}, "primary": None, "consequences": []}}
+    named = [{"id": "REQ-A", "title": "", "text": "a"}, {"id": "REQ-B", "title": "", "text": "b"}]
+    numbered = [{"id": "07", "title": "", "text": "a"}, {"id": "REQ-B", "title": "", "text": "b"}]
+    for contexts, labels in ((named, ["1", "2"]), (numbered, ["7", "REQ-B"])):
+        results = {"lewisrag": {"kind": "eval"}, "records": [{**rec, "id": "q", "contexts": contexts}]}
+        (answer,) = page_data_from_results(results)["questions"][0]["answers"]
+        assert [c["cite"] for c in answer["contexts"]] == labels
+
+
 def test_heatmap_from_crafted_posteriors(bughunt):
     data, page = _page(bughunt, token_posteriors=POSTERIORS)
     assert data["questions"][0]["answers"][0]["token_posteriors"]["matrix"][2] == [1.0, 0.0]

@@ -71,9 +71,15 @@ class AnswerRecord:
         """Citation label -> context text. A citation is a number (`eval.statements`): a context
         whose id is a number is cited by it (read as a number: "01" is [1]); when no context's id is
         a number ("REQ-AUTH-03"), [n] names the n-th context, as the prompt numbered them."""
-        if not any(_numeric(p.id) for p in self.contexts):
-            return {str(i): p.text for i, p in enumerate(self.contexts, start=1)}
-        return {(str(int(p.id)) if _numeric(p.id) else p.id): p.text for p in self.contexts}
+        return dict(zip(citation_labels([p.id for p in self.contexts]), (p.text for p in self.contexts)))
+
+
+def citation_labels(context_ids: Sequence[str]) -> list[str]:
+    """The label each context is cited by, in order (`AnswerRecord.docs` says the rule): its id read
+    as a number when some context's id is a number, else its 1-based position."""
+    if not any(_numeric(i) for i in context_ids):
+        return [str(n) for n in range(1, len(context_ids) + 1)]
+    return [str(int(i)) if _numeric(i) else i for i in context_ids]
 
 
 def _numeric(context_id: str) -> bool:

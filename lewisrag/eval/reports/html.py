@@ -27,6 +27,7 @@ from importlib import resources
 from pathlib import Path
 
 from lewisrag.eval.diagnose import CAUSE_ORDER
+from lewisrag.eval.records import citation_labels
 from lewisrag.eval.reports.claims import claim_columns, claims_html, column_summary
 from lewisrag.eval.reports.distributions import histogram_figure
 from lewisrag.eval.reports.i18n import Messages, messages
@@ -169,7 +170,8 @@ def _answer(rec: dict, known: Mapping[str, Mapping], ref_ids: list[str] | None, 
                             for c in rec.get("citation_checks", [])],
         "citation_verdicts": rec.get("citation_verdicts", []),
         "reference_statements": [{"id": (ref_ids[i] if ref_ids and i < len(ref_ids) else f"R{i + 1}"), **r} for i, r in enumerate(refs)],
-        "contexts": [{**c, "rank": i + 1, "gold": c["id"] in gold} for i, c in enumerate(rec["contexts"])],
+        "contexts": [{**c, "rank": i + 1, "gold": c["id"] in gold, "cite": label}
+                     for i, (c, label) in enumerate(zip(rec["contexts"], citation_labels([c["id"] for c in rec["contexts"]])))],
         "missing_gold": [{"id": g, "title": known.get(g, {}).get("title", ""), "text": known.get(g, {}).get("text")}
                          for g in gold if g not in retrieved],
         "metrics": rec.get("metrics", {}),

@@ -524,6 +524,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "js.refuses_no_statements": ("The answer refuses: no statements to judge.", "回答拒答了：没有要判定的陈述。"),
     "js.no_statements": ("No statements.", "没有陈述。"),
     "js.cites_passage": ("cites passage {id}", "引用段落 {id}"),
+    "js.cites_unknown": ("cites [{id}]: no retrieved passage has that label", "引用 [{id}]：检索到的段落中没有这个编号"),
     "js.you_agree": (" · you agree", " · 你的判定一致"),
     "js.you_differ": (" · you differ", " · 你的判定不同"),
     "js.reference": ("reference: {verdict}{agree}", "参考判定：{verdict}{agree}"),

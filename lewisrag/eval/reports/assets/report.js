@@ -83,7 +83,9 @@
     }
     if (!a.statements.length) list.appendChild(el("li", { class: "muted" }, t(a.refused ? "refuses_no_statements" : "no_statements")));
     a.statements.forEach((s, i) => {
-      const cites = el("span", { class: "cites" }, ...s.citations.map((c) => el("span", { class: "cite", title: t("cites_passage", { id: c }) }, "[" + c + "]")));
+      const cited = (c) => a.contexts.find((x) => x.cite === String(c));  // [2] may be the second context, not id "2"
+      const cites = el("span", { class: "cites" }, ...s.citations.map((c) => el("span", { class: "cite",
+        title: cited(c) ? t("cites_passage", { id: cited(c).id }) : t("cites_unknown", { id: c }) }, "[" + c + "]")));
       const yes = el("button", { type: "button", class: "judge yes" + (marks[i] === true ? " on" : ""), "aria-pressed": String(marks[i] === true),
         onclick: () => judge(i, true) }, t("supported"));
       const no = el("button", { type: "button", class: "judge no" + (marks[i] === false ? " on" : ""), "aria-pressed": String(marks[i] === false),
@@ -116,7 +118,7 @@
   function renderPassages() {
     const a = answer(), box = clear($("passages"));
     a.contexts.forEach((c) => box.appendChild(el("article", { class: "passage" + (c.gold ? " gold" : ""), "data-id": c.id },
-      el("div", { class: "phead" }, el("span", { class: "pid" }, "#" + c.rank + "  [" + c.id + "]"), el("span", { class: "ptitle" }, c.title || ""),
+      el("div", { class: "phead" }, el("span", { class: "pid" }, "#" + c.rank + "  [" + c.cite + "]" + (c.cite === c.id ? "" : "  " + c.id)), el("span", { class: "ptitle" }, c.title || ""),
         c.gold ? el("span", { class: "tag" }, t("gold")) : null),
       el("div", { class: "ptext" }, c.text))));
     a.missing_gold.forEach((g) => box.appendChild(el("article", { class: "passage missing", "data-id": g.id },
