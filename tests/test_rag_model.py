@@ -206,3 +206,34 @@ def test_retrieve_refuses_another_encoders_index_unless_swapping(tmp_path):
     with pytest.raises(InputError, match="enc-a"):
         ours.retrieve(["paris"], index, Tokenizers(tok, tok))
     assert ours.retrieve(["paris"], index, Tokenizers(tok, tok), swap=True).doc_scores.shape == (1, K)
+
+
+class ShortIndex(FakeIndex):
+    """A compressed index searched too narrowly: FAISS pads the rows it did not find with -1."""
+
+    path = "idx"
+
+    def search(self, q: np.ndarray, k: int):
+        scores, rows = super().search(q, k)
+        rows[0, -1], scores[0, -1] = -1, -3.4e38
+        return scores, rows
+
+
+def test_retrieve_refuses_a_search_that_found_fewer_than_k(tmp_path):
+    """Row -1 used to read as the last passage, scored with row 0's vector: a silent mismatch."""
+    _, ours = _load("token", tmp_path)
+    tok = _word_tokenizer(["paris", "france"])
+    index = ShortIndex(np.eye(4, 32, dtype=np.float32), [Passage(str(i), "t", "paris") for i in range(4)])
+    with pytest.raises(InputError, match=f"fewer than {K} passages for 1 of 2 questions") as e:
+        ours.retrieve(["paris", "france"], index, Tokenizers(tok, tok), n_docs=K)
+    assert e.value.field == "search_params"
+
+
+def test_dense_index_vectors_refuse_a_missing_row(tmp_path):
+    from lewisrag.index.dense import DenseIndex
+
+    index = DenseIndex.__new__(DenseIndex)
+    index.embeddings, index.manifest = np.arange(12, dtype=np.float32).reshape(3, 4), {"dim": 4}
+    np.testing.assert_array_equal(index.vectors(np.array([[2, 0]])), index.embeddings[[[2, 0]]])
+    with pytest.raises(ValueError, match="-1"):
+        index.vectors(np.array([[2, -1]]))

@@ -679,9 +679,12 @@ class DenseIndex:
         return self.embeddings
 
     def vectors(self, rows: np.ndarray) -> np.ndarray:
-        """The stored passage vectors of `rows` (B, K): float32 (B, K, D)."""
+        """The stored passage vectors of `rows` (B, K): float32 (B, K, D). A row of -1 (FAISS's "no
+        result") is refused: it has no vector, and numpy would read it as the last one."""
         flat = np.asarray(rows).reshape(-1)
-        return np.asarray(self.embeddings[np.clip(flat, 0, None)], dtype=np.float32).reshape(*rows.shape, self.dim)
+        if (flat < 0).any():
+            raise ValueError(f"rows: {int((flat < 0).sum())} of them are -1 (no result); they have no stored vector")
+        return np.asarray(self.embeddings[flat], dtype=np.float32).reshape(*rows.shape, self.dim)
 
 
 def write_dense_index(index: DenseIndex, out: str | os.PathLike, encoder: dict | None = None) -> dict:

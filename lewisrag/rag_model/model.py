@@ -88,6 +88,19 @@ def generator_input(title: str, text: str, question: str, settings: RagSettings)
     return (settings.prefix + title + settings.title_sep + text + settings.doc_sep + question).replace("  ", " ")
 
 
+def check_found(rows: np.ndarray, k: int, index: Any) -> None:
+    """Refuse a search that found fewer than `k` passages for some question. FAISS pads such a row
+    with -1, which would read as the last passage (Python's index -1) and be scored by another
+    passage's vector: a compressed index searched too narrowly (nprobe, efSearch) does that."""
+    short = int((np.asarray(rows) < 0).any(axis=1).sum())
+    if short:
+        from lewisrag.data.io import InputError
+
+        raise InputError(getattr(index, "path", "the index"), f"its search found fewer than {k} passages for {short} of "
+                         f"{len(rows)} questions: search it wider (`lewisrag index tune`, a higher nprobe or efSearch) "
+                         f"or ask for fewer (--n-docs)", field="search_params")
+
+
 class RagModel(nn.Module):
     """RAG = question encoder (retrieval distribution p(z|x)) + BART generator (p(y|x,z)).
 
@@ -207,6 +220,7 @@ class RagModel(nn.Module):
         if self.settings.index_fingerprint is not None and hasattr(index, "check_encoder"):
             index.check_encoder(self.settings.index_fingerprint, q.shape[1], swap=swap)
         _, rows = index.search(np.ascontiguousarray(q.detach().float().cpu().numpy()), k)  # (B, K)
+        check_found(rows, k, index)
         passages = [[index.passages[int(r)] for r in row] for row in rows]
         if self.context_encoder is None:
             docs = torch.as_tensor(np.asarray(index.vectors(rows)), dtype=q.dtype, device=device)  # (B, K, D)
