@@ -16,7 +16,7 @@ import torch
 from lewisrag.data.records import Passage
 from lewisrag.eval.statements import strip_citations
 from lewisrag.rag_model.implicit_citations import cited_answers, pieces_of
-from lewisrag.rag_model.model import generator_input
+from lewisrag.rag_model.model import generator_input, score_docs
 from lewisrag.rag_model.stitched import PromptStitchingRAG
 
 
@@ -66,7 +66,7 @@ class LewisSystem:
             q = self.model.encode_questions(q_tok["input_ids"], q_tok["attention_mask"])  # (B, D)
             rows = np.array([[self.row_of[p.id] for p in ps] for ps in passages])  # (B, K)
             docs = torch.as_tensor(np.asarray(self.index.vectors(rows)), dtype=q.dtype, device=device)  # (B, K, D)
-            scores = torch.bmm(q.unsqueeze(1), docs.transpose(1, 2)).squeeze(1)  # (B, K)
+            scores = score_docs(q, docs)  # (B, K)
             texts = [generator_input(p.title, p.text, x, self.model.settings) for x, ps in zip(questions, passages) for p in ps]
             ctx = tok.generator(texts, padding=True, truncation=True, max_length=self.model.settings.max_combined_length,
                                 return_tensors="pt").to(device)

@@ -88,6 +88,14 @@ def generator_input(title: str, text: str, question: str, settings: RagSettings)
     return (settings.prefix + title + settings.title_sep + text + settings.doc_sep + question).replace("  ", " ")
 
 
+def score_docs(q: torch.Tensor, docs: torch.Tensor) -> torch.Tensor:
+    """doc_scores q·d(z), (B, D) x (B, K, D) -> (B, K), in float32 whatever the autocast: DPR's
+    scores are large (about 80), where bfloat16's steps are 0.5 apart, which would move p(z|x) and
+    the question encoder's gradient by tens of percent."""
+    with torch.autocast(q.device.type, enabled=False):
+        return torch.bmm(q.float().unsqueeze(1), docs.float().transpose(1, 2)).squeeze(1)  # (B, K)
+
+
 def check_found(rows: np.ndarray, k: int, index: Any) -> None:
     """Refuse a search that found fewer than `k` passages for some question. FAISS pads such a row
     with -1, which would read as the last passage (Python's index -1) and be scored by another
@@ -229,7 +237,7 @@ class RagModel(nn.Module):
             docs = docs.view(q.shape[0], k, -1)  # (B, K, D)
         if docs.shape != (q.shape[0], k, q.shape[1]):
             raise ValueError(f"document vectors: expected (B, K, D)={(q.shape[0], k, q.shape[1])}, got {tuple(docs.shape)}")
-        doc_scores = torch.bmm(q.unsqueeze(1), docs.transpose(1, 2)).squeeze(1)  # (B, K)
+        doc_scores = score_docs(q, docs)  # (B, K)
         texts = [generator_input(p.title, p.text, question, self.settings)
                  for question, ps in zip(questions, passages) for p in ps]
         ctx = tokenizers.generator(texts, padding=True, truncation=True, max_length=self.settings.max_combined_length,
