@@ -258,3 +258,23 @@ def test_doc_scores_stay_float32_under_bf16_autocast(tmp_path):
         *tok(["paris", "france"], padding=True, return_tensors="pt").values())
     in_fp32 = torch.einsum("bd,bkd->bk", q_mixed.float(), torch.as_tensor(index.vectors(exact.rows)))
     torch.testing.assert_close(mixed.doc_scores, in_fp32, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("variant", ["token", "sequence"])
+def test_fever_label_log_probs_ignore_the_training_label_smoothing(variant, tmp_path):
+    """FEVER ranks labels by log p(label | claim); the loss of a model trained with label smoothing
+    used to add its smoothing term to that, by a different amount for each label."""
+    from dataclasses import replace
+
+    from lewisrag.training.tasks import rag_label_log_probs
+
+    _, ours = _load(variant, tmp_path)
+    tok = _word_tokenizer(["paris", "france", "SUPPORTS", "REFUTES", "NOT", "ENOUGH", "INFO"])
+    ours.generator.config.decoder_start_token_id = 2
+    index = FakeIndex(np.random.default_rng(0).normal(size=(6, 32)).astype(np.float32),
+                      [Passage(str(i), "t", "paris") for i in range(6)])
+    claims = ["paris france", "france", "paris paris"]
+    plain = rag_label_log_probs(ours, Tokenizers(tok, tok), index, claims, n_docs=K)
+    ours.settings = replace(ours.settings, label_smoothing=0.1)
+    smoothed = rag_label_log_probs(ours, Tokenizers(tok, tok), index, claims, n_docs=K)
+    np.testing.assert_allclose(smoothed, plain, rtol=1e-6)

@@ -121,7 +121,7 @@ def rag_label_log_probs(model, tokenizers, index, claims: Sequence[str], n_docs:
             cache[key] = model.retrieve(chunk, index, tokenizers, n_docs=n_docs, swap=swap)
         r = cache[key]
         return model(r.context_input_ids, r.context_attention_mask, r.doc_scores, labels=labels.to(device),
-                     n_docs=r.doc_scores.shape[1]).loss
+                     n_docs=r.doc_scores.shape[1], label_smoothing=0.0).loss  # log p(label): no smoothing term
 
     try:
         return label_log_probs(score, tokenizers.generator, gen.decoder_start_token_id, claims, batch_size, on_batch)
