@@ -161,9 +161,15 @@ def test_damaged_weights_are_refused(tmp_path):
 @pytest.mark.parametrize("pair, message", [("d_model=0", "at least 1"), ("heads=3", "divisible"),
                                            ("lr=nan", "finite"), ("mask_ratio=-1", "finite"), ("lr=0", "lr must be positive"),
                                            # a traceback from the world's builder; a share of 5 trained
-                                           ("world_entities=5", "between 40 and"), ("mask_ratio=5", "at most 1")])
+                                           ("world_entities=5", "between 40 and"), ("mask_ratio=5", "at most 1"),
+                                           # steps with nothing to train: loss stayed 0.0 and .backward() raised
+                                           ("qa_start=0.5,denoise_batch_size=0", "without denoising"),
+                                           ("qa_start=0.5,denoise_weight=0", "without denoising"),
+                                           ("qa_batch_size=0,denoise_batch_size=0", "without denoising"),
+                                           ("denoise_weight=-1", "at least 0")])
 def test_bad_set_values_exit_2_before_training(pair, message, tmp_path):
-    r = subprocess.run([str(LEWISRAG), "pretrain", "--preset", "tiny", "--set", pair, "--out", str(tmp_path / "x")],
+    sets = [x for kv in pair.split(",") for x in ("--set", kv)]
+    r = subprocess.run([str(LEWISRAG), "pretrain", "--preset", "tiny", *sets, "--out", str(tmp_path / "x")],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and r.stderr.startswith("error: --set") and message in r.stderr, r.stderr
     assert len(r.stderr.splitlines()) == 1 and not (tmp_path / "x").exists()

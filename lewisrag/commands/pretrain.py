@@ -97,8 +97,6 @@ def pretrain(
                           **parse_overrides(overrides or []))
     except ValueError as e:  # PretrainConfig's own checks (d_model divisible by heads)
         raise InputError("--set", str(e)) from None
-    if not (cfg.qa_batch_size or cfg.denoise_batch_size) or not cfg.lr > 0:
-        raise InputError("--set", "lr must be positive and qa_batch_size or denoise_batch_size at least 1")
     budget = ["--steps", str(cfg.steps)] if cfg.steps is not None else ["--minutes", str(cfg.minutes)]
     sets = [x for kv in overrides or [] for x in ("--set", kv)]
     langs = ["--lang", lang] if lang != "en" else []

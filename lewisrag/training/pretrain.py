@@ -87,6 +87,12 @@ class PretrainConfig:
             raise ValueError("give exactly one of steps and minutes")
         if self.d_model % self.heads:
             raise ValueError(f"d_model {self.d_model} is not divisible by heads {self.heads}")
+        if not self.lr > 0 or not self.denoise_weight >= 0:
+            raise ValueError("lr must be positive and denoise_weight at least 0")
+        if not (self.denoise_batch_size and self.denoise_weight) and not (self.qa_batch_size and self.qa_start == 0):
+            # every step trains something: without denoising, QA from the first step
+            raise ValueError("without denoising (denoise_batch_size or denoise_weight 0), qa_batch_size must be at least 1 "
+                             f"and qa_start 0, got qa_batch_size {self.qa_batch_size}, qa_start {self.qa_start}")
 
 
 PRESETS = {
