@@ -287,9 +287,10 @@ def test_compile_models_compiles_the_tensor_parts_only():
     assert model.context_encoder._compiled_call_impl is None
 
 
-def test_compile_is_not_part_of_what_a_resume_compares(rag_inputs, tmp_path, monkeypatch):
-    """`--compile` changes the speed, not the run: a killed run resumes with or without it (the
-    models are not loaded here: the check comes first)."""
+def test_compile_and_the_device_are_not_part_of_what_a_resume_compares(rag_inputs, tmp_path, monkeypatch):
+    """`--compile` changes the speed, not the run, and the device where it runs: a killed run resumes
+    with or without it, on another device, with its index searched elsewhere (the models are not
+    loaded here: the check comes first)."""
     cfg = make_config(rag_inputs, steps=3, eval_every=0, save_every=1)
 
     def stop_at_2(step, steps, record):  # the checkpoint of step 1 is written
@@ -299,6 +300,8 @@ def test_compile_is_not_part_of_what_a_resume_compares(rag_inputs, tmp_path, mon
     with pytest.raises(Interrupted):
         rag.train_rag(cfg, tmp_path / "run", on_progress=stop_at_2)
     assert rag._check_out(tmp_path / "run", replace(cfg, compile=True), resume=True) is not None
+    moved = replace(cfg, cpu=not cfg.cpu, search_device="cpu" if cfg.search_device != "cpu" else "auto")
+    assert rag._check_out(tmp_path / "run", moved, resume=True) is not None
     with pytest.raises(InputError, match="different config: seed"):
         rag._check_out(tmp_path / "run", replace(cfg, compile=True, seed=1), resume=True)
 

@@ -414,6 +414,13 @@ def _seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+# Fields a resumed run may change: they say how fast or where, not what is trained. A run killed
+# on one machine may go on on another (the device: --device cpu is `cpu`; where a Flat index is
+# searched), as `reproduce --resume` promises (experiments/presets.comparable), and with or without
+# --compile.
+RESUMABLE_CHANGES = ("compile", "cpu", "search_device")
+
+
 def _check_out(out: Path, cfg: RagTrainConfig, resume: bool) -> Path | None:
     """The checkpoint to resume from, if any; refuses to overwrite a run or resume a different one."""
     check_out_dir(out, KIND)
@@ -428,9 +435,8 @@ def _check_out(out: Path, cfg: RagTrainConfig, resume: bool) -> Path | None:
     saved = _read_state(ckpt)["config"]
     now = asdict(cfg)
     # a field the saved config lacks was added since; its default is what that run used
-    # --compile changes how fast, not what: a run may resume with or without it
     changed = sorted(f.name for f in fields(cfg)
-                     if f.name != "compile" and saved.get(f.name, f.default) != now[f.name])
+                     if f.name not in RESUMABLE_CHANGES and saved.get(f.name, f.default) != now[f.name])
     if changed:
         raise InputError(ckpt / C.STATE_JSON, f"--resume with a different config: {', '.join(changed)}", field="config")
     return ckpt
