@@ -8,6 +8,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
@@ -259,6 +260,32 @@ def test_training_checkpoint_resumes_bit_for_bit_without_pickle(tmp_path):
     assert _steps(again, opt2, sched2, 4) == straight
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
     assert sched2.state_dict() == sched.state_dict()
+    assert_no_pickle(tmp_path / "ckpt")
+
+
+def test_each_process_resumes_its_own_random_state(tmp_path):
+    """Several processes: the main one writes the checkpoint with every rank's RNG, and each rank
+    resumes its own dropout stream (all used to restore rank 0's: masks shared across ranks)."""
+    import random
+
+    from lewisrag.training.checkpoint import capture_rng, load_checkpoint, save_checkpoint
+    from lewisrag.training.rag import _seed_everything
+
+    model, opt, sched = _tiny_training()
+    rngs, next_draws = [], []
+    for rank in range(3):
+        _seed_everything(7, rank)
+        rngs.append(capture_rng())
+        next_draws.append((torch.rand(4), np.random.rand(), random.random()))
+    assert not torch.equal(next_draws[0][0], next_draws[1][0])  # the ranks draw different masks
+    save_checkpoint(tmp_path / "ckpt", model, opt, sched, {"step": 3}, None, rngs=rngs)
+    for rank in (2, 0, 1, 5):  # a rank the checkpoint has no state of gets rank 0's
+        again, opt2, sched2 = _tiny_training()
+        assert load_checkpoint(tmp_path / "ckpt", again, opt2, sched2, rank=rank) == {"step": 3}
+        draws = next_draws[rank if rank < 3 else 0]
+        assert torch.equal(torch.rand(4), draws[0]) and np.random.rand() == draws[1] and random.random() == draws[2]
+    save_checkpoint(tmp_path / "one", model, opt, sched, {"step": 3}, None)  # one process: its own state, as before
+    assert "rng_ranks" not in json.loads((tmp_path / "one" / "state.json").read_text())
     assert_no_pickle(tmp_path / "ckpt")
 
 

@@ -381,6 +381,8 @@ def test_two_processes_equal_one_process(rag_inputs, tmp_path, shared):
     assert r.returncode == 0, r.stderr[-3000:]
     summary = json.loads(r.stdout)
     assert summary["processes"] == 2 and summary["search"] == ("node" if shared else "faiss")
+    saved = json.loads((tmp_path / "two" / "checkpoint" / "state.json").read_text())
+    assert len(saved["rng_ranks"]) == 1 and saved["rng_ranks"][0] != saved["rng"]  # rank 1's own, gathered by rank 0
     # the reference run in a subprocess too: same thread settings as the launched processes
     one_cmd = [sys.executable, "-m", "lewisrag.cli", "train", "rag", *cli_flags(cfg), "--device", "cpu", "--out", str(tmp_path / "one")]
     r1 = subprocess.run(one_cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300)

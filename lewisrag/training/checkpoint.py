@@ -2,12 +2,14 @@
 
 A training checkpoint directory holds:
 
-    model.safetensors   every weight of the RagModel (question encoder + generator)
+    model.safetensors   every weight of the RagModel (question encoder, generator and, where it
+                        trains, the context encoder)
     state.safetensors   every tensor of the optimizer and scheduler state dicts (AdamW's moments and
                         step counts) and torch's CPU and CUDA RNG states (uint8 tensors)
-    state.json          step, data position, best dev EM, python/numpy RNG states, the config, and
-                        under "torch_state" the rest of the optimizer and scheduler state dicts
-                        (param groups, learning rates) with each tensor replaced by its name in
+    state.json          step, data position, best dev EM, python/numpy RNG states (every process's
+                        where several trained: rank 0's under "rng", the others' under "rng_ranks"),
+                        the config, and under "torch_state" the rest of the optimizer and scheduler
+                        state dicts (param groups, learning rates) with each tensor replaced by its name in
                         state.safetensors, and in an fp16 run the gradient scaler's state (its
                         scale and growth counter, a few numbers) under "scaler"; a checkpoint
                         without it resumes with a fresh scaler
@@ -72,14 +74,20 @@ def restore_rng(as_json: dict, tensors: dict) -> None:
 
 
 def save_checkpoint(path: str | os.PathLike, model, optimizer, scheduler, state: dict, log_file: Path | None,
-                    scaler: torch.amp.GradScaler | None = None, vectors: np.ndarray | None = None) -> None:
+                    scaler: torch.amp.GradScaler | None = None, vectors: np.ndarray | None = None,
+                    rngs: list[tuple[dict, dict]] | None = None) -> None:
     """Write a resumable checkpoint of the training run (see the module docstring); `vectors`: a
-    re-encoded index's, which no weight in the checkpoint can remake."""
-    rng_json, rng_tensors = capture_rng()
+    re-encoded index's, which no weight in the checkpoint can remake. `rngs`: every process's
+    `capture_rng()`, in rank order, where several train (their dropout draws differ); None: this
+    process's own."""
+    (rng_json, rng_tensors), *others = rngs or [capture_rng()]
     # clones: tied weights (BART's shared embeddings) share storage, which safetensors refuses
     weights = {k: v.detach().cpu().clone().contiguous() for k, v in model.state_dict().items()}
     tensors: dict = {}
     torch_state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng_tensors}
+    if others:  # the other processes' RNGs, rank 1 first
+        torch_state["rng_ranks"] = [t for _, t in others]
+        state = {**state, "rng_ranks": [j for j, _ in others]}
     if scaler is not None and scaler.is_enabled():
         torch_state["scaler"] = scaler.state_dict()
     tree = to_tree(torch_state, tensors)
@@ -122,9 +130,10 @@ def read_state(path: str | os.PathLike) -> dict:
 
 
 def load_checkpoint(path: str | os.PathLike, model, optimizer, scheduler,
-                    scaler: torch.amp.GradScaler | None = None) -> dict:
+                    scaler: torch.amp.GradScaler | None = None, rank: int = 0) -> dict:
     """Restore weights, optimizer, scheduler, gradient scaler (when saved) and RNG states in place;
-    returns state.json."""
+    returns state.json. `rank`: whose RNG states to restore, when several processes saved theirs (a
+    checkpoint saved by fewer processes gives the others rank 0's)."""
     p = Path(path)
     if (p / OLD_STATE).exists():
         raise InputError(p / OLD_STATE, "old-format checkpoint (pickled optimizer state), which lewisrag no longer "
@@ -143,7 +152,10 @@ def load_checkpoint(path: str | os.PathLike, model, optimizer, scheduler,
         scheduler.load_state_dict(blob["scheduler"])
         if scaler is not None and "scaler" in blob:
             scaler.load_state_dict(blob["scaler"])
-        restore_rng(state.pop("rng"), blob["rng"])
+        rng_json, rng_tensors, others = state.pop("rng"), blob["rng"], state.pop("rng_ranks", [])
+        if 0 < rank <= len(others):
+            rng_json, rng_tensors = others[rank - 1], blob["rng_ranks"][rank - 1]
+        restore_rng(rng_json, rng_tensors)
     return state
 
 

@@ -53,6 +53,7 @@ import torch
 import torch.distributed as dist
 from accelerate import Accelerator
 from accelerate.state import AcceleratorState
+from accelerate.utils import gather_object
 
 from lewisrag.data.io import InputError, LewisragWarning, atomic_path, expect, is_count, is_number, read_json, write_json
 from lewisrag.data.outputs import check_inputs_outside, check_out_dir, exclusive, existing, is_ours, mark, replace_dir
@@ -274,12 +275,12 @@ def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress) -> dic
     warmup_steps = int(cfg.warmup * cfg.steps)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: learning_rate_factor(s, cfg.steps, warmup_steps))
     scaler = torch.amp.GradScaler(acc.device.type, enabled=cfg.mixed_precision == "fp16")
-    _seed_everything(cfg.seed)
+    _seed_everything(cfg.seed, acc.process_index)
     log_file = out / "log.jsonl"
     # "best_em" holds the best dev score of the task (DEV_METRIC); the name stays so that older checkpoints resume
     state = {"step": 0, "position": asdict(DataPosition()), "best_em": None, "config": asdict(cfg)}
     if ckpt is not None:
-        state = C.load_checkpoint(ckpt, model, opt, sched, scaler)
+        state = C.load_checkpoint(ckpt, model, opt, sched, scaler, rank=acc.process_index)
         E.restore(ckpt, state, model, parts.index, cfg.mixed_precision)
     if acc.is_main_process:
         _prepare_out(out, cfg, ckpt, log_file)
@@ -407,11 +408,13 @@ def autocast(mixed_precision: str, device_type: str):
     return torch.autocast(device_type, dtype=torch.bfloat16 if mixed_precision == "bf16" else torch.float16)
 
 
-def _seed_everything(seed: int) -> None:
-    """Seed python's, numpy's and torch's global generators (dropout draws from torch's)."""
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
+def _seed_everything(seed: int, rank: int = 0) -> None:
+    """Seed python's, numpy's and torch's global generators (dropout draws from torch's); each
+    process of a multi-process run from its own seed, so that their dropout masks differ (the data
+    order has its own seed, `rag_data.next_batch`). One process: `seed` itself."""
+    random.seed(seed + rank)
+    np.random.seed(seed + rank)
+    torch.manual_seed(seed + rank)
 
 
 # Fields a resumed run may change: they say how fast or where, not what is trained. A run killed
@@ -524,9 +527,12 @@ def _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, out, log_fi
                 f.write(json.dumps(record) + "\n")
             if on_progress:
                 on_progress(step, cfg.steps, record)
-            if step % cfg.save_every == 0 or step == cfg.steps:
-                C.save_checkpoint(out / "checkpoint", model, opt, sched, state, log_file, scaler,
-                                  vectors=parts.index.embeddings if reindexed_at else None)
+        saving = step % cfg.save_every == 0 or step == cfg.steps
+        # every process's RNG goes into the checkpoint, which the main process writes: each resumes its own dropout
+        rngs = gather_object([C.capture_rng()]) if saving and acc.num_processes > 1 else None
+        if acc.is_main_process and saving:
+            C.save_checkpoint(out / "checkpoint", model, opt, sched, state, log_file, scaler,
+                              vectors=parts.index.embeddings if reindexed_at else None, rngs=rngs)
         acc.wait_for_everyone()
     return state
 
