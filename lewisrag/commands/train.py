@@ -134,7 +134,7 @@ def rag(
     generator: Path = typer.Option(..., "--generator", help="Local BART directory with its tokenizer (a transformers "
                                    "BartForConditionalGeneration folder such as facebook/bart-base, or a `lewisrag pretrain` output)."),
     train: str = typer.Option(..., "--train", help="Training QA examples (.jsonl/.json/.parquet/hf:NAME:SPLIT); the first answer is the target."),
-    dev: str = typer.Option(..., "--dev", help="Dev QA examples for exact match at intervals."),
+    dev: str = typer.Option(..., "--dev", help="Dev examples scored at intervals by the task's metric (see --task); the best model is kept."),
     qa_fields: str = typer.Option(None, "--qa-fields", help=_ui.QA_FIELDS_HELP + " Applies to --train and --dev."),
     train_kinds: str = typer.Option("", "--train-kinds", help="Comma-separated question kinds to train on, e.g. short (default: all)."),
     out: Path = typer.Option(..., "--out", help="Run directory: config.json, log.jsonl, checkpoint/, best/, final/."),
@@ -174,7 +174,7 @@ def rag(
     mixed_precision: str = typer.Option("no", "--mixed-precision", help="no, bf16 (CPU or GPU) or fp16 (GPU; a loss "
                                         "scaler skips the steps whose gradients overflow, logged as skipped_inf)."),
     gradient_checkpointing: bool = typer.Option(False, "--gradient-checkpointing", help="Recompute BART's and the "
-                                                "question encoder's activations in the backward pass: less memory, slower steps."),
+                                                "encoders' activations in the backward pass: less memory, slower steps."),
     compile_models: bool = typer.Option(False, "--compile", help="torch.compile the generator and the encoders (on "
                                         "the first step, and once more at the first evaluation; needs a C compiler). On two "
                                         "CPU cores: 1.03-1.09x faster in bf16, 0.97-0.99x in fp32; for GPU steps."),

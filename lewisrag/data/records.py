@@ -31,7 +31,7 @@ class QAExample:
     category: str | None = None
     reference_statements: list[str] = field(default_factory=list)
     kind: str = "short"  # "short": scored by EM; "long": a few sentences, scored by ROUGE-L/BLEU-1
-    group: str | None = None  # examples sharing a group train in one batch (minimal pairs: training.rag_data.group_units)
+    group: str | None = None  # examples sharing a group train side by side, in one batch when groups are equal-sized (rag_data.next_batch)
 
     def to_dict(self) -> dict:
         d = asdict(self)

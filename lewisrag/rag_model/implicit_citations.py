@@ -81,7 +81,7 @@ def cited_answers(decoded, tokenizer, doc_ids: Sequence[Sequence[str]], variant:
     """Answers with implicit citations from `RagModel.generate(..., return_evidence=True)`.
 
     `decoded.sequences` is (B, T) with the decoder start token first; `decoded.doc_posterior` is
-    (B, K) for RAG-Sequence and (B, T-1, K) for RAG-Token (row t for token t+1); `doc_ids` gives
+    (B, K) for RAG-Sequence and (B, T, K) for RAG-Token (row t for token t+1, the last row padding); `doc_ids` gives
     the K retrieved passage ids of each question.
     """
     out = []

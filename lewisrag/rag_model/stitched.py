@@ -10,6 +10,8 @@ passage an answer used.
 Generators are plain callables `list[str] -> list[str]` (prompts in, answers out):
 `HFGenerator` wraps a local transformers seq2seq or causal LM, `ChatGenerator` an
 OpenAI-compatible chat endpoint (lewisrag.chat_client), and any function works in tests.
+`lewisrag compare --stitched-generator chat:MODEL` answers through `experiments.stitched_llm.ChatAnswers`
+instead, which caches each answer and keeps its token usage.
 """
 
 from __future__ import annotations

@@ -296,12 +296,3 @@ def _tokenizer(d: Path, names: tuple[str, ...], recorded: str | None):
             return load_tokenizer(AutoTokenizer.from_pretrained, candidate, names[0].replace("_", " "), use_fast=True)
     raise InputError(d, f"no {names[0]} directory and no recorded tokenizer path that exists", field=names[0])
 
-
-def state_summary(state: dict[str, Any]) -> str:
-    """One line about a checkpoint, for messages.
-
-    >>> state_summary({"step": 12, "best_em": 0.5})
-    'step 12, best dev EM 0.500'
-    """
-    best = state.get("best_em")
-    return f"step {state['step']}" + ("" if best is None else f", best dev EM {best:.3f}")

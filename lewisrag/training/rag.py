@@ -11,8 +11,9 @@ gradients are divided by it again before clipping, and a step whose gradients ho
 skipped (the weights stay, the scale halves; it still counts as a step of the schedule). Its log
 lines carry `loss_scale` and `skipped_inf`, and the scaler's state is part of the checkpoint. With
 bf16 or full precision there is no scaler. `gradient_checkpointing` recomputes the activations of
-BART and of the question encoder (unless frozen) in the backward pass instead of storing them:
-less memory for one more forward pass per step, the same loss and gradients.
+BART, of the question encoder (unless frozen) and of a trained context encoder in the backward
+pass instead of storing them: less memory for one more forward pass per step, the same loss and
+gradients.
 
 Several processes (`accelerate launch --multi_gpu --num_processes N`, CPU or GPU) split each
 global batch evenly; each opens the index memory-mapped, so the OS keeps one copy of its vectors
@@ -86,7 +87,7 @@ class RagTrainConfig:
     generator: str = ""  # local transformers BART directory with its tokenizer
     train: str = ""  # training QA examples (the first answer is the target)
     train_kinds: str = ""  # comma-separated question kinds trained on, e.g. "short" ("" = every kind)
-    dev: str = ""  # dev QA examples for exact match at intervals
+    dev: str = ""  # dev examples scored at intervals by the task's metric (exact match, Q-BLEU-1, label accuracy)
     qa_fields: dict[str, str] | None = None  # the QA files' own field names (data.records.read_qa); None = told from the files
     n_docs: int = 5  # K documents marginalized per question
     freeze_retriever: bool = False  # keep the question encoder fixed (the paper's frozen-retriever ablation)

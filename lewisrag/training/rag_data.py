@@ -34,7 +34,7 @@ class Components(NamedTuple):
     tokenizers: Any  # Tokenizers(question, generator)
     index: Any  # DenseIndex, memory-mapped
     pairs: list[tuple[QAExample, str]]  # training (example, target answer)
-    dev: list[QAExample]  # dev questions scored by exact match
+    dev: list[QAExample]  # dev examples scored by the task's metric (training.tasks.DEV_METRIC)
     skipped: int  # training questions without an answer, left out
     units: list[list[int]] | None  # indices of `pairs` that train in one batch (group_units); None: none grouped
 
@@ -230,9 +230,10 @@ def next_batch(pos: DataPosition, seed: int, n: int, batch_size: int,
 
     An epoch's tail shorter than a batch is skipped, so every batch is full and every process
     gets an equal share of it. With `units` (`group_units`) the epoch permutes whole units and
-    lays their examples side by side, so a unit stays in one batch whenever the batch size is a
-    multiple of the units' sizes; without, it permutes the examples (as before units existed, so
-    a run resumes the same).
+    lays their examples side by side, so a unit stays in one batch when all units have one size and
+    the batch size is a multiple of it (FEVER's minimal pairs with an even batch size); units of
+    mixed sizes can straddle two batches. Without, it permutes the examples (as before units
+    existed, so a run resumes the same).
 
     >>> next_batch(DataPosition(0, 8), 0, 10, 4)[1]
     DataPosition(epoch=1, index=4)
