@@ -47,6 +47,7 @@ def test_not_in_kb_is_judged_on_refusal():
     ("The provided context does not mention lockouts.", True), ("I don't know.", True), ("", True),
     ("登录失败时接口返回 422。", False), ("前端不会清空表单。", False), ("It returns 422 with no toast.", False),
     ("Login returns HTTP 422 and lists the errors.", False),
+    ("系统没有记录失败次数。", False), ("没有相关记录。", True),  # a fact about logging, then a refusal
 ])
 def test_is_refusal(text, refused):
     assert is_refusal(text) is refused
@@ -65,6 +66,25 @@ def _records():
          "retrieved_contexts": ["Login returns 422."], "category": "not_in_kb"},
     ]
     return [parse_answer(r, "answers.jsonl", i, {}) for i, r in enumerate(rows, start=1)]
+
+
+def _missing(response: str, category: str | None = None) -> list[str]:
+    rec = parse_answer({"user_input": "q", "response": response, "category": category,
+                        "retrieved_contexts": [{"id": "1", "title": "", "text": "登录失败返回 422。Login returns 422."}]},
+                       "answers.jsonl", 1, {})
+    (out,) = evaluate_answers([rec], FunctionJudge(lambda p, h: True)).to_json()["records"]
+    return [c["sentence"] for c in out["citation_checks"] if c["status"] == "MISSING_CITATION"]
+
+
+def test_a_refusal_phrase_exempts_only_its_own_sentence_from_citing():
+    """One refusal phrase anywhere used to lift the citation rule from every sentence of the answer,
+    so a made-up uncited claim beside it passed the hard gate."""
+    assert _missing("登录失败返回 500。锁定时长文档未提及。") == ["登录失败返回 500。"]
+    assert _missing("Login returns 500. I could not find the lockout time.") == ["Login returns 500."]
+    assert _missing("知识库里没有相关信息。") == [] and _missing("I don't know.") == []
+    # a not_in_kb question's refusal is exempt whole; its answer's other sentences too
+    assert _missing("知识库里没有相关信息。请联系管理员。", "not_in_kb") == []
+    assert _missing("知识库里没有相关信息。请联系管理员。") == ["请联系管理员。"]
 
 
 def test_evaluate_answers_records_and_aggregates():

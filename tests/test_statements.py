@@ -26,7 +26,7 @@ def test_docstring_examples():
 
 
 def test_name_and_version_are_stamped():
-    assert (SPLITTER_NAME, SPLITTER_VERSION) == ("sentences", "2")
+    assert (SPLITTER_NAME, SPLITTER_VERSION) == ("sentences", "3")
 
 
 @pytest.mark.parametrize(
@@ -138,7 +138,8 @@ def test_splitting_loses_no_letters_and_is_deterministic(text):
     if not any(c.isalnum() for c in CITATION_RE.sub("", text)):
         assert spans == []  # nothing but citations and punctuation
         return
-    assert [c for c in "".join(spans) if c.isalnum()] == [c for c in text if c.isalnum()]
+    # letters all kept (digits too, but a list marker's: "3. " opening a line is no part of its sentence)
+    assert [c for c in "".join(spans) if c.isalpha()] == [c for c in text if c.isalpha()]
     assert spans == sentence_spans(text)
     assert all(span == span.strip() and span for span in spans)
 
@@ -181,3 +182,42 @@ def test_full_width_stops_end_sentences_and_no_ends_one_unless_a_number_follows(
 def test_quotes_are_read_without_the_citations_inside_them():
     assert to_statement("错误信息是「is invalid [1]」。").quotes == ("is invalid",)
     assert to_statement('He said "it returns 422 [2]".').quotes == ("it returns 422",)
+
+
+# ---------------------------------------------------------------------------------------------
+# splitter version 3: numbered lists
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("1. 登录失败返回 422 [1]。\n2. 锁定 15 分钟 [2]。", ["登录失败返回 422 [1]。", "锁定 15 分钟 [2]。"]),
+    ("Steps:\n  1. It returns 422 [1].\n  10. It locks [2]", ["Steps:", "It returns 422 [1].", "It locks [2]"]),
+    ("1) a [1]\n2、b [2]\n- c [1]\n* d\n• e", ["a [1]", "b [2]", "c [1]", "d", "e"]),
+    ("It was built in 1999. Then it fell [1].", ["It was built in 1999.", "Then it fell [1]."]),  # no list here
+    ("3.5 is the version.", ["3.5 is the version."]),
+])
+def test_a_numbered_list_item_is_one_sentence_without_its_marker(text, expected):
+    """Version 2 made "1." a sentence of its own: half an answer's statements were uncited, and the
+    marker's number was a token the cited context had to hold."""
+    assert sentence_spans(text) == expected
+
+
+def test_an_answer_as_a_numbered_list_scores_as_the_same_answer_in_prose():
+    from lewisrag.eval.evaluator import EvalConfig, evaluate_answers
+    from lewisrag.eval.judges import LexicalJudge
+    from lewisrag.eval.records import AnswerRecord
+    from lewisrag.data.records import Passage
+
+    contexts = (Passage("1", "A", "A failed login returns 422."), Passage("2", "B", "Five failures lock the account."))
+
+    def scored(response: str) -> dict:
+        record = AnswerRecord("q", "What happens?", response, contexts, reference="422; five failures lock it.",
+                              has_context_ids=True)
+        (rec,) = evaluate_answers([record], LexicalJudge(), EvalConfig()).to_json()["records"]
+        # the statement-level scores; EM, F1 and ROUGE-L read the answer as written, list numbers included
+        metrics = {k: v for k, v in rec["metrics"].items() if k not in ("exact_match", "f1", "rougeL", "bleu_1")}
+        return {"metrics": metrics, "checks": [c["status"] for c in rec["citation_checks"]]}
+
+    prose = scored("A failed login returns 422 [1]. Five failures lock the account [2].")
+    listed = scored("1. A failed login returns 422 [1].\n2. Five failures lock the account [2].")
+    assert listed == prose and prose["checks"] == ["PASS", "PASS"]
+

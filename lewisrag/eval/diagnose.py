@@ -128,7 +128,9 @@ _REFUSAL_PATTERNS = [
     r"没(?:有)?(?:查|找|检索)到", r"未(?:能)?(?:查|找|检索)到", r"查不到", r"找不到",
     # 不 only before a verb of containing: "文档不允许空密码" states a rule, it does not refuse
     r"(?:知识库|文档|上下文|资料)(?:里|中|内)?(?:(?:没有|未|并未)(?:包含|提及|提到|涉及|记载)?|不(?:包含|提及|提到|涉及|记载))",
-    r"无法(?:回答|确定|判断|找到)", r"不知道", r"没有(?:相关|足够)?(?:的)?(?:信息|资料|依据|记录)",
+    # 没有…记录 only as "no relevant records" or closing the clause: "系统没有记录失败次数" states a fact
+    r"无法(?:回答|确定|判断|找到)", r"不知道", r"没有(?:相关|足够)(?:的)?(?:信息|资料|依据|记录)",
+    r"没有(?:信息|资料|依据|记录)(?=[。！？，；,.!?;]|$)",
 ]
 _REFUSAL_RE = re.compile("|".join(f"(?:{p})" for p in _REFUSAL_PATTERNS))
 
@@ -143,6 +145,8 @@ def is_refusal(text: str) -> bool:
     (True, True)
     >>> is_refusal("The API returns 422."), is_refusal("接口返回 422。"), is_refusal("接口文档不允许空密码。")
     (False, False, False)
+    >>> is_refusal("系统没有记录失败次数。"), is_refusal("没有相关记录。"), is_refusal("文档里没有记录。")
+    (False, True, True)
     """
     s = unicodedata.normalize("NFKC", text).lower().replace("’", "'")
     return not s.strip() or bool(_REFUSAL_RE.search(s))

@@ -215,8 +215,11 @@ def _record(p: _Prepared, judge, cfg: EvalConfig, embed) -> dict:
     m: dict = dict.fromkeys(METRICS + (CLAIM_METRICS if cfg.claims else ()))
     docs = rec.docs
     checks = citations.check_answer(rec.response, docs, set(docs))
-    if p.refused:  # a refusal need not cite; what it does cite is checked (a phrase match may take an answer for one)
-        checks = [(s, c) for s, c in checks if c.status != citations.MISSING_CITATION]
+    # A refusal need not cite: the sentences that decline, or every sentence of a not_in_kb question's
+    # refusal. Any other sentence must, beside a refusal phrase too ("returns 500. 锁定时长文档未提及。"
+    # would otherwise pass uncited), and what any sentence cites is checked.
+    checks = [(s, c) for s, c in checks if c.status != citations.MISSING_CITATION
+              or not ((p.refused and rec.category == "not_in_kb") or is_refusal(s.text))]
     out = {"id": rec.id, "system": rec.system, "category": rec.category, "refused": p.refused, "metrics": m,
            "nan_reasons": reasons, "statements": [], "citation_checks": [{"sentence": s.text, **asdict(c)} for s, c in checks],
            # what report.html shows beside the scores, so a run folder is readable on its own

@@ -5,7 +5,7 @@ scores 33.3% faithfulness as 3 sentences, 16.7% as 6 atomic facts and 0% as one 
 splitter has a name and a version (`SPLITTER_NAME`, `SPLITTER_VERSION`) that go into every result,
 and any change to the rules below must bump the version.
 
-Rules of version "2":
+Rules of version "3":
 
 - A citation is a number in brackets: [1], the full-width ［１］ or 【1】, a Markdown footnote [^1],
   several ids in one marker ([1, 2], [1，2], [1; 2], [1、2]). Ids are read as numbers: [01] and
@@ -20,13 +20,18 @@ Rules of version "2":
   newline (no-break and thin spaces too): "... 422。[1]" and "... 422. [1][2]" are one sentence
   each with citations ("1",) and ("1", "2").
 - Quotes are read with the citations inside them removed: 「is invalid [1]」 quotes "is invalid".
-
-Version "1" read only ASCII [n] markers (with any script's digits, as text: [01] was not [1]),
-did not end a sentence at ｡ or ．, joined a citation to the sentence before it across spaces,
-tabs and U+3000 only, never ended a sentence at "no.", and kept citations inside quotes.
 - A piece holding nothing but citations and punctuation (a "[3]" on a line of its own) gives its
   citations to the sentence before it (to the one after it at the start of the text); a text with
   no letters or digits outside citations has no sentences.
+- The dot of a numbered list's marker ("1. ", "12. " opening a line, after any indentation) ends
+  nothing: the item is one sentence, not "1." and its text. A list marker opening a sentence
+  ("1. ", "2) ", "3、", "- ", "* ", "• ") is not part of it: its number is no claim to check.
+
+Version "2" read "1." opening a line as a sentence of its own, so an answer written as a numbered
+list had half its statements uncited. Version "1" also read only ASCII [n] markers (with any
+script's digits, as text: [01] was not [1]), did not end a sentence at ｡ or ．, joined a citation
+to the sentence before it across spaces, tabs and U+3000 only, never ended a sentence at "no.",
+and kept citations inside quotes.
 
 `Statement.text` is the sentence with its citation markers removed (what a judge should read);
 `Statement.citations` holds the cited ids in order; `Statement.quotes` the quoted strings.
@@ -43,7 +48,7 @@ from dataclasses import dataclass
 from lewisrag.scoring.text import is_cjk
 
 SPLITTER_NAME = "sentences"
-SPLITTER_VERSION = "2"
+SPLITTER_VERSION = "3"
 ATOMIC_SPLITTER_NAME = "atomic"  # split_atomic: sentences, then a caller-supplied decomposer
 
 # [1], [1][2] (two matches), [1, 2], [1，2], [1; 2], [1、2], ［１］, 【1】, [^1]; ASCII or full-width digits only
@@ -128,6 +133,9 @@ def _dot_ends_sentence(text: str, i: int) -> bool:
             return False  # 3.5, example.com, v1.2: the dot sits inside a token
     if text[i] != "." or (i > 0 and text[i - 1] == "."):
         return True
+    marker = text[text.rfind("\n", 0, i) + 1 : i].strip()
+    if marker.isdigit() and len(marker) <= 3:  # "1. " opens a numbered list item
+        return False
     k = i  # walk back over the word before the dot (letters and inner dots, as in "e.g")
     while k > 0 and text[k - 1].isascii() and (text[k - 1].isalpha() or text[k - 1] == "."):
         k -= 1
@@ -151,11 +159,16 @@ def _sentence_end(text: str, i: int) -> int:
     return m.end() if m else j
 
 
+_LIST_MARKER_RE = re.compile(r"^(?:\d{1,3}(?:[.)]\s+|[、．]\s*)|[-*•]\s+)")  # "1. ", "2) ", "3、", "- "
+
+
 def sentence_spans(text: str) -> list[str]:
     """The sentences of `text` as written (citation markers kept), stripped, empty ones dropped.
 
     >>> sentence_spans("返回 422。[1] 前端显示「错误。」列表 [1]！Version 3.5 is out, e.g. today. Done")
     ['返回 422。[1]', '前端显示「错误。」列表 [1]！', 'Version 3.5 is out, e.g. today.', 'Done']
+    >>> sentence_spans("Two facts:\\n1. It returns 422 [1].\\n2. It locks [2]\\n3、锁定 15 分钟 [2]。")
+    ['Two facts:', 'It returns 422 [1].', 'It locks [2]', '锁定 15 分钟 [2]。']
     """
     spans: list[str] = []
     start = i = 0
@@ -182,7 +195,7 @@ def sentence_spans(text: str) -> list[str]:
         spans.append(text[start:end].strip())
         start = i = end
     spans.append(text[start:].strip())
-    return _merge_bare_citations([s for s in spans if s])
+    return _merge_bare_citations([_LIST_MARKER_RE.sub("", s) for s in spans if s])
 
 
 def _merge_bare_citations(spans: list[str]) -> list[str]:
