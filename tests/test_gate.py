@@ -296,3 +296,26 @@ def test_not_in_kb_under_tolerated_baseline_violations_fails_only_new_non_refusa
     report = gate.gate(b, _write(tmp_path, "c2", clean), cfg)
     assert "not_in_kb refuses" in _failed(report)
     assert base["records"][nik[1]]["id"] in _check(report, "not_in_kb refuses").evidence
+
+
+def test_a_new_not_in_kb_question_that_answers_fails_under_tolerated_baseline_violations(tmp_path, clean):
+    """Only the baseline's own non-refusals are tolerated; a question the baseline did not have used to pass."""
+    cfg = tmp_path / "gate.toml"
+    cfg.write_text("[tier1]\nallow_baseline_violations = true\n", encoding="utf-8")
+    new = copy.deepcopy(next(r for r in clean["records"] if r.get("category") == "not_in_kb"))
+    new.update(id="n-new", refused=False)
+    clean["records"].append(new)
+    report = gate.gate(RUNS / "baseline", _write(tmp_path, "cand", clean), cfg)
+    assert "not_in_kb refuses" in _failed(report) and "n-new@stitched" in _check(report, "not_in_kb refuses").evidence
+
+
+@pytest.mark.parametrize("dropped", [slice(3, 5), slice(None)], ids=["some", "all"])
+def test_answers_that_lost_their_citation_checks_fail_tier1(tmp_path, clean, dropped):
+    """A candidate whose records carry no citation_checks had nothing to count: the rules passed
+    (some dropped) or were skipped (all dropped)."""
+    for r in clean["records"][dropped]:
+        r.pop("citation_checks", None)
+    report = _gate(tmp_path, clean)
+    check = _check(report, "citations checked")
+    assert check.verdict == "fail" and not report.passed and "q004@stitched" in check.evidence
+    assert check.details["count"] == len(clean["records"][dropped])

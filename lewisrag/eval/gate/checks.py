@@ -123,9 +123,17 @@ def _tier1(base: Run, cand: Run, cfg: GateConfig) -> list[GateCheck]:
 
 def _citation_rules(base: Run, cand: Run, cfg: GateConfig) -> list[GateCheck]:
     with_checks = [r for r in cand.records.values() if r.get("citation_checks") is not None]
-    if not with_checks:
-        return [GateCheck("1 rules", "citations", "skip", "the candidate has no citation checks")]
+    # an answer the baseline checked and the candidate did not: its violations would go uncounted
+    lost = [key for key, r in cand.records.items()
+            if r.get("citation_checks") is None and base.records.get(key, {}).get("citation_checks") is not None]
+    if not with_checks and not lost:
+        return [GateCheck("1 rules", "citations", "skip", "the candidate has no citation checks, nor the baseline's "
+                          "answers paired with it")]
     out = []
+    if lost:
+        out.append(GateCheck("1 rules", "citations checked", "fail",
+                             f"{len(lost)} answers checked in the baseline have no citation checks in the candidate "
+                             f"(must be 0): {_ids(lost)}", {"count": len(lost), "questions": [_key(k) for k in lost]}))
     for status in cfg.zero_statuses:
         hits = {}
         for rec in with_checks:
@@ -322,9 +330,9 @@ def _refusal_check(base: Run, cand: Run, cfg: GateConfig) -> GateCheck:
     answered = [(r["id"], r.get("system")) for r in recs if r.get("refused") is not True]
     evidence = f"{len(recs) - len(answered)}/{len(recs)} refused"
     failing = answered
-    if cfg.allow_baseline_violations:
-        failing = [k for k in answered if base.records.get(k, {}).get("refused") is True]
-        evidence += f"; {len(failing)} that the baseline refused"
+    if cfg.allow_baseline_violations:  # a baseline answer is tolerated; a new question is held to the rule
+        failing = [k for k in answered if k not in base.records or base.records[k].get("refused") is True]
+        evidence += f"; {len(failing)} that the baseline refused or did not have"
     if failing:
         evidence += "; answered instead of refusing: " + _ids(failing)
     return GateCheck("3 judged", "not_in_kb refuses", "fail" if failing else "pass", evidence,
