@@ -103,6 +103,14 @@ def test_read_answers_validation(tmp_path):
         ({"id": "a", "user_input": "", "response": "r", "retrieved_contexts": []}, "field 'user_input': empty"),
         ({"id": "a", "user_input": "q", "response": "r", "retrieved_contexts": [], "gold_passage_ids": "1"},
          "field 'gold_passage_ids': expected a list"),
+        # used to be accepted: an undecided verdict left the denominator in silence
+        ({"id": "a", "user_input": "q", "response": "r", "retrieved_contexts": [], "reference_statements": ["x", " "]},
+         "field 'reference_statements[1]': empty statement"),
+        # used to be accepted: docs kept the last, and [1] was checked against the wrong passage
+        ({"id": "a", "user_input": "q", "response": "r [1]", "retrieved_contexts": [{"id": "01", "text": "a"}, {"id": "1", "text": "b"}]},
+         "field 'retrieved_contexts[1].id': context ids '01' and '1' would both be cited as [1]"),
+        ({"id": "a", "user_input": "q", "response": "r", "retrieved_contexts": [{"id": "x", "text": "a"}, {"id": "x", "text": "b"}]},
+         "field 'retrieved_contexts[1].id': duplicate context id 'x'"),
     ]
     for i, (row, message) in enumerate(cases):
         path = write_jsonl(tmp_path / f"bad{i}.jsonl", [row])

@@ -126,7 +126,7 @@ def _contexts(rec: dict, source, line: int) -> tuple[tuple[Passage, ...], bool]:
             raise InputError(source, "expected all strings or all objects {id, title, text}", line=line, field=f"{field}[{i}]")
     if strings or not value:
         return tuple(Passage(str(i), "", c) for i, c in enumerate(value, start=1)), False
-    out, seen = [], set()
+    out, seen = [], {}
     for i, c in enumerate(value):
         where = f"{field}[{i}]"
         cid = c.get("id")
@@ -134,9 +134,12 @@ def _contexts(rec: dict, source, line: int) -> tuple[tuple[Passage, ...], bool]:
             cid = str(cid)
         if not isinstance(cid, str) or not cid.strip():
             raise InputError(source, "missing or not a string", line=line, field=f"{where}.id")
-        if cid in seen:
-            raise InputError(source, f"duplicate context id '{cid}'", line=line, field=f"{where}.id")
-        seen.add(cid)
+        label = str(int(cid)) if _numeric(cid) else cid  # "01" and "1" are both cited as [1]
+        if label in seen:
+            what = (f"duplicate context id '{cid}'" if seen[label] == cid else
+                    f"context ids '{seen[label]}' and '{cid}' would both be cited as [{label}]")
+            raise InputError(source, what, line=line, field=f"{where}.id")
+        seen[label] = cid
         # checked under the context's own path, so an error names retrieved_contexts[i].text, not a bare "text"
         text = require_str({f"{where}.text": c.get("text")}, f"{where}.text", source, line, nonempty=False)
         title = "" if c.get("title") is None else c["title"]  # not `or ""`: a title of 0 or false is a wrong type
@@ -147,13 +150,16 @@ def _contexts(rec: dict, source, line: int) -> tuple[tuple[Passage, ...], bool]:
 
 
 def _claims(rec: dict, field: str, source, line: int) -> tuple[str, ...] | None:
-    """A list of non-empty strings, or None when the record does not give the field."""
+    """A list of non-empty strings, or None when the record does not give the field (claims, or
+    reference statements: an empty one is a verdict nobody can give, which would leave the
+    denominator in silence)."""
     claims = require_str_list(rec, field, source, line, required=False)
     if claims is None:
         return None
     for i, claim in enumerate(claims):
         if not claim.strip():
-            raise InputError(source, "empty claim", line=line, field=f"{field}[{i}]")
+            raise InputError(source, "empty " + ("statement" if field == "reference_statements" else "claim"), line=line,
+                             field=f"{field}[{i}]")
     return tuple(claims)
 
 
@@ -205,7 +211,7 @@ def parse_answer(rec: dict, source, line: int, seen: dict[str, int]) -> AnswerRe
         response=response,
         contexts=contexts,
         reference=_reference(rec, source, line),
-        reference_statements=tuple(require_str_list(rec, "reference_statements", source, line, required=False) or ()),
+        reference_statements=_claims(rec, "reference_statements", source, line) or (),
         gold_passage_ids=tuple(require_str_list(rec, "gold_passage_ids", source, line, required=False) or ()),
         category=category,
         system=optional_str(rec, "system", source, line),
