@@ -309,6 +309,23 @@ def test_llm_decompose_and_questions(server, tmp_path):
         j.decompose("另一段话。")
 
 
+def test_a_malformed_decompose_or_questions_reply_is_not_cached(server, tmp_path):
+    """A JSON object of the wrong shape used to be cached: every later run failed the same way."""
+    j = _judge(server, tmp_path)
+    server.script = [{"content": '{"statements": "one string"}'}, {"content": '{"questions": ["q?"]}'}]
+    with pytest.raises(JudgeError, match="malformed"):
+        j.decompose("前端弹出 toast，3 秒后消失。")
+    with pytest.raises(JudgeError, match="malformed"):
+        j.generate_questions("It returns 422.", 2)
+    n = len(server.requests)
+    assert j.decompose("前端弹出 toast，3 秒后消失。") == ["前端弹出 toast", "3 秒后消失"]  # asked again, now well formed
+    assert j.generate_questions("It returns 422.", 2)[0] == ["接口返回什么？", "What does login return?"]
+    assert len(server.requests) == n + 2
+    again = _judge(server, tmp_path)
+    assert again.decompose("前端弹出 toast，3 秒后消失。") == ["前端弹出 toast", "3 秒后消失"]  # the good reply is cached
+    assert len(server.requests) == n + 2 and again.usage["cache_hits"] == 1
+
+
 def test_llm_api_key_never_written(server, tmp_path):
     from lewisrag.data.io import write_json
     from lewisrag.eval.records import parse_answer

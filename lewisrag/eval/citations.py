@@ -4,7 +4,7 @@ Each sentence goes through five checks, in this order, and gets the status of th
 
 1. MISSING_CITATION  the sentence cites nothing ([n]).
 2. BAD_ID            a cited id is not one of this answer's retrieved contexts (or has no text).
-3. QUOTE_NOT_FOUND   a quoted string (「...」, “...”, "...", citations inside it removed) is not in
+3. QUOTE_NOT_FOUND   a quoted string (「...」, 『...』, “...”, "...", citations inside it removed) is not in
                      any one cited document, compared after NFKC, case folding and removing all
                      whitespace and format characters (zero-width spaces).
 4. TOKEN_NOT_FOUND   a number or a Latin word of the sentence (citations removed) is in none of

@@ -40,7 +40,8 @@ from lewisrag.eval.judges import LabelJudge, Verdict
 from lewisrag.eval.judges.llm import JudgeError
 from lewisrag.eval.records import AnswerRecord, parse_answer
 from lewisrag.eval.results import CLAIM_METRICS, CLAIMS_PREFIX, CONTRADICTIONS, Producer, QuestionRecord, Results
-from lewisrag.eval.statements import SPLITTER_NAME, SPLITTER_VERSION, Statement, split_sentences, strip_citations
+from lewisrag.eval.statements import (ATOMIC_SPLITTER_NAME, SPLITTER_NAME, SPLITTER_VERSION, Statement, split_sentences,
+                                      strip_citations)
 from lewisrag.scoring import qa
 from lewisrag.scoring.retrieval import recall_at_k
 
@@ -319,7 +320,7 @@ def evaluate_answers(records: Sequence[AnswerRecord], judge, cfg: EvalConfig = E
         if progress is not None:
             progress(len(prepared))
     splitter = {"name": SPLITTER_NAME, "version": SPLITTER_VERSION} if cfg.splitter == "sentences" else {
-        "name": "atomic", "version": getattr(judge, "fingerprint", "")}
+        "name": ATOMIC_SPLITTER_NAME, "version": getattr(judge, "fingerprint", "")}
     config = config if config is not None else {"splitter": cfg.splitter, "ks": list(cfg.ks), "thresholds": asdict(cfg.thresholds),
                                                 "claims": cfg.claims, "claim_extractor": cfg.claim_extractor}
     return Results(Producer.here("eval"), config, [QuestionRecord.of(r) for r in out], judge_info(judge), splitter,
@@ -328,9 +329,9 @@ def evaluate_answers(records: Sequence[AnswerRecord], judge, cfg: EvalConfig = E
 
 def judge_info(judge) -> dict:
     """Name and fingerprint, plus model, params and prompt version when the judge has them, and the
-    endpoint's usage (calls, retries, failures, cache hits) for an LLM judge."""
+    endpoint's usage (calls, retries, failures, cache hits) and cost (0 without prices) for an LLM judge."""
     info = {"name": judge.name, "fingerprint": judge.fingerprint}
-    for attr in ("model", "params", "prompt_version", "model_id", "threshold", "source", "usage"):
+    for attr in ("model", "params", "prompt_version", "model_id", "threshold", "source", "usage", "cost"):
         if isinstance(getattr(judge, attr, None), (str, int, float, dict)):
             info[attr] = getattr(judge, attr)
     return info

@@ -49,7 +49,7 @@ from lewisrag.scoring.text import is_cjk
 
 SPLITTER_NAME = "sentences"
 SPLITTER_VERSION = "3"
-ATOMIC_SPLITTER_NAME = "atomic"  # split_atomic: sentences, then a caller-supplied decomposer
+ATOMIC_SPLITTER_NAME = "atomic"  # --splitter atomic: the llm judge decomposes the whole answer (judge.decompose)
 
 # [1], [1][2] (two matches), [1, 2], [1，2], [1; 2], [1、2], ［１］, 【1】, [^1]; ASCII or full-width digits only
 # (Python's \d would take any script's digits, which no id is written in)

@@ -371,9 +371,6 @@ def _rows(lang: str = "en") -> tuple:
     return tuple((t.get(label, label), part, key) for label, part, key in ROW_KEYS)
 
 
-ROWS = _rows()
-
-
 def system_labels(card: dict) -> dict[str, str]:
     """{system: its column label}: the name, and the outside generator's spec where it has one ("stitched (chat:gpt-4o)")."""
     outside = card.get("generators") or {}

@@ -212,7 +212,8 @@ class LLMJudge:
         return self.usage["prompt_tokens"] * self.price_in + self.usage["completion_tokens"] * self.price_out
 
     def describe(self) -> dict:
-        """What results.json records about this judge (no URL, no key)."""
+        """This judge's settings, usage and cost, for logs (no URL, no key); results.json records
+        the same through `evaluator.judge_info`."""
         return {"model": self.model, "params": self.params, "prompt_version": PROMPT_VERSION,
                 "usage": dict(self.usage), "cost": self.cost}
 
@@ -241,20 +242,17 @@ class LLMJudge:
         return out  # type: ignore[return-value]
 
     def decompose(self, text: str) -> list[str]:
-        """Atomic statements of `text` (for statements.split_atomic); raises JudgeError on failure."""
-        data = self._ask_json("decompose", SYSTEM_DECOMPOSE, text, "")
-        items = data.get("statements")
-        if not isinstance(items, list) or not all(isinstance(s, str) for s in items):
-            raise JudgeError("malformed reply: no 'statements' list of strings")
-        return [s.strip() for s in items if s.strip()]
+        """Atomic statements of `text` (`--splitter atomic`: the whole answer, once); raises
+        JudgeError on failure. Cached once it parses."""
+        return _statements(self._ask_json("decompose", SYSTEM_DECOMPOSE, text, "", check=_statements))
 
     def generate_questions(self, answer: str, n: int = 3) -> tuple[list[str], bool]:
-        """`n` questions the answer answers, and whether the answer is noncommittal (for answer relevancy)."""
-        data = self._ask_json("questions", SYSTEM_QUESTIONS, f"Write {n} questions.\n\nAnswer:\n{answer}", str(n))
-        qs, nc = data.get("questions"), data.get("noncommittal")
-        if not isinstance(qs, list) or not all(isinstance(q, str) for q in qs) or not isinstance(nc, (bool, int)):
-            raise JudgeError("malformed reply: expected 'questions' (list) and 'noncommittal' (bool)")
-        return qs[:n], bool(nc)
+        """`n` questions the answer answers, and whether the answer is noncommittal (for answer
+        relevancy). Cached once it parses."""
+        data = self._ask_json("questions", SYSTEM_QUESTIONS, f"Write {n} questions.\n\nAnswer:\n{answer}", str(n),
+                              check=_questions)
+        qs, noncommittal = _questions(data)
+        return qs[:n], noncommittal
 
     def extract_claims(self, text: str, question: str = "") -> list[str]:
         """RAGChecker-style claims of `text` (triplets written as short sentences; `parse_claims`),
@@ -294,7 +292,7 @@ class LLMJudge:
         runs before a reply is cached, so a malformed one is asked again next time."""
         key = self._key_for(task, user, extra)
         hit = self.cache.get(key)
-        if hit is not None:
+        if isinstance(hit, dict) and _passes(check, hit):  # an entry that does not parse is a miss
             self._count(cache_hits=1)
             return self._scrubbed(hit)
         try:
@@ -326,3 +324,29 @@ class LLMJudge:
 
     def __repr__(self) -> str:  # never show the key
         return f"LLMJudge(model={self.model!r}, max_workers={self.max_workers}, batch_size={self.batch_size})"
+
+
+def _statements(data: dict) -> list[str]:
+    """The statements of a decompose reply; raises JudgeError when it has no list of strings."""
+    items = data.get("statements")
+    if not isinstance(items, list) or not all(isinstance(s, str) for s in items):
+        raise JudgeError("malformed reply: no 'statements' list of strings")
+    return [s.strip() for s in items if s.strip()]
+
+
+def _questions(data: dict) -> tuple[list[str], bool]:
+    """The questions and the noncommittal flag of a questions reply; raises JudgeError when malformed."""
+    qs, nc = data.get("questions"), data.get("noncommittal")
+    if not isinstance(qs, list) or not all(isinstance(q, str) for q in qs) or not isinstance(nc, (bool, int)):
+        raise JudgeError("malformed reply: expected 'questions' (list) and 'noncommittal' (bool)")
+    return qs, bool(nc)
+
+
+def _passes(check, data: dict) -> bool:
+    if check is None:
+        return True
+    try:
+        check(data)
+    except JudgeError:
+        return False
+    return True

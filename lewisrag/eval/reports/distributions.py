@@ -19,7 +19,7 @@ SITUATION_B = [0.95] * 100  # every answer has 1 unsupported statement in 20
 
 
 def _share(dist: dict, cut: str, confidence: float) -> str:
-    """'5.0% (≤ 10.4%)': the observed share and its one-sided Wilson upper bound."""
+    """'5.0% (≤ 9.9%)': the observed share and its one-sided Wilson upper bound."""
     if dist.get(f"share_below_{cut}") is None:
         return "-"
     n = dist["n"]

@@ -627,9 +627,6 @@ def check_lang(lang: str, flag: str = "--lang") -> str:
     return lang
 
 
-_FIELD = re.compile(r"\{(\w+)")
-
-
 def placeholders(template: str) -> set[str]:
     """The names a template needs.
 

@@ -146,7 +146,6 @@ def render_bughunt(result: dict, lang: str = "en") -> str:
 
 BUGHUNT_COLUMN_IDS = ("col.answer", "bh.col.faithful", "bh.col.context_recall", "bh.col.complete", "bh.col.on_topic",
                       "bh.col.citation_r", "bh.col.citation_p", "bh.col.primary", "bh.col.consequences")
-BUGHUNT_COLUMNS = [messages("en")(c) for c in BUGHUNT_COLUMN_IDS]
 
 
 def bughunt_columns(lang: str = "en") -> list[str]:

@@ -4,8 +4,9 @@ Inputs: `predictions` (answers, with [n] citations naming the n-th context) and 
 retrieved passages of each answer). Optional compute arguments: `judge` (a judge spec such as
 "lexical", "nli:PATH", "labels:FILE", or a judge object; default "lexical") and
 `reference_statements` (one list per answer) for context recall and answer completeness.
-Answers are split with lewisrag's sentence splitter. NaN scores (no statements, no citations) are
-left out of the means and counted in `<metric>_nan`.
+Answers are split with lewisrag's sentence splitter. NaN scores (faithfulness of an answer without
+statements, citation precision of one that cites nothing; an uncited answer's citation recall is 0)
+are left out of the means and counted in `<metric>_nan`.
 """
 
 import math
