@@ -165,7 +165,8 @@ def _unit(v) -> bool:
 def test_compare_stage_returns_every_key(run_dir, stage):
     assert stage["judge"]["name"] == "lexical" and stage["splitter"]["name"]
     assert set(stage["qa"]) == {"stitched"} and set(stage["qa"]["stitched"]) >= {"exact_match", "f1", "rougeL"}
-    assert all(_unit(v) for k, v in stage["qa"]["stitched"].items() if k != "n")
+    assert all(_unit(v) for k, v in stage["qa"]["stitched"].items() if k not in ("n", "answered"))
+    assert stage["qa"]["stitched"]["answered"] == stage["qa"]["stitched"]["n"]  # the trained reader answers every question
     for system in ("rag_token", "rag_sequence", "stitched"):
         layer = stage["layers"][system]
         for m in ("faithfulness", "context_recall", "answer_completeness", "citation_recall", "citation_precision"):
@@ -342,3 +343,18 @@ def test_cli_bad_run_or_timeout_exits_2_in_one_line(tmp_path, run, args, message
     r = run_cli("compare", "--run", str(tmp_path / run), *args)
     assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "empty" / "compare").exists()
+
+
+def test_findings_say_when_exact_match_left_failed_answers_out():
+    """EM is averaged over the answered questions: a system whose generator failed on some is measured on fewer."""
+    from lewisrag.experiments.compare import findings
+
+    layers = {"forward_passes_per_answer": 1.0}
+    card = {"qa": {"rag_token": {"exact_match": 0.9, "n": 10, "answered": 10},
+                   "stitched": {"exact_match": 0.95, "n": 10, "answered": 8}},
+            "layers": {"rag_token": layers, "stitched": layers}}
+    first = findings(card)[0]
+    assert "`stitched` is best with 0.950" in first and "`stitched` 8/10" in first and "rag_token` 10" not in first
+    assert "`stitched` 8/10" in findings(card, "zh")[0]
+    card["qa"]["stitched"]["answered"] = 10
+    assert "answered questions only" not in findings(card)[0]

@@ -21,6 +21,7 @@ from conftest import local_server, run_main
 from test_compare import run_dir  # noqa: F401  (the tiny reproduce-like run: world, DPR, index A, both Lewis models)
 from typer.testing import CliRunner
 
+from lewisrag.eval.reports.html import page_data_from_results
 from lewisrag.experiments import stitched_llm
 
 KEY = "sk-stub-SECRET-5b1f0c7e93"
@@ -176,6 +177,10 @@ def test_failures_are_null_with_their_reason_after_bounded_retries(chat_run, stu
     assert results["generators"]["stitched"]["failed"] == 2 and results["layers"]["stitched"]["generator_failed"] == 2
     assert "answers failed (null)" in chat_run["output"] and "2 failed" in chat_run["output"]
     assert "[redacted]" in mine[faulty["malformed"].id]["generator_error"]  # the echoed header, scrubbed
+    # report.html's claim scores leave the failed answers out too (they were scored as empty answers)
+    html = (chat_run["root"] / "out" / "report.html").read_text(encoding="utf-8")
+    page = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', html, re.S).group(1))
+    assert page["claims"] and page["claims"] == page_data_from_results(results)["claims"]
 
 
 def test_the_key_is_sent_but_written_nowhere(chat_run, stub):

@@ -115,6 +115,7 @@ def scorecard(systems: dict, test: list, eval_examples: list, judge=None, batch_
             rec["cited_passage_ids"] = extra["cited"]
         if extra["failure"] is not None:
             mark_failed(rec, extra["failure"])
+    results["aggregates"] = aggregate(results["records"])  # without the failed answers' scores, as results.json
     for name in systems:
         card["layers"][name] = {**layer_summary([r for r in results["records"] if r["system"] == name]), **card["layers"][name]}
     card["results"] = results
@@ -152,7 +153,8 @@ def qa_scores(answers: list[Answered], examples: list) -> tuple[dict, dict]:
     answered = [(a, ex) for a, ex in pairs if a.failure is None]  # a failed answer is no score, not a zero
     scores = {"exact_match": mean(Q.exact_match(a.text, ex.answers) for a, ex in answered),
               "f1": mean(Q.token_f1(a.text, ex.answers) for a, ex in answered),
-              "rougeL": mean(Q.rouge_l(a.text, ex.answers) for a, ex in answered), "n": len(pairs)}
+              "rougeL": mean(Q.rouge_l(a.text, ex.answers) for a, ex in answered), "n": len(pairs),
+              "answered": len(answered)}
     recall = {"recall_at_k": mean(recall_at_k([p.id for p in a.passages], ex.gold_passage_ids) for a, ex in pairs),
               "k": len(answers[0].passages) if answers else None}
     return scores, recall
@@ -435,9 +437,12 @@ def findings(card: dict, lang: str = "en") -> list[str]:
     if em:
         best = max(em, key=em.get)
         tie = [n for n in em if em[n] == em[best]]
+        partial = {n: qa[n]["answered"] for n in em if qa[n].get("answered", qa[n]["n"]) < qa[n]["n"]}
         out.append(t("cmp.em", n=qa[best]["n"])
                    + (t("cmp.em.best", best=best, v=em[best]) if len(tie) == 1
-                      else t("cmp.em.tie", names=t.join((f"`{n}`" for n in tie), "sep.enum"), v=em[best])))
+                      else t("cmp.em.tie", names=t.join((f"`{n}`" for n in tie), "sep.enum"), v=em[best]))
+                   + (t("cmp.em.partial", items=t.join(f"`{n}` {k}/{qa[n]['n']}" for n, k in partial.items()))
+                      if partial else ""))
     lewis = {n: em[n] for n in ("rag_token", "rag_sequence") if n in em}
     if lewis and "stitched" in em:
         better = max(lewis, key=lewis.get)

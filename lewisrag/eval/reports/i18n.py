@@ -374,6 +374,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "cmp.em": ("- Exact match on {n} short-answer test questions: ", "- {n} 道短答案测试题上的精确匹配："),
     "cmp.em.best": ("`{best}` is best with {v:.3f}.", "`{best}` 最好，为 {v:.3f}。"),
     "cmp.em.tie": ("{names} tie at {v:.3f}.", "{names} 并列，都是 {v:.3f}。"),
+    "cmp.em.partial": (" Over the answered questions only: {items} (the rest failed), so those systems are measured on fewer.",
+                       "只计有回答的题：{items}（其余生成失败），这些系统的分母更小。"),
     "cmp.gap": ("- The stitched system's EM is {gap:+.3f} from the better Lewis variant (`{better}`): ",
                 "- 提示拼接系统的 EM 与较好的 Lewis 变体（`{better}`）相差 {gap:+.3f}："),
     "cmp.gap.close": ("within 0.05.", "在 0.05 以内。"),
