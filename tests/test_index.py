@@ -237,7 +237,20 @@ def test_killed_build_resumes_to_the_same_index(tiny_corpus, dpr_ckpt, tmp_path)
         build_dense_index(passages, dpr_ckpt, tmp_path / "resumed", cfg, die_after_two_shards)
     assert not (tmp_path / "resumed").exists()
     assert len(list((tmp_path / "resumed.partial" / "shards").glob("*.done"))) == 2
+    # a SIGKILLed writer's temporary files (a dead process of this host) used to move into the index
+    import subprocess
+    import sys
+
+    from lewisrag.data.io import owner_tag
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout.strip()
+    tag = f"{dead}-{owner_tag().split('-')[1]}"
+    planted = [tmp_path / "resumed.partial" / f".embeddings.npy.{tag}.abcd1234.tmp",
+               tmp_path / "resumed.partial" / "shards" / f".00002.npy.{tag}.abcd1234.tmp"]
+    for f in planted:
+        f.write_bytes(b"half")
     build_dense_index(passages, dpr_ckpt, tmp_path / "resumed", cfg)
+    assert not [f for f in (tmp_path / "resumed").rglob("*.tmp")]
     a, b = DenseIndex.load(tmp_path / "full"), DenseIndex.load(tmp_path / "resumed")
     np.testing.assert_array_equal(np.asarray(a.embeddings), np.asarray(b.embeddings))
     assert json.loads((tmp_path / "full" / "manifest.json").read_text())["content_hash"] == b.manifest["content_hash"]

@@ -22,7 +22,7 @@ import faiss
 import numpy as np
 
 from lewisrag.data.io import InputError, atomic_path, read_json, write_json
-from lewisrag.data.outputs import check_out_dir, exclusive
+from lewisrag.data.outputs import check_out_dir, exclusive, sweep_leftovers
 from lewisrag.data.passages import PassageTable
 from lewisrag.data.records import Passage
 from lewisrag.index import store
@@ -144,7 +144,9 @@ def _encode_into(passages: Sequence[Passage], ckpt: DPRCheckpoint, partial: Path
 
     Memory holds one shard's passages and vectors, whatever the corpus. A shard is marked done
     (`shards/NNNNN.done`) only once its rows are flushed to disk, so a build killed at any point
-    resumes at its first unfinished shard and ends with the same bytes as an uninterrupted one.
+    resumes at its first unfinished shard and ends with the same bytes as an uninterrupted one
+    with the same --batch-size and device (which the plan leaves out, so a resume may change them:
+    another batch pads otherwise, which moves the last bits of some vectors, about 1e-6).
     """
     n, shard = len(passages), cfg.shard_size
     marks, path = partial / "shards", partial / EMBEDDINGS
@@ -728,6 +730,9 @@ def _reset_if_stale(partial: Path, plan: dict) -> None:
     plan_file = partial / "plan.json"
     with contextlib.suppress(InputError):
         if plan_file.is_file() and read_json(plan_file) == plan:
+            # a killed writer's temporary files would otherwise move into the finished index
+            for folder in (partial, partial / "shards"):
+                sweep_leftovers(folder)
             return
     store.reset_partial(partial)
     write_json(plan_file, plan)
