@@ -662,6 +662,8 @@ MANIFEST_DAMAGE = [  # (index, the manifest's edit, the field the error must nam
     ("dense", lambda m: {**m, "encoder": {"path": 3, "ctx_fingerprint": "x"}}, "encoder.path"),
     ("dense", lambda m: {**m, "search_params": "x"}, "search_params"),
     ("dense", lambda m: {**m, "search_params": {"nprobe": "x"}}, "search_params.nprobe"),
+    ("dense", lambda m: {**m, "search_params": {"nprob": 4}}, "search_params.nprob"),  # was set on nothing, in silence
+    ("dense", lambda m: {**m, "search_params": {"nprobe": 2.5}}, "search_params.nprobe"),
     ("dense", lambda m: {**m, "rerank_depth": -1}, "rerank_depth"),
 ]
 

@@ -33,6 +33,7 @@ MANIFEST = "manifest.json"
 PASSAGES = "passages.arrow"
 OLD_PASSAGES = "passages.jsonl"  # format 1
 FORMAT_VERSION = 2
+SEARCH_PARAMS = ("nprobe", "efSearch", "quantizer_efSearch")  # the FAISS search parameters lewisrag sets and tunes
 WRITE_ROWS = 8192  # passages per Arrow record batch written
 
 
@@ -155,8 +156,9 @@ def check_manifest(manifest: object, source: Path) -> None:
     params = manifest.get("search_params", {})
     need(isinstance(params, dict), "search_params", "an object of FAISS search parameters", params)
     for name, value in params.items():
-        need(is_number(value) and value >= 0, f"search_params.{name}",
-             "a number >= 0", value)
+        # a misspelt name ("nprob") would be set on nothing, and the index searched at FAISS's default
+        need(name in SEARCH_PARAMS, f"search_params.{name}", "one of " + ", ".join(SEARCH_PARAMS), name)
+        need(is_count(value), f"search_params.{name}", "a whole number >= 0", value)
     depth = manifest.get("rerank_depth")
     need(depth is None or (is_count(depth) and depth > 0), "rerank_depth", "null or a whole number > 0", depth)
     need(isinstance(manifest.get("build", {}), dict), "build", "an object", manifest.get("build"))
