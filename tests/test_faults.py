@@ -457,6 +457,12 @@ BAD_INPUTS = {
     "index search: a BM25 file truncated": (
         lambda t, c: ["index", "search", "--index", _damaged(c["bm25"], t, "bm25/params.index.json", 10), "-q", "leader"],
         ["bm25", "cannot read the BM25 index"]),
+    "index search: a BM25 params file of the wrong shape": (  # was a TypeError traceback, exit 1
+        lambda t, c: ["index", "search", "--index", _damaged(c["bm25"], t, "bm25/params.index.json", b"[]"), "-q", "leader"],
+        ["bm25", "cannot read the BM25 index"]),
+    "index search: a BM25 vocabulary of the wrong shape": (  # was an AttributeError traceback
+        lambda t, c: ["index", "search", "--index", _damaged(c["bm25"], t, "bm25/vocab.index.json", b"[]"), "-q", "leader"],
+        ["bm25", "cannot read the BM25 index"]),
     "index search: bm25/ missing": (
         lambda t, c: ["index", "search", "--index", _damaged(c["bm25"], t, "bm25", None), "-q", "leader"],
         ["bm25", "cannot read the BM25 index"]),

@@ -113,7 +113,9 @@ class BM25Index:
         manifest = store.read_manifest(path, kind="bm25")
         try:
             retriever = bm25s.BM25.load(str(path / "bm25"), mmap=mmap, show_progress=False)
-        except (OSError, ValueError, EOFError) as e:  # a missing, truncated or garbled file (JSONDecodeError is a ValueError)
+        # a missing, truncated or garbled file (JSONDecodeError is a ValueError); JSON of the wrong shape
+        # ([] for an object) fails inside bm25s as a TypeError, AttributeError or KeyError
+        except (OSError, ValueError, EOFError, TypeError, AttributeError, KeyError) as e:
             text = str(e).strip()
             raise InputError(path / "bm25", f"cannot read the BM25 index ({text.splitlines()[0] if text else type(e).__name__}); "
                              "build the index again") from None
