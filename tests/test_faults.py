@@ -466,6 +466,12 @@ BAD_INPUTS = {
     "index search: bm25/ missing": (
         lambda t, c: ["index", "search", "--index", _damaged(c["bm25"], t, "bm25", None), "-q", "leader"],
         ["bm25", "cannot read the BM25 index"]),
+    "index search: index.faiss searching by L2": (  # was searched by distance, read as inner products
+        lambda t, c: ["index", "search", "--index", _damaged(c["dense"], t, "index.faiss", _same_shape(c["dense"], "l2")),
+                      "-q", "leader"], ["index.faiss", "inner product"]),
+    "index search: embeddings.npy of float64": (  # was accepted
+        lambda t, c: ["index", "search", "--index", _damaged(c["dense"], t, "embeddings.npy", _same_shape(c["dense"], "f64")),
+                      "-q", "leader"], ["embeddings.npy", "float64"]),
     "index search: index.faiss of another width": (
         lambda t, c: ["index", "search", "--index", _damaged(c["dense"], t, "index.faiss", _flat_index_bytes(8)), "-q", "leader"],
         ["damaged", "vectors of 8"]),
@@ -586,6 +592,22 @@ def _rag(t, c, *extra) -> list:
     """`lewisrag train rag` on the fixtures, with `extra` flags."""
     return ["train", "rag", "--index", c["dense"], "--encoder", c["dpr"], "--generator", c["dpr"], "--train", c["qa"],
             "--dev", c["qa"], "--out", t / "r", *extra]
+
+
+def _same_shape(index: Path, what: str) -> bytes:
+    """index.faiss searching by L2 ("l2") or embeddings.npy as float64 ("f64"), of `index`'s own shape."""
+    import io
+
+    import faiss
+
+    vectors = np.load(index / "embeddings.npy")
+    if what == "f64":
+        buf = io.BytesIO()
+        np.save(buf, vectors.astype(np.float64))
+        return buf.getvalue()
+    l2 = faiss.IndexFlatL2(vectors.shape[1])
+    l2.add(vectors.astype(np.float32))
+    return faiss.serialize_index(l2).tobytes()
 
 
 def _flat_index_bytes(dim: int) -> bytes:

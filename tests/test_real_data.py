@@ -335,21 +335,27 @@ def test_reuse_embeddings_with_the_right_encoder(wiki_dpr, encoders, tiny_corpus
     one_line_exit_2(code, err, "not a DPR encoder folder")
 
 
-def test_a_bad_stored_vector_found_while_copying_leaves_no_partial_build(wiki_dpr, encoders, tmp_path, monkeypatch, capsys):
-    """A NaN in row 31 of the embeddings column is found while the vectors are copied, after the
+@pytest.mark.parametrize("bad, flags, message", [
+    (np.nan, [], "not a finite number"),
+    # float16 holds at most 65504: the value was stored as infinity
+    (7e4, ["--vector-dtype", "float16"], "70000.0 is out of float16's range"),
+], ids=["nan", "float16-overflow"])
+def test_a_bad_stored_vector_found_while_copying_leaves_no_partial_build(wiki_dpr, encoders, tmp_path, monkeypatch, capsys,
+                                                                         bad, flags, message):
+    """A bad value in row 31 of the embeddings column is found while the vectors are copied, after the
     staging folder exists: one line naming the row, and no IDX.partial left (a fixed file hashes
     otherwise, so its shards could never be resumed)."""
     table = pa.concat_tables([pa.ipc.open_stream(str(f)).read_all() for f in sorted(wiki_dpr["folder"].glob("*.arrow"))])
     vectors = wiki_dpr["vectors"].copy()
-    vectors[30, 3] = np.nan  # not one of the spot-checked rows (1, 9, 18, 26, 35, ...)
+    vectors[30, 3] = bad  # not one of the spot-checked rows (1, 9, 18, 26, 35, ...)
     table = table.set_column(table.schema.get_field_index("embeddings"), "embeddings",
                              pa.array(vectors.tolist(), type=pa.list_(pa.float32())))
     path = tmp_path / "psgs.parquet"
     pq.write_table(table, path)
     out = tmp_path / "idx"
     code, _, err = run_main(monkeypatch, capsys, "index", "build", "--passages", path, "--encoder", encoders["right"],
-                            "--out", out, "--reuse-embeddings", "--shard-size", 16)
-    one_line_exit_2(code, err, f"{path}:31", "field 'embeddings'", "not a finite number")
+                            "--out", out, "--reuse-embeddings", "--shard-size", 16, *flags)
+    one_line_exit_2(code, err, f"{path}:31", "field 'embeddings'", message)
     assert not out.exists() and not (tmp_path / "idx.partial").exists()
 
 

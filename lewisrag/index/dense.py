@@ -173,6 +173,7 @@ def _encode_into(passages: Sequence[Passage], ckpt: DPRCheckpoint, partial: Path
         vecs = encode_texts(ckpt.ctx_encoder, ckpt.tokenizer, [(p.title, p.text) for p in chunk],
                             batch_size=cfg.batch_size, max_length=max_length, mixed_precision=cfg.mixed_precision,
                             on_batch=tick)
+        check_fits(vecs, out.dtype, passages, s * shard)
         out[s * shard : s * shard + len(vecs)] = vecs
         out.flush()
         done.touch()
@@ -213,6 +214,23 @@ def check_stored_embeddings(passages: PassageTable, ckpt: DPRCheckpoint, max_len
     return {"rows": [r + 1 for r in rows], "min_cosine": round(float(cosine.min()), 4)}
 
 
+def check_fits(vectors: np.ndarray, dtype: np.dtype, passages, first_row: int) -> None:
+    """Refuse vectors with a value float16 cannot hold (|x| > 65504 would be stored as infinity).
+
+    >>> check_fits(np.array([[1.0, -7e4]], np.float32), np.dtype("float16"), "p.parquet", 0)
+    Traceback (most recent call last):
+    lewisrag.data.io.InputError: p.parquet:1: field 'embeddings': -70000.0 is out of float16's range (±65504): use --vector-dtype float32
+    """
+    if dtype != np.float16 or not len(vectors):
+        return
+    big = np.abs(vectors) > np.finfo(np.float16).max
+    if big.any():
+        row, col = np.argwhere(big)[0]
+        source = passages if isinstance(passages, str) else getattr(passages, "source", "the passages")
+        raise InputError(source, f"{float(vectors[row, col])} is out of float16's range (±65504): use --vector-dtype "
+                         "float32", line=first_row + int(row) + 1, field="embeddings")
+
+
 def _copy_stored(passages: PassageTable, path: Path, batch_rows: int, dtype: str, on_progress) -> None:
     """Write the stored vectors to `path` (.npy of `dtype`) batch by batch, refusing NaN and infinity."""
     n, dim = len(passages), passages.embedding_dim()
@@ -223,6 +241,7 @@ def _copy_stored(passages: PassageTable, path: Path, batch_rows: int, dtype: str
             finite = np.isfinite(block).all(axis=1)
             if not finite.all():
                 raise InputError(passages.source, "not a finite number", line=start + int(np.argmin(finite)) + 1, field="embeddings")
+            check_fits(block, out.dtype, passages, start)
             out[start : start + len(block)] = block
             if on_progress:
                 on_progress("copy", start + len(block), n)
@@ -522,6 +541,11 @@ class DenseIndex:
         except (ValueError, OSError) as e:  # truncated or not an .npy file
             raise InputError(path / EMBEDDINGS, f"cannot read the stored vectors: {e}") from None
         advise_random(embeddings)
+        if embeddings.dtype not in (np.float16, np.float32):
+            raise InputError(path / EMBEDDINGS, f"holds {embeddings.dtype} vectors; lewisrag writes float16 or float32")
+        if index is not None and index.metric_type != faiss.METRIC_INNER_PRODUCT:  # RAG's scores are inner products
+            raise InputError(path / FAISS_FILE, "searches by another metric than the inner product (L2?); build the index "
+                             "again with lewisrag")
         expected = (manifest["n_passages"], manifest.get("dim"))
         # the FAISS index's dimension too: FAISS asserts on a query of another width (a traceback, not exit 2)
         if embeddings.ndim != 2 or embeddings.shape != expected or (index is not None and (index.ntotal, index.d) != expected):
