@@ -363,7 +363,7 @@ def test_reuse_embeddings_refuses_another_encoders_vectors(wiki_dpr, encoders, t
     out = tmp_path / "refused"
     code, _, err = run_main(monkeypatch, capsys, "index", "build", "--passages", wiki_dpr["folder"], "--encoder",
                             encoders["wrong"], "--out", out, "--reuse-embeddings")
-    one_line_exit_2(code, err, str(wiki_dpr["folder"]), "field 'embeddings'", "not made by this encoder")
+    one_line_exit_2(code, err, f"{wiki_dpr['folder']}:1: field 'embeddings'", "not made by this encoder")
     assert not out.exists() and not (tmp_path / "refused.partial").exists()
     code, _, err = run_main(monkeypatch, capsys, "index", "build", "--passages", tiny_corpus["passages"], "--encoder",
                             encoders["right"], "--out", out, "--reuse-embeddings")

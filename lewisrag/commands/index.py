@@ -1,4 +1,4 @@
-"""`lewisrag index build` and `lewisrag index search`."""
+"""`lewisrag index build`, `lewisrag index search` and `lewisrag index tune`."""
 
 from __future__ import annotations
 

@@ -229,8 +229,3 @@ def _trivia_answers(flat: dict, a_field: str, path, line: int) -> list[str]:
     value = require_str(parts, f"{a_field}.value", path, line, nonempty=False)
     aliases = require_str_list(parts, f"{a_field}.aliases", path, line)
     return [a for a in dict.fromkeys([value, *aliases]) if a.strip()]
-
-
-def read_documents(path: str | os.PathLike) -> list[Passage]:
-    """Read documents to chunk: the passage format, where `text` may be of any length."""
-    return read_passages(path)

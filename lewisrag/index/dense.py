@@ -73,8 +73,9 @@ def build_dense_index(
     `encoder_path` is a `lewisrag train dpr` checkpoint or a transformers DPRContextEncoder folder
     (`encoders.load_context_encoder`); the manifest records its path, fingerprint and layout.
 
-    `on_progress(stage, done, total)` is called as shards are encoded (stage "encode") or, with
-    `cfg.reuse_embeddings`, as the stored vectors are copied (stage "copy"). Returns the manifest.
+    `on_progress(stage, done, total)` is called after each encoder batch (stage "encode") or, with
+    `cfg.reuse_embeddings`, as the stored vectors are copied (stage "copy"), and as the FAISS index
+    is trained and filled (stage "faiss"). Returns the manifest.
     `out` must be missing, empty or an index lewisrag built, unless `overwrite`; every setting is
     checked before the first passage is encoded.
 
@@ -208,9 +209,9 @@ def check_stored_embeddings(passages: PassageTable, ckpt: DPRCheckpoint, max_len
     bad = (cosine < MIN_COSINE) | (ratio > MAX_NORM_RATIO) | (ratio < 1 / MAX_NORM_RATIO) | ~np.isfinite(cosine)
     if bad.any():
         i = int(np.argmax(bad))
-        raise InputError(passages.source, f"the embeddings were not made by this encoder: row {rows[i] + 1}'s stored "
-                         f"vector has cosine {cosine[i]:.3f} and {ratio[i]:.2f}x the length of a fresh encoding "
-                         f"(cosine ≥ {MIN_COSINE} needed)", field="embeddings")
+        raise InputError(passages.source, f"the embeddings were not made by this encoder: this row's stored vector "
+                         f"has cosine {cosine[i]:.3f} and {ratio[i]:.2f}x the length of a fresh encoding "
+                         f"(cosine ≥ {MIN_COSINE} needed)", line=rows[i] + 1, field="embeddings")
     return {"rows": [r + 1 for r in rows], "min_cosine": round(float(cosine.min()), 4)}
 
 
@@ -724,6 +725,7 @@ def write_dense_index(index: DenseIndex, out: str | os.PathLike, encoder: dict |
     _write_faiss_atomic(index.faiss_index, partial / FAISS_FILE)
     store.write_passages(partial, index.passages)
     manifest = {k: v for k, v in index.manifest.items() if k != "format"}  # store.finish writes its own
+    manifest["build"] = {**manifest.get("build", {}), "vector_dtype": "float32"}  # written as float32 above, whatever the source
     if encoder is not None:
         manifest["encoder"] = encoder
     store.finish(partial, out, manifest)
