@@ -208,6 +208,22 @@ def test_a_saved_dataset_reads_as_a_sequence_of_passages(wiki_dpr, monkeypatch):
     assert table.embedding_dim() == wiki_dpr["vectors"].shape[1]
 
 
+def test_head_is_a_table_of_the_first_rows(wiki_dpr, tmp_path, monkeypatch):
+    """`reproduce --max-passages N` indexes table.head(N): a slice was N Python objects at once."""
+    listed = read_passages(wiki_dpr["jsonl"])
+    parquet = write_parquet(tmp_path / "p.parquet", [p.to_dict() for p in listed])
+    monkeypatch.setattr(passage_tables, "BATCH_ROWS", 7)
+    for table in (open_passages(wiki_dpr["folder"]), open_passages(parquet)):
+        head = table.head(25)
+        assert isinstance(head, PassageTable) and len(head) == 25 and head == listed[:25] and len(table) == 60
+        assert content_hash(head) == content_hash(listed[:25]) and sum(b.num_rows for b in head.arrow_batches()) == 25
+        with pytest.raises(IndexError):
+            head[25]
+        if table.has_embeddings:
+            np.testing.assert_array_equal(head.embeddings(), wiki_dpr["vectors"][:25])
+        assert table.head(1000) == listed and len(table.head(0)) == 0
+
+
 @pytest.mark.parametrize("meta", ['{"splits": ["train", "test"]}', '{"splits": 5}', "[1, 2]", '{"splits": []}'])
 def test_a_dataset_dict_folder_is_one_line(tmp_path, meta):
     """A DatasetDict is named with its splits; a damaged dataset_dict.json was a traceback."""

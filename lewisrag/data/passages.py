@@ -12,6 +12,7 @@ same messages: `file:row: field 'name': message`, rows counted from 1.
 
 from __future__ import annotations
 
+import copy
 import operator
 import os
 from collections.abc import Iterator, Sequence
@@ -189,6 +190,13 @@ class PassageTable(Sequence[Passage]):
         size = size or BATCH_ROWS
         for start in range(0, self._n, size):
             yield self._rows(start, min(self._n, start + size))
+
+    def head(self, n: int) -> PassageTable:
+        """The first `n` passages (all, if fewer) as a table over the same Arrow data: no copy and
+        no Python object per row, where a slice (`table[:n]`) is a list of Passages."""
+        out = copy.copy(self)
+        out._n = min(max(int(n), 0), self._n)
+        return out
 
     def take(self, rows) -> list[Passage]:
         """The passages at `rows` (any order, repeats allowed)."""

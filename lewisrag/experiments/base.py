@@ -195,7 +195,9 @@ def _data(data: Path, sets: dict) -> dict:
 
 
 def _dense(run: Path, preset: Preset, snap: str, table, assets: BaseAssets, on_progress: Progress) -> dict:
-    passages = table[: assets.max_passages] if assets.max_passages else table
+    passages = table
+    if assets.max_passages:  # a table's first rows as a table (PassageTable.head): a slice would be that many Python objects
+        passages = table.head(assets.max_passages) if hasattr(table, "head") else table[: assets.max_passages]
     manifest = build_dense_index(passages, assets.context_encoder, run / f"index_{snap}",
                                  DenseBuildConfig(factory=preset.index_factory, device=preset.device),
                                  lambda stage, d, t: on_progress(f"index_{snap} {stage}", d, t, ""), overwrite=True)
