@@ -518,3 +518,19 @@ def test_stored_vectors_are_mapped_for_random_rows_and_scanned_through_a_mapping
     np.testing.assert_array_equal(index.vectors(rows), np.asarray(scan, dtype=np.float32)[rows])
     in_ram = DenseIndex.load(tmp_path / "idx", mmap=False)
     assert in_ram.scan_vectors() is in_ram.embeddings
+
+
+def test_text_that_looks_like_rich_markup_is_printed_as_it_is(tmp_path):
+    """Tables and notes read their text as rich markup: "[/x]" in a title or a query was a
+    MarkupError traceback (exit 1) and "[bold]" in a passage vanished."""
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text(json.dumps({"id": "1", "title": "Alpha [/x] beta", "text": "alpha [bold]one[/bold] two"}) + "\n"
+                    + json.dumps({"id": "2", "title": "B", "text": "gamma"}) + "\n")
+    out = tmp_path / "out[/y]" / "passages.jsonl"  # printed in chunk's table
+    r = run_cli("chunk", "--docs", str(docs), "--out", str(out))
+    assert r.returncode == 0 and out.is_file(), r.stderr  # the table names the folder (cut to the terminal's width)
+    r = run_cli("index", "build", "--passages", str(out), "--encoder", "bm25", "--out", str(tmp_path / "idx"))
+    assert r.returncode == 0, r.stderr
+    r = run_cli("index", "search", "--index", str(tmp_path / "idx"), "-q", "alpha [/q]", "--n-docs", "2")
+    assert r.returncode == 0, r.stderr
+    assert "alpha [/q]" in r.stdout and "Alpha [/x] beta" in r.stdout and "[bold]one[/bold]" in r.stdout

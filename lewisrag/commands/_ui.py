@@ -12,19 +12,28 @@ import typer.core
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
+from rich.text import Text
 
 from lewisrag.data.io import InputError
 from lewisrag.data.records import check_qa_fields
 
-console = Console(stderr=True)  # progress bars and notes: stdout keeps only results (tables, or --json)
-out = Console()
+# markup off: passages, questions, answers and paths are printed as they are ("[/x]" in a title was a
+# rich.errors.MarkupError, exit 1; "[bold]" in a passage vanished); styles are given as styles
+console = Console(stderr=True, markup=False)  # progress bars and notes: stdout keeps only results (tables, or --json)
+out = Console(markup=False)
+
+
+def status(message: str):
+    """A spinner with `message` as plain text (rich's Status reads a string as markup whatever the console says)."""
+    return console.status(Text(message))
 
 
 @contextlib.contextmanager
 def progress() -> Iterator[Progress]:
     """A rich progress display with ETA; use `bars(p)` to drive tasks from library callbacks."""
     p = Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
+        TextColumn("{task.description}", style="bold", markup=False), BarColumn(), MofNCompleteColumn(),
+        TextColumn("{task.fields[info]}", markup=False),
         TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=console, transient=False,
     )
     p.start()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.text import Text
 
 from lewisrag.commands import _ui
 
@@ -38,7 +39,7 @@ def ask(
     if as_json:
         _ui.print_json(answer.to_dict())
         return
-    _ui.out.print(f"[bold]Q:[/bold] {answer.question}\n[bold]A:[/bold] {answer.answer}")
+    _ui.out.print(Text.assemble(("Q:", "bold"), f" {answer.question}\n", ("A:", "bold"), f" {answer.answer}"))
     posterior = "mean p(z|x,y_t)" if answer.variant == "token" else "p(z|x,y)"
     _ui.out.print(_ui.table(f"retrieved passages (RAG-{answer.variant})", ["rank", "id", "title", "p(z|x)", posterior, "text"],
                             [[p.rank, p.id, p.title, p.prior, p.posterior, _short(p.text)] for p in answer.passages]))

@@ -27,9 +27,9 @@ def chunk(
     if out.suffix.lower() != ".jsonl":
         raise InputError(out, "the output must be a .jsonl file", field="--out")
     check_out_file(out, overwrite=overwrite, inputs=[("--docs", docs)])
-    with _ui.console.status(f"reading {docs}"):
+    with _ui.status(f"reading {docs}"):
         documents = open_passages(docs)  # documents are in the passage format; every record is checked before anything is written
-    with _ui.console.status(f"chunking {len(documents)} documents"):
+    with _ui.status(f"chunking {len(documents)} documents"):
         passages = chunk_documents(documents, words)
         write_jsonl(out, (p.to_dict() for p in passages))
     longest = max(len(p.text) for p in passages)
@@ -59,7 +59,7 @@ def world(
     if lang not in LANGS:
         raise InputError("--lang", f"unknown language {lang!r} (one of {', '.join(LANGS)})")
     check_out_dir(out, "world", overwrite=overwrite)
-    with _ui.console.status(f"building the world (seed {seed}, {entities} entities, {lang})"):
+    with _ui.status(f"building the world (seed {seed}, {entities} entities, {lang})"):
         counts = write_world(build_world(seed, entities, lang), out, overwrite=overwrite)
     if as_json:
         _ui.print_json({"out": str(out), "seed": seed, "entities": entities, "lang": lang, "files": dict(counts)})

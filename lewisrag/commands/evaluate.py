@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.text import Text
 
 from lewisrag.commands import _ui
 from lewisrag.eval.reports.i18n import LANG_HELP
@@ -215,7 +216,7 @@ def bughunt(
         _ui.print_json(result)
         return
     t = messages(lang)
-    _ui.out.print(f"[bold]{result['question']}[/]  " + t("cli.bh.judge", name=result["judge"]["name"]))
+    _ui.out.print(Text.assemble((result["question"], "bold"), "  " + t("cli.bh.judge", name=result["judge"]["name"])))
     _ui.out.print(_ui.table(t("cli.bh.answers"), bughunt_columns(lang), bughunt_answer_rows(result, lang)))
     _ui.out.print(t("cli.bh.note"))
     _ui.out.print(_ui.table(t("cli.bh.granularity"), granularity_columns(lang), granularity_rows(result, lang)))

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import typer
+from rich.text import Text
 
 from lewisrag.commands import _ui
 from lewisrag.eval.reports.i18n import LANG_HELP
@@ -124,9 +125,9 @@ def reproduce(
 
     def on_stage(name: str, event: str, result: dict) -> None:
         if event == "skipped":
-            _ui.console.print(f"[dim]{name}: done before, skipped (--resume)[/dim]")
+            _ui.console.print(f"{name}: done before, skipped (--resume)", style="dim")
         elif event == "done":
-            _ui.console.print(f"[green]{name}[/green] done in {result['seconds']:.1f}s")
+            _ui.console.print(Text.assemble((name, "green"), f" done in {result['seconds']:.1f}s"))
 
     with _ui.progress() as p:
         results = run(chosen, out, seed=seed, resume=resume, on_stage=on_stage, on_progress=_ui.Bars(p), hub_dir=hub_dir,

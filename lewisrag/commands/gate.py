@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.text import Text
 
 from lewisrag.commands import _ui
 
@@ -41,5 +42,5 @@ def gate(
         failed = [c for c in report.checks if c.verdict == "fail"]
         judge = report.judges["candidate"]
         _ui.out.print(f"judge: {judge.get('name', '-')} {str(judge.get('fingerprint', '-'))[:12]}")
-        _ui.out.print("[bold green]PASS[/]" if not failed else f"[bold red]FAIL[/]: {len(failed)} check(s) failed")
+        _ui.out.print(Text("PASS", "bold green") if not failed else Text.assemble(("FAIL", "bold red"), f": {len(failed)} check(s) failed"))
     raise typer.Exit(0 if report.passed else 1)

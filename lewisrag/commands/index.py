@@ -57,14 +57,14 @@ def build(
         context_encoder_layout(encoder)  # a wrong folder is one line, before any note or reading
     if made_by(out) == KIND and (Path(out) / MANIFEST).is_file() and not overwrite:  # a slip costs the build's time
         typer.echo(f"note: {out} holds an index; the new one replaces it once it is complete", err=True)
-    with _ui.console.status(f"reading {passages}"):
+    with _ui.status(f"reading {passages}"):
         docs = open_passages(passages)
     if encoder != "bm25" and not reuse_embeddings and getattr(docs, "has_embeddings", False):
         typer.echo("note: the passages carry an embeddings column; --reuse-embeddings would use it instead of encoding", err=True)
     if encoder == "bm25":
         from lewisrag.index.bm25 import build_bm25_index
 
-        with _ui.console.status("indexing with BM25"):
+        with _ui.status("indexing with BM25"):
             manifest = build_bm25_index(docs, out, overwrite=overwrite)
     else:
         from lewisrag.index.dense import DenseBuildConfig, build_dense_index
@@ -142,7 +142,7 @@ def tune(
     if n_docs < 1 or max_questions < 1:
         raise InputError("--n-docs/--max-questions", "must be at least 1")
     qs = [ex.question for ex in read_qa(questions, _ui.qa_fields(qa_fields))][:max_questions]
-    with _ui.console.status(f"tuning {index} on {len(qs)} questions"):
+    with _ui.status(f"tuning {index} on {len(qs)} questions"):
         record = tune_dense(index, qs, encoder, context_encoder, swap, n_docs, target_recall, rerank_depth)
     if record["knob"] is None:
         typer.echo(f"note: {index} searches exactly (no nprobe or efSearch to tune): its recall and speed are recorded "
