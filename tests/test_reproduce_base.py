@@ -128,3 +128,16 @@ def test_base_measures_recall_when_test_questions_name_gold_passages(assets, tin
     assert r["skipped"]["index_b"] == "no --passages-b" and r["skipped"]["knowledge_update"] == "no --passages-b"
     assert "knowledge_update" not in r and not (out / "index_b").exists() and r["qa"]["rag_token"]["n"] == 30
     assert "not run: knowledge_update" in stdout and "recall@1" in (out / "report.md").read_text()
+
+
+def test_the_test_split_is_answered_with_the_k_each_model_trained_with(monkeypatch, tmp_path):
+    """The base preset caps K at the passages indexed (--max-passages 6 trains K=6); answering the
+    test split asked for the preset's K=10 all the same, after the training time was spent."""
+    from lewisrag.experiments import stages
+    from lewisrag.experiments.presets import get_preset
+
+    asked = {}
+    monkeypatch.setattr(stages, "load_trained", lambda path, device: ("model", "tokenizers"))
+    monkeypatch.setattr(stages, "answer_questions", lambda *a, **kw: asked.update(kw) or ["a"])
+    stages._answers(tmp_path, get_preset("base"), "rag_token", ["q?"], 8, lambda n: None, index=None)
+    assert "n_docs" in asked and asked["n_docs"] is None  # the model's own K (RagSettings.n_docs)

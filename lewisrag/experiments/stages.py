@@ -152,8 +152,8 @@ def _answers(run: Path, preset: Preset, system: str, questions: Sequence[str], m
                                   max_source_length=preset.closed_book.max_source_length, on_batch=on_batch)
 
     model, tokenizers = load_trained(run / system, device=preset.device)
-    return answer_questions(model, tokenizers, index, questions, n_docs=preset.rag.n_docs, max_length=max_length,
-                            on_batch=on_batch)
+    # the K the model trained with (rag.json): the base preset caps it at the passages indexed, below the preset's
+    return answer_questions(model, tokenizers, index, questions, n_docs=None, max_length=max_length, on_batch=on_batch)
 
 
 def evaluate(run: Path, preset: Preset, on_progress: Progress, test_file: Path | None = None) -> dict:
