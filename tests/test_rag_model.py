@@ -278,3 +278,19 @@ def test_fever_label_log_probs_ignore_the_training_label_smoothing(variant, tmp_
     ours.settings = replace(ours.settings, label_smoothing=0.1)
     smoothed = rag_label_log_probs(ours, Tokenizers(tok, tok), index, claims, n_docs=K)
     np.testing.assert_allclose(smoothed, plain, rtol=1e-6)
+
+
+@pytest.mark.parametrize("prefix", ["", "summarize: "])
+def test_the_generator_prefix_goes_where_transformers_reads_it(prefix, tmp_path):
+    """transformers' RAG prepends `generator.config.prefix` to each passage input and never reads the
+    RAG config's own `prefix`: a prefix written only there was lost, and a BART folder's own
+    (" ") was prepended where lewisrag adds none."""
+    from dataclasses import replace
+
+    _, ours = _load("token", tmp_path / "in")
+    ours.generator.config.prefix = " "  # a generator folder that carries one
+    ours.settings = replace(ours.settings, prefix=prefix)
+    ours.to_hf(tmp_path / "out")
+    hf = RagTokenForGeneration.from_pretrained(tmp_path / "out")
+    assert getattr(hf.generator.config, "prefix", None) == (prefix or None)
+    assert RagModel.from_hf_pretrained(tmp_path / "out").settings.prefix == prefix

@@ -114,6 +114,7 @@ def export_rag(model_path: str | os.PathLike, index_path: str | os.PathLike, out
         config.retrieval_vector_size = dim
         config.n_docs = s.n_docs
         config.title_sep, config.doc_sep, config.prefix = s.title_sep, s.doc_sep, s.prefix or None
+        config.generator.prefix = s.prefix or None  # the one transformers' retriever prepends
         config.max_combined_length = s.max_combined_length  # within the generator's positions (RagModel caps it)
         config.save_pretrained(tmp)
         RagTokenizer(question_encoder=tokenizers.question, generator=tokenizers.generator).save_pretrained(tmp)

@@ -70,7 +70,9 @@ def from_hf(model_cls, hf, path: Path | None = None):
     c = hf.config
     settings = RagSettings(
         variant=variant, n_docs=c.n_docs, label_smoothing=c.label_smoothing, exclude_bos_score=c.exclude_bos_score,
-        do_deduplication=c.do_deduplication, title_sep=c.title_sep, doc_sep=c.doc_sep, prefix=c.prefix or "",
+        # transformers' retriever prepends the generator config's prefix, never the RAG config's
+        do_deduplication=c.do_deduplication, title_sep=c.title_sep, doc_sep=c.doc_sep,
+        prefix=getattr(hf.generator.config, "prefix", None) or "",
         max_combined_length=c.max_combined_length,
         question_tokenizer=_existing(path / "question_encoder_tokenizer") if path else None,
         generator_tokenizer=_existing(path / "generator_tokenizer") if path else None,
@@ -93,6 +95,7 @@ def save_hf(model, path: str | os.PathLike) -> None:
         exclude_bos_score=s.exclude_bos_score, do_deduplication=s.do_deduplication, title_sep=s.title_sep,
         doc_sep=s.doc_sep, prefix=s.prefix or None, max_combined_length=s.max_combined_length,
     )
+    config.generator.prefix = s.prefix or None  # where transformers reads it; None overrides a BART folder's own
     hf = _hf_class(s.variant)(config=config)
     # copy weights into a fresh model rather than handing ours over: its post_init may re-initialise
     hf.question_encoder.load_state_dict(model.question_encoder.state_dict())
