@@ -4,6 +4,7 @@ answer as lewisrag does (same passages, same greedy answers)."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import torch
 from conftest import run_cli
@@ -256,3 +257,15 @@ def test_export_assumes_asks_defaults():
     options = inspect.signature(ask.ask).parameters  # typer options: their .default is the flag's default
     assert ASK_DEFAULTS == {name: options[name].default.default for name in ("num_beams", "max_length")}
     assert doctest.testmod(export).failed == 0
+
+
+def test_an_index_re_ranked_by_lewisrag_is_not_exported(rag_inputs, trained_rag, tmp_path):  # noqa: F811
+    """transformers' retriever searches FAISS alone: an index that `index tune --rerank-depth` set to
+    re-rank would answer otherwise there, without a word."""
+    index = tmp_path / "index"
+    shutil.copytree(rag_inputs["index"], index)
+    manifest = json.loads((index / "manifest.json").read_text())
+    (index / "manifest.json").write_text(json.dumps({**manifest, "rerank_depth": 20}))
+    r = run_cli("export", "--model", str(trained_rag / "final"), "--index", str(index), "--out", str(tmp_path / "hf"))
+    assert r.returncode == 2 and "field 'rerank_depth'" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not (tmp_path / "hf").exists()

@@ -84,7 +84,11 @@ def export_rag(model_path: str | os.PathLike, index_path: str | os.PathLike, out
     from transformers import RagConfig, RagTokenizer
 
     model, tokenizers = load_trained(model_path)
-    dense = DenseIndex.load(index_path, mmap=True)  # its search parameters applied, as `ask` searches it
+    dense = DenseIndex.load(index_path, mmap=True)  # nprobe/efSearch applied: FAISS writes them with the index
+    if dense.manifest.get("rerank_depth"):  # lewisrag re-ranks candidates exactly; transformers searches FAISS alone
+        raise InputError(Path(index_path) / "manifest.json", "is re-ranked from the stored vectors (index tune "
+                         "--rerank-depth), which transformers' retriever does not do: it would return other passages than "
+                         "`lewisrag ask`; export a copy tuned without --rerank-depth", field="rerank_depth")
     metric = dense.manifest.get("metric")
     if metric != "inner_product":
         raise InputError(Path(index_path) / "manifest.json", f"transformers' RAG searches by inner product; this index's "
