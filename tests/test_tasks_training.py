@@ -146,3 +146,24 @@ def test_verifier_pretraining_reads_fresh_minimal_pairs_and_saves_a_fever_genera
     with pytest.raises(InputError, match="--device: must be auto, cpu or cuda"):  # before the generator loads
         pretrain_verifier(SHIPPED_DIR / "generator-small", tmp_path / "w", VerifierConfig(steps=2, device="gpu"))
     assert not (tmp_path / "w").exists()
+
+
+def test_the_fever_swap_refuses_snapshot_files_whose_claims_do_not_pair(tmp_path):
+    """The swap pairs fever_test.jsonl and fever_test_b.jsonl line by line; files out of order were
+    paired wrongly, or cut short, in silence."""
+    import json
+
+    from lewisrag.experiments.presets import get_preset
+    from lewisrag.experiments.tasks import fever_evaluate
+
+    world = tmp_path / "world"
+    world.mkdir()
+    claim = {"question": "x", "answers": ["SUPPORTS"]}
+    (world / "fever_test.jsonl").write_text("".join(json.dumps({**claim, "id": i}) + "\n" for i in ("c1", "c2")))
+    (world / "fever_test_b.jsonl").write_text("".join(json.dumps({**claim, "id": i}) + "\n" for i in ("c2", "c1")))
+    with pytest.raises(InputError, match="claim 'c2' where fever_test.jsonl has 'c1'") as e:
+        fever_evaluate(tmp_path, get_preset("tiny"), lambda *a: None)
+    assert e.value.field == "id" and e.value.line == 1
+    (world / "fever_test_b.jsonl").write_text(json.dumps({**claim, "id": "c1"}) + "\n")
+    with pytest.raises(InputError, match="1 claims, fever_test.jsonl has 2"):
+        fever_evaluate(tmp_path, get_preset("tiny"), lambda *a: None)

@@ -197,6 +197,12 @@ def fever_evaluate(run: Path, preset: Preset, on_progress: Progress) -> dict:
     on the claims whose label differs between snapshots A and B."""
     world = run / "world"
     test, test_b = read_qa(world / "fever_test.jsonl"), read_qa(world / "fever_test_b.jsonl")
+    for line, (a, b) in enumerate(zip(test, test_b), start=1):  # the swap pairs the two files' claims line by line
+        if a.id != b.id:
+            raise InputError(world / "fever_test_b.jsonl", f"claim '{b.id}' where fever_test.jsonl has '{a.id}': the "
+                             "snapshots' claims must come in the same order", line=line, field="id")
+    if len(test) != len(test_b):
+        raise InputError(world / "fever_test_b.jsonl", f"{len(test_b)} claims, fever_test.jsonl has {len(test)}")
     claims, gold = [ex.question for ex in test], [ex.answers[0] for ex in test]
     index_a = DenseIndex.load(run / "tasks" / "index_a", mmap=True)
     out, preds = {}, {}
