@@ -38,6 +38,13 @@ def test_empty_and_whitespace_text_give_no_pieces():
     assert chunk_text("") == [] and chunk_text(" \n\t ") == []
 
 
+def test_the_ideographic_space_is_a_space_and_far_ideographs_are_words():
+    """U+3000 counted as a word: "一二三\u3000" in 3-word pieces made a passage of nothing but it,
+    which index build then refused. Ideographs past U+FFFF ran together as one word."""
+    assert chunk_text("一二三\u3000", words=3) == ["一二三"] and chunk_text("\u3000\u3000") == []
+    assert count_units("𠀀𠀁𠀂") == 3 and chunk_text("𠀀𠀁𠀂", words=2) == ["𠀀𠀁", "𠀂"]
+
+
 def test_limit_must_be_positive():
     with pytest.raises(ValueError, match="at least 1"):
         chunk_text("a b", words=0)

@@ -22,8 +22,11 @@ from collections.abc import Iterable
 from lewisrag.data.records import Passage
 
 # Hiragana/Katakana, CJK extension A, unified ideographs, compatibility ideographs, Hangul syllables,
-# CJK symbols and punctuation, full-width forms: each character is one unit.
-_CJK = "\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\uff00-\uffef"
+# CJK symbols and punctuation, full-width forms, and the ideographs past U+FFFF (extension B on): each
+# character is one unit. The ideographic space U+3000 is a space, as \s says: a unit of it alone would
+# be a passage of no text.
+_CJK = ("\u3001-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\uff00-\uffef"
+        "\U00020000-\U0003134f")
 _UNIT = re.compile(f"[{_CJK}]|[^\\s{_CJK}]+")
 
 
