@@ -5,7 +5,10 @@ Standard library only. Requests in flight are bounded by a semaphore (`max_worke
 faults are retried with bounded exponential backoff and jitter: connection resets, aborts, broken
 pipes, remote disconnects, incomplete reads, refused connections, timeouts, HTTP 408/429/5xx
 (honouring Retry-After up to the same cap) and 200 replies whose body is not JSON or has no
-message. Other HTTP errors (400, 401, 403, 404, ...) fail at once. Either way a failure ends as one
+message. Other HTTP errors (400, 401, 403, 404, ...) fail at once, and so does a redirect: it is not
+followed, since urllib would send the Authorization header on to whatever host it names. `timeout`
+bounds each attempt whole (connecting, then the reply read until then), so an endpoint that
+trickles bytes cannot hold a request forever. Either way a failure ends as one
 `ChatError` whose message says what went wrong and after how many attempts; `usage` counts calls,
 retries, failures and tokens.
 
@@ -152,6 +155,20 @@ class ChatError(Exception):
     """A request that failed for good (after retries), or a reply without a message."""
 
 
+class _RefuseRedirect(urllib.request.HTTPRedirectHandler):
+    """No redirect is followed: the 3xx reaches the caller as an HTTPError (see the module docstring)."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+_OPENER = urllib.request.build_opener(_RefuseRedirect)
+
+
+def _open(req: urllib.request.Request, timeout: float):
+    return _OPENER.open(req, timeout=timeout)
+
+
 class _Malformed(Exception):
     """A 200 reply that is not a chat completion: args are (what, body)."""
 
@@ -168,7 +185,7 @@ class ChatClient:
         self.model = model
         self._key = api_key if api_key is not None else os.environ.get("LEWISRAG_LLM_API_KEY", "")
         self.max_workers = max_workers  # requests in flight at most, across all threads using this client
-        self.timeout = timeout  # seconds per socket operation of one request
+        self.timeout = timeout  # seconds an attempt may take, the reply read whole
         self.max_retries = max_retries  # extra tries after a transient fault
         self.backoff = backoff  # first retry waits about this many seconds, then doubles
         self.max_backoff = max_backoff  # no wait is longer, Retry-After included
@@ -219,9 +236,14 @@ class ChatClient:
     def _attempt(self, req: urllib.request.Request) -> tuple[str, dict]:
         with self._slots:
             self.count(calls=1)
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                raw = resp.read()
-        return self._content(raw.decode("utf-8", errors="replace"))
+            deadline = time.monotonic() + self.timeout
+            with _open(req, timeout=self.timeout) as resp:
+                chunks = []
+                while chunk := resp.read1(1 << 16):  # what has arrived, so the deadline is checked as bytes trickle in
+                    chunks.append(chunk)
+                    if time.monotonic() > deadline:
+                        raise TimeoutError("the reply took longer than the timeout")
+        return self._content(b"".join(chunks).decode("utf-8", errors="replace"))
 
     def _content(self, text: str) -> tuple[str, dict]:
         try:
@@ -232,14 +254,21 @@ class ChatClient:
             content = reply["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError):
             raise _Malformed("malformed reply: no choices[0].message.content", text) from None
+        if not isinstance(content, str):  # null: a reply with no message, retried as the docstring says
+            raise _Malformed("malformed reply: choices[0].message.content is not a string", text)
         usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
         tokens = {k: usage[k] for k in ("prompt_tokens", "completion_tokens") if isinstance(usage.get(k), int)}
         self.count(**tokens)
         # decoded JSON can spell the key with \u escapes that the raw body did not show
-        return (self.scrub(content) if isinstance(content, str) else ""), tokens
+        return self.scrub(content), tokens
 
     def _failure(self, e: Exception) -> tuple[str, str, bool, float | None]:
         """What went wrong in one attempt, a scrubbed detail, whether waiting may help, and Retry-After."""
+        if isinstance(e, urllib.error.HTTPError) and 300 <= e.code < 400:  # not followed: see the module docstring
+            where = self._excerpt((e.headers.get("Location") if e.headers else None) or "elsewhere")
+            e.close()
+            return f"HTTP {e.code}", f"redirected to {where}, which lewisrag does not follow (the API key would go " \
+                                     "along): give the final URL as the base URL", False, None
         if isinstance(e, urllib.error.HTTPError):
             detail = self._error_body(e)
             if e.code in (401, 403):  # never the key itself: scrub() has seen every byte of the body

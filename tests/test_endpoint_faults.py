@@ -218,7 +218,7 @@ def test_every_transient_exception_is_retried_and_counted(monkeypatch, exc):
             raise exc
         return io.BytesIO(good)
 
-    monkeypatch.setattr(chat.urllib.request, "urlopen", urlopen)
+    monkeypatch.setattr(chat, "_open", urlopen)
     client = ChatClient("http://127.0.0.1:9/v1", "m", KEY, max_retries=2, backoff=0.001, seed=0)
     assert client.complete("s", "u") == "ok"
     assert client.usage["calls"] == 3 and client.usage["retries"] == 2 and client.usage["failures"] == 0
@@ -395,3 +395,67 @@ def test_sigterm_is_not_held_up_by_requests_in_flight_or_their_retries(tmp_path)
     assert proc.returncode == 143 and err.strip().splitlines()[-1] == "terminated (SIGTERM)", (proc.returncode, err)
     assert took < 10, f"SIGTERM took {took:.1f} s"
     assert not out.exists()
+
+
+class _Tricky(BaseHTTPRequestHandler):
+    """/moved/... redirects to /elsewhere; /trickle/... sends its reply a byte at a time; /null/...
+    answers content null once, then "ok". Every request's path and Authorization header is logged."""
+
+    seen: list = []
+    nulls = [0]
+
+    def _log(self):
+        _Tricky.seen.append((self.command, self.path, self.headers.get("Authorization")))
+
+    def do_GET(self):  # noqa: N802
+        self._log()
+        self.send_response(404)
+        self.end_headers()
+
+    def do_POST(self):  # noqa: N802
+        self._log()
+        self.rfile.read(int(self.headers["Content-Length"]))
+        if self.path.startswith("/moved"):
+            self.send_response(302)
+            self.send_header("Location", "/elsewhere")
+            self.end_headers()
+            return
+        good = json.dumps({"choices": [{"message": {"content": "ok"}}]}).encode()
+        null = json.dumps({"choices": [{"message": {"content": None}}]}).encode()
+        body = null if self.path.startswith("/null") and not _Tricky.nulls[0] else good
+        _Tricky.nulls[0] += self.path.startswith("/null")
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        for i in range(len(body)):
+            self.wfile.write(body[i : i + 1])
+            self.wfile.flush()
+            if self.path.startswith("/trickle"):
+                time.sleep(0.05)  # each byte well within the timeout; the whole reply far past it
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_redirect_is_not_followed_and_the_key_goes_nowhere_else(monkeypatch):
+    """urllib followed a 302 as a GET to the named host, Authorization header included."""
+    _Tricky.seen = []
+    with local_server(_Tricky, quiet_errors=True) as url:
+        client = ChatClient(url.replace("/v1", "/moved/v1"), "m", KEY, max_retries=2, backoff=0.001, seed=0)
+        with pytest.raises(ChatError) as e:
+            client.complete("s", "u")
+    assert str(e.value).startswith("HTTP 302 (1 attempt): redirected to /elsewhere, which lewisrag does not follow")
+    assert [(m, p) for m, p, _ in _Tricky.seen] == [("POST", "/moved/v1/chat/completions")]  # not retried, not followed
+
+
+def test_the_timeout_bounds_a_reply_that_trickles_in_and_null_content_is_retried():
+    _Tricky.seen, _Tricky.nulls[0] = [], 0
+    with local_server(_Tricky, quiet_errors=True, deadline=30) as url:
+        slow = ChatClient(url.replace("/v1", "/trickle/v1"), "m", KEY, timeout=0.5, max_retries=0, seed=0)
+        start = time.monotonic()
+        with pytest.raises(ChatError, match=r"^timeout after 0.5s \(1 attempt\)"):
+            slow.complete("s", "u")  # about 2.5 s of bytes, each 0.05 s apart
+        assert time.monotonic() - start < 1.5
+        client = ChatClient(url.replace("/v1", "/null/v1"), "m", KEY, max_retries=1, backoff=0.001, seed=0)
+        assert client.complete("s", "u") == "ok" and client.usage["retries"] == 1

@@ -98,7 +98,7 @@ class GeneratorOptions:
     spec: str  # "chat:MODEL" or "hf:PATH"
     base_url: str | None = None  # chat: the endpoint's base URL, e.g. http://localhost:8000/v1
     api_key_env: str = DEFAULT_KEY_ENV  # chat: the NAME of the environment variable holding the key
-    timeout: float = 60.0  # chat: seconds per socket operation of one request
+    timeout: float = 60.0  # chat: seconds one attempt of a request may take, the reply read whole
     max_retries: int = 4  # chat: extra tries after a transient fault
     concurrency: int = 4  # chat: requests in flight at most
     cache_dir: str | os.PathLike | None = None  # chat: answers.sqlite's folder (default ~/.cache/lewisrag/answers)
