@@ -321,3 +321,15 @@ def test_a_small_seq2seq_model_gets_prompts_its_positions_hold():
     passage = "Valdoria is a country whose leader is Ana Kel and whose population is large. " * 12
     (reply,) = answers([f"[1] Valdoria / {passage}\n\nQuestion: Who leads Valdoria?"])
     assert reply.input_tokens == longest
+
+
+def test_a_reply_cites_with_every_marker_the_evaluator_reads():
+    """Only [n] and [1, 2] were read: a Chinese reply's 【2】 gave no cited passage, though the
+    evaluator counted it as a citation."""
+    from lewisrag.data.records import Passage
+    from lewisrag.rag_model.stitched import cited_ids
+
+    passages = [Passage("a", "", "x"), Passage("b", "", "y"), Passage("c", "", "z")]
+    for reply, cited in (("安娜·凯尔【2】。", ["b"]), ("Ana Kel [2、3].", ["b", "c"]), ("Ana ［３］ Kel [^1]", ["c", "a"]),
+                         ("Ana Kel [ 2 ].", ["b"])):
+        assert cited_ids(stitched_llm.parse_reply(reply), passages) == cited, reply

@@ -102,6 +102,16 @@ def citation_ids(text: str) -> tuple[str, ...]:
     return tuple(seen)
 
 
+def canonical_citations(text: str) -> str:
+    """Every citation marker written as plain [n] markers, one id each, as numbers.
+
+    >>> canonical_citations("安娜·凯尔【2】，见［１、3］ and [^04].")
+    '安娜·凯尔[2]，见[1][3] and [4].'
+    """
+    return CITATION_RE.sub(lambda m: "".join(f"[{int(unicodedata.normalize('NFKC', i))}]" for i in _ID_SEP_RE.split(m.group(1))),
+                           text)
+
+
 def strip_citations(text: str) -> str:
     """Remove [n] markers and the spaces before them.
 

@@ -19,12 +19,13 @@ An `hf:` model gets the same two messages through its tokenizer's chat template 
 else as plain text: the instruction, a blank line, the user message and "Answer:".
 
 Parsing (`parse_reply`): a reasoning model's <think>...</think> block is dropped, whitespace runs
-(newlines too) become one space, a leading "Answer:" goes, and "[1, 2]" becomes "[1][2]"; the rest
+(newlines too) become one space, a leading "Answer:" goes, and every citation marker the evaluator
+reads ("[1, 2]", "【2】", "［２］", "[1、2]") becomes plain ones ("[1][2]"); the rest
 is the response, citations kept (the evaluator reads them). The QA metrics (EM, F1, ROUGE-L) score it
 without its [n] markers; `cited_ids` maps the markers back to passage ids (`cited_passage_ids` in
 the records; an out-of-range [n] stays as "?n").
 
-Failures. Requests go through `lewisrag.chat_client.ChatClient`: timeouts per request, bounded
+Failures. Requests go through `lewisrag.chat_client.ChatClient`: a timeout per attempt, bounded
 retries with jittered backoff for transient faults (timeouts, resets, 429, 5xx, malformed bodies).
 A request that still fails, or a reply with no answer text, becomes an `Answered` with `failure` set:
 compare scores it null (NaN) with the reason, never as an empty answer, and counts it.
@@ -51,7 +52,7 @@ from pathlib import Path
 from lewisrag.chat_client import ChatClient, ChatError, map_in_threads
 from lewisrag.data.io import InputError, read_json
 from lewisrag.eval.judges.base import DiskCache, digest
-from lewisrag.eval.statements import strip_citations
+from lewisrag.eval.statements import canonical_citations, strip_citations
 from lewisrag.experiments.systems import Answered, as_passage
 from lewisrag.rag_model.stitched import StitchSettings, cited_ids, stitch
 
@@ -70,7 +71,6 @@ EMPTY_REPLY = "empty reply: no answer text after parsing"
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL | re.IGNORECASE)
 _ANSWER_LABEL = re.compile(r"^(?:final answer|answer)\s*[:：]\s*", re.IGNORECASE)
-_CITATION_LIST = re.compile(r"\[\s*(\d+(?:\s*[,;，；]\s*\d+)+)\s*\]")
 
 
 def prompt_settings(k: int) -> StitchSettings:
@@ -79,16 +79,17 @@ def prompt_settings(k: int) -> StitchSettings:
 
 
 def parse_reply(text: str) -> str:
-    """The response in a model's reply: no <think> block, one line, no "Answer:" label, [1, 2] as [1][2].
+    """The response in a model's reply: no <think> block, one line, no "Answer:" label, and every
+    citation the evaluator reads as one ([1, 2], 【2】, ［２］, [1、2], [^2]) written [1][2].
 
     >>> parse_reply("<think>Passage 2 says so.</think>\\n Answer: Ana  Kel [1, 2].\\n")
     'Ana Kel [1][2].'
-    >>> parse_reply("  ")
-    ''
+    >>> parse_reply("安娜·凯尔【2】。"), parse_reply("  ")
+    ('安娜·凯尔[2]。', '')
     """
     text = " ".join(_THINK.sub(" ", text).split())
     text = _ANSWER_LABEL.sub("", text)
-    return _CITATION_LIST.sub(lambda m: "".join(f"[{n}]" for n in re.split(r"\s*[,;，；]\s*", m.group(1))), text).strip()
+    return canonical_citations(text).strip()
 
 
 @dataclass(frozen=True)
