@@ -141,3 +141,13 @@ def test_the_test_split_is_answered_with_the_k_each_model_trained_with(monkeypat
     monkeypatch.setattr(stages, "answer_questions", lambda *a, **kw: asked.update(kw) or ["a"])
     stages._answers(tmp_path, get_preset("base"), "rag_token", ["q?"], 8, lambda n: None, index=None)
     assert "n_docs" in asked and asked["n_docs"] is None  # the model's own K (RagSettings.n_docs)
+
+
+def test_a_test_file_with_nothing_to_score_is_refused_before_any_stage(assets, tmp_path, monkeypatch, capsys):
+    """Only questions with an answer are scored: a --test file without any gave null scores, after training."""
+    no_answers = write_jsonl(tmp_path / "test.jsonl", [{"id": f"q{i}", "question": f"who leads {i}?", "answers": [], "category": "not_in_kb"}
+                                                       for i in range(3)])
+    out = tmp_path / "run"
+    code, _, err = run_main(monkeypatch, capsys, *_flags({**assets, "test": no_answers}, out))
+    assert code == 2 and "--test: none of its 3 questions has an answer to score" in err and len(err.strip().splitlines()) == 1, err
+    assert not out.exists()

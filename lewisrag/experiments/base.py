@@ -102,6 +102,8 @@ def prepare(assets: BaseAssets, hub: tuple[str, ...] = ()) -> dict:
             raise InputError(f"--{f.replace('_', '-')}", f"must be at least 1, not {value}")
     _check_model_folders(assets)
     train, dev, test = (read_qa(getattr(assets, f)) for f in ("train", "dev", "test"))
+    if not any(ex.answers for ex in test):  # the test stage scores only questions with an answer: else all null, hours later
+        raise InputError(assets.test, f"--test: none of its {len(test)} questions has an answer to score")
     passages = {"a": open_passages(assets.passages)}
     if assets.passages_b:
         passages["b"] = open_passages(assets.passages_b)

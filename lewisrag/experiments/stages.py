@@ -159,7 +159,8 @@ def _answers(run: Path, preset: Preset, system: str, questions: Sequence[str], m
 def evaluate(run: Path, preset: Preset, on_progress: Progress, test_file: Path | None = None) -> dict:
     """Test split: EM, F1, ROUGE-L on short answers and ROUGE-L, BLEU-1 on long-form ones, per system
     (`test_file`: another QA file than the world's split, as the base preset's --test)."""
-    test = [ex for ex in read_qa(test_file or run / "world" / f"{preset.eval_split}.jsonl") if ex.answers]
+    asked = read_qa(test_file or run / "world" / f"{preset.eval_split}.jsonl")
+    test = [ex for ex in asked if ex.answers]  # a question without an answer has nothing to score (counted below)
     short, long = [ex for ex in test if ex.kind != "long"], [ex for ex in test if ex.kind == "long"]
     qa, records, predictions = {}, [], {}
     index = DenseIndex.load(run / "index_a", mmap=True)
@@ -185,7 +186,7 @@ def evaluate(run: Path, preset: Preset, on_progress: Progress, test_file: Path |
     if short:
         write_evidence(run / "rag_token", index, short[0].question, preset.rag.max_target_length, run / "evidence.json",
                        device=preset.device)
-    return {"split": preset.eval_split, "out": {"qa": qa}, "records": records}
+    return {"split": preset.eval_split, "out": {"qa": qa, "test_unscored": len(asked) - len(test)}, "records": records}
 
 
 def write_evidence(model_dir: Path, index, question: str, max_length: int, path: Path, device: str = "cpu") -> None:
