@@ -155,6 +155,9 @@ def test_a_fresh_run_in_a_finished_one_forgets_its_stages_so_resume_cannot_mix_t
             reproduce(PRESETS["tiny"], run, seed=1, tasks=TASKS)
     assert sorted(p.name for p in (run / "stages").iterdir()) == ["world.json"]
     assert not any((run / name).exists() for name in ("results.json", "timings.json", "report.md", "report.html"))
+    # nor the stages' own files at the top of RUN (plots, predictions), which stood beside the new run's
+    assert [(out / p).exists() for p in ("predictions.json", "training_curves.png")] == [True, True]
+    assert not list(run.glob("*.png")) and not (run / "predictions.json").exists() and not (run / "evidence.json").exists()
     assert json.loads((run / "config.json").read_text())["seed"] == 1
     with pytest.raises(InputError, match="another preset, seed or --tasks"):  # the seed-0 run is not resumable as such
         reproduce(PRESETS["tiny"], run, seed=0, resume=True, tasks=TASKS)

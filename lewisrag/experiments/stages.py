@@ -40,7 +40,11 @@ from lewisrag.training.rag_data import place_search
 
 Progress = Callable[[str, int, int, str], None]  # (task, done, total, info)
 SYSTEMS = ("rag_token", "rag_sequence", "closed_book")  # Table 1's rows that this run trains
-FINISHED = ("results.json", "timings.json", "report.md", "report.html")  # what a run writes once every stage is done
+# what a run writes once every stage is done, and what stages write at the top of RUN: a run begun afresh
+# removes them all (a base run in a former small run's folder kept its plots and predictions beside its own)
+FINISHED = ("results.json", "timings.json", "report.md", "report.html", "predictions.json", "evidence.json",
+            "knowledge_update.json", "training_curves.png", "em_vs_k.png", "swap_matrix.png", "token_posteriors.png",
+            "position.png", "jeopardy_posteriors.png")
 
 
 def stage_record(run: Path, name: str) -> Path:

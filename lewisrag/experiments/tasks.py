@@ -153,9 +153,9 @@ def _ticker(on_progress: Progress, label: str, total: int) -> Callable[[int], No
 
 
 def jeopardy_evaluate(run: Path, preset: Preset, on_progress: Progress) -> dict:
-    """Q-BLEU-1 and BLEU-1 of every system's clue for each test entity (best over its reference clues),
-    the paired bootstrap of the differences RAG-Token − RAG-Sequence and RAG-Sequence − closed book,
-    and RUN/jeopardy/evidence.json."""
+    """Q-BLEU-1 (best over the entity's reference clues) and BLEU-1 (against all of them at once) of
+    every system's clue for each test entity, the paired bootstrap of the differences RAG-Token −
+    RAG-Sequence and RAG-Sequence − closed book, and RUN/jeopardy/evidence.json."""
     test = read_qa(run / "world" / "jeopardy_test.jsonl")
     entities, length = [ex.question for ex in test], preset.tasks["jeopardy"].max_target_length
     index = DenseIndex.load(run / "tasks" / "index_a", mmap=True)

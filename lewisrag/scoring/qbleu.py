@@ -39,8 +39,9 @@ Where we differ from answerability_score.py, and why:
   words. Overlaps are clipped counts (a repeated word matches at most as often as the other side has it).
 - BLEU-1: the script uses coco-caption's sentence BLEU-1 on PTB tokens (punctuation dropped, brevity
   penalty). We reuse `lewisrag.scoring.qa.bleu_1` (sacrebleu sentence BLEU, unigrams, lowercased, 13a
-  tokenizer or "zh" for CJK, brevity penalty), the BLEU-1 this project reports, so the two columns agree;
-  they differ mainly on punctuation (13a keeps "?" as a token).
+  tokenizer or "zh" for CJK, brevity penalty), the BLEU-1 this project reports, so with one reference
+  the two columns agree (with several, Q-BLEU-1 scores each and keeps the best, while the BLEU-1 column
+  scores against all at once); against the script they differ mainly on punctuation (13a keeps "?" as a token).
 - References: the script scores one reference per question; we score each reference and keep the best.
 """
 
