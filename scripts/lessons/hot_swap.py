@@ -13,7 +13,8 @@ CELLS = [
 
 A model that keeps its knowledge in its weights must be retrained when the world changes. Lewis et al.
 (2020, §4.5) showed that RAG keeps much of it in the **index** instead: they built one index from the
-December 2016 Wikipedia and one from December 2018, asked "Who is the leader of X?" and swapped the index
+December 2016 Wikipedia and one from December 2018, asked about 82 world leaders ("Who is {position}?",
+e.g. "Who is the President of Peru?") and swapped the index
 under the *same* trained model. With the 2016 index it answered 70% of the 2016 leaders and 4% of the
 2018 ones; with the 2018 index 68% of the 2018 leaders and 12% of the 2016 ones.
 
@@ -31,8 +32,7 @@ differ. In this lesson you
 # 第 2 课 —— 索引热替换：一个模型，两个索引
 
 如果模型把知识存放在权重里，世界一变就得重新训练。Lewis 等人（2020，第 4.5 节）表明，RAG 把很大一部分
-知识放在了**索引**里：他们分别用 2016 年 12 月和 2018 年 12 月的维基百科各建了一个索引，提问“X 的领导人
-是谁？”，并在**同一个**训练好的模型下面替换索引。用 2016 年的索引，模型答对了 70% 的 2016 年领导人，
+知识放在了**索引**里：他们分别用 2016 年 12 月和 2018 年 12 月的维基百科各建了一个索引，就 82 位世界领导人提问（“Who is {position}?”，如“Who is the President of Peru?”，即“秘鲁总统是谁？”），并在**同一个**训练好的模型下面替换索引。用 2016 年的索引，模型答对了 70% 的 2016 年领导人，
 只答对 4% 的 2018 年领导人；换成 2018 年的索引，答对了 68% 的 2018 年领导人和 12% 的 2016 年领导人。
 
 lewisrag 内置的世界有同样的结构：两个快照 A 和 B，其中领导人和人口数字不同。这一课你将：
@@ -52,14 +52,15 @@ lewisrag 内置的世界有同样的结构：两个快照 A 和 B，其中领导
 ## 1. Two snapshots of one world
 
 Both snapshots have the same passage ids. Passage `<entity>-0` holds the facts that never change
-(capital, currency, language, founding year); `<entity>-1` holds the ones that do (leader or head,
+(for a country its capital, currency, language and founding year; for an organisation its field,
+headquarters and founding year); `<entity>-1` holds the ones that do (leader or head,
 population or members). `questions_a.jsonl` and `questions_b.jsonl` ask the *same* questions about the
 changed facts; the first is answered by snapshot A, the second by snapshot B.
 """,
         r"""
 ## 1. 同一个世界的两个快照
 
-两个快照的段落 id 完全相同。段落 `<实体>-0` 存放不会变的事实（首都、货币、语言、建立年份）；
+两个快照的段落 id 完全相同。段落 `<实体>-0` 存放不会变的事实（国家是首都、货币、语言、建立年份；组织是领域、总部、建立年份）；
 `<实体>-1` 存放会变的事实（领导人或负责人、人口或成员数）。`questions_a.jsonl` 和 `questions_b.jsonl`
 就这些变化了的事实问的是**同样**的问题，前者的答案来自快照 A，后者的来自快照 B。
 """,

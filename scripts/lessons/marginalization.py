@@ -64,7 +64,8 @@ $p(z\mid x)$，生成器逐个阅读这些段落，给出在读到段落 $z$ 时
 
 `load_trained` returns a trained `RagModel` and its two tokenizers: the question encoder's and the
 generator's. The index holds snapshot A of the built-in world, encoded once by the frozen document
-encoder. We take the first test question whose gold passage the retriever finds, if there is one.
+encoder. We take the first test question whose gold passage the retriever finds, if there is one, and
+otherwise the first question.
 """,
         r"""
 ## 1. 模型、索引和一个问题
@@ -302,7 +303,8 @@ Bayes' rule turns the prior $p(z\mid x)$ into a posterior once the answer is kno
 * RAG-Sequence: $p(z\mid x,y) \propto p(z\mid x)\,p(y\mid x,z)$, one distribution for the whole answer;
 * RAG-Token: $p(z\mid x,y_i,y_{<i}) \propto p(z\mid x)\,p(y_i\mid x,z,y_{<i})$, one per token.
 
-`lewisrag ask` prints these, and lesson 3 turns them into *implicit citations*: the Lewis models never
+`lewisrag ask` prints them for the answer it generates (RAG-Sequence's, and for RAG-Token the mean over
+the answer's tokens with the passage each token leaned on), and lesson 3 turns them into *implicit citations*: the Lewis models never
 write `[n]`, but the posterior says which passage each answer leaned on. Look at the first target, `<s>`:
 it says nothing about the answer, so a well-trained generator predicts it alike from every passage and its
 posterior stays at the prior.
@@ -315,7 +317,8 @@ posterior stays at the prior.
 * RAG-Sequence：$p(z\mid x,y) \propto p(z\mid x)\,p(y\mid x,z)$，整个答案一个分布；
 * RAG-Token：$p(z\mid x,y_i,y_{<i}) \propto p(z\mid x)\,p(y_i\mid x,z,y_{<i})$，每个词元一个分布。
 
-`lewisrag ask` 会打印这些后验；第 3 课会把它们变成**隐式引用**：Lewis 的模型从不写 `[n]`，
+`lewisrag ask` 会为它生成的答案打印这些后验（RAG-Sequence 的后验；RAG-Token 则是各词元后验的平均，以及每个
+词元依据的段落）；第 3 课会把它们变成**隐式引用**：Lewis 的模型从不写 `[n]`，
 但后验告诉我们答案依据的是哪个段落。注意第一个目标词元 `<s>`：它不携带任何关于答案的信息，训练充分的
 生成器无论读哪个段落都会同样地预测它，所以它的后验就等于先验。
 """,
@@ -418,8 +421,9 @@ print(f"RAG-Sequence p(y|x) = {rag_sequence:.3f}   RAG-Token p(y|x) = {rag_token
 2. Retrieve a single passage (`model.retrieve(..., n_docs=1)`). Show that both losses then equal the
    generator's own negative log-likelihood of the answer given that passage.
 3. Replace `r.doc_scores` by zeros (a uniform $p(z\mid x)$). Which of the two losses moves more, and why?
-4. Run `lewisrag ask --model lesson_run/rag_token --index lesson_run/index_a "<your question>"` in a shell
-   and compare the posteriors it prints with the ones you computed in section 8.
+4. Run `lewisrag ask --model lesson_run/rag_token --index lesson_run/index_a "<your question>"` in a shell.
+   It prints the posteriors of the answer it generates, which may differ from the gold one: recompute
+   section 8 with that answer as the labels, then compare.
 """,
         r"""
 ## 练习
@@ -428,8 +432,8 @@ print(f"RAG-Sequence p(y|x) = {rag_sequence:.3f}   RAG-Token p(y|x) = {rag_token
 2. 只检索一个段落（`model.retrieve(..., n_docs=1)`）。证明此时两种损失都等于生成器读这个段落时答案的
    负对数似然。
 3. 把 `r.doc_scores` 换成全零（即均匀的 $p(z\mid x)$）。两种损失中哪一个变化更大？为什么？
-4. 在命令行运行 `lewisrag ask --model lesson_run/rag_token --index lesson_run/index_a "<你的问题>"`，
-   把它打印的后验和你在第 8 节算出的后验对照一下。
+4. 在命令行运行 `lewisrag ask --model lesson_run/rag_token --index lesson_run/index_a "<你的问题>"`。
+   它打印的是它自己生成的答案的后验，这个答案可能和标准答案不同：先用这个答案作标签重算第 8 节，再对照。
 """,
     ),
 ]

@@ -49,13 +49,15 @@ passage **on its own** and marginalizes over them (lesson 1). In this lesson you
 
 Both systems get their passages from the same retriever (DPR over index A). The Lewis model builds one
 input per passage; the stitched model (a generator of the same size, fine-tuned on stitched inputs with
-the gold passage's number as the citation to write) reads one input holding all of them.
+the gold passage's number as the citation to write) reads one input holding the top $k$ of them
+(`stitch_settings.k`: 3 in the `tiny` and `small` presets, where the Lewis models read $K$ = 3 and 5).
 """,
         r"""
 ## 1. 读 $K$ 个段落的两种方式
 
 两种系统的段落都来自同一个检索器（索引 A 上的 DPR）。Lewis 模型为每个段落单独构造一个输入；拼接式模型
-（同样大小的生成器，在拼接输入上微调过，学会写出标准段落的编号作为引用）只读一个包含全部段落的输入。
+（同样大小的生成器，在拼接输入上微调过，学会写出标准段落的编号作为引用）只读一个输入，其中包含前 $k$ 个段落
+（`stitch_settings.k`：`tiny` 和 `small` 预设里是 3，而 Lewis 模型读 $K$ = 3 和 5 个）。
 """,
     ),
     code(
