@@ -194,6 +194,8 @@ def test_quotes_are_read_without_the_citations_inside_them():
     ("1) a [1]\n2、b [2]\n- c [1]\n* d\n• e", ["a [1]", "b [2]", "c [1]", "d", "e"]),
     ("It was built in 1999. Then it fell [1].", ["It was built in 1999.", "Then it fell [1]."]),  # no list here
     ("3.5 is the version.", ["3.5 is the version."]),
+    ("42. It is the answer [1].", ["42.", "It is the answer [1]."]),  # one numbered line is no list: 42 is kept
+    ("- a [1]\n- b", ["a [1]", "b"]),
 ])
 def test_a_numbered_list_item_is_one_sentence_without_its_marker(text, expected):
     """Version 2 made "1." a sentence of its own: half an answer's statements were uncited, and the

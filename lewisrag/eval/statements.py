@@ -23,9 +23,10 @@ Rules of version "3":
 - A piece holding nothing but citations and punctuation (a "[3]" on a line of its own) gives its
   citations to the sentence before it (to the one after it at the start of the text); a text with
   no letters or digits outside citations has no sentences.
-- The dot of a numbered list's marker ("1. ", "12. " opening a line, after any indentation) ends
-  nothing: the item is one sentence, not "1." and its text. A list marker opening a sentence
-  ("1. ", "2) ", "3、", "- ", "* ", "• ") is not part of it: its number is no claim to check.
+- In a numbered list (two lines or more opening with "1. ", "2) ", "3、", after any indentation) the
+  marker's dot ends nothing: an item is one sentence, not "1." and its text. A list marker opening a
+  sentence ("1. ", "2) ", "3、" in such a list; "- ", "* ", "• " anywhere) is not part of it: its
+  number is no claim to check. A lone "42. It is ..." keeps its number.
 
 Version "2" read "1." opening a line as a sentence of its own, so an answer written as a numbered
 list had half its statements uncited. Version "1" also read only ASCII [n] markers (with any
@@ -130,8 +131,9 @@ def quotes_in(text: str) -> tuple[str, ...]:
     return tuple(q for pattern in QUOTE_RES for q in pattern.findall(text) if q.strip())
 
 
-def _dot_ends_sentence(text: str, i: int) -> bool:
-    """Whether the '.', '!' or '?' at text[i] (outside quotes) ends a sentence."""
+def _dot_ends_sentence(text: str, i: int, numbered: bool = False) -> bool:
+    """Whether the '.', '!' or '?' at text[i] (outside quotes) ends a sentence; `numbered`: the text
+    is a numbered list (`_is_numbered_list`), whose items' "1." end nothing."""
     j = i + 1
     while j < len(text) and text[j] in _END_RUN:
         j += 1
@@ -144,7 +146,7 @@ def _dot_ends_sentence(text: str, i: int) -> bool:
     if text[i] != "." or (i > 0 and text[i - 1] == "."):
         return True
     marker = text[text.rfind("\n", 0, i) + 1 : i].strip()
-    if marker.isdigit() and len(marker) <= 3:  # "1. " opens a numbered list item
+    if numbered and marker.isdigit() and len(marker) <= 3:  # "1. " opens a numbered list item
         return False
     k = i  # walk back over the word before the dot (letters and inner dots, as in "e.g")
     while k > 0 and text[k - 1].isascii() and (text[k - 1].isalpha() or text[k - 1] == "."):
@@ -169,7 +171,15 @@ def _sentence_end(text: str, i: int) -> int:
     return m.end() if m else j
 
 
+_NUMBER_MARKER_RE = re.compile(r"(?m)^[^\S\n]*\d{1,3}(?:[.)]\s|[、．])")  # a line opening "1. ", "2) ", "3、"
 _LIST_MARKER_RE = re.compile(r"^(?:\d{1,3}(?:[.)]\s+|[、．]\s*)|[-*•]\s+)")  # "1. ", "2) ", "3、", "- "
+_BULLET_RE = re.compile(r"^[-*•]\s+")
+
+
+def _is_numbered_list(text: str) -> bool:
+    """Two lines or more open with a number and a list mark: a lone "42. It is ..." is an answer
+    that starts with a number, not a list."""
+    return len(_NUMBER_MARKER_RE.findall(text)) >= 2
 
 
 def sentence_spans(text: str) -> list[str]:
@@ -181,6 +191,7 @@ def sentence_spans(text: str) -> list[str]:
     ['Two facts:', 'It returns 422 [1].', 'It locks [2]', '锁定 15 分钟 [2]。']
     """
     spans: list[str] = []
+    numbered = _is_numbered_list(text)
     start = i = 0
     stack: list[str] = []  # closing quote marks we are waiting for
     while i < len(text):
@@ -197,7 +208,7 @@ def sentence_spans(text: str) -> list[str]:
             stack.append('"')
         elif ch in _CLOSE:
             pass  # a stray closing mark: ignore rather than unbalance the stack
-        elif not stack and (ch in _ALWAYS_END or (ch in _LATIN_END and _dot_ends_sentence(text, i))):
+        elif not stack and (ch in _ALWAYS_END or (ch in _LATIN_END and _dot_ends_sentence(text, i, numbered))):
             end = _sentence_end(text, i)
         if end is None:
             i += 1
@@ -205,7 +216,8 @@ def sentence_spans(text: str) -> list[str]:
         spans.append(text[start:end].strip())
         start = i = end
     spans.append(text[start:].strip())
-    return _merge_bare_citations([_LIST_MARKER_RE.sub("", s) for s in spans if s])
+    marker = _LIST_MARKER_RE if numbered else _BULLET_RE
+    return _merge_bare_citations([marker.sub("", s) for s in spans if s])
 
 
 def _merge_bare_citations(spans: list[str]) -> list[str]:
