@@ -42,5 +42,8 @@ def gate(
         failed = [c for c in report.checks if c.verdict == "fail"]
         judge = report.judges["candidate"]
         _ui.out.print(f"judge: {judge.get('name', '-')} {str(judge.get('fingerprint', '-'))[:12]}")
-        _ui.out.print(Text("PASS", "bold green") if not failed else Text.assemble(("FAIL", "bold red"), f": {len(failed)} check(s) failed"))
+        if failed:
+            _ui.out.print(Text.assemble(("FAIL", "bold red"), f": {len(failed)} check(s) failed"))
+        else:
+            _ui.out.print(Text("PASS", "bold green"))
     raise typer.Exit(0 if report.passed else 1)

@@ -98,9 +98,14 @@ def citation_ids(text: str) -> tuple[str, ...]:
     """
     seen: dict[str, None] = {}
     for m in CITATION_RE.finditer(text):
-        for i in _ID_SEP_RE.split(m.group(1)):
-            seen.setdefault(str(int(unicodedata.normalize("NFKC", i))), None)  # [01] and ［１］ cite "1"
+        for i in _marker_ids(m):
+            seen.setdefault(i, None)
     return tuple(seen)
+
+
+def _marker_ids(m: re.Match) -> list[str]:
+    """The ids of one citation marker, read as numbers: [01] and ［１］ cite "1"."""
+    return [str(int(unicodedata.normalize("NFKC", i))) for i in _ID_SEP_RE.split(m.group(1))]
 
 
 def canonical_citations(text: str) -> str:
@@ -109,8 +114,7 @@ def canonical_citations(text: str) -> str:
     >>> canonical_citations("安娜·凯尔【2】，见［１、3］ and [^04].")
     '安娜·凯尔[2]，见[1][3] and [4].'
     """
-    return CITATION_RE.sub(lambda m: "".join(f"[{int(unicodedata.normalize('NFKC', i))}]" for i in _ID_SEP_RE.split(m.group(1))),
-                           text)
+    return CITATION_RE.sub(lambda m: "".join(f"[{i}]" for i in _marker_ids(m)), text)
 
 
 def strip_citations(text: str) -> str:

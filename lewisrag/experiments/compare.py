@@ -348,7 +348,7 @@ def compare_run(run: str | os.PathLike, out: str | os.PathLike, names=SYSTEMS, d
     if card["generators"]:
         sections["generators"] = card["generators"]
     results = Results(Producer.here("compare"), config, [QuestionRecord.of(rec) for rec in r["records"]], r["judge"],
-                      r["splitter"], aggregate(r["records"]), sections)
+                      r["splitter"], r["aggregates"], sections)  # aggregated by `scorecard`, failed answers nulled
 
     def more(d: Path) -> list[str]:
         write_json(d / "timings.json", card["timings"])  # wall-clock numbers stay out of results.json

@@ -174,7 +174,7 @@ def _encode_into(passages: Sequence[Passage], ckpt: DPRCheckpoint, partial: Path
         vecs = encode_texts(ckpt.ctx_encoder, ckpt.tokenizer, [(p.title, p.text) for p in chunk],
                             batch_size=cfg.batch_size, max_length=max_length, mixed_precision=cfg.mixed_precision,
                             on_batch=tick)
-        check_fits(vecs, out.dtype, passages, s * shard)
+        check_fits(vecs, out.dtype, getattr(passages, "source", "the passages"), s * shard)
         out[s * shard : s * shard + len(vecs)] = vecs
         out.flush()
         done.touch()
@@ -215,7 +215,7 @@ def check_stored_embeddings(passages: PassageTable, ckpt: DPRCheckpoint, max_len
     return {"rows": [r + 1 for r in rows], "min_cosine": round(float(cosine.min()), 4)}
 
 
-def check_fits(vectors: np.ndarray, dtype: np.dtype, passages, first_row: int) -> None:
+def check_fits(vectors: np.ndarray, dtype: np.dtype, source: str, first_row: int) -> None:
     """Refuse vectors with a value float16 cannot hold (|x| > 65504 would be stored as infinity).
 
     >>> check_fits(np.array([[1.0, -7e4]], np.float32), np.dtype("float16"), "p.parquet", 0)
@@ -227,7 +227,6 @@ def check_fits(vectors: np.ndarray, dtype: np.dtype, passages, first_row: int) -
     big = np.abs(vectors) > np.finfo(np.float16).max
     if big.any():
         row, col = np.argwhere(big)[0]
-        source = passages if isinstance(passages, str) else getattr(passages, "source", "the passages")
         raise InputError(source, f"{float(vectors[row, col])} is out of float16's range (±65504): use --vector-dtype "
                          "float32", line=first_row + int(row) + 1, field="embeddings")
 
@@ -242,7 +241,7 @@ def _copy_stored(passages: PassageTable, path: Path, batch_rows: int, dtype: str
             finite = np.isfinite(block).all(axis=1)
             if not finite.all():
                 raise InputError(passages.source, "not a finite number", line=start + int(np.argmin(finite)) + 1, field="embeddings")
-            check_fits(block, out.dtype, passages, start)
+            check_fits(block, out.dtype, passages.source, start)
             out[start : start + len(block)] = block
             if on_progress:
                 on_progress("copy", start + len(block), n)

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from lewisrag.data.io import InputError
 from lewisrag.rag_model import checkpoints
 from lewisrag.rag_model import marginalize as M
 from lewisrag.rag_model.decoding import generate
@@ -102,8 +103,6 @@ def check_found(rows: np.ndarray, k: int, index: Any) -> None:
     passage's vector: a compressed index searched too narrowly (nprobe, efSearch) does that."""
     short = int((np.asarray(rows) < 0).any(axis=1).sum())
     if short:
-        from lewisrag.data.io import InputError
-
         raise InputError(getattr(index, "path", "the index"), f"its search found fewer than {k} passages for {short} of "
                          f"{len(rows)} questions: search it wider (`lewisrag index tune`, a higher nprobe or efSearch) "
                          f"or ask for fewer (--n-docs)", field="search_params")

@@ -295,4 +295,3 @@ def _tokenizer(d: Path, names: tuple[str, ...], recorded: str | None):
         if candidate.is_dir():
             return load_tokenizer(AutoTokenizer.from_pretrained, candidate, names[0].replace("_", " "), use_fast=True)
     raise InputError(d, f"no {names[0]} directory and no recorded tokenizer path that exists", field=names[0])
-
