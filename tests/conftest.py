@@ -60,6 +60,16 @@ def one_thread():
         yield
 
 
+@contextlib.contextmanager
+def like_the_cli():
+    """Run torch inside the block as a test's `lewisrag` subprocesses do: one thread, and float32 linear
+    layers through the library the command picks ($LEWISRAG_CPU_LINEAR, else auto's choice for this CPU)."""
+    from lewisrag.data.cpu_linear import cpu_linear
+
+    with torch_threads(1), cpu_linear(None):
+        yield
+
+
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """Run the installed `lewisrag` entry point in a subprocess (real exit codes, real stderr)."""
     return subprocess.run([sys.executable, "-m", "lewisrag.cli", *args], capture_output=True, text=True, cwd=cwd,

@@ -82,3 +82,17 @@ def test_gpu_session_script_dry_run(tmp_path):
     assert timed_rows[-1]["flops_per_step"] > 1.9 * timed_rows[0]["flops_per_step"]  # twice the batch, twice the work
     prof = train["parts"]["profile"]  # on the CPU: host operators only, no device share
     assert prof["step_s"] > 0 and prof["device_busy_share"] is None and prof["top_host_ms_per_step"]
+
+
+def test_bench_cpu_linear_times_both_kinds_on_the_same_numbers():
+    """scripts/bench_cpu_linear.py: every row timed for BLAS and oneDNN, whole steps at float rounding."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_cpu_linear.py"), "--threads", "1", "--repeats", "1",
+                        "--json"], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("# ") and "auto chooses" in lines[0]
+    rows = [json.loads(line) for line in lines[1:]]
+    assert [row["measure"].split(" ")[0] for row in rows] == ["GEMM"] * 4 + ["DPR", "BART", "BART", "BART"]
+    assert all(row["blas_s"] > 0 and row["onednn_s"] > 0 and row["ratio"] > 0 for row in rows)
+    assert all(row["max_abs_diff_first_call"] < 1e-3 for row in rows[4:])

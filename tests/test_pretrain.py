@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lewisrag.data.cpu_linear import cpu_linear
 from lewisrag.data.io import InputError
 from lewisrag.training import pretrain as P
 from lewisrag.training import pretrain_data as D
@@ -90,8 +91,9 @@ def test_tiny_preset_end_to_end_and_deterministic(tmp_path):
     generator, tokenizer = P.load_generator(tmp_path / "a")
     assert generator.config.pad_token_id == tokenizer.pad_token_id == 1 and tokenizer.mask_token_id == 4
     assert next(generator.parameters()).dtype.is_floating_point and str(next(generator.parameters()).dtype) == "torch.float32"
-    again = P.pretrain(P.preset("tiny", steps=3), tmp_path / "b")
-    assert again["weights_sha256"] == recipe["weights_sha256"]  # same seed, same weights
+    with cpu_linear(None):  # the library the command multiplied through ($LEWISRAG_CPU_LINEAR, else auto's choice)
+        again = P.pretrain(P.preset("tiny", steps=3), tmp_path / "b")
+    assert again["weights_sha256"] == recipe["weights_sha256"]  # same seed, same kernels, same weights
     other = P.pretrain(P.preset("tiny", steps=3, seed=1), tmp_path / "c")
     assert other["weights_sha256"] != recipe["weights_sha256"]
 

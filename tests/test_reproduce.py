@@ -37,14 +37,20 @@ def tiny_run(tmp_path_factory):
 
 
 def test_tiny_records_where_it_ran(tiny_run):
-    """results.json and report.md say what the digits depend on: the CPU, torch, its threads, the device."""
+    """results.json and report.md say what the digits depend on: the CPU, torch, its threads, the
+    library multiplying float32 linear layers (auto's choice for this CPU), the device."""
     import torch
+
+    from lewisrag.data.cpu_linear import auto_kind, current_kind
 
     out, _ = tiny_run
     env = json.loads((out / "results.json").read_text())["environment"]
     assert env["threads"] == 1 and env["torch"] == torch.__version__ and env["cpu"]  # the tiny preset runs on one thread
     assert env["device"] == ("cuda" if torch.cuda.is_available() else "cpu")
-    assert f"Run on {env['cpu']} with torch {env['torch']}, 1 CPU thread(s)" in (out / "report.md").read_text()
+    assert env["cpu_linear"] == auto_kind() and current_kind() == "blas"  # the run's choice, torch's own again after it
+    linear = "oneDNN" if env["cpu_linear"] == "onednn" else "BLAS"
+    assert (f"Run on {env['cpu']} with torch {env['torch']}, 1 CPU thread(s), float32 linear layers on the CPU through "
+            f"{linear}, device") in (out / "report.md").read_text()
 
 
 def _in_unit(x) -> bool:

@@ -76,11 +76,27 @@ class UsageError(typer.BadParameter):
         return self.message
 
 
+# The commands that train or run models on the CPU: they multiply float32 linear layers through the
+# library $LEWISRAG_CPU_LINEAR names (auto by default; `data.cpu_linear`). `reproduce` takes it as a
+# flag too; the others would pay torch's import for nothing.
+MODEL_COMMANDS = frozenset({"dpr", "rag", "stitched", "pretrain", "build", "search", "tune", "retrieval", "ask", "swap",
+                            "compare", "export"})
+
+
 class Command(typer.core.TyperCommand):
     """Every lewisrag command's class (`lewisrag.cli` sets it): a flag or argument given as an empty
     or blank string on the command line is refused, one line, exit 2. No lewisrag flag takes one, and read
     as "not given" (`--judge ""`) or as the current folder (`Path("")` is `.`), it would run
-    something other than what the user typed."""
+    something other than what the user typed. The commands of `MODEL_COMMANDS` run inside
+    `data.cpu_linear.cpu_linear` with the library $LEWISRAG_CPU_LINEAR names."""
+
+    def invoke(self, ctx):
+        if self.name not in MODEL_COMMANDS:
+            return super().invoke(ctx)
+        from lewisrag.data.cpu_linear import cpu_linear  # imports torch: only for the commands that run it
+
+        with cpu_linear(None):
+            return super().invoke(ctx)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -29,6 +29,10 @@ def reproduce(
                                    "reproduction run (replaced once every stage is done)."),
     threads: int = typer.Option(None, "--threads", min=0, help="torch CPU threads (default: the preset's; 0: the CPUs "
                                 "idle at the start). Float results depend on it; config.json records it."),
+    cpu_linear: str = typer.Option("auto", "--cpu-linear", envvar="LEWISRAG_CPU_LINEAR", help="Which library multiplies "
+                                   "float32 linear layers on the CPU: auto (oneDNN on x86 CPUs with AVX-512 that Intel did "
+                                   "not make, where torch's MKL runs at half speed; else torch's BLAS), blas or onednn. "
+                                   "Float results depend on it; results.json's environment records it."),
     device: str = typer.Option("auto", "--device", help="Where DPR, pretraining, FEVER's verifier, the RAG, closed-book and "
                                "stitched runs train, indexes are encoded and every system answers: auto (a GPU when one "
                                "is visible), cpu or cuda; config.json records it."),
@@ -82,6 +86,11 @@ def reproduce(
     from lewisrag.training.rag import check_device
 
     chosen = replace(chosen, device=check_device(device))
+    from lewisrag.data.cpu_linear import resolve_kind
+
+    source = ctx.get_parameter_source("cpu_linear")
+    env_given = source is not None and source.name == "ENVIRONMENT"
+    linear = resolve_kind(cpu_linear, "$LEWISRAG_CPU_LINEAR" if env_given else "--cpu-linear")  # one line, before anything runs
     if threads is not None:
         if threads > (os.cpu_count() or 1):  # 10,000 threads on two CPUs: 20,004 OS threads, and a run that never ended
             raise InputError("--threads", f"must be at most the {os.cpu_count()} CPUs here (0: the idle ones), got {threads}")
@@ -131,7 +140,7 @@ def reproduce(
 
     with _ui.progress() as p:
         results = run(chosen, out, seed=seed, resume=resume, on_stage=on_stage, on_progress=_ui.Bars(p), hub_dir=hub_dir,
-                      overwrite=overwrite, assets=assets, tasks=asked, lang=report_lang)
+                      overwrite=overwrite, assets=assets, tasks=asked, lang=report_lang, cpu_linear=linear)
     if as_json:
         _ui.print_json(summary(results, out))
         return

@@ -1,6 +1,7 @@
 """Where torch computes: its intra-op thread count for the length of a block, restored after (the
 setting is per process), the device a command runs on (`resolve_device`), and what a run's numbers
-depend on besides its config (`environment`)."""
+depend on besides its config (`environment`). Which library multiplies float32 matrices on the CPU
+is `data.cpu_linear`'s."""
 
 from __future__ import annotations
 
@@ -64,17 +65,20 @@ def cpu_model() -> str:
 
 def environment(device: str = "cpu") -> dict:
     """What a run's numbers depend on besides its config, for results.json: Python, torch and
-    transformers, the CPU model, torch's thread count now, and the device (with the GPU's name).
-    Floating-point kernels differ between CPUs, thread counts and devices, so a run's digits are
-    exact only where these match."""
+    transformers, the CPU model, torch's thread count now, the library multiplying float32 linear
+    layers on the CPU now (`data.cpu_linear`), and the device (with the GPU's name). Floating-point
+    kernels differ between CPUs, thread counts, libraries and devices, so a run's digits are exact
+    only where these match."""
     import platform
 
     import torch
     import transformers
 
+    from lewisrag.data.cpu_linear import current_kind
+
     out = {"python": platform.python_version(), "machine": platform.machine(), "cpu": cpu_model(),
            "torch": torch.__version__, "transformers": transformers.__version__, "threads": torch.get_num_threads(),
-           "device": resolve_device(device)}
+           "cpu_linear": current_kind(), "device": resolve_device(device)}
     if out["device"].startswith("cuda"):
         out["gpu"] = torch.cuda.get_device_name(out["device"])
     return out

@@ -53,7 +53,8 @@ def render_report(results: dict) -> str:
     env = results.get("environment") or {}
     if env.get("cpu"):  # where the digits come from: kernels differ between CPUs, thread counts and devices
         lines += [t("rep.environment", cpu=env["cpu"], threads=env.get("threads", "?"),
-                    device=env.get("gpu") or env.get("device", "cpu"), torch=env.get("torch", "?")), ""]
+                    device=env.get("gpu") or env.get("device", "cpu"), torch=env.get("torch", "?"),
+                    linear="oneDNN" if env.get("cpu_linear") == "onednn" else "BLAS"), ""]
     for section in (_retrieval, _table1, _long_form, _swap, _table6, _table2, _compare, _skipped):
         lines += section(results, t)
     absent = {"em_vs_k.png": not results.get("ablations"), "swap_matrix.png": not results.get("knowledge_update")}

@@ -42,6 +42,8 @@ from lewisrag.data.io import InputError, read_json, write_json
 from lewisrag.data.outputs import check_out_dir, exclusive, is_free, replace_dir
 from lewisrag.data.records import read_passages, read_qa
 from lewisrag.data.tasks import statement_queries
+from lewisrag.data.cpu_linear import cpu_linear as use_cpu_linear
+from lewisrag.data.cpu_linear import resolve_kind
 from lewisrag.data.threads import environment, torch_threads
 from lewisrag.data.world import build_world, write_world
 from lewisrag.eval.reports.i18n import check_lang
@@ -89,6 +91,7 @@ def reproduce(
     assets=None,
     tasks: Sequence[str] = ("qa",),
     lang: str = "en",
+    cpu_linear: str | None = None,
 ) -> dict:
     """Run every stage of the reproduction into `out` and return the results.
 
@@ -100,9 +103,12 @@ def reproduce(
     sibling folder (resumable there with `resume`) that replaces `out` when every stage is done.
     `tasks` beyond "qa" add the stages of `experiments.tasks` (Jeopardy, FEVER) after the QA ones.
     `lang` ("en" or "zh") is the language of report.md, report.html and the plots' labels; config.json
-    records it when it is not English.
+    records it when it is not English. `cpu_linear` ("auto", "blas", "onednn"; None: $LEWISRAG_CPU_LINEAR,
+    else auto) is the library that multiplies float32 linear layers on the CPU (`data.cpu_linear`:
+    oneDNN where torch's MKL runs at half speed); results.json's `environment` records it.
     """
     check_lang(lang)
+    linear = resolve_kind(cpu_linear)
     if preset.hub and assets is None:
         return {"validated": check_hub_assets(preset.hub, hub_dir)}
     if preset.hub:
@@ -115,7 +121,7 @@ def reproduce(
     out = check_out_dir(out, KIND, overwrite=overwrite, inputs=given)
     run = out if is_free(out, KIND) else out.with_name(f".{out.name}.overwrite")
     threads = run_threads(preset, run, resume)
-    with exclusive(run), torch_threads(threads):  # two runs into one folder would mix their stages' files
+    with exclusive(run), torch_threads(threads), use_cpu_linear(linear):  # two runs into one folder would mix their stages' files
         if preset.hub:
             results = _finish(run, *run_base(preset, run, seed, resume, threads, assets, read, _run_stage, on_stage,
                                              on_progress, lang), on_stage)

@@ -97,9 +97,11 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "category.distractor": ("distractor", "相似干扰文档"),
     "category.conflict": ("conflict", "新旧文档冲突"),
     # --- reproduce: report.md (experiments/report.py) -------------------------------------------
-    "rep.environment": ("Run on {cpu} with torch {torch}, {threads} CPU thread(s), device {device}: float results are "
-                        "exact on this configuration only (README, Performance).",
-                        "运行环境：{cpu}，torch {torch}，{threads} 个 CPU 线程，设备 {device}；浮点结果只在相同配置下逐位一致（见 README 的 Performance 一节）。"),
+    "rep.environment": ("Run on {cpu} with torch {torch}, {threads} CPU thread(s), float32 linear layers on the CPU "
+                        "through {linear}, device {device}: float results are exact on this configuration only "
+                        "(README, Performance).",
+                        "运行环境：{cpu}，torch {torch}，{threads} 个 CPU 线程，CPU 上的 float32 线性层由 {linear} 计算，设备 {device}；"
+                        "浮点结果只在相同配置下逐位一致（见 README 的 Performance 一节）。"),
     "rep.title": ("# lewisrag reproduce — preset `{preset}`, seed {seed}", "# lewisrag reproduce 复现报告 — 预设 `{preset}`，随机种子 {seed}"),
     "rep.paper_swap": ("paper (§4.5): 2016 index on 2016 leaders 70%, 2018 index on 2018 leaders 68%; mismatched 12% and 4%",
                        "论文（§4.5）：用 2016 年的索引回答 2016 年的领导人为 70%，用 2018 年的索引回答 2018 年的为 68%；"

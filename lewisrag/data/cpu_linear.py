@@ -1,0 +1,154 @@
+"""Which library multiplies a float32 linear layer's matrices on the CPU: torch's BLAS, or oneDNN.
+
+torch's x86 wheels link Intel's MKL as their BLAS, and MKL runs its AVX-512 kernels only on Intel
+CPUs: on an AMD EPYC Zen 5 (AVX-512 in hardware) its single-precision GEMM ran at 91-99 GFLOP/s
+per core, the AVX2 rate, for the shapes of the demo's models and for 2048^3 alike, where oneDNN,
+shipped in the same wheel and dispatching on the CPU's features instead of its maker, ran at 209-224
+(`scripts/bench_cpu_linear.py`). On such a CPU `reproduce --preset small` spent 23% less time in
+DPR training and 30-40% less in decoding with oneDNN.
+
+torch offers no switch for float32 (its oneDNN matmul path takes bf16, fp16 and the reduced-precision
+float32 modes), so `cpu_linear("onednn")` replaces `torch.nn.functional.linear`, which every
+`nn.Linear` calls, for the length of a block, with a function that sends float32 CPU inputs to
+`torch.ops.mkldnn._linear_pointwise` (the op inductor lowers linear layers to) in the forward pass
+and in both products of the backward, and anything else (autocast, other dtypes, GPUs, torch.compile
+tracing) to torch's own. This is what Intel's extension for PyTorch does to `nn.Linear` for float32.
+A `TorchFunctionMode` would be the sanctioned hook, but it runs Python for every torch call in the
+block, which these small models' many small ops pay for. Results differ from BLAS's in the last
+bits, as they do between CPUs: a run records the choice (`data.threads.environment`, in
+results.json and report.md's first line).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+from collections.abc import Iterator
+
+import torch
+import torch.nn.functional as F
+from torch.autograd.function import once_differentiable
+
+from lewisrag.data.io import InputError
+
+KINDS = ("blas", "onednn")
+ENV = "LEWISRAG_CPU_LINEAR"  # auto, blas or onednn: the choice of every command that takes no flag for it
+
+_torch_linear = F.linear  # torch's own, restored when a block ends
+
+
+def cpu_vendor() -> str:
+    """The CPU's maker as /proc/cpuinfo's vendor_id says it ("GenuineIntel", "AuthenticAMD"), else ""."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip()
+                if line.startswith("flags"):  # vendor_id comes first; past it, there is none
+                    break
+    except OSError:
+        pass
+    return ""
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def auto_kind(vendor: str | None = None, flags: set[str] | None = None) -> str:
+    """"onednn" where torch's BLAS is MKL and the CPU is an x86 with AVX-512 that Intel did not make
+    (MKL's AVX2 path there runs at half oneDNN's rate); "blas" everywhere else, Intel's CPUs included
+    (MKL's AVX-512 kernels there, and the digits of the runs measured on them kept).
+
+    >>> auto_kind("GenuineIntel", {"avx512f"}), auto_kind("AuthenticAMD", {"avx2"})
+    ('blas', 'blas')
+    """
+    vendor = cpu_vendor() if vendor is None else vendor
+    flags = _cpu_flags() if flags is None else flags
+    usable = (platform.machine() in ("x86_64", "AMD64") and torch.backends.mkl.is_available()
+              and torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise"))
+    return "onednn" if usable and vendor not in ("", "GenuineIntel") and "avx512f" in flags else "blas"
+
+
+def resolve_kind(kind: str | None, flag: str = "--cpu-linear") -> str:
+    """"auto" (or None: $LEWISRAG_CPU_LINEAR, else auto) as `auto_kind` decides; "blas" and "onednn" as given.
+
+    >>> resolve_kind("blas")
+    'blas'
+    >>> resolve_kind("fast")
+    Traceback (most recent call last):
+    lewisrag.data.io.InputError: --cpu-linear: must be auto, blas or onednn, got 'fast'
+    """
+    if kind is None:
+        kind, flag = os.environ.get(ENV) or "auto", f"${ENV}"
+    if kind == "auto":
+        return auto_kind()
+    if kind not in KINDS:
+        raise InputError(flag, f"must be auto, blas or onednn, got {kind!r}")
+    return kind
+
+
+def current_kind() -> str:
+    """The kind in force now: "onednn" inside a `cpu_linear("onednn")` block, else "blas"."""
+    return "onednn" if F.linear is _onednn_linear else "blas"
+
+
+@contextlib.contextmanager
+def cpu_linear(kind: str | None) -> Iterator[str]:
+    """Inside the block, float32 linear layers on the CPU multiply through `kind` (resolved by
+    `resolve_kind`); yields the kind. The setting is per process, like torch's thread count, and
+    the one before the block is restored after it."""
+    kind = resolve_kind(kind)
+    before = F.linear
+    F.linear = _onednn_linear if kind == "onednn" else _torch_linear
+    try:
+        yield kind
+    finally:
+        F.linear = before
+
+
+def _eligible(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
+    return (x.device.type == "cpu" and x.dtype == torch.float32 and weight.dtype == torch.float32
+            and (bias is None or bias.dtype == torch.float32) and x.dim() >= 2 and x.numel() > 0
+            and not torch.is_autocast_enabled("cpu") and not torch.compiler.is_compiling())
+
+
+def _product(x2: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """x2 @ weight.T + bias through oneDNN; x2 (M, in), weight (out, in): strided views are read as they are."""
+    return torch.ops.mkldnn._linear_pointwise(x2, weight, bias, "none", [], "")
+
+
+class _OneDNNLinear(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        x2 = x.reshape(-1, x.shape[-1])  # (M, in)
+        ctx.save_for_backward(x2, weight)
+        ctx.x_shape, ctx.has_bias = x.shape, bias is not None
+        return _product(x2, weight, bias).view(*x.shape[:-1], weight.shape[0])
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        x2, weight = ctx.saved_tensors
+        g2 = grad.reshape(-1, grad.shape[-1])  # (M, out)
+        gx = _product(g2, weight.t()).view(ctx.x_shape) if ctx.needs_input_grad[0] else None  # g @ W
+        gw = _product(g2.t(), x2.t()) if ctx.needs_input_grad[1] else None  # g.T @ x: (out, in)
+        gb = g2.sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
+        return gx, gw, gb
+
+
+def _onednn_linear(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """`torch.nn.functional.linear` with float32 CPU products through oneDNN (see the module's docstring)."""
+    if not _eligible(input, weight, bias):
+        return _torch_linear(input, weight, bias)
+    if torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)):
+        return _OneDNNLinear.apply(input, weight, bias)
+    return _product(input.reshape(-1, input.shape[-1]), weight, bias).view(*input.shape[:-1], weight.shape[0])
