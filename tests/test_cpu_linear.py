@@ -4,6 +4,8 @@ and torch's own back after the block."""
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -149,3 +151,24 @@ def test_model_commands_read_the_choice_from_the_environment(monkeypatch, capsys
     code, out, _ = run_main(monkeypatch, capsys, "world", "--out", tmp_path / "world", "--entities", "40")
     assert code == 0 and (tmp_path / "world").is_dir()
     assert cl.current_kind() == "blas"
+
+
+@usable
+@pytest.mark.skipif(not any(shutil.which(cc) for cc in ("cc", "gcc", "clang")),
+                    reason="torch.compile needs a C compiler on PATH")
+def test_torch_compile_traces_torch_own_linear_inside_the_block():
+    """`train rag --compile` inside a oneDNN block: the compiled graph holds torch's linear (tracing
+    takes the fallback), and it trains to eager's numbers."""
+    torch.manual_seed(0)
+    layer = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
+    x = torch.randn(5, 8)
+    eager = layer(x).sum()
+    eager.backward()
+    expected = [p.grad.clone() for p in layer.parameters()]
+    layer.zero_grad()
+    with cl.cpu_linear("onednn"):
+        compiled = torch.compile(layer)(x).sum()
+        compiled.backward()
+    torch.testing.assert_close(compiled, eager, rtol=1e-5, atol=1e-5)
+    for p, g in zip(layer.parameters(), expected):
+        torch.testing.assert_close(p.grad, g, rtol=1e-5, atol=1e-5)

@@ -38,12 +38,12 @@ from pathlib import Path
 import psutil
 
 from lewisrag import __version__
+from lewisrag.data.cpu_linear import cpu_linear as use_cpu_linear
+from lewisrag.data.cpu_linear import resolve_kind
 from lewisrag.data.io import InputError, read_json, write_json
 from lewisrag.data.outputs import check_out_dir, exclusive, is_free, replace_dir
 from lewisrag.data.records import read_passages, read_qa
 from lewisrag.data.tasks import statement_queries
-from lewisrag.data.cpu_linear import cpu_linear as use_cpu_linear
-from lewisrag.data.cpu_linear import resolve_kind
 from lewisrag.data.threads import environment, torch_threads
 from lewisrag.data.world import build_world, write_world
 from lewisrag.eval.reports.i18n import check_lang
