@@ -22,6 +22,7 @@ usable = pytest.mark.skipif(
 @pytest.mark.parametrize("shape", [(7, 16), (3, 5, 16), (2, 3, 4, 16)])
 @pytest.mark.parametrize("with_bias", [True, False])
 def test_forward_and_backward_match_torch(shape, with_bias, monkeypatch):
+    monkeypatch.setattr(cl, "MIN_MACS", 0)  # these small products too
     calls = []
     product = cl._product
     monkeypatch.setattr(cl, "_product", lambda *a: calls.append(a[0].shape) or product(*a))
@@ -48,7 +49,8 @@ def test_forward_and_backward_match_torch(shape, with_bias, monkeypatch):
 
 
 @usable
-def test_a_frozen_weight_gets_no_gradient_and_the_input_one_does():
+def test_a_frozen_weight_gets_no_gradient_and_the_input_one_does(monkeypatch):
+    monkeypatch.setattr(cl, "MIN_MACS", 0)  # small products through oneDNN too
     x, w = torch.randn(4, 8, requires_grad=True), torch.randn(3, 8)  # a frozen layer under a trained one
     with cl.cpu_linear("onednn"):
         F.linear(x, w).sum().backward()
@@ -57,8 +59,9 @@ def test_a_frozen_weight_gets_no_gradient_and_the_input_one_does():
 
 
 @usable
-def test_strided_inputs_and_weights_read_as_they_are():
+def test_strided_inputs_and_weights_read_as_they_are(monkeypatch):
     """A transposed weight (tied or shared tables) and a non-contiguous input give torch's numbers."""
+    monkeypatch.setattr(cl, "MIN_MACS", 0)  # small products through oneDNN too
     torch.manual_seed(0)
     x, w = torch.randn(16, 6).t(), torch.randn(16, 10).t()  # (6, 16) and (10, 16), both views
     with cl.cpu_linear("onednn"):
@@ -67,8 +70,9 @@ def test_strided_inputs_and_weights_read_as_they_are():
 
 
 @usable
-def test_what_onednn_does_not_take_goes_to_torch():
+def test_what_onednn_does_not_take_goes_to_torch(monkeypatch):
     """bf16 autocast keeps its bf16 product, other dtypes and 1-d inputs stay torch's, empty batches work."""
+    monkeypatch.setattr(cl, "MIN_MACS", 0)  # small products through oneDNN too
     w = torch.randn(3, 8)
     with cl.cpu_linear("onednn"):
         with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -80,8 +84,9 @@ def test_what_onednn_does_not_take_goes_to_torch():
 
 
 @usable
-def test_a_model_trains_to_the_same_numbers_either_way():
+def test_a_model_trains_to_the_same_numbers_either_way(monkeypatch):
     """Three AdamW steps of a small BART (every nn.Linear through the switch): the same losses."""
+    monkeypatch.setattr(cl, "MIN_MACS", 0)  # small products through oneDNN too
     from transformers import BartConfig, BartForConditionalGeneration
 
     losses = {}
@@ -156,9 +161,10 @@ def test_model_commands_read_the_choice_from_the_environment(monkeypatch, capsys
 @usable
 @pytest.mark.skipif(not any(shutil.which(cc) for cc in ("cc", "gcc", "clang")),
                     reason="torch.compile needs a C compiler on PATH")
-def test_torch_compile_traces_torch_own_linear_inside_the_block():
+def test_torch_compile_traces_torch_own_linear_inside_the_block(monkeypatch):
     """`train rag --compile` inside a oneDNN block: the compiled graph holds torch's linear (tracing
     takes the fallback), and it trains to eager's numbers."""
+    monkeypatch.setattr(cl, "MIN_MACS", 0)  # small products through oneDNN too
     torch.manual_seed(0)
     layer = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
     x = torch.randn(5, 8)
@@ -172,3 +178,18 @@ def test_torch_compile_traces_torch_own_linear_inside_the_block():
     torch.testing.assert_close(compiled, eager, rtol=1e-5, atol=1e-5)
     for p, g in zip(layer.parameters(), expected):
         torch.testing.assert_close(p.grad, g, rtol=1e-5, atol=1e-5)
+
+
+@usable
+def test_small_products_stay_on_blas(monkeypatch):
+    """Under MIN_MACS multiply-adds oneDNN's per-shape kernel costs more than it saves: torch's own runs."""
+    calls = []
+    product = cl._product
+    monkeypatch.setattr(cl, "_product", lambda *a: calls.append(a[0].shape) or product(*a))
+    small, w = torch.randn(64, 128), torch.randn(128, 128)  # 2^20 multiply-adds
+    big = torch.randn(256, 128)  # 2^22
+    with cl.cpu_linear("onednn"):
+        torch.testing.assert_close(F.linear(small, w), small @ w.t())
+        assert calls == []
+        torch.testing.assert_close(F.linear(big, w), big @ w.t(), rtol=1e-5, atol=1e-4)
+    assert calls == [(256, 128)]

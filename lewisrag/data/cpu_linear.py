@@ -11,8 +11,8 @@ torch offers no switch for float32 (its oneDNN matmul path takes bf16, fp16 and 
 float32 modes), so `cpu_linear("onednn")` replaces `torch.nn.functional.linear`, which every
 `nn.Linear` calls, for the length of a block, with a function that sends float32 CPU inputs to
 `torch.ops.mkldnn._linear_pointwise` (the op inductor lowers linear layers to) in the forward pass
-and in both products of the backward, and anything else (autocast, other dtypes, GPUs, torch.compile
-tracing) to torch's own. This is what Intel's extension for PyTorch does to `nn.Linear` for float32.
+and in both products of the backward, and anything else (products under `MIN_MACS`, autocast, other
+dtypes, GPUs, torch.compile tracing) to torch's own. This is what Intel's extension for PyTorch does to `nn.Linear` for float32.
 A `TorchFunctionMode` would be the sanctioned hook, but it runs Python for every torch call in the
 block, which these small models' many small ops pay for. Results differ from BLAS's in the last
 bits, as they do between CPUs: a run records the choice (`data.threads.environment`, in
@@ -36,6 +36,12 @@ KINDS = ("blas", "onednn")
 ENV = "LEWISRAG_CPU_LINEAR"  # auto, blas or onednn: the choice of every command that takes no flag for it
 
 _torch_linear = F.linear  # torch's own, restored when a block ends
+# Products smaller than this many multiply-adds (rows x in x out) stay on BLAS. Measured on the AMD
+# EPYC Zen 5 (2 threads): at 2^20 (64 rows of a 128 x 128 layer) oneDNN took 19-20 us against BLAS's
+# 17, and generating its kernel for a shape it had not met cost 0.5-1 ms; from 2^24 up it took half
+# BLAS's time (104-124 us against 203-207). The test suite's tiny models and the decoders' one-token
+# steps would pay for the generation and gain nothing.
+MIN_MACS = 1 << 22
 
 
 def cpu_vendor() -> str:
@@ -117,8 +123,8 @@ def cpu_linear(kind: str | None) -> Iterator[str]:
 
 def _eligible(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
     return (x.device.type == "cpu" and x.dtype == torch.float32 and weight.dtype == torch.float32
-            and (bias is None or bias.dtype == torch.float32) and x.dim() >= 2 and x.numel() > 0
-            and not torch.is_autocast_enabled("cpu") and not torch.compiler.is_compiling())
+            and (bias is None or bias.dtype == torch.float32) and x.dim() >= 2 and x.numel() * weight.shape[0] >= MIN_MACS
+            and x.numel() > 0 and not torch.is_autocast_enabled("cpu") and not torch.compiler.is_compiling())
 
 
 def _product(x2: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
