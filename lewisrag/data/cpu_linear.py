@@ -37,11 +37,12 @@ ENV = "LEWISRAG_CPU_LINEAR"  # auto, blas or onednn: the choice of every command
 
 _torch_linear = F.linear  # torch's own, restored when a block ends
 # Products smaller than this many multiply-adds (rows x in x out) stay on BLAS. Measured on the AMD
-# EPYC Zen 5 (2 threads): at 2^20 (64 rows of a 128 x 128 layer) oneDNN took 19-20 us against BLAS's
-# 17, and generating its kernel for a shape it had not met cost 0.5-1 ms; from 2^24 up it took half
-# BLAS's time (104-124 us against 203-207). The test suite's tiny models and the decoders' one-token
-# steps would pay for the generation and gain nothing.
-MIN_MACS = 1 << 22
+# EPYC Zen 5 (2 threads), per call with the kernel made: at 2^19 (40 rows of a 128 x 128 layer) oneDNN
+# took 27 us against BLAS's 18, at 2^20 19-20 us against 17; at 2^21 (a decoding step's 160 rows)
+# 33 against 38, and from 2^23 up about half BLAS's time. Generating a kernel for a shape oneDNN has
+# not met costs 0.5-1 ms, which the test suite's tiny models would pay again and again for nothing.
+# (At 2^22 the demo's evaluation took 32 s instead of 22: its decoding steps fell under it.)
+MIN_MACS = 1 << 21
 
 
 def cpu_vendor() -> str:
