@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
 from lewisrag.data.io import InputError
+from lewisrag.data.threads import cpuinfo
 
 KINDS = ("blas", "onednn")
 ENV = "LEWISRAG_CPU_LINEAR"  # auto, blas or onednn: the choice of every command that takes no flag for it
@@ -47,27 +48,7 @@ MIN_MACS = 1 << 21
 
 def cpu_vendor() -> str:
     """The CPU's maker as /proc/cpuinfo's vendor_id says it ("GenuineIntel", "AuthenticAMD"), else ""."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("vendor_id"):
-                    return line.split(":", 1)[1].strip()
-                if line.startswith("flags"):  # vendor_id comes first; past it, there is none
-                    break
-    except OSError:
-        pass
-    return ""
-
-
-def _cpu_flags() -> set[str]:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
+    return cpuinfo("vendor_id")
 
 
 def auto_kind(vendor: str | None = None, flags: set[str] | None = None) -> str:
@@ -79,7 +60,7 @@ def auto_kind(vendor: str | None = None, flags: set[str] | None = None) -> str:
     ('blas', 'blas')
     """
     vendor = cpu_vendor() if vendor is None else vendor
-    flags = _cpu_flags() if flags is None else flags
+    flags = set(cpuinfo("flags").split()) if flags is None else flags
     usable = (platform.machine() in ("x86_64", "AMD64") and torch.backends.mkl.is_available()
               and torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise"))
     return "onednn" if usable and vendor not in ("", "GenuineIntel") and "avx512f" in flags else "blas"

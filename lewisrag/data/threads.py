@@ -49,18 +49,24 @@ def resolve_device(name: str, flag: str = "--device") -> str:
     return name
 
 
+def cpuinfo(field: str) -> str:
+    """The first CPU's `field` in /proc/cpuinfo ("model name", "vendor_id", "flags"), else ""."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                name, _, value = line.partition(":")
+                if name.strip().lower() == field:
+                    return value.strip()
+    except OSError:
+        pass
+    return ""
+
+
 def cpu_model() -> str:
     """The CPU's model name as `lscpu` prints it ("model name" of /proc/cpuinfo), else platform's guess."""
     import platform
 
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return cpuinfo("model name") or platform.processor() or platform.machine()
 
 
 def environment(device: str = "cpu") -> dict:
