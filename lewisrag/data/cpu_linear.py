@@ -30,8 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
-from lewisrag.data.io import InputError
-from lewisrag.data.threads import cpuinfo
+from lewisrag.data.io import InputError, cpuinfo
 
 KINDS = ("blas", "onednn")
 ENV = "LEWISRAG_CPU_LINEAR"  # auto, blas or onednn: the choice of every command that takes no flag for it

@@ -397,3 +397,16 @@ def read_json(path: str | os.PathLike) -> Any:
         raise InputError(p, f"not valid UTF-8 (byte {e.start})") from None
     except _BadJSON as e:
         raise InputError(p, f"malformed JSON: {e.msg}", line=e.line, field=e.field) from None
+
+
+def cpuinfo(field: str) -> str:
+    """The first CPU's `field` in /proc/cpuinfo ("model name", "vendor_id", "flags"), else ""."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                name, _, value = line.partition(":")
+                if name.strip().lower() == field:
+                    return value.strip()
+    except OSError:
+        pass
+    return ""

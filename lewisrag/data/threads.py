@@ -9,7 +9,7 @@ import contextlib
 import re
 from collections.abc import Iterator
 
-from lewisrag.data.io import InputError
+from lewisrag.data.io import InputError, cpuinfo
 
 
 @contextlib.contextmanager
@@ -47,19 +47,6 @@ def resolve_device(name: str, flag: str = "--device") -> str:
     if name.startswith("cuda:") and int(name[5:]) >= torch.cuda.device_count():
         raise InputError(flag, f"{name}: only {torch.cuda.device_count()} GPU(s) visible to torch")
     return name
-
-
-def cpuinfo(field: str) -> str:
-    """The first CPU's `field` in /proc/cpuinfo ("model name", "vendor_id", "flags"), else ""."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                name, _, value = line.partition(":")
-                if name.strip().lower() == field:
-                    return value.strip()
-    except OSError:
-        pass
-    return ""
 
 
 def cpu_model() -> str:
