@@ -26,7 +26,7 @@ def test_docstring_examples():
 
 
 def test_name_and_version_are_stamped():
-    assert (SPLITTER_NAME, SPLITTER_VERSION) == ("sentences", "3")
+    assert (SPLITTER_NAME, SPLITTER_VERSION) == ("sentences", "4")
 
 
 @pytest.mark.parametrize(
@@ -168,7 +168,7 @@ def test_a_citation_after_any_space_but_a_newline_stays_with_its_sentence(space)
 def test_full_width_and_lenticular_markers_and_padded_ids_are_citations():
     """［１］, 【1】, [1、2] were no citations (MISSING_CITATION) and [01] cited a context "01"."""
     assert citation_ids("返回 422［１］，见【2】与 [3、4]，及 [05]、[^6]。") == ("1", "2", "3", "4", "5", "6")
-    assert citation_ids("on a scale [1-5]") == ()  # a range is no citation
+    assert citation_ids("on a scale [1-5]") == ("1", "2", "3", "4", "5")  # a range cites every id in it
     assert strip_citations("返回 422［１］。") == "返回 422。"  # no marker left to corrupt EM ("4221")
     assert citation_ids("x[١] y[٢]") == ()  # other scripts' digits are not ids
 
@@ -223,3 +223,25 @@ def test_an_answer_as_a_numbered_list_scores_as_the_same_answer_in_prose():
     listed = scored("1. A failed login returns 422 [1].\n2. Five failures lock the account [2].")
     assert listed == prose and prose["checks"] == ["PASS", "PASS"]
 
+
+
+@pytest.mark.parametrize("marker", ["[1-3]", "[1–3]", "［１～３］", "【1 - 3】", "[1-2, 3]"])
+def test_a_range_cites_every_context_in_it(marker):
+    """Version 3 read "[1-3]" as no citation: the sentence was MISSING_CITATION, its passages unchecked."""
+    from lewisrag.eval.citations import check_answer
+
+    assert citation_ids(f"The tower is 330 m tall {marker}.") == ("1", "2", "3")
+    assert strip_citations(f"The tower is 330 m tall {marker}.") == "The tower is 330 m tall."
+    docs = {"1": "The tower is 330 m tall.", "2": "It opened in 1889.", "3": "Paris."}
+    [(statement, check)] = check_answer(f"The tower is 330 m tall {marker}.", docs, set(docs))
+    assert statement.citations == ("1", "2", "3") and check.status == "PASS"
+    [(_, check)] = check_answer(f"The tower is 330 m tall {marker.replace('3', '4').replace('３', '４')}.", docs, set(docs))
+    assert check.status == "BAD_ID"  # context 4 does not exist
+
+
+def test_a_backward_or_long_range_cites_its_two_ends():
+    assert citation_ids("[3-1]") == ("3", "1")
+    assert citation_ids(f"[1-{statements.MAX_RANGE}]") == tuple(str(i) for i in range(1, statements.MAX_RANGE + 1))
+    assert citation_ids(f"[1-{statements.MAX_RANGE + 1}]") == ("1", str(statements.MAX_RANGE + 1))
+    assert citation_ids("[1990-2020]") == ("1990", "2020")
+    assert citation_ids("[1-]") == () and citation_ids("[-1]") == ()  # half a range is no marker

@@ -5,11 +5,12 @@ scores 33.3% faithfulness as 3 sentences, 16.7% as 6 atomic facts and 0% as one 
 splitter has a name and a version (`SPLITTER_NAME`, `SPLITTER_VERSION`) that go into every result,
 and any change to the rules below must bump the version.
 
-Rules of version "3":
+Rules of version "4":
 
 - A citation is a number in brackets: [1], the full-width ［１］ or 【1】, a Markdown footnote [^1],
-  several ids in one marker ([1, 2], [1，2], [1; 2], [1、2]). Ids are read as numbers: [01] and
-  ［１］ cite "1". A range ([1-3]) is not a citation: "[1-5]" is as often a scale.
+  several ids in one marker ([1, 2], [1，2], [1; 2], [1、2]), a range ([1-3], [1–3], ［１～３］ cite
+  1, 2 and 3). Ids are read as numbers: [01] and ［１］ cite "1". A range that runs backwards or
+  spans more than MAX_RANGE ids ([1990-2020]) cites its two ends.
 - A sentence ends at 。！？｡ (always), at . ! ? ． when followed by whitespace, the end of the text, a
   CJK character or a citation, and at every newline.
 - Nothing splits inside 「」 『』 “” or "..." quotes (a newline still does, and resets the quotes, so
@@ -28,7 +29,9 @@ Rules of version "3":
   sentence ("1. ", "2) ", "3、" in such a list; "- ", "* ", "• " anywhere) is not part of it: its
   number is no claim to check. A lone "42. It is ..." keeps its number.
 
-Version "2" read "1." opening a line as a sentence of its own, so an answer written as a numbered
+Version "3" did not read ranges: "[1-3]", which language models write for three passages, left its
+sentence uncited (a bracketed scale such as "[1-5]" now cites contexts 1 to 5, which the citation
+checker then finds unsupported or missing: the rarer error in a RAG answer). Version "2" read "1." opening a line as a sentence of its own, so an answer written as a numbered
 list had half its statements uncited. Version "1" also read only ASCII [n] markers (with any
 script's digits, as text: [01] was not [1]), did not end a sentence at ｡ or ．, joined a citation
 to the sentence before it across spaces, tabs and U+3000 only, never ended a sentence at "no.",
@@ -49,13 +52,17 @@ from dataclasses import dataclass
 from lewisrag.scoring.text import is_cjk
 
 SPLITTER_NAME = "sentences"
-SPLITTER_VERSION = "3"
+SPLITTER_VERSION = "4"
 ATOMIC_SPLITTER_NAME = "atomic"  # --splitter atomic: the llm judge decomposes the whole answer (judge.decompose)
 
-# [1], [1][2] (two matches), [1, 2], [1，2], [1; 2], [1、2], ［１］, 【1】, [^1]; ASCII or full-width digits only
-# (Python's \d would take any script's digits, which no id is written in)
-_ID = r"[0-9０-９]+"
+# [1], [1][2] (two matches), [1, 2], [1，2], [1; 2], [1、2], ［１］, 【1】, [^1], ranges [1-3], [1–3], [1～3];
+# ASCII or full-width digits only (Python's \d would take any script's digits, which no id is written in)
+_NUMBER = r"[0-9０-９]+"
+_RANGE_SEP = r"[-‐‑–—~～－]"  # hyphens, en and em dashes, tildes (ASCII and full-width)
+_ID = rf"{_NUMBER}(?:\s*{_RANGE_SEP}\s*{_NUMBER})?"
 CITATION_RE = re.compile(rf"[\[［【]\^?\s*({_ID}(?:\s*[,，;；、]\s*{_ID})*)\s*[\]］】]")  # [^1]: a Markdown footnote
+_RANGE_SEP_RE = re.compile(rf"\s*{_RANGE_SEP}\s*")
+MAX_RANGE = 20  # a range of more ids than this ([1990-2020]) cites its two ends, not every number between
 _HSPACE = r"[^\S\n]"  # any space but a newline: no-break and thin spaces too
 # the lookbehind starts a match only at the first space of a run: without it, every space of a long
 # run was tried to the run's end (100,000 spaces took 10 s)
@@ -95,6 +102,8 @@ def citation_ids(text: str) -> tuple[str, ...]:
 
     >>> citation_ids("返回 422 [1][3]，见 [1, 2]。"), citation_ids("见【01】［２］")
     (('1', '3', '2'), ('1', '2'))
+    >>> citation_ids("Both [2-4]; 见［５～６］ and [1990–2020].")
+    ('2', '3', '4', '5', '6', '1990', '2020')
     """
     seen: dict[str, None] = {}
     for m in CITATION_RE.finditer(text):
@@ -104,8 +113,17 @@ def citation_ids(text: str) -> tuple[str, ...]:
 
 
 def _marker_ids(m: re.Match) -> list[str]:
-    """The ids of one citation marker, read as numbers: [01] and ［１］ cite "1"."""
-    return [str(int(unicodedata.normalize("NFKC", i))) for i in _ID_SEP_RE.split(m.group(1))]
+    """The ids of one citation marker, read as numbers: [01] and ［１］ cite "1", [2-4] cites 2, 3 and 4.
+
+    A range that runs backwards ([3-1]) or spans more than MAX_RANGE ids cites its two ends.
+    """
+    ids: list[str] = []
+    for item in _ID_SEP_RE.split(m.group(1)):
+        ends = [int(unicodedata.normalize("NFKC", n)) for n in _RANGE_SEP_RE.split(item)]
+        lo, hi = ends[0], ends[-1]
+        span = range(lo, hi + 1) if lo <= hi < lo + MAX_RANGE else ends
+        ids.extend(str(i) for i in span)
+    return ids
 
 
 def canonical_citations(text: str) -> str:
