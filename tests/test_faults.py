@@ -739,6 +739,25 @@ def test_factory_errors_come_before_encoding(tiny_corpus, dpr_ckpt, tmp_path):
     assert calls == [] and not (tmp_path / "i.partial").exists()
 
 
+
+@pytest.mark.parametrize("factory", ["IDMap,Flat", "IDMap2,Flat"])
+def test_an_idmap_factory_is_refused_before_encoding(tiny_corpus, dpr_ckpt, tmp_path, factory):
+    """IDMap took FAISS's add() and raised a RuntimeError traceback after the whole corpus was encoded."""
+    calls = []
+    with pytest.raises(InputError, match="leave IDMap out"):
+        build_dense_index(read_passages(tiny_corpus["passages"]), dpr_ckpt, tmp_path / "i",
+                          DenseBuildConfig(factory=factory), lambda *a: calls.append(a))
+    assert calls == []
+
+
+def test_a_factory_faiss_cannot_fill_is_one_line(monkeypatch, capsys, tiny_corpus, dpr_ckpt, tmp_path):
+    """NSG over fewer than 100 vectors failed in FAISS's add(): a RuntimeError traceback, exit 1."""
+    code, _, err = run(monkeypatch, capsys, "index", "build", "--passages", tiny_corpus["passages"], "--encoder",
+                       dpr_ckpt, "--device", "cpu", "--faiss", "NSG32,Flat", "--out", tmp_path / "idx")
+    assert_one_line_error(code, err, "--faiss", "could not add", "NSG32,Flat")
+    assert not (tmp_path / "idx").exists()
+
+
 # ---------------------------------------------------------------------------------------------
 # state files: a damaged one is rebuilt, not fatal
 

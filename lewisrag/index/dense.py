@@ -289,8 +289,11 @@ def build_faiss(embeddings: np.ndarray, factory: str, train_sample: int = 100_00
         except RuntimeError as e:  # check_factory catches the known causes; this names any other
             raise InputError("--faiss", f"FAISS could not train '{factory}' on {len(rows)} vectors: "
                              f"{_faiss_reason(e)}") from None
-    for start in range(0, n, ADD_ROWS):
-        index.add(read(np.arange(start, min(start + ADD_ROWS, n))))
+    try:
+        for start in range(0, n, ADD_ROWS):
+            index.add(read(np.arange(start, min(start + ADD_ROWS, n))))
+    except RuntimeError as e:  # e.g. an NSG graph over fewer than 100 vectors
+        raise InputError("--faiss", f"FAISS could not add {n} vectors to '{factory}': {_faiss_reason(e)}") from None
     return index
 
 
@@ -467,6 +470,9 @@ def check_factory(factory: str, dim: int, n_passages: int, train_sample: int = 1
             raise InputError("--faiss", f"invalid FAISS factory '{factory}': {kind} needs at least 1 "
                              f"{'link per vector' if kind == 'HNSW' else 'inverted list'}")
     index = _new_index(factory, dim)
+    if "IDMap" in factory:  # an IndexIDMap takes only add_with_ids; a row's number is already its passage's
+        raise InputError("--faiss", f"invalid FAISS factory '{factory}': lewisrag numbers vectors by passage row; "
+                         "leave IDMap out")
     if index.is_trained:
         return
 
