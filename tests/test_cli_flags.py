@@ -279,6 +279,7 @@ def test_train_rag_json(rag_inputs, tmp_path, monkeypatch, capsys):  # noqa: F81
     cfg = make_config(rag_inputs, steps=1, eval_every=0, save_every=1)
     s = _json_run(monkeypatch, capsys, "train", "rag", *cli_flags(cfg), "--out", tmp_path / "run")
     assert s["steps"] == 1 and s["variant"] == "token" and s["processes"] == 1 and s["final_model"] == str(tmp_path / "run" / "final")
+    assert s["best_model"] is None and not (tmp_path / "run" / "best").exists()  # no dev evaluation: no best model
     assert TRAIN_FLAGS["n_docs"] == json.loads((tmp_path / "run" / "config.json").read_text())["n_docs"]
 
 

@@ -37,6 +37,10 @@ def calibrate(
     with _ui.progress() as p:
         task = p.add_task(f"judging with {j.name}", total=len(items), info="")
         result = run(j, items, batch_size, confidence, on_batch=lambda n: p.advance(task, n))
+        if result["n"] == 0:  # a calibration.json with kappa null would read as a measurement; raised here, the bar goes
+            reason = result["disagreements"][0]["reason"] if result["disagreements"] else "no verdict"
+            raise InputError("--judge", f"{j.name} decided none of the {len(items)} labels of {labels} (the first: "
+                             f"{reason}); nothing was measured")
     result["labels"] = str(labels)
     if out is not None:
         with output_dir(out, "calibration", overwrite=overwrite) as d:

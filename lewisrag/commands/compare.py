@@ -53,7 +53,7 @@ def compare(
                              "same JSON in either language."),
 ) -> None:
     """Answer the same questions with every system and print one scorecard: QA, retrieval, layers, citations, cost."""
-    from lewisrag.data.io import InputError
+    from lewisrag.data.io import InputError, given_once
     from lewisrag.experiments.compare import compare_run, scorecard_rows, system_labels
     from lewisrag.experiments.stitched_llm import GeneratorOptions
     from lewisrag.eval.reports.i18n import check_lang, messages
@@ -65,6 +65,7 @@ def compare(
     data = _ui.renamed(ctx, "questions", "old_data", "--questions", "--data")
     fields = _ui.qa_fields(qa_fields)
     names = [s.strip() for s in systems.split(",") if s.strip()]
+    given_once("--systems", names)
     if not run.is_dir():  # before --out, which defaults to RUN/compare and would be blamed for a missing run
         raise InputError(run, "run folder not found" if not run.exists() else "is not a folder; --run takes a "
                          "`lewisrag reproduce` run folder", field="--run")

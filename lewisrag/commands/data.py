@@ -42,7 +42,7 @@ def chunk(
 
 def world(
     out: Path = typer.Option(..., "--out", help="Directory to write the world's files into (created if missing)."),
-    seed: int = typer.Option(0, "--seed", help="Random seed: the same seed writes byte-identical files."),
+    seed: int = typer.Option(0, "--seed", min=0, max=2**32 - 1, help="Random seed: the same seed writes byte-identical files."),
     entities: int = typer.Option(DEFAULT_ENTITIES, "--entities", min=MIN_ENTITIES, max=MAX_ENTITIES, help="Number of countries and organisations in the corpus (two passages each)."),
     lang: str = typer.Option("en", "--lang", help="Language of the world: en (English) or zh (Chinese names, passages and "
                              "questions; no Jeopardy or FEVER files)."),

@@ -85,6 +85,8 @@ def answers(
                   inputs={"--answers": file, "--embedder": embedder, "--cache-dir": cache_dir,
                           "--judge": judges.spec_path(judge)})
     records = read_answers(file)  # every record is checked before anything is judged or written
+    if not any(r.gold_passage_ids for r in records):  # never ignored in silence
+        _ui.refuse_given(ctx, ("recall_at", "old_k"), f"measures recall@k of gold_passage_ids, which no record of {file} has")
     the_judge = judges.from_spec(judge, cache_dir=cache_dir, concurrency=concurrency, base_url=llm_base_url)
     if splitter == "atomic" and not hasattr(the_judge, "decompose"):
         raise InputError("--splitter", "the atomic splitter needs an llm judge")

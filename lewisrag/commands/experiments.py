@@ -18,7 +18,7 @@ def reproduce(
     preset: str = typer.Option("small", "--preset", help="tiny (smoke test, under 2 minutes), small (the demo, with the "
                                "shipped generator) or base (the paper's recipe on your own local checkpoints and data: "
                                "--question-encoder ... --passages; with only --hub-dir it checks the hub's are here)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the world and of every training run."),
+    seed: int = typer.Option(0, "--seed", min=0, max=2**32 - 1, help="Seed of the world and of every training run."),
     tasks: str = typer.Option("qa", "--tasks", help="Comma-separated: qa (always; the default) and the paper's Table 2 "
                               "tasks on the world, jeopardy (question generation, Q-BLEU-1) and fever (claim "
                               "verification, label accuracy), each trained with both RAG variants and closed book."),
@@ -129,6 +129,8 @@ def reproduce(
     from lewisrag.data.outputs import made_by
     from lewisrag.experiments.reproduce import KIND
 
+    if resume and overwrite:  # as `train rag`: one continues the run in --out, the other replaces it
+        raise InputError("--overwrite", "does not apply with --resume, which continues the run in --out")
     if made_by(out) == KIND and not resume and not overwrite:  # a slip costs the whole run's time
         typer.echo(f"note: {out} holds a reproduction; every stage runs again (--resume keeps the finished ones)", err=True)
 

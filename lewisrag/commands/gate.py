@@ -37,7 +37,7 @@ def gate(
             t.add_column(col, overflow="fold")
         for c in report.checks:
             style = VERDICT_STYLE[c.verdict]
-            t.add_row(c.tier, c.name, f"[{style}]{c.verdict}[/{style}]", c.evidence)
+            t.add_row(c.tier, c.name, Text(c.verdict, style=style), c.evidence)  # markup is off: a styled Text
         _ui.out.print(t)
         failed = [c for c in report.checks if c.verdict == "fail"]
         judge = report.judges["candidate"]

@@ -29,6 +29,8 @@ def parse_overrides(pairs: list[str]) -> dict:
         key, sep, value = pair.partition("=")
         if not sep or key not in known or key in FLAGS:
             raise InputError("--set", f"expected KEY=VALUE with KEY a PretrainConfig field (not {'/'.join(FLAGS)}), got {pair!r}")
+        if key in out:  # the last would win in silence
+            raise InputError("--set", f"{key} is given twice")
         out[key] = _typed(key, value, known[key])
         if key in AT_LEAST_ONE and out[key] < 1:
             raise InputError("--set", f"{key} must be at least 1, got {out[key]}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import typer
@@ -31,7 +32,7 @@ def retrieval(
     several gold passages."""
     from lewisrag.data.records import check_gold_ids, read_qa
     from lewisrag.index import open_retriever, retrieval_recall
-    from lewisrag.data.io import InputError
+    from lewisrag.data.io import InputError, given_once
     from lewisrag.index.store import read_manifest
 
     data = _ui.renamed(ctx, "questions", "old_data", "--questions", "--data")
@@ -40,6 +41,8 @@ def retrieval(
     k = _ui.renamed(ctx, "recall_at", "old_k", "--recall-at", "-k")
     if any(x < 1 for x in k):
         raise InputError("--recall-at", "cut-offs must be at least 1")
+    given_once("--recall-at", k)  # a repeat was scored twice into one count: hit@5 2.000
+    given_once("--index", map(str, index), key=os.path.realpath)  # a repeat folded into one row
     examples = read_qa(data, _ui.qa_fields(qa_fields))
     gold = {g for ex in examples for g in ex.gold_passage_ids}
     if not gold:  # recall would be NaN over zero questions, reported as a result

@@ -39,7 +39,8 @@ def dpr(
     attention_dropout: float = typer.Option(0.1, "--attention-dropout", help="Dropout of attention probabilities of a "
                                             "model trained from scratch (BERT's 0.1); 0 lets the CPU use its fused "
                                             "attention kernel, about 30% less time a step at the small preset's size."),
-    no_hard_negatives: bool = typer.Option(False, "--no-hard-negatives", help="In-batch negatives only."),
+    no_hard_negatives: bool = typer.Option(False, "--no-hard-negatives", help="In-batch negatives only: neither BM25's "
+                                           "nor self-mined hard negatives."),
     self_negatives_at: float = typer.Option(0.5, "--self-negatives-at", help="From this share of the steps on, add each question's best-ranked non-gold passage under the model itself as a second hard negative (0 = never)."),
     separate: bool = typer.Option(False, "--separate-encoders", help="Train question and passage encoders apart from the start (default: one shared network while training, saved as two)."),
     seed: int = typer.Option(0, "--seed", min=0, max=2**32 - 1, help="Random seed."),
@@ -58,6 +59,10 @@ def dpr(
     from lewisrag.data.records import read_qa
     from lewisrag.training.dpr import KIND, DPRTrainConfig, check_init, train_dpr
 
+    if no_hard_negatives:  # in-batch negatives only: no BM25 negatives, and no self-mined ones either
+        _ui.refuse_given(ctx, ("self_negatives_at",), "adds a self-mined hard negative; --no-hard-negatives trains "
+                         "on in-batch negatives only")
+        self_negatives_at = 0.0
     cfg = DPRTrainConfig(init=init, init_question=init_question, init_context=init_context, steps=steps,
                          batch_size=batch_size, lr=lr, hidden_size=hidden_size, layers=layers, vocab_size=vocab_size,
                          dropout=dropout, attention_dropout=attention_dropout,
@@ -170,7 +175,7 @@ def rag(
     eval_beams: int = typer.Option(1, "--eval-beams", help="Beams when decoding dev answers (1 = greedy)."),
     eval_batch_size: int = typer.Option(16, "--eval-batch-size", help="Dev questions decoded at once."),
     save_every: int = typer.Option(50, "--save-every", help="Steps between resumable checkpoints."),
-    seed: int = typer.Option(0, "--seed", help="Random seed (data order, dropout)."),
+    seed: int = typer.Option(0, "--seed", min=0, max=2**32 - 1, help="Random seed (data order, dropout)."),
     mixed_precision: str = typer.Option("no", "--mixed-precision", help="no, bf16 (CPU or GPU) or fp16 (GPU; a loss "
                                         "scaler skips the steps whose gradients overflow, logged as skipped_inf)."),
     gradient_checkpointing: bool = typer.Option(False, "--gradient-checkpointing", help="Recompute BART's and the "
@@ -235,18 +240,19 @@ def rag(
             p.update(bar, completed=step, info=f"loss {record['loss']:.3f}  dev {metric} {dev}")
 
         summary = train_rag(cfg, out, resume=resume, on_progress=on_progress, overwrite=overwrite)
+    best = out / "best" if (out / "best").is_dir() else None  # none without a dev evaluation (--eval-every 0)
     if summary["main"] and as_json:
         _ui.print_json({"out": str(out), "variant": cfg.variant, "task": cfg.task, "steps": summary["steps"],
                         "best_em": summary["best_em"], "best_dev": summary["best_dev"], "dev_metric": summary["dev_metric"],
                         "n_train": summary["n_train"], "skipped_no_answer": summary["skipped_no_answer"],
-                        "processes": summary["processes"], "search": summary["search"], "best_model": str(out / "best"),
+                        "processes": summary["processes"], "search": summary["search"], "best_model": best and str(best),
                         "final_model": str(out / "final")})
     elif summary["main"]:
         _ui.out.print(_ui.table(f"RAG-{cfg.variant} written to {out}", ["field", "value"], [
             ["steps", summary["steps"]], [f"best dev {summary['dev_metric']}", summary["best_dev"]],
             ["training questions", summary["n_train"]],
             ["left out (no answer)", summary["skipped_no_answer"]], ["processes", summary["processes"]],
-            ["search", summary["search"]], ["best model", out / "best"], ["final model", out / "final"]]))
+            ["search", summary["search"]], ["best model", best or "none (no dev evaluation)"], ["final model", out / "final"]]))
 
 
 def stitched(

@@ -16,7 +16,7 @@ import os
 import socket
 import sys
 import tempfile
-from collections.abc import Container, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -217,6 +217,22 @@ def expect(ok: bool, source, field: str, what: str, value: object, after: str = 
     For the files lewisrag writes itself (manifests, checkpoint state), read back field by field."""
     if not ok:
         raise InputError(source, f"expected {what}, got {value!r}{after}", field=field)
+
+
+def given_once(flag: str, values: Iterable, key: Callable[[Any], Any] = lambda v: v, field: str | None = None) -> None:
+    """An InputError naming `flag` (and `field`, for a config file's key) for the first value given
+    twice: a repeat would be scored, checked or counted twice, or fold into one result in silence.
+
+    >>> given_once("--recall-at", [1, 5, 5])
+    Traceback (most recent call last):
+    lewisrag.data.io.InputError: --recall-at: 5 is given twice
+    """
+    seen: dict = {}
+    for v in values:
+        k = key(v)
+        if k in seen:
+            raise InputError(flag, f"{v} is given twice" + ("" if seen[k] == v else f" (as {seen[k]} too)"), field=field)
+        seen[k] = v
 
 
 def require_str(rec: dict, field: str, source, line: int, *, nonempty: bool = True) -> str:

@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from lewisrag.data.io import InputError
+from lewisrag.data.io import InputError, given_once
 from lewisrag.data.records import read_qa
 from lewisrag.data.threads import resolve_device
 from lewisrag.training.checkpoint import load_trained
@@ -71,12 +71,8 @@ def swap_matrix(model_paths: Sequence[str | os.PathLike], index_paths: Sequence[
     if not model_paths or not index_paths or not question_paths:
         raise InputError("swap", "needs at least one --model, one --index and one --questions")
     for flag, paths in (("--model", model_paths), ("--index", index_paths), ("--questions", question_paths)):
-        seen: dict[str, str] = {}
-        for p in map(str, paths):  # the matrix keys its cells by name: a repeat would fold into one cell
-            key = p if p.startswith("hf:") else os.path.realpath(p)
-            if key in seen:
-                raise InputError(flag, f"{p} is given twice" + ("" if seen[key] == p else f" (as {seen[key]} too)"))
-            seen[key] = p
+        # the matrix keys its cells by name: a repeat would fold into one cell
+        given_once(flag, map(str, paths), key=lambda p: p if p.startswith("hf:") else os.path.realpath(p))
     sets = load_question_sets(question_paths, qa_fields)
     indexes = [DenseIndex.load(p, mmap=True) for p in index_paths]
     models = [load_trained(p, device=device) for p in model_paths]

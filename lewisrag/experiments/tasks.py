@@ -35,7 +35,7 @@ from pathlib import Path
 
 import torch
 
-from lewisrag.data.io import InputError, write_json
+from lewisrag.data.io import InputError, given_once, write_json
 from lewisrag.data.pretrained import load_generator
 from lewisrag.data.records import read_passages, read_qa
 from lewisrag.data.tasks import NEI
@@ -70,6 +70,7 @@ def parse_tasks(text: str) -> tuple[str, ...]:
     ('qa', 'fever')
     """
     asked = [t.strip() for t in text.split(",") if t.strip()]
+    given_once("--tasks", asked)
     unknown = [t for t in asked if t not in TASKS]
     if unknown:
         raise InputError("--tasks", f"unknown task '{unknown[0]}' (one of {', '.join(TASKS)})")

@@ -122,6 +122,7 @@ def retrieval_recall(
     question id to its recall at each k ({"1": ..., "5": ...}), and `first_gold` to the 0-based rank
     of its first gold hit (None: not in the top max(ks)), for paired comparisons question by question.
     """
+    ks = sorted(set(ks))  # a repeated cut-off would be counted twice into one share
     scored = [ex for ex in examples if ex.gold_passage_ids]
     hits_at = {k: 0 for k in ks}
     recall_sum = {k: 0.0 for k in ks}

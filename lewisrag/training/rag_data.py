@@ -135,10 +135,11 @@ def check_config(cfg, processes: int) -> None:
         (cfg.variant in VARIANTS, "--variant", f"must be one of {', '.join(VARIANTS)}"),
         (cfg.task in TASKS, "--task", f"must be one of {', '.join(TASKS)}"),
         (cfg.mixed_precision in PRECISIONS, "--mixed-precision", f"must be one of {', '.join(PRECISIONS)}"),
-        (cfg.steps >= 1 and cfg.batch_size >= 1 and cfg.grad_accum >= 1 and cfg.n_docs >= 1,
-         "--steps/--batch-size/--grad-accum/--n-docs", "must be at least 1"),
+        *((getattr(cfg, name) >= 1, flag, f"must be at least 1, got {getattr(cfg, name)}") for name, flag in (
+            ("steps", "--steps"), ("batch_size", "--batch-size"), ("grad_accum", "--grad-accum"), ("n_docs", "--n-docs"))),
         (cfg.batch_size % processes == 0, "--batch-size", f"{cfg.batch_size} does not split evenly over {processes} processes"),
-        (cfg.eval_every >= 0 and cfg.save_every >= 1, "--eval-every/--save-every", "eval every >= 0, save every >= 1"),
+        (cfg.eval_every >= 0, "--eval-every", f"must be at least 0 (0: never), got {cfg.eval_every}"),
+        (cfg.save_every >= 1, "--save-every", f"must be at least 1, got {cfg.save_every}"),
         # 0 questions logged "dev_em": NaN and exited 0; -1 was read as a slice; 0 beams or batch a traceback
         (cfg.eval_questions >= 1, "--eval-questions", f"must be at least 1, got {cfg.eval_questions}"),
         (1 <= cfg.eval_beams <= 1024, "--eval-beams", f"must be between 1 and 1024, got {cfg.eval_beams}"),

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from lewisrag.data.io import InputError
+from lewisrag.data.io import InputError, given_once
 from lewisrag.eval.citations import STATUSES
 from lewisrag.eval.results import METRIC_RANGES, QuestionRecord, check_score, read_results, results_path
 
@@ -100,6 +100,7 @@ def load_config(path: str | os.PathLike | None = None) -> GateConfig:
                              field=f"tier1.zero_statuses[{i}]")
     fields["zero_statuses"] = tuple(fields["zero_statuses"])
     fields["judged_metrics"] = tuple(str(m) for m in fields["judged_metrics"])
+    given_once(src, fields["judged_metrics"], field="tier3.metrics")  # a repeat was checked, and failed, twice
     fields["cuts"] = tuple(_table(Cut, t, src, f"tier3.cuts[{i}]") for i, t in enumerate(fields["cuts"]))
     fields["ceilings"] = tuple(_table(Ceiling, {"method": "wilson"} | t if isinstance(t, dict) else t, src,
                                       f"tier3.ceilings[{i}]") for i, t in enumerate(fields["ceilings"]))
@@ -207,6 +208,10 @@ def load_run(path: str | os.PathLike, metrics: tuple[str, ...] = ()) -> Run:
             raise InputError(p, f"duplicate (id, system) {key} (first at records[{first[key]}])", line=i + 1,
                              field=f"records[{i}].id")
         records[key], first[key] = rec.to_json(), i
+    judged = next((m for rec in results.records for m in metrics if rec.metrics.get(m) is not None), None)
+    if results.judge is None and judged is not None:  # two runs without one would pass as judged alike
+        raise InputError(p, f"missing: the records hold judged scores ({judged}), and the gate compares those only "
+                         "between runs of the same judge", field="judge")
     return Run(str(p), results.judge or {}, results.splitter, records)
 
 

@@ -172,11 +172,13 @@ class LLMJudge:
         price_in: float = 0.0,
         price_out: float = 0.0,
     ):
+        source = "--llm-base-url" if base_url else "$LEWISRAG_LLM_BASE_URL"  # only `eval answers` has the flag
         base_url = base_url or os.environ.get("LEWISRAG_LLM_BASE_URL")
         if not base_url:
-            raise InputError("--judge", "the llm judge needs a base URL: set LEWISRAG_LLM_BASE_URL or pass --llm-base-url")
+            raise InputError("--judge", "the llm judge needs a base URL: set LEWISRAG_LLM_BASE_URL "
+                             "(`eval answers` also takes --llm-base-url)")
         if not base_url.startswith(("http://", "https://")):  # "xx" was a traceback, ftp:// retried every call
-            raise InputError("--llm-base-url", f"expected an http:// or https:// URL, got '{base_url}'")
+            raise InputError(source, f"expected an http:// or https:// URL, got '{base_url}'")
         if not model:
             raise InputError("--judge", "the llm judge needs a model name (llm:MODEL)")
         if max_workers < 1 or batch_size < 1:
