@@ -27,6 +27,25 @@ def test_formats_agree(tmp_path):
     assert read_passages(jl)[1].text == "密码错误时返回 422。"
 
 
+@pytest.mark.parametrize("wrap", [lambda items: items, lambda items: {"version": 2, "data": items, "note": {"data": 0}}])
+def test_a_bad_record_of_a_json_list_is_named_by_its_line(tmp_path, wrap):
+    """The error named the record's position in the list (":2"), which is no line of an indented file."""
+    from lewisrag.data.io import iter_records
+
+    bad = [PASSAGES[0], {"id": "p2", "title": "登录"}]  # no text
+    js = tmp_path / "p.json"
+    js.write_text(json.dumps(wrap(bad), ensure_ascii=False, indent=2), encoding="utf-8")
+    lines = js.read_text(encoding="utf-8").splitlines()
+    with pytest.raises(InputError) as e:
+        read_passages(js)
+    assert e.value.field == "text" and e.value.line > 2  # the object's "{" opens that line; its id is on the next
+    assert lines[e.value.line - 1].strip() == "{" and '"id": "p2"' in lines[e.value.line]
+    js.write_text("[" + json.dumps(PASSAGES[0]) + ",\n\n " + json.dumps(PASSAGES[1]) + ", 3]", encoding="utf-8")
+    records = iter_records(js)
+    assert [next(records)[0], next(records)[0]] == [1, 3]
+    with pytest.raises(InputError, match=r"p\.json:3: expected a JSON object, got int"):
+        list(iter_records(js))
+
 def test_a_null_title_is_no_title_as_in_parquet(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq

@@ -13,6 +13,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import socket
 import sys
 import tempfile
@@ -39,8 +40,8 @@ class InputError(Exception):
 def iter_records(path: str | os.PathLike) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield `(line, record)` from `.jsonl`, `.json`, `.parquet` or `hf:NAME[:CONFIG]:SPLIT`.
 
-    `line` is the 1-based line of a JSONL file, the 1-based position in a JSON list, or the
-    1-based row of a Parquet file or dataset split.
+    `line` is the 1-based line of a JSONL file, the line on which a JSON list's object opens, or
+    the 1-based row of a Parquet file or dataset split.
     """
     spec = str(path)
     if spec.startswith("hf:"):
@@ -141,15 +142,46 @@ def _iter_jsonl(p: Path) -> Iterator[tuple[int, dict]]:
 
 
 def _iter_json(p: Path) -> Iterator[tuple[int, dict]]:
-    data = read_json(p)
+    """The records of a JSON list, or of {"data": [...]}, each with the line its object opens on."""
+    text = _read_text(p)
+    data = _parse(p, text)
+    key = None
     if isinstance(data, dict) and isinstance(data.get("data"), list):
-        data = data["data"]  # {"data": [...]} as SQuAD-like files and some exporters write it
+        data, key = data["data"], "data"  # {"data": [...]} as SQuAD-like files and some exporters write it
     if not isinstance(data, list):
         raise InputError(p, "expected a JSON list of objects")
-    for i, rec in enumerate(data, start=1):
+    for rec, line in zip(data, _item_lines(text, key)):
         if not isinstance(rec, dict):
-            raise InputError(p, f"expected a JSON object, got {type(rec).__name__}", line=i)
-        yield i, rec
+            raise InputError(p, f"expected a JSON object, got {type(rec).__name__}", line=line)
+        yield line, rec
+
+
+_WS = re.compile(r"[ \t\n\r]*")
+
+
+def _item_lines(text: str, key: str | None) -> Iterator[int]:
+    """The line on which each item of the text's list opens (the list at the top, or under `key` of
+    the top object), for a text json.loads has read. json reports no positions of what it parsed,
+    so the list is walked again with raw_decode, one value at a time."""
+    decoder, skip = json.JSONDecoder(), lambda i: _WS.match(text, i).end()
+    i = skip(0)
+    if key is not None:  # find the list under `key`; json.loads keeps a repeated key's last value, and so does this
+        start, i = None, skip(i + 1)
+        while text[i] != "}":
+            name, i = json.decoder.scanstring(text, i + 1)
+            i = skip(skip(i) + 1)  # past the colon
+            if name == key:
+                start = i
+            i = skip(decoder.raw_decode(text, i)[1])
+            i = skip(i + 1) if text[i] == "," else i
+        i = start
+    i, line, at = skip(i + 1), 1, 0  # past the list's "["
+    while text[i] != "]":
+        line += text.count("\n", at, i)
+        at = i
+        yield line
+        i = skip(decoder.raw_decode(text, i)[1])
+        i = skip(i + 1) if text[i] == "," else i
 
 
 def _iter_parquet(p: Path) -> Iterator[tuple[int, dict]]:
@@ -407,10 +439,19 @@ def write_jsonl(path: str | os.PathLike, records: Iterable[dict]) -> int:
 
 def read_json(path: str | os.PathLike) -> Any:
     p = existing_file(path)
+    return _parse(p, _read_text(p))
+
+
+def _read_text(p: Path) -> str:
     try:
-        return _loads(p.read_bytes().decode("utf-8-sig"))
+        return p.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise InputError(p, f"not valid UTF-8 (byte {e.start})") from None
+
+
+def _parse(p: Path, text: str) -> Any:
+    try:
+        return _loads(text)
     except _BadJSON as e:
         raise InputError(p, f"malformed JSON: {e.msg}", line=e.line, field=e.field) from None
 
