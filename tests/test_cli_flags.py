@@ -107,6 +107,7 @@ def test_an_empty_value_is_refused_for_every_flag(path, tmp_path, monkeypatch, c
         for empty in ("", "  "):
             code, out, err = run_main(monkeypatch, capsys, *path, param.opts[0], empty)
             assert code == 2 and f"'{param.opts[0]}'" in err and "is empty" in err and len(err.strip().splitlines()) == 1, (param.opts, err)
+            assert ("for its default" in err) is (not param.required), (param.opts, err)  # a required flag has none
             assert not out and not list(tmp_path.iterdir()), (param.opts, out)
 
 

@@ -113,7 +113,8 @@ def _refusing_empty(param, consume):
         value, source = consume(ctx, opts)
         values = value if isinstance(value, (list, tuple)) else [value]
         if source is not None and source.name == "COMMANDLINE" and any(isinstance(v, str) and not v.strip() for v in values):
-            hint = "" if param.param_type_name == "argument" else "; leave the flag out for its default"
+            optional = param.param_type_name != "argument" and not param.required  # a required one has no default
+            hint = "; leave the flag out for its default" if optional else ""
             raise typer.BadParameter(f"is empty{hint}", ctx=ctx, param=param)
         return value, source
 
