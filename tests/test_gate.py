@@ -274,7 +274,8 @@ def test_one_infinity_no_longer_hides_twenty_regressions(tmp_path):
     bad = RUNS / "bad" / "infinity" / "results.json"
     res = run_cli("gate", "--baseline", str(RUNS / "baseline"), "--candidate", str(bad))
     assert res.returncode == 2 and "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
-    assert res.stderr.startswith(f"error: {bad}:100: field 'records[99].metrics.faithfulness': Infinity is not JSON")
+    line = bad.read_text().splitlines().index('   "id": "q100",')  # the line before it opens the record
+    assert res.stderr.startswith(f"error: {bad}:{line}: field 'records[99].metrics.faithfulness': Infinity is not JSON")
     run = fixtures.build()["bad/infinity"]
     run["records"][99]["metrics"]["faithfulness"] = 1.0  # the most a valid score can pull the mean up
     report = _gate(tmp_path, run)

@@ -28,6 +28,13 @@ def _candidate(tmp_path: Path, token: str, place=lambda run, v: run["records"][2
     return path
 
 
+def record_line(path: Path, i: int) -> int:
+    """The line on which record i of an indent=1 results.json opens: errors name it."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    start = lines.index(' "records": [')
+    return [n for n, ln in enumerate(lines, start=1) if n > start and ln == "  {"][i]
+
+
 @pytest.mark.parametrize(("token", "message"), [
     ("NaN", "NaN is not JSON"),
     ("Infinity", "Infinity is not JSON"),
@@ -43,22 +50,24 @@ def test_a_score_that_is_not_a_score_exits_2_naming_file_line_and_field(tmp_path
     res = run_cli("gate", "--baseline", str(RUNS / "baseline"), "--candidate", str(path.parent))
     assert res.returncode == 2, res.stdout
     assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
-    assert res.stderr.startswith(f"error: {path}:3: field 'records[2].metrics.faithfulness': {message}")
+    line = record_line(path, 2)
+    assert line > 3 and res.stderr.startswith(f"error: {path}:{line}: field 'records[2].metrics.faithfulness': {message}")
 
 
-@pytest.mark.parametrize(("token", "place", "field", "line"), [
+@pytest.mark.parametrize(("token", "place", "field", "record"), [
     ("Infinity", lambda run, v: run["records"][4]["metrics"]["recall_at_k"].update({"5": v}),
-     "records[4].metrics.recall_at_k.5", 5),
+     "records[4].metrics.recall_at_k.5", 4),
     ("1.01", lambda run, v: run["records"][4]["metrics"]["recall_at_k"].update({"5": v}),
-     "records[4].metrics.recall_at_k.5", 5),
+     "records[4].metrics.recall_at_k.5", 4),
     ("NaN", lambda run, v: run["records"][0]["statements"].append({"text": "x", "score": v}),
-     "records[0].statements[0].score", 1),  # a field the gate does not read: still not JSON
+     "records[0].statements[0].score", 0),  # a field the gate does not read: still not JSON
     ("-Infinity", lambda run, v: run["aggregates"].update(faithfulness={"mean": v}), "aggregates.faithfulness.mean", None),
 ])
-def test_non_finite_and_out_of_range_values_anywhere(tmp_path, token, place, field, line):
+def test_non_finite_and_out_of_range_values_anywhere(tmp_path, token, place, field, record):
+    path = _candidate(tmp_path, token, place)
     with pytest.raises(InputError) as e:
-        load_run(_candidate(tmp_path, token, place), ("faithfulness",))
-    assert (e.value.field, e.value.line) == (field, line)
+        load_run(path, ("faithfulness",))
+    assert (e.value.field, e.value.line) == (field, None if record is None else record_line(path, record))
 
 
 def test_answer_relevancy_a_mean_cosine_may_be_below_zero_but_not_below_minus_one(tmp_path):
@@ -66,9 +75,10 @@ def test_answer_relevancy_a_mean_cosine_may_be_below_zero_but_not_below_minus_on
         run["records"][2]["metrics"]["answer_relevancy"] = v
     run = load_run(_candidate(tmp_path / "a", "-0.4", place), ("answer_relevancy",))
     assert run.records["q003", "stitched"]["metrics"]["answer_relevancy"] == -0.4
+    path = _candidate(tmp_path / "b", "-1.5", place)
     with pytest.raises(InputError, match=r"-1\.5 is outside answer_relevancy's range \[-1, 1\]") as e:
-        load_run(_candidate(tmp_path / "b", "-1.5", place), ("answer_relevancy",))
-    assert (e.value.line, e.value.field) == (3, "records[2].metrics.answer_relevancy")
+        load_run(path, ("answer_relevancy",))
+    assert (e.value.line, e.value.field) == (record_line(path, 2), "records[2].metrics.answer_relevancy")
 
 
 def test_null_is_not_measurable_only_with_its_reason(tmp_path):
@@ -77,8 +87,9 @@ def test_null_is_not_measurable_only_with_its_reason(tmp_path):
         run["records"][2]["nan_reasons"]["faithfulness"] = "no statements in the answer"
     assert load_run(_candidate(tmp_path / "a", "null", place), ("faithfulness",)).records["q003", "stitched"][
         "metrics"]["faithfulness"] is None
-    with pytest.raises(InputError, match=r":3: field 'records\[2\]\.metrics\.faithfulness': null without a reason"):
-        load_run(_candidate(tmp_path / "b", "null"), ("faithfulness",))
+    path = _candidate(tmp_path / "b", "null")
+    with pytest.raises(InputError, match=rf":{record_line(path, 2)}: field 'records\[2\]\.metrics\.faithfulness': null without"):
+        load_run(path, ("faithfulness",))
     # absent: a metric this record's system does not produce (reproduce's retrieval-only systems); the
     # gate counts it with the nulls, so dropping the key is no way around the reason
     absent = _candidate(tmp_path / "c", "null", lambda run, v: run["records"][2]["metrics"].pop("faithfulness"))
@@ -92,7 +103,7 @@ def test_ceiling_metrics_are_read_and_checked(tmp_path):
     cand = _candidate(tmp_path, "2", lambda run, v: run["records"][6]["metrics"].update(exact_match=v))
     with pytest.raises(InputError, match=r"2 is outside exact_match's range") as e:  # not a tier 3 metric, still read
         gate.gate(RUNS / "baseline", cand, cfg)
-    assert (e.value.line, e.value.field) == (7, "records[6].metrics.exact_match")
+    assert (e.value.line, e.value.field) == (record_line(cand, 6), "records[6].metrics.exact_match")
 
 
 def _config(tmp_path, toml: str):
@@ -185,9 +196,10 @@ def test_a_config_folder_is_named_as_one(tmp_path):
      "records[4].metrics.faithfulnes", "unknown metric"),
 ])
 def test_a_record_the_gate_would_misread_exits_2(tmp_path, place, field, message):
+    path = _candidate(tmp_path, "null", place)
     with pytest.raises(InputError, match=message) as e:
-        load_run(_candidate(tmp_path, "null", place))
-    assert (e.value.line, e.value.field) == (5, field)
+        load_run(path)
+    assert (e.value.line, e.value.field) == (record_line(path, 4), field)
 
 
 def test_runs_without_records_are_not_gated(tmp_path):

@@ -150,7 +150,7 @@ def _iter_json(p: Path) -> Iterator[tuple[int, dict]]:
         data, key = data["data"], "data"  # {"data": [...]} as SQuAD-like files and some exporters write it
     if not isinstance(data, list):
         raise InputError(p, "expected a JSON list of objects")
-    for rec, line in zip(data, _item_lines(text, key)):
+    for rec, line in zip(data, json_item_lines(text, key)):
         if not isinstance(rec, dict):
             raise InputError(p, f"expected a JSON object, got {type(rec).__name__}", line=line)
         yield line, rec
@@ -159,7 +159,7 @@ def _iter_json(p: Path) -> Iterator[tuple[int, dict]]:
 _WS = re.compile(r"[ \t\n\r]*")
 
 
-def _item_lines(text: str, key: str | None) -> Iterator[int]:
+def json_item_lines(text: str, key: str | None = None) -> Iterator[int]:
     """The line on which each item of the text's list opens (the list at the top, or under `key` of
     the top object), for a text json.loads has read. json reports no positions of what it parsed,
     so the list is walked again with raw_decode, one value at a time."""
@@ -440,6 +440,16 @@ def write_jsonl(path: str | os.PathLike, records: Iterable[dict]) -> int:
 def read_json(path: str | os.PathLike) -> Any:
     p = existing_file(path)
     return _parse(p, _read_text(p))
+
+
+def read_json_list_lines(path: str | os.PathLike, key: str) -> tuple[Any, list[int] | None]:
+    """The file's JSON, and the line on which each item of its top object's list `key` opens
+    (None when there is no such list), for errors that name a record by its line."""
+    p = existing_file(path)
+    text = _read_text(p)
+    data = _parse(p, text)
+    listed = isinstance(data, dict) and isinstance(data.get(key), list)
+    return data, list(json_item_lines(text, key)) if listed else None
 
 
 def _read_text(p: Path) -> str:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
 
-from lewisrag.data.io import InputError, owner_tag, read_json, write_json, write_text
+from lewisrag.data.io import InputError, owner_tag, read_json_list_lines, write_json, write_text
 from lewisrag.data.outputs import check_out_dir, is_ours, record_files, signals_deferred, staged_dir, written_files
 from lewisrag.data.records import CATEGORIES
 from lewisrag.eval import claims
@@ -96,9 +96,10 @@ class QuestionRecord:
         return {**out, **self.detail}
 
     @classmethod
-    def from_json(cls, rec, src: Path, i: int) -> QuestionRecord:
-        """A record read back, its structure checked (scores are checked by `check_score`)."""
-        where, line = f"records[{i}]", i + 1
+    def from_json(cls, rec, src: Path, i: int, line: int | None = None) -> QuestionRecord:
+        """A record read back, its structure checked (scores are checked by `check_score`); errors
+        name `line` (the line the record opens on in `src`), else its 1-based position."""
+        where, line = f"records[{i}]", line or i + 1
         if not isinstance(rec, dict):
             raise InputError(src, "expected an object", line=line, field=where)
         reject_non_finite(rec, src, where, line)
@@ -168,6 +169,7 @@ class Results:
     splitter: dict | None = None  # name, version of the statement splitter
     aggregates: dict | None = None  # a distribution per metric, citation status counts, not_in_kb refusals, causes
     sections: dict = field(default_factory=dict)  # what the kind adds: qa, retrieval, layers, position, stages, ...
+    lines: tuple[int, ...] = field(default=(), compare=False, repr=False)  # read from a file: the line each record opens on
 
     def to_json(self) -> dict:
         """The results.json object; NaN becomes null (JSON has no NaN)."""
@@ -186,7 +188,8 @@ class Results:
         return jsonable(out)
 
     @classmethod
-    def from_json(cls, data, src: Path) -> Results:
+    def from_json(cls, data, src: Path, lines: list[int] | None = None) -> Results:
+        """Results read back and checked; `lines`: the line each record opens on in `src`."""
         if not isinstance(data, dict):
             raise InputError(src, f"expected a JSON object, got {type(data).__name__}")
         if not isinstance(data.get("records"), list):
@@ -196,10 +199,10 @@ class Results:
         for name in ("judge", "splitter", "aggregates"):
             if data.get(name) is not None and not isinstance(data[name], dict):
                 raise InputError(src, "expected an object", field=name)
-        records = [QuestionRecord.from_json(rec, src, i) for i, rec in enumerate(data["records"])]
+        records = [QuestionRecord.from_json(rec, src, i, lines[i] if lines else None) for i, rec in enumerate(data["records"])]
         sections = {k: v for k, v in data.items() if k not in _TOP}
         return cls(producer, data.get("config"), records, data.get("judge"), data.get("splitter"),
-                   data.get("aggregates"), sections)
+                   data.get("aggregates"), sections, tuple(lines or ()))
 
 
 def _producer(block, src: Path) -> Producer:
@@ -266,7 +269,8 @@ def results_path(path: str | os.PathLike) -> Path:
 def read_results(path: str | os.PathLike) -> Results:
     """A run directory's (or a file's) results, validated."""
     p = results_path(path)
-    return Results.from_json(read_json(p), p)
+    data, lines = read_json_list_lines(p, "records")
+    return Results.from_json(data, p, lines)
 
 
 def write_results(path: str | os.PathLike, results: Results) -> None:

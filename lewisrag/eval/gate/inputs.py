@@ -6,8 +6,8 @@ in its metric's range (`METRIC_RANGES`) or null, and null ("not measurable") nee
 the record's `nan_reasons`, as `lewisrag.eval.evaluator` writes it; an absent metric is one the record's system
 does not produce (a retrieval-only system has no faithfulness). NaN and ±Infinity are not JSON:
 Python's json module reads them anyway, so they are rejected wherever they occur, as are booleans
-and strings where a score belongs. Errors inside a record carry its 1-based position in `records`
-as the line.
+and strings where a score belongs. Errors inside a record name the line it opens on and its
+place in `records` (`results.json:43: field 'records[0].metrics.faithfulness'`).
 """
 
 from __future__ import annotations
@@ -202,10 +202,11 @@ def load_run(path: str | os.PathLike, metrics: tuple[str, ...] = ()) -> Run:
         raise InputError(p, "no records: nothing to gate", field="records")
     records, first = {}, {}
     for i, rec in enumerate(results.records):
-        _check_scores(rec, p, i, metrics)
+        line = results.lines[i] if results.lines else i + 1
+        _check_scores(rec, p, i, line, metrics)
         key = (rec.id, rec.system)
         if key in records:
-            raise InputError(p, f"duplicate (id, system) {key} (first at records[{first[key]}])", line=i + 1,
+            raise InputError(p, f"duplicate (id, system) {key} (first at records[{first[key]}])", line=line,
                              field=f"records[{i}].id")
         records[key], first[key] = rec.to_json(), i
     judged = next((m for rec in results.records for m in metrics if rec.metrics.get(m) is not None), None)
@@ -215,8 +216,8 @@ def load_run(path: str | os.PathLike, metrics: tuple[str, ...] = ()) -> Run:
     return Run(str(p), results.judge or {}, results.splitter, records)
 
 
-def _check_scores(rec: QuestionRecord, src: Path, i: int, metrics: tuple[str, ...]) -> None:
-    where, line, m = f"records[{i}]", i + 1, rec.metrics
+def _check_scores(rec: QuestionRecord, src: Path, i: int, line: int, metrics: tuple[str, ...]) -> None:
+    where, m = f"records[{i}]", rec.metrics
     for name in metrics:  # absent: this record has no such metric (a retrieval-only system); counted in tier 1
         if name in m:
             m[name] = check_score(m[name], name, rec.nan_reasons, src, line, f"{where}.metrics.{name}")
