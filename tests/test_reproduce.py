@@ -110,6 +110,22 @@ def test_tiny_records_pair_for_the_gate(tiny_run):
     assert sum(rec["system"] == "closed_book" and rec["kind"] == "short" for rec in r["records"]) == n_short
 
 
+def test_tiny_results_name_the_judge_and_splitter_the_gate_compares(tiny_run, tmp_path):
+    """results.json held judged scores but no judge or splitter block: runs scored by different
+    splitters passed the gate as comparable."""
+    from lewisrag.eval import gate
+    from lewisrag.eval.statements import SPLITTER_NAME, SPLITTER_VERSION
+    from lewisrag.data.io import InputError
+
+    out, _ = tiny_run
+    r = json.loads((out / "results.json").read_text())
+    assert r["judge"]["name"] == "lexical" and len(r["judge"]["fingerprint"]) == 64
+    assert r["splitter"] == {"name": SPLITTER_NAME, "version": SPLITTER_VERSION}
+    (tmp_path / "results.json").write_text(json.dumps({**r, "splitter": {"name": SPLITTER_NAME, "version": "0"}}))
+    with pytest.raises(InputError, match="not comparable.*splitter"):
+        gate.gate(out, tmp_path)
+
+
 def test_report_has_every_table_and_plot(tiny_run):
     out, _ = tiny_run
     report = (out / "report.md").read_text()

@@ -52,6 +52,8 @@ METRIC_RANGES = {name: (0.0, 1.0) for name in (
     "faithfulness", "context_recall", "answer_completeness", "on_topic_rate", "citation_recall",
     "citation_precision", "exact_match", "f1", "rougeL", "bleu1", "recall_at_k", *CLAIM_METRICS)}
 METRIC_RANGES["answer_relevancy"] = (-1.0, 1.0)  # a mean of cosines, as ragas leaves it
+# scored from the answer string and the retrieved ids alone: no judge, so they compare across judges
+JUDGE_FREE = frozenset({"exact_match", "f1", "rougeL", "bleu1", "recall_at_k"})
 
 _TOP = ("lewisrag", "config", "judge", "splitter", "records", "aggregates")  # the keys every kind shares
 

@@ -343,9 +343,9 @@ def _retrieval(run: Path, preset: Preset, on_progress: Progress) -> dict:
 
 def _as_results(results: dict) -> Results:
     """The assembled dict as `Results` (`lewisrag.eval.results`), the one way a results.json is written."""
-    sections = {k: v for k, v in results.items() if k not in ("lewisrag", "config", "records")}
+    sections = {k: v for k, v in results.items() if k not in ("lewisrag", "config", "records", "judge", "splitter")}
     return Results(Producer("reproduce", _version()), results["config"], [QuestionRecord.of(r) for r in results["records"]],
-                   sections=sections)
+                   results.get("judge"), results.get("splitter"), sections=sections)
 
 
 def _without_timings(results: dict) -> dict:

@@ -267,5 +267,6 @@ def compare(run: Path, preset: Preset, seed: int, on_progress: Progress, lang: s
     html = got.pop("report_html", None)
     if html:
         write_text(run / "report.html", html)
-    return {"available": True, "out": {k: got[k] for k in ("qa", "layers", "position") if k in got},
+    # the judge and the splitter go into results.json's own blocks: the gate compares runs only when both match
+    return {"available": True, "out": {k: got[k] for k in ("qa", "layers", "position", "judge", "splitter") if k in got},
             "records": got.get("records", []), "findings": got.get("findings", [])}

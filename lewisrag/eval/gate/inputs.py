@@ -21,7 +21,7 @@ from pathlib import Path
 
 from lewisrag.data.io import InputError, given_once
 from lewisrag.eval.citations import STATUSES
-from lewisrag.eval.results import METRIC_RANGES, QuestionRecord, check_score, read_results, results_path
+from lewisrag.eval.results import JUDGE_FREE, METRIC_RANGES, QuestionRecord, check_score, read_results, results_path
 
 # ---------------------------------------------------------------------------------------------
 # thresholds
@@ -209,7 +209,8 @@ def load_run(path: str | os.PathLike, metrics: tuple[str, ...] = ()) -> Run:
             raise InputError(p, f"duplicate (id, system) {key} (first at records[{first[key]}])", line=line,
                              field=f"records[{i}].id")
         records[key], first[key] = rec.to_json(), i
-    judged = next((m for rec in results.records for m in metrics if rec.metrics.get(m) is not None), None)
+    judged = next((m for rec in results.records for m in metrics
+                   if m not in JUDGE_FREE and rec.metrics.get(m) is not None), None)
     if results.judge is None and judged is not None:  # two runs without one would pass as judged alike
         raise InputError(p, f"missing: the records hold judged scores ({judged}), and the gate compares those only "
                          "between runs of the same judge", field="judge")
