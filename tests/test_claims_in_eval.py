@@ -164,7 +164,8 @@ def test_read_results_refuses_an_unknown_diagnostic(run, tmp_path):
     res = json.loads((run / "results.json").read_text(encoding="utf-8"))
     res["records"][1]["metrics"]["claims.accuracy"] = 0.5
     (tmp_path / "bad.json").write_text(json.dumps(res), encoding="utf-8")
-    with pytest.raises(InputError, match=r":2: field 'records\[1\]\.metrics\.claims\.accuracy': unknown claim diagnostic"):
+    # one line of JSON: every record opens on line 1, and the field names which record
+    with pytest.raises(InputError, match=r":1: field 'records\[1\]\.metrics\.claims\.accuracy': unknown claim diagnostic"):
         read_results(tmp_path / "bad.json")
 
 
