@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from lewisrag.commands import _ui
-from lewisrag.data.io import InputError
+from lewisrag.data.io import InputError, given_once
 
 
 def parse_overrides(pairs: list[str]) -> dict:
@@ -24,13 +24,12 @@ def parse_overrides(pairs: list[str]) -> dict:
     from lewisrag.training.pretrain import PretrainConfig
 
     known = {f.name: f.type for f in fields(PretrainConfig)}
+    given_once("--set", [pair.partition("=")[0] for pair in pairs])  # else the last would win in silence
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or key not in known or key in FLAGS:
             raise InputError("--set", f"expected KEY=VALUE with KEY a PretrainConfig field (not {'/'.join(FLAGS)}), got {pair!r}")
-        if key in out:  # the last would win in silence
-            raise InputError("--set", f"{key} is given twice")
         out[key] = _typed(key, value, known[key])
         if key in AT_LEAST_ONE and out[key] < 1:
             raise InputError("--set", f"{key} must be at least 1, got {out[key]}")

@@ -143,8 +143,7 @@ def _iter_jsonl(p: Path) -> Iterator[tuple[int, dict]]:
 
 def _iter_json(p: Path) -> Iterator[tuple[int, dict]]:
     """The records of a JSON list, or of {"data": [...]}, each with the line its object opens on."""
-    text = _read_text(p)
-    data = _parse(p, text)
+    text, data = _text_and_json(p)
     key = None
     if isinstance(data, dict) and isinstance(data.get("data"), list):
         data, key = data["data"], "data"  # {"data": [...]} as SQuAD-like files and some exporters write it
@@ -438,30 +437,25 @@ def write_jsonl(path: str | os.PathLike, records: Iterable[dict]) -> int:
 
 
 def read_json(path: str | os.PathLike) -> Any:
-    p = existing_file(path)
-    return _parse(p, _read_text(p))
+    return _text_and_json(existing_file(path))[1]
 
 
 def read_json_list_lines(path: str | os.PathLike, key: str) -> tuple[Any, list[int] | None]:
     """The file's JSON, and the line on which each item of its top object's list `key` opens
     (None when there is no such list), for errors that name a record by its line."""
-    p = existing_file(path)
-    text = _read_text(p)
-    data = _parse(p, text)
+    text, data = _text_and_json(existing_file(path))
     listed = isinstance(data, dict) and isinstance(data.get(key), list)
     return data, list(json_item_lines(text, key)) if listed else None
 
 
-def _read_text(p: Path) -> str:
+def _text_and_json(p: Path) -> tuple[str, Any]:
+    """A JSON file's text and what it holds; a bad file is an InputError naming it."""
     try:
-        return p.read_bytes().decode("utf-8-sig")
+        text = p.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise InputError(p, f"not valid UTF-8 (byte {e.start})") from None
-
-
-def _parse(p: Path, text: str) -> Any:
     try:
-        return _loads(text)
+        return text, _loads(text)
     except _BadJSON as e:
         raise InputError(p, f"malformed JSON: {e.msg}", line=e.line, field=e.field) from None
 
