@@ -9,7 +9,7 @@ import pytest
 from conftest import run_cli
 from lewisrag.data.io import InputError
 from lewisrag.eval import gate
-from lewisrag.eval.gate.inputs import METRIC_RANGES, load_config, load_run
+from lewisrag.eval.gate.inputs import METRIC_RANGES, load_config, load_run, toml_line
 
 RUNS = Path(__file__).parent / "data" / "gate_runs"
 _spec = importlib.util.spec_from_file_location("make_fixtures", RUNS / "make_fixtures.py")
@@ -158,7 +158,8 @@ def test_a_threshold_out_of_its_range_exits_2_naming_it(tmp_path, toml, field):
                   "--config", str(path))
     assert res.returncode == 2, res.stdout
     assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
-    assert res.stderr.startswith(f"error: {path}: field '{field}': "), res.stderr
+    line = toml.count("\n")  # each case sets one value, on its last line
+    assert res.stderr.startswith(f"error: {path}:{line}: field '{field}': "), res.stderr
 
 
 def test_a_config_with_a_byte_order_mark_is_read(tmp_path):
@@ -213,3 +214,55 @@ def test_a_splitter_change_names_the_splitter(tmp_path):
     with pytest.raises(InputError, match="splitter") as e:
         gate.gate(RUNS / "clean", path)
     assert e.value.field == "splitter"
+
+
+
+_LINED = """# a gate config with comments [not a table]
+seed = 0
+tier2.max_mean_drop = 0.01
+[tier1]
+zero_statuses = [
+  "BAD_ID",
+  "MISSING_CITATION",
+]
+[tier3]
+metrics = ["faithfulness"]
+cuts = [
+  { below = 1.0, max_regressions = -1 },
+  { below = 0.5, max_regressions = 0 },
+]
+[[tier3.ceilings]]
+metric = "faithfulness"
+below = 1.0
+max_share = 0.05
+[[tier3.ceilings]]
+metric = "faithfulness"
+below = 1.0
+max_share = 0.05
+method = "wilson"
+"""
+
+
+@pytest.mark.parametrize(("old", "new", "line", "field"), [
+    ('"MISSING_CITATION"', '"NO_SUCH_STATUS"', 5, "tier1.zero_statuses[1]"),  # an element: its array's line
+    ("below = 0.5", "below = nan", 11, "tier3.cuts[1].below"),
+    ('"wilson"', '"clopper"', 23, "tier3.ceilings[1].method"),  # a key of the second [[array]] table
+    ("seed = 0", 'seed = "0"', 2, "seed"),
+    ("tier2.max_mean_drop = 0.01", "tier2.max_mean_drop = 2", 3, "tier2.max_mean_drop"),  # a dotted key
+    ("tier2.max_mean_drop = 0.01", "tier2 = { max_mean_drop = 2 }", 3, "tier2.max_mean_drop"),  # an inline table
+])
+def test_config_errors_name_the_line_the_setting_is_on(tmp_path, old, new, line, field):
+    # tomllib gives positions for syntax errors only: the line of a value it read but the gate
+    # refuses is found again in the text
+    assert load_config(_config(tmp_path, _LINED)).ceilings[1].method == "wilson"
+    path = _config(tmp_path, _LINED.replace(old, new))
+    with pytest.raises(InputError) as e:
+        load_config(path)
+    assert (e.value.line, e.value.field) == (line, field)
+    assert str(e.value).startswith(f"{path}:{line}: field '{field}': ")
+
+
+def test_a_config_error_in_a_packaged_setting_names_no_line(tmp_path):
+    # "missing setting" is the one error that can name a setting the file does not make
+    assert toml_line(_LINED, "tier3.max_mean_drop") is None and toml_line(_LINED, "alpha") is None
+    assert toml_line('x = "tier3.cuts = [" # [[y]]\nalpha = 1\n', "alpha") == 2  # brackets in strings and comments

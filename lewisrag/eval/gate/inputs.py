@@ -1,6 +1,6 @@
 """What the gate reads: its thresholds (a TOML file over packaged defaults) and the two runs.
 
-Every problem with either is an `InputError` naming the file and the field, so `lewisrag gate`
+Every problem with either is an `InputError` naming the file, the line and the field, so `lewisrag gate`
 exits 2 on bad input and never mistakes a broken file for a regression. A score is a finite number
 in its metric's range (`METRIC_RANGES`) or null, and null ("not measurable") needs its reason under
 the record's `nan_reasons`, as `lewisrag.eval.evaluator` writes it; an absent metric is one the record's system
@@ -13,6 +13,7 @@ place in `records` (`results.json:43: field 'records[0].metrics.faithfulness'`).
 from __future__ import annotations
 
 import os
+import re
 import sys
 import tomllib
 from dataclasses import dataclass
@@ -79,7 +80,21 @@ _SETTINGS = {  # toml key -> (GateConfig field, type)
 
 
 def load_config(path: str | os.PathLike | None = None) -> GateConfig:
-    """The packaged defaults, overridden key by key by the TOML file at `path` if given."""
+    """The packaged defaults, overridden key by key by the TOML file at `path` if given.
+
+    A bad setting of the file is an `InputError` naming the line it is set on."""
+    try:
+        return _load_config(path)
+    except InputError as e:
+        if path is None or e.line is not None or e.field is None:
+            raise
+        line = toml_line(Path(path).read_text(encoding="utf-8-sig"), e.field)
+        if line is None:  # a setting the file does not make ("missing setting" cannot be one of its lines)
+            raise
+        raise InputError(e.source, e.message, line, e.field) from None
+
+
+def _load_config(path: str | os.PathLike | None) -> GateConfig:
     values = _read_toml(resources.files("lewisrag.eval.gate").joinpath("gate.toml"), "gate.toml (packaged)")
     if path is not None:
         values |= _read_toml(Path(path), str(path))
@@ -112,8 +127,9 @@ def load_config(path: str | os.PathLike | None = None) -> GateConfig:
         raise InputError(src, f"expected a count from 1 to {_MAX_RESAMPLES:,} (default 10,000)", field="n_resamples")
     if cfg.seed < 0:
         raise InputError(src, "expected an integer >= 0 (numpy takes no negative seeds)", field="seed")
-    if any(c.method not in ("wilson", "exact") for c in cfg.ceilings):
-        raise InputError(src, "method must be 'wilson' or 'exact'", field="tier3.ceilings")
+    for i, ceiling in enumerate(cfg.ceilings):
+        if ceiling.method not in ("wilson", "exact"):
+            raise InputError(src, "expected 'wilson' or 'exact'", field=f"tier3.ceilings[{i}].method")
     if cfg.max_new_unmeasurable < -1:
         raise InputError(src, "expected a count >= 0, or -1 to only warn", field="tier1.max_new_unmeasurable")
     # every comparison with NaN is false, so a NaN threshold would pass any candidate: each is a finite
@@ -164,6 +180,55 @@ def _read_toml(path, src: str) -> dict:
                 raise InputError(src, "unknown setting", field=name)
             flat[name] = v
     return flat
+
+
+_TABLE_RE = re.compile(r"\[(\[?)\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$")  # [tier3], [[tier3.cuts]]
+_KEY_RE = re.compile(r"([A-Za-z0-9_\-.\"' ]+?)\s*=")  # tier2.hit_at = / "hit_at" =
+
+
+def toml_line(text: str, field: str) -> int | None:
+    """The 1-based line on which a TOML text sets `field` ("tier2.hit_at", "tier3.cuts[1].below").
+
+    tomllib reports positions for syntax errors only, so a value it read but we refuse is found
+    again here: a key under its `[table]`, a dotted key, or the i-th `[[array]]` table. An element
+    of an inline array (`cuts = [{...}, {...}]`) is named by the line of its key; None when the
+    text does not set the field (a packaged default). Multi-line strings, which no setting takes,
+    are not followed."""
+    lines, table, seen, depth, inline = {}, "", {}, 0, []
+    for n, raw in enumerate(text.splitlines(), 1):
+        code = _without_strings_and_comment(raw)
+        if depth == 0:  # not inside a multi-line array or inline table
+            stripped = raw.strip()
+            if (m := _TABLE_RE.match(stripped)) and code.lstrip().startswith("["):
+                name = _key_path(m.group(2))
+                if m.group(1):  # [[name]]: its i-th table; the array itself opens at the first
+                    lines.setdefault(name, n)
+                    seen[name] = seen.get(name, -1) + 1
+                    name = f"{name}[{seen[name]}]"
+                table = name
+                lines.setdefault(table, n)
+            elif m := _KEY_RE.match(stripped):
+                key = _key_path(m.group(1))
+                key = f"{table}.{key}" if table else key
+                lines.setdefault(key, n)
+                if code[m.end():].lstrip().startswith("{"):
+                    inline.append(key)
+        depth = max(0, depth + code.count("[") + code.count("{") - code.count("]") - code.count("}"))
+    while True:  # the field, else the array that holds it: tier3.cuts[1].below -> tier3.cuts
+        if field in lines:
+            return lines[field]
+        field, n = re.subn(r"\[\d+\](\.[^.\[]+)?$", "", field)
+        if not n:  # or an inline table's key: tier2 = { hit_at = 2 }
+            return next((lines[k] for k in inline if field.startswith(k + ".")), None)
+
+
+def _key_path(key: str) -> str:
+    return ".".join(part.strip().strip("\"'") for part in key.split("."))
+
+
+def _without_strings_and_comment(line: str) -> str:
+    """The line's code with its quoted strings emptied and its comment cut, for bracket counting."""
+    return re.sub(r"#.*$", "", re.sub(r"\"(?:[^\"\\]|\\.)*\"|'[^']*'", '""', line))
 
 
 def _number(value, src: str, where: str, *, low_open: bool = False) -> None:
