@@ -178,5 +178,11 @@ def test_a_letter_against_a_cjk_word_and_format_characters_do_not_change_the_ans
     assert normalize_answer("The Eiffel Tower") == "eiffel tower"  # English articles still go
 
 
+def test_an_article_before_a_cjk_word_goes_as_before_an_english_one():
+    """"the 长城" kept its article: the spaces next to CJK went first, and "the长城" has no word boundary."""
+    assert exact_match("The 长城", ["长城"]) == 1.0 and exact_match("an 苹果", ["苹果"]) == 1.0
+    assert normalize_answer("theater 长城") == "theater长城"  # a word, not an article
+
+
 def test_bleu_1_stays_in_its_range():
     assert bleu_1("한국", ["한국"]) <= 1.0  # sacrebleu's score / 100 was 1.0000000000000004

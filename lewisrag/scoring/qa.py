@@ -20,6 +20,7 @@ from functools import lru_cache
 from lewisrag.scoring.text import is_cjk, split_cjk
 
 _ARTICLES_RE = re.compile(r"\b(a|an|the)\b")
+_WORD_ARTICLES_RE = re.compile(r"\b(an|the)\s")  # "the 长城": before its spaces go; "A 型血" keeps its letter
 _ASCII_PUNCT = frozenset(string.punctuation)
 
 
@@ -47,15 +48,17 @@ def normalize_answer(text: str) -> str:
     'eiffel tower'
     >>> normalize_answer("返回 ４２２ 状态码。")
     '返回422状态码'
-    >>> normalize_answer("A 型血"), normalize_answer("A型血\\u200b")
-    ('a型血', 'a型血')
+    >>> normalize_answer("A 型血"), normalize_answer("A型血\\u200b"), normalize_answer("the 长城")
+    ('a型血', 'a型血', '长城')
     """
     text = unicodedata.normalize("NFKC", text).lower()
     # deleted, not spaced: "1,000" -> "1000"; format characters (zero-width spaces, a BOM) are invisible
     text = "".join(ch for ch in text if not (_is_punct(ch) or unicodedata.category(ch) == "Cf"))
-    # the spaces next to CJK go first: "A 型血" and "A型血" are one answer, and the article rule
-    # (words between word boundaries) then leaves a letter written against a CJK character alone
-    return _drop_spaces_near_cjk(_ARTICLES_RE.sub(" ", _drop_spaces_near_cjk(text)))
+    # the spaces next to CJK go next: "A 型血" and "A型血" are one answer, and the article rule
+    # (words between word boundaries) then leaves a letter written against a CJK character alone;
+    # "an" and "the", never a label, go first, so "the 长城" does not become the word "the长城"
+    text = _drop_spaces_near_cjk(_WORD_ARTICLES_RE.sub(" ", text))
+    return _drop_spaces_near_cjk(_ARTICLES_RE.sub(" ", text))
 
 
 def answer_tokens(text: str) -> list[str]:
