@@ -12,6 +12,7 @@ from lewisrag.eval.statements import (
     SPLITTER_NAME,
     SPLITTER_VERSION,
     Statement,
+    canonical_citations,
     citation_ids,
     sentence_spans,
     split_atomic,
@@ -26,7 +27,7 @@ def test_docstring_examples():
 
 
 def test_name_and_version_are_stamped():
-    assert (SPLITTER_NAME, SPLITTER_VERSION) == ("sentences", "4")
+    assert (SPLITTER_NAME, SPLITTER_VERSION) == ("sentences", "5")
 
 
 @pytest.mark.parametrize(
@@ -245,3 +246,22 @@ def test_a_backward_or_long_range_cites_its_two_ends():
     assert citation_ids(f"[1-{statements.MAX_RANGE + 1}]") == ("1", str(statements.MAX_RANGE + 1))
     assert citation_ids("[1990-2020]") == ("1990", "2020")
     assert citation_ids("[1-]") == () and citation_ids("[-1]") == ()  # half a range is no marker
+
+
+@pytest.mark.parametrize("code", ["`arr[0]`", "``items[1]``", "`` x[`0`] ``", "```\nfor i in range(3):\n    a[2] = 1.\n```"])
+def test_markdown_code_holds_no_citation_and_no_sentence_end(code):
+    """Version 4 read `arr[0]` as a citation of context 0: a BAD_ID that tier 1 of the gate fails on."""
+    from lewisrag.eval.citations import check_answer
+
+    answer = f"Read the first item with {code} in the client [1]. It returns 422 [2]."
+    [first, second] = split_sentences(answer)
+    assert first.citations == ("1",) and code in first.text and second.citations == ("2",)
+    assert citation_ids(answer) == ("1", "2") and code in strip_citations(answer) and code in canonical_citations(answer)
+    docs = {"1": "The client reads items.", "2": "It returns 422."}
+    assert [c.status for _, c in check_answer(answer, docs, set(docs))][1] == "PASS"
+    assert [c.status for _, c in check_answer(answer, docs, set(docs))][0] != "BAD_ID"
+
+
+def test_an_unclosed_backtick_opens_no_code():
+    assert citation_ids("It`s cited [1]. So is this [2].") == ("1", "2")
+    assert [s.citations for s in split_sentences("A `b [1]. C [2].")] == [("1",), ("2",)]

@@ -28,12 +28,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from lewisrag.eval.statements import (
-    CITATION_RE,
     Statement,
     citation_ids,
     quotes_in,
     sentence_spans,
     strip_citations,
+    sub_citations,
     to_statement,
 )
 
@@ -128,7 +128,7 @@ def check_sentence(sentence: str, docs: dict[str, str], context_ids: set[str]) -
         q = fold(quote)
         if not any(q in folded for folded, _ in cited):
             return Check(QUOTE_NOT_FOUND, f"quote not in the cited documents: {quote!r}")
-    tokens = checkable_tokens(CITATION_RE.sub(" ", sentence))
+    tokens = checkable_tokens(sub_citations(sentence, " "))  # `arr[0]` keeps its 0
     missing = sorted(tokens.difference(*(toks for _, toks in cited)))
     if missing:
         return Check(TOKEN_NOT_FOUND, "not in the cited documents: " + ", ".join(missing))

@@ -5,12 +5,15 @@ scores 33.3% faithfulness as 3 sentences, 16.7% as 6 atomic facts and 0% as one 
 splitter has a name and a version (`SPLITTER_NAME`, `SPLITTER_VERSION`) that go into every result,
 and any change to the rules below must bump the version.
 
-Rules of version "4":
+Rules of version "5":
 
 - A citation is a number in brackets: [1], the full-width ［１］ or 【1】, a Markdown footnote [^1],
   several ids in one marker ([1, 2], [1，2], [1; 2], [1、2]), a range ([1-3], [1–3], ［１～３］ cite
   1, 2 and 3). Ids are read as numbers: [01] and ［１］ cite "1". A range that runs backwards or
   spans more than MAX_RANGE ids ([1990-2020]) cites its two ends.
+- Nothing inside Markdown code (`arr[0]`, ``x[1]``, a ``` fenced block) is a citation, and no
+  sentence ends inside it, not even at a newline (`os.exit(1). [2]` is code; a fenced block is part
+  of the sentence around it): an answer about code indexes arrays.
 - A sentence ends at 。！？｡ (always), at . ! ? ． when followed by whitespace, the end of the text, a
   CJK character or a citation, and at every newline.
 - Nothing splits inside 「」 『』 “” or "..." quotes (a newline still does, and resets the quotes, so
@@ -29,7 +32,8 @@ Rules of version "4":
   sentence ("1. ", "2) ", "3、" in such a list; "- ", "* ", "• " anywhere) is not part of it: its
   number is no claim to check. A lone "42. It is ..." keeps its number.
 
-Version "3" did not read ranges: "[1-3]", which language models write for three passages, left its
+Version "4" read `arr[0]` as a citation of context 0 (a BAD_ID the gate fails on) and ended
+sentences inside code. Version "3" did not read ranges: "[1-3]", which language models write for three passages, left its
 sentence uncited (a bracketed scale such as "[1-5]" now cites contexts 1 to 5, which the citation
 checker then finds unsupported or missing: the rarer error in a RAG answer). Version "2" read "1." opening a line as a sentence of its own, so an answer written as a numbered
 list had half its statements uncited. Version "1" also read only ASCII [n] markers (with any
@@ -52,7 +56,7 @@ from dataclasses import dataclass
 from lewisrag.scoring.text import is_cjk
 
 SPLITTER_NAME = "sentences"
-SPLITTER_VERSION = "4"
+SPLITTER_VERSION = "5"
 ATOMIC_SPLITTER_NAME = "atomic"  # --splitter atomic: the llm judge decomposes the whole answer (judge.decompose)
 
 # [1], [1][2] (two matches), [1, 2], [1，2], [1; 2], [1、2], ［１］, 【1】, [^1], ranges [1-3], [1–3], [1～3];
@@ -69,6 +73,9 @@ _HSPACE = r"[^\S\n]"  # any space but a newline: no-break and thin spaces too
 _CITATION_WITH_SPACE_RE = re.compile(rf"(?<!{_HSPACE}){_HSPACE}*" + CITATION_RE.pattern)
 _CITATION_RUN_RE = re.compile(rf"(?:{_HSPACE}*" + CITATION_RE.pattern + r")+")
 _ID_SEP_RE = re.compile(r"\s*[,，;；、]\s*")
+# Markdown code: a run of backticks, then anything, then a run of the same length (CommonMark's code
+# span; a ``` fence is one too, across its lines). An unclosed run opens nothing.
+_CODE_RE = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.S)
 _OPENERS = frozenset("[［【")
 QUOTE_RES = (
     re.compile(r"「([^「」]+)」"),
@@ -106,10 +113,37 @@ def citation_ids(text: str) -> tuple[str, ...]:
     ('2', '3', '4', '5', '6', '1990', '2020')
     """
     seen: dict[str, None] = {}
-    for m in CITATION_RE.finditer(text):
+    for m in citation_markers(text):
         for i in _marker_ids(m):
             seen.setdefault(i, None)
     return tuple(seen)
+
+
+def _code_spans(text: str) -> list[tuple[int, int]]:
+    return [m.span() for m in _CODE_RE.finditer(text)] if "`" in text else []
+
+
+def _in_code(i: int, code: list[tuple[int, int]]) -> bool:
+    return any(a <= i < b for a, b in code)
+
+
+def citation_markers(text: str, pattern: re.Pattern = CITATION_RE) -> list[re.Match]:
+    """The citation markers of `text` (matches of `pattern`) outside Markdown code.
+
+    >>> [m.group() for m in citation_markers("Use `arr[0]` or ```\\nx[1]\\n``` [2]")]
+    ['[2]']
+    """
+    code = _code_spans(text)
+    return [m for m in pattern.finditer(text) if not _in_code(m.start(), code)]
+
+
+def sub_citations(text: str, repl: str | Callable[[re.Match], str], pattern: re.Pattern = CITATION_RE) -> str:
+    """`pattern.sub(repl, text)` for the citation markers outside Markdown code."""
+    code = _code_spans(text)
+    if not code:
+        return pattern.sub(repl, text)
+    return pattern.sub(lambda m: m.group() if _in_code(m.start(), code) else (repl if isinstance(repl, str) else repl(m)),
+                       text)
 
 
 def _marker_ids(m: re.Match) -> list[str]:
@@ -132,7 +166,7 @@ def canonical_citations(text: str) -> str:
     >>> canonical_citations("安娜·凯尔【2】，见［１、3］ and [^04].")
     '安娜·凯尔[2]，见[1][3] and [4].'
     """
-    return CITATION_RE.sub(lambda m: "".join(f"[{i}]" for i in _marker_ids(m)), text)
+    return sub_citations(text, lambda m: "".join(f"[{i}]" for i in _marker_ids(m)))
 
 
 def strip_citations(text: str) -> str:
@@ -141,7 +175,7 @@ def strip_citations(text: str) -> str:
     >>> strip_citations("It returns 422 [1]. 返回 422 [2][3]。")
     'It returns 422. 返回 422。'
     """
-    return _CITATION_WITH_SPACE_RE.sub("", text).strip()
+    return sub_citations(text, "", _CITATION_WITH_SPACE_RE).strip()
 
 
 def quotes_in(text: str) -> tuple[str, ...]:
@@ -214,12 +248,15 @@ def sentence_spans(text: str) -> list[str]:
     """
     spans: list[str] = []
     numbered = _is_numbered_list(text)
+    code = _code_spans(text)
     start = i = 0
     stack: list[str] = []  # closing quote marks we are waiting for
     while i < len(text):
         ch = text[i]
         end = None
-        if ch == "\n":
+        if _in_code(i, code):
+            pass  # `os.exit(1). [2]`, `print("a")`, a fence's lines: code ends nothing and opens no quote
+        elif ch == "\n":
             stack.clear()
             end = i + 1
         elif stack and ch == stack[-1]:
@@ -248,11 +285,11 @@ def _merge_bare_citations(spans: list[str]) -> list[str]:
     out: list[str] = []
     pending = ""  # citations seen before the first real sentence
     for span in spans:
-        bare = not any(c.isalnum() for c in CITATION_RE.sub("", span))
+        bare = not any(c.isalnum() for c in sub_citations(span, ""))
         if not bare:
             out.append(f"{pending} {span}" if pending else span)
             pending = ""
-        elif CITATION_RE.search(span):
+        elif citation_markers(span):
             if out:
                 out[-1] = f"{out[-1]} {span}"
             else:
