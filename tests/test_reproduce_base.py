@@ -151,3 +151,21 @@ def test_a_test_file_with_nothing_to_score_is_refused_before_any_stage(assets, t
     code, _, err = run_main(monkeypatch, capsys, *_flags({**assets, "test": no_answers}, out))
     assert code == 2 and "--test: none of its 3 questions has an answer to score" in err and len(err.strip().splitlines()) == 1, err
     assert not out.exists()
+
+
+@pytest.mark.parametrize(("device", "precision", "batch"), [("cpu", "no", 64), ("cuda", "bf16", 256)])
+def test_the_index_stage_encodes_on_a_gpu_as_the_rag_runs_train(monkeypatch, tmp_path, device, precision, batch):
+    """The base preset's index stages encoded in float32, 64 passages a batch, on a GPU too: the
+    2,871 passages/s docs/real-data.md quotes for 21M passages were measured in bf16 at 256."""
+    from lewisrag.experiments import base
+    from lewisrag.experiments.base import BaseAssets
+    from lewisrag.experiments.presets import get_preset
+
+    built = {}
+    monkeypatch.setattr(base, "resolve_device", lambda name: device)
+    monkeypatch.setattr(base, "build_dense_index", lambda passages, enc, out, cfg, *a, **kw: built.update(cfg=cfg)
+                        or {"n_passages": 1, "content_hash": "h"})
+    preset = get_preset("base")
+    assert preset.rag.mixed_precision == "bf16"
+    base._dense(tmp_path, preset, "a", ["p"], BaseAssets(context_encoder="ctx"), lambda *a: None)
+    assert (built["cfg"].device, built["cfg"].mixed_precision, built["cfg"].batch_size) == (preset.device, precision, batch)

@@ -3,9 +3,11 @@ in the hub's schemas and passages in wiki_dpr's, all local. The stages are a sub
 preset's, through the same stage functions where they fit:
 
     data            RUN/data/{train,dev,test}.jsonl: the QA files read once (--max-train keeps the first N)
-    index_a         dense index over --passages (the first --max-passages) with --context-encoder
+    index_a         dense index over --passages (the first --max-passages) with --context-encoder; on a
+                    GPU in the RAG runs' mixed precision, 256 passages a batch (as the H200 was measured)
     index_b         the same over --passages-b, when given
-    retrieval       recall@k on --test, only when its questions carry gold_passage_ids (nq_open's do not)
+    retrieval       recall@k on --test; recorded as skipped, with why, when no question carries
+                    gold_passage_ids (nq_open's do not)
     generator       RUN/generator: --generator checked (weights and tokenizer load) and copied
     rag_token, rag_sequence   train_rag with the preset's settings, --question-encoder paired with --context-encoder
     closed_book     the generator fine-tuned without retrieval
@@ -28,7 +30,7 @@ from lewisrag.data.io import InputError, read_json, write_json, write_jsonl
 from lewisrag.data.passages import open_passages
 from lewisrag.data.pretrained import check_generator_folder
 from lewisrag.data.records import ids_present, read_qa
-from lewisrag.data.threads import environment
+from lewisrag.data.threads import environment, resolve_device
 from lewisrag.eval.results import FORMAT
 from lewisrag.experiments import stages as S
 from lewisrag.experiments.presets import Preset, comparable
@@ -200,8 +202,10 @@ def _dense(run: Path, preset: Preset, snap: str, table, assets: BaseAssets, on_p
     passages = table
     if assets.max_passages:  # a table's first rows as a table (PassageTable.head): a slice would be that many Python objects
         passages = table.head(assets.max_passages) if hasattr(table, "head") else table[: assets.max_passages]
-    manifest = build_dense_index(passages, assets.context_encoder, run / f"index_{snap}",
-                                 DenseBuildConfig(factory=preset.index_factory, device=preset.device),
+    on_gpu = resolve_device(preset.device) != "cpu"  # the CPU encodes in float32, 64 passages a batch (the defaults)
+    build = DenseBuildConfig(factory=preset.index_factory, device=preset.device,
+                             mixed_precision=preset.rag.mixed_precision if on_gpu else "no", batch_size=256 if on_gpu else 64)
+    manifest = build_dense_index(passages, assets.context_encoder, run / f"index_{snap}", build,
                                  lambda stage, d, t: on_progress(f"index_{snap} {stage}", d, t, ""), overwrite=True)
     return {"dir": f"index_{snap}", "n_passages": manifest["n_passages"], "content_hash": manifest["content_hash"]}
 
