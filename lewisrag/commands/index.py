@@ -33,7 +33,8 @@ def build(
     vector_dtype: str = typer.Option("float32", "--vector-dtype", help="float32 or float16: how the passage vectors "
                                      "are stored beside the FAISS index (float16 halves their disk and page cache)."),
     reuse_embeddings: bool = typer.Option(False, "--reuse-embeddings", help="Use the passages' embeddings column (wiki_dpr's) "
-                                          "instead of encoding, once 8 of them match fresh encodings by --encoder."),
+                                          "instead of encoding, once 8 of them match fresh encodings by --encoder (on --device, in "
+                                          "--mixed-precision: the only encoding those two then steer)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds files lewisrag did not write "
                                    "there as an index (replaced only when the new index is complete)."),
     as_json: bool = typer.Option(False, "--json", help="Print the index manifest as one JSON object instead of a table."),
