@@ -22,8 +22,18 @@ case "${1:-}" in
   --update-baseline)
     run="${2:?usage: scripts/ci_gate.sh --update-baseline RUN_DIR}"
     [[ -f "$run/results.json" ]] || { echo "error: $run/results.json: file not found" >&2; exit 2; }
+    # the run must be one the gate reads: gated against itself it gets a verdict (0 or 1: a sample of
+    # broken answers fails its rules), or exit 2 with a line naming what is wrong
+    rc=0
+    "$lewisrag" gate --baseline "$run" --candidate "$run" "${config[@]}" > /dev/null || rc=$?
+    [[ $rc -le 1 ]] || exit "$rc"
     mkdir -p "$baseline"
-    cp "$run/results.json" "$baseline/results.json"
+    # copied beside the baseline, then renamed onto it: a kill mid-copy leaves the old baseline whole
+    tmp="$(mktemp "$baseline/.results.json.XXXXXX")"
+    trap 'rm -f "$tmp"' EXIT
+    cp "$run/results.json" "$tmp"
+    chmod 644 "$tmp"
+    mv -f "$tmp" "$baseline/results.json"
     echo "baseline updated from $run: review and commit $baseline/results.json"
     ;;
   --bughunt)

@@ -246,6 +246,101 @@ def test_the_working_directory_and_home_are_never_replaced(tiny_corpus, users_fo
     assert snapshot(users_folder) == before
 
 
+def test_a_folder_holding_a_home_is_never_replaced_whatever_home_says(tiny_corpus, tmp_path, monkeypatch, capsys):
+    """`HOME=/tmp/x lewisrag index build ... --out ~ --overwrite`: the shell expanded ~ to the real home
+    while lewisrag compared --out with $HOME only, so it replaced the real home folder whole. The
+    user database's home, and any folder that holds a home, are refused too."""
+    import pwd
+
+    users = tmp_path / "users"
+    real_home, fake_home = users / "me", tmp_path / "elsewhere"
+    (real_home / ".config").mkdir(parents=True)
+    (real_home / ".config" / "settings").write_text("mine")
+    fake_home.mkdir()
+    monkeypatch.setenv("HOME", str(fake_home))
+    fields = list(pwd.getpwuid(os.getuid()))
+    fields[5] = str(real_home)  # pw_dir
+    monkeypatch.setattr(pwd, "getpwuid", lambda uid: pwd.struct_passwd(fields))
+    before = snapshot(users)
+    for out in (real_home, users):  # the home, and the folder that holds it
+        code, _, err = run(monkeypatch, capsys, "index", "build", "--passages", tiny_corpus["passages"], "--encoder",
+                           "bm25", "--out", out, "--overwrite")
+        assert_one_line_error(code, err, "a home folder or one that holds one", "--overwrite never replaces")
+    assert snapshot(users) == before
+
+
+@pytest.mark.parametrize("where", ["/", "/root", "/usr", "/tmp"])
+def test_the_root_and_the_folders_right_under_it_are_never_replaced(where):
+    from lewisrag.data import outputs
+
+    with pytest.raises(InputError, match="root"):  # checked, never tried: the check runs before any write
+        outputs._check_replaceable(Path(where), "--out")
+
+
+def test_a_mount_point_and_a_git_repository_are_never_replaced(tiny_corpus, tmp_path, monkeypatch, capsys):
+    from lewisrag.data import outputs
+
+    repo, volume = tmp_path / "repo", tmp_path / "volume"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "code.py").write_text("x = 1")
+    (volume / "data").mkdir(parents=True)
+    monkeypatch.setattr(outputs.os.path, "ismount", lambda p: Path(p) == volume)
+    for out, why in ((repo, "a git repository"), (volume, "a mount point")):
+        before = snapshot(out)
+        code, _, err = run(monkeypatch, capsys, "index", "build", "--passages", tiny_corpus["passages"], "--encoder",
+                           "bm25", "--out", out, "--overwrite")
+        assert_one_line_error(code, err, why)
+        assert snapshot(out) == before and (volume / "data").is_dir()
+
+
+def test_an_out_that_is_a_symbolic_link_is_refused_and_its_target_kept(tiny_corpus, tmp_path, monkeypatch, capsys):
+    """The rename that moves a finished output in replaced the link with a folder (the target kept
+    the old output, unseen), and left the link behind as `.link.old`, which broke every later run."""
+    build = ["index", "build", "--passages", tiny_corpus["passages"], "--encoder", "bm25", "--out"]
+    assert run(monkeypatch, capsys, *build, tmp_path / "real")[0] == 0
+    (tmp_path / "link").symlink_to("real")
+    before = snapshot(tmp_path / "real")
+    code, _, err = run(monkeypatch, capsys, *build, tmp_path / "link")
+    assert_one_line_error(code, err, "is a symbolic link", str(tmp_path / "real"))
+    assert (tmp_path / "link").is_symlink() and snapshot(tmp_path / "real") == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "real"]
+
+
+def test_a_users_folder_named_like_a_replaced_folder_is_kept(tiny_corpus, tmp_path, monkeypatch, capsys):
+    """Every replace removed `.NAME.old` first, whoever made it."""
+    build = ["index", "build", "--passages", tiny_corpus["passages"], "--encoder", "bm25", "--out", tmp_path / "idx"]
+    (tmp_path / ".idx.old").mkdir()
+    (tmp_path / ".idx.old" / "notes.txt").write_text("precious")
+    code, _, err = run(monkeypatch, capsys, *build)
+    assert_one_line_error(code, err, ".idx.old", "not made by lewisrag")
+    assert (tmp_path / ".idx.old" / "notes.txt").read_text() == "precious" and not (tmp_path / "idx").exists()
+    shutil.rmtree(tmp_path / ".idx.old")
+    assert run(monkeypatch, capsys, *build)[0] == 0
+    shutil.copytree(tmp_path / "idx", tmp_path / ".idx.old")  # what a rerun killed between its renames leaves
+    assert run(monkeypatch, capsys, *build)[0] == 0 and not (tmp_path / ".idx.old").exists()
+
+
+def test_a_finished_index_named_like_a_builds_staging_folder_is_kept(tiny_corpus, tmp_path, monkeypatch, capsys):
+    """A build stages in OUT.partial: building `idx` emptied the user's finished index `idx.partial`."""
+    build = ["index", "build", "--passages", tiny_corpus["passages"], "--encoder", "bm25", "--out"]
+    assert run(monkeypatch, capsys, *build, tmp_path / "idx.partial")[0] == 0
+    before = snapshot(tmp_path / "idx.partial")
+    code, _, err = run(monkeypatch, capsys, *build, tmp_path / "idx")
+    assert_one_line_error(code, err, "idx.partial", "a finished index")
+    assert snapshot(tmp_path / "idx.partial") == before
+
+
+def test_train_rag_overwrite_never_replaces_a_folder_inside_its_inputs(tmp_path):
+    from lewisrag.training.rag import RagTrainConfig, train_rag
+
+    index = tmp_path / "idx"
+    (index / "sub").mkdir(parents=True)
+    (index / "sub" / "part.bin").write_text("the index's own")
+    with pytest.raises(InputError, match="is inside --index"):
+        train_rag(RagTrainConfig(index=str(index), encoder="", generator="", train=""), index / "sub", overwrite=True)
+    assert (index / "sub" / "part.bin").read_text() == "the index's own"
+
+
 @pytest.mark.parametrize("sig,code,line", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated (SIGTERM)")])
 def test_ctrl_c_and_sigterm_say_so_in_one_line_and_leave_nothing(tmp_path, sig, code, line):
     """typer turned Ctrl-C into exit 130 without a word, and SIGTERM killed the process where it stood

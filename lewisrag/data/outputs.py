@@ -8,9 +8,13 @@ A command never destroys what the user did not make:
   `--overwrite` is given, and then the old folder is replaced only once the new one is complete;
 - an output replaced whole by a rerun (an index, a checkpoint) lists in its marker what lewisrag
   wrote there; a file the user added since is refused by name (exit 2), not lost, unless
-  `--overwrite`; and no `--out` that holds the command's own inputs, the working directory, `/`
-  or the home folder is ever replaced, nor one inside an input folder unless lewisrag wrote it
-  there as this kind of output (`compare --out RUN/compare`, not `--out RUN/world`);
+  `--overwrite`; and no `--out` that holds the command's own inputs, the working directory, `/` or a
+  folder right under it, a home folder (by $HOME or the user database), a mount point or a git
+  repository is ever replaced (`_check_replaceable`), nor one inside an input folder unless lewisrag
+  wrote it there as this kind of output (`compare --out RUN/compare`, not `--out RUN/world`);
+- an `--out` that is a symbolic link is refused (the rename that moves an output in would replace the
+  link, not fill its target); a `.NAME.old` or a finished index at `NAME.partial` that lewisrag did
+  not leave there is refused, never cleared;
 - an existing file where a folder is expected is an error, and is never renamed or removed;
 - a file output (`chunk --out passages.jsonl`) replaces an existing file only with `--overwrite`.
 
@@ -104,8 +108,13 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
     lewisrag wrote there. Call it before any expensive work. Returns `out` as a Path.
     """
     out = Path(out)
+    if out.is_symlink():  # replaced by a rename, the link would become a folder and its target go stale
+        raise InputError(out, f"is a symbolic link; give the folder it points to ({os.path.realpath(out)})", field=flag)
     if out.exists() and not out.is_dir():
         raise InputError(out, "exists and is not a folder (it is left as it is); choose another", field=flag)
+    old = Path(os.path.abspath(out))
+    if old.name and (why := _in_the_way(old := _old(old))):  # refused now, not when the finished output moves in
+        raise InputError(old, why, field=flag)
     sweep_leftovers(out.parent, out.name)
     if made_by(out) is not None:  # inside a folder lewisrag wrote: its killed writers' temporary files
         for folder, _, _ in os.walk(out):
@@ -137,11 +146,31 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
 
 
 def _check_replaceable(out: Path, flag: str) -> None:
-    """Refuse to replace `/` or the home folder, even with --overwrite: `--out ~` is far more often a
-    slip than a wish to lose everything there."""
+    """Refuse, even with --overwrite, to replace a folder whose loss is far more often a slip (`--out ~`,
+    `--out $UNSET/`, `--out /data`) than a wish: the root, a folder right under it (/root, /home,
+    /tmp), one that holds a home folder (by $HOME or by the user database: a shell expands `~` with
+    the one, `sudo` or `env HOME=` may change the other), a mount point, or a git repository."""
     where = out.resolve()
-    if where == Path(where.anchor) or where == Path.home().resolve():
-        raise InputError(out, "is the root or home folder, which --overwrite never replaces; choose another", field=flag)
+    if where == Path(where.anchor) or where.parent == Path(where.anchor):
+        why = "the root folder" if where == Path(where.anchor) else "a folder right under the root"
+    elif any(home.is_relative_to(where) for home in _homes()):
+        why = "a home folder or one that holds one"
+    elif os.path.ismount(where):
+        why = "a mount point"
+    elif (where / ".git").exists():
+        why = "a git repository"
+    else:
+        return
+    raise InputError(out, f"is {why}, which --overwrite never replaces; choose another (a new subfolder)", field=flag)
+
+
+def _homes() -> set[Path]:
+    homes = {Path.home()}
+    with contextlib.suppress(ImportError, KeyError, OSError):
+        import pwd
+
+        homes.add(Path(pwd.getpwuid(os.getuid()).pw_dir))
+    return {h.resolve() for h in homes if str(h) not in ("", "/")}
 
 
 def _check_not_inside_inputs(out: Path, kind: str, inputs: dict[str, object], flag: str) -> None:
@@ -230,11 +259,40 @@ def replace_dir(src: Path, dst: Path) -> None:
     if dst.exists() and not dst.is_dir():
         raise InputError(dst, "exists and is not a folder (it is left as it is)")
     old = _old(dst)
-    shutil.rmtree(old, ignore_errors=True)
+    _clear_old(old)
     if dst.exists():
         os.replace(dst, old)
     os.replace(src, dst)
-    shutil.rmtree(old, ignore_errors=True)
+    _discard(old)  # the folder the caller replaced
+
+
+def _clear_old(old: Path) -> None:
+    """Remove a `.NAME.old` that an earlier replace left behind (killed between its renames), if
+    lewisrag made it. One it did not make (a user's own, or the user's folder an --overwrite was
+    replacing when it was killed) stays, and the replace is refused."""
+    if why := _in_the_way(old):
+        raise InputError(old, why)
+    _discard(old)
+
+
+def _in_the_way(old: Path) -> str | None:
+    """Why `.NAME.old` may not be removed, or None."""
+    if old.is_symlink() or not old.exists():
+        return None
+    if not old.is_dir():
+        return "is a file in the way of replacing the folder beside it; move it away"
+    if made_by(old) is None and any(old.iterdir()):
+        return "is in the way of replacing the folder beside it and was not made by lewisrag; move it away"
+    return None
+
+
+def _discard(path: Path) -> None:
+    if not path.exists() and not path.is_symlink():
+        return
+    if path.is_symlink():  # rmtree refuses links: a replaced `--out` link would linger as `.NAME.old`
+        path.unlink()
+    else:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 # `.NAME.tmp.PID-HOST.xxxx` (staged_dir) and `.NAME.PID-HOST.xxxx.tmp` (io.atomic_path); xxxx is tempfile's

@@ -66,6 +66,9 @@ def reset_partial(partial: Path) -> None:
     if partial.exists():
         if not partial.is_dir() or not (is_ours(partial, KIND) or (partial / "plan.json").exists() or not any(partial.iterdir())):
             raise InputError(partial, "is in the way of the build and was not made by lewisrag; move it away")
+        if (partial / MANIFEST).exists():  # a build's staging folder gets its manifest only as it moves onto OUT
+            raise InputError(partial, "is a finished index in the way of the build, which stages its work in "
+                             "OUT.partial; move it away or rename it")
         for entry in partial.iterdir():  # its contents: the folder itself may be held (`outputs.exclusive`)
             shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
     mark(partial, KIND)

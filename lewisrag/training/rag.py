@@ -209,13 +209,14 @@ def train_rag(cfg: RagTrainConfig, out: str | os.PathLike, resume: bool = False,
     if not 0 <= cfg.seed < 2**32:  # numpy's seed range: else a traceback once the models have loaded
         raise InputError("--seed", f"must be between 0 and 2**32 - 1, got {cfg.seed}")
     filled = out.is_dir() and any(out.iterdir())
+    inputs = {"--index": cfg.index, "--encoder": cfg.encoder, "--context-encoder": cfg.context_encoder,
+              "--generator": cfg.generator, "--train": cfg.train, "--dev": cfg.dev}
     if filled and not resume:  # replaced or refused, but never with the run's own inputs inside
-        check_inputs_outside(out, {"--index": cfg.index, "--encoder": cfg.encoder, "--context-encoder": cfg.context_encoder,
-                                   "--generator": cfg.generator, "--train": cfg.train, "--dev": cfg.dev})
+        check_inputs_outside(out, inputs)
     if not overwrite or resume or not filled:
         with _held(out):
             return _train_rag(cfg, out, resume, on_progress)
-    check_out_dir(out, KIND, overwrite=True)
+    check_out_dir(out, KIND, overwrite=True, inputs=inputs)  # nor a folder inside an input (--out RUN/dpr/x)
     # named by the config: a killed run is resumed there by the same command, and one with other
     # settings starts afresh beside it instead of failing as a --resume with a different config
     digest = hashlib.sha256(json.dumps(asdict(cfg), sort_keys=True).encode()).hexdigest()[:12]
