@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from lewisrag.data.io import InputError, atomic_path, write_json
+from lewisrag.data.outputs import staged_dir
 from lewisrag.data.pretrained import load_generator
 from lewisrag.data.records import of_kinds, read_qa
 from lewisrag.training.rag import adamw, autocast, backward_step, learning_rate_factor, single_device
@@ -103,8 +104,9 @@ def train_closed_book(cfg: ClosedBookConfig, out: str | os.PathLike,
             on_progress(step, cfg.steps, record)
     with atomic_path(out / "log.jsonl") as tmp:
         tmp.write_text("".join(json.dumps(r) + "\n" for r in log), encoding="utf-8")
-    generator.save_pretrained(out / "final", safe_serialization=True)
-    tokenizer.save_pretrained(out / "final")
+    with staged_dir(out / "final") as tmp:  # whole or absent: a kill mid-save leaves no half-written model
+        generator.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
     return {"steps": cfg.steps, "final_loss": log[-1]["loss"], "n_train": len(pairs), "skipped_no_answer": skipped}
 
 
