@@ -306,6 +306,26 @@ def test_an_out_that_is_a_symbolic_link_is_refused_and_its_target_kept(tiny_corp
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "real"]
 
 
+def test_an_out_through_a_link_and_dotdot_is_checked_where_it_is_written(tmp_path, monkeypatch, capsys):
+    """`--out U/L/../data` with L a link: the checks followed the link (the kernel's path), the write
+    went to `U/data` (os.path.abspath's), so the user's U/data was replaced unchecked, a git
+    repository too. Both now use the one path the kernel reaches."""
+    users, elsewhere = tmp_path / "U", tmp_path / "elsewhere" / "deep"
+    (users / "data").mkdir(parents=True)
+    (users / "data" / "precious.txt").write_text("mine")
+    elsewhere.mkdir(parents=True)
+    (users / "L").symlink_to(elsewhere)
+    code, _, _ = run(monkeypatch, capsys, "world", "--out", users / "L" / ".." / "data", "--entities", 40)
+    assert code == 0 and (users / "data" / "precious.txt").read_text() == "mine"
+    assert (tmp_path / "elsewhere" / "data" / "world.json").is_file()  # where the kernel put `L/../data`
+    (users / "repo" / ".git").mkdir(parents=True)
+    (tmp_path / "elsewhere" / "repo" / ".git").mkdir(parents=True)
+    (tmp_path / "elsewhere" / "repo" / "main.py").write_text("code")
+    code, _, err = run(monkeypatch, capsys, "world", "--out", users / "L" / ".." / "repo", "--entities", 40, "--overwrite")
+    assert_one_line_error(code, err, "a git repository")
+    assert (tmp_path / "elsewhere" / "repo" / "main.py").read_text() == "code"
+
+
 def test_a_users_folder_named_like_a_replaced_folder_is_kept(tiny_corpus, tmp_path, monkeypatch, capsys):
     """Every replace removed `.NAME.old` first, whoever made it."""
     build = ["index", "build", "--passages", tiny_corpus["passages"], "--encoder", "bm25", "--out", tmp_path / "idx"]

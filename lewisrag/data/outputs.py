@@ -44,6 +44,21 @@ from lewisrag.data.io import InputError, _umask, make_parents, owner_tag, remove
 MARKER = ".lewisrag"
 
 
+def physical(path: str | os.PathLike) -> Path:
+    """`path` as the kernel reaches it: its parent with links and `..` resolved, then its own name.
+
+    Every check and every write of an output goes through this one path. `os.path.abspath` drops the
+    folder before a `..` from the text, while the kernel follows a link first: with `L` a link,
+    `U/L/../data` is `U/data` to the one and the link target's sibling to the other, and checking the
+    one while writing the other replaced a folder no check had seen. The last name is kept as it is
+    (a link there is refused by `check_out_dir`), and `.`, `..` and `/` are resolved whole.
+    """
+    p = Path(path)
+    if p.name in ("", ".", ".."):
+        return Path(os.path.realpath(p))
+    return Path(os.path.realpath(p.parent)) / p.name
+
+
 def made_by(path: str | os.PathLike) -> str | None:
     """The kind of output lewisrag wrote into the folder at `path` ("index", "run", ...), or None."""
     marker = Path(path) / MARKER
@@ -107,13 +122,12 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
     user put in that folder since is refused, unless `--overwrite`; the folder's marker lists what
     lewisrag wrote there. Call it before any expensive work. Returns `out` as a Path.
     """
-    out = Path(out)
+    given, out = out, physical(out)
     if out.is_symlink():  # replaced by a rename, the link would become a folder and its target go stale
-        raise InputError(out, f"is a symbolic link; give the folder it points to ({os.path.realpath(out)})", field=flag)
+        raise InputError(given, f"is a symbolic link; give the folder it points to ({os.path.realpath(out)})", field=flag)
     if out.exists() and not out.is_dir():
-        raise InputError(out, "exists and is not a folder (it is left as it is); choose another", field=flag)
-    old = Path(os.path.abspath(out))
-    if old.name and (why := _in_the_way(old := _old(old))):  # refused now, not when the finished output moves in
+        raise InputError(given, "exists and is not a folder (it is left as it is); choose another", field=flag)
+    if out.name and (why := _in_the_way(old := _old(out))):  # refused now, not when the finished output moves in
         raise InputError(old, why, field=flag)
     sweep_leftovers(out.parent, out.name)
     if made_by(out) is not None:  # inside a folder lewisrag wrote: its killed writers' temporary files
@@ -123,29 +137,29 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
     # that would only lead to another refusal.
     if out.exists() and Path.cwd().resolve().is_relative_to(out.resolve()):
         # a finished output replaces the folder by a rename: the shell would be left in a deleted folder
-        raise InputError(out, "holds the working directory, which an output never replaces; choose another "
+        raise InputError(given, "holds the working directory, which an output never replaces; choose another "
                          "(a new subfolder)", field=flag)
     if out.is_dir() and any(out.iterdir()):
         if not is_ours(out, kind):  # --overwrite: the whole folder goes once the new one is complete
-            _check_replaceable(out, flag)
-            _check_not_inside_inputs(out, kind, inputs or {}, flag)
-        check_inputs_outside(out, inputs or {}, flag)
+            _check_replaceable(out, flag, given)
+            _check_not_inside_inputs(out, kind, inputs or {}, flag, given)
+        check_inputs_outside(out, inputs or {}, flag, given)
     if not overwrite and not is_free(out, kind):
         other = made_by(out)
         whose = f"holds a lewisrag {other}, not {_a(kind)}" if other else "was not made by lewisrag"
-        raise InputError(out, f"folder is not empty and {whose}; choose another or pass --overwrite to replace it",
+        raise InputError(given, f"folder is not empty and {whose}; choose another or pass --overwrite to replace it",
                          field=flag)
     if replaces and not overwrite and is_ours(out, kind):
         # a folder marked before markers listed files: nothing in it is known to be the user's
         added = sorted(set(os.listdir(out)) - {MARKER} - set(written_files(out) or os.listdir(out)))
         if added:
-            raise InputError(out, f"holds {added[0]!r}, which lewisrag did not write there and a rerun would "
+            raise InputError(given, f"holds {added[0]!r}, which lewisrag did not write there and a rerun would "
                              "lose; move it away or pass --overwrite", field=flag)
     check_writable(out if out.is_dir() else out.parent, flag)
     return out
 
 
-def _check_replaceable(out: Path, flag: str) -> None:
+def _check_replaceable(out: Path, flag: str, given: str | os.PathLike | None = None) -> None:
     """Refuse, even with --overwrite, to replace a folder whose loss is far more often a slip (`--out ~`,
     `--out $UNSET/`, `--out /data`) than a wish: the root, a folder right under it (/root, /home,
     /tmp), one that holds a home folder (by $HOME or by the user database: a shell expands `~` with
@@ -161,7 +175,8 @@ def _check_replaceable(out: Path, flag: str) -> None:
         why = "a git repository"
     else:
         return
-    raise InputError(out, f"is {why}, which --overwrite never replaces; choose another (a new subfolder)", field=flag)
+    raise InputError(out if given is None else given, f"is {why}, which --overwrite never replaces; choose another "
+                     "(a new subfolder)", field=flag)
 
 
 def _homes() -> set[Path]:
@@ -173,7 +188,8 @@ def _homes() -> set[Path]:
     return {h.resolve() for h in homes if str(h) not in ("", "/")}
 
 
-def _check_not_inside_inputs(out: Path, kind: str, inputs: dict[str, object], flag: str) -> None:
+def _check_not_inside_inputs(out: Path, kind: str, inputs: dict[str, object], flag: str,
+                             given: str | os.PathLike | None = None) -> None:
     """Refuse to replace a folder inside an input folder: unless it is this command's own earlier
     output, it is part of that input (`compare --run RUN --out RUN/world`, `export --model RUN --out
     RUN/best`), whatever --overwrite says."""
@@ -182,7 +198,7 @@ def _check_not_inside_inputs(out: Path, kind: str, inputs: dict[str, object], fl
         if path is None or str(path).startswith("hf:") or not Path(path).is_dir():
             continue
         if where != Path(path).resolve() and where.is_relative_to(Path(path).resolve()):  # `out` = input: below
-            raise InputError(out, f"is inside {name} {path} and is not {_a(kind)} lewisrag wrote, so replacing it "
+            raise InputError(out if given is None else given, f"is inside {name} {path} and is not {_a(kind)} lewisrag wrote, so replacing it "
                              "would damage that input; choose another", field=flag)
 
 
@@ -191,9 +207,11 @@ def _a(noun: str) -> str:
     return ("an " if noun[:1] in "aeiou" else "a ") + noun
 
 
-def check_inputs_outside(out: str | os.PathLike, inputs: dict[str, object], flag: str = "--out") -> None:
+def check_inputs_outside(out: str | os.PathLike, inputs: dict[str, object], flag: str = "--out",
+                         given: str | os.PathLike | None = None) -> None:
     """Refuse an input (`{flag: path}`; None and `hf:` specs are skipped) that is `out` or lies inside it."""
     where = Path(out).resolve()
+    out = out if given is None else given
     for name, path in inputs.items():
         if path is None or str(path).startswith("hf:") or not Path(path).exists():
             continue
@@ -253,7 +271,7 @@ def replace_dir(src: Path, dst: Path) -> None:
 
     A kill between the renames leaves the old folder at `.NAME.old`, which `existing()` finds.
     """
-    src, dst = Path(os.path.abspath(src)), Path(os.path.abspath(dst))  # `.` and `..` have no name to rename by
+    src, dst = physical(src), physical(dst)  # `.` and `..` have no name to rename by
     if made_by(src) is not None:
         record_files(src)
     if dst.exists() and not dst.is_dir():
@@ -396,7 +414,7 @@ def staged_dir(path: str | os.PathLike, kind: str | None = None) -> Iterator[Pat
 
     With a `kind`, the new folder is marked as lewisrag's output of that kind.
     """
-    target = Path(os.path.abspath(path))  # `.` and `..` have no name to stage beside
+    target = physical(path)  # `.` and `..` have no name to stage beside
     made = make_parents(target)
     sweep_leftovers(target.parent, target.name)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp.{owner_tag()}.", dir=target.parent))

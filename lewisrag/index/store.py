@@ -24,7 +24,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from lewisrag.data.io import InputError, atomic_path, expect, is_count, is_number, read_json, write_json
-from lewisrag.data.outputs import is_ours, mark, replace_dir
+from lewisrag.data.outputs import is_ours, mark, physical, replace_dir
 from lewisrag.data.passages import PASSAGE_SCHEMA, PassageTable
 from lewisrag.data.records import Passage, read_passages
 
@@ -57,7 +57,7 @@ def check_depth(k: int, passages: int, flag: str = "--n-docs") -> None:
 
 
 def partial_dir(out: str | os.PathLike) -> Path:
-    out = Path(os.path.abspath(out))  # "" and "." have no name to put ".partial" after
+    out = physical(out)  # "" and "." have no name to put ".partial" after; a link's `..` is the kernel's
     return out.with_name(out.name + ".partial") if out.name else out / ".partial"
 
 

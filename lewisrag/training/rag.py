@@ -57,7 +57,7 @@ from accelerate.state import AcceleratorState
 from accelerate.utils import gather_object
 
 from lewisrag.data.io import InputError, LewisragWarning, atomic_path, expect, is_count, is_number, read_json, write_json
-from lewisrag.data.outputs import check_inputs_outside, check_out_dir, exclusive, existing, is_ours, mark, replace_dir
+from lewisrag.data.outputs import check_inputs_outside, check_out_dir, exclusive, existing, is_ours, mark, physical, replace_dir
 from lewisrag.data.records import QAExample
 from lewisrag.data.threads import resolve_device
 from lewisrag.index.shared import NodeSearch
@@ -220,7 +220,7 @@ def train_rag(cfg: RagTrainConfig, out: str | os.PathLike, resume: bool = False,
     # named by the config: a killed run is resumed there by the same command, and one with other
     # settings starts afresh beside it instead of failing as a --resume with a different config
     digest = hashlib.sha256(json.dumps(asdict(cfg), sort_keys=True).encode()).hexdigest()[:12]
-    where = Path(os.path.abspath(out))  # `.` has no name to put the staging folder beside
+    where = physical(out)  # `.` has no name to put the staging folder beside
     staging = where.with_name(f".{where.name}.overwrite-{digest}")
     resumed = staging.exists()
     with _held(staging):
