@@ -224,6 +224,10 @@ def test_a_rerun_that_replaces_its_output_keeps_a_file_the_user_added(tiny_corpu
     assert_one_line_error(code, err, "'notes.txt'", "lewisrag did not write")
     assert (out / "notes.txt").read_text() == "mine"
     assert run(monkeypatch, capsys, *build, "--overwrite")[0] == 0 and not (out / "notes.txt").exists()
+    (out / "bm25" / "notes.txt").write_text("mine")  # inside a folder the build wrote: was lost without a word
+    code, _, err = run(monkeypatch, capsys, *build)
+    assert_one_line_error(code, err, "'bm25/notes.txt'", "lewisrag did not write")
+    assert (out / "bm25" / "notes.txt").read_text() == "mine"
 
 
 def test_the_working_directory_and_home_are_never_replaced(tiny_corpus, users_folder, tmp_path, monkeypatch, capsys):
@@ -348,6 +352,20 @@ def test_a_finished_index_named_like_a_builds_staging_folder_is_kept(tiny_corpus
     code, _, err = run(monkeypatch, capsys, *build, tmp_path / "idx")
     assert_one_line_error(code, err, "idx.partial", "a finished index")
     assert snapshot(tmp_path / "idx.partial") == before
+    assert "staging" not in read_json(tmp_path / "idx.partial" / MARKER)
+
+
+def test_a_build_killed_as_it_finished_is_rebuilt_not_refused(tiny_corpus, tmp_path, monkeypatch, capsys):
+    """Killed between writing its manifest and moving OUT.partial onto OUT, a build left what looked
+    like a finished index of the user's at OUT.partial, and every rerun was refused."""
+    build = ["index", "build", "--passages", tiny_corpus["passages"], "--encoder", "bm25", "--out", tmp_path / "idx"]
+    assert run(monkeypatch, capsys, *build)[0] == 0
+    shutil.copytree(tmp_path / "idx", tmp_path / "idx.partial")  # the new build, finished but not moved in
+    (tmp_path / "idx").rename(tmp_path / ".idx.old")  # killed between replace_dir's two renames
+    marker = read_json(tmp_path / "idx.partial" / MARKER)
+    (tmp_path / "idx.partial" / MARKER).write_text(json.dumps({**marker, "staging": True}))
+    assert run(monkeypatch, capsys, *build)[0] == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"] and (tmp_path / "idx" / "manifest.json").is_file()
 
 
 def test_train_rag_overwrite_never_replaces_a_folder_inside_its_inputs(tmp_path):
@@ -428,6 +446,38 @@ def test_a_world_rerun_killed_while_writing_leaves_the_old_world_whole(tmp_path,
     W.write_world(W.build_world(seed=1, entities=40), out)
     after = snapshot(out)
     assert after != before and not [k for k in after if k.startswith(".") and k != MARKER]
+
+
+def test_a_world_rerun_keeps_the_users_files_and_refuses_to_overwrite_one(tmp_path, monkeypatch, capsys):
+    """A rerun deleted every task file name, and replaced files its marker did not list: the user's
+    fever_train.jsonl beside a Chinese world (which writes none) went without a word."""
+    out = tmp_path / "w"
+    world = ["world", "--out", out, "--entities", 40]
+    assert run(monkeypatch, capsys, *world, "--lang", "zh")[0] == 0
+    (out / "fever_train.jsonl").write_text("mine")
+    (out / "notes").mkdir()
+    (out / "notes" / "todo.txt").write_text("mine too")
+    assert run(monkeypatch, capsys, *world, "--lang", "zh", "--seed", 1)[0] == 0
+    assert (out / "fever_train.jsonl").read_text() == "mine" and (out / "notes" / "todo.txt").read_text() == "mine too"
+    code, _, err = run(monkeypatch, capsys, *world)  # English writes fever_train.jsonl: the user's is in the way
+    assert_one_line_error(code, err, "fever_train.jsonl", "not written by lewisrag")
+    assert (out / "fever_train.jsonl").read_text() == "mine" and read_json(out / "world.json")["lang"] == "zh"
+    assert run(monkeypatch, capsys, *world, "--overwrite")[0] == 0
+    assert (out / "fever_train.jsonl").read_text() != "mine" and (out / "notes" / "todo.txt").read_text() == "mine too"
+    assert "notes" not in read_json(out / MARKER)["files"]
+
+
+def test_an_evaluation_rerun_refuses_to_overwrite_a_users_file_of_an_output_name(tmp_path, monkeypatch, capsys):
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text(json.dumps({"id": "q1", "question": "Who?", "answer": "Ann [1].", "contexts": ["Ann leads."]}) + "\n")
+    ev = ["eval", "answers", "--answers", answers, "--judge", "lexical", "--out", tmp_path / "e"]
+    assert run(monkeypatch, capsys, *ev)[0] == 0
+    (tmp_path / "e" / "ragas.jsonl").write_text("mine")
+    code, _, err = run(monkeypatch, capsys, *ev, "--export", "ragas")  # found once the run is written: after judging
+    assert code == 2 and "Traceback" not in err
+    assert_one_line_error(code, err.splitlines()[-1], "ragas.jsonl", "not written by lewisrag")
+    assert (tmp_path / "e" / "ragas.jsonl").read_text() == "mine"
+    assert run(monkeypatch, capsys, *ev)[0] == 0 and (tmp_path / "e" / "ragas.jsonl").read_text() == "mine"
 
 
 def test_leftovers_of_a_sigkilled_writer_are_swept_by_the_next_command(tmp_path, monkeypatch, capsys):
@@ -1038,9 +1088,10 @@ def test_a_failed_write_takes_away_the_parent_folders_it_made(tmp_path):
 
 
 def test_an_interrupt_during_an_evaluation_rerun_swap_leaves_one_run_whole(tmp_path, monkeypatch):
-    """A rerun into its own folder renames its files in one by one; a Ctrl-C (or SIGTERM, which the
+    """A rerun renamed its files into its own folder one by one; a Ctrl-C (or SIGTERM, which the
     CLI raises as an exception) between two renames left the new config.json beside the old
-    report and results. The renames now finish first, then the interrupt arrives."""
+    report and results. A rerun now replaces the folder by two renames, which finish before the
+    interrupt arrives (and a SIGKILL between them leaves the old run at .run.old)."""
     import signal
 
     from lewisrag.eval import results as R
@@ -1050,11 +1101,10 @@ def test_an_interrupt_during_an_evaluation_rerun_swap_leaves_one_run_whole(tmp_p
 
     def interrupted_midway(src, dst):  # os.replace everywhere: the writes into the staging folder use it too
         real(src, dst)
-        if Path(dst).parent != out:
+        if Path(dst) != out.with_name(".run.old"):
             return
         renamed.append(Path(dst).name)
-        if len(renamed) == 1:
-            os.kill(os.getpid(), signal.SIGINT)  # delivered while the swap runs
+        os.kill(os.getpid(), signal.SIGINT)  # delivered between the swap's two renames: the old run aside, the new not in
 
     out = tmp_path / "run"
 
@@ -1066,5 +1116,5 @@ def test_an_interrupt_during_an_evaluation_rerun_swap_leaves_one_run_whole(tmp_p
     monkeypatch.setattr(R.os, "replace", interrupted_midway)
     with pytest.raises(KeyboardInterrupt):
         write("new")
-    assert len(renamed) >= 4  # every file moved before the interrupt arrived
+    assert renamed == [".run.old"]  # the interrupt arrived with the old run aside, the new one not yet in
     assert (out / "report.md").read_text() == "md new" and json.loads((out / "config.json").read_text()) == {"tag": "new"}

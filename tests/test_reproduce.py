@@ -158,6 +158,23 @@ def test_resume_skips_finished_stages_and_gives_the_same_results(tiny_run):
     assert (out / "results.json").read_bytes() == before
 
 
+def test_an_overwrite_run_killed_before_it_replaced_out_goes_on_with_the_same_command(tiny_run, tmp_path):
+    """`reproduce --overwrite` runs in `.NAME.overwrite`; killed there, neither the same command (a
+    fresh run into a folder with stages) nor --resume (refused with --overwrite) went on with it."""
+    out, _ = tiny_run
+    users = tmp_path / "U"
+    users.mkdir()
+    (users / "notes.txt").write_text("replaced, as --overwrite says")
+    shutil.copytree(out, tmp_path / ".U.overwrite", symlinks=True)
+    (tmp_path / ".U.overwrite" / "stages" / "knowledge_update.json").unlink()  # as if killed during that stage
+    events = []
+    reproduce(PRESETS["tiny"], users, seed=0, overwrite=True, tasks=TASKS,
+              on_stage=lambda name, event, _: events.append((name, event)))
+    assert [n for n, e in events if e == "done"] == ["knowledge_update", "report"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["U"] and not (users / "notes.txt").exists()
+    assert (users / "results.json").read_bytes() == (out / "results.json").read_bytes()
+
+
 def test_a_fresh_run_in_a_finished_one_forgets_its_stages_so_resume_cannot_mix_them(tiny_run, tmp_path, monkeypatch):
     """A plain rerun with another seed, killed after its first stage: the earlier run's stage records
     and results are gone, so a `--resume` with the new seed redoes every later stage rather than

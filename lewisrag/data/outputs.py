@@ -7,8 +7,10 @@ A command never destroys what the user did not make:
   training run); a folder holding anything else is refused (exit 2, naming it) unless
   `--overwrite` is given, and then the old folder is replaced only once the new one is complete;
 - an output replaced whole by a rerun (an index, a checkpoint) lists in its marker what lewisrag
-  wrote there; a file the user added since is refused by name (exit 2), not lost, unless
-  `--overwrite`; and no `--out` that holds the command's own inputs, the working directory, `/` or a
+  wrote there, inside its subfolders too; a file the user added since is refused by name (exit 2),
+  not lost, unless `--overwrite`; an output rewritten by a rerun (a world, an evaluation) is
+  written whole beside the old one and swapped in, the user's files moved over as hard links
+  (`rewritten_dir`); and no `--out` that holds the command's own inputs, the working directory, `/` or a
   folder right under it, a home folder (by $HOME or the user database), a mount point or a git
   repository is ever replaced (`_check_replaceable`), nor one inside an input folder unless lewisrag
   wrote it there as this kind of output (`compare --out RUN/compare`, not `--out RUN/world`);
@@ -86,10 +88,34 @@ def written_files(path: str | os.PathLike) -> list[str] | None:
 
 def record_files(path: str | os.PathLike, names: Iterable[str] | None = None) -> None:
     """List `names` (default: every name now there) in the marker of the marked folder at `path`
-    as what lewisrag wrote there."""
+    as what lewisrag wrote there, and under "tree" the files inside those of them that are folders."""
     path = Path(path)
     marker = json.loads((path / MARKER).read_text(encoding="utf-8"))
-    write_json(path / MARKER, {**marker, "files": sorted(set(os.listdir(path) if names is None else names) - {MARKER})})
+    files = sorted(set(os.listdir(path) if names is None else names) - {MARKER})
+    write_json(path / MARKER, {**marker, "files": files, "tree": _tree(path, files)})
+
+
+def _tree(path: Path, names: Iterable[str]) -> list[str]:
+    """The files (and links) below the folders among `names`, as paths relative to `path`."""
+    return sorted(p.relative_to(path).as_posix() for n in names if (path / n).is_dir() and not (path / n).is_symlink()
+                  for p in (path / n).rglob("*") if p.is_symlink() or not p.is_dir())
+
+
+def added_files(path: str | os.PathLike) -> list[str]:
+    """What the user added to a folder lewisrag wrote: names its marker does not list, and files inside
+    its listed folders that its "tree" does not (none known for markers written before they kept one)."""
+    path = Path(path)
+    listed = written_files(path)
+    if listed is None:  # a folder marked before markers listed files: nothing in it is known to be the user's
+        return []
+    added = sorted(set(os.listdir(path)) - {MARKER} - set(listed))
+    try:
+        tree = json.loads((path / MARKER).read_text(encoding="utf-8")).get("tree")
+    except (OSError, ValueError, AttributeError):
+        tree = None
+    if isinstance(tree, list):
+        added += sorted(set(_tree(path, [n for n in listed if (path / n).exists()])) - set(tree))
+    return added
 
 
 def is_ours(path: str | os.PathLike, kind: str) -> bool:
@@ -150,9 +176,7 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
         raise InputError(given, f"folder is not empty and {whose}; choose another or pass --overwrite to replace it",
                          field=flag)
     if replaces and not overwrite and is_ours(out, kind):
-        # a folder marked before markers listed files: nothing in it is known to be the user's
-        added = sorted(set(os.listdir(out)) - {MARKER} - set(written_files(out) or os.listdir(out)))
-        if added:
+        if added := added_files(out):
             raise InputError(given, f"holds {added[0]!r}, which lewisrag did not write there and a rerun would "
                              "lose; move it away or pass --overwrite", field=flag)
     check_writable(out if out.is_dir() else out.parent, flag)
@@ -264,16 +288,16 @@ def check_writable(folder: Path, flag: str = "--out") -> None:
         raise InputError(probe_in, f"cannot write here ({e.strerror or e})", field=flag) from None
 
 
-def replace_dir(src: Path, dst: Path) -> None:
+def replace_dir(src: Path, dst: Path, files: Iterable[str] | None = None) -> None:
     """Move the finished folder `src` onto `dst`, atomically replacing an old `dst`. A marked `src`
-    gets the list of its files in its marker (`written_files`), so that a later rerun can tell them
-    from files the user adds.
+    gets the list of its files in its marker (`written_files`: `files`, by default every name in it),
+    so that a later rerun can tell them from files the user adds.
 
     A kill between the renames leaves the old folder at `.NAME.old`, which `existing()` finds.
     """
     src, dst = physical(src), physical(dst)  # `.` and `..` have no name to rename by
     if made_by(src) is not None:
-        record_files(src)
+        record_files(src, files)
     if dst.exists() and not dst.is_dir():
         raise InputError(dst, "exists and is not a folder (it is left as it is)")
     old = _old(dst)
@@ -415,10 +439,7 @@ def staged_dir(path: str | os.PathLike, kind: str | None = None) -> Iterator[Pat
     With a `kind`, the new folder is marked as lewisrag's output of that kind.
     """
     target = physical(path)  # `.` and `..` have no name to stage beside
-    made = make_parents(target)
-    sweep_leftovers(target.parent, target.name)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp.{owner_tag()}.", dir=target.parent))
-    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; outputs should get the usual mode
+    tmp, made = _stage_beside(target)
     try:
         yield tmp
         if kind is not None:
@@ -428,6 +449,65 @@ def staged_dir(path: str | os.PathLike, kind: str | None = None) -> Iterator[Pat
         remove_if_empty(made)
         raise
     replace_dir(tmp, target)
+
+
+def _stage_beside(target: Path) -> tuple[Path, Path | None]:
+    """A new staging folder beside `target`, named after its writer, and the first parent made for it."""
+    made = make_parents(target)
+    sweep_leftovers(target.parent, target.name)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp.{owner_tag()}.", dir=target.parent))
+    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; outputs should get the usual mode
+    return tmp, made
+
+
+@contextlib.contextmanager
+def rewritten_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False, flag: str = "--out") -> Iterator[Path]:
+    """A folder beside `out` to write a whole new `kind` output into; it replaces `out` in one rename
+    when the block succeeds, so a kill at any moment leaves the old output or the new, never a mix.
+
+    What the user added to an earlier output of this kind (names its marker does not list) moves
+    over as hard links (copies where links fail): in the old folder and the new alike until the
+    rename. A name the new output writes that the user holds there is refused, its file kept,
+    unless `overwrite`. `out` was checked with `check_out_dir`.
+    """
+    out = physical(out)
+    tmp, made = _stage_beside(out)
+    try:
+        yield tmp
+        mark(tmp, kind)
+        names = [n for n in os.listdir(tmp) if n != MARKER]
+        if is_ours(out, kind):
+            listed = written_files(out)
+            # a marker that lists nothing is from before markers listed files: the new output's names were its own
+            users = sorted(set(os.listdir(out)) - {MARKER} - set(listed if listed is not None else names))
+            clash = [n for n in users if n in names]
+            if clash and not overwrite:
+                raise InputError(out / clash[0], "was not written by lewisrag and the new output writes a file of "
+                                 "that name; move it away or pass --overwrite", field=flag)
+            for name in (n for n in users if n not in names):
+                _link_tree(out / name, tmp / name)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        remove_if_empty(made)
+        raise
+    with signals_deferred():  # the two renames together: a Ctrl-C between them would leave `out` missing
+        replace_dir(tmp, out, files=names)  # its marker lists what lewisrag wrote, not what the user added
+
+
+def _link_tree(src: Path, dst: Path) -> None:
+    """`dst` as hard links to `src`'s files (a folder: all of its tree; a link: the link itself)."""
+    def link(a, b):
+        try:
+            os.link(a, b, follow_symlinks=False)
+        except OSError:
+            shutil.copy2(a, b, follow_symlinks=False)
+
+    if src.is_symlink():
+        os.symlink(os.readlink(src), dst)
+    elif src.is_dir():
+        shutil.copytree(src, dst, symlinks=True, copy_function=link)
+    else:
+        link(src, dst)
 
 
 @contextlib.contextmanager
@@ -464,24 +544,10 @@ def signals_deferred() -> Iterator[None]:
 
 @contextlib.contextmanager
 def output_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False, flag: str = "--out") -> Iterator[Path]:
-    """The folder a command writes its `kind` of outputs into.
-
-    A staging folder that becomes `out` only when the block succeeds, where `out` is missing or (with
-    `overwrite`) holds something else; `out` itself when it is an empty folder (emptied again if the
-    block fails) or an earlier output of the same kind (reruns replace their files one by one, and
-    `--resume` finds its state).
-    """
+    """The folder a command writes its `kind` of outputs into, checked (`check_out_dir`): a staging
+    folder that replaces `out` whole when the block succeeds, keeping what the user added to an
+    earlier output of the same kind (`rewritten_dir`). A rerun rewritten file by file in place
+    could be killed half old, half new (a world's passages of one seed beside questions of another)."""
     out = check_out_dir(out, kind, overwrite=overwrite, flag=flag)
-    if not out.exists() or not is_free(out, kind):
-        with staged_dir(out, kind) as tmp:
-            yield tmp
-        return
-    empty = not any(out.iterdir())
-    mark(out, kind)
-    try:
-        yield out
-    except BaseException:
-        if empty:  # the folder the user made stays, without a half-written output in it
-            for entry in list(out.iterdir()):
-                shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
-        raise
+    with rewritten_dir(out, kind, overwrite=overwrite, flag=flag) as tmp:
+        yield tmp

@@ -36,7 +36,7 @@ from pathlib import Path
 from lewisrag.data import questions as Q
 from lewisrag.data import tasks as T
 from lewisrag.data.entities import SNAPSHOT_YEARS, Entity, make_archive, make_country, make_organisation, org_kind, passages
-from lewisrag.data.io import owner_tag, write_json, write_jsonl
+from lewisrag.data.io import write_json, write_jsonl
 from lewisrag.data.names import LANGS, Namer
 from lewisrag.data.outputs import output_dir
 from lewisrag.data.records import CATEGORIES, Passage, QAExample
@@ -275,27 +275,13 @@ def write_world(world: World, out_dir: str | os.PathLike, overwrite: bool = Fals
 
 
 def _write_files(world: World, out: Path) -> dict[str, int]:
-    # A rerun writes every file beside its old one first (`.NAME.tmp.PID-HOST.new`), then swaps
-    # them in with world.json last: a run stopped while writing leaves the old world whole (and
-    # removes its new files; a SIGKILLed one's are swept by the next command), and one killed in
-    # the swap leaves no world.json, so the folder says it is incomplete.
+    # `out` is a staging folder that replaces the old world whole (outputs.output_dir): a rerun
+    # stopped or killed at any moment leaves the old world or the new, never files of both
     files = {"passages_a.jsonl": (p.to_dict() for p in world.passages_a),
              "passages_b.jsonl": (p.to_dict() for p in world.passages_b)}
     files.update({f"{stem}.jsonl": (_qa_dict(q) for q in world.questions[stem]) for stem in QUESTION_FILES})
     files.update({f"{stem}.jsonl": (_qa_dict(q) for q in world.tasks[stem]) for stem in world.tasks})
-    # the new files' names say whose they are, so that a SIGKILLed rerun's are swept (outputs.sweep_leftovers)
-    new = {name: out / f".{name}.tmp.{owner_tag()}.new" for name in files}
-    try:
-        counts = {name: write_jsonl(new[name], records) for name, records in files.items()}
-    except BaseException:  # an error or Ctrl-C mid-way: the old world stays whole, and nothing beside it
-        for path in new.values():
-            path.unlink(missing_ok=True)
-        raise
-    (out / "world.json").unlink(missing_ok=True)
-    for name in files:
-        os.replace(new[name], out / name)
-    for stem in set(TASK_FILES) - set(world.tasks):  # a Chinese world rewritten over an English one: no stale task files
-        (out / f"{stem}.jsonl").unlink(missing_ok=True)
+    counts = {name: write_jsonl(out / name, records) for name, records in files.items()}
     write_json(out / "world.json", summary(world))
     counts["world.json"] = 1
     return counts

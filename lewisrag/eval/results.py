@@ -20,15 +20,13 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
 
-from lewisrag.data.io import InputError, owner_tag, read_json_list_lines, write_json, write_text
-from lewisrag.data.outputs import check_out_dir, is_ours, record_files, signals_deferred, staged_dir, written_files
+from lewisrag.data.io import InputError, read_json_list_lines, write_json, write_text
+from lewisrag.data.outputs import check_out_dir, rewritten_dir
 from lewisrag.data.records import CATEGORIES
 from lewisrag.eval import claims
 from lewisrag.eval.citations import STATUSES
@@ -284,11 +282,11 @@ def write_run_dir(out: str | os.PathLike, kind: str, results: Results, *, report
                   overwrite: bool = False) -> list[str]:
     """Write a run folder's files all or none: config.json (when given), report.md, results.json,
     report.html, then the kind's other files (`more(folder)`: plots, timings), returning the names
-    `more` wrote. They are written into a folder beside `out` first. A new or empty `out` becomes
-    that folder; an earlier run of the same `kind` gets the new files moved in, and the files that
-    run wrote but this one does not (an export, a plot) are removed, so that nothing stale sits
-    beside the new results (files the user added there stay); any other folder is refused, or with
-    `overwrite` replaced whole (`lewisrag.data.outputs`). The marker file lists what the run wrote.
+    `more` wrote. They are written into a folder beside `out` first, which then replaces `out` in one
+    rename (`outputs.rewritten_dir`): the files an earlier run of the same `kind` wrote and this one
+    does not (an export, a plot) go, so that nothing stale sits beside the new results; files the
+    user added there stay (one of a name the new run writes is refused unless `overwrite`); any other
+    folder is refused, or with `overwrite` replaced whole. The marker file lists what the run wrote.
     `eval answers`, `eval bughunt` and `compare` write here."""
     out = check_out_dir(out, kind, overwrite=overwrite)
 
@@ -300,21 +298,5 @@ def write_run_dir(out: str | os.PathLike, kind: str, results: Results, *, report
         write_text(d / "report.html", report_html)
         return more(d) if more else []
 
-    if not is_ours(out, kind):  # new, empty, or replaced with --overwrite
-        with staged_dir(out, kind) as d:  # its marker then lists the files (outputs.replace_dir)
-            return write(d)
-    before = written_files(out) or []  # none listed: a run from before markers did, nothing known stale
-    with tempfile.TemporaryDirectory(prefix=f".{out.name}.tmp.{owner_tag()}.", dir=out.parent) as tmp:
-        written = write(Path(tmp))
-        names = sorted(f.name for f in Path(tmp).iterdir())
-        with signals_deferred():  # all of the new files or none: a Ctrl-C between two renames mixed the runs
-            for name in names:
-                os.replace(Path(tmp) / name, out / name)
-            record_files(out, names)  # what this run wrote, not what the user added beside it
-    for name in sorted(set(before) - set(names)):  # the earlier run's, not rewritten: stale now
-        stale = out / name
-        if stale.is_dir() and not stale.is_symlink():
-            shutil.rmtree(stale)
-        elif stale.exists() or stale.is_symlink():
-            stale.unlink()
-    return written
+    with rewritten_dir(out, kind, overwrite=overwrite) as d:  # the earlier run's files go, the user's stay
+        return write(d)

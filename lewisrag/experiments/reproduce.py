@@ -41,7 +41,7 @@ from lewisrag import __version__
 from lewisrag.data.cpu_linear import cpu_linear as use_cpu_linear
 from lewisrag.data.cpu_linear import resolve_kind
 from lewisrag.data.io import InputError, read_json, write_json
-from lewisrag.data.outputs import check_out_dir, exclusive, is_free, replace_dir
+from lewisrag.data.outputs import check_out_dir, exclusive, is_free, is_ours, replace_dir
 from lewisrag.data.records import read_passages, read_qa
 from lewisrag.data.tasks import statement_queries
 from lewisrag.data.threads import environment, torch_threads
@@ -100,7 +100,8 @@ def reproduce(
     every hub asset must resolve on this machine, else an InputError names the missing ones; nothing
     is written either way. `out` must be
     missing, empty or a reproduction run, unless `overwrite`: then the run happens in a hidden
-    sibling folder (resumable there with `resume`) that replaces `out` when every stage is done.
+    sibling folder (`.NAME.overwrite`, where the same command resumes a killed run) that replaces
+    `out` when every stage is done.
     `tasks` beyond "qa" add the stages of `experiments.tasks` (Jeopardy, FEVER) after the QA ones.
     `lang` ("en" or "zh") is the language of report.md, report.html and the plots' labels; config.json
     records it when it is not English. `cpu_linear` ("auto", "blas", "onednn"; None: $LEWISRAG_CPU_LINEAR,
@@ -120,6 +121,8 @@ def reproduce(
                                                  for f in fields(assets) if isinstance(getattr(assets, f.name), str)}
     out = check_out_dir(out, KIND, overwrite=overwrite, inputs=given)
     run = out if is_free(out, KIND) else out.with_name(f".{out.name}.overwrite")
+    if run != out and is_ours(run, KIND):  # an --overwrite run killed before it replaced `out`: the same command
+        resume = True                      # goes on with its finished stages, as `train rag --overwrite` does
     threads = run_threads(preset, run, resume)
     with exclusive(run), torch_threads(threads), use_cpu_linear(linear):  # two runs into one folder would mix their stages' files
         if preset.hub:

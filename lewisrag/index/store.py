@@ -24,7 +24,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from lewisrag.data.io import InputError, atomic_path, expect, is_count, is_number, read_json, write_json
-from lewisrag.data.outputs import is_ours, mark, physical, replace_dir
+from lewisrag.data.outputs import MARKER, is_ours, mark, physical, replace_dir
 from lewisrag.data.passages import PASSAGE_SCHEMA, PassageTable
 from lewisrag.data.records import Passage, read_passages
 
@@ -66,12 +66,21 @@ def reset_partial(partial: Path) -> None:
     if partial.exists():
         if not partial.is_dir() or not (is_ours(partial, KIND) or (partial / "plan.json").exists() or not any(partial.iterdir())):
             raise InputError(partial, "is in the way of the build and was not made by lewisrag; move it away")
-        if (partial / MANIFEST).exists():  # a build's staging folder gets its manifest only as it moves onto OUT
+        if (partial / MANIFEST).exists() and not _staging(partial):  # an index the user built at NAME.partial
             raise InputError(partial, "is a finished index in the way of the build, which stages its work in "
                              "OUT.partial; move it away or rename it")
         for entry in partial.iterdir():  # its contents: the folder itself may be held (`outputs.exclusive`)
             shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
-    mark(partial, KIND)
+    # "staging": a build killed as it finished (its manifest written, not yet moved onto OUT) is told
+    # from an index the user built at NAME.partial, whose marker `finish` stripped of it
+    write_json(partial / MARKER, {"made_by": "lewisrag", "kind": KIND, "staging": True})
+
+
+def _staging(folder: Path) -> bool:
+    try:
+        return json.loads((folder / MARKER).read_text(encoding="utf-8")).get("staging") is True
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def finish(partial: Path, out: Path, manifest: dict) -> None:
@@ -83,6 +92,8 @@ def finish(partial: Path, out: Path, manifest: dict) -> None:
     write_json(partial / MANIFEST, {"format": FORMAT_VERSION, **manifest})
     mark(partial, KIND)
     replace_dir(partial, out)
+    marker = read_json(out / MARKER)
+    write_json(out / MARKER, {k: v for k, v in marker.items() if k != "staging"})  # a finished index now
 
 
 def write_passages(dirpath: Path, passages: Sequence[Passage]) -> None:
