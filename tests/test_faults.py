@@ -526,6 +526,10 @@ def test_chunk_refuses_to_replace_a_file_without_overwrite(tmp_path, monkeypatch
     assert_one_line_error(code, err, "is --docs")
     code, _, err = run(monkeypatch, capsys, "chunk", "--docs", docs, "--out", out, "--overwrite")
     assert code == 0 and json.loads(out.read_text())["id"].startswith("d"), err
+    (tmp_path / "link.jsonl").symlink_to(out)  # the rename would replace the link and leave its target stale
+    code, _, err = run(monkeypatch, capsys, "chunk", "--docs", docs, "--out", tmp_path / "link.jsonl", "--overwrite")
+    assert_one_line_error(code, err, "is a symbolic link", str(out))
+    assert (tmp_path / "link.jsonl").is_symlink()
 
 
 # ---------------------------------------------------------------------------------------------

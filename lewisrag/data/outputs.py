@@ -250,6 +250,8 @@ def check_out_file(out: str | os.PathLike, *, overwrite: bool = False, flag: str
     or one of the command's `inputs` ((flag, path) pairs; None and `hf:` specs skipped) or inside one of
     them: even --overwrite never replaces an input file or a file of an input folder (a model's weights)."""
     out = Path(out)
+    if out.is_symlink():  # the rename that writes it would replace the link, leaving its target stale
+        raise InputError(out, f"is a symbolic link; give the file it points to ({os.path.realpath(out)})", field=flag)
     if out.is_dir():
         raise InputError(out, "is a folder; a file path is needed", field=flag)
     sweep_leftovers(out.parent, out.name)
