@@ -111,15 +111,24 @@ def test_a_world_is_not_replaced_by_an_index(tiny_corpus, tmp_path, monkeypatch,
     assert snapshot(tmp_path / "w") == before
 
 
-def test_reruns_replace_their_own_folder_and_overwrite_replaces_a_users(tiny_corpus, users_folder, tmp_path, monkeypatch, capsys):
+def test_reruns_replace_their_own_folder_and_overwrite_never_replaces_a_users(tiny_corpus, users_folder, tmp_path,
+                                                                              monkeypatch, capsys):
+    """--overwrite replaced any folder once the new output was complete: `--out ~ --overwrite`, with
+    the shell expanding ~, replaced a home folder whole. It now replaces lewisrag's outputs only."""
     args = ["index", "build", "--passages", tiny_corpus["passages"], "--encoder", "bm25"]
     for _ in range(2):  # a rerun into lewisrag's own index folder needs no flag
         code, _, err = run(monkeypatch, capsys, *args, "--out", tmp_path / "idx")
         assert code == 0, err
     assert made_by(tmp_path / "idx") == "index"
+    before = snapshot(users_folder)
     code, _, err = run(monkeypatch, capsys, *args, "--out", users_folder, "--overwrite")
-    assert code == 0, err
-    assert (users_folder / "manifest.json").is_file() and not (users_folder / "train.jsonl").exists()
+    assert_one_line_error(code, err, "lewisrag did not write", "'dev.jsonl'", "--overwrite or not")
+    assert snapshot(users_folder) == before
+    assert run(monkeypatch, capsys, "world", "--out", tmp_path / "w", "--entities", 40)[0] == 0
+    code, _, err = run(monkeypatch, capsys, *args, "--out", tmp_path / "w")  # another kind of lewisrag output
+    assert_one_line_error(code, err, "holds a lewisrag world", "pass --overwrite")
+    code, _, err = run(monkeypatch, capsys, *args, "--out", tmp_path / "w", "--overwrite")
+    assert code == 0 and made_by(tmp_path / "w") == "index", err
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # nothing left aside
 
 
@@ -127,12 +136,10 @@ def test_eval_answers_refuses_a_users_folder_before_judging(users_folder, tmp_pa
     answers = tmp_path / "answers.jsonl"
     answers.write_text(json.dumps({"user_input": "q", "response": "a", "retrieved_contexts": ["a"], "id": "1"}) + "\n")
     before = snapshot(users_folder)
-    code, _, err = run(monkeypatch, capsys, "eval", "answers", "--answers", answers, "--out", users_folder)
-    assert_one_line_error(code, err, str(users_folder))
-    assert snapshot(users_folder) == before
-    code, _, err = run(monkeypatch, capsys, "eval", "answers", "--answers", answers, "--out", users_folder, "--overwrite")
-    assert code == 0, err
-    assert (users_folder / "results.json").is_file() and not (users_folder / "train.jsonl").exists()
+    for flags in ([], ["--overwrite"]):
+        code, _, err = run(monkeypatch, capsys, "eval", "answers", "--answers", answers, "--out", users_folder, *flags)
+        assert_one_line_error(code, err, str(users_folder), "lewisrag did not write")
+        assert snapshot(users_folder) == before
 
 
 def test_overwrite_never_deletes_the_commands_own_inputs(tiny_corpus, users_folder, tmp_path, monkeypatch, capsys):

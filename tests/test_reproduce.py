@@ -162,16 +162,18 @@ def test_an_overwrite_run_killed_before_it_replaced_out_goes_on_with_the_same_co
     """`reproduce --overwrite` runs in `.NAME.overwrite`; killed there, neither the same command (a
     fresh run into a folder with stages) nor --resume (refused with --overwrite) went on with it."""
     out, _ = tiny_run
+    from lewisrag.data.outputs import mark
+
     users = tmp_path / "U"
-    users.mkdir()
-    (users / "notes.txt").write_text("replaced, as --overwrite says")
+    mark(users, "world")  # another kind of lewisrag output, which --overwrite replaces
+    (users / "passages_a.jsonl").write_text("replaced, as --overwrite says")
     shutil.copytree(out, tmp_path / ".U.overwrite", symlinks=True)
     (tmp_path / ".U.overwrite" / "stages" / "knowledge_update.json").unlink()  # as if killed during that stage
     events = []
     reproduce(PRESETS["tiny"], users, seed=0, overwrite=True, tasks=TASKS,
               on_stage=lambda name, event, _: events.append((name, event)))
     assert [n for n, e in events if e == "done"] == ["knowledge_update", "report"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["U"] and not (users / "notes.txt").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["U"] and not (users / "passages_a.jsonl").exists()
     assert (users / "results.json").read_bytes() == (out / "results.json").read_bytes()
 
 

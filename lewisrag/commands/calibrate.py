@@ -19,7 +19,7 @@ def calibrate(
                              "--out's calibration.json hold them all."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as one JSON object instead of tables."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Write into --out even if it holds files that are not a "
-                                   "calibration lewisrag wrote (replaced once calibration.json is written)."),
+                                   "calibration lewisrag wrote (replaced once calibration.json is written); never a folder lewisrag did not make."),
 ) -> None:
     """Measure a judge against human labels before its scores gate anything."""
     from lewisrag.data.io import InputError, write_json

@@ -30,7 +30,7 @@ def compare(
     position_questions: int = typer.Option(100, "--position-questions", min=0,
                                            help="Test questions in the position probe (gold passage moved to each input position); 0 skips it."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds files that are not a "
-                                   "comparison lewisrag wrote (replaced once every file is written)."),
+                                   "comparison lewisrag wrote (replaced once every file is written); never a folder lewisrag did not make."),
     as_json: bool = typer.Option(False, "--json", help="Print the scorecard as one JSON object instead of a table."),
     stitched_generator: str = typer.Option(None, "--stitched-generator", metavar="chat:MODEL|hf:PATH", help=GENERATOR_HELP),
     base_url: str = typer.Option(None, "--base-url", help="chat:MODEL's OpenAI-compatible base URL, e.g. "

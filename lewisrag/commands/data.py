@@ -47,7 +47,7 @@ def world(
     lang: str = typer.Option("en", "--lang", help="Language of the world: en (English) or zh (Chinese names, passages and "
                              "questions; no Jeopardy or FEVER files)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds files that are not a world "
-                                   "lewisrag wrote (replaced once the new world is complete)."),
+                                   "lewisrag wrote (replaced once the new world is complete); never a folder lewisrag did not make."),
     as_json: bool = typer.Option(False, "--json", help="Print the records per file as one JSON object instead of a table."),
 ) -> None:
     """Write the built-in world: two corpus snapshots, train/dev/test questions, the knowledge-update

@@ -27,7 +27,7 @@ CLAIMS_HELP = ("RAGChecker's claim-level diagnostics (claims.precision, claims.h
                "response_claims/reference_claims, else the --splitter's statements, checked against the reference and "
                "each retrieved passage. Costs one judge check per claim and passage more (in the same batch, cached).")
 TABLES_HELP = "The tables printed here follow it too; --json prints the same JSON in either language."
-OVERWRITE_HELP = "Replace --out even if it holds files that are not an evaluation lewisrag wrote (replaced once every file is written)."
+OVERWRITE_HELP = "Replace --out even if it holds files that are not an evaluation lewisrag wrote (replaced once every file is written); never a folder lewisrag did not make."
 
 
 def answers(

@@ -14,7 +14,8 @@ def export(
     index: Path = typer.Option(..., "--index", help="The dense index to export with it (built with the model's context encoder)."),
     out: Path = typer.Option(..., "--out", help="Folder to write: RagRetriever/RagTokenizer/Rag*ForGeneration.from_pretrained(OUT) load it."),
     swap: bool = typer.Option(False, "--swap", help="Accept an index built by another context encoder than the model's."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds something lewisrag did not export."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds something lewisrag did not export "
+                                   "(another lewisrag output, files added to an export); never a folder lewisrag did not make."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a summary line."),
 ) -> None:
     """Write transformers' RAG layout: weights, RagConfig (index_name "custom"), both tokenizers, the passages

@@ -36,7 +36,8 @@ def build(
                                           "instead of encoding, once 8 of them match fresh encodings by --encoder (on --device, in "
                                           "--mixed-precision: the only encoding those two then steer)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds files lewisrag did not write "
-                                   "there as an index (replaced only when the new index is complete)."),
+                                   "there as an index (replaced only when the new index is complete); never a folder lewisrag did not "
+                                   "make."),
     as_json: bool = typer.Option(False, "--json", help="Print the index manifest as one JSON object instead of a table."),
 ) -> None:
     """Build a BM25 or dense (DPR + FAISS, inner product) index over passages."""

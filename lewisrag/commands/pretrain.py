@@ -79,7 +79,7 @@ def pretrain(
                                "visible), cpu or cuda[:N]."),
     overrides: list[str] = typer.Option(None, "--set", help="Override a config field for an experiment, KEY=VALUE (repeatable; see PretrainConfig)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds files that are not a "
-                                   "generator lewisrag wrote (replaced once training has finished)."),
+                                   "generator lewisrag wrote (replaced once training has finished); never a folder lewisrag did not make."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object instead of a table."),
 ) -> None:
     """Pretrain a BART generator on fresh text (denoising + reading comprehension) and measure it on the world's test split."""

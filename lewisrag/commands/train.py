@@ -49,7 +49,8 @@ def dpr(
     mixed_precision: str = typer.Option("no", "--mixed-precision", help="no, bf16 (CPU or GPU) or fp16 (GPU; a loss "
                                         "scaler): autocast of the encoders' forward passes; scores and loss stay float32."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds files lewisrag did not write "
-                                   "there as a DPR checkpoint (replaced only when training has finished)."),
+                                   "there as a DPR checkpoint (replaced only when training has finished); never a folder lewisrag did "
+                                   "not make."),
     as_json: bool = typer.Option(False, "--json", help="Print the training summary as one JSON object instead of a table."),
 ) -> None:
     """Train a DPR bi-encoder with in-batch, BM25 and self-mined hard negatives."""
@@ -195,7 +196,7 @@ def rag(
                                           "each node's first process holds the FAISS index and searches for all of them "
                                           "in one batch; the others never read it."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a non-empty --out with the new run once it has "
-                                   "finished (the old folder stays until then)."),
+                                   "finished (the old folder stays until then); never a folder lewisrag did not make."),
     as_json: bool = typer.Option(False, "--json", help="Print the run summary as one JSON object instead of a table (main process only)."),
 ) -> None:
     """Fine-tune a RAG model (question encoder + BART) end to end; resumable, multi-process under `accelerate launch`."""
@@ -283,7 +284,8 @@ def stitched(
     device: str = typer.Option("auto", "--device", help="Where it trains: auto (a GPU when one is visible), cpu or cuda[:N]."),
     mixed_precision: str = typer.Option("no", "--mixed-precision", help="no, bf16 (CPU or GPU) or fp16 (GPU; a loss scaler)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds files that are not a "
-                                   "stitched generator lewisrag wrote (replaced once training has finished)."),
+                                   "stitched generator lewisrag wrote (replaced once training has finished); never a folder lewisrag did "
+                                   "not make."),
     as_json: bool = typer.Option(False, "--json", help="Print the training summary as one JSON object instead of a table."),
 ) -> None:
     """Fine-tune a generator on stitched inputs whose targets cite the gold passage's number (after the answer, or first)."""

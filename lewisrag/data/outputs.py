@@ -4,8 +4,9 @@ A command never destroys what the user did not make:
 
 - its `--out` folder must be missing, empty, or one that the same kind of command made before (it
   holds the marker file `.lewisrag` naming that kind: an index build never replaces a world or a
-  training run); a folder holding anything else is refused (exit 2, naming it) unless
-  `--overwrite` is given, and then the old folder is replaced only once the new one is complete;
+  training run); a folder lewisrag did not make that holds anything is refused (exit 2, naming
+  a file of it), `--overwrite` or not; another kind of lewisrag output is refused unless
+  `--overwrite`, and then the old folder is replaced only once the new one is complete;
 - an output replaced whole by a rerun (an index, a checkpoint) lists in its marker what lewisrag
   wrote there, inside its subfolders too; a file the user added since is refused by name (exit 2),
   not lost, unless `--overwrite`; an output rewritten by a rerun (a world, an evaluation) is
@@ -170,6 +171,10 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
             _check_replaceable(out, flag, given)
             _check_not_inside_inputs(out, kind, inputs or {}, flag, given)
         check_inputs_outside(out, inputs or {}, flag, given)
+        if made_by(out) is None:  # not lewisrag's at all: --overwrite replaces lewisrag's outputs only
+            first = sorted(os.listdir(out))[0]
+            raise InputError(given, f"holds files lewisrag did not write (such as {first!r}), which no command "
+                             "replaces, --overwrite or not; move them away or choose another", field=flag)
     if not overwrite and not is_free(out, kind):
         other = made_by(out)
         whose = f"holds a lewisrag {other}, not {_a(kind)}" if other else "was not made by lewisrag"
