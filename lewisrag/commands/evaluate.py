@@ -83,7 +83,7 @@ def answers(
         _ui.refuse_given(ctx, ("claim_extractor",), "extracts claims, which --no-claims turns off")
     check_out_dir(out, KIND, overwrite=overwrite,  # before anything is judged
                   inputs={"--answers": file, "--embedder": embedder, "--cache-dir": cache_dir,
-                          "--judge": judges.spec_path(judge)})
+                          "--judge": judges.spec_path(judge)}, writes=[EXPORTS[export]] if export else [])
     records = read_answers(file)  # every record is checked before anything is judged or written
     if not any(r.gold_passage_ids for r in records):  # never ignored in silence
         _ui.refuse_given(ctx, ("recall_at", "old_k"), f"measures recall@k of gold_passage_ids, which no record of {file} has")

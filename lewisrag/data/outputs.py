@@ -138,7 +138,7 @@ def is_free(out: Path, kind: str) -> bool:
 
 
 def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False, flag: str = "--out",
-                  inputs: dict[str, object] | None = None, replaces: bool = False) -> Path:
+                  inputs: dict[str, object] | None = None, replaces: bool = False, writes: Iterable[str] = ()) -> Path:
     """Refuse an output folder that would destroy the user's files or that cannot be written.
 
     `inputs` ({flag: path}) are the command's input files and folders: one inside an `out` that
@@ -147,7 +147,9 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
     not write there as this kind (a run's world, the model an export reads). `replaces`: the
     command replaces an earlier output of its kind whole (an index, a checkpoint), so a file the
     user put in that folder since is refused, unless `--overwrite`; the folder's marker lists what
-    lewisrag wrote there. Call it before any expensive work. Returns `out` as a Path.
+    lewisrag wrote there. `writes`: names the command will write into an earlier output of its kind,
+    which `rewritten_dir` would otherwise find taken by a user's file only once the work is done.
+    Call it before any expensive work. Returns `out` as a Path.
     """
     given, out = out, physical(out)
     if out.is_symlink():  # replaced by a rename, the link would become a folder and its target go stale
@@ -180,6 +182,9 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
         whose = f"holds a lewisrag {other}, not {_a(kind)}" if other else "was not made by lewisrag"
         raise InputError(given, f"folder is not empty and {whose}; choose another or pass --overwrite to replace it",
                          field=flag)
+    if writes and not overwrite and is_ours(out, kind) and (taken := sorted(set(added_files(out)) & set(writes))):
+        raise InputError(out / taken[0], "was not written by lewisrag and the new output writes a file of that name; "
+                         "move it away or pass --overwrite", field=flag)
     if replaces and not overwrite and is_ours(out, kind):
         if added := added_files(out):
             raise InputError(given, f"holds {added[0]!r}, which lewisrag did not write there and a rerun would "
