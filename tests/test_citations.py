@@ -83,6 +83,16 @@ def test_full_width_digits_and_letters_are_folded():
     assert check_sentence("登录失败返回 ４２２，ＰＯＳＴ 请求 [1]。", DOCS, CONTEXT).status == PASS
 
 
+def test_numbers_are_compared_whole():
+    """Numbers were compared as runs of digits, so "3.5%" passed against a document's "5.3%" and
+    "5 分钟" against "15 分钟", while "1,000" failed against "1000"."""
+    docs = {"1": "年利率为 5.3%，锁定 15 分钟，共 1000 人。", "2": "The limit is 1,000 requests per 2.5 s."}
+    statuses = [check_sentence(s, docs, {"1", "2"}).status for s in
+                ["年利率为 3.5% [1]。", "锁定 5 分钟 [1]。", "共 1,000 人 [1]。", "年利率 5.3%，锁定 15 分钟 [1]。",
+                 "The limit is 1000 requests per 2.5 s [2].", "The limit is 100 requests per 5 s [2]."]]
+    assert statuses == [TOKEN_NOT_FOUND, TOKEN_NOT_FOUND, PASS, PASS, PASS, TOKEN_NOT_FOUND]
+
+
 def test_citation_numbers_are_not_tokens():
     # "[3]" must not be read as the number 3, which document 1 does not contain
     assert check_sentence("登录失败返回 422 [1][3]。", DOCS, CONTEXT).status == PASS

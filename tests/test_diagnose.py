@@ -48,6 +48,18 @@ def test_not_in_kb_is_judged_on_refusal():
     ("登录失败时接口返回 422。", False), ("前端不会清空表单。", False), ("It returns 422 with no toast.", False),
     ("Login returns HTTP 422 and lists the errors.", False),
     ("系统没有记录失败次数。", False), ("没有相关记录。", True),  # a fact about logging, then a refusal
+    # refusals the phrase list missed: contractions, 暂无, 并没有, 未在…找到, 无法提供
+    ("The context doesn't contain this information.", True), ("The documents don't say.", True),
+    ("I don't have enough information to answer.", True), ("The information is not available.", True),
+    ("暂无相关信息。", True), ("未在知识库中找到相关内容。", True), ("参考资料中并没有涉及这个问题。", True),
+    ("对不起，我无法提供答案。", True), ("根据现有资料，无法确定。", True),
+    # claims about a system that a bare "cannot determine" / 不知道 / 找不到 took for refusals
+    ("The server cannot determine the user.", False), ("Users who don't know their password reset it.", False),
+    ("No information is leaked to the client.", False), ("前端不知道用户是否存在。", False),
+    ("系统找不到用户时返回 404。", False), ("未找到用户时接口返回 404。", False), ("系统无法确定用户时锁定账号。", False),
+    # a refusal that answers after all
+    ("知识库里没有相关信息，但根据经验，账号会锁定 30 分钟。", False),
+    ("The documents do not mention it, but the account locks for 30 minutes.", False),
 ])
 def test_is_refusal(text, refused):
     assert is_refusal(text) is refused
@@ -85,6 +97,18 @@ def test_a_refusal_phrase_exempts_only_its_own_sentence_from_citing():
     # a not_in_kb question's refusal is exempt whole; its answer's other sentences too
     assert _missing("知识库里没有相关信息。请联系管理员。", "not_in_kb") == []
     assert _missing("知识库里没有相关信息。请联系管理员。") == ["请联系管理员。"]
+
+
+@pytest.mark.parametrize("claim", [
+    "未找到用户时接口返回 404。", "系统无法确定用户时锁定账号 30 分钟。", "文档未提及锁定时长，但账号会锁定 30 分钟。",
+    "If no information is given, the account is locked for 30 minutes.",
+    "The documents do not mention it, but the account locks for 30 minutes.",
+])
+def test_a_claim_beside_a_refusal_phrase_must_cite(claim):
+    """A refusal phrase anywhere in a sentence excused it from citing, so these uncited claims passed
+    the hard gate: a sentence is excused only when it declines and states nothing (no number, no
+    "but")."""
+    assert _missing("登录失败返回 422 [1]。" + claim) == [claim]
 
 
 def test_evaluate_answers_records_and_aggregates():
@@ -158,7 +182,7 @@ def test_bughunt_presets_land_in_their_layers():
 def test_an_answer_read_as_a_refusal_still_has_its_citations_checked():
     """A phrase match took "...文档不允许空密码 [9]" for a refusal and skipped the rule checks, so its
     bad citation never reached the hard gate. A refusal need not cite; what it cites is checked."""
-    rows = [{"id": "a", "user_input": "空密码能登录吗？", "response": "The endpoint returns no information about the user [9].",
+    rows = [{"id": "a", "user_input": "空密码能登录吗？", "response": "The context does not mention empty passwords [9].",
              "retrieved_contexts": ["The endpoint returns 404 for an unknown user."]},
             {"id": "b", "user_input": "空密码能登录吗？", "response": "知识库里没有相关信息。", "retrieved_contexts": ["无关"]}]
     res = evaluate_answers([parse_answer(r, "answers.jsonl", i, {}) for i, r in enumerate(rows, 1)], LexicalJudge()).to_json()

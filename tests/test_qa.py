@@ -186,3 +186,13 @@ def test_an_article_before_a_cjk_word_goes_as_before_an_english_one():
 
 def test_bleu_1_stays_in_its_range():
     assert bleu_1("한국", ["한국"]) <= 1.0  # sacrebleu's score / 100 was 1.0000000000000004
+
+
+def test_full_width_and_other_non_ascii_punctuation_separates_words():
+    """Chinese writes no space after ，、：·, and deleting such a mark glued two Latin words into one:
+    "Paris，France" scored 0 against "Paris, France". Marks written inside a word (dashes,
+    apostrophes) are deleted as their ASCII forms are."""
+    assert exact_match("Paris，France", ["Paris, France"]) == 1.0 and token_f1("Apple、Google", ["Apple, Google"]) == 1.0
+    assert normalize_answer("Tom·Hanks") == "tom hanks" and normalize_answer("email：invalid") == "email invalid"
+    assert normalize_answer("Don’t") == normalize_answer("Don't") and normalize_answer("1990–95") == normalize_answer("1990-95")
+    assert normalize_answer("约翰·史密斯，返回 422。") == "约翰史密斯返回422"  # CJK unchanged: no spaces there anyway

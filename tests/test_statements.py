@@ -27,7 +27,7 @@ def test_docstring_examples():
 
 
 def test_name_and_version_are_stamped():
-    assert (SPLITTER_NAME, SPLITTER_VERSION) == ("sentences", "5")
+    assert (SPLITTER_NAME, SPLITTER_VERSION) == ("sentences", "6")
 
 
 @pytest.mark.parametrize(
@@ -85,6 +85,14 @@ def test_quotes_are_kept():
 
 def test_an_unclosed_quote_ends_at_the_newline():
     assert sentence_spans("他说「没完。\n下一行。再一句。") == ["他说「没完。", "下一行。", "再一句。"]
+
+
+def test_a_citation_opening_a_sentence_after_a_cited_one_is_that_sentences():
+    """Citations after a full stop went to the sentence before, even one that cited already: in
+    "[1] 指出 A。[1] 还指出 B。" the second sentence cited nothing and failed the gate's tier 1."""
+    out = split_sentences("[1] 指出登录失败返回 422。[1] 还指出前端显示错误。[2] states it too. It locks [3]. [4]")
+    assert [s.citations for s in out] == [("1",), ("1",), ("2",), ("3", "4")]
+    assert [s.citations for s in split_sentences("返回 422。[1] 前端显示列表 [2]。")] == [("1",), ("2",)]  # uncited: as before
 
 
 def test_a_leading_citation_joins_the_first_sentence():

@@ -8,7 +8,8 @@ Each sentence goes through five checks, in this order, and gets the status of th
                      any one cited document, compared after NFKC, case folding and removing all
                      whitespace and format characters (zero-width spaces).
 4. TOKEN_NOT_FOUND   a number or a Latin word of the sentence (citations removed) is in none of
-                     the cited documents (English function words such as "the" are not checked).
+                     the cited documents (English function words such as "the" are not checked);
+                     numbers are compared whole ("3.5" is not "5.3"; "1,000" is "1000").
 5. UNVERIFIABLE      the sentence has no quote, no number and no Latin word: nothing a rule can test.
 Otherwise PASS.
 
@@ -47,7 +48,9 @@ STATUSES = (PASS, MISSING_CITATION, BAD_ID, QUOTE_NOT_FOUND, TOKEN_NOT_FOUND, UN
 HARD_GATE_STATUSES = (MISSING_CITATION, BAD_ID, QUOTE_NOT_FOUND)  # must be 0 on every commit
 
 _WHITESPACE_RE = re.compile(r"\s+")
-_TOKEN_RE = re.compile(r"[a-z]+|[0-9]+")
+# A number is whole: "5.3" is one token (its digits alone would let "3.5" pass against it), thousands
+# separators go ("1,000" is "1000"), and "1,2,3" stays three numbers.
+_TOKEN_RE = re.compile(r"[a-z]+|[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]+)*|[0-9]+(?:\.[0-9]+)*")
 # Words that carry no checkable fact; without this list every English paraphrase would fail.
 _FUNCTION_WORDS = frozenset(
     "a an the and or but if of to in on at by for with from as is are was were be been being it its "
@@ -84,16 +87,21 @@ def checkable_tokens(text: str) -> frozenset[str]:
 
     >>> sorted(checkable_tokens("服务端用 HTTP ４２２ 拒绝 the login"))
     ['422', 'http', 'login']
+    >>> sorted(checkable_tokens("年利率 5.3%，共 1,000 人，第 1,2 条。"))
+    ['1', '1000', '2', '5.3']
     """
-    found = _TOKEN_RE.findall(_visible(text))
-    return frozenset(t for t in found if t not in _FUNCTION_WORDS)
+    return frozenset(t for t in _tokens(text) if t not in _FUNCTION_WORDS)
+
+
+def _tokens(text: str) -> list[str]:
+    return [t.replace(",", "") for t in _TOKEN_RE.findall(_visible(text))]
 
 
 @lru_cache(maxsize=4096)
 def _prepared(doc: str) -> tuple[str, frozenset[str]]:
     """A document's folded text and its tokens; cached because one answer cites the same few
     documents many times and a benchmark reuses them across answers."""
-    return fold(doc), frozenset(_TOKEN_RE.findall(_visible(doc)))
+    return fold(doc), frozenset(_tokens(doc))
 
 
 def check_sentence(sentence: str, docs: dict[str, str], context_ids: set[str]) -> Check:

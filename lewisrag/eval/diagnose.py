@@ -116,30 +116,63 @@ def diagnose(metrics: dict, category: str | None = None, refused: bool = False,
 # ---------------------------------------------------------------------------------------------
 # refusals
 
+# A refusal phrase names what holds no answer (the knowledge base, the documents) or who cannot
+# give one (I, we): "cannot determine" or 无法确定 alone is as often a claim about a system ("the
+# server cannot determine...", 系统无法确定用户时...), so such verbs count only after I/we, at the
+# start of a clause, or (Chinese) before an object that is the answer itself. Text is NFKC-folded
+# and lowercased first.
+_SOURCE_EN = r"(?:knowledge base|context|contexts|documents?|sources?|passages?|information provided|provided information)"
+_SOURCE_ZH = r"(?:知识库|文档|上下文|资料|参考资料|检索结果|提供的(?:内容|信息))"
+_CLAUSE = r"(?:^|[.!?;:,。！？；：，、]\s*)"  # a clause starts here
+# what follows a Chinese verb of not finding when its object is the answer itself, not "用户时"
+_ANSWER_ZH = r"(?=相关|任何|有关|答案|信息|资料|内容|记录|依据|这|该|此|[。！？，；：,.!?;:]|$)"
 _REFUSAL_PATTERNS = [
-    # English: "not found in the knowledge base", "I don't know", "no information about", ...
-    r"\bnot (?:found|available|mentioned|covered|present) in the (?:knowledge base|provided|given|retrieved|context|documents?)",
-    r"\b(?:i )?(?:do not|don't|cannot|can't|could not|couldn't) (?:know|find|answer|determine|tell)\b",
-    r"\b(?:no|not enough|insufficient) (?:relevant )?(?:information|documents?|context|evidence)\b",
-    r"\bnot in the (?:knowledge base|provided|given|retrieved|context|documents?)",
-    r"\bunable to (?:find|answer|determine)\b",
-    r"\b(?:context|documents?|knowledge base|sources?) (?:does|do) not (?:contain|mention|say|cover|provide)\b",
-    # Chinese: 没查到 / 没有找到 / 未找到 / 知识库里没有 / 无法回答 / 不知道 / 没有相关信息 / 未提及
-    r"没(?:有)?(?:查|找|检索)到", r"未(?:能)?(?:查|找|检索)到", r"查不到", r"找不到",
+    # English
+    r"\bnot (?:found|available|mentioned|covered|present|provided|included|given|stated|specified) in "
+    rf"(?:the |any of the |my )?(?:provided |given |retrieved |available )?{_SOURCE_EN}",
+    rf"\bnot in the (?:provided |given |retrieved )?{_SOURCE_EN}",
+    rf"\b{_SOURCE_EN} (?:does|do)(?: not|n't) (?:contain|mention|say|cover|provide|include|specify|state|address|discuss|give)\b",
+    r"\b(?:i|we) (?:do not|don't|cannot|can't|could not|couldn't|am unable to|are unable to|was unable to|were unable to) "
+    r"(?:know|find|answer|determine|tell|say|locate|provide)\b",
+    r"\b(?:i|we) (?:do not|don't) have (?:enough |sufficient |any |the )?(?:relevant )?(?:information|data|details|context)\b",
+    rf"{_CLAUSE}(?:sorry,?\s*)?(?:(?:cannot|can't|unable to) (?:answer|determine|find|tell)|i don't know|unknown)\b",
+    r"\b(?:there is|there's|there are|i have|i found|we have|i could find|i can find) no (?:relevant |such |specific )?"
+    r"(?:information|documents?|context|evidence|data|details|mention)\b",
+    # "No information about that.", not "No information is leaked to the client."
+    rf"{_CLAUSE}(?:sorry,?\s*)?no (?:relevant )?information\b(?! (?:is|was|are|were|gets?|will)\b)",
+    r"\b(?:not enough|insufficient) (?:relevant )?(?:information|context)\b",
+    r"\b(?:the|this|that|such) information is not (?:available|provided|given|mentioned|included|present)\b",
+    # Chinese: 知识库里没有 / 文档未提及 / 未在知识库中找到 / 没有找到相关信息 / 无法回答 / 我不知道 / 暂无相关信息;
     # 不 only before a verb of containing: "文档不允许空密码" states a rule, it does not refuse
-    r"(?:知识库|文档|上下文|资料)(?:里|中|内)?(?:(?:没有|未|并未)(?:包含|提及|提到|涉及|记载)?|不(?:包含|提及|提到|涉及|记载))",
+    rf"{_SOURCE_ZH}(?:里|中|内)?(?:(?:没有|未|并未|并没有|均未|都没有)(?:包含|提及|提到|涉及|记载|说明|相关)?"
+    r"|不(?:包含|提及|提到|涉及|记载))",
+    rf"未在{_SOURCE_ZH}(?:里|中|内)?(?:找到|查到|检索到|发现)",
+    rf"(?:没有?|未能?|并未|均未)(?:查|找|检索)到{_ANSWER_ZH}", rf"(?:查|找)不到{_ANSWER_ZH}",
+    rf"(?:{_CLAUSE}|我|我们|抱歉|对不起)(?:暂时|目前)?(?:无法|不能)"
+    rf"(?:回答|(?:确定|判断|找到){_ANSWER_ZH}|提供(?:答案|回答|相关信息|信息))",
+    rf"(?:{_CLAUSE}|我|我们)不(?:太)?(?:知道|清楚){_ANSWER_ZH}",
     # 没有…记录 only as "no relevant records" or closing the clause: "系统没有记录失败次数" states a fact
-    r"无法(?:回答|确定|判断|找到)", r"不知道", r"没有(?:相关|足够)(?:的)?(?:信息|资料|依据|记录)",
-    r"没有(?:信息|资料|依据|记录)(?=[。！？，；,.!?;]|$)",
+    r"没有(?:相关|足够)(?:的)?(?:信息|资料|依据|记录|内容)", r"没有(?:信息|资料|依据|记录)(?=[。！？，；,.!?;]|$)",
+    r"暂无(?:相关|可用)?(?:的)?(?:信息|资料|记录|答案|内容|数据)",
 ]
 _REFUSAL_RE = re.compile("|".join(f"(?:{p})" for p in _REFUSAL_PATTERNS))
+# What turns a refusal into an answer after all: a contrast ("..., but it locks for 30 minutes") or,
+# inside one sentence, a number (a figure is a claim to check; a refusal states none of its own)
+_CONTRAST_RE = re.compile(r"\b(?:but|however|although|though|yet)\b|但|不过|然而|可是")
+_NUMBER_RE = re.compile(r"[0-9]")
+
+
+def _folded(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).lower().replace("\u2019", "'").strip()
 
 
 def is_refusal(text: str) -> bool:
     """Whether an answer declines to answer ("not found in the knowledge base"), Chinese or English.
 
-    A phrase match, so an answer that refuses one part and answers another also counts; not_in_kb
-    answers are short in practice. Empty answers count as refusals.
+    A phrase match: the answer refuses when it names a source that lacks the answer or a speaker
+    who cannot give it, and no contrast after that goes on to answer anyway ("知识库里没有相关信息，
+    但账号会锁定 30 分钟" answers). An answer that refuses and then adds advice still refuses.
+    Empty answers count as refusals.
 
     >>> is_refusal("I could not find this in the knowledge base."), is_refusal("知识库里没有相关信息。")
     (True, True)
@@ -147,6 +180,27 @@ def is_refusal(text: str) -> bool:
     (False, False, False)
     >>> is_refusal("系统没有记录失败次数。"), is_refusal("没有相关记录。"), is_refusal("文档里没有记录。")
     (False, True, True)
+    >>> is_refusal("The server cannot determine the user."), is_refusal("系统无法确定用户时锁定账号。")
+    (False, False)
+    >>> is_refusal("The context doesn't contain this."), is_refusal("文档未提及，但账号会锁定 30 分钟。")
+    (True, False)
     """
-    s = unicodedata.normalize("NFKC", text).lower().replace("’", "'")
-    return not s.strip() or bool(_REFUSAL_RE.search(s))
+    s = _folded(text)
+    if not s:
+        return True
+    m = _REFUSAL_RE.search(s)
+    return m is not None and not _CONTRAST_RE.search(s, m.end())
+
+
+def declines_only(sentence: str) -> bool:
+    """Whether a sentence only declines, so that it need not cite: a refusal (`is_refusal`) with no
+    number and no contrast in it. "未找到用户时接口返回 404" and "文档未提及，但账号锁定 30 分钟"
+    state facts, and a claim beside a refusal phrase must still cite.
+
+    >>> declines_only("锁定时长文档未提及。"), declines_only("I could not find the lockout time.")
+    (True, True)
+    >>> declines_only("The documents do not mention it, but the account locks for 30 minutes.")
+    False
+    """
+    s = _folded(sentence)
+    return bool(s) and is_refusal(s) and not _NUMBER_RE.search(s) and not _CONTRAST_RE.search(s)

@@ -35,7 +35,7 @@ from lewisrag.chat_client import map_in_threads
 from lewisrag.data.io import InputError
 from lewisrag.eval import citations, claims, metrics, stats
 from lewisrag.eval.bughunt import answer_records, human_labels, rule_checker_rows, rule_checker_table
-from lewisrag.eval.diagnose import Thresholds, diagnose, is_refusal
+from lewisrag.eval.diagnose import Thresholds, declines_only, diagnose, is_refusal
 from lewisrag.eval.judges import LabelJudge, Verdict
 from lewisrag.eval.judges.llm import JudgeError
 from lewisrag.eval.records import AnswerRecord, parse_answer
@@ -220,7 +220,7 @@ def _record(p: _Prepared, judge, cfg: EvalConfig, embed) -> dict:
     # refusal. Any other sentence must, beside a refusal phrase too ("returns 500. 锁定时长文档未提及。"
     # would otherwise pass uncited), and what any sentence cites is checked.
     checks = [(s, c) for s, c in checks if c.status != citations.MISSING_CITATION
-              or not ((p.refused and rec.category == "not_in_kb") or is_refusal(s.text))]
+              or not ((p.refused and rec.category == "not_in_kb") or declines_only(s.text))]
     out = {"id": rec.id, "system": rec.system, "category": rec.category, "refused": p.refused, "metrics": m,
            "nan_reasons": reasons, "statements": [], "citation_checks": [{"sentence": s.text, **asdict(c)} for s, c in checks],
            # what report.html shows beside the scores, so a run folder is readable on its own

@@ -5,7 +5,7 @@ scores 33.3% faithfulness as 3 sentences, 16.7% as 6 atomic facts and 0% as one 
 splitter has a name and a version (`SPLITTER_NAME`, `SPLITTER_VERSION`) that go into every result,
 and any change to the rules below must bump the version.
 
-Rules of version "5":
+Rules of version "6":
 
 - A citation is a number in brackets: [1], the full-width ［１］ or 【1】, a Markdown footnote [^1],
   several ids in one marker ([1, 2], [1，2], [1; 2], [1、2]), a range ([1-3], [1–3], ［１～３］ cite
@@ -22,7 +22,8 @@ Rules of version "5":
   Dr., a single capital initial; "No." only before a number) does not end a sentence.
 - Citations right after the full stop belong to the sentence before it, across any spaces but a
   newline (no-break and thin spaces too): "... 422。[1]" and "... 422. [1][2]" are one sentence
-  each with citations ("1",) and ("1", "2").
+  each with citations ("1",) and ("1", "2"). But when that sentence cites already and text follows
+  them on the line, they open the next one: "[1] 指出 A。[1] 还指出 B。" is two sentences citing [1].
 - Quotes are read with the citations inside them removed: 「is invalid [1]」 quotes "is invalid".
 - A piece holding nothing but citations and punctuation (a "[3]" on a line of its own) gives its
   citations to the sentence before it (to the one after it at the start of the text); a text with
@@ -32,7 +33,11 @@ Rules of version "5":
   sentence ("1. ", "2) ", "3、" in such a list; "- ", "* ", "• " anywhere) is not part of it: its
   number is no claim to check. A lone "42. It is ..." keeps its number.
 
-Version "4" read `arr[0]` as a citation of context 0 (a BAD_ID the gate fails on) and ended
+Version "5" gave a citation after a full stop to the sentence before it even when that one cited
+already, so in "[1] 指出 A。[1] 还指出 B。" the second sentence cited nothing (a MISSING_CITATION the
+gate fails on). (The evaluator's other rules that changed with version "6", so that scores of the
+two are not compared: a sentence beside a refusal phrase is excused from citing only when it states
+nothing, `diagnose.declines_only`; the citation checker compares numbers whole.) Version "4" read `arr[0]` as a citation of context 0 (a BAD_ID the gate fails on) and ended
 sentences inside code. Version "3" did not read ranges: "[1-3]", which language models write for three passages, left its
 sentence uncited (a bracketed scale such as "[1-5]" now cites contexts 1 to 5, which the citation
 checker then finds unsupported or missing: the rarer error in a RAG answer). Version "2" read "1." opening a line as a sentence of its own, so an answer written as a numbered
@@ -56,7 +61,7 @@ from dataclasses import dataclass
 from lewisrag.scoring.text import is_cjk
 
 SPLITTER_NAME = "sentences"
-SPLITTER_VERSION = "5"
+SPLITTER_VERSION = "6"
 ATOMIC_SPLITTER_NAME = "atomic"  # --splitter atomic: the llm judge decomposes the whole answer (judge.decompose)
 
 # [1], [1][2] (two matches), [1, 2], [1，2], [1; 2], [1、2], ［１］, 【1】, [^1], ranges [1-3], [1–3], [1～3];
@@ -217,14 +222,19 @@ def _dot_ends_sentence(text: str, i: int, numbered: bool = False) -> bool:
     return not (len(word) == 1 and word.isupper())  # an initial: "J. Smith"
 
 
-def _sentence_end(text: str, i: int) -> int:
+def _sentence_end(text: str, i: int, cited: bool = False) -> int:
     """Index just past the sentence that ends at text[i]: the run of end marks, closing
-    brackets and any citations that follow on the same line."""
+    brackets and any citations that follow on the same line, unless the sentence has `cited`
+    already and more text follows them on the line: then they open the next sentence
+    ("[1] 指出 A。[1] 还指出 B。")."""
     j = i + 1
     while j < len(text) and (text[j] in _END_RUN or text[j] in _CLOSERS):
         j += 1
     m = _CITATION_RUN_RE.match(text, j)
-    return m.end() if m else j
+    if m is None:
+        return j
+    rest = text[m.end():].split("\n", 1)[0]
+    return j if cited and rest.strip() else m.end()
 
 
 _NUMBER_MARKER_RE = re.compile(r"(?m)^[^\S\n]*\d{1,3}(?:[.)]\s|[、．])")  # a line opening "1. ", "2) ", "3、"
@@ -268,7 +278,7 @@ def sentence_spans(text: str) -> list[str]:
         elif ch in _CLOSE:
             pass  # a stray closing mark: ignore rather than unbalance the stack
         elif not stack and (ch in _ALWAYS_END or (ch in _LATIN_END and _dot_ends_sentence(text, i, numbered))):
-            end = _sentence_end(text, i)
+            end = _sentence_end(text, i, cited=bool(citation_markers(text[start:i])))
         if end is None:
             i += 1
             continue

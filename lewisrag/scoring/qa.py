@@ -3,9 +3,10 @@
 English follows the SQuAD / DPR normalization (lowercase, drop punctuation and the articles a, an,
 the, collapse whitespace). Chinese (and any CJK text) is folded with NFKC, loses full-width and other
 Unicode punctuation and the spaces next to CJK characters, and is compared one character per token;
-Latin words and numbers inside it stay whole words. ROUGE-L is rouge-score's scorer fed with our
-tokenizer: rouge-score's own keeps only [a-z0-9], so it scores every Chinese answer 0; ours agrees
-with it on English and keeps CJK.
+Latin words and numbers inside it stay whole words (a non-ASCII mark between two of them separates
+them as a space would: Chinese writes "Paris，France" with no space after its comma). ROUGE-L is
+rouge-score's scorer fed with our tokenizer: rouge-score's own keeps only [a-z0-9], so it scores
+every Chinese answer 0; ours agrees with it on English and keeps CJK.
 """
 
 from __future__ import annotations
@@ -22,6 +23,18 @@ from lewisrag.scoring.text import is_cjk, split_cjk
 _ARTICLES_RE = re.compile(r"\b(a|an|the)\b")
 _WORD_ARTICLES_RE = re.compile(r"\b(an|the)\s")  # "the 长城": before its spaces go; "A 型血" keeps its letter
 _ASCII_PUNCT = frozenset(string.punctuation)
+
+
+# Marks written inside a word, deleted like their ASCII forms ("Jean–Paul" as "Jean-Paul", "don’t" as
+# "don't"); every other non-ASCII punctuation mark separates words, as a space would: Chinese puts
+# no space after ，、：· ("Paris，France" is two words, as "Paris, France" is).
+_WORD_JOINERS = frozenset("\u2018\u2019\u02bc\uff07")
+
+
+def _spaced(ch: str) -> str:
+    if ch.isascii() or not unicodedata.category(ch).startswith("P"):
+        return ch
+    return "" if ch in _WORD_JOINERS or unicodedata.category(ch) == "Pd" else " "
 
 
 def _is_punct(ch: str) -> bool:
@@ -50,9 +63,13 @@ def normalize_answer(text: str) -> str:
     '返回422状态码'
     >>> normalize_answer("A 型血"), normalize_answer("A型血\\u200b"), normalize_answer("the 长城")
     ('a型血', 'a型血', '长城')
+    >>> normalize_answer("Paris，France"), normalize_answer("Tom·Hanks"), normalize_answer("Jean–Paul")
+    ('paris france', 'tom hanks', 'jeanpaul')
     """
-    text = unicodedata.normalize("NFKC", text).lower()
-    # deleted, not spaced: "1,000" -> "1000"; format characters (zero-width spaces, a BOM) are invisible
+    # non-ASCII marks first, before NFKC turns a full-width comma into an ASCII one
+    text = unicodedata.normalize("NFKC", "".join(map(_spaced, text)) if not text.isascii() else text).lower()
+    # ASCII ones deleted, not spaced (SQuAD): "1,000" -> "1000"; format characters (zero-width
+    # spaces, a BOM) are invisible
     text = "".join(ch for ch in text if not (_is_punct(ch) or unicodedata.category(ch) == "Cf"))
     # the spaces next to CJK go next: "A 型血" and "A型血" are one answer, and the article rule
     # (words between word boundaries) then leaves a letter written against a CJK character alone;
@@ -181,15 +198,20 @@ def bleu_1(prediction: str, references: Sequence[str]) -> float:
     0.7165
     >>> round(bleu_1("红色列表", ["红色的列表"]), 4)  # 4/4 chars, BP = exp(1 - 5/4)
     0.7788
+    >>> bleu_1("锁定１５分钟", ["锁定 15 分钟"])
+    1.0
     """
     _check_answers(references, "references")
     # sacrebleu loads on first use (~0.1 s): lewisrag.eval and training import this module, and only
     # the reproduce table's BLEU-1 needs it
     from sacrebleu.metrics import BLEU
 
+    # NFKC first, as for EM and ROUGE-L: "１５分钟" is "15 分钟" (sacrebleu folds no full-width forms)
+    prediction = unicodedata.normalize("NFKC", prediction)
+    references = [unicodedata.normalize("NFKC", r) for r in references]
     has_cjk = any(is_cjk(ch) for text in (prediction, *references) for ch in text)
     bleu = BLEU(max_ngram_order=1, lowercase=True, tokenize="zh" if has_cjk else "13a", effective_order=True)
-    return min(1.0, bleu.sentence_score(prediction, list(references)).score / 100.0)  # 1.0000000000000004 seen
+    return min(1.0, bleu.sentence_score(prediction, references).score / 100.0)  # 1.0000000000000004 seen
 
 
 def provenance_em(prediction: str, answers: Sequence[str], retrieved_ids: Sequence[str], gold_ids: Sequence[str]) -> float:
