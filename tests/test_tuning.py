@@ -96,6 +96,16 @@ def test_recall_at_k_counts_overlap_of_the_first_k():
     assert recall_at_k(np.array([[2, -1]]), np.array([[2, -1]]), 2) == 1.0  # exact list shorter than k
 
 
+def test_rows_tied_within_float32_rounding_are_interchangeable():
+    """A Flat index measured 0.989 against exact search on one CPU: its BLAS summed in another order,
+    so two rows with equal exact scores (31.987944 and 31.987942 here) swapped at the k-th place."""
+    exact = np.array([[8, 16, 38, 24]])
+    scores = np.array([[31.988132, 31.987944, 31.987942, 31.98775]], dtype=np.float32)
+    assert recall_at_k(np.array([[8, 38, 16]]), exact, 2, scores) == 1.0  # 16 and 38: one score in float32
+    assert recall_at_k(np.array([[8, 24, 16]]), exact, 3, scores) == pytest.approx(2 / 3)  # 24 is really lower
+    assert recall_at_k(np.array([[16, 38, 8]]), exact, 1, scores) == 0.0  # 8 is above the rest, not tied
+
+
 def test_ivf_tuning_picks_the_smallest_nprobe_reaching_the_target(data):
     x, q, exact = data
     index = build_faiss(x, "IVF64,Flat")

@@ -58,14 +58,18 @@ def exact_top_k(vectors: np.ndarray, queries: np.ndarray, k: int,
     return _pad(np.take_along_axis(best_s, order, 1), np.take_along_axis(best_r, order, 1), k)
 
 
+TIE_RTOL = 2e-6  # scores this close (relative, ~16 float32 ulps) are one: sums in another order differ by ulps
+
+
 def recall_at_k(found_rows: np.ndarray, exact_rows: np.ndarray, k: int, exact_scores: np.ndarray | None = None) -> float:
     """Share of each query's exact top-k rows among the first k found, averaged over the queries.
 
     Rows -1 (no result) match nothing; a query whose exact list is shorter than k (a corpus
     smaller than k) is scored against the rows it has. With `exact_scores` (best first, beside
     `exact_rows`, which may then list more than k rows), rows tied with the k-th exact score are
-    interchangeable: any of them fills the tied places of the top k. Without it, an exact search
-    that broke a tie otherwise than `exact_top_k` measured below 1 against it.
+    interchangeable: any of them fills the tied places of the top k, ties counted within float32
+    rounding (`TIE_RTOL`). Without it, an exact search that broke a tie otherwise than `exact_top_k`
+    measured below 1 against it.
 
     >>> recall_at_k(np.array([[1, 2, 3], [4, 5, -1]]), np.array([[3, 2, 9], [4, 6, 7]]), 3)
     0.5
@@ -83,7 +87,11 @@ def recall_at_k(found_rows: np.ndarray, exact_rows: np.ndarray, k: int, exact_sc
         scores = np.asarray(exact_scores, dtype=np.float32)
         last = scores[:, k - 1 : k]  # the k-th exact score
         listed = exact >= 0
-        above, tied = listed & (scores > last), listed & (scores == last)
+        # tied within float32 rounding: another summation order (FAISS's BLAS against ours) moves a
+        # score by an ulp or two, enough to swap two rows whose exact scores are equal
+        tol = TIE_RTOL * np.maximum(np.abs(last), np.abs(np.where(listed, scores, 0)).max(1, keepdims=True))
+        tied = listed & (np.abs(scores - last) <= tol)
+        above = listed & (scores > last) & ~tied
         seen = (exact[:, :, None] == found[:, None, :]).any(axis=2)  # (B, listed rows): found?
         places = valid.sum(1) - above[:, :k].sum(1)  # the top k's places for tied rows
         tie_aware = (seen & above).sum(1) + np.minimum((seen & tied).sum(1), places)
