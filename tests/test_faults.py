@@ -23,7 +23,7 @@ import pytest
 
 from conftest import run_main
 from lewisrag.data.io import InputError, read_json
-from lewisrag.data.outputs import MARKER, made_by
+from lewisrag.data.outputs import MARKER, exclusive, made_by, rewritten_dir
 from lewisrag.data.records import read_passages, read_qa
 from lewisrag.index.dense import DenseBuildConfig, build_dense_index
 from lewisrag.training.dpr import DPRTrainConfig, train_dpr
@@ -484,6 +484,51 @@ def test_an_evaluation_rerun_refuses_to_overwrite_a_users_file_of_an_output_name
     assert_one_line_error(code, err, "ragas.jsonl", "not written by lewisrag")
     assert (tmp_path / "e" / "ragas.jsonl").read_text() == "mine"
     assert run(monkeypatch, capsys, *ev)[0] == 0 and (tmp_path / "e" / "ragas.jsonl").read_text() == "mine"
+
+def _rewrite(out: Path, files: dict[str, str], overwrite: bool = False) -> None:
+    """One run of a command that rewrites its `out` whole (a world, an evaluation), writing `files`."""
+    with rewritten_dir(out, "evaluation", overwrite=overwrite) as d:
+        for name, text in files.items():
+            (d / name).parent.mkdir(parents=True, exist_ok=True)
+            (d / name).write_text(text)
+
+
+def test_a_rewritten_output_keeps_a_users_file_inside_its_folders(tmp_path):
+    """Files the user put inside a folder the output wrote were not carried over by a rerun: the
+    marker's "tree" knew them, but only names at the top were moved, so plots/mine.png was lost."""
+    out = tmp_path / "e"
+    _rewrite(out, {"results.json": "1", "plots/a.png": "a"})
+    (out / "plots" / "mine.png").write_text("mine")
+    _rewrite(out, {"results.json": "2", "plots/a.png": "b"})
+    assert (out / "plots" / "mine.png").read_text() == "mine" and (out / "results.json").read_text() == "2"
+    assert "plots/mine.png" not in read_json(out / MARKER)["tree"]  # still the user's, not adopted by the rerun
+    _rewrite(out, {"results.json": "3"})  # a run without plots/: the user's file stays, alone in its folder
+    assert (out / "plots" / "mine.png").read_text() == "mine" and not (out / "plots" / "a.png").exists()
+    _rewrite(out, {"results.json": "4", "plots/a.png": "c"})
+    (out / "plots" / "b.png").write_text("mine too")
+    with pytest.raises(InputError, match="b.png.*not written by lewisrag"):
+        _rewrite(out, {"results.json": "5", "plots/b.png": "new"})
+    assert (out / "plots" / "b.png").read_text() == "mine too" and (out / "results.json").read_text() == "4"
+    _rewrite(out, {"results.json": "5", "plots/b.png": "new"}, overwrite=True)
+    assert (out / "plots" / "b.png").read_text() == "new" and (out / "plots" / "mine.png").read_text() == "mine"
+    (out / "figs").write_text("a file of the user's where the new output writes a folder")
+    with pytest.raises(InputError, match="figs.*not written by lewisrag"):
+        _rewrite(out, {"results.json": "6", "figs/x.png": "x"})
+
+
+def test_a_second_run_into_an_output_being_rewritten_is_refused(tmp_path):
+    """Two reruns into one folder each swapped in a whole folder, and their renames could interleave."""
+    out = tmp_path / "e"
+    _rewrite(out, {"results.json": "1"})
+    with rewritten_dir(out, "evaluation") as d:
+        (d / "results.json").write_text("2")
+        with pytest.raises(InputError, match="another lewisrag process is writing here"):
+            _rewrite(out, {"results.json": "3"})
+    assert (out / "results.json").read_text() == "2" and not [p for p in tmp_path.iterdir() if p.name != "e"]
+    with pytest.raises(InputError, match="another lewisrag process"), exclusive(tmp_path / "new"):
+        _rewrite(tmp_path / "new", {"results.json": "1"})
+    assert not (tmp_path / "new").exists()  # a refused first run leaves no folder behind
+
 
 
 def test_leftovers_of_a_sigkilled_writer_are_swept_by_the_next_command(tmp_path, monkeypatch, capsys):

@@ -300,15 +300,15 @@ def check_writable(folder: Path, flag: str = "--out") -> None:
         raise InputError(probe_in, f"cannot write here ({e.strerror or e})", field=flag) from None
 
 
-def replace_dir(src: Path, dst: Path, files: Iterable[str] | None = None) -> None:
+def replace_dir(src: Path, dst: Path, files: Iterable[str] | None = None, *, record: bool = True) -> None:
     """Move the finished folder `src` onto `dst`, atomically replacing an old `dst`. A marked `src`
     gets the list of its files in its marker (`written_files`: `files`, by default every name in it),
-    so that a later rerun can tell them from files the user adds.
+    so that a later rerun can tell them from files the user adds; `record=False`: the caller listed them.
 
     A kill between the renames leaves the old folder at `.NAME.old`, which `existing()` finds.
     """
     src, dst = physical(src), physical(dst)  # `.` and `..` have no name to rename by
-    if made_by(src) is not None:
+    if record and made_by(src) is not None:
         record_files(src, files)
     if dst.exists() and not dst.is_dir():
         raise InputError(dst, "exists and is not a folder (it is left as it is)")
@@ -477,33 +477,63 @@ def rewritten_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
     """A folder beside `out` to write a whole new `kind` output into; it replaces `out` in one rename
     when the block succeeds, so a kill at any moment leaves the old output or the new, never a mix.
 
-    What the user added to an earlier output of this kind (names its marker does not list) moves
-    over as hard links (copies where links fail): in the old folder and the new alike until the
-    rename. A name the new output writes that the user holds there is refused, its file kept,
-    unless `overwrite`. `out` was checked with `check_out_dir`.
+    What the user added to an earlier output of this kind (`added_files`: names its marker does not
+    list, and files inside its folders that its "tree" does not) moves over as hard links (copies
+    where links fail): in the old folder and the new alike until the rename. A path the new output
+    writes that the user holds there is refused, its file kept, unless `overwrite`. `out` is held
+    (`exclusive`) from the first file written to the rename: a second run into it is refused, not
+    raced. `out` was checked with `check_out_dir`.
     """
     out = physical(out)
     tmp, made = _stage_beside(out)
     try:
-        yield tmp
-        mark(tmp, kind)
-        names = [n for n in os.listdir(tmp) if n != MARKER]
-        if is_ours(out, kind):
-            listed = written_files(out)
-            # a marker that lists nothing is from before markers listed files: the new output's names were its own
-            users = sorted(set(os.listdir(out)) - {MARKER} - set(listed if listed is not None else names))
-            clash = [n for n in users if n in names]
-            if clash and not overwrite:
-                raise InputError(out / clash[0], "was not written by lewisrag and the new output writes a file of "
-                                 "that name; move it away or pass --overwrite", field=flag)
-            for name in (n for n in users if n not in names):
-                _link_tree(out / name, tmp / name)
+        with exclusive(out, flag):
+            yield tmp
+            mark(tmp, kind)
+            names = [n for n in os.listdir(tmp) if n != MARKER]
+            record_files(tmp, names)  # before the user's files join it: the marker lists what lewisrag wrote
+            if is_ours(out, kind):
+                listed = written_files(out)
+                # a marker that lists nothing is from before markers listed files: the new output's names were its own
+                added = added_files(out) if listed is not None else sorted(set(os.listdir(out)) - {MARKER} - set(names))
+                users = [f for a in added for f in _files_below(out, a)]  # a user's folder merges with a new one of its name
+                clash = [p for p in users if _taken(tmp, out, p)]
+                if clash and not overwrite:
+                    raise InputError(out / clash[0], "was not written by lewisrag and the new output writes a file "
+                                     "of that name; move it away or pass --overwrite", field=flag)
+                for path in (p for p in users if p not in clash):
+                    (tmp / path).parent.mkdir(parents=True, exist_ok=True)
+                    if not (tmp / path).is_dir():  # an empty folder of the user's that the new output also has
+                        _link_tree(out / path, tmp / path)
+            with signals_deferred():  # the two renames together: a Ctrl-C between them would leave `out` missing
+                replace_dir(tmp, out, record=False)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         remove_if_empty(made)
         raise
-    with signals_deferred():  # the two renames together: a Ctrl-C between them would leave `out` missing
-        replace_dir(tmp, out, files=names)  # its marker lists what lewisrag wrote, not what the user added
+
+
+def _files_below(root: Path, rel: str) -> list[str]:
+    """`rel` (relative to `root`) as the files, links and empty folders it is or holds."""
+    top = root / rel
+    if top.is_symlink() or not top.is_dir():
+        return [rel]
+    below = sorted(p.relative_to(root).as_posix() for p in top.rglob("*")
+                   if p.is_symlink() or not p.is_dir() or not any(p.iterdir()))
+    return below or [rel]
+
+
+def _taken(new: Path, old: Path, rel: str) -> bool:
+    """Whether the new output (folder `new`) holds something at `rel` that the user's `old / rel` would
+    replace, or a file where a folder above it must go. Two folders of one name merge."""
+    target = new / rel
+    if target.is_dir() and not target.is_symlink():
+        return not ((old / rel).is_dir() and not (old / rel).is_symlink())
+    if target.exists() or target.is_symlink():
+        return True
+    parts = rel.split("/")[:-1]
+    return any((new / "/".join(parts[:i + 1])).is_symlink() or (new / "/".join(parts[:i + 1])).is_file()
+               for i in range(len(parts)))
 
 
 def _link_tree(src: Path, dst: Path) -> None:
