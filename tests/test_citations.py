@@ -83,6 +83,15 @@ def test_full_width_digits_and_letters_are_folded():
     assert check_sentence("登录失败返回 ４２２，ＰＯＳＴ 请求 [1]。", DOCS, CONTEXT).status == PASS
 
 
+def test_a_quotes_own_stop_need_not_be_in_the_document():
+    """A quoted sentence ends with its stop inside the quote marks; the document that holds the words
+    without it failed the hard gate."""
+    docs = {"1": "前端显示“用户名或密码错误”。", "2": "It says Invalid credentials, in red."}
+    assert check_sentence("提示“用户名或密码错误。”[1]", docs, {"1"}).status == PASS
+    assert check_sentence('It says "Invalid credentials." [2]', docs, {"2"}).status == PASS
+    assert check_sentence('It says "Wrong password." [2]', docs, {"2"}).status == QUOTE_NOT_FOUND
+
+
 def test_numbers_are_compared_whole():
     """Numbers were compared as runs of digits, so "3.5%" passed against a document's "5.3%" and
     "5 分钟" against "15 分钟", while "1,000" failed against "1000"."""

@@ -205,6 +205,10 @@ def test_quotes_are_read_without_the_citations_inside_them():
     ("3.5 is the version.", ["3.5 is the version."]),
     ("42. It is the answer [1].", ["42.", "It is the answer [1]."]),  # one numbered line is no list: 42 is kept
     ("- a [1]\n- b", ["a [1]", "b"]),
+    # Chinese markers: "（1）" stayed part of its item until version 6, a number the context had to hold
+    ("两点：\n（1）登录失败返回 422 [1]\n（2）锁定 15 分钟 [2]", ["两点：", "登录失败返回 422 [1]", "锁定 15 分钟 [2]"]),
+    ("1）登录失败 [1]\n2）锁定 [2]", ["登录失败 [1]", "锁定 [2]"]),
+    ("(1) It returns 422 [1].\n(2) It locks [2].", ["It returns 422 [1].", "It locks [2]."]),
 ])
 def test_a_numbered_list_item_is_one_sentence_without_its_marker(text, expected):
     """Version 2 made "1." a sentence of its own: half an answer's statements were uncited, and the

@@ -6,7 +6,8 @@ Each sentence goes through five checks, in this order, and gets the status of th
 2. BAD_ID            a cited id is not one of this answer's retrieved contexts (or has no text).
 3. QUOTE_NOT_FOUND   a quoted string (「...」, 『...』, “...”, "...", citations inside it removed) is not in
                      any one cited document, compared after NFKC, case folding and removing all
-                     whitespace and format characters (zero-width spaces).
+                     whitespace and format characters (zero-width spaces); the stops that end it
+                     ("Invalid credentials.") are typography, not part of what must be found.
 4. TOKEN_NOT_FOUND   a number or a Latin word of the sentence (citations removed) is in none of
                      the cited documents (English function words such as "the" are not checked);
                      numbers are compared whole ("3.5" is not "5.3"; "1,000" is "1000").
@@ -58,6 +59,9 @@ _FUNCTION_WORDS = frozenset(
     "when which who what where how do does did has have had can could will would should may might must "
     "also only into onto over under after before about".split()
 )
+
+
+_QUOTE_END = ".,;:!?。，、；：！？…"  # after NFKC: a full-width ． or ！ is already ASCII
 
 
 @dataclass(frozen=True)
@@ -133,8 +137,9 @@ def check_sentence(sentence: str, docs: dict[str, str], context_ids: set[str]) -
     cited = [_prepared(docs[i]) for i in ids]
     quotes = quotes_in(strip_citations(sentence))  # 「is invalid [1]」 quotes "is invalid"
     for quote in quotes:
-        q = fold(quote)
-        if not any(q in folded for folded, _ in cited):
+        # a quoted sentence's own stop is typography, not a word: “用户名或密码错误。” quotes 用户名或密码错误
+        q = fold(quote).rstrip(_QUOTE_END)
+        if q and not any(q in folded for folded, _ in cited):
             return Check(QUOTE_NOT_FOUND, f"quote not in the cited documents: {quote!r}")
     tokens = checkable_tokens(sub_citations(sentence, " "))  # `arr[0]` keeps its 0
     missing = sorted(tokens.difference(*(toks for _, toks in cited)))

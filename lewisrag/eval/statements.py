@@ -28,14 +28,15 @@ Rules of version "6":
 - A piece holding nothing but citations and punctuation (a "[3]" on a line of its own) gives its
   citations to the sentence before it (to the one after it at the start of the text); a text with
   no letters or digits outside citations has no sentences.
-- In a numbered list (two lines or more opening with "1. ", "2) ", "3、", after any indentation) the
-  marker's dot ends nothing: an item is one sentence, not "1." and its text. A list marker opening a
-  sentence ("1. ", "2) ", "3、" in such a list; "- ", "* ", "• " anywhere) is not part of it: its
-  number is no claim to check. A lone "42. It is ..." keeps its number.
+- In a numbered list (two lines or more opening with "1. ", "2) ", "3、", "4）", "（5）" or "(6)", after
+  any indentation) the marker's dot ends nothing: an item is one sentence, not "1." and its text. A
+  list marker opening a sentence (those in such a list; "- ", "* ", "• " anywhere) is not part of
+  it: its number is no claim to check. A lone "42. It is ..." keeps its number.
 
 Version "5" gave a citation after a full stop to the sentence before it even when that one cited
 already, so in "[1] 指出 A。[1] 还指出 B。" the second sentence cited nothing (a MISSING_CITATION the
-gate fails on). (The evaluator's other rules that changed with version "6", so that scores of the
+gate fails on), and read only "1. ", "2) " and "3、" as list markers ("（1）" stayed a number the cited
+context had to hold). (The evaluator's other rules that changed with version "6", so that scores of the
 two are not compared: a sentence beside a refusal phrase is excused from citing only when it states
 nothing, `diagnose.declines_only`; the citation checker compares numbers whole.) Version "4" read `arr[0]` as a citation of context 0 (a BAD_ID the gate fails on) and ended
 sentences inside code. Version "3" did not read ranges: "[1-3]", which language models write for three passages, left its
@@ -237,8 +238,9 @@ def _sentence_end(text: str, i: int, cited: bool = False) -> int:
     return j if cited and rest.strip() else m.end()
 
 
-_NUMBER_MARKER_RE = re.compile(r"(?m)^[^\S\n]*\d{1,3}(?:[.)]\s|[、．])")  # a line opening "1. ", "2) ", "3、"
-_LIST_MARKER_RE = re.compile(r"^(?:\d{1,3}(?:[.)]\s+|[、．]\s*)|[-*•]\s+)")  # "1. ", "2) ", "3、", "- "
+# a line opening "1. ", "2) ", "3、", "4）", "（5）" or "(6)"
+_NUMBER_MARKER_RE = re.compile(r"(?m)^[^\S\n]*(?:\d{1,3}(?:[.)]\s|[、．）])|[（(]\d{1,3}[）)])")
+_LIST_MARKER_RE = re.compile(r"^(?:\d{1,3}(?:[.)]\s+|[、．）]\s*)|[（(]\d{1,3}[）)]\s*|[-*•]\s+)")  # ... and "- "
 _BULLET_RE = re.compile(r"^[-*•]\s+")
 
 
