@@ -126,6 +126,18 @@ def _one_line_warning(message, category, filename, lineno, line=None) -> str:
     return _python_warning(message, category, filename, lineno, line)
 
 
+def _check_arguments_encode(args: list[str]) -> None:
+    """Refuse an argument that is not valid UTF-8 (a file name in another encoding, which Python holds
+    as lone surrogates): every output records its inputs' paths in UTF-8 JSON, and such a name
+    failed only there, after the work, leaving a half-written folder."""
+    for arg in args:
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            raise InputError(shown, "is not valid UTF-8 (a name in another encoding); rename it") from None
+
+
 def main() -> None:
     import signal
 
@@ -134,6 +146,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, _terminate)
     warnings.formatwarning = _one_line_warning
     try:
+        _check_arguments_encode(sys.argv[1:])
         code = app(prog_name="lewisrag", standalone_mode=False)  # usage errors come back here, below
         if code == 130:  # typer turns Ctrl-C (a KeyboardInterrupt) into this return value, silently
             _interrupted()

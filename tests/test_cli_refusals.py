@@ -34,6 +34,24 @@ def test_eval_retrieval_refuses_a_repeated_cut_off_or_index(bm25, tiny_corpus, m
     assert code == 0 and 0 <= json.loads(out)[str(bm25)]["hit@5"] <= 1, err
 
 
+def test_eval_answers_refuses_a_repeated_cut_off(tmp_path, monkeypatch, capsys):
+    """eval retrieval refused a repeated --recall-at; eval answers folded it into one column in silence."""
+    answers = write_jsonl(tmp_path / "a.jsonl", [{"user_input": "q", "response": "a [1]", "retrieved_contexts": ["a"]}])
+    code, _, err = run_main(monkeypatch, capsys, "eval", "answers", "--answers", answers, "--recall-at", 5,
+                            "--recall-at", 5, "--out", tmp_path / "e")
+    assert_one_line_error(code, err, "--recall-at", "5 is given twice")
+    assert not (tmp_path / "e").exists()
+
+
+def test_an_argument_that_is_not_utf8_is_refused_before_any_work(tmp_path, monkeypatch, capsys):
+    """A file name in another encoding (lone surrogates to Python) failed only when the run recorded
+    its inputs in UTF-8 JSON: a traceback, and `train rag` left its run folder behind."""
+    name = str(tmp_path / "caf\udce9.jsonl")
+    code, _, err = run_main(monkeypatch, capsys, "eval", "answers", "--answers", name, "--out", tmp_path / "e")
+    assert_one_line_error(code, err, "caf\\xe9.jsonl", "not valid UTF-8")
+    assert not (tmp_path / "e").exists()
+
+
 def test_retrieval_recall_counts_a_repeated_cut_off_once(bm25, tiny_corpus):  # noqa: F811
     from lewisrag.data.records import read_qa
     from lewisrag.index import open_retriever, retrieval_recall

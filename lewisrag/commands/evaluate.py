@@ -54,7 +54,7 @@ def answers(
     lang: str = typer.Option("en", "--lang", help=LANG_HELP + " " + TABLES_HELP),
 ) -> None:
     """Score answers layer by layer (retrieval, generation, citation) and diagnose each question."""
-    from lewisrag.data.io import InputError
+    from lewisrag.data.io import InputError, given_once
     from lewisrag.data.outputs import check_out_dir
     from lewisrag.eval import judges, metrics
     from lewisrag.eval.records import ragas_rows, read_answers
@@ -75,6 +75,7 @@ def answers(
         raise InputError("--claim-extractor", f"unknown claim extractor '{claim_extractor}': use splitter or llm")
     if any(x < 1 for x in k):
         raise InputError("--recall-at", "cut-offs must be at least 1")
+    given_once("--recall-at", k)  # as eval retrieval: a repeat folded into one column in silence
     if export is not None and export not in EXPORTS:
         raise InputError("--export", f"unknown format '{export}': use {', '.join(EXPORTS)}")
     if not judge.startswith("llm:"):  # never ignored in silence
