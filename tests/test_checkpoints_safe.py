@@ -185,6 +185,10 @@ def test_damaged_dpr_checkpoint(dpr_dir, tmp_path):
     refused(DPRCheckpoint.load, d, named=d / META_FILE, match="malformed JSON")
     (d / META_FILE).write_text("[]")
     refused(DPRCheckpoint.load, d, named=d / META_FILE, match="ctx_fingerprint")
+    d = copy(dpr_dir, tmp_path / "dim")  # a wrong dim failed deep inside an index build, which then kept failing
+    meta = json.loads((d / META_FILE).read_text())
+    (d / META_FILE).write_text(json.dumps({**meta, "dim": 64}))
+    refused(DPRCheckpoint.load, d, named=d / META_FILE, match="says 64-d vectors, but the context encoder gives 16-d")
     d = copy(dpr_dir, tmp_path / "trunc")
     truncate(d / "ctx_encoder" / "model.safetensors")
     refused(DPRCheckpoint.load, d, named=d / "ctx_encoder" / "model.safetensors", match="DPR context encoder")

@@ -87,6 +87,10 @@ class DPRCheckpoint:
         c = load_model(DPRContextEncoder.from_pretrained, p / "ctx_encoder", "DPR context encoder").eval()
         tok = load_tokenizer(PreTrainedTokenizerFast.from_pretrained, p / "tokenizer", "DPR tokenizer")
         _check_lengths(meta, int(c.config.max_position_embeddings), int(q.config.max_position_embeddings), p / META_FILE)
+        for side, encoder in (("context", c), ("question", q)):  # an index sized by a wrong dim failed deep in its build
+            if _output_dim(encoder) != meta["dim"]:
+                raise InputError(p / META_FILE, f"says {meta['dim']}-d vectors, but the {side} encoder gives "
+                                 f"{_output_dim(encoder)}-d", field="dim")
         return cls(q, c, tok, meta)
 
     def save(self, path: str | Path, extra: dict | None = None) -> None:
