@@ -277,3 +277,18 @@ def test_markdown_code_holds_no_citation_and_no_sentence_end(code):
 def test_an_unclosed_backtick_opens_no_code():
     assert citation_ids("It`s cited [1]. So is this [2].") == ("1", "2")
     assert [s.citations for s in split_sentences("A `b [1]. C [2].")] == [("1",), ("2",)]
+
+
+def test_ids_of_thousands_of_digits_are_read_as_text():
+    """int() refuses numbers of 4,300 digits and more: a citation or a context id that long was a
+    traceback in eval answers."""
+    from lewisrag.eval.evaluator import evaluate_answers
+    from lewisrag.eval.judges import LexicalJudge
+    from lewisrag.eval.records import parse_answer
+
+    big = "7" * 5000
+    assert split_sentences(f"x [0{big}]。")[0].citations == (big,)
+    rec = parse_answer({"user_input": "q", "response": f"x 422 [{big}]。", "retrieved_contexts": [{"id": big, "text": "x 422"}]},
+                       "a.jsonl", 1, {})
+    (out,) = evaluate_answers([rec], LexicalJudge()).to_json()["records"]
+    assert [c["status"] for c in out["citation_checks"]] == ["PASS"]

@@ -79,7 +79,7 @@ def citation_labels(context_ids: Sequence[str]) -> list[str]:
     as a number when some context's id is a number, else its 1-based position."""
     if not any(_numeric(i) for i in context_ids):
         return [str(n) for n in range(1, len(context_ids) + 1)]
-    return [str(int(i)) if _numeric(i) else i for i in context_ids]
+    return [i.lstrip("0") or "0" if _numeric(i) else i for i in context_ids]  # not int(): 4,300 digits and more
 
 
 def _numeric(context_id: str) -> bool:
@@ -134,7 +134,7 @@ def _contexts(rec: dict, source, line: int) -> tuple[tuple[Passage, ...], bool]:
             cid = str(cid)
         if not isinstance(cid, str) or not cid.strip():
             raise InputError(source, "missing or not a string", line=line, field=f"{where}.id")
-        label = str(int(cid)) if _numeric(cid) else cid  # "01" and "1" are both cited as [1]
+        label = (cid.lstrip("0") or "0") if _numeric(cid) else cid  # "01" and "1" are both cited as [1]
         if label in seen:
             what = (f"duplicate context id '{cid}'" if seen[label] == cid else
                     f"context ids '{seen[label]}' and '{cid}' would both be cited as [{label}]")

@@ -159,9 +159,10 @@ def _marker_ids(m: re.Match) -> list[str]:
     """
     ids: list[str] = []
     for item in _ID_SEP_RE.split(m.group(1)):
-        ends = [int(unicodedata.normalize("NFKC", n)) for n in _RANGE_SEP_RE.split(item)]
-        lo, hi = ends[0], ends[-1]
-        span = range(lo, hi + 1) if lo <= hi < lo + MAX_RANGE else ends
+        # as strings without leading zeros, not int(): Python refuses to read a number of 4,300 digits
+        ends = [unicodedata.normalize("NFKC", n).lstrip("0") or "0" for n in _RANGE_SEP_RE.split(item)]
+        lo, hi = (int(e) if len(e) < 10 else None for e in (ends[0], ends[-1]))
+        span = range(lo, hi + 1) if lo is not None and hi is not None and lo <= hi < lo + MAX_RANGE else ends
         ids.extend(str(i) for i in span)
     return ids
 
