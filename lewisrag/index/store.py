@@ -174,7 +174,9 @@ def check_manifest(manifest: object, source: Path) -> None:
         need(name in SEARCH_PARAMS, f"search_params.{name}", "one of " + ", ".join(SEARCH_PARAMS), name)
         need(is_count(value), f"search_params.{name}", "a whole number >= 0", value)
     depth = manifest.get("rerank_depth")
-    need(depth is None or (is_count(depth) and depth > 0), "rerank_depth", "null or a whole number > 0", depth)
+    n = manifest["n_passages"]  # a deeper re-ranking is no re-ranking, and 10**12 candidates a search asked TiBs
+    need(depth is None or (is_count(depth) and 0 < depth <= max(n, 1)), "rerank_depth",
+         f"null or a whole number from 1 to n_passages ({n})", depth)
     need(isinstance(manifest.get("build", {}), dict), "build", "an object", manifest.get("build"))
 
 
