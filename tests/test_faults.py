@@ -101,6 +101,20 @@ def test_train_dpr_refuses_a_users_folder(tiny_corpus, users_folder, monkeypatch
     assert snapshot(users_folder) == before
 
 
+def test_train_dpr_refuses_a_gold_id_its_passages_do_not_hold(tiny_corpus, tmp_path, monkeypatch, capsys):
+    """A mistyped gold id was dropped: its question left out and counted, or, beside a good id, not
+    even counted; eval retrieval, train stitched and compare refuse the same file."""
+    rows = [json.loads(line) for line in Path(tiny_corpus["qa"]).read_text().splitlines()]
+    for bad in (["country-9999-0"], [rows[2]["gold_passage_ids"][0], "country-9999-0"]):
+        rows[2] = {**rows[2], "gold_passage_ids": bad}
+        qa = tmp_path / "qa.jsonl"
+        qa.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        code, _, err = run(monkeypatch, capsys, "train", "dpr", "--train", qa, "--passages", tiny_corpus["passages"],
+                           "--out", tmp_path / "dpr", "--steps", 1)
+        assert_one_line_error(code, err, f"{qa}:3", "field 'gold_passage_ids'", "'country-9999-0'")
+        assert not (tmp_path / "dpr").exists()
+
+
 def test_a_world_is_not_replaced_by_an_index(tiny_corpus, tmp_path, monkeypatch, capsys):
     code, _, _ = run(monkeypatch, capsys, "world", "--out", tmp_path / "w", "--entities", 40)
     assert code == 0 and made_by(tmp_path / "w") == "world"

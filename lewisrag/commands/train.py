@@ -57,7 +57,7 @@ def dpr(
     from lewisrag.data.io import InputError
     from lewisrag.data.outputs import check_out_dir
     from lewisrag.data.passages import open_passages
-    from lewisrag.data.records import read_qa
+    from lewisrag.data.records import check_gold_ids, read_qa
     from lewisrag.training.dpr import KIND, DPRTrainConfig, check_init, train_dpr
 
     if no_hard_negatives:  # in-batch negatives only: no BM25 negatives, and no self-mined ones either
@@ -111,6 +111,8 @@ def dpr(
               "--init-context": init_context}
     check_out_dir(out, KIND, overwrite=overwrite, inputs=inputs, replaces=True)  # before anything is read or trained
     examples, docs = ([], []) if converting else (read_qa(train, fields), open_passages(passages))
+    if not converting:  # as eval retrieval and train stitched: a mistyped id was dropped, its question counted or not
+        check_gold_ids(examples, docs, train, f"--passages {passages}", fields)
     with _ui.progress() as p:
         task = p.add_task("training DPR", total=steps, info="")
         meta = train_dpr(cfg, examples, docs, out, lambda s, loss: p.update(task, completed=s, info=f"loss {loss:.3f}"),
@@ -121,7 +123,7 @@ def dpr(
         return
     _ui.out.print(_ui.table(f"DPR checkpoint written to {out}", ["field", "value"],
                             [["train questions", meta["n_train"]],
-                             ["left out (no gold id in --passages)", meta["n_no_gold"]], ["final loss", meta["final_loss"]],
+                             ["left out (no gold id)", meta["n_no_gold"]], ["final loss", meta["final_loss"]],
                              ["dim", meta["dim"]], ["context fingerprint", meta["ctx_fingerprint"]]]))
 
 

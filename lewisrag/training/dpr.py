@@ -256,7 +256,9 @@ def train_dpr(
     """Train the bi-encoder and save it as a DPR checkpoint directory. Returns the metadata.
 
     Questions none of whose gold ids is in `passages` cannot be trained on; they are left out and
-    counted in the metadata (`n_no_gold`), never dropped without a word. `out` must be missing,
+    counted in the metadata (`n_no_gold`), never dropped without a word. (`lewisrag train dpr`
+    refuses a gold id its --passages lack before this runs, as bad input; a caller training on a
+    subset of a corpus on purpose gets the count.) `out` must be missing,
     empty or a DPR checkpoint lewisrag wrote, unless `overwrite`.
     """
     out = check_out_dir(out, KIND, overwrite=overwrite)
