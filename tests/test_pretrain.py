@@ -168,7 +168,9 @@ def test_damaged_weights_are_refused(tmp_path):
                                            ("qa_start=0.5,denoise_batch_size=0", "without denoising"),
                                            ("qa_start=0.5,denoise_weight=0", "without denoising"),
                                            ("qa_batch_size=0,denoise_batch_size=0", "without denoising"),
-                                           ("denoise_weight=-1", "at least 0")])
+                                           ("denoise_weight=-1", "at least 0"),
+                                           # built with 261 tokens while recipe.json said 1
+                                           ("vocab_size=1", "at least 261")])
 def test_bad_set_values_exit_2_before_training(pair, message, tmp_path):
     sets = [x for kv in pair.split(",") for x in ("--set", kv)]
     r = subprocess.run([str(LEWISRAG), "pretrain", "--preset", "tiny", *sets, "--out", str(tmp_path / "x")],

@@ -21,6 +21,7 @@ def parse_overrides(pairs: list[str]) -> dict:
     from dataclasses import fields
 
     from lewisrag.data.world import MAX_ENTITIES, MIN_ENTITIES
+    from lewisrag.training.pretrain_data import MIN_VOCAB
     from lewisrag.training.pretrain import PretrainConfig
 
     known = {f.name: f.type for f in fields(PretrainConfig)}
@@ -37,6 +38,9 @@ def parse_overrides(pairs: list[str]) -> dict:
             raise InputError("--set", f"{key} is a share: at most 1, got {out[key]}")
         if key == "snapshot_b_share" and out[key] >= 1:  # 1 divided by zero once reading began
             raise InputError("--set", f"snapshot_b_share must be below 1 (snapshot A's wording keeps the rest), got {out[key]}")
+        if key == "vocab_size" and out[key] < MIN_VOCAB:  # else built larger than asked, recipe.json telling otherwise
+            raise InputError("--set", f"vocab_size must be at least {MIN_VOCAB} (256 bytes and {MIN_VOCAB - 256} special "
+                             f"tokens), got {out[key]}")
         if key == "world_entities" and not MIN_ENTITIES <= out[key] <= MAX_ENTITIES:
             raise InputError("--set", f"world_entities must be between {MIN_ENTITIES} and {MAX_ENTITIES}, got {out[key]}")
     return out
