@@ -31,6 +31,7 @@ from transformers import AutoModel, AutoModelForSeq2SeqLM, RagConfig
 from lewisrag.data.io import InputError, read_json, write_json
 from lewisrag.data.outputs import staged_dir
 from lewisrag.data.pretrained import load_model
+from lewisrag.rag_model.decoding import check_generation_config, generation_file
 from lewisrag.rag_model.settings import RagSettings
 
 FORMAT = "lewisrag-rag/1"
@@ -80,6 +81,10 @@ def from_hf(model_cls, hf, path: Path | None = None):
     # transformers' RAG-Token decodes with the RAG model's generation config, RAG-Sequence with the
     # generator's (which a saved RAG folder does not keep: see lewisrag.experiments.export)
     gc = hf.generation_config if variant == "token" else hf.generator.generation_config
+    if path is not None:  # read from a folder: refuse what RAG decoding cannot follow now, naming the file
+        # (a RAG-Sequence folder holds its generator's settings in config.json only)
+        check_generation_config(gc, hf.generator.config.vocab_size,
+                                generation_file(path) if variant == "token" else path / "config.json")
     return model_cls(hf.question_encoder, hf.generator, variant, c.n_docs, settings, gc).eval()
 
 
@@ -157,4 +162,5 @@ def load_native(model_cls, path: str | os.PathLike):
     settings = read_settings(path)
     question_encoder = load_model(AutoModel.from_pretrained, path / "question_encoder", "question encoder")
     generator = load_model(AutoModelForSeq2SeqLM.from_pretrained, path / "generator", "generator")
+    check_generation_config(generator.generation_config, generator.config.vocab_size, generation_file(path / "generator"))
     return model_cls(question_encoder, generator, settings.variant, settings.n_docs, settings).eval()

@@ -17,7 +17,12 @@ Shape alphabet: B questions, K docs, W beams, C candidates per question, T lengt
 from __future__ import annotations
 
 import copy
+import json
+import math
+import os
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -26,6 +31,7 @@ from transformers.generation import (
     NoRepeatNGramLogitsProcessor,
 )
 
+from lewisrag.data.io import InputError
 from lewisrag.rag_model import marginalize as M
 from lewisrag.rag_model.bart_decoder import GroupedBartDecoder, reorder_cache
 from lewisrag.rag_model.beam_search import Hypotheses, SearchSettings, beam_search, greedy
@@ -57,11 +63,85 @@ def resolve_settings(generation_config, **overrides):
     unused = gc.update(**given)
     if unused:
         raise ValueError(f"unknown generation arguments: {sorted(unused)}")
+    bad = unsupported_option(gc)
+    if bad:
+        raise ValueError(f"generation option {bad[0]}={bad[1]!r} is not supported by RAG decoding")
+    return gc
+
+
+def unsupported_option(gc) -> tuple[str, Any] | None:
+    """(name, value) of the first option of `gc` that transformers would honour and these searches do
+    not (`_UNSUPPORTED`: set, and not to the default that means "off"); None if there is none."""
     for name, default in _UNSUPPORTED.items():
         value = getattr(gc, name, None)
         if value is not None and value != default:
-            raise ValueError(f"generation option {name}={value!r} is not supported by RAG decoding")
-    return gc
+            return name, value
+    return None
+
+
+_ID_OPTIONS = ("decoder_start_token_id", "bos_token_id", "eos_token_id", "pad_token_id", "forced_bos_token_id",
+               "forced_eos_token_id")  # token ids the searches read
+_ID_LISTS = ("eos_token_id", "forced_eos_token_id")  # which may also be lists of ids
+_COUNT_OPTIONS = {"num_beams": 1, "max_length": 1, "max_new_tokens": 1, "min_length": 0, "no_repeat_ngram_size": 0}
+
+
+def generation_file(folder: str | os.PathLike) -> Path:
+    """The file a model folder's generation config comes from: its generation_config.json, or, without
+    one, its config.json (transformers derives the generation config from the model config)."""
+    folder = Path(folder)
+    return folder / "generation_config.json" if (folder / "generation_config.json").is_file() else folder / "config.json"
+
+
+def check_generation_config(gc, vocab_size: int, source: str | os.PathLike) -> None:
+    """Refuse, before anything decodes or is written, a generation config that RAG decoding cannot
+    follow: an option `resolve_settings` refuses (`unsupported_option`), a value the searches read of
+    the wrong type, a token id outside the generator's `vocab_size` ids, or no decoder start token
+    (decoder_start_token_id or bos_token_id) or padding (pad_token_id or eos_token_id). Each an
+    InputError naming `source` (the model folder's file, `generation_file`) and the field."""
+
+    def refuse(name: str, message: str):
+        raise InputError(source, message, field=name)
+
+    bad = unsupported_option(gc)
+    if bad:
+        name, value = bad
+        off = "remove it" if _UNSUPPORTED[name] is None else f"remove it or set it to {json.dumps(_UNSUPPORTED[name])}"
+        refuse(name, f"{_shown(value)} is not supported by RAG decoding (greedy or beam search): {off}")
+    for name in _ID_OPTIONS:
+        value = getattr(gc, name, None)
+        ids = value if name in _ID_LISTS and isinstance(value, list) else [value]
+        if value is None or (ids and all(_is_int(i) and 0 <= i < vocab_size for i in ids)):
+            continue
+        either = " (or a list of them)" if name in _ID_LISTS else ""
+        refuse(name, f"expected a token id between 0 and {vocab_size - 1}, the generator's vocabulary{either}, "
+                     f"got {_shown(value)}")
+    if getattr(gc, "decoder_start_token_id", None) is None and getattr(gc, "bos_token_id", None) is None:
+        refuse("decoder_start_token_id", "missing (and no bos_token_id): RAG decoding needs the token the decoder starts from")
+    if getattr(gc, "pad_token_id", None) is None and getattr(gc, "eos_token_id", None) is None:
+        refuse("pad_token_id", "missing (and no eos_token_id): RAG decoding needs the token that fills finished answers")
+    for name, least in _COUNT_OPTIONS.items():
+        value = getattr(gc, name, None)
+        if value is not None and not (_is_int(value) and value >= least):
+            refuse(name, f"expected an integer of at least {least}, got {_shown(value)}")
+    penalty = getattr(gc, "length_penalty", None)
+    if penalty is not None and not (isinstance(penalty, (int, float)) and not isinstance(penalty, bool)
+                                    and math.isfinite(penalty)):
+        refuse("length_penalty", f"expected a number, got {_shown(penalty)}")
+    stop = getattr(gc, "early_stopping", None)
+    if stop is not None and not (isinstance(stop, bool) or stop == "never"):
+        refuse("early_stopping", f'expected true, false or "never", got {_shown(stop)}')
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _shown(value) -> str:
+    """A config value as its JSON file spells it."""
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
 
 
 def _search_settings(gc, num_return_sequences: int) -> SearchSettings:

@@ -22,6 +22,7 @@ from lewisrag.data.records import QAExample, of_kinds, read_qa
 from lewisrag.index.dense import DenseIndex
 from lewisrag.index.encoders import load_question_encoder
 from lewisrag.rag_model import RagModel, RagSettings, Tokenizers
+from lewisrag.rag_model.decoding import check_generation_config, generation_file
 from lewisrag.rag_model.model import VARIANTS
 from lewisrag.training.end2end import passage_encoder
 from lewisrag.training.tasks import TASKS, prepare_generator
@@ -56,6 +57,8 @@ def load_components(cfg, processes: int = 1, with_faiss: bool = True) -> Compone
         raise InputError(cfg.index, f"--n-docs {cfg.n_docs} exceeds the index's {len(index.passages)} passages")
     generator, gen_tokenizer = load_generator(cfg.generator)
     prepare_generator(cfg.task, generator, gen_tokenizer)  # FEVER's labels as single tokens
+    # the dev evaluations decode with its generation_config.json: refused now, not at the first one
+    check_generation_config(generator.generation_config, generator.config.vocab_size, generation_file(cfg.generator))
     settings = RagSettings(variant=cfg.variant, n_docs=cfg.n_docs, label_smoothing=cfg.label_smoothing,
                            max_combined_length=cfg.max_combined_length, index_path=str(Path(cfg.index).resolve()),
                            index_fingerprint=dpr.ctx_fingerprint)  # None: a DPRQuestionEncoder folder without its pair, under --swap
