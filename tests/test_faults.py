@@ -650,6 +650,9 @@ BAD_INPUTS = {
     "train rag: an unknown --train-kinds": (  # used to blame the file's answers ("0 questions with answers")
         lambda t, c: ["train", "rag", "--index", c["dense"], "--encoder", c["dpr"], "--generator", c["dpr"], "--train", c["qa"],
                       "--dev", c["qa"], "--out", t / "r", "--train-kinds", "shrot"], ["--train-kinds", "'shrot'"]),
+    "train rag: --train-kinds keeping too few": (  # used to blame the file's answers ("field 'answers'")
+        lambda t, c: ["train", "rag", "--index", c["dense"], "--encoder", c["dpr"], "--generator", c["dpr"], "--train", c["qa"],
+                      "--dev", c["qa"], "--out", t / "r", "--train-kinds", "long"], ["--train-kinds", "long keeps 0 of"]),
     "eval retrieval: no question has gold passage ids": (  # used to print recall nan over 0 questions, exit 0
         lambda t, c: ["eval", "retrieval", "--index", c["bm25"], "--questions", _qa(t, [{"question": "q?", "answers": ["a"]}])],
         ["qa.jsonl", "gold_passage_ids", "cannot be measured"]),

@@ -45,8 +45,12 @@ def load_components(cfg, processes: int = 1, with_faiss: bool = True) -> Compone
     before anything is written. `with_faiss=False`: the index opens without its FAISS index (another
     process searches it, `index.shared`)."""
     check_config(cfg, processes)
-    train, dev = of_kinds(read_qa(cfg.train, cfg.qa_fields), cfg.train_kinds), read_qa(cfg.dev, cfg.qa_fields)
+    every, dev = read_qa(cfg.train, cfg.qa_fields), read_qa(cfg.dev, cfg.qa_fields)
+    train = of_kinds(every, cfg.train_kinds)
     pairs, skipped = training_pairs(train)
+    if len(pairs) < cfg.batch_size and len(training_pairs(every)[0]) >= cfg.batch_size:  # the kinds, not the answers
+        raise InputError("--train-kinds", f"{cfg.train_kinds} keeps {len(pairs)} of {cfg.train}'s questions with "
+                         f"answers, fewer than --batch-size {cfg.batch_size}")
     if len(pairs) < cfg.batch_size:
         raise InputError(cfg.train, f"{len(pairs)} questions with answers, fewer than --batch-size {cfg.batch_size}",
                          field="answers")
