@@ -601,6 +601,14 @@ def test_chunk_refuses_to_replace_a_file_without_overwrite(tmp_path, monkeypatch
 # the bad-input table: one line, exit 2, nothing half-written
 
 
+def _qa_with_gold(t: Path, qa, gold: str) -> Path:
+    """A copy of the QA file whose third question names `gold` as its gold passage."""
+    rows = [json.loads(line) for line in Path(qa).read_text().splitlines()]
+    rows[2] = {**rows[2], "gold_passage_ids": [gold]}
+    (t / "qa_gold.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return t / "qa_gold.jsonl"
+
+
 def _dir_input(tmp_path):
     (tmp_path / "adir").mkdir()
     return tmp_path / "adir"
@@ -650,6 +658,13 @@ BAD_INPUTS = {
     "train rag: an unknown --train-kinds": (  # used to blame the file's answers ("0 questions with answers")
         lambda t, c: ["train", "rag", "--index", c["dense"], "--encoder", c["dpr"], "--generator", c["dpr"], "--train", c["qa"],
                       "--dev", c["qa"], "--out", t / "r", "--train-kinds", "shrot"], ["--train-kinds", "'shrot'"]),
+    "train rag: a gold id the index does not hold": (  # used to make the dev hit@k a miss in silence
+        lambda t, c: ["train", "rag", "--index", c["dense"], "--encoder", c["dpr"], "--generator", c["dpr"],
+                      "--train", c["qa"], "--dev", _qa_with_gold(t, c["qa"], "nowhere-1"), "--out", t / "r"],
+                     ["qa_gold.jsonl:3", "gold_passage_ids", "'nowhere-1' is not in the index"]),
+    "train rag: --task fever with answers that are no labels": (  # trained names as labels, accuracy 0, exit 0
+        lambda t, c: ["train", "rag", "--index", c["dense"], "--encoder", c["dpr"], "--generator", c["dpr"], "--train", c["qa"],
+                      "--dev", c["qa"], "--out", t / "r", "--task", "fever"], ["qa.jsonl:1", "answers[0]", "no FEVER label"]),
     "train rag: --train-kinds keeping too few": (  # used to blame the file's answers ("field 'answers'")
         lambda t, c: ["train", "rag", "--index", c["dense"], "--encoder", c["dpr"], "--generator", c["dpr"], "--train", c["qa"],
                       "--dev", c["qa"], "--out", t / "r", "--train-kinds", "long"], ["--train-kinds", "long keeps 0 of"]),

@@ -16,9 +16,10 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from lewisrag.data.io import InputError
+from lewisrag.data.io import InputError, iter_records
 from lewisrag.data.pretrained import load_generator
-from lewisrag.data.records import QAExample, of_kinds, read_qa
+from lewisrag.data.records import QAExample, check_gold_ids, of_kinds, read_qa
+from lewisrag.data.tasks import LABELS
 from lewisrag.index.dense import DenseIndex
 from lewisrag.index.encoders import load_question_encoder
 from lewisrag.rag_model import RagModel, RagSettings, Tokenizers
@@ -59,6 +60,11 @@ def load_components(cfg, processes: int = 1, with_faiss: bool = True) -> Compone
     index.check_encoder(dpr.ctx_fingerprint, dpr.dim, swap=cfg.swap)
     if cfg.n_docs > len(index.passages):
         raise InputError(cfg.index, f"--n-docs {cfg.n_docs} exceeds the index's {len(index.passages)} passages")
+    for path, examples in ((cfg.train, every), (cfg.dev, dev)):  # a gold id elsewhere made the dev hit@k a miss in silence
+        check_gold_ids(examples, index.passages, path, f"the index {cfg.index}", cfg.qa_fields)
+    if cfg.task == "fever":  # any other answer trained as a label and scored 0 accuracy, exit 0
+        for path, examples in ((cfg.train, every), (cfg.dev, dev)):
+            check_labels(examples, path, cfg.qa_fields)
     generator, gen_tokenizer = load_generator(cfg.generator)
     prepare_generator(cfg.task, generator, gen_tokenizer)  # FEVER's labels as single tokens
     # the dev evaluations decode with its generation_config.json: refused now, not at the first one
@@ -74,6 +80,17 @@ def load_components(cfg, processes: int = 1, with_faiss: bool = True) -> Compone
 
 SEARCH_DEVICES = ("auto", "cpu", "gpu")  # --search-device values
 GPU_SEARCH_SHARE = 0.5  # "auto" puts the vectors on the GPU only if they take at most this share of its free memory
+
+
+def check_labels(examples: Sequence[QAExample], path, fields=None) -> None:
+    """FEVER: every answer of `examples` (`read_qa(path, fields)`'s, one per record) is one of LABELS,
+    else an InputError naming file, line and field."""
+    field = (fields or {}).get("answers", "answers")
+    for (line, _), ex in zip(iter_records(path), examples):
+        for i, answer in enumerate(ex.answers):
+            if answer not in LABELS:
+                raise InputError(path, f"{answer!r} is no FEVER label (--task fever: {', '.join(LABELS)})", line=line,
+                                 field=f"{field}[{i}]")
 
 
 def check_precision(mixed_precision: str, device: str) -> str:
