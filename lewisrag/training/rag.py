@@ -465,7 +465,7 @@ def _read_state(ckpt: Path) -> dict:
     for name in sorted(position):
         need(is_count(position[name]), f"position.{name}", "a whole number >= 0", position[name])
     best = state.get("best_em")
-    need(best is None or is_number(best), "best_em", "null or a number", best)
+    need(best is None or (is_number(best) and math.isfinite(best)), "best_em", "null or a finite number", best)
     live = state.get("live_index")
     need(live is None or (isinstance(live, dict) and is_count(live.get("step", 0))), "live_index",
          "null or an object with a whole-number step", live)
