@@ -946,6 +946,7 @@ MANIFEST_DAMAGE = [  # (index, the manifest's edit, the field the error must nam
     ("dense", lambda m: {**m, "search_params": {"nprobe": 2.5}}, "search_params.nprobe"),
     ("dense", lambda m: {**m, "rerank_depth": -1}, "rerank_depth"),
     ("dense", lambda m: {**m, "rerank_depth": 10**12}, "rerank_depth"),  # a search asked for TiBs of candidates
+    ("dense", lambda m: {**m, "metric": "l2"}, "metric"),  # searched by inner product all the same, in silence
 ]
 
 

@@ -157,6 +157,7 @@ def check_manifest(manifest: object, source: Path) -> None:
     need(is_count(manifest["n_passages"]), "n_passages", "a whole number >= 0", manifest["n_passages"])
     need(isinstance(manifest["content_hash"], str), "content_hash", "a string", manifest["content_hash"])
     if manifest["kind"] == "bm25":
+        need(manifest.get("metric", "bm25") == "bm25", "metric", "'bm25'", manifest.get("metric"))
         return
     for field in ("dim", "encoder"):
         if field not in manifest:
@@ -166,6 +167,8 @@ def check_manifest(manifest: object, source: Path) -> None:
     need(isinstance(encoder, dict), "encoder", "an object", encoder)
     need(isinstance(encoder.get("ctx_fingerprint"), str), "encoder.ctx_fingerprint", "a string", encoder.get("ctx_fingerprint"))
     need(isinstance(encoder.get("path"), str | None), "encoder.path", "a string", encoder.get("path"))
+    # how lewisrag searches it, whatever was written; export hands it to transformers as such
+    need(manifest.get("metric", "inner_product") == "inner_product", "metric", "'inner_product'", manifest.get("metric"))
     need(isinstance(manifest.get("faiss_factory", ""), str), "faiss_factory", "a FAISS factory string", manifest.get("faiss_factory"))
     params = manifest.get("search_params", {})
     need(isinstance(params, dict), "search_params", "an object of FAISS search parameters", params)
