@@ -26,14 +26,14 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from lewisrag import __version__
-from lewisrag.data.io import InputError, read_json, write_json, write_jsonl
+from lewisrag.data.io import InputError, write_json, write_jsonl
 from lewisrag.data.passages import open_passages
 from lewisrag.data.pretrained import check_generator_folder
 from lewisrag.data.records import ids_present, read_qa
 from lewisrag.data.threads import environment, resolve_device
 from lewisrag.eval.results import FORMAT
 from lewisrag.experiments import stages as S
-from lewisrag.experiments.presets import Preset, comparable
+from lewisrag.experiments.presets import Preset, comparable, read_run_config
 from lewisrag.experiments.swap import swap_matrix
 from lewisrag.index import open_retriever, retrieval_recall
 from lewisrag.index.dense import DenseBuildConfig, build_dense_index
@@ -146,7 +146,7 @@ def run_base(preset: Preset, run: Path, seed: int, resume: bool, threads: int | 
     config = json.loads(json.dumps({"preset": asdict(preset), "seed": seed, "threads": threads,
                                     "assets": {k: _where(v) if isinstance(v, str) else v for k, v in asdict(assets).items()},
                                     "settings": settings} | ({"lang": lang} if lang != "en" else {})))
-    if resume and (run / "config.json").exists() and comparable(read_json(run / "config.json")) != comparable(config):
+    if resume and (run / "config.json").exists() and comparable(read_run_config(run)) != comparable(config):
         raise InputError(run / "config.json", "was written by another preset, seed or assets; use a new --out or drop --resume")
     S.start_run(run, config, resume)
     stages: dict[str, dict] = {}

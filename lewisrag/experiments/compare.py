@@ -33,7 +33,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from lewisrag.data.io import InputError, read_json, write_json
+from lewisrag.data.io import InputError, expect, write_json
 from lewisrag.data.outputs import check_out_dir
 from lewisrag.data.records import check_gold_ids, read_passages, read_qa
 from lewisrag.eval.diagnose import diagnose
@@ -46,6 +46,7 @@ from lewisrag.eval.reports.i18n import messages
 from lewisrag.eval.results import CLAIM_METRICS, CONTRADICTIONS, Producer, QuestionRecord, Results, write_run_dir
 from lewisrag.training.checkpoint import load_trained
 from lewisrag.experiments.position import plot_positions, position_probe
+from lewisrag.experiments.presets import read_run_config
 from lewisrag.experiments.stitched_llm import GeneratorOptions, build_system, check_options
 from lewisrag.experiments.systems import Answered, LewisSystem, StitchedSystem
 from lewisrag.index import open_retriever
@@ -53,7 +54,7 @@ from lewisrag.index.dense import DenseIndex
 from lewisrag.scoring import qa as Q
 from lewisrag.scoring.aggregate import mean
 from lewisrag.scoring.retrieval import recall_at_k
-from lewisrag.training.stitched_train import StitchedTrainConfig, load_stitched, train_stitched
+from lewisrag.training.stitched_train import SETTINGS_FILE, StitchedTrainConfig, load_stitched, read_settings, train_stitched
 
 SYSTEMS = ("rag_token", "rag_sequence", "stitched")
 LAYER_METRICS = ("faithfulness", "context_recall", "answer_completeness", "citation_recall", "citation_precision")
@@ -226,6 +227,8 @@ def check_systems(run: Path, names, generator: GeneratorOptions | None = None) -
             if not (run / part).exists():
                 what = f"no trained '{n}' system" if part == n else f"no '{part}' for the stitched system's retrieval"
                 raise InputError(run / part, f"{what} in this run (run `lewisrag reproduce` first)")
+    if "stitched" in names and generator is None:
+        read_settings(run / "stitched")  # a damaged stitched.json fails here, before any model loads
 
 
 def load_systems(run: str | os.PathLike, names=SYSTEMS, batch_size: int = 16, max_length: int = 32,
@@ -244,8 +247,12 @@ def load_systems(run: str | os.PathLike, names=SYSTEMS, batch_size: int = 16, ma
             systems[n] = outside[n]
         elif n == "stitched":
             model, tokenizer, settings = load_stitched(run / "stitched", device=device)
+            retriever = open_retriever(run / "index_a", run / "dpr")
+            n_passages = len(retriever.index.passages)  # FAISS would pad a deeper search with row -1
+            expect(settings.k <= n_passages, run / "stitched" / SETTINGS_FILE, "settings.k",
+                   f"at most the index's {n_passages} passages", settings.k)
             # the stitched answer carries its citation: a few tokens more than the Lewis models' answers
-            systems[n] = StitchedSystem(open_retriever(run / "index_a", run / "dpr"), model, tokenizer, settings, max_length + 8)
+            systems[n] = StitchedSystem(retriever, model, tokenizer, settings, max_length + 8)
         else:
             model, tokenizers = load_trained(run / n, device=device)
             systems[n] = LewisSystem(model, tokenizers, index, batch_size, max_length)
@@ -266,10 +273,8 @@ def stitched_config(run: Path, preset, seed: int):
 
 
 def _run_max_length(run: Path) -> int:
-    """The decoding length the run's preset trained for (RUN/config.json), else 32."""
-    cfg = read_json(run / "config.json") if (run / "config.json").is_file() else {}
-    rag = (cfg.get("preset") or {}).get("rag") if isinstance(cfg, dict) else None
-    return int(rag.get("max_target_length", 32)) if isinstance(rag, dict) else 32
+    """The decoding length the run's preset trained for (RUN/config.json, checked by `read_run_config`), else 32."""
+    return read_run_config(run).get("preset", {}).get("rag", {}).get("max_target_length", 32)
 
 
 def train_stitched_stage(run: str | os.PathLike, preset, seed: int, on_progress: Progress = lambda *a: None) -> dict:
@@ -329,11 +334,12 @@ def compare_run(run: str | os.PathLike, out: str | os.PathLike, names=SYSTEMS, d
     run, out = Path(run), check_out_dir(out, KIND, overwrite=overwrite, inputs={"--run": run, "--questions": data, **local})
     data = Path(data) if data else run / "world" / "eval.jsonl"
     check_systems(run, names, generator)
+    max_length = _run_max_length(run)
     test, eval_examples = read_qa(run / "world" / "test.jsonl"), read_qa(data, qa_fields)  # all input read before any model
     passages = {p.id: p for p in read_passages(run / "world" / "passages_a.jsonl")}
     check_gold_ids(eval_examples, list(passages.values()), data, f"the run's passages {run / 'world' / 'passages_a.jsonl'}",
                    qa_fields)  # the passages every system searches
-    systems = load_systems(run, names, max_length=_run_max_length(run), generator=generator, device=device)
+    systems = load_systems(run, names, max_length=max_length, generator=generator, device=device)
     card = scorecard(systems, test, eval_examples, on_progress=on_progress)
     probe = [ex for ex in test if ex.kind == "short"][:position_questions]
     card["position"] = position_curves(systems, probe, passages, on_progress=on_progress) if probe else {}

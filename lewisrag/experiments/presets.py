@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
-from lewisrag.data.io import InputError
+from lewisrag.data.io import InputError, expect, is_count, read_json
 from lewisrag.training.closed_book import ClosedBookConfig
 from lewisrag.training.dpr import DPRTrainConfig
 from lewisrag.training.rag import RagTrainConfig
@@ -184,6 +186,28 @@ def comparable(config: dict) -> dict:
     if isinstance(out.get("preset"), dict):
         out["preset"] = {k: v for k, v in out["preset"].items() if k != "device"}
     return out
+
+
+def read_run_config(run: str | os.PathLike) -> dict:
+    """RUN/config.json ({} when the run has none), read back with what later commands take from it
+    checked: an object whose preset and RAG schedule are objects, and the numbers `compare` decodes
+    with (preset.rag.max_target_length, preset.stitched_k) whole numbers >= 1 where present. Each
+    fault is an InputError naming the file and the field. Keys `Preset` no longer has are let be: a
+    run made by an older lewisrag holds fields since removed (`parallel`), and compare reads none."""
+    file = Path(run) / "config.json"
+    if not file.is_file():
+        return {}
+    config = read_json(file)
+    expect(isinstance(config, dict), file, "(top level)", "a JSON object", type(config).__name__)
+    preset = config.get("preset", {})
+    expect(isinstance(preset, dict), file, "preset", "an object", preset)
+    rag = preset.get("rag", {})
+    expect(isinstance(rag, dict), file, "preset.rag", "an object", rag)
+    for name, holder in (("preset.rag.max_target_length", rag), ("preset.stitched_k", preset)):
+        key = name.rpartition(".")[2]
+        if key in holder:
+            expect(is_count(holder[key]) and holder[key] >= 1, file, name, "a whole number >= 1", holder[key])
+    return config
 
 
 def get_preset(name: str) -> Preset:

@@ -50,7 +50,7 @@ from lewisrag.eval.reports.i18n import check_lang
 from lewisrag.eval.results import FORMAT, Producer, QuestionRecord, Results, write_results
 from lewisrag.experiments import stages as S
 from lewisrag.experiments.base import prepare, run_base
-from lewisrag.experiments.presets import Preset, comparable
+from lewisrag.experiments.presets import Preset, comparable, read_run_config
 from lewisrag.experiments.report import write_report
 from lewisrag.experiments.tasks import stages as task_stages
 from lewisrag.index import open_retriever, retrieval_recall
@@ -61,11 +61,13 @@ from lewisrag.training.dpr import train_dpr
 Progress = Callable[[str, int, int, str], None]  # (task, done, total, info)
 
 
-def _run_stage(run: Path, name: str, resume: bool, fn: Callable[[], dict], on_stage) -> dict:
-    """Run `fn` unless `resume` and the stage finished before; record what it returned."""
+def _run_stage(run: Path, name: str, resume: bool, fn: Callable[[], dict], on_stage,
+               needs: dict[str, tuple[type, str]] | None = None) -> dict:
+    """Run `fn` unless `resume` and the stage finished before; record what it returned. A record read
+    back is checked (`stages.read_stage_record`, with `needs`: the fields the results take from it)."""
     path = S.stage_record(run, name)
     if resume and path.exists():
-        result = read_json(path)
+        result = S.read_stage_record(path, needs)
         on_stage(name, "skipped", result)
         return result
     on_stage(name, "started", {})
@@ -150,7 +152,7 @@ def run_threads(preset: Preset, run: Path, resume: bool) -> int | None:
         return preset.threads
     saved = run / "config.json"
     if resume and saved.is_file():
-        threads = read_json(saved).get("threads")
+        threads = read_run_config(run).get("threads")
         if isinstance(threads, int) and threads > 0:
             return threads
     return idle_cpus()
@@ -184,7 +186,7 @@ def check_resumed_config(run: Path, config: dict, resume: bool, what: str, text_
     """On `resume`, the run's config.json must be `config` (`what` says which flags make it), the language
     and the device aside (`comparable`): a run resumed in another language forgets its `text_stages`,
     which are redone in the new one."""
-    saved = read_json(run / "config.json") if resume and (run / "config.json").exists() else None
+    saved = read_run_config(run) if resume and (run / "config.json").exists() else None
     if saved is None:
         return
     if comparable(saved) != comparable(config):
@@ -211,15 +213,15 @@ def _reproduce(preset: Preset, run: Path, seed: int, resume: bool, threads: int 
     S.start_run(run, config, resume)
     stages = {}
 
-    def stage(name: str, fn: Callable[[], dict]) -> None:
-        stages[name] = _run_stage(run, name, resume, fn, on_stage)
+    def stage(name: str, fn: Callable[[], dict], needs: dict | None = None) -> None:
+        stages[name] = _run_stage(run, name, resume, fn, on_stage, needs)
 
     stage("world", lambda: _world(run, preset, seed))
     stage("dpr", lambda: train_world_dpr(run, preset, seed, on_progress))
     for snap in ("a", "b"):
         stage(f"index_{snap}", lambda s=snap: world_index(run, preset, s, on_progress))
     stage("bm25_a", lambda: _bm25(run))
-    stage("retrieval", lambda: _retrieval(run, preset, on_progress))
+    stage("retrieval", lambda: _retrieval(run, preset, on_progress), RETRIEVAL_NEEDS)
     stage("generator", lambda: S.generator(run, preset, seed, on_progress))
     for name, variant, frozen in (("rag_token", "token", False), ("rag_sequence", "sequence", False),
                                   ("rag_token_frozen", "token", True)):
@@ -321,6 +323,11 @@ def world_index(run: Path, preset: Preset, snap: str, on_progress: Progress, enc
 def _bm25(run: Path) -> dict:
     manifest = build_bm25_index(read_passages(run / "world" / "passages_a.jsonl"), run / "bm25_a")
     return {"dir": "bm25_a", "n_passages": manifest["n_passages"]}
+
+
+# what `_assemble` takes from the retrieval stage's record (its records are checked with every stage's)
+RETRIEVAL_NEEDS = {"split": (str, "a split name"), "dense": (dict, "an object of recall@k"),
+                   "bm25": (dict, "an object of recall@k"), "records": (list, "a list of records")}
 
 
 def _retrieval(run: Path, preset: Preset, on_progress: Progress) -> dict:

@@ -16,11 +16,12 @@ from pathlib import Path
 
 import torch
 
-from lewisrag.data.io import InputError, read_json, write_json, write_text
+from lewisrag.data.io import InputError, expect, is_number, read_json, read_json_list_lines, write_json, write_text
 from lewisrag.data.outputs import mark, staged_dir
 from lewisrag.data.pretrained import load_generator
 from lewisrag.data.records import read_qa
 from lewisrag.data.threads import resolve_device
+from lewisrag.eval.results import QuestionRecord
 from lewisrag.experiments.ask import ask
 from lewisrag.training.checkpoint import load_trained
 from lewisrag.experiments.compare import compare_stage, train_stitched_stage
@@ -50,6 +51,35 @@ FINISHED = ("results.json", "timings.json", "report.md", "report.html", "predict
 def stage_record(run: Path, name: str) -> Path:
     """RUN/stages/<name>.json: what a finished stage returned; `--resume` skips the stages that have one."""
     return run / "stages" / f"{name}.json"
+
+
+DAMAGED = "; the stage record is damaged (delete it, and --resume runs the stage again)"
+
+
+def read_stage_record(path: Path, needs: dict[str, tuple[type, str]] | None = None) -> dict:
+    """A finished stage's record, read back for `--resume` with what the run takes from it checked: an
+    object with its `seconds` (timings.json), `out` an object of what it adds to results.json, `records`
+    a list of evaluator records (`QuestionRecord.from_json`, each named by the line it opens on), and
+    `needs`, field -> (type, what): the fields this stage's results are assembled from. A stage writes
+    its record last and atomically, so a record that is there but wrong was damaged afterwards: an
+    InputError naming the file and the field, not a traceback; a record that is not there (the run was
+    killed before it) is the stage still to run."""
+    record, lines = read_json_list_lines(path, "records")
+    expect(isinstance(record, dict), path, "(top level)", "a JSON object", type(record).__name__, DAMAGED)
+    for field, (kind, what) in {"seconds": (float, "a number >= 0"), **(needs or {})}.items():
+        if field not in record:
+            raise InputError(path, "missing" + DAMAGED, field=field)
+        value = record[field]
+        ok = is_number(value) and value >= 0 if kind is float else isinstance(value, kind)
+        expect(ok, path, field, what, value, DAMAGED)
+    out = record.get("out", {})
+    expect(isinstance(out, dict), path, "out", "an object", out, DAMAGED)
+    expect(isinstance(out.get("qa", {}), dict), path, "out.qa", "an object", out.get("qa"), DAMAGED)  # merged by system
+    records = record.get("records", [])
+    expect(isinstance(records, list), path, "records", "a list of records", records, DAMAGED)
+    for i, rec in enumerate(records):
+        QuestionRecord.from_json(rec, path, i, lines[i])
+    return record
 
 
 def start_run(run: Path, config: dict, resume: bool) -> None:

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lewisrag.chat_client import ChatClient, ChatError, map_in_threads
-from lewisrag.data.io import InputError, read_json
+from lewisrag.data.io import InputError
 from lewisrag.eval.judges.base import DiskCache, digest
 from lewisrag.eval.statements import canonical_citations, strip_citations
 from lewisrag.experiments.systems import Answered, as_passage
@@ -261,16 +261,15 @@ class LLMStitchedSystem:
 
 
 def run_k(run: Path) -> int:
-    """Passages per prompt by default: the run's trained stitched k, else its preset's, else 5."""
-    from lewisrag.training.stitched_train import SETTINGS_FILE
+    """Passages per prompt by default: the run's trained stitched k, else its preset's, else 5 (each
+    file checked: a damaged one is an InputError naming it, not a k taken from elsewhere in silence)."""
+    # here, as build_system's: both modules load torch, which the light paths of this module never need
+    from lewisrag.experiments.presets import read_run_config
+    from lewisrag.training.stitched_train import SETTINGS_FILE, read_settings
 
     if (run / "stitched" / SETTINGS_FILE).is_file():
-        k = ((read_json(run / "stitched" / SETTINGS_FILE) or {}).get("settings") or {}).get("k")
-        if isinstance(k, int) and k > 0:
-            return k
-    cfg = read_json(run / "config.json") if (run / "config.json").is_file() else {}
-    k = ((cfg.get("preset") or {}) if isinstance(cfg, dict) else {}).get("stitched_k")
-    return k if isinstance(k, int) and k > 0 else DEFAULT_K
+        return read_settings(run / "stitched").k
+    return read_run_config(run).get("preset", {}).get("stitched_k", DEFAULT_K)
 
 
 def build_system(run: Path, o: GeneratorOptions, max_new_tokens: int, device: str = "cpu") -> LLMStitchedSystem:

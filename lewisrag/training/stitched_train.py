@@ -24,13 +24,13 @@ import math
 import os
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import torch
 from transformers.models.bart.modeling_bart import BartLearnedPositionalEmbedding
 
-from lewisrag.data.io import InputError, read_json, write_json
+from lewisrag.data.io import InputError, expect, is_count, read_json, write_json
 from lewisrag.data.outputs import check_out_dir, staged_dir
 from lewisrag.data.pretrained import load_generator
 from lewisrag.data.records import check_gold_ids, of_kinds, read_qa
@@ -240,7 +240,35 @@ def _loss(model, tokenizer, inputs: list[str], targets: list[str], cfg: Stitched
 def load_stitched(path: str | os.PathLike, device: str = "cpu"):
     """(generator in eval mode on `device`, tokenizer, StitchSettings) from a `train_stitched` output directory."""
     p = Path(path)
-    if not (p / SETTINGS_FILE).is_file():
-        raise InputError(p, f"not a stitched generator directory (no {SETTINGS_FILE})")
+    settings = read_settings(p)  # before the model: a damaged file is one line, not a load and a traceback
     model, tokenizer = load_generator(p, device=device)
-    return model.eval(), tokenizer, StitchSettings(**read_json(p / SETTINGS_FILE)["settings"])
+    return model.eval(), tokenizer, settings
+
+
+def read_settings(path: str | os.PathLike) -> StitchSettings:
+    """The StitchSettings in DIR/stitched.json, read back field by field: a hand-edited or damaged file
+    is an InputError naming the field, not a traceback when the first question is stitched. A setting
+    the file lacks takes its default (older folders); one StitchSettings does not have is refused."""
+    p = Path(path)
+    file = p / SETTINGS_FILE
+    if not file.is_file():
+        raise InputError(p, f"not a stitched generator directory (no {SETTINGS_FILE})")
+    meta = read_json(file)
+    expect(isinstance(meta, dict), file, "(top level)", "a JSON object", type(meta).__name__)
+    if "settings" not in meta:
+        raise InputError(file, "missing", field="settings")
+    raw = meta["settings"]
+    expect(isinstance(raw, dict), file, "settings", "an object", raw)
+    known = {f.name: f.default for f in fields(StitchSettings)}
+    for name, value in raw.items():
+        field = f"settings.{name}"
+        if name not in known:  # StitchSettings(**raw) would refuse it in a traceback
+            raise InputError(file, f"unknown setting (one of {', '.join(known)})", field=field)
+        default = known[name]
+        if isinstance(default, bool):
+            expect(isinstance(value, bool), file, field, "true or false", value)
+        elif isinstance(default, int):  # k: passages stitched into one input
+            expect(is_count(value) and value >= 1, file, field, "a whole number >= 1", value)
+        else:
+            expect(isinstance(value, str), file, field, "a string", value)
+    return StitchSettings(**raw)
