@@ -184,19 +184,206 @@ def json_item_lines(text: str, key: str | None = None) -> Iterator[int]:
 
 
 def _iter_parquet(p: Path) -> Iterator[tuple[int, dict]]:
+    """The rows of a Parquet file, a row group at a time; a group that cannot be decoded (damaged
+    pages, a bad compressed block) is an error naming the file and the group, and a string that is
+    not UTF-8 one naming the row and the field, as the JSONL reader names its line."""
     import pyarrow.parquet as pq  # loads on first use: the CLI imports this module at start-up
 
     try:
-        table = pq.read_table(p)
+        file = pq.ParquetFile(p)
+        groups = file.metadata.num_row_groups
     except Exception as e:  # pyarrow raises several unrelated types for a bad file
-        raise InputError(p, f"cannot read Parquet: {e}") from None
-    for i, rec in enumerate(table.to_pylist(), start=1):
-        yield i, rec
+        raise InputError(p, f"cannot read Parquet: {one_line(e)}") from None
+    row = 0
+    for g in range(groups):
+        try:
+            table = file.read_row_group(g)
+        except MemoryError:
+            raise
+        except Exception as e:  # damaged data pages: OSError, ArrowInvalid, ...
+            raise InputError(p, f"cannot read Parquet: row group {g + 1} of {groups} (from row {row + 1}): "
+                             f"{one_line(e)}") from None
+        yield from _arrow_rows(table, p, row)
+        row += table.num_rows
 
 
 def _iter_hf(spec: str) -> Iterator[tuple[int, dict]]:
-    for i, rec in enumerate(load_hf(spec), start=1):
+    ds = load_hf(spec)
+    table = ds.data.table if getattr(ds, "_indices", None) is None else ds.with_format("arrow")[:]  # in the rows' order
+    bad = arrow_text_problem(table)
+    for i, rec in enumerate(ds if bad is None else ds.select(range(bad[0])), start=1):  # the rows before a bad one
         yield i, dict(rec)
+    if bad is not None:
+        raise InputError(spec, bad[2], line=bad[0] + 1, field=bad[1])
+
+
+def _arrow_rows(table, source, offset: int) -> Iterator[tuple[int, dict]]:
+    """The rows of an Arrow table as records, numbered from `offset` + 1: those before a bad string
+    (see `arrow_text_problem`), then the error naming it, as a JSONL file is read line by line."""
+    bad = arrow_text_problem(table)
+    good = table if bad is None else table.slice(0, bad[0])
+    for i, rec in enumerate(good.to_pylist(), start=offset + 1):
+        yield i, rec
+    if bad is not None:
+        raise InputError(source, bad[2], line=offset + bad[0] + 1, field=bad[1])
+
+
+def arrow_text_problem(table, columns: Iterable[str] | None = None) -> tuple[int, str, str] | None:
+    """`(row, field, message)` of the first string in an Arrow table (or in its `columns`) that
+    Python cannot read, or None: row from 0, field a path as `_unencodable` writes it ('question',
+    'answer.value', 'answers[1]'), message "not valid UTF-8 (byte N)" as the JSONL reader says it.
+
+    Arrow's string types promise UTF-8, but a writer can break the promise (a Parquet column of
+    latin-1 bytes marked as strings, an Arrow file written from raw buffers), and pyarrow then fails
+    where Python strings are made, naming no row. One full validation per column finds whether there
+    is such a string (fast, in C++); only then are its rows looked at one block at a time.
+    A column whose data is damaged in another way (offsets out of range) is named the same way.
+    """
+    import pyarrow as pa  # loads on first use: the CLI imports this module at start-up
+
+    found = None
+    for name in table.column_names if columns is None else columns:
+        column = table.column(name)
+        if not _holds_strings(column.type):
+            continue
+        try:
+            column.validate(full=True)
+            continue
+        except pa.ArrowException:
+            pass
+        problem = _first_invalid_row(column, name)
+        if problem is not None and (found is None or problem[0] < found[0]):
+            found = problem
+    return found
+
+
+_BLOCK = 4096  # rows validated at a time while looking for the bad one
+
+
+def _first_invalid_row(column, name: str) -> tuple[int, str, str] | None:
+    import pyarrow as pa
+
+    def invalid(start: int, length: int) -> str | None:
+        try:
+            column.slice(start, length).validate(full=True)
+        except pa.ArrowException as e:
+            return one_line(e)
+        return None
+
+    flat = pa.types.is_string(column.type) or pa.types.is_large_string(column.type) or pa.types.is_string_view(column.type)
+    if not flat:  # a slice of a list or struct validates all of its child array: its rows are read instead, bytes for strings
+        for block in range(0, len(column), _BLOCK):
+            try:
+                values = column.slice(block, _BLOCK).cast(_as_bytes(column.type)).to_pylist()
+            except Exception:  # damaged beyond reading: named below, by its first invalid slice
+                break
+            for row, value in enumerate(values, start=block):
+                found = _walk_strings(value, column.type, name)
+                if found is not None:
+                    return (row, *found)
+    for block in range(0, len(column), _BLOCK):
+        if invalid(block, _BLOCK) is None:
+            continue
+        for row in range(block, min(block + _BLOCK, len(column))):
+            why = invalid(row, 1)
+            if why is not None:
+                return (row, *_bad_string(column.slice(row, 1), name, why))
+        return block, name, f"invalid Arrow data: {invalid(block, _BLOCK)}"
+    return 0, name, f"invalid Arrow data: {invalid(0, len(column))}"
+
+
+def _bad_string(one_row, name: str, why: str) -> tuple[str, str]:
+    """(field, message) for the one row of a column that failed validation: the path of its first
+    string that is not UTF-8, or the column itself with Arrow's words when it is damaged otherwise."""
+    try:
+        value = one_row.cast(_as_bytes(one_row.type)).to_pylist()[0]  # the same data, strings as bytes
+        found = _walk_strings(value, one_row.type, name)
+    except Exception:  # damaged beyond reading: Arrow's own words below
+        found = None
+    if found is not None:
+        return found
+    return name, f"invalid Arrow data: {why}"
+
+
+def _holds_strings(t) -> bool:
+    import pyarrow as pa
+
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return True
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t) or pa.types.is_list_view(t) \
+            or pa.types.is_large_list_view(t):
+        return _holds_strings(t.value_type)
+    if pa.types.is_struct(t):
+        return any(_holds_strings(t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_map(t):
+        return _holds_strings(t.key_type) or _holds_strings(t.item_type)
+    if pa.types.is_dictionary(t):
+        return _holds_strings(t.value_type)
+    return False
+
+
+def _as_bytes(t):
+    """`t` with every string type made the binary type of the same layout (a zero-copy cast)."""
+    import pyarrow as pa
+
+    if pa.types.is_string(t):
+        return pa.binary()
+    if pa.types.is_large_string(t):
+        return pa.large_binary()
+    if pa.types.is_string_view(t):
+        return pa.binary_view()
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(_as_bytes(t.value_type)))
+    if pa.types.is_large_list(t):
+        return pa.large_list(t.value_field.with_type(_as_bytes(t.value_type)))
+    if pa.types.is_fixed_size_list(t):
+        return pa.list_(t.value_field.with_type(_as_bytes(t.value_type)), t.list_size)
+    if pa.types.is_struct(t):
+        return pa.struct([t.field(i).with_type(_as_bytes(t.field(i).type)) for i in range(t.num_fields)])
+    if pa.types.is_dictionary(t):
+        return _as_bytes(t.value_type)
+    return t
+
+
+def _walk_strings(value, t, path: str) -> tuple[str, str] | None:
+    """(path, message) of the first bytes in `value` (a row read with `_as_bytes`) that were a string
+    of type `t` and are not UTF-8; None if there is none."""
+    import pyarrow as pa
+
+    if value is None:
+        return None
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        try:
+            value.decode("utf-8")
+        except UnicodeDecodeError as e:
+            return path, f"not valid UTF-8 (byte {e.start})"
+        return None
+    if pa.types.is_struct(t):
+        for i in range(t.num_fields):
+            f = t.field(i)
+            found = _walk_strings(value.get(f.name), f.type, f"{path}.{f.name}")
+            if found is not None:
+                return found
+    elif hasattr(t, "value_type") and isinstance(value, list):  # the list types
+        for i, item in enumerate(value):
+            found = _walk_strings(item, t.value_type, f"{path}[{i}]")
+            if found is not None:
+                return found
+    return None
+
+
+def one_line(error: BaseException | str) -> str:
+    """A library's error text as one printable line: its lines joined with "; ", control characters
+    escaped (pyarrow quotes the raw byte it stopped at: "don't know what type: \\x0f").
+
+    >>> one_line("Couldn't deserialize thrift: don't know what type: \\x0f\\nDeserializing page header failed.\\n")
+    "Couldn't deserialize thrift: don't know what type: \\\\x0f; Deserializing page header failed."
+    """
+    text = str(error) or type(error).__name__
+    joined = "; ".join(line.strip() for line in text.splitlines() if line.strip())
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in joined)
 
 
 def load_hf(spec: str):
@@ -216,7 +403,7 @@ def load_hf(spec: str):
     try:
         return datasets.load_dataset(name, config, split=split)
     except Exception as e:  # network, missing dataset, bad split: all are the user's input
-        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        why = one_line(str(e).splitlines()[0] if str(e).strip() else type(e).__name__)
         if "reach" in why and not os.environ.get("HF_HUB_OFFLINE"):
             why += "; offline, HF_HUB_OFFLINE=1 reads the datasets cache without retrying"
         raise InputError(spec, f"cannot load dataset: {why}") from None
@@ -266,10 +453,21 @@ def given_once(flag: str, values: Iterable, key: Callable[[Any], Any] = lambda v
         seen[k] = v
 
 
+def decoded(value, source, line: int, field: str):
+    """`value`, or the text of bytes (a Parquet or Arrow column of binary type): UTF-8 as in JSONL, an
+    InputError naming the field otherwise."""
+    if not isinstance(value, bytes | bytearray | memoryview):
+        return value
+    try:
+        return bytes(value).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(source, f"not valid UTF-8 (byte {e.start})", line=line, field=field) from None
+
+
 def require_str(rec: dict, field: str, source, line: int, *, nonempty: bool = True) -> str:
     if field not in rec or rec[field] is None:
         raise InputError(source, "missing", line=line, field=field)
-    value = rec[field]
+    value = decoded(rec[field], source, line, field)
     if not isinstance(value, str):
         raise InputError(source, f"expected a string, got {type(value).__name__}", line=line, field=field)
     if nonempty and not value.strip():
@@ -291,6 +489,8 @@ def require_str_list(rec: dict, field: str, source, line: int, *, required: bool
     value = rec[field]
     if hasattr(value, "tolist"):  # numpy arrays from Parquet / datasets
         value = value.tolist()
+    if isinstance(value, list):
+        value = [decoded(v, source, line, f"{field}[{i}]") for i, v in enumerate(value)]
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise InputError(source, "expected a list of strings", line=line, field=field)
     return value
@@ -335,7 +535,7 @@ def record_id(rec: dict, source, line: int, seen: dict[str, int], *, field: str 
     """The record's id (at `field`, a key or dotted path) as a string; a repeated id is an error
     naming both lines. A missing id is an error too, unless `derive_from` (the record's question)
     is given: then the id is `derived_id(derive_from, seen)`."""
-    value = get_path(rec, field)
+    value = decoded(get_path(rec, field), source, line, field)
     if value is None:
         if derive_from is None:
             raise InputError(source, "missing", line=line, field=field)

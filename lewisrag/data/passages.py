@@ -23,10 +23,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lewisrag.data.io import InputError, existing_file, load_hf, read_json
+from lewisrag.data.io import InputError, arrow_text_problem, existing_file, expect, load_hf, one_line, read_json
 from lewisrag.data.records import Passage, read_passages
 
 COLUMNS = ("id", "title", "text", "embeddings")  # the columns read; others are ignored
+TEXT_COLUMNS = ("id", "title", "text")  # binary ones are read as UTF-8 text, as JSONL's bytes are
 PASSAGE_SCHEMA = pa.schema([("id", pa.string()), ("title", pa.string()), ("text", pa.string())])  # as indexes store them
 BATCH_ROWS = 8192  # rows turned into Passages at a time when iterating
 SCAN_ROWS = 1 << 18  # rows checked per pyarrow.compute call while validating
@@ -56,9 +57,9 @@ def open_table(path: str | os.PathLike) -> PassageTable:
     else:
         p = existing_file(spec)
         try:
-            table = RowGroups(pq.ParquetFile(p, memory_map=True))
+            table = RowGroups(pq.ParquetFile(p, memory_map=True), source=spec)
         except Exception as e:  # pyarrow raises several unrelated types for a bad file
-            raise InputError(spec, f"cannot read Parquet: {e}") from None
+            raise InputError(spec, f"cannot read Parquet: {one_line(e)}") from None
     return PassageTable(table, spec)
 
 
@@ -70,26 +71,29 @@ class RowGroups:
     their vectors are some 80 GB — so a `PassageTable` over a Parquet file asks for row groups
     as it reads rows: memory stays at a few row groups, and reading the rows in order (encoding,
     copying vectors, writing an index's passage store) decodes each group once.
+
+    Binary passage columns read as strings (`as_text`); a group that cannot be decoded (a damaged
+    page, compressed block or page header) is an InputError naming `source` and the group.
     """
 
     CACHED = 2  # decoded row groups kept
 
-    def __init__(self, file: pq.ParquetFile, columns: Sequence[str] | None = None):
-        self.file = file
+    def __init__(self, file: pq.ParquetFile, columns: Sequence[str] | None = None, source: str | os.PathLike = ""):
+        self.file, self.source = file, str(source)
         self.columns = list(columns) if columns is not None else list(file.schema_arrow.names)
-        self.schema = pa.schema([file.schema_arrow.field(c) for c in self.columns])
+        self.schema = text_schema(pa.schema([file.schema_arrow.field(c) for c in self.columns]))
         meta = file.metadata
         self.sizes = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
         self._cache: dict[int, pa.RecordBatch] = {}
 
     def select(self, names: Sequence[str]) -> RowGroups:
-        return RowGroups(self.file, names)
+        return RowGroups(self.file, names, self.source)
 
     def batch(self, i: int) -> pa.RecordBatch:
         if i not in self._cache:
             if len(self._cache) >= self.CACHED:
                 self._cache.pop(next(iter(self._cache)))  # the oldest
-            table = self.file.read_row_group(i, columns=self.columns)
+            table = as_text(self._read(i, self.columns))
             self._cache[i] = table.combine_chunks().to_batches()[0] if table.num_rows else pa.RecordBatch.from_pylist([], self.schema)
         return self._cache[i]
 
@@ -97,26 +101,178 @@ class RowGroups:
         """One column of row group `i`, decoded alone (the duplicate-id check reads ids only)."""
         if i in self._cache:
             return self._cache[i].column(name)
-        return self.file.read_row_group(i, columns=[name]).column(name).combine_chunks()
+        return as_text(self._read(i, [name])).column(name).combine_chunks()
+
+    def _read(self, i: int, columns: list[str]) -> pa.Table:
+        try:
+            return self.file.read_row_group(i, columns=columns)
+        except MemoryError:
+            raise
+        except Exception as e:  # a damaged page: OSError ("Corrupt snappy compressed data."), ArrowInvalid, ...
+            start = sum(self.sizes[:i])
+            raise InputError(self.source, f"cannot read Parquet: row group {i + 1} of {len(self.sizes)} (rows {start + 1}-"
+                             f"{start + self.sizes[i]}): {one_line(e)}") from None
+
+
+def text_schema(schema: pa.Schema) -> pa.Schema:
+    """`schema` with its binary passage columns (TEXT_COLUMNS) as strings of the same layout."""
+    for i, f in enumerate(schema):
+        if f.name in TEXT_COLUMNS and _text_type(f.type) is not None:
+            schema = schema.set(i, f.with_type(_text_type(f.type)))
+    return schema
+
+
+def as_text(table):
+    """A table or record batch with its binary passage columns read as strings: the same buffers,
+    not checked here (`PassageTable._validate` names a row that is not UTF-8)."""
+    for i, name in enumerate(table.column_names):
+        target = _text_type(table.column(i).type) if name in TEXT_COLUMNS else None
+        if target is not None:
+            cast = pc.cast(table.column(i), options=pc.CastOptions(target_type=target, allow_invalid_utf8=True))
+            table = table.set_column(i, pa.field(name, target, table.schema.field(i).nullable), cast)
+    return table
+
+
+def _text_type(t: pa.DataType) -> pa.DataType | None:
+    """The string type with the layout of binary type `t`; None for any other type."""
+    if pa.types.is_binary(t):
+        return pa.string()
+    if pa.types.is_large_binary(t):
+        return pa.large_string()
+    if pa.types.is_binary_view(t):
+        return pa.string_view()
+    return None
+
+
+# what datasets' load_from_disk reads from state.json beside `_data_files`: (field, check, expected)
+STATE_FIELDS = (
+    ("_fingerprint", lambda v: isinstance(v, str), "a string"),
+    ("_split", lambda v: v is None or isinstance(v, str), "a split name or null"),
+    ("_format_type", lambda v: v is None or isinstance(v, str), "a format name or null"),
+    ("_format_kwargs", lambda v: isinstance(v, dict), "an object"),
+    ("_format_columns", lambda v: v is None or (isinstance(v, list) and all(isinstance(c, str) for c in v)),
+     "a list of column names or null"),
+    ("_output_all_columns", lambda v: isinstance(v, bool), "true or false"),
+)
 
 
 def _saved_dataset(p: Path) -> pa.Table:
+    """The Arrow table of a `datasets` save_to_disk folder. Its state.json and dataset_info.json are
+    checked first, field by field, so that a damaged one is named with the field at fault (datasets
+    itself fails with a KeyError or TypeError naming neither); then datasets loads it."""
     if (p / "dataset_dict.json").is_file():
         meta = read_json(p / "dataset_dict.json")
         splits = meta.get("splits") if isinstance(meta, dict) else None
         if not isinstance(splits, list) or not splits:
             raise InputError(p / "dataset_dict.json", "expected a non-empty list of split names (datasets' DatasetDict "
                              "layout)", field="splits")
-        example = f", e.g. {p / splits[0]}" if splits else ""
-        raise InputError(p, f"holds a DatasetDict (splits: {', '.join(map(str, splits))}): give one split's folder{example}")
+        for i, split in enumerate(splits):
+            expect(isinstance(split, str) and bool(split.strip()), p / "dataset_dict.json", f"splits[{i}]",
+                   "a split name (the name of a folder beside it)", split)
+        raise InputError(p, f"holds a DatasetDict (splits: {', '.join(splits)}): give one split's folder, e.g. {p / splits[0]}")
     if not (p / "state.json").is_file():
         raise InputError(p, "is a folder, but not a dataset written by datasets' save_to_disk (no state.json)")
+    files, state = _check_state(p, p / "state.json")
+    info = _check_info(p / "dataset_info.json")
     import datasets  # loads on first use (~1 s): only save_to_disk folders need it
 
     try:
         return _dataset_table(datasets.load_from_disk(str(p)))
-    except Exception as e:  # damaged or foreign files: the user's input
-        raise InputError(p, f"cannot load the saved dataset: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+    except Exception as e:  # damaged or foreign files: the user's input, named as closely as can be
+        _name_what_failed(files, state, info, p)
+        raise InputError(p, f"cannot load the saved dataset: {_first_line(e)}") from None
+
+
+def _check_state(folder: Path, path: Path) -> tuple[list[Path], dict]:
+    """The Arrow files state.json lists, each checked to be a file in `folder`, and state.json, its
+    other fields checked."""
+    state = read_json(path)
+    if not isinstance(state, dict):
+        raise InputError(path, f"expected a JSON object (datasets' save_to_disk state), got {type(state).__name__}")
+    listed = state.get("_data_files")
+    if listed is None:
+        raise InputError(path, "missing", field="_data_files")
+    expect(isinstance(listed, list) and bool(listed), path, "_data_files", 'a non-empty list of {"filename": ...}', listed)
+    files = []
+    for i, item in enumerate(listed):
+        name = item.get("filename") if isinstance(item, dict) else None
+        if not isinstance(item, dict):
+            expect(False, path, f"_data_files[{i}]", 'an object {"filename": ...}', item)
+        expect(isinstance(name, str) and name not in ("", ".", "..") and Path(name).name == name, path,
+               f"_data_files[{i}].filename", "the name of an Arrow file in the folder", name)
+        if not (folder / name).is_file():
+            raise InputError(path, f"'{name}' is not a file in {folder}", field=f"_data_files[{i}].filename")
+        files.append(folder / name)
+    for field, ok, what in STATE_FIELDS:
+        if field not in state:
+            raise InputError(path, "missing", field=field)
+        expect(ok(state[field]), path, field, what, state[field])
+    return files, state
+
+
+def _check_info(path: Path) -> dict:
+    """dataset_info.json, each field read by datasets on its own so that the one it refuses is named."""
+    if not path.is_file():
+        raise InputError(path, "file not found (datasets' save_to_disk writes it beside state.json)")
+    info = read_json(path)
+    if not isinstance(info, dict):
+        raise InputError(path, f"expected a JSON object (datasets' DatasetInfo), got {type(info).__name__}")
+    features = info.get("features")
+    expect(features is None or isinstance(features, dict), path, "features", "an object of column features or null", features)
+    import datasets  # loads on first use (~1 s): only save_to_disk folders need it
+
+    try:
+        datasets.DatasetInfo.from_dict(info)
+    except Exception as whole:
+        for field, value in info.items():
+            try:
+                datasets.DatasetInfo.from_dict({field: value})
+            except Exception as e:
+                raise InputError(path, f"datasets cannot read it: {_first_line(e)}", field=field) from None
+        raise InputError(path, f"datasets cannot read it: {_first_line(whole)}") from None
+    return info
+
+
+def _name_what_failed(files: list[Path], state: dict, info: dict, folder: Path) -> None:
+    """After datasets failed to load a checked folder: an InputError naming the Arrow file that
+    cannot be read, dataset_info.json's features when they do not describe the files' columns, or
+    the format in state.json that datasets refuses; nothing if none of them is the cause."""
+    import datasets  # loads on first use: as in _saved_dataset
+
+    schema = None
+    for f in files:
+        try:
+            with pa.memory_map(str(f)) as source:
+                table = pa.ipc.open_stream(source).read_all()
+        except Exception as e:  # datasets writes Arrow streams; anything else is damaged or foreign
+            raise InputError(f, f"cannot read the Arrow file: {one_line(e)}") from None
+        if schema is not None and table.schema != schema:
+            raise InputError(f, f"its columns differ from those of {files[0].name}")
+        schema = table.schema
+    if schema is None:
+        return
+    if info.get("features") is not None:
+        try:
+            listed = datasets.Features.from_dict(info["features"])
+            stored = datasets.Features.from_arrow_schema(schema)
+            same = listed.reorder_fields_as(stored).type == stored.type
+            why = "" if same else f"{listed} (here) against {stored} (the Arrow files)"
+        except Exception as e:
+            why = _first_line(e)
+        if why:
+            raise InputError(folder / "dataset_info.json", f"does not describe the Arrow files' columns: {why}", field="features")
+    empty, settings = datasets.Dataset(schema.empty_table()), {}
+    for field, key in (("_format_type", "type"), ("_format_columns", "columns"), ("_output_all_columns", "output_all_columns"),
+                       ("_format_kwargs", None)):  # one more at a time, as load_from_disk passes them all
+        settings = {**settings, **(state[field] if key is None else {key: state[field]})}
+        try:
+            empty.with_format(**settings)
+        except Exception as e:
+            raise InputError(folder / "state.json", f"datasets refuses it: {_first_line(e)}", field=field) from None
+
+
+def _first_line(e: BaseException) -> str:
+    return one_line(str(e).splitlines()[0] if str(e).strip() else type(e).__name__)
 
 
 def _dataset_table(ds) -> pa.Table:
@@ -138,12 +294,12 @@ class PassageTable(Sequence[Passage]):
         opening it costs no pass over the rows."""
         self.source = str(source)
         names = [c for c in COLUMNS if c in table.schema.names]
-        self.schema = table.schema
+        self.schema = text_schema(table.schema)
         if isinstance(table, RowGroups):  # a Parquet file: row groups decoded as they are read
             self._groups = table.select(names)
             sizes = self._groups.sizes
         else:  # an Arrow table: its record batches, in memory or memory-mapped
-            self._groups = [b for b in table.select(names).to_batches() if b.num_rows]
+            self._groups = [b for b in as_text(table.select(names)).to_batches() if b.num_rows]
             sizes = [b.num_rows for b in self._groups]
         self._n_groups = len(sizes)
         self._starts = np.cumsum([0] + sizes)  # row where each batch starts
@@ -329,14 +485,25 @@ class PassageTable(Sequence[Passage]):
                 raise InputError(self.source, f"expected strings, got a column of {t}", line=1, field=name)
         dup = self._first_duplicate()
         problems = []  # (row, field order, field, message)
-        for start in range(0, dup[0] if dup else self._n, SCAN_ROWS):
+        for start in range(0, dup[0] + 1 if dup else self._n, SCAN_ROWS):
             part = self._slice(start, min(self._n, start + SCAN_ROWS))
-            for order, name in ((0, "id"), (2, "text")):
+            for order, name in ((0, "id"), (1, "title"), (2, "text")):
+                if name not in part.column_names:
+                    continue
                 col = part.column(name)
+                valid = len(col)  # rows before the first that is not UTF-8 (pyarrow.compute reads no further)
+                if _is_string(col.type):
+                    bad = arrow_text_problem(part, [name])
+                    if bad is not None:  # as JSONL's bad line, before what the row holds: -3 for id ... -1 for text
+                        valid = bad[0]
+                        problems.append((start + bad[0], order - 3, name, bad[2]))
+                if name == "title":
+                    continue  # any title, or none
                 if col.null_count:
                     problems.append((start + _first(pc.is_null(col)), order, name, "missing"))
-                elif _is_string(col.type):
-                    blank = pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(col)), 0)
+                if _is_string(col.type) and valid:
+                    checked = col.slice(0, valid)
+                    blank = pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(checked)), 0)
                     if pc.any(blank).as_py():
                         problems.append((start + _first(blank), order, name, "empty"))
             if problems:
@@ -360,8 +527,13 @@ class PassageTable(Sequence[Passage]):
             mask = pc.is_in(chunk, value_set=repeated)
             rows += [offset + int(i) for i in pc.indices_nonzero(mask).to_numpy()]
             offset += len(chunk)
+        values = ids.take(pa.array(rows, pa.int64()))
+        if _is_string(values.type):  # as bytes: an id that is not UTF-8 is named by _validate, not here
+            values = [v.decode("utf-8", "backslashreplace") for v in pc.cast(values, pa.large_binary()).to_pylist()]
+        else:
+            values = values.to_pylist()
         seen: dict = {}
-        for row, value in zip(rows, ids.take(pa.array(rows, pa.int64())).to_pylist()):
+        for row, value in zip(rows, values):
             if value in seen:
                 return row, seen[value], str(value)
             seen[value] = row

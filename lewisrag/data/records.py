@@ -190,8 +190,8 @@ def _qa_example(rec: dict, schema: QASchema, path, line: int, seen: dict[str, in
     qid = record_id(flat, path, line, seen, field=schema.path("id"), derive_from=question)
     if schema.answers == "trivia_qa":
         answers = _trivia_answers(flat, a_field, path, line)
-    elif schema.answers == "mapped" and isinstance(flat[a_field], str):
-        answers = [flat[a_field]]
+    elif schema.answers == "mapped" and isinstance(flat[a_field], str | bytes):  # bytes: a binary Parquet column
+        answers = [require_str(flat, a_field, path, line, nonempty=False)]
     else:
         answers = require_str_list(flat, a_field, path, line)
     for i, answer in enumerate(answers):  # an empty answer would be trained on and matched by every empty output
