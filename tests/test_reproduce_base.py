@@ -7,6 +7,7 @@ JSONL (snapshot B), with questions about each snapshot for the swap matrix.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pyarrow as pa
@@ -106,6 +107,19 @@ def test_wrong_model_folders_are_refused_before_any_stage(assets, tmp_path, monk
         code, _, err = run_main(monkeypatch, capsys, *_flags({**assets, **swap}, out))
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
         assert not out.exists()
+
+
+def test_generation_settings_rag_cannot_decode_with_are_refused_before_any_stage(assets, tmp_path, monkeypatch, capsys):
+    """A do_sample in the generator's generation_config.json failed at the rag_token stage, after the
+    indexes were built."""
+    gen = shutil.copytree(assets["bart"], tmp_path / "gen")
+    file = gen / "generation_config.json"
+    settings = json.loads(file.read_text()) if file.is_file() else {"decoder_start_token_id": 2}
+    file.write_text(json.dumps({**settings, "do_sample": True}))
+    out = tmp_path / "run"
+    code, _, err = run_main(monkeypatch, capsys, *_flags({**assets, "bart": gen}, out))
+    assert code == 2 and "generation_config.json" in err and "field 'do_sample'" in err and len(err.strip().splitlines()) == 1, err
+    assert not out.exists()
 
 
 def test_base_measures_recall_when_test_questions_name_gold_passages(assets, tiny_corpus, tmp_path, monkeypatch, capsys):

@@ -131,6 +131,24 @@ def _check_model_folders(assets: BaseAssets) -> None:
                              "folder of the pair")
     if not str(assets.generator).startswith("hf:"):
         check_generator_folder(assets.generator)
+        _check_generation(Path(assets.generator))
+
+
+def _check_generation(folder: Path) -> None:
+    """The generator's generation settings, which the RAG stages decode with, checked before the first
+    stage (`decoding.check_generation_config`): a do_sample in them failed at rag_token, indexes built."""
+    from transformers import AutoConfig, GenerationConfig
+
+    from lewisrag.rag_model.decoding import check_generation_config, generation_file
+
+    try:
+        config = AutoConfig.from_pretrained(folder)
+        has_file = (folder / "generation_config.json").is_file()
+        gc = GenerationConfig.from_pretrained(folder) if has_file else GenerationConfig.from_model_config(config)
+    except (OSError, ValueError, TypeError) as e:  # the model's own load names it in detail, at the generator stage
+        why = str(e).splitlines()[0] if str(e) else repr(e)
+        raise InputError(generation_file(folder), f"--generator: cannot be read ({why})") from None
+    check_generation_config(gc, config.vocab_size, generation_file(folder))
 
 
 def run_base(preset: Preset, run: Path, seed: int, resume: bool, threads: int | None, assets: BaseAssets,

@@ -23,6 +23,7 @@ from lewisrag.data.records import read_qa
 from lewisrag.data.threads import resolve_device
 from lewisrag.eval.results import QuestionRecord
 from lewisrag.experiments.ask import ask
+from lewisrag.rag_model.decoding import check_generation_config, generation_file
 from lewisrag.training.checkpoint import load_trained
 from lewisrag.experiments.compare import compare_stage, train_stitched_stage
 from lewisrag.experiments.presets import Preset
@@ -128,7 +129,9 @@ STAGE_DETAIL = ("records", "out", "split", "dense", "bm25")  # in results alread
 
 def copy_generator(src: str | Path, out: Path, require_recipe: bool = False) -> None:
     """Copy a generator folder to `out` once it loads (and, with a recipe.json, its weights' sha256 matches)."""
-    load_generator(src, require_recipe=require_recipe)  # before anything is copied
+    generator, _ = load_generator(src, require_recipe=require_recipe)  # before anything is copied
+    # RAG decodes with its generation_config.json: refused here, not at the rag_token stage, naming the source
+    check_generation_config(generator.generation_config, generator.config.vocab_size, generation_file(src))
     with staged_dir(out, GENERATOR_KIND) as tmp:
         shutil.copytree(src, tmp, dirs_exist_ok=True)
 
