@@ -322,16 +322,20 @@ def _holds_strings(t) -> bool:
     return False
 
 
+def string_binary_types() -> list:
+    """Arrow's string types, each with the binary type of the same layout: (string, binary), ..."""
+    import pyarrow as pa
+
+    return [(pa.string(), pa.binary()), (pa.large_string(), pa.large_binary()), (pa.string_view(), pa.binary_view())]
+
+
 def _as_bytes(t):
     """`t` with every string type made the binary type of the same layout (a zero-copy cast)."""
     import pyarrow as pa
 
-    if pa.types.is_string(t):
-        return pa.binary()
-    if pa.types.is_large_string(t):
-        return pa.large_binary()
-    if pa.types.is_string_view(t):
-        return pa.binary_view()
+    for text, raw in string_binary_types():
+        if t == text:
+            return raw
     if pa.types.is_list(t):
         return pa.list_(t.value_field.with_type(_as_bytes(t.value_type)))
     if pa.types.is_large_list(t):

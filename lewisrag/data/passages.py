@@ -23,7 +23,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lewisrag.data.io import InputError, arrow_text_problem, existing_file, expect, load_hf, one_line, read_json
+from lewisrag.data.io import (InputError, arrow_text_problem, existing_file, expect, load_hf, one_line, read_json,
+                              string_binary_types)
 from lewisrag.data.records import Passage, read_passages
 
 COLUMNS = ("id", "title", "text", "embeddings")  # the columns read; others are ignored
@@ -135,13 +136,7 @@ def as_text(table):
 
 def _text_type(t: pa.DataType) -> pa.DataType | None:
     """The string type with the layout of binary type `t`; None for any other type."""
-    if pa.types.is_binary(t):
-        return pa.string()
-    if pa.types.is_large_binary(t):
-        return pa.large_string()
-    if pa.types.is_binary_view(t):
-        return pa.string_view()
-    return None
+    return next((text for text, raw in string_binary_types() if t == raw), None)
 
 
 # what datasets' load_from_disk reads from state.json beside `_data_files`: (field, check, expected)
