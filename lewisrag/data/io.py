@@ -270,7 +270,7 @@ def _first_invalid_row(column, name: str) -> tuple[int, str, str] | None:
             return one_line(e)
         return None
 
-    flat = pa.types.is_string(column.type) or pa.types.is_large_string(column.type) or pa.types.is_string_view(column.type)
+    flat = is_string_type(column.type)
     if not flat:  # a slice of a list or struct validates all of its child array: its rows are read instead, bytes for strings
         for block in range(0, len(column), _BLOCK):
             try:
@@ -308,7 +308,7 @@ def _bad_string(one_row, name: str, why: str) -> tuple[str, str]:
 def _holds_strings(t) -> bool:
     import pyarrow as pa
 
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+    if is_string_type(t):
         return True
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t) or pa.types.is_list_view(t) \
             or pa.types.is_large_list_view(t):
@@ -320,6 +320,11 @@ def _holds_strings(t) -> bool:
     if pa.types.is_dictionary(t):
         return _holds_strings(t.value_type)
     return False
+
+
+def is_string_type(t) -> bool:
+    """Whether an Arrow type is one of the string types (string, large_string, string_view)."""
+    return any(t == text for text, _ in string_binary_types())
 
 
 def string_binary_types() -> list:
@@ -358,7 +363,7 @@ def _walk_strings(value, t, path: str) -> tuple[str, str] | None:
         return None
     if pa.types.is_dictionary(t):
         t = t.value_type
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+    if is_string_type(t):
         try:
             value.decode("utf-8")
         except UnicodeDecodeError as e:

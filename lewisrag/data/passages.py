@@ -23,8 +23,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lewisrag.data.io import (InputError, arrow_text_problem, existing_file, expect, load_hf, one_line, read_json,
-                              string_binary_types)
+from lewisrag.data.io import (InputError, arrow_text_problem, existing_file, expect, is_string_type, load_hf, one_line,
+                              read_json, string_binary_types)
 from lewisrag.data.records import Passage, read_passages
 
 COLUMNS = ("id", "title", "text", "embeddings")  # the columns read; others are ignored
@@ -443,7 +443,7 @@ class PassageTable(Sequence[Passage]):
             return []
         part = self._slice(start, stop)
         ids = part.column("id")
-        if not _is_string(ids.type):
+        if not is_string_type(ids.type):
             ids = pc.cast(ids, pa.string())  # integer ids, as the JSON readers take them
         titles = part.column("title").to_pylist() if "title" in part.column_names else [None] * part.num_rows
         return [Passage(i, t or "", x) for i, t, x in zip(ids.to_pylist(), titles, part.column("text").to_pylist())]
@@ -454,7 +454,7 @@ class PassageTable(Sequence[Passage]):
         wanted = pa.array(sorted(set(map(str, ids))), pa.string())
         found: set[str] = set()
         for _, column in self._scan("id"):
-            column = column if _is_string(column.type) else pc.cast(column, pa.string())
+            column = column if is_string_type(column.type) else pc.cast(column, pa.string())
             found.update(pc.filter(column, pc.is_in(column, value_set=wanted)).to_pylist())
         return found
 
@@ -476,7 +476,7 @@ class PassageTable(Sequence[Passage]):
                 if name == "title":
                     continue  # no titles
                 raise InputError(self.source, "missing", line=1, field=name)
-            if not (_is_string(t) or (integers and pa.types.is_integer(t))):
+            if not (is_string_type(t) or (integers and pa.types.is_integer(t))):
                 raise InputError(self.source, f"expected strings, got a column of {t}", line=1, field=name)
         dup = self._first_duplicate()
         problems = []  # (row, field order, field, message)
@@ -487,7 +487,7 @@ class PassageTable(Sequence[Passage]):
                     continue
                 col = part.column(name)
                 valid = len(col)  # rows before the first that is not UTF-8 (pyarrow.compute reads no further)
-                if _is_string(col.type):
+                if is_string_type(col.type):
                     bad = arrow_text_problem(part, [name])
                     if bad is not None:  # as JSONL's bad line, before what the row holds: -3 for id ... -1 for text
                         valid = bad[0]
@@ -496,7 +496,7 @@ class PassageTable(Sequence[Passage]):
                     continue  # any title, or none
                 if col.null_count:
                     problems.append((start + _first(pc.is_null(col)), order, name, "missing"))
-                if _is_string(col.type) and valid:
+                if is_string_type(col.type) and valid:
                     checked = col.slice(0, valid)
                     blank = pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(checked)), 0)
                     if pc.any(blank).as_py():
@@ -523,7 +523,7 @@ class PassageTable(Sequence[Passage]):
             rows += [offset + int(i) for i in pc.indices_nonzero(mask).to_numpy()]
             offset += len(chunk)
         values = ids.take(pa.array(rows, pa.int64()))
-        if _is_string(values.type):  # as bytes: an id that is not UTF-8 is named by _validate, not here
+        if is_string_type(values.type):  # as bytes: an id that is not UTF-8 is named by _validate, not here
             values = [v.decode("utf-8", "backslashreplace") for v in pc.cast(values, pa.large_binary()).to_pylist()]
         else:
             values = values.to_pylist()
@@ -533,10 +533,6 @@ class PassageTable(Sequence[Passage]):
                 return row, seen[value], str(value)
             seen[value] = row
         return None
-
-
-def _is_string(t: pa.DataType) -> bool:
-    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
 
 
 def _is_list(t: pa.DataType) -> bool:
