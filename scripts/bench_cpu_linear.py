@@ -164,10 +164,10 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    from lewisrag.data.cpu_linear import auto_kind, cpu_vendor
+    from lewisrag.data.cpu_linear import auto_kind, cpu_family, cpu_vendor
     from lewisrag.data.threads import cpu_model
 
-    print(f"# {cpu_model()} ({cpu_vendor() or 'vendor unknown'}), torch {torch.__version__}, {args.threads} threads; "
+    print(f"# {cpu_model()} ({cpu_vendor() or 'vendor unknown'} family {cpu_family()}), torch {torch.__version__}, {args.threads} threads; "
           f"auto chooses {auto_kind()}")
     rows = gemm_rows(args.repeats) + [dpr_step(args.repeats), bart_step(args.repeats), bart_encode(args.repeats),
                                       bart_decode(args.repeats)]

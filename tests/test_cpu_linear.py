@@ -123,14 +123,26 @@ def test_the_block_restores_what_was_before():
 
 
 def test_auto_takes_onednn_only_where_mkl_runs_at_half_speed():
-    """Intel's CPUs keep MKL (its AVX-512 kernels run there); x86 CPUs of other makers with AVX-512 take
-    oneDNN; without AVX-512, or with no vendor read, BLAS."""
-    assert cl.auto_kind("GenuineIntel", {"avx2", "avx512f"}) == "blas"
-    assert cl.auto_kind("AuthenticAMD", {"avx2"}) == "blas"
-    assert cl.auto_kind("", {"avx512f"}) == "blas"
+    """Intel's CPUs keep MKL (its AVX-512 kernels run there); AMD's Zen 5 and later (AVX-512 at full
+    width) take oneDNN; Zen 4 (AVX-512 in two 256-bit halves: MKL's AVX2 code is at its peak), CPUs
+    without AVX-512, other makers and CPUs whose maker or family is not read keep BLAS."""
+    assert cl.auto_kind("GenuineIntel", {"avx2", "avx512f"}, 6) == "blas"
+    assert cl.auto_kind("AuthenticAMD", {"avx2"}, 26) == "blas"
+    assert cl.auto_kind("AuthenticAMD", {"avx2", "avx512f"}, 25) == "blas"  # Zen 4
+    assert cl.auto_kind("AuthenticAMD", {"avx2", "avx512f"}, None) == "blas"
+    assert cl.auto_kind("", {"avx512f"}, 26) == "blas"
+    assert cl.auto_kind("HygonGenuine", {"avx512f"}, 26) == "blas"
     can = (torch.backends.mkl.is_available() and torch.backends.mkldnn.is_available()
            and cl.platform.machine() in ("x86_64", "AMD64"))
-    assert cl.auto_kind("AuthenticAMD", {"avx2", "avx512f"}) == ("onednn" if can else "blas")
+    assert cl.auto_kind("AuthenticAMD", {"avx2", "avx512f"}, 26) == ("onednn" if can else "blas")
+    assert cl.auto_kind("AuthenticAMD", {"avx2", "avx512f"}, 27) == ("onednn" if can else "blas")
+
+
+def test_the_cpu_family_is_read_as_a_number(monkeypatch):
+    monkeypatch.setattr(cl, "cpuinfo", lambda field: {"cpu family": "25"}.get(field, ""))
+    assert cl.cpu_family() == 25
+    monkeypatch.setattr(cl, "cpuinfo", lambda field: "")
+    assert cl.cpu_family() is None
 
 
 def test_the_choice_is_checked_and_read_from_the_environment(monkeypatch):

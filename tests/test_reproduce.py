@@ -42,14 +42,17 @@ def test_tiny_records_where_it_ran(tiny_run):
     import torch
 
     from lewisrag.data.cpu_linear import auto_kind, current_kind
+    from lewisrag.data.threads import cpu_id
 
     out, _ = tiny_run
     env = json.loads((out / "results.json").read_text())["environment"]
     assert env["threads"] == 1 and env["torch"] == torch.__version__ and env["cpu"]  # the tiny preset runs on one thread
+    assert env["cpu_id"] == cpu_id()
     assert env["device"] == ("cuda" if torch.cuda.is_available() else "cpu")
     assert env["cpu_linear"] == auto_kind() and current_kind() == "blas"  # the run's choice, torch's own again after it
     linear = "oneDNN" if env["cpu_linear"] == "onednn" else "BLAS"
-    assert (f"Run on {env['cpu']} with torch {env['torch']}, 1 CPU thread(s), float32 linear layers on the CPU through "
+    cpu = f"{env['cpu']} ({env['cpu_id']})" if env["cpu_id"] else env["cpu"]  # "AMD EPYC" alone is Zen 4 or Zen 5
+    assert (f"Run on {cpu} with torch {env['torch']}, 1 CPU thread(s), float32 linear layers on the CPU through "
             f"{linear}, device") in (out / "report.md").read_text()
 
 

@@ -5,7 +5,9 @@ CPUs: on an AMD EPYC Zen 5 (AVX-512 in hardware) its single-precision GEMM ran a
 per core, the AVX2 rate, for the shapes of the demo's models and for 2048^3 alike, where oneDNN,
 shipped in the same wheel and dispatching on the CPU's features instead of its maker, ran at 209-224
 (`scripts/bench_cpu_linear.py`). On such a CPU `reproduce --preset small` spent 23% less time in
-DPR training and 30-40% less in decoding with oneDNN.
+DPR training and 30-40% less in decoding with oneDNN. On an AMD EPYC Zen 4, whose AVX-512 splits each
+512-bit operation into two 256-bit halves, MKL's AVX2 code already runs at the core's peak: oneDNN's
+products were 1.06-1.16x faster there and its whole training steps 5-12% slower, so auto keeps BLAS.
 
 torch offers no switch for float32 (its oneDNN matmul path takes bf16, fp16 and the reduced-precision
 float32 modes), so `cpu_linear("onednn")` replaces `torch.nn.functional.linear`, which every
@@ -50,19 +52,39 @@ def cpu_vendor() -> str:
     return cpuinfo("vendor_id")
 
 
-def auto_kind(vendor: str | None = None, flags: set[str] | None = None) -> str:
-    """"onednn" where torch's BLAS is MKL and the CPU is an x86 with AVX-512 that Intel did not make
-    (MKL's AVX2 path there runs at half oneDNN's rate); "blas" everywhere else, Intel's CPUs included
-    (MKL's AVX-512 kernels there, and the digits of the runs measured on them kept).
+def cpu_family() -> int | None:
+    """/proc/cpuinfo's "cpu family" as a number (AMD: 25 for Zen 3 and 4, 26 for Zen 5), else None."""
+    family = cpuinfo("cpu family")
+    return int(family) if family.isdigit() else None
 
-    >>> auto_kind("GenuineIntel", {"avx512f"}), auto_kind("AuthenticAMD", {"avx2"})
+
+# AMD's first family whose cores execute 512-bit vectors at full width: Zen 5 (0x1A). Zen 4 (family
+# 0x19) has AVX-512 but splits each 512-bit operation into two 256-bit halves, so its peak is the AVX2
+# rate MKL already reaches there. Measured on 2-core EPYCs, 2 threads (`scripts/bench_cpu_linear.py`):
+# Zen 5, oneDNN's GEMMs 2.2-2.4x MKL's and a DPR training step 1.28-1.30x faster; Zen 4 (family 25
+# model 17), GEMMs 1.06-1.16x and whole steps slower, a DPR step 0.88x and a BART step 0.95x.
+FULL_WIDTH_AVX512_AMD_FAMILY = 26
+
+
+def auto_kind(vendor: str | None = None, flags: set[str] | None = None, family: int | None = -1) -> str:
+    """"onednn" where torch's BLAS is MKL and the CPU is an AMD x86 that executes AVX-512 at full width
+    (Zen 5 and later: MKL runs its AVX2 code there, at half oneDNN's rate); "blas" everywhere else:
+    Intel's CPUs (MKL's AVX-512 kernels run there, and the digits of the runs measured on them are
+    kept), Zen 4 (MKL's AVX2 code is at its peak), CPUs without AVX-512 and CPUs whose maker or
+    family cannot be read. `family` -1 reads it from /proc/cpuinfo.
+
+    >>> auto_kind("GenuineIntel", {"avx512f"}, 6), auto_kind("AuthenticAMD", {"avx2"}, 26)
     ('blas', 'blas')
+    >>> auto_kind("AuthenticAMD", {"avx512f"}, 25)  # Zen 4
+    'blas'
     """
     vendor = cpu_vendor() if vendor is None else vendor
     flags = set(cpuinfo("flags").split()) if flags is None else flags
+    family = cpu_family() if family == -1 else family
     usable = (platform.machine() in ("x86_64", "AMD64") and torch.backends.mkl.is_available()
               and torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise"))
-    return "onednn" if usable and vendor not in ("", "GenuineIntel") and "avx512f" in flags else "blas"
+    full_width = vendor == "AuthenticAMD" and family is not None and family >= FULL_WIDTH_AVX512_AMD_FAMILY
+    return "onednn" if usable and full_width and "avx512f" in flags else "blas"
 
 
 def resolve_kind(kind: str | None, flag: str = "--cpu-linear") -> str:

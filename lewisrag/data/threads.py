@@ -56,12 +56,19 @@ def cpu_model() -> str:
     return cpuinfo("model name") or platform.processor() or platform.machine()
 
 
+def cpu_id() -> str:
+    """Maker, family and model from /proc/cpuinfo ("AuthenticAMD family 25 model 17"), else "": the
+    model name alone ("AMD EPYC") does not tell a Zen 4 from a Zen 5, whose kernels and speeds differ."""
+    vendor, family, model = cpuinfo("vendor_id"), cpuinfo("cpu family"), cpuinfo("model")
+    return f"{vendor} family {family} model {model}" if vendor and family and model else ""
+
+
 def environment(device: str = "cpu") -> dict:
     """What a run's numbers depend on besides its config, for results.json: Python, torch and
-    transformers, the CPU model, torch's thread count now, the library multiplying float32 linear
-    layers on the CPU now (`data.cpu_linear`), and the device (with the GPU's name). Floating-point
-    kernels differ between CPUs, thread counts, libraries and devices, so a run's digits are exact
-    only where these match."""
+    transformers, the CPU model (`cpu_id`: its maker, family and model numbers), torch's thread count
+    now, the library multiplying float32 linear layers on the CPU now (`data.cpu_linear`), and the
+    device (with the GPU's name). Floating-point kernels differ between CPUs, thread counts,
+    libraries and devices, so a run's digits are exact only where these match."""
     import platform
 
     import torch
@@ -70,8 +77,8 @@ def environment(device: str = "cpu") -> dict:
     from lewisrag.data.cpu_linear import current_kind
 
     out = {"python": platform.python_version(), "machine": platform.machine(), "cpu": cpu_model(),
-           "torch": torch.__version__, "transformers": transformers.__version__, "threads": torch.get_num_threads(),
-           "cpu_linear": current_kind(), "device": resolve_device(device)}
+           "cpu_id": cpu_id(), "torch": torch.__version__, "transformers": transformers.__version__,
+           "threads": torch.get_num_threads(), "cpu_linear": current_kind(), "device": resolve_device(device)}
     if out["device"].startswith("cuda"):
         out["gpu"] = torch.cuda.get_device_name(out["device"])
     return out

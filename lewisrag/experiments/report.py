@@ -52,7 +52,8 @@ def render_report(results: dict) -> str:
         lines += [f"_{_notes(c['preset'], t)}_", ""]
     env = results.get("environment") or {}
     if env.get("cpu"):  # where the digits come from: kernels differ between CPUs, thread counts and devices
-        lines += [t("rep.environment", cpu=env["cpu"], threads=env.get("threads", "?"),
+        cpu = f"{env['cpu']} ({env['cpu_id']})" if env.get("cpu_id") else env["cpu"]
+        lines += [t("rep.environment", cpu=cpu, threads=env.get("threads", "?"),
                     device=env.get("gpu") or env.get("device", "cpu"), torch=env.get("torch", "?"),
                     linear="oneDNN" if env.get("cpu_linear") == "onednn" else "BLAS"), ""]
     for section in (_retrieval, _table1, _long_form, _swap, _table6, _table2, _compare, _skipped):
