@@ -70,6 +70,17 @@ def test_train_rag_cuts_at_the_generators_positions(short_run):
     assert all("dev_em" in json.loads(line) for line in (out / "log.jsonl").read_text().splitlines())
 
 
+def test_a_bad_input_is_one_line_without_the_note(rag_inputs, short_generator, tmp_path):  # noqa: F811
+    """The note on the capped length waits for training to start: a bad input found while loading is the
+    only line on stderr."""
+    cfg = make_config(rag_inputs, generator=str(short_generator), steps=2)
+    flags = cli_flags(cfg)
+    flags[flags.index("--n-docs") + 1] = "100000"
+    r = run_cli("train", "rag", *flags, "--out", str(tmp_path / "run"))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--n-docs 100000 exceeds" in r.stderr, r.stderr
+    assert "note:" not in r.stderr
+
+
 def test_long_question_is_answered(rag_inputs, short_run):  # noqa: F811
     from lewisrag.experiments.ask import ask
     from lewisrag.index.dense import DenseIndex

@@ -228,11 +228,15 @@ def test_bad_inputs_raise_before_writing(rag_inputs, tmp_path):
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "1", "answers": ["x"]}\n')
+    long_only = tmp_path / "long.jsonl"  # dev EM was NaN at every evaluation, no best/ kept, exit 0
+    long_only.write_text("".join(json.dumps({**json.loads(line), "kind": "long"}) + "\n" for line in
+                                 (rag_inputs["world"] / "dev.jsonl").read_text().splitlines()[:3]))
     cases = [(dict(train=str(bad)), "bad.jsonl:1: field 'question'"), (dict(generator=str(tmp_path)), "config.json"),
              (dict(mixed_precision="fp8"), "--mixed-precision"), (dict(n_docs=500), "--n-docs"),
              # `lr > 0` let inf through: NaN weights, "loss": NaN in log.jsonl, exit 0
              (dict(lr=float("inf")), "--lr"), (dict(weight_decay=float("nan")), "--weight-decay"),
-             (dict(max_grad_norm=float("inf")), "--max-grad-norm"), (dict(label_smoothing=1.0), "--label-smoothing")]
+             (dict(max_grad_norm=float("inf")), "--max-grad-norm"), (dict(label_smoothing=1.0), "--label-smoothing"),
+             (dict(dev=str(long_only)), r"long.jsonl: field 'answers': no short-answer question with answers")]
     for overrides, message in cases:
         with pytest.raises(InputError, match=message):
             train_rag(make_config(rag_inputs, **overrides), tmp_path / "out")
@@ -303,6 +307,7 @@ def test_an_intact_checkpoint_state_resumes(saved_run, tmp_path):
     (lambda s: {**s, "position": {"epoch": 0, "index": -3}}, "position.index"),
     (lambda s: {**s, "best_em": float("nan")}, "best_em"),  # was resumed: every dev score then compared False with it
     (lambda s: {k: v for k, v in s.items() if k != "torch_state"}, "torch_state"),
+    (lambda s: {**s, "step": 10**6}, "step"),  # beyond --steps: was resumed, and the loop ended at once
 ])
 def test_a_damaged_checkpoint_state_is_one_line_naming_its_field(saved_run, tmp_path, edit, field):
     from lewisrag.training.rag import train_rag
@@ -316,6 +321,24 @@ def test_a_damaged_checkpoint_state_is_one_line_naming_its_field(saved_run, tmp_
         train_rag(cfg, run, resume=True)
     assert str(state) in str(e.value)
     assert state.read_text() == json.dumps(edit(json.loads((saved / "checkpoint" / "state.json").read_text())))  # untouched
+
+
+@pytest.mark.parametrize("damage", [b'{"step": 1, "loss"', b"\xff\xfe\n", b"[1, 2]\n"])
+def test_a_damaged_checkpoint_log_is_one_line_naming_its_line(saved_run, tmp_path, damage):
+    """A bad line of the checkpoint's log.jsonl was copied into the resumed run's log."""
+    from lewisrag.training.rag import train_rag
+
+    cfg, saved = saved_run
+    run = tmp_path / "run"
+    shutil.copytree(saved, run)
+    log = run / "checkpoint" / "log.jsonl"
+    good = log.read_bytes()
+    bad_line = good.count(b"\n") + 1
+    assert bad_line >= 2
+    log.write_bytes(good + damage)
+    with pytest.raises(InputError, match=re.escape(f"{log}:{bad_line}: not a JSON object")):
+        train_rag(cfg, run, resume=True)
+    assert (run / "log.jsonl").read_bytes() == (saved / "log.jsonl").read_bytes()  # the run's own log untouched
 
 
 @pytest.mark.parametrize("kill_at", ["first checkpoint", "random step"])

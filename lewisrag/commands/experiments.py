@@ -131,10 +131,15 @@ def reproduce(
 
     if resume and overwrite:  # as `train rag`: one continues the run in --out, the other replaces it
         raise InputError("--overwrite", "does not apply with --resume, which continues the run in --out")
+    note = None
     if made_by(out) == KIND and not resume and not overwrite:  # a slip costs the whole run's time
-        typer.echo(f"note: {out} holds a reproduction; every stage runs again (--resume keeps the finished ones)", err=True)
+        note = f"note: {out} holds a reproduction; every stage runs again (--resume keeps the finished ones)"
 
     def on_stage(name: str, event: str, result: dict) -> None:
+        nonlocal note
+        if note and event == "started":  # once the inputs are checked: a bad one stays the one line on stderr
+            typer.echo(note, err=True)
+            note = None
         if event == "skipped":
             _ui.console.print(f"{name}: done before, skipped (--resume)", style="dim")
         elif event == "done":

@@ -202,8 +202,6 @@ def rag(
     as_json: bool = typer.Option(False, "--json", help="Print the run summary as one JSON object instead of a table (main process only)."),
 ) -> None:
     """Fine-tune a RAG model (question encoder + BART) end to end; resumable, multi-process under `accelerate launch`."""
-    import os
-
     from lewisrag.data.io import InputError
     from lewisrag.training.rag import RagTrainConfig, check_device, combined_length_note, train_rag
     from lewisrag.training.tasks import DEV_METRIC, check_task
@@ -229,14 +227,14 @@ def rag(
         shared_retrieval=shared_retrieval,
     )
     note = combined_length_note(cfg)  # capped, not refused: see combined_length_note
-    if note and os.environ.get("RANK", "0") == "0":  # once, not once per process under `accelerate launch`
-        typer.echo(note, err=True)
     with _ui.progress() as p:
         bar, dev, metric = None, "-", DEV_METRIC[cfg.task]
 
         def on_progress(step: int, total: int, record: dict) -> None:
             nonlocal bar, dev
             if bar is None:  # created on the first report: only the main process reports
+                if note:  # once training runs: a bad input found while loading stays the one line on stderr
+                    typer.echo(note, err=True)
                 bar = p.add_task(f"training RAG-{cfg.variant}", total=total, info="")
             if f"dev_{metric}" in record:
                 dev = f"{record[f'dev_{metric}']:.3f}"

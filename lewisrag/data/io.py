@@ -395,6 +395,17 @@ def one_line(error: BaseException | str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in joined)
 
 
+def first_line(error: BaseException) -> str:
+    """The first non-blank line of a library's error, as `one_line` prints it; the error's type if it
+    has no text. Libraries put the cause first and a traceback or advice after it.
+
+    >>> first_line(ValueError("\\nbad magic number\\nat offset 0")), first_line(KeyError())
+    ('bad magic number', 'KeyError')
+    """
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    return one_line(lines[0]) if lines else type(error).__name__
+
+
 def load_hf(spec: str):
     """The `datasets.Dataset` named by `hf:NAME[:CONFIG]:SPLIT` (memory-mapped Arrow in the datasets cache)."""
     parts = spec[3:].split(":")
@@ -412,7 +423,7 @@ def load_hf(spec: str):
     try:
         return datasets.load_dataset(name, config, split=split)
     except Exception as e:  # network, missing dataset, bad split: all are the user's input
-        why = one_line(str(e).splitlines()[0] if str(e).strip() else type(e).__name__)
+        why = first_line(e)
         if "reach" in why and not os.environ.get("HF_HUB_OFFLINE"):
             why += "; offline, HF_HUB_OFFLINE=1 reads the datasets cache without retrying"
         raise InputError(spec, f"cannot load dataset: {why}") from None

@@ -23,8 +23,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lewisrag.data.io import (InputError, arrow_text_problem, existing_file, expect, is_string_type, load_hf, one_line,
-                              read_json, string_binary_types)
+from lewisrag.data.io import (InputError, arrow_text_problem, existing_file, expect, first_line, is_string_type, load_hf,
+                              one_line, read_json, string_binary_types)
 from lewisrag.data.records import Passage, read_passages
 
 COLUMNS = ("id", "title", "text", "embeddings")  # the columns read; others are ignored
@@ -175,7 +175,7 @@ def _saved_dataset(p: Path) -> pa.Table:
         return _dataset_table(datasets.load_from_disk(str(p)))
     except Exception as e:  # damaged or foreign files: the user's input, named as closely as can be
         _name_what_failed(files, state, info, p)
-        raise InputError(p, f"cannot load the saved dataset: {_first_line(e)}") from None
+        raise InputError(p, f"cannot load the saved dataset: {first_line(e)}") from None
 
 
 def _check_state(folder: Path, path: Path) -> tuple[list[Path], dict]:
@@ -223,8 +223,8 @@ def _check_info(path: Path) -> dict:
             try:
                 datasets.DatasetInfo.from_dict({field: value})
             except Exception as e:
-                raise InputError(path, f"datasets cannot read it: {_first_line(e)}", field=field) from None
-        raise InputError(path, f"datasets cannot read it: {_first_line(whole)}") from None
+                raise InputError(path, f"datasets cannot read it: {first_line(e)}", field=field) from None
+        raise InputError(path, f"datasets cannot read it: {first_line(whole)}") from None
     return info
 
 
@@ -253,7 +253,7 @@ def _name_what_failed(files: list[Path], state: dict, info: dict, folder: Path) 
             same = listed.reorder_fields_as(stored).type == stored.type
             why = "" if same else f"{listed} (here) against {stored} (the Arrow files)"
         except Exception as e:
-            why = _first_line(e)
+            why = first_line(e)
         if why:
             raise InputError(folder / "dataset_info.json", f"does not describe the Arrow files' columns: {why}", field="features")
     empty, settings = datasets.Dataset(schema.empty_table()), {}
@@ -263,11 +263,7 @@ def _name_what_failed(files: list[Path], state: dict, info: dict, folder: Path) 
         try:
             empty.with_format(**settings)
         except Exception as e:
-            raise InputError(folder / "state.json", f"datasets refuses it: {_first_line(e)}", field=field) from None
-
-
-def _first_line(e: BaseException) -> str:
-    return one_line(str(e).splitlines()[0] if str(e).strip() else type(e).__name__)
+            raise InputError(folder / "state.json", f"datasets refuses it: {first_line(e)}", field=field) from None
 
 
 def _dataset_table(ds) -> pa.Table:

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from lewisrag import __version__
-from lewisrag.data.io import InputError, write_json, write_jsonl
+from lewisrag.data.io import InputError, first_line, write_json, write_jsonl
 from lewisrag.data.passages import open_passages
 from lewisrag.data.pretrained import check_generator_folder
 from lewisrag.data.records import ids_present, read_qa
@@ -146,7 +146,7 @@ def _check_generation(folder: Path) -> None:
         has_file = (folder / "generation_config.json").is_file()
         gc = GenerationConfig.from_pretrained(folder) if has_file else GenerationConfig.from_model_config(config)
     except (OSError, ValueError, TypeError) as e:  # the model's own load names it in detail, at the generator stage
-        why = str(e).splitlines()[0] if str(e) else repr(e)
+        why = first_line(e)
         raise InputError(generation_file(folder), f"--generator: cannot be read ({why})") from None
     check_generation_config(gc, config.vocab_size, generation_file(folder))
 

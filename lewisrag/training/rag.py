@@ -444,6 +444,10 @@ def _check_out(out: Path, cfg: RagTrainConfig, resume: bool) -> Path | None:
                      if f.name not in RESUMABLE_CHANGES and saved.get(f.name, f.default) != now[f.name])
     if changed:
         raise InputError(ckpt / C.STATE_JSON, f"--resume with a different config: {', '.join(changed)}", field="config")
+    step = _read_state(ckpt)["step"]
+    if step > cfg.steps:  # the same config, so no run of it saved a later step: the loop would end at once
+        raise InputError(ckpt / C.STATE_JSON, f"step {step} is beyond the run's --steps {cfg.steps}; the checkpoint "
+                         "is damaged", field="step")
     return ckpt
 
 
@@ -469,7 +473,23 @@ def _read_state(ckpt: Path) -> dict:
     live = state.get("live_index")
     need(live is None or (isinstance(live, dict) and is_count(live.get("step", 0))), "live_index",
          "null or an object with a whole-number step", live)
+    _check_log(ckpt / C.LOG)
     return state
+
+
+def _check_log(file: Path) -> None:
+    """The checkpoint's copy of log.jsonl (the resumed log starts from it): one JSON object per line,
+    else one line naming the line; a damaged line was copied into the resumed run's log."""
+    if not file.is_file():
+        return
+    with open(file, "rb") as f:
+        for line, raw in enumerate(f, 1):
+            try:
+                ok = isinstance(json.loads(raw), dict)
+            except ValueError:  # also bytes that are not UTF-8
+                ok = False
+            if not ok:
+                raise InputError(file, "not a JSON object of the training log; the checkpoint is damaged", line=line)
 
 
 def _prepare_out(out: Path, cfg: RagTrainConfig, ckpt: Path | None, log_file: Path) -> None:

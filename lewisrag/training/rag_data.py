@@ -65,6 +65,7 @@ def load_components(cfg, processes: int = 1, with_faiss: bool = True) -> Compone
     if cfg.task == "fever":  # any other answer trained as a label and scored 0 accuracy, exit 0
         for path, examples in ((cfg.train, every), (cfg.dev, dev)):
             check_labels(examples, path, cfg.qa_fields)
+    check_dev_scorable(dev, cfg)
     generator, gen_tokenizer = load_generator(cfg.generator)
     prepare_generator(cfg.task, generator, gen_tokenizer)  # FEVER's labels as single tokens
     # the dev evaluations decode with its generation_config.json: refused now, not at the first one
@@ -80,6 +81,19 @@ def load_components(cfg, processes: int = 1, with_faiss: bool = True) -> Compone
 
 SEARCH_DEVICES = ("auto", "cpu", "gpu")  # --search-device values
 GPU_SEARCH_SHARE = 0.5  # "auto" puts the vectors on the GPU only if they take at most this share of its free memory
+
+
+def check_dev_scorable(dev: Sequence[QAExample], cfg) -> None:
+    """With dev evaluations on, `dev` holds an example the task's dev score counts (`rag.dev_score`:
+    QA scores short-answer questions with answers, the other tasks any with answers), else an
+    InputError: a dev score of NaN at every evaluation kept no best model, and the run exited 0."""
+    if not cfg.eval_every:
+        return
+    scored = [ex for ex in dev if ex.answers and (cfg.task != "qa" or ex.kind == "short")]
+    if not scored:
+        what, why = ("short-answer question", "long-form ones are not scored by exact match; ") if cfg.task == "qa" else ("example", "")
+        raise InputError(cfg.dev, f"no {what} with answers to score the dev evaluations on ({why}--eval-every "
+                         f"{cfg.eval_every}, 0 turns them off)", field=(cfg.qa_fields or {}).get("answers", "answers"))
 
 
 def check_labels(examples: Sequence[QAExample], path, fields=None) -> None:
