@@ -27,7 +27,7 @@ def test_docstring_examples():
 
 
 def test_name_and_version_are_stamped():
-    assert (SPLITTER_NAME, SPLITTER_VERSION) == ("sentences", "6")
+    assert (SPLITTER_NAME, SPLITTER_VERSION) == ("sentences", "7")
 
 
 @pytest.mark.parametrize(
@@ -44,6 +44,12 @@ def test_name_and_version_are_stamped():
         ("第一行\n第二行", ["第一行", "第二行"]),
         ("Wait... what? Ok", ["Wait...", "what?", "Ok"]),
         ("返回 422.接下来显示列表", ["返回 422.", "接下来显示列表"]),
+        # version 7: "etc." ends a sentence before a capital or a CJK character, and at the end
+        ("It reads JSON, XML, etc. It caches them [1].", ["It reads JSON, XML, etc.", "It caches them [1]."]),
+        ("Reads JSON, etc.接下来缓存", ["Reads JSON, etc.", "接下来缓存"]),
+        ("JSON, XML, etc. and more. Done", ["JSON, XML, etc. and more.", "Done"]),
+        ("JSON, etc., then XML. Done", ["JSON, etc., then XML.", "Done"]),
+        ("It reads JSON, etc.", ["It reads JSON, etc."]),
     ],
 )
 def test_sentence_boundaries(text, expected):

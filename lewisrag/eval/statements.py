@@ -5,7 +5,7 @@ scores 33.3% faithfulness as 3 sentences, 16.7% as 6 atomic facts and 0% as one 
 splitter has a name and a version (`SPLITTER_NAME`, `SPLITTER_VERSION`) that go into every result,
 and any change to the rules below must bump the version.
 
-Rules of version "6":
+Rules of version "7":
 
 - A citation is a number in brackets: [1], the full-width ［１］ or 【1】, a Markdown footnote [^1],
   several ids in one marker ([1, 2], [1，2], [1; 2], [1、2]), a range ([1-3], [1–3], ［１～３］ cite
@@ -19,7 +19,8 @@ Rules of version "6":
 - Nothing splits inside 「」 『』 “” or "..." quotes (a newline still does, and resets the quotes, so
   one stray quote mark cannot swallow the rest of an answer).
 - A dot between digits (3.5), inside a word (example.com) or after an abbreviation (e.g., i.e.,
-  Dr., a single capital initial; "No." only before a number) does not end a sentence.
+  Dr., a single capital initial; "No." only before a number; "etc." unless a capital letter or a CJK
+  character follows) does not end a sentence.
 - Citations right after the full stop belong to the sentence before it, across any spaces but a
   newline (no-break and thin spaces too): "... 422。[1]" and "... 422. [1][2]" are one sentence
   each with citations ("1",) and ("1", "2"). But when that sentence cites already and text follows
@@ -33,7 +34,8 @@ Rules of version "6":
   list marker opening a sentence (those in such a list; "- ", "* ", "• " anywhere) is not part of
   it: its number is no claim to check. A lone "42. It is ..." keeps its number.
 
-Version "5" gave a citation after a full stop to the sentence before it even when that one cited
+Version "6" never ended a sentence at "etc.", so "It reads JSON, XML, etc. It caches them [1]." was
+one sentence, its first claim sharing the second's citation. Version "5" gave a citation after a full stop to the sentence before it even when that one cited
 already, so in "[1] 指出 A。[1] 还指出 B。" the second sentence cited nothing (a MISSING_CITATION the
 gate fails on), and read only "1. ", "2) " and "3、" as list markers ("（1）" stayed a number the cited
 context had to hold). (The evaluator's other rules that changed with version "6", so that scores of the
@@ -62,7 +64,7 @@ from dataclasses import dataclass
 from lewisrag.scoring.text import is_cjk
 
 SPLITTER_NAME = "sentences"
-SPLITTER_VERSION = "6"
+SPLITTER_VERSION = "7"
 ATOMIC_SPLITTER_NAME = "atomic"  # --splitter atomic: the llm judge decomposes the whole answer (judge.decompose)
 
 # [1], [1][2] (two matches), [1, 2], [1，2], [1; 2], [1、2], ［１］, 【1】, [^1], ranges [1-3], [1–3], [1～3];
@@ -219,6 +221,9 @@ def _dot_ends_sentence(text: str, i: int, numbered: bool = False) -> bool:
         return True
     if word.lower() in ("no", "nos"):  # "No. 5", but "He said no."
         return not text[j:].lstrip()[:1].isdigit()
+    if word.lower() == "etc":  # "JSON, XML, etc. The server ..." ends; "etc. and more", "etc., then" do not
+        nxt = text[j:].lstrip()[:1]
+        return nxt.isupper() or is_cjk(nxt) if nxt else True
     if word.lower() in _ABBREVIATIONS:
         return False
     return not (len(word) == 1 and word.isupper())  # an initial: "J. Smith"
