@@ -128,6 +128,10 @@ def test_the_pairing_rule(hf, monkeypatch, capsys):
     assert code == 2 and "DPRContextEncoder folder encodes passages" in err, err
     code, _, err = run_main(monkeypatch, capsys, *base, "--encoder", hf["question"], "--context-encoder", hf["question"])
     assert code == 2 and "is a DPRQuestionEncoder" in err, err
+    # a command without --swap is not told to pass it (train stitched said "or --swap", then refused --swap)
+    code, _, err = run_main(monkeypatch, capsys, "train", "stitched", "--index", hf["index"], "--encoder", hf["question"],
+                            "--generator", hf["bart"], "--train", hf["corpus"]["qa"], "--out", hf["root"] / "never")
+    assert code == 2 and "--context-encoder" in err and "--swap" not in err, err
 
 
 def test_index_build_takes_only_a_context_encoder(hf, monkeypatch, capsys, tmp_path):

@@ -585,10 +585,15 @@ def test_a_plain_rerun_into_a_run_folder_says_it_recomputes(tmp_path, monkeypatc
 
     def stop(*a, **kw):
         seen.append(kw.get("resume"))
+        if len(seen) > 1:  # the second call gets as far as its first stage
+            kw["on_stage"]("world", "started", {})
         raise InputError("stand-in", "stopped here")
 
     monkeypatch.setattr(R, "reproduce", stop)
+    # a bad input found before any stage runs is the one line on stderr: the note waits for a stage
     code, _, err = run_main(monkeypatch, capsys, "reproduce", "--preset", "tiny", "--out", tmp_path / "run")
-    assert code == 2 and "every stage runs again (--resume keeps the finished ones)" in err and seen
+    assert code == 2 and err.strip().splitlines() == ["error: stand-in: stopped here"] and seen
+    code, _, err = run_main(monkeypatch, capsys, "reproduce", "--preset", "tiny", "--out", tmp_path / "run")
+    assert code == 2 and "every stage runs again (--resume keeps the finished ones)" in err
     code, _, err = run_main(monkeypatch, capsys, "reproduce", "--preset", "tiny", "--out", tmp_path / "run", "--resume")
     assert code == 2 and "every stage runs again" not in err

@@ -30,8 +30,8 @@ def reproduce(
     threads: int = typer.Option(None, "--threads", min=0, help="torch CPU threads (default: the preset's; 0: the CPUs "
                                 "idle at the start). Float results depend on it; config.json records it."),
     cpu_linear: str = typer.Option("auto", "--cpu-linear", envvar="LEWISRAG_CPU_LINEAR", help="Which library multiplies "
-                                   "float32 linear layers on the CPU: auto (oneDNN on x86 CPUs with AVX-512 that Intel did "
-                                   "not make, where torch's MKL runs at half speed; else torch's BLAS), blas or onednn. "
+                                   "float32 linear layers on the CPU: auto (oneDNN on AMD CPUs with full-width AVX-512, "
+                                   "Zen 5 and later, where torch's MKL runs at half speed; else torch's BLAS), blas or onednn. "
                                    "Float results depend on it; results.json's environment records it."),
     device: str = typer.Option("auto", "--device", help="Where DPR, pretraining, FEVER's verifier, the RAG, closed-book and "
                                "stitched runs train, indexes are encoded and every system answers: auto (a GPU when one "

@@ -96,7 +96,7 @@ def export_rag(model_path: str | os.PathLike, index_path: str | os.PathLike, out
     with torch.no_grad():  # the question encoder's output size, checked against the index's like `ask` does
         q = tokenizers.question(["dimension probe"], return_tensors="pt")
         dim = int(model.encode_questions(q["input_ids"], q["attention_mask"]).shape[1])
-    dense.check_encoder(model.settings.index_fingerprint, dim, swap=swap)
+    dense.check_encoder(model.settings.index_fingerprint, dim, swap=swap, flags=("--swap",))
     n = len(dense.passages)
     if model.n_docs > n:
         raise InputError(index_path, f"holds {n} passages, fewer than the model's n_docs {model.n_docs}")

@@ -54,7 +54,7 @@ def check_pairs(models: Sequence, indexes: Sequence, swap: bool) -> None:
         dim = int(getattr(cfg, "projection_dim", 0) or cfg.hidden_size)
         for index in indexes:
             fingerprint = model.settings.index_fingerprint or index.ctx_fingerprint  # unknown: only dims checked
-            index.check_encoder(fingerprint, dim, swap=swap)
+            index.check_encoder(fingerprint, dim, swap=swap, flags=("--swap",))
 
 
 def swap_matrix(model_paths: Sequence[str | os.PathLike], index_paths: Sequence[str | os.PathLike],

@@ -602,31 +602,30 @@ class DenseIndex:
             except RuntimeError:  # e.g. nprobe on a Flat index: the parameter does not apply
                 pass
 
-    def check_encoder(self, ctx_fingerprint: str | None, dim: int, swap: bool = False) -> None:
+    def check_encoder(self, ctx_fingerprint: str | None, dim: int, swap: bool = False,
+                      flags: tuple[str, ...] = ("--context-encoder", "--swap")) -> None:
         """Refuse a question encoder trained against another context encoder, unless swapping.
 
         `ctx_fingerprint` None: the question encoder names no context encoder (a transformers
-        DPRQuestionEncoder folder given without --context-encoder), so it matches none."""
+        DPRQuestionEncoder folder given without --context-encoder), so it matches none. `flags`: those
+        of --context-encoder and --swap that the calling command takes, the only ones the error offers."""
         if dim != self.dim:
             raise store.IndexMismatchError(self.path, f"question encoder gives {dim}-d vectors, index holds {self.dim}-d", field="dim")
-        if ctx_fingerprint is None and not swap:
-            built_by = self.manifest["encoder"].get("path")
-            raise store.IndexMismatchError(
-                self.path,
-                f"index was built with context encoder {self.ctx_fingerprint}{f' ({built_by})' if built_by else ''}; the "
-                "transformers DPRQuestionEncoder names no context encoder: pass --context-encoder with the "
-                "DPRContextEncoder folder of its pair (the one that built the index), or --swap to search anyway",
-                field="encoder.ctx_fingerprint",
-            )
-        if ctx_fingerprint != self.ctx_fingerprint and not swap:
-            built_by = self.manifest["encoder"].get("path")
-            raise store.IndexMismatchError(
-                self.path,
-                f"index was built with context encoder {self.ctx_fingerprint}{f' ({built_by})' if built_by else ''}, the "
-                f"question encoder is paired with context encoder {ctx_fingerprint}: give the question encoder (or "
-                "--context-encoder) of the pair that built the index, or --swap to search it anyway",
-                field="encoder.ctx_fingerprint",
-            )
+        if ctx_fingerprint == self.ctx_fingerprint or swap:
+            return
+        built_by = self.manifest["encoder"].get("path")
+        built = f"index was built with context encoder {self.ctx_fingerprint}{f' ({built_by})' if built_by else ''}"
+        if ctx_fingerprint is None:
+            problem = "the transformers DPRQuestionEncoder names no context encoder"
+            fix = ("pass --context-encoder with the DPRContextEncoder folder of its pair (the one that built the index)"
+                   if "--context-encoder" in flags else "use the question encoder of the pair that built the index")
+        else:
+            problem = f"the question encoder is paired with context encoder {ctx_fingerprint}"
+            fix = ("give the question encoder (or --context-encoder) of the pair that built the index"
+                   if "--context-encoder" in flags else "use the question encoder of the pair that built the index")
+        if "--swap" in flags:
+            fix += ", or --swap to search it anyway"
+        raise store.IndexMismatchError(self.path, f"{built}; {problem}: {fix}", field="encoder.ctx_fingerprint")
 
     @property
     def is_exact(self) -> bool:

@@ -82,10 +82,11 @@ class FusedRetriever:
 
 
 def open_retriever(index_path: str | os.PathLike, encoder: str | os.PathLike | None = None, swap: bool = False,
-                   context_encoder: str | os.PathLike | None = None):
+                   context_encoder: str | os.PathLike | None = None, flags: tuple[str, ...] = ("--context-encoder", "--swap")):
     """Open `index_path` for search; `encoder` is a DPR checkpoint dir or a transformers
     DPRQuestionEncoder folder, `context_encoder` the DPRContextEncoder folder of the latter's pair
-    (`encoders.load_question_encoder`; dense indexes only)."""
+    (`encoders.load_question_encoder`; dense indexes only). `flags`: the calling command's, which a
+    mismatch error may suggest (`DenseIndex.check_encoder`)."""
     manifest = store.read_manifest(index_path)
     if manifest["kind"] == "bm25":
         return BM25Retriever(BM25Index.load(index_path))
@@ -102,7 +103,7 @@ def open_retriever(index_path: str | os.PathLike, encoder: str | os.PathLike | N
         raise InputError(index_path, f"the index's encoder {encoder!r} is not found; pass --encoder", field="encoder.path")
     index = DenseIndex.load(index_path)
     checkpoint = load_question_encoder(encoder, context_encoder)
-    index.check_encoder(checkpoint.ctx_fingerprint, checkpoint.dim, swap=swap)
+    index.check_encoder(checkpoint.ctx_fingerprint, checkpoint.dim, swap=swap, flags=flags)
     return DenseRetriever(index, checkpoint)
 
 

@@ -225,7 +225,8 @@ class RagModel(nn.Module):
                                     return_tensors="pt").to(device)
         q = self.encode_questions(q_tok["input_ids"], q_tok["attention_mask"])  # (B, D)
         if self.settings.index_fingerprint is not None and hasattr(index, "check_encoder"):
-            index.check_encoder(self.settings.index_fingerprint, q.shape[1], swap=swap)
+            # the model's own question encoder: ask, swap and export take --swap, none --context-encoder
+            index.check_encoder(self.settings.index_fingerprint, q.shape[1], swap=swap, flags=("--swap",))
         _, rows = index.search(np.ascontiguousarray(q.detach().float().cpu().numpy()), k)  # (B, K)
         check_found(rows, k, index)
         passages = [[index.passages[int(r)] for r in row] for row in rows]

@@ -190,7 +190,8 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
     if (cfg.encoder or cfg.context_encoder) and read_manifest(cfg.index)["kind"] == "bm25":  # not ignored in silence
         raise InputError("--encoder" if cfg.encoder else "--context-encoder",
                          f"encodes questions for dense indexes; {cfg.index} is BM25")
-    retriever = open_retriever(cfg.index, cfg.encoder or None, context_encoder=cfg.context_encoder or None)
+    retriever = open_retriever(cfg.index, cfg.encoder or None, context_encoder=cfg.context_encoder or None,
+                               flags=("--context-encoder",))  # `train stitched` has no --swap
     check_depth(cfg.k, len(retriever.index.passages))
     read = read_qa(cfg.train, cfg.qa_fields)
     kept = of_kinds(read, cfg.train_kinds)
