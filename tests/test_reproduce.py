@@ -597,3 +597,18 @@ def test_a_plain_rerun_into_a_run_folder_says_it_recomputes(tmp_path, monkeypatc
     assert code == 2 and "every stage runs again (--resume keeps the finished ones)" in err
     code, _, err = run_main(monkeypatch, capsys, "reproduce", "--preset", "tiny", "--out", tmp_path / "run", "--resume")
     assert code == 2 and "every stage runs again" not in err
+
+
+def test_the_summary_leaves_out_a_knowledge_update_that_did_not_run(tiny_run, capsys):
+    """`reproduce --preset base` without --passages-b printed the swap table with no rows under the
+    line saying it did not run."""
+    from lewisrag.commands.experiments import _render
+
+    out, _ = tiny_run
+    results = json.loads((out / "results.json").read_text())
+    _render(results, out)
+    assert "knowledge update: EM by index" in capsys.readouterr().out
+    results = {**results, "knowledge_update": {}, "skipped": {**(results.get("skipped") or {}), "knowledge_update": "no --passages-b"}}
+    _render(results, out)
+    printed = capsys.readouterr().out
+    assert "not run: knowledge_update (no --passages-b)" in printed and "knowledge update: EM by index" not in printed

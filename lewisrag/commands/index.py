@@ -28,8 +28,8 @@ def build(
     batch_size: int = typer.Option(64, "--batch-size", help="Passages per encoder forward pass."),
     device: str = typer.Option("auto", "--device", help="Where the context encoder runs: auto (a GPU when one is visible), "
                                "cpu or cuda[:N]."),
-    mixed_precision: str = typer.Option("no", "--mixed-precision", help="no, bf16 or fp16 (GPU only): autocast the "
-                                        "encoder; several times faster on a GPU, vectors shift in the third digit."),
+    mixed_precision: str = typer.Option("no", "--mixed-precision", help="no, bf16 or fp16 (fp16 on a GPU only): "
+                                        "autocast the encoder; several times faster on a GPU, vectors shift in the third digit."),
     vector_dtype: str = typer.Option("float32", "--vector-dtype", help="float32 or float16: how the passage vectors "
                                      "are stored beside the FAISS index (float16 halves their disk and page cache)."),
     reuse_embeddings: bool = typer.Option(False, "--reuse-embeddings", help="Use the passages' embeddings column (wiki_dpr's) "
