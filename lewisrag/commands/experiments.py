@@ -166,7 +166,9 @@ def _validated(preset: str, found: dict[str, str], as_json: bool = False) -> Non
         return
     _ui.out.print(_ui.table(f"preset {preset}: every asset is on this machine", ["asset", "found at"],
                             [[k, v] for k, v in found.items()]))
-    _ui.out.print("validated only: the base recipe is meant for GPUs and is not run here; nothing was written")
+    _ui.out.print("validated only: with --hub-dir alone, reproduce checks that the recipe's checkpoints and data are "
+                  "here and writes nothing; to run it, pass the assets as flags (--question-encoder, --passages, ...: "
+                  "docs/real-data.md)")
 
 
 def _render(results: dict, out: Path, lang: str = "en") -> None:
@@ -190,7 +192,9 @@ def _render(results: dict, out: Path, lang: str = "en") -> None:
     ku = results.get("knowledge_update", {})
     for name, why in (results.get("skipped") or {}).items():
         _ui.out.print(t("cli.rep.not_run", name=name, why=t.text(why)))
-    _ui.out.print(_ui.table(t("cli.rep.swap"), [t("col.model"), t("rep.swap.col_index"), t("plot.questions_a"), t("plot.questions_b")],
-                            [[system(m), t.word("index", i), c["questions_a"], c["questions_b"]]
-                             for m, by in ku.items() for i, c in by.items()]))
+    if ku:  # not run: the line above says why, and an empty table would say nothing
+        _ui.out.print(_ui.table(t("cli.rep.swap"), [t("col.model"), t("rep.swap.col_index"), t("plot.questions_a"),
+                                                    t("plot.questions_b")],
+                                [[system(m), t.word("index", i), c["questions_a"], c["questions_b"]]
+                                 for m, by in ku.items() for i, c in by.items()]))
     _ui.out.print(f"results: {Path(out) / 'results.json'}   report: {Path(out) / 'report.md'}")

@@ -37,6 +37,10 @@ JSON_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokeni
 # what transformers and tokenizers raise for a directory they cannot read or a config that does not fit
 LOAD_ERRORS = (OSError, ValueError, KeyError, TypeError, RuntimeError)
 RECIPE = "recipe.json"  # `lewisrag pretrain` writes it beside the weights, with their sha256
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+                   "vocab.json", "merges.txt", "vocab.txt")
+# sentencepiece models: spiece.model (T5), sentencepiece.bpe.model (mBART), source.spm and target.spm (Marian)
+SENTENCEPIECE = ("*.model", "*.spm")
 
 
 def load_model(loader: Callable, path: str | os.PathLike, what: str, *, allow_unexpected: bool = False,
@@ -52,10 +56,8 @@ def load_model(loader: Callable, path: str | os.PathLike, what: str, *, allow_un
     model class itself declares ignorable (tied or recomputed buffers, `_keys_to_ignore_on_load_*`)
     are already left out of what transformers reports.
     """
-    p = _directory(path, what, needs_config=True)
-    weights = _weight_files(p, what)
-    for f in weights:
-        _check_safetensors(f, what)
+    p = Path(path)
+    weights = check_weights(p, what)
     with as_input_error(p, what):
         # ignore_mismatched_sizes: report a wrong shape in loading_info (refused below) instead of
         # raising a RuntimeError that points at a report transformers logs at warning level
@@ -86,6 +88,28 @@ def _check_keys(info: dict, source: Path, what: str, allow_unexpected: bool, ign
         raise InputError(source, f"cannot load the {what}: {_first_line(info['error_msgs'][0])}")
 
 
+def check_weights(path: str | os.PathLike, what: str) -> list[Path]:
+    """The safetensors files `load_model` reads from `path`, each header parsed and no tensor loaded:
+    a pickle-only or truncated checkpoint refused in a moment, before the stages that come first run."""
+    p = _directory(path, what, needs_config=True)
+    weights = _weight_files(p, what)
+    for f in weights:
+        _check_safetensors(f, what)
+    return weights
+
+
+def model_files(path: str | os.PathLike) -> list[Path]:
+    """What loading the checked model folder `path` reads (config, generation settings, safetensors
+    weights, tokenizer, recipe.json): a hub download also holds the other frameworks' weights, a
+    README and .cache/, gigabytes that no copy of it needs."""
+    p = Path(path)
+    weights = _weight_files(p, "model")
+    index = [p / SHARDED] if weights != [p / WEIGHTS] else []
+    sentencepiece = sorted(f for pattern in SENTENCEPIECE for f in p.glob(pattern) if f.is_file())
+    named = [p / name for name in ("config.json", "generation_config.json", *TOKENIZER_FILES, RECIPE) if (p / name).is_file()]
+    return named + weights + index + sentencepiece
+
+
 def check_state_fits(expected: dict[str, tuple[int, ...]], state: dict, source: str | os.PathLike, what: str) -> None:
     """Refuse weights `state` (name -> tensor) that do not fill a module whose weights are `expected`
     (name -> shape) exactly: an InputError naming the missing, unused and misshapen keys.
@@ -112,6 +136,11 @@ def load_tokenizer(loader: Callable, path: str | os.PathLike, what: str, **kw: A
             missing = "merges.txt" if halves == ["vocab.json"] else "vocab.json"
             raise InputError(p / missing, f"{what}: file not found (a BPE tokenizer needs vocab.json and merges.txt, or "
                              "tokenizer.json)")
+        # without any vocabulary transformers 5 builds the tokenizer of its few special tokens, every word
+        # one unknown token, and training runs on that
+        if not (halves or (p / "vocab.txt").is_file() or any(f.is_file() for pattern in SENTENCEPIECE for f in p.glob(pattern))):
+            raise InputError(p / "tokenizer.json", f"{what}: file not found, nor a vocabulary (vocab.json and merges.txt, "
+                             "vocab.txt or a sentencepiece model)")
     with as_input_error(p, what):
         return loader(p, **kw)
 
@@ -242,11 +271,18 @@ def load_generator(path: str | os.PathLike, require_recipe: bool = False, device
     # torch and transformers load on first use: the evaluator (eval.metrics, eval.judges.nli) and
     # the BM25 index path import this module for load_model and never need them
     import torch
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+    from transformers import AutoModelForSeq2SeqLM
 
     check_recipe(path, required=require_recipe)
     if Path(path).is_dir():
         check_generator_folder(path)
     generator = load_model(AutoModelForSeq2SeqLM.from_pretrained, path, "generator", dtype=torch.float32).eval()
     generator.to(resolve_device(device))
-    return generator, load_tokenizer(AutoTokenizer.from_pretrained, path, "generator tokenizer", use_fast=True)
+    return generator, generator_tokenizer(path)
+
+
+def generator_tokenizer(path: str | os.PathLike):
+    """The generator folder's fast tokenizer (`load_generator`'s; `reproduce --preset base` checks it before any stage)."""
+    from transformers import AutoTokenizer
+
+    return load_tokenizer(AutoTokenizer.from_pretrained, path, "generator tokenizer", use_fast=True)

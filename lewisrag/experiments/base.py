@@ -20,15 +20,16 @@ stitched system and its comparison) are not run: results.json lists them under "
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from lewisrag import __version__
 from lewisrag.data.io import InputError, first_line, write_json, write_jsonl
 from lewisrag.data.passages import open_passages
-from lewisrag.data.pretrained import check_generator_folder
+from lewisrag.data.pretrained import check_generator_folder, check_weights, generator_tokenizer
 from lewisrag.data.records import ids_present, read_qa
 from lewisrag.data.threads import environment, resolve_device
 from lewisrag.eval.results import FORMAT
@@ -37,7 +38,7 @@ from lewisrag.experiments.presets import Preset, comparable, read_run_config
 from lewisrag.experiments.swap import swap_matrix
 from lewisrag.index import open_retriever, retrieval_recall
 from lewisrag.index.dense import DenseBuildConfig, build_dense_index
-from lewisrag.index.encoders import dpr_layout
+from lewisrag.index.encoders import check_transformers_encoder, dpr_layout
 
 Progress = Callable[[str, int, int, str], None]
 
@@ -114,24 +115,37 @@ def prepare(assets: BaseAssets, hub: tuple[str, ...] = ()) -> dict:
 
 
 def _check_model_folders(assets: BaseAssets) -> None:
-    """What each model folder holds, read from its config.json before any stage runs: a wrong folder
-    found after the index is built would leave a run that --resume refuses (its config differs)."""
+    """What each model folder holds, read from its config.json, and what its loader reads (the
+    safetensors headers, the tokenizer), before any stage runs: a wrong or damaged folder found after
+    the index is built would leave a run that --resume refuses (its config differs)."""
     for flag, value, side in (("--question-encoder", assets.question_encoder, "question"),
                               ("--context-encoder", assets.context_encoder, "context")):
         if str(value).startswith("hf:"):
             continue
-        try:
+        with _flagged(flag):
             layout = dpr_layout(value)
-        except InputError as e:
-            raise InputError(e.source, f"{flag}: {e.message}", line=e.line, field=e.field) from None
         if layout != side:
             what = {"question": "a DPRQuestionEncoder folder", "context": "a DPRContextEncoder folder",
                     "lewisrag": "a `lewisrag train dpr` checkpoint", "rag": "a trained RAG model"}[layout]
             raise InputError(value, f"{flag}: {what}; the base recipe needs the transformers DPR{side.capitalize()}Encoder "
                              "folder of the pair")
+        with _flagged(flag):
+            check_transformers_encoder(value, side)
     if not str(assets.generator).startswith("hf:"):
         check_generator_folder(assets.generator)
+        with _flagged("--generator"):
+            check_weights(assets.generator, "generator")
+            generator_tokenizer(assets.generator)
         _check_generation(Path(assets.generator))
+
+
+@contextlib.contextmanager
+def _flagged(flag: str) -> Iterator[None]:
+    """An InputError raised inside the block names the flag that gave the folder."""
+    try:
+        yield
+    except InputError as e:
+        raise InputError(e.source, f"{flag}: {e.message}", line=e.line, field=e.field) from None
 
 
 def _check_generation(folder: Path) -> None:
@@ -203,8 +217,11 @@ def _settings(preset: Preset, assets: BaseAssets, n_train: int, n_passages: int)
     (a batch cannot exceed the training questions, K the passages indexed)."""
     n_passages = min(n_passages, assets.max_passages or n_passages)
     steps = assets.steps or preset.rag.steps
+    # about ten checkpoints and dev evaluations whatever --steps is: at the preset's intervals a
+    # shortened run (--steps 2000) was saved only at its last step, so a kill lost it all
+    every = max(1, steps // 10)
     rag = {"steps": steps, "batch_size": min(preset.rag.batch_size, n_train), "n_docs": min(preset.rag.n_docs, n_passages),
-           "eval_every": min(preset.rag.eval_every, steps), "save_every": min(preset.rag.save_every, steps)}
+           "eval_every": min(preset.rag.eval_every, every), "save_every": min(preset.rag.save_every, every)}
     closed = {"steps": assets.steps or preset.closed_book.steps, "batch_size": min(preset.closed_book.batch_size, n_train)}
     return {"rag": rag, "closed_book": closed}
 

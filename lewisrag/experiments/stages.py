@@ -18,7 +18,7 @@ import torch
 
 from lewisrag.data.io import InputError, expect, is_number, read_json, read_json_list_lines, write_json, write_text
 from lewisrag.data.outputs import mark, staged_dir
-from lewisrag.data.pretrained import load_generator
+from lewisrag.data.pretrained import load_generator, model_files
 from lewisrag.data.records import read_qa
 from lewisrag.data.threads import resolve_device
 from lewisrag.eval.results import QuestionRecord
@@ -128,12 +128,14 @@ STAGE_DETAIL = ("records", "out", "split", "dense", "bm25")  # in results alread
 
 
 def copy_generator(src: str | Path, out: Path, require_recipe: bool = False) -> None:
-    """Copy a generator folder to `out` once it loads (and, with a recipe.json, its weights' sha256 matches)."""
+    """Copy what loading a generator folder reads (`model_files`: not a hub download's other weights,
+    README or .cache/) to `out`, once it loads (and, with a recipe.json, its weights' sha256 matches)."""
     generator, _ = load_generator(src, require_recipe=require_recipe)  # before anything is copied
     # RAG decodes with its generation_config.json: refused here, not at the rag_token stage, naming the source
     check_generation_config(generator.generation_config, generator.config.vocab_size, generation_file(src))
     with staged_dir(out, GENERATOR_KIND) as tmp:
-        shutil.copytree(src, tmp, dirs_exist_ok=True)
+        for f in model_files(src):
+            shutil.copy2(f, tmp / f.name)
 
 
 def shipped_generator(preset: Preset) -> Path:

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from lewisrag.data.io import InputError, is_count, read_json, write_json
-from lewisrag.data.pretrained import load_model, load_tokenizer
+from lewisrag.data.pretrained import check_weights, load_config, load_model, load_tokenizer
 
 META_FILE = "lewisrag_dpr.json"
 DPR_ARCHITECTURES = {"DPRQuestionEncoder": "question", "DPRContextEncoder": "context"}  # config.json architectures -> side
@@ -145,7 +145,7 @@ def load_transformers_encoder(path: str | os.PathLike, side: str,
     transformers' tokenizer would be asked to; a context folder's fingerprint is taken from its weights.
     """
     # transformers (and torch with it) loads on first use, for the BM25 paths (see state_fingerprint)
-    from transformers import AutoTokenizer, DPRContextEncoder, DPRQuestionEncoder
+    from transformers import DPRContextEncoder, DPRQuestionEncoder
 
     p = Path(path)
     arch = "DPRQuestionEncoder" if side == "question" else "DPRContextEncoder"
@@ -154,7 +154,7 @@ def load_transformers_encoder(path: str | os.PathLike, side: str,
         raise InputError(p, f"the {p.name} of a trained RAG model holds no tokenizer (it is in {p.parent.name}/"
                             f"question_tokenizer): give the model directory {p.parent} instead")
     model = load_model(cls.from_pretrained, p, arch, ignore_unexpected=DPR_POOLER).eval()
-    tokenizer = load_tokenizer(AutoTokenizer.from_pretrained, tokenizer_path or p, f"{arch}'s tokenizer", use_fast=True)
+    tokenizer = _bert_tokenizer(Path(tokenizer_path or p), arch, int(model.config.vocab_size))
     limit = int(model.config.max_position_embeddings)
     if isinstance(getattr(tokenizer, "model_max_length", None), int) and 0 < tokenizer.model_max_length < limit:
         limit = int(tokenizer.model_max_length)
@@ -164,6 +164,38 @@ def load_transformers_encoder(path: str | os.PathLike, side: str,
     if side == "question":
         return DPRCheckpoint(model, None, tokenizer, meta)
     return DPRCheckpoint(None, model, tokenizer, meta)
+
+
+def check_transformers_encoder(path: str | os.PathLike, side: str) -> None:
+    """What `load_transformers_encoder` reads from a DPR folder of `side`, checked without loading a
+    weight: the safetensors headers parse and the tokenizer loads and fits. For `reproduce --preset
+    base`, so that a pickle-only, truncated or tokenizer-less folder is refused before the stages run."""
+    from transformers import AutoConfig
+
+    arch = "DPRQuestionEncoder" if side == "question" else "DPRContextEncoder"
+    check_weights(path, arch)
+    _bert_tokenizer(Path(path), arch, int(load_config(AutoConfig.from_pretrained, path, f"{arch} config").vocab_size))
+
+
+def _bert_tokenizer(folder: Path, arch: str, vocab_size: int):
+    """The BERT tokenizer in a DPR `folder`, refused unless it can be its encoder's (of `vocab_size`
+    embedding rows): without vocab.txt and tokenizer.json transformers 5 builds a BertTokenizer of the
+    5 special tokens, every word [UNK], and training runs on it to the end."""
+    from transformers import AutoTokenizer
+
+    what = f"{arch}'s tokenizer"
+    files = [folder / name for name in ("tokenizer.json", "vocab.txt") if (folder / name).is_file()]
+    if folder.is_dir() and not files:  # a folder not there is named by load_tokenizer
+        raise InputError(folder / "vocab.txt", f"{what}: file not found (a BERT tokenizer needs vocab.txt or tokenizer.json)")
+    tokenizer = load_tokenizer(AutoTokenizer.from_pretrained, folder, what, use_fast=True)
+    # A token id must index the embedding (a larger one fails inside it, mid-run). The hub's DPR folders
+    # have exactly vocab_size tokens, and a checkpoint may keep spare rows (an embedding padded to a
+    # multiple of 64, tokens removed); under half the rows, though, the vocabulary is another model's
+    # or a stub, whose words the encoder never learnt.
+    if not vocab_size / 2 <= len(tokenizer) <= vocab_size:
+        raise InputError(files[0], f"{what}: {len(tokenizer)} tokens, where the encoder's config.json has vocab_size "
+                         f"{vocab_size}: not the tokenizer this encoder was trained with")
+    return tokenizer
 
 
 def context_encoder_layout(path: str | os.PathLike) -> str:
