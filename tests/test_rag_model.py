@@ -193,7 +193,7 @@ def test_forward_questions_retrieves_and_trains_only_the_question_encoder(tmp_pa
 class CheckedIndex(FakeIndex):
     """A fake index that, like DenseIndex, refuses a model trained against another context encoder."""
 
-    def check_encoder(self, ctx_fingerprint: str, dim: int, swap: bool = False) -> None:
+    def check_encoder(self, ctx_fingerprint: str, dim: int, swap: bool = False, flags: tuple[str, ...] = ()) -> None:
         if ctx_fingerprint != "enc-a" and not swap:
             raise InputError("idx", f"index was built with context encoder enc-a, not {ctx_fingerprint}")
 
