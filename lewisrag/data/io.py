@@ -395,7 +395,7 @@ def one_line(error: BaseException | str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in joined)
 
 
-def first_line(error: BaseException) -> str:
+def first_line(error: BaseException | str) -> str:
     """The first non-blank line of a library's error, as `one_line` prints it; the error's type if it
     has no text. Libraries put the cause first and a traceback or advice after it.
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from safetensors import SafetensorError, safe_open
 
-from lewisrag.data.io import InputError, read_json
+from lewisrag.data.io import InputError, first_line, read_json
 from lewisrag.data.threads import resolve_device
 
 WEIGHTS = "model.safetensors"
@@ -105,9 +105,12 @@ def model_files(path: str | os.PathLike) -> list[Path]:
     p = Path(path)
     weights = _weight_files(p, "model")
     index = [p / SHARDED] if weights != [p / WEIGHTS] else []
-    sentencepiece = sorted(f for pattern in SENTENCEPIECE for f in p.glob(pattern) if f.is_file())
     named = [p / name for name in ("config.json", "generation_config.json", *TOKENIZER_FILES, RECIPE) if (p / name).is_file()]
-    return named + weights + index + sentencepiece
+    return named + weights + index + _sentencepiece_files(p)
+
+
+def _sentencepiece_files(folder: Path) -> list[Path]:
+    return sorted(f for pattern in SENTENCEPIECE for f in folder.glob(pattern) if f.is_file())
 
 
 def check_state_fits(expected: dict[str, tuple[int, ...]], state: dict, source: str | os.PathLike, what: str) -> None:
@@ -138,7 +141,7 @@ def load_tokenizer(loader: Callable, path: str | os.PathLike, what: str, **kw: A
                              "tokenizer.json)")
         # without any vocabulary transformers 5 builds the tokenizer of its few special tokens, every word
         # one unknown token, and training runs on that
-        if not (halves or (p / "vocab.txt").is_file() or any(f.is_file() for pattern in SENTENCEPIECE for f in p.glob(pattern))):
+        if not (halves or (p / "vocab.txt").is_file() or _sentencepiece_files(p)):
             raise InputError(p / "tokenizer.json", f"{what}: file not found, nor a vocabulary (vocab.json and merges.txt, "
                              "vocab.txt or a sentencepiece model)")
     with as_input_error(p, what):
@@ -212,10 +215,7 @@ def as_input_error(source: str | os.PathLike, what: str) -> Iterator[None]:
 
 
 def _first_line(e: BaseException | str) -> str:
-    text = str(e).strip()
-    if isinstance(e, KeyError):
-        return f"missing entry {text}"
-    return text.splitlines()[0] if text else type(e).__name__
+    return f"missing entry {str(e).strip()}" if isinstance(e, KeyError) else first_line(e)
 
 
 def _few(items: list[str], n: int = 3) -> str:

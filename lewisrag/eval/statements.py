@@ -35,9 +35,9 @@ Rules of version "7":
   it: its number is no claim to check. A lone "42. It is ..." keeps its number.
 
 Version "6" never ended a sentence at "etc.", so "It reads JSON, XML, etc. It caches them [1]." was
-one sentence, its first claim sharing the second's citation. Version "5" gave a citation after a full stop to the sentence before it even when that one cited
-already, so in "[1] 指出 A。[1] 还指出 B。" the second sentence cited nothing (a MISSING_CITATION the
-gate fails on), and read only "1. ", "2) " and "3、" as list markers ("（1）" stayed a number the cited
+one sentence, its first claim sharing the second's citation. Version "5" gave a citation after a
+full stop to the sentence before it even when that one cited already, so in "[1] 指出 A。[1] 还指出
+B。" the second sentence cited nothing (a MISSING_CITATION the gate fails on), and read only "1. ", "2) " and "3、" as list markers ("（1）" stayed a number the cited
 context had to hold). (The evaluator's other rules that changed with version "6", so that scores of the
 two are not compared: a sentence beside a refusal phrase is excused from citing only when it states
 nothing, `diagnose.declines_only`; the citation checker compares numbers whole.) Version "4" read `arr[0]` as a citation of context 0 (a BAD_ID the gate fails on) and ended

@@ -24,7 +24,7 @@ from pathlib import Path
 import bm25s
 import numpy as np
 
-from lewisrag.data.io import InputError
+from lewisrag.data.io import InputError, first_line
 from lewisrag.data.outputs import check_out_dir, exclusive
 from lewisrag.data.records import Passage
 from lewisrag.index import store
@@ -116,8 +116,7 @@ class BM25Index:
         # a missing, truncated or garbled file (JSONDecodeError is a ValueError); JSON of the wrong shape
         # ([] for an object) fails inside bm25s as a TypeError, AttributeError or KeyError
         except (OSError, ValueError, EOFError, TypeError, AttributeError, KeyError) as e:
-            text = str(e).strip()
-            raise InputError(path / "bm25", f"cannot read the BM25 index ({text.splitlines()[0] if text else type(e).__name__}); "
+            raise InputError(path / "bm25", f"cannot read the BM25 index ({first_line(e)}); "
                              "build the index again") from None
         return cls(path, manifest, retriever, store.load_passages(path, manifest))
 

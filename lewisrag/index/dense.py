@@ -615,14 +615,14 @@ class DenseIndex:
             return
         built_by = self.manifest["encoder"].get("path")
         built = f"index was built with context encoder {self.ctx_fingerprint}{f' ({built_by})' if built_by else ''}"
-        if ctx_fingerprint is None:
-            problem = "the transformers DPRQuestionEncoder names no context encoder"
-            fix = ("pass --context-encoder with the DPRContextEncoder folder of its pair (the one that built the index)"
-                   if "--context-encoder" in flags else "use the question encoder of the pair that built the index")
+        problem = ("the transformers DPRQuestionEncoder names no context encoder" if ctx_fingerprint is None
+                   else f"the question encoder is paired with context encoder {ctx_fingerprint}")
+        if "--context-encoder" not in flags:
+            fix = "use the question encoder of the pair that built the index"
+        elif ctx_fingerprint is None:
+            fix = "pass --context-encoder with the DPRContextEncoder folder of its pair (the one that built the index)"
         else:
-            problem = f"the question encoder is paired with context encoder {ctx_fingerprint}"
-            fix = ("give the question encoder (or --context-encoder) of the pair that built the index"
-                   if "--context-encoder" in flags else "use the question encoder of the pair that built the index")
+            fix = "give the question encoder (or --context-encoder) of the pair that built the index"
         if "--swap" in flags:
             fix += ", or --swap to search it anyway"
         raise store.IndexMismatchError(self.path, f"{built}; {problem}: {fix}", field="encoder.ctx_fingerprint")
