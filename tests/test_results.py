@@ -1,7 +1,10 @@
 """The results.json contract (lewisrag.eval.results): written and read back through one module."""
 
+import importlib.metadata
 import json
 import math
+import subprocess
+import sys
 
 import pytest
 
@@ -101,3 +104,18 @@ def test_a_results_json_folder_is_named_as_one(tmp_path):
     with pytest.raises(InputError, match="is a folder; a results.json file is needed") as e:
         read_results(tmp_path)
     assert e.value.source == str(tmp_path / "results.json")
+
+
+def test_producer_version_without_installed_metadata():
+    """lewisrag run from a checkout (PYTHONPATH, no `pip install`) has no package metadata: the version
+    written into results.json comes from the package itself, the same number an install records."""
+    import lewisrag
+
+    code = ("import importlib.metadata as m\n"
+            "def missing(name): raise m.PackageNotFoundError(name)\n"
+            "m.version = missing\n"
+            "from lewisrag.eval.results import Producer\n"
+            "print(Producer.here('eval').version)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == lewisrag.__version__ == importlib.metadata.version("lewisrag")

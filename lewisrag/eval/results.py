@@ -22,9 +22,9 @@ import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib.metadata import version
 from pathlib import Path
 
+from lewisrag import __version__
 from lewisrag.data.io import InputError, read_json_list_lines, write_json, write_text
 from lewisrag.data.outputs import check_out_dir, rewritten_dir
 from lewisrag.data.records import CATEGORIES
@@ -66,7 +66,7 @@ class Producer:
     def here(cls, kind: str) -> Producer:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
-        return cls(kind, version("lewisrag"))
+        return cls(kind, __version__)  # also where lewisrag runs from a checkout, uninstalled
 
 
 @dataclass
