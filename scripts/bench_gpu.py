@@ -41,9 +41,9 @@ The parts, each timed on its own:
    compiled  the same RAG-Token step with lewisrag's models compiled as `train rag --compile`
            compiles them (torch.compile, inductor), beside transformers' timed again; the first,
            compiling, call timed apart.
-   mfu     lewisrag's same-weights RAG-Token step alone, eager and compiled, at the preset's batch
-           and twice it: MFU against the datasheet and the measured matmul (where the 45% target
-           can be met, if anywhere), peak memory.
+   mfu     lewisrag's same-weights RAG-Token step alone, eager and compiled (`--mfu-modes`), at the
+           preset's batch and twice it (`--mfu-scales`): MFU against the datasheet and the measured
+           matmul (where the 45% target can be met, if anywhere), peak memory.
 5. search  one training batch of questions against the corpus's vectors: FAISS Flat on the CPU,
            an exact bf16 matrix product on the GPU, and `DenseIndex.search_on` in float32 and float16.
 6. search_scale  `train rag --search-device`'s search at the paper's 21,015,324 passages
@@ -368,11 +368,18 @@ def profile_steps(c: dict, p: dict, tmp: Path, device: str, log, active: int = 5
     def device_us(e) -> float:
         return float(getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0.0)))
 
-    kernel_s = sum(device_us(e) for e in events) / 1e6
+    # The device's busy time is its own events' (kernels, copies, sets): an operator's self device time
+    # is its kernels' time again, and the step's range annotated on the device spans the whole step
+    # (summing every row read 142% busy on the H200).
+    from torch.autograd import DeviceType
+
+    kernel_s = sum(e.self_device_time_total for e in prof.events()
+                   if e.device_type != DeviceType.CPU and not getattr(e, "is_user_annotation", False)) / 1e6
     launches = sum(e.count for e in events if e.key in ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC"))
 
     def top(key, n: int = 20) -> list[tuple]:
-        rows = sorted(events, key=key, reverse=True)[:n]
+        rows = sorted((e for e in events if key is not device_us or not e.key.startswith("ProfilerStep")),
+                      key=key, reverse=True)[:n]  # on the device, the step's range is not an operator
         return [(e.key[:80], round(key(e) / 1e3 / active, 3), round(e.count / active, 1)) for e in rows]
 
     out = {"active_steps": active, "step_s": wall / active, "device_kernel_s_per_step": kernel_s / active,
@@ -544,18 +551,20 @@ def same_weights_flops(c: dict, p: dict) -> float:
     return step_flops([(b * K, p["context"], p["target"])], [b * 16], AutoConfig.from_pretrained(gen), q_params, n_enc, n_dec)
 
 
-def mfu_steps(c: dict, p: dict, device: str, reps: int, rate: float | None, log, keep) -> list[dict]:
+def mfu_steps(c: dict, p: dict, device: str, reps: int, rate: float | None, log, keep,
+              modes: tuple[str, ...] = ("eager", "compiled"), scales: tuple[int, ...] = (1, 2)) -> list[dict]:
     """lewisrag's same-weights RAG-Token step alone, eager and compiled (`train rag --compile`), at
-    the preset's batch and twice it: the share of the GPU's bf16 rate each reaches (MFU against the
-    datasheet and against the matmul measured here). Where the MFU target can be met, if anywhere.
+    `scales` times the preset's batch (its batch and twice it unless told): the share of the GPU's
+    bf16 rate each reaches (MFU against the datasheet and against the matmul measured here). Where the
+    MFU target can be met, if anywhere.
     `keep(rows)` is called after every row, so that a call cut short keeps the rows it measured."""
-    modes = ["eager", "compiled"]
-    rows: list[dict] = []
+    modes, rows = list(modes), []
     try:
-        check_compiler()
+        if "compiled" in modes:
+            check_compiler()
     except Exception as e:  # no C compiler: the eager rows alone, and the reason
         modes, rows = ["eager"], [{"mode": "compiled", "error": str(e)}]
-    for scale in (1, 2):
+    for scale in scales:
         q = dict(p, batch=scale * p["batch"])
         flops = same_weights_flops(c, q)
         batch, q_ids, docs = same_weights_batch(c, q, device)
@@ -585,7 +594,7 @@ def mfu_steps(c: dict, p: dict, device: str, reps: int, rate: float | None, log,
             keep(rows)
             log(f"mfu: B={q['batch']} {mode}: {s:.3f} s/step, MFU {100 * flops / s / H200_BF16_DENSE:.1f}% of 989 TFLOP/s")
         del ours
-        if out_of_memory:  # twice the batch would not fit either
+        if out_of_memory:  # a larger batch would not fit either
             break
     return rows
 
@@ -705,6 +714,8 @@ def main() -> None:
                     help=f"comma-separated, of {', '.join(PARTS)} (corpus runs when one of the others needs it)")
     ap.add_argument("--scale-passages", type=int, help="search_scale's vectors (default: the preset's; paper: 21,015,324)")
     ap.add_argument("--encode", type=int, help="distinct passages encoded (default: the preset's)")
+    ap.add_argument("--mfu-modes", default="eager,compiled", help="mfu's modes: eager, compiled (compiling takes minutes)")
+    ap.add_argument("--mfu-scales", default="1,2", help="mfu's batches, as multiples of the preset's (ascending)")
     ap.add_argument("--budget", type=float, default=1e9, help="seconds: parts that would start later are skipped")
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args()
@@ -761,7 +772,9 @@ def main() -> None:
             part("compiled", lambda: compiled_step(corpus, p, args.device, args.reps, log))
             part("closed_book", lambda: closed_book(corpus, p, tmp, args.device, log))
             part("mfu", lambda: mfu_steps(corpus, p, args.device, args.reps, rate, log,
-                                          keep=lambda rows: (results["parts"].__setitem__("mfu", rows), save())))
+                                          keep=lambda rows: (results["parts"].__setitem__("mfu", rows), save()),
+                                          modes=tuple(args.mfu_modes.split(",")),
+                                          scales=tuple(int(x) for x in args.mfu_scales.split(","))))
             part("train_token_faiss", lambda: train_pipeline("token", p["steps_faiss"], corpus, p, tmp, args.device, log,
                                                              search="cpu"))
             part("train_sequence", lambda: train_pipeline("sequence", p["steps_sequence"], corpus, p, tmp, args.device, log))

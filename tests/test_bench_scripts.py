@@ -55,7 +55,7 @@ def test_bench_gpu_check_preset_runs_every_part(tmp_path):
 def test_gpu_session_script_dry_run(tmp_path):
     """The one prepared call for a lent GPU runs here at toy sizes and writes each part's numbers."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "OUT": str(tmp_path), "PYTHON": sys.executable,
-           "BENCH_ARGS": "--preset check --device cpu --reps 1 --encode 512 --steps-token 6 --budget 1e9", "SMOKE_ARGS": "--device cpu"}
+           "BENCH_ARGS": "--preset check --device cpu --reps 1 --encode 512 --passages 3000 --steps-token 6 --budget 1e9", "SMOKE_ARGS": "--device cpu"}
     r = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_session.sh")], capture_output=True, text=True, env=env,
                        timeout=600, cwd=ROOT)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
@@ -69,17 +69,15 @@ def test_gpu_session_script_dry_run(tmp_path):
         assert s["trained_on"] == {"rag_token": "cpu", "closed_book": "cpu", "preset": "cpu", **pretrained[preset]}, s
         assert {"index_a", "rag_token", "rag_sequence", "closed_book", "evaluate", "knowledge_update"} <= set(s["timings"])
     assert {"dpr", "stitched", "compare", "ablations", "fever_verifier", "jeopardy_rag_token"} <= set(smoke["tiny"]["timings"])
-    scale, train = (json.loads((tmp_path / name).read_text()) for name in ("search_scale.json", "train.json"))
-    assert scale["errors"] == {} and set(scale["parts"]) == {"search_scale"}  # no corpus built for it
-    assert train["errors"] == COMPILED_ERRORS
-    assert ({"corpus", "train_token", "same_weights", "profile", "closed_book"} | ({"compiled"} - set(COMPILED_ERRORS))) <= set(train["parts"])
+    train = json.loads((tmp_path / "train.json").read_text())
+    assert train["errors"] == {} and train["skipped"] == []  # the mfu part reports a missing compiler in its rows
+    assert set(train["parts"]) == {"matmul", "corpus", "train_token", "profile", "closed_book", "mfu"}
     assert train["parts"]["train_token"]["steps"] == 6
-    mfu = train["parts"]["mfu"]  # lewisrag's step alone at the batch and twice it, eager (and compiled with a compiler)
+    mfu = train["parts"]["mfu"]  # lewisrag's step alone at four times the batch, eager (and compiled with a compiler)
     timed_rows = [r for r in mfu if "error" not in r]
     modes = ("eager",) if "compiled" in COMPILED_ERRORS else ("eager", "compiled")
-    assert [(r["batch"], r["mode"]) for r in timed_rows] == [(b, m) for b in (4, 8) for m in modes]
+    assert [(r["batch"], r["mode"]) for r in timed_rows] == [(16, m) for m in modes]
     assert all(r["step_s"] > 0 and r["flops_per_step"] > 0 for r in timed_rows)
-    assert timed_rows[-1]["flops_per_step"] > 1.9 * timed_rows[0]["flops_per_step"]  # twice the batch, twice the work
     prof = train["parts"]["profile"]  # on the CPU: host operators only, no device share
     assert prof["step_s"] > 0 and prof["device_busy_share"] is None and prof["top_host_ms_per_step"]
 
