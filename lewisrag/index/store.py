@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from lewisrag.data.io import InputError, atomic_path, expect, is_count, is_number, read_json, write_json
+from lewisrag.data.io import InputError, atomic_path, expect, is_count, read_json, write_json
 from lewisrag.data.outputs import MARKER, is_ours, mark, physical, replace_dir
 from lewisrag.data.passages import PASSAGE_SCHEMA, PassageTable
 from lewisrag.data.records import Passage, read_passages
