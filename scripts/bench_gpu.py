@@ -556,14 +556,17 @@ def mfu_steps(c: dict, p: dict, device: str, reps: int, rate: float | None, log,
     """lewisrag's same-weights RAG-Token step alone, eager and compiled (`train rag --compile`), at
     `scales` times the preset's batch (its batch and twice it unless told): the share of the GPU's
     bf16 rate each reaches (MFU against the datasheet and against the matmul measured here). Where the
-    MFU target can be met, if anywhere.
+    MFU target can be met, if anywhere. A mode "eager:BACKEND" runs the eager step with attention
+    through one `torch.nn.attention.SDPBackend` (flash, efficient, cudnn, math): the H200's profile
+    showed cuDNN attention's host side at 0.55 ms a call. A backend that cannot take BART's padding
+    mask is reported as that row's error.
     `keep(rows)` is called after every row, so that a call cut short keeps the rows it measured."""
     modes, rows = list(modes), []
     try:
         if "compiled" in modes:
             check_compiler()
-    except Exception as e:  # no C compiler: the eager rows alone, and the reason
-        modes, rows = ["eager"], [{"mode": "compiled", "error": str(e)}]
+    except Exception as e:  # no C compiler: the other rows, and the reason
+        modes, rows = [m for m in modes if m != "compiled"], [{"mode": "compiled", "error": str(e)}]
     for scale in scales:
         q = dict(p, batch=scale * p["batch"])
         flops = same_weights_flops(c, q)
@@ -573,7 +576,7 @@ def mfu_steps(c: dict, p: dict, device: str, reps: int, rate: float | None, log,
         for mode in modes:
             f = None
             try:
-                f = hf_step(ours, batch, q_ids, docs, compiled=mode == "compiled")
+                f = with_attention(hf_step(ours, batch, q_ids, docs, compiled=mode == "compiled"), mode.partition(":")[2])
                 s, peak = timed(f, reps), peak_gb(f)
             except Exception as e:  # one mode's failure keeps the rows measured and the next mode's chance
                 out_of_memory = isinstance(e, torch.cuda.OutOfMemoryError)
@@ -597,6 +600,21 @@ def mfu_steps(c: dict, p: dict, device: str, reps: int, rate: float | None, log,
         if out_of_memory:  # a larger batch would not fit either
             break
     return rows
+
+
+def with_attention(step, backend: str):
+    """`step` with scaled_dot_product_attention held to one backend ("" leaves torch's choice)."""
+    if not backend:
+        return step
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    chosen = getattr(SDPBackend, {"efficient": "EFFICIENT_ATTENTION", "flash": "FLASH_ATTENTION",
+                                  "cudnn": "CUDNN_ATTENTION", "math": "MATH"}[backend])
+
+    def held():
+        with sdpa_kernel(chosen):
+            return step()
+    return held
 
 
 def same_weights(c: dict, p: dict, tmp: Path, device: str, reps: int, log) -> list[tuple]:
@@ -714,7 +732,8 @@ def main() -> None:
                     help=f"comma-separated, of {', '.join(PARTS)} (corpus runs when one of the others needs it)")
     ap.add_argument("--scale-passages", type=int, help="search_scale's vectors (default: the preset's; paper: 21,015,324)")
     ap.add_argument("--encode", type=int, help="distinct passages encoded (default: the preset's)")
-    ap.add_argument("--mfu-modes", default="eager,compiled", help="mfu's modes: eager, compiled (compiling takes minutes)")
+    ap.add_argument("--mfu-modes", default="eager,compiled", help="mfu's modes: eager, compiled (compiling takes minutes), eager:BACKEND "
+                    "(attention through flash, efficient, cudnn or math)")
     ap.add_argument("--mfu-scales", default="1,2", help="mfu's batches, as multiples of the preset's (ascending)")
     ap.add_argument("--budget", type=float, default=1e9, help="seconds: parts that would start later are skipped")
     ap.add_argument("--json", type=Path, help="also write the results here")

@@ -12,8 +12,10 @@
 # 2. train: over a 200,000-passage corpus, the bart-large RAG-Token step with its split, the step
 #    under torch.profiler (the device's busy share counted from its own events, launches, the top
 #    operators), the closed-book stage on the GPU (bf16 steps at batch 128, answers from the question
-#    alone), and lewisrag's same-weights step alone at four times the batch, eager and compiled
-#    (`train rag --compile`: two or three minutes of compiling), for the MFU target (train.json).
+#    alone), and lewisrag's same-weights step alone at four times the batch, eager (torch's attention
+#    backend, then memory-efficient and flash attention instead of cuDNN's, whose host side took
+#    0.55 ms a call) and compiled (`train rag --compile`: two or three minutes of compiling), for the
+#    MFU target (train.json).
 # Measured on 2026-12-04 and not repeated here (docs/measurements/): the search at 21,015,324
 # vectors (`--parts search_scale`), the same-weights comparison with transformers and the compiled
 # step (`--parts same_weights,compiled`), MFU eager at the batch and twice it.
@@ -39,6 +41,6 @@ status=0
 "$PY" scripts/gpu_smoke.py --out "$OUT/smoke.json" "${SMOKE[@]}" > "$OUT/smoke.log" 2>&1 || status=1
 tail -n 3 "$OUT/smoke.log"
 "$PY" scripts/bench_gpu.py --budget 200 --passages 200000 --encode 16384 --steps-token 60 \
-  --parts matmul,train_token,profile,closed_book,mfu --mfu-scales 4 \
+  --parts matmul,train_token,profile,closed_book,mfu --mfu-scales 4 --mfu-modes eager,eager:efficient,eager:flash,compiled \
   --json "$OUT/train.json" "${ARGS[@]}" 2>&1 | tee "$OUT/train.log" || status=1
 exit $status
