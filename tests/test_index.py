@@ -373,8 +373,10 @@ def test_passage_store_is_arrow_read_by_row_and_old_indexes_still_load(tiny_corp
         return Passage(*fields)
 
     monkeypatch.setattr(passages_module, "Passage", counted)
-    index = BM25Index.load(tmp_path / "idx")  # memory-mapped: no passage is parsed to open it
-    assert made == [] and len(index.passages) == len(passages)
+    index = BM25Index.load(tmp_path / "idx")  # memory-mapped: only the rows the sample hash checks are parsed
+    assert made == [passages[r].id for r in store.sample_rows(len(passages))] and len(index.passages) == len(passages)
+    assert len(store.sample_rows(21_015_324)) == store.SAMPLE_ROWS  # at any size
+    made.clear()
     assert [index.passages[r] for r in (7, 0, 7)] == [passages[7], passages[0], passages[7]]
     assert made == [passages[7].id, passages[0].id, passages[7].id]  # reading K rows makes K objects
     monkeypatch.undo()
@@ -534,3 +536,37 @@ def test_text_that_looks_like_rich_markup_is_printed_as_it_is(tmp_path):
     r = run_cli("index", "search", "--index", str(tmp_path / "idx"), "-q", "alpha [/q]", "--n-docs", "2")
     assert r.returncode == 0, r.stderr
     assert "alpha [/q]" in r.stdout and "Alpha [/x] beta" in r.stdout and "[bold]one[/bold]" in r.stdout
+
+
+def test_a_load_refuses_another_indexs_passage_store_and_damaged_vectors(tiny_corpus, dpr_ckpt, tmp_path):
+    """The damage a load checks in O(1): a passage store swapped for one of the same length (the rows
+    sampled at build, `store.sample_hash`), and stored vectors no longer finite (rows sampled)."""
+    import dataclasses
+
+    from lewisrag.index import store
+
+    passages = read_passages(tiny_corpus["passages"])
+    build_bm25_index(passages, tmp_path / "a")
+    edited = [dataclasses.replace(p, text=p.text + " again") if i == len(passages) - 1 else p for i, p in enumerate(passages)]
+    for name, other in (("edited", edited), ("reordered", passages[1:] + passages[:1])):
+        build_bm25_index(other, tmp_path / name)
+        shutil.copyfile(tmp_path / name / "passages.arrow", tmp_path / "a" / "passages.arrow")
+        with pytest.raises(InputError, match="does not hold the passages this index was built over") as e:
+            BM25Index.load(tmp_path / "a")
+        assert str(tmp_path / "a" / "passages.arrow") in str(e.value)
+    # an index built before the field existed loads unchecked
+    manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    del manifest["sample_hash"]
+    (tmp_path / "a" / "manifest.json").write_text(json.dumps(manifest))
+    assert len(BM25Index.load(tmp_path / "a").passages) == len(passages)
+
+    build_dense_index(passages, dpr_ckpt, tmp_path / "d", DenseBuildConfig(shard_size=16))
+    assert len(DenseIndex.load(tmp_path / "d").passages) == len(passages)
+    vectors = np.load(tmp_path / "d" / "embeddings.npy", mmap_mode="r+")
+    vectors[store.sample_rows(len(vectors))[-1], 3] = np.nan  # the last row: always sampled
+    vectors.flush()
+    del vectors
+    r = run_cli("index", "search", "--index", str(tmp_path / "d"), "--query", "who?")
+    assert r.returncode == 2 and "non-finite vectors" in r.stderr and "Traceback" not in r.stderr
+    with pytest.raises(InputError, match="non-finite vectors"):
+        DenseIndex.load(tmp_path / "d")

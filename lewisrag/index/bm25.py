@@ -74,6 +74,7 @@ def build_bm25_index(passages: Sequence[Passage], out: str | os.PathLike, k1: fl
                 "metric": "bm25",
                 "n_passages": len(passages),
                 "content_hash": store.content_hash(passages),
+                "sample_hash": store.sample_hash(passages),
                 "bm25": {"k1": k1, "b": b, "tokenizer": TOKENIZER},
             }
             store.finish(partial, out, manifest)

@@ -120,6 +120,7 @@ def build_dense_index(
             "dim": int(embeddings.shape[1]),
             "n_passages": len(passages),
             "content_hash": chash,
+            "sample_hash": store.sample_hash(passages),
             "encoder": {"path": str(Path(encoder_path).resolve()), "ctx_fingerprint": ckpt.ctx_fingerprint,
                         "format": ckpt.meta.get("format", "lewisrag")},
             "search_params": DEFAULT_SEARCH_PARAMS,
@@ -558,6 +559,10 @@ class DenseIndex:
             raise InputError(path, f"damaged: {EMBEDDINGS} holds {embeddings.shape}, {FAISS_FILE} "
                              f"{f'{index.ntotal} vectors of {index.d}' if index is not None else 'unread'}, "
                              f"the manifest says {expected}")
+        # a build refuses non-finite vectors; a file damaged since would score NaN and rank at random
+        sample = np.asarray(embeddings[store.sample_rows(len(embeddings))], dtype=np.float32)
+        if not np.isfinite(sample).all():
+            raise InputError(path / EMBEDDINGS, "holds non-finite vectors (NaN or inf): the index is damaged; build it again")
         return cls(path, manifest, index, embeddings, store.load_passages(path, manifest))
 
     @classmethod

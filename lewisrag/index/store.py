@@ -1,7 +1,8 @@
 """What every index directory shares: the manifest, the passages, and atomic building.
 
     IDX/manifest.json   kind, encoder fingerprint, dimension, metric, FAISS factory, passage count,
-                        content hash (written last: its presence means the index is complete)
+                        content hash, sample hash (written last: its presence means the index is
+                        complete)
     IDX/passages.arrow  the passages in row order: an Arrow IPC file (id, title, text) that every
                         process memory-maps, so the OS keeps one copy in its page cache and
                         reading K passages by row costs O(K), not a parse of the corpus
@@ -35,6 +36,7 @@ OLD_PASSAGES = "passages.jsonl"  # format 1
 FORMAT_VERSION = 2
 SEARCH_PARAMS = ("nprobe", "efSearch", "quantizer_efSearch")  # the FAISS search parameters lewisrag sets and tunes
 WRITE_ROWS = 8192  # passages per Arrow record batch written
+SAMPLE_ROWS = 64  # rows `sample_hash` reads
 
 
 class IndexMismatchError(InputError):
@@ -45,6 +47,25 @@ def content_hash(passages: Sequence[Passage]) -> str:
     h = hashlib.sha256()
     for p in passages:
         h.update(json.dumps([p.id, p.title, p.text], ensure_ascii=False).encode())
+        h.update(b"\n")
+    return h.hexdigest()[:16]
+
+
+def sample_rows(n: int, count: int = SAMPLE_ROWS) -> list[int]:
+    """`count` row numbers spread evenly over `n` rows, the first and the last among them."""
+    if n <= count:
+        return list(range(n))
+    return [i * (n - 1) // (count - 1) for i in range(count)]
+
+
+def sample_hash(passages: Sequence[Passage]) -> str:
+    """A fingerprint of `SAMPLE_ROWS` passages spread over the store, row numbers included: what
+    every load can afford to check (O(1) rows; `content_hash` walks them all, minutes at 21M), and
+    enough to tell a passage store of the same length from another corpus or in another order."""
+    h = hashlib.sha256()
+    for row in sample_rows(len(passages)):
+        p = passages[row]
+        h.update(json.dumps([row, p.id, p.title, p.text], ensure_ascii=False).encode())
         h.update(b"\n")
     return h.hexdigest()[:16]
 
@@ -156,6 +177,7 @@ def check_manifest(manifest: object, source: Path) -> None:
     need(manifest["kind"] in ("dense", "bm25"), "kind", "'dense' or 'bm25'", manifest["kind"])
     need(is_count(manifest["n_passages"]), "n_passages", "a whole number >= 0", manifest["n_passages"])
     need(isinstance(manifest["content_hash"], str), "content_hash", "a string", manifest["content_hash"])
+    need(isinstance(manifest.get("sample_hash", ""), str), "sample_hash", "a string", manifest.get("sample_hash"))
     if manifest["kind"] == "bm25":
         need(manifest.get("metric", "bm25") == "bm25", "metric", "'bm25'", manifest.get("metric"))
         return
@@ -197,7 +219,11 @@ def load_passages(path: Path, manifest: dict) -> Sequence[Passage]:
         passages = read_passages(path / OLD_PASSAGES)
     else:
         raise InputError(path / PASSAGES, "missing: the index is damaged; build it again")
+    source = passages.source if isinstance(passages, PassageTable) else path / OLD_PASSAGES
     if len(passages) != manifest["n_passages"]:
-        raise InputError(passages.source if isinstance(passages, PassageTable) else path / OLD_PASSAGES,
-                         f"{len(passages)} passages, manifest says {manifest['n_passages']}")
+        raise InputError(source, f"{len(passages)} passages, manifest says {manifest['n_passages']}")
+    # indexes built before the field existed have none, and load unchecked
+    if "sample_hash" in manifest and sample_hash(passages) != manifest["sample_hash"]:
+        raise InputError(source, "does not hold the passages this index was built over (the rows sampled at build "
+                         "differ: another index's passage store?); build the index again")
     return passages
