@@ -216,11 +216,26 @@ def corrupt_snappy(data: bytes) -> bytes:
     raise AssertionError("no byte of the page makes snappy fail")
 
 
+def flipped_checksummed(data: bytes) -> bytes:
+    """The same rows rewritten uncompressed with page checksums, then one bit of row group 3's text
+    flipped: a page that still decodes (to a wrong text) and only its CRC tells."""
+    buf = io.BytesIO()
+    pq.write_table(pq.read_table(io.BytesIO(data)), buf, row_group_size=50, compression="none", use_dictionary=False,
+                   write_page_checksum=True)
+    out = buf.getvalue()
+    chunk = pq.ParquetFile(io.BytesIO(out)).metadata.row_group(2).column(2)
+    at = chunk.data_page_offset + chunk.total_compressed_size - 5  # inside the last value's bytes
+    bad = damaged(out, at, out[at] ^ 0x01)
+    assert pq.ParquetFile(io.BytesIO(bad)).read_row_group(2).num_rows == 50  # unchecked, it reads
+    return bad
+
+
 DAMAGE = {  # how, then what the one line says after the file's name
     "page header": (lambda d: damaged(d, text_chunk_offset(d), 0x0f),
                     ["row group 3 of 4", "don't know what type: \\x0f; Deserializing page header failed"]),
     "snappy block": (corrupt_snappy, ["row group 3 of 4", "Corrupt snappy compressed data"]),
     "footer": (lambda d: d[:-60] + b"\x0f" * 52 + d[-8:], ["cannot read Parquet: ", "\\x0f"]),
+    "checksummed page that decodes": (flipped_checksummed, ["row group 3 of 4", "CRC checksum verification failed"]),
 }
 
 

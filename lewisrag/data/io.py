@@ -190,7 +190,7 @@ def _iter_parquet(p: Path) -> Iterator[tuple[int, dict]]:
     import pyarrow.parquet as pq  # loads on first use: the CLI imports this module at start-up
 
     try:
-        file = pq.ParquetFile(p)
+        file = pq.ParquetFile(p, page_checksum_verification=True)  # pages that carry a CRC: checked as read
         groups = file.metadata.num_row_groups
     except Exception as e:  # pyarrow raises several unrelated types for a bad file
         raise InputError(p, f"cannot read Parquet: {one_line(e)}") from None

@@ -58,7 +58,7 @@ def open_table(path: str | os.PathLike) -> PassageTable:
     else:
         p = existing_file(spec)
         try:
-            table = RowGroups(pq.ParquetFile(p, memory_map=True), source=spec)
+            table = RowGroups(pq.ParquetFile(p, memory_map=True, page_checksum_verification=True), source=spec)
         except Exception as e:  # pyarrow raises several unrelated types for a bad file
             raise InputError(spec, f"cannot read Parquet: {one_line(e)}") from None
     return PassageTable(table, spec)
@@ -74,7 +74,9 @@ class RowGroups:
     copying vectors, writing an index's passage store) decodes each group once.
 
     Binary passage columns read as strings (`as_text`); a group that cannot be decoded (a damaged
-    page, compressed block or page header) is an InputError naming `source` and the group.
+    page, compressed block or page header) is an InputError naming `source` and the group. Pages
+    that carry a CRC (written with `write_page_checksum=True`) are checked against it as they are
+    read (`open_table` opens the file so), so damage that still decompresses is caught there too.
     """
 
     CACHED = 2  # decoded row groups kept
