@@ -20,8 +20,8 @@
 # vectors (`--parts search_scale`), the same-weights comparison with transformers and the compiled
 # step (`--parts same_weights,compiled`), MFU eager at the batch and twice it.
 # The machine has no model hub and no package index: it runs with the Python it has, lewisrag
-# taken from this checkout; the packages its image lacks travel as wheels (.whl, carried: the
-# README's performance section gives the call).
+# taken from this checkout; the packages its image lacks travel as wheels (.whl, carried:
+# scripts/gpu_wheels.sh builds them, and its header gives the call that installs them there).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-runs/gpu-session}

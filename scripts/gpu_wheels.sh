@@ -10,7 +10,8 @@
 #
 # The image (2026-11/12) has torch, transformers, accelerate, tokenizers, safetensors, pyarrow, scipy,
 # statsmodels, sacrebleu, matplotlib and rich, but no faiss, datasets, bm25s, evaluate or rouge-score,
-# and an older typer. --no-deps: the needs of each are named here, checked against its metadata.
+# and an older typer. --no-deps: what each of those needs beyond the image (read from its METADATA)
+# is in the list too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude
