@@ -25,6 +25,7 @@ CANONICAL = {
     ("index", "build"): ["--passages", "--encoder", "--out", "--batch-size", "--device", "--overwrite", "--json"],
     ("index", "search"): ["--index", "--query", "--n-docs", "--encoder", "--context-encoder", "--swap", "--json"],
     ("index", "tune"): ["--index", "--questions", "--qa-fields", "--n-docs", "--encoder", "--context-encoder", "--swap", "--json"],
+    ("index", "verify"): ["--index", "--json"],
     ("train", "dpr"): ["--train", "--passages", "--out", "--init", "--init-question", "--init-context", "--steps", "--batch-size",
                        "--lr", "--seed", "--device", "--mixed-precision", "--overwrite", "--json"],
     ("train", "rag"): ["--index", "--encoder", "--context-encoder", "--generator", "--train", "--dev", "--train-kinds", "--out",

@@ -570,3 +570,57 @@ def test_a_load_refuses_another_indexs_passage_store_and_damaged_vectors(tiny_co
     assert r.returncode == 2 and "non-finite vectors" in r.stderr and "Traceback" not in r.stderr
     with pytest.raises(InputError, match="non-finite vectors"):
         DenseIndex.load(tmp_path / "d")
+
+
+def test_index_verify_reads_every_row_and_names_the_damage(dpr_ckpt, tmp_path, monkeypatch):
+    """`index verify`: what a load's 64 sampled rows miss (a passage edited, a vector turned NaN or
+    changed off those rows) is found and placed by its block of rows; a sound index passes."""
+    import dataclasses
+
+    from lewisrag.index import store
+    from lewisrag.index.verify import verify_index
+
+    monkeypatch.setattr(store, "BLOCK_ROWS", 16)  # 200 passages: 13 blocks
+    passages = [Passage(f"p{i}", f"T{i}", f"passage number {i} of the verify corpus") for i in range(200)]
+    row = next(r for r in range(40, 200) if r not in store.sample_rows(200))  # a row no load reads
+    edited = [dataclasses.replace(p, text=p.text + "!") if i == row else p for i, p in enumerate(passages)]
+    build_bm25_index(passages, tmp_path / "b")
+    build_bm25_index(edited, tmp_path / "e")
+    report = verify_index(tmp_path / "b")
+    assert [c["check"] for c in report["checks"]] == ["loads", "passages"] and "13 blocks" in report["checks"][1]["result"]
+    shutil.copyfile(tmp_path / "e" / "passages.arrow", tmp_path / "b" / "passages.arrow")
+    assert len(BM25Index.load(tmp_path / "b").passages) == 200  # the sampled rows are all the same
+    first = row // 16 * 16
+    with pytest.raises(InputError, match=f"rows {first}-{first + 15} \\(0-based\\) differ") as e:
+        verify_index(tmp_path / "b")
+    assert str(tmp_path / "b" / "passages.arrow") in str(e.value)
+    # an index built before block hashes: the whole-store hash still differs
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    del manifest["block_hashes"]
+    (tmp_path / "b" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(InputError, match="differs from the passages the index was built over \\(content hash"):
+        verify_index(tmp_path / "b")
+    manifest["block_hashes"] = {"rows": 16, "sha256": ["0"] * 12}  # a hand-edited manifest: one line
+    (tmp_path / "b" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(InputError, match="field 'block_hashes.sha256': expected one hash per 16"):
+        verify_index(tmp_path / "b")
+
+    build_dense_index(passages, dpr_ckpt, tmp_path / "d", DenseBuildConfig(shard_size=64))
+    r = run_cli("index", "verify", "--index", str(tmp_path / "d"), "--json")
+    assert r.returncode == 0, r.stderr
+    checks = {c["check"]: c["result"] for c in json.loads(r.stdout)["checks"]}
+    assert "each of 13 blocks of 16 rows" in checks["passages"]  # the size recorded, whatever this process's
+    assert "all 200 stored vectors" in checks["vectors"] and "200 vectors equal the stored ones" in checks["faiss"]
+    vectors = np.load(tmp_path / "d" / "embeddings.npy", mmap_mode="r+")
+    vectors[row, 5] += 0.25  # finite, off the sampled rows: scored with, but not what FAISS ranks by
+    vectors.flush()
+    with pytest.raises(InputError, match=f"index.faiss: row {row} \\(0-based\\) differs from embeddings.npy"):
+        verify_index(tmp_path / "d")
+    vectors[row, 5] = np.nan
+    vectors.flush()
+    del vectors
+    assert len(DenseIndex.load(tmp_path / "d").passages) == 200  # a load samples other rows
+    r = run_cli("index", "verify", "--index", str(tmp_path / "d"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert f"embeddings.npy: row {row} (0-based; passage 'p{row}') holds NaN" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1

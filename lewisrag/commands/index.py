@@ -1,4 +1,4 @@
-"""`lewisrag index build`, `lewisrag index search` and `lewisrag index tune`."""
+"""`lewisrag index build`, `lewisrag index search`, `lewisrag index tune` and `lewisrag index verify`."""
 
 from __future__ import annotations
 
@@ -158,3 +158,22 @@ def tune(
         return
     rows = [[key, json.dumps(v) if isinstance(v, dict) else v] for key, v in record.items()]
     _ui.out.print(_ui.table(f"search parameters recorded in {index}", ["field", "value"], rows))
+
+
+def verify(
+    index: Path = typer.Option(..., "--index", help="Index directory (dense or BM25)."),
+    as_json: bool = typer.Option(False, "--json", help="Print what was checked as one JSON object."),
+) -> None:
+    """Read a whole index and compare it with its manifest: every passage against the content hash (and
+    block hashes), every stored vector finite, a Flat or HNSW FAISS index's vectors equal to the stored
+    ones. Minutes at Wikipedia scale, where every load samples 64 rows; exit 2 names the first damage."""
+    from lewisrag.index.verify import verify_index
+
+    labels = {"passages": "hashing passages", "vectors": "scanning stored vectors", "faiss": "comparing FAISS's vectors"}
+    with _ui.progress() as p:
+        report = verify_index(index, _ui.Bars(p, labels))
+    if as_json:
+        _ui.print_json(report)
+        return
+    rows = [[c["check"], c["result"]] for c in report["checks"]]
+    _ui.out.print(_ui.table(f"{index}: no damage found", ["check", "result"], rows))

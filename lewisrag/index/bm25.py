@@ -69,11 +69,13 @@ def build_bm25_index(passages: Sequence[Passage], out: str | os.PathLike, k1: fl
             retriever = BM25Index.in_memory(passages, k1=k1, b=b).retriever
             retriever.save(str(partial / "bm25"))
             store.write_passages(partial, passages)
+            chash, blocks = store.content_hashes(passages)
             manifest = {
                 "kind": "bm25",
                 "metric": "bm25",
                 "n_passages": len(passages),
-                "content_hash": store.content_hash(passages),
+                "content_hash": chash,
+                "block_hashes": store.block_hashes(blocks),
                 "sample_hash": store.sample_hash(passages),
                 "bm25": {"k1": k1, "b": b, "tokenizer": TOKENIZER},
             }

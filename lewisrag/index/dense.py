@@ -93,7 +93,7 @@ def build_dense_index(
     check_factory(cfg.factory, ckpt.dim, len(passages), cfg.train_sample)
     max_length = cfg.max_length or int(ckpt.meta.get("max_length", 256))
     spot_check = check_stored_embeddings(passages, ckpt, max_length, cfg.mixed_precision) if cfg.reuse_embeddings else None
-    chash = store.content_hash(passages)
+    chash, blocks = store.content_hashes(passages)
     partial = store.partial_dir(out)
     plan = {"content_hash": chash, "ctx_fingerprint": ckpt.ctx_fingerprint, "shard_size": cfg.shard_size, "max_length": max_length,
             "mixed_precision": cfg.mixed_precision, "vector_dtype": cfg.vector_dtype}
@@ -120,6 +120,7 @@ def build_dense_index(
             "dim": int(embeddings.shape[1]),
             "n_passages": len(passages),
             "content_hash": chash,
+            "block_hashes": store.block_hashes(blocks),
             "sample_hash": store.sample_hash(passages),
             "encoder": {"path": str(Path(encoder_path).resolve()), "ctx_fingerprint": ckpt.ctx_fingerprint,
                         "format": ckpt.meta.get("format", "lewisrag")},
