@@ -572,7 +572,7 @@ def test_a_load_refuses_another_indexs_passage_store_and_damaged_vectors(tiny_co
         DenseIndex.load(tmp_path / "d")
 
 
-def test_index_verify_reads_every_row_and_names_the_damage(dpr_ckpt, tmp_path, monkeypatch):
+def test_index_verify_reads_every_row_and_names_the_damage(dpr_ckpt, tiny_corpus, tmp_path, monkeypatch):
     """`index verify`: what a load's 64 sampled rows miss (a passage edited, a vector turned NaN or
     changed off those rows) is found and placed by its block of rows; a sound index passes."""
     import dataclasses
@@ -608,7 +608,10 @@ def test_index_verify_reads_every_row_and_names_the_damage(dpr_ckpt, tmp_path, m
     build_dense_index(passages, dpr_ckpt, tmp_path / "d", DenseBuildConfig(shard_size=64))
     r = run_cli("index", "verify", "--index", str(tmp_path / "d"), "--json")
     assert r.returncode == 0, r.stderr
-    checks = {c["check"]: c["result"] for c in json.loads(r.stdout)["checks"]}
+    report = json.loads(r.stdout)["checks"]
+    assert [c["check"] for c in report] == ["loads", "encoding", "passages", "vectors", "faiss"]
+    checks = {c["check"]: c["result"] for c in report}
+    assert f"8 passages spread over the index encoded afresh by {dpr_ckpt}" in checks["encoding"]
     assert "each of 13 blocks of 16 rows" in checks["passages"]  # the size recorded, whatever this process's
     assert "all 200 stored vectors" in checks["vectors"] and "200 vectors equal the stored ones" in checks["faiss"]
     vectors = np.load(tmp_path / "d" / "embeddings.npy", mmap_mode="r+")
@@ -624,3 +627,33 @@ def test_index_verify_reads_every_row_and_names_the_damage(dpr_ckpt, tmp_path, m
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert f"embeddings.npy: row {row} (0-based; passage 'p{row}') holds NaN" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+    # another encoder's vectors of the same width, FAISS index and all (here the negated ones: the tests'
+    # tiny encoders map every passage to nearly one direction): every hash and shape holds, only fresh
+    # encodings tell
+    import faiss
+
+    build_dense_index(passages, dpr_ckpt, tmp_path / "s", DenseBuildConfig(shard_size=64))
+    other = -np.load(tmp_path / "s" / "embeddings.npy")
+    np.save(tmp_path / "s" / "embeddings.npy", other)
+    faiss.write_index(build_faiss(other, "Flat"), str(tmp_path / "s" / "index.faiss"))
+    assert len(DenseIndex.load(tmp_path / "s").passages) == 200
+    with pytest.raises(InputError, match="row 0 \\(0-based; passage 'p0'\\) is not its passage's vector: cosine -1.000"):
+        verify_index(tmp_path / "s")
+    with pytest.raises(InputError, match="^--encoder: applies to dense indexes"):
+        verify_index(tmp_path / "e", encoder=dpr_ckpt)
+    moved = tmp_path / "moved"  # the encoder no longer where the manifest says: said, not skipped in silence
+    build_dense_index(passages, dpr_ckpt, tmp_path / "r2", DenseBuildConfig(shard_size=64))
+    shutil.copytree(dpr_ckpt, moved)
+    manifest = json.loads((tmp_path / "r2" / "manifest.json").read_text())
+    manifest["encoder"]["path"] = str(tmp_path / "gone")
+    (tmp_path / "r2" / "manifest.json").write_text(json.dumps(manifest))
+    result = {c["check"]: c["result"] for c in verify_index(tmp_path / "r2")["checks"]}
+    assert result["encoding"].startswith("not checked: the encoder that built the index") and "--encoder" in result["encoding"]
+    result = {c["check"]: c["result"] for c in verify_index(tmp_path / "r2", encoder=moved)["checks"]}
+    assert result["encoding"].startswith("8 passages spread over the index encoded afresh")
+    other_dpr = tmp_path / "other_dpr"  # trained on: other weights, another fingerprint
+    train_dpr(DPRTrainConfig(steps=1, seed=1, **TINY), read_qa(tiny_corpus["qa"]), read_passages(tiny_corpus["passages"]),
+              other_dpr)
+    with pytest.raises(InputError, match="field '--encoder': is not the context encoder that built"):
+        verify_index(tmp_path / "r2", encoder=other_dpr)

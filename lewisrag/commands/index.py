@@ -162,16 +162,20 @@ def tune(
 
 def verify(
     index: Path = typer.Option(..., "--index", help="Index directory (dense or BM25)."),
+    encoder: str = typer.Option(None, "--encoder", help="Dense indexes: the context encoder that built the index (DPR "
+                                "checkpoint, DPRContextEncoder folder or RAG_RUN/best), where it is not at the path its "
+                                "manifest records; it encodes 8 passages afresh to match their stored vectors."),
     as_json: bool = typer.Option(False, "--json", help="Print what was checked as one JSON object."),
 ) -> None:
     """Read a whole index and compare it with its manifest: every passage against the content hash (and
     block hashes), every stored vector finite, a Flat or HNSW FAISS index's vectors equal to the stored
-    ones. Minutes at Wikipedia scale, where every load samples 64 rows; exit 2 names the first damage."""
+    ones, and 8 passages encoded afresh by the index's encoder against their stored vectors. Minutes at
+    Wikipedia scale, where every load samples 64 rows; exit 2 names the first damage."""
     from lewisrag.index.verify import verify_index
 
     labels = {"passages": "hashing passages", "vectors": "scanning stored vectors", "faiss": "comparing FAISS's vectors"}
     with _ui.progress() as p:
-        report = verify_index(index, _ui.Bars(p, labels))
+        report = verify_index(index, _ui.Bars(p, labels), encoder)
     if as_json:
         _ui.print_json(report)
         return

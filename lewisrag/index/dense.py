@@ -202,19 +202,26 @@ def check_stored_embeddings(passages: PassageTable, ckpt: DPRCheckpoint, max_len
         raise InputError(passages.source, f"the embeddings were not made by this encoder: they have {dim} values, "
                          f"the encoder makes {ckpt.dim}", field="embeddings")
     rows = spot_check_rows(len(passages))
-    fresh = encode_texts(ckpt.ctx_encoder, ckpt.tokenizer, [(p.title, p.text) for p in passages.take(rows)],
-                         batch_size=len(rows), max_length=max_length, mixed_precision=mixed_precision)
-    stored = passages.embeddings_at(rows)
+    cosine, ratio, bad = compare_encodings(passages.take(rows), passages.embeddings_at(rows), ckpt, max_length, mixed_precision)
+    if bad is not None:
+        raise InputError(passages.source, f"the embeddings were not made by this encoder: this row's stored vector "
+                         f"has cosine {cosine[bad]:.3f} and {ratio[bad]:.2f}x the length of a fresh encoding "
+                         f"(cosine ≥ {MIN_COSINE} needed)", line=rows[bad] + 1, field="embeddings")
+    return {"rows": [r + 1 for r in rows], "min_cosine": round(float(cosine.min()), 4)}
+
+
+def compare_encodings(passages: Sequence[Passage], stored: np.ndarray, ckpt: DPRCheckpoint, max_length: int,
+                      mixed_precision: str = "no") -> tuple[np.ndarray, np.ndarray, int | None]:
+    """Encode `passages` afresh and set each against its `stored` vector (N, D): (cosine, stored length
+    / fresh length, the first position failing MIN_COSINE or MAX_NORM_RATIO, else None)."""
+    fresh = encode_texts(ckpt.ctx_encoder, ckpt.tokenizer, [(p.title, p.text) for p in passages],
+                         batch_size=len(passages), max_length=max_length, mixed_precision=mixed_precision)
+    stored = np.asarray(stored, dtype=np.float32)
     norm_f, norm_s = np.linalg.norm(fresh, axis=1), np.linalg.norm(stored, axis=1)
     cosine = (fresh * stored).sum(1) / np.maximum(norm_f * norm_s, 1e-12)
     ratio = norm_s / np.maximum(norm_f, 1e-12)
     bad = (cosine < MIN_COSINE) | (ratio > MAX_NORM_RATIO) | (ratio < 1 / MAX_NORM_RATIO) | ~np.isfinite(cosine)
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise InputError(passages.source, f"the embeddings were not made by this encoder: this row's stored vector "
-                         f"has cosine {cosine[i]:.3f} and {ratio[i]:.2f}x the length of a fresh encoding "
-                         f"(cosine ≥ {MIN_COSINE} needed)", line=rows[i] + 1, field="embeddings")
-    return {"rows": [r + 1 for r in rows], "min_cosine": round(float(cosine.min()), 4)}
+    return cosine, ratio, int(np.argmax(bad)) if bad.any() else None
 
 
 def check_fits(vectors: np.ndarray, dtype: np.dtype, source: str, first_row: int) -> None:

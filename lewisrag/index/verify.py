@@ -9,7 +9,10 @@ scale, for an index copied between machines or kept on a disk that may have fail
   since they were recorded, the first block of `store.BLOCK_ROWS` rows that differs;
 - every stored vector finite (a build refuses NaN and infinity; a file damaged since scores them);
 - the vectors of a FAISS index that keeps them by row (Flat, HNSW) equal to the stored ones, which
-  RAG scores documents with; of another (IVF lists, PQ codes) only the size and width.
+  RAG scores documents with; of another (IVF lists, PQ codes) only the size and width;
+- 8 passages spread over the index encoded afresh by its context encoder, where that is found,
+  against their stored vectors: vectors copied in from another index of the same size would pass
+  every check above.
 
 The first damage found is an InputError naming the file and the rows; nothing is repaired.
 """
@@ -29,24 +32,31 @@ from lewisrag.index import store
 SCAN_ROWS = 1 << 16  # stored vectors read at a time
 
 
-def verify_index(path: str | os.PathLike, on_progress: Callable[[str, int, int], None] | None = None) -> dict:
+def verify_index(path: str | os.PathLike, on_progress: Callable[[str, int, int], None] | None = None,
+                 encoder: str | os.PathLike | None = None) -> dict:
     """Read the index at `path` whole and compare it with its manifest; `on_progress(stage, done,
-    total)` for the stages "passages", "vectors" and "faiss". Returns what was checked:
-    {"index", "kind", "n_passages", "checks": [{"check", "result"}]}; raises InputError at the
-    first damage."""
+    total)` for the stages "passages", "vectors" and "faiss". A dense index's context encoder
+    (`encoder`, else the one its manifest records, where it is found) encodes a few passages afresh
+    to show the stored vectors are theirs. Returns what was checked: {"index", "kind",
+    "n_passages", "checks": [{"check", "result"}]}; raises InputError at the first damage."""
     from lewisrag.index.bm25 import BM25Index
     from lewisrag.index.dense import DenseIndex
 
     path = Path(path)
     manifest = store.read_manifest(path)
+    if encoder is not None and manifest["kind"] == "bm25":  # not ignored in silence
+        raise InputError("--encoder", f"applies to dense indexes; {path} is BM25")
     index = BM25Index.load(path) if manifest["kind"] == "bm25" else DenseIndex.load(path)
     n = manifest["n_passages"]
     checks = [{"check": "loads", "result": f"{n} passages; manifest, file sizes and {min(n, store.SAMPLE_ROWS)} "
                "sampled rows as every load checks them"}]
+    if manifest["kind"] == "dense":  # seconds: before the passes over every row
+        checks.append(_check_encoding(index, encoder))
     checks.append(_check_passages(path, index.passages, manifest, on_progress))
     if manifest["kind"] == "dense":
         checks.append(_check_vectors(index, on_progress))
         checks.append(_check_faiss(index, on_progress))
+
     return {"index": str(path), "kind": manifest["kind"], "n_passages": n, "checks": checks}
 
 
@@ -111,3 +121,36 @@ def _check_faiss(index, on_progress) -> dict:
         if on_progress:
             on_progress("faiss", stop, n)
     return {"check": "faiss", "result": f"the '{factory}' index's {n} vectors equal the stored ones"}
+
+
+def _check_encoding(index, encoder: str | os.PathLike | None) -> dict:
+    """The stored vectors of `dense.spot_check_rows` against fresh encodings by the index's context
+    encoder: what no hash can show (vectors and FAISS index copied in from another index of the
+    same size and width would pass every check above)."""
+    from lewisrag.index.dense import EMBEDDINGS, MIN_COSINE, compare_encodings, spot_check_rows
+    from lewisrag.index.encoders import load_context_encoder
+
+    recorded = index.manifest["encoder"].get("path")
+    if encoder is None and not (recorded and Path(recorded).exists()):
+        return {"check": "encoding", "result": f"not checked: the encoder that built the index ({recorded}) is not found "
+                "here; pass --encoder to check that the stored vectors encode their passages"}
+    where = encoder if encoder is not None else recorded
+    if encoder is not None and not Path(encoder).exists():
+        raise InputError(encoder, "not found", field="--encoder")
+    ckpt = load_context_encoder(where)
+    if ckpt.ctx_fingerprint != index.ctx_fingerprint:
+        raise InputError(where, f"is not the context encoder that built {index.path} (weights' fingerprint "
+                         f"{ckpt.ctx_fingerprint[:12]}, the index's {index.ctx_fingerprint[:12]}): changed since, or another; "
+                         "give the one that built it", field="--encoder" if encoder is not None else "encoder.path")
+    build = index.manifest.get("build", {})
+    rows = spot_check_rows(len(index.passages))
+    passages = [index.passages[r] for r in rows]
+    cosine, ratio, bad = compare_encodings(passages, index.vectors(np.array(rows)), ckpt,
+                                           int(build.get("max_length") or ckpt.meta.get("max_length", 256)),
+                                           build.get("mixed_precision", "no"))
+    if bad is not None:
+        raise InputError(index.path / EMBEDDINGS, f"row {rows[bad]} (0-based; passage {passages[bad].id!r}) is not its "
+                         f"passage's vector: cosine {cosine[bad]:.3f} and {ratio[bad]:.2f}x the length of a fresh "
+                         f"encoding by {where} (cosine >= {MIN_COSINE} needed); the index is damaged: build it again")
+    return {"check": "encoding", "result": f"{len(rows)} passages spread over the index encoded afresh by {where}: "
+            f"cosine >= {float(cosine.min()):.4f} with their stored vectors"}
