@@ -366,7 +366,7 @@ def _checkpoint_activations(model, frozen_retriever: bool) -> None:
                                                          "model inside that supports gradient checkpointing")
 
 
-def compile_models(model) -> None:
+def compile_models(model, mode: str | None = None) -> None:
     """torch.compile the generator, the question encoder and (end to end) the context encoder, in
     place: their `state_dict` keys and the saved folders stay as they are, and only their own
     `__call__` is compiled (decoding calls BART's encoder and layers directly and stays eager).
@@ -381,12 +381,13 @@ def compile_models(model) -> None:
     the matrix products, which is what a bf16 step spends its time on besides them. Measured on
     the CPU bench's RAG-Token step (two cores, `scripts/bench_rag.py --compile`): 1.03-1.09x faster
     in bf16, 0.97-0.99x in fp32, where the products dominate; on a GPU, `scripts/bench_gpu.py --parts
-    compiled` measures it."""
+    compiled` measures it. `mode`: torch.compile's ("reduce-overhead" replays CUDA graphs; the
+    bench's `--mfu-modes compiled:cudagraphs` measures it at a fixed shape), None its default."""
     parts = [model.generator, model.question_encoder]
     if model.context_encoder is not None:  # end to end: its DPR model, after PassageEncoder has tokenized
         parts.append(getattr(model.context_encoder, "encoder", model.context_encoder))
     for part in parts:
-        part.compile(dynamic=True)
+        part.compile(dynamic=True, mode=mode)
 
 
 def _enable_checkpointing(module: torch.nn.Module) -> None:
