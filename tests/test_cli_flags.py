@@ -16,7 +16,7 @@ from lewisrag.cli import app
 from test_rag_train import TRAIN_FLAGS, cli_flags, make_config, rag_inputs  # noqa: F401  (session fixture)
 
 # the deprecated spellings, each with its canonical name (kept hidden for one release)
-DEPRECATED = {"-k", "--k", "--data", "--mixed-k", "--cpu"}
+DEPRECATED = {"-k", "--k", "--data", "--mixed-k", "--cpu", "--base-url"}
 
 # the canonical names each command must list in --help
 CANONICAL = {
@@ -226,6 +226,8 @@ CONFLICTS = {
                           "give only --answers FILE"),
     "compare": (lambda t: ["compare", "--run", t / "r", "--data", t / "a.jsonl", "--questions", t / "b.jsonl"],
                 "give only --questions"),
+    "compare --base-url": (lambda t: ["compare", "--run", t / "r", "--stitched-generator", "chat:m", "--base-url",
+                                      "http://a/v1", "--llm-base-url", "http://b/v1"], "give only --llm-base-url"),
     "train rag --cpu": (lambda t: ["train", "rag", "--index", t / "i", "--encoder", t / "e", "--generator", t / "g", "--train",
                                    t / "t.jsonl", "--dev", t / "d.jsonl", "--out", t / "o", "--cpu", "--device", "cuda"],
                         "--cpu and --device cuda disagree: give only --device"),

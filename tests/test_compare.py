@@ -334,7 +334,7 @@ def test_cli_missing_system_exits_2(tmp_path):
 @pytest.mark.parametrize(("run", "args", "message"), [
     ("missing", [], "field '--run': run folder not found"),  # not blamed on --out, which defaults to RUN/compare
     ("a-file", [], "field '--run': is not a folder"),
-    ("empty", ["--stitched-generator", "chat:m", "--base-url", "http://127.0.0.1:9/v1", "--timeout", "nan"],
+    ("empty", ["--stitched-generator", "chat:m", "--llm-base-url", "http://127.0.0.1:9/v1", "--timeout", "nan"],
      "--timeout: must be between 0 and 86400 seconds"),  # NaN and inf too
 ])
 def test_cli_bad_run_or_timeout_exits_2_in_one_line(tmp_path, run, args, message):

@@ -111,10 +111,10 @@ def stub(run_dir):  # noqa: F811
         yield state
 
 
-def compare(run: Path, out: Path, url: str, cache: Path, *extra: str):
+def compare(run: Path, out: Path, url: str, cache: Path, *extra: str, url_flag: str = "--llm-base-url"):
     from lewisrag.cli import app
 
-    args = ["compare", "--run", str(run), "--out", str(out), "--stitched-generator", "chat:stub", "--base-url", url,
+    args = ["compare", "--run", str(run), "--out", str(out), "--stitched-generator", "chat:stub", url_flag, url,
             "--api-key-env", KEY_ENV, "--cache-dir", str(cache), "--timeout", "1", "--max-retries", "1", *extra]
     r = CliRunner().invoke(app, args, env={KEY_ENV: KEY})
     assert r.exit_code == 0, r.output
@@ -198,7 +198,9 @@ def test_reruns_read_the_cache(chat_run, run_dir, stub):  # noqa: F811
     assert g["failed"] == 0 and g["usage"]["cache_hits"] == g["answers"] - 2
     assert all("generator_error" not in r for r in second["records"])
     calls = stub.calls
-    _, third = compare(run_dir, root / "third", stub.url, root / "cache", "--systems", "stitched", "--position-questions", "0")
+    r, third = compare(run_dir, root / "third", stub.url, root / "cache", "--systems", "stitched", "--position-questions", "0",
+                       url_flag="--base-url")  # the old spelling: the same run, and a warning
+    assert "warning: --base-url is deprecated here, use --llm-base-url" in r.output
     g = third["generators"]["stitched"]
     assert stub.calls == calls and g["usage"]["cache_hits"] == g["answers"] and g["usage"]["calls"] == 0
     assert [r["response"] for r in third["records"]] == [r["response"] for r in second["records"]]
@@ -236,15 +238,16 @@ def test_hf_causal_lm_folder_runs_end_to_end(run_dir, tmp_path):  # noqa: F811
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["--stitched-generator", "chat:stub"], "needs --base-url URL"),
+    (["--stitched-generator", "chat:stub"], "needs --llm-base-url URL"),
     (["--stitched-generator", "hf:{tmp}/no-such-model"], "no-such-model"),
     (["--stitched-generator", "gpt-4o"], "expected chat:MODEL or hf:PATH"),
-    (["--stitched-generator", "chat:stub", "--base-url", "http://127.0.0.1:9/v1", "--api-key-env", "sk-pasted-KEY-123"],
+    (["--stitched-generator", "chat:stub", "--llm-base-url", "http://127.0.0.1:9/v1", "--api-key-env", "sk-pasted-KEY-123"],
      "--api-key-env"),
-    (["--base-url", "http://127.0.0.1:9/v1"], "only applies with --stitched-generator"),
+    (["--llm-base-url", "http://127.0.0.1:9/v1"], "only applies with --stitched-generator"),
+    (["--base-url", "http://127.0.0.1:9/v1"], "--base-url: only applies with --stitched-generator"),  # the old spelling too
     (["--timeout", "5"], "--timeout: only applies with --stitched-generator"),  # used to be ignored in silence
     (["--stitched-generator", "hf:{tmp}", "--concurrency", "8"], "--concurrency: only applies with --stitched-generator chat:"),
-    (["--stitched-generator", "chat:stub", "--base-url", "http://127.0.0.1:9/v1", "--systems", "stitched", "--device", "cpu"],
+    (["--stitched-generator", "chat:stub", "--llm-base-url", "http://127.0.0.1:9/v1", "--systems", "stitched", "--device", "cpu"],
      "--device: places the run's trained models"),
 ])
 def test_bad_generator_flags_exit_2_in_one_line(monkeypatch, capsys, tmp_path, args, needle):

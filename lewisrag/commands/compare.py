@@ -11,7 +11,7 @@ from lewisrag.eval.reports.i18n import LANG_HELP
 
 # a backslash before [ keeps rich's markup from reading [n] as a tag in --help
 GENERATOR_HELP = ("The stitched system's generator: the run's trained one (default), chat:MODEL (an OpenAI-compatible "
-                  "chat-completions endpoint at --base-url) or hf:PATH (a local transformers causal or seq2seq LM folder). "
+                  "chat-completions endpoint at --llm-base-url) or hf:PATH (a local transformers causal or seq2seq LM folder). "
                   "Either reads the run's top --n-docs passages, numbered \\[1] to \\[k], with the question and is asked for "
                   "the short answer citing its passage, e.g. 'Ana Kel \\[2]'; the reply is parsed to one line, citations kept. "
                   "An answer that still fails after the retries is scored null with its reason. Recorded as "
@@ -33,8 +33,9 @@ def compare(
                                    "comparison lewisrag wrote (replaced once every file is written); never a folder lewisrag did not make."),
     as_json: bool = typer.Option(False, "--json", help="Print the scorecard as one JSON object instead of a table."),
     stitched_generator: str = typer.Option(None, "--stitched-generator", metavar="chat:MODEL|hf:PATH", help=GENERATOR_HELP),
-    base_url: str = typer.Option(None, "--base-url", help="chat:MODEL's OpenAI-compatible base URL, e.g. "
-                                 "http://localhost:8000/v1 (default: $LEWISRAG_LLM_BASE_URL); POST BASE_URL/chat/completions."),
+    llm_base_url: str = typer.Option(None, "--llm-base-url", help="chat:MODEL's OpenAI-compatible base URL, e.g. "
+                                     "http://localhost:8000/v1 (default: $LEWISRAG_LLM_BASE_URL); POST BASE_URL/chat/completions."),
+    old_base_url: str = typer.Option(None, "--base-url", hidden=True, help="Deprecated: --llm-base-url."),
     api_key_env: str = typer.Option("LEWISRAG_LLM_API_KEY", "--api-key-env", metavar="NAME",
                                     help="The environment variable holding chat:MODEL's API key (sent as a Bearer header, "
                                     "written nowhere); unset means no key, as local servers need."),
@@ -66,10 +67,7 @@ def compare(
     fields = _ui.qa_fields(qa_fields)
     names = [s.strip() for s in systems.split(",") if s.strip()]
     given_once("--systems", names)
-    if not run.is_dir():  # before --out, which defaults to RUN/compare and would be blamed for a missing run
-        raise InputError(run, "run folder not found" if not run.exists() else "is not a folder; --run takes a "
-                         "`lewisrag reproduce` run folder", field="--run")
-    chat_only = ("base_url", "api_key_env", "timeout", "max_retries", "concurrency", "cache_dir")
+    chat_only = ("llm_base_url", "old_base_url", "api_key_env", "timeout", "max_retries", "concurrency", "cache_dir")
     if stitched_generator is None:  # never ignored in silence: the user meant an outside generator
         _ui.refuse_given(ctx, (*chat_only, "n_docs"), "only applies with --stitched-generator")
     elif not stitched_generator.startswith("chat:"):
@@ -77,6 +75,11 @@ def compare(
     elif set(names) <= {"stitched"}:  # an endpoint answers alone: no model of the run loads
         _ui.refuse_given(ctx, ("device",), "places the run's trained models and an hf: generator; here a chat endpoint "
                          "answers alone")
+    # after the refusals: an old spelling refused is one line, not a deprecation warning too
+    base_url = _ui.renamed(ctx, "llm_base_url", "old_base_url", "--llm-base-url", "--base-url")
+    if not run.is_dir():  # before --out, which defaults to RUN/compare and would be blamed for a missing run
+        raise InputError(run, "run folder not found" if not run.exists() else "is not a folder; --run takes a "
+                         "`lewisrag reproduce` run folder", field="--run")
     generator = None
     if stitched_generator is not None:
         generator = GeneratorOptions(stitched_generator, base_url, api_key_env, timeout, max_retries, concurrency, cache_dir,

@@ -138,9 +138,9 @@ def check_options(o: GeneratorOptions) -> GeneratorOptions:
             raise InputError(flag_, f"must be {want}")
     base_url = o.base_url or os.environ.get(BASE_URL_ENV)
     if not base_url:
-        raise InputError(flag, f"{o.spec} needs --base-url URL (an OpenAI-compatible endpoint, e.g. http://localhost:8000/v1)")
+        raise InputError(flag, f"{o.spec} needs --llm-base-url URL (an OpenAI-compatible endpoint, e.g. http://localhost:8000/v1)")
     if not base_url.startswith(("http://", "https://")):
-        raise InputError("--base-url", "expected an http:// or https:// URL")
+        raise InputError("--llm-base-url", "expected an http:// or https:// URL")
     return GeneratorOptions(**{**o.__dict__, "base_url": base_url})
 
 
