@@ -14,6 +14,7 @@ import mmap
 import os
 import re
 import shutil
+import tokenize
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -553,7 +554,7 @@ class DenseIndex:
             raise InputError(path / FAISS_FILE, f"cannot read the FAISS index: {_faiss_reason(e)}") from None
         try:
             embeddings = np.load(path / EMBEDDINGS, mmap_mode="r" if mmap else None)
-        except (ValueError, OSError) as e:  # truncated or not an .npy file
+        except (ValueError, OSError, tokenize.TokenError) as e:  # truncated, not an .npy file, or its header damaged
             raise InputError(path / EMBEDDINGS, f"cannot read the stored vectors: {e}") from None
         advise_random(embeddings)
         if embeddings.dtype not in (np.float16, np.float32):
@@ -568,9 +569,11 @@ class DenseIndex:
                              f"{f'{index.ntotal} vectors of {index.d}' if index is not None else 'unread'}, "
                              f"the manifest says {expected}")
         # a build refuses non-finite vectors; a file damaged since would score NaN and rank at random
-        sample = np.asarray(embeddings[store.sample_rows(len(embeddings))], dtype=np.float32)
-        if not np.isfinite(sample).all():
-            raise InputError(path / EMBEDDINGS, "holds non-finite vectors (NaN or inf): the index is damaged; build it again")
+        rows = store.sample_rows(len(embeddings))
+        finite = np.isfinite(np.asarray(embeddings[rows], dtype=np.float32)).all(axis=1)
+        if not finite.all():
+            raise InputError(path / EMBEDDINGS, f"holds non-finite vectors (NaN or inf; row {rows[int(np.argmin(finite))]}, "
+                             "0-based): the index is damaged; build it again")
         return cls(path, manifest, index, embeddings, store.load_passages(path, manifest))
 
     @classmethod

@@ -241,18 +241,44 @@ def check_manifest(manifest: object, source: Path) -> None:
     n = manifest["n_passages"]  # a deeper re-ranking is no re-ranking, and 10**12 candidates a search asked TiBs
     need(depth is None or (is_count(depth) and 0 < depth <= max(n, 1)), "rerank_depth",
          f"null or a whole number from 1 to n_passages ({n})", depth)
-    need(isinstance(manifest.get("build", {}), dict), "build", "an object", manifest.get("build"))
+    build = manifest.get("build", {})
+    need(isinstance(build, dict), "build", "an object", build)
+    # what `index verify` and the end-to-end re-encoding encode passages with
+    length = build.get("max_length")
+    need(length is None or (is_count(length) and length > 0), "build.max_length", "null or a whole number > 0", length)
+    need(build.get("mixed_precision", "no") in ("no", "bf16", "fp16"), "build.mixed_precision", "'no', 'bf16' or 'fp16'",
+         build.get("mixed_precision"))
+
+
+def open_store(path: Path) -> pa.Table:
+    """The Arrow passage store at `path`, memory-mapped: its structure read, none of its rows (`check_rows`)."""
+    try:
+        table = pa.ipc.open_file(pa.memory_map(str(path))).read_all()
+    except (pa.ArrowInvalid, OSError) as e:
+        raise InputError(path, f"cannot read the passage store: {e}; build the index again") from None
+    if table.schema != PASSAGE_SCHEMA:
+        raise InputError(path, f"unexpected columns {table.schema.names}; build the index again")
+    return table
+
+
+def check_rows(data: pa.Table | pa.RecordBatch, rows: Iterable[int], source: str | os.PathLike, first: int = 0) -> None:
+    """Refuse the first of `rows` (of `data`, whose row 0 is the store's row `first`) whose Arrow data
+    is damaged: offsets past the end of the text, or UTF-8 cut, which read as Python strings raise
+    UnicodeDecodeError or read out of bounds and crash the process. Reads those rows only."""
+    for row in rows:
+        for name in data.schema.names:
+            try:
+                data.column(name).slice(row, 1).validate(full=True)
+            except pa.ArrowInvalid as e:
+                raise InputError(source, f"row {first + row} (0-based) is damaged ({e}); build the index again",
+                                 field=name) from None
 
 
 def load_passages(path: Path, manifest: dict) -> Sequence[Passage]:
     """The index's passages: its Arrow store memory-mapped (format 2), or passages.jsonl read whole (format 1)."""
+    table = None
     if (path / PASSAGES).is_file():
-        try:
-            table = pa.ipc.open_file(pa.memory_map(str(path / PASSAGES))).read_all()
-        except (pa.ArrowInvalid, OSError) as e:
-            raise InputError(path / PASSAGES, f"cannot read the passage store: {e}; build the index again") from None
-        if table.schema != PASSAGE_SCHEMA:
-            raise InputError(path / PASSAGES, f"unexpected columns {table.schema.names}; build the index again")
+        table = open_store(path / PASSAGES)
         passages = PassageTable(table, path / PASSAGES, checked=True)
     elif (path / OLD_PASSAGES).is_file():
         passages = read_passages(path / OLD_PASSAGES)
@@ -262,7 +288,10 @@ def load_passages(path: Path, manifest: dict) -> Sequence[Passage]:
     if len(passages) != manifest["n_passages"]:
         raise InputError(source, f"{len(passages)} passages, manifest says {manifest['n_passages']}")
     # indexes built before the field existed have none, and load unchecked
-    if "sample_hash" in manifest and sample_hash(passages) != manifest["sample_hash"]:
-        raise InputError(source, "does not hold the passages this index was built over (the rows sampled at build "
-                         "differ: another index's passage store?); build the index again")
+    if "sample_hash" in manifest:
+        if table is not None:  # read as strings, damaged Arrow data raises or crashes: checked first
+            check_rows(table, sample_rows(len(passages)), source)
+        if sample_hash(passages) != manifest["sample_hash"]:
+            raise InputError(source, "does not hold the passages this index was built over (the rows sampled at build "
+                             "differ: another index's passage store?); build the index again")
     return passages

@@ -6,10 +6,12 @@ damaged row among 21M. `verify_index` reads everything once, which takes minutes
 scale, for an index copied between machines or kept on a disk that may have failed:
 
 - every passage against the manifest's content hash, and with the block hashes of indexes built
-  since they were recorded, the first block of `store.BLOCK_ROWS` rows that differs;
+  since they were recorded, the first block of `store.BLOCK_ROWS` rows that differs; an Arrow
+  store's record batches validated first (damaged offsets or UTF-8 would crash the reading);
 - every stored vector finite (a build refuses NaN and infinity; a file damaged since scores them);
 - the vectors of a FAISS index that keeps them by row (Flat, HNSW) equal to the stored ones, which
-  RAG scores documents with; of another (IVF lists, PQ codes) only the size and width;
+  RAG scores documents with; of another (IVF lists, PQ codes) the size and width, and of an IVF
+  index that each row is in one inverted list (its codes are not checked);
 - 8 passages spread over the index encoded afresh by its context encoder, where that is found,
   against their stored vectors: vectors copied in from another index of the same size would pass
   every check above.
@@ -25,6 +27,7 @@ from pathlib import Path
 
 import faiss
 import numpy as np
+import pyarrow as pa
 
 from lewisrag.data.io import InputError
 from lewisrag.index import store
@@ -47,12 +50,20 @@ def verify_index(path: str | os.PathLike, on_progress: Callable[[str, int, int],
     if encoder is not None and manifest["kind"] == "bm25":  # not ignored in silence
         raise InputError("--encoder", f"applies to dense indexes; {path} is BM25")
     index = BM25Index.load(path) if manifest["kind"] == "bm25" else DenseIndex.load(path)
-    n = manifest["n_passages"]
-    checks = [{"check": "loads", "result": f"{n} passages; manifest, file sizes and {min(n, store.SAMPLE_ROWS)} "
-               "sampled rows as every load checks them"}]
+    n, sampled = manifest["n_passages"], min(manifest["n_passages"], store.SAMPLE_ROWS)
+    # format 2's Arrow store, whose rows are validated before they are read (format 1's JSONL the load parsed whole)
+    table = store.open_store(path / store.PASSAGES) if (path / store.PASSAGES).is_file() else None
+    old = "; no passage sampled (built before sample hashes were recorded)"  # a load then reads none
+    if "sample_hash" in manifest:
+        loads = f"manifest, file sizes and {sampled} sampled rows as every load checks them"
+    elif manifest["kind"] == "dense":  # the sampled rows' vectors still
+        loads = f"manifest, file sizes and {sampled} sampled rows' vectors as every load checks them{old}"
+    else:
+        loads = f"manifest and file sizes as every load checks them{old}"
+    checks = [{"check": "loads", "result": f"{n} passages; {loads}"}]
     if manifest["kind"] == "dense":  # seconds: before the passes over every row
-        checks.append(_check_encoding(index, encoder))
-    checks.append(_check_passages(path, index.passages, manifest, on_progress))
+        checks.append(_check_encoding(index, encoder, table))
+    checks.append(_check_passages(path, index.passages, manifest, on_progress, table))
     if manifest["kind"] == "dense":
         checks.append(_check_vectors(index, on_progress))
         checks.append(_check_faiss(index, on_progress))
@@ -60,19 +71,25 @@ def verify_index(path: str | os.PathLike, on_progress: Callable[[str, int, int],
     return {"index": str(path), "kind": manifest["kind"], "n_passages": n, "checks": checks}
 
 
-def _check_passages(path: Path, passages, manifest: dict, on_progress) -> dict:
+def _check_passages(path: Path, passages, manifest: dict, on_progress, table) -> dict:
     source = getattr(passages, "source", path / store.OLD_PASSAGES)
     n = len(passages)
     tick = (lambda done: on_progress("passages", done, n)) if on_progress else None
     recorded = manifest.get("block_hashes")
     size = recorded["rows"] if recorded is not None else None
-    whole, blocks = store.content_hashes(passages, tick, size)
-    if recorded is not None:
-        for i, (got, want) in enumerate(zip(blocks, recorded["sha256"])):
-            if got != want:
-                first, last = i * size, min(n, (i + 1) * size) - 1
-                raise InputError(source, f"rows {first}-{last} (0-based) differ from the passages the index was built "
-                                 "over (their block hash); the store is damaged: build the index again or copy it anew")
+    rows = passages if table is None else _validated(table, passages, source)
+    whole, blocks = store.content_hashes(rows, tick, size)
+    bad = None if recorded is None else \
+        next((i for i, (got, want) in enumerate(zip(blocks, recorded["sha256"])) if got != want), None)
+    if recorded is not None and (whole == manifest["content_hash"]) != (bad is None):
+        # the passages match one of the manifest's two hashes of them and not the other: the manifest changed, not they
+        field, other = ("block_hashes.sha256", "content_hash") if bad is not None else ("content_hash", "block_hashes")
+        raise InputError(path / store.MANIFEST, f"disagrees with the passages, which match its {other}: the manifest "
+                         "is damaged or was edited; build the index again or copy it anew", field=field)
+    if bad is not None:
+        first, last = bad * size, min(n, (bad + 1) * size) - 1
+        raise InputError(source, f"rows {first}-{last} (0-based) differ from the passages the index was built over "
+                         "(their block hash); the store is damaged: build the index again or copy it anew")
     if whole != manifest["content_hash"]:
         raise InputError(source, f"differs from the passages the index was built over (content hash {whole}, the "
                          f"manifest's {manifest['content_hash']}); the store is damaged: build the index again or copy "
@@ -80,6 +97,22 @@ def _check_passages(path: Path, passages, manifest: dict, on_progress) -> dict:
     how = f", and each of {len(blocks)} blocks of {size} rows" if recorded is not None else \
         " (built before block hashes were recorded: a difference could not be placed)"
     return {"check": "passages", "result": f"every row matches the content hash {whole}{how}"}
+
+
+def _validated(table, passages, source):
+    """`passages` in row order, each record batch of their Arrow `table` validated whole before its
+    rows become Python strings: a damaged row is an InputError naming it, not a UnicodeDecodeError
+    or a read out of bounds (a crash)."""
+    start = 0
+    for batch in table.to_batches():
+        try:
+            batch.validate(full=True)
+        except pa.ArrowInvalid as e:
+            store.check_rows(batch, range(batch.num_rows), source, start)  # names the first damaged row
+            raise InputError(source, f"rows {start}-{start + batch.num_rows - 1} (0-based) are damaged ({e}); build "
+                             "the index again") from None
+        yield from passages[start : start + batch.num_rows]
+        start += batch.num_rows
 
 
 def _check_vectors(index, on_progress) -> dict:
@@ -105,8 +138,9 @@ def _check_faiss(index, on_progress) -> dict:
     flat = faiss.downcast_index(index.faiss_index)
     factory = index.manifest.get("faiss_factory")
     if not isinstance(flat, faiss.IndexFlat | faiss.IndexHNSWFlat):  # whose vectors read back by row, as added
-        return {"check": "faiss", "result": f"{flat.ntotal} vectors of {flat.d} as the manifest says; '{factory}' holds "
-                "them as codes or in inverted lists, not by row, so they are not compared with the stored ones"}
+        lists = ", each row in one inverted list" if _check_lists(index) else ""
+        return {"check": "faiss", "result": f"{flat.ntotal} vectors of {flat.d} as the manifest says{lists}; '{factory}' "
+                "holds them as codes or in inverted lists, not by row, so they are not compared with the stored ones"}
     vectors = index.scan_vectors()
     n = len(vectors)
     for start in range(0, n, SCAN_ROWS):
@@ -123,7 +157,40 @@ def _check_faiss(index, on_progress) -> dict:
     return {"check": "faiss", "result": f"the '{factory}' index's {n} vectors equal the stored ones"}
 
 
-def _check_encoding(index, encoder: str | os.PathLike | None) -> dict:
+def _check_lists(index) -> bool:
+    """Every row in exactly one inverted list of an IVF index (False: not one): a row number damaged
+    past the passages fails every search that reaches it, and one damaged into another row's hides
+    that row from every search."""
+    from lewisrag.index.dense import FAISS_FILE, _ivf_or_none
+
+    ivf = _ivf_or_none(index.faiss_index)
+    if ivf is None:
+        return False
+    n, lists, total = ivf.ntotal, ivf.invlists, 0
+    seen = np.zeros(n, bool)
+    for k in range(ivf.nlist):
+        size = lists.list_size(k)
+        if not size:
+            continue
+        ptr = lists.get_ids(k)
+        ids = faiss.rev_swig_ptr(ptr, size).copy()
+        lists.release_ids(k, ptr)
+        outside = (ids < 0) | (ids >= n)
+        if outside.any():
+            raise InputError(index.path / FAISS_FILE, f"inverted list {k} holds row {int(ids[np.argmax(outside)])}, past the "
+                             f"index's {n} rows: the file is damaged; build the index again")
+        seen[ids] = True
+        total += size
+    if not seen.all():  # a row damaged into another's, say
+        raise InputError(index.path / FAISS_FILE, f"row {int(np.argmin(seen))} (0-based) is in no inverted list: no "
+                         "search finds it; the file is damaged: build the index again")
+    if total != n:
+        raise InputError(index.path / FAISS_FILE, f"its inverted lists hold {total} rows, the index {n}: a row is listed "
+                         "twice; the file is damaged: build the index again")
+    return True
+
+
+def _check_encoding(index, encoder: str | os.PathLike | None, table) -> dict:
     """The stored vectors of `dense.spot_check_rows` against fresh encodings by the index's context
     encoder: what no hash can show (vectors and FAISS index copied in from another index of the
     same size and width would pass every check above)."""
@@ -144,6 +211,8 @@ def _check_encoding(index, encoder: str | os.PathLike | None) -> dict:
                          "give the one that built it", field="--encoder" if encoder is not None else "encoder.path")
     build = index.manifest.get("build", {})
     rows = spot_check_rows(len(index.passages))
+    if table is not None:  # rows the load did not sample: read only once their Arrow data is whole
+        store.check_rows(table, rows, index.passages.source)
     passages = [index.passages[r] for r in rows]
     cosine, ratio, bad = compare_encodings(passages, index.vectors(np.array(rows)), ckpt,
                                            int(build.get("max_length") or ckpt.meta.get("max_length", 256)),
