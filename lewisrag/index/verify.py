@@ -94,8 +94,12 @@ def _check_passages(path: Path, passages, manifest: dict, on_progress, table) ->
         raise InputError(source, f"differs from the passages the index was built over (content hash {whole}, the "
                          f"manifest's {manifest['content_hash']}); the store is damaged: build the index again or copy "
                          "it anew")
-    how = f", and each of {len(blocks)} blocks of {size} rows" if recorded is not None else \
-        " (built before block hashes were recorded: a difference could not be placed)"
+    if recorded is None:
+        how = " (built before block hashes were recorded: a difference could not be placed)"
+    elif len(blocks) > 1:
+        how = f", and each of {len(blocks)} blocks of {size} rows"
+    else:
+        how = ", and its one block hash"
     return {"check": "passages", "result": f"every row matches the content hash {whole}{how}"}
 
 
