@@ -91,6 +91,15 @@ def test_damaged_arrow_rows_are_named_not_a_crash(dense, tmp_path):
                     "(0-based) is damaged")
 
 
+def test_a_search_that_reaches_a_damaged_row_is_one_line(tmp_path):
+    """Past what a load samples: the passage a search returns is read through the same check."""
+    build_bm25_index(PASSAGES, tmp_path / "b")
+    row = next(r for r in range(40, 190) if r not in SAMPLED)
+    _bad_utf8(tmp_path / "b", row)
+    r = run_cli("index", "search", "--index", str(tmp_path / "b"), "--query", f"number {row}", "--n-docs", "1")
+    _one_line_error(r, f"{tmp_path / 'b' / 'passages.arrow'}: field 'text': row {row} (0-based) is damaged")
+
+
 def test_a_damaged_npy_header_and_a_nan_in_a_sampled_row_are_named(dense, tmp_path):
     index = _copy(dense, tmp_path)
     raw = (index / "embeddings.npy").read_bytes()
