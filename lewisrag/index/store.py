@@ -251,7 +251,8 @@ def check_manifest(manifest: object, source: Path) -> None:
 
 
 def open_store(path: Path) -> pa.Table:
-    """The Arrow passage store at `path`, memory-mapped: its structure read, none of its rows (`check_rows`)."""
+    """The Arrow passage store at `path`, memory-mapped: its structure read, none of its rows (`PassageTable`
+    validates each row it reads)."""
     try:
         table = pa.ipc.open_file(pa.memory_map(str(path))).read_all()
     except (pa.ArrowInvalid, OSError) as e:
@@ -261,25 +262,10 @@ def open_store(path: Path) -> pa.Table:
     return table
 
 
-def check_rows(data: pa.Table | pa.RecordBatch, rows: Iterable[int], source: str | os.PathLike, first: int = 0) -> None:
-    """Refuse the first of `rows` (of `data`, whose row 0 is the store's row `first`) whose Arrow data
-    is damaged: offsets past the end of the text, or UTF-8 cut, which read as Python strings raise
-    UnicodeDecodeError or read out of bounds and crash the process. Reads those rows only."""
-    for row in rows:
-        for name in data.schema.names:
-            try:
-                data.column(name).slice(row, 1).validate(full=True)
-            except pa.ArrowInvalid as e:
-                raise InputError(source, f"row {first + row} (0-based) is damaged ({e}); build the index again",
-                                 field=name) from None
-
-
 def load_passages(path: Path, manifest: dict) -> Sequence[Passage]:
     """The index's passages: its Arrow store memory-mapped (format 2), or passages.jsonl read whole (format 1)."""
-    table = None
     if (path / PASSAGES).is_file():
-        table = open_store(path / PASSAGES)
-        passages = PassageTable(table, path / PASSAGES, checked=True)
+        passages = PassageTable(open_store(path / PASSAGES), path / PASSAGES, checked=True)
     elif (path / OLD_PASSAGES).is_file():
         passages = read_passages(path / OLD_PASSAGES)
     else:
@@ -288,10 +274,8 @@ def load_passages(path: Path, manifest: dict) -> Sequence[Passage]:
     if len(passages) != manifest["n_passages"]:
         raise InputError(source, f"{len(passages)} passages, manifest says {manifest['n_passages']}")
     # indexes built before the field existed have none, and load unchecked
-    if "sample_hash" in manifest:
-        if table is not None:  # read as strings, damaged Arrow data raises or crashes: checked first
-            check_rows(table, sample_rows(len(passages)), source)
-        if sample_hash(passages) != manifest["sample_hash"]:
-            raise InputError(source, "does not hold the passages this index was built over (the rows sampled at build "
-                             "differ: another index's passage store?); build the index again")
+    # (the sampled rows are validated as they are read: damaged Arrow data is a row named, not a crash)
+    if "sample_hash" in manifest and sample_hash(passages) != manifest["sample_hash"]:
+        raise InputError(source, "does not hold the passages this index was built over (the rows sampled at build "
+                         "differ: another index's passage store?); build the index again")
     return passages

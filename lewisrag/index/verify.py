@@ -27,7 +27,6 @@ from pathlib import Path
 
 import faiss
 import numpy as np
-import pyarrow as pa
 
 from lewisrag.data.io import InputError
 from lewisrag.index import store
@@ -51,8 +50,6 @@ def verify_index(path: str | os.PathLike, on_progress: Callable[[str, int, int],
         raise InputError("--encoder", f"applies to dense indexes; {path} is BM25")
     index = BM25Index.load(path) if manifest["kind"] == "bm25" else DenseIndex.load(path)
     n, sampled = manifest["n_passages"], min(manifest["n_passages"], store.SAMPLE_ROWS)
-    # format 2's Arrow store, whose rows are validated before they are read (format 1's JSONL the load parsed whole)
-    table = store.open_store(path / store.PASSAGES) if (path / store.PASSAGES).is_file() else None
     old = "; no passage sampled (built before sample hashes were recorded)"  # a load then reads none
     if "sample_hash" in manifest:
         loads = f"manifest, file sizes and {sampled} sampled rows as every load checks them"
@@ -62,8 +59,8 @@ def verify_index(path: str | os.PathLike, on_progress: Callable[[str, int, int],
         loads = f"manifest and file sizes as every load checks them{old}"
     checks = [{"check": "loads", "result": f"{n} passages; {loads}"}]
     if manifest["kind"] == "dense":  # seconds: before the passes over every row
-        checks.append(_check_encoding(index, encoder, table))
-    checks.append(_check_passages(path, index.passages, manifest, on_progress, table))
+        checks.append(_check_encoding(index, encoder))
+    checks.append(_check_passages(path, index.passages, manifest, on_progress))
     if manifest["kind"] == "dense":
         checks.append(_check_vectors(index, on_progress))
         checks.append(_check_faiss(index, on_progress))
@@ -71,14 +68,14 @@ def verify_index(path: str | os.PathLike, on_progress: Callable[[str, int, int],
     return {"index": str(path), "kind": manifest["kind"], "n_passages": n, "checks": checks}
 
 
-def _check_passages(path: Path, passages, manifest: dict, on_progress, table) -> dict:
+def _check_passages(path: Path, passages, manifest: dict, on_progress) -> dict:
     source = getattr(passages, "source", path / store.OLD_PASSAGES)
     n = len(passages)
     tick = (lambda done: on_progress("passages", done, n)) if on_progress else None
     recorded = manifest.get("block_hashes")
     size = recorded["rows"] if recorded is not None else None
-    rows = passages if table is None else _validated(table, passages, source)
-    whole, blocks = store.content_hashes(rows, tick, size)
+    # an Arrow store's rows are validated as they are read (`PassageTable`): damage is a row named, not a crash
+    whole, blocks = store.content_hashes(passages, tick, size)
     bad = None if recorded is None else \
         next((i for i, (got, want) in enumerate(zip(blocks, recorded["sha256"])) if got != want), None)
     if recorded is not None and (whole == manifest["content_hash"]) != (bad is None):
@@ -101,22 +98,6 @@ def _check_passages(path: Path, passages, manifest: dict, on_progress, table) ->
     else:
         how = ", and its one block hash"
     return {"check": "passages", "result": f"every row matches the content hash {whole}{how}"}
-
-
-def _validated(table, passages, source):
-    """`passages` in row order, each record batch of their Arrow `table` validated whole before its
-    rows become Python strings: a damaged row is an InputError naming it, not a UnicodeDecodeError
-    or a read out of bounds (a crash)."""
-    start = 0
-    for batch in table.to_batches():
-        try:
-            batch.validate(full=True)
-        except pa.ArrowInvalid as e:
-            store.check_rows(batch, range(batch.num_rows), source, start)  # names the first damaged row
-            raise InputError(source, f"rows {start}-{start + batch.num_rows - 1} (0-based) are damaged ({e}); build "
-                             "the index again") from None
-        yield from passages[start : start + batch.num_rows]
-        start += batch.num_rows
 
 
 def _check_vectors(index, on_progress) -> dict:
@@ -194,7 +175,7 @@ def _check_lists(index) -> bool:
     return True
 
 
-def _check_encoding(index, encoder: str | os.PathLike | None, table) -> dict:
+def _check_encoding(index, encoder: str | os.PathLike | None) -> dict:
     """The stored vectors of `dense.spot_check_rows` against fresh encodings by the index's context
     encoder: what no hash can show (vectors and FAISS index copied in from another index of the
     same size and width would pass every check above)."""
@@ -215,8 +196,6 @@ def _check_encoding(index, encoder: str | os.PathLike | None, table) -> dict:
                          "give the one that built it", field="--encoder" if encoder is not None else "encoder.path")
     build = index.manifest.get("build", {})
     rows = spot_check_rows(len(index.passages))
-    if table is not None:  # rows the load did not sample: read only once their Arrow data is whole
-        store.check_rows(table, rows, index.passages.source)
     passages = [index.passages[r] for r in rows]
     cosine, ratio, bad = compare_encodings(passages, index.vectors(np.array(rows)), ckpt,
                                            int(build.get("max_length") or ckpt.meta.get("max_length", 256)),
