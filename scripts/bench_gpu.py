@@ -598,6 +598,8 @@ def mfu_steps(c: dict, p: dict, device: str, reps: int, rate: float | None, log,
                 continue
             finally:
                 f = None
+                if mode.startswith("compiled"):  # CUDA graphs keep their memory pool until their trees are reset:
+                    torch._dynamo.reset()  # the next mode at 64 questions needs that memory
                 if device == "cuda":
                     torch.cuda.empty_cache()
             here = flops / s / rate if rate and not math.isnan(rate) else float("nan")
