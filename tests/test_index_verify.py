@@ -16,23 +16,15 @@ import pytest
 from conftest import run_cli
 from lewisrag.data.io import InputError
 from lewisrag.data.passages import PASSAGE_SCHEMA
-from lewisrag.data.records import Passage, read_passages, read_qa
+from lewisrag.data.records import Passage
 from lewisrag.index import store
 from lewisrag.index.bm25 import build_bm25_index
 from lewisrag.index.dense import DenseBuildConfig, DenseIndex, build_dense_index, spot_check_rows
 from lewisrag.index.verify import verify_index
-from lewisrag.training.dpr import DPRTrainConfig, train_dpr
-from test_index import TINY
+from test_index import dpr_ckpt  # noqa: F401  (a module fixture: the tiny DPR checkpoint)
 
 PASSAGES = [Passage(f"p{i}", f"T{i}", f"passage number {i} of the verify corpus") for i in range(200)]
 SAMPLED = set(store.sample_rows(len(PASSAGES)))
-
-
-@pytest.fixture(scope="module")
-def dpr_ckpt(tiny_corpus, tmp_path_factory):
-    out = tmp_path_factory.mktemp("dpr") / "ckpt"
-    train_dpr(DPRTrainConfig(steps=5, **TINY), read_qa(tiny_corpus["qa"]), read_passages(tiny_corpus["passages"]), out)
-    return out
 
 
 @pytest.fixture(scope="module")
