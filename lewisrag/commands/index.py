@@ -169,8 +169,9 @@ def verify(
 ) -> None:
     """Read a whole index and compare it with its manifest: every passage against the content hash (and
     block hashes), every stored vector finite, a Flat or HNSW FAISS index's vectors equal to the stored
-    ones, and 8 passages encoded afresh by the index's encoder against their stored vectors. Minutes at
-    Wikipedia scale, where every load samples 64 rows; exit 2 names the first damage."""
+    ones (an IVF index's row numbers: each in one list), and 8 passages encoded afresh by the index's
+    encoder against their stored vectors. Minutes at Wikipedia scale, where every load samples 64 rows;
+    exit 2 names the first damage."""
     from lewisrag.index.verify import verify_index
 
     labels = {"passages": "hashing passages", "vectors": "scanning stored vectors", "faiss": "comparing FAISS's vectors"}
