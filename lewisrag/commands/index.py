@@ -174,7 +174,7 @@ def verify(
     exit 2 names the first damage."""
     from lewisrag.index.verify import verify_index
 
-    labels = {"passages": "hashing passages", "vectors": "scanning stored vectors", "faiss": "comparing FAISS's vectors"}
+    labels = {"passages": "hashing passages", "vectors": "scanning stored vectors"}
     with _ui.progress() as p:
         report = verify_index(index, _ui.Bars(p, labels), encoder)
     if as_json:

@@ -250,22 +250,16 @@ def check_manifest(manifest: object, source: Path) -> None:
          build.get("mixed_precision"))
 
 
-def open_store(path: Path) -> pa.Table:
-    """The Arrow passage store at `path`, memory-mapped: its structure read, none of its rows (`PassageTable`
-    validates each row it reads)."""
-    try:
-        table = pa.ipc.open_file(pa.memory_map(str(path))).read_all()
-    except (pa.ArrowInvalid, OSError) as e:
-        raise InputError(path, f"cannot read the passage store: {e}; build the index again") from None
-    if table.schema != PASSAGE_SCHEMA:
-        raise InputError(path, f"unexpected columns {table.schema.names}; build the index again")
-    return table
-
-
 def load_passages(path: Path, manifest: dict) -> Sequence[Passage]:
     """The index's passages: its Arrow store memory-mapped (format 2), or passages.jsonl read whole (format 1)."""
     if (path / PASSAGES).is_file():
-        passages = PassageTable(open_store(path / PASSAGES), path / PASSAGES, checked=True)
+        try:
+            table = pa.ipc.open_file(pa.memory_map(str(path / PASSAGES))).read_all()
+        except (pa.ArrowInvalid, OSError) as e:
+            raise InputError(path / PASSAGES, f"cannot read the passage store: {e}; build the index again") from None
+        if table.schema != PASSAGE_SCHEMA:
+            raise InputError(path / PASSAGES, f"unexpected columns {table.schema.names}; build the index again")
+        passages = PassageTable(table, path / PASSAGES, checked=True)
     elif (path / OLD_PASSAGES).is_file():
         passages = read_passages(path / OLD_PASSAGES)
     else:

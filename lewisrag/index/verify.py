@@ -6,8 +6,8 @@ damaged row among 21M. `verify_index` reads everything once, which takes minutes
 scale, for an index copied between machines or kept on a disk that may have failed:
 
 - every passage against the manifest's content hash, and with the block hashes of indexes built
-  since they were recorded, the first block of `store.BLOCK_ROWS` rows that differs; an Arrow
-  store's record batches validated first (damaged offsets or UTF-8 would crash the reading);
+  since they were recorded, the first block of `store.BLOCK_ROWS` rows that differs (an Arrow
+  store's rows validated as `PassageTable` reads them: damaged offsets or UTF-8 are a row named);
 - every stored vector finite (a build refuses NaN and infinity; a file damaged since scores them);
 - the vectors of a FAISS index that keeps them by row (Flat, HNSW) equal to the stored ones, which
   RAG scores documents with; of another (IVF lists, PQ codes) the size and width, and of an IVF
@@ -37,7 +37,7 @@ SCAN_ROWS = 1 << 16  # stored vectors read at a time
 def verify_index(path: str | os.PathLike, on_progress: Callable[[str, int, int], None] | None = None,
                  encoder: str | os.PathLike | None = None) -> dict:
     """Read the index at `path` whole and compare it with its manifest; `on_progress(stage, done,
-    total)` for the stages "passages", "vectors" and "faiss". A dense index's context encoder
+    total)` for the stages "passages" and "vectors". A dense index's context encoder
     (`encoder`, else the one its manifest records, where it is found) encodes a few passages afresh
     to show the stored vectors are theirs. Returns what was checked: {"index", "kind",
     "n_passages", "checks": [{"check", "result"}]}; raises InputError at the first damage."""
@@ -62,8 +62,7 @@ def verify_index(path: str | os.PathLike, on_progress: Callable[[str, int, int],
         checks.append(_check_encoding(index, encoder))
     checks.append(_check_passages(path, index.passages, manifest, on_progress))
     if manifest["kind"] == "dense":
-        checks.append(_check_vectors(index, on_progress))
-        checks.append(_check_faiss(index, on_progress))
+        checks += _check_vectors(index, on_progress)
 
     return {"index": str(path), "kind": manifest["kind"], "n_passages": n, "checks": checks}
 
@@ -100,46 +99,41 @@ def _check_passages(path: Path, passages, manifest: dict, on_progress) -> dict:
     return {"check": "passages", "result": f"every row matches the content hash {whole}{how}"}
 
 
-def _check_vectors(index, on_progress) -> dict:
-    from lewisrag.index.dense import EMBEDDINGS
+def _check_vectors(index, on_progress) -> list[dict]:
+    """Every stored vector finite and, where the FAISS index keeps its vectors by row (Flat, HNSW),
+    equal to FAISS's own, in one pass over embeddings.npy (32 GB of float16 at 21M); of another
+    FAISS index the size and width (`DenseIndex.load`) and an IVF index's row numbers."""
+    from lewisrag.index.dense import EMBEDDINGS, FAISS_FILE
 
+    flat = faiss.downcast_index(index.faiss_index)
+    by_row = isinstance(flat, faiss.IndexFlat | faiss.IndexHNSWFlat)  # whose vectors read back by row, as added
     vectors = index.scan_vectors()
     n = len(vectors)
     for start in range(0, n, SCAN_ROWS):
-        block = np.asarray(vectors[start : start + SCAN_ROWS], dtype=np.float32)
+        stop = min(n, start + SCAN_ROWS)
+        block = np.asarray(vectors[start:stop], dtype=np.float32)
         finite = np.isfinite(block).all(axis=1)
         if not finite.all():
             row = start + int(np.argmin(finite))
             raise InputError(index.path / EMBEDDINGS, f"row {row} (0-based; passage {index.passages[row].id!r}) holds "
                              "NaN or infinity: the index is damaged; build it again")
+        if by_row:  # added from the stored vectors as float32 (`dense.build_faiss`), so equal to the bit
+            differs = (flat.reconstruct_n(start, stop - start) != block).any(axis=1)
+            if differs.any():
+                row = start + int(np.argmax(differs))
+                raise InputError(index.path / FAISS_FILE, f"row {row} (0-based) differs from {EMBEDDINGS}'s vector: one "
+                                 "of the two files is damaged; build the index again")
         if on_progress:
-            on_progress("vectors", min(n, start + SCAN_ROWS), n)
-    return {"check": "vectors", "result": f"all {n} stored vectors ({vectors.dtype}) finite"}
-
-
-def _check_faiss(index, on_progress) -> dict:
-    from lewisrag.index.dense import EMBEDDINGS, FAISS_FILE
-
-    flat = faiss.downcast_index(index.faiss_index)
+            on_progress("vectors", stop, n)
     factory = index.manifest.get("faiss_factory")
-    if not isinstance(flat, faiss.IndexFlat | faiss.IndexHNSWFlat):  # whose vectors read back by row, as added
+    if by_row:
+        held = f"the '{factory}' index's {n} vectors equal the stored ones"
+    else:
         lists = ", each row in one inverted list" if _check_lists(index) else ""
-        return {"check": "faiss", "result": f"{flat.ntotal} vectors of {flat.d} as the manifest says{lists}; '{factory}' "
-                "holds them as codes or in inverted lists, not by row, so they are not compared with the stored ones"}
-    vectors = index.scan_vectors()
-    n = len(vectors)
-    for start in range(0, n, SCAN_ROWS):
-        stop = min(n, start + SCAN_ROWS)
-        stored = np.asarray(vectors[start:stop], dtype=np.float32)
-        # added from the stored vectors as float32 (`dense.build_faiss`), so equal to the bit
-        differs = (flat.reconstruct_n(start, stop - start) != stored).any(axis=1)
-        if differs.any():
-            row = start + int(np.argmax(differs))
-            raise InputError(index.path / FAISS_FILE, f"row {row} (0-based) differs from {EMBEDDINGS}'s vector: one of "
-                             "the two files is damaged; build the index again")
-        if on_progress:
-            on_progress("faiss", stop, n)
-    return {"check": "faiss", "result": f"the '{factory}' index's {n} vectors equal the stored ones"}
+        held = (f"{flat.ntotal} vectors of {flat.d} as the manifest says{lists}; '{factory}' holds them as codes or in "
+                "inverted lists, not by row, so they are not compared with the stored ones")
+    return [{"check": "vectors", "result": f"all {n} stored vectors ({vectors.dtype}) finite"},
+            {"check": "faiss", "result": held}]
 
 
 def _check_lists(index) -> bool:
