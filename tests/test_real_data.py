@@ -224,6 +224,78 @@ def test_head_is_a_table_of_the_first_rows(wiki_dpr, tmp_path, monkeypatch):
         assert table.head(1000) == listed and len(table.head(0)) == 0
 
 
+def hub_shards(wiki_dpr, root: Path, n: int = 3) -> Path:
+    """The wiki_dpr folder as the hub itself holds it, `data/psgs_w100/nq/train-0000K-of-0000N.parquet`
+    (what `hf download facebook/wiki_dpr --repo-type dataset --include 'data/psgs_w100/nq/*'` fetches):
+    the same features, written by datasets' own Parquet writer, one contiguous shard a file."""
+    import datasets
+
+    ds = datasets.load_from_disk(str(wiki_dpr["folder"]))
+    folder = root / "wiki_dpr" / "data" / "psgs_w100" / "nq"
+    folder.mkdir(parents=True)
+    for k in range(n):
+        ds.shard(n, k, contiguous=True).to_parquet(str(folder / f"train-{k:05d}-of-{n:05d}.parquet"))
+    return folder
+
+
+def test_the_hubs_parquet_shards_read_as_one_table(wiki_dpr, encoders, tiny_corpus, tmp_path, monkeypatch, capsys):
+    """A folder of Parquet shards is the passages in the order of the files' names, a few row groups
+    decoded at a time; `index build --reuse-embeddings` reads it as it reads the save_to_disk folder."""
+    folder = hub_shards(wiki_dpr, tmp_path)
+    (folder / "README.md").write_text("not a shard")  # other files beside the shards are not passages
+    monkeypatch.setattr(passage_tables, "BATCH_ROWS", 7)
+    table = open_passages(folder)
+    assert isinstance(table, PassageTable) and len(table._groups.files) == 3
+    listed = read_passages(wiki_dpr["jsonl"])
+    assert table == listed and table[19:22] == listed[19:22]  # across the first two shards
+    np.testing.assert_array_equal(table.embeddings(), wiki_dpr["vectors"])
+    assert content_hash(table) == content_hash(listed)
+    assert len(table._groups._cache) <= passage_tables.RowGroups.CACHED
+    code, stdout, err = run_main(monkeypatch, capsys, "index", "build", "--passages", folder, "--encoder",
+                                 encoders["right"], "--out", tmp_path / "idx", "--reuse-embeddings", "--json")
+    assert code == 0, err
+    assert json.loads(stdout)["content_hash"] == content_hash(listed)
+    np.testing.assert_array_equal(np.load(tmp_path / "idx" / "embeddings.npy"), wiki_dpr["vectors"])
+
+
+def test_a_bad_shard_is_named_with_its_own_row(wiki_dpr, tmp_path):
+    """Errors in a folder of shards name the shard and the row in it, as a user would open it to look."""
+    folder = hub_shards(wiki_dpr, tmp_path)
+    shards = sorted(folder.glob("*.parquet"))
+    second = pq.read_table(shards[1])
+    rows = second.to_pylist()
+    rows[2]["text"] = "  "
+    pq.write_table(pa.Table.from_pylist(rows, schema=second.schema), shards[1])
+    with pytest.raises(InputError, match=rf"^{shards[1]}:3: field 'text': empty$"):
+        open_passages(folder)
+    rows[2]["text"], rows[4]["id"] = "fine", read_passages(wiki_dpr["jsonl"])[3].id
+    pq.write_table(pa.Table.from_pylist(rows, schema=second.schema), shards[1])
+    with pytest.raises(InputError) as e:
+        open_passages(folder)
+    assert str(e.value) == f"{shards[1]}:5: field 'id': duplicate id '{rows[4]['id']}' (first on line 4 of {shards[0]})"
+    rows[4]["id"] = "fine"
+    pq.write_table(pa.Table.from_pylist(rows, schema=second.schema).drop_columns(["embeddings"]), shards[1])
+    with pytest.raises(InputError, match=rf"^{shards[1]}: its passage columns \(id: string, title: string, text: string\) "
+                       r"differ from those of .*train-00000-of-00003\.parquet \(id: string, title: string, text: string, "
+                       r"embeddings: list<.*>\): the shards of one folder must be one table$"):
+        open_passages(folder)
+    shards[1].write_bytes(b"PAR1 not parquet")
+    with pytest.raises(InputError, match=rf"^{shards[1]}: cannot read Parquet: "):
+        open_passages(folder)
+    for f in shards[1:]:
+        f.unlink()
+    rows = pq.read_table(shards[0]).to_pylist()
+    pq.write_table(pa.Table.from_pylist(rows[:5]), shards[0])
+    assert len(open_passages(folder)) == 5  # one shard is a folder of shards too
+    pq.write_table(pa.Table.from_pylist([dict(r, title=i) for i, r in enumerate(rows)]), shards[0])
+    with pytest.raises(InputError, match=rf"^{shards[0]}:1: field 'title': expected strings, got a column of int64$"):
+        open_passages(folder)
+    shards[0].unlink()
+    with pytest.raises(InputError, match="is a folder, but neither a dataset written by datasets' save_to_disk "
+                       r"\(no state.json\) nor a folder of .parquet shards"):
+        open_passages(folder)
+
+
 @pytest.mark.parametrize("meta", ['{"splits": ["train", "test"]}', '{"splits": 5}', "[1, 2]", '{"splits": []}'])
 def test_a_dataset_dict_folder_is_one_line(tmp_path, meta):
     """A DatasetDict is named with its splits; a damaged dataset_dict.json was a traceback."""
@@ -280,7 +352,7 @@ def test_column_types_are_checked_once(tmp_path):
     assert list(ints) == [Passage("1", "", "x"), Passage("2", "", "y")]  # integer ids and no titles, as in JSON
     uneven = write_parquet(tmp_path / "d.parquet", [{"id": "a", "text": "x", "embeddings": [0.1, 0.2]},
                                                     {"id": "b", "text": "y", "embeddings": [0.1]}])
-    with pytest.raises(InputError, match=r"d.parquet:2: field 'embeddings': 1 values where row 1 has 2"):
+    with pytest.raises(InputError, match=r"d.parquet:2: field 'embeddings': 1 values where the first row has 2"):
         open_passages(uneven).embedding_dim()
     (tmp_path / "plain").mkdir()
     with pytest.raises(InputError, match="is a folder"):

@@ -12,7 +12,7 @@ from lewisrag.data.world import DEFAULT_ENTITIES, MAX_ENTITIES, MIN_ENTITIES
 
 
 def chunk(
-    docs: str = typer.Option(..., "--docs", help="Documents to split: .jsonl, .json, .parquet, a datasets save_to_disk folder or hf:NAME[:CONFIG]:SPLIT with id, title, text."),
+    docs: str = typer.Option(..., "--docs", help="Documents to split: .jsonl, .json, .parquet, a folder of .parquet shards, a datasets save_to_disk folder or hf:NAME[:CONFIG]:SPLIT with id, title, text."),
     out: Path = typer.Option(..., "--out", help="Where to write the passages (.jsonl)."),
     words: int = typer.Option(100, "--words", min=1, help="Most words per passage (a CJK character counts as one word)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out if the file exists."),

@@ -48,7 +48,7 @@ def reproduce(
     dev: str = typer.Option(None, "--dev", help="base: dev QA file (exact match during RAG training)."),
     test: str = typer.Option(None, "--test", help="base: test QA file (EM/F1 of every system)."),
     passages: str = typer.Option(None, "--passages", help="base: passages of index A (wiki_dpr-schema save_to_disk folder, "
-                                 ".parquet, .jsonl or hf:)."),
+                                 ".parquet, a folder of .parquet shards, .jsonl or hf:)."),
     passages_b: str = typer.Option(None, "--passages-b", help="base: passages of index B (the knowledge-update test)."),
     questions_a: str = typer.Option(None, "--questions-a", help="base: questions about --passages (with --passages-b and "
                                     "--questions-b: the knowledge-update swap matrix)."),

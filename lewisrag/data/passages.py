@@ -1,10 +1,13 @@
-"""Passages in an Arrow table: a `datasets` save_to_disk folder, a Parquet file or `hf:NAME[:CONFIG]:SPLIT`.
+"""Passages in an Arrow table: a `datasets` save_to_disk folder, a Parquet file, a folder of Parquet
+shards or `hf:NAME[:CONFIG]:SPLIT`.
 
 wiki_dpr's schema is the model: `id` and `text` strings, an optional `title`, and an optional
 `embeddings` column (one list of floats per passage, the DPR context encoder's vectors). A
 `PassageTable` is a `Sequence[Passage]` over the table itself: a save_to_disk folder and a hub
-dataset stay memory-mapped, a Parquet file is decoded a row group at a time as rows are read
-(`RowGroups`: a few groups in memory, not the file), and rows become `Passage`s only when read,
+dataset stay memory-mapped, a Parquet file (or a folder of shards: the hub's own files of
+wiki_dpr, `data/psgs_w100/nq/train-000NN-of-00157.parquet`, read where they were downloaded) is
+decoded a row group at a time as rows are read (`RowGroups`: a few groups in memory, not the
+files), and rows become `Passage`s only when read,
 one batch at a time. The checks the JSON
 readers make per record are made here per column, on Arrow batches (pyarrow.compute), with the
 same messages: `file:row: field 'name': message`, rows counted from 1.
@@ -42,55 +45,88 @@ def is_table_source(path: str | os.PathLike) -> bool:
 
 def open_passages(path: str | os.PathLike) -> Sequence[Passage]:
     """Passages as a user gives them: the checked `PassageTable` of a save_to_disk folder, a
-    `.parquet` file or an `hf:` spec; the list `records.read_passages` reads from `.jsonl`/`.json`."""
+    `.parquet` file, a folder of `.parquet` shards or an `hf:` spec; the list
+    `records.read_passages` reads from `.jsonl`/`.json`."""
     if not is_table_source(path):
         return read_passages(path)
     return open_table(path)
 
 
 def open_table(path: str | os.PathLike) -> PassageTable:
-    """The checked `PassageTable` of a save_to_disk folder, a `.parquet` file or an `hf:` spec."""
+    """The checked `PassageTable` of a save_to_disk folder, a `.parquet` file, a folder of `.parquet`
+    shards (read in the order of their names) or an `hf:` spec."""
     spec = str(path)
     if spec.startswith("hf:"):
         table = _dataset_table(load_hf(spec))
     elif Path(spec).is_dir():
-        table = _saved_dataset(Path(spec))
+        p = Path(spec)
+        shards = sorted(f for f in p.glob("*.parquet") if f.is_file())
+        saved = (p / "state.json").is_file() or (p / "dataset_dict.json").is_file()
+        table = RowGroups.open([(str(f), f) for f in shards]) if shards and not saved else _saved_dataset(p)
     else:
-        p = existing_file(spec)
-        try:
-            table = RowGroups(pq.ParquetFile(p, memory_map=True, page_checksum_verification=True), source=spec)
-        except Exception as e:  # pyarrow raises several unrelated types for a bad file
-            raise InputError(spec, f"cannot read Parquet: {one_line(e)}") from None
+        table = RowGroups.open([(spec, existing_file(spec))])
     return PassageTable(table, spec)
 
 
 class RowGroups:
-    """A Parquet file read one row group at a time, the last few kept decoded.
+    """Parquet files read one row group at a time, the last few kept decoded.
 
     Parquet cannot be memory-mapped as Arrow: its pages are compressed and encoded. Decoding
     the whole file (`pq.read_table`) would hold all of it in RAM — 21 M wiki_dpr passages with
-    their vectors are some 80 GB — so a `PassageTable` over a Parquet file asks for row groups
-    as it reads rows: memory stays at a few row groups, and reading the rows in order (encoding,
-    copying vectors, writing an index's passage store) decodes each group once.
+    their vectors are some 80 GB — so a `PassageTable` over Parquet asks for row groups as it
+    reads rows: memory stays at a few row groups, and reading the rows in order (encoding,
+    copying vectors, writing an index's passage store) decodes each group once. A folder of
+    shards is one sequence of row groups, the files' in the order of their names, and every
+    shard must have the first's columns.
 
     Binary passage columns read as strings (`as_text`); a group that cannot be decoded (a damaged
-    page, compressed block or page header) is an InputError naming `source` and the group. Pages
+    page, compressed block or page header) is an InputError naming its file and rows. Pages
     that carry a CRC (written with `write_page_checksum=True`) are checked against it as they are
-    read (`open_table` opens the file so), so damage that still decompresses is caught there too.
+    read (`open` opens the files so), so damage that still decompresses is caught there too.
     """
 
     CACHED = 2  # decoded row groups kept
 
-    def __init__(self, file: pq.ParquetFile, columns: Sequence[str] | None = None, source: str | os.PathLike = ""):
-        self.file, self.source = file, str(source)
-        self.columns = list(columns) if columns is not None else list(file.schema_arrow.names)
-        self.schema = text_schema(pa.schema([file.schema_arrow.field(c) for c in self.columns]))
-        meta = file.metadata
-        self.sizes = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+    def __init__(self, files: Sequence[tuple[str, pq.ParquetFile]], columns: Sequence[str] | None = None):
+        """`files`: (the name errors give it, the file) in reading order."""
+        self.files = list(files)
+        first = self.files[0][1].schema_arrow
+        self.columns = list(columns) if columns is not None else list(first.names)
+        self.schema = text_schema(pa.schema([first.field(c) for c in self.columns]))
+        self.sizes, self._where, rows = [], [], [0]  # per group: its size, (file, group in it); rows before each file
+        for k, (_, f) in enumerate(self.files):
+            meta = f.metadata
+            self.sizes += [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+            self._where += [(k, i) for i in range(meta.num_row_groups)]
+            rows.append(rows[-1] + meta.num_rows)
+        self._file_rows = np.asarray(rows)
         self._cache: dict[int, pa.RecordBatch] = {}
 
+    @classmethod
+    def open(cls, paths: Sequence[tuple[str, Path]]) -> RowGroups:
+        """The row groups of the files `paths` ((the name errors give it, its path) each), opened
+        memory-mapped with page CRCs checked. Shards whose passage columns differ from the first's
+        are refused, naming the shard."""
+        files = []
+        for name, path in paths:
+            try:
+                files.append((name, pq.ParquetFile(path, memory_map=True, page_checksum_verification=True)))
+            except Exception as e:  # pyarrow raises several unrelated types for a bad file
+                raise InputError(name, f"cannot read Parquet: {one_line(e)}") from None
+        first = _passage_columns(files[0][1])
+        for name, f in files[1:]:
+            if _passage_columns(f) != first:
+                raise InputError(name, f"its passage columns ({_describe(_passage_columns(f))}) differ from those of "
+                                 f"{files[0][0]} ({_describe(first)}): the shards of one folder must be one table")
+        return cls(files)
+
     def select(self, names: Sequence[str]) -> RowGroups:
-        return RowGroups(self.file, names, self.source)
+        return RowGroups(self.files, names)
+
+    def locate(self, row: int) -> tuple[str, int]:
+        """(file name, 0-based row in that file) of the 0-based `row` across the files."""
+        k = int(np.searchsorted(self._file_rows, row, side="right")) - 1
+        return self.files[k][0], row - int(self._file_rows[k])
 
     def batch(self, i: int) -> pa.RecordBatch:
         if i not in self._cache:
@@ -107,14 +143,26 @@ class RowGroups:
         return as_text(self._read(i, [name])).column(name).combine_chunks()
 
     def _read(self, i: int, columns: list[str]) -> pa.Table:
+        k, group = self._where[i]
+        name, f = self.files[k]
         try:
-            return self.file.read_row_group(i, columns=columns)
+            return f.read_row_group(group, columns=columns)
         except MemoryError:
             raise
         except Exception as e:  # a damaged page: OSError ("Corrupt snappy compressed data."), ArrowInvalid, ...
-            start = sum(self.sizes[:i])
-            raise InputError(self.source, f"cannot read Parquet: row group {i + 1} of {len(self.sizes)} (rows {start + 1}-"
-                             f"{start + self.sizes[i]}): {one_line(e)}") from None
+            start = sum(f.metadata.row_group(g).num_rows for g in range(group))
+            raise InputError(name, f"cannot read Parquet: row group {group + 1} of {f.metadata.num_row_groups} (rows "
+                             f"{start + 1}-{start + f.metadata.row_group(group).num_rows}): {one_line(e)}") from None
+
+
+def _passage_columns(f: pq.ParquetFile) -> list[tuple[str, pa.DataType]]:
+    """The passage columns (COLUMNS) of a Parquet file and their types, binary read as text."""
+    schema = text_schema(f.schema_arrow)
+    return [(c, schema.field(c).type) for c in COLUMNS if c in schema.names]
+
+
+def _describe(columns: list[tuple[str, pa.DataType]]) -> str:
+    return ", ".join(f"{name}: {t}" for name, t in columns) or "none"
 
 
 def text_schema(schema: pa.Schema) -> pa.Schema:
@@ -168,7 +216,8 @@ def _saved_dataset(p: Path) -> pa.Table:
                    "a split name (the name of a folder beside it)", split)
         raise InputError(p, f"holds a DatasetDict (splits: {', '.join(splits)}): give one split's folder, e.g. {p / splits[0]}")
     if not (p / "state.json").is_file():
-        raise InputError(p, "is a folder, but not a dataset written by datasets' save_to_disk (no state.json)")
+        raise InputError(p, "is a folder, but neither a dataset written by datasets' save_to_disk (no state.json) nor a "
+                         "folder of .parquet shards")
     files, state = _check_state(p, p / "state.json")
     info = _check_info(p / "dataset_info.json")
     import datasets  # loads on first use (~1 s): only save_to_disk folders need it
@@ -380,23 +429,22 @@ class PassageTable(Sequence[Passage]):
             raise InputError(self.source, "missing: there is no embeddings column", field="embeddings")
         t = self.schema.field("embeddings").type
         if not (_is_list(t) and pa.types.is_floating(t.value_type)):
-            raise InputError(self.source, f"expected lists of floats, got a column of {t}", line=1, field="embeddings")
+            raise self._error(f"expected lists of floats, got a column of {t}", 0, "embeddings")
         dim = None
         for start, part in self._scan("embeddings"):
             if part.null_count:
-                raise InputError(self.source, "missing", line=start + _first(pc.is_null(part)) + 1, field="embeddings")
+                raise self._error("missing", start + _first(pc.is_null(part)), "embeddings")
             lengths = pc.list_value_length(part)
             dim = lengths[0].as_py() if dim is None else dim
             uneven = pc.not_equal(lengths, dim)
             if pc.any(uneven).as_py():
                 row = start + _first(uneven)
-                raise InputError(self.source, f"{lengths[row - start].as_py()} values where row 1 has {dim}", line=row + 1,
-                                 field="embeddings")
+                raise self._error(f"{lengths[row - start].as_py()} values where the first row has {dim}", row, "embeddings")
             if pc.list_flatten(part).null_count:
                 row = start + _first(_rows_with_null_values(part))
-                raise InputError(self.source, "a null among the values", line=row + 1, field="embeddings")
+                raise self._error("a null among the values", row, "embeddings")
         if not dim:
-            raise InputError(self.source, "empty vectors", line=1, field="embeddings")
+            raise self._error("empty vectors", 0, "embeddings")
         self._dim = int(dim)
         return self._dim
 
@@ -465,6 +513,18 @@ class PassageTable(Sequence[Passage]):
             raise InputError(self.source, f"rows {start}-{start + part.num_rows - 1} (0-based) are damaged: the file "
                              "changed after it was written, or is not whole") from None
 
+    def _at(self, row: int) -> tuple[str, int]:
+        """(file, 1-based line) of the 0-based `row`: in a folder of Parquet shards, the shard that
+        holds it and its row there, as a user would open the file to look."""
+        if isinstance(self._groups, RowGroups):
+            name, local = self._groups.locate(row)
+            return name, local + 1
+        return self.source, row + 1
+
+    def _error(self, message: str, row: int, field: str) -> InputError:
+        where, line = self._at(row)
+        return InputError(where, message, line=line, field=field)
+
     def ids_present(self, ids) -> set[str]:
         """Which of `ids` are passage ids here: one scan of the id column (seconds at 21M rows), not
         a Python set of every id."""
@@ -486,15 +546,15 @@ class PassageTable(Sequence[Passage]):
             raise InputError(self.source, "no passages")
         for name in ("id", "text"):
             if name not in self.schema.names:
-                raise InputError(self.source, "missing (no such column)", line=1, field=name)
+                raise self._error("missing (no such column)", 0, name)
         for name, integers in (("id", True), ("title", False), ("text", False)):
             t = self.schema.field(name).type if name in self.schema.names else pa.string()
             if pa.types.is_null(t):  # a column with no values
                 if name == "title":
                     continue  # no titles
-                raise InputError(self.source, "missing", line=1, field=name)
+                raise self._error("missing", 0, name)
             if not (is_string_type(t) or (integers and pa.types.is_integer(t))):
-                raise InputError(self.source, f"expected strings, got a column of {t}", line=1, field=name)
+                raise self._error(f"expected strings, got a column of {t}", 0, name)
         dup = self._first_duplicate()
         problems = []  # (row, field order, field, message)
         for start in range(0, dup[0] + 1 if dup else self._n, SCAN_ROWS):
@@ -522,10 +582,12 @@ class PassageTable(Sequence[Passage]):
                 break
         if dup:
             row, first, value = dup
-            problems.append((row, 0, "id", f"duplicate id '{value}' (first on line {first + 1})"))
+            where, line = self._at(first)
+            problems.append((row, 0, "id", f"duplicate id '{value}' (first on line {line}"
+                             f"{'' if where == self._at(row)[0] else ' of ' + where})"))
         if problems:
             row, _, name, message = min(problems)
-            raise InputError(self.source, message, line=row + 1, field=name)
+            raise self._error(message, row, name)
 
     def _first_duplicate(self) -> tuple[int, int, str] | None:
         """(row, row of its first use, id) of the first row whose id an earlier row has, or None."""
