@@ -83,7 +83,7 @@ from lewisrag.data.passages import open_passages  # noqa: E402
 from lewisrag.index.dense import DenseBuildConfig, DenseIndex, build_dense_index  # noqa: E402
 from lewisrag.rag_model import RagModel  # noqa: E402
 from lewisrag.rag_model.checkpoints import from_hf  # noqa: E402
-from lewisrag.training.rag import RagTrainConfig, check_compiler, compile_models, train_rag  # noqa: E402
+from lewisrag.training.rag import RagTrainConfig, adamw, check_compiler, compile_models, train_rag  # noqa: E402
 
 H200_BF16_DENSE = 989e12  # FLOP/s, the datasheet's dense bf16 rate (H100 SXM's)
 K, BEAMS = 5, 4
@@ -463,12 +463,14 @@ def closed_book(c: dict, p: dict, tmp: Path, device: str, log) -> dict:
 def hf_step(model, batch, q_ids, docs, compiled: bool = False, compile_mode: str | None = None):
     """One bf16 training step of `model` (a copy of it) on the pre-retrieved batch; `compiled`: with
     lewisrag's generator and question encoder compiled as `train rag --compile` compiles them
-    (`compile_mode`: torch.compile's mode, e.g. "reduce-overhead")."""
+    (`compile_mode`: torch.compile's mode, e.g. "reduce-overhead"). Both models step with `train
+    rag`'s AdamW (`training.rag.adamw`: one fused kernel on a GPU; torch's default, several
+    multi-tensor kernels, was the first two sessions' optimizer for both)."""
     ids, mask, _, labels = batch
     model = copy.deepcopy(model).train()
     if compiled:
         compile_models(model, compile_mode)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    opt = adamw(model.parameters(), lr=1e-5, weight_decay=0.01)
 
     def step():
         with torch.autocast(q_ids.device.type, dtype=torch.bfloat16):
