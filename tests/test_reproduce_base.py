@@ -1,7 +1,8 @@
 """`lewisrag reproduce --preset base` end to end on local assets in the hub's own layouts: a tiny
 DPRQuestionEncoder / DPRContextEncoder pair and a BART folder (tests/hf_layouts.py), nq_open
-Parquet QA files, wiki_dpr-schema passages as a `datasets` save_to_disk folder (snapshot A) and
-JSONL (snapshot B), with questions about each snapshot for the swap matrix.
+Parquet QA files, wiki_dpr-schema passages as a `datasets` save_to_disk folder (snapshot A; also as
+the hub's folder of Parquet shards) and JSONL (snapshot B), with questions about each snapshot for
+the swap matrix.
 """
 
 from __future__ import annotations
@@ -39,11 +40,16 @@ def assets(tiny_corpus, tmp_path_factory) -> dict:
         gen = bart(root, texts)
     features = datasets.Features({"id": datasets.Value("string"), "text": datasets.Value("string"),
                                   "title": datasets.Value("string")})
-    datasets.Dataset.from_dict({"id": [p.id for p in passages], "text": [p.text for p in passages],
-                                "title": [p.title for p in passages]}, features=features).save_to_disk(str(root / "psgs_a"))
+    ds = datasets.Dataset.from_dict({"id": [p.id for p in passages], "text": [p.text for p in passages],
+                                     "title": [p.title for p in passages]}, features=features)
+    ds.save_to_disk(str(root / "psgs_a"))
+    shards = root / "wiki_dpr" / "data" / "psgs_w100" / "nq"  # snapshot A as the hub holds wiki_dpr
+    shards.mkdir(parents=True)
+    for k in range(2):
+        ds.shard(2, k, contiguous=True).to_parquet(str(shards / f"train-{k:05d}-of-00002.parquet"))
     # snapshot B: every leader replaced
     b = [{"id": p.id, "title": p.title, "text": p.text.replace("Its leader is", "Its new leader is Ren")} for p in passages]
-    return {**pair, "bart": gen, "passages": root / "psgs_a", "passages_b": write_jsonl(root / "psgs_b.jsonl", b),
+    return {**pair, "bart": gen, "passages": root / "psgs_a", "shards": shards, "passages_b": write_jsonl(root / "psgs_b.jsonl", b),
             "train": _nq_open(root / "train.parquet", qa), "dev": _nq_open(root / "dev.parquet", qa[:6]),
             "test": _nq_open(root / "test.parquet", qa[:6]), "questions_a": tiny_corpus["qa"],
             "questions_b": write_jsonl(root / "qb.jsonl", [{"question": q.question, "answers": ["Ren"]} for q in qa[:4]])}
@@ -124,10 +130,12 @@ def test_generation_settings_rag_cannot_decode_with_are_refused_before_any_stage
 
 def test_base_measures_recall_when_test_questions_name_gold_passages(assets, tiny_corpus, tmp_path, monkeypatch, capsys):
     """A test file in lewisrag's schema with gold_passage_ids gets recall@k; without --passages-b
-    there is no index B and no swap matrix, both listed as skipped."""
+    there is no index B and no swap matrix, both listed as skipped. The passages here are the hub's
+    Parquet shards of snapshot A, read where they lie."""
     out = tmp_path / "run"
     flags = _flags(assets, out)
     flags[flags.index("--test") + 1] = tiny_corpus["qa"]
+    flags[flags.index("--passages") + 1] = assets["shards"]
     with one_thread():
         code, stdout, err = run_main(monkeypatch, capsys, *flags)
     assert code == 0, err
