@@ -186,7 +186,9 @@ def test_parquet_passages_are_read_a_few_row_groups_at_a_time(tmp_path):
     assert [p.text for p in table[5:16]] == [f"text {i}" for i in range(5, 16)]  # across three groups
     assert table[49].title == "T49" and table[-1].id == "p49"
     np.testing.assert_array_equal(table.embeddings(6, 9)[:, 0], [6, 7, 8])
-    assert len(table._groups._cache) <= RowGroups.CACHED  # never the whole file decoded
+    # never the whole file decoded; a passage's text never decodes its vector
+    assert all(len(g._cache) <= RowGroups.CACHED for g in [table._groups, *table._views.values()])
+    assert all("embeddings" not in b.schema.names for b in table._views[("id", "title", "text")]._cache.values())
     # errors name the row across groups, as for JSONL
     rows[23]["text"] = " "
     pq.write_table(pa.Table.from_pylist(rows), path, row_group_size=7)

@@ -250,7 +250,7 @@ def test_the_hubs_parquet_shards_read_as_one_table(wiki_dpr, encoders, tiny_corp
     assert table == listed and table[19:22] == listed[19:22]  # across the first two shards
     np.testing.assert_array_equal(table.embeddings(), wiki_dpr["vectors"])
     assert content_hash(table) == content_hash(listed)
-    assert len(table._groups._cache) <= passage_tables.RowGroups.CACHED
+    assert all(len(g._cache) <= passage_tables.RowGroups.CACHED for g in [table._groups, *table._views.values()])
     code, stdout, err = run_main(monkeypatch, capsys, "index", "build", "--passages", folder, "--encoder",
                                  encoders["right"], "--out", tmp_path / "idx", "--reuse-embeddings", "--json")
     assert code == 0, err

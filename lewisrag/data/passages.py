@@ -347,6 +347,8 @@ class PassageTable(Sequence[Passage]):
         self._starts = np.cumsum([0] + sizes)  # row where each batch starts
         self._n = int(self._starts[-1])
         self._dim: int | None = None
+        self._text = [c for c in TEXT_COLUMNS if c in names]  # what a Passage is made of
+        self._views: dict[tuple, RowGroups] = {}  # Parquet row groups by the columns read (`_view`)
         if not checked:
             self._validate()
 
@@ -405,7 +407,7 @@ class PassageTable(Sequence[Passage]):
         as ""), `size` rows at a time: what an index stores, without a Python object per row."""
         size = size or BATCH_ROWS
         for start in range(0, self._n, size):
-            part = self._slice(start, min(self._n, start + size))
+            part = self._slice(start, min(self._n, start + size), self._text)
             # a table without titles gets a chunked column of nulls, like the table's own columns (combine_chunks below)
             no_titles = pa.chunked_array([pa.nulls(part.num_rows, pa.string())])
             titles = part.column("title") if "title" in part.column_names else no_titles
@@ -454,7 +456,7 @@ class PassageTable(Sequence[Passage]):
         stop = self._n if stop is None else min(stop, self._n)
         if stop <= start:
             return np.zeros((0, dim), np.float32)
-        values = pc.list_flatten(self._slice(start, stop).column("embeddings"))
+        values = pc.list_flatten(self._slice(start, stop, ["embeddings"]).column("embeddings"))
         return np.asarray(values.to_numpy(), dtype=np.float32).reshape(stop - start, dim)
 
     def embeddings_at(self, rows) -> np.ndarray:
@@ -464,19 +466,35 @@ class PassageTable(Sequence[Passage]):
 
     # --- reading and checking rows ------------------------------------------------------------
 
-    def _slice(self, start: int, stop: int) -> pa.Table:
-        """Rows [start, stop) as a zero-copy table over the batches that hold them."""
+    def _slice(self, start: int, stop: int, columns: Sequence[str] | None = None) -> pa.Table:
+        """Rows [start, stop) as a zero-copy table over the batches that hold them; `columns`: only
+        these (of Parquet, only these are decoded)."""
         first = int(np.searchsorted(self._starts, start, side="right")) - 1
         last = int(np.searchsorted(self._starts, stop, side="left"))
         parts = []
         for b in range(first, last):
             lo, hi = max(start, self._starts[b]), min(stop, self._starts[b + 1])
             if hi > lo:
-                parts.append(self._batch(b).slice(lo - self._starts[b], hi - lo))
-        return pa.Table.from_batches(parts, schema=self._batch(first).schema)
+                parts.append(self._batch(b, columns).slice(lo - self._starts[b], hi - lo))
+        return pa.Table.from_batches(parts, schema=self._batch(first, columns).schema)
 
-    def _batch(self, b: int) -> pa.RecordBatch:
-        return self._groups.batch(b) if isinstance(self._groups, RowGroups) else self._groups[b]
+    def _batch(self, b: int, columns: Sequence[str] | None = None) -> pa.RecordBatch:
+        if isinstance(self._groups, RowGroups):
+            return self._view(columns).batch(b)
+        return self._groups[b] if columns is None else self._groups[b].select(list(columns))
+
+    def _view(self, columns: Sequence[str] | None) -> RowGroups:
+        """The Parquet row groups of `columns` alone, each set of columns with its own few decoded
+        groups: a passage's text never decodes its vector, and wiki_dpr's 768 floats are some 3 KB a
+        row against 0.6 KB of text (100,000 such rows, 2 cores: checked at open in 0.3 s instead of
+        0.75, read as passages in 0.4 s instead of 0.8, written to an index's store in 0.13 s
+        instead of 0.78)."""
+        if columns is None:
+            return self._groups
+        key = tuple(columns)
+        if key not in self._views:
+            self._views[key] = self._groups.select(key)
+        return self._views[key]
 
     def _column(self, b: int, name: str) -> pa.Array:
         if isinstance(self._groups, RowGroups):
@@ -487,7 +505,7 @@ class PassageTable(Sequence[Passage]):
         """Rows [start, stop) as Passages: the one place Python objects are made from the table."""
         if stop <= start:
             return []
-        part = self._slice(start, stop)
+        part = self._slice(start, stop, self._text)
         self._check_whole(part, start)
         ids = part.column("id")
         if not is_string_type(ids.type):
@@ -537,7 +555,7 @@ class PassageTable(Sequence[Passage]):
 
     def _scan(self, column: str) -> Iterator[tuple[int, pa.ChunkedArray]]:
         for start in range(0, self._n, SCAN_ROWS):
-            yield start, self._slice(start, min(self._n, start + SCAN_ROWS)).column(column)
+            yield start, self._slice(start, min(self._n, start + SCAN_ROWS), [column]).column(column)
 
     def _validate(self) -> None:
         """What the JSON passage reader checks per record, checked per column: the first bad row
@@ -558,7 +576,7 @@ class PassageTable(Sequence[Passage]):
         dup = self._first_duplicate()
         problems = []  # (row, field order, field, message)
         for start in range(0, dup[0] + 1 if dup else self._n, SCAN_ROWS):
-            part = self._slice(start, min(self._n, start + SCAN_ROWS))
+            part = self._slice(start, min(self._n, start + SCAN_ROWS), self._text)
             for order, name in ((0, "id"), (1, "title"), (2, "text")):
                 if name not in part.column_names:
                     continue
