@@ -26,6 +26,8 @@ CANONICAL = {
     ("index", "search"): ["--index", "--query", "--n-docs", "--encoder", "--context-encoder", "--swap", "--json"],
     ("index", "tune"): ["--index", "--questions", "--qa-fields", "--n-docs", "--encoder", "--context-encoder", "--swap", "--json"],
     ("index", "verify"): ["--index", "--json"],
+    ("index", "cut"): ["--passages", "--encoder", "--context-encoder", "--questions", "--qa-fields", "--seed", "--device",
+                       "--out", "--overwrite", "--json"],
     ("train", "dpr"): ["--train", "--passages", "--out", "--init", "--init-question", "--init-context", "--steps", "--batch-size",
                        "--lr", "--seed", "--device", "--mixed-precision", "--overwrite", "--json"],
     ("train", "rag"): ["--index", "--encoder", "--context-encoder", "--generator", "--train", "--dev", "--train-kinds", "--out",

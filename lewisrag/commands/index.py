@@ -1,4 +1,4 @@
-"""`lewisrag index build`, `lewisrag index search`, `lewisrag index tune` and `lewisrag index verify`."""
+"""`lewisrag index build`, `search`, `tune`, `verify` and `cut`."""
 
 from __future__ import annotations
 
@@ -183,3 +183,82 @@ def verify(
         return
     rows = [[c["check"], c["result"]] for c in report["checks"]]
     _ui.out.print(_ui.table(f"{index}: no damage found", ["check", "result"], rows))
+
+
+def cut(
+    passages: str = typer.Option(..., "--passages", help="Passages with their stored vectors (wiki_dpr's embeddings column): "
+                                 "a folder of .parquet shards (the hub's data/psgs_w100/nq), .parquet, a datasets "
+                                 "save_to_disk folder or hf:NAME[:CONFIG]:SPLIT."),
+    encoder: str = typer.Option(..., "--encoder", help="DPR checkpoint (`lewisrag train dpr`) or transformers "
+                                "DPRQuestionEncoder folder (e.g. facebook/dpr-question_encoder-single-nq-base) whose "
+                                "question encoder searches the stored vectors."),
+    context_encoder: str = typer.Option(None, "--context-encoder", help="With a DPRQuestionEncoder folder: the "
+                                        "DPRContextEncoder that made the stored vectors (8 of them are encoded afresh "
+                                        "and must match, as index build --reuse-embeddings checks)."),
+    questions: list[Path] = typer.Option(..., "--questions", metavar="FILE", help="QA file whose questions choose the passages kept; "
+                                         "repeat it for each (train, dev, test)."),
+    qa_fields: str = typer.Option(None, "--qa-fields", help=_ui.QA_FIELDS_HELP),
+    max_questions: int = typer.Option(None, "--max-questions", min=1, help="The first N questions of each --questions "
+                                      "file (as `reproduce --max-train N` trains on the first N); default: all."),
+    top: int = typer.Option(100, "--top", help="Passages kept per question: its best by inner product over every "
+                            "stored vector, so that searching the cut with this encoder finds what searching the "
+                            "whole corpus does, to this depth."),
+    max_passages: int = typer.Option(..., "--max-passages", help="Passages in the cut: the retrieved ones (the deepest "
+                                     "ranks dropped first if they are more), then a random sample of the rest."),
+    seed: int = typer.Option(0, "--seed", min=0, max=2**32 - 1, help="Which random passages fill the cut."),
+    device: str = typer.Option("auto", "--device", help="Where questions are encoded and the search's products run: "
+                               "auto (a GPU when one is visible), cpu or cuda[:N]."),
+    out: Path = typer.Option(..., "--out", help="Folder to write: passages.parquet (what --passages reads) and "
+                             "cut.json (written beside it, then renamed in)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds another kind of lewisrag "
+                                   "output (replaced once the cut is complete); never a folder lewisrag did not make."),
+    as_json: bool = typer.Option(False, "--json", help="Print what cut.json records as one JSON object."),
+) -> None:
+    """Cut a corpus with stored vectors to --max-passages, keeping every question's --top retrieved passages.
+
+    For every question, the --top passages a DPR question encoder retrieves from the whole corpus
+    by its stored vectors are kept, then random ones up to --max-passages, in the corpus's order,
+    with their vectors. Searching the cut with this encoder finds for these questions what
+    searching the whole corpus does; cut.json records the counts and the whole corpus's answer
+    recall@k. The search is exact: minutes on a GPU at 21M passages, hours on a few CPU cores."""
+    from lewisrag.data.io import InputError
+    from lewisrag.data.outputs import check_out_dir, output_dir
+    from lewisrag.data.passages import open_passages
+    from lewisrag.data.records import read_qa
+    from lewisrag.data.threads import resolve_device
+    from lewisrag.index.cut import KIND, CutConfig, cut_passages, write_manifest
+    from lewisrag.index.dense import check_stored_embeddings
+    from lewisrag.index.encoders import load_context_encoder, load_question_encoder
+
+    fields = _ui.qa_fields(qa_fields)
+    cfg = CutConfig(top=top, max_passages=max_passages, seed=seed, device=resolve_device(device))
+    check_out_dir(out, KIND, overwrite=overwrite, replaces=True,  # before anything is read
+                  inputs={"--passages": passages, "--encoder": encoder, "--context-encoder": context_encoder,
+                          **{f"--questions {q}": q for q in questions}})
+    ckpt = load_question_encoder(encoder, context_encoder)
+    ctx = ckpt if ckpt.ctx_encoder is not None else load_context_encoder(context_encoder) if context_encoder else None
+    if ctx is None:
+        raise InputError("--context-encoder", f"needed with the DPRQuestionEncoder folder {encoder}: the DPRContextEncoder "
+                         "of its pair, which made the stored vectors (8 of them are checked against fresh encodings)")
+    examples = [ex for q in questions for ex in read_qa(q, fields)[:max_questions]]  # each file checked whole first
+    with _ui.status(f"reading {passages}"):
+        docs = open_passages(passages)
+    if not getattr(docs, "has_embeddings", False):
+        raise InputError(passages, "missing: the cut searches the passages by their stored vectors (wiki_dpr's "
+                         "embeddings column); build an index over them and search it instead", field="embeddings")
+    with _ui.status("checking 8 stored vectors against fresh encodings"):
+        spot_check = check_stored_embeddings(docs, ctx, int(ctx.meta.get("max_length", 256)))
+    labels = {"questions": "encoding questions", "search": "searching the stored vectors",
+              "answers": "reading retrieved passages", "write": "writing the cut"}
+    with output_dir(out, KIND, overwrite=overwrite) as tmp, _ui.progress() as p:
+        record = cut_passages(docs, examples, ckpt, tmp, cfg, _ui.Bars(p, labels))
+        record = {**record, "questions_files": [str(q) for q in questions], "max_questions": max_questions, "encoder": str(encoder),
+                  "context_encoder": str(context_encoder) if context_encoder else None, "spot_check": spot_check}
+        write_manifest(tmp, record)
+    if as_json:
+        _ui.print_json({"out": str(out), **record})
+        return
+    recall = ", ".join(f"@{k} {v:.3f}" for k, v in record["answer_recall"].items() if v is not None) or "no answers"
+    rows = [[record["source_passages"], record["passages"], record["retrieved"], record["random"], record["full_depth"], recall]]
+    _ui.out.print(_ui.table(f"cut written to {out}", ["source", "kept", "retrieved", "random", "every top-k kept to k",
+                                                      "answer recall (whole corpus)"], rows))

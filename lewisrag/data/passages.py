@@ -407,14 +407,27 @@ class PassageTable(Sequence[Passage]):
         as ""), `size` rows at a time: what an index stores, without a Python object per row."""
         size = size or BATCH_ROWS
         for start in range(0, self._n, size):
-            part = self._slice(start, min(self._n, start + size), self._text)
-            # a table without titles gets a chunked column of nulls, like the table's own columns (combine_chunks below)
-            no_titles = pa.chunked_array([pa.nulls(part.num_rows, pa.string())])
-            titles = part.column("title") if "title" in part.column_names else no_titles
-            # cast first: integer ids, large strings, and a title column of nulls only all become strings
-            columns = [pc.cast(part.column("id"), pa.string()), pc.fill_null(pc.cast(titles, pa.string()), ""),
-                       pc.cast(part.column("text"), pa.string())]
-            yield pa.RecordBatch.from_arrays([c.combine_chunks() for c in columns], schema=PASSAGE_SCHEMA)
+            yield _stored(self._slice(start, min(self._n, start + size), self._text))
+
+    def arrow_take(self, rows, embeddings: bool = False) -> pa.RecordBatch:
+        """The passages at `rows` (ascending) as one record batch of `PASSAGE_SCHEMA`, and with
+        `embeddings` their stored vectors as lists of float32 after it: a part of the table as a
+        new table holds it (`index cut`), without a Python object per row. Each batch is decoded once."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if len(rows) and (rows[0] < 0 or rows[-1] >= self._n or (np.diff(rows) < 0).any()):
+            raise IndexError(f"rows must ascend within 0..{self._n - 1}")
+        columns = self._text + (["embeddings"] if embeddings else [])
+        groups = np.searchsorted(self._starts, rows, side="right") - 1
+        bounds = np.flatnonzero(np.diff(groups)) + 1  # where the next batch's rows begin
+        parts = [self._batch(int(g[0]), columns).take(pa.array(at - self._starts[g[0]]))
+                 for at, g in zip(np.split(rows, bounds), np.split(groups, bounds)) if len(at)]
+        table = pa.Table.from_batches(parts, schema=self._batch(0, columns).schema)
+        out = _stored(table)
+        if embeddings:
+            self.embedding_dim()  # the column checked: lists of floats, one length
+            vectors = table.column("embeddings").combine_chunks().cast(pa.list_(pa.float32()))
+            out = out.append_column(pa.field("embeddings", pa.list_(pa.float32())), vectors)
+        return out
 
     # --- the embeddings column --------------------------------------------------------------
 
@@ -630,6 +643,17 @@ class PassageTable(Sequence[Passage]):
                 return row, seen[value], str(value)
             seen[value] = row
         return None
+
+
+def _stored(part: pa.Table) -> pa.RecordBatch:
+    """Passage rows as one record batch of `PASSAGE_SCHEMA` (ids as strings, missing titles as "")."""
+    # a table without titles gets a chunked column of nulls, like the table's own columns (combine_chunks below)
+    no_titles = pa.chunked_array([pa.nulls(part.num_rows, pa.string())])
+    titles = part.column("title") if "title" in part.column_names else no_titles
+    # cast first: integer ids, large strings, and a title column of nulls only all become strings
+    columns = [pc.cast(part.column("id"), pa.string()), pc.fill_null(pc.cast(titles, pa.string()), ""),
+               pc.cast(part.column("text"), pa.string())]
+    return pa.RecordBatch.from_arrays([c.combine_chunks() for c in columns], schema=PASSAGE_SCHEMA)
 
 
 def _is_list(t: pa.DataType) -> bool:

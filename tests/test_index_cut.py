@@ -1,0 +1,172 @@
+"""`lewisrag index cut`: a corpus cut to every question's top passages by the stored vectors, then a
+random fill, in the corpus's order.
+
+The corpus is the tiny one in wiki_dpr's schema as the hub holds it (Parquet shards with an
+`embeddings` column), its vectors made by a tiny DPR checkpoint's context encoder; the expected
+rankings are computed here with numpy from the same vectors.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from conftest import run_main
+from hf_layouts import dpr_pair
+from lewisrag.data.passages import open_passages
+from lewisrag.data.records import read_passages, read_qa
+from lewisrag.index.encoders import DPRCheckpoint, encode_texts, load_context_encoder, load_question_encoder
+from lewisrag.scoring.qa import normalize_answer
+from lewisrag.training.dpr import DPRTrainConfig, train_dpr
+
+TINY = dict(vocab_size=300, hidden_size=32, layers=1, heads=2, batch_size=8)
+
+
+def shards(folder: Path, passages, vectors: np.ndarray, n: int = 2) -> Path:
+    """`passages` and their vectors as the hub's wiki_dpr files: `train-0000K-of-0000N.parquet`."""
+    folder.mkdir(parents=True)
+    rows = [{"id": p.id, "text": p.text, "title": p.title, "embeddings": v.tolist()} for p, v in zip(passages, vectors)]
+    schema = pa.schema([("id", pa.string()), ("text", pa.string()), ("title", pa.string()),
+                        ("embeddings", pa.list_(pa.float32()))])
+    for k, part in enumerate(np.array_split(np.arange(len(rows)), n)):
+        pq.write_table(pa.Table.from_pylist([rows[i] for i in part], schema=schema), folder / f"train-{k:05d}-of-{n:05d}.parquet")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def corpus(tiny_corpus, tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("cut")
+    passages, qa = read_passages(tiny_corpus["passages"]), read_qa(tiny_corpus["qa"])
+    train_dpr(DPRTrainConfig(steps=5, **TINY), qa, passages, root / "dpr")
+    ckpt = DPRCheckpoint.load(root / "dpr")
+    vectors = encode_texts(ckpt.ctx_encoder, ckpt.tokenizer, [(p.title, p.text) for p in passages],
+                           max_length=int(ckpt.meta["max_length"]))
+    q = encode_texts(ckpt.question_encoder, ckpt.tokenizer, [ex.question for ex in qa],
+                     max_length=int(ckpt.meta.get("q_max_length", 64)))
+    # (30, 60): every question's rows, best first, from the product the cut makes (one block, in torch), so
+    # that the tiny encoder's near ties round alike on any CPU
+    ranked = np.argsort(-(torch.from_numpy(q) @ torch.from_numpy(vectors).T).numpy(), axis=1, kind="stable")
+    return {"dpr": root / "dpr", "shards": shards(root / "nq", passages, vectors), "passages": passages,
+            "vectors": vectors, "qa": tiny_corpus["qa"], "examples": qa, "ranked": ranked}
+
+
+def _cut(monkeypatch, capsys, corpus, out, *flags):
+    return run_main(monkeypatch, capsys, "index", "cut", "--passages", corpus["shards"], "--encoder", corpus["dpr"],
+                    "--questions", corpus["qa"], "--out", out, "--device", "cpu", "--json", *flags)
+
+
+@pytest.mark.parametrize("top, max_passages", [(2, 50), (4, 40)])
+def test_the_cut_keeps_what_the_whole_corpus_retrieves(corpus, tmp_path, monkeypatch, capsys, top, max_passages):
+    """Every question's top passages of the whole corpus, to `full_depth`, are in the cut, so a search
+    of the cut finds them; the deeper ranks go first when they do not fit; random rows fill the rest."""
+    out = tmp_path / "cut"
+    code, stdout, err = _cut(monkeypatch, capsys, corpus, out, "--top", top, "--max-passages", max_passages)
+    assert code == 0, err
+    record = json.loads(stdout)
+    assert json.loads((out / "cut.json").read_text()) == {k: v for k, v in record.items() if k != "out"}
+    ranked, passages = corpus["ranked"], corpus["passages"]
+    table = open_passages(out)  # a folder --passages reads
+    rows = [int(p.id[1:].split("-")[0]) * 2 + int(p.id.split("-")[1]) for p in table]  # "c{i}-{j}" is row 2i + j
+    assert rows == sorted(rows) and len(rows) == max_passages == record["passages"]  # the corpus's order
+    assert [p.id for p in table] == [passages[r].id for r in rows]
+    np.testing.assert_array_equal(table.embeddings(), corpus["vectors"][rows])  # the stored vectors, as they were
+    depth, kept = record["full_depth"], set(rows)
+    assert 1 <= depth <= top and all(set(r[:depth]) <= kept for r in ranked[:, :top].tolist())
+    if depth < top:  # the next rank is missing for some question: the cut was full
+        assert record["random"] == 0 and not all(set(r[:depth + 1]) <= kept for r in ranked.tolist())
+    retrieved = set(ranked[:, :top].ravel().tolist())
+    assert record["retrieved"] == len(kept & retrieved) and record["random"] == len(kept - retrieved)
+    assert record["retrieved"] + record["random"] == max_passages
+    # searching the cut with the same question vectors finds the whole corpus's top passages
+    q = encode_texts(*[getattr(DPRCheckpoint.load(corpus["dpr"]), a) for a in ("question_encoder", "tokenizer")],
+                     [ex.question for ex in corpus["examples"]], max_length=64)
+    # (compared by score: the tiny encoder's near ties may order differently in another product's rounding)
+    in_cut = -np.sort(-(q @ table.embeddings().T), axis=1)[:, :depth]
+    whole = -np.sort(-(q @ corpus["vectors"].T), axis=1)[:, :depth]
+    np.testing.assert_allclose(in_cut, whole, rtol=1e-6, atol=1e-6)
+    # the answer recall of the whole corpus's top-k, as exact match normalizes answers and texts
+    texts = [f" {normalize_answer(p.text)} " for p in passages]
+    hit = [[any(f" {normalize_answer(a)} " in texts[r] for a in ex.answers) for r in row]
+           for ex, row in zip(corpus["examples"], ranked[:, :top].tolist())]
+    assert record["answer_recall"] == {str(k): round(float(np.mean([any(h[:k]) for h in hit])), 4)
+                                       for k in (1, 5, 20, 100) if k <= top}
+    # the same seed cuts the same passages; another seed fills with others
+    again = tmp_path / "again"
+    assert _cut(monkeypatch, capsys, corpus, again, "--top", top, "--max-passages", max_passages)[0] == 0
+    assert (again / "passages.parquet").read_bytes() == (out / "passages.parquet").read_bytes()
+    if record["random"]:
+        other = tmp_path / "other"
+        assert _cut(monkeypatch, capsys, corpus, other, "--top", top, "--max-passages", max_passages, "--seed", 1)[0] == 0
+        assert list(open_passages(other)) != list(table)
+
+
+def test_index_build_reuses_the_cuts_vectors(corpus, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "cut"
+    code, stdout, _ = _cut(monkeypatch, capsys, corpus, out, "--top", 1, "--max-passages", 45, "--max-questions", 7,
+                           "--questions", corpus["qa"])
+    assert code == 0 and json.loads(stdout)["questions"] == 7 * 2  # the first 7 of each of the two files
+    assert set(corpus["ranked"][:7, 0].tolist()) <= {[p.id for p in corpus["passages"]].index(p.id) for p in open_passages(out)}
+    code, stdout, err = run_main(monkeypatch, capsys, "index", "build", "--passages", out, "--encoder", corpus["dpr"],
+                                 "--out", tmp_path / "idx", "--reuse-embeddings", "--json")
+    assert code == 0, err
+    assert json.loads(stdout)["n_passages"] == 45
+    kept = [p.id for p in open_passages(out)]
+    np.testing.assert_array_equal(np.load(tmp_path / "idx" / "embeddings.npy"),
+                                  corpus["vectors"][[[p.id for p in corpus["passages"]].index(i) for i in kept]])
+
+
+def test_a_transformers_pair_searches_with_its_context_encoder_named(corpus, tiny_corpus, tmp_path, monkeypatch, capsys):
+    """A DPRQuestionEncoder folder needs --context-encoder: the stored vectors are checked against
+    fresh encodings by its pair before anything is searched."""
+    passages = corpus["passages"]
+    pair = dpr_pair(tmp_path, [f"{p.title} {p.text}" for p in passages] + [ex.question for ex in corpus["examples"]])
+    ctx = load_context_encoder(pair["context"])
+    vectors = encode_texts(ctx.ctx_encoder, ctx.tokenizer, [(p.title, p.text) for p in passages],
+                           max_length=int(ctx.meta["max_length"]))
+    folder = shards(tmp_path / "pair_nq", passages, vectors)
+    flags = ["index", "cut", "--passages", folder, "--encoder", pair["question"], "--questions", corpus["qa"],
+             "--top", 3, "--max-passages", 30, "--device", "cpu", "--json"]
+    code, _, err = run_main(monkeypatch, capsys, *flags, "--out", tmp_path / "a")
+    assert code == 2 and err.count("\n") == 1 and "--context-encoder: needed with the DPRQuestionEncoder folder" in err
+    code, stdout, err = run_main(monkeypatch, capsys, *flags, "--context-encoder", pair["context"], "--out", tmp_path / "b")
+    assert code == 0, err
+    q_ckpt = load_question_encoder(pair["question"])
+    q = encode_texts(q_ckpt.question_encoder, q_ckpt.tokenizer, [ex.question for ex in corpus["examples"]],
+                     max_length=int(q_ckpt.meta["q_max_length"]))
+    top = np.argsort(-(q @ vectors.T), axis=1, kind="stable")[:, :json.loads(stdout)["full_depth"]]
+    assert {passages[r].id for r in top.ravel().tolist()} <= {p.id for p in open_passages(tmp_path / "b")}
+    # the tiny checkpoint's vectors were not made by this pair: refused, nothing written
+    code, _, err = run_main(monkeypatch, capsys, "index", "cut", "--passages", corpus["shards"], "--encoder",
+                            pair["question"], "--context-encoder", pair["context"], "--questions", corpus["qa"],
+                            "--max-passages", 30, "--device", "cpu", "--out", tmp_path / "c")
+    assert code == 2 and err.count("\n") == 1 and "the embeddings were not made by this encoder" in err, err
+    assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (["--max-passages", 60], "--max-passages: 60 keeps every one of the 60 passages: nothing to cut"),
+    (["--max-passages", 0], "--max-passages: must be at least 1, got 0"),
+    (["--max-passages", 10, "--top", 0], "--top: must be at least 1, got 0"),
+])
+def test_bad_settings_are_one_line(corpus, tmp_path, monkeypatch, capsys, flags, needle):
+    code, _, err = _cut(monkeypatch, capsys, corpus, tmp_path / "cut", *flags)
+    assert code == 2 and err.count("\n") == 1 and needle in err, err
+    assert not (tmp_path / "cut").exists()
+
+
+def test_passages_without_vectors_and_bad_questions_are_named(corpus, tiny_corpus, tmp_path, monkeypatch, capsys):
+    code, _, err = run_main(monkeypatch, capsys, "index", "cut", "--passages", tiny_corpus["passages"], "--encoder",
+                            corpus["dpr"], "--questions", corpus["qa"], "--max-passages", 10, "--out", tmp_path / "a")
+    assert code == 2 and err.count("\n") == 1 and "field 'embeddings': missing: the cut searches" in err, err
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"question": "Who?", "answers": ["x"]}\n{"question": 5, "answers": ["y"]}\n')
+    code, _, err = _cut(monkeypatch, capsys, corpus, tmp_path / "b", "--max-passages", 10, "--questions", bad,
+                        "--max-questions", 1)  # the file is checked whole, not only the questions it keeps
+    assert code == 2 and err.count("\n") == 1 and f"{bad}:2: field 'question'" in err, err
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
