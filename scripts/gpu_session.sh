@@ -8,7 +8,8 @@
 #
 # 1. the machine: GPU, driver, CPU model and flags, library versions (machine.txt); then
 #    `reproduce --preset base` and `--preset tiny` with `--device cuda` at toy sizes, every stage on
-#    the GPU, tiny with Jeopardy and FEVER (its verifier) too (smoke.json: scripts/gpu_smoke.py, a minute);
+#    the GPU, tiny with Jeopardy and FEVER (its verifier) too, and `index cut` on the GPU against the
+#    CPU (smoke.json: scripts/gpu_smoke.py, a minute);
 # 2. train: over a 200,000-passage corpus, the bart-large RAG-Token step with its split, the step
 #    under torch.profiler (the device's busy share counted from its own events, launches, the top
 #    operators), and lewisrag's same-weights step alone at four times the batch, for the MFU target

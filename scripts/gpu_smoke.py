@@ -10,7 +10,9 @@ build them (tests/hf_layouts.py): a tiny DPR pair and BART, nq_open-schema Parqu
 wiki_dpr-schema passages (snapshot A as Parquet, snapshot B with every leader renamed, as JSONL) and
 questions about each snapshot. `tiny`: `--preset tiny --tasks qa,jeopardy,fever` on the built-in world
 (the generator pretrained, DPR from scratch, both RAG runs and the frozen one, closed book, ablations,
-the swap, the stitched reader, the comparison, then Jeopardy and FEVER with its verifier).
+the swap, the stitched reader, the comparison, then Jeopardy and FEVER with its verifier). `cut`:
+`index cut` over snapshot A as the hub's Parquet shards with the pair's stored vectors, on the
+device and on the CPU: the same passages must be kept.
 It writes one JSON object per preset: the exit code and wall time, each stage's time from
 timings.json, the systems' exact match (toy models: the numbers only show that answers came back),
 the device the run's configs recorded, and the peak GPU memory.
@@ -97,10 +99,55 @@ def _run(flags: list[str], run: Path, device: str) -> dict:
     return out
 
 
+def cut(a: dict, root: Path, device: str) -> dict:
+    """`index cut` of snapshot A (as two Parquet shards with the pair's context vectors) on `device` and on
+    the CPU; whether both kept the same passages (the products on a GPU round differently, so the
+    tiny encoder's near ties could part them: then `same_passages` is false and the ids say where)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from lewisrag.index.encoders import encode_texts, load_context_encoder
+
+    rows = pq.read_table(a["passages"]).to_pylist()
+    ctx = load_context_encoder(a["context"])
+    vectors = encode_texts(ctx.ctx_encoder, ctx.tokenizer, [(r["title"], r["text"]) for r in rows],
+                           max_length=int(ctx.meta["max_length"]))
+    shards = root / "wiki_dpr" / "data" / "psgs_w100" / "nq"
+    shards.mkdir(parents=True)
+    half = len(rows) // 2
+    for k, part in enumerate((rows[:half], rows[half:])):
+        table = pa.Table.from_pylist([{**r, "embeddings": vectors[i + k * half].tolist()} for i, r in enumerate(part)])
+        pq.write_table(table, shards / f"train-{k:05d}-of-00002.parquet")
+    out, kept = {}, {}
+    for role, where in (("device", device), ("cpu", "cpu")):  # on the CPU alone: the run twice, the same cut
+        folder = root / f"cut-{role}"
+        flags = ["index", "cut", "--passages", str(shards), "--encoder", str(a["question"]), "--context-encoder",
+                 str(a["context"]), "--questions", str(a["train"]), "--top", "3", "--max-passages", "40", "--device",
+                 where, "--out", str(folder), "--json"]
+        from typer.testing import CliRunner
+
+        from lewisrag.cli import app
+
+        t0 = time.perf_counter()
+        r = CliRunner().invoke(app, flags)
+        out[role] = {"device": where, "exit_code": r.exit_code, "wall_s": time.perf_counter() - t0}
+        if r.exit_code != 0:
+            out[role]["error"] = (r.output or "")[-3000:] + ("".join(map(str, r.exc_info[1:2])) if r.exc_info else "")
+            continue
+        out[role]["cut"] = json.loads((folder / "cut.json").read_text())
+        kept[role] = pq.read_table(folder / "passages.parquet", columns=["id"]).column("id").to_pylist()
+    codes = [v["exit_code"] for v in out.values()]
+    out["exit_code"] = next((c for c in codes if c), 0)
+    if len(kept) == 2:
+        out["same_passages"] = kept["device"] == kept["cpu"]
+        out["only_on_device"] = sorted(set(kept["device"]) - set(kept["cpu"]))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda", help="cuda (default) or cpu")
-    ap.add_argument("--presets", default="base,tiny", help="comma-separated: base, tiny")
+    ap.add_argument("--presets", default="base,tiny,cut", help="comma-separated: base, tiny, cut")
     ap.add_argument("--steps", type=int, default=3, help="base: RAG and closed-book training steps")
     ap.add_argument("--out", type=Path, required=True, help="the JSON file written")
     args = ap.parse_args()
@@ -112,6 +159,10 @@ def main() -> None:
         tmp = Path(tmp_name)
         for preset in args.presets.split(","):
             run = tmp / f"run-{preset}"
+            if preset == "cut":
+                results[preset] = cut(build_assets(tmp / "cut-assets"), tmp / "cut", args.device)
+                args.out.write_text(json.dumps(results, indent=1, default=str))
+                continue
             if preset == "base":
                 a = build_assets(tmp / "assets")
                 flags = ["reproduce", "--preset", "base", "--out", str(run), "--device", args.device, "--steps",
@@ -123,7 +174,7 @@ def main() -> None:
                 flags = ["reproduce", "--preset", "tiny", "--out", str(run), "--device", args.device, "--tasks",
                          "qa,jeopardy,fever", "--json"]
             else:
-                raise SystemExit(f"--presets: unknown preset {preset!r} (base, tiny)")
+                raise SystemExit(f"--presets: unknown preset {preset!r} (base, tiny, cut)")
             results[preset] = _run(flags, run, args.device)
             args.out.write_text(json.dumps(results, indent=1, default=str))  # what came so far, if a later one hangs
     print(json.dumps(results, indent=1, default=str))

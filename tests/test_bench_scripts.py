@@ -69,6 +69,8 @@ def test_gpu_session_script_dry_run(tmp_path):
         assert s["trained_on"] == {"rag_token": "cpu", "closed_book": "cpu", "preset": "cpu", **pretrained[preset]}, s
         assert {"index_a", "rag_token", "rag_sequence", "closed_book", "evaluate", "knowledge_update"} <= set(s["timings"])
     assert {"dpr", "stitched", "compare", "ablations", "fever_verifier", "jeopardy_rag_token"} <= set(smoke["tiny"]["timings"])
+    cut = smoke["cut"]  # index cut over the hub's shard layout, on the device and the CPU (here both the CPU)
+    assert cut["exit_code"] == 0 and cut["same_passages"] and cut["cpu"]["cut"]["passages"] == 40, cut
     train = json.loads((tmp_path / "train.json").read_text())
     assert train["errors"] == {} and train["skipped"] == []  # the mfu part reports a missing compiler in its rows
     assert set(train["parts"]) == {"matmul", "corpus", "train_token", "profile", "closed_book", "mfu"}
