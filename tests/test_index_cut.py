@@ -64,7 +64,13 @@ def _cut(monkeypatch, capsys, corpus, out, *flags):
 @pytest.mark.parametrize("top, max_passages", [(2, 50), (4, 40)])
 def test_the_cut_keeps_what_the_whole_corpus_retrieves(corpus, tmp_path, monkeypatch, capsys, top, max_passages):
     """Every question's top passages of the whole corpus, to `full_depth`, are in the cut, so a search
-    of the cut finds them; the deeper ranks go first when they do not fit; random rows fill the rest."""
+    of the cut finds them; the deeper ranks go first when they do not fit; random rows fill the rest.
+    Small blocks make the search merge across blocks and the reads cross Parquet shards."""
+    from lewisrag.index import cut
+
+    monkeypatch.setattr(cut, "SEARCH_ROWS", 16)
+    monkeypatch.setattr(cut, "QUESTION_ROWS", 8)
+    monkeypatch.setattr(cut, "WRITE_ROWS", 7)
     out = tmp_path / "cut"
     code, stdout, err = _cut(monkeypatch, capsys, corpus, out, "--top", top, "--max-passages", max_passages)
     assert code == 0, err

@@ -122,7 +122,9 @@ def top_rows(q, passages: PassageTable, k: int, on_progress: Progress | None = N
     best_r = torch.zeros((len(q), 0), dtype=torch.int64, device=q.device)
     with torch.no_grad():
         for start in range(0, n, SEARCH_ROWS):
-            block = torch.from_numpy(passages.embeddings(start, min(n, start + SEARCH_ROWS))).to(q.device)
+            # a read-only view of Arrow's buffer when the block lies in one batch: torch takes writable arrays
+            block = torch.from_numpy(np.require(passages.embeddings(start, min(n, start + SEARCH_ROWS)), requirements="W"))
+            block = block.to(q.device)
             parts_s, parts_r = [], []
             for lo in range(0, len(q), QUESTION_ROWS):
                 s, r = (q[lo:lo + QUESTION_ROWS] @ block.T).topk(min(k, len(block)), dim=1)
@@ -164,18 +166,27 @@ def _fill(kept: np.ndarray, n: int, max_passages: int, seed: int) -> np.ndarray:
 def _answer_hits(passages: PassageTable, questions: Sequence[QAExample], rows: np.ndarray,
                  on_progress: Progress | None) -> np.ndarray:
     """(Q, top) bool: whether the passage at each rank holds one of its question's answers in its
-    text, both normalized as exact match normalizes them (`normalize_answer`), as whole words."""
-    wanted = np.unique(rows)
-    texts: dict[int, str] = {}
+    text, both normalized as exact match normalizes them (`normalize_answer`), as whole words.
+
+    The retrieved passages are read in the corpus's order, WRITE_ROWS at a time, and each is
+    checked against the questions that retrieved it: 80,000 questions' top 100 are up to 8 M
+    passages, some 6 GB of text if held at once."""
+    top = rows.shape[1]
+    flat = rows.ravel()
+    order = np.argsort(flat, kind="stable")  # (question, rank) pairs by the row they retrieved
+    by_row = flat[order]
+    answers = [[f" {a} " for a in map(normalize_answer, ex.answers) if a] for ex in questions]
+    hits = np.zeros(flat.shape, bool)
+    wanted = np.unique(flat)
     for start in range(0, len(wanted), WRITE_ROWS):
         part = wanted[start:start + WRITE_ROWS]
-        for row, text in zip(part.tolist(), passages.arrow_take(part).column("text").to_pylist()):
-            texts[row] = f" {normalize_answer(text)} "
+        texts = [f" {normalize_answer(t)} " for t in passages.arrow_take(part).column("text").to_pylist()]
+        lo, hi = np.searchsorted(by_row, part[0], side="left"), np.searchsorted(by_row, part[-1], side="right")
+        for pair, text in zip(order[lo:hi].tolist(), np.searchsorted(part, by_row[lo:hi]).tolist()):
+            hits[pair] = any(a in texts[text] for a in answers[pair // top])
         if on_progress:
             on_progress("answers", min(len(wanted), start + WRITE_ROWS), len(wanted))
-    answers = [[f" {a} " for a in map(normalize_answer, ex.answers) if a] for ex in questions]
-    return np.array([[any(a in texts[r] for a in answers[i]) for r in row] for i, row in enumerate(rows.tolist())],
-                    dtype=bool).reshape(rows.shape)
+    return hits.reshape(rows.shape)
 
 
 def _write(passages: PassageTable, rows: np.ndarray, path: Path, on_progress: Progress | None) -> None:
