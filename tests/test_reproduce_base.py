@@ -11,6 +11,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -18,6 +19,7 @@ import pytest
 from conftest import one_thread, run_main, write_jsonl
 from hf_layouts import bart, dpr_pair
 from lewisrag.data.records import read_passages, read_qa
+from lewisrag.index.encoders import encode_texts, load_context_encoder
 
 NQ_OPEN = pa.schema([("question", pa.string()), ("answer", pa.list_(pa.string()))])
 
@@ -43,13 +45,18 @@ def assets(tiny_corpus, tmp_path_factory) -> dict:
     ds = datasets.Dataset.from_dict({"id": [p.id for p in passages], "text": [p.text for p in passages],
                                      "title": [p.title for p in passages]}, features=features)
     ds.save_to_disk(str(root / "psgs_a"))
-    shards = root / "wiki_dpr" / "data" / "psgs_w100" / "nq"  # snapshot A as the hub holds wiki_dpr
+    # snapshot A as the hub holds wiki_dpr: Parquet shards with the context encoder's stored vectors
+    shards = root / "wiki_dpr" / "data" / "psgs_w100" / "nq"
     shards.mkdir(parents=True)
+    ctx = load_context_encoder(pair["context"])
+    vectors = encode_texts(ctx.ctx_encoder, ctx.tokenizer, [(p.title, p.text) for p in passages],
+                           max_length=int(ctx.meta["max_length"]))
+    with_vectors = ds.add_column("embeddings", vectors.tolist(), feature=datasets.List(datasets.Value("float32")))
     for k in range(2):
-        ds.shard(2, k, contiguous=True).to_parquet(str(shards / f"train-{k:05d}-of-00002.parquet"))
+        with_vectors.shard(2, k, contiguous=True).to_parquet(str(shards / f"train-{k:05d}-of-00002.parquet"))
     # snapshot B: every leader replaced
     b = [{"id": p.id, "title": p.title, "text": p.text.replace("Its leader is", "Its new leader is Ren")} for p in passages]
-    return {**pair, "bart": gen, "passages": root / "psgs_a", "shards": shards, "passages_b": write_jsonl(root / "psgs_b.jsonl", b),
+    return {**pair, "bart": gen, "passages": root / "psgs_a", "shards": shards, "vectors": vectors, "passages_b": write_jsonl(root / "psgs_b.jsonl", b),
             "train": _nq_open(root / "train.parquet", qa), "dev": _nq_open(root / "dev.parquet", qa[:6]),
             "test": _nq_open(root / "test.parquet", qa[:6]), "questions_a": tiny_corpus["qa"],
             "questions_b": write_jsonl(root / "qb.jsonl", [{"question": q.question, "answers": ["Ren"]} for q in qa[:4]])}
@@ -77,6 +84,7 @@ def test_base_runs_end_to_end_on_local_assets(assets, tmp_path, monkeypatch, cap
     assert a["steps"] == 2 and a["max_train"] == 16 and a["max_passages"] == 24
     assert r["stages"]["rag_token"]["steps"] == 2 and r["stages"]["rag_token"]["n_train"] == 16
     assert r["stages"]["index_a"]["n_passages"] == 24 and r["stages"]["index_b"]["n_passages"] == 24
+    assert r["stages"]["index_a"]["embeddings"] == "encoded" and "why_encoded" not in r["stages"]["index_a"]  # no vectors
     assert "gold_passage_ids" in r["retrieval"]["skipped"]  # nq_open has no gold passages
     assert {"world", "dpr", "bm25_a", "ablations", "stitched", "compare"} <= set(r["skipped"])
     assert "knowledge_update" not in r["skipped"] and set(r["knowledge_update"]) == {"rag_token", "rag_sequence"}
@@ -131,7 +139,8 @@ def test_generation_settings_rag_cannot_decode_with_are_refused_before_any_stage
 def test_base_measures_recall_when_test_questions_name_gold_passages(assets, tiny_corpus, tmp_path, monkeypatch, capsys):
     """A test file in lewisrag's schema with gold_passage_ids gets recall@k; without --passages-b
     there is no index B and no swap matrix, both listed as skipped. The passages here are the hub's
-    Parquet shards of snapshot A, read where they lie."""
+    Parquet shards of snapshot A, read where they lie, and their stored vectors, which
+    --context-encoder made, are copied into index A, not encoded again."""
     out = tmp_path / "run"
     flags = _flags(assets, out)
     flags[flags.index("--test") + 1] = tiny_corpus["qa"]
@@ -150,6 +159,22 @@ def test_base_measures_recall_when_test_questions_name_gold_passages(assets, tin
     assert r["skipped"]["index_b"] == "no --passages-b" and r["skipped"]["knowledge_update"] == "no --passages-b"
     assert "knowledge_update" not in r and not (out / "index_b").exists() and r["qa"]["rag_token"]["n"] == 30
     assert "not run: knowledge_update" in stdout and "recall@1" in (out / "report.md").read_text()
+    assert r["stages"]["index_a"]["embeddings"] == "reused"
+    np.testing.assert_array_equal(np.load(out / "index_a" / "embeddings.npy"), assets["vectors"][:24])
+
+
+def test_stored_vectors_another_encoder_made_are_encoded_again(assets, tmp_path):
+    """Vectors that --context-encoder did not make are not copied: the index is encoded, and why is recorded."""
+    from hf_layouts import dpr_pair
+    from lewisrag.data.passages import open_passages
+    from lewisrag.experiments.base import _stored_vectors
+
+    table = open_passages(assets["shards"])
+    assert _stored_vectors(table, assets["context"]) == (True, None)
+    other = dpr_pair(tmp_path, [p.text for p in table], seed=5)
+    reuse, why = _stored_vectors(table, other["context"])
+    assert not reuse and why.startswith("the stored vectors were not made by --context-encoder (the embeddings were not made")
+    assert _stored_vectors(open_passages(assets["passages"]), assets["context"]) == (False, None)  # no vectors at all
 
 
 def test_the_test_split_is_answered_with_the_k_each_model_trained_with(monkeypatch, tmp_path):

@@ -4,7 +4,9 @@ preset's, through the same stage functions where they fit:
 
     data            RUN/data/{train,dev,test}.jsonl: the QA files read once (--max-train keeps the first N)
     index_a         dense index over --passages (the first --max-passages) with --context-encoder; on a
-                    GPU in the RAG runs' mixed precision, 256 passages a batch (as the H200 was measured)
+                    GPU in the RAG runs' mixed precision, 256 passages a batch (as the H200 was measured);
+                    passages with stored vectors (wiki_dpr's, an `index cut`'s) that --context-encoder
+                    made, by the 8-row spot check, are not encoded again: their vectors are copied
     index_b         the same over --passages-b, when given
     retrieval       recall@k on --test; recorded as skipped, with why, when no question carries
                     gold_passage_ids (nq_open's do not)
@@ -238,11 +240,31 @@ def _dense(run: Path, preset: Preset, snap: str, table, assets: BaseAssets, on_p
     if assets.max_passages:  # a table's first rows as a table (PassageTable.head): a slice would be that many Python objects
         passages = table.head(assets.max_passages) if hasattr(table, "head") else table[: assets.max_passages]
     on_gpu = resolve_device(preset.device) != "cpu"  # the CPU encodes in float32, 64 passages a batch (the defaults)
-    build = DenseBuildConfig(factory=preset.index_factory, device=preset.device,
+    reuse, why = _stored_vectors(passages, assets.context_encoder)
+    build = DenseBuildConfig(factory=preset.index_factory, device=preset.device, reuse_embeddings=reuse,
                              mixed_precision=preset.rag.mixed_precision if on_gpu else "no", batch_size=256 if on_gpu else 64)
     manifest = build_dense_index(passages, assets.context_encoder, run / f"index_{snap}", build,
                                  lambda stage, d, t: on_progress(f"index_{snap} {stage}", d, t, ""), overwrite=True)
-    return {"dir": f"index_{snap}", "n_passages": manifest["n_passages"], "content_hash": manifest["content_hash"]}
+    return {"dir": f"index_{snap}", "n_passages": manifest["n_passages"], "content_hash": manifest["content_hash"],
+            "embeddings": "reused" if reuse else "encoded", **({"why_encoded": why} if why else {})}
+
+
+def _stored_vectors(passages, context_encoder: str) -> tuple[bool, str | None]:
+    """Whether the passages' stored vectors can stand for encoding them: there are some, and
+    `context_encoder` made them (`index build --reuse-embeddings`' spot check of 8 rows). Encoding a
+    million passages takes minutes on a GPU and hours on a few CPU cores; the stored ones are the
+    vectors an `index cut` chose its passages by. (False, why) when there are some but another encoder made them."""
+    if not getattr(passages, "has_embeddings", False):
+        return False, None
+    from lewisrag.index.dense import check_stored_embeddings
+    from lewisrag.index.encoders import load_context_encoder
+
+    ctx = load_context_encoder(context_encoder)
+    try:
+        check_stored_embeddings(passages, ctx, int(ctx.meta.get("max_length", 256)))
+    except InputError as e:
+        return False, f"the stored vectors were not made by --context-encoder ({e.message})"
+    return True, None
 
 
 def _retrieval(run: Path, test, pair: dict, on_progress: Progress) -> dict:
