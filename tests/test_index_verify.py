@@ -1,7 +1,8 @@
 """`index verify` on damage a hash cannot name or a read would crash on: Arrow data damaged (bad
 UTF-8, offsets out of bounds), a damaged .npy header, a NaN in a sampled row, a manifest whose
-hashes disagree with each other or whose build fields were edited, an IVF index's row numbers;
-and the result lines of a sound index built before sample hashes."""
+hashes disagree with each other or whose build fields were edited, an IVF index's row numbers,
+its codes (PQ bytes, a float's last bit, two rows' numbers exchanged); and the result lines of a
+sound index built before sample hashes, and of IVF indexes as `index build` writes them."""
 
 from __future__ import annotations
 
@@ -19,12 +20,14 @@ from lewisrag.data.passages import PASSAGE_SCHEMA
 from lewisrag.data.records import Passage
 from lewisrag.index import store
 from lewisrag.index.bm25 import build_bm25_index
-from lewisrag.index.dense import DenseBuildConfig, DenseIndex, build_dense_index, spot_check_rows
+from lewisrag.index import verify
+from lewisrag.index.dense import DenseBuildConfig, DenseIndex, build_dense_index, build_faiss, spot_check_rows
 from lewisrag.index.verify import verify_index
 from test_index import dpr_ckpt  # noqa: F401  (a module fixture: the tiny DPR checkpoint)
 
 PASSAGES = [Passage(f"p{i}", f"T{i}", f"passage number {i} of the verify corpus") for i in range(200)]
 SAMPLED = set(store.sample_rows(len(PASSAGES)))
+PQ_PASSAGES = [Passage(f"p{i}", f"T{i}", f"passage number {i} of the verify corpus") for i in range(300)]  # PQ8: 256 centroids
 
 
 @pytest.fixture(scope="module")
@@ -157,3 +160,159 @@ def test_ivf_row_numbers_are_checked(dpr_ckpt, tmp_path):
         faiss.write_index(faiss_index, str(index / "index.faiss"))
         with pytest.raises(InputError, match=message):
             verify_index(index)
+
+
+def _faiss_result(index) -> str:
+    return {c["check"]: c["result"] for c in verify_index(index)["checks"]}["faiss"]
+
+
+def _code(faiss_index, list_no: int, offset: int) -> np.ndarray:
+    """The stored code of entry `offset` of inverted list `list_no`: a writable view of its bytes."""
+    ivf = faiss.extract_index_ivf(faiss_index)
+    codes = faiss.rev_swig_ptr(ivf.invlists.get_codes(list_no), ivf.invlists.list_size(list_no) * ivf.code_size)
+    return codes[offset * ivf.code_size : (offset + 1) * ivf.code_size]
+
+
+def _row(faiss_index, list_no: int, offset: int) -> int:
+    lists = faiss.extract_index_ivf(faiss_index).invlists
+    return int(faiss.rev_swig_ptr(lists.get_ids(list_no), lists.list_size(list_no))[offset])
+
+
+@pytest.mark.parametrize("factory, dtype", [("IVF4,PQ8", "float32"), ("IVF4,PQ8", "float16"), ("IVF4,PQ8x4fs", "float16"),
+                                            ("OPQ4_32,IVF4,SQ8", "float32"), ("IVF4,Flat", "float16")])
+def test_ivf_codes_as_index_build_writes_them_verify_clean(dpr_ckpt, tmp_path, factory, dtype):
+    """Each row's code against its stored vector, on indexes as `index build` writes them and every
+    load maps them: no false alarm (fast-scan codes read from a file crashed FAISS's decoding until
+    `_open_codes` set their quantizer), and the direct map made for it given back."""
+    cfg = DenseBuildConfig(factory=factory, shard_size=64, vector_dtype=dtype)
+    build_dense_index(PQ_PASSAGES, dpr_ckpt, tmp_path / "i", cfg)
+    held = _faiss_result(tmp_path / "i")
+    assert "each row in one inverted list" in held and "not compared" not in held, held
+    assert ("each equal to its stored vector" if factory == "IVF4,Flat" else "each row's stored code decodes") in held
+    index = DenseIndex.load(tmp_path / "i")
+    verify._check_vectors(index, None)
+    assert faiss.extract_index_ivf(index.faiss_index).direct_map.type == faiss.DirectMap.NoMap
+
+
+def test_codes_that_cannot_be_compared_say_why(dpr_ckpt, tmp_path):
+    """Residual-quantizer codes come from a beam search, which a near tie can send down another
+    path: a fresh encoding is no reference for them, and the result line says so."""
+    build_dense_index(PASSAGES, dpr_ckpt, tmp_path / "rq", DenseBuildConfig(factory="IVF4,RQ2x4", shard_size=64))
+    held = _faiss_result(tmp_path / "rq")
+    assert "not compared with the stored ones (this check decodes PQ, SQ and Flat codes" in held
+    assert "IndexIVFResidualQuantizer is none of them" in held
+
+
+@pytest.fixture(scope="module")
+def spread(dpr_ckpt, tmp_path_factory):
+    """An IVF4,PQ8 index over float16 vectors spread as real ones are. The tiny encoder puts every
+    passage at nearly one point, where every PQ centroid is nearly the same and no code byte's
+    damage shows (nor matters); its build's vectors and FAISS index are replaced as `index build`
+    would write them for these, and the manifest's encoder moved away, so that verify does not
+    re-encode passages these vectors are not of."""
+    out = tmp_path_factory.mktemp("spread") / "ivfpq"
+    build_dense_index(PQ_PASSAGES, dpr_ckpt, out, DenseBuildConfig(factory="IVF4,PQ8", shard_size=64, vector_dtype="float16"))
+    rng = np.random.default_rng(0)
+    centers = rng.normal(size=(8, 32))
+    vectors = (centers[rng.integers(0, 8, len(PQ_PASSAGES))] + 0.5 * rng.normal(size=(len(PQ_PASSAGES), 32))).astype(np.float16)
+    np.save(out / "embeddings.npy", vectors)
+    faiss.write_index(build_faiss(vectors, "IVF4,PQ8"), str(out / "index.faiss"))
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["encoder"]["path"] = str(out / "moved")
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    return out
+
+
+def test_damaged_pq_code_bytes_are_named(spread, tmp_path, monkeypatch):
+    """20 random byte damages to an IVF4,PQ8 index.faiss's codes all verified clean: only sizes and row
+    numbers were checked. Each row's code now decodes against its stored vector, as far from it as
+    a fresh encoding at most; a damaged byte points a sub-vector at another centroid."""
+    index = _copy(spread, tmp_path)
+    vectors = np.load(index / "embeddings.npy").astype(np.float32)
+    faiss_index = faiss.read_index(str(index / "index.faiss"))
+    ivf = faiss.extract_index_ivf(faiss_index)
+    # the byte and value that decode furthest from the vector: the damage named whatever the data
+    list_no, offset, row = 1, 0, _row(faiss_index, 1, 0)
+    code = _code(faiss_index, list_no, offset)
+    recons = np.empty(32, np.float32)
+
+    def error() -> float:
+        ivf.reconstruct_from_offset(list_no, offset, faiss.swig_ptr(recons))
+        return float(np.square(recons - vectors[row]).sum())
+
+    clean, worst = error(), (0.0, 0, 0)
+    for byte in range(len(code)):
+        kept = int(code[byte])
+        for value in range(256):
+            code[byte] = value
+            worst = max(worst, (error(), byte, value))
+        code[byte] = kept
+    code[worst[1]] = worst[2]
+    faiss.write_index(faiss_index, str(index / "index.faiss"))
+    _one_line_error(run_cli("index", "verify", "--index", str(index)),
+                    f"{index / 'index.faiss'}: row {row} (0-based) differs from embeddings.npy's vector: its code decodes",
+                    "one of the two files is damaged")
+
+    # MARGIN decides, both ways: above this damage's added error it passes, below it is named
+    added = (worst[0] - clean) / float(np.square(vectors[row]).sum())
+    monkeypatch.setattr(verify, "MARGIN", added * 2)
+    verify_index(index)
+    monkeypatch.setattr(verify, "MARGIN", added / 2)
+    with pytest.raises(InputError, match=f"row {row} \\(0-based\\) differs"):
+        verify_index(index)
+    monkeypatch.undo()
+
+    # random bytes, as the damage was found: each one named
+    rng = np.random.default_rng(0)
+    for _ in range(10):
+        shutil.copyfile(spread / "index.faiss", index / "index.faiss")
+        faiss_index = faiss.read_index(str(index / "index.faiss"))
+        list_no = int(rng.integers(4))
+        offset = int(rng.integers(faiss.extract_index_ivf(faiss_index).invlists.list_size(list_no)))
+        code = _code(faiss_index, list_no, offset)
+        byte = int(rng.integers(len(code)))
+        code[byte] = (int(code[byte]) + int(rng.integers(1, 256))) % 256
+        faiss.write_index(faiss_index, str(index / "index.faiss"))
+        with pytest.raises(InputError, match=f"row {_row(faiss_index, list_no, offset)} \\(0-based\\) differs"):
+            verify_index(index)
+    assert "each row's stored code decodes as close to its stored vector as a fresh encoding" in _faiss_result(spread)
+
+
+def test_a_row_is_compared_in_the_list_it_is_filed_in(spread, tmp_path):
+    """Not the list the coarse quantizer picks now: an HNSW quantizer searching approximately while
+    adding, or two centroids tying, files a row in another list legitimately. Two rows exchanged
+    between lists with codes encoded for their new lists pass; their row numbers alone exchanged
+    (each code left in place) is damage that, every row still listed once, `_check_lists` missed."""
+    vectors = np.load(spread / "embeddings.npy").astype(np.float32)
+    for name in ("refiled", "renumbered"):
+        index = _copy(spread, tmp_path, name)
+        faiss_index = faiss.read_index(str(index / "index.faiss"))
+        ivf = faiss.extract_index_ivf(faiss_index)
+        a, b = _row(faiss_index, 0, 0), _row(faiss_index, 1, 0)
+        for list_no, row in ((0, b), (1, a)):
+            code = np.empty(ivf.code_size, np.uint8)
+            if name == "refiled":
+                ivf.encode_vectors(1, faiss.swig_ptr(vectors[row : row + 1]), faiss.swig_ptr(np.array([list_no], np.int64)),
+                                   faiss.swig_ptr(code), False)
+            else:
+                code[:] = _code(faiss_index, list_no, 0)
+            ivf.invlists.update_entry(list_no, 0, row, faiss.swig_ptr(code))
+        faiss.write_index(faiss_index, str(index / "index.faiss"))
+        if name == "refiled":
+            assert "each row's stored code decodes" in _faiss_result(index)
+        else:
+            with pytest.raises(InputError, match=f"index.faiss: row {min(a, b)} \\(0-based\\) differs from embeddings.npy"):
+                verify_index(index)
+
+
+def test_an_ivf_flat_vector_is_compared_to_the_bit(dpr_ckpt, tmp_path):
+    """IVF-Flat keeps each vector's float32 bytes, added from the stored ones: as Flat's, equal to
+    the bit, so that even a last bit changed is named."""
+    build_dense_index(PASSAGES, dpr_ckpt, tmp_path / "flat", DenseBuildConfig(factory="IVF4,Flat", shard_size=64))
+    faiss_index = faiss.read_index(str(tmp_path / "flat" / "index.faiss"))
+    floats = _code(faiss_index, 1, 0).view(np.float32)
+    floats[3] = np.nextafter(floats[3], np.float32(np.inf))
+    faiss.write_index(faiss_index, str(tmp_path / "flat" / "index.faiss"))
+    with pytest.raises(InputError, match=f"index.faiss: row {_row(faiss_index, 1, 0)} \\(0-based\\) differs from "
+                       "embeddings.npy's vector: one of the two files is damaged"):
+        verify_index(tmp_path / "flat")

@@ -170,8 +170,9 @@ def verify(
 ) -> None:
     """Read a whole index and compare it with its manifest: every passage against the content hash (and
     block hashes), every stored vector finite, a Flat or HNSW FAISS index's vectors equal to the stored
-    ones (an IVF index's row numbers: each in one list), and 8 passages encoded afresh by the index's
-    encoder against their stored vectors. Minutes at Wikipedia scale, where every load samples 64 rows;
+    ones (an IVF index's row numbers: each in one list; PQ, SQ and IVF-Flat codes: each as close to its
+    stored vector as a fresh encoding), and 8 passages encoded afresh by the index's encoder against
+    their stored vectors. Minutes at Wikipedia scale, where every load samples 64 rows;
     exit 2 names the first damage."""
     from lewisrag.index.verify import verify_index
 
