@@ -114,6 +114,11 @@ def test_the_cut_keeps_what_the_whole_corpus_retrieves(corpus, tmp_path, monkeyp
 
 def test_index_build_reuses_the_cuts_vectors(corpus, tmp_path, monkeypatch, capsys):
     out = tmp_path / "cut"
+    assert _cut(monkeypatch, capsys, corpus, out, "--top", 1, "--max-passages", 50)[0] == 0
+    (out / "notes.txt").write_text("mine")  # a rerun replaces its own cut, and refuses to lose a user's file
+    code, _, err = _cut(monkeypatch, capsys, corpus, out, "--top", 1, "--max-passages", 45)
+    assert code == 2 and "holds 'notes.txt', which lewisrag did not write there" in err and len(open_passages(out)) == 50
+    (out / "notes.txt").unlink()
     code, stdout, _ = _cut(monkeypatch, capsys, corpus, out, "--top", 1, "--max-passages", 45, "--max-questions", 7,
                            "--questions", corpus["qa"])
     assert code == 0 and json.loads(stdout)["questions"] == 7 * 2  # the first 7 of each of the two files
