@@ -347,6 +347,7 @@ class PassageTable(Sequence[Passage]):
         self._starts = np.cumsum([0] + sizes)  # row where each batch starts
         self._n = int(self._starts[-1])
         self._dim: int | None = None
+        self._names = names  # the columns read
         self._text = [c for c in TEXT_COLUMNS if c in names]  # what a Passage is made of
         self._views: dict[tuple, RowGroups] = {}  # Parquet row groups by the columns read (`_view`)
         if not checked:
@@ -494,7 +495,9 @@ class PassageTable(Sequence[Passage]):
     def _batch(self, b: int, columns: Sequence[str] | None = None) -> pa.RecordBatch:
         if isinstance(self._groups, RowGroups):
             return self._view(columns).batch(b)
-        return self._groups[b] if columns is None else self._groups[b].select(list(columns))
+        if columns is None or columns == self._names:  # an index's store: its columns are the text ones
+            return self._groups[b]
+        return self._groups[b].select(list(columns))
 
     def _view(self, columns: Sequence[str] | None) -> RowGroups:
         """The Parquet row groups of `columns` alone, each set of columns with its own few decoded
