@@ -227,12 +227,13 @@ def cut(
     from lewisrag.data.passages import open_passages
     from lewisrag.data.records import read_qa
     from lewisrag.data.threads import resolve_device
-    from lewisrag.index.cut import KIND, CutConfig, cut_passages, write_manifest
+    from lewisrag.index.cut import KIND, CutConfig, check_config, cut_passages, write_manifest
     from lewisrag.index.dense import check_stored_embeddings
     from lewisrag.index.encoders import load_context_encoder, load_question_encoder
 
     fields = _ui.qa_fields(qa_fields)
     cfg = CutConfig(top=top, max_passages=max_passages, seed=seed, device=resolve_device(device))
+    check_config(cfg)  # before any file is read
     check_out_dir(out, KIND, overwrite=overwrite, replaces=True,  # before anything is read
                   inputs={"--passages": passages, "--encoder": encoder, "--context-encoder": context_encoder,
                           **{f"--questions {q}": q for q in questions}})
@@ -242,6 +243,7 @@ def cut(
         raise InputError("--context-encoder", f"needed with the DPRQuestionEncoder folder {encoder}: the DPRContextEncoder "
                          "of its pair, which made the stored vectors (8 of them are checked against fresh encodings)")
     examples = [ex for q in questions for ex in read_qa(q, fields)[:max_questions]]  # each file checked whole first
+    check_config(cfg, examples)
     with _ui.status(f"reading {passages}"):
         docs = open_passages(passages)
     if not getattr(docs, "has_embeddings", False):

@@ -93,22 +93,28 @@ def cut_passages(passages: PassageTable, questions: Sequence[QAExample], ckpt: D
             "answer_recall": recall, "answerable_questions": len(answerable)}
 
 
+def check_config(cfg: CutConfig, questions: Sequence[QAExample] | None = None) -> None:
+    """What can be refused before the corpus is read (minutes at 21 M): the settings, and the
+    questions once they are read."""
+    if cfg.top < 1:
+        raise InputError("--top", f"must be at least 1, got {cfg.top}")
+    if cfg.max_passages < 1:
+        raise InputError("--max-passages", f"must be at least 1, got {cfg.max_passages}")
+    if questions is not None and not questions:
+        raise InputError("--questions", "no questions: the cut keeps what questions retrieve")
+
+
 def _check(passages: PassageTable, questions: Sequence[QAExample], ckpt: DPRCheckpoint, cfg: CutConfig) -> None:
+    check_config(cfg, questions)
     if not passages.has_embeddings:
         raise InputError(passages.source, "missing: the cut searches the passages by their stored vectors (wiki_dpr's "
                          "embeddings column); build an index over them and search it instead", field="embeddings")
     if passages.embedding_dim() != ckpt.dim:
         raise InputError(passages.source, f"the stored vectors have {passages.embedding_dim()} values, the question "
                          f"encoder makes {ckpt.dim}: they cannot be searched with it", field="embeddings")
-    if cfg.top < 1:
-        raise InputError("--top", f"must be at least 1, got {cfg.top}")
     if cfg.max_passages >= len(passages):
         raise InputError("--max-passages", f"{cfg.max_passages} keeps every one of the {len(passages)} passages: nothing "
                          "to cut; use the passages as they are")
-    if cfg.max_passages < 1:
-        raise InputError("--max-passages", f"must be at least 1, got {cfg.max_passages}")
-    if not questions:
-        raise InputError("--questions", "no questions: the cut keeps what questions retrieve")
 
 
 def top_rows(q, passages: PassageTable, k: int, on_progress: Progress | None = None) -> np.ndarray:
