@@ -5,7 +5,7 @@ wiki_dpr's schema is the model: `id` and `text` strings, an optional `title`, an
 `embeddings` column (one list of floats per passage, the DPR context encoder's vectors). A
 `PassageTable` is a `Sequence[Passage]` over the table itself: a save_to_disk folder and a hub
 dataset stay memory-mapped, a Parquet file (or a folder of shards: the hub's own files of
-wiki_dpr, `data/psgs_w100/nq/train-000NN-of-00157.parquet`, read where they were downloaded) is
+wiki_dpr, `data/psgs_w100/nq/train-*.parquet`, read where they were downloaded) is
 decoded a row group at a time as rows are read (`RowGroups`: a few groups in memory, not the
 files), and rows become `Passage`s only when read,
 one batch at a time. The checks the JSON
