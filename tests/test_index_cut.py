@@ -152,6 +152,9 @@ def test_a_transformers_pair_searches_with_its_context_encoder_named(corpus, tin
                      max_length=int(q_ckpt.meta["q_max_length"]))
     top = np.argsort(-(q @ vectors.T), axis=1, kind="stable")[:, :json.loads(stdout)["full_depth"]]
     assert {passages[r].id for r in top.ravel().tolist()} <= {p.id for p in open_passages(tmp_path / "b")}
+    code, stdout, err = run_main(monkeypatch, capsys, *[f for f in flags if f != "--json"], "--context-encoder",
+                                 pair["context"], "--out", tmp_path / "d")  # the table
+    assert code == 0 and f"cut written to {tmp_path / 'd'}" in stdout and "answer recall" in stdout, err
     # the tiny checkpoint's vectors were not made by this pair: refused, nothing written
     code, _, err = run_main(monkeypatch, capsys, "index", "cut", "--passages", corpus["shards"], "--encoder",
                             pair["question"], "--context-encoder", pair["context"], "--questions", corpus["qa"],
