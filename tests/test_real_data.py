@@ -296,6 +296,22 @@ def test_a_bad_shard_is_named_with_its_own_row(wiki_dpr, tmp_path):
         open_passages(folder)
 
 
+def test_a_limit_opens_and_checks_the_first_rows_only(wiki_dpr, tmp_path):
+    """`reproduce --max-passages N` checks only the N rows it indexes: at 21 M passages the rest is
+    minutes of decoding for nothing. Bad rows past N do not stop it; before N they do."""
+    rows = [p.to_dict() for p in read_passages(wiki_dpr["jsonl"])]
+    rows[40]["text"], rows[50]["id"] = " ", rows[3]["id"]  # an empty text and a repeated id, both past row 30
+    path = write_parquet(tmp_path / "p.parquet", rows)
+    with pytest.raises(InputError, match=r"p\.parquet:41: field 'text': empty"):
+        open_passages(path)
+    table = open_passages(path, limit=30)
+    assert len(table) == 30 and table == read_passages(wiki_dpr["jsonl"])[:30] and table.head(100) == table
+    with pytest.raises(InputError, match=r"p\.parquet:41: field 'text': empty"):
+        open_passages(path, limit=45)
+    listed = write_jsonl(tmp_path / "p.jsonl", [r for i, r in enumerate(rows) if i not in (40, 50)])
+    assert len(open_passages(listed, limit=30)) == 30  # a JSONL file is read whole, then cut
+
+
 @pytest.mark.parametrize("meta", ['{"splits": ["train", "test"]}', '{"splits": 5}', "[1, 2]", '{"splits": []}'])
 def test_a_dataset_dict_folder_is_one_line(tmp_path, meta):
     """A DatasetDict is named with its splits; a damaged dataset_dict.json was a traceback."""

@@ -18,6 +18,7 @@ import pytest
 
 from conftest import one_thread, run_main, write_jsonl
 from hf_layouts import bart, dpr_pair
+from lewisrag.data.io import InputError
 from lewisrag.data.records import read_passages, read_qa
 from lewisrag.index.encoders import encode_texts, load_context_encoder
 
@@ -161,6 +162,21 @@ def test_base_measures_recall_when_test_questions_name_gold_passages(assets, tin
     assert "not run: knowledge_update" in stdout and "recall@1" in (out / "report.md").read_text()
     assert r["stages"]["index_a"]["embeddings"] == "reused"
     np.testing.assert_array_equal(np.load(out / "index_a" / "embeddings.npy"), assets["vectors"][:24])
+
+
+def test_max_passages_checks_only_the_passages_it_indexes(assets, tiny_corpus, tmp_path):
+    """A bad row past --max-passages does not stop the run (its 21 M rows are not all decoded first)."""
+    from lewisrag.experiments.base import BaseAssets, prepare
+
+    rows = [p.to_dict() for p in read_passages(tiny_corpus["passages"])]
+    rows[40]["text"] = " "
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "p.parquet")
+    given = BaseAssets(question_encoder=str(assets["question"]), context_encoder=str(assets["context"]),
+                       generator=str(assets["bart"]), train=str(assets["train"]), dev=str(assets["dev"]),
+                       test=str(assets["test"]), passages=str(tmp_path / "p.parquet"), max_passages=24)
+    assert len(prepare(given)["passages"]["a"]) == 24
+    with pytest.raises(InputError, match=r"p\.parquet:41: field 'text': empty"):
+        prepare(BaseAssets(**{**given.__dict__, "max_passages": 50}))
 
 
 def test_stored_vectors_another_encoder_made_are_encoded_again(assets, tmp_path):

@@ -54,7 +54,7 @@ def reproduce(
                                     "--questions-b: the knowledge-update swap matrix)."),
     questions_b: str = typer.Option(None, "--questions-b", help="base: questions about --passages-b."),
     steps: int = typer.Option(None, "--steps", min=1, help="base: RAG and closed-book training steps (default: the preset's)."),
-    max_passages: int = typer.Option(None, "--max-passages", min=1, help="base: index only the first N passages of each set."),
+    max_passages: int = typer.Option(None, "--max-passages", min=1, help="base: index (and read and check) only the first N passages of each set."),
     max_train: int = typer.Option(None, "--max-train", min=1, help="base: train on the first N training questions."),
     lang: str = typer.Option("en", "--lang", help="Language of the built-in world and of the reports: en or zh (a "
                              "Chinese world, reports in Chinese; --preset small reads the shipped generator-small-zh, built by "

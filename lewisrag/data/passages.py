@@ -43,18 +43,19 @@ def is_table_source(path: str | os.PathLike) -> bool:
     return spec.startswith("hf:") or Path(spec).suffix.lower() == ".parquet" or Path(spec).is_dir()
 
 
-def open_passages(path: str | os.PathLike) -> Sequence[Passage]:
+def open_passages(path: str | os.PathLike, limit: int | None = None) -> Sequence[Passage]:
     """Passages as a user gives them: the checked `PassageTable` of a save_to_disk folder, a
     `.parquet` file, a folder of `.parquet` shards or an `hf:` spec; the list
-    `records.read_passages` reads from `.jsonl`/`.json`."""
+    `records.read_passages` reads from `.jsonl`/`.json`. `limit`: the first N passages only, and of
+    a table only those are checked (`reproduce --max-passages` of wiki_dpr's 21 M)."""
     if not is_table_source(path):
-        return read_passages(path)
-    return open_table(path)
+        return read_passages(path)[:limit]
+    return open_table(path, limit)
 
 
-def open_table(path: str | os.PathLike) -> PassageTable:
+def open_table(path: str | os.PathLike, limit: int | None = None) -> PassageTable:
     """The checked `PassageTable` of a save_to_disk folder, a `.parquet` file, a folder of `.parquet`
-    shards (read in the order of their names) or an `hf:` spec."""
+    shards (read in the order of their names) or an `hf:` spec; of its first `limit` rows only."""
     spec = str(path)
     if spec.startswith("hf:"):
         table = _dataset_table(load_hf(spec))
@@ -65,7 +66,7 @@ def open_table(path: str | os.PathLike) -> PassageTable:
         table = RowGroups.open([(str(f), f) for f in shards]) if shards and not saved else _saved_dataset(p)
     else:
         table = RowGroups.open([(spec, existing_file(spec))])
-    return PassageTable(table, spec)
+    return PassageTable(table, spec, limit=limit)
 
 
 class RowGroups:
@@ -331,9 +332,10 @@ class PassageTable(Sequence[Passage]):
     the optional `embeddings` column, checked on first use.
     """
 
-    def __init__(self, table: pa.Table, source: str | os.PathLike, checked: bool = False):
+    def __init__(self, table: pa.Table, source: str | os.PathLike, checked: bool = False, limit: int | None = None):
         """`checked`: the table was validated when it was written (an index's passage store), so
-        opening it costs no pass over the rows."""
+        opening it costs no pass over the rows. `limit`: the table's first N rows, the only ones
+        checked (as `head`, which checks nothing)."""
         self.source = str(source)
         names = [c for c in COLUMNS if c in table.schema.names]
         self.schema = text_schema(table.schema)
@@ -345,7 +347,7 @@ class PassageTable(Sequence[Passage]):
             sizes = [b.num_rows for b in self._groups]
         self._n_groups = len(sizes)
         self._starts = np.cumsum([0] + sizes)  # row where each batch starts
-        self._n = int(self._starts[-1])
+        self._n = int(self._starts[-1]) if limit is None else min(int(self._starts[-1]), max(int(limit), 0))
         self._dim: int | None = None
         self._names = names  # the columns read
         self._text = [c for c in TEXT_COLUMNS if c in names]  # what a Passage is made of
@@ -625,7 +627,8 @@ class PassageTable(Sequence[Passage]):
 
     def _first_duplicate(self) -> tuple[int, int, str] | None:
         """(row, row of its first use, id) of the first row whose id an earlier row has, or None."""
-        ids = pa.chunked_array([self._column(b, "id") for b in range(self._n_groups)], self.schema.field("id").type)
+        groups = int(np.searchsorted(self._starts, self._n, side="left"))  # those holding rows before self._n
+        ids = pa.chunked_array([self._column(b, "id") for b in range(groups)], self.schema.field("id").type).slice(0, self._n)
         if pc.count_distinct(ids).as_py() == len(ids) - ids.null_count:
             return None
         counts = pc.value_counts(ids)

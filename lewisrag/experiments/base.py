@@ -109,9 +109,9 @@ def prepare(assets: BaseAssets, hub: tuple[str, ...] = ()) -> dict:
     train, dev, test = (read_qa(getattr(assets, f)) for f in ("train", "dev", "test"))
     if not any(ex.answers for ex in test):  # the test stage scores only questions with an answer: else all null, hours later
         raise InputError(assets.test, f"--test: none of its {len(test)} questions has an answer to score")
-    passages = {"a": open_passages(assets.passages)}
+    passages = {"a": open_passages(assets.passages, assets.max_passages)}  # only the rows indexed are checked
     if assets.passages_b:
-        passages["b"] = open_passages(assets.passages_b)
+        passages["b"] = open_passages(assets.passages_b, assets.max_passages)
     swap = {f: read_qa(getattr(assets, f)) for f in ("questions_a", "questions_b") if getattr(assets, f)}
     return {"train": train[: assets.max_train], "dev": dev, "test": test, "passages": passages, **swap}
 
