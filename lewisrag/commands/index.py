@@ -227,7 +227,7 @@ def cut(
     from lewisrag.data.passages import open_passages
     from lewisrag.data.records import read_qa
     from lewisrag.data.threads import resolve_device
-    from lewisrag.index.cut import KIND, CutConfig, check_config, cut_passages, write_manifest
+    from lewisrag.index.cut import KIND, CutConfig, check_config, check_passages, cut_passages, write_manifest
     from lewisrag.index.dense import check_stored_embeddings
     from lewisrag.index.encoders import load_context_encoder, load_question_encoder
 
@@ -246,10 +246,8 @@ def cut(
     check_config(cfg, examples)
     with _ui.status(f"reading {passages}"):
         docs = open_passages(passages)
-    if not getattr(docs, "has_embeddings", False):
-        raise InputError(passages, "missing: the cut searches the passages by their stored vectors (wiki_dpr's "
-                         "embeddings column); build an index over them and search it instead", field="embeddings")
-    with _ui.status("checking 8 stored vectors against fresh encodings"):
+    with _ui.status("checking the stored vectors, and 8 of them against fresh encodings"):
+        check_passages(docs, ckpt, cfg, source=passages)
         spot_check = check_stored_embeddings(docs, ctx, int(ctx.meta.get("max_length", 256)))
     labels = {"questions": "encoding questions", "search": "searching the stored vectors",
               "answers": "reading retrieved passages", "write": "writing the cut"}

@@ -216,8 +216,7 @@ def run_base(preset: Preset, run: Path, seed: int, resume: bool, threads: int | 
 
 def _settings(preset: Preset, assets: BaseAssets, n_train: int, n_passages: int) -> dict:
     """The preset's schedules with the run's overrides: --steps, and what the data's size caps
-    (a batch cannot exceed the training questions, K the passages indexed)."""
-    n_passages = min(n_passages, assets.max_passages or n_passages)
+    (a batch cannot exceed the training questions, K the passages indexed, already cut to --max-passages)."""
     steps = assets.steps or preset.rag.steps
     # about ten checkpoints and dev evaluations whatever --steps is: at the preset's intervals a
     # shortened run (--steps 2000) was saved only at its last step, so a kill lost it all
@@ -235,10 +234,8 @@ def _data(data: Path, sets: dict) -> dict:
     return {"dir": "data", **{f"n_{name}": len(examples) for name, examples in sets.items()}}
 
 
-def _dense(run: Path, preset: Preset, snap: str, table, assets: BaseAssets, on_progress: Progress) -> dict:
-    passages = table
-    if assets.max_passages:  # a table's first rows as a table (PassageTable.head): a slice would be that many Python objects
-        passages = table.head(assets.max_passages) if hasattr(table, "head") else table[: assets.max_passages]
+def _dense(run: Path, preset: Preset, snap: str, passages, assets: BaseAssets, on_progress: Progress) -> dict:
+    """RUN/index_<snap> over `passages`, already cut to --max-passages (`prepare`)."""
     on_gpu = resolve_device(preset.device) != "cpu"  # the CPU encodes in float32, 64 passages a batch (the defaults)
     reuse, why = _stored_vectors(passages, assets.context_encoder)
     build = DenseBuildConfig(factory=preset.index_factory, device=preset.device, reuse_embeddings=reuse,

@@ -67,7 +67,8 @@ def cut_passages(passages: PassageTable, questions: Sequence[QAExample], ckpt: D
     import torch
 
     n = len(passages)
-    _check(passages, questions, ckpt, cfg)
+    check_config(cfg, questions)
+    check_passages(passages, ckpt, cfg)
     encoded = [0]
 
     def tick(k: int) -> None:
@@ -104,13 +105,16 @@ def check_config(cfg: CutConfig, questions: Sequence[QAExample] | None = None) -
         raise InputError("--questions", "no questions: the cut keeps what questions retrieve")
 
 
-def _check(passages: PassageTable, questions: Sequence[QAExample], ckpt: DPRCheckpoint, cfg: CutConfig) -> None:
-    check_config(cfg, questions)
-    if not passages.has_embeddings:
-        raise InputError(passages.source, "missing: the cut searches the passages by their stored vectors (wiki_dpr's "
+def check_passages(passages: Sequence, ckpt: DPRCheckpoint, cfg: CutConfig, source: str | None = None) -> None:
+    """Passages the cut can search with `ckpt`'s question encoder: a table with stored vectors of
+    its width (each row's length checked: a pass over the column), more of them than it keeps.
+    `source` names them in errors (default: the table's own source; a JSONL list has none)."""
+    source = source or getattr(passages, "source", "--passages")
+    if not getattr(passages, "has_embeddings", False):
+        raise InputError(source, "missing: the cut searches the passages by their stored vectors (wiki_dpr's "
                          "embeddings column); build an index over them and search it instead", field="embeddings")
     if passages.embedding_dim() != ckpt.dim:
-        raise InputError(passages.source, f"the stored vectors have {passages.embedding_dim()} values, the question "
+        raise InputError(source, f"the stored vectors have {passages.embedding_dim()} values, the question "
                          f"encoder makes {ckpt.dim}: they cannot be searched with it", field="embeddings")
     if cfg.max_passages >= len(passages):
         raise InputError("--max-passages", f"{cfg.max_passages} keeps every one of the {len(passages)} passages: nothing "
