@@ -61,7 +61,12 @@ def open_table(path: str | os.PathLike, limit: int | None = None) -> PassageTabl
         table = _dataset_table(load_hf(spec))
     elif Path(spec).is_dir():
         p = Path(spec)
-        shards = sorted(f for f in p.glob("*.parquet") if f.is_file())
+        # every entry named *.parquet, in any case: a broken link (a hub snapshot's blob not downloaded)
+        # or a folder is refused by RowGroups.open, naming it, not left out of the corpus
+        try:
+            shards = sorted(f for f in p.iterdir() if f.suffix.lower() == ".parquet")
+        except OSError as e:  # a folder this user cannot list
+            raise InputError(p, f"cannot list the folder: {e.strerror}") from None
         saved = (p / "state.json").is_file() or (p / "dataset_dict.json").is_file()
         table = RowGroups.open([(str(f), f) for f in shards]) if shards and not saved else _saved_dataset(p)
     else:
@@ -440,7 +445,7 @@ class PassageTable(Sequence[Passage]):
 
     def embedding_dim(self) -> int:
         """The length of every stored vector; the column is checked the first time (a list of
-        floats in every row, all of one length), an InputError naming the row otherwise."""
+        finite floats in every row, all of one length), an InputError naming the row otherwise."""
         if self._dim is not None:
             return self._dim
         if not self.has_embeddings:
@@ -459,8 +464,12 @@ class PassageTable(Sequence[Passage]):
                 row = start + _first(uneven)
                 raise self._error(f"{lengths[row - start].as_py()} values where the first row has {dim}", row, "embeddings")
             if pc.list_flatten(part).null_count:
-                row = start + _first(_rows_with_null_values(part))
+                row = start + _first(_rows_with_values(part, pc.is_null))
                 raise self._error("a null among the values", row, "embeddings")
+            values = pc.cast(pc.list_flatten(part), pa.float32())  # as they are read: float64 past ±3.4e38 is inf
+            if not all(np.isfinite(c.to_numpy()).all() for c in values.chunks):  # NaN would rank first in every search
+                row = start + _first(_rows_with_values(part, _not_finite))
+                raise self._error("not a finite number as float32 (NaN, infinity or beyond ±3.4e38)", row, "embeddings")
         if not dim:
             raise self._error("empty vectors", 0, "embeddings")
         self._dim = int(dim)
@@ -671,14 +680,19 @@ def _first(mask) -> int:
     return int(pc.index(mask, True).as_py())
 
 
-def _rows_with_null_values(lists: pa.ChunkedArray) -> pa.ChunkedArray:
-    """Per row of a list column, whether one of its values is null."""
-    return pa.chunked_array([_row_has_null(c) for c in lists.chunks], pa.bool_())
+def _rows_with_values(lists: pa.ChunkedArray, which) -> pa.ChunkedArray:
+    """Per row of a list column, whether one of its values is picked by `which` (values -> bool array)."""
+    return pa.chunked_array([_row_has(c, which) for c in lists.chunks], pa.bool_())
 
 
-def _row_has_null(chunk: pa.Array) -> pa.Array:
+def _row_has(chunk: pa.Array, which) -> pa.Array:
     flat = pc.list_flatten(chunk)
     parents = pc.list_parent_indices(chunk).to_numpy()
     out = np.zeros(len(chunk), bool)
-    out[parents[pc.is_null(flat).to_numpy(zero_copy_only=False)]] = True
+    out[parents[which(flat).to_numpy(zero_copy_only=False)]] = True
     return pa.array(out)
+
+
+def _not_finite(values: pa.Array) -> pa.Array:
+    """Whether each value is NaN or infinite as float32, the type vectors are read as."""
+    return pc.invert(pc.is_finite(pc.cast(values, pa.float32())))

@@ -113,6 +113,9 @@ def prepare(assets: BaseAssets, hub: tuple[str, ...] = ()) -> dict:
     if assets.passages_b:
         passages["b"] = open_passages(assets.passages_b, assets.max_passages)
     swap = {f: read_qa(getattr(assets, f)) for f in ("questions_a", "questions_b") if getattr(assets, f)}
+    for table in passages.values():  # stored vectors too: a damaged one found at index_a would leave a run half begun
+        if getattr(table, "has_embeddings", False):
+            table.embedding_dim()
     return {"train": train[: assets.max_train], "dev": dev, "test": test, "passages": passages, **swap}
 
 
@@ -256,6 +259,7 @@ def _stored_vectors(passages, context_encoder: str) -> tuple[bool, str | None]:
     from lewisrag.index.dense import check_stored_embeddings
     from lewisrag.index.encoders import load_context_encoder
 
+    passages.embedding_dim()  # a damaged column (a missing vector, NaN) is bad input, not another encoder's vectors
     ctx = load_context_encoder(context_encoder)
     try:
         check_stored_embeddings(passages, ctx, int(ctx.meta.get("max_length", 256)))

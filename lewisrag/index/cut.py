@@ -107,7 +107,7 @@ def check_config(cfg: CutConfig, questions: Sequence[QAExample] | None = None) -
 
 def check_passages(passages: Sequence, ckpt: DPRCheckpoint, cfg: CutConfig, source: str | None = None) -> None:
     """Passages the cut can search with `ckpt`'s question encoder: a table with stored vectors of
-    its width (each row's length checked: a pass over the column), more of them than it keeps.
+    its width (each row's length and values checked: a pass over the column), more of them than it keeps.
     `source` names them in errors (default: the table's own source; a JSONL list has none)."""
     source = source or getattr(passages, "source", "--passages")
     if not getattr(passages, "has_embeddings", False):
