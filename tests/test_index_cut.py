@@ -9,6 +9,8 @@ rankings are computed here with numpy from the same vectors.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -186,3 +188,16 @@ def test_passages_without_vectors_and_bad_questions_are_named(corpus, tiny_corpu
                         "--max-questions", 1)  # the file is checked whole, not only the questions it keeps
     assert code == 2 and err.count("\n") == 1 and f"{bad}:2: field 'question'" in err, err
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_the_scale_benchmark_runs_the_command(tmp_path):
+    """scripts/bench_cut.py (the README's memory table) writes a corpus in the hub's layout whose
+    spot-checked rows the context encoder made, and measures the real command on it."""
+    script = Path(__file__).resolve().parents[1] / "scripts" / "bench_cut.py"
+    r = subprocess.run([sys.executable, str(script), "--sizes", "3000", "--questions", "20", "--top", "5", "--json",
+                        "--workdir", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    row = json.loads(r.stdout.splitlines()[0])
+    assert (row["passages"], row["questions"], row["top"], row["max_passages"]) == (3000, 20, 5, 300)
+    assert row["kept"]["retrieved"] + row["kept"]["random"] == 300 and row["kept"]["full_depth"] == 5
+    assert row["peak_rss_mb"] >= row["peak_anon_mb"] > 100 and row["wall_s"] > 0
