@@ -77,6 +77,17 @@ def test_a_stored_vector_that_is_not_finite_is_named(value, value_type, tiny_cor
     assert open_passages(folder, limit=40).embedding_dim() == 8  # past the rows read: not checked
 
 
+@pytest.mark.parametrize("row", [0, 40])
+def test_an_empty_vector_is_named_at_its_own_row(row, tiny_corpus, tmp_path):
+    """An empty first vector was named at row 2 ("8 values where the first row has 0")."""
+    vectors = _vectors()
+    vectors[row] = []
+    folder = _shards(tmp_path / "nq", read_passages(tiny_corpus["passages"]), vectors)
+    where = f"{folder / 'train-00000-of-00002.parquet'}:1" if row == 0 else f"{folder / SECOND}:11"
+    with pytest.raises(InputError, match=rf"^{where}: field 'embeddings': an empty vector$"):
+        open_passages(folder).embedding_dim()
+
+
 def test_index_cut_refuses_a_nan_vector_before_writing(corpus, tmp_path, monkeypatch, capsys):  # noqa: F811
     vectors = corpus["vectors"].copy()
     vectors[40, 0] = np.nan

@@ -464,6 +464,9 @@ class PassageTable(Sequence[Passage]):
             if part.null_count:
                 raise self._error("missing", start + _first(pc.is_null(part)), "embeddings")
             lengths = pc.list_value_length(part)
+            empty = pc.equal(lengths, 0)
+            if pc.any(empty).as_py():  # before the lengths are compared: an empty first row is the one to name
+                raise self._error("an empty vector", start + _first(empty), "embeddings")
             dim = lengths[0].as_py() if dim is None else dim
             uneven = pc.not_equal(lengths, dim)
             if pc.any(uneven).as_py():
