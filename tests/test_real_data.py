@@ -323,17 +323,36 @@ def test_reading_parquet_passages_keeps_only_a_few_row_groups_resident(tmp_path)
     """A pass over Parquet vectors must not leave the file resident: memory-mapped, every page read
     stayed in the process's RSS, so `index cut` over wiki_dpr's 80 GB would show as using all of it
     (and be killed by schedulers that watch RSS). 40 MB of vectors in 20 row groups, read in order."""
-    n, dim = 13_000, 768
+    passages, vectors = _big_vectors(tmp_path)
+    before = _mapped_mb()
+    for start in range(0, len(vectors), 1000):
+        assert np.array_equal(passages.embeddings(start, start + 1000), vectors[start:start + 1000])
+    assert _mapped_mb() - before < 10  # memory-mapped: 40
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="reads Linux's /proc/self/status")
+def test_copying_stored_vectors_keeps_the_written_file_out_of_memory(tmp_path):
+    """`index build --reuse-embeddings` wrote the vectors through one memory map, so every page
+    written stayed resident: wiki_dpr's 21 M vectors would end as 32 GB of the build's RSS."""
+    from lewisrag.index.dense import _copy_stored
+
+    passages, vectors = _big_vectors(tmp_path)
+    before, seen = _mapped_mb(), []
+    _copy_stored(passages, tmp_path / "embeddings.npy", 1000, "float32", lambda *_: seen.append(_mapped_mb()))
+    assert len(seen) == 13 and max(seen) - before < 10  # through a memory map: 40 by the end
+    assert np.array_equal(np.load(tmp_path / "embeddings.npy"), vectors)
+    _copy_stored(passages, tmp_path / "half.npy", 4096, "float16", None)
+    assert np.array_equal(np.load(tmp_path / "half.npy"), vectors.astype(np.float16))
+
+
+def _big_vectors(tmp_path: Path, n: int = 13_000, dim: int = 768) -> tuple[PassageTable, np.ndarray]:
+    """40 MB of float32 vectors in a Parquet file of 20 row groups, uncompressed, and the vectors."""
     vectors = np.random.default_rng(0).standard_normal((n, dim), dtype=np.float32)
     table = pa.table({"id": [str(i) for i in range(n)], "text": ["words"] * n, "title": ["t"] * n,
                       "embeddings": pa.ListArray.from_arrays(pa.array(np.arange(0, (n + 1) * dim, dim, dtype=np.int32)),
                                                              pa.array(vectors.ravel()))})
     pq.write_table(table, tmp_path / "p.parquet", row_group_size=n // 20, compression="none")
-    passages = open_passages(tmp_path / "p.parquet")
-    before = _mapped_mb()
-    for start in range(0, n, 1000):
-        assert np.array_equal(passages.embeddings(start, start + 1000), vectors[start:start + 1000])
-    assert _mapped_mb() - before < 10  # memory-mapped: 40
+    return open_passages(tmp_path / "p.parquet"), vectors
 
 
 @pytest.mark.parametrize("meta", ['{"splits": ["train", "test"]}', '{"splits": 5}', "[1, 2]", '{"splits": []}'])

@@ -144,7 +144,7 @@ def build_dense_index(
 
 def _encode_into(passages: Sequence[Passage], ckpt: DPRCheckpoint, partial: Path, cfg: DenseBuildConfig,
                  max_length: int, on_progress) -> None:
-    """Encode every passage into `partial/embeddings.npy`, memory-mapped, one shard at a time.
+    """Encode every passage into `partial/embeddings.npy`, one shard at a time (`_RowWriter`).
 
     Memory holds one shard's passages and vectors, whatever the corpus. A shard is marked done
     (`shards/NNNNN.done`) only once its rows are flushed to disk, so a build killed at any point
@@ -158,7 +158,6 @@ def _encode_into(passages: Sequence[Passage], ckpt: DPRCheckpoint, partial: Path
     if not path.exists():
         with atomic_path(path) as tmp:  # the full-size file, sparse until written
             np.lib.format.open_memmap(tmp, mode="w+", dtype=cfg.vector_dtype, shape=(n, ckpt.dim)).flush()
-    out = np.load(path, mmap_mode="r+")
     n_shards = (n + shard - 1) // shard
     encoded = sum(min(shard, n - s * shard) for s in range(n_shards) if (marks / f"{s:05d}.done").exists())
 
@@ -169,19 +168,19 @@ def _encode_into(passages: Sequence[Passage], ckpt: DPRCheckpoint, partial: Path
             on_progress("encode", encoded, n)
 
     tick(0)
-    for s in range(n_shards):
-        done = marks / f"{s:05d}.done"
-        if done.exists():
-            continue
-        chunk = passages[s * shard : (s + 1) * shard]
-        vecs = encode_texts(ckpt.ctx_encoder, ckpt.tokenizer, [(p.title, p.text) for p in chunk],
-                            batch_size=cfg.batch_size, max_length=max_length, mixed_precision=cfg.mixed_precision,
-                            on_batch=tick)
-        check_fits(vecs, out.dtype, getattr(passages, "source", "the passages"), s * shard)
-        out[s * shard : s * shard + len(vecs)] = vecs
-        out.flush()
-        done.touch()
-    del out
+    with _RowWriter(path) as out:
+        for s in range(n_shards):
+            done = marks / f"{s:05d}.done"
+            if done.exists():
+                continue
+            chunk = passages[s * shard : (s + 1) * shard]
+            vecs = encode_texts(ckpt.ctx_encoder, ckpt.tokenizer, [(p.title, p.text) for p in chunk],
+                                batch_size=cfg.batch_size, max_length=max_length, mixed_precision=cfg.mixed_precision,
+                                on_batch=tick)
+            check_fits(vecs, out.dtype, getattr(passages, "source", "the passages"), s * shard)
+            out.write(s * shard, vecs)
+            out.sync()
+            done.touch()
 
 
 def spot_check_rows(n: int, k: int = SPOT_CHECK_ROWS) -> list[int]:
@@ -245,18 +244,48 @@ def _copy_stored(passages: PassageTable, path: Path, batch_rows: int, dtype: str
     """Write the stored vectors to `path` (.npy of `dtype`) batch by batch, refusing NaN and infinity."""
     n, dim = len(passages), passages.embedding_dim()
     with atomic_path(path) as tmp:
-        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=(n, dim))
-        for start in range(0, n, batch_rows):
-            block = passages.embeddings(start, start + batch_rows)
-            finite = np.isfinite(block).all(axis=1)
-            if not finite.all():
-                raise InputError(passages.source, "not a finite number", line=start + int(np.argmin(finite)) + 1, field="embeddings")
-            check_fits(block, out.dtype, passages.source, start)
-            out[start : start + len(block)] = block
-            if on_progress:
-                on_progress("copy", start + len(block), n)
-        out.flush()
-        del out
+        np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=(n, dim)).flush()  # the header; sparse rows
+        with _RowWriter(tmp) as out:
+            for start in range(0, n, batch_rows):
+                block = passages.embeddings(start, start + batch_rows)
+                finite = np.isfinite(block).all(axis=1)
+                if not finite.all():
+                    raise InputError(passages.source, "not a finite number", line=start + int(np.argmin(finite)) + 1, field="embeddings")
+                check_fits(block, out.dtype, passages.source, start)
+                out.write(start, block)
+                if on_progress:
+                    on_progress("copy", start + len(block), n)
+            out.sync()
+
+
+class _RowWriter:
+    """Rows written into their place in an existing .npy file (`open_memmap`'s, full size) with
+    plain file writes, cast to its dtype as numpy casts.
+
+    Not through a memory map: the pages written through one mapping stay in the process's RSS, so
+    copying wiki_dpr's 21 M stored vectors would end with all 32 GB (float16) counted as the build's
+    memory, as `row_reader` explains for reading. Written so, they are the page cache's alone."""
+
+    def __init__(self, path: Path):
+        header = np.load(path, mmap_mode="r")  # for its layout only
+        self.dtype, self.dim, self.offset = header.dtype, header.shape[1], header.offset
+        del header
+        self.file = open(path, "r+b")
+
+    def __enter__(self) -> _RowWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.file.close()
+
+    def write(self, start: int, rows: np.ndarray) -> None:
+        self.file.seek(self.offset + start * self.dim * self.dtype.itemsize)
+        self.file.write(np.ascontiguousarray(rows, dtype=self.dtype).tobytes())
+
+    def sync(self) -> None:
+        """On disk, as a memory map's flush puts it: a shard marked done must survive a crash."""
+        self.file.flush()
+        os.fsync(self.file.fileno())
 
 
 def use_blas_for_small_batches(threshold: int = 8) -> None:
