@@ -460,28 +460,50 @@ def closed_book(c: dict, p: dict, tmp: Path, device: str, log) -> dict:
 # --- 4: the same weights in transformers and lewisrag -----------------------------------------------
 
 
-def hf_step(model, batch, q_ids, docs, compiled: bool = False, compile_mode: str | None = None):
+def hf_step(model, batch, q_ids, docs, compiled: bool = False, compile_mode: str | None = None,
+            bf16_weights: bool = False):
     """One bf16 training step of `model` (a copy of it) on the pre-retrieved batch; `compiled`: with
     lewisrag's generator and question encoder compiled as `train rag --compile` compiles them
     (`compile_mode`: torch.compile's mode, e.g. "reduce-overhead"). Both models step with `train
     rag`'s AdamW (`training.rag.adamw`: one fused kernel on a GPU; torch's default, several
-    multi-tensor kernels, was the first two sessions' optimizer for both)."""
+    multi-tensor kernels, was the first two sessions' optimizer for both).
+
+    `bf16_weights`: the model's weights in bf16 and no autocast, AdamW stepping float32 master
+    copies (the gradients copied up and the weights copied back down, one multi-tensor copy each):
+    what a `--mixed-precision bf16` without autocast would run. Autocast casts every float32 weight
+    and every layer norm's output on each step, about 1,550 cast kernels and their backward in the
+    second H200 session's profile; this mode measures what dropping them is worth before anyone
+    writes it into `train rag`."""
     ids, mask, _, labels = batch
     model = copy.deepcopy(model).train()
     if compiled:
         compile_models(model, compile_mode)
-    opt = adamw(model.parameters(), lr=1e-5, weight_decay=0.01)
+    params = [p for p in model.parameters() if p.requires_grad]
+    master = [p.detach().float().clone() for p in params] if bf16_weights else params
+    if bf16_weights:
+        model.to(torch.bfloat16)
+    opt = adamw(master, lr=1e-5, weight_decay=0.01)
 
     def step():
-        with torch.autocast(q_ids.device.type, dtype=torch.bfloat16):
+        with torch.autocast(q_ids.device.type, dtype=torch.bfloat16, enabled=not bf16_weights):
             q = model.question_encoder(q_ids)[0]  # (B, D)
             doc_scores = torch.bmm(q.unsqueeze(1).float(), docs.transpose(1, 2)).squeeze(1)  # (B, K)
             out = model(context_input_ids=ids, context_attention_mask=mask, doc_scores=doc_scores, labels=labels,
                         reduce_loss=True, n_docs=K)
         opt.zero_grad(set_to_none=True)
         out.loss.float().backward()
+        if bf16_weights:
+            used = [i for i, p in enumerate(params) if p.grad is not None]
+            for i in used:
+                master[i].grad = torch.empty_like(master[i])
+            torch._foreach_copy_([master[i].grad for i in used], [params[i].grad for i in used])
+            model.zero_grad(set_to_none=True)
         opt.step()
+        if bf16_weights:
+            with torch.no_grad():
+                torch._foreach_copy_(params, master)
 
+    step.model, step.master = model, master  # what it trains, for the tests
     return step
 
 
@@ -567,6 +589,7 @@ def mfu_steps(c: dict, p: dict, device: str, reps: int, rate: float | None, log,
     CUDA graphs replay the step's kernels without launching each from the host, which at this fixed
     shape is possible (the second session's eager step: 0.186 s at B=16, 0.240 s at B=32, so about
     0.13 s a step that does not grow with the batch, against 49% MFU for the work that does).
+    "bf16weights[:BACKEND]" is the eager step with `hf_step`'s `bf16_weights`: no autocast casts.
     `keep(rows)` is called after every row, so that a call cut short keeps the rows it measured."""
     modes, rows = list(modes), []
     try:
@@ -588,7 +611,7 @@ def mfu_steps(c: dict, p: dict, device: str, reps: int, rate: float | None, log,
                 if kind == "compiled":
                     f = hf_step(ours, batch, q_ids, docs, compiled=True, compile_mode="reduce-overhead" if extra else None)
                 else:
-                    f = with_attention(hf_step(ours, batch, q_ids, docs), extra)
+                    f = with_attention(hf_step(ours, batch, q_ids, docs, bf16_weights=kind == "bf16weights"), extra)
                 s, peak = timed(f, reps), peak_gb(f)
             except Exception as e:  # one mode's failure keeps the rows measured and the next mode's chance
                 out_of_memory = isinstance(e, torch.cuda.OutOfMemoryError)
@@ -620,8 +643,8 @@ def unknown_mfu_mode(modes: list[str]) -> str | None:
     """The first of `modes` that `mfu_steps` does not know, else None (checked before any part runs)."""
     for mode in modes:
         kind, _, extra = mode.partition(":")
-        if kind == "compiled" and extra not in ("", "cudagraphs") or kind == "eager" and extra not in (
-                "", "flash", "efficient", "cudnn", "math") or kind not in ("eager", "compiled"):
+        if kind == "compiled" and extra not in ("", "cudagraphs") or kind in ("eager", "bf16weights") and extra not in (
+                "", "flash", "efficient", "cudnn", "math") or kind not in ("eager", "compiled", "bf16weights"):
             return mode
     return None
 
@@ -757,13 +780,15 @@ def main() -> None:
     ap.add_argument("--scale-passages", type=int, help="search_scale's vectors (default: the preset's; paper: 21,015,324)")
     ap.add_argument("--encode", type=int, help="distinct passages encoded (default: the preset's)")
     ap.add_argument("--mfu-modes", default="eager,compiled", help="mfu's modes: eager, compiled (compiling takes minutes), eager:BACKEND "
-                    "(attention through flash, efficient, cudnn or math), compiled:cudagraphs (mode reduce-overhead)")
+                    "(attention through flash, efficient, cudnn or math), compiled:cudagraphs (mode reduce-overhead), "
+                    "bf16weights[:BACKEND] (eager, bf16 weights with float32 master copies, no autocast)")
     ap.add_argument("--mfu-scales", default="1,2", help="mfu's batches, as multiples of the preset's (ascending)")
     ap.add_argument("--budget", type=float, default=1e9, help="seconds: parts that would start later are skipped")
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args()
     if bad := unknown_mfu_mode(args.mfu_modes.split(",")):
-        ap.error(f"--mfu-modes: unknown mode {bad!r} (eager, eager:flash|efficient|cudnn|math, compiled, compiled:cudagraphs)")
+        ap.error(f"--mfu-modes: unknown mode {bad!r} (eager, eager:flash|efficient|cudnn|math, compiled, compiled:cudagraphs, "
+                 "bf16weights[:flash|efficient|cudnn|math])")
     if args.device == "cuda" and not torch.cuda.is_available():
         print("no CUDA device: nothing to measure")
         return

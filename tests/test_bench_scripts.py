@@ -75,11 +75,11 @@ def test_gpu_session_script_dry_run(tmp_path):
     assert train["errors"] == {} and train["skipped"] == []  # the mfu part reports a missing compiler in its rows
     assert set(train["parts"]) == {"matmul", "corpus", "train_token", "profile", "closed_book", "mfu"}
     assert train["parts"]["train_token"]["steps"] == 6
-    mfu = train["parts"]["mfu"]  # lewisrag's step alone at four times the batch: eager, compiled, CUDA graphs, flash
-    assert sorted(r["mode"] for r in mfu) == sorted(["eager", "compiled", "compiled:cudagraphs", "eager:flash"])
+    mfu = train["parts"]["mfu"]  # lewisrag's step alone at four times the batch: eager, compiled, CUDA graphs, flash, bf16 weights
+    assert sorted(r["mode"] for r in mfu) == sorted(["eager", "compiled", "compiled:cudagraphs", "eager:flash", "bf16weights"])
     timed_rows = {r["mode"]: r for r in mfu if "error" not in r}  # a backend the CPU lacks: its row holds the error
     compiled = set() if COMPILED_ERRORS else {"compiled", "compiled:cudagraphs"}  # CUDA graphs: none on the CPU
-    assert {"eager"} | compiled <= set(timed_rows)
+    assert {"eager", "bf16weights"} | compiled <= set(timed_rows)
     assert all(r["batch"] == 16 and r["step_s"] > 0 and r["flops_per_step"] > 0 for r in timed_rows.values())
     prof = train["parts"]["profile"]  # on the CPU: host operators only, no device share
     assert prof["step_s"] > 0 and prof["device_busy_share"] is None and prof["top_host_ms_per_step"]
@@ -97,3 +97,48 @@ def test_bench_cpu_linear_times_both_kinds_on_the_same_numbers():
     assert [row["measure"].split(" ")[0] for row in rows] == ["GEMM"] * 4 + ["DPR", "BART", "BART", "BART"]
     assert all(row["blas_s"] > 0 and row["onednn_s"] > 0 and row["ratio"] > 0 for row in rows)
     assert all(row["max_abs_diff_first_call"] < 1e-3 for row in rows[4:])
+
+
+
+def test_bench_gpu_bf16_weights_step_keeps_float32_masters():
+    """`--mfu-modes bf16weights`: the model computes in bf16 without autocast while AdamW steps float32
+    copies of its weights, the gradients copied up and the weights back down every step."""
+    from types import SimpleNamespace
+
+    import torch
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import bench_gpu
+
+    class Encoder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Embedding(20, 4)
+
+        def forward(self, ids):
+            return (self.embed(ids).mean(1),)  # (pooled,), as DPR's encoders answer
+
+    class Toy(torch.nn.Module):  # the two calls `hf_step` makes of a RagModel
+        def __init__(self):
+            super().__init__()
+            self.question_encoder, self.head = Encoder(), torch.nn.Linear(4, 20)
+            self.unused = torch.nn.Linear(2, 2)  # no gradient: AdamW leaves its master alone
+
+        def forward(self, context_input_ids, context_attention_mask, doc_scores, labels, reduce_loss, n_docs):
+            assert not torch.is_autocast_enabled("cpu") and self.head.weight.dtype == torch.bfloat16
+            logits = self.head(self.question_encoder.embed(context_input_ids)).float()  # (B*K, L, V)
+            nll = torch.nn.functional.cross_entropy(logits.flatten(0, 1), context_input_ids.flatten())
+            return SimpleNamespace(loss=nll - doc_scores.log_softmax(-1)[:, 0].mean())
+
+    torch.manual_seed(0)
+    model = Toy()
+    ids = torch.randint(0, 20, (bench_gpu.K, 3))
+    step = bench_gpu.hf_step(model, [ids, torch.ones_like(ids), None, None], torch.randint(0, 20, (1, 2)),
+                             torch.randn(1, bench_gpu.K, 4), bf16_weights=True)
+    first = [m.clone() for m in step.master]
+    step(), step()
+    trained = list(step.model.parameters())
+    assert all(p.dtype == torch.bfloat16 for p in trained) and all(m.dtype == torch.float32 for m in step.master)
+    assert all(torch.equal(p, m.to(torch.bfloat16)) for p, m in zip(trained, step.master))
+    moved = [not torch.equal(a, b) for a, b in zip(first, step.master)]
+    assert moved == [True, True, True, False, False]  # embedding, head weight and bias; the unused layer
