@@ -6,16 +6,22 @@ faults are retried with bounded exponential backoff and jitter: connection reset
 pipes, remote disconnects, incomplete reads, refused connections, timeouts, HTTP 408/429/5xx
 (honouring Retry-After up to the same cap) and 200 replies whose body is not JSON or has no
 message. Other HTTP errors (400, 401, 403, 404, ...) fail at once, and so does a redirect: it is not
-followed, since urllib would send the Authorization header on to whatever host it names. `timeout`
-bounds each attempt whole (connecting, then the reply read until then), so an endpoint that
-trickles bytes cannot hold a request forever. Either way a failure ends as one
+followed, since urllib would send the Authorization header on to whatever host it names; so does a
+reply the endpoint cut off (finish_reason "length" or "content_filter"): it is not the model's whole
+answer, and asking again gets the same. `timeout` bounds each attempt whole (connecting, then the
+reply read until then), so an endpoint that trickles bytes cannot hold a request forever; an error
+reply's body gets a timeout of its own and only its first 64 KiB are read. Either way a failure ends as one
 `ChatError` whose message says what went wrong and after how many attempts; `usage` counts calls,
 retries, failures and tokens.
 
 The API key travels in the Authorization header only. Every string that comes back from the
 endpoint (content, error bodies, exception messages) goes through `scrub` before it can become a
 reason, a cached value or an exception message: an endpoint or proxy that echoes the header must not
-put the key into results, reports or caches.
+put the key into results, reports or caches. It also turns lone surrogates (JSON's "\\ud83d" cut from
+its pair) into U+FFFD, which no UTF-8 cache, results file or report could hold.
+
+`url_problem` and `key_problem` say why a base URL or key cannot be used, for the commands to refuse
+them up front (one line, exit 2) rather than fail every request.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import ssl
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
@@ -42,6 +49,8 @@ _CREDENTIAL = r"(?:\[redacted\]|[A-Za-z0-9._~+/=-]+)"  # RFC 6750 token68: stops
 # one line only: a header's value never spans lines, and "bearer" ending a sentence must not take the next one
 _AUTHORIZATION = re.compile(r'(?i)(\bauthorization\\?"?[ \t]*[:=][ \t]*\\?"?[ \t]*)(?:(?:bearer|basic|token)[ \t]+)?' + _CREDENTIAL)
 _BEARER = re.compile(r"(?i)(\bbearer[ \t]+)" + _CREDENTIAL)
+_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")  # json.loads joins a pair: what is left is alone
+ERROR_BODY_LIMIT = 1 << 16  # bytes of an error reply read for its message (a 200 reply is bounded by `timeout`)
 
 
 def scrub(text: str, secrets: Iterable[str] = ()) -> str:
@@ -60,6 +69,45 @@ def scrub(text: str, secrets: Iterable[str] = ()) -> str:
             text = text.replace(s, REDACTED)
     text = _AUTHORIZATION.sub(lambda m: m.group(1) + REDACTED, text)
     return _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
+
+
+def url_problem(url: str) -> str | None:
+    """Why `url` cannot be an endpoint's base URL, or None. urllib raised a ValueError for some of
+    these on every request (a traceback) and a connection failure, retried, for others.
+
+    >>> url_problem("http://localhost:8000/v1") is None, url_problem("localhost:8000/v1")
+    (True, 'expected an http:// or https:// URL')
+    >>> url_problem("http://localhost:80o0/v1"), url_problem("http://[::1/v1")
+    ("not a URL (Port could not be cast to integer value as '80o0')", 'not a URL (Invalid IPv6 URL)')
+    """
+    if not url.startswith(("http://", "https://")):
+        return "expected an http:// or https:// URL"
+    if re.search(r"[\x00-\x20\x7f]", url):
+        return "expected a URL without spaces or control characters (percent-encode them)"
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - a port that is not a number from 0 to 65535 raises here
+        if not parts.hostname:
+            return "no host name in the URL"
+        parts.hostname.encode("idna")  # a label over 63 characters raises (a UnicodeError)
+    except ValueError as e:
+        return f"not a URL ({e})"
+    if not (parts.path + parts.query).isascii():
+        return "expected a URL path without non-ASCII characters (percent-encode them)"
+    return None
+
+
+def key_problem(key: str) -> str | None:
+    """Why `key` cannot go in an Authorization header (never showing it), or None. A line break
+    (a key file's CRLF) or a non-ASCII character made every request raise a ValueError whose
+    traceback printed the key.
+
+    >>> key_problem("sk-abc 123"), key_problem(""), key_problem("sk-abc123\\r")[:29]
+    (None, None, 'holds a line break, a control')
+    """
+    if all(" " <= c <= "~" for c in key):
+        return None
+    return "holds a line break, a control character or a non-ASCII one, which no API key has and no HTTP header carries"
 
 
 def backoff_delay(attempt: int, base: float, cap: float, rng: random.Random, retry_after: float | None = None) -> float:
@@ -169,8 +217,29 @@ def _open(req: urllib.request.Request, timeout: float):
     return _OPENER.open(req, timeout=timeout)
 
 
+def _read(resp, deadline: float, limit: int | None = None) -> bytes:
+    """A reply's body (its first `limit` bytes at most), read as it arrives so that the deadline is
+    checked as bytes trickle in; IncompleteRead when the connection closes before the announced
+    Content-Length (read1 ends there quietly: the cut body was reported as "not JSON")."""
+    chunks, size = [], 0
+    while chunk := resp.read1(1 << 16):
+        chunks.append(chunk)
+        size += len(chunk)
+        if limit is not None and size >= limit:
+            return b"".join(chunks)
+        if time.monotonic() > deadline:
+            raise TimeoutError("the reply took longer than the timeout")
+    if getattr(resp, "length", None):  # bytes announced that never came
+        raise http.client.IncompleteRead(b"".join(chunks), resp.length)
+    return b"".join(chunks)
+
+
 class _Malformed(Exception):
     """A 200 reply that is not a chat completion: args are (what, body)."""
+
+
+class _Cut(_Malformed):
+    """A 200 reply the endpoint stopped before the model's end (finish_reason): not retried."""
 
 
 class ChatClient:
@@ -224,8 +293,9 @@ class ChatClient:
             try:
                 return self._attempt(req)
             # URLError, HTTPError, resets and timeouts are OSErrors; RemoteDisconnected and
-            # IncompleteRead are HTTPExceptions raised by getresponse()/read() unwrapped.
-            except (OSError, http.client.HTTPException, _Malformed) as e:
+            # IncompleteRead are HTTPExceptions raised by getresponse()/read() unwrapped; a ValueError
+            # is a URL or header http.client cannot send (see url_problem, key_problem).
+            except (OSError, ValueError, http.client.HTTPException, _Malformed) as e:
                 what, detail, transient, retry_after = self._failure(e)
             if not transient:
                 break
@@ -238,12 +308,8 @@ class ChatClient:
             self.count(calls=1)
             deadline = time.monotonic() + self.timeout
             with _open(req, timeout=self.timeout) as resp:
-                chunks = []
-                while chunk := resp.read1(1 << 16):  # what has arrived, so the deadline is checked as bytes trickle in
-                    chunks.append(chunk)
-                    if time.monotonic() > deadline:
-                        raise TimeoutError("the reply took longer than the timeout")
-        return self._content(b"".join(chunks).decode("utf-8", errors="replace"))
+                body = _read(resp, deadline)
+        return self._content(body.decode("utf-8", errors="replace"))
 
     def _content(self, text: str) -> tuple[str, dict]:
         try:
@@ -259,6 +325,9 @@ class ChatClient:
         usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
         tokens = {k: usage[k] for k in ("prompt_tokens", "completion_tokens") if isinstance(usage.get(k), int)}
         self.count(**tokens)
+        finish = reply["choices"][0].get("finish_reason")
+        if finish in ("length", "content_filter"):  # a truncated answer must not be scored as the model's
+            raise _Cut(f"reply cut off by the endpoint (finish_reason '{finish}')", text)
         # decoded JSON can spell the key with \u escapes that the raw body did not show
         return self.scrub(content), tokens
 
@@ -280,8 +349,10 @@ class ChatClient:
             if isinstance(e.reason, Exception):
                 return self._failure(e.reason)  # a reset, refusal or timeout while sending
             return "request failed", self._excerpt(str(e.reason)), False, None  # e.g. an unknown URL scheme
+        if isinstance(e, (ValueError, http.client.InvalidURL)):  # cannot be sent at all: waiting does not help
+            return "request failed", self._excerpt(f"{type(e).__name__}: {e}"), False, None
         if isinstance(e, _Malformed):
-            return e.args[0], self._excerpt(e.args[1]), True, None
+            return e.args[0], self._excerpt(e.args[1]), not isinstance(e, _Cut), None
         if isinstance(e, TimeoutError):  # socket.timeout is TimeoutError
             return f"timeout after {self.timeout:g}s", "", True, None
         if isinstance(e, ssl.SSLCertVerificationError):
@@ -291,8 +362,8 @@ class ChatClient:
 
     def _error_body(self, e: urllib.error.HTTPError) -> str:
         """The error message of an HTTP error reply (OpenAI's {"error": {"message"}} or the raw body), scrubbed."""
-        try:
-            body = e.read().decode("utf-8", errors="replace")
+        try:  # bounded: an endpoint that trickles an error body forever held the request forever
+            body = _read(e, time.monotonic() + self.timeout, ERROR_BODY_LIMIT).decode("utf-8", errors="replace")
         except (OSError, http.client.HTTPException):
             return ""
         finally:
@@ -307,7 +378,8 @@ class ChatClient:
         return scrub(" ".join(text.split()), [self._key])[:limit]  # scrubbed before cut: no half key survives
 
     def scrub(self, text: str) -> str:
-        return scrub(text, [self._key])
+        """`scrub(text)` with this client's key, and lone surrogates as U+FFFD (see the module docstring)."""
+        return _LONE_SURROGATE.sub("\ufffd", scrub(text, [self._key]))
 
     def __repr__(self) -> str:  # never show the key
         return f"ChatClient(model={self.model!r}, max_workers={self.max_workers})"

@@ -17,10 +17,11 @@ from rich.text import Text
 from lewisrag.data.io import InputError
 from lewisrag.data.records import check_qa_fields
 
-# markup off: passages, questions, answers and paths are printed as they are ("[/x]" in a title was a
-# rich.errors.MarkupError, exit 1; "[bold]" in a passage vanished); styles are given as styles
-console = Console(stderr=True, markup=False)  # progress bars and notes: stdout keeps only results (tables, or --json)
-out = Console(markup=False)
+# markup and emoji codes off: passages, questions, answers, model names and paths are printed as they are
+# ("[/x]" in a title was a rich.errors.MarkupError, exit 1; "[bold]" in a passage vanished; "chat:ok: 3
+# answers" printed "chat🆗 3 answers"); styles are given as styles
+console = Console(stderr=True, markup=False, emoji=False)  # progress bars and notes: stdout keeps only results (tables, or --json)
+out = Console(markup=False, emoji=False)
 
 
 def status(message: str):

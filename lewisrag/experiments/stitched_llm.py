@@ -16,7 +16,8 @@ line, then the question:
     Question: Who leads Valdoria?
 
 An `hf:` model gets the same two messages through its tokenizer's chat template when it has one,
-else as plain text: the instruction, a blank line, the user message and "Answer:".
+else as plain text: the instruction, a blank line, the user message and "Answer:". A template that
+cannot take them (one that refuses a system message) is refused before any question is asked.
 
 Parsing (`parse_reply`): a reasoning model's <think>...</think> block is dropped, whitespace runs
 (newlines too) become one space, a leading "Answer:" goes, and every citation marker the evaluator
@@ -49,8 +50,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from lewisrag.chat_client import ChatClient, ChatError, map_in_threads
-from lewisrag.data.io import InputError
+from lewisrag.chat_client import ChatClient, ChatError, key_problem, map_in_threads, url_problem
+from lewisrag.data.io import InputError, first_line
 from lewisrag.eval.judges.base import DiskCache, digest
 from lewisrag.eval.statements import canonical_citations, strip_citations
 from lewisrag.experiments.systems import Answered, as_passage
@@ -116,8 +117,9 @@ class GeneratorOptions:
 
 def check_options(o: GeneratorOptions) -> GeneratorOptions:
     """`o` with the base URL filled from $LEWISRAG_LLM_BASE_URL when not given; an InputError (exit 2,
-    one line) for a bad spec, a chat model without a base URL, a variable name that is not one, or an
-    hf folder that is not there. The key-variable flag's value is never echoed: it may be a pasted key."""
+    one line) for a bad spec, a chat model without a base URL or with one that is not a URL, a variable
+    name that is not one, a key no HTTP header can carry (`key_problem`), or an hf folder that is not
+    there. The key-variable flag's value is never echoed: it may be a pasted key; nor is the key."""
     flag = "--stitched-generator"
     if o.kind not in ("chat", "hf") or not o.target.strip():
         raise InputError(flag, f"expected chat:MODEL or hf:PATH, got '{o.spec}'")
@@ -139,8 +141,10 @@ def check_options(o: GeneratorOptions) -> GeneratorOptions:
     base_url = o.base_url or os.environ.get(BASE_URL_ENV)
     if not base_url:
         raise InputError(flag, f"{o.spec} needs --llm-base-url URL (an OpenAI-compatible endpoint, e.g. http://localhost:8000/v1)")
-    if not base_url.startswith(("http://", "https://")):
-        raise InputError("--llm-base-url", "expected an http:// or https:// URL")
+    if problem := url_problem(base_url):  # "http://[::1/v1" was a traceback, a non-numeric port a null for every answer
+        raise InputError("--llm-base-url" if o.base_url else f"${BASE_URL_ENV}", problem)
+    if problem := key_problem(os.environ.get(o.api_key_env, "")):  # else every request raised, the key in its traceback
+        raise InputError(f"${o.api_key_env}", f"the API key {problem}")
     return GeneratorOptions(**{**o.__dict__, "base_url": base_url})
 
 
@@ -260,6 +264,22 @@ class LLMStitchedSystem:
                 "usage": dict(self.answers.usage), "answers": self.n_answers, "failed": self.n_failed}
 
 
+def check_prompts(answers: HFAnswers, path: str) -> None:
+    """An InputError naming the hf: folder whose tokenizer cannot make the prompts: a chat template
+    that refuses a system message (Gemma's), or no pad and no end token to pad a batch with. Both
+    raised at the first question, as a traceback, once the run's other models had loaded."""
+    from jinja2 import TemplateError
+
+    tok, flag = answers.generator.tokenizer, "--stitched-generator hf:PATH"
+    try:
+        answers.text("Question: ?")
+    except (TemplateError, ValueError) as e:
+        raise InputError(path, f"{flag}: the tokenizer's chat template cannot take a system and a user message "
+                         f"({first_line(e)})") from None
+    if tok.pad_token is None and tok.eos_token is None:  # HFGenerator pads with the end token when there is no pad
+        raise InputError(path, f"{flag}: the tokenizer has neither a pad token nor an end-of-sequence token")
+
+
 def run_k(run: Path) -> int:
     """Passages per prompt by default: the run's trained stitched k, else its preset's, else 5 (each
     file checked: a damaged one is an InputError naming it, not a k taken from elsewhere in silence)."""
@@ -289,6 +309,7 @@ def build_system(run: Path, o: GeneratorOptions, max_new_tokens: int, device: st
         from lewisrag.data.threads import resolve_device
 
         answers = HFAnswers(HFGenerator.from_pretrained(o.target, device=resolve_device(device), max_new_tokens=max_new_tokens))
+        check_prompts(answers, o.target)
         info = {"generator": o.spec, "kind": "hf", "path": o.target, "chat_template": answers.chat_template}
     retriever = open_retriever(run / "index_a", run / "dpr")
     check_depth(settings.k, len(retriever.index.passages))

@@ -34,7 +34,7 @@ import os
 import re
 import threading
 
-from lewisrag.chat_client import ChatClient, ChatError, map_in_threads
+from lewisrag.chat_client import ChatClient, ChatError, key_problem, map_in_threads, url_problem
 from lewisrag.data.io import InputError
 from lewisrag.eval.judges.base import DEFAULT_CACHE_DIR, LABELS, DiskCache, Verdict, digest, parse_label
 
@@ -177,10 +177,13 @@ class LLMJudge:
         if not base_url:
             raise InputError("--judge", "the llm judge needs a base URL: set LEWISRAG_LLM_BASE_URL "
                              "(`eval answers` also takes --llm-base-url)")
-        if not base_url.startswith(("http://", "https://")):  # "xx" was a traceback, ftp:// retried every call
-            raise InputError(source, f"expected an http:// or https:// URL, got '{base_url}'")
+        if problem := url_problem(base_url):  # "xx" or "http://[::1/v1" was a traceback, ftp:// retried every call
+            raise InputError(source, f"{problem}, got {base_url!r}")  # repr: a line break stays on the line
         if not model:
             raise InputError("--judge", "the llm judge needs a model name (llm:MODEL)")
+        api_key = os.environ.get("LEWISRAG_LLM_API_KEY", "") if api_key is None else api_key
+        if problem := key_problem(api_key):  # else every request raised, the key in its traceback
+            raise InputError("$LEWISRAG_LLM_API_KEY", f"the API key {problem}")
         if max_workers < 1 or batch_size < 1:
             raise ValueError("max_workers and batch_size must be at least 1")
         self.model = model  # the base URL is not in the fingerprint: one model may sit behind many URLs
