@@ -9,7 +9,8 @@ message. Other HTTP errors (400, 401, 403, 404, ...) fail at once, and so does a
 followed, since urllib would send the Authorization header on to whatever host it names; so does a
 reply the endpoint cut off (finish_reason "length" or "content_filter"): it is not the model's whole
 answer, and asking again gets the same. `timeout` bounds each attempt whole (connecting, then the
-reply read until then), so an endpoint that trickles bytes cannot hold a request forever; an error
+reply read until then), so an endpoint that trickles a body cannot hold a request forever (its status
+line and headers are bounded only per byte, by the socket's timeout: urllib reads them); an error
 reply's body gets a timeout of its own and only its first 64 KiB are read. Either way a failure ends as one
 `ChatError` whose message says what went wrong and after how many attempts; `usage` counts calls,
 retries, failures and tokens.
