@@ -12,11 +12,12 @@ shard, row groups of GROUP_ROWS), then runs the real command in a fresh process,
                        --max-passages N/10 --top TOP --device cpu --out OUT --json
 
 and reports its wall time, its peak resident memory sampled from /proc (all, private, and the
-pages of mapped files), and the search's rate (2 x 768
-multiply-adds per question and passage over the wall time: everything else, the Parquet decoding
-included, counts against it). What grows with N is the corpus read in blocks (`cut.SEARCH_ROWS`)
-and a boolean per passage for the fill; the scores, the question vectors and the top rows depend on
-the questions alone. So the peak RSS should barely move between sizes, and the wall time grow with N.
+pages of mapped files), and the search's rate (2 x 768 multiply-adds per question and passage over
+the wall time: everything else, the Parquet decoding included, counts against it). The corpus is
+read in blocks (`cut.SEARCH_ROWS`); what grows with N is the ids' duplicate check while the corpus
+is opened and a boolean per passage for the fill, while the scores, the question vectors and the
+top rows depend on the questions alone. So the peak RSS should barely move between sizes, and the
+wall time grow with N.
 
 The corpus. The command spot-checks 8 stored vectors against fresh encodings by the context
 encoder (`index.dense.spot_check_rows`), so those 8 rows hold the context encoder's real vectors
@@ -47,7 +48,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # hf_layouts: the transformers folder b
 from hf_layouts import dpr_pair  # noqa: E402
 
 DIM = 768
-SHARD_ROWS = 500_000  # the hub's wiki_dpr nq shards hold about 420,000 rows each
+SHARD_ROWS = 500_000  # rows a shard: a 2 M-passage corpus is four shards, read as one table
 GROUP_ROWS = 10_000  # rows per Parquet row group (about 31 MB of vectors)
 WORDS = 60  # words a passage: wiki_dpr's passages are 100 words
 
