@@ -475,10 +475,11 @@ class PassageTable(Sequence[Passage]):
             if pc.any(uneven).as_py():
                 row = start + _first(uneven)
                 raise self._error(f"{lengths[row - start].as_py()} values where the first row has {dim}", row, "embeddings")
-            if pc.list_flatten(part).null_count:
+            values = pc.list_flatten(part)
+            if values.null_count:
                 row = start + _first(_rows_with_values(part, pc.is_null))
                 raise self._error("a null among the values", row, "embeddings")
-            values = pc.cast(pc.list_flatten(part), pa.float32())  # as they are read: float64 past ±3.4e38 is inf
+            values = pc.cast(values, pa.float32())  # as they are read: float64 past ±3.4e38 is inf
             if not all(np.isfinite(c.to_numpy()).all() for c in values.chunks):  # NaN would rank first in every search
                 row = start + _first(_rows_with_values(part, _not_finite))
                 raise self._error("not a finite number as float32 (NaN, infinity or beyond ±3.4e38)", row, "embeddings")
