@@ -490,9 +490,8 @@ def test_reuse_embeddings_with_the_right_encoder(wiki_dpr, encoders, tiny_corpus
 def test_a_bad_stored_vector_found_while_copying_leaves_no_partial_build(wiki_dpr, encoders, tmp_path, monkeypatch, capsys,
                                                                          bad, flags, message):
     """A bad value in row 31 of the embeddings column: one line naming the row, and no IDX.partial
-    left (a fixed file hashes otherwise, so its shards could never be resumed). A NaN is refused by
-    the column's check before anything is written; a float16 overflow is found while the vectors
-    are copied, after the staging folder exists."""
+    left (a fixed file hashes otherwise, so its shards could never be resumed). Both are found while
+    the vectors are copied, after the staging folder exists: the copy checks each block it decodes."""
     table = pa.concat_tables([pa.ipc.open_stream(str(f)).read_all() for f in sorted(wiki_dpr["folder"].glob("*.arrow"))])
     vectors = wiki_dpr["vectors"].copy()
     vectors[30, 3] = bad  # not one of the spot-checked rows (1, 9, 18, 26, 35, ...)

@@ -246,7 +246,7 @@ def cut(
     check_config(cfg, examples)
     with _ui.status(f"reading {passages}"):
         docs = open_passages(passages)
-    with _ui.status("checking the stored vectors, and 8 of them against fresh encodings"):
+    with _ui.status("checking 8 stored vectors against fresh encodings (the rest as the search reads them)"):
         check_passages(docs, ckpt, cfg, source=passages)
         spot_check = check_stored_embeddings(docs, ctx, int(ctx.meta.get("max_length", 256)))
     labels = {"questions": "encoding questions", "search": "searching the stored vectors",

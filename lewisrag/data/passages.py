@@ -342,8 +342,8 @@ def _dataset_table(ds) -> pa.Table:
 class PassageTable(Sequence[Passage]):
     """Passages in an Arrow table, read batch by batch; `source` names them in errors.
 
-    The table is checked when made (see `_validate`); `embeddings()` and `embedding_dim()` read
-    the optional `embeddings` column, checked on first use.
+    The table is checked when made (see `_validate`); `embeddings()`, `vector_dim()` and
+    `embedding_dim()` read the optional `embeddings` column, checked as it is decoded.
     """
 
     def __init__(self, table: pa.Table, source: str | os.PathLike, checked: bool = False, limit: int | None = None):
@@ -362,7 +362,8 @@ class PassageTable(Sequence[Passage]):
         self._n_groups = len(sizes)
         self._starts = np.cumsum([0] + sizes)  # row where each batch starts
         self._n = int(self._starts[-1]) if limit is None else min(int(self._starts[-1]), max(int(limit), 0))
-        self._dim: int | None = None
+        self._dim: int | None = None  # the stored vectors' length (`vector_dim`)
+        self._checked = 0  # stored vectors of rows [0, _checked) have been checked (`embeddings`)
         self._names = names  # the columns read
         self._text = [c for c in TEXT_COLUMNS if c in names]  # what a Passage is made of
         self._views: dict[tuple, RowGroups] = {}  # Parquet row groups by the columns read (`_view`)
@@ -441,7 +442,7 @@ class PassageTable(Sequence[Passage]):
         table = pa.Table.from_batches(parts, schema=self._batch(0, columns).schema)
         out = _stored(table)
         if embeddings:
-            self.embedding_dim()  # the column checked: lists of floats, one length
+            self.embedding_dim()  # the column checked (no pass when a search has read it all): lists of floats, one length
             vectors = table.column("embeddings").combine_chunks().cast(pa.list_(pa.float32()))
             out = out.append_column(pa.field("embeddings", pa.list_(pa.float32())), vectors)
         return out
@@ -452,9 +453,14 @@ class PassageTable(Sequence[Passage]):
     def has_embeddings(self) -> bool:
         return "embeddings" in self.schema.names
 
-    def embedding_dim(self) -> int:
-        """The length of every stored vector; the column is checked the first time (a list of
-        finite floats in every row, all of one length), an InputError naming the row otherwise."""
+    def vector_dim(self) -> int:
+        """The length of the stored vectors, read from the column's type and its first row alone.
+
+        No pass over the column: a reader that goes through every vector in row order anyway
+        (`embeddings`: `index cut`'s search, `index build --reuse-embeddings`' copy) checks each
+        block as it decodes it, where a pass of its own would decode wiki_dpr's 80 GB twice (about
+        3 minutes on 2 cores). `embedding_dim` is the pass, for callers that must refuse a damaged
+        column before they begin anything."""
         if self._dim is not None:
             return self._dim
         if not self.has_embeddings:
@@ -462,45 +468,69 @@ class PassageTable(Sequence[Passage]):
         t = self.schema.field("embeddings").type
         if not (_is_list(t) and pa.types.is_floating(t.value_type)):
             raise self._error(f"expected lists of floats, got a column of {t}", 0, "embeddings")
-        dim = None
-        for start, part in self._scan("embeddings", VECTOR_SCAN_ROWS):
-            if part.null_count:
-                raise self._error("missing", start + _first(pc.is_null(part)), "embeddings")
-            lengths = pc.list_value_length(part)
-            empty = pc.equal(lengths, 0)
-            if pc.any(empty).as_py():  # before the lengths are compared: an empty first row is the one to name
-                raise self._error("an empty vector", start + _first(empty), "embeddings")
-            dim = lengths[0].as_py() if dim is None else dim
-            uneven = pc.not_equal(lengths, dim)
-            if pc.any(uneven).as_py():
-                row = start + _first(uneven)
-                raise self._error(f"{lengths[row - start].as_py()} values where the first row has {dim}", row, "embeddings")
-            values = pc.list_flatten(part)
-            if values.null_count:
-                row = start + _first(_rows_with_values(part, pc.is_null))
-                raise self._error("a null among the values", row, "embeddings")
-            values = pc.cast(values, pa.float32())  # as they are read: float64 past ±3.4e38 is inf
-            if not all(np.isfinite(c.to_numpy()).all() for c in values.chunks):  # NaN would rank first in every search
-                row = start + _first(_rows_with_values(part, _not_finite))
-                raise self._error("not a finite number as float32 (NaN, infinity or beyond ±3.4e38)", row, "embeddings")
+        first = self._slice(0, 1, ["embeddings"]).column("embeddings")
+        if first.null_count:
+            raise self._error("missing", 0, "embeddings")
+        dim = pc.list_value_length(first)[0].as_py()
         if not dim:
-            raise self._error("empty vectors", 0, "embeddings")
+            raise self._error("an empty vector", 0, "embeddings")
         self._dim = int(dim)
         return self._dim
 
+    def embedding_dim(self) -> int:
+        """`vector_dim`, after a pass that checks every stored vector not yet read (a list of finite
+        floats in every row, all of one length): an InputError naming the first bad row otherwise."""
+        dim = self.vector_dim()
+        for start in range(self._checked, self._n, VECTOR_SCAN_ROWS):
+            self.embeddings(start, min(self._n, start + VECTOR_SCAN_ROWS))
+        return dim
+
     def embeddings(self, start: int = 0, stop: int | None = None) -> np.ndarray:
-        """The stored vectors of rows [start, stop) as float32 (n, D)."""
-        dim = self.embedding_dim()
+        """The stored vectors of rows [start, stop) as float32 (n, D), checked as they are decoded
+        unless an earlier read in row order checked them (an InputError names the first bad row)."""
+        dim = self.vector_dim()
         stop = self._n if stop is None else min(stop, self._n)
         if stop <= start:
             return np.zeros((0, dim), np.float32)
-        values = pc.list_flatten(self._slice(start, stop, ["embeddings"]).column("embeddings"))
-        return np.asarray(values.to_numpy(), dtype=np.float32).reshape(stop - start, dim)
+        part = self._slice(start, stop, ["embeddings"]).column("embeddings")
+        if stop <= self._checked:
+            values = pc.list_flatten(part)
+            return np.asarray(values.to_numpy(), dtype=np.float32).reshape(stop - start, dim)
+        vectors = self._checked_vectors(part, start, dim)
+        if start <= self._checked:  # rows read in order: checked up to here
+            self._checked = stop
+        return vectors
 
     def embeddings_at(self, rows) -> np.ndarray:
         """The stored vectors of `rows` as float32 (len(rows), D)."""
-        dim = self.embedding_dim()
+        dim = self.vector_dim()
         return np.stack([self.embeddings(int(r), int(r) + 1)[0] for r in rows]) if len(rows) else np.zeros((0, dim), np.float32)
+
+    def _checked_vectors(self, part: pa.ChunkedArray, start: int, dim: int) -> np.ndarray:
+        """The vectors of `part` (rows from `start`) as float32 (n, D), or an InputError naming the
+        first row that is null, empty, of another length than `dim`, or holds a null or a value that
+        is not finite as float32 (NaN would rank first in every search)."""
+        if part.null_count:
+            raise self._error("missing", start + _first(pc.is_null(part)), "embeddings")
+        lengths = pc.list_value_length(part)
+        empty = pc.equal(lengths, 0)
+        if pc.any(empty).as_py():  # before the lengths are compared: an empty vector is named as one
+            raise self._error("an empty vector", start + _first(empty), "embeddings")
+        uneven = pc.not_equal(lengths, dim)
+        if pc.any(uneven).as_py():
+            row = start + _first(uneven)
+            raise self._error(f"{lengths[row - start].as_py()} values where the first row has {dim}", row, "embeddings")
+        values = pc.list_flatten(part)
+        if values.null_count:
+            raise self._error("a null among the values", start + _first(_rows_with_values(part, pc.is_null)), "embeddings")
+        if values.type != pa.float32():
+            values = pc.cast(values, pa.float32())  # as they are read: float64 past ±3.4e38 is inf
+        vectors = np.asarray(values.to_numpy(), dtype=np.float32).reshape(len(part), dim)
+        for lo in range(0, len(vectors), VECTOR_SCAN_ROWS):  # a mask of 32,768 rows at a time, not of the block
+            if not np.isfinite(vectors[lo:lo + VECTOR_SCAN_ROWS]).all():
+                row = start + _first(_rows_with_values(part, _not_finite))
+                raise self._error("not a finite number as float32 (NaN, infinity or beyond ±3.4e38)", row, "embeddings")
+        return vectors
 
     # --- reading and checking rows ------------------------------------------------------------
 

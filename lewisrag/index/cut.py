@@ -107,14 +107,15 @@ def check_config(cfg: CutConfig, questions: Sequence[QAExample] | None = None) -
 
 def check_passages(passages: Sequence, ckpt: DPRCheckpoint, cfg: CutConfig, source: str | None = None) -> None:
     """Passages the cut can search with `ckpt`'s question encoder: a table with stored vectors of
-    its width (each row's length and values checked: a pass over the column), more of them than it keeps.
+    its width (the first row's; every row's length and values are checked as the search reads
+    them, not in a pass of their own), more of them than it keeps.
     `source` names them in errors (default: the table's own source; a JSONL list has none)."""
     source = source or getattr(passages, "source", "--passages")
     if not getattr(passages, "has_embeddings", False):
         raise InputError(source, "missing: the cut searches the passages by their stored vectors (wiki_dpr's "
                          "embeddings column); build an index over them and search it instead", field="embeddings")
-    if passages.embedding_dim() != ckpt.dim:
-        raise InputError(source, f"the stored vectors have {passages.embedding_dim()} values, the question "
+    if passages.vector_dim() != ckpt.dim:
+        raise InputError(source, f"the stored vectors have {passages.vector_dim()} values, the question "
                          f"encoder makes {ckpt.dim}: they cannot be searched with it", field="embeddings")
     if cfg.max_passages >= len(passages):
         raise InputError("--max-passages", f"{cfg.max_passages} keeps every one of the {len(passages)} passages: nothing "

@@ -197,7 +197,7 @@ def check_stored_embeddings(passages: PassageTable, ckpt: DPRCheckpoint, max_len
     """Refuse stored vectors this encoder did not make: encode `spot_check_rows` afresh and require
     each stored vector to have cosine ≥ MIN_COSINE with its fresh one and about its length.
     Returns what was checked, for the manifest."""
-    dim = passages.embedding_dim()
+    dim = passages.vector_dim()  # the copy checks every vector as it reads it
     if dim != ckpt.dim:
         raise InputError(passages.source, f"the embeddings were not made by this encoder: they have {dim} values, "
                          f"the encoder makes {ckpt.dim}", field="embeddings")
@@ -242,8 +242,9 @@ def check_fits(vectors: np.ndarray, dtype: np.dtype, source: str, first_row: int
 
 def _copy_stored(passages: PassageTable, path: Path, batch_rows: int, dtype: str, on_progress) -> None:
     """Write the stored vectors to `path` (.npy of `dtype`) batch by batch, refusing values `dtype`
-    cannot hold (NaN and infinity the column's check, `embedding_dim`, refused first)."""
-    n, dim = len(passages), passages.embedding_dim()
+    cannot hold (NaN and infinity, and vectors of other lengths, refused by `passages.embeddings`
+    as it decodes them: one pass over the column, not a check and then a copy)."""
+    n, dim = len(passages), passages.vector_dim()
     with atomic_path(path) as tmp:
         np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=(n, dim)).flush()  # the header; sparse rows
         with _RowWriter(tmp) as out:
