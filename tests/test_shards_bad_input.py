@@ -129,3 +129,25 @@ def test_reproduce_base_refuses_damaged_stored_vectors_before_any_stage(vector, 
     assert code == 2 and len(err.strip().splitlines()) == 1 and f"{folder / SECOND}:11: field 'embeddings': {message}" in err, err
     assert not out.exists()
     assert _stored_vectors(open_passages(folder, 40), assets["context"]) == (True, None)
+
+
+def test_shards_that_differ_only_in_how_their_writers_name_lists_are_one_table(tiny_corpus, tmp_path):
+    """One shard with required columns and its vectors' values named "item" (as older pyarrow wrote
+    them) and required, the other as the hub's are read: the same table, not "columns differ"."""
+    passages = read_passages(tiny_corpus["passages"])
+    vectors = np.asarray(_vectors(), np.float32)
+    folder = _shards(tmp_path / "nq", passages, vectors.tolist())
+    strict = pa.schema([pa.field("id", pa.string(), nullable=False), ("text", pa.string()), ("title", pa.string()),
+                        pa.field("embeddings", pa.list_(pa.field("item", pa.float32(), nullable=False)), nullable=False)])
+    pq.write_table(pq.read_table(folder / SECOND).cast(strict), folder / SECOND, use_compliant_nested_type=False)
+    assert pq.read_schema(folder / SECOND).field("embeddings").type.value_field.name == "item"
+    table = open_passages(folder)
+    assert list(table) == passages
+    np.testing.assert_array_equal(table.embeddings(), vectors)
+    np.testing.assert_array_equal(table.embeddings(20, 40), vectors[20:40])  # a read across the two shards
+    assert table.arrow_take([5, 45], embeddings=True).column("embeddings").to_pylist() == vectors[[5, 45]].tolist()
+    other = pa.schema([("id", pa.string()), ("text", pa.string()), ("title", pa.string()),
+                       ("embeddings", pa.list_(pa.float64()))])
+    pq.write_table(pq.read_table(folder / SECOND).cast(other), folder / SECOND)
+    with pytest.raises(InputError, match=r"embeddings: list<element: double>\) differ from those of"):
+        open_passages(folder)  # values of another type are still another table

@@ -101,7 +101,7 @@ class RowGroups:
         self.files = list(files)
         first = self.files[0][1].schema_arrow
         self.columns = list(columns) if columns is not None else list(first.names)
-        self.schema = text_schema(pa.schema([first.field(c) for c in self.columns]))
+        self.schema = text_schema(pa.schema([_canonical(first.field(c)) for c in self.columns]))
         self.sizes, self._where, rows = [], [], [0]  # per group: its size, (file, group in it); rows before each file
         for k, (_, f) in enumerate(self.files):
             meta = f.metadata
@@ -161,7 +161,9 @@ class RowGroups:
         k, group = self._where[i]
         name, f = self.files[k]
         try:
-            return f.read_row_group(group, columns=columns)
+            table = f.read_row_group(group, columns=columns)
+            canonical = pa.schema([_canonical(field) for field in table.schema])
+            return table if table.schema == canonical else table.cast(canonical)  # one schema for every shard's batches
         except MemoryError:
             raise
         except Exception as e:  # a damaged page: OSError ("Corrupt snappy compressed data."), ArrowInvalid, ...
@@ -171,9 +173,26 @@ class RowGroups:
 
 
 def _passage_columns(f: pq.ParquetFile) -> list[tuple[str, pa.DataType]]:
-    """The passage columns (COLUMNS) of a Parquet file and their types, binary read as text."""
-    schema = text_schema(f.schema_arrow)
+    """The passage columns (COLUMNS) of a Parquet file and their types as read (`_canonical`),
+    binary read as text."""
+    schema = text_schema(pa.schema([_canonical(field) for field in f.schema_arrow]))
     return [(c, schema.field(c).type) for c in COLUMNS if c in schema.names]
+
+
+def _canonical(field: pa.Field) -> pa.Field:
+    """`field` as every shard's batches carry it: nullable, and a list's values nullable and named
+    "element", as Parquet's nested-type rules name them and pyarrow reads most files (a cast for
+    the others). Writers differ in both (older pyarrow named them "item"; some writers mark columns
+    required), and shards of one table written by two of them are one table."""
+    t = field.type
+    values = pa.field("element", t.value_type) if _is_list(t) else None
+    if pa.types.is_list(t):
+        t = pa.list_(values)
+    elif pa.types.is_large_list(t):
+        t = pa.large_list(values)
+    elif pa.types.is_fixed_size_list(t):
+        t = pa.list_(values, t.list_size)
+    return pa.field(field.name, t, nullable=True)
 
 
 def _describe(columns: list[tuple[str, pa.DataType]]) -> str:
