@@ -8,12 +8,19 @@ pipes, remote disconnects, incomplete reads, refused connections, timeouts, HTTP
 message. Other HTTP errors (400, 401, 403, 404, ...) fail at once, and so does a redirect: it is not
 followed, since urllib would send the Authorization header on to whatever host it names; so does a
 reply the endpoint cut off (finish_reason "length" or "content_filter"): it is not the model's whole
-answer, and asking again gets the same. `timeout` bounds each attempt whole (connecting, then the
-reply read until then), so an endpoint that trickles a body cannot hold a request forever (its status
-line and headers are bounded only per byte, by the socket's timeout: urllib reads them); an error
-reply's body gets a timeout of its own and only its first 64 KiB are read. Either way a failure ends as one
-`ChatError` whose message says what went wrong and after how many attempts; `usage` counts calls,
-retries, failures and tokens.
+answer, and asking again gets the same. `timeout` bounds each attempt whole: connecting, the TLS
+handshake, the status line and headers, and the body. A watchdog (`_Watchdog`) shuts the attempt's
+socket down at its deadline, so a read blocked on an endpoint that trickles its headers or body a
+byte at a time ends there as a timeout (only name resolution, which no socket can interrupt, is
+outside it); an error reply's body gets a timeout of its own and only its first 64 KiB are read.
+Either way a failure ends as one `ChatError` whose message says what went wrong and after how many
+attempts; `usage` counts calls, retries, failures and tokens.
+
+A failure that every later request would repeat (HTTP 401/403: the key; 404: the model or the path;
+a redirect; a TLS certificate rejected) stops the client: it is an `EndpointError`, kept in `broken`,
+and every later request fails at once with the same reason, sending nothing. `run_error` turns that,
+or a run in which no request got a reply, into the one-line error a command ends with (exit 2),
+naming the base URL (never the key) and the flag or variable to fix.
 
 The API key travels in the Authorization header only. Every string that comes back from the
 endpoint (content, error bodies, exception messages) goes through `scrub` before it can become a
@@ -33,6 +40,7 @@ import json
 import os
 import random
 import re
+import socket
 import ssl
 import threading
 import time
@@ -42,6 +50,8 @@ import urllib.request
 from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from typing import TypeVar
+
+from lewisrag.data.io import InputError
 
 T, R = TypeVar("T"), TypeVar("R")
 REDACTED = "[redacted]"
@@ -204,6 +214,15 @@ class ChatError(Exception):
     """A request that failed for good (after retries), or a reply without a message."""
 
 
+class EndpointError(ChatError):
+    """A failure every later request to the endpoint would repeat; `fix` names what the user must
+    change: "key" (401/403), "model" (404: the model or the path), "redirect" or "tls" (the base URL)."""
+
+    def __init__(self, message: str, fix: str):
+        super().__init__(message)
+        self.fix = fix
+
+
 class _RefuseRedirect(urllib.request.HTTPRedirectHandler):
     """No redirect is followed: the 3xx reaches the caller as an HTTPError (see the module docstring)."""
 
@@ -211,7 +230,108 @@ class _RefuseRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-_OPENER = urllib.request.build_opener(_RefuseRedirect)
+class _Watchdog:
+    """Shuts an attempt's socket down at its deadline, so that a read blocked on an endpoint that
+    trickles bytes (each inside the socket's own timeout) ends there; `fired` says it did.
+
+    The socket is held as a duplicate of its file descriptor, taken when it connects: the TLS
+    wrapper detaches the original, and the duplicate cannot be closed and its number reused by
+    another thread's connection while the timer may still shut it down. All under one lock: a timer
+    that fires while the attempt ends either shuts the socket before `stop` or does nothing."""
+
+    def __init__(self, seconds: float):
+        self.deadline = time.monotonic() + seconds
+        self.fired = False
+        self._socks: list[socket.socket] = []
+        self._done = False
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True  # a timer never holds the process at exit
+
+    def __enter__(self) -> _Watchdog:
+        _WATCH.dog = self
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """No shutdown from here on (idempotent): the timer is cancelled, the duplicates closed."""
+        _WATCH.dog = None
+        self._timer.cancel()
+        with self._lock:
+            self._done = True
+            for s in self._socks:
+                s.close()
+            self._socks.clear()
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def attach(self, sock: socket.socket) -> None:
+        with self._lock:
+            if self._done:
+                return
+            dup = sock.dup()
+            self._socks.append(dup)
+            if self.fired:  # the deadline passed while connecting
+                _shut(dup)
+
+    def _fire(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self.fired = True
+            for s in self._socks:
+                _shut(s)
+
+
+def _shut(sock: socket.socket) -> None:
+    try:  # both directions: a blocked recv returns at once, on this fd and on the one urllib reads
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # not connected (yet, or any more): nothing to interrupt
+
+
+_WATCH = threading.local()  # the attempt's watchdog, for the connection urllib makes on this thread
+
+
+def _connect(address, timeout, source_address=None) -> socket.socket:
+    """socket.create_connection for http.client, its time taken from the attempt's deadline and its
+    socket handed to the attempt's watchdog (TLS wraps it afterwards: the handshake is watched too)."""
+    dog = getattr(_WATCH, "dog", None)
+    if dog is not None:
+        left = dog.left()
+        if left <= 0:
+            raise TimeoutError("the timeout passed before connecting")
+        timeout = min(timeout, left) if isinstance(timeout, (int, float)) else left
+    sock = socket.create_connection(address, timeout, source_address)
+    if dog is not None:
+        dog.attach(sock)
+    return sock
+
+
+def _watched(http_class):
+    """`http_class` whose connections connect through `_connect` (http.client's own hook)."""
+    def make(*args, **kwargs):
+        conn = http_class(*args, **kwargs)
+        conn._create_connection = _connect
+        return conn
+    return make
+
+
+class _WatchedHTTP(urllib.request.HTTPHandler):
+    def do_open(self, http_class, req, **kwargs):
+        return super().do_open(_watched(http_class), req, **kwargs)
+
+
+class _WatchedHTTPS(urllib.request.HTTPSHandler):
+    def do_open(self, http_class, req, **kwargs):
+        return super().do_open(_watched(http_class), req, **kwargs)
+
+
+_OPENER = urllib.request.build_opener(_RefuseRedirect, _WatchedHTTP, _WatchedHTTPS)
 
 
 def _open(req: urllib.request.Request, timeout: float):
@@ -255,7 +375,7 @@ class ChatClient:
         self.model = model
         self._key = api_key if api_key is not None else os.environ.get("LEWISRAG_LLM_API_KEY", "")
         self.max_workers = max_workers  # requests in flight at most, across all threads using this client
-        self.timeout = timeout  # seconds an attempt may take, the reply read whole
+        self.timeout = timeout  # seconds an attempt may take, from connecting to the reply's last byte
         self.max_retries = max_retries  # extra tries after a transient fault
         self.backoff = backoff  # first retry waits about this many seconds, then doubles
         self.max_backoff = max_backoff  # no wait is longer, Retry-After included
@@ -265,9 +385,13 @@ class ChatClient:
         self._slots = threading.BoundedSemaphore(max_workers)
         self._lock = threading.Lock()
         self.usage = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "retries": 0, "failures": 0}
+        self.broken: EndpointError | None = None  # the failure every later request would repeat: nothing more is sent
+        self.answered = 0  # requests that got a reply
+        self.first_failure: str | None = None  # the reason of the first request that failed for good
 
-    def count(self, **kw: int) -> None:
+    def count(self, answered: int = 0, **kw: int) -> None:
         with self._lock:
+            self.answered += answered
             for k, v in kw.items():
                 self.usage[k] = self.usage.get(k, 0) + v
 
@@ -286,30 +410,51 @@ class ChatClient:
             f"{self.base_url}/chat/completions", data=json.dumps(body).encode("utf-8"), method="POST",
             headers={"Content-Type": "application/json", **({"Authorization": f"Bearer {self._key}"} if self._key else {})},
         )
-        what, detail, transient, retry_after = "no attempt", "", True, None
+        if (stop := self.broken) is not None:  # every request would get it again: none is sent
+            self.count(failures=1)
+            raise EndpointError(str(stop), stop.fix)
+        what, detail, transient, retry_after, fix = "no attempt", "", True, None, None
         for attempt in range(self.max_retries + 1):
             if attempt:
                 self.count(retries=1)
                 time.sleep(backoff_delay(attempt, self.backoff, self.max_backoff, self._rng, retry_after))
             try:
-                return self._attempt(req)
+                result = self._attempt(req)
             # URLError, HTTPError, resets and timeouts are OSErrors; RemoteDisconnected and
             # IncompleteRead are HTTPExceptions raised by getresponse()/read() unwrapped; a ValueError
             # is a URL or header http.client cannot send (see url_problem, key_problem).
             except (OSError, ValueError, http.client.HTTPException, _Malformed) as e:
-                what, detail, transient, retry_after = self._failure(e)
+                what, detail, transient, retry_after, fix = self._failure(e)
+            else:
+                self.count(answered=1)
+                return result
             if not transient:
                 break
         self.count(failures=1)
         n = attempt + 1
-        raise ChatError(self.scrub(f"{what} ({n} attempt{'s' if n > 1 else ''})" + (f": {detail}" if detail else "")))
+        message = self.scrub(f"{what} ({n} attempt{'s' if n > 1 else ''})" + (f": {detail}" if detail else ""))
+        error = ChatError(message) if fix is None else EndpointError(message, fix)
+        with self._lock:
+            self.first_failure = self.first_failure or message
+            if fix is not None and self.broken is None:
+                self.broken = error
+        raise error
 
     def _attempt(self, req: urllib.request.Request) -> tuple[str, dict]:
         with self._slots:
             self.count(calls=1)
-            deadline = time.monotonic() + self.timeout
-            with _open(req, timeout=self.timeout) as resp:
-                body = _read(resp, deadline)
+            with _Watchdog(self.timeout) as dog:  # bounds the attempt whole, headers included (module docstring)
+                try:
+                    with _open(req, timeout=self.timeout) as resp:
+                        body = _read(resp, dog.deadline)
+                except urllib.error.HTTPError:
+                    raise  # its status and headers came whole: what it says stands
+                except (OSError, http.client.HTTPException) as e:
+                    if dog.fired:  # the shutdown surfaces as a disconnect, a bad status line or a cut body
+                        raise TimeoutError("the attempt took longer than the timeout") from e
+                    raise
+            if dog.fired:  # a body read to its end by the shutdown may be cut short
+                raise TimeoutError("the attempt took longer than the timeout")
         return self._content(body.decode("utf-8", errors="replace"))
 
     def _content(self, text: str) -> tuple[str, dict]:
@@ -332,34 +477,36 @@ class ChatClient:
         # decoded JSON can spell the key with \u escapes that the raw body did not show
         return self.scrub(content), tokens
 
-    def _failure(self, e: Exception) -> tuple[str, str, bool, float | None]:
-        """What went wrong in one attempt, a scrubbed detail, whether waiting may help, and Retry-After."""
+    def _failure(self, e: Exception) -> tuple[str, str, bool, float | None, str | None]:
+        """What went wrong in one attempt, a scrubbed detail, whether waiting may help, Retry-After, and
+        what to fix when every later request would fail the same way (`EndpointError.fix`), else None."""
         if isinstance(e, urllib.error.HTTPError) and 300 <= e.code < 400:  # not followed: see the module docstring
             where = self._excerpt((e.headers.get("Location") if e.headers else None) or "elsewhere")
             e.close()
             return f"HTTP {e.code}", f"redirected to {where}, which lewisrag does not follow (the API key would go " \
-                                     "along): give the final URL as the base URL", False, None
+                                     "along): give the final URL as the base URL", False, None, "redirect"
         if isinstance(e, urllib.error.HTTPError):
             detail = self._error_body(e)
             if e.code in (401, 403):  # never the key itself: scrub() has seen every byte of the body
                 hint = "the endpoint rejected the API key" if self._key else "no API key was sent"
-                return f"HTTP {e.code}", f"{hint} ({self.key_hint})" + (f"; {detail}" if detail else ""), False, None
+                return f"HTTP {e.code}", f"{hint} ({self.key_hint})" + (f"; {detail}" if detail else ""), False, None, "key"
             transient = e.code in (408, 429) or e.code >= 500
-            return f"HTTP {e.code}", detail, transient, retry_after_seconds(e.headers.get("Retry-After") if e.headers else None)
+            return (f"HTTP {e.code}", detail, transient, retry_after_seconds(e.headers.get("Retry-After") if e.headers else None),
+                    "model" if e.code == 404 else None)
         if isinstance(e, urllib.error.URLError):
             if isinstance(e.reason, Exception):
                 return self._failure(e.reason)  # a reset, refusal or timeout while sending
-            return "request failed", self._excerpt(str(e.reason)), False, None  # e.g. an unknown URL scheme
+            return "request failed", self._excerpt(str(e.reason)), False, None, None  # e.g. an unknown URL scheme
         if isinstance(e, (ValueError, http.client.InvalidURL)):  # cannot be sent at all: waiting does not help
-            return "request failed", self._excerpt(f"{type(e).__name__}: {e}"), False, None
+            return "request failed", self._excerpt(f"{type(e).__name__}: {e}"), False, None, None
         if isinstance(e, _Malformed):
-            return e.args[0], self._excerpt(e.args[1]), not isinstance(e, _Cut), None
+            return e.args[0], self._excerpt(e.args[1]), not isinstance(e, _Cut), None, None
         if isinstance(e, TimeoutError):  # socket.timeout is TimeoutError
-            return f"timeout after {self.timeout:g}s", "", True, None
+            return f"timeout after {self.timeout:g}s", "", True, None, None
         if isinstance(e, ssl.SSLCertVerificationError):
-            return "TLS certificate rejected", self._excerpt(str(e)), False, None
+            return "TLS certificate rejected", self._excerpt(str(e)), False, None, "tls"
         # resets, aborts, broken pipes, refusals, remote disconnects, incomplete reads
-        return "connection failed", self._excerpt(f"{type(e).__name__}: {e}"), True, None
+        return "connection failed", self._excerpt(f"{type(e).__name__}: {e}"), True, None, None
 
     def _error_body(self, e: urllib.error.HTTPError) -> str:
         """The error message of an HTTP error reply (OpenAI's {"error": {"message"}} or the raw body), scrubbed."""
@@ -381,6 +528,40 @@ class ChatClient:
     def scrub(self, text: str) -> str:
         """`scrub(text)` with this client's key, and lone surrogates as U+FFFD (see the module docstring)."""
         return _LONE_SURROGATE.sub("\ufffd", scrub(text, [self._key]))
+
+    @property
+    def where(self) -> str:
+        """The base URL as a terminal line may show it: scheme, host, port and path, without user
+        info, query or fragment (where a key could sit), the key scrubbed besides.
+
+        >>> ChatClient("https://u:sk-secret-123@api.example.com:8443/v1?key=sk-secret-123", "m", "sk-secret-123").where
+        'https://api.example.com:8443/v1'
+        """
+        parts = urllib.parse.urlsplit(self.base_url)
+        return self.scrub(f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}")
+
+    def run_error(self, *, key: str, model: str, url: str, served: int = 0) -> InputError | None:
+        """The one-line error a command ends with instead of writing results (exit 2), else None:
+        this client stopped at a failure every request would repeat (`broken`), or none of its
+        requests got a reply and nothing else (`served`: cache hits) answered either. It names the base
+        URL (`where`; results record reasons without it) and, as the error's source, the flag or
+        variable to fix: `key` (401/403), `model` (404: the model or the path), `url` (a redirect, a
+        certificate; and a run where nothing answered)."""
+        if (stop := self.broken) is not None:
+            it = "it" if key.startswith("$") else "the variable it names"  # --api-key-env: the name may be a pasted key
+            remedy = {"key": f"; set {it} to " + ("a key this endpoint accepts" if self._key else "the endpoint's API key"),
+                      "model": f"; check the model name '{self.model}' and the base URL (given by {url}; it ends "
+                               "where /chat/completions begins, e.g. http://localhost:8000/v1)",
+                      "redirect": "",  # the reason says it: give the final URL
+                      "tls": "; check the host name, or the server's certificate"}[stop.fix]
+            source = {"key": key, "model": model}.get(stop.fix, url)
+            return InputError(source, f"stopped asking {self.where}: {stop}{remedy} (every request would get the same: "
+                                      "no more were sent)")
+        if self.usage["failures"] and not self.answered and not served:
+            n = self.usage["failures"]
+            return InputError(url, f"none of the {n} request{'s' if n > 1 else ''} to {self.where} got a reply (the "
+                                   f"first: {self.first_failure}); nothing was scored")
+        return None
 
     def __repr__(self) -> str:  # never show the key
         return f"ChatClient(model={self.model!r}, max_workers={self.max_workers})"

@@ -37,6 +37,8 @@ def calibrate(
     with _ui.progress() as p:
         task = p.add_task(f"judging with {j.name}", total=len(items), info="")
         result = run(j, items, batch_size, confidence, on_batch=lambda n: p.advance(task, n))
+        if (stopped := getattr(j, "run_error", lambda: None)()) is not None:  # an llm endpoint that refused for good
+            raise stopped
         if result["n"] == 0:  # a calibration.json with kappa null would read as a measurement; raised here, the bar goes
             reason = result["disagreements"][0]["reason"] if result["disagreements"] else "no verdict"
             raise InputError("--judge", f"{j.name} decided none of the {len(items)} labels of {labels} (the first: "

@@ -14,7 +14,9 @@ GENERATOR_HELP = ("The stitched system's generator: the run's trained one (defau
                   "chat-completions endpoint at --llm-base-url) or hf:PATH (a local transformers causal or seq2seq LM folder). "
                   "Either reads the run's top --n-docs passages, numbered \\[1] to \\[k], with the question and is asked for "
                   "the short answer citing its passage, e.g. 'Ana Kel \\[2]'; the reply is parsed to one line, citations kept. "
-                  "An answer that still fails after the retries is scored null with its reason. Recorded as "
+                  "An answer that still fails after the retries is scored null with its reason; an endpoint that refuses "
+                  "every request (HTTP 401/403, 404, a redirect) ends the run at its first refusal, and a generator that "
+                  "answers none of the questions ends it too: one line naming the endpoint, exit 2, nothing written. Recorded as "
                   "generators.stitched in results.json; the prompt and parsing: README, 'Comparing with an LLM'.")
 
 
@@ -39,7 +41,8 @@ def compare(
     api_key_env: str = typer.Option("LEWISRAG_LLM_API_KEY", "--api-key-env", metavar="NAME",
                                     help="The environment variable holding chat:MODEL's API key (sent as a Bearer header, "
                                     "written nowhere); unset means no key, as local servers need."),
-    timeout: float = typer.Option(60.0, "--timeout", help="chat:MODEL: seconds one attempt of a request may take, the reply read whole."),
+    timeout: float = typer.Option(60.0, "--timeout", help="chat:MODEL: seconds one attempt of a request may take, from "
+                                  "connecting to the reply's last byte (headers included); then it is retried as a timeout."),
     max_retries: int = typer.Option(4, "--max-retries", help="chat:MODEL: extra tries of a request after a transient fault "
                                     "(timeout, reset, 429, 5xx, malformed reply), with jittered exponential backoff."),
     concurrency: int = typer.Option(4, "--concurrency", help="chat:MODEL: requests in flight at most."),

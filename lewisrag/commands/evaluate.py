@@ -12,7 +12,10 @@ from lewisrag.eval.reports.i18n import LANG_HELP
 
 JUDGE_HELP = ("Judge of 'is this statement supported': lexical (token-support baseline), nli:PATH (a local "
               "transformers NLI classifier), llm:MODEL (OpenAI-compatible endpoint; key from LEWISRAG_LLM_API_KEY) "
-              "or labels:FILE (human labels JSONL).")
+              "or labels:FILE (human labels JSONL). With llm:MODEL a request that fails after its retries is a null "
+              "score with its reason; an endpoint that refuses every request (HTTP 401/403, 404, a redirect) ends the "
+              "run at its first refusal, and one that answers no request at all ends it too: one line naming the "
+              "endpoint, exit 2, nothing written.")
 
 
 KIND = "evaluation"  # the marker kind of evaluation run folders (lewisrag.data.outputs)
@@ -104,12 +107,20 @@ def answers(
     with _ui.progress() as p:
         task = p.add_task("judging", total=len(records), info=judge)
         results = evaluate_answers(records, the_judge, cfg, embed=embed, config=config, progress=lambda n: p.advance(task, n))
+        _check_endpoint(the_judge)  # inside: the bar goes with the error
     data = results.to_json()
     report, page = render_results(data, lang), render_report_html(page_data_from_results(data, lang=lang))
     exported = {EXPORTS[export]: list(ragas_rows(records, data["records"]))} if export else {}
     extra = _write_run(out, overwrite, config, results, report, page, exported, lang)
     _show_answers(data, the_judge, as_json, lang)
     _ui.console.print(f"wrote {out}/results.json, report.md, report.html, config.json" + "".join(", " + p for p in extra))
+
+
+def _check_endpoint(judge) -> None:
+    """An llm judge's endpoint that refused for good or answered nothing ends the command here, before
+    anything is written or printed: one line naming the endpoint and what to fix (`LLMJudge.run_error`)."""
+    if (error := getattr(judge, "run_error", lambda: None)()) is not None:
+        raise error
 
 
 def _write_run(out: Path, overwrite: bool, config: dict, results, report: str, page: str,
@@ -208,6 +219,7 @@ def bughunt(
     the_judge = judges.from_spec(judge, cache_dir=cache_dir) if judge else None
     sample = load_bughunt()
     results = evaluate_bughunt(sample, the_judge)
+    _check_endpoint(the_judge)
     result = results.to_json()
     if out is not None:
         # the knowledge base gives the page the text of REQ-AUTH-03 where it was not retrieved

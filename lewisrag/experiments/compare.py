@@ -341,6 +341,8 @@ def compare_run(run: str | os.PathLike, out: str | os.PathLike, names=SYSTEMS, d
                    qa_fields)  # the passages every system searches
     systems = load_systems(run, names, max_length=max_length, generator=generator, device=device)
     card = scorecard(systems, test, eval_examples, on_progress=on_progress)
+    for system in systems.values():  # an outside generator that answered nothing: one line, before the probe asks more
+        getattr(system, "check_answered", lambda: None)()
     probe = [ex for ex in test if ex.kind == "short"][:position_questions]
     card["position"] = position_curves(systems, probe, passages, on_progress=on_progress) if probe else {}
     card["generators"] = generators(systems)  # again: the probe's requests count too

@@ -26,10 +26,15 @@ is the response, citations kept (the evaluator reads them). The QA metrics (EM, 
 without its [n] markers; `cited_ids` maps the markers back to passage ids (`cited_passage_ids` in
 the records; an out-of-range [n] stays as "?n").
 
-Failures. Requests go through `lewisrag.chat_client.ChatClient`: a timeout per attempt, bounded
-retries with jittered backoff for transient faults (timeouts, resets, 429, 5xx, malformed bodies).
-A request that still fails, or a reply with no answer text, becomes an `Answered` with `failure` set:
-compare scores it null (NaN) with the reason, never as an empty answer, and counts it.
+Failures. Requests go through `lewisrag.chat_client.ChatClient`: a timeout per attempt (connecting,
+headers and body), bounded retries with jittered backoff for transient faults (timeouts, resets,
+429, 5xx, malformed bodies). A request that still fails, or a reply with no answer text, becomes an
+`Answered` with `failure` set: compare scores it null (NaN) with the reason, never as an empty
+answer, and counts it. Two failures end the comparison instead, as an InputError (one line, exit 2,
+nothing written): one that every request would repeat (HTTP 401/403, 404, a redirect: the client
+stops there, `ChatClient.run_error`), raised at the batch that met it, naming the base URL and the flag
+or variable to fix; and a generator that answered none of the questions (`check_answered`), since a
+column of nulls would read as a measurement.
 
 Cache. Good replies are kept in a sqlite file (`answers.sqlite` under `--cache-dir`, default
 ~/.cache/lewisrag/answers) keyed by sha256(model, temperature, system message, user message), the
@@ -100,7 +105,7 @@ class GeneratorOptions:
     spec: str  # "chat:MODEL" or "hf:PATH"
     base_url: str | None = None  # chat: the endpoint's base URL, e.g. http://localhost:8000/v1
     api_key_env: str = DEFAULT_KEY_ENV  # chat: the NAME of the environment variable holding the key
-    timeout: float = 60.0  # chat: seconds one attempt of a request may take, the reply read whole
+    timeout: float = 60.0  # chat: seconds one attempt of a request may take, connecting to the reply's last byte
     max_retries: int = 4  # chat: extra tries after a transient fault
     concurrency: int = 4  # chat: requests in flight at most
     cache_dir: str | os.PathLike | None = None  # chat: answers.sqlite's folder (default ~/.cache/lewisrag/answers)
@@ -160,10 +165,25 @@ class Reply:
 class ChatAnswers:
     """Stitched prompts -> Replies from an OpenAI-compatible endpoint, one request per prompt, cached."""
 
-    def __init__(self, client: ChatClient, cache: DiskCache, system: str = ANSWER_INSTRUCTION):
+    def __init__(self, client: ChatClient, cache: DiskCache, system: str = ANSWER_INSTRUCTION,
+                 names: dict[str, str] | None = None):
         self.client, self.cache, self.system = client, cache, system
         self.cache_hits = 0
         self._lock = threading.Lock()  # requests run on a thread pool
+        # the flags or variables `ChatClient.run_error` names as the fix: key, model, url
+        self.names = names or {"key": f"${DEFAULT_KEY_ENV}", "model": "--stitched-generator", "url": "--llm-base-url"}
+
+    def stopped(self) -> InputError | None:
+        """The one-line error to end the run with once the client has stopped at a failure every
+        request would repeat (`ChatClient.broken`), else None."""
+        if getattr(self.client, "broken", None) is None:
+            return None
+        return self.client.run_error(**self.names)
+
+    @property
+    def where(self) -> str | None:
+        """The endpoint's base URL as a message may show it (no key), for the error of a run that got no answer."""
+        return getattr(self.client, "where", None)
 
     @property
     def usage(self) -> dict:
@@ -239,6 +259,7 @@ class LLMStitchedSystem:
     def __init__(self, retriever, answers, settings: StitchSettings, info: dict):
         self.retriever, self.answers, self.settings, self.info = retriever, answers, settings, info
         self.n_answers = self.n_failed = 0
+        self.first_failure: str | None = None
 
     def top_k(self, questions: list[str]) -> list[list]:
         return [[as_passage(h) for h in hits] for hits in self.retriever.search(questions, self.settings.k)]
@@ -248,8 +269,11 @@ class LLMStitchedSystem:
 
     def answer_from(self, questions: Sequence[str], passages: Sequence[Sequence]) -> list[Answered]:
         replies = self.answers([stitch(q, ps, self.settings) for q, ps in zip(questions, passages)])
+        if (stop := getattr(self.answers, "stopped", lambda: None)()) is not None:
+            raise stop  # every later request would fail the same way: end now, before anything is written
         self.n_answers += len(replies)
         self.n_failed += sum(r.failure is not None for r in replies)
+        self.first_failure = self.first_failure or next((r.failure for r in replies if r.failure is not None), None)
         return [Answered(strip_citations(r.answer), r.answer, list(ps), None if r.new_tokens is None else 1 + r.new_tokens,
                          r.input_tokens, r.seconds, failure=r.failure, cited=cited_ids(r.answer, ps))
                 for r, ps in zip(replies, passages)]
@@ -257,6 +281,18 @@ class LLMStitchedSystem:
     def answer_with(self, questions: list[str], passages: list[list]) -> list[str | None]:
         """Plain answers from given passages (the position probe); None where the generator failed."""
         return [None if a.failure else a.text for a in self.answer_from(questions, passages)]
+
+    def check_answered(self) -> None:
+        """An InputError (exit 2) when the generator answered none of the questions asked of it (every
+        request failed, after its retries, or every reply was empty): a comparison whose column is
+        all nulls would read as a measurement. Some answers failing is recorded, not refused."""
+        if not self.n_answers or self.n_failed < self.n_answers:
+            return
+        at = f" from {self.answers.where}" if getattr(self.answers, "where", None) else ""
+        n = self.n_answers
+        raise InputError("--stitched-generator", f"{self.info['generator']} gave no answer to any of the {n} "
+                         f"question{'s' if n > 1 else ''} asked{at} (the first failure: {self.first_failure}); "
+                         "nothing was scored or written")
 
     def describe(self) -> dict:
         """What results.json records about the generator: spec, prompt, usage, failures (no URL, no key)."""
@@ -299,9 +335,13 @@ def build_system(run: Path, o: GeneratorOptions, max_new_tokens: int, device: st
 
     settings = prompt_settings(o.n_docs or run_k(run))
     if o.kind == "chat":
-        client = ChatClient(o.base_url or "", o.target, os.environ.get(o.api_key_env, ""), max_workers=o.concurrency,
+        key = os.environ.get(o.api_key_env, "")
+        client = ChatClient(o.base_url or "", o.target, key, max_workers=o.concurrency,
                             timeout=o.timeout, max_retries=o.max_retries, key_hint="the variable --api-key-env names")
-        answers = ChatAnswers(client, DiskCache(o.cache_dir or DEFAULT_CACHE_DIR, "answers"))
+        # the variable is named only when it holds a key: an unset one may be a key pasted as its name
+        names = {"key": f"${o.api_key_env}" if key or o.api_key_env == DEFAULT_KEY_ENV else "--api-key-env",
+                 "model": "--stitched-generator", "url": "--llm-base-url"}
+        answers = ChatAnswers(client, DiskCache(o.cache_dir or DEFAULT_CACHE_DIR, "answers"), names=names)
         info = {"generator": o.spec, "kind": "chat", "model": o.target, "timeout_s": o.timeout, "max_retries": o.max_retries}
     else:
         from lewisrag.rag_model.stitched import HFGenerator

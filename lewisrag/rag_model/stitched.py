@@ -149,6 +149,27 @@ class HFGenerator:
         return [t.strip() for t in tok.batch_decode(out.cpu(), skip_special_tokens=True)]
 
 
+class FailedAnswer(str):
+    """A `ChatGenerator` answer whose request failed for good: "" to code that reads strings (the
+    `prompts -> answers` protocol, `cited_ids`), told from an empty answer by its type and its
+    `failure` (the reason).
+
+    >>> a = FailedAnswer("HTTP 401 (1 attempt)")
+    >>> (a == "", a.failure, isinstance(a, FailedAnswer), isinstance("", FailedAnswer))
+    (True, 'HTTP 401 (1 attempt)', True, False)
+    """
+
+    failure: str
+
+    def __new__(cls, failure: str = ""):
+        self = super().__new__(cls, "")
+        self.failure = failure
+        return self
+
+    def __repr__(self) -> str:
+        return f"FailedAnswer({self.failure!r})"
+
+
 class ChatGenerator:
     """An OpenAI-compatible chat endpoint as a `prompts -> answers` callable (one request per prompt)."""
 
@@ -157,13 +178,16 @@ class ChatGenerator:
         self.failures: list[tuple[str, str]] = []  # (prompt, reason) of requests that failed after the retries
 
     def __call__(self, prompts: list[str]) -> list[str]:
-        """One answer per prompt; a request that fails for good answers "" and is kept in `failures`,
-        so one dropped endpoint does not end a whole evaluation."""
+        """One answer per prompt. A request that fails for good answers a `FailedAnswer` (its reason
+        also kept in `failures`), so one dropped endpoint does not end a whole evaluation, and a
+        failure is never taken for the model's empty answer: check `isinstance(a, FailedAnswer)` or
+        `getattr(a, "failure", None)` before scoring. Once the client has stopped at a failure every
+        request would repeat (`ChatClient.broken`), the remaining prompts fail at once, unsent."""
         def answer(prompt: str) -> str:
             try:
                 return self.client.complete(self.system, prompt).strip()
             except ChatError as e:
                 self.failures.append((prompt, str(e)))
-                return ""
+                return FailedAnswer(str(e))
 
         return map_in_threads(answer, prompts, self.client.max_workers)

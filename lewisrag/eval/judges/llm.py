@@ -9,7 +9,10 @@ label; an unknown label, or a label and a `supported` that disagree, is a malfor
 every request in flight to that bound, transient faults (resets, timeouts, 429, 5xx, malformed
 bodies) are retried with bounded exponential backoff and jitter (all of which
 `lewisrag.chat_client.ChatClient` does), and `usage` token counts are summed into a cost estimate. A
-request that fails for good becomes Verdict(None, reason) or a JudgeError, never a crash.
+request that fails for good becomes Verdict(None, reason) or a JudgeError, never a crash. After a
+failure every request would repeat (HTTP 401/403, 404, a redirect) the client sends nothing more:
+the remaining requests fail at once with the same reason, and `run_error` gives the one-line error
+a command ends with (naming the base URL, never the key), as it does when no request got a reply.
 
 `extract_claims` asks for RAGChecker-style claims (RefChecker's triplet extraction: the text read as
 (subject, predicate, object) triplets, each written back as one short sentence), for the claim-level
@@ -187,6 +190,7 @@ class LLMJudge:
         if max_workers < 1 or batch_size < 1:
             raise ValueError("max_workers and batch_size must be at least 1")
         self.model = model  # the base URL is not in the fingerprint: one model may sit behind many URLs
+        self._names = {"key": "$LEWISRAG_LLM_API_KEY", "model": "--judge", "url": source}  # what run_error names as the fix
         # requests in flight, timeouts, retries and backoff are the client's (lewisrag.chat_client)
         self.client = ChatClient(base_url, model, api_key, max_workers=max_workers, timeout=timeout, max_retries=max_retries,
                                  backoff=backoff, max_backoff=max_backoff, seed=seed, temperature=temperature)
@@ -215,6 +219,12 @@ class LLMJudge:
     @property
     def cost(self) -> float:
         return self.usage["prompt_tokens"] * self.price_in + self.usage["completion_tokens"] * self.price_out
+
+    def run_error(self) -> InputError | None:
+        """The one-line error (exit 2) a command ends with instead of writing its results: the endpoint
+        refused in a way every request would repeat, or no request got a reply and no verdict came
+        from the cache (`ChatClient.run_error`); None when something was judged."""
+        return self.client.run_error(**self._names, served=self._cache_hits)
 
     def describe(self) -> dict:
         """This judge's settings, usage and cost, for logs (no URL, no key); results.json records
