@@ -58,6 +58,12 @@ META = "lewisrag_export.json"
 # `lewisrag ask`'s --num-beams and --max-length defaults (commands/ask.py; tests/test_export.py checks they agree)
 ASK_DEFAULTS = {"num_beams": 1, "max_length": 32}
 BEAM_ONLY = ("early_stopping", "length_penalty")  # settings transformers refuses to save with num_beams=1
+# what generate() returns beside the ids, or whether it keeps a cache while decoding; never which ids: not a
+# decoding setting a reload can lose. A generator folder whose generation_config.json does not name them
+# (bart-large's, written by transformers 4; any folder without the file) reads None there, where the config
+# transformers rebuilds has the model config's False (True for use_cache).
+NOT_DECODING = ("output_attentions", "output_hidden_states", "output_scores", "output_logits", "return_dict_in_generate",
+                "use_cache")
 
 
 @dataclass(frozen=True)
@@ -171,7 +177,8 @@ def lost_generation_settings(model) -> dict:
     It decodes with its generator's generation config, which a saved RAG folder does not hold;
     on loading, transformers builds a new one from the generator's config. Every setting where
     that differs from the model's generation config (in `export_rag`: already `ask_generation_config`)
-    is returned (none for RAG-Token, whose own generation config is saved and read back).
+    is returned, but those that never change the ids generate() decodes (`NOT_DECODING`); none for
+    RAG-Token, whose own generation config is saved and read back.
     """
     from transformers import GenerationConfig
 
@@ -179,7 +186,7 @@ def lost_generation_settings(model) -> dict:
         return {}
     ours = model.generation_config.to_dict()
     rebuilt = GenerationConfig.from_model_config(model.generator.config).to_dict()
-    internal = {"transformers_version", "_from_model_config", "_commit_hash", "_original_object_hash"}
+    internal = {"transformers_version", "_from_model_config", "_commit_hash", "_original_object_hash", *NOT_DECODING}
     return {k: v for k, v in ours.items() if k not in internal and rebuilt.get(k) != v}
 
 
