@@ -329,6 +329,7 @@ def test_reproduce_base_preset_json(tmp_path, monkeypatch, capsys):
         d = tmp_path / "hub" / asset.partition(":")[2]
         d.mkdir(parents=True)
         (d / "config.json").write_text("{}")
+        (d / ("model.safetensors" if asset.startswith("model:") else "train-00000-of-00001.parquet")).write_bytes(b"")
     s = _json_run(monkeypatch, capsys, "reproduce", "--preset", "base", "--out", tmp_path / "x", "--hub-dir", tmp_path / "hub")
     assert s["preset"] == "base" and s["written"] is False and set(s["validated"]) == set(get_preset("base").hub)
     assert not (tmp_path / "x").exists()

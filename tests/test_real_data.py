@@ -282,15 +282,18 @@ def test_a_bad_shard_is_named_with_its_own_row(wiki_dpr, tmp_path):
     shards[1].write_bytes(b"PAR1 not parquet")
     with pytest.raises(InputError, match=rf"^{shards[1]}: cannot read Parquet: "):
         open_passages(folder)
-    for f in shards[1:]:
-        f.unlink()
-    rows = pq.read_table(shards[0]).to_pylist()
-    pq.write_table(pa.Table.from_pylist(rows[:5]), shards[0])
+    shards[2].unlink()
+    with pytest.raises(InputError, match=rf"^{shards[2]}: missing: the folder holds 2 of the 3 shards"):
+        open_passages(folder)  # a download that stopped short
+    shards[1].unlink()
+    only = shards[0].rename(folder / "train-00000-of-00001.parquet")
+    rows = pq.read_table(only).to_pylist()
+    pq.write_table(pa.Table.from_pylist(rows[:5]), only)
     assert len(open_passages(folder)) == 5  # one shard is a folder of shards too
-    pq.write_table(pa.Table.from_pylist([dict(r, title=i) for i, r in enumerate(rows)]), shards[0])
-    with pytest.raises(InputError, match=rf"^{shards[0]}:1: field 'title': expected strings, got a column of int64$"):
+    pq.write_table(pa.Table.from_pylist([dict(r, title=i) for i, r in enumerate(rows)]), only)
+    with pytest.raises(InputError, match=rf"^{only}:1: field 'title': expected strings, got a column of int64$"):
         open_passages(folder)
-    shards[0].unlink()
+    only.unlink()
     with pytest.raises(InputError, match="is a folder, but neither a dataset written by datasets' save_to_disk "
                        r"\(no state.json\) nor a folder of .parquet shards"):
         open_passages(folder)

@@ -348,10 +348,20 @@ def test_base_assets_resolve_from_a_hub_dir_or_the_cache(tmp_path, monkeypatch):
 
     monkeypatch.delenv("LEWISRAG_HUB_DIR", raising=False)
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
-    (tmp_path / "hub" / "facebook" / "bart-large").mkdir(parents=True)
-    (tmp_path / "hub" / "facebook" / "bart-large" / "config.json").write_text("{}")
-    (tmp_path / "cache" / "datasets--nq_open" / "snapshots" / "abc").mkdir(parents=True)
-    found = check_hub_assets(("model:facebook/bart-large", "dataset:nq_open"), tmp_path / "hub")
+    bart = tmp_path / "hub" / "facebook" / "bart-large"
+    bart.mkdir(parents=True)
+    (bart / "config.json").write_text("{}")
+    snapshot = tmp_path / "cache" / "datasets--nq_open" / "snapshots" / "abc" / "nq_open"
+    snapshot.mkdir(parents=True)
+    (snapshot / "README.md").write_text("an interrupted download")
+    assets = ("model:facebook/bart-large", "dataset:nq_open")
+    with pytest.raises(InputError) as e:  # folders that hold only part of what loading reads
+        check_hub_assets(assets, tmp_path / "hub")
+    assert f"model facebook/bart-large ({bart} holds no config.json and model.safetensors)" in str(e.value)
+    assert "dataset nq_open (" in str(e.value) and "holds no .parquet or .arrow data files)" in str(e.value)
+    (bart / "model.safetensors").write_bytes(b"")
+    (snapshot / "validation-00000-of-00001.parquet").write_bytes(b"")
+    found = check_hub_assets(assets, tmp_path / "hub")
     assert found["model:facebook/bart-large"].endswith("bart-large") and "datasets--nq_open" in found["dataset:nq_open"]
     with pytest.raises(InputError, match="model facebook/dpr-ctx_encoder-single-nq-base"):
         check_hub_assets(("model:facebook/dpr-ctx_encoder-single-nq-base",), tmp_path / "hub")

@@ -46,7 +46,8 @@ def test_every_entry_named_parquet_is_a_shard(tiny_corpus, tmp_path, monkeypatch
     passages = read_passages(tiny_corpus["passages"])
     folder = _shards(tmp_path / "nq", passages, _vectors())
     (folder / "README.md").write_text("not a shard")  # other files are not passages
-    missing = folder / "train-00002-of-00003.parquet"
+    missing = folder / SECOND
+    kept = missing.rename(tmp_path / "second.parquet")
     missing.symlink_to(tmp_path / "blobs" / "0123abcd")
     with pytest.raises(InputError, match=rf"^{missing}: cannot read Parquet: .*No such file or directory$"):
         open_passages(folder)
@@ -55,7 +56,7 @@ def test_every_entry_named_parquet_is_a_shard(tiny_corpus, tmp_path, monkeypatch
     with pytest.raises(InputError, match=rf"^{missing}: cannot read Parquet: .*is a directory$"):
         open_passages(folder)
     missing.rmdir()
-    (folder / SECOND).rename(folder / "train-00001-of-00002.PARQUET")
+    kept.rename(folder / "train-00001-of-00002.PARQUET")
     assert len(open_passages(folder)) == 60
     real = Path.iterdir
     monkeypatch.setattr(Path, "iterdir", lambda p: (_ for _ in ()).throw(PermissionError(13, "Permission denied"))
@@ -151,3 +152,30 @@ def test_shards_that_differ_only_in_how_their_writers_name_lists_are_one_table(t
     pq.write_table(pq.read_table(folder / SECOND).cast(other), folder / SECOND)
     with pytest.raises(InputError, match=r"embeddings: list<element: double>\) differ from those of"):
         open_passages(folder)  # values of another type are still another table
+
+
+def test_a_missing_numbered_shard_is_named(tiny_corpus, tmp_path, monkeypatch, capsys):
+    """A download that stopped short left `train-00000-of-00002.parquet` out: the folder was read as the
+    shards it held, 30 of the 60 passages, without a word."""
+    folder = _shards(tmp_path / "nq", read_passages(tiny_corpus["passages"]), _vectors())
+    (folder / "train-00000-of-00002.parquet").unlink()
+    with pytest.raises(InputError, match=r"train-00000-of-00002.parquet: missing: the folder holds 1 of the 2 shards"):
+        open_passages(folder)
+    code, _, err = run_main(monkeypatch, capsys, "index", "build", "--passages", folder, "--encoder", "bm25",
+                            "--out", tmp_path / "idx")
+    assert code == 2 and err.count("\n") == 1 and f"{folder / 'train-00000-of-00002.parquet'}: missing" in err, err
+    assert not (tmp_path / "idx").exists()
+    (folder / SECOND).rename(folder / "part-b.parquet")  # shards named otherwise are read as they are
+    assert len(open_passages(folder)) == 30
+
+
+def test_reuse_embeddings_over_shards_without_vectors_names_the_folder(corpus, tmp_path, monkeypatch, capsys):  # noqa: F811
+    """The message named only the flag, and listed every accepted input but a folder of shards."""
+    folder = _shards(tmp_path / "nq", corpus["passages"], _vectors())
+    for f in folder.glob("*.parquet"):
+        pq.write_table(pq.read_table(f).drop_columns(["embeddings"]), f)
+    code, _, err = run_main(monkeypatch, capsys, "index", "build", "--passages", folder, "--encoder", corpus["dpr"],
+                            "--out", tmp_path / "idx", "--reuse-embeddings")
+    assert code == 2 and err.count("\n") == 1, err
+    assert f"{folder}: field 'embeddings': missing: --reuse-embeddings reads the passages' stored vectors" in err
+    assert not (tmp_path / "idx").exists()

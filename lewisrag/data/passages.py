@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import operator
 import os
+import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -71,10 +72,42 @@ def open_table(path: str | os.PathLike, limit: int | None = None) -> PassageTabl
         except OSError as e:  # a folder this user cannot list
             raise InputError(p, f"cannot list the folder: {e.strerror}") from None
         saved = (p / "state.json").is_file() or (p / "dataset_dict.json").is_file()
-        table = RowGroups.open([(str(f), f) for f in shards]) if shards and not saved else _saved_dataset(p)
+        if shards and not saved:
+            check_numbered_shards(shards)
+            table = RowGroups.open([(str(f), f) for f in shards])
+        else:
+            table = _saved_dataset(p)
     else:
         table = RowGroups.open([(spec, existing_file(spec))])
     return PassageTable(table, spec, limit=limit)
+
+
+SHARD_NAME = re.compile(r"(?P<stem>.*)-(?P<k>\d+)-of-(?P<n>\d+)$")  # the hub's (and datasets') train-00003-of-00005
+
+
+def check_numbered_shards(shards: Sequence[Path]) -> None:
+    """Refuse a folder of numbered shards (`NAME-K-of-N.parquet`, as the hub and `datasets` name them)
+    with one missing: the folder is read as whatever shards it holds, so a download that stopped
+    short would train on part of the corpus without a word. Shards named otherwise are not checked.
+
+    >>> check_numbered_shards([Path("nq/train-00000-of-00003.parquet"), Path("nq/train-00002-of-00003.parquet")])
+    Traceback (most recent call last):
+    lewisrag.data.io.InputError: nq/train-00001-of-00003.parquet: missing: the folder holds 2 of the 3 shards its files are numbered for (an unfinished download?)
+    """
+    numbered: dict[tuple[str, int, int], Path] = {}
+    for f in shards:
+        m = SHARD_NAME.match(f.stem)
+        if m is not None:
+            numbered[(m["stem"], int(m["n"]), int(m["k"]))] = f
+    for stem, n in sorted({(stem, n) for stem, n, _ in numbered}):
+        have = {k: f for (s, m, k), f in numbered.items() if (s, m) == (stem, n)}
+        missing = next((k for k in range(n) if k not in have), None)
+        if missing is not None:
+            like = next(iter(have.values()))
+            width = len(SHARD_NAME.match(like.stem)["k"])
+            name = like.with_name(f"{stem}-{missing:0{width}d}-of-{SHARD_NAME.match(like.stem)['n']}{like.suffix}")
+            raise InputError(name, f"missing: the folder holds {len(have)} of the {n} shards its files are numbered "
+                             "for (an unfinished download?)")
 
 
 class RowGroups:

@@ -269,7 +269,8 @@ def _assemble(config: dict, stages: dict) -> dict:
 
 def check_hub_assets(hub: Sequence[str], hub_dir: str | os.PathLike | None = None) -> dict[str, str]:
     """Where each "model:<repo>" / "dataset:<repo>" lives locally: `hub_dir/<repo>` (or $LEWISRAG_HUB_DIR),
-    else the Hugging Face cache. Raises one InputError naming every missing asset."""
+    else the Hugging Face cache, holding what its loader reads first (`_holds`). Raises one InputError
+    naming every missing asset."""
     roots = [Path(d) for d in (hub_dir, os.environ.get("LEWISRAG_HUB_DIR")) if d]
     hf_home = Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface"))
     cache = Path(os.environ.get("HF_HUB_CACHE", hf_home / "hub"))
@@ -278,11 +279,13 @@ def check_hub_assets(hub: Sequence[str], hub_dir: str | os.PathLike | None = Non
         kind, _, repo = asset.partition(":")
         local = [root / repo for root in roots]
         cached = cache / f"{kind}s--{repo.replace('/', '--')}" / "snapshots"
-        hit = next((p for p in local if p.is_dir() and any(p.iterdir())), None)
-        if hit is None and cached.is_dir() and any(cached.iterdir()):
+        hit = next((p for p in local if _holds(kind, p)), None)
+        if hit is None and cached.is_dir() and any(_holds(kind, s) for s in cached.iterdir()):
             hit = cached
         if hit is None:
-            missing.append(f"{kind} {repo}")
+            partial = next((p for p in local + [cached] if p.is_dir() and any(p.iterdir())), None)
+            what = "config.json and model.safetensors" if kind == "model" else ".parquet or .arrow data files"
+            missing.append(f"{kind} {repo}" + (f" ({partial} holds no {what})" if partial else ""))
         else:
             found[asset] = str(hit)
     if missing:
@@ -290,6 +293,18 @@ def check_hub_assets(hub: Sequence[str], hub_dir: str | os.PathLike | None = Non
         raise InputError("--preset base", f"missing locally: {'; '.join(missing)} (looked in {where}; "
                          "download them where the hub is reachable, or pass --hub-dir DIR holding DIR/<repo>)")
     return found
+
+
+def _holds(kind: str, folder: Path) -> bool:
+    """Whether `folder` holds what loading an asset of `kind` reads first: a model's config.json and
+    safetensors weights (one file or an index of shards), a data set's Parquet or Arrow files (a
+    folder with only a README, an interrupted download, passes no more)."""
+    if not folder.is_dir():
+        return False
+    if kind == "model":
+        return (folder / "config.json").is_file() and any(
+            (folder / f).is_file() for f in ("model.safetensors", "model.safetensors.index.json"))
+    return any(f.suffix in (".parquet", ".arrow") for f in folder.rglob("*"))
 
 
 def _world(run: Path, preset: Preset, seed: int) -> dict:

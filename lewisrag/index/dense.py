@@ -86,9 +86,12 @@ def build_dense_index(
     """
     out = check_out_dir(out, store.KIND, overwrite=overwrite)
     _check_build_config(cfg)
-    if cfg.reuse_embeddings and not (isinstance(passages, PassageTable) and passages.has_embeddings):
+    if cfg.reuse_embeddings and isinstance(passages, PassageTable) and not passages.has_embeddings:
+        raise InputError(passages.source, "missing: --reuse-embeddings reads the passages' stored vectors (wiki_dpr's "
+                         "embeddings column); without it the passages are encoded", field="embeddings")
+    if cfg.reuse_embeddings and not isinstance(passages, PassageTable):
         raise InputError("--reuse-embeddings", "needs passages with an embeddings column (a datasets save_to_disk "
-                         "folder, .parquet or hf: spec in wiki_dpr's schema)")
+                         "folder, a .parquet file, a folder of .parquet shards or an hf: spec in wiki_dpr's schema)")
     ckpt = load_context_encoder(encoder_path)
     ckpt.ctx_encoder.to(resolve_device(cfg.device))
     check_factory(cfg.factory, ckpt.dim, len(passages), cfg.train_sample)
