@@ -103,6 +103,20 @@ class Counting:
         return [v if isinstance(v, Verdict) else Verdict(v) for v in (self.rule(p, h) for p, h in pairs)]
 
 
+def send_json(handler, code: int, payload: str, headers: dict | None = None) -> None:
+    """`payload` as a BaseHTTPRequestHandler's whole JSON reply with status `code`; a client that
+    timed out and left is no error."""
+    data = payload.encode()
+    try:
+        handler.send_response(code)
+        for k, v in {"Content-Type": "application/json", "Content-Length": str(len(data)), **(headers or {})}.items():
+            handler.send_header(k, v)
+        handler.end_headers()
+        handler.wfile.write(data)
+    except OSError:  # BrokenPipeError, ConnectionResetError
+        pass
+
+
 @contextlib.contextmanager
 def local_server(handler, quiet_errors: bool = False, deadline: float | None = None):
     """A threaded HTTP server on a free local port running `handler` (a BaseHTTPRequestHandler

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from lewisrag import chat_client as chat
-from conftest import local_server
+from conftest import local_server, send_json
 from lewisrag.chat_client import ChatClient, ChatError, backoff_delay, scrub
 from lewisrag.eval.judges import Verdict
 from lewisrag.eval.judges.llm import JudgeError, LLMJudge
@@ -122,15 +122,7 @@ def server():
             self.connection.close()
 
         def reply(self, code: int, payload: str, headers: dict | None = None) -> None:
-            data = payload.encode()
-            try:
-                self.send_response(code)
-                for k, v in {"Content-Type": "application/json", "Content-Length": str(len(data)), **(headers or {})}.items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client timed out and left
+            send_json(self, code, payload, headers)
 
         def log_message(self, *args):
             pass

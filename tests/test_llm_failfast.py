@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
-from conftest import local_server, run_main
+from conftest import local_server, run_main, send_json
 from test_rag_train import build_rag_inputs
 
 from lewisrag.chat_client import ChatClient, ChatError, EndpointError
@@ -58,15 +58,7 @@ class Endpoint(BaseHTTPRequestHandler):
                                     "usage": {"prompt_tokens": 3, "completion_tokens": 2}}))
 
     def reply(self, code: int, payload: str, headers: dict | None = None) -> None:
-        data = payload.encode()
-        try:
-            self.send_response(code)
-            for k, v in {"Content-Type": "application/json", "Content-Length": str(len(data)), **(headers or {})}.items():
-                self.send_header(k, v)
-            self.end_headers()
-            self.wfile.write(data)
-        except OSError:
-            pass
+        send_json(self, code, payload, headers)
 
     def log_message(self, *args):
         pass
@@ -211,7 +203,7 @@ def test_eval_answers_ends_at_the_first_refusal_in_one_line(monkeypatch, capsys,
 
 def test_eval_answers_with_no_reply_at_all_exits_2(monkeypatch, capsys, tmp_path, base):
     code, _, err = _eval(monkeypatch, capsys, tmp_path, f"{base}/400/v1")
-    assert code == 2 and err.startswith(f"error: --llm-base-url: none of the ") and f"requests to {base}/400/v1 got a reply" in err
+    assert code == 2 and err.startswith("error: --llm-base-url: none of the ") and f"requests to {base}/400/v1 got a reply" in err
     assert len(err.strip().splitlines()) == 1 and KEY not in err and not (tmp_path / "out").exists()
     assert len(Endpoint.seen) > 1  # a 400 is one request's: each was asked
 

@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
-from conftest import local_server, run_main
+from conftest import local_server, run_main, send_json
 from test_compare import run_dir  # noqa: F401  (the tiny reproduce-like run: world, DPR, index A, both Lewis models)
 from typer.testing import CliRunner
 
@@ -93,15 +93,7 @@ def stub(run_dir):  # noqa: F811
             self.reply(200, json.dumps(reply))
 
         def reply(self, code: int, payload: str) -> None:
-            data = payload.encode()
-            try:
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client timed out and left
+            send_json(self, code, payload)
 
         def log_message(self, *args):
             pass
