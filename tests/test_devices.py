@@ -87,12 +87,31 @@ def test_closed_book_refuses_what_it_cannot_run_before_reading_anything(tiny_cor
     assert not (tmp_path / "run").exists()
 
 
-def test_adamw_keeps_torchs_default_on_the_cpu():
-    w, b = torch.nn.Parameter(torch.ones(2)), torch.nn.Parameter(torch.zeros(1))
-    for params in ([w, b], [{"params": [w], "lr": 0.1}, {"params": [b], "lr": 0.01}]):
-        opt = adamw(params, lr=1e-3, weight_decay=0.01)
-        assert not opt.defaults["fused"] and opt.defaults["weight_decay"] == 0.01
-    assert [g["lr"] for g in opt.param_groups] == [0.1, 0.01]
+def test_adamw_on_the_cpu_is_torchs_default_loop_bit_for_bit():
+    """The multi-tensor AdamW on the CPU (not torch's default there, the for-loop one; not the fused
+    kernel, which rounds otherwise): the same weights to the last bit, with groups of their own
+    learning rates, a schedule, weight decay, and a parameter that has no gradient in some steps.
+    The README's exact-match digits rest on this."""
+    torch.manual_seed(0)
+    shapes = [(64, 32), (32,), (7, 5, 3), (1,)]
+    ours = [torch.nn.Parameter(torch.randn(s)) for s in shapes]
+    loop = [torch.nn.Parameter(p.detach().clone()) for p in ours]
+    opts = []
+    for params, make in ((ours, adamw), (loop, lambda g, **kw: torch.optim.AdamW(g, **kw))):
+        opt = make([{"params": params[:2], "lr": 3e-3}, {"params": params[2:], "lr": 1e-3}], lr=1e-3, weight_decay=0.01)
+        opts.append((opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda s: learning_rate_factor(s, 20, 3))))
+    assert opts[0][0].defaults["foreach"] and not opts[0][0].defaults["fused"] and not opts[1][0].defaults["foreach"]
+    g = torch.Generator().manual_seed(1)
+    for step in range(20):
+        grads = [torch.randn(s, generator=g) * 10.0 ** -(step % 4) for s in shapes]
+        for params in (ours, loop):
+            for i, (p, grad) in enumerate(zip(params, grads)):
+                p.grad = None if (i == 3 and step % 3 == 0) else grad.clone()
+        for opt, sched in opts:
+            opt.step()
+            sched.step()
+    for a, b in zip(ours, loop):
+        assert torch.equal(a, b)
 
 
 @NO_GPU
