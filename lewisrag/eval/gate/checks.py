@@ -11,21 +11,28 @@ Checks come in three tiers, ordered by how deterministic and how cheap they are:
    questions that got worse listed by id, absolute ceilings that pass only when a one-sided upper
    bound proves them, and `not_in_kb` questions that pass only by refusing.
 
-Runs are `results.json` files (or run directories holding one). Questions pair by (id, system).
-Scores judged by different judges or statement splitters are not comparable, so such runs are
-refused unless the caller allows it. Thresholds live in a TOML file (the packaged defaults: `gate.toml` beside this module).
+Runs are `results.json` files (or run directories holding one). Questions pair by (id, system), and a
+paired question must keep its text. Scores judged by different judges or statement splitters (or,
+for the claims.* diagnostics, claim extractors) are not comparable, so such runs are refused unless
+the caller allows it. Scores within `SCORE_TOLERANCE` of each other are the same score. Thresholds
+live in a TOML file (the packaged defaults: `gate.toml` beside this module).
 """
 
 from __future__ import annotations
 
 import os
+import unicodedata
 from dataclasses import dataclass, field
 
 from lewisrag.data.io import InputError
 from lewisrag.eval import stats
 from lewisrag.eval.gate.inputs import GateConfig, Run, load_config, load_run
+from lewisrag.eval.results import CLAIMS_PREFIX
 
 WORST_SHOWN = 5  # question ids quoted in a verdict's one-line evidence; --json carries them all
+# Scores closer than this are the same score: another summation order or BLAS writes 0.49999999999999994
+# for 0.5, and one ulp on every question made a "significant" drop and new regressions below a cut.
+SCORE_TOLERANCE = 1e-9
 
 
 @dataclass(frozen=True)
@@ -70,7 +77,8 @@ def gate(baseline: str | os.PathLike, candidate: str | os.PathLike, config: str 
 
 
 def run_gate(base: Run, cand: Run, cfg: GateConfig, allow_judge_change: bool = False) -> GateReport:
-    checks = [_judge_check(base, cand, allow_judge_change), _pairing_check(base, cand, cfg)]
+    checks = [_judge_check(base, cand, cfg, allow_judge_change), _pairing_check(base, cand, cfg),
+              _question_text_check(base, cand)]
     checks += _tier1(base, cand, cfg)
     checks += _tier2(base, cand, cfg)
     checks += _tier3(base, cand, cfg)
@@ -82,13 +90,17 @@ def run_gate(base: Run, cand: Run, cfg: GateConfig, allow_judge_change: bool = F
 # comparability
 
 
-def _judge_check(base: Run, cand: Run, allow: bool) -> GateCheck | None:
+def _judge_check(base: Run, cand: Run, cfg: GateConfig, allow: bool) -> GateCheck | None:
     fb, fc = base.judge.get("fingerprint"), cand.judge.get("fingerprint")
+    # the claims.* diagnostics are scored on claims the splitter's statements or the LLM extracted: other texts
+    claims = any(m.startswith(CLAIMS_PREFIX) for m in cfg.gated_metrics)
     differing = [(field, f"{what} {b!r} -> {c!r}") for field, what, b, c, differ in (
         ("judge.name", "judge", base.judge.get("name"), cand.judge.get("name"),
          base.judge.get("name") != cand.judge.get("name")),
         ("judge.fingerprint", "judge fingerprint", _short(fb), _short(fc), fb != fc),  # compared in full, shown short
         ("splitter", "splitter", base.splitter, cand.splitter, base.splitter != cand.splitter),
+        ("config.claim_extractor", "claim extractor", base.claim_extractor, cand.claim_extractor,
+         claims and base.claim_extractor != cand.claim_extractor),
     ) if differ]
     if not differing:
         return None
@@ -96,8 +108,8 @@ def _judge_check(base: Run, cand: Run, allow: bool) -> GateCheck | None:
     if not allow:  # the error names the field that differs (the fingerprint when the judge changed)
         field = "judge.fingerprint" if fb != fc else differing[0][0]
         raise InputError(cand.path, "runs are not comparable: " + "; ".join(diffs) + ". Judged scores move with "
-                         "the judge and the statement splitter; re-run the baseline with the same judge, or pass "
-                         "--allow-judge-change to compare anyway", field=field)
+                         "the judge, the statement splitter and (for claims.*) the claim extractor; re-run the baseline "
+                         "the same way, or pass --allow-judge-change to compare anyway", field=field)
     return GateCheck("pairing", "judge", "warn", "compared across a judge change (allowed): " + "; ".join(diffs))
 
 
@@ -108,9 +120,33 @@ def _pairing_check(base: Run, cand: Run, cfg: GateConfig) -> GateCheck:
     evidence = f"{paired} paired by (id, system); {len(missing)} missing from candidate; {len(new)} new"
     if missing:
         evidence += ": missing " + _ids(missing)
-    verdict = "fail" if missing and cfg.require_all_baseline else "pass"
+    # require_all_baseline = false tolerates missing questions, not a candidate that pairs with none:
+    # every paired check would then skip, and the gate pass having compared nothing
+    verdict = "fail" if missing and (cfg.require_all_baseline or not paired) else "pass"
+    if not paired:
+        evidence = "no question paired: nothing was compared; " + evidence
     return GateCheck("pairing", "questions", verdict, evidence, {
         "paired": paired, "missing": [_key(k) for k in missing], "new": [_key(k) for k in new]})
+
+
+def _question_text_check(base: Run, cand: Run) -> GateCheck | None:
+    """A paired question must be the same question: an id kept while the data set rewrote its text
+    compared the scores of two questions, and passed. Compared where both records carry the text
+    (`question`), after Unicode NFC and whitespace folding; no check is shown when none changed."""
+    changed = [key for key, b in base.records.items() if key in cand.records
+               and _text(b.get("question")) is not None and _text(cand.records[key].get("question")) is not None
+               and _text(b.get("question")) != _text(cand.records[key].get("question"))]
+    if not changed:
+        return None
+    return GateCheck("pairing", "question text", "fail",
+                     f"{len(changed)} paired questions have another text in the candidate (scores of different "
+                     f"questions do not compare; re-run the baseline on the candidate's questions): {_ids(changed)}",
+                     {"changed": [{"question": _key(k), "baseline": base.records[k]["question"],
+                                   "candidate": cand.records[k]["question"]} for k in changed]})
+
+
+def _text(value) -> str | None:
+    return " ".join(unicodedata.normalize("NFC", value).split()) if isinstance(value, str) else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -200,8 +236,11 @@ def _tier2(base: Run, cand: Run, cfg: GateConfig) -> list[GateCheck]:
         return [GateCheck("2 retrieval", "recall@k", "skip", "no paired question has recall@k (no gold passage ids)")]
     out = []
     for k in ks:
-        rows = [(key, _recall(b).get(k), _recall(c).get(k)) for key, b, c in pairs]
-        rows = [(key, x, y) for key, x, y in rows if x is not None and y is not None]
+        rows = _settled([(key, _recall(b).get(k), _recall(c).get(k)) for key, b, c in pairs])
+        if not rows:  # null in one run or the other on every question: tier 1 counted them (this divided by 0)
+            out.append(GateCheck("2 retrieval", f"recall@{k}", "skip",
+                                 f"no paired question has a recall@{k} score in both runs (tier 1 counts the nulls)"))
+            continue
         out.append(_paired_check("2 retrieval", f"recall@{k}", rows, cfg, cut=cfg.recall_hit_at, max_regressions=-1,
                                  max_mean_drop=cfg.recall_max_mean_drop))
     return out
@@ -209,6 +248,17 @@ def _tier2(base: Run, cand: Run, cfg: GateConfig) -> list[GateCheck]:
 
 def _recall(rec: dict) -> dict:
     return rec["metrics"].get("recall_at_k") or {}
+
+
+def _settled(rows: list) -> list:
+    """(key, baseline, candidate) rows with a score in both runs, a candidate score within
+    `SCORE_TOLERANCE` of the baseline's taken as the baseline's (float noise is no change)."""
+    return [(key, x, x if abs(y - x) <= SCORE_TOLERANCE else y) for key, x, y in rows if x is not None and y is not None]
+
+
+def _below(score: float, cut: float) -> bool:
+    """A score under a cut by more than float noise (0.9999999999999999 is not below 1.0)."""
+    return score < cut - SCORE_TOLERANCE
 
 
 def _k_order(k: str) -> tuple:
@@ -224,9 +274,16 @@ def _tier3(base: Run, cand: Run, cfg: GateConfig) -> list[GateCheck]:
     for metric in cfg.judged_metrics:
         both = [(key, _score(b, metric), _score(cand.records[key], metric))
                 for key, b in base.records.items() if key in cand.records and not _not_in_kb(b)]
-        rows = [(key, x, y) for key, x, y in both if x is not None and y is not None]  # nulls: counted in tier 1
+        rows = _settled(both)  # nulls: counted in tier 1
         if not rows:
-            out.append(GateCheck("3 judged", metric, "skip", "no question has this metric in both runs"))
+            if metric in cfg.named_metrics:  # asked for by name: a check that compares nothing must not pass
+                scored = [sum(x is not None for _, x, _ in both), sum(y is not None for _, _, y in both)]
+                out.append(GateCheck("3 judged", metric, "fail", f"no paired question has this metric in both runs "
+                                     f"(scored: {scored[0]} in the baseline, {scored[1]} in the candidate, of "
+                                     f"{len(both)}), and --config names it in tier3.metrics: nothing was checked",
+                                     {"paired": len(both), "baseline_scored": scored[0], "candidate_scored": scored[1]}))
+            else:
+                out.append(GateCheck("3 judged", metric, "skip", "no question has this metric in both runs"))
             continue
         out.append(_mean_check(metric, rows, cfg, cfg.judged_max_mean_drop))
         for cut in cfg.cuts:
@@ -252,7 +309,7 @@ def _mean_check(metric: str, rows: list, cfg: GateConfig, max_mean_drop: float) 
     boot = stats.paired_bootstrap(a, b, cfg.n_resamples, cfg.seed, cfg.confidence)
     worse = sorted(((y - x, key) for key, x, y in rows if y < x), key=lambda t: t[0])
     significant = boot["high"] < 0
-    too_far = boot["mean_diff"] < -max_mean_drop
+    too_far = boot["mean_diff"] < -max_mean_drop - SCORE_TOLERANCE  # 0.4 -> 0.1 on 1 of 15 is a drop of 0.02, not more
     evidence = (f"n={boot['n']} mean {sum(a) / len(a):.3f} -> {sum(b) / len(b):.3f} (diff {boot['mean_diff']:+.3f}, "
                 f"{cfg.confidence:.0%} CI [{boot['low']:+.3f}, {boot['high']:+.3f}], p={boot['pvalue']:.3g}; "
                 f"allowed drop {max_mean_drop:g}); worse on {len(worse)}")
@@ -265,8 +322,8 @@ def _mean_check(metric: str, rows: list, cfg: GateConfig, max_mean_drop: float) 
 def _paired_check(tier: str, name: str, rows: list, cfg: GateConfig, cut: float, max_regressions: int,
                   max_mean_drop: float | None) -> GateCheck:
     """Per-question pass/fail at `cut` compared in pairs (one-sided McNemar: is the candidate worse?)."""
-    base_ok = [x >= cut for _, x, _ in rows]
-    cand_ok = [y >= cut for _, _, y in rows]
+    base_ok = [not _below(x, cut) for _, x, _ in rows]
+    cand_ok = [not _below(y, cut) for _, _, y in rows]
     test = stats.mcnemar(base_ok, cand_ok, alternative="greater")
     regressed = [key for (key, _, _), bo, co in zip(rows, base_ok, cand_ok) if bo and not co]
     n = len(rows)
@@ -289,7 +346,7 @@ def _paired_check(tier: str, name: str, rows: list, cfg: GateConfig, cut: float,
         details["bootstrap"] = mean
         if mean["high"] < 0:
             reasons.append("mean significantly lower")
-        if mean["mean_diff"] < -max_mean_drop:
+        if mean["mean_diff"] < -max_mean_drop - SCORE_TOLERANCE:
             reasons.append(f"mean dropped more than {max_mean_drop:g}")
     if regressed:
         evidence += "; regressed: " + _ids(regressed)
@@ -305,7 +362,7 @@ def _ceiling_check(cand: Run, ceiling, cfg: GateConfig) -> GateCheck:
     name = f"share {ceiling.metric} < {ceiling.below:g} <= {ceiling.max_share:.1%}"
     if not scores:
         return GateCheck("3 judged", name, "fail", "no candidate question has this metric, so nothing is proven")
-    k, n = sum(s < ceiling.below for s in scores), len(scores)
+    k, n = sum(_below(s, ceiling.below) for s in scores), len(scores)
     upper = stats.proportion_interval(k, n, cfg.confidence, method=ceiling.method, side="upper")[1]
     evidence = f"{k}/{n} = {k / n:.1%}; one-sided {cfg.confidence:.0%} upper bound ({ceiling.method}) {upper:.1%}"
     if len(answerable) > n:
@@ -324,11 +381,16 @@ def _refusal_check(base: Run, cand: Run, cfg: GateConfig) -> GateCheck:
     With `allow_baseline_violations` (a baseline known to be bad, e.g. an untrained smoke-test
     model) only the questions the baseline refused and the candidate no longer refuses fail.
     """
-    recs = [r for r in cand.records.values() if _not_in_kb(r)]
+    # a question the baseline files as not_in_kb stays one when the candidate's data calls it otherwise:
+    # relabelled, it left this check and tier 3 (which follows the baseline's category) alike, and passed
+    relabelled = [k for k, r in cand.records.items() if not _not_in_kb(r) and _not_in_kb(base.records.get(k, {}))]
+    recs = [r for r in cand.records.values() if _not_in_kb(r)] + [cand.records[k] for k in relabelled]
     if not recs:
         return GateCheck("3 judged", "not_in_kb refuses", "skip", "no not_in_kb questions in the candidate")
     answered = [(r["id"], r.get("system")) for r in recs if r.get("refused") is not True]
     evidence = f"{len(recs) - len(answered)}/{len(recs)} refused"
+    if relabelled:
+        evidence += f"; {len(relabelled)} not_in_kb in the baseline and not in the candidate: {_ids(relabelled)}"
     failing = answered
     if cfg.allow_baseline_violations:  # a baseline answer is tolerated; a new question is held to the rule
         failing = [k for k in answered if k not in base.records or base.records[k].get("refused") is True]
@@ -336,7 +398,8 @@ def _refusal_check(base: Run, cand: Run, cfg: GateConfig) -> GateCheck:
     if failing:
         evidence += "; answered instead of refusing: " + _ids(failing)
     return GateCheck("3 judged", "not_in_kb refuses", "fail" if failing else "pass", evidence,
-                 {"n": len(recs), "answered": [_key(k) for k in answered], "failing": [_key(k) for k in failing]})
+                     {"n": len(recs), "answered": [_key(k) for k in answered], "failing": [_key(k) for k in failing],
+                      "relabelled": [_key(k) for k in relabelled]})
 
 
 # ---------------------------------------------------------------------------------------------

@@ -60,6 +60,9 @@ class GateConfig:
     judged_max_mean_drop: float  # tier 3: largest tolerated drop of a judged metric's mean
     cuts: tuple[Cut, ...]  # tier 3: per-question pass/fail cuts compared in pairs
     ceilings: tuple[Ceiling, ...]  # tier 3: absolute thresholds that must be proven
+    # tier 3: the metrics a --config file names itself in tier3.metrics (not the packaged list): one
+    # that no paired question scores in both runs fails, since the gate would check nothing it was asked to
+    named_metrics: tuple[str, ...] = ()
 
     @property
     def gated_metrics(self) -> tuple[str, ...]:
@@ -96,8 +99,8 @@ def load_config(path: str | os.PathLike | None = None) -> GateConfig:
 
 def _load_config(path: str | os.PathLike | None) -> GateConfig:
     values = _read_toml(resources.files("lewisrag.eval.gate").joinpath("gate.toml"), "gate.toml (packaged)")
-    if path is not None:
-        values |= _read_toml(Path(path), str(path))
+    given = _read_toml(Path(path), str(path)) if path is not None else {}
+    values |= given
     src = str(path) if path is not None else "gate.toml (packaged)"
     fields = {}
     for key, (name, kind) in _SETTINGS.items():
@@ -114,17 +117,22 @@ def _load_config(path: str | os.PathLike | None) -> GateConfig:
             raise InputError(src, f"unknown citation status {status!r} (one of {', '.join(STATUSES)})",
                              field=f"tier1.zero_statuses[{i}]")
     fields["zero_statuses"] = tuple(fields["zero_statuses"])
+    given_once(src, fields["zero_statuses"], field="tier1.zero_statuses")  # counted, and failed, twice
     fields["judged_metrics"] = tuple(str(m) for m in fields["judged_metrics"])
     given_once(src, fields["judged_metrics"], field="tier3.metrics")  # a repeat was checked, and failed, twice
+    fields["named_metrics"] = fields["judged_metrics"] if "tier3.metrics" in given else ()
     fields["cuts"] = tuple(_table(Cut, t, src, f"tier3.cuts[{i}]") for i, t in enumerate(fields["cuts"]))
     fields["ceilings"] = tuple(_table(Ceiling, {"method": "wilson"} | t if isinstance(t, dict) else t, src,
                                       f"tier3.ceilings[{i}]") for i, t in enumerate(fields["ceilings"]))
     cfg = GateConfig(**fields)
-    for name in ("alpha", "confidence"):
-        if not 0 < getattr(cfg, name) < 1:
-            raise InputError(src, f"must be in (0, 1), got {getattr(cfg, name)}", field=name)
-    if not 1 <= cfg.n_resamples <= _MAX_RESAMPLES:  # each resample costs a pass over the questions
-        raise InputError(src, f"expected a count from 1 to {_MAX_RESAMPLES:,} (default 10,000)", field="n_resamples")
+    if not 0 < cfg.alpha < 1:
+        raise InputError(src, f"must be in (0, 1), got {cfg.alpha}", field="alpha")
+    if not 0.5 < cfg.confidence < 1:  # a one-sided upper bound at 50% or less bounds nothing (it raised ValueError)
+        raise InputError(src, f"must be in (0.5, 1): it is the level of one-sided upper bounds too, got {cfg.confidence}",
+                         field="confidence")
+    if not _MIN_RESAMPLES <= cfg.n_resamples <= _MAX_RESAMPLES:  # each resample costs a pass over the questions
+        raise InputError(src, f"expected a count from {_MIN_RESAMPLES} to {_MAX_RESAMPLES:,} (default 10,000)",
+                         field="n_resamples")
     if cfg.seed < 0:
         raise InputError(src, "expected an integer >= 0 (numpy takes no negative seeds)", field="seed")
     for i, ceiling in enumerate(cfg.ceilings):
@@ -148,6 +156,8 @@ def _load_config(path: str | os.PathLike | None) -> GateConfig:
                              field=f"tier3.ceilings[{i}].metric")
         _number(ceiling.below, src, f"tier3.ceilings[{i}].below", low_open=True)
         _number(ceiling.max_share, src, f"tier3.ceilings[{i}].max_share", low_open=True)
+    # one cut twice ran its checks twice under one name, with limits that may contradict
+    given_once(src, [f"the cut below = {c.below:g}" for c in cfg.cuts], field="tier3.cuts")
     for where, metric in [("tier3.metrics", m) for m in cfg.judged_metrics] + [
             (f"tier3.ceilings[{i}].metric", c.metric) for i, c in enumerate(cfg.ceilings)]:
         if metric not in METRIC_RANGES or metric == "recall_at_k":  # recall@k is tier 2's, per k
@@ -157,6 +167,9 @@ def _load_config(path: str | os.PathLike | None) -> GateConfig:
 
 
 _MAX_RESAMPLES = 1_000_000  # about 100 times the default's time; 2**63 ran until killed
+# a percentile interval's tails need draws to be read from: 1 resample printed numpy's RuntimeWarnings and
+# called a one-draw "interval" significant; 2 or 10 decide "significantly lower" by a few draws
+_MIN_RESAMPLES = 100
 
 
 def _read_toml(path, src: str) -> dict:
@@ -167,7 +180,10 @@ def _read_toml(path, src: str) -> dict:
         raise InputError(src, "file not found") from None
     except IsADirectoryError:
         raise InputError(src, "is a folder; a file is needed") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+    except tomllib.TOMLDecodeError as e:  # its position is in the message only ("(at line 3, column 1)")
+        at = re.search(r"\(at line (\d+), column \d+\)$", str(e))
+        raise InputError(src, f"malformed TOML: {e}", line=int(at[1]) if at else None) from None
+    except UnicodeDecodeError as e:
         raise InputError(src, f"malformed TOML: {e}") from None
     except (ValueError, RecursionError):  # an integer past int()'s digit limit; arrays nested past the stack
         raise InputError(src, f"malformed TOML: an integer longer than {sys.get_int_max_str_digits()} digits, "
@@ -256,6 +272,9 @@ class Run:
     judge: dict  # the run's "judge" block ({} when the run has no judged metrics)
     splitter: dict | None  # the run's "splitter" block
     records: dict  # (id, system) -> record, validated
+    # where the claims.* diagnostics' claims came from: `eval answers --claim-extractor` (config.claim_extractor);
+    # "splitter" when the run does not say (the default, and the only source `compare` and `reproduce` use)
+    claim_extractor: str = "splitter"
 
 
 def load_run(path: str | os.PathLike, metrics: tuple[str, ...] = ()) -> Run:
@@ -279,7 +298,10 @@ def load_run(path: str | os.PathLike, metrics: tuple[str, ...] = ()) -> Run:
     if results.judge is None and judged is not None:  # two runs without one would pass as judged alike
         raise InputError(p, f"missing: the records hold judged scores ({judged}), and the gate compares those only "
                          "between runs of the same judge", field="judge")
-    return Run(str(p), results.judge or {}, results.splitter, records)
+    extractor = (results.config if isinstance(results.config, dict) else {}).get("claim_extractor", "splitter")
+    if not isinstance(extractor, str):
+        raise InputError(p, f"expected 'splitter' or 'llm', got {type(extractor).__name__}", field="config.claim_extractor")
+    return Run(str(p), results.judge or {}, results.splitter, records, extractor)
 
 
 def _check_scores(rec: QuestionRecord, src: Path, i: int, line: int, metrics: tuple[str, ...]) -> None:
