@@ -2,13 +2,15 @@
 
 Bad input anywhere surfaces as `InputError`, printed here as one line on stderr with exit code 2,
 never as a traceback; so does an `OSError` (a path that cannot be read or written is the user's
-input too: a read-only folder, a full disk).
+input too: a read-only folder, a full disk). Anything else is a bug in lewisrag: its traceback, and
+exit code 3, so that a CI job tells a crash from a failed gate (1) and from input to fix (2).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import traceback
 import warnings
 
 # Library progress bars (transformers' weight loading, bm25s) would interleave with ours.
@@ -19,6 +21,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import typer  # noqa: E402
 
 from lewisrag.data.io import InputError, LewisragWarning  # noqa: E402
+
+INTERNAL_ERROR = 3  # the exit code of a bug (see the module docstring)
 
 app = typer.Typer(
     name="lewisrag",
@@ -175,6 +179,9 @@ def main() -> None:
         sys.exit(2)
     except KeyboardInterrupt:
         _interrupted()
+    except Exception:  # a bug in lewisrag: its traceback, and a code of its own (Python's would be 1, a failed gate's)
+        traceback.print_exc()
+        sys.exit(INTERNAL_ERROR)
 
 
 if __name__ == "__main__":

@@ -158,3 +158,16 @@ def test_train_rag_names_the_one_flag_below_its_minimum(field, flag):
     with pytest.raises(InputError, match=f"^{flag}: must be at least 1, got 0$"):
         check_config(replace(RagTrainConfig(), **{field: 0}), 1)
 
+
+
+def test_a_bug_exits_3_with_its_traceback_not_1_as_a_failed_gate(monkeypatch, capsys):
+    """Python's own exit code for an uncaught exception is 1, the gate's for a regression: CI read a
+    crash as a failed check."""
+    import lewisrag.eval.gate as gate_module
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setattr(gate_module, "gate", broken)
+    code, _, err = run_main(monkeypatch, capsys, "gate", "--baseline", RUNS / "baseline", "--candidate", RUNS / "clean")
+    assert code == 3 and "Traceback" in err and "ZeroDivisionError: division by zero" in err
