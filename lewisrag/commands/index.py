@@ -126,7 +126,8 @@ def tune(
     target_recall: float = typer.Option(0.95, "--target-recall", help="Recall@K against exact search to reach, in (0, 1]."),
     n_docs: int = typer.Option(5, "--n-docs", help="K: the depth recall is measured at (the K training and answering read)."),
     rerank_depth: int = typer.Option(None, "--rerank-depth", help="Candidates per search re-ranked exactly from the stored "
-                                     "vectors (recorded: later searches re-rank too); none by default."),
+                                     "vectors (recorded: later searches re-rank too); none by default. Compressed "
+                                     "indexes only: a Flat index's search is exact."),
     max_questions: int = typer.Option(1000, "--max-questions", help="Use at most this many questions (the first ones)."),
     encoder: str = typer.Option(None, "--encoder", help="DPR checkpoint, DPRQuestionEncoder folder or trained RAG model (default: "
                                 "the index's)."),
@@ -142,8 +143,9 @@ def tune(
 
     if not 0 < target_recall <= 1:
         raise InputError("--target-recall", f"must be in (0, 1], got {target_recall}")
-    if n_docs < 1 or max_questions < 1:
-        raise InputError("--n-docs/--max-questions", "must be at least 1")
+    for flag, value in (("--n-docs", n_docs), ("--max-questions", max_questions)):
+        if value < 1:  # the one flag at fault, as every other command names it
+            raise InputError(flag, f"must be at least 1, got {value}")
     qs = [ex.question for ex in read_qa(questions, _ui.qa_fields(qa_fields))][:max_questions]
     with _ui.status(f"tuning {index} on {len(qs)} questions"):
         record = tune_dense(index, qs, encoder, context_encoder, swap, n_docs, target_recall, rerank_depth)
@@ -169,11 +171,13 @@ def verify(
     as_json: bool = typer.Option(False, "--json", help="Print what was checked as one JSON object."),
 ) -> None:
     """Read a whole index and compare it with its manifest: every passage against the content hash (and
-    block hashes), every stored vector finite, a Flat or HNSW FAISS index's vectors equal to the stored
-    ones (an IVF index's row numbers: each in one list; PQ, SQ and IVF-Flat codes: each as close to its
-    stored vector as a fresh encoding), and 8 passages encoded afresh by the index's encoder against
-    their stored vectors. Minutes at Wikipedia scale, where every load samples 64 rows;
-    exit 2 names the first damage."""
+    block hashes), the FAISS index against the manifest's factory string and the stored vectors' type
+    against its vector_dtype, every stored vector finite, a Flat or HNSW FAISS index's vectors equal to
+    the stored ones (an IVF index's row numbers: each in one list; PQ, SQ and IVF-Flat codes: each as
+    close to its stored vector as a fresh encoding), and 8 passages encoded afresh by the index's
+    encoder against their stored vectors (a BM25 index: its document count, and 8 passages each
+    indexed under exactly its own words). Minutes at Wikipedia scale, where every load samples 64
+    rows; exit 2 names the first damage."""
     from lewisrag.index.verify import verify_index
 
     labels = {"passages": "hashing passages", "vectors": "scanning stored vectors"}

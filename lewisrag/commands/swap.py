@@ -12,7 +12,9 @@ from lewisrag.commands import _ui
 def swap(
     model: list[Path] = typer.Option(..., "--model", help="A trained RAG model (or `train rag` run directory); repeat for several."),
     index: list[Path] = typer.Option(..., "--index", help="A dense index to read from; repeat (e.g. snapshot A and snapshot B)."),
-    questions: list[str] = typer.Option(..., "--questions", help="A question set scored by exact match; repeat (e.g. questions_a, questions_b)."),
+    questions: list[str] = typer.Option(..., "--questions", help="A question set scored by exact match; repeat (e.g. "
+                                        "questions_a, questions_b). Its short-answer questions are scored; long-form ones "
+                                        "and those without an answer are left out and counted (a note says how many)."),
     qa_fields: str = typer.Option(None, "--qa-fields", help=_ui.QA_FIELDS_HELP + " Applies to every --questions."),
     swap_encoder: bool = typer.Option(False, "--swap", help="Also accept indexes built by another context encoder than a model's."),
     num_beams: int = typer.Option(1, "--num-beams", help="Beams when decoding (1 = greedy)."),
@@ -49,11 +51,16 @@ def swap(
                              device=device)
     if out is not None:
         write_json(out, result)
+    for note in result.get("notes", ()):  # identical indexes or question sets, questions left out: never in silence
+        typer.echo(f"note: {note}", err=True)
     if as_json:
-        _ui.print_json({key: result[key] for key in ("models", "indexes", "questions", "em")} | {"out": None if out is None else str(out)})
+        keys = ("models", "indexes", "questions", "n_questions", "left_out", "notes", "em")
+        _ui.print_json({key: result[key] for key in keys if key in result} | {"out": None if out is None else str(out)})
         return
+    scored = result.get("n_questions", {})  # how many questions each cell scores, in its column's header
+    header = [f"{q} ({scored[q]})" if q in scored else q for q in result["questions"]]
     for m in result["models"]:
         rows = [[i, *[result["em"][m][i][q] for q in result["questions"]]] for i in result["indexes"]]
-        _ui.out.print(_ui.table(f"exact match of {m}: index × questions", ["index", *result["questions"]], rows))
+        _ui.out.print(_ui.table(f"exact match of {m}: index × questions", ["index", *header], rows))
     if out is not None:
         _ui.out.print(f"written to {out}")

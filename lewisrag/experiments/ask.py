@@ -7,12 +7,15 @@ RAG-Token, the document each generated token leaned on: the argmax of p(z|x,y_t,
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import os
+from dataclasses import asdict, dataclass, field, replace
 
 import torch
 
-from lewisrag.data.io import InputError
+from lewisrag.data.io import InputError, read_json
+from lewisrag.experiments.export import META as EXPORT_META
 from lewisrag.index.store import check_depth
+from lewisrag.training.checkpoint import load_trained, resolve_model_dir
 
 
 @dataclass(frozen=True)
@@ -45,12 +48,42 @@ class Answer:
         return asdict(self)
 
 
+def load_model(path: str | os.PathLike, device: str = "cpu"):
+    """(model, tokenizers) as `training.checkpoint.load_trained` loads them, with the context encoder
+    the model belongs to known wherever it is recorded: a folder `lewisrag export` wrote is in
+    transformers' RAG layout, which has no place for it, so it is read from lewisrag_export.json
+    (without it, `ask` and `swap` would search an index built by any encoder of the same width).
+    A transformers RAG checkpoint from elsewhere names none (`settings.index_fingerprint` None)."""
+    d = resolve_model_dir(path)  # once: a run without final/ is said to be one once
+    model, tokenizers = load_trained(d, device=device)
+    meta = d / EXPORT_META
+    if model.settings.index_fingerprint is None and meta.is_file():
+        recorded = read_json(meta)
+        fingerprint = recorded.get("index_fingerprint") if isinstance(recorded, dict) else None
+        if not isinstance(fingerprint, str) or not fingerprint:
+            raise InputError(meta, f"expected the exported index's context-encoder fingerprint (a string), got {fingerprint!r}",
+                             field="index_fingerprint")
+        model.settings = replace(model.settings, index_fingerprint=fingerprint)
+    return model, tokenizers
+
+
+def unpaired_note(path: str | os.PathLike, model) -> str | None:
+    """What to tell the user when `model` names no context encoder, so no index can be checked against it."""
+    if model.settings.index_fingerprint is not None:
+        return None
+    return (f"{path} names no context encoder (a transformers RAG checkpoint): any index of its width is "
+            "searched without checking that it was built by the context encoder the model was trained with")
+
+
 def ask(model, tokenizers, index, question: str, n_docs: int | None = None, num_beams: int = 1,
         max_length: int = 32, swap: bool = False) -> Answer:
     """Answer `question` with its evidence (see the module docstring)."""
     if not question.strip():
         raise InputError("QUESTION", "empty question")
     k = n_docs or model.n_docs
+    if n_docs is None and k > len(index.passages):  # the model's own K: --n-docs was not given, so not "--n-docs: ..."
+        raise InputError(index.path, f"holds {len(index.passages)} passages, fewer than the {k} the model reads per "
+                         f"question (its n_docs): pass --n-docs {len(index.passages)} or fewer", field="n_passages")
     check_depth(k, len(index.passages))
     vocab = model.generator.config.vocab_size
     if not 1 <= num_beams <= vocab:  # more beams than first tokens: 100,000 were killed for memory, with no message

@@ -15,10 +15,11 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from lewisrag.data.io import InputError, given_once
+from lewisrag.data.io import InputError, given_once, read_json
 from lewisrag.data.records import read_qa
 from lewisrag.data.threads import resolve_device
-from lewisrag.training.checkpoint import load_trained
+from lewisrag.experiments.ask import load_model, unpaired_note
+from lewisrag.training.checkpoint import resolve_model_dir
 from lewisrag.training.rag_data import place_search
 from lewisrag.index.dense import DenseIndex
 from lewisrag.rag_model.answering import answer_questions
@@ -35,16 +36,67 @@ def labels(paths: Sequence[str | os.PathLike], stem: bool = False) -> list[str]:
     return short if len(set(short)) == len(short) else [str(p) for p in paths]
 
 
-def load_question_sets(paths: Sequence[str | os.PathLike], qa_fields: dict[str, str] | None = None) -> list[list]:
+def load_question_sets(paths: Sequence[str | os.PathLike], qa_fields: dict[str, str] | None = None,
+                       left_out: list[dict[str, int]] | None = None) -> list[list]:
     """Each file's short-answer questions that have an answer (exact match needs one); `qa_fields`
-    as `data.records.read_qa` takes it."""
+    as `data.records.read_qa` takes it. `left_out`, if given, gets per file the questions not
+    scored: {"long": long-form ones, "no_answer": not_in_kb ones without an answer}."""
     sets = []
     for p in paths:
-        scored = [ex for ex in read_qa(p, qa_fields) if ex.kind == "short" and ex.answers]
+        examples = read_qa(p, qa_fields)
+        scored = [ex for ex in examples if ex.kind == "short" and ex.answers]
         if not scored:
             raise InputError(p, "no short-answer question with an answer to score by exact match", field="answers")
         sets.append(scored)
+        if left_out is not None:
+            left_out.append({"long": sum(ex.kind != "short" for ex in examples),
+                             "no_answer": sum(ex.kind == "short" and not ex.answers for ex in examples)})
     return sets
+
+
+def check_tasks(model_dirs: Sequence[Path]) -> None:
+    """Refuse a model (`training.checkpoint.resolve_model_dir`'s folder) trained for Jeopardy or FEVER
+    (`train rag --task`): the matrix scores free-form short answers by exact match, which is not how
+    either task is scored (Q-BLEU-1; FEVER's label scoring, whose hot swap `reproduce --tasks fever`
+    measures as fever.swap)."""
+    for p in model_dirs:
+        config = p / "train_config.json"  # beside rag.json in best/ and final/
+        if not config.is_file():  # a transformers RAG checkpoint: no task recorded
+            continue
+        recorded = read_json(config)
+        task = recorded.get("task", "qa") if isinstance(recorded, dict) else None
+        if not isinstance(task, str):
+            raise InputError(config, f"expected a task name, got {task!r}", field="task")
+        if task != "qa":
+            how = {"fever": ": label accuracy, whose hot swap is `lewisrag reproduce --tasks fever`'s fever.swap",
+                   "jeopardy": ": Q-BLEU-1 of a generated clue"}.get(task, "")
+            raise InputError(p, f"was trained for --task {task}, which is not scored by exact match of a generated answer"
+                             f"{how}; swap measures QA models", field="task")
+
+
+def overlap_notes(index_names: Sequence[str], indexes: Sequence, set_names: Sequence[str], sets: Sequence[list]) -> list[str]:
+    """Say when two indexes hold the same passages, or two question sets ask the same questions with
+    the same answers: their rows (columns) of the matrix can then differ by nothing that a knowledge
+    update moves, and the matched and mismatched cells mean nothing."""
+    notes = []
+    for a in range(len(indexes)):
+        for b in range(a + 1, len(indexes)):
+            ma, mb = indexes[a].manifest, indexes[b].manifest
+            if ma["n_passages"] == mb["n_passages"] and ma["content_hash"] == mb["content_hash"]:
+                notes.append(f"indexes {index_names[a]} and {index_names[b]} hold the same {ma['n_passages']} passages "
+                             f"(content hash {ma['content_hash']}): their rows can differ only by how they are searched, "
+                             "not by what the model knows; a knowledge-update test reads indexes of different snapshots")
+
+    def asked(examples: list) -> list:
+        return sorted((ex.question, sorted(ex.answers)) for ex in examples)
+
+    for a in range(len(sets)):
+        for b in range(a + 1, len(sets)):
+            if asked(sets[a]) == asked(sets[b]):
+                notes.append(f"question sets {set_names[a]} and {set_names[b]} ask the same {len(sets[a])} questions with "
+                             "the same answers: their columns are the same experiment; a knowledge-update test asks "
+                             "about facts each snapshot answers differently")
+    return notes
 
 
 def check_pairs(models: Sequence, indexes: Sequence, swap: bool) -> None:
@@ -65,17 +117,25 @@ def swap_matrix(model_paths: Sequence[str | os.PathLike], index_paths: Sequence[
     """Exact match of every model × index × question set, with the predictions behind each cell; the
     models answer on `device` (auto, cpu, cuda[:N]).
 
-    Returns {"models", "indexes", "questions": names, "n_questions": {set: n},
-    "em": {model: {index: {set: EM}}}, "predictions": the same nesting with lists of answers}.
+    Returns {"models", "indexes", "questions": names, "n_questions": {set: n scored},
+    "left_out": {set: {"long": n, "no_answer": n}} (questions exact match cannot score), "notes":
+    [what makes cells hard to read: identical indexes or question sets, a model naming no context
+    encoder], "em": {model: {index: {set: EM}}}, "predictions": the same nesting with lists of answers}.
     """
     if not model_paths or not index_paths or not question_paths:
         raise InputError("swap", "needs at least one --model, one --index and one --questions")
     for flag, paths in (("--model", model_paths), ("--index", index_paths), ("--questions", question_paths)):
         # the matrix keys its cells by name: a repeat would fold into one cell
         given_once(flag, map(str, paths), key=lambda p: p if p.startswith("hf:") else os.path.realpath(p))
-    sets = load_question_sets(question_paths, qa_fields)
+    left_out: list[dict[str, int]] = []
+    sets = load_question_sets(question_paths, qa_fields, left_out)  # the question sets first: seconds, not a model load
+    model_dirs = [resolve_model_dir(p) for p in model_paths]  # once each: a run without final/ is said to be one once
+    # a run folder and its best/ are one model: given both, it would be scored twice under two names
+    resolved = {str(p): os.path.realpath(d) for p, d in zip(model_paths, model_dirs)}
+    given_once("--model", map(str, model_paths), key=resolved.__getitem__)
+    check_tasks(model_dirs)
     indexes = [DenseIndex.load(p, mmap=True) for p in index_paths]
-    models = [load_trained(p, device=device) for p in model_paths]
+    models = [load_model(d, device=device) for d in model_dirs]
     for index in indexes:  # a Flat index is searched on the GPU where it fits, as in training
         place_search(index, "auto", resolve_device(device))
     check_pairs([m for m, _ in models], indexes, swap)
@@ -83,7 +143,19 @@ def swap_matrix(model_paths: Sequence[str | os.PathLike], index_paths: Sequence[
         vocab = model.generator.config.vocab_size
         if num_beams > vocab:  # more beams than first tokens: an allocation's traceback, or hours
             raise InputError("--num-beams", f"must be at most the vocabulary of {path}'s generator ({vocab} tokens), got {num_beams}")
+        for index, index_path in zip(indexes, index_paths):
+            if model.n_docs > len(index.passages):  # else a search "found fewer passages", offering flags swap lacks
+                raise InputError(index_path, f"holds {len(index.passages)} passages, fewer than the {model.n_docs} that "
+                                 f"{path} reads per question (its n_docs)", field="n_passages")
     names_m, names_i, names_q = labels(model_paths), labels(index_paths), labels(question_paths, stem=True)
+    notes = [] if swap else [n for (model, _), path in zip(models, model_paths) if (n := unpaired_note(path, model))]
+    for q, scored, lo in zip(names_q, sets, left_out):
+        why = [f"{lo['long']} long-form"] * bool(lo["long"])
+        why += [f"{lo['no_answer']} without an answer"] * bool(lo["no_answer"])
+        if why:
+            notes.append(f"{q}: {len(scored)} of {len(scored) + sum(lo.values())} questions scored; exact match leaves out "
+                         f"{' and '.join(why)}")
+    notes += overlap_notes(names_i, indexes, names_q, sets)
     total = len(models) * len(indexes) * sum(len(s) for s in sets)
     done = 0
     em: dict = {}
@@ -103,7 +175,8 @@ def swap_matrix(model_paths: Sequence[str | os.PathLike], index_paths: Sequence[
                     exact_match(p, ex.answers) for p, ex in zip(preds, questions)) / len(questions)
                 predictions.setdefault(m, {}).setdefault(i, {})[q] = preds
     return {"models": names_m, "indexes": names_i, "questions": names_q,
-            "n_questions": {q: len(s) for q, s in zip(names_q, sets)}, "em": em, "predictions": predictions,
+            "n_questions": {q: len(s) for q, s in zip(names_q, sets)}, "left_out": dict(zip(names_q, left_out)),
+            "notes": notes, "em": em, "predictions": predictions,
             "config": {"swap": swap, "num_beams": num_beams, "max_length": max_length,
                        "model_paths": [str(p) for p in model_paths], "index_paths": [str(p) for p in index_paths],
                        "question_paths": [str(p) for p in question_paths]}}

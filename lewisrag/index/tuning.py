@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import faiss
 import numpy as np
 
+from lewisrag.data.io import InputError
 from lewisrag.data.threads import torch_threads
 
 NO_ROW = -1  # FAISS's row for "no result" (fewer candidates than k)
@@ -257,6 +258,10 @@ def tune_search(index, queries: np.ndarray, exact_rows: np.ndarray, k: int, targ
         raise ValueError(f"exact_rows for {len(exact_rows)} queries, {len(queries)} queries given")
     if not 0 < target_recall <= 1:
         raise ValueError(f"target_recall must be in (0, 1], got {target_recall}")
+    if rerank_vectors is not None and isinstance(faiss.downcast_index(index), faiss.IndexFlat):
+        # recorded, every later search would re-rank an exact top-k into itself: not ignored in silence
+        raise InputError("--rerank-depth", "applies to compressed indexes (IVF, HNSW, PQ, SQ): a Flat index's search is "
+                         "exact already")
     results = max(rerank_depth or 4 * k, k) if rerank_vectors is not None else k
     knob = search_knob(index, results)
     trials: dict[int, float] = {}

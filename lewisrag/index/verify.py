@@ -8,6 +8,8 @@ scale, for an index copied between machines or kept on a disk that may have fail
 - every passage against the manifest's content hash, and with the block hashes of indexes built
   since they were recorded, the first block of `store.BLOCK_ROWS` rows that differs (an Arrow
   store's rows validated as `PassageTable` reads them: damaged offsets or UTF-8 are a row named);
+- the FAISS index made of what the manifest's factory string makes (`_check_factory`), and the stored
+  vectors of the manifest's vector_dtype;
 - every stored vector finite (a build refuses NaN and infinity; a file damaged since scores them);
 - the vectors of a FAISS index that keeps them by row (Flat, HNSW) equal to the stored ones, which
   RAG scores documents with; of an IVF index that each row is in one inverted list; of one that
@@ -15,7 +17,9 @@ scale, for an index copied between machines or kept on a disk that may have fail
   its stored vector as a fresh encoding does (`_check_codes`); of another the size and width;
 - 8 passages spread over the index encoded afresh by its context encoder, where that is found,
   against their stored vectors: vectors copied in from another index of the same size would pass
-  every check above.
+  every check above;
+- a BM25 index's document count, and 8 passages spread over it each indexed under exactly its own
+  words (`_check_bm25`): BM25 files copied in from another index would pass the passages' checks.
 
 The first damage found is an InputError naming the file and the rows; nothing is repaired.
 """
@@ -34,6 +38,8 @@ from lewisrag.data.io import InputError
 from lewisrag.index import store
 
 SCAN_ROWS = 1 << 16  # stored vectors read at a time
+MIN_MAX_LENGTH = 8  # the fewest tokens a build encodes a passage in (`dense._check_build_config`)
+BM25_SCAN = 1 << 24  # entries of the BM25 score matrix read at a time
 CODE_ROWS = 1 << 13  # of those, encoded afresh at a time: 3 float32 copies of 8,192 x 768 are 75 MB
 # how much further (in squared distance, as a fraction of the vector's squared norm) a stored code may
 # decode from its vector than a fresh encoding does: ten times what rounding can move, under what a
@@ -66,10 +72,14 @@ def verify_index(path: str | os.PathLike, on_progress: Callable[[str, int, int],
         loads = f"manifest and file sizes as every load checks them{old}"
     checks = [{"check": "loads", "result": f"{n} passages; {loads}"}]
     if manifest["kind"] == "dense":  # seconds: before the passes over every row
+        factory = _check_factory(index)
         checks.append(_check_encoding(index, encoder))
     checks.append(_check_passages(path, index.passages, manifest, on_progress))
     if manifest["kind"] == "dense":
         checks += _check_vectors(index, on_progress)
+        checks[-1]["result"] = f"{factory}; {checks[-1]['result']}"  # the "faiss" check: what FAISS holds, and how
+    else:  # the BM25 files index the passages just checked (one check with them: what a BM25 index holds of them)
+        checks[-1]["result"] += f"; {_check_bm25(index)}"
 
     return {"index": str(path), "kind": manifest["kind"], "n_passages": n, "checks": checks}
 
@@ -120,6 +130,11 @@ def _check_vectors(index, on_progress) -> list[dict]:
     codes, why = (None, "") if by_row else _open_codes(index.faiss_index)
     vectors = index.scan_vectors()
     n = len(vectors)
+    recorded = index.manifest.get("build", {}).get("vector_dtype")  # indexes built before it was recorded have none
+    if recorded is not None and recorded != vectors.dtype.name:
+        raise InputError(index.path / store.MANIFEST, f"says the stored vectors are {recorded}, {EMBEDDINGS} holds "
+                         f"{vectors.dtype.name}: one of the two is damaged or was replaced; build the index again",
+                         field="build.vector_dtype")
     try:
         for start in range(0, n, SCAN_ROWS):
             stop = min(n, start + SCAN_ROWS)
@@ -348,14 +363,106 @@ def _check_encoding(index, encoder: str | os.PathLike | None) -> dict:
                          f"{ckpt.ctx_fingerprint[:12]}, the index's {index.ctx_fingerprint[:12]}): changed since, or another; "
                          "give the one that built it", field="--encoder" if encoder is not None else "encoder.path")
     build = index.manifest.get("build", {})
+    length = int(build.get("max_length") or ckpt.meta.get("max_length", 256))
+    if length < MIN_MAX_LENGTH:  # a build refuses it (`dense.DenseBuildConfig`); the tokenizer would raise
+        raise InputError(index.path / store.MANIFEST, f"says passages were encoded at {length} tokens; a build encodes "
+                         f"at least {MIN_MAX_LENGTH}: the manifest is damaged or was edited", field="build.max_length")
     rows = spot_check_rows(len(index.passages))
     passages = [index.passages[r] for r in rows]
-    cosine, ratio, bad = compare_encodings(passages, index.vectors(np.array(rows)), ckpt,
-                                           int(build.get("max_length") or ckpt.meta.get("max_length", 256)),
-                                           build.get("mixed_precision", "no"))
+    try:
+        cosine, ratio, bad = compare_encodings(passages, index.vectors(np.array(rows)), ckpt, length,
+                                               build.get("mixed_precision", "no"))
+    except Exception as e:  # the tokenizers library raises a bare Exception when a title fills the length
+        if "Truncation error" not in str(e):
+            raise
+        raise InputError(index.path / store.MANIFEST, f"says passages were encoded at {length} tokens, too few for "
+                         "the titles of passages it holds (which a build never cuts): the manifest is damaged or was "
+                         "edited", field="build.max_length") from None
     if bad is not None:
         raise InputError(index.path / EMBEDDINGS, f"row {rows[bad]} (0-based; passage {passages[bad].id!r}) is not its "
                          f"passage's vector: cosine {cosine[bad]:.3f} and {ratio[bad]:.2f}x the length of a fresh "
                          f"encoding by {where} (cosine >= {MIN_COSINE} needed); the index is damaged: build it again")
     return {"check": "encoding", "result": f"{len(rows)} passages spread over the index encoded afresh by {where}: "
             f"cosine >= {float(cosine.min()):.4f} with their stored vectors"}
+
+
+def _structure(faiss_index) -> list[str]:
+    """What a FAISS index is made of, level by level: each part's type (read_index's names: an OPQ
+    matrix reads back as a LinearTransform, a Flat index as IndexFlatIP), transforms' widths, IVF
+    lists, HNSW links and code sizes; two indexes of one factory string and width have the same."""
+    idx = faiss.downcast_index(faiss_index)
+    out = ["IndexFlat" if isinstance(idx, faiss.IndexFlat) else type(idx).__name__]
+    if isinstance(idx, faiss.IndexPreTransform):
+        for i in range(idx.chain.size()):
+            t = faiss.downcast_VectorTransform(idx.chain.at(i))
+            name = "LinearTransform" if isinstance(t, faiss.OPQMatrix) else type(t).__name__
+            out.append(f"{name}({t.d_in}->{t.d_out})")
+        return out + _structure(idx.index)
+    if isinstance(idx, faiss.IndexIVF):
+        out += [f"{idx.nlist} lists", "quantizer", *_structure(idx.quantizer)]
+    if isinstance(idx, faiss.IndexHNSW):
+        out += [f"M={idx.hnsw.nb_neighbors(1)}", "storage", *_structure(idx.storage)]
+    if getattr(idx, "code_size", None) is not None:
+        out.append(f"{idx.code_size}-byte codes")
+    return out
+
+
+def _check_factory(index) -> str:
+    """The FAISS index against the manifest's factory string: `index tune`, `export` and the reports
+    read what the manifest says the index is; a file replaced by another kind's would pass every
+    other check of its rows."""
+    from lewisrag.index.dense import FAISS_FILE, _faiss_reason
+
+    factory = index.manifest.get("faiss_factory")
+    if factory is None:
+        return f"{FAISS_FILE}'s kind not checked: the manifest records no FAISS factory"
+    try:
+        fresh = faiss.index_factory(index.dim, factory, faiss.METRIC_INNER_PRODUCT)
+    except RuntimeError as e:
+        raise InputError(index.path / store.MANIFEST, f"'{factory}' is no FAISS factory string FAISS builds "
+                         f"({_faiss_reason(e)}): the manifest is damaged or was edited", field="faiss_factory") from None
+    want, got = _structure(fresh), _structure(index.faiss_index)
+    if want != got:
+        raise InputError(index.path / store.MANIFEST, f"says '{factory}' ({', '.join(want)}), but {FAISS_FILE} holds "
+                         f"{', '.join(got)}: one of the two is damaged or was replaced; build the index again",
+                         field="faiss_factory")
+    return f"{FAISS_FILE} is the '{factory}' index the manifest says ({', '.join(got)})"
+
+
+def _check_bm25(index) -> str:
+    """The BM25 files against the passages, as `_check_encoding` checks a dense index's vectors:
+    their document count, and 8 passages spread over the index each in exactly the score columns of
+    its own words (`bm25.tokenize`, as the build tokenized it). BM25 files copied in from another
+    index (the other snapshot's, say) would pass every check of the passages."""
+    from lewisrag.index.bm25 import TOKENIZER, tokenize
+    from lewisrag.index.dense import spot_check_rows
+
+    files, n = index.path / "bm25", len(index.passages)
+    scores, vocab = index.retriever.scores, index.retriever.vocab_dict
+    docs = scores.get("num_docs")
+    if docs != n or isinstance(docs, bool):
+        raise InputError(files / "params.index.json", f"indexes {docs!r} documents, the index {n} passages: the BM25 files "
+                         "belong to another index or are damaged; build the index again", field="num_docs")
+    built_with = index.manifest.get("bm25", {}).get("tokenizer")
+    if built_with != TOKENIZER:  # an index of tokenizer /1 has no CJK pairs, which /2 would look for
+        return (f"the BM25 files index {docs} documents, as many as the passages (their words not checked: built with "
+                f"tokenizer {built_with}, not {TOKENIZER})")
+    indptr, indices = np.asarray(scores["indptr"]), scores["indices"]
+    rows = spot_check_rows(n)
+    listed: dict[int, set[int]] = {r: set() for r in rows}  # row -> the score columns holding it
+    for at in range(0, len(indices), BM25_SCAN):
+        block = np.asarray(indices[at : at + BM25_SCAN])
+        for i in np.flatnonzero(np.isin(block, rows)):
+            listed[int(block[i])].add(int(np.searchsorted(indptr, at + i, side="right") - 1))
+    for r in rows:
+        p = index.passages[r]
+        words = set(tokenize(f"{p.title} {p.text}"))
+        want = {vocab.get(w, -1) for w in words}
+        if want != listed[r]:
+            missing = sorted(w for w in words if vocab.get(w, -1) not in listed[r])
+            what = (f"its word {missing[0]!r} is not indexed for it" if missing else
+                    f"it is indexed under {len(listed[r])} words, its text has {len(words)}")
+            raise InputError(files, f"row {r} (0-based; passage {p.id!r}): {what}: the BM25 files were built over other "
+                             "passages or are damaged; build the index again")
+    return (f"the BM25 files index {docs} documents, as many as the passages, and {len(rows)} passages spread over "
+            "them each under exactly its own words")
