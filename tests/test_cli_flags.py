@@ -369,12 +369,14 @@ def test_swap_json(tmp_path, monkeypatch, capsys):
     """The swap matrix on a stand-in (tests/test_swap.py answers for real); --out still gets every prediction."""
     import lewisrag.experiments.swap as S
 
-    result = {"models": ["m"], "indexes": ["a", "b"], "questions": ["qa"], "em": {"m": {"a": {"qa": 1.0}, "b": {"qa": 0.0}}},
-              "predictions": {"m": {"a": {"qa": ["x"]}, "b": {"qa": ["y"]}}}}
+    result = {"models": ["m"], "indexes": ["a", "b"], "questions": ["qa"], "n_questions": {"qa": 3},
+              "left_out": {"qa": {"long": 1, "no_answer": 0}}, "notes": ["qa: 1 long-form question left out"],
+              "em": {"m": {"a": {"qa": 1.0}, "b": {"qa": 0.0}}}, "predictions": {"m": {"a": {"qa": ["x"]}, "b": {"qa": ["y"]}}}}
     monkeypatch.setattr(S, "swap_matrix", lambda *a, **kw: result)
     s = _json_run(monkeypatch, capsys, "swap", "--model", tmp_path / "m", "--index", tmp_path / "a", "--index", tmp_path / "b",
                   "--questions", tmp_path / "qa.jsonl", "--out", tmp_path / "swap.json")
-    assert s == {"models": ["m"], "indexes": ["a", "b"], "questions": ["qa"], "em": result["em"], "out": str(tmp_path / "swap.json")}
+    shown = ("models", "indexes", "questions", "n_questions", "left_out", "notes", "em")
+    assert s == {k: result[k] for k in shown} | {"out": str(tmp_path / "swap.json")}
     assert json.loads((tmp_path / "swap.json").read_text())["predictions"] == result["predictions"]
 
 

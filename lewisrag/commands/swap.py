@@ -51,14 +51,13 @@ def swap(
                              device=device)
     if out is not None:
         write_json(out, result)
-    for note in result.get("notes", ()):  # identical indexes or question sets, questions left out: never in silence
+    for note in result["notes"]:  # identical indexes or question sets, questions left out: never in silence
         typer.echo(f"note: {note}", err=True)
     if as_json:
         keys = ("models", "indexes", "questions", "n_questions", "left_out", "notes", "em")
-        _ui.print_json({key: result[key] for key in keys if key in result} | {"out": None if out is None else str(out)})
+        _ui.print_json({key: result[key] for key in keys} | {"out": None if out is None else str(out)})
         return
-    scored = result.get("n_questions", {})  # how many questions each cell scores, in its column's header
-    header = [f"{q} ({scored[q]})" if q in scored else q for q in result["questions"]]
+    header = [f"{q} ({result['n_questions'][q]})" for q in result["questions"]]  # how many each cell scores
     for m in result["models"]:
         rows = [[i, *[result["em"][m][i][q] for q in result["questions"]]] for i in result["indexes"]]
         _ui.out.print(_ui.table(f"exact match of {m}: index × questions", ["index", *header], rows))
