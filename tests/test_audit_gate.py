@@ -2,42 +2,20 @@
 identical runs, or crashed (a traceback exits 1, which reads as "a check failed") before its fix."""
 
 import copy
-import importlib.util
-import json
 import math
 from pathlib import Path
 
 import pytest
 
 from conftest import run_cli
+from test_gate import RUNS, _check, _failed, _write, fixtures
 from lewisrag.data.io import InputError
 from lewisrag.eval import gate
-
-RUNS = Path(__file__).parent / "data" / "gate_runs"
-_spec = importlib.util.spec_from_file_location("make_fixtures", RUNS / "make_fixtures.py")
-fixtures = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(fixtures)
-
-
-def _write(tmp_path: Path, name: str, run: dict) -> Path:
-    path = tmp_path / name / "results.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(run, indent=1), encoding="utf-8")
-    return path
-
 
 def _config(tmp_path: Path, toml: str) -> Path:
     path = tmp_path / "gate.toml"
     path.write_text(toml, encoding="utf-8")
     return path
-
-
-def _check(report: gate.GateReport, name: str) -> gate.GateCheck:
-    return next(c for c in report.checks if c.name == name)
-
-
-def _failed(report: gate.GateReport) -> set[str]:
-    return {c.name for c in report.checks if c.verdict == "fail"}
 
 
 @pytest.fixture()
