@@ -145,6 +145,29 @@ def _check_arguments_encode(args: list[str]) -> None:
             raise InputError(shown, "is not valid UTF-8 (a name in another encoding); rename it") from None
 
 
+def _check_single_flags(args: list[str]) -> None:
+    """Refuse a flag that takes one value given twice (`ask --index A --index B`): click keeps the
+    last in silence, so the run used an input the user may not have meant. Flags that take several
+    (`--questions`, `--recall-at`), and switches (`--json`), may repeat."""
+    command, i = typer.main.get_command(app), 0  # typer's own click: its classes, read by their attributes
+    while hasattr(command, "commands") and i < len(args) and args[i] in command.commands:
+        command, i = command.commands[args[i]], i + 1
+    single = {name: p for p in command.params if p.param_type_name == "option" and not (p.multiple or p.is_flag or p.count)
+              for name in p.opts + p.secondary_opts}
+    seen: dict = {}
+    for arg in args[i:]:
+        if arg == "--":
+            break
+        name = arg.split("=", 1)[0] if arg.startswith("--") else arg
+        option = single.get(name)
+        if option is None:
+            continue
+        if option in seen:
+            spelled = f" (as {seen[option]} and {name})" if seen[option] != name else ""
+            raise InputError(name, f"given twice{spelled}: it takes one value, and only the last would count")
+        seen[option] = name
+
+
 def main() -> None:
     import signal
 
@@ -154,6 +177,7 @@ def main() -> None:
     warnings.formatwarning = _one_line_warning
     try:
         _check_arguments_encode(sys.argv[1:])
+        _check_single_flags(sys.argv[1:])
         code = app(prog_name="lewisrag", standalone_mode=False)  # usage errors come back here, below
         if code == 130:  # typer turns Ctrl-C (a KeyboardInterrupt) into this return value, silently
             _interrupted()

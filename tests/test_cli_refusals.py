@@ -171,3 +171,20 @@ def test_a_bug_exits_3_with_its_traceback_not_1_as_a_failed_gate(monkeypatch, ca
     monkeypatch.setattr(gate_module, "gate", broken)
     code, _, err = run_main(monkeypatch, capsys, "gate", "--baseline", RUNS / "baseline", "--candidate", RUNS / "clean")
     assert code == 3 and "Traceback" in err and "ZeroDivisionError: division by zero" in err
+
+
+@pytest.mark.parametrize("args, flag", [
+    (["ask", "--model", "m", "--index", "A", "--index", "B", "q"], "--index: given twice:"),
+    (["gate", "--baseline", "A", "--baseline=B", "--candidate", "C"], "--baseline: given twice:"),
+    (["index", "search", "--index", "A", "--query", "x", "-q", "y"], "-q: given twice (as --query and -q):"),
+])
+def test_a_single_value_flag_given_twice_is_refused(args, flag, monkeypatch, capsys):
+    """click keeps the last value in silence: `ask --index A --index B` searched B alone."""
+    code, _, err = run_main(monkeypatch, capsys, *args)
+    assert code == 2 and err.strip().splitlines() == [f"error: {flag} it takes one value, and only the last would count"]
+
+
+def test_flags_that_take_several_values_and_switches_may_repeat(monkeypatch, capsys, tmp_path):
+    code, _, err = run_main(monkeypatch, capsys, "eval", "retrieval", "--index", tmp_path / "A", "--index", tmp_path / "B",
+                            "--questions", tmp_path / "q.jsonl", "--json", "--json")
+    assert code == 2 and "given twice" not in err, err  # refused for the missing files, not the repeats
