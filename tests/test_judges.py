@@ -90,6 +90,26 @@ def test_lexical_judge_english_unchanged_and_missing_in_statement_order():
     assert LexicalJudge.version != "1"  # the rule changed: judge caches and fingerprints must not mix the two
 
 
+def test_lexical_judge_a_number_the_premise_lacks_is_unsupported_whatever_the_share():
+    premise_en = "Tamm became head of state of Valdoria in 2016 after the election."
+    premise_zh = "塔姆于2016年在选举后成为瓦尔多利亚的国家元首。"
+    wrong = LexicalJudge().judge([(premise_en, "Tamm became head of state of Valdoria in 2018."),
+                                  (premise_zh, "塔姆于2018年成为瓦尔多利亚的国家元首。")])
+    # 5 of 6 and 13 of 15 units are in the premise: the share alone passed both
+    assert [v.supported for v in wrong] == [False, False]
+    assert all("(0.8" in v.reason and v.reason.endswith("lacks the number 2018") for v in wrong)
+    right = LexicalJudge().judge([(premise_en, "Tamm became head of state of Valdoria in 2016."),
+                                  (premise_zh, "塔姆于2016年成为瓦尔多利亚的国家元首。")])
+    assert [v.supported for v in right] == [True, True]
+    # numbers are whole, as the citation checker reads them: separators folded, decimals not reordered
+    pairs = [("About 1,000 users.", "about 1000 users"), ("Rate 3.5% in 2020.", "rate 5.3% in 2020"),
+             ("Rate 3.5% in 2020, 4k screens.", "rate 3.5% 2020 4k"), ("The covid19 wave.", "covid19 wave")]
+    assert [v.supported for v in LexicalJudge().judge(pairs)] == [True, False, True, True]
+    # below the threshold already: the reason is the share's, as before
+    assert LexicalJudge().judge([("x", "account locked 15 minutes")])[0].reason == \
+        "0/4 content tokens in premise (0.00 < 0.75); missing: account, locked, 15, minutes"
+
+
 def test_label_judge_lookup_and_file_errors(tmp_path):
     path = tmp_path / "labels.jsonl"
     path.write_text(

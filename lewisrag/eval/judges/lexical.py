@@ -8,7 +8,11 @@ import unicodedata
 
 from lewisrag.eval.judges.base import Verdict, digest
 
-_WORD = re.compile(r"[a-z0-9]+(?:[.'][a-z0-9]+)*")
+# A number is whole, its thousands separators dropped ("1,000" is "1000"; "5.3" is not "3.5"): the
+# citation checker's reading (eval.citations), so the two agree on what a number is.
+_NUMBER_RE = r"[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]+)*(?![0-9a-z])|[0-9]+(?:\.[0-9]+)*(?![0-9a-z])"
+_NUMBER = re.compile(_NUMBER_RE)
+_WORD = re.compile(_NUMBER_RE + r"|[a-z0-9]+(?:[.'][a-z0-9]+)*")
 # kana, CJK ideographs (the extensions past U+20000 too: rare names are written in them), Hangul
 _CJK_CLASS = r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f]"
 _CJK = re.compile(_CJK_CLASS)
@@ -40,7 +44,7 @@ def content_tokens(text: str) -> list[str]:
     ['422', '接', '口', '返', '回']
     """
     s = unicodedata.normalize("NFKC", text).lower()
-    words = [w for w in _WORD.findall(s) if w not in _STOP_EN]
+    words = [w for _, w in _words(s) if w not in _STOP_EN]
     chars = [c for c in _CJK.findall(s) if c not in _STOP_ZH]
     return words + chars  # words first, then characters
 
@@ -69,6 +73,16 @@ def _covered(run: str, premise: str) -> list[bool]:
     return cover
 
 
+def _words(text: str) -> list[tuple[int, str]]:
+    """(start, word) of each Latin word or number of folded `text`, numbers without thousands separators."""
+    return [(m.start(), m[0].replace(",", "") if _NUMBER.fullmatch(m[0]) else m[0]) for m in _WORD.finditer(text)]
+
+
+def _numbers(text: str) -> list[str]:
+    """The numbers among `_words(text)`: "2016" and "1,000" are, "covid19" and "4k" are words."""
+    return [w for _, w in _words(text) if _NUMBER.fullmatch(w)]
+
+
 class LexicalJudge:
     """Supported iff at least `threshold` of the hypothesis' content units occur in the premise.
 
@@ -76,20 +90,24 @@ class LexicalJudge:
     is supported when the premise has it; a CJK character only when it lies inside a run of two or more
     of the statement's consecutive CJK characters that the premise holds contiguously (function
     characters may be part of that run), or, standing alone between non-CJK text, when the premise has
-    it. So a wrong name cannot borrow its characters from elsewhere in the premise. A hypothesis with no
-    content units cannot be judged (Verdict None). A cheap, deterministic floor for a real judge: it
-    cannot see negation or paraphrase.
+    it. So a wrong name cannot borrow its characters from elsewhere in the premise. A number the premise
+    lacks makes the statement unsupported whatever the share: a wrong year or count is one unit among
+    many, and a share of 5/6 would pass it. A hypothesis with no content units cannot be judged
+    (Verdict None). A cheap, deterministic floor for a real judge: it cannot see negation or paraphrase,
+    nor a wrong name whose few units a long statement outweighs.
 
     >>> LexicalJudge().judge([("Login fails with HTTP 422.", "login returns 422"), ("登录失败返回 422", "弹出提示")])
     [Verdict(supported=False, reason='2/3 content tokens in premise (0.67 < 0.75); missing: returns'), Verdict(supported=False, reason='0/4 content tokens in premise (0.00 < 0.75); missing: 弹出提示')]
     >>> LexicalJudge().judge([("国家元首是塔姆。", "国家元首是首塔")])  # 首 and 塔 are in the premise, "首塔" is not
     [Verdict(supported=False, reason='4/6 content tokens in premise (0.67 < 0.75); missing: 首塔')]
+    >>> LexicalJudge().judge([("Tamm became head of state of Valdoria in 2016.", "Tamm became head of state of Valdoria in 2018.")])
+    [Verdict(supported=False, reason='5/6 content tokens in premise (0.83 ≥ 0.75); missing: 2018; but the premise lacks the number 2018')]
     """
 
     name = "lexical"
     # bump when the tokenization or rule changes: it changes scores (2: CJK needs a 2+ character match;
-    # 3: ideographs past U+20000 are CJK, not ignored)
-    version = "3"
+    # 3: ideographs past U+20000 are CJK, not ignored; 4: a number the premise lacks is unsupported)
+    version = "4"
 
     def __init__(self, threshold: float = 0.75):
         if not 0.0 < threshold <= 1.0:
@@ -105,11 +123,11 @@ class LexicalJudge:
 
     def _one(self, premise: str, hypothesis: str) -> Verdict:
         p, h = _fold(premise), _fold(hypothesis)
-        words = {w for w in _WORD.findall(p) if w not in _STOP_EN}
+        words = {w for _, w in _words(p) if w not in _STOP_EN}
         units: list[tuple[int, bool, str]] = []  # (position, supported, what "missing" names)
-        for m in _WORD.finditer(h):
-            if m[0] not in _STOP_EN:
-                units.append((m.start(), m[0] in words, m[0]))
+        for start, w in _words(h):
+            if w not in _STOP_EN:
+                units.append((start, w in words, w))
         for m in _CJK_RUN.finditer(h):
             run, cover = m[0], _covered(m[0], p)
             i = 0
@@ -127,4 +145,9 @@ class LexicalJudge:
         share = k / n
         ok = share >= self.threshold
         why = f"{k}/{n} content tokens in premise ({share:.2f} {'≥' if ok else '<'} {self.threshold})"
-        return Verdict(ok, why + (f"; missing: {', '.join(missing)}" if missing else ""))
+        why += f"; missing: {', '.join(missing)}" if missing else ""
+        held = set(_numbers(p))
+        lacking = list(dict.fromkeys(x for x in _numbers(h) if x not in held))
+        if ok and lacking:  # the share alone would have passed it
+            ok, why = False, why + f"; but the premise lacks the number {', '.join(lacking)}"
+        return Verdict(ok, why)
