@@ -622,3 +622,23 @@ def test_the_summary_leaves_out_a_knowledge_update_that_did_not_run(tiny_run, ca
     _render(results, out)
     printed = capsys.readouterr().out
     assert "not run: knowledge_update (no --passages-b)" in printed and "knowledge update: EM by index" not in printed
+
+
+def test_the_swaps_notes_reach_results_the_summary_and_the_report(tiny_run, capsys):
+    """What the swap noticed about its inputs (two indexes holding the same passages, questions it left
+    out) was kept in knowledge_update.json alone: results.json, the printed summary and report.md said
+    nothing of it."""
+    from lewisrag.commands.experiments import _render
+    from lewisrag.experiments.report import render_report
+
+    out, _ = tiny_run
+    results = json.loads((out / "results.json").read_text())
+    swap = json.loads((out / "knowledge_update.json").read_text())
+    stage = results["stages"]["knowledge_update"]
+    assert (stage["n_questions"], stage["left_out"], stage["notes"]) == (swap["n_questions"], swap["left_out"], swap["notes"])
+    assert "noted" not in render_report(results)  # the built-in world's two snapshots: nothing to note
+    note = "indexes index_a and index_b hold the same 60 passages (by id and text): the swap cannot show knowledge updating"
+    results["stages"]["knowledge_update"]["notes"] = [note]
+    assert f"- {note}" in render_report(results).splitlines()
+    _render(results, out)
+    assert f"note: {note}" in " ".join(capsys.readouterr().out.split())  # rich wraps long lines

@@ -197,4 +197,6 @@ def _render(results: dict, out: Path, lang: str = "en") -> None:
                                                     t("plot.questions_b")],
                                 [[system(m), t.word("index", i), c["questions_a"], c["questions_b"]]
                                  for m, by in ku.items() for i, c in by.items()]))
+        for note in ((results.get("stages") or {}).get("knowledge_update") or {}).get("notes") or []:
+            _ui.out.print(f"note: {note}")
     _ui.out.print(f"results: {Path(out) / 'results.json'}   report: {Path(out) / 'report.md'}")

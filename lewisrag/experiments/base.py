@@ -297,7 +297,7 @@ def _knowledge_update(run: Path, preset: Preset, on_progress: Progress) -> dict:
                     [run / "data" / "questions_a.jsonl", run / "data" / "questions_b.jsonl"], max_length=preset.rag.max_target_length,
                     on_progress=lambda _, d, t: on_progress("knowledge update", d, t, ""), device=preset.device)
     write_json(run / "knowledge_update.json", m)
-    return {"n_questions": m["n_questions"], "out": {"knowledge_update": m["em"]}}
+    return S.swap_summary(m)
 
 
 def _assemble(config: dict, stages: dict, skipped: dict) -> dict:

@@ -142,7 +142,10 @@ def _swap(results: dict, t: Messages) -> list[str]:
         verdict = t("rep.swap.follows") if matched > crossed else t("rep.swap.ignores")
         sentences.append(t("rep.swap.system", name=t.system(system), verdict=verdict, matched=_pct(matched, t),
                            crossed=_pct(crossed, t)))
-    return out + ["", t("rep.swap.sentence", paper=t("rep.paper_swap"), systems=t.join(sentences, "sep.clause")), ""]
+    out += ["", t("rep.swap.sentence", paper=t("rep.paper_swap"), systems=t.join(sentences, "sep.clause")), ""]
+    # what the swap itself noticed (the same passages in both indexes, questions left out, ...), as it wrote it
+    notes = ((results.get("stages") or {}).get("knowledge_update") or {}).get("notes") or []
+    return out + ([t("rep.swap.notes"), ""] + [f"- {n}" for n in notes] + [""] if notes else [])
 
 
 def _table6(results: dict, t: Messages) -> list[str]:

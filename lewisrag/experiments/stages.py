@@ -286,7 +286,16 @@ def knowledge_update(run: Path, preset: Preset, on_progress: Progress) -> dict:
                     [world / "questions_a.jsonl", world / "questions_b.jsonl"], max_length=preset.rag.max_target_length,
                     on_progress=lambda _, d, t: on_progress("knowledge update", d, t, ""), device=preset.device)
     write_json(run / "knowledge_update.json", m)  # with every cell's predictions
-    return {"n_questions": m["n_questions"], "out": {"knowledge_update": m["em"]}}
+    return swap_summary(m)
+
+
+def swap_summary(m: dict) -> dict:
+    """The knowledge_update stage's summary of a `swap_matrix` result: its EM matrix goes to results.json's
+    "knowledge_update", the questions it scored and left out, and its notes (two indexes holding the same
+    passages, a model not paired with index A, ...) to the stage's summary, so that results.json and the
+    report say them too, not knowledge_update.json alone."""
+    return {"n_questions": m["n_questions"], "left_out": m["left_out"], "notes": m["notes"],
+            "out": {"knowledge_update": m["em"]}}
 
 
 def stitched(run: Path, preset: Preset, seed: int, on_progress: Progress) -> dict:

@@ -148,6 +148,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "rep.swap.system": ("{name} {verdict}: {matched} on matched index and questions against {crossed} on mismatched ones",
                         "{name} {verdict}：索引和问题匹配时 {matched}，错配时 {crossed}"),
     "rep.swap.sentence": ("Beside the {paper}: {systems}.", "对照{paper}：{systems}。"),
+    "rep.swap.notes": ("What the swap noted about its inputs:", "换索引实验对输入的说明（原文）："),
     "rep.t6.h": ("## Ablations (Table 6 style: test EM by test-time K; trained with K={k})",
                  "## 消融实验（仿论文表 6：测试时取不同 K 的测试集 EM；训练时 K={k}）"),
     "rep.t6.token": ("RAG-Token (DPR, trained)", "RAG-Token（DPR，联合训练）"),
