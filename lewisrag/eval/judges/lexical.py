@@ -16,7 +16,9 @@ _WORD = re.compile(_NUMBER_RE + r"|[a-z0-9]+(?:[.'][a-z0-9]+)*")
 # kana, CJK ideographs (the extensions past U+20000 too: rare names are written in them), Hangul
 _CJK_CLASS = r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f]"
 _CJK = re.compile(_CJK_CLASS)
-_CJK_RUN = re.compile(_CJK_CLASS + "+")
+# CJK characters and the digits written against them ("于2016年成为"): a measure word's support is read
+# with its number ("2016年" in the premise covers 年), as a character's is with its neighbours
+_CJK_DIGIT_RUN = re.compile(rf"(?:{_CJK_CLASS}|[0-9])+")
 _CJK_GAP = re.compile(rf"(?<={_CJK_CLASS})\s+(?={_CJK_CLASS})")  # whitespace between two CJK characters
 # Function words carry no claim; leaving them out keeps "the", "是", "的" from propping up a score.
 _STOP_EN = frozenset(
@@ -128,14 +130,17 @@ class LexicalJudge:
         for start, w in _words(h):
             if w not in _STOP_EN:
                 units.append((start, w in words, w))
-        for m in _CJK_RUN.finditer(h):
+        for m in _CJK_DIGIT_RUN.finditer(h):  # the digits are read as numbers above; here they are context
+            if m[0].isdigit():
+                continue
             run, cover = m[0], _covered(m[0], p)
             i = 0
             for uncovered, group in itertools.groupby(cover, key=lambda c: not c):
                 size = len(list(group))
                 # "missing" names a maximal stretch of uncovered characters, trimmed of function characters
-                name = run[i:i + size].strip(_STOP_ZH_CHARS) if uncovered else ""
-                units += [(m.start() + x, not uncovered, name) for x in range(i, i + size) if run[x] not in _STOP_ZH]
+                name = run[i:i + size].strip(_STOP_ZH_CHARS + "0123456789") if uncovered else ""
+                units += [(m.start() + x, not uncovered, name) for x in range(i, i + size)
+                          if run[x] not in _STOP_ZH and not run[x].isdigit()]
                 i += size
         if not units:
             return Verdict(None, "no content tokens in the statement")
