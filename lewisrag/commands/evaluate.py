@@ -25,7 +25,10 @@ EXPORT_HELP = ("Also write the answers in another tool's format: ragas writes ra
                "ragas' metric columns faithfulness, answer_relevancy and context_recall, each filled by the lewisrag "
                "metric of the same name (null where it has no score; ragas splits statements as --splitter atomic does, "
                "and scores 0 where no question was generated back, lewisrag null). "
-               "ragas' context_precision has no lewisrag equivalent and is left out.")
+               "ragas' context_precision has no lewisrag equivalent and is left out. Where records have them, the "
+               "contexts' ids (retrieved_context_ids, which citations name), the gold ids (reference_context_ids), "
+               "reference_statements, category and claims get columns too, so that --answers reads the file back to "
+               "the same scores.")
 CLAIMS_HELP = ("RAGChecker's claim-level diagnostics (claims.precision, claims.hallucination, ...): the record's "
                "response_claims/reference_claims, else the --splitter's statements, checked against the reference and "
                "each retrieved passage. Costs one judge check per claim and passage more (in the same batch, cached).")
@@ -64,7 +67,7 @@ def answers(
     from lewisrag.eval.diagnose import Thresholds
     from lewisrag.eval.reports.html import page_data_from_results, render_report_html
     from lewisrag.eval.reports.markdown import render_results
-    from lewisrag.eval.evaluator import EvalConfig, evaluate_answers
+    from lewisrag.eval.evaluator import EMBEDDER_MAX_LENGTH, EvalConfig, embedder_info, evaluate_answers
     from lewisrag.eval.reports.i18n import check_lang
 
     check_lang(lang)
@@ -96,7 +99,8 @@ def answers(
         raise InputError("--splitter", "the atomic splitter needs an llm judge")
     if claims and claim_extractor == "llm" and not hasattr(the_judge, "extract_claims"):
         raise InputError("--claim-extractor", f"claim extraction by llm needs an llm judge (--judge llm:MODEL), not '{judge}'")
-    embed = metrics.load_embedder(str(embedder)) if embedder else None
+    embed = metrics.load_embedder(str(embedder), EMBEDDER_MAX_LENGTH) if embedder else None
+    embedder_id = embedder_info(embedder) if embedder else None  # what the gate compares answer relevancy by
     cfg = EvalConfig(splitter=splitter, ks=tuple(sorted(set(k))), thresholds=Thresholds(), claims=claims, claim_extractor=claim_extractor)
     config = {"command": "eval answers", "file": str(file), "judge": judge, "splitter": splitter, "ks": list(cfg.ks),
               "concurrency": concurrency, "embedder": str(embedder) if embedder else None,
@@ -106,7 +110,8 @@ def answers(
         config["lang"] = lang
     with _ui.progress() as p:
         task = p.add_task("judging", total=len(records), info=judge)
-        results = evaluate_answers(records, the_judge, cfg, embed=embed, config=config, progress=lambda n: p.advance(task, n))
+        results = evaluate_answers(records, the_judge, cfg, embed=embed, embedder=embedder_id, config=config,
+                                   progress=lambda n: p.advance(task, n))
         _check_endpoint(the_judge)  # inside: the bar goes with the error
     data = results.to_json()
     report, page = render_results(data, lang), render_report_html(page_data_from_results(data, lang=lang))

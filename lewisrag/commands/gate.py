@@ -17,8 +17,9 @@ def gate(
     candidate: Path = typer.Option(..., "--candidate", help="Candidate run directory or its results.json."),
     config: Path = typer.Option(None, "--config", help="TOML thresholds overriding the packaged defaults key by key."),
     allow_judge_change: bool = typer.Option(
-        False, "--allow-judge-change", help="Compare runs whose judge or statement splitter differ, or the claim extractor "
-        "when claims.* metrics are gated (refused otherwise, exit 2); the comparison is flagged."),
+        False, "--allow-judge-change", help="Compare runs whose judge or statement splitter differ (or go unrecorded), the claim "
+        "extractor when claims.* metrics are gated, or answer_relevancy's embedder (refused otherwise, exit 2); the "
+        "comparison is flagged."),
     as_json: bool = typer.Option(False, "--json", help="Print the verdicts and their evidence as JSON."),
 ) -> None:
     """Gate a candidate run against a baseline: citation rules, paired retrieval, judged metrics.

@@ -26,10 +26,12 @@ enter no mean. Everything NaN is written as null with its reason under "nan_reas
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from lewisrag.chat_client import map_in_threads
 from lewisrag.data.io import InputError
@@ -51,6 +53,11 @@ NOT_IN_KB_REASON = "not_in_kb: judged on refusal only, never averaged"
 NO_REFERENCE_REASON = "no reference answer, reference statements or reference claims"
 CLAIM_CONFIDENCE = 0.95  # level of the bootstrap interval of each claim diagnostic's mean
 CLAIM_RESAMPLES = 10_000  # bootstrap resamples (seed 0: the same run gives the same interval)
+EMBEDDER_MAX_LENGTH = 256  # tokens of a question the answer-relevancy embedder reads (`metrics.load_embedder`)
+# what `metrics.load_embedder` reads of an embedder folder besides its *.safetensors: what its fingerprint covers
+EMBEDDER_FILES = frozenset({"config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                            "added_tokens.json", "vocab.txt", "vocab.json", "merges.txt", "spiece.model",
+                            "sentencepiece.bpe.model", "model.safetensors.index.json"})
 
 
 @dataclass(frozen=True)
@@ -65,12 +72,17 @@ class EvalConfig:
 
 
 class _Memo:
-    """A judge front that answers repeated pairs from memory and forwards the rest in one batch.
+    """A judge front that answers repeated pairs from memory and forwards the rest in one batch;
+    everything else (name, generate_questions, ...) is the judge's own, so that a metric asking
+    `hasattr(judge, ...)` sees the judge (answer relevancy was never scored behind this front).
 
     Shared by worker threads without a lock: at worst two threads ask the same pair twice."""
 
     def __init__(self, judge):
         self.inner, self.seen = judge, {}
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
 
     def judge(self, pairs: list[tuple[str, str]]) -> list[Verdict]:
         todo = list(dict.fromkeys(p for p in pairs if p not in self.seen))
@@ -299,8 +311,12 @@ def _relevancy(rec: AnswerRecord, judge, cfg: EvalConfig, embed, m: dict, reason
 
 
 def evaluate_answers(records: Sequence[AnswerRecord], judge, cfg: EvalConfig = EvalConfig(), *, embed=None,
-                     config: dict | None = None, progress: Callable[[int], None] | None = None) -> Results:
-    """Score every record and aggregate into `Results` (`lewisrag.eval.results`; `.to_json()` is results.json)."""
+                     embedder: dict | None = None, config: dict | None = None,
+                     progress: Callable[[int], None] | None = None) -> Results:
+    """Score every record and aggregate into `Results` (`lewisrag.eval.results`; `.to_json()` is results.json).
+
+    `embedder` names `embed` in results.json (`embedder_info`): `lewisrag gate` compares answer
+    relevancy only between runs whose embedders are known and the same."""
     if cfg.splitter not in ("sentences", "atomic"):
         raise ValueError(f"splitter must be 'sentences' or 'atomic', got {cfg.splitter!r}")
     if cfg.splitter == "atomic" and not hasattr(judge, "decompose"):
@@ -324,7 +340,7 @@ def evaluate_answers(records: Sequence[AnswerRecord], judge, cfg: EvalConfig = E
     config = config if config is not None else {"splitter": cfg.splitter, "ks": list(cfg.ks), "thresholds": asdict(cfg.thresholds),
                                                 "claims": cfg.claims, "claim_extractor": cfg.claim_extractor}
     return Results(Producer.here("eval"), config, [QuestionRecord.of(r) for r in out], judge_info(judge), splitter,
-                   aggregate(out))
+                   aggregate(out), embedder=embedder if embed is not None else None)
 
 
 def judge_info(judge) -> dict:
@@ -335,6 +351,21 @@ def judge_info(judge) -> dict:
         if isinstance(getattr(judge, attr, None), (str, int, float, dict)):
             info[attr] = getattr(judge, attr)
     return info
+
+
+def embedder_info(path: str | Path) -> dict:
+    """Name and fingerprint of a local embedder folder: sha256 over the files `metrics.load_embedder`
+    reads (weights, config, tokenizer) and how it embeds, so that two runs are told apart by the
+    model that scored answer relevancy, not by the path it was read from."""
+    h = hashlib.sha256(f"mean pooling, L2-normalized, {EMBEDDER_MAX_LENGTH} tokens\n".encode())
+    for p in sorted(Path(path).iterdir()):
+        if p.is_file() and (p.name in EMBEDDER_FILES or p.suffix == ".safetensors"):
+            content = hashlib.sha256()
+            with open(p, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    content.update(block)
+            h.update(f"{p.name}\0{content.hexdigest()}\n".encode("utf-8"))
+    return {"name": Path(path).resolve().name, "fingerprint": h.hexdigest()}
 
 
 def aggregate(records: list[dict]) -> dict:

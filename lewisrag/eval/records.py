@@ -1,12 +1,16 @@
 """Read answers to evaluate: ragas SingleTurnSample field names, so ragas data loads as is.
 
     {"id"?, "user_input", "response", "retrieved_contexts": [{"id", "title", "text"}] | [str],
-     "reference"?, "reference_statements"?, "gold_passage_ids"?, "category"?, "system"?,
-     "response_claims"?, "reference_claims"?}
+     "retrieved_context_ids"?, "reference"?, "reference_statements"?,
+     "gold_passage_ids"? | "reference_context_ids"?, "category"?, "system"?, "response_claims"?,
+     "reference_claims"?}
 
 ragas' older column names are read too (`OLDER_RAGAS_NAMES`): "question", "answer", "contexts",
 and "ground_truth" (a string) or "ground_truths" (a list, of which the first is the reference, as
-ragas itself took it). A record gives each field under one name; errors name the one it used.
+ragas itself took it). So are ragas' id columns: "retrieved_context_ids" (strings or integers, one
+per context of a list of strings: the contexts' ids, as objects give them) and
+"reference_context_ids" (the gold passage ids). A record gives each field under one name; errors
+name the one it used.
 
 `response_claims` and `reference_claims` (lists of non-empty strings) are the claims RAGChecker's
 diagnostics (`lewisrag.eval.claims`) check, used as given; a record without them gets the run's
@@ -16,9 +20,14 @@ Citations in a response are numbers and name contexts: `[x]` is the context whos
 number x when the contexts are objects with numeric ids, and the x-th context (1-based, prompt
 order) when they are plain strings or objects none of whose ids is a number ("REQ-AUTH-03"). Unknown fields
 (ragas' `reference_contexts`, `rubrics`, ...) are ignored. A record without an `id` gets
-`data.io.derived_id` of its question (`user_input` or `question`), the id the QA reader gives that question. Every problem
-is an `InputError` naming file, line and field; all records are read and checked before anything
-is evaluated.
+`data.io.derived_id` of its question (`user_input` or `question`), the id the QA reader gives that
+question. A question that some system answers on several records without ids gets, on each of its
+records without one, that id, "-" and 8 hex digits of what the record is judged against (reference,
+reference statements and claims, gold passage ids, category): ids that followed the records' order
+paired another record's answer in `lewisrag gate` once a file was reordered. Two records of one
+system that agree on all of it cannot be told apart and are refused, naming both lines. Every
+problem is an `InputError` naming file, line and field; all records are read and checked before
+anything is evaluated.
 
 JSON has no NaN or Infinity, but Python's json module reads the bare tokens as floats, so they are
 rejected here: ±Infinity anywhere in a record, NaN in every field this reader uses. NaN in an
@@ -27,20 +36,24 @@ ignored field passes, because Parquet and pandas write it for a missing value.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
+from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from lewisrag.data.io import InputError, iter_records, optional_str, record_id, require_str, require_str_list
+from lewisrag.data.io import InputError, decoded, iter_records, optional_str, record_id, require_str, require_str_list
 from lewisrag.data.records import CATEGORIES, Passage
 
 # ragas' current column -> its name before ragas 0.2; "ground_truths" (a list) is older still
 OLDER_RAGAS_NAMES = {"user_input": "question", "response": "answer", "retrieved_contexts": "contexts",
                      "reference": "ground_truth"}
-FIELDS = ("id", "user_input", "response", "retrieved_contexts", "reference", "reference_statements",
-          "gold_passage_ids", "category", "system", "response_claims", "reference_claims", *OLDER_RAGAS_NAMES.values(),
-          "ground_truths")  # what parse_answer reads; the rest is ignored
+FIELDS = ("id", "user_input", "response", "retrieved_contexts", "retrieved_context_ids", "reference",
+          "reference_statements", "gold_passage_ids", "reference_context_ids", "category", "system", "response_claims",
+          "reference_claims", *OLDER_RAGAS_NAMES.values(), "ground_truths")  # what parse_answer reads; the rest is ignored
+REQUIRED = ("user_input", "response", "retrieved_contexts", "question", "answer", "contexts")  # null is "missing"
 # ragas' metric column -> the lewisrag metric that fills it in `--export ragas`. The definitions
 # match; ragas' faithfulness splits the answer into statements with its LLM (--splitter atomic
 # here); answer_relevancy is, in both, the mean cosine, 0 when every generated question is
@@ -124,29 +137,69 @@ def _contexts(rec: dict, source, line: int) -> tuple[tuple[Passage, ...], bool]:
     for i, c in enumerate(value):
         if not isinstance(c, str if strings else dict):
             raise InputError(source, "expected all strings or all objects {id, title, text}", line=line, field=f"{field}[{i}]")
-    if strings or not value:
+    ids = _id_list(rec, "retrieved_context_ids", source, line)  # ragas' ids of string contexts, one each
+    if ids is not None and value and not strings:
+        raise InputError(source, f"the contexts of '{field}' are objects with ids of their own; keep one", line=line,
+                         field="retrieved_context_ids")
+    if ids is not None and len(ids) != len(value):
+        raise InputError(source, f"{len(ids)} ids for {len(value)} contexts in '{field}'", line=line,
+                         field="retrieved_context_ids")
+    if ids is None and strings:
         return tuple(Passage(str(i), "", c) for i, c in enumerate(value, start=1)), False
+    # objects, strings with their ids, or none at all: nothing retrieved holds no gold id (recall@k 0, not unknown)
+    if ids is not None:  # string contexts and their ids, checked as the objects' are
+        given = [(cid, f"retrieved_context_ids[{i}]", {"text": c}, f"{field}[{i}]") for i, (cid, c) in enumerate(zip(ids, value))]
+    else:
+        given = [(c.get("id"), f"{field}[{i}].id", c, f"{field}[{i}]") for i, c in enumerate(value)]
     out, seen = [], {}
-    for i, c in enumerate(value):
-        where = f"{field}[{i}]"
-        cid = c.get("id")
-        if isinstance(cid, int) and not isinstance(cid, bool):
-            cid = str(cid)
-        if not isinstance(cid, str) or not cid.strip():
-            raise InputError(source, "missing or not a string", line=line, field=f"{where}.id")
+    for cid, id_field, c, where in given:
+        if isinstance(cid, bool) or not isinstance(cid, (str, int)):
+            raise InputError(source, "missing" if cid is None else f"expected a string or an integer, got "
+                             f"{type(cid).__name__}", line=line, field=id_field)
+        cid = str(cid)
+        if not cid.strip():
+            raise InputError(source, "empty", line=line, field=id_field)
         label = (cid.lstrip("0") or "0") if _numeric(cid) else cid  # "01" and "1" are both cited as [1]
         if label in seen:
             what = (f"duplicate context id '{cid}'" if seen[label] == cid else
                     f"context ids '{seen[label]}' and '{cid}' would both be cited as [{label}]")
-            raise InputError(source, what, line=line, field=f"{where}.id")
+            raise InputError(source, what, line=line, field=id_field)
         seen[label] = cid
         # checked under the context's own path, so an error names retrieved_contexts[i].text, not a bare "text"
-        text = require_str({f"{where}.text": c.get("text")}, f"{where}.text", source, line, nonempty=False)
+        text_field = where if ids is not None else f"{where}.text"
+        text = require_str({text_field: c.get("text")}, text_field, source, line, nonempty=False)
         title = "" if c.get("title") is None else c["title"]  # not `or ""`: a title of 0 or false is a wrong type
         if not isinstance(title, str):
             raise InputError(source, f"expected a string, got {type(title).__name__}", line=line, field=f"{where}.title")
         out.append(Passage(cid, title, text))
     return tuple(out), True
+
+
+def _id_list(rec: dict, field: str, source, line: int) -> list | None:
+    """A list of ids (strings, or integers as ragas allows), or None when the record does not give it."""
+    value = rec.get(field)
+    if value is None:
+        return None
+    if hasattr(value, "tolist"):  # numpy arrays from Parquet / datasets
+        value = value.tolist()
+    if not isinstance(value, list):
+        raise InputError(source, f"expected a list of ids, got {type(value).__name__}", line=line, field=field)
+    return [decoded(v, source, line, f"{field}[{i}]") for i, v in enumerate(value)]
+
+
+def _gold_ids(rec: dict, source, line: int) -> tuple[str, ...]:
+    """The ids that must be retrieved: `gold_passage_ids`, or ragas' `reference_context_ids`."""
+    gold = require_str_list(rec, "gold_passage_ids", source, line, required=False)
+    ragas = _id_list(rec, "reference_context_ids", source, line)
+    if ragas is None:
+        return tuple(gold or ())
+    if gold is not None:
+        raise InputError(source, "also given as 'gold_passage_ids'; keep one", line=line, field="reference_context_ids")
+    for i, gid in enumerate(ragas):
+        if isinstance(gid, bool) or not isinstance(gid, (str, int)) or not str(gid).strip():
+            raise InputError(source, f"expected a string or an integer, got {gid!r}", line=line,
+                             field=f"reference_context_ids[{i}]")
+    return tuple(str(gid) for gid in ragas)
 
 
 def _claims(rec: dict, field: str, source, line: int) -> tuple[str, ...] | None:
@@ -188,11 +241,18 @@ def json_token(x: float) -> str:
 
 
 def _reject_non_finite(rec: dict, source, line: int) -> None:
+    """NaN or ±Infinity, with what to write instead: null (or nothing) suits an optional field only,
+    and a required one written null is "missing" (an answer that is not there is "")."""
     for name, value in rec.items():
         for where, x in non_finite(value, str(name)):
             if math.isinf(x) or name in FIELDS:
-                raise InputError(source, f"{json_token(x)} is not a value (JSON has no NaN or Infinity; leave the field "
-                                 "out or write null)", line=line, field=where)
+                advice = ""
+                if where == name and name in ("response", "answer"):
+                    advice = '; an answer that is not there is ""'
+                elif where == name and name not in REQUIRED:
+                    advice = "; leave the field out or write null"
+                raise InputError(source, f"{json_token(x)} is not a value (JSON has no NaN or Infinity){advice}",
+                                 line=line, field=where)
 
 
 def parse_answer(rec: dict, source, line: int, seen: dict[str, int]) -> AnswerRecord:
@@ -212,7 +272,7 @@ def parse_answer(rec: dict, source, line: int, seen: dict[str, int]) -> AnswerRe
         contexts=contexts,
         reference=_reference(rec, source, line),
         reference_statements=_claims(rec, "reference_statements", source, line) or (),
-        gold_passage_ids=tuple(require_str_list(rec, "gold_passage_ids", source, line, required=False) or ()),
+        gold_passage_ids=_gold_ids(rec, source, line),
         category=category,
         system=optional_str(rec, "system", source, line),
         has_context_ids=has_ids,
@@ -225,16 +285,73 @@ def read_answers(path: str | os.PathLike) -> list[AnswerRecord]:
     """Read and validate every answer record; ids must be unique within a system.
 
     The same question may be answered by several systems, so ids repeat across systems but not
-    within one.
+    within one. The ids of records without one are settled once the whole file is read, so that
+    they do not depend on the records' order (`_settle_derived_ids`).
     """
-    seen: dict[str | None, dict[str, int]] = {}
-    out = []
-    for line, rec in iter_records(path):
-        system = rec.get("system") if isinstance(rec.get("system"), str) else None
-        out.append(parse_answer(rec, path, line, seen.setdefault(system, {})))
+    given: dict[str | None, dict[str, int]] = {}  # system -> id -> the line that gives it
+    out, lines = [], []
+    try:
+        for line, rec in iter_records(path):
+            system = rec.get("system") if isinstance(rec.get("system"), str) else None
+            # a record without an id gets its question's id here, whatever came before (`seen` left empty)
+            out.append(parse_answer(rec, path, line, given.setdefault(system, {}) if rec.get("id") is not None else {}))
+            lines.append(line if rec.get("id") is None else None)
+    except InputError as e:
+        if e.line == 1 and e.field is None and _json_array_in_jsonl(path):
+            raise InputError(path, f"{e.message}: the file is one JSON array, a .json file's layout (JSON Lines "
+                             "holds one object per line): rename it to .json", line=1) from None
+        raise
     if not out:
         raise InputError(path, "no answer records")
+    return _settle_derived_ids(out, lines, given, path)
+
+
+def _json_array_in_jsonl(path: str | os.PathLike) -> bool:
+    """Whether a .jsonl file opens with "[": a JSON array saved under the JSON Lines name."""
+    if not str(path).lower().endswith(".jsonl"):
+        return False
+    try:
+        with open(path, "rb") as f:
+            head = f.read(256).decode("utf-8-sig", errors="replace")
+    except OSError:  # the error being explained came from reading it: that one stands
+        return False
+    return head.lstrip().startswith("[")
+
+
+def _settle_derived_ids(records: list[AnswerRecord], lines: list[int | None], given: dict[str | None, dict[str, int]],
+                        source) -> list[AnswerRecord]:
+    """`records` with the final ids of those without one (`lines[i]`: record i's line, None when it
+    gives its id). A question no system asks twice keeps its derived id; one that some system asks
+    again gets, on every record, the digest of what that record is judged against (module
+    docstring), in every system, so that the systems' answers to one item still share an id. Two
+    records of a system alike, or a derived id that another record gives, are errors naming both lines."""
+    asked = Counter((records[i].system, records[i].id) for i, line in enumerate(lines) if line is not None)
+    repeated = {question_id for (_, question_id), n in asked.items() if n > 1}
+    first: dict[tuple[str | None, str], int] = {}
+    out = list(records)
+    for i, line in enumerate(lines):
+        if line is None:
+            continue
+        rec = records[i]
+        rid = f"{rec.id}-{_judged_against(rec)}" if rec.id in repeated else rec.id
+        if (rec.system, rid) in first:
+            raise InputError(source, f"missing, and line {first[rec.system, rid]} asks the same question, judged against "
+                             "the same reference, without an id either: give each record an id (ids from the records' "
+                             "order would pair other answers once the file is reordered)", line=line, field="id")
+        if rid in given.get(rec.system, {}):
+            raise InputError(source, f"missing, and the id derived from the question, '{rid}', is line "
+                             f"{given[rec.system][rid]}'s own: give this record an id", line=line, field="id")
+        first[rec.system, rid] = line
+        out[i] = replace(rec, id=rid)
     return out
+
+
+def _judged_against(rec: AnswerRecord) -> str:
+    """8 hex digits of what the record's answer is judged against: the same on every run and in
+    every order, and in ragas' older names too (a reference is one, whichever field gave it)."""
+    claims = None if rec.reference_claims is None else list(rec.reference_claims)
+    item = [rec.reference, list(rec.reference_statements), claims, list(rec.gold_passage_ids), rec.category]
+    return hashlib.sha1(json.dumps(item, ensure_ascii=False).encode("utf-8")).hexdigest()[:8]
 
 
 def ragas_rows(records: Sequence[AnswerRecord], scored: Sequence[dict]) -> Iterator[dict]:
@@ -242,14 +359,30 @@ def ragas_rows(records: Sequence[AnswerRecord], scored: Sequence[dict]) -> Itera
     the inputs under ragas' current column names, then ragas' metric columns (`RAGAS_METRICS`)
     with lewisrag's scores, null where there is none. `scored` are results.json's records, in
     the order of `records`.
+
+    What a record holds beyond ragas' text columns goes in columns of its own, each there when some
+    record has it (ragas reads past columns it does not know): the contexts' ids as ragas'
+    `retrieved_context_ids` (the citations [n] name them), the gold ids as its `reference_context_ids`,
+    and `reference_statements`, `category`, `response_claims`, `reference_claims`, so that
+    `eval answers` reads the file back to the same scores.
     """
     if len(records) != len(scored):
         raise ValueError(f"{len(records)} answer records but {len(scored)} scored records")
+    extra = {  # column -> the record's value (None: the record does not give it)
+        "retrieved_context_ids": lambda r: [c.id for c in r.contexts] if r.has_context_ids else None,
+        "reference_context_ids": lambda r: list(r.gold_passage_ids) or None,
+        "reference_statements": lambda r: list(r.reference_statements) or None,
+        "category": lambda r: r.category,
+        "response_claims": lambda r: None if r.response_claims is None else list(r.response_claims),
+        "reference_claims": lambda r: None if r.reference_claims is None else list(r.reference_claims),
+    }
+    given = {column for column, value in extra.items() if any(value(r) is not None for r in records)}
     for rec, res in zip(records, scored):
         if res["id"] != rec.id:
             raise ValueError(f"scored record '{res['id']}' does not match answer record '{rec.id}'")
         row = {"id": rec.id, "system": rec.system, "user_input": rec.question,
                "retrieved_contexts": [c.text for c in rec.contexts], "response": rec.response, "reference": rec.reference}
+        row.update({column: value(rec) for column, value in extra.items() if column in given})
         for column, metric in RAGAS_METRICS.items():
             value = res["metrics"].get(metric)
             row[column] = None if value is None or math.isnan(value) else value

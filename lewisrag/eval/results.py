@@ -1,8 +1,9 @@
 """results.json as code: what every evaluation run writes, and what `lewisrag gate` reads back.
 
     Results          one run: who wrote it (`Producer`: kind, lewisrag version, format), its config,
-                     the judge and statement splitter that scored it, one `QuestionRecord` per
-                     question and system, the aggregates, and the sections its kind adds
+                     the judge and statement splitter that scored it (and the embedder, where one
+                     scored answer relevancy), one `QuestionRecord` per question and system, the
+                     aggregates, and the sections its kind adds
     QuestionRecord   one question answered by one system: its metrics (a score, or null with its
                      reason under nan_reasons) and the detail the reports show
     write_results    the file, written atomically, NaN written as null
@@ -53,7 +54,7 @@ METRIC_RANGES["answer_relevancy"] = (-1.0, 1.0)  # a mean of cosines, as ragas l
 # scored from the answer string and the retrieved ids alone: no judge, so they compare across judges
 JUDGE_FREE = frozenset({"exact_match", "f1", "rougeL", "bleu1", "recall_at_k"})
 
-_TOP = ("lewisrag", "config", "judge", "splitter", "records", "aggregates")  # the keys every kind shares
+_TOP = ("lewisrag", "config", "judge", "splitter", "embedder", "records", "aggregates")  # the keys every kind shares
 
 
 @dataclass
@@ -170,6 +171,9 @@ class Results:
     aggregates: dict | None = None  # a distribution per metric, citation status counts, not_in_kb refusals, causes
     sections: dict = field(default_factory=dict)  # what the kind adds: qa, retrieval, layers, position, stages, ...
     lines: tuple[int, ...] = field(default=(), compare=False, repr=False)  # read from a file: the line each record opens on
+    # name and fingerprint of the sentence embedder behind answer_relevancy (None: none was used, or a
+    # caller's embedder that nothing identifies): scores from different embedders do not compare
+    embedder: dict | None = None
 
     def to_json(self) -> dict:
         """The results.json object; NaN becomes null (JSON has no NaN)."""
@@ -181,6 +185,8 @@ class Results:
             out["judge"] = self.judge
         if self.splitter is not None:
             out["splitter"] = self.splitter
+        if self.embedder is not None:
+            out["embedder"] = self.embedder
         out.update(self.sections)
         out["records"] = [r.to_json() for r in self.records]
         if self.aggregates is not None:
@@ -196,13 +202,13 @@ class Results:
             raise InputError(src, "missing or not a list", field="records")
         reject_non_finite({k: v for k, v in data.items() if k != "records"}, src, "", None)
         producer = _producer(data.get("lewisrag"), src)
-        for name in ("judge", "splitter", "aggregates"):
+        for name in ("judge", "splitter", "embedder", "aggregates"):
             if data.get(name) is not None and not isinstance(data[name], dict):
                 raise InputError(src, "expected an object", field=name)
         records = [QuestionRecord.from_json(rec, src, i, lines[i] if lines else None) for i, rec in enumerate(data["records"])]
         sections = {k: v for k, v in data.items() if k not in _TOP}
         return cls(producer, data.get("config"), records, data.get("judge"), data.get("splitter"),
-                   data.get("aggregates"), sections, tuple(lines or ()))
+                   data.get("aggregates"), sections, tuple(lines or ()), data.get("embedder"))
 
 
 def _producer(block, src: Path) -> Producer:

@@ -13,9 +13,10 @@ Checks come in three tiers, ordered by how deterministic and how cheap they are:
 
 Runs are `results.json` files (or run directories holding one). Questions pair by (id, system), and a
 paired question must keep its text. Scores judged by different judges or statement splitters (or,
-for the claims.* diagnostics, claim extractors) are not comparable, so such runs are refused unless
-the caller allows it. Scores within `SCORE_TOLERANCE` of each other are the same score. Thresholds
-live in a TOML file (the packaged defaults: `gate.toml` beside this module).
+for the claims.* diagnostics, claim extractors; for answer_relevancy, embedders) are not comparable,
+nor are judged scores whose judge fingerprint, splitter or embedder a run does not record, so such
+runs are refused unless the caller allows it. Scores within `SCORE_TOLERANCE` of each other are the
+same score. Thresholds live in a TOML file (the packaged defaults: `gate.toml` beside this module).
 """
 
 from __future__ import annotations
@@ -91,26 +92,45 @@ def run_gate(base: Run, cand: Run, cfg: GateConfig, allow_judge_change: bool = F
 
 
 def _judge_check(base: Run, cand: Run, cfg: GateConfig, allow: bool) -> GateCheck | None:
-    fb, fc = base.judge.get("fingerprint"), cand.judge.get("fingerprint")
+    """None when the runs were scored alike; else a refusal naming what differs, or what a judged
+    metric both runs score depends on and one of them does not record (the judge's fingerprint, the
+    splitter; answer_relevancy's embedder), or, when allowed, a warning saying the same."""
+    compared = base.judged & cand.judged  # judged metrics both runs score: what scored them must be known and alike
     # the claims.* diagnostics are scored on claims the splitter's statements or the LLM extracted: other texts
     claims = any(m.startswith(CLAIMS_PREFIX) for m in cfg.gated_metrics)
-    differing = [(field, f"{what} {b!r} -> {c!r}") for field, what, b, c, differ in (
-        ("judge.name", "judge", base.judge.get("name"), cand.judge.get("name"),
-         base.judge.get("name") != cand.judge.get("name")),
-        ("judge.fingerprint", "judge fingerprint", _short(fb), _short(fc), fb != fc),  # compared in full, shown short
-        ("splitter", "splitter", base.splitter, cand.splitter, base.splitter != cand.splitter),
-        ("config.claim_extractor", "claim extractor", base.claim_extractor, cand.claim_extractor,
-         claims and base.claim_extractor != cand.claim_extractor),
-    ) if differ]
-    if not differing:
+    problems = [p for p in (
+        _scorer("judge.name", "judge", base.judge.get("name"), cand.judge.get("name"), needed=False),
+        _scorer("judge.fingerprint", "judge fingerprint", base.judge.get("fingerprint"), cand.judge.get("fingerprint"),
+                needed=bool(compared)),
+        _scorer("splitter", "splitter", base.splitter, cand.splitter, needed=bool(compared)),
+        _scorer("config.claim_extractor", "claim extractor", base.claim_extractor, cand.claim_extractor,
+                needed=False) if claims else None,
+        _scorer("embedder.fingerprint", "answer_relevancy's embedder", (base.embedder or {}).get("fingerprint"),
+                (cand.embedder or {}).get("fingerprint"), needed=True) if "answer_relevancy" in compared else None,
+    ) if p is not None]
+    if not problems:
         return None
-    diffs = [d for _, d in differing]
-    if not allow:  # the error names the field that differs (the fingerprint when the judge changed)
-        field = "judge.fingerprint" if fb != fc else differing[0][0]
-        raise InputError(cand.path, "runs are not comparable: " + "; ".join(diffs) + ". Judged scores move with "
-                         "the judge, the statement splitter and (for claims.*) the claim extractor; re-run the baseline "
-                         "the same way, or pass --allow-judge-change to compare anyway", field=field)
-    return GateCheck("pairing", "judge", "warn", "compared across a judge change (allowed): " + "; ".join(diffs))
+    diffs = "; ".join(what for _, what, _ in problems)
+    if not allow:  # the error names the field at fault (the fingerprint when the judge changed) in the run lacking it
+        field, _, lacking = next((p for p in problems if p[0] == "judge.fingerprint"), problems[0])
+        raise InputError(base.path if lacking == "baseline" else cand.path, "runs are not comparable: " + diffs +
+                         ". Judged scores move with the judge, the statement splitter, the claim extractor (claims.*) "
+                         "and the embedder (answer_relevancy), so each must be recorded and the same; re-run the "
+                         "baseline the same way, or pass --allow-judge-change to compare anyway", field=field)
+    return GateCheck("pairing", "judge", "warn", "compared across a judge change (allowed): " + diffs)
+
+
+def _scorer(field: str, label: str, base, cand, needed: bool) -> tuple[str, str, str | None] | None:
+    """(field, what, the run lacking it or None) when the two runs' `field` keeps them apart: the
+    values differ, or, `needed` (a metric both runs score depends on it), one run does not record it."""
+    lacking = [run for run, value in (("baseline", base), ("candidate", cand)) if value in (None, "", {})]
+    if needed and lacking:
+        return field, f"{label} not recorded in the {' or the '.join(lacking)}", lacking[0]
+    if base != cand:
+        if field.endswith("fingerprint"):  # compared in full, shown short
+            base, cand = _short(base), _short(cand)
+        return field, f"{label} {base!r} -> {cand!r}", None
+    return None
 
 
 def _pairing_check(base: Run, cand: Run, cfg: GateConfig) -> GateCheck:

@@ -275,6 +275,8 @@ class Run:
     # where the claims.* diagnostics' claims came from: `eval answers --claim-extractor` (config.claim_extractor);
     # "splitter" when the run does not say (the default, and the only source `compare` and `reproduce` use)
     claim_extractor: str = "splitter"
+    judged: frozenset[str] = frozenset()  # the judged metrics of those gated that the run scores on some question
+    embedder: dict | None = None  # the run's "embedder" block: what scored answer_relevancy (None: not recorded)
 
 
 def load_run(path: str | os.PathLike, metrics: tuple[str, ...] = ()) -> Run:
@@ -293,15 +295,14 @@ def load_run(path: str | os.PathLike, metrics: tuple[str, ...] = ()) -> Run:
             raise InputError(p, f"duplicate (id, system) {key} (first at records[{first[key]}])", line=line,
                              field=f"records[{i}].id")
         records[key], first[key] = rec.to_json(), i
-    judged = next((m for rec in results.records for m in metrics
-                   if m not in JUDGE_FREE and rec.metrics.get(m) is not None), None)
-    if results.judge is None and judged is not None:  # two runs without one would pass as judged alike
-        raise InputError(p, f"missing: the records hold judged scores ({judged}), and the gate compares those only "
+    judged = [m for m in metrics if m not in JUDGE_FREE and any(rec.metrics.get(m) is not None for rec in results.records)]
+    if results.judge is None and judged:  # two runs without one would pass as judged alike
+        raise InputError(p, f"missing: the records hold judged scores ({judged[0]}), and the gate compares those only "
                          "between runs of the same judge", field="judge")
     extractor = (results.config if isinstance(results.config, dict) else {}).get("claim_extractor", "splitter")
     if not isinstance(extractor, str):
         raise InputError(p, f"expected 'splitter' or 'llm', got {type(extractor).__name__}", field="config.claim_extractor")
-    return Run(str(p), results.judge or {}, results.splitter, records, extractor)
+    return Run(str(p), results.judge or {}, results.splitter, records, extractor, frozenset(judged), results.embedder)
 
 
 def _check_scores(rec: QuestionRecord, src: Path, i: int, line: int, metrics: tuple[str, ...]) -> None:
