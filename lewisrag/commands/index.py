@@ -103,6 +103,7 @@ def search(
     from lewisrag.data.io import InputError
     from lewisrag.index import open_retriever
     from lewisrag.index.store import check_depth, read_manifest
+    from lewisrag.index.tuning import search_knob
 
     k = _ui.renamed(ctx, "n_docs", "old_k", "--n-docs", "-k")
     if k < 1:
@@ -112,6 +113,11 @@ def search(
     retriever = open_retriever(index, encoder, swap=swap, context_encoder=context_encoder)
     check_depth(k, len(retriever.index.passages))
     hits = retriever.search([query], k)[0]
+    if len(hits) < k:  # FAISS's "no result" rows, left out of the hits: said, not shown as a shorter list in silence
+        knob = search_knob(retriever.index.faiss_index)
+        how = f" at {knob[0]} {retriever.index.manifest.get('search_params', {}).get(knob[0])}" if knob else ""
+        typer.echo(f"note: the search found {len(hits)} of the {k} passages asked for: {index} is a compressed index, "
+                   f"whose search{how} reaches no more; `lewisrag index tune` chooses settings for a recall target", err=True)
     if as_json:
         _ui.print_json([{key: v for key, v in h.to_dict().items() if key != "row"} for h in hits])
         return
@@ -121,8 +127,9 @@ def search(
 
 def tune(
     index: Path = typer.Option(..., "--index", help="A dense index directory (IVF or HNSW: a Flat index has nothing to tune)."),
-    questions: Path = typer.Option(..., "--questions", help="Held-out QA file whose questions the tuning searches with."),
-    qa_fields: str = typer.Option(None, "--qa-fields", help="The QA file's own field names, e.g. question=query."),
+    questions: Path = typer.Option(..., "--questions", help="Held-out questions the tuning searches with: a QA file, "
+                                   "whose answers and gold passage ids are not needed (recall is against exact search)."),
+    qa_fields: str = typer.Option(None, "--qa-fields", help="The file's own field names, e.g. question=query."),
     target_recall: float = typer.Option(0.95, "--target-recall", help="Recall@K against exact search to reach, in (0, 1]."),
     n_docs: int = typer.Option(5, "--n-docs", help="K: the depth recall is measured at (the K training and answering read)."),
     rerank_depth: int = typer.Option(None, "--rerank-depth", help="Candidates per search re-ranked exactly from the stored "
@@ -138,7 +145,7 @@ def tune(
     """Choose a compressed index's nprobe/efSearch for a recall target on held-out questions and record it
     in the manifest (every later search uses it); say so when no setting reaches the target."""
     from lewisrag.data.io import InputError
-    from lewisrag.data.records import read_qa
+    from lewisrag.data.records import read_questions
     from lewisrag.index.search import tune_dense
 
     if not 0 < target_recall <= 1:
@@ -146,7 +153,7 @@ def tune(
     for flag, value in (("--n-docs", n_docs), ("--max-questions", max_questions)):
         if value < 1:  # the one flag at fault, as every other command names it
             raise InputError(flag, f"must be at least 1, got {value}")
-    qs = [ex.question for ex in read_qa(questions, _ui.qa_fields(qa_fields))][:max_questions]
+    qs = [ex.question for ex in read_questions(questions, _ui.qa_fields(qa_fields))][:max_questions]
     with _ui.status(f"tuning {index} on {len(qs)} questions"):
         record = tune_dense(index, qs, encoder, context_encoder, swap, n_docs, target_recall, rerank_depth)
     if record["knob"] is None:

@@ -13,7 +13,8 @@ from lewisrag.commands import _ui
 def retrieval(
     ctx: typer.Context,
     index: list[Path] = typer.Option(..., "--index", help="Index directory; repeat to compare several (e.g. dense and BM25)."),
-    questions: Path = typer.Option(None, "--questions", help="QA examples with gold_passage_ids. Required."),
+    questions: Path = typer.Option(None, "--questions", help="Questions with gold_passage_ids (a QA file; answers are not "
+                                   "needed). Required."),
     old_data: Path = typer.Option(None, "--data", hidden=True, help="Deprecated: --questions."),
     qa_fields: str = typer.Option(None, "--qa-fields", help=_ui.QA_FIELDS_HELP),
     encoder: str = typer.Option(None, "--encoder", help="DPR checkpoint, transformers DPRQuestionEncoder folder or trained "
@@ -30,7 +31,7 @@ def retrieval(
     """Print hit@k (a gold passage among the top k: DPR's top-k accuracy) and recall@k (the share of
     each question's gold passages among the top k) for each index; they differ only on questions with
     several gold passages."""
-    from lewisrag.data.records import check_gold_ids, read_qa
+    from lewisrag.data.records import check_gold_ids, read_questions
     from lewisrag.index import open_retriever, retrieval_recall
     from lewisrag.data.io import InputError, given_once
     from lewisrag.index.store import read_manifest
@@ -43,7 +44,7 @@ def retrieval(
         raise InputError("--recall-at", "cut-offs must be at least 1")
     given_once("--recall-at", k)  # a repeat was scored twice into one count: hit@5 2.000
     given_once("--index", map(str, index), key=os.path.realpath)  # a repeat folded into one row
-    examples = read_qa(data, _ui.qa_fields(qa_fields))
+    examples = read_questions(data, _ui.qa_fields(qa_fields))
     gold = {g for ex in examples for g in ex.gold_passage_ids}
     if not gold:  # recall would be NaN over zero questions, reported as a result
         raise InputError(data, "no question has gold passage ids, so recall cannot be measured", field="gold_passage_ids")

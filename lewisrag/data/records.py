@@ -160,6 +160,35 @@ def read_qa(path: str | os.PathLike, fields: Mapping[str, str] | None = None) ->
     return out
 
 
+def read_questions(path: str | os.PathLike, fields: Mapping[str, str] | None = None) -> list[QAExample]:
+    """The questions of a QA file with their ids and gold passage ids, for the commands that only
+    search with them (`index tune`, `eval retrieval`): a file of questions without answers (held-out
+    queries, a retrieval benchmark's) serves, and one with answers gives the ids and questions
+    `read_qa` gives. The answers are not read, so the examples hold none.
+
+    Field names are `fields`' (`--qa-fields`), else those of the format the first record shows
+    (`detect_qa_schema`: trivia_qa keeps its ids in `question_id`), else lewisrag's."""
+    seen: dict[str, int] = {}
+    out, schema = [], None
+    for line, rec in iter_records(path):
+        if schema is None:
+            try:
+                schema = detect_qa_schema(rec, path, line, fields)
+            except InputError:
+                if fields is not None:  # a mapping of unknown names
+                    raise
+                schema = QA_SCHEMAS["lewisrag"]  # no answers to tell a format by
+        names = {name: schema.path(name) for name in ("id", "question", "gold_passage_ids")}
+        flat = {key: get_path(rec, key) for key in names.values()}  # errors name the file's fields
+        question = require_str(flat, names["question"], path, line)
+        qid = record_id(flat, path, line, seen, field=names["id"], derive_from=question)
+        gold = require_str_list(flat, names["gold_passage_ids"], path, line, required=False) or []
+        out.append(QAExample(qid, question, [], gold))
+    if not out:
+        raise InputError(path, "no questions")
+    return out
+
+
 def ids_present(passages, ids) -> set[str]:
     """Which of `ids` are ids of `passages`: a PassageTable scans its id column, a list is walked."""
     return passages.ids_present(ids) if hasattr(passages, "ids_present") else set(ids) & {p.id for p in passages}

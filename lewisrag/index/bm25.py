@@ -121,6 +121,7 @@ class BM25Index:
         except (OSError, ValueError, EOFError, TypeError, AttributeError, KeyError) as e:
             raise InputError(path / "bm25", f"cannot read the BM25 index ({first_line(e)}); "
                              "build the index again") from None
+        check_num_docs(path, retriever, manifest["n_passages"])
         return cls(path, manifest, retriever, store.load_passages(path, manifest))
 
     def search(self, questions: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -129,3 +130,14 @@ class BM25Index:
         rows, scores = self.retriever.retrieve([tokenize(q) or ["\u0000"] for q in questions], k=k,
                                                show_progress=False, n_threads=1)
         return scores.astype(np.float32), rows.astype(np.int64)
+
+
+def check_num_docs(path: Path, retriever, n_passages: int) -> None:
+    """The BM25 files' document count against the manifest's passages: files of a larger index
+    return rows past the passages (an IndexError where a hit is read), of a smaller one leave
+    passages unfindable. Every load checks it; `index verify` checks the words too."""
+    docs = retriever.scores.get("num_docs")
+    if docs != n_passages or isinstance(docs, bool):
+        raise InputError(path / "bm25" / "params.index.json", f"indexes {docs!r} documents, the index {n_passages} "
+                         "passages: the BM25 files belong to another index or are damaged; build the index again",
+                         field="num_docs")

@@ -583,6 +583,9 @@ class DenseIndex:
                 index = _read_faiss(path / FAISS_FILE, mmap)
         except RuntimeError as e:
             raise InputError(path / FAISS_FILE, f"cannot read the FAISS index: {_faiss_reason(e)}") from None
+        except MemoryError:  # a size field damaged into terabytes, say
+            raise InputError(path / FAISS_FILE, "cannot read the FAISS index: it asks for more memory than this machine "
+                             "gives (std::bad_alloc): the file is damaged, or the index too large to read here") from None
         try:
             embeddings = np.load(path / EMBEDDINGS, mmap_mode="r" if mmap else None)
         except (ValueError, OSError, tokenize.TokenError) as e:  # truncated, not an .npy file, or its header damaged
@@ -590,6 +593,7 @@ class DenseIndex:
         advise_random(embeddings)
         if embeddings.dtype not in (np.float16, np.float32):
             raise InputError(path / EMBEDDINGS, f"holds {embeddings.dtype} vectors; lewisrag writes float16 or float32")
+        check_vector_dtype(path, manifest, embeddings.dtype)
         if index is not None and index.metric_type != faiss.METRIC_INNER_PRODUCT:  # RAG's scores are inner products
             raise InputError(path / FAISS_FILE, "searches by another metric than the inner product (L2?); build the index "
                              "again with lewisrag")
@@ -599,6 +603,8 @@ class DenseIndex:
             raise InputError(path, f"damaged: {EMBEDDINGS} holds {embeddings.shape}, {FAISS_FILE} "
                              f"{f'{index.ntotal} vectors of {index.d}' if index is not None else 'unread'}, "
                              f"the manifest says {expected}")
+        if index is not None:
+            check_faiss_factory(path, manifest, index)
         # a build refuses non-finite vectors; a file damaged since would score NaN and rank at random
         rows = store.sample_rows(len(embeddings))
         finite = np.isfinite(np.asarray(embeddings[rows], dtype=np.float32)).all(axis=1)
@@ -724,8 +730,20 @@ class DenseIndex:
         depth = self.manifest.get("rerank_depth")
         if depth:  # `index tune --rerank-depth`: candidates from the compressed index, ranked exactly
             _, candidates = self.faiss_index.search(q, max(depth, k))
-            return rerank(q, candidates, self.embeddings, k)
-        return self.faiss_index.search(q, k)
+            return rerank(q, self._known_rows(candidates), self.embeddings, k)
+        scores, rows = self.faiss_index.search(q, k)
+        return scores, self._known_rows(rows)
+
+    def _known_rows(self, rows: np.ndarray) -> np.ndarray:
+        """`rows` as FAISS found them, refused where one lies past the passages: an inverted list's
+        row number damaged since the build (which only `index verify` reads them all for) would
+        otherwise end in an IndexError wherever the row is read."""
+        n = len(self.embeddings)
+        if (rows >= n).any():
+            raise InputError(self.path / FAISS_FILE, f"its search found row {int(rows.max())}, past the index's {n} "
+                             "passages: the file is damaged (`lewisrag index verify` names the damage); build the "
+                             "index again")
+        return rows
 
     def _product_search(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Exact top-k by matrix products over blocks of SEARCH_ROWS vectors, merged as they come;
@@ -796,6 +814,65 @@ def _read_faiss(path: Path, mmap: bool):
         with contextlib.suppress(RuntimeError):
             return faiss.read_index(str(path), flags)
     return faiss.read_index(str(path))
+
+
+def check_vector_dtype(path: Path, manifest: dict, dtype: np.dtype) -> None:
+    """The stored vectors' type (the .npy header's) against the manifest's `build.vector_dtype`:
+    `export` and the reports read what the manifest says, and a file swapped for another index's of
+    the same shape would pass every other check a load makes. Indexes built before the field was
+    recorded have none and pass."""
+    recorded = manifest.get("build", {}).get("vector_dtype")
+    if recorded is not None and recorded != np.dtype(dtype).name:
+        raise InputError(path / store.MANIFEST, f"says the stored vectors are {recorded}, {EMBEDDINGS} holds "
+                         f"{np.dtype(dtype).name}: one of the two is damaged or was replaced; build the index again",
+                         field="build.vector_dtype")
+
+
+def faiss_structure(faiss_index) -> list[str]:
+    """What a FAISS index is made of, level by level: each part's type (read_index's names: an OPQ
+    matrix reads back as a LinearTransform, a Flat index as IndexFlatIP), transforms' widths, IVF
+    lists, HNSW links and code sizes; two indexes of one factory string and width have the same."""
+    idx = faiss.downcast_index(faiss_index)
+    out = ["IndexFlat" if isinstance(idx, faiss.IndexFlat) else type(idx).__name__]
+    if isinstance(idx, faiss.IndexPreTransform):
+        for i in range(idx.chain.size()):
+            t = faiss.downcast_VectorTransform(idx.chain.at(i))
+            name = "LinearTransform" if isinstance(t, faiss.OPQMatrix) else type(t).__name__
+            out.append(f"{name}({t.d_in}->{t.d_out})")
+        return out + faiss_structure(idx.index)
+    if isinstance(idx, faiss.IndexIVF):
+        out += [f"{idx.nlist} lists", "quantizer", *faiss_structure(idx.quantizer)]
+    if isinstance(idx, faiss.IndexHNSW):
+        out += [f"M={idx.hnsw.nb_neighbors(1)}", "storage", *faiss_structure(idx.storage)]
+    if getattr(idx, "code_size", None) is not None:
+        out.append(f"{idx.code_size}-byte codes")
+    return out
+
+
+def check_faiss_factory(path: Path, manifest: dict, faiss_index) -> str:
+    """The FAISS index read from `path` against the manifest's factory string, by their structures
+    (`faiss_structure`; the empty index the factory makes takes milliseconds, whatever the corpus):
+    `index tune`, `export` and the reports read what the manifest says the index is, and a file
+    replaced by another kind's of the same size would pass every other check of its rows. Returns
+    what was found, for `index verify`."""
+    factory = manifest.get("faiss_factory")
+    if factory is None:
+        return f"{FAISS_FILE}'s kind not checked: the manifest records no FAISS factory"
+    lists = max((int(count) for count in re.findall(r"IVF(\d+)", factory)), default=0)
+    if lists > max(manifest["n_passages"], 1):  # FAISS would set aside every list first: 10**9 of them take 48 GB
+        raise InputError(path / store.MANIFEST, f"says '{factory}', {lists} inverted lists for {manifest['n_passages']} "
+                         "passages, which no build trains: the manifest is damaged or was edited", field="faiss_factory")
+    try:
+        fresh = faiss.index_factory(int(manifest["dim"]), factory, faiss.METRIC_INNER_PRODUCT)
+    except (RuntimeError, MemoryError) as e:
+        raise InputError(path / store.MANIFEST, f"'{factory}' is no FAISS factory string FAISS builds "
+                         f"({_faiss_reason(e)}): the manifest is damaged or was edited", field="faiss_factory") from None
+    want, got = faiss_structure(fresh), faiss_structure(faiss_index)
+    if want != got:
+        raise InputError(path / store.MANIFEST, f"says '{factory}' ({', '.join(want)}), but {FAISS_FILE} holds "
+                         f"{', '.join(got)}: one of the two is damaged or was replaced; build the index again",
+                         field="faiss_factory")
+    return f"{FAISS_FILE} is the '{factory}' index the manifest says ({', '.join(got)})"
 
 
 def _reset_if_stale(partial: Path, plan: dict) -> None:

@@ -1,15 +1,16 @@
 """Check a whole index folder against its manifest: `lewisrag index verify`.
 
 Every load checks what it can afford at any size (`store.load_passages`' sample hash, and
-`DenseIndex.load`'s shapes and sampled vectors): enough to refuse another index's files, not one
-damaged row among 21M. `verify_index` reads everything once, which takes minutes at Wikipedia
-scale, for an index copied between machines or kept on a disk that may have failed:
+`DenseIndex.load`'s shapes, FAISS structure, vector type and sampled vectors): enough to refuse
+another index's files, not one damaged row among 21M. `verify_index` reads everything once, which
+takes minutes at Wikipedia scale, for an index copied between machines or kept on a disk that may
+have failed:
 
 - every passage against the manifest's content hash, and with the block hashes of indexes built
   since they were recorded, the first block of `store.BLOCK_ROWS` rows that differs (an Arrow
   store's rows validated as `PassageTable` reads them: damaged offsets or UTF-8 are a row named);
-- the FAISS index made of what the manifest's factory string makes (`_check_factory`), and the stored
-  vectors of the manifest's vector_dtype;
+- the FAISS index made of what the manifest's factory string makes, and the stored vectors of the
+  manifest's vector_dtype, as every load checks them (`dense.check_faiss_factory`, `check_vector_dtype`);
 - every stored vector finite (a build refuses NaN and infinity; a file damaged since scores them);
 - the vectors of a FAISS index that keeps them by row (Flat, HNSW) equal to the stored ones, which
   RAG scores documents with; of an IVF index that each row is in one inverted list; of one that
@@ -55,7 +56,7 @@ def verify_index(path: str | os.PathLike, on_progress: Callable[[str, int, int],
     to show the stored vectors are theirs. Returns what was checked: {"index", "kind",
     "n_passages", "checks": [{"check", "result"}]}; raises InputError at the first damage."""
     from lewisrag.index.bm25 import BM25Index
-    from lewisrag.index.dense import DenseIndex
+    from lewisrag.index.dense import DenseIndex, check_faiss_factory
 
     path = Path(path)
     manifest = store.read_manifest(path)
@@ -72,7 +73,7 @@ def verify_index(path: str | os.PathLike, on_progress: Callable[[str, int, int],
         loads = f"manifest and file sizes as every load checks them{old}"
     checks = [{"check": "loads", "result": f"{n} passages; {loads}"}]
     if manifest["kind"] == "dense":  # seconds: before the passes over every row
-        factory = _check_factory(index)
+        factory = check_faiss_factory(index.path, index.manifest, index.faiss_index)  # as the load did: its result line
         checks.append(_check_encoding(index, encoder))
     checks.append(_check_passages(path, index.passages, manifest, on_progress))
     if manifest["kind"] == "dense":
@@ -130,11 +131,6 @@ def _check_vectors(index, on_progress) -> list[dict]:
     codes, why = (None, "") if by_row else _open_codes(index.faiss_index)
     vectors = index.scan_vectors()
     n = len(vectors)
-    recorded = index.manifest.get("build", {}).get("vector_dtype")  # indexes built before it was recorded have none
-    if recorded is not None and recorded != vectors.dtype.name:
-        raise InputError(index.path / store.MANIFEST, f"says the stored vectors are {recorded}, {EMBEDDINGS} holds "
-                         f"{vectors.dtype.name}: one of the two is damaged or was replaced; build the index again",
-                         field="build.vector_dtype")
     try:
         for start in range(0, n, SCAN_ROWS):
             stop = min(n, start + SCAN_ROWS)
@@ -386,63 +382,18 @@ def _check_encoding(index, encoder: str | os.PathLike | None) -> dict:
             f"cosine >= {float(cosine.min()):.4f} with their stored vectors"}
 
 
-def _structure(faiss_index) -> list[str]:
-    """What a FAISS index is made of, level by level: each part's type (read_index's names: an OPQ
-    matrix reads back as a LinearTransform, a Flat index as IndexFlatIP), transforms' widths, IVF
-    lists, HNSW links and code sizes; two indexes of one factory string and width have the same."""
-    idx = faiss.downcast_index(faiss_index)
-    out = ["IndexFlat" if isinstance(idx, faiss.IndexFlat) else type(idx).__name__]
-    if isinstance(idx, faiss.IndexPreTransform):
-        for i in range(idx.chain.size()):
-            t = faiss.downcast_VectorTransform(idx.chain.at(i))
-            name = "LinearTransform" if isinstance(t, faiss.OPQMatrix) else type(t).__name__
-            out.append(f"{name}({t.d_in}->{t.d_out})")
-        return out + _structure(idx.index)
-    if isinstance(idx, faiss.IndexIVF):
-        out += [f"{idx.nlist} lists", "quantizer", *_structure(idx.quantizer)]
-    if isinstance(idx, faiss.IndexHNSW):
-        out += [f"M={idx.hnsw.nb_neighbors(1)}", "storage", *_structure(idx.storage)]
-    if getattr(idx, "code_size", None) is not None:
-        out.append(f"{idx.code_size}-byte codes")
-    return out
-
-
-def _check_factory(index) -> str:
-    """The FAISS index against the manifest's factory string: `index tune`, `export` and the reports
-    read what the manifest says the index is; a file replaced by another kind's would pass every
-    other check of its rows."""
-    from lewisrag.index.dense import FAISS_FILE, _faiss_reason
-
-    factory = index.manifest.get("faiss_factory")
-    if factory is None:
-        return f"{FAISS_FILE}'s kind not checked: the manifest records no FAISS factory"
-    try:
-        fresh = faiss.index_factory(index.dim, factory, faiss.METRIC_INNER_PRODUCT)
-    except RuntimeError as e:
-        raise InputError(index.path / store.MANIFEST, f"'{factory}' is no FAISS factory string FAISS builds "
-                         f"({_faiss_reason(e)}): the manifest is damaged or was edited", field="faiss_factory") from None
-    want, got = _structure(fresh), _structure(index.faiss_index)
-    if want != got:
-        raise InputError(index.path / store.MANIFEST, f"says '{factory}' ({', '.join(want)}), but {FAISS_FILE} holds "
-                         f"{', '.join(got)}: one of the two is damaged or was replaced; build the index again",
-                         field="faiss_factory")
-    return f"{FAISS_FILE} is the '{factory}' index the manifest says ({', '.join(got)})"
-
-
 def _check_bm25(index) -> str:
     """The BM25 files against the passages, as `_check_encoding` checks a dense index's vectors:
-    their document count, and 8 passages spread over the index each in exactly the score columns of
-    its own words (`bm25.tokenize`, as the build tokenized it). BM25 files copied in from another
-    index (the other snapshot's, say) would pass every check of the passages."""
+    their document count (as every load checks it), and 8 passages spread over the index each in
+    exactly the score columns of its own words (`bm25.tokenize`, as the build tokenized it). BM25
+    files copied in from another index (the other snapshot's, say) would pass every check of the
+    passages."""
     from lewisrag.index.bm25 import TOKENIZER, tokenize
     from lewisrag.index.dense import spot_check_rows
 
     files, n = index.path / "bm25", len(index.passages)
     scores, vocab = index.retriever.scores, index.retriever.vocab_dict
-    docs = scores.get("num_docs")
-    if docs != n or isinstance(docs, bool):
-        raise InputError(files / "params.index.json", f"indexes {docs!r} documents, the index {n} passages: the BM25 files "
-                         "belong to another index or are damaged; build the index again", field="num_docs")
+    docs = scores["num_docs"]  # as many as the passages: the load checked it (`bm25.check_num_docs`)
     built_with = index.manifest.get("bm25", {}).get("tokenizer")
     if built_with != TOKENIZER:  # an index of tokenizer /1 has no CJK pairs, which /2 would look for
         return (f"the BM25 files index {docs} documents, as many as the passages (their words not checked: built with "
