@@ -25,14 +25,15 @@ def ask(
     """Answer a question and show p(z|x), p(z|x,y) per passage and, for RAG-Token, the passage each token leaned on."""
     from lewisrag.data.io import InputError
     from lewisrag.experiments.ask import ask as run
-    from lewisrag.experiments.ask import load_model, unpaired_note
+    from lewisrag.experiments.ask import unpaired_note
+    from lewisrag.training.checkpoint import load_trained
     from lewisrag.index.dense import DenseIndex
 
     k = _ui.renamed(ctx, "n_docs", "old_k", "--n-docs", "-k")
     for flag, value, least in (("--n-docs", k, 1), ("--num-beams", num_beams, 1), ("--max-length", max_length, 2)):
         if value is not None and value < least:  # a max length of 1 holds only the start token: an empty answer
             raise InputError(flag, f"must be at least {least}, got {value}")
-    rag, tokenizers = load_model(model)  # an exported model's context encoder from its lewisrag_export.json
+    rag, tokenizers = load_trained(model)  # an exported model's context encoder from its lewisrag_export.json
     dense = DenseIndex.load(index, mmap=True)
     if not swap and (note := unpaired_note(model, rag)):
         typer.echo(f"note: {note}", err=True)

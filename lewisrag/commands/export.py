@@ -20,11 +20,9 @@ def export(
 ) -> None:
     """Write transformers' RAG layout: weights, RagConfig (index_name "custom"), both tokenizers, the passages
     as a `datasets` folder with their embeddings, and the FAISS index over them."""
-    from lewisrag.data.outputs import check_out_dir
-    from lewisrag.experiments.export import KIND, export_rag
+    from lewisrag.experiments.export import export_rag
 
-    check_out_dir(out, KIND, overwrite=overwrite, inputs={"--model": model, "--index": index}, replaces=True)  # before anything is loaded
-    summary = export_rag(model, index, out, swap=swap)
+    summary = export_rag(model, index, out, swap=swap, overwrite=overwrite)
     if as_json:
         _ui.print_json(summary.to_dict())
         return

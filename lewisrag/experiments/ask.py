@@ -8,14 +8,12 @@ RAG-Token, the document each generated token leaned on: the argmax of p(z|x,y_t,
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 
 import torch
 
-from lewisrag.data.io import InputError, read_json
-from lewisrag.experiments.export import META as EXPORT_META
+from lewisrag.data.io import InputError
 from lewisrag.index.store import check_depth
-from lewisrag.training.checkpoint import load_trained, resolve_model_dir
 
 
 @dataclass(frozen=True)
@@ -46,25 +44,6 @@ class Answer:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-def load_model(path: str | os.PathLike, device: str = "cpu"):
-    """(model, tokenizers) as `training.checkpoint.load_trained` loads them, with the context encoder
-    the model belongs to known wherever it is recorded: a folder `lewisrag export` wrote is in
-    transformers' RAG layout, which has no place for it, so it is read from lewisrag_export.json
-    (without it, `ask` and `swap` would search an index built by any encoder of the same width).
-    A transformers RAG checkpoint from elsewhere names none (`settings.index_fingerprint` None)."""
-    d = resolve_model_dir(path)  # once: a run without final/ is said to be one once
-    model, tokenizers = load_trained(d, device=device)
-    meta = d / EXPORT_META
-    if model.settings.index_fingerprint is None and meta.is_file():
-        recorded = read_json(meta)
-        fingerprint = recorded.get("index_fingerprint") if isinstance(recorded, dict) else None
-        if not isinstance(fingerprint, str) or not fingerprint:
-            raise InputError(meta, f"expected the exported index's context-encoder fingerprint (a string), got {fingerprint!r}",
-                             field="index_fingerprint")
-        model.settings = replace(model.settings, index_fingerprint=fingerprint)
-    return model, tokenizers
 
 
 def unpaired_note(path: str | os.PathLike, model) -> str | None:

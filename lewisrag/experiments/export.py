@@ -7,12 +7,16 @@ Layout of `DIR` (what `RagRetriever.from_pretrained(DIR)`, `RagTokenizer.from_pr
                                     retrieval_vector_size, n_docs, title_sep/doc_sep/prefix/max_combined_length
     DIR/model.safetensors           RAG weights (`RagModel.to_hf`), generation_config.json
     DIR/question_encoder_tokenizer/ DIR/generator_tokenizer/   (RagTokenizer's layout)
-    DIR/passages/                   datasets save_to_disk: id, title, text, embeddings (the index's stored float32 vectors)
+    DIR/passages/                   datasets save_to_disk's layout: id, title, text, embeddings (the index's stored
+                                    vectors as float32), written once (`write_passages`)
     DIR/passages.faiss              the index's FAISS index (inner product, rows = passages' rows), faiss.write_index
-    DIR/lewisrag_export.json        where it came from: model, index, variant, index fingerprint
+    DIR/lewisrag_export.json        where it came from: model, index, variant, the exported index's fingerprint
+                                    (index_fingerprint) and the context encoder the model is paired with
+                                    (paired_fingerprint; they differ after --swap), generate_kwargs, beam_kwargs
 
 The paths in config.json are absolute: after moving DIR, pass `passages_path=` and `index_path=` to
-`RagRetriever.from_pretrained`.
+`RagRetriever.from_pretrained`. lewisrag reads DIR back as the model exported (`load_trained`,
+`RagModel.from_hf_pretrained`: `rag_model.checkpoints.apply_export_record`), pairing and decoding alike.
 
 Decoding as `lewisrag ask` does. `ask` decodes with the model's generation config, except that it
 passes its own `num_beams` (default 1: greedy) and `max_length` (default 32). The export writes
@@ -35,26 +39,28 @@ tokenizer the question reaches the generator lowercased, as it does in transform
 
 from __future__ import annotations
 
-import contextlib
 import copy
+import hashlib
+import json
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import faiss
 import numpy as np
+import pyarrow as pa
 import torch
 
 from lewisrag.data.io import InputError, write_json
-from lewisrag.data.outputs import staged_dir
+from lewisrag.data.outputs import check_out_dir, staged_dir
+from lewisrag.data.passages import PASSAGE_SCHEMA, PassageTable
 from lewisrag.index.dense import DenseIndex
+from lewisrag.rag_model.checkpoints import EXPORT_FORMAT, EXPORT_RECORD
 from lewisrag.training.checkpoint import load_trained, resolve_model_dir
 
 KIND = "export"
 PASSAGES = "passages"
 FAISS_FILE = "passages.faiss"
-META = "lewisrag_export.json"
 # `lewisrag ask`'s --num-beams and --max-length defaults (commands/ask.py; tests/test_export.py checks they agree)
 ASK_DEFAULTS = {"num_beams": 1, "max_length": 32}
 BEAM_ONLY = ("early_stopping", "length_penalty")  # settings transformers refuses to save with num_beams=1
@@ -62,6 +68,7 @@ BEAM_ONLY = ("early_stopping", "length_penalty")  # settings transformers refuse
 # decoding setting a reload can lose. A generator folder whose generation_config.json does not name them
 # (bart-large's, written by transformers 4; any folder without the file) reads None there, where the config
 # transformers rebuilds has the model config's False (True for use_cache).
+SHARD_BYTES = 500 * 10**6  # the largest Arrow file of passages/: `datasets`' save_to_disk default, "500MB"
 NOT_DECODING = ("output_attentions", "output_hidden_states", "output_scores", "output_logits", "return_dict_in_generate",
                 "use_cache")
 
@@ -83,12 +90,17 @@ class ExportSummary:
 
 
 def export_rag(model_path: str | os.PathLike, index_path: str | os.PathLike, out: str | os.PathLike,
-               swap: bool = False) -> ExportSummary:
-    """Write the transformers RAG folder described in the module docstring to `out` (atomically, marked "export")."""
+               swap: bool = False, overwrite: bool = False) -> ExportSummary:
+    """Write the transformers RAG folder described in the module docstring to `out` (atomically, marked "export").
+
+    `out` is checked as `lewisrag export --out` is (`outputs.check_out_dir`): a folder the user filled
+    is never replaced, another lewisrag output or files added to an earlier export only with `overwrite`."""
     # transformers' RAG classes import `datasets`; only this path needs them
-    from datasets import Dataset, Features, Sequence, Value
     from transformers import RagConfig, RagTokenizer
 
+    given = out
+    out = check_out_dir(out, KIND, overwrite=overwrite, inputs={"--model": model_path, "--index": index_path},
+                        replaces=True)  # before anything is loaded
     model, tokenizers = load_trained(model_path)
     dense = DenseIndex.load(index_path, mmap=True)  # nprobe/efSearch applied: FAISS writes them with the index
     if dense.manifest.get("rerank_depth"):  # lewisrag re-ranks candidates exactly; transformers searches FAISS alone
@@ -107,7 +119,6 @@ def export_rag(model_path: str | os.PathLike, index_path: str | os.PathLike, out
     if model.n_docs > n:
         raise InputError(index_path, f"holds {n} passages, fewer than the model's n_docs {model.n_docs}")
 
-    out = Path(out)
     final = out.resolve()
     s = model.settings
     beams = beam_settings(model.generation_config)
@@ -129,28 +140,13 @@ def export_rag(model_path: str | os.PathLike, index_path: str | os.PathLike, out
         config.save_pretrained(tmp)
         RagTokenizer(question_encoder=tokenizers.question, generator=tokenizers.generator).save_pretrained(tmp)
 
-        features = Features({"id": Value("string"), "title": Value("string"), "text": Value("string"),
-                             "embeddings": Sequence(Value("float32"))})
-
-        stored = dense.scan_vectors()  # read from first row to last
-
-        def rows(batch: int = 4096):
-            for start in range(0, n, batch):
-                vectors = np.asarray(stored[start:start + batch], dtype=np.float32)
-                for i, v in enumerate(vectors):
-                    p = dense.passages[start + i]
-                    yield {"id": p.id, "title": p.title, "text": p.text, "embeddings": v}
-
-        with _quiet_datasets():
-            ds = Dataset.from_generator(rows, features=features, cache_dir=str(tmp / ".cache"))
-            ds.save_to_disk(str(tmp / PASSAGES))
-        del ds
-        shutil.rmtree(tmp / ".cache", ignore_errors=True)
+        write_passages(dense, tmp / PASSAGES)
         faiss.write_index(dense.faiss_index, str(tmp / FAISS_FILE))
-        summary = ExportSummary(str(out), s.variant, s.n_docs, n, dim, str(resolve_model_dir(model_path)), str(index_path),
+        summary = ExportSummary(str(given), s.variant, s.n_docs, n, dim, str(resolve_model_dir(model_path)), str(index_path),
                                 {**ASK_DEFAULTS, **lost_generation_settings(model)}, beams)
-        write_json(tmp / META, {"format": "lewisrag-export/1", **summary.to_dict(),
-                                "index_fingerprint": dense.ctx_fingerprint})
+        # the model's own pairing beside the exported index's: they differ when --swap paired it with another
+        write_json(tmp / EXPORT_RECORD, {"format": EXPORT_FORMAT, **summary.to_dict(), "index_fingerprint": dense.ctx_fingerprint,
+                                         "paired_fingerprint": s.index_fingerprint})
     return summary
 
 
@@ -190,15 +186,60 @@ def lost_generation_settings(model) -> dict:
     return {k: v for k, v in ours.items() if k not in internal and rebuilt.get(k) != v}
 
 
-@contextlib.contextmanager
-def _quiet_datasets():
-    """`datasets` without its progress bars (library code never prints), restored afterwards."""
-    import datasets
+def write_passages(dense: DenseIndex, folder: Path, batch_rows: int = 4096) -> None:
+    """`dense`'s passages with their stored vectors (as float32) in `folder`, laid out as `datasets`'
+    save_to_disk lays out a Dataset (what `load_from_disk`, and so transformers' retriever, reads):
+    Arrow shards of at most SHARD_BYTES, state.json and dataset_info.json.
 
-    was = datasets.is_progress_bar_enabled()
-    datasets.disable_progress_bars()
-    try:
-        yield
-    finally:
-        if was:
-            datasets.enable_progress_bars()
+    Written once, Arrow batch by Arrow batch from the index: `Dataset.from_generator` would first
+    write every row to a cache of its own, which save_to_disk then copies (twice the writing, and
+    twice the disk until the cache is removed), and it turns every row into Python objects first.
+    """
+    from datasets import DatasetInfo, Features, Sequence, Value
+    from datasets.arrow_writer import ArrowWriter
+    from datasets.splits import SplitDict, SplitInfo
+
+    features = Features({"id": Value("string"), "title": Value("string"), "text": Value("string"),
+                         "embeddings": Sequence(Value("float32"))})
+    folder.mkdir()
+    parts: list[tuple[Path, int, int]] = []  # (file, rows, bytes) per shard
+    tables = _passage_tables(dense, batch_rows)
+    table = next(tables)  # the index holds at least the model's n_docs passages
+    while table is not None:
+        file, written = folder / f"part-{len(parts):05d}.arrow", 0
+        with ArrowWriter(features=features, path=str(file)) as writer:
+            while table is not None and written < SHARD_BYTES:
+                writer.write_table(table)
+                written += table.nbytes
+                table = next(tables, None)
+            parts.append((file, *writer.finalize()))
+    names = [f"data-{i:05d}-of-{len(parts):05d}.arrow" for i in range(len(parts))]  # save_to_disk's names
+    for (part, _, _), name in zip(parts, names):
+        os.replace(part, folder / name)
+    rows, size = sum(p[1] for p in parts), sum(p[2] for p in parts)
+    fingerprint = hashlib.sha256(json.dumps(dense.manifest, sort_keys=True).encode()).hexdigest()[:16]
+    write_json(folder / "state.json", {"_data_files": [{"filename": n} for n in names], "_fingerprint": fingerprint,
+                                       "_format_columns": None, "_format_kwargs": {}, "_format_type": None,
+                                       "_output_all_columns": False, "_split": "train"})
+    splits = SplitDict({"train": SplitInfo(name="train", num_bytes=size, num_examples=rows)})
+    DatasetInfo(features=features, splits=splits, dataset_size=size, size_in_bytes=size).write_to_directory(str(folder))
+
+
+def _passage_tables(dense: DenseIndex, batch_rows: int):
+    """`dense`'s passages as Arrow tables of `batch_rows` rows: id, title, text and their stored vectors
+    (float32 lists), in row order; an index's passage store goes Arrow to Arrow, a list (an index of
+    the first format) a batch of Passages at a time."""
+    passages, stored = dense.passages, dense.scan_vectors()  # the vectors read from first row to last
+    if isinstance(passages, PassageTable):
+        batches = passages.arrow_batches(batch_rows)
+    else:
+        batches = (pa.record_batch([pa.array([getattr(p, name) for p in passages[start:start + batch_rows]], pa.string())
+                                    for name in PASSAGE_SCHEMA.names], schema=PASSAGE_SCHEMA)
+                   for start in range(0, len(passages), batch_rows))
+    start = 0
+    for batch in batches:
+        vectors = np.ascontiguousarray(stored[start:start + batch.num_rows], dtype=np.float32)
+        offsets = pa.array(np.arange(0, vectors.size + 1, vectors.shape[1], dtype=np.int32))
+        embeddings = pa.ListArray.from_arrays(offsets, pa.array(vectors.reshape(-1)))
+        yield pa.Table.from_batches([batch]).append_column("embeddings", embeddings)
+        start += batch.num_rows

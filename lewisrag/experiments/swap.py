@@ -18,8 +18,8 @@ from pathlib import Path
 from lewisrag.data.io import InputError, given_once, read_json
 from lewisrag.data.records import read_qa
 from lewisrag.data.threads import resolve_device
-from lewisrag.experiments.ask import load_model, unpaired_note
-from lewisrag.training.checkpoint import resolve_model_dir
+from lewisrag.experiments.ask import unpaired_note
+from lewisrag.training.checkpoint import load_trained, resolve_model_dir
 from lewisrag.training.rag_data import place_search
 from lewisrag.index.dense import DenseIndex
 from lewisrag.rag_model.answering import answer_questions
@@ -135,7 +135,7 @@ def swap_matrix(model_paths: Sequence[str | os.PathLike], index_paths: Sequence[
     given_once("--model", map(str, model_paths), key=resolved.__getitem__)
     check_tasks(model_dirs)
     indexes = [DenseIndex.load(p, mmap=True) for p in index_paths]
-    models = [load_model(d, device=device) for d in model_dirs]
+    models = [load_trained(d, device=device) for d in model_dirs]
     for index in indexes:  # a Flat index is searched on the GPU where it fits, as in training
         place_search(index, "auto", resolve_device(device))
     check_pairs([m for m, _ in models], indexes, swap)

@@ -14,6 +14,10 @@ lewisrag layout (`save_native`):
                                transformers DPRContextEncoder folder with its tokenizer); not read back by
                                `load_native`, since a loaded model scores with its index's stored vectors
 
+A transformers RAG directory that `lewisrag export` wrote also holds `lewisrag_export.json`
+(`EXPORT_RECORD`), with what transformers' layout has no place for; `load_hf` gives it back to
+the model (`apply_export_record`).
+
 Nothing is unpickled: weights are read from safetensors only (`lewisrag.data.pretrained`), and
 configs are JSON.
 """
@@ -23,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 
 from transformers import AutoModel, AutoModelForSeq2SeqLM, RagConfig
@@ -35,6 +39,8 @@ from lewisrag.rag_model.decoding import check_generation_config, generation_file
 from lewisrag.rag_model.settings import RagSettings
 
 FORMAT = "lewisrag-rag/1"
+EXPORT_RECORD = "lewisrag_export.json"  # written by `lewisrag export` (experiments/export.py)
+EXPORT_FORMAT = "lewisrag-export/1"
 _HF_CLASSES = {"RagTokenForGeneration": "token", "RagSequenceForGeneration": "sequence"}
 
 
@@ -47,7 +53,11 @@ def _hf_class(variant: str):
 
 
 def load_hf(model_cls, path: str | os.PathLike, variant: str | None = None):
-    """Load a transformers RAG checkpoint directory; the variant comes from `architectures` unless given."""
+    """Load a transformers RAG checkpoint directory; the variant comes from `architectures` unless given.
+
+    A folder `lewisrag export` wrote gets back what its lewisrag_export.json records (`apply_export_record`):
+    the model's pairing, which `ask` and `swap` check an index against, and the generation settings
+    transformers' layout drops. One from elsewhere names no pairing (`settings.index_fingerprint` None)."""
     path = Path(path)
     cfg = read_json(path / "config.json")
     model_type = cfg.get("model_type") if isinstance(cfg, dict) else None
@@ -60,7 +70,46 @@ def load_hf(model_cls, path: str | os.PathLike, variant: str | None = None):
                              field="architectures")
         variant = known[0]
     hf = load_model(_hf_class(variant).from_pretrained, path, f"transformers RAG-{variant.capitalize()} model")
-    return from_hf(model_cls, hf, path)
+    model = from_hf(model_cls, hf, path)
+    if (path / EXPORT_RECORD).is_file():
+        apply_export_record(model, path / EXPORT_RECORD)
+    return model
+
+
+def apply_export_record(model, file: Path) -> None:
+    """Give `model`, loaded from a folder `lewisrag export` wrote, what `file` (its lewisrag_export.json)
+    records beside transformers' layout, every field checked (an InputError naming it):
+
+    - the context encoder its question encoder is paired with (`paired_fingerprint`; null: none),
+      as `settings.index_fingerprint`: transformers' RagConfig has no place for it, and without it
+      `ask` and `swap` would search an index of any encoder of the same width. An export written
+      before the field existed records only the exported index's (`index_fingerprint`), the same
+      fingerprint unless it was exported with --swap;
+    - the generation settings a reloaded model lacks (`generate_kwargs`: a RAG-Sequence generator's,
+      which a saved RAG folder drops; `beam_kwargs`: those transformers will not save beside
+      num_beams=1), so that it answers as the model that was exported did.
+    """
+    record = read_json(file)
+    if not isinstance(record, dict):
+        raise InputError(file, f"expected a JSON object, got {type(record).__name__}", field="(top level)")
+    if record.get("format", EXPORT_FORMAT) != EXPORT_FORMAT:
+        raise InputError(file, f"expected {EXPORT_FORMAT!r}, got {record['format']!r}", field="format")
+    name = "paired_fingerprint" if "paired_fingerprint" in record else "index_fingerprint"
+    fingerprint = record.get(name)
+    if not (isinstance(fingerprint, str) and fingerprint) and not (name == "paired_fingerprint" and fingerprint is None):
+        what = "the model's" if name == "paired_fingerprint" else "the exported index's"
+        raise InputError(file, f"expected {what} context-encoder fingerprint (a string), got {fingerprint!r}", field=name)
+    model.settings = replace(model.settings, index_fingerprint=fingerprint)
+    gc = model.generation_config
+    for name in ("generate_kwargs", "beam_kwargs"):
+        settings = record.get(name, {})
+        if not isinstance(settings, dict):
+            raise InputError(file, f"expected an object of generation settings, got {settings!r}", field=name)
+        for key, value in settings.items():  # set, not gc.update(): its validation raises and warns on its own
+            if key.startswith("_") or key not in vars(gc):
+                raise InputError(file, "not a generation setting", field=f"{name}.{key}")
+            setattr(gc, key, value)
+    check_generation_config(gc, model.generator.config.vocab_size, file)
 
 
 def from_hf(model_cls, hf, path: Path | None = None):
@@ -69,12 +118,14 @@ def from_hf(model_cls, hf, path: Path | None = None):
     `path`, when `hf` was read from one, supplies the tokenizers' folders."""
     variant = _HF_CLASSES[type(hf).__name__]
     c = hf.config
+    values = dict(n_docs=c.n_docs, label_smoothing=c.label_smoothing, exclude_bos_score=c.exclude_bos_score,
+                  do_deduplication=c.do_deduplication, title_sep=c.title_sep, doc_sep=c.doc_sep,
+                  # transformers' retriever prepends the generator config's prefix, never the RAG config's
+                  prefix=getattr(hf.generator.config, "prefix", None) or "", max_combined_length=c.max_combined_length)
+    if path is not None:  # read from a folder: a value RAG cannot use is named here, not a traceback later
+        check_settings(values, path / "config.json", lambda name: "generator.prefix" if name == "prefix" else name)
     settings = RagSettings(
-        variant=variant, n_docs=c.n_docs, label_smoothing=c.label_smoothing, exclude_bos_score=c.exclude_bos_score,
-        # transformers' retriever prepends the generator config's prefix, never the RAG config's
-        do_deduplication=c.do_deduplication, title_sep=c.title_sep, doc_sep=c.doc_sep,
-        prefix=getattr(hf.generator.config, "prefix", None) or "",
-        max_combined_length=c.max_combined_length,
+        variant=variant, **values,
         question_tokenizer=_existing(path / "question_encoder_tokenizer") if path else None,
         generator_tokenizer=_existing(path / "generator_tokenizer") if path else None,
     )
@@ -130,20 +181,28 @@ def read_settings(path: str | os.PathLike) -> RagSettings:
     known = {f.name for f in fields(RagSettings)}
     if not isinstance(raw, dict) or set(raw) - known:
         raise InputError(path / "rag.json", f"unknown settings {sorted(set(raw or {}) - known)}", field="settings")
-    for f in fields(RagSettings):  # each value of its default's type: a wrong one fails later, in a traceback
-        if f.name in raw and not _of_type(raw[f.name], f.default):
-            kind = ("a string or null" if f.default is None else "true or false" if isinstance(f.default, bool)
-                    else "a number" if isinstance(f.default, float) else "an integer" if isinstance(f.default, int)
-                    else "a string")
-            raise InputError(path / "rag.json", f"expected {kind}, got {json.dumps(raw[f.name])}", field=f"settings.{f.name}")
-    if raw.get("max_combined_length", 1) < 1 or not 0 <= raw.get("label_smoothing", 0.0) < 1:
-        bad = "max_combined_length" if raw.get("max_combined_length", 1) < 1 else "label_smoothing"
-        raise InputError(path / "rag.json", f"out of range: {raw[bad]!r}", field=f"settings.{bad}")
+    check_settings(raw, path / "rag.json", lambda name: f"settings.{name}")
     try:
         settings = RagSettings(**raw)
     except (TypeError, ValueError) as e:
         raise InputError(path / "rag.json", str(e), field="settings") from None
     return settings
+
+
+def check_settings(raw: dict, file: Path, field) -> None:
+    """Refuse a value of `raw` (RagSettings' names) of another type than its setting's default or out of
+    its range: an InputError naming `file` and `field(name)`, where it would fail later in a traceback
+    (ask, swap, export) or silently (a zero-token generator input)."""
+    for f in fields(RagSettings):
+        if f.name in raw and not _of_type(raw[f.name], f.default):
+            kind = ("a string or null" if f.default is None else "true or false" if isinstance(f.default, bool)
+                    else "a number" if isinstance(f.default, float) else "an integer" if isinstance(f.default, int)
+                    else "a string")
+            raise InputError(file, f"expected {kind}, got {json.dumps(raw[f.name])}", field=field(f.name))
+    for name, ok in (("n_docs", raw.get("n_docs", 1) >= 1), ("max_combined_length", raw.get("max_combined_length", 1) >= 1),
+                     ("label_smoothing", 0 <= raw.get("label_smoothing", 0.0) < 1)):
+        if not ok:
+            raise InputError(file, f"out of range: {raw[name]!r}", field=field(name))
 
 
 def _of_type(value, default) -> bool:

@@ -294,4 +294,5 @@ def _tokenizer(d: Path, names: tuple[str, ...], recorded: str | None):
     for candidate in [d / n for n in names] + ([Path(recorded)] if recorded else []):
         if candidate.is_dir():
             return load_tokenizer(AutoTokenizer.from_pretrained, candidate, names[0].replace("_", " "), use_fast=True)
-    raise InputError(d, f"no {names[0]} directory and no recorded tokenizer path that exists", field=names[0])
+    # every folder name looked for: an export's is question_encoder_tokenizer, lewisrag's own question_tokenizer
+    raise InputError(d, f"no {' or '.join(names)} directory and no recorded tokenizer path that exists", field=names[0])
