@@ -131,11 +131,16 @@ def test_runs_without_a_splitter_are_refused_when_judged_scores_are_compared(tmp
     assert e.value.field == "splitter"
 
 
-def test_answer_relevancy_from_another_embedder_is_refused(tmp_path, runs):
-    b = _write(tmp_path, "b", _relevancy(runs["baseline"], MINILM))
-    c = _write(tmp_path, "c", _relevancy(runs["clean"], BGE))
+def _relevancy_runs(tmp_path, runs, base_embedder, cand_embedder):
+    """(baseline, candidate, gate.toml gating answer_relevancy) with the given embedder blocks."""
     cfg = tmp_path / "gate.toml"
     cfg.write_text(RELEVANCY, encoding="utf-8")
+    return (_write(tmp_path, "b", _relevancy(runs["baseline"], base_embedder)),
+            _write(tmp_path, "c", _relevancy(runs["clean"], cand_embedder)), cfg)
+
+
+def test_answer_relevancy_from_another_embedder_is_refused(tmp_path, runs):
+    b, c, cfg = _relevancy_runs(tmp_path, runs, MINILM, BGE)
     with pytest.raises(InputError, match="answer_relevancy's embedder") as e:
         gate.gate(b, c, cfg)
     assert e.value.field == "embedder.fingerprint" and e.value.source == str(c)
@@ -148,10 +153,7 @@ def test_answer_relevancy_from_another_embedder_is_refused(tmp_path, runs):
 
 def test_answer_relevancy_without_a_recorded_embedder_is_refused(tmp_path, runs):
     """Runs from before the embedder was recorded (or by hand) gated answer relevancy as comparable."""
-    b = _write(tmp_path, "b", _relevancy(runs["baseline"], None))
-    c = _write(tmp_path, "c", _relevancy(runs["clean"], None))
-    cfg = tmp_path / "gate.toml"
-    cfg.write_text(RELEVANCY, encoding="utf-8")
+    b, c, cfg = _relevancy_runs(tmp_path, runs, None, None)
     with pytest.raises(InputError, match="embedder not recorded in the baseline or the candidate") as e:
         gate.gate(b, c, cfg)
     assert e.value.field == "embedder.fingerprint"
