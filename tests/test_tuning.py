@@ -346,3 +346,20 @@ def test_bench_scale_runs_on_a_built_indexs_own_vectors(tmp_path):
     bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_scale.py"), "--index", str(tmp_path / "index")],
                          check=False, capture_output=True, text=True, env=env, timeout=60)
     assert bad.returncode == 2 and "--index and --questions go together" in bad.stderr
+
+
+def test_tuning_never_chooses_a_setting_that_finds_fewer_than_k_passages():
+    """At nprobe 1 an index of 64 lists over 300 vectors finds about 5 passages a query: asked for
+    10, a query got padded rows, which count as misses, so a low target was met there and recorded;
+    `train rag` and `ask` then refused the index's own setting (`check_found`)."""
+    x, q = clustered(300, queries=50, seed=1)
+    k = 10
+    exact = exact_top_k(x, q, k)[1]
+    index = build_faiss(x, "IVF64,Flat")
+    apply_params(index, {"nprobe": 1})
+    assert (index.search(q, k)[1] < 0).any()  # the setting the old rule chose at this target
+    t = tune_search(index, q, exact, k, 0.3)
+    assert t.reached and t.params["nprobe"] > 1 and t.trials[1] >= 0.3  # recall alone would have taken 1
+    assert not (index.search(q, k)[1] < 0).any()  # the index is left at a setting that finds k for every query
+    apply_params(index, {"nprobe": t.params["nprobe"] - 1})
+    assert (index.search(q, k)[1] < 0).any()  # and one lower does not

@@ -249,6 +249,9 @@ def tune_search(index, queries: np.ndarray, exact_rows: np.ndarray, k: int, targ
     value one below the chosen one was measured to miss (`trials` holds every measurement). Recall
     is measured after re-ranking the top `rerank_depth` when `rerank_vectors` are given, and with
     `exact_scores` (`exact_top_k`'s, which may then list more than k rows) ties count as found.
+    A value at which some query finds fewer than k passages does not reach the target, whatever its
+    recall: training and answering refuse such a search (`rag_model.model.check_found`), so a low
+    target met with padded rows would record a setting nothing can use.
 
     The index is left set to the chosen parameters; `qps` is measured with them in batches of
     `batch_size`. Flat (and any index without a search parameter) is measured as it is.
@@ -265,39 +268,40 @@ def tune_search(index, queries: np.ndarray, exact_rows: np.ndarray, k: int, targ
     results = max(rerank_depth or 4 * k, k) if rerank_vectors is not None else k
     knob = search_knob(index, results)
     trials: dict[int, float] = {}
+    short: set[int | None] = set()  # values at which some query found fewer than k passages
 
-    def recall(value: int | None) -> float:
+    def reaches(value: int | None) -> bool:
         if value is not None:
             apply_params(index, knob_params(index, knob[0], value))
         _, rows = search(index, queries, k, rerank_vectors, rerank_depth)
-        r = recall_at_k(rows, exact_rows, k, exact_scores)
-        if value is not None:
-            trials[value] = r
-        return r
+        trials[value] = recall_at_k(rows, exact_rows, k, exact_scores)
+        if (np.asarray(rows)[:, :k] < 0).any():
+            short.add(value)
+        return trials[value] >= target_recall and value not in short
 
     if knob is None:
-        name, params, best = None, {}, recall(None)
-        reached = best >= target_recall
+        name, params, reached = None, {}, reaches(None)
+        best = trials.pop(None)
     else:
         name, low, high = knob
-        chosen, reached = _smallest_reaching(recall, low, high, target_recall)
+        chosen, reached = _smallest_reaching(reaches, low, high)
         best, params = trials[chosen], knob_params(index, name, chosen)
         apply_params(index, params)
     qps = throughput(index, queries, k, batch_size, rerank_vectors, rerank_depth)
     return Tuning(params, best, qps, reached, target_recall, name, dict(sorted(trials.items())))
 
 
-def _smallest_reaching(recall, low: int, high: int, target: float) -> tuple[int, bool]:
-    """(value, reached): the smallest value in [low, high] with recall(value) >= target, found by
-    doubling then bisection (recall grows with the value, up to noise); (high, False) if none."""
+def _smallest_reaching(reaches, low: int, high: int) -> tuple[int, bool]:
+    """(value, reached): the smallest value in [low, high] where reaches(value), found by doubling
+    then bisection (recall grows with the value, up to noise); (high, False) if none."""
     missed, value = low - 1, low
-    while recall(value) < target:
+    while not reaches(value):
         if value >= high:
             return high, False
         missed, value = value, min(2 * value, high)
     while value - missed > 1:
         mid = (missed + value) // 2
-        if recall(mid) >= target:
+        if reaches(mid):
             value = mid
         else:
             missed = mid
