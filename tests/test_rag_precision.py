@@ -302,7 +302,7 @@ def test_compile_and_the_device_are_not_part_of_what_a_resume_compares(rag_input
     assert rag._check_out(tmp_path / "run", replace(cfg, compile=True), resume=True) is not None
     moved = replace(cfg, cpu=not cfg.cpu, search_device="cpu" if cfg.search_device != "cpu" else "auto")
     assert rag._check_out(tmp_path / "run", moved, resume=True) is not None
-    with pytest.raises(InputError, match="different config: seed"):
+    with pytest.raises(InputError, match="other settings than the run.s: --seed 1 "):
         rag._check_out(tmp_path / "run", replace(cfg, compile=True, seed=1), resume=True)
 
 

@@ -197,7 +197,7 @@ def test_frozen_retriever_log_fields_and_best_model(rag_inputs, tmp_path):
     assert all(torch.equal(final[f"question_encoder.{k}"], v) for k, v in start.items())
     settings = json.loads((tmp_path / "run" / "final" / "rag.json").read_text())["settings"]
     assert settings["index_path"] == str(Path(rag_inputs["index"]).resolve()) and settings["index_fingerprint"]
-    with pytest.raises(InputError, match="different config: lr"):
+    with pytest.raises(InputError, match="other settings than the run.s: --lr 0.5 "):
         train_rag(replace(cfg, lr=0.5), tmp_path / "run", resume=True)
     with pytest.raises(InputError, match="not empty"):
         train_rag(cfg, tmp_path / "run")

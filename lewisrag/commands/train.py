@@ -162,7 +162,7 @@ def rag(
                                       "logged as reindex_s). 0: keep searching --index's vectors."),
     swap: bool = typer.Option(False, "--swap", help="Accept an index built by another context encoder than the DPR checkpoint's "
                               "(or an unpaired DPRQuestionEncoder folder)."),
-    resume: bool = typer.Option(False, "--resume", help="Continue the run in --out from its last checkpoint (same config)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run in --out from its last checkpoint, with the same settings (only --device, --search-device, --compile, --gradient-checkpointing and --shared-retrieval may change)."),
     steps: int = typer.Option(200, "--steps", help="Optimizer steps."),
     batch_size: int = typer.Option(8, "--batch-size", help="Questions per micro-batch over all processes (must split evenly)."),
     grad_accum: int = typer.Option(1, "--grad-accum", help="Micro-batches accumulated per optimizer step."),

@@ -274,6 +274,9 @@ def train_dpr(
             usable.append((ex, row_of[gold[0]]))
     if not usable and not converting:
         raise InputError("--train", "no training question has a gold_passage_id found in --passages", field="gold_passage_ids")
+    if cfg.steps and cfg.batch_size > len(usable):  # else every step trained on all of them, a smaller batch than asked
+        raise InputError("--batch-size", f"{cfg.batch_size} exceeds the {len(usable)} training questions with a gold "
+                         "passage in --passages")
     texts = [f"{p.title} {p.text}" for p in passages] + [ex.question for ex, _ in usable]
     q_enc, c_enc, tokenizer = init_encoders(cfg, texts)  # before mining: a starting folder that does not fit fails first
     # shared is what the start made of it: a pair, or a checkpoint whose encoders have moved apart, trains as two

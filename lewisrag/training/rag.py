@@ -290,6 +290,7 @@ def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress) -> dic
     if ckpt is not None:
         state = C.load_checkpoint(ckpt, model, opt, sched, scaler, rank=acc.process_index)
         E.restore(ckpt, state, model, parts.index, cfg.mixed_precision)
+    acc.wait_for_everyone()  # every process has read the checkpoint before the main one may move it back
     if acc.is_main_process:
         _prepare_out(out, cfg, ckpt, log_file)
     acc.wait_for_everyone()
@@ -428,9 +429,11 @@ def _seed_everything(seed: int, rank: int = 0) -> None:
 
 # Fields a resumed run may change: they say how fast or where, not what is trained. A run killed
 # on one machine may go on on another (the device: --device cpu is `cpu`; where a Flat index is
-# searched), as `reproduce --resume` promises (experiments/presets.comparable), and with or without
-# --compile.
-RESUMABLE_CHANGES = ("compile", "cpu", "search_device")
+# searched), as `reproduce --resume` promises (experiments/presets.comparable), with or without
+# --compile, and with --gradient-checkpointing after running out of memory (the same loss and
+# gradients, recomputed) or --shared-retrieval (the same search, made by each node's first process).
+RESUMABLE_CHANGES = ("compile", "cpu", "search_device", "gradient_checkpointing", "shared_retrieval")
+PATH_FIELDS = ("index", "encoder", "context_encoder", "generator", "train", "dev")  # one file however it is spelled
 
 
 def _check_out(out: Path, cfg: RagTrainConfig, resume: bool) -> Path | None:
@@ -442,20 +445,53 @@ def _check_out(out: Path, cfg: RagTrainConfig, resume: bool) -> Path | None:
             raise InputError(out, "output directory is not empty; pass --resume to continue its run, --overwrite to "
                              "replace it, or choose another --out")
         return None
-    if ckpt is None:
+    if ckpt is None:  # killed before its first checkpoint: it starts again, but only as the run it was
+        if (out / "config.json").is_file():
+            _check_same_config(_read_run_config(out / "config.json"), cfg, out / "config.json")
         return None
-    saved = _read_state(ckpt)["config"]
-    now = asdict(cfg)
-    # a field the saved config lacks was added since; its default is what that run used
-    changed = sorted(f.name for f in fields(cfg)
-                     if f.name not in RESUMABLE_CHANGES and saved.get(f.name, f.default) != now[f.name])
-    if changed:
-        raise InputError(ckpt / C.STATE_JSON, f"--resume with a different config: {', '.join(changed)}", field="config")
+    _check_same_config(_read_state(ckpt)["config"], cfg, ckpt / C.STATE_JSON)
     step = _read_state(ckpt)["step"]
     if step > cfg.steps:  # the same config, so no run of it saved a later step: the loop would end at once
         raise InputError(ckpt / C.STATE_JSON, f"step {step} is beyond the run's --steps {cfg.steps}; the checkpoint "
                          "is damaged", field="step")
     return ckpt
+
+
+def _check_same_config(saved: dict, cfg: RagTrainConfig, file: Path) -> None:
+    """Refuse a --resume whose settings differ from the run's (`saved`, its config as written in
+    `file`) but for RESUMABLE_CHANGES, naming each flag with both values. A field `saved` lacks was
+    added since: its default is what that run used. Paths name the same file however written
+    (relative to another working directory, through a link)."""
+    now = asdict(cfg)
+
+    def same(f) -> bool:
+        was = saved.get(f.name, f.default)
+        if f.name in PATH_FIELDS and isinstance(was, str) and isinstance(now[f.name], str):
+            return was == now[f.name] or (not was.startswith("hf:") and os.path.realpath(was) == os.path.realpath(now[f.name]))
+        return was == now[f.name]
+
+    changed = [f"--{f.name.replace('_', '-')} {_shown(now[f.name])} (the run's: {_shown(saved.get(f.name, f.default))})"
+               for f in fields(cfg) if f.name not in RESUMABLE_CHANGES and not same(f)]
+    if changed:
+        raise InputError(file, f"--resume with other settings than the run's: {'; '.join(changed)}. Resume with the "
+                         "run's own, or start a new run (another --out, or --overwrite)", field="config")
+
+
+def _shown(value: object) -> str:
+    """A config value as a flag takes it: `--qa-fields question=query,answers=golds`, a switch on or off."""
+    if isinstance(value, dict):
+        return ",".join(f"{k}={v}" for k, v in value.items())
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return "(none)" if value in (None, "") else str(value)
+
+
+def _read_run_config(file: Path) -> dict:
+    """A run's config.json (written by `_prepare_out`), an object, else one line naming it."""
+    config = read_json(file)
+    expect(isinstance(config, dict), file, "(top level)", "a JSON object of the run's config", config,
+           "; the run folder is damaged")
+    return config
 
 
 def _read_state(ckpt: Path) -> dict:
@@ -502,10 +538,33 @@ def _check_log(file: Path) -> None:
 def _prepare_out(out: Path, cfg: RagTrainConfig, ckpt: Path | None, log_file: Path) -> None:
     """config.json, and the log as of the checkpoint (lines written after it are redone)."""
     mark(out, KIND)  # a killed run's staging folders were swept by check_out_dir: a live writer's are kept
+    ckpt = _settle_replaced(out, ckpt)
     write_json(out / "config.json", asdict(cfg))
     saved_log = ckpt / C.LOG if ckpt is not None else None
     with atomic_path(log_file) as tmp:
         tmp.write_bytes(saved_log.read_bytes() if saved_log is not None and saved_log.exists() else b"")
+
+
+REPLACED = ("checkpoint", "best", "final")  # the run's folders that each save replaces whole (outputs.replace_dir)
+
+
+def _settle_replaced(out: Path, ckpt: Path | None) -> Path | None:
+    """Put back what a kill between the two renames of a replace left (`outputs.replace_dir`): the
+    previous folder at `.NAME.old`, NAME missing (moved back: it is what `existing` resumed from) or
+    NAME already the new one (the old removed). Left there, carrying no marker of its own, it made
+    the next save of NAME refuse the run's own folder as a user's, steps after the resume. Returns
+    where `ckpt` now is."""
+    for name in REPLACED:
+        old, folder = out / f".{name}.old", out / name
+        if old.is_symlink() or not old.is_dir():
+            continue
+        if folder.exists():
+            shutil.rmtree(old)
+        else:
+            os.replace(old, folder)
+            if ckpt == old:
+                ckpt = folder
+    return ckpt
 
 
 def _reindexed_at(state: dict) -> int:

@@ -67,6 +67,7 @@ def load_components(cfg, processes: int = 1, with_faiss: bool = True) -> Compone
             check_labels(examples, path, cfg.qa_fields)
     check_dev_scorable(dev, cfg)
     generator, gen_tokenizer = load_generator(cfg.generator)
+    check_target_length(cfg.max_target_length, gen_tokenizer)
     prepare_generator(cfg.task, generator, gen_tokenizer)  # FEVER's labels as single tokens
     # the dev evaluations decode with its generation_config.json: refused now, not at the first one
     check_generation_config(generator.generation_config, generator.config.vocab_size, generation_file(cfg.generator))
@@ -105,6 +106,16 @@ def check_labels(examples: Sequence[QAExample], path, fields=None) -> None:
             if answer not in LABELS:
                 raise InputError(path, f"{answer!r} is no FEVER label (--task fever: {', '.join(LABELS)})", line=line,
                                  field=f"{field}[{i}]")
+
+
+def check_target_length(max_target_length: int, tokenizer) -> None:
+    """`--max-target-length` leaves room for an answer token beside the decoder start token and the
+    tokenizer's own specials (`answer_labels`): BART's 3 left none (every target empty), and at 2 the
+    tokenizer read its max_length of 1 as no truncation at all."""
+    need = tokenizer.num_special_tokens_to_add() + 2
+    if max_target_length < need:
+        raise InputError("--max-target-length", f"must be at least {need} with this generator's tokenizer (the decoder "
+                         f"start token, its {need - 2} special tokens and one answer token), got {max_target_length}")
 
 
 def check_precision(mixed_precision: str, device: str) -> str:

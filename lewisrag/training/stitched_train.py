@@ -199,6 +199,9 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
     check_gold_ids(read, retriever.index.passages, cfg.train, f"the index {cfg.index}", cfg.qa_fields,
                    used=lambda ex: id(ex) in trained)
     examples = training_examples(kept, retriever, {p.id: p for p in retriever.index.passages}, cfg.k)
+    if cfg.batch_size > len(examples):  # else every step trained on all of them, a smaller batch than asked
+        raise InputError("--batch-size", f"{cfg.batch_size} exceeds the {len(examples)} training examples with an "
+                         f"answer and a gold passage id in {cfg.train}" + (f" of kinds {cfg.train_kinds}" if cfg.train_kinds else ""))
     model, tokenizer = load_generator(cfg.generator)
     grown = extend_positions(model, cfg.max_input_length)
     model.to(device)
@@ -211,7 +214,7 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
     model.train()
     losses = []
     for step in range(1, cfg.steps + 1):
-        batch = rng.sample(examples, min(cfg.batch_size, len(examples)))
+        batch = rng.sample(examples, cfg.batch_size)
         inputs, targets = make_batch(batch, cfg.k, settings, rng, cfg.mixed_k, cfg.gold_position, cfg.cite_first)
         with autocast(cfg.mixed_precision, device.type):
             loss = _loss(model, tokenizer, inputs, targets, cfg)
