@@ -170,7 +170,8 @@ def test_damaged_weights_are_refused(tmp_path):
                                            ("qa_batch_size=0,denoise_batch_size=0", "without denoising"),
                                            ("denoise_weight=-1", "at least 0"),
                                            # built with 261 tokens while recipe.json said 1
-                                           ("vocab_size=1", "at least 261")])
+                                           ("vocab_size=1", "at least 261"), ("max_source_length=2", "at least 3"),
+                                           ("max_target_length=1", "at least 3")])
 def test_bad_set_values_exit_2_before_training(pair, message, tmp_path):
     sets = [x for kv in pair.split(",") for x in ("--set", kv)]
     r = subprocess.run([str(LEWISRAG), "pretrain", "--preset", "tiny", *sets, "--out", str(tmp_path / "x")],

@@ -34,6 +34,8 @@ def parse_overrides(pairs: list[str]) -> dict:
         out[key] = _typed(key, value, known[key])
         if key in AT_LEAST_ONE and out[key] < 1:
             raise InputError("--set", f"{key} must be at least 1, got {out[key]}")
+        if key in LENGTHS and out[key] < 3:  # the tokenizer adds <s> and </s>; at max_length 1 it cuts nothing at all
+            raise InputError("--set", f"{key} must be at least 3 (<s>, one token, </s>), got {out[key]}")
         if key in SHARES and out[key] > 1:
             raise InputError("--set", f"{key} is a share: at most 1, got {out[key]}")
         if key == "snapshot_b_share" and out[key] >= 1:  # 1 divided by zero once reading began
@@ -52,6 +54,7 @@ AT_LEAST_ONE = {"vocab_size", "d_model", "encoder_layers", "decoder_layers", "he
                 "max_target_length", "tokenizer_docs", "eval_size", "world_entities"}
 
 
+LENGTHS = {"max_source_length", "max_target_length"}  # token counts the tokenizer truncates to
 SHARES = {"qa_start", "snapshot_b_share", "mask_ratio", "final_lr_ratio"}  # in [0, 1]
 
 
