@@ -143,10 +143,17 @@ def test_a_record_that_does_not_fit_is_an_error(tmp_path, rows, line, field, nee
 def test_answer_records_without_ids_get_the_questions_derived_id(tmp_path):
     rec = {"user_input": "Who leads Valdoria?", "response": "Ana Kel [1].", "retrieved_contexts": ["Ana Kel leads Valdoria."]}
     assert parse_answer(rec, "answers.jsonl", 1, {}).id == derived_id("Who leads Valdoria?", {})
-    rows = [{**rec, "system": "a"}, {**rec, "system": "b"}, {**rec, "system": "a"}]
-    ids = [(r.system, r.id) for r in read_answers(write_jsonl(tmp_path / "answers.jsonl", rows))]
     qid = derived_id("Who leads Valdoria?", {})
-    assert ids == [("a", qid), ("b", qid), ("a", f"{qid}-2")]  # systems pair up on the id; a repeat is counted
+    rows = [{**rec, "system": "a"}, {**rec, "system": "b"}]
+    ids = [(r.system, r.id) for r in read_answers(write_jsonl(tmp_path / "answers.jsonl", rows))]
+    assert ids == [("a", qid), ("b", qid)]  # systems pair up on the id
+    # a question asked again is told apart by what it is judged against, not by its place in the file
+    rows = [{**rec, "system": "a", "reference": "Ana Kel"}, {**rec, "system": "a", "reference": "Ana Kel (2018)"}]
+    ids = [r.id for r in read_answers(write_jsonl(tmp_path / "answers.jsonl", rows))]
+    assert len(set(ids)) == 2 and all(i.startswith(f"{qid}-") for i in ids)
+    assert ids[::-1] == [r.id for r in read_answers(write_jsonl(tmp_path / "answers.jsonl", rows[::-1]))]
+    with pytest.raises(InputError, match="line 1 asks the same question"):  # alike in all of it: ids needed
+        read_answers(write_jsonl(tmp_path / "answers.jsonl", [{**rec, "system": "a"}] * 2))
     assert qid == read_qa(write_jsonl(tmp_path / "qa.jsonl", [{"question": "Who leads Valdoria?", "answers": ["Ana Kel"]}]))[0].id
 
 
