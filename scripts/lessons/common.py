@@ -40,7 +40,7 @@ that can read, the lesson says so and shows one that can.
     r"""
 ## 0. 先准备一次小规模复现
 
-下一个单元会用 `tiny` 预设训练一次（笔记本电脑的 CPU 上不到一分钟），结果放在本笔记本旁边的 `lesson_run/`
+下一个单元会用 `tiny` 预设训练一次（笔记本电脑的 CPU 上远不到一分钟），结果放在本笔记本旁边的 `lesson_run/`
 目录里；如果你手上已经有一次运行结果，也可以直接复用：启动 Jupyter 前设置
 `LEWISRAG_LESSON_RUN=/path/to/run`（比如 `make demo` 生成的 `runs/demo`）。在命令行里做同样的事是
 `lewisrag reproduce --preset tiny --out lesson_run`。

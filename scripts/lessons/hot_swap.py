@@ -54,14 +54,16 @@ lewisrag 内置的世界有同样的结构：两个快照 A 和 B，其中领导
 Both snapshots have the same passage ids. Passage `<entity>-0` holds the facts that never change
 (for a country its capital, currency, language and founding year; for an organisation its field,
 headquarters and founding year); `<entity>-1` holds the ones that do (leader or head,
-population or members). `questions_a.jsonl` and `questions_b.jsonl` ask the *same* questions about the
+population or members). A few entities also have `<entity>-2`, an archived entry with old facts, the
+same in both snapshots. `questions_a.jsonl` and `questions_b.jsonl` ask the *same* questions about the
 changed facts; the first is answered by snapshot A, the second by snapshot B.
 """,
         r"""
 ## 1. 同一个世界的两个快照
 
 两个快照的段落 id 完全相同。段落 `<实体>-0` 存放不会变的事实（国家是首都、货币、语言、建立年份；组织是领域、总部、建立年份）；
-`<实体>-1` 存放会变的事实（领导人或负责人、人口或成员数）。`questions_a.jsonl` 和 `questions_b.jsonl`
+`<实体>-1` 存放会变的事实（领导人或负责人、人口或成员数）。少数实体还有 `<实体>-2`：一条记着旧事实的存档条目，
+在两个快照里完全相同。`questions_a.jsonl` 和 `questions_b.jsonl`
 就这些变化了的事实问的是**同样**的问题，前者的答案来自快照 A，后者的来自快照 B。
 """,
     ),
@@ -187,14 +189,14 @@ follow the index it reads, and nothing was retrained.
 
 With the `tiny` preset every cell is near 0: its retriever and generator trained for seconds and answer
 almost nothing. With a `small` run (`make demo`, about 15 minutes) the matrix is above 0.9 on the
-diagonal (0.97–0.98 over all 306 questions of each snapshot, by CPU: README, docs/performance.md) and 0.00 off it. The next section shows the same effect in seconds.
+diagonal (0.95–0.98 over all 306 questions of each snapshot, by CPU: README, docs/performance.md) and 0.00 off it. The next section shows the same effect in seconds.
 """,
         r"""
 看这个矩阵要看它的对角线。如果知识存放在索引里，那么**匹配**的格子（索引 A 配问题 A、索引 B 配问题 B）
 数值高，**不匹配**的格子数值低：模型的答案跟着它读的索引走，而模型本身没有重新训练过。
 
 用 `tiny` 预设时所有格子都接近 0：它的检索器和生成器只训练了几秒钟，几乎什么都答不对。换成 `small`
-运行（`make demo`，约 15 分钟），对角线上高于 0.9（对每个快照的全部 306 个问题为 0.97–0.98，随 CPU 而异，见 README 和 docs/performance.md），非对角线上是 0.00。下一节用几秒钟就能看到同样的效应。
+运行（`make demo`，约 15 分钟），对角线上高于 0.9（对每个快照的全部 306 个问题为 0.95–0.98，随 CPU 而异，见 README 和 docs/performance.md），非对角线上是 0.00。下一节用几秒钟就能看到同样的效应。
 """,
     ),
     md(
@@ -209,7 +211,7 @@ snapshot A and then BM25 over snapshot B.
         r"""
 ## 4. 换一个会读的生成器，再做一次
 
-lewisrag 自带一个小型预训练生成器，只要把标准段落交给它，它能答对 97% 的问题。我们把它接在 tiny 运行的
+lewisrag 自带一个小型预训练生成器，只要把金标段落交给它，它能答对 97% 的问题。我们把它接在 tiny 运行的
 问题编码器后面，并用 BM25 取段落（论文表 6 也是这样用 BM25 替换 DPR 的）：同一个 `RagModel`，权重不变，
 先读快照 A 上的 BM25 索引，再读快照 B 上的。
 """,
@@ -284,7 +286,7 @@ for i in range(4):
 ## 练习
 
 1. 在匹配的索引上，生成器答错了哪些问题？挑一个，把 BM25 检索到的段落打印出来：是检索没找到，还是读错了？
-2. 把生成器的 `variant="sequence"` 改成 `"token"` 再跑一遍。这里排第一的往往是正确国家的**静态**段落，
+2. 让生成器改用 `variant="token"`（原来是 `"sequence"`），再跑一遍。这里排第一的往往是正确国家的**静态**段落，
    为什么逐词元混合多个段落反而会出错？
 3. 用另一个编码器为快照 B 建索引（先 `lewisrag train dpr ...`，再 `lewisrag index build ...`），
    分别带上和不带 `--swap` 试试 `lewisrag swap`。

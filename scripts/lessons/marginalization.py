@@ -42,7 +42,7 @@ $p(z\mid x)$，生成器逐个阅读这些段落，给出在读到段落 $z$ 时
 | | 公式 | 含义 |
 |---|---|---|
 | **RAG-Sequence**（式 1） | $p(y\mid x) \approx \sum_{z} p(z\mid x)\,\prod_i p(y_i\mid x,z,y_{<i})$ | 整个答案由同一个段落来解释 |
-| **RAG-Token**（式 2） | $p(y\mid x) \approx \prod_i \sum_{z} p(z\mid x)\,p(y_i\mid x,z,y_{<i})$ | 每个词元都可以依据不同的段落 |
+| **RAG-Token**（式 2） | $p(y\mid x) \approx \prod_i \sum_{z} p(z\mid x)\,p(y_i\mid x,z,y_{<i})$ | 每个词元（token）都可以依据不同的段落 |
 
 这一课我们只看一个问题，用几行张量运算依次算出：
 
@@ -64,15 +64,15 @@ $p(z\mid x)$，生成器逐个阅读这些段落，给出在读到段落 $z$ 时
 
 `load_trained` returns a trained `RagModel` and its two tokenizers: the question encoder's and the
 generator's. The index holds snapshot A of the built-in world, encoded once by the frozen document
-encoder. We take the first test question whose gold passage the retriever finds, if there is one, and
-otherwise the first question.
+encoder. We take the first short-answer test question whose gold passage the retriever finds, if there
+is one, and otherwise the first short-answer question.
 """,
         r"""
 ## 1. 模型、索引和一个问题
 
 `load_trained` 返回训练好的 `RagModel` 以及它的两个分词器：问题编码器的和生成器的。索引里是内置世界的
-快照 A，由冻结的文档编码器一次性编码好。我们挑测试集中第一个“检索器找到了标准段落”的问题；如果一个都
-没有，就用第一个问题。
+快照 A，由冻结的文档编码器一次性编码好。我们挑测试集中第一个“检索器找到了金标段落”的短答案问题；如果
+一个都没有，就用第一个短答案问题。
 """,
     ),
     code(
@@ -351,7 +351,7 @@ scores. The function `by_hand` does not change.
 ## 9. 换一个“会读”的生成器，算法不变
 
 在 tiny 运行里，每个段落给答案的概率都差不多（而且都很小），所以后验几乎等于先验。为了看清后验的作用，
-我们保留问题编码器，把生成器换成 lewisrag 自带的小型预训练生成器（给它标准段落时能答对 97% 的问题），
+我们保留问题编码器，把生成器换成 lewisrag 自带的小型预训练生成器（给它金标段落时能答对 97% 的问题），
 并像论文表 6 那样用 BM25 取段落：此时 $p(z\mid x)$ 是 BM25 得分的 softmax。`by_hand` 函数一行都不用改。
 """,
     ),
@@ -433,7 +433,7 @@ print(f"RAG-Sequence p(y|x) = {rag_sequence:.3f}   RAG-Token p(y|x) = {rag_token
    负对数似然。
 3. 把 `r.doc_scores` 换成全零（即均匀的 $p(z\mid x)$）。两种损失中哪一个变化更大？为什么？
 4. 在命令行运行 `lewisrag ask --model lesson_run/rag_token --index lesson_run/index_a "<你的问题>"`。
-   它打印的是它自己生成的答案的后验，这个答案可能和标准答案不同：先用这个答案作标签重算第 8 节，再对照。
+   它打印的是它自己生成的答案的后验，这个答案可能和金标答案不同：先用这个答案作标签重算第 8 节，再对照。
 """,
     ),
 ]

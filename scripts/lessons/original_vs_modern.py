@@ -33,10 +33,10 @@ passage **on its own** and marginalizes over them (lesson 1). In this lesson you
 这一课你将：
 
 1. 对同一个问题，看看两种输入长什么样；
-2. 用同一个评估器给两种系统逐层打分：检索、生成、引用、开销；
-3. 跑一遍**位置探针**：标准段落放在第几个位置，会不会影响答案？
-4. 走读 **BugHunt**：六个预设答案，其中五个各自在不同的层次上出错，以及按规则检查引用时会掉进的陷阱；
-5. 像 CI 那样，在基线评估和候选评估之间设一道**回归门禁**。
+2. 用同一个评测器给两种系统逐层打分：检索、生成、引用、开销；
+3. 跑一遍**位置探针**：金标段落放在第几个位置，会不会影响答案？
+4. 走读 **BugHunt**：六个预设答案，其中五个各自在不同的层次上出错，以及按规则核对引用时会掉进的陷阱；
+5. 像 CI 那样，在基线评测和候选评测之间设一道**回归门禁**。
 
 **用时：**约 10 分钟。
 """,
@@ -55,8 +55,8 @@ the gold passage's number as the citation to write) reads one input holding the 
         r"""
 ## 1. 读 $K$ 个段落的两种方式
 
-两种系统的段落都来自同一个检索器（索引 A 上的 DPR）。Lewis 模型为每个段落单独构造一个输入；拼接式模型
-（同样大小的生成器，在拼接输入上微调过，学会写出标准段落的编号作为引用）只读一个输入，其中包含前 $k$ 个段落
+两种系统的段落都来自同一个检索器（索引 A 上的 DPR）。Lewis 模型为每个段落单独构造一个输入；提示拼接模型
+（同样大小的生成器，在拼接输入上微调过，学会写出金标段落的编号作为引用）只读一个输入，其中包含前 $k$ 个段落
 （`stitch_settings.k`：`tiny` 和 `small` 预设里是 3，而 Lewis 模型读 $K$ = 3 和 5 个）。
 """,
     ),
@@ -104,16 +104,16 @@ On a bigger run this cell takes longer (about a minute for `small`).
         r"""
 ## 2. 同一张评分卡
 
-`compare_run`（命令行：`lewisrag compare --run RUN --out DIR`）让 RAG-Token、RAG-Sequence 和拼接式系统
-分别回答测试题和评估集，把每个答案转成评估器的记录，并用同一个评判器打分。评分卡从上到下依次是：
+`compare_run`（命令行：`lewisrag compare --run RUN --out DIR`）让 RAG-Token、RAG-Sequence 和提示拼接系统
+分别回答测试题和评测集，把每个答案转成评测器的记录，并用同一个裁判打分。评分卡从上到下依次是：
 
 * 简答测试题上的 **EM、F1、ROUGE-L**，以及各系统所读段落的 **recall@k**；
 * **忠实度**（答案中的陈述是否有它读到的段落支持？）、**上下文召回**（段落里是否包含参考陈述？）、
   **答案完整度**（答案有没有说出这些参考陈述？）；
-* **引用召回率与精确率**：拼接式系统自己写 `[n]`；Lewis 模型是**隐式**引用，即后验 $p(z\mid x,y)$
+* **引用召回与引用精确率**：提示拼接系统自己写 `[n]`；Lewis 模型是**隐式**引用，即后验 $p(z\mid x,y)$
   所依据的那个段落（第 1 课第 8 节）；
-* **开销**：每个答案的生成器前向次数和读入的词元数。Lewis 模型每写一个词元，都要对每个段落各跑一次解码器；
-* 对知识库无法回答的问题是否拒答、每次失败被归咎到哪一层，以及 RAGChecker 的断言级诊断。
+* **开销**：每个答案的生成器前向次数和读入的词元（token）数。Lewis 模型每写一个词元，都要对每个段落各跑一次解码器；
+* 对知识库无法回答的问题是否拒答、每次失败被归咎到哪一层，以及 RAGChecker 的陈述级诊断。
 
 在更大的运行上这个单元会慢一些（`small` 约一分钟）。
 """,
@@ -140,7 +140,7 @@ position 1, 2, ... $k$ in turn, and measures exact match at each position.
 ## 3. 位置探针
 
 Liu 等人（2023，“Lost in the Middle”）发现：阅读一个长输入的模型，对放在开头或结尾的相关段落利用得最好。
-位置探针把每个问题的标准段落依次挪到第 1、2、……、$k$ 个位置，分别计算精确匹配。
+位置探针把每个问题的金标段落依次挪到第 1、2、……、$k$ 个位置，分别计算精确匹配。
 """,
     ),
     code(
@@ -164,8 +164,8 @@ whatever it holds (on the README's 200-question position probe, EM 0.905 with th
         r"""
 Lewis 模型的曲线**天生**就是平的：边缘分布是对 $z$ 的求和，调换段落的顺序只是调换求和中各项的顺序。
 我们可以直接在损失上验证：对段落的每一种排列，Lewis 模型给答案的负对数似然都不变（只差舍入误差），
-而拼接式生成器给同一个答案的似然却随顺序变化。tiny 运行里拼接式模型的数字只是噪声，但它们确实在变；
-`small` 运行的拼接式模型则不管 `[1]` 里是什么都照着它答（README 中 200 题的位置探针：标准段落放第一位时 EM 为 0.905，放在别处为 0.005 和 0.000）。
+而提示拼接生成器给同一个答案的似然却随顺序变化。tiny 运行里提示拼接模型的数字只是噪声，但它们确实在变；
+`small` 运行的提示拼接模型则不管 `[1]` 里是什么都照着它答（README 中 200 题的位置探针：金标段落放第一位时 EM 为 0.905，放在别处为 0.005 和 0.000）。
 """,
     ),
     code(
@@ -197,9 +197,9 @@ it was built to fail in.
         r"""
 ## 4. BugHunt：六个答案，五种失败
 
-评估器所依据的参考章节（中文，样例也是中文）讲的是一个测试 Agent：它发现 Conduit 应用在登录密码输错时
+评测器所依据的参考章节（中文，样例也是中文）讲的是一个测试智能体（Agent）：它发现 Conduit 应用在登录密码输错时
 没有任何提示，于是去知识库里查接口返回什么、前端该怎么提示用户。六个预设答案中一个是正确的，另外五个各自
-在不同的层次上出错（没检索到、检索到了却没用、凭空捏造、答非所问、引用放错），每个句子都有人工标注。以人工标注作为评判器时，
+在不同的层次上出错（没检索到、检索到但没用上、用上了但歪曲（幻觉）、答非所问、引用错位），每个句子都有人工标注。以人工标注作为裁判时，
 每个答案的诊断结果应当正好指向它被设计成出错的那一层。
 """,
     ),
@@ -230,12 +230,12 @@ citations and passes 12 good ones; the other three are its traps: a **false bloc
 rule rejects), a **miss** (a bad citation the rule lets through) and a sentence the rule cannot check at all.
 """,
         r"""
-### 按规则检查引用的陷阱
+### 按规则核对引用的陷阱
 
-规则检查器对每个句子只问一些廉价、确定的问题：有没有引用？引用的 id 是否在检索到的段落里？引号里的词
+规则核对器对每个句子只问一些廉价、确定的问题：有没有引用？引用的 id 是否在检索到的段落里？引号里的词
 是否出现在被引段落中？它可以在每次提交时运行，但它并不能判断“是否真的支持”。拿 22 个句子的人工引用标注
 来对照，它抓住了 7 个错误引用、放过了 12 个正确引用；剩下三个就是它的陷阱：一次**误拦**（正确的引用被
-规则拒绝）、一次**漏检**（错误的引用被规则放行），以及一个规则根本无从检查的句子。
+规则拒绝）、一次**漏放**（错误的引用被规则放行），以及一个规则根本无从核对的句子。
 """,
     ),
     code(
@@ -254,27 +254,27 @@ for row in rule_checker_rows(sample):
 
 `lewisrag gate --baseline B --candidate C` compares two evaluations question by question, in three tiers:
 
-1. **rules** (every commit): no new bad citation ids, missing citations or unfound quotes; no metric
-   unmeasurable on more questions than before;
+1. **rules** (every commit): no bad citation ids, missing citations or unfound quotes in the candidate; no
+   metric unmeasurable on more questions than before;
 2. **retrieval** (deterministic): recall@k must not drop, tested in pairs (McNemar, paired bootstrap);
 3. **judged metrics** (noisy): paired tests on faithfulness, completeness, context recall and citations.
 
 It exits 0 when every check passes, 1 when one fails and 2 when the runs cannot be compared. We evaluate
 BugHunt's answers with the deterministic lexical judge as the baseline; since these answers break rules
-on purpose, tier 1 counts only violations the baseline did not already have (as `scripts/ci_gate.sh
---bughunt` does in CI).
+on purpose, tier 1 counts only violations the baseline did not already have (as
+`scripts/ci_gate.sh --bughunt` does in CI).
 """,
         r"""
 ## 5. 回归门禁
 
-`lewisrag gate --baseline B --candidate C` 逐题比较两次评估，分三层检查：
+`lewisrag gate --baseline B --candidate C` 逐题比较两次评测，分三层检查：
 
-1. **规则**（每次提交都跑）：不能新出现错误的引用 id、缺失的引用或找不到的引文；任何指标无法测量的题目数
-   都不能比基线多；
-2. **检索**（确定性的）：recall@k 不能下降，按题配对检验（McNemar 检验、配对自助法）；
-3. **评判类指标**（有噪声）：对忠实度、完整度、上下文召回和引用做配对检验。
+1. **规则**（每次提交都跑）：候选里不能出现错误的引用 id、缺失的引用或找不到的引文；任何指标无法测量的
+   题目数都不能比基线多；
+2. **检索**（确定性的）：recall@k 不能下降，按题配对检验（McNemar 检验、配对 bootstrap）；
+3. **裁判打分的指标**（有噪声）：对忠实度、答案完整度、上下文召回和引用做配对检验。
 
-全部通过时退出码为 0，有检查失败为 1，两次运行无法比较时为 2。我们用确定性的词汇评判器评估 BugHunt 的
+全部通过时退出码为 0，有检查失败为 1，两次运行无法比较时为 2。我们用确定性的词汇裁判评测 BugHunt 的
 答案作为基线；由于这些答案是故意违反规则的，第一层只统计基线中原本没有的违规（CI 中的
 `scripts/ci_gate.sh --bughunt` 也是这么做的）。
 """,
@@ -340,11 +340,11 @@ differently from its baseline is refused rather than compared (the CLI exits 2),
 lexical judge and the candidate by BugHunt's human labels:
 """,
         r"""
-第一层因为事实本身而失败（引用了一个没有被检索到的 id），第三层因为它造成的损失而失败（引用召回率和精确率
+第一层因为事实本身而失败（引用了一个没有被检索到的 id），第三层因为它造成的损失而失败（引用召回和引用精确率
 下降），两者都指出了被改动的那一个答案。
 
-评判类分数会随评判器和陈述拆分器而变。如果候选和基线用的评判器（或拆分器）不同，门禁会直接拒绝比较（命令行退出码为 2），
-除非你加上 `--allow-judge-change`。下面的基线用词汇评判器打分，候选则用 BugHunt 的人工标注打分：
+裁判打出的分数会随裁判和陈述拆分器而变。如果候选和基线用的裁判（或拆分器）不同，门禁会直接拒绝比较（命令行退出码为 2），
+除非你加上 `--allow-judge-change`。下面的基线用词汇裁判打分，候选则用 BugHunt 的人工标注打分：
 """,
     ),
     code(
@@ -380,17 +380,17 @@ except InputError as e:
         r"""
 ## 本课要点
 
-* 逐个阅读段落再做边缘化，使 Lewis 模型对段落顺序完全不敏感，代价是每个词元要跑 $K$ 次解码器；拼接式读法
+* 逐个阅读段落再做边缘化，使 Lewis 模型对段落顺序完全不敏感，代价是每个词元要跑 $K$ 次解码器；提示拼接的读法
   更省，但得自己学会该看哪里。
 * 要逐层打分，而不是只看最终答案：一个错误答案可能是检索没找到、阅读出了错，也可能是引用失误，
   每种情况的修法都不一样。
-* 规则检查便宜，能抓住明显的错误；评判器能发现更多问题，但会漂移；门禁只在可比的前提下逐题比较，
+* 规则核对便宜，能抓住明显的错误；裁判能发现更多问题，但会漂移；门禁只在可比的前提下逐题比较，
   不可比时就拒绝比较。
 
 ## 练习
 
 1. 把 `LEWISRAG_LESSON_RUN` 指向一次 `small` 运行，重跑第 2、3 节：EM 上谁赢？开销上谁赢？
-   拼接式系统的位置曲线是什么形状？
+   提示拼接系统的位置曲线是什么形状？
 2. 在第 5 节换一种方式破坏答案：删掉一个引用，或者引用 `[3]`（检索到了，但那是注册接口的需求）。
    每种改动分别被哪一层发现？
 3. 在最后一次 `gate` 调用中传入 `allow_judge_change=True`。现在哪些检查失败了？你相信这些结果吗？

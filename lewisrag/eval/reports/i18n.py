@@ -245,7 +245,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
                  "answer and the passages. Means over questions, with a {pct} percentile bootstrap interval; a question "
                  "whose metric has no denominator (no claims, no reference) is left out, its reason in the record.",
                  "RAGChecker（Ru 等，2024）在陈述层面的诊断：回答的每条陈述都对照参考答案判对错，并逐篇对照每个检索到的"
-                 "段落；参考答案的每条陈述则对照回答和各段落。表中是各题的平均值，附 {pct} 百分位 bootstrap 区间；某个指标"
+                 "段落；参考答案的每条陈述则对照回答和各段落。表中是各题的平均值，附 {pct} 区间（百分位 bootstrap）；某个指标"
                  "没有分母（没有陈述、没有参考答案）的题目不计入，原因记在该题的记录里。"),
     "cl.none": ("{head}: no question has a value.", "{head}：没有哪道题有值。"),
     "cl.sentence": ("{head}: {listing}{tails}.", "{head}：{listing}{tails}。"),
@@ -400,7 +400,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "cmp.generator": ("- `{name}` answered through `{generator}` ({n_docs} passages per prompt, prompt {version}): {failed} of "
                       "{answers} answers failed after retries and are scored null with their reason (records' "
                       "`generator_error`).",
-                      "- `{name}` 通过 `{generator}` 回答（每个 prompt 放 {n_docs} 篇段落，prompt 版本 {version}）：{answers} 个"
+                      "- `{name}` 通过 `{generator}` 回答（每个提示词放 {n_docs} 篇段落，提示词版本 {version}）：{answers} 个"
                       "回答中有 {failed} 个在重试后仍然失败，记为 null 并附上原因（记录里的 `generator_error`）。"),
     "cmp.cost": ("- Generator forward passes per answer: {items}. A Lewis model reads each of its K passages as its own input "
                  "(K passes per token); a stitched model reads them all in one input.",
@@ -443,8 +443,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "html.preset_label": ("preset answer", "预设回答"),
     "html.heatmap.h": ("Document posteriors per generated token", "每个生成 token 的文档后验"),
     "html.heatmap.hint_html": ("RAG-Token re-weighs the retrieved documents at every token: each column is "
-                               "p(z | x, y<sub>&lt;i</sub>), so darker cells show which document a token leaned on.",
-                               "RAG-Token 在每个 token 上都重新给检索到的文档加权：每一列是 p(z | x, y<sub>&lt;i</sub>)，"
+                               "p(z | x, y<sub>i</sub>, y<sub>&lt;i</sub>), so darker cells show which document a token "
+                               "leaned on.",
+                               "RAG-Token 在每个 token 上都重新给检索到的文档加权：每一列是 "
+                               "p(z | x, y<sub>i</sub>, y<sub>&lt;i</sub>)，"
                                "格子越深，这个 token 越依赖那篇文档。"),
     "page.question": ("Question", "问题"),
     "page.system": ("System", "系统"),
