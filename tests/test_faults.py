@@ -748,7 +748,7 @@ BAD_INPUTS = {
         ["--max-length", "at least 2"]),
     "train dpr: --init whose config.json has a value of the wrong type": (
         lambda t, c: ["train", "dpr", "--train", c["qa"], "--passages", c["passages"], "--out", t / "d", "--steps", 1,
-                      "--init", _bad_config(c["dpr"], t)], ["config.json", "num_hidden_layers"]),
+                      "--batch-size", 2, "--init", _bad_config(c["dpr"], t)], ["config.json", "num_hidden_layers"]),
     # a flag sweep found these: tracebacks, native aborts, hangs, or exit 0 with nonsense
     "index build: HNSW0 (FAISS aborted the process)": (
         lambda t, c: _build(t, c, "--faiss", "HNSW0"), ["--faiss", "HNSW needs at least 1"]),

@@ -92,8 +92,11 @@ def dpr(
         _ui.refuse_given(ctx, ("hidden_size", "layers", "vocab_size", "dropout", "attention_dropout"),
                          "shapes a model trained from scratch; the starting checkpoint (--init*) has its own")
     if steps == 0:
-        _ui.refuse_given(ctx, ("batch_size", "lr", "no_hard_negatives", "self_negatives_at", "mixed_precision", "device"),
-                         "shapes training, which --steps 0 skips (it saves the starting encoders)")
+        _ui.refuse_given(ctx, ("batch_size", "lr", "no_hard_negatives", "self_negatives_at", "mixed_precision", "device",
+                               "separate"), "shapes training, which --steps 0 skips (it saves the starting encoders)")
+    if steps == 0 and (init or init_question):  # at --steps 0 only a scratch model's first weights draw from it
+        _ui.refuse_given(ctx, ("seed",), "seeds the batch order and a scratch model's first weights; --steps 0 with "
+                         "--init* saves the starting encoders as they are")
     check_init(cfg)
     from lewisrag.data.threads import resolve_device
     from lewisrag.training.rag_data import check_precision
@@ -106,6 +109,9 @@ def dpr(
     if not converting and (train is None or passages is None):
         raise InputError("--train" if train is None else "--passages", "needed to train (with --train, --passages names the "
                          "passages its gold ids refer to); only --steps 0 with --init* converts a checkpoint without data")
+    if converting:
+        _ui.refuse_given(ctx, ("qa_fields",), "names --train's fields; --steps 0 without --train reads no data (it "
+                         "saves the starting encoders)")
     fields = _ui.qa_fields(qa_fields)
     inputs = {"--train": train, "--passages": passages, "--init": init, "--init-question": init_question,
               "--init-context": init_context}
@@ -297,6 +303,9 @@ def stitched(
     for flag, value in (("--n-docs", k), ("--steps", steps), ("--batch-size", batch_size)):
         if value < 1:
             raise InputError(flag, f"must be at least 1, got {value}")
+    if k == 1:
+        _ui.refuse_given(ctx, ("mixed_n_docs", "old_mixed_k"), "stitches 1..--n-docs passages per input; with --n-docs 1 "
+                         "every input holds one passage already")
     cfg = StitchedTrainConfig(index=str(index), encoder=str(encoder or ""), context_encoder=str(context_encoder or ""),
                               generator=str(generator), train=str(train),
                               qa_fields=_ui.qa_fields(qa_fields), train_kinds=train_kinds, k=k, steps=steps,

@@ -101,15 +101,21 @@ def save_checkpoint(path: str | os.PathLike, model, optimizer, scheduler, state:
             np.save(tmp / LIVE_VECTORS, np.asarray(vectors, dtype=np.float32))
 
 
-def load_vectors(path: str | os.PathLike) -> np.ndarray:
-    """The index vectors a checkpoint holds (`save_checkpoint(vectors=...)`), (N, D) float32."""
+def load_vectors(path: str | os.PathLike, shape: tuple[int, int]) -> np.ndarray:
+    """The index vectors a checkpoint holds (`save_checkpoint(vectors=...)`): float32 of `shape`, (N, D)
+    for the index's N passages and its D dimensions, else one line naming the file (another shape
+    ended the resume in a ValueError of the index, exit 3)."""
     file = Path(path) / LIVE_VECTORS
     if not file.is_file():
         raise InputError(file, "checkpoint file missing: the checkpoint is damaged")
     try:
-        return np.load(file, allow_pickle=False)
+        vectors = np.load(file, allow_pickle=False)
     except (ValueError, OSError) as e:
         raise InputError(file, f"cannot read the index vectors: {e}") from None
+    if vectors.shape != tuple(shape) or vectors.dtype != np.float32:
+        raise InputError(file, f"holds {vectors.dtype} vectors of shape {vectors.shape}, the index needs float32 of shape "
+                         f"{tuple(shape)} (its passages, its dimensions): the checkpoint is damaged or not this index's")
+    return vectors
 
 
 def read_state(path: str | os.PathLike) -> dict:

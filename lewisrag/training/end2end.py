@@ -145,7 +145,8 @@ def restore(ckpt: Path, state: dict, model, index: DenseIndex, mixed_precision: 
     had been re-encoded by then. Returns the step that re-encoded it (0: never)."""
     live = state.get("live_index") or {}
     if live.get("step"):
-        use_vectors(model, index, C.load_vectors(ckpt), live["ctx_fingerprint"], mixed_precision)
+        vectors = C.load_vectors(ckpt, (len(index.passages), index.dim))
+        use_vectors(model, index, vectors, live["ctx_fingerprint"], mixed_precision)
     return int(live.get("step") or 0)
 
 

@@ -30,8 +30,10 @@ every `reindex_every` steps (`training.end2end`, which says how and why).
 
 Output directory:
 
-    config.json   this config          log.jsonl    one line per optimizer step
-    checkpoint/   resumable state      best/        best dev EM model      final/   last model
+    config.json   this config, and the sha256 of its --train and --dev files' content (`data_sha256`)
+    log.jsonl     one line per optimizer step
+    checkpoint/   resumable state (its state.json records the same `data_sha256`)
+    best/         best dev EM model    final/   last model
 """
 
 from __future__ import annotations
@@ -214,6 +216,7 @@ def train_rag(cfg: RagTrainConfig, out: str | os.PathLike, resume: bool = False,
     out = Path(out)
     if not 0 <= cfg.seed < 2**32:  # numpy's seed range: else a traceback once the models have loaded
         raise InputError("--seed", f"must be between 0 and 2**32 - 1, got {cfg.seed}")
+    data = data_fingerprints(cfg)
     filled = out.is_dir() and any(out.iterdir())
     inputs = {"--index": cfg.index, "--encoder": cfg.encoder, "--context-encoder": cfg.context_encoder,
               "--generator": cfg.generator, "--train": cfg.train, "--dev": cfg.dev}
@@ -221,16 +224,16 @@ def train_rag(cfg: RagTrainConfig, out: str | os.PathLike, resume: bool = False,
         check_inputs_outside(out, inputs)
     if not overwrite or resume or not filled:
         with _held(out):
-            return _train_rag(cfg, out, resume, on_progress)
+            return _train_rag(cfg, out, resume, on_progress, data)
     check_out_dir(out, KIND, overwrite=True, inputs=inputs)  # nor a folder inside an input (--out RUN/dpr/x)
-    # named by the config: a killed run is resumed there by the same command, and one with other
-    # settings starts afresh beside it instead of failing as a --resume with a different config
-    digest = hashlib.sha256(json.dumps(asdict(cfg), sort_keys=True).encode()).hexdigest()[:12]
+    # named by the config and the data's content: a killed run is resumed there by the same command, and
+    # one with other settings or data starts afresh beside it instead of failing as a --resume of another run
+    digest = hashlib.sha256(json.dumps(_run_config(cfg, data), sort_keys=True).encode()).hexdigest()[:12]
     where = physical(out)  # `.` has no name to put the staging folder beside
     staging = where.with_name(f".{where.name}.overwrite-{digest}")
     resumed = staging.exists()
     with _held(staging):
-        summary = _train_rag(cfg, staging, resumed, on_progress)
+        summary = _train_rag(cfg, staging, resumed, on_progress, data)
     if summary["main"]:
         replace_dir(staging, where)
         for stale in where.parent.glob(f".{glob.escape(where.name)}.overwrite*"):  # killed runs with other settings
@@ -246,9 +249,11 @@ def _held(folder: Path):
     return exclusive(folder) if os.environ.get("RANK", "0") == "0" else contextlib.nullcontext()
 
 
-def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress) -> dict:
+def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress, data: dict) -> dict:
     _check_precision(cfg)
     ckpt = _check_out(out, cfg, resume)  # before the models load
+    if resume:
+        _check_same_data(out, ckpt, cfg, data)
     acc = _accelerator(cfg)
     shared = cfg.shared_retrieval and acc.num_processes > 1
     if shared and cfg.search_device == "gpu":
@@ -292,9 +297,9 @@ def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress) -> dic
         E.restore(ckpt, state, model, parts.index, cfg.mixed_precision)
     acc.wait_for_everyone()  # every process has read the checkpoint before the main one may move it back
     if acc.is_main_process:
-        _prepare_out(out, cfg, ckpt, log_file)
+        _prepare_out(out, cfg, data, ckpt, log_file)
     acc.wait_for_everyone()
-    state = _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, out, log_file, on_progress)
+    state = _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, data, out, log_file, on_progress)
     if acc.is_main_process:
         index = E.index_to_save(model, parts.index, _reindexed_at(state) == state["step"], cfg.mixed_precision)
         C.save_model(model, parts.tokenizers, out / "final", {**asdict(cfg), "step": state["step"]}, index)
@@ -434,6 +439,47 @@ def _seed_everything(seed: int, rank: int = 0) -> None:
 # gradients, recomputed) or --shared-retrieval (the same search, made by each node's first process).
 RESUMABLE_CHANGES = ("compile", "cpu", "search_device", "gradient_checkpointing", "shared_retrieval")
 PATH_FIELDS = ("index", "encoder", "context_encoder", "generator", "train", "dev")  # one file however it is spelled
+# The data files' content, recorded beside the config (config.json, and state.json at each checkpoint):
+# the config names them by path, and a file edited at the same path between a kill and a --resume
+# trained on other data without a word.
+DATA_FIELDS = ("train", "dev")
+DATA_KEY = "data_sha256"
+DATA_SUFFIXES = (".parquet", ".arrow")  # a folder's data files: Parquet shards, a save_to_disk folder's Arrow files
+
+
+def content_sha256(spec: str) -> str | None:
+    """sha256 of what a data path holds, read in blocks (a large file is never in memory whole): a
+    file's bytes; a folder's data files (DATA_SUFFIXES), each by its name inside the folder and its
+    bytes' sha256, in name order. None for an `hf:` spec, which names a hub dataset that only a
+    download could hash (its cache is no record of what the hub serves now), and for a path that
+    cannot be read, which the run's loader then names."""
+    if not spec or spec.startswith("hf:"):
+        return None
+    path = Path(spec)
+    try:
+        if path.is_dir():
+            files = sorted((f.relative_to(path).as_posix(), f) for f in path.rglob("*")
+                           if f.suffix.lower() in DATA_SUFFIXES and f.is_file())
+            listing = "".join(f"{name}\0{_file_sha256(f)}\n" for name, f in files)
+            return hashlib.sha256(listing.encode()).hexdigest()
+        return _file_sha256(path) if path.is_file() else None
+    except OSError:
+        return None
+
+
+def _file_sha256(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def data_fingerprints(cfg: RagTrainConfig) -> dict[str, str | None]:
+    """`content_sha256` of each of `cfg`'s DATA_FIELDS, as the run records them."""
+    return {name: content_sha256(getattr(cfg, name)) for name in DATA_FIELDS}
+
+
+def _run_config(cfg: RagTrainConfig, data: dict) -> dict:
+    """What a run's config.json holds: the config, and its data files' content (DATA_KEY)."""
+    return {**asdict(cfg), DATA_KEY: data}
 
 
 def _check_out(out: Path, cfg: RagTrainConfig, resume: bool) -> Path | None:
@@ -475,6 +521,31 @@ def _check_same_config(saved: dict, cfg: RagTrainConfig, file: Path) -> None:
     if changed:
         raise InputError(file, f"--resume with other settings than the run's: {'; '.join(changed)}. Resume with the "
                          "run's own, or start a new run (another --out, or --overwrite)", field="config")
+
+
+def _check_same_data(out: Path, ckpt: Path | None, cfg: RagTrainConfig, data: dict) -> None:
+    """Refuse a --resume whose --train or --dev file (the same path: `_check_same_config` compared
+    the paths) holds other content than the run recorded (DATA_KEY of the checkpoint's state.json,
+    else of the run's config.json), naming each flag and file. A run recorded before DATA_KEY
+    existed resumes unchecked; a file now unreadable is the loader's to name."""
+    file = ckpt / C.STATE_JSON if ckpt is not None else out / "config.json"
+    if not file.is_file():
+        return
+    saved = (C.read_state(ckpt) if ckpt is not None else _read_run_config(file)).get(DATA_KEY)
+    if saved is None:
+        return
+    damaged = "; the checkpoint is damaged" if ckpt is not None else "; the run folder is damaged"
+    expect(isinstance(saved, dict), file, DATA_KEY, "an object of the data files' sha256", saved, damaged)
+    for name in DATA_FIELDS:
+        was = saved.get(name)
+        expect(was is None or (isinstance(was, str) and len(was) == 64 and all(c in "0123456789abcdef" for c in was)),
+               file, f"{DATA_KEY}.{name}", "null or a sha256 in hex", was, damaged)
+    changed = [f"--{name} {getattr(cfg, name)} (sha256 {data[name][:12]}..., the run's {saved[name][:12]}...)"
+               for name in DATA_FIELDS if saved.get(name) and data[name] and saved[name] != data[name]]
+    if changed:
+        raise InputError(file, f"--resume with other data than the run's, the same path holding other content: "
+                         f"{'; '.join(changed)}. Resume with the files the run trained on, or start a new run "
+                         "(another --out, or --overwrite)", field=DATA_KEY)
 
 
 def _shown(value: object) -> str:
@@ -535,11 +606,11 @@ def _check_log(file: Path) -> None:
                 raise InputError(file, "not a JSON object of the training log; the checkpoint is damaged", line=line)
 
 
-def _prepare_out(out: Path, cfg: RagTrainConfig, ckpt: Path | None, log_file: Path) -> None:
+def _prepare_out(out: Path, cfg: RagTrainConfig, data: dict, ckpt: Path | None, log_file: Path) -> None:
     """config.json, and the log as of the checkpoint (lines written after it are redone)."""
     mark(out, KIND)  # a killed run's staging folders were swept by check_out_dir: a live writer's are kept
     ckpt = _settle_replaced(out, ckpt)
-    write_json(out / "config.json", asdict(cfg))
+    write_json(out / "config.json", _run_config(cfg, data))
     saved_log = ckpt / C.LOG if ckpt is not None else None
     with atomic_path(log_file) as tmp:
         tmp.write_bytes(saved_log.read_bytes() if saved_log is not None and saved_log.exists() else b"")
@@ -572,7 +643,7 @@ def _reindexed_at(state: dict) -> int:
     return (state.get("live_index") or {}).get("step", 0)
 
 
-def _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, out, log_file, on_progress) -> dict:
+def _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, data, out, log_file, on_progress) -> dict:
     step, pos, best, reindexed_at = state["step"], DataPosition(**state["position"]), state["best_em"], _reindexed_at(state)
     while step < cfg.steps:
         model.train()
@@ -607,7 +678,7 @@ def _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, out, log_fi
                     saved = E.index_to_save(model, index, reindexed_at == step, cfg.mixed_precision)
                     C.save_model(model, parts.tokenizers, out / "best", {**asdict(cfg), "step": step, key: best}, saved)
             acc.wait_for_everyone()
-        state = {"step": step, "position": asdict(pos), "best_em": best, "config": asdict(cfg)}
+        state = {"step": step, "position": asdict(pos), "best_em": best, "config": asdict(cfg), DATA_KEY: data}
         if cfg.train_context_encoder:
             state["live_index"] = E.live_state(parts.index, reindexed_at)
         if acc.is_main_process:

@@ -68,6 +68,7 @@ def load_components(cfg, processes: int = 1, with_faiss: bool = True) -> Compone
     check_dev_scorable(dev, cfg)
     generator, gen_tokenizer = load_generator(cfg.generator)
     check_target_length(cfg.max_target_length, gen_tokenizer)
+    check_combined_length(cfg.max_combined_length, gen_tokenizer)
     prepare_generator(cfg.task, generator, gen_tokenizer)  # FEVER's labels as single tokens
     # the dev evaluations decode with its generation_config.json: refused now, not at the first one
     check_generation_config(generator.generation_config, generator.config.vocab_size, generation_file(cfg.generator))
@@ -116,6 +117,16 @@ def check_target_length(max_target_length: int, tokenizer) -> None:
     if max_target_length < need:
         raise InputError("--max-target-length", f"must be at least {need} with this generator's tokenizer (the decoder "
                          f"start token, its {need - 2} special tokens and one answer token), got {max_target_length}")
+
+
+def check_combined_length(max_combined_length: int, tokenizer) -> None:
+    """`--max-combined-length` leaves room for a token of the passage and one of the question beside the
+    tokenizer's own specials: the generator reads (title, text, question) as one string cut at this
+    length (`rag_model.model.generator_input`), and at 2 BART read its two special tokens alone."""
+    need = tokenizer.num_special_tokens_to_add() + 2
+    if max_combined_length < need:
+        raise InputError("--max-combined-length", f"must be at least {need} with this generator's tokenizer (its "
+                         f"{need - 2} special tokens, one passage token and one question token), got {max_combined_length}")
 
 
 def check_precision(mixed_precision: str, device: str) -> str:
