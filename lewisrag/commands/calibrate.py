@@ -62,7 +62,9 @@ def _render(r: dict, show: int, out: Path | None) -> None:
 
     kappa = "-" if r["kappa"] is None else f"{r['kappa']:.3f}"
     summary = [
-        ["labels", f"{r['n'] + r['undecided']} ({r['human_supported']} supported, {r['human_unsupported']} unsupported)"],
+        # the human counts are over the decided labels (the rates' denominators), not over every label
+        ["labels", f"{r['n'] + r['undecided']}; decided by the judge: {r['n']} ({r['human_supported']} supported, "
+                   f"{r['human_unsupported']} unsupported)"],
         ["undecided by the judge", r["undecided"]],
         ["Cohen's kappa", kappa],
         ["agreement", rate("agreement")],

@@ -49,7 +49,11 @@ def proportion_interval(
     if side == "two":
         sm_method = "wilson" if method == "wilson" else "beta"
         low, high = proportion_confint(k, n, alpha=1.0 - confidence, method=sm_method)
-        return float(max(low, 0.0)), float(min(high, 1.0))
+        # Wilson's bounds at k = 0 and k = n are 0 and 1 exactly; statsmodels' rounding gave 5.6e-17 and
+        # 0.9999999999999999, an interval without the observed rate in it
+        low = 0.0 if k == 0 else max(float(low), 0.0)
+        high = 1.0 if k == n else min(float(high), 1.0)
+        return low, high
     return 0.0, min(upper_bound(k, n, confidence, method), 1.0)
 
 
@@ -95,7 +99,7 @@ def upper_bound(count: float, n: int, confidence: float, method: str) -> float:
         raise ValueError(f"method must be 'wilson' or 'exact', got {method!r}")
     if confidence <= 0.5:
         raise ValueError(f"a one-sided upper bound needs confidence > 0.5, got {confidence}")
-    if method == "exact" and count >= n:
+    if count >= n:  # both bounds are 1 here; Wilson's rounded to 0.9999999999999999, below the observed rate
         return 1.0
     # statsmodels accepts a fractional count; one-sided at 1 - alpha = two-sided at 1 - 2 alpha.
     alpha = 2 * (1.0 - confidence)
