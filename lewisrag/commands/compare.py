@@ -67,6 +67,8 @@ def compare(
 
     resolve_device(device)
     data = _ui.renamed(ctx, "questions", "old_data", "--questions", "--data")
+    if data is None:  # else the mapping was applied to the run's own eval.jsonl, and blamed it for lacking the fields
+        _ui.refuse_given(ctx, ("qa_fields",), "only applies with --questions (the run's own questions are in lewisrag's schema)")
     fields = _ui.qa_fields(qa_fields)
     names = [s.strip() for s in systems.split(",") if s.strip()]
     given_once("--systems", names)

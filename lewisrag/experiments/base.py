@@ -36,7 +36,7 @@ from lewisrag.data.records import ids_present, read_qa
 from lewisrag.data.threads import environment, resolve_device
 from lewisrag.eval.results import FORMAT
 from lewisrag.experiments import stages as S
-from lewisrag.experiments.presets import Preset, comparable, read_run_config
+from lewisrag.experiments.presets import Preset, comparable, read_run_config, resume_differences
 from lewisrag.experiments.swap import swap_matrix
 from lewisrag.index import open_retriever, retrieval_recall
 from lewisrag.index.dense import DenseBuildConfig, build_dense_index
@@ -183,8 +183,10 @@ def run_base(preset: Preset, run: Path, seed: int, resume: bool, threads: int | 
     config = json.loads(json.dumps({"preset": asdict(preset), "seed": seed, "threads": threads,
                                     "assets": {k: _where(v) if isinstance(v, str) else v for k, v in asdict(assets).items()},
                                     "settings": settings} | ({"lang": lang} if lang != "en" else {})))
-    if resume and (run / "config.json").exists() and comparable(read_run_config(run)) != comparable(config):
-        raise InputError(run / "config.json", "was written by another preset, seed or assets; use a new --out or drop --resume")
+    saved = read_run_config(run) if resume and (run / "config.json").exists() else None
+    if saved is not None and comparable(saved) != comparable(config):
+        raise InputError(run / "config.json", "was written by another preset, seed or assets: "
+                         f"{'; '.join(resume_differences(saved, config))}; use a new --out or drop --resume")
     S.start_run(run, config, resume)
     stages: dict[str, dict] = {}
 

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lewisrag.data.io import InputError, expect, write_json
-from lewisrag.data.outputs import check_out_dir
+from lewisrag.data.outputs import check_out_dir, made_by
 from lewisrag.data.records import check_gold_ids, read_passages, read_qa
 from lewisrag.eval.diagnose import diagnose
 from lewisrag.eval.evaluator import aggregate, claim_aggregates, evaluate_answers
@@ -213,20 +213,37 @@ def position_curves(systems: dict, examples: list, passages_by_id: dict, batch_s
     return curves
 
 
+RUN_KIND = "reproduction"  # the marker kind of `lewisrag reproduce` run folders (reproduce.KIND, which imports this module)
+
+
 def check_systems(run: Path, names, generator: GeneratorOptions | None = None) -> None:
     """Every named system is known and trained in `run` (an outside stitched generator needs the run's
-    index A and DPR instead of RUN/stitched), else an InputError naming it."""
+    index A and DPR instead of RUN/stitched), else an InputError naming it. In a `lewisrag reproduce`
+    run each of them, and the world, must be a finished stage: a run killed mid-stage holds a RAG
+    model's best/ from its first dev evaluation, which would be scored as if trained."""
+    if not names:
+        raise InputError("--systems", f"names no system (choose from {', '.join(SYSTEMS)})")
     unknown = [n for n in names if n not in SYSTEMS]
-    if unknown or not names:
+    if unknown:
         raise InputError("--systems", f"unknown system(s) '{', '.join(unknown)}' (choose from {', '.join(SYSTEMS)})")
     if generator is not None and "stitched" not in names:
         raise InputError("--stitched-generator", "replaces the stitched system's generator, but --systems leaves stitched out")
+    if read_run_config(run).get("preset", {}).get("hub"):
+        raise InputError(run, "a `reproduce --preset base` run, which has no built-in world: compare asks the world's "
+                         "questions of its systems and searches its passages", field="--run")
+    reproduced = made_by(run) == RUN_KIND
+    parts = [("world", None)] if reproduced else []
     for n in names:
-        needs = ["index_a", "dpr"] if n == "stitched" and generator is not None else [n]
-        for part in needs:
-            if not (run / part).exists():
-                what = f"no trained '{n}' system" if part == n else f"no '{part}' for the stitched system's retrieval"
-                raise InputError(run / part, f"{what} in this run (run `lewisrag reproduce` first)")
+        parts += [(p, n) for p in (["index_a", "dpr"] if n == "stitched" and generator is not None else [n])]
+    for part, n in parts:
+        if not (run / part).exists():
+            what = (f"no trained '{n}' system" if part == n else "no built-in world" if n is None
+                    else f"no '{part}' for the stitched system's retrieval")
+            raise InputError(run / part, f"{what} in this run (run `lewisrag reproduce` first)")
+        record = run / "stages" / f"{part}.json"  # stages.stage_record (stages imports this module)
+        if reproduced and not record.is_file():
+            raise InputError(run / part, f"the run's {part} stage did not finish (no {record}): "
+                             "`lewisrag reproduce --resume` with the run's own flags finishes it")
     if "stitched" in names and generator is None:
         read_settings(run / "stitched")  # a damaged stitched.json fails here, before any model loads
 

@@ -188,6 +188,51 @@ def comparable(config: dict) -> dict:
     return out
 
 
+def resume_differences(saved: dict, config: dict) -> list[str]:
+    """What keeps a run from resuming, as the flags that made each difference: "FLAG VALUE (the run's:
+    VALUE)"; `comparable` sets aside what may change. A refusal that named no flag left the user
+    guessing which of --seed, --lang, --threads or --tasks differed.
+
+    >>> run = {"preset": {"name": "tiny", "lang": "en", "threads": 1, "rag": {"steps": 12}}, "seed": 0, "threads": 1}
+    >>> resume_differences(run, {**run, "seed": 2, "tasks": ["qa", "fever"]})
+    ["--seed 2 (the run's: 0)", "--tasks qa,fever (the run's: qa)"]
+    >>> resume_differences(run, {**run, "preset": {**run["preset"], "lang": "zh", "rag": {"steps": 8}}})
+    ["--lang zh (the run's: en)"]
+    >>> resume_differences(run, {**run, "preset": {**run["preset"], "rag": {"steps": 8}}})
+    ["the preset's rag (another lewisrag version's preset began the run)"]
+    """
+    saved, config = comparable(saved), comparable(config)
+    was, now = saved.get("preset") or {}, config.get("preset") or {}
+    out = [f"{flag} {now.get(key)} (the run's: {was.get(key)})" for key, flag in (("name", "--preset"), ("lang", "--lang"))
+           if was.get(key) != now.get(key)]
+    if not out:  # the preset's other fields follow from its name and language: what differs else is the preset itself
+        if (was.get("threads"), saved.get("threads")) != (now.get("threads"), config.get("threads")):
+            out.append(f"--threads {_threads(now, config)} (the run's: {_threads(was, saved)})")
+        changed = sorted(k for k in was.keys() | now.keys() if k != "threads" and was.get(k) != now.get(k))
+        if changed:
+            out.append(f"the preset's {', '.join(changed)} (another lewisrag version's preset began the run)")
+    if saved.get("seed") != config.get("seed"):
+        out.append(f"--seed {config.get('seed')} (the run's: {saved.get('seed')})")
+    tasks = [",".join(c.get("tasks", ["qa"])) for c in (config, saved)]
+    if tasks[0] != tasks[1]:
+        out.append(f"--tasks {tasks[0]} (the run's: {tasks[1]})")
+    was_assets, now_assets = saved.get("assets") or {}, config.get("assets") or {}
+    out += [f"--{k.replace('_', '-')} {now_assets.get(k)} (the run's: {was_assets.get(k)})"
+            for k in sorted(was_assets.keys() | now_assets.keys()) if was_assets.get(k) != now_assets.get(k)]
+    if was_assets == now_assets and saved.get("settings") != config.get("settings"):
+        out.append("the training settings the data's size caps (--train or the passages hold another number of records)")
+    known = {"preset", "seed", "threads", "tasks", "assets", "settings"}
+    out += [f"config.json's {k}" for k in sorted(saved.keys() | config.keys())
+            if k not in known and saved.get(k) != config.get(k)]
+    return out
+
+
+def _threads(preset: dict, config: dict) -> str:
+    """The --threads a config was made with, and the count it came to when that was 0 (the idle CPUs)."""
+    asked = preset.get("threads")
+    return f"0 (counted {config.get('threads')} idle CPUs)" if asked == 0 else "not given" if asked is None else str(asked)
+
+
 def read_run_config(run: str | os.PathLike) -> dict:
     """RUN/config.json ({} when the run has none), read back with what later commands take from it
     checked: an object whose preset and RAG schedule are objects, and the numbers `compare` decodes

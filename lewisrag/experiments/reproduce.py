@@ -50,7 +50,7 @@ from lewisrag.eval.reports.i18n import check_lang
 from lewisrag.eval.results import FORMAT, Producer, QuestionRecord, Results, write_results
 from lewisrag.experiments import stages as S
 from lewisrag.experiments.base import prepare, run_base
-from lewisrag.experiments.presets import Preset, comparable, read_run_config
+from lewisrag.experiments.presets import Preset, comparable, read_run_config, resume_differences
 from lewisrag.experiments.report import write_report
 from lewisrag.experiments.tasks import stages as task_stages
 from lewisrag.index import open_retriever, retrieval_recall
@@ -64,10 +64,12 @@ Progress = Callable[[str, int, int, str], None]  # (task, done, total, info)
 def _run_stage(run: Path, name: str, resume: bool, fn: Callable[[], dict], on_stage,
                needs: dict[str, tuple[type, str]] | None = None) -> dict:
     """Run `fn` unless `resume` and the stage finished before; record what it returned. A record read
-    back is checked (`stages.read_stage_record`, with `needs`: the fields the results take from it)."""
+    back is checked (`stages.read_stage_record`, with `needs`: the fields the results take from it), and
+    so are the outputs it names (`stages.check_stage_outputs`)."""
     path = S.stage_record(run, name)
     if resume and path.exists():
         result = S.read_stage_record(path, needs)
+        S.check_stage_outputs(run, name, result, path)
         on_stage(name, "skipped", result)
         return result
     on_stage(name, "started", {})
@@ -190,7 +192,8 @@ def check_resumed_config(run: Path, config: dict, resume: bool, what: str, text_
     if saved is None:
         return
     if comparable(saved) != comparable(config):
-        raise InputError(run / "config.json", f"was written by another {what}; use a new --out or drop --resume")
+        raise InputError(run / "config.json", f"was written by another {what}: "
+                         f"{'; '.join(resume_differences(saved, config))}; use a new --out or drop --resume")
     if saved.get("lang", "en") != config.get("lang", "en"):
         for name in text_stages:
             S.stage_record(run, name).unlink(missing_ok=True)

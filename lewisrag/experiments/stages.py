@@ -83,6 +83,23 @@ def read_stage_record(path: Path, needs: dict[str, tuple[type, str]] | None = No
     return record
 
 
+# the files at the top of RUN a stage writes (its folder, when it has one, is its record's "dir")
+STAGE_FILES = {"evaluate": ("predictions.json",), "knowledge_update": ("knowledge_update.json",), "compare": ("report.html",)}
+
+
+def check_stage_outputs(run: Path, name: str, record: dict, path: Path) -> None:
+    """What a finished stage wrote is still in `run` before `--resume` skips it (`path`: its record): its
+    folder, the record's "dir", and its `STAGE_FILES`. A folder deleted since (to save space, or by
+    hand) failed later stages with their own errors, or was drawn as an empty plot in silence."""
+    folder = record.get("dir")
+    if folder is not None:
+        expect(isinstance(folder, str) and folder != "", path, "dir", "a folder of the run", folder, DAMAGED)
+    for rel in ([folder] if folder else []) + list(STAGE_FILES.get(name, ())):
+        if not (run / rel).exists():
+            raise InputError(run / rel, f"missing, though {path} records the {name} stage as finished "
+                             "(delete that record, and --resume runs the stage again)")
+
+
 def start_run(run: Path, config: dict, resume: bool) -> None:
     """Mark `run` a reproduction and write its config.json. A run begun afresh (not `resume`) first
     forgets what an earlier run in the folder finished: its stage records, which a later `--resume`
