@@ -642,3 +642,32 @@ def test_the_swaps_notes_reach_results_the_summary_and_the_report(tiny_run, caps
     assert f"- {note}" in render_report(results).splitlines()
     _render(results, out)
     assert f"note: {note}" in " ".join(capsys.readouterr().out.split())  # rich wraps long lines
+
+
+def test_damaged_logs_and_evidence_are_one_line_when_the_report_redraws_them(tmp_path):
+    """A run's log.jsonl or evidence.json damaged since it was written (the report stage reads them
+    again on --resume) ended in a KeyError or TypeError traceback (exit 3)."""
+    from lewisrag.data.io import InputError
+    from lewisrag.experiments.report import _evidence, _log
+
+    log = tmp_path / "log.jsonl"
+    log.write_text('{"step": 1, "loss": 2.5}\n{"step": 2, "loss": 2.1, "dev_em": 0.5}\n', encoding="utf-8")
+    assert [r["step"] for r in _log(log)] == [1, 2]
+    log.write_text('{"step": 1, "loss": 2.5}\n{"step": "2", "loss": 2.1}\n', encoding="utf-8")
+    with pytest.raises(InputError) as e:
+        _log(log)
+    assert (e.value.line, e.value.field) == (2, "step")
+    log.write_text('{"step": 1, "dev_em": 0.5}\n', encoding="utf-8")
+    with pytest.raises(InputError, match="log is damaged"):
+        _log(log)
+    ev = {"question": "q", "answer": "a", "tokens": ["A", "b"], "posterior": [[0.9, 0.1], [0.2, 0.8]],
+          "passages": [{"rank": 1, "id": "x", "title": "X", "prior": 0.6}, {"rank": 2, "id": "y", "title": "Y", "prior": 0.4}]}
+    path = tmp_path / "evidence.json"
+    path.write_text(json.dumps(ev), encoding="utf-8")
+    assert _evidence(path) == ev
+    for damage, field in (({"tokens": None}, "tokens"), ({"posterior": [[0.9], [0.2, 0.8]]}, "posterior[0]"),
+                          ({"posterior": [[0.9, 0.1]]}, "posterior"), ({"passages": [{"rank": 1}, {}]}, "passages[0]")):
+        path.write_text(json.dumps({**ev, **damage}), encoding="utf-8")
+        with pytest.raises(InputError) as e:
+            _evidence(path)
+        assert e.value.field == field

@@ -8,13 +8,12 @@ sentence template comes from the catalogue of `lewisrag.eval.reports.i18n`.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import matplotlib
 import matplotlib.pyplot as plt
 
-from lewisrag.data.io import atomic_path, write_text
+from lewisrag.data.io import InputError, atomic_path, expect, iter_records, read_json, write_text
 from lewisrag.eval.reports.claims import claims_markdown
 from lewisrag.eval.reports.i18n import ENGLISH, Messages, cjk_font, messages, plot_messages
 from lewisrag.experiments.presets import PRESETS
@@ -242,9 +241,20 @@ def _save(fig, path: Path) -> None:
 
 
 def _log(path: Path) -> list[dict]:
+    """A training run's log.jsonl, each line checked for what the plots read (`step`, `loss` or
+    `answer_nll`, `dev_em` when there): a log damaged since its run wrote it (a `--resume` redraws
+    the plots) is one line naming the file, line and field, not a traceback."""
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    log = []
+    for line, rec in iter_records(path):
+        for field in ("step", "answer_nll" if "answer_nll" in rec else "loss", "dev_em"):
+            value = rec.get(field)
+            if not (field == "dev_em" and value is None or isinstance(value, int | float) and not isinstance(value, bool)):
+                raise InputError(path, f"expected a number, got {value!r}; the run's log is damaged", line=line,
+                                 field=field)
+        log.append(rec)
+    return log
 
 
 def write_plots(run: Path, results: dict) -> None:
@@ -295,12 +305,35 @@ def _swap_plot(run: Path, ku: dict, t: Messages) -> None:
     _save(fig, run / "swap_matrix.png")
 
 
+def _evidence(path: Path) -> dict:
+    """evidence.json (one answer's tokens, passages and per-token document posterior), checked for
+    what the heat map reads: a damaged file is one line naming its field, not a traceback."""
+    ev = read_json(path)
+    expect(isinstance(ev, dict), path, "(top level)", "a JSON object", type(ev).__name__)
+    for field, kind in (("tokens", list), ("passages", list), ("posterior", list), ("question", str)):
+        expect(isinstance(ev.get(field), kind), path, field, f"a {kind.__name__}", ev.get(field), DAMAGED)
+    k = len(ev["passages"])
+    for i, p in enumerate(ev["passages"]):
+        expect(isinstance(p, dict) and isinstance(p.get("title"), str) and "rank" in p, path, f"passages[{i}]",
+               "an object with rank and title", p, DAMAGED)
+    for i, row in enumerate(ev["posterior"]):  # one row per generated token, one probability per passage
+        expect(isinstance(row, list) and len(row) == k and all(isinstance(x, int | float) and not isinstance(x, bool)
+                                                               for x in row),
+               path, f"posterior[{i}]", f"{k} numbers", row, DAMAGED)
+    expect(len(ev["posterior"]) == len(ev["tokens"]), path, "posterior",
+           f"one row per token ({len(ev['tokens'])})", len(ev["posterior"]), DAMAGED)
+    return ev
+
+
+DAMAGED = "; the file is damaged (the stage that wrote it runs again once its record in RUN/stages/ is deleted)"
+
+
 def _posterior_plot(run: Path, path: Path | None = None, png: Path | None = None, title: str | None = None,
                     t: Messages = ENGLISH) -> None:
     """A heat map of one output's per-token document posterior (`path`, default RUN/evidence.json)."""
     path = path or run / "evidence.json"
     title = title or t("plot.posterior")
-    ev = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+    ev = _evidence(path) if path.exists() else None
     fig, ax = plt.subplots(figsize=(max(6, 0.3 * len(ev["tokens"])) if ev else 6, 3.5))
     if ev and ev["posterior"]:
         post = list(map(list, zip(*ev["posterior"])))  # (K, T')
