@@ -251,9 +251,7 @@ def _held(folder: Path):
 
 def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress, data: dict) -> dict:
     _check_precision(cfg)
-    ckpt = _check_out(out, cfg, resume)  # before the models load
-    if resume:
-        _check_same_data(out, ckpt, cfg, data)
+    ckpt = _check_out(out, cfg, resume, data)  # before the models load
     acc = _accelerator(cfg)
     shared = cfg.shared_retrieval and acc.num_processes > 1
     if shared and cfg.search_device == "gpu":
@@ -482,8 +480,9 @@ def _run_config(cfg: RagTrainConfig, data: dict) -> dict:
     return {**asdict(cfg), DATA_KEY: data}
 
 
-def _check_out(out: Path, cfg: RagTrainConfig, resume: bool) -> Path | None:
-    """The checkpoint to resume from, if any; refuses to overwrite a run or resume a different one."""
+def _check_out(out: Path, cfg: RagTrainConfig, resume: bool, data: dict | None = None) -> Path | None:
+    """The checkpoint to resume from, if any; refuses to overwrite a run or resume a different one
+    (other settings, or other `data`: `data_fingerprints`; None: not compared)."""
     check_out_dir(out, KIND)
     ckpt = existing(out / "checkpoint")
     if not resume:
@@ -492,11 +491,16 @@ def _check_out(out: Path, cfg: RagTrainConfig, resume: bool) -> Path | None:
                              "replace it, or choose another --out")
         return None
     if ckpt is None:  # killed before its first checkpoint: it starts again, but only as the run it was
-        if (out / "config.json").is_file():
-            _check_same_config(_read_run_config(out / "config.json"), cfg, out / "config.json")
+        file = out / "config.json"
+        if file.is_file():
+            saved = _read_run_config(file)
+            _check_same_config(saved, cfg, file)
+            _check_same_data(saved.get(DATA_KEY), cfg, data, file, "; the run folder is damaged")
         return None
-    _check_same_config(_read_state(ckpt)["config"], cfg, ckpt / C.STATE_JSON)
-    step = _read_state(ckpt)["step"]
+    state = _read_state(ckpt)
+    _check_same_config(state["config"], cfg, ckpt / C.STATE_JSON)
+    _check_same_data(state.get(DATA_KEY), cfg, data, ckpt / C.STATE_JSON, "; the checkpoint is damaged")
+    step = state["step"]
     if step > cfg.steps:  # the same config, so no run of it saved a later step: the loop would end at once
         raise InputError(ckpt / C.STATE_JSON, f"step {step} is beyond the run's --steps {cfg.steps}; the checkpoint "
                          "is damaged", field="step")
@@ -523,18 +527,13 @@ def _check_same_config(saved: dict, cfg: RagTrainConfig, file: Path) -> None:
                          "run's own, or start a new run (another --out, or --overwrite)", field="config")
 
 
-def _check_same_data(out: Path, ckpt: Path | None, cfg: RagTrainConfig, data: dict) -> None:
+def _check_same_data(saved, cfg: RagTrainConfig, data: dict | None, file: Path, damaged: str) -> None:
     """Refuse a --resume whose --train or --dev file (the same path: `_check_same_config` compared
-    the paths) holds other content than the run recorded (DATA_KEY of the checkpoint's state.json,
-    else of the run's config.json), naming each flag and file. A run recorded before DATA_KEY
-    existed resumes unchecked; a file now unreadable is the loader's to name."""
-    file = ckpt / C.STATE_JSON if ckpt is not None else out / "config.json"
-    if not file.is_file():
+    the paths) holds other content than the run recorded (`saved`: DATA_KEY of the checkpoint's
+    state.json, else of the run's config.json, both `file`), naming each flag and file. A run
+    recorded before DATA_KEY existed resumes unchecked; a file now unreadable is the loader's to name."""
+    if saved is None or data is None:
         return
-    saved = (C.read_state(ckpt) if ckpt is not None else _read_run_config(file)).get(DATA_KEY)
-    if saved is None:
-        return
-    damaged = "; the checkpoint is damaged" if ckpt is not None else "; the run folder is damaged"
     expect(isinstance(saved, dict), file, DATA_KEY, "an object of the data files' sha256", saved, damaged)
     for name in DATA_FIELDS:
         was = saved.get(name)

@@ -67,8 +67,7 @@ def load_components(cfg, processes: int = 1, with_faiss: bool = True) -> Compone
             check_labels(examples, path, cfg.qa_fields)
     check_dev_scorable(dev, cfg)
     generator, gen_tokenizer = load_generator(cfg.generator)
-    check_target_length(cfg.max_target_length, gen_tokenizer)
-    check_combined_length(cfg.max_combined_length, gen_tokenizer)
+    check_lengths(cfg.max_target_length, cfg.max_combined_length, gen_tokenizer)
     prepare_generator(cfg.task, generator, gen_tokenizer)  # FEVER's labels as single tokens
     # the dev evaluations decode with its generation_config.json: refused now, not at the first one
     check_generation_config(generator.generation_config, generator.config.vocab_size, generation_file(cfg.generator))
@@ -109,24 +108,21 @@ def check_labels(examples: Sequence[QAExample], path, fields=None) -> None:
                                  field=f"{field}[{i}]")
 
 
-def check_target_length(max_target_length: int, tokenizer) -> None:
-    """`--max-target-length` leaves room for an answer token beside the decoder start token and the
-    tokenizer's own specials (`answer_labels`): BART's 3 left none (every target empty), and at 2 the
-    tokenizer read its max_length of 1 as no truncation at all."""
-    need = tokenizer.num_special_tokens_to_add() + 2
-    if max_target_length < need:
-        raise InputError("--max-target-length", f"must be at least {need} with this generator's tokenizer (the decoder "
-                         f"start token, its {need - 2} special tokens and one answer token), got {max_target_length}")
-
-
-def check_combined_length(max_combined_length: int, tokenizer) -> None:
-    """`--max-combined-length` leaves room for a token of the passage and one of the question beside the
-    tokenizer's own specials: the generator reads (title, text, question) as one string cut at this
-    length (`rag_model.model.generator_input`), and at 2 BART read its two special tokens alone."""
-    need = tokenizer.num_special_tokens_to_add() + 2
-    if max_combined_length < need:
-        raise InputError("--max-combined-length", f"must be at least {need} with this generator's tokenizer (its "
-                         f"{need - 2} special tokens, one passage token and one question token), got {max_combined_length}")
+def check_lengths(max_target_length: int, max_combined_length: int, tokenizer) -> None:
+    """Both lengths leave room for content beside the tokenizer's own specials: `--max-target-length`
+    for the decoder start token and one answer token (`answer_labels`: BART's 3 left every target
+    empty, and at 2 the tokenizer read its max_length of 1 as no truncation at all);
+    `--max-combined-length` for one passage token and one question token (the generator reads
+    (title, text, question) as one string cut at this length, `rag_model.model.generator_input`: at 2
+    BART read its two special tokens alone)."""
+    specials = tokenizer.num_special_tokens_to_add()
+    for flag, value, room in (("--max-target-length", max_target_length, "the decoder start token, its {n} special "
+                               "tokens and one answer token"),
+                              ("--max-combined-length", max_combined_length, "its {n} special tokens, one passage "
+                               "token and one question token")):
+        if value < specials + 2:
+            raise InputError(flag, f"must be at least {specials + 2} with this generator's tokenizer "
+                             f"({room.format(n=specials)}), got {value}")
 
 
 def check_precision(mixed_precision: str, device: str) -> str:

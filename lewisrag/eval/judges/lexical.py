@@ -80,9 +80,9 @@ def _words(text: str) -> list[tuple[int, str]]:
     return [(m.start(), m[0].replace(",", "") if _NUMBER.fullmatch(m[0]) else m[0]) for m in _WORD.finditer(text)]
 
 
-def _numbers(text: str) -> list[str]:
-    """The numbers among `_words(text)`: "2016" and "1,000" are, "covid19" and "4k" are words."""
-    return [w for _, w in _words(text) if _NUMBER.fullmatch(w)]
+def _numbers(words: list[tuple[int, str]]) -> list[str]:
+    """The numbers among `_words`' `words`: "2016" and "1,000" are, "covid19" and "4k" are words."""
+    return [w for _, w in words if _NUMBER.fullmatch(w)]
 
 
 class LexicalJudge:
@@ -125,9 +125,10 @@ class LexicalJudge:
 
     def _one(self, premise: str, hypothesis: str) -> Verdict:
         p, h = _fold(premise), _fold(hypothesis)
-        words = {w for _, w in _words(p) if w not in _STOP_EN}
+        p_words, h_words = _words(p), _words(h)
+        words = {w for _, w in p_words if w not in _STOP_EN}
         units: list[tuple[int, bool, str]] = []  # (position, supported, what "missing" names)
-        for start, w in _words(h):
+        for start, w in h_words:
             if w not in _STOP_EN:
                 units.append((start, w in words, w))
         for m in _CJK_DIGIT_RUN.finditer(h):  # the digits are read as numbers above; here they are context
@@ -151,8 +152,8 @@ class LexicalJudge:
         ok = share >= self.threshold
         why = f"{k}/{n} content tokens in premise ({share:.2f} {'≥' if ok else '<'} {self.threshold})"
         why += f"; missing: {', '.join(missing)}" if missing else ""
-        held = set(_numbers(p))
-        lacking = list(dict.fromkeys(x for x in _numbers(h) if x not in held))
+        held = set(_numbers(p_words))
+        lacking = list(dict.fromkeys(x for x in _numbers(h_words) if x not in held))
         if ok and lacking:  # the share alone would have passed it
             ok, why = False, why + f"; but the premise lacks the number {', '.join(lacking)}"
         return Verdict(ok, why)
