@@ -2,9 +2,11 @@
 100-word passages (Lewis et al. 2020, section 3; Karpukhin et al. 2020).
 
 A "word" is a run of non-space characters, except that every CJK character (and CJK punctuation)
-counts as one word by itself: Chinese and Japanese text has no spaces, so it is chunked by
-characters, and mixed text counts each Latin word and each CJK character once. Pieces are cut from
-the original text, so they keep its spacing; joining them gives the text back up to whitespace.
+counts as one word by itself, with the combining marks and variation selectors written after it
+(a decomposed か + ゛, a kanji's ideographic variation selector): Chinese and Japanese text has no
+spaces, so it is chunked by characters, and mixed text counts each Latin word and each CJK
+character once. Pieces are cut from the original text, so they keep its spacing; joining them
+gives the text back up to whitespace.
 
 >>> chunk_text("one two three four five", words=2)
 ['one two', 'three four', 'five']
@@ -27,7 +29,11 @@ from lewisrag.data.records import Passage
 # be a passage of no text.
 _CJK = ("\u3001-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\uff00-\uffef"
         "\U00020000-\U0003134f")
-_UNIT = re.compile(f"[{_CJK}]|[^\\s{_CJK}]+")
+# what belongs to the character before it: combining marks (diacritics, their extensions and
+# supplement, those for symbols, half marks), the kana voicing marks, variation selectors and the
+# ideographic ones (U+E0100-U+E01EF). A unit of them alone would start a passage with a mark of no base.
+_MARKS = "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f\u3099\u309a\ufe00-\ufe0f\U000e0100-\U000e01ef"
+_UNIT = re.compile(f"[{_CJK}][{_MARKS}]*|[^\\s{_CJK}]+")
 
 
 def count_units(text: str) -> int:

@@ -53,7 +53,10 @@ def open_passages(path: str | os.PathLike, limit: int | None = None) -> Sequence
     `records.read_passages` reads from `.jsonl`/`.json`. `limit`: the first N passages only, and of
     a table only those are checked (`reproduce --max-passages` of wiki_dpr's 21 M)."""
     if not is_table_source(path):
-        return read_passages(path)[:limit]
+        passages = read_passages(path) if limit is None else read_passages(path)[:max(int(limit), 0)]
+        if not passages:  # as a table's: a limit of 0 leaves none
+            raise InputError(path, "no passages")
+        return passages
     return open_table(path, limit)
 
 
@@ -88,7 +91,9 @@ SHARD_NAME = re.compile(r"(?P<stem>.*)-(?P<k>\d+)-of-(?P<n>\d+)$")  # the hub's 
 def check_numbered_shards(shards: Sequence[Path]) -> None:
     """Refuse a folder of numbered shards (`NAME-K-of-N.parquet`, as the hub and `datasets` name them)
     with one missing: the folder is read as whatever shards it holds, so a download that stopped
-    short would train on part of the corpus without a word. Shards named otherwise are not checked.
+    short would train on part of the corpus without a word. Shards of two sets (`train-...` and
+    `test-...`: the hub's layout of a dataset's splits side by side) are refused too, as they would
+    be read as one corpus. Shards named otherwise are not checked.
 
     >>> check_numbered_shards([Path("nq/train-00000-of-00003.parquet"), Path("nq/train-00002-of-00003.parquet")])
     Traceback (most recent call last):
@@ -99,6 +104,10 @@ def check_numbered_shards(shards: Sequence[Path]) -> None:
         m = SHARD_NAME.match(f.stem)
         if m is not None:
             numbered[(m["stem"], int(m["n"]), int(m["k"]))] = f
+    stems = sorted({stem for stem, _, _ in numbered})
+    if len(stems) > 1:
+        raise InputError(shards[0].parent, f"holds the numbered shards of {len(stems)} sets ({', '.join(stems)}), which "
+                         "would be read as one corpus: give a folder of one set's shards")
     for stem, n in sorted({(stem, n) for stem, n, _ in numbered}):
         have = {k: f for (s, m, k), f in numbered.items() if (s, m) == (stem, n)}
         missing = next((k for k in range(n) if k not in have), None)
@@ -233,7 +242,7 @@ def _describe(columns: list[tuple[str, pa.DataType]]) -> str:
 
 
 def text_schema(schema: pa.Schema) -> pa.Schema:
-    """`schema` with its binary passage columns (TEXT_COLUMNS) as strings of the same layout."""
+    """`schema` with its binary and dictionary-encoded passage columns (TEXT_COLUMNS) as strings."""
     for i, f in enumerate(schema):
         if f.name in TEXT_COLUMNS and _text_type(f.type) is not None:
             schema = schema.set(i, f.with_type(_text_type(f.type)))
@@ -242,7 +251,8 @@ def text_schema(schema: pa.Schema) -> pa.Schema:
 
 def as_text(table):
     """A table or record batch with its binary passage columns read as strings: the same buffers,
-    not checked here (`PassageTable._validate` names a row that is not UTF-8)."""
+    not checked here (`PassageTable._validate` names a row that is not UTF-8); dictionary-encoded
+    ones (a pandas Categorical written to Parquet) decoded to plain strings."""
     for i, name in enumerate(table.column_names):
         target = _text_type(table.column(i).type) if name in TEXT_COLUMNS else None
         if target is not None:
@@ -252,7 +262,11 @@ def as_text(table):
 
 
 def _text_type(t: pa.DataType) -> pa.DataType | None:
-    """The string type with the layout of binary type `t`; None for any other type."""
+    """The string type with the layout of binary type `t`, or of the values of a dictionary of strings
+    or binaries; None for any other type."""
+    if pa.types.is_dictionary(t):
+        values = t.value_type
+        return values if is_string_type(values) else _text_type(values)
     return next((text for text, raw in string_binary_types() if t == raw), None)
 
 
@@ -283,8 +297,10 @@ def _saved_dataset(p: Path) -> pa.Table:
                    "a split name (the name of a folder beside it)", split)
         raise InputError(p, f"holds a DatasetDict (splits: {', '.join(splits)}): give one split's folder, e.g. {p / splits[0]}")
     if not (p / "state.json").is_file():
+        below = _data_folder_below(p)
+        hint = f"; one lies below it, in {below} (a hub download keeps its files under data/): give that folder" if below else ""
         raise InputError(p, "is a folder, but neither a dataset written by datasets' save_to_disk (no state.json) nor a "
-                         "folder of .parquet shards")
+                         f"folder of .parquet shards{hint}")
     files, state = _check_state(p, p / "state.json")
     info = _check_info(p / "dataset_info.json")
     import datasets  # loads on first use (~1 s): only save_to_disk folders need it
@@ -294,6 +310,24 @@ def _saved_dataset(p: Path) -> pa.Table:
     except Exception as e:  # damaged or foreign files: the user's input, named as closely as can be
         _name_what_failed(files, state, info, p)
         raise InputError(p, f"cannot load the saved dataset: {first_line(e)}") from None
+
+
+def _data_folder_below(folder: Path, depth: int = 4) -> Path | None:
+    """The first folder under `folder` (breadth first, at most `depth` levels down, hidden folders
+    such as the hub client's .cache/ left out) that holds .parquet shards or a save_to_disk state.json."""
+    level = [folder]
+    for _ in range(depth):
+        nxt = []
+        for d in level:
+            try:
+                entries = sorted(d.iterdir())
+            except OSError:
+                continue
+            if d != folder and any(e.suffix.lower() == ".parquet" or e.name == "state.json" for e in entries):
+                return d
+            nxt += [e for e in entries if e.is_dir() and not e.name.startswith(".")]
+        level = nxt[:1000]  # a bounded look, not a walk of a whole disk
+    return None
 
 
 def _check_state(folder: Path, path: Path) -> tuple[list[Path], dict]:

@@ -126,7 +126,8 @@ def detect_qa_schema(rec: dict, source, line: int, fields: Mapping[str, str] | N
         return QA_SCHEMAS["trivia_qa"]
     if isinstance(answer, list) or hasattr(answer, "tolist"):
         return QA_SCHEMAS["nq_open"]
-    raise InputError(source, f"cannot tell the QA format from the fields {sorted(rec)}: expected 'answers' (lewisrag, "
+    held = "" if "answer" not in rec else f" ('answer' is {'null' if answer is None else 'a ' + type(answer).__name__})"
+    raise InputError(source, f"cannot tell the QA format from the fields {sorted(rec)}{held}: expected 'answers' (lewisrag, "
                      "web_questions), 'answer' as a list (nq_open) or as an object (trivia_qa); or map the fields "
                      "(--qa-fields question=...,answers=...)", line=line)
 
@@ -223,9 +224,10 @@ def _qa_example(rec: dict, schema: QASchema, path, line: int, seen: dict[str, in
         answers = [require_str(flat, a_field, path, line, nonempty=False)]
     else:
         answers = require_str_list(flat, a_field, path, line)
+    one = schema.answers == "mapped" and isinstance(flat[a_field], str | bytes)  # a string, not a list: no [i] to name
     for i, answer in enumerate(answers):  # an empty answer would be trained on and matched by every empty output
         if not answer.strip():
-            raise InputError(path, "empty answer", line=line, field=f"{a_field}[{i}]")
+            raise InputError(path, "empty answer", line=line, field=a_field if one else f"{a_field}[{i}]")
     category = optional_str(flat, schema.path("category"), path, line)
     if not answers and category != "not_in_kb":
         raise InputError(path, "empty list (only not_in_kb questions may have no answer)", line=line, field=a_field)
