@@ -45,6 +45,11 @@ def gate(
         failed = [c for c in report.checks if c.verdict == "fail"]
         judge = report.judges["candidate"]
         _ui.out.print(f"judge: {judge.get('name', '-')} {str(judge.get('fingerprint', '-'))[:12]}")
+        corr = report.correction
+        if corr.get("method", "none") != "none":  # gate.toml's `correction`: the levels the verdicts were decided at
+            _ui.out.print(f"multiple comparisons: {corr['method']}: McNemar p-values adjusted over {corr['tests']} "
+                          f"tests (alpha {corr['alpha']:g}); bootstrap intervals at {100 * corr['interval_confidence']:.4g}% "
+                          f"(Bonferroni over {corr['intervals']})")
         if failed:
             _ui.out.print(Text.assemble(("FAIL", "bold red"), f": {len(failed)} check(s) failed"))
         else:

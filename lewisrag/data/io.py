@@ -17,6 +17,7 @@ import re
 import socket
 import sys
 import tempfile
+import unicodedata
 from collections.abc import Callable, Container, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -534,7 +535,8 @@ def get_path(rec: dict, path: str):
 
 def derived_id(text: str, taken: Container[str]) -> str:
     """The id of a record that has none: `q` and the first 12 hex digits of the SHA-1 of its text
-    (the question, stripped), then `-2`, `-3`, ... for a text already `taken` earlier in the file.
+    (the question, stripped, in Unicode NFC: 'é' saved as e and a combining accent is the same
+    question), then `-2`, `-3`, ... for a text already `taken` earlier in the file.
 
     The same file gets the same ids on every run, a copy in another format or order gets the same
     ones (repeats aside), and answers from several systems to one question share its id.
@@ -542,7 +544,7 @@ def derived_id(text: str, taken: Container[str]) -> str:
     >>> derived_id("Who leads Valdoria?", {}), derived_id("Who leads Valdoria?", {"qf5217d3455be": 1})
     ('qf5217d3455be', 'qf5217d3455be-2')
     """
-    base = "q" + hashlib.sha1(text.strip().encode("utf-8")).hexdigest()[:12]
+    base = "q" + hashlib.sha1(unicodedata.normalize("NFC", text.strip()).encode("utf-8")).hexdigest()[:12]
     value, n = base, 1
     while value in taken:
         n += 1

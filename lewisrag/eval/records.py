@@ -21,9 +21,11 @@ number x when the contexts are objects with numeric ids, and the x-th context (1
 order) when they are plain strings or objects none of whose ids is a number ("REQ-AUTH-03"). Unknown fields
 (ragas' `reference_contexts`, `rubrics`, ...) are ignored. A record without an `id` gets
 `data.io.derived_id` of its question (`user_input` or `question`), the id the QA reader gives that
-question. A question that some system answers on several records without ids gets, on each of its
-records without one, that id, "-" and 8 hex digits of what the record is judged against (reference,
-reference statements and claims, gold passage ids, category): ids that followed the records' order
+question; in Unicode NFC ('é' as one code point or as e and a combining accent: the two forms are one
+question and get one id). A question that some system answers on several records
+without ids gets, on each of its records without one, that id, "-" and 8 hex digits of what the record
+is judged against (reference, reference statements and claims, gold passage ids, category; its texts
+in NFC too): ids that followed the records' order
 paired another record's answer in `lewisrag gate` once a file was reordered. Two records of one
 system that agree on all of it cannot be told apart and are refused, naming both lines. Every
 problem is an `InputError` naming file, line and field; all records are read and checked before
@@ -40,6 +42,7 @@ import hashlib
 import json
 import math
 import os
+import unicodedata
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -259,7 +262,8 @@ def parse_answer(rec: dict, source, line: int, seen: dict[str, int]) -> AnswerRe
     """Validate one record (see module docstring); raises InputError on the first bad field."""
     _reject_non_finite(rec, source, line)
     question = require_str(rec, _name(rec, "user_input", source, line), source, line)
-    qid = record_id(rec, source, line, seen, derive_from=question)  # none given: io.derived_id of the question
+    # none given: io.derived_id of the question (in NFC: 'é' saved as e + U+0301 gets the id of 'é')
+    qid = record_id(rec, source, line, seen, derive_from=question)
     response = require_str(rec, _name(rec, "response", source, line), source, line, nonempty=False)
     contexts, has_ids = _contexts(rec, source, line)
     category = optional_str(rec, "category", source, line)
@@ -351,7 +355,14 @@ def _judged_against(rec: AnswerRecord) -> str:
     every order, and in ragas' older names too (a reference is one, whichever field gave it)."""
     claims = None if rec.reference_claims is None else list(rec.reference_claims)
     item = [rec.reference, list(rec.reference_statements), claims, list(rec.gold_passage_ids), rec.category]
-    return hashlib.sha1(json.dumps(item, ensure_ascii=False).encode("utf-8")).hexdigest()[:8]
+    return hashlib.sha1(json.dumps(_nfc(item), ensure_ascii=False).encode("utf-8")).hexdigest()[:8]
+
+
+def _nfc(value):
+    """`value` with every string in Unicode NFC: one text saved composed or decomposed is one text."""
+    if isinstance(value, str):
+        return unicodedata.normalize("NFC", value)
+    return [_nfc(v) for v in value] if isinstance(value, list) else value
 
 
 def ragas_rows(records: Sequence[AnswerRecord], scored: Sequence[dict]) -> Iterator[dict]:

@@ -2,6 +2,7 @@
 
     inputs     the thresholds (gate.toml over the packaged defaults) and the two runs, validated
     checks     the tiers: rules, retrieval, judged metrics; `gate()` runs them all
+    correction the levels a run's paired tests are decided at (gate.toml's `correction`: none, holm)
 """
 
 from lewisrag.eval.gate.checks import GateCheck, GateReport, gate, run_gate

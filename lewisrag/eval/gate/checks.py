@@ -17,6 +17,10 @@ for the claims.* diagnostics, claim extractors; for answer_relevancy, embedders)
 nor are judged scores whose judge fingerprint, splitter or embedder a run does not record, so such
 runs are refused unless the caller allows it. Scores within `SCORE_TOLERANCE` of each other are the
 same score. Thresholds live in a TOML file (the packaged defaults: `gate.toml` beside this module).
+
+The paired checks of tiers 2 and 3 are decided last, together: with `correction = "holm"` their
+McNemar p-values are adjusted as one family and their bootstrap intervals widened as another
+(`correction`), and each check shows its raw p-value beside the adjusted one.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from dataclasses import dataclass, field
 
 from lewisrag.data.io import InputError
 from lewisrag.eval import stats
+from lewisrag.eval.gate.correction import Correction, family
 from lewisrag.eval.gate.inputs import GateConfig, Run, load_config, load_run
 from lewisrag.eval.results import CLAIMS_PREFIX
 
@@ -51,6 +56,7 @@ class GateReport:
     candidate: str  # path of the candidate results.json
     judges: dict  # {"baseline": {...}, "candidate": {...}} name and fingerprint of each run's judge
     checks: list[GateCheck]  # in tier order
+    correction: dict = field(default_factory=dict)  # `Correction.to_json()`: the levels the paired tests were decided at
 
     @property
     def passed(self) -> bool:
@@ -59,6 +65,7 @@ class GateReport:
     def to_json(self) -> dict:
         return {
             "passed": self.passed, "baseline": self.baseline, "candidate": self.candidate, "judges": self.judges,
+            "correction": self.correction,
             "checks": [{"tier": c.tier, "name": c.name, "verdict": c.verdict, "evidence": c.evidence,
                         "details": c.details} for c in self.checks],
         }
@@ -81,10 +88,52 @@ def run_gate(base: Run, cand: Run, cfg: GateConfig, allow_judge_change: bool = F
     checks = [_judge_check(base, cand, cfg, allow_judge_change), _pairing_check(base, cand, cfg),
               _question_text_check(base, cand)]
     checks += _tier1(base, cand, cfg)
-    checks += _tier2(base, cand, cfg)
-    checks += _tier3(base, cand, cfg)
+    paired = _tier2(base, cand, cfg) + _tier3(base, cand, cfg)  # checks, and _Paired ones still to decide
+    correction, decided = _decide(paired, cfg)
     judges = {"baseline": base.judge, "candidate": cand.judge}
-    return GateReport(base.path, cand.path, judges, [c for c in checks if c is not None])
+    return GateReport(base.path, cand.path, judges, [c for c in checks + decided if c is not None], correction.to_json())
+
+
+@dataclass(frozen=True, eq=False)  # hashed by identity: a key of the run's adjusted p-values
+class _Paired:
+    """A paired check of tier 2 or 3, waiting for the levels of the run's family of tests (`correction`)."""
+
+    tier: str
+    name: str
+    rows: list  # (key, baseline score, candidate score), settled
+    cut: float | None  # per-question pass/fail at this cut, compared by McNemar; None: the mean only
+    max_regressions: int  # questions allowed to newly fall below the cut; -1: McNemar alone
+    max_mean_drop: float | None  # the mean by a paired bootstrap, with this largest tolerated drop; None: not checked
+    mcnemar: dict | None = None  # the one-sided McNemar test at `cut`, done at once (the bootstrap waits for its level)
+
+
+def _paired(tier: str, name: str, rows: list, cut: float | None, max_regressions: int = -1,
+            max_mean_drop: float | None = None) -> _Paired:
+    test = None if cut is None else stats.mcnemar(*_passing(rows, cut), alternative="greater")
+    return _Paired(tier, name, rows, cut, max_regressions, max_mean_drop, test)
+
+
+def _passing(rows: list, cut: float) -> tuple[list[bool], list[bool]]:
+    """Per question, whether the baseline and the candidate are at or above `cut`."""
+    return [not _below(x, cut) for _, x, _ in rows], [not _below(y, cut) for _, _, y in rows]
+
+
+def _decide(items: list[GateCheck | _Paired], cfg: GateConfig) -> tuple[Correction, list[GateCheck]]:
+    """The paired checks' verdicts at the levels of `cfg.correction`, other checks as they are, in order."""
+    pending = [p for p in items if isinstance(p, _Paired)]
+    tests = [p for p in pending if p.mcnemar is not None]
+    intervals = sum(p.max_mean_drop is not None for p in pending)
+    correction, adjusted = family(cfg, [p.mcnemar["pvalue"] for p in tests], intervals)
+    adjusted = dict(zip(tests, adjusted))
+    out = []
+    for p in items:
+        if not isinstance(p, _Paired):
+            out.append(p)
+        elif p.cut is None:
+            out.append(_mean_check(p, cfg, correction))
+        else:
+            out.append(_paired_check(p, cfg, adjusted[p], correction))
+    return correction, out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -249,7 +298,7 @@ def _value(rec: dict, metric: str, k: str | None) -> float | None:
 # tier 2: retrieval
 
 
-def _tier2(base: Run, cand: Run, cfg: GateConfig) -> list[GateCheck]:
+def _tier2(base: Run, cand: Run, cfg: GateConfig) -> list[GateCheck | _Paired]:
     pairs = [(k, base.records[k], cand.records[k]) for k in base.records if k in cand.records]
     ks = sorted({k for _, b, c in pairs for k in _recall(b).keys() & _recall(c).keys()}, key=_k_order)
     if not ks:
@@ -261,8 +310,8 @@ def _tier2(base: Run, cand: Run, cfg: GateConfig) -> list[GateCheck]:
             out.append(GateCheck("2 retrieval", f"recall@{k}", "skip",
                                  f"no paired question has a recall@{k} score in both runs (tier 1 counts the nulls)"))
             continue
-        out.append(_paired_check("2 retrieval", f"recall@{k}", rows, cfg, cut=cfg.recall_hit_at, max_regressions=-1,
-                                 max_mean_drop=cfg.recall_max_mean_drop))
+        out.append(_paired("2 retrieval", f"recall@{k}", rows, cut=cfg.recall_hit_at,
+                           max_mean_drop=cfg.recall_max_mean_drop))
     return out
 
 
@@ -289,7 +338,7 @@ def _k_order(k: str) -> tuple:
 # tier 3: judged metrics
 
 
-def _tier3(base: Run, cand: Run, cfg: GateConfig) -> list[GateCheck]:
+def _tier3(base: Run, cand: Run, cfg: GateConfig) -> list[GateCheck | _Paired]:
     out = []
     for metric in cfg.judged_metrics:
         both = [(key, _score(b, metric), _score(cand.records[key], metric))
@@ -305,10 +354,10 @@ def _tier3(base: Run, cand: Run, cfg: GateConfig) -> list[GateCheck]:
             else:
                 out.append(GateCheck("3 judged", metric, "skip", "no question has this metric in both runs"))
             continue
-        out.append(_mean_check(metric, rows, cfg, cfg.judged_max_mean_drop))
+        out.append(_paired("3 judged", f"{metric}: paired mean", rows, cut=None, max_mean_drop=cfg.judged_max_mean_drop))
         for cut in cfg.cuts:
-            out.append(_paired_check("3 judged", f"{metric} < {cut.below:g}", rows, cfg, cut=cut.below,
-                                     max_regressions=cut.max_regressions, max_mean_drop=None))
+            out.append(_paired("3 judged", f"{metric} < {cut.below:g}", rows, cut=cut.below,
+                               max_regressions=cut.max_regressions))
     for ceiling in cfg.ceilings:
         out.append(_ceiling_check(cand, ceiling, cfg))
     out.append(_refusal_check(base, cand, cfg))
@@ -323,56 +372,70 @@ def _not_in_kb(rec: dict) -> bool:
     return rec.get("category") == "not_in_kb"
 
 
-def _mean_check(metric: str, rows: list, cfg: GateConfig, max_mean_drop: float) -> GateCheck:
+def _mean_check(p: _Paired, cfg: GateConfig, correction: Correction) -> GateCheck:
     """Paired bootstrap on the mean, with the questions that got worse listed by id."""
+    rows, max_mean_drop = p.rows, p.max_mean_drop
     a, b = [x for _, x, _ in rows], [y for _, _, y in rows]
-    boot = stats.paired_bootstrap(a, b, cfg.n_resamples, cfg.seed, cfg.confidence)
+    boot = stats.paired_bootstrap(a, b, cfg.n_resamples, cfg.seed, correction.interval_confidence)
     worse = sorted(((y - x, key) for key, x, y in rows if y < x), key=lambda t: t[0])
     significant = boot["high"] < 0
     too_far = boot["mean_diff"] < -max_mean_drop - SCORE_TOLERANCE  # 0.4 -> 0.1 on 1 of 15 is a drop of 0.02, not more
     evidence = (f"n={boot['n']} mean {sum(a) / len(a):.3f} -> {sum(b) / len(b):.3f} (diff {boot['mean_diff']:+.3f}, "
-                f"{cfg.confidence:.0%} CI [{boot['low']:+.3f}, {boot['high']:+.3f}], p={boot['pvalue']:.3g}; "
-                f"allowed drop {max_mean_drop:g}); worse on {len(worse)}")
+                f"{correction.ci_label(cfg.confidence)} CI [{boot['low']:+.3f}, {boot['high']:+.3f}], "
+                f"p={boot['pvalue']:.3g}; allowed drop {max_mean_drop:g}); worse on {len(worse)}")
     if worse:
         evidence += ": " + _ids([key for _, key in worse])
     details = boot | {"worse": [{"question": _key(key), "diff": d} for d, key in worse]}
-    return GateCheck("3 judged", f"{metric}: paired mean", "fail" if significant or too_far else "pass", evidence, details)
+    if correction.on:
+        details["correction"] = _interval_details(correction)
+    return GateCheck(p.tier, p.name, "fail" if significant or too_far else "pass", evidence, details)
 
 
-def _paired_check(tier: str, name: str, rows: list, cfg: GateConfig, cut: float, max_regressions: int,
-                  max_mean_drop: float | None) -> GateCheck:
-    """Per-question pass/fail at `cut` compared in pairs (one-sided McNemar: is the candidate worse?)."""
-    base_ok = [not _below(x, cut) for _, x, _ in rows]
-    cand_ok = [not _below(y, cut) for _, _, y in rows]
-    test = stats.mcnemar(base_ok, cand_ok, alternative="greater")
+def _paired_check(p: _Paired, cfg: GateConfig, adjusted: float, correction: Correction) -> GateCheck:
+    """Per-question pass/fail at the cut compared in pairs (one-sided McNemar: is the candidate worse?),
+    its p-value `adjusted` for the run's family; for retrieval, the mean too."""
+    rows, cut, test = p.rows, p.cut, p.mcnemar
+    base_ok, cand_ok = _passing(rows, cut)
     regressed = [key for (key, _, _), bo, co in zip(rows, base_ok, cand_ok) if bo and not co]
     n = len(rows)
     fail_b, fail_c = n - sum(base_ok), n - sum(cand_ok)
     upper = stats.proportion_interval(fail_c, n, cfg.confidence, side="upper")[1]
     reasons = []
-    if test["pvalue"] < cfg.alpha:
-        reasons.append(f"McNemar p < {cfg.alpha:g}")
-    if 0 <= max_regressions < len(regressed):
-        reasons.append(f"more than {max_regressions} regressions")
+    if adjusted < cfg.alpha:
+        reasons.append(f"McNemar {'Holm-adjusted ' if correction.on else ''}p < {cfg.alpha:g}")
+    if 0 <= p.max_regressions < len(regressed):
+        reasons.append(f"more than {p.max_regressions} regressions")
     evidence = (f"share below {cut:g}: {fail_b / n:.1%} -> {fail_c / n:.1%} (n={n}, one-sided "
                 f"{cfg.confidence:.0%} upper {upper:.1%}); regressed {test['b']}, recovered {test['c']}, "
                 f"McNemar p={test['pvalue']:.3g}")
     details = {"n": n, "baseline_below": fail_b, "candidate_below": fail_c, "candidate_upper_bound": upper,
                "mcnemar": test, "regressed": [_key(k) for k in regressed]}
-    if max_mean_drop is not None:  # retrieval: the mean must hold too
+    if correction.on:
+        evidence += f", Holm-adjusted {adjusted:.3g} over {correction.tests} tests"
+        details["correction"] = {"method": correction.method, "pvalue": test["pvalue"], "adjusted_pvalue": adjusted,
+                                 "tests": correction.tests}
+    if p.max_mean_drop is not None:  # retrieval: the mean must hold too
         mean = stats.paired_bootstrap([x for _, x, _ in rows], [y for _, _, y in rows], cfg.n_resamples, cfg.seed,
-                                      cfg.confidence)
-        evidence += f"; mean diff {mean['mean_diff']:+.3f} CI [{mean['low']:+.3f}, {mean['high']:+.3f}]"
+                                      correction.interval_confidence)
+        evidence += (f"; mean diff {mean['mean_diff']:+.3f} "
+                     f"{'' if not correction.on else correction.ci_label(cfg.confidence) + ' '}"
+                     f"CI [{mean['low']:+.3f}, {mean['high']:+.3f}]")
         details["bootstrap"] = mean
+        if correction.on:
+            details["correction"] |= _interval_details(correction)
         if mean["high"] < 0:
             reasons.append("mean significantly lower")
-        if mean["mean_diff"] < -max_mean_drop - SCORE_TOLERANCE:
-            reasons.append(f"mean dropped more than {max_mean_drop:g}")
+        if mean["mean_diff"] < -p.max_mean_drop - SCORE_TOLERANCE:
+            reasons.append(f"mean dropped more than {p.max_mean_drop:g}")
     if regressed:
         evidence += "; regressed: " + _ids(regressed)
     if reasons:
         evidence = "; ".join(reasons) + " | " + evidence
-    return GateCheck(tier, name, "fail" if reasons else "pass", evidence, details)
+    return GateCheck(p.tier, p.name, "fail" if reasons else "pass", evidence, details)
+
+
+def _interval_details(correction: Correction) -> dict:
+    return {"interval_confidence": correction.interval_confidence, "intervals": correction.intervals}
 
 
 def _ceiling_check(cand: Run, ceiling, cfg: GateConfig) -> GateCheck:

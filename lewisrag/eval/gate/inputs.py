@@ -50,6 +50,7 @@ class GateConfig:
     confidence: float  # level of bootstrap intervals and one-sided upper bounds
     n_resamples: int  # paired bootstrap resamples
     seed: int  # bootstrap seed, so the same runs always get the same verdict
+    correction: str  # "none", or "holm": Holm over the run's McNemar tests, Bonferroni over its bootstrap intervals
     require_all_baseline: bool  # a baseline question missing from the candidate fails the gate
     zero_statuses: tuple[str, ...]  # tier 1: citation statuses that must not occur in the candidate
     allow_baseline_violations: bool  # tier 1: count only violations the baseline did not have (fixed bad samples)
@@ -72,7 +73,7 @@ class GateConfig:
 
 _SETTINGS = {  # toml key -> (GateConfig field, type)
     "alpha": ("alpha", float), "confidence": ("confidence", float), "n_resamples": ("n_resamples", int),
-    "seed": ("seed", int), "require_all_baseline": ("require_all_baseline", bool),
+    "seed": ("seed", int), "correction": ("correction", str), "require_all_baseline": ("require_all_baseline", bool),
     "tier1.zero_statuses": ("zero_statuses", list),
     "tier1.allow_baseline_violations": ("allow_baseline_violations", bool),
     "tier1.max_new_unmeasurable": ("max_new_unmeasurable", int), "tier2.hit_at": ("recall_hit_at", float),
@@ -135,6 +136,9 @@ def _load_config(path: str | os.PathLike | None) -> GateConfig:
                          field="n_resamples")
     if cfg.seed < 0:
         raise InputError(src, "expected an integer >= 0 (numpy takes no negative seeds)", field="seed")
+    if cfg.correction not in CORRECTIONS:  # a misspelt "Holm" would otherwise run uncorrected, or correct nothing
+        raise InputError(src, f"unknown correction {cfg.correction!r} (one of {', '.join(map(repr, CORRECTIONS))})",
+                         field="correction")
     for i, ceiling in enumerate(cfg.ceilings):
         if ceiling.method not in ("wilson", "exact"):
             raise InputError(src, "expected 'wilson' or 'exact'", field=f"tier3.ceilings[{i}].method")
@@ -166,6 +170,7 @@ def _load_config(path: str | os.PathLike | None) -> GateConfig:
     return cfg
 
 
+CORRECTIONS = ("none", "holm")  # family-wise corrections of the gate's significance tests (docs/statistics.md)
 _MAX_RESAMPLES = 1_000_000  # about 100 times the default's time; 2**63 ran until killed
 # a percentile interval's tails need draws to be read from: 1 resample printed numpy's RuntimeWarnings and
 # called a one-draw "interval" significant; 2 or 10 decide "significantly lower" by a few draws

@@ -1,0 +1,58 @@
+"""The levels one gate run decides its significance tests at: `GateConfig.correction`.
+
+A gate run is one decision made of many paired tests, and it fails when any of them rejects, so
+its chance of failing an unchanged candidate grows with their number. With "holm" the run's tests
+are two families, each held to the level the gate already states for it:
+
+- the one-sided McNemar tests (tier 2 per recall@k, tier 3 per metric and cut): p-values, adjusted
+  by Holm–Bonferroni and compared with `alpha`;
+- the paired bootstrap intervals of a mean difference (tier 2 per recall@k, tier 3 per metric):
+  intervals, not p-values, so Bonferroni: each at 1 − (1 − `confidence`)/m, and all m hold together
+  with chance `confidence`. "Significantly lower" still means the interval lies below 0.
+
+A false failure then needs one family to err: at most alpha + (1 − confidence)/2 for the run
+(0.075 by default), where 20 independent tests at 0.05 make it about 64%. The bound is nominal for
+the intervals: a percentile bootstrap over a few differing questions is liberal, and stays so when
+widened. The checks that are not
+tests against "no change" (rules, counts, allowed drops, ceilings, whose bound proves a pass) are
+left as they are. docs/statistics.md explains the choice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lewisrag.eval import stats
+from lewisrag.eval.gate.inputs import GateConfig
+
+
+@dataclass(frozen=True)
+class Correction:
+    method: str  # "none" or "holm"
+    alpha: float  # the level adjusted McNemar p-values are compared with
+    tests: int  # McNemar tests in the run's family
+    intervals: int  # bootstrap intervals in the run's family
+    interval_confidence: float  # the confidence each bootstrap interval is computed at
+
+    @property
+    def on(self) -> bool:
+        return self.method != "none"
+
+    def to_json(self) -> dict:
+        return {"method": self.method, "alpha": self.alpha, "tests": self.tests, "intervals": self.intervals,
+                "interval_confidence": self.interval_confidence}
+
+    def ci_label(self, confidence: float) -> str:
+        """The interval's level as the evidence writes it: "95%", or "99.17% (Bonferroni over 6)"."""
+        if not self.on:
+            return f"{confidence:.0%}"
+        return f"{100 * self.interval_confidence:.4g}% (Bonferroni over {self.intervals})"
+
+
+def family(cfg: GateConfig, pvalues: list[float], intervals: int) -> tuple[Correction, list[float]]:
+    """The run's levels, and `pvalues` (its McNemar tests', in order) as they are compared with alpha:
+    Holm-adjusted with "holm", as given with "none"."""
+    if cfg.correction == "none":
+        return Correction("none", cfg.alpha, len(pvalues), intervals, cfg.confidence), list(pvalues)
+    confidence = stats.bonferroni_confidence(cfg.confidence, intervals) if intervals else cfg.confidence
+    return Correction(cfg.correction, cfg.alpha, len(pvalues), intervals, confidence), stats.holm(pvalues)
