@@ -51,8 +51,8 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from lewisrag.data.io import InputError, write_json
-from lewisrag.data.outputs import check_out_dir, staged_dir
+from lewisrag.data.io import InputError, make_parents, remove_if_empty, write_json
+from lewisrag.data.outputs import check_out_dir, exclusive, staged_dir
 from lewisrag.data.passages import PASSAGE_SCHEMA, PassageTable
 from lewisrag.index.dense import DenseIndex
 from lewisrag.rag_model.checkpoints import EXPORT_FORMAT, EXPORT_RECORD
@@ -94,13 +94,29 @@ def export_rag(model_path: str | os.PathLike, index_path: str | os.PathLike, out
     """Write the transformers RAG folder described in the module docstring to `out` (atomically, marked "export").
 
     `out` is checked as `lewisrag export --out` is (`outputs.check_out_dir`): a folder the user filled
-    is never replaced, another lewisrag output or files added to an earlier export only with `overwrite`."""
-    # transformers' RAG classes import `datasets`; only this path needs them
-    from transformers import RagConfig, RagTokenizer
-
+    is never replaced, another lewisrag output or files added to an earlier export only with `overwrite`.
+    While it runs, `out` is held (`outputs.exclusive`): a second export (or any lewisrag writer) into it is refused."""
     given = out
     out = check_out_dir(out, KIND, overwrite=overwrite, inputs={"--model": model_path, "--index": index_path},
                         replaces=True)  # before anything is loaded
+    # `out` held from here to the swap, as every writer of a folder holds it (`outputs.exclusive`, which
+    # `rewritten_dir` takes too): a second export into it is refused in one line instead of racing this one
+    # to the rename (both would move the old folder to one `.NAME.old`). The lock is on `out` itself, which
+    # stays put until the staged folder replaces it; parents made for it go again if the export fails.
+    made = make_parents(out)
+    try:
+        with exclusive(out, "--out"):
+            return _export(model_path, index_path, out, given, swap)
+    except BaseException:
+        remove_if_empty(made)
+        raise
+
+
+def _export(model_path, index_path, out: Path, given, swap: bool) -> ExportSummary:
+    """`export_rag` once `out` is checked and held."""
+    # transformers' RAG classes import `datasets`; only this path needs them
+    from transformers import RagConfig, RagTokenizer
+
     model, tokenizers = load_trained(model_path)
     dense = DenseIndex.load(index_path, mmap=True)  # nprobe/efSearch applied: FAISS writes them with the index
     if dense.manifest.get("rerank_depth"):  # lewisrag re-ranks candidates exactly; transformers searches FAISS alone

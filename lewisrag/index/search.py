@@ -182,8 +182,10 @@ def tune_dense(index_path: str | os.PathLike, questions: Sequence[str], encoder:
     # a few rows past k: a row tied with the k-th exact score counts as exact (tuning.recall_at_k)
     scores, exact = tuning.exact_top_k(index.scan_vectors(), q, min(k + 8, len(index.passages)))
     vectors = index.embeddings if rerank_depth else None
+    # FAISS's rows checked as every search of the index checks them: a row number damaged past the
+    # passages is one line naming index.faiss, not an IndexError where a re-ranking reads its vector
     result = tuning.tune_search(index.faiss_index, q, exact, k, target_recall, rerank_vectors=vectors,
-                                rerank_depth=rerank_depth, exact_scores=scores)
+                                rerank_depth=rerank_depth, exact_scores=scores, check_rows=index._known_rows)
     record = {"target_recall": target_recall, "recall_at_k": round(result.recall, 4), "k": k, "reached": result.reached,
               "knob": result.knob, "questions": len(questions), "queries_per_s": round(result.qps, 1),
               "trials": {str(v): round(r, 4) for v, r in result.trials.items()}}

@@ -163,22 +163,28 @@ def _rerank_block(q: np.ndarray, cand: np.ndarray, vectors: np.ndarray, k: int) 
 
 
 def search(index, queries: np.ndarray, k: int, rerank_vectors: np.ndarray | None = None,
-           rerank_depth: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """`index`'s top-k, or with `rerank_vectors` its top `rerank_depth` re-ranked exactly to k."""
+           rerank_depth: int | None = None, check_rows=None) -> tuple[np.ndarray, np.ndarray]:
+    """`index`'s top-k, or with `rerank_vectors` its top `rerank_depth` re-ranked exactly to k.
+
+    `check_rows(rows)` (a dense index's `_known_rows`) sees the rows FAISS found before anything
+    reads them: a row number damaged past the passages is refused in one line, where the re-ranking
+    would read its stored vector and end in an IndexError."""
     q = np.ascontiguousarray(queries, dtype=np.float32)
+    checked = check_rows or (lambda rows: rows)
     if rerank_vectors is None:
-        return index.search(q, k)
+        scores, rows = index.search(q, k)
+        return scores, checked(rows)
     _, candidates = index.search(q, max(rerank_depth or 4 * k, k))
-    return rerank(q, candidates, rerank_vectors, k)
+    return rerank(q, checked(candidates), rerank_vectors, k)
 
 
 def throughput(index, queries: np.ndarray, k: int, batch_size: int, rerank_vectors: np.ndarray | None = None,
-               rerank_depth: int | None = None) -> float:
+               rerank_depth: int | None = None, check_rows=None) -> float:
     """Queries per second through `search` in batches of `batch_size`, after one warm-up batch."""
-    search(index, queries[:batch_size], k, rerank_vectors, rerank_depth)
+    search(index, queries[:batch_size], k, rerank_vectors, rerank_depth, check_rows)
     start = time.perf_counter()
     for i in range(0, len(queries), batch_size):
-        search(index, queries[i : i + batch_size], k, rerank_vectors, rerank_depth)
+        search(index, queries[i : i + batch_size], k, rerank_vectors, rerank_depth, check_rows)
     return len(queries) / max(time.perf_counter() - start, 1e-9)
 
 
@@ -240,7 +246,7 @@ def knob_params(index, knob: str, value: int) -> dict[str, int]:
 
 def tune_search(index, queries: np.ndarray, exact_rows: np.ndarray, k: int, target_recall: float, *,
                 rerank_vectors: np.ndarray | None = None, rerank_depth: int | None = None,
-                batch_size: int = 64, exact_scores: np.ndarray | None = None) -> Tuning:
+                batch_size: int = 64, exact_scores: np.ndarray | None = None, check_rows=None) -> Tuning:
     """The smallest search parameter at which `index` reaches `target_recall` (recall@k vs `exact_rows`).
 
     Doubles the parameter (nprobe for IVF, efSearch for HNSW) from its smallest value until the
@@ -254,7 +260,8 @@ def tune_search(index, queries: np.ndarray, exact_rows: np.ndarray, k: int, targ
     target met with padded rows would record a setting nothing can use.
 
     The index is left set to the chosen parameters; `qps` is measured with them in batches of
-    `batch_size`. Flat (and any index without a search parameter) is measured as it is.
+    `batch_size`. Flat (and any index without a search parameter) is measured as it is. Every
+    search's rows go through `check_rows` (`search`).
     """
     exact_rows = np.asarray(exact_rows)
     if len(exact_rows) != len(queries):
@@ -273,7 +280,7 @@ def tune_search(index, queries: np.ndarray, exact_rows: np.ndarray, k: int, targ
     def reaches(value: int | None) -> bool:
         if value is not None:
             apply_params(index, knob_params(index, knob[0], value))
-        _, rows = search(index, queries, k, rerank_vectors, rerank_depth)
+        _, rows = search(index, queries, k, rerank_vectors, rerank_depth, check_rows)
         trials[value] = recall_at_k(rows, exact_rows, k, exact_scores)
         if (np.asarray(rows)[:, :k] < 0).any():
             short.add(value)
@@ -287,7 +294,7 @@ def tune_search(index, queries: np.ndarray, exact_rows: np.ndarray, k: int, targ
         chosen, reached = _smallest_reaching(reaches, low, high)
         best, params = trials[chosen], knob_params(index, name, chosen)
         apply_params(index, params)
-    qps = throughput(index, queries, k, batch_size, rerank_vectors, rerank_depth)
+    qps = throughput(index, queries, k, batch_size, rerank_vectors, rerank_depth, check_rows)
     return Tuning(params, best, qps, reached, target_recall, name, dict(sorted(trials.items())))
 
 

@@ -24,7 +24,7 @@ from lewisrag.index.dense import DenseIndex
 from lewisrag.index.encoders import load_question_encoder
 from lewisrag.rag_model import RagModel, RagSettings, Tokenizers
 from lewisrag.rag_model.decoding import check_generation_config, generation_file
-from lewisrag.rag_model.model import VARIANTS
+from lewisrag.rag_model.model import VARIANTS, max_positions
 from lewisrag.training.end2end import passage_encoder
 from lewisrag.training.tasks import TASKS, prepare_generator
 
@@ -67,7 +67,8 @@ def load_components(cfg, processes: int = 1, with_faiss: bool = True) -> Compone
             check_labels(examples, path, cfg.qa_fields)
     check_dev_scorable(dev, cfg)
     generator, gen_tokenizer = load_generator(cfg.generator)
-    check_lengths(cfg.max_target_length, cfg.max_combined_length, gen_tokenizer)
+    # the lengths a RagModel uses: the combined one capped at the generator's positions (fit_to_generator)
+    check_lengths(cfg.max_target_length, cfg.max_combined_length, gen_tokenizer, max_positions(generator.config))
     prepare_generator(cfg.task, generator, gen_tokenizer)  # FEVER's labels as single tokens
     # the dev evaluations decode with its generation_config.json: refused now, not at the first one
     check_generation_config(generator.generation_config, generator.config.vocab_size, generation_file(cfg.generator))
@@ -108,21 +109,39 @@ def check_labels(examples: Sequence[QAExample], path, fields=None) -> None:
                                  field=f"{field}[{i}]")
 
 
-def check_lengths(max_target_length: int, max_combined_length: int, tokenizer) -> None:
+def check_lengths(max_target_length: int, max_combined_length: int, tokenizer, positions: int | None = None) -> None:
     """Both lengths leave room for content beside the tokenizer's own specials: `--max-target-length`
     for the decoder start token and one answer token (`answer_labels`: BART's 3 left every target
     empty, and at 2 the tokenizer read its max_length of 1 as no truncation at all);
     `--max-combined-length` for one passage token and one question token (the generator reads
     (title, text, question) as one string cut at this length, `rag_model.model.generator_input`: at 2
-    BART read its two special tokens alone)."""
+    BART read its two special tokens alone).
+
+    `positions`: the generator's `max_position_embeddings` (`rag_model.model.max_positions`; None: no
+    such limit). A RagModel cuts its inputs at min(--max-combined-length, positions)
+    (`fit_to_generator`), so that is the length checked, the refusal naming the positions: BART of 3
+    positions with --max-combined-length 300 passed a check of 300, then read one token beside its two
+    specials. Its decoder reads each target (and each dev evaluation decodes up to --max-target-length
+    tokens) in the same positions, so a --max-target-length past them is refused: a long answer or
+    decoding ended in an IndexError in the middle of training.
+    """
     specials = tokenizer.num_special_tokens_to_add()
-    for flag, value, room in (("--max-target-length", max_target_length, "the decoder start token, its {n} special "
-                               "tokens and one answer token"),
-                              ("--max-combined-length", max_combined_length, "its {n} special tokens, one passage "
-                               "token and one question token")):
-        if value < specials + 2:
-            raise InputError(flag, f"must be at least {specials + 2} with this generator's tokenizer "
-                             f"({room.format(n=specials)}), got {value}")
+    combined = max_combined_length if positions is None else min(max_combined_length, positions)
+    room = f"its {specials} special tokens, one passage token and one question token"
+    if combined < specials + 2 <= max_combined_length:  # the flag has room; the generator's positions do not
+        raise InputError("--max-combined-length", f"{max_combined_length} is capped at the generator's {positions} "
+                         f"positions (max_position_embeddings), which leave no room for content: at least {specials + 2} "
+                         f"are needed with this generator's tokenizer ({room})")
+    if combined < specials + 2:
+        raise InputError("--max-combined-length", f"must be at least {specials + 2} with this generator's tokenizer "
+                         f"({room}), got {max_combined_length}")
+    if max_target_length < specials + 2:
+        raise InputError("--max-target-length", f"must be at least {specials + 2} with this generator's tokenizer (the "
+                         f"decoder start token, its {specials} special tokens and one answer token), got {max_target_length}")
+    if positions is not None and max_target_length > positions:
+        raise InputError("--max-target-length", f"{max_target_length} exceeds the generator's {positions} positions "
+                         f"(max_position_embeddings), which its decoder reads each target and each decoded answer in; "
+                         f"must be at most {positions}")
 
 
 def check_precision(mixed_precision: str, device: str) -> str:
