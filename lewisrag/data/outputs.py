@@ -14,7 +14,9 @@ A command never destroys what the user did not make:
   (`rewritten_dir`); and no `--out` that holds the command's own inputs, the working directory, `/` or a
   folder right under it, a home folder (by $HOME or the user database), a mount point or a git
   repository is ever replaced (`_check_replaceable`), nor one inside an input folder unless lewisrag
-  wrote it there as this kind of output (`compare --out RUN/compare`, not `--out RUN/world`);
+  wrote it there as this kind of output (`compare --out RUN/compare`, not `--out RUN/world`), nor one
+  inside another lewisrag output that is not this kind's (`reproduce --out RUN/world --overwrite`, RUN
+  a reproduction: the world is part of that run, `_check_not_part_of_an_output`);
 - an `--out` that is a symbolic link is refused (the rename that moves an output in would replace the
   link, not fill its target); a `.NAME.old` or a finished index at `NAME.partial` that lewisrag did
   not leave there is refused, never cleared;
@@ -171,6 +173,7 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
     if out.is_dir() and any(out.iterdir()):
         if not is_ours(out, kind):  # --overwrite: the whole folder goes once the new one is complete
             _check_replaceable(out, flag, given)
+            _check_not_part_of_an_output(out, kind, flag, given)
             _check_not_inside_inputs(out, kind, inputs or {}, flag, given)
         check_inputs_outside(out, inputs or {}, flag, given)
         if made_by(out) is None:  # not lewisrag's at all: --overwrite replaces lewisrag's outputs only
@@ -220,6 +223,19 @@ def _homes() -> set[Path]:
 
         homes.add(Path(pwd.getpwuid(os.getuid()).pw_dir))
     return {h.resolve() for h in homes if str(h) not in ("", "/")}
+
+
+def _check_not_part_of_an_output(out: Path, kind: str, flag: str, given: str | os.PathLike | None = None) -> None:
+    """Refuse, even with --overwrite, to replace a folder that lies inside a folder lewisrag marked
+    (its parent or any folder above) and is not this command's own kind: it is a part of that output
+    (`reproduce --out RUN/world --overwrite` replaced a reproduction's world, and the run then held
+    a reproduction inside itself). The rule that --overwrite replaces another kind of output holds for
+    outputs that stand alone; `_check_not_inside_inputs` catches this only when RUN is an input."""
+    for folder in out.resolve().parents:
+        if (other := made_by(folder)) is not None:
+            raise InputError(out if given is None else given, f"is part of the lewisrag {other} at {folder} and is not "
+                             f"{_a(kind)} lewisrag wrote, which --overwrite never replaces; choose a folder outside "
+                             "it", field=flag)
 
 
 def _check_not_inside_inputs(out: Path, kind: str, inputs: dict[str, object], flag: str,

@@ -175,14 +175,18 @@ PRESETS: dict[str, Preset] = {
 }
 
 
+LINEAR_KEY = "cpu_linear"  # config.json: the library of float32 linear layers on the CPU (`reproduce --cpu-linear`)
+
+
 def comparable(config: dict) -> dict:
     """What a resumed run's config.json must repeat: all but the reports' language and the device (a
-    run killed on one machine may go on on another; the stages it ran there keep their numbers).
+    run killed on one machine may go on on another; the stages it ran there keep their numbers), and
+    the CPU's linear library, which `stages.start_run` records and compares itself (`linear_difference`).
 
-    >>> comparable({"preset": {"name": "small", "device": "cuda"}, "seed": 0, "lang": "zh"})
+    >>> comparable({"preset": {"name": "small", "device": "cuda"}, "seed": 0, "lang": "zh", "cpu_linear": "blas"})
     {'preset': {'name': 'small'}, 'seed': 0}
     """
-    out = {k: v for k, v in config.items() if k != "lang"}
+    out = {k: v for k, v in config.items() if k not in ("lang", LINEAR_KEY)}
     if isinstance(out.get("preset"), dict):
         out["preset"] = {k: v for k, v in out["preset"].items() if k != "device"}
     return out
@@ -225,6 +229,23 @@ def resume_differences(saved: dict, config: dict) -> list[str]:
     out += [f"config.json's {k}" for k in sorted(saved.keys() | config.keys())
             if k not in known and saved.get(k) != config.get(k)]
     return out
+
+
+def linear_difference(saved: dict, kind: str) -> str | None:
+    """"--cpu-linear KIND (the run's: KIND)" when the run's config.json (`saved`) recorded another
+    library for float32 linear layers on the CPU than `kind`, else None (the same, or not recorded:
+    a run begun before config.json held it).
+
+    Refused, as --threads is, not recorded per stage: the library changes results.json's digits in the
+    last bits (`data.cpu_linear`) as the thread count does, and results.json's `environment` names
+    one library for the whole run. --device may change (`comparable`), since the GPU a run began on
+    may be gone; the two libraries ship in the same torch wheel, so the run's own is at hand.
+
+    >>> linear_difference({"cpu_linear": "blas"}, "onednn"), linear_difference({}, "onednn")
+    ("--cpu-linear onednn (the run's: blas)", None)
+    """
+    was = saved.get(LINEAR_KEY)
+    return None if was is None or was == kind else f"--cpu-linear {kind} (the run's: {was})"
 
 
 def _threads(preset: dict, config: dict) -> str:

@@ -1,7 +1,8 @@
 """`lewisrag reproduce`: the stages of the small reproduction, resumable, into one run folder.
 
     RUN/config.json             the preset (its "lang" is the world's language) and seed that made the run
-                                (and the reports' language, "lang", when it is not English)
+                                (and the reports' language, "lang", when it is not English), and
+                                the CPU's linear library ("cpu_linear", which a resume keeps)
     RUN/world/                  the built-in world (snapshots A and B, splits), in English or Chinese
     RUN/dpr/                    the trained DPR retriever
     RUN/index_a, RUN/index_b    dense indexes over snapshots A and B (same frozen doc encoder)
@@ -105,12 +106,13 @@ def reproduce(
     is written either way. `out` must be
     missing, empty or a reproduction run, unless `overwrite`: then the run happens in a hidden
     sibling folder (`.NAME.overwrite`, where the same command resumes a killed run) that replaces
-    `out` when every stage is done.
+    `out` when every stage is done; never a folder inside another lewisrag output (`--out RUN/world`).
     `tasks` beyond "qa" add the stages of `experiments.tasks` (Jeopardy, FEVER) after the QA ones.
     `lang` ("en" or "zh") is the language of report.md, report.html and the plots' labels; config.json
     records it when it is not English. `cpu_linear` ("auto", "blas", "onednn"; None: $LEWISRAG_CPU_LINEAR,
     else auto) is the library that multiplies float32 linear layers on the CPU (`data.cpu_linear`:
-    oneDNN where torch's MKL runs at half speed); results.json's `environment` records it.
+    oneDNN where torch's MKL runs at half speed); results.json's `environment` and config.json record it,
+    and a resume with another is refused (`stages.start_run`).
     """
     check_lang(lang)
     linear = resolve_kind(cpu_linear)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from lewisrag.data.cpu_linear import current_kind
 from lewisrag.data.io import InputError, expect, is_number, read_json, read_json_list_lines, write_json, write_text
 from lewisrag.data.outputs import mark, staged_dir
 from lewisrag.data.pretrained import load_generator, model_files
@@ -26,7 +27,7 @@ from lewisrag.experiments.ask import ask
 from lewisrag.rag_model.decoding import check_generation_config, generation_file
 from lewisrag.training.checkpoint import load_trained
 from lewisrag.experiments.compare import compare_stage, train_stitched_stage
-from lewisrag.experiments.presets import Preset
+from lewisrag.experiments.presets import LINEAR_KEY, Preset, linear_difference, read_run_config
 from lewisrag.experiments.swap import swap_matrix
 from lewisrag.index.bm25 import BM25Index
 from lewisrag.index.dense import DenseIndex
@@ -104,13 +105,25 @@ def start_run(run: Path, config: dict, resume: bool) -> None:
     """Mark `run` a reproduction and write its config.json. A run begun afresh (not `resume`) first
     forgets what an earlier run in the folder finished: its stage records, which a later `--resume`
     would otherwise take for this run's stages though that run's preset or seed may have differed,
-    and its results and reports, which would stand beside this run's config until it ends."""
+    and its results and reports, which would stand beside this run's config until it ends.
+
+    config.json also records the library multiplying float32 linear layers on the CPU, the one in
+    force now (`reproduce --cpu-linear`, LINEAR_KEY), and a resume with another is refused: it
+    changes the digits as the thread count does (`presets.linear_difference` says why it is refused,
+    not recorded per stage). A run begun before config.json recorded it goes on unchecked, and
+    without the record, which would claim its earlier stages for a library they may not have used."""
+    kind = current_kind()
+    saved = read_run_config(run) if resume else {}
+    if why := linear_difference(saved, kind):
+        raise InputError(run / "config.json", f"was written with another library for float32 linear layers on the "
+                         f"CPU: {why}; resume with --cpu-linear {saved[LINEAR_KEY]}, or use a new --out or drop --resume")
     if not resume:
         shutil.rmtree(run / "stages", ignore_errors=True)
         for name in FINISHED:
             (run / name).unlink(missing_ok=True)
     mark(run, "reproduction")  # reproduce.KIND
-    write_json(run / "config.json", config)
+    recorded = {LINEAR_KEY: kind} if not saved or LINEAR_KEY in saved else {}
+    write_json(run / "config.json", config | recorded)
 
 
 def generator(run: Path, preset: Preset, seed: int, on_progress: Progress) -> dict:
@@ -180,7 +193,9 @@ def rag(run: Path, preset: Preset, seed: int, name: str, variant: str, freeze: b
     cfg = replace(cfg, **overrides)
     if not resume:
         shutil.rmtree(out, ignore_errors=True)
-    s = train_rag(cfg, out, resume=True,  # resume=True continues this stage's own checkpoint, if any
+    # resume=True continues this stage's own checkpoint, if any; root=run: the run folder may have moved since
+    # (`mv RUN RUN2`), and its own index, encoder, generator and world are then the same files at their new place
+    s = train_rag(cfg, out, resume=True, root=run,
                   on_progress=lambda step, steps, rec: on_progress(name, step, steps, f"loss {rec['loss']:.3f}"))
     return {"dir": name, "steps": s["steps"], "best_dev_em": s["best_em"], "n_train": s["n_train"]}
 

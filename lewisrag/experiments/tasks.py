@@ -122,7 +122,8 @@ def train(run: Path, preset: Preset, seed: int, task: str, variant: str, resume:
     if not resume:
         shutil.rmtree(out, ignore_errors=True)
     name = f"{task} RAG-{variant}"
-    s = train_rag(cfg, out, resume=True, on_progress=lambda step, steps, rec: on_progress(name, step, steps, f"loss {rec['loss']:.3f}"))
+    s = train_rag(cfg, out, resume=True, root=run,  # root: a moved run folder resumes its killed stage (stages.rag)
+                  on_progress=lambda step, steps, rec: on_progress(name, step, steps, f"loss {rec['loss']:.3f}"))
     return {"dir": f"{task}/rag_{variant}", "steps": s["steps"], "best_dev": s["best_dev"], "dev_metric": s["dev_metric"],
             "n_train": s["n_train"]}
 

@@ -30,9 +30,10 @@ every `reindex_every` steps (`training.end2end`, which says how and why).
 
 Output directory:
 
-    config.json   this config, and the sha256 of its --train and --dev files' content (`data_sha256`)
+    config.json   this config, and the sha256 of its --train and --dev files' content (`data_sha256`);
+                  with `root`, the folder the run and its inputs move with (`run_root`)
     log.jsonl     one line per optimizer step
-    checkpoint/   resumable state (its state.json records the same `data_sha256`)
+    checkpoint/   resumable state (its state.json records the same `data_sha256` and `run_root`)
     best/         best dev EM model    final/   last model
 """
 
@@ -206,12 +207,15 @@ def dev_score(model, tokenizers, index, dev: Sequence[QAExample], cfg: RagTrainC
 
 
 def train_rag(cfg: RagTrainConfig, out: str | os.PathLike, resume: bool = False,
-              on_progress: Callable[[int, int, dict], None] | None = None, overwrite: bool = False) -> dict:
+              on_progress: Callable[[int, int, dict], None] | None = None, overwrite: bool = False,
+              root: str | os.PathLike | None = None) -> dict:
     """Fine-tune a RAG model; returns a summary. `on_progress(step, steps, log_record)` (main process).
 
     `out` must be missing or empty, or (with `resume`) a run of this kind. With `overwrite`, a
     non-empty `out` is replaced by the new run when it has finished: training happens in a hidden
     sibling folder that every process names alike (after the config), and a killed run is resumed there.
+    `root`: a folder that holds `out` and inputs of the run and may move as a whole (a reproduction's
+    RUN): a resume compares the input paths inside it by their place in it (`ROOT_KEY`).
     """
     out = Path(out)
     if not 0 <= cfg.seed < 2**32:  # numpy's seed range: else a traceback once the models have loaded
@@ -222,18 +226,19 @@ def train_rag(cfg: RagTrainConfig, out: str | os.PathLike, resume: bool = False,
               "--generator": cfg.generator, "--train": cfg.train, "--dev": cfg.dev}
     if filled and not resume:  # replaced or refused, but never with the run's own inputs inside
         check_inputs_outside(out, inputs)
+    recorded = _recorded(data, root)
     if not overwrite or resume or not filled:
         with _held(out):
-            return _train_rag(cfg, out, resume, on_progress, data)
+            return _train_rag(cfg, out, resume, on_progress, recorded)
     check_out_dir(out, KIND, overwrite=True, inputs=inputs)  # nor a folder inside an input (--out RUN/dpr/x)
     # named by the config and the data's content: a killed run is resumed there by the same command, and
     # one with other settings or data starts afresh beside it instead of failing as a --resume of another run
-    digest = hashlib.sha256(json.dumps(_run_config(cfg, data), sort_keys=True).encode()).hexdigest()[:12]
+    digest = hashlib.sha256(json.dumps(_run_config(cfg, {DATA_KEY: data}), sort_keys=True).encode()).hexdigest()[:12]
     where = physical(out)  # `.` has no name to put the staging folder beside
     staging = where.with_name(f".{where.name}.overwrite-{digest}")
     resumed = staging.exists()
     with _held(staging):
-        summary = _train_rag(cfg, staging, resumed, on_progress, data)
+        summary = _train_rag(cfg, staging, resumed, on_progress, recorded)
     if summary["main"]:
         replace_dir(staging, where)
         for stale in where.parent.glob(f".{glob.escape(where.name)}.overwrite*"):  # killed runs with other settings
@@ -249,9 +254,10 @@ def _held(folder: Path):
     return exclusive(folder) if os.environ.get("RANK", "0") == "0" else contextlib.nullcontext()
 
 
-def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress, data: dict) -> dict:
+def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress, recorded: dict) -> dict:
+    """`recorded`: what config.json and each state.json hold beside the config (`_recorded`)."""
     _check_precision(cfg)
-    ckpt = _check_out(out, cfg, resume, data)  # before the models load
+    ckpt = _check_out(out, cfg, resume, recorded[DATA_KEY], recorded.get(ROOT_KEY))  # before the models load
     acc = _accelerator(cfg)
     shared = cfg.shared_retrieval and acc.num_processes > 1
     if shared and cfg.search_device == "gpu":
@@ -295,9 +301,9 @@ def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress, data: 
         E.restore(ckpt, state, model, parts.index, cfg.mixed_precision)
     acc.wait_for_everyone()  # every process has read the checkpoint before the main one may move it back
     if acc.is_main_process:
-        _prepare_out(out, cfg, data, ckpt, log_file)
+        _prepare_out(out, cfg, recorded, ckpt, log_file)
     acc.wait_for_everyone()
-    state = _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, data, out, log_file, on_progress)
+    state = _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, recorded, out, log_file, on_progress)
     if acc.is_main_process:
         index = E.index_to_save(model, parts.index, _reindexed_at(state) == state["step"], cfg.mixed_precision)
         C.save_model(model, parts.tokenizers, out / "final", {**asdict(cfg), "step": state["step"]}, index)
@@ -443,6 +449,12 @@ PATH_FIELDS = ("index", "encoder", "context_encoder", "generator", "train", "dev
 DATA_FIELDS = ("train", "dev")
 DATA_KEY = "data_sha256"
 DATA_SUFFIXES = (".parquet", ".arrow")  # a folder's data files: Parquet shards, a save_to_disk folder's Arrow files
+# The folder a run and its inputs move with (`train_rag(root=)`, a reproduction's RUN), as an absolute path when
+# the run wrote it, beside DATA_KEY. Paths compare by the file they name, and after `mv RUN RUN2` RUN/index_a is
+# no file at all: a resume compares a path inside the recorded root with one inside the root now by their place
+# in it, so a moved reproduction resumes its killed RAG stage, while RUN2/index_b for RUN/index_a (another file
+# of the run) or a path outside the root that changed is refused as before.
+ROOT_KEY = "run_root"
 
 
 def content_sha256(spec: str) -> str | None:
@@ -475,14 +487,21 @@ def data_fingerprints(cfg: RagTrainConfig) -> dict[str, str | None]:
     return {name: content_sha256(getattr(cfg, name)) for name in DATA_FIELDS}
 
 
-def _run_config(cfg: RagTrainConfig, data: dict) -> dict:
-    """What a run's config.json holds: the config, and its data files' content (DATA_KEY)."""
-    return {**asdict(cfg), DATA_KEY: data}
+def _recorded(data: dict, root: str | os.PathLike | None = None) -> dict:
+    """What a run records beside its config: its data files' content (DATA_KEY) and, given, its root (ROOT_KEY)."""
+    return {DATA_KEY: data} | ({ROOT_KEY: os.path.abspath(root)} if root is not None else {})
 
 
-def _check_out(out: Path, cfg: RagTrainConfig, resume: bool, data: dict | None = None) -> Path | None:
+def _run_config(cfg: RagTrainConfig, recorded: dict) -> dict:
+    """What a run's config.json holds: the config, and what `_recorded` adds."""
+    return {**asdict(cfg), **recorded}
+
+
+def _check_out(out: Path, cfg: RagTrainConfig, resume: bool, data: dict | None = None,
+               root: str | None = None) -> Path | None:
     """The checkpoint to resume from, if any; refuses to overwrite a run or resume a different one
-    (other settings, or other `data`: `data_fingerprints`; None: not compared)."""
+    (other settings, or other `data`: `data_fingerprints`; None: not compared). `root`: the folder the
+    run moves with now (ROOT_KEY), against the one it recorded."""
     check_out_dir(out, KIND)
     ckpt = existing(out / "checkpoint")
     if not resume:
@@ -494,11 +513,12 @@ def _check_out(out: Path, cfg: RagTrainConfig, resume: bool, data: dict | None =
         file = out / "config.json"
         if file.is_file():
             saved = _read_run_config(file)
-            _check_same_config(saved, cfg, file)
+            _check_same_config(saved, cfg, file, (_saved_root(saved, file, "; the run folder is damaged"), root))
             _check_same_data(saved.get(DATA_KEY), cfg, data, file, "; the run folder is damaged")
         return None
     state = _read_state(ckpt)
-    _check_same_config(state["config"], cfg, ckpt / C.STATE_JSON)
+    file = ckpt / C.STATE_JSON
+    _check_same_config(state["config"], cfg, file, (_saved_root(state, file, "; the checkpoint is damaged"), root))
     _check_same_data(state.get(DATA_KEY), cfg, data, ckpt / C.STATE_JSON, "; the checkpoint is damaged")
     step = state["step"]
     if step > cfg.steps:  # the same config, so no run of it saved a later step: the loop would end at once
@@ -507,17 +527,23 @@ def _check_out(out: Path, cfg: RagTrainConfig, resume: bool, data: dict | None =
     return ckpt
 
 
-def _check_same_config(saved: dict, cfg: RagTrainConfig, file: Path) -> None:
+def _check_same_config(saved: dict, cfg: RagTrainConfig, file: Path,
+                       roots: tuple[str | None, str | None] = (None, None)) -> None:
     """Refuse a --resume whose settings differ from the run's (`saved`, its config as written in
     `file`) but for RESUMABLE_CHANGES, naming each flag with both values. A field `saved` lacks was
     added since: its default is what that run used. Paths name the same file however written
-    (relative to another working directory, through a link)."""
+    (relative to another working directory, through a link), or the same place inside the run's
+    root as `roots` (the recorded one, the one now) give them: a moved root (ROOT_KEY)."""
     now = asdict(cfg)
+    was_root, root = roots
 
     def same(f) -> bool:
         was = saved.get(f.name, f.default)
         if f.name in PATH_FIELDS and isinstance(was, str) and isinstance(now[f.name], str):
-            return was == now[f.name] or (not was.startswith("hf:") and os.path.realpath(was) == os.path.realpath(now[f.name]))
+            if was == now[f.name] or (not was.startswith("hf:") and os.path.realpath(was) == os.path.realpath(now[f.name])):
+                return True
+            place = _inside(was, was_root), _inside(now[f.name], root)
+            return None not in place and place[0] == place[1]
         return was == now[f.name]
 
     changed = [f"--{f.name.replace('_', '-')} {_shown(now[f.name])} (the run's: {_shown(saved.get(f.name, f.default))})"
@@ -525,6 +551,24 @@ def _check_same_config(saved: dict, cfg: RagTrainConfig, file: Path) -> None:
     if changed:
         raise InputError(file, f"--resume with other settings than the run's: {'; '.join(changed)}. Resume with the "
                          "run's own, or start a new run (another --out, or --overwrite)", field="config")
+
+
+def _saved_root(saved: dict, file: Path, damaged: str) -> str | None:
+    """The root a run recorded (ROOT_KEY; None for a run without one, or written before it existed)."""
+    root = saved.get(ROOT_KEY)
+    expect(root is None or (isinstance(root, str) and os.path.isabs(root)), file, ROOT_KEY, "null or an absolute path",
+           root, damaged)
+    return root
+
+
+def _inside(path: str, root: str | None) -> str | None:
+    """`path`'s place inside `root` ("index_a", "world/train.jsonl"), or None: no root, or a path
+    that is not absolute (its folder was the working directory of another time) or not inside it.
+    Read from the text, since the recorded root may no longer exist."""
+    if root is None or not os.path.isabs(path):
+        return None
+    rel = os.path.relpath(os.path.normpath(path), os.path.normpath(root))
+    return None if rel == os.curdir or rel == os.pardir or rel.startswith(os.pardir + os.sep) else rel
 
 
 def _check_same_data(saved, cfg: RagTrainConfig, data: dict | None, file: Path, damaged: str) -> None:
@@ -605,11 +649,11 @@ def _check_log(file: Path) -> None:
                 raise InputError(file, "not a JSON object of the training log; the checkpoint is damaged", line=line)
 
 
-def _prepare_out(out: Path, cfg: RagTrainConfig, data: dict, ckpt: Path | None, log_file: Path) -> None:
+def _prepare_out(out: Path, cfg: RagTrainConfig, recorded: dict, ckpt: Path | None, log_file: Path) -> None:
     """config.json, and the log as of the checkpoint (lines written after it are redone)."""
     mark(out, KIND)  # a killed run's staging folders were swept by check_out_dir: a live writer's are kept
     ckpt = _settle_replaced(out, ckpt)
-    write_json(out / "config.json", _run_config(cfg, data))
+    write_json(out / "config.json", _run_config(cfg, recorded))
     saved_log = ckpt / C.LOG if ckpt is not None else None
     with atomic_path(log_file) as tmp:
         tmp.write_bytes(saved_log.read_bytes() if saved_log is not None and saved_log.exists() else b"")
@@ -642,7 +686,7 @@ def _reindexed_at(state: dict) -> int:
     return (state.get("live_index") or {}).get("step", 0)
 
 
-def _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, data, out, log_file, on_progress) -> dict:
+def _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, recorded, out, log_file, on_progress) -> dict:
     step, pos, best, reindexed_at = state["step"], DataPosition(**state["position"]), state["best_em"], _reindexed_at(state)
     while step < cfg.steps:
         model.train()
@@ -677,7 +721,7 @@ def _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, data, out, 
                     saved = E.index_to_save(model, index, reindexed_at == step, cfg.mixed_precision)
                     C.save_model(model, parts.tokenizers, out / "best", {**asdict(cfg), "step": step, key: best}, saved)
             acc.wait_for_everyone()
-        state = {"step": step, "position": asdict(pos), "best_em": best, "config": asdict(cfg), DATA_KEY: data}
+        state = {"step": step, "position": asdict(pos), "best_em": best, "config": asdict(cfg), **recorded}
         if cfg.train_context_encoder:
             state["live_index"] = E.live_state(parts.index, reindexed_at)
         if acc.is_main_process:
