@@ -112,6 +112,33 @@ def test_lexical_judge_a_number_the_premise_lacks_is_unsupported_whatever_the_sh
         "0/4 content tokens in premise (0.00 < 0.75); missing: account, locked, 15, minutes"
 
 
+def test_lexical_judge_an_english_name_the_premise_lacks_is_unsupported_whatever_the_share():
+    premise = "Ruus became head of state of Valdoria in 2016 after the election."
+    # head, state, valdoria are in the premise, tamm is not: 3/4 passed the share
+    wrong = LexicalJudge().judge([(premise, "The head of state of Valdoria is Tamm."),
+                                  (premise, "After the election the head of state of Valdoria became Tamm.")])
+    assert [v.supported for v in wrong] == [False, False]
+    assert all(v.reason.endswith("but the premise lacks the name Tamm") for v in wrong)
+    assert "(0.75 ≥ 0.75)" in wrong[0].reason  # the share alone would have passed it
+    # the right name, a capitalised word the premise has in lowercase, and one with a number too
+    assert LexicalJudge().judge([(premise, "The head of state of Valdoria is Ruus."),
+                                 ("the valdoria head of state is ruus", "The head of state of Valdoria is Ruus.")
+                                 ])[0].supported is True
+    both = LexicalJudge().judge([(premise + " It has 4 regions and 12 ports.",
+                                  "Valdoria has 4 regions, 12 ports, an election and Tamm as head of state in 2018.")])[0]
+    assert both.supported is False and both.reason.endswith("lacks the number 2018 and the name Tamm")
+    # not names: a sentence's first word ("According", "Paris"), all capitals (terms: POST, HTTP), function
+    # words; so these pass on their share as before
+    kept = LexicalJudge().judge([
+        ("the login endpoint returns 422 for a wrong password", "According to it, login returns 422 for a wrong password."),
+        ("the login endpoint returns 422 for a wrong password", "The POST login endpoint returns HTTP 422 for a wrong password."),
+        ("Ruus became head of state of Valdoria.", "Tamm became head of state of Valdoria."),
+    ])
+    assert [v.supported for v in kept] == [True, True, True]
+    # a capital after CJK text or a closing quote inside a sentence still marks a name
+    assert LexicalJudge().judge([("瓦尔多利亚的国家元首 Ruus 和 head of state", "瓦尔多利亚的国家元首 Tamm 和 head of state")])[0].supported is False
+
+
 def test_label_judge_lookup_and_file_errors(tmp_path):
     path = tmp_path / "labels.jsonl"
     path.write_text(

@@ -13,6 +13,8 @@ from lewisrag.eval.judges.base import Verdict, digest
 _NUMBER_RE = r"[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]+)*(?![0-9a-z])|[0-9]+(?:\.[0-9]+)*(?![0-9a-z])"
 _NUMBER = re.compile(_NUMBER_RE)
 _WORD = re.compile(_NUMBER_RE + r"|[a-z0-9]+(?:[.'][a-z0-9]+)*")
+_CASED_WORD = re.compile(_WORD.pattern, re.IGNORECASE)  # the same words, read before lowercasing
+_SENTENCE_END = frozenset(".!?。！？;；:：\n")  # the word after one is capitalised whatever it is ("According to")
 # kana, CJK ideographs (the extensions past U+20000 too: rare names are written in them), Hangul
 _CJK_CLASS = r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f]"
 _CJK = re.compile(_CJK_CLASS)
@@ -80,6 +82,34 @@ def _words(text: str) -> list[tuple[int, str]]:
     return [(m.start(), m[0].replace(",", "") if _NUMBER.fullmatch(m[0]) else m[0]) for m in _WORD.finditer(text)]
 
 
+def _names(text: str) -> list[str]:
+    """The Latin words of `text` (NFKC, not lowercased) written as names: capital and small letters
+    mixed, unless the word opens a sentence and only its first letter is a capital ("Tamm" opening a
+    sentence is not a name here, "McKay" is). All capitals read as a term ("POST", "HTTP"), not a name;
+    function words never are names ("The", "It").
+
+    >>> _names("According to the report, Tamm met the BUG team in Rome. Paris is big; McKay too.")
+    ['Tamm', 'Rome', 'McKay']
+    """
+    names = []
+    for m in _CASED_WORD.finditer(text):
+        w = m[0]
+        if w.islower() or w.isupper() or w.isdigit() or w.lower() in _STOP_EN:  # "POST", "HTTP": terms, not names
+            continue
+        if _opens_sentence(text, m.start()) and not any(c.isupper() for c in w[1:]):
+            continue
+        names.append(w)
+    return names
+
+
+def _opens_sentence(text: str, start: int) -> bool:
+    """Whether only punctuation, spaces or quotes stand between a sentence's end (or the text's start) and `start`."""
+    i = start - 1
+    while i >= 0 and not (text[i].isalnum() or text[i] in _SENTENCE_END):
+        i -= 1
+    return i < 0 or text[i] in _SENTENCE_END
+
+
 def _numbers(words: list[tuple[int, str]]) -> list[str]:
     """The numbers among `_words`' `words`: "2016" and "1,000" are, "covid19" and "4k" are words."""
     return [w for _, w in words if _NUMBER.fullmatch(w)]
@@ -94,9 +124,12 @@ class LexicalJudge:
     characters may be part of that run), or, standing alone between non-CJK text, when the premise has
     it. So a wrong name cannot borrow its characters from elsewhere in the premise. A number the premise
     lacks makes the statement unsupported whatever the share: a wrong year or count is one unit among
-    many, and a share of 5/6 would pass it. A hypothesis with no content units cannot be judged
-    (Verdict None). A cheap, deterministic floor for a real judge: it cannot see negation or paraphrase,
-    nor a wrong name whose few units a long statement outweighs.
+    many, and a share of 5/6 would pass it. So does an English name the premise lacks, where the
+    writing marks it as one (`_names`: a capitalised word inside a sentence, "... of Valdoria is Tamm").
+    A hypothesis with no content units cannot be judged (Verdict None). A cheap, deterministic floor for
+    a real judge: it cannot see negation or paraphrase, nor a wrong name that nothing marks (Chinese has
+    no capitals; "Tamm is ..." opens a sentence, where every word is capitalised) when a long statement
+    outweighs its few units.
 
     >>> LexicalJudge().judge([("Login fails with HTTP 422.", "login returns 422"), ("登录失败返回 422", "弹出提示")])
     [Verdict(supported=False, reason='2/3 content tokens in premise (0.67 < 0.75); missing: returns'), Verdict(supported=False, reason='0/4 content tokens in premise (0.00 < 0.75); missing: 弹出提示')]
@@ -104,12 +137,15 @@ class LexicalJudge:
     [Verdict(supported=False, reason='4/6 content tokens in premise (0.67 < 0.75); missing: 首塔')]
     >>> LexicalJudge().judge([("Tamm became head of state of Valdoria in 2016.", "Tamm became head of state of Valdoria in 2018.")])
     [Verdict(supported=False, reason='5/6 content tokens in premise (0.83 ≥ 0.75); missing: 2018; but the premise lacks the number 2018')]
+    >>> LexicalJudge().judge([("Ruus became head of state of Valdoria in 2016.", "The head of state of Valdoria is Tamm.")])
+    [Verdict(supported=False, reason='3/4 content tokens in premise (0.75 ≥ 0.75); missing: tamm; but the premise lacks the name Tamm')]
     """
 
     name = "lexical"
     # bump when the tokenization or rule changes: it changes scores (2: CJK needs a 2+ character match;
-    # 3: ideographs past U+20000 are CJK, not ignored; 4: a number the premise lacks is unsupported)
-    version = "4"
+    # 3: ideographs past U+20000 are CJK, not ignored; 4: a number the premise lacks is unsupported;
+    # 5: so is an English name the premise lacks)
+    version = "5"
 
     def __init__(self, threshold: float = 0.75):
         if not 0.0 < threshold <= 1.0:
@@ -152,8 +188,12 @@ class LexicalJudge:
         ok = share >= self.threshold
         why = f"{k}/{n} content tokens in premise ({share:.2f} {'≥' if ok else '<'} {self.threshold})"
         why += f"; missing: {', '.join(missing)}" if missing else ""
-        held = set(_numbers(p_words))
-        lacking = list(dict.fromkeys(x for x in _numbers(h_words) if x not in held))
-        if ok and lacking:  # the share alone would have passed it
-            ok, why = False, why + f"; but the premise lacks the number {', '.join(lacking)}"
+        if ok:  # the share alone would pass it: a wrong number or name still makes it unsupported
+            held = set(_numbers(p_words))
+            numbers = list(dict.fromkeys(x for x in _numbers(h_words) if x not in held))
+            names = list(dict.fromkeys(x for x in _names(_CJK_GAP.sub("", unicodedata.normalize("NFKC", hypothesis)))
+                                       if x.lower() not in words))
+            lacking = [f"the number {', '.join(numbers)}"] * bool(numbers) + [f"the name {', '.join(names)}"] * bool(names)
+            if lacking:
+                ok, why = False, why + f"; but the premise lacks {' and '.join(lacking)}"
         return Verdict(ok, why)
