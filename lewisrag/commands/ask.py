@@ -25,7 +25,7 @@ def ask(
     """Answer a question and show p(z|x), p(z|x,y) per passage and, for RAG-Token, the passage each token leaned on."""
     from lewisrag.data.io import InputError
     from lewisrag.experiments.ask import ask as run
-    from lewisrag.experiments.ask import unpaired_note
+    from lewisrag.experiments.ask import unknown_words_note, unpaired_note
     from lewisrag.training.checkpoint import load_trained
     from lewisrag.index.dense import DenseIndex
 
@@ -35,10 +35,12 @@ def ask(
             raise InputError(flag, f"must be at least {least}, got {value}")
     rag, tokenizers = load_trained(model)  # an exported model's context encoder from its lewisrag_export.json
     dense = DenseIndex.load(index, mmap=True)
-    if not swap and (note := unpaired_note(model, rag)):
-        typer.echo(f"note: {note}", err=True)
     answer = run(rag, tokenizers, dense, question, n_docs=k, num_beams=num_beams,
                  max_length=max_length, swap=swap)
+    # after the answer: a refused flag is then one line on stderr, never a note above it
+    notes = [None if swap else unpaired_note(model, rag), unknown_words_note(tokenizers, question)]
+    for note in filter(None, notes):
+        typer.echo(f"note: {note}", err=True)
     if as_json:
         _ui.print_json(answer.to_dict())
         return

@@ -14,6 +14,7 @@ import torch
 
 from lewisrag.data.io import InputError
 from lewisrag.index.store import check_depth
+from lewisrag.rag_model.model import max_positions
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,46 @@ def unpaired_note(path: str | os.PathLike, model) -> str | None:
             "searched without checking that it was built by the context encoder the model was trained with")
 
 
+def knows_no_word(tokenizer, question: str) -> bool:
+    """Whether the question encoder's `tokenizer` reads every piece of `question` as its unknown token
+    (a Chinese question to an English DPR): the question vector is then the same for every such
+    question, and so are the passages retrieved.
+
+    >>> from tokenizers import Tokenizer, models, pre_tokenizers
+    >>> from transformers import PreTrainedTokenizerFast
+    >>> t = Tokenizer(models.WordLevel({"[UNK]": 0, "who": 1}, unk_token="[UNK]"))
+    >>> t.pre_tokenizer = pre_tokenizers.Whitespace()
+    >>> tok = PreTrainedTokenizerFast(tokenizer_object=t, unk_token="[UNK]")
+    >>> knows_no_word(tok, "谁 是"), knows_no_word(tok, "who 是")
+    (True, False)
+    """
+    unk = getattr(tokenizer, "unk_token_id", None)
+    if unk is None:  # a byte-level vocabulary: every string has pieces it knows
+        return False
+    ids = tokenizer(question, add_special_tokens=False)["input_ids"]
+    return bool(ids) and all(i == unk for i in ids)
+
+
+def unknown_words_note(tokenizers, question: str) -> str | None:
+    """What to tell the user when the question encoder knows no word of `question` (`knows_no_word`)."""
+    if not knows_no_word(tokenizers.question, question):
+        return None
+    return ("the question encoder's vocabulary knows no word of the question (each is its unknown token, "
+            f"{tokenizers.question.unk_token}): the passages were retrieved for a question without words, the same "
+            "for every such question (a question in another language than the model's?)")
+
+
+def check_max_length(model, max_length: int, whose: str = "the generator") -> None:
+    """Refuse a --max-length past the generator's positions (`max_position_embeddings`), which its
+    decoder reads each decoded token in: past them an answer that had not ended was an IndexError
+    from the embedding, a traceback after the decoding time spent (`train rag --max-target-length`
+    is refused the same way, `training.rag_data.check_lengths`)."""
+    positions = max_positions(model.generator.config)
+    if positions is not None and max_length > positions:
+        raise InputError("--max-length", f"{max_length} exceeds {whose}'s {positions} positions (max_position_embeddings), "
+                         f"which its decoder reads each decoded token in; must be at most {positions}")
+
+
 def ask(model, tokenizers, index, question: str, n_docs: int | None = None, num_beams: int = 1,
         max_length: int = 32, swap: bool = False) -> Answer:
     """Answer `question` with its evidence (see the module docstring)."""
@@ -67,6 +108,7 @@ def ask(model, tokenizers, index, question: str, n_docs: int | None = None, num_
     vocab = model.generator.config.vocab_size
     if not 1 <= num_beams <= vocab:  # more beams than first tokens: 100,000 were killed for memory, with no message
         raise InputError("--num-beams", f"must be between 1 and the generator's vocabulary ({vocab} tokens), got {num_beams}")
+    check_max_length(model, max_length)
     with torch.no_grad():
         r = model.retrieve([question], index, tokenizers, n_docs=k, swap=swap)
         out = model.generate(r.context_input_ids, r.context_attention_mask, r.doc_scores, n_docs=k,

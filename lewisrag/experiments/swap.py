@@ -18,7 +18,7 @@ from pathlib import Path
 from lewisrag.data.io import InputError, given_once, read_json
 from lewisrag.data.records import read_qa
 from lewisrag.data.threads import resolve_device
-from lewisrag.experiments.ask import unpaired_note
+from lewisrag.experiments.ask import check_max_length, knows_no_word, unpaired_note
 from lewisrag.training.checkpoint import load_trained, resolve_model_dir
 from lewisrag.training.rag_data import place_search
 from lewisrag.index.dense import DenseIndex
@@ -143,6 +143,7 @@ def swap_matrix(model_paths: Sequence[str | os.PathLike], index_paths: Sequence[
         vocab = model.generator.config.vocab_size
         if num_beams > vocab:  # more beams than first tokens: an allocation's traceback, or hours
             raise InputError("--num-beams", f"must be at most the vocabulary of {path}'s generator ({vocab} tokens), got {num_beams}")
+        check_max_length(model, max_length, f"the generator of {path}")
         for index, index_path in zip(indexes, index_paths):
             if model.n_docs > len(index.passages):  # else a search "found fewer passages", offering flags swap lacks
                 raise InputError(index_path, f"holds {len(index.passages)} passages, fewer than the {model.n_docs} that "
@@ -156,6 +157,12 @@ def swap_matrix(model_paths: Sequence[str | os.PathLike], index_paths: Sequence[
             notes.append(f"{q}: {len(scored)} of {len(scored) + sum(lo.values())} questions scored; exact match leaves out "
                          f"{' and '.join(why)}")
     notes += overlap_notes(names_i, indexes, names_q, sets)
+    for (_, tokenizers), m in zip(models, names_m):
+        for q, scored in zip(names_q, sets):
+            if blind := sum(knows_no_word(tokenizers.question, ex.question) for ex in scored):
+                notes.append(f"{q}: the question encoder of {m} knows no word of {blind} of its {len(scored)} questions "
+                             "(each is its unknown token): their passages are retrieved for a question without words, "
+                             "the same for each (questions in another language than the model's?)")
     total = len(models) * len(indexes) * sum(len(s) for s in sets)
     done = 0
     em: dict = {}
