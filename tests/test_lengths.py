@@ -6,41 +6,19 @@ same positions, so a --max-target-length past them is refused; each in one line,
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
 from conftest import one_thread, run_cli
 from lewisrag.data.io import InputError
+from test_rag_positions import generator_with_positions
 from test_rag_train import cli_flags, make_config, rag_inputs  # noqa: F401  (session fixture)
-
-
-def _generator(rag_inputs, root: Path, positions: int) -> Path:  # noqa: F811
-    """rag_inputs' BART with only its first `positions` position embeddings, and its tokenizer."""
-    from transformers import AutoTokenizer, BartForConditionalGeneration
-
-    out = root / f"gen_{positions}"
-    if out.exists():
-        return out
-    full = BartForConditionalGeneration.from_pretrained(rag_inputs["gen"])
-    config = full.config
-    config.max_position_embeddings = positions
-    short = BartForConditionalGeneration(config)
-    state = full.state_dict()
-    for name in state:
-        if "embed_positions" in name:  # BART's learned positions keep 2 extra rows (its offset)
-            state[name] = state[name][: positions + 2]
-    short.load_state_dict(state)
-    short.generation_config = full.generation_config
-    short.save_pretrained(out)
-    AutoTokenizer.from_pretrained(rag_inputs["gen"]).save_pretrained(out)
-    return out
 
 
 @pytest.fixture(scope="module")
 def generators(rag_inputs, tmp_path_factory):  # noqa: F811
     root = tmp_path_factory.mktemp("few_positions")
-    return {n: _generator(rag_inputs, root, n) for n in (3, 8)}
+    return {n: generator_with_positions(rag_inputs["gen"], root / f"gen_{n}", n) for n in (3, 8)}
 
 
 def test_a_combined_length_capped_below_the_room_is_refused(rag_inputs, generators, tmp_path):  # noqa: F811

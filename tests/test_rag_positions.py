@@ -26,25 +26,29 @@ def _settings(model_dir: Path) -> dict:
     return json.loads((model_dir / "rag.json").read_text())["settings"]
 
 
-@pytest.fixture(scope="module")
-def short_generator(rag_inputs, tmp_path_factory) -> Path:  # noqa: F811
-    """rag_inputs' BART with only its first POSITIONS position embeddings, and its tokenizer."""
+def generator_with_positions(gen: str | Path, out: Path, positions: int) -> Path:
+    """The BART at `gen` with only its first `positions` position embeddings, and its tokenizer, in `out`."""
     from transformers import AutoTokenizer, BartForConditionalGeneration
 
-    out = tmp_path_factory.mktemp("short_generator")
-    full = BartForConditionalGeneration.from_pretrained(rag_inputs["gen"])
+    full = BartForConditionalGeneration.from_pretrained(gen)
     config = full.config
-    config.max_position_embeddings = POSITIONS
+    config.max_position_embeddings = positions
     short = BartForConditionalGeneration(config)
     state = full.state_dict()
     for name in state:
         if "embed_positions" in name:  # BART's learned positions keep 2 extra rows (its offset)
-            state[name] = state[name][: POSITIONS + 2]
+            state[name] = state[name][: positions + 2]
     short.load_state_dict(state)
     short.generation_config = full.generation_config
     short.save_pretrained(out)
-    AutoTokenizer.from_pretrained(rag_inputs["gen"]).save_pretrained(out)
+    AutoTokenizer.from_pretrained(gen).save_pretrained(out)
     return out
+
+
+@pytest.fixture(scope="module")
+def short_generator(rag_inputs, tmp_path_factory) -> Path:  # noqa: F811
+    """rag_inputs' BART with only its first POSITIONS position embeddings, and its tokenizer."""
+    return generator_with_positions(rag_inputs["gen"], tmp_path_factory.mktemp("short_generator"), POSITIONS)
 
 
 @pytest.fixture(scope="module")
