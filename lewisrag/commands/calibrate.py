@@ -10,13 +10,14 @@ from lewisrag.commands import _ui
 
 
 def calibrate(
+    ctx: typer.Context,
     judge: str = typer.Option(..., "--judge", help="Judge spec: lexical | nli:PATH | llm:MODEL | labels:FILE."),
     labels: Path = typer.Option(..., "--labels", help='Human labels JSONL: {"id", "premise", "hypothesis", "supported"}.'),
     out: Path = typer.Option(None, "--out", help="Also write DIR/calibration.json."),
     batch_size: int = typer.Option(32, "--batch-size", min=1, help="Pairs per judge call."),
     confidence: float = typer.Option(0.95, "--confidence", min=0.5, max=0.999, help="Level of the Wilson intervals."),
     show: int = typer.Option(30, "--show", min=0, help="Disagreements listed in the table (0: all); --json and "
-                             "--out's calibration.json hold them all."),
+                             "--out's calibration.json hold them all (so --json refuses it)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as one JSON object instead of tables."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Write into --out even if it holds files that are not a "
                                    "calibration lewisrag wrote (replaced once calibration.json is written); never a folder lewisrag did not make."),
@@ -30,6 +31,8 @@ def calibrate(
 
     if out is None and overwrite:  # never ignored in silence
         raise InputError("--overwrite", "applies with --out")
+    if as_json:  # prints every disagreement: a --show limit would be dropped in silence
+        _ui.refuse_given(ctx, ("show",), "limits the table's disagreements; --json prints them all")
     if out is not None:
         check_out_dir(out, "calibration", overwrite=overwrite, inputs={"--labels": labels, "--judge": judges.spec_path(judge)})
     items = read_labels(labels)

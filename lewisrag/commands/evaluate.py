@@ -184,6 +184,18 @@ def _show_answers(results: dict, judge, as_json: bool, lang: str = "en") -> None
                       f"failures {usage['failures']}, tokens {usage['prompt_tokens']}+{usage['completion_tokens']}, cost {judge.cost:.4f}")
 
 
+def _check_decided(result: dict, spec: str) -> None:
+    """A judge that decided none of BugHunt's answer statements (labels:FILE of other pairs) leaves the
+    layers it measures n/a, so the hallucinated and misplaced answers would read as having no failing
+    layer: refused, as `calibrate` refuses a judge that decided none of its labels."""
+    from lewisrag.data.io import InputError
+
+    statements = [s for rec in result["records"] for s in rec["statements"]]
+    if statements and all(s["supported"] is None for s in statements):
+        raise InputError("--judge", f"{spec} decided none of the {len(statements)} statements of the BugHunt answers "
+                         f"(the first: {statements[0]['reason']}); nothing was measured")
+
+
 def _layer(layer: str, t) -> str:
     """A layer's row label: its key in English (as the tables always showed it), the report's name in Chinese."""
     return layer if t.lang == "en" else t.word("layer", layer)
@@ -193,7 +205,8 @@ def bughunt(
     ctx: typer.Context,
     out: Path = typer.Option(None, "--out", help="Also write results.json, report.md, report.html (the interactive page), "
                              "config.json and PNG plots to this run directory."),
-    judge: str = typer.Option(None, "--judge", help="Another judge instead of the sample's human labels. " + JUDGE_HELP),
+    judge: str = typer.Option(None, "--judge", help="Another judge instead of the sample's human labels (one that decides none of the "
+                             "answers' statements, such as labels:FILE of other pairs, is refused: exit 2). " + JUDGE_HELP),
     cache_dir: Path = typer.Option(None, "--cache-dir", help="Judge cache directory (llm judge)."),
     as_json: bool = typer.Option(False, "--json", help="Print the whole result as JSON instead of tables."),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
@@ -226,6 +239,8 @@ def bughunt(
     results = evaluate_bughunt(sample, the_judge)
     _check_endpoint(the_judge)
     result = results.to_json()
+    if the_judge is not None:
+        _check_decided(result, judge)
     if out is not None:
         # the knowledge base gives the page the text of REQ-AUTH-03 where it was not retrieved
         page = render_report_html(page_data_from_results(result, {d.id: d.to_dict() for d in sample.docs}, lang=lang))

@@ -44,10 +44,12 @@ def retrieval(
         raise InputError("--recall-at", "cut-offs must be at least 1")
     given_once("--recall-at", k)  # a repeat was scored twice into one count: hit@5 2.000
     given_once("--index", map(str, index), key=os.path.realpath)  # a repeat folded into one row
-    examples = read_questions(data, _ui.qa_fields(qa_fields))
+    fields = _ui.qa_fields(qa_fields)
+    gold_field = (fields or {}).get("gold_passage_ids", "gold_passage_ids")  # the file's name for them
+    examples = read_questions(data, fields)
     gold = {g for ex in examples for g in ex.gold_passage_ids}
     if not gold:  # recall would be NaN over zero questions, reported as a result
-        raise InputError(data, "no question has gold passage ids, so recall cannot be measured", field="gold_passage_ids")
+        raise InputError(data, "no question has gold passage ids, so recall cannot be measured", field=gold_field)
     manifests = [read_manifest(path) for path in index]  # every index checked before any is searched
     kinds = [m["kind"] for m in manifests]
     smallest = min(m["n_passages"] for m in manifests)
@@ -60,11 +62,12 @@ def retrieval(
                                  context_encoder=context_encoder if kind == "dense" else None)
                   for path, kind in zip(index, kinds)]
     for path, retriever in zip(index, retrievers):
-        check_gold_ids(examples, retriever.index.passages, data, f"the index {path}", _ui.qa_fields(qa_fields))
+        check_gold_ids(examples, retriever.index.passages, data, f"the index {path}", fields)
+    scored = sum(1 for ex in examples if ex.gold_passage_ids)  # only these are searched: the bar ends full
     results = {}
     with _ui.progress() as p:
         for path, kind, retriever in zip(index, kinds, retrievers):
-            task = p.add_task(f"{path.name} ({kind})", total=len(examples), info="")
+            task = p.add_task(f"{path.name} ({kind})", total=scored, info="")
             results[str(path)] = {"kind": kind, **retrieval_recall(retriever, examples, sorted(k), on_batch=lambda n, t=task: p.advance(t, n))}
     if as_json:
         _ui.print_json(results)
@@ -74,4 +77,4 @@ def retrieval(
     _ui.out.print(_ui.table(f"retrieval on {data}", ["index", "kind", "questions", *cols], rows))
     skipped = next(iter(results.values()))["skipped"]
     if skipped:  # the same questions for every index
-        _ui.out.print(f"{skipped} of {len(examples)} questions have no gold_passage_ids: not scored")
+        _ui.out.print(f"{skipped} of {len(examples)} questions have no {gold_field}: not scored")

@@ -108,8 +108,14 @@ def answer_tokens(text: str) -> list[str]:
 
 
 def _check_answers(answers: Sequence[str], name: str) -> None:
-    if isinstance(answers, str) or not answers:
+    # every item: a None among the answers raised AttributeError, or scored 1.0 where an earlier one matched
+    if isinstance(answers, str | bytes) or not answers or not all(isinstance(a, str) for a in answers):
         raise ValueError(f"{name} must be a non-empty list of strings, got {answers!r}")
+
+
+def _check_prediction(prediction: str) -> None:
+    if not isinstance(prediction, str):
+        raise ValueError(f"prediction must be a string, got {prediction!r}")
 
 
 def exact_match(prediction: str, answers: Sequence[str]) -> float:
@@ -121,6 +127,7 @@ def exact_match(prediction: str, answers: Sequence[str]) -> float:
     (1.0, 0.0)
     """
     _check_answers(answers, "answers")
+    _check_prediction(prediction)
     pred = normalize_answer(prediction)
     return float(any(pred == normalize_answer(a) for a in answers))
 
@@ -147,6 +154,7 @@ def token_f1(prediction: str, answers: Sequence[str]) -> float:
     0.8889
     """
     _check_answers(answers, "answers")
+    _check_prediction(prediction)
     pred = answer_tokens(prediction)
     return max(_f1(pred, answer_tokens(a)) for a in answers)
 
@@ -202,6 +210,7 @@ def rouge_l(prediction: str, references: Sequence[str]) -> float:
     0.7059
     """
     _check_answers(references, "references")
+    _check_prediction(prediction)
     scorer = _rouge_l_scorer()
     # float(): rouge-score returns the int 0 when a side has no token
     return max(float(scorer.score(ref, prediction)["rougeL"].fmeasure) for ref in references)
@@ -222,6 +231,7 @@ def bleu_1(prediction: str, references: Sequence[str]) -> float:
     1.0
     """
     _check_answers(references, "references")
+    _check_prediction(prediction)
     # sacrebleu loads on first use (~0.1 s): lewisrag.eval and training import this module, and only
     # the reproduce table's BLEU-1 needs it
     from sacrebleu.metrics import BLEU
@@ -243,6 +253,8 @@ def provenance_em(prediction: str, answers: Sequence[str], retrieved_ids: Sequen
     0.0
     """
     _check_answers(gold_ids, "gold_ids")
+    if isinstance(retrieved_ids, str):  # its characters would be the ids: "p1" retrieved "p" and "1"
+        raise ValueError(f"retrieved_ids must be a list of strings, got {retrieved_ids!r}")
     if not set(retrieved_ids) & set(gold_ids):
         return 0.0
     return exact_match(prediction, answers)

@@ -26,12 +26,20 @@ def _check_k(k: int | None) -> None:
         raise ValueError(f"k must be at least 1, got {k}")
 
 
+def _check_ids(retrieved_ids: Sequence[str], gold_ids: Sequence[str]) -> None:
+    # a string is a sequence of its characters: gold "d1" would be the ids "d" and "1"
+    for name, ids in (("retrieved_ids", retrieved_ids), ("gold_ids", gold_ids)):
+        if isinstance(ids, str | bytes):
+            raise ValueError(f"{name} must be a list of ids, got the string {ids!r}")
+
+
 def first_gold_rank(retrieved_ids: Sequence[str], gold_ids: Sequence[str]) -> int | None:
     """0-based rank of the first gold id among the retrieved ids; None when none was retrieved.
 
     >>> first_gold_rank(["d3", "d1", "d2"], ["d2", "d1"]), first_gold_rank(["d3"], ["d1"])
     (1, None)
     """
+    _check_ids(retrieved_ids, gold_ids)
     gold = set(gold_ids)
     return next((rank for rank, pid in enumerate(retrieved_ids) if pid in gold), None)
 
@@ -47,6 +55,7 @@ def recall_at_k(retrieved_ids: Sequence[str], gold_ids: Sequence[str], k: int | 
     0.5
     """
     _check_k(k)
+    _check_ids(retrieved_ids, gold_ids)
     gold = set(gold_ids)
     if not gold:
         return NAN
@@ -62,6 +71,7 @@ def hit_at_k(retrieved_ids: Sequence[str], gold_ids: Sequence[str], k: int | Non
     (1.0, 0.0)
     """
     _check_k(k)
+    _check_ids(retrieved_ids, gold_ids)
     if not gold_ids:
         return NAN
     rank = first_gold_rank(retrieved_ids, gold_ids)
@@ -75,6 +85,8 @@ def hit_rate(retrieved_ids: Sequence[Sequence[str]], gold_ids: Sequence[Sequence
     >>> hit_rate([["a", "b"], ["c"], ["d"]], [["b"], ["x"], []])
     (1, 2)
     """
+    if len(retrieved_ids) != len(gold_ids):  # zip would drop the questions past the shorter list
+        raise ValueError(f"got {len(retrieved_ids)} retrieved lists and {len(gold_ids)} gold lists")
     scores = [hit_at_k(got, gold, k) for got, gold in zip(retrieved_ids, gold_ids)]
     measured = [s for s in scores if not math.isnan(s)]
     return int(sum(measured)), len(measured)

@@ -24,7 +24,8 @@ Args:
     predictions: list of answers with [n] citations.
     contexts: list of lists of retrieved passages, one list per answer ([1] is the first passage).
     judge: "lexical" (default), "nli:PATH", "labels:FILE" or a judge object.
-    reference_statements: optional list of lists of reference statements.
+    reference_statements: optional list of lists of reference statements, one list per answer
+        (a length or entry that does not fit is a ValueError, as is a contexts entry that is not a list).
 Returns:
     faithfulness, citation_recall, citation_precision (and context_recall, answer_completeness with
     reference_statements): means over answers where defined; `<metric>_nan` counts the others;
@@ -36,6 +37,17 @@ def _mean_and_unmeasured(values):
     """(mean of the measured values, NaN if none; how many were NaN): evaluate's metrics return floats."""
     m = mean(values)
     return (float("nan") if m is None else m), sum(math.isnan(v) for v in values)
+
+
+def _check_lists(lists, n, name):
+    """One list of strings per prediction: zip would drop the answers past a shorter list, and a string
+    would be read as its characters, each one a statement."""
+    if not isinstance(lists, list | tuple) or len(lists) != n:
+        got = f"{len(lists)} lists" if isinstance(lists, list | tuple) else repr(lists)
+        raise ValueError(f"{name} must hold one list per prediction: {n} predictions, got {got}")
+    for i, texts in enumerate(lists):
+        if not isinstance(texts, list | tuple) or not all(isinstance(t, str) for t in texts):
+            raise ValueError(f"{name}[{i}] must be a list of strings, got {texts!r}")
 
 
 class LewisragFaithfulness(evaluate.Metric):
@@ -50,6 +62,9 @@ class LewisragFaithfulness(evaluate.Metric):
 
     def _compute(self, predictions, contexts, judge="lexical", reference_statements=None, **unused):
         # `unused`: evaluate.combine passes every module all inputs (e.g. `references` for QA)
+        _check_lists(contexts, len(predictions), "contexts")
+        if reference_statements is not None:  # not a feature: evaluate checks neither its length nor its type
+            _check_lists(reference_statements, len(predictions), "reference_statements")
         judge = judges.from_spec(judge) if isinstance(judge, str) else judge
         scores = {"faithfulness": [], "citation_recall": [], "citation_precision": []}
         for answer, ctx in zip(predictions, contexts):
