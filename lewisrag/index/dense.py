@@ -157,6 +157,9 @@ def _encode_into(passages: Sequence[Passage], ckpt: DPRCheckpoint, partial: Path
     """
     n, shard = len(passages), cfg.shard_size
     marks, path = partial / "shards", partial / EMBEDDINGS
+    if not _holds_rows(path, (n, ckpt.dim), cfg.vector_dtype):  # removed or cut short since: its shards are lost
+        shutil.rmtree(marks, ignore_errors=True)
+        path.unlink(missing_ok=True)
     marks.mkdir(parents=True, exist_ok=True)
     if not path.exists():
         with atomic_path(path) as tmp:  # the full-size file, sparse until written
@@ -184,6 +187,18 @@ def _encode_into(passages: Sequence[Passage], ckpt: DPRCheckpoint, partial: Path
             out.write(s * shard, vecs)
             out.sync()
             done.touch()
+
+
+def _holds_rows(path: Path, shape: tuple[int, int], dtype: str) -> bool:
+    """Whether `path` is a whole .npy file of `shape` and `dtype`, as `_encode_into` makes it: a
+    partial build's vector file deleted, truncated or replaced since would otherwise resume into an
+    index whose finished shards read as zeros, or end in a numpy traceback."""
+    try:
+        header = np.load(path, mmap_mode="r")
+    except (OSError, ValueError, EOFError, tokenize.TokenError):  # missing, truncated or not an .npy file
+        return False
+    whole = header.offset + header.nbytes == path.stat().st_size
+    return whole and header.shape == shape and header.dtype == np.dtype(dtype)
 
 
 def spot_check_rows(n: int, k: int = SPOT_CHECK_ROWS) -> list[int]:
@@ -510,18 +525,39 @@ def check_factory(factory: str, dim: int, n_passages: int, train_sample: int = 1
         if int(count) < 1:  # FAISS builds them, then aborts the process (HNSW0) or fails every search (IVF0)
             raise InputError("--faiss", f"invalid FAISS factory '{factory}': {kind} needs at least 1 "
                              f"{'link per vector' if kind == 'HNSW' else 'inverted list'}")
+        if kind == "IVF" and int(count) > n_passages:  # before FAISS sets aside every list: 10**9 of them take 48 GB
+            raise InputError("--faiss", f"'{factory}' needs at least {count} passages to train ({count} inverted "
+                             f"lists); there are {n_passages}: use fewer lists or Flat")
     index = _new_index(factory, dim)
     if "IDMap" in factory:  # an IndexIDMap takes only add_with_ids; a row's number is already its passage's
         raise InputError("--faiss", f"invalid FAISS factory '{factory}': lewisrag numbers vectors by passage row; "
                          "leave IDMap out")
+    if index.metric_type != faiss.METRIC_INNER_PRODUCT:  # FAISS makes HNSW over PQ codes L2, whatever it is asked
+        raise InputError("--faiss", f"FAISS builds '{factory}' with the L2 metric only, not the inner product DPR's "
+                         "scores are: every load would refuse it; use e.g. IVF256,PQ16, HNSW32,SQ8 or HNSW32")
+    try:  # an untrained ITQ transform cannot be read back: its trained index is, as every load reads it
+        written = faiss_structure(faiss.deserialize_index(faiss.serialize_index(index)))
+    except RuntimeError:
+        written = faiss_structure(index)
+    if written != faiss_structure(index):  # as every load compares them (`check_faiss_factory`)
+        raise InputError("--faiss", f"FAISS writes '{factory}' as {', '.join(written)}, which a load cannot tell "
+                         "from another kind of index; write the factory string as FAISS names that index")
     if index.is_trained:
         return
 
     n_train = training_sample_size(index, n_passages, train_sample)
-    need, what, inner = 1, "", index  # `inner` borrows from `index`, which must stay referenced
+    need, what, inner = 1, "", faiss.downcast_index(index)  # `inner` borrows from `index`, which must stay referenced
+    for t in _transforms(inner):  # they train first, on the same sample: OPQ on codes of 256 centroids
+        wants, why = ((256, "OPQ centroids per code") if isinstance(t, faiss.OPQMatrix)
+                      else (t.d_out, "PCA output dimensions") if isinstance(t, faiss.PCAMatrix) else (1, ""))
+        if wants > need:
+            need, what = wants, f"{wants} {why}"
+    if isinstance(inner, faiss.IndexPreTransform):
+        inner = faiss.downcast_index(inner.index)
     with contextlib.suppress(RuntimeError):  # not an IVF index
-        inner = faiss.extract_index_ivf(index)
-        need, what = inner.nlist, f"{inner.nlist} inverted lists"
+        inner = faiss.extract_index_ivf(inner)
+        if inner.nlist > need:
+            need, what = inner.nlist, f"{inner.nlist} inverted lists"
     pq = getattr(faiss.downcast_index(inner), "pq", None)
     if pq is not None and pq.ksub > need:
         need, what = pq.ksub, f"{pq.ksub} centroids per product-quantizer code"
@@ -530,10 +566,17 @@ def check_factory(factory: str, dim: int, n_passages: int, train_sample: int = 1
                          f"there are {n_passages}: use fewer lists or Flat")
 
 
+def _transforms(index) -> list:
+    """The pre-transforms (OPQ, PCA, ...) of an IndexPreTransform, in order; none for another index."""
+    if not isinstance(index, faiss.IndexPreTransform):
+        return []
+    return [faiss.downcast_VectorTransform(index.chain.at(i)) for i in range(index.chain.size())]
+
+
 def _new_index(factory: str, dim: int):
     try:
         return faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
-    except RuntimeError as e:
+    except (RuntimeError, MemoryError) as e:  # MemoryError: std::bad_alloc of a huge HNSW or PQ, say
         raise InputError("--faiss", f"invalid FAISS factory '{factory}': {_faiss_reason(e)}") from None
 
 
@@ -833,7 +876,9 @@ def faiss_structure(faiss_index) -> list[str]:
     matrix reads back as a LinearTransform, a Flat index as IndexFlatIP), transforms' widths, IVF
     lists, HNSW links and code sizes; two indexes of one factory string and width have the same."""
     idx = faiss.downcast_index(faiss_index)
-    out = ["IndexFlat" if isinstance(idx, faiss.IndexFlat) else type(idx).__name__]
+    # a Refine(Flat) the factory makes as IndexRefine reads back as IndexRefineFlat, the same index
+    out = ["IndexFlat" if isinstance(idx, faiss.IndexFlat) else "IndexRefine" if isinstance(idx, faiss.IndexRefine)
+           else type(idx).__name__]
     if isinstance(idx, faiss.IndexPreTransform):
         for i in range(idx.chain.size()):
             t = faiss.downcast_VectorTransform(idx.chain.at(i))
