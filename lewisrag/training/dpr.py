@@ -3,7 +3,8 @@
 For a batch of B questions, the passages are the B gold passages followed by one BM25 hard
 negative per question (the top BM25 hit that is not gold). Each question scores all 2B passages
 by inner product and the loss is the cross-entropy of its own gold passage: every other
-question's positive and every hard negative is a negative (the paper's "Gold + 1 BM25" setup).
+question's positive and every hard negative is a negative (the paper's "Gold + 1 BM25" setup),
+except a passage that is also gold for it (a shared passage, or a question's second gold id).
 With `self_negatives_at`, from that share of the steps on each question also brings the passage
 the model itself then ranked highest among the non-gold ones (mined once, as ANCE does).
 
@@ -34,6 +35,7 @@ full precision it is the plain loop, digit for digit.
 from __future__ import annotations
 
 import copy
+import math
 import os
 import random
 from collections.abc import Callable, Sequence
@@ -168,6 +170,9 @@ def starting_encoder(path: str, flag: str, side: str | None = None):
     p = Path(path)
     if not p.exists():
         raise InputError(path, "pretrained encoder directory not found", field=flag.lstrip("-").replace("-", "_"))
+    if (p / META_FILE).is_file():  # else "config.json: file not found", as if it were no model at all
+        raise InputError(path, f"{flag}: a DPR checkpoint lewisrag wrote (both encoders and their tokenizer): give it as "
+                         "--init to train on", field=flag.lstrip("-").replace("-", "_"))
     config = read_json(p / "config.json") if (p / "config.json").is_file() else {}
     config = config if isinstance(config, dict) else {}
     arch = next((a for a in (config.get("architectures") or []) if a in DPR_ARCHITECTURES), None)
@@ -187,11 +192,25 @@ def starting_encoder(path: str, flag: str, side: str | None = None):
         # a BERT-like checkpoint may carry a pretraining head and may lack the pooler: DPR uses neither
         bert = load_model(AutoModel.from_pretrained, p, f"pretrained encoder ({flag})", allow_unexpected=True,
                           ignore_missing=r"^pooler\.")
+        if getattr(getattr(getattr(bert, "embeddings", None), "position_embeddings", None), "padding_idx", None) is not None:
+            # RoBERTa's weights carry BERT's names, so they fitted and trained, each position reading another's row
+            raise InputError(p / "config.json", f"{flag}: a {config.get('model_type')} checkpoint numbers positions from "
+                             "its pad id + 1 (RoBERTa's embeddings), DPR's BERT from 0; use a BERT-like checkpoint",
+                             field="model_type")
         dcfg = DPRConfig(**{k: v for k, v in bert.config.to_dict().items() if k in DPRConfig().to_dict()})
         weights = {k: v for k, v in bert.state_dict().items() if not k.startswith("pooler.")}
         check_state_fits(_bert_shapes(dcfg), weights, p, f"pretrained encoder ({flag}) as DPR's BERT")
         weights = {f"bert_model.{k}": v for k, v in weights.items()}
     tokenizer = load_tokenizer(AutoTokenizer.from_pretrained, p, f"pretrained encoder's tokenizer ({flag})", use_fast=True)
+    if len(tokenizer) > dcfg.vocab_size:  # an id past the embedding table: an IndexError at the first step
+        raise InputError(p, f"{flag}: its tokenizer has {len(tokenizer)} tokens, the model's embeddings only "
+                         f"{dcfg.vocab_size}: another model's tokenizer", field="vocab_size")
+    if tokenizer.pad_token is None:  # a batch of questions is padded: a ValueError at the first step
+        raise InputError(p, f"{flag}: its tokenizer has no pad token, and DPR pads its batches", field="pad_token")
+    segment = max(tokenizer("a", "b").get("token_type_ids") or [0])  # a passage is (title, text): its text's segment
+    if segment >= dcfg.type_vocab_size:  # an IndexError at the first step
+        raise InputError(p / "config.json", f"{flag}: its tokenizer puts a passage's text in segment {segment}, the model "
+                         f"has {dcfg.type_vocab_size} segment embedding(s)", field="type_vocab_size")
     return dcfg, weights, tokenizer
 
 
@@ -240,6 +259,12 @@ def mine_self_negatives(q_enc, c_enc, tokenizer, cfg: DPRTrainConfig, examples: 
     return out
 
 
+def _diverged(cfg: DPRTrainConfig, what: str):
+    """Refuse to save a checkpoint training broke: NaN weights were saved, every vector of an index
+    built from them NaN, and the command exited 0."""
+    raise InputError("--lr", f"{what}: training diverged; lower --lr (now {cfg.lr:g})")
+
+
 def _chunks(items: Sequence, n: int):
     for i in range(0, len(items), n):
         yield items[i : i + n]
@@ -272,6 +297,7 @@ def train_dpr(
         gold = [g for g in ex.gold_passage_ids if g in row_of]
         if gold:
             usable.append((ex, row_of[gold[0]]))
+    gold_rows = [{row_of[g] for g in ex.gold_passage_ids if g in row_of} for ex, _ in usable]  # every gold, masked in the loss
     if not usable and not converting:
         raise InputError("--train", "no training question has a gold_passage_id found in --passages", field="gold_passage_ids")
     if cfg.steps and cfg.batch_size > len(usable):  # else every step trained on all of them, a smaller batch than asked
@@ -314,16 +340,22 @@ def train_dpr(
             q_vec = q_enc(**q).pooler_output  # (B, D)
             p_vec = c_enc(**p).pooler_output  # (B + negatives, D): golds, BM25 negatives, self-mined ones
         scores = q_vec.float() @ p_vec.float().T  # (B, B + negatives), in float32 whatever the autocast
-        # Two questions about the same passage: the other's positive is not a negative for this one.
-        same = torch.tensor([[rows[j] == usable[i][1] and j != n for j in range(len(rows))] for n, i in enumerate(batch)],
-                            device=device)
+        # A passage gold for this question (another question's positive, or another's hard negative, that is
+        # also this one's gold: two questions about one passage, or a question with several gold ids) is no
+        # negative for it; only its own column n stays.
+        same = torch.tensor([[rows[j] in gold_rows[i] and j != n for j in range(len(rows))] for n, i in enumerate(batch)],
+                            device=device)  # (B, B + negatives)
         scores = scores.masked_fill(same, -1e4)
         loss = F.cross_entropy(scores, torch.arange(len(batch), device=device))
         opt.zero_grad(set_to_none=True)
         backward_step(loss, opt, sched, scaler, params, 2.0)
         losses.append(loss.item())
+        if not math.isfinite(losses[-1]) and not scaler.is_enabled():  # under fp16 the scaler skips such a step
+            _diverged(cfg, f"the loss became {losses[-1]} at step {step + 1}")
         if on_step:
             on_step(step + 1, losses[-1])
+    if cfg.steps and not all(bool(torch.isfinite(w).all()) for w in params):  # the last step's update, whatever the loss
+        _diverged(cfg, f"the encoders' weights hold NaN or inf after step {cfg.steps}")
     q_enc.cpu().eval(), c_enc.cpu().eval()  # the checkpoint is written, and returned, from the CPU
     if cfg.shared:  # two independent copies from here on: RAG fine-tuning moves only the question side
         c_enc.ctx_encoder.bert_model = copy.deepcopy(q_enc.question_encoder.bert_model)
