@@ -8,7 +8,9 @@ pipes, remote disconnects, incomplete reads, refused connections, timeouts, HTTP
 message. Other HTTP errors (400, 401, 403, 404, ...) fail at once, and so does a redirect: it is not
 followed, since urllib would send the Authorization header on to whatever host it names; so does a
 reply the endpoint cut off (finish_reason "length" or "content_filter"): it is not the model's whole
-answer, and asking again gets the same. `timeout` bounds each attempt whole: connecting, the TLS
+answer, and asking again gets the same; so does one with reasoning (reasoning_content) but no content.
+Content given as an array of parts has its text parts joined; a body streamed as server-sent events
+(some proxies stream though no stream was asked) has its chunks joined; a UTF-8 BOM is dropped. `timeout` bounds each attempt whole: connecting, the TLS
 handshake, the status line and headers, and the body. A watchdog (`_Watchdog`) shuts the attempt's
 socket down at its deadline, so a read blocked on an endpoint that trickles its headers or body a
 byte at a time ends there as a timeout (only name resolution, which no socket can interrupt, is
@@ -355,6 +357,43 @@ def _read(resp, deadline: float, limit: int | None = None) -> bytes:
     return b"".join(chunks)
 
 
+def _text_parts(parts: list) -> str | None:
+    """The text of a content array (`[{"type": "text", "text": "Ana"}, ...]`, joined); reasoning or
+    other parts are left out. None when no part is text (the reply is then malformed)."""
+    texts = [p["text"] for p in parts if isinstance(p, dict) and p.get("type", "text") in ("text", "output_text")
+             and isinstance(p.get("text"), str)]
+    return "".join(texts) if texts or not parts else None
+
+
+def _from_events(text: str) -> dict:
+    """A chat completion from a streamed reply (server-sent events: "data: {chunk}" lines, then
+    "data: [DONE]"), which some proxies send though no stream was asked: the chunks' delta contents
+    joined, the last finish_reason and usage. ValueError when a chunk is not JSON, or when the stream
+    ends without [DONE] or a finish_reason (it was cut: retried)."""
+    parts, finish, usage, done = [], None, None, False
+    for line in text.splitlines():
+        if not line.startswith("data:"):
+            continue  # event:, id:, retry: and ": comments"
+        data = line[5:].strip()
+        if data == "[DONE]":
+            done = True
+            continue
+        chunk = json.loads(data)
+        usage = chunk.get("usage") if isinstance(chunk, dict) and isinstance(chunk.get("usage"), dict) else usage
+        choices = chunk.get("choices") if isinstance(chunk, dict) else None
+        if not (isinstance(choices, list) and choices and isinstance(choices[0], dict)):
+            continue  # a usage-only chunk
+        delta = choices[0].get("delta") or choices[0].get("message") or {}
+        piece = delta.get("content") if isinstance(delta, dict) else None
+        piece = _text_parts(piece) if isinstance(piece, list) else piece
+        if isinstance(piece, str):
+            parts.append(piece)
+        finish = choices[0].get("finish_reason") or finish
+    if not (done or finish):
+        raise ValueError("the stream ended before its end")
+    return {"choices": [{"message": {"content": "".join(parts)}, "finish_reason": finish}], "usage": usage}
+
+
 class _Malformed(Exception):
     """A 200 reply that is not a chat completion: args are (what, body)."""
 
@@ -455,25 +494,34 @@ class ChatClient:
                     raise
             if dog.fired:  # a body read to its end by the shutdown may be cut short
                 raise TimeoutError("the attempt took longer than the timeout")
-        return self._content(body.decode("utf-8", errors="replace"))
+        return self._content(body.decode("utf-8-sig", errors="replace"))  # -sig: a BOM some proxies add is no JSON
 
     def _content(self, text: str) -> tuple[str, dict]:
         try:
-            reply = json.loads(text)
-        except ValueError:
+            reply = _from_events(text) if text.lstrip().startswith(("data:", "event:")) else json.loads(text)
+        except (ValueError, RecursionError):  # RecursionError: "[[[[..." nested past the parser's depth
             raise _Malformed("malformed reply: body is not JSON", text) from None
         try:
-            content = reply["choices"][0]["message"]["content"]
+            choice = reply["choices"][0]
+            message = choice["message"]
+            content = message["content"]
         except (KeyError, IndexError, TypeError):
             raise _Malformed("malformed reply: no choices[0].message.content", text) from None
-        if not isinstance(content, str):  # null: a reply with no message, retried as the docstring says
-            raise _Malformed("malformed reply: choices[0].message.content is not a string", text)
         usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
         tokens = {k: usage[k] for k in ("prompt_tokens", "completion_tokens") if isinstance(usage.get(k), int)}
         self.count(**tokens)
-        finish = reply["choices"][0].get("finish_reason")
+        finish = choice.get("finish_reason") if isinstance(choice, dict) else None
         if finish in ("length", "content_filter"):  # a truncated answer must not be scored as the model's
             raise _Cut(f"reply cut off by the endpoint (finish_reason '{finish}')", text)
+        if isinstance(content, list):  # the content-array format: [{"type": "text", "text": ...}, ...]
+            content = _text_parts(content)
+        thought = next((k for k in ("reasoning_content", "reasoning") if isinstance(message, dict)
+                        and isinstance(message.get(k), str) and message[k].strip()), None)
+        if thought is not None and not (isinstance(content, str) and content.strip()):
+            # asking again gets the same: the reasoning parser took the whole reply, or thinking never ended
+            raise _Cut(f"reply has no content, only reasoning ({len(message[thought])} characters in {thought})", text)
+        if not isinstance(content, str):  # null: a reply with no message, retried as the docstring says
+            raise _Malformed("malformed reply: choices[0].message.content is not a string", text)
         # decoded JSON can spell the key with \u escapes that the raw body did not show
         return self.scrub(content), tokens
 

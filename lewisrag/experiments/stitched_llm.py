@@ -200,7 +200,10 @@ class ChatAnswers:
         if isinstance(hit, dict) and isinstance(hit.get("content"), str):
             with self._lock:
                 self.cache_hits += 1
-            return self._reply(self.client.scrub(hit["content"]), hit, float(hit.get("seconds", 0.0)))
+            # a damaged entry's counts ("seconds": null) were a traceback: what is not a number is unknown
+            usage = {k: hit[k] for k in ("prompt_tokens", "completion_tokens") if _number(hit.get(k), int)}
+            return self._reply(self.client.scrub(hit["content"]), usage,
+                               float(hit["seconds"]) if _number(hit.get("seconds"), (int, float)) else 0.0)
         start = time.perf_counter()
         try:
             content, usage = self.client.reply(self.system, prompt)
@@ -215,6 +218,11 @@ class ChatAnswers:
     def _reply(content: str, usage: dict, seconds: float) -> Reply:
         answer = parse_reply(content)
         return Reply(answer, None if answer else EMPTY_REPLY, usage.get("prompt_tokens"), usage.get("completion_tokens"), seconds)
+
+
+def _number(value, kind) -> bool:
+    """Whether a cached count is a finite, non-negative number of `kind` (a bool is none)."""
+    return isinstance(value, kind) and not isinstance(value, bool) and 0 <= value < float("inf")
 
 
 class HFAnswers:

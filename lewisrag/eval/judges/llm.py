@@ -79,9 +79,52 @@ class JudgeError(Exception):
     """A request that failed for good (after retries); callers record the reason as a NaN."""
 
 
+_THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.S | re.I)
+
+
 def _strip_fences(text: str) -> str:
     m = re.search(r"```(?:json)?\s*(.*?)```", text, re.S)
     return m.group(1) if m else text
+
+
+def _loads(content: str):
+    """The JSON a reply holds: the whole content, else inside a ```json fence, else the first JSON
+    object in it (a model that says "Here are the verdicts: {...}. Hope this helps."), a reasoning
+    model's <think> block left out. Raises json.JSONDecodeError when there is none (RecursionError,
+    for "[[[[..." nested past the parser's depth, reads as the same).
+
+    >>> _loads('<think>{"no": 1}</think>Sure! {"verdicts": []} Done.')
+    {'verdicts': []}
+    """
+    text = _strip_fences(_THINK.sub(" ", content))
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deep", text, 0) from None
+    except json.JSONDecodeError as e:
+        error = e
+    decoder, start = json.JSONDecoder(), text.find("{")
+    for _ in range(20):  # bounded: each try may read to the end of the text
+        if start < 0:
+            break
+        try:
+            data = decoder.raw_decode(text, start)[0]
+        except (json.JSONDecodeError, RecursionError):
+            start = text.find("{", start + 1)
+            continue
+        if isinstance(data, dict):
+            return data
+        start = text.find("{", start + 1)
+    raise error
+
+
+def _id(value) -> int | None:
+    """A verdict's statement id as an int (1, "1", 1.0), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
+        return int(value)
+    return int(value.strip()) if isinstance(value, str) and value.strip().isdigit() else None
 
 
 def parse_verdicts(content: str, n: int) -> list[Verdict]:
@@ -95,17 +138,16 @@ def parse_verdicts(content: str, n: int) -> list[Verdict]:
     'malformed reply: not JSON'
     """
     try:
-        data = json.loads(_strip_fences(content))
+        data = _loads(content)
     except json.JSONDecodeError:
         return [Verdict(None, "malformed reply: not JSON")] * n
-    items = data.get("verdicts") if isinstance(data, dict) else None
+    items = data.get("verdicts") if isinstance(data, dict) else data  # a bare list of verdicts is one too
     if not isinstance(items, list):
         return [Verdict(None, "malformed reply: no 'verdicts' list")] * n
     found: dict[int, Verdict] = {}
     for item in items:
-        if not isinstance(item, dict) or str(item.get("id")).strip() not in {str(i) for i in range(1, n + 1)}:
-            continue
-        found[int(str(item["id"]).strip())] = _verdict(item)
+        if isinstance(item, dict) and (i := _id(item.get("id"))) is not None and 1 <= i <= n:
+            found[i] = _verdict(item)
     return [found.get(i, Verdict(None, f"no verdict for statement {i} in the reply")) for i in range(1, n + 1)]
 
 
@@ -189,6 +231,8 @@ class LLMJudge:
             raise InputError("$LEWISRAG_LLM_API_KEY", f"the API key {problem}")
         if max_workers < 1 or batch_size < 1:
             raise ValueError("max_workers and batch_size must be at least 1")
+        if max_workers > 1024:  # as compare's --concurrency: a thread each, past the process's limit a traceback
+            raise InputError("--concurrency", "must be between 1 and 1024")
         self.model = model  # the base URL is not in the fingerprint: one model may sit behind many URLs
         self._names = {"key": "$LEWISRAG_LLM_API_KEY", "model": "--judge", "url": source}  # what run_error names as the fix
         # requests in flight, timeouts, retries and backoff are the client's (lewisrag.chat_client)
@@ -311,7 +355,7 @@ class LLMJudge:
             self._count(cache_hits=1)
             return self._scrubbed(hit)
         try:
-            data = self._scrubbed(json.loads(_strip_fences(self._chat(system, user))))
+            data = self._scrubbed(_loads(self._chat(system, user)))
         except json.JSONDecodeError:
             raise JudgeError("malformed reply: not JSON") from None
         if not isinstance(data, dict):
