@@ -274,11 +274,13 @@ def stitched(
                                  "the index (default: the index's own)."),
     context_encoder: Path = typer.Option(None, "--context-encoder", help="With a DPRQuestionEncoder folder as --encoder: the "
                                          "DPRContextEncoder folder of its pair, the one that built --index."),
-    n_docs: int = typer.Option(5, "--n-docs", help="Passages retrieved and stitched into each input (K); the gold one is always among them."),
+    n_docs: int = typer.Option(5, "--n-docs", help="Passages retrieved and stitched into each input (K); the gold one is always among them. Refused when a "
+                        "question's K passages and question exceed the generator's input (1024 tokens, or its positions)."),
     old_k: int = typer.Option(None, "--k", hidden=True, help="Deprecated: --n-docs."),
     steps: int = typer.Option(200, "--steps", help="Optimizer steps."),
     batch_size: int = typer.Option(8, "--batch-size", help="Examples per step."),
-    lr: float = typer.Option(1e-4, "--lr", help="Peak AdamW learning rate (linear warmup, then linear decay)."),
+    lr: float = typer.Option(1e-4, "--lr", help="Peak AdamW learning rate (linear warmup, then linear decay); a run "
+                             "whose loss becomes NaN is refused and writes nothing."),
     train_kinds: str = typer.Option("", "--train-kinds", help="Comma-separated question kinds to train on, e.g. short (default: all)."),
     gold_position: str = typer.Option("random", "--gold-position", help="random: the gold passage at a random position; retrieved: at its retrieval rank (last if missed)."),
     question_last: bool = typer.Option(False, "--question-last", help="Stitch the question after the passages."),
@@ -314,7 +316,8 @@ def stitched(
                               cite_first=cite_first, seed=seed, device=device, mixed_precision=mixed_precision)
     with _ui.progress() as p:
         bars = _ui.Bars(p)
-        summary = train_stitched(cfg, out, lambda s, t, loss: bars("training", s, t, f"loss {loss:.3f}"), overwrite=overwrite)
+        summary = train_stitched(cfg, out, lambda s, t, loss: bars("training", s, t, f"loss {loss:.3f}"), overwrite=overwrite,
+                                 check_lengths=True)
     if as_json:
         _ui.print_json(summary)
         return

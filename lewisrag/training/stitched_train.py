@@ -101,8 +101,10 @@ def extend_positions(model, length: int) -> bool:
     (~192 positions) would otherwise see only the first passage or two of a stitched input. The
     rows it already had are kept, so inputs that fitted before are read exactly as before.
     """
+    if getattr(model.config, "model_type", "") != "bart":  # a T5's config has no max_position_embeddings
+        return False
     old = model.config.max_position_embeddings
-    if length <= old or getattr(model.config, "model_type", "") != "bart":
+    if length <= old:
         return False
     for part in (model.model.encoder, model.model.decoder):  # one config size serves both on reload
         w = part.embed_positions.weight.data  # (2 + old, D); BART's first 2 rows are an offset
@@ -136,11 +138,13 @@ class _Example:
     retrieved: list  # the top-k retrieved passages (gold may be missing)
 
 
-def training_examples(examples, retriever, passages_by_id: dict, k: int, batch_size: int = 64) -> list[_Example]:
+def training_examples(examples, retriever, passages_by_id: dict, k: int, batch_size: int = 64,
+                      source: str | os.PathLike = "--train") -> list[_Example]:
     """Examples with an answer and a gold passage, each with its top-k retrieved passages (retrieved once)."""
     usable = [ex for ex in examples if ex.answers and ex.gold_passage_ids]
-    if not usable:
-        raise InputError("--train", "no example has both an answer and a gold passage id")
+    if not usable:  # `source`: the file, so that the one line names what to fix
+        raise InputError(source, "no example has both an answer and a gold passage id (gold_passage_ids): "
+                         "train stitched needs both", field="--train")
     out = []
     for s in range(0, len(usable), batch_size):
         batch = usable[s : s + batch_size]
@@ -171,11 +175,14 @@ KIND = "stitched generator"  # the marker kind of its output folders (lewisrag.d
 
 
 def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
-                   on_progress: Callable[[int, int, float], None] | None = None, overwrite: bool = False) -> dict:
+                   on_progress: Callable[[int, int, float], None] | None = None, overwrite: bool = False,
+                   check_lengths: bool = False) -> dict:
     """Fine-tune the generator on stitched inputs; `on_progress(step, steps, loss)`. Returns a summary.
 
     `out` must be missing, empty or a stitched generator lewisrag wrote, unless `overwrite`; it is
-    replaced only when training has finished."""
+    replaced only when training has finished. `check_lengths` (`train stitched`): refuse inputs longer
+    than the generator reads (`check_input_lengths`); the reproduce stage keeps its cut at
+    k x max_combined_length, as the Lewis models cut each passage, so its results stay as they were."""
     if cfg.k < 1 or cfg.steps < 1 or cfg.batch_size < 1:
         raise InputError("--n-docs/--steps/--batch-size", "must all be at least 1")
     for ok, flag, message in optimizer_checks(cfg.lr, cfg.warmup, cfg.weight_decay, cfg.max_grad_norm):
@@ -198,12 +205,14 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
     trained = {id(ex) for ex in kept if ex.answers}  # the questions training reads gold passages of
     check_gold_ids(read, retriever.index.passages, cfg.train, f"the index {cfg.index}", cfg.qa_fields,
                    used=lambda ex: id(ex) in trained)
-    examples = training_examples(kept, retriever, {p.id: p for p in retriever.index.passages}, cfg.k)
+    examples = training_examples(kept, retriever, {p.id: p for p in retriever.index.passages}, cfg.k, source=cfg.train)
     if cfg.batch_size > len(examples):  # else every step trained on all of them, a smaller batch than asked
         raise InputError("--batch-size", f"{cfg.batch_size} exceeds the {len(examples)} training examples with an "
                          f"answer and a gold passage id in {cfg.train}" + (f" of kinds {cfg.train_kinds}" if cfg.train_kinds else ""))
     model, tokenizer = load_generator(cfg.generator)
     grown = extend_positions(model, cfg.max_input_length)
+    if check_lengths:
+        check_input_lengths(examples, tokenizer, cfg, _input_limit(model, cfg))
     model.to(device)
     settings = StitchSettings(k=cfg.k, question_last=cfg.question_last)
     torch.manual_seed(cfg.seed)  # dropout
@@ -221,8 +230,12 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
         backward_step(loss, opt, sched, scaler, model.parameters(), cfg.max_grad_norm)
         opt.zero_grad(set_to_none=True)
         losses.append(float(loss.detach()))
+        if not math.isfinite(losses[-1]) and not scaler.is_enabled():  # under fp16 the scaler skips such a step
+            _diverged(cfg, f"the loss became {losses[-1]} at step {step}")
         if on_progress:
             on_progress(step, cfg.steps, losses[-1])
+    if not all(bool(torch.isfinite(w).all()) for w in model.parameters()):  # the last step's update, whatever the loss
+        _diverged(cfg, f"the generator's weights hold NaN or inf after step {cfg.steps}")
     model.cpu().eval()  # saved from the CPU
     with staged_dir(out, KIND) as tmp:
         model.save_pretrained(tmp)
@@ -231,9 +244,41 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
     return {"steps": cfg.steps, "n_train": len(examples), "n_left_out": len(kept) - len(examples), "positions_extended": grown, "first_loss": losses[0], "final_loss": losses[-1], "out": str(out)}
 
 
+def _diverged(cfg: StitchedTrainConfig, what: str):
+    """Refuse to save a generator training broke: its NaN weights were saved, the summary's final loss
+    read nan, and the command exited 0."""
+    raise InputError("--lr", f"{what}: training diverged; lower --lr (now {cfg.lr:g})")
+
+
+def _input_limit(model, cfg: StitchedTrainConfig) -> int:
+    """The stitched input tokens the generator reads: max_input_length, or fewer where its learned
+    positions end (a T5 has relative positions and no such limit: no max_position_embeddings)."""
+    positions = getattr(model.config, "max_position_embeddings", None)
+    return min(cfg.max_input_length, positions) if isinstance(positions, int) else cfg.max_input_length
+
+
+def check_input_lengths(examples: Sequence[_Example], tokenizer, cfg: StitchedTrainConfig, limit: int) -> None:
+    """Refuse examples whose k stitched passages and question do not fit in `limit` tokens: truncation
+    cut the later passages (the gold one, at the draws that put it there), or with `question_last` the
+    question, and the reader learned to cite a passage, or answer a question, it was never shown."""
+    settings = StitchSettings(k=cfg.k, question_last=cfg.question_last)
+    for s in range(0, len(examples), 256):
+        chunk = examples[s : s + 256]
+        # the gold passage and the k-1 others make_batch draws at most; their order barely changes the count
+        texts = [stitch(ex.question, place_gold(ex.retrieved, ex.gold, cfg.k, random.Random(0))[0], settings)
+                 for ex in chunk]
+        for ex, ids in zip(chunk, tokenizer(texts, truncation=False)["input_ids"]):
+            if len(ids) > limit:
+                cut = "the question (--question-last)" if cfg.question_last else "the passages stitched last"
+                raise InputError(cfg.train, f"question {ex.question!r}: its {cfg.k} stitched passages and question are "
+                                 f"{len(ids)} tokens, more than the {limit} the generator reads: truncation would cut "
+                                 f"{cut}, and the target answers and cites what the input no longer shows; lower "
+                                 "--n-docs", field="--n-docs")
+
+
 def _loss(model, tokenizer, inputs: list[str], targets: list[str], cfg: StitchedTrainConfig):
     """Mean token NLL of the cited targets; BART shifts the labels right itself."""
-    longest = min(cfg.max_input_length, model.config.max_position_embeddings)  # later passages are cut, not crashed on
+    longest = _input_limit(model, cfg)  # later passages are cut, not crashed on (`check_lengths` refuses them)
     enc = tokenizer(inputs, return_tensors="pt", padding=True, truncation=True, max_length=longest).to(model.device)
     labels = tokenizer(targets, return_tensors="pt", padding=True, truncation=True,
                        max_length=cfg.max_target_length)["input_ids"].to(model.device)
