@@ -1,7 +1,8 @@
 """`train stitched`, audited: training that diverges (--lr 1e30 saved NaN weights, exit 0), a generator
 without learned positions (a T5: a traceback), stitched inputs longer than the generator reads
-(the gold passage, or with --question-last the question, cut in silence), and a --train file with no
-gold passage ids (a message that did not name the file)."""
+(the gold passage, or with --question-last the question, cut in silence), cited answers longer than
+the target (the citation cut in silence), and a --train file with no gold passage ids (a message that
+did not name the file)."""
 
 from __future__ import annotations
 
@@ -94,3 +95,39 @@ def test_a_train_file_without_gold_ids_is_named(rag_inputs, tmp_path, monkeypatc
     assert code == 2 and err == (f"error: {train}: field '--train': no example has both an answer and a gold passage id "
                                  "(gold_passage_ids): train stitched needs both\n"), err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("cite_first", [False, True])
+def test_a_cited_answer_longer_than_the_target_is_refused(rag_inputs, tmp_path, monkeypatch, capsys, cite_first):  # noqa: F811
+    """Targets were cut at --max-target-length (40 by default, and long answers run past it): the cut
+    dropped the citation the reader is trained to write after its answer, or with --cite-first the
+    answer's end, without a word."""
+    cut = "the answer's end \\(--cite-first\\)" if cite_first else "its citation"
+    code, _, err = run_main(monkeypatch, capsys, "train", "stitched", "--index", rag_inputs["index"], "--generator",
+                            rag_inputs["gen"], "--train", rag_inputs["world"] / "train.jsonl", "--n-docs", 2, "--steps", 1,
+                            "--batch-size", 2, "--device", "cpu", "--max-target-length", 4, "--out", tmp_path / "out",
+                            *(["--cite-first"] if cite_first else []))
+    assert code == 2 and re.fullmatch(rf"error: .+train\.jsonl: field '--max-target-length': question '.+': its cited "
+                                      rf"answer is \d+ tokens, more than --max-target-length 4: the cut would drop {cut}; "
+                                      r"raise --max-target-length \(or --train-kinds short\)\n", err), err
+    assert not (tmp_path / "out").exists()
+    code, _, err = run_main(monkeypatch, capsys, "train", "stitched", "--index", rag_inputs["index"], "--generator",
+                            rag_inputs["gen"], "--train", rag_inputs["world"] / "train.jsonl", "--max-target-length", 2,
+                            "--out", tmp_path / "out")
+    assert code == 2 and err == "error: --max-target-length: must be at least 3, got 2\n", err
+
+
+def test_by_default_every_target_is_whole(rag_inputs, tmp_path):  # noqa: F811
+    """`train stitched` without --max-target-length (None) reads the longest cited answer's length, which
+    stitched.json records: long answers (60 tokens here) kept their citation."""
+    from transformers import AutoTokenizer
+
+    from lewisrag.training.stitched_train import cited_target, train_stitched
+
+    with one_thread():
+        train_stitched(_config(rag_inputs, train_kinds="", max_target_length=None), tmp_path / "s", check_lengths=True)
+    recorded = json.loads((tmp_path / "s" / "stitched.json").read_text())["config"]["max_target_length"]
+    tokenizer = AutoTokenizer.from_pretrained(rag_inputs["gen"])
+    answers = [json.loads(line)["answers"][0] for line in (rag_inputs["world"] / "train.jsonl").read_text().splitlines()]
+    longest = max(len(tokenizer(cited_target(a, 2))["input_ids"]) for a in answers)
+    assert recorded == longest > 40

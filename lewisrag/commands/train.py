@@ -281,6 +281,9 @@ def stitched(
     batch_size: int = typer.Option(8, "--batch-size", help="Examples per step."),
     lr: float = typer.Option(1e-4, "--lr", help="Peak AdamW learning rate (linear warmup, then linear decay); a run "
                              "whose loss becomes NaN is refused and writes nothing."),
+    max_target_length: int = typer.Option(None, "--max-target-length", help="Target tokens: the answer and its citation "
+                                          "(default: the longest cited answer's). Refused when a cited answer is longer "
+                                          "(its cut would drop the citation)."),
     train_kinds: str = typer.Option("", "--train-kinds", help="Comma-separated question kinds to train on, e.g. short (default: all)."),
     gold_position: str = typer.Option("random", "--gold-position", help="random: the gold passage at a random position; retrieved: at its retrieval rank (last if missed)."),
     question_last: bool = typer.Option(False, "--question-last", help="Stitch the question after the passages."),
@@ -302,16 +305,17 @@ def stitched(
 
     k = _ui.renamed(ctx, "n_docs", "old_k", "--n-docs", "--k")
     mixed_k = _ui.renamed(ctx, "mixed_n_docs", "old_mixed_k", "--mixed-n-docs", "--mixed-k")
-    for flag, value in (("--n-docs", k), ("--steps", steps), ("--batch-size", batch_size)):
-        if value < 1:
-            raise InputError(flag, f"must be at least 1, got {value}")
+    for flag, value, least in (("--n-docs", k, 1), ("--steps", steps, 1), ("--batch-size", batch_size, 1),
+                               ("--max-target-length", max_target_length, 3)):  # 3: the specials and one token
+        if value is not None and value < least:
+            raise InputError(flag, f"must be at least {least}, got {value}")
     if k == 1:
         _ui.refuse_given(ctx, ("mixed_n_docs", "old_mixed_k"), "stitches 1..--n-docs passages per input; with --n-docs 1 "
                          "every input holds one passage already")
     cfg = StitchedTrainConfig(index=str(index), encoder=str(encoder or ""), context_encoder=str(context_encoder or ""),
                               generator=str(generator), train=str(train),
                               qa_fields=_ui.qa_fields(qa_fields), train_kinds=train_kinds, k=k, steps=steps,
-                              batch_size=batch_size, lr=lr,
+                              batch_size=batch_size, lr=lr, max_target_length=max_target_length,
                               gold_position=gold_position, question_last=question_last, mixed_k=mixed_k,
                               cite_first=cite_first, seed=seed, device=device, mixed_precision=mixed_precision)
     with _ui.progress() as p:

@@ -24,7 +24,7 @@ import math
 import os
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 import torch
@@ -60,7 +60,7 @@ class StitchedTrainConfig:
     weight_decay: float = 0.01  # AdamW decoupled weight decay
     max_grad_norm: float = 1.0  # global gradient-norm clip (0 = none)
     max_input_length: int = 1024  # stitched input tokens; a BART with fewer positions is extended to this many
-    max_target_length: int = 40  # target tokens: the answer and its citation
+    max_target_length: int | None = 40  # target tokens: the answer and its citation; None: the longest cited answer
     question_last: bool = False  # stitch the question after the passages (StitchSettings.question_last)
     mixed_k: bool = False  # each example stitches 1..k passages (gold among them), a curriculum from one-passage reading
     gold_position: str = "random"  # "random": the gold passage at a random position; "retrieved": where the retriever ranked it (last if missed)
@@ -211,6 +211,8 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
                          f"answer and a gold passage id in {cfg.train}" + (f" of kinds {cfg.train_kinds}" if cfg.train_kinds else ""))
     model, tokenizer = load_generator(cfg.generator)
     grown = extend_positions(model, cfg.max_input_length)
+    if cfg.max_target_length is None:  # every target whole (`train stitched`'s default), recorded in stitched.json
+        cfg = replace(cfg, max_target_length=longest_target(examples, tokenizer, cfg))
     if check_lengths:
         check_input_lengths(examples, tokenizer, cfg, _input_limit(model, cfg))
     model.to(device)
@@ -260,7 +262,9 @@ def _input_limit(model, cfg: StitchedTrainConfig) -> int:
 def check_input_lengths(examples: Sequence[_Example], tokenizer, cfg: StitchedTrainConfig, limit: int) -> None:
     """Refuse examples whose k stitched passages and question do not fit in `limit` tokens: truncation
     cut the later passages (the gold one, at the draws that put it there), or with `question_last` the
-    question, and the reader learned to cite a passage, or answer a question, it was never shown."""
+    question, and the reader learned to cite a passage, or answer a question, it was never shown. Refuse
+    too a cited answer longer than `max_target_length`: its cut dropped the citation (or, with
+    `cite_first`, the answer's end), which the reader then learned to leave out."""
     settings = StitchSettings(k=cfg.k, question_last=cfg.question_last)
     for s in range(0, len(examples), 256):
         chunk = examples[s : s + 256]
@@ -274,6 +278,22 @@ def check_input_lengths(examples: Sequence[_Example], tokenizer, cfg: StitchedTr
                                  f"{len(ids)} tokens, more than the {limit} the generator reads: truncation would cut "
                                  f"{cut}, and the target answers and cites what the input no longer shows; lower "
                                  "--n-docs", field="--n-docs")
+        for ex, ids in zip(chunk, _targets(chunk, tokenizer, cfg)):
+            if len(ids) > cfg.max_target_length:
+                cut = "the answer's end (--cite-first)" if cfg.cite_first else "its citation"
+                raise InputError(cfg.train, f"question {ex.question!r}: its cited answer is {len(ids)} tokens, more than "
+                                 f"--max-target-length {cfg.max_target_length}: the cut would drop {cut}; raise "
+                                 "--max-target-length (or --train-kinds short)", field="--max-target-length")
+
+
+def _targets(chunk: Sequence[_Example], tokenizer, cfg: StitchedTrainConfig) -> list[list[int]]:
+    """The token ids of each example's longest target, its answer cited as [k], as `_loss` reads them."""
+    return tokenizer([cited_target(ex.answer, cfg.k, cfg.cite_first) for ex in chunk], truncation=False)["input_ids"]
+
+
+def longest_target(examples: Sequence[_Example], tokenizer, cfg: StitchedTrainConfig) -> int:
+    """The tokens of the longest cited answer among `examples` (a batch pads to its own longest)."""
+    return max(len(ids) for s in range(0, len(examples), 256) for ids in _targets(examples[s : s + 256], tokenizer, cfg))
 
 
 def _loss(model, tokenizer, inputs: list[str], targets: list[str], cfg: StitchedTrainConfig):
