@@ -19,7 +19,8 @@ Either way a failure ends as one `ChatError` whose message says what went wrong 
 attempts; `usage` counts calls, retries, failures and tokens.
 
 A failure that every later request would repeat (HTTP 401/403: the key; 404: the model or the path;
-a redirect; a TLS certificate rejected) stops the client: it is an `EndpointError`, kept in `broken`,
+a redirect; a TLS certificate rejected; a web page on every attempt of a request while none has been
+answered yet: a login page, which was retried on every request of the run) stops the client: it is an `EndpointError`, kept in `broken`,
 and every later request fails at once with the same reason, sending nothing. `run_error` turns that,
 or a run in which no request got a reply, into the one-line error a command ends with (exit 2),
 naming the base URL (never the key) and the flag or variable to fix.
@@ -398,6 +399,9 @@ class _Malformed(Exception):
     """A 200 reply that is not a chat completion: args are (what, body)."""
 
 
+_NOT_JSON = "malformed reply: body is not JSON"
+
+
 class _Cut(_Malformed):
     """A 200 reply the endpoint stopped before the model's end (finish_reason): not retried."""
 
@@ -470,6 +474,10 @@ class ChatClient:
             if not transient:
                 break
         self.count(failures=1)
+        if fix is None and what == _NOT_JSON and detail.lstrip()[:1] == "<" and not self.answered:
+            # every attempt got a web page and nothing ever answered: a login page or a proxy's, which every
+            # request would get too (one page between answers is a hiccup, retried as any malformed body)
+            fix, detail = "page", f"the base URL answers with a web page, not the API (a proxy's login page?): {detail}"
         n = attempt + 1
         message = self.scrub(f"{what} ({n} attempt{'s' if n > 1 else ''})" + (f": {detail}" if detail else ""))
         error = ChatError(message) if fix is None else EndpointError(message, fix)
@@ -500,7 +508,7 @@ class ChatClient:
         try:
             reply = _from_events(text) if text.lstrip().startswith(("data:", "event:")) else json.loads(text)
         except (ValueError, RecursionError):  # RecursionError: "[[[[..." nested past the parser's depth
-            raise _Malformed("malformed reply: body is not JSON", text) from None
+            raise _Malformed(_NOT_JSON, text) from None
         try:
             choice = reply["choices"][0]
             message = choice["message"]
@@ -601,7 +609,8 @@ class ChatClient:
                       "model": f"; check the model name '{self.model}' and the base URL (given by {url}; it ends "
                                "where /chat/completions begins, e.g. http://localhost:8000/v1)",
                       "redirect": "",  # the reason says it: give the final URL
-                      "tls": "; check the host name, or the server's certificate"}[stop.fix]
+                      "tls": "; check the host name, or the server's certificate",
+                      "page": "; check the base URL, and that a proxy lets this machine through"}[stop.fix]
             source = {"key": key, "model": model}.get(stop.fix, url)
             return InputError(source, f"stopped asking {self.where}: {stop}{remedy} (every request would get the same: "
                                       "no more were sent)")

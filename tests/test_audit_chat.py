@@ -1,8 +1,8 @@
 """Replies real OpenAI-compatible endpoints send that test_chat_faults.py and test_endpoint_faults.py
 do not cover: content as an array of parts, reasoning_content beside empty content, an SSE stream
 though none was asked, a UTF-8 BOM, JSON nested past the parser's depth, a judge reply with prose
-around its JSON (or ids as 1.0, or a bare list), a damaged answer cache and a judge concurrency no
-process holds. Each was once rejected after every retry, retried in vain, a traceback or a verdict
+around its JSON (or ids as 1.0, or a bare list), a damaged answer cache, a judge concurrency no
+process holds and a proxy's login page in place of the API. Each was once rejected after every retry, retried in vain, a traceback or a verdict
 lost."""
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ REPLIES = {  # path -> the 200 reply's body
     "deep": "[" * 50_000,
     "judge_prose": completion(f"Here are the verdicts:\n{VERDICT}\nHope this helps!"),
     "judge_deep": completion("[" * 50_000),
+    "login": "<!DOCTYPE html><html><body><form action='/sso'>Sign in to continue</form></body></html>",
 }
 
 
@@ -149,3 +150,26 @@ def test_a_damaged_answer_cache_entry_is_read_without_its_counts(tmp_path):
 def test_a_judge_concurrency_no_process_holds_is_bad_input(tmp_path):
     with pytest.raises(InputError, match="--concurrency"):
         LLMJudge("http://127.0.0.1:9/v1", "m", KEY, cache_dir=tmp_path, max_workers=10**9)
+
+
+def test_a_login_page_on_every_attempt_stops_the_client(base):
+    """A proxy's sign-in page answered every request with 200 HTML: each was retried to the end, every
+    request of the run the same, before "none got a reply". Now the first request's last attempt stops
+    the client: later requests send nothing, and the run ends naming the base URL and the page."""
+    from lewisrag.chat_client import EndpointError
+
+    c = client(f"{base}/login/v1")
+    with pytest.raises(EndpointError, match=r"body is not JSON \(3 attempts\): the base URL answers with a web page"):
+        c.complete("s", "u")
+    with pytest.raises(EndpointError):
+        c.complete("s", "u")
+    assert Endpoint.seen == ["login"] * 3  # the second request sent nothing
+    err = c.run_error(key="--api-key-env", model="--stitched-generator", url="--base-url")
+    assert str(err).startswith("--base-url: stopped asking") and "a proxy lets this machine through" in str(err)
+    # one page between answers is a hiccup: retried, and no stop
+    c = client(f"{base}/parts/v1")
+    assert c.complete("s", "u") == "Ana Kel [1]"
+    c.base_url = f"{base}/login/v1"
+    with pytest.raises(ChatError) as e:
+        c.complete("s", "u")
+    assert not isinstance(e.value, EndpointError) and c.broken is None
