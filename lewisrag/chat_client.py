@@ -395,6 +395,9 @@ def _from_events(text: str) -> dict:
     return {"choices": [{"message": {"content": "".join(parts)}, "finish_reason": finish}], "usage": usage}
 
 
+MAX_WORKERS = 1024  # requests in flight at most (--concurrency): a thread each, and past a process's limit a traceback
+
+
 class _Malformed(Exception):
     """A 200 reply that is not a chat completion: args are (what, body)."""
 

@@ -11,7 +11,7 @@ import json
 from http.server import BaseHTTPRequestHandler
 
 import pytest
-from conftest import local_server
+from conftest import local_server, send_json
 
 from lewisrag.chat_client import ChatClient, ChatError
 from lewisrag.data.io import InputError
@@ -60,12 +60,7 @@ class Endpoint(BaseHTTPRequestHandler):
         self.rfile.read(int(self.headers["Content-Length"]))
         mode = self.path.split("/")[1]
         Endpoint.seen.append(mode)
-        data = REPLIES[mode].encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream" if mode.startswith("sse") else "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, 200, REPLIES[mode], {"Content-Type": "text/event-stream"} if mode.startswith("sse") else None)
 
     def log_message(self, *args):
         pass

@@ -21,12 +21,11 @@ number x when the contexts are objects with numeric ids, and the x-th context (1
 order) when they are plain strings or objects none of whose ids is a number ("REQ-AUTH-03"). Unknown fields
 (ragas' `reference_contexts`, `rubrics`, ...) are ignored. A record without an `id` gets
 `data.io.derived_id` of its question (`user_input` or `question`), the id the QA reader gives that
-question; in Unicode NFC ('é' as one code point or as e and a combining accent: the two forms are one
-question and get one id). A question that some system answers on several records
-without ids gets, on each of its records without one, that id, "-" and 8 hex digits of what the record
-is judged against (reference, reference statements and claims, gold passage ids, category; its texts
-in NFC too): ids that followed the records' order
-paired another record's answer in `lewisrag gate` once a file was reordered. Two records of one
+question, read in Unicode NFC ('é' as one code point or as e and a combining accent is one question).
+A question that some system answers on several records without ids gets, on each of its records
+without one, that id, "-" and 8 hex digits of what the record is judged against (reference, reference
+statements and claims, gold passage ids, category; its texts in NFC too): ids that followed the
+records' order paired another record's answer in `lewisrag gate` once a file was reordered. Two records of one
 system that agree on all of it cannot be told apart and are refused, naming both lines. Every
 problem is an `InputError` naming file, line and field; all records are read and checked before
 anything is evaluated.

@@ -14,7 +14,7 @@ import torch
 
 from lewisrag.data.io import InputError
 from lewisrag.index.store import check_depth
-from lewisrag.rag_model.model import max_positions
+from lewisrag.rag_model.model import check_decoder_length, max_positions
 
 
 @dataclass(frozen=True)
@@ -85,14 +85,9 @@ def unknown_words_note(tokenizers, question: str) -> str | None:
 
 
 def check_max_length(model, max_length: int, whose: str = "the generator") -> None:
-    """Refuse a --max-length past the generator's positions (`max_position_embeddings`), which its
-    decoder reads each decoded token in: past them an answer that had not ended was an IndexError
-    from the embedding, a traceback after the decoding time spent (`train rag --max-target-length`
-    is refused the same way, `training.rag_data.check_lengths`)."""
-    positions = max_positions(model.generator.config)
-    if positions is not None and max_length > positions:
-        raise InputError("--max-length", f"{max_length} exceeds {whose}'s {positions} positions (max_position_embeddings), "
-                         f"which its decoder reads each decoded token in; must be at most {positions}")
+    """Refuse a --max-length past the generator's positions (`train rag --max-target-length` is refused
+    the same way, `training.rag_data.check_lengths`)."""
+    check_decoder_length("--max-length", max_length, max_positions(model.generator.config), "each decoded token", whose)
 
 
 def ask(model, tokenizers, index, question: str, n_docs: int | None = None, num_beams: int = 1,

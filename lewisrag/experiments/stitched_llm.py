@@ -55,7 +55,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from lewisrag.chat_client import ChatClient, ChatError, key_problem, map_in_threads, url_problem
+from lewisrag.chat_client import MAX_WORKERS, ChatClient, ChatError, key_problem, map_in_threads, url_problem
 from lewisrag.data.io import InputError, first_line
 from lewisrag.eval.judges.base import DiskCache, digest
 from lewisrag.eval.statements import canonical_citations, strip_citations
@@ -140,7 +140,7 @@ def check_options(o: GeneratorOptions) -> GeneratorOptions:
     # upper bounds too: 1e300 s overflowed the clock, 99,999,999,999 retries never ended
     for flag_, bad, want in (("--timeout", not 0 < o.timeout <= 86_400, "between 0 and 86400 seconds"),
                              ("--max-retries", not 0 <= o.max_retries <= 100, "between 0 and 100"),
-                             ("--concurrency", not 1 <= o.concurrency <= 1024, "between 1 and 1024")):
+                             ("--concurrency", not 1 <= o.concurrency <= MAX_WORKERS, f"between 1 and {MAX_WORKERS}")):
         if bad:
             raise InputError(flag_, f"must be {want}")
     base_url = o.base_url or os.environ.get(BASE_URL_ENV)

@@ -57,6 +57,15 @@ def max_positions(config: Any) -> int | None:
     return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
 
 
+def check_decoder_length(flag: str, length: int, positions: int | None, reads: str, whose: str = "the generator") -> None:
+    """Refuse a length the decoder runs to (`flag`'s `length`) past the generator's `positions`
+    (`max_positions`), which its decoder reads `reads` in: past them a target or an answer that had
+    not ended was an IndexError from the position embedding, after the time spent."""
+    if positions is not None and length > positions:
+        raise InputError(flag, f"{length} exceeds {whose}'s {positions} positions (max_position_embeddings), which its "
+                         f"decoder reads {reads} in; must be at most {positions}")
+
+
 def fit_to_generator(settings: RagSettings, generator_config: Any) -> RagSettings:
     """`settings` with `max_combined_length` capped at the generator's positions.
 

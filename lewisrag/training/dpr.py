@@ -53,7 +53,7 @@ from lewisrag.data.records import Passage, QAExample
 from lewisrag.index.bm25 import BM25Index
 from lewisrag.index.encoders import DPR_ARCHITECTURES, DPR_POOLER, META_FILE, DPRCheckpoint, state_fingerprint
 from lewisrag.scoring.aggregate import mean
-from lewisrag.training.rag import adamw, autocast, backward_step, single_device
+from lewisrag.training.rag import adamw, autocast, backward_step, diverged, finite, single_device
 from lewisrag.training.tokenizer import bert_wordpiece_tokenizer
 
 KIND = "dpr"  # the marker kind of DPR checkpoint folders (lewisrag.data.outputs)
@@ -259,12 +259,6 @@ def mine_self_negatives(q_enc, c_enc, tokenizer, cfg: DPRTrainConfig, examples: 
     return out
 
 
-def _diverged(cfg: DPRTrainConfig, what: str):
-    """Refuse to save a checkpoint training broke: NaN weights were saved, every vector of an index
-    built from them NaN, and the command exited 0."""
-    raise InputError("--lr", f"{what}: training diverged; lower --lr (now {cfg.lr:g})")
-
-
 def _chunks(items: Sequence, n: int):
     for i in range(0, len(items), n):
         yield items[i : i + n]
@@ -351,11 +345,11 @@ def train_dpr(
         backward_step(loss, opt, sched, scaler, params, 2.0)
         losses.append(loss.item())
         if not math.isfinite(losses[-1]) and not scaler.is_enabled():  # under fp16 the scaler skips such a step
-            _diverged(cfg, f"the loss became {losses[-1]} at step {step + 1}")
+            raise diverged(f"the loss became {losses[-1]} at step {step + 1}", cfg.lr)
         if on_step:
             on_step(step + 1, losses[-1])
-    if cfg.steps and not all(bool(torch.isfinite(w).all()) for w in params):  # the last step's update, whatever the loss
-        _diverged(cfg, f"the encoders' weights hold NaN or inf after step {cfg.steps}")
+    if cfg.steps and not finite(params):  # the last step's update, whatever the loss (an index of NaN vectors else)
+        raise diverged(f"the encoders' weights hold NaN or inf after step {cfg.steps}", cfg.lr)
     q_enc.cpu().eval(), c_enc.cpu().eval()  # the checkpoint is written, and returned, from the CPU
     if cfg.shared:  # two independent copies from here on: RAG fine-tuning moves only the question side
         c_enc.ctx_encoder.bert_model = copy.deepcopy(q_enc.question_encoder.bert_model)

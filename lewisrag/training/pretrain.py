@@ -39,7 +39,7 @@ from lewisrag.data.records import Passage, QAExample
 from lewisrag.data.threads import resolve_device
 from lewisrag.scoring.qa import exact_match
 from lewisrag.training import pretrain_data as D
-from lewisrag.training.rag import adamw
+from lewisrag.training.rag import adamw, diverged, finite
 
 SHIPPED_DIR = Path(__file__).resolve().parent.parent / "pretrained"  # package data: lewisrag/pretrained/<name>/
 KIND = "generator"  # the marker kind of generator folders (lewisrag.data.outputs)
@@ -300,7 +300,7 @@ def pretrain(cfg: PretrainConfig, out: str | os.PathLike, on_step: Callable | No
         t0 = time.perf_counter()
         loss = _train_step(model, opt, tokenizer, stream, cfg, step, progress)
         if not math.isfinite(loss):  # full precision, no scaler: the weights are NaN from here on, and were saved, exit 0
-            _diverged(cfg, f"the loss became {loss} at step {step + 1}")
+            raise _diverged(cfg, f"the loss became {loss} at step {step + 1}")
         step, train_s = step + 1, train_s + time.perf_counter() - t0
         loss_ema = loss if loss_ema is None else 0.95 * loss_ema + 0.05 * loss
         if train_s / 60 >= cfg.eval_every * (len(curve) + 1):
@@ -308,8 +308,8 @@ def pretrain(cfg: PretrainConfig, out: str | os.PathLike, on_step: Callable | No
         if on_step is not None:
             on_step(step, min(1.0, progress + 1 / cfg.steps if cfg.steps else train_s / (60 * cfg.minutes)),
                     loss_ema, curve[-1]["em"] if curve else None)
-    if not all(bool(torch.isfinite(w).all()) for w in model.parameters()):  # the last step's update, whatever the loss
-        _diverged(cfg, f"the weights hold NaN or inf after step {step}")
+    if not finite(model.parameters()):  # the last step's update, whatever the loss
+        raise _diverged(cfg, f"the weights hold NaN or inf after step {step}")
     final = evaluate_reading(model, tokenizer, test, test_passages, lang=cfg.lang)
     recipe = {"config": asdict(cfg), "command": command, "steps": step, "minutes": round(train_s / 60, 2),
               "final_loss": loss_ema, "final": final, "curve": curve,
@@ -317,10 +317,9 @@ def pretrain(cfg: PretrainConfig, out: str | os.PathLike, on_step: Callable | No
     return _save(model, tokenizer, recipe, Path(out), cfg.save_fp16)
 
 
-def _diverged(cfg: PretrainConfig, what: str):
-    """Refuse to save a generator training broke (its NaN weights were saved, recipe.json a bare NaN, exit 0)."""
-    raise InputError("--set", f"{what}: training diverged; lower lr (now {cfg.lr:g}) or lengthen warmup_steps (now "
-                     f"{cfg.warmup_steps})", field="lr")
+def _diverged(cfg: PretrainConfig, what: str) -> InputError:
+    """`--set lr`'s line when pretraining diverges (recipe.json held a bare NaN, the weights NaN, exit 0)."""
+    return diverged(what, cfg.lr, "--set", "lr", f" or lengthen warmup_steps (now {cfg.warmup_steps})")
 
 
 def _train_step(model, opt, tokenizer, stream: FreshStream, cfg: PretrainConfig, step: int, progress: float) -> float:

@@ -360,6 +360,17 @@ def backward_step(loss, opt, sched, scaler, params, max_grad_norm: float) -> dic
     return optimizer_step(opt, sched, scaler)
 
 
+def diverged(what: str, lr: float, flag: str = "--lr", field: str | None = None, also: str = "") -> InputError:
+    """The one line a one-process trainer (DPR, the stitched reader, pretraining) stops with when its
+    loss or weights turn NaN or inf, saving nothing: its NaN weights were saved, with exit 0."""
+    return InputError(flag, f"{what}: training diverged; lower {field or flag} (now {lr:g}){also}", field=field)
+
+
+def finite(params) -> bool:
+    """Whether every tensor of `params` holds finite numbers only (a trainer checks once, after its last step)."""
+    return all(bool(torch.isfinite(w).all()) for w in params)
+
+
 def _accelerator(cfg: RagTrainConfig):
     # accelerate keeps its settings process-wide and refuses new ones, but one process may train
     # several models (`lewisrag reproduce`); the process group (PartialState) is kept

@@ -24,7 +24,7 @@ from lewisrag.index.dense import DenseIndex
 from lewisrag.index.encoders import load_question_encoder
 from lewisrag.rag_model import RagModel, RagSettings, Tokenizers
 from lewisrag.rag_model.decoding import check_generation_config, generation_file
-from lewisrag.rag_model.model import VARIANTS, max_positions
+from lewisrag.rag_model.model import VARIANTS, check_decoder_length, max_positions
 from lewisrag.training.end2end import passage_encoder
 from lewisrag.training.tasks import TASKS, prepare_generator
 
@@ -138,10 +138,7 @@ def check_lengths(max_target_length: int, max_combined_length: int, tokenizer, p
     if max_target_length < specials + 2:
         raise InputError("--max-target-length", f"must be at least {specials + 2} with this generator's tokenizer (the "
                          f"decoder start token, its {specials} special tokens and one answer token), got {max_target_length}")
-    if positions is not None and max_target_length > positions:
-        raise InputError("--max-target-length", f"{max_target_length} exceeds the generator's {positions} positions "
-                         f"(max_position_embeddings), which its decoder reads each target and each decoded answer in; "
-                         f"must be at most {positions}")
+    check_decoder_length("--max-target-length", max_target_length, positions, "each target and each decoded answer")
 
 
 def check_precision(mixed_precision: str, device: str) -> str:

@@ -37,7 +37,7 @@ from lewisrag.data.records import check_gold_ids, of_kinds, read_qa
 from lewisrag.index import open_retriever
 from lewisrag.index.store import check_depth, read_manifest
 from lewisrag.rag_model.stitched import StitchSettings, stitch
-from lewisrag.training.rag import adamw, autocast, backward_step, learning_rate_factor, single_device
+from lewisrag.training.rag import adamw, autocast, backward_step, diverged, finite, learning_rate_factor, single_device
 from lewisrag.training.rag_data import optimizer_checks
 
 SETTINGS_FILE = "stitched.json"
@@ -233,23 +233,17 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
         opt.zero_grad(set_to_none=True)
         losses.append(float(loss.detach()))
         if not math.isfinite(losses[-1]) and not scaler.is_enabled():  # under fp16 the scaler skips such a step
-            _diverged(cfg, f"the loss became {losses[-1]} at step {step}")
+            raise diverged(f"the loss became {losses[-1]} at step {step}", cfg.lr)
         if on_progress:
             on_progress(step, cfg.steps, losses[-1])
-    if not all(bool(torch.isfinite(w).all()) for w in model.parameters()):  # the last step's update, whatever the loss
-        _diverged(cfg, f"the generator's weights hold NaN or inf after step {cfg.steps}")
+    if not finite(model.parameters()):  # the last step's update, whatever the loss
+        raise diverged(f"the generator's weights hold NaN or inf after step {cfg.steps}", cfg.lr)
     model.cpu().eval()  # saved from the CPU
     with staged_dir(out, KIND) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         write_json(tmp / SETTINGS_FILE, {"config": asdict(cfg), "settings": asdict(settings)})
     return {"steps": cfg.steps, "n_train": len(examples), "n_left_out": len(kept) - len(examples), "positions_extended": grown, "first_loss": losses[0], "final_loss": losses[-1], "out": str(out)}
-
-
-def _diverged(cfg: StitchedTrainConfig, what: str):
-    """Refuse to save a generator training broke: its NaN weights were saved, the summary's final loss
-    read nan, and the command exited 0."""
-    raise InputError("--lr", f"{what}: training diverged; lower --lr (now {cfg.lr:g})")
 
 
 def _input_limit(model, cfg: StitchedTrainConfig) -> int:

@@ -37,7 +37,7 @@ import os
 import re
 import threading
 
-from lewisrag.chat_client import ChatClient, ChatError, key_problem, map_in_threads, url_problem
+from lewisrag.chat_client import MAX_WORKERS, ChatClient, ChatError, key_problem, map_in_threads, url_problem
 from lewisrag.data.io import InputError
 from lewisrag.eval.judges.base import DEFAULT_CACHE_DIR, LABELS, DiskCache, Verdict, digest, parse_label
 
@@ -231,8 +231,8 @@ class LLMJudge:
             raise InputError("$LEWISRAG_LLM_API_KEY", f"the API key {problem}")
         if max_workers < 1 or batch_size < 1:
             raise ValueError("max_workers and batch_size must be at least 1")
-        if max_workers > 1024:  # as compare's --concurrency: a thread each, past the process's limit a traceback
-            raise InputError("--concurrency", "must be between 1 and 1024")
+        if max_workers > MAX_WORKERS:  # as compare's --concurrency
+            raise InputError("--concurrency", f"must be between 1 and {MAX_WORKERS}")
         self.model = model  # the base URL is not in the fingerprint: one model may sit behind many URLs
         self._names = {"key": "$LEWISRAG_LLM_API_KEY", "model": "--judge", "url": source}  # what run_error names as the fix
         # requests in flight, timeouts, retries and backoff are the client's (lewisrag.chat_client)
