@@ -8,7 +8,8 @@ pipes, remote disconnects, incomplete reads, refused connections, timeouts, HTTP
 message. Other HTTP errors (400, 401, 403, 404, ...) fail at once, and so does a redirect: it is not
 followed, since urllib would send the Authorization header on to whatever host it names; so does a
 reply the endpoint cut off (finish_reason "length" or "content_filter"): it is not the model's whole
-answer, and asking again gets the same; so does one with reasoning (reasoning_content) but no content.
+answer, and asking again gets the same; so does one with reasoning (reasoning_content) but no content,
+and one that calls a tool (tool_calls) instead of answering: lewisrag offers none.
 Content given as an array of parts has its text parts joined; a body streamed as server-sent events
 (some proxies stream though no stream was asked) has its chunks joined; a UTF-8 BOM is dropped. `timeout` bounds each attempt whole: connecting, the TLS
 handshake, the status line and headers, and the body. A watchdog (`_Watchdog`) shuts the attempt's
@@ -531,6 +532,10 @@ class ChatClient:
         if thought is not None and not (isinstance(content, str) and content.strip()):
             # asking again gets the same: the reasoning parser took the whole reply, or thinking never ended
             raise _Cut(f"reply has no content, only reasoning ({len(message[thought])} characters in {thought})", text)
+        calls = message.get("tool_calls") or message.get("function_call") if isinstance(message, dict) else None
+        if calls and not (isinstance(content, str) and content.strip()):
+            # lewisrag offers no tools: a model that calls one anyway (finish_reason "tool_calls") does so again
+            raise _Cut(f"reply is a tool call, not an answer (finish_reason '{finish}')", text)
         if not isinstance(content, str):  # null: a reply with no message, retried as the docstring says
             raise _Malformed("malformed reply: choices[0].message.content is not a string", text)
         # decoded JSON can spell the key with \u escapes that the raw body did not show

@@ -1,9 +1,9 @@
 """Replies real OpenAI-compatible endpoints send that test_chat_faults.py and test_endpoint_faults.py
-do not cover: content as an array of parts, reasoning_content beside empty content, an SSE stream
-though none was asked, a UTF-8 BOM, JSON nested past the parser's depth, a judge reply with prose
-around its JSON (or ids as 1.0, or a bare list), a damaged answer cache, a judge concurrency no
-process holds and a proxy's login page in place of the API. Each was once rejected after every retry, retried in vain, a traceback or a verdict
-lost."""
+do not cover: content as an array of parts, reasoning_content beside empty content, a tool call in
+place of an answer, an SSE stream though none was asked, a UTF-8 BOM, JSON nested past the parser's
+depth, a judge reply with prose around its JSON (or ids as 1.0, or a bare list), a damaged answer
+cache, a judge concurrency no process holds and a proxy's login page in place of the API. Each was
+once rejected after every retry, retried in vain, a traceback or a verdict lost."""
 
 from __future__ import annotations
 
@@ -37,6 +37,9 @@ REPLIES = {  # path -> the 200 reply's body
     "think_null": completion(None, reasoning_content="The passages say Ana Kel [1]"),
     "think_empty": completion("", reasoning="Thinking about passage 1"),
     "think_cut": completion(None, "length", reasoning_content="Let me think about"),
+    "tool": completion(None, "tool_calls", tool_calls=[{"id": "c1", "type": "function",
+                                                         "function": {"name": "search", "arguments": "{}"}}]),
+    "function": completion("", "function_call", function_call={"name": "search", "arguments": "{}"}),
     "sse": events('{"choices": [{"delta": {"role": "assistant", "content": "Ana"}}]}',
                   '{"choices": [{"delta": {"content": " Kel [1]"}, "finish_reason": "stop"}]}',
                   '{"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 2}}'),
@@ -94,8 +97,10 @@ def test_a_stream_cut_before_its_end_is_retried_not_taken_as_the_answer(base):
     ("think_null", r"reply has no content, only reasoning \(28 characters in reasoning_content\) \(1 attempt\)"),
     ("think_empty", r"reply has no content, only reasoning \(24 characters in reasoning\) \(1 attempt\)"),
     ("think_cut", r"reply cut off by the endpoint \(finish_reason 'length'\) \(1 attempt\)"),
+    ("tool", r"reply is a tool call, not an answer \(finish_reason 'tool_calls'\) \(1 attempt\)"),
+    ("function", r"reply is a tool call, not an answer \(finish_reason 'function_call'\) \(1 attempt\)"),
 ])
-def test_a_reply_with_only_reasoning_fails_at_once_saying_so(base, mode, why):
+def test_a_reply_with_only_reasoning_or_a_tool_call_fails_at_once_saying_so(base, mode, why):
     c = client(f"{base}/{mode}/v1")
     with pytest.raises(ChatError, match="^" + why):
         c.complete("s", "u")
