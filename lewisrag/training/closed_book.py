@@ -12,12 +12,14 @@ AdamW fused there; on the CPU in full precision by default, where the numbers st
 for digit from run to run.
 
 Output directory: config.json, log.jsonl (one line per step), and final/ (generator + tokenizer
-written with save_pretrained, loadable with `lewisrag.data.pretrained.load_generator`).
+written with save_pretrained, loadable with `lewisrag.data.pretrained.load_generator`), all written
+together once training has finished: a run that fails, diverges or is killed leaves no folder.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -26,11 +28,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from lewisrag.data.io import InputError, atomic_path, write_json
+from lewisrag.data.io import InputError, write_json
 from lewisrag.data.outputs import staged_dir
 from lewisrag.data.pretrained import load_generator
 from lewisrag.data.records import of_kinds, read_qa
-from lewisrag.training.rag import adamw, autocast, backward_step, learning_rate_factor, single_device
+from lewisrag.training.rag import adamw, autocast, backward_step, diverged, finite, learning_rate_factor, single_device
 from lewisrag.training.rag_data import DataPosition, answer_labels, group_units, next_batch, training_pairs
 from lewisrag.training.tasks import label_log_probs, prepare_generator
 
@@ -86,7 +88,6 @@ def train_closed_book(cfg: ClosedBookConfig, out: str | os.PathLike,
     opt = adamw(generator.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     warmup = int(cfg.warmup * cfg.steps)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: learning_rate_factor(s, cfg.steps, warmup))
-    write_json(out / "config.json", asdict(cfg))
     pos, log = DataPosition(), []
     generator.train()
     for step in range(1, cfg.steps + 1):
@@ -100,13 +101,18 @@ def train_closed_book(cfg: ClosedBookConfig, out: str | os.PathLike,
         record.update(backward_step(loss, opt, sched, scaler, generator.parameters(), cfg.max_grad_norm))
         opt.zero_grad(set_to_none=True)
         log.append(record)
+        if not math.isfinite(record["loss"]) and not scaler.is_enabled():  # under fp16 the scaler skips such a step
+            raise diverged(f"the closed-book loss became {record['loss']} at step {step}", cfg.lr)
         if on_progress:
             on_progress(step, cfg.steps, record)
-    with atomic_path(out / "log.jsonl") as tmp:
-        tmp.write_text("".join(json.dumps(r) + "\n" for r in log), encoding="utf-8")
-    with staged_dir(out / "final") as tmp:  # whole or absent: a kill mid-save leaves no half-written model
-        generator.save_pretrained(tmp, safe_serialization=True)
-        tokenizer.save_pretrained(tmp)
+    if not finite(generator.parameters()):  # the last step's update, whatever the loss
+        raise diverged(f"the closed-book generator's weights hold NaN or inf after step {cfg.steps}", cfg.lr)
+    # whole or absent: a run that failed or was killed before this point leaves no folder that looks finished
+    with staged_dir(out) as tmp:
+        write_json(tmp / "config.json", asdict(cfg))
+        (tmp / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in log), encoding="utf-8")
+        generator.save_pretrained(tmp / "final", safe_serialization=True)
+        tokenizer.save_pretrained(tmp / "final")
     return {"steps": cfg.steps, "final_loss": log[-1]["loss"], "n_train": len(pairs), "skipped_no_answer": skipped}
 
 

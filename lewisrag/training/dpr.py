@@ -38,6 +38,7 @@ import copy
 import math
 import os
 import random
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -46,7 +47,7 @@ import torch
 import torch.nn.functional as F
 from transformers import AutoModel, AutoTokenizer, DPRConfig, DPRContextEncoder, DPRQuestionEncoder, get_linear_schedule_with_warmup
 
-from lewisrag.data.io import InputError, read_json
+from lewisrag.data.io import InputError, LewisragWarning, read_json
 from lewisrag.data.outputs import check_out_dir, staged_dir
 from lewisrag.data.pretrained import check_state_fits, load_model, load_tokenizer
 from lewisrag.data.records import Passage, QAExample
@@ -64,7 +65,7 @@ class DPRTrainConfig:
     init: str | None = None  # local BERT-like checkpoint or DPR encoder folder starting both encoders, or a lewisrag DPR checkpoint to continue; None = small model from scratch
     init_question: str | None = None  # with init_context: a DPRQuestionEncoder (or BERT-like) folder starting the question side
     init_context: str | None = None  # with init_question: a DPRContextEncoder (or BERT-like) folder starting the passage side
-    vocab_size: int = 2000  # corpus-trained WordPiece (scratch only); small, so unseen names split into seen pieces
+    vocab_size: int = 2000  # corpus-trained WordPiece (scratch only); small, so unseen names split into seen pieces (more if the characters alone need more)
     hidden_size: int = 128  # scratch model width
     layers: int = 2  # scratch model depth
     heads: int = 4  # scratch attention heads
@@ -88,6 +89,14 @@ class DPRTrainConfig:
 def train_tokenizer(texts: Sequence[str], vocab_size: int):
     """A lowercasing WordPiece tokenizer (BERT's pipeline, CJK as characters) for `texts`, deterministic."""
     return bert_wordpiece_tokenizer(texts, vocab_size)
+
+
+def vocab_note(tokenizer, asked: int) -> str:
+    """Why a scratch vocabulary has more tokens than `asked`: WordPiece keeps every character of the corpus."""
+    chars = sum(len(t) == 1 for t in tokenizer.get_vocab())  # the word-initial characters: every other entry is longer
+    return (f"--vocab-size {asked}: the vocabulary has {len(tokenizer)} tokens, as WordPiece keeps each of the corpus's "
+            f"{chars} characters (word-initial and ##continuation) and the special tokens; the model is built with "
+            f"{len(tokenizer)}, which lewisrag_dpr.json records (config.vocab_size; the asked size as vocab_size_asked)")
 
 
 def init_encoders(cfg: DPRTrainConfig, corpus_texts: Sequence[str]):
@@ -299,6 +308,12 @@ def train_dpr(
                          "passage in --passages")
     texts = [f"{p.title} {p.text}" for p in passages] + [ex.question for ex, _ in usable]
     q_enc, c_enc, tokenizer = init_encoders(cfg, texts)  # before mining: a starting folder that does not fit fails first
+    scratch = not (cfg.init or cfg.init_question)
+    asked = cfg.vocab_size
+    if scratch:  # the size the model was built with, which a corpus of many characters (Chinese) makes larger than asked
+        cfg = replace(cfg, vocab_size=len(tokenizer))
+        if cfg.vocab_size > asked:
+            warnings.warn(LewisragWarning(vocab_note(tokenizer, asked)), stacklevel=2)
     # shared is what the start made of it: a pair, or a checkpoint whose encoders have moved apart, trains as two
     # token limits within the start's position tables: a starting BERT may have fewer than 128
     cfg = replace(cfg, shared=c_enc.ctx_encoder.bert_model is q_enc.question_encoder.bert_model,
@@ -356,6 +371,8 @@ def train_dpr(
     ckpt = DPRCheckpoint(q_enc, c_enc, tokenizer, {})
     meta = {"config": asdict(cfg), "max_length": cfg.p_max_length, "q_max_length": cfg.q_max_length,
             "final_loss": mean(losses[-20:]), "n_train": len(usable), "n_no_gold": len(examples) - len(usable)}
+    if scratch:  # config's vocab_size is the size used; this one, what --vocab-size asked
+        meta["vocab_size_asked"] = asked
     with staged_dir(out, KIND) as tmp:
         ckpt.save(tmp, meta)
     return ckpt.meta

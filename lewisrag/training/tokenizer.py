@@ -24,7 +24,9 @@ BERT_SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 def wordpiece_vocab(texts: Iterable[str], vocab_size: int, max_piece: int = 10,
                     specials: Sequence[str] = BERT_SPECIALS, lowercase: bool = True) -> list[str]:
-    """The vocabulary (a list, ids in order) for `texts`.
+    """The vocabulary (a list, ids in order) for `texts`: `vocab_size` entries, fewer when the text
+    has fewer pieces, more when its characters alone need more (every one is kept, twice: a corpus of
+    many Chinese characters), since a character missing from it would read as [UNK].
 
     "abab" saves 3 characters once; "ab" (twice), "aba" and "##bab" save 2; ties go alphabetically:
 
