@@ -127,14 +127,16 @@ def test_lexical_judge_an_english_name_the_premise_lacks_is_unsupported_whatever
     both = LexicalJudge().judge([(premise + " It has 4 regions and 12 ports.",
                                   "Valdoria has 4 regions, 12 ports, an election and Tamm as head of state in 2018.")])[0]
     assert both.supported is False and both.reason.endswith("lacks the number 2018 and the name Tamm")
-    # not names: a sentence's first word ("According", "Paris"), all capitals (terms: POST, HTTP), function
-    # words; so these pass on their share as before
+    # not names: a sentence's first word that reads as ordinary ("According"), all capitals (terms: POST,
+    # HTTP), function words; so these pass on their share as before
     kept = LexicalJudge().judge([
         ("the login endpoint returns 422 for a wrong password", "According to it, login returns 422 for a wrong password."),
         ("the login endpoint returns 422 for a wrong password", "The POST login endpoint returns HTTP 422 for a wrong password."),
-        ("Ruus became head of state of Valdoria.", "Tamm became head of state of Valdoria."),
     ])
-    assert [v.supported for v in kept] == [True, True, True]
+    assert [v.supported for v in kept] == [True, True]
+    # a name opening a sentence is one since version 6 (4/5 passed on its share before)
+    assert LexicalJudge().judge([("Ruus became head of state of Valdoria.",
+                                  "Tamm became head of state of Valdoria.")])[0].supported is False
     # a capital after CJK text or a closing quote inside a sentence still marks a name
     assert LexicalJudge().judge([("瓦尔多利亚的国家元首 Ruus 和 head of state", "瓦尔多利亚的国家元首 Tamm 和 head of state")])[0].supported is False
 

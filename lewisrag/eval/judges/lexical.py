@@ -30,6 +30,27 @@ _STOP_EN = frozenset(
 )
 _STOP_ZH_CHARS = "的了是在和与及或也就都而把被对向从之其这那个一有为以"
 _STOP_ZH = frozenset(_STOP_ZH_CHARS)
+# English words that open a sentence without naming anything: every sentence's first word is capitalised,
+# so there the writing cannot tell "However" from "Tamm". The closed classes (with _STOP_EN) are finite
+# lists; the discourse markers are those answers open with ("According to [1]", "Overall", "Answer:"),
+# and a sentence adverb set off by a comma ("Notably,") needs no entry (`_ordinary`). Any other
+# capitalised first word the premise lacks reads as a name, unless the statement also writes it in small
+# letters. They stay content units: only the name rule reads this list.
+_OPENERS = frozenset(
+    # determiners, quantifiers, numerals, pronouns and question words beyond _STOP_EN
+    "all any both each every either neither some many most much several few other another such "
+    "one two three four five six seven eight nine ten first second third last none his her our your my "
+    "nothing something everything anything nobody somebody everybody anybody everyone someone anyone "
+    "what which who whom whose where when why how here "
+    # prepositions and conjunctions beyond _STOP_EN
+    "about after against along among around before behind below between beyond despite during except "
+    "like near over per since through throughout under unlike until upon via within without "
+    "although because though unless whereas while whether yet once nor "
+    # discourse markers, answers' first words and the participles used as prepositions ("Based on")
+    "according based given following regarding including using also however therefore thus hence moreover "
+    "furthermore finally next then later still instead otherwise overall indeed meanwhile nevertheless "
+    "nonetheless currently today now only just yes sure answer note let".split()
+)
 
 
 def _fold(text: str) -> str:
@@ -84,22 +105,38 @@ def _words(text: str) -> list[tuple[int, str]]:
 
 def _names(text: str) -> list[str]:
     """The Latin words of `text` (NFKC, not lowercased) written as names: capital and small letters
-    mixed, unless the word opens a sentence and only its first letter is a capital ("Tamm" opening a
-    sentence is not a name here, "McKay" is). All capitals read as a term ("POST", "HTTP"), not a name;
-    function words never are names ("The", "It").
+    mixed. A sentence's first word is capitalised whatever it is, so there a word whose only capital is
+    its first letter is a name unless it reads as an ordinary word (`_ordinary`: "In", "However", or one
+    the text writes in small letters elsewhere: "Login ... the login page").
+    All capitals read as a term ("POST", "HTTP"), not a name; function words never are names ("The").
 
-    >>> _names("According to the report, Tamm met the BUG team in Rome. Paris is big; McKay too.")
-    ['Tamm', 'Rome', 'McKay']
+    >>> _names("According to the report, Tamm met the BUG team in Rome. Paris is big; McKay too. It's Ruus's.")
+    ['Tamm', 'Rome', 'Paris', 'McKay', "Ruus's"]
+    >>> _names("Login fails: the login page shows 422.")
+    []
     """
+    words = list(_CASED_WORD.finditer(text))
+    small = {m[0] for m in words if m[0].islower()}
     names = []
-    for m in _CASED_WORD.finditer(text):
+    for m in words:
         w = m[0]
         if w.islower() or w.isupper() or w.isdigit() or w.lower() in _STOP_EN:  # "POST", "HTTP": terms, not names
             continue
-        if _opens_sentence(text, m.start()) and not any(c.isupper() for c in w[1:]):
+        if _opens_sentence(text, m.start()) and not any(c.isupper() for c in w[1:]) and _ordinary(text, m, small):
             continue
         names.append(w)
     return names
+
+
+def _ordinary(text: str, m: re.Match, small: set[str]) -> bool:
+    """Whether the capitalised first word `m` of `text` reads as an ordinary word: a function word or
+    opener, its clitic's host one ("It's", "Let's"), a negated auxiliary ("Don't"), a word in -ly set
+    off by a comma ("Unfortunately,"; "Kelly, ..." is rarer than "Kelly is ..."), or one written in
+    small letters (`small`) elsewhere in the text."""
+    w = m[0].lower()
+    host = w.split("'")[0]
+    adverb = w.endswith("ly") and text[m.end():m.end() + 1] == ","
+    return w.endswith("n't") or host in _STOP_EN or host in _OPENERS or adverb or w in small
 
 
 def _opens_sentence(text: str, start: int) -> bool:
@@ -125,10 +162,11 @@ class LexicalJudge:
     it. So a wrong name cannot borrow its characters from elsewhere in the premise. A number the premise
     lacks makes the statement unsupported whatever the share: a wrong year or count is one unit among
     many, and a share of 5/6 would pass it. So does an English name the premise lacks, where the
-    writing marks it as one (`_names`: a capitalised word inside a sentence, "... of Valdoria is Tamm").
-    A hypothesis with no content units cannot be judged (Verdict None). A cheap, deterministic floor for
-    a real judge: it cannot see negation or paraphrase, nor a wrong name that nothing marks (Chinese has
-    no capitals; "Tamm is ..." opens a sentence, where every word is capitalised) when a long statement
+    writing marks it as one (`_names`: a capitalised word inside a sentence, "... of Valdoria is Tamm",
+    or opening one when it is no function word or opener and is nowhere written in small letters, "Tamm
+    is ..."). A hypothesis with no content units cannot be judged (Verdict None). A cheap, deterministic
+    floor for a real judge: it cannot see negation or paraphrase, nor a wrong name that nothing marks
+    (Chinese has no capitals; a name that is also a function word, "Will", "May") when a long statement
     outweighs its few units.
 
     >>> LexicalJudge().judge([("Login fails with HTTP 422.", "login returns 422"), ("登录失败返回 422", "弹出提示")])
@@ -139,13 +177,15 @@ class LexicalJudge:
     [Verdict(supported=False, reason='5/6 content tokens in premise (0.83 ≥ 0.75); missing: 2018; but the premise lacks the number 2018')]
     >>> LexicalJudge().judge([("Ruus became head of state of Valdoria in 2016.", "The head of state of Valdoria is Tamm.")])
     [Verdict(supported=False, reason='3/4 content tokens in premise (0.75 ≥ 0.75); missing: tamm; but the premise lacks the name Tamm')]
+    >>> LexicalJudge().judge([("Ruus became head of state of Valdoria in 2016.", "Tamm is the head of state of Valdoria.")])
+    [Verdict(supported=False, reason='3/4 content tokens in premise (0.75 ≥ 0.75); missing: tamm; but the premise lacks the name Tamm')]
     """
 
     name = "lexical"
     # bump when the tokenization or rule changes: it changes scores (2: CJK needs a 2+ character match;
     # 3: ideographs past U+20000 are CJK, not ignored; 4: a number the premise lacks is unsupported;
-    # 5: so is an English name the premise lacks)
-    version = "5"
+    # 5: so is an English name the premise lacks; 6: a sentence's first word too, unless it reads as ordinary)
+    version = "6"
 
     def __init__(self, threshold: float = 0.75):
         if not 0.0 < threshold <= 1.0:
@@ -191,8 +231,9 @@ class LexicalJudge:
         if ok:  # the share alone would pass it: a wrong number or name still makes it unsupported
             held = set(_numbers(p_words))
             numbers = list(dict.fromkeys(x for x in _numbers(h_words) if x not in held))
+            # a possessive's name is its host ("Ruus's" is backed by a premise naming Ruus)
             names = list(dict.fromkeys(x for x in _names(_CJK_GAP.sub("", unicodedata.normalize("NFKC", hypothesis)))
-                                       if x.lower() not in words))
+                                       if x.lower() not in words and x.lower().split("'")[0] not in words))
             lacking = [f"the number {', '.join(numbers)}"] * bool(numbers) + [f"the name {', '.join(names)}"] * bool(names)
             if lacking:
                 ok, why = False, why + f"; but the premise lacks {' and '.join(lacking)}"
