@@ -35,7 +35,7 @@ from pathlib import Path
 
 import torch
 
-from lewisrag.data.io import InputError, given_once, write_json
+from lewisrag.data.io import InputError, given_once, iter_records, write_json
 from lewisrag.data.pretrained import load_generator
 from lewisrag.data.records import read_passages, read_qa
 from lewisrag.data.tasks import NEI
@@ -55,6 +55,7 @@ from lewisrag.training.closed_book import (
     train_closed_book,
 )
 from lewisrag.training.rag import train_rag
+from lewisrag.training.rag_data import check_labels
 from lewisrag.training.tasks import fever_accuracy, rag_label_log_probs
 from lewisrag.training.verifier import VerifierConfig, pretrain_verifier
 
@@ -102,8 +103,8 @@ def verifier(run: Path, preset: Preset, seed: int, task: str, on_progress: Progr
     entities (training.verifier explains why); measured on the dev claims with their gold passages."""
     sched, world = preset.tasks[task], run / "world"
     cfg = VerifierConfig(steps=sched.verifier_steps, seed=seed, device=preset.device)
-    r = pretrain_verifier(run / "generator", run / task / "generator", cfg, read_qa(world / f"{task}_dev.jsonl"),
-                          read_passages(world / "passages_a.jsonl"),
+    dev = read_scored(world / f"{task}_dev.jsonl", labels=True)
+    r = pretrain_verifier(run / "generator", run / task / "generator", cfg, dev, read_passages(world / "passages_a.jsonl"),
                           on_step=lambda step, steps, loss: on_progress(f"{task} verifier", step, steps, f"loss {loss:.3f}"))
     return {"dir": f"{task}/generator", "steps": r["steps"], "minutes": r["minutes"], "final_loss": r["final_loss"],
             "dev_gold_passage": r["dev_gold_passage"]}
@@ -141,6 +142,19 @@ def train_closed(run: Path, preset: Preset, seed: int, task: str, on_progress: P
     return {"dir": f"{task}/closed_book", "steps": s["steps"], "final_loss": s["final_loss"], "n_train": s["n_train"]}
 
 
+def read_scored(path: Path, labels: bool = False) -> list:
+    """The world's task file at `path`, each example with an answer to score against (with `labels`, a
+    FEVER label): a claim without one ended in an IndexError, a clue in a ValueError, and a label
+    spelled otherwise was scored as a wrong prediction in silence."""
+    examples = read_qa(path)
+    for (line, _), ex in zip(iter_records(path), examples):
+        if not ex.answers:
+            raise InputError(path, "no answer to score against", line=line, field="answers")
+    if labels:
+        check_labels(examples, path)
+    return examples
+
+
 def _ticker(on_progress: Progress, label: str, total: int) -> Callable[[int], None]:
     done = [0]
 
@@ -158,7 +172,7 @@ def jeopardy_evaluate(run: Path, preset: Preset, on_progress: Progress) -> dict:
     """Q-BLEU-1 (best over the entity's reference clues) and BLEU-1 (against all of them at once) of
     every system's clue for each test entity, the paired bootstrap of the differences RAG-Token −
     RAG-Sequence and RAG-Sequence − closed book, and RUN/jeopardy/evidence.json."""
-    test = read_qa(run / "world" / "jeopardy_test.jsonl")
+    test = read_scored(run / "world" / "jeopardy_test.jsonl")
     entities, length = [ex.question for ex in test], preset.tasks["jeopardy"].max_target_length
     index = DenseIndex.load(run / "tasks" / "index_a", mmap=True)
     preds, scores = {}, {}
@@ -198,7 +212,7 @@ def fever_evaluate(run: Path, preset: Preset, on_progress: Progress) -> dict:
     documents hold the gold evidence (top-1, top-10: the paper's 71% / 90% check); and the hot swap
     on the claims whose label differs between snapshots A and B."""
     world = run / "world"
-    test, test_b = read_qa(world / "fever_test.jsonl"), read_qa(world / "fever_test_b.jsonl")
+    test, test_b = (read_scored(world / f"{name}.jsonl", labels=True) for name in ("fever_test", "fever_test_b"))
     for line, (a, b) in enumerate(zip(test, test_b), start=1):  # the swap pairs the two files' claims line by line
         if a.id != b.id:
             raise InputError(world / "fever_test_b.jsonl", f"claim '{b.id}' where fever_test.jsonl has '{a.id}': the "

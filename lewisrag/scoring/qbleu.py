@@ -53,7 +53,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from lewisrag.scoring.qa import _check_answers, bleu_1
+from lewisrag.scoring.qa import _check_answers, _check_prediction, bleu_1
 from lewisrag.scoring.text import split_cjk
 
 W_NE = 0.6  # named entities
@@ -190,7 +190,8 @@ def answerability(prediction: str, reference: str) -> float:
 
 def q_bleu1(prediction: str, references: Sequence[str]) -> float:
     """Q-BLEU-1 = DELTA * answerability + (1 - DELTA) * BLEU-1, each against one reference; best over the
-    references. A prediction without a token scores 0.0; an empty reference list raises ValueError.
+    references. A prediction without a token scores 0.0; an empty reference list, or a prediction that is
+    not a string, raises ValueError (as `bleu_1` does).
 
     Answerability 36/47 (see `answerability`); BLEU-1 = 6 of 9 unigrams, no brevity penalty = 2/3;
     0.7 * 36/47 + 0.3 * 2/3 = 34.6/47.
@@ -200,6 +201,7 @@ def q_bleu1(prediction: str, references: Sequence[str]) -> float:
     0.7362
     """
     _check_answers(references, "references")
+    _check_prediction(prediction)  # None raised a TypeError from unicodedata, naming neither
     if not question_tokens(prediction):
         return 0.0
     scores = (DELTA * answerability(prediction, ref) + (1 - DELTA) * bleu_1(prediction, [ref]) for ref in references)

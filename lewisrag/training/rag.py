@@ -361,8 +361,9 @@ def backward_step(loss, opt, sched, scaler, params, max_grad_norm: float) -> dic
 
 
 def diverged(what: str, lr: float, flag: str = "--lr", field: str | None = None, also: str = "") -> InputError:
-    """The one line a one-process trainer (DPR, the stitched reader, pretraining) stops with when its
-    loss or weights turn NaN or inf, saving nothing: its NaN weights were saved, with exit 0."""
+    """The one line a trainer (DPR, the stitched reader, pretraining, FEVER's verifier, RAG fine-tuning)
+    stops with when its loss or weights turn NaN or inf, saving nothing: its NaN weights were saved,
+    with exit 0."""
     return InputError(flag, f"{what}: training diverged; lower {field or flag} (now {lr:g}){also}", field=field)
 
 
@@ -719,6 +720,12 @@ def _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, recorded, o
         loss_sum, n, ent_sum, hits, asked = _sum_across(totals, acc)
         record = {"step": step, "loss": loss_sum / n, "lr": lr, "doc_entropy": ent_sum / n,
                   "hit_at_k": hits / asked if asked else None, "epoch": pos.epoch, **scaling}
+        # a NaN model was scored (a FEVER dev accuracy of one label's share), kept as best/ and final/, exit 0
+        if not math.isfinite(record["loss"]) and not scaler.is_enabled():  # under fp16 the scaler skipped the step
+            raise diverged(f"the loss became {record['loss']} at step {step}", cfg.lr)
+        if (step % cfg.save_every == 0 or step == cfg.steps or cfg.eval_every and step % cfg.eval_every == 0) \
+                and not finite(params):  # this step's update, whatever its loss: checked before anything is written
+            raise diverged(f"the weights hold NaN or inf after step {step}", cfg.lr)
         if cfg.reindex_every and step % cfg.reindex_every == 0:  # before the dev evaluation, which then searches it
             record["reindex_s"] = E.reindex(model, parts.index, cfg.mixed_precision)
             reindexed_at = step

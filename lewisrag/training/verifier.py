@@ -18,6 +18,7 @@ BART: claims alone, retrieval unsupervised. The world's own claims and passages 
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import time
@@ -37,7 +38,7 @@ from lewisrag.data.threads import resolve_device
 from lewisrag.rag_model.model import generator_input
 from lewisrag.rag_model.settings import RagSettings
 from lewisrag.training.pretrain import KIND, _save_into, on_device
-from lewisrag.training.rag import adamw
+from lewisrag.training.rag import adamw, diverged, finite
 from lewisrag.training.tasks import label_ids, predicted_label, prepare_generator
 
 FRESH_PER_DRAW = 48  # fresh entities per draw: two thirds stated, one third absent (NOT ENOUGH INFO about unknowns)
@@ -115,10 +116,11 @@ def evaluate_verification(generator, tokenizer, items: Sequence[tuple[str, str]]
 
 def world_claims(claims: Sequence[QAExample], passages: Sequence[Passage], settings: RagSettings) -> list[tuple[str, str]]:
     """The world's SUPPORTS and REFUTES claims, each read with its gold passage: the comparison
-    this stage teaches (NOT ENOUGH INFO claims have no gold passage to read them with)."""
+    this stage teaches (NOT ENOUGH INFO claims, and any without a gold passage in `passages`, have
+    none to read them with)."""
     by_id = {p.id: p for p in passages}
     return [(read_input(ex, by_id[ex.gold_passage_ids[0]], settings), ex.answers[0])
-            for ex in claims if ex.answers[0] != NEI and ex.gold_passage_ids[0] in by_id]
+            for ex in claims if ex.answers[0] != NEI and ex.gold_passage_ids and ex.gold_passage_ids[0] in by_id]
 
 
 def pretrain_verifier(generator: str | os.PathLike, out: str | os.PathLike, cfg: VerifierConfig,
@@ -145,9 +147,13 @@ def pretrain_verifier(generator: str | os.PathLike, out: str | os.PathLike, cfg:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         value = float(loss.detach())
+        if not math.isfinite(value):  # full precision, no scaler: the weights are NaN from here on, and were saved, exit 0
+            raise _diverged(cfg, f"the loss became {value} at step {step}")
         loss_ema = value if loss_ema is None else 0.95 * loss_ema + 0.05 * value
         if on_step:
             on_step(step, cfg.steps, loss_ema)
+    if not finite(model.parameters()):  # the last step's update, whatever the loss
+        raise _diverged(cfg, f"the weights hold NaN or inf after step {cfg.steps}")
     minutes = (time.perf_counter() - t0) / 60
     measured = world_claims(dev, passages, settings)[: cfg.eval_size]
     recipe = {"config": asdict(cfg), "from": str(generator), "steps": cfg.steps, "minutes": round(minutes, 2),
@@ -155,3 +161,8 @@ def pretrain_verifier(generator: str | os.PathLike, out: str | os.PathLike, cfg:
               "dev_gold_passage": evaluate_verification(model, tokenizer, measured, cfg.max_source_length) if measured else None}
     with staged_dir(Path(out), KIND) as tmp:
         return _save_into(model, tokenizer, recipe, tmp, fp16=False)
+
+
+def _diverged(cfg: VerifierConfig, what: str) -> InputError:
+    """The one line a diverging verifier stops with, before anything is saved (no flag sets its lr)."""
+    return diverged(what, cfg.lr, "verifier", "lr")
