@@ -69,6 +69,26 @@ def test_a_run_whose_weights_turn_nan_is_stopped_before_its_evaluation(rag_input
     assert not (tmp_path / "run" / "best").exists() and not (tmp_path / "run" / "final").exists()
 
 
+def test_a_search_that_found_nothing_for_nan_queries_names_the_encoder_not_the_index():
+    """A question encoder turned NaN on a step that neither evaluates nor saves: FAISS finds nothing
+    for a NaN vector (flat, IVF and HNSW indexes alike), which was refused as an index searched too
+    narrowly (search_params), before the step's loss could show the NaN."""
+    import numpy as np
+
+    from lewisrag.rag_model.model import check_found
+
+    rows = np.array([[3, 1], [-1, -1], [-1, -1]])
+    queries = np.ones((3, 4), dtype=np.float32)
+    with pytest.raises(InputError, match=r"fewer than 2 passages for 2 of 3 questions") as e:
+        check_found(rows, 2, "idx", queries)  # finite queries: the index's search was too narrow
+    assert e.value.field == "search_params"
+    queries[1:, 0] = np.nan
+    with pytest.raises(InputError) as e:
+        check_found(rows, 2, "idx", queries)
+    assert str(e.value) == ("the question encoder: its vectors hold NaN or inf for 2 of 3 questions, so their search "
+                            "found nothing: its weights diverged (in training: lower --lr)")
+
+
 def test_a_run_that_does_not_diverge_trains_as_before(rag_inputs, tmp_path):  # noqa: F811
     from lewisrag.training.rag import train_rag
 

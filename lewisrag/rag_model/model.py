@@ -106,11 +106,16 @@ def score_docs(q: torch.Tensor, docs: torch.Tensor) -> torch.Tensor:
         return torch.bmm(q.float().unsqueeze(1), docs.float().transpose(1, 2)).squeeze(1)  # (B, K)
 
 
-def check_found(rows: np.ndarray, k: int, index: Any) -> None:
+def check_found(rows: np.ndarray, k: int, index: Any, queries: np.ndarray | None = None) -> None:
     """Refuse a search that found fewer than `k` passages for some question. FAISS pads such a row
     with -1, which would read as the last passage (Python's index -1) and be scored by another
-    passage's vector: a compressed index searched too narrowly (nprobe, efSearch) does that."""
+    passage's vector: a compressed index searched too narrowly (nprobe, efSearch) does that, and so
+    does a query vector of NaN (`queries`), which finds nothing: then the encoder is at fault, not the index."""
     short = int((np.asarray(rows) < 0).any(axis=1).sum())
+    if short and queries is not None and not np.isfinite(queries).all():
+        bad = int((~np.isfinite(queries)).any(axis=1).sum())
+        raise InputError("the question encoder", f"its vectors hold NaN or inf for {bad} of {len(queries)} questions, "
+                         "so their search found nothing: its weights diverged (in training: lower --lr)")
     if short:
         raise InputError(getattr(index, "path", "the index"), f"its search found fewer than {k} passages for {short} of "
                          f"{len(rows)} questions: search it wider (`lewisrag index tune`, a higher nprobe or efSearch) "
@@ -236,8 +241,9 @@ class RagModel(nn.Module):
         if self.settings.index_fingerprint is not None and hasattr(index, "check_encoder"):
             # the model's own question encoder: ask, swap and export take --swap, none --context-encoder
             index.check_encoder(self.settings.index_fingerprint, q.shape[1], swap=swap, flags=("--swap",))
-        _, rows = index.search(np.ascontiguousarray(q.detach().float().cpu().numpy()), k)  # (B, K)
-        check_found(rows, k, index)
+        queries = np.ascontiguousarray(q.detach().float().cpu().numpy())  # (B, D)
+        _, rows = index.search(queries, k)  # (B, K)
+        check_found(rows, k, index, queries)
         passages = [[index.passages[int(r)] for r in row] for row in rows]
         if self.context_encoder is None:
             docs = torch.as_tensor(np.asarray(index.vectors(rows)), dtype=q.dtype, device=device)  # (B, K, D)
