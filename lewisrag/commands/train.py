@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import typer
@@ -59,6 +58,7 @@ def dpr(
     from lewisrag.data.passages import open_passages
     from lewisrag.data.records import check_gold_ids, read_qa
     from lewisrag.training.dpr import KIND, DPRTrainConfig, check_init, train_dpr
+    from lewisrag.training.rag_data import lr_problem
 
     if no_hard_negatives:  # in-batch negatives only: no BM25 negatives, and no self-mined ones either
         _ui.refuse_given(ctx, ("self_negatives_at",), "adds a self-mined hard negative; --no-hard-negatives trains "
@@ -86,8 +86,8 @@ def dpr(
             raise InputError(flag, f"must be at most {most} for a model trained from scratch, got {value}")
     if hidden_size % cfg.heads:  # a traceback from the model's config else
         raise InputError("--hidden-size", f"must be a multiple of the {cfg.heads} attention heads, got {hidden_size}")
-    if not (math.isfinite(lr) and lr > 0):  # `lr > 0` let inf through: NaN weights, exit 0
-        raise InputError("--lr", f"must be a positive finite number, got {lr}")
+    if (why := lr_problem(lr)) is not None:
+        raise InputError("--lr", why)
     if init or init_question:  # never ignored in silence
         _ui.refuse_given(ctx, ("hidden_size", "layers", "vocab_size", "dropout", "attention_dropout"),
                          "shapes a model trained from scratch; the starting checkpoint (--init*) has its own")

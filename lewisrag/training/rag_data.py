@@ -185,15 +185,32 @@ def search_dtype(values: int, free_bytes: int) -> str | None:
     return None
 
 
+LR_MAX = float(torch.finfo(torch.float32).max)  # past it the optimizer's float32 update overflows: a RuntimeError mid-step
+
+
+def lr_problem(lr: float) -> str | None:
+    """Why `lr` cannot be a learning rate, or None. `lr > 0` alone let inf through (NaN weights, exit 0),
+    and 1e40 passed `isfinite` to end in a torch traceback at the first step.
+
+    >>> lr_problem(1e-4), lr_problem(float("inf")), lr_problem(1e40)
+    (None, 'must be a positive finite number, got inf', 'must be at most 3.4e+38 (float32 holds no more), got 1e+40')
+    """
+    if not (math.isfinite(lr) and lr > 0):  # every comparison with NaN is false
+        return f"must be a positive finite number, got {lr}"
+    if lr > LR_MAX:
+        return f"must be at most {LR_MAX:.2g} (float32 holds no more), got {lr:g}"
+    return None
+
+
 def optimizer_checks(lr: float, warmup: float, weight_decay: float, max_grad_norm: float) -> list[tuple[bool, str, str]]:
-    """(ok, flag, message) for the schedule's numbers. `lr > 0` alone let inf through: the run
-    trained to NaN weights and exited 0; every comparison with NaN is false, hence `isfinite`.
+    """(ok, flag, message) for the schedule's numbers (`lr_problem` for the learning rate); every
+    comparison with NaN is false, hence `isfinite`.
 
     >>> [flag for ok, flag, _ in optimizer_checks(float("inf"), 0.1, 0.01, 1.0) if not ok]
     ['--lr']
     """
     return [
-        (math.isfinite(lr) and lr > 0, "--lr", f"must be a positive finite number, got {lr}"),
+        (lr_problem(lr) is None, "--lr", lr_problem(lr) or ""),
         (0 <= warmup < 1, "--warmup", f"must be in [0, 1), got {warmup}"),
         (math.isfinite(weight_decay) and weight_decay >= 0, "--weight-decay", f"must be a finite number >= 0, got {weight_decay}"),
         (math.isfinite(max_grad_norm) and max_grad_norm >= 0, "--max-grad-norm",
