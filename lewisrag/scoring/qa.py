@@ -229,6 +229,8 @@ def bleu_1(prediction: str, references: Sequence[str]) -> float:
     0.7788
     >>> bleu_1("锁定１５分钟", ["锁定 15 分钟"])
     1.0
+    >>> round(bleu_1("the cat", ["", "the cat sat down"]), 4)  # a blank reference takes no part
+    0.3679
     """
     _check_answers(references, "references")
     _check_prediction(prediction)
@@ -239,6 +241,9 @@ def bleu_1(prediction: str, references: Sequence[str]) -> float:
     # NFKC first, as for EM and ROUGE-L: "１５分钟" is "15 分钟" (sacrebleu folds no full-width forms)
     prediction = unicodedata.normalize("NFKC", prediction)
     references = [unicodedata.normalize("NFKC", r) for r in references]
+    # a blank reference has no word to match but is the closest length, 0, which waives the brevity
+    # penalty: "the cat" against ["", "the cat sat down"] scored 1.0
+    references = [r for r in references if r.strip()] or references
     has_cjk = any(is_cjk(ch) for text in (prediction, *references) for ch in text)
     bleu = BLEU(max_ngram_order=1, lowercase=True, tokenize="zh" if has_cjk else "13a", effective_order=True)
     return min(1.0, bleu.sentence_score(prediction, references).score / 100.0)  # 1.0000000000000004 seen
