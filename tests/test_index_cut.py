@@ -121,8 +121,10 @@ def test_index_build_reuses_the_cuts_vectors(corpus, tmp_path, monkeypatch, caps
     code, _, err = _cut(monkeypatch, capsys, corpus, out, "--top", 1, "--max-passages", 45)
     assert code == 2 and "holds 'notes.txt', which lewisrag did not write there" in err and len(open_passages(out)) == 50
     (out / "notes.txt").unlink()
+    second = tmp_path / "qa2.jsonl"  # another file of the same questions: one file given twice is refused
+    second.write_bytes(corpus["qa"].read_bytes())
     code, stdout, _ = _cut(monkeypatch, capsys, corpus, out, "--top", 1, "--max-passages", 45, "--max-questions", 7,
-                           "--questions", corpus["qa"])
+                           "--questions", second)
     assert code == 0 and json.loads(stdout)["questions"] == 7 * 2  # the first 7 of each of the two files
     assert set(corpus["ranked"][:7, 0].tolist()) <= {[p.id for p in corpus["passages"]].index(p.id) for p in open_passages(out)}
     code, stdout, err = run_main(monkeypatch, capsys, "index", "build", "--passages", out, "--encoder", corpus["dpr"],

@@ -118,11 +118,33 @@ def search(
         how = f" at {knob[0]} {retriever.index.manifest.get('search_params', {}).get(knob[0])}" if knob else ""
         typer.echo(f"note: the search found {len(hits)} of the {k} passages asked for: {index} is a compressed index, "
                    f"whose search{how} reaches no more; `lewisrag index tune` chooses settings for a recall target", err=True)
+    if note := _no_word_note(retriever, query, hits):
+        typer.echo(f"note: {note}", err=True)
     if as_json:
         _ui.print_json([{key: v for key, v in h.to_dict().items() if key != "row"} for h in hits])
         return
     rows = [[i + 1, f"{h.score:.3f}", h.id, h.title, h.text[:100] + ("…" if len(h.text) > 100 else "")] for i, h in enumerate(hits)]
     _ui.out.print(_ui.table(query, ["#", "score", "id", "title", "text"], rows))
+
+
+def _no_word_note(retriever, query: str, hits) -> str | None:
+    """What to tell the user when nothing of the query reached the search, so that the hits rank nothing:
+    as `ask` says it of a question encoder's unknown words."""
+    from lewisrag.index.search import BM25Retriever
+
+    if isinstance(retriever, BM25Retriever):
+        # BM25 scores are never negative: a best score of 0 means no passage holds a word of the query
+        if hits and hits[0].score == 0:
+            return ("no passage holds a word of the query (stop words aside): the hits all score 0 and are "
+                    "listed in the index's order, not ranked")
+        return None
+    from lewisrag.experiments.ask import knows_no_word
+
+    if knows_no_word(retriever.checkpoint.tokenizer, query):
+        return (f"the question encoder's vocabulary knows no word of the query (each is its unknown token, "
+                f"{retriever.checkpoint.tokenizer.unk_token}): the hits are those of a query without words, the "
+                "same for every such query (a query in another language than the encoder's?)")
+    return None
 
 
 def tune(
@@ -238,16 +260,18 @@ def cut(
     from lewisrag.data.passages import open_passages
     from lewisrag.data.records import read_qa
     from lewisrag.data.threads import resolve_device
-    from lewisrag.index.cut import KIND, CutConfig, check_config, check_passages, cut_passages, write_manifest
+    from lewisrag.index.cut import (KIND, CutConfig, check_config, check_passages, check_questions_files, cut_passages,
+                                    write_manifest)
     from lewisrag.index.dense import check_stored_embeddings
     from lewisrag.index.encoders import load_context_encoder, load_question_encoder
 
     fields = _ui.qa_fields(qa_fields)
     cfg = CutConfig(top=top, max_passages=max_passages, seed=seed, device=resolve_device(device))
     check_config(cfg)  # before any file is read
+    check_questions_files(questions)
     check_out_dir(out, KIND, overwrite=overwrite, replaces=True,  # before anything is read
                   inputs={"--passages": passages, "--encoder": encoder, "--context-encoder": context_encoder,
-                          **{f"--questions {q}": q for q in questions}})
+                          **{"--questions" + (f" #{i + 1}" if i else ""): q for i, q in enumerate(questions)}})
     ckpt = load_question_encoder(encoder, context_encoder)
     ctx = ckpt if ckpt.ctx_encoder is not None else load_context_encoder(context_encoder) if context_encoder else None
     if ctx is None:

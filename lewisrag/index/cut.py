@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from lewisrag.data.io import InputError, write_json
+from lewisrag.data.io import InputError, given_once, write_json
 from lewisrag.data.passages import PassageTable
 from lewisrag.data.records import QAExample
 from lewisrag.index.encoders import DPRCheckpoint, encode_texts
@@ -103,6 +103,12 @@ def check_config(cfg: CutConfig, questions: Sequence[QAExample] | None = None) -
         raise InputError("--max-passages", f"must be at least 1, got {cfg.max_passages}")
     if questions is not None and not questions:
         raise InputError("--questions", "no questions: the cut keeps what questions retrieve")
+
+
+def check_questions_files(files: Sequence[str | os.PathLike]) -> None:
+    """Refuse a QA file given twice (by another spelling of its path too): its questions would count
+    twice in cut.json's questions and weigh twice in its answer recall, the passages kept the same."""
+    given_once("--questions", files, key=lambda f: str(f) if str(f).startswith("hf:") else str(Path(f).resolve()))
 
 
 def check_passages(passages: Sequence, ckpt: DPRCheckpoint, cfg: CutConfig, source: str | None = None) -> None:
