@@ -43,12 +43,12 @@ def reproduce(
     context_encoder: Path = typer.Option(None, "--context-encoder", help="base: the DPRContextEncoder folder of its pair; "
                                          "it encodes --passages (and --passages-b)."),
     generator: Path = typer.Option(None, "--generator", help="base: transformers BART folder (e.g. facebook/bart-large)."),
-    train: str = typer.Option(None, "--train", help="base: training QA file (nq_open, trivia_qa, web_questions or "
-                              "lewisrag's schema; .jsonl, .json, .parquet or hf:)."),
+    train: str = typer.Option(None, "--train", help="base: training QA file (nq_open, trivia_qa, web_questions, fever, "
+                              "KILT, ms_marco, DPR's or lewisrag's schema; .jsonl, .json, .parquet, DPR's .qa.csv or hf:)."),
     dev: str = typer.Option(None, "--dev", help="base: dev QA file (exact match during RAG training)."),
     test: str = typer.Option(None, "--test", help="base: test QA file (EM/F1 of every system)."),
     passages: str = typer.Option(None, "--passages", help="base: passages of index A (wiki_dpr-schema save_to_disk folder, "
-                                 ".parquet, a folder of .parquet shards, .jsonl or hf:)."),
+                                 ".parquet, a folder of .parquet shards, .jsonl, DPR's .tsv or hf:)."),
     passages_b: str = typer.Option(None, "--passages-b", help="base: passages of index B (the knowledge-update test)."),
     questions_a: str = typer.Option(None, "--questions-a", help="base: questions about --passages (with --passages-b and "
                                     "--questions-b: the knowledge-update swap matrix)."),

@@ -13,7 +13,7 @@ from lewisrag.commands import _ui
 def build(
     ctx: typer.Context,
     passages: Path = typer.Option(..., "--passages", help="Passages: .jsonl, .json, .parquet, a folder of .parquet "
-                                  "shards (the hub's wiki_dpr files), a datasets save_to_disk folder or "
+                                  "shards (the hub's wiki_dpr files), DPR's psgs_w100 .tsv, a datasets save_to_disk folder or "
                                   "hf:NAME[:CONFIG]:SPLIT (wiki_dpr's schema: id, text, title, embeddings?)."),
     encoder: str = typer.Option(..., "--encoder", help="'bm25', a DPR checkpoint directory (`lewisrag train dpr`), a "
                                 "transformers DPRContextEncoder folder (e.g. facebook/dpr-ctx_encoder-single-nq-base) or a RAG "

@@ -13,8 +13,8 @@ def dpr(
     ctx: typer.Context,
     train: Path = typer.Option(None, "--train", help="QA examples with gold_passage_ids. Required unless --steps 0 converts "
                                "a starting pair."),
-    passages: Path = typer.Option(None, "--passages", help="The passages the gold ids refer to (a file, a folder "
-                                  "of .parquet shards, a datasets save_to_disk folder or hf:...). Required with --train."),
+    passages: Path = typer.Option(None, "--passages", help="The passages the gold ids refer to (a file, DPR's .tsv "
+                                  "included, a folder of .parquet shards, a datasets save_to_disk folder or hf:...). Required with --train."),
     qa_fields: str = typer.Option(None, "--qa-fields", help=_ui.QA_FIELDS_HELP),
     out: Path = typer.Option(..., "--out", help="Checkpoint directory (question_encoder/, ctx_encoder/, tokenizer/)."),
     init: str = typer.Option(None, "--init", help="Local BERT-like checkpoint, or one transformers DPR encoder folder, to start "

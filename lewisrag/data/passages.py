@@ -1,5 +1,5 @@
 """Passages in an Arrow table: a `datasets` save_to_disk folder, a Parquet file, a folder of Parquet
-shards or `hf:NAME[:CONFIG]:SPLIT`.
+shards, DPR's passages TSV (`psgs_w100.tsv`) or `hf:NAME[:CONFIG]:SPLIT`.
 
 wiki_dpr's schema is the model: `id` and `text` strings, an optional `title`, and an optional
 `embeddings` column (one list of floats per passage, the DPR context encoder's vectors). A
@@ -7,7 +7,8 @@ wiki_dpr's schema is the model: `id` and `text` strings, an optional `title`, an
 dataset stay memory-mapped, a Parquet file (or a folder of shards: the hub's own files of
 wiki_dpr, `data/psgs_w100/nq/train-*.parquet`, read where they were downloaded) is
 decoded a row group at a time as rows are read (`RowGroups`: a few groups in memory, not the
-files), and rows become `Passage`s only when read,
+files), a TSV is parsed into Arrow strings once (`read_dpr_tsv`: memory about the text's size), and
+rows become `Passage`s only when read,
 one batch at a time. The checks the JSON
 readers make per record are made here per column, on Arrow batches (pyarrow.compute), with the
 same messages: `file:row: field 'name': message`, rows counted from 1.
@@ -25,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from lewisrag.data.io import (InputError, arrow_text_problem, existing_file, expect, first_line, is_string_type, load_hf,
@@ -42,16 +44,16 @@ VECTOR_SCAN_ROWS = 1 << 15
 
 
 def is_table_source(path: str | os.PathLike) -> bool:
-    """Whether `path` names an Arrow source: `hf:...`, a `.parquet` file or a folder."""
+    """Whether `path` names an Arrow source: `hf:...`, a `.parquet` or `.tsv` file or a folder."""
     spec = str(path)
-    return spec.startswith("hf:") or Path(spec).suffix.lower() == ".parquet" or Path(spec).is_dir()
+    return spec.startswith("hf:") or Path(spec).suffix.lower() in (".parquet", ".tsv") or Path(spec).is_dir()
 
 
 def open_passages(path: str | os.PathLike, limit: int | None = None) -> Sequence[Passage]:
     """Passages as a user gives them: the checked `PassageTable` of a save_to_disk folder, a
-    `.parquet` file, a folder of `.parquet` shards or an `hf:` spec; the list
-    `records.read_passages` reads from `.jsonl`/`.json`. `limit`: the first N passages only, and of
-    a table only those are checked (`reproduce --max-passages` of wiki_dpr's 21 M)."""
+    `.parquet` file, a folder of `.parquet` shards, DPR's `.tsv` (`read_dpr_tsv`) or an `hf:` spec;
+    the list `records.read_passages` reads from `.jsonl`/`.json`. `limit`: the first N passages only,
+    and of a table only those are checked (`reproduce --max-passages` of wiki_dpr's 21 M)."""
     if not is_table_source(path):
         passages = read_passages(path) if limit is None else read_passages(path)[:max(int(limit), 0)]
         if not passages:  # as a table's: a limit of 0 leaves none
@@ -62,10 +64,12 @@ def open_passages(path: str | os.PathLike, limit: int | None = None) -> Sequence
 
 def open_table(path: str | os.PathLike, limit: int | None = None) -> PassageTable:
     """The checked `PassageTable` of a save_to_disk folder, a `.parquet` file, a folder of `.parquet`
-    shards (read in the order of their names) or an `hf:` spec; of its first `limit` rows only."""
+    shards (read in the order of their names), DPR's `.tsv` or an `hf:` spec; of its first `limit` rows only."""
     spec = str(path)
     if spec.startswith("hf:"):
         table = _dataset_table(load_hf(spec))
+    elif Path(spec).suffix.lower() == ".tsv" and not Path(spec).is_dir():
+        return PassageTable(read_dpr_tsv(spec, limit), spec, limit=limit, lines_before=1)  # errors name the file's lines
     elif Path(spec).is_dir():
         p = Path(spec)
         # every entry named *.parquet, in any case: a broken link (a hub snapshot's blob not downloaded)
@@ -83,6 +87,81 @@ def open_table(path: str | os.PathLike, limit: int | None = None) -> PassageTabl
     else:
         table = RowGroups.open([(spec, existing_file(spec))])
     return PassageTable(table, spec, limit=limit)
+
+
+DPR_TSV_HEADER = ("id", "text", "title")  # psgs_w100.tsv's first line, tab-separated
+TSV_BLOCK = 1 << 24  # bytes parsed at a time: ~25,000 passages of psgs_w100 a record batch
+
+
+def read_dpr_tsv(path: str | os.PathLike, limit: int | None = None) -> pa.Table:
+    """DPR's passages file (`psgs_w100.tsv`) as an Arrow table of strings: the header line
+    `id<TAB>text<TAB>title`, then one passage a line, fields quoted as Python's `csv` writes them
+    (`"..."`, a quote inside doubled: DPR reads the file with `csv.reader(delimiter="\\t")`). Every
+    value stays a string ("NA" and "null" are text, not missing). `limit`: parsing stops after the
+    first N passages (`--max-passages`), so a cut of the 13 GB file reads only its head.
+
+    The whole table is held in memory: about the text's size (21 M passages, some 13 GB), not
+    memory-mapped as wiki_dpr's Parquet shards are read. Checked here: the header, each line's three
+    fields and no line break inside a field (so that row N is line N + 1 in errors; pyarrow counts
+    rows, so a bad field count after such a break in the same block is named by its row); the
+    `PassageTable` made of it checks ids and texts (empty, repeated, not UTF-8) as for every table.
+
+    >>> import tempfile; f = Path(tempfile.mkdtemp()) / "psgs.tsv"
+    >>> _ = f.write_text('id\\ttext\\ttitle\\n1\\t"He said ""yes"" twice"\\tAaron\\n2\\tNA\\tnull\\n')
+    >>> read_dpr_tsv(f).to_pylist()
+    [{'id': '1', 'text': 'He said "yes" twice', 'title': 'Aaron'}, {'id': '2', 'text': 'NA', 'title': 'null'}]
+    """
+    p = existing_file(path)
+    with open(p, "rb") as f:
+        first = f.readline()
+    header = first.decode("utf-8-sig", errors="backslashreplace").rstrip("\r\n")
+    if tuple(header.split("\t")) != DPR_TSV_HEADER:
+        raise InputError(p, f"expected DPR's passages header 'id<TAB>text<TAB>title' (psgs_w100.tsv's), got {header[:80]!r}",
+                         line=1)
+    bad: list = []
+
+    def refuse(row) -> str:  # pyarrow numbers rows from the file's first line when it parses on one thread
+        bad.append(row)
+        return "error"
+
+    names = list(DPR_TSV_HEADER)
+    read = pacsv.ReadOptions(skip_rows=1, column_names=names, use_threads=False, block_size=TSV_BLOCK)
+    parse = pacsv.ParseOptions(delimiter="\t", quote_char='"', double_quote=True, escape_char=False,
+                               newlines_in_values=True, ignore_empty_lines=False, invalid_row_handler=refuse)
+    # check_utf8 off: a row that is not UTF-8 is named by PassageTable's check, as a Parquet file's is
+    convert = pacsv.ConvertOptions(column_types={c: pa.string() for c in names}, strings_can_be_null=False,
+                                   quoted_strings_can_be_null=False, check_utf8=False)
+    batches, rows = [], 0
+    try:
+        reader = pacsv.open_csv(p, read_options=read, parse_options=parse, convert_options=convert)
+        for batch in reader:
+            _refuse_line_breaks(batch, rows, p)
+            batches.append(batch)
+            rows += batch.num_rows
+            if limit is not None and rows >= limit:
+                break
+    except pa.ArrowInvalid as e:
+        if bad:
+            raise InputError(p, f"expected 3 tab-separated fields (id, text, title), got {bad[0].actual_columns}",
+                             line=bad[0].number) from None
+        raise InputError(p, f"cannot read as DPR's passages TSV: {first_line(e)}") from None
+    return pa.Table.from_batches(batches, schema=reader.schema)
+
+
+def _refuse_line_breaks(batch: pa.RecordBatch, start: int, path: Path) -> None:
+    """An InputError naming the first row of `batch` (rows from `start`, after the header) with a line
+    break inside a quoted field: DPR's file holds one passage a line, and past such a row the lines
+    errors name would no longer be the file's."""
+    first = None
+    for name in DPR_TSV_HEADER:
+        column = batch.column(name)  # bytes compared: a value that is not UTF-8 is named later, by PassageTable
+        broken = pc.or_(pc.match_substring(column, "\n"), pc.match_substring(column, "\r"))
+        if pc.any(broken).as_py():
+            row = _first(broken)
+            first = min(first or (row, name), (row, name))
+    if first is not None:
+        raise InputError(path, "a line break inside a quoted field (DPR's file holds one passage a line)",
+                         line=start + first[0] + 2, field=first[1])
 
 
 SHARD_NAME = re.compile(r"(?P<stem>.*)-(?P<k>\d+)-of-(?P<n>\d+)$")  # the hub's (and datasets') train-00003-of-00005
@@ -432,11 +511,14 @@ class PassageTable(Sequence[Passage]):
     `embedding_dim()` read the optional `embeddings` column, checked as it is decoded.
     """
 
-    def __init__(self, table: pa.Table, source: str | os.PathLike, checked: bool = False, limit: int | None = None):
+    def __init__(self, table: pa.Table, source: str | os.PathLike, checked: bool = False, limit: int | None = None,
+                 lines_before: int = 0):
         """`checked`: the table was validated when it was written (an index's passage store), so
         opening it costs no pass over the rows. `limit`: the table's first N rows, the only ones
-        checked (as `head`, which checks nothing)."""
+        checked (as `head`, which checks nothing). `lines_before`: the file's lines before its first
+        row (a TSV's header), so that errors name the line a user would open."""
         self.source = str(source)
+        self._lines_before = lines_before
         names = [c for c in COLUMNS if c in table.schema.names]
         self.schema = text_schema(table.schema)
         if isinstance(table, RowGroups):  # a Parquet file: row groups decoded as they are read
@@ -693,7 +775,7 @@ class PassageTable(Sequence[Passage]):
         if isinstance(self._groups, RowGroups):
             name, local = self._groups.locate(row)
             return name, local + 1
-        return self.source, row + 1
+        return self.source, row + 1 + self._lines_before
 
     def _error(self, message: str, row: int, field: str) -> InputError:
         where, line = self._at(row)

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import ast
+import csv
 import os
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
-from lewisrag.data.io import InputError, get_path, iter_records, optional_str, record_id, require_str, require_str_list
+from lewisrag.data.io import (InputError, existing_file, get_path, iter_records, optional_str, record_id, require_str,
+                              require_str_list)
 
 CATEGORIES = ("single_doc", "multi_doc", "not_in_kb", "distractor", "conflict")
 QUESTION_KINDS = ("short", "long")  # a QA example's `kind`: a short answer or a long-form one
@@ -89,6 +94,7 @@ class QASchema:
     names: tuple[str, ...] = QA_FIELDS  # the QA_FIELDS the format holds; the others stay empty
     kind: str | None = None  # every example's kind where the format fixes it (MS MARCO's answers are written ones)
     fold: bool = False  # rows sharing an id are one example (FEVER v1.0 has a row per evidence sentence)
+    gold: str = "list"  # "list": gold ids at gold_passage_ids; "dpr": positive_ctxs[].passage_id (`_dpr_gold_ids`)
 
     def path(self, name: str) -> str:
         return self.paths.get(name, name)
@@ -109,6 +115,9 @@ QA_SCHEMAS = {
     "kilt": QASchema("kilt", {"question": "input", "answers": "output"}, answers="kilt", names=_HUB),
     # microsoft/ms_marco v2.1: {"query", "query_id": int, "query_type", "answers", "wellFormedAnswers", "passages"}
     "ms_marco": QASchema("ms_marco", {"question": "query", "id": "query_id"}, answers="ms_marco", names=_HUB, kind="long"),
+    # DPR's retriever training files (biencoder-nq-train.json, ...): {"dataset", "question", "answers",
+    # "positive_ctxs": [{"title", "text", "score", "title_score", "passage_id"}], "negative_ctxs", "hard_negative_ctxs"}
+    "dpr": QASchema("dpr", names=_HUB, gold="dpr"),
 }
 
 
@@ -124,14 +133,16 @@ def check_qa_fields(fields: Mapping[str, str], source: str = "fields") -> None:
 def detect_qa_schema(rec: dict, source, line: int, fields: Mapping[str, str] | None = None) -> QASchema:
     """The format of a QA file, told by its first record's fields (or given as `fields`).
 
-    `answers` → lewisrag's own format (web_questions' too); `answer` holding a list → nq_open;
+    `question` with `positive_ctxs` → DPR's retriever training JSON (biencoder-nq-train.json), which
+    has `answers` too; `answers` → lewisrag's own format (web_questions' too); `answer` holding a list → nq_open;
     `answer` holding an object → trivia_qa. Records without `question`: `claim`, `label` and
     `evidence_wiki_url` → fever (v1.0); `input` and an `output` list → KILT; `query` and
     `wellFormedAnswers` → ms_marco (v2.1). Anything else needs a field mapping.
 
     >>> [detect_qa_schema(r, "f", 1).name for r in ({"question": "q", "answers": []}, {"question": "q", "answer": ["a"]},
-    ...                                           {"question": "q", "answer": {"value": "a", "aliases": []}})]
-    ['lewisrag', 'nq_open', 'trivia_qa']
+    ...                                           {"question": "q", "answer": {"value": "a", "aliases": []}},
+    ...                                           {"question": "q", "answers": ["a"], "positive_ctxs": []})]
+    ['lewisrag', 'nq_open', 'trivia_qa', 'dpr']
     >>> [detect_qa_schema(r, "f", 1).name for r in ({"id": 7, "claim": "c", "label": "REFUTES", "evidence_wiki_url": ""},
     ...     {"id": "k", "input": "q", "output": []}, {"query": "q", "query_id": 7, "answers": [], "wellFormedAnswers": []})]
     ['fever', 'kilt', 'ms_marco']
@@ -142,6 +153,8 @@ def detect_qa_schema(rec: dict, source, line: int, fields: Mapping[str, str] | N
     answer = rec.get("answer")
     if "question" not in rec and (hub := _hub_schema(rec)) is not None:  # a file with `question` reads as it always did
         return hub
+    if "question" in rec and "positive_ctxs" in rec:  # before `answers`, which DPR's records hold too
+        return QA_SCHEMAS["dpr"]
     if "answers" in rec:
         return QA_SCHEMAS["lewisrag"]
     if isinstance(answer, dict):
@@ -183,6 +196,13 @@ def read_qa(path: str | os.PathLike, fields: Mapping[str, str] | None = None) ->
       answer is "No Answer Present." is kept without answers, as a not_in_kb question is: training
       leaves it out and the evaluations leave it unscored, each saying how many. Its `passages` are
       not read (RAG retrieves from its own index).
+    - DPR's retriever training JSON (biencoder-nq-train.json, ...): `question` and `answers` as given,
+      the gold passage ids those of `positive_ctxs[].passage_id` (psgs_w100's, wiki_dpr's ids); a
+      file whose contexts carry no `passage_id` (older releases) gives none (`_dpr_gold_ids`). The
+      contexts' texts and the negatives are not read.
+    - DPR's QA files, `.csv` or `.tsv` (nq-test.qa.csv, ...: `_dpr_qa_records`). CuratedTrec's
+      (`curatedtrec-*`, `biencoder-curatedtrec-*`) hold regular expressions, not answers, and are
+      refused (`read_questions` reads their questions).
 
     Answers are read without repeats where a format can repeat them (trivia_qa, KILT, MS MARCO).
     `fields` maps lewisrag's names (QA_FIELDS) to the file's own keys or dotted paths, e.g.
@@ -200,6 +220,10 @@ def answer_sources(path: str | os.PathLike, fields: Mapping[str, str] | None = N
 
 
 def _read_qa(path, fields: Mapping[str, str] | None) -> list[tuple[int, QAExample, list[str]]]:
+    if is_curatedtrec(path):
+        raise InputError(path, "CuratedTrec's DPR files hold regular expressions, not answers: lewisrag has no regex "
+                         "matching, and exact match of a pattern as text is not the paper's measure (index tune and "
+                         "eval retrieval read its questions)")
     seen: dict[str, int] = {}
     out = []
     for line, rec, schema, first in _qa_rows(path, lambda rec, line: detect_qa_schema(rec, path, line, fields)):
@@ -225,7 +249,8 @@ def read_questions(path: str | os.PathLike, fields: Mapping[str, str] | None = N
 
     Field names are `fields`' (`--qa-fields`), else those of the format the first record shows
     (`detect_qa_schema`: trivia_qa keeps its ids in `question_id`, FEVER its questions in `claim`),
-    else lewisrag's. The hub's FEVER, KILT and MS MARCO files hold no gold passage ids."""
+    else lewisrag's. The hub's FEVER, KILT and MS MARCO files hold no gold passage ids; DPR's
+    retriever training JSON holds them in `positive_ctxs[].passage_id`."""
 
     def schema_of(rec: dict, line: int) -> QASchema:
         try:
@@ -242,7 +267,10 @@ def read_questions(path: str | os.PathLike, fields: Mapping[str, str] | None = N
         flat = {key: get_path(rec, key) for key in names.values()}  # errors name the file's fields
         question = require_str(flat, names["question"], path, line)
         qid = record_id(flat, path, line, seen, field=names["id"], derive_from=question)
-        gold = require_str_list(flat, names["gold_passage_ids"], path, line, required=False) if "gold_passage_ids" in names else None
+        if schema.gold == "dpr":
+            gold = _dpr_gold_ids(rec, path, line)
+        else:
+            gold = require_str_list(flat, names["gold_passage_ids"], path, line, required=False) if "gold_passage_ids" in names else None
         out.append(QAExample(qid, question, [], gold or []))
     if not out:
         raise InputError(path, "no questions")
@@ -255,7 +283,7 @@ def _qa_rows(path, schema_of: Callable[[dict, int], QASchema]) -> Iterator[tuple
     (FEVER v1.0's, one per evidence sentence), the first makes the example; each later one must say
     what it said (question and answers), or it is an error naming both lines."""
     schema, first, firsts = None, 0, {}
-    for line, rec in iter_records(path):
+    for line, rec in _records(path):
         if schema is None:
             schema, first = schema_of(rec, line), line
         if schema.fold and _repeats(rec, schema, path, line, firsts):
@@ -298,12 +326,14 @@ def check_gold_ids(examples: Sequence[QAExample], passages, path: str | os.PathL
     present = ids_present(passages, gold)
     if gold <= present:
         return
-    lines = (line for line, _ in iter_records(path))
-    for line, ex in zip(lines, examples):
+    for (line, rec), ex in zip(_records(path), examples):
         missing = [g for g in ex.gold_passage_ids if g not in present] if used(ex) else []
         if missing:
-            raise InputError(path, f"gold passage id {missing[0]!r} is not in {where}", line=line,
-                             field=(fields or {}).get("gold_passage_ids", "gold_passage_ids"))
+            field = (fields or {}).get("gold_passage_ids", "gold_passage_ids")
+            if fields is None and isinstance(rec.get("positive_ctxs"), list):  # DPR's JSON: the context that holds it
+                j = next(j for j, c in enumerate(rec["positive_ctxs"]) if str(c.get("passage_id")) == missing[0])
+                field = f"positive_ctxs[{j}].passage_id"
+            raise InputError(path, f"gold passage id {missing[0]!r} is not in {where}", line=line, field=field)
 
 
 def _qa_example(rec: dict, schema: QASchema, path, line: int, seen: dict[str, int]) -> tuple[QAExample, list[str]]:
@@ -327,11 +357,15 @@ def _qa_example(rec: dict, schema: QASchema, path, line: int, seen: dict[str, in
     kind = schema.kind or optional_str(flat, schema.path("kind"), path, line) or "short"
     if kind not in QUESTION_KINDS:
         raise InputError(path, f"unknown kind '{kind}' (short or long)", line=line, field=schema.path("kind"))
+    if schema.gold == "dpr":
+        gold = _dpr_gold_ids(rec, path, line)
+    else:
+        gold = require_str_list(flat, schema.path("gold_passage_ids"), path, line, required=False) or []
     return QAExample(
         id=qid,
         question=question,
         answers=answers,
-        gold_passage_ids=require_str_list(flat, schema.path("gold_passage_ids"), path, line, required=False) or [],
+        gold_passage_ids=gold,
         category=category,
         reference_statements=require_str_list(flat, schema.path("reference_statements"), path, line, required=False) or [],
         kind=kind,
@@ -413,3 +447,100 @@ def _ms_marco_answers(rec: dict, path, line: int) -> list[tuple[str, str]]:
                          "index tune and eval retrieval read its questions)", line=line, field="answers")
     name, values = ("wellFormedAnswers", well) if well else ("answers", given)
     return _once([(a, f"{name}[{i}]") for i, a in enumerate(values) if a != NO_ANSWER], blank=True)  # a blank one stays, to be refused
+
+
+# --- DPR's own files ---------------------------------------------------------------------------
+
+DPR_QA_SUFFIXES = (".csv", ".tsv")  # a QA file so named is in DPR's layout (nq-test.qa.csv); passages' .tsv is psgs_w100's
+
+
+def is_curatedtrec(path: str | os.PathLike) -> bool:
+    """Whether `path` names one of DPR's CuratedTrec files, whose answers are regular expressions.
+
+    >>> [is_curatedtrec(f) for f in ("data/curatedtrec-test.qa.csv", "biencoder-curatedtrec-train.json", "nq-test.qa.csv")]
+    [True, True, False]
+    """
+    name = str(path).lower() if str(path).startswith("hf:") else Path(path).name.lower()
+    return name.startswith(("curatedtrec", "biencoder-curatedtrec"))
+
+
+def _records(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
+    """`(line, record)` of a QA file: DPR's layout for `.csv` and `.tsv`, `io.iter_records` otherwise."""
+    spec = str(path)
+    if not spec.startswith("hf:") and Path(spec).suffix.lower() in DPR_QA_SUFFIXES:
+        return _dpr_qa_records(existing_file(spec))
+    return iter_records(path)
+
+
+def _dpr_qa_records(p: Path) -> Iterator[tuple[int, dict]]:
+    """DPR's QA files (nq-test.qa.csv, trivia-test.qa.csv, webquestions-test.qa.csv, ...): no header,
+    each line `question<TAB>answers`, the answers a Python list literal (`['Linda Davis']`). Read as
+    DPR reads them, `csv.reader(delimiter="\\t")` (a field may be quoted, `""` inside), the list by
+    `ast.literal_eval` (DPR calls eval: no code of a file runs here). Each row is
+    `{"question", "answers"}` on the line it starts on, lewisrag's format without ids (`io.derived_id`
+    makes them); blank lines are skipped, as JSONL's are."""
+
+    def lines(f) -> Iterator[str]:
+        for n, raw in enumerate(f, start=1):
+            try:
+                yield raw.decode("utf-8-sig" if n == 1 else "utf-8")
+            except UnicodeDecodeError as e:
+                raise InputError(p, f"not valid UTF-8 (byte {e.start})", line=n) from None
+
+    with open(p, "rb") as f:
+        reader, start = csv.reader(lines(f), delimiter="\t"), 1
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as e:
+                raise InputError(p, f"cannot read as DPR's QA layout: {e}", line=start) from None
+            line, start = start, reader.line_num + 1
+            if not row:
+                continue
+            if len(row) != 2:
+                raise InputError(p, f"expected 2 tab-separated fields (question, answers: DPR's .qa.csv layout), got "
+                                 f"{len(row)}", line=line)
+            yield line, {"question": row[0], "answers": _answer_list(row[1], p, line)}
+
+
+def _answer_list(text: str, path: Path, line: int) -> list:
+    """DPR's answers field, a Python list literal, as a list (its items checked by the QA readers)."""
+    try:
+        with warnings.catch_warnings():  # "\s" in a pattern: Python warns of an invalid escape, on stderr
+            warnings.simplefilter("ignore")
+            value = ast.literal_eval(text)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        value = None
+    if not isinstance(value, list):
+        raise InputError(path, f"expected a Python list literal of strings (DPR's layout: ['Linda Davis']), got "
+                         f"{text[:60]!r}", line=line, field="answers")
+    return value
+
+
+def _dpr_gold_ids(rec: dict, path, line: int) -> list[str]:
+    """The `passage_id`s of a DPR retriever training record's `positive_ctxs` (psgs_w100's ids, which
+    wiki_dpr keeps), in order, each once. None when no positive context carries one (DPR's older
+    releases): no gold ids then, none guessed from titles or texts. A record where some carry one and
+    some do not is an error naming the first without."""
+    ctxs = rec.get("positive_ctxs")
+    if not isinstance(ctxs, list):
+        got = "null" if ctxs is None else type(ctxs).__name__
+        raise InputError(path, f"expected a list of contexts, got {got}", line=line, field="positive_ctxs")
+    ids: list[str | None] = []
+    for j, ctx in enumerate(ctxs):
+        where = f"positive_ctxs[{j}]"
+        if not isinstance(ctx, dict):
+            raise InputError(path, f"expected an object, got {type(ctx).__name__}", line=line, field=where)
+        value = ctx.get("passage_id")
+        if value is not None and (isinstance(value, bool) or not isinstance(value, str | int)):
+            raise InputError(path, f"expected a string, got {type(value).__name__}", line=line, field=f"{where}.passage_id")
+        if value is not None and not str(value).strip():
+            raise InputError(path, "empty", line=line, field=f"{where}.passage_id")
+        ids.append(None if value is None else str(value))
+    if None in ids and any(i is not None for i in ids):
+        j, k = ids.index(None), next(k for k, i in enumerate(ids) if i is not None)
+        raise InputError(path, f"missing, where positive_ctxs[{k}] has one: a record's positive contexts carry "
+                         "passage ids all or none", line=line, field=f"positive_ctxs[{j}].passage_id")
+    return list(dict.fromkeys(i for i in ids if i is not None))
