@@ -13,7 +13,8 @@ import pytest
 from conftest import run_main, write_jsonl
 from lewisrag.data.io import InputError, derived_id
 from lewisrag.data.passages import PassageTable, is_table_source, open_passages
-from lewisrag.data.records import Passage, detect_qa_schema, read_passages, read_qa, read_questions
+from lewisrag.data.qa_formats import detect_qa_schema
+from lewisrag.data.records import Passage, read_passages, read_qa, read_questions
 
 HEADER = "id\ttext\ttitle\n"
 

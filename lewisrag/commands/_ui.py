@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from lewisrag.data.io import InputError
-from lewisrag.data.records import check_qa_fields
+from lewisrag.data.qa_formats import check_qa_fields
 
 # markup and emoji codes off: passages, questions, answers, model names and paths are printed as they are
 # ("[/x]" in a title was a rich.errors.MarkupError, exit 1; "[bold]" in a passage vanished; "chat:ok: 3
