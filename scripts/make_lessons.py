@@ -20,12 +20,13 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "lessons"))  # the lesson sources import their shared cells as `common`
 
+import evaluation
 import hot_swap
 import marginalization
 import original_vs_modern
 from common import Code
 
-LESSONS = (marginalization, hot_swap, original_vs_modern)
+LESSONS = (marginalization, hot_swap, original_vs_modern, evaluation)
 LANGUAGES = ("en", "zh")
 OUT = HERE.parent / "docs" / "lessons"
 KERNEL = {"name": "python3", "display_name": "Python 3 (lewisrag)", "language": "python"}

@@ -17,7 +17,7 @@ from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSONS = ROOT / "docs" / "lessons"
-TITLES = ("01_marginalization", "02_hot_swap", "03_original_vs_modern")
+TITLES = ("01_marginalization", "02_hot_swap", "03_original_vs_modern", "04_evaluation")
 LANGUAGES = ("en", "zh")
 NOTEBOOKS = [LESSONS / f"{t}.{lang}.ipynb" for t in TITLES for lang in LANGUAGES]
 KERNEL = "lewisrag-lessons"

@@ -23,12 +23,13 @@ ROOT = Path(__file__).resolve().parents[1]
 LESSONS = ROOT / "docs" / "lessons"
 sys.path.insert(0, str(ROOT / "scripts" / "lessons"))  # the sources import their shared cells as `common`
 
+import evaluation  # noqa: E402
 import hot_swap  # noqa: E402
 import marginalization  # noqa: E402
 import original_vs_modern  # noqa: E402
 from common import Markdown  # noqa: E402
 
-SOURCES = (marginalization, hot_swap, original_vs_modern)
+SOURCES = (marginalization, hot_swap, original_vs_modern, evaluation)
 CJK = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
 MATH = re.compile(r"\$[^$]+\$")
 CODE = re.compile(r"`[^`\n]+`")
