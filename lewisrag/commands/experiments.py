@@ -43,9 +43,10 @@ def reproduce(
     context_encoder: Path = typer.Option(None, "--context-encoder", help="base: the DPRContextEncoder folder of its pair; "
                                          "it encodes --passages (and --passages-b)."),
     generator: Path = typer.Option(None, "--generator", help="base: transformers BART folder (e.g. facebook/bart-large)."),
-    train: str = typer.Option(None, "--train", help="base: training QA file (nq_open, trivia_qa, web_questions, fever, "
-                              "KILT, ms_marco, DPR's or lewisrag's schema; .jsonl, .json, .parquet, DPR's .qa.csv or hf:)."),
-    dev: str = typer.Option(None, "--dev", help="base: dev QA file (exact match during RAG training)."),
+    train: str = typer.Option(None, "--train", help="base: training QA file (nq_open, trivia_qa, web_questions, KILT, "
+                              "ms_marco, DPR's or lewisrag's schema; .jsonl, .json, .parquet, DPR's .qa.csv or hf:; not "
+                              "FEVER's claims: `train rag --task fever`)."),
+    dev: str = typer.Option(None, "--dev", help="base: dev QA file (exact match during RAG training: it needs short answers)."),
     test: str = typer.Option(None, "--test", help="base: test QA file (EM/F1 of every system)."),
     passages: str = typer.Option(None, "--passages", help="base: passages of index A (wiki_dpr-schema save_to_disk folder, "
                                  ".parquet, a folder of .parquet shards, .jsonl, DPR's .tsv or hf:)."),

@@ -1,8 +1,9 @@
 """`lewisrag reproduce --preset base` on the user's own assets: a DPR pair, a BART folder, QA files
-in the hub's schemas and passages in wiki_dpr's, all local. The stages are a subset of the small
-preset's, through the same stage functions where they fit:
+in any format `read_qa` takes but FEVER's (`_check_sets`) and passages in wiki_dpr's schema or DPR's
+.tsv, all local. The stages are a subset of the small preset's, through the same stage functions where they fit:
 
-    data            RUN/data/{train,dev,test}.jsonl: the QA files read once (--max-train keeps the first N)
+    data            RUN/data/{train,dev,test}.jsonl: the QA files read once (--max-train keeps the first N;
+                    train and dev keep the gold ids index A holds)
     index_a         dense index over --passages (the first --max-passages) with --context-encoder; on a
                     GPU in the RAG runs' mixed precision, 256 passages a batch (as the H200 was measured);
                     passages with stored vectors (wiki_dpr's, an `index cut`'s) that --context-encoder
@@ -24,15 +25,17 @@ from __future__ import annotations
 
 import contextlib
 import json
+import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from lewisrag import __version__
-from lewisrag.data.io import InputError, first_line, write_json, write_jsonl
+from lewisrag.data.io import InputError, LewisragWarning, first_line, write_json, write_jsonl
 from lewisrag.data.passages import open_passages
 from lewisrag.data.pretrained import check_generator_folder, check_weights, generator_tokenizer
 from lewisrag.data.records import ids_present, read_qa
+from lewisrag.data.tasks import LABELS
 from lewisrag.data.threads import environment, resolve_device
 from lewisrag.eval.results import FORMAT
 from lewisrag.experiments import stages as S
@@ -64,10 +67,10 @@ class BaseAssets:
     question_encoder: str | None = None  # transformers DPRQuestionEncoder folder (or a lewisrag DPR checkpoint)
     context_encoder: str | None = None  # the DPRContextEncoder folder of its pair: it builds the indexes
     generator: str | None = None  # transformers BART folder
-    train: str | None = None  # QA files: nq_open / trivia_qa / web_questions schemas or lewisrag's own
+    train: str | None = None  # QA files: the hub's schemas, DPR's or lewisrag's own (not FEVER's)
     dev: str | None = None
     test: str | None = None
-    passages: str | None = None  # snapshot A: save_to_disk folder, .parquet, .jsonl or hf: spec
+    passages: str | None = None  # snapshot A: save_to_disk folder, .parquet (shards), DPR's .tsv, .jsonl or hf: spec
     passages_b: str | None = None  # snapshot B (optional): index_b and the knowledge-update test
     questions_a: str | None = None  # questions about snapshot A / B (optional): the knowledge-update test
     questions_b: str | None = None
@@ -107,16 +110,37 @@ def prepare(assets: BaseAssets, hub: tuple[str, ...] = ()) -> dict:
             raise InputError(f"--{f.replace('_', '-')}", f"must be at least 1, not {value}")
     _check_model_folders(assets)
     train, dev, test = (read_qa(getattr(assets, f)) for f in ("train", "dev", "test"))
-    if not any(ex.answers for ex in test):  # the test stage scores only questions with an answer: else all null, hours later
-        raise InputError(assets.test, f"--test: none of its {len(test)} questions has an answer to score")
+    swap = {f: read_qa(getattr(assets, f)) for f in ("questions_a", "questions_b") if getattr(assets, f)}
+    _check_sets({"train": train[: assets.max_train], "dev": dev, "test": test, **swap}, assets)
     passages = {"a": open_passages(assets.passages, assets.max_passages)}  # only the rows indexed are checked
     if assets.passages_b:
         passages["b"] = open_passages(assets.passages_b, assets.max_passages)
-    swap = {f: read_qa(getattr(assets, f)) for f in ("questions_a", "questions_b") if getattr(assets, f)}
     for table in passages.values():  # stored vectors too: a damaged one found at index_a would leave a run half begun
         if getattr(table, "has_embeddings", False):
             table.embedding_dim()
     return {"train": train[: assets.max_train], "dev": dev, "test": test, "passages": passages, **swap}
+
+
+def _check_sets(sets: dict, assets: BaseAssets) -> None:
+    """Each QA set holds what its stages score, else an InputError naming the flag before any stage
+    runs: `train rag` and the swap matrix refuse these only once the indexes are built, and FEVER's
+    labels would be trained and scored as free-text answers (exit 0, numbers that are not FEVER's)."""
+    for name, examples in sets.items():
+        flag, path = "--" + name.replace("_", "-"), getattr(assets, name)
+        answered = [ex for ex in examples if ex.answers]
+        if answered and all(set(ex.answers) <= set(LABELS) for ex in answered):
+            raise InputError(path, f"{flag}: FEVER claims (every answer is one of {', '.join(LABELS)}); the base preset "
+                             "trains and scores QA by exact match: train them with `lewisrag train rag --task fever`")
+        if name == "train" and not answered:
+            raise InputError(path, f"{flag}: none of the {len(examples)} questions trained on has an answer")
+        if name == "test" and not answered:  # the test stage scores only questions with an answer: else all null, hours later
+            raise InputError(path, f"{flag}: none of its {len(examples)} questions has an answer to score")
+        # the RAG runs pick their best model by dev exact match, and the swap matrix scores by it: long-form
+        # answers (MS MARCO's) have none
+        if name in ("dev", "questions_a", "questions_b") and not any(ex.kind == "short" for ex in answered):
+            why = "the RAG runs' dev evaluations" if name == "dev" else "the knowledge-update matrix"
+            raise InputError(path, f"{flag}: no short-answer question with an answer to score {why} by exact match "
+                             "(long-form ones, MS MARCO's, are scored on --test only)")
 
 
 def _check_model_folders(assets: BaseAssets) -> None:
@@ -179,7 +203,8 @@ def run_base(preset: Preset, run: Path, seed: int, resume: bool, threads: int | 
     train, dev, test, passages = read["train"], read["dev"], read["test"], read["passages"]
     swap_sets = bool(assets.passages_b and assets.questions_a and assets.questions_b)
 
-    settings = _settings(preset, assets, len(train), min(len(p) for p in passages.values()))
+    # the questions trained on: `train rag` and the closed book leave out those without an answer
+    settings = _settings(preset, assets, sum(bool(ex.answers) for ex in train), min(len(p) for p in passages.values()))
     config = json.loads(json.dumps({"preset": asdict(preset), "seed": seed, "threads": threads,
                                     "assets": {k: _where(v) if isinstance(v, str) else v for k, v in asdict(assets).items()},
                                     "settings": settings} | ({"lang": lang} if lang != "en" else {})))
@@ -196,7 +221,7 @@ def run_base(preset: Preset, run: Path, seed: int, resume: bool, threads: int | 
     data = run / "data"
     pair = {"encoder": _where(assets.question_encoder), "context_encoder": _where(assets.context_encoder)}
     stage("data", lambda: _data(data, {"train": train, "dev": dev, "test": test,
-                                       **{k: read[k] for k in ("questions_a", "questions_b") if k in read}}))
+                                       **{k: read[k] for k in ("questions_a", "questions_b") if k in read}}, passages["a"]))
     for snap, table in passages.items():
         stage(f"index_{snap}", lambda s=snap, t=table: _dense(run, preset, s, t, assets, on_progress))
     stage("retrieval", lambda: _retrieval(run, test, pair, on_progress))
@@ -232,11 +257,30 @@ def _settings(preset: Preset, assets: BaseAssets, n_train: int, n_passages: int)
     return {"rag": rag, "closed_book": closed}
 
 
-def _data(data: Path, sets: dict) -> dict:
-    """RUN/data/<set>.jsonl in lewisrag's schema (the swap matrix names question sets by their file names)."""
+def _data(data: Path, sets: dict, passages) -> dict:
+    """RUN/data/<set>.jsonl in lewisrag's schema (the swap matrix names question sets by their file names).
+
+    Training and dev questions keep only the gold ids index A holds (`passages`): `train rag` refuses
+    any other, and --max-passages cuts most of a corpus's away. A question left with none is counted
+    (`gold_not_indexed`) and out of the hit rates, as the retrieval stage leaves such test questions out.
+    A question without an answer (MS MARCO's "No Answer Present.") is written as not_in_kb, the one
+    category lewisrag's schema reads without an answer."""
+    gold = {g for name in ("train", "dev") for ex in sets[name] for g in ex.gold_passage_ids}
+    present = ids_present(passages, gold) if gold else set()
+    outside = {}
+    for name in ("train", "dev"):
+        kept = [replace(ex, gold_passage_ids=[g for g in ex.gold_passage_ids if g in present]) for ex in sets[name]]
+        outside[name] = sum(bool(ex.gold_passage_ids) and not k.gold_passage_ids for ex, k in zip(sets[name], kept))
+        sets = {**sets, name: kept}
+    if any(outside.values()):  # said now: report.md shows only the test split's count
+        warnings.warn(LewisragWarning(f"{outside['train']} training and {outside['dev']} dev questions have no gold "
+                                      "passage in index A (--max-passages or another corpus): they train and are "
+                                      "scored without one (data/*.jsonl; results.json stages.data.gold_not_indexed)"))
     for name, examples in sets.items():
-        write_jsonl(data / f"{name}.jsonl", (ex.to_dict() for ex in examples))
-    return {"dir": "data", **{f"n_{name}": len(examples) for name, examples in sets.items()}}
+        write_jsonl(data / f"{name}.jsonl", (ex.to_dict() if ex.answers else {**ex.to_dict(), "category": "not_in_kb"}
+                                             for ex in examples))
+    return {"dir": "data", **{f"n_{name}": len(examples) for name, examples in sets.items()},
+            **({"gold_not_indexed": outside} if gold else {})}
 
 
 def _dense(run: Path, preset: Preset, snap: str, passages, assets: BaseAssets, on_progress: Progress) -> dict:
