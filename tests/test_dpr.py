@@ -10,8 +10,8 @@ from conftest import run_cli, write_jsonl
 from lewisrag.data.records import read_passages, read_qa
 from lewisrag.index.encoders import DPRCheckpoint, state_fingerprint
 from lewisrag.training import tokenizer as tokenizer_module
-from lewisrag.training.dpr import (DPRTrainConfig, init_encoders, mine_hard_negatives, mine_self_negatives, train_dpr,
-                                   train_tokenizer)
+from lewisrag.training.dpr import DPRTrainConfig, init_encoders, train_dpr, train_tokenizer
+from lewisrag.training.negatives import mine_hard_negatives, mine_self_negatives
 
 TINY = dict(vocab_size=300, hidden_size=32, layers=1, heads=2, batch_size=8)
 

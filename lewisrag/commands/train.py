@@ -29,7 +29,7 @@ def dpr(
                                      "encoder; with --init-question, whose tokenizer both sides use."),
     steps: int = typer.Option(600, "--steps", help="Optimizer steps (0: save the starting encoders as a checkpoint, "
                               "e.g. a transformers DPR pair in lewisrag's layout)."),
-    batch_size: int = typer.Option(32, "--batch-size", help="Questions per step (each brings its gold passage, one BM25 hard negative and, later, a self-mined one)."),
+    batch_size: int = typer.Option(32, "--batch-size", help="Questions per step (each brings its gold passage, one hard negative and, later, a self-mined one)."),
     lr: float = typer.Option(1e-3, "--lr", help="Peak learning rate."),
     hidden_size: int = typer.Option(128, "--hidden-size", help="Width of a model trained from scratch."),
     layers: int = typer.Option(2, "--layers", help="Depth of a model trained from scratch."),
@@ -38,8 +38,13 @@ def dpr(
     attention_dropout: float = typer.Option(0.1, "--attention-dropout", help="Dropout of attention probabilities of a "
                                             "model trained from scratch (BERT's 0.1); 0 lets the CPU use its fused "
                                             "attention kernel, about 30% less time a step at the small preset's size."),
-    no_hard_negatives: bool = typer.Option(False, "--no-hard-negatives", help="In-batch negatives only: neither BM25's "
-                                           "nor self-mined hard negatives."),
+    hard_negatives_from: str = typer.Option("auto", "--hard-negatives-from", help="Where each question's hard negative "
+                                            "comes from: given (--train's own: DPR's hard_negative_ctxs, lewisrag's "
+                                            "hard_negative_ids; one drawn at random each step, as DPR does; no BM25 index "
+                                            "is built), bm25 (the top BM25 hit over --passages that is not gold) or auto "
+                                            "(given when every training question has one and --passages holds them all, else bm25)."),
+    no_hard_negatives: bool = typer.Option(False, "--no-hard-negatives", help="In-batch negatives only: neither given or "
+                                           "BM25 hard negatives nor self-mined ones."),
     self_negatives_at: float = typer.Option(0.5, "--self-negatives-at", help="From this share of the steps on, add each question's best-ranked non-gold passage under the model itself as a second hard negative (0 = never)."),
     separate: bool = typer.Option(False, "--separate-encoders", help="Train question and passage encoders apart from the start (default: one shared network while training, saved as two)."),
     seed: int = typer.Option(0, "--seed", min=0, max=2**32 - 1, help="Random seed."),
@@ -58,17 +63,22 @@ def dpr(
     from lewisrag.data.passages import open_passages
     from lewisrag.data.records import check_gold_ids, read_qa
     from lewisrag.training.dpr import KIND, DPRTrainConfig, check_init, train_dpr
+    from lewisrag.training.negatives import HARD_NEGATIVE_SOURCES, check_hard_negative_ids
     from lewisrag.training.rag_data import lr_problem
 
-    if no_hard_negatives:  # in-batch negatives only: no BM25 negatives, and no self-mined ones either
-        _ui.refuse_given(ctx, ("self_negatives_at",), "adds a self-mined hard negative; --no-hard-negatives trains "
-                         "on in-batch negatives only")
+    if no_hard_negatives:  # in-batch negatives only: no BM25 or given negatives, and no self-mined ones either
+        _ui.refuse_given(ctx, ("self_negatives_at", "hard_negatives_from"), "adds hard negatives; --no-hard-negatives "
+                         "trains on in-batch negatives only")
         self_negatives_at = 0.0
+    if hard_negatives_from not in HARD_NEGATIVE_SOURCES:
+        raise InputError("--hard-negatives-from", f"must be {', '.join(HARD_NEGATIVE_SOURCES[:-1])} or "
+                         f"{HARD_NEGATIVE_SOURCES[-1]}, got {hard_negatives_from!r}")
     cfg = DPRTrainConfig(init=init, init_question=init_question, init_context=init_context, steps=steps,
                          batch_size=batch_size, lr=lr, hidden_size=hidden_size, layers=layers, vocab_size=vocab_size,
                          dropout=dropout, attention_dropout=attention_dropout,
-                         hard_negatives=not no_hard_negatives, self_negatives_at=self_negatives_at, shared=not separate, seed=seed,
-                         device=device, mixed_precision=mixed_precision)
+                         hard_negatives=not no_hard_negatives, hard_negatives_from=hard_negatives_from,
+                         self_negatives_at=self_negatives_at, shared=not separate, seed=seed, device=device,
+                         mixed_precision=mixed_precision)
     if not 0 <= self_negatives_at < 1:
         raise InputError("--self-negatives-at", "must be in [0, 1)")
     if steps < 0:
@@ -92,8 +102,8 @@ def dpr(
         _ui.refuse_given(ctx, ("hidden_size", "layers", "vocab_size", "dropout", "attention_dropout"),
                          "shapes a model trained from scratch; the starting checkpoint (--init*) has its own")
     if steps == 0:
-        _ui.refuse_given(ctx, ("batch_size", "lr", "no_hard_negatives", "self_negatives_at", "mixed_precision", "device",
-                               "separate"), "shapes training, which --steps 0 skips (it saves the starting encoders)")
+        _ui.refuse_given(ctx, ("batch_size", "lr", "no_hard_negatives", "hard_negatives_from", "self_negatives_at",
+                               "mixed_precision", "device", "separate"), "shapes training, which --steps 0 skips (it saves the starting encoders)")
     if steps == 0 and (init or init_question):  # at --steps 0 only a scratch model's first weights draw from it
         _ui.refuse_given(ctx, ("seed",), "seeds the batch order and a scratch model's first weights; --steps 0 with "
                          "--init* saves the starting encoders as they are")
@@ -119,18 +129,27 @@ def dpr(
     examples, docs = ([], []) if converting else (read_qa(train, fields), open_passages(passages))
     if not converting:  # as eval retrieval and train stitched: a mistyped id was dropped, its question counted or not
         check_gold_ids(examples, docs, train, f"--passages {passages}", fields)
+        if hard_negatives_from == "given" and not no_hard_negatives:  # auto takes them only when all are present
+            check_hard_negative_ids(examples, docs, train, f"--passages {passages}", fields)
     with _ui.progress() as p:
         task = p.add_task("training DPR", total=steps, info="")
         meta = train_dpr(cfg, examples, docs, out, lambda s, loss: p.update(task, completed=s, info=f"loss {loss:.3f}"),
                          overwrite=overwrite)
+    source = meta["config"]["hard_negatives_from"]
+    given = {k: meta[k] for k in ("n_no_hard_negative", "n_hard_negatives_gold") if k in meta}
     if as_json:
         _ui.print_json({"out": str(out), "n_train": meta["n_train"], "n_no_gold": meta["n_no_gold"], "final_loss": meta["final_loss"],
-                        "dim": meta["dim"], "ctx_fingerprint": meta["ctx_fingerprint"]})
+                        "hard_negatives_from": source, **given, "dim": meta["dim"], "ctx_fingerprint": meta["ctx_fingerprint"]})
         return
+    said = {"given": "given by --train", "bm25": "BM25 over --passages", "none": "none"}[source]
+    if hard_negatives_from == "auto" and source != "none":
+        said += " (auto: every question has given ones)" if source == "given" else " (auto: not every question has given ones in --passages)"
+    rows = [["train questions", meta["n_train"]], ["left out (no gold id)", meta["n_no_gold"]], ["hard negatives", said]]
+    rows += [["without a hard negative", given["n_no_hard_negative"]]] if given.get("n_no_hard_negative") else []
+    rows += [["given negatives dropped (gold)", given["n_hard_negatives_gold"]]] if given.get("n_hard_negatives_gold") else []
     _ui.out.print(_ui.table(f"DPR checkpoint written to {out}", ["field", "value"],
-                            [["train questions", meta["n_train"]],
-                             ["left out (no gold id)", meta["n_no_gold"]], ["final loss", meta["final_loss"]],
-                             ["dim", meta["dim"]], ["context fingerprint", meta["ctx_fingerprint"]]]))
+                            rows + [["final loss", meta["final_loss"]], ["dim", meta["dim"]],
+                                    ["context fingerprint", meta["ctx_fingerprint"]]]))
 
 
 def rag(

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from lewisrag.data.io import InputError, existing_file, iter_records, optional_str, require_str, require_str_list
 
-QA_FIELDS = ("id", "question", "answers", "gold_passage_ids", "category", "kind", "reference_statements", "group")
+QA_FIELDS = ("id", "question", "answers", "gold_passage_ids", "category", "kind", "reference_statements", "group",
+             "hard_negative_ids")
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class QASchema:
     names: tuple[str, ...] = QA_FIELDS  # the QA_FIELDS the format holds; the others stay empty
     kind: str | None = None  # every example's kind where the format fixes it (MS MARCO's answers are written ones)
     fold: bool = False  # rows sharing an id are one example (FEVER v1.0 has a row per evidence sentence)
-    gold: str = "list"  # "list": gold ids at gold_passage_ids; "dpr": positive_ctxs[].passage_id (`dpr_gold_ids`)
+    gold: str = "list"  # "list": gold (and hard negative) ids at gold_passage_ids (hard_negative_ids); "dpr": positive_ctxs[].passage_id (`dpr_gold_ids`, `dpr_hard_negative_ids`)
 
     def path(self, name: str) -> str:
         return self.paths.get(name, name)
@@ -125,11 +126,11 @@ def answers_of(rec: dict, flat: dict, schema: QASchema, path, line: int) -> list
     """`(answer, field it was read from)` for each answer of a record, in the format's order."""
     a_field = schema.path("answers")
     if schema.answers == "trivia_qa":
-        return _triviaanswers_of(flat, a_field, path, line)
+        return _trivia_answers(flat, a_field, path, line)
     if schema.answers == "kilt":
-        return _kiltanswers_of(flat, a_field, path, line)
+        return _kilt_answers(flat, a_field, path, line)
     if schema.answers == "ms_marco":
-        return _ms_marcoanswers_of(rec, path, line)
+        return _ms_marco_answers(rec, path, line)
     if schema.answers == "label":
         label = require_str(flat, a_field, path, line, nonempty=False)
         if not label.strip():
@@ -150,7 +151,7 @@ def _once(pairs: list[tuple[str, str]], blank: bool = False) -> list[tuple[str, 
     return list(out.items())
 
 
-def _triviaanswers_of(flat: dict, a_field: str, path, line: int) -> list[tuple[str, str]]:
+def _trivia_answers(flat: dict, a_field: str, path, line: int) -> list[tuple[str, str]]:
     """trivia_qa's `answer` object: its value first, then its aliases, each once, empty ones left out."""
     answer = flat[a_field]
     if answer is None:
@@ -163,7 +164,7 @@ def _triviaanswers_of(flat: dict, a_field: str, path, line: int) -> list[tuple[s
     return _once([(value, f"{a_field}.value"), *((a, f"{a_field}.aliases[{i}]") for i, a in enumerate(aliases))])
 
 
-def _kiltanswers_of(flat: dict, a_field: str, path, line: int) -> list[tuple[str, str]]:
+def _kilt_answers(flat: dict, a_field: str, path, line: int) -> list[tuple[str, str]]:
     """KILT's `output`: the answers of its entries, each once; an entry with only provenance has none."""
     output = flat[a_field]
     if output is None:
@@ -185,7 +186,7 @@ def _kiltanswers_of(flat: dict, a_field: str, path, line: int) -> list[tuple[str
     return pairs
 
 
-def _ms_marcoanswers_of(rec: dict, path, line: int) -> list[tuple[str, str]]:
+def _ms_marco_answers(rec: dict, path, line: int) -> list[tuple[str, str]]:
     """MS MARCO's well-formed answers where it has any, else its answers, each once; its "No Answer
     Present." is no answer. Both lists empty (its test split) is an error."""
     well = require_str_list(rec, "wellFormedAnswers", path, line)
@@ -276,9 +277,35 @@ def dpr_gold_ids(rec: dict, path, line: int) -> list[str]:
     if not isinstance(ctxs, list):
         got = "null" if ctxs is None else type(ctxs).__name__
         raise InputError(path, f"expected a list of contexts, got {got}", line=line, field="positive_ctxs")
+    return _ctx_ids(ctxs, "positive_ctxs", "positive", path, line)
+
+
+def dpr_hard_negative_ids(rec: dict, path, line: int) -> list[str]:
+    """The `passage_id`s of a DPR retriever training record's `hard_negative_ctxs` (DPR's BM25
+    negatives), in order, each once, under `dpr_gold_ids`' rule: all or none carry one. A record
+    without the key (or with null) has none.
+
+    The `negative_ctxs` are not read: they are random passages, which in-batch negatives already give
+    `train dpr` (the other questions' positives), and DPR's own training takes none of them
+    (`other_negatives: 0`) but where a question has no hard negative (`hard_neg_fallback`).
+
+    >>> dpr_hard_negative_ids({"hard_negative_ctxs": [{"passage_id": "7"}, {"passage_id": 9}, {"passage_id": "7"}]}, "f", 1)
+    ['7', '9']
+    """
+    ctxs = rec.get("hard_negative_ctxs")
+    if ctxs is None:
+        return []
+    if not isinstance(ctxs, list):
+        raise InputError(path, f"expected a list of contexts, got {type(ctxs).__name__}", line=line,
+                         field="hard_negative_ctxs")
+    return _ctx_ids(ctxs, "hard_negative_ctxs", "hard negative", path, line)
+
+
+def _ctx_ids(ctxs: list, key: str, kind: str, path, line: int) -> list[str]:
+    """The `passage_id`s of the contexts `ctxs` (the record's `key`), each once; all or none must carry one."""
     ids: list[str | None] = []
     for j, ctx in enumerate(ctxs):
-        where = f"positive_ctxs[{j}]"
+        where = f"{key}[{j}]"
         if not isinstance(ctx, dict):
             raise InputError(path, f"expected an object, got {type(ctx).__name__}", line=line, field=where)
         value = ctx.get("passage_id")
@@ -289,6 +316,6 @@ def dpr_gold_ids(rec: dict, path, line: int) -> list[str]:
         ids.append(None if value is None else str(value))
     if None in ids and any(i is not None for i in ids):
         j, k = ids.index(None), next(k for k, i in enumerate(ids) if i is not None)
-        raise InputError(path, f"missing, where positive_ctxs[{k}] has one: a record's positive contexts carry "
-                         "passage ids all or none", line=line, field=f"positive_ctxs[{j}].passage_id")
+        raise InputError(path, f"missing, where {key}[{k}] has one: a record's {kind} contexts carry "
+                         "passage ids all or none", line=line, field=f"{key}[{j}].passage_id")
     return list(dict.fromkeys(i for i in ids if i is not None))

@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from lewisrag.data.io import InputError, get_path, iter_records, optional_str, record_id, require_str, require_str_list
-from lewisrag.data.qa_formats import (QA_SCHEMAS, QASchema, answers_of, detect_qa_schema, dpr_gold_ids, is_curatedtrec,
-                                      qa_records)
+from lewisrag.data.qa_formats import (QA_SCHEMAS, QASchema, answers_of, detect_qa_schema, dpr_gold_ids,
+                                      dpr_hard_negative_ids, is_curatedtrec, qa_records)
 
 CATEGORIES = ("single_doc", "multi_doc", "not_in_kb", "distractor", "conflict")
 QUESTION_KINDS = ("short", "long")  # a QA example's `kind`: a short answer or a long-form one
@@ -34,12 +34,15 @@ class QAExample:
     reference_statements: list[str] = field(default_factory=list)
     kind: str = "short"  # "short": scored by EM; "long": a few sentences, scored by ROUGE-L/BLEU-1
     group: str | None = None  # examples sharing a group train side by side, in one batch when groups are equal-sized (rag_data.next_batch)
+    hard_negative_ids: list[str] = field(default_factory=list)  # passages given as its hard negatives (DPR's hard_negative_ctxs), for `train dpr`
 
     def to_dict(self) -> dict:
         d = asdict(self)
         for optional in ("category", "group"):
             if d[optional] is None:
                 del d[optional]
+        if not d["hard_negative_ids"]:  # files written before the field existed stay byte for byte
+            del d["hard_negative_ids"]
         return d
 
 
@@ -78,7 +81,7 @@ def of_kinds(examples: Sequence[QAExample], kinds: str) -> list[QAExample]:
 
 def read_qa(path: str | os.PathLike, fields: Mapping[str, str] | None = None) -> list[QAExample]:
     """Read QA examples in lewisrag's format, `{"id"?, "question", "answers", "gold_passage_ids"?,
-    "category"?, "kind"?, "reference_statements"?, "group"?}`, or in the Hugging Face hub's formats,
+    "category"?, "kind"?, "reference_statements"?, "group"?, "hard_negative_ids"?}`, or in the Hugging Face hub's formats,
     told apart by the first record's fields (`detect_qa_schema`); every record must then fit that format:
 
     - nq_open, web_questions; trivia_qa (rc.nocontext): answers are `answer.value`, then `answer.aliases`.
@@ -94,8 +97,9 @@ def read_qa(path: str | os.PathLike, fields: Mapping[str, str] | None = None) ->
       not read (RAG retrieves from its own index).
     - DPR's retriever training JSON (biencoder-nq-train.json, ...): `question` and `answers` as given,
       the gold passage ids those of `positive_ctxs[].passage_id` (psgs_w100's, wiki_dpr's ids); a
-      file whose contexts carry no `passage_id` (older releases) gives none (`dpr_gold_ids`). The
-      contexts' texts and the negatives are not read.
+      file whose contexts carry no `passage_id` (older releases) gives none (`dpr_gold_ids`); the hard
+      negative ids those of `hard_negative_ctxs[].passage_id` alike (`dpr_hard_negative_ids`). The
+      contexts' texts and the random `negative_ctxs` are not read.
     - DPR's QA files, `.csv` or `.tsv` (nq-test.qa.csv, ...: `qa_formats._dpr_qa_records`). CuratedTrec's
       (`curatedtrec-*`, `biencoder-curatedtrec-*`) hold regular expressions, not answers, and are
       refused (`read_questions` reads their questions).
@@ -254,9 +258,11 @@ def _qa_example(rec: dict, schema: QASchema, path, line: int, seen: dict[str, in
     if kind not in QUESTION_KINDS:
         raise InputError(path, f"unknown kind '{kind}' (short or long)", line=line, field=schema.path("kind"))
     if schema.gold == "dpr":
-        gold = dpr_gold_ids(rec, path, line)
+        gold, negatives = dpr_gold_ids(rec, path, line), dpr_hard_negative_ids(rec, path, line)
     else:
         gold = require_str_list(flat, schema.path("gold_passage_ids"), path, line, required=False) or []
+        negatives = (require_str_list(flat, schema.path("hard_negative_ids"), path, line, required=False) or []
+                     if "hard_negative_ids" in schema.names else [])
     return QAExample(
         id=qid,
         question=question,
@@ -266,6 +272,7 @@ def _qa_example(rec: dict, schema: QASchema, path, line: int, seen: dict[str, in
         reference_statements=require_str_list(flat, schema.path("reference_statements"), path, line, required=False) or [],
         kind=kind,
         group=optional_str(flat, schema.path("group"), path, line),
+        hard_negative_ids=list(dict.fromkeys(negatives)),  # a repeated id would only be drawn more often
     ), [where for _, where in pairs]
 
 

@@ -1,7 +1,9 @@
 """DPR bi-encoder training (Karpukhin et al. 2020): in-batch negatives plus BM25 hard negatives.
 
-For a batch of B questions, the passages are the B gold passages followed by one BM25 hard
-negative per question (the top BM25 hit that is not gold). Each question scores all 2B passages
+For a batch of B questions, the passages are the B gold passages followed by one hard negative per
+question: the top BM25 hit over the passages that is not gold, or one of the hard negatives the
+training file gives (DPR's own files hold DPR's BM25 negatives, `hard_negative_ctxs`), drawn at
+random each time the question is batched, as DPR's training does. Each question scores all 2B passages
 by inner product and the loss is the cross-entropy of its own gold passage: every other
 question's positive and every hard negative is a negative (the paper's "Gold + 1 BM25" setup),
 except a passage that is also gold for it (a shared passage, or a question's second gold id).
@@ -51,9 +53,10 @@ from lewisrag.data.io import InputError, LewisragWarning, read_json
 from lewisrag.data.outputs import check_out_dir, staged_dir
 from lewisrag.data.pretrained import check_state_fits, load_model, load_tokenizer
 from lewisrag.data.records import Passage, QAExample
-from lewisrag.index.bm25 import BM25Index
 from lewisrag.index.encoders import DPR_ARCHITECTURES, DPR_POOLER, META_FILE, DPRCheckpoint, state_fingerprint
 from lewisrag.scoring.aggregate import mean
+from lewisrag.training.negatives import (hard_negative_rows, hard_negative_source, mine_self_negatives, note_unused_given,
+                                         pick_negative)
 from lewisrag.training.rag import adamw, autocast, backward_step, diverged, finite, single_device
 from lewisrag.training.tokenizer import bert_wordpiece_tokenizer
 
@@ -78,7 +81,8 @@ class DPRTrainConfig:
     lr: float = 1e-3  # AdamW peak learning rate (linear warmup, linear decay)
     warmup: float = 0.1  # share of steps spent warming up
     weight_decay: float = 0.01
-    hard_negatives: bool = True  # add one BM25 hard negative per question
+    hard_negatives: bool = True  # add one hard negative per question (from hard_negatives_from)
+    hard_negatives_from: str = "auto"  # "given": the examples' hard_negative_ids; "bm25": mined over the passages; "auto": given when every question has one, else bm25. The checkpoint records the one used ("none" without)
     self_negatives_at: float = 0.0  # at this share of the steps, add the model's own best-ranked non-gold passage as a second hard negative (0 = never)
     shared: bool = True  # one encoder for both sides while training (saved as two equal encoders): see below
     seed: int = 0
@@ -231,48 +235,6 @@ def _bert_shapes(dcfg) -> dict[str, tuple[int, ...]]:
     return {k: tuple(v.shape) for k, v in bert.state_dict().items()}
 
 
-def mine_hard_negatives(examples: Sequence[QAExample], passages: Sequence[Passage], depth: int = 10) -> list[int | None]:
-    """Per example, the row of the best-ranked BM25 passage that is not gold (None if none)."""
-    index = BM25Index.in_memory(passages)
-    _, rows = index.search([ex.question for ex in examples], depth)
-    out = []
-    for ex, row in zip(examples, rows):
-        gold = set(ex.gold_passage_ids)
-        out.append(next((int(r) for r in row if passages[r].id not in gold), None))
-    return out
-
-
-def mine_self_negatives(q_enc, c_enc, tokenizer, cfg: DPRTrainConfig, examples: Sequence[QAExample],
-                        passages: Sequence[Passage], batch_size: int = 256, depth: int = 10) -> list[int | None]:
-    """Per example, the row of the passage the current encoders rank highest that is not gold: the
-    confusions BM25 cannot find (near-identical made-up names score nothing alike to BM25), mined as
-    ANCE does from the model being trained (Xiong et al. 2021)."""
-    was = q_enc.training, c_enc.training
-    q_enc.eval(), c_enc.eval()
-    device = next(q_enc.parameters()).device
-    with torch.no_grad(), autocast(cfg.mixed_precision, device.type):
-        p_vec = torch.cat([c_enc(**tokenizer([p.title for p in chunk], [p.text for p in chunk], truncation="only_second",
-                                             max_length=cfg.p_max_length, padding=True,
-                                             return_tensors="pt").to(device)).pooler_output.float()
-                           for chunk in _chunks(passages, batch_size)])  # (N, D)
-        q_vec = torch.cat([q_enc(**tokenizer([ex.question for ex in chunk], truncation=True, max_length=cfg.q_max_length,
-                                             padding=True, return_tensors="pt").to(device)).pooler_output.float()
-                           for chunk in _chunks(examples, batch_size)])  # (Q, D)
-    with torch.no_grad():
-        top = (q_vec @ p_vec.T).topk(min(depth, len(passages)), dim=1).indices.tolist()  # (Q, depth), in float32
-    q_enc.train(was[0]), c_enc.train(was[1])
-    out = []
-    for ex, row in zip(examples, top):
-        gold = set(ex.gold_passage_ids)
-        out.append(next((r for r in row if passages[r].id not in gold), None))
-    return out
-
-
-def _chunks(items: Sequence, n: int):
-    for i in range(0, len(items), n):
-        yield items[i : i + n]
-
-
 def train_dpr(
     cfg: DPRTrainConfig,
     examples: Sequence[QAExample],
@@ -306,9 +268,10 @@ def train_dpr(
     if cfg.steps and cfg.batch_size > len(usable):  # else every step trained on all of them, a smaller batch than asked
         raise InputError("--batch-size", f"{cfg.batch_size} exceeds the {len(usable)} training questions with a gold "
                          "passage in --passages")
-    texts = [f"{p.title} {p.text}" for p in passages] + [ex.question for ex, _ in usable]
-    q_enc, c_enc, tokenizer = init_encoders(cfg, texts)  # before mining: a starting folder that does not fit fails first
     scratch = not (cfg.init or cfg.init_question)
+    # only a scratch tokenizer reads the texts: a copy of every passage's, some 15 GB for psgs_w100's 21 M
+    texts = [f"{p.title} {p.text}" for p in passages] + [ex.question for ex, _ in usable] if scratch else []
+    q_enc, c_enc, tokenizer = init_encoders(cfg, texts)  # before mining: a starting folder that does not fit fails first
     asked = cfg.vocab_size
     if scratch:  # the size the model was built with, which a corpus of many characters (Chinese) makes larger than asked
         cfg = replace(cfg, vocab_size=len(tokenizer))
@@ -319,14 +282,18 @@ def train_dpr(
     cfg = replace(cfg, shared=c_enc.ctx_encoder.bert_model is q_enc.question_encoder.bert_model,
                   p_max_length=min(cfg.p_max_length, c_enc.config.max_position_embeddings),
                   q_max_length=min(cfg.q_max_length, q_enc.config.max_position_embeddings))
-    mine = cfg.hard_negatives and cfg.steps > 0
-    negatives = mine_hard_negatives([ex for ex, _ in usable], passages) if mine else [None] * len(usable)
+    source = hard_negative_source(cfg, [ex for ex, _ in usable], row_of)
+    if source == "bm25" and cfg.hard_negatives_from == "auto":
+        note_unused_given([ex for ex, _ in usable], row_of)
+    negatives, counts = hard_negative_rows(source, [ex for ex, _ in usable], passages, row_of)
+    cfg = replace(cfg, hard_negatives_from=source)  # the source used, as vocab_size and shared record theirs
     q_enc.to(device), c_enc.to(device)
     q_enc.train(), c_enc.train()
     params = list({id(p): p for p in [*q_enc.parameters(), *c_enc.parameters()]}.values())
     opt = adamw(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     sched = get_linear_schedule_with_warmup(opt, int(cfg.warmup * cfg.steps), cfg.steps)
     rng = random.Random(cfg.seed)
+    pick_rng = random.Random(f"hard-negatives:{cfg.seed}")  # apart from `rng`: the batch order is the same whatever the source
     order: list[int] = []
     losses = []
     mine_at = int(cfg.self_negatives_at * cfg.steps) if cfg.self_negatives_at else None  # the one mining pass
@@ -339,7 +306,8 @@ def train_dpr(
         batch, order = order[: cfg.batch_size], order[cfg.batch_size :]
         if step == mine_at:
             mined = mine_self_negatives(q_enc, c_enc, tokenizer, cfg, [ex for ex, _ in usable], passages)
-        rows = [usable[i][1] for i in batch] + [negatives[i] for i in batch if negatives[i] is not None]
+        picked = [pick_negative(negatives[i], pick_rng) for i in batch]
+        rows = [usable[i][1] for i in batch] + [r for r in picked if r is not None]
         rows += [mined[i] for i in batch if mined and mined[i] is not None]
         q = tokenizer([usable[i][0].question for i in batch], truncation=True, max_length=cfg.q_max_length,
                       padding=True, return_tensors="pt").to(device)
@@ -347,7 +315,7 @@ def train_dpr(
                       max_length=cfg.p_max_length, padding=True, return_tensors="pt").to(device)
         with autocast(cfg.mixed_precision, device.type):
             q_vec = q_enc(**q).pooler_output  # (B, D)
-            p_vec = c_enc(**p).pooler_output  # (B + negatives, D): golds, BM25 negatives, self-mined ones
+            p_vec = c_enc(**p).pooler_output  # (B + negatives, D): golds, hard negatives, self-mined ones
         scores = q_vec.float() @ p_vec.float().T  # (B, B + negatives), in float32 whatever the autocast
         # A passage gold for this question (another question's positive, or another's hard negative, that is
         # also this one's gold: two questions about one passage, or a question with several gold ids) is no
@@ -370,7 +338,7 @@ def train_dpr(
         c_enc.ctx_encoder.bert_model = copy.deepcopy(q_enc.question_encoder.bert_model)
     ckpt = DPRCheckpoint(q_enc, c_enc, tokenizer, {})
     meta = {"config": asdict(cfg), "max_length": cfg.p_max_length, "q_max_length": cfg.q_max_length,
-            "final_loss": mean(losses[-20:]), "n_train": len(usable), "n_no_gold": len(examples) - len(usable)}
+            "final_loss": mean(losses[-20:]), "n_train": len(usable), "n_no_gold": len(examples) - len(usable), **counts}
     if scratch:  # config's vocab_size is the size used; this one, what --vocab-size asked
         meta["vocab_size_asked"] = asked
     with staged_dir(out, KIND) as tmp:
