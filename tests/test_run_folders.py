@@ -130,3 +130,26 @@ def test_overwrite_never_replaces_a_part_of_another_lewisrag_output(tmp_path, mo
     assert (run / "world" / "passages_a.jsonl").read_text() == "the run's world\n"
     assert (run / "tasks" / "index_a" / "manifest.json").exists()
     assert sorted(p.name for p in run.iterdir()) == [".lewisrag", "tasks", "world"]  # no staging folder either
+
+
+def test_a_run_begun_before_a_preset_field_existed_resumes_while_one_away_from_its_default_does_not(tmp_path):
+    """DPRTrainConfig.hard_negatives_from came with a default that trains as before: a config.json
+    written without it was refused as "another lewisrag version's preset began the run"."""
+    from dataclasses import asdict
+
+    from lewisrag.experiments.reproduce import check_resumed_config
+
+    config = json.loads(json.dumps({"preset": asdict(PRESETS["tiny"]), "seed": 0, "threads": 1}))
+    old = json.loads(json.dumps(config))
+    del old["preset"]["dpr"]["hard_negatives_from"]
+    (tmp_path / "config.json").write_text(json.dumps(old), encoding="utf-8")
+    check_resumed_config(tmp_path, config, True, "preset")
+    old["preset"]["dpr"]["hard_negatives_from"] = "bm25"  # a value away from the default is a difference
+    (tmp_path / "config.json").write_text(json.dumps(old), encoding="utf-8")
+    with pytest.raises(InputError, match=r"the preset's dpr \(another lewisrag version's preset began the run\)"):
+        check_resumed_config(tmp_path, config, True, "preset")
+    old["preset"]["dpr"]["hard_negatives_from"] = "auto"
+    old["preset"]["dpr"]["steps"] += 1  # and so is any other field
+    (tmp_path / "config.json").write_text(json.dumps(old), encoding="utf-8")
+    with pytest.raises(InputError, match=r"the preset's dpr"):
+        check_resumed_config(tmp_path, config, True, "preset")

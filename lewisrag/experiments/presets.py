@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
-from dataclasses import dataclass, field, replace
+import typing
+from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 
 from lewisrag.data.io import InputError, expect, is_count, read_json
@@ -188,8 +190,45 @@ def comparable(config: dict) -> dict:
     """
     out = {k: v for k, v in config.items() if k not in ("lang", LINEAR_KEY)}
     if isinstance(out.get("preset"), dict):
-        out["preset"] = {k: v for k, v in out["preset"].items() if k != "device"}
+        preset = {k: v for k, v in out["preset"].items() if k != "device"}
+        # name, language and threads stay whatever their values: resume_differences names them as flags
+        out["preset"] = without_defaults(preset, Preset) | {k: preset[k] for k in ("name", "lang", "threads") if k in preset}
     return out
+
+
+def without_defaults(values: dict, cls: type) -> dict:
+    """`values` (the dataclass `cls` as config.json holds it) without the fields at their defaults, and
+    nested configs likewise. A field added later with a default that keeps the old behaviour then
+    makes no difference from a config.json written before it existed, whose run could not resume
+    otherwise; a field away from its default, or one this version does not know, is still compared.
+
+    >>> without_defaults({"name": "tiny", "dpr": {"steps": 30, "hard_negatives_from": "auto"}, "stitched_k": 5}, Preset)
+    {'name': 'tiny', 'dpr': {'steps': 30}}
+    """
+    hints = typing.get_type_hints(cls)
+    known = {f.name: f for f in fields(cls)}
+    out = {}
+    for key, value in values.items():
+        f = known.get(key)
+        nested = _config_class(hints[key]) if f is not None else None
+        if nested is not None and isinstance(value, dict):
+            out[key] = without_defaults(value, nested)
+        elif f is None or value != _default(f):
+            out[key] = value
+    return out
+
+
+def _config_class(hint) -> type | None:
+    """The dataclass a field's type names (`DPRTrainConfig | None` too), else None."""
+    return next((t for t in (hint, *typing.get_args(hint)) if is_dataclass(t)), None)
+
+
+def _default(f) -> object:
+    """A field's default as config.json would hold it (tuples as lists), or MISSING."""
+    value = f.default if f.default is not MISSING else f.default_factory() if f.default_factory is not MISSING else MISSING
+    if value is MISSING:
+        return MISSING
+    return json.loads(json.dumps(value, default=lambda o: asdict(o) if is_dataclass(o) else str(o)))
 
 
 def resume_differences(saved: dict, config: dict) -> list[str]:
