@@ -156,17 +156,16 @@ def test_dpr_qa_csv_not_utf8_names_its_line(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["curatedtrec-test.qa.csv", "curatedtrec-train.qa.csv", "biencoder-curatedtrec-train.json"])
-def test_curatedtrec_is_refused_not_scored_as_text(tmp_path, name):
-    """CuratedTrec's answers are regular expressions: exact match of them as text is not the paper's
-    measure, so read_qa refuses the file; its questions still read."""
+def test_curatedtrec_reads_its_answers_as_patterns(tmp_path, name):
+    """CuratedTrec's answers are regular expressions: read_qa keeps them as patterns and marks the
+    examples regex-answered (scored by regex match, tests/test_curatedtrec.py), told by the name."""
     path = tmp_path / name
     if name.endswith(".json"):
-        write_json(path, [biencoder_record("what is the capital of france", ["Paris|paris"], [{"passage_id": "1"}])])
+        write_json(path, [biencoder_record("what is the capital of france", ["Paris|paris", "Par\\s?is"], [{"passage_id": "1"}])])
     else:
         path.write_text("what is the capital of france\t['Paris|paris', 'Par\\s?is']\n", encoding="utf-8")
-    with pytest.raises(InputError, match="CuratedTrec's DPR files hold regular expressions, not answers") as e:
-        read_qa(path)
-    assert str(e.value).startswith(str(path)) and "\n" not in str(e.value)
+    (ex,) = read_qa(path)
+    assert (ex.answers, ex.answer_match) == (["Paris|paris", "Par\\s?is"], "regex")
     assert [q.question for q in read_questions(path)] == ["what is the capital of france"]
 
 

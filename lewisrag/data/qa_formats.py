@@ -13,6 +13,8 @@ from __future__ import annotations
 import ast
 import csv
 import os
+import re
+import unicodedata
 import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -21,7 +23,10 @@ from pathlib import Path
 from lewisrag.data.io import InputError, existing_file, iter_records, optional_str, require_str, require_str_list
 
 QA_FIELDS = ("id", "question", "answers", "gold_passage_ids", "category", "kind", "reference_statements", "group",
-             "hard_negative_ids")
+             "hard_negative_ids", "answer_match")
+ANSWER_MATCHES = ("text", "regex")  # a QA example's `answer_match`: answer strings, or regular expressions (CuratedTrec's)
+# DrQA's and DPR's flags for an answer pattern, as scoring.qa.REGEX_FLAGS (which imports no other layer: kept twice)
+PATTERN_FLAGS = re.IGNORECASE | re.UNICODE | re.MULTILINE
 
 
 @dataclass(frozen=True)
@@ -204,13 +209,26 @@ DPR_QA_SUFFIXES = (".csv", ".tsv")  # a QA file so named is in DPR's layout (nq-
 
 
 def is_curatedtrec(path: str | os.PathLike) -> bool:
-    """Whether `path` names one of DPR's CuratedTrec files, whose answers are regular expressions.
+    """Whether `path` names one of DPR's CuratedTrec files, whose answers are regular expressions (its
+    examples read with `answer_match` "regex" unless a record says otherwise).
 
     >>> [is_curatedtrec(f) for f in ("data/curatedtrec-test.qa.csv", "biencoder-curatedtrec-train.json", "nq-test.qa.csv")]
     [True, True, False]
     """
     name = str(path).lower() if str(path).startswith("hf:") else Path(path).name.lower()
     return name.startswith(("curatedtrec", "biencoder-curatedtrec"))
+
+
+def check_pattern(pattern: str, path, line: int, where: str) -> None:
+    """Refuse an answer pattern that does not compile as scoring will compile it (NFD, `PATTERN_FLAGS`):
+    DrQA and DPR score such a pattern 0 in silence.
+
+    >>> check_pattern("(C|c)hurchill", "f", 1, "answers[0]")
+    """
+    try:
+        re.compile(unicodedata.normalize("NFD", pattern), PATTERN_FLAGS)
+    except re.error as e:
+        raise InputError(path, f"not a regular expression ({e}): {pattern!r}", line=line, field=where) from None
 
 
 def qa_records(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:

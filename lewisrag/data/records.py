@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from lewisrag.data.io import InputError, get_path, iter_records, optional_str, record_id, require_str, require_str_list
-from lewisrag.data.qa_formats import (QA_SCHEMAS, QASchema, answers_of, detect_qa_schema, dpr_gold_ids,
-                                      dpr_hard_negative_ids, is_curatedtrec, qa_records)
+from lewisrag.data.qa_formats import (ANSWER_MATCHES, QA_SCHEMAS, QASchema, answers_of, check_pattern, detect_qa_schema,
+                                      dpr_gold_ids, dpr_hard_negative_ids, is_curatedtrec, qa_records)
 
 CATEGORIES = ("single_doc", "multi_doc", "not_in_kb", "distractor", "conflict")
 QUESTION_KINDS = ("short", "long")  # a QA example's `kind`: a short answer or a long-form one
@@ -35,14 +35,18 @@ class QAExample:
     kind: str = "short"  # "short": scored by EM; "long": a few sentences, scored by ROUGE-L/BLEU-1
     group: str | None = None  # examples sharing a group train side by side, in one batch when groups are equal-sized (rag_data.next_batch)
     hard_negative_ids: list[str] = field(default_factory=list)  # passages given as its hard negatives (DPR's hard_negative_ctxs), for `train dpr`
+    # "regex": the answers are regular expressions (CuratedTrec's), scored by scoring.qa.regex_match and
+    # never trained on as targets; "text": answer strings
+    answer_match: str = "text"
 
     def to_dict(self) -> dict:
         d = asdict(self)
         for optional in ("category", "group"):
             if d[optional] is None:
                 del d[optional]
-        if not d["hard_negative_ids"]:  # files written before the field existed stay byte for byte
-            del d["hard_negative_ids"]
+        for later, default in (("hard_negative_ids", []), ("answer_match", "text")):
+            if d[later] == default:  # files written before the field existed stay byte for byte
+                del d[later]
         return d
 
 
@@ -81,7 +85,8 @@ def of_kinds(examples: Sequence[QAExample], kinds: str) -> list[QAExample]:
 
 def read_qa(path: str | os.PathLike, fields: Mapping[str, str] | None = None) -> list[QAExample]:
     """Read QA examples in lewisrag's format, `{"id"?, "question", "answers", "gold_passage_ids"?,
-    "category"?, "kind"?, "reference_statements"?, "group"?, "hard_negative_ids"?}`, or in the Hugging Face hub's formats,
+    "category"?, "kind"?, "reference_statements"?, "group"?, "hard_negative_ids"?, "answer_match"?}`
+    ("answer_match": "regex" where the answers are regular expressions), or in the Hugging Face hub's formats,
     told apart by the first record's fields (`detect_qa_schema`); every record must then fit that format:
 
     - nq_open, web_questions; trivia_qa (rc.nocontext): answers are `answer.value`, then `answer.aliases`.
@@ -101,8 +106,10 @@ def read_qa(path: str | os.PathLike, fields: Mapping[str, str] | None = None) ->
       negative ids those of `hard_negative_ctxs[].passage_id` alike (`dpr_hard_negative_ids`). The
       contexts' texts and the random `negative_ctxs` are not read.
     - DPR's QA files, `.csv` or `.tsv` (nq-test.qa.csv, ...: `qa_formats._dpr_qa_records`). CuratedTrec's
-      (`curatedtrec-*`, `biencoder-curatedtrec-*`) hold regular expressions, not answers, and are
-      refused (`read_questions` reads their questions).
+      (`curatedtrec-*`, `biencoder-curatedtrec-*`) hold regular expressions: their examples read with
+      `answer_match` "regex" (scored by `scoring.qa.regex_match`; `refuse_regex_targets` keeps them
+      out of training). Every pattern must compile (`qa_formats.check_pattern`), and a
+      regex-answered example must be a short-answer one.
 
     Answers are read without repeats where a format can repeat them (trivia_qa, KILT, MS MARCO).
     `fields` maps lewisrag's names (`qa_formats.QA_FIELDS`) to the file's own keys or dotted paths, e.g.
@@ -119,16 +126,27 @@ def answer_sources(path: str | os.PathLike, fields: Mapping[str, str] | None = N
     return [(line, where) for line, _, where in _read_qa(path, fields)]
 
 
+def refuse_regex_targets(examples: Sequence[QAExample], path: str | os.PathLike) -> None:
+    """Refuse training on regex-answered examples (CuratedTrec's): a generator trains on an answer
+    string, and a pattern is none. The RAG paper made one per question first (the most frequent match
+    of its patterns among the top retrieved passages, else one spelled out of the pattern); lewisrag
+    does not, so the patterns must be mapped to strings before training. Dev and test sets take them."""
+    regex = [ex for ex in examples if ex.answer_match == "regex" and ex.answers]
+    if regex:
+        raise InputError(path, f"{len(regex)} training questions are answered by regular expressions (CuratedTrec's), "
+                         "and training targets must be answer strings: map each question's patterns to an answer string "
+                         "first (the RAG paper took the patterns' most frequent match among each question's top retrieved "
+                         "passages) and train on that file; regex-answered questions serve as --dev or --test",
+                         field="answers")
+
+
 def _read_qa(path, fields: Mapping[str, str] | None) -> list[tuple[int, QAExample, list[str]]]:
-    if is_curatedtrec(path):
-        raise InputError(path, "CuratedTrec's DPR files hold regular expressions, not answers: lewisrag has no regex "
-                         "matching, and exact match of a pattern as text is not the paper's measure (index tune and "
-                         "eval retrieval read its questions)")
     seen: dict[str, int] = {}
     out = []
+    regex = is_curatedtrec(path)  # DPR's CuratedTrec files say so by their names alone
     for line, rec, schema, first in _qa_rows(path, lambda rec, line: detect_qa_schema(rec, path, line, fields)):
         try:
-            ex, where = _qa_example(rec, schema, path, line, seen)
+            ex, where = _qa_example(rec, schema, path, line, seen, regex)
         except InputError as e:
             if schema.name == "lewisrag":
                 raise
@@ -236,8 +254,10 @@ def check_gold_ids(examples: Sequence[QAExample], passages, path: str | os.PathL
             raise InputError(path, f"gold passage id {missing[0]!r} is not in {where}", line=line, field=field)
 
 
-def _qa_example(rec: dict, schema: QASchema, path, line: int, seen: dict[str, int]) -> tuple[QAExample, list[str]]:
-    """One record's example and the field each of its answers was read from."""
+def _qa_example(rec: dict, schema: QASchema, path, line: int, seen: dict[str, int],
+                regex: bool = False) -> tuple[QAExample, list[str]]:
+    """One record's example and the field each of its answers was read from; `regex`: its answers are
+    patterns unless the record's `answer_match` says otherwise."""
     flat = {schema.path(name): get_path(rec, schema.path(name)) for name in schema.names}  # errors name the file's fields
     question = require_str(flat, schema.path("question"), path, line)
     qid = record_id(flat, path, line, seen, field=schema.path("id"), derive_from=question)
@@ -257,6 +277,7 @@ def _qa_example(rec: dict, schema: QASchema, path, line: int, seen: dict[str, in
     kind = schema.kind or optional_str(flat, schema.path("kind"), path, line) or "short"
     if kind not in QUESTION_KINDS:
         raise InputError(path, f"unknown kind '{kind}' (short or long)", line=line, field=schema.path("kind"))
+    match = _answer_match(flat, schema, path, line, regex, kind, pairs)
     if schema.gold == "dpr":
         gold, negatives = dpr_gold_ids(rec, path, line), dpr_hard_negative_ids(rec, path, line)
     else:
@@ -273,6 +294,24 @@ def _qa_example(rec: dict, schema: QASchema, path, line: int, seen: dict[str, in
         kind=kind,
         group=optional_str(flat, schema.path("group"), path, line),
         hard_negative_ids=list(dict.fromkeys(negatives)),  # a repeated id would only be drawn more often
+        answer_match=match,
     ), [where for _, where in pairs]
+
+
+def _answer_match(flat: dict, schema: QASchema, path, line: int, regex: bool, kind: str,
+                  pairs: list[tuple[str, str]]) -> str:
+    """A record's `answer_match`: its own field where the format has one, else "regex" for DPR's
+    CuratedTrec files (`regex`), else "text"; a regex answer is checked to compile, as scoring will."""
+    name = schema.path("answer_match")
+    given = optional_str(flat, name, path, line) if "answer_match" in schema.names else None
+    if given is not None and given not in ANSWER_MATCHES:
+        raise InputError(path, f"unknown answer_match {given!r} (text or regex)", line=line, field=name)
+    match = given or ("regex" if regex else "text")
+    if match == "regex":
+        if kind != "short":  # ROUGE-L and BLEU-1, a long answer's scores, have no meaning against a pattern
+            raise InputError(path, "a long-form answer cannot be a regular expression", line=line, field=schema.path("kind"))
+        for pattern, where in pairs:
+            check_pattern(pattern, path, line, where)
+    return match
 
 

@@ -34,7 +34,7 @@ from lewisrag import __version__
 from lewisrag.data.io import InputError, LewisragWarning, first_line, write_json, write_jsonl
 from lewisrag.data.passages import open_passages
 from lewisrag.data.pretrained import check_generator_folder, check_weights, generator_tokenizer
-from lewisrag.data.records import ids_present, read_qa
+from lewisrag.data.records import ids_present, read_qa, refuse_regex_targets
 from lewisrag.data.tasks import LABELS
 from lewisrag.data.threads import environment, resolve_device
 from lewisrag.eval.results import FORMAT
@@ -131,6 +131,8 @@ def _check_sets(sets: dict, assets: BaseAssets) -> None:
         if answered and all(set(ex.answers) <= set(LABELS) for ex in answered):
             raise InputError(path, f"{flag}: FEVER claims (every answer is one of {', '.join(LABELS)}); the base preset "
                              "trains and scores QA by exact match: train them with `lewisrag train rag --task fever`")
+        if name == "train":  # CuratedTrec's patterns: refused here, not by train rag after the indexes are built
+            refuse_regex_targets(examples, path)
         if name == "train" and not answered:
             raise InputError(path, f"{flag}: none of the {len(examples)} questions trained on has an answer")
         if name == "test" and not answered:  # the test stage scores only questions with an answer: else all null, hours later

@@ -80,7 +80,7 @@ def answer_record(ex, a: Answered, system: str) -> dict:
            "retrieved_contexts": [{"id": str(n), "title": p.title, "text": p.text} for n, p in enumerate(a.passages, start=1)],
            "reference_statements": list(ex.reference_statements),
            "gold_passage_ids": [number.get(g, g) for g in ex.gold_passage_ids], "category": ex.category}
-    if ex.answers:
+    if ex.answers and not Q.is_regex_answered(ex):  # a pattern (CuratedTrec's) is no reference text to judge by
         rec["reference"] = ex.answers[0]
     return rec
 
@@ -152,9 +152,10 @@ def qa_scores(answers: list[Answered], examples: list) -> tuple[dict, dict]:
     """({exact_match, f1, rougeL, n}, {recall_at_k, k}) of answers to `examples`, recall over those with gold ids."""
     pairs = list(zip(answers, examples))
     answered = [(a, ex) for a, ex in pairs if a.failure is None]  # a failed answer is no score, not a zero
-    scores = {"exact_match": mean(Q.exact_match(a.text, ex.answers) for a, ex in answered),
-              "f1": mean(Q.token_f1(a.text, ex.answers) for a, ex in answered),
-              "rougeL": mean(Q.rouge_l(a.text, ex.answers) for a, ex in answered), "n": len(pairs),
+    text = [(a, ex) for a, ex in answered if not Q.is_regex_answered(ex)]  # F1 and ROUGE-L against a pattern measure nothing
+    scores = {"exact_match": mean(Q.answer_exact_match(a.text, ex) for a, ex in answered),
+              "f1": mean(Q.token_f1(a.text, ex.answers) for a, ex in text),
+              "rougeL": mean(Q.rouge_l(a.text, ex.answers) for a, ex in text), "n": len(pairs),
               "answered": len(answered)}
     recall = {"recall_at_k": mean(recall_at_k([p.id for p in a.passages], ex.gold_passage_ids) for a, ex in pairs),
               "k": len(answers[0].passages) if answers else None}

@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt
 from lewisrag.data.io import atomic_path
 from lewisrag.data.records import QAExample
 from lewisrag.eval.reports.i18n import plot_messages
-from lewisrag.scoring.qa import exact_match
+from lewisrag.scoring.qa import answer_exact_match
 
 AnswerFn = Callable[[list[str], list[list]], list[str | None]]  # (questions, passages per question) -> answers (None: failed)
 
@@ -53,7 +53,7 @@ def position_probe(examples: Sequence[QAExample], passages: Sequence[Sequence], 
             batch = range(s, min(s + batch_size, len(examples)))
             answers = answer([examples[i].question for i in batch], [with_gold_at(passages[i], gold[i], position) for i in batch])
             given = [(a, i) for a, i in zip(answers, batch) if a is not None]
-            hits += sum(exact_match(a, examples[i].answers) for a, i in given)
+            hits += sum(answer_exact_match(a, examples[i]) for a, i in given)
             answered, failed = answered + len(given), failed + len(batch) - len(given)
             if on_batch:
                 on_batch(len(batch))

@@ -33,7 +33,7 @@ from lewisrag.index.bm25 import BM25Index
 from lewisrag.index.dense import DenseIndex
 from lewisrag.rag_model.answering import answer_questions
 from lewisrag.scoring.aggregate import mean
-from lewisrag.scoring.qa import bleu_1, exact_match, rouge_l, token_f1
+from lewisrag.scoring.qa import answer_exact_match, bleu_1, is_regex_answered, rouge_l, token_f1
 from lewisrag.training.closed_book import answer_closed_book, train_closed_book
 from lewisrag.training.pretrain import KIND as GENERATOR_KIND
 from lewisrag.training.pretrain import SHIPPED_DIR, pretrain
@@ -245,8 +245,9 @@ def evaluate(run: Path, preset: Preset, on_progress: Progress, test_file: Path |
 
         s_pred = _answers(run, preset, system, [ex.question for ex in short], preset.rag.max_target_length, tick, index)
         l_pred = _answers(run, preset, system, [ex.question for ex in long], preset.long_max_length, tick, index)
-        s_scores = [{"exact_match": exact_match(p, ex.answers), "f1": token_f1(p, ex.answers),
-                     "rougeL": rouge_l(p, ex.answers)} for p, ex in zip(s_pred, short)]
+        # against a regular expression (CuratedTrec's) F1 and ROUGE-L measure nothing: None, left out of the means
+        s_scores = [{"exact_match": answer_exact_match(p, ex), "f1": None if is_regex_answered(ex) else token_f1(p, ex.answers),
+                     "rougeL": None if is_regex_answered(ex) else rouge_l(p, ex.answers)} for p, ex in zip(s_pred, short)]
         l_scores = [{"rougeL": rouge_l(p, ex.answers), "bleu1": bleu_1(p, ex.answers)} for p, ex in zip(l_pred, long)]
         qa[system] = {**{m: mean([s[m] for s in s_scores]) for m in ("exact_match", "f1", "rougeL")}, "n": len(short),
                       "long": {**{m: mean([s[m] for s in l_scores]) for m in ("rougeL", "bleu1")}, "n": len(long)}}
@@ -303,7 +304,7 @@ def ablations(run: Path, preset: Preset, on_progress: Progress) -> dict:
 
             preds = answer_questions(model, tokenizers, index, [ex.question for ex in short], n_docs=k,
                                      max_length=preset.rag.max_target_length, bm25=sparse, on_batch=tick)
-            em.setdefault(name, {})[str(k)] = mean([exact_match(p, ex.answers) for p, ex in zip(preds, short)])
+            em.setdefault(name, {})[str(k)] = mean([answer_exact_match(p, ex) for p, ex in zip(preds, short)])
     at = str(preset.rag.n_docs) if str(preset.rag.n_docs) in em["rag_token"] else str(ks[-1])
     out = {"ks": ks, "trained_k": preset.rag.n_docs, "n": len(short),
            "n_docs": {"rag_token": em["rag_token"], "rag_sequence": em["rag_sequence"]},

@@ -23,7 +23,7 @@ from lewisrag.training.checkpoint import load_trained, resolve_model_dir
 from lewisrag.training.rag_data import place_search
 from lewisrag.index.dense import DenseIndex
 from lewisrag.rag_model.answering import answer_questions
-from lewisrag.scoring.qa import exact_match
+from lewisrag.scoring.qa import answer_exact_match
 
 
 def labels(paths: Sequence[str | os.PathLike], stem: bool = False) -> list[str]:
@@ -179,7 +179,7 @@ def swap_matrix(model_paths: Sequence[str | os.PathLike], index_paths: Sequence[
                 preds = answer_questions(model, tokenizers, index, [ex.question for ex in questions], num_beams=num_beams,
                                          max_length=max_length, batch_size=batch_size, swap=swap, on_batch=tick)
                 em.setdefault(m, {}).setdefault(i, {})[q] = sum(
-                    exact_match(p, ex.answers) for p, ex in zip(preds, questions)) / len(questions)
+                    answer_exact_match(p, ex) for p, ex in zip(preds, questions)) / len(questions)
                 predictions.setdefault(m, {}).setdefault(i, {})[q] = preds
     return {"models": names_m, "indexes": names_i, "questions": names_q,
             "n_questions": {q: len(s) for q, s in zip(names_q, sets)}, "left_out": dict(zip(names_q, left_out)),

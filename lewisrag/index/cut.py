@@ -37,7 +37,7 @@ from lewisrag.data.io import InputError, given_once, write_json
 from lewisrag.data.passages import PassageTable
 from lewisrag.data.records import QAExample
 from lewisrag.index.encoders import DPRCheckpoint, encode_texts
-from lewisrag.scoring.qa import normalize_answer
+from lewisrag.scoring.qa import is_regex_answered, normalize_answer, regex_search
 
 KIND = "passage cut"  # the marker kind of its output folders (lewisrag.data.outputs)
 PASSAGES_FILE = "passages.parquet"
@@ -183,7 +183,9 @@ def _fill(kept: np.ndarray, n: int, max_passages: int, seed: int) -> np.ndarray:
 def _answer_hits(passages: PassageTable, questions: Sequence[QAExample], rows: np.ndarray,
                  on_progress: Progress | None) -> np.ndarray:
     """(Q, top) bool: whether the passage at each rank holds one of its question's answers in its
-    text, both normalized as exact match normalizes them (`normalize_answer`), as whole words.
+    text, both normalized as exact match normalizes them (`normalize_answer`), as whole words; for a
+    question whose answers are regular expressions (CuratedTrec's), a pattern found anywhere in the
+    raw text (`regex_search`, DPR's check on that set).
 
     The retrieved passages are read in the corpus's order, WRITE_ROWS at a time, and each is
     checked against the questions that retrieved it: 80,000 questions' top 100 are up to 8 M
@@ -193,14 +195,17 @@ def _answer_hits(passages: PassageTable, questions: Sequence[QAExample], rows: n
     order = np.argsort(flat, kind="stable")  # (question, rank) pairs by the row they retrieved
     by_row = flat[order]
     answers = [[f" {a} " for a in map(normalize_answer, ex.answers) if a] for ex in questions]
+    regex = [is_regex_answered(ex) for ex in questions]
     hits = np.zeros(flat.shape, bool)
     wanted = np.unique(flat)
     for start in range(0, len(wanted), WRITE_ROWS):
         part = wanted[start:start + WRITE_ROWS]
-        texts = [f" {normalize_answer(t)} " for t in passages.arrow_take(part).column("text").to_pylist()]
+        raw = passages.arrow_take(part).column("text").to_pylist()
+        texts = [f" {normalize_answer(t)} " for t in raw]
         lo, hi = np.searchsorted(by_row, part[0], side="left"), np.searchsorted(by_row, part[-1], side="right")
         for pair, text in zip(order[lo:hi].tolist(), np.searchsorted(part, by_row[lo:hi]).tolist()):
-            hits[pair] = any(a in texts[text] for a in answers[pair // top])
+            q = pair // top
+            hits[pair] = regex_search(raw[text], questions[q].answers) if regex[q] else any(a in texts[text] for a in answers[q])
         if on_progress:
             on_progress("answers", min(len(wanted), start + WRITE_ROWS), len(wanted))
     return hits.reshape(rows.shape)

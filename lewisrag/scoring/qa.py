@@ -1,4 +1,6 @@
-"""Answer-string metrics of open-domain QA: EM, token F1, ROUGE-L, BLEU-1, provenance-aware EM.
+"""Answer-string metrics of open-domain QA: EM, token F1, ROUGE-L, BLEU-1, provenance-aware EM; and
+regular-expression answers (CuratedTrec's), matched as DrQA and DPR match them (`regex_match`,
+`regex_search`), with `answer_exact_match` choosing between EM and regex match by the example.
 
 English follows the SQuAD / DPR normalization (lowercase, drop punctuation and the articles a, an,
 the, collapse whitespace). Chinese (and any CJK text) is folded with NFKC, loses full-width and other
@@ -130,6 +132,74 @@ def exact_match(prediction: str, answers: Sequence[str]) -> float:
     _check_prediction(prediction)
     pred = normalize_answer(prediction)
     return float(any(pred == normalize_answer(a) for a in answers))
+
+
+# DrQA's and DPR's flags (drqa/reader/utils.py regex_match_score, dpr/data/qa_validation.py regex_match);
+# data.qa_formats.PATTERN_FLAGS, with which the readers refuse a bad pattern, is the same
+REGEX_FLAGS = re.IGNORECASE | re.UNICODE | re.MULTILINE
+
+
+@lru_cache(maxsize=65536)
+def compile_answer_pattern(pattern: str) -> re.Pattern:
+    """`pattern` compiled as DrQA and DPR compile an answer pattern: NFD first (both normalize patterns
+    and texts so), then `REGEX_FLAGS`. Raises `re.error` for a bad one, which the readers refuse
+    (`data.qa_formats.check_pattern`)."""
+    return re.compile(unicodedata.normalize("NFD", pattern), REGEX_FLAGS)
+
+
+def regex_match(prediction: str, patterns: Sequence[str]) -> float:
+    """1.0 if any of `patterns` matches the prediction from its first character, else 0.0: DrQA's
+    CuratedTrec measure (`scripts/pipeline/eval.py --regex`: prediction and patterns NFD-normalized,
+    then `regex_match_score`: `re.compile(pattern, IGNORECASE + UNICODE + MULTILINE).match(prediction)`).
+    ORQA's `eval_utils.regex_match_score`, behind REALM's CuratedTrec numbers, is the same `match`
+    without the NFD. The RAG paper publishes no CuratedTrec scorer of its own; its table sets its EM
+    beside those numbers, so this is the measure followed. DPR's reader scores exact match only;
+    DPR's regex code is its retrieval check, a `search` (`regex_search`). No other normalization:
+    case goes by the flag, and `match` anchors the start, not the end: an answer may run on past
+    the pattern, not begin before it.
+
+    >>> regex_match("Ozzy Osbourne", ["Ozzie (Ozzy )?Osbourne", "(Ozzy )?Osbourne"])  # the second, from the start
+    1.0
+    >>> regex_match("CHURCHILL, Winston", ["(C|c)hurchill"]), regex_match("Winston Churchill", ["(C|c)hurchill"])
+    (1.0, 0.0)
+    """
+    _check_answers(patterns, "patterns")
+    _check_prediction(prediction)
+    pred = unicodedata.normalize("NFD", prediction)
+    return float(any(compile_answer_pattern(p).match(pred) is not None for p in patterns))
+
+
+def regex_search(text: str, patterns: Sequence[str]) -> bool:
+    """Whether any of `patterns` occurs anywhere in `text` (a passage): DPR's `has_answer` with
+    `match_type="regex"` (dpr/data/qa_validation.py: NFD, `REGEX_FLAGS`, `search`), its retrieval
+    measure on CuratedTrec.
+
+    >>> regex_search("Winston Churchill led Britain.", ["(C|c)hurchill"]), regex_search("Attlee", ["(C|c)hurchill"])
+    (True, False)
+    """
+    text = unicodedata.normalize("NFD", text)
+    return any(compile_answer_pattern(p).search(text) is not None for p in patterns)
+
+
+def is_regex_answered(example) -> bool:
+    """Whether `example` (a `data.records.QAExample`) holds regular expressions as its answers
+    (CuratedTrec's): its exact match is `regex_match`, and token F1, ROUGE-L and BLEU-1 against a
+    pattern measure nothing, so they go unmeasured (None)."""
+    return getattr(example, "answer_match", "text") == "regex"
+
+
+def answer_exact_match(prediction: str, example) -> float:
+    """The exact match of `prediction` to `example`'s answers (a `data.records.QAExample`):
+    `regex_match` for a regex-answered example (CuratedTrec's), `exact_match` otherwise.
+
+    >>> from types import SimpleNamespace as Example
+    >>> ct = Example(answers=["(C|c)hurchill"], answer_match="regex")
+    >>> answer_exact_match("Churchill", ct), answer_exact_match("Churchill", Example(answers=["(C|c)hurchill"], answer_match="text"))
+    (1.0, 0.0)
+    """
+    if is_regex_answered(example):
+        return regex_match(prediction, example.answers)
+    return exact_match(prediction, example.answers)
 
 
 def _f1(pred: list[str], gold: list[str]) -> float:

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from lewisrag.data.io import InputError, write_json
 from lewisrag.data.outputs import staged_dir
 from lewisrag.data.pretrained import load_generator
-from lewisrag.data.records import of_kinds, read_qa
+from lewisrag.data.records import of_kinds, read_qa, refuse_regex_targets
 from lewisrag.training.rag import adamw, autocast, backward_step, diverged, finite, learning_rate_factor, single_device
 from lewisrag.training.rag_data import DataPosition, answer_labels, group_units, next_batch, training_pairs
 from lewisrag.training.tasks import label_log_probs, prepare_generator
@@ -77,7 +77,9 @@ def train_closed_book(cfg: ClosedBookConfig, out: str | os.PathLike,
     if out.exists() and any(out.iterdir()):
         raise InputError(out, "output directory is not empty; choose another")
     device, scaler = single_device(cfg.device, cfg.mixed_precision)
-    pairs, skipped = training_pairs(of_kinds(read_qa(cfg.train), cfg.train_kinds))
+    examples = read_qa(cfg.train)
+    refuse_regex_targets(examples, cfg.train)
+    pairs, skipped = training_pairs(of_kinds(examples, cfg.train_kinds))
     if len(pairs) < cfg.batch_size:
         raise InputError(cfg.train, f"{len(pairs)} questions with answers, fewer than batch size {cfg.batch_size}")
     units = group_units([ex for ex, _ in pairs])  # minimal pairs in one batch, as the RAG runs

@@ -66,7 +66,7 @@ from lewisrag.data.threads import resolve_device
 from lewisrag.index.shared import NodeSearch
 from lewisrag.rag_model.answering import answer_questions
 from lewisrag.rag_model.model import max_positions
-from lewisrag.scoring.qa import exact_match
+from lewisrag.scoring.qa import answer_exact_match
 from lewisrag.scoring.qbleu import q_bleu1
 from lewisrag.scoring.retrieval import hit_rate
 from lewisrag.training import checkpoint as C
@@ -177,13 +177,14 @@ def combined_length_note(cfg: RagTrainConfig) -> str | None:
 
 
 def dev_exact_match(model, tokenizers, index, dev: Sequence[QAExample], cfg: RagTrainConfig) -> float:
-    """Exact match on the first `cfg.eval_questions` short-answer dev questions that have answers."""
+    """Exact match on the first `cfg.eval_questions` short-answer dev questions that have answers
+    (a regex-answered one's by `regex_match`: `scoring.qa.answer_exact_match`)."""
     scored = [ex for ex in dev if ex.kind == "short" and ex.answers][: cfg.eval_questions]
     if not scored:
         return float("nan")
     preds = answer_questions(model, tokenizers, index, [ex.question for ex in scored], num_beams=cfg.eval_beams,
                              max_length=cfg.max_target_length, batch_size=cfg.eval_batch_size, swap=cfg.swap)
-    return sum(exact_match(p, ex.answers) for p, ex in zip(preds, scored)) / len(scored)
+    return sum(answer_exact_match(p, ex) for p, ex in zip(preds, scored)) / len(scored)
 
 
 def dev_score(model, tokenizers, index, dev: Sequence[QAExample], cfg: RagTrainConfig) -> float:

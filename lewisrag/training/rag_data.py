@@ -18,7 +18,7 @@ import torch
 
 from lewisrag.data.io import InputError
 from lewisrag.data.pretrained import load_generator
-from lewisrag.data.records import QAExample, answer_sources, check_gold_ids, of_kinds, read_qa
+from lewisrag.data.records import QAExample, answer_sources, check_gold_ids, of_kinds, read_qa, refuse_regex_targets
 from lewisrag.data.tasks import LABELS
 from lewisrag.index.dense import DenseIndex
 from lewisrag.index.encoders import load_question_encoder
@@ -47,6 +47,7 @@ def load_components(cfg, processes: int = 1, with_faiss: bool = True) -> Compone
     process searches it, `index.shared`)."""
     check_config(cfg, processes)
     every, dev = read_qa(cfg.train, cfg.qa_fields), read_qa(cfg.dev, cfg.qa_fields)
+    refuse_regex_targets(every, cfg.train)
     train = of_kinds(every, cfg.train_kinds)
     pairs, skipped = training_pairs(train)
     if len(pairs) < cfg.batch_size and len(training_pairs(every)[0]) >= cfg.batch_size:  # the kinds, not the answers

@@ -33,7 +33,7 @@ from transformers.models.bart.modeling_bart import BartLearnedPositionalEmbeddin
 from lewisrag.data.io import InputError, expect, is_count, read_json, write_json
 from lewisrag.data.outputs import check_out_dir, staged_dir
 from lewisrag.data.pretrained import load_generator
-from lewisrag.data.records import check_gold_ids, of_kinds, read_qa
+from lewisrag.data.records import check_gold_ids, of_kinds, read_qa, refuse_regex_targets
 from lewisrag.index import open_retriever
 from lewisrag.index.store import check_depth, read_manifest
 from lewisrag.rag_model.stitched import StitchSettings, stitch
@@ -201,6 +201,7 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
                                flags=("--context-encoder",))  # `train stitched` has no --swap
     check_depth(cfg.k, len(retriever.index.passages))
     read = read_qa(cfg.train, cfg.qa_fields)
+    refuse_regex_targets(read, cfg.train)
     kept = of_kinds(read, cfg.train_kinds)
     trained = {id(ex) for ex in kept if ex.answers}  # the questions training reads gold passages of
     check_gold_ids(read, retriever.index.passages, cfg.train, f"the index {cfg.index}", cfg.qa_fields,
