@@ -32,7 +32,7 @@ app = typer.Typer(
     add_completion=False,
 )
 index_app = typer.Typer(help="Build, search, tune and verify passage indexes (BM25 or dense FAISS); cut a corpus to "
-                         "what its questions retrieve.", no_args_is_help=True)
+                         "what its questions retrieve; make CuratedTrec's training targets.", no_args_is_help=True)
 train_app = typer.Typer(help="Train the retriever (DPR), the RAG model, or the stitched system's reader.", no_args_is_help=True)
 eval_app = typer.Typer(help="Evaluate retrieval, answers, or the BugHunt sample.", no_args_is_help=True)
 app.add_typer(index_app, name="index")
@@ -53,6 +53,7 @@ index_app.command("search")(_index.search)
 index_app.command("tune")(_index.tune)
 index_app.command("verify")(_index.verify)
 index_app.command("cut")(_index.cut)
+index_app.command("targets")(_index.targets)
 
 # --- train ------------------------------------------------------------------------------------
 from lewisrag.commands import train as _train  # noqa: E402

@@ -28,6 +28,8 @@ CANONICAL = {
     ("index", "verify"): ["--index", "--json"],
     ("index", "cut"): ["--passages", "--encoder", "--context-encoder", "--questions", "--qa-fields", "--seed", "--device",
                        "--out", "--overwrite", "--json"],
+    ("index", "targets"): ["--index", "--questions", "--qa-fields", "--n-docs", "--encoder", "--context-encoder", "--swap",
+                           "--out", "--overwrite", "--json"],
     ("train", "dpr"): ["--train", "--passages", "--out", "--init", "--init-question", "--init-context", "--steps", "--batch-size",
                        "--lr", "--seed", "--device", "--mixed-precision", "--overwrite", "--json"],
     ("train", "rag"): ["--index", "--encoder", "--context-encoder", "--generator", "--train", "--dev", "--train-kinds", "--out",

@@ -110,7 +110,7 @@ def test_training_targets_must_be_strings(tmp_path):
     examples = read_qa(write_ct(tmp_path / "curatedtrec-train.qa.csv"))
     with pytest.raises(InputError, match="2 training questions are answered by regular expressions") as e:
         refuse_regex_targets(examples, tmp_path / "curatedtrec-train.qa.csv")
-    assert "map each question's patterns to an answer string first" in str(e.value) and "\n" not in str(e.value)
+    assert "make them with `lewisrag index targets`" in str(e.value) and "\n" not in str(e.value)
     refuse_regex_targets([QAExample("1", "q", ["a"])], "train.jsonl")  # answer strings train
 
 
@@ -175,7 +175,7 @@ def test_base_preset_refuses_a_curatedtrec_training_set_before_any_stage(assets,
     flags[flags.index("--train") + 1] = _ct_file(tmp_path / "curatedtrec-train.qa.csv", read_qa(tiny_corpus["qa"]), 0)
     code, _, err = run_main(monkeypatch, capsys, *flags)
     lines = err.strip().splitlines()
-    assert code == 2 and len(lines) == 1 and "map each question's patterns to an answer string first" in lines[0], err
+    assert code == 2 and len(lines) == 1 and "make them with `lewisrag index targets`" in lines[0], err
     assert not out.exists()
 
 

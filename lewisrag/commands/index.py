@@ -1,4 +1,4 @@
-"""`lewisrag index build`, `search`, `tune`, `verify` and `cut`."""
+"""`lewisrag index build`, `search`, `tune`, `verify`, `cut` and `targets`."""
 
 from __future__ import annotations
 
@@ -298,3 +298,70 @@ def cut(
     rows = [[record["source_passages"], record["passages"], record["retrieved"], record["random"], record["full_depth"], recall]]
     _ui.out.print(_ui.table(f"cut written to {out}", ["source", "kept", "retrieved", "random", "every top-k kept to k",
                                                       "answer recall (whole corpus)"], rows))
+
+
+def targets(
+    ctx: typer.Context,
+    index: Path = typer.Option(..., "--index", help="Index directory (BM25 or dense) whose passages the questions' "
+                               "patterns are matched in."),
+    questions: Path = typer.Option(..., "--questions", help="Regex-answered training questions: DPR's "
+                                   "curatedtrec-train.qa.csv or biencoder-curatedtrec-train.json, or a lewisrag file with "
+                                   "\"answer_match\": \"regex\"."),
+    qa_fields: str = typer.Option(None, "--qa-fields", help=_ui.QA_FIELDS_HELP),
+    n_docs: int = typer.Option(1000, "--n-docs", help="Passages retrieved per question whose matches are counted (the "
+                               "paper's 1,000; at most the index's passages)."),
+    encoder: str = typer.Option(None, "--encoder", help="Dense indexes: DPR checkpoint, DPRQuestionEncoder folder or "
+                                "trained RAG model (RUN/best) for the questions (default: the index's)."),
+    context_encoder: str = typer.Option(None, "--context-encoder", help="With a DPRQuestionEncoder folder: its DPRContextEncoder pair."),
+    swap: bool = typer.Option(False, "--swap", help="Allow a question encoder trained against another context encoder."),
+    out: Path = typer.Option(..., "--out", help="QA file to write (JSONL, lewisrag's format; written beside, then renamed): "
+                             "each question with its target as its one answer and its target_source."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out if it exists."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object instead of a table."),
+) -> None:
+    """Turn regex-answered training questions (CuratedTrec's) into answer strings, as the RAG paper did.
+
+    Each question's target is the most frequent match of its patterns in its top --n-docs retrieved
+    passages (counted after normalize_answer, written in its most frequent spelling; ties go to the
+    one found first by rank), else a string spelled out of its first pattern (literals, the first
+    branch, the fewest repeats); a question whose pattern cannot be spelled (a backreference, a
+    lookaround) is left out and counted. --out trains with `train rag --train`."""
+    from lewisrag.data.io import InputError, write_jsonl
+    from lewisrag.data.outputs import check_out_file
+    from lewisrag.data.records import read_qa
+    from lewisrag.index import open_retriever
+    from lewisrag.index.store import read_manifest
+    from lewisrag.index.targets import make_targets
+    from lewisrag.scoring.qa import is_regex_answered
+
+    if n_docs < 1:
+        raise InputError("--n-docs", f"must be at least 1, got {n_docs}")
+    if read_manifest(index)["kind"] == "bm25":  # never ignored in silence
+        _ui.refuse_given(ctx, ("encoder", "context_encoder", "swap"), f"applies to dense indexes; {index} is BM25")
+    check_out_file(out, overwrite=overwrite, inputs=[("--questions", questions), ("--index", index)])
+    examples = read_qa(questions, _ui.qa_fields(qa_fields))
+    if not any(is_regex_answered(ex) and ex.answers for ex in examples):
+        raise InputError(questions, "no question is answered by regular expressions (CuratedTrec's): its answers are "
+                         "strings already, to train on as they are", field="answers")
+    retriever = open_retriever(index, encoder, swap=swap, context_encoder=context_encoder)
+    k = min(n_docs, len(retriever.index.passages))
+    if k < n_docs:
+        typer.echo(f"note: {index} holds {k} passages: each question's {k} are searched for matches, not {n_docs}", err=True)
+    with _ui.progress() as p:
+        records, summary = make_targets(examples, retriever.search, k, _ui.Bars(p, {"search": "searching and matching"}))
+    if not records:
+        raise InputError(questions, "no question got a target: no passage matches their patterns and none can be spelled")
+    write_jsonl(out, records)
+    if summary["left_out"]:
+        first = summary["first_left_out"]
+        typer.echo(f"warning: {summary['left_out']} questions left out of {out}: no retrieved passage matches their patterns "
+                   f"and the first pattern cannot be spelled out (a backreference or lookaround); the first: {first['id']} "
+                   f"{first['pattern']!r}", err=True)
+    if as_json:
+        _ui.print_json({"out": str(out), **summary})
+        return
+    share = "-" if summary["matched_share"] is None else f"{summary['matched_share']:.1%}"
+    rows = [[summary["questions"], summary["retrieved"], summary["pattern"], summary["left_out"], summary["given"], share]]
+    _ui.out.print(_ui.table(f"targets written to {out} (top {k} passages)", ["questions", "from retrieved passages",
+                                                                              "from the pattern", "left out", "given as text",
+                                                                              "matched share"], rows))

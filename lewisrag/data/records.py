@@ -129,14 +129,14 @@ def answer_sources(path: str | os.PathLike, fields: Mapping[str, str] | None = N
 def refuse_regex_targets(examples: Sequence[QAExample], path: str | os.PathLike) -> None:
     """Refuse training on regex-answered examples (CuratedTrec's): a generator trains on an answer
     string, and a pattern is none. The RAG paper made one per question first (the most frequent match
-    of its patterns among the top retrieved passages, else one spelled out of the pattern); lewisrag
-    does not, so the patterns must be mapped to strings before training. Dev and test sets take them."""
+    of its patterns among the top retrieved passages, else one spelled out of the pattern): `lewisrag
+    index targets` makes that file, which then trains. Dev and test sets take the patterns."""
     regex = [ex for ex in examples if ex.answer_match == "regex" and ex.answers]
     if regex:
         raise InputError(path, f"{len(regex)} training questions are answered by regular expressions (CuratedTrec's), "
-                         "and training targets must be answer strings: map each question's patterns to an answer string "
-                         "first (the RAG paper took the patterns' most frequent match among each question's top retrieved "
-                         "passages) and train on that file; regex-answered questions serve as --dev or --test",
+                         "and training targets must be answer strings: make them with `lewisrag index targets` (the RAG "
+                         "paper's rule: the patterns' most frequent match among each question's top retrieved passages) "
+                         "and train on that file; regex-answered questions serve as --dev or --test",
                          field="answers")
 
 
