@@ -372,7 +372,7 @@ def _from_events(text: str) -> dict:
     "data: [DONE]"), which some proxies send though no stream was asked: the chunks' delta contents
     joined, the last finish_reason and usage. ValueError when a chunk is not JSON, or when the stream
     ends without [DONE] or a finish_reason (it was cut: retried)."""
-    parts, finish, usage, done = [], None, None, False
+    parts, finish, usage, done, calls = [], None, None, False, []
     for line in text.splitlines():
         if not line.startswith("data:"):
             continue  # event:, id:, retry: and ": comments"
@@ -390,10 +390,18 @@ def _from_events(text: str) -> dict:
         piece = _text_parts(piece) if isinstance(piece, list) else piece
         if isinstance(piece, str):
             parts.append(piece)
+        if isinstance(delta, dict):  # a tool call streams as its own deltas: kept, so that it is not read as ""
+            calls += [c for key in ("tool_calls", "function_call") if (c := delta.get(key))]
         finish = choices[0].get("finish_reason") or finish
     if not (done or finish):
         raise ValueError("the stream ended before its end")
-    return {"choices": [{"message": {"content": "".join(parts)}, "finish_reason": finish}], "usage": usage}
+    message = {"content": "".join(parts)} | ({"tool_calls": calls} if calls else {})
+    return {"choices": [{"message": message, "finish_reason": finish}], "usage": usage}
+
+
+def _calls_of(message) -> list | dict | None:
+    """A message's tool calls (`tool_calls`, or the older `function_call`), if it has any."""
+    return (message.get("tool_calls") or message.get("function_call")) if isinstance(message, dict) else None
 
 
 MAX_WORKERS = 1024  # requests in flight at most (--concurrency): a thread each, and past a process's limit a traceback
@@ -516,7 +524,8 @@ class ChatClient:
         try:
             choice = reply["choices"][0]
             message = choice["message"]
-            content = message["content"]
+            # a tool call may come without a content key at all: it is read below, not retried as malformed
+            content = message["content"] if not _calls_of(message) else message.get("content")
         except (KeyError, IndexError, TypeError):
             raise _Malformed("malformed reply: no choices[0].message.content", text) from None
         usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
@@ -532,8 +541,7 @@ class ChatClient:
         if thought is not None and not (isinstance(content, str) and content.strip()):
             # asking again gets the same: the reasoning parser took the whole reply, or thinking never ended
             raise _Cut(f"reply has no content, only reasoning ({len(message[thought])} characters in {thought})", text)
-        calls = message.get("tool_calls") or message.get("function_call") if isinstance(message, dict) else None
-        if calls and not (isinstance(content, str) and content.strip()):
+        if _calls_of(message) and not (isinstance(content, str) and content.strip()):
             # lewisrag offers no tools: a model that calls one anyway (finish_reason "tool_calls") does so again
             raise _Cut(f"reply is a tool call, not an answer (finish_reason '{finish}')", text)
         if not isinstance(content, str):  # null: a reply with no message, retried as the docstring says

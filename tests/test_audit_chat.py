@@ -40,6 +40,10 @@ REPLIES = {  # path -> the 200 reply's body
     "tool": completion(None, "tool_calls", tool_calls=[{"id": "c1", "type": "function",
                                                          "function": {"name": "search", "arguments": "{}"}}]),
     "function": completion("", "function_call", function_call={"name": "search", "arguments": "{}"}),
+    "tool_nokey": json.dumps({"choices": [{"message": {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function"}]},
+                                            "finish_reason": "tool_calls"}]}),
+    "sse_tool": events('{"choices": [{"delta": {"role": "assistant", "tool_calls": [{"index": 0, "id": "c1"}]}}]}',
+                       '{"choices": [{"delta": {}, "finish_reason": "tool_calls"}]}'),
     "sse": events('{"choices": [{"delta": {"role": "assistant", "content": "Ana"}}]}',
                   '{"choices": [{"delta": {"content": " Kel [1]"}, "finish_reason": "stop"}]}',
                   '{"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 2}}'),
@@ -99,6 +103,8 @@ def test_a_stream_cut_before_its_end_is_retried_not_taken_as_the_answer(base):
     ("think_cut", r"reply cut off by the endpoint \(finish_reason 'length'\) \(1 attempt\)"),
     ("tool", r"reply is a tool call, not an answer \(finish_reason 'tool_calls'\) \(1 attempt\)"),
     ("function", r"reply is a tool call, not an answer \(finish_reason 'function_call'\) \(1 attempt\)"),
+    ("tool_nokey", r"reply is a tool call, not an answer \(finish_reason 'tool_calls'\) \(1 attempt\)"),
+    ("sse_tool", r"reply is a tool call, not an answer \(finish_reason 'tool_calls'\) \(1 attempt\)"),  # was read as ""
 ])
 def test_a_reply_with_only_reasoning_or_a_tool_call_fails_at_once_saying_so(base, mode, why):
     c = client(f"{base}/{mode}/v1")
