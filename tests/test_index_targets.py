@@ -10,7 +10,7 @@ import unicodedata
 import pytest
 
 from conftest import run_main, write_jsonl
-from lewisrag.data.records import read_qa, refuse_regex_targets
+from lewisrag.data.records import QAExample, read_qa, refuse_regex_targets
 from lewisrag.index.targets import matches_in, most_frequent_match, spell, target_for
 from lewisrag.scoring.qa import compile_answer_pattern
 from test_curatedtrec import write_ct
@@ -133,3 +133,34 @@ def test_targets_refuses_an_existing_file_text_answers_and_a_dense_flag_on_bm25(
                             "--out", tmp_path / "e.jsonl")
     assert code == 2 and "--encoder" in err and "BM25" in err, err
     assert not (tmp_path / "n.jsonl").exists() and not (tmp_path / "e.jsonl").exists()
+
+
+def test_bm25_hits_that_score_nothing_cast_no_vote():
+    """BM25 fills its top k with zero-score passages in the index's order: a match in one of those
+    ('1980' twice) outvoted the one passage that ranked ('1945') and became the training target."""
+    from types import SimpleNamespace as Hit
+
+    from lewisrag.index.targets import make_targets
+
+    hits = [Hit(text="The war ended in 1945.", score=1.8), Hit(text="Gold rose in 1980 and fell in 1980.", score=0.0)]
+    ex = [QAExample("q", "When did the war end?", ["19[0-9][0-9]"], answer_match="regex")]
+    records, summary = make_targets(ex, lambda questions, k: [hits for _ in questions], 2, scored_only=True)
+    assert records[0]["answers"] == ["1945"] and summary["fewer_hits"] == 1
+    records, _ = make_targets(ex, lambda questions, k: [hits for _ in questions], 2)  # dense scores may be negative: all vote
+    assert records[0]["answers"] == ["1980"]
+
+
+def test_a_question_passed_through_keeps_its_text_answers_in_a_curatedtrec_named_file(tmp_path):
+    """A text-answered question copied through lost `answer_match`, so an output named curatedtrec-*
+    read it back as a pattern, and training refused the very file `index targets` wrote."""
+    from types import SimpleNamespace as Hit
+
+    from lewisrag.data.io import write_jsonl
+    from lewisrag.index.targets import make_targets
+
+    ex = [QAExample("a", "Who led Britain?", ["(C|c)hurchill"], answer_match="regex"), QAExample("b", "Capital?", ["Paris"])]
+    records, summary = make_targets(ex, lambda qs, k: [[Hit(text="Churchill led.", score=1.0)] for _ in qs], 1)
+    write_jsonl(tmp_path / "curatedtrec-train-targets.jsonl", records)
+    back = read_qa(tmp_path / "curatedtrec-train-targets.jsonl")
+    assert [e.answer_match for e in back] == ["text", "text"] and summary["given"] == 1
+    refuse_regex_targets(back, tmp_path / "curatedtrec-train-targets.jsonl")

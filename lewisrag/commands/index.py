@@ -108,7 +108,8 @@ def search(
     k = _ui.renamed(ctx, "n_docs", "old_k", "--n-docs", "-k")
     if k < 1:
         raise InputError("--n-docs", f"must be at least 1, got {k}")
-    if read_manifest(index)["kind"] == "bm25":  # never ignored in silence
+    bm25 = read_manifest(index)["kind"] == "bm25"
+    if bm25:  # never ignored in silence
         _ui.refuse_given(ctx, ("encoder", "context_encoder", "swap"), f"applies to dense indexes; {index} is BM25")
     retriever = open_retriever(index, encoder, swap=swap, context_encoder=context_encoder)
     check_depth(k, len(retriever.index.passages))
@@ -336,7 +337,8 @@ def targets(
 
     if n_docs < 1:
         raise InputError("--n-docs", f"must be at least 1, got {n_docs}")
-    if read_manifest(index)["kind"] == "bm25":  # never ignored in silence
+    bm25 = read_manifest(index)["kind"] == "bm25"
+    if bm25:  # never ignored in silence
         _ui.refuse_given(ctx, ("encoder", "context_encoder", "swap"), f"applies to dense indexes; {index} is BM25")
     check_out_file(out, overwrite=overwrite, inputs=[("--questions", questions), ("--index", index)])
     examples = read_qa(questions, _ui.qa_fields(qa_fields))
@@ -348,10 +350,14 @@ def targets(
     if k < n_docs:
         typer.echo(f"note: {index} holds {k} passages: each question's {k} are searched for matches, not {n_docs}", err=True)
     with _ui.progress() as p:
-        records, summary = make_targets(examples, retriever.search, k, _ui.Bars(p, {"search": "searching and matching"}))
+        records, summary = make_targets(examples, retriever.search, k, _ui.Bars(p, {"search": "searching and matching"}),
+                                        scored_only=bm25)
     if not records:
         raise InputError(questions, "no question got a target: no passage matches their patterns and none can be spelled")
     write_jsonl(out, records)
+    if bm25 and summary["fewer_hits"]:
+        typer.echo(f"note: {summary['fewer_hits']} questions have fewer than {k} passages holding a word of them: "
+                   "their matches are counted in those (BM25's zero-score hits rank nothing)", err=True)
     if summary["left_out"]:
         first = summary["first_left_out"]
         typer.echo(f"warning: {summary['left_out']} questions left out of {out}: no retrieved passage matches their patterns "

@@ -164,23 +164,31 @@ def target_record(ex: QAExample, target: str, source: str) -> dict:
 
 
 def make_targets(examples: Sequence[QAExample], search: Callable[[list[str], int], list], n_docs: int,
-                 progress: Callable[[str, int, int], None] = lambda stage, done, total: None) -> tuple[list[dict], dict]:
+                 progress: Callable[[str, int, int], None] = lambda stage, done, total: None,
+                 scored_only: bool = False) -> tuple[list[dict], dict]:
     """The target records of `examples`' regex-answered questions and a summary of how each got its
-    target; `search(questions, k)` gives each question's ranked hits (objects with `.text`), such as
-    `index.open_retriever(...).search`. Examples with answer strings pass through as they are
-    (`target_source` "given"); a question without a target is left out and counted, the first named."""
+    target; `search(questions, k)` gives each question's ranked hits (objects with `.text` and
+    `.score`), such as `index.open_retriever(...).search`. With `scored_only` (BM25) a hit scoring 0
+    or less is no retrieved passage: BM25 fills its top k with passages holding no word of the
+    question, in the index's order, and a match in one of those once outvoted the passages that
+    ranked (`fewer_hits` counts the questions left with fewer than `n_docs`). Examples with answer
+    strings pass through as they are (`target_source` "given"); a question without a target is left
+    out and counted, the first named."""
     records, summary = [], {"questions": len(examples), "given": 0, "retrieved": 0, "pattern": 0, "left_out": 0,
-                            "first_left_out": None, "n_docs": n_docs}
+                            "first_left_out": None, "n_docs": n_docs, "fewer_hits": 0}
     todo = [ex for ex in examples if is_regex_answered(ex) and ex.answers]
     done: dict[str, tuple[str | None, str | None]] = {}
     for start in range(0, len(todo), BATCH):
         batch = todo[start:start + BATCH]
         for ex, hits in zip(batch, search([ex.question for ex in batch], n_docs)):
-            done[ex.id] = target_for(ex.answers, [h.text for h in hits])
+            ranked = [h for h in hits if h.score > 0] if scored_only else list(hits)
+            summary["fewer_hits"] += len(ranked) < n_docs
+            done[ex.id] = target_for(ex.answers, [h.text for h in ranked])
         progress("search", start + len(batch), len(todo))
     for ex in examples:
         if ex.id not in done:
-            records.append({**ex.to_dict(), "target_source": "given"})
+            # answer_match written: in a file named curatedtrec-* it would read back as a pattern (target_record)
+            records.append({**ex.to_dict(), "answer_match": ex.answer_match, "target_source": "given"})
             summary["given"] += 1
             continue
         target, source = done[ex.id]
