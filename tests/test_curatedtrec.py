@@ -111,7 +111,15 @@ def test_training_targets_must_be_strings(tmp_path):
     with pytest.raises(InputError, match="2 training questions are answered by regular expressions") as e:
         refuse_regex_targets(examples, tmp_path / "curatedtrec-train.qa.csv")
     assert "make them with `lewisrag index targets`" in str(e.value) and "\n" not in str(e.value)
+    assert (e.value.line, e.value.field) == (1, "answers")
     refuse_regex_targets([QAExample("1", "q", ["a"])], "train.jsonl")  # answer strings train
+    # in a file that mixes them, the first regex-answered question's line is named (no line was)
+    mixed = tmp_path / "mixed.jsonl"
+    write_jsonl(mixed, [{"id": "a", "question": "Capital?", "answers": ["Paris"]},
+                        {"id": "b", "question": "Who led?", "answers": ["(C|c)hurchill"], "answer_match": "regex"}])
+    with pytest.raises(InputError) as e:
+        refuse_regex_targets(read_qa(mixed), mixed)
+    assert (e.value.line, e.value.field) == (2, "answers")
 
 
 def test_closed_book_refuses_regex_targets(tmp_path):

@@ -126,18 +126,21 @@ def answer_sources(path: str | os.PathLike, fields: Mapping[str, str] | None = N
     return [(line, where) for line, _, where in _read_qa(path, fields)]
 
 
-def refuse_regex_targets(examples: Sequence[QAExample], path: str | os.PathLike) -> None:
-    """Refuse training on regex-answered examples (CuratedTrec's): a generator trains on an answer
-    string, and a pattern is none. The RAG paper made one per question first (the most frequent match
-    of its patterns among the top retrieved passages, else one spelled out of the pattern): `lewisrag
-    index targets` makes that file, which then trains. Dev and test sets take the patterns."""
+def refuse_regex_targets(examples: Sequence[QAExample], path: str | os.PathLike,
+                         fields: Mapping[str, str] | None = None) -> None:
+    """Refuse training on regex-answered examples (CuratedTrec's), naming the first one's line:
+    a generator trains on an answer string, and a pattern is none. The RAG paper made one per question
+    first (the most frequent match of its patterns among the top retrieved passages, else one spelled
+    out of the pattern): `lewisrag index targets` makes that file, which then trains. Dev and test sets
+    take the patterns. `examples` are `read_qa(path, fields)`'s, in its order (a first part of them too)."""
     regex = [ex for ex in examples if ex.answer_match == "regex" and ex.answers]
     if regex:
+        line = next((line for (line, _), ex in zip(answer_sources(path, fields), examples) if ex is regex[0]), None)
         raise InputError(path, f"{len(regex)} training questions are answered by regular expressions (CuratedTrec's), "
                          "and training targets must be answer strings: make them with `lewisrag index targets` (the RAG "
                          "paper's rule: the patterns' most frequent match among each question's top retrieved passages) "
                          "and train on that file; regex-answered questions serve as --dev or --test",
-                         field="answers")
+                         line=line, field="answers")
 
 
 def _read_qa(path, fields: Mapping[str, str] | None) -> list[tuple[int, QAExample, list[str]]]:

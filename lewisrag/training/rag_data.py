@@ -47,7 +47,7 @@ def load_components(cfg, processes: int = 1, with_faiss: bool = True) -> Compone
     process searches it, `index.shared`)."""
     check_config(cfg, processes)
     every, dev = read_qa(cfg.train, cfg.qa_fields), read_qa(cfg.dev, cfg.qa_fields)
-    refuse_regex_targets(every, cfg.train)
+    refuse_regex_targets(every, cfg.train, cfg.qa_fields)
     train = of_kinds(every, cfg.train_kinds)
     pairs, skipped = training_pairs(train)
     if len(pairs) < cfg.batch_size and len(training_pairs(every)[0]) >= cfg.batch_size:  # the kinds, not the answers

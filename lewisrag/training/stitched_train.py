@@ -201,7 +201,7 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
                                flags=("--context-encoder",))  # `train stitched` has no --swap
     check_depth(cfg.k, len(retriever.index.passages))
     read = read_qa(cfg.train, cfg.qa_fields)
-    refuse_regex_targets(read, cfg.train)
+    refuse_regex_targets(read, cfg.train, cfg.qa_fields)
     kept = of_kinds(read, cfg.train_kinds)
     trained = {id(ex) for ex in kept if ex.answers}  # the questions training reads gold passages of
     check_gold_ids(read, retriever.index.passages, cfg.train, f"the index {cfg.index}", cfg.qa_fields,
