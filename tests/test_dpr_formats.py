@@ -84,7 +84,7 @@ def test_psgs_tsv_limit_reads_and_checks_only_the_head(tmp_path, monkeypatch):
     (HEADER + '1\t"a"\tT\n\t"b"\tT\n', ":3: field 'id': empty"),
     (HEADER + '1\t"a"\tT\n2\t""\tT\n', ":3: field 'text': empty"),
     (HEADER + '1\t"a"\tT\n2\t"   "\tT\n', ":3: field 'text': empty"),
-    (HEADER + '1\t"a"\tT\n\n', ":3: field 'id': empty"),
+    (HEADER + '1\t"a"\tT\n\n', ":3: a blank line (DPR's file holds one passage a line)"),
     (HEADER + '1\t"a"\tT\n1\t"b"\tT\n', ":3: field 'id': duplicate id '1' (first on line 2)"),
     (HEADER + '1\t"a"\tT\n2\t"two\nlines"\tT\n', ":3: field 'text': a line break inside a quoted field"),
     (HEADER, ": no passages"),

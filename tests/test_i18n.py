@@ -180,11 +180,11 @@ def test_reproduce_report_in_chinese_says_when_plots_keep_english_labels(monkeyp
     from lewisrag.experiments import report
 
     results = {"config": {"preset": {"name": "tiny", "notes": "smoke test: numbers are not meaningful"}, "seed": 0, "lang": "zh"},
-               "retrieval": {"skipped": "no test question has gold_passage_ids (nq_open, KILT and DPR's .qa.csv have none)"},
+               "retrieval": {"skipped": "no test question has gold_passage_ids (the hub's QA sets and DPR's .qa.csv have none)"},
                "skipped": {"dpr": "not trained: the given DPR pair (--question-encoder, --context-encoder) is the retriever"}}
     text = report.render_report(results)
     assert text.startswith("# lewisrag reproduce 复现报告 — 预设 `tiny`，随机种子 0\n\n_冒烟测试：数字没有意义_")
-    assert "未测量：没有哪道测试题带 gold_passage_ids（nq_open、KILT 和 DPR 的 .qa.csv 都没有）。" in text and "- `dpr`：不训练：给定的 DPR 编码器对" in text
+    assert "未测量：没有哪道测试题带 gold_passage_ids（hub 上的问答数据集和 DPR 的 .qa.csv 都没有）。" in text and "- `dpr`：不训练：给定的 DPR 编码器对" in text
     if i18n.cjk_font() is not None:
         assert "没有找到中文字体" not in text
     monkeypatch.setattr(report, "cjk_font", lambda: None)

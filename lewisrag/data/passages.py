@@ -162,6 +162,10 @@ def _refuse_line_breaks(batch: pa.RecordBatch, start: int, path: Path) -> None:
     if first is not None:
         raise InputError(path, "a line break inside a quoted field (DPR's file holds one passage a line)",
                          line=start + first[0] + 2, field=first[1])
+    blank = pc.and_(pc.and_(pc.equal(batch.column("id"), ""), pc.equal(batch.column("text"), "")),
+                    pc.equal(batch.column("title"), ""))
+    if pc.any(blank).as_py():  # it parses as a row of three empty fields: said so, not "field 'id': empty"
+        raise InputError(path, "a blank line (DPR's file holds one passage a line)", line=start + _first(blank) + 2)
 
 
 SHARD_NAME = re.compile(r"(?P<stem>.*)-(?P<k>\d+)-of-(?P<n>\d+)$")  # the hub's (and datasets') train-00003-of-00005

@@ -288,7 +288,7 @@ def _answer_list(text: str, path: Path, line: int) -> list:
 
 def dpr_gold_ids(rec: dict, path, line: int) -> list[str]:
     """The `passage_id`s of a DPR retriever training record's `positive_ctxs` (psgs_w100's ids, which
-    wiki_dpr keeps), in order, each once. None when no positive context carries one (DPR's older
+    wiki_dpr keeps), in order, each once; an empty list when no positive context carries one (DPR's older
     releases): no gold ids then, none guessed from titles or texts. A record where some carry one and
     some do not is an error naming the first without."""
     ctxs = rec.get("positive_ctxs")

@@ -320,7 +320,7 @@ def _retrieval(run: Path, test, pair: dict, on_progress: Progress) -> dict:
     ks = (1, 5, 20)
     with_gold = [ex for ex in test if ex.gold_passage_ids]
     if not with_gold:
-        return {"out": {"retrieval": {"split": "test", "skipped": "no test question has gold_passage_ids (nq_open, KILT and DPR's .qa.csv have none)"}}}
+        return {"out": {"retrieval": {"split": "test", "skipped": "no test question has gold_passage_ids (the hub's QA sets and DPR's .qa.csv have none)"}}}
     retriever = open_retriever(run / "index_a", pair["encoder"], context_encoder=pair["context_encoder"])
     # --max-passages may keep a corpus's first N passages only: a question whose gold passages all lie
     # beyond them cannot be found by any retriever, so it is left out of recall and counted, not scored 0

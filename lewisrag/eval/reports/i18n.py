@@ -589,7 +589,7 @@ KNOWN_TEXTS: dict[str, str] = {
     "no --passages-b": "没有给 --passages-b",
     "needs --passages-b, --questions-a and --questions-b (questions about each snapshot)":
         "需要 --passages-b、--questions-a 和 --questions-b（关于每个快照的问题）",
-    "no test question has gold_passage_ids (nq_open, KILT and DPR's .qa.csv have none)": "没有哪道测试题带 gold_passage_ids（nq_open、KILT 和 DPR 的 .qa.csv 都没有）",
+    "no test question has gold_passage_ids (the hub's QA sets and DPR's .qa.csv have none)": "没有哪道测试题带 gold_passage_ids（hub 上的问答数据集和 DPR 的 .qa.csv 都没有）",
     # a run written before KILT and DPR's files were read says it so
     "no test question has gold_passage_ids (nq_open has none)": "没有哪道测试题带 gold_passage_ids（nq_open 没有）",
     # why a metric is null (eval/evaluator.py)
