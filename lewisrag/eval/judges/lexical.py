@@ -53,9 +53,18 @@ _OPENERS = frozenset(
 )
 
 
+# the typographic apostrophes NFKC keeps: "Don’t" read as the words "Don" and "t" made "Don" a name
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u02bc": "'"})
+
+
+def _nfkc(text: str) -> str:
+    """NFKC, with the typographic apostrophes (U+2019, U+02BC) written as "'"."""
+    return unicodedata.normalize("NFKC", text).translate(_APOSTROPHES)
+
+
 def _fold(text: str) -> str:
-    """NFKC, lowercased, with whitespace between CJK characters removed (a line break inside a word joins it)."""
-    return _CJK_GAP.sub("", unicodedata.normalize("NFKC", text).lower())
+    """`_nfkc`, lowercased, with whitespace between CJK characters removed (a line break inside a word joins it)."""
+    return _CJK_GAP.sub("", _nfkc(text).lower())
 
 
 def content_tokens(text: str) -> list[str]:
@@ -68,7 +77,7 @@ def content_tokens(text: str) -> list[str]:
     >>> content_tokens("接口返回了 422")
     ['422', '接', '口', '返', '回']
     """
-    s = unicodedata.normalize("NFKC", text).lower()
+    s = _nfkc(text).lower()
     words = [w for _, w in _words(s) if w not in _STOP_EN]
     chars = [c for c in _CJK.findall(s) if c not in _STOP_ZH]
     return words + chars  # words first, then characters
@@ -184,8 +193,9 @@ class LexicalJudge:
     name = "lexical"
     # bump when the tokenization or rule changes: it changes scores (2: CJK needs a 2+ character match;
     # 3: ideographs past U+20000 are CJK, not ignored; 4: a number the premise lacks is unsupported;
-    # 5: so is an English name the premise lacks; 6: a sentence's first word too, unless it reads as ordinary)
-    version = "6"
+    # 5: so is an English name the premise lacks; 6: a sentence's first word too, unless it reads as ordinary;
+    # 7: typographic apostrophes read as "'")
+    version = "7"
 
     def __init__(self, threshold: float = 0.75):
         if not 0.0 < threshold <= 1.0:
@@ -232,7 +242,7 @@ class LexicalJudge:
             held = set(_numbers(p_words))
             numbers = list(dict.fromkeys(x for x in _numbers(h_words) if x not in held))
             # a possessive's name is its host ("Ruus's" is backed by a premise naming Ruus)
-            names = list(dict.fromkeys(x for x in _names(_CJK_GAP.sub("", unicodedata.normalize("NFKC", hypothesis)))
+            names = list(dict.fromkeys(x for x in _names(_CJK_GAP.sub("", _nfkc(hypothesis)))
                                        if x.lower() not in words and x.lower().split("'")[0] not in words))
             lacking = [f"the number {', '.join(numbers)}"] * bool(numbers) + [f"the name {', '.join(names)}"] * bool(names)
             if lacking:

@@ -1,4 +1,5 @@
-"""Lexical judge v6: an English name the premise lacks is caught at the start of a sentence too."""
+"""Lexical judge: an English name the premise lacks is caught at the start of a sentence too (v6), and a
+typographic apostrophe reads as a straight one (v7)."""
 
 import doctest
 
@@ -15,9 +16,9 @@ def supported(premise: str, hypotheses: list[str]) -> list[bool | None]:
 
 
 def test_version_and_fingerprint_moved_with_the_rule():
-    assert LexicalJudge.version == "6"
-    # the fingerprint carries the version: runs judged by v5 and v6 are not compared as one judge
-    assert LexicalJudge().fingerprint == digest("LexicalJudge", "", {"threshold": 0.75}, "6")
+    assert LexicalJudge.version == "7"
+    # the fingerprint carries the version: runs judged by v5, v6 and v7 are not compared as one judge
+    assert LexicalJudge().fingerprint == digest("LexicalJudge", "", {"threshold": 0.75}, "7")
     assert LexicalJudge().fingerprint != digest("LexicalJudge", "", {"threshold": 0.75}, "5")
 
 
@@ -90,3 +91,13 @@ def test_chinese_statements_are_judged_as_before():
 
 def test_the_judges_docstring_examples_hold():
     assert doctest.testmod(lexical).failed == 0
+
+
+@pytest.mark.parametrize("opener", ["Don\u2019t", "Isn\u2019t it true that you should not", "It\u2019s true:", "Don\u02bct"])
+def test_a_typographic_apostrophe_reads_as_a_straight_one(opener):
+    """v7: NFKC keeps U+2019, so "Don’t" was the words "Don" and "t", and "Don" a name the premise lacks:
+    an LLM's answer with curly quotes failed where the same with "'" passed."""
+    premise = "The login page returns HTTP 422 when the password field is empty, so users cannot sign in."
+    hypothesis = f"{opener} leave the password field empty: the login page returns HTTP 422 and users cannot sign in."
+    curly, straight = LexicalJudge().judge([(premise, hypothesis), (premise, hypothesis.replace("\u2019", "'").replace("\u02bc", "'"))])
+    assert curly == straight and curly.supported is True
