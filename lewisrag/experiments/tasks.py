@@ -35,9 +35,9 @@ from pathlib import Path
 
 import torch
 
-from lewisrag.data.io import InputError, given_once, iter_records, write_json
+from lewisrag.data.io import InputError, given_once, write_json
 from lewisrag.data.pretrained import load_generator
-from lewisrag.data.records import read_passages, read_qa
+from lewisrag.data.records import answer_sources, read_passages, read_qa
 from lewisrag.data.tasks import NEI
 from lewisrag.eval.stats.paired import paired_bootstrap
 from lewisrag.experiments.presets import Preset
@@ -147,9 +147,9 @@ def read_scored(path: Path, labels: bool = False) -> list:
     FEVER label): a claim without one ended in an IndexError, a clue in a ValueError, and a label
     spelled otherwise was scored as a wrong prediction in silence."""
     examples = read_qa(path)
-    for (line, _), ex in zip(iter_records(path), examples):
-        if not ex.answers:
-            raise InputError(path, "no answer to score against", line=line, field="answers")
+    if not all(ex.answers for ex in examples):  # the file is read again only to name the line, as check_labels does
+        line = next(line for (line, _), ex in zip(answer_sources(path), examples) if not ex.answers)
+        raise InputError(path, "no answer to score against", line=line, field="answers")
     if labels:
         check_labels(examples, path)
     return examples
