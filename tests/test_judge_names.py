@@ -1,5 +1,6 @@
-"""Lexical judge: an English name the premise lacks is caught at the start of a sentence too (v6), and a
-typographic apostrophe reads as a straight one (v7)."""
+"""Lexical judge: an English name the premise lacks is caught at the start of a sentence too (v6), a
+typographic apostrophe reads as a straight one (v7), and a Chinese name or a function word written as a
+name ("Will Tamm") the premise lacks is caught too (v8)."""
 
 import doctest
 
@@ -16,10 +17,10 @@ def supported(premise: str, hypotheses: list[str]) -> list[bool | None]:
 
 
 def test_version_and_fingerprint_moved_with_the_rule():
-    assert LexicalJudge.version == "7"
-    # the fingerprint carries the version: runs judged by v5, v6 and v7 are not compared as one judge
-    assert LexicalJudge().fingerprint == digest("LexicalJudge", "", {"threshold": 0.75}, "7")
-    assert LexicalJudge().fingerprint != digest("LexicalJudge", "", {"threshold": 0.75}, "5")
+    assert LexicalJudge.version == "8"
+    # the fingerprint carries the version: runs judged by v5 to v8 are not compared as one judge
+    assert LexicalJudge().fingerprint == digest("LexicalJudge", "", {"threshold": 0.75}, "8")
+    assert LexicalJudge().fingerprint != digest("LexicalJudge", "", {"threshold": 0.75}, "7")
 
 
 def test_a_wrong_name_opening_a_sentence_is_unsupported_whatever_the_share():
@@ -82,8 +83,9 @@ def test_chinese_statements_are_judged_as_before():
                               (premise, "鲁斯于2016年在选举后成为瓦尔多利亚的国家元首。")])
     assert v[0] == Verdict(True, "15/15 content tokens in premise (1.00 ≥ 0.75)")
     assert v[1] == Verdict(False, "4/6 content tokens in premise (0.67 < 0.75); missing: 首塔")
-    # Chinese has no capitals: a wrong Chinese name is still judged on its share alone
-    assert v[2].supported is True and "lacks the name" not in v[2].reason
+    # v8: the wrong name 鲁斯 (16/18 units in the premise) is caught by its transliteration characters
+    assert v[2] == Verdict(False, "16/18 content tokens in premise (0.89 ≥ 0.75); missing: 鲁斯; "
+                                  "but the premise lacks the name 鲁斯")
     # a Latin name inside Chinese text is read as it was in v5: a capitalised word after CJK text is a name
     mixed = "瓦尔多利亚的国家元首 Ruus 和 head of state"
     assert supported(mixed, [mixed.replace("Ruus", "Tamm"), mixed]) == [False, True]
@@ -101,3 +103,78 @@ def test_a_typographic_apostrophe_reads_as_a_straight_one(opener):
     hypothesis = f"{opener} leave the password field empty: the login page returns HTTP 422 and users cannot sign in."
     curly, straight = LexicalJudge().judge([(premise, hypothesis), (premise, hypothesis.replace("\u2019", "'").replace("\u02bc", "'"))])
     assert curly == straight and curly.supported is True
+
+
+ZH_PREMISE = ("鲁斯于2016年成为瓦尔多利亚的国家元首。瓦尔多利亚的首都是泽尔斯堡，官方语言为维兰语。"
+              "总统李明华领导着卡莫尼亚。")
+
+
+@pytest.mark.parametrize("statement, name", [
+    ("塔姆于2016年成为瓦尔多利亚的国家元首。", "塔姆"),  # person (transliteration-style)
+    ("鲁斯于2016年成为塔维尼亚的国家元首。", "塔维"),  # country: 尼亚 is covered by the premise's 卡莫尼亚
+    ("鲁斯于2016年成为奥伦兰的国家元首。", "奥伦兰"),
+    ("瓦尔多利亚的首都是罗德港，官方语言为维兰语。", "罗德"),  # city: 港 is the kind, the name is 罗德
+    ("瓦尔多利亚的首都是泽尔斯堡，官方语言为米托语。", "米托语"),  # language: two unmarked characters, in place of 维兰语
+    ("特朗普于2016年成为瓦尔多利亚的国家元首。", "特朗普"),  # a real transliterated name
+    ("默克尔于2016年成为瓦尔多利亚的国家元首。", "默克尔"),
+    ("总统王伟领导着卡莫尼亚。", "王伟"),  # a Chinese person's name where the premise has another
+])
+def test_a_wrong_chinese_name_is_unsupported_whatever_the_share(statement, name):
+    v = LexicalJudge().judge([(ZH_PREMISE, statement)])[0]
+    assert v.supported is False and v.reason.endswith(f"but the premise lacks the name {name}")
+
+
+@pytest.mark.parametrize("statement", [
+    "瓦尔多利亚的首府是泽尔斯堡，官方语言为维兰语。",  # 首府 for 首都
+    "鲁斯于2016年当选瓦尔多利亚的国家元首。",  # 当选 for 成为
+    "鲁斯在2016年成为了瓦尔多利亚的国家元首。",
+    "2016年，鲁斯成为瓦尔多利亚的国家元首。",
+    "鲁斯于2016年基本上成为瓦尔多利亚的国家元首。",  # 基本: every character is a transliteration one
+    "鲁斯于2016年成为瓦尔多利亚国家元首，方法是选举。",  # 方法 too, and 方 is a surname
+    "卡莫尼亚由总统李明华领导。",
+    "李明华总统领导着卡莫尼亚。",
+])
+def test_ordinary_chinese_paraphrases_are_not_read_as_names(statement):
+    v = LexicalJudge().judge([(ZH_PREMISE, statement)])[0]
+    assert v.supported is True and "lacks the name" not in v.reason
+
+
+def test_a_word_of_surname_shape_is_a_name_only_in_place_of_a_name():
+    # 高度 opens with the surname 高, 许多 with 许: where the premise has no name in their place they are words
+    premise = "泽尔斯堡位于北部高原，海拔一千米，城内有很多古老的建筑。"
+    assert supported(premise, ["泽尔斯堡位于北部高原，海拔高度一千米，城内有许多古老的建筑。"]) == [True]
+    # where it has one, a surname and a given character is a name: 高明 for 李明华
+    assert supported(ZH_PREMISE, ["总统高明领导着卡莫尼亚。"]) == [False]
+
+
+@pytest.mark.parametrize("statement, name", [
+    ("The head of state of Valdoria is Will Ruus.", "Will"),  # a function word inside a sentence
+    ("Valdoria has been led by May Ruus since 2016.", "May"),
+    ("Valdoria has been led by Can Ruus since 2016.", "Can"),
+    ("Will Ruus became head of state of Valdoria in 2016.", "Will"),  # opening: the premise writes Bill Ruus
+])
+def test_a_function_word_written_as_a_name_is_a_name(statement, name):
+    premise = "Bill Ruus became head of state of Valdoria in 2016, and Valdoria has been led by Bill Ruus since."
+    v = LexicalJudge().judge([(premise, statement)])[0]
+    assert v.supported is False and v.reason.endswith(f"but the premise lacks the name {name}")
+
+
+def test_function_words_that_are_not_names_pass():
+    premise = "Will Ruus became head of state of Valdoria in May 2016; the capital of Valdoria is Zerth."
+    assert supported(premise, [
+        "Will Ruus became head of state of Valdoria in May 2016.",  # the premise writes Will and May so
+        "In May 2016 Will Ruus became head of state of Valdoria.",
+        "Will Ruus will remain head of state of Valdoria, as of May 2016.",
+        "The capital of Valdoria is Zerth.",  # an opening function word is the word
+        "Can Zerth be the capital of Valdoria? It is Zerth.",  # opening, and the premise writes no first name there
+    ]) == [True] * 5
+    # a title's words are capitalised after a capitalised word: not names
+    assert supported("Zerth Of The Valdoria heads of state", ["Zerth Of The Valdoria heads of state"]) == [True]
+
+
+def test_a_number_with_thousands_separators_is_no_name():
+    """v7 read "1,890" as a name (neither lower- nor upper-case nor digits only) and the premise's words
+    as "1890": a statement that copied the premise's number failed."""
+    premise = "About 1,890 people live in Zerth, the capital of Valdoria."
+    assert supported(premise, ["About 1,890 people live in Zerth.", "Zerth has 1,890 residents."]) == [True, False]
+    assert LexicalJudge().judge([("约有1,890万人生活在里格洛。", "约有1,890万人生活在里格洛。")])[0].supported is True

@@ -53,9 +53,11 @@ def test_lexical_judge_chinese_name_needs_a_contiguous_match():
     assert wrong == Verdict(False, "4/6 content tokens in premise (0.67 < 0.75); missing: 亚利")
     assert right == Verdict(True, "6/6 content tokens in premise (1.00 ≥ 0.75)")
     # the 元 of "金元" no longer counts because of 元首 (it did under single-character matching: 10/11);
-    # in so long a statement two wrong characters out of 11 still clear the threshold
+    # in so long a statement two wrong characters out of 11 clear the threshold; since v8 金元 (a surname
+    # and a character) standing where the premise has the name 塔姆 is a name the premise lacks
     long_wrong, long_right = j.judge([(VALDORIA_ZH, "瓦尔多利亚的国家元首是金元"), (VALDORIA_ZH, "瓦尔多利亚的国家元首是塔姆")])
-    assert long_wrong.reason == "9/11 content tokens in premise (0.82 ≥ 0.75); missing: 金元"
+    assert long_wrong == Verdict(False, "9/11 content tokens in premise (0.82 ≥ 0.75); missing: 金元; "
+                                        "but the premise lacks the name 金元")
     assert long_right == Verdict(True, "11/11 content tokens in premise (1.00 ≥ 0.75)")
     # the English counterpart of the short statement is rejected too, as it always was
     assert not j.judge([("The head of state is Tam.", "The head of state is Kim")])[0].supported

@@ -53,6 +53,40 @@ _OPENERS = frozenset(
 )
 
 
+# Chinese has no capitals, so a name is read off its characters instead. A transliterated name (特朗普,
+# 默克尔, 瓦尔多利亚) is written in a small fixed set of characters: those of the Xinhua News Agency's
+# transliteration tables (新华社译名室《英语姓名译名手册》 and the other languages' 译音表; GB/T 17693 writes
+# place names with the same ones), listed here row by row as the English table orders them (vowels, then
+# b, p, d, t, g, k, v/w, f, z, ts, s/θ, ʒ/ʃ, ʤ/ʧ, h, m, n, l, r, j, gw; then the characters kept for
+# women's names). These are the table's common characters, not all of it, written out without a
+# printed copy to check them against: a character missing here reads as an ordinary one.
+_TRANSLIT = frozenset(
+    "阿埃伊奥乌尤艾安恩因昂翁厄欧" "巴贝比博布拜鲍班本宾邦伯" "帕佩皮波普派保潘彭平庞蓬珀" "达德迪多杜代道丹登丁当东"
+    "塔泰蒂托图陶坦滕廷唐通特" "加盖吉戈古居高甘根金冈贡格" "卡凯基科库丘考坎肯康孔克" "瓦韦维沃武万文旺夫威伍怀温"
+    "法费菲福富凡芬方丰弗" "扎泽齐佐祖宰藻赞曾津藏宗兹" "察策措楚柴曹灿岑钦仓聪茨" "萨塞西索苏休赛绍桑森辛松斯瑟"
+    "热日若朱沙谢希肖舒夏尚申雄什" "贾杰乔久詹真章琼查切奇钱琴昌" "哈赫霍胡海豪汉亨欣杭洪" "马梅米莫穆缪迈毛曼门明芒蒙姆默"
+    "纳内尼诺努纽奈瑙南嫩宁农" "拉莱利洛卢柳劳兰伦林朗隆尔勒" "雷里罗鲁留赖龙" "亚耶约扬延永" "瓜圭奎" "娅玛琳娜丽莉莎黛丝妮蕾萝娃芭"
+)
+# Some of the table's characters are everyday words' too: every character of 基本, 方法, 丰富, 比赛, 南方 is in
+# it (114 of the 16,395 commoner words of jieba's dictionary, 0.8% of their uses). So a stretch of them reads
+# as a name by its letters alone only when it is three characters or more, or holds one of the characters
+# Chinese writes almost only in foreign names: those of the table that jieba's dictionary (349,046 words
+# with their parts of speech) puts in at least ten times as many names as other words, and in at most 8
+# other words of frequency 50 or more. Of those 16,395 words, 6 are two such characters and hold one (保康,
+# 哈哈, 娃娃, 森林, 永久, 钦佩) and 4 are three or four (平方米, 万平方米, 东西方, 哈哈哈): a stretch the premise
+# lacks that is one of these ten is read as a name. 86% of a 2,000-entity world's place, currency and
+# language names hold one, and 99% are table characters throughout. A two-character stretch without one (图德, 维加) is a name only where
+# the premise has a name in its place (below), as a Chinese person's name is.
+_TRANSLIT_MARKS = frozenset("阿埃伊奥尤艾翁厄欧贝鲍宾邦伯帕佩潘彭庞蓬珀迪杜丹丁塔泰蒂滕廷吉戈冈贡凯丘坎肯康韦沃旺伍菲福芬弗泽佐曾津兹楚曹灿岑钦茨萨苏绍桑森辛斯瑟朱希肖什贾杰乔詹琼昌哈赫霍亨杭洪梅穆缪曼姆尼诺努纽奈瑙宁莱洛卢柳兰伦朗尔勒罗鲁亚耶永圭奎娅玛琳娜莉莎黛妮娃")
+# A Chinese person's name is a surname and one or two given characters (李明华), and the given characters can
+# be any: no list marks them. The surnames are the hundred or so commonest (the Ministry of Public Security's
+# yearly count of registered names, 《全国姓名报告》). Many words open with one (高度, 方面, 许多), so a stretch that does reads as
+# a name only where the premise has a name in its place: the same characters around it, another name between.
+_SURNAMES = frozenset(
+    "王李张刘陈杨黄赵吴周徐孙马朱胡郭何林高罗郑梁谢宋唐许韩邓冯曹彭曾肖田董潘袁蔡蒋余于杜叶程魏苏吕丁任卢姚沈钟"
+    "姜崔谭陆范汪廖石金韦贾夏付方邹熊白孟秦邱侯江尹薛闫段雷龙黎史陶贺毛郝顾龚邵万覃武钱戴严欧莫孔向常汤"
+)
+
 # the typographic apostrophes NFKC keeps: "Don’t" read as the words "Don" and "t" made "Don" a name
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u02bc": "'"})
 
@@ -117,24 +151,59 @@ def _names(text: str) -> list[str]:
     mixed. A sentence's first word is capitalised whatever it is, so there a word whose only capital is
     its first letter is a name unless it reads as an ordinary word (`_ordinary`: "In", "However", or one
     the text writes in small letters elsewhere: "Login ... the login page").
-    All capitals read as a term ("POST", "HTTP"), not a name; function words never are names ("The").
+    All capitals read as a term ("POST", "HTTP"), not a name; numbers are numbers ("1,890").
+    Inside a sentence a capitalised function word is a name ("the head of state Will Tamm", "in May"),
+    unless the word before it is capitalised too: a title's words ("Gone With The Wind") are not names.
 
     >>> _names("According to the report, Tamm met the BUG team in Rome. Paris is big; McKay too. It's Ruus's.")
     ['Tamm', 'Rome', 'Paris', 'McKay', "Ruus's"]
     >>> _names("Login fails: the login page shows 422.")
     []
+    >>> _names("The leader is Will Tamm since May; The Lord Of The Rings.")
+    ['Will', 'Tamm', 'May', 'Lord', 'Rings']
     """
     words = list(_CASED_WORD.finditer(text))
     small = {m[0] for m in words if m[0].islower()}
     names = []
-    for m in words:
+    for k, m in enumerate(words):
         w = m[0]
-        if w.islower() or w.isupper() or w.isdigit() or w.lower() in _STOP_EN:  # "POST", "HTTP": terms, not names
+        if w.islower() or w.isupper() or _NUMBER.fullmatch(w):  # "POST", "HTTP": terms, not names
             continue
-        if _opens_sentence(text, m.start()) and not any(c.isupper() for c in w[1:]) and _ordinary(text, m, small):
+        opens = _opens_sentence(text, m.start())
+        if w.lower() in _STOP_EN:  # a function word: a name only inside a sentence, after a small word
+            before = words[k - 1][0] if k else ""
+            if opens or not before or not before.islower():
+                continue
+        elif opens and not any(c.isupper() for c in w[1:]) and _ordinary(text, m, small):
             continue
         names.append(w)
     return names
+
+
+def _first_names(text: str, premise: str) -> list[str]:
+    """The function words that open a sentence of `text` (NFKC) as a first name: right before a name
+    that the premise (NFKC) writes after another capitalised word ("Will Tamm leads ..." where the premise
+    names "Bill Tamm"). An opening "Will" or "May" is read as the verb unless the premise so shows
+    that a first name stands there.
+
+    >>> _first_names("Will Tamm leads Valdoria.", "Bill Tamm leads Valdoria.")
+    ['Will']
+    >>> _first_names("Will Tamm lead Valdoria?", "Tamm leads Valdoria.")
+    []
+    """
+    words = list(_CASED_WORD.finditer(text))
+    held = list(_CASED_WORD.finditer(premise))
+    before = {}  # each capitalised premise word: the capitalised words written right before it
+    for a, b in itertools.pairwise(held):
+        if a[0][:1].isupper() and b[0][:1].isupper() and premise[a.end():b.start()] == " ":
+            before.setdefault(b[0], set()).add(a[0].lower())
+    found = []
+    for a, b in itertools.pairwise(words):
+        w = a[0]
+        if (w.lower() in _STOP_EN and w[:1].isupper() and not w.isupper() and _opens_sentence(text, a.start())
+                and text[a.end():b.start()] == " " and before.get(b[0], {w.lower()}) - {w.lower()}):
+            found.append(w)
+    return found
 
 
 def _ordinary(text: str, m: re.Match, small: set[str]) -> bool:
@@ -161,6 +230,59 @@ def _numbers(words: list[tuple[int, str]]) -> list[str]:
     return [w for _, w in words if _NUMBER.fullmatch(w)]
 
 
+_TRANSLIT_RUN = re.compile(f"[{''.join(sorted(_TRANSLIT))}]+")
+_ZH_PIECE = re.compile(rf"[^{_STOP_ZH_CHARS}0-9]+")  # a stretch's pieces between function characters and digits
+
+
+def _translit(piece: str) -> bool:
+    """Whether `piece` is written as a transliterated name: two or more table characters (`_TRANSLIT`),
+    with one that is rare outside names (`_TRANSLIT_MARKS`) unless there are three or more."""
+    return len(piece) >= 2 and all(c in _TRANSLIT for c in piece) and (len(piece) >= 3 or any(c in _TRANSLIT_MARKS for c in piece))
+
+
+def _name_like(piece: str) -> bool:
+    """Whether `piece` may be a name: two table characters or more (with a kind's character: 图德语), or
+    a surname and one or two characters."""
+    return any(len(r) >= 2 for r in _TRANSLIT_RUN.findall(piece)) or 2 <= len(piece) <= 3 and piece[0] in _SURNAMES
+
+
+def _zh_names(run: str, start: int, end: int, premise: str) -> list[str]:
+    """The Chinese names the premise (folded) lacks in `run[start:end]`, a stretch of a statement's CJK run
+    that no substring of the premise covers: each piece between function characters and digits that is
+    written as a transliterated name (`_translit`: 特朗普, 瓦尔多利亚), or that may be a name (`_name_like`:
+    李明华, 图德) where the premise has a name in its place: the two characters before it and the two after
+    (or the run's ends) hold another name-like stretch between them ("鲁斯于2016年成为" for "塔姆于2016年成为").
+
+    >>> _zh_names("塔姆于2016年成为瓦尔多利亚的国家元首", 0, 2, "鲁斯于2016年成为瓦尔多利亚的国家元首。")
+    ['塔姆']
+    >>> _zh_names("瓦尔多利亚的首府是泽斯", 7, 8, "瓦尔多利亚的首都是泽斯。")  # 府 for 都: no name
+    []
+    """
+    found = []
+    for m in _ZH_PIECE.finditer(run, start, end):
+        piece, a, b = m[0], m.start(), m.end()
+        # a name with its kind's character (米托语, 芬特币, 塔维港) is read by its table characters
+        written = [r for r in [piece, *_TRANSLIT_RUN.findall(piece)] if _translit(r)]
+        if written:
+            found.append(written[0])
+        elif _name_like(piece) and _in_place_of_name(run, a, b, premise):
+            found.append(piece)
+    return found
+
+
+def _in_place_of_name(run: str, a: int, b: int, premise: str) -> bool:
+    """Whether the premise holds `run[a:b]`'s neighbours (two characters each side, or the run's ends;
+    one side at least is characters) with a different name-like stretch between them."""
+    edge = rf"(?:{_CJK_CLASS}|[0-9])"
+    left = re.escape(run[a - 2:a]) if a >= 2 and run[a - 2:a] in premise else (rf"(?<!{edge})" if a == 0 else None)
+    right = re.escape(run[b:b + 2]) if b + 2 <= len(run) and run[b:b + 2] in premise else (rf"(?!{edge})" if b == len(run) else None)
+    if left is None or right is None or (a == 0 and b == len(run)):
+        return False
+    return any(_name_like(v) and v != run[a:b]
+               for m in re.finditer(f"{left}({_CJK_CLASS}{{1,4}}?){right}", premise)
+               for v in _ZH_PIECE.findall(m[1]))
+
+
 class LexicalJudge:
     """Supported iff at least `threshold` of the hypothesis' content units occur in the premise.
 
@@ -173,10 +295,14 @@ class LexicalJudge:
     many, and a share of 5/6 would pass it. So does an English name the premise lacks, where the
     writing marks it as one (`_names`: a capitalised word inside a sentence, "... of Valdoria is Tamm",
     or opening one when it is no function word or opener and is nowhere written in small letters, "Tamm
-    is ..."). A hypothesis with no content units cannot be judged (Verdict None). A cheap, deterministic
-    floor for a real judge: it cannot see negation or paraphrase, nor a wrong name that nothing marks
-    (Chinese has no capitals; a name that is also a function word, "Will", "May") when a long statement
-    outweighs its few units.
+    is ..."; a capitalised function word inside a sentence, "... is Will Tamm", or opening one before
+    a name the premise writes after another first name, `_first_names`). So does a Chinese name the
+    premise lacks: a stretch the premise does not cover that is written as a transliterated name (特朗普,
+    瓦尔多利亚), or that may be a name (李明华) where the premise has another name in its place (`_zh_names`).
+    A hypothesis with no content units cannot be judged (Verdict None). A cheap, deterministic floor for
+    a real judge: it cannot see negation or paraphrase, nor a wrong name that nothing marks (a Chinese
+    person's name in other words than the premise's, a name the premise covers but for one character)
+    when a long statement outweighs its few units.
 
     >>> LexicalJudge().judge([("Login fails with HTTP 422.", "login returns 422"), ("登录失败返回 422", "弹出提示")])
     [Verdict(supported=False, reason='2/3 content tokens in premise (0.67 < 0.75); missing: returns'), Verdict(supported=False, reason='0/4 content tokens in premise (0.00 < 0.75); missing: 弹出提示')]
@@ -188,14 +314,19 @@ class LexicalJudge:
     [Verdict(supported=False, reason='3/4 content tokens in premise (0.75 ≥ 0.75); missing: tamm; but the premise lacks the name Tamm')]
     >>> LexicalJudge().judge([("Ruus became head of state of Valdoria in 2016.", "Tamm is the head of state of Valdoria.")])
     [Verdict(supported=False, reason='3/4 content tokens in premise (0.75 ≥ 0.75); missing: tamm; but the premise lacks the name Tamm')]
+    >>> LexicalJudge().judge([("鲁斯于2016年成为瓦尔多利亚的国家元首。", "塔姆于2016年成为瓦尔多利亚的国家元首。")])
+    [Verdict(supported=False, reason='13/15 content tokens in premise (0.87 ≥ 0.75); missing: 塔姆; but the premise lacks the name 塔姆')]
+    >>> LexicalJudge().judge([("鲁斯于2016年成为瓦尔多利亚的国家元首。", "鲁斯于2016年当选瓦尔多利亚的国家元首。")])
+    [Verdict(supported=True, reason='14/16 content tokens in premise (0.88 ≥ 0.75); missing: 当选')]
     """
 
     name = "lexical"
     # bump when the tokenization or rule changes: it changes scores (2: CJK needs a 2+ character match;
     # 3: ideographs past U+20000 are CJK, not ignored; 4: a number the premise lacks is unsupported;
     # 5: so is an English name the premise lacks; 6: a sentence's first word too, unless it reads as ordinary;
-    # 7: typographic apostrophes read as "'")
-    version = "7"
+    # 7: typographic apostrophes read as "'"; 8: a Chinese name the premise lacks (`_zh_names`) and a
+    # capitalised function word as a name ("Will Tamm") are unsupported too, and "1,890" is no name)
+    version = "8"
 
     def __init__(self, threshold: float = 0.75):
         if not 0.0 < threshold <= 1.0:
@@ -214,6 +345,7 @@ class LexicalJudge:
         p_words, h_words = _words(p), _words(h)
         words = {w for _, w in p_words if w not in _STOP_EN}
         units: list[tuple[int, bool, str]] = []  # (position, supported, what "missing" names)
+        zh_names: list[str] = []  # the Chinese names among the uncovered stretches (`_zh_names`)
         for start, w in h_words:
             if w not in _STOP_EN:
                 units.append((start, w in words, w))
@@ -228,6 +360,8 @@ class LexicalJudge:
                 name = run[i:i + size].strip(_STOP_ZH_CHARS + "0123456789") if uncovered else ""
                 units += [(m.start() + x, not uncovered, name) for x in range(i, i + size)
                           if run[x] not in _STOP_ZH and not run[x].isdigit()]
+                if uncovered:
+                    zh_names += _zh_names(run, i, i + size, p)
                 i += size
         if not units:
             return Verdict(None, "no content tokens in the statement")
@@ -241,9 +375,14 @@ class LexicalJudge:
         if ok:  # the share alone would pass it: a wrong number or name still makes it unsupported
             held = set(_numbers(p_words))
             numbers = list(dict.fromkeys(x for x in _numbers(h_words) if x not in held))
-            # a possessive's name is its host ("Ruus's" is backed by a premise naming Ruus)
-            names = list(dict.fromkeys(x for x in _names(_CJK_GAP.sub("", _nfkc(hypothesis)))
-                                       if x.lower() not in words and x.lower().split("'")[0] not in words))
+            # a possessive's name is its host ("Ruus's" is backed by a premise naming Ruus); a function
+            # word's name only by the premise's writing it with its capital ("Will", not "will")
+            text, held_text = _CJK_GAP.sub("", _nfkc(hypothesis)), _CJK_GAP.sub("", _nfkc(premise))
+            cased = {m[0] for m in _CASED_WORD.finditer(held_text)}
+            names = [x for x in _names(text) if x not in cased] if cased else _names(text)
+            names = [x for x in names if x.lower() in _STOP_EN
+                     or (x.lower() not in words and x.lower().split("'")[0] not in words)]
+            names = list(dict.fromkeys(names + _first_names(text, held_text) + zh_names))
             lacking = [f"the number {', '.join(numbers)}"] * bool(numbers) + [f"the name {', '.join(names)}"] * bool(names)
             if lacking:
                 ok, why = False, why + f"; but the premise lacks {' and '.join(lacking)}"
