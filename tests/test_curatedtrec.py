@@ -203,3 +203,45 @@ def test_index_cut_finds_a_regex_answer_in_a_passage_as_dpr_does(tmp_path):
                  QAExample("q2", "When did the war end?", ["1945"])]
     hits = _answer_hits(open_passages(tmp_path / "p.parquet"), questions, np.array([[1, 0], [2, 0]]), None)
     assert hits.tolist() == [[False, True], [True, False]]
+
+
+def test_index_targets_output_trains_and_dev_is_scored_by_the_original_patterns(assets, tiny_corpus, tmp_path,  # noqa: F811
+                                                                               monkeypatch, capsys):
+    """The way the RAG paper trained on CuratedTrec, end to end: `index targets` turns the training
+    questions' patterns into strings over a dense index, `train rag` trains on that file, and its dev
+    evaluation scores the answers against the dev file's own patterns (`regex_match`), not as text."""
+    from lewisrag.training import rag as rag_module
+
+    qa = read_qa(tiny_corpus["qa"])
+    index, targets = tmp_path / "index", tmp_path / "curatedtrec-train.targets.jsonl"
+    code, _, err = run_main(monkeypatch, capsys, "index", "build", "--passages", tiny_corpus["passages"], "--encoder",
+                            assets["context"], "--out", index)
+    assert code == 0, err
+    train = _ct_file(tmp_path / "curatedtrec-train.qa.csv", qa[:8], 0)
+    encoders = ["--encoder", assets["question"], "--context-encoder", assets["context"]]
+    code, out, err = run_main(monkeypatch, capsys, "index", "targets", "--index", index, "--questions", train, *encoders,
+                              "--out", targets, "--json")
+    assert code == 0, err
+    assert json.loads(out)["left_out"] == 0
+    patterns = {ex.id: ex.answers for ex in read_qa(train)}
+    trained = read_qa(targets)
+    assert [ex.id for ex in trained] == list(patterns) and {ex.answer_match for ex in trained} == {"text"}
+    assert all(regex_match(ex.answers[0], patterns[ex.id]) == 1.0 for ex in trained)  # each target answers its patterns
+
+    dev = _ct_file(tmp_path / "curatedtrec-dev.qa.csv", qa[:6], 3)  # the first 3 `.*`: any answer matches them
+    scored = []
+    real = rag_module.answer_exact_match
+    monkeypatch.setattr(rag_module, "answer_exact_match", lambda p, ex: scored.append((p, ex)) or real(p, ex))
+    with one_thread():
+        code, out, err = run_main(monkeypatch, capsys, "train", "rag", "--index", index, *encoders, "--generator",
+                                  assets["bart"], "--train", targets, "--dev", dev, "--out", tmp_path / "run", "--steps", 2,
+                                  "--n-docs", 2, "--batch-size", 4, "--max-combined-length", 64, "--max-target-length", 16,
+                                  "--eval-every", 2, "--eval-questions", 6, "--json")
+    assert code == 0, err
+    assert json.loads(out)["steps"] == 2
+    dev_patterns = [ex.answers for ex in read_qa(dev)]
+    assert [ex.answers for _, ex in scored] == dev_patterns and {ex.answer_match for _, ex in scored} == {"regex"}
+    (log,) = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines() if "dev_em" in line]
+    em = [regex_match(p, ex.answers) for p, ex in scored]
+    assert em[:3] == [1.0] * 3 and log["dev_em"] == pytest.approx(sum(em) / 6)  # the patterns' score, whatever was learnt
+    assert (tmp_path / "run" / "best" / "rag.json").exists()

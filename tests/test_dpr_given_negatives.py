@@ -134,27 +134,98 @@ def test_a_given_negative_that_is_gold_is_dropped(tiny_corpus, tmp_path, picks):
                   passages, tmp_path / "none")
 
 
-def test_a_given_id_missing_from_the_passages_is_named(tiny_corpus, tmp_path, monkeypatch, capsys):
-    records = biencoder(tiny_corpus)
-    records[2]["hard_negative_ctxs"][1]["passage_id"] = "not-in-psgs"
-    bienc = write_json(tmp_path / "biencoder-nq-train.json", records)
-    args = ["train", "dpr", "--passages", tiny_corpus["passages"], "--steps", 1, "--batch-size", 4, "--vocab-size", 300,
-            "--hidden-size", 16, "--layers", 1, "--device", "cpu", "--json"]
-    code, _, err = run_main(monkeypatch, capsys, *args, "--train", bienc, "--out", tmp_path / "given",
-                            "--hard-negatives-from", "given")
+def cut_corpus(tiny_corpus, tmp_path) -> tuple[Path, Path]:
+    """The tiny corpus cut as `index cut` cuts one (some passages DPR mined negatives from are gone),
+    and its biencoder file: c0-1 .. c9-1 are cut; questions 0-2 are given c{i}-1 alone, so every given
+    negative of theirs is gone; questions 3-9 keep one of their two, the rest both."""
+    passages = [p.to_dict() for p in read_passages(tiny_corpus["passages"])
+                if not (p.id.endswith("-1") and int(p.id[1:-2]) < 10)]
+    records = biencoder(tiny_corpus, lambda i: [f"c{i}-1"] if i < 3 else [f"c{i}-1", f"c{(i + 1) % 30}-0"])
+    return write_jsonl(tmp_path / "cut.jsonl", passages), write_json(tmp_path / "biencoder-nq-train.json", records)
+
+
+def test_given_keeps_the_negatives_a_cut_corpus_holds_and_mines_bm25_only_for_questions_left_without(
+        tiny_corpus, tmp_path, monkeypatch):
+    """`given` on a cut corpus refused the whole file for one missing id, and `auto` mined BM25 for every
+    question: the given negatives that are there are kept, the missing ones dropped and counted, and
+    only a question left without any gets a BM25 one (DPR trained it on one of its BM25 negatives)."""
+    from lewisrag.training import negatives
+
+    cut, bienc = cut_corpus(tiny_corpus, tmp_path)
+    passages, qa = read_passages(cut), read_qa(bienc)
+    row_of = {p.id: i for i, p in enumerate(passages)}
+    mined_for = []
+    real = negatives.mine_hard_negatives
+    monkeypatch.setattr(negatives, "mine_hard_negatives", lambda ex, ps: mined_for.append([e.id for e in ex]) or real(ex, ps))
+    with pytest.warns(LewisragWarning) as caught:
+        rows, counts = negatives.hard_negative_rows("given", qa, passages, row_of)
+    assert counts == {"n_no_hard_negative": 0, "n_hard_negatives_gold": 0, "n_hard_negatives_missing": 10,
+                      "n_bm25_hard_negative": 3}
+    (warning,) = [str(w.message) for w in caught]
+    assert warning == ("the passages lack 10 of the given hard negatives (the first: 'c0-1', of question "
+                       f"{qa[0].id!r}): they are dropped and the others kept; 3 of 30 training questions are left "
+                       "without any, and BM25 over the passages mines theirs")
+    assert mined_for == [[ex.id for ex in qa[:3]]]  # BM25 for those three only
+    assert rows[:3] == [[r] for r in real(qa[:3], passages)] and all(passages[r[0]].id != f"c{i}-0" for i, r in enumerate(rows[:3]))
+    assert rows[3:10] == [[row_of[f"c{i + 1}-0"]] for i in range(3, 10)]  # the one of two still there
+    assert rows[10:] == [[row_of[f"c{i}-1"], row_of[f"c{(i + 1) % 30}-0"]] for i in range(10, 30)]
+    with pytest.warns(LewisragWarning, match="3 of 30 training questions are left without any"):
+        meta = train_dpr(DPRTrainConfig(hard_negatives_from="given", **TINY), qa, passages, tmp_path / "given")
+    assert meta["config"]["hard_negatives_from"] == "given" and meta["n_hard_negatives_missing"] == 10
+    assert meta["n_bm25_hard_negative"] == 3
+    # auto still takes given ones only when all are there; its warning counts what given would keep
+    with pytest.warns(LewisragWarning, match="given keeps the 47 there and mines BM25 only for the 3 questions left"):
+        meta = train_dpr(DPRTrainConfig(**TINY), qa, passages, tmp_path / "auto")
+    assert meta["config"]["hard_negatives_from"] == "bm25"
+    other = [replace_example(ex, hard_negative_ids=[f"gone-{i}"]) for i, ex in enumerate(qa)]  # a file for another corpus
+    with pytest.raises(InputError, match=r"^--hard-negatives-from: given, but the passages hold none .*\(the first: 'gone-0'"):
+        train_dpr(DPRTrainConfig(hard_negatives_from="given", **TINY), other, passages, tmp_path / "other")
+
+
+def replace_example(ex: QAExample, **changes) -> QAExample:
+    from dataclasses import replace
+
+    return replace(ex, **changes)
+
+
+def test_a_given_id_missing_from_the_passages_is_counted_and_a_file_of_another_corpus_named(
+        tiny_corpus, tmp_path, monkeypatch, capsys):
+    args = ["train", "dpr", "--steps", 1, "--batch-size", 4, "--vocab-size", 300, "--hidden-size", 16, "--layers", 1,
+            "--device", "cpu"]
+    cut, bienc = cut_corpus(tiny_corpus, tmp_path)
+    with pytest.warns(LewisragWarning, match="the passages lack 10 of the given hard negatives"):
+        code, out, err = run_main(monkeypatch, capsys, *args, "--json", "--passages", cut, "--train", bienc, "--out", tmp_path / "cut",
+                                  "--hard-negatives-from", "given")
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["hard_negatives_from"] == "given" and summary["n_hard_negatives_missing"] == 10
+    assert summary["n_bm25_hard_negative"] == 3 and summary["n_no_hard_negative"] == 0
+    monkeypatch.setattr(_ui.out, "width", 200)
+    with pytest.warns(LewisragWarning):
+        code, out, err = run_main(monkeypatch, capsys, *args, "--passages", cut, "--train", bienc, "--out",
+                                  tmp_path / "table", "--hard-negatives-from", "given")
+    assert code == 0 and "given negatives dropped (not in --passages) │ 10" in out, out
+    assert "BM25 negative (none given left)" in out, out
+
+    # none of the given ids is there: a file written for another corpus, named at its first missing id
+    records = biencoder(tiny_corpus, lambda i: [f"gone-{i}", f"c{i}-0"])  # the gold one does not count
+    bienc = write_json(tmp_path / "biencoder-other.json", records)
+    code, _, err = run_main(monkeypatch, capsys, *args, "--passages", tiny_corpus["passages"], "--train", bienc,
+                            "--out", tmp_path / "given", "--hard-negatives-from", "given")
     assert code == 2 and len(err.strip().splitlines()) == 1, err
-    line = [n for n, text in enumerate(bienc.read_text().splitlines(), start=1) if text == "    {"][2]  # where record 2 opens
-    assert (f"biencoder-nq-train.json:{line}: field 'hard_negative_ctxs[1].passage_id': hard negative id 'not-in-psgs' "
+    line = [n for n, text in enumerate(bienc.read_text().splitlines(), start=1) if text == "    {"][0]  # where record 0 opens
+    assert (f"biencoder-other.json:{line}: field 'hard_negative_ctxs[0].passage_id': hard negative id 'gone-0' "
             "is not in --passages") in err, err
     assert not (tmp_path / "given").exists()
-    # auto takes given ones only when every id is there: BM25, saying why
-    with pytest.warns(LewisragWarning, match="the passages lack 1 of their ids .the first: 'not-in-psgs'"):
-        code, out, err = run_main(monkeypatch, capsys, *args, "--train", bienc, "--out", tmp_path / "auto")
+    # auto mines BM25 then, saying why
+    with pytest.warns(LewisragWarning, match=r"the passages lack 30 of their ids .the first: 'gone-0'.*none of them is there"):
+        code, out, err = run_main(monkeypatch, capsys, *args, "--json", "--passages", tiny_corpus["passages"],
+                                  "--train", bienc, "--out", tmp_path / "auto")
     assert code == 0 and json.loads(out)["hard_negatives_from"] == "bm25", err
     # lewisrag's JSONL names the list's entry
-    rows = [{**ex.to_dict(), "hard_negative_ids": ["c5-1", "nowhere"]} for ex in read_qa(tiny_corpus["qa"])]
-    code, _, err = run_main(monkeypatch, capsys, *args, "--out", tmp_path / "jsonl", "--hard-negatives-from", "given",
-                            "--train", write_jsonl(tmp_path / "qa.jsonl", rows))
+    rows = [{**ex.to_dict(), "hard_negative_ids": [f"c{i}-0", "nowhere"]} for i, ex in enumerate(read_qa(tiny_corpus["qa"]))]
+    code, _, err = run_main(monkeypatch, capsys, *args, "--passages", tiny_corpus["passages"], "--out", tmp_path / "jsonl",
+                            "--hard-negatives-from", "given", "--train", write_jsonl(tmp_path / "qa.jsonl", rows))
     assert code == 2 and "qa.jsonl:1: field 'hard_negative_ids[1]': hard negative id 'nowhere' is not in" in err, err
 
 

@@ -11,8 +11,8 @@ import pytest
 
 from conftest import run_main, write_jsonl
 from lewisrag.data.records import QAExample, read_qa, refuse_regex_targets
-from lewisrag.index.targets import matches_in, most_frequent_match, spell, target_for
-from lewisrag.scoring.qa import compile_answer_pattern
+from lewisrag.index.targets import matches_in, most_frequent_match, spell, spell_best, target_for
+from lewisrag.scoring.qa import compile_answer_pattern, regex_match
 from test_curatedtrec import write_ct
 
 # --- spell ------------------------------------------------------------------------------------
@@ -40,6 +40,25 @@ def test_spell_refuses_what_has_no_one_string(pattern):
     """Backreferences, lookarounds, negated classes and `.` name no one string; a pattern that spells
     to nothing (or spaces) gives no target either."""
     assert spell(pattern) is None
+
+
+@pytest.mark.parametrize("patterns, best", [
+    ([r"\d+ years?", "(about )?forty years"], "forty years"),  # the first guesses a digit; the second writes its answer
+    ([r"(a)\1", "Osbourne"], "Osbourne"),  # the first cannot be spelled: it left the question out
+    (["Ozzie (Ozzy )?Osbourne", "Osbourne"], "Ozzie Osbourne"),  # no guess in either: the file's order
+    ([r"[A-Z]\w\w years", r"\d+ years", r"[0-9]{3}"], "0 years"),  # fewest guesses (1 of 3, 1, 3), then ...
+    ([r"\d+ years old", r"\d+ years", r"[a-z]{9}"], "0 years"),  # ... of equals (1 each) the shortest
+    ([" Churchill", r"Winston\s+Churchill"], "Winston Churchill"),  # "Churchill" does not match " Churchill" from its start
+    ([r"(a)\1", r"(?<=x)y"], None),
+])
+def test_the_fallback_spells_every_pattern_and_keeps_the_best(patterns, best):
+    """Where no passage matches ("(--)" holds no word), only the first pattern was spelled: "0 year"
+    beside a pattern that writes "forty years" out, and a question whose first pattern has a
+    backreference was left out although its second spells."""
+    assert spell_best(patterns) == best
+    assert target_for(patterns, ["(--)"]) == ((best, "pattern") if best else (None, None))
+    if best is not None:  # what dev scoring will accept: a target its own patterns match
+        assert regex_match(best, patterns) == 1.0
 
 
 # --- target_for -------------------------------------------------------------------------------

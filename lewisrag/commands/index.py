@@ -324,9 +324,10 @@ def targets(
 
     Each question's target is the most frequent match of its patterns in its top --n-docs retrieved
     passages (counted after normalize_answer, written in its most frequent spelling; ties go to the
-    one found first by rank), else a string spelled out of its first pattern (literals, the first
-    branch, the fewest repeats); a question whose pattern cannot be spelled (a backreference, a
-    lookaround) is left out and counted. --out trains with `train rag --train`."""
+    one found first by rank), else a string spelled out of its patterns (literals, the first
+    branch, the fewest repeats; of its patterns' spellings, each one its own pattern accepts, one
+    that guesses no character, else the fewest guesses, then the shortest); a question none of whose patterns can be spelled (a backreference, a lookaround) is
+    left out and counted. --out trains with `train rag --train`."""
     from lewisrag.data.io import InputError, write_jsonl
     from lewisrag.data.outputs import check_out_file
     from lewisrag.data.records import read_qa
@@ -361,7 +362,7 @@ def targets(
     if summary["left_out"]:
         first = summary["first_left_out"]
         typer.echo(f"warning: {summary['left_out']} questions left out of {out}: no retrieved passage matches their patterns "
-                   f"and the first pattern cannot be spelled out (a backreference or lookaround); the first: {first['id']} "
+                   f"and none of their patterns can be spelled out (a backreference or lookaround); the first: {first['id']} "
                    f"{first['pattern']!r}", err=True)
     if as_json:
         _ui.print_json({"out": str(out), **summary})

@@ -40,8 +40,9 @@ def dpr(
                                             "attention kernel, about 30% less time a step at the small preset's size."),
     hard_negatives_from: str = typer.Option("auto", "--hard-negatives-from", help="Where each question's hard negative "
                                             "comes from: given (--train's own: DPR's hard_negative_ctxs, lewisrag's "
-                                            "hard_negative_ids; one drawn at random each step, as DPR does; no BM25 index "
-                                            "is built), bm25 (the top BM25 hit over --passages that is not gold) or auto "
+                                            "hard_negative_ids; one drawn at random each step, as DPR does; those --passages "
+                                            "lacks are dropped with a warning, and BM25 mines one only for a question left "
+                                            "without any; else no BM25 index is built), bm25 (the top BM25 hit over --passages that is not gold) or auto "
                                             "(given when every training question has one and --passages holds them all, else bm25)."),
     no_hard_negatives: bool = typer.Option(False, "--no-hard-negatives", help="In-batch negatives only: neither given or "
                                            "BM25 hard negatives nor self-mined ones."),
@@ -129,14 +130,15 @@ def dpr(
     examples, docs = ([], []) if converting else (read_qa(train, fields), open_passages(passages))
     if not converting:  # as eval retrieval and train stitched: a mistyped id was dropped, its question counted or not
         check_gold_ids(examples, docs, train, f"--passages {passages}", fields)
-        if hard_negatives_from == "given" and not no_hard_negatives:  # auto takes them only when all are present
+        if hard_negatives_from == "given" and not no_hard_negatives:  # none there: a file for another corpus
             check_hard_negative_ids(examples, docs, train, f"--passages {passages}", fields)
     with _ui.progress() as p:
         task = p.add_task("training DPR", total=steps, info="")
         meta = train_dpr(cfg, examples, docs, out, lambda s, loss: p.update(task, completed=s, info=f"loss {loss:.3f}"),
                          overwrite=overwrite)
     source = meta["config"]["hard_negatives_from"]
-    given = {k: meta[k] for k in ("n_no_hard_negative", "n_hard_negatives_gold") if k in meta}
+    given = {k: meta[k] for k in ("n_no_hard_negative", "n_hard_negatives_gold", "n_hard_negatives_missing",
+                                  "n_bm25_hard_negative") if k in meta}
     if as_json:
         _ui.print_json({"out": str(out), "n_train": meta["n_train"], "n_no_gold": meta["n_no_gold"], "final_loss": meta["final_loss"],
                         "hard_negatives_from": source, **given, "dim": meta["dim"], "ctx_fingerprint": meta["ctx_fingerprint"]})
@@ -147,6 +149,8 @@ def dpr(
     rows = [["train questions", meta["n_train"]], ["left out (no gold id)", meta["n_no_gold"]], ["hard negatives", said]]
     rows += [["without a hard negative", given["n_no_hard_negative"]]] if given.get("n_no_hard_negative") else []
     rows += [["given negatives dropped (gold)", given["n_hard_negatives_gold"]]] if given.get("n_hard_negatives_gold") else []
+    rows += [["given negatives dropped (not in --passages)", given["n_hard_negatives_missing"]]] if given.get("n_hard_negatives_missing") else []
+    rows += [["BM25 negative (none given left)", given["n_bm25_hard_negative"]]] if given.get("n_bm25_hard_negative") else []
     _ui.out.print(_ui.table(f"DPR checkpoint written to {out}", ["field", "value"],
                             rows + [["final loss", meta["final_loss"]], ["dim", meta["dim"]],
                                     ["context fingerprint", meta["ctx_fingerprint"]]]))

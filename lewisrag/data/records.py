@@ -236,6 +236,14 @@ def ids_present(passages, ids) -> set[str]:
     return passages.ids_present(ids) if hasattr(passages, "ids_present") else set(ids) & {p.id for p in passages}
 
 
+# The QA fields whose ids name passages: the noun their errors use, the list of DPR's JSON contexts
+# whose `passage_id`s they are read from (`qa_formats.dpr_gold_ids`, `dpr_hard_negative_ids`), and
+# whether an error names the list's entry (`hard_negative_ids[1]`: a question's several negatives); a
+# gold id's error names the bare field, as it always has.
+PASSAGE_ID_FIELDS = {"gold_passage_ids": ("gold passage id", "positive_ctxs", False),
+                     "hard_negative_ids": ("hard negative id", "hard_negative_ctxs", True)}
+
+
 def check_gold_ids(examples: Sequence[QAExample], passages, path: str | os.PathLike, where: str,
                    fields: Mapping[str, str] | None = None, used: Callable[[QAExample], bool] = lambda ex: True) -> None:
     """Refuse a gold passage id that `passages` (a list of Passages or a PassageTable) do not hold: it
@@ -243,18 +251,42 @@ def check_gold_ids(examples: Sequence[QAExample], passages, path: str | os.PathL
     bad input, named by file, line and field. `examples` are `read_qa(path, fields)`'s, in its order
     (one per record: FEVER's rows, which fold, hold no gold ids); only those `used` are checked; `where`
     names the passages ("the index X")."""
-    gold = {g for ex in examples if used(ex) for g in ex.gold_passage_ids}
-    present = ids_present(passages, gold)
-    if gold <= present:
-        return
+    ids = {g for ex in examples if used(ex) for g in ex.gold_passage_ids}
+    error = missing_passage_id(examples, "gold_passage_ids", ids_present(passages, ids), path, where, fields, used)
+    if error is not None:
+        raise error
+
+
+def missing_passage_id(examples: Sequence[QAExample], name: str, present: set[str], path: str | os.PathLike, where: str,
+                       fields: Mapping[str, str] | None = None,
+                       used: Callable[[QAExample], bool] = lambda ex: True) -> InputError | None:
+    """The error naming the first id of the `used` examples' `name` list (a key of `PASSAGE_ID_FIELDS`)
+    that is not in `present` (the ids `passages` hold, `ids_present`), by file, line and field; None
+    when every one is there. One place for the gold ids (`check_gold_ids`) and DPR's given hard
+    negatives (`training.negatives`), so a missing id of either is named the same way: in DPR's JSON
+    at the context that holds it (`positive_ctxs[0].passage_id`, `hard_negative_ctxs[1].passage_id`),
+    elsewhere by the field as `fields` maps it (with its entry where `PASSAGE_ID_FIELDS` says so).
+    `examples` are `read_qa(path, fields)`'s, in its order.
+
+    >>> ex = [QAExample("1", "q?", ["a"], ["p1"], hard_negative_ids=["p2"])]  # all there: the file is not read
+    >>> missing_passage_id(ex, "hard_negative_ids", {"p1", "p2"}, "qa.jsonl", "--passages p") is None
+    True
+    """
+    noun, contexts, entry = PASSAGE_ID_FIELDS[name]
+    if all(pid in present for ex in examples if used(ex) for pid in getattr(ex, name)):
+        return None
     for (line, rec), ex in zip(qa_records(path), examples):
-        missing = [g for g in ex.gold_passage_ids if g not in present] if used(ex) else []
-        if missing:
-            field = (fields or {}).get("gold_passage_ids", "gold_passage_ids")
-            if fields is None and isinstance(rec.get("positive_ctxs"), list):  # DPR's JSON: the context that holds it
-                j = next(j for j, c in enumerate(rec["positive_ctxs"]) if str(c.get("passage_id")) == missing[0])
-                field = f"positive_ctxs[{j}].passage_id"
-            raise InputError(path, f"gold passage id {missing[0]!r} is not in {where}", line=line, field=field)
+        missing = [pid for pid in getattr(ex, name) if pid not in present] if used(ex) else []
+        if not missing:
+            continue
+        field = (fields or {}).get(name, name)
+        if fields is None and isinstance(rec.get(contexts), list):  # DPR's JSON: the context that holds it
+            j = next(j for j, c in enumerate(rec[contexts]) if str(c.get("passage_id")) == missing[0])
+            field = f"{contexts}[{j}].passage_id"
+        elif entry and isinstance(rec.get(field), list) and missing[0] in rec[field]:
+            field = f"{field}[{rec[field].index(missing[0])}]"
+        return InputError(path, f"{noun} {missing[0]!r} is not in {where}", line=line, field=field)
+    return None
 
 
 def _qa_example(rec: dict, schema: QASchema, path, line: int, seen: dict[str, int],

@@ -4,7 +4,8 @@ CuratedTrec answers each question with regular expressions, and a generator trai
 RAG paper (appendix, CuratedTrec) retrieved each training question's top 1,000 documents and took
 "the answer that most frequently matches the regex pattern" as its target; where none matched, a
 heuristic string spelled out of the pattern. `target_for` is that rule over passage texts, `spell`
-the spelling, `make_targets` the pass over a file's questions that `lewisrag index targets` runs.
+the spelling (`spell_best` the best of a question's patterns), `make_targets` the pass over a file's
+questions that `lewisrag index targets` runs.
 
 Matching is DPR's retrieval check (`scoring.qa.regex_search`): NFD texts, `compile_answer_pattern`'s
 flags (case ignored), here `finditer` to collect every match and not only whether there is one.
@@ -16,7 +17,7 @@ import unicodedata
 from collections.abc import Callable, Sequence
 
 from lewisrag.data.records import QAExample
-from lewisrag.scoring.qa import compile_answer_pattern, is_regex_answered, normalize_answer
+from lewisrag.scoring.qa import compile_answer_pattern, is_regex_answered, normalize_answer, regex_match
 
 try:  # Python's own regex parser: re._parser from 3.11, sre_parse before
     from re import _parser as sre_parse
@@ -43,36 +44,77 @@ def spell(pattern: str) -> str | None:
     >>> spell(r"(a)\\1"), spell("(?<=Sir )Winston")
     (None, None)
     """
+    spelled = _spelling(pattern)
+    return None if spelled is None else spelled[0]
+
+
+def spell_best(patterns: Sequence[str]) -> str | None:
+    """The best string spelled out of any of `patterns` (`spell`), None if none can be: one that needs
+    no guess, else the fewest guesses, then the shortest; ties to the pattern listed first.
+
+    A guess is a character the pattern does not write: `\\d` spelled "0", `\\w` "a", a range `[A-Z]`
+    its first character. Spelling only the first pattern made "0 years" of `\\d+ years?` beside a
+    second pattern `(about )?forty years`, which writes its answer out: a target the model is trained
+    to say should be an answer as written, and a guessed digit or letter almost never is. Between
+    spellings that guess, the shorter holds fewer characters that may be wrong. Without guesses the
+    file's order decides (its first pattern is its main answer: "Ozzie Osbourne" before "Osbourne").
+    A spelling is kept only if the scorer accepts it against its own pattern (`scoring.qa.regex_match`,
+    what `train rag` scores its dev answers by): stripping can break one (`" Churchill"` spelled
+    "Churchill" does not match from its start), and a target its own pattern refuses would be trained
+    on to be scored wrong.
+
+    >>> spell_best([r"\\d+ years?", "(about )?forty years"]), spell_best([r"[A-Z]\\d", r"\\d\\d\\d"])
+    ('forty years', 'A0')
+    >>> spell_best(["Ozzie (Ozzy )?Osbourne", "Osbourne"]), spell_best([" Churchill", "Winston"]), spell_best([r"(a)\\1"])
+    ('Ozzie Osbourne', 'Winston', None)
+    """
+    best = None
+    for i, pattern in enumerate(patterns):
+        spelled = _spelling(pattern)
+        if spelled is None or not regex_match(spelled[0], [pattern]):
+            continue
+        text, guesses = spelled
+        key = (guesses, len(text) if guesses else 0, i)
+        if best is None or key < best[0]:
+            best = (key, text)
+    return None if best is None else best[1]
+
+
+def _spelling(pattern: str) -> tuple[str, int] | None:
+    """`spell`'s string and how many characters of it were guessed (`spell_best`), or None."""
     try:
-        text = _spell(sre_parse.parse(pattern))
+        spelled = _spell(sre_parse.parse(pattern))
     except re_error:  # the readers refuse a bad pattern first (qa_formats.check_pattern)
         return None
-    return (text.strip() or None) if text is not None else None
+    if spelled is None or not spelled[0].strip():
+        return None
+    return spelled[0].strip(), spelled[1]
 
 
-def _spell(items) -> str | None:
-    out = []
+def _spell(items) -> tuple[str, int] | None:
+    out, guesses = [], 0
     for op, arg in items:
         part = _spell_item(op, arg)
         if part is None:
             return None
-        out.append(part)
-    return "".join(out)
+        out.append(part[0])
+        guesses += part[1]
+    return "".join(out), guesses
 
 
-def _spell_item(op, arg) -> str | None:
+def _spell_item(op, arg) -> tuple[str, int] | None:
     if op == _C.LITERAL:
-        return chr(arg)
+        return chr(arg), 0
     if op == _C.AT:  # ^, $, \b, \A: they match no character
-        return ""
+        return "", 0
     if op == _C.IN:
         return _spell_class(arg)
     if op in _REPEATS:
         low, _, sub = arg
         if low == 0:  # `.*`, `(?<=x)?`: what is repeated no times need not be spellable
-            return ""
+            return "", 0
         one = _spell(sub)
-        return None if one is None else one * low
+        return None if one is None else (one[0] * low, one[1] * low)
     if op == _C.SUBPATTERN:
         return _spell(arg[-1])
     if op == _C.BRANCH:
@@ -82,14 +124,17 @@ def _spell_item(op, arg) -> str | None:
     return None  # GROUPREF, GROUPREF_EXISTS, ASSERT, ASSERT_NOT, NOT_LITERAL, ANY: no one string to write
 
 
-def _spell_class(members) -> str | None:
+def _spell_class(members) -> tuple[str, int] | None:
+    """A class's first member, and whether it is a guess: a literal (`[Ss]`, `(C|c)`) is written in the
+    pattern, a range's first character or a category's stand-in is not (a space for `\\s` is the one
+    space there is)."""
     op, arg = members[0]
     if op == _C.LITERAL:
-        return chr(arg)
+        return chr(arg), 0
     if op == _C.RANGE:
-        return chr(arg[0])
-    if op == _C.CATEGORY:
-        return _SPELLED_CATEGORY.get(arg)
+        return chr(arg[0]), 1
+    if op == _C.CATEGORY and arg in _SPELLED_CATEGORY:
+        return _SPELLED_CATEGORY[arg], int(arg != _C.CATEGORY_SPACE)
     return None  # NEGATE ([^...]) and the negated categories (\D, \S, \W)
 
 
@@ -140,8 +185,8 @@ def most_frequent_match(patterns: Sequence[str], texts: Sequence[str]) -> str | 
 
 def target_for(patterns: Sequence[str], texts: Sequence[str]) -> tuple[str | None, str | None]:
     """`(target, source)` for a question answered by `patterns`, its retrieved passages' `texts` in
-    rank order: the most frequent match in them ("retrieved"), else the first pattern spelled out
-    ("pattern"), else `(None, None)`: the question gets no target.
+    rank order: the most frequent match in them ("retrieved"), else the best string spelled out of
+    its patterns (`spell_best`: "pattern"), else `(None, None)`: the question gets no target.
 
     >>> target_for(["(C|c)hurchill"], ["Churchill spoke.", "no one"]), target_for(["Ozzie (Ozzy )?Osbourne"], ["no one"])
     (('Churchill', 'retrieved'), ('Ozzie Osbourne', 'pattern'))
@@ -151,7 +196,7 @@ def target_for(patterns: Sequence[str], texts: Sequence[str]) -> tuple[str | Non
     found = most_frequent_match(patterns, texts)
     if found is not None:
         return found, "retrieved"
-    spelled = spell(patterns[0])
+    spelled = spell_best(patterns)
     return (spelled, "pattern") if spelled is not None else (None, None)
 
 

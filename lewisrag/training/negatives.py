@@ -14,8 +14,7 @@ from collections.abc import Container, Mapping, Sequence
 import torch
 
 from lewisrag.data.io import InputError, LewisragWarning
-from lewisrag.data.qa_formats import qa_records
-from lewisrag.data.records import Passage, QAExample, ids_present
+from lewisrag.data.records import Passage, QAExample, ids_present, missing_passage_id
 from lewisrag.index.bm25 import BM25Index
 from lewisrag.training.rag import autocast
 
@@ -48,44 +47,43 @@ def hard_negative_source(cfg, examples: Sequence[QAExample], present: Container[
     return "given" if every and all(pid in present for ex in examples for pid in ex.hard_negative_ids) else "bm25"
 
 
-def given_negatives(examples: Sequence[QAExample], row_of: dict[str, int]) -> tuple[list[list[int]], int]:
-    """Per example, the rows of its given hard negatives; and how many given ones were dropped as gold.
+def given_negatives(examples: Sequence[QAExample], row_of: dict[str, int]) -> tuple[list[list[int]], dict[str, int], list[int]]:
+    """Per example, the rows of its given hard negatives that `row_of` (the passages) holds; the counts
+    of those dropped (`n_hard_negatives_gold`, `n_hard_negatives_missing`); and the examples left
+    without any because every one that is not gold is missing.
 
     A given negative that is also one of the question's gold passages is dropped: the file contradicts
     itself there, and the loss masks a question's gold passages anyway, so it would only take the slot
-    of a real negative. An id not in the passages is an InputError (`train dpr` names its line first:
-    `check_hard_negative_ids`)."""
-    out, dropped = [], 0
-    for ex in examples:
+    of a real negative. One the passages lack is dropped too and the rest are kept: a corpus cut to
+    what a small run affords (`index cut`) keeps only some of the passages DPR mined its negatives
+    from, and each one left is still one of DPR's (`hard_negative_rows` says what becomes of a question
+    left without any, and `check_hard_negative_ids` refuses a file none of whose ids are there)."""
+    out, gold_dropped, missing, lost = [], 0, 0, []
+    for i, ex in enumerate(examples):
         gold = set(ex.gold_passage_ids)
-        for pid in ex.hard_negative_ids:
-            if pid not in row_of:
-                raise InputError("--train", f"hard negative id {pid!r} of question {ex.id!r} is not in the passages",
-                                 field="hard_negative_ids")
-        out.append([row_of[pid] for pid in ex.hard_negative_ids if pid not in gold])
-        dropped += len(ex.hard_negative_ids) - len(out[-1])
-    return out, dropped
+        candidates = [pid for pid in ex.hard_negative_ids if pid not in gold]
+        out.append([row_of[pid] for pid in candidates if pid in row_of])
+        gold_dropped += len(ex.hard_negative_ids) - len(candidates)
+        missing += len(candidates) - len(out[-1])
+        if candidates and not out[-1]:
+            lost.append(i)
+    return out, {"n_hard_negatives_gold": gold_dropped, "n_hard_negatives_missing": missing}, lost
 
 
 def check_hard_negative_ids(examples: Sequence[QAExample], passages, path: str | os.PathLike, where: str,
                             fields: Mapping[str, str] | None = None) -> None:
-    """Refuse a given hard negative id that `passages` lack, named by file, line and field (DPR's JSON:
-    the context that holds it, `hard_negative_ctxs[j].passage_id`), as `records.check_gold_ids` names a
-    gold one: a file written for another corpus. `examples` are `read_qa(path, fields)`'s, in its order."""
-    given = {pid for ex in examples for pid in ex.hard_negative_ids}
-    present = ids_present(passages, given)
-    if given <= present:
+    """Refuse given hard negatives of which `passages` hold none (but gold ones): a file written for
+    another corpus, where training would keep nothing of it. The first missing id is named by file,
+    line and field (DPR's JSON: the context that holds it, `hard_negative_ctxs[j].passage_id`), as a
+    missing gold id is (`records.missing_passage_id`, one helper for both). Some missing and some
+    there is a cut corpus: training keeps those there, with a warning (`hard_negative_rows`).
+    `examples` are `read_qa(path, fields)`'s, in its order."""
+    present = ids_present(passages, {pid for ex in examples for pid in ex.hard_negative_ids})
+    if any(pid in present and pid not in ex.gold_passage_ids for ex in examples for pid in ex.hard_negative_ids):
         return
-    for (line, rec), ex in zip(qa_records(path), examples):
-        missing = [pid for pid in ex.hard_negative_ids if pid not in present]
-        if missing:
-            field = (fields or {}).get("hard_negative_ids", "hard_negative_ids")
-            if fields is None and isinstance(rec.get("hard_negative_ctxs"), list):
-                j = next(j for j, c in enumerate(rec["hard_negative_ctxs"]) if str(c.get("passage_id")) == missing[0])
-                field = f"hard_negative_ctxs[{j}].passage_id"
-            elif isinstance(rec.get(field), list) and missing[0] in rec[field]:
-                field = f"{field}[{rec[field].index(missing[0])}]"
-            raise InputError(path, f"hard negative id {missing[0]!r} is not in {where}", line=line, field=field)
+    error = missing_passage_id(examples, "hard_negative_ids", present, path, where, fields)
+    if error is not None:
+        raise error
 
 
 def pick_negative(candidates: list[int], rng: random.Random) -> int | None:
@@ -135,32 +133,66 @@ def mine_self_negatives(q_enc, c_enc, tokenizer, cfg, examples: Sequence[QAExamp
 
 
 def hard_negative_rows(source: str, examples: Sequence[QAExample], passages: Sequence[Passage],
-                    row_of: dict[str, int]) -> tuple[list[list[int]], dict[str, int]]:
+                       row_of: dict[str, int]) -> tuple[list[list[int]], dict[str, int]]:
     """Per example, the rows its hard negative is picked from each step (`pick_negative`), by `source`; and, for
-    given ones, the counts the metadata reports. With given negatives no BM25 index is built: over a
-    corpus of millions that index is what would not fit a small machine."""
+    given ones, the counts the metadata reports. With given negatives no BM25 index is built (over a
+    corpus of millions that index is what would not fit a small machine), but for the questions whose
+    every given negative the passages lack: DPR trained each of them on one of its BM25 negatives, and
+    the top BM25 hit over the passages left is the nearest to it, where in-batch negatives alone would
+    train them on weaker ones than the rest (why `auto` takes given ones only when all have them). A
+    question the file gives none keeps none, as before: DPR too trains it without a BM25 one (its
+    `hard_neg_fallback` takes a random negative, which in-batch negatives are already). The dropped
+    ids and the questions BM25 mined for are counted in one warning."""
     if source == "bm25":
         return [[] if r is None else [r] for r in mine_hard_negatives(examples, passages)], {}
     if source == "none":
         return [[] for _ in examples], {}
-    rows, dropped = given_negatives(examples, row_of)
+    rows, counts, lost = given_negatives(examples, row_of)
     if not any(rows):
+        if counts["n_hard_negatives_missing"]:  # `train dpr` names the line first (check_hard_negative_ids)
+            pid, qid = _first_missing(examples, row_of)
+            raise InputError("--hard-negatives-from", f"given, but the passages hold none of the given hard negatives "
+                             f"that are not gold (the first: {pid!r}, of question {qid!r}): a file written for another "
+                             "corpus; use bm25")
         raise InputError("--hard-negatives-from", "given, but no training question has a hard negative in --train "
                          "(DPR's hard_negative_ctxs[].passage_id, lewisrag's hard_negative_ids) that is not its gold "
                          "passage: use bm25")
-    return rows, {"n_no_hard_negative": sum(not r for r in rows), "n_hard_negatives_gold": dropped}
+    mined = mine_hard_negatives([examples[i] for i in lost], passages) if lost else []
+    for i, row in zip(lost, mined):
+        rows[i] = [] if row is None else [row]
+    if counts["n_hard_negatives_missing"]:
+        pid, qid = _first_missing(examples, row_of)
+        none = sum(row is None for row in mined)
+        warnings.warn(LewisragWarning(
+            f"the passages lack {counts['n_hard_negatives_missing']} of the given hard negatives (the first: {pid!r}, of "
+            f"question {qid!r}): they are dropped and the others kept; {len(lost)} of {len(examples)} training "
+            "questions are left without any, and BM25 over the passages mines theirs"
+            + (f" ({none} find none and train on in-batch negatives only)" if none else "")), stacklevel=3)
+    return rows, {"n_no_hard_negative": sum(not r for r in rows), **counts,
+                  "n_bm25_hard_negative": len(mined) - mined.count(None)}
+
+
+def _first_missing(examples: Sequence[QAExample], row_of: Container[str]) -> tuple[str, str]:
+    """(id, question id) of the first given hard negative, not gold, that the passages lack."""
+    return next((pid, ex.id) for ex in examples for pid in ex.hard_negative_ids
+                if pid not in row_of and pid not in ex.gold_passage_ids)
 
 
 def note_unused_given(examples: Sequence[QAExample], row_of: dict[str, int]) -> None:
     """Warn where `auto` mines BM25 although every question has given negatives, some of them not in
-    the passages: a corpus cut to fewer passages, or a file written for another corpus."""
+    the passages: a corpus cut to fewer passages, or a file written for another corpus. `given` would
+    keep those there, so the warning counts what it would keep."""
     if not examples or not all(set(ex.hard_negative_ids) - set(ex.gold_passage_ids) for ex in examples):
         return
     missing = [(pid, ex.id) for ex in examples for pid in ex.hard_negative_ids if pid not in row_of]
+    rows, _, lost = given_negatives(examples, row_of)
+    kept = sum(map(len, rows))
+    instead = (f"--hard-negatives-from given keeps the {kept} there and mines BM25 only for the {len(lost)} questions "
+               "left without any" if kept else "none of them is there: --hard-negatives-from given names the file's line")
     warnings.warn(LewisragWarning(
         f"every training question has given hard negatives, but the passages lack {len(missing)} of their ids "
         f"(the first: {missing[0][0]!r}, of question {missing[0][1]!r}): BM25 mines the hard negatives over the "
-        "passages instead; --hard-negatives-from given names the file's line"), stacklevel=3)
+        f"passages instead; {instead}"), stacklevel=3)
 
 
 def _chunks(items: Sequence, n: int):
