@@ -1,5 +1,6 @@
 """The gate's family-wise correction (`correction = "holm"` in gate.toml): Holm over the run's McNemar
-p-values, Bonferroni over its bootstrap intervals; checked by hand, on an unchanged system gated many
+p-values, Bonferroni over its tests of the mean (a sign-flip p-value at (1 - interval confidence) / 2,
+beside the bootstrap interval at that confidence); checked by hand, on an unchanged system gated many
 times, and on the config and the command."""
 
 from __future__ import annotations
@@ -112,21 +113,25 @@ def test_three_mcnemar_tests_adjusted_by_hand(tmp_path):
     assert (mean.details["low"], mean.details["high"]) == pytest.approx((expect["low"], expect["high"]))
 
 
-def test_a_bootstrap_interval_is_widened_by_bonferroni(tmp_path):
-    """22 of 100 questions drop by 0.1 and 10 rise by 0.1 (a mean drop of 0.012, allowed): the 95%
-    interval lies below 0 (a failure), the one at 1 - 0.05/3 (three means gated) reaches past 0."""
+def test_a_mean_test_is_held_to_a_bonferroni_level(tmp_path):
+    """23 of 100 questions drop by 0.1 and 10 rise by 0.1 (a mean drop of 0.013, allowed): the one-sided
+    sign-flip p (about 0.015) is under 0.025, a failure; with three means gated it is held to
+    0.05 / 2 / 3 = 0.0083 and passes, and the interval shown is the wider one at 1 - 0.05/3."""
     base, cand = _runs({m: 0 for m in THREE})
     for i, (b, c) in enumerate(zip(base["records"], cand["records"])):
         b["metrics"]["faithfulness"] = 0.8
-        c["metrics"]["faithfulness"] = 0.7 if i < 22 else 0.9 if i >= 90 else 0.8
+        c["metrics"]["faithfulness"] = 0.7 if i < 23 else 0.9 if i >= 90 else 0.8
     def run(name, config):
         cfg = tmp_path / f"{name}.toml"
         cfg.write_text(config + f"[tier3]\nmetrics = {json.dumps(THREE)}\ncuts = [{{ below = 0.5, max_regressions = 0 }}]\n"
                        "max_mean_drop = 0.05\n", encoding="utf-8")
         return _check(gate.gate(_write(tmp_path, "b", base), _write(tmp_path, "c", cand), cfg), "faithfulness: paired mean")
     plain, holm = run("none", ""), run("holm", HOLM)
-    assert plain.verdict == "fail" and plain.details["high"] < 0
-    assert holm.verdict == "pass" and holm.details["high"] >= 0 and holm.details["low"] < plain.details["low"]
+    assert plain.verdict == "fail" and plain.details["sign_flip"]["level"] == pytest.approx(0.025)
+    assert 0.0083 < plain.details["sign_flip"]["pvalue"] <= 0.025 and "significantly lower" in plain.evidence
+    assert holm.verdict == "pass" and holm.details["sign_flip"]["level"] == pytest.approx(0.025 / 3)
+    assert holm.details["sign_flip"]["pvalue"] == plain.details["sign_flip"]["pvalue"]  # the level moved, not p
+    assert holm.details["low"] < plain.details["low"] and "not significant at 0.00833" in holm.evidence
     assert holm.details["correction"] == {"interval_confidence": pytest.approx(1 - 0.05 / 3), "intervals": 3}
 
 
@@ -165,11 +170,12 @@ def _judged_twice(rng: random.Random, n: int = 60) -> tuple[Run, Run]:
 
 
 def test_an_unchanged_system_fails_by_chance_far_less_often_with_holm(tmp_path):
-    """60 pairs of runs of one system, each gated with 24 tests: uncorrected, about one run in four
-    fails though nothing changed (28% over 200 pairs); with Holm and Bonferroni about one in twenty
-    (5.5% over 200), within the bound alpha + (1 - confidence)/2 = 7.5%. The bound is nominal: a
-    percentile bootstrap over a few differing questions is liberal (3.1% of means "significantly
-    lower" at a nominal 2.5% here), which the correction does not repair."""
+    """60 pairs of runs of one system, each gated with 24 tests: uncorrected, about one run in five
+    fails though nothing changed (12% of these 60; 19% over 200 pairs); with Holm and Bonferroni 0 of
+    60 (0.5% over 200), within the bound alpha + (1 - confidence)/2 = 7.5%. The sign-flip test of the
+    mean holds its level (1.4% of the 1,600 means "significantly lower" at a nominal 2.5% over 200
+    pairs); the percentile bootstrap interval that decided before was liberal (3.1%), and the
+    uncorrected gate then failed 28% of the 200."""
     cfg = tmp_path / "gate.toml"
     # the cuts and the mean left to the tests alone: a count or an allowed drop is not a test, and noise crosses them
     cfg.write_text(f"n_resamples = 1000\n[tier3]\nmetrics = {json.dumps(list(METRICS))}\nmax_mean_drop = 1.0\n"
@@ -181,7 +187,7 @@ def test_an_unchanged_system_fails_by_chance_far_less_often_with_holm(tmp_path):
     pairs = [_judged_twice(rng) for _ in range(60)]
     failed = {name: sum(not run_gate(b, c, config).passed for b, c in pairs) / len(pairs) for name, config in
               (("none", plain), ("holm", holm))}
-    assert failed["none"] >= 0.15, failed
+    assert failed["none"] >= 0.08, failed
     assert failed["holm"] <= 0.10 and failed["holm"] < failed["none"] / 3, failed
     one = run_gate(*pairs[0], holm)
     assert one.correction["tests"] == 16 and one.correction["intervals"] == 8

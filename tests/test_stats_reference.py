@@ -127,8 +127,10 @@ def test_paired_bootstrap_is_scipys_paired_percentile_bootstrap():
     ref = bootstrap((a, b), lambda x, y, axis: np.mean(y - x, axis=axis), paired=True, n_resamples=3000,
                     confidence_level=0.9, method="percentile", rng=np.random.default_rng(11))
     assert (ours["low"], ours["high"]) == pytest.approx((ref.confidence_interval.low, ref.confidence_interval.high))
-    dist = ref.bootstrap_distribution
-    assert ours["pvalue"] == pytest.approx(2 * min(np.mean(dist <= 0), np.mean(dist >= 0)))
+    # its p-value is the two-sided sign-flip test's, not a share of the bootstrap distribution (too small
+    # where few questions differ: tests/test_stats_sign_flip.py)
+    assert ours["pvalue"] == stats.sign_flip_test(a.tolist(), b.tolist(), "two-sided", 3000, 11)["pvalue"]
+    assert ours["pvalue_method"] == "monte carlo"  # 50 differences: 2**50 sign assignments, 3000 drawn
 
 
 def test_bootstrap_agrees_with_the_paired_t_test_on_many_questions():
@@ -167,12 +169,14 @@ def test_none_is_a_missing_score_like_nan():
 
 
 def test_one_score_or_equal_scores_give_a_point_interval():
-    """Every resample of one question, or of equal differences, has the same mean (scipy calls it degenerate)."""
-    for a, b in (([0.3], [0.1]), ([0.3] * 5, [0.5] * 5), ([0.7] * 4, [0.7] * 4)):
+    """Every resample of one question, or of equal differences, has the same mean (scipy calls it degenerate).
+    The p-value is the exact two-sided sign-flip test's, never 0: one question proves nothing (p = 1),
+    five equal differences are as extreme in 2 of 32 sign assignments, none at all gives 1."""
+    for (a, b), p in ((([0.3], [0.1]), 1.0), (([0.3] * 5, [0.5] * 5), 2 / 32), (([0.7] * 4, [0.7] * 4), 1.0)):
         r = stats.paired_bootstrap(a, b)
         diff = b[0] - a[0]
         assert (r["mean_diff"], r["low"], r["high"]) == (diff, diff, diff)
-        assert r["pvalue"] == (1.0 if diff == 0 else 0.0)
+        assert r["pvalue"] == pytest.approx(p) and r["pvalue_method"] == "exact"
     r = stats.mean_interval([0.4] * 3)
     assert r["low"] == r["high"] == r["mean"] == pytest.approx(0.4)
 

@@ -51,6 +51,24 @@ METRIC_RANGES = {name: (0.0, 1.0) for name in (
     "faithfulness", "context_recall", "answer_completeness", "on_topic_rate", "citation_recall",
     "citation_precision", "exact_match", "f1", "rougeL", "bleu1", "recall_at_k", *CLAIM_METRICS)}
 METRIC_RANGES["answer_relevancy"] = (-1.0, 1.0)  # a mean of cosines, as ragas leaves it
+# Which way is better, next to the ranges: higher for every metric but RAGChecker's wrong-claim shares
+# (its "↓" metrics), where a rise is the regression. The gate reads this for every check (a falling mean
+# or a question under a cut is a regression only for a higher-is-better metric; see `better_direction`).
+# claims.self_knowledge (right claims in no passage) is neither by nature; it keeps higher, as before.
+LOWER_IS_BETTER = frozenset(CLAIMS_PREFIX + m for m in (
+    "hallucination", "noise_sensitivity_in_relevant", "noise_sensitivity_in_irrelevant"))
+assert LOWER_IS_BETTER <= METRIC_RANGES.keys()
+
+
+def better_direction(metric: str) -> int:
+    """+1 when a higher score of `metric` is better, -1 when a lower one is (`LOWER_IS_BETTER`).
+
+    >>> better_direction("faithfulness"), better_direction("claims.hallucination")
+    (1, -1)
+    """
+    return -1 if metric in LOWER_IS_BETTER else 1
+
+
 # scored from the answer string and the retrieved ids alone: no judge, so they compare across judges
 JUDGE_FREE = frozenset({"exact_match", "f1", "rougeL", "bleu1", "recall_at_k"})
 

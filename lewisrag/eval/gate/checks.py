@@ -6,10 +6,15 @@ Checks come in three tiers, ordered by how deterministic and how cheap they are:
    occur in the candidate at all, and no gated metric may be unmeasurable (null) on more questions
    than in the baseline: a score that is not there cannot regress, so it must be counted;
 2. retrieval (deterministic, labelled): recall@k must not fall below the baseline, compared in
-   pairs (McNemar on per-question hits, paired bootstrap on the mean);
+   pairs (McNemar on per-question hits, a paired sign-flip test on the mean, sized by a bootstrap interval);
 3. judged metrics (noisy): question-level distributions, paired tests against the baseline, the
    questions that got worse listed by id, absolute ceilings that pass only when a one-sided upper
    bound proves them, and `not_in_kb` questions that pass only by refusing.
+
+Every check knows which way its metric is better (`better_direction`, from `LOWER_IS_BETTER` in
+lewisrag.eval.results): for RAGChecker's wrong-claim shares (claims.hallucination, the two noise
+sensitivities) a rising mean is the regression, a question fails a cut by rising above it (the cut
+mirrored: `below = 1.0` is "above 0", any wrong claim), and a ceiling counts the questions above it.
 
 Runs are `results.json` files (or run directories holding one). Questions pair by (id, system), and a
 paired question must keep its text. Scores judged by different judges or statement splitters (or,
@@ -19,8 +24,15 @@ runs are refused unless the caller allows it. Scores within `SCORE_TOLERANCE` of
 same score. Thresholds live in a TOML file (the packaged defaults: `gate.toml` beside this module).
 
 The paired checks of tiers 2 and 3 are decided last, together: with `correction = "holm"` their
-McNemar p-values are adjusted as one family and their bootstrap intervals widened as another
-(`correction`), and each check shows its raw p-value beside the adjusted one.
+McNemar p-values are adjusted as one family and their tests of the mean held to a Bonferroni level
+as another (`correction`), and each check shows its raw p-value beside the adjusted one.
+
+A mean is "significantly worse" when the one-sided paired sign-flip permutation test
+(`stats.sign_flip_test`: exact over the questions that changed when 2**their number fits in
+`n_resamples`, else Monte Carlo from `seed`) gives p <= (1 - interval confidence) / 2, the level at
+which the paired bootstrap interval, still shown for the size of the change, used to decide. The
+percentile bootstrap decided wrongly where few questions differ, all one way: one question's drop of
+0.01 gave a point interval and p = 0, three of six a p of 0.032 where the exact test says 0.125.
 """
 
 from __future__ import annotations
@@ -33,7 +45,7 @@ from lewisrag.data.io import InputError
 from lewisrag.eval import stats
 from lewisrag.eval.gate.correction import Correction, family
 from lewisrag.eval.gate.inputs import GateConfig, Run, load_config, load_run
-from lewisrag.eval.results import CLAIMS_PREFIX
+from lewisrag.eval.results import CLAIMS_PREFIX, METRIC_RANGES, better_direction
 
 WORST_SHOWN = 5  # question ids quoted in a verdict's one-line evidence; --json carries them all
 # Scores closer than this are the same score: another summation order or BLAS writes 0.49999999999999994
@@ -103,19 +115,24 @@ class _Paired:
     rows: list  # (key, baseline score, candidate score), settled
     cut: float | None  # per-question pass/fail at this cut, compared by McNemar; None: the mean only
     max_regressions: int  # questions allowed to newly fall below the cut; -1: McNemar alone
-    max_mean_drop: float | None  # the mean by a paired bootstrap, with this largest tolerated drop; None: not checked
-    mcnemar: dict | None = None  # the one-sided McNemar test at `cut`, done at once (the bootstrap waits for its level)
+    # the mean by a sign-flip test (its level waits for the run's family), with this largest tolerated
+    # worsening (a drop, or for a lower-is-better metric a rise); None: not checked
+    max_mean_drop: float | None
+    mcnemar: dict | None = None  # the one-sided McNemar test at `cut`, done at once (the mean test waits for its level)
+    direction: int = 1  # +1: higher is better; -1: lower is better, and `cut` is the score a question must not exceed
 
 
 def _paired(tier: str, name: str, rows: list, cut: float | None, max_regressions: int = -1,
-            max_mean_drop: float | None = None) -> _Paired:
-    test = None if cut is None else stats.mcnemar(*_passing(rows, cut), alternative="greater")
-    return _Paired(tier, name, rows, cut, max_regressions, max_mean_drop, test)
+            max_mean_drop: float | None = None, direction: int = 1) -> _Paired:
+    test = None if cut is None else stats.mcnemar(*_passing(rows, cut, direction), alternative="greater")
+    return _Paired(tier, name, rows, cut, max_regressions, max_mean_drop, test, direction)
 
 
-def _passing(rows: list, cut: float) -> tuple[list[bool], list[bool]]:
-    """Per question, whether the baseline and the candidate are at or above `cut`."""
-    return [not _below(x, cut) for _, x, _ in rows], [not _below(y, cut) for _, _, y in rows]
+def _passing(rows: list, cut: float, direction: int = 1) -> tuple[list[bool], list[bool]]:
+    """Per question, whether the baseline and the candidate pass `cut`: at or above it, or for a
+    lower-is-better metric (`direction` -1) at or under it."""
+    return ([not _fails(x, cut, direction) for _, x, _ in rows],
+            [not _fails(y, cut, direction) for _, _, y in rows])
 
 
 def _decide(items: list[GateCheck | _Paired], cfg: GateConfig) -> tuple[Correction, list[GateCheck]]:
@@ -330,6 +347,24 @@ def _below(score: float, cut: float) -> bool:
     return score < cut - SCORE_TOLERANCE
 
 
+def _fails(score: float, cut: float, direction: int) -> bool:
+    """A score on the wrong side of a cut by more than float noise: under it when higher is better
+    (`direction` +1), over it when lower is (-1)."""
+    return _below(score, cut) if direction > 0 else score > cut + SCORE_TOLERANCE
+
+
+def _mirrored(metric: str, below: float) -> float:
+    """Where a question fails tier3.cuts' `below` for a lower-is-better metric: the same distance from
+    the best score, so below = 1.0 (short of perfect) is "above 0" and 0.5 is "above 0.5"."""
+    low, high = METRIC_RANGES[metric]
+    return low + high - below
+
+
+def _worse_word(direction: int) -> tuple[str, str]:
+    """("lower", "drop") for a higher-is-better metric; ("higher", "rise") for a lower-is-better one."""
+    return ("lower", "drop") if direction > 0 else ("higher", "rise")
+
+
 def _k_order(k: str) -> tuple:
     return (0, int(k)) if k.isdigit() else (1, k)
 
@@ -354,10 +389,17 @@ def _tier3(base: Run, cand: Run, cfg: GateConfig) -> list[GateCheck | _Paired]:
             else:
                 out.append(GateCheck("3 judged", metric, "skip", "no question has this metric in both runs"))
             continue
-        out.append(_paired("3 judged", f"{metric}: paired mean", rows, cut=None, max_mean_drop=cfg.judged_max_mean_drop))
+        direction = better_direction(metric)
+        out.append(_paired("3 judged", f"{metric}: paired mean", rows, cut=None, max_mean_drop=cfg.judged_max_mean_drop,
+                           direction=direction))
         for cut in cfg.cuts:
-            out.append(_paired("3 judged", f"{metric} < {cut.below:g}", rows, cut=cut.below,
-                               max_regressions=cut.max_regressions))
+            if direction > 0:
+                out.append(_paired("3 judged", f"{metric} < {cut.below:g}", rows, cut=cut.below,
+                                   max_regressions=cut.max_regressions))
+            else:  # lower is better: the cut mirrored, a question failing above it
+                above = _mirrored(metric, cut.below)
+                out.append(_paired("3 judged", f"{metric} > {above:g}", rows, cut=above,
+                                   max_regressions=cut.max_regressions, direction=-1))
     for ceiling in cfg.ceilings:
         out.append(_ceiling_check(cand, ceiling, cfg))
     out.append(_refusal_check(base, cand, cfg))
@@ -372,20 +414,44 @@ def _not_in_kb(rec: dict) -> bool:
     return rec.get("category") == "not_in_kb"
 
 
-def _mean_check(p: _Paired, cfg: GateConfig, correction: Correction) -> GateCheck:
-    """Paired bootstrap on the mean, with the questions that got worse listed by id."""
-    rows, max_mean_drop = p.rows, p.max_mean_drop
-    a, b = [x for _, x, _ in rows], [y for _, _, y in rows]
+def _mean_test(p: _Paired, cfg: GateConfig, correction: Correction) -> tuple[dict, dict, bool, str]:
+    """The paired mean of `p`: its bootstrap (the size of the change, at the run's interval confidence),
+    the one-sided sign-flip test that decides whether it got significantly worse (at the level the
+    interval's upper tail stands for, (1 - interval confidence) / 2), whether it did, and the evidence."""
+    a, b = [x for _, x, _ in p.rows], [y for _, _, y in p.rows]
     boot = stats.paired_bootstrap(a, b, cfg.n_resamples, cfg.seed, correction.interval_confidence)
-    worse = sorted(((y - x, key) for key, x, y in rows if y < x), key=lambda t: t[0])
-    significant = boot["high"] < 0
-    too_far = boot["mean_diff"] < -max_mean_drop - SCORE_TOLERANCE  # 0.4 -> 0.1 on 1 of 15 is a drop of 0.02, not more
+    test = stats.sign_flip_test(a, b, "less" if p.direction > 0 else "greater", cfg.n_resamples, cfg.seed)
+    level = (1 - correction.interval_confidence) / 2
+    significant = test["pvalue"] <= level
+    worse, _ = _worse_word(p.direction)
+    evidence = (f"{correction.ci_label(cfg.confidence)} CI [{boot['low']:+.3f}, {boot['high']:+.3f}] (bootstrap); "
+                f"sign-flip p={test['pvalue']:.3g} (one-sided, {test['nonzero']} changed, {test['method']}), "
+                + (f"significantly {worse} (p <= {level:.3g})" if significant else f"not significant at {level:.3g}"))
+    test = test | {"level": level, "significant": significant}
+    return boot, test, significant, evidence
+
+
+def _mean_check(p: _Paired, cfg: GateConfig, correction: Correction) -> GateCheck:
+    """The paired mean (a one-sided sign-flip test, a bootstrap interval for its size), with the
+    questions that got worse listed by id, worst first."""
+    rows, max_mean_drop, d = p.rows, p.max_mean_drop, p.direction
+    a, b = [x for _, x, _ in rows], [y for _, _, y in rows]
+    boot, test, significant, tested = _mean_test(p, cfg, correction)
+    worse = sorted(((y - x, key) for key, x, y in rows if d * (y - x) < 0), key=lambda t: d * t[0])
+    # 0.4 -> 0.1 on 1 of 15 is a drop of 0.02, not more
+    too_far = d * boot["mean_diff"] < -max_mean_drop - SCORE_TOLERANCE
+    _, drop = _worse_word(d)
     evidence = (f"n={boot['n']} mean {sum(a) / len(a):.3f} -> {sum(b) / len(b):.3f} (diff {boot['mean_diff']:+.3f}, "
-                f"{correction.ci_label(cfg.confidence)} CI [{boot['low']:+.3f}, {boot['high']:+.3f}], "
-                f"p={boot['pvalue']:.3g}; allowed drop {max_mean_drop:g}); worse on {len(worse)}")
+                f"{tested}; allowed {drop} {max_mean_drop:g}"
+                f"{'' if d > 0 else ', lower is better'}); worse on {len(worse)}")
     if worse:
         evidence += ": " + _ids([key for _, key in worse])
-    details = boot | {"worse": [{"question": _key(key), "diff": d} for d, key in worse]}
+    if too_far:
+        evidence = f"mean {'dropped' if d > 0 else 'rose'} more than {max_mean_drop:g} | " + evidence
+    # "pvalue": the one-sided sign-flip p that decided (the bootstrap's own is two-sided); in full under "sign_flip"
+    details = boot | {"pvalue": test["pvalue"], "pvalue_method": test["method"], "better": "higher" if d > 0 else "lower",
+                      "sign_flip": test,
+                      "worse": [{"question": _key(key), "diff": diff} for diff, key in worse]}
     if correction.on:
         details["correction"] = _interval_details(correction)
     return GateCheck(p.tier, p.name, "fail" if significant or too_far else "pass", evidence, details)
@@ -394,8 +460,8 @@ def _mean_check(p: _Paired, cfg: GateConfig, correction: Correction) -> GateChec
 def _paired_check(p: _Paired, cfg: GateConfig, adjusted: float, correction: Correction) -> GateCheck:
     """Per-question pass/fail at the cut compared in pairs (one-sided McNemar: is the candidate worse?),
     its p-value `adjusted` for the run's family; for retrieval, the mean too."""
-    rows, cut, test = p.rows, p.cut, p.mcnemar
-    base_ok, cand_ok = _passing(rows, cut)
+    rows, cut, test, d = p.rows, p.cut, p.mcnemar, p.direction
+    base_ok, cand_ok = _passing(rows, cut, d)
     regressed = [key for (key, _, _), bo, co in zip(rows, base_ok, cand_ok) if bo and not co]
     n = len(rows)
     fail_b, fail_c = n - sum(base_ok), n - sum(cand_ok)
@@ -405,28 +471,28 @@ def _paired_check(p: _Paired, cfg: GateConfig, adjusted: float, correction: Corr
         reasons.append(f"McNemar {'Holm-adjusted ' if correction.on else ''}p < {cfg.alpha:g}")
     if 0 <= p.max_regressions < len(regressed):
         reasons.append(f"more than {p.max_regressions} regressions")
-    evidence = (f"share below {cut:g}: {fail_b / n:.1%} -> {fail_c / n:.1%} (n={n}, one-sided "
+    evidence = (f"share {'below' if d > 0 else 'above'} {cut:g}: {fail_b / n:.1%} -> {fail_c / n:.1%} (n={n}, one-sided "
                 f"{cfg.confidence:.0%} upper {upper:.1%}); regressed {test['b']}, recovered {test['c']}, "
                 f"McNemar p={test['pvalue']:.3g}")
-    details = {"n": n, "baseline_below": fail_b, "candidate_below": fail_c, "candidate_upper_bound": upper,
-               "mcnemar": test, "regressed": [_key(k) for k in regressed]}
+    details = {"n": n, "better": "higher" if d > 0 else "lower", "baseline_failing": fail_b, "candidate_failing": fail_c,
+               "candidate_upper_bound": upper, "mcnemar": test, "regressed": [_key(k) for k in regressed]}
+    if d > 0:  # the names the fields had before lower-is-better metrics were gated, kept for readers of --json
+        details |= {"baseline_below": fail_b, "candidate_below": fail_c}
     if correction.on:
         evidence += f", Holm-adjusted {adjusted:.3g} over {correction.tests} tests"
         details["correction"] = {"method": correction.method, "pvalue": test["pvalue"], "adjusted_pvalue": adjusted,
                                  "tests": correction.tests}
     if p.max_mean_drop is not None:  # retrieval: the mean must hold too
-        mean = stats.paired_bootstrap([x for _, x, _ in rows], [y for _, _, y in rows], cfg.n_resamples, cfg.seed,
-                                      correction.interval_confidence)
-        evidence += (f"; mean diff {mean['mean_diff']:+.3f} "
-                     f"{'' if not correction.on else correction.ci_label(cfg.confidence) + ' '}"
-                     f"CI [{mean['low']:+.3f}, {mean['high']:+.3f}]")
-        details["bootstrap"] = mean
+        mean, sign_flip, significant, tested = _mean_test(p, cfg, correction)
+        evidence += f"; mean diff {mean['mean_diff']:+.3f}, {tested}"
+        details["bootstrap"] = mean  # its "pvalue" is the two-sided sign-flip test's; the one-sided one decided
+        details["sign_flip"] = sign_flip
         if correction.on:
             details["correction"] |= _interval_details(correction)
-        if mean["high"] < 0:
-            reasons.append("mean significantly lower")
-        if mean["mean_diff"] < -p.max_mean_drop - SCORE_TOLERANCE:
-            reasons.append(f"mean dropped more than {p.max_mean_drop:g}")
+        if significant:
+            reasons.append(f"mean significantly {_worse_word(d)[0]}")
+        if d * mean["mean_diff"] < -p.max_mean_drop - SCORE_TOLERANCE:
+            reasons.append(f"mean {'dropped' if d > 0 else 'rose'} more than {p.max_mean_drop:g}")
     if regressed:
         evidence += "; regressed: " + _ids(regressed)
     if reasons:
@@ -439,15 +505,18 @@ def _interval_details(correction: Correction) -> dict:
 
 
 def _ceiling_check(cand: Run, ceiling, cfg: GateConfig) -> GateCheck:
-    """An absolute threshold passes only when the one-sided upper bound proves it."""
+    """An absolute threshold passes only when the one-sided upper bound proves it. A question counts
+    against it below `ceiling.below`, or, for a lower-is-better metric, above `ceiling.above`."""
     answerable = [_score(r, ceiling.metric) for r in cand.records.values() if not _not_in_kb(r)]
     scores = [s for s in answerable if s is not None]
-    name = f"share {ceiling.metric} < {ceiling.below:g} <= {ceiling.max_share:.1%}"
+    d = better_direction(ceiling.metric)
+    name = f"share {ceiling.metric} {'<' if d > 0 else '>'} {ceiling.cut:g} <= {ceiling.max_share:.1%}"
     if not scores:
         return GateCheck("3 judged", name, "fail", "no candidate question has this metric, so nothing is proven")
-    k, n = sum(_below(s, ceiling.below) for s in scores), len(scores)
+    k, n = sum(_fails(s, ceiling.cut, d) for s in scores), len(scores)
     upper = stats.proportion_interval(k, n, cfg.confidence, method=ceiling.method, side="upper")[1]
-    evidence = f"{k}/{n} = {k / n:.1%}; one-sided {cfg.confidence:.0%} upper bound ({ceiling.method}) {upper:.1%}"
+    evidence = (f"{'below' if d > 0 else 'above'} {ceiling.cut:g}: {k}/{n} = {k / n:.1%}; one-sided "
+                f"{cfg.confidence:.0%} upper bound ({ceiling.method}) {upper:.1%}")
     if len(answerable) > n:
         evidence += f"; {len(answerable) - n} unmeasurable not counted"
     need = stats.sample_size_for_upper_bound(k / n, ceiling.max_share, cfg.confidence, ceiling.method)
@@ -455,7 +524,8 @@ def _ceiling_check(cand: Run, ceiling, cfg: GateConfig) -> GateCheck:
         evidence += " > threshold: not proven; " + (
             f"at this rate about {need} questions would prove it" if need else "the observed rate is above it")
     return GateCheck("3 judged", name, "pass" if upper <= ceiling.max_share else "fail", evidence,
-                 {"k": k, "n": n, "upper_bound": upper, "method": ceiling.method, "questions_needed": need})
+                 {"k": k, "n": n, "better": "higher" if d > 0 else "lower", "upper_bound": upper,
+                  "method": ceiling.method, "questions_needed": need})
 
 
 def _refusal_check(base: Run, cand: Run, cfg: GateConfig) -> GateCheck:

@@ -6,14 +6,15 @@ are two families, each held to the level the gate already states for it:
 
 - the one-sided McNemar tests (tier 2 per recall@k, tier 3 per metric and cut): p-values, adjusted
   by Holm–Bonferroni and compared with `alpha`;
-- the paired bootstrap intervals of a mean difference (tier 2 per recall@k, tier 3 per metric):
-  intervals, not p-values, so Bonferroni: each at 1 − (1 − `confidence`)/m, and all m hold together
-  with chance `confidence`. "Significantly lower" still means the interval lies below 0.
+- the tests of a mean difference (tier 2 per recall@k, tier 3 per metric), by Bonferroni: each
+  bootstrap interval shown at 1 − (1 − `confidence`)/m, so that all m hold together with chance
+  `confidence`, and each one-sided sign-flip p-value, which decides "significantly worse", compared
+  with the matching level, (1 − `interval_confidence`)/2 = (1 − `confidence`)/(2m).
 
 A false failure then needs one family to err: at most alpha + (1 − confidence)/2 for the run
-(0.075 by default), where 20 independent tests at 0.05 make it about 64%. The bound is nominal for
-the intervals: a percentile bootstrap over a few differing questions is liberal, and stays so when
-widened. The checks that are not
+(0.075 by default), where 20 independent tests at 0.05 make it about 64%. The sign-flip test,
+exact where few questions differ, holds its level, which the percentile bootstrap that decided
+before did not (it was liberal over a few differing questions). The checks that are not
 tests against "no change" (rules, counts, allowed drops, ceilings, whose bound proves a pass) are
 left as they are. docs/statistics.md explains the choice.
 """
@@ -31,8 +32,9 @@ class Correction:
     method: str  # "none" or "holm"
     alpha: float  # the level adjusted McNemar p-values are compared with
     tests: int  # McNemar tests in the run's family
-    intervals: int  # bootstrap intervals in the run's family
-    interval_confidence: float  # the confidence each bootstrap interval is computed at
+    intervals: int  # tests of a mean in the run's family (each a sign-flip test with its bootstrap interval)
+    # the confidence each bootstrap interval is computed at; each sign-flip p is compared with (1 - this) / 2
+    interval_confidence: float
 
     @property
     def on(self) -> bool:

@@ -22,7 +22,8 @@ from pathlib import Path
 
 from lewisrag.data.io import InputError, given_once
 from lewisrag.eval.citations import STATUSES
-from lewisrag.eval.results import JUDGE_FREE, METRIC_RANGES, QuestionRecord, check_score, read_results, results_path
+from lewisrag.eval.results import (JUDGE_FREE, LOWER_IS_BETTER, METRIC_RANGES, QuestionRecord, check_score, read_results,
+                                   results_path)
 
 # ---------------------------------------------------------------------------------------------
 # thresholds
@@ -30,16 +31,25 @@ from lewisrag.eval.results import JUDGE_FREE, METRIC_RANGES, QuestionRecord, che
 
 @dataclass(frozen=True)
 class Cut:
-    below: float  # a question fails at this cut when its score is < below (1.0: not fully faithful)
-    max_regressions: int  # questions allowed to newly fall below the cut; -1 leaves it to McNemar alone
+    # a question fails at this cut when its score is < below (1.0: not fully faithful); for a lower-is-better
+    # metric (`LOWER_IS_BETTER`) the cut is mirrored: it fails when its score is > 1 - below (1.0: above 0)
+    below: float
+    max_regressions: int  # questions allowed to newly fail the cut; -1 leaves it to McNemar alone
 
 
 @dataclass(frozen=True)
 class Ceiling:
     metric: str  # a judged metric, e.g. "faithfulness"
-    below: float  # a question counts against the ceiling when its score is < below
+    below: float | None  # a question counts against the ceiling when its score is < below (higher-is-better metrics)
     max_share: float  # the share of such questions must be proven <= this by a one-sided upper bound
     method: str  # "wilson" or "exact" (Clopper–Pearson, more conservative)
+    # lower-is-better metrics (claims.hallucination, ...) take `above` instead of `below`: a question
+    # counts against the ceiling when its score is > above (0.0: any hallucinated claim)
+    above: float | None = None
+
+    @property
+    def cut(self) -> float:
+        return self.below if self.above is None else self.above
 
 
 @dataclass(frozen=True)
@@ -47,18 +57,18 @@ class GateConfig:
     """The gate's thresholds; the defaults live in one place, the packaged `gate.toml` beside this module."""
 
     alpha: float  # level of the one-sided paired tests (McNemar)
-    confidence: float  # level of bootstrap intervals and one-sided upper bounds
-    n_resamples: int  # paired bootstrap resamples
-    seed: int  # bootstrap seed, so the same runs always get the same verdict
-    correction: str  # "none", or "holm": Holm over the run's McNemar tests, Bonferroni over its bootstrap intervals
+    confidence: float  # level of bootstrap intervals and one-sided upper bounds; sign-flip tests at (1 - it) / 2
+    n_resamples: int  # paired bootstrap resamples, and sign-flip draws when not every sign assignment is enumerated
+    seed: int  # bootstrap and sign-flip seed, so the same runs always get the same verdict
+    correction: str  # "none", or "holm": Holm over the run's McNemar tests, Bonferroni over its tests of the mean
     require_all_baseline: bool  # a baseline question missing from the candidate fails the gate
     zero_statuses: tuple[str, ...]  # tier 1: citation statuses that must not occur in the candidate
     allow_baseline_violations: bool  # tier 1: count only violations the baseline did not have (fixed bad samples)
     max_new_unmeasurable: int  # tier 1: how many more questions without a score per metric than the baseline; -1 only warns
     recall_hit_at: float  # tier 2: a question is a retrieval hit when recall@k >= this
     recall_max_mean_drop: float  # tier 2: largest tolerated drop of mean recall@k
-    judged_metrics: tuple[str, ...]  # tier 3: metrics compared in pairs
-    judged_max_mean_drop: float  # tier 3: largest tolerated drop of a judged metric's mean
+    judged_metrics: tuple[str, ...]  # tier 3: metrics compared in pairs, each in its direction (`better_direction`)
+    judged_max_mean_drop: float  # tier 3: largest tolerated drop of a judged metric's mean (rise, if lower is better)
     cuts: tuple[Cut, ...]  # tier 3: per-question pass/fail cuts compared in pairs
     ceilings: tuple[Ceiling, ...]  # tier 3: absolute thresholds that must be proven
     # tier 3: the metrics a --config file names itself in tier3.metrics (not the packaged list): one
@@ -123,8 +133,7 @@ def _load_config(path: str | os.PathLike | None) -> GateConfig:
     given_once(src, fields["judged_metrics"], field="tier3.metrics")  # a repeat was checked, and failed, twice
     fields["named_metrics"] = fields["judged_metrics"] if "tier3.metrics" in given else ()
     fields["cuts"] = tuple(_table(Cut, t, src, f"tier3.cuts[{i}]") for i, t in enumerate(fields["cuts"]))
-    fields["ceilings"] = tuple(_table(Ceiling, {"method": "wilson"} | t if isinstance(t, dict) else t, src,
-                                      f"tier3.ceilings[{i}]") for i, t in enumerate(fields["ceilings"]))
+    fields["ceilings"] = tuple(_ceiling(t, src, f"tier3.ceilings[{i}]") for i, t in enumerate(fields["ceilings"]))
     cfg = GateConfig(**fields)
     if not 0 < cfg.alpha < 1:
         raise InputError(src, f"must be in (0, 1), got {cfg.alpha}", field="alpha")
@@ -158,7 +167,10 @@ def _load_config(path: str | os.PathLike | None) -> GateConfig:
         if not isinstance(ceiling.metric, str):
             raise InputError(src, f"expected a metric name, got {type(ceiling.metric).__name__}",
                              field=f"tier3.ceilings[{i}].metric")
-        _number(ceiling.below, src, f"tier3.ceilings[{i}].below", low_open=True)
+        if ceiling.above is None:
+            _number(ceiling.below, src, f"tier3.ceilings[{i}].below", low_open=True)
+        else:  # nothing is above 1: a ceiling at 1 would count no question and pass anything
+            _number(ceiling.above, src, f"tier3.ceilings[{i}].above", high_open=True)
         _number(ceiling.max_share, src, f"tier3.ceilings[{i}].max_share", low_open=True)
     # one cut twice ran its checks twice under one name, with limits that may contradict
     given_once(src, [f"the cut below = {c.below:g}" for c in cfg.cuts], field="tier3.cuts")
@@ -167,6 +179,14 @@ def _load_config(path: str | os.PathLike | None) -> GateConfig:
         if metric not in METRIC_RANGES or metric == "recall_at_k":  # recall@k is tier 2's, per k
             names = ", ".join(n for n in METRIC_RANGES if n != "recall_at_k")
             raise InputError(src, f"unknown metric '{metric}' (one of {names})", field=where)
+    for i, ceiling in enumerate(cfg.ceilings):  # the side a ceiling counts must be the metric's worse side
+        where = f"tier3.ceilings[{i}]"
+        if ceiling.metric in LOWER_IS_BETTER and ceiling.above is None:
+            raise InputError(src, f"{ceiling.metric} is lower-is-better: set `above` (a question counts when its score "
+                             "is above it), not `below`", field=f"{where}.below")
+        if ceiling.metric not in LOWER_IS_BETTER and ceiling.above is not None:
+            raise InputError(src, f"{ceiling.metric} is higher-is-better: set `below` (a question counts when its score "
+                             "is below it), not `above`", field=f"{where}.above")
     return cfg
 
 
@@ -252,12 +272,14 @@ def _without_strings_and_comment(line: str) -> str:
     return re.sub(r"#.*$", "", re.sub(r"\"(?:[^\"\\]|\\.)*\"|'[^']*'", '""', line))
 
 
-def _number(value, src: str, where: str, *, low_open: bool = False) -> None:
-    """A threshold is a finite number in [0, 1] ((0, 1] with `low_open`); TOML reads nan and inf too."""
+def _number(value, src: str, where: str, *, low_open: bool = False, high_open: bool = False) -> None:
+    """A threshold is a finite number in [0, 1] ((0, 1] with `low_open`, [0, 1) with `high_open`); TOML
+    reads nan and inf too."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(src, f"expected a number, got {type(value).__name__}", field=where)
-    if not (0 < value <= 1 if low_open else 0 <= value <= 1):  # False for NaN
-        raise InputError(src, f"{value!r} is outside {'(0, 1]' if low_open else '[0, 1]'}", field=where)
+    if not ((0 < value if low_open else 0 <= value) and (value < 1 if high_open else value <= 1)):  # False for NaN
+        span = f"{'(' if low_open else '['}0, 1{')' if high_open else ']'}"
+        raise InputError(src, f"{value!r} is outside {span}", field=where)
 
 
 def _table(cls, table, src: str, where: str):
@@ -265,6 +287,17 @@ def _table(cls, table, src: str, where: str):
     if not isinstance(table, dict) or set(table) != names:
         raise InputError(src, f"expected a table with keys {sorted(names)}", field=where)
     return cls(**table)
+
+
+def _ceiling(table, src: str, where: str) -> Ceiling:
+    """A ceiling's table: metric, max_share, method (default "wilson"), and one of below / above."""
+    if isinstance(table, dict):
+        table = {"method": "wilson"} | table
+    keys = {"metric", "max_share", "method"}
+    if not isinstance(table, dict) or not (set(table) == keys | {"below"} or set(table) == keys | {"above"}):
+        raise InputError(src, f"expected a table with keys {sorted(keys | {'below'})} (for a lower-is-better metric, "
+                         "'above' instead of 'below')", field=where)
+    return Ceiling(table["metric"], table.get("below"), table["max_share"], table["method"], table.get("above"))
 
 
 # ---------------------------------------------------------------------------------------------

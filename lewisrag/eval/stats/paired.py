@@ -1,4 +1,4 @@
-"""Paired comparisons of two systems on the same questions: McNemar's test, a paired bootstrap."""
+"""Paired comparisons of two systems on the same questions: McNemar's test, a paired bootstrap, a sign-flip test."""
 
 from __future__ import annotations
 
@@ -59,15 +59,22 @@ def paired_bootstrap(
     seed: int = 0,
     confidence: float = 0.95,
 ) -> dict:
-    """Bootstrap of the mean difference `mean(b - a)` over questions, resampled in pairs.
+    """Bootstrap of the mean difference `mean(b - a)` over questions, resampled in pairs: how large a change is.
 
-    Pairs where either score is NaN are dropped and counted in "nan". Returns "mean_diff", the
-    percentile interval "low"/"high" at `confidence`, and a two-sided "pvalue" read off the
-    bootstrap distribution (twice the smaller share of resampled means on either side of 0).
+    Pairs where either score is NaN are dropped and counted in "nan". Returns "mean_diff" and the
+    percentile interval "low"/"high" at `confidence`; with one question, or equal differences, every
+    resample has the same mean and the interval is that point (it says nothing about the spread).
+
+    "pvalue" is not read off the bootstrap: it is the two-sided paired sign-flip permutation test
+    (`sign_flip_test`, same `n_resamples` and `seed`; its "method" under "pvalue_method"). A
+    percentile bootstrap over a few differing questions, all of one sign, never draws the other sign,
+    so its share of resampled means past 0 was 0 with one question (p = 0) and far too small with
+    three (n = 6: 0.032 where the exact test says 0.25 two-sided); the sign-flip p is 1 for one
+    question, 1 with no difference, and exact wherever the questions that differ are few.
 
     >>> r = paired_bootstrap([0.5, 0.5, 0.5], [1.0, 1.0, 1.0])
-    >>> r["mean_diff"], r["low"], r["high"], r["n"]
-    (0.5, 0.5, 0.5, 3)
+    >>> r["mean_diff"], r["low"], r["high"], r["n"], r["pvalue"]      # 2 of 8 sign assignments are as extreme
+    (0.5, 0.5, 0.5, 3, 0.25)
     """
     # scipy loads on first use, as in mcnemar
     from scipy.stats import bootstrap
@@ -80,15 +87,79 @@ def paired_bootstrap(
     diff = b[keep] - a[keep]  # (N,) one difference per question
     out = {"n": int(keep.sum()), "nan": int((~keep).sum())}
     if diff.size == 0:
-        return out | {"mean_diff": math.nan, "low": math.nan, "high": math.nan, "pvalue": math.nan}
+        return out | {"mean_diff": math.nan, "low": math.nan, "high": math.nan, "pvalue": math.nan,
+                      "pvalue_method": "none"}
+    test = sign_flip_test(a[keep], b[keep], "two-sided", n_resamples, seed)
+    p = {"pvalue": test["pvalue"], "pvalue_method": test["method"]}
     mean_diff = float(diff.mean())
     if diff.size == 1 or np.all(diff == diff[0]):  # every resample has the same mean
-        return out | {"mean_diff": mean_diff, "low": mean_diff, "high": mean_diff, "pvalue": float(mean_diff == 0.0)}
+        return out | {"mean_diff": mean_diff, "low": mean_diff, "high": mean_diff} | p
     res = bootstrap(
         (diff,), np.mean, n_resamples=n_resamples, confidence_level=confidence,
         method="percentile", rng=np.random.default_rng(seed), batch=1000,
     )
-    dist = res.bootstrap_distribution
-    pvalue = min(1.0, 2.0 * min(float(np.mean(dist <= 0.0)), float(np.mean(dist >= 0.0))))
     low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    return out | {"mean_diff": mean_diff, "low": low, "high": high, "pvalue": pvalue}
+    return out | {"mean_diff": mean_diff, "low": low, "high": high} | p
+
+
+def sign_flip_test(
+    a_scores: Sequence[float],
+    b_scores: Sequence[float],
+    alternative: str = "two-sided",
+    n_resamples: int = 10000,
+    seed: int = 0,
+) -> dict:
+    """Paired sign-flip permutation test of the mean difference `mean(b - a)` over questions.
+
+    Under "no change" each question's difference is as likely to have either sign, so the null
+    distribution is that of the summed differences under every assignment of signs. Pairs where
+    either score is NaN are dropped and counted in "nan"; a difference of exactly 0 flips to itself
+    and is left out ("nonzero" counts the rest), which keeps the test exact over many more questions.
+    With 2**nonzero <= n_resamples every sign assignment is enumerated and the p-value is exact
+    ("method": "exact"); otherwise `n_resamples` random assignments are drawn from `seed`, and
+    p = (hits + 1) / (n_resamples + 1), never 0 ("method": "monte carlo").
+
+    "pvalue" is the chance under "no change" of a mean difference at least as extreme as the one seen:
+    "two-sided" either way, "less" as low or lower (b worse, for a higher-is-better score),
+    "greater" as high or higher. Unlike a percentile bootstrap's, it cannot be small when few
+    questions differ: k differences all of one sign give at best 0.5**k one-sided, a single question
+    0.5; no difference at all gives 1; no pair at all, NaN.
+
+    scipy.stats.permutation_test computes it (permutation_type="samples" with one sample flips the
+    signs; exact when 2**n fits in n_resamples). It needs two observations, so a lone nonzero
+    difference is paired with a 0, which changes no sum.
+
+    >>> r = sign_flip_test([1.0] * 6, [0.99, 0.99, 0.99, 1.0, 1.0, 1.0], alternative="less")
+    >>> r["pvalue"], r["nonzero"], r["method"]            # 3 questions worse: 0.5**3
+    (0.125, 3, 'exact')
+    >>> sign_flip_test([0.9], [0.89], alternative="less")["pvalue"]
+    0.5
+    """
+    from scipy.stats import permutation_test  # scipy loads on first use, as in mcnemar
+
+    check_paired(a_scores, b_scores, "sign_flip_test")
+    if alternative not in ("two-sided", "greater", "less"):
+        raise ValueError(f"alternative must be 'two-sided', 'greater' or 'less', got {alternative!r}")
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 1:
+        raise ValueError(f"n_resamples must be a positive integer, got {n_resamples!r}")
+    a = np.asarray(a_scores, dtype=float)
+    b = np.asarray(b_scores, dtype=float)
+    keep = ~(np.isnan(a) | np.isnan(b))
+    diff = b[keep] - a[keep]
+    nonzero = diff[diff != 0.0]
+    out = {"n": int(keep.sum()), "nan": int((~keep).sum()), "nonzero": int(nonzero.size), "alternative": alternative}
+    if diff.size == 0:
+        return out | {"pvalue": math.nan, "method": "none"}
+    if nonzero.size == 0:  # every sign assignment sums to 0: nothing is evidence of a change
+        return out | {"pvalue": 1.0, "method": "exact"}
+    data = nonzero if nonzero.size > 1 else np.append(nonzero, 0.0)
+    res = permutation_test(
+        (data,), _sum, permutation_type="samples", vectorized=True, n_resamples=n_resamples,
+        batch=1000, alternative=alternative, rng=np.random.default_rng(seed),
+    )
+    exact = 2 ** data.size <= n_resamples
+    return out | {"pvalue": float(min(res.pvalue, 1.0)), "method": "exact" if exact else "monte carlo"}
+
+
+def _sum(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.sum(x, axis=axis)
