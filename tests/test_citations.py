@@ -145,3 +145,23 @@ def test_format_characters_do_not_hide_a_quote_or_a_token():
 def test_citing_a_context_with_no_text_is_a_bad_id():
     got = check_sentence("It returns 422 [1].", {"1": "   "}, {"1"})
     assert got.status == BAD_ID and got.detail == "cited contexts have no text: [1]"
+
+
+def test_check_answer_gates_the_reviewed_answers():
+    """Splitter version 8: answers a review found slipping past the hard gate (an uncited claim after a
+    closing quote or an ellipsis) or failing it (a fenced block read as an uncited sentence)."""
+    docs = {"1": "登录失败时提示“用户名或密码错误。” The message is Invalid credentials. It returns 422. 登录失败返回 422。",
+            "2": "It is shown in red.", "3": "Install it with pip install foo."}
+    cases = [
+        ("登录失败时提示“用户名或密码错误。”[1]账户会被永久删除。", ["PASS", "MISSING_CITATION"]),
+        ("登录失败返回 422 [1]……然后账户被永久删除。", ["PASS", "MISSING_CITATION"]),
+        ("It returns 422 [1]… Then the account is deleted.", ["PASS", "MISSING_CITATION"]),
+        ('The message is "Invalid credentials." [1] It is shown in red [2].', ["PASS", "PASS"]),
+        ("Install it with pip [3]:\n```\npip install foo\n```", ["PASS"]),
+        ("Install it with pip [3]:\n```\npip install foo\n```\nIt returns 422 [1].", ["PASS", "PASS"]),
+    ]
+    for answer, statuses in cases:
+        assert [c.status for _, c in check_answer(answer, docs, set(docs))] == statuses, answer
+    # the fenced block is the sentence's now, and a string literal in it is no quote to find
+    [(_, check)] = check_answer('Install it with pip [3]:\n```\nprint("not in any passage")\n```', docs, set(docs))
+    assert check.status not in HARD_GATE_STATUSES

@@ -196,3 +196,55 @@ def test_full_width_and_other_non_ascii_punctuation_separates_words():
     assert normalize_answer("Tom·Hanks") == "tom hanks" and normalize_answer("email：invalid") == "email invalid"
     assert normalize_answer("Don’t") == normalize_answer("Don't") and normalize_answer("1990–95") == normalize_answer("1990-95")
     assert normalize_answer("约翰·史密斯，返回 422。") == "约翰史密斯返回422"  # CJK unchanged: no spaces there anyway
+
+
+def _squad_normalize(s: str) -> str:
+    """The SQuAD v1.1 evaluation script's normalize_answer, as published (DPR copies it)."""
+    import re
+    import string
+
+    s = s.lower()
+    s = "".join(ch for ch in s if ch not in set(string.punctuation))
+    s = re.sub(r"\b(a|an|the)\b", " ", s)
+    return " ".join(s.split())
+
+
+_SQUAD_WORDS = ["the", "a", "an", "The", "A", "Eiffel", "Tower", "3.5", "1,000", "10:30", "U.S.", "e.g.", "Don't", "C++",
+                "$5", "(x)", "--", "theater", "ok!", "x_y", "[1]", "an-", "a.", "-the-", "\t", "\n", "50%", "1/2"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=40),
+                 st.lists(st.sampled_from(_SQUAD_WORDS), max_size=10).map(" ".join)))
+def test_ascii_text_normalizes_exactly_as_squad(text):
+    """Folding full-width marks inside numbers touches no ASCII text: it normalizes as SQuAD's
+    script does (the ASCII path is the one before that fix, which a scratch comparison with
+    `git show` on 600 strings also found unchanged)."""
+    assert normalize_answer(text) == _squad_normalize(text)
+
+
+@pytest.mark.parametrize("full, ascii_", [("３．５", "3.5"), ("3．5", "3.5"), ("１，０００", "1,000"), ("1，000", "1000"),
+                                           ("10：30", "10:30"), ("３．５％", "3.5%"), ("８：００－９：００", "8:00-9:00"),
+                                           ("1﹒5", "1.5"), ("年利率３．５％", "年利率3.5%")])
+def test_a_full_width_mark_inside_a_number_is_its_ascii_form(full, ascii_):
+    """"３．５" was the words "3" and "5" ("3 5"), and "3.5" the word "35": EM 0 and F1 0 for one
+    answer, where the citation checker reads both as 3.5. A full-width mark between two digits now
+    reads as its ASCII form, before the punctuation goes."""
+    assert normalize_answer(full) == normalize_answer(ascii_)
+    assert exact_match(full, [ascii_]) == 1.0 and token_f1(full, [ascii_]) == 1.0
+
+
+def test_full_width_numbers_agree_with_the_citation_checkers_tokens():
+    from lewisrag.eval.citations import checkable_tokens
+
+    for full, ascii_ in [("１，０００", "1,000"), ("３．５", "3.5")]:
+        assert checkable_tokens(full) == checkable_tokens(ascii_)
+        assert exact_match(full, [ascii_]) == 1.0
+
+
+def test_a_full_width_mark_between_words_still_separates_them():
+    """Only between two digits: "Paris，France" stays two words, "第1、2条" two numbers (、 is no
+    ASCII mark), and a mark beside one digit only ("5％的用户", "Ｂ：1") changes nothing."""
+    assert normalize_answer("Paris，France") == "paris france" and normalize_answer("email：invalid") == "email invalid"
+    assert normalize_answer("第1、2条") == "第1 2条" and normalize_answer("5％的用户") == "5的用户"
+    assert normalize_answer("Ｂ：1") == "b 1" and normalize_answer("1，b") == "1 b"

@@ -27,7 +27,7 @@ def test_docstring_examples():
 
 
 def test_name_and_version_are_stamped():
-    assert (SPLITTER_NAME, SPLITTER_VERSION) == ("sentences", "7")
+    assert (SPLITTER_NAME, SPLITTER_VERSION) == ("sentences", "8")
 
 
 @pytest.mark.parametrize(
@@ -298,3 +298,111 @@ def test_ids_of_thousands_of_digits_are_read_as_text():
                        "a.jsonl", 1, {})
     (out,) = evaluate_answers([rec], LexicalJudge()).to_json()["records"]
     assert [c["status"] for c in out["citation_checks"]] == ["PASS"]
+
+
+# ---------------------------------------------------------------------------------------------
+# splitter version 8: a closing quote after a stop, an ellipsis, fenced code blocks
+
+
+@pytest.mark.parametrize("text, expected", [
+    # a stop inside a quote, then the quote closes: the sentence ends there, and citations after the
+    # mark are that sentence's (version 7 ended nothing, so the next claim shared them)
+    ("登录失败时提示“用户名或密码错误。”[1]账户会被永久删除。", ["登录失败时提示“用户名或密码错误。”[1]", "账户会被永久删除。"]),
+    ('The error is "Invalid credentials." [1] It is shown in red [2].',
+     ['The error is "Invalid credentials." [1]', "It is shown in red [2]."]),
+    ('The message is "Invalid credentials." The account is locked [1].',
+     ['The message is "Invalid credentials."', "The account is locked [1]."]),
+    ("提示「用户名或密码错误！」[1]\n账户被锁定 [2]。", ["提示「用户名或密码错误！」[1]", "账户被锁定 [2]。"]),
+    ("他说“我不知道……”[1]然后离开了 [2]。", ["他说“我不知道……”[1]", "然后离开了 [2]。"]),
+    ("“他说‘好。’”[1]然后离开了 [2]。", ["“他说‘好。’”[1]", "然后离开了 [2]。"]),
+    ("He said ‘Stop.’ Then he left [1].", ["He said ‘Stop.’", "Then he left [1]."]),
+    ("He said 'Stop.' Then he left [1].", ["He said 'Stop.'", "Then he left [1]."]),
+    ('(He said "Stop.") Then he left [1].', ['(He said "Stop.")', "Then he left [1]."]),
+    # a quoted sentence inside a sentence ends nothing: a small letter or a comma follows, or a
+    # character right after the mark
+    ('He said "Stop." and left [1].', ['He said "Stop." and left [1].']),
+    ('"Stop!" he said [1].', ['"Stop!" he said [1].']),
+    ('"Stop." — he said it twice [1].', ['"Stop." — he said it twice [1].']),
+    ('He said "Stop." [1] and left.', ['He said "Stop." [1] and left.']),
+    ('It shows "Invalid credentials.", then clears [1].', ['It shows "Invalid credentials.", then clears [1].']),
+    ("前端显示「错误。」列表 [1]！", ["前端显示「错误。」列表 [1]！"]),
+    ("提示“用户名或密码错误。”[1]，然后清空表单。", ["提示“用户名或密码错误。”[1]，然后清空表单。"]),
+    ("It's fine. Isn't it [1]?", ["It's fine.", "Isn't it [1]?"]),
+    # no stop before the mark: the quote ends nothing (its final stop may be absent in the source)
+    ('The message is "Invalid credentials" [1]. It locks [2].', ['The message is "Invalid credentials" [1].', "It locks [2]."]),
+    ('He works at "Acme Inc." and likes it [1].', ['He works at "Acme Inc." and likes it [1].']),
+])
+def test_a_closing_quote_after_a_stop_ends_the_sentence(text, expected):
+    assert sentence_spans(text) == expected
+
+
+def test_a_cited_sentence_ending_in_a_quote_leaves_citations_to_the_next():
+    """As after a bare stop: when the sentence cites already, citations followed by text open the next one."""
+    assert sentence_spans("[1] 提示“错误。”[2]账户被删除。") == ["[1] 提示“错误。”", "[2]账户被删除。"]
+
+
+@pytest.mark.parametrize("text, expected", [
+    # "…" and "……" end a sentence as "..." does (NFKC makes "…" "..."): before a space, a CJK
+    # character, a citation or the end, whatever follows the space ("Wait... what?" is two)
+    ("登录失败返回 422 [1]……然后账户被永久删除。", ["登录失败返回 422 [1]……", "然后账户被永久删除。"]),
+    ("It returns 422 [1]… Then the account is deleted.", ["It returns 422 [1]…", "Then the account is deleted."]),
+    ("It returns 422 [1]... Then the account is deleted.", ["It returns 422 [1]...", "Then the account is deleted."]),
+    ("Wait… what? Ok", ["Wait…", "what?", "Ok"]),
+    ("他沉默了……[1] 然后离开了 [2]。", ["他沉默了……[1]", "然后离开了 [2]。"]),
+    ("返回 422⋯⋯然后锁定 [1]。", ["返回 422⋯⋯", "然后锁定 [1]。"]),
+    # ... but not inside a token, before 等 / 之类 / 什么的, or eliding the items of a list
+    ("wait…what [1]", ["wait…what [1]"]),
+    ("我喜欢苹果、香蕉……等水果 [1]。", ["我喜欢苹果、香蕉……等水果 [1]。"]),
+    ("支持 JSON、XML……之类的格式 [1]。", ["支持 JSON、XML……之类的格式 [1]。"]),
+    ("我喜欢苹果、香蕉...等水果 [1]。", ["我喜欢苹果、香蕉...等水果 [1]。"]),
+    ("It reads A, B, … and Z [1].", ["It reads A, B, … and Z [1]."]),
+    ("It reads A, B, ... and Z [1].", ["It reads A, B, ... and Z [1]."]),
+    ("ids 1, 2, …, n [1].", ["ids 1, 2, …, n [1]."]),
+    ("我不知道……。下一句 [1]", ["我不知道……。", "下一句 [1]"]),
+])
+def test_an_ellipsis_ends_a_sentence_as_three_dots_do(text, expected):
+    assert sentence_spans(text) == expected
+
+
+def test_a_run_of_stops_is_read_in_linear_time():
+    """Each dot of a run walked the whole run: 20,000 dots before a letter took 20 s."""
+    import time
+
+    for run in (".", "…", "?!"):
+        text = "It returns 422" + run * 20_000 + "x and more [1]." + run * 20_000 + "等"
+        start = time.perf_counter()
+        sentence_spans(text)
+        assert time.perf_counter() - start < 2  # quadratic: minutes
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("Install it with this command [1]:\n```\npip install foo\n```", ["Install it with this command [1]:\n```\npip install foo\n```"]),
+    ("Install it [1].\n\n```bash\npip install foo\n```\n\nThen run it [2].",
+     ["Install it [1].\n\n```bash\npip install foo\n```", "Then run it [2]."]),
+    ("Install it:\n```\npip install foo\n``` [1]\nThen run it [2].", ["Install it:\n```\npip install foo\n``` [1]", "Then run it [2]."]),
+    ("Install it:\n```\npip install foo\n```\n[1]", ["Install it:\n```\npip install foo\n``` [1]"]),
+    ("Install it:\n~~~\npip install foo. x[3]\n~~~\n[1]", ["Install it:\n~~~\npip install foo. x[3]\n~~~ [1]"]),
+    ("Install it [1]:\n````\n```\nnested\n```\n````\nDone [2].", ["Install it [1]:\n````\n```\nnested\n```\n````", "Done [2]."]),
+    ("1. Install it [1]:\n   ```\n   pip install foo\n   ```\n2. Run it [2]", ["Install it [1]:\n   ```\n   pip install foo\n   ```", "Run it [2]"]),
+    ("Install it [1]:\n```\npip install foo\n```\n```\nfoo --help\n```", ["Install it [1]:\n```\npip install foo\n```\n```\nfoo --help\n```"]),
+    # at the start of the text, with the sentence after it; alone, a sentence that must cite
+    ("```\npip install foo\n```\nThis installs foo [1].", ["```\npip install foo\n```\nThis installs foo [1]."]),
+    ("```\npip install foo\n```", ["```\npip install foo\n```"]),
+])
+def test_a_fenced_block_belongs_to_the_sentence_before_it(text, expected):
+    assert sentence_spans(text) == expected
+
+
+def test_a_tilde_fence_holds_no_citation():
+    assert citation_ids("Run:\n~~~\nx = a[2]\n~~~\nIt works [1].") == ("1",)
+    assert citation_ids("Run ~~~ a[2] ~~~ now [1].") == ("2", "1")  # no fence: tildes inside a line
+
+
+def test_a_quote_mark_inside_code_opens_no_quote():
+    """A string literal in code is no quotation of a source: with a fenced block now part of its
+    sentence, `print("hello")` must not be a quote the cited passage has to hold."""
+    [s] = split_sentences('Print it with this code [1]:\n```python\nprint("hello, world")\n```')
+    assert s.quotes == () and s.citations == ("1",)
+    assert split_sentences('Run `print("a")` to print "a" [1].')[0].quotes == ("a",)
+    assert split_sentences('The message "use `x` now" shows [1].')[0].quotes == ("use `x` now",)
+

@@ -5,19 +5,29 @@ scores 33.3% faithfulness as 3 sentences, 16.7% as 6 atomic facts and 0% as one 
 splitter has a name and a version (`SPLITTER_NAME`, `SPLITTER_VERSION`) that go into every result,
 and any change to the rules below must bump the version.
 
-Rules of version "7":
+Rules of version "8":
 
 - A citation is a number in brackets: [1], the full-width ［１］ or 【1】, a Markdown footnote [^1],
   several ids in one marker ([1, 2], [1，2], [1; 2], [1、2]), a range ([1-3], [1–3], ［１～３］ cite
   1, 2 and 3). Ids are read as numbers: [01] and ［１］ cite "1". A range that runs backwards or
   spans more than MAX_RANGE ids ([1990-2020]) cites its two ends.
-- Nothing inside Markdown code (`arr[0]`, ``x[1]``, a ``` fenced block) is a citation, and no
-  sentence ends inside it, not even at a newline (`os.exit(1). [2]` is code; a fenced block is part
-  of the sentence around it): an answer about code indexes arrays.
-- A sentence ends at 。！？｡ (always), at . ! ? ． when followed by whitespace, the end of the text, a
-  CJK character or a citation, and at every newline.
+- Nothing inside Markdown code (`arr[0]`, ``x[1]``, a ``` or ~~~ fenced block) is a citation, and
+  no sentence ends inside it, not even at a newline (`os.exit(1). [2]` is code): an answer about
+  code indexes arrays. A fenced block belongs to the sentence before it, across the stop or the
+  newline that ends that sentence and any blank lines ("Install it [1]:\n```\npip install foo\n```"
+  is one sentence, and a citation after the closing fence, on its line or the next, is that
+  sentence's); one opening the text goes with the sentence after it.
+- A sentence ends at 。！？｡ (always), at . ! ? ． and at an ellipsis (… …… ⋯ as "...") when followed
+  by whitespace, the end of the text, a CJK character or a citation, and at every newline. So
+  "wait... what" and "wait… what" are two sentences, as "返回 422 [1]……然后 ..." is; an ellipsis
+  before 等, 之类 or 什么的 (香蕉……等水果) or after a comma ("A, B, … and Z") ends nothing.
 - Nothing splits inside 「」 『』 “” or "..." quotes (a newline still does, and resets the quotes, so
-  one stray quote mark cannot swallow the rest of an answer).
+  one stray quote mark cannot swallow the rest of an answer). A quote (those, or ’ and ') whose last
+  character before the mark is a stop ends the sentence when the mark is followed by the end of the
+  line, by citations (which belong to the sentence it ends), or by a space, unless a small letter,
+  a comma or a dash comes next: '“用户名或密码错误。”[1]账户会被删除。' and 'The error is "Invalid
+  credentials." [1] It is red [2].' are two sentences each; 'He said "Stop." and left', '"Stop!" he
+  said' and 「错误。」列表 (a character right after the mark) are one.
 - A dot between digits (3.5), inside a word (example.com) or after an abbreviation (e.g., i.e.,
   Dr., a single capital initial; "No." only before a number; "etc." unless a capital letter or a CJK
   character follows) does not end a sentence.
@@ -25,7 +35,8 @@ Rules of version "7":
   newline (no-break and thin spaces too): "... 422。[1]" and "... 422. [1][2]" are one sentence
   each with citations ("1",) and ("1", "2"). But when that sentence cites already and text follows
   them on the line, they open the next one: "[1] 指出 A。[1] 还指出 B。" is two sentences citing [1].
-- Quotes are read with the citations inside them removed: 「is invalid [1]」 quotes "is invalid".
+- Quotes are read with the citations inside them removed: 「is invalid [1]」 quotes "is invalid". A
+  quote mark inside Markdown code opens no quote (`print("a")` quotes nothing), as in the splitting.
 - A piece holding nothing but citations and punctuation (a "[3]" on a line of its own) gives its
   citations to the sentence before it (to the one after it at the start of the text); a text with
   no letters or digits outside citations has no sentences.
@@ -34,8 +45,12 @@ Rules of version "7":
   list marker opening a sentence (those in such a list; "- ", "* ", "• " anywhere) is not part of
   it: its number is no claim to check. A lone "42. It is ..." keeps its number.
 
-Version "6" never ended a sentence at "etc.", so "It reads JSON, XML, etc. It caches them [1]." was
-one sentence, its first claim sharing the second's citation. Version "5" gave a citation after a
+Version "7" ended nothing at a closing quote, so an uncited claim after '“用户名或密码错误。”[1]'
+shared the quote's citation; read "…" and "……" as no sentence end (NFKC makes "…" the "..." that
+was one); read a ~~~ fence as text; and made a ``` fenced block opening a line a sentence of its
+own, uncited (a MISSING_CITATION the gate fails on), and read a quote mark inside code as a quote.
+Version "6" never ended a sentence at "etc.",
+so "It reads JSON, XML, etc. It caches them [1]." was one sentence, its first claim sharing the second's citation. Version "5" gave a citation after a
 full stop to the sentence before it even when that one cited already, so in "[1] 指出 A。[1] 还指出
 B。" the second sentence cited nothing (a MISSING_CITATION the gate fails on), and read only "1. ", "2) " and "3、" as list markers ("（1）" stayed a number the cited
 context had to hold). (The evaluator's other rules that changed with version "6", so that scores of the
@@ -64,7 +79,7 @@ from dataclasses import dataclass
 from lewisrag.scoring.text import is_cjk
 
 SPLITTER_NAME = "sentences"
-SPLITTER_VERSION = "7"
+SPLITTER_VERSION = "8"
 ATOMIC_SPLITTER_NAME = "atomic"  # --splitter atomic: the llm judge decomposes the whole answer (judge.decompose)
 
 # [1], [1][2] (two matches), [1, 2], [1，2], [1; 2], [1、2], ［１］, 【1】, [^1], ranges [1-3], [1–3], [1～3];
@@ -84,6 +99,10 @@ _ID_SEP_RE = re.compile(r"\s*[,，;；、]\s*")
 # Markdown code: a run of backticks, then anything, then a run of the same length (CommonMark's code
 # span; a ``` fence is one too, across its lines). An unclosed run opens nothing.
 _CODE_RE = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.S)
+# a ~~~ fence (CommonMark): three tildes or more opening a line, closed by a line of at least as many
+_TILDE_FENCE_RE = re.compile(r"^[^\S\n]*(~{3,})[^\n]*\n.*?^[^\S\n]*\1~*[^\S\n]*$", re.M | re.S)
+_SPACE_RUN_RE = re.compile(r"\s*")
+_HSPACE_RUN_RE = re.compile(rf"{_HSPACE}*")
 _OPENERS = frozenset("[［【")
 QUOTE_RES = (
     re.compile(r"「([^「」]+)」"),
@@ -93,11 +112,21 @@ QUOTE_RES = (
 )
 
 _ALWAYS_END = frozenset("。！？｡")
-_LATIN_END = frozenset(".!?．")
-_END_RUN = frozenset("。！？｡.!?．…")
+_ELLIPSES = frozenset("…⋯")  # "…", "……" (and "⋯⋯") end a sentence as "..." does
+_LATIN_END = frozenset(".!?．") | _ELLIPSES
+_END_RUN = frozenset("。！？｡.!?．") | _ELLIPSES
 _CLOSERS = frozenset(")）")
 _OPEN_CLOSE = {"「": "」", "『": "』", "“": "”"}
 _CLOSE = frozenset(_OPEN_CLOSE.values())
+# closing quote marks that end a sentence when a stop comes right before them: the tracked ones, the
+# straight double quote, and single quotes (’ and ', not tracked: ' is also an apostrophe)
+_QUOTE_CLOSERS = _CLOSE | frozenset("\"’'")
+_TYPOGRAPHIC_CLOSERS = _CLOSE | frozenset("’")  # never an opening mark: part of the run a stop ends
+# what, after a closing quote and a space, continues the sentence: 'He said "Stop." and left'
+_CONTINUES = frozenset(",;:，；：、—–")
+# words after an ellipsis that continue the sentence, as "etc." before a small letter: 苹果、香蕉……等
+_ELLIPSIS_CONTINUES = ("等", "之类", "什么的")
+_ELIDED_AFTER = frozenset(",，、")  # an ellipsis after a comma elides items of a list: "A, B, … and Z"
 # lower-cased words that end with a dot without ending the sentence
 _ABBREVIATIONS = frozenset(
     "e.g i.e etc vs cf al approx fig figs eq eqs no nos vol pp p mr mrs ms dr prof st jr sr inc ltd co "
@@ -128,7 +157,16 @@ def citation_ids(text: str) -> tuple[str, ...]:
 
 
 def _code_spans(text: str) -> list[tuple[int, int]]:
-    return [m.span() for m in _CODE_RE.finditer(text)] if "`" in text else []
+    spans = [m.span(1)[:1] + m.span()[1:] for m in _TILDE_FENCE_RE.finditer(text)] if "~~~" in text else []
+    if "`" in text:
+        spans.extend(m.span() for m in _CODE_RE.finditer(text) if not _in_code(m.start(), spans))
+    return spans
+
+
+def _fence_starts(text: str, code: list[tuple[int, int]]) -> frozenset[int]:
+    """Where the fenced code blocks of `text` open: code spans across lines opened by a run of three
+    backticks or tildes or more."""
+    return frozenset(a for a, b in code if text.startswith(("```", "~~~"), a) and "\n" in text[a:b])
 
 
 def _in_code(i: int, code: list[tuple[int, int]]) -> bool:
@@ -188,12 +226,23 @@ def strip_citations(text: str) -> str:
 
 
 def quotes_in(text: str) -> tuple[str, ...]:
-    """Quoted strings in order of the quote style: 「」, 『』, “”, then straight double quotes.
+    """Quoted strings in order of the quote style: 「」, 『』, “”, then straight double quotes. A quote
+    mark inside Markdown code opens no quote: `print("a")` is code, not a quotation of a source.
 
     >>> quotes_in('错误是「is invalid」, key "email"')
     ('is invalid', 'email')
+    >>> quotes_in('Run `print("hi")` to print "hi"')
+    ('hi',)
     """
-    return tuple(q for pattern in QUOTE_RES for q in pattern.findall(text) if q.strip())
+    code = _code_spans(text)
+    if not code:
+        return tuple(q for pattern in QUOTE_RES for q in pattern.findall(text) if q.strip())
+    masked = list(text)  # code hidden, positions kept: a quote around `x` is read as written
+    for a, b in code:
+        masked[a:b] = "\0" * (b - a)
+    masked = "".join(masked)
+    return tuple(text[m.start(1):m.end(1)] for pattern in QUOTE_RES for m in pattern.finditer(masked)
+                 if text[m.start(1):m.end(1)].strip())
 
 
 def _dot_ends_sentence(text: str, i: int, numbered: bool = False) -> bool:
@@ -208,6 +257,18 @@ def _dot_ends_sentence(text: str, i: int, numbered: bool = False) -> bool:
         nxt = text[j]
         if not (nxt.isspace() or nxt in _OPENERS or is_cjk(nxt) or nxt in _ALWAYS_END):
             return False  # 3.5, example.com, v1.2: the dot sits inside a token
+    a = i
+    while a > 0 and text[a - 1] in _END_RUN:
+        a -= 1
+    run = text[a:j]
+    if "…" in run or "⋯" in run or ".." in run:  # an ellipsis: "wait... what", 返回 422……然后, but 香蕉……等水果
+        b = a
+        while b > 0 and text[b - 1].isspace():
+            b -= 1
+        if text.startswith(_ELLIPSIS_CONTINUES, j) or (b > 0 and text[b - 1] in _ELIDED_AFTER):
+            return False  # 香蕉……等水果; "A, B, … and Z" elides list items
+        if text[i] != ".":
+            return True
     if text[i] != "." or (i > 0 and text[i - 1] == "."):
         return True
     marker = text[text.rfind("\n", 0, i) + 1 : i].strip()
@@ -235,13 +296,36 @@ def _sentence_end(text: str, i: int, cited: bool = False) -> int:
     already and more text follows them on the line: then they open the next sentence
     ("[1] 指出 A。[1] 还指出 B。")."""
     j = i + 1
-    while j < len(text) and (text[j] in _END_RUN or text[j] in _CLOSERS):
+    while j < len(text) and (text[j] in _END_RUN or text[j] in _CLOSERS or text[j] in _TYPOGRAPHIC_CLOSERS):
         j += 1
     m = _CITATION_RUN_RE.match(text, j)
     if m is None:
         return j
     rest = text[m.end():].split("\n", 1)[0]
     return j if cited and rest.strip() else m.end()
+
+
+def _quote_ends_sentence(text: str, i: int) -> bool:
+    """Whether the closing quote mark at text[i] (outside other quotes) ends a sentence: a stop comes
+    right before it ("Invalid credentials." or “用户名或密码错误。”) and what follows reads as a new
+    sentence. That is the end of the text or its line; citations ('..." [1] It is', “...。”[1]账户)
+    unless a small letter, a comma or a dash follows them; or a space and then anything but a small
+    letter, a comma or a dash. A quoted sentence inside a sentence ends nothing: 'He said "Stop." and left', '"Stop!" he
+    said', 「错误。」列表 (a CJK character right after the mark)."""
+    k = i
+    while k > max(0, i - 3) and text[k - 1] in _QUOTE_CLOSERS:  # nested quotes: ‘好。’”
+        k -= 1
+    if k == 0 or text[k - 1] not in _END_RUN:
+        return False
+    j = i + 1
+    while j < len(text) and (text[j] in _QUOTE_CLOSERS or text[j] in _CLOSERS or text[j] in _END_RUN):
+        j += 1
+    m = _CITATION_RUN_RE.match(text, j)
+    spaced = m is not None or (j < len(text) and text[j].isspace())
+    j = _HSPACE_RUN_RE.match(text, m.end() if m else j).end()
+    if j == len(text) or text[j] == "\n":
+        return True
+    return spaced and not (text[j].islower() or text[j] in _CONTINUES)
 
 
 # a line opening "1. ", "2) ", "3、", "4）", "（5）" or "(6)"
@@ -267,6 +351,7 @@ def sentence_spans(text: str) -> list[str]:
     spans: list[str] = []
     numbered = _is_numbered_list(text)
     code = _code_spans(text)
+    fences = _fence_starts(text, code) if code else frozenset()
     start = i = 0
     stack: list[str] = []  # closing quote marks we are waiting for
     while i < len(text):
@@ -279,14 +364,34 @@ def sentence_spans(text: str) -> list[str]:
             end = i + 1
         elif stack and ch == stack[-1]:
             stack.pop()
+            if not stack and _quote_ends_sentence(text, i):  # “用户名或密码错误。”[1]账户 ...
+                end = _sentence_end(text, i, cited=bool(citation_markers(text[start:i])))
         elif ch in _OPEN_CLOSE:
             stack.append(_OPEN_CLOSE[ch])
         elif ch == '"':
             stack.append('"')
-        elif ch in _CLOSE:
-            pass  # a stray closing mark: ignore rather than unbalance the stack
-        elif not stack and (ch in _ALWAYS_END or (ch in _LATIN_END and _dot_ends_sentence(text, i, numbered))):
-            end = _sentence_end(text, i, cited=bool(citation_markers(text[start:i])))
+        elif ch in _QUOTE_CLOSERS:
+            # a stray closing mark (ignored rather than unbalancing the stack) or a single quote
+            if not stack and _quote_ends_sentence(text, i):
+                end = _sentence_end(text, i, cited=bool(citation_markers(text[start:i])))
+        elif not stack and ch in _END_RUN:
+            # a run of stops ("...", "……", "?!", "。。") is decided once: it ends the sentence where any
+            # of its marks does (deciding each mark walked the whole run: 20,000 dots took 20 s)
+            r = i + 1
+            while r < len(text) and text[r] in _END_RUN and not _in_code(r, code):
+                r += 1
+            if (any(c in _ALWAYS_END for c in text[i:r]) or _dot_ends_sentence(text, i, numbered)
+                    or (r - i > 1 and _dot_ends_sentence(text, i + 1, numbered))):
+                end = _sentence_end(text, i, cited=bool(citation_markers(text[start:i])))
+            else:
+                i = r
+                continue
+        if end is not None and fences:
+            # a fenced block belongs to the sentence before it: "Install it with [1]:\n```\npip ...\n```"
+            nxt = _SPACE_RUN_RE.match(text, end).end()
+            if nxt in fences:
+                end, i = None, nxt
+                continue
         if end is None:
             i += 1
             continue
@@ -297,21 +402,43 @@ def sentence_spans(text: str) -> list[str]:
     return _merge_bare_citations([marker.sub("", s) for s in spans if s])
 
 
+def _fence_only(span: str) -> bool:
+    """Whether `span` holds nothing but citations, punctuation and code blocks fenced with ``` or ~~~."""
+    if "```" not in span and "~~~" not in span:
+        return False
+    out, last = [], 0
+    for a, b in sorted(_code_spans(span)):
+        if span.startswith(("```", "~~~"), a):
+            out.append(span[last:a])
+            last = b
+    return last > 0 and not any(c.isalnum() for c in sub_citations("".join(out) + span[last:], ""))
+
+
 def _merge_bare_citations(spans: list[str]) -> list[str]:
     """Attach a span that holds only citations and punctuation to the span before it (or, at the
-    start of the text, to the span after it); drop one without citations."""
+    start of the text, to the span after it); drop one without citations. A span that is a fenced
+    code block (with only citations and punctuation beside it) goes to the sentence before it too (at
+    the start of the text, to the one after it; alone, it stays a sentence, which must cite)."""
     out: list[str] = []
-    pending = ""  # citations seen before the first real sentence
+    pending = ""  # citations (and fenced blocks) seen before the first real sentence
+    fenced = False  # pending holds a fenced block
     for span in spans:
         bare = not any(c.isalnum() for c in sub_citations(span, ""))
-        if not bare:
-            out.append(f"{pending} {span}" if pending else span)
-            pending = ""
+        if not bare and _fence_only(span):
+            if out:
+                out[-1] = f"{out[-1]}\n{span}"
+            else:
+                pending, fenced = f"{pending}\n{span}".strip(), True
+        elif not bare:
+            out.append(f"{pending}\n{span}" if fenced else f"{pending} {span}" if pending else span)
+            pending, fenced = "", False
         elif citation_markers(span):
             if out:
                 out[-1] = f"{out[-1]} {span}"
             else:
                 pending = f"{pending} {span}".strip()
+    if fenced:  # an answer that is only code: one sentence, which must cite like any other
+        out.append(pending)
     return out
 
 

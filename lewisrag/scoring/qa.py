@@ -6,7 +6,9 @@ English follows the SQuAD / DPR normalization (lowercase, drop punctuation and t
 the, collapse whitespace). Chinese (and any CJK text) is folded with NFKC, loses full-width and other
 Unicode punctuation and the spaces next to CJK characters, and is compared one character per token;
 Latin words and numbers inside it stay whole words (a non-ASCII mark between two of them separates
-them as a space would: Chinese writes "Paris，France" with no space after its comma). ROUGE-L is
+them as a space would: Chinese writes "Paris，France" with no space after its comma), except a
+full-width form of ASCII punctuation between two digits, which is its ASCII form inside a number
+("３．５", "１，０００", "10：30" are "3.5", "1,000", "10:30", and normalize as those do). ROUGE-L is
 rouge-score's scorer fed with our tokenizer: rouge-score's own keeps only [a-z0-9], so it scores
 every Chinese answer 0; ours agrees with it on English and keeps CJK.
 """
@@ -31,6 +33,15 @@ _ASCII_PUNCT = frozenset(string.punctuation)
 # "don't"); every other non-ASCII punctuation mark separates words, as a space would: Chinese puts
 # no space after ，、：· ("Paris，France" is two words, as "Paris, France" is).
 _WORD_JOINERS = frozenset("\u2018\u2019\u02bc\uff07")
+
+
+# a full-width or small form of an ASCII punctuation mark or symbol between two digits: NFKC'd before
+# the marks are spaced, so "３．５" is "3.5" (then "35", as SQuAD writes it) and not the words "3 5"
+_NUMBER_MARK_RE = re.compile(r"(?<=[0-9０-９])[\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff5e\ufe50-\ufe6b](?=[0-9０-９])")
+
+
+def _fold_number_mark(m: re.Match) -> str:
+    return unicodedata.normalize("NFKC", m.group())
 
 
 def _spaced(ch: str) -> str:
@@ -89,9 +100,14 @@ def normalize_answer(text: str) -> str:
     ('a型血', 'a型血', '长城')
     >>> normalize_answer("Paris，France"), normalize_answer("Tom·Hanks"), normalize_answer("Jean–Paul")
     ('paris france', 'tom hanks', 'jeanpaul')
+    >>> normalize_answer("３．５％"), normalize_answer("１，０００人"), normalize_answer("10：30")
+    ('35', '1000人', '1030')
     """
-    # non-ASCII marks first, before NFKC turns a full-width comma into an ASCII one
-    text = unicodedata.normalize("NFKC", text.translate(_SPACED) if not text.isascii() else text).lower()
+    if not text.isascii():
+        # a full-width mark inside a number is its ASCII form ("３．５" is "3.5"); every other non-ASCII
+        # mark is spaced before NFKC turns a full-width comma into an ASCII one ("Paris，France")
+        text = _NUMBER_MARK_RE.sub(_fold_number_mark, text).translate(_SPACED)
+    text = unicodedata.normalize("NFKC", text).lower()
     text = text.translate(_DROPPED)
     # the spaces next to CJK go next: "A 型血" and "A型血" are one answer, and the article rule
     # (words between word boundaries) then leaves a letter written against a CJK character alone;
