@@ -43,6 +43,7 @@ app.add_typer(eval_app, name="eval")
 from lewisrag.commands import data as _data  # noqa: E402
 
 app.command("chunk")(_data.chunk)
+app.command("shard")(_data.shard)
 app.command("world")(_data.world)
 
 # --- index ------------------------------------------------------------------------------------

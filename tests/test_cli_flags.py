@@ -22,6 +22,7 @@ DEPRECATED = {"-k", "--k", "--data", "--mixed-k", "--cpu", "--base-url"}
 CANONICAL = {
     ("world",): ["--out", "--seed", "--overwrite", "--json"],
     ("chunk",): ["--docs", "--out", "--overwrite", "--json"],
+    ("shard",): ["--passages", "--out", "--rows-per-shard", "--max-passages", "--overwrite", "--json"],
     ("index", "build"): ["--passages", "--encoder", "--out", "--batch-size", "--device", "--overwrite", "--json"],
     ("index", "search"): ["--index", "--query", "--n-docs", "--encoder", "--context-encoder", "--swap", "--json"],
     ("index", "tune"): ["--index", "--questions", "--qa-fields", "--n-docs", "--encoder", "--context-encoder", "--swap", "--json"],

@@ -1,4 +1,5 @@
-"""`lewisrag chunk` (documents into 100-word passages) and `lewisrag world` (the built-in world)."""
+"""`lewisrag chunk` (documents into 100-word passages), `lewisrag shard` (DPR's passages TSV into Parquet
+shards) and `lewisrag world` (the built-in world)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 import typer
 
 from lewisrag.commands import _ui
-from lewisrag.data.io import InputError
+from lewisrag.data.io import InputError, existing_file
 from lewisrag.data.world import DEFAULT_ENTITIES, MAX_ENTITIES, MIN_ENTITIES
 
 
@@ -38,6 +39,43 @@ def chunk(
         return
     rows = [[len(documents), len(passages), longest, out]]
     _ui.out.print(_ui.table(f"passages of at most {words} words", ["documents", "passages", "longest (chars)", "written to"], rows))
+
+
+def shard(
+    passages: Path = typer.Option(..., "--passages", help="DPR's passages file (psgs_w100.tsv: id<TAB>text<TAB>title)."),
+    out: Path = typer.Option(..., "--out", help="Folder to write the numbered Parquet shards into (passages-00000-of-000NN"
+                             ".parquet; written beside, then renamed in), which --passages reads as it reads wiki_dpr's."),
+    # passages.SHARD_ROWS, written out: importing passages here would load pyarrow for every command's start
+    rows_per_shard: int = typer.Option(1_000_000, "--rows-per-shard", min=1, help="Passages per shard (a million of "
+                                       "psgs_w100's make a few hundred MB)."),
+    max_passages: int = typer.Option(None, "--max-passages", min=1, help="The first N passages only, as --passages "
+                                     "with reproduce --max-passages reads them; default: all."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds another kind of lewisrag "
+                                   "output (replaced once the shards are complete); never a folder lewisrag did not make."),
+    as_json: bool = typer.Option(False, "--json", help="Print the counts and shard names as one JSON object instead of a table."),
+) -> None:
+    """Convert DPR's passages TSV into numbered Parquet shards, streaming: memory of a few blocks, not of the file.
+
+    The rows and every refusal are those of the .tsv read as --passages (same parser, same checks,
+    the file's line named), so the folder reads as the file would, row for row, but a row group at
+    a time: psgs_w100's 21M passages need some 15 GB of memory as a .tsv, and about 0.3 GB to convert."""
+    from lewisrag.data.outputs import check_out_dir, output_dir
+    from lewisrag.data.passages import KIND_SHARDS, write_tsv_shards
+
+    if passages.suffix.lower() != ".tsv":
+        raise InputError(passages, "expected DPR's passages file, a .tsv (psgs_w100.tsv); other passages are read as "
+                         "they are", field="--passages")
+    existing_file(passages)  # missing, or a folder: said before any folder is made
+    check_out_dir(out, KIND_SHARDS, overwrite=overwrite, replaces=True, inputs={"--passages": passages})
+    with output_dir(out, KIND_SHARDS, overwrite=overwrite) as tmp, _ui.progress() as p:
+        bars = _ui.Bars(p, {"read": f"converting {passages}"})
+        record = write_tsv_shards(passages, tmp, rows_per_shard, max_passages,
+                                  lambda stage, done, total: bars(stage, done >> 20, max(total >> 20, 1), "MB read"))
+    if as_json:
+        _ui.print_json({"out": str(out), **record})
+        return
+    rows = [[record["passages"], record["shards"], record["rows_per_shard"], out]]
+    _ui.out.print(_ui.table(f"Parquet shards of {passages}", ["passages", "shards", "rows per shard", "written to"], rows))
 
 
 def world(

@@ -7,8 +7,9 @@ wiki_dpr's schema is the model: `id` and `text` strings, an optional `title`, an
 dataset stay memory-mapped, a Parquet file (or a folder of shards: the hub's own files of
 wiki_dpr, `data/psgs_w100/nq/train-*.parquet`, read where they were downloaded) is
 decoded a row group at a time as rows are read (`RowGroups`: a few groups in memory, not the
-files), a TSV is parsed into Arrow strings once (`read_dpr_tsv`: memory about the text's size), and
-rows become `Passage`s only when read,
+files), a TSV is parsed into Arrow strings once (`read_dpr_tsv`: memory about the text's size) or
+converted, streaming, into such a folder of shards (`write_tsv_shards`, `lewisrag shard`: the same
+rows and refusals, memory of a few blocks), and rows become `Passage`s only when read,
 one batch at a time. The checks the JSON
 readers make per record are made here per column, on Arrow batches (pyarrow.compute), with the
 same messages: `file:row: field 'name': message`, rows counted from 1.
@@ -20,7 +21,7 @@ import copy
 import operator
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -90,7 +91,12 @@ def open_table(path: str | os.PathLike, limit: int | None = None) -> PassageTabl
 
 
 DPR_TSV_HEADER = ("id", "text", "title")  # psgs_w100.tsv's first line, tab-separated
-TSV_BLOCK = 1 << 24  # bytes parsed at a time: ~25,000 passages of psgs_w100 a record batch
+# bytes parsed at a time: ~3,000 passages of psgs_w100 a record batch. pyarrow's background reader
+# reads up to 32 blocks ahead of the parser, so this bounds a streaming pass's memory: `write_tsv_shards`
+# over 2 M passages peaked at 0.8 GB with 16 MB blocks and 0.25 GB with 2 MB ones, in the same time
+# (`read_dpr_tsv` alike either way). A line must fit in a block: psgs_w100's are some 600 bytes.
+TSV_BLOCK = 1 << 21
+DPR_TSV_SCHEMA = pa.schema([(c, pa.string()) for c in DPR_TSV_HEADER])  # every value a string, in the file's order
 
 
 def read_dpr_tsv(path: str | os.PathLike, limit: int | None = None) -> pa.Table:
@@ -101,10 +107,11 @@ def read_dpr_tsv(path: str | os.PathLike, limit: int | None = None) -> pa.Table:
     first N passages (`--max-passages`), so a cut of the 13 GB file reads only its head.
 
     The whole table is held in memory: about the text's size (21 M passages, some 13 GB), not
-    memory-mapped as wiki_dpr's Parquet shards are read. Checked here: the header, each line's three
-    fields and no line break inside a field (so that row N is line N + 1 in errors; pyarrow counts
-    rows, so a bad field count after such a break in the same block is named by its row); the
-    `PassageTable` made of it checks ids and texts (empty, repeated, not UTF-8) as for every table.
+    memory-mapped as wiki_dpr's Parquet shards are read; `write_tsv_shards` converts the file into
+    such shards, streaming. Checked here (`dpr_tsv_batches`): the header, each line's three fields and
+    no line break inside a field (so that row N is line N + 1 in errors; pyarrow counts rows, so a bad
+    field count after such a break in the same block is named by its row); the `PassageTable` made of
+    it checks ids and texts (empty, repeated, not UTF-8) as for every table.
 
     >>> import tempfile; f = Path(tempfile.mkdtemp()) / "psgs.tsv"
     >>> _ = f.write_text('id\\ttext\\ttitle\\n1\\t"He said ""yes"" twice"\\tAaron\\n2\\tNA\\tnull\\n')
@@ -112,11 +119,26 @@ def read_dpr_tsv(path: str | os.PathLike, limit: int | None = None) -> pa.Table:
     [{'id': '1', 'text': 'He said "yes" twice', 'title': 'Aaron'}, {'id': '2', 'text': 'NA', 'title': 'null'}]
     """
     p = existing_file(path)
-    with open(p, "rb") as f:
+    batches, rows = [], 0
+    for batch, _ in dpr_tsv_batches(p):
+        batches.append(batch)
+        rows += batch.num_rows
+        if limit is not None and rows >= limit:
+            break
+    return pa.Table.from_batches(batches, schema=DPR_TSV_SCHEMA)
+
+
+def dpr_tsv_batches(path: Path) -> Iterator[tuple[pa.RecordBatch, int]]:
+    """DPR's passages file, parsed a block (TSV_BLOCK bytes) at a time: (record batch, bytes of the
+    file read so far). The one parser of `read_dpr_tsv` and `write_tsv_shards`, so that both read the
+    same rows and refuse the same lines with the same words: the header (line 1), a line without
+    three fields, and in each batch as it comes (`_refuse_line_breaks`) a line break inside a field
+    and a blank line. Memory: pyarrow's read-ahead, up to 32 blocks, whatever the file's size."""
+    with open(path, "rb") as f:
         first = f.readline()
     header = first.decode("utf-8-sig", errors="backslashreplace").rstrip("\r\n")
     if tuple(header.split("\t")) != DPR_TSV_HEADER:
-        raise InputError(p, f"expected DPR's passages header 'id<TAB>text<TAB>title' (psgs_w100.tsv's), got {header[:80]!r}",
+        raise InputError(path, f"expected DPR's passages header 'id<TAB>text<TAB>title' (psgs_w100.tsv's), got {header[:80]!r}",
                          line=1)
     bad: list = []
 
@@ -131,21 +153,20 @@ def read_dpr_tsv(path: str | os.PathLike, limit: int | None = None) -> pa.Table:
     # check_utf8 off: a row that is not UTF-8 is named by PassageTable's check, as a Parquet file's is
     convert = pacsv.ConvertOptions(column_types={c: pa.string() for c in names}, strings_can_be_null=False,
                                    quoted_strings_can_be_null=False, check_utf8=False)
-    batches, rows = [], 0
-    try:
-        reader = pacsv.open_csv(p, read_options=read, parse_options=parse, convert_options=convert)
-        for batch in reader:
-            _refuse_line_breaks(batch, rows, p)
-            batches.append(batch)
-            rows += batch.num_rows
-            if limit is not None and rows >= limit:
-                break
-    except pa.ArrowInvalid as e:
-        if bad:
-            raise InputError(p, f"expected 3 tab-separated fields (id, text, title), got {bad[0].actual_columns}",
-                             line=bad[0].number) from None
-        raise InputError(p, f"cannot read as DPR's passages TSV: {first_line(e)}") from None
-    return pa.Table.from_batches(batches, schema=reader.schema)
+    rows = 0
+    # opened here for its position (the progress); read, not mapped, whose pages would stay resident (RowGroups.open)
+    with pa.OSFile(str(path)) as source:
+        try:
+            reader = pacsv.open_csv(source, read_options=read, parse_options=parse, convert_options=convert)
+            for batch in reader:
+                _refuse_line_breaks(batch, rows, path)
+                yield batch, source.tell()
+                rows += batch.num_rows
+        except pa.ArrowInvalid as e:
+            if bad:
+                raise InputError(path, f"expected 3 tab-separated fields (id, text, title), got {bad[0].actual_columns}",
+                                 line=bad[0].number) from None
+            raise InputError(path, f"cannot read as DPR's passages TSV: {first_line(e)}") from None
 
 
 def _refuse_line_breaks(batch: pa.RecordBatch, start: int, path: Path) -> None:
@@ -166,6 +187,160 @@ def _refuse_line_breaks(batch: pa.RecordBatch, start: int, path: Path) -> None:
                     pc.equal(batch.column("title"), ""))
     if pc.any(blank).as_py():  # it parses as a row of three empty fields: said so, not "field 'id': empty"
         raise InputError(path, "a blank line (DPR's file holds one passage a line)", line=start + _first(blank) + 2)
+
+
+SHARD_ROWS = 1_000_000  # passages a shard by default: psgs_w100's 21 M in 22 shards of a few hundred MB
+KIND_SHARDS = "passage shards"  # the marker kind of `lewisrag shard`'s folders (lewisrag.data.outputs)
+SHARD_STEM = "passages"  # shards are named passages-00000-of-00022.parquet, as the hub numbers train-*
+ROW_GROUP_ROWS = 32_768  # rows a row group written: some 20 MB of psgs_w100's text, decoded (RowGroups keeps 2)
+
+
+def write_tsv_shards(path: str | os.PathLike, out: str | os.PathLike, rows_per_shard: int = SHARD_ROWS,
+                     limit: int | None = None, on_progress: Callable[[str, int, int], None] | None = None) -> dict:
+    """DPR's passages file converted, streaming, into numbered Parquet shards in the empty folder `out`
+    (`passages-00000-of-000NN.parquet`, `rows_per_shard` passages each, in row groups of
+    ROW_GROUP_ROWS): the folder `open_table` then reads lazily, a row group at a time, as it reads
+    wiki_dpr's shards. Returns what was written: {"source", "passages", "shards", "rows_per_shard",
+    "files"}. `on_progress("read", bytes read, the file's bytes)` after each block.
+
+    `read_dpr_tsv` holds the whole file in memory (some 15 GB for psgs_w100's 21 M passages); this
+    holds pyarrow's read-ahead (up to 32 blocks of TSV_BLOCK), the row group being written, and 8 bytes
+    a passage for the repeated-id check (170 MB at 21 M). The rows and the refusals are those of
+    `open_table(path, limit)`, in the same words and naming the same line of the file: one parser
+    (`dpr_tsv_batches`), then the per-row checks of `PassageTable._validate` (`row_problems`, and the
+    first repeated id, found as it finds it). As there, a bad line (its fields, a line break inside a
+    field, a blank line) anywhere in the file is named before any empty, repeated or non-UTF-8 value,
+    so the file is parsed to its end even after such a value (nothing more is written then). `limit`:
+    the first N passages, as `open_table(path, limit)` reads them (parsing stops at the block that
+    holds the Nth).
+
+    On any error the shards written so far are removed (only files this call made); the command
+    writes `out` as a staging folder beside its destination, renamed in once this returns. Shards are
+    written under temporary names and given their `-of-NNNNN` names at the end, when their number is
+    known. Pages carry CRCs, which `RowGroups` checks as it reads, so later damage is named."""
+    p = existing_file(path)
+    out = Path(out)
+    if rows_per_shard < 1:
+        raise ValueError(f"rows_per_shard must be at least 1, got {rows_per_shard}")
+    out.mkdir(parents=True, exist_ok=True)
+    if any(out.iterdir()):  # the caller's staging folder: never a folder this call would mix shards into
+        raise InputError(out, "is not empty: shards are written into a new, empty folder")
+    size, shards = p.stat().st_size, _Shards(out, rows_per_shard)
+    seen, kept = 0, 0  # rows parsed (whole blocks); the first `limit` of them, checked
+    hashes: list[np.ndarray] = []  # of the ids checked: rows [0, kept)
+    problem = None  # (row, field order, field, message): the first value row_problems refuses
+    try:
+        for batch, at in dpr_tsv_batches(p):
+            part = batch if limit is None else batch.slice(0, max(int(limit) - seen, 0))
+            if problem is None and part.num_rows:
+                found = row_problems(pa.Table.from_batches([part]), kept)
+                if found:  # nothing more is written; ids up to that row still count: a repeat there is named first
+                    problem = min(found)
+                    part = part.slice(0, problem[0] - kept + 1)
+                hashes.append(_id_hashes(part.column("id")))
+                kept += part.num_rows
+                if problem is None:
+                    shards.add(part)
+            seen += batch.num_rows
+            if on_progress:
+                on_progress("read", min(at, size), size)
+            if limit is not None and seen >= limit:
+                break
+        _refuse_values(p, str(path), kept, hashes, problem)
+        files = shards.finish()
+    except BaseException:
+        shards.discard()
+        raise
+    return {"source": str(path), "passages": kept, "shards": len(files), "rows_per_shard": rows_per_shard,
+            "files": [f.name for f in files]}
+
+
+class _Shards:
+    """Passage rows appended in order, written as shards of `rows_per_shard` rows in row groups of
+    ROW_GROUP_ROWS (a shard's last group fewer), under temporary names in `out` until `finish`."""
+
+    def __init__(self, out: Path, rows_per_shard: int):
+        self.out, self.rows_per_shard = out, rows_per_shard
+        self.made: list[Path] = []  # every file written, by its present name: `discard` removes them
+        self._writer: pq.ParquetWriter | None = None
+        self._in_shard = 0  # rows of the current shard, written or pending
+        self._pending: list[pa.RecordBatch] = []  # the row group being gathered
+
+    def add(self, part: pa.RecordBatch) -> None:
+        while part.num_rows:
+            take = part.slice(0, self.rows_per_shard - self._in_shard)
+            self._pending.append(take)
+            self._in_shard += take.num_rows
+            part = part.slice(take.num_rows)
+            if self._in_shard == self.rows_per_shard:
+                self._end_shard()
+            elif sum(b.num_rows for b in self._pending) >= ROW_GROUP_ROWS:
+                self._write_group()
+
+    def finish(self) -> list[Path]:
+        """The shards, renamed `passages-K-of-N.parquet` now that N is known."""
+        self._end_shard()
+        width = max(5, len(str(len(self.made))))
+        for k, partial in enumerate(self.made):
+            final = self.out / f"{SHARD_STEM}-{k:0{width}d}-of-{len(self.made):0{width}d}.parquet"
+            os.replace(partial, final)
+            self.made[k] = final
+        return list(self.made)
+
+    def discard(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        for f in self.made:
+            f.unlink(missing_ok=True)
+
+    def _write_group(self) -> None:
+        rows = sum(b.num_rows for b in self._pending)
+        if not rows:
+            return
+        if self._writer is None:
+            self.made.append(self.out / f".{SHARD_STEM}-{len(self.made)}.parquet.partial")
+            self._writer = pq.ParquetWriter(self.made[-1], DPR_TSV_SCHEMA, write_page_checksum=True)
+        self._writer.write_table(pa.Table.from_batches(self._pending, DPR_TSV_SCHEMA), row_group_size=rows)
+        self._pending = []
+
+    def _end_shard(self) -> None:
+        self._write_group()
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        self._in_shard = 0
+
+
+def _refuse_values(p: Path, source: str, rows: int, hashes: list[np.ndarray], problem: tuple | None) -> None:
+    """After the whole file parsed: the InputError `PassageTable._validate` would raise over the first
+    `rows` passages (`source` the name it gives them, lines counted after the header), from the first
+    problem `row_problems` found and the first repeated id. A repeated hash (a repeated id, or two ids
+    of one hash) reads the ids again from the file to compare them exactly."""
+    if rows == 0:
+        raise InputError(source, "no passages")
+    every = np.concatenate(hashes)
+    hashes.clear()  # one copy of them at a time
+    repeated = _repeated_hashes(every)
+    del every
+    dup = _first_repeat(_tsv_ids(p, rows), repeated) if len(repeated) else None
+    problems = [problem] if problem is not None else []
+    if dup is not None:
+        row, first, value = dup
+        problems.append((row, 0, "id", f"duplicate id '{value}' (first on line {first + 2})"))
+    if problems:
+        row, _, name, message = min(problems)
+        raise InputError(source, message, line=row + 2, field=name)
+
+
+def _tsv_ids(p: Path, rows: int) -> Iterator[tuple[int, pa.Array]]:
+    """(first row, ids) of the file's first `rows` passages, a block at a time."""
+    start = 0
+    for batch, _ in dpr_tsv_batches(p):
+        if start >= rows:
+            return
+        yield start, batch.column("id").slice(0, rows - start)
+        start += batch.num_rows
 
 
 SHARD_NAME = re.compile(r"(?P<stem>.*)-(?P<k>\d+)-of-(?P<n>\d+)$")  # the hub's (and datasets') train-00003-of-00005
@@ -818,26 +993,7 @@ class PassageTable(Sequence[Passage]):
         dup = self._first_duplicate()
         problems = []  # (row, field order, field, message)
         for start in range(0, dup[0] + 1 if dup else self._n, SCAN_ROWS):
-            part = self._slice(start, min(self._n, start + SCAN_ROWS), self._text)
-            for order, name in ((0, "id"), (1, "title"), (2, "text")):
-                if name not in part.column_names:
-                    continue
-                col = part.column(name)
-                valid = len(col)  # rows before the first that is not UTF-8 (pyarrow.compute reads no further)
-                if is_string_type(col.type):
-                    bad = arrow_text_problem(part, [name])
-                    if bad is not None:  # as JSONL's bad line, before what the row holds: -3 for id ... -1 for text
-                        valid = bad[0]
-                        problems.append((start + bad[0], order - 3, name, bad[2]))
-                if name == "title":
-                    continue  # any title, or none
-                if col.null_count:
-                    problems.append((start + _first(pc.is_null(col)), order, name, "missing"))
-                if is_string_type(col.type) and valid:
-                    checked = col.slice(0, valid)
-                    blank = pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(checked)), 0)
-                    if pc.any(blank).as_py():
-                        problems.append((start + _first(blank), order, name, "empty"))
+            problems = row_problems(self._slice(start, min(self._n, start + SCAN_ROWS), self._text), start)
             if problems:
                 break
         if dup:
@@ -859,19 +1015,9 @@ class PassageTable(Sequence[Passage]):
         hashes = np.empty(self._n, np.int64)
         for start, chunk in self._id_chunks():
             hashes[start:start + len(chunk)] = _id_hashes(chunk)
-        hashes.sort()
-        repeated = np.unique(hashes[1:][hashes[1:] == hashes[:-1]])
+        repeated = _repeated_hashes(hashes)
         del hashes
-        if not len(repeated):
-            return None
-        seen: dict = {}
-        for start, chunk in self._id_chunks():  # the rows holding a repeated hash: few, in row order
-            at = np.flatnonzero(np.isin(_id_hashes(chunk), repeated) & pc.is_valid(chunk).to_numpy(zero_copy_only=False))
-            for row, value in zip((start + at).tolist(), _id_values(chunk.take(pa.array(at, pa.int64())))):
-                if value in seen:
-                    return row, seen[value], str(value)
-                seen[value] = row
-        return None
+        return _first_repeat(self._id_chunks(), repeated) if len(repeated) else None
 
     def _id_chunks(self) -> Iterator[tuple[int, pa.Array]]:
         """(first row, the id column of one batch) over rows [0, len), a batch decoded at a time."""
@@ -879,6 +1025,56 @@ class PassageTable(Sequence[Passage]):
         for b in range(groups):
             start = int(self._starts[b])
             yield start, self._column(b, "id").slice(0, self._n - start)
+
+
+def row_problems(part: pa.Table, start: int) -> list[tuple[int, int, str, str]]:
+    """What the JSON passage reader checks per record, checked per column of `part` (rows from
+    `start`): per column, its first row that is not UTF-8, missing or empty (a title may be anything),
+    as (row, field order, field, message), the least of them the row to name. A UTF-8 problem orders
+    before what the row holds (-3 for id ... -1 for text), as JSONL's bad line does. The first
+    problem of a table is the least of its first part that has any, however the rows are cut into
+    parts: `PassageTable._validate` cuts them SCAN_ROWS at a time, `write_tsv_shards` a TSV block."""
+    problems = []
+    for order, name in ((0, "id"), (1, "title"), (2, "text")):
+        if name not in part.column_names:
+            continue
+        col = part.column(name)
+        valid = len(col)  # rows before the first that is not UTF-8 (pyarrow.compute reads no further)
+        if is_string_type(col.type):
+            bad = arrow_text_problem(part, [name])
+            if bad is not None:
+                valid = bad[0]
+                problems.append((start + bad[0], order - 3, name, bad[2]))
+        if name == "title":
+            continue  # any title, or none
+        if col.null_count:
+            problems.append((start + _first(pc.is_null(col)), order, name, "missing"))
+        if is_string_type(col.type) and valid:
+            checked = col.slice(0, valid)
+            blank = pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(checked)), 0)
+            if pc.any(blank).as_py():
+                problems.append((start + _first(blank), order, name, "empty"))
+    return problems
+
+
+def _repeated_hashes(hashes: np.ndarray) -> np.ndarray:
+    """The values met more than once in `hashes` (`_id_hashes` of every row), sorted; sorts `hashes` in place."""
+    hashes.sort()
+    return np.unique(hashes[1:][hashes[1:] == hashes[:-1]])
+
+
+def _first_repeat(chunks: Iterator[tuple[int, pa.Array]], repeated: np.ndarray) -> tuple[int, int, str] | None:
+    """(row, row of its first use, id) of the first row whose id an earlier row has, or None: `chunks`
+    ((first row, ids) in row order) read a second time for the rows whose hash is in `repeated`
+    (few), compared exactly, since two ids can share a hash."""
+    seen: dict = {}
+    for start, chunk in chunks:
+        at = np.flatnonzero(np.isin(_id_hashes(chunk), repeated) & pc.is_valid(chunk).to_numpy(zero_copy_only=False))
+        for row, value in zip((start + at).tolist(), _id_values(chunk.take(pa.array(at, pa.int64())))):
+            if value in seen:
+                return row, seen[value], str(value)
+            seen[value] = row
+    return None
 
 
 def _id_hashes(ids: pa.Array) -> np.ndarray:
