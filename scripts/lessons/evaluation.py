@@ -536,8 +536,11 @@ value by hand: the chance of b or more heads in b + c flips). The questions diff
 the systems do; pairing takes that variation out.
 
 For a score that is not 0/1 (recall@1 is ½ for a question with one of its two gold passages first; faithfulness is
-a share) the paired tool is the **paired bootstrap**: resample questions with both their scores and read the
-interval of the mean difference. Next to it, each system's mean with its own interval, and, since equal means can
+a share) the paired tools are the **paired bootstrap**, which resamples questions with both their scores and gives
+the interval of the mean difference (how large the change is), and the **sign-flip test**, which asks whether the
+change is more than chance: were there no difference, each question's difference would be as likely to have either
+sign, so its p is the share of the 2^n sign assignments whose mean is as far from 0. With few questions changed the
+bootstrap can never draw the other sign and its interval looks surer than it is; the sign-flip p cannot. Next to them, each system's mean with its own interval, and, since equal means can
 hide very different failures, two runs from docs/statistics.md with the same mean:
 """,
         r"""
@@ -547,7 +550,9 @@ hide very different failures, two runs from docs/statistics.md with the same mea
 正面的概率）。题目之间的差别远大于两个系统之间的差别；配对正是把这部分差别去掉。
 
 对于不是 0/1 的分数（一道需要两篇金标段落的题，若只有一篇排在第一，recall@1 就是 ½；忠实度是一个比例），配对的工具是
-**配对 bootstrap**：按题重采样，每题的两个分数一起抽，看均值之差的区间。旁边列出每个系统各自的均值和区间；另外，
+**配对 bootstrap**：按题重采样，每题的两个分数一起抽，得到均值之差的区间（变化有多大）；以及**符号翻转检验**：
+如果没有差别，每道题的差值取正取负的可能性一样，p 值就是 2^n 种符号组合里，均值离 0 至少这么远的组合所占的比例。
+变化的题目很少时，bootstrap 抽不到另一个符号，区间显得比实际更有把握；符号翻转的 p 值不会。旁边列出每个系统各自的均值和区间；另外，
 由于均值相同的两次运行可能藏着截然不同的失败，再看 docs/statistics.md 里两次均值相同的运行：
 """,
     ),
@@ -557,7 +562,8 @@ for name, scores in recall1.items():
     mi = stats.mean_interval(scores)
     print(f"{name:10} mean recall@1 {mi['mean']:.3f}   95% interval [{mi['low']:.3f}, {mi['high']:.3f}]")
 pb = stats.paired_bootstrap(recall1["baseline"], recall1["candidate"])
-print(f"paired:    mean difference {pb['mean_diff']:+.3f}   95% interval [{pb['low']:+.3f}, {pb['high']:+.3f}]\n")
+print(f"paired:    mean difference {pb['mean_diff']:+.3f}   95% interval [{pb['low']:+.3f}, {pb['high']:+.3f}]   "
+      f"sign-flip p {pb['pvalue']:.2g}\n")
 
 for situation, scores in {"A": [1.0] * 95 + [0.0] * 5, "B": [0.95] * 100}.items():
     d = stats.score_distribution(scores)
@@ -567,14 +573,14 @@ for situation, scores in {"A": [1.0] * 95 + [0.0] * 5, "B": [0.95] * 100}.items(
     ),
     md(
         r"""
-The paired interval lies below 0: the candidate is worse, though the two unpaired intervals overlap. And a mean
+The paired interval lies below 0 and the sign-flip p is small: the candidate is worse, though the two unpaired intervals overlap. And a mean
 alone hides who paid: in situation A five answers are fabricated outright, in B every answer has one slip.
 
 ### The gate runs these tests
 
 `lewisrag gate --baseline B --candidate C` does the same, on two results.json files, in three tiers: **rules**
-(no new BAD_ID, MISSING_CITATION or QUOTE_NOT_FOUND, no metric unmeasurable more often), **retrieval** (McNemar and
-the paired bootstrap on recall@k, as above) and **judged metrics** (paired tests on faithfulness and the others,
+(no new BAD_ID, MISSING_CITATION or QUOTE_NOT_FOUND, no metric unmeasurable more often), **retrieval** (McNemar and,
+on the mean of recall@k, the sign-flip test with the bootstrap interval beside it, as above) and **judged metrics** (paired tests on faithfulness and the others,
 plus cuts at 1.0 and 0.5 that catch a few questions collapsing while the mean stays put). Lesson 3
 ([section 5](03_original_vs_modern.en.ipynb)) gates BugHunt's answers: a pass, a broken citation caught, a judge
 change refused. Here it gates the two retrievers, each followed by a perfect reader that writes the reference
@@ -582,14 +588,14 @@ statements and cites the passage ranked first, scored with the lexical judge. Fi
 BM25's length normalisation (`b` from 0.75 to 0.3):
 """,
         r"""
-配对区间整个落在 0 以下：候选更差，尽管两个不配对的区间是重叠的。而单看均值，看不出代价落在谁身上：情形 A 里有五个回答
+配对区间整个落在 0 以下，符号翻转检验的 p 值也很小：候选更差，尽管两个不配对的区间是重叠的。而单看均值，看不出代价落在谁身上：情形 A 里有五个回答
 从头到尾是编的，情形 B 里每个回答都有一处小错。
 
 ### 门禁跑的就是这些检验
 
 `lewisrag gate --baseline B --candidate C` 在两个 results.json 上做同样的事，分三层：**规则**（不能新出现 BAD_ID、
-MISSING_CITATION 或 QUOTE_NOT_FOUND，任何指标无法测量的题目不能变多）、**检索**（对 recall@k 做 McNemar 检验和配对
-bootstrap，和上面一样）、**裁判打分的指标**（对忠实度等指标做配对检验，另在 1.0 和 0.5 两处设切点，抓住均值不动、
+MISSING_CITATION 或 QUOTE_NOT_FOUND，任何指标无法测量的题目不能变多）、**检索**（对 recall@k 做 McNemar 检验，均值上做符号翻转检验、
+并列出 bootstrap 区间，和上面一样）、**裁判打分的指标**（对忠实度等指标做配对检验，另在 1.0 和 0.5 两处设切点，抓住均值不动、
 却有几道题崩掉的情况）。第 3 课（[第 5 节](03_original_vs_modern.zh.ipynb)）用门禁检查了 BugHunt 的回答：一次通过、
 一次抓住错误引用、一次因裁判改变而拒绝比较。这里让门禁检查两个检索器，每个后面接一个完美的阅读器：它照写参考陈述，
 并引用排在第一位的段落，用词汇裁判打分。先看一个只改了 BM25 长度归一化（`b` 从 0.75 改成 0.3）的候选：
@@ -658,7 +664,7 @@ problem; the layers, and the gate's tiers, point at retrieval.
 * Score each layer and blame the first that fails, in causal order; the later failures are its consequences.
 * A score is a share of statements, so it depends on the splitter and the judge: record both, compare only
   like with like, and calibrate a judge (misses and false kills apart, with intervals) before it gates anything.
-* Compare systems in pairs over the same questions: McNemar for 0/1 scores, the paired bootstrap for means; look
+* Compare systems in pairs over the same questions: McNemar for 0/1 scores, a sign-flip test (with a paired bootstrap interval for the size) for means; look
   at the questions that changed, not only at the mean.
 
 ## Exercises
@@ -681,7 +687,7 @@ recall@3 上两者的差别在门禁容许的范围内，于是通过。第三�
 * 逐层打分，并把责任归给按因果顺序第一个失败的层；后面的失败是它的连带后果。
 * 分数是陈述中有支持的比例，所以取决于拆分器和裁判：两者都要记录，只比较同一种拆法和裁判下的分数；裁判在用于门禁之前
   要先校准（漏判和误杀分开算，并给出区间）。
-* 比较系统要在同一批题目上逐题配对：0/1 分数用 McNemar 检验，均值用配对 bootstrap；要看哪些题变了，而不只看均值。
+* 比较系统要在同一批题目上逐题配对：0/1 分数用 McNemar 检验，均值用符号翻转检验（配对 bootstrap 区间看变化大小）；要看哪些题变了，而不只看均值。
 
 ## 练习
 

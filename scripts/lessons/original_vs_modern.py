@@ -256,7 +256,7 @@ for row in rule_checker_rows(sample):
 
 1. **rules** (every commit): no bad citation ids, missing citations or unfound quotes in the candidate; no
    metric unmeasurable on more questions than before;
-2. **retrieval** (deterministic): recall@k must not drop, tested in pairs (McNemar, paired bootstrap);
+2. **retrieval** (deterministic): recall@k must not drop, tested in pairs (McNemar; a sign-flip test on the mean);
 3. **judged metrics** (noisy): paired tests on faithfulness, completeness, context recall and citations.
 
 It exits 0 when every check passes, 1 when one fails and 2 when the runs cannot be compared. We evaluate
@@ -271,7 +271,7 @@ on purpose, tier 1 counts only violations the baseline did not already have (as
 
 1. **规则**（每次提交都跑）：候选里不能出现错误的引用 id、缺失的引用或找不到的引文；任何指标无法测量的
    题目数都不能比基线多；
-2. **检索**（确定性的）：recall@k 不能下降，按题配对检验（McNemar 检验、配对 bootstrap）；
+2. **检索**（确定性的）：recall@k 不能下降，按题配对检验（McNemar 检验；均值上做符号翻转检验）；
 3. **裁判打分的指标**（有噪声）：对忠实度、答案完整度、上下文召回和引用做配对检验。
 
 全部通过时退出码为 0，有检查失败为 1，两次运行无法比较时为 2。我们用确定性的词汇裁判评测 BugHunt 的
