@@ -208,3 +208,84 @@ def test_contexts_with_ids_that_are_not_numbers_are_cited_by_position():
     padded = parse_answer({**row, "response": "登录失败返回 422 [1]。", "retrieved_contexts": [{"id": "01", "text": "登录失败返回 422。"}]},
                           "answers.jsonl", 1, {})
     assert padded.docs == {"1": "登录失败返回 422。"}  # read as a number, as [01] and [1] are
+
+
+# --- a refusal is the whole answer, not a phrase anywhere in it (review 4) ---------------------------------
+
+def _nik(response: str, rid: str = "nik") -> dict:
+    row = {"id": rid, "user_input": "Who founded the company?", "response": response,
+           "retrieved_contexts": [{"id": "1", "title": "", "text": "Login returns 422 on a wrong password."}],
+           "category": "not_in_kb"}
+    return evaluate_answers([parse_answer(row, "answers.jsonl", 1, {})], LexicalJudge()).to_json()["records"][0]
+
+
+@pytest.mark.parametrize("response", [
+    "The company was founded by Ana Kel in 2010. The documents do not mention anything else.",
+    "公司由安娜于 2010 年创立。文档中没有更多信息。",
+    "Ana Kel founded the company. I could not find anything else in the knowledge base.",
+    "安娜创立了公司。知识库里没有更多信息。",
+])
+def test_a_made_up_claim_beside_a_refusal_is_no_refusal_and_must_cite(response):
+    """A phrase match anywhere made the whole answer a refusal, and a not_in_kb refusal has every
+    sentence excused from citing: the invented founder passed uncited, refused: true."""
+    assert not is_refusal(response)
+    rec = _nik(response)
+    assert rec["refused"] is False and rec["diagnosis"]["primary"] == "generation_distorted"
+    assert [c["status"] for c in rec["citation_checks"]] == ["MISSING_CITATION"]  # the claim; the refusal sentence is excused
+
+
+@pytest.mark.parametrize("response", [
+    "The documents do not mention who founded the company.", "知识库里没有相关信息。",
+    "Sorry. The documents do not mention who founded it. Please contact the company's support team.",
+    "抱歉，知识库里没有相关信息。建议联系管理员确认。", "文档中未提及创立者。如有其他问题，欢迎继续提问。",
+    "I don't know. I hope this helps!",
+])
+def test_a_refusal_with_its_courtesies_still_refuses(response):
+    rec = _nik(response)
+    assert is_refusal(response) and rec["refused"] is True and rec["citation_checks"] == []
+    assert rec["diagnosis"]["primary"] is None
+
+
+@pytest.mark.parametrize("response", [
+    "Sorry, the account locks after three tries.", "抱歉，账号会被锁定。",
+    "知识库里没有相关信息。建议联系管理员，账号会被锁定。",  # a courtesy with a claim after its comma
+    "The documents do not mention it. Please call 555 0100.",  # a number is a claim to check
+    "I don't know. The founder is Ana.",
+])
+def test_a_courtesy_hides_no_claim(response):
+    assert not is_refusal(response)
+
+
+@pytest.mark.parametrize("text", [
+    # Chinese with the reports' own word for a retrieved text (段落), 文中, 片段, 来源, 原文
+    "段落中没有提到锁定时长。", "所提供的段落未包含答案。", "文中未提及。", "检索到的片段中没有相关内容。",
+    "来源中未提及锁定时长。", "原文没有提到锁定时长。", "检索结果中没有提及。", "提供的内容没有提及锁定时长。",
+    # English, the same sources
+    "The passages do not mention the lockout time.", "The excerpts do not mention it.", "The snippets don't say.",
+    "The sources do not mention the lockout time.", "Not found in the provided text.", "The text does not mention it.",
+    "The retrieved results do not mention it.", "The reference materials do not cover this.",
+    "The content provided does not mention it.", "The provided information does not specify it.",
+])
+def test_refusals_name_the_same_sources_in_both_languages(text):
+    assert is_refusal(text)
+
+
+@pytest.mark.parametrize("text", ["The response text does not contain the password.", "段落之间用空行分隔。",
+                                  "文本中没有空格。"])
+def test_a_source_word_alone_is_no_refusal(text):
+    assert not is_refusal(text)
+
+
+def test_the_reviewers_refusals_with_passages_in_both_languages():
+    """"段落中没有提到锁定时长。" went unrecognised where "The passages do not mention..." was: the zh
+    refusal sentence beside a cited claim had to cite, and the not_in_kb zh refusal was blamed."""
+    rows = [{"id": "en", "user_input": "How long is the lockout?", "response": "Login returns 422 [1]. The passages do not mention the lockout time.",
+             "retrieved_contexts": [{"id": "1", "title": "", "text": "Login returns 422 on a wrong password."}], "reference": "15 minutes"},
+            {"id": "zh", "user_input": "锁定多久？", "response": "登录失败返回 422 [1]。段落中没有提到锁定时长。",
+             "retrieved_contexts": [{"id": "1", "title": "", "text": "Login returns 422 on a wrong password."}], "reference": "15 分钟"},
+            {"id": "zh_nik", "user_input": "谁创立的？", "response": "段落中没有提到创立者。",
+             "retrieved_contexts": [{"id": "1", "title": "", "text": "Login returns 422 on a wrong password."}], "category": "not_in_kb"}]
+    res = evaluate_answers([parse_answer(r, "answers.jsonl", i, {}) for i, r in enumerate(rows, 1)], LexicalJudge()).to_json()
+    en, zh, nik = res["records"]
+    assert [c["status"] for c in en["citation_checks"]] == [c["status"] for c in zh["citation_checks"]] == ["PASS"]
+    assert nik["refused"] is True and nik["diagnosis"]["primary"] is None

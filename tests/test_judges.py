@@ -179,7 +179,7 @@ def test_from_spec(tmp_path, monkeypatch):
 # NLI: a tiny random BERT classifier saved locally; wiring and label mapping, not accuracy
 
 
-def _tiny_nli(path: Path, id2label: dict, bias: list[float]) -> Path:
+def _tiny_nli(path: Path, id2label: dict, bias: list[float], positions: int = 64) -> Path:
     import torch
     from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
 
@@ -188,7 +188,7 @@ def _tiny_nli(path: Path, id2label: dict, bias: list[float]) -> Path:
     (path / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
     BertTokenizerFast(vocab_file=str(path / "vocab.txt")).save_pretrained(path)
     cfg = BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                     intermediate_size=32, max_position_embeddings=64, num_labels=len(id2label),
+                     intermediate_size=32, max_position_embeddings=positions, num_labels=len(id2label),
                      id2label=id2label, label2id={v: k for k, v in id2label.items()})
     torch.manual_seed(0)
     model = BertForSequenceClassification(cfg)
@@ -210,6 +210,34 @@ def test_nli_judge_maps_the_entailment_label(tmp_path):
     assert yes.entail == 2 and yes.fingerprint != no.fingerprint  # different weights, different judge
     two = NLIJudge.from_pretrained(_tiny_nli(tmp_path / "two", {0: "entailment", 1: "not_entailment"}, [3.0, 0.0]))
     assert two.entail == 0 and two.judge(pairs[:1])[0].supported is True
+
+
+def test_nli_judge_never_cuts_a_statement_nor_raises_on_a_long_one(tmp_path):
+    """A statement past 512 tokens raised the fast tokenizer's bare Exception ("Sequence to truncate too
+    short"): truncation="only_first" may cut only the premise. A statement that does not fit whole is
+    undecided with the reason; a premise cut to fit says so in the verdict's reason."""
+    labels = {0: "CONTRADICTION", 1: "NEUTRAL", 2: "ENTAILMENT"}
+    # the reviewer's model: 1024 positions, so the 512 default is the limit
+    j = NLIJudge.from_pretrained(_tiny_nli(tmp_path / "yes", labels, [0.0, 0.0, 5.0], positions=1024), batch_size=4)
+    assert j.max_length == 512
+    pairs = [("login returns", "login " * 600), ("login returns 422", "login returns"),
+             ("login returns 422 " * 300, "login returns"), ("login", "login " * 510)]
+    long, short, cut_premise, edge = j.judge(pairs)
+    assert long.supported is None and "statement too long" in long.reason and "600 tokens" in long.reason
+    assert short.supported is True and "cut" not in short.reason
+    assert cut_premise.supported is True and cut_premise.reason.endswith("premise cut to 507 of 900 tokens")
+    assert edge.supported is None  # 510 statement tokens + [CLS] [SEP] [SEP] leave no room for the premise
+    assert [v.supported for v in j.judge(pairs[1:2] + pairs[:1])] == [True, None]  # the order kept around the undecided
+
+
+def test_nli_judge_keeps_to_the_models_positions(tmp_path):
+    """A model with fewer positions than 512 (the tiny one has 64) indexed past its position table on a
+    long pair; the judge cuts at the model's own limit."""
+    j = NLIJudge.from_pretrained(_tiny_nli(tmp_path / "m", {0: "entailment", 1: "not_entailment"}, [3.0, 0.0]))
+    assert j.max_length == 64
+    got = j.judge([("login returns 422 " * 40, "login returns"), ("login", "login " * 70)])
+    assert got[0].supported is True and "premise cut to 59 of 120 tokens" in got[0].reason
+    assert got[1].supported is None and "statement too long" in got[1].reason
 
 
 def test_nli_judge_without_entailment_label(tmp_path):
@@ -360,6 +388,35 @@ def test_llm_decompose_and_questions(server, tmp_path):
     server.script = [{"content": "[]"}]
     with pytest.raises(JudgeError, match="malformed"):
         j.decompose("另一段话。")
+
+
+def test_a_json_reply_is_read_whole_whatever_its_strings_hold(server, tmp_path):
+    """A reply that is valid JSON was cut at its first ``` (a fence) or at <think> before being read
+    whole: a statement quoting a Markdown fence or a reason naming the tag gave "malformed reply"."""
+    j = _judge(server, tmp_path)
+    fenced = {"statements": ["Run ```ls -l``` to list files.", "The API returns 422."]}
+    server.script = [{"content": json.dumps(fenced)}]
+    assert j.decompose("Run `ls -l` to list files. The API returns 422.") == fenced["statements"]
+    think = {"statements": ["The <think> tag wraps the model's reasoning.", "它返回 422。"]}
+    server.script = [{"content": json.dumps(think, ensure_ascii=False)}]
+    assert j.decompose("The think tag wraps reasoning. 它返回 422。") == think["statements"]
+    verdicts = {"verdicts": [{"id": 1, "label": "entailment", "reason": "the evidence says ```422``` <think>"}]}
+    server.script = [{"content": json.dumps(verdicts)}]
+    got = j.judge([("Login returns 422.", "Login returns 422 (verdicts).")])
+    assert got[0].supported is True and got[0].reason == "the evidence says ```422``` <think>"
+
+
+@pytest.mark.parametrize("content,want", [
+    ('<think>{"no": 1}</think>Sure! {"statements": ["a"]} Done.', {"statements": ["a"]}),  # the fallbacks stay
+    ('<think>weighing it</think>\n```json\n{"statements": ["a"]}\n```', {"statements": ["a"]}),
+    ('Here you go:\n```json\n{"statements": ["Run ```ls``` first."]}\n```', {"statements": ["Run ```ls``` first."]}),
+    ('Sure: {"statements": ["The <think> tag."]}', {"statements": ["The <think> tag."]}),
+    ('{"statements": ["```"]}', {"statements": ["```"]}), ('{"statements": ["<think>"]}', {"statements": ["<think>"]}),
+])
+def test_llm_reply_json_whole_first_then_the_fallbacks(content, want):
+    from lewisrag.eval.judges.llm import _loads
+
+    assert _loads(content) == want
 
 
 def test_a_malformed_decompose_or_questions_reply_is_not_cached(server, tmp_path):

@@ -132,3 +132,19 @@ def test_cli_bad_settings_are_bad_input(tmp_path, flags, named):
                 "--out", str(tmp_path / "o"), *flags)
     assert r.returncode == 2 and r.stderr.startswith(f"error: {named}") and "Traceback" not in r.stderr, r.stderr
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("answer,cited", [
+    ("Ana Kel【2】.", ["p2"]), ("Ana Kel［2］.", ["p2"]), ("Ana Kel [1, 2].", ["p1", "p2"]), ("Ana Kel [1-3].", ["p1", "p2", "p3"]),
+    ("Ana Kel [^2].", ["p2"]), ("Ana Kel [02].", ["p2"]), ("Ana Kel [٢].", []),  # Arabic-Indic digits are no citation
+    ("Use `arr[1]` here [3].", ["p3"]), ("Ana Kel [2][2][9].", ["p2", "?9"]), ("Ana Kel [" + "9" * 5000 + "].", ["?" + "9" * 5000]),
+])
+def test_cited_ids_read_markers_as_the_evaluator_does(answer, cited):
+    """cited_ids read only [\\d+]: 【2】, ［2］, [1, 2], [1-3] and [^2] cited nothing there while the
+    evaluator's checker read ids in them, and [٢] (\\d takes any script's digits) the reverse."""
+    from lewisrag.eval.statements import citation_ids
+
+    passages = [*PASSAGES, Passage("p3", "Vaal", "Vaal is led by Cy Oh.")]
+    assert stitched.cited_ids(answer, passages) == cited
+    by_number = {str(i): p.id for i, p in enumerate(passages, start=1)}
+    assert [by_number.get(n, f"?{n}") for n in citation_ids(answer)] == cited  # the evaluator's reading, the same ids

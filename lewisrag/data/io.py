@@ -71,17 +71,76 @@ def existing_file(path: str | os.PathLike) -> Path:
 
 
 class _BadJSON(Exception):
-    def __init__(self, msg: str, line: int | None = None, column: int | None = None, field: str | None = None):
+    def __init__(self, msg: str, line: int | None = None, column: int | None = None, field: str | None = None,
+                 what: str = "malformed JSON: "):
         super().__init__(msg)
-        self.msg, self.line, self.column, self.field = msg, line, column, field
+        self.msg, self.line, self.column, self.field, self.what = msg, line, column, field, what
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict:
+    """json's object_pairs_hook: an object that names a key twice is refused, not read as its last value."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise _DuplicateKey(k)
+            seen.add(k)
+    return obj
+
+
+# one decoder, made once: json.loads with a hook makes a new one (and its scanner) for every text
+_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates)
+
+
+class _Duplicated(dict):
+    """Where `_duplicate_path` found an object with a repeated key: the key."""
+
+
+def _duplicate_path(text: str) -> str:
+    """The path of the first object in `text` (read again, on the error path only) that repeats a key,
+    down to that key, as `_unencodable` writes paths: 'answers', 'contexts[2].id', '[3].question'."""
+    def mark(pairs):
+        obj, seen = _Duplicated(), set()
+        for k, v in pairs:
+            if k in seen:
+                obj.clear()
+                obj[k] = None
+                return obj
+            seen.add(k)
+            obj[k] = v
+        return dict(obj)
+
+    stack = [(json.loads(text, object_pairs_hook=mark), "")]
+    while stack:
+        value, path = stack.pop(0)
+        if isinstance(value, _Duplicated):
+            key = next(iter(value))
+            return f"{path}.{key}" if path else key
+        if isinstance(value, dict):
+            stack.extend((v, f"{path}.{k}" if path else str(k)) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(value))
+    return "(top level)"
 
 
 def _loads(text: str) -> Any:
     """json.loads, with every way it can refuse a text as a _BadJSON, and no string that cannot be
     written back: a lone surrogate escape ("\\ud800") parses as a str that UTF-8 cannot encode, which
-    would fail only when an output is written."""
+    would fail only when an output is written. A key repeated in one object is refused too (json
+    would keep its last value in silence: {"answers": ["a"], "answers": []} has no answer), naming the
+    key's path."""
     try:
-        obj = json.loads(text)
+        obj = _DECODER.decode(text)
+    except _DuplicateKey as e:
+        raise _BadJSON(f"the key {json.dumps(e.key, ensure_ascii=False)} is given twice in one object: one value "
+                       "would silently replace the other", field=_duplicate_path(text), what="") from None
     except json.JSONDecodeError as e:
         # json's message for control characters ends in " at", before the position it would add
         raise _BadJSON(e.msg.removesuffix(" at"), e.lineno, e.colno) from None
@@ -136,7 +195,7 @@ def _iter_jsonl(p: Path) -> Iterator[tuple[int, dict]]:
                 rec = _loads(text)
             except _BadJSON as e:
                 where = "" if e.column is None else f" at column {e.column}"
-                raise InputError(p, f"malformed JSON: {e.msg}{where}", line=lineno, field=e.field) from None
+                raise InputError(p, f"{e.what}{e.msg}{where}", line=lineno, field=e.field) from None
             if not isinstance(rec, dict):
                 raise InputError(p, f"expected a JSON object, got {type(rec).__name__}", line=lineno)
             yield lineno, rec
@@ -165,7 +224,7 @@ def json_item_lines(text: str, key: str | None = None) -> Iterator[int]:
     so the list is walked again with raw_decode, one value at a time."""
     decoder, skip = json.JSONDecoder(), lambda i: _WS.match(text, i).end()
     i = skip(0)
-    if key is not None:  # find the list under `key`; json.loads keeps a repeated key's last value, and so does this
+    if key is not None:  # find the list under `key` (`_loads` refused a key given twice, so there is one)
         start, i = None, skip(i + 1)
         while text[i] != "}":
             name, i = json.decoder.scanstring(text, i + 1)
@@ -679,7 +738,27 @@ def _text_and_json(p: Path) -> tuple[str, Any]:
     try:
         return text, _loads(text)
     except _BadJSON as e:
-        raise InputError(p, f"malformed JSON: {e.msg}", line=e.line, field=e.field) from None
+        line, field = e.line, e.field
+        if field is not None and line is None:  # a record of a list (at the top or under "data"): its line
+            line, field = _item_line(text, field)
+        raise InputError(p, f"{e.what}{e.msg}", line=line, field=field) from None
+
+
+def _item_line(text: str, path: str) -> tuple[int | None, str]:
+    """For a path into a JSON file's list of records ('[3].answers', 'data[0].id'), the line its record
+    opens on and the path inside that record; any other path as it is, with no line. The text is
+    valid JSON but for what the path names, so the list's items can be walked as for record lines."""
+    m = re.fullmatch(r"(data)?\[(\d+)\](?:\.(.+)|(\[.+))?", path)
+    if m is None:
+        return None, path
+    key, index, rest = m.group(1), int(m.group(2)), m.group(3) or m.group(4) or "(top level)"
+    try:
+        for i, line in enumerate(json_item_lines(text, key)):
+            if i == index:
+                return line, rest
+    except (ValueError, IndexError):  # not the layout the path says (a key repeated on the way): no line
+        pass
+    return None, path
 
 
 def cpuinfo(field: str) -> str:

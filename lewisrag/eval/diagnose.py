@@ -26,6 +26,8 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from lewisrag.eval.statements import split_sentences
+
 LAYERS = ("retrieval", "generation_not_used", "generation_distorted", "generation_off_topic", "citation")
 CAUSE_ORDER = ("retrieval", "generation_off_topic", "generation_distorted", "generation_not_used", "citation")
 
@@ -121,8 +123,16 @@ def diagnose(metrics: dict, category: str | None = None, refused: bool = False,
 # server cannot determine...", 系统无法确定用户时...), so such verbs count only after I/we, at the
 # start of a clause, or (Chinese) before an object that is the answer itself. Text is NFKC-folded
 # and lowercased first.
-_SOURCE_EN = r"(?:knowledge base|context|contexts|documents?|sources?|passages?|information provided|provided information)"
-_SOURCE_ZH = r"(?:知识库|文档|上下文|资料|参考资料|检索结果|提供的(?:内容|信息))"
+# The two lists name the same sources, side by side (the reports call a retrieved text 段落 /
+# "passage", 上下文 / "context"): knowledge base 知识库 · context(s) 上下文 · document(s) 文档 ·
+# passage(s) 段落 · excerpt(s), snippet(s) 片段 / 文段 · source(s) 来源 · (reference) material(s)
+# (参考)资料 · search / retrieval / retrieved results 检索结果 · the text 文中 / 原文 · information /
+# content provided 提供的信息 / 内容. "text" only after the, this, provided, given or retrieved, and
+# no bare 文本: "the response text does not contain the password", 文本中没有空格 state facts.
+_SOURCE_EN = (r"(?:knowledge base|contexts?|documents?|passages?|excerpts?|snippets?|sources?|(?:reference )?materials?"
+              r"|(?:search|retrieval|retrieved) results|(?:(?<=the )|(?<=this )|(?<=provided )|(?<=given )|(?<=retrieved ))text"
+              r"|(?:information|content) provided|provided (?:information|content))")
+_SOURCE_ZH = r"(?:知识库|上下文|文档|段落|片段|文段|来源|参考资料|资料|检索结果|文中|原文|提供的(?:内容|信息))"
 _CLAUSE = r"(?:^|[.!?;:,。！？；：，、]\s*)"  # a clause starts here
 # what follows a Chinese verb of not finding when its object is the answer itself, not "用户时"
 _ANSWER_ZH = r"(?=相关|任何|有关|答案|信息|资料|内容|记录|依据|这|该|此|[。！？，；：,.!?;:]|$)"
@@ -166,13 +176,61 @@ def _folded(text: str) -> str:
     return unicodedata.normalize("NFKC", text).lower().replace("\u2019", "'").strip()
 
 
+# A refusal's courtesy: an apology, thanks, or a pointer to whom to ask or what to read, as a whole
+# sentence, with no number and no clause of its own after a comma ("建议联系管理员，账号会被锁定"
+# states a fact): it asserts nothing about the question, so it may stand beside a refusal.
+_COURTESY_PATTERNS = [
+    # English
+    r"(?:(?:i'?m|i am|we'?re|we are) )?(?:very |so |really |truly )?(?:sorry|apologies|i apologi[sz]e)"
+    r"(?: for (?:the|any) (?:inconvenience|confusion))?",
+    r"(?:thank you|thanks)(?: for (?:your|the) (?:question|patience|understanding))?",
+    r"(?:i )?hope (?:this|that) helps",
+    r"(?:please |you (?:may|might|could|can) (?:want to |wish to )?|i (?:would )?(?:suggest|recommend) (?:that you )?)"
+    r"(?:contact(?:ing)?|consult(?:ing)?|ask(?:ing)?|check(?:ing)?|refer(?:ring)? to|reach(?:ing)? out to|look(?:ing)? at"
+    r"|provid(?:e|ing)|rephras(?:e|ing)|clarify(?:ing)?|specify(?:ing)?)\b[^,;:]*",
+    r"(?:could|can|would) you (?:please )?(?:provide|clarify|specify|rephrase|share|give)\b[^,;:]*",
+    r"(?:is there )?anything else (?:i|we) can (?:help|do)(?: you)?(?: with)?",
+    r"(?:please )?(?:let me know|feel free to ask) if you have (?:any )?(?:other|more|further) questions",
+    # Chinese
+    r"(?:非常|很|十分|实在)?(?:抱歉|对不起|不好意思)",
+    r"(?:谢谢|感谢)(?:您的?)?(?:提问|理解|耐心)?",
+    r"(?:建议|请|您可以|可以|不妨)(?:您)?(?:先)?(?:联系|咨询|查阅|查看|参考|询问|提供|补充|说明|换个|重新|核实|确认)[^，,；;：:]*",
+    r"如(?:果)?(?:您)?(?:还)?有(?:其他|更多|任何)?(?:问题|疑问)[，,]?(?:欢迎|请|可以)(?:随时)?(?:继续)?(?:提问|联系|告诉我)",
+]
+_COURTESY_RE = re.compile("(?:" + "|".join(f"(?:{p})" for p in _COURTESY_PATTERNS) + r")[\s.!?。！？…]*")
+
+
+def _refuses(sentence: str) -> bool:
+    """A folded sentence holds a refusal phrase with no contrast after it."""
+    m = _REFUSAL_RE.search(sentence)
+    return m is not None and not _CONTRAST_RE.search(sentence, m.end())
+
+
+def is_courtesy(sentence: str) -> bool:
+    """Whether a sentence is only a refusal's courtesy (an apology, thanks, "please contact
+    support", 建议联系管理员): a whole sentence of that, no number in it.
+
+    >>> is_courtesy("Sorry."), is_courtesy("建议联系管理员确认。"), is_courtesy("建议联系管理员，账号会被锁定。")
+    (True, True, False)
+    >>> is_courtesy("Please contact support at 555 0100."), is_courtesy("The account locks.")
+    (False, False)
+    """
+    s = _folded(sentence)
+    return bool(s) and not _NUMBER_RE.search(s) and _COURTESY_RE.fullmatch(s) is not None
+
+
 def is_refusal(text: str) -> bool:
     """Whether an answer declines to answer ("not found in the knowledge base"), Chinese or English.
 
-    A phrase match: the answer refuses when it names a source that lacks the answer or a speaker
-    who cannot give it, and no contrast after that goes on to answer anyway ("知识库里没有相关信息，
-    但账号会锁定 30 分钟" answers). An answer that refuses and then adds advice still refuses.
-    Empty answers count as refusals.
+    The answer as a whole must decline (the chapter's 拒答: "the right behaviour is to say 'not
+    found'"): every sentence is a refusal or a refusal's courtesy (`is_courtesy`: an apology,
+    "please contact support"), and at least one is a refusal. A sentence refuses when it names a
+    source that lacks the answer or a speaker who cannot give it, and no contrast after that goes
+    on to answer anyway ("知识库里没有相关信息，但账号会锁定 30 分钟" answers). One sentence that
+    states something else makes the answer no refusal: "The company was founded by Ana Kel in
+    2010. The documents do not mention anything else." asserts a founder, and a phrase match
+    anywhere must not excuse that claim from citing (`lewisrag/eval/evaluator.py`). An answer that
+    refuses and then points to whom to ask still refuses. Empty answers count as refusals.
 
     >>> is_refusal("I could not find this in the knowledge base."), is_refusal("知识库里没有相关信息。")
     (True, True)
@@ -184,12 +242,17 @@ def is_refusal(text: str) -> bool:
     (False, False)
     >>> is_refusal("The context doesn't contain this."), is_refusal("文档未提及，但账号会锁定 30 分钟。")
     (True, False)
+    >>> is_refusal("公司由安娜于 2010 年创立。文档中没有更多信息。"), is_refusal("抱歉，知识库里没有相关信息。建议联系管理员。")
+    (False, True)
     """
-    s = _folded(text)
-    if not s:
+    if not _folded(text):
         return True
-    m = _REFUSAL_RE.search(s)
-    return m is not None and not _CONTRAST_RE.search(s, m.end())
+    sentences = [_folded(st.text) for st in split_sentences(text)]
+    sentences = [s for s in sentences if s]
+    if not sentences:  # nothing but markers or code: the phrase match on the whole text decides
+        return _refuses(_folded(text))
+    refusing = [_refuses(s) for s in sentences]
+    return any(refusing) and all(r or is_courtesy(s) for r, s in zip(refusing, sentences))
 
 
 def declines_only(sentence: str) -> bool:
@@ -203,4 +266,4 @@ def declines_only(sentence: str) -> bool:
     False
     """
     s = _folded(sentence)
-    return bool(s) and is_refusal(s) and not _NUMBER_RE.search(s) and not _CONTRAST_RE.search(s)
+    return bool(s) and _refuses(s) and not _NUMBER_RE.search(s) and not _CONTRAST_RE.search(s)

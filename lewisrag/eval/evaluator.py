@@ -229,8 +229,10 @@ def _record(p: _Prepared, judge, cfg: EvalConfig, embed) -> dict:
     docs = rec.docs
     checks = citations.check_answer(rec.response, docs, set(docs))
     # A refusal need not cite: the sentences that decline, or every sentence of a not_in_kb question's
-    # refusal. Any other sentence must, beside a refusal phrase too ("returns 500. 锁定时长文档未提及。"
-    # would otherwise pass uncited), and what any sentence cites is checked.
+    # refusal (`is_refusal`: every sentence of it refuses or is a refusal's courtesy, so a claim
+    # beside a refusal phrase makes the answer no refusal). Any other sentence must, beside a refusal
+    # phrase too ("returns 500. 锁定时长文档未提及。" would otherwise pass uncited), and what any
+    # sentence cites is checked.
     checks = [(s, c) for s, c in checks if c.status != citations.MISSING_CITATION
               or not ((p.refused and rec.category == "not_in_kb") or declines_only(s.text))]
     out = {"id": rec.id, "system": rec.system, "category": rec.category, "refused": p.refused, "metrics": m,

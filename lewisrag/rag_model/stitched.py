@@ -25,8 +25,9 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
 from lewisrag.chat_client import ChatError, map_in_threads
 from lewisrag.data.pretrained import load_config, load_model, load_tokenizer
+from lewisrag.scoring.markers import citation_ids
 
-CITATION = re.compile(r"\[(\d+)\]")
+CITATION = re.compile(r"\[(\d+)\]")  # the [n] `stitch` numbers passages with in the input; answers: `cited_ids`
 DEFAULT_INSTRUCTION = (
     "Answer the question using only the numbered passages. Cite the passages that support each "
     "sentence as [n]. If the passages do not contain the answer, say that it was not found."
@@ -60,14 +61,20 @@ def stitch(question: str, passages: Sequence, settings: StitchSettings = StitchS
 def cited_ids(answer: str, passages: Sequence) -> list[str]:
     """The ids of the passages an answer cites, in order of first citation; out-of-range [n] kept as "?n".
 
+    Markers are read as the evaluator reads them (`lewisrag.scoring.markers`): 【2】, ［２］, [1, 2],
+    [1-3] and [^2] cite, [٢] and `arr[0]` in Markdown code do not, so what the system reports it cited
+    is what its answer's citations are checked against.
+
     >>> from lewisrag.data.records import Passage
     >>> cited_ids("Ana Kel [2]. Since 2010 [2][5].", [Passage("a", "", "x"), Passage("b", "", "y")])
     ['b', '?5']
+    >>> cited_ids("安娜【2】，见［1-2］。", [Passage("a", "", "x"), Passage("b", "", "y")])
+    ['b', 'a']
     """
     out: list[str] = []
-    for n in CITATION.findall(answer):
-        i = int(n)
-        pid = passages[i - 1].id if 1 <= i <= len(passages) else f"?{i}"
+    for n in citation_ids(answer):  # numbers as strings, without leading zeros, each once
+        i = int(n) if len(n) < 10 else None  # a longer number cites no passage (and int() may refuse it)
+        pid = passages[i - 1].id if i is not None and 1 <= i <= len(passages) else f"?{n}"
         if pid not in out:
             out.append(pid)
     return out

@@ -87,22 +87,15 @@ def _strip_fences(text: str) -> str:
     return m.group(1) if m else text
 
 
-def _loads(content: str):
-    """The JSON a reply holds: the whole content, else inside a ```json fence, else the first JSON
-    object in it (a model that says "Here are the verdicts: {...}. Hope this helps."), a reasoning
-    model's <think> block left out. Raises json.JSONDecodeError when there is none (RecursionError,
-    for "[[[[..." nested past the parser's depth, reads as the same).
-
-    >>> _loads('<think>{"no": 1}</think>Sure! {"verdicts": []} Done.')
-    {'verdicts': []}
-    """
-    text = _strip_fences(_THINK.sub(" ", content))
+def _whole(text: str):
     try:
         return json.loads(text)
-    except RecursionError:
+    except RecursionError:  # "[[[[..." nested past the parser's depth
         raise json.JSONDecodeError("nested too deep", text, 0) from None
-    except json.JSONDecodeError as e:
-        error = e
+
+
+def _first_object(text: str):
+    """The first JSON object in `text` that decodes, else None."""
     decoder, start = json.JSONDecoder(), text.find("{")
     for _ in range(20):  # bounded: each try may read to the end of the text
         if start < 0:
@@ -115,6 +108,38 @@ def _loads(content: str):
         if isinstance(data, dict):
             return data
         start = text.find("{", start + 1)
+    return None
+
+
+def _loads(content: str):
+    """The JSON a reply holds. The whole content first, as it is: a reply that is JSON is read whole,
+    whatever its strings hold ("Run ```ls -l```", "the <think> tag"). Only a reply that is not JSON is
+    searched: with a reasoning model's <think> block left out, then inside a ```json fence, then the
+    first JSON object in it (a model that says "Here are the verdicts: {...}. Hope this helps."),
+    and last the first object in the reply as it came. Raises json.JSONDecodeError when there is none
+    (RecursionError, for "[[[[..." nested past the parser's depth, reads as the same).
+
+    >>> _loads('<think>{"no": 1}</think>Sure! {"verdicts": []} Done.')
+    {'verdicts': []}
+    >>> _loads('{"statements": ["Run ```ls -l``` to list files.", "The <think> tag is kept."]}')["statements"][0]
+    'Run ```ls -l``` to list files.'
+    """
+    try:
+        return _whole(content)
+    except json.JSONDecodeError as e:
+        error = e
+    thought_out = _THINK.sub(" ", content)
+    fenced = _strip_fences(thought_out)
+    for text in dict.fromkeys((thought_out.strip(), fenced.strip())):  # each tried once
+        if text and text != content:
+            try:
+                return _whole(text)
+            except json.JSONDecodeError:
+                pass
+    for text in dict.fromkeys((fenced, thought_out, content)):
+        data = _first_object(text)
+        if data is not None:
+            return data
     raise error
 
 

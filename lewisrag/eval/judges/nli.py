@@ -3,7 +3,15 @@
 A checkpoint whose three classes are entailment, neutral and contradiction (MNLI-style, in any
 order and spelling: `three_way_labels`) gives each verdict the three-way label of its argmax as
 well; a two-class one (entailment / not_entailment) leaves the label None. The binary verdict is
-the same either way: supported iff the argmax is entailment."""
+the same either way: supported iff the argmax is entailment.
+
+A pair longer than the model takes (`max_length`, at most the model's positions and the tokenizer's
+model_max_length) has its premise cut, never its statement: the reason says "premise cut to n of m
+tokens", since a passage cut short may have lost the support (an unsupported verdict then says
+less). A statement that does not fit whole beside at least one premise token is not judged: its
+verdict is undecided (None, a NaN in the metrics) with the reason, because a verdict on part of a
+statement says nothing about the part cut off (a hallucination at its end would pass). Never a
+tokenizer's traceback: a pair the tokenizer still cannot encode is undecided with its message."""
 
 from __future__ import annotations
 
@@ -82,7 +90,7 @@ class NLIJudge:
         if labels is not None and labels.get(entail) != "entailment":
             raise ValueError(f"labels {labels} do not put entailment at index {entail}")
         self.batch_size = batch_size
-        self.max_length = max_length  # premise is truncated first: the statement must stay whole
+        self.max_length = max_length  # the premise is cut to fit, never the statement (`judge`)
 
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike, batch_size: int = 16, max_length: int = 512) -> NLIJudge:
@@ -101,6 +109,7 @@ class NLIJudge:
         except ValueError as e:
             raise InputError(d / "config.json", str(e), field="id2label") from None
         tokenizer = load_tokenizer(AutoTokenizer.from_pretrained, d, "NLI judge tokenizer")
+        max_length = min(max_length, _model_limit(model.config, tokenizer))
         return cls(model, tokenizer, f"{d.name}@{_file_digest(d)}", entail, batch_size, max_length,
                    three_way_labels(model.config.id2label))
 
@@ -112,16 +121,72 @@ class NLIJudge:
         import torch  # loaded by from_pretrained already; local for the reason given there
 
         out: list[Verdict] = []
+        special = self.tokenizer.num_special_tokens_to_add(pair=True)
         for start in range(0, len(pairs), self.batch_size):
             chunk = pairs[start : start + self.batch_size]
-            enc = self.tokenizer(
-                [p for p, _ in chunk], [h for _, h in chunk], truncation="only_first",
-                max_length=self.max_length, padding=True, return_tensors="pt",
-            )
-            with torch.no_grad():
-                probs = self.model(**enc).logits.float().softmax(-1)  # (B, C)
-            for row in probs:
+            verdicts: list[Verdict | None] = [None] * len(chunk)
+            premise_len = self._lengths([p for p, _ in chunk])
+            statement_len = self._lengths([h for _, h in chunk])
+            keep = []
+            for i, (pl, hl) in enumerate(zip(premise_len, statement_len)):
+                if hl + special + min(pl, 1) > self.max_length:
+                    verdicts[i] = Verdict(None, f"statement too long for the NLI model: {hl} tokens, and the pair may "
+                                                f"hold {self.max_length} with the premise; a cut statement is not judged")
+                else:
+                    keep.append(i)
+            probs = self._probs([chunk[i] for i in keep], torch) if keep else []
+            for i, row in zip(keep, probs):
+                if isinstance(row, str):  # the tokenizer's message for this pair
+                    verdicts[i] = Verdict(None, f"NLI tokenizer could not encode the pair within {self.max_length} tokens: {row}")
+                    continue
                 top = int(row.argmax())
                 label = self.labels[top] if self.labels is not None else None
-                out.append(Verdict(top == self.entail, f"p(entailment)={float(row[self.entail]):.3f}", label))
+                reason = f"p(entailment)={float(row[self.entail]):.3f}"
+                total = premise_len[i] + statement_len[i] + special
+                if total > self.max_length:
+                    reason += f"; premise cut to {self.max_length - special - statement_len[i]} of {premise_len[i]} tokens"
+                verdicts[i] = Verdict(top == self.entail, reason, label)
+            out.extend(verdicts)
         return out
+
+    def _lengths(self, texts: list[str]) -> list[int]:
+        """Each text's token count without special tokens."""
+        return [len(ids) for ids in self.tokenizer(texts, add_special_tokens=False)["input_ids"]]
+
+    def _encode(self, pairs: list[tuple[str, str]]):
+        return self.tokenizer([p for p, _ in pairs], [h for _, h in pairs], truncation="only_first",
+                              max_length=self.max_length, padding=True, return_tensors="pt")
+
+    def _probs(self, pairs: list[tuple[str, str]], torch) -> list:
+        """Class probabilities per pair, or the tokenizer's message (a str) for a pair it cannot cut
+        to fit (counts taken apart can differ by a token from the pair's): never its traceback."""
+        try:
+            encoded = [(self._encode(pairs), len(pairs))]
+        except Exception:  # noqa: BLE001 - the fast tokenizer raises a bare Exception; find the pair, one at a time
+            encoded = []
+            for pair in pairs:
+                try:
+                    encoded.append((self._encode([pair]), 1))
+                except Exception as e:  # noqa: BLE001
+                    encoded.append((str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__, 1))
+        rows: list = []
+        for enc, n in encoded:
+            if isinstance(enc, str):
+                rows.append(enc)
+                continue
+            with torch.no_grad():
+                rows.extend(self.model(**enc).logits.float().softmax(-1))  # (B, C)
+        return rows
+
+
+def _model_limit(config, tokenizer) -> int:
+    """The most tokens the model takes: its positions (less RoBERTa's offset of padding_idx + 1), or the
+    tokenizer's model_max_length if smaller. A pair past it would index past the position table."""
+    limit = getattr(config, "max_position_embeddings", None)
+    limit = int(limit) if isinstance(limit, int) and limit > 0 else 1 << 30
+    if "roberta" in str(getattr(config, "model_type", "")) or str(getattr(config, "model_type", "")) == "camembert":
+        limit -= int(getattr(config, "pad_token_id", 1) or 1) + 1
+    m = getattr(tokenizer, "model_max_length", None)
+    if isinstance(m, int) and 0 < m < limit:
+        limit = m
+    return limit

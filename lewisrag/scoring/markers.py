@@ -1,0 +1,96 @@
+"""Citation markers: the [n] an answer cites a passage with, read one way for every reader.
+
+The evaluator (`lewisrag.eval.statements`, its splitter and citation checker) and the stitched
+system (`lewisrag.rag_model.stitched.cited_ids`, which reports what an answer cites) read markers
+with these rules, so the ids a stitched answer is said to cite are the ids its citations are
+checked against:
+
+- a number in brackets: [1], the full-width ［１］ or 【1】, a Markdown footnote [^1], several ids
+  in one marker ([1, 2], [1，2], [1; 2], [1、2]), a range ([1-3], [1–3], ［１～３］ cite 1, 2 and 3);
+  ids are read as numbers ([01] and ［１］ cite "1"), ASCII or full-width digits only ([٢] is no
+  citation); a range that runs backwards or spans more than MAX_RANGE ids cites its two ends;
+- nothing inside Markdown code (`arr[0]`, a ``` or ~~~ fenced block) is a citation.
+
+Here, below `eval` and `rag_model` both (tests/test_package.py: the model never imports the evaluator).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable
+
+# [1], [1][2] (two matches), [1, 2], [1，2], [1; 2], [1、2], ［１］, 【1】, [^1], ranges [1-3], [1–3], [1～3];
+# ASCII or full-width digits only (Python's \d would take any script's digits, which no id is written in)
+_NUMBER = r"[0-9０-９]+"
+_RANGE_SEP = r"[-‐‑–—~～－]"  # hyphens, en and em dashes, tildes (ASCII and full-width)
+_ID = rf"{_NUMBER}(?:\s*{_RANGE_SEP}\s*{_NUMBER})?"
+CITATION_RE = re.compile(rf"[\[［【]\^?\s*({_ID}(?:\s*[,，;；、]\s*{_ID})*)\s*[\]］】]")  # [^1]: a Markdown footnote
+_RANGE_SEP_RE = re.compile(rf"\s*{_RANGE_SEP}\s*")
+MAX_RANGE = 20  # a range of more ids than this ([1990-2020]) cites its two ends, not every number between
+_ID_SEP_RE = re.compile(r"\s*[,，;；、]\s*")
+# Markdown code: a run of backticks, then anything, then a run of the same length (CommonMark's code
+# span; a ``` fence is one too, across its lines). An unclosed run opens nothing.
+_CODE_RE = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.S)
+# a ~~~ fence (CommonMark): three tildes or more opening a line, closed by a line of at least as many
+_TILDE_FENCE_RE = re.compile(r"^[^\S\n]*(~{3,})[^\n]*\n.*?^[^\S\n]*\1~*[^\S\n]*$", re.M | re.S)
+
+
+def citation_ids(text: str) -> tuple[str, ...]:
+    """The ids cited with [n] markers, in order, each once.
+
+    >>> citation_ids("返回 422 [1][3]，见 [1, 2]。"), citation_ids("见【01】［２］")
+    (('1', '3', '2'), ('1', '2'))
+    >>> citation_ids("Both [2-4]; 见［５～６］ and [1990–2020].")
+    ('2', '3', '4', '5', '6', '1990', '2020')
+    """
+    seen: dict[str, None] = {}
+    for m in citation_markers(text):
+        for i in _marker_ids(m):
+            seen.setdefault(i, None)
+    return tuple(seen)
+
+def _code_spans(text: str) -> list[tuple[int, int]]:
+    spans = [m.span(1)[:1] + m.span()[1:] for m in _TILDE_FENCE_RE.finditer(text)] if "~~~" in text else []
+    if "`" in text:
+        spans.extend(m.span() for m in _CODE_RE.finditer(text) if not _in_code(m.start(), spans))
+    return spans
+
+def _fence_starts(text: str, code: list[tuple[int, int]]) -> frozenset[int]:
+    """Where the fenced code blocks of `text` open: code spans across lines opened by a run of three
+    backticks or tildes or more."""
+    return frozenset(a for a, b in code if text.startswith(("```", "~~~"), a) and "\n" in text[a:b])
+
+def _in_code(i: int, code: list[tuple[int, int]]) -> bool:
+    return any(a <= i < b for a, b in code)
+
+def citation_markers(text: str, pattern: re.Pattern = CITATION_RE) -> list[re.Match]:
+    """The citation markers of `text` (matches of `pattern`) outside Markdown code.
+
+    >>> [m.group() for m in citation_markers("Use `arr[0]` or ```\\nx[1]\\n``` [2]")]
+    ['[2]']
+    """
+    code = _code_spans(text)
+    return [m for m in pattern.finditer(text) if not _in_code(m.start(), code)]
+
+def sub_citations(text: str, repl: str | Callable[[re.Match], str], pattern: re.Pattern = CITATION_RE) -> str:
+    """`pattern.sub(repl, text)` for the citation markers outside Markdown code."""
+    code = _code_spans(text)
+    if not code:
+        return pattern.sub(repl, text)
+    return pattern.sub(lambda m: m.group() if _in_code(m.start(), code) else (repl if isinstance(repl, str) else repl(m)),
+                       text)
+
+def _marker_ids(m: re.Match) -> list[str]:
+    """The ids of one citation marker, read as numbers: [01] and ［１］ cite "1", [2-4] cites 2, 3 and 4.
+
+    A range that runs backwards ([3-1]) or spans more than MAX_RANGE ids cites its two ends.
+    """
+    ids: list[str] = []
+    for item in _ID_SEP_RE.split(m.group(1)):
+        # as strings without leading zeros, not int(): Python refuses to read a number of 4,300 digits
+        ends = [unicodedata.normalize("NFKC", n).lstrip("0") or "0" for n in _RANGE_SEP_RE.split(item)]
+        lo, hi = (int(e) if len(e) < 10 else None for e in (ends[0], ends[-1]))
+        span = range(lo, hi + 1) if lo is not None and hi is not None and lo <= hi < lo + MAX_RANGE else ends
+        ids.extend(str(i) for i in span)
+    return ids
