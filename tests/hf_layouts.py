@@ -8,6 +8,8 @@
 - `bart`: a tiny random BartForConditionalGeneration laid out as facebook/bart-base is: config.json,
   generation_config.json (bart-base's decoding settings), model.safetensors, and a byte-level BPE
   trained on the texts saved as vocab.json + merges.txt with tokenizer_config.json, without tokenizer.json.
+- `other_seq2seq`: a tiny random T5 or mBART with a BART folder's tokenizer: sequence-to-sequence models
+  that RAG does not decode (its grouped decoder computes BART's decoder only) and `train stitched` trains.
 
 Both are what `save_pretrained` writes (safetensors); each takes well under a second.
 """
@@ -107,4 +109,27 @@ def bart(root: Path, texts: Sequence[str], seed: int = 0, d_model: int = 16, lay
                                    forced_bos_token_id=0, forced_eos_token_id=2, no_repeat_ngram_size=3, num_beams=4,
                                    early_stopping=True)
     model.save_pretrained(out)
+    return out
+
+
+def other_seq2seq(kind: str, out: Path, tokenizer_from: Path, seed: int = 0) -> Path:
+    """A tiny random T5ForConditionalGeneration (`kind` "t5") or MBartForConditionalGeneration ("mbart")
+    in `out`, with the tokenizer of the BART folder `tokenizer_from` (ids: <s> 0, <pad> 1, </s> 2)."""
+    from transformers import (AutoTokenizer, MBartConfig, MBartForConditionalGeneration, T5Config,
+                              T5ForConditionalGeneration)
+
+    tok = AutoTokenizer.from_pretrained(tokenizer_from)
+    torch.manual_seed(seed)
+    if kind == "t5":
+        model = T5ForConditionalGeneration(T5Config(vocab_size=len(tok), d_model=16, d_kv=8, d_ff=32, num_layers=1,
+                                                    num_heads=2, pad_token_id=1, eos_token_id=2, decoder_start_token_id=1))
+    elif kind == "mbart":
+        model = MBartForConditionalGeneration(MBartConfig(
+            vocab_size=len(tok), d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+            decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=256,
+            pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2, forced_eos_token_id=None))
+    else:
+        raise ValueError(f"kind must be t5 or mbart, got {kind!r}")
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
     return out

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from conftest import one_thread, run_main
-from hf_layouts import bart, dpr_pair
+from hf_layouts import bart, dpr_pair, other_seq2seq
 from lewisrag.data.io import InputError
 from lewisrag.data.records import read_passages
 from lewisrag.experiments.base import BaseAssets, _check_model_folders, _settings
@@ -57,6 +57,15 @@ def _refused(assets: BaseAssets, *needles: str) -> str:
     for needle in needles:
         assert needle in str(e.value), (needle, str(e.value))
     return str(e.value)
+
+
+@pytest.mark.parametrize("kind", ["t5", "mbart"])
+def test_a_generator_rag_does_not_decode_is_refused_first(folders, tmp_path, kind):
+    """RAG decodes with BART's decoder only (rag_model.bart_decoder): a T5 or an mBART trained, then failed at
+    the first RAG stage's decode, after the index and retrieval stages (`train stitched` still takes them)."""
+    folder = other_seq2seq(kind, tmp_path / kind, folders["bart"])
+    message = _refused(_assets(folders, generator=folder), f"--generator: model_type is '{kind}': RAG decodes with BART's")
+    assert message.startswith(f"{folder / 'config.json'}: field 'model_type': ")
 
 
 @pytest.mark.parametrize(("key", "damage", "needles"), [

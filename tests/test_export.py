@@ -247,6 +247,16 @@ def test_sequence_export_advice_is_ask_by_default(rag_inputs, trained_rag, tmp_p
     assert kwargs == {"num_beams": 1, "max_length": 32, "no_repeat_ngram_size": 3, "forced_bos_token_id": 0}
 
 
+def test_the_sequence_note_says_padded_passages_can_answer_otherwise():
+    """transformers 5 searches RAG-Sequence's passages without an attention mask: the note claimed
+    generate(**generate_kwargs) gives ask's answers with no caveat (docs/real-data.md has one)."""
+    from lewisrag.commands.export import decoding_note
+
+    note = decoding_note("sequence", {"num_beams": 1, "max_length": 32}, {})
+    assert "padded" in note and "attention mask" in note
+    assert "padded" not in decoding_note("token", {"num_beams": 1, "max_length": 32}, {})
+
+
 def test_export_assumes_asks_defaults():
     import doctest
     import inspect

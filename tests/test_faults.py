@@ -55,6 +55,15 @@ def dpr_ckpt(tiny_corpus, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def bart_dir(tmp_path_factory):
+    """A tiny BART generator folder: `train rag` checks --generator's config.json before its data, so the
+    cases that name a data error give a real generator."""
+    from hf_layouts import bart
+
+    return bart(tmp_path_factory.mktemp("bart"), ["who leads the country", "the capital city is"])
+
+
+@pytest.fixture(scope="module")
 def dense_idx(tiny_corpus, dpr_ckpt, tmp_path_factory):
     out = tmp_path_factory.mktemp("idx") / "dense"
     build_dense_index(read_passages(tiny_corpus["passages"]), dpr_ckpt, out)
@@ -656,17 +665,17 @@ BAD_INPUTS = {
     "index build: an empty --out": (  # Path('') is the current folder
         lambda t, c: ["index", "build", "--passages", c["passages"], "--encoder", "bm25", "--out", ""], ["--out", "is empty"]),
     "train rag: an unknown --train-kinds": (  # used to blame the file's answers ("0 questions with answers")
-        lambda t, c: ["train", "rag", "--index", c["dense"], "--encoder", c["dpr"], "--generator", c["dpr"], "--train", c["qa"],
+        lambda t, c: ["train", "rag", "--index", c["dense"], "--encoder", c["dpr"], "--generator", c["generator"], "--train", c["qa"],
                       "--dev", c["qa"], "--out", t / "r", "--train-kinds", "shrot"], ["--train-kinds", "'shrot'"]),
     "train rag: a gold id the index does not hold": (  # used to make the dev hit@k a miss in silence
-        lambda t, c: ["train", "rag", "--index", c["dense"], "--encoder", c["dpr"], "--generator", c["dpr"],
+        lambda t, c: ["train", "rag", "--index", c["dense"], "--encoder", c["dpr"], "--generator", c["generator"],
                       "--train", c["qa"], "--dev", _qa_with_gold(t, c["qa"], "nowhere-1"), "--out", t / "r"],
                      ["qa_gold.jsonl:3", "gold_passage_ids", "'nowhere-1' is not in the index"]),
     "train rag: --task fever with answers that are no labels": (  # trained names as labels, accuracy 0, exit 0
-        lambda t, c: ["train", "rag", "--index", c["dense"], "--encoder", c["dpr"], "--generator", c["dpr"], "--train", c["qa"],
+        lambda t, c: ["train", "rag", "--index", c["dense"], "--encoder", c["dpr"], "--generator", c["generator"], "--train", c["qa"],
                       "--dev", c["qa"], "--out", t / "r", "--task", "fever"], ["qa.jsonl:1", "answers[0]", "no FEVER label"]),
     "train rag: --train-kinds keeping too few": (  # used to blame the file's answers ("field 'answers'")
-        lambda t, c: ["train", "rag", "--index", c["dense"], "--encoder", c["dpr"], "--generator", c["dpr"], "--train", c["qa"],
+        lambda t, c: ["train", "rag", "--index", c["dense"], "--encoder", c["dpr"], "--generator", c["generator"], "--train", c["qa"],
                       "--dev", c["qa"], "--out", t / "r", "--train-kinds", "long"], ["--train-kinds", "long keeps 0 of"]),
     "eval retrieval: no question has gold passage ids": (  # used to print recall nan over 0 questions, exit 0
         lambda t, c: ["eval", "retrieval", "--index", c["bm25"], "--questions", _qa(t, [{"question": "q?", "answers": ["a"]}])],
@@ -772,10 +781,10 @@ BAD_INPUTS = {
         lambda t, c: ["train", "dpr", "--train", c["qa"], "--passages", c["passages"], "--out", t / "d", "--steps", 1,
                       "--seed", 99999999999999999999], ["--seed"]),
     "train rag: --eval-questions 0 (dev_em NaN, exit 0)": (
-        lambda t, c: ["train", "rag", "--index", c["dense"], "--encoder", c["dpr"], "--generator", c["dpr"], "--train", c["qa"],
+        lambda t, c: ["train", "rag", "--index", c["dense"], "--encoder", c["dpr"], "--generator", c["generator"], "--train", c["qa"],
                       "--dev", c["qa"], "--out", t / "r", "--eval-questions", 0], ["--eval-questions", "at least 1"]),
     "train rag: --max-target-length 1": (
-        lambda t, c: ["train", "rag", "--index", c["dense"], "--encoder", c["dpr"], "--generator", c["dpr"], "--train", c["qa"],
+        lambda t, c: ["train", "rag", "--index", c["dense"], "--encoder", c["dpr"], "--generator", c["generator"], "--train", c["qa"],
                       "--dev", c["qa"], "--out", t / "r", "--max-target-length", 1], ["--max-target-length", "at least 2"]),
     "pretrain: --minutes inf (trained without end)": (
         lambda t, c: ["pretrain", "--out", t / "g", "--preset", "tiny", "--minutes", "inf"], ["--minutes", "finite"]),
@@ -842,7 +851,7 @@ def _build(t, c, *extra) -> list:
 
 def _rag(t, c, *extra) -> list:
     """`lewisrag train rag` on the fixtures, with `extra` flags."""
-    return ["train", "rag", "--index", c["dense"], "--encoder", c["dpr"], "--generator", c["dpr"], "--train", c["qa"],
+    return ["train", "rag", "--index", c["dense"], "--encoder", c["dpr"], "--generator", c["generator"], "--train", c["qa"],
             "--dev", c["qa"], "--out", t / "r", *extra]
 
 
@@ -906,7 +915,7 @@ def _damaged(index: Path, tmp: Path, name: str, how) -> Path:
 
 
 @pytest.fixture
-def inputs(tiny_corpus, dpr_ckpt, dense_idx, tmp_path):
+def inputs(tiny_corpus, dpr_ckpt, dense_idx, bart_dir, tmp_path):
     bm25 = tmp_path / "bm25"
     from lewisrag.index.bm25 import build_bm25_index
 
@@ -916,7 +925,7 @@ def inputs(tiny_corpus, dpr_ckpt, dense_idx, tmp_path):
     docs = tmp_path / "docs.jsonl"
     docs.write_text(json.dumps({"id": "d", "title": "T", "text": "one two three"}) + "\n")
     return {"passages": tiny_corpus["passages"], "qa": tiny_corpus["qa"], "dpr": dpr_ckpt, "dense": dense_idx, "bm25": bm25, "answers": answers,
-            "docs": docs, "gate": Path(__file__).parent / "data" / "gate_runs"}
+            "generator": bart_dir, "docs": docs, "gate": Path(__file__).parent / "data" / "gate_runs"}
 
 
 @pytest.mark.parametrize("case", list(BAD_INPUTS))
@@ -944,6 +953,11 @@ MANIFEST_DAMAGE = [  # (index, the manifest's edit, the field the error must nam
     ("dense", lambda m: {**m, "search_params": {"nprobe": "x"}}, "search_params.nprobe"),
     ("dense", lambda m: {**m, "search_params": {"nprob": 4}}, "search_params.nprob"),  # was set on nothing, in silence
     ("dense", lambda m: {**m, "search_params": {"nprobe": 2.5}}, "search_params.nprobe"),
+    # FAISS's own limits: nprobe 0 failed every search with a RuntimeError (`cur_nprobe > 0`), efSearch 0
+    # returned no passages, and a value past a C int wraps round
+    ("dense", lambda m: {**m, "search_params": {"nprobe": 0}}, "search_params.nprobe"),
+    ("dense", lambda m: {**m, "search_params": {"efSearch": 0}}, "search_params.efSearch"),
+    ("dense", lambda m: {**m, "search_params": {"quantizer_efSearch": 2**31}}, "search_params.quantizer_efSearch"),
     ("dense", lambda m: {**m, "rerank_depth": -1}, "rerank_depth"),
     ("dense", lambda m: {**m, "rerank_depth": 10**12}, "rerank_depth"),  # a search asked for TiBs of candidates
     ("dense", lambda m: {**m, "metric": "l2"}, "metric"),  # searched by inner product all the same, in silence

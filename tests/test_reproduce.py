@@ -317,7 +317,7 @@ def test_the_tasks_retriever_trains_on_its_own_schedule(tiny_run, tmp_path, monk
     shutil.copytree(out / "world", tmp_path / "world")
     seen = {}
 
-    def fake_train(cfg, queries, passages, path, on_step=None):
+    def fake_train(cfg, queries, passages, path, on_step=None, overwrite=False):
         seen[path.name] = (cfg, len(queries))
         return {"final_loss": 0.0, "ctx_fingerprint": "x"}
 

@@ -132,6 +132,46 @@ def test_overwrite_never_replaces_a_part_of_another_lewisrag_output(tmp_path, mo
     assert sorted(p.name for p in run.iterdir()) == [".lewisrag", "tasks", "world"]  # no staging folder either
 
 
+def test_overwrite_never_replaces_a_file_of_another_lewisrag_output(tmp_path, monkeypatch, capsys):
+    """A file --out is refused as a folder --out is: `swap --out RUN/index_b/manifest.json --overwrite`
+    replaced that index's manifest with a swap matrix (exit 0, the index destroyed). A new file may
+    be written there, and a file of no marked folder is replaced as before."""
+    from lewisrag.data.outputs import check_out_file
+
+    run = tmp_path / "RUN"
+    mark(run, "reproduction")
+    mark(run / "index_b", "index")
+    manifest = run / "index_b" / "manifest.json"
+    manifest.write_text("{}")
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text(json.dumps({"id": "d1", "title": "T", "text": "one two three"}) + "\n")
+    for target, made in ((manifest.with_suffix(".jsonl"), "index"), (run / "results.jsonl", "reproduction")):
+        target.write_text("the run's\n")
+        code, _, err = run_main(monkeypatch, capsys, "chunk", "--docs", docs, "--out", target, "--overwrite")
+        assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+        assert f"is part of the lewisrag {made} at" in err and "'--out'" in err and str(target) in err
+        assert target.read_text() == "the run's\n"  # chunk writes .jsonl files only: swap's check below
+    with pytest.raises(InputError, match="is part of the lewisrag index at") as e:  # swap's and `index questions`' check
+        check_out_file(manifest, overwrite=True)
+    assert e.value.field == "--out" and manifest.read_text() == "{}"
+    assert run_main(monkeypatch, capsys, "chunk", "--docs", docs, "--out", run / "new.jsonl")[0] == 0
+    alone = tmp_path / "alone.jsonl"
+    alone.write_text("old\n")
+    assert run_main(monkeypatch, capsys, "chunk", "--docs", docs, "--out", alone, "--overwrite")[0] == 0
+    assert alone.read_text() != "old\n"
+    # a marker that lists what its output wrote: only those files are its own; an earlier swap's file
+    # (written beside them, not by the output) is replaced with --overwrite as any file is
+    from lewisrag.data.outputs import record_files
+    listed = tmp_path / "IDX"
+    mark(listed, "index")
+    (listed / "manifest.json").write_text("{}")
+    record_files(listed, ["manifest.json"])
+    (listed / "swap.json").write_text("an earlier swap's")
+    with pytest.raises(InputError, match="is part of the lewisrag index at"):
+        check_out_file(listed / "manifest.json", overwrite=True)
+    assert check_out_file(listed / "swap.json", overwrite=True) == listed / "swap.json"
+
+
 def test_a_run_begun_before_a_preset_field_existed_resumes_while_one_away_from_its_default_does_not(tmp_path):
     """DPRTrainConfig.hard_negatives_from came with a default that trains as before: a config.json
     written without it was refused as "another lewisrag version's preset began the run"."""

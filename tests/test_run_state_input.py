@@ -150,6 +150,15 @@ def _damage_record(d):
     d["records"][1]["id"] = None
 
 
+def _drop(*keys):
+    """A change deleting the field at `keys` (a path into the record)."""
+    def change(d):
+        for key in keys[:-1]:
+            d = d[key]
+        del d[keys[-1]]
+    return change
+
+
 STAGE_CASES = {
     "retrieval a list": ("retrieval", lambda d: [], "(top level)", "expected a JSON object, got 'list'"),
     "retrieval without split": ("retrieval", lambda d: d.pop("split") and None, "split", "missing"),
@@ -159,6 +168,24 @@ STAGE_CASES = {
     "dpr without seconds": ("dpr", lambda d: {}, "seconds", "missing"),
     "world seconds a string": ("world", lambda d: d.update(seconds="1"), "seconds", "got '1'"),
     "evaluate out not an object": ("evaluate", lambda d: d.update(out=[]), "out", "got []"),
+    # what results.json and the report read (record_schema): refused before either is written
+    "swap matrix a string": ("knowledge_update", lambda d: d["out"].update(knowledge_update="x"),
+                             "out.knowledge_update", "got 'x'"),
+    "swap cell missing": ("knowledge_update", _drop("out", "knowledge_update", "rag_token", "index_b", "questions_a"),
+                           "out.knowledge_update.rag_token.index_b.questions_a", "missing"),
+    "swap notes not text": ("knowledge_update", lambda d: d.update(notes=[1]), "notes[0]", "got 1"),
+    "ablations without n_docs": ("ablations", _drop("out", "ablations", "n_docs"),
+                                 "out.ablations.n_docs", "missing"),
+    "ablations without a K": ("ablations", _drop("out", "ablations", "bm25_retriever", "by_k", "2"),
+                              "out.ablations.bm25_retriever.by_k.2", "missing, though ks holds 2"),
+    "ablations out empty": ("ablations", lambda d: d.update(out={}), "out.ablations", "missing"),
+    "qa system a list": ("evaluate", lambda d: d["out"]["qa"].update(rag_token=[]), "out.qa.rag_token", "got []"),
+    "qa exact match a string": ("evaluate", lambda d: d["out"]["qa"]["closed_book"].update(exact_match="1"),
+                                "out.qa.closed_book.exact_match", "got '1'"),
+    "compare adds a section": ("compare", lambda d: d["out"].update(config={}), "out.config", "does not write"),
+    "layers not an object": ("compare", lambda d: d["out"].update(layers=None), "out.layers", "got None"),
+    "retrieval bm25 without a k": ("retrieval", _drop("bm25", "recall_at_1"), "bm25.recall_at_1",
+                                   "missing"),
 }
 
 
@@ -170,10 +197,11 @@ def test_resume_refuses_a_damaged_stage_record_in_one_line(case, run, monkeypatc
     record = run / "stages" / f"{name}.json"
     edit_json(record, change)
     before = record.read_bytes()
-    results = (run / "results.json").read_bytes()
+    results, report = (run / "results.json").read_bytes(), (run / "report.md").read_bytes()
     code, _, err = run_main(monkeypatch, capsys, "reproduce", "--preset", "tiny", "--out", run, "--resume")
     assert_one_line_error(code, err, record, field, message)
     assert record.read_bytes() == before and (run / "results.json").read_bytes() == results
+    assert (run / "report.md").read_bytes() == report
     assert not list(run.rglob("*.tmp")) and not list(run.rglob("*.partial"))
 
 
@@ -186,10 +214,22 @@ def test_a_record_error_names_the_line_its_record_opens_on(run, monkeypatch, cap
     assert f"error: {record}:{opens[1]}: field" in err and opens[1] > 1
 
 
-def test_resume_refuses_a_damaged_run_config_in_one_line(run, monkeypatch, capsys):
-    (run / "config.json").write_text("[]")
+RESUME_CONFIG_CASES = {  # a damaged field is named as such: "threads": "x" was quoted "--threads 1 (the run's: 1)",
+    "top level": (lambda d: [], "(top level)", "expected a JSON object"),  # and "tasks": "qa" as "(the run's: q,a)"
+    "threads": (lambda d: d.update(threads="x"), "threads", "got 'x'; the run's config.json is damaged"),
+    "tasks": (lambda d: d.update(tasks="qa"), "tasks", "expected a list of task names, got 'qa'"),
+    "seed": (lambda d: d.update(seed=None), "seed", "got None"),
+    "preset threads": (lambda d: d["preset"].update(threads=[1]), "preset.threads", "got [1]"),
+}
+
+
+@pytest.mark.parametrize("case", list(RESUME_CONFIG_CASES))
+def test_resume_refuses_a_damaged_run_config_in_one_line(case, run, monkeypatch, capsys):
+    change, field, message = RESUME_CONFIG_CASES[case]
+    edit_json(run / "config.json", change)
     code, _, err = run_main(monkeypatch, capsys, "reproduce", "--preset", "tiny", "--out", run, "--resume")
-    assert_one_line_error(code, err, run / "config.json", "(top level)", "expected a JSON object")
+    assert_one_line_error(code, err, run / "config.json", field, message)
+    assert "the run's:" not in err
 
 
 def test_a_deleted_stage_record_runs_the_stage_again(run, monkeypatch, capsys):

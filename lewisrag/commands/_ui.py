@@ -80,7 +80,7 @@ class UsageError(typer.BadParameter):
 # The commands that train or run models on the CPU: they multiply float32 linear layers through the
 # library $LEWISRAG_CPU_LINEAR names (auto by default; `data.cpu_linear`). `reproduce` takes it as a
 # flag too; the others would pay torch's import for nothing.
-MODEL_COMMANDS = frozenset({"dpr", "rag", "stitched", "pretrain", "build", "search", "tune", "verify", "cut", "retrieval", "ask",
+MODEL_COMMANDS = frozenset({"dpr", "rag", "stitched", "pretrain", "build", "search", "tune", "verify", "cut", "targets", "retrieval", "ask",
                             "swap", "compare", "export"})
 
 

@@ -26,7 +26,9 @@ def reproduce(
     hub_dir: Path = typer.Option(None, "--hub-dir", envvar="LEWISRAG_HUB_DIR", help="base preset: a folder holding "
                                  "DIR/<repo> for each checkpoint and data set (else the Hugging Face cache is searched)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds files that are not a "
-                                   "reproduction run (replaced once every stage is done); never a folder lewisrag did not make."),
+                                   "reproduction run (replaced once every stage is done), and the files added to its stage "
+                                   "folders since lewisrag wrote them (a rerun refuses them by name first); never a folder "
+                                   "lewisrag did not make."),
     threads: int = typer.Option(None, "--threads", min=0, help="torch CPU threads (default: the preset's; 0: the CPUs "
                                 "idle at the start). Float results depend on it; config.json records it."),
     cpu_linear: str = typer.Option("auto", "--cpu-linear", envvar="LEWISRAG_CPU_LINEAR", help="Which library multiplies "

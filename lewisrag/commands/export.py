@@ -35,7 +35,7 @@ def decoding_note(variant: str, generate_kwargs: dict, beam_kwargs: dict) -> str
     """How transformers' generate() on the export gives `lewisrag ask`'s answers (experiments.export).
 
     >>> print(decoding_note("sequence", {"num_beams": 1, "max_length": 32, "forced_bos_token_id": 0}, {"early_stopping": True}))
-    note: transformers' RagSequenceForGeneration reloads without the generator's generation settings; pass generate(num_beams=1, max_length=32, forced_bos_token_id=0) to get lewisrag ask's answers (greedy), or the same with num_beams=N, early_stopping=True for lewisrag ask --num-beams N's
+    note: transformers' RagSequenceForGeneration reloads without the generator's generation settings; pass generate(num_beams=1, max_length=32, forced_bos_token_id=0) to get lewisrag ask's answers (greedy), or the same with num_beams=N, early_stopping=True for lewisrag ask --num-beams N's; except that transformers 5 searches each passage without the attention mask ask uses, so where passages are padded the answers can differ (docs/real-data.md)
     """
     beams = ", ".join(["num_beams=N", *(f"{k}={v!r}" for k, v in beam_kwargs.items())])
     if variant == "token":  # its generation_config.json holds generate_kwargs
@@ -44,4 +44,5 @@ def decoding_note(variant: str, generate_kwargs: dict, beam_kwargs: dict) -> str
     settings = ", ".join(f"{k}={v!r}" for k, v in generate_kwargs.items())
     return (f"note: transformers' RagSequenceForGeneration reloads without the generator's generation settings; "
             f"pass generate({settings}) to get lewisrag ask's answers (greedy), or the same with {beams} "
-            f"for lewisrag ask --num-beams N's")
+            f"for lewisrag ask --num-beams N's; except that transformers 5 searches each passage without the attention "
+            f"mask ask uses, so where passages are padded the answers can differ (docs/real-data.md)")

@@ -136,8 +136,8 @@ def _no_word_note(retriever, query: str, hits) -> str | None:
     if isinstance(retriever, BM25Retriever):
         # BM25 scores are never negative: a best score of 0 means no passage holds a word of the query
         if hits and hits[0].score == 0:
-            return ("no passage holds a word of the query (stop words aside): the hits all score 0 and are "
-                    "listed in the index's order, not ranked")
+            return ("no passage holds a word of the query (stop words aside): the hits all score 0, so they "
+                    "are not ranked and their order means nothing")
         return None
     from lewisrag.experiments.ask import knows_no_word
 

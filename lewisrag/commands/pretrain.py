@@ -23,6 +23,7 @@ def parse_overrides(pairs: list[str]) -> dict:
     from lewisrag.data.world import MAX_ENTITIES, MIN_ENTITIES
     from lewisrag.training.pretrain_data import MIN_VOCAB
     from lewisrag.training.pretrain import PretrainConfig
+    from lewisrag.training.rag_data import lr_problem
 
     known = {f.name: f.type for f in fields(PretrainConfig)}
     given_once("--set", [pair.partition("=")[0] for pair in pairs])  # else the last would win in silence
@@ -32,6 +33,8 @@ def parse_overrides(pairs: list[str]) -> dict:
         if not sep or key not in known or key in FLAGS:
             raise InputError("--set", f"expected KEY=VALUE with KEY a PretrainConfig field (not {'/'.join(FLAGS)}), got {pair!r}")
         out[key] = _typed(key, value, known[key])
+        if key == "lr" and (why := lr_problem(out[key])) is not None:  # as every trainer's --lr: 1e40 overflowed float32
+            raise InputError("--set", f"lr {why}")
         if key in AT_LEAST_ONE and out[key] < 1:
             raise InputError("--set", f"{key} must be at least 1, got {out[key]}")
         if key in LENGTHS and out[key] < 3:  # the tokenizer adds <s> and </s>; at max_length 1 it cuts nothing at all

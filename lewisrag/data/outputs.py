@@ -40,6 +40,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -196,6 +197,77 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
     return out
 
 
+def check_part(folder: str | os.PathLike, kind: str, *, overwrite: bool = False, what: str = "a rerun",
+               legacy: Iterable[str] = (), within: Iterable[str] = ()) -> None:
+    """Refuse to let a rerun replace `folder`, a part of a larger output that lewisrag wrote (a
+    reproduction's RUN/dpr, RUN/rag_token: `what` names the stage in the message), as it would
+    destroy the user's files: a link or a file in its place, a folder lewisrag did not write as `kind`
+    (whatever `overwrite`), or a file the user added to it since (`added_files`), unless `overwrite`.
+    The rule `check_out_dir(replaces=True)` keeps for a command's `--out`, for the folders a command
+    writes inside its own. Call it before anything is removed or redone.
+
+    `legacy`: the names lewisrag writes there, for a folder whose marker lists none (or that has no
+    marker, written before it had one): a name outside them is the user's; "SUB/NAME" names what it
+    writes in its subfolder SUB, whose other names are then the user's too. `within`: the subfolders
+    the rerun replaces (a resumed training run's checkpoint/, best/, final/), when not all of `folder`.
+    """
+    inner = {n for n in legacy if "/" in n}
+    folder, legacy, within = physical(folder), {n.split("/")[0] for n in legacy}, set(within)
+    if folder.is_symlink():
+        raise InputError(folder, f"is a symbolic link where {what} writes a folder; move it away")
+    if not folder.exists():
+        return
+    if not folder.is_dir():
+        raise InputError(folder, f"is a file where {what} writes a folder; move it away")
+    sweep_leftovers(folder.parent, folder.name)
+    for sub, _, _ in os.walk(folder):  # killed writers' temporary files are lewisrag's, not the user's
+        sweep_leftovers(Path(sub))
+    names = sorted(n for n in os.listdir(folder) if n != MARKER)
+    made = made_by(folder)
+    if not names:
+        return
+    if made is None and not set(names) & legacy:  # `legacy`: a folder of this kind from before it had a marker
+        raise InputError(folder, f"holds files lewisrag did not write (such as {names[0]!r}) where {what} writes "
+                         "its folder, which no command replaces, --overwrite or not; move them away")
+    if made is not None and made != kind:
+        raise InputError(folder, f"holds a lewisrag {made} where {what} writes {_a(kind)}, which no command "
+                         "replaces, --overwrite or not; move it away")
+    if overwrite:
+        return
+    if legacy and (made is None or written_files(folder) is None):  # no list: only the names lewisrag writes are known
+        added = [n for n in names if n not in legacy]
+        for sub in sorted({n.split("/")[0] for n in inner}):
+            if (folder / sub).is_dir() and not (folder / sub).is_symlink():
+                added += [f"{sub}/{n}" for n in sorted(os.listdir(folder / sub)) if f"{sub}/{n}" not in inner]
+    else:
+        added = added_files(folder)
+    olds = {f".{n}.old" for n in (written_files(folder) or []) + sorted(legacy)}  # a replace killed between its renames
+    added = [a for a in added if a not in olds and (not within or a.split("/")[0] in within)]
+    if added:
+        replaced = folder / added[0].split("/")[0] if within else folder
+        raise InputError(folder / added[0], f"was not written by lewisrag, and {what} replaces {replaced} "
+                         "whole; move it away, or pass --overwrite to replace it")
+
+
+def discard_output(folder: str | os.PathLike, kind: str, legacy: Iterable[str] = ()) -> None:
+    """Remove `folder`, an output lewisrag wrote as `kind` that a rerun redoes from its start, once
+    `check_part` (or `check_out_dir(replaces=True)`) found nothing of the user's in it (`legacy`: as
+    `check_part`'s, for a folder of this kind written before it had a marker). It is renamed aside
+    first (`.NAME.old`, which the next replace there clears), so a kill never leaves it half removed;
+    a folder of another kind or of none is refused, never removed."""
+    folder = physical(folder)
+    if not folder.exists() and not folder.is_symlink():
+        return
+    names = set(os.listdir(folder)) if folder.is_dir() and not folder.is_symlink() else set()
+    unmarked_ours = made_by(folder) is None and names & {n.split("/")[0] for n in legacy}
+    if folder.is_symlink() or not folder.is_dir() or (names and not is_ours(folder, kind) and not unmarked_ours):
+        raise InputError(folder, f"is not {_a(kind)} lewisrag wrote, so it is not removed; move it away")
+    old = _old(folder)
+    _clear_old(old)
+    os.replace(folder, old)
+    _discard(old)
+
+
 def _check_replaceable(out: Path, flag: str, given: str | os.PathLike | None = None) -> None:
     """Refuse, even with --overwrite, to replace a folder whose loss is far more often a slip (`--out ~`,
     `--out $UNSET/`, `--out /data`) than a wish: the root, a folder right under it (/root, /home,
@@ -274,7 +346,10 @@ def check_out_file(out: str | os.PathLike, *, overwrite: bool = False, flag: str
                    inputs: Iterable[tuple[str, object]] = ()) -> Path:
     """Refuse an output file path that is a folder, an existing file (without `overwrite`), unwritable,
     or one of the command's `inputs` ((flag, path) pairs; None and `hf:` specs skipped) or inside one of
-    them: even --overwrite never replaces an input file or a file of an input folder (a model's weights)."""
+    them: even --overwrite never replaces an input file or a file of an input folder (a model's weights),
+    nor an existing file that a folder lewisrag marked as an output wrote (an index's manifest.json;
+    every file of a folder whose marker lists none): it is part of that output. A new file may be
+    written there, and one the output did not write (an earlier `swap --out RUN/swap.json`) replaced."""
     out = Path(out)
     if out.is_symlink():  # the rename that writes it would replace the link, leaving its target stale
         raise InputError(out, f"is a symbolic link; give the file it points to ({os.path.realpath(out)})", field=flag)
@@ -289,6 +364,14 @@ def check_out_file(out: str | os.PathLike, *, overwrite: bool = False, flag: str
         if where == held or where.is_relative_to(held):
             what = "is" if where == held else "is inside"
             raise InputError(out, f"{what} {name} {path}, which writing here would damage; choose another", field=flag)
+    if out.exists():  # as `_check_not_part_of_an_output` refuses folders: a file of a marked folder is part of it
+        for folder in where.parents:  # (`swap --out RUN/index_b/manifest.json --overwrite` destroyed that index)
+            if (other := made_by(folder)) is None:
+                continue
+            listed = written_files(folder)  # a file the output did not write (an earlier swap's) may be replaced
+            if listed is None or where.relative_to(folder).parts[0] in listed:
+                raise InputError(out, f"is part of the lewisrag {other} at {folder}, which --overwrite never "
+                                 "replaces; choose a file outside it", field=flag)
     if out.exists() and not overwrite:
         raise InputError(out, "file exists; choose another or pass --overwrite to replace it", field=flag)
     check_writable(out.parent, flag)
@@ -470,6 +553,7 @@ def staged_dir(path: str | os.PathLike, kind: str | None = None) -> Iterator[Pat
     tmp, made = _stage_beside(target)
     try:
         yield tmp
+        usual_modes(tmp)
         if kind is not None:
             mark(tmp, kind)
     except BaseException:
@@ -477,6 +561,19 @@ def staged_dir(path: str | os.PathLike, kind: str | None = None) -> Iterator[Pat
         remove_if_empty(made)
         raise
     replace_dir(tmp, target)
+
+
+def usual_modes(folder: Path) -> None:
+    """Give every file and folder below `folder` the mode the umask gives a new one: some writers make
+    theirs private (transformers 5's `save_pretrained` writes model.safetensors 0600 beside a 0644
+    config.json, as mkstemp does), and an output is shared as a whole or not at all."""
+    mask = _umask()
+    for root, dirs, files in os.walk(folder):
+        for name, mode in [*((d, 0o777 & ~mask) for d in dirs), *((f, 0o666 & ~mask) for f in files)]:
+            path = os.path.join(root, name)
+            st = os.lstat(path)
+            if not stat.S_ISLNK(st.st_mode) and stat.S_IMODE(st.st_mode) != mode:
+                os.chmod(path, mode)
 
 
 def _stage_beside(target: Path) -> tuple[Path, Path | None]:
@@ -505,6 +602,7 @@ def rewritten_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
     try:
         with exclusive(out, flag):
             yield tmp
+            usual_modes(tmp)  # before the user's files are linked in: their modes are theirs
             mark(tmp, kind)
             names = [n for n in os.listdir(tmp) if n != MARKER]
             record_files(tmp, names)  # before the user's files join it: the marker lists what lewisrag wrote

@@ -250,9 +250,29 @@ def check_recipe(path: str | os.PathLike, required: bool = False) -> None:
         raise InputError(str(path / WEIGHTS), f"sha256 does not match {RECIPE} ({str(expected)[:12]}...): damaged or replaced weights")
 
 
-def check_generator_folder(path: str | os.PathLike, flag: str = "--generator") -> None:
-    """A local transformers sequence-to-sequence model folder (BART or another encoder-decoder), told by its
-    config.json before any weights load: a DPR or causal-LM folder given as the generator is one clear line."""
+# The generators a RagModel decodes with, by config.json's model_type. RAG's decoding runs the decoder through
+# `rag_model.bart_decoder.GroupedBartDecoder`, which computes BartDecoder step by step (post-LayerNorm layers,
+# learned positions offset by 2, layernorm_embedding) and nothing else: a T5 (T5Stack) or an mBART (pre-LayerNorm
+# layers, a final layer_norm) trained, then failed at the first decode. Other seq2seq models train with
+# `train stitched` (and the closed-book baseline), which decode with transformers' own `generate`.
+RAG_GENERATORS = ("bart",)
+
+
+def rag_generator_problem(model_type: object) -> str | None:
+    """Why a generator of `model_type` cannot be a RAG generator, or None.
+
+    >>> rag_generator_problem("bart") is None, rag_generator_problem("t5")
+    (True, "model_type is 't5': RAG decodes with BART's decoder only (model_type 'bart')")
+    """
+    if model_type in RAG_GENERATORS:
+        return None
+    return f"model_type is {model_type!r}: RAG decodes with BART's decoder only (model_type 'bart')"
+
+
+def check_generator_folder(path: str | os.PathLike, flag: str = "--generator", any_seq2seq: bool = False) -> None:
+    """A local transformers BART folder (`RAG_GENERATORS`), told by its config.json before any weights load:
+    a DPR or causal-LM folder, or a T5 or mBART given as a RAG generator, is one clear line. `any_seq2seq`:
+    any sequence-to-sequence model (`train stitched` and the closed-book baseline decode with `generate`)."""
     from transformers.models.auto.modeling_auto import MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES
 
     p = Path(path)
@@ -263,11 +283,15 @@ def check_generator_folder(path: str | os.PathLike, flag: str = "--generator") -
     if model_type not in MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES:
         raise InputError(p / "config.json", f"{flag}: not a sequence-to-sequence generator folder (BART): model_type "
                          f"is {model_type!r}", field="model_type")
+    if not any_seq2seq and (why := rag_generator_problem(model_type)) is not None:
+        raise InputError(p / "config.json", f"{flag}: {why}; a T5, mBART or other seq2seq model trains with "
+                         "`lewisrag train stitched`", field="model_type")
 
 
-def load_generator(path: str | os.PathLike, require_recipe: bool = False, device: str = "cpu"):
+def load_generator(path: str | os.PathLike, require_recipe: bool = False, device: str = "cpu", any_seq2seq: bool = False):
     """(seq2seq generator in fp32 eval mode on `device` (auto, cpu, cuda[:N]), its fast tokenizer)
-    from a local transformers directory, checked against its recipe.json when it has one (`check_recipe`)."""
+    from a local transformers directory, checked against its recipe.json when it has one (`check_recipe`).
+    A BART unless `any_seq2seq` (`check_generator_folder`)."""
     # torch and transformers load on first use: the evaluator (eval.metrics, eval.judges.nli) and
     # the BM25 index path import this module for load_model and never need them
     import torch
@@ -275,7 +299,7 @@ def load_generator(path: str | os.PathLike, require_recipe: bool = False, device
 
     check_recipe(path, required=require_recipe)
     if Path(path).is_dir():
-        check_generator_folder(path)
+        check_generator_folder(path, any_seq2seq=any_seq2seq)
     generator = load_model(AutoModelForSeq2SeqLM.from_pretrained, path, "generator", dtype=torch.float32).eval()
     generator.to(resolve_device(device))
     return generator, generator_tokenizer(path)

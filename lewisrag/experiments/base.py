@@ -197,11 +197,13 @@ def _check_generation(folder: Path) -> None:
 
 
 def run_base(preset: Preset, run: Path, seed: int, resume: bool, threads: int | None, assets: BaseAssets,
-             read: dict, run_stage, on_stage, on_progress: Progress, lang: str = "en") -> tuple[dict, dict]:
+             read: dict, run_stage, on_stage, on_progress: Progress, lang: str = "en",
+             overwrite: bool = False) -> tuple[dict, dict]:
     """Every stage of the base preset into `run` (`read`: what `prepare` read; `run_stage`:
     `reproduce._run_stage`); returns results.json's content and each stage's record, for
     `reproduce` to write. `lang`, the reports' language, is recorded in config.json when it is not
-    English; no stage of this preset writes text, so a resumed run may change it."""
+    English; no stage of this preset writes text, so a resumed run may change it. The folders its
+    stages replace are checked first (`stages.check_rerun`; `overwrite`: reproduce's)."""
     train, dev, test, passages = read["train"], read["dev"], read["test"], read["passages"]
     swap_sets = bool(assets.passages_b and assets.questions_a and assets.questions_b)
 
@@ -214,6 +216,9 @@ def run_base(preset: Preset, run: Path, seed: int, resume: bool, threads: int | 
     if saved is not None and comparable(saved) != comparable(config):
         raise InputError(run / "config.json", "was written by another preset, seed or assets: "
                          f"{'; '.join(resume_differences(saved, config))}; use a new --out or drop --resume")
+    # before anything is removed: a file the user added to a stage's folder is refused now, not lost
+    S.check_rerun(run, [f"index_{snap}" for snap in passages] + ["generator", "rag_token", "rag_sequence", "closed_book"],
+                  resume, overwrite)
     S.start_run(run, config, resume)
     stages: dict[str, dict] = {}
 
@@ -225,9 +230,9 @@ def run_base(preset: Preset, run: Path, seed: int, resume: bool, threads: int | 
     stage("data", lambda: _data(data, {"train": train, "dev": dev, "test": test,
                                        **{k: read[k] for k in ("questions_a", "questions_b") if k in read}}, passages["a"]))
     for snap, table in passages.items():
-        stage(f"index_{snap}", lambda s=snap, t=table: _dense(run, preset, s, t, assets, on_progress))
+        stage(f"index_{snap}", lambda s=snap, t=table: _dense(run, preset, s, t, assets, on_progress, overwrite))
     stage("retrieval", lambda: _retrieval(run, test, pair, on_progress))
-    stage("generator", lambda: _generator(run, assets.generator))
+    stage("generator", lambda: _generator(run, assets.generator, overwrite))
     files = {"train": str(data / "train.jsonl"), "dev": str(data / "dev.jsonl")}
     for name, variant in (("rag_token", "token"), ("rag_sequence", "sequence")):
         stage(name, lambda n=name, v=variant: S.rag(run, preset, seed, n, v, False, resume, on_progress, **pair, **files,
@@ -285,14 +290,15 @@ def _data(data: Path, sets: dict, passages) -> dict:
             **({"gold_not_indexed": outside} if gold else {})}
 
 
-def _dense(run: Path, preset: Preset, snap: str, passages, assets: BaseAssets, on_progress: Progress) -> dict:
+def _dense(run: Path, preset: Preset, snap: str, passages, assets: BaseAssets, on_progress: Progress,
+           overwrite: bool = False) -> dict:
     """RUN/index_<snap> over `passages`, already cut to --max-passages (`prepare`)."""
     on_gpu = resolve_device(preset.device) != "cpu"  # the CPU encodes in float32, 64 passages a batch (the defaults)
     reuse, why = _stored_vectors(passages, assets.context_encoder)
     build = DenseBuildConfig(factory=preset.index_factory, device=preset.device, reuse_embeddings=reuse,
                              mixed_precision=preset.rag.mixed_precision if on_gpu else "no", batch_size=256 if on_gpu else 64)
     manifest = build_dense_index(passages, assets.context_encoder, run / f"index_{snap}", build,
-                                 lambda stage, d, t: on_progress(f"index_{snap} {stage}", d, t, ""), overwrite=True)
+                                 lambda stage, d, t: on_progress(f"index_{snap} {stage}", d, t, ""), overwrite=overwrite)
     return {"dir": f"index_{snap}", "n_passages": manifest["n_passages"], "content_hash": manifest["content_hash"],
             "embeddings": "reused" if reuse else "encoded", **({"why_encoded": why} if why else {})}
 
@@ -335,8 +341,8 @@ def _retrieval(run: Path, test, pair: dict, on_progress: Progress) -> dict:
     return {"out": {"retrieval": {"split": "test", "n": r["n"], "gold_not_indexed": outside, **hits}}}
 
 
-def _generator(run: Path, source: str) -> dict:
-    S.copy_generator(source, run / "generator")
+def _generator(run: Path, source: str, overwrite: bool = False) -> dict:
+    S.copy_generator(source, run / "generator", overwrite=overwrite)
     return {"dir": "generator", "source": _where(source)}
 
 

@@ -295,11 +295,14 @@ def _run_max_length(run: Path) -> int:
     return read_run_config(run).get("preset", {}).get("rag", {}).get("max_target_length", 32)
 
 
-def train_stitched_stage(run: str | os.PathLike, preset, seed: int, on_progress: Progress = lambda *a: None) -> dict:
-    """The `stitched` stage of `lewisrag reproduce`: train the stitched system's generator into RUN/stitched."""
+def train_stitched_stage(run: str | os.PathLike, preset, seed: int, on_progress: Progress = lambda *a: None,
+                         overwrite: bool = False) -> dict:
+    """The `stitched` stage of `lewisrag reproduce`: train the stitched system's generator into RUN/stitched
+    (a file the user added to an earlier one there is refused, unless `overwrite`)."""
     run = Path(run)
     cfg = stitched_config(run, preset, seed)
-    return train_stitched(cfg, run / "stitched", lambda s, t, loss: on_progress("stitched training", s, t, f"loss {loss:.3f}"))
+    return train_stitched(cfg, run / "stitched", lambda s, t, loss: on_progress("stitched training", s, t, f"loss {loss:.3f}"),
+                          overwrite=overwrite)
 
 
 def compare_stage(run: str | os.PathLike, preset, seed: int, on_progress: Progress = lambda *a: None,

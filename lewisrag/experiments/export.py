@@ -32,6 +32,10 @@ lewisrag_export.json:
                       num_beams=1, max_length=32 and (RAG-Sequence) every setting its reload loses
     beam_kwargs       add these and num_beams=N to get `ask --num-beams N`'s answers
 
+except, for RAG-Sequence, where passages are padded: transformers 5 runs its per-passage search
+without an attention mask (`ask` masks the padding, as training does), so those answers can differ
+(docs/real-data.md, "One difference no setting can carry").
+
 transformers' retriever builds each generator input from the question *decoded* from its input ids
 (`question_encoder_tokenizer.batch_decode`), not from the string asked: with an uncased question
 tokenizer the question reaches the generator lowercased, as it does in transformers' RAG itself.

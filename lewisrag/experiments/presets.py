@@ -295,8 +295,9 @@ def _threads(preset: dict, config: dict) -> str:
 
 def read_run_config(run: str | os.PathLike) -> dict:
     """RUN/config.json ({} when the run has none), read back with what later commands take from it
-    checked: an object whose preset and RAG schedule are objects, and the numbers `compare` decodes
-    with (preset.rag.max_target_length, preset.stitched_k) whole numbers >= 1 where present. Each
+    checked: an object whose preset and RAG schedule are objects, the numbers `compare` decodes
+    with (preset.rag.max_target_length, preset.stitched_k) whole numbers >= 1 where present, and the
+    fields a resume compares and quotes (seed, threads, tasks, the preset's name, lang, threads). Each
     fault is an InputError naming the file and the field. Keys `Preset` no longer has are let be: a
     run made by an older lewisrag holds fields since removed (`parallel`), and compare reads none."""
     file = Path(run) / "config.json"
@@ -312,6 +313,18 @@ def read_run_config(run: str | os.PathLike) -> dict:
         key = name.rpartition(".")[2]
         if key in holder:
             expect(is_count(holder[key]) and holder[key] >= 1, file, name, "a whole number >= 1", holder[key])
+    # what a resume compares and quotes (`resume_differences`): a damaged value is named as such, not
+    # quoted as the run's (a "threads": "x" read as "--threads 1 (the run's: 1)", "tasks": "qa" as "q,a")
+    for name, holder, ok, what in (
+            ("seed", config, is_count, "a whole number >= 0"),
+            ("threads", config, lambda v: v is None or is_count(v), "null or a whole number >= 0"),
+            ("tasks", config, lambda v: isinstance(v, list) and all(isinstance(t, str) for t in v), "a list of task names"),
+            ("preset.threads", preset, lambda v: v is None or is_count(v), "null or a whole number >= 0"),
+            ("preset.name", preset, lambda v: isinstance(v, str), "a preset name"),
+            ("preset.lang", preset, lambda v: isinstance(v, str), "a language code")):
+        key = name.rpartition(".")[2]
+        if key in holder:
+            expect(ok(holder[key]), file, name, what, holder[key], "; the run's config.json is damaged")
     return config
 
 

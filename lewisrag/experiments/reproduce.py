@@ -52,6 +52,7 @@ from lewisrag.eval.results import FORMAT, Producer, QuestionRecord, Results, wri
 from lewisrag.experiments import stages as S
 from lewisrag.experiments.base import prepare, run_base
 from lewisrag.experiments.presets import Preset, comparable, read_run_config, resume_differences
+from lewisrag.experiments.record_schema import check_stage_record
 from lewisrag.experiments.report import write_report
 from lewisrag.experiments.tasks import stages as task_stages
 from lewisrag.index import open_retriever, retrieval_recall
@@ -65,11 +66,13 @@ Progress = Callable[[str, int, int, str], None]  # (task, done, total, info)
 def _run_stage(run: Path, name: str, resume: bool, fn: Callable[[], dict], on_stage,
                needs: dict[str, tuple[type, str]] | None = None) -> dict:
     """Run `fn` unless `resume` and the stage finished before; record what it returned. A record read
-    back is checked (`stages.read_stage_record`, with `needs`: the fields the results take from it), and
-    so are the outputs it names (`stages.check_stage_outputs`)."""
+    back is checked (`stages.read_stage_record`, with `needs`: the fields the results take from it; then
+    `record_schema.check_stage_record`: what results.json and the report read from it), and so are the
+    outputs it names (`stages.check_stage_outputs`), before any stage runs or results.json is written."""
     path = S.stage_record(run, name)
     if resume and path.exists():
         result = S.read_stage_record(path, needs)
+        check_stage_record(path, name, result)
         S.check_stage_outputs(run, name, result, path)
         on_stage(name, "skipped", result)
         return result
@@ -107,6 +110,9 @@ def reproduce(
     missing, empty or a reproduction run, unless `overwrite`: then the run happens in a hidden
     sibling folder (`.NAME.overwrite`, where the same command resumes a killed run) that replaces
     `out` when every stage is done; never a folder inside another lewisrag output (`--out RUN/world`).
+    In a reproduction run, the folders its stages replace (RUN/dpr, RUN/rag_token, ...: all of them, or
+    with `resume` those of the stages still to run) are checked before anything is removed
+    (`stages.check_rerun`): a file the user added to one is refused by name, unless `overwrite`.
     `tasks` beyond "qa" add the stages of `experiments.tasks` (Jeopardy, FEVER) after the QA ones.
     `lang` ("en" or "zh") is the language of report.md, report.html and the plots' labels; config.json
     records it when it is not English. `cpu_linear` ("auto", "blas", "onednn"; None: $LEWISRAG_CPU_LINEAR,
@@ -133,9 +139,9 @@ def reproduce(
     with exclusive(run), torch_threads(threads), use_cpu_linear(linear):  # two runs into one folder would mix their stages' files
         if preset.hub:
             results = _finish(run, *run_base(preset, run, seed, resume, threads, assets, read, _run_stage, on_stage,
-                                             on_progress, lang), on_stage)
+                                             on_progress, lang, overwrite=overwrite), on_stage)
         else:
-            results = _reproduce(preset, run, seed, resume, threads, on_stage, on_progress, tuple(tasks), lang)
+            results = _reproduce(preset, run, seed, resume, threads, on_stage, on_progress, tuple(tasks), lang, overwrite)
     if run != out:
         replace_dir(run, out)
     return results
@@ -207,43 +213,46 @@ def with_lang(config: dict, lang: str) -> dict:
 
 
 def _reproduce(preset: Preset, run: Path, seed: int, resume: bool, threads: int | None, on_stage,
-               on_progress: Progress, tasks: tuple[str, ...] = ("qa",), lang: str = "en") -> dict:
+               on_progress: Progress, tasks: tuple[str, ...] = ("qa",), lang: str = "en", overwrite: bool = False) -> dict:
     if preset.generator.startswith("shipped:"):
         S.shipped_generator(preset)  # missing: say so now, not after the retriever stages
     if preset.lang != "en" and tasks[1:]:
         raise InputError("--tasks", f"{', '.join(tasks[1:])}: the tasks' templates are English only; run them with --lang en")
     config = {"preset": asdict(preset), "seed": seed, "threads": threads} | ({"tasks": list(tasks)} if tasks != ("qa",) else {})
     config = json.loads(json.dumps(with_lang(config, lang)))  # as read back
+    ow = overwrite
+    plan: list[tuple[str, Callable[[], dict], dict | None]] = [  # (stage, what it runs, the fields its record needs)
+        ("world", lambda: _world(run, preset, seed), None),
+        ("dpr", lambda: train_world_dpr(run, preset, seed, on_progress, overwrite=ow), None),
+        *((f"index_{snap}", lambda s=snap: world_index(run, preset, s, on_progress, overwrite=ow), None) for snap in "ab"),
+        ("bm25_a", lambda: _bm25(run, ow), None),
+        ("retrieval", lambda: _retrieval(run, preset, on_progress), RETRIEVAL_NEEDS),
+        ("generator", lambda: S.generator(run, preset, seed, on_progress, ow), None),
+        *((name, lambda n=name, v=variant, f=frozen: S.rag(run, preset, seed, n, v, f, resume, on_progress), None)
+          for name, variant, frozen in (("rag_token", "token", False), ("rag_sequence", "sequence", False),
+                                        ("rag_token_frozen", "token", True))),
+        ("closed_book", lambda: S.closed_book(run, preset, seed, on_progress), None),
+        ("evaluate", lambda: S.evaluate(run, preset, on_progress), None),
+        ("ablations", lambda: S.ablations(run, preset, on_progress), None),
+        ("knowledge_update", lambda: S.knowledge_update(run, preset, on_progress), None),
+        ("stitched", lambda: S.stitched(run, preset, seed, on_progress, ow), None),
+        ("compare", lambda: S.compare(run, preset, seed, on_progress, lang), None),
+    ]
+    if tasks[1:]:  # the tasks' retriever (experiments.tasks explains why they have their own), then each task
+        plan.append(("tasks_dpr", lambda: train_world_dpr(run, preset, seed, on_progress, out="tasks/dpr", statements=True,
+                                                          overwrite=ow), None))
+        plan += [(f"tasks_index_{snap}", lambda s=snap: world_index(run, preset, s, on_progress, "tasks/dpr",
+                                                                   f"tasks/index_{s}", overwrite=ow), None) for snap in "ab"]
+    for task in tasks[1:]:
+        plan += [(name, fn, None) for name, fn in task_stages(run, preset, seed, task, resume, on_progress, ow)]
+    # every folder a stage will replace, before anything is removed: a file the user added to the last of
+    # them is refused now, not once the stages before it were redone (and their folders' files lost)
+    S.check_rerun(run, [name for name, _, _ in plan], resume, overwrite)
     check_resumed_config(run, config, resume, "preset, seed or --tasks", text_stages=("compare",))
     S.start_run(run, config, resume)
     stages = {}
-
-    def stage(name: str, fn: Callable[[], dict], needs: dict | None = None) -> None:
+    for name, fn, needs in plan:
         stages[name] = _run_stage(run, name, resume, fn, on_stage, needs)
-
-    stage("world", lambda: _world(run, preset, seed))
-    stage("dpr", lambda: train_world_dpr(run, preset, seed, on_progress))
-    for snap in ("a", "b"):
-        stage(f"index_{snap}", lambda s=snap: world_index(run, preset, s, on_progress))
-    stage("bm25_a", lambda: _bm25(run))
-    stage("retrieval", lambda: _retrieval(run, preset, on_progress), RETRIEVAL_NEEDS)
-    stage("generator", lambda: S.generator(run, preset, seed, on_progress))
-    for name, variant, frozen in (("rag_token", "token", False), ("rag_sequence", "sequence", False),
-                                  ("rag_token_frozen", "token", True)):
-        stage(name, lambda n=name, v=variant, f=frozen: S.rag(run, preset, seed, n, v, f, resume, on_progress))
-    stage("closed_book", lambda: S.closed_book(run, preset, seed, on_progress))
-    stage("evaluate", lambda: S.evaluate(run, preset, on_progress))
-    stage("ablations", lambda: S.ablations(run, preset, on_progress))
-    stage("knowledge_update", lambda: S.knowledge_update(run, preset, on_progress))
-    stage("stitched", lambda: S.stitched(run, preset, seed, on_progress))
-    stage("compare", lambda: S.compare(run, preset, seed, on_progress, lang))
-    if tasks[1:]:  # the tasks' retriever (experiments.tasks explains why they have their own), then each task
-        stage("tasks_dpr", lambda: train_world_dpr(run, preset, seed, on_progress, out="tasks/dpr", statements=True))
-        for snap in ("a", "b"):
-            stage(f"tasks_index_{snap}", lambda s=snap: world_index(run, preset, s, on_progress, "tasks/dpr", f"tasks/index_{s}"))
-    for task in tasks[1:]:
-        for name, fn in task_stages(run, preset, seed, task, resume, on_progress):
-            stage(name, fn)
 
     return _finish(run, _assemble(config, stages), stages, on_stage)
 
@@ -319,29 +328,31 @@ def _world(run: Path, preset: Preset, seed: int) -> dict:
 
 
 def train_world_dpr(run: Path, preset: Preset, seed: int, on_progress: Progress, out: str = "dpr",
-                    statements: bool = False) -> dict:
+                    statements: bool = False, overwrite: bool = False) -> dict:
     """RUN/<out>: DPR trained on the world's training questions (and, with `statements`, their
     reference statements too: the retriever of `--tasks`, experiments.tasks)."""
     cfg = replace(preset.tasks_dpr if statements and preset.tasks_dpr else preset.dpr, seed=seed, device=preset.device)
     passages, train = read_passages(run / "world" / "passages_a.jsonl"), read_qa(run / "world" / "train.jsonl")
     queries = train + statement_queries(train) if statements else train
-    meta = train_dpr(cfg, queries, passages, run / out, lambda s, loss: on_progress(out, s, cfg.steps, f"loss {loss:.3f}"))
+    meta = train_dpr(cfg, queries, passages, run / out, lambda s, loss: on_progress(out, s, cfg.steps, f"loss {loss:.3f}"),
+                     overwrite=overwrite)
     return {"dir": out, "final_loss": meta["final_loss"], "ctx_fingerprint": meta["ctx_fingerprint"]} | (
         {"n_queries": len(queries)} if statements else {})
 
 
-def world_index(run: Path, preset: Preset, snap: str, on_progress: Progress, encoder: str = "dpr", out: str = "") -> dict:
+def world_index(run: Path, preset: Preset, snap: str, on_progress: Progress, encoder: str = "dpr", out: str = "",
+                overwrite: bool = False) -> dict:
     """RUN/<out> (default index_<snap>): snapshot `snap`'s passages encoded by RUN/<encoder>'s context encoder."""
     out = out or f"index_{snap}"
     passages = read_passages(run / "world" / f"passages_{snap}.jsonl")
     manifest = build_dense_index(passages, run / encoder, run / out, DenseBuildConfig(factory=preset.index_factory,
                                                                                      device=preset.device),
-                                 lambda stage, d, t: on_progress(f"{out} {stage}", d, t, ""))
+                                 lambda stage, d, t: on_progress(f"{out} {stage}", d, t, ""), overwrite=overwrite)
     return {"dir": out, "n_passages": manifest["n_passages"], "content_hash": manifest["content_hash"]}
 
 
-def _bm25(run: Path) -> dict:
-    manifest = build_bm25_index(read_passages(run / "world" / "passages_a.jsonl"), run / "bm25_a")
+def _bm25(run: Path, overwrite: bool = False) -> dict:
+    manifest = build_bm25_index(read_passages(run / "world" / "passages_a.jsonl"), run / "bm25_a", overwrite=overwrite)
     return {"dir": "bm25_a", "n_passages": manifest["n_passages"]}
 
 

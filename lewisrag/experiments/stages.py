@@ -18,27 +18,36 @@ import torch
 
 from lewisrag.data.cpu_linear import current_kind
 from lewisrag.data.io import InputError, expect, is_number, read_json, read_json_list_lines, write_json, write_text
-from lewisrag.data.outputs import mark, staged_dir
+from lewisrag.data.outputs import check_out_dir, check_part, discard_output, mark, staged_dir
 from lewisrag.data.pretrained import load_generator, model_files
 from lewisrag.data.records import read_qa
 from lewisrag.data.threads import resolve_device
 from lewisrag.eval.results import QuestionRecord
 from lewisrag.experiments.ask import ask
 from lewisrag.rag_model.decoding import check_generation_config, generation_file
+from lewisrag.training import checkpoint as C
 from lewisrag.training.checkpoint import load_trained
 from lewisrag.experiments.compare import compare_stage, train_stitched_stage
 from lewisrag.experiments.presets import LINEAR_KEY, Preset, linear_difference, read_run_config
 from lewisrag.experiments.swap import swap_matrix
+from lewisrag.index import store
 from lewisrag.index.bm25 import BM25Index
 from lewisrag.index.dense import DenseIndex
 from lewisrag.rag_model.answering import answer_questions
 from lewisrag.scoring.aggregate import mean
 from lewisrag.scoring.qa import answer_exact_match, bleu_1, is_regex_answered, rouge_l, token_f1
+from lewisrag.training.closed_book import KIND as CLOSED_BOOK_KIND
+from lewisrag.training.closed_book import LAYOUT as CLOSED_BOOK_LAYOUT
 from lewisrag.training.closed_book import answer_closed_book, train_closed_book
+from lewisrag.training.dpr import KIND as DPR_KIND
 from lewisrag.training.pretrain import KIND as GENERATOR_KIND
 from lewisrag.training.pretrain import SHIPPED_DIR, pretrain
 from lewisrag.training.pretrain import preset as pretrain_preset
+from lewisrag.training.rag import KIND as RAG_KIND
+from lewisrag.training.rag import LAYOUT as RAG_LAYOUT
+from lewisrag.training.rag import REPLACED as RAG_REPLACED
 from lewisrag.training.rag import train_rag
+from lewisrag.training.stitched_train import KIND as STITCHED_KIND
 from lewisrag.training.rag_data import place_search
 
 Progress = Callable[[str, int, int, str], None]  # (task, done, total, info)
@@ -48,6 +57,53 @@ SYSTEMS = ("rag_token", "rag_sequence", "closed_book")  # Table 1's rows that th
 FINISHED = ("results.json", "timings.json", "report.md", "report.html", "predictions.json", "evidence.json",
             "knowledge_update.json", "training_curves.png", "em_vs_k.png", "swap_matrix.png", "token_posteriors.png",
             "position.png", "jeopardy_posteriors.png")
+
+
+# The folders stages replace whole, by stage name: (its path in RUN, its marker kind). `check_rerun` checks
+# them before a run starts; a stage not here writes files only (results, predictions, RUN/data's JSONL).
+STAGE_FOLDERS = {
+    "dpr": ("dpr", DPR_KIND), "index_a": ("index_a", store.KIND), "index_b": ("index_b", store.KIND),
+    "bm25_a": ("bm25_a", store.KIND), "generator": ("generator", GENERATOR_KIND),
+    **{name: (name, RAG_KIND) for name in ("rag_token", "rag_sequence", "rag_token_frozen")},
+    "closed_book": ("closed_book", CLOSED_BOOK_KIND), "stitched": ("stitched", STITCHED_KIND),
+    "tasks_dpr": ("tasks/dpr", DPR_KIND), "tasks_index_a": ("tasks/index_a", store.KIND),
+    "tasks_index_b": ("tasks/index_b", store.KIND),
+    **{f"{task}_{part}": (f"{task}/{folder}", kind) for task in ("jeopardy", "fever")
+       for part, folder, kind in (("verifier", "generator", GENERATOR_KIND), ("rag_token", "rag_token", RAG_KIND),
+                                  ("rag_sequence", "rag_sequence", RAG_KIND), ("closed_book", "closed_book", CLOSED_BOOK_KIND))},
+}
+# what a folder written before its marker listed its files holds (a closed book's had no marker): the test of
+# what the user added there
+LEGACY = {RAG_KIND: (*RAG_LAYOUT, *(f"checkpoint/{n}" for n in (C.WEIGHTS, C.STATE_TENSORS, C.STATE_JSON, C.LOG, C.LIVE_VECTORS)),
+                     *(f"{d}/{n}" for d in ("best", "final") for n in ("rag.json", "question_encoder", "generator",
+                       "context_encoder", "question_tokenizer", "generator_tokenizer", "train_config.json", "index"))),
+          CLOSED_BOOK_KIND: CLOSED_BOOK_LAYOUT}
+# every stage that records itself in RUN/stages (a run begun afresh removes these records, and nothing else there)
+STAGE_NAMES = frozenset(STAGE_FOLDERS) | {"world", "retrieval", "evaluate", "ablations", "knowledge_update",
+                                          "compare", "data", "jeopardy_evaluate", "fever_evaluate"}
+
+
+def check_rerun(run: Path, names: Sequence[str], resume: bool, overwrite: bool = False) -> None:
+    """Before a run starts in `run`, and before anything there is removed: each folder that a stage of
+    `names` will replace (every one, or with `resume` those not finished) must hold nothing of the
+    user's (`outputs.check_part`): a file the user added to it is refused by name (exit 2), not lost
+    once the stages before it were redone, unless `overwrite`. A resumed RAG run replaces only its
+    checkpoint/, best/ and final/ folders; a plain rerun removes it whole (`rag`)."""
+    for name in names:
+        if name not in STAGE_FOLDERS or (resume and stage_record(run, name).exists()):
+            continue
+        rel, kind = STAGE_FOLDERS[name]
+        within = RAG_REPLACED if resume and kind == RAG_KIND else ()
+        check_part(run / rel, kind, overwrite=overwrite, what=f"the {name} stage", legacy=LEGACY.get(kind, ()),
+                   within=within)
+
+
+def forget_stages(run: Path) -> None:
+    """Remove the stage records in RUN/stages (`STAGE_NAMES`), not the folder: what else the user keeps there stays."""
+    folder = run / "stages"
+    if folder.is_dir() and not folder.is_symlink():
+        for name in sorted(STAGE_NAMES):
+            (folder / f"{name}.json").unlink(missing_ok=True)
 
 
 def stage_record(run: Path, name: str) -> Path:
@@ -118,7 +174,7 @@ def start_run(run: Path, config: dict, resume: bool) -> None:
         raise InputError(run / "config.json", f"was written with another library for float32 linear layers on the "
                          f"CPU: {why}; resume with --cpu-linear {saved[LINEAR_KEY]}, or use a new --out or drop --resume")
     if not resume:
-        shutil.rmtree(run / "stages", ignore_errors=True)
+        forget_stages(run)
         for name in FINISHED:
             (run / name).unlink(missing_ok=True)
     mark(run, "reproduction")  # reproduce.KIND
@@ -126,16 +182,17 @@ def start_run(run: Path, config: dict, resume: bool) -> None:
     write_json(run / "config.json", config | recorded)
 
 
-def generator(run: Path, preset: Preset, seed: int, on_progress: Progress) -> dict:
+def generator(run: Path, preset: Preset, seed: int, on_progress: Progress, overwrite: bool = False) -> dict:
     """RUN/generator: pretrained here (`pretrain:<preset>`) or copied from the package (`shipped:<name>`)."""
     kind, _, name = preset.generator.partition(":")
     out = run / "generator"
     if kind == "pretrain":
         cfg = pretrain_preset(name, seed=seed, lang=preset.lang, device=preset.device)
-        recipe = pretrain(cfg, out, on_step=lambda s, p, loss, em: on_progress("generator", s, cfg.steps, f"loss {loss:.3f}"))
+        recipe = pretrain(cfg, out, on_step=lambda s, p, loss, em: on_progress("generator", s, cfg.steps, f"loss {loss:.3f}"),
+                          overwrite=overwrite)
         return {"dir": "generator", "source": preset.generator, "final_loss": recipe["final_loss"]}
 
-    copy_generator(shipped_generator(preset), out, require_recipe=True)
+    copy_generator(shipped_generator(preset), out, require_recipe=True, overwrite=overwrite)
     return {"dir": "generator", "source": preset.generator}
 
 
@@ -157,9 +214,12 @@ def merge_stage_outputs(results: dict, stages: dict, skip_records: dict | None =
 STAGE_DETAIL = ("records", "out", "split", "dense", "bm25")  # in results already, under their own keys
 
 
-def copy_generator(src: str | Path, out: Path, require_recipe: bool = False) -> None:
+def copy_generator(src: str | Path, out: Path, require_recipe: bool = False, overwrite: bool = False) -> None:
     """Copy what loading a generator folder reads (`model_files`: not a hub download's other weights,
-    README or .cache/) to `out`, once it loads (and, with a recipe.json, its weights' sha256 matches)."""
+    README or .cache/) to `out`, once it loads (and, with a recipe.json, its weights' sha256 matches).
+    `out` is checked as `pretrain --out` is: a file the user added to an earlier generator there is
+    refused, unless `overwrite`."""
+    check_out_dir(out, GENERATOR_KIND, overwrite=overwrite, replaces=True)
     generator, _ = load_generator(src, require_recipe=require_recipe)  # before anything is copied
     # RAG decodes with its generation_config.json: refused here, not at the rag_token stage, naming the source
     check_generation_config(generator.generation_config, generator.config.vocab_size, generation_file(src))
@@ -191,8 +251,8 @@ def rag(run: Path, preset: Preset, seed: int, name: str, variant: str, freeze: b
                   encoder=str(run / "dpr"), generator=str(run / "generator"), train=str(world / "train.jsonl"),
                   dev=str(world / "dev.jsonl"), cpu=preset.rag.cpu or preset.device == "cpu")
     cfg = replace(cfg, **overrides)
-    if not resume:
-        shutil.rmtree(out, ignore_errors=True)
+    if not resume:  # `check_rerun` found nothing of the user's in it
+        discard_output(out, RAG_KIND)
     # resume=True continues this stage's own checkpoint, if any; root=run: the run folder may have moved since
     # (`mv RUN RUN2`), and its own index, encoder, generator and world are then the same files at their new place
     s = train_rag(cfg, out, resume=True, root=run,
@@ -206,7 +266,8 @@ def closed_book(run: Path, preset: Preset, seed: int, on_progress: Progress, **o
     cfg = replace(preset.closed_book, generator=str(run / "generator"), train=str(run / "world" / "train.jsonl"),
                   train_kinds=preset.rag.train_kinds, seed=seed, device=preset.device)
     cfg = replace(cfg, **overrides)
-    shutil.rmtree(run / "closed_book", ignore_errors=True)  # cheap enough to redo rather than checkpoint
+    # cheap enough to redo rather than checkpoint (`check_rerun` found nothing of the user's in it)
+    discard_output(run / "closed_book", CLOSED_BOOK_KIND, legacy=CLOSED_BOOK_LAYOUT)
     s = train_closed_book(cfg, run / "closed_book",
                           lambda step, steps, rec: on_progress("closed_book", step, steps, f"loss {rec['loss']:.3f}"))
     return {"dir": "closed_book", "steps": s["steps"], "final_loss": s["final_loss"], "n_train": s["n_train"]}
@@ -331,9 +392,9 @@ def swap_summary(m: dict) -> dict:
             "out": {"knowledge_update": m["em"]}}
 
 
-def stitched(run: Path, preset: Preset, seed: int, on_progress: Progress) -> dict:
+def stitched(run: Path, preset: Preset, seed: int, on_progress: Progress, overwrite: bool = False) -> dict:
     """RUN/stitched: the prompt-stitching system's generator, trained on snapshot A's retrievals."""
-    summary = train_stitched_stage(run, preset, seed, on_progress)
+    summary = train_stitched_stage(run, preset, seed, on_progress, overwrite=overwrite)
     return {"dir": "stitched", **{k: v for k, v in summary.items() if k != "out"}}  # "out" means results here
 
 

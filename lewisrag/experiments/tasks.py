@@ -28,7 +28,6 @@ between the snapshots, judged on index A and index B).
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -36,6 +35,7 @@ from pathlib import Path
 import torch
 
 from lewisrag.data.io import InputError, given_once, write_json
+from lewisrag.data.outputs import discard_output
 from lewisrag.data.pretrained import load_generator
 from lewisrag.data.records import answer_sources, read_passages, read_qa
 from lewisrag.data.tasks import NEI
@@ -54,6 +54,9 @@ from lewisrag.training.closed_book import (
     closed_book_label_log_probs,
     train_closed_book,
 )
+from lewisrag.training.closed_book import KIND as CLOSED_BOOK_KIND
+from lewisrag.training.closed_book import LAYOUT as CLOSED_BOOK_LAYOUT
+from lewisrag.training.rag import KIND as RAG_KIND
 from lewisrag.training.rag import train_rag
 from lewisrag.training.rag_data import check_labels
 from lewisrag.training.tasks import fever_accuracy, rag_label_log_probs
@@ -80,12 +83,13 @@ def parse_tasks(text: str) -> tuple[str, ...]:
     return tuple(t for t in TASKS if t in asked)
 
 
-def stages(run: Path, preset: Preset, seed: int, task: str, resume: bool, on_progress: Progress) -> list[tuple[str, Callable]]:
+def stages(run: Path, preset: Preset, seed: int, task: str, resume: bool, on_progress: Progress,
+           overwrite: bool = False) -> list[tuple[str, Callable]]:
     """(stage name, function) for one task, in order: both RAG variants, closed book, evaluation
-    (after the tasks' retriever stages, `reproduce`)."""
+    (after the tasks' retriever stages, `reproduce`; `overwrite`: reproduce's, for the verifier's folder)."""
     out = []
     if preset.tasks[task].verifier_steps:
-        out.append((f"{task}_verifier", lambda: verifier(run, preset, seed, task, on_progress)))
+        out.append((f"{task}_verifier", lambda: verifier(run, preset, seed, task, on_progress, overwrite)))
     out += [(f"{task}_rag_{v}", lambda v=v: train(run, preset, seed, task, v, resume, on_progress)) for v in ("token", "sequence")]
     out.append((f"{task}_closed_book", lambda: train_closed(run, preset, seed, task, on_progress)))
     evaluate = jeopardy_evaluate if task == "jeopardy" else fever_evaluate
@@ -98,14 +102,15 @@ def starting_generator(run: Path, preset: Preset, task: str) -> Path:
     return run / task / "generator" if preset.tasks[task].verifier_steps else run / "generator"
 
 
-def verifier(run: Path, preset: Preset, seed: int, task: str, on_progress: Progress) -> dict:
+def verifier(run: Path, preset: Preset, seed: int, task: str, on_progress: Progress, overwrite: bool = False) -> dict:
     """RUN/<task>/generator: the QA runs' generator taught to compare claims with passages on fresh
     entities (training.verifier explains why); measured on the dev claims with their gold passages."""
     sched, world = preset.tasks[task], run / "world"
     cfg = VerifierConfig(steps=sched.verifier_steps, seed=seed, device=preset.device)
     dev = read_scored(world / f"{task}_dev.jsonl", labels=True)
     r = pretrain_verifier(run / "generator", run / task / "generator", cfg, dev, read_passages(world / "passages_a.jsonl"),
-                          on_step=lambda step, steps, loss: on_progress(f"{task} verifier", step, steps, f"loss {loss:.3f}"))
+                          on_step=lambda step, steps, loss: on_progress(f"{task} verifier", step, steps, f"loss {loss:.3f}"),
+                          overwrite=overwrite)
     return {"dir": f"{task}/generator", "steps": r["steps"], "minutes": r["minutes"], "final_loss": r["final_loss"],
             "dev_gold_passage": r["dev_gold_passage"]}
 
@@ -120,8 +125,8 @@ def train(run: Path, preset: Preset, seed: int, task: str, variant: str, resume:
                   retriever_lr_scale=sched.retriever_lr_scale, max_target_length=sched.max_target_length,
                   eval_every=sched.steps, save_every=sched.steps, eval_questions=sched.eval_questions,
                   cpu=preset.rag.cpu or preset.device == "cpu")
-    if not resume:
-        shutil.rmtree(out, ignore_errors=True)
+    if not resume:  # reproduce's `stages.check_rerun` found nothing of the user's in it
+        discard_output(out, RAG_KIND)
     name = f"{task} RAG-{variant}"
     s = train_rag(cfg, out, resume=True, root=run,  # root: a moved run folder resumes its killed stage (stages.rag)
                   on_progress=lambda step, steps, rec: on_progress(name, step, steps, f"loss {rec['loss']:.3f}"))
@@ -137,7 +142,7 @@ def train_closed(run: Path, preset: Preset, seed: int, task: str, on_progress: P
                            steps=sched.closed_book_steps, lr=sched.closed_book_lr, batch_size=preset.closed_book.batch_size,
                            max_target_length=sched.max_target_length, seed=seed, device=preset.device,
                            mixed_precision=preset.closed_book.mixed_precision)
-    shutil.rmtree(out, ignore_errors=True)
+    discard_output(out, CLOSED_BOOK_KIND, legacy=CLOSED_BOOK_LAYOUT)  # `stages.check_rerun` found nothing of the user's
     s = train_closed_book(cfg, out, lambda step, steps, rec: on_progress(f"{task} closed book", step, steps, f"loss {rec['loss']:.3f}"))
     return {"dir": f"{task}/closed_book", "steps": s["steps"], "final_loss": s["final_loss"], "n_train": s["n_train"]}
 

@@ -59,9 +59,10 @@ def build_bm25_index(passages: Sequence[Passage], out: str | os.PathLike, k1: fl
                      overwrite: bool = False) -> dict:
     """Index `title + text` of every passage with BM25 and write it to `out`. Returns the manifest.
 
-    `out` must be missing, empty or an index lewisrag built, unless `overwrite`.
+    `out` must be missing, empty or an index lewisrag built, holding no file the user added since,
+    unless `overwrite`.
     """
-    out = check_out_dir(out, store.KIND, overwrite=overwrite)
+    out = check_out_dir(out, store.KIND, overwrite=overwrite, replaces=True)  # the new index replaces it whole
     partial = store.partial_dir(out)
     with exclusive(partial):  # a second build into the same folder would share IDX.partial with this one
         store.reset_partial(partial)

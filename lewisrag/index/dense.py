@@ -77,14 +77,14 @@ def build_dense_index(
     `on_progress(stage, done, total)` is called after each encoder batch (stage "encode") or, with
     `cfg.reuse_embeddings`, as the stored vectors are copied (stage "copy"), and as the FAISS index
     is trained and filled (stage "faiss"). Returns the manifest.
-    `out` must be missing, empty or an index lewisrag built, unless `overwrite`; every setting is
-    checked before the first passage is encoded.
+    `out` must be missing, empty or an index lewisrag built, holding no file the user added since,
+    unless `overwrite`; every setting is checked before the first passage is encoded.
 
     With `cfg.reuse_embeddings`, `passages` is a `PassageTable` with an `embeddings` column; its
     vectors are used instead of encoding once `check_stored_embeddings` has found that a few of
     them are what this encoder makes. The manifest's `build.embeddings` says which was done.
     """
-    out = check_out_dir(out, store.KIND, overwrite=overwrite)
+    out = check_out_dir(out, store.KIND, overwrite=overwrite, replaces=True)  # the new index replaces it whole
     _check_build_config(cfg)
     if cfg.reuse_embeddings and isinstance(passages, PassageTable) and not passages.has_embeddings:
         raise InputError(passages.source, "missing: --reuse-embeddings reads the passages' stored vectors (wiki_dpr's "

@@ -35,6 +35,7 @@ PASSAGES = "passages.arrow"
 OLD_PASSAGES = "passages.jsonl"  # format 1
 FORMAT_VERSION = 2
 SEARCH_PARAMS = ("nprobe", "efSearch", "quantizer_efSearch")  # the FAISS search parameters lewisrag sets and tunes
+MAX_SEARCH_PARAM = 2**31 - 1  # FAISS holds each in a C int
 WRITE_ROWS = 8192  # passages per Arrow record batch written
 SAMPLE_ROWS = 64  # rows `sample_hash` reads
 BLOCK_ROWS = 1 << 16  # passages per block hash (`content_hashes`)
@@ -236,7 +237,10 @@ def check_manifest(manifest: object, source: Path) -> None:
     for name, value in params.items():
         # a misspelt name ("nprob") would be set on nothing, and the index searched at FAISS's default
         need(name in SEARCH_PARAMS, f"search_params.{name}", "one of " + ", ".join(SEARCH_PARAMS), name)
-        need(is_count(value), f"search_params.{name}", "a whole number >= 0", value)
+        # what FAISS takes: a C int, at least 1 (nprobe 0 fails every search, `cur_nprobe > 0`; efSearch 0
+        # returns no passages, -1 ids; a value past 2**31 - 1 wraps round or fails the same way)
+        need(is_count(value) and 1 <= value <= MAX_SEARCH_PARAM, f"search_params.{name}",
+             f"a whole number from 1 to {MAX_SEARCH_PARAM}", value)
     depth = manifest.get("rerank_depth")
     n = manifest["n_passages"]  # a deeper re-ranking is no re-ranking, and 10**12 candidates a search asked TiBs
     need(depth is None or (is_count(depth) and 0 < depth <= max(n, 1)), "rerank_depth",

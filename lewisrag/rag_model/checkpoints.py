@@ -34,7 +34,7 @@ from transformers import AutoModel, AutoModelForSeq2SeqLM, RagConfig
 
 from lewisrag.data.io import InputError, read_json, write_json
 from lewisrag.data.outputs import staged_dir
-from lewisrag.data.pretrained import load_model
+from lewisrag.data.pretrained import load_model, rag_generator_problem
 from lewisrag.rag_model.decoding import check_generation_config, generation_file
 from lewisrag.rag_model.settings import RagSettings
 
@@ -50,6 +50,26 @@ def _hf_class(variant: str):
     from transformers import RagSequenceForGeneration, RagTokenForGeneration
 
     return RagTokenForGeneration if variant == "token" else RagSequenceForGeneration
+
+
+def check_generator(path: str | os.PathLike) -> None:
+    """The RAG model folder `path` (lewisrag's layout or transformers') holds a generator RAG decodes
+    (`data.pretrained.RAG_GENERATORS`: BART), told by its config before any weights load, else an
+    InputError naming the config file and field: a T5 or mBART generator loaded, then failed at the
+    first decode (ask, swap, the reproduce stages). A config that does not name the model is left to
+    the loader, which names what is wrong with it."""
+    path = Path(path)
+    native = (path / "rag.json").is_file()
+    file, field = (path / "generator" / "config.json", "model_type") if native else (path / "config.json", "generator.model_type")
+    try:
+        config = read_json(file) if file.is_file() else None
+    except InputError:  # damaged: the loader's own checks name it
+        return
+    if not native:
+        config = config.get("generator") if isinstance(config, dict) else None
+    model_type = config.get("model_type") if isinstance(config, dict) else None
+    if isinstance(model_type, str) and (why := rag_generator_problem(model_type)) is not None:
+        raise InputError(file, f"the model's generator: {why}", field=field)
 
 
 def load_hf(model_cls, path: str | os.PathLike, variant: str | None = None):
@@ -69,6 +89,7 @@ def load_hf(model_cls, path: str | os.PathLike, variant: str | None = None):
             raise InputError(path / "config.json", "cannot tell RAG-Token from RAG-Sequence; pass variant=",
                              field="architectures")
         variant = known[0]
+    check_generator(path)
     hf = load_model(_hf_class(variant).from_pretrained, path, f"transformers RAG-{variant.capitalize()} model")
     model = from_hf(model_cls, hf, path)
     if (path / EXPORT_RECORD).is_file():
@@ -219,6 +240,7 @@ def _of_type(value, default) -> bool:
 def load_native(model_cls, path: str | os.PathLike):
     path = Path(path)
     settings = read_settings(path)
+    check_generator(path)
     question_encoder = load_model(AutoModel.from_pretrained, path / "question_encoder", "question encoder")
     generator = load_model(AutoModelForSeq2SeqLM.from_pretrained, path / "generator", "generator")
     check_generation_config(generator.generation_config, generator.config.vocab_size, generation_file(path / "generator"))

@@ -43,6 +43,7 @@ from lewisrag.data.pretrained import as_input_error, load_tokenizer
 from lewisrag.data.threads import resolve_device
 from lewisrag.index.dense import write_dense_index
 from lewisrag.rag_model import RagModel, Tokenizers
+from lewisrag.rag_model.checkpoints import check_generator
 
 WEIGHTS = "model.safetensors"
 STATE_TENSORS = "state.safetensors"
@@ -251,10 +252,12 @@ def save_model(model, tokenizers, path: str | os.PathLike, train_config: dict | 
 
 
 def resolve_model_dir(path: str | os.PathLike) -> Path:
-    """A model directory itself, or a `train rag` run directory's best/ (else final/) model."""
+    """A model directory itself, or a `train rag` run directory's best/ (else final/) model; its generator
+    one RAG decodes (`rag_model.checkpoints.check_generator`: BART), told before any model loads."""
     p = Path(path)
     for candidate in (p, p / "best", p / "final"):
         if (candidate / "rag.json").is_file() or _is_hf_rag(candidate):
+            check_generator(candidate)  # ask, swap and export resolve every model before they load one
             if candidate.name == "best" and candidate != p and not (p / "final").exists():
                 warnings.warn(LewisragWarning(_unfinished(p)))  # one place: shown once however often resolved
             return candidate

@@ -36,6 +36,9 @@ from lewisrag.training.rag import adamw, autocast, backward_step, diverged, fini
 from lewisrag.training.rag_data import DataPosition, answer_labels, group_units, next_batch, training_pairs
 from lewisrag.training.tasks import label_log_probs, prepare_generator
 
+KIND = "closed book"  # the marker kind of its folders (lewisrag.data.outputs; those written before had none)
+LAYOUT = ("config.json", "log.jsonl", "final")  # what it writes there
+
 
 @dataclass(frozen=True)
 class ClosedBookConfig:
@@ -83,7 +86,7 @@ def train_closed_book(cfg: ClosedBookConfig, out: str | os.PathLike,
     if len(pairs) < cfg.batch_size:
         raise InputError(cfg.train, f"{len(pairs)} questions with answers, fewer than batch size {cfg.batch_size}")
     units = group_units([ex for ex, _ in pairs])  # minimal pairs in one batch, as the RAG runs
-    generator, tokenizer = load_generator(cfg.generator)
+    generator, tokenizer = load_generator(cfg.generator, any_seq2seq=True)  # decodes with `generate`: any seq2seq
     prepare_generator(cfg.task, generator, tokenizer)
     generator.to(device)
     torch.manual_seed(cfg.seed)
@@ -110,7 +113,7 @@ def train_closed_book(cfg: ClosedBookConfig, out: str | os.PathLike,
     if not finite(generator.parameters()):  # the last step's update, whatever the loss
         raise diverged(f"the closed-book generator's weights hold NaN or inf after step {cfg.steps}", cfg.lr)
     # whole or absent: a run that failed or was killed before this point leaves no folder that looks finished
-    with staged_dir(out) as tmp:
+    with staged_dir(out, KIND) as tmp:  # marked, with what it holds listed (outputs.check_part)
         write_json(tmp / "config.json", asdict(cfg))
         (tmp / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in log), encoding="utf-8")
         generator.save_pretrained(tmp / "final", safe_serialization=True)

@@ -249,9 +249,9 @@ def train_dpr(
     counted in the metadata (`n_no_gold`), never dropped without a word. (`lewisrag train dpr`
     refuses a gold id its --passages lack before this runs, as bad input; a caller training on a
     subset of a corpus on purpose gets the count.) `out` must be missing,
-    empty or a DPR checkpoint lewisrag wrote, unless `overwrite`.
+    empty or a DPR checkpoint lewisrag wrote, holding no file the user added since, unless `overwrite`.
     """
-    out = check_out_dir(out, KIND, overwrite=overwrite)
+    out = check_out_dir(out, KIND, overwrite=overwrite, replaces=True)  # the new checkpoint replaces it whole
     check_init(cfg)
     device, scaler = single_device(cfg.device, cfg.mixed_precision)
     # no data with steps=0 and a starting checkpoint: a conversion, e.g. a transformers DPR pair to one folder

@@ -40,6 +40,7 @@ from lewisrag.data.threads import resolve_device
 from lewisrag.scoring.qa import exact_match
 from lewisrag.training import pretrain_data as D
 from lewisrag.training.rag import adamw, diverged, finite
+from lewisrag.training.rag_data import lr_problem
 
 SHIPPED_DIR = Path(__file__).resolve().parent.parent / "pretrained"  # package data: lewisrag/pretrained/<name>/
 KIND = "generator"  # the marker kind of generator folders (lewisrag.data.outputs)
@@ -87,8 +88,10 @@ class PretrainConfig:
             raise ValueError("give exactly one of steps and minutes")
         if self.d_model % self.heads:
             raise ValueError(f"d_model {self.d_model} is not divisible by heads {self.heads}")
-        if not self.lr > 0 or not self.denoise_weight >= 0:
-            raise ValueError("lr must be positive and denoise_weight at least 0")
+        if (why := lr_problem(self.lr)) is not None:  # `lr > 0` let 1e40 through: a torch traceback at the first update
+            raise ValueError(f"lr {why}")
+        if not self.denoise_weight >= 0:
+            raise ValueError("denoise_weight must be at least 0")
         if not (self.denoise_batch_size and self.denoise_weight) and not (self.qa_batch_size and self.qa_start == 0):
             # every step trains something: without denoising, QA from the first step
             raise ValueError("without denoising (denoise_batch_size or denoise_weight 0), qa_batch_size must be at least 1 "
@@ -282,9 +285,10 @@ def pretrain(cfg: PretrainConfig, out: str | os.PathLike, on_step: Callable | No
     recipe.json to `out` (written to a temporary directory first, then renamed), return the recipe.
 
     `on_step(step, progress, loss, last_em)` is called after every optimizer step (progress in [0, 1]).
-    `out` must be missing, empty or a generator lewisrag wrote, unless `overwrite`.
+    `out` must be missing, empty or a generator lewisrag wrote, holding no file the user added since,
+    unless `overwrite`.
     """
-    out = check_out_dir(out, KIND, overwrite=overwrite)
+    out = check_out_dir(out, KIND, overwrite=overwrite, replaces=True)  # the new generator replaces it whole
     device = torch.device(resolve_device(cfg.device))
     torch.manual_seed(cfg.seed)
     tokenizer = D.train_generator_tokenizer(_tokenizer_corpus(cfg), cfg.vocab_size, cfg.lang)

@@ -60,7 +60,8 @@ from accelerate.state import AcceleratorState
 from accelerate.utils import gather_object
 
 from lewisrag.data.io import InputError, LewisragWarning, atomic_path, expect, is_count, is_number, read_json, write_json
-from lewisrag.data.outputs import check_inputs_outside, check_out_dir, exclusive, existing, is_ours, mark, physical, replace_dir
+from lewisrag.data.outputs import (check_inputs_outside, check_out_dir, exclusive, existing, is_ours, mark, physical,
+                                   record_files, replace_dir)
 from lewisrag.data.records import QAExample
 from lewisrag.data.threads import resolve_device
 from lewisrag.index.shared import NodeSearch
@@ -308,6 +309,7 @@ def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress, record
     if acc.is_main_process:
         index = E.index_to_save(model, parts.index, _reindexed_at(state) == state["step"], cfg.mixed_precision)
         C.save_model(model, parts.tokenizers, out / "final", {**asdict(cfg), "step": state["step"]}, index)
+        _record(out)
     acc.wait_for_everyone()
     best = state["best_em"]
     return {"steps": state["step"], "best_em": best if cfg.task == "qa" else None, "best_dev": best,
@@ -673,6 +675,13 @@ def _prepare_out(out: Path, cfg: RagTrainConfig, recorded: dict, ckpt: Path | No
 
 
 REPLACED = ("checkpoint", "best", "final")  # the run's folders that each save replaces whole (outputs.replace_dir)
+LAYOUT = ("config.json", "log.jsonl", *REPLACED)  # what a run writes at its top level
+
+
+def _record(out: Path) -> None:
+    """List what the run wrote in its marker (`outputs.record_files`), after each save, so that a later
+    rerun tells a file the user added from the run's own (`outputs.check_part`)."""
+    record_files(out, [n for n in LAYOUT if (out / n).exists()])
 
 
 def _settle_replaced(out: Path, ckpt: Path | None) -> Path | None:
@@ -754,6 +763,7 @@ def _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, recorded, o
         if acc.is_main_process and saving:
             C.save_checkpoint(out / "checkpoint", model, opt, sched, state, log_file, scaler,
                               vectors=parts.index.embeddings if reindexed_at else None, rngs=rngs)
+            _record(out)
         acc.wait_for_everyone()
     return state
 

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from lewisrag.data.io import InputError
-from lewisrag.data.pretrained import load_generator
+from lewisrag.data.pretrained import check_generator_folder, load_generator
 from lewisrag.data.records import QAExample, answer_sources, check_gold_ids, of_kinds, read_qa, refuse_regex_targets
 from lewisrag.data.tasks import LABELS
 from lewisrag.index.dense import DenseIndex
@@ -265,6 +265,8 @@ def check_config(cfg, processes: int) -> None:
             raise InputError(path or flag, f"{flag}: not found")
     if cfg.context_encoder and not Path(cfg.context_encoder).exists():
         raise InputError(cfg.context_encoder, "--context-encoder: not found")
+    if Path(cfg.generator).is_dir():  # a BART (RAG decodes with its decoder), told by config.json before anything loads
+        check_generator_folder(cfg.generator)
 
 
 

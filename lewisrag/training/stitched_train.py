@@ -210,7 +210,7 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
     if cfg.batch_size > len(examples):  # else every step trained on all of them, a smaller batch than asked
         raise InputError("--batch-size", f"{cfg.batch_size} exceeds the {len(examples)} training examples with an "
                          f"answer and a gold passage id in {cfg.train}" + (f" of kinds {cfg.train_kinds}" if cfg.train_kinds else ""))
-    model, tokenizer = load_generator(cfg.generator)
+    model, tokenizer = load_generator(cfg.generator, any_seq2seq=True)  # decodes with `generate`: a T5 too
     grown = extend_positions(model, cfg.max_input_length)
     if cfg.max_target_length is None:  # every target whole (`train stitched`'s default), recorded in stitched.json
         cfg = replace(cfg, max_target_length=longest_target(examples, tokenizer, cfg))
@@ -305,7 +305,7 @@ def load_stitched(path: str | os.PathLike, device: str = "cpu"):
     """(generator in eval mode on `device`, tokenizer, StitchSettings) from a `train_stitched` output directory."""
     p = Path(path)
     settings = read_settings(p)  # before the model: a damaged file is one line, not a load and a traceback
-    model, tokenizer = load_generator(p, device=device)
+    model, tokenizer = load_generator(p, device=device, any_seq2seq=True)
     return model.eval(), tokenizer, settings
 
 

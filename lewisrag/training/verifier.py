@@ -125,10 +125,11 @@ def world_claims(claims: Sequence[QAExample], passages: Sequence[Passage], setti
 
 def pretrain_verifier(generator: str | os.PathLike, out: str | os.PathLike, cfg: VerifierConfig,
                       dev: Sequence[QAExample] = (), passages: Sequence[Passage] = (),
-                      on_step: Callable[[int, int, float], None] | None = None) -> dict:
+                      on_step: Callable[[int, int, float], None] | None = None, overwrite: bool = False) -> dict:
     """Continue `generator` (a folder) on fresh minimal-pair claims; save it with its FEVER label
-    tokens and recipe.json (config, minutes, final loss, the dev measurement) into `out`."""
-    out = check_out_dir(out, KIND, overwrite=True)
+    tokens and recipe.json (config, minutes, final loss, the dev measurement) into `out`, which must
+    be missing, empty or a generator lewisrag wrote, holding no file the user added since, unless `overwrite`."""
+    out = check_out_dir(out, KIND, overwrite=overwrite, replaces=True)
     device = torch.device(resolve_device(cfg.device))
     model, tokenizer = load_generator(generator)
     prepare_generator("fever", model, tokenizer)
