@@ -9,6 +9,7 @@ rankings are computed here with numpy from the same vectors.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,8 +20,9 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from conftest import run_main
+from conftest import run_main, write_jsonl
 from hf_layouts import dpr_pair
+from lewisrag.data.io import LewisragWarning
 from lewisrag.data.passages import open_passages
 from lewisrag.data.records import read_passages, read_qa
 from lewisrag.index.encoders import DPRCheckpoint, encode_texts, load_context_encoder, load_question_encoder
@@ -63,8 +65,8 @@ def _cut(monkeypatch, capsys, corpus, out, *flags):
                     "--questions", corpus["qa"], "--out", out, "--device", "cpu", "--json", *flags)
 
 
-@pytest.mark.parametrize("top, max_passages", [(2, 50), (4, 40)])
-def test_the_cut_keeps_what_the_whole_corpus_retrieves(corpus, tmp_path, monkeypatch, capsys, top, max_passages):
+@pytest.mark.parametrize("top, max_passages, gold", [(2, 50, False), (4, 40, False), (3, 50, True)])
+def test_the_cut_keeps_what_the_whole_corpus_retrieves(corpus, tmp_path, monkeypatch, capsys, top, max_passages, gold):
     """Every question's top passages of the whole corpus, to `full_depth`, are in the cut, so a search
     of the cut finds them; the deeper ranks go first when they do not fit; random rows fill the rest.
     Small blocks make the search merge across blocks and the reads cross Parquet shards."""
@@ -74,7 +76,8 @@ def test_the_cut_keeps_what_the_whole_corpus_retrieves(corpus, tmp_path, monkeyp
     monkeypatch.setattr(cut, "QUESTION_ROWS", 8)
     monkeypatch.setattr(cut, "WRITE_ROWS", 7)
     out = tmp_path / "cut"
-    code, stdout, err = _cut(monkeypatch, capsys, corpus, out, "--top", top, "--max-passages", max_passages)
+    flags = ("--top", top, "--max-passages", max_passages) + (() if gold else ("--no-gold",))
+    code, stdout, err = _cut(monkeypatch, capsys, corpus, out, *flags)
     assert code == 0, err
     record = json.loads(stdout)
     assert json.loads((out / "cut.json").read_text()) == {k: v for k, v in record.items() if k != "out"}
@@ -89,8 +92,11 @@ def test_the_cut_keeps_what_the_whole_corpus_retrieves(corpus, tmp_path, monkeyp
     if depth < top:  # the next rank is missing for some question: the cut was full
         assert record["random"] == 0 and not all(set(r[:depth + 1]) <= kept for r in ranked.tolist())
     retrieved = set(ranked[:, :top].ravel().tolist())
-    assert record["retrieved"] == len(kept & retrieved) and record["random"] == len(kept - retrieved)
-    assert record["retrieved"] + record["random"] == max_passages
+    golds = set(range(0, 60, 2)) if gold else set()  # question i's gold is c{i}-0, row 2i
+    assert golds <= kept and record["gold"] == len(golds) and record["keep_gold"] is gold
+    assert record["retrieved"] == len((kept & retrieved) - golds) and record["random"] == len(kept - retrieved - golds)
+    assert record["gold"] + record["hard_negatives"] + record["retrieved"] + record["random"] == max_passages
+    assert record["gold_passages"] == 30 and record["gold_in_cut"] == len(kept & set(range(0, 60, 2)))
     # searching the cut with the same question vectors finds the whole corpus's top passages
     q = encode_texts(*[getattr(DPRCheckpoint.load(corpus["dpr"]), a) for a in ("question_encoder", "tokenizer")],
                      [ex.question for ex in corpus["examples"]], max_length=64)
@@ -106,11 +112,11 @@ def test_the_cut_keeps_what_the_whole_corpus_retrieves(corpus, tmp_path, monkeyp
                                        for k in (1, 5, 20, 100) if k <= top}
     # the same seed cuts the same passages; another seed fills with others
     again = tmp_path / "again"
-    assert _cut(monkeypatch, capsys, corpus, again, "--top", top, "--max-passages", max_passages)[0] == 0
+    assert _cut(monkeypatch, capsys, corpus, again, *flags)[0] == 0
     assert (again / "passages.parquet").read_bytes() == (out / "passages.parquet").read_bytes()
     if record["random"]:
         other = tmp_path / "other"
-        assert _cut(monkeypatch, capsys, corpus, other, "--top", top, "--max-passages", max_passages, "--seed", 1)[0] == 0
+        assert _cut(monkeypatch, capsys, corpus, other, *flags, "--seed", 1)[0] == 0
         assert list(open_passages(other)) != list(table)
 
 
@@ -146,7 +152,7 @@ def test_a_transformers_pair_searches_with_its_context_encoder_named(corpus, tin
                            max_length=int(ctx.meta["max_length"]))
     folder = shards(tmp_path / "pair_nq", passages, vectors)
     flags = ["index", "cut", "--passages", folder, "--encoder", pair["question"], "--questions", corpus["qa"],
-             "--top", 3, "--max-passages", 30, "--device", "cpu", "--json"]
+             "--top", 3, "--max-passages", 30, "--no-gold", "--device", "cpu", "--json"]  # the 30 gold would fill it
     code, _, err = run_main(monkeypatch, capsys, *flags, "--out", tmp_path / "a")
     assert code == 2 and err.count("\n") == 1 and "--context-encoder: needed with the DPRQuestionEncoder folder" in err
     code, stdout, err = run_main(monkeypatch, capsys, *flags, "--context-encoder", pair["context"], "--out", tmp_path / "b")
@@ -154,11 +160,14 @@ def test_a_transformers_pair_searches_with_its_context_encoder_named(corpus, tin
     q_ckpt = load_question_encoder(pair["question"])
     q = encode_texts(q_ckpt.question_encoder, q_ckpt.tokenizer, [ex.question for ex in corpus["examples"]],
                      max_length=int(q_ckpt.meta["q_max_length"]))
-    top = np.argsort(-(q @ vectors.T), axis=1, kind="stable")[:, :json.loads(stdout)["full_depth"]]
+    depth = json.loads(stdout)["full_depth"]
+    assert depth >= 1
+    top = np.argsort(-(q @ vectors.T), axis=1, kind="stable")[:, :depth]
     assert {passages[r].id for r in top.ravel().tolist()} <= {p.id for p in open_passages(tmp_path / "b")}
     code, stdout, err = run_main(monkeypatch, capsys, *[f for f in flags if f != "--json"], "--context-encoder",
                                  pair["context"], "--out", tmp_path / "d")  # the table
     assert code == 0 and f"cut written to {tmp_path / 'd'}" in stdout and "answer recall" in stdout, err
+    assert re.search(r"--no-gold: \d+ of the 30 gold passages the questions name are in the cut", stdout), stdout
     # the tiny checkpoint's vectors were not made by this pair: refused, nothing written
     code, _, err = run_main(monkeypatch, capsys, "index", "cut", "--passages", corpus["shards"], "--encoder",
                             pair["question"], "--context-encoder", pair["context"], "--questions", corpus["qa"],
@@ -203,3 +212,174 @@ def test_the_scale_benchmark_runs_the_command(tmp_path):
     assert (row["passages"], row["questions"], row["top"], row["max_passages"]) == (3000, 20, 5, 300)
     assert row["kept"]["retrieved"] + row["kept"]["random"] == 300 and row["kept"]["full_depth"] == 5
     assert row["peak_rss_mb"] >= row["peak_anon_mb"] > 100 and row["wall_s"] > 0
+
+
+# --- what the questions name: gold passages and given hard negatives ------------------------------
+
+TRAIN = ["--steps", 1, "--vocab-size", 300, "--hidden-size", 16, "--layers", 1, "--batch-size", 4, "--device", "cpu",
+         "--self-negatives-at", 0, "--json"]
+
+
+def context(pid: str) -> dict:
+    return {"title": "T", "text": "some text", "score": 10, "title_score": 0, "passage_id": pid}
+
+
+def biencoder_file(path: Path, examples, gold, negatives=lambda i: []) -> Path:
+    """`examples` as DPR's biencoder JSON (what `train dpr --train` takes): question i's gold ids
+    `gold(i)` as positive_ctxs, its hard negatives `negatives(i)` as hard_negative_ctxs."""
+    records = [{"dataset": "nq_train_psgs_w100", "question": ex.question, "answers": ex.answers,
+                "positive_ctxs": [context(g) for g in gold(i)], "negative_ctxs": [],
+                "hard_negative_ctxs": [context(pid) for pid in negatives(i)]} for i, ex in enumerate(examples)]
+    path.write_text(json.dumps(records, indent=4), encoding="utf-8")
+    return path
+
+
+def _ids(folder: Path) -> set[str]:
+    return {p.id for p in open_passages(folder)}
+
+
+def test_gold_passages_the_top_misses_are_kept_and_train_dpr_takes_the_cut(corpus, tmp_path, monkeypatch, capsys):
+    """A question's gold passage that its top retrieved ones miss is kept (first), so `train dpr
+    --passages CUT --train FILE` finds every positive; --no-gold keeps none, and train dpr refuses it."""
+    ranked, passages = corpus["ranked"], corpus["passages"]
+    missed = [i for i in range(30) if ranked[i, 0] != 2 * i]  # question i's gold, c{i}-0, is row 2i
+    assert missed  # the tiny encoder's top 1 misses some gold passages: the case this is about
+    out = tmp_path / "cut"
+    code, stdout, err = _cut(monkeypatch, capsys, corpus, out, "--top", 1, "--max-passages", 45)
+    assert code == 0, err
+    record = json.loads(stdout)
+    gold = {f"c{i}-0" for i in range(30)}
+    assert gold <= _ids(out)
+    assert (record["gold"], record["gold_passages"], record["gold_in_cut"], record["keep_gold"]) == (30, 30, 30, True)
+    assert record["priority"] == ["gold", "retrieved", "random"] and record["hard_negatives"] == 0
+    top1 = set(ranked[:, 0].tolist())
+    assert record["retrieved"] == len(top1 - set(range(0, 60, 2))) and record["full_depth"] == 1
+    assert record["gold"] + record["retrieved"] + record["random"] == record["passages"] == 45
+    code, stdout, err = run_main(monkeypatch, capsys, "train", "dpr", "--passages", out, "--train", corpus["qa"],
+                                 "--out", tmp_path / "dpr", *TRAIN)
+    assert code == 0, err
+    # the same cut without the gold passages: some are missing, and train dpr refuses the file
+    code, stdout, err = _cut(monkeypatch, capsys, corpus, tmp_path / "no_gold", "--top", 1, "--max-passages", 45, "--no-gold")
+    assert code == 0, err
+    record = json.loads(stdout)
+    held = gold & _ids(tmp_path / "no_gold")
+    assert record["gold"] == 0 and record["keep_gold"] is False and record["gold_in_cut"] == len(held) < 30
+    assert record["priority"] == ["retrieved", "random"] and record["gold_passages"] == 30
+    code, _, err = run_main(monkeypatch, capsys, "train", "dpr", "--passages", tmp_path / "no_gold", "--train", corpus["qa"],
+                            "--out", tmp_path / "dpr2", *TRAIN)
+    assert code == 2 and "gold passage id" in err and "is not in --passages" in err, err
+
+
+def test_gold_first_then_the_shallow_ranks_when_space_is_short(corpus, tmp_path, monkeypatch, capsys):
+    """30 gold passages and room for 2 more: every gold passage is kept, then the retrieved ones rank by
+    rank (every question's first before any second), nothing random, `full_depth` counting both; a
+    cut that cannot hold the gold passages is refused before the search, naming the way out."""
+    from lewisrag.index import cut
+
+    ranked = corpus["ranked"]
+    # the capital passages (odd rows) as gold, which the tiny encoder does not retrieve at the top
+    qa = write_jsonl(tmp_path / "qa.jsonl", [{**ex.to_dict(), "gold_passage_ids": [f"c{i}-1"]}
+                                              for i, ex in enumerate(corpus["examples"])])
+    golds = set(range(1, 60, 2))
+    by_rank = [r for r in dict.fromkeys(ranked[:, :4].T.ravel().tolist()) if r not in golds]  # rank-major, first seen
+    assert len(by_rank) > 2  # more retrieved than the room left: the case this is about
+    flags = ("--top", 4, "--questions", qa, "--device", "cpu", "--json")
+    code, stdout, err = run_main(monkeypatch, capsys, "index", "cut", "--passages", corpus["shards"], "--encoder",
+                                 corpus["dpr"], "--max-passages", 32, "--out", tmp_path / "cut", *flags)
+    assert code == 0, err
+    record = json.loads(stdout)
+    rows = {int(p.id[1:].split("-")[0]) * 2 + int(p.id.split("-")[1]) for p in open_passages(tmp_path / "cut")}
+    assert rows == golds | set(by_rank[:2])
+    assert (record["gold"], record["retrieved"], record["random"], record["passages"]) == (30, 2, 0, 32)
+    depth = record["full_depth"]
+    assert depth < 4 and all(set(r[:depth]) <= rows for r in ranked.tolist())
+    assert not all(set(r[:depth + 1]) <= rows for r in ranked.tolist())
+    monkeypatch.setattr(cut, "top_rows", lambda *a: pytest.fail("searched a cut that cannot hold the gold passages"))
+    code, _, err = run_main(monkeypatch, capsys, "index", "cut", "--passages", corpus["shards"], "--encoder",
+                            corpus["dpr"], "--max-passages", 29, "--out", tmp_path / "small", *flags)
+    assert code == 2 and err.count("\n") == 1, err
+    assert ("--max-passages: 29 cannot hold the questions' 30 gold passages, which the cut keeps whole before the "
+            "retrieved ones: raise it or give --no-gold") in err
+    assert not (tmp_path / "small").exists()
+
+
+def test_given_hard_negatives_are_kept_when_asked(corpus, tmp_path, monkeypatch, capsys):
+    """--hard-negatives N keeps each question's first N given hard negatives that the corpus holds and
+    that are not its gold, after the gold passages; those the corpus lacks are counted; by default none.
+    `train dpr --hard-negatives-from given` on the cut then drops only those the whole corpus lacks."""
+    examples = corpus["examples"][:10]
+    train = biencoder_file(tmp_path / "biencoder-nq-train.json", examples, lambda i: [f"c{i}-0"],
+                           lambda i: [f"c{i}-0", f"c{i + 1}-1", f"nowhere-{i}", f"c{i}-1"])  # gold, there, missing, there
+    def run(out, *more, max_passages=40):
+        return run_main(monkeypatch, capsys, "index", "cut", "--passages", corpus["shards"], "--encoder", corpus["dpr"],
+                        "--questions", train, "--top", 1, "--max-passages", max_passages, "--out", tmp_path / out,
+                        "--device", "cpu", *more)
+
+    code, stdout, err = run("none", "--json")
+    assert code == 0, err
+    record = json.loads(stdout)
+    assert record["hard_negatives"] == 0 and record["hard_negatives_per_question"] == 0
+    assert "hard_negatives" not in record["priority"] and record["gold"] == 10
+    golds = {f"c{i}-0" for i in range(10)}
+    for n, negatives in ((1, {f"c{i + 1}-1" for i in range(10)}), (2, {f"c{i}-1" for i in range(11)})):
+        code, stdout, err = run(f"n{n}", "--hard-negatives", n, "--json")
+        assert code == 0, err
+        record = json.loads(stdout)
+        assert golds | negatives <= _ids(tmp_path / f"n{n}")
+        assert record["priority"] == ["gold", "hard_negatives", "retrieved", "random"]
+        assert (record["gold"], record["hard_negatives"], record["hard_negatives_missing"]) == (10, len(negatives), 10)
+        assert record["gold"] + record["hard_negatives"] + record["retrieved"] + record["random"] == 40
+    with pytest.warns(LewisragWarning, match="the passages lack 10 of the given hard negatives"):  # the nowhere-i ones
+        code, stdout, err = run_main(monkeypatch, capsys, "train", "dpr", "--passages", tmp_path / "n2", "--train", train,
+                                     "--hard-negatives-from", "given", "--out", tmp_path / "dpr", *TRAIN)
+    assert code == 0, err
+    summary = json.loads(stdout)
+    assert (summary["n_hard_negatives_missing"], summary["n_hard_negatives_gold"], summary["n_no_hard_negative"]) == (10, 10, 0)
+    code, stdout, err = run("table", "--hard-negatives", 2)  # the summary table
+    assert code == 0 and "hard" in stdout and re.search(r"│ 60 +│ 40 +│ 10 +│ 11 +│ 10 +│", stdout), stdout + err
+    # the gold passages and the hard negatives are kept whole, or the cut is refused
+    code, _, err = run("small", "--hard-negatives", 2, max_passages=20)
+    assert code == 2 and ("--max-passages: 20 cannot hold the questions' 10 gold passages and 11 given hard negatives, "
+                          "which the cut keeps whole before the retrieved ones: raise it, lower --hard-negatives or give "
+                          "--no-gold") in err, err
+    # asked of questions that give none, or of a file none of whose negatives the corpus holds: refused
+    code, _, err = run("a", "--hard-negatives", 1, "--questions", corpus["qa"], "--max-questions", 3)
+    assert code == 0, err  # the first file gives them
+    code, _, err = run_main(monkeypatch, capsys, "index", "cut", "--passages", corpus["shards"], "--encoder", corpus["dpr"],
+                            "--questions", corpus["qa"], "--max-passages", 40, "--hard-negatives", 1, "--device", "cpu",
+                            "--out", tmp_path / "b")
+    assert code == 2 and err.count("\n") == 1 and "--hard-negatives: 1, but no question of --questions gives a hard negative" in err, err
+    elsewhere = biencoder_file(tmp_path / "biencoder-other.json", examples, lambda i: [f"c{i}-0"], lambda i: [f"x{i}"])
+    code, _, err = run("c", "--hard-negatives", 1, "--questions", elsewhere)
+    assert code == 2 and err.count("\n") == 1, err
+    assert (f"{elsewhere}:2: field 'hard_negative_ctxs[0].passage_id': hard negative id 'x0' is not in --passages "
+            f"{corpus['shards']}, nor is any other of the file's given hard negatives") in err
+    assert not any((tmp_path / d).exists() for d in ("small", "b", "c"))
+
+
+def test_a_gold_id_the_whole_corpus_lacks_is_refused(corpus, tmp_path, monkeypatch, capsys):
+    """As `train dpr` and `eval retrieval` refuse it: named by file, line and field, before the search,
+    nothing written; with --no-gold the cut goes on, and the id counts among the gold passages named,
+    not among those in the cut."""
+    from lewisrag.index import cut
+
+    examples = corpus["examples"]
+    train = biencoder_file(tmp_path / "biencoder-nq-train.json", examples,
+                           lambda i: ["not-in-the-corpus"] if i == 3 else [f"c{i}-0"])
+    search = cut.top_rows
+    monkeypatch.setattr(cut, "top_rows", lambda *a: pytest.fail("searched before refusing the gold id"))
+    code, _, err = run_main(monkeypatch, capsys, "index", "cut", "--passages", corpus["shards"], "--encoder", corpus["dpr"],
+                            "--questions", train, "--max-passages", 40, "--device", "cpu", "--out", tmp_path / "a")
+    assert code == 2 and err.count("\n") == 1, err
+    assert (f"{train}:" in err and "field 'positive_ctxs[0].passage_id': gold passage id 'not-in-the-corpus' is not in "
+            f"--passages {corpus['shards']}: the cut keeps every question's gold passages, and the whole corpus lacks "
+            "this one (--no-gold keeps none)") in err
+    assert not (tmp_path / "a").exists()
+    monkeypatch.setattr(cut, "top_rows", search)
+    code, stdout, err = run_main(monkeypatch, capsys, "index", "cut", "--passages", corpus["shards"], "--encoder", corpus["dpr"],
+                                 "--questions", train, "--max-passages", 40, "--device", "cpu", "--out", tmp_path / "b",
+                                 "--no-gold", "--json")
+    assert code == 0, err
+    record = json.loads(stdout)
+    held = {f"c{i}-0" for i in range(30) if i != 3} & _ids(tmp_path / "b")
+    assert (record["gold"], record["gold_passages"], record["gold_in_cut"]) == (0, 30, len(held))

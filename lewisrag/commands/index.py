@@ -238,8 +238,20 @@ def cut(
     top: int = typer.Option(100, "--top", help="Passages kept per question: its best by inner product over every "
                             "stored vector, so that searching the cut with this encoder finds what searching the "
                             "whole corpus does, to this depth."),
-    max_passages: int = typer.Option(..., "--max-passages", help="Passages in the cut: the retrieved ones (the deepest "
-                                     "ranks dropped first if they are more), then a random sample of the rest."),
+    max_passages: int = typer.Option(..., "--max-passages", help="Passages in the cut: the questions' gold passages and "
+                                     "--hard-negatives (kept whole, or the cut is refused before the search), then the "
+                                     "retrieved ones (the deepest ranks dropped first if they are more), then a random "
+                                     "sample of the rest."),
+    no_gold: bool = typer.Option(False, "--no-gold", help="Do not keep the questions' gold passages (gold_passage_ids; "
+                                 "DPR's positive_ctxs[].passage_id), which are kept by default, first, so that `train dpr "
+                                 "--passages CUT --train FILE` finds each question's positive; a gold id the corpus lacks "
+                                 "is refused unless this is given."),
+    hard_negatives: int = typer.Option(0, "--hard-negatives", metavar="N", min=0, help="Also keep each question's first N "
+                                       "given hard negatives that are not its gold (DPR's hard_negative_ctxs[].passage_id, "
+                                       "lewisrag's hard_negative_ids; those the corpus lacks are counted and skipped), "
+                                       "after the gold passages and before the retrieved ones. Default 0: DPR gives up to "
+                                       "~30 a question, which at NQ's 58,880 training questions is of the order of a "
+                                       "million passages; `train dpr --hard-negatives-from given` draws one of those kept."),
     seed: int = typer.Option(0, "--seed", min=0, max=2**32 - 1, help="Which random passages fill the cut."),
     device: str = typer.Option("auto", "--device", help="Where questions are encoded and the search's products run: "
                                "auto (a GPU when one is visible), cpu or cuda[:N]."),
@@ -249,25 +261,28 @@ def cut(
                                    "output (replaced once the cut is complete); never a folder lewisrag did not make."),
     as_json: bool = typer.Option(False, "--json", help="Print what cut.json records as one JSON object."),
 ) -> None:
-    """Cut a corpus with stored vectors to --max-passages, keeping every question's --top retrieved passages.
+    """Cut a corpus with stored vectors to --max-passages, keeping every question's gold and --top retrieved passages.
 
-    For every question, the --top passages a DPR question encoder retrieves from the whole corpus
-    by its stored vectors are kept, then random ones up to --max-passages, in the corpus's order,
-    with their vectors. Searching the cut with this encoder finds for these questions what
-    searching the whole corpus does; cut.json records the counts and the whole corpus's answer
-    recall@k. The search is exact: minutes on a GPU at 21M passages, hours on a few CPU cores."""
+    Every question's gold passages are kept (unless --no-gold), then its first --hard-negatives
+    given hard negatives, then the --top passages a DPR question encoder retrieves from the whole
+    corpus by its stored vectors (deepest ranks dropped first when they do not fit), then random
+    ones up to --max-passages, in the corpus's order, with their vectors. Searching the cut with
+    this encoder finds for these questions what searching the whole corpus does; cut.json records
+    the counts for each reason and the whole corpus's answer recall@k. The search is exact: minutes
+    on a GPU at 21M passages, hours on a few CPU cores."""
     from lewisrag.data.io import InputError
     from lewisrag.data.outputs import check_out_dir, output_dir
     from lewisrag.data.passages import open_passages
     from lewisrag.data.records import read_qa
     from lewisrag.data.threads import resolve_device
-    from lewisrag.index.cut import (KIND, CutConfig, check_config, check_passages, check_questions_files, cut_passages,
-                                    write_manifest)
+    from lewisrag.index.cut import (KIND, CutConfig, check_config, check_named_ids, check_passages, check_questions_files,
+                                    cut_passages, kept_first, passage_rows, wanted_ids, write_manifest)
     from lewisrag.index.dense import check_stored_embeddings
     from lewisrag.index.encoders import load_context_encoder, load_question_encoder
 
     fields = _ui.qa_fields(qa_fields)
-    cfg = CutConfig(top=top, max_passages=max_passages, seed=seed, device=resolve_device(device))
+    cfg = CutConfig(top=top, max_passages=max_passages, seed=seed, device=resolve_device(device), gold=not no_gold,
+                    hard_negatives=hard_negatives)
     check_config(cfg)  # before any file is read
     check_questions_files(questions)
     check_out_dir(out, KIND, overwrite=overwrite, replaces=True,  # before anything is read
@@ -278,17 +293,22 @@ def cut(
     if ctx is None:
         raise InputError("--context-encoder", f"needed with the DPRQuestionEncoder folder {encoder}: the DPRContextEncoder "
                          "of its pair, which made the stored vectors (8 of them are checked against fresh encodings)")
-    examples = [ex for q in questions for ex in read_qa(q, fields)[:max_questions]]  # each file checked whole first
+    files = [(q, read_qa(q, fields)[:max_questions]) for q in questions]  # each file checked whole first
+    examples = [ex for _, part in files for ex in part]
     check_config(cfg, examples)
     with _ui.status(f"reading {passages}"):
         docs = open_passages(passages)
     with _ui.status("checking 8 stored vectors against fresh encodings (the rest as the search reads them)"):
         check_passages(docs, ckpt, cfg, source=passages)
         spot_check = check_stored_embeddings(docs, ctx, int(ctx.meta.get("max_length", 256)))
+    with _ui.status("finding the questions' gold passages and hard negatives in the corpus"):  # before the search
+        rows_of = passage_rows(docs, wanted_ids(examples, cfg))
+        check_named_ids(files, rows_of, cfg, f"--passages {passages}", fields)
+        kept_first(examples, rows_of, cfg)  # a cut too small to hold them is refused here
     labels = {"questions": "encoding questions", "search": "searching the stored vectors",
               "answers": "reading retrieved passages", "write": "writing the cut"}
     with output_dir(out, KIND, overwrite=overwrite) as tmp, _ui.progress() as p:
-        record = cut_passages(docs, examples, ckpt, tmp, cfg, _ui.Bars(p, labels))
+        record = cut_passages(docs, examples, ckpt, tmp, cfg, _ui.Bars(p, labels), rows_of)
         record = {**record, "questions_files": [str(q) for q in questions], "max_questions": max_questions, "encoder": str(encoder),
                   "context_encoder": str(context_encoder) if context_encoder else None, "spot_check": spot_check}
         write_manifest(tmp, record)
@@ -296,9 +316,16 @@ def cut(
         _ui.print_json({"out": str(out), **record})
         return
     recall = ", ".join(f"@{k} {v:.3f}" for k, v in record["answer_recall"].items() if v is not None) or "no answers"
-    rows = [[record["source_passages"], record["passages"], record["retrieved"], record["random"], record["full_depth"], recall]]
-    _ui.out.print(_ui.table(f"cut written to {out}", ["source", "kept", "retrieved", "random", "every top-k kept to k",
-                                                      "answer recall (whole corpus)"], rows))
+    columns = ["source", "kept", "gold", "retrieved", "random", "every top-k kept to k", "answer recall (whole corpus)"]
+    row = [record["source_passages"], record["passages"], record["gold"], record["retrieved"], record["random"],
+           record["full_depth"], recall]
+    if record["hard_negatives_per_question"]:
+        columns[3:3] = ["hard negatives", "given ones not in the corpus"]
+        row[3:3] = [record["hard_negatives"], record["hard_negatives_missing"]]
+    _ui.out.print(_ui.table(f"cut written to {out}", columns, [row]))
+    if not record["keep_gold"] and record["gold_passages"]:
+        _ui.out.print(f"--no-gold: {record['gold_in_cut']} of the {record['gold_passages']} gold passages the questions "
+                      "name are in the cut (retrieved or drawn)")
 
 
 def targets(

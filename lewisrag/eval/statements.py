@@ -72,7 +72,6 @@ and kept citations inside quotes.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 

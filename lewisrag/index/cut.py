@@ -16,9 +16,28 @@ block by block, as `DenseIndex` searches a Flat index on a GPU. At 21 M passages
 21 M multiply-adds per question: about a minute for 80,000 questions on an H200, hours on a few CPU
 cores (decoding the 80 GB of vectors from Parquet takes minutes either way).
 
+Besides what they retrieve, the cut keeps every question's gold passages (`gold_passage_ids`; in
+DPR's biencoder JSON `positive_ctxs[].passage_id`), so that `train dpr --passages CUT --train FILE`
+finds each question's positive (it refuses a gold id its passages lack) and retrieval recall can be
+measured on the cut; and, when asked (`hard_negatives` per question), each question's first given
+hard negatives that are not its gold (DPR's BM25 negatives, `hard_negative_ctxs[].passage_id`):
+58,880 NQ training questions × DPR's up to ~30 each come to the order of a million passages, more
+than a small cut affords, so none by default. A gold id the whole corpus lacks is refused, as
+`train dpr` and `eval retrieval` refuse it (a file written for another corpus, or a mistyped id); a
+given hard negative it lacks is counted and the question's next one taken, as `train dpr` keeps the
+ones there.
+
+When `max_passages` cannot hold everything, the kept set is filled in the order of `PRIORITY`:
+the gold passages, then the hard negatives, both whole (a cut that cannot hold them is refused
+before the search: they are the few passages a question names, and dropping some would leave
+`train dpr` refusing the cut); then the retrieved ones rank by rank, so that the deepest ranks are
+dropped first (`full_depth`, counting passages kept for an earlier reason too); then the random fill.
+Each passage is counted once in cut.json, under the first reason it was kept for.
+
 The output folder holds `passages.parquet` (id, title, text and the stored embeddings, a folder
 `--passages` and `index build --reuse-embeddings` read) and `cut.json`: the sources, the counts
-kept, and the answer recall of the whole corpus's top-k at k = 1, 5, 20, 100 up to `top`: the share
+kept for each reason, the gold passages the questions name and how many the cut holds, and the
+answer recall of the whole corpus's top-k at k = 1, 5, 20, 100 up to `top`: the share
 of questions with an answer string in the text of a passage retrieved (DPR's measure of a retriever
 on NQ; here after the normalization exact match uses, as whole words).
 """
@@ -26,7 +45,7 @@ on NQ; here after the normalization exact match uses, as whole words).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +54,7 @@ import pyarrow.parquet as pq
 
 from lewisrag.data.io import InputError, given_once, write_json
 from lewisrag.data.passages import PassageTable
-from lewisrag.data.records import QAExample
+from lewisrag.data.records import QAExample, missing_passage_id
 from lewisrag.index.encoders import DPRCheckpoint, encode_texts
 from lewisrag.scoring.qa import is_regex_answered, normalize_answer, regex_search
 
@@ -46,6 +65,8 @@ SEARCH_ROWS = 65_536  # stored vectors per matrix product: 192 MB of float32 at 
 QUESTION_ROWS = 4096  # questions per product: with SEARCH_ROWS, 1 GB of scores at most
 RECALL_DEPTHS = (1, 5, 20, 100)
 WRITE_ROWS = 8192  # rows per Parquet row group written
+# why a passage is kept, first to last: what fills the cut first when --max-passages cannot hold it all
+PRIORITY = ("gold", "hard_negatives", "retrieved", "random")
 
 
 @dataclass(frozen=True)
@@ -55,20 +76,26 @@ class CutConfig:
     seed: int = 0  # which random passages fill the cut
     device: str = "cpu"  # where questions are encoded and the products run ("cpu" or "cuda[:N]")
     batch_size: int = 64  # questions per encoder forward pass
+    gold: bool = True  # keep every question's gold passages, whole, before anything else
+    hard_negatives: int = 0  # given hard negatives kept per question (its first ones that are not gold), after the gold
 
 
 Progress = Callable[[str, int, int], None]
 
 
 def cut_passages(passages: PassageTable, questions: Sequence[QAExample], ckpt: DPRCheckpoint, out: Path, cfg: CutConfig,
-                 on_progress: Progress | None = None) -> dict:
+                 on_progress: Progress | None = None, rows_of: dict[str, int] | None = None) -> dict:
     """Write the cut of `passages` for `questions` into the folder `out` (which must exist and be
-    empty: the caller stages it) and return what `cut.json` records."""
+    empty: the caller stages it) and return what `cut.json` records. `rows_of`: the rows of the ids
+    `wanted_ids` names (`passage_rows`), when the caller has looked them up to check them first."""
     import torch
 
     n = len(passages)
     check_config(cfg, questions)
     check_passages(passages, ckpt, cfg)
+    if rows_of is None:
+        rows_of = passage_rows(passages, wanted_ids(questions, cfg))
+    first = kept_first(questions, rows_of, cfg)  # refused here, before the search, if it cannot fit
     encoded = [0]
 
     def tick(k: int) -> None:
@@ -80,18 +107,110 @@ def cut_passages(passages: PassageTable, questions: Sequence[QAExample], ckpt: D
                      on_batch=tick if on_progress else None)
     top = min(cfg.top, n)
     rows = top_rows(torch.from_numpy(q).to(cfg.device), passages, top, on_progress)  # (Q, top), best first
-    kept, full_depth = _retrieved(rows, cfg.max_passages)
-    filled = _fill(kept, n, cfg.max_passages, cfg.seed)
-    chosen = np.sort(np.concatenate([kept, filled]))
+    named = np.concatenate([first.gold, first.hard_negatives])
+    kept, full_depth = _retrieved(rows, cfg.max_passages - len(named), named)
+    filled = _fill(np.concatenate([named, kept]), n, cfg.max_passages, cfg.seed)
+    chosen = np.sort(np.concatenate([named, kept, filled]))
     hits = _answer_hits(passages, questions, rows, on_progress)
     _write(passages, chosen, out / PASSAGES_FILE, on_progress)
     answerable = [i for i, ex in enumerate(questions) if ex.answers]
     recall = {str(k): round(float(hits[answerable, :k].any(axis=1).mean()), 4) if answerable else None
               for k in RECALL_DEPTHS if k <= top}
+    gold_ids = {g for ex in questions for g in ex.gold_passage_ids}
+    if cfg.gold:
+        gold_in_cut = len(gold_ids)
+    else:  # those retrieved or drawn (a gold id the corpus lacks is named, not held)
+        gold_in_cut = int(np.isin(list(passage_rows(passages, gold_ids, rows_of).values()), chosen).sum())
+    priority = [p for p in PRIORITY if (p != "gold" or cfg.gold) and (p != "hard_negatives" or cfg.hard_negatives)]
     return {"source": passages.source, "source_passages": n, "questions": len(questions), "top": top,
-            "max_passages": cfg.max_passages, "seed": cfg.seed, "passages": int(len(chosen)),
+            "max_passages": cfg.max_passages, "seed": cfg.seed, "keep_gold": cfg.gold,
+            "hard_negatives_per_question": cfg.hard_negatives, "priority": priority, "passages": int(len(chosen)),
+            "gold": int(len(first.gold)), "hard_negatives": int(len(first.hard_negatives)),
             "retrieved": int(len(kept)), "random": int(len(filled)), "full_depth": full_depth,
+            "gold_passages": len(gold_ids), "gold_in_cut": gold_in_cut,
+            "hard_negatives_missing": first.hard_negatives_missing,
             "answer_recall": recall, "answerable_questions": len(answerable)}
+
+
+@dataclass(frozen=True)
+class KeptFirst:
+    """The rows kept whole before the retrieved ones, by `PRIORITY`, each once, ascending."""
+    gold: np.ndarray  # every question's gold passages (none without `CutConfig.gold`)
+    hard_negatives: np.ndarray  # each question's first `CutConfig.hard_negatives` given ones, not already gold
+    hard_negatives_missing: int  # distinct given hard negative ids (not the question's gold) the corpus lacks
+
+
+def wanted_ids(questions: Sequence[QAExample], cfg: CutConfig) -> set[str]:
+    """The passage ids the cut keeps by name, whose rows `passage_rows` finds: the questions' gold
+    ids (with `cfg.gold`) and their given hard negatives (with `cfg.hard_negatives`)."""
+    ids = {g for ex in questions for g in ex.gold_passage_ids} if cfg.gold else set()
+    if cfg.hard_negatives:
+        ids |= {pid for ex in questions for pid in ex.hard_negative_ids}
+    return ids
+
+
+def passage_rows(passages: PassageTable, ids, known: dict[str, int] | None = None) -> dict[str, int]:
+    """The row of each of `ids` that is a passage id of `passages` (the others are left out): one scan
+    of the id column, none when every id is in `known` (rows found before) or there are none."""
+    ids = set(map(str, ids))
+    known = known or {}
+    out = {pid: known[pid] for pid in ids if pid in known}
+    return out | passages.rows_of(ids - set(out))
+
+
+def kept_first(questions: Sequence[QAExample], rows_of: dict[str, int], cfg: CutConfig) -> KeptFirst:
+    """The gold passages and the given hard negatives the cut keeps whole (`PRIORITY`), from `rows_of`
+    (`passage_rows` of `wanted_ids`). A gold id not there is refused (the caller names its file and
+    line first, `check_named_ids`); so is a cut that cannot hold them all, before the search."""
+    gold: set[int] = set()
+    if cfg.gold:
+        for ex in questions:
+            for g in ex.gold_passage_ids:
+                if g not in rows_of:
+                    raise InputError("--questions", f"gold passage id {g!r} of question {ex.id!r} is not in the passages: "
+                                     "the cut keeps every question's gold passages (--no-gold keeps none)")
+                gold.add(rows_of[g])
+    negatives: set[int] = set()
+    missing: set[str] = set()
+    if cfg.hard_negatives:
+        for ex in questions:
+            candidates = [pid for pid in ex.hard_negative_ids if pid not in ex.gold_passage_ids]
+            missing.update(pid for pid in candidates if pid not in rows_of)
+            negatives.update(rows_of[pid] for pid in [c for c in candidates if c in rows_of][:cfg.hard_negatives])
+    negatives -= gold
+    if len(gold) + len(negatives) > cfg.max_passages:
+        asked = bool(cfg.hard_negatives)
+        named = [f"{len(gold)} gold passages"] * cfg.gold + [f"{len(negatives)} given hard negatives"] * asked
+        ways = ["raise it"] + ["lower --hard-negatives"] * asked + ["give --no-gold"] * cfg.gold
+        raise InputError("--max-passages", f"{cfg.max_passages} cannot hold the questions' {' and '.join(named)}, which "
+                         f"the cut keeps whole before the retrieved ones: {', '.join(ways[:-1])} or {ways[-1]}")
+    return KeptFirst(np.array(sorted(gold), np.int64), np.array(sorted(negatives), np.int64), len(missing))
+
+
+def check_named_ids(files: Sequence[tuple[str | os.PathLike, Sequence[QAExample]]], present: Container[str],
+                    cfg: CutConfig, where: str, fields: Mapping[str, str] | None = None) -> None:
+    """Refuse, naming file, line and field, what the cut cannot keep by name: with `cfg.gold`, a gold
+    id the whole corpus lacks (as `train dpr` and `eval retrieval` refuse it: a file written for
+    another corpus, or a mistyped id); with `cfg.hard_negatives`, a file whose given hard negatives
+    (but gold ones) the corpus holds none of (as `train dpr --hard-negatives-from given` refuses it),
+    and questions that give none at all. `files`: each --questions file with the examples read from
+    it (`read_qa`'s, in its order; a first part of them too); `present`: the ids the corpus holds."""
+    for path, examples in files if cfg.gold else ():
+        error = missing_passage_id(examples, "gold_passage_ids", present, path, where, fields)
+        if error is not None:
+            raise InputError(error.source, f"{error.message}: the cut keeps every question's gold passages, and the whole "
+                             "corpus lacks this one (--no-gold keeps none)", line=error.line, field=error.field)
+    if not cfg.hard_negatives:
+        return
+    if not any(set(ex.hard_negative_ids) - set(ex.gold_passage_ids) for _, examples in files for ex in examples):
+        raise InputError("--hard-negatives", f"{cfg.hard_negatives}, but no question of --questions gives a hard negative "
+                         "that is not its gold (DPR's hard_negative_ctxs[].passage_id, lewisrag's hard_negative_ids)")
+    for path, examples in files:
+        given = [pid for ex in examples for pid in ex.hard_negative_ids if pid not in ex.gold_passage_ids]
+        if given and not any(pid in present for pid in given):
+            error = missing_passage_id(examples, "hard_negative_ids", present, path, where, fields)
+            raise InputError(error.source, f"{error.message}, nor is any other of the file's given hard negatives: a "
+                             "file written for another corpus", line=error.line, field=error.field)
 
 
 def check_config(cfg: CutConfig, questions: Sequence[QAExample] | None = None) -> None:
@@ -101,6 +220,8 @@ def check_config(cfg: CutConfig, questions: Sequence[QAExample] | None = None) -
         raise InputError("--top", f"must be at least 1, got {cfg.top}")
     if cfg.max_passages < 1:
         raise InputError("--max-passages", f"must be at least 1, got {cfg.max_passages}")
+    if cfg.hard_negatives < 0:
+        raise InputError("--hard-negatives", f"must be at least 0, got {cfg.hard_negatives}")
     if questions is not None and not questions:
         raise InputError("--questions", "no questions: the cut keeps what questions retrieve")
 
@@ -156,22 +277,24 @@ def top_rows(q, passages: PassageTable, k: int, on_progress: Progress | None = N
     return best_r.cpu().numpy()
 
 
-def _retrieved(rows: np.ndarray, max_passages: int) -> tuple[np.ndarray, int]:
-    """The distinct rows of `rows` (Q, top), rank by rank (every question's first, then every second...),
-    cut to `max_passages`; and the depth to which every question's passages were all kept."""
+def _retrieved(rows: np.ndarray, room: int, named: np.ndarray) -> tuple[np.ndarray, int]:
+    """The distinct rows of `rows` (Q, top) not among `named` (kept before them, `PRIORITY`), rank by
+    rank (every question's first, then every second...), cut to `room`; and the depth to which every
+    question's passages were all kept, by either."""
     by_rank = rows.T.ravel()  # rank-major: the cut drops deep ranks first
     distinct, first = np.unique(by_rank, return_index=True)
     ordered = distinct[np.argsort(first, kind="stable")]
-    if len(ordered) <= max_passages:
+    ordered = ordered[~np.isin(ordered, named)]
+    if len(ordered) <= room:
         return ordered, rows.shape[1]
-    kept = ordered[:max_passages]
-    inside = np.isin(rows, kept)
+    kept = ordered[:max(room, 0)]
+    inside = np.isin(rows, kept) | np.isin(rows, named)
     full_depth = int(np.argmin(inside.all(axis=0))) if not inside.all() else rows.shape[1]
     return kept, full_depth
 
 
 def _fill(kept: np.ndarray, n: int, max_passages: int, seed: int) -> np.ndarray:
-    """A seeded random sample of the rows not in `kept`, up to `max_passages` in all."""
+    """A seeded random sample of the rows not in `kept` (every reason's before it), up to `max_passages` in all."""
     want = max_passages - len(kept)
     if want <= 0:
         return np.zeros(0, np.int64)
