@@ -55,3 +55,17 @@ def test_every_reader_and_the_cli_refuse_it_in_one_line(tmp_path, monkeypatch, c
     assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert f"{answers}:1: field 'response': the key \"response\" is given twice" in err
     assert not (tmp_path / "run" / "results.json").exists()
+
+
+@pytest.mark.parametrize("tail, says", [
+    ('"n": ' + "9" * 5000, "an integer longer than"),
+    ('"n": ' + "[" * 5000 + "]" * 5000, "nested too deeply"),
+])
+def test_a_repeated_key_beside_another_fault_is_still_one_line(tmp_path, tail, says):
+    """The repeated key's path is found by reading the text again, which met the other fault and
+    raised it as a traceback (a 5000-digit integer, an array nested 5000 deep)."""
+    f = tmp_path / "q.jsonl"
+    f.write_text('{"id": "1", "meta": {"k": 1, "k": 2}, ' + tail + "}\n", encoding="utf-8")
+    with pytest.raises(InputError) as e:
+        list(iter_records(f))
+    assert says in e.value.message and e.value.line == 1

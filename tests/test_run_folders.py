@@ -134,27 +134,30 @@ def test_overwrite_never_replaces_a_part_of_another_lewisrag_output(tmp_path, mo
 
 def test_overwrite_never_replaces_a_file_of_another_lewisrag_output(tmp_path, monkeypatch, capsys):
     """A file --out is refused as a folder --out is: `swap --out RUN/index_b/manifest.json --overwrite`
-    replaced that index's manifest with a swap matrix (exit 0, the index destroyed). A new file may
-    be written there, and a file of no marked folder is replaced as before."""
-    from lewisrag.data.outputs import check_out_file
+    replaced that index's manifest with a swap matrix (exit 0, the index destroyed). A file the marker
+    lists is the output's; a new file may be written there, and one it does not list (the user's own
+    `chunk --out RUN/chunks.jsonl`, written before) replaced, as a file of no marked folder is."""
+    from lewisrag.data.outputs import check_out_file, record_files
 
     run = tmp_path / "RUN"
-    mark(run, "reproduction")
+    mark(run, "reproduction")  # a reproduction's marker lists no files: its stages' folders are outputs
     mark(run / "index_b", "index")
     manifest = run / "index_b" / "manifest.json"
     manifest.write_text("{}")
+    listed = manifest.with_suffix(".jsonl")
+    listed.write_text("the index's\n")
+    record_files(run / "index_b", ["manifest.json", "manifest.jsonl"])
     docs = tmp_path / "docs.jsonl"
     docs.write_text(json.dumps({"id": "d1", "title": "T", "text": "one two three"}) + "\n")
-    for target, made in ((manifest.with_suffix(".jsonl"), "index"), (run / "results.jsonl", "reproduction")):
-        target.write_text("the run's\n")
-        code, _, err = run_main(monkeypatch, capsys, "chunk", "--docs", docs, "--out", target, "--overwrite")
-        assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
-        assert f"is part of the lewisrag {made} at" in err and "'--out'" in err and str(target) in err
-        assert target.read_text() == "the run's\n"  # chunk writes .jsonl files only: swap's check below
+    code, _, err = run_main(monkeypatch, capsys, "chunk", "--docs", docs, "--out", listed, "--overwrite")
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "is part of the lewisrag index at" in err and "'--out'" in err and str(listed) in err
+    assert listed.read_text() == "the index's\n"  # chunk writes .jsonl files only: swap's check below
     with pytest.raises(InputError, match="is part of the lewisrag index at") as e:  # swap's and `index questions`' check
         check_out_file(manifest, overwrite=True)
     assert e.value.field == "--out" and manifest.read_text() == "{}"
     assert run_main(monkeypatch, capsys, "chunk", "--docs", docs, "--out", run / "new.jsonl")[0] == 0
+    assert run_main(monkeypatch, capsys, "chunk", "--docs", docs, "--out", run / "new.jsonl", "--overwrite")[0] == 0
     alone = tmp_path / "alone.jsonl"
     alone.write_text("old\n")
     assert run_main(monkeypatch, capsys, "chunk", "--docs", docs, "--out", alone, "--overwrite")[0] == 0

@@ -138,9 +138,9 @@ def _loads(text: str) -> Any:
     key's path."""
     try:
         obj = _DECODER.decode(text)
-    except _DuplicateKey as e:
-        raise _BadJSON(f"the key {json.dumps(e.key, ensure_ascii=False)} is given twice in one object: one value "
-                       "would silently replace the other", field=_duplicate_path(text), what="") from None
+        duplicate = None
+    except _DuplicateKey as e:  # the text may hold another fault past the repeated key: read again, as below
+        duplicate = e.key
     except json.JSONDecodeError as e:
         # json's message for control characters ends in " at", before the position it would add
         raise _BadJSON(e.msg.removesuffix(" at"), e.lineno, e.colno) from None
@@ -148,6 +148,15 @@ def _loads(text: str) -> Any:
         raise _BadJSON("nested too deeply") from None
     except ValueError:  # int() refuses longer digit strings (CPython's guard against quadratic time)
         raise _BadJSON(f"an integer longer than {sys.get_int_max_str_digits()} digits") from None
+    if duplicate is not None:
+        try:
+            field = _duplicate_path(text)
+        except RecursionError:
+            raise _BadJSON("nested too deeply") from None
+        except ValueError:
+            raise _BadJSON(f"an integer longer than {sys.get_int_max_str_digits()} digits") from None
+        raise _BadJSON(f"the key {json.dumps(duplicate, ensure_ascii=False)} is given twice in one object: one value "
+                       "would silently replace the other", field=field, what="")
     if "\\u" in text:  # only escapes make lone surrogates; most lines have none to look for
         field = _unencodable(obj)
         if field is not None:

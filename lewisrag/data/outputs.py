@@ -347,9 +347,9 @@ def check_out_file(out: str | os.PathLike, *, overwrite: bool = False, flag: str
     """Refuse an output file path that is a folder, an existing file (without `overwrite`), unwritable,
     or one of the command's `inputs` ((flag, path) pairs; None and `hf:` specs skipped) or inside one of
     them: even --overwrite never replaces an input file or a file of an input folder (a model's weights),
-    nor an existing file that a folder lewisrag marked as an output wrote (an index's manifest.json;
-    every file of a folder whose marker lists none): it is part of that output. A new file may be
-    written there, and one the output did not write (an earlier `swap --out RUN/swap.json`) replaced."""
+    nor an existing file that a folder lewisrag marked as an output lists as its own (an index's
+    manifest.json): it is part of that output. A new file may be written there, and one the output
+    did not write (an earlier `swap --out RUN/swap.json`, a `chunk --out RUN/chunks.jsonl`) replaced."""
     out = Path(out)
     if out.is_symlink():  # the rename that writes it would replace the link, leaving its target stale
         raise InputError(out, f"is a symbolic link; give the file it points to ({os.path.realpath(out)})", field=flag)
@@ -368,8 +368,10 @@ def check_out_file(out: str | os.PathLike, *, overwrite: bool = False, flag: str
         for folder in where.parents:  # (`swap --out RUN/index_b/manifest.json --overwrite` destroyed that index)
             if (other := made_by(folder)) is None:
                 continue
-            listed = written_files(folder)  # a file the output did not write (an earlier swap's) may be replaced
-            if listed is None or where.relative_to(folder).parts[0] in listed:
+            # only a file the marker lists as the output's (a reproduction's lists none: its stages'
+            # folders are outputs of their own, with lists); an earlier swap's may be replaced
+            listed = written_files(folder)
+            if listed is not None and where.relative_to(folder).parts[0] in listed:
                 raise InputError(out, f"is part of the lewisrag {other} at {folder}, which --overwrite never "
                                  "replaces; choose a file outside it", field=flag)
     if out.exists() and not overwrite:
