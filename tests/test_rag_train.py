@@ -466,3 +466,26 @@ def test_retriever_lr_scale_and_train_kinds(rag_inputs, tmp_path):
     assert any(not torch.equal(final[f"generator.{k}"], v) for k, v in gen.items() if f"generator.{k}" in final)
     with pytest.raises(InputError, match="retriever-lr-scale"):
         train_rag(replace(cfg, retriever_lr_scale=-1.0), tmp_path / "bad")
+
+
+def test_a_best_model_saved_between_checkpoints_is_listed_at_once(rag_inputs, tmp_path, monkeypatch):
+    """The run's marker lists what it wrote after each checkpoint; best/, saved by an evaluation between
+    two checkpoints, was listed only at the next one, so a kill in between left best/ looking like a
+    user's folder, and `--resume` (or a reproduce rerun) refused the run's own model."""
+    from lewisrag.data.outputs import written_files
+    from lewisrag.training import checkpoint as C
+    from lewisrag.training.rag import train_rag
+
+    real, calls = C.save_checkpoint, []
+
+    def killed_at_the_second(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # the kill: step 4's checkpoint, after step 3's evaluation saved best/
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(C, "save_checkpoint", killed_at_the_second)
+    out = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        train_rag(make_config(rag_inputs, steps=5, eval_every=3, save_every=2), out)
+    assert (out / "best").is_dir() and "best" in written_files(out)

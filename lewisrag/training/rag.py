@@ -748,6 +748,7 @@ def _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, recorded, o
                     best = record[key]
                     saved = E.index_to_save(model, index, reindexed_at == step, cfg.mixed_precision)
                     C.save_model(model, parts.tokenizers, out / "best", {**asdict(cfg), "step": step, key: best}, saved)
+                    _record(out)  # listed at once: a kill before the next checkpoint left best/ unlisted, a user's file to --resume
             acc.wait_for_everyone()
         state = {"step": step, "position": asdict(pos), "best_em": best, "config": asdict(cfg), **recorded}
         if cfg.train_context_encoder:
