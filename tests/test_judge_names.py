@@ -178,3 +178,48 @@ def test_a_number_with_thousands_separators_is_no_name():
     premise = "About 1,890 people live in Zerth, the capital of Valdoria."
     assert supported(premise, ["About 1,890 people live in Zerth.", "Zerth has 1,890 residents."]) == [True, False]
     assert LexicalJudge().judge([("约有1,890万人生活在里格洛。", "约有1,890万人生活在里格洛。")])[0].supported is True
+
+
+@pytest.mark.parametrize("premise, statement", [
+    # an article, a preposition or an auxiliary is no first name: today's v8 read "The", "Do", "May" as names
+    ("Paul McCartney was a member of the Beatles from 1960 to 1970.",
+     "McCartney was a member of The Beatles from 1960 to 1970."),
+    ("the product is called do not disturb mode and it mutes calls.",
+     "The product, called Do Not Disturb mode, mutes calls."),
+    # a month before a number is a month, as v7 read it
+    ("The meeting was held on 2020-05-03 in Berlin.", "The meeting was held in Berlin in May 2020."),
+    ("Valdoria has been led by Ruus since 2016; the vote was in may.",
+     "Valdoria has been led by Ruus since May 2016, after the vote."),
+])
+def test_a_function_word_that_reads_as_no_first_name_is_no_name(premise, statement):
+    v = LexicalJudge().judge([(premise, statement)])[0]
+    assert v.supported is True and "lacks the name" not in v.reason
+
+
+def test_only_the_function_words_that_are_given_names_are_read_as_first_names():
+    assert lexical._names("The leader is Will Tamm since May 2016; a member of The Lord Of The Rings.") == [
+        "Will", "Tamm", "Lord", "Rings"]
+    # before a capitalised word that is no function word, and not "Will," or "May The"
+    assert lexical._names("the head is Will, and in May The Beatles played; led by Can Ruus") == ["Beatles", "Can", "Ruus"]
+    assert lexical._first_names("The Tamm family leads Valdoria.", "Bill Tamm leads Valdoria.") == []
+
+
+@pytest.mark.parametrize("ordinary, word", [
+    ("乐观", "明朗"), ("平静", "安宁"), ("健康", "安康"), ("文雅", "斯文"), ("著名", "赫赫"),
+])
+def test_an_everyday_word_in_transliteration_characters_is_no_name(ordinary, word):
+    """Today's v8 read any two table characters with one mark as a name: 明朗 (朗), 安宁 (宁), 安康 (康),
+    斯文 (斯); 赫赫 doubles a mark. The paraphrase passed v7 on its share and passes again."""
+    for sentence in ("该公司的前景十分{}，投资者信心增强。", "该地区的居民生活在过去十年里一直{}，经济稳定增长。"):
+        v = LexicalJudge().judge([(sentence.format(ordinary), sentence.format(word))])[0]
+        assert v.supported is True and "lacks the name" not in v.reason
+
+
+@pytest.mark.parametrize("statement, name", [
+    ("鲁斯于2016年成为芬多尼亚的国家元首。", "芬多"),  # 芬多 uncovered, 尼亚 covered: a longer table stretch
+    ("瓦尔多利亚的首都是泽尔斯堡，官方语言为利丹语。", "利丹"),  # before a kind's character
+    ("鲁斯于2016年成为伊朗的国家元首。", "伊朗"),  # two marks: a name by its letters alone
+])
+def test_a_pair_with_one_mark_is_a_name_where_its_surroundings_say_so(statement, name):
+    v = LexicalJudge().judge([(ZH_PREMISE, statement)])[0]
+    assert v.supported is False and v.reason.endswith(f"but the premise lacks the name {name}")

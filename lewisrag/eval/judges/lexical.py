@@ -28,6 +28,11 @@ _STOP_EN = frozenset(
     "those as from into than then so if do does did has have had will would can could should may might must "
     "there their they he she we you i".split()
 )
+# The function words that are also given names ("Will Tamm", "May Ruus", the Turkish "Can Ruus"): only
+# these are read as a name, and only right before a capitalised word. Articles, prepositions and the other
+# auxiliaries are not ("a member of The Beatles", "called Do Not Disturb mode"), nor a month before a
+# number ("in May 2020").
+_GIVEN_FUNCTION_WORDS = frozenset({"will", "may", "can"})
 _STOP_ZH_CHARS = "的了是在和与及或也就都而把被对向从之其这那个一有为以"
 _STOP_ZH = frozenset(_STOP_ZH_CHARS)
 # English words that open a sentence without naming anything: every sentence's first word is capitalised,
@@ -68,15 +73,17 @@ _TRANSLIT = frozenset(
     "纳内尼诺努纽奈瑙南嫩宁农" "拉莱利洛卢柳劳兰伦林朗隆尔勒" "雷里罗鲁留赖龙" "亚耶约扬延永" "瓜圭奎" "娅玛琳娜丽莉莎黛丝妮蕾萝娃芭"
 )
 # Some of the table's characters are everyday words' too: every character of 基本, 方法, 丰富, 比赛, 南方 is in
-# it (114 of the 16,395 commoner words of jieba's dictionary, 0.8% of their uses). So a stretch of them reads
-# as a name by its letters alone only when it is three characters or more, or holds one of the characters
-# Chinese writes almost only in foreign names: those of the table that jieba's dictionary (349,046 words
-# with their parts of speech) puts in at least ten times as many names as other words, and in at most 8
-# other words of frequency 50 or more. Of those 16,395 words, 6 are two such characters and hold one (保康,
-# 哈哈, 娃娃, 森林, 永久, 钦佩) and 4 are three or four (平方米, 万平方米, 东西方, 哈哈哈): a stretch the premise
-# lacks that is one of these ten is read as a name. 86% of a 2,000-entity world's place, currency and
-# language names hold one, and 99% are table characters throughout. A two-character stretch without one (图德, 维加) is a name only where
-# the premise has a name in its place (below), as a Chinese person's name is.
+# it (114 of the 16,395 commoner words of jieba's dictionary, 0.8% of their uses). The marks below are the
+# characters Chinese writes almost only in foreign names: those of the table that jieba's dictionary (349,046
+# words with their parts of speech) puts in at least ten times as many names as other words, and in at most 8
+# other words of frequency 50 or more. A stretch the premise lacks reads as a name by its letters alone when it
+# is three table characters or more (of those 16,395 words, 平方米, 万平方米, 东西方, 哈哈哈 are), or two different
+# marks (伊朗, 芬兰, 洛桑, 琼斯: of the dictionary's 32 such words of frequency 100 or more, all but 钦佩, 玛瑙 and
+# 宁肯 are names). Two table characters with one mark are not enough: of the 127 such words, 罗马, 纽约 and 布朗
+# are names but 明朗, 安宁, 安康, 斯文, 福利, 保姆, 尼龙, 森林 are not (a doubled mark, 赫赫, 哈哈, neither). Such a
+# pair is a name where the statement writes it as one (`_marked_pair`: inside a longer stretch of table
+# characters, or before a kind's character: 利丹语), and otherwise, like a pair without a mark (图德, 维加) and
+# a Chinese person's name, only where the premise has a name in its place (below).
 _TRANSLIT_MARKS = frozenset("阿埃伊奥尤艾翁厄欧贝鲍宾邦伯帕佩潘彭庞蓬珀迪杜丹丁塔泰蒂滕廷吉戈冈贡凯丘坎肯康韦沃旺伍菲福芬弗泽佐曾津兹楚曹灿岑钦茨萨苏绍桑森辛斯瑟朱希肖什贾杰乔詹琼昌哈赫霍亨杭洪梅穆缪曼姆尼诺努纽奈瑙宁莱洛卢柳兰伦朗尔勒罗鲁亚耶永圭奎娅玛琳娜莉莎黛妮娃")
 # A Chinese person's name is a surname and one or two given characters (李明华), and the given characters can
 # be any: no list marks them. The surnames are the hundred or so commonest (the Ministry of Public Security's
@@ -152,15 +159,16 @@ def _names(text: str) -> list[str]:
     its first letter is a name unless it reads as an ordinary word (`_ordinary`: "In", "However", or one
     the text writes in small letters elsewhere: "Login ... the login page").
     All capitals read as a term ("POST", "HTTP"), not a name; numbers are numbers ("1,890").
-    Inside a sentence a capitalised function word is a name ("the head of state Will Tamm", "in May"),
-    unless the word before it is capitalised too: a title's words ("Gone With The Wind") are not names.
+    Inside a sentence a capitalised function word that is also a given name is a name where it reads as
+    a first name (`_first_name_at`: after a small word, before a capitalised one: "the head of state Will
+    Tamm"); not "in May 2016", nor an article's or preposition's capital ("a member of The Beatles").
 
     >>> _names("According to the report, Tamm met the BUG team in Rome. Paris is big; McKay too. It's Ruus's.")
     ['Tamm', 'Rome', 'Paris', 'McKay', "Ruus's"]
     >>> _names("Login fails: the login page shows 422.")
     []
-    >>> _names("The leader is Will Tamm since May; The Lord Of The Rings.")
-    ['Will', 'Tamm', 'May', 'Lord', 'Rings']
+    >>> _names("The leader is Will Tamm since May 2016; The Lord Of The Rings.")
+    ['Will', 'Tamm', 'Lord', 'Rings']
     """
     words = list(_CASED_WORD.finditer(text))
     small = {m[0] for m in words if m[0].islower()}
@@ -170,9 +178,9 @@ def _names(text: str) -> list[str]:
         if w.islower() or w.isupper() or _NUMBER.fullmatch(w):  # "POST", "HTTP": terms, not names
             continue
         opens = _opens_sentence(text, m.start())
-        if w.lower() in _STOP_EN:  # a function word: a name only inside a sentence, after a small word
+        if w.lower() in _STOP_EN:  # a function word: a name only as a first name inside a sentence
             before = words[k - 1][0] if k else ""
-            if opens or not before or not before.islower():
+            if opens or not before or not before.islower() or not _first_name_at(text, words, k):
                 continue
         elif opens and not any(c.isupper() for c in w[1:]) and _ordinary(text, m, small):
             continue
@@ -181,10 +189,10 @@ def _names(text: str) -> list[str]:
 
 
 def _first_names(text: str, premise: str) -> list[str]:
-    """The function words that open a sentence of `text` (NFKC) as a first name: right before a name
-    that the premise (NFKC) writes after another capitalised word ("Will Tamm leads ..." where the premise
-    names "Bill Tamm"). An opening "Will" or "May" is read as the verb unless the premise so shows
-    that a first name stands there.
+    """The given-name function words (`_GIVEN_FUNCTION_WORDS`) that open a sentence of `text` (NFKC) as a
+    first name: right before a name that the premise (NFKC) writes after another capitalised word ("Will
+    Tamm leads ..." where the premise names "Bill Tamm"). An opening "Will" or "May" is read as the verb
+    unless the premise so shows that a first name stands there.
 
     >>> _first_names("Will Tamm leads Valdoria.", "Bill Tamm leads Valdoria.")
     ['Will']
@@ -200,10 +208,22 @@ def _first_names(text: str, premise: str) -> list[str]:
     found = []
     for a, b in itertools.pairwise(words):
         w = a[0]
-        if (w.lower() in _STOP_EN and w[:1].isupper() and not w.isupper() and _opens_sentence(text, a.start())
-                and text[a.end():b.start()] == " " and before.get(b[0], {w.lower()}) - {w.lower()}):
+        if (_first_name_at(text, [a, b], 0) and _opens_sentence(text, a.start())
+                and before.get(b[0], {w.lower()}) - {w.lower()}):
             found.append(w)
     return found
+
+
+def _first_name_at(text: str, words: list[re.Match], k: int) -> bool:
+    """Whether `words[k]` of `text` is written as a function word that is a first name: one of
+    `_GIVEN_FUNCTION_WORDS` with its capital, right before a capitalised word that is no function word
+    ("May Ruus"; not "May 2020", "May The", "Will," or "Do Not")."""
+    w = words[k][0]
+    if w.lower() not in _GIVEN_FUNCTION_WORDS or not w[:1].isupper() or w.isupper() or k + 1 >= len(words):
+        return False
+    nxt = words[k + 1]
+    return (text[words[k].end():nxt.start()] == " " and nxt[0][:1].isupper()
+            and not nxt[0].isupper() and nxt[0].lower() not in _STOP_EN)
 
 
 def _ordinary(text: str, m: re.Match, small: set[str]) -> bool:
@@ -230,14 +250,35 @@ def _numbers(words: list[tuple[int, str]]) -> list[str]:
     return [w for _, w in words if _NUMBER.fullmatch(w)]
 
 
+_KINDS = frozenset("语币港城堡")  # the characters a language's, currency's or city's name ends in
 _TRANSLIT_RUN = re.compile(f"[{''.join(sorted(_TRANSLIT))}]+")
 _ZH_PIECE = re.compile(rf"[^{_STOP_ZH_CHARS}0-9]+")  # a stretch's pieces between function characters and digits
 
 
 def _translit(piece: str) -> bool:
-    """Whether `piece` is written as a transliterated name: two or more table characters (`_TRANSLIT`),
-    with one that is rare outside names (`_TRANSLIT_MARKS`) unless there are three or more."""
-    return len(piece) >= 2 and all(c in _TRANSLIT for c in piece) and (len(piece) >= 3 or any(c in _TRANSLIT_MARKS for c in piece))
+    """Whether `piece` is written as a transliterated name by its letters alone: three or more table
+    characters (`_TRANSLIT`), or two different ones that are both rare outside names (`_TRANSLIT_MARKS`:
+    伊朗, 塔姆; not 明朗, 赫赫). A pair with one mark is an everyday word as often as a name (`_marked_pair`).
+
+    >>> [_translit(w) for w in ("特朗普", "伊朗", "塔姆", "明朗", "安宁", "赫赫", "基本")]
+    [True, True, True, False, False, False, False]
+    """
+    return len(piece) >= 2 and all(c in _TRANSLIT for c in piece) and (
+        len(piece) >= 3 or all(c in _TRANSLIT_MARKS for c in piece) and piece[0] != piece[1])
+
+
+def _marked_pair(run: str, i: int, j: int) -> bool:
+    """Whether `run[i:j]`, two table characters with one mark, is written as a name by what stands around
+    it: part of a longer stretch of table characters (the 芬多 of 芬多泽利亚 where the premise holds 泽利亚)
+    or before a kind's character (利丹语, 索哈币, 罗德港)."""
+    if j - i != 2 or not any(c in _TRANSLIT_MARKS for c in run[i:j]) or not all(c in _TRANSLIT for c in run[i:j]):
+        return False
+    a, b = i, j
+    while a > 0 and run[a - 1] in _TRANSLIT:
+        a -= 1
+    while b < len(run) and run[b] in _TRANSLIT:
+        b += 1
+    return b - a >= 3 or run[j:j + 1] in _KINDS
 
 
 def _name_like(piece: str) -> bool:
@@ -249,8 +290,9 @@ def _name_like(piece: str) -> bool:
 def _zh_names(run: str, start: int, end: int, premise: str) -> list[str]:
     """The Chinese names the premise (folded) lacks in `run[start:end]`, a stretch of a statement's CJK run
     that no substring of the premise covers: each piece between function characters and digits that is
-    written as a transliterated name (`_translit`: 特朗普, 瓦尔多利亚), or that may be a name (`_name_like`:
-    李明华, 图德) where the premise has a name in its place: the two characters before it and the two after
+    written as a transliterated name (`_translit`: 特朗普, 瓦尔多利亚, 伊朗; or a pair with one mark that the
+    statement writes as a name, `_marked_pair`: 罗德港), or that may be a name (`_name_like`: 李明华, 图德,
+    明朗) where the premise has a name in its place: the two characters before it and the two after
     (or the run's ends) hold another name-like stretch between them ("鲁斯于2016年成为" for "塔姆于2016年成为").
 
     >>> _zh_names("塔姆于2016年成为瓦尔多利亚的国家元首", 0, 2, "鲁斯于2016年成为瓦尔多利亚的国家元首。")
@@ -262,7 +304,8 @@ def _zh_names(run: str, start: int, end: int, premise: str) -> list[str]:
     for m in _ZH_PIECE.finditer(run, start, end):
         piece, a, b = m[0], m.start(), m.end()
         # a name with its kind's character (米托语, 芬特币, 塔维港) is read by its table characters
-        written = [r for r in [piece, *_TRANSLIT_RUN.findall(piece)] if _translit(r)]
+        written = [r[0] for r in [m, *_TRANSLIT_RUN.finditer(run, a, b)]
+                   if _translit(r[0]) or _marked_pair(run, r.start(), r.end())]
         if written:
             found.append(written[0])
         elif _name_like(piece) and _in_place_of_name(run, a, b, premise):
@@ -295,10 +338,12 @@ class LexicalJudge:
     many, and a share of 5/6 would pass it. So does an English name the premise lacks, where the
     writing marks it as one (`_names`: a capitalised word inside a sentence, "... of Valdoria is Tamm",
     or opening one when it is no function word or opener and is nowhere written in small letters, "Tamm
-    is ..."; a capitalised function word inside a sentence, "... is Will Tamm", or opening one before
+    is ..."; a function word that is a given name, "Will", "May", "Can", inside a sentence before a
+    capitalised word, "... is Will Tamm" (not "in May 2016", "of The Beatles"), or opening one before
     a name the premise writes after another first name, `_first_names`). So does a Chinese name the
     premise lacks: a stretch the premise does not cover that is written as a transliterated name (特朗普,
-    瓦尔多利亚), or that may be a name (李明华) where the premise has another name in its place (`_zh_names`).
+    瓦尔多利亚, 伊朗; not 明朗 or 安宁, whose pair of table characters holds one mark), or that may be a
+    name (李明华) where the premise has another name in its place (`_zh_names`).
     A hypothesis with no content units cannot be judged (Verdict None). A cheap, deterministic floor for
     a real judge: it cannot see negation or paraphrase, nor a wrong name that nothing marks (a Chinese
     person's name in other words than the premise's, a name the premise covers but for one character)
@@ -325,7 +370,8 @@ class LexicalJudge:
     # 3: ideographs past U+20000 are CJK, not ignored; 4: a number the premise lacks is unsupported;
     # 5: so is an English name the premise lacks; 6: a sentence's first word too, unless it reads as ordinary;
     # 7: typographic apostrophes read as "'"; 8: a Chinese name the premise lacks (`_zh_names`) and a
-    # capitalised function word as a name ("Will Tamm") are unsupported too, and "1,890" is no name)
+    # function word that is a given name, written as a first name ("Will Tamm"), are unsupported too, and
+    # "1,890" is no name)
     version = "8"
 
     def __init__(self, threshold: float = 0.75):
