@@ -150,12 +150,18 @@ def test_citing_a_context_with_no_text_is_a_bad_id():
 def test_check_answer_gates_the_reviewed_answers():
     """Splitter version 8: answers a review found slipping past the hard gate (an uncited claim after a
     closing quote or an ellipsis) or failing it (a fenced block read as an uncited sentence)."""
-    docs = {"1": "登录失败时提示“用户名或密码错误。” The message is Invalid credentials. It returns 422. 登录失败返回 422。",
-            "2": "It is shown in red.", "3": "Install it with pip install foo."}
+    docs = {"1": "登录失败时提示“用户名或密码错误。” The message is Invalid credentials. It returns 422. 登录失败返回 422。"
+                 "登录失败返回 422，然后提示错误。 It returns 422 and shows an error.",
+            "2": "It is shown in red. Then it shows an error.", "3": "Install it with pip install foo."}
     cases = [
         ("登录失败时提示“用户名或密码错误。”[1]账户会被永久删除。", ["PASS", "MISSING_CITATION"]),
         ("登录失败返回 422 [1]……然后账户被永久删除。", ["PASS", "MISSING_CITATION"]),
         ("It returns 422 [1]… Then the account is deleted.", ["PASS", "MISSING_CITATION"]),
+        # a mid-sentence ellipsis ends nothing: no uncited first piece (version 8 as first written)
+        ("登录失败返回 422……然后提示错误 [1]。", ["PASS"]),
+        ("It returns 422… and shows an error [1].", ["PASS"]),
+        # an uncited claim, an ellipsis, then a new sentence: the claim does not share the citation after it
+        ("It returns 422… Then it shows an error [1].", ["MISSING_CITATION", "PASS"]),
         ('The message is "Invalid credentials." [1] It is shown in red [2].', ["PASS", "PASS"]),
         ("Install it with pip [3]:\n```\npip install foo\n```", ["PASS"]),
         ("Install it with pip [3]:\n```\npip install foo\n```\nIt returns 422 [1].", ["PASS", "PASS"]),

@@ -289,3 +289,95 @@ def test_the_reviewers_refusals_with_passages_in_both_languages():
     en, zh, nik = res["records"]
     assert [c["status"] for c in en["citation_checks"]] == [c["status"] for c in zh["citation_checks"]] == ["PASS"]
     assert nik["refused"] is True and nik["diagnosis"]["primary"] is None
+
+
+# --- review 6: a sentence beside a refusal is excused when it carries no claim ------------------------
+# Realistic answers to a not_in_kb question. Each refusal's other sentences are an apology, a restated
+# inability, thanks, a pointer or request, an offer of help or the sources' scope; each claim answer has
+# a sentence that asserts something (a number, a name, a fact) beside a refusal. On this table the rule
+# of d5fa37c (a refusal phrase anywhere) read 20/22 refusals and 18/22 claims as refusals; that of
+# b45439c (only a short courtesy list beside a refusal) 8/22 and 0/22; this one 22/22 and 0/22.
+REALISTIC_REFUSALS = [
+    # English
+    "The passages don't mention it. I'm not able to answer based on the given context.",
+    "I could not find the answer in the provided context. If you can provide more details, I can try to help.",
+    "The answer is not in the documents. Sorry I couldn't be more helpful.",
+    "Sorry, I don't have enough information to answer that. The documents only cover login errors.",
+    "I'm sorry, but the provided documents do not contain information about this. Please consult the official website.",
+    "The documents do not mention the founding year. You may want to check the company's official website for more details.",
+    "Unfortunately, the knowledge base does not contain this information. Sorry for the inconvenience!",
+    "The context does not say. I'm unable to answer this question. Is there anything else I can help with?",
+    "I can't answer that from the retrieved passages. Could you rephrase the question?",
+    "The provided context doesn't cover this topic. I'd be happy to help with anything else about the product.",
+    "Sorry, I can't help with this. The documents don't contain the answer.",
+    "There is no information about the founder in the documents. Thanks for your patience, and feel free to ask another question.",
+    # Chinese
+    "文档中没有提到这一点。很抱歉无法帮到您。",
+    "抱歉，提供的文档中没有相关信息。请您咨询客服。",
+    "根据提供的资料，无法回答这个问题。建议您查阅官方文档。",
+    "知识库中没有找到相关内容。如有其他问题，欢迎随时提问。",
+    "很抱歉，我无法回答这个问题。如果您能提供更多细节，我可以尝试帮助。",
+    "文中未提及创始人。抱歉，未能提供更多帮助。希望您理解。",
+    "提供的段落没有涉及这个问题。文档只涉及登录错误。",
+    "对不起，知识库里没有相关记录。您可以联系管理员确认。谢谢您的耐心。",
+    "我没法回答这个问题，上下文没有相关信息。如需进一步帮助，请随时告诉我。",
+    "检索结果中没有找到答案。不好意思，无法帮到您。",
+]
+CLAIMS_BESIDE_A_REFUSAL = [
+    # English
+    "The company was founded by Ana Kel in 2010. The documents do not mention anything else.",
+    "It was founded in 2010. Sorry, I couldn't find more in the documents.",
+    "The documents do not mention the founder. The company is probably run by John Smith.",
+    "I couldn't find this in the context. The account locks after five failed attempts.",
+    "The passages don't say. You should restart the server to fix the error.",
+    "Sorry, the documents don't cover it. Please contact Ana Kel, who founded the company.",
+    "The context does not mention the CEO. Please call support at 555 0100.",
+    "I'm not able to answer based on the given context. It is likely a rate limit.",
+    "The knowledge base does not contain this. The password must be 8 characters long.",
+    "There is no information in the documents. The documents only mention that the founder was Ana Kel.",
+    "I don't know. The API returns 422 on a bad password.",
+    "Unfortunately, the documents do not say. If you reset the password, the account unlocks immediately.",
+    # Chinese
+    "公司由安娜于 2010 年创立。文档中没有更多信息。",
+    "文档中没有提到创始人。不过公司大概成立于上世纪九十年代。",
+    "知识库里没有相关信息。账号会在连续失败五次后锁定。",
+    "抱歉，文档未提及。建议联系管理员，账号会被锁定。",
+    "我无法回答这个问题。据我所知，创始人是特朗普。",
+    "上下文中没有相关记录。请拨打 400-800-1234 联系客服。",
+    "文档中没有找到答案。密码长度必须为 8 位。",
+    "很抱歉无法帮到您。接口在密码错误时返回 422。",
+    "检索结果中没有相关内容。系统默认使用 UTF-8 编码。",
+    "文档只提到了账号会被永久锁定。抱歉，无法提供更多信息。",
+]
+
+
+@pytest.mark.parametrize("response", REALISTIC_REFUSALS)
+def test_a_realistic_refusal_with_apology_offer_or_request_refuses(response):
+    """b45439c read 14 of these as answers (each then MISSING_CITATION, tier 1 and the not_in_kb check failed)."""
+    rec = _nik(response)
+    assert is_refusal(response) and rec["refused"] is True and rec["citation_checks"] == []
+    assert rec["diagnosis"]["primary"] is None
+
+
+@pytest.mark.parametrize("response", CLAIMS_BESIDE_A_REFUSAL)
+def test_a_claim_beside_a_refusal_makes_no_refusal(response):
+    """d5fa37c read 18 of these as refusals, their claims excused from citing."""
+    rec = _nik(response)
+    assert not is_refusal(response) and rec["refused"] is False
+    assert rec["diagnosis"]["primary"] == "generation_distorted"
+    assert "MISSING_CITATION" in [c["status"] for c in rec["citation_checks"]]
+
+
+@pytest.mark.parametrize("text", [
+    "I'm not able to answer based on the given context.", "We are unable to answer this.", "I won't be able to tell.",
+    "Sorry, I can't help with this.", "I cannot answer that.",
+    "抱歉，我无法回答。", "很抱歉无法帮到您。", "我没法回答这个问题。", "未能解答这个问题。", "对不起，没有办法给出答案。",
+])
+def test_inability_to_answer_refuses_in_both_languages(text):
+    assert is_refusal(text)
+
+
+@pytest.mark.parametrize("text", ["The server is unable to answer requests during maintenance.", "系统无法帮助用户找回密码。",
+                                  "The client can't help with retries."])
+def test_a_system_unable_to_answer_states_a_fact(text):
+    assert not is_refusal(text)

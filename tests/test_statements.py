@@ -42,7 +42,8 @@ def test_name_and_version_are_stamped():
         ("他说：「好。走吧！」然后离开了。下一句", ["他说：「好。走吧！」然后离开了。", "下一句"]),
         ('He said "stop. now" and left. Then', ['He said "stop. now" and left.', "Then"]),
         ("第一行\n第二行", ["第一行", "第二行"]),
-        ("Wait... what? Ok", ["Wait...", "what?", "Ok"]),
+        ("Wait... what? Ok", ["Wait... what?", "Ok"]),
+        ("Wait... What? Ok", ["Wait...", "What?", "Ok"]),
         ("返回 422.接下来显示列表", ["返回 422.", "接下来显示列表"]),
         # version 7: "etc." ends a sentence before a capital or a CJK character, and at the end
         ("It reads JSON, XML, etc. It caches them [1].", ["It reads JSON, XML, etc.", "It caches them [1]."]),
@@ -342,15 +343,45 @@ def test_a_cited_sentence_ending_in_a_quote_leaves_citations_to_the_next():
 
 
 @pytest.mark.parametrize("text, expected", [
-    # "…" and "……" end a sentence as "..." does (NFKC makes "…" "..."): before a space, a CJK
-    # character, a citation or the end, whatever follows the space ("Wait... what?" is two)
+    # An ellipsis ("…", "……", "⋯⋯" and "...", which NFKC makes of "…") ends a sentence only where what
+    # follows reads as a new one: the end of the text, a citation right after it, a citation right
+    # before it (a cited sentence trailing off: what follows must cite on its own), or a space and a
+    # capitalised word that is not all capitals
     ("登录失败返回 422 [1]……然后账户被永久删除。", ["登录失败返回 422 [1]……", "然后账户被永久删除。"]),
     ("It returns 422 [1]… Then the account is deleted.", ["It returns 422 [1]…", "Then the account is deleted."]),
     ("It returns 422 [1]... Then the account is deleted.", ["It returns 422 [1]...", "Then the account is deleted."]),
-    ("Wait… what? Ok", ["Wait…", "what?", "Ok"]),
+    ("It returns 422 [1]...\nThe account is deleted.", ["It returns 422 [1]...", "The account is deleted."]),
+    ("接口返回 422 [1]…… 账户随后被锁定。", ["接口返回 422 [1]……", "账户随后被锁定。"]),
+    ("It returns 422 [1]… and then it locks [2].", ["It returns 422 [1]…", "and then it locks [2]."]),
+    ("The limit is 5 [1]… The account then locks [2].", ["The limit is 5 [1]…", "The account then locks [2]."]),
     ("他沉默了……[1] 然后离开了 [2]。", ["他沉默了……[1]", "然后离开了 [2]。"]),
-    ("返回 422⋯⋯然后锁定 [1]。", ["返回 422⋯⋯", "然后锁定 [1]。"]),
-    # ... but not inside a token, before 等 / 之类 / 什么的, or eliding the items of a list
+    ("接口返回 422……[1]账户随后被锁定 [2]。", ["接口返回 422……[1]", "账户随后被锁定 [2]。"]),
+    ("It returns 422… Then the account is deleted [1].", ["It returns 422…", "Then the account is deleted [1]."]),
+    ("Wait... What? Ok", ["Wait...", "What?", "Ok"]),
+    ("I tried… I gave up [1].", ["I tried…", "I gave up [1]."]),
+    ("我不知道……。下一句 [1]", ["我不知道……。", "下一句 [1]"]),
+    ("Really...? Yes [1].", ["Really...?", "Yes [1]."]),
+    ("The answer is unclear…", ["The answer is unclear…"]),
+    ("It returns 422 [1]……", ["It returns 422 [1]……"]),
+    # ... and trails off inside one otherwise: before a small letter, an all-capitals term or a CJK
+    # character (version 8 as first written ended these, leaving the first piece uncited), before 等 /
+    # 之类 / 什么的, after a comma eliding list items, or inside a token
+    ("水果包括苹果、香蕉……还有橙子[1]。", ["水果包括苹果、香蕉……还有橙子[1]。"]),
+    ("他犹豫了一下……最后还是同意了[1]。", ["他犹豫了一下……最后还是同意了[1]。"]),
+    ("It supports JSON, XML… and YAML [1].", ["It supports JSON, XML… and YAML [1]."]),
+    ("It supports JSON, XML... and YAML [1].", ["It supports JSON, XML... and YAML [1]."]),
+    ("返回 422⋯⋯然后锁定 [1]。", ["返回 422⋯⋯然后锁定 [1]。"]),
+    ("它支持 JSON、XML 等格式……以及 YAML [1]。", ["它支持 JSON、XML 等格式……以及 YAML [1]。"]),
+    ("系统会先验证密码……如果失败则返回 422 [1]。", ["系统会先验证密码……如果失败则返回 422 [1]。"]),
+    ("Wait… what? Ok", ["Wait… what?", "Ok"]),
+    ("Wait... what? Ok", ["Wait... what?", "Ok"]),
+    ("The request fails… and returns 422 [1].", ["The request fails… and returns 422 [1]."]),
+    ("It supports JSON… XML support is planned [1].", ["It supports JSON… XML support is planned [1]."]),
+    ("The docs say… well, not much [1].", ["The docs say… well, not much [1]."]),
+    ("Loading… please wait [1].", ["Loading… please wait [1]."]),
+    ("He waited... and waited [1].", ["He waited... and waited [1]."]),
+    ("The steps are: log in, open settings… then click save [1].", ["The steps are: log in, open settings… then click save [1]."]),
+    ("It is 3.5... or so [1].", ["It is 3.5... or so [1]."]),
     ("wait…what [1]", ["wait…what [1]"]),
     ("我喜欢苹果、香蕉……等水果 [1]。", ["我喜欢苹果、香蕉……等水果 [1]。"]),
     ("支持 JSON、XML……之类的格式 [1]。", ["支持 JSON、XML……之类的格式 [1]。"]),
@@ -358,9 +389,8 @@ def test_a_cited_sentence_ending_in_a_quote_leaves_citations_to_the_next():
     ("It reads A, B, … and Z [1].", ["It reads A, B, … and Z [1]."]),
     ("It reads A, B, ... and Z [1].", ["It reads A, B, ... and Z [1]."]),
     ("ids 1, 2, …, n [1].", ["ids 1, 2, …, n [1]."]),
-    ("我不知道……。下一句 [1]", ["我不知道……。", "下一句 [1]"]),
 ])
-def test_an_ellipsis_ends_a_sentence_as_three_dots_do(text, expected):
+def test_an_ellipsis_ends_a_sentence_only_where_a_new_one_begins(text, expected):
     assert sentence_spans(text) == expected
 
 

@@ -26,6 +26,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from lewisrag.eval.judges.lexical import names_in
 from lewisrag.eval.statements import split_sentences
 
 LAYERS = ("retrieval", "generation_not_used", "generation_distorted", "generation_off_topic", "citation")
@@ -136,16 +137,20 @@ _SOURCE_ZH = r"(?:知识库|上下文|文档|段落|片段|文段|来源|参考�
 _CLAUSE = r"(?:^|[.!?;:,。！？；：，、]\s*)"  # a clause starts here
 # what follows a Chinese verb of not finding when its object is the answer itself, not "用户时"
 _ANSWER_ZH = r"(?=相关|任何|有关|答案|信息|资料|内容|记录|依据|这|该|此|[。！？，；：,.!?;:]|$)"
+# I/we cannot: "can't", "could not", "am unable to", "'m not able to", "won't be able to"
+_UNABLE_EN = (r"(?: do not| don't| cannot| can't| can not| could not| couldn't| won't be able to| will not be able to"
+              r"|(?:'m| am|'re| are| was| were)? (?:unable|not able) to| wasn't able to| weren't able to)")
 _REFUSAL_PATTERNS = [
     # English
     r"\bnot (?:found|available|mentioned|covered|present|provided|included|given|stated|specified) in "
     rf"(?:the |any of the |my )?(?:provided |given |retrieved |available )?{_SOURCE_EN}",
     rf"\bnot in the (?:provided |given |retrieved )?{_SOURCE_EN}",
     rf"\b{_SOURCE_EN} (?:does|do)(?: not|n't) (?:contain|mention|say|cover|provide|include|specify|state|address|discuss|give)\b",
-    r"\b(?:i|we) (?:do not|don't|cannot|can't|could not|couldn't|am unable to|are unable to|was unable to|were unable to) "
-    r"(?:know|find|answer|determine|tell|say|locate|provide)\b",
+    # "I can't answer", "I'm not able to answer", "we won't be able to tell", "I can't help with this"
+    rf"\b(?:i|we){_UNABLE_EN} (?:know|find|answer|determine|tell|say|locate|provide)\b",
+    rf"\b(?:i|we){_UNABLE_EN} help(?: you)? with (?:this|that|it|your question)\b",
     r"\b(?:i|we) (?:do not|don't) have (?:enough |sufficient |any |the )?(?:relevant )?(?:information|data|details|context)\b",
-    rf"{_CLAUSE}(?:sorry,?\s*)?(?:(?:cannot|can't|unable to) (?:answer|determine|find|tell)|i don't know|unknown)\b",
+    rf"{_CLAUSE}(?:sorry,?\s*)?(?:(?:cannot|can't|unable to|not able to) (?:answer|determine|find|tell)|i don't know|unknown)\b",
     r"\b(?:there is|there's|there are|i have|i found|we have|i could find|i can find) no (?:relevant |such |specific )?"
     r"(?:information|documents?|context|evidence|data|details|mention)\b",
     # "No information about that.", not "No information is leaked to the client."
@@ -158,8 +163,10 @@ _REFUSAL_PATTERNS = [
     r"|不(?:包含|提及|提到|涉及|记载))",
     rf"未在{_SOURCE_ZH}(?:里|中|内)?(?:找到|查到|检索到|发现)",
     rf"(?:没有?|未能?|并未|均未)(?:查|找|检索)到{_ANSWER_ZH}", rf"(?:查|找)不到{_ANSWER_ZH}",
-    rf"(?:{_CLAUSE}|我|我们|抱歉|对不起)(?:暂时|目前)?(?:无法|不能)"
-    rf"(?:回答|(?:确定|判断|找到){_ANSWER_ZH}|提供(?:答案|回答|相关信息|信息))",
+    # 无法回答 / 没法作答 / 未能解答 / 无法帮到您 / 无法给出答案, after I/we, an apology or a clause's start:
+    # "系统无法确定用户时" and "系统无法帮助用户" state facts
+    rf"(?:{_CLAUSE}|我|我们|抱歉|对不起)(?:暂时|目前)?(?:无法|不能|没法|没有办法|未能|没能)"
+    rf"(?:回答|作答|解答|答复|(?:帮到|帮上|帮助)(?:您|你)|(?:确定|判断|找到|给出){_ANSWER_ZH}|提供(?:答案|回答|相关信息|信息))",
     rf"(?:{_CLAUSE}|我|我们)不(?:太)?(?:知道|清楚){_ANSWER_ZH}",
     # 没有…记录 only as "no relevant records" or closing the clause: "系统没有记录失败次数" states a fact
     r"没有(?:相关|足够)(?:的)?(?:信息|资料|依据|记录|内容)", r"没有(?:信息|资料|依据|记录)(?=[。！？，；,.!?;]|$)",
@@ -176,28 +183,74 @@ def _folded(text: str) -> str:
     return unicodedata.normalize("NFKC", text).lower().replace("\u2019", "'").strip()
 
 
-# A refusal's courtesy: an apology, thanks, or a pointer to whom to ask or what to read, as a whole
-# sentence, with no number and no clause of its own after a comma ("建议联系管理员，账号会被锁定"
-# states a fact): it asserts nothing about the question, so it may stand beside a refusal.
-_COURTESY_PATTERNS = [
+# A refusal's courtesy: a sentence beside a refusal that carries no claim. Such a sentence is built, clause
+# by clause (cut at , ; : 、), only of these kinds, the same in both languages, and holds no number and
+# no name (lexical judge's readings: a capitalised word inside the sentence, "please contact Ana Kel";
+# a transliterated Chinese name, 请联系特朗普), so "建议联系管理员，账号会被锁定" (a second clause that
+# states a fact) and "Please contact support at 555 0100" are claims:
+#   apology           sorry (for the inconvenience) · unfortunately          抱歉 / 对不起 / 不好意思 / 遗憾
+#   restated inability I couldn't be more helpful / can't help further        无法帮到您 / 未能提供更多帮助
+#   thanks, hope      thank you (for your patience) · hope this helps        谢谢 / 感谢您的耐心 · 希望对您有帮助
+#   pointer, request  please contact / consult / provide ... · could you ...  建议 / 请 / 您可以 联系 / 咨询 / 提供 ...
+#   offer             if you can provide more details · I can try to help    如果您能提供更多细节 · 我可以尝试帮助
+#                     let me know if ... · anything else I can help with     如有其他问题 · 欢迎随时提问
+#   sources' scope    the documents only cover login errors                   文档只涉及登录错误
+# A clause may open with a connective (and, but, so; 但, 不过, 另外). The scope kind admits no verb
+# after its own ("the documents only mention that it was founded in ..." states a fact).
+_UNABLE_TAIL_EN = (r"(?:be (?:of )?(?:more |much |any |further )?(?:help|helpful|assistance)"
+                   r"|(?:help|assist)(?: you)?(?: (?:further|more|here|with (?:this|that|it|your (?:question|request))))?"
+                   r"|(?:provide|give|offer) (?:a |an |the |any |more |further )?(?:answer|information|details|help|assistance)"
+                   r"|answer (?:this|that|it|your question)(?: (?:fully|precisely|accurately|definitively))?)"
+                   r"(?: (?:based on|from|with|using|according to) (?:the |this |my )?"
+                   r"(?:given |provided |available |retrieved |current )?"
+                   r"(?:context|information|documents?|passages?|sources?|materials?|knowledge base|data))?")
+_SCOPE_VERBS_EN = (r"(?:covers?|discuss(?:es)?|describes?|mentions?|address(?:es)?|talks? about|contains?|includes?"
+                   r"|deals? with|focus(?:es)? on|relates? to|concerns?|refers? to)")
+_COURTESY_CLAUSES = [
     # English
-    r"(?:(?:i'?m|i am|we'?re|we are) )?(?:very |so |really |truly )?(?:sorry|apologies|i apologi[sz]e)"
-    r"(?: for (?:the|any) (?:inconvenience|confusion))?",
-    r"(?:thank you|thanks)(?: for (?:your|the) (?:question|patience|understanding))?",
-    r"(?:i )?hope (?:this|that) helps",
+    r"(?:(?:i'm|i am|we're|we are) )?(?:very |so |really |truly |terribly )?(?:sorry|apologies|my apologies|i apologi[sz]e"
+    r"|we apologi[sz]e)(?: (?:for|about) (?:the|any|this) (?:inconvenience|confusion|trouble))?",
+    rf"(?:(?:i'm |i am |we're |we are )?(?:very |so |really )?sorry )?(?:that )?(?:i|we){_UNABLE_EN} {_UNABLE_TAIL_EN}",
+    r"unfortunately|regrettably|alternatively|otherwise|in the meantime|meanwhile|again",
+    r"(?:thank you|thanks)(?: (?:so|very) much)?(?: for (?:your|the) (?:question|patience|understanding))?",
+    r"(?:i |we )?hope (?:this|that|it) (?:helps|is helpful)(?: (?:a bit|somewhat|anyway))?",
     r"(?:please |you (?:may|might|could|can) (?:want to |wish to )?|i (?:would )?(?:suggest|recommend) (?:that you )?)"
     r"(?:contact(?:ing)?|consult(?:ing)?|ask(?:ing)?|check(?:ing)?|refer(?:ring)? to|reach(?:ing)? out to|look(?:ing)? at"
-    r"|provid(?:e|ing)|rephras(?:e|ing)|clarify(?:ing)?|specify(?:ing)?)\b[^,;:]*",
-    r"(?:could|can|would) you (?:please )?(?:provide|clarify|specify|rephrase|share|give)\b[^,;:]*",
-    r"(?:is there )?anything else (?:i|we) can (?:help|do)(?: you)?(?: with)?",
-    r"(?:please )?(?:let me know|feel free to ask) if you have (?:any )?(?:other|more|further) questions",
+    r"|provid(?:e|ing)|rephras(?:e|ing)|clarify(?:ing)?|specify(?:ing)?|shar(?:e|ing)|try(?:ing)?)\b[^,;:]*",
+    r"(?:could|can|would) you (?:please )?(?:provide|clarify|specify|rephrase|share|give|tell me)\b[^,;:]*",
+    r"(?:is there )?anything else (?:i|we) can (?:help|assist|do)(?: you)?(?: with)?",
+    r"(?:please )?(?:let me know|feel free to (?:ask|reach out|let me know))"
+    r"(?: (?:another|other|more|further|any other|any further|a new) questions?| again)?(?: if [^,;:]*)?",
+    r"if you (?:can|could|would|have|had|provide|share|give|tell|clarify|rephrase|specify|know|want|wish|need|like"
+    r"|'d like|upload|point)\b[^,;:]*",
+    r"(?:i|we) (?:can|could|will|'ll|may|might) (?:try (?:to |and )|gladly |then |happily )?"
+    r"(?:help|assist|look (?:into|for) it|take a look|try again|answer(?: it| that| your question)?)"
+    r"(?: (?:further|more|you|again|then))*",
+    r"(?:i'd|i would|we'd|we would|i'm|i am|we're|we are) (?:be )?(?:happy|glad|more than happy|willing) to"
+    r" (?:help|assist|answer|look)\b[^,;:]*",
+    r"(?:happy|glad) to help(?: further| more| with [^,;:]*)?",
+    rf"(?:the |these |my )?(?:provided |given |retrieved |available )?{_SOURCE_EN} (?:only|mainly|mostly|just) "
+    rf"{_SCOPE_VERBS_EN}\b(?![^,;:]*\b(?:that|which|who|whom|is|are|was|were|has|have|had|will|would|can|could)\b)[^,;:]*",
     # Chinese
-    r"(?:非常|很|十分|实在)?(?:抱歉|对不起|不好意思)",
-    r"(?:谢谢|感谢)(?:您的?)?(?:提问|理解|耐心)?",
-    r"(?:建议|请|您可以|可以|不妨)(?:您)?(?:先)?(?:联系|咨询|查阅|查看|参考|询问|提供|补充|说明|换个|重新|核实|确认)[^，,；;：:]*",
-    r"如(?:果)?(?:您)?(?:还)?有(?:其他|更多|任何)?(?:问题|疑问)[，,]?(?:欢迎|请|可以)(?:随时)?(?:继续)?(?:提问|联系|告诉我)",
+    r"(?:我们?)?(?:非常|很|十分|实在|真的)?(?:抱歉|对不起|不好意思|遗憾)(?:的是)?",
+    r"(?:我们?)?(?:非常|很|十分|实在|真的)?(?:抱歉|对不起|不好意思)?(?:我们?)?(?:暂时|目前)?(?:无法|不能|没能|未能|没法|没有办法)"
+    r"(?:为您|给您|帮您)?(?:帮到|帮上|帮助|提供(?:更多|进一步的?|相关的?|任何)?(?:帮助|信息|答案|解答)|解答|回答|作答|给出(?:答案|回答))"
+    r"(?:您|你)?(?:的忙)?(?:这个问题|该问题|此问题|您的问题)?",
+    r"(?:谢谢|感谢)(?:您的?)?(?:提问|理解|耐心|支持)?", r"(?:希望|请|敬请)(?:您)?(?:能)?(?:理解|谅解|见谅)",
+    r"希望(?:以上|这些?|我的回答)?(?:内容|信息|回答)?(?:对您有(?:所)?帮助|能(?:对您)?有(?:所)?帮助|能帮到您)",
+    r"(?:建议|请|您可以|可以|不妨)(?:您)?(?:先)?(?:联系|咨询|查阅|查看|参考|询问|提供|补充|说明|换个|重新|核实|确认|告诉我|描述)[^,;:]*",
+    r"如(?:果)?(?:您|你)?(?:能|可以|愿意|方便)?(?:提供|补充|说明|告诉我|给出|描述)[^,;:]*",
+    r"如需(?:进一步的?|更多)?(?:帮助|信息|了解|协助)",
+    r"如(?:果)?(?:您|你)?(?:还)?有(?:其他|更多|任何|别的)?(?:问题|疑问|需要|需求)",
+    r"(?:我|我们)?(?:很|非常)?(?:乐意|愿意|可以|会)(?:再|继续|进一步)?(?:尝试|试着)?(?:为您|帮您|给您)?"
+    r"(?:解答|帮助|帮忙|提供帮助|回答|查找|协助)",
+    r"(?:欢迎|请)(?:您)?(?:随时)?(?:继续)?(?:提问|咨询|联系|告诉我|补充)",
+    rf"(?:所?提供的|给出的|检索到的|现有的)?{_SOURCE_ZH}(?:里|中|内)?(?:只|仅|仅仅|主要|只是)"
+    r"(?:涉及|包含|介绍|提到|提及|讨论|说明|记载|覆盖|描述|谈到|关于|包括)了?(?![^,;:]*(?:会|是|将|被|可以|能|需要|为|由))[^,;:]*",
 ]
-_COURTESY_RE = re.compile("(?:" + "|".join(f"(?:{p})" for p in _COURTESY_PATTERNS) + r")[\s.!?。！？…]*")
+_COURTESY_CLAUSE_RE = re.compile("|".join(f"(?:{p})" for p in _COURTESY_CLAUSES))
+_CONNECTIVE_RE = re.compile(r"(?:(?:and|but|so|or|also|then) |(?:但是?|不过|所以|因此|另外|此外|同时|那么|或者))")
+_CLAUSE_CUT_RE = re.compile(r"[,;:、]")
 
 
 def _refuses(sentence: str) -> bool:
@@ -207,24 +260,34 @@ def _refuses(sentence: str) -> bool:
 
 
 def is_courtesy(sentence: str) -> bool:
-    """Whether a sentence is only a refusal's courtesy (an apology, thanks, "please contact
-    support", 建议联系管理员): a whole sentence of that, no number in it.
+    """Whether a sentence only surrounds a refusal and carries no claim: every clause of it is an
+    apology, a restated inability, thanks, a pointer or request, an offer of help or the sources'
+    scope (`_COURTESY_CLAUSES`, both languages), and it holds no number and no name (`lexical.names_in`).
 
     >>> is_courtesy("Sorry."), is_courtesy("建议联系管理员确认。"), is_courtesy("建议联系管理员，账号会被锁定。")
     (True, True, False)
+    >>> is_courtesy("If you can provide more details, I can try to help."), is_courtesy("很抱歉无法帮到您。")
+    (True, True)
     >>> is_courtesy("Please contact support at 555 0100."), is_courtesy("The account locks.")
     (False, False)
+    >>> is_courtesy("Please contact Ana Kel."), is_courtesy("请联系特朗普。"), is_courtesy("文档只涉及登录错误。")
+    (False, False, True)
     """
     s = _folded(sentence)
-    return bool(s) and not _NUMBER_RE.search(s) and _COURTESY_RE.fullmatch(s) is not None
+    if not s or _NUMBER_RE.search(s) or names_in(unicodedata.normalize("NFKC", sentence).replace("\u2019", "'")):
+        return False
+    clauses = [c.strip(" \t\n.!?。…") for c in _CLAUSE_CUT_RE.split(s)]
+    clauses = [_CONNECTIVE_RE.sub("", c, count=1) if _CONNECTIVE_RE.match(c) else c for c in clauses if c]
+    return bool(clauses) and all(_COURTESY_CLAUSE_RE.fullmatch(c.strip()) for c in clauses)
 
 
 def is_refusal(text: str) -> bool:
     """Whether an answer declines to answer ("not found in the knowledge base"), Chinese or English.
 
     The answer as a whole must decline (the chapter's 拒答: "the right behaviour is to say 'not
-    found'"): every sentence is a refusal or a refusal's courtesy (`is_courtesy`: an apology,
-    "please contact support"), and at least one is a refusal. A sentence refuses when it names a
+    found'"): every sentence is a refusal or carries no claim (`is_courtesy`: an apology, a restated
+    inability, thanks, "please contact support", an offer of help, "the documents only cover X"; no
+    number, no name), and at least one is a refusal. A sentence refuses when it names a
     source that lacks the answer or a speaker who cannot give it, and no contrast after that goes
     on to answer anyway ("知识库里没有相关信息，但账号会锁定 30 分钟" answers). One sentence that
     states something else makes the answer no refusal: "The company was founded by Ana Kel in
@@ -244,6 +307,10 @@ def is_refusal(text: str) -> bool:
     (True, False)
     >>> is_refusal("公司由安娜于 2010 年创立。文档中没有更多信息。"), is_refusal("抱歉，知识库里没有相关信息。建议联系管理员。")
     (False, True)
+    >>> is_refusal("文档中没有提到这一点。很抱歉无法帮到您。"), is_refusal("The passages don't mention it. I'm not able to answer.")
+    (True, True)
+    >>> is_refusal("I don't know. The API returns 422."), is_refusal("文档未提及。建议联系管理员，账号会被锁定。")
+    (False, False)
     """
     if not _folded(text):
         return True

@@ -17,10 +17,16 @@ Rules of version "8":
   newline that ends that sentence and any blank lines ("Install it [1]:\n```\npip install foo\n```"
   is one sentence, and a citation after the closing fence, on its line or the next, is that
   sentence's); one opening the text goes with the sentence after it.
-- A sentence ends at 。！？｡ (always), at . ! ? ． and at an ellipsis (… …… ⋯ as "...") when followed
-  by whitespace, the end of the text, a CJK character or a citation, and at every newline. So
-  "wait... what" and "wait… what" are two sentences, as "返回 422 [1]……然后 ..." is; an ellipsis
-  before 等, 之类 or 什么的 (香蕉……等水果) or after a comma ("A, B, … and Z") ends nothing.
+- A sentence ends at 。！？｡ (always), at . ! ? ． when followed by whitespace, the end of the text, a
+  CJK character or a citation, and at every newline. An ellipsis (… …… ⋯⋯, and "..." alike: NFKC
+  makes "…" "...") mostly trails off inside a sentence, so it ends one only where a new one begins
+  (`_ellipsis_ends_sentence`): at the end of the text or line, before a citation (the sentence's
+  before it), right after a citation (a cited sentence trailing off: in "返回 422 [1]……然后 ..." and
+  "It returns 422 [1]… then ..." what follows must cite on its own), or before a space and a
+  capitalised word that is not all capitals ("Wait... What?", "It returns 422… Then ..."). So
+  "香蕉……还有橙子", "犹豫了一下……最后", "JSON, XML… and YAML", "Wait... what?" and "JSON… XML support"
+  are one sentence each; and never before 等, 之类 or 什么的 (香蕉……等水果) or after a comma ("A, B, …
+  and Z").
 - Nothing splits inside 「」 『』 “” or "..." quotes (a newline still does, and resets the quotes, so
   one stray quote mark cannot swallow the rest of an answer). A quote (those, or ’ and ') whose last
   character before the mark is a stop ends the sentence when the mark is followed by the end of the
@@ -45,6 +51,9 @@ Rules of version "8":
   list marker opening a sentence (those in such a list; "- ", "* ", "• " anywhere) is not part of
   it: its number is no claim to check. A lone "42. It is ..." keeps its number.
 
+Version "8" as first written (the same day, unreleased) ended a sentence at every ellipsis before a
+space or a CJK character, so "香蕉……还有橙子[1]" and "JSON, XML… and YAML [1]" left an uncited first
+piece; "..." before a space ended one in every version before ("wait... what" was two).
 Version "7" ended nothing at a closing quote, so an uncited claim after '“用户名或密码错误。”[1]'
 shared the quote's citation; read "…" and "……" as no sentence end (NFKC makes "…" the "..." that
 was one); read a ~~~ fence as text; and made a ``` fenced block opening a line a sentence of its
@@ -191,14 +200,8 @@ def _dot_ends_sentence(text: str, i: int, numbered: bool = False) -> bool:
     while a > 0 and text[a - 1] in _END_RUN:
         a -= 1
     run = text[a:j]
-    if "…" in run or "⋯" in run or ".." in run:  # an ellipsis: "wait... what", 返回 422……然后, but 香蕉……等水果
-        b = a
-        while b > 0 and text[b - 1].isspace():
-            b -= 1
-        if text.startswith(_ELLIPSIS_CONTINUES, j) or (b > 0 and text[b - 1] in _ELIDED_AFTER):
-            return False  # 香蕉……等水果; "A, B, … and Z" elides list items
-        if text[i] != ".":
-            return True
+    if ("…" in run or "⋯" in run or ".." in run) and not any(c in "!?" for c in run):
+        return _ellipsis_ends_sentence(text, a, j)
     if text[i] != "." or (i > 0 and text[i - 1] == "."):
         return True
     marker = text[text.rfind("\n", 0, i) + 1 : i].strip()
@@ -218,6 +221,33 @@ def _dot_ends_sentence(text: str, i: int, numbered: bool = False) -> bool:
     if word.lower() in _ABBREVIATIONS:
         return False
     return not (len(word) == 1 and word.isupper())  # an initial: "J. Smith"
+
+
+def _ellipsis_ends_sentence(text: str, a: int, j: int) -> bool:
+    """Whether the ellipsis text[a:j] ("…", "……", "⋯⋯", "...", closing brackets after it) ends a
+    sentence. An ellipsis mostly trails off inside one ('香蕉……还有橙子', 'JSON, XML… and YAML'), so
+    it ends one only where what comes next reads as a new sentence: the end of the text (or of the
+    line: only spaces follow); a citation marker right after it ('他沉默了……[1] 然后', the marker is
+    the sentence's before it); a citation marker right before it ('返回 422 [1]……然后', 'It returns
+    422 [1]… then': a cited sentence trailing off, so what follows must cite on its own); or a space
+    and a capital letter ('Wait... What?', 'It returns 422… Then the account is deleted'), unless the
+    word is all capitals (a term: 'JSON… XML and YAML'; "I" is a word). Never before 等 / 之类 / 什么的
+    (香蕉……等水果) or after a comma ("A, B, … and Z" elides list items)."""
+    b = a
+    while b > 0 and text[b - 1].isspace():
+        b -= 1
+    if text.startswith(_ELLIPSIS_CONTINUES, j) or (b > 0 and text[b - 1] in _ELIDED_AFTER):
+        return False  # 香蕉……等水果; "A, B, … and Z" elides list items
+    k = _HSPACE_RUN_RE.match(text, j).end()
+    if k == len(text) or text[k] == "\n" or _CITATION_RUN_RE.match(text, j):
+        return True
+    o = max(text.rfind(c, max(0, b - 64), b) for c in _OPENERS)  # a marker right before: 返回 422 [1]……然后
+    if o >= 0 and CITATION_RE.fullmatch(text, o, b):
+        return True
+    if k > j and text[k].isupper():
+        word = re.match(r"[^\W\d_]+", text[k:])
+        return word is None or len(word[0]) == 1 or not word[0].isupper()
+    return False
 
 
 def _sentence_end(text: str, i: int, cited: bool = False) -> int:

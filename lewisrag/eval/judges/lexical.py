@@ -326,6 +326,20 @@ def _in_place_of_name(run: str, a: int, b: int, premise: str) -> bool:
                for v in _ZH_PIECE.findall(m[1]))
 
 
+def names_in(sentence: str) -> list[str]:
+    """The names a sentence (NFKC) writes, by this judge's readings, for rules outside it (a refusal's
+    courtesy sentence names no one: `eval.diagnose`): capitalised English words inside it (its opening
+    word is capitalised whatever it is: "Sorry", "Unfortunately" are not counted), and transliterated
+    Chinese names (`_translit`: 特朗普, 瓦尔多利亚).
+
+    >>> names_in("Sorry, please contact Ana Kel."), names_in("请联系特朗普。"), names_in("Sorry I couldn't help.")
+    (['Ana', 'Kel'], ['特朗普'], [])
+    """
+    names = set(_names(sentence))
+    found = [m[0] for m in _CASED_WORD.finditer(sentence) if m[0] in names and not _opens_sentence(sentence, m.start())]
+    return found + [r for r in _TRANSLIT_RUN.findall(sentence) if _translit(r)]
+
+
 class LexicalJudge:
     """Supported iff at least `threshold` of the hypothesis' content units occur in the premise.
 
