@@ -70,7 +70,7 @@ def test_closed_book_failing_mid_training_leaves_no_config(tiny_corpus, tmp_path
     with one_thread():
         summary = CB.train_closed_book(_closed_book(tiny_corpus, steps=2), out)
     assert summary["steps"] == 2 and sorted(p.name for p in tmp_path.iterdir()) == ["cb"]
-    assert sorted(p.name for p in out.iterdir()) == ["config.json", "final", "log.jsonl"]
+    assert sorted(p.name for p in out.iterdir()) == [".lewisrag", "config.json", "final", "log.jsonl"]  # the marker: the closed book is an output
     assert json.loads((out / "config.json").read_text())["steps"] == 2
     assert len((out / "log.jsonl").read_text().splitlines()) == 2
 

@@ -60,14 +60,27 @@ class _Logits:
 
         self.hyps = list(table)
         self.logits = torch.tensor([table[h] for h in self.hyps])
-
-    def tokenizer(self, premises, hypotheses, **kw):
-        import torch
-
-        return {"rows": torch.tensor([self.hyps.index(h) for h in hypotheses])}
+        self.tokenizer = _FakeTokenizer(self.hyps)
 
     def __call__(self, rows):
         return SimpleNamespace(logits=self.logits[rows])
+
+
+class _FakeTokenizer:
+    """The calls NLIJudge makes of a tokenizer: a pair's rows, and a text's length in tokens (its words)."""
+
+    def __init__(self, hyps: list[str]):
+        self.hyps = hyps
+
+    def num_special_tokens_to_add(self, pair: bool = False) -> int:
+        return 3 if pair else 2
+
+    def __call__(self, premises, hypotheses=None, **kw):
+        import torch
+
+        if hypotheses is None:  # NLIJudge._lengths
+            return {"input_ids": [t.split() for t in premises]}
+        return {"rows": torch.tensor([self.hyps.index(h) for h in hypotheses])}
 
 
 def test_nli_judge_labels_each_pair_by_its_argmax():
