@@ -21,7 +21,7 @@ def _one_line(code, err, *needles):
 def _cut(monkeypatch, capsys, corpus, out, *questions):  # noqa: F811
     flags = [f for q in questions for f in ("--questions", q)]
     return run_main(monkeypatch, capsys, "index", "cut", "--passages", corpus["shards"], "--encoder", corpus["dpr"],
-                    "--max-passages", 20, "--top", 3, "--device", "cpu", "--out", out, *flags, "--json")
+                    "--max-passages", 20, "--top", 3, "--no-gold", "--device", "cpu", "--out", out, *flags, "--json")
 
 
 def test_a_questions_file_given_twice_is_refused(corpus, tmp_path, monkeypatch, capsys):  # noqa: F811

@@ -95,7 +95,7 @@ def test_index_cut_refuses_a_nan_vector_before_writing(corpus, tmp_path, monkeyp
     folder = _shards(tmp_path / "nq", corpus["passages"], vectors.tolist())
     out = tmp_path / "cut"
     code, _, err = run_main(monkeypatch, capsys, "index", "cut", "--passages", folder, "--encoder", corpus["dpr"],
-                            "--questions", corpus["qa"], "--max-passages", 20, "--top", 2, "--device", "cpu", "--out", out)
+                            "--questions", corpus["qa"], "--max-passages", 20, "--top", 2, "--no-gold", "--device", "cpu", "--out", out)
     assert code == 2 and err.count("\n") == 1, err
     assert f"{folder / SECOND}:11: field 'embeddings': not a finite number as float32" in err
     assert not out.exists() and not [p for p in os.listdir(tmp_path) if p.startswith(".cut")]

@@ -41,7 +41,7 @@ def test_index_cut_decodes_each_vector_once(corpus, vector_rows, tmp_path, monke
     monkeypatch.setattr(cut, "SEARCH_ROWS", 16)
     n = len(corpus["passages"])
     code, out, err = run_main(monkeypatch, capsys, "index", "cut", "--passages", corpus["shards"], "--encoder", corpus["dpr"],
-                              "--questions", corpus["qa"], "--out", tmp_path / "cut", "--max-passages", 20, "--top", 2,
+                              "--questions", corpus["qa"], "--out", tmp_path / "cut", "--max-passages", 20, "--top", 2, "--no-gold",
                               "--device", "cpu", "--json")
     assert code == 0, err
     assert json.loads(out)["passages"] == 20
