@@ -4,8 +4,9 @@
     python scripts/make_lessons.py --check   # exit 1 when a committed notebook differs from its source
 
 A lesson source is a list of cells: a markdown cell carries both languages, a code cell is shared, so
-the two notebooks of a lesson run the same code. The notebooks are written without outputs, with fixed
-cell ids, so that writing them twice gives the same bytes (and `--check` can hold them to the source).
+the two notebooks of a lesson run the same code; an exercise's check cell (`common.check`) is a code cell whose
+source starts collapsed (it holds the answer). The notebooks are written without outputs, with fixed cell ids,
+so that writing them twice gives the same bytes (and `--check` can hold them to the source).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ def notebook(cells, lang: str) -> nbformat.NotebookNode:
     for i, cell in enumerate(cells):
         if isinstance(cell, Code):
             c = new_code_cell(cell.source)
+            if cell.hidden:  # JupyterLab shows the cell collapsed; running it needs no click
+                c["metadata"]["jupyter"] = {"source_hidden": True}
         else:
             c = new_markdown_cell(getattr(cell, lang))
         c["id"] = f"cell-{i:02d}"  # fixed: the same source always gives the same file

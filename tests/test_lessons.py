@@ -1,6 +1,6 @@
 """The lessons of docs/lessons/: every notebook runs to the end, in English and in Chinese, on one tiny run
-that the first of them makes; the committed files carry no outputs and match their source
-(scripts/make_lessons.py)."""
+that the first of them makes; the English ones with the exercises' solutions filled in, so that every check
+cell must accept them; the committed files carry no outputs and match their source (scripts/make_lessons.py)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,39 @@ LANGUAGES = ("en", "zh")
 NOTEBOOKS = [LESSONS / f"{t}.{lang}.ipynb" for t in TITLES for lang in LANGUAGES]
 KERNEL = "lewisrag-lessons"
 
+# The exercises' solutions on the tiny run of seed 0, by lesson: each replaces the cell `<name> = None  # ...` where
+# the learner works, and the collapsed check cell after it must print "right".
+SOLUTIONS = {
+    "01_marginalization": {
+        "ex1": "ex1 = [[0.9, 0.9], [0.1, 0.1]]",
+        "ex2": """r1 = model.retrieve([ex.question], index, tok, n_docs=1)
+logits1 = model(r1.context_input_ids, r1.context_attention_mask, r1.doc_scores, labels=labels).logits
+s1, t1, log_p_token1 = by_hand(logits1, r1.doc_scores, labels)
+ex2 = (float(s1), float(t1), float(-log_p_token1.sum()))""",
+        "ex3": "ex3 = [float(x) for x in by_hand(reader_logits, torch.zeros_like(rb.doc_scores), reader_labels)[:2]]",
+        "ex4": """generated = reader.generate(rb.context_input_ids, rb.context_attention_mask, rb.doc_scores, n_docs=K,
+                            return_evidence=True)
+g_labels = generated.sequences[:1]
+g_logits = reader(rb.context_input_ids, rb.context_attention_mask, rb.doc_scores, labels=g_labels).logits
+ex4 = torch.softmax(rb.doc_scores[0].log_softmax(0)[:, None] + by_hand(g_logits, rb.doc_scores, g_labels)[2], dim=0)""",
+    },
+    "02_hot_swap": {
+        "ex1": 'ex1 = {"retrieval": 0, "reading": 6}',
+        "ex2": "ex2 = (2 / 12, 3 / 12)",
+    },
+    "03_original_vs_modern": {
+        "ex1": """passes = {name: layer["forward_passes_per_answer"] for name, layer in card["layers"].items()}
+ex1 = ((passes["rag_token"] - model.n_docs) / model.n_docs, passes["stitched"] - 1)""",
+        "ex2": 'ex2 = {"dropped": {1, 3}, "cited_3": {1, 3}}',
+        "ex3": 'ex3 = {"faithfulness", "answer_completeness", "citation_recall", "citation_precision"}',
+    },
+    "04_evaluation": {
+        "ex1": "ex1 = 0.2",
+        "ex2": 'ex2 = ("false_kill_rate", "up", {"correct"})',
+        "ex3": 'ex3 = ("faithfulness < 0.5", 1)',
+    },
+}
+
 
 def _code(path: Path) -> list[str]:
     return [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
@@ -36,6 +69,19 @@ def test_both_languages_run_the_same_code():
     for t in TITLES:
         en, zh = (_code(LESSONS / f"{t}.{lang}.ipynb") for lang in LANGUAGES)
         assert en == zh, t
+
+
+def _checks(nb) -> list:
+    """The exercises' check cells: collapsed, each after the cell where the learner sets its variable."""
+    return [c for c in nb.cells if c.cell_type == "code" and c.metadata.get("jupyter", {}).get("source_hidden")]
+
+
+def test_every_exercise_has_a_check_and_a_solution():
+    for t in TITLES:
+        nb = nbformat.read(LESSONS / f"{t}.en.ipynb", as_version=4)
+        blanks = [c.source.split(" = None")[0] for c in nb.cells if c.cell_type == "code" and " = None  #" in c.source]
+        assert blanks == list(SOLUTIONS[t]), t
+        assert len(_checks(nb)) == len(blanks), t
 
 
 def test_committed_notebooks_have_no_outputs():
@@ -72,8 +118,18 @@ def lesson_run(tmp_path_factory) -> Path:
 def test_lesson_runs(path, kernel_specs, lesson_run, tmp_path, monkeypatch):
     monkeypatch.setenv("LEWISRAG_LESSON_RUN", str(lesson_run))  # the kernel inherits the environment
     nb = nbformat.read(path, as_version=4)
+    title, lang = path.name.split(".")[:2]
+    solved = lang == "en"  # the English notebooks run with the solutions, the Chinese ones as a learner opens them
+    for cell in nb.cells:
+        name = cell.source.split(" = None  #")[0]
+        if solved and cell.cell_type == "code" and name in SOLUTIONS[title] and cell.source.startswith(f"{name} = None"):
+            cell.source = SOLUTIONS[title][name]
     km = KernelManager(kernel_name=KERNEL, kernel_spec_manager=kernel_specs)
     # a cell that raises fails the test with its traceback (CellExecutionError)
     NotebookClient(nb, km=km, timeout=600, resources={"metadata": {"path": str(tmp_path)}}).execute()
     assert (lesson_run / "results.json").is_file()
     assert all(o.get("output_type") != "error" for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    for cell in _checks(nb):
+        printed = "".join(o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream")
+        expected = "right" if solved else "set ex"  # accepted, or a reminder to answer first
+        assert expected in printed, f"{path.name}: {cell.id} printed {printed!r}"

@@ -14,6 +14,7 @@ class Markdown:
 @dataclass(frozen=True)
 class Code:
     source: str  # run as is in both languages
+    hidden: bool = False  # source collapsed in Jupyter (an exercise's check: it holds the answer)
 
 
 def md(en: str, zh: str) -> Markdown:
@@ -22,6 +23,11 @@ def md(en: str, zh: str) -> Markdown:
 
 def code(source: str) -> Code:
     return Code(source.strip("\n"))
+
+
+def check(source: str) -> Code:
+    """An exercise's check cell: it computes the answer, so its source starts collapsed."""
+    return Code(source.strip("\n"), hidden=True)
 
 
 RUN_INTRO = md(
@@ -50,8 +56,12 @@ tiny 模型只训练了几秒钟，所以它们的答案是错的，分数也接
 """,
 )
 
-SETUP = code(
-    r"""
+
+def setup(title: str) -> Code:
+    """The setup cell of lesson `title`: make or reuse the run, and give the lesson its own work folder
+    (lessons 3 and 4 both write a baseline.json and a gate.toml: in one folder each would gate the other's)."""
+    return code(
+        r"""
 import json
 import os
 import warnings
@@ -68,9 +78,13 @@ transformers.utils.logging.disable_progress_bar()  # quiet model loading
 RUN = Path(os.environ.get("LEWISRAG_LESSON_RUN", "lesson_run")).resolve()
 if not (RUN / "results.json").is_file():
     reproduce(PRESETS["tiny"], RUN, seed=0, resume=True)  # resumes a run that was interrupted
+run_config = json.loads((RUN / "config.json").read_text())
+# torch on the threads the run was made with (tiny: 1): these models are small, and on a busy machine
+# more threads wait on each other (under load, lesson 3 once took 4 minutes on 2 threads, 57 s on 1)
+torch.set_num_threads(run_config.get("threads") or torch.get_num_threads())
 torch.set_grad_enabled(False)  # from here on the lessons only read the models
-WORK = Path("lesson_work").resolve()  # what this lesson writes
-WORK.mkdir(exist_ok=True)
-print("run:", RUN, "| preset:", json.loads((RUN / "config.json").read_text())["preset"]["name"])
-"""
-)
+WORK = Path("lesson_work", "TITLE").resolve()  # what this lesson writes
+WORK.mkdir(parents=True, exist_ok=True)
+print("run:", RUN, "| preset:", run_config["preset"]["name"], "| threads:", torch.get_num_threads(), "| work:", WORK)
+""".replace("TITLE", title)
+    )

@@ -3,7 +3,7 @@ calibration, paired statistics and the gate."""
 
 from __future__ import annotations
 
-from common import SETUP, code, md
+from common import check, code, md, setup
 
 TITLE = "04_evaluation"
 
@@ -66,7 +66,7 @@ The next cell makes that run if it is not there yet (well under a minute), or re
 在命令行里做同样的事是 `lewisrag reproduce --preset tiny --out lesson_run`。
 """,
     ),
-    SETUP,
+    setup(TITLE),
     md(
         r"""
 ## 1. Five layers, and the order they fail in
@@ -171,7 +171,8 @@ show_layers(human["records"])
 Every diagnosis names the layer its answer was built to fail in. Read the rows against the order:
 
 * `not_retrieved` fails four layers, but retrieval comes first: REQ-AUTH-03 was not among its passages, so the
-  missing facts and the made-up toast are consequences. Blaming the generator here would send you to fix the
+  missing facts and the made-up pop-up (a message box saying the username or password is wrong, cited to `[1]`, a
+  passage it never retrieved) are consequences. Blaming the generator here would send you to fix the
   wrong component.
 * `hallucinated` is faithful on 1 of its 3 statements. It is also incomplete, but an answer that puts invented
   facts where the passage's belong cannot be expected to be complete: "distorted" comes before "not used".
@@ -189,8 +190,8 @@ opinions, so the regression gate allows none of them.
         r"""
 每个诊断都正好指向它的回答被设计成出错的那一层。对照因果顺序读这两张表：
 
-* `not_retrieved` 有四层失败，但检索排在最前：它检索到的段落里没有 REQ-AUTH-03，所以缺失的事实和编出来的 toast
-  都是连带后果。这时若怪罪生成器，就会去修错误的组件。
+* `not_retrieved` 有四层失败，但检索排在最前：它检索到的段落里没有 REQ-AUTH-03，所以缺失的事实和编出来的提示框
+  （弹出“用户名或密码错误”，还引用了根本没检索到的 `[1]`）都是连带后果。这时若怪罪生成器，就会去修错误的组件。
 * `hallucinated` 的 3 条陈述里只有 1 条忠实。它也不完整，但一个拿编造的事实顶替段落内容的回答本来就不可能完整：
   “用歪了”排在“没用上”前面。
 * `misplaced_citations` 的忠实度是 1.00：忠实度把所有段落拼在一起判断，从不看句子引的是哪一篇。只有引用这一层
@@ -398,8 +399,8 @@ thing.
 A judge errs in two ways that cost different things. A **miss** calls an unsupported statement supported: a
 hallucination gets through. A **false kill** calls a supported one unsupported: the gate fails for nothing.
 Agreement with humans mixes the two, so calibration reports each apart, with a Wilson interval, next to
-Cohen's κ (agreement corrected for chance). BugHunt ships 144 human labels, {premise, statement, supported}; here
-are three judges against them (`lewisrag calibrate --judge lexical --labels lewisrag/eval/bughunt/labels.jsonl`
+Cohen's κ (agreement corrected for chance). BugHunt ships 144 human labels, JSON lines
+`{"id", "premise", "hypothesis", "supported"}` (the hypothesis is the statement); here are three judges against them (`lewisrag calibrate --judge lexical --labels lewisrag/eval/bughunt/labels.jsonl`
 prints the first row with the disagreements):
 """,
         r"""
@@ -409,7 +410,8 @@ prints the first row with the disagreements):
 
 裁判会犯两种代价不同的错。**漏判**：把没有支持的陈述判成有支持，幻觉就溜过去了。**误杀**：把有支持的陈述判成
 没有支持，门禁就会无故失败。和人工的一致率把两者混在一起，所以校准要分别报告这两种错误率，各附一个 Wilson 区间，
-再加上 Cohen's κ（扣除了偶然一致的一致性）。BugHunt 附带 144 条人工标注，格式是 {前提, 陈述, 是否有支持}；下面拿三个
+再加上 Cohen's κ（扣除偶然一致之后的一致程度）。BugHunt 附带 144 条人工标注，每行一个 JSON 对象
+`{"id", "premise", "hypothesis", "supported"}`（hypothesis 就是陈述，premise 是前提，supported 表示是否有支持）；下面拿三个
 裁判和它们对照（`lewisrag calibrate --judge lexical --labels lewisrag/eval/bughunt/labels.jsonl` 会打印第一行，
 并列出不一致的条目）：
 """,
@@ -485,16 +487,20 @@ from different judges.
 
 A change to a RAG system is judged by the same questions answered before and after it. Take retrieval on the
 run's world: the baseline is BM25 over its passages; the candidate's chunker keeps only the first 150 characters
-of each passage (a chunking change is the kind of edit that quietly loses facts). A question is a **hit** at k
-when all its gold passages are among the top k (the gate's definition), so at k = 1 a question that needs two
-passages is never one.
+of each passage (a chunking change is the kind of edit that quietly loses facts). The questions are the world's
+held-out ones (test, dev and eval; train is left out) that name their gold passages. Per question we count whether
+**all its gold passages are in the top k** (recall@k = 1), what the gate's retrieval tier counts. That is stricter
+than hit@k of section 1's table (DPR's top-k accuracy), where any one gold passage is enough: at k = 1 a question
+that needs two passages can be a hit@1 but never has all its gold in the top 1. The cell prints both.
 """,
         r"""
 ## 4. 比较两个系统：逐题配对
 
 评价对 RAG 系统的一次改动，看的是同一批题目在改动前后的回答。以本次运行的世界里的检索为例：基线是对全部段落做 BM25；
-候选的切分器只保留每篇段落的前 150 个字符（改切分正是那种会悄悄丢掉事实的改动）。当一个问题的全部金标段落都在
-前 k 篇里时，记为在 k 处**命中**（这是门禁的定义），所以在 k = 1 时，需要两篇段落的问题永远不会命中。
+候选的切分器只保留每篇段落的前 150 个字符（改切分正是那种会悄悄丢掉事实的改动）。题目取世界中留出的那几份
+（test、dev 和 eval，不含 train）里标明了金标段落的问题。对每道题，我们数的是它的**全部金标段落是否都在前 k 篇里**
+（即 recall@k = 1，简称“全部金标命中”），门禁在检索这一层统计的正是这个。它比第 1 节表里的 hit@k（DPR 的 top-k 准确率，只要有一篇
+金标段落就算）更严：在 k = 1 时，需要两篇段落的问题可以算 hit@1，却永远不会全部金标命中。下面的单元两者都打印。
 """,
     ),
     code(
@@ -503,10 +509,11 @@ from lewisrag.data.records import Passage
 from lewisrag.eval import stats
 from lewisrag.eval.metrics import recall_at_k
 from lewisrag.index.bm25 import BM25Index
+from lewisrag.scoring.retrieval import hit_at_k
 
 passages = read_passages(RUN / "world" / "passages_a.jsonl")
 questions = [ex for split in ("test", "dev", "eval") for ex in read_qa(RUN / "world" / f"{split}.jsonl")
-             if ex.gold_passage_ids]  # every question of the world whose gold passages are known
+             if ex.gold_passage_ids]  # the held-out splits (train left out), questions that name their gold passages
 CHUNK = 150  # the candidate keeps the first CHUNK characters of each passage
 systems = {"baseline": passages, "candidate": [Passage(p.id, p.title, p.text[:CHUNK]) for p in passages]}
 top3 = {}  # system -> its top 3 passages per question
@@ -515,22 +522,26 @@ for name, indexed in systems.items():
     top3[name] = [[indexed[i] for i in row] for row in rows]
 recall1 = {name: [recall_at_k([p.id for p in top], q.gold_passage_ids, 1) for top, q in zip(tops, questions)]
            for name, tops in top3.items()}
-hits = {name: [r == 1.0 for r in scores] for name, scores in recall1.items()}
+all_gold = {name: [r == 1.0 for r in scores] for name, scores in recall1.items()}  # all gold passages in the top 1
+hit1 = {name: sum(hit_at_k([p.id for p in top], q.gold_passage_ids, 1) for top, q in zip(tops, questions))
+        for name, tops in top3.items()}  # any gold passage in the top 1 (section 1's hit@k)
 
-print(len(questions), "questions with gold passages")
-for name, h in hits.items():  # each system on its own
+print(len(questions), "test, dev and eval questions with gold passages;",
+      sum(len(q.gold_passage_ids) > 1 for q in questions), "of them need more than one")
+for name, h in all_gold.items():  # each system on its own
     low, high = stats.proportion_interval(sum(h), len(h))
-    print(f"{name:10} hit@1 {sum(h)}/{len(h)} = {sum(h) / len(h):.3f}   95% Wilson interval [{low:.3f}, {high:.3f}]")
-m = stats.mcnemar(hits["baseline"], hits["candidate"], alternative="greater")  # in pairs
+    print(f"{name:10} all gold in top 1: {sum(h)}/{len(h)} = {sum(h) / len(h):.3f}   "
+          f"95% Wilson interval [{low:.3f}, {high:.3f}]   (hit@1, any gold: {hit1[name]:.0f}/{len(h)})")
+m = stats.mcnemar(all_gold["baseline"], all_gold["candidate"], alternative="greater")  # in pairs
 print(f"\npaired: the candidate lost b = {m['b']} questions and gained c = {m['c']}; "
       f"one-sided exact McNemar p = {m['pvalue']:.4f}")
 """
     ),
     md(
         r"""
-Looked at one system at a time, the two hit rates have intervals that overlap widely, and one might call it
-noise. Paired, almost every question is a hit in both systems or a miss in both; those say nothing about the
-change, and McNemar's test ignores them. What is left are the questions where the systems disagree: under "no
+Looked at one system at a time, the two all-gold rates have intervals that overlap widely, and one might call
+it noise. Paired, almost every question has all its gold in the top 1 in both systems or in neither; those say
+nothing about the change, and McNemar's test ignores them. What is left are the questions where the systems disagree: under "no
 difference" each of them is a fair coin flip, and b losses against c gains is then unlikely (you can check the p
 value by hand: the chance of b or more heads in b + c flips). The questions differ far more from each other than
 the systems do; pairing takes that variation out.
@@ -539,20 +550,24 @@ For a score that is not 0/1 (recall@1 is ½ for a question with one of its two g
 a share) the paired tools are the **paired bootstrap**, which resamples questions with both their scores and gives
 the interval of the mean difference (how large the change is), and the **sign-flip test**, which asks whether the
 change is more than chance: were there no difference, each question's difference would be as likely to have either
-sign, so its p is the share of the 2^n sign assignments whose mean is as far from 0. With few questions changed the
-bootstrap can never draw the other sign and its interval looks surer than it is; the sign-flip p cannot. Next to them, each system's mean with its own interval, and, since equal means can
-hide very different failures, two runs from docs/statistics.md with the same mean:
+sign, so its p is the share of the 2^n sign assignments whose mean is at least as far from 0 as the one observed
+(two-sided, what `paired_bootstrap` reports beside its interval), or, one-sided, at least as far below 0 (the
+question "is the candidate lower?", the one the gate asks; `stats.sign_flip_test(a, b, "less")`). With few
+questions changed the bootstrap can never draw the other sign and its interval looks surer than it is; the
+sign-flip p cannot. Next to them, each system's mean with its own interval, and, since equal means can hide very
+different failures, two runs from docs/statistics.md with the same mean:
 """,
         r"""
-单独看每个系统，两个命中率的区间大面积重叠，很容易被当成噪声。配对之后就清楚了：绝大多数题目要么两个系统都命中，
-要么都没命中；这些题对这次改动什么也说明不了，McNemar 检验直接忽略它们。剩下的是两个系统结论不同的题：如果“没有差别”，
+单独看每个系统，两个“全部金标命中”率的区间大面积重叠，很容易被当成噪声。配对之后就清楚了：绝大多数题目要么两个系统
+都全部金标命中，要么都没有；这些题对这次改动什么也说明不了，McNemar 检验直接忽略它们。剩下的是两个系统结论不同的题：如果“没有差别”，
 每道这样的题都像抛一枚公平的硬币，那么出现 b 次变差对 c 次变好就不太可能（p 值可以手算：b + c 次抛硬币中至少 b 次
 正面的概率）。题目之间的差别远大于两个系统之间的差别；配对正是把这部分差别去掉。
 
 对于不是 0/1 的分数（一道需要两篇金标段落的题，若只有一篇排在第一，recall@1 就是 ½；忠实度是一个比例），配对的工具是
 **配对 bootstrap**：按题重采样，每题的两个分数一起抽，得到均值之差的区间（变化有多大）；以及**符号翻转检验**：
-如果没有差别，每道题的差值取正取负的可能性一样，p 值就是 2^n 种符号组合里，均值离 0 至少这么远的组合所占的比例。
-变化的题目很少时，bootstrap 抽不到另一个符号，区间显得比实际更有把握；符号翻转的 p 值不会。旁边列出每个系统各自的均值和区间；另外，
+如果没有差别，每道题的差值取正取负的可能性一样，p 值就是 2^n 种符号组合里，均值离 0 至少和观测值一样远的组合所占的比例
+（双侧，`paired_bootstrap` 在区间旁边报告的就是它）；单侧则只数在 0 以下至少这么远的组合（问的是“候选是否更低？”，
+门禁问的正是这个问题；`stats.sign_flip_test(a, b, "less")`）。变化的题目很少时，bootstrap 抽不到另一个符号，区间显得比实际更有把握；符号翻转的 p 值不会。旁边列出每个系统各自的均值和区间；另外，
 由于均值相同的两次运行可能藏着截然不同的失败，再看 docs/statistics.md 里两次均值相同的运行：
 """,
     ),
@@ -562,8 +577,10 @@ for name, scores in recall1.items():
     mi = stats.mean_interval(scores)
     print(f"{name:10} mean recall@1 {mi['mean']:.3f}   95% interval [{mi['low']:.3f}, {mi['high']:.3f}]")
 pb = stats.paired_bootstrap(recall1["baseline"], recall1["candidate"])
-print(f"paired:    mean difference {pb['mean_diff']:+.3f}   95% interval [{pb['low']:+.3f}, {pb['high']:+.3f}]   "
-      f"sign-flip p {pb['pvalue']:.2g}\n")
+lower = stats.sign_flip_test(recall1["baseline"], recall1["candidate"], "less")  # one-sided: is the candidate lower?
+print(f"paired:    mean difference {pb['mean_diff']:+.3f}   95% interval [{pb['low']:+.3f}, {pb['high']:+.3f}]")
+print(f"           sign-flip p {pb['pvalue']:.2g} two-sided (paired_bootstrap's), {lower['pvalue']:.3g} one-sided "
+      f"({lower['nonzero']} questions changed, {lower['method']})\n")
 
 for situation, scores in {"A": [1.0] * 95 + [0.0] * 5, "B": [0.95] * 100}.items():
     d = stats.score_distribution(scores)
@@ -573,28 +590,41 @@ for situation, scores in {"A": [1.0] * 95 + [0.0] * 5, "B": [0.95] * 100}.items(
     ),
     md(
         r"""
-The paired interval lies below 0 and the sign-flip p is small: the candidate is worse, though the two unpaired intervals overlap. And a mean
+The paired interval lies below 0 and both sign-flip p values are small: the candidate is worse, though the two
+unpaired intervals overlap. The two-sided p is twice the smaller of the two one-sided ones, here the one-sided
+"less". The gate asks the one-sided question and calls a drop significant at p ≤ (1 − confidence) / 2 =
+0.025 (`lewisrag/eval/gate/gate.toml`). And a mean
 alone hides who paid: in situation A five answers are fabricated outright, in B every answer has one slip.
 
 ### The gate runs these tests
 
-`lewisrag gate --baseline B --candidate C` does the same, on two results.json files, in three tiers: **rules**
-(no new BAD_ID, MISSING_CITATION or QUOTE_NOT_FOUND, no metric unmeasurable more often), **retrieval** (McNemar and,
-on the mean of recall@k, the sign-flip test with the bootstrap interval beside it, as above) and **judged metrics** (paired tests on faithfulness and the others,
-plus cuts at 1.0 and 0.5 that catch a few questions collapsing while the mean stays put). Lesson 3
+`lewisrag gate --baseline B --candidate C` does the same, on two results.json files. Its report starts with a
+`pairing` row: the two runs must be comparable (every baseline question found in the candidate, paired by id and
+system, with the same text; both scored by the same judge and statement splitter). Then three tiers: **rules** (no
+BAD_ID, MISSING_CITATION or QUOTE_NOT_FOUND at all: by default any occurrence fails, and only
+`allow_baseline_violations = true` in the gate's config counts just the ones the baseline did not have, as lesson 3
+does for BugHunt's deliberately broken answers; no metric unmeasurable more often), **retrieval** (McNemar on all
+gold in the top k and, on the mean of recall@k, the one-sided sign-flip test with the bootstrap interval beside it,
+as above) and **judged metrics** (paired tests on faithfulness and the others, plus cuts at 1.0 and 0.5 that catch
+a few questions collapsing while the mean stays put). Lesson 3
 ([section 5](03_original_vs_modern.en.ipynb)) gates BugHunt's answers: a pass, a broken citation caught, a judge
 change refused. Here it gates the two retrievers, each followed by a perfect reader that writes the reference
 statements and cites the passage ranked first, scored with the lexical judge. First a candidate that changes
 BM25's length normalisation (`b` from 0.75 to 0.3):
 """,
         r"""
-配对区间整个落在 0 以下，符号翻转检验的 p 值也很小：候选更差，尽管两个不配对的区间是重叠的。而单看均值，看不出代价落在谁身上：情形 A 里有五个回答
+配对区间整个落在 0 以下，两个符号翻转检验的 p 值也都很小：候选更差，尽管两个不配对的区间是重叠的。双侧 p 值是两个单侧 p 值中较小者的两倍，
+这里较小的就是 “less” 方向的单侧 p 值。门禁问的是单侧问题，p ≤ (1 − confidence) / 2 = 0.025 时判定
+显著下降（见 `lewisrag/eval/gate/gate.toml`）。而单看均值，看不出代价落在谁身上：情形 A 里有五个回答
 从头到尾是编的，情形 B 里每个回答都有一处小错。
 
 ### 门禁跑的就是这些检验
 
-`lewisrag gate --baseline B --candidate C` 在两个 results.json 上做同样的事，分三层：**规则**（不能新出现 BAD_ID、
-MISSING_CITATION 或 QUOTE_NOT_FOUND，任何指标无法测量的题目不能变多）、**检索**（对 recall@k 做 McNemar 检验，均值上做符号翻转检验、
+`lewisrag gate --baseline B --candidate C` 在两个 results.json 上做同样的事。它的报告先有一行 `pairing`（配对）：
+两次运行必须可比（基线的每道题都能在候选里按 id 和系统配上对，题面相同；两者由同一个裁判、同一个陈述拆分器打分）。
+然后分三层：**规则**（完全不能出现 BAD_ID、MISSING_CITATION 或 QUOTE_NOT_FOUND：默认出现一次就失败；只有在门禁配置里设
+`allow_baseline_violations = true`，才只统计基线中没有的新违规，第 3 课为 BugHunt 那些故意出错的回答就是这样做的；
+任何指标无法测量的题目不能变多）、**检索**（对“前 k 篇里有全部金标”做 McNemar 检验，在 recall@k 的均值上做单侧符号翻转检验、
 并列出 bootstrap 区间，和上面一样）、**裁判打分的指标**（对忠实度等指标做配对检验，另在 1.0 和 0.5 两处设切点，抓住均值不动、
 却有几道题崩掉的情况）。第 3 课（[第 5 节](03_original_vs_modern.zh.ipynb)）用门禁检查了 BugHunt 的回答：一次通过、
 一次抓住错误引用、一次因裁判改变而拒绝比较。这里让门禁检查两个检索器，每个后面接一个完美的阅读器：它照写参考陈述，
@@ -653,8 +683,9 @@ show(gate(baseline, evaluation("chunked", systems["candidate"]), config))
     ),
     md(
         r"""
-Tier 2 fails recall@1 on the numbers you computed by hand above (the same b, c and p, the same paired interval:
-the gate uses the same seed), and passes recall@3, where the two differ by less than the gate tolerates. Tier 3
+Tier 2 fails recall@1 on the numbers you computed by hand above: the same b, c and McNemar p (its "share
+below 1" is the share of questions without all their gold in the top 1), the same paired interval and the same
+one-sided sign-flip p, since the gate uses the same seed and asks the one-sided question. It passes recall@3, where the two differ by less than the gate tolerates. Tier 3
 shows the consequence one layer down: a perfect reader whose passages were cut short writes statements those
 passages no longer support. Had only the judged tier been watched, the regression would look like a generator
 problem; the layers, and the gate's tiers, point at retrieval.
@@ -667,19 +698,11 @@ problem; the layers, and the gate's tiers, point at retrieval.
 * Compare systems in pairs over the same questions: McNemar for 0/1 scores, a sign-flip test (with a paired bootstrap interval for the size) for means; look
   at the questions that changed, not only at the mean.
 
-## Exercises
-
-1. In section 2, suppose a splitter cut only the toast sentence of `hallucinated` into its three atomic facts
-   and left the other two sentences whole. Work out the faithfulness by hand, then check it with
-   `metrics.faithfulness` (the labels judge knows every statement you need).
-2. In section 3, add `LexicalJudge(threshold=0.9)` to `judges`. Which error rate moves, and which way? Score BugHunt
-   with it as in the next cell: does any diagnosis change that did not change at 0.75?
-3. In section 4, set `CHUNK = 300` and run the section again. Retrieval passes, yet the gate fails: which check
-   fails, on how many questions, and why would the paired mean alone not have caught it?
 """,
         r"""
-第二层在 recall@1 上失败，用的正是你上面亲手算出的数字（同样的 b、c 和 p，同样的配对区间：门禁用的是同一个随机种子）；
-recall@3 上两者的差别在门禁容许的范围内，于是通过。第三层则显示了往下一层的连带后果：段落被截短之后，完美的阅读器写出的陈述
+第二层在 recall@1 上失败，用的正是你上面亲手算出的数字：同样的 b、c 和 McNemar p 值（它的 “share below 1” 就是
+前 1 篇里没有全部金标的题目所占的比例），同样的配对区间，同样的单侧符号翻转 p 值，因为门禁用的是同一个随机种子，
+问的也是单侧的问题。recall@3 上两者的差别在门禁容许的范围内，于是通过。第三层则显示了往下一层的连带后果：段落被截短之后，完美的阅读器写出的陈述
 不再有那些段落支持。如果只盯着裁判打分那一层，这次回归看起来像是生成器的问题；而逐层的分数和门禁的分层，都指向检索。
 
 ## 本课要点
@@ -689,14 +712,179 @@ recall@3 上两者的差别在门禁容许的范围内，于是通过。第三�
   要先校准（漏判和误杀分开算，并给出区间）。
 * 比较系统要在同一批题目上逐题配对：0/1 分数用 McNemar 检验，均值用符号翻转检验（配对 bootstrap 区间看变化大小）；要看哪些题变了，而不只看均值。
 
+""",
+    ),
+    md(
+        r"""
+## Exercises
+
+Each exercise has a cell for your work that ends by setting a variable (`ex1`, `ex2`, `ex3`), and below it a
+**check** cell, collapsed: it computes the answer itself, so open it only to see how. Run the check after your
+work: it says whether your value is right, and left at `None` it only reminds you. A model answer follows each
+check, folded.
+
+### Exercise 1
+
+In section 2, suppose a splitter cut only the toast sentence of `hallucinated` into its three atomic facts and
+left the other two sentences whole. Work out the faithfulness by hand, then check it with `metrics.faithfulness`
+(the labels judge knows every statement you need).
+""",
+        r"""
 ## 练习
 
-1. 在第 2 节，假设某个拆分器只把 `hallucinated` 中讲 toast 的那一句拆成三个原子事实，另外两句保持整句。
-   先手算忠实度，再用 `metrics.faithfulness` 验证（人工标注裁判认得你需要的每一条陈述）。
-2. 在第 3 节，把 `LexicalJudge(threshold=0.9)` 加进 `judges`。哪种错误率变了，往哪个方向变？像下一个单元那样用它给
-   BugHunt 打分：有没有哪个诊断在阈值 0.75 时没变、现在变了？
-3. 在第 4 节，设 `CHUNK = 300`，把这一节重跑一遍。检索通过了，门禁却失败了：是哪一项检查失败，涉及几道题？
-   为什么单看配对均值发现不了它？
+每道练习都有一个给你动手的单元，最后把结果赋给一个变量（`ex1`、`ex2`、`ex3`）；下面是一个折叠起来的**核对**单元：它自己
+把答案算出来，所以只有想看算法时才展开它。做完后运行核对单元：它会告诉你结果对不对；变量还是 `None` 时，它只提醒你先作答。
+每个核对单元后面都附有参考答案，同样是折叠的。
+
+### 练习 1
+
+在第 2 节，假设某个拆分器只把 `hallucinated` 中讲 toast 的那一句拆成三个原子事实，另外两句保持整句。先手算忠实度，
+再用 `metrics.faithfulness` 验证（人工标注裁判认得你需要的每一条陈述）。
+""",
+    ),
+    code(
+        r"""
+ex1 = None  # the faithfulness of that split: a share (0.25) or a percentage (25)
+"""
+    ),
+    check(
+        r"""
+if ex1 is None:
+    print("Exercise 1: set ex1, then run this cell again.")
+else:
+    sentences = [s.text for s in split_sentences(hallucinated.response)]
+    toast = [text for text, _ in hallucinated.atomic if "toast" in text]  # the toast sentence's three facts
+    statements = [sentences[0], *toast, sentences[2]]
+    truth = metrics.faithfulness(statements, contexts, bughunt_label_judge(sample))
+    assert abs((ex1 / 100 if ex1 > 1 else ex1) - truth) < 1e-3, "not yet: count the statements, then the supported ones"
+    print(f"right: {len(statements)} statements, faithfulness {truth:.1%}")
+"""
+    ),
+    md(
+        r"""
+<details><summary>Model answer</summary>
+
+Five statements: the first sentence (supported), the toast's three facts (none supported) and the sentence about
+locking the account (not supported): 1 of 5, 20%. It falls between the sentence split's 33.3% and the atomic
+split's 16.7%: the finer the invented part is cut, the more it weighs.
+</details>
+
+### Exercise 2
+
+In section 3, add `LexicalJudge(threshold=0.9)` to `judges`. Which error rate moves, and which way? Score BugHunt
+with it as in the next cell: which answers' diagnoses change (against the human labels) at 0.9 that did not
+change at 0.75?
+""",
+        r"""
+<details><summary>参考答案</summary>
+
+共五条陈述：第一句（有支持）、toast 的三个事实（都没有支持）和锁定账号那一句（没有支持）：5 条中 1 条，20%。它落在按句拆的
+33.3% 和按原子事实拆的 16.7% 之间：编造的部分拆得越细，它在分数里的分量就越重。
+</details>
+
+### 练习 2
+
+在第 3 节，把 `LexicalJudge(threshold=0.9)` 加进 `judges`。哪种错误率变了，往哪个方向变？像下一个单元那样用它给 BugHunt
+打分：与人工标注相比，哪些回答的诊断在阈值 0.75 时没变、到 0.9 时变了？
+""",
+    ),
+    code(
+        r"""
+ex2 = None  # ("miss_rate" or "false_kill_rate": the one that moves, "up" or "down", {names of the answers})
+"""
+    ),
+    check(
+        r"""
+if ex2 is None:
+    print("Exercise 2: set ex2, then run this cell again.")
+else:
+    rates = {t: calibrate(LexicalJudge(threshold=t), labels) for t in (0.75, 0.9)}
+    moved = {kind: "up" if rates[0.9][kind] > rates[0.75][kind] else "down"
+             for kind in ("miss_rate", "false_kill_rate") if rates[0.9][kind] != rates[0.75][kind]}
+    primary = {t: {r["id"]: r["diagnosis"]["primary"] for r in evaluate_bughunt(sample, LexicalJudge(threshold=t)).to_json()["records"]}
+               for t in (0.75, 0.9)}
+    changed = {r["id"] for r in human["records"]
+               if primary[0.75][r["id"]] == r["diagnosis"]["primary"] != primary[0.9][r["id"]]}
+    kind, way, answers = ex2
+    assert kind in moved, f"not yet: the {kind} does not move"
+    assert moved[kind] == way, f"not yet: the {kind} moves, but not {way}"
+    assert set(answers) == changed, "not yet: the rate is right, the answers are not"
+    for t, c in rates.items():
+        print(f"lexical at {t}: miss {c['miss_rate']:.1%}, false kill {c['false_kill_rate']:.1%}, kappa {c['kappa']:.3f}")
+    print("right:", ", ".join(f"{a}: {primary[0.75][a] or '-'} -> {primary[0.9][a] or '-'}" for a in sorted(changed)))
+"""
+    ),
+    md(
+        r"""
+<details><summary>Model answer</summary>
+
+A higher threshold makes the judge stricter: it can only call fewer statements supported. So misses cannot rise
+(they stay at 0%) and false kills do, from 18.9% to 37.8% of the supported statements, with κ falling from 0.806
+to 0.615. At 0.9 the `correct` answer gets a false kill too and is diagnosed "distorted": a judge this strict blames
+the one answer that is right, and a gate on its scores would fail changes for nothing.
+</details>
+
+### Exercise 3
+
+In section 4, set `CHUNK = 300` and run the section again. On the tiny run retrieval passes, yet the gate fails:
+which check fails, on how many questions, and why would the paired mean alone not have caught it?
+""",
+        r"""
+<details><summary>参考答案</summary>
+
+阈值调高，裁判就更严：它只会把更少的陈述判为有支持。所以漏判不可能上升（仍是 0%），误杀则上升，从有支持陈述的 18.9%
+升到 37.8%，κ 从 0.806 降到 0.615。阈值为 0.9 时，`correct` 这个回答也被误杀，被诊断成“用歪了”：这么严的裁判会冤枉
+唯一正确的回答，以它的分数把关的门禁也会无故拦下改动。
+</details>
+
+### 练习 3
+
+在第 4 节，设 `CHUNK = 300`，把这一节重跑一遍。在 tiny 运行上，检索通过了，门禁却失败了：是哪一项检查失败，涉及几道题？
+为什么单看配对均值发现不了它？
+""",
+    ),
+    code(
+        r"""
+ex3 = None  # (the failing check's name as the gate prints it, e.g. "faithfulness < 1", the number of questions it names)
+"""
+    ),
+    check(
+        r"""
+if ex3 is None:
+    print("Exercise 3: set ex3, then run this cell again.")
+else:
+    cut = [Passage(p.id, p.title, p.text[:300]) for p in passages]  # the candidate with CHUNK = 300
+    report = gate(baseline, evaluation("chunked_300", cut), config)
+    failed = {c.name: c for c in report.checks if c.verdict == "fail"}
+    name, count = ex3
+    assert name in failed, f"not yet: {name!r} is not a failing check"
+    regressed = failed[name].details.get("regressed", [])
+    assert count == len(regressed), f"not yet: {name!r} fails, but not on {count} question(s)"
+    print(f"right: {name} fails on {len(regressed)}: {', '.join(regressed)}")
+    for c in report.checks:
+        if c.tier == "3 judged" and c.name == "faithfulness: paired mean":
+            print(f"the paired mean passes: {c.evidence}")
+"""
+    ),
+    md(
+        r"""
+<details><summary>Model answer</summary>
+
+On the tiny run: `faithfulness < 0.5`, on one question. Its passages, cut at 300 characters, no longer hold most
+of what the perfect reader states for it, so its faithfulness falls below one half. One question in 133 moves the
+paired mean by less than the 0.02 the gate allows, and a single changed question can never make the sign-flip
+test significant (one-sided p 0.5 at best). The cut at 0.5 lets no question newly fall below it
+(`max_regressions = 0`): it is there for exactly this, a few questions collapsing while the mean stays put.
+</details>
+""",
+        r"""
+<details><summary>参考答案</summary>
+
+在 tiny 运行上：`faithfulness < 0.5` 失败，涉及一道题。它的段落被截到 300 个字符之后，完美阅读器为它写出的陈述大多已不在
+段落里，于是它的忠实度跌到一半以下。133 道题里的一道，让配对均值的下降小于门禁容许的 0.02；而只有一道题变化时，符号翻转
+检验永远不会显著（单侧 p 最小也是 0.5）。0.5 这道切点不允许任何题目新跌到它下面（`max_regressions = 0`）：它正是为这种
+情况设的——均值几乎不动，却有几道题崩掉了。
+</details>
 """,
     ),
 ]

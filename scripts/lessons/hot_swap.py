@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from common import RUN_INTRO, SETUP, code, md
+from common import RUN_INTRO, check, code, md, setup
 
 TITLE = "02_hot_swap"
 
@@ -46,7 +46,7 @@ lewisrag 内置的世界有同样的结构：两个快照 A 和 B，其中领导
 """,
     ),
     RUN_INTRO,
-    SETUP,
+    setup(TITLE),
     md(
         r"""
 ## 1. Two snapshots of one world
@@ -240,11 +240,13 @@ for name, index in bm25.items():
     ),
     md(
         r"""
-Question by question: the same weights give snapshot A's fact when they read A and snapshot B's when
-they read B.
+Question by question: where the reader gets it right, the same weights give snapshot A's fact when they read A
+and snapshot B's when they read B. Where it gets it wrong, it is usually wrong alike on both indexes, with a
+fact that did not change between them: exercise 1 asks why.
 """,
         r"""
-逐题来看：同一组权重，读 A 时给出快照 A 的事实，读 B 时给出快照 B 的事实。
+逐题来看：生成器答对的题，同一组权重读 A 时给出快照 A 的事实，读 B 时给出快照 B 的事实。答错的题，通常在两个索引上
+错得一模一样，给出的是两个快照之间没有变的事实：练习 1 会问为什么。
 """,
     ),
     code(
@@ -265,14 +267,6 @@ for i in range(4):
   against: that is why the encoder's fingerprint travels with every index and model.
 * The matched cells are bounded by retrieval: a fact the retriever does not find cannot be read.
 
-## Exercises
-
-1. Which questions does the reader miss on the matched index? Print the BM25 passages for one of them:
-   is it a retrieval miss or a reading miss?
-2. Run the reader with `variant="token"` instead of `"sequence"`. Why does mixing passages per token hurt
-   here, where the top passage is often the *static* passage of the right country?
-3. Build an index over snapshot B with another encoder (`lewisrag train dpr ...`, then
-   `lewisrag index build ...`) and try `lewisrag swap` with and without `--swap`.
 """,
         r"""
 ## 本课要点
@@ -283,13 +277,173 @@ for i in range(4):
   都带着编码器的指纹。
 * 匹配格子的上限由检索决定：检索器找不到的事实，生成器也读不到。
 
+""",
+    ),
+    md(
+        r"""
+## Exercises
+
+Exercises 1 and 2 each have a cell for your work that ends by setting a variable (`ex1`, `ex2`), and below it a
+**check** cell, collapsed: it computes the answer itself, so open it only to see how. Run the check after your
+work: it says whether your value is right, and left at `None` it only reminds you. A model answer follows each
+check, folded.
+
+### Exercise 1
+
+Which questions does the reader miss on the matched index A (questions A, section 4)? Print the BM25 passages
+for them (`bm25_retrieve(reader, [question], bm25["A"], reader_tok, reader.n_docs)`, from
+`lewisrag.rag_model.bm25_adapter`): is each a retrieval miss (no gold passage among those read) or a reading miss
+(the gold passage was read, the answer is still wrong)?
+""",
+        r"""
 ## 练习
 
-1. 在匹配的索引上，生成器答错了哪些问题？挑一个，把 BM25 检索到的段落打印出来：是检索没找到，还是读错了？
-2. 让生成器改用 `variant="token"`（原来是 `"sequence"`），再跑一遍。这里排第一的往往是正确国家的**静态**段落，
-   为什么逐词元混合多个段落反而会出错？
-3. 用另一个编码器为快照 B 建索引（先 `lewisrag train dpr ...`，再 `lewisrag index build ...`），
-   分别带上和不带 `--swap` 试试 `lewisrag swap`。
+练习 1 和 2 各有一个给你动手的单元，最后把结果赋给一个变量（`ex1`、`ex2`）；下面是一个折叠起来的**核对**单元：它自己把
+答案算出来，所以只有想看算法时才展开它。做完后运行核对单元：它会告诉你结果对不对；变量还是 `None` 时，它只提醒你先作答。
+每个核对单元后面都附有参考答案，同样是折叠的。
+
+### 练习 1
+
+在匹配的索引 A 上（问题 A，第 4 节），生成器答错了哪些问题？把它们的 BM25 段落打印出来
+（`bm25_retrieve(reader, [question], bm25["A"], reader_tok, reader.n_docs)`，出自 `lewisrag.rag_model.bm25_adapter`）：
+每一题是检索没找到（读到的段落里没有金标段落），还是读错了（读到了金标段落，答案仍然错）？
+""",
+    ),
+    code(
+        r"""
+ex1 = None  # how many of the misses are of each kind: {"retrieval": ..., "reading": ...}
+"""
+    ),
+    check(
+        r"""
+from lewisrag.rag_model.bm25_adapter import bm25_retrieve
+
+if ex1 is None:
+    print("Exercise 1: set ex1, then run this cell again.")
+else:
+    examples, preds = sets["questions A"], answers["A", "questions A"]
+    missed = [(q, p) for q, p in zip(examples, preds) if not exact_match(p, q.answers)]
+    read = bm25_retrieve(reader, [q.question for q, _ in missed], bm25["A"], reader_tok, reader.n_docs).passages
+    ranks = [next((i + 1 for i, p in enumerate(ps) if p.id in q.gold_passage_ids), None) for (q, _), ps in zip(missed, read)]
+    truth = {"retrieval": ranks.count(None), "reading": len(ranks) - ranks.count(None)}
+    assert {kind: dict(ex1).get(kind, 0) for kind in truth} == truth, "not yet: look for the gold passage among those read"
+    print(f"right: {truth['retrieval']} retrieval and {truth['reading']} reading misses of {len(examples)} questions")
+    for (q, pred), ps, rank in zip(missed, read, ranks):
+        where = f"gold passage read at rank {rank}" if rank else "gold passage not read"
+        print(f"   {q.question!r}: {pred!r} for {q.answers[0]!r}; {where}; rank 1: {ps[0].id}")
+"""
+    ),
+    md(
+        r"""
+<details><summary>Model answer</summary>
+
+On the tiny run every miss is a reading miss: BM25 finds the entity's changing passage (`<entity>-1`, the gold
+one) but ranks it second, behind the entity's static passage (`<entity>-0`), which shares the question's name
+words too and gets the larger $p(z\mid x)$; the reader then answers with a fact of that passage (a language, a
+founding year, a seat) instead of the leader or the population. Retrieval did its part; the marginalization weighted the
+wrong passage.
+</details>
+
+### Exercise 2
+
+Run the reader with `variant="token"` instead of `"sequence"` over the matched cells (index A with questions A,
+index B with questions B). Set `ex2` to its two exact matches. Why does mixing passages per token hurt here,
+where the top passage is often the *static* passage of the right entity?
+""",
+        r"""
+<details><summary>参考答案</summary>
+
+在 tiny 运行上，每一题都是读错了：BM25 找到了该实体会变的那个段落（`<实体>-1`，即金标段落），却把它排在第二，
+排第一的是该实体的静态段落（`<实体>-0`），它同样含有问题里的名称，得到的 $p(z\mid x)$ 更大；生成器于是拿那个段落里的
+事实（官方语言、建立年份、总部所在地）来作答，而不是领导人或人口。检索尽到了本分，是边缘化把权重压在了错误的段落上。
+</details>
+
+### 练习 2
+
+让生成器改用 `variant="token"`（原来是 `"sequence"`），在两个匹配的格子上（索引 A 配问题 A、索引 B 配问题 B）再跑一遍，
+把 `ex2` 设为它的两个精确匹配率。这里排第一的往往是正确实体的**静态**段落，为什么逐词元混合多个段落反而会出错？
+""",
+    ),
+    code(
+        r"""
+ex2 = None  # (EM of the RAG-Token reader on index A with questions A, on index B with questions B)
+"""
+    ),
+    check(
+        r"""
+if ex2 is None:
+    print("Exercise 2: set ex2, then run this cell again.")
+else:
+    token_reader = RagModel(model.question_encoder, generator, variant="token", n_docs=model.n_docs).eval()
+    ems = []
+    for name in ("A", "B"):
+        examples = sets[f"questions {name}"]
+        preds = answer_questions(token_reader, reader_tok, None, [q.question for q in examples], bm25=bm25[name])
+        ems.append(sum(exact_match(p, q.answers) for p, q in zip(preds, examples)) / len(examples))
+        if name == "A":
+            wrong = [(q, p) for q, p in zip(examples, preds) if not exact_match(p, q.answers)]
+    assert len(ex2) == 2 and all(abs(float(mine) - em) < 1e-6 for mine, em in zip(ex2, ems)), "not yet: check both cells"
+    print(f"right: RAG-Token EM {ems[0]:.2f} (A) and {ems[1]:.2f} (B) on {len(examples)} questions each; its misses on A:")
+    for q, pred in wrong:
+        print(f"   {q.question!r}: {pred!r} for {q.answers[0]!r}")
+"""
+    ),
+    md(
+        r"""
+<details><summary>Model answer</summary>
+
+On the tiny run RAG-Token answers fewer of the matched questions than RAG-Sequence, and the check prints its
+misses. Under RAG-Sequence each passage proposes a whole answer and the candidates compete as wholes (eq. 1), so
+every answer comes from one passage, the gold one's whenever it wins. Under RAG-Token the passages compete at
+every token (eq. 2), and the static passage, which holds the most prior and lacks the answer, takes a token
+wherever its prediction outweighs the gold passage's: besides answers taken from it whole, RAG-Token writes
+blends, begun from one passage and continued from another (a name half right, a number with a digit from
+another number).
+</details>
+
+### Exercise 3
+
+Build an index over snapshot B with another encoder (`lewisrag train dpr ...`, then `lewisrag index build ...`)
+and try `lewisrag swap` with and without `--swap`. What happens, and why?
+""",
+        r"""
+<details><summary>参考答案</summary>
+
+在 tiny 运行上，RAG-Token 在匹配格子上答对的题比 RAG-Sequence 少，核对单元会把它答错的题打印出来。RAG-Sequence
+让每个段落各自提出一个完整的答案，候选答案之间整体比较（式 1），所以每个答案都出自同一个段落，金标段落胜出时就是它的答案。
+RAG-Token 则在每个词元上让段落竞争（式 2）：静态段落先验最高却不含答案，只要它对某个词元的预测压过金标段落，这个词元就归它。
+于是除了整个照搬静态段落的答案之外，RAG-Token 还会写出“拼接货”：开头取自一个段落，后面接上另一个段落（名字只对一半，
+数字里混进了另一个数的某一位）。
+</details>
+
+### 练习 3
+
+用另一个编码器为快照 B 建索引（先 `lewisrag train dpr ...`，再 `lewisrag index build ...`），分别带上和不带 `--swap`
+试试 `lewisrag swap`。会发生什么？为什么？
+""",
+    ),
+    md(
+        r"""
+<details><summary>Model answer</summary>
+
+Without `--swap` the command refuses before it answers anything (exit code 2): the index was built with a context
+encoder of one fingerprint, the model's question encoder was trained against another, and the message offers
+`--swap` to search anyway. With `--swap` it runs, but the question vectors and the passage vectors now come from
+encoders trained apart: their inner products no longer say which passage is relevant, so retrieval over the new
+index is close to arbitrary and its cells fall towards the mismatched ones. The fingerprint check exists because
+this failure is silent: nothing crashes, the answers just get worse. On the tiny run every cell is near 0 already,
+so compare the passages retrieved (`model.retrieve([question], index, tok, swap=True)`) or use a `small` run.
+</details>
+""",
+        r"""
+<details><summary>参考答案</summary>
+
+不带 `--swap` 时，命令在回答任何问题之前就拒绝执行（退出码 2）：索引是用一个指纹的上下文编码器建的，模型的问题编码器
+却是对着另一个训练的，报错信息会提示可以加 `--swap` 强行检索。带上 `--swap` 就能跑，但问题向量和段落向量现在出自分开训练的
+两个编码器：它们的内积不再能说明哪个段落相关，于是新索引上的检索近乎随意，这些格子的分数会往不匹配格子的水平掉。
+之所以要核对指纹，正是因为这种失败是无声的：什么都不会崩溃，只是答案悄悄变差。tiny 运行上所有格子本来就接近 0，所以
+请比较检索到的段落（`model.retrieve([question], index, tok, swap=True)`），或者换一次 `small` 运行。
+</details>
 """,
     ),
 ]

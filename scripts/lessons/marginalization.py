@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from common import RUN_INTRO, SETUP, code, md
+from common import RUN_INTRO, check, code, md, setup
 
 TITLE = "01_marginalization"
 
@@ -57,7 +57,7 @@ $p(z\mid x)$，生成器逐个阅读这些段落，给出在读到段落 $z$ 时
 """,
     ),
     RUN_INTRO,
-    SETUP,
+    setup(TITLE),
     md(
         r"""
 ## 1. The model, the index and one question
@@ -304,10 +304,16 @@ Bayes' rule turns the prior $p(z\mid x)$ into a posterior once the answer is kno
 * RAG-Token: $p(z\mid x,y_i,y_{<i}) \propto p(z\mid x)\,p(y_i\mid x,z,y_{<i})$, one per token.
 
 `lewisrag ask` prints them for the answer it generates (RAG-Sequence's, and for RAG-Token the mean over
-the answer's tokens with the passage each token leaned on), and lesson 3 turns them into *implicit citations*: the Lewis models never
-write `[n]`, but the posterior says which passage each answer leaned on. Look at the first target, `<s>`:
-it says nothing about the answer, so a well-trained generator predicts it alike from every passage and its
-posterior stays at the prior.
+the answer's tokens with the passage each token leaned on), and lesson 3 turns them into *implicit citations*
+(`lewisrag/rag_model/implicit_citations.py`): the Lewis models never write `[n]`, but the posteriors say which
+passages the answer leaned on. A RAG-Sequence answer cites the one passage with the highest $p(z\mid x,y)$. A
+RAG-Token answer cites sentence by sentence: the passages whose per-token posterior, averaged over the
+sentence's tokens, is at least `min_share` (0.3), and always the top one.
+
+Look at the first target, `<s>`: it says nothing about the answer, so a generator that has learned to read
+predicts it alike from every passage, and its posterior stays at the prior. The tiny generator trained for
+seconds and has not learned even that: in the table below its `<s>` row may stray from the prior like any
+other row. Section 9 prints the same row for a generator that reads.
 """,
         r"""
 ## 8. 后验：到底是哪个段落解释了答案？
@@ -318,9 +324,13 @@ posterior stays at the prior.
 * RAG-Token：$p(z\mid x,y_i,y_{<i}) \propto p(z\mid x)\,p(y_i\mid x,z,y_{<i})$，每个词元一个分布。
 
 `lewisrag ask` 会为它生成的答案打印这些后验（RAG-Sequence 的后验；RAG-Token 则是各词元后验的平均，以及每个
-词元依据的段落）；第 3 课会把它们变成**隐式引用**：Lewis 的模型从不写 `[n]`，
-但后验告诉我们答案依据的是哪个段落。注意第一个目标词元 `<s>`：它不携带任何关于答案的信息，训练充分的
-生成器无论读哪个段落都会同样地预测它，所以它的后验就等于先验。
+词元依据的段落）；第 3 课会把它们变成**隐式引用**（`lewisrag/rag_model/implicit_citations.py`）：Lewis 的模型从不写 `[n]`，
+但后验告诉我们答案依据的是哪些段落。RAG-Sequence 的答案引用 $p(z\mid x,y)$ 最高的那一个段落。RAG-Token 的答案则逐句引用：
+把句中各词元的后验取平均，平均值不低于 `min_share`（0.3）的段落都被引用，排第一的段落总会被引用。
+
+注意第一个目标词元 `<s>`：它不携带任何关于答案的信息，学会了阅读的生成器无论读哪个段落都会同样地预测它，所以它的后验
+就停在先验上。tiny 生成器只训练了几秒钟，连这一点都还没学会：下表中它的 `<s>` 这一行可能像其他行一样偏离先验。
+第 9 节会给一个会读的生成器打印同一行。
 """,
     ),
     code(
@@ -345,7 +355,8 @@ With the tiny run every passage gives the answer about the same (tiny) probabili
 stay close to the prior. To watch them do their job, keep the question encoder but swap in the small
 generator shipped with lewisrag (it answers 97% of questions when handed the gold passage), and let
 BM25 fetch the passages, as the paper's Table 6 does: $p(z\mid x)$ is then the softmax of the BM25
-scores. The function `by_hand` does not change.
+scores. The function `by_hand` does not change. The second table is section 8's, for this reader: its
+`<s>` row is the prior, and the answer's own tokens move the posterior onto the passage that holds the answer.
 """,
         r"""
 ## 9. 换一个“会读”的生成器，算法不变
@@ -353,6 +364,7 @@ scores. The function `by_hand` does not change.
 在 tiny 运行里，每个段落给答案的概率都差不多（而且都很小），所以后验几乎等于先验。为了看清后验的作用，
 我们保留问题编码器，把生成器换成 lewisrag 自带的小型预训练生成器（给它金标段落时能答对 97% 的问题），
 并像论文表 6 那样用 BM25 取段落：此时 $p(z\mid x)$ 是 BM25 得分的 softmax。`by_hand` 函数一行都不用改。
+第二张表就是第 8 节那张表，换成了这个生成器：它的 `<s>` 这一行就是先验，而答案自己的词元把后验推到了含有答案的那个段落上。
 """,
     ),
     code(
@@ -383,6 +395,12 @@ for k, p in enumerate(rb.passages[0]):
     gold = "<- gold" if p.id in ex.gold_passage_ids else ""
     print(f"z={k} {p.id:22} p(z|x)={prior[k]:.3f}  p(y|x,z)={reader_log_p_token[k].sum().exp():.2e}  "
           f"p(z|x,y)={posterior[k]:.3f} {gold}")
+
+reader_post_token = torch.softmax(prior.log()[:, None] + reader_log_p_token, dim=0)  # (K, T-1) p(z|x,y_i,y_<i)
+print("\n" + "".ljust(12), *(f"z={k}".rjust(7) for k in range(K)))
+for i, t in enumerate(reader_labels[0, 1:]):
+    print(repr(reader_tok.generator.decode([int(t)])).ljust(12), *(f"{reader_post_token[k, i]:7.3f}" for k in range(K)))
+print("p(z|x)".ljust(12), *(f"{v:7.3f}" for v in prior))
 """
     ),
     md(
@@ -416,24 +434,252 @@ print(f"RAG-Sequence p(y|x) = {rag_sequence:.3f}   RAG-Token p(y|x) = {rag_token
         r"""
 ## Exercises
 
-1. Change the table in section 10 so that RAG-Sequence gives the answer a *higher* probability than
-   RAG-Token. What do the two passages say then?
-2. Retrieve a single passage (`model.retrieve(..., n_docs=1)`). Show that both losses then equal the
-   generator's own negative log-likelihood of the answer given that passage.
-3. Replace `r.doc_scores` by zeros (a uniform $p(z\mid x)$). Which of the two losses moves more, and why?
-4. Run `lewisrag ask --model lesson_run/rag_token --index lesson_run/index_a "<your question>"` in a shell.
-   It prints the posteriors of the answer it generates, which may differ from the gold one: recompute
-   section 8 with that answer as the labels, then compare.
+Each exercise has a cell for your work that ends by setting a variable (`ex1`, `ex2`, ...), and below it a
+**check** cell, collapsed: it computes the answer itself, so open it only to see how. Run the check after
+your work: it says whether your value is right, and left at `None` it only reminds you. The open questions
+have a model answer below the check, folded.
+
+### Exercise 1
+
+Change the table of section 10 so that RAG-Sequence gives the answer a *higher* probability than RAG-Token.
+What do the two passages say then?
 """,
         r"""
 ## 练习
 
-1. 修改第 10 节的概率表，使 RAG-Sequence 给答案的概率**高于** RAG-Token。此时两个段落分别“说”了什么？
-2. 只检索一个段落（`model.retrieve(..., n_docs=1)`）。证明此时两种损失都等于生成器读这个段落时答案的
-   负对数似然。
-3. 把 `r.doc_scores` 换成全零（即均匀的 $p(z\mid x)$）。两种损失中哪一个变化更大？为什么？
-4. 在命令行运行 `lewisrag ask --model lesson_run/rag_token --index lesson_run/index_a "<你的问题>"`。
-   它打印的是它自己生成的答案的后验，这个答案可能和金标答案不同：先用这个答案作标签重算第 8 节，再对照。
+每道练习都有一个给你动手的单元，最后把结果赋给一个变量（`ex1`、`ex2`……）；下面是一个折叠起来的**核对**单元：
+它自己把答案算出来，所以只有想看算法时才展开它。做完后运行核对单元：它会告诉你结果对不对；变量还是 `None` 时，
+它只提醒你先作答。开放性的问题在核对单元下面附有参考答案，同样是折叠的。
+
+### 练习 1
+
+修改第 10 节的概率表，使 RAG-Sequence 给答案的概率**高于** RAG-Token。此时两个段落分别“说”了什么？
+""",
+    ),
+    code(
+        r"""
+ex1 = None  # your (2, 2) table like p_token in section 10: a row per passage, columns p("A"), p("B")
+"""
+    ),
+    check(
+        r"""
+if ex1 is None:
+    print("Exercise 1: set ex1 to your table, then run this cell again.")
+else:
+    table = torch.as_tensor(ex1, dtype=torch.float)
+    assert table.shape == (2, 2) and ((table >= 0) & (table <= 1)).all(), "ex1: 2 passages x 2 tokens, each in [0, 1]"
+    half = torch.tensor([0.5, 0.5])  # section 10's prior
+    sequence, token = (half * table.prod(1)).sum(), (half[:, None] * table).sum(0).prod()
+    assert sequence > token, f"not yet: RAG-Sequence {sequence:.3f} is not above RAG-Token {token:.3f}"
+    print(f"right: RAG-Sequence {sequence:.3f} > RAG-Token {token:.3f}")
+"""
+    ),
+    md(
+        r"""
+<details><summary>Model answer</summary>
+
+One passage makes the whole answer likely and the other makes all of it unlikely, e.g.
+`[[0.9, 0.9], [0.1, 0.1]]`: RAG-Sequence 0.410, RAG-Token 0.250. Each passage tells one consistent story;
+RAG-Sequence keeps a passage's tokens together and gains from it, while RAG-Token mixes the passages at every
+token and loses that agreement. With the prior at ½, ½ the difference is exactly
+$\tfrac14\,(a_1-a_2)(b_1-b_2)$, where $a_z$ and $b_z$ are passage $z$'s probabilities of "A" and "B":
+RAG-Sequence is ahead whenever the passage that makes "A" likelier also makes "B" likelier.
+</details>
+
+### Exercise 2
+
+Retrieve a single passage (`model.retrieve([ex.question], index, tok, n_docs=1)`), run the model on it as in
+section 3 and compute the two losses with `by_hand`. Set `ex2` to the RAG-Sequence loss, the RAG-Token loss and
+the generator's own negative log-likelihood of the answer given that passage, $-\log p(y\mid x,z)$. Why are
+the three equal?
+""",
+        r"""
+<details><summary>参考答案</summary>
+
+让一个段落使整个答案都很可能，另一个段落使整个答案都不太可能，例如 `[[0.9, 0.9], [0.1, 0.1]]`：RAG-Sequence
+为 0.410，RAG-Token 为 0.250。每个段落各自讲了一个前后一致的说法；RAG-Sequence 把同一段落的各个词元绑在一起，
+因此得益，而 RAG-Token 在每个词元上都把段落混合一次，丢掉了这种一致性。先验为 ½、½ 时，两者之差恰好是
+$\tfrac14\,(a_1-a_2)(b_1-b_2)$，其中 $a_z$、$b_z$ 是段落 $z$ 给“A”和“B”的概率：只要让“A”更可能的那个段落
+也让“B”更可能，RAG-Sequence 就胜出。
+</details>
+
+### 练习 2
+
+只检索一个段落（`model.retrieve([ex.question], index, tok, n_docs=1)`），像第 3 节那样让模型读它，再用 `by_hand`
+算出两种损失。把 `ex2` 设为三个数：RAG-Sequence 损失、RAG-Token 损失，以及生成器读这个段落时答案的负对数似然
+$-\log p(y\mid x,z)$。为什么三者相等？
+""",
+    ),
+    code(
+        r"""
+ex2 = None  # (RAG-Sequence loss, RAG-Token loss, -log p(y|x,z)) with one passage: three numbers
+"""
+    ),
+    check(
+        r"""
+if ex2 is None:
+    print("Exercise 2: set ex2 to your three numbers, then run this cell again.")
+else:
+    r1 = model.retrieve([ex.question], index, tok, n_docs=1)
+    logits1 = model(r1.context_input_ids, r1.context_attention_mask, r1.doc_scores, labels=labels).logits  # (1, T, V)
+    sequence1, token1, log_p_token1 = by_hand(logits1, r1.doc_scores, labels)
+    truth = [float(sequence1), float(token1), float(-log_p_token1.sum())]
+    assert len(ex2) == 3, "ex2: three numbers"
+    assert all(abs(float(mine) - t) < 1e-3 for mine, t in zip(ex2, truth)), "not yet: at least one of the three is off"
+    print("right: all three are", f"{truth[0]:.4f}")
+"""
+    ),
+    md(
+        r"""
+<details><summary>Model answer</summary>
+
+With one passage, $p(z\mid x)$ is the softmax of a single score, which is 1: $\log p(z\mid x) = 0$, and each
+sum over $z$ has one term. Eq. 1 and eq. 2 then both reduce to $\prod_i p(y_i\mid x,z,y_{<i})$, the generator
+reading that passage; the retriever's score no longer matters at all.
+</details>
+
+### Exercise 3
+
+How much does the retriever's confidence matter? Replace `rb.doc_scores`, the shipped reader's BM25 scores of
+section 9, by zeros (a uniform $p(z\mid x)$) and recompute both of its losses with `by_hand`; the generator's
+logits (`reader_logits`) do not change. Set `ex3` to the two new losses. Which of them moves more, and why?
+(The tiny model's own scores in section 2 are nearly equal on the tiny run, $p(z\mid x)$ nearly uniform
+already, so zeroing them there changes almost nothing.)
+""",
+        r"""
+<details><summary>参考答案</summary>
+
+只有一个段落时，$p(z\mid x)$ 是单个得分的 softmax，恒等于 1：$\log p(z\mid x) = 0$，对 $z$ 的每个求和都只有一项。
+式 1 和式 2 于是都退化成 $\prod_i p(y_i\mid x,z,y_{<i})$，也就是生成器读这个段落时的概率；检索器的得分完全不起作用了。
+</details>
+
+### 练习 3
+
+检索器有多大把握，究竟有多重要？把第 9 节中自带生成器所用的 BM25 得分 `rb.doc_scores` 换成全零（即均匀的
+$p(z\mid x)$），再用 `by_hand` 重算它的两种损失；生成器的 logits（`reader_logits`）不变。把 `ex3` 设为两个新的损失。
+哪一个变化更大？为什么？（在 tiny 运行上，第 2 节里 tiny 模型自己的得分几乎相等，$p(z\mid x)$ 本来就近乎均匀，
+所以在那里把它们清零几乎什么都不会改变。）
+""",
+    ),
+    code(
+        r"""
+ex3 = None  # (RAG-Sequence loss, RAG-Token loss) of the shipped reader with zero retrieval scores
+"""
+    ),
+    check(
+        r"""
+if ex3 is None:
+    print("Exercise 3: set ex3 to your two losses, then run this cell again.")
+else:
+    before = by_hand(reader_logits, rb.doc_scores, reader_labels)[:2]
+    after = by_hand(reader_logits, torch.zeros_like(rb.doc_scores), reader_labels)[:2]
+    assert len(ex3) == 2, "ex3: two numbers, RAG-Sequence first"
+    assert all(abs(float(mine) - float(t)) < 1e-3 for mine, t in zip(ex3, after)), "not yet: recompute with zero scores"
+    for name, b, a in zip(("RAG-Sequence", "RAG-Token"), before, after):
+        print(f"right: {name:12} {b:.4f} -> {a:.4f}  ({a - b:+.4f})")
+"""
+    ),
+    md(
+        r"""
+<details><summary>Model answer</summary>
+
+Both rise, by about the same amount. The answer's content comes from one passage $z^*$ (here the gold one, which
+BM25 ranks first): only it gives the answer's own tokens any probability, so each loss pays
+$-\log p(z^*\mid x)$, which grows from the BM25 softmax's value to $\log K$; both rise by about
+$\log\big(K\,p(z^*\mid x)\big)$. RAG-Sequence pays it once, for the whole answer. RAG-Token pays it on each token
+that only $z^*$ explains, nothing on `<s>` (every passage predicts it alike) and a little on tokens such as
+`</s>` that $z^*$ predicts slightly better than the others, which is why it moves a little more here. The loss
+falls only when the retriever's confidence was misplaced, on a passage that does not hold the answer.
+</details>
+
+### Exercise 4
+
+`lewisrag ask` prints the posteriors of the answer a model *generates*, which may differ from the gold one. The
+tiny model's generated answers are noise (and the text it prints need not re-encode to the tokens it
+generated), so do what `ask` does (`lewisrag/experiments/ask.py`) in Python, with the shipped reader:
+
+```python
+generated = reader.generate(rb.context_input_ids, rb.context_attention_mask, rb.doc_scores, n_docs=K,
+                            return_evidence=True)
+```
+
+`generated.sequences[:1]` is laid out like the labels (the decoder start token, `<s>`, the answer, `</s>`): use it
+as the labels, recompute the RAG-Token posteriors $p(z\mid x,y_i,y_{<i})$ of section 8 for the reader, and set
+`ex4` to them, a (K, T-1) tensor. The check compares them with `generated.doc_posterior[0]`, the posteriors
+the generator computed while decoding (row $t$ for token $t+1$). Then ask a question of your own
+(`rb = bm25_retrieve(reader, ["..."], bm25, reader_tok, K)`) and look at which passage each token leaned on.
+""",
+        r"""
+<details><summary>参考答案</summary>
+
+两者都上升，而且升幅差不多。答案的内容来自一个段落 $z^*$（这里就是 BM25 排在第一的金标段落）：只有它给答案自己的
+词元像样的概率，所以每种损失都要付出 $-\log p(z^*\mid x)$，而这一项从 BM25 softmax 给出的值涨到了 $\log K$；两者都大约
+上升 $\log\big(K\,p(z^*\mid x)\big)$。RAG-Sequence 为整个答案付一次。RAG-Token 则在每个只能由 $z^*$ 解释的词元上付一次，
+在 `<s>` 上什么都不付（每个段落都同样地预测它），在 `</s>` 这类 $z^*$ 预测得比其他段落略好一点的词元上再付一点，
+所以这里它变化得稍大一些。只有当检索器的把握放错了地方、押在一个不含答案的段落上时，损失才会下降。
+</details>
+
+### 练习 4
+
+`lewisrag ask` 打印的是模型**自己生成的**答案的后验，这个答案可能和金标答案不同。tiny 模型生成的答案只是噪声（而且它
+打印出的文本重新编码后，未必还是它生成的那些词元），所以我们用自带的生成器，在 Python 里做 `ask` 所做的事
+（`lewisrag/experiments/ask.py`）：
+
+```python
+generated = reader.generate(rb.context_input_ids, rb.context_attention_mask, rb.doc_scores, n_docs=K,
+                            return_evidence=True)
+```
+
+`generated.sequences[:1]` 的排布和 labels 一样（解码起始符、`<s>`、答案、`</s>`）：把它当作标签，为这个生成器重算
+第 8 节的 RAG-Token 后验 $p(z\mid x,y_i,y_{<i})$，并把 `ex4` 设为结果，一个 (K, T-1) 的张量。核对单元会把它和
+`generated.doc_posterior[0]` 比较，后者是生成器在解码时算出的后验（第 $t$ 行对应第 $t+1$ 个词元）。然后换一个你自己的问题
+（`rb = bm25_retrieve(reader, ["..."], bm25, reader_tok, K)`），看看每个词元依据的是哪个段落。
+""",
+    ),
+    code(
+        r"""
+ex4 = None  # (K, T-1): p(z|x,y_i,y_<i) of the answer the shipped reader generates, from the labels generated.sequences[:1]
+"""
+    ),
+    check(
+        r"""
+if ex4 is None:
+    print("Exercise 4: set ex4 to your posteriors, then run this cell again.")
+else:
+    decoded = reader.generate(rb.context_input_ids, rb.context_attention_mask, rb.doc_scores, n_docs=K,
+                              return_evidence=True)
+    truth = decoded.doc_posterior[0, : decoded.sequences.shape[1] - 1].T  # (K, T-1): row t of doc_posterior is token t+1
+    mine = torch.as_tensor(ex4, dtype=truth.dtype)
+    assert mine.shape == truth.shape, f"not yet: ex4 has shape {tuple(mine.shape)}, expected (K, T-1) = {tuple(truth.shape)}"
+    assert torch.allclose(mine, truth, atol=1e-4), "not yet: the shape is right, the posteriors are not"
+    pieces = [reader_tok.generator.decode([int(t)]) for t in decoded.sequences[0, 1:]]
+    print("right: the answer", repr(reader_tok.generator.decode(decoded.sequences[0], skip_special_tokens=True)))
+    for piece, z in zip(pieces, truth.argmax(0)):
+        print(f"   {piece!r:12} leans on z={int(z)} {rb.passages[0][int(z)].id}")
+"""
+    ),
+    md(
+        r"""
+<details><summary>Model answer</summary>
+
+`ex4` is section 8's `post_token` for the reader: with `labels = generated.sequences[:1]`,
+`log_p_token = by_hand(reader(rb.context_input_ids, rb.context_attention_mask, rb.doc_scores, labels=labels).logits, rb.doc_scores, labels)[2]`
+and then `torch.softmax(rb.doc_scores[0].log_softmax(0)[:, None] + log_p_token, dim=0)`. `lewisrag ask` prints the
+mean of these columns over the answer's real tokens (`<s>` and `</s>` left out) as its posterior, and each
+token's most likely passage. The posterior explains the answer that was written, right or wrong: when the
+reader answers from a passage that is not the gold one, its tokens lean on that passage, and so would its
+implicit citation.
+</details>
+""",
+        r"""
+<details><summary>参考答案</summary>
+
+`ex4` 就是这个生成器的第 8 节 `post_token`：令 `labels = generated.sequences[:1]`，
+`log_p_token = by_hand(reader(rb.context_input_ids, rb.context_attention_mask, rb.doc_scores, labels=labels).logits, rb.doc_scores, labels)[2]`，
+再算 `torch.softmax(rb.doc_scores[0].log_softmax(0)[:, None] + log_p_token, dim=0)`。`lewisrag ask` 把这些列在答案的
+真实词元上取平均（不算 `<s>` 和 `</s>`），作为它打印的后验，并列出每个词元最依赖的段落。后验解释的是实际写出来的答案，
+不管它对不对：如果生成器依据的不是金标段落，它的词元就会依赖那个段落，隐式引用也会指向那里。
+</details>
 """,
     ),
 ]

@@ -3,7 +3,7 @@ the BugHunt traps and the regression gate."""
 
 from __future__ import annotations
 
-from common import RUN_INTRO, SETUP, code, md
+from common import RUN_INTRO, check, code, md, setup
 
 TITLE = "03_original_vs_modern"
 
@@ -42,7 +42,7 @@ passage **on its own** and marginalizes over them (lesson 1). In this lesson you
 """,
     ),
     RUN_INTRO,
-    SETUP,
+    setup(TITLE),
     md(
         r"""
 ## 1. Two ways to read $K$ passages
@@ -93,7 +93,10 @@ record and scores all of them with the same judge. The rows, from the top:
 * **faithfulness** (are the answer's statements supported by the passages it read?), **context recall**
   (do the passages hold the reference statements?), **answer completeness** (does the answer state them?);
 * **citation recall and precision**: the stitched system writes `[n]`; the Lewis models cite
-  *implicitly*, by the passage their posterior $p(z\mid x,y)$ leaned on (lesson 1, section 8);
+  *implicitly*, from their posteriors (lesson 1, section 8; `lewisrag/rag_model/implicit_citations.py`). A
+  RAG-Sequence answer cites the passage with the highest $p(z\mid x,y)$; a RAG-Token answer cites, sentence by
+  sentence, every passage whose per-token posterior averaged over the sentence is at least `min_share` (0.3),
+  and always the top one;
 * **cost**: generator forward passes and tokens read per answer. A Lewis model runs its decoder once per
   passage for every token it writes;
 * refusals on questions the knowledge base cannot answer, the layer each failure is blamed on, and the
@@ -110,8 +113,9 @@ On a bigger run this cell takes longer (about a minute for `small`).
 * 简答测试题上的 **EM、F1、ROUGE-L**，以及各系统所读段落的 **recall@k**；
 * **忠实度**（答案中的陈述是否有它读到的段落支持？）、**上下文召回**（段落里是否包含参考陈述？）、
   **答案完整度**（答案有没有说出这些参考陈述？）；
-* **引用召回与引用精确率**：提示拼接系统自己写 `[n]`；Lewis 模型是**隐式**引用，即后验 $p(z\mid x,y)$
-  所依据的那个段落（第 1 课第 8 节）；
+* **引用召回与引用精确率**：提示拼接系统自己写 `[n]`；Lewis 模型是**隐式**引用，引用由后验得出（第 1 课第 8 节；
+  `lewisrag/rag_model/implicit_citations.py`）。RAG-Sequence 的答案引用 $p(z\mid x,y)$ 最高的那个段落；RAG-Token
+  的答案逐句引用：把句中各词元的后验取平均，平均值不低于 `min_share`（0.3）的段落都被引用，排第一的段落总会被引用；
 * **开销**：每个答案的生成器前向次数和读入的词元（token）数。Lewis 模型每写一个词元，都要对每个段落各跑一次解码器；
 * 对知识库无法回答的问题是否拒答、每次失败被归咎到哪一层，以及 RAGChecker 的陈述级诊断。
 
@@ -199,7 +203,7 @@ it was built to fail in.
 
 评测器所依据的参考章节（中文，样例也是中文）讲的是一个测试智能体（Agent）：它发现 Conduit 应用在登录密码输错时
 没有任何提示，于是去知识库里查接口返回什么、前端该怎么提示用户。六个预设答案中一个是正确的，另外五个各自
-在不同的层次上出错（没检索到、检索到但没用上、用上了但歪曲（幻觉）、答非所问、引用错位），每个句子都有人工标注。以人工标注作为裁判时，
+在不同的层次上出错（没检索到、检索到但没用上、用歪了（幻觉）、答非所问、引用错位），每个句子都有人工标注。以人工标注作为裁判时，
 每个答案的诊断结果应当正好指向它被设计成出错的那一层。
 """,
     ),
@@ -252,7 +256,9 @@ for row in rule_checker_rows(sample):
         r"""
 ## 5. The regression gate
 
-`lewisrag gate --baseline B --candidate C` compares two evaluations question by question, in three tiers:
+`lewisrag gate --baseline B --candidate C` compares two evaluations question by question. Its report starts with
+a `pairing` row, whether the two can be compared at all (every baseline question found in the candidate, with the
+same text; both scored by the same judge and statement splitter), then come three tiers:
 
 1. **rules** (every commit): no bad citation ids, missing citations or unfound quotes in the candidate; no
    metric unmeasurable on more questions than before;
@@ -261,13 +267,14 @@ for row in rule_checker_rows(sample):
 
 It exits 0 when every check passes, 1 when one fails and 2 when the runs cannot be compared. We evaluate
 BugHunt's answers with the deterministic lexical judge as the baseline; since these answers break rules
-on purpose, tier 1 counts only violations the baseline did not already have (as
-`scripts/ci_gate.sh --bughunt` does in CI).
+on purpose, tier 1 counts only violations the baseline did not already have (`allow_baseline_violations = true`
+below, as `scripts/ci_gate.sh --bughunt` does in CI; by default any occurrence fails).
 """,
         r"""
 ## 5. 回归门禁
 
-`lewisrag gate --baseline B --candidate C` 逐题比较两次评测，分三层检查：
+`lewisrag gate --baseline B --candidate C` 逐题比较两次评测。它的报告先有一行 `pairing`（配对），检查两次评测能不能比
+（基线的每道题都能在候选里找到、题面相同；两者由同一个裁判、同一个陈述拆分器打分），然后分三层检查：
 
 1. **规则**（每次提交都跑）：候选里不能出现错误的引用 id、缺失的引用或找不到的引文；任何指标无法测量的
    题目数都不能比基线多；
@@ -275,8 +282,8 @@ on purpose, tier 1 counts only violations the baseline did not already have (as
 3. **裁判打分的指标**（有噪声）：对忠实度、答案完整度、上下文召回和引用做配对检验。
 
 全部通过时退出码为 0，有检查失败为 1，两次运行无法比较时为 2。我们用确定性的词汇裁判评测 BugHunt 的
-答案作为基线；由于这些答案是故意违反规则的，第一层只统计基线中原本没有的违规（CI 中的
-`scripts/ci_gate.sh --bughunt` 也是这么做的）。
+答案作为基线；由于这些答案是故意违反规则的，第一层只统计基线中原本没有的违规（下面的
+`allow_baseline_violations = true`，CI 中的 `scripts/ci_gate.sh --bughunt` 也是这么做的；默认设置下出现一次就失败）。
 """,
     ),
     code(
@@ -369,13 +376,6 @@ except InputError as e:
 * Rules are cheap and catch the obvious; judges catch more but drift; a gate compares like with like,
   question by question, and refuses to compare otherwise.
 
-## Exercises
-
-1. Point `LEWISRAG_LESSON_RUN` at a `small` run and rerun sections 2 and 3: which system wins on EM,
-   which on cost, and what does the stitched system's position curve look like?
-2. In section 5, break the answer differently: drop a citation, or cite `[3]` (retrieved, but the
-   registration requirement). Which tier notices each change?
-3. Pass `allow_judge_change=True` to the last `gate` call. Which checks now fail, and do you believe them?
 """,
         r"""
 ## 本课要点
@@ -387,13 +387,200 @@ except InputError as e:
 * 规则核对便宜，能抓住明显的错误；裁判能发现更多问题，但会漂移；门禁只在可比的前提下逐题比较，
   不可比时就拒绝比较。
 
+""",
+    ),
+    md(
+        r"""
+## Exercises
+
+Each exercise has a cell for your work that ends by setting a variable (`ex1`, `ex2`, `ex3`), and below it a
+**check** cell, collapsed: it computes the answer itself, so open it only to see how. Run the check after your
+work: it says whether your value is right, and left at `None` it only reminds you. A model answer follows each
+check, folded.
+
+### Exercise 1
+
+The cost rows of the scorecard mean the same on any run. A Lewis answer costs $K$ encoder passes plus $K$ decoder
+passes per generated token; a stitched answer one encoder pass plus one decoder pass per token
+(`lewisrag/experiments/systems.py`). From the forward passes per answer in section 2's table and $K$
+(`model.n_docs`), how many tokens does RAG-Token and how many does the stitched system generate per answer, on
+average?
+
+Then, if you have a `small` run (`make demo`: about 15 minutes on a fast 2-core CPU, about 40 on an older one;
+see the README), point `LEWISRAG_LESSON_RUN` at it and rerun sections 2 and 3: which system wins on EM, which on
+cost, and what does the stitched system's position curve look like?
+""",
+        r"""
 ## 练习
 
-1. 把 `LEWISRAG_LESSON_RUN` 指向一次 `small` 运行，重跑第 2、3 节：EM 上谁赢？开销上谁赢？
-   提示拼接系统的位置曲线是什么形状？
-2. 在第 5 节换一种方式破坏答案：删掉一个引用，或者引用 `[3]`（检索到了，但那是注册接口的需求）。
-   每种改动分别被哪一层发现？
-3. 在最后一次 `gate` 调用中传入 `allow_judge_change=True`。现在哪些检查失败了？你相信这些结果吗？
+每道练习都有一个给你动手的单元，最后把结果赋给一个变量（`ex1`、`ex2`、`ex3`）；下面是一个折叠起来的**核对**单元：它自己
+把答案算出来，所以只有想看算法时才展开它。做完后运行核对单元：它会告诉你结果对不对；变量还是 `None` 时，它只提醒你先作答。
+每个核对单元后面都附有参考答案，同样是折叠的。
+
+### 练习 1
+
+评分卡里开销那几行在任何运行上含义都一样。Lewis 模型的一个答案要跑 $K$ 次编码器，每生成一个词元再跑 $K$ 次解码器；
+提示拼接的答案跑一次编码器，每个词元跑一次解码器（`lewisrag/experiments/systems.py`）。根据第 2 节表中每个答案的前向次数和
+$K$（`model.n_docs`），算一算：平均每个答案，RAG-Token 生成了多少个词元？提示拼接系统呢？
+
+然后，如果你有一次 `small` 运行（`make demo`：在较快的 2 核 CPU 上约 15 分钟，较老的 CPU 上约 40 分钟；见 README），
+把 `LEWISRAG_LESSON_RUN` 指向它，重跑第 2、3 节：EM 上谁赢？开销上谁赢？提示拼接系统的位置曲线是什么形状？
+""",
+    ),
+    code(
+        r"""
+ex1 = None  # (tokens per answer of RAG-Token, of the stitched system), from the forward-pass row of section 2
+"""
+    ),
+    check(
+        r"""
+if ex1 is None:
+    print("Exercise 1: set ex1, then run this cell again.")
+else:
+    passes = {name: layer["forward_passes_per_answer"] for name, layer in card["layers"].items()}
+    truth = ((passes["rag_token"] - model.n_docs) / model.n_docs, passes["stitched"] - 1)
+    assert all(abs(mine - t) < 0.01 for mine, t in zip(ex1, truth)), "not yet: solve passes = K + K * tokens, and 1 + tokens"
+    print(f"right: RAG-Token {truth[0]:.2f} tokens in {passes['rag_token']:.1f} passes, "
+          f"stitched {truth[1]:.2f} tokens in {passes['stitched']:.1f} passes")
+"""
+    ),
+    md(
+        r"""
+<details><summary>Model answer</summary>
+
+Solve passes $= K + K\cdot$tokens for RAG-Token and passes $= 1 +$ tokens for the stitched system. On the tiny run
+every answer has the same length, the most each system may write (the tiny models never learned to stop), and
+still the Lewis model makes about twice the stitched model's passes for fewer tokens: it pays $K$ passes per token.
+
+On a `small` run the README's figures (1,046 short-answer test questions): EM 0.961 for RAG-Token and 0.966 for
+RAG-Sequence against 0.929 for the stitched system, which costs 10.2 forward passes per answer against 31.0. Its
+position curve falls off a cliff: EM 0.905 with the gold passage first, 0.005 and 0.000 elsewhere (200
+questions), while the Lewis curves stay flat. The lesson's probe uses 20 questions, so its steps are coarser.
+</details>
+
+### Exercise 2
+
+In section 5, break the `correct` answer differently: drop its first citation
+(`records[0]["response"].replace(" [1]", "", 1)`), or cite `[3]` everywhere (`.replace("[1]", "[3]")`; `[3]` was
+retrieved, but it is the registration requirement). Which tiers fail for each change?
+""",
+        r"""
+<details><summary>参考答案</summary>
+
+RAG-Token 解方程 前向次数 $= K + K\cdot$词元数，提示拼接系统解 前向次数 $= 1 +$ 词元数。在 tiny 运行上，每个答案都一样长，
+都写满了各自允许的最大长度（tiny 模型还没学会停下来）；即便如此，Lewis 模型用的前向次数仍是提示拼接模型的两倍左右，
+写出的词元却更少：它每个词元都要付出 $K$ 次前向。
+
+在 `small` 运行上，README 给出的数字（1,046 道简答测试题）：RAG-Token 的 EM 为 0.961，RAG-Sequence 为 0.966，提示拼接系统为
+0.929；而提示拼接系统每个答案只要 10.2 次前向，Lewis 模型要 31.0 次。它的位置曲线断崖式下跌：金标段落放第一位时 EM 为 0.905，
+放在别处为 0.005 和 0.000（200 道题），而 Lewis 模型的曲线始终是平的。本课的探针只用 20 道题，所以台阶更粗。
+</details>
+
+### 练习 2
+
+在第 5 节换一种方式破坏 `correct` 这个答案：删掉它的第一个引用（`records[0]["response"].replace(" [1]", "", 1)`），或者
+把引用全部改成 `[3]`（`.replace("[1]", "[3]")`；`[3]` 检索到了，但那是注册接口的需求）。每种改动分别让哪几层失败？
+""",
+    ),
+    code(
+        r"""
+ex2 = None  # {"dropped": {tier numbers that fail}, "cited_3": {tier numbers that fail}}, e.g. {"dropped": {2}, ...}
+"""
+    ),
+    check(
+        r"""
+if ex2 is None:
+    print("Exercise 2: set ex2, then run this cell again.")
+else:
+    edits = {"dropped": lambda text: text.replace(" [1]", "", 1), "cited_3": lambda text: text.replace("[1]", "[3]")}
+    failing = {}
+    for change, edit in edits.items():
+        records = answer_records(sample)
+        records[0]["response"] = edit(records[0]["response"])
+        report = gate(baseline, evaluate(records, change), config)
+        failed = [c for c in report.checks if c.verdict == "fail"]
+        failing[change] = ({int(c.tier[0]) for c in failed if c.tier[0].isdigit()}, failed)  # tiers "1 rules", ...
+    for change, (tiers, _) in failing.items():
+        assert set(ex2[change]) == tiers, f"not yet: {change} makes other tiers fail"
+    print("right:")
+    for change, (tiers, failed) in failing.items():
+        print(f"  {change}: tiers {sorted(tiers)} fail:", "; ".join(f"{c.tier} {c.name}" for c in failed))
+"""
+    ),
+    md(
+        r"""
+<details><summary>Model answer</summary>
+
+Dropping the citation fails tier 1 on MISSING_CITATION (a fact: a sentence that cites nothing) and tier 3 on
+citation recall. Citing `[3]` raises no BAD_ID, since `[3]` was retrieved, but tier 1 still fails, on
+QUOTE_NOT_FOUND: the quoted "email or password" and 「红色列表」 are not in the registration document; tier 3 fails
+on citation recall and precision. Tier 2 passes both times: the passages retrieved did not change.
+</details>
+
+### Exercise 3
+
+Turn the last gate call around: the human labels as the baseline, the lexical judge as the candidate,
+`gate(WORK / "labelled.json", baseline, config, allow_judge_change=True)`. Which checks fail? Do you believe
+them? And why does the other order, `gate(baseline, WORK / "labelled.json", config, allow_judge_change=True)`,
+pass?
+""",
+        r"""
+<details><summary>参考答案</summary>
+
+删掉引用会让第一层因 MISSING_CITATION 失败（这是事实：一个什么都没引用的句子），第三层因引用召回下降而失败。改引 `[3]`
+不会触发 BAD_ID，因为 `[3]` 检索到了；但第一层仍然失败，原因是 QUOTE_NOT_FOUND：引号里的 “email or password” 和「红色列表」
+都不在注册需求文档里；第三层因引用召回和引用精确率下降而失败。两次第二层都通过：检索到的段落没有变。
+</details>
+
+### 练习 3
+
+把最后一次 `gate` 调用反过来：人工标注作基线，词汇裁判作候选，
+`gate(WORK / "labelled.json", baseline, config, allow_judge_change=True)`。哪些检查失败了？你相信这些结果吗？
+反过来的顺序 `gate(baseline, WORK / "labelled.json", config, allow_judge_change=True)` 为什么通过？
+""",
+    ),
+    code(
+        r"""
+ex3 = None  # the set of metrics with a failing check, e.g. {"context_recall"}
+"""
+    ),
+    check(
+        r"""
+if ex3 is None:
+    print("Exercise 3: set ex3, then run this cell again.")
+else:
+    turned = gate(WORK / "labelled.json", baseline, config, allow_judge_change=True)
+    failing = {c.name.split()[0].rstrip(":") for c in turned.checks if c.verdict == "fail"}  # "faithfulness: paired mean"
+    assert set(ex3) == failing, "not yet: run the gate call and read its failing checks"
+    print("right:")
+    show(turned)
+    print("the other order:", "PASSED" if gate(baseline, WORK / "labelled.json", config, allow_judge_change=True).passed else "FAILED")
+"""
+    ),
+    md(
+        r"""
+<details><summary>Model answer</summary>
+
+Faithfulness, answer completeness, citation recall and citation precision fail, and the `pairing` row warns that
+the judge changed. Do not believe them: the six answers are the same in both runs, only the judge differs. Every
+failure is the lexical judge calling supported statements unsupported (its false kills, lesson 4 section 3), and
+none is significant: each mean fails on the allowed drop of 0.02 (sign-flip p 0.125 to 0.25: with six questions,
+two or three changed cannot reach 0.025), and each failing cut at 0.5 on a single answer, `not_retrieved`, newly
+below it. The other order passes because the gate is one-sided (it fails only what got worse) and on BugHunt
+the lexical judge scores no answer above the human labels on any metric: it never misses here, it only kills. That is
+why the gate refuses a judge change unless told otherwise: the change itself moves the scores.
+</details>
+""",
+        r"""
+<details><summary>参考答案</summary>
+
+失败的是忠实度、答案完整度、引用召回和引用精确率，`pairing` 这一行还警告裁判换了。别相信它们：两次运行里的六个答案一字未改，
+变的只是裁判。每一项失败都来自词汇裁判把有支持的陈述判成了没有支持（它的误杀，见第 4 课第 3 节），而且没有一项是显著的：
+每个均值都是因为超过了容许的 0.02 下降而失败（符号翻转的 p 值在 0.125 到 0.25 之间：六道题里只变了两三道，不可能达到 0.025），
+失败的 0.5 切点则都只是因为一个回答 `not_retrieved` 新跌到了它下面。反过来的顺序能通过，是因为门禁是
+单侧的（只拦变差的），而在 BugHunt 上，词汇裁判在任何指标上都没有给哪个答案打出比人工标注更高的分：它在这里从不漏判，只会误杀。
+这正是门禁默认拒绝跨裁判比较的原因：换裁判本身就会让分数移动。
+</details>
 """,
     ),
 ]
