@@ -28,15 +28,19 @@ McNemar p-values are adjusted as one family and their tests of the mean held to 
 as another (`correction`), and each check shows its raw p-value beside the adjusted one.
 
 A mean is "significantly worse" when the one-sided paired sign-flip permutation test
-(`stats.sign_flip_test`: exact over the questions that changed when 2**their number fits in
-`n_resamples`, else Monte Carlo from `seed`) gives p <= (1 - interval confidence) / 2, the level at
-which the paired bootstrap interval, still shown for the size of the change, used to decide. The
+(`stats.sign_flip_test`: exact over the questions that changed when 2**their number fits in its
+draws, else Monte Carlo from `seed`; `sign_flip_draws`: `n_resamples`, raised to 20 / level so that a
+Monte Carlo p can reach the level) gives p <= (1 - interval confidence) / 2, the level at which the
+paired bootstrap interval, still shown for the size of the change, used to decide. With k changed
+questions the exact p is never below 0.5**k: where that is above the level, the evidence says that
+no change on so few questions can be significant (the allowed drop still applies). The
 percentile bootstrap decided wrongly where few questions differ, all one way: one question's drop of
 0.01 gave a point interval and p = 0, three of six a p of 0.032 where the exact test says 0.125.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import unicodedata
 from dataclasses import dataclass, field
@@ -47,6 +51,10 @@ from lewisrag.eval.gate.correction import Correction, family
 from lewisrag.eval.gate.inputs import GateConfig, Run, load_config, load_run
 from lewisrag.eval.results import CLAIMS_PREFIX, METRIC_RANGES, better_direction
 
+# The sign-flip test of a mean draws at least this many times 1 / its level (`sign_flip_draws`), at most
+# MAX_SIGN_FLIP_DRAWS: n_resamples, which sizes the bootstrap, may be as few as 100.
+DRAWS_PER_LEVEL = 20
+MAX_SIGN_FLIP_DRAWS = 1_000_000
 WORST_SHOWN = 5  # question ids quoted in a verdict's one-line evidence; --json carries them all
 # Scores closer than this are the same score: another summation order or BLAS writes 0.49999999999999994
 # for 0.5, and one ulp on every question made a "significant" drop and new regressions below a cut.
@@ -414,20 +422,44 @@ def _not_in_kb(rec: dict) -> bool:
     return rec.get("category") == "not_in_kb"
 
 
+def sign_flip_draws(level: float, n_resamples: int) -> int:
+    """The sign-flip test's Monte Carlo draws at `level`: `n_resamples`, raised to DRAWS_PER_LEVEL / level
+    (at most MAX_SIGN_FLIP_DRAWS). Its p-value is never below 1 / (draws + 1), so 100 draws (0.0099) could
+    not reach the level of three means under Holm (0.0083) and passed a rise on 40 questions of 141 that
+    10,000 draws called significant at p = 0.0001; at 20 / level a p at the level is 20 hits, its Monte
+    Carlo error a fifth of it. The questions that changed are enumerated (exact) when 2**k fits in the draws."""
+    return max(n_resamples, min(math.ceil(DRAWS_PER_LEVEL / level), MAX_SIGN_FLIP_DRAWS))
+
+
 def _mean_test(p: _Paired, cfg: GateConfig, correction: Correction) -> tuple[dict, dict, bool, str]:
     """The paired mean of `p`: its bootstrap (the size of the change, at the run's interval confidence),
     the one-sided sign-flip test that decides whether it got significantly worse (at the level the
-    interval's upper tail stands for, (1 - interval confidence) / 2), whether it did, and the evidence."""
+    interval's upper tail stands for, (1 - interval confidence) / 2; drawn `sign_flip_draws` times where
+    it cannot enumerate), whether it did, and the evidence. A test whose smallest possible p-value is
+    above its level (k changed questions, exact: 0.5**k) says that no change could have been significant."""
     a, b = [x for _, x, _ in p.rows], [y for _, _, y in p.rows]
     boot = stats.paired_bootstrap(a, b, cfg.n_resamples, cfg.seed, correction.interval_confidence)
-    test = stats.sign_flip_test(a, b, "less" if p.direction > 0 else "greater", cfg.n_resamples, cfg.seed)
     level = (1 - correction.interval_confidence) / 2
+    draws = sign_flip_draws(level, cfg.n_resamples)
+    test = stats.sign_flip_test(a, b, "less" if p.direction > 0 else "greater", draws, cfg.seed)
     significant = test["pvalue"] <= level
+    reachable = test["min_pvalue"] <= level
     worse, _ = _worse_word(p.direction)
+    k = test["nonzero"]
+    method = test["method"] if test["method"] == "exact" else f"{test['method']}, {draws} draws"
+    if significant:
+        verdict = f"significantly {worse} (p <= {level:.3g})"
+    elif reachable or k == 0:
+        verdict = f"not significant at {level:.3g}"
+    elif test["method"] == "exact":  # the gate cannot see any change on so few questions: say so
+        verdict = (f"not significant at {level:.3g}: {k} changed question{'s' if k > 1 else ''} cannot reach "
+                   f"significance at {level:.3g} (smallest p 0.5**{k} = {test['min_pvalue']:.3g})")
+    else:
+        verdict = (f"not significant at {level:.3g}: {draws} draws cannot reach significance at {level:.3g} "
+                   f"(smallest p 1/{draws + 1})")
     evidence = (f"{correction.ci_label(cfg.confidence)} CI [{boot['low']:+.3f}, {boot['high']:+.3f}] (bootstrap); "
-                f"sign-flip p={test['pvalue']:.3g} (one-sided, {test['nonzero']} changed, {test['method']}), "
-                + (f"significantly {worse} (p <= {level:.3g})" if significant else f"not significant at {level:.3g}"))
-    test = test | {"level": level, "significant": significant}
+                f"sign-flip p={test['pvalue']:.3g} (one-sided, {k} changed, {method}), {verdict}")
+    test = test | {"level": level, "significant": significant, "draws": draws, "reachable": reachable}
     return boot, test, significant, evidence
 
 

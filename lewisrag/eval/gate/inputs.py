@@ -193,7 +193,9 @@ def _load_config(path: str | os.PathLike | None) -> GateConfig:
 CORRECTIONS = ("none", "holm")  # family-wise corrections of the gate's significance tests (docs/statistics.md)
 _MAX_RESAMPLES = 1_000_000  # about 100 times the default's time; 2**63 ran until killed
 # a percentile interval's tails need draws to be read from: 1 resample printed numpy's RuntimeWarnings and
-# called a one-draw "interval" significant; 2 or 10 decide "significantly lower" by a few draws
+# called a one-draw "interval" significant; 2 or 10 decide "significantly lower" by a few draws. The
+# sign-flip test that decides a mean draws at least 20 / its level whatever this is (checks.sign_flip_draws):
+# its p is never below 1 / (draws + 1), and 100 draws could not reach 0.025 / 3 under Holm
 _MIN_RESAMPLES = 100
 
 

@@ -113,8 +113,8 @@ def sign_flip_test(
 
     Under "no change" each question's difference is as likely to have either sign, so the null
     distribution is that of the summed differences under every assignment of signs. Pairs where
-    either score is NaN are dropped and counted in "nan"; a difference of exactly 0 flips to itself
-    and is left out ("nonzero" counts the rest), which keeps the test exact over many more questions.
+    either score is NaN are dropped and counted in "nan"; a difference of 0 (to float noise) flips to
+    itself and is left out ("nonzero" counts the rest), which keeps the test exact over many more questions.
     With 2**nonzero <= n_resamples every sign assignment is enumerated and the p-value is exact
     ("method": "exact"); otherwise `n_resamples` random assignments are drawn from `seed`, and
     p = (hits + 1) / (n_resamples + 1), never 0 ("method": "monte carlo").
@@ -125,6 +125,17 @@ def sign_flip_test(
     questions differ: k differences all of one sign give at best 0.5**k one-sided, a single question
     0.5; no difference at all gives 1; no pair at all, NaN.
 
+    "min_pvalue" is the smallest p-value the test could have given here: one-sided 0.5**nonzero when
+    exact (only the assignment of the observed signs is as extreme), 1 / (n_resamples + 1) by Monte
+    Carlo; two-sided twice that (at most 1). A level below it cannot be reached, whatever changed.
+
+    Sums are compared with an absolute tolerance of 1e-12 of the data's largest |score| per changed
+    question (`_tolerance`), so that sums equal as numbers are equal: 0.5 - 0.3 and 0.5 - 0.7 are
+    0.2 and -0.19999999999999996, whose sum 5.6e-17 is no rise, yet scipy's own tie tolerance,
+    relative to the observed sum, took it for one ("greater": 0.5 where the exact p is 0.75). Sums of
+    different differences tie too (4/9 + (6/7 - 4/9) against 6/7), so rounding each difference to a
+    grid would not do. A difference within that tolerance of 0 is float noise: no change.
+
     scipy.stats.permutation_test computes it (permutation_type="samples" with one sample flips the
     signs; exact when 2**n fits in n_resamples). It needs two observations, so a lone nonzero
     difference is paired with a 0, which changes no sum.
@@ -134,6 +145,8 @@ def sign_flip_test(
     (0.125, 3, 'exact')
     >>> sign_flip_test([0.9], [0.89], alternative="less")["pvalue"]
     0.5
+    >>> sign_flip_test([0.3, 0.7], [0.5, 0.5], alternative="greater")["pvalue"]   # a rise of 0 (3 of 4 assignments)
+    0.75
     """
     from scipy.stats import permutation_test  # scipy loads on first use, as in mcnemar
 
@@ -144,21 +157,47 @@ def sign_flip_test(
         raise ValueError(f"n_resamples must be a positive integer, got {n_resamples!r}")
     a = np.asarray(a_scores, dtype=float)
     b = np.asarray(b_scores, dtype=float)
+    if np.isinf(a).any() or np.isinf(b).any():
+        raise ValueError("sign_flip_test: scores must be finite numbers (or NaN, left out)")
     keep = ~(np.isnan(a) | np.isnan(b))
-    diff = b[keep] - a[keep]
-    nonzero = diff[diff != 0.0]
+    a, b = a[keep], b[keep]
+    diff = b - a
+    tie = _tolerance(a, b)  # per changed question: float noise is far below it, any change the data can state above
+    nonzero = diff[np.abs(diff) > tie]
     out = {"n": int(keep.sum()), "nan": int((~keep).sum()), "nonzero": int(nonzero.size), "alternative": alternative}
     if diff.size == 0:
-        return out | {"pvalue": math.nan, "method": "none"}
+        return out | {"pvalue": math.nan, "method": "none", "min_pvalue": math.nan}
     if nonzero.size == 0:  # every sign assignment sums to 0: nothing is evidence of a change
-        return out | {"pvalue": 1.0, "method": "exact"}
+        return out | {"pvalue": 1.0, "method": "exact", "min_pvalue": 1.0}
     data = nonzero if nonzero.size > 1 else np.append(nonzero, 0.0)
     res = permutation_test(
         (data,), _sum, permutation_type="samples", vectorized=True, n_resamples=n_resamples,
         batch=1000, alternative=alternative, rng=np.random.default_rng(seed),
     )
     exact = 2 ** data.size <= n_resamples
-    return out | {"pvalue": float(min(res.pvalue, 1.0)), "method": "exact" if exact else "monte carlo"}
+    # the p-value from scipy's null distribution, its ties within our tolerance (scipy's is relative to
+    # the observed sum, 0 where the differences cancel); + 1 for the observed assignment by Monte Carlo
+    null, observed, gamma = np.asarray(res.null_distribution, dtype=float), float(res.statistic), tie * nonzero.size
+    extra = 0 if exact else 1
+    less = (np.count_nonzero(null <= observed + gamma) + extra) / (null.size + extra)
+    greater = (np.count_nonzero(null >= observed - gamma) + extra) / (null.size + extra)
+    pvalue = {"less": less, "greater": greater, "two-sided": 2 * min(less, greater)}[alternative]
+    floor = 0.5 ** nonzero.size if exact else 1.0 / (n_resamples + 1)
+    if alternative == "two-sided":
+        floor *= 2
+    return out | {"pvalue": float(min(pvalue, 1.0)), "method": "exact" if exact else "monte carlo",
+                  "min_pvalue": float(min(floor, 1.0))}
+
+
+_TIE = 1e-12  # scores equal to 12 significant digits of the data's largest |score| are equal
+
+
+def _tolerance(a: np.ndarray, b: np.ndarray) -> float:
+    """How far apart two differences (and, times the changed questions, two sums of them) may be and
+    still be equal: 1e-12 of the largest |score|. Scores carry a rounding error of half an ulp
+    (1.1e-16 of it), a difference and a sum a few more; a change the data can state (a score's
+    share k/n of statements, 0.01 of a rating) is many orders larger."""
+    return _TIE * float(max(np.max(np.abs(a), initial=0.0), np.max(np.abs(b), initial=0.0)))
 
 
 def _sum(x: np.ndarray, axis: int = -1) -> np.ndarray:
