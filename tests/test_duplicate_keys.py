@@ -19,7 +19,7 @@ from lewisrag.eval.records import read_answers
      3, "meta.x[0].a"),
     ("list.json", '[{"question":"q","answers":["a"]},\n {"question":"q",\n  "question":"r","answers":["a"]}]', 2, "question"),
     ("data.json", '{"data": [{"question":"q","answers":["a"]},\n\n {"answers":["a"],"question":"q","answers":[]}]}', 3, "answers"),
-    ("top.json", '{"data": [], "data": [{"question":"q","answers":["a"]}]}', None, "data"),
+    ("top.json", '{"data": [], "data": [{"question":"q","answers":["a"]}]}', 1, "data"),
     ("zh.jsonl", '{"问题":"甲","问题":"乙","question":"q","answers":["a"]}\n', 1, "问题"),
     ("escaped.jsonl", '{"question":"q","answers":["a"],"answ\\u0065rs":[]}\n', 1, "answers"),  # the same key, spelt otherwise
 ])

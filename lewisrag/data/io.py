@@ -12,6 +12,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import math
 import os
 import re
 import socket
@@ -72,62 +73,76 @@ def existing_file(path: str | os.PathLike) -> Path:
 
 class _BadJSON(Exception):
     def __init__(self, msg: str, line: int | None = None, column: int | None = None, field: str | None = None,
-                 what: str = "malformed JSON: "):
+                 what: str = "malformed JSON: ", at: list[tuple[str, int]] | None = None):
         super().__init__(msg)
         self.msg, self.line, self.column, self.field, self.what = msg, line, column, field, what
+        self.at = at  # a repeated key's: (path, offset in the text) of each value it lies in, then its own
 
 
 class _DuplicateKey(Exception):
-    def __init__(self, key: str):
-        super().__init__(key)
-        self.key = key
+    pass
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict:
     """json's object_pairs_hook: an object that names a key twice is refused, not read as its last value."""
     obj = dict(pairs)
     if len(obj) != len(pairs):
-        seen: set[str] = set()
-        for k, _ in pairs:
-            if k in seen:
-                raise _DuplicateKey(k)
-            seen.add(k)
+        raise _DuplicateKey
     return obj
 
 
 # one decoder, made once: json.loads with a hook makes a new one (and its scanner) for every text
 _DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates)
+_PLAIN = json.JSONDecoder()
 
 
-class _Duplicated(dict):
-    """Where `_duplicate_path` found an object with a repeated key: the key."""
-
-
-def _duplicate_path(text: str) -> str:
-    """The path of the first object in `text` (read again, on the error path only) that repeats a key,
-    down to that key, as `_unencodable` writes paths: 'answers', 'contexts[2].id', '[3].question'."""
-    def mark(pairs):
-        obj, seen = _Duplicated(), set()
-        for k, v in pairs:
-            if k in seen:
-                obj.clear()
-                obj[k] = None
-                return obj
-            seen.add(k)
-            obj[k] = v
-        return dict(obj)
-
-    stack = [(json.loads(text, object_pairs_hook=mark), "")]
-    while stack:
-        value, path = stack.pop(0)
-        if isinstance(value, _Duplicated):
-            key = next(iter(value))
-            return f"{path}.{key}" if path else key
-        if isinstance(value, dict):
-            stack.extend((v, f"{path}.{k}" if path else str(k)) for k, v in value.items())
-        elif isinstance(value, list):
-            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(value))
-    return "(top level)"
+def _first_repeated_key(text: str) -> tuple[str, str, list[tuple[str, int]]]:
+    """The key, in the order of the text, that an object gives a second time: (the key, its path as
+    `_unencodable` writes paths: 'answers', 'contexts[2].id', '[3].question', and (path, offset) of
+    each value it lies in, the top one first, then the repeated key's own). The text is valid JSON
+    (read on the error path only, after json.loads), walked in its order without recursion: a value
+    that repeats no key is passed over whole, by json's scanner; the first that does is walked into,
+    key by key. So the key named and the path given are the same key's: json's hook meets the
+    innermost object first, which need not be the first repeat in the text, nor the shallowest."""
+    skip, scan = (lambda i: _WS.match(text, i).end()), json.decoder.scanstring
+    stack: list[tuple[str, set | None, int]] = []  # per open object or list: (its path, keys seen or None, item)
+    at: list[tuple[str, int]] = []  # (path, offset) of each open value, the top one first
+    i, path = skip(0), ""
+    while True:
+        at.append((path, i))  # a value opens at i
+        c = text[i]
+        try:  # a value without a repeat is passed over whole, by json's C scanner (the top one has a repeat)
+            end = (_DECODER if c in "{[" else _PLAIN).raw_decode(text, i)[1] if stack else None
+        except _DuplicateKey:
+            end = None
+        if end is None:  # the first repeat lies inside: walked into
+            stack.append((path, set() if c == "{" else None, 0))
+            i = skip(i + 1)
+            if c == "[":
+                path = f"{path}[0]"
+                continue
+        else:
+            i = skip(end)
+            at.pop()
+            while stack and text[i] != ",":  # the value closed its object or list: so may that one
+                stack.pop()
+                at.pop()
+                i = skip(i + 1)
+            if not stack:
+                raise ValueError("no key is given twice")  # not reached: json's hook found one
+            i = skip(i + 1)  # past the comma
+            outer, seen, item = stack[-1]
+            if seen is None:
+                stack[-1] = (outer, None, item + 1)
+                path = f"{outer}[{item + 1}]"
+                continue
+        outer, seen, _ = stack[-1]  # a key at i
+        key, end = scan(text, i + 1)
+        path = f"{outer}.{key}" if outer else key
+        if key in seen:
+            return key, path, at + [(path, i)]
+        seen.add(key)
+        i = skip(skip(end) + 1)  # past the colon
 
 
 def _loads(text: str) -> Any:
@@ -135,12 +150,16 @@ def _loads(text: str) -> Any:
     written back: a lone surrogate escape ("\\ud800") parses as a str that UTF-8 cannot encode, which
     would fail only when an output is written. A key repeated in one object is refused too (json
     would keep its last value in silence: {"answers": ["a"], "answers": []} has no answer), naming the
-    key's path."""
+    first such key in the text and its path, once the whole text has been read as JSON (a fault of
+    another kind in it is named first)."""
     try:
-        obj = _DECODER.decode(text)
-        duplicate = None
-    except _DuplicateKey as e:  # the text may hold another fault past the repeated key: read again, as below
-        duplicate = e.key
+        try:
+            obj = _DECODER.decode(text)
+        except _DuplicateKey:  # the text may hold another fault past the repeated key: read without the hook
+            _PLAIN.decode(text)
+            key, field, at = _first_repeated_key(text)
+            raise _BadJSON(f"the key {json.dumps(key, ensure_ascii=False)} is given twice in one object: one value "
+                           "would silently replace the other", field=field, what="", at=at) from None
     except json.JSONDecodeError as e:
         # json's message for control characters ends in " at", before the position it would add
         raise _BadJSON(e.msg.removesuffix(" at"), e.lineno, e.colno) from None
@@ -148,15 +167,6 @@ def _loads(text: str) -> Any:
         raise _BadJSON("nested too deeply") from None
     except ValueError:  # int() refuses longer digit strings (CPython's guard against quadratic time)
         raise _BadJSON(f"an integer longer than {sys.get_int_max_str_digits()} digits") from None
-    if duplicate is not None:
-        try:
-            field = _duplicate_path(text)
-        except RecursionError:
-            raise _BadJSON("nested too deeply") from None
-        except ValueError:
-            raise _BadJSON(f"an integer longer than {sys.get_int_max_str_digits()} digits") from None
-        raise _BadJSON(f"the key {json.dumps(duplicate, ensure_ascii=False)} is given twice in one object: one value "
-                       "would silently replace the other", field=field, what="")
     if "\\u" in text:  # only escapes make lone surrogates; most lines have none to look for
         field = _unencodable(obj)
         if field is not None:
@@ -519,11 +529,29 @@ def is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def is_finite_number(value: object) -> bool:
+    """An int or a float, not a boolean, that a float holds: not NaN or infinite (JSON's NaN and
+    Infinity parse, and 1e400 reads as inf), and no int past float's range (10**400 parses as an int,
+    then overflows where a mean or a plot makes it a float).
+
+    >>> is_finite_number(0.5), is_finite_number(10**308), is_finite_number(10**400), is_finite_number(float("nan"))
+    (True, True, False, False)
+    """
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, int) and not isinstance(value, bool) and -sys.float_info.max <= value <= sys.float_info.max
+
+
 def expect(ok: bool, source, field: str, what: str, value: object, after: str = "") -> None:
     """Unless `ok`: an InputError naming `source` and `field`: "expected WHAT, got VALUE" (+ `after`).
     For the files lewisrag writes itself (manifests, checkpoint state), read back field by field."""
     if not ok:
-        raise InputError(source, f"expected {what}, got {value!r}{after}", field=field)
+        shown = repr(value)
+        if isinstance(value, int) and len(shown) > 40:  # 10**400: its length, not 401 digits
+            shown = f"an integer of {len(shown.lstrip('-'))} digits"
+        elif isinstance(value, float) and not math.isfinite(value):
+            shown = json.dumps(value)  # as the file spells it: Infinity, NaN
+        raise InputError(source, f"expected {what}, got {shown}{after}", field=field)
 
 
 def given_once(flag: str, values: Iterable, key: Callable[[Any], Any] = lambda v: v, field: str | None = None) -> None:
@@ -748,9 +776,24 @@ def _text_and_json(p: Path) -> tuple[str, Any]:
         return text, _loads(text)
     except _BadJSON as e:
         line, field = e.line, e.field
-        if field is not None and line is None:  # a record of a list (at the top or under "data"): its line
+        if e.at is not None:  # a repeated key: the line of its record, or its own
+            line, field = _repeat_line(text, e.at)
+        elif field is not None and line is None:  # a record of a list (at the top or under "data"): its line
             line, field = _item_line(text, field)
         raise InputError(p, f"{e.what}{e.msg}", line=line, field=field) from None
+
+
+def _repeat_line(text: str, at: list[tuple[str, int]]) -> tuple[int, str]:
+    """For a key repeated in a JSON file (`_first_repeated_key`'s `at`): inside a record of its list (at
+    the top or under "data"), the line that record opens on and the key's path inside it, as other
+    faults of a record are named; elsewhere the line of the repeated key and its whole path."""
+    path, offset = at[-1]
+    for depth, record in ((1, r"\[\d+\]"), (2, r"data\[\d+\]")):
+        if len(at) > depth + 1 and re.fullmatch(record, at[depth][0]):
+            name, offset = at[depth]
+            path = path[len(name):].removeprefix(".")
+            break
+    return text.count("\n", 0, offset) + 1, path
 
 
 def _item_line(text: str, path: str) -> tuple[int | None, str]:

@@ -109,9 +109,9 @@ def read_dpr_tsv(path: str | os.PathLike, limit: int | None = None) -> pa.Table:
     The whole table is held in memory: about the text's size (21 M passages, some 13 GB), not
     memory-mapped as wiki_dpr's Parquet shards are read; `write_tsv_shards` converts the file into
     such shards, streaming. Checked here (`dpr_tsv_batches`): the header, each line's three fields and
-    no line break inside a field (so that row N is line N + 1 in errors; pyarrow counts rows, so a bad
-    field count after such a break in the same block is named by its row); the `PassageTable` made of
-    it checks ids and texts (empty, repeated, not UTF-8) as for every table.
+    no line break inside a field (so that row N is line N + 1 in errors), the file's first bad line
+    named, whatever its fault; the `PassageTable` made of it checks ids and texts (empty, repeated,
+    not UTF-8) as for every table.
 
     >>> import tempfile; f = Path(tempfile.mkdtemp()) / "psgs.tsv"
     >>> _ = f.write_text('id\\ttext\\ttitle\\n1\\t"He said ""yes"" twice"\\tAaron\\n2\\tNA\\tnull\\n')
@@ -132,8 +132,10 @@ def dpr_tsv_batches(path: Path) -> Iterator[tuple[pa.RecordBatch, int]]:
     """DPR's passages file, parsed a block (TSV_BLOCK bytes) at a time: (record batch, bytes of the
     file read so far). The one parser of `read_dpr_tsv` and `write_tsv_shards`, so that both read the
     same rows and refuse the same lines with the same words: the header (line 1), a line without
-    three fields, and in each batch as it comes (`_refuse_line_breaks`) a line break inside a field
-    and a blank line. Memory: pyarrow's read-ahead, up to 32 blocks, whatever the file's size."""
+    three fields, a line break inside a field and a blank line, the first of them in the file named
+    by its line: in each batch as it comes (`_refuse_line_breaks`), and in the rows of a block refused
+    for a line without three fields before that line (`_first_bad_line`). Memory: pyarrow's
+    read-ahead, up to 32 blocks, whatever the file's size."""
     with open(path, "rb") as f:
         first = f.readline()
     header = first.decode("utf-8-sig", errors="backslashreplace").rstrip("\r\n")
@@ -144,7 +146,7 @@ def dpr_tsv_batches(path: Path) -> Iterator[tuple[pa.RecordBatch, int]]:
 
     def refuse(row) -> str:  # pyarrow numbers rows from the file's first line when it parses on one thread
         bad.append(row)
-        return "error"
+        return "error"  # the block is refused whole: `_first_bad_line` reads it again, up to this row
 
     names = list(DPR_TSV_HEADER)
     read = pacsv.ReadOptions(skip_rows=1, column_names=names, use_threads=False, block_size=TSV_BLOCK)
@@ -164,29 +166,95 @@ def dpr_tsv_batches(path: Path) -> Iterator[tuple[pa.RecordBatch, int]]:
                 rows += batch.num_rows
         except pa.ArrowInvalid as e:
             if bad:
+                _first_bad_line(path, rows, bad[0].number - 2)
                 raise InputError(path, f"expected 3 tab-separated fields (id, text, title), got {bad[0].actual_columns}",
                                  line=bad[0].number) from None
             raise InputError(path, f"cannot read as DPR's passages TSV: {first_line(e)}") from None
 
 
+LINE_BREAK = "a line break inside a quoted field (DPR's file holds one passage a line)"
+BLANK_LINE = "a blank line (DPR's file holds one passage a line)"
+
+
 def _refuse_line_breaks(batch: pa.RecordBatch, start: int, path: Path) -> None:
     """An InputError naming the first row of `batch` (rows from `start`, after the header) with a line
-    break inside a quoted field: DPR's file holds one passage a line, and past such a row the lines
-    errors name would no longer be the file's."""
-    first = None
+    break inside a quoted field (DPR's file holds one passage a line, and past such a row the lines
+    errors name would no longer be the file's) or that is a blank line."""
+    found = []  # (row, field) of each field's first line break, and of the first blank line
     for name in DPR_TSV_HEADER:
         column = batch.column(name)  # bytes compared: a value that is not UTF-8 is named later, by PassageTable
         broken = pc.or_(pc.match_substring(column, "\n"), pc.match_substring(column, "\r"))
         if pc.any(broken).as_py():
-            row = _first(broken)
-            first = min(first or (row, name), (row, name))
-    if first is not None:
-        raise InputError(path, "a line break inside a quoted field (DPR's file holds one passage a line)",
-                         line=start + first[0] + 2, field=first[1])
+            found.append((_first(broken), name))
     blank = pc.and_(pc.and_(pc.equal(batch.column("id"), ""), pc.equal(batch.column("text"), "")),
                     pc.equal(batch.column("title"), ""))
     if pc.any(blank).as_py():  # it parses as a row of three empty fields: said so, not "field 'id': empty"
-        raise InputError(path, "a blank line (DPR's file holds one passage a line)", line=start + _first(blank) + 2)
+        found.append((_first(blank), ""))
+    if found:
+        row, name = min(found)  # of a row's broken fields the first: "id" < "text" < "title"
+        raise InputError(path, LINE_BREAK if name else BLANK_LINE, line=start + row + 2, field=name or None)
+
+
+# a field as pyarrow reads it: quoted (a quote inside doubled, line breaks kept; what follows the closing
+# quote is kept too), or up to the next tab or line end
+_TSV_FIELD = re.compile(rb'"[^"]*(?:""[^"]*)*"[^\t\r\n]*|[^\t\r\n]*')
+_LINE_END = re.compile(rb"\r\n?|\n")
+
+
+def _first_bad_line(path: Path, start: int, bad: int) -> None:
+    """pyarrow refused the block from row `start` (after the header; every row before it was one line
+    of the file, line `start` + 2 its first) at row `bad`, without three fields: an InputError for a
+    line break in a field or a blank line in the rows between, as `_refuse_line_breaks` names them,
+    which that row's line number (counted in rows) would be past. Read again from the file's bytes,
+    a field at a time, on this error path only."""
+    if bad <= start:
+        return
+    with open(path, "rb") as f:
+        f.seek(_line_offset(f, start + 1))  # past the header and the rows before the block
+        text = f.read(4 * TSV_BLOCK)  # the block's rows, up to the bad one, lie within it
+    at = 0
+    for row in range(start, bad):
+        fields = []
+        while True:
+            m = _TSV_FIELD.match(text, at)
+            fields.append(m.group())
+            at = m.end()
+            if text[at:at + 1] != b"\t":
+                break
+            at += 1
+        end = _LINE_END.match(text, at)
+        if end is None:  # the end of what was read: not reached in a block of rows as pyarrow parsed them
+            return
+        for name, value in zip(DPR_TSV_HEADER, fields):
+            if value.startswith(b'"') and _LINE_END.search(value):
+                raise InputError(path, LINE_BREAK, line=row + 2, field=name)
+        if fields == [b""] or (len(fields) == 3 and all(v in (b"", b'""') for v in fields)):  # ("", "", "") to pyarrow
+            raise InputError(path, BLANK_LINE, line=row + 2)
+        at = end.end()
+
+
+def _line_offset(f, lines: int) -> int:
+    """The byte offset in the binary file `f` just past its first `lines` line ends (\\n, \\r\\n, or \\r,
+    as pyarrow reads them), counted a large chunk at a time."""
+    seen, offset = 0, 0
+    while seen < lines:
+        chunk = f.read(1 << 24)
+        while chunk.endswith(b"\r"):  # a \r\n is not split between two chunks
+            more = f.read(1)
+            chunk += more
+            if not more:
+                break
+        if not chunk:
+            break
+        n = chunk.count(b"\n") + chunk.count(b"\r") - chunk.count(b"\r\n")
+        if seen + n >= lines:
+            for m in _LINE_END.finditer(chunk):
+                seen += 1
+                if seen == lines:
+                    return offset + m.end()
+        seen += n
+        offset += len(chunk)
+    return offset
 
 
 SHARD_ROWS = 1_000_000  # passages a shard by default: psgs_w100's 21 M in 22 shards of a few hundred MB

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from lewisrag.data.io import InputError, expect, is_number
+from lewisrag.data.io import InputError, expect, is_count, is_finite_number
 from lewisrag.experiments.stages import DAMAGED
 
 
@@ -38,9 +38,12 @@ class ListOf:
     nonempty: bool = False
 
 
-NUMBER = Leaf("a number", is_number)
-NUMBER_OR_NULL = Leaf("a number or null", lambda v: v is None or is_number(v))
-COUNT = Leaf("a whole number >= 0", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0)
+# numbers a float holds, counts a float holds exactly: NaN, Infinity and 10**400 read from JSON, then
+# became null in results.json or overflowed in the report's plots after results.json was rewritten
+NUMBER = Leaf("a finite number", is_finite_number)
+NUMBER_OR_NULL = Leaf("a finite number or null", lambda v: v is None or is_finite_number(v))
+MAX_COUNT = 2 ** 53
+COUNT = Leaf("a whole number from 0 to 2**53", lambda v: is_count(v) and v <= MAX_COUNT)
 TEXT = Leaf("a string", lambda v: isinstance(v, str))
 OBJECT = Leaf("an object", lambda v: isinstance(v, dict))
 OBJECT_OR_NULL = Leaf("an object or null", lambda v: v is None or isinstance(v, dict))
