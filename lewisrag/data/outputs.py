@@ -21,7 +21,9 @@ A command never destroys what the user did not make:
   link, not fill its target); a `.NAME.old` or a finished index at `NAME.partial` that lewisrag did
   not leave there is refused, never cleared;
 - an existing file where a folder is expected is an error, and is never renamed or removed;
-- a file output (`chunk --out passages.jsonl`) replaces an existing file only with `--overwrite`.
+- a file output (`chunk --out passages.jsonl`) replaces an existing file only with `--overwrite`, and
+  never one that an output lewisrag marked wrote (`wrote`: an index's manifest.json, a reproduction's
+  config.json), whose marker lists it (`record_files`, `note_written`).
 
 Folders are replaced by two renames (old aside, new in, old removed), so a kill at any moment leaves
 the old folder or the new one. The marker lets `--resume` and plain reruns work on lewisrag's own
@@ -36,6 +38,7 @@ process is gone (`sweep_leftovers`), and never one that a live process may still
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import json
 import os
 import re
@@ -90,6 +93,75 @@ def written_files(path: str | os.PathLike) -> list[str] | None:
     return [f for f in files if isinstance(f, str) and f not in ("", ".", "..", MARKER) and "/" not in f and "\\" not in f]
 
 
+# What an output of these kinds wrote outside the folders in it that are outputs of their own, for a
+# folder whose marker lists nothing (written before it did, `wrote`): a reproduction's config, results,
+# reports, plots and stage records (RUN/dpr, RUN/world, ... hold markers of their own)
+UNLISTED = {"reproduction": ("config.json", "results.json", "timings.json", "report.md", "report.html", "predictions.json",
+                             "evidence.json", "knowledge_update.json", "*.png", "stages/*.json", "data/*.jsonl",
+                             "jeopardy/*.json", "fever/*.json")}
+
+
+def _recorded_tree(path: Path) -> set[str] | None:
+    """The marker's "tree" (`record_files`), or None when it keeps none (written before markers did)."""
+    try:
+        tree = json.loads((path / MARKER).read_text(encoding="utf-8")).get("tree")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return {t for t in tree if isinstance(t, str)} if isinstance(tree, list) else None
+
+
+def _plain(rel: str) -> bool:
+    """Whether `rel` is a relative "/"-separated path below a folder (no `..`, `.` or empty part)."""
+    return bool(rel) and "\\" not in rel and not rel.startswith("/") and all(
+        part not in ("", ".", "..") for part in rel.split("/")) and rel != MARKER
+
+
+def _matches(rel: str, pattern: str) -> bool:
+    """Whether `rel` is matched by `pattern` part by part (a `*` never crosses a "/")."""
+    parts, wanted = rel.split("/"), pattern.split("/")
+    return len(parts) == len(wanted) and all(fnmatch.fnmatchcase(a, b) for a, b in zip(parts, wanted))
+
+
+def wrote(path: str | os.PathLike, rel: str) -> bool:
+    """Whether the output lewisrag marked at `path` wrote its file at `rel` (relative, "/"-separated):
+    a top-level name its marker lists, a path below them that its "tree" holds (for a marker that keeps
+    no tree, anything in a listed folder: what lewisrag wrote there is not known), or, for a marker that
+    lists nothing, a path its kind is known to write (`UNLISTED`). Not a file the user put there since,
+    in one of its folders too (`lewisrag chunk --out RUN/dpr/tokenizer/mine.jsonl`)."""
+    path = Path(path)
+    listed = written_files(path)
+    if listed is None:
+        return any(_matches(rel, p) for p in UNLISTED.get(made_by(path) or "", ()))
+    if "/" not in rel:
+        return rel in listed
+    tree = _recorded_tree(path)
+    return rel in tree if tree is not None else rel.split("/")[0] in listed
+
+
+def note_written(path: str | os.PathLike, paths: Iterable[str]) -> None:
+    """Add `paths` (relative, "/"-separated; those that are files now) to what the marker of the marked
+    folder at `path` lists as lewisrag's: a top-level name under "files", one in a folder under "tree".
+    For an output whose folders hold outputs of their own (a reproduction's RUN/dpr, RUN/rag_token,
+    which list theirs) and files it writes one by one as it goes (RUN/config.json, RUN/stages/<name>.json),
+    where `record_files` would list the whole tree, the user's files in it too. What the marker listed
+    stays while it is there; a marker that listed nothing first lists what its kind is known to have
+    written (`UNLISTED`), so that a run begun before markers listed its files loses no protection. A
+    folder without a marker (or with a damaged one) is left as it is: it is no output to list for."""
+    path = Path(path)
+    if made_by(path) is None:
+        return
+    marker = json.loads((path / MARKER).read_text(encoding="utf-8"))
+    listed = written_files(path)
+    if listed is None:
+        known = {p.relative_to(path).as_posix() for pattern in UNLISTED.get(made_by(path) or "", ())
+                 for p in path.glob(pattern)}
+    else:
+        known = set(listed) | (_recorded_tree(path) or set())
+    entries = sorted(e for e in known | set(paths) if _plain(e) and ((path / e).is_file() or (path / e).is_symlink()))
+    write_json(path / MARKER, {**marker, "files": [e for e in entries if "/" not in e],
+                               "tree": [e for e in entries if "/" in e]})
+
+
 def record_files(path: str | os.PathLike, names: Iterable[str] | None = None) -> None:
     """List `names` (default: every name now there) in the marker of the marked folder at `path`
     as what lewisrag wrote there, and under "tree" the files inside those of them that are folders."""
@@ -113,12 +185,9 @@ def added_files(path: str | os.PathLike) -> list[str]:
     if listed is None:  # a folder marked before markers listed files: nothing in it is known to be the user's
         return []
     added = sorted(set(os.listdir(path)) - {MARKER} - set(listed))
-    try:
-        tree = json.loads((path / MARKER).read_text(encoding="utf-8")).get("tree")
-    except (OSError, ValueError, AttributeError):
-        tree = None
-    if isinstance(tree, list):
-        added += sorted(set(_tree(path, [n for n in listed if (path / n).exists()])) - set(tree))
+    tree = _recorded_tree(path)
+    if tree is not None:
+        added += sorted(set(_tree(path, [n for n in listed if (path / n).exists()])) - tree)
     return added
 
 
@@ -198,7 +267,7 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
 
 
 def check_part(folder: str | os.PathLike, kind: str, *, overwrite: bool = False, what: str = "a rerun",
-               legacy: Iterable[str] = (), within: Iterable[str] = ()) -> None:
+               legacy: Iterable[str] = (), unmarked: bool = False, within: Iterable[str] = ()) -> None:
     """Refuse to let a rerun replace `folder`, a part of a larger output that lewisrag wrote (a
     reproduction's RUN/dpr, RUN/rag_token: `what` names the stage in the message), as it would
     destroy the user's files: a link or a file in its place, a folder lewisrag did not write as `kind`
@@ -206,10 +275,14 @@ def check_part(folder: str | os.PathLike, kind: str, *, overwrite: bool = False,
     The rule `check_out_dir(replaces=True)` keeps for a command's `--out`, for the folders a command
     writes inside its own. Call it before anything is removed or redone.
 
-    `legacy`: the names lewisrag writes there, for a folder whose marker lists none (or that has no
-    marker, written before it had one): a name outside them is the user's; "SUB/NAME" names what it
-    writes in its subfolder SUB, whose other names are then the user's too. `within`: the subfolders
-    the rerun replaces (a resumed training run's checkpoint/, best/, final/), when not all of `folder`.
+    `legacy`: the names lewisrag writes there, for a folder whose marker lists none (or, with `unmarked`,
+    that has no marker): a name outside them is the user's; "SUB/NAME" names what it writes in its
+    subfolder SUB, whose other names are then the user's too. `unmarked`: lewisrag once wrote this kind
+    without a marker (a closed book), so a folder without one that holds a `legacy` name is taken for
+    it, as `discard_output(legacy=...)` takes it; any other folder without a marker is refused here,
+    whatever `overwrite` (a RAG run always had its marker: one without it was refused by the stage,
+    `discard_output`, only once the stages before it were redone). `within`: the subfolders the rerun
+    replaces (a resumed training run's checkpoint/, best/, final/), when not all of `folder`.
     """
     inner = {n for n in legacy if "/" in n}
     folder, legacy, within = physical(folder), {n.split("/")[0] for n in legacy}, set(within)
@@ -226,9 +299,10 @@ def check_part(folder: str | os.PathLike, kind: str, *, overwrite: bool = False,
     made = made_by(folder)
     if not names:
         return
-    if made is None and not set(names) & legacy:  # `legacy`: a folder of this kind from before it had a marker
-        raise InputError(folder, f"holds files lewisrag did not write (such as {names[0]!r}) where {what} writes "
-                         "its folder, which no command replaces, --overwrite or not; move them away")
+    if made is None and not (unmarked and set(names) & legacy):  # a folder of this kind from before it had a marker
+        raise InputError(folder, f"has no {MARKER} marker, so its files (such as {names[0]!r}) are not known to be "
+                         f"lewisrag's, and {what} writes its folder there, which no command replaces, --overwrite or "
+                         "not; move them away")
     if made is not None and made != kind:
         raise InputError(folder, f"holds a lewisrag {made} where {what} writes {_a(kind)}, which no command "
                          "replaces, --overwrite or not; move it away")
@@ -252,7 +326,9 @@ def check_part(folder: str | os.PathLike, kind: str, *, overwrite: bool = False,
 def discard_output(folder: str | os.PathLike, kind: str, legacy: Iterable[str] = ()) -> None:
     """Remove `folder`, an output lewisrag wrote as `kind` that a rerun redoes from its start, once
     `check_part` (or `check_out_dir(replaces=True)`) found nothing of the user's in it (`legacy`: as
-    `check_part`'s, for a folder of this kind written before it had a marker). It is renamed aside
+    `check_part`'s with `unmarked`, for a kind once written without a marker; the two take the same
+    folders for lewisrag's, so what the check passed is never refused here, after the stages before it
+    were redone). It is renamed aside
     first (`.NAME.old`, which the next replace there clears), so a kill never leaves it half removed;
     a folder of another kind or of none is refused, never removed."""
     folder = physical(folder)
@@ -347,9 +423,10 @@ def check_out_file(out: str | os.PathLike, *, overwrite: bool = False, flag: str
     """Refuse an output file path that is a folder, an existing file (without `overwrite`), unwritable,
     or one of the command's `inputs` ((flag, path) pairs; None and `hf:` specs skipped) or inside one of
     them: even --overwrite never replaces an input file or a file of an input folder (a model's weights),
-    nor an existing file that a folder lewisrag marked as an output lists as its own (an index's
-    manifest.json): it is part of that output. A new file may be written there, and one the output
-    did not write (an earlier `swap --out RUN/swap.json`, a `chunk --out RUN/chunks.jsonl`) replaced."""
+    nor an existing file that a folder lewisrag marked as an output wrote (`wrote`: an index's
+    manifest.json, a reproduction's config.json or RUN/stages/world.json): it is part of that output.
+    A new file may be written there, and one the output did not write (an earlier `swap --out
+    RUN/swap.json`, a `chunk --out RUN/dpr/tokenizer/mine.jsonl`) replaced."""
     out = Path(out)
     if out.is_symlink():  # the rename that writes it would replace the link, leaving its target stale
         raise InputError(out, f"is a symbolic link; give the file it points to ({os.path.realpath(out)})", field=flag)
@@ -368,12 +445,11 @@ def check_out_file(out: str | os.PathLike, *, overwrite: bool = False, flag: str
         for folder in where.parents:  # (`swap --out RUN/index_b/manifest.json --overwrite` destroyed that index)
             if (other := made_by(folder)) is None:
                 continue
-            # only a file the marker lists as the output's (a reproduction's lists none: its stages'
-            # folders are outputs of their own, with lists); an earlier swap's may be replaced
-            listed = written_files(folder)
-            if listed is not None and where.relative_to(folder).parts[0] in listed:
-                raise InputError(out, f"is part of the lewisrag {other} at {folder}, which --overwrite never "
-                                 "replaces; choose a file outside it", field=flag)
+            # only a file that output wrote (`wrote`: a reproduction's config.json and stage records, an
+            # index's manifest.json); an earlier swap's or chunk's, beside them or in their folders, may be replaced
+            if wrote(folder, where.relative_to(folder).as_posix()):
+                raise InputError(out, f"is part of the lewisrag {other} at {folder}, which wrote it and which --overwrite "
+                                 "never replaces; choose another file", field=flag)
     if out.exists() and not overwrite:
         raise InputError(out, "file exists; choose another or pass --overwrite to replace it", field=flag)
     check_writable(out.parent, flag)

@@ -17,6 +17,9 @@
     RUN/stages/<name>.json      what each finished stage produced; `--resume` skips those stages
     RUN/results.json            every number (no timings: RUN/timings.json), RUN/report.md the same
                                 in words and tables, the PNG plots beside it, report.html (compare)
+    RUN/.lewisrag               the marker (kind "reproduction"), listing the files above that the run wrote
+                                outside its stages' folders (`stages.record_stage`): `swap --out` or `chunk --out`
+                                never replaces one, --overwrite or not (`outputs.check_out_file`)
 
 Each stage writes its outputs atomically and records itself last, so a run killed anywhere
 resumes at the first unfinished stage. A run resumed with another report `lang` redoes only the stage
@@ -42,7 +45,7 @@ from lewisrag import __version__
 from lewisrag.data.cpu_linear import cpu_linear as use_cpu_linear
 from lewisrag.data.cpu_linear import resolve_kind
 from lewisrag.data.io import InputError, read_json, write_json
-from lewisrag.data.outputs import check_out_dir, exclusive, is_free, is_ours, replace_dir
+from lewisrag.data.outputs import check_out_dir, exclusive, is_free, is_ours, note_written, replace_dir
 from lewisrag.data.records import read_passages, read_qa
 from lewisrag.data.tasks import statement_queries
 from lewisrag.data.threads import environment, torch_threads
@@ -74,12 +77,14 @@ def _run_stage(run: Path, name: str, resume: bool, fn: Callable[[], dict], on_st
         result = S.read_stage_record(path, needs)
         check_stage_record(path, name, result)
         S.check_stage_outputs(run, name, result, path)
+        S.record_stage(run, name, result, ran=False)  # a run begun before markers listed files lists them now
         on_stage(name, "skipped", result)
         return result
     on_stage(name, "started", {})
     t = time.perf_counter()
     result = {**fn(), "seconds": round(time.perf_counter() - t, 2)}
     write_json(path, result)
+    S.record_stage(run, name, result, ran=True)  # its record and files are the run's: `swap --out` never replaces them
     on_stage(name, "done", result)
     return result
 
@@ -143,7 +148,7 @@ def reproduce(
         else:
             results = _reproduce(preset, run, seed, resume, threads, on_stage, on_progress, tuple(tasks), lang, overwrite)
     if run != out:
-        replace_dir(run, out)
+        replace_dir(run, out, record=False)  # its marker lists what the run wrote (`stages.record_stage`), not its stages' folders
     return results
 
 
@@ -264,6 +269,7 @@ def _finish(run: Path, results: dict, stages: dict, on_stage) -> dict:
     on_stage("report", "started", {})
     t = time.perf_counter()
     write_report(run, results)
+    note_written(run, ["results.json", "timings.json", *S.FINISHED])  # those of them there: the run's own (`check_out_file`)
     on_stage("report", "done", {"seconds": round(time.perf_counter() - t, 2)})
     return results
 

@@ -18,7 +18,7 @@ import torch
 
 from lewisrag.data.cpu_linear import current_kind
 from lewisrag.data.io import InputError, expect, is_number, read_json, read_json_list_lines, write_json, write_text
-from lewisrag.data.outputs import check_out_dir, check_part, discard_output, mark, staged_dir
+from lewisrag.data.outputs import check_out_dir, check_part, discard_output, made_by, mark, note_written, staged_dir
 from lewisrag.data.pretrained import load_generator, model_files
 from lewisrag.data.records import read_qa
 from lewisrag.data.threads import resolve_device
@@ -78,6 +78,10 @@ LEGACY = {RAG_KIND: (*RAG_LAYOUT, *(f"checkpoint/{n}" for n in (C.WEIGHTS, C.STA
                      *(f"{d}/{n}" for d in ("best", "final") for n in ("rag.json", "question_encoder", "generator",
                        "context_encoder", "question_tokenizer", "generator_tokenizer", "train_config.json", "index"))),
           CLOSED_BOOK_KIND: CLOSED_BOOK_LAYOUT}
+# the kinds lewisrag once wrote without a marker (the closed book): a folder of LEGACY's names without one
+# is taken for such an output. A RAG run always had its marker (as RUN/dpr, RUN/index_a, ...): a run
+# folder without one is refused before any stage runs, as `discard_output` would refuse it after
+UNMARKED = frozenset({CLOSED_BOOK_KIND})
 # every stage that records itself in RUN/stages (a run begun afresh removes these records, and nothing else there)
 STAGE_NAMES = frozenset(STAGE_FOLDERS) | {"world", "retrieval", "evaluate", "ablations", "knowledge_update",
                                           "compare", "data", "jeopardy_evaluate", "fever_evaluate"}
@@ -95,7 +99,7 @@ def check_rerun(run: Path, names: Sequence[str], resume: bool, overwrite: bool =
         rel, kind = STAGE_FOLDERS[name]
         within = RAG_REPLACED if resume and kind == RAG_KIND else ()
         check_part(run / rel, kind, overwrite=overwrite, what=f"the {name} stage", legacy=LEGACY.get(kind, ()),
-                   within=within)
+                   unmarked=kind in UNMARKED, within=within)
 
 
 def forget_stages(run: Path) -> None:
@@ -142,6 +146,23 @@ def read_stage_record(path: Path, needs: dict[str, tuple[type, str]] | None = No
 
 # the files at the top of RUN a stage writes (its folder, when it has one, is its record's "dir")
 STAGE_FILES = {"evaluate": ("predictions.json",), "knowledge_update": ("knowledge_update.json",), "compare": ("report.html",)}
+# and every file a stage writes outside the folders that are outputs of their own (`record_stage`), where it does
+STAGE_WRITES = {**STAGE_FILES, "evaluate": ("predictions.json", "evidence.json"),
+                "jeopardy_evaluate": ("jeopardy/predictions.json", "jeopardy/evidence.json"),
+                "fever_evaluate": ("fever/predictions.json",)}
+
+
+def record_stage(run: Path, name: str, record: dict, ran: bool) -> None:
+    """List in the run's marker (`outputs.note_written`) what the stage `name` wrote outside the folders
+    that are outputs of their own: its record RUN/stages/<name>.json, its files (`STAGE_WRITES`) and, when
+    it `ran` now, the files of its folder (the record's "dir") if that has no marker of its own (the
+    base preset's RUN/data). A file an output lists is its own: `swap --out RUN/config.json --overwrite`
+    replaced a finished run's config.json (exit 0), and its `--resume` was then refused."""
+    paths = [f"stages/{name}.json", *STAGE_WRITES.get(name, ())]
+    folder = record.get("dir")
+    if ran and isinstance(folder, str) and folder and (run / folder).is_dir() and made_by(run / folder) is None:
+        paths += [p.relative_to(run).as_posix() for p in (run / folder).rglob("*") if not p.is_dir()]
+    note_written(run, paths)
 
 
 def check_stage_outputs(run: Path, name: str, record: dict, path: Path) -> None:
@@ -180,6 +201,7 @@ def start_run(run: Path, config: dict, resume: bool) -> None:
     mark(run, "reproduction")  # reproduce.KIND
     recorded = {LINEAR_KEY: kind} if not saved or LINEAR_KEY in saved else {}
     write_json(run / "config.json", config | recorded)
+    note_written(run, ["config.json"])  # the run's own, which `swap --out RUN/config.json --overwrite` is refused
 
 
 def generator(run: Path, preset: Preset, seed: int, on_progress: Progress, overwrite: bool = False) -> dict:
@@ -251,7 +273,7 @@ def rag(run: Path, preset: Preset, seed: int, name: str, variant: str, freeze: b
                   encoder=str(run / "dpr"), generator=str(run / "generator"), train=str(world / "train.jsonl"),
                   dev=str(world / "dev.jsonl"), cpu=preset.rag.cpu or preset.device == "cpu")
     cfg = replace(cfg, **overrides)
-    if not resume:  # `check_rerun` found nothing of the user's in it
+    if not resume:  # `check_rerun` found nothing of the user's in it (and refused it without a marker, as this does)
         discard_output(out, RAG_KIND)
     # resume=True continues this stage's own checkpoint, if any; root=run: the run folder may have moved since
     # (`mv RUN RUN2`), and its own index, encoder, generator and world are then the same files at their new place

@@ -125,7 +125,7 @@ def train(run: Path, preset: Preset, seed: int, task: str, variant: str, resume:
                   retriever_lr_scale=sched.retriever_lr_scale, max_target_length=sched.max_target_length,
                   eval_every=sched.steps, save_every=sched.steps, eval_questions=sched.eval_questions,
                   cpu=preset.rag.cpu or preset.device == "cpu")
-    if not resume:  # reproduce's `stages.check_rerun` found nothing of the user's in it
+    if not resume:  # reproduce's `stages.check_rerun` found nothing of the user's in it (and refused it unmarked)
         discard_output(out, RAG_KIND)
     name = f"{task} RAG-{variant}"
     s = train_rag(cfg, out, resume=True, root=run,  # root: a moved run folder resumes its killed stage (stages.rag)
