@@ -2,7 +2,9 @@
 
     .venv/bin/python scripts/bench_cpu_linear.py [--threads 2] [--repeats 3] [--json]
 
-Both in one process, alternating, on the same weights and batches: the GEMM alone (forward, at the
+Both in one process on the same weights and batches, alternating call by call (each repetition times
+one BLAS call and one oneDNN call, the order swapped every other repetition, so that load from other
+processes hits both alike): the GEMM alone (forward, at the
 demo models' shapes and at 2048^3), then whole steps, since a faster product is worth only what it
 saves of a step: a DPR training step at the small preset's size (BERT d128, 2 layers, 64 passages of
 128 tokens, forward + backward + AdamW), a BART training step at the stitched reader's size (d128,
@@ -11,7 +13,11 @@ saves of a step: a DPR training step at the small preset's size (BERT d128, 2 la
 through transformers' `generate` (16 inputs, 24 tokens: per-token overhead weighs more there).
 Each row prints seconds per call for both kinds, their ratio (BLAS / oneDNN: above 1, oneDNN is
 faster), and for the steps the largest difference between the two kinds' losses or logits, which
-must stay at float rounding. `auto` is what `lewisrag reproduce` would choose on this CPU.
+must stay at float rounding. That difference is taken on the second call, after a first call whose
+backward pass and optimizer step ran under each kind (the first call's loss is computed before any
+backward, so it would match even with a broken oneDNN backward), and for the training steps the first
+step's gradients are compared too (largest difference relative to the largest gradient).
+`auto` is what `lewisrag reproduce` would choose on this CPU.
 """
 
 from __future__ import annotations
@@ -23,20 +29,31 @@ import time
 import torch
 
 
-def _timed(fn, repeats: int, warmup: int = 2) -> float:
+KINDS = ("blas", "onednn")
+
+
+def _timed_alternating(fns: dict, repeats: int, warmup: int = 2) -> dict[str, float]:
+    """Best seconds of one call of each of `fns` ({kind: fn}), the kinds alternating call by call: each
+    repetition calls every kind once (the order reversed every other repetition), after `warmup` calls
+    of each, likewise alternating. Each fn runs under its own kind's `cpu_linear` block."""
+    from lewisrag.data.cpu_linear import cpu_linear
+
+    kinds = list(fns)
     for _ in range(warmup):
-        fn()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
+        for kind in kinds:
+            with cpu_linear(kind):
+                fns[kind]()
+    best = {kind: float("inf") for kind in kinds}
+    for rep in range(repeats):
+        for kind in (kinds if rep % 2 == 0 else kinds[::-1]):
+            with cpu_linear(kind):
+                start = time.perf_counter()
+                fns[kind]()
+                best[kind] = min(best[kind], time.perf_counter() - start)
     return best
 
 
 def gemm_rows(repeats: int) -> list[dict]:
-    from lewisrag.data.cpu_linear import cpu_linear
-
     rows = []
     for m, k, n in [(1960, 128, 512), (1960, 512, 128), (12288, 128, 512), (2048, 2048, 2048)]:
         x, w = torch.randn(m, k), torch.randn(n, k)
@@ -47,30 +64,54 @@ def gemm_rows(repeats: int) -> list[dict]:
                 for _ in range(calls):
                     torch.nn.functional.linear(x, w)
 
-        seconds = {}
-        for kind in ("blas", "onednn"):
-            with cpu_linear(kind):
-                seconds[kind] = _timed(run, repeats) / calls
+        seconds = {kind: s / calls for kind, s in _timed_alternating({kind: run for kind in KINDS}, repeats).items()}
         rows.append({"measure": f"GEMM {m}x{k} @ {k}x{n}, forward", "blas_s": seconds["blas"], "onednn_s": seconds["onednn"],
                      "gflops_blas": 2 * m * k * n / seconds["blas"] / 1e9,
                      "gflops_onednn": 2 * m * k * n / seconds["onednn"] / 1e9})
     return rows
 
 
-def _compare(name: str, make, step, repeats: int) -> dict:
-    """`make()` -> state; `step(state)` -> a tensor (loss or logits). The same initial state for both kinds."""
+def _compare(name: str, make, step, repeats: int, grads=None) -> dict:
+    """`make()` -> state; `step(state)` -> a tensor (loss or logits); `grads(state)` -> the gradients a
+    training step left (None for rows without a backward pass). Each kind gets its own state from the
+    same seed, and the same random numbers (dropout) on its first two calls. Compared: the second
+    call's output, which for a training step is computed with the weights the first step's backward
+    pass and optimizer moved (a wrong oneDNN backward shows there; the first call's loss, computed
+    before any backward, cannot show it), and the first step's gradients. Then both are timed,
+    alternating call by call."""
     from lewisrag.data.cpu_linear import cpu_linear
 
-    seconds, outputs = {}, {}
-    for kind in ("blas", "onednn"):
+    states, outputs, first_grads = {}, {}, {}
+    for kind in KINDS:
         torch.manual_seed(0)
-        state = make()
+        states[kind] = make()
         with cpu_linear(kind):
             torch.manual_seed(1)
-            outputs[kind] = step(state).detach().float()
-            seconds[kind] = _timed(lambda: step(state), repeats)
-    return {"measure": name, "blas_s": seconds["blas"], "onednn_s": seconds["onednn"],
-            "max_abs_diff_first_call": _finite_diff(outputs["blas"], outputs["onednn"])}
+            step(states[kind])
+            if grads is not None:
+                first_grads[kind] = [g.detach().clone() for g in grads(states[kind])]
+            torch.manual_seed(2)
+            outputs[kind] = step(states[kind]).detach().float()
+    seconds = _timed_alternating({kind: (lambda kind=kind: step(states[kind])) for kind in KINDS}, repeats)
+    row = {"measure": name, "blas_s": seconds["blas"], "onednn_s": seconds["onednn"],
+           "max_abs_diff_after_step": _finite_diff(outputs["blas"], outputs["onednn"])}
+    if grads is not None:
+        row["max_rel_diff_grads"] = _grad_diff(first_grads["blas"], first_grads["onednn"])
+    return row
+
+
+def _grad_diff(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
+    """The largest |a - b| over every gradient, relative to the largest |a|; inf where the two kinds
+    left gradients on different parameters or of different shapes.
+
+    >>> _grad_diff([torch.tensor([2.0, -4.0])], [torch.tensor([2.0, -3.0])])
+    0.25
+    """
+    if len(a) != len(b) or any(x.shape != y.shape for x, y in zip(a, b)):
+        return float("inf")
+    scale = max((float(x.abs().max()) for x in a if x.numel()), default=0.0)
+    diff = max((float((x.float() - y.float()).abs().max()) for x, y in zip(a, b) if x.numel()), default=0.0)
+    return diff / scale if scale > 0 else (0.0 if diff == 0 else float("inf"))
 
 
 def _finite_diff(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -79,6 +120,11 @@ def _finite_diff(a: torch.Tensor, b: torch.Tensor) -> float:
         return float("inf")
     finite = torch.isfinite(a)
     return float((a[finite] - b[finite]).abs().max()) if finite.any() else 0.0
+
+
+def _grads(state) -> list[torch.Tensor]:
+    """The gradients the last training step left on the model (`state[0]`), in parameter order."""
+    return [p.grad if p.grad is not None else torch.zeros(0) for p in state[0].parameters()]
 
 
 def dpr_step(repeats: int) -> dict:
@@ -94,14 +140,17 @@ def dpr_step(repeats: int) -> dict:
         model, opt, ids = state
         model.train()
         vec = model(input_ids=ids).last_hidden_state[:, 0]  # (64, 128): the [CLS] vectors
-        scores = vec[:32] @ vec.T  # in-batch negatives, as DPR trains
+        # 32 questions against their 32 passages, in-batch negatives as DPR trains (against all 64 [CLS]
+        # vectors, each question would find itself: a loss of 0.0 whatever the weights, comparing nothing)
+        scores = vec[:32] @ vec[32:].T
         loss = torch.nn.functional.cross_entropy(scores, torch.arange(32))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
         return loss
 
-    return _compare("DPR training step (d128, 2 layers, 64 x 128 tokens), fwd + bwd + AdamW", make, step, repeats)
+    return _compare("DPR training step (d128, 2 layers, 64 x 128 tokens), fwd + bwd + AdamW", make, step, repeats,
+                    grads=_grads)
 
 
 def _bart():
@@ -127,7 +176,8 @@ def bart_step(repeats: int) -> dict:
         opt.step()
         return loss
 
-    return _compare("BART training step (d128, 2+2 layers, 8 x 245 tokens), fwd + bwd + AdamW", make, step, repeats)
+    return _compare("BART training step (d128, 2+2 layers, 8 x 245 tokens), fwd + bwd + AdamW", make, step, repeats,
+                    grads=_grads)
 
 
 def bart_encode(repeats: int) -> dict:
@@ -177,7 +227,8 @@ def main() -> None:
             print(json.dumps(row))
             continue
         extra = (f"  GFLOP/s {row['gflops_blas']:.0f} / {row['gflops_onednn']:.0f}" if "gflops_blas" in row
-                 else f"  max |diff| {row['max_abs_diff_first_call']:.2e}")
+                 else f"  max |diff| of the 2nd call {row['max_abs_diff_after_step']:.2e}"
+                 + (f", grads {row['max_rel_diff_grads']:.2e} (relative)" if "max_rel_diff_grads" in row else ""))
         print(f"{row['measure']:<90} blas {row['blas_s'] * 1e3:8.2f} ms  onednn {row['onednn_s'] * 1e3:8.2f} ms  "
               f"x{row['ratio']:.2f}{extra}")
 

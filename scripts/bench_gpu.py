@@ -1,8 +1,12 @@
 """lewisrag's RAG training pipeline on a GPU at the paper's model sizes, beside transformers' RAG.
 
-    python scripts/bench_gpu.py                       # needs CUDA; exits 0 without a GPU
+    python scripts/bench_gpu.py                       # needs CUDA; exits 2 without a GPU
     python scripts/bench_gpu.py --preset check --device cpu   # the whole script at toy sizes (CI-fast)
     python scripts/bench_gpu.py --json results.json   # also write every number as JSON
+
+Exit status: 0 when every part asked for ran; 1 when a part failed (after the report and the JSON,
+which hold every other part's numbers and the error); 2 for bad arguments (an unknown `--parts`
+name, say) or `--device cuda` on a machine without CUDA: nothing measured.
 
 No model hub is needed: the checkpoints are built here from configs in the exact transformers
 layouts (tests/hf_layouts.py, the builder the offline tests use) at the paper's shapes, random
@@ -23,7 +27,8 @@ The parts, each timed on its own:
            the CPU, and RAG-Sequence. Reported: median step time after warm-up and its split
            (search, the rest of retrieval, forward, backward + optimizer + the rest), questions/s,
            generator tokens/s (padding counted: it is computed), model FLOPs utilisation (6 FLOPs
-           per parameter per token plus attention, against the H200's 989 TFLOP/s dense bf16 and
+           per parameter per token plus attention, the decoder's cross-attention keys and values per
+           source token, against the H200's 989 TFLOP/s dense bf16 and
            against the bf16 matmul rate measured here), peak GPU memory.
    profile the RAG-Token step as the CLI runs it, under torch.profiler, without the split's
            synchronisations: step time, the device's kernel time and busy share, kernel launches
@@ -53,7 +58,8 @@ The parts, each timed on its own:
 
 Measured results: docs/measurements/ (the JSON of each call) and the README's performance section.
 Every part runs under a deadline (`--budget` seconds); a part that would start after it is
-reported as skipped, and a part that fails prints its error and the rest still run.
+reported as skipped, and a part that fails prints its error and the rest still run (the exit
+status is then 1). `--parts answer` brings `train_token` in: it answers with that part's model.
 """
 
 from __future__ import annotations
@@ -61,6 +67,7 @@ from __future__ import annotations
 import argparse
 import copy
 import functools
+import gc
 import json
 import math
 import shutil
@@ -256,14 +263,23 @@ class Counter:
         RagModel.forward, RagModel.encode_questions, RagModel.retrieve, DenseIndex.search = self._saved
 
 
-def step_flops(calls: list[tuple], q_tokens: list[int], bart_cfg, q_params: int, n_enc: int, n_dec: int) -> float:
+def step_flops(calls: list[tuple], q_tokens: list[int], bart_cfg, q_params: int, n_enc: int, n_dec: int,
+               n_cross_kv: int) -> float:
     """Training FLOPs (forward + backward = 3x forward) of the recorded steps: 2 per weight per
     token through the encoder, decoder and output layer, attention's QK and AV products, and the
-    question encoder; padding counts, as it is computed."""
+    question encoder; padding counts, as it is computed. `n_dec` is every decoder weight; of them,
+    the cross-attention's key and value projections (`n_cross_kv`) run over the encoder's `src`
+    tokens, not the `tgt` target tokens, as `scripts/bench_rag.py`'s `train_flops` counts them
+    (`cross_kv`); the rest of the decoder runs over the target.
+
+    >>> cfg = type("Cfg", (), {"d_model": 2, "encoder_layers": 1, "vocab_size": 3})
+    >>> step_flops([(1, 10, 1)], [0], cfg, 0, n_enc=0, n_dec=8, n_cross_kv=8) - step_flops([(1, 10, 1)], [0], cfg, 0, 0, 8, 0)
+    432.0
+    """
     d, layers, vocab = bart_cfg.d_model, bart_cfg.encoder_layers, bart_cfg.vocab_size
     total = 0.0
     for rows, src, tgt in calls:
-        fwd = 2 * n_enc * rows * src + 2 * (n_dec + vocab * d) * rows * tgt
+        fwd = 2 * n_enc * rows * src + 2 * (n_dec - n_cross_kv + vocab * d) * rows * tgt + 2 * n_cross_kv * rows * src
         fwd += layers * rows * (4 * src * src * d + 4 * tgt * tgt * d + 4 * tgt * src * d)
         total += 3 * fwd
     return total + 3 * 2 * q_params * sum(q_tokens)  # q_tokens: each step's B x question length
@@ -279,6 +295,13 @@ def weights(folder: Path, part: str) -> int:
             total += sum(math.prod(f.get_slice(name).get_shape()) for name in f.keys()
                          if part in name and not any(s in name for s in ("embed", "shared", "final_logits_bias", "lm_head")))
     return total
+
+
+def bart_weights(folder: Path) -> tuple[int, int, int]:
+    """(encoder, decoder, the decoder's cross-attention key and value projections) weights of the
+    BART generator saved in `folder`, as `step_flops` takes them (the third is part of the second)."""
+    cross_kv = weights(folder, "encoder_attn.k_proj.") + weights(folder, "encoder_attn.v_proj.")
+    return weights(folder, ".encoder."), weights(folder, ".decoder."), cross_kv
 
 
 def train_config(variant: str, steps: int, c: dict, p: dict, device: str, search: str = "auto") -> RagTrainConfig:
@@ -314,11 +337,10 @@ def train_pipeline(variant: str, steps: int, c: dict, p: dict, tmp: Path, device
     from transformers import AutoConfig
 
     bart_cfg = AutoConfig.from_pretrained(model_dir / "generator")
-    n_enc, n_dec, q_params = (weights(model_dir / "generator", ".encoder."), weights(model_dir / "generator", ".decoder."),
-                              weights(model_dir / "question_encoder", ""))
+    (n_enc, n_dec, n_cross_kv), q_params = bart_weights(model_dir / "generator"), weights(model_dir / "question_encoder", "")
     calls = counter.calls[warm:len(deltas)]
     q_tok = counter.q_tokens[warm:len(deltas)]
-    flops = step_flops(calls, q_tok, bart_cfg, q_params, n_enc, n_dec) / max(1, len(calls))
+    flops = step_flops(calls, q_tok, bart_cfg, q_params, n_enc, n_dec, n_cross_kv) / max(1, len(calls))
     rows, src, tgt = np.mean([c_[0] for c_ in calls]), np.mean([c_[1] for c_ in calls]), np.mean([c_[2] for c_ in calls])
     peak = torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else 0.0
     losses = [json.loads(line)["loss"] for line in (run / "log.jsonl").read_text().splitlines()]
@@ -334,7 +356,8 @@ def train_pipeline(variant: str, steps: int, c: dict, p: dict, tmp: Path, device
             "mean_step_s": mean_s, "questions_per_s": p["batch"] / step_s,
             "generator_tokens_per_s": rows * (src + tgt) / step_s, "context_len": src, "target_len": tgt,
             "flops_per_step": flops, "mfu_datasheet": flops / mean_s / H200_BF16_DENSE, "peak_gb": peak,
-            "params": {"bart_encoder": n_enc, "bart_decoder": n_dec, "question_encoder": q_params},
+            "params": {"bart_encoder": n_enc, "bart_decoder": n_dec, "bart_decoder_cross_kv": n_cross_kv,
+                       "question_encoder": q_params},
             "loss_first": losses[0], "loss_last": losses[-1]}
 
 
@@ -573,8 +596,9 @@ def same_weights_flops(c: dict, p: dict) -> float:
     from transformers import AutoConfig
 
     b, gen = p["batch"], Path(c["generator"])
-    n_enc, n_dec, q_params = weights(gen, ".encoder."), weights(gen, ".decoder."), weights(Path(c["dirs"]["question"]), "")
-    return step_flops([(b * K, p["context"], p["target"])], [b * 16], AutoConfig.from_pretrained(gen), q_params, n_enc, n_dec)
+    (n_enc, n_dec, n_cross_kv), q_params = bart_weights(gen), weights(Path(c["dirs"]["question"]), "")
+    return step_flops([(b * K, p["context"], p["target"])], [b * 16], AutoConfig.from_pretrained(gen), q_params, n_enc, n_dec,
+                      n_cross_kv)
 
 
 def mfu_steps(c: dict, p: dict, device: str, reps: int, rate: float | None, log, keep,
@@ -588,7 +612,8 @@ def mfu_steps(c: dict, p: dict, device: str, reps: int, rate: float | None, log,
     mask is reported as that row's error. "compiled:cudagraphs" compiles with mode="reduce-overhead":
     CUDA graphs replay the step's kernels without launching each from the host, which at this fixed
     shape is possible (the second session's eager step: 0.186 s at B=16, 0.240 s at B=32, so about
-    0.13 s a step that does not grow with the batch, against 49% MFU for the work that does).
+    0.13 s a step that does not grow with the batch, against 55% MFU for the work that does, counted
+    with the cross-attention's keys and values over the source: 49% before that count was corrected).
     "bf16weights[:BACKEND]" is the eager step with `hf_step`'s `bf16_weights`: no autocast casts.
     `keep(rows)` is called after every row, so that a call cut short keeps the rows it measured."""
     modes, rows = list(modes), []
@@ -664,15 +689,35 @@ def with_attention(step, backend: str):
     return held
 
 
+def free_memory(device: str) -> None:
+    """Drop what was freed from the allocator's cache, so that the next measurement starts from what is alive."""
+    gc.collect()
+    if device == "cuda":
+        torch.cuda.empty_cache()
+
+
 def same_weights(c: dict, p: dict, tmp: Path, device: str, reps: int, log) -> list[tuple]:
+    """Each variant's bf16 training step and fp32 beam search, transformers' and lewisrag's, on the same
+    weights. Each contender's step is built, timed and its peak memory read alone: its trained copy
+    (weights, gradients, AdamW's moments: 16 bytes a parameter, about 7.7 GB at bart-large plus the
+    question encoder) is freed before the other contender's is built, and both are freed before the
+    decoding is measured, so that no peak holds the other contender's state. (The first two H200
+    sessions read every peak with the other contender's trained copy alive, the
+    decoding peaks with both: docs/performance.md.) Both peaks still hold the two models' shared
+    weights, as the `mfu` rows hold lewisrag's."""
     batch, q_ids, docs = same_weights_batch(c, p, device)
     b = p["batch"]
     rows = []
     for variant in ("token", "sequence"):
         hf, ours = same_weights_pair(variant, c, device)
-        f_hf, f_ours = hf_step(hf, batch, q_ids, docs), hf_step(ours, batch, q_ids, docs)
-        rows.append(("same weights", f"bf16 train step RAG-{variant} (B={b}, K={K}, L={p['context']})", timed(f_hf, reps),
-                     timed(f_ours, reps), peak_gb(f_hf), peak_gb(f_ours), ""))
+        step_s, peak = {}, {}
+        for name, model in (("transformers", hf), ("lewisrag", ours)):
+            f = hf_step(model, batch, q_ids, docs)
+            step_s[name], peak[name] = timed(f, reps), peak_gb(f)
+            del f  # its trained copy, before the other contender's is built
+            free_memory(device)
+        rows.append(("same weights", f"bf16 train step RAG-{variant} (B={b}, K={K}, L={p['context']})", step_s["transformers"],
+                     step_s["lewisrag"], peak["transformers"], peak["lewisrag"], ""))
         hf.eval(), ours.eval()
         kw = dict(context_input_ids=batch[0], context_attention_mask=batch[1], doc_scores=batch[2], n_docs=K,
                   num_beams=BEAMS, max_length=p["target"])
@@ -686,8 +731,7 @@ def same_weights(c: dict, p: dict, tmp: Path, device: str, reps: int, log) -> li
                          "identical ids" if same else "IDS DIFFER"))
         log(f"same weights {variant}: done")
         del hf, ours
-        if device == "cuda":
-            torch.cuda.empty_cache()
+        free_memory(device)
     return rows
 
 
@@ -776,7 +820,8 @@ def main() -> None:
     ap.add_argument("--steps-sequence", type=int, help="RAG-Sequence training steps (default: the preset's)")
     ap.add_argument("--reps", type=int, default=6, help="timed repetitions of each same-weights measurement")
     ap.add_argument("--parts", default=",".join(PARTS),
-                    help=f"comma-separated, of {', '.join(PARTS)} (corpus runs when one of the others needs it)")
+                    help=f"comma-separated, of {', '.join(PARTS)} (corpus runs when one of the others needs it; "
+                         "answer brings train_token in)")
     ap.add_argument("--scale-passages", type=int, help="search_scale's vectors (default: the preset's; paper: 21,015,324)")
     ap.add_argument("--encode", type=int, help="distinct passages encoded (default: the preset's)")
     ap.add_argument("--mfu-modes", default="eager,compiled", help="mfu's modes: eager, compiled (compiling takes minutes), eager:BACKEND "
@@ -789,11 +834,11 @@ def main() -> None:
     if bad := unknown_mfu_mode(args.mfu_modes.split(",")):
         ap.error(f"--mfu-modes: unknown mode {bad!r} (eager, eager:flash|efficient|cudnn|math, compiled, compiled:cudagraphs, "
                  "bf16weights[:flash|efficient|cudnn|math])")
+    args.parts = parse_parts(args.parts, ap.error, lambda msg: print(msg, flush=True))
     if args.device == "cuda" and not torch.cuda.is_available():
-        print("no CUDA device: nothing to measure")
-        return
+        print("no CUDA device: nothing to measure (--preset check --device cpu runs the script on the CPU)", file=sys.stderr)
+        sys.exit(2)
     p = dict(PRESETS[args.preset])
-    args.parts = set(args.parts.split(","))
     for key in ("passages", "scale_passages", "encode", "steps_token", "steps_sequence"):
         if getattr(args, key) is not None:
             p[key] = getattr(args, key)
@@ -836,7 +881,10 @@ def main() -> None:
         if corpus is not None:
             token = part("train_token", lambda: train_pipeline("token", p["steps_token"], corpus, p, tmp, args.device, log,
                                                                keep=True))
-            part("answer", lambda: answer(Path(token["run"]), corpus, p, args.device, log))
+            if token is not None:
+                part("answer", lambda: answer(Path(token["run"]), corpus, p, args.device, log))
+            elif "answer" in args.parts and "train_token" not in results["skipped"]:
+                results["errors"]["answer"] = "not run: it answers with train_token's trained model, and train_token failed"
             part("same_weights", lambda: same_weights(corpus, p, tmp, args.device, args.reps, log))
             part("profile", lambda: profile_steps(corpus, p, tmp, args.device, log))
             part("compiled", lambda: compiled_step(corpus, p, args.device, args.reps, log))
@@ -853,6 +901,27 @@ def main() -> None:
     results["jax_imported"] = "jax" in sys.modules
     report(results, rate)
     save()
+    if results["errors"]:  # the JSON and the report above hold what did run; the exit says that something did not
+        sys.exit(1)
+
+
+def parse_parts(text: str, error, note) -> set[str]:
+    """`--parts` as a set: every name one of PARTS (else `error`, argparse's: exit 2), and `answer`
+    with `train_token`, whose trained model it answers with (added, and said through `note`).
+
+    >>> sorted(parse_parts("answer", print, print))
+    answer answers with train_token's trained model: train_token added to --parts
+    ['answer', 'train_token']
+    """
+    parts = {name.strip() for name in text.split(",") if name.strip()}
+    if not parts:
+        error("--parts: name at least one part")
+    if unknown := sorted(parts - set(PARTS)):
+        error(f"--parts: unknown {', '.join(map(repr, unknown))} (parts: {', '.join(PARTS)})")
+    if "answer" in parts and "train_token" not in parts:
+        note("answer answers with train_token's trained model: train_token added to --parts")
+        parts.add("train_token")
+    return parts
 
 
 def report(results: dict, rate: float | None) -> None:

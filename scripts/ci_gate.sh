@@ -7,16 +7,37 @@
 #   scripts/ci_gate.sh RUN_DIR [gate flags]         # gate an existing run, e.g. with --json
 #   scripts/ci_gate.sh --update-baseline RUN_DIR    # accept RUN_DIR as the new baseline (review, then commit)
 #
-# The baseline is tests/data/gate_baseline/ (results.json of `lewisrag eval bughunt`); its gate.toml,
-# when present, overrides the packaged thresholds. Exit codes are the gate's: 0 pass, 1 a check
-# failed, 2 bad input (missing run, judge changed, ...). GATE_BASELINE overrides the baseline
-# directory, LEWISRAG the command.
+# The baseline is tests/data/gate_baseline/ (results.json of `lewisrag eval bughunt`); --tiny's is
+# tests/data/gate_baseline_tiny/. A baseline's gate.toml, when present, overrides the packaged
+# thresholds. GATE_BASELINE overrides the baseline directory (--tiny's too: its gate.toml then comes
+# from that directory, when it has one), LEWISRAG the command.
+#
+# Exit codes: the gate's, 0 pass, 1 a check failed, 2 bad input (missing run, judge changed, ...);
+# and 3 for --bughunt and --tiny when the run to be gated failed (`eval bughunt` or `reproduce`
+# exited non-zero): no verdict. Their output goes to a log; on that failure its last 40 lines are
+# printed on stderr with the command's own exit code, and the log is kept (its path is printed).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 baseline="${GATE_BASELINE:-$root/tests/data/gate_baseline}"
 lewisrag="${LEWISRAG:-$root/.venv/bin/lewisrag}"
 config=()
 [[ -f "$baseline/gate.toml" ]] && config=(--config "$baseline/gate.toml")
+
+# run_logged LOG CMD...: CMD's output into LOG; when it fails, the tail of LOG on stderr, LOG kept
+# beside the temporary run (which the EXIT trap removes), and exit 3
+run_logged() {
+  local log="$1" rc=0
+  shift
+  "$@" > "$log" 2>&1 || rc=$?
+  if [[ $rc -ne 0 ]]; then
+    local kept
+    kept="$(mktemp "${TMPDIR:-/tmp}/ci_gate.XXXXXX.log")"
+    cp "$log" "$kept"
+    echo "error: $* exited $rc; the last 40 lines of its output (all of it: $kept):" >&2
+    tail -n 40 "$log" >&2
+    exit 3
+  fi
+}
 
 case "${1:-}" in
   --update-baseline)
@@ -39,17 +60,19 @@ case "${1:-}" in
   --bughunt)
     shift
     run="$(mktemp -d)"
-    trap 'rm -rf "$run"' EXIT
-    "$lewisrag" eval bughunt --out "$run" > /dev/null
+    trap 'rm -rf "$run" "$run.log"' EXIT
+    run_logged "$run.log" "$lewisrag" eval bughunt --out "$run"
     "$lewisrag" gate --baseline "$baseline" --candidate "$run" "${config[@]}" "$@"
     ;;
   --tiny)
     shift
+    tiny="${GATE_BASELINE:-$root/tests/data/gate_baseline_tiny}"
+    tiny_config=()
+    [[ -f "$tiny/gate.toml" ]] && tiny_config=(--config "$tiny/gate.toml")
     run="$(mktemp -d)"
     trap 'rm -rf "$run"' EXIT
-    "$lewisrag" reproduce --preset tiny --out "$run/run" > /dev/null 2>&1
-    "$lewisrag" gate --baseline "$root/tests/data/gate_baseline_tiny" --candidate "$run/run" \
-      --config "$root/tests/data/gate_baseline_tiny/gate.toml" "$@"
+    run_logged "$run/reproduce.log" "$lewisrag" reproduce --preset tiny --out "$run/run"
+    "$lewisrag" gate --baseline "$tiny" --candidate "$run/run" "${tiny_config[@]}" "$@"
     ;;
   "")
     echo "usage: scripts/ci_gate.sh --bughunt | --tiny | RUN_DIR [gate flags] | --update-baseline RUN_DIR" >&2

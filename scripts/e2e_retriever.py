@@ -11,8 +11,16 @@ and once end to end (`train_context_encoder`, the index re-encoded every `--rein
 index it searches (the frozen model: index A; the end-to-end one: the index its best/ carries):
 recall@1 and recall@5 of the gold passage and exact match of greedy answers. The weak DPR's own
 recall is the "before". Re-indexing's cost comes from the runs' logs (`reindex_s`), the training
-time from their wall clock. Prints one JSON object (with --json) or a table; writes DIR/summary.json.
-docs/recipe.md ("The end-to-end retriever") holds the numbers of one run.
+time from each arm's own record (DIR/ARM.train_s.json, written step by step while it trains, so a
+call that finds an arm trained already, or resumes one a killed call left, reports the time its
+training took, not the time this call spent). Prints one JSON object (with --json) or a table;
+writes DIR/summary.json. docs/recipe.md ("The end-to-end retriever") holds the numbers of one run.
+
+DIR keeps what a call built (the world, the weak DPR, index A, the generator, both arms), and a
+later call with the same settings reuses it (and resumes an arm a killed call left unfinished).
+The settings are recorded in DIR/e2e_config.json: a call with other settings (another --rag-steps,
+--lr, --seed, ...) or a DIR holding files but no such record is refused in one line (exit 2)
+instead of measuring the earlier call's models under the new settings' name; give it a new --out.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ from pathlib import Path
 
 import torch
 
-from lewisrag.data.io import read_json, write_json
+from lewisrag.data.io import InputError, read_json, write_json
 from lewisrag.data.records import read_passages, read_qa
 from lewisrag.data.world import build_world, write_world
 from lewisrag.experiments.presets import get_preset
@@ -63,10 +71,44 @@ def dpr_recall(dpr_dir: Path, index_dir: Path, test) -> dict:
     return {"recall_at_1": r["hit@1"], "recall_at_5": r["hit@5"], "n": r["n"]}  # DPR's top-k accuracy, as the recipe reports it
 
 
+CONFIG = "e2e_config.json"  # the settings DIR's files were built with
+
+
+def claim(out: Path, settings: dict) -> None:
+    """Record `settings` in `out` (new or empty), or check them against the record there: a
+    mismatch, or files with no record, is an InputError naming the first difference."""
+    record = out / CONFIG
+    if record.is_file():
+        before = read_json(record)
+        if before != settings:
+            key = next(k for k in (*settings, *before) if before.get(k) != settings.get(k))
+            raise InputError("--out", f"{out} holds a run with {key} {before.get(key)!r}, this call asks {settings.get(key)!r}: "
+                             "its models would be measured under this call's settings; give a new --out")
+        return
+    if out.is_dir() and any(out.iterdir()):
+        raise InputError("--out", f"{out} holds files but no {CONFIG} (an earlier script's run, or another folder): "
+                         "their settings cannot be checked; give a new --out")
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(record, settings)
+
+
+def train_record(out: Path, arm: str) -> Path:
+    """Where the seconds training `arm` took are kept: beside its run folder, which `train_rag` keeps to itself."""
+    return out / f"{arm}.train_s.json"
+
+
+def train_seconds(out: Path, arm: str) -> float | None:
+    """The seconds training `arm` took, from its own record (None for an arm trained before the record existed)."""
+    record = train_record(out, arm)
+    return read_json(record)["train_s"] if record.is_file() else None
+
+
 def run(out: Path, preset_name: str, dpr_steps: int, rag_steps: int, lr: float, reindex_every: int, seed: int,
         retriever_lr_scale: float = 1.0) -> dict:
     preset = get_preset(preset_name)
-    out.mkdir(parents=True, exist_ok=True)
+    settings = {"preset": preset_name, "dpr_steps": dpr_steps, "rag_steps": rag_steps, "lr": lr,
+                "retriever_lr_scale": retriever_lr_scale, "reindex_every": reindex_every, "seed": seed}
+    claim(out, settings)
     if not (out / "world" / "world.json").exists():
         write_world(build_world(seed=seed, entities=preset.entities), out / "world")
     passages = read_passages(out / "world" / "passages_a.jsonl")
@@ -87,20 +129,22 @@ def run(out: Path, preset_name: str, dpr_steps: int, rag_steps: int, lr: float, 
                    dev=str(out / "world" / "dev.jsonl"))
     arms = {"frozen_documents": base,
             "end_to_end": replace(base, train_context_encoder=True, reindex_every=reindex_every)}
-    results = {"config": {"preset": preset_name, "dpr_steps": dpr_steps, "rag_steps": rag_steps, "lr": lr,
-                          "retriever_lr_scale": retriever_lr_scale,
-                          "reindex_every": reindex_every, "seed": seed, "threads": torch.get_num_threads()},
-               "before": before}
+    results = {"config": {**settings, "threads": torch.get_num_threads()}, "before": before}
     for name, cfg in arms.items():
-        t = time.perf_counter()
         if not (out / name / "final").exists():
-            train_rag(cfg, out / name, resume=True)
-        seconds = time.perf_counter() - t
+            # the arm's training time, written at every step: a killed call's share stays counted when a
+            # later call resumes the arm
+            spent, t = train_seconds(out, name) or 0.0, time.perf_counter()
+            train_rag(cfg, out / name, resume=True,
+                      on_progress=lambda step, total, rec, name=name, spent=spent, t=t: write_json(
+                          train_record(out, name), {"train_s": round(spent + time.perf_counter() - t, 1), "step": step}))
+            write_json(train_record(out, name), {"train_s": round(spent + time.perf_counter() - t, 1), "step": cfg.steps})
+        seconds = train_seconds(out, name)
         log = [json.loads(line) for line in (out / name / "log.jsonl").read_text().splitlines()]
         reindex = [r["reindex_s"] for r in log if "reindex_s" in r]
         index_dir = out / name / "best" / "index" if cfg.train_context_encoder else out / "index_a"
         results[name] = {**measure(out / name / "best", index_dir, test, cfg.n_docs, cfg.max_target_length),
-                         "train_s": round(seconds, 1), "reindexes": len(reindex),
+                         "train_s": seconds, "reindexes": len(reindex),
                          "reindex_s_mean": round(sum(reindex) / len(reindex), 2) if reindex else None,
                          "best_step": read_json(out / name / "best" / "train_config.json")["step"]}
     write_json(out / "summary.json", results)
@@ -120,7 +164,11 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
-    r = run(a.out, a.preset, a.dpr_steps, a.rag_steps, a.lr, a.reindex_every, a.seed, a.retriever_lr_scale)
+    try:
+        r = run(a.out, a.preset, a.dpr_steps, a.rag_steps, a.lr, a.reindex_every, a.seed, a.retriever_lr_scale)
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if a.json:
         print(json.dumps(r))
         return 0
@@ -128,7 +176,8 @@ def main(argv=None) -> int:
     for name in ("frozen_documents", "end_to_end"):
         m = r[name]
         print(f"{name:17s} recall@1 {m['recall_at_1']:.3f}  recall@5 {m['recall_at_5']:.3f}  EM {m['exact_match']:.3f}  "
-              f"train {m['train_s']:.0f}s  re-index {m['reindexes']} x {m['reindex_s_mean']} s")
+              f"train {'?' if m['train_s'] is None else format(m['train_s'], '.0f')}s  "
+              f"re-index {m['reindexes']} x {m['reindex_s_mean']} s")
     return 0
 
 

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # hf_layouts
 # torch.compile (the `compiled` part) needs a C compiler; without one that part reports its one-line error
 COMPILED_ERRORS = {} if any(shutil.which(cc) for cc in ("cc", "gcc", "clang")) else {
     "compiled": "InputError: --compile: needs a C compiler on PATH (cc, gcc or clang): torch.compile builds its kernels with it"}
@@ -21,7 +22,7 @@ def test_bench_gpu_check_preset_runs_every_part(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_gpu.py"), "--preset", "check", "--device", "cpu",
                         "--reps", "1", "--json", str(out)], capture_output=True, text=True, env=env, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.returncode == (1 if COMPILED_ERRORS else 0), r.stderr[-3000:]  # 1: a part (here compiled) failed
     results = json.loads(out.read_text())
     assert results["errors"] == COMPILED_ERRORS and results["skipped"] == []
     parts = results["parts"]
@@ -57,7 +58,7 @@ def test_gpu_session_script_dry_run(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "OUT": str(tmp_path), "PYTHON": sys.executable,
            "BENCH_ARGS": "--preset check --device cpu --reps 1 --encode 512 --passages 3000 --steps-token 6 --budget 1e9", "SMOKE_ARGS": "--device cpu"}
     r = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_session.sh")], capture_output=True, text=True, env=env,
-                       timeout=600, cwd=ROOT)
+                       timeout=900, cwd=ROOT)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     assert "Model name" in (tmp_path / "machine.txt").read_text()
     smoke = json.loads((tmp_path / "smoke.json").read_text())  # every stage of base and tiny, on the device asked
@@ -83,6 +84,8 @@ def test_gpu_session_script_dry_run(tmp_path):
     assert all(r["batch"] == 16 and r["step_s"] > 0 and r["flops_per_step"] > 0 for r in timed_rows.values())
     prof = train["parts"]["profile"]  # on the CPU: host operators only, no device share
     assert prof["step_s"] > 0 and prof["device_busy_share"] is None and prof["top_host_ms_per_step"]
+    same = json.loads((tmp_path / "same_weights.json").read_text())  # last: the same-weights peaks, each contender alone
+    assert same["errors"] == {} and set(same["parts"]) == {"corpus", "same_weights"} and len(same["parts"]["same_weights"]) == 4
 
 
 def test_bench_cpu_linear_times_both_kinds_on_the_same_numbers():
@@ -96,8 +99,207 @@ def test_bench_cpu_linear_times_both_kinds_on_the_same_numbers():
     rows = [json.loads(line) for line in lines[1:]]
     assert [row["measure"].split(" ")[0] for row in rows] == ["GEMM"] * 4 + ["DPR", "BART", "BART", "BART"]
     assert all(row["blas_s"] > 0 and row["onednn_s"] > 0 and row["ratio"] > 0 for row in rows)
-    assert all(row["max_abs_diff_first_call"] < 1e-3 for row in rows[4:])
+    # compared after a first step's backward pass and optimizer step, and the training steps' gradients
+    assert all(row["max_abs_diff_after_step"] < 1e-3 for row in rows[4:])
+    assert [("max_rel_diff_grads" in row) for row in rows[4:]] == [True, True, False, False]
+    assert all(row["max_rel_diff_grads"] < 1e-3 for row in rows[4:6])
 
+
+def _script(name: str):
+    import importlib.util
+
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def _toy_training(torch):
+    """(make, step) of a two-layer training step whose products oneDNN takes (2^21 multiply-adds and more)."""
+
+    def make():
+        model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.Tanh(), torch.nn.Linear(256, 256))
+        return model, torch.optim.AdamW(model.parameters(), lr=1e-2), torch.randn(64, 256)
+
+    def step(state):
+        model, opt, x = state
+        loss = model(x).pow(2).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return make, step
+
+
+def test_bench_cpu_linear_catches_a_wrong_onednn_backward(monkeypatch):
+    """A oneDNN backward that zeroes the input gradient and scales the weight gradient by -1000 leaves
+    the first call's loss (computed before any backward) identical to BLAS's: the comparison is taken
+    after a step, and on the step's gradients, where it shows."""
+    import torch
+
+    from lewisrag.data import cpu_linear
+
+    bench = _script("bench_cpu_linear")
+    make, step = _toy_training(torch)
+    from lewisrag.data.threads import torch_threads
+
+    with torch_threads(1):
+        right = bench._compare("toy step", make, step, 1, grads=bench._grads)
+        assert right["max_abs_diff_after_step"] < 1e-5 and right["max_rel_diff_grads"] < 1e-5, right
+        backward = cpu_linear._OneDNNLinear.backward
+
+        def wrong(ctx, grad):
+            gx, gw, gb = backward(ctx, grad)
+            return None if gx is None else gx * 0, None if gw is None else -1000 * gw, gb
+
+        monkeypatch.setattr(cpu_linear._OneDNNLinear, "backward", staticmethod(wrong))
+        broken = bench._compare("toy step", make, step, 1, grads=bench._grads)
+    assert broken["max_abs_diff_after_step"] > 1e-2 and broken["max_rel_diff_grads"] > 1.0, broken
+
+
+def test_bench_cpu_linear_alternates_the_kinds_call_by_call():
+    """Each repetition times one call of each kind, each under its own kind, the order swapped every other one."""
+    from lewisrag.data.cpu_linear import current_kind
+
+    bench = _script("bench_cpu_linear")
+    calls = []
+    fns = {kind: (lambda kind=kind: calls.append((kind, current_kind()))) for kind in ("blas", "onednn")}
+    best = bench._timed_alternating(fns, repeats=3, warmup=1)
+    assert set(best) == {"blas", "onednn"} and all(v >= 0 for v in best.values())
+    assert all(kind == current for kind, current in calls)
+    assert [kind for kind, _ in calls] == ["blas", "onednn", "blas", "onednn", "onednn", "blas", "blas", "onednn"]
+
+
+def test_bench_gpu_flops_count_cross_attention_keys_and_values_over_the_source(tmp_path):
+    """bench_gpu's training FLOPs agree with bench_rag's count on bench_rag's config (the question
+    encoder left out: bench_rag gives it attention, bench_gpu its weights only), and the weights
+    counted from a saved BART put the cross-attention's key and value projections apart."""
+    import doctest
+    from types import SimpleNamespace
+
+    from hf_layouts import bart
+
+    gpu, rag = _script("bench_gpu"), _script("bench_rag")
+    d, ffn, layers = rag.D, rag.FFN, rag.LAYERS
+    n_enc = layers * (4 * d * d + 2 * d * ffn)  # bench_rag counts the products' weights, no biases
+    n_cross_kv = layers * 2 * d * d
+    n_dec = layers * (6 * d * d + 2 * d * ffn) + n_cross_kv
+    cfg = SimpleNamespace(d_model=d, encoder_layers=layers, vocab_size=rag.VOCAB)
+    for length, target in ((300, 24), (64, 8), (128, 128)):
+        ours = gpu.step_flops([(rag.B * rag.K, length, target)], [0], cfg, 0, n_enc, n_dec, n_cross_kv)
+        assert ours == rag.train_flops(length, target, 0), (length, target)
+    # the paper's shapes (bart-large, B=16, K=5, L=300, T=24): what counting them over the target left out
+    large = SimpleNamespace(d_model=1024, encoder_layers=12, vocab_size=50265)
+    xkv = 12 * 2 * (1024 * 1024 + 1024)
+    missed = gpu.step_flops([(80, 300, 24)], [0], large, 0, 0, xkv, xkv) - gpu.step_flops([(80, 300, 24)], [0], large, 0, 0, xkv, 0)
+    assert missed == 3 * 2 * xkv * 80 * (300 - 24) and round(missed / 1e12, 2) == 3.34
+    enc, dec, cross_kv = gpu.bart_weights(bart(tmp_path, ["a b c d e f"] * 4, d_model=16, layers=2))
+    assert cross_kv == 2 * 2 * (16 * 16 + 16) and 0 < cross_kv < dec and enc > 0  # 2 layers, k_proj and v_proj, biases
+    assert doctest.testmod(gpu).failed == 0
+
+
+def test_bench_gpu_same_weights_measures_each_contender_alone(monkeypatch):
+    """Every peak and timing of `same_weights` sees one trained copy at most: the other contender's
+    (weights, gradients, AdamW's moments) is freed first, and decoding runs with neither."""
+    import weakref
+
+    import torch
+
+    gpu = _script("bench_gpu")
+    alive = weakref.WeakSet()
+
+    class TrainedCopy:
+        pass
+
+    def fake_hf_step(model, *a, **kw):
+        copy = TrainedCopy()
+        alive.add(copy)
+
+        def step():
+            return copy
+
+        return step
+
+    class Model:
+        def eval(self):
+            return self
+
+        def generate(self, **kw):
+            return torch.tensor([[2, 5, 2]])
+
+    seen = []
+    monkeypatch.setattr(gpu, "hf_step", fake_hf_step)
+    monkeypatch.setattr(gpu, "peak_gb", lambda fn: (fn(), seen.append(len(alive)))[1] or 0.0)
+    monkeypatch.setattr(gpu, "same_weights_batch", lambda c, p, device: ([torch.zeros(1, 1)] * 4, None, None))
+    monkeypatch.setattr(gpu, "same_weights_pair", lambda variant, c, device: (Model(), Model()))
+    rows = gpu.same_weights({}, {"batch": 1, "context": 4, "target": 3}, Path("."), "cpu", 1, lambda msg: None)
+    assert len(rows) == 4 and all(row[-1] in ("", "identical ids") for row in rows)
+    # per variant: transformers' step, lewisrag's step, then both decodings
+    assert seen == [1, 1, 0, 0] * 2
+
+
+def test_bench_gpu_exits_1_when_a_part_fails_and_2_on_bad_parts(tmp_path):
+    """A failed part is reported and written, and the exit status says so; unknown --parts are refused."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    script = str(ROOT / "scripts" / "bench_gpu.py")
+    out = tmp_path / "bench.json"
+    r = subprocess.run([sys.executable, script, "--preset", "check", "--device", "cpu", "--parts", "search_scale",
+                        "--scale-passages", "-5", "--json", str(out)], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 1, (r.stdout + r.stderr)[-3000:]
+    results = json.loads(out.read_text())
+    assert set(results["errors"]) == {"search_scale"} and "ERROR in search_scale" in r.stdout
+    bad = subprocess.run([sys.executable, script, "--preset", "check", "--device", "cpu", "--parts", "train_token,bogus"],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert bad.returncode == 2 and "unknown 'bogus'" in bad.stderr, bad.stderr[-2000:]
+    gpu = _script("bench_gpu")
+    errors = []
+    assert gpu.parse_parts("answer", errors.append, errors.append) == {"answer", "train_token"}
+    assert errors == ["answer answers with train_token's trained model: train_token added to --parts"]
+
+
+def _fake_python(tmp_path: Path) -> Path:
+    """A $PYTHON for gpu_session.sh: gpu_smoke.py and bench_gpu.py exit with $SMOKE_RC and $BENCH_RC
+    after noting their call in $CALLS; the CUDA check answers $CUDA_RC (1: no device); the machine's
+    description is a line."""
+    fake = tmp_path / "python"
+    fake.write_text("""#!/usr/bin/env bash
+case "${1:-} ${2:-}" in
+  scripts/gpu_smoke.py*) echo "smoke $*" >> "$CALLS"; exit "${SMOKE_RC:-0}" ;;
+  scripts/bench_gpu.py*) echo "bench $*" >> "$CALLS"; exit "${BENCH_RC:-0}" ;;
+  *cuda.is_available*) exit "${CUDA_RC:-1}" ;;
+  *) echo "versions of a fake interpreter" ;;
+esac
+""")
+    fake.chmod(0o755)
+    return fake
+
+
+def test_gpu_session_fails_without_a_gpu_or_when_a_part_fails(tmp_path):
+    """No CUDA device and no CPU dry run asked for: exit 2 before anything runs (both scripts would
+    say so in a line and exit 0); a run whose bench or smoke fails: exit 1."""
+    calls = tmp_path / "calls.txt"
+    base = {**os.environ, "PYTHON": str(_fake_python(tmp_path)), "CALLS": str(calls)}
+    for key in ("BENCH_ARGS", "SMOKE_ARGS"):
+        base.pop(key, None)
+    script = ["bash", str(ROOT / "scripts" / "gpu_session.sh")]
+
+    def session(name, **extra):
+        return subprocess.run(script, capture_output=True, text=True, env={**base, "OUT": str(tmp_path / name), **extra},
+                              timeout=120, cwd=ROOT)
+
+    for name, extra in (("gpu", {}), ("bench on the cpu only", {"BENCH_ARGS": "--device cpu"})):
+        r = session(name, **extra)
+        assert r.returncode == 2 and "no CUDA device" in r.stderr, (name, r.stdout + r.stderr)
+        assert not calls.exists() and "fake interpreter" in (tmp_path / name / "machine.txt").read_text()
+    dry = {"BENCH_ARGS": "--preset check --device cpu", "SMOKE_ARGS": "--device=cpu"}
+    for rcs, want in (({"CUDA_RC": "0"}, 0), ({"BENCH_RC": "1", **dry}, 1), ({"SMOKE_RC": "1", **dry}, 1)):
+        r = session("run", **rcs)
+        assert r.returncode == want, (rcs, r.stdout + r.stderr)
+    assert calls.read_text().count("bench scripts/bench_gpu.py") == 6 and calls.read_text().count("smoke ") == 3
 
 
 def test_bench_gpu_bf16_weights_step_keeps_float32_masters():

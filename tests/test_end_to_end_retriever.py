@@ -265,3 +265,38 @@ def test_world_measurement_script_compares_both_arms(tmp_path):
     assert r["frozen_documents"]["reindexes"] == 0 and r["end_to_end"]["reindexes"] == 2
     assert (tmp_path / "e2e" / "end_to_end" / "best" / "index").is_dir()
     assert json.loads((tmp_path / "e2e" / "summary.json").read_text()) == r
+
+
+def test_world_measurement_script_reruns_only_with_the_same_settings(tmp_path, capsys):
+    """A second call into the same --out reuses the trained arms only under the settings they were
+    trained with (and reports their own training time, not 0); other settings, or a folder of files
+    with no record of its settings, are refused in one line (exit 2) with summary.json untouched."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("e2e_retriever", Path(__file__).parents[1] / "scripts" / "e2e_retriever.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    out = tmp_path / "e2e"
+    flags = ["--out", str(out), "--preset", "tiny", "--dpr-steps", "5", "--rag-steps", "4", "--lr", "1e-3",
+             "--reindex-every", "2", "--json"]
+    assert script.main(flags) == 0
+    first = json.loads(capsys.readouterr().out)
+    arms = ("frozen_documents", "end_to_end")
+    assert all(first[arm]["train_s"] > 0 for arm in arms)
+    logs = {arm: (out / arm / "log.jsonl").read_text() for arm in arms}
+    assert script.main(flags) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert all(again[arm]["train_s"] == first[arm]["train_s"] for arm in arms)  # the arms' own record, not retrained
+    assert {arm: (out / arm / "log.jsonl").read_text() for arm in arms} == logs
+    summary = (out / "summary.json").read_text()
+    other = flags[:7] + ["8"] + flags[8:]
+    assert other[6:8] == ["--rag-steps", "8"]
+    assert script.main(other) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --out: ") and "rag_steps 4" in err and len(err.strip().splitlines()) == 1, err
+    assert (out / "summary.json").read_text() == summary
+    stray = tmp_path / "stray"
+    stray.mkdir()
+    (stray / "notes.txt").write_text("mine")
+    assert script.main(["--out", str(stray)] + flags[2:]) == 2
+    assert "e2e_config.json" in capsys.readouterr().err and sorted(p.name for p in stray.iterdir()) == ["notes.txt"]

@@ -1,0 +1,68 @@
+"""scripts/ci_gate.sh's own logic, with a stand-in for the lewisrag command ($LEWISRAG): a run that
+fails before the gate says why (the tail of its log, the log kept) and exits 3; --tiny honours
+GATE_BASELINE."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "ci_gate.sh"
+
+FAKE = """#!/usr/bin/env bash
+echo "$*" >> "$CALLS"
+case "$1" in
+  reproduce|eval)
+    for i in $(seq 1 100); do echo "progress line $i"; done
+    echo "the reason it stopped" >&2
+    exit "${RUN_RC:-0}" ;;
+  gate) echo "gate called"; exit "${GATE_RC:-0}" ;;
+esac
+"""
+
+
+def _env(tmp_path: Path, **extra) -> dict:
+    fake = tmp_path / "lewisrag"
+    fake.write_text(FAKE)
+    fake.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "GATE_BASELINE"}
+    return {**env, "LEWISRAG": str(fake), "CALLS": str(tmp_path / "calls.txt"), "TMPDIR": str(tmp_path), **extra}
+
+
+def _gate_call(tmp_path: Path) -> list[str]:
+    return next(line for line in (tmp_path / "calls.txt").read_text().splitlines() if line.startswith("gate ")).split()
+
+
+def test_a_failed_run_exits_3_with_the_tail_of_its_log(tmp_path):
+    for mode, command in (("--tiny", "reproduce"), ("--bughunt", "eval")):
+        r = subprocess.run(["bash", str(SCRIPT), mode], capture_output=True, text=True, env=_env(tmp_path, RUN_RC="2"))
+        assert r.returncode == 3, (mode, r.stdout + r.stderr)
+        assert f"{command}" in r.stderr and "exited 2" in r.stderr and "the reason it stopped" in r.stderr
+        assert "progress line 100" in r.stderr and "progress line 1\n" not in r.stderr  # the tail, not all of it
+        kept = Path(r.stderr.split("(all of it: ", 1)[1].split(")", 1)[0])
+        assert kept.is_file() and "progress line 1\n" in kept.read_text()
+        assert "gate called" not in r.stdout  # no verdict on a run that did not finish
+        kept.unlink()
+
+
+def test_tiny_gates_against_its_baseline_or_gate_baseline(tmp_path):
+    r = subprocess.run(["bash", str(SCRIPT), "--tiny", "--json"], capture_output=True, text=True, env=_env(tmp_path))
+    assert r.returncode == 0 and "gate called" in r.stdout and "progress line" not in r.stdout + r.stderr, r.stderr
+    tiny = ROOT / "tests" / "data" / "gate_baseline_tiny"
+    call = _gate_call(tmp_path)
+    assert call[call.index("--baseline") + 1] == str(tiny) and call[call.index("--config") + 1] == str(tiny / "gate.toml")
+    assert call[-1] == "--json"
+    for with_config in (False, True):
+        (tmp_path / "calls.txt").unlink()
+        mine = tmp_path / f"baseline-{with_config}"
+        mine.mkdir()
+        if with_config:
+            (mine / "gate.toml").write_text("[tier1]\n")
+        r = subprocess.run(["bash", str(SCRIPT), "--tiny"], capture_output=True, text=True,
+                           env=_env(tmp_path, GATE_BASELINE=str(mine), GATE_RC="1"))
+        assert r.returncode == 1, r.stderr  # the gate's verdict passes through
+        call = _gate_call(tmp_path)
+        assert call[call.index("--baseline") + 1] == str(mine)
+        assert ("--config" in call) == with_config and (not with_config or call[call.index("--config") + 1] == str(mine / "gate.toml"))
