@@ -148,26 +148,64 @@ def _check_arguments_encode(args: list[str]) -> None:
 
 
 def _check_single_flags(args: list[str]) -> None:
-    """Refuse a flag that takes one value given twice (`ask --index A --index B`): click keeps the
-    last in silence, so the run used an input the user may not have meant. Flags that take several
-    (`--questions`, `--recall-at`), and switches (`--json`), may repeat."""
+    """Refuse a flag that takes one value given twice (`ask --index A --index B`, `-q A -qB`): click
+    keeps the last in silence, so the run used an input the user may not have meant; and a switch given
+    in both its spellings (`--claims --no-claims`), of which click keeps the last as silently. Flags that
+    take several (`--questions`, `--recall-at`), and a switch in one spelling (`--json --json`), may repeat.
+
+    The arguments are read as click reads them: a flag that takes a value takes the next argument
+    whatever it looks like (`-k -3`, `--query --index`), or the rest of its own (`--n-docs=3`, `-k3`)."""
     command, i = typer.main.get_command(app), 0  # typer's own click: its classes, read by their attributes
     while hasattr(command, "commands") and i < len(args) and args[i] in command.commands:
         command, i = command.commands[args[i]], i + 1
-    single = {name: p for p in command.params if p.param_type_name == "option" and not (p.multiple or p.is_flag or p.count)
-              for name in p.opts + p.secondary_opts}
-    seen: dict = {}
-    for arg in args[i:]:
+    options = {name: p for p in command.params if p.param_type_name == "option" for name in p.opts + p.secondary_opts}
+    seen: dict = {}  # a single-value option -> its spelling first given
+    switched: dict = {}  # a switch with an off spelling (--claims/--no-claims) -> its spelling first given
+    rest = iter(args[i:])
+    for arg in rest:
         if arg == "--":
             break
-        name = arg.split("=", 1)[0] if arg.startswith("--") else arg
-        option = single.get(name)
+        for name, attached in _option_names(arg, options):
+            option = options[name]
+            takes_value = not (option.is_flag or option.count)
+            if takes_value:
+                for _ in range(option.nargs - attached):  # its value(s), whatever they look like
+                    next(rest, None)
+            if option.is_flag and option.secondary_opts:
+                first = switched.setdefault(option, name)
+                if (first in option.secondary_opts) != (name in option.secondary_opts):
+                    raise InputError(name, f"given with {first}: one turns off what the other turns on, and only the "
+                                           "last would count; give one")
+            if not takes_value or option.multiple:
+                continue
+            if option in seen:
+                spelled = f" (as {seen[option]} and {name})" if seen[option] != name else ""
+                raise InputError(name, f"given twice{spelled}: it takes one value, and only the last would count")
+            seen[option] = name
+
+
+def _option_names(arg: str, options: dict) -> list[tuple[str, bool]]:
+    """The options that the argument `arg` gives, as click's parser reads it, each with whether its
+    value is attached to it: `--n-docs=3` and `-k3` (a short option followed by its value, a negative
+    number too: `-k-3`) are one option with its value; `-ab` would be two short switches. Nothing for an
+    argument that is no option of the command (a value, a positional argument, or one click refuses)."""
+    if arg.startswith("--"):
+        name, sep, _ = arg.partition("=")
+        return [(name, bool(sep))] if name in options else []
+    if not arg.startswith("-") or len(arg) < 2:
+        return []
+    if arg in options:
+        return [(arg, False)]
+    found = []
+    for j in range(1, len(arg)):  # click's short options: each letter a switch until one that takes a value
+        name = "-" + arg[j]
+        option = options.get(name)
         if option is None:
-            continue
-        if option in seen:
-            spelled = f" (as {seen[option]} and {name})" if seen[option] != name else ""
-            raise InputError(name, f"given twice{spelled}: it takes one value, and only the last would count")
-        seen[option] = name
+            return []  # not an option click knows: it refuses it itself
+        found.append((name, j + 1 < len(arg)))
+        if not (option.is_flag or option.count):
+            break  # the rest of the argument is its value
+    return found
 
 
 def main() -> None:

@@ -323,16 +323,14 @@ def test_reproduce_json(tmp_path, monkeypatch, capsys):
 
 
 def test_reproduce_base_preset_json(tmp_path, monkeypatch, capsys):
-    """The base preset only checks its assets: with every one on this machine, --json names where."""
+    """The base preset only checks its assets: with every one on this machine, --json names where (an
+    empty weights file or a `{}` config.json is not one: tests/test_reproduce_hub_check_only.py)."""
     from lewisrag.experiments.presets import get_preset
+    from test_reproduce_hub_check_only import make_hub
 
     monkeypatch.delenv("LEWISRAG_HUB_DIR", raising=False)
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
-    for asset in get_preset("base").hub:
-        d = tmp_path / "hub" / asset.partition(":")[2]
-        d.mkdir(parents=True)
-        (d / "config.json").write_text("{}")
-        (d / ("model.safetensors" if asset.startswith("model:") else "train-00000-of-00001.parquet")).write_bytes(b"")
+    make_hub(tmp_path / "hub")
     s = _json_run(monkeypatch, capsys, "reproduce", "--preset", "base", "--out", tmp_path / "x", "--hub-dir", tmp_path / "hub")
     assert s["preset"] == "base" and s["written"] is False and set(s["validated"]) == set(get_preset("base").hub)
     assert not (tmp_path / "x").exists()

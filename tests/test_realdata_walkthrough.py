@@ -94,7 +94,8 @@ def test_a_sequence_export_from_bart_large_settings_names_only_decoding_settings
     assert meta["generate_kwargs"] == expected and meta["beam_kwargs"] == {"early_stopping": True}
     code, stdout, err = run_main(monkeypatch, capsys, "export", "--model", run, "--index", idx, "--out", out)
     assert code == 0, err
-    note = " ".join(stdout.split())
+    (note,) = [line for line in err.splitlines() if line.startswith("note:")]  # on stderr, one line; stdout: the result
+    assert "note:" not in stdout
     assert "generate(num_beams=1, max_length=32, no_repeat_ngram_size=3, forced_bos_token_id=0)" in note, note
     assert "output_" not in note, note
     with one_thread():  # the documented call runs on the reloaded folder

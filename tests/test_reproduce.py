@@ -612,7 +612,7 @@ def test_a_plain_rerun_into_a_run_folder_says_it_recomputes(tmp_path, monkeypatc
 def test_the_summary_leaves_out_a_knowledge_update_that_did_not_run(tiny_run, capsys):
     """`reproduce --preset base` without --passages-b printed the swap table with no rows under the
     line saying it did not run."""
-    from lewisrag.commands.experiments import _render
+    from lewisrag.commands.experiments import _print_notes, _render
 
     out, _ = tiny_run
     results = json.loads((out / "results.json").read_text())
@@ -628,7 +628,7 @@ def test_the_swaps_notes_reach_results_the_summary_and_the_report(tiny_run, caps
     """What the swap noticed about its inputs (two indexes holding the same passages, questions it left
     out) was kept in knowledge_update.json alone: results.json, the printed summary and report.md said
     nothing of it."""
-    from lewisrag.commands.experiments import _render
+    from lewisrag.commands.experiments import _print_notes, _render
     from lewisrag.experiments.report import render_report
 
     out, _ = tiny_run
@@ -640,8 +640,10 @@ def test_the_swaps_notes_reach_results_the_summary_and_the_report(tiny_run, caps
     note = "indexes index_a and index_b hold the same 60 passages (by id and text): the swap cannot show knowledge updating"
     results["stages"]["knowledge_update"]["notes"] = [note]
     assert f"- {note}" in render_report(results).splitlines()
+    _print_notes(results)
     _render(results, out)
-    assert f"note: {note}" in " ".join(capsys.readouterr().out.split())  # rich wraps long lines
+    printed = capsys.readouterr()  # a note on stderr, one unwrapped line; the tables on stdout
+    assert f"note: {note}" in printed.err.splitlines() and "note:" not in printed.out  # tests/test_notes_on_stderr.py
 
 
 def test_damaged_logs_and_evidence_are_one_line_when_the_report_redraws_them(tmp_path):

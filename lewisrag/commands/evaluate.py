@@ -113,7 +113,13 @@ def answers(
         results = evaluate_answers(records, the_judge, cfg, embed=embed, embedder=embedder_id, config=config,
                                    progress=lambda n: p.advance(task, n))
         _check_endpoint(the_judge)  # inside: the bar goes with the error
-    data = results.to_json()
+        data = results.to_json()
+        undecided, judged = _check_decided(data, judge, f"the answers of {file}")  # before anything is written
+    if undecided:  # never left out in silence: the scores are over the decided ones
+        first = next(s for s in _judged_statements(data) if s["supported"] is None)
+        typer.echo(f"note: --judge {judge} decided {judged - undecided} of the {judged} statements of the answers; "
+                   f"the {undecided} undecided are left out of faithfulness (the first: {first['reason']}; each with its "
+                   "reason in results.json)", err=True)
     report, page = render_results(data, lang), render_report_html(page_data_from_results(data, lang=lang))
     exported = {EXPORTS[export]: list(ragas_rows(records, data["records"]))} if export else {}
     extra = _write_run(out, overwrite, config, results, report, page, exported, lang)
@@ -184,16 +190,25 @@ def _show_answers(results: dict, judge, as_json: bool, lang: str = "en") -> None
                       f"failures {usage['failures']}, tokens {usage['prompt_tokens']}+{usage['completion_tokens']}, cost {judge.cost:.4f}")
 
 
-def _check_decided(result: dict, spec: str) -> None:
-    """A judge that decided none of BugHunt's answer statements (labels:FILE of other pairs) leaves the
-    layers it measures n/a, so the hallucinated and misplaced answers would read as having no failing
-    layer: refused, as `calibrate` refuses a judge that decided none of its labels."""
+def _judged_statements(result: dict) -> list[dict]:
+    """The answers' statements the judge was asked about (a not_in_kb question's are not judged)."""
+    return [s for rec in result["records"] if rec.get("category") != "not_in_kb" for s in rec["statements"]]
+
+
+def _check_decided(result: dict, spec: str, answers: str = "the BugHunt answers") -> tuple[int, int]:
+    """A judge that decided none of the answers' statements (labels:FILE of other pairs) leaves the
+    layers it measures n/a, so a hallucinated or misplaced answer would read as having no failing
+    layer: refused, as `calibrate` refuses a judge that decided none of its labels. Returns how many
+    of the judged statements are undecided, and how many were judged."""
     from lewisrag.data.io import InputError
 
-    statements = [s for rec in result["records"] for s in rec["statements"]]
-    if statements and all(s["supported"] is None for s in statements):
-        raise InputError("--judge", f"{spec} decided none of the {len(statements)} statements of the BugHunt answers "
-                         f"(the first: {statements[0]['reason']}); nothing was measured")
+    statements = _judged_statements(result)
+    undecided = sum(s["supported"] is None for s in statements)
+    if statements and undecided == len(statements):
+        raise InputError("--judge", f"{spec} decided none of the {len(statements)} statements of {answers} "
+                         f"(the first: {statements[0]['reason']}): their support was not measured, and each layer "
+                         "judged from it would read n/a")
+    return undecided, len(statements)
 
 
 def _layer(layer: str, t) -> str:

@@ -9,6 +9,7 @@ import typer
 from rich.text import Text
 
 from lewisrag.commands import _ui
+from lewisrag.data.io import InputError
 from lewisrag.eval.reports.i18n import LANG_HELP
 
 
@@ -71,7 +72,6 @@ def reproduce(
     RAG-Sequence, closed-book BART -> test QA -> ablations (frozen retriever, BM25, K) -> index hot swap ->
     prompt-stitching comparison -> report. --preset base runs on your local DPR pair, BART, QA files and passages
     (index, RAG-Token, RAG-Sequence, closed-book, test QA, swap matrix with --passages-b), skipping the world's stages."""
-    from lewisrag.data.io import InputError
     from lewisrag.experiments.presets import get_preset
     from lewisrag.experiments.reproduce import reproduce as run
     from lewisrag.experiments.tasks import parse_tasks
@@ -84,6 +84,17 @@ def reproduce(
     asked = parse_tasks(tasks)
     if asked != ("qa",) and chosen.hub:
         raise InputError("--tasks", "jeopardy and fever run on the built-in world; --preset base reproduces QA only")
+    asset_values = (question_encoder, context_encoder, generator, train, dev, test, passages, passages_b, questions_a,
+                    questions_b, steps, max_passages, max_train)
+    check_only = bool(chosen.hub) and bool(hub_dir) and all(v is None for v in asset_values)
+    if check_only:  # nothing runs: a flag that sets how it would run is never ignored in silence
+        source = ctx.get_parameter_source("hub_dir")
+        named = "--hub-dir" if source is not None and source.name == "COMMANDLINE" else "$LEWISRAG_HUB_DIR"
+        why = f"does not apply: --preset base with {named} alone only checks the assets (nothing runs, nothing is written)"
+        _ui.refuse_given(ctx, ("resume", "overwrite", "seed", "threads", "device", "report_lang"), why)
+        source = ctx.get_parameter_source("cpu_linear")  # the flag only: $LEWISRAG_CPU_LINEAR may stay set for other runs
+        if source is not None and source.name == "COMMANDLINE" and cpu_linear != "auto":
+            raise InputError("--cpu-linear", why)
     from dataclasses import replace
 
     from lewisrag.training.rag import check_device
@@ -114,8 +125,13 @@ def reproduce(
         if assets.given() and hub_flag:
             raise InputError("--hub-dir", "checks where --preset base's hub assets are when no asset flag is given; "
                              "with --train, --passages and the others every asset comes from those flags")
-        if not assets.given() and hub_dir:  # checked before any progress display opens: a missing asset is one line
-            _validated(preset, run(chosen, out, hub_dir=hub_dir)["validated"], as_json)
+        if check_only:  # checked before any progress display opens: a missing asset is one line
+            from lewisrag.experiments.reproduce import check_asset_files
+
+            found = run(chosen, out, hub_dir=hub_dir)["validated"]
+            for asset, where in found.items():
+                check_asset_files(asset, Path(where))
+            _validated(preset, found, as_json)
             return
         from lewisrag.experiments.base import prepare
 
@@ -151,10 +167,18 @@ def reproduce(
     with _ui.progress() as p:
         results = run(chosen, out, seed=seed, resume=resume, on_stage=on_stage, on_progress=_ui.Bars(p), hub_dir=hub_dir,
                       overwrite=overwrite, assets=assets, tasks=asked, lang=report_lang, cpu_linear=linear)
+    _print_notes(results)
     if as_json:
         _ui.print_json(summary(results, out))
         return
     _render(results, out, report_lang)
+
+
+def _print_notes(results: dict) -> None:
+    """What the swap noticed about its inputs (two indexes holding the same passages, questions it left
+    out): notes on stderr, one unwrapped line each, with --json too, as ask's and swap's; stdout keeps the results."""
+    for line in ((results.get("stages") or {}).get("knowledge_update") or {}).get("notes") or []:
+        typer.echo(f"note: {line}", err=True)
 
 
 def summary(results: dict, out: Path) -> dict:
@@ -200,6 +224,4 @@ def _render(results: dict, out: Path, lang: str = "en") -> None:
                                                     t("plot.questions_b")],
                                 [[system(m), t.word("index", i), c["questions_a"], c["questions_b"]]
                                  for m, by in ku.items() for i, c in by.items()]))
-        for note in ((results.get("stages") or {}).get("knowledge_update") or {}).get("notes") or []:
-            _ui.out.print(f"note: {note}")
     _ui.out.print(f"results: {Path(out) / 'results.json'}   report: {Path(out) / 'report.md'}")

@@ -25,10 +25,11 @@ def export(
     summary = export_rag(model, index, out, swap=swap, overwrite=overwrite)
     if as_json:
         _ui.print_json(summary.to_dict())
-        return
-    _ui.out.print(f"exported RAG-{summary.variant} (K={summary.n_docs}) with {summary.n_passages} passages "
-                  f"({summary.dim}-d) to {summary.out}")
-    _ui.out.print(decoding_note(summary.variant, summary.generate_kwargs, summary.beam_kwargs))
+    else:
+        _ui.out.print(f"exported RAG-{summary.variant} (K={summary.n_docs}) with {summary.n_passages} passages "
+                      f"({summary.dim}-d) to {summary.out}")
+    # a note, as ask's and swap's are: on stderr, one unwrapped line, with --json too (stdout keeps the results)
+    typer.echo(decoding_note(summary.variant, summary.generate_kwargs, summary.beam_kwargs), err=True)
 
 
 def decoding_note(variant: str, generate_kwargs: dict, beam_kwargs: dict) -> str:

@@ -183,9 +183,14 @@ def tune(
         typer.echo(f"note: {index} searches exactly (no nprobe or efSearch to tune): its recall and speed are recorded "
                    "as measured", err=True)
     if not record["reached"]:
-        typer.echo(f"warning: recall@{n_docs} {record['recall_at_k']} at the largest setting tried, below the target "
-                   f"{target_recall}: the index's codes, not its search, limit it (use finer codes, --rerank-depth or Flat)",
-                   err=True)
+        knob = record["knob"]
+        if knob is None:
+            where = "as it searches (no nprobe or efSearch to tune)"
+        else:  # the best of the settings tried, which need not be the largest (`tuning.best_tried`)
+            where = (f"at {knob} {record['search_params'][knob]}, recorded as the setting tried with the best recall "
+                     f"(ties: the smallest) of the {len(record['trials'])} in the record's trials")
+        typer.echo(f"warning: recall@{n_docs} {record['recall_at_k']} {where}, below the target {target_recall}: the "
+                   "index's codes, not its search, limit it (use finer codes, --rerank-depth or Flat)", err=True)
     if as_json:
         _ui.print_json(record)
         return
@@ -342,7 +347,7 @@ def targets(
                                 "trained RAG model (RUN/best) for the questions (default: the index's)."),
     context_encoder: str = typer.Option(None, "--context-encoder", help="With a DPRQuestionEncoder folder: its DPRContextEncoder pair."),
     swap: bool = typer.Option(False, "--swap", help="Allow a question encoder trained against another context encoder."),
-    out: Path = typer.Option(..., "--out", help="QA file to write (JSONL, lewisrag's format; written beside, then renamed): "
+    out: Path = typer.Option(..., "--out", help="QA file to write (.jsonl, lewisrag's format; written beside, then renamed): "
                              "each question with its target as its one answer and its target_source."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out if it exists."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object instead of a table."),
@@ -363,6 +368,8 @@ def targets(
     from lewisrag.index.targets import make_targets
     from lewisrag.scoring.qa import is_regex_answered
 
+    if out.suffix.lower() != ".jsonl":  # the file is JSON Lines whatever its name says: .json or .parquet read back as neither
+        raise InputError(out, "the output must be a .jsonl file", field="--out")
     if n_docs < 1:
         raise InputError("--n-docs", f"must be at least 1, got {n_docs}")
     bm25 = read_manifest(index)["kind"] == "bm25"

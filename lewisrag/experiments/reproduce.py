@@ -327,6 +327,56 @@ def _holds(kind: str, folder: Path) -> bool:
     return any(f.suffix in (".parquet", ".arrow") for f in folder.rglob("*"))
 
 
+def check_asset_files(asset: str, where: Path) -> None:
+    """What loading reads first from a hub asset `check_hub_assets` found at `where` (DIR/<repo>, or
+    the cache's snapshots folder: one snapshot must pass), checked without loading it: a model's
+    config.json names its model_type and its safetensors headers parse, covering every tensor they
+    list (`data.pretrained.check_weights`); a data set's files are not empty, its Parquet files
+    framed by their magic bytes. `check_hub_assets` finds an asset by its files' names alone, so a
+    0-byte model.safetensors or a `{}` config.json reads as found there; `reproduce --preset base
+    --hub-dir DIR` (the check alone) runs this on each asset it found."""
+    folders = sorted(d for d in where.iterdir() if d.is_dir()) if where.name == "snapshots" else [where]
+    first = None
+    for folder in folders:
+        try:
+            (_check_model if asset.startswith("model:") else _check_dataset)(asset, folder)
+            return
+        except InputError as e:
+            first = first or e
+    if first is None:
+        raise InputError(where, f"{asset}: no snapshot folder in the Hugging Face cache")
+    raise first
+
+
+def _check_model(asset: str, folder: Path) -> None:
+    from lewisrag.data.pretrained import check_weights
+
+    what = asset.replace(":", " ", 1)
+    check_weights(folder, what)  # config.json a JSON object, every safetensors header read; no tensor loaded
+    model_type = read_json(folder / "config.json").get("model_type")
+    if not isinstance(model_type, str) or not model_type.strip():
+        raise InputError(folder / "config.json", f"{what}: no model_type, which loading reads first: not a transformers "
+                         "model's config.json (a download cut short?)", field="model_type")
+
+
+def _check_dataset(asset: str, folder: Path) -> None:
+    what = asset.replace(":", " ", 1)
+    files = sorted(f for f in folder.rglob("*") if f.suffix in (".parquet", ".arrow") and f.is_file())
+    if not files:
+        raise InputError(folder, f"{what}: holds no .parquet or .arrow data files")
+    for f in files:
+        size = f.stat().st_size
+        if size == 0:
+            raise InputError(f, f"{what}: empty file (a download cut short?)")
+        if f.suffix == ".parquet":
+            with open(f, "rb") as fh:
+                head = fh.read(4)
+                fh.seek(max(size - 4, 0))
+                tail = fh.read(4)
+            if size < 12 or head != b"PAR1" or tail != b"PAR1":
+                raise InputError(f, f"{what}: not a Parquet file (no PAR1 magic bytes at both ends): truncated or damaged")
+
+
 def _world(run: Path, preset: Preset, seed: int) -> dict:
     world = build_world(seed=seed, entities=preset.entities, lang=preset.lang)
     write_world(world, run / "world")

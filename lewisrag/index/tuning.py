@@ -5,7 +5,8 @@ parameter: `nprobe` (inverted lists visited) or `efSearch` (HNSW's candidate lis
 finds the smallest value whose recall@k on held-out queries reaches a target, where recall@k is
 what FAISS's papers report as "recall@k vs exact": the share of the exact top-k that the index
 returns in its own top-k (`recall_at_k`), with `exact_top_k` as the ground truth. An index whose
-codes are too coarse to reach the target at any setting is reported as such (`Tuning.reached`).
+codes are too coarse to reach the target at any setting is reported as such (`Tuning.reached`),
+set to the setting tried whose recall was the best.
 
 `rerank` scores a compressed index's candidates exactly against the stored passage vectors (the
 float16 or float32 `embeddings.npy` a dense index keeps memory-mapped), so that a few dozen bytes of
@@ -191,8 +192,10 @@ def throughput(index, queries: np.ndarray, k: int, batch_size: int, rerank_vecto
 @dataclass(frozen=True)
 class Tuning:
     """What `tune_search` chose. `params` go to `faiss.ParameterSpace().set_index_parameter` (or a
-    dense index's `set_search_params`); `reached` False means even `params`, the largest setting
-    tried, left recall below `target`: the index's codes, not its search, limit it."""
+    dense index's `set_search_params`); `reached` False means no setting tried, up to the largest,
+    reached `target`: the index's codes, not its search, limit it, and `params` is then the setting
+    whose measured recall was the best (ties: the smallest, the cheapest), not the largest tried,
+    whose recall may be lower (an IVF-PQ index measured 0.6 at nprobe 1 and 0.4 at nprobe 4)."""
 
     params: dict[str, int]
     recall: float
@@ -259,6 +262,10 @@ def tune_search(index, queries: np.ndarray, exact_rows: np.ndarray, k: int, targ
     recall: training and answering refuse such a search (`rag_model.model.check_found`), so a low
     target met with padded rows would record a setting nothing can use.
 
+    When no value reaches the target, the value with the best measured recall is chosen (ties: the
+    smallest; of the values at which every query finds k passages, when there are any), and
+    `reached` is False: with compressed codes a larger value can measure a lower recall.
+
     The index is left set to the chosen parameters; `qps` is measured with them in batches of
     `batch_size`. Flat (and any index without a search parameter) is measured as it is. Every
     search's rows go through `check_rows` (`search`).
@@ -292,10 +299,25 @@ def tune_search(index, queries: np.ndarray, exact_rows: np.ndarray, k: int, targ
     else:
         name, low, high = knob
         chosen, reached = _smallest_reaching(reaches, low, high)
+        if not reached:
+            chosen = best_tried(trials, short)
         best, params = trials[chosen], knob_params(index, name, chosen)
         apply_params(index, params)
     qps = throughput(index, queries, k, batch_size, rerank_vectors, rerank_depth, check_rows)
     return Tuning(params, best, qps, reached, target_recall, name, dict(sorted(trials.items())))
+
+
+def best_tried(trials: dict[int, float], short: set | frozenset = frozenset()) -> int:
+    """The value whose measured recall is the best, ties to the smallest (the cheapest search), among
+    the values not in `short` (where some query found fewer than k passages) if there are any.
+
+    >>> best_tried({1: 0.6, 2: 0.6, 4: 0.4})
+    1
+    >>> best_tried({1: 0.7, 2: 0.6, 4: 0.4}, short={1})
+    2
+    """
+    usable = {v: r for v, r in trials.items() if v not in short} or trials
+    return min(usable, key=lambda v: (-usable[v], v))
 
 
 def _smallest_reaching(reaches, low: int, high: int) -> tuple[int, bool]:

@@ -1,0 +1,65 @@
+"""`eval answers --judge labels:FILE` whose pairs cover none of the answers' statements left every verdict
+undecided: the layers came out n/a, the faithfulness rows vanished and every question was diagnosed
+"none", exit 0 (an answer "1990 [1]" against a passage "founded in 1985" read as fine). Refused now,
+as `eval bughunt` and `calibrate` refuse it, before anything is written; a judge that decided some
+of them says on stderr how many it left undecided."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import run_main, write_jsonl
+
+PASSAGE = "Acme was founded in 1985. It makes anvils."
+ANSWERS = [{"id": "q1", "user_input": "When was Acme founded?", "response": "Acme was founded in 1990 [1]. It makes anvils [1].",
+            "reference": "1985", "retrieved_contexts": [{"id": "1", "text": PASSAGE}]}]
+
+
+def _answers(tmp_path):
+    return write_jsonl(tmp_path / "answers.jsonl", ANSWERS)
+
+
+def test_a_judge_that_decides_none_of_the_statements_is_refused(tmp_path, monkeypatch, capsys):
+    labels = write_jsonl(tmp_path / "other.jsonl", [{"id": "a", "premise": "the cat sat", "hypothesis": "the cat sat",
+                                                     "supported": True}])
+    answers = _answers(tmp_path)
+    code, out, err = run_main(monkeypatch, capsys, "eval", "answers", "--answers", answers, "--judge", f"labels:{labels}",
+                              "--out", tmp_path / "run")
+    assert code == 2 and out == "", (out, err)
+    assert err.strip().splitlines() == [err.strip()] and err.startswith(
+        f"error: --judge: labels:{labels} decided none of the 2 statements of the answers of {answers} (the first: "), err
+    assert "no label" in err
+    assert not (tmp_path / "run").exists()  # nothing written
+    code, out, err = run_main(monkeypatch, capsys, "eval", "answers", "--answers", answers, "--judge", f"labels:{labels}",
+                              "--out", tmp_path / "run", "--json")
+    assert code == 2 and out == "" and "decided none of the 2 statements" in err and not (tmp_path / "run").exists()
+
+
+def test_a_judge_that_decides_some_statements_says_how_many_it_left_undecided(tmp_path, monkeypatch, capsys):
+    labels = write_jsonl(tmp_path / "some.jsonl", [{"id": "a", "premise": PASSAGE, "hypothesis": "Acme was founded in 1990.",
+                                                    "supported": False}])
+    code, out, err = run_main(monkeypatch, capsys, "eval", "answers", "--answers", _answers(tmp_path), "--judge",
+                              f"labels:{labels}", "--out", tmp_path / "run", "--json")
+    assert code == 0, err
+    json.loads(out)  # stdout holds the results alone
+    notes = [line for line in err.splitlines() if line.startswith("note:")]
+    assert notes == [f"note: --judge labels:{labels} decided 1 of the 2 statements of the answers; the 1 undecided are "
+                     "left out of faithfulness (the first: no label; each with its "
+                     "reason in results.json)"], err
+    record = json.loads((tmp_path / "run" / "results.json").read_text())["records"][0]
+    assert record["metrics"]["faithfulness"] == 0.0  # the one decided statement: the wrong year
+
+
+def test_a_judge_that_decides_every_statement_adds_no_note(tmp_path, monkeypatch, capsys):
+    code, _, err = run_main(monkeypatch, capsys, "eval", "answers", "--answers", _answers(tmp_path), "--out", tmp_path / "run",
+                            "--json")
+    assert code == 0 and "note:" not in err, err
+
+
+def test_not_in_kb_questions_statements_are_not_counted(tmp_path, monkeypatch, capsys):
+    """A not_in_kb question's statements are never judged: a run of such questions alone is not refused."""
+    answers = write_jsonl(tmp_path / "nik.jsonl", [{**ANSWERS[0], "category": "not_in_kb"}])
+    labels = write_jsonl(tmp_path / "other.jsonl", [{"id": "a", "premise": "x", "hypothesis": "y", "supported": True}])
+    code, _, err = run_main(monkeypatch, capsys, "eval", "answers", "--answers", answers, "--judge", f"labels:{labels}",
+                            "--out", tmp_path / "run", "--json")
+    assert code == 0 and "note:" not in err, err
