@@ -45,12 +45,45 @@ def test_the_ideographic_space_is_a_space_and_far_ideographs_are_words():
     assert count_units("𠀀𠀁𠀂") == 3 and chunk_text("𠀀𠀁𠀂", words=2) == ["𠀀𠀁", "𠀂"]
 
 
+def test_full_width_letters_and_digits_run_together_as_latin_ones_do():
+    """With --words 6, 该国建立于２０１６年。 split ２|０１６: each full-width digit was a word."""
+    assert chunk_text("该国建立于２０１６年。", words=6) == ["该国建立于２０１６", "年。"]
+    assert count_units("ＲＡＧ模型") == 1 + 2 and count_units("ＧＰＴ４ and ＢＥＲＴ") == 3
+    assert count_units("２０１６，") == 2  # full-width punctuation is still a word of its own
+
+
+def test_korean_goes_by_spaces():
+    assert count_units("서울은 한국의 수도이다") == 3
+    assert chunk_text("서울은 한국의 수도이다", words=2) == ["서울은 한국의", "수도이다"]
+    assert count_units("ﾊﾝｸﾞﾙ 한\u302e국") == 4 + 1  # half-width Hangul letters too; a tone mark joins its word
+
+
+def test_half_width_voicing_marks_stay_with_their_kana():
+    assert count_units("ｶﾞｷﾞｸﾞ") == 3 and chunk_text("ｶﾞｷﾞｸﾟ", words=1) == ["ｶﾞ", "ｷﾞ", "ｸﾟ"]
+
+
+@pytest.mark.parametrize("text", [
+    "\u2f00\u2f01\u2f02",  # Kangxi radicals
+    "\u2e80\u2e81\u2e82",  # CJK radicals supplement
+    "\u3105\u3106\u3107",  # Bopomofo
+    "\u31a0\u31a1\u31a2",  # Bopomofo extended
+    "\u3220\u3221\u3222",  # enclosed CJK letters (parenthesised ideographs)
+    "\u3300\u3301\u3302",  # CJK compatibility
+    "\ufe30\ufe31\ufe32",  # CJK compatibility forms
+    "\ufe50\ufe51\ufe52",  # small form variants
+    "\U00031350\U00031351\U00031352",  # CJK extension H
+])
+def test_every_cjk_block_counts_a_character_a_word(text):
+    """These ran together as one word, against "every CJK character counts as one word"."""
+    assert count_units(text) == 3 and chunk_text(text, words=2) == [text[:2], text[2:]]
+
+
 def test_limit_must_be_positive():
     with pytest.raises(ValueError, match="at least 1"):
         chunk_text("a b", words=0)
 
 
-alphabet = st.sampled_from(list("abc xyz\n\t,.") + list("中文检索。，") + ["Ünï", "かな", "한국"])
+alphabet = st.sampled_from(list("abc xyz\n\t,.") + list("中文检索。，") + ["Ünï", "かな", "한국", "２０", "ｶﾞ", "ㄅ", "\u3099"])
 
 
 @settings(max_examples=200, deadline=None)

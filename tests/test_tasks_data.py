@@ -140,3 +140,25 @@ def test_training_claims_come_in_minimal_pairs(world):
     assert len({ex.group for ex in exs}) == len(exs) // 2
     for split in ("dev", "test"):
         assert all(ex.group is None for ex in world.tasks[f"fever_{split}"])
+
+
+@pytest.mark.parametrize("seed,entities", [(3, 53), (16, 40), (0, 40)])
+def test_no_task_file_of_a_small_world_is_empty(seed, entities):
+    """seed 3, 53 entities wrote fever_test.jsonl with no claims (no attribute of its five test
+    entities had all three labels; seed 16, 40 entities: fever_dev.jsonl), which every later reader
+    refused ("no examples")."""
+    w = build_world(seed=seed, entities=entities)
+    assert all(w.tasks[stem] for stem in w.tasks), {stem: len(exs) for stem, exs in w.tasks.items()}
+    for s in SPLITS:
+        assert {q.answers[0] for q in w.tasks[f"fever_{s}"]} == set(T.LABELS), s
+
+
+def test_a_world_with_an_empty_task_file_is_not_written(tmp_path):
+    from dataclasses import replace
+
+    from lewisrag.data.world import write_world
+
+    w = build_world(seed=0, entities=40)
+    with pytest.raises(ValueError, match="fever_dev: no examples"):
+        write_world(replace(w, tasks={**w.tasks, "fever_dev": ()}), tmp_path / "w")
+    assert not (tmp_path / "w").exists()

@@ -5,6 +5,7 @@ shares no name with the world."""
 import doctest
 import random
 import re
+from collections import Counter
 
 import pytest
 
@@ -175,6 +176,15 @@ def test_fresh_text_is_new_and_consistent(big):
     for q in examples:
         if q.kind == "short":
             assert any(q.answers[0] in by_id[g].text for g in q.gold_passage_ids)
+
+
+def test_fresh_examples_come_four_to_seven_an_entity():
+    """fresh_examples' docstring said 5-7: an organisation has 4 short questions and maybe a long one."""
+    examples, _ = fresh_examples(random.Random(5), 600)
+    last = examples[-1].id.rsplit("-q", 1)[0]  # the last entity's questions may be cut short
+    per_entity = Counter(q.id.rsplit("-q", 1)[0] for q in examples if not q.id.startswith(f"{last}-q"))
+    assert set(per_entity.values()) == {4, 5, 6, 7}
+    assert "(4-7 each" in " ".join(fresh_examples.__doc__.split())
 
 
 def test_too_small_a_world_is_refused():

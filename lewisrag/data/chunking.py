@@ -3,10 +3,12 @@
 
 A "word" is a run of non-space characters, except that every CJK character (and CJK punctuation)
 counts as one word by itself, with the combining marks and variation selectors written after it
-(a decomposed か + ゛, a kanji's ideographic variation selector): Chinese and Japanese text has no
-spaces, so it is chunked by characters, and mixed text counts each Latin word and each CJK
-character once. Pieces are cut from the original text, so they keep its spacing; joining them
-gives the text back up to whitespace.
+(a decomposed か + ゛, a half-width ｶ + ﾞ, a kanji's ideographic variation selector): Chinese and
+Japanese text has no spaces, so it is chunked by characters, and mixed text counts each Latin word
+and each CJK character once. Full-width letters and digits are Latin ones in another width: a run of
+them is one word (２０１６ as 2016). Korean separates its words with spaces, so Hangul goes by
+spaces too. Pieces are cut from the original text, so they keep its spacing; joining them gives the
+text back up to whitespace.
 
 >>> chunk_text("one two three four five", words=2)
 ['one two', 'three four', 'five']
@@ -23,16 +25,25 @@ from collections.abc import Iterable
 
 from lewisrag.data.records import Passage
 
-# Hiragana/Katakana, CJK extension A, unified ideographs, compatibility ideographs, Hangul syllables,
-# CJK symbols and punctuation, full-width forms, and the ideographs past U+FFFF (extension B on): each
-# character is one unit. The ideographic space U+3000 is a space, as \s says: a unit of it alone would
-# be a passage of no text.
-_CJK = ("\u3001-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\uff00-\uffef"
-        "\U00020000-\U0003134f")
+# Each of these characters is one unit: CJK radicals (the supplement, Kangxi) and ideographic
+# description characters, CJK symbols and punctuation, Hiragana/Katakana, Bopomofo (and its extension),
+# Kanbun, CJK strokes and the Katakana phonetic extensions, enclosed CJK letters and CJK compatibility,
+# CJK extension A, unified ideographs, compatibility ideographs, the vertical, compatibility and small
+# forms, the full-width and half-width forms but full-width letters and digits (FF10-FF19, FF21-FF3A,
+# FF41-FF5A: Latin in another width) and half-width Hangul (FFA0-FFDC), the kana supplements, and the
+# ideographs of planes 2 and 3 (extension B on, H included); the marks below are none of them, wherever
+# they sit. Hangul syllables and jamo are not here: Korean words are separated by spaces. The
+# ideographic space U+3000 is a space, as \s says: a unit of it alone would be a passage of no text.
+_CJK = ("\u2e80-\u2fff\u3001-\u3029\u3030-\u303f\u3040-\u3098\u309b-\u30ff\u3100-\u312f\u3190-\u31ff"
+        "\u3200-\u33ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\ufe10-\ufe1f\ufe30-\ufe6f"
+        "\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff9d\uffe0-\uffef"
+        "\U0001aff0-\U0001b16f\U00020000-\U0003ffff")
 # what belongs to the character before it: combining marks (diacritics, their extensions and
-# supplement, those for symbols, half marks), the kana voicing marks, variation selectors and the
-# ideographic ones (U+E0100-U+E01EF). A unit of them alone would start a passage with a mark of no base.
-_MARKS = "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f\u3099\u309a\ufe00-\ufe0f\U000e0100-\U000e01ef"
+# supplement, those for symbols, half marks), the ideographic and Hangul tone marks, the kana voicing
+# marks (and their half-width forms), variation selectors and the ideographic ones (U+E0100-U+E01EF).
+# A unit of them alone would start a passage with a mark of no base.
+_MARKS = ("\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f\u302a-\u302f\u3099\u309a\uff9e\uff9f"
+          "\ufe00-\ufe0f\U000e0100-\U000e01ef")
 _UNIT = re.compile(f"[{_CJK}][{_MARKS}]*|[^\\s{_CJK}]+")
 
 

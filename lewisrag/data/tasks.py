@@ -173,7 +173,8 @@ def fever_examples(split: str, entities: Sequence[Entity], absent: Sequence[Enti
     """One split's claims, shuffled: as many of each label as there are entities, and for every
     attribute as many SUPPORTS as REFUTES as NOT ENOUGH INFO claims, so that no attribute (and no
     phrasing) tells the label: only the passages do. SUPPORTS and REFUTES claims are about facts the
-    entity's passages state (each entity-attribute pair gives one of the two); NOT ENOUGH INFO claims
+    entity's passages state (each entity-attribute pair gives one of the two, or, in a split so small
+    that this left no attribute with all three labels, either or both); NOT ENOUGH INFO claims
     about an optional fact its passages leave out, or about an `absent` entity. Entities with an
     archive passage are not asked about time-varying facts (the archive contradicts them on purpose:
     the evaluation's conflict category).
@@ -218,9 +219,11 @@ def _fever_units(entities: Sequence[Entity], absent: Sequence[Entity], rng: rand
                  pairs: bool) -> list[list[tuple[QAExample, Entity, str]]]:
     """fever_examples' claims (without ids) in their units, each with the entity and attribute it is about."""
     pools: dict[str, dict[str, list[Entity]]] = {label: {} for label in LABELS}  # label -> attribute -> entities
+    stated: dict[str, list[Entity]] = {}  # attribute -> the entities whose passages state it
     for e in entities:
         said, unsaid = stated_optional(e)
         for attr in [a for a in STATED[e.kind] if not (e.archive and a in VARYING)] + ([said] if said else []):
+            stated.setdefault(attr, []).append(e)
             for label in (SUPPORTS, REFUTES) if pairs else (rng.choice((SUPPORTS, REFUTES)),):
                 pools[label].setdefault(attr, []).append(e)
         if unsaid:
@@ -229,6 +232,12 @@ def _fever_units(entities: Sequence[Entity], absent: Sequence[Entity], rng: rand
         for attr in STATED[e.kind]:
             pools[NEI].setdefault(attr, []).append(e)
     attrs = sorted(set.intersection(*(set(p) for p in pools.values())))
+    if not attrs:
+        # A split of a few entities whose coin tosses left no attribute with all three labels (a 53-entity
+        # world's test split had none, and no claims): any stated fact may then give either label, as in pairs.
+        pools[SUPPORTS] = {a: list(es) for a, es in stated.items()}
+        pools[REFUTES] = {a: list(es) for a, es in stated.items()}
+        attrs = sorted(set.intersection(*(set(p) for p in pools.values())))
     per_attr = {a: min(len(pools[label][a]) for label in LABELS) for a in attrs}
     scale = min(1.0, len(entities) / max(1, sum(per_attr.values())))
     units: list[list[QAExample]] = []

@@ -214,12 +214,14 @@ def check_world(world: World) -> None:
 
 
 def _check_tasks(world: World, by_id: dict) -> None:
-    """Task ids unique, gold ids that exist, FEVER labels known, fever_test_b the test claims again
-    (a world without task files, a Chinese one, has nothing to check)."""
+    """Task files none empty, ids unique, gold ids that exist, FEVER labels known, fever_test_b the
+    test claims again (a world without task files, a Chinese one, has nothing to check)."""
     if not world.tasks:
         return
     for stem in TASK_FILES:
         exs = world.tasks[stem]
+        if not exs:
+            raise ValueError(f"{stem}: no examples")
         if len({q.id for q in exs}) != len(exs):
             raise ValueError(f"{stem}: ids repeat")
         for q in exs:
@@ -329,7 +331,8 @@ def fresh_examples(rng: random.Random, n: int, lang: str = "en") -> tuple[list[Q
     """`n` new QA examples (the world's templates and long-form share) and the passages they
     refer to by gold_passage_ids: QA training over more entities than a model can memorise.
 
-    Examples come entity by entity (5-7 each); shuffle them if a batch should mix entities.
+    Examples come entity by entity (4-7 each: 4 or 5 about an organisation, 6 or 7 about a country);
+    shuffle them if a batch should mix entities.
     """
     examples: list[QAExample] = []
     docs: list[Passage] = []
