@@ -10,33 +10,14 @@ it), the evidence says so instead of a bare "not significant"."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from lewisrag.eval import gate
 from lewisrag.eval.gate import checks
-from test_gate import _check, fixtures
+from test_gate import _check
+from test_gate_direction import HALL, _gate  # results.json of given scores, gated
 
-HALL = "claims.hallucination"
 CLAIMS = [HALL, "claims.noise_sensitivity_in_relevant", "claims.noise_sensitivity_in_irrelevant"]
-
-
-def _run(path: Path, scores: dict[str, list[float]]) -> Path:
-    n = len(next(iter(scores.values())))
-    records = [{"id": f"q{i:03d}", "system": None, "category": "single_doc",
-                "metrics": {m: v[i] for m, v in scores.items()}, "nan_reasons": {}} for i in range(n)]
-    path.mkdir(parents=True, exist_ok=True)
-    (path / "results.json").write_text(json.dumps({"judge": fixtures.JUDGE, "splitter": fixtures.SPLITTER,
-                                                   "records": records}), encoding="utf-8")
-    return path
-
-
-def _gate(tmp_path: Path, base: dict, cand: dict, config: str) -> gate.GateReport:
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    cfg = tmp_path / "gate.toml"
-    cfg.write_text(config, encoding="utf-8")
-    return gate.gate(_run(tmp_path / "b", base), _run(tmp_path / "c", cand), cfg)
 
 
 def _config(metrics: list[str], n_resamples: int, correction: str = "holm", **top) -> str:

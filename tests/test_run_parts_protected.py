@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -29,29 +28,12 @@ from lewisrag.experiments.reproduce import reproduce
 from lewisrag.training.closed_book import KIND as CLOSED_BOOK_KIND
 from lewisrag.training.closed_book import LAYOUT as CLOSED_BOOK_LAYOUT
 from lewisrag.training.rag import KIND as RAG_KIND
+from test_reproduce_rerun_safety import _copy, _state, qa_run  # noqa: F401 (a fixture)
 
 # what a finished tiny run wrote outside its stages' folders
 RUN_FILES = ["config.json", "results.json", "timings.json", "report.md", "report.html", "predictions.json", "evidence.json",
              "knowledge_update.json", "training_curves.png", "stages/world.json", "stages/rag_token.json",
              "stages/compare.json"]
-
-
-@pytest.fixture(scope="module")
-def qa_run(tmp_path_factory):
-    """A finished tiny reproduction (QA only)."""
-    out = tmp_path_factory.mktemp("qa") / "run"
-    reproduce(PRESETS["tiny"], out, seed=0)
-    return out
-
-
-def _copy(run: Path, tmp_path: Path) -> Path:
-    shutil.copytree(run, tmp_path / "run", symlinks=True)
-    return tmp_path / "run"
-
-
-def _state(run: Path) -> dict:
-    return {str(p.relative_to(run)): (p.is_dir(), p.stat().st_size if p.is_file() else 0, p.stat().st_mtime_ns)
-            for p in sorted(run.rglob("*"))}
 
 
 def _docs(tmp_path: Path) -> Path:
