@@ -513,13 +513,13 @@ else:
 
 Dropping the citation fails tier 1 on MISSING_CITATION (a fact: a sentence that cites nothing) and tier 3 on
 citation recall. Citing `[3]` raises no BAD_ID, since `[3]` was retrieved, but tier 1 still fails, on
-QUOTE_NOT_FOUND: the quoted "email or password" and 「红色列表」 are not in the registration document; tier 3 fails
-on citation recall and precision. Tier 2 passes both times: the passages retrieved did not change.
+QUOTE_NOT_FOUND: the quoted "email or password" and the quoted Chinese phrase for "red list" are not in the
+registration document; tier 3 fails on citation recall and precision. Tier 2 passes both times: the passages retrieved did not change.
 </details>
 
 ### Exercise 3
 
-Turn the last gate call around: the human labels as the baseline, the lexical judge as the candidate,
+Turn the last `gate` call around: the human labels as the baseline, the lexical judge as the candidate,
 `gate(WORK / "labelled.json", baseline, config, allow_judge_change=True)`. Which checks fail? Do you believe
 them? And why does the other order, `gate(baseline, WORK / "labelled.json", config, allow_judge_change=True)`,
 pass?
