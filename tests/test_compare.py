@@ -171,7 +171,7 @@ def test_compare_stage_returns_every_key(run_dir, stage):
         layer = stage["layers"][system]
         for m in ("faithfulness", "context_recall", "answer_completeness", "citation_recall", "citation_precision"):
             assert m in layer and _unit(layer[m]), (system, m, layer.get(m))
-        assert sum(layer["failure_layers"].values()) == layer["n"] == 75  # every eval.jsonl question, once
+        assert sum(layer["failure_layers"].values()) == layer["n"] == 37  # every eval.jsonl question, once
         assert "latency_s" not in layer and stage["timings"][system]["latency_s"] > 0
         assert layer["tokens_per_answer"] > 0
         curve = stage["position"][system]
@@ -189,7 +189,7 @@ def test_records_load_in_the_gate(stage, tmp_path):
 
     (tmp_path / "results.json").write_text(json.dumps({"records": stage["records"], "judge": {}}), encoding="utf-8")
     run = load_run(tmp_path, ("faithfulness", "citation_recall"))
-    assert len(run.records) == 3 * 75
+    assert len(run.records) == 3 * 37
     assert {s for _, s in run.records} == {"rag_token", "rag_sequence", "stitched"}
     cited = [r for r in stage["records"] if r["system"] == "rag_sequence" and r["category"] != "not_in_kb" and not r["refused"]]
     assert cited and all(r["statements"] and r["statements"][0]["citations"] for r in cited if r["response"])  # implicit [n]
@@ -249,7 +249,7 @@ def test_scorecard_shows_the_three_systems_claim_diagnostics(stage):
         summaries = stage["layers"][system]["claims"]
         assert set(summaries) == set(CLAIM_METRICS)
         for m, s in summaries.items():
-            assert s["n"] + s["nan"] == 75 - stage["layers"][system]["not_in_kb"]["n"], (system, m)
+            assert s["n"] + s["nan"] == 37 - stage["layers"][system]["not_in_kb"]["n"], (system, m)
             assert s["mean"] is None or s["interval"]["low"] <= s["mean"] <= s["interval"]["high"], (system, m)
     card = {**stage["scorecard"], "layers": stage["layers"], "timings": stage["timings"], "position": stage["position"]}
     names, rows = scorecard_rows(card)

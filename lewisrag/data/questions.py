@@ -207,7 +207,8 @@ def eval_questions(entities: list[Entity], absent: list[Entity], rng: random.Ran
 
 def multi_doc_questions(entities: list[Entity], rng: random.Random, n: int) -> list[QAExample]:
     """`n` questions (or as many as exist) that need two passages: a leader found through a capital,
-    the country of a headquarters, and comparisons of founding years or populations."""
+    the country of a headquarters, and comparisons of founding years or populations, none asked
+    twice (a pair is compared on a fact once, in either order)."""
     t = text_tables(entities[0].lang if entities else "en")
     countries = [e for e in entities if e.kind == "country"]
     by_capital = {c.static["capital"]: c for c in countries}
@@ -216,18 +217,55 @@ def multi_doc_questions(entities: list[Entity], rng: random.Random, n: int) -> l
     hq = [_two(o, by_capital[o.static["headquarters"]], ("headquarters", "capital"), by_capital[o.static["headquarters"]].name,
                rng.choice(t.VIA_HEADQUARTERS)) for o in hosted]
     older, bigger = [], []
+    asked: dict[str, set] = {"founded": set(), "population": set()}  # the pairs compared so far, by fact
     for _ in range(n if len(entities) >= 2 else 0):
-        x, y = rng.sample(entities, 2)
-        if x.fact("founded") != y.fact("founded"):
-            older.append(_compare(x, y, "founded", min(x, y, key=lambda e: int(e.fact("founded"))), t.FOUNDED_EARLIER))
+        pair = _unasked(rng.sample(entities, 2), entities, "founded", asked["founded"], rng)
+        if pair and _value(pair[0], "founded") != _value(pair[1], "founded"):
+            x, y = pair
+            older.append(_compare(x, y, "founded", min(x, y, key=lambda e: _value(e, "founded")), t.FOUNDED_EARLIER))
+        more = None
         if len(countries) >= 2:
-            a, b = rng.sample(countries, 2)
-            size = {e.name: parse_population(e.fact("population")) for e in (a, b)}
-            if size[a.name] != size[b.name]:
-                bigger.append(_compare(a, b, "population", max(a, b, key=lambda e: size[e.name]), t.MORE_INHABITANTS))
+            more = _unasked(rng.sample(countries, 2), countries, "population", asked["population"], rng)
+            if more and _value(more[0], "population") != _value(more[1], "population"):
+                a, b = more
+                bigger.append(_compare(a, b, "population", max(a, b, key=lambda e: _value(e, "population")), t.MORE_INHABITANTS))
+        if pair is None and more is None:
+            break  # every pair that tells an answer has been asked
     kinds = [rng.sample(k, len(k)) for k in (capital, hq, older, bigger)]
     return [q for round_ in itertools.zip_longest(*kinds) for q in round_ if q][:n]  # the four kinds in turn
 
+
+def _value(entity: Entity, attr: str) -> int:
+    """A compared fact as a number: the founding year, the population in tenths of a million."""
+    return parse_population(entity.fact(attr)) if attr == "population" else int(entity.fact(attr))
+
+
+def _unasked(pair: list[Entity], pool: list[Entity], attr: str, asked: set, rng: random.Random) -> list[Entity] | None:
+    """`pair` (drawn from `pool`) if no question has compared its entities' `attr` yet, else another
+    pair of `pool` that none has and whose values differ, drawn at random; None when none is left.
+    The pair is then asked: a pair is compared once, in either order. `pair` is kept when it is new,
+    so a world without a repeated pair draws what it always did."""
+    key = frozenset(e.slot for e in pair)
+    if key in asked:
+        pair = next((p for p in _pairs(pool, rng)
+                     if frozenset(e.slot for e in p) not in asked and _value(p[0], attr) != _value(p[1], attr)), None)
+        if pair is None:
+            return None
+        key = frozenset(e.slot for e in pair)
+    asked.add(key)
+    return pair
+
+
+def _pairs(pool: list[Entity], rng: random.Random):
+    """Ordered pairs of `pool` in a random order: all of a small pool's, once each; a large pool's
+    drawn without end (of its thousands of pairs only a few dozen are ever asked)."""
+    if len(pool) <= 64:
+        pairs = [[a, b] for a in pool for b in pool if a is not b]
+        rng.shuffle(pairs)
+        yield from pairs
+    else:
+        while True:
+            yield rng.sample(pool, 2)
 
 
 def _two(first: Entity, second: Entity, attrs: tuple[str, str], answer: str, template: str) -> QAExample:
