@@ -98,3 +98,18 @@ def test_resume_refuses_it_before_anything_is_written(tiny_run, tmp_path, monkey
     assert errors == [err.strip().splitlines()[-1]] and f"error: {record}: field '{field}': expected a finite" in errors[0]
     assert {f: f.read_bytes() for f in run.iterdir() if f.is_file()} == written
     assert not list(run.rglob("*.tmp")) and not list(run.rglob("*.partial"))
+
+
+@pytest.mark.parametrize("seconds,shown", [("Infinity", "Infinity"), ("1e400", "Infinity"), ("1" + "0" * 400, "an integer of 401 digits"),
+                                           ("-1", "-1")], ids=["Infinity", "1e400", "10**400", "-1"])
+def test_a_stage_records_seconds_is_a_finite_number(tmp_path, seconds, shown):
+    """timings.json holds each stage's seconds: Infinity and 10**400 were taken and passed on to it."""
+    from lewisrag.experiments.stages import read_stage_record
+
+    path = tmp_path / "evaluate.json"
+    path.write_text('{"seconds": %s, "out": {}}' % seconds, encoding="utf-8")
+    with pytest.raises(InputError) as e:
+        read_stage_record(path)
+    assert e.value.field == "seconds" and f"expected a finite number >= 0, got {shown}; the stage record is damaged" in e.value.message
+    path.write_text('{"seconds": 1e300, "out": {}}', encoding="utf-8")
+    assert read_stage_record(path)["seconds"] == 1e300

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from lewisrag.data.cpu_linear import current_kind
-from lewisrag.data.io import InputError, expect, is_number, read_json, read_json_list_lines, write_json, write_text
+from lewisrag.data.io import InputError, expect, is_finite_number, read_json, read_json_list_lines, write_json, write_text
 from lewisrag.data.outputs import check_out_dir, check_part, discard_output, made_by, mark, note_written, staged_dir
 from lewisrag.data.pretrained import load_generator, model_files
 from lewisrag.data.records import read_qa
@@ -128,11 +128,11 @@ def read_stage_record(path: Path, needs: dict[str, tuple[type, str]] | None = No
     killed before it) is the stage still to run."""
     record, lines = read_json_list_lines(path, "records")
     expect(isinstance(record, dict), path, "(top level)", "a JSON object", type(record).__name__, DAMAGED)
-    for field, (kind, what) in {"seconds": (float, "a number >= 0"), **(needs or {})}.items():
+    for field, (kind, what) in {"seconds": (float, "a finite number >= 0"), **(needs or {})}.items():
         if field not in record:
             raise InputError(path, "missing" + DAMAGED, field=field)
         value = record[field]
-        ok = is_number(value) and value >= 0 if kind is float else isinstance(value, kind)
+        ok = is_finite_number(value) and value >= 0 if kind is float else isinstance(value, kind)
         expect(ok, path, field, what, value, DAMAGED)
     out = record.get("out", {})
     expect(isinstance(out, dict), path, "out", "an object", out, DAMAGED)
