@@ -7,6 +7,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
 OUT ?= runs/demo
+# test workers: one a core. Each test runs torch on one thread (tests/conftest.py), so one worker leaves
+# the other cores idle; --dist loadfile keeps a test file on one worker, which builds its fixtures once.
+# The slow tests run whole reproductions on every core: one at a time.
+JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 
 .PHONY: demo test test-slow venv clean
 
@@ -23,7 +27,7 @@ demo: venv
 	$(BIN)/lewisrag reproduce --preset small --out $(OUT)
 
 test: venv
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile
 
 test-slow: venv
 	$(BIN)/python -m pytest -q -m slow
