@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # hf_layouts
 # torch.compile (the `compiled` part) needs a C compiler; without one that part reports its one-line error
@@ -20,8 +22,10 @@ COMPILED_ERRORS = {} if any(shutil.which(cc) for cc in ("cc", "gcc", "clang")) e
 def test_bench_gpu_check_preset_runs_every_part(tmp_path):
     out = tmp_path / "bench.json"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    # one mfu batch: compiling the step again at a second batch size would take as long as the first compile
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_gpu.py"), "--preset", "check", "--device", "cpu",
-                        "--reps", "1", "--json", str(out)], capture_output=True, text=True, env=env, timeout=600)
+                        "--reps", "1", "--mfu-scales", "1", "--json", str(out)], capture_output=True, text=True, env=env,
+                       timeout=600)
     assert r.returncode == (1 if COMPILED_ERRORS else 0), r.stderr[-3000:]  # 1: a part (here compiled) failed
     results = json.loads(out.read_text())
     assert results["errors"] == COMPILED_ERRORS and results["skipped"] == []
@@ -53,10 +57,26 @@ def test_bench_gpu_check_preset_runs_every_part(tmp_path):
     assert split["question_encoder"] > 0
 
 
+DRY_RUN = "--preset check --device cpu --reps 1 --encode 512 --passages 3000 --steps-token 6 --budget 1e9"
+MFU_MODES = ["eager", "eager:flash", "bf16weights", "compiled", "compiled:cudagraphs"]  # gpu_session.sh's
+
+
 def test_gpu_session_script_dry_run(tmp_path):
-    """The one prepared call for a lent GPU runs here at toy sizes and writes each part's numbers."""
+    """The one prepared call for a lent GPU runs here at toy sizes and writes each part's numbers. The mfu
+    part's compiled modes (90 of the run's 220 s on one core) are left to the slow test below: compiling
+    the step is covered by test_bench_gpu_check_preset_runs_every_part."""
+    _gpu_session_dry_run(tmp_path, "--mfu-modes eager,eager:flash,bf16weights", MFU_MODES[:3])
+
+
+@pytest.mark.slow
+def test_gpu_session_script_dry_run_as_the_gpu_runs_it(tmp_path):
+    """The same with every mfu mode of the GPU session, the compiled ones included."""
+    _gpu_session_dry_run(tmp_path, "", MFU_MODES)
+
+
+def _gpu_session_dry_run(tmp_path, extra: str, mfu_modes: list[str]):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "OUT": str(tmp_path), "PYTHON": sys.executable,
-           "BENCH_ARGS": "--preset check --device cpu --reps 1 --encode 512 --passages 3000 --steps-token 6 --budget 1e9", "SMOKE_ARGS": "--device cpu"}
+           "BENCH_ARGS": f"{DRY_RUN} {extra}".strip(), "SMOKE_ARGS": "--device cpu"}
     r = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_session.sh")], capture_output=True, text=True, env=env,
                        timeout=900, cwd=ROOT)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
@@ -77,9 +97,9 @@ def test_gpu_session_script_dry_run(tmp_path):
     assert set(train["parts"]) == {"matmul", "corpus", "train_token", "profile", "closed_book", "mfu"}
     assert train["parts"]["train_token"]["steps"] == 6
     mfu = train["parts"]["mfu"]  # lewisrag's step alone at four times the batch: eager, compiled, CUDA graphs, flash, bf16 weights
-    assert sorted(r["mode"] for r in mfu) == sorted(["eager", "compiled", "compiled:cudagraphs", "eager:flash", "bf16weights"])
+    assert sorted(r["mode"] for r in mfu) == sorted(mfu_modes)
     timed_rows = {r["mode"]: r for r in mfu if "error" not in r}  # a backend the CPU lacks: its row holds the error
-    compiled = set() if COMPILED_ERRORS else {"compiled", "compiled:cudagraphs"}  # CUDA graphs: none on the CPU
+    compiled = set() if COMPILED_ERRORS else {m for m in mfu_modes if m.startswith("compiled")}  # CUDA graphs: none on the CPU
     assert {"eager", "bf16weights"} | compiled <= set(timed_rows)
     assert all(r["batch"] == 16 and r["step_s"] > 0 and r["flops_per_step"] > 0 for r in timed_rows.values())
     prof = train["parts"]["profile"]  # on the CPU: host operators only, no device share

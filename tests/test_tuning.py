@@ -223,6 +223,7 @@ def test_rerank_of_float16_vectors_scores_in_float32():
     assert rows.tolist() == [[0]] and scores[0, 0] == pytest.approx(60 * 60 * 1024)
 
 
+@pytest.mark.slow  # 3 minutes of one core; bench_scale runs end to end by default in the own-vectors test below
 def test_bench_scale_quick_runs_every_index_kind(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_scale.py"), "--quick", "--json"],
