@@ -8,6 +8,7 @@ exit code 3, so that a CI job tells a crash from a failed gate (1) and from inpu
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import traceback
@@ -155,7 +156,7 @@ def _check_single_flags(args: list[str]) -> None:
 
     The arguments are read as click reads them: a flag that takes a value takes the next argument
     whatever it looks like (`-k -3`, `--query --index`), or the rest of its own (`--n-docs=3`, `-k3`)."""
-    command, i = typer.main.get_command(app), 0  # typer's own click: its classes, read by their attributes
+    command, i = click_command(), 0  # typer's own click: its classes, read by their attributes
     while hasattr(command, "commands") and i < len(args) and args[i] in command.commands:
         command, i = command.commands[args[i]], i + 1
     options = {name: p for p in command.params if p.param_type_name == "option" for name in p.opts + p.secondary_opts}
@@ -208,6 +209,14 @@ def _option_names(arg: str, options: dict) -> list[tuple[str, bool]]:
     return found
 
 
+@functools.cache
+def click_command():
+    """The click command typer makes of `app`, made once: typer reads every command function's signature
+    and type hints to make it (0.1 s, as long as the rest of a refused command's run), and `main` needs it
+    twice, for the flag check and for the call."""
+    return typer.main.get_command(app)
+
+
 def main() -> None:
     import signal
 
@@ -218,7 +227,7 @@ def main() -> None:
     try:
         _check_arguments_encode(sys.argv[1:])
         _check_single_flags(sys.argv[1:])
-        code = app(prog_name="lewisrag", standalone_mode=False)  # usage errors come back here, below
+        code = click_command()(prog_name="lewisrag", standalone_mode=False)  # usage errors come back here, below
         if code == 130:  # typer turns Ctrl-C (a KeyboardInterrupt) into this return value, silently
             _interrupted()
         sys.exit(code if isinstance(code, int) else 0)
