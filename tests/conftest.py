@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -50,6 +51,25 @@ def tiny_corpus(tmp_path_factory) -> dict:
         "passages": write_jsonl(root / "passages.jsonl", passages),
         "qa": write_jsonl(root / "qa.jsonl", questions),
     }
+
+
+@pytest.fixture(scope="session")
+def tiny_qa_run(tmp_path_factory) -> Path:
+    """A finished `reproduce --preset tiny` (QA only, seed 0), trained once per test process (25 s on one
+    core). Not to be changed: a module that needs a run of its own takes a copy (`copy_run`)."""
+    from lewisrag.experiments.presets import PRESETS
+    from lewisrag.experiments.reproduce import reproduce
+
+    out = tmp_path_factory.mktemp("tiny_qa") / "run"
+    reproduce(PRESETS["tiny"], out, seed=0)
+    return out
+
+
+def copy_run(run: Path, to: Path) -> Path:
+    """A copy of the finished run `run` at `to`: a moved run, which lewisrag reads and resumes as it would
+    the original (tests/test_run_folders.py holds it to that)."""
+    shutil.copytree(run, to, symlinks=True)
+    return to
 
 
 @contextlib.contextmanager

@@ -12,11 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_main
+from conftest import copy_run, run_main
 from lewisrag.data.io import InputError, is_finite_number
-from lewisrag.experiments.presets import PRESETS
 from lewisrag.experiments.record_schema import MAX_COUNT, check_stage_record
-from lewisrag.experiments.reproduce import reproduce
 
 
 def evaluate_record(em=0.5, unscored=0) -> dict:
@@ -65,10 +63,8 @@ def test_large_finite_numbers_and_counts_still_pass():
 
 
 @pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("finite") / "run"
-    reproduce(PRESETS["tiny"], out, seed=0)
-    return out
+def tiny_run(tiny_qa_run, tmp_path_factory) -> Path:
+    return copy_run(tiny_qa_run, tmp_path_factory.mktemp("finite") / "run")
 
 
 def _ablation_k1(d, value):

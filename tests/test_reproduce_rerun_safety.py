@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import one_thread, run_main
+from conftest import copy_run, one_thread, run_main
 from lewisrag.data.io import InputError
 from lewisrag.data.outputs import MARKER
 from lewisrag.data.records import read_passages
@@ -24,11 +24,9 @@ from test_reproduce_base import _flags, assets  # noqa: F401 (a fixture)
 
 
 @pytest.fixture(scope="module")
-def qa_run(tmp_path_factory):
-    """A finished tiny reproduction (QA only: about 10 s)."""
-    out = tmp_path_factory.mktemp("qa") / "run"
-    reproduce(PRESETS["tiny"], out, seed=0)
-    return out
+def qa_run(tiny_qa_run, tmp_path_factory):
+    """A finished tiny reproduction (QA only), this module's own copy of the session's."""
+    return copy_run(tiny_qa_run, tmp_path_factory.mktemp("qa") / "run")
 
 
 def _copy(run: Path, tmp_path: Path) -> Path:

@@ -10,25 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_main
+from conftest import copy_run, run_main
 from lewisrag.data.io import InputError
 from lewisrag.experiments.presets import PRESETS
-from lewisrag.experiments.reproduce import reproduce
-
-
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory) -> Path:
-    """One finished tiny reproduction (~30 s); each test edits a copy of it."""
-    out = tmp_path_factory.mktemp("state") / "run"
-    reproduce(PRESETS["tiny"], out, seed=0)
-    return out
 
 
 @pytest.fixture
-def run(tiny_run, tmp_path) -> Path:
-    copy = tmp_path / "run"
-    shutil.copytree(tiny_run, copy)
-    return copy
+def run(tiny_qa_run, tmp_path) -> Path:
+    """A copy of the session's finished tiny reproduction, for the test to edit."""
+    return copy_run(tiny_qa_run, tmp_path / "run")
 
 
 def edit_json(path: Path, change) -> None:
