@@ -242,7 +242,7 @@ def _ids(folder: Path) -> set[str]:
 def test_gold_passages_the_top_misses_are_kept_and_train_dpr_takes_the_cut(corpus, tmp_path, monkeypatch, capsys):
     """A question's gold passage that its top retrieved ones miss is kept (first), so `train dpr
     --passages CUT --train FILE` finds every positive; --no-gold keeps none, and train dpr refuses it."""
-    ranked, passages = corpus["ranked"], corpus["passages"]
+    ranked = corpus["ranked"]
     missed = [i for i in range(30) if ranked[i, 0] != 2 * i]  # question i's gold, c{i}-0, is row 2i
     assert missed  # the tiny encoder's top 1 misses some gold passages: the case this is about
     out = tmp_path / "cut"
