@@ -21,7 +21,7 @@ import pytest
 
 from conftest import run_main
 from lewisrag.data.io import InputError
-from lewisrag.data.outputs import MARKER, check_out_file, check_part, discard_output, mark, record_files
+from lewisrag.data.outputs import MARKER, check_out_file, check_part, discard_output, made_by, mark, record_files
 from lewisrag.experiments import stages as S
 from lewisrag.experiments.presets import PRESETS
 from lewisrag.experiments.reproduce import reproduce
@@ -192,3 +192,26 @@ def test_check_part_refuses_an_unmarked_folder_unless_its_kind_was_once_unmarked
     with pytest.raises(InputError, match=r"has no \.lewisrag marker, so its files \(such as 'config.json'\)"):
         check_part(folder, RAG_KIND, overwrite=True, legacy=S.LEGACY[RAG_KIND])
     check_part(folder, RAG_KIND, overwrite=True, legacy=S.LEGACY[RAG_KIND], unmarked=True)
+
+
+@pytest.mark.parametrize("overwrite", [False, True], ids=["plain", "--overwrite"])
+def test_a_command_on_its_own_never_replaces_a_stage_of_a_reproduction(qa_run, tmp_path, monkeypatch, capsys, overwrite):
+    """`world --out RUN/world` redrew a finished reproduction's world in place (exit 0): a folder of the
+    command's own kind counted as free wherever it lay, and RUN's models, indexes and results were then
+    those of another world. Refused in one line, --overwrite or not, with the stage as it was; a world
+    that stands alone is still replaced, and reproduce --resume still redoes its own world."""
+    run = _copy(qa_run, tmp_path)
+    before = _state(run)
+    flags = ["--overwrite"] if overwrite else []
+    for args, stage in ((["world", "--entities", "40"], "world"),
+                        (["index", "build", "--passages", run / "world" / "passages_a.jsonl", "--encoder", "bm25"], "bm25_a")):
+        code, out, err = run_main(monkeypatch, capsys, *args, "--out", run / stage, *flags)
+        assert code == 2 and not out and len(err.strip().splitlines()) == 1, err
+        assert f"is the {made_by(run / stage)} of the lewisrag reproduction at {run.resolve()}" in err, err
+    assert _state(run) == before
+    code, _, err = run_main(monkeypatch, capsys, "world", "--entities", "40", "--out", tmp_path / "alone")
+    code, _, err = run_main(monkeypatch, capsys, "world", "--entities", "41", "--out", tmp_path / "alone")
+    assert code == 0, err
+    (run / "stages" / "world.json").unlink()
+    reproduce(PRESETS["tiny"], run, seed=0, resume=True)
+    assert (run / "results.json").read_bytes() == (qa_run / "results.json").read_bytes()

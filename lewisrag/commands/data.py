@@ -66,7 +66,7 @@ def shard(
         raise InputError(passages, "expected DPR's passages file, a .tsv (psgs_w100.tsv); other passages are read as "
                          "they are", field="--passages")
     existing_file(passages)  # missing, or a folder: said before any folder is made
-    check_out_dir(out, KIND_SHARDS, overwrite=overwrite, replaces=True, inputs={"--passages": passages})
+    check_out_dir(out, KIND_SHARDS, overwrite=overwrite, replaces=True, inputs={"--passages": passages}, alone=True)
     with output_dir(out, KIND_SHARDS, overwrite=overwrite) as tmp, _ui.progress() as p:
         bars = _ui.Bars(p, {"read": f"converting {passages}"})
         record = write_tsv_shards(passages, tmp, rows_per_shard, max_passages,
@@ -96,7 +96,7 @@ def world(
 
     if lang not in LANGS:
         raise InputError("--lang", f"unknown language {lang!r} (one of {', '.join(LANGS)})")
-    check_out_dir(out, "world", overwrite=overwrite)
+    check_out_dir(out, "world", overwrite=overwrite, alone=True)
     with _ui.status(f"building the world (seed {seed}, {entities} entities, {lang})"):
         counts = write_world(build_world(seed, entities, lang), out, overwrite=overwrite)
     if as_json:

@@ -53,7 +53,7 @@ def build(
     if reuse_embeddings:
         _ui.refuse_given(ctx, ("batch_size",), "sizes the encoder's batches; --reuse-embeddings copies the passages' vectors")
     check_out_dir(out, KIND, overwrite=overwrite, replaces=True,  # before the passages are read
-                  inputs={"--passages": passages, "--encoder": None if encoder == "bm25" else encoder})
+                  inputs={"--passages": passages, "--encoder": None if encoder == "bm25" else encoder}, alone=True)
     if encoder != "bm25":
         from lewisrag.index.encoders import context_encoder_layout
 
@@ -292,7 +292,7 @@ def cut(
     check_questions_files(questions)
     check_out_dir(out, KIND, overwrite=overwrite, replaces=True,  # before anything is read
                   inputs={"--passages": passages, "--encoder": encoder, "--context-encoder": context_encoder,
-                          **{"--questions" + (f" #{i + 1}" if i else ""): q for i, q in enumerate(questions)}})
+                          **{"--questions" + (f" #{i + 1}" if i else ""): q for i, q in enumerate(questions)}}, alone=True)
     ckpt = load_question_encoder(encoder, context_encoder)
     ctx = ckpt if ckpt.ctx_encoder is not None else load_context_encoder(context_encoder) if context_encoder else None
     if ctx is None:

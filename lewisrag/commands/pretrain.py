@@ -98,7 +98,7 @@ def pretrain(
     from lewisrag.training.pretrain import preset as make_preset
     from lewisrag.training.pretrain import pretrain as run
 
-    check_out_dir(out, KIND, overwrite=overwrite, replaces=True)
+    check_out_dir(out, KIND, overwrite=overwrite, replaces=True, alone=True)
     if steps is not None and minutes is not None:
         raise typer.BadParameter("give --steps or --minutes, not both")
     if lang not in ("en", "zh"):

@@ -126,7 +126,7 @@ def dpr(
     fields = _ui.qa_fields(qa_fields)
     inputs = {"--train": train, "--passages": passages, "--init": init, "--init-question": init_question,
               "--init-context": init_context}
-    check_out_dir(out, KIND, overwrite=overwrite, inputs=inputs, replaces=True)  # before anything is read or trained
+    check_out_dir(out, KIND, overwrite=overwrite, inputs=inputs, replaces=True, alone=True)  # before anything is read or trained
     examples, docs = ([], []) if converting else (read_qa(train, fields), open_passages(passages))
     if not converting:  # as eval retrieval and train stitched: a mistyped id was dropped, its question counted or not
         check_gold_ids(examples, docs, train, f"--passages {passages}", fields)

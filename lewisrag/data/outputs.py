@@ -210,7 +210,8 @@ def is_free(out: Path, kind: str) -> bool:
 
 
 def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False, flag: str = "--out",
-                  inputs: dict[str, object] | None = None, replaces: bool = False, writes: Iterable[str] = ()) -> Path:
+                  inputs: dict[str, object] | None = None, replaces: bool = False, writes: Iterable[str] = (),
+                  alone: bool = False) -> Path:
     """Refuse an output folder that would destroy the user's files or that cannot be written.
 
     `inputs` ({flag: path}) are the command's input files and folders: one inside an `out` that
@@ -221,6 +222,9 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
     user put in that folder since is refused, unless `--overwrite`; the folder's marker lists what
     lewisrag wrote there. `writes`: names the command will write into an earlier output of its kind,
     which `rewritten_dir` would otherwise find taken by a user's file only once the work is done.
+    `alone`: a command run on its own (not a stage of a larger output) also refuses a folder of its
+    own kind that is part of another output (`world --out RUN/world`, RUN a reproduction: RUN's later
+    stages were made from that world), --overwrite or not.
     Call it before any expensive work. Returns `out` as a Path.
     """
     given, out = out, physical(out)
@@ -245,6 +249,8 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
             _check_replaceable(out, flag, given)
             _check_not_part_of_an_output(out, kind, flag, given)
             _check_not_inside_inputs(out, kind, inputs or {}, flag, given)
+        elif alone:
+            _check_not_a_stage_of_an_output(out, kind, flag, given)
         check_inputs_outside(out, inputs or {}, flag, given)
         if made_by(out) is None:  # not lewisrag's at all: --overwrite replaces lewisrag's outputs only
             first = sorted(os.listdir(out))[0]
@@ -384,6 +390,19 @@ def _check_not_part_of_an_output(out: Path, kind: str, flag: str, given: str | o
             raise InputError(out if given is None else given, f"is part of the lewisrag {other} at {folder} and is not "
                              f"{_a(kind)} lewisrag wrote, which --overwrite never replaces; choose a folder outside "
                              "it", field=flag)
+
+
+def _check_not_a_stage_of_an_output(out: Path, kind: str, flag: str, given: str | os.PathLike) -> None:
+    """Refuse, even with --overwrite, a command run on its own replacing a folder of its own kind that
+    lies inside another output lewisrag marked (a reproduction's RUN/world, RUN/index_a, RUN/dpr): that
+    output's other parts were made from it, and would no longer be (`world --out RUN/world` redrew the
+    world under RUN's trained models, exit 0). The output that wrote it redoes it (`reproduce --resume`
+    after removing it, or `--overwrite`)."""
+    for folder in out.resolve().parents:
+        if (other := made_by(folder)) is not None:
+            raise InputError(given, f"is the {kind} of the lewisrag {other} at {folder}, whose other parts were made "
+                             f"from it; a command on its own never replaces it, --overwrite or not: choose a folder "
+                             f"outside it (that {other} redoes its own parts)", field=flag)
 
 
 def _check_not_inside_inputs(out: Path, kind: str, inputs: dict[str, object], flag: str,
