@@ -250,7 +250,7 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
             _check_not_part_of_an_output(out, kind, flag, given)
             _check_not_inside_inputs(out, kind, inputs or {}, flag, given)
         elif alone:
-            _check_not_a_stage_of_an_output(out, kind, flag, given)
+            _check_not_part_of_an_output(out, kind, flag, given)
         check_inputs_outside(out, inputs or {}, flag, given)
         if made_by(out) is None:  # not lewisrag's at all: --overwrite replaces lewisrag's outputs only
             first = sorted(os.listdir(out))[0]
@@ -381,28 +381,23 @@ def _homes() -> set[Path]:
 
 def _check_not_part_of_an_output(out: Path, kind: str, flag: str, given: str | os.PathLike | None = None) -> None:
     """Refuse, even with --overwrite, to replace a folder that lies inside a folder lewisrag marked
-    (its parent or any folder above) and is not this command's own kind: it is a part of that output
-    (`reproduce --out RUN/world --overwrite` replaced a reproduction's world, and the run then held
-    a reproduction inside itself). The rule that --overwrite replaces another kind of output holds for
-    outputs that stand alone; `_check_not_inside_inputs` catches this only when RUN is an input."""
+    (its parent or any folder above): it is a part of that output. Of another kind than the command's
+    (`reproduce --out RUN/world --overwrite` replaced a reproduction's world, and the run then held a
+    reproduction inside itself): the rule that --overwrite replaces another kind of output holds for
+    outputs that stand alone; `_check_not_inside_inputs` catches this only when RUN is an input. Of
+    the command's own kind, for a command run on its own (`check_out_dir(alone=True)`): that output's
+    other parts were made from it (`world --out RUN/world` redrew the world under RUN's trained models,
+    exit 0); the output that wrote it redoes it."""
     for folder in out.resolve().parents:
-        if (other := made_by(folder)) is not None:
-            raise InputError(out if given is None else given, f"is part of the lewisrag {other} at {folder} and is not "
-                             f"{_a(kind)} lewisrag wrote, which --overwrite never replaces; choose a folder outside "
-                             "it", field=flag)
-
-
-def _check_not_a_stage_of_an_output(out: Path, kind: str, flag: str, given: str | os.PathLike) -> None:
-    """Refuse, even with --overwrite, a command run on its own replacing a folder of its own kind that
-    lies inside another output lewisrag marked (a reproduction's RUN/world, RUN/index_a, RUN/dpr): that
-    output's other parts were made from it, and would no longer be (`world --out RUN/world` redrew the
-    world under RUN's trained models, exit 0). The output that wrote it redoes it (`reproduce --resume`
-    after removing it, or `--overwrite`)."""
-    for folder in out.resolve().parents:
-        if (other := made_by(folder)) is not None:
-            raise InputError(given, f"is the {kind} of the lewisrag {other} at {folder}, whose other parts were made "
-                             f"from it; a command on its own never replaces it, --overwrite or not: choose a folder "
-                             f"outside it (that {other} redoes its own parts)", field=flag)
+        if (other := made_by(folder)) is None:
+            continue
+        if is_ours(out, kind):
+            raise InputError(out if given is None else given, f"is the {kind} of the lewisrag {other} at {folder}, "
+                             "whose other parts were made from it; a command on its own never replaces it, --overwrite "
+                             f"or not: choose a folder outside it (that {other} redoes its own parts)", field=flag)
+        raise InputError(out if given is None else given, f"is part of the lewisrag {other} at {folder} and is not "
+                         f"{_a(kind)} lewisrag wrote, which --overwrite never replaces; choose a folder outside "
+                         "it", field=flag)
 
 
 def _check_not_inside_inputs(out: Path, kind: str, inputs: dict[str, object], flag: str,
