@@ -78,3 +78,18 @@ def test_without_a_repeated_pair_the_draws_are_the_first_versions(pool):
             assert Q.multi_doc_questions(pool, random.Random(seed), 40) == old, seed
             kept += 1
     assert kept >= 4
+
+
+@pytest.mark.parametrize("draws", [0, 50])
+def test_a_large_pool_with_every_pair_asked_gives_none_and_stops(draws, monkeypatch):
+    """A pool of over 64 entities is drawn from at random, then walked in full: with every pair whose
+    founding years differ asked already, the draw ends in None (it used to draw without end)."""
+    monkeypatch.setattr(Q, "RANDOM_DRAWS", draws)
+    pool = build_world(seed=0, entities=80).entities[:70]
+    differ = [(x, y) for x, y in itertools.combinations(pool, 2) if x.fact("founded") != y.fact("founded")]
+    asked = {frozenset((x.slot, y.slot)) for x, y in differ}
+    assert Q._unasked(list(differ[0]), pool, "founded", asked, random.Random(0)) is None
+    last = differ.pop(len(differ) // 2)  # one pair left: the walk finds it whatever the draws missed
+    asked.discard(frozenset((last[0].slot, last[1].slot)))
+    found = Q._unasked(list(differ[0]), pool, "founded", asked, random.Random(0))
+    assert found is not None and {e.slot for e in found} == {last[0].slot, last[1].slot}

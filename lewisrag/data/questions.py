@@ -257,15 +257,21 @@ def _unasked(pair: list[Entity], pool: list[Entity], attr: str, asked: set, rng:
 
 
 def _pairs(pool: list[Entity], rng: random.Random):
-    """Ordered pairs of `pool` in a random order: all of a small pool's, once each; a large pool's
-    drawn without end (of its thousands of pairs only a few dozen are ever asked)."""
+    """Ordered pairs of `pool` in a random order, each at most once, then none: a small pool's all
+    shuffled; a large pool's (thousands of pairs, of which a few dozen are ever asked) first drawn at
+    random, then, should `RANDOM_DRAWS` draws all miss, walked in full so that the walk ends."""
     if len(pool) <= 64:
         pairs = [[a, b] for a in pool for b in pool if a is not b]
         rng.shuffle(pairs)
         yield from pairs
-    else:
-        while True:
-            yield rng.sample(pool, 2)
+        return
+    for _ in range(RANDOM_DRAWS):
+        yield rng.sample(pool, 2)
+    for a in rng.sample(pool, len(pool)):  # a lazy walk: a list of every pair would hold millions
+        yield from ([a, b] for b in rng.sample(pool, len(pool)) if b is not a)
+
+
+RANDOM_DRAWS = 1000  # a large pool's random tries before its full walk (a world never needs a second)
 
 
 def _two(first: Entity, second: Entity, attrs: tuple[str, str], answer: str, template: str) -> QAExample:
