@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_main
+from conftest import copy_run, run_main
 from lewisrag.data.io import InputError
 from lewisrag.data.outputs import MARKER, check_out_file, check_part, discard_output, made_by, mark, record_files
 from lewisrag.experiments import stages as S
@@ -28,7 +28,7 @@ from lewisrag.experiments.reproduce import reproduce
 from lewisrag.training.closed_book import KIND as CLOSED_BOOK_KIND
 from lewisrag.training.closed_book import LAYOUT as CLOSED_BOOK_LAYOUT
 from lewisrag.training.rag import KIND as RAG_KIND
-from test_reproduce_rerun_safety import _copy, _state, qa_run  # noqa: F401 (a fixture)
+from test_reproduce_rerun_safety import _state, qa_run  # noqa: F401 (a fixture)
 
 # what a finished tiny run wrote outside its stages' folders
 RUN_FILES = ["config.json", "results.json", "timings.json", "report.md", "report.html", "predictions.json", "evidence.json",
@@ -46,7 +46,7 @@ def test_a_reproductions_own_files_are_never_replaced_by_a_file_output(qa_run, t
     """The reviewer's case: `swap --out RUN/config.json --overwrite --json` exited 0 and replaced the
     run's config.json; `reproduce --resume` was then refused. Every file the run wrote outside its stages'
     folders is refused by name, naming the run; a file of the user's there (an earlier swap's) is not."""
-    run = _copy(qa_run, tmp_path)
+    run = copy_run(qa_run, tmp_path / "run")
     config = (run / "config.json").read_bytes()
     code, out, err = run_main(monkeypatch, capsys, "swap", "--model", run / "rag_token", "--index", run / "index_a",
                               "--questions", run / "world" / "questions_a.jsonl", "--device", "cpu",
@@ -94,7 +94,7 @@ def test_a_run_from_before_markers_listed_its_files_keeps_them_protected_and_lis
                                                                                                 monkeypatch, capsys):
     """A run that finished before this change: its marker names its kind only. Its files are refused by
     their names, a user's file there is not; a --resume lists them, the ones of the stages it skips too."""
-    run = _copy(qa_run, tmp_path)
+    run = copy_run(qa_run, tmp_path / "run")
     (run / MARKER).write_text(json.dumps({"made_by": "lewisrag", "kind": "reproduction"}))
     (run / "mine.json").write_text("the user's\n")
     for rel in RUN_FILES:
@@ -144,7 +144,7 @@ def test_a_rag_run_without_its_marker_is_refused_before_any_stage_is_redone(qa_r
     (42 s) and then stopped at "is not a rag run lewisrag wrote, so it is not removed". A RAG run always
     had its marker: without it the folder is refused up front, --overwrite or not, --resume too, and
     nothing in the run changes."""
-    run = _copy(qa_run, tmp_path)
+    run = copy_run(qa_run, tmp_path / "run")
     (run / "rag_token" / MARKER).unlink()
     (run / "stages" / "rag_token.json").unlink()  # for --resume: the stage still to run
     before = _state(run)
@@ -200,11 +200,12 @@ def test_a_command_on_its_own_never_replaces_a_stage_of_a_reproduction(qa_run, t
     command's own kind counted as free wherever it lay, and RUN's models, indexes and results were then
     those of another world. Refused in one line, --overwrite or not, with the stage as it was; a world
     that stands alone is still replaced, and reproduce --resume still redoes its own world."""
-    run = _copy(qa_run, tmp_path)
+    run = copy_run(qa_run, tmp_path / "run")
     before = _state(run)
     flags = ["--overwrite"] if overwrite else []
     for args, stage in ((["world", "--entities", "40"], "world"),
-                        (["index", "build", "--passages", run / "world" / "passages_a.jsonl", "--encoder", "bm25"], "bm25_a")):
+                        (["index", "build", "--passages", run / "world" / "passages_a.jsonl", "--encoder", "bm25"], "bm25_a"),
+                        (_train_rag(run), "rag_token"), (_train_stitched(run), "stitched")):
         code, out, err = run_main(monkeypatch, capsys, *args, "--out", run / stage, *flags)
         assert code == 2 and not out and len(err.strip().splitlines()) == 1, err
         assert f"is the {made_by(run / stage)} of the lewisrag reproduction at {run.resolve()}" in err, err
@@ -215,3 +216,25 @@ def test_a_command_on_its_own_never_replaces_a_stage_of_a_reproduction(qa_run, t
     (run / "stages" / "world.json").unlink()
     reproduce(PRESETS["tiny"], run, seed=0, resume=True)
     assert (run / "results.json").read_bytes() == (qa_run / "results.json").read_bytes()
+
+
+def _train_rag(run: Path) -> list:
+    return ["train", "rag", "--index", run / "index_a", "--encoder", run / "dpr", "--generator", run / "generator",
+            "--train", run / "world" / "train.jsonl", "--dev", run / "world" / "dev.jsonl", "--steps", "1"]
+
+
+def _train_stitched(run: Path) -> list:
+    return ["train", "stitched", "--index", run / "index_a", "--encoder", run / "dpr", "--generator", run / "generator",
+            "--train", run / "world" / "train.jsonl", "--steps", "1"]
+
+
+def test_train_rag_never_resumes_a_stage_of_a_reproduction(qa_run, tmp_path, monkeypatch, capsys):
+    """`train rag --resume --out RUN/rag_token` continued a reproduction's RAG run on its own, under the
+    evaluations RUN had made of it (train rag and train stitched check their folders in the functions
+    reproduce's stages share: the command now checks first)."""
+    run = copy_run(qa_run, tmp_path / "run")
+    before = _state(run)
+    code, out, err = run_main(monkeypatch, capsys, *_train_rag(run), "--out", run / "rag_token", "--resume")
+    assert code == 2 and not out and len(err.strip().splitlines()) == 1, err
+    assert f"is the {RAG_KIND} of the lewisrag reproduction at {run.resolve()}" in err, err
+    assert _state(run) == before

@@ -232,6 +232,8 @@ def rag(
 ) -> None:
     """Fine-tune a RAG model (question encoder + BART) end to end; resumable, multi-process under `accelerate launch`."""
     from lewisrag.data.io import InputError
+    from lewisrag.data.outputs import check_on_its_own
+    from lewisrag.training.rag import KIND as RAG_KIND
     from lewisrag.training.rag import RagTrainConfig, check_device, combined_length_note, train_rag
     from lewisrag.training.tasks import DEV_METRIC, check_task
 
@@ -239,6 +241,7 @@ def rag(
     device = check_device(_ui.renamed_switch(ctx, "device", "cpu", "--device", "--cpu", "cpu"))
     if resume and overwrite:
         raise InputError("--overwrite", "does not apply with --resume, which continues the run in --out")
+    check_on_its_own(out, RAG_KIND)  # RUN/rag_token: the reproduction's later stages read it
     if eval_every == 0:  # never ignored in silence
         _ui.refuse_given(ctx, ("eval_questions", "eval_beams", "eval_batch_size"),
                          "shapes the dev evaluations, which --eval-every 0 turns off")
@@ -324,8 +327,11 @@ def stitched(
 ) -> None:
     """Fine-tune a generator on stitched inputs whose targets cite the gold passage's number (after the answer, or first)."""
     from lewisrag.data.io import InputError
+    from lewisrag.data.outputs import check_on_its_own
+    from lewisrag.training.stitched_train import KIND as STITCHED_KIND
     from lewisrag.training.stitched_train import StitchedTrainConfig, train_stitched
 
+    check_on_its_own(out, STITCHED_KIND)  # RUN/stitched: the reproduction's comparison read it
     k = _ui.renamed(ctx, "n_docs", "old_k", "--n-docs", "--k")
     mixed_k = _ui.renamed(ctx, "mixed_n_docs", "old_mixed_k", "--mixed-n-docs", "--mixed-k")
     for flag, value, least in (("--n-docs", k, 1), ("--steps", steps, 1), ("--batch-size", batch_size, 1),

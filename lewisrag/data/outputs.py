@@ -379,13 +379,25 @@ def _homes() -> set[Path]:
     return {h.resolve() for h in homes if str(h) not in ("", "/")}
 
 
+def check_on_its_own(out: str | os.PathLike, kind: str, flag: str = "--out") -> None:
+    """`check_out_dir(alone=True)`'s rule for a command whose library function checks its folder
+    itself, for callers that include a larger output's stages (`train rag`, `train stitched`: the
+    reproduction's RAG and stitched stages train through the same functions and redo their own
+    parts): refuse `out` when it is a folder of `kind` inside another lewisrag output, --overwrite
+    and --resume or not. Call it from the command, before anything is read."""
+    given, out = out, physical(out)
+    if is_ours(out, kind):
+        _check_not_part_of_an_output(out, kind, flag, given)
+
+
 def _check_not_part_of_an_output(out: Path, kind: str, flag: str, given: str | os.PathLike | None = None) -> None:
     """Refuse, even with --overwrite, to replace a folder that lies inside a folder lewisrag marked
     (its parent or any folder above): it is a part of that output. Of another kind than the command's
     (`reproduce --out RUN/world --overwrite` replaced a reproduction's world, and the run then held a
     reproduction inside itself): the rule that --overwrite replaces another kind of output holds for
     outputs that stand alone; `_check_not_inside_inputs` catches this only when RUN is an input. Of
-    the command's own kind, for a command run on its own (`check_out_dir(alone=True)`): that output's
+    the command's own kind, for a command run on its own (`check_out_dir(alone=True)`,
+    `check_on_its_own`): that output's
     other parts were made from it (`world --out RUN/world` redrew the world under RUN's trained models,
     exit 0); the output that wrote it redoes it."""
     for folder in out.resolve().parents:
