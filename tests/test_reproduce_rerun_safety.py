@@ -8,7 +8,6 @@ deleted them all but world/'s and stitched/'s (the last refused only after the o
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -27,11 +26,6 @@ from test_reproduce_base import _flags, assets  # noqa: F401 (a fixture)
 def qa_run(tiny_qa_run, tmp_path_factory):
     """A finished tiny reproduction (QA only), this module's own copy of the session's."""
     return copy_run(tiny_qa_run, tmp_path_factory.mktemp("qa") / "run")
-
-
-def _copy(run: Path, tmp_path: Path) -> Path:
-    shutil.copytree(run, tmp_path / "run", symlinks=True)
-    return tmp_path / "run"
 
 
 def _state(run: Path) -> dict:
@@ -55,7 +49,7 @@ STAGE_FOLDERS = ["dpr", "index_a", "index_b", "bm25_a", "generator", "rag_token"
 @pytest.mark.parametrize("folder", STAGE_FOLDERS)
 def test_a_plain_rerun_refuses_a_users_file_in_a_stage_folder_before_removing_anything(qa_run, tmp_path, monkeypatch,
                                                                                      capsys, folder):
-    run = _copy(qa_run, tmp_path)
+    run = copy_run(qa_run, tmp_path / "run")
     note = run / folder / "NOTES_user.txt"
     note.write_text("mine\n")
     _refused(monkeypatch, capsys, run, note)
@@ -63,7 +57,7 @@ def test_a_plain_rerun_refuses_a_users_file_in_a_stage_folder_before_removing_an
 
 def test_the_first_users_file_is_named_whatever_stage_folder_holds_it(qa_run, tmp_path, monkeypatch, capsys):
     """The reviewer's case: a note in every folder of the run; the first stage's is named, and none is lost."""
-    run = _copy(qa_run, tmp_path)
+    run = copy_run(qa_run, tmp_path / "run")
     for folder in ["world", "stages", ".", *STAGE_FOLDERS]:
         (run / folder / "NOTES_user.txt").write_text("mine\n")
     _refused(monkeypatch, capsys, run, run / "dpr" / "NOTES_user.txt")
@@ -73,7 +67,7 @@ def test_folders_written_before_their_markers_listed_files_are_checked_by_their_
                                                                                       capsys):
     """A RAG run's marker listed nothing and a closed book had no marker before this check: what they
     write is known by name (train_rag's folders and what they hold; config.json, log.jsonl, final/)."""
-    run = _copy(qa_run, tmp_path)
+    run = copy_run(qa_run, tmp_path / "run")
     marker = run / "rag_token" / MARKER
     marker.write_text(json.dumps({"made_by": "lewisrag", "kind": "rag run"}))
     (run / "closed_book" / MARKER).unlink()
@@ -88,7 +82,7 @@ def test_folders_written_before_their_markers_listed_files_are_checked_by_their_
 def test_resume_refuses_a_users_file_in_a_stage_it_runs_again(qa_run, tmp_path, monkeypatch, capsys, stage, folder):
     """--resume runs the stages without a record again: their folders are checked as a plain rerun's
     (the closed book was removed even on resume); the finished stages' folders are left alone."""
-    run = _copy(qa_run, tmp_path)
+    run = copy_run(qa_run, tmp_path / "run")
     (run / "stages" / f"{stage}.json").unlink()
     note = run / folder / "NOTES_user.txt"
     note.write_text("mine\n")
@@ -105,7 +99,7 @@ def test_resume_refuses_a_users_file_in_a_stage_it_runs_again(qa_run, tmp_path, 
 def test_a_rerun_of_an_untouched_run_still_works_and_keeps_what_it_does_not_replace(qa_run, tmp_path):
     """The user's files in world/ (rewritten, theirs carried over), stages/ (only the records are
     forgotten) and RUN itself stay; the run is the same."""
-    run = _copy(qa_run, tmp_path)
+    run = copy_run(qa_run, tmp_path / "run")
     notes = [run / folder / "NOTES_user.txt" for folder in ("world", "stages", ".")]
     for note in notes:
         note.write_text("mine\n")
@@ -123,7 +117,7 @@ def test_a_rerun_of_an_untouched_run_still_works_and_keeps_what_it_does_not_repl
 
 def test_overwrite_replaces_the_users_files_as_documented(qa_run, tmp_path, monkeypatch, capsys):
     """--overwrite reaches every stage (the stitched stage refused the user's file after the others were redone)."""
-    run = _copy(qa_run, tmp_path)
+    run = copy_run(qa_run, tmp_path / "run")
     notes = [run / folder / "NOTES_user.txt" for folder in ("dpr", "rag_token/best", "stitched")]
     for note in notes:
         note.write_text("mine\n")
@@ -152,7 +146,7 @@ def base_run(assets, tmp_path_factory):  # noqa: F811 (the imported fixture)
 def test_the_base_preset_refuses_a_users_file_in_its_stage_folders(assets, base_run, tmp_path, monkeypatch, capsys,  # noqa: F811
                                                                   folder):
     """The base preset built its indexes with overwrite=True, checking nothing."""
-    run = _copy(base_run, tmp_path)
+    run = copy_run(base_run, tmp_path / "run")
     note = run / folder / "NOTES_user.txt"
     note.write_text("mine\n")
     before = _state(run)
