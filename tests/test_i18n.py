@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from conftest import run_main, write_jsonl
 from lewisrag.cli import app
+from lewisrag.eval.reports.i18n import Messages
 from lewisrag.data.io import InputError
 from lewisrag.eval.reports import i18n
 from lewisrag.eval.reports.i18n import LANGS, MESSAGES, check_lang, messages, placeholders
@@ -332,3 +333,52 @@ def test_reproduce_prints_its_summary_in_the_report_language(tmp_path, monkeypat
     assert json.loads(_stdout(*args, "--json")) == {
         "out": str(tmp_path / "run"), "results": str(tmp_path / "run" / "results.json"),
         "report": str(tmp_path / "run" / "report.md"), **{k: REPRODUCED[k] for k in ("retrieval", "qa", "knowledge_update")}}
+
+
+def test_claim_sentences_name_every_column_tied_at_an_end():
+    """Two columns with the same printed mean: a first-found maximum called one of them the highest
+    (RAG-Token 0.689, RAG-Sequence 0.689, stitched 0.683 read "highest for RAG-Token")."""
+    from lewisrag.eval.reports.claims import claim_sentences
+
+    def col(hal):
+        return {"claims.hallucination": {"mean": hal, "n": 4}}
+
+    columns = {"a": col(0.6891), "b": col(0.6889), "c": col(0.683), "d": col(0.5)}
+    assert claim_sentences(columns, str)[4].endswith("(highest for a and b, lowest for d).")
+    columns["d"] = col(0.689)
+    assert "(highest for a, b and d, lowest for c)" in claim_sentences(columns, str)[4]
+    assert "（最高：a、b 和 d，最低：c）" in claim_sentences(columns, str, "zh")[4]
+
+
+@pytest.mark.parametrize("frozen,word", [(0.925, "above"), (0.9204, "level with"), (0.915, "below")])
+def test_the_ablation_sentence_compares_what_it_prints(frozen, word):
+    """0.925 against 0.920 read "the frozen retriever is above the jointly trained one (92% vs 92%)"."""
+    from lewisrag.experiments.report import _table6
+
+    by_k = {"1": 0.925, "2": 0.925, "5": 0.920, "10": 0.920}
+    ab = {"ks": [1, 2, 5, 10], "trained_k": 5, "n_docs": {"rag_token": by_k, "rag_sequence": by_k},
+          "frozen_retriever": {"by_k": by_k, "exact_match": frozen}, "bm25_retriever": {"by_k": by_k, "exact_match": 0.77}}
+    sentence = _table6({"ablations": ab}, Messages("en"))[-2]
+    assert sentence.startswith(f"At K=5 the frozen retriever is {word} the jointly trained one ({frozen:.3f} vs 0.920) "
+                               "and BM25 is below it (0.770)"), sentence
+
+
+def test_the_report_names_every_system_tied_for_the_best():
+    """RAG-Token and RAG-Sequence with the same exact match: the first found was called the best."""
+    from lewisrag.experiments.report import _long_form, _table1
+
+    qa = {s: {"exact_match": em, "f1": em, "rougeL": em, "long": {"n": 9, "rougeL": em / 10, "bleu1": 0.0}}
+          for s, em in (("rag_token", 0.962), ("rag_sequence", 0.9621), ("closed_book", 0.001))}
+    for lang, best, long in (("en", "RAG-Token and RAG-Sequence share the highest exact match (96%), +96 points",
+                              "On 9 long-form questions RAG-Token and RAG-Sequence share the highest ROUGE-L (0.096)"),
+                             ("zh", "RAG-Token 和 RAG-Sequence 的精确匹配（EM）并列最高（96%）",
+                              "在 9 道长答案题上，RAG-Token 和 RAG-Sequence 的 ROUGE-L 并列最高（0.096）")):
+        t = Messages(lang)
+        assert _table1({"qa": qa}, t)[-2].startswith(best), _table1({"qa": qa}, t)[-2]
+        assert _long_form({"qa": qa}, t)[-2].startswith(long), _long_form({"qa": qa}, t)[-2]
+    qa["rag_sequence"]["exact_match"] = 0.966
+    assert _table1({"qa": qa}, Messages("en"))[-2].startswith("RAG-Sequence has the highest exact match (97%)")
+    for s in qa:
+        qa[s]["long"]["rougeL"] = 0.0
+    assert _long_form({"qa": qa}, Messages("en"))[-2].startswith("On 9 long-form questions every system scores the same "
+                                                                "ROUGE-L (0.000)")

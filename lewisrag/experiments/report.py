@@ -43,6 +43,13 @@ def _pct(x, t: Messages) -> str:
     return t("na") if x is None else f"{x:.0%}"
 
 
+def _leaders(scores: dict[str, float], t: Messages) -> list[str]:
+    """The systems whose score, as the tables print it, is the highest: every one of them when tied
+    (a first-found maximum named one of two equal systems the best)."""
+    top = _f(max(scores.values()), t)
+    return [s for s, v in scores.items() if _f(v, t) == top]
+
+
 def render_report(results: dict) -> str:
     t = messages(report_lang(results))
     c = results["config"]
@@ -99,11 +106,13 @@ def _table1(results: dict, t: Messages) -> list[str]:
     out = [t("rep.t1.h"), "", f"| {t('col.system')} | EM | F1 | ROUGE-L |", "|---|---:|---:|---:|"]
     out += [f"| {t.system(s)} | {_f(qa[s]['exact_match'], t)} | {_f(qa[s].get('f1'), t)} | {_f(qa[s].get('rougeL'), t)} |"
             for s in rows]
-    best = max(rows, key=lambda s: qa[s]["exact_match"])
-    if all(qa[s]["exact_match"] == qa[best]["exact_match"] for s in rows):
+    leaders = _leaders({s: qa[s]["exact_match"] for s in rows}, t)
+    best = leaders[0]
+    if len(leaders) == len(rows):
         sentence = t("rep.t1.same", em=_pct(qa[best]["exact_match"], t))
     else:
-        sentence = t("rep.t1.best", name=t.system(best), em=_pct(qa[best]["exact_match"], t))
+        sentence = t("rep.t1.best" if len(leaders) == 1 else "rep.t1.best_tied", name=t.names(map(t.system, leaders)),
+                     em=_pct(qa[best]["exact_match"], t))
         if "closed_book" in qa and best != "closed_book":
             gap = qa[best]["exact_match"] - qa["closed_book"]["exact_match"]
             sentence += t("rep.t1.gap", gap=gap * 100)
@@ -117,8 +126,11 @@ def _long_form(results: dict, t: Messages) -> list[str]:
         return []
     out = [t("rep.long.h"), "", f"| {t('col.system')} | ROUGE-L | BLEU-1 |", "|---|---:|---:|"]
     out += [f"| {t.system(s)} | {_f(qa[s]['long']['rougeL'], t)} | {_f(qa[s]['long']['bleu1'], t)} |" for s in rows]
-    best = max(rows, key=lambda s: qa[s]["long"]["rougeL"] or 0.0)
-    sentence = t("rep.long.sentence", n=qa[rows[0]]["long"]["n"], name=t.system(best), score=_f(qa[best]["long"]["rougeL"], t))
+    leaders = _leaders({s: qa[s]["long"]["rougeL"] or 0.0 for s in rows}, t)
+    key = ("rep.long.same" if len(leaders) == len(rows) > 1 else "rep.long.sentence" if len(leaders) == 1
+           else "rep.long.sentence_tied")
+    sentence = t(key, n=qa[rows[0]]["long"]["n"], name=t.names(map(t.system, leaders)),
+                 score=_f(qa[leaders[0]]["long"]["rougeL"] or 0.0, t))
     kinds = ((results.get("config") or {}).get("preset") or {}).get("rag", {}).get("train_kinds", "")
     if kinds and "long" not in kinds.split(","):
         sentence += t("rep.long.kinds", kinds=t("kind.join").join(t.word("kind", k) for k in kinds.split(",")))
@@ -160,14 +172,16 @@ def _table6(results: dict, t: Messages) -> list[str]:
     at = str(ab["trained_k"]) if str(ab["trained_k"]) in ks else ks[-1]
     trained = ab["n_docs"]["rag_token"][at]
     frozen, sparse = ab["frozen_retriever"]["exact_match"], ab["bm25_retriever"]["exact_match"]
-    cmp = lambda x: t("rep.t6.above") if x > trained else t("rep.t6.below") if x < trained else t("rep.t6.level")  # noqa: E731
+    # compared as the table prints them: 0.925 against 0.920 read "above (92% vs 92%)" in percent
+    cmp = lambda x: (t("rep.t6.level") if _f(x, t) == _f(trained, t)  # noqa: E731
+                     else t("rep.t6.above") if x > trained else t("rep.t6.below"))
     by_k = ab["n_docs"]["rag_token"]
     best_k = max(ks, key=lambda k: by_k[k])
     low, high = min(by_k.values()), max(by_k.values())
     trend = (t("rep.t6.best_k", k=best_k) if high - low >= 0.02
              else t("rep.t6.flat", low=_f(low, t), high=_f(high, t)))
-    return out + ["", t("rep.t6.sentence", k=at, frozen_cmp=cmp(frozen), frozen=_pct(frozen, t), trained=_pct(trained, t),
-                        bm25_cmp=cmp(sparse), bm25=_pct(sparse, t), trend=trend), ""]
+    return out + ["", t("rep.t6.sentence", k=at, frozen_cmp=cmp(frozen), frozen=_f(frozen, t), trained=_f(trained, t),
+                        bm25_cmp=cmp(sparse), bm25=_f(sparse, t), trend=trend), ""]
 
 
 def _table2(results: dict, t: Messages) -> list[str]:
@@ -215,11 +229,12 @@ def _compare(results: dict, t: Messages) -> list[str]:
            f"| {t('col.system')} | " + " | ".join(t.metric(c) for c in cols) + " |", "|---|" + "---:|" * len(cols)]
     out += [f"| {t.system(s)} | " + " | ".join(_f(v.get(c), t) for c in cols) + " |" for s, v in layers.items()]
     scored = {s: v["faithfulness"] for s, v in layers.items() if v.get("faithfulness") is not None}
-    if len(set(scored.values())) == 1:
+    leaders = _leaders(scored, t) if scored else []
+    if scored and len(leaders) == len(scored):
         out += ["", t("rep.layers.same", v=_f(next(iter(scored.values())), t))]
     elif scored:
-        best = max(scored, key=scored.get)
-        out += ["", t("rep.layers.best", name=t.system(best), v=_f(scored[best], t))]
+        out += ["", t("rep.layers.best" if len(leaders) == 1 else "rep.layers.best_tied",
+                      name=t.names(map(t.system, leaders)), v=_f(scored[leaders[0]], t))]
     completeness = [v.get("answer_completeness") for v in layers.values() if v.get("answer_completeness") is not None]
     if completeness and not any(completeness):
         out += ["", t("rep.layers.completeness")]

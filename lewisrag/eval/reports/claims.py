@@ -101,14 +101,17 @@ def _listing(columns: Columns, shorts: tuple[str, ...], name: Name, t: Messages)
 
 
 def _extremes(columns: Columns, short: str, name: Name, most: str, least: str, t: Messages) -> str:
-    """' (most for `a`, least for `b`)' over the columns with a value; '' for fewer than two."""
-    known = {label: v for label, col in columns.items() if (v := _mean(col, short)) is not None}
+    """' (most for `a`, least for `b`)' over the columns with a value; '' for fewer than two. Values
+    are compared as the sentence prints them, and columns tied there are named together ('highest for
+    `a` and `b`'): a first-found maximum named one of two equal columns the highest."""
+    known = {label: _f(v) for label, col in columns.items() if (v := _mean(col, short)) is not None}
     if len(known) < 2:
         return ""
-    top, bottom = max(known, key=known.get), min(known, key=known.get)
-    if known[top] == known[bottom]:
+    top, bottom = max(known.values(), key=float), min(known.values(), key=float)
+    if top == bottom:
         return t("cl.same")
-    return t("cl.extremes", most=most, top=name(top), least=least, bottom=name(bottom))
+    tied = lambda value: t.names(name(label) for label, v in known.items() if v == value)  # noqa: E731
+    return t("cl.extremes", most=most, top=tied(top), least=least, bottom=tied(bottom))
 
 
 def _sources(columns: Columns, name: Name, t: Messages) -> str:

@@ -49,6 +49,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "sep.clause": ("; ", "；"),
     "sep.list": (", ", "，"),
     "sep.enum": (", ", "、"),  # a list of names
+    "sep.and": (" and ", " 和 "),  # before a list's last name (spaced: names are often Latin)
     "col.system": ("system", "系统"),
     "col.metric": ("metric", "指标"),
     "col.model": ("model", "模型"),
@@ -129,11 +130,16 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "rep.t1.same": ("Every system scores the same exact match ({em}): no system stands out",
                     "每个系统的精确匹配（EM）都一样（{em}）：没有哪个系统更突出"),
     "rep.t1.best": ("{name} has the highest exact match ({em})", "{name} 的精确匹配（EM）最高（{em}）"),
+    "rep.t1.best_tied": ("{name} share the highest exact match ({em})", "{name} 的精确匹配（EM）并列最高（{em}）"),
     "rep.t1.gap": (", {gap:+.0f} points against the closed-book BART that reads no documents",
                    "，和不读任何文档的闭卷 BART 相差 {gap:+.0f} 个百分点"),
     "rep.long.h": ("## Long-form answers (the paper's MS MARCO columns)", "## 长答案（对应论文的 MS MARCO 列）"),
     "rep.long.sentence": ("On {n} long-form questions {name} scores the highest ROUGE-L ({score})",
                           "在 {n} 道长答案题上，{name} 的 ROUGE-L 最高（{score}）"),
+    "rep.long.sentence_tied": ("On {n} long-form questions {name} share the highest ROUGE-L ({score})",
+                               "在 {n} 道长答案题上，{name} 的 ROUGE-L 并列最高（{score}）"),
+    "rep.long.same": ("On {n} long-form questions every system scores the same ROUGE-L ({score})",
+                      "在 {n} 道长答案题上，每个系统的 ROUGE-L 都一样（{score}）"),
     "rep.long.kinds": (". The models were fine-tuned on {kinds}-answer questions only, so they answer a long-form question "
                        "with a phrase: these columns show what a model trained for one task scores on another (the paper "
                        "fine-tunes one model per dataset)",
@@ -191,6 +197,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "rep.layers.same": ("Every system has the same faithfulness ({v}).", "每个系统的忠实度都一样（{v}）。"),
     "rep.layers.best": ("{name} has the most faithful answers ({v} of their statements supported by the passages they read).",
                         "{name} 的回答最忠实（其陈述中有 {v} 能被它读到的段落支持）。"),
+    "rep.layers.best_tied": ("{name} share the most faithful answers ({v} of their statements supported by the passages "
+                             "they read).", "{name} 的回答并列最忠实（其陈述中有 {v} 能被它们读到的段落支持）。"),
     "rep.layers.completeness": ("Answer completeness is 0 for every system: it asks whether the answer alone states each "
                                 "reference statement, and a short answer (a name, a year) states none of those whole sentences "
                                 "under the lexical judge; so the failure layers in report.html lean on \"generation: not used\" "
@@ -688,6 +696,15 @@ class Messages:
 
     def join(self, items, sep: str = "sep.list") -> str:
         return self(sep).join(items)
+
+    def names(self, items) -> str:
+        """Names as a sentence lists them.
+
+        >>> Messages("en").names(["a"]), Messages("en").names(["a", "b", "c"]), Messages("zh").names(["a", "b", "c"])
+        ('a', 'a, b and c', 'a、b 和 c')
+        """
+        items = list(items)
+        return items[0] if len(items) == 1 else self.join(items[:-1], "sep.enum") + self("sep.and") + items[-1]
 
     def text(self, value) -> str:
         """A fixed English text from the run (`KNOWN_TEXTS`, `KNOWN_PREFIXES`) in this language; others as they are.
