@@ -397,9 +397,8 @@ def _check_not_part_of_an_output(out: Path, kind: str, flag: str, given: str | o
     reproduction inside itself): the rule that --overwrite replaces another kind of output holds for
     outputs that stand alone; `_check_not_inside_inputs` catches this only when RUN is an input. Of
     the command's own kind, for a command run on its own (`check_out_dir(alone=True)`,
-    `check_on_its_own`): that output's
-    other parts were made from it (`world --out RUN/world` redrew the world under RUN's trained models,
-    exit 0); the output that wrote it redoes it."""
+    `check_on_its_own`): that output's other parts were made from it (`world --out RUN/world` redrew
+    the world under RUN's trained models, exit 0); the output that wrote it redoes it."""
     for folder in out.resolve().parents:
         if (other := made_by(folder)) is None:
             continue
