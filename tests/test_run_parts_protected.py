@@ -198,8 +198,9 @@ def test_check_part_refuses_an_unmarked_folder_unless_its_kind_was_once_unmarked
 def test_a_command_on_its_own_never_replaces_a_stage_of_a_reproduction(qa_run, tmp_path, monkeypatch, capsys, overwrite):
     """`world --out RUN/world` redrew a finished reproduction's world in place (exit 0): a folder of the
     command's own kind counted as free wherever it lay, and RUN's models, indexes and results were then
-    those of another world. Refused in one line, --overwrite or not, with the stage as it was; a world
-    that stands alone is still replaced, and reproduce --resume still redoes its own world."""
+    those of another world. Refused in one line, --overwrite or not, with the stage as it was (so are
+    index build, train rag and train stitched into their stages); a world that stands alone is still
+    replaced, and reproduce --resume still redoes its own world."""
     run = copy_run(qa_run, tmp_path / "run")
     before = _state(run)
     flags = ["--overwrite"] if overwrite else []
@@ -210,7 +211,7 @@ def test_a_command_on_its_own_never_replaces_a_stage_of_a_reproduction(qa_run, t
         assert code == 2 and not out and len(err.strip().splitlines()) == 1, err
         assert f"is the {made_by(run / stage)} of the lewisrag reproduction at {run.resolve()}" in err, err
     assert _state(run) == before
-    code, _, err = run_main(monkeypatch, capsys, "world", "--entities", "40", "--out", tmp_path / "alone")
+    run_main(monkeypatch, capsys, "world", "--entities", "40", "--out", tmp_path / "alone")  # then replaced:
     code, _, err = run_main(monkeypatch, capsys, "world", "--entities", "41", "--out", tmp_path / "alone")
     assert code == 0, err
     (run / "stages" / "world.json").unlink()

@@ -256,10 +256,14 @@ def _unasked(pair: list[Entity], pool: list[Entity], attr: str, asked: set, rng:
     return pair
 
 
+RANDOM_DRAWS = 1000  # a large pool's random tries before its full walk (a world never needs a second)
+
+
 def _pairs(pool: list[Entity], rng: random.Random):
-    """Ordered pairs of `pool` in a random order, each at most once, then none: a small pool's all
-    shuffled; a large pool's (thousands of pairs, of which a few dozen are ever asked) first drawn at
-    random, then, should `RANDOM_DRAWS` draws all miss, walked in full so that the walk ends."""
+    """Ordered pairs of `pool` in a random order, then none: a small pool's all, shuffled, each once;
+    a large pool's (thousands of pairs, of which a few dozen are ever asked) first `RANDOM_DRAWS`
+    drawn at random (a pair may come twice), then, should those all miss, every pair in a walk that
+    ends."""
     if len(pool) <= 64:
         pairs = [[a, b] for a in pool for b in pool if a is not b]
         rng.shuffle(pairs)
@@ -269,9 +273,6 @@ def _pairs(pool: list[Entity], rng: random.Random):
         yield rng.sample(pool, 2)
     for a in rng.sample(pool, len(pool)):  # a lazy walk: a list of every pair would hold millions
         yield from ([a, b] for b in rng.sample(pool, len(pool)) if b is not a)
-
-
-RANDOM_DRAWS = 1000  # a large pool's random tries before its full walk (a world never needs a second)
 
 
 def _two(first: Entity, second: Entity, attrs: tuple[str, str], answer: str, template: str) -> QAExample:
