@@ -382,3 +382,16 @@ def test_the_report_names_every_system_tied_for_the_best():
         qa[s]["long"]["rougeL"] = 0.0
     assert _long_form({"qa": qa}, Messages("en"))[-2].startswith("On 9 long-form questions every system scores the same "
                                                                 "ROUGE-L (0.000)")
+
+
+def test_the_ablation_sentence_names_every_k_tied_for_the_best():
+    """K=2 and K=5 with the same printed exact match: the first found was called RAG-Token's best K."""
+    from lewisrag.experiments.report import _table6
+
+    by_k = {"1": 0.80, "2": 0.9251, "5": 0.9249, "10": 0.90}
+    ab = {"ks": [1, 2, 5, 10], "trained_k": 5, "n_docs": {"rag_token": by_k, "rag_sequence": by_k},
+          "frozen_retriever": {"by_k": by_k, "exact_match": 0.9}, "bm25_retriever": {"by_k": by_k, "exact_match": 0.7}}
+    assert _table6({"ablations": ab}, Messages("en"))[-2].endswith("RAG-Token does best at K=2 and K=5.")
+    assert "RAG-Token 在 K=2 和 K=5 时最好" in _table6({"ablations": ab}, Messages("zh"))[-2]
+    by_k["5"] = 0.92
+    assert _table6({"ablations": ab}, Messages("en"))[-2].endswith("RAG-Token does best at K=2.")

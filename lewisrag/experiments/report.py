@@ -176,9 +176,9 @@ def _table6(results: dict, t: Messages) -> list[str]:
     cmp = lambda x: (t("rep.t6.level") if _f(x, t) == _f(trained, t)  # noqa: E731
                      else t("rep.t6.above") if x > trained else t("rep.t6.below"))
     by_k = ab["n_docs"]["rag_token"]
-    best_k = max(ks, key=lambda k: by_k[k])
     low, high = min(by_k.values()), max(by_k.values())
-    trend = (t("rep.t6.best_k", k=best_k) if high - low >= 0.02
+    best = [f"K={k}" for k in ks if _f(by_k[k], t) == _f(high, t)]  # every K tied at the top, as printed
+    trend = (t("rep.t6.best_k", k=t.names(best)) if high - low >= 0.02
              else t("rep.t6.flat", low=_f(low, t), high=_f(high, t)))
     return out + ["", t("rep.t6.sentence", k=at, frozen_cmp=cmp(frozen), frozen=_f(frozen, t), trained=_f(trained, t),
                         bm25_cmp=cmp(sparse), bm25=_f(sparse, t), trend=trend), ""]

@@ -164,7 +164,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "rep.t6.above": ("above", "高于"),
     "rep.t6.below": ("below", "低于"),
     "rep.t6.level": ("level with", "持平于"),
-    "rep.t6.best_k": ("RAG-Token does best at K={k}", "RAG-Token 在 K={k} 时最好"),
+    "rep.t6.best_k": ("RAG-Token does best at {k}", "RAG-Token 在 {k} 时最好"),
     "rep.t6.flat": ("RAG-Token's EM hardly changes with K ({low}-{high}): the first retrieved passage decides",
                     "RAG-Token 的 EM 几乎不随 K 变化（{low}-{high}）：检索到的第一篇段落说了算"),
     "rep.t6.sentence": ("At K={k} the frozen retriever is {frozen_cmp} the jointly trained one ({frozen} vs {trained}) and "
