@@ -68,29 +68,45 @@ def physical(path: str | os.PathLike) -> Path:
     return Path(os.path.realpath(p.parent)) / p.name
 
 
+def _read_marker(path: str | os.PathLike) -> dict | None:
+    """The marker of the folder at `path` as it reads now, or None: none there, or a damaged one (which
+    proves nothing). Read once by each caller, so that its kind, files and tree come from one version."""
+    try:
+        marker = json.loads((Path(path) / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return marker if isinstance(marker, dict) else None
+
+
+def _kind(marker: dict | None) -> str | None:
+    kind = (marker or {}).get("kind")
+    return kind if isinstance(kind, str) else None
+
+
+def _listed(marker: dict | None) -> list[str] | None:
+    """The marker's plain top-level names ("files"), or None when it lists none. A name that is a path
+    (a marker edited to name one outside the folder) makes nothing there look like lewisrag's."""
+    files = (marker or {}).get("files")
+    if not isinstance(files, list):
+        return None
+    return [f for f in files if isinstance(f, str) and f not in ("", ".", "..", MARKER) and "/" not in f and "\\" not in f]
+
+
+def _listed_tree(marker: dict | None) -> set[str] | None:
+    """The marker's "tree" (`record_files`), or None when it keeps none (written before markers did)."""
+    tree = (marker or {}).get("tree")
+    return {t for t in tree if isinstance(t, str)} if isinstance(tree, list) else None
+
+
 def made_by(path: str | os.PathLike) -> str | None:
     """The kind of output lewisrag wrote into the folder at `path` ("index", "run", ...), or None."""
-    marker = Path(path) / MARKER
-    if not marker.is_file():
-        return None
-    try:
-        kind = json.loads(marker.read_text(encoding="utf-8")).get("kind")
-    except (OSError, ValueError, AttributeError):  # a damaged marker proves nothing
-        return None
-    return kind if isinstance(kind, str) else None
+    return _kind(_read_marker(path))
 
 
 def written_files(path: str | os.PathLike) -> list[str] | None:
     """The names lewisrag wrote into the folder at `path`, as its marker lists them (`record_files`);
-    None when it lists none (written before markers did). Only plain names: a marker edited to
-    name a path outside the folder makes nothing there look like lewisrag's."""
-    try:
-        files = json.loads((Path(path) / MARKER).read_text(encoding="utf-8")).get("files")
-    except (OSError, ValueError, AttributeError):
-        return None
-    if not isinstance(files, list):
-        return None
-    return [f for f in files if isinstance(f, str) and f not in ("", ".", "..", MARKER) and "/" not in f and "\\" not in f]
+    None when it lists none (written before markers did)."""
+    return _listed(_read_marker(path))
 
 
 # What an output of these kinds wrote outside the folders in it that are outputs of their own, for a
@@ -99,15 +115,6 @@ def written_files(path: str | os.PathLike) -> list[str] | None:
 UNLISTED = {"reproduction": ("config.json", "results.json", "timings.json", "report.md", "report.html", "predictions.json",
                              "evidence.json", "knowledge_update.json", "*.png", "stages/*.json", "data/*.jsonl",
                              "jeopardy/*.json", "fever/*.json")}
-
-
-def _recorded_tree(path: Path) -> set[str] | None:
-    """The marker's "tree" (`record_files`), or None when it keeps none (written before markers did)."""
-    try:
-        tree = json.loads((path / MARKER).read_text(encoding="utf-8")).get("tree")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return {t for t in tree if isinstance(t, str)} if isinstance(tree, list) else None
 
 
 def _plain(rel: str) -> bool:
@@ -128,13 +135,13 @@ def wrote(path: str | os.PathLike, rel: str) -> bool:
     no tree, anything in a listed folder: what lewisrag wrote there is not known), or, for a marker that
     lists nothing, a path its kind is known to write (`UNLISTED`). Not a file the user put there since,
     in one of its folders too (`lewisrag chunk --out RUN/dpr/tokenizer/mine.jsonl`)."""
-    path = Path(path)
-    listed = written_files(path)
+    marker = _read_marker(path)
+    listed = _listed(marker)
     if listed is None:
-        return any(_matches(rel, p) for p in UNLISTED.get(made_by(path) or "", ()))
+        return any(_matches(rel, p) for p in UNLISTED.get(_kind(marker) or "", ()))
     if "/" not in rel:
         return rel in listed
-    tree = _recorded_tree(path)
+    tree = _listed_tree(marker)
     return rel in tree if tree is not None else rel.split("/")[0] in listed
 
 
@@ -148,15 +155,16 @@ def note_written(path: str | os.PathLike, paths: Iterable[str]) -> None:
     written (`UNLISTED`), so that a run begun before markers listed its files loses no protection. A
     folder without a marker (or with a damaged one) is left as it is: it is no output to list for."""
     path = Path(path)
-    if made_by(path) is None:
+    marker = _read_marker(path)
+    kind = _kind(marker)
+    if kind is None:
         return
-    marker = json.loads((path / MARKER).read_text(encoding="utf-8"))
-    listed = written_files(path)
+    listed = _listed(marker)
     if listed is None:
-        known = {p.relative_to(path).as_posix() for pattern in UNLISTED.get(made_by(path) or "", ())
+        known = {p.relative_to(path).as_posix() for pattern in UNLISTED.get(kind, ())
                  for p in path.glob(pattern)}
     else:
-        known = set(listed) | (_recorded_tree(path) or set())
+        known = set(listed) | (_listed_tree(marker) or set())
     entries = sorted(e for e in known | set(paths) if _plain(e) and ((path / e).is_file() or (path / e).is_symlink()))
     write_json(path / MARKER, {**marker, "files": [e for e in entries if "/" not in e],
                                "tree": [e for e in entries if "/" in e]})
@@ -181,11 +189,12 @@ def added_files(path: str | os.PathLike) -> list[str]:
     """What the user added to a folder lewisrag wrote: names its marker does not list, and files inside
     its listed folders that its "tree" does not (none known for markers written before they kept one)."""
     path = Path(path)
-    listed = written_files(path)
+    marker = _read_marker(path)
+    listed = _listed(marker)
     if listed is None:  # a folder marked before markers listed files: nothing in it is known to be the user's
         return []
     added = sorted(set(os.listdir(path)) - {MARKER} - set(listed))
-    tree = _recorded_tree(path)
+    tree = _listed_tree(marker)
     if tree is not None:
         added += sorted(set(_tree(path, [n for n in listed if (path / n).exists()])) - tree)
     return added
