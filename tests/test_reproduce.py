@@ -240,7 +240,29 @@ def test_resume_in_chinese_redoes_only_the_comparison_and_the_report(tiny_run, t
 def test_same_seed_same_results(tiny_run, tmp_path):
     out, _ = tiny_run
     reproduce(PRESETS["tiny"], tmp_path / "again", seed=0, tasks=TASKS)
+    a, b = (json.loads((d / "results.json").read_text()) for d in (out, tmp_path / "again"))
+    assert _differences(a, b) == []  # where they differ, named first: a byte compare of 28,000 lines hides it
     assert (tmp_path / "again" / "results.json").read_bytes() == (out / "results.json").read_bytes()
+
+
+def test_results_hold_no_wall_clock_number(tiny_run):
+    """The FEVER verifier's stage put its training minutes into results.json: 0.0 on an idle machine,
+    0.01 under load, so the same seed's file differed now and then."""
+    out, _ = tiny_run
+    keys = set()
+    json.loads((out / "results.json").read_text(), object_hook=lambda d: keys.update(d) or d)  # every object's keys
+    assert not {k for k in keys if k in ("seconds", "minutes", "elapsed") or k.endswith(("_s", "_seconds", "_minutes"))}
+    assert "fever_verifier" in json.loads((out / "timings.json").read_text())  # its time is kept there
+
+
+def _differences(a, b, path: str = "") -> list[str]:
+    """The paths at which two JSON values differ (the first 20)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [d for k in sorted(set(a) | set(b), key=str)
+                for d in (_differences(a.get(k), b.get(k), f"{path}.{k}") if k in a and k in b else [f"{path}.{k}"])][:20]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in _differences(x, y, f"{path}[{i}]")][:20]
+    return [] if a == b else [path or "."]
 
 
 def test_bm25_adapter_gives_the_model_bm25_documents_and_scores(tiny_run):

@@ -111,7 +111,9 @@ def verifier(run: Path, preset: Preset, seed: int, task: str, on_progress: Progr
     r = pretrain_verifier(run / "generator", run / task / "generator", cfg, dev, read_passages(world / "passages_a.jsonl"),
                           on_step=lambda step, steps, loss: on_progress(f"{task} verifier", step, steps, f"loss {loss:.3f}"),
                           overwrite=overwrite)
-    return {"dir": f"{task}/generator", "steps": r["steps"], "minutes": r["minutes"], "final_loss": r["final_loss"],
+    # no "minutes": results.json holds no wall-clock number, so that the same seed writes the same file
+    # (timings.json has the stage's seconds, RUN/<task>/generator/recipe.json its minutes)
+    return {"dir": f"{task}/generator", "steps": r["steps"], "final_loss": r["final_loss"],
             "dev_gold_passage": r["dev_gold_passage"]}
 
 
