@@ -72,9 +72,9 @@ def reproduce(
     RAG-Sequence, closed-book BART -> test QA -> ablations (frozen retriever, BM25, K) -> index hot swap ->
     prompt-stitching comparison -> report. --preset base runs on your local DPR pair, BART, QA files and passages
     (index, RAG-Token, RAG-Sequence, closed-book, test QA, swap matrix with --passages-b), skipping the world's stages."""
-    from lewisrag.experiments.presets import get_preset
-    from lewisrag.experiments.reproduce import reproduce as run
-    from lewisrag.experiments.tasks import parse_tasks
+    # the flags are checked before torch and transformers load (presets and their configs need neither):
+    # a typo is refused in a moment, not after ten seconds of imports
+    from lewisrag.experiments.presets import get_preset, parse_tasks
     from lewisrag.eval.reports.i18n import check_lang
 
     check_lang(lang)
@@ -97,7 +97,7 @@ def reproduce(
             raise InputError("--cpu-linear", why)
     from dataclasses import replace
 
-    from lewisrag.training.rag import check_device
+    from lewisrag.data.threads import check_device
 
     chosen = replace(chosen, device=check_device(device))
     from lewisrag.data.cpu_linear import resolve_kind
@@ -127,6 +127,7 @@ def reproduce(
                              "with --train, --passages and the others every asset comes from those flags")
         if check_only:  # checked before any progress display opens: a missing asset is one line
             from lewisrag.experiments.reproduce import check_asset_files
+            from lewisrag.experiments.reproduce import reproduce as run
 
             found = run(chosen, out, hub_dir=hub_dir)["validated"]
             for asset, where in found.items():
@@ -147,6 +148,7 @@ def reproduce(
 
     from lewisrag.data.outputs import made_by
     from lewisrag.experiments.reproduce import KIND
+    from lewisrag.experiments.reproduce import reproduce as run
 
     if resume and overwrite:  # as `train rag`: one continues the run in --out, the other replaces it
         raise InputError("--overwrite", "does not apply with --resume, which continues the run in --out")

@@ -233,8 +233,9 @@ def rag(
     """Fine-tune a RAG model (question encoder + BART) end to end; resumable, multi-process under `accelerate launch`."""
     from lewisrag.data.io import InputError
     from lewisrag.data.outputs import check_on_its_own
+    from lewisrag.data.threads import check_device
     from lewisrag.training.rag import KIND as RAG_KIND
-    from lewisrag.training.rag import RagTrainConfig, check_device, combined_length_note, train_rag
+    from lewisrag.training.rag import RagTrainConfig, combined_length_note, train_rag
     from lewisrag.training.tasks import DEV_METRIC, check_task
 
     check_task(task)

@@ -1,5 +1,5 @@
 """Where torch computes: its intra-op thread count for the length of a block, restored after (the
-setting is per process), the device a command runs on (`resolve_device`), and what a run's numbers
+setting is per process), the device a command runs on (`resolve_device`, `check_device`), and what a run's numbers
 depend on besides its config (`environment`). Which library multiplies float32 matrices on the CPU
 is `data.cpu_linear`'s."""
 
@@ -46,6 +46,20 @@ def resolve_device(name: str, flag: str = "--device") -> str:
         raise InputError(flag, f"{name}: no GPU is visible to torch")
     if name.startswith("cuda:") and int(name[5:]) >= torch.cuda.device_count():
         raise InputError(flag, f"{name}: only {torch.cuda.device_count()} GPU(s) visible to torch")
+    return name
+
+
+def check_device(name: str) -> str:
+    """`--device` of the commands that train a RAG model (`train rag`, `reproduce`): auto, cpu or
+    cuda, checked (a GPU asked for must be visible); accelerate picks the GPU itself.
+
+    >>> check_device("cpu")
+    'cpu'
+    """
+    if name.startswith("cuda:"):
+        raise InputError("--device", f"{name}: the RAG runs train on the first visible GPU (accelerate's); "
+                         "choose it with CUDA_VISIBLE_DEVICES and pass cuda")
+    resolve_device(name)
     return name
 
 

@@ -8,10 +8,27 @@ import typing
 from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 
-from lewisrag.data.io import InputError, expect, is_count, read_json
-from lewisrag.training.closed_book import ClosedBookConfig
-from lewisrag.training.dpr import DPRTrainConfig
-from lewisrag.training.rag import RagTrainConfig
+from lewisrag.data.io import InputError, expect, given_once, is_count, read_json
+from lewisrag.training.configs import ClosedBookConfig, DPRTrainConfig, RagTrainConfig
+
+
+TASKS = ("qa", "jeopardy", "fever")  # --tasks values; qa is the reproduction every other task builds on
+
+
+def parse_tasks(text: str) -> tuple[str, ...]:
+    """The comma-separated --tasks value, in TASKS order; qa must be among them.
+
+    >>> parse_tasks("fever,qa")
+    ('qa', 'fever')
+    """
+    asked = [t.strip() for t in text.split(",") if t.strip()]
+    given_once("--tasks", asked)
+    unknown = [t for t in asked if t not in TASKS]
+    if unknown:
+        raise InputError("--tasks", f"unknown task '{unknown[0]}' (one of {', '.join(TASKS)})")
+    if "qa" not in asked:
+        raise InputError("--tasks", "must include qa: the other tasks use its world, retriever, indexes and generator")
+    return tuple(t for t in TASKS if t in asked)
 
 
 @dataclass(frozen=True)

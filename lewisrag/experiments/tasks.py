@@ -34,7 +34,7 @@ from pathlib import Path
 
 import torch
 
-from lewisrag.data.io import InputError, given_once, write_json
+from lewisrag.data.io import InputError, write_json
 from lewisrag.data.outputs import discard_output
 from lewisrag.data.pretrained import load_generator
 from lewisrag.data.records import answer_sources, read_passages, read_qa
@@ -63,24 +63,7 @@ from lewisrag.training.tasks import fever_accuracy, rag_label_log_probs
 from lewisrag.training.verifier import VerifierConfig, pretrain_verifier
 
 Progress = Callable[[str, int, int, str], None]  # (task, done, total, info)
-TASKS = ("qa", "jeopardy", "fever")  # --tasks values; qa is the reproduction every other task builds on
 SYSTEMS = ("rag_token", "rag_sequence", "closed_book")
-
-
-def parse_tasks(text: str) -> tuple[str, ...]:
-    """The comma-separated --tasks value, in TASKS order; qa must be among them.
-
-    >>> parse_tasks("fever,qa")
-    ('qa', 'fever')
-    """
-    asked = [t.strip() for t in text.split(",") if t.strip()]
-    given_once("--tasks", asked)
-    unknown = [t for t in asked if t not in TASKS]
-    if unknown:
-        raise InputError("--tasks", f"unknown task '{unknown[0]}' (one of {', '.join(TASKS)})")
-    if "qa" not in asked:
-        raise InputError("--tasks", "must include qa: the other tasks use its world, retriever, indexes and generator")
-    return tuple(t for t in TASKS if t in asked)
 
 
 def stages(run: Path, preset: Preset, seed: int, task: str, resume: bool, on_progress: Progress,

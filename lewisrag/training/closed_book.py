@@ -22,7 +22,7 @@ import json
 import math
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -32,31 +32,13 @@ from lewisrag.data.io import InputError, write_json
 from lewisrag.data.outputs import staged_dir
 from lewisrag.data.pretrained import load_generator
 from lewisrag.data.records import of_kinds, read_qa, refuse_regex_targets
+from lewisrag.training.configs import ClosedBookConfig
 from lewisrag.training.rag import adamw, autocast, backward_step, diverged, finite, learning_rate_factor, single_device
 from lewisrag.training.rag_data import DataPosition, answer_labels, group_units, next_batch, training_pairs
 from lewisrag.training.tasks import label_log_probs, prepare_generator
 
 KIND = "closed book"  # the marker kind of its folders (lewisrag.data.outputs; those written before had none)
 LAYOUT = ("config.json", "log.jsonl", "final")  # what it writes there
-
-
-@dataclass(frozen=True)
-class ClosedBookConfig:
-    generator: str = ""  # local transformers BART directory with its tokenizer (the RAG runs' starting point)
-    task: str = "qa"  # "qa", "jeopardy" or "fever": FEVER's labels become single tokens, as in the RAG runs (training.tasks)
-    train: str = ""  # training QA examples (the first answer is the target), the RAG runs' file
-    train_kinds: str = ""  # comma-separated question kinds trained on, as the RAG runs ("" = every kind)
-    steps: int = 200  # optimizer steps
-    batch_size: int = 8  # questions per step
-    lr: float = 1e-4  # peak AdamW learning rate (linear warmup, then linear decay to 0)
-    warmup: float = 0.1  # share of the steps spent warming up
-    weight_decay: float = 0.01  # AdamW decoupled weight decay
-    max_grad_norm: float = 1.0  # global gradient-norm clip (0 = none)
-    max_source_length: int = 64  # question tokens
-    max_target_length: int = 32  # answer tokens including the decoder start and end tokens
-    seed: int = 0  # data order and dropout
-    device: str = "auto"  # "auto" (a GPU when one is visible), "cpu" or "cuda[:N]"
-    mixed_precision: str = "no"  # "no", "bf16" (CPU or GPU), "fp16" (GPU only, with a gradient scaler)
 
 
 def decoder_pair(labels, pad_id: int):

@@ -42,7 +42,7 @@ import os
 import random
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
@@ -55,39 +55,13 @@ from lewisrag.data.pretrained import check_state_fits, load_model, load_tokenize
 from lewisrag.data.records import Passage, QAExample
 from lewisrag.index.encoders import DPR_ARCHITECTURES, DPR_POOLER, META_FILE, DPRCheckpoint, state_fingerprint
 from lewisrag.scoring.aggregate import mean
+from lewisrag.training.configs import DPRTrainConfig
 from lewisrag.training.negatives import (hard_negative_rows, hard_negative_source, mine_self_negatives, note_unused_given,
                                          pick_negative)
 from lewisrag.training.rag import adamw, autocast, backward_step, diverged, finite, single_device
 from lewisrag.training.tokenizer import bert_wordpiece_tokenizer
 
 KIND = "dpr"  # the marker kind of DPR checkpoint folders (lewisrag.data.outputs)
-
-
-@dataclass(frozen=True)
-class DPRTrainConfig:
-    init: str | None = None  # local BERT-like checkpoint or DPR encoder folder starting both encoders, or a lewisrag DPR checkpoint to continue; None = small model from scratch
-    init_question: str | None = None  # with init_context: a DPRQuestionEncoder (or BERT-like) folder starting the question side
-    init_context: str | None = None  # with init_question: a DPRContextEncoder (or BERT-like) folder starting the passage side
-    vocab_size: int = 2000  # corpus-trained WordPiece (scratch only); small, so unseen names split into seen pieces (more if the characters alone need more)
-    hidden_size: int = 128  # scratch model width
-    layers: int = 2  # scratch model depth
-    heads: int = 4  # scratch attention heads
-    dropout: float = 0.1  # scratch model's hidden dropout (BERT's 0.1)
-    attention_dropout: float = 0.1  # scratch model's dropout of attention probabilities (BERT's 0.1); 0 lets the CPU use its fused attention kernel
-    q_max_length: int = 32  # question tokens
-    p_max_length: int = 128  # passage tokens (title + text); 100 words fit
-    batch_size: int = 32  # questions per step; 2x passages (gold + one hard negative each)
-    steps: int = 600  # optimizer steps
-    lr: float = 1e-3  # AdamW peak learning rate (linear warmup, linear decay)
-    warmup: float = 0.1  # share of steps spent warming up
-    weight_decay: float = 0.01
-    hard_negatives: bool = True  # add one hard negative per question (from hard_negatives_from)
-    hard_negatives_from: str = "auto"  # "given": the examples' hard_negative_ids; "bm25": mined over the passages; "auto": given when every question has one, else bm25. The checkpoint records the one used ("none" without)
-    self_negatives_at: float = 0.0  # at this share of the steps, add the model's own best-ranked non-gold passage as a second hard negative (0 = never)
-    shared: bool = True  # one encoder for both sides while training (saved as two equal encoders): see below
-    seed: int = 0
-    device: str = "auto"  # where it trains and mines: "auto" (a GPU when one is visible), "cpu" or "cuda[:N]"
-    mixed_precision: str = "no"  # "no", "bf16" (CPU or GPU) or "fp16" (GPU only, with a gradient scaler)
 
 
 def train_tokenizer(texts: Sequence[str], vocab_size: int):

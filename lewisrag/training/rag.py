@@ -49,7 +49,7 @@ import random
 import shutil
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, fields
 from pathlib import Path
 
 import numpy as np
@@ -72,6 +72,7 @@ from lewisrag.scoring.qbleu import q_bleu1
 from lewisrag.scoring.retrieval import hit_rate
 from lewisrag.training import checkpoint as C
 from lewisrag.training import end2end as E
+from lewisrag.training.configs import RagTrainConfig
 from lewisrag.training.tasks import DEV_METRIC, fever_accuracy, rag_label_log_probs
 from lewisrag.training.rag_data import (
     PRECISIONS, DataPosition, answer_labels, check_precision, doc_entropy, load_components, next_batch, place_search,
@@ -79,48 +80,6 @@ from lewisrag.training.rag_data import (
 )
 
 KIND = "rag run"  # the marker kind of training run folders (lewisrag.data.outputs)
-
-
-@dataclass(frozen=True)
-class RagTrainConfig:
-    variant: str = "token"  # "token" (eq. 2) or "sequence" (eq. 1) marginalization
-    task: str = "qa"  # "qa", "jeopardy" or "fever" (training.tasks): the dev score, and FEVER's label tokens
-    index: str = ""  # dense index directory (FAISS + stored passage vectors), opened memory-mapped
-    encoder: str = ""  # DPR checkpoint or transformers DPRQuestionEncoder folder: its question encoder and tokenizer start the retriever
-    context_encoder: str | None = None  # with a DPRQuestionEncoder folder: the DPRContextEncoder folder of its pair (index.encoders)
-    generator: str = ""  # local transformers BART directory with its tokenizer
-    train: str = ""  # training QA examples (the first answer is the target)
-    train_kinds: str = ""  # comma-separated question kinds trained on, e.g. "short" ("" = every kind)
-    dev: str = ""  # dev examples scored at intervals by the task's metric (exact match, Q-BLEU-1, label accuracy)
-    qa_fields: dict[str, str] | None = None  # the QA files' own field names (data.records.read_qa); None = told from the files
-    n_docs: int = 5  # K documents marginalized per question
-    freeze_retriever: bool = False  # keep the question encoder fixed (the paper's frozen-retriever ablation)
-    retriever_lr_scale: float = 1.0  # the question (and a trained context) encoder's learning rate as a multiple of `lr`
-    train_context_encoder: bool = False  # train DPR's context encoder too: retrieved passages re-encoded in the step (training.end2end)
-    reindex_every: int = 0  # with train_context_encoder: steps between re-encodings of every passage (0 = never)
-    swap: bool = False  # accept an index built by another context encoder than the DPR checkpoint's
-    steps: int = 200  # optimizer steps
-    batch_size: int = 8  # questions per micro-batch across all processes (split evenly between them)
-    grad_accum: int = 1  # micro-batches per optimizer step
-    lr: float = 1e-4  # peak AdamW learning rate
-    warmup: float = 0.1  # share of the steps spent warming up linearly; then linear decay to 0
-    weight_decay: float = 0.01  # AdamW decoupled weight decay
-    max_grad_norm: float = 1.0  # global gradient-norm clip (0 = none)
-    label_smoothing: float = 0.0  # ε of transformers' RAG loss
-    max_combined_length: int = 300  # generator input tokens per (question, document)
-    max_target_length: int = 32  # answer tokens including the decoder start and end tokens
-    eval_every: int = 50  # steps between dev evaluations (0 = never); the best model goes to best/
-    eval_questions: int = 200  # dev questions evaluated (the first ones, so every evaluation is comparable)
-    eval_beams: int = 1  # beams when decoding dev answers (1 = greedy)
-    eval_batch_size: int = 16  # dev questions decoded at once
-    save_every: int = 50  # steps between resumable checkpoints (the last step is always saved)
-    seed: int = 0  # data order, dropout and every other random choice
-    mixed_precision: str = "no"  # "no", "bf16" (CPU or GPU), "fp16" (GPU only, with a gradient scaler): autocast of forward passes
-    gradient_checkpointing: bool = False  # recompute activations in the backward pass (transformers' gradient checkpointing)
-    compile: bool = False  # torch.compile the generator and the encoders (inductor, dynamic shapes): see `compile_models`
-    cpu: bool = False  # stay on the CPU even when a GPU is present
-    search_device: str = "auto"  # "auto": a Flat index is searched on the training GPU when its vectors fit; "cpu": FAISS; "gpu"
-    shared_retrieval: bool = False  # with several processes: each node's first process searches for all of them (index.shared)
 
 
 def learning_rate_factor(step: int, steps: int, warmup_steps: int) -> float:
@@ -330,20 +289,6 @@ def check_compiler() -> None:
     launcher on a GPU) with the system's. Checked before anything loads."""
     if not any(shutil.which(cc) for cc in ("cc", "gcc", "clang")):
         raise InputError("--compile", "needs a C compiler on PATH (cc, gcc or clang): torch.compile builds its kernels with it")
-
-
-def check_device(name: str) -> str:
-    """`--device` of the commands that train a RAG model (`train rag`, `reproduce`): auto, cpu or
-    cuda, checked (a GPU asked for must be visible); accelerate picks the GPU itself.
-
-    >>> check_device("cpu")
-    'cpu'
-    """
-    if name.startswith("cuda:"):
-        raise InputError("--device", f"{name}: the RAG runs train on the first visible GPU (accelerate's); "
-                         "choose it with CUDA_VISIBLE_DEVICES and pass cuda")
-    resolve_device(name)
-    return name
 
 
 def single_device(device: str, mixed_precision: str) -> tuple[torch.device, torch.amp.GradScaler]:
