@@ -506,6 +506,15 @@ def test_unknown_preset_is_bad_input(tmp_path):
     assert r.returncode == 2 and "unknown preset 'huge'" in r.stderr and not (tmp_path / "x").exists()
 
 
+@pytest.mark.parametrize("flags", [["--preset", "huge"], ["--tasks", "fever"], ["--lang", "xx"]])
+def test_a_bad_flag_is_refused_before_torch_and_transformers_load(tmp_path, flags):
+    """Presets and their training settings load neither, so a typo costs a moment, not ten seconds."""
+    code = ("import sys\nfrom lewisrag.cli import main\nsys.argv = ['lewisrag', 'reproduce', *sys.argv[1:]]\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    print(e.code, sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code, *flags, "--out", str(tmp_path / "x")], capture_output=True, text=True)
+    assert r.stdout.strip() == "2 []" and r.stderr.startswith("error: "), (r.stdout, r.stderr)
+
+
 @pytest.mark.slow
 def test_small_preset_targets(tmp_path):
     """The demo's acceptance numbers (about 12 minutes on 2 cores): DPR recall@5 >= 0.95; both RAG
