@@ -19,27 +19,31 @@ COMPILED_ERRORS = {} if any(shutil.which(cc) for cc in ("cc", "gcc", "clang")) e
     "compiled": "InputError: --compile: needs a C compiler on PATH (cc, gcc or clang): torch.compile builds its kernels with it"}
 
 
-def test_bench_gpu_check_preset_runs_every_part(tmp_path):
+def _bench_gpu_check(tmp_path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
     out = tmp_path / "bench.json"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     # one mfu batch: compiling the step again at a second batch size would take as long as the first compile
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_gpu.py"), "--preset", "check", "--device", "cpu",
-                        "--reps", "1", "--mfu-scales", "1", "--json", str(out)], capture_output=True, text=True, env=env,
-                       timeout=600)
-    assert r.returncode == (1 if COMPILED_ERRORS else 0), r.stderr[-3000:]  # 1: a part (here compiled) failed
-    results = json.loads(out.read_text())
-    assert results["errors"] == COMPILED_ERRORS and results["skipped"] == []
+                        "--reps", "1", "--mfu-scales", "1", "--json", str(out), *args], capture_output=True, text=True,
+                       env=env, timeout=600)
+    return r, json.loads(out.read_text()) if out.exists() else {}
+
+
+def test_bench_gpu_check_preset_runs_every_part(tmp_path):
+    """Every part but the compiled ones (compiling took 48 of the run's 84 s on one core): those are the
+    slow test's below; test_compile_gives_the_same_steps compiles lewisrag's step in the default suite."""
+    uncompiled = ",".join(p for p in _script("bench_gpu").PARTS if p != "compiled")
+    r, results = _bench_gpu_check(tmp_path, "--parts", uncompiled, "--mfu-modes", "eager")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert results["errors"] == {} and results["skipped"] == []
     parts = results["parts"]
-    assert {"corpus", "train_token", "answer", "same_weights", "profile", "closed_book", "train_token_faiss",
-            "train_sequence", "search", "search_scale"} <= set(parts)
+    assert set(parts) == {"corpus", "matmul", "train_token", "answer", "same_weights", "profile", "closed_book", "mfu",
+                          "train_token_faiss", "train_sequence", "search", "search_scale"}
+    assert [row["mode"] for row in parts["mfu"]] == ["eager"] and parts["mfu"][0]["step_s"] > 0
     cb = parts["closed_book"]
     assert cb["steps"] == 4 and cb["device"] == "cpu" and cb["median_step_s"] > 0 and cb["answer_questions_per_s"] > 0
     assert parts["train_token"]["steps"] == 6 and parts["train_token"]["search"] == "faiss"  # no GPU here
     assert all(row[-1] == "identical ids" for row in parts["same_weights"] if "beam search" in row[1])
-    if not COMPILED_ERRORS:
-        (compiled,) = parts["compiled"]  # the RAG-Token step with lewisrag's models compiled (train rag --compile)
-        assert "--compile" in compiled[1] and compiled[2] > 0 and compiled[3] > 0
-        assert compiled[-1].startswith("first step (compiling)")
     split = parts["train_token"]["mean_step_split_s"]
     assert all(v >= 0 for v in split.values()) and split["forward"] > 0
     # the device search path in both of its precisions, here on the CPU: the same top-K as FAISS
@@ -57,6 +61,22 @@ def test_bench_gpu_check_preset_runs_every_part(tmp_path):
     assert split["question_encoder"] > 0
 
 
+
+@pytest.mark.slow
+def test_bench_gpu_check_preset_compiles_the_step(tmp_path):
+    """The compiled parts: the RAG-Token step with lewisrag's models compiled (`train rag --compile`),
+    and the mfu part's compiled mode."""
+    r, results = _bench_gpu_check(tmp_path, "--parts", "compiled,mfu", "--mfu-modes", "eager,compiled")
+    assert r.returncode == (1 if COMPILED_ERRORS else 0), r.stderr[-3000:]  # 1: a part (here compiled) failed
+    assert results["errors"] == COMPILED_ERRORS and results["skipped"] == []
+    if COMPILED_ERRORS:
+        return
+    (compiled,) = results["parts"]["compiled"]
+    assert "--compile" in compiled[1] and compiled[2] > 0 and compiled[3] > 0
+    assert compiled[-1].startswith("first step (compiling)")
+    assert [(row["mode"], row["step_s"] > 0) for row in results["parts"]["mfu"]] == [("eager", True), ("compiled", True)]
+
+
 DRY_RUN = "--preset check --device cpu --reps 1 --encode 512 --passages 3000 --steps-token 6 --budget 1e9"
 MFU_MODES = ["eager", "eager:flash", "bf16weights", "compiled", "compiled:cudagraphs"]  # gpu_session.sh's
 
@@ -64,7 +84,8 @@ MFU_MODES = ["eager", "eager:flash", "bf16weights", "compiled", "compiled:cudagr
 def test_gpu_session_script_dry_run(tmp_path):
     """The one prepared call for a lent GPU runs here at toy sizes and writes each part's numbers. The mfu
     part's compiled modes (90 of the run's 220 s on one core) are left to the slow test below: compiling
-    the step is covered by test_bench_gpu_check_preset_runs_every_part."""
+    the step is covered by test_compile_gives_the_same_steps (and bench_gpu's compiled parts by the slow
+    test_bench_gpu_check_preset_compiles_the_step)."""
     _gpu_session_dry_run(tmp_path, "--mfu-modes eager,eager:flash,bf16weights", MFU_MODES[:3])
 
 
