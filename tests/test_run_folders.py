@@ -175,6 +175,21 @@ def test_overwrite_never_replaces_a_file_of_another_lewisrag_output(tmp_path, mo
     assert check_out_file(listed / "swap.json", overwrite=True) == listed / "swap.json"
 
 
+def test_no_file_output_writes_a_marker(tmp_path):
+    """`swap --out RUN/.lewisrag --overwrite` replaced a reproduction's marker with a swap matrix: the run
+    could no longer resume, and its world was no longer protected from `world --out RUN/world --overwrite`.
+    A marker is never a file output's, in a marked folder or not."""
+    from lewisrag.data.outputs import MARKER, check_out_file, made_by
+
+    run = tmp_path / "RUN"
+    mark(run, "reproduction")
+    for out in (run / MARKER, tmp_path / "plain" / MARKER):
+        with pytest.raises(InputError, match="the name of the marker lewisrag keeps") as e:
+            check_out_file(out, overwrite=True)
+        assert e.value.field == "--out"
+    assert made_by(run) == "reproduction" and not (tmp_path / "plain").exists()
+
+
 def test_a_run_begun_before_a_preset_field_existed_resumes_while_one_away_from_its_default_does_not(tmp_path):
     """DPRTrainConfig.hard_negatives_from came with a default that trains as before: a config.json
     written without it was refused as "another lewisrag version's preset began the run"."""

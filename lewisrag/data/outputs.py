@@ -457,7 +457,7 @@ def check_out_file(out: str | os.PathLike, *, overwrite: bool = False, flag: str
     """Refuse an output file path that is a folder, an existing file (without `overwrite`), unwritable,
     or one of the command's `inputs` ((flag, path) pairs; None and `hf:` specs skipped) or inside one of
     them: even --overwrite never replaces an input file or a file of an input folder (a model's weights),
-    nor an existing file that a folder lewisrag marked as an output wrote (`wrote`: an index's
+    never writes a marker (`.lewisrag`, anywhere), nor replaces an existing file that a folder lewisrag marked as an output wrote (`wrote`: an index's
     manifest.json, a reproduction's config.json or RUN/stages/world.json): it is part of that output.
     A new file may be written there, and one the output did not write (an earlier `swap --out
     RUN/swap.json`, a `chunk --out RUN/dpr/tokenizer/mine.jsonl`) replaced."""
@@ -466,6 +466,9 @@ def check_out_file(out: str | os.PathLike, *, overwrite: bool = False, flag: str
         raise InputError(out, f"is a symbolic link; give the file it points to ({os.path.realpath(out)})", field=flag)
     if out.is_dir():
         raise InputError(out, "is a folder; a file path is needed", field=flag)
+    if out.name == MARKER:  # the marker says who made its folder: `swap --out RUN/.lewisrag --overwrite` unmade a run
+        raise InputError(out, f"{MARKER} is the name of the marker lewisrag keeps in its outputs; choose another file name",
+                         field=flag)
     sweep_leftovers(out.parent, out.name)
     where = out.resolve()
     for name, path in inputs:
