@@ -493,6 +493,22 @@ def test_load_embedder_from_a_local_encoder(tmp_path):
     assert answer_relevancy("login returns 422", ["login returns 422"], embed, False) == pytest.approx(1.0)
 
 
+def test_an_embedder_without_token_states_is_refused_when_loaded(tmp_path):
+    """A DPR encoder folder as --embedder: its outputs hold pooled vectors only, and `eval answers`
+    ended in an AttributeError at the first answer, after the judge's calls were paid for."""
+    import sys
+
+    from lewisrag.eval.metrics import load_embedder
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from hf_layouts import dpr_pair
+
+    question = dpr_pair(tmp_path / "dpr", ["who leads talfo", "the capital of talfo is purstar"])["question"]
+    with pytest.raises(InputError, match="a DPRQuestionEncoder gives no token states") as e:
+        load_embedder(str(question))
+    assert e.value.field == "--embedder" and e.value.source == str(question)
+
+
 def test_a_broken_judge_cache_is_bad_input_not_a_traceback(tmp_path):
     from lewisrag.eval.judges.base import DiskCache
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lewisrag.data.io import InputError
 from lewisrag.data.pretrained import load_model, load_tokenizer
 from lewisrag.eval.claims import claim_diagnostics  # noqa: F401  (RAGChecker's claim-level diagnostics)
 from lewisrag.eval.judges import Verdict
@@ -180,6 +181,13 @@ def load_embedder(path: str, max_length: int = 256) -> Callable[[str], list[floa
         vec = (states * mask).sum(1) / mask.sum(1).clamp(min=1.0)  # (1, D)
         return torch.nn.functional.normalize(vec, dim=-1)[0].tolist()
 
+    # a model whose outputs hold no token states (a DPR encoder gives pooled vectors only) failed at the
+    # first answer, after the judge's calls were made and paid for: tried once here, on a probe
+    with torch.no_grad():
+        probe = model(**tokenizer(["probe"], return_tensors="pt"))
+    if getattr(probe, "last_hidden_state", None) is None:
+        raise InputError(path, f"embedder: a {type(model).__name__} gives no token states (last_hidden_state) to "
+                         "average; give a sentence encoder's folder (e.g. all-MiniLM-L6-v2)", field="--embedder")
     return embed
 
 
