@@ -63,3 +63,19 @@ def test_not_in_kb_questions_statements_are_not_counted(tmp_path, monkeypatch, c
     code, _, err = run_main(monkeypatch, capsys, "eval", "answers", "--answers", answers, "--judge", f"labels:{labels}",
                             "--out", tmp_path / "run", "--json")
     assert code == 0 and "note:" not in err, err
+
+
+def test_answers_the_atomic_splitter_could_not_decompose_count_as_undecided():
+    """A judge whose decomposition failed on every answer left no statement to count: the check passed
+    and `eval answers --splitter atomic` wrote a run of n/a layers, exit 0."""
+    import pytest
+
+    from lewisrag.commands.evaluate import _check_decided
+    from lewisrag.data.io import InputError
+
+    failed = {"category": "answerable", "statements": [], "nan_reasons": {"faithfulness": "decompose failed: not JSON"}}
+    decided = {"category": "answerable", "statements": [{"supported": True, "reason": "stated"}], "nan_reasons": {}}
+    with pytest.raises(InputError, match=r"decided none of the 2 statements of A \(the first: decompose failed: not JSON\)"):
+        _check_decided({"records": [failed, failed]}, "llm:x", "A")
+    assert _check_decided({"records": [failed, decided]}, "llm:x", "A") == (1, 2)  # a note says so
+    assert _check_decided({"records": [{**failed, "category": "not_in_kb"}, decided]}, "llm:x", "A") == (0, 1)

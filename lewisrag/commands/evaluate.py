@@ -191,8 +191,21 @@ def _show_answers(results: dict, judge, as_json: bool, lang: str = "en") -> None
 
 
 def _judged_statements(result: dict) -> list[dict]:
-    """The answers' statements the judge was asked about (a not_in_kb question's are not judged)."""
-    return [s for rec in result["records"] if rec.get("category") != "not_in_kb" for s in rec["statements"]]
+    """The answers' statements the judge was asked about (a not_in_kb question's are not judged). An
+    answer the atomic splitter could not decompose counts as one undecided statement with its reason:
+    a judge that decomposed none of them, and so decided nothing, was let through (exit 0, every
+    layer n/a)."""
+    from lewisrag.eval.evaluator import DECOMPOSE_FAILED
+
+    out = []
+    for rec in result["records"]:
+        if rec.get("category") == "not_in_kb":
+            continue
+        why = (rec.get("nan_reasons") or {}).get("faithfulness") or ""
+        if not rec["statements"] and why.startswith(DECOMPOSE_FAILED):
+            out.append({"supported": None, "reason": why})
+        out += rec["statements"]
+    return out
 
 
 def _check_decided(result: dict, spec: str, answers: str = "the BugHunt answers") -> tuple[int, int]:

@@ -118,6 +118,9 @@ class _Prepared:
     claims: _Claims | None = None  # None: diagnostics switched off, or a not_in_kb question
 
 
+DECOMPOSE_FAILED = "decompose failed: "  # the reason of an answer the atomic splitter could not decompose
+
+
 def _prepare(rec: AnswerRecord, judge, cfg: EvalConfig) -> _Prepared:
     reasons: dict[str, str] = {}
     sentences = split_sentences(rec.response)
@@ -126,7 +129,7 @@ def _prepare(rec: AnswerRecord, judge, cfg: EvalConfig) -> _Prepared:
         try:  # one decomposition call for the whole answer, citations removed
             statements = [Statement(s, (), ()) for s in judge.decompose(strip_citations(rec.response))]
         except JudgeError as e:  # a failed request is a reason, not a crash
-            statements, reasons["faithfulness"] = [], f"decompose failed: {e}"
+            statements, reasons["faithfulness"] = [], f"{DECOMPOSE_FAILED}{e}"
     refs = list(rec.reference_statements) or ([s.text for s in split_sentences(rec.reference)] if rec.reference else [])
     p = _Prepared(rec, statements, sentences, refs, is_refusal(rec.response), reasons)
     if cfg.claims and rec.category != "not_in_kb":
