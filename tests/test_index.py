@@ -55,6 +55,29 @@ def test_bm25_finds_names(tiny_corpus, tmp_path):
     assert retrieval_recall(open_retriever(tmp_path / "bm25"), qa, ks=(1, 5))["recall@5"] == 1.0
 
 
+def test_a_damaged_bm25_index_is_bad_input_when_searched_and_verified(tiny_corpus, tmp_path):
+    """Damage a load cannot see without reading the files whole: a document id past the end ended in
+    bm25s' IndexError (a traceback), NaN scores ranked at random, printed as NaN, and passed `index verify`."""
+    import shutil
+
+    from lewisrag.index.verify import verify_index
+
+    build_bm25_index(read_passages(tiny_corpus["passages"]), tmp_path / "good")
+    for name, damage, found in (("ids", lambda a: a.__setitem__(slice(None), 10**6), "cannot search the BM25 index"),
+                                ("nan", lambda a: a.__setitem__(slice(None), np.nan), "not finite numbers")):
+        shutil.copytree(tmp_path / "good", tmp_path / name)
+        file = tmp_path / name / "bm25" / ("indices.csc.index.npy" if name == "ids" else "data.csc.index.npy")
+        array = np.load(file)
+        damage(array)
+        np.save(file, array)
+        with pytest.raises(InputError, match=found) as e:
+            BM25Index.load(tmp_path / name).search(["who leads the country"], 3)
+        assert e.value.source == str(tmp_path / name / "bm25")
+    with pytest.raises(InputError, match=r"score entry 0 \(0-based\) is not a finite number"):
+        verify_index(tmp_path / "nan")
+    assert BM25Index.load(tmp_path / "good").search(["who leads the country"], 3)[0].shape == (1, 3)
+
+
 def test_retrieval_recall_tells_plain_recall_from_dprs_top_k_accuracy():
     """A question with two gold passages that gets one of them is a top-k hit and half a recall."""
     from lewisrag.data.records import QAExample

@@ -128,8 +128,17 @@ class BM25Index:
     def search(self, questions: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-k rows by BM25 score: scores (B, K) float32 and rows (B, K) int64."""
         k = min(k, len(self.passages))
-        rows, scores = self.retriever.retrieve([tokenize(q) or ["\u0000"] for q in questions], k=k,
-                                               show_progress=False, n_threads=1)
+        try:
+            rows, scores = self.retriever.retrieve([tokenize(q) or ["\u0000"] for q in questions], k=k,
+                                                   show_progress=False, n_threads=1)
+        # damaged files that the load's checks cannot see without reading them whole: a document or word
+        # id past the end fails inside bm25s (an IndexError or ValueError, a traceback before)
+        except (IndexError, ValueError) as e:
+            raise InputError(self.path / "bm25", f"cannot search the BM25 index ({first_line(e)}): its files are "
+                             "damaged (`lewisrag index verify` names the damage); build the index again") from None
+        if not np.isfinite(scores).all():  # NaN scores from damaged files ranked at random and printed as NaN
+            raise InputError(self.path / "bm25", "the BM25 files gave scores that are not finite numbers: they are "
+                             "damaged; build the index again")
         return scores.astype(np.float32), rows.astype(np.int64)
 
 

@@ -19,8 +19,9 @@ have failed:
 - 8 passages spread over the index encoded afresh by its context encoder, where that is found,
   against their stored vectors: vectors copied in from another index of the same size would pass
   every check above;
-- a BM25 index's document count, and 8 passages spread over it each indexed under exactly its own
-  words (`_check_bm25`): BM25 files copied in from another index would pass the passages' checks.
+- a BM25 index's document count, every score a finite number, and 8 passages spread over it each
+  indexed under exactly its own words (`_check_bm25`): BM25 files copied in from another index
+  would pass the passages' checks.
 
 The first damage found is an InputError naming the file and the rows; nothing is repaired.
 """
@@ -401,7 +402,11 @@ def _check_bm25(index) -> str:
     indptr, indices = np.asarray(scores["indptr"]), scores["indices"]
     rows = spot_check_rows(n)
     listed: dict[int, set[int]] = {r: set() for r in rows}  # row -> the score columns holding it
+    data = scores["data"]
     for at in range(0, len(indices), BM25_SCAN):
+        if not np.isfinite(bad := np.asarray(data[at : at + BM25_SCAN])).all():  # searched, they rank at random
+            raise InputError(files, f"score entry {at + int(np.flatnonzero(~np.isfinite(bad))[0])} (0-based) is not a "
+                             "finite number: the BM25 files are damaged; build the index again")
         block = np.asarray(indices[at : at + BM25_SCAN])
         for i in np.flatnonzero(np.isin(block, rows)):
             listed[int(block[i])].add(int(np.searchsorted(indptr, at + i, side="right") - 1))
