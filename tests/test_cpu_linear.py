@@ -170,6 +170,25 @@ def test_model_commands_read_the_choice_from_the_environment(monkeypatch, capsys
     assert cl.current_kind() == "blas"
 
 
+def test_a_model_command_enters_the_block_only_where_it_may_not_keep_torchs_linear(monkeypatch):
+    """Told without torch (`cpu_linear_choice.keeps_torch_linear`, which `commands._ui.Command` asks before
+    torch loads): blas, and auto on a CPU that auto keeps on BLAS, need no block; auto on a Zen 5 with
+    AVX-512 (torch's build decides there), onednn and a name to refuse enter it."""
+    from lewisrag.data import cpu_linear_choice as choice
+
+    cpu = {"vendor_id": "AuthenticAMD", "cpu family": "25", "flags": "avx2 avx512f"}  # a Zen 4
+    monkeypatch.setattr(choice, "cpuinfo", lambda field: cpu.get(field, ""))
+    for kind, keeps in (("blas", True), ("auto", True), ("onednn", False), ("fastest", False)):
+        monkeypatch.setenv(cl.ENV, kind)
+        assert choice.keeps_torch_linear() is keeps, kind
+    monkeypatch.delenv(cl.ENV)
+    assert choice.keeps_torch_linear() and cl.auto_kind(cpu["vendor_id"], set(cpu["flags"].split()), 25) == "blas"
+    cpu["cpu family"] = "26"
+    assert not choice.keeps_torch_linear()
+    monkeypatch.setenv(cl.ENV, "blas")
+    assert choice.keeps_torch_linear()
+
+
 @usable
 @pytest.mark.skipif(not any(shutil.which(cc) for cc in ("cc", "gcc", "clang")),
                     reason="torch.compile needs a C compiler on PATH")

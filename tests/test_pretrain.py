@@ -17,6 +17,7 @@ from lewisrag.data.cpu_linear import cpu_linear
 from lewisrag.data.io import InputError
 from lewisrag.training import pretrain as P
 from lewisrag.training import pretrain_data as D
+from lewisrag.training.configs import pretrain_preset
 
 LEWISRAG = Path(sys.executable).parent / "lewisrag"
 
@@ -92,20 +93,20 @@ def test_tiny_preset_end_to_end_and_deterministic(tmp_path):
     assert generator.config.pad_token_id == tokenizer.pad_token_id == 1 and tokenizer.mask_token_id == 4
     assert next(generator.parameters()).dtype.is_floating_point and str(next(generator.parameters()).dtype) == "torch.float32"
     with cpu_linear(None):  # the library the command multiplied through ($LEWISRAG_CPU_LINEAR, else auto's choice)
-        again = P.pretrain(P.preset("tiny", steps=3), tmp_path / "b")
+        again = P.pretrain(pretrain_preset("tiny", steps=3), tmp_path / "b")
     assert again["weights_sha256"] == recipe["weights_sha256"]  # same seed, same kernels, same weights
-    other = P.pretrain(P.preset("tiny", steps=3, seed=1), tmp_path / "c")
+    other = P.pretrain(pretrain_preset("tiny", steps=3, seed=1), tmp_path / "c")
     assert other["weights_sha256"] != recipe["weights_sha256"]
 
 
 def test_preset_keeps_its_budget_unless_one_is_given():
-    assert P.preset("small").steps == 6000 and P.preset("small", steps=None, minutes=None).steps == 6000
-    assert P.preset("small", minutes=2.0).steps is None and P.preset("small", minutes=2.0, steps=None).minutes == 2.0
-    assert P.preset("small", steps=7).minutes is None and P.preset("small", lang="zh").lang == "zh"
-    assert P.preset("small", lang="zh").steps == 12000 and P.preset("small", lang="en").steps == 6000  # LANG_STEPS
-    assert P.preset("small", lang="zh", steps=50).steps == 50 and P.preset("small", lang="zh", minutes=1.0).steps is None
+    assert pretrain_preset("small").steps == 6000 and pretrain_preset("small", steps=None, minutes=None).steps == 6000
+    assert pretrain_preset("small", minutes=2.0).steps is None and pretrain_preset("small", minutes=2.0, steps=None).minutes == 2.0
+    assert pretrain_preset("small", steps=7).minutes is None and pretrain_preset("small", lang="zh").lang == "zh"
+    assert pretrain_preset("small", lang="zh").steps == 12000 and pretrain_preset("small", lang="en").steps == 6000  # PRETRAIN_LANG_STEPS
+    assert pretrain_preset("small", lang="zh", steps=50).steps == 50 and pretrain_preset("small", lang="zh", minutes=1.0).steps is None
     with pytest.raises(ValueError, match="lang"):
-        P.preset("small", lang="fr")
+        pretrain_preset("small", lang="fr")
 
 
 def test_chinese_tokenizer_reads_every_world_character_as_one_piece_and_answers_as_in_their_passage():
@@ -115,7 +116,7 @@ def test_chinese_tokenizer_reads_every_world_character_as_one_piece_and_answers_
     from lewisrag.data.world import build_world
     from lewisrag.rag_model.model import RagSettings, generator_input
 
-    cfg = P.preset("tiny", lang="zh", tokenizer_docs=400)
+    cfg = pretrain_preset("tiny", lang="zh", tokenizer_docs=400)
     tok = D.train_generator_tokenizer(P._tokenizer_corpus(cfg), 4000, "zh")
     w = build_world(seed=3, entities=60, lang="zh")
     texts = [p.title + p.text for p in w.passages_a + w.passages_b]
@@ -143,7 +144,7 @@ def test_chinese_fresh_names_hold_the_look_alike_characters():
 
 
 def test_chinese_tiny_pretraining_measures_the_chinese_world(tmp_path):
-    recipe = P.pretrain(P.preset("tiny", steps=2, lang="zh"), tmp_path / "zh")
+    recipe = P.pretrain(pretrain_preset("tiny", steps=2, lang="zh"), tmp_path / "zh")
     assert recipe["config"]["lang"] == "zh" and recipe["final"]["n"] > 0
     assert "other" not in recipe["final"]["by_attribute"]  # every Chinese question's attribute was read off its template
     _, tokenizer = P.load_generator(tmp_path / "zh")
@@ -151,7 +152,7 @@ def test_chinese_tiny_pretraining_measures_the_chinese_world(tmp_path):
 
 
 def test_damaged_weights_are_refused(tmp_path):
-    P.pretrain(P.preset("tiny", steps=1), tmp_path / "g")
+    P.pretrain(pretrain_preset("tiny", steps=1), tmp_path / "g")
     weights = tmp_path / "g" / P.WEIGHTS
     data = bytearray(weights.read_bytes())
     data[-1] ^= 1

@@ -11,6 +11,7 @@ from lewisrag.data.io import InputError
 from lewisrag.data.pretrained import load_generator
 from lewisrag.data.tasks import LABELS
 from lewisrag.training import tasks as TT
+from lewisrag.training.configs import check_task
 from lewisrag.training.pretrain import SHIPPED_DIR
 from lewisrag.training.rag_data import answer_labels
 
@@ -64,7 +65,7 @@ def test_two_way_accuracy_rules_out_not_enough_info():
 
 def test_unknown_task_is_bad_input(tmp_path):
     with pytest.raises(InputError, match="unknown task"):
-        TT.check_task("squad")
+        check_task("squad")
     r = run_cli("train", "rag", "--task", "squad", "--index", str(tmp_path), "--encoder", str(tmp_path), "--generator",
                 str(tmp_path), "--train", "x.jsonl", "--dev", "x.jsonl", "--out", str(tmp_path / "run"))
     assert r.returncode == 2 and "--task" in r.stderr and "Traceback" not in r.stderr and not (tmp_path / "run").exists()

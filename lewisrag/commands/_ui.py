@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from lewisrag.data.cpu_linear_choice import keeps_torch_linear
 from lewisrag.data.io import InputError
 from lewisrag.data.qa_formats import check_qa_fields
 
@@ -89,10 +90,12 @@ class Command(typer.core.TyperCommand):
     or blank string on the command line is refused, one line, exit 2. No lewisrag flag takes one, and read
     as "not given" (`--judge ""`) or as the current folder (`Path("")` is `.`), it would run
     something other than what the user typed. The commands of `MODEL_COMMANDS` run inside
-    `data.cpu_linear.cpu_linear` with the library $LEWISRAG_CPU_LINEAR names."""
+    `data.cpu_linear.cpu_linear` with the library $LEWISRAG_CPU_LINEAR names, where it is not torch's
+    own (BLAS, which needs no block): so on most CPUs torch loads only once the command has checked its
+    flags."""
 
     def invoke(self, ctx):
-        if self.name not in MODEL_COMMANDS:
+        if self.name not in MODEL_COMMANDS or keeps_torch_linear():
             return super().invoke(ctx)
         from lewisrag.data.cpu_linear import cpu_linear  # imports torch: only for the commands that run it
 

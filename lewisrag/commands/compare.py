@@ -57,15 +57,13 @@ def compare(
                              "same JSON in either language."),
 ) -> None:
     """Answer the same questions with every system and print one scorecard: QA, retrieval, layers, citations, cost."""
+    # the flags and the run folder are checked before torch and transformers load: a typo is refused in a moment
     from lewisrag.data.io import InputError, given_once
-    from lewisrag.experiments.compare import compare_run, scorecard_rows, system_labels
-    from lewisrag.experiments.stitched_llm import GeneratorOptions
+    from lewisrag.data.threads import check_device_flag
     from lewisrag.eval.reports.i18n import check_lang, messages
 
     check_lang(lang)
-    from lewisrag.data.threads import resolve_device
-
-    resolve_device(device)
+    check_device_flag(device)
     data = _ui.renamed(ctx, "questions", "old_data", "--questions", "--data")
     if data is None:  # else the mapping was applied to the run's own eval.jsonl, and blamed it for lacking the fields
         _ui.refuse_given(ctx, ("qa_fields",), "only applies with --questions (the run's own questions are in lewisrag's schema)")
@@ -85,6 +83,9 @@ def compare(
     if not run.is_dir():  # before --out, which defaults to RUN/compare and would be blamed for a missing run
         raise InputError(run, "run folder not found" if not run.exists() else "is not a folder; --run takes a "
                          "`lewisrag reproduce` run folder", field="--run")
+    from lewisrag.experiments.compare import compare_run, scorecard_rows, system_labels
+    from lewisrag.experiments.stitched_llm import GeneratorOptions
+
     generator = None
     if stitched_generator is not None:
         generator = GeneratorOptions(stitched_generator, base_url, api_key_env, timeout, max_retries, concurrency, cache_dir,

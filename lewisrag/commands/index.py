@@ -55,9 +55,13 @@ def build(
     check_out_dir(out, KIND, overwrite=overwrite, replaces=True,  # before the passages are read
                   inputs={"--passages": passages, "--encoder": None if encoder == "bm25" else encoder}, alone=True)
     if encoder != "bm25":
+        from lewisrag.index.dense import DenseBuildConfig, build_dense_index, check_build_config
         from lewisrag.index.encoders import context_encoder_layout
 
         context_encoder_layout(encoder)  # a wrong folder is one line, before any note or reading
+        cfg = DenseBuildConfig(factory=faiss, shard_size=shard_size, batch_size=batch_size, reuse_embeddings=reuse_embeddings,
+                               device=device, mixed_precision=mixed_precision, vector_dtype=vector_dtype)
+        check_build_config(cfg)  # and its flags, before torch loads (a GPU named: to see it)
     if made_by(out) == KIND and (Path(out) / MANIFEST).is_file() and not overwrite:  # a slip costs the build's time
         typer.echo(f"note: {out} holds an index; the new one replaces it once it is complete", err=True)
     with _ui.status(f"reading {passages}"):
@@ -70,10 +74,6 @@ def build(
         with _ui.status("indexing with BM25"):
             manifest = build_bm25_index(docs, out, overwrite=overwrite)
     else:
-        from lewisrag.index.dense import DenseBuildConfig, build_dense_index
-
-        cfg = DenseBuildConfig(factory=faiss, shard_size=shard_size, batch_size=batch_size, reuse_embeddings=reuse_embeddings,
-                               device=device, mixed_precision=mixed_precision, vector_dtype=vector_dtype)
         labels = {"encode": "encoding passages", "copy": "copying stored embeddings", "faiss": "building FAISS"}
         with _ui.progress() as p:
             manifest = build_dense_index(docs, encoder, out, cfg, _ui.Bars(p, labels), overwrite=overwrite)

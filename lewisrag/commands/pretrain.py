@@ -21,9 +21,7 @@ def parse_overrides(pairs: list[str]) -> dict:
     from dataclasses import fields
 
     from lewisrag.data.world import MAX_ENTITIES, MIN_ENTITIES
-    from lewisrag.training.pretrain_data import MIN_VOCAB
-    from lewisrag.training.pretrain import PretrainConfig
-    from lewisrag.training.rag_data import lr_problem
+    from lewisrag.training.configs import MIN_VOCAB, PretrainConfig, lr_problem
 
     known = {f.name: f.type for f in fields(PretrainConfig)}
     given_once("--set", [pair.partition("=")[0] for pair in pairs])  # else the last would win in silence
@@ -93,21 +91,24 @@ def pretrain(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object instead of a table."),
 ) -> None:
     """Pretrain a BART generator on fresh text (denoising + reading comprehension) and measure it on the world's test split."""
+    # the flags are checked before torch and transformers load (the presets and their config need neither)
     from lewisrag.data.outputs import check_out_dir
-    from lewisrag.training.pretrain import KIND
-    from lewisrag.training.pretrain import preset as make_preset
-    from lewisrag.training.pretrain import pretrain as run
+    from lewisrag.data.threads import check_device_flag
+    from lewisrag.training.configs import GENERATOR_KIND, pretrain_preset
 
-    check_out_dir(out, KIND, overwrite=overwrite, replaces=True, alone=True)
+    check_out_dir(out, GENERATOR_KIND, overwrite=overwrite, replaces=True, alone=True)
     if steps is not None and minutes is not None:
         raise typer.BadParameter("give --steps or --minutes, not both")
     if lang not in ("en", "zh"):
         raise InputError("--lang", f"must be en or zh, got {lang!r}")
     try:
-        cfg = make_preset(preset, steps=steps, minutes=minutes, seed=seed, lang=lang, device=device,
-                          **parse_overrides(overrides or []))
+        cfg = pretrain_preset(preset, steps=steps, minutes=minutes, seed=seed, lang=lang, device=device,
+                              **parse_overrides(overrides or []))
     except ValueError as e:  # PretrainConfig's own checks (d_model divisible by heads)
         raise InputError("--set", str(e)) from None
+    check_device_flag(device)  # a mistyped one in a moment: the run resolves it once torch has loaded
+    from lewisrag.training.pretrain import pretrain as run
+
     budget = ["--steps", str(cfg.steps)] if cfg.steps is not None else ["--minutes", str(cfg.minutes)]
     sets = [x for kv in overrides or [] for x in ("--set", kv)]
     langs = ["--lang", lang] if lang != "en" else []

@@ -59,13 +59,13 @@ def dpr(
     as_json: bool = typer.Option(False, "--json", help="Print the training summary as one JSON object instead of a table."),
 ) -> None:
     """Train a DPR bi-encoder with in-batch, BM25 and self-mined hard negatives."""
+    # the flags and --out are checked before torch and transformers load (the settings and their checks need
+    # neither): a typo is refused in a moment, not after ten seconds of imports
     from lewisrag.data.io import InputError
     from lewisrag.data.outputs import check_out_dir
-    from lewisrag.data.passages import open_passages
-    from lewisrag.data.records import check_gold_ids, read_qa
-    from lewisrag.training.dpr import KIND, DPRTrainConfig, check_init, train_dpr
-    from lewisrag.training.negatives import HARD_NEGATIVE_SOURCES, check_hard_negative_ids
-    from lewisrag.training.rag_data import lr_problem
+    from lewisrag.data.threads import check_device_flag
+    from lewisrag.training.configs import (DPR_KIND, HARD_NEGATIVE_SOURCES, DPRTrainConfig, check_init, check_precision,
+                                           lr_problem)
 
     if no_hard_negatives:  # in-batch negatives only: no BM25 or given negatives, and no self-mined ones either
         _ui.refuse_given(ctx, ("self_negatives_at", "hard_negatives_from"), "adds hard negatives; --no-hard-negatives "
@@ -109,10 +109,7 @@ def dpr(
         _ui.refuse_given(ctx, ("seed",), "seeds the batch order and a scratch model's first weights; --steps 0 with "
                          "--init* saves the starting encoders as they are")
     check_init(cfg)
-    from lewisrag.data.threads import resolve_device
-    from lewisrag.training.rag_data import check_precision
-
-    check_precision(mixed_precision, resolve_device(device))  # before anything is read
+    check_precision(mixed_precision, check_device_flag(device))  # before anything is read
     converting = steps == 0 and train is None and passages is None  # the starting encoders saved as they are
     if converting and not (init or init_question):
         raise InputError("--steps", "0 without --train saves the starting encoders: give --init or --init-question and "
@@ -126,7 +123,12 @@ def dpr(
     fields = _ui.qa_fields(qa_fields)
     inputs = {"--train": train, "--passages": passages, "--init": init, "--init-question": init_question,
               "--init-context": init_context}
-    check_out_dir(out, KIND, overwrite=overwrite, inputs=inputs, replaces=True, alone=True)  # before anything is read or trained
+    check_out_dir(out, DPR_KIND, overwrite=overwrite, inputs=inputs, replaces=True, alone=True)  # before anything is read or trained
+    from lewisrag.data.passages import open_passages
+    from lewisrag.data.records import check_gold_ids, read_qa
+    from lewisrag.training.dpr import train_dpr
+    from lewisrag.training.negatives import check_hard_negative_ids
+
     examples, docs = ([], []) if converting else (read_qa(train, fields), open_passages(passages))
     if not converting:  # as eval retrieval and train stitched: a mistyped id was dropped, its question counted or not
         check_gold_ids(examples, docs, train, f"--passages {passages}", fields)
@@ -231,12 +233,11 @@ def rag(
     as_json: bool = typer.Option(False, "--json", help="Print the run summary as one JSON object instead of a table (main process only)."),
 ) -> None:
     """Fine-tune a RAG model (question encoder + BART) end to end; resumable, multi-process under `accelerate launch`."""
+    # as `train dpr`: the flags are checked before torch and transformers load
     from lewisrag.data.io import InputError
     from lewisrag.data.outputs import check_on_its_own
     from lewisrag.data.threads import check_device
-    from lewisrag.training.rag import KIND as RAG_KIND
-    from lewisrag.training.rag import RagTrainConfig, combined_length_note, train_rag
-    from lewisrag.training.tasks import DEV_METRIC, check_task
+    from lewisrag.training.configs import RAG_KIND, RagTrainConfig, check_rag_flags, check_task
 
     check_task(task)
     device = check_device(_ui.renamed_switch(ctx, "device", "cpu", "--device", "--cpu", "cpu"))
@@ -259,6 +260,10 @@ def rag(
         compile=compile_models, cpu=device == "cpu", search_device=search_device,
         shared_retrieval=shared_retrieval,
     )
+    check_rag_flags(cfg)  # their values, before accelerate counts the processes (train_rag checks them again with it)
+    from lewisrag.training.rag import combined_length_note, train_rag
+    from lewisrag.training.tasks import DEV_METRIC
+
     note = combined_length_note(cfg)  # capped, not refused: see combined_length_note
     with _ui.progress() as p:
         bar, dev, metric = None, "-", DEV_METRIC[cfg.task]
@@ -327,10 +332,10 @@ def stitched(
     as_json: bool = typer.Option(False, "--json", help="Print the training summary as one JSON object instead of a table."),
 ) -> None:
     """Fine-tune a generator on stitched inputs whose targets cite the gold passage's number (after the answer, or first)."""
+    # as `train dpr`: the flags are checked before torch and transformers load
     from lewisrag.data.io import InputError
     from lewisrag.data.outputs import check_on_its_own
-    from lewisrag.training.stitched_train import KIND as STITCHED_KIND
-    from lewisrag.training.stitched_train import StitchedTrainConfig, train_stitched
+    from lewisrag.training.configs import STITCHED_KIND, StitchedTrainConfig, check_stitched
 
     check_on_its_own(out, STITCHED_KIND)  # RUN/stitched: the reproduction's comparison read it
     k = _ui.renamed(ctx, "n_docs", "old_k", "--n-docs", "--k")
@@ -348,6 +353,9 @@ def stitched(
                               batch_size=batch_size, lr=lr, max_target_length=max_target_length,
                               gold_position=gold_position, question_last=question_last, mixed_k=mixed_k,
                               cite_first=cite_first, seed=seed, device=device, mixed_precision=mixed_precision)
+    check_stitched(cfg)  # the rest of them (train_stitched checks them again, as the reproduction's stage calls it)
+    from lewisrag.training.stitched_train import train_stitched
+
     with _ui.progress() as p:
         bars = _ui.Bars(p)
         summary = train_stitched(cfg, out, lambda s, t, loss: bars("training", s, t, f"loss {loss:.3f}"), overwrite=overwrite,

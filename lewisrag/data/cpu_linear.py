@@ -32,10 +32,10 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
+from lewisrag.data.cpu_linear_choice import ENV, avx512_at_full_width
 from lewisrag.data.io import InputError, cpuinfo
 
 KINDS = ("blas", "onednn")
-ENV = "LEWISRAG_CPU_LINEAR"  # auto, blas or onednn: the choice of every command that takes no flag for it
 
 _torch_linear = F.linear  # torch's own, restored when a block ends
 # Products smaller than this many multiply-adds (rows x in x out) stay on BLAS. Measured on the AMD
@@ -58,14 +58,6 @@ def cpu_family() -> int | None:
     return int(family) if family.isdigit() else None
 
 
-# AMD's first family whose cores execute 512-bit vectors at full width: Zen 5 (0x1A). Zen 4 (family
-# 0x19) has AVX-512 but splits each 512-bit operation into two 256-bit halves, so its peak is the AVX2
-# rate MKL already reaches there. Measured on 2-core EPYCs, 2 threads (`scripts/bench_cpu_linear.py`):
-# Zen 5, oneDNN's GEMMs 2.2-2.4x MKL's and a DPR training step 1.28-1.30x faster; Zen 4 (family 25
-# model 17), GEMMs 1.06-1.16x and whole steps slower, a DPR step 0.88x and a BART step 0.95x.
-FULL_WIDTH_AVX512_AMD_FAMILY = 26
-
-
 def auto_kind(vendor: str | None = None, flags: set[str] | None = None, family: int | None = -1) -> str:
     """"onednn" where torch's BLAS is MKL and the CPU is an AMD x86 that executes AVX-512 at full width
     (Zen 5 and later: MKL runs its AVX2 code there, at half oneDNN's rate); "blas" everywhere else:
@@ -83,8 +75,7 @@ def auto_kind(vendor: str | None = None, flags: set[str] | None = None, family: 
     family = cpu_family() if family == -1 else family
     usable = (platform.machine() in ("x86_64", "AMD64") and torch.backends.mkl.is_available()
               and torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise"))
-    full_width = vendor == "AuthenticAMD" and family is not None and family >= FULL_WIDTH_AVX512_AMD_FAMILY
-    return "onednn" if usable and full_width and "avx512f" in flags else "blas"
+    return "onednn" if usable and avx512_at_full_width(vendor, flags, family) else "blas"
 
 
 def resolve_kind(kind: str | None, flag: str = "--cpu-linear") -> str:

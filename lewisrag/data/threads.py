@@ -1,7 +1,7 @@
 """Where torch computes: its intra-op thread count for the length of a block, restored after (the
-setting is per process), the device a command runs on (`resolve_device`, `check_device`), and what a run's numbers
-depend on besides its config (`environment`). Which library multiplies float32 matrices on the CPU
-is `data.cpu_linear`'s."""
+setting is per process), the device a command runs on (`resolve_device`; its flag checked before torch
+loads, `check_device_flag`, `check_device`), and what a run's numbers depend on besides its config
+(`environment`). Which library multiplies float32 matrices on the CPU is `data.cpu_linear`'s."""
 
 from __future__ import annotations
 
@@ -36,17 +36,29 @@ def resolve_device(name: str, flag: str = "--device") -> str:
     Traceback (most recent call last):
     lewisrag.data.io.InputError: --device: must be auto, cpu or cuda[:N], got 'gpu'
     """
-    import torch
+    if name not in ("auto", "cpu") and not re.fullmatch(r"cuda(:\d+)?", name):
+        raise InputError(flag, f"must be auto, cpu or cuda[:N], got {name!r}")
+    if name == "cpu":
+        return name
+    import torch  # to pick for auto or see the GPU named: a mistyped name is refused before it loads
 
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
-    if name != "cpu" and not re.fullmatch(r"cuda(:\d+)?", name):
-        raise InputError(flag, f"must be auto, cpu or cuda[:N], got {name!r}")
-    if name.startswith("cuda") and not torch.cuda.is_available():
+    if not torch.cuda.is_available():
         raise InputError(flag, f"{name}: no GPU is visible to torch")
     if name.startswith("cuda:") and int(name[5:]) >= torch.cuda.device_count():
         raise InputError(flag, f"{name}: only {torch.cuda.device_count()} GPU(s) visible to torch")
     return name
+
+
+def check_device_flag(name: str, flag: str = "--device") -> str:
+    """`name` checked as `resolve_device` checks it, "auto" kept for the run to resolve: torch loads only
+    to see a GPU named, so a command refuses a mistyped device before it loads.
+
+    >>> check_device_flag("auto"), check_device_flag("cpu")
+    ('auto', 'cpu')
+    """
+    return name if name == "auto" else resolve_device(name, flag)
 
 
 def check_device(name: str) -> str:
@@ -59,8 +71,7 @@ def check_device(name: str) -> str:
     if name.startswith("cuda:"):
         raise InputError("--device", f"{name}: the RAG runs train on the first visible GPU (accelerate's); "
                          "choose it with CUDA_VISIBLE_DEVICES and pass cuda")
-    resolve_device(name)
-    return name
+    return check_device_flag(name)
 
 
 def cpu_model() -> str:

@@ -39,10 +39,10 @@ from lewisrag.scoring.qa import answer_exact_match, bleu_1, is_regex_answered, r
 from lewisrag.training.closed_book import KIND as CLOSED_BOOK_KIND
 from lewisrag.training.closed_book import LAYOUT as CLOSED_BOOK_LAYOUT
 from lewisrag.training.closed_book import answer_closed_book, train_closed_book
+from lewisrag.training.configs import pretrain_preset
 from lewisrag.training.dpr import KIND as DPR_KIND
 from lewisrag.training.pretrain import KIND as GENERATOR_KIND
 from lewisrag.training.pretrain import SHIPPED_DIR, pretrain
-from lewisrag.training.pretrain import preset as pretrain_preset
 from lewisrag.training.rag import KIND as RAG_KIND
 from lewisrag.training.rag import LAYOUT as RAG_LAYOUT
 from lewisrag.training.rag import REPLACED as RAG_REPLACED

@@ -27,7 +27,7 @@ from lewisrag.data.outputs import check_out_dir, exclusive, sweep_leftovers
 from lewisrag.data.passages import PassageTable
 from lewisrag.data.records import Passage
 from lewisrag.index import store
-from lewisrag.data.threads import resolve_device
+from lewisrag.data.threads import check_device_flag, resolve_device
 from lewisrag.index.encoders import DPRCheckpoint, encode_texts, load_context_encoder
 from lewisrag.index.tuning import QUANTIZER_EF_MIN, rerank
 
@@ -85,7 +85,7 @@ def build_dense_index(
     them are what this encoder makes. The manifest's `build.embeddings` says which was done.
     """
     out = check_out_dir(out, store.KIND, overwrite=overwrite, replaces=True)  # the new index replaces it whole
-    _check_build_config(cfg)
+    check_build_config(cfg)
     if cfg.reuse_embeddings and isinstance(passages, PassageTable) and not passages.has_embeddings:
         raise InputError(passages.source, "missing: --reuse-embeddings reads the passages' stored vectors (wiki_dpr's "
                          "embeddings column); without it the passages are encoded", field="embeddings")
@@ -586,7 +586,9 @@ def _faiss_reason(e: Exception) -> str:
     return (lines[-1] if lines else type(e).__name__).split(": ", 1)[-1]
 
 
-def _check_build_config(cfg: DenseBuildConfig) -> None:
+def check_build_config(cfg: DenseBuildConfig) -> None:
+    """Every setting of a build, named by its flag; torch loads only to see a GPU named, or for fp16 on
+    auto, so that `index build` checks them before it reads the passages."""
     for name, value in (("--shard-size", cfg.shard_size), ("--batch-size", cfg.batch_size),
                         ("train_sample", cfg.train_sample)):  # the last is a config field, not a flag
         if value < 1:
@@ -595,6 +597,7 @@ def _check_build_config(cfg: DenseBuildConfig) -> None:
         raise InputError("--vector-dtype", f"must be float32 or float16, got {cfg.vector_dtype!r}")
     if cfg.mixed_precision not in ("no", "bf16", "fp16"):
         raise InputError("--mixed-precision", f"must be no, bf16 or fp16, got {cfg.mixed_precision!r}")
+    check_device_flag(cfg.device)
     if cfg.mixed_precision == "fp16" and resolve_device(cfg.device) == "cpu":
         raise InputError("--mixed-precision", "fp16 needs a GPU; use bf16 on the CPU")
     if cfg.max_length is not None and cfg.max_length < 8:

@@ -40,7 +40,7 @@ from lewisrag.data.io import InputError
 from lewisrag.index import store
 
 SCAN_ROWS = 1 << 16  # stored vectors read at a time
-MIN_MAX_LENGTH = 8  # the fewest tokens a build encodes a passage in (`dense._check_build_config`)
+MIN_MAX_LENGTH = 8  # the fewest tokens a build encodes a passage in (`dense.check_build_config`)
 BM25_SCAN = 1 << 24  # entries of the BM25 score matrix read at a time
 CODE_ROWS = 1 << 13  # of those, encoded afresh at a time: 3 float32 copies of 8,192 x 768 are 75 MB
 # how much further (in squared distance, as a fraction of the vector's squared norm) a stored code may

@@ -20,7 +20,7 @@ from lewisrag.data.io import InputError
 from lewisrag.rag_model import checkpoints
 from lewisrag.rag_model import marginalize as M
 from lewisrag.rag_model.decoding import generate
-from lewisrag.rag_model.settings import VARIANTS, RagSettings  # noqa: F401  (VARIANTS: re-exported)
+from lewisrag.rag_model.settings import RagSettings
 
 VERY_LARGE = int(1e30)  # transformers' model_max_length of a tokenizer that knows no limit
 

@@ -55,13 +55,12 @@ from lewisrag.data.pretrained import check_state_fits, load_model, load_tokenize
 from lewisrag.data.records import Passage, QAExample
 from lewisrag.index.encoders import DPR_ARCHITECTURES, DPR_POOLER, META_FILE, DPRCheckpoint, state_fingerprint
 from lewisrag.scoring.aggregate import mean
-from lewisrag.training.configs import DPRTrainConfig
+from lewisrag.training.configs import DPR_KIND as KIND  # the marker kind of DPR checkpoint folders (lewisrag.data.outputs)
+from lewisrag.training.configs import DPRTrainConfig, check_init
 from lewisrag.training.negatives import (hard_negative_rows, hard_negative_source, mine_self_negatives, note_unused_given,
                                          pick_negative)
 from lewisrag.training.rag import adamw, autocast, backward_step, diverged, finite, single_device
 from lewisrag.training.tokenizer import bert_wordpiece_tokenizer
-
-KIND = "dpr"  # the marker kind of DPR checkpoint folders (lewisrag.data.outputs)
 
 
 def train_tokenizer(texts: Sequence[str], vocab_size: int):
@@ -101,20 +100,6 @@ def init_encoders(cfg: DPRTrainConfig, corpus_texts: Sequence[str]):
     if cfg.shared:
         c_enc.ctx_encoder.bert_model = q_enc.question_encoder.bert_model
     return q_enc, c_enc, tokenizer
-
-
-def check_init(cfg: DPRTrainConfig) -> None:
-    """The starting-point flags: --init alone, or --init-question with --init-context, each an existing folder."""
-    if cfg.init and (cfg.init_question or cfg.init_context):
-        raise InputError("--init", "give --init (one checkpoint for both encoders) or --init-question with --init-context "
-                         "(one each), not both")
-    if bool(cfg.init_question) != bool(cfg.init_context):
-        missing = "--init-context" if cfg.init_question else "--init-question"
-        raise InputError(missing, "--init-question and --init-context go together: the question encoder and the context "
-                         "encoder it was trained with (use --init for one checkpoint starting both)")
-    for flag, path in (("init", cfg.init), ("init_question", cfg.init_question), ("init_context", cfg.init_context)):
-        if path and not Path(path).exists():
-            raise InputError(path, "pretrained encoder directory not found", field=flag)
 
 
 def _continue_checkpoint(cfg: DPRTrainConfig):

@@ -16,9 +16,8 @@ import torch
 from lewisrag.data.io import InputError, LewisragWarning
 from lewisrag.data.records import Passage, QAExample, ids_present, missing_passage_id
 from lewisrag.index.bm25 import BM25Index
+from lewisrag.training.configs import HARD_NEGATIVE_SOURCES
 from lewisrag.training.rag import autocast
-
-HARD_NEGATIVE_SOURCES = ("auto", "given", "bm25")  # what hard_negatives_from may ask for
 
 
 def hard_negative_source(cfg, examples: Sequence[QAExample], present: Container[str]) -> str:

@@ -25,7 +25,7 @@ import os
 import random
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -39,94 +39,11 @@ from lewisrag.data.records import Passage, QAExample
 from lewisrag.data.threads import resolve_device
 from lewisrag.scoring.qa import exact_match
 from lewisrag.training import pretrain_data as D
+from lewisrag.training.configs import GENERATOR_KIND as KIND  # the marker kind of generator folders (lewisrag.data.outputs)
+from lewisrag.training.configs import PretrainConfig
 from lewisrag.training.rag import adamw, diverged, finite
-from lewisrag.training.rag_data import lr_problem
 
 SHIPPED_DIR = Path(__file__).resolve().parent.parent / "pretrained"  # package data: lewisrag/pretrained/<name>/
-KIND = "generator"  # the marker kind of generator folders (lewisrag.data.outputs)
-
-
-@dataclass(frozen=True)
-class PretrainConfig:
-    vocab_size: int = 4000  # byte-level BPE trained on fresh text; small, so names split into shared syllable pieces
-    d_model: int = 128  # width
-    encoder_layers: int = 2  # depth of the encoder
-    decoder_layers: int = 2  # depth of the decoder
-    heads: int = 4  # attention heads (encoder and decoder)
-    ffn_dim: int = 512  # feed-forward width
-    init_std: float | None = None  # weight init std; None = 1/sqrt(d_model) (0.02 makes the encoder collapse)
-    max_source_length: int = 192  # generator input tokens (a world passage has at most 100 words)
-    max_target_length: int = 160  # target tokens (a denoised passage, or a long-form answer)
-    qa_batch_size: int = 16  # reading-comprehension examples per step
-    denoise_batch_size: int = 8  # denoised passages per step (0: no denoising)
-    denoise_weight: float = 1.0  # weight of the denoising loss next to the QA loss
-    qa_start: float = 0.0  # share of training before QA starts (denoising only until then)
-    snapshot_b_share: float = 0.25  # share of passages and questions in snapshot B's wording (0: A's only)
-    long_form: bool = False  # also train on long-form questions (their 40-token targets triple a QA step's cost)
-    mask_ratio: float = 0.3  # share of a passage's tokens hidden by text infilling (BART: 0.3)
-    poisson_lambda: float = 3.0  # mean masked span length (BART: 3)
-    lr: float = 1e-3  # AdamW peak learning rate
-    warmup_steps: int = 100  # linear warmup
-    final_lr_ratio: float = 0.1  # cosine decay ends at lr * this
-    weight_decay: float = 0.01  # AdamW weight decay
-    tokenizer_docs: int = 20000  # fresh passages (plus their questions) the tokenizer is trained on
-    eval_every: float = 3.0  # minutes of training between learning-curve points
-    eval_size: int = 300  # world test questions per curve point (the final evaluation uses all)
-    world_seed: int = 0  # the built-in world whose test split is measured (never trained on)
-    world_entities: int = 2000  # its size (the small preset's world)
-    steps: int | None = None  # stop after this many optimizer steps (deterministic) ...
-    minutes: float | None = None  # ... or after this many minutes of training (evaluation excluded)
-    seed: int = 0  # model init and the fresh-text streams
-    save_fp16: bool = True  # store weights in fp16 (half the size); loading upcasts to fp32
-    lang: str = "en"  # the language of the fresh text, the tokenizer and the world measured ("en" or "zh")
-    device: str = "auto"  # where it trains and is measured: "auto" (a GPU when one is visible), "cpu" or "cuda[:N]"
-
-    def __post_init__(self):
-        if self.lang not in ("en", "zh"):
-            raise ValueError(f"lang must be en or zh, got {self.lang!r}")
-        if (self.steps is None) == (self.minutes is None):
-            raise ValueError("give exactly one of steps and minutes")
-        if self.d_model % self.heads:
-            raise ValueError(f"d_model {self.d_model} is not divisible by heads {self.heads}")
-        if (why := lr_problem(self.lr)) is not None:  # `lr > 0` let 1e40 through: a torch traceback at the first update
-            raise ValueError(f"lr {why}")
-        if not self.denoise_weight >= 0:
-            raise ValueError("denoise_weight must be at least 0")
-        if not (self.denoise_batch_size and self.denoise_weight) and not (self.qa_batch_size and self.qa_start == 0):
-            # every step trains something: without denoising, QA from the first step
-            raise ValueError("without denoising (denoise_batch_size or denoise_weight 0), qa_batch_size must be at least 1 "
-                             f"and qa_start 0, got qa_batch_size {self.qa_batch_size}, qa_start {self.qa_start}")
-
-
-PRESETS = {
-    "tiny": PretrainConfig(vocab_size=600, d_model=32, encoder_layers=1, decoder_layers=1, heads=2, ffn_dim=64,
-                           qa_batch_size=4, denoise_batch_size=2, warmup_steps=2, tokenizer_docs=300,
-                           eval_size=20, world_entities=60, steps=4),
-    "small": PretrainConfig(steps=6000, lr=2e-3),  # the shipped generator-small: test EM 0.970 (docs/recipe.md); lr 1e-3 reached 0.86
-}
-# A preset's budget in another language, where it differs: the Chinese small generator starts to copy
-# made-up place, currency and language names only after about 7,000 steps (0.56 EM at 6,000, 0.99 at
-# 12,000: docs/recipe.md), so its schedule is twice as long.
-LANG_STEPS = {("small", "zh"): 12000}
-
-
-def preset(name: str, **overrides) -> PretrainConfig:
-    """A preset with some fields replaced; steps and minutes replace each other."""
-    if name not in PRESETS:
-        raise InputError("--preset", f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
-    base = PRESETS[name]
-    for flag in ("steps", "minutes"):
-        if overrides.get(flag) is not None and not (math.isfinite(overrides[flag]) and overrides[flag] > 0):
-            raise InputError(f"--{flag}", f"must be a positive finite number, got {overrides[flag]}")  # inf trained forever
-    budget = {}  # the preset's budget unless one is given: steps and minutes replace each other
-    if (name, overrides.get("lang")) in LANG_STEPS:
-        budget = {"steps": LANG_STEPS[name, overrides["lang"]], "minutes": None}
-    if overrides.get("minutes") is not None:
-        budget = {"steps": None, "minutes": overrides["minutes"]}
-    elif overrides.get("steps") is not None:
-        budget = {"steps": overrides["steps"], "minutes": None}
-    rest = {k: v for k, v in overrides.items() if v is not None and k not in ("steps", "minutes")}
-    return replace(base, **rest, **budget)
 
 
 # ---------------------------------------------------------------------------------------------

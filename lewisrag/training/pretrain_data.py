@@ -20,9 +20,8 @@ from lewisrag.data.entities import passages
 from lewisrag.data.records import Passage, QAExample
 from lewisrag.data.world import fresh_entities
 from lewisrag.rag_model.model import RagSettings, generator_input
+from lewisrag.training.configs import SPECIALS
 
-SPECIALS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")  # BART's order: ids 0..4
-MIN_VOCAB = 256 + len(SPECIALS)  # the byte alphabet and the specials: BPE's tokenizer never has fewer
 ATTRIBUTE_GROUPS = {  # report group of each question attribute (countries and organisations together)
     "leader": "leader/head", "head": "leader/head", "capital": "capital/hq", "headquarters": "capital/hq",
     "currency": "currency", "language": "language", "founded": "year", "population": "population/members",

@@ -72,14 +72,10 @@ from lewisrag.scoring.qbleu import q_bleu1
 from lewisrag.scoring.retrieval import hit_rate
 from lewisrag.training import checkpoint as C
 from lewisrag.training import end2end as E
-from lewisrag.training.configs import RagTrainConfig
+from lewisrag.training.configs import PRECISIONS, RagTrainConfig, check_precision
+from lewisrag.training.configs import RAG_KIND as KIND  # the marker kind of training run folders (lewisrag.data.outputs)
 from lewisrag.training.tasks import DEV_METRIC, fever_accuracy, rag_label_log_probs
-from lewisrag.training.rag_data import (
-    PRECISIONS, DataPosition, answer_labels, check_precision, doc_entropy, load_components, next_batch, place_search,
-    shard,
-)
-
-KIND = "rag run"  # the marker kind of training run folders (lewisrag.data.outputs)
+from lewisrag.training.rag_data import DataPosition, answer_labels, doc_entropy, load_components, next_batch, place_search, shard
 
 
 def learning_rate_factor(step: int, steps: int, warmup_steps: int) -> float:

@@ -7,7 +7,6 @@ Shape alphabet: B batch, K retrieved docs, T target length.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,11 +23,10 @@ from lewisrag.index.dense import DenseIndex
 from lewisrag.index.encoders import load_question_encoder
 from lewisrag.rag_model import RagModel, RagSettings, Tokenizers
 from lewisrag.rag_model.decoding import check_generation_config, generation_file
-from lewisrag.rag_model.model import VARIANTS, check_decoder_length, max_positions
+from lewisrag.rag_model.model import check_decoder_length, max_positions
+from lewisrag.training.configs import check_rag_flags
 from lewisrag.training.end2end import passage_encoder
-from lewisrag.training.tasks import TASKS, prepare_generator
-
-PRECISIONS = ("no", "bf16", "fp16")  # --mixed-precision values; fp16 needs a GPU
+from lewisrag.training.tasks import prepare_generator
 
 
 class Components(NamedTuple):
@@ -82,7 +80,6 @@ def load_components(cfg, processes: int = 1, with_faiss: bool = True) -> Compone
                       group_units([ex for ex, _ in pairs]))
 
 
-SEARCH_DEVICES = ("auto", "cpu", "gpu")  # --search-device values
 GPU_SEARCH_SHARE = 0.5  # "auto" puts the vectors on the GPU only if they take at most this share of its free memory
 
 
@@ -144,15 +141,6 @@ def check_lengths(max_target_length: int, max_combined_length: int, tokenizer, p
     check_decoder_length("--max-target-length", max_target_length, positions, "each target and each decoded answer")
 
 
-def check_precision(mixed_precision: str, device: str) -> str:
-    """`device`, once `mixed_precision` is known and possible there (fp16 needs a GPU)."""
-    if mixed_precision not in PRECISIONS:
-        raise InputError("--mixed-precision", f"must be one of {', '.join(PRECISIONS)}, got {mixed_precision!r}")
-    if mixed_precision == "fp16" and not device.startswith("cuda"):
-        raise InputError("--mixed-precision", "fp16 needs a GPU; use bf16 on the CPU")
-    return device
-
-
 def place_search(index: DenseIndex, choice: str, device) -> str:
     """Where training searches `index`: "faiss" (on the CPU) or the GPU `device` (`DenseIndex.search_on`).
 
@@ -188,77 +176,9 @@ def search_dtype(values: int, free_bytes: int) -> str | None:
     return None
 
 
-LR_MAX = float(torch.finfo(torch.float32).max)  # past it the optimizer's float32 update overflows: a RuntimeError mid-step
-
-
-def lr_problem(lr: float) -> str | None:
-    """Why `lr` cannot be a learning rate, or None. `lr > 0` alone let inf through (NaN weights, exit 0),
-    and 1e40 passed `isfinite` to end in a torch traceback at the first step.
-
-    >>> lr_problem(1e-4), lr_problem(float("inf")), lr_problem(1e40)
-    (None, 'must be a positive finite number, got inf', 'must be at most 3.4e+38 (float32 holds no more), got 1e+40')
-    """
-    if not (math.isfinite(lr) and lr > 0):  # every comparison with NaN is false
-        return f"must be a positive finite number, got {lr}"
-    if lr > LR_MAX:
-        return f"must be at most {LR_MAX:.2g} (float32 holds no more), got {lr:g}"
-    return None
-
-
-def optimizer_checks(lr: float, warmup: float, weight_decay: float, max_grad_norm: float) -> list[tuple[bool, str, str]]:
-    """(ok, flag, message) for the schedule's numbers (`lr_problem` for the learning rate); every
-    comparison with NaN is false, hence `isfinite`.
-
-    >>> [flag for ok, flag, _ in optimizer_checks(float("inf"), 0.1, 0.01, 1.0) if not ok]
-    ['--lr']
-    """
-    return [
-        (lr_problem(lr) is None, "--lr", lr_problem(lr) or ""),
-        (0 <= warmup < 1, "--warmup", f"must be in [0, 1), got {warmup}"),
-        (math.isfinite(weight_decay) and weight_decay >= 0, "--weight-decay", f"must be a finite number >= 0, got {weight_decay}"),
-        (math.isfinite(max_grad_norm) and max_grad_norm >= 0, "--max-grad-norm",
-         f"must be a finite number >= 0 (0: no clipping), got {max_grad_norm}"),
-    ]
-
-
 def check_config(cfg, processes: int) -> None:
-    """Flag values that cannot work, named by their CLI flag."""
-    checks = [
-        (cfg.variant in VARIANTS, "--variant", f"must be one of {', '.join(VARIANTS)}"),
-        (cfg.task in TASKS, "--task", f"must be one of {', '.join(TASKS)}"),
-        (cfg.mixed_precision in PRECISIONS, "--mixed-precision", f"must be one of {', '.join(PRECISIONS)}"),
-        *((getattr(cfg, name) >= 1, flag, f"must be at least 1, got {getattr(cfg, name)}") for name, flag in (
-            ("steps", "--steps"), ("batch_size", "--batch-size"), ("grad_accum", "--grad-accum"), ("n_docs", "--n-docs"))),
-        (cfg.batch_size % processes == 0, "--batch-size", f"{cfg.batch_size} does not split evenly over {processes} processes"),
-        (cfg.eval_every >= 0, "--eval-every", f"must be at least 0 (0: never), got {cfg.eval_every}"),
-        (cfg.save_every >= 1, "--save-every", f"must be at least 1, got {cfg.save_every}"),
-        # 0 questions logged "dev_em": NaN and exited 0; -1 was read as a slice; 0 beams or batch a traceback
-        (cfg.eval_questions >= 1, "--eval-questions", f"must be at least 1, got {cfg.eval_questions}"),
-        (1 <= cfg.eval_beams <= 1024, "--eval-beams", f"must be between 1 and 1024, got {cfg.eval_beams}"),
-        (cfg.eval_batch_size >= 1, "--eval-batch-size", f"must be at least 1, got {cfg.eval_batch_size}"),
-        # tokenizers read max_length 0 or 1 as "no truncation", and a negative one is a traceback
-        (cfg.max_combined_length >= 2, "--max-combined-length", f"must be at least 2, got {cfg.max_combined_length}"),
-        (cfg.max_target_length >= 2, "--max-target-length", f"must be at least 2 (start and end tokens), got {cfg.max_target_length}"),
-        *optimizer_checks(cfg.lr, cfg.warmup, cfg.weight_decay, cfg.max_grad_norm),
-        (0 <= cfg.label_smoothing < 1, "--label-smoothing", f"must be in [0, 1), got {cfg.label_smoothing}"),
-        (math.isfinite(cfg.retriever_lr_scale) and cfg.retriever_lr_scale >= 0, "--retriever-lr-scale",
-         "must be a finite number >= 0"),
-        (cfg.search_device in SEARCH_DEVICES, "--search-device", f"must be one of {', '.join(SEARCH_DEVICES)}"),
-        (cfg.reindex_every >= 0, "--reindex-every", f"must be at least 0, got {cfg.reindex_every}"),
-        (cfg.train_context_encoder or not cfg.reindex_every, "--reindex-every",
-         "re-encodes the index with the context encoder being trained: it needs --train-context-encoder"),
-        (not (cfg.train_context_encoder and cfg.shared_retrieval), "--shared-retrieval",
-         "cannot be combined with --train-context-encoder (every process re-encodes and searches its own index)"),
-        # flags that would be ignored in silence
-        (cfg.reindex_every <= cfg.steps, "--reindex-every", f"{cfg.reindex_every} is past --steps {cfg.steps}: it would never re-encode"),
-        (cfg.task != "fever" or cfg.eval_beams == 1, "--eval-beams",
-         "does not apply with --task fever: its dev labels are scored by log-probability, not decoded"),
-        (not cfg.freeze_retriever or cfg.train_context_encoder or cfg.retriever_lr_scale == 1.0, "--retriever-lr-scale",
-         "has nothing to scale: --freeze-retriever keeps the question encoder fixed (add --train-context-encoder to train the other)"),
-    ]
-    for ok, flag, message in checks:
-        if not ok:
-            raise InputError(flag, message)
+    """Flag values that cannot work, named by their CLI flag (`configs.check_rag_flags`), then the input paths."""
+    check_rag_flags(cfg, processes)
     for flag, path in (("--train", cfg.train), ("--dev", cfg.dev), ("--index", cfg.index), ("--encoder", cfg.encoder),
                        ("--generator", cfg.generator)):
         if not path or not (path.startswith("hf:") or Path(path).exists()):
@@ -387,6 +307,7 @@ def doc_entropy(doc_scores) -> float:
     Near log K the retriever cannot tell documents apart; falling toward 0 while recall drops is
     the collapse the paper's retriever can fall into (it then always trusts one document).
 
+    >>> import math
     >>> import torch
     >>> round(doc_entropy(torch.zeros(2, 4)), 4) == round(math.log(4), 4)
     True

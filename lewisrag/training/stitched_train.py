@@ -37,37 +37,11 @@ from lewisrag.data.records import check_gold_ids, of_kinds, read_qa, refuse_rege
 from lewisrag.index import open_retriever
 from lewisrag.index.store import check_depth, read_manifest
 from lewisrag.rag_model.stitched import StitchSettings, stitch
+from lewisrag.training.configs import STITCHED_KIND as KIND  # the marker kind of its output folders (lewisrag.data.outputs)
+from lewisrag.training.configs import StitchedTrainConfig, check_stitched
 from lewisrag.training.rag import adamw, autocast, backward_step, diverged, finite, learning_rate_factor, single_device
-from lewisrag.training.rag_data import optimizer_checks
 
 SETTINGS_FILE = "stitched.json"
-
-
-@dataclass(frozen=True)
-class StitchedTrainConfig:
-    index: str = ""  # dense index directory the passages are retrieved from (snapshot A)
-    encoder: str = ""  # DPR checkpoint or DPRQuestionEncoder folder whose question encoder searches it ("" = the index's own)
-    context_encoder: str = ""  # with a DPRQuestionEncoder folder: the DPRContextEncoder folder of its pair
-    generator: str = ""  # starting seq2seq checkpoint (BART directory with its tokenizer)
-    train: str = ""  # training QA examples; those with an answer and a gold passage are used
-    qa_fields: dict[str, str] | None = None  # the QA file's own field names (data.records.read_qa); None = told from the file
-    train_kinds: str = ""  # comma-separated question kinds trained on, e.g. "short" ("" = every kind)
-    k: int = 5  # passages stitched into each input
-    steps: int = 200  # optimizer steps
-    batch_size: int = 8  # examples per step
-    lr: float = 1e-4  # peak AdamW learning rate
-    warmup: float = 0.1  # share of steps warming up linearly; then linear decay to 0
-    weight_decay: float = 0.01  # AdamW decoupled weight decay
-    max_grad_norm: float = 1.0  # global gradient-norm clip (0 = none)
-    max_input_length: int = 1024  # stitched input tokens; a BART with fewer positions is extended to this many
-    max_target_length: int | None = 40  # target tokens: the answer and its citation; None: the longest cited answer
-    question_last: bool = False  # stitch the question after the passages (StitchSettings.question_last)
-    mixed_k: bool = False  # each example stitches 1..k passages (gold among them), a curriculum from one-passage reading
-    gold_position: str = "random"  # "random": the gold passage at a random position; "retrieved": where the retriever ranked it (last if missed)
-    cite_first: bool = False  # the target cites before it answers ("[3] Tomgasze") instead of after ("Tomgasze [3]")
-    seed: int = 0  # batch order and gold positions
-    device: str = "auto"  # "auto" (a GPU when one is visible), "cpu" or "cuda[:N]"
-    mixed_precision: str = "no"  # "no", "bf16" (CPU or GPU) or "fp16" (GPU only, with a gradient scaler)
 
 
 def keep_rank(retrieved: Sequence, gold, k: int) -> tuple[list, int]:
@@ -171,9 +145,6 @@ def make_batch(items: Sequence[_Example], k: int, settings: StitchSettings, rng:
     return inputs, targets
 
 
-KIND = "stitched generator"  # the marker kind of its output folders (lewisrag.data.outputs)
-
-
 def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
                    on_progress: Callable[[int, int, float], None] | None = None, overwrite: bool = False,
                    check_lengths: bool = False) -> dict:
@@ -183,13 +154,7 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
     replaced only when training has finished. `check_lengths` (`train stitched`): refuse inputs longer
     than the generator reads (`check_input_lengths`); the reproduce stage keeps its cut at
     k x max_combined_length, as the Lewis models cut each passage, so its results stay as they were."""
-    if cfg.k < 1 or cfg.steps < 1 or cfg.batch_size < 1:
-        raise InputError("--n-docs/--steps/--batch-size", "must all be at least 1")
-    for ok, flag, message in optimizer_checks(cfg.lr, cfg.warmup, cfg.weight_decay, cfg.max_grad_norm):
-        if not ok:
-            raise InputError(flag, message)
-    if cfg.gold_position not in ("random", "retrieved"):
-        raise InputError("--gold-position", f"must be random or retrieved, got '{cfg.gold_position}'")
+    check_stitched(cfg)
     device, scaler = single_device(cfg.device, cfg.mixed_precision)
     inputs = {"--index": cfg.index, "--generator": cfg.generator, "--train": cfg.train,
               "--encoder": cfg.encoder or None, "--context-encoder": cfg.context_encoder or None}

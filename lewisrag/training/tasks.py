@@ -22,13 +22,7 @@ import torch
 from lewisrag.data.io import InputError
 from lewisrag.data.tasks import LABELS, NEI
 
-TASKS = ("qa", "jeopardy", "fever")  # --task values
 DEV_METRIC = {"qa": "em", "jeopardy": "q_bleu1", "fever": "acc3"}  # log.jsonl's dev_<metric>
-
-
-def check_task(task: str) -> None:
-    if task not in TASKS:
-        raise InputError("--task", f"unknown task '{task}' (one of {', '.join(TASKS)})")
 
 
 def prepare_generator(task: str, generator, tokenizer) -> bool:

@@ -1,0 +1,60 @@
+"""A bad flag is refused before torch and transformers load: the training commands check their flags
+with `training.configs` (settings, presets, marker kinds: neither library), compare its run folder,
+and index build its settings, so a typo costs a moment, not ten seconds of imports (as `reproduce`'s,
+tests/test_reproduce.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+RAG = ["--index", "i", "--encoder", "e", "--generator", "g", "--train", "t.jsonl", "--dev", "d.jsonl"]
+STITCHED = ["--index", "i", "--generator", "g", "--train", "t.jsonl"]
+DPR = ["--train", "t.jsonl", "--passages", "p.jsonl"]
+CASES = {  # the flags after the command, and what the refusal says
+    "dpr --lr": (["train", "dpr", *DPR, "--lr", "inf"], "error: --lr: must be a positive finite number, got inf"),
+    "dpr --mixed-precision": (["train", "dpr", *DPR, "--mixed-precision", "fp8"], "error: --mixed-precision: must be one of"),
+    "rag --n-docs": (["train", "rag", *RAG, "--n-docs", "0"], "error: --n-docs: must be at least 1, got 0"),
+    "rag --lr": (["train", "rag", *RAG, "--lr", "inf"], "error: --lr: must be a positive finite number, got inf"),
+    "rag --variant": (["train", "rag", *RAG, "--variant", "tokens"], "error: --variant: must be one of token, sequence"),
+    "stitched --n-docs": (["train", "stitched", *STITCHED, "--n-docs", "0"], "error: --n-docs: must be at least 1, got 0"),
+    "stitched --lr": (["train", "stitched", *STITCHED, "--lr", "1e40"], "error: --lr: must be at most 3.4e+38"),
+    "stitched --gold-position": (["train", "stitched", *STITCHED, "--gold-position", "first"], "error: --gold-position:"),
+    "pretrain --preset": (["pretrain", "--preset", "huge"], "error: --preset: unknown preset 'huge'"),
+    "pretrain --device": (["pretrain", "--device", "gpu"], "error: --device: must be auto, cpu or cuda[:N], got 'gpu'"),
+    "compare --run": (["compare", "--run", "nope"], "field '--run': run folder not found"),
+    "index build --device": (["index", "build", "--passages", "p.jsonl", "--encoder", "ctx", "--device", "gpu"],
+                             "error: --device: must be auto, cpu or cuda[:N], got 'gpu'"),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_bad_flag_is_refused_before_torch_and_transformers_load(tmp_path, case):
+    """Run in a folder of its own: the relative paths name nothing, but a context encoder's folder
+    (only its config.json is read before the flags) and the passages, which index build reads after them."""
+    args, said = CASES[case]
+    (tmp_path / "ctx").mkdir()
+    (tmp_path / "ctx" / "config.json").write_text(json.dumps({"architectures": ["DPRContextEncoder"]}))
+    (tmp_path / "p.jsonl").write_text(json.dumps({"id": "p1", "title": "T", "text": "A passage."}) + "\n")
+    code = ("import sys\nfrom lewisrag.cli import main\nsys.argv = ['lewisrag', *sys.argv[1:]]\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    print(e.code, sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
+    out = [] if args[0] == "compare" else ["--out", "out"]
+    # blas: no CPU then needs torch for $LEWISRAG_CPU_LINEAR (auto loads it on an AMD Zen 5, to choose oneDNN)
+    env = {**os.environ, "LEWISRAG_CPU_LINEAR": "blas"}
+    r = subprocess.run([sys.executable, "-c", code, *args, *out], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert r.stdout.strip() == "2 []" and r.stderr.startswith("error: ") and said in r.stderr, (r.stdout, r.stderr)
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_settings_name_what_the_model_and_the_trainer_take():
+    """`training.configs` keeps its own --variant and --task values, which torch-free checks need:
+    the model's variants and a dev metric for every task."""
+    from lewisrag.rag_model.settings import VARIANTS
+    from lewisrag.training import configs
+    from lewisrag.training.tasks import DEV_METRIC
+
+    assert configs.VARIANTS == VARIANTS and set(configs.TASKS) == set(DEV_METRIC)
