@@ -9,10 +9,8 @@ from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass,
 from pathlib import Path
 
 from lewisrag.data.io import InputError, expect, given_once, is_count, read_json
-from lewisrag.training.configs import ClosedBookConfig, DPRTrainConfig, RagTrainConfig
-
-
-TASKS = ("qa", "jeopardy", "fever")  # --tasks values; qa is the reproduction every other task builds on
+# TASKS: the --tasks values, those the training runs know; qa is the reproduction every other task builds on
+from lewisrag.training.configs import TASKS, ClosedBookConfig, DPRTrainConfig, RagTrainConfig
 
 
 def parse_tasks(text: str) -> tuple[str, ...]:
