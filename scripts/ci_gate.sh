@@ -9,8 +9,12 @@
 #
 # The baseline is tests/data/gate_baseline/ (results.json of `lewisrag eval bughunt`); --tiny's is
 # tests/data/gate_baseline_tiny/. A baseline's gate.toml, when present, overrides the packaged
-# thresholds. GATE_BASELINE overrides the baseline directory (--tiny's too: its gate.toml then comes
-# from that directory, when it has one), LEWISRAG the command.
+# thresholds (a --config among the gate flags overrides it). GATE_BASELINE overrides the baseline
+# directory (--tiny's too: its gate.toml then comes from that directory, when it has one), LEWISRAG
+# the command. --update-baseline replaces only a baseline: the folder must exist (an empty one for a
+# first baseline), hold no lewisrag run (a .lewisrag marker), and the run must be of the kind the
+# baseline's results.json was (bughunt, reproduce, ...), so that a wrong GATE_BASELINE or RUN_DIR
+# destroys nothing.
 #
 # Exit codes: the gate's, 0 pass, 1 a check failed, 2 bad input (missing run, judge changed, ...);
 # and 3 for --bughunt and --tiny when the run to be gated failed (`eval bughunt` or `reproduce`
@@ -22,6 +26,24 @@ baseline="${GATE_BASELINE:-$root/tests/data/gate_baseline}"
 lewisrag="${LEWISRAG:-$root/.venv/bin/lewisrag}"
 config=()
 [[ -f "$baseline/gate.toml" ]] && config=(--config "$baseline/gate.toml")
+
+# has_config ARGS...: whether the gate flags name their own --config (then the baseline's is not added)
+has_config() {
+  local a
+  for a in "$@"; do
+    [[ "$a" == "--config" || "$a" == --config=* ]] && return 0
+  done
+  return 1
+}
+
+# kind_of RESULTS_JSON: the "lewisrag.kind" a results.json was written as; empty when it cannot be read
+kind_of() {
+  "${PYTHON:-python3}" -c 'import json, sys
+try:
+    print(json.load(open(sys.argv[1], encoding="utf-8"))["lewisrag"]["kind"])
+except Exception:
+    pass' "$1"
+}
 
 # run_logged LOG CMD...: CMD's output into LOG; when it fails, the tail of LOG on stderr, LOG kept
 # beside the temporary run (which the EXIT trap removes), and exit 3
@@ -41,14 +63,38 @@ run_logged() {
 
 case "${1:-}" in
   --update-baseline)
-    run="${2:?usage: scripts/ci_gate.sh --update-baseline RUN_DIR}"
+    [[ $# -eq 2 ]] || { echo "usage: scripts/ci_gate.sh --update-baseline RUN_DIR (one run, nothing after it)" >&2; exit 2; }
+    run="$2"
     [[ -f "$run/results.json" ]] || { echo "error: $run/results.json: file not found" >&2; exit 2; }
+    # the destination must be a baseline: an existing folder (empty for a first one), no run of lewisrag's own
+    if [[ -e "$baseline" && ! -d "$baseline" ]]; then
+      echo "error: $baseline: not a folder (GATE_BASELINE?): a baseline is a folder holding results.json" >&2
+      exit 2
+    fi
+    if [[ ! -d "$baseline" ]]; then
+      echo "error: $baseline: no such baseline folder (GATE_BASELINE?); for a first baseline make the folder, then run this again" >&2
+      exit 2
+    fi
+    if [[ -e "$baseline/.lewisrag" ]]; then
+      echo "error: $baseline: a lewisrag output folder (it holds a .lewisrag marker), not a baseline: its results.json is kept" >&2
+      exit 2
+    fi
+    if [[ -f "$baseline/results.json" ]]; then
+      old_kind="$(kind_of "$baseline/results.json")"
+      new_kind="$(kind_of "$run/results.json")"
+      if [[ -n "$old_kind" && "$new_kind" != "$old_kind" ]]; then
+        echo "error: $run/results.json: field 'lewisrag.kind': '$new_kind', but the baseline $baseline holds a '$old_kind' run; give a $old_kind run, or another GATE_BASELINE" >&2
+        exit 2
+      fi
+    elif [[ -n "$(ls -A "$baseline")" ]]; then
+      echo "error: $baseline: holds files but no results.json: not a baseline folder (GATE_BASELINE?); nothing written" >&2
+      exit 2
+    fi
     # the run must be one the gate reads: gated against itself it gets a verdict (0 or 1: a sample of
     # broken answers fails its rules), or exit 2 with a line naming what is wrong
     rc=0
     "$lewisrag" gate --baseline "$run" --candidate "$run" "${config[@]}" > /dev/null || rc=$?
     [[ $rc -le 1 ]] || exit "$rc"
-    mkdir -p "$baseline"
     # copied beside the baseline, then renamed onto it: a kill mid-copy leaves the old baseline whole
     tmp="$(mktemp "$baseline/.results.json.XXXXXX")"
     trap 'rm -f "$tmp"' EXIT
@@ -62,13 +108,14 @@ case "${1:-}" in
     run="$(mktemp -d)"
     trap 'rm -rf "$run" "$run.log"' EXIT
     run_logged "$run.log" "$lewisrag" eval bughunt --out "$run"
+    has_config "$@" && config=()
     "$lewisrag" gate --baseline "$baseline" --candidate "$run" "${config[@]}" "$@"
     ;;
   --tiny)
     shift
     tiny="${GATE_BASELINE:-$root/tests/data/gate_baseline_tiny}"
     tiny_config=()
-    [[ -f "$tiny/gate.toml" ]] && tiny_config=(--config "$tiny/gate.toml")
+    [[ -f "$tiny/gate.toml" ]] && ! has_config "$@" && tiny_config=(--config "$tiny/gate.toml")
     run="$(mktemp -d)"
     trap 'rm -rf "$run"' EXIT
     run_logged "$run/reproduce.log" "$lewisrag" reproduce --preset tiny --out "$run/run"
@@ -81,6 +128,7 @@ case "${1:-}" in
   *)
     run="$1"
     shift
+    has_config "$@" && config=()
     exec "$lewisrag" gate --baseline "$baseline" --candidate "$run" "${config[@]}" "$@"
     ;;
 esac

@@ -66,3 +66,63 @@ def test_tiny_gates_against_its_baseline_or_gate_baseline(tmp_path):
         call = _gate_call(tmp_path)
         assert call[call.index("--baseline") + 1] == str(mine)
         assert ("--config" in call) == with_config and (not with_config or call[call.index("--config") + 1] == str(mine / "gate.toml"))
+
+
+def _results(folder: Path, kind: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "results.json").write_text('{"lewisrag": {"kind": "%s", "version": "0.1.0", "format": 1}}\n' % kind)
+    return folder
+
+
+def _update(tmp_path: Path, baseline: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(SCRIPT), "--update-baseline", *args], capture_output=True, text=True,
+                          env=_env(tmp_path, GATE_BASELINE=str(baseline)))
+
+
+def test_update_baseline_replaces_only_a_baseline_of_the_same_kind(tmp_path):
+    run = _results(tmp_path / "run", "bughunt")
+    baseline = _results(tmp_path / "baseline", "bughunt")
+    (baseline / "results.json").write_text('{"lewisrag": {"kind": "bughunt"}, "old": true}\n')
+    r = _update(tmp_path, baseline, str(run))
+    assert r.returncode == 0 and "baseline updated" in r.stdout, r.stderr
+    assert (baseline / "results.json").read_text() == (run / "results.json").read_text()
+
+    fresh = tmp_path / "fresh"  # a first baseline: an empty folder made for it
+    fresh.mkdir()
+    assert _update(tmp_path, fresh, str(run)).returncode == 0 and (fresh / "results.json").is_file()
+
+    reproduction = _results(tmp_path / "reproduction", "reproduce")  # a run folder named by mistake
+    (reproduction / ".lewisrag").write_text("{}\n")
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    (junk / "notes.txt").write_text("mine\n")
+    a_file = tmp_path / "a_file"
+    a_file.write_text("mine\n")
+    refusals = [
+        (_update(tmp_path, reproduction, str(run)), "a lewisrag output folder"),
+        (_update(tmp_path, tmp_path / "typo", str(run)), "no such baseline folder"),
+        (_update(tmp_path, junk, str(run)), "holds files but no results.json"),
+        (_update(tmp_path, a_file, str(run)), "not a folder"),
+        (_update(tmp_path, baseline, str(_results(tmp_path / "other_kind", "reproduce"))), "field 'lewisrag.kind'"),
+        (_update(tmp_path, baseline, str(run), "--json"), "usage:"),
+        (_update(tmp_path, baseline), "usage:"),
+    ]
+    for r, says in refusals:
+        assert r.returncode == 2 and says in r.stderr and len(r.stderr.strip().splitlines()) == 1, (says, r.stderr)
+    assert (reproduction / "results.json").read_text().count("reproduce") == 1 and not (tmp_path / "typo").exists()
+    assert sorted(p.name for p in junk.iterdir()) == ["notes.txt"] and a_file.read_text() == "mine\n"
+
+
+def test_a_config_among_the_gate_flags_replaces_the_baselines(tmp_path):
+    baseline = _results(tmp_path / "baseline", "bughunt")
+    (baseline / "gate.toml").write_text("[tier1]\n")
+    mine = tmp_path / "mine.toml"
+    mine.write_text("[tier1]\n")
+    for mode in (["RUN"], ["--tiny"], ["--bughunt"]):
+        for flags in (["--config", str(mine)], [f"--config={mine}"]):
+            (tmp_path / "calls.txt").unlink(missing_ok=True)
+            r = subprocess.run(["bash", str(SCRIPT), *mode, *flags], capture_output=True, text=True,
+                               env=_env(tmp_path, GATE_BASELINE=str(baseline)))
+            assert r.returncode == 0, (mode, r.stderr)
+            call = _gate_call(tmp_path)
+            assert str(baseline / "gate.toml") not in call and call[-len(flags):] == flags, (mode, call)
