@@ -149,19 +149,39 @@ def _watch(child: subprocess.Popen, every: float = 0.05) -> dict:
     return peaks
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive whole number, got '{text}'")
+    return value
+
+
+def _sizes(text: str) -> list[int]:
+    return [_positive(s) for s in text.split(",")]
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", default="200000,2000000", help="corpus sizes, comma-separated")
-    ap.add_argument("--questions", type=int, default=2000)
-    ap.add_argument("--top", type=int, default=100)
+    ap.add_argument("--sizes", type=_sizes, default="200000,2000000", help="corpus sizes, comma-separated")
+    ap.add_argument("--questions", type=_positive, default=2000)
+    ap.add_argument("--top", type=_positive, default=100)
     ap.add_argument("--quick", action="store_true", help="20k and 40k passages, 200 questions")
-    ap.add_argument("--workdir", help="where corpora are written (default: a temporary folder, removed after)")
+    ap.add_argument("--workdir", help="where corpora are written, a new or empty folder, kept after (default: a "
+                                      "temporary folder, removed after)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
+    if args.workdir:  # the benchmark writes and deletes its own files there: never in a folder already in use
+        workdir = Path(args.workdir).resolve()  # the command runs from the repository root
+        if workdir.exists() and (not workdir.is_dir() or any(workdir.iterdir())):
+            ap.error(f"--workdir: {args.workdir} is not a new or empty folder; the benchmark would replace its files")
+        args.workdir = str(workdir)
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # the DPR pair's save and load bars
-    sizes = [20_000, 40_000] if args.quick else [int(s) for s in args.sizes.split(",")]
+    sizes = [20_000, 40_000] if args.quick else args.sizes
     n_questions = 200 if args.quick else args.questions
     root = Path(args.workdir or tempfile.mkdtemp(prefix="bench_cut_"))
     root.mkdir(parents=True, exist_ok=True)

@@ -384,3 +384,24 @@ def test_a_gold_id_the_whole_corpus_lacks_is_refused(corpus, tmp_path, monkeypat
     record = json.loads(stdout)
     held = {f"c{i}-0" for i in range(30) if i != 3} & _ids(tmp_path / "b")
     assert (record["gold"], record["gold_passages"], record["gold_in_cut"]) == (0, 30, len(held))
+
+
+def test_the_scale_benchmark_refuses_a_folder_in_use_and_bad_numbers(tmp_path, capsys):
+    """bench_cut.py writes and deletes its own files in --workdir: a folder holding anything is refused
+    before a file is touched, and bad numbers are argparse's one-line errors (exit 2)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_cut", Path(__file__).resolve().parents[1] / "scripts" / "bench_cut.py")
+    bench_cut = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_cut)
+    used = tmp_path / "used"
+    (used / "cut").mkdir(parents=True)
+    (used / "cut" / "keep.txt").write_text("mine\n")
+    (used / "questions.jsonl").write_text("mine\n")
+    for args, says in ((["--workdir", str(used)], "not a new or empty folder"), (["--sizes", "abc"], "--sizes"),
+                       (["--sizes", "100,0"], "--sizes"), (["--questions", "0"], "--questions"), (["--top", "-1"], "--top")):
+        with pytest.raises(SystemExit) as stop:
+            bench_cut.main(args)
+        err = capsys.readouterr().err
+        assert stop.value.code == 2 and says in err.splitlines()[-1], (args, err)
+    assert (used / "cut" / "keep.txt").read_text() == "mine\n" and (used / "questions.jsonl").read_text() == "mine\n"
