@@ -45,6 +45,7 @@ from lewisrag.rag_model.answering import answer_questions
 from lewisrag.scoring.qa import exact_match
 from lewisrag.scoring.retrieval import hit_rate
 from lewisrag.training.checkpoint import load_trained
+from lewisrag.training.configs import check_rag_flags
 from lewisrag.training.dpr import train_dpr
 from lewisrag.training.rag import train_rag
 
@@ -103,11 +104,37 @@ def train_seconds(out: Path, arm: str) -> float | None:
     return read_json(record)["train_s"] if record.is_file() else None
 
 
+# the RAG trainer's flags that this script sets under its own names
+OWN_FLAGS = {"--steps": "--rag-steps", "--eval-every": "--rag-steps", "--save-every": "--rag-steps"}
+
+
+def arm_configs(out: Path, preset, dpr_steps: int, rag_steps: int, lr: float, reindex_every: int, seed: int,
+                retriever_lr_scale: float) -> dict:
+    """Both arms' RAG-Token settings, checked as `train rag` checks its flags (before anything is built or
+    recorded: a value that cannot work would otherwise claim DIR for good), errors named by this script's flags."""
+    if dpr_steps < 1:
+        raise InputError("--dpr-steps", f"must be at least 1, got {dpr_steps}")
+    base = replace(preset.rag, variant="token", seed=seed, steps=rag_steps, lr=lr, retriever_lr_scale=retriever_lr_scale,
+                   eval_every=rag_steps // 3 or 1,
+                   save_every=rag_steps, index=str(out / "index_a"), encoder=str(out / "dpr_weak"),
+                   generator=str(out / "generator"), train=str(out / "world" / "train.jsonl"),
+                   dev=str(out / "world" / "dev.jsonl"))
+    arms = {"frozen_documents": base,
+            "end_to_end": replace(base, train_context_encoder=True, reindex_every=reindex_every)}
+    for cfg in arms.values():
+        try:
+            check_rag_flags(cfg)
+        except InputError as e:
+            raise InputError(OWN_FLAGS.get(e.source, e.source), e.message.replace("--steps", "--rag-steps")) from None
+    return arms
+
+
 def run(out: Path, preset_name: str, dpr_steps: int, rag_steps: int, lr: float, reindex_every: int, seed: int,
         retriever_lr_scale: float = 1.0) -> dict:
     preset = get_preset(preset_name)
     settings = {"preset": preset_name, "dpr_steps": dpr_steps, "rag_steps": rag_steps, "lr": lr,
                 "retriever_lr_scale": retriever_lr_scale, "reindex_every": reindex_every, "seed": seed}
+    arms = arm_configs(out, preset, dpr_steps, rag_steps, lr, reindex_every, seed, retriever_lr_scale)
     claim(out, settings)
     if not (out / "world" / "world.json").exists():
         write_world(build_world(seed=seed, entities=preset.entities), out / "world")
@@ -122,13 +149,6 @@ def run(out: Path, preset_name: str, dpr_steps: int, rag_steps: int, lr: float, 
         generator_stage(out, preset, seed, lambda *a: None)
     before = dpr_recall(out / "dpr_weak", out / "index_a", test)
 
-    base = replace(preset.rag, variant="token", seed=seed, steps=rag_steps, lr=lr, retriever_lr_scale=retriever_lr_scale,
-                   eval_every=rag_steps // 3 or 1,
-                   save_every=rag_steps, index=str(out / "index_a"), encoder=str(out / "dpr_weak"),
-                   generator=str(out / "generator"), train=str(out / "world" / "train.jsonl"),
-                   dev=str(out / "world" / "dev.jsonl"))
-    arms = {"frozen_documents": base,
-            "end_to_end": replace(base, train_context_encoder=True, reindex_every=reindex_every)}
     results = {"config": {**settings, "threads": torch.get_num_threads()}, "before": before}
     for name, cfg in arms.items():
         if not (out / name / "final").exists():

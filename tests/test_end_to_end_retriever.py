@@ -300,3 +300,22 @@ def test_world_measurement_script_reruns_only_with_the_same_settings(tmp_path, c
     (stray / "notes.txt").write_text("mine")
     assert script.main(["--out", str(stray)] + flags[2:]) == 2
     assert "e2e_config.json" in capsys.readouterr().err and sorted(p.name for p in stray.iterdir()) == ["notes.txt"]
+
+
+def test_world_measurement_script_checks_its_flags_before_it_builds_or_claims(tmp_path, capsys):
+    """A value `train rag` refuses is refused before the world, DPR and generator are built and before
+    DIR records its settings (which would refuse the corrected call), named by the script's own flag."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("e2e_retriever", Path(__file__).parents[1] / "scripts" / "e2e_retriever.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    out = tmp_path / "e2e"
+    for flags, says in ((["--rag-steps", "0"], "error: --rag-steps: must be at least 1"),
+                        (["--dpr-steps", "0"], "error: --dpr-steps: must be at least 1"),
+                        (["--rag-steps", "4", "--reindex-every", "9"], "error: --reindex-every: 9 is past --rag-steps 4"),
+                        (["--lr", "nan"], "error: --lr:"), (["--retriever-lr-scale", "-1"], "error: --retriever-lr-scale:")):
+        assert script.main(["--out", str(out), "--preset", "tiny", *flags]) == 2, flags
+        err = capsys.readouterr().err
+        assert err.startswith(says) and len(err.strip().splitlines()) == 1, (flags, err)
+        assert not out.exists()
