@@ -811,23 +811,43 @@ def search_scale(p: dict, device: str, reps: int, step_s: float | None, log) -> 
 # --- main ---------------------------------------------------------------------------------------------
 
 
+def _positive(text: str) -> int:
+    """argparse's type for a count: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got '{text}'")
+    return value
+
+
+def _scales(text: str) -> tuple[int, ...]:
+    """--mfu-scales: ascending multiples of the preset's batch, checked before a part runs (the mfu part
+    comes after minutes of corpus building and training on a lent GPU)."""
+    scales = tuple(_positive(x) for x in text.split(","))
+    if list(scales) != sorted(set(scales)):
+        raise argparse.ArgumentTypeError(f"must be ascending, each once, got '{text}'")
+    return scales
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", choices=sorted(PRESETS), default="paper")
     ap.add_argument("--device", default="cuda", help="cpu runs the script (use --preset check)")
-    ap.add_argument("--passages", type=int, help="corpus size (default: the preset's)")
-    ap.add_argument("--steps-token", type=int, help="RAG-Token training steps (default: the preset's)")
-    ap.add_argument("--steps-sequence", type=int, help="RAG-Sequence training steps (default: the preset's)")
-    ap.add_argument("--reps", type=int, default=6, help="timed repetitions of each same-weights measurement")
+    ap.add_argument("--passages", type=_positive, help="corpus size (default: the preset's)")
+    ap.add_argument("--steps-token", type=_positive, help="RAG-Token training steps (default: the preset's)")
+    ap.add_argument("--steps-sequence", type=_positive, help="RAG-Sequence training steps (default: the preset's)")
+    ap.add_argument("--reps", type=_positive, default=6, help="timed repetitions of each same-weights measurement")
     ap.add_argument("--parts", default=",".join(PARTS),
                     help=f"comma-separated, of {', '.join(PARTS)} (corpus runs when one of the others needs it; "
                          "answer brings train_token in)")
-    ap.add_argument("--scale-passages", type=int, help="search_scale's vectors (default: the preset's; paper: 21,015,324)")
-    ap.add_argument("--encode", type=int, help="distinct passages encoded (default: the preset's)")
+    ap.add_argument("--scale-passages", type=_positive, help="search_scale's vectors (default: the preset's; paper: 21,015,324)")
+    ap.add_argument("--encode", type=_positive, help="distinct passages encoded (default: the preset's)")
     ap.add_argument("--mfu-modes", default="eager,compiled", help="mfu's modes: eager, compiled (compiling takes minutes), eager:BACKEND "
                     "(attention through flash, efficient, cudnn or math), compiled:cudagraphs (mode reduce-overhead), "
                     "bf16weights[:BACKEND] (eager, bf16 weights with float32 master copies, no autocast)")
-    ap.add_argument("--mfu-scales", default="1,2", help="mfu's batches, as multiples of the preset's (ascending)")
+    ap.add_argument("--mfu-scales", type=_scales, default="1,2", help="mfu's batches, as multiples of the preset's (ascending)")
     ap.add_argument("--budget", type=float, default=1e9, help="seconds: parts that would start later are skipped")
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args()
@@ -835,7 +855,9 @@ def main() -> None:
         ap.error(f"--mfu-modes: unknown mode {bad!r} (eager, eager:flash|efficient|cudnn|math, compiled, compiled:cudagraphs, "
                  "bf16weights[:flash|efficient|cudnn|math])")
     args.parts = parse_parts(args.parts, ap.error, lambda msg: print(msg, flush=True))
-    if args.device == "cuda" and not torch.cuda.is_available():
+    if args.json is not None and (args.json.is_dir() or not args.json.parent.is_dir()):
+        ap.error(f"--json: {args.json} cannot be written: {'a folder' if args.json.is_dir() else 'its folder does not exist'}")
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
         print("no CUDA device: nothing to measure (--preset check --device cpu runs the script on the CPU)", file=sys.stderr)
         sys.exit(2)
     p = dict(PRESETS[args.preset])
@@ -891,7 +913,7 @@ def main() -> None:
             part("mfu", lambda: mfu_steps(corpus, p, args.device, args.reps, rate, log,
                                           keep=lambda rows: (results["parts"].__setitem__("mfu", rows), save()),
                                           modes=tuple(args.mfu_modes.split(",")),
-                                          scales=tuple(int(x) for x in args.mfu_scales.split(","))))
+                                          scales=args.mfu_scales))
             part("closed_book", lambda: closed_book(corpus, p, tmp, args.device, log))  # after mfu: a short call's last
             part("train_token_faiss", lambda: train_pipeline("token", p["steps_faiss"], corpus, p, tmp, args.device, log,
                                                              search="cpu"))

@@ -283,19 +283,33 @@ def test_bench_gpu_same_weights_measures_each_contender_alone(monkeypatch):
     assert seen == [1, 1, 0, 0] * 2
 
 
-def test_bench_gpu_exits_1_when_a_part_fails_and_2_on_bad_parts(tmp_path):
-    """A failed part is reported and written, and the exit status says so; unknown --parts are refused."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    script = str(ROOT / "scripts" / "bench_gpu.py")
+def test_bench_gpu_exits_1_when_a_part_fails_and_2_on_bad_flags(tmp_path, monkeypatch, capsys):
+    """A failed part is reported and written, and the exit status says so; unknown --parts and flag values
+    that cannot work (found after minutes of measuring, before) are refused up front (exit 2)."""
+    gpu = _script("bench_gpu")
     out = tmp_path / "bench.json"
-    r = subprocess.run([sys.executable, script, "--preset", "check", "--device", "cpu", "--parts", "search_scale",
-                        "--scale-passages", "-5", "--json", str(out)], capture_output=True, text=True, env=env, timeout=300)
-    assert r.returncode == 1, (r.stdout + r.stderr)[-3000:]
-    results = json.loads(out.read_text())
-    assert set(results["errors"]) == {"search_scale"} and "ERROR in search_scale" in r.stdout
-    bad = subprocess.run([sys.executable, script, "--preset", "check", "--device", "cpu", "--parts", "train_token,bogus"],
-                         capture_output=True, text=True, env=env, timeout=300)
-    assert bad.returncode == 2 and "unknown 'bogus'" in bad.stderr, bad.stderr[-2000:]
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a part that breaks")
+
+    monkeypatch.setattr(gpu, "search_scale", broken)
+    monkeypatch.setattr(sys, "argv", ["bench_gpu.py", "--preset", "check", "--device", "cpu", "--parts", "search_scale",
+                                      "--json", str(out)])
+    with pytest.raises(SystemExit) as stop:
+        gpu.main()
+    assert stop.value.code == 1 and "ERROR in search_scale: RuntimeError: a part that breaks" in capsys.readouterr().out
+    assert json.loads(out.read_text())["errors"] == {"search_scale": "RuntimeError: a part that breaks"}
+    for flags, says in ((["--parts", "train_token,bogus"], "unknown 'bogus'"), (["--mfu-scales", "abc"], "--mfu-scales"),
+                        (["--mfu-scales", "2,1"], "must be ascending"), (["--scale-passages", "-5"], "--scale-passages"),
+                        (["--reps", "0"], "--reps"), (["--json", str(tmp_path / "no" / "x.json")], "its folder does not exist"),
+                        (["--json", str(tmp_path)], "a folder"), (["--device", "cuda:9"], "no CUDA device")):
+        monkeypatch.setattr(sys, "argv", ["bench_gpu.py", "--preset", "check", "--device", "cpu", *flags])
+        if flags[0] == "--device" and gpu.torch.cuda.is_available():
+            continue
+        with pytest.raises(SystemExit) as stop:
+            gpu.main()
+        err = capsys.readouterr().err
+        assert stop.value.code == 2 and says in err.strip().splitlines()[-1], (flags, err)
     gpu = _script("bench_gpu")
     errors = []
     assert gpu.parse_parts("answer", errors.append, errors.append) == {"answer", "train_token"}
