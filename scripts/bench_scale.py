@@ -84,6 +84,7 @@ import faiss
 import numpy as np
 import psutil
 
+from lewisrag.data.io import InputError, iter_records
 from lewisrag.index.dense import advise_random, row_reader, train_faiss
 from lewisrag.index.tuning import apply_params, exact_top_k, recall_at_k, search, throughput, tune_search
 
@@ -388,12 +389,12 @@ def bench_index(args, workdir: Path):
 
     retriever = open_retriever(args.index)
     if not hasattr(retriever, "encode"):
-        raise SystemExit(f"{args.index}: a BM25 index has no vectors; give a dense index")
+        raise InputError(args.index, "a BM25 index has no vectors; give a dense index", field="--index")
     # the first --queries questions tune, the next --queries are the held-out ones (fewer than twice
     # --queries: the questions split in halves)
     questions = [ex.question for ex in read_qa(args.questions)][: 2 * args.queries]
     if len(questions) < 2:
-        raise SystemExit(f"{args.questions}: at least 2 questions needed (one to tune on, one held out)")
+        raise InputError(args.questions, "at least 2 questions needed (one to tune on, one held out)")
     half = args.queries if len(questions) == 2 * args.queries else (len(questions) + 1) // 2
     t = time.perf_counter()
     encoded = np.ascontiguousarray(retriever.encode(questions), dtype=np.float32)
@@ -609,6 +610,34 @@ def print_extrapolation(rows: list[dict], out) -> None:
                       + " | ".join(human(name, at[name]) for name in names) + " |", file=out)
 
 
+# what the table and the fit read of each --json row (--fit checks every row has them)
+FIT_FIELDS = ("n", "kind", "index", "build_s", "train_s", "add_s", "bytes", "bytes_per_passage", "peak_rss_mb",
+              "rss_beyond_index_mb", "train_peak_rss_mb", "add_peak_rss_mb", "search_params", "rerank_depth", "recall_at_5",
+              "target_reached", "target_recall", "qps_b16", "qps_b64", "train_rss_mb", "train_anon_mb",
+              "train_rss_mb_mmap_ifc", "train_anon_mb_mmap_ifc")
+
+
+def read_fit_rows(paths: list[Path]) -> list[dict]:
+    """The synthetic rows of earlier --json outputs, each checked for what the table and the fit read:
+    a bad file, line or field is an InputError naming it."""
+    rows = []
+    for path in paths:
+        if path.suffix.lower() != ".jsonl":
+            raise InputError(path, "--fit reads the --json outputs of this script, JSON lines (.jsonl)")
+        for line, row in iter_records(path):
+            if row.get("source", "synthetic") != "synthetic":
+                continue
+            missing = next((f for f in FIT_FIELDS if f not in row), None)
+            if missing:
+                raise InputError(path, "missing: not a row of this script's --json output", line, missing)
+            if row["kind"] not in KINDS:
+                raise InputError(path, f"unknown index kind {row['kind']!r} (one of {', '.join(KINDS)})", line, "kind")
+            if not isinstance(row["n"], int) or isinstance(row["n"], bool) or row["n"] < 1:
+                raise InputError(path, f"must be a positive whole number, got {row['n']!r}", line, "n")
+            rows.append(row)
+    return rows
+
+
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="100000,1000000", help="corpus sizes, comma-separated")
@@ -641,7 +670,19 @@ def parse_args(argv=None):
     if args.quick:
         # blocks smaller than the corpora, so that the adding phase's memory is the index's, as at scale
         args.sizes, args.queries, args.opq_iters, args.block_rows = "10000,20000", 100, 4, 2048
-    args.sizes = [int(s) for s in args.sizes.split(",")]
+    try:
+        args.sizes = [int(s) for s in args.sizes.split(",")]
+    except ValueError:
+        args.sizes = [0]
+    for ok, flag, rule in ((min(args.sizes) >= 1, "--sizes", "positive whole numbers, comma-separated"),
+                           (0 < args.target_recall <= 1, "--target-recall", "in (0, 1]"),
+                           (args.queries >= 1, "--queries", "at least 1"),
+                           (args.rerank_depth is None or args.rerank_depth >= 1, "--rerank-depth", "at least 1"),
+                           (args.opq_iters >= 1, "--opq-iters", "at least 1"),
+                           (args.nlist_factor > 0 and math.isfinite(args.nlist_factor), "--nlist-factor", "a positive number"),
+                           (args.block_rows >= 1, "--block-rows", "at least 1")):
+        if not ok:
+            ap.error(f"{flag}: must be {rule}")
     if (args.index is None) != (args.questions is None):
         ap.error("--index and --questions go together")
     args.kinds = [k for k in args.kinds.split(",") if k]
@@ -653,6 +694,14 @@ def parse_args(argv=None):
 
 def main(argv=None) -> None:
     args = parse_args(argv)
+    try:
+        run(args)
+    except InputError as e:  # a bad --fit row, --index or --questions: one line, as the lewisrag command says it
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+def run(args) -> None:
     # FAISS takes BLAS for exact inner products only from 128,000 queries per call; batches of 16 or
     # 64 would run a slower loop (lewisrag.index.dense.use_blas_for_small_batches sets the same)
     faiss.cvar.distance_compute_blas_threshold = 8
@@ -660,8 +709,7 @@ def main(argv=None) -> None:
         print(json.dumps(WORKERS[args.worker](json.loads(args.spec))))
         return
     if args.fit:
-        rows = [json.loads(line) for path in args.fit for line in path.read_text().splitlines() if line.strip()]
-        rows = sorted((r for r in rows if r.get("source", "synthetic") == "synthetic"), key=lambda r: (r["n"], KINDS.index(r["kind"])))
+        rows = sorted(read_fit_rows(args.fit), key=lambda r: (r["n"], KINDS.index(r["kind"])))
         print(f"{len(rows)} synthetic rows from {', '.join(map(str, args.fit))}")
         print_table(rows, sys.stdout)
         print_extrapolation(rows, sys.stdout)

@@ -277,6 +277,35 @@ def _bench_scale():
     return module
 
 
+def test_bench_scale_refuses_bad_flags_and_fit_files_in_one_line(tmp_path, capsys):
+    """Numbers that cannot work are argparse's errors, and a --fit file, --index or --questions that is
+    not what the script reads is one line naming the file, line and field (exit 2; they were tracebacks)."""
+    scale = _bench_scale()
+    row = dict.fromkeys(scale.FIT_FIELDS, 1) | {"kind": "flat"}
+    files = {"missing.jsonl": None, "not_json.jsonl": "not json\n", "short.jsonl": json.dumps({"n": 10}) + "\n",
+             "kind.jsonl": json.dumps({**row, "kind": "bogus"}) + "\n", "n.jsonl": json.dumps(row) + "\n" + json.dumps({**row, "n": 0}),
+             "rows.txt": json.dumps(row) + "\n"}
+    for name, text in files.items():
+        if text is not None:
+            (tmp_path / name).write_text(text)
+    cases = [(["--sizes", "abc"], "--sizes: must be positive"), (["--sizes", "10,0"], "--sizes: must be positive"),
+             (["--target-recall", "5"], "--target-recall: must be in (0, 1]"), (["--queries", "0"], "--queries"),
+             (["--rerank-depth", "0"], "--rerank-depth"), (["--nlist-factor", "nan"], "--nlist-factor"),
+             (["--fit", str(tmp_path / "missing.jsonl")], "missing.jsonl: file not found"),
+             (["--fit", str(tmp_path / "not_json.jsonl")], "not_json.jsonl:1:"),
+             (["--fit", str(tmp_path / "short.jsonl")], "short.jsonl:1: field 'kind': missing"),
+             (["--fit", str(tmp_path / "kind.jsonl")], "kind.jsonl:1: field 'kind': unknown index kind 'bogus'"),
+             (["--fit", str(tmp_path / "n.jsonl")], "n.jsonl:2: field 'n': must be a positive whole number"),
+             (["--fit", str(tmp_path / "rows.txt")], "rows.txt: --fit reads"),
+             (["--index", str(tmp_path / "no_index"), "--questions", str(tmp_path / "n.jsonl")], "no_index")]
+    for flags, says in cases:
+        with pytest.raises(SystemExit) as stop:
+            scale.main(flags)
+        err = capsys.readouterr().err.strip()
+        assert stop.value.code == 2 and says in err.splitlines()[-1] and "Traceback" not in err, (flags, err)
+        assert len(err.splitlines()) == 1 or "usage:" in err, (flags, err)
+
+
 def test_bench_scale_reads_rows_of_its_float16_store(tmp_path):
     bench = _bench_scale()
     x = np.random.default_rng(0).standard_normal((30, 4)).astype(np.float16)
