@@ -162,5 +162,5 @@ def test_an_infinite_learning_rate_is_bad_input(tiny_corpus, tmp_path):
     assert not (tmp_path / "o").exists()
     r = run_cli("train", "dpr", "--train", str(tiny_corpus["qa"]), "--passages", str(tiny_corpus["passages"]),
                 "--out", str(tmp_path / "o"), "--steps", "1", "--lr", "1e40")  # float32 overflowed: a traceback
-    assert r.returncode == 2 and r.stderr.strip() == "error: --lr: must be at most 3.4e+38 (float32 holds no more), got 1e+40"
+    assert r.returncode == 2 and r.stderr.strip() == "error: --lr: must be at most 3.4e+37 (AdamW divides it by 1 - beta1 = 0.1 into a float32), got 1e+40"
     assert not (tmp_path / "o").exists()

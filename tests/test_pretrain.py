@@ -164,7 +164,7 @@ def test_damaged_weights_are_refused(tmp_path):
 @pytest.mark.parametrize("pair, message", [("d_model=0", "at least 1"), ("heads=3", "divisible"),
                                            ("lr=nan", "finite"), ("mask_ratio=-1", "finite"), ("lr=0", "lr must be a positive finite number"),
                                            # passed `lr > 0`: a torch traceback at the first update, exit 3
-                                           ("lr=1e40", "lr must be at most 3.4e+38 (float32 holds no more), got 1e+40"),
+                                           ("lr=1e40", "lr must be at most 3.4e+37 (AdamW divides it by 1 - beta1 = 0.1 into a float32), got 1e+40"),
                                            # a traceback from the world's builder; a share of 5 trained
                                            ("world_entities=5", "between 40 and"), ("mask_ratio=5", "at most 1"),
                                            # steps with nothing to train: loss stayed 0.0 and .backward() raised

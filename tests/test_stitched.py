@@ -124,7 +124,7 @@ def test_chat_generator_survives_a_request_that_fails_for_good():
 @pytest.mark.parametrize("flags, named", [(["--gold-position", "middle"], "--gold-position"),
                                           (["--lr", "-1"], "--lr"),  # AdamW's ValueError: a traceback
                                           (["--lr", "inf"], "--lr"),
-                                          (["--lr", "1e40"], "--lr: must be at most 3.4e+38")])  # float32 overflowed mid-step
+                                          (["--lr", "1e40"], "--lr: must be at most 3.4e+37")])  # float32 overflowed mid-step
 def test_cli_bad_settings_are_bad_input(tmp_path, flags, named):
     from conftest import run_cli
 

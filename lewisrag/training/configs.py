@@ -44,21 +44,25 @@ def check_precision(mixed_precision: str, device: str) -> str:
     return device
 
 
-# float32's largest (torch.finfo(torch.float32).max): past it the optimizer's float32 update overflows, a RuntimeError mid-step
-LR_MAX = float.fromhex("0x1.fffffep+127")
+FLOAT32_MAX = float.fromhex("0x1.fffffep+127")  # torch.finfo(torch.float32).max
+ADAM_BETA1 = 0.9  # the first-moment decay of every trainer's AdamW (training.rag.adamw: torch's default)
+# AdamW's first update divides the learning rate by 1 - beta1 (the bias correction) into a float32 step
+# size: past this it overflows, a RuntimeError mid-step
+LR_MAX = FLOAT32_MAX * (1 - ADAM_BETA1)
 
 
 def lr_problem(lr: float) -> str | None:
     """Why `lr` cannot be a learning rate, or None. `lr > 0` alone let inf through (NaN weights, exit 0),
-    and 1e40 passed `isfinite` to end in a torch traceback at the first step.
+    and 1e40 passed `isfinite` to end in a torch traceback at the first step (3e38 too: the first step
+    divides it by 1 - beta1).
 
-    >>> lr_problem(1e-4), lr_problem(float("inf")), lr_problem(1e40)
-    (None, 'must be a positive finite number, got inf', 'must be at most 3.4e+38 (float32 holds no more), got 1e+40')
+    >>> lr_problem(1e-4), lr_problem(float("inf")), lr_problem(3e38)
+    (None, 'must be a positive finite number, got inf', 'must be at most 3.4e+37 (AdamW divides it by 1 - beta1 = 0.1 into a float32), got 3e+38')
     """
     if not (math.isfinite(lr) and lr > 0):  # every comparison with NaN is false
         return f"must be a positive finite number, got {lr}"
     if lr > LR_MAX:
-        return f"must be at most {LR_MAX:.2g} (float32 holds no more), got {lr:g}"
+        return f"must be at most {LR_MAX:.2g} (AdamW divides it by 1 - beta1 = {1 - ADAM_BETA1:.1g} into a float32), got {lr:g}"
     return None
 
 
@@ -68,11 +72,16 @@ def optimizer_checks(lr: float, warmup: float, weight_decay: float, max_grad_nor
 
     >>> [flag for ok, flag, _ in optimizer_checks(float("inf"), 0.1, 0.01, 1.0) if not ok]
     ['--lr']
+    >>> [message for ok, _, message in optimizer_checks(0.1, 0.1, 10.0, 1.0) if not ok]
+    ['times --lr 0.1 must be below 1 (decoupled decay multiplies the weights by 1 - lr x weight decay), got 10']
     """
     return [
         (lr_problem(lr) is None, "--lr", lr_problem(lr) or ""),
         (0 <= warmup < 1, "--warmup", f"must be in [0, 1), got {warmup}"),
         (math.isfinite(weight_decay) and weight_decay >= 0, "--weight-decay", f"must be a finite number >= 0, got {weight_decay}"),
+        # 1e300 was taken, the weights turned to NaN and the error blamed --lr
+        (not (math.isfinite(weight_decay) and math.isfinite(lr)) or lr * weight_decay < 1, "--weight-decay",
+         f"times --lr {lr:g} must be below 1 (decoupled decay multiplies the weights by 1 - lr x weight decay), got {weight_decay:g}"),
         (math.isfinite(max_grad_norm) and max_grad_norm >= 0, "--max-grad-norm",
          f"must be a finite number >= 0 (0: no clipping), got {max_grad_norm}"),
     ]
@@ -199,6 +208,10 @@ def check_rag_flags(cfg: RagTrainConfig, processes: int = 1) -> None:
         (0 <= cfg.label_smoothing < 1, "--label-smoothing", f"must be in [0, 1), got {cfg.label_smoothing}"),
         (math.isfinite(cfg.retriever_lr_scale) and cfg.retriever_lr_scale >= 0, "--retriever-lr-scale",
          "must be a finite number >= 0"),
+        # the encoders' learning rate, --lr times the scale: 1e300 overflowed AdamW's float32 step, a traceback
+        (not (cfg.retriever_lr_scale > 0 and math.isfinite(cfg.retriever_lr_scale) and lr_problem(cfg.lr) is None)
+         or lr_problem(cfg.lr * cfg.retriever_lr_scale) is None, "--retriever-lr-scale",
+         f"times --lr {cfg.lr:g} is the encoders' learning rate, which {lr_problem(cfg.lr * cfg.retriever_lr_scale)}"),
         (cfg.search_device in SEARCH_DEVICES, "--search-device", f"must be one of {', '.join(SEARCH_DEVICES)}"),
         (cfg.reindex_every >= 0, "--reindex-every", f"must be at least 0, got {cfg.reindex_every}"),
         (cfg.train_context_encoder or not cfg.reindex_every, "--reindex-every",
