@@ -212,6 +212,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="timed calls per row and kind; the best is kept")
     parser.add_argument("--json", action="store_true", help="one JSON object per row")
     args = parser.parse_args()
+    for flag, value in (("--threads", args.threads), ("--repeats", args.repeats)):
+        if value < 1:  # 0 threads was torch's traceback, 0 repeats printed every timing as inf
+            parser.error(f"{flag}: must be at least 1, got {value}")
     torch.set_num_threads(args.threads)
 
     from lewisrag.data.cpu_linear import auto_kind, cpu_family, cpu_vendor

@@ -149,30 +149,23 @@ def _watch(child: subprocess.Popen, every: float = 0.05) -> dict:
     return peaks
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive whole number, got '{text}'")
-    return value
-
-
-def _sizes(text: str) -> list[int]:
-    return [_positive(s) for s in text.split(",")]
-
-
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", type=_sizes, default="200000,2000000", help="corpus sizes, comma-separated")
-    ap.add_argument("--questions", type=_positive, default=2000)
-    ap.add_argument("--top", type=_positive, default=100)
+    ap.add_argument("--sizes", default="200000,2000000", help="corpus sizes, comma-separated")
+    ap.add_argument("--questions", type=int, default=2000)
+    ap.add_argument("--top", type=int, default=100)
     ap.add_argument("--quick", action="store_true", help="20k and 40k passages, 200 questions")
     ap.add_argument("--workdir", help="where corpora are written, a new or empty folder, kept after (default: a "
                                       "temporary folder, removed after)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
+    try:
+        args.sizes = [int(s) for s in args.sizes.split(",")]
+    except ValueError:
+        args.sizes = [0]
+    for flag, ok in (("--sizes", min(args.sizes) >= 1), ("--questions", args.questions >= 1), ("--top", args.top >= 1)):
+        if not ok:
+            ap.error(f"{flag}: must be a positive whole number (--sizes: comma-separated)")
     if args.workdir:  # the benchmark writes and deletes its own files there: never in a folder already in use
         workdir = Path(args.workdir).resolve()  # the command runs from the repository root
         if workdir.exists() and (not workdir.is_dir() or any(workdir.iterdir())):

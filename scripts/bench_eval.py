@@ -133,6 +133,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=2.0, help="how long to time the rule checker")
     args = parser.parse_args()
+    if not args.seconds > 0 or args.seconds == float("inf"):  # 0 divided by the sentences timed
+        parser.error(f"--seconds: must be a positive finite number, got {args.seconds}")
     rate = checker_throughput(args.seconds)
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()

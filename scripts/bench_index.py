@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 import time
 
@@ -83,8 +84,19 @@ def main() -> None:
     ap.add_argument("--encoder", default=None, help="DPR checkpoint for the encoding row")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
+    for flag, value in (("--n", args.n), ("--dim", args.dim), ("--clusters", args.clusters)):
+        if value < 1:
+            ap.error(f"--{flag.lstrip('-')}: must be at least 1, got {value}")
+    if args.dim % 8:  # the IVF-PQ rows split each vector into dim / 8 sub-vectors
+        ap.error(f"--dim: must be a multiple of 8, got {args.dim}")
 
-    label, pps = encoding_throughput(args.encoder)
+    from lewisrag.data.io import InputError
+
+    try:
+        label, pps = encoding_throughput(args.encoder)
+    except InputError as e:  # a --encoder that is not a DPR checkpoint: one line, as the lewisrag command says it
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
     print(f"encoding: {label}: {pps:,.0f} passages/s (threads={faiss.omp_get_max_threads()})\n")
 
     x, queries = clustered_vectors(args.n, args.dim, args.clusters, args.seed)

@@ -1,7 +1,7 @@
 """Every stage of `lewisrag reproduce` on one device, at toy sizes: the check that the GPU paths run,
 in a minute or two, before a long run trusts them.
 
-    python scripts/gpu_smoke.py --out smoke.json                      # on the GPU; exits 0 without one
+    python scripts/gpu_smoke.py --out smoke.json                      # on the GPU; exits 2 without one
     python scripts/gpu_smoke.py --device cpu --out smoke.json         # the same runs on the CPU
 
 `base`: `--preset base` (index encoding, RAG-Token, RAG-Sequence, the closed-book run, the test
@@ -144,6 +144,9 @@ def cut(a: dict, root: Path, device: str) -> dict:
     return out
 
 
+PRESETS = ("base", "tiny", "cut")  # --presets' names
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda", help="cuda (default) or cpu")
@@ -151,13 +154,18 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=3, help="base: RAG and closed-book training steps")
     ap.add_argument("--out", type=Path, required=True, help="the JSON file written")
     args = ap.parse_args()
-    if args.device == "cuda" and not torch.cuda.is_available():
-        print("no CUDA device: nothing to check")
-        return
+    presets = args.presets.split(",")
+    if unknown := [p for p in presets if p not in PRESETS]:  # before a preset has spent the GPU's minutes
+        ap.error(f"--presets: unknown {', '.join(map(repr, unknown))} (of {', '.join(PRESETS)})")
+    if args.steps < 1:
+        ap.error(f"--steps: must be at least 1, got {args.steps}")
+    if args.device.startswith("cuda") and not torch.cuda.is_available():  # as bench_gpu.py: nothing measured is exit 2
+        print("no CUDA device: nothing to check (--device cpu runs the checks on the CPU)", file=sys.stderr)
+        sys.exit(2)
     results = {"device": torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        for preset in args.presets.split(","):
+        for preset in presets:
             run = tmp / f"run-{preset}"
             if preset == "cut":
                 results[preset] = cut(build_assets(tmp / "cut-assets"), tmp / "cut", args.device)
@@ -174,7 +182,7 @@ def main() -> None:
                 flags = ["reproduce", "--preset", "tiny", "--out", str(run), "--device", args.device, "--tasks",
                          "qa,jeopardy,fever", "--json"]
             else:
-                raise SystemExit(f"--presets: unknown preset {preset!r} (base, tiny, cut)")
+                raise AssertionError(preset)  # PRESETS names no other
             results[preset] = _run(flags, run, args.device)
             args.out.write_text(json.dumps(results, indent=1, default=str))  # what came so far, if a later one hangs
     print(json.dumps(results, indent=1, default=str))

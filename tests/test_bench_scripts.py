@@ -399,3 +399,28 @@ def test_bench_gpu_bf16_weights_step_keeps_float32_masters():
     assert all(torch.equal(p, m.to(torch.bfloat16)) for p, m in zip(trained, step.master))
     moved = [not torch.equal(a, b) for a, b in zip(first, step.master)]
     assert moved == [True, True, True, False, False]  # embedding, head weight and bias; the unused layer
+
+
+SCRIPT_REFUSALS = {  # a flag value each script cannot work with, and what its one-line refusal says
+    "bench_eval --seconds": (["bench_eval.py", "--seconds", "0"], "--seconds: must be a positive finite number"),
+    "bench_cpu_linear --threads": (["bench_cpu_linear.py", "--threads", "0"], "--threads: must be at least 1"),
+    "bench_cpu_linear --repeats": (["bench_cpu_linear.py", "--repeats", "0"], "--repeats: must be at least 1"),
+    "bench_index --n": (["bench_index.py", "--n", "0"], "--n: must be at least 1"),
+    "bench_index --dim": (["bench_index.py", "--dim", "12"], "--dim: must be a multiple of 8"),
+    "bench_index --encoder": (["bench_index.py", "--encoder", "no_such_checkpoint"], "no_such_checkpoint"),
+    "gpu_smoke --presets": (["gpu_smoke.py", "--device", "cpu", "--presets", "cut,bogus", "--out", "s.json"],
+                            "--presets: unknown 'bogus'"),
+    "gpu_smoke --steps": (["gpu_smoke.py", "--device", "cpu", "--steps", "0", "--out", "s.json"], "--steps: must be at least 1"),
+}
+
+
+@pytest.mark.parametrize("case", SCRIPT_REFUSALS)
+def test_scripts_refuse_bad_flags_in_one_line_before_measuring(tmp_path, case):
+    """Tracebacks, exit 1 or numbers printed as inf before: each is refused up front with exit 2 (gpu_smoke's
+    unknown preset was found after the presets before it had run)."""
+    (script, *args), says = SCRIPT_REFUSALS[case]
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / script), *args], capture_output=True, text=True,
+                       cwd=tmp_path, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    last = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
+    assert r.returncode == 2 and says in last and "Traceback" not in r.stderr, (r.returncode, r.stderr[-2000:])
+    assert not (tmp_path / "s.json").exists()
