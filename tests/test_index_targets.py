@@ -148,6 +148,7 @@ def test_targets_refuses_an_existing_file_text_answers_and_a_dense_flag_on_bm25(
     text = write_ct(tmp_path / "nq-train.qa.csv", CT)  # the same layout under another name: answer strings
     code, _, err = run_main(monkeypatch, capsys, "index", "targets", "--index", index, "--questions", text, "--out", tmp_path / "n.jsonl")
     assert code == 2 and len(err.strip().splitlines()) == 1 and "no question is answered by regular expressions" in err, err
+    assert "named curatedtrec-*" in err  # a renamed CuratedTrec file is told how its patterns would be read
     code, _, err = run_main(monkeypatch, capsys, "index", "targets", "--index", index, "--questions", ct, "--encoder", "x",
                             "--out", tmp_path / "e.jsonl")
     assert code == 2 and "--encoder" in err and "BM25" in err, err

@@ -228,3 +228,17 @@ def test_a_deleted_stage_record_runs_the_stage_again(run, monkeypatch, capsys):
     code, _, err = run_main(monkeypatch, capsys, "reproduce", "--preset", "tiny", "--out", run, "--resume")
     assert code == 0, err
     assert json.loads((run / "stages" / "retrieval.json").read_text())["split"] == "test"
+
+
+def test_a_rag_run_folder_given_as_encoder_names_its_model(tiny_qa_run, monkeypatch, capsys):
+    """A `train rag` run folder's config.json is the run's settings: read as an encoder's (eval retrieval,
+    index cut, index targets: index.encoders.dpr_layout) it was refused as "architectures is None"; the
+    refusal now names the run's model, whose question encoder is used."""
+    run = tiny_qa_run
+    code, _, err = run_main(monkeypatch, capsys, "eval", "retrieval", "--questions", str(run / "world" / "test.jsonl"),
+                            "--index", str(run / "index_a"), "--encoder", str(run / "rag_token"))
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "a `train rag` run folder, not an encoder" in err and str(run / "rag_token" / "best") in err, err
+    code, _, err = run_main(monkeypatch, capsys, "eval", "retrieval", "--questions", str(run / "world" / "test.jsonl"),
+                            "--index", str(run / "index_a"), "--encoder", str(run / "rag_token" / "best"), "--json")
+    assert code == 0, err  # the model it names is taken

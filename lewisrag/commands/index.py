@@ -378,8 +378,11 @@ def targets(
     check_out_file(out, overwrite=overwrite, inputs=[("--questions", questions), ("--index", index)])
     examples = read_qa(questions, _ui.qa_fields(qa_fields))
     if not any(is_regex_answered(ex) and ex.answers for ex in examples):
-        raise InputError(questions, "no question is answered by regular expressions (CuratedTrec's): its answers are "
-                         "strings already, to train on as they are", field="answers")
+        # a renamed CuratedTrec file reads as plain answers: the advice must not be to train on its patterns
+        raise InputError(questions, "no question is answered by regular expressions: answers are read as CuratedTrec's "
+                         "patterns from a file named curatedtrec-* or biencoder-curatedtrec-* (DPR's names) or a lewisrag "
+                         "record with \"answer_match\": \"regex\"; any other file's answers are strings already, to "
+                         "train on as they are", field="answers")
     retriever = open_retriever(index, encoder, swap=swap, context_encoder=context_encoder)
     k = min(n_docs, len(retriever.index.passages))
     if k < n_docs:

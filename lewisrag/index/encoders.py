@@ -121,6 +121,12 @@ def dpr_layout(path: str | os.PathLike) -> str:
         return "lewisrag"
     if (p / "rag.json").is_file():
         return "rag"
+    # a `train rag` run folder: its config.json is the run's settings, not a model's (export and ask take
+    # the folder itself, its best/ model); here its model is named
+    models = [p / m for m in ("best", "final") if (p / m / "rag.json").is_file()]
+    if models:
+        raise InputError(p, f"a `train rag` run folder, not an encoder: give its model, {models[0]} (whose question "
+                            "encoder is used)")
     if not (p / "config.json").is_file():
         raise InputError(p, f"not a DPR checkpoint: no {META_FILE} (a `lewisrag train dpr` checkpoint) and no config.json "
                             "(a transformers DPRQuestionEncoder or DPRContextEncoder folder)")
