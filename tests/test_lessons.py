@@ -4,6 +4,7 @@ cell must accept them; the committed files carry no outputs and match their sour
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -110,13 +111,14 @@ def kernel_specs(tmp_path_factory) -> KernelSpecManager:
 
 @pytest.fixture(scope="session")
 def lesson_run(tmp_path_factory) -> Path:
-    """The tiny run every lesson reads: the first notebook to run makes it, the others reuse it."""
-    return tmp_path_factory.mktemp("lessons") / "run"
+    """The tiny run every lesson reads, lesson_run/ beside the notebooks as a learner's: the first notebook
+    to run makes it, the others reuse it."""
+    return tmp_path_factory.mktemp("lessons") / "lesson_run"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_lesson_runs(path, kernel_specs, lesson_run, tmp_path, monkeypatch):
-    monkeypatch.setenv("LEWISRAG_LESSON_RUN", str(lesson_run))  # the kernel inherits the environment
+def test_lesson_runs(path, kernel_specs, lesson_run, monkeypatch):
+    monkeypatch.delenv("LEWISRAG_LESSON_RUN", raising=False)  # the kernel inherits the environment
     nb = nbformat.read(path, as_version=4)
     title, lang = path.name.split(".")[:2]
     solved = lang == "en"  # the English notebooks run with the solutions, the Chinese ones as a learner opens them
@@ -126,10 +128,26 @@ def test_lesson_runs(path, kernel_specs, lesson_run, tmp_path, monkeypatch):
             cell.source = SOLUTIONS[title][name]
     km = KernelManager(kernel_name=KERNEL, kernel_spec_manager=kernel_specs)
     # a cell that raises fails the test with its traceback (CellExecutionError)
-    NotebookClient(nb, km=km, timeout=600, resources={"metadata": {"path": str(tmp_path)}}).execute()
+    NotebookClient(nb, km=km, timeout=600, resources={"metadata": {"path": str(lesson_run.parent)}}).execute()
     assert (lesson_run / "results.json").is_file()
     assert all(o.get("output_type") != "error" for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     for cell in _checks(nb):
         printed = "".join(o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream")
         expected = "right" if solved else "set ex"  # accepted, or a reminder to answer first
         assert expected in printed, f"{path.name}: {cell.id} printed {printed!r}"
+
+
+def test_a_mistyped_lesson_run_is_refused_not_trained(tmp_path):
+    """LEWISRAG_LESSON_RUN names a run of the learner's: where none is, the setup cell says so instead of
+    training the tiny run at the mistyped path (and teaching on it under the learner's run's name)."""
+    sys.path.insert(0, str(ROOT / "scripts" / "lessons"))
+    try:
+        from common import setup
+    finally:
+        sys.path.remove(str(ROOT / "scripts" / "lessons"))
+    typo = tmp_path / "runs" / "demoo"
+    r = subprocess.run([sys.executable, "-c", setup("01_marginalization").source], capture_output=True, text=True,
+                       cwd=tmp_path, env={**os.environ, "LEWISRAG_LESSON_RUN": str(typo)}, timeout=300)
+    assert r.returncode == 1 and r.stderr.strip().splitlines()[-1].startswith(
+        f"FileNotFoundError: LEWISRAG_LESSON_RUN={typo}: no finished run there"), r.stderr[-2000:]
+    assert not typo.exists() and not (tmp_path / "lesson_work").exists()

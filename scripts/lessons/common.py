@@ -75,7 +75,11 @@ from lewisrag.experiments.presets import PRESETS
 from lewisrag.experiments.reproduce import reproduce
 
 transformers.utils.logging.disable_progress_bar()  # quiet model loading
-RUN = Path(os.environ.get("LEWISRAG_LESSON_RUN", "lesson_run")).resolve()
+given = os.environ.get("LEWISRAG_LESSON_RUN")  # a run of yours, used as it is: a mistyped path trains nothing there
+RUN = Path(given or "lesson_run").resolve()
+if given and not (RUN / "results.json").is_file():
+    raise FileNotFoundError(f"LEWISRAG_LESSON_RUN={given}: no finished run there (no results.json); "
+                            "unset it to train the tiny run into lesson_run/")
 if not (RUN / "results.json").is_file():
     reproduce(PRESETS["tiny"], RUN, seed=0, resume=True)  # resumes a run that was interrupted
 run_config = json.loads((RUN / "config.json").read_text())
