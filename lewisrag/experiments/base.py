@@ -19,11 +19,17 @@ in any format `read_qa` takes but FEVER's (`_check_sets`) and passages in wiki_d
 
 The stages that need the built-in world (world, the DPR trained on it, BM25, the ablations, the
 stitched system and its comparison) are not run: results.json lists them under "skipped" with why.
+
+config.json names the assets by path (`assets`) and records their content beside them (FINGERPRINTS:
+`asset_fingerprints`); `--resume` refuses an asset whose content changed since, before any stage runs
+(RUN/data holds the QA files as the `data` stage read them, and the later stages train on that copy).
+results.json's config repeats the digests of the assets read whole (CONTENT: `assets_sha256`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import warnings
 from collections.abc import Callable, Iterator
@@ -31,9 +37,9 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from lewisrag import __version__
-from lewisrag.data.io import InputError, LewisragWarning, first_line, write_json, write_jsonl
+from lewisrag.data.io import InputError, LewisragWarning, expect, first_line, write_json, write_jsonl
 from lewisrag.data.passages import open_passages
-from lewisrag.data.pretrained import check_generator_folder, check_weights, generator_tokenizer
+from lewisrag.data.pretrained import check_generator_folder, check_weights, generator_tokenizer, model_files
 from lewisrag.data.records import ids_present, read_qa, refuse_regex_targets
 from lewisrag.data.tasks import LABELS
 from lewisrag.data.threads import environment, resolve_device
@@ -196,13 +202,126 @@ def _check_generation(folder: Path) -> None:
     check_generation_config(gc, config.vocab_size, generation_file(folder))
 
 
+# The assets' content, recorded in config.json beside "assets" (which names them by path): a --train
+# edited at the same path between a kill and a --resume left RUN/data/train.jsonl the old copy, and the
+# RAG and closed-book stages trained on it while results.json named the edited file. Per asset, one of
+#   {"sha256": HEX}  every file it is read from, read whole: a single file's own sha256 (`sha256sum`'s),
+#                    else the sha256 of "NAME\0sha256 HEX\n" per file, in name order
+#   {"files": HEX}   an asset over WHOLE_BYTES (wiki_dpr's 21 M passages, psgs_w100.tsv, a model's
+#                    weights), which is not read: the sha256 of "NAME\0sha256 HEX\n" for its files of up
+#                    to SMALL_BYTES (a model's config and tokenizer, a save_to_disk folder's state.json,
+#                    WHOLE_BYTES of them at most) and "NAME\0bytes SIZE\0mtime NS\n" for the others. A
+#                    file rewritten in place with its size and modification time kept is not told apart;
+#                    one copied or touched again is refused, though it may hold the same bytes.
+#   null             an hf: spec: what the hub serves is no file here to hash
+# The QA files are read whole by `prepare` anyway, and are hashed whole whatever their size.
+FINGERPRINTS = "asset_fingerprints"
+CONTENT = "assets_sha256"  # results.json's config: the digests of the assets read whole (no sizes or times)
+WHOLE_BYTES = 256 << 20
+SMALL_BYTES = 16 << 20
+MODELS = ("question_encoder", "context_encoder", "generator")
+QA_FILES = ("train", "dev", "test", "questions_a", "questions_b")
+PASSAGES = ("passages", "passages_b")
+FOLDER_DATA = (".parquet", ".arrow", ".json", ".jsonl", ".tsv")  # a passages folder's files: shards, a save_to_disk folder's
+
+
+def asset_fingerprints(assets: BaseAssets) -> dict[str, dict | None]:
+    """FINGERPRINTS of each input file or folder `assets` gives (those not given are left out)."""
+    out = {}
+    for name in MODELS + QA_FILES + PASSAGES:
+        spec = getattr(assets, name)
+        if not spec:
+            continue
+        if str(spec).startswith("hf:"):
+            out[name] = None
+            continue
+        try:
+            out[name] = _fingerprint(_asset_files(name, Path(spec)), whole=name in QA_FILES)
+        except OSError as e:  # `prepare` read it a moment ago
+            raise InputError(spec, f"--{name.replace('_', '-')}: cannot be read ({e.strerror or e})") from None
+    return out
+
+
+def _asset_files(name: str, path: Path) -> list[tuple[str, Path]]:
+    """(name inside the asset, file) of what loading `path` reads: a model folder's `model_files`, a
+    passages folder's data files (not a README or the hub's .cache/), a file itself."""
+    if path.is_file():
+        return [(path.name, path)]
+    if name in MODELS:
+        files = model_files(path)
+    else:
+        files = [f for f in path.rglob("*") if f.suffix.lower() in FOLDER_DATA and f.is_file()
+                 and not any(part.startswith(".") for part in f.relative_to(path).parts)]
+    return sorted((f.relative_to(path).as_posix(), f) for f in files)
+
+
+def _fingerprint(files: list[tuple[str, Path]], whole: bool) -> dict:
+    sizes = [f.stat().st_size for _, f in files]
+    if whole or sum(sizes) <= WHOLE_BYTES:
+        if len(files) == 1:
+            return {"sha256": _file_sha256(files[0][1])}
+        return {"sha256": _sha256("".join(f"{name}\0sha256 {_file_sha256(f)}\n" for name, f in files))}
+    lines, budget = [], WHOLE_BYTES
+    for (name, f), size in zip(files, sizes):
+        if size <= min(SMALL_BYTES, budget):
+            lines.append(f"{name}\0sha256 {_file_sha256(f)}\n")
+            budget -= size
+        else:
+            lines.append(f"{name}\0bytes {size}\0mtime {f.stat().st_mtime_ns}\n")
+    return {"files": _sha256("".join(lines))}
+
+
+def _file_sha256(path: Path) -> str:
+    with open(path, "rb") as f:  # in blocks: a file is never in memory whole
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def check_same_content(saved: dict, config: dict, fingerprints: dict, file: Path) -> None:
+    """Refuse a --resume whose assets, at the paths the run recorded (`saved`: its config.json, `file`),
+    hold other content than FINGERPRINTS recorded, naming each flag and path. An asset at another path
+    is `resume_differences`' to name; a run recorded before FINGERPRINTS existed resumes unchecked."""
+    if FINGERPRINTS not in saved:
+        return
+    record, damaged = saved[FINGERPRINTS], "; the run's config.json is damaged"
+    expect(isinstance(record, dict), file, FINGERPRINTS, "an object of the assets' fingerprints", record, damaged)
+    for name, was in record.items():
+        expect(was is None or (isinstance(was, dict) and len(was) == 1 and next(iter(was)) in ("sha256", "files")
+                               and _is_hex(next(iter(was.values())))),
+               file, f"{FINGERPRINTS}.{name}", 'null or {"sha256" or "files": a sha256 in hex}', was, damaged)
+    was_paths, now_paths = saved.get("assets") or {}, config["assets"]
+    changed = []
+    for name, now in fingerprints.items():
+        was = record.get(name)
+        if was is None or now is None or was == now or was_paths.get(name) != now_paths.get(name):
+            continue
+        flag = f"--{name.replace('_', '-')} {now_paths[name]}"
+        if "sha256" in was and "sha256" in now:
+            changed.append(f"{flag} (sha256 {now['sha256'][:12]}..., the run's {was['sha256'][:12]}...)")
+        else:  # by size and time: a large asset, not read
+            changed.append(f"{flag} (its files' names, sizes or modification times differ from the run's: an asset "
+                           "this large is fingerprinted by them, not read; a copy that kept them, cp -p or rsync -a, resumes)")
+    if changed:
+        raise InputError(file, f"--resume with other data than the run's, the same path holding other content: "
+                         f"{'; '.join(changed)}. Resume with the files the run was made from, or start a new run "
+                         "(another --out, or drop --resume to run every stage again)", field=FINGERPRINTS)
+
+
+def _is_hex(value: object) -> bool:
+    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+
+
 def run_base(preset: Preset, run: Path, seed: int, resume: bool, threads: int | None, assets: BaseAssets,
              read: dict, run_stage, on_stage, on_progress: Progress, lang: str = "en",
              overwrite: bool = False) -> tuple[dict, dict]:
     """Every stage of the base preset into `run` (`read`: what `prepare` read; `run_stage`:
     `reproduce._run_stage`); returns results.json's content and each stage's record, for
     `reproduce` to write. `lang`, the reports' language, is recorded in config.json when it is not
-    English; no stage of this preset writes text, so a resumed run may change it. The folders its
+    English; no stage of this preset writes text, so a resumed run may change it. A resumed run's
+    assets must hold the content its config.json recorded (`check_same_content`). The folders its
     stages replace are checked first (`stages.check_rerun`; `overwrite`: reproduce's)."""
     train, dev, test, passages = read["train"], read["dev"], read["test"], read["passages"]
     swap_sets = bool(assets.passages_b and assets.questions_a and assets.questions_b)
@@ -212,14 +331,25 @@ def run_base(preset: Preset, run: Path, seed: int, resume: bool, threads: int | 
     config = json.loads(json.dumps({"preset": asdict(preset), "seed": seed, "threads": threads,
                                     "assets": {k: _where(v) if isinstance(v, str) else v for k, v in asdict(assets).items()},
                                     "settings": settings} | ({"lang": lang} if lang != "en" else {})))
+    fingerprints = asset_fingerprints(assets)
     saved = read_run_config(run) if resume and (run / "config.json").exists() else None
-    if saved is not None and comparable(saved) != comparable(config):
-        raise InputError(run / "config.json", "was written by another preset, seed or assets: "
-                         f"{'; '.join(resume_differences(saved, config))}; use a new --out or drop --resume")
+    # a run begun before config.json recorded its assets' content resumes unchecked, and without the
+    # record, which would claim its finished stages for content they may not have read (as `cpu_linear`)
+    legacy = saved is not None and FINGERPRINTS not in saved
+    if saved is not None:
+        # the content first: an edited --train that holds another number of questions changes the
+        # settings too, and "the training settings the data's size caps" would not name the file
+        check_same_content(saved, config, fingerprints, run / "config.json")
+        saved = {k: v for k, v in saved.items() if k != FINGERPRINTS}
+        if comparable(saved) != comparable(config):
+            raise InputError(run / "config.json", "was written by another preset, seed or assets: "
+                             f"{'; '.join(resume_differences(saved, config))}; use a new --out or drop --resume")
     # before anything is removed: a file the user added to a stage's folder is refused now, not lost
     S.check_rerun(run, [f"index_{snap}" for snap in passages] + ["generator", "rag_token", "rag_sequence", "closed_book"],
                   resume, overwrite)
-    S.start_run(run, config, resume)
+    S.start_run(run, config | ({} if legacy else {FINGERPRINTS: fingerprints}), resume)
+    if not legacy:  # results.json: content digests only (no sizes or times of files not read: the same data, the same file)
+        config = config | {CONTENT: {k: f["sha256"] for k, f in fingerprints.items() if f and "sha256" in f}}
     stages: dict[str, dict] = {}
 
     def stage(name: str, fn: Callable[[], dict]) -> None:
