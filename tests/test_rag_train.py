@@ -342,6 +342,21 @@ def test_a_damaged_checkpoint_log_is_one_line_naming_its_line(saved_run, tmp_pat
     assert (run / "log.jsonl").read_bytes() == (saved / "log.jsonl").read_bytes()  # the run's own log untouched
 
 
+def test_a_finished_run_without_its_checkpoint_is_not_trained_again_by_resume(saved_run, tmp_path):
+    """checkpoint/ is the largest folder, the one a user deletes once a run is done: --resume then found
+    nothing to resume from, trained again from step 0 and replaced the model in final/. It is refused."""
+    from lewisrag.data.io import InputError
+    from lewisrag.training.rag import train_rag
+
+    cfg, saved = saved_run
+    run = shutil.copytree(saved, tmp_path / "run")
+    shutil.rmtree(run / "checkpoint")
+    model = (run / "final" / "rag.json").read_bytes()
+    with pytest.raises(InputError, match="a finished run .final/. whose checkpoint/ is gone: there is nothing to resume"):
+        train_rag(cfg, run, resume=True)
+    assert (run / "final" / "rag.json").read_bytes() == model and not (run / "checkpoint").exists()
+
+
 @pytest.mark.parametrize("kill_at", ["first checkpoint", "random step"])
 def test_sigkill_then_resume_equals_uninterrupted(rag_inputs, tmp_path, kill_at):
     """Killed once the first checkpoint exists, or at a random (seeded) step between checkpoints."""

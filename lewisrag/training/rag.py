@@ -465,6 +465,10 @@ def _check_out(out: Path, cfg: RagTrainConfig, resume: bool, data: dict | None =
             raise InputError(out, "output directory is not empty; pass --resume to continue its run, --overwrite to "
                              "replace it, or choose another --out")
         return None
+    if ckpt is None and existing(out / "final") is not None:  # finished, its checkpoint deleted (it is the
+        # largest folder): a resume would train again from step 0 and replace the model in final/ and best/
+        raise InputError(out, "holds a finished run (final/) whose checkpoint/ is gone: there is nothing to resume "
+                         "from; --overwrite trains it again from step 0, replacing final/ and best/, or choose another --out")
     if ckpt is None:  # killed before its first checkpoint: it starts again, but only as the run it was
         file = out / "config.json"
         if file.is_file():
