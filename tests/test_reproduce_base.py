@@ -69,6 +69,21 @@ def _flags(a: dict, out: Path, *extra) -> list:
             "--passages", a["passages"], "--steps", 2, "--max-train", 16, "--max-passages", 24, *extra]
 
 
+def finished_base_run(a: dict, out: Path) -> Path:
+    """`lewisrag reproduce` with `_flags(a, out)` run to the end in this process on one thread, for a
+    module's fixture (which the function-scoped monkeypatch and capsys cannot serve)."""
+    from _pytest.monkeypatch import MonkeyPatch
+
+    from lewisrag.cli import main
+
+    with MonkeyPatch.context() as mp, one_thread():
+        mp.setattr("sys.argv", ["lewisrag", *map(str, _flags(a, out))])
+        with pytest.raises(SystemExit) as exit_info:
+            main()
+    assert not exit_info.value.code
+    return out
+
+
 def test_base_runs_end_to_end_on_local_assets(assets, tmp_path, monkeypatch, capsys):
     out = tmp_path / "run"
     with one_thread():

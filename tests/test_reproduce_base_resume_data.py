@@ -20,7 +20,7 @@ import pytest
 from conftest import copy_run, one_thread, run_main, write_jsonl
 from lewisrag.data.records import read_passages, read_qa
 from lewisrag.experiments import base
-from test_reproduce_base import _flags, assets  # noqa: F401 (a fixture)
+from test_reproduce_base import _flags, assets, finished_base_run  # noqa: F401 (a fixture)
 
 
 @pytest.fixture(scope="module")
@@ -39,17 +39,7 @@ def inputs(assets, tiny_corpus, tmp_path_factory) -> dict:  # noqa: F811 (the im
 @pytest.fixture(scope="module")
 def finished(inputs, tmp_path_factory) -> Path:
     """A finished tiny base run over `inputs` (each test resumes a copy of it)."""
-    out = tmp_path_factory.mktemp("resume_base") / "run"
-    from _pytest.monkeypatch import MonkeyPatch
-
-    with MonkeyPatch.context() as mp, one_thread():
-        from lewisrag.cli import main
-
-        mp.setattr("sys.argv", ["lewisrag", *map(str, _flags(inputs, out))])
-        with pytest.raises(SystemExit) as exit_info:
-            main()
-    assert not exit_info.value.code
-    return out
+    return finished_base_run(inputs, tmp_path_factory.mktemp("resume_base") / "run")
 
 
 def _state(run: Path) -> dict:

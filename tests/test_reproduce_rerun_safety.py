@@ -19,7 +19,7 @@ from lewisrag.data.records import read_passages
 from lewisrag.experiments.presets import PRESETS
 from lewisrag.experiments.reproduce import reproduce
 from lewisrag.index.bm25 import build_bm25_index
-from test_reproduce_base import _flags, assets  # noqa: F401 (a fixture)
+from test_reproduce_base import _flags, assets, finished_base_run  # noqa: F401 (a fixture)
 
 
 @pytest.fixture(scope="module")
@@ -129,17 +129,7 @@ def test_overwrite_replaces_the_users_files_as_documented(qa_run, tmp_path, monk
 
 @pytest.fixture(scope="module")
 def base_run(assets, tmp_path_factory):  # noqa: F811 (the imported fixture)
-    out = tmp_path_factory.mktemp("base") / "run"
-    from _pytest.monkeypatch import MonkeyPatch
-
-    with MonkeyPatch.context() as mp, one_thread():
-        from lewisrag.cli import main
-
-        mp.setattr("sys.argv", ["lewisrag", *map(str, _flags(assets, out))])
-        with pytest.raises(SystemExit) as exit_info:
-            main()
-    assert not exit_info.value.code
-    return out
+    return finished_base_run(assets, tmp_path_factory.mktemp("base") / "run")
 
 
 @pytest.mark.parametrize("folder", ["index_a", "generator", "rag_token/best", "closed_book"])
