@@ -41,6 +41,7 @@ from lewisrag.data.io import InputError, LewisragWarning, expect, is_count, read
 from lewisrag.data.outputs import staged_dir
 from lewisrag.data.pretrained import as_input_error, load_tokenizer
 from lewisrag.data.threads import resolve_device
+from lewisrag.training.state_checks import check_position, check_torch_state
 from lewisrag.index.dense import write_dense_index
 from lewisrag.rag_model import RagModel, Tokenizers
 from lewisrag.rag_model.checkpoints import check_generator
@@ -137,10 +138,14 @@ def read_state(path: str | os.PathLike) -> dict:
 
 
 def load_checkpoint(path: str | os.PathLike, model, optimizer, scheduler,
-                    scaler: torch.amp.GradScaler | None = None, rank: int = 0) -> dict:
+                    scaler: torch.amp.GradScaler | None = None, rank: int = 0, examples: int | None = None) -> dict:
     """Restore weights, optimizer, scheduler, gradient scaler (when saved) and RNG states in place;
     returns state.json. `rank`: whose RNG states to restore, when several processes saved theirs (a
-    checkpoint saved by fewer processes gives the others rank 0's)."""
+    checkpoint saved by fewer processes gives the others rank 0's). `examples`: the size of the data
+    the state's `position` counts into (its `index`, the next example of the epoch's order), when
+    known: an index past it is refused (it began a new epoch in silence). The optimizer's and
+    scheduler's saved state is checked against the live ones (`check_torch_state`) before anything
+    is restored."""
     p = Path(path)
     if (p / OLD_STATE).exists():
         raise InputError(p / OLD_STATE, "old-format checkpoint (pickled optimizer state), which lewisrag no longer "
@@ -148,13 +153,16 @@ def load_checkpoint(path: str | os.PathLike, model, optimizer, scheduler,
     for name in (WEIGHTS, STATE_TENSORS, STATE_JSON):
         if not (p / name).is_file():
             raise InputError(p / name, "checkpoint file missing: the checkpoint is damaged")
-    with as_input_error(p / WEIGHTS, "checkpoint weights"):
-        model.load_state_dict(load_file(str(p / WEIGHTS)))
     with as_input_error(p / STATE_TENSORS, "checkpoint state"):
         tensors = load_file(str(p / STATE_TENSORS))
     state = read_state(p)
     with as_input_error(p / STATE_JSON, "checkpoint state"):
         blob = from_tree(state.pop("torch_state"), tensors)
+    check_torch_state(p / STATE_JSON, blob, optimizer, scheduler, state.get("step"))
+    check_position(p / STATE_JSON, state.get("position"), examples)
+    with as_input_error(p / WEIGHTS, "checkpoint weights"):
+        model.load_state_dict(load_file(str(p / WEIGHTS)))
+    with as_input_error(p / STATE_JSON, "checkpoint state"):
         optimizer.load_state_dict(blob["optimizer"])
         scheduler.load_state_dict(blob["scheduler"])
         if scaler is not None and "scaler" in blob:

@@ -254,7 +254,7 @@ def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress, record
     # "best_em" holds the best dev score of the task (DEV_METRIC); the name stays so that older checkpoints resume
     state = {"step": 0, "position": asdict(DataPosition()), "best_em": None, "config": asdict(cfg)}
     if ckpt is not None:
-        state = C.load_checkpoint(ckpt, model, opt, sched, scaler, rank=acc.process_index)
+        state = C.load_checkpoint(ckpt, model, opt, sched, scaler, rank=acc.process_index, examples=len(parts.pairs))
         E.restore(ckpt, state, model, parts.index, cfg.mixed_precision)
     acc.wait_for_everyone()  # every process has read the checkpoint before the main one may move it back
     if acc.is_main_process:
