@@ -35,6 +35,8 @@ def parse_overrides(pairs: list[str]) -> dict:
             raise InputError("--set", f"lr {why}")
         if key in AT_LEAST_ONE and out[key] < 1:
             raise InputError("--set", f"{key} must be at least 1, got {out[key]}")
+        if key in AT_MOST and out[key] > AT_MOST[key]:  # d_model=1073741824 was a 2.5 TB allocation, a traceback
+            raise InputError("--set", f"{key} must be at most {AT_MOST[key]}, got {out[key]}")
         if key in LENGTHS and out[key] < 3:  # the tokenizer adds <s> and </s>; at max_length 1 it cuts nothing at all
             raise InputError("--set", f"{key} must be at least 3 (<s>, one token, </s>), got {out[key]}")
         if key in SHARES and out[key] > 1:
@@ -55,6 +57,10 @@ AT_LEAST_ONE = {"vocab_size", "d_model", "encoder_layers", "decoder_layers", "he
                 "max_target_length", "tokenizer_docs", "eval_size", "world_entities"}
 
 
+# sizes past these run out of memory or never finish on any machine lewisrag trains on (train dpr's scratch
+# model has the same caps; BART-large is 1024 wide, 4096 in its feed-forward, 12 layers of 16 heads, 1024 positions)
+AT_MOST = {"d_model": 4096, "ffn_dim": 16384, "encoder_layers": 96, "decoder_layers": 96, "heads": 128,
+           "vocab_size": 262144, "max_source_length": 4096, "max_target_length": 4096}
 LENGTHS = {"max_source_length", "max_target_length"}  # token counts the tokenizer truncates to
 SHARES = {"qa_start", "snapshot_b_share", "mask_ratio", "final_lr_ratio"}  # in [0, 1]
 
@@ -106,6 +112,11 @@ def pretrain(
                               **parse_overrides(overrides or []))
     except ValueError as e:  # PretrainConfig's own checks (d_model divisible by heads)
         raise InputError("--set", str(e)) from None
+    if cfg.lr * cfg.weight_decay >= 1 and any(kv.partition("=")[0] == "weight_decay" for kv in overrides or []):
+        # decoupled decay multiplies the weights by 1 - lr x weight_decay: 1e40 diverged, the error blaming lr.
+        # Only when weight_decay is set: a huge lr alone diverges, and that error rightly names lr
+        raise InputError("--set", f"weight_decay times lr {cfg.lr:g} must be below 1 (decoupled decay multiplies the "
+                         f"weights by 1 - lr x weight_decay), got {cfg.weight_decay:g}")
     check_device_flag(device)  # a mistyped one in a moment: the run resolves it once torch has loaded
     from lewisrag.training.pretrain import pretrain as run
 

@@ -25,7 +25,7 @@ import os
 import random
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
@@ -139,10 +139,13 @@ def learning_rate(cfg: PretrainConfig, step: int, progress: float) -> float:
 
 def evaluate_reading(generator, tokenizer, examples: Sequence[QAExample], passages: Sequence[Passage],
                      batch_size: int = 64, max_new_tokens: int = 24, lang: str = "en") -> dict:
-    """Exact match of greedy answers read from each short example's gold passage (K=1).
+    """Exact match of greedy answers read from each short example's gold passage (K=1), at most
+    `max_new_tokens` of them, and no more than the generator has positions (a decoder of 16 ended the
+    final evaluation in an IndexError once training was done).
 
     Returns {"em", "n", "by_attribute": {group: em}}; long-form examples are left out.
     """
+    max_new_tokens = min(max_new_tokens, generator.config.max_position_embeddings)
     short = [ex for ex in examples if ex.kind == "short" and ex.answers]
     pairs = D.reading_pairs(short, passages)
     was_training = generator.training
@@ -209,7 +212,10 @@ def pretrain(cfg: PretrainConfig, out: str | os.PathLike, on_step: Callable | No
     device = torch.device(resolve_device(cfg.device))
     torch.manual_seed(cfg.seed)
     tokenizer = D.train_generator_tokenizer(_tokenizer_corpus(cfg), cfg.vocab_size, cfg.lang)
-    model = build_generator(cfg, len(tokenizer)).to(device)  # initialized on the CPU: the same weights anywhere
+    # the size built, which the BPE makes smaller than asked when its corpus has no more merges to learn
+    # (recipe.json said 50000 for a model of 3262): config's vocab_size is the model's, as train dpr records it
+    asked, cfg = cfg.vocab_size, replace(cfg, vocab_size=len(tokenizer))
+    model = build_generator(cfg, cfg.vocab_size).to(device)  # initialized on the CPU: the same weights anywhere
     opt = adamw(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     stream, (test, test_passages) = FreshStream(cfg.seed, cfg.long_form, cfg.snapshot_b_share, cfg.lang), _world_test(cfg)
     curve, step, train_s, loss_ema = [], 0, 0.0, None
@@ -232,8 +238,8 @@ def pretrain(cfg: PretrainConfig, out: str | os.PathLike, on_step: Callable | No
     if not finite(model.parameters()):  # the last step's update, whatever the loss
         raise _diverged(cfg, f"the weights hold NaN or inf after step {step}")
     final = evaluate_reading(model, tokenizer, test, test_passages, lang=cfg.lang)
-    recipe = {"config": asdict(cfg), "command": command, "steps": step, "minutes": round(train_s / 60, 2),
-              "final_loss": loss_ema, "final": final, "curve": curve,
+    recipe = {"config": asdict(cfg), "vocab_size_asked": asked, "command": command, "steps": step,
+              "minutes": round(train_s / 60, 2), "final_loss": loss_ema, "final": final, "curve": curve,
               "parameters": sum(p.numel() for p in model.parameters())}
     return _save(model, tokenizer, recipe, Path(out), cfg.save_fp16)
 
