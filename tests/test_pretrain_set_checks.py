@@ -16,7 +16,7 @@ from lewisrag.training.configs import PretrainConfig, pretrain_preset
 
 
 @pytest.mark.parametrize("key", ["d_model", "ffn_dim", "encoder_layers", "decoder_layers", "heads", "vocab_size",
-                                 "max_source_length", "max_target_length"])
+                                 "max_source_length", "max_target_length", "qa_batch_size", "denoise_batch_size"])
 def test_a_size_past_its_maximum_is_refused_naming_the_key(key):
     """d_model=1073741824 was an allocation of 2.5 TB, a traceback (exit 3)."""
     from lewisrag.commands.pretrain import parse_overrides

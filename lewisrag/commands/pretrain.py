@@ -60,7 +60,8 @@ AT_LEAST_ONE = {"vocab_size", "d_model", "encoder_layers", "decoder_layers", "he
 # sizes past these run out of memory or never finish on any machine lewisrag trains on (train dpr's scratch
 # model has the same caps; BART-large is 1024 wide, 4096 in its feed-forward, 12 layers of 16 heads, 1024 positions)
 AT_MOST = {"d_model": 4096, "ffn_dim": 16384, "encoder_layers": 96, "decoder_layers": 96, "heads": 128,
-           "vocab_size": 262144, "max_source_length": 4096, "max_target_length": 4096}
+           "vocab_size": 262144, "max_source_length": 4096, "max_target_length": 4096,
+           "qa_batch_size": 65536, "denoise_batch_size": 65536}
 LENGTHS = {"max_source_length", "max_target_length"}  # token counts the tokenizer truncates to
 SHARES = {"qa_start", "snapshot_b_share", "mask_ratio", "final_lr_ratio"}  # in [0, 1]
 
