@@ -235,7 +235,7 @@ def test_bad_inputs_raise_before_writing(rag_inputs, tmp_path):
              (dict(mixed_precision="fp8"), "--mixed-precision"), (dict(n_docs=500), "--n-docs"),
              # `lr > 0` let inf through: NaN weights, "loss": NaN in log.jsonl, exit 0
              (dict(lr=float("inf")), "--lr"), (dict(weight_decay=float("nan")), "--weight-decay"),
-             (dict(lr=1e40), r"--lr: must be at most 3\.4e\+38"),  # a RuntimeError at the first step: float32 overflows
+             (dict(lr=1e40), r"--lr: must be at most 3\.4e\+37"),  # a RuntimeError at the first step: float32 overflows
              (dict(max_grad_norm=float("inf")), "--max-grad-norm"), (dict(label_smoothing=1.0), "--label-smoothing"),
              (dict(dev=str(long_only)), r"long.jsonl: field 'answers': no short-answer question with answers")]
     for overrides, message in cases:

@@ -79,8 +79,9 @@ def optimizer_checks(lr: float, warmup: float, weight_decay: float, max_grad_nor
         (lr_problem(lr) is None, "--lr", lr_problem(lr) or ""),
         (0 <= warmup < 1, "--warmup", f"must be in [0, 1), got {warmup}"),
         (math.isfinite(weight_decay) and weight_decay >= 0, "--weight-decay", f"must be a finite number >= 0, got {weight_decay}"),
-        # 1e300 was taken, the weights turned to NaN and the error blamed --lr
-        (not (math.isfinite(weight_decay) and math.isfinite(lr)) or lr * weight_decay < 1, "--weight-decay",
+        # 1e300 was taken, the weights turned to NaN and the error blamed --lr. A decay below 1 passes: the
+        # product reaches 1 only with a learning rate above 1, whose divergence rightly names --lr
+        (not (math.isfinite(weight_decay) and math.isfinite(lr)) or weight_decay < 1 or lr * weight_decay < 1, "--weight-decay",
          f"times --lr {lr:g} must be below 1 (decoupled decay multiplies the weights by 1 - lr x weight decay), got {weight_decay:g}"),
         (math.isfinite(max_grad_norm) and max_grad_norm >= 0, "--max-grad-norm",
          f"must be a finite number >= 0 (0: no clipping), got {max_grad_norm}"),
