@@ -15,7 +15,7 @@ from dataclasses import replace
 import pytest
 
 from conftest import run_cli
-from lewisrag.data.io import InputError
+from lewisrag.data.io import InputError, LewisragWarning
 from lewisrag.eval.results import CLAIM_METRICS
 from lewisrag.experiments.presets import PRESETS
 from lewisrag.experiments.reproduce import check_hub_assets, reproduce
@@ -173,8 +173,9 @@ def test_an_overwrite_run_killed_before_it_replaced_out_goes_on_with_the_same_co
     shutil.copytree(out, tmp_path / ".U.overwrite", symlinks=True)
     (tmp_path / ".U.overwrite" / "stages" / "knowledge_update.json").unlink()  # as if killed during that stage
     events = []
-    reproduce(PRESETS["tiny"], users, seed=0, overwrite=True, tasks=TASKS,
-              on_stage=lambda name, event, _: events.append((name, event)))
+    with pytest.warns(LewisragWarning, match=r"resuming the killed --overwrite run in .*\.U\.overwrite: its finished stages"):
+        reproduce(PRESETS["tiny"], users, seed=0, overwrite=True, tasks=TASKS,
+                  on_stage=lambda name, event, _: events.append((name, event)))
     assert [n for n, e in events if e == "done"] == ["knowledge_update", "report"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["U"] and not (users / "passages_a.jsonl").exists()
     assert (users / "results.json").read_bytes() == (out / "results.json").read_bytes()

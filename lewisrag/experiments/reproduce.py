@@ -35,6 +35,7 @@ import json
 import math
 import os
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, fields, replace
 from pathlib import Path
@@ -44,7 +45,7 @@ import psutil
 from lewisrag import __version__
 from lewisrag.data.cpu_linear import cpu_linear as use_cpu_linear
 from lewisrag.data.cpu_linear import resolve_kind
-from lewisrag.data.io import InputError, read_json, write_json
+from lewisrag.data.io import InputError, LewisragWarning, read_json, write_json
 from lewisrag.data.outputs import check_out_dir, exclusive, is_free, is_ours, note_written, replace_dir
 from lewisrag.data.records import read_passages, read_qa
 from lewisrag.data.tasks import statement_queries
@@ -140,6 +141,10 @@ def reproduce(
     run = out if is_free(out, KIND) else out.with_name(f".{out.name}.overwrite")
     if run != out and is_ours(run, KIND):  # an --overwrite run killed before it replaced `out`: the same command
         resume = True                      # goes on with its finished stages, as `train rag --overwrite` does
+        # said, since a refusal of that run (other settings, inputs changed) would advise dropping a --resume
+        # this call was not given
+        warnings.warn(LewisragWarning(f"resuming the killed --overwrite run in {run}: its finished stages are kept "
+                                      "(delete that folder to start afresh)"))
     threads = run_threads(preset, run, resume)
     with exclusive(run), torch_threads(threads), use_cpu_linear(linear):  # two runs into one folder would mix their stages' files
         if preset.hub:
