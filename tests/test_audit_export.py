@@ -248,6 +248,24 @@ DAMAGED = {  # the file, its change, the field named, words of the message
     # the message named lewisrag's own folder name alone, which an export does not have
     "no question tokenizer": ("", lambda d: shutil.rmtree(d / "question_encoder_tokenizer"), "question_tokenizer",
                               "no question_tokenizer or question_encoder_tokenizer directory"),
+    # a traceback (TypeError) before
+    "architectures not a list": ("config.json", _config(lambda d: d.update(architectures=5)), "architectures",
+                                 "expected a list of class names, got 5"),
+    "architectures of objects": ("config.json", _config(lambda d: d.update(architectures=[{}])), "architectures",
+                                 "expected a list of class names"),
+    # named as missing weights in model.safetensors, or an unknown model type's key
+    "a BERT question encoder": ("config.json", _config(lambda d: d["question_encoder"].update(model_type="bert")),
+                                "question_encoder.model_type", "expected a DPR question encoder's config"),
+    "a variant the record does not know": (RECORD, _record(variant="tokens"), "variant", "got 'tokens'"),
+    # the generator's tokenizer in the question encoder's place searched other passages without a word, and
+    # the question encoder's in the generator's was an IndexError at the first decoded token
+    "the generator's tokenizer asks": ("question_encoder_tokenizer", lambda d: (
+        shutil.rmtree(d / "question_encoder_tokenizer"),
+        shutil.copytree(d / "generator_tokenizer", d / "question_encoder_tokenizer")), "pad_token_id",
+        "the tokenizer of another model"),
+    # transformers cannot read a generation_config.json with a byte-order mark, and ignored it with its settings
+    "a byte-order mark": ("generation_config.json", lambda d: (d / "generation_config.json").write_bytes(
+        b"\xef\xbb\xbf" + (d / "generation_config.json").read_bytes()), None, "starts with a UTF-8 byte-order mark"),
 }
 
 
@@ -260,5 +278,48 @@ def test_a_damaged_export_is_named_in_one_line(case, exported, rag_inputs, tmp_p
     name, edit, field, words = DAMAGED[case]
     damaged = _copy(exported, tmp_path, edit)
     code, _, err = run_main(monkeypatch, capsys, "ask", "--model", damaged, "--index", rag_inputs["index"], "--json", "Who?")
-    assert code == 2 and f"{damaged / name if name else damaged}: field '{field}': " in err and words in err, err
+    where = f"{damaged / name if name else damaged}: " + (f"field '{field}': " if field else "")
+    assert code == 2 and where in err and words in err, err
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_a_tokenizer_past_the_generators_embeddings_is_refused(exported, trained_rag, tmp_path):  # noqa: F811
+    """A tokenizer with more tokens than the generator's embeddings: an IndexError at the first decode (ask,
+    swap), and export wrote it into a new folder."""
+    from lewisrag.training.checkpoint import load_trained
+
+    wide = _copy(exported, tmp_path, lambda d: _json("generator_tokenizer/tokenizer.json",
+                                                      lambda t: t["model"]["vocab"].update({f"x{i}": 10**5 + i for i in range(4)}))(d))
+    model, tokenizers = load_trained(exported)
+    n = model.generator.config.vocab_size
+    if len(tokenizers.generator) + 4 <= n:  # the fixture's tokenizer fills its embeddings
+        pytest.skip(f"the generator's embeddings ({n}) have room for 4 more tokens")
+    with pytest.raises(InputError, match=r"generator_tokenizer: field 'vocab_size': the tokenizer has \d+ tokens, the "
+                                         rf"generator's embeddings {n}"):
+        load_trained(wide)
+
+
+def test_a_config_that_decodes_otherwise_than_exported_says_so(exported, tmp_path):
+    """K at test time is the user's to change in config.json (the paper varies it), but the change, a
+    variant changed, or K and the input length left to RagConfig's defaults, took effect without a word."""
+    from lewisrag.data.io import LewisragWarning
+    from lewisrag.rag_model import RagModel
+
+    record = json.loads((exported / RECORD).read_text())
+    other_k = _copy(exported, tmp_path, _config(lambda d: d.update(n_docs=record["n_docs"] + 1)))
+    with pytest.warns(LewisragWarning, match=rf"config.json differs from the export \({RECORD}\): n_docs "
+                                             rf"{record['n_docs'] + 1}, exported with {record['n_docs']}$"):
+        assert RagModel.from_hf_pretrained(other_k).settings.n_docs == record["n_docs"] + 1
+    sequence = _copy(exported, tmp_path, _config(lambda d: d.update(architectures=["RagSequenceForGeneration"])))
+    with pytest.warns(LewisragWarning, match="variant 'sequence', exported with 'token'"):
+        RagModel.from_hf_pretrained(sequence)
+    defaults = _copy(exported, tmp_path, _config(lambda d: {k: v for k, v in d.items() if k not in ("n_docs", "max_combined_length")}))
+    with pytest.warns(LewisragWarning, match="no n_docs, so RagConfig's default; no max_combined_length, so RagConfig's default"):
+        RagModel.from_hf_pretrained(defaults)
+    with pytest.raises(InputError, match=r"^variant: must be one of token, sequence"):
+        RagModel.from_hf_pretrained(exported, variant="Token")  # anything but "token" loaded RAG-Sequence
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LewisragWarning)
+        RagModel.from_hf_pretrained(exported)  # the export as written: nothing to say

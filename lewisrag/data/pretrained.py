@@ -32,7 +32,8 @@ WEIGHTS = "model.safetensors"
 SHARDED = "model.safetensors.index.json"  # {"weight_map": {key: shard file}} of a large checkpoint
 NOT_READ = ("pytorch_model.bin", "pytorch_model.bin.index.json", "tf_model.h5", "flax_model.msgpack")
 # JSON files transformers may read from a model or tokenizer directory; checked first so a bad one is named
-JSON_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+GENERATION = "generation_config.json"
+JSON_FILES = ("config.json", GENERATION, "tokenizer.json", "tokenizer_config.json",
               "special_tokens_map.json", "added_tokens.json", "vocab.json", SHARDED)
 # what transformers and tokenizers raise for a directory they cannot read or a config that does not fit
 LOAD_ERRORS = (OSError, ValueError, KeyError, TypeError, RuntimeError)
@@ -163,7 +164,15 @@ def _directory(path: str | os.PathLike, what: str, needs_config: bool) -> Path:
     if needs_config and not (p / "config.json").is_file():
         raise InputError(p / "config.json", f"{what}: file not found (not a transformers model directory)")
     for name in JSON_FILES:
-        if (p / name).is_file() and not isinstance(read_json(p / name), dict):
+        if not (p / name).is_file():
+            continue
+        with open(p / name, "rb") as f:  # read_json takes one; transformers does not: a generation_config.json
+            bom = f.read(3) == b"\xef\xbb\xbf"  # with one was dropped in silence, its settings with it
+        if bom:
+            dropped = " (a generation_config.json it cannot read is ignored, its settings with it)" if name == GENERATION else ""
+            raise InputError(p / name, f"{what}: starts with a UTF-8 byte-order mark, which transformers cannot read"
+                             f"{dropped}: save it as UTF-8 without one")
+        if not isinstance(read_json(p / name), dict):
             raise InputError(p / name, f"{what}: expected a JSON object")
     return p
 

@@ -27,12 +27,13 @@ from __future__ import annotations
 import json
 import math
 import os
+import warnings
 from dataclasses import asdict, fields, replace
 from pathlib import Path
 
 from transformers import AutoModel, AutoModelForSeq2SeqLM, RagConfig
 
-from lewisrag.data.io import InputError, read_json, write_json
+from lewisrag.data.io import InputError, LewisragWarning, read_json, write_json
 from lewisrag.data.outputs import staged_dir
 from lewisrag.data.pretrained import load_model, rag_generator_problem
 from lewisrag.rag_model.decoding import check_generation_config, generation_file
@@ -83,13 +84,25 @@ def load_hf(model_cls, path: str | os.PathLike, variant: str | None = None):
     model_type = cfg.get("model_type") if isinstance(cfg, dict) else None
     if model_type != "rag":
         raise InputError(path / "config.json", f"not a RAG checkpoint (model_type {model_type!r})", field="model_type")
+    if variant is not None and variant not in _HF_CLASSES.values():  # anything but "token" loaded RAG-Sequence
+        raise InputError("variant", f"must be one of {', '.join(_HF_CLASSES.values())} (or None: from config.json), "
+                         f"got {variant!r}")
+    architectures = cfg.get("architectures")
+    if architectures is not None and not (isinstance(architectures, list) and all(isinstance(a, str) for a in architectures)):
+        raise InputError(path / "config.json", f"expected a list of class names, got {architectures!r}", field="architectures")
     if variant is None:
-        known = [_HF_CLASSES[a] for a in cfg.get("architectures") or [] if a in _HF_CLASSES]
+        known = [_HF_CLASSES[a] for a in architectures or [] if a in _HF_CLASSES]
         if not known:
             raise InputError(path / "config.json", "cannot tell RAG-Token from RAG-Sequence; pass variant=",
                              field="architectures")
         variant = known[0]
     check_generator(path)
+    encoder = cfg.get("question_encoder")  # else its weights were named as missing, or an unknown type as a key
+    encoder_type = encoder.get("model_type") if isinstance(encoder, dict) else None
+    if encoder_type != "dpr":
+        raise InputError(path / "config.json", f"expected a DPR question encoder's config (model_type 'dpr'), got "
+                         f"{encoder_type if isinstance(encoder, dict) else encoder!r}",
+                         field="question_encoder.model_type" if isinstance(encoder, dict) else "question_encoder")
     hf = load_model(_hf_class(variant).from_pretrained, path, f"transformers RAG-{variant.capitalize()} model")
     model = from_hf(model_cls, hf, path)
     if (path / EXPORT_RECORD).is_file():
@@ -121,6 +134,7 @@ def apply_export_record(model, file: Path) -> None:
         what = "the model's" if name == "paired_fingerprint" else "the exported index's"
         raise InputError(file, f"expected {what} context-encoder fingerprint (a string), got {fingerprint!r}", field=name)
     model.settings = replace(model.settings, index_fingerprint=fingerprint)
+    _differs_from_record(model, record, file)
     gc = model.generation_config
     for name in ("generate_kwargs", "beam_kwargs"):
         settings = record.get(name, {})
@@ -131,6 +145,25 @@ def apply_export_record(model, file: Path) -> None:
                 raise InputError(file, "not a generation setting", field=f"{name}.{key}")
             setattr(gc, key, value)
     check_generation_config(gc, model.generator.config.vocab_size, file)
+
+
+def _differs_from_record(model, record: dict, file: Path) -> None:
+    """Say where config.json (transformers' layout, which a user may edit: K at test time is the paper's
+    own knob) decodes otherwise than the exported model did: another K or variant, or K and the input
+    length missing (RagConfig's defaults then: 5 documents, 300 tokens), which took effect without a word."""
+    config, exported = read_json(file.parent / "config.json"), []
+    for name, now in (("variant", model.variant), ("n_docs", model.settings.n_docs)):
+        was = record.get(name)
+        if name == "variant" and was is not None and was not in _HF_CLASSES.values():
+            raise InputError(file, f"expected one of {', '.join(_HF_CLASSES.values())}, got {was!r}", field=name)
+        if name == "n_docs" and was is not None and not (isinstance(was, int) and not isinstance(was, bool) and was >= 1):
+            raise InputError(file, f"expected a whole number of at least 1, got {was!r}", field=name)
+        if was is not None and was != now:
+            exported.append(f"{name} {now!r}, exported with {was!r}")
+    missing = [name for name in ("n_docs", "max_combined_length") if isinstance(config, dict) and name not in config]
+    if exported or missing:
+        said = "; ".join(exported + [f"no {name}, so RagConfig's default" for name in missing])
+        warnings.warn(LewisragWarning(f"{file.parent / 'config.json'} differs from the export ({file.name}): {said}"))
 
 
 def from_hf(model_cls, hf, path: Path | None = None):

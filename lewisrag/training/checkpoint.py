@@ -294,6 +294,21 @@ def _is_hf_rag(p: Path) -> bool:
     return isinstance(cfg, dict) and cfg.get("model_type") == "rag"
 
 
+def check_tokenizer(tokenizer, config, folder: Path, model: str) -> None:
+    """`tokenizer` (read from `folder`) fits the `model` whose transformers `config` it feeds: no id past
+    its embeddings (a generator's tokenizer in a question encoder's place was an IndexError at the first
+    question) and the same padding id (a tokenizer of another model, which searched other passages
+    without a word); an InputError naming the folder and the field."""
+    vocab = getattr(config, "vocab_size", None)
+    if isinstance(vocab, int) and len(tokenizer) > vocab:
+        raise InputError(folder, f"the tokenizer has {len(tokenizer)} tokens, the {model}'s embeddings {vocab}: the "
+                         "tokenizer of another model", field="vocab_size")
+    pad = getattr(config, "pad_token_id", None)
+    if pad is not None and tokenizer.pad_token_id is not None and tokenizer.pad_token_id != pad:
+        raise InputError(folder, f"the tokenizer pads with id {tokenizer.pad_token_id}, the {model}'s config with {pad}: "
+                         "the tokenizer of another model", field="pad_token_id")
+
+
 def load_trained(path: str | os.PathLike, device: str = "cpu"):
     """(RagModel in eval mode on `device` (auto, cpu, cuda[:N]), Tokenizers) from a lewisrag or
     transformers RAG checkpoint directory."""
@@ -301,15 +316,19 @@ def load_trained(path: str | os.PathLike, device: str = "cpu"):
     model = RagModel.from_pretrained(d) if (d / "rag.json").is_file() else RagModel.from_hf_pretrained(d)
     model.to(resolve_device(device))
     s = model.settings
-    question = _tokenizer(d, ("question_tokenizer", "question_encoder_tokenizer"), s.question_tokenizer)
-    generator = _tokenizer(d, ("generator_tokenizer",), s.generator_tokenizer)
+    question = _tokenizer(d, ("question_tokenizer", "question_encoder_tokenizer"), s.question_tokenizer,
+                          model.question_encoder.config, "question encoder")
+    generator = _tokenizer(d, ("generator_tokenizer",), s.generator_tokenizer, model.generator.config, "generator")
     return model.eval(), Tokenizers(question, generator)
 
 
-def _tokenizer(d: Path, names: tuple[str, ...], recorded: str | None):
-    """The tokenizer saved inside the model directory (it may have moved), else the recorded path."""
+def _tokenizer(d: Path, names: tuple[str, ...], recorded: str | None, config, model: str):
+    """The tokenizer saved inside the model directory (it may have moved), else the recorded path; one
+    the `model` whose `config` it feeds could not have been trained with is refused (`check_tokenizer`)."""
     for candidate in [d / n for n in names] + ([Path(recorded)] if recorded else []):
         if candidate.is_dir():
-            return load_tokenizer(AutoTokenizer.from_pretrained, candidate, names[0].replace("_", " "), use_fast=True)
+            tokenizer = load_tokenizer(AutoTokenizer.from_pretrained, candidate, names[0].replace("_", " "), use_fast=True)
+            check_tokenizer(tokenizer, config, candidate, model)
+            return tokenizer
     # every folder name looked for: an export's is question_encoder_tokenizer, lewisrag's own question_tokenizer
     raise InputError(d, f"no {' or '.join(names)} directory and no recorded tokenizer path that exists", field=names[0])
