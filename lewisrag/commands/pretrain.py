@@ -108,12 +108,12 @@ def pretrain(
         raise typer.BadParameter("give --steps or --minutes, not both")
     if lang not in ("en", "zh"):
         raise InputError("--lang", f"must be en or zh, got {lang!r}")
+    parsed = parse_overrides(overrides or [])
     try:
-        cfg = pretrain_preset(preset, steps=steps, minutes=minutes, seed=seed, lang=lang, device=device,
-                              **parse_overrides(overrides or []))
+        cfg = pretrain_preset(preset, steps=steps, minutes=minutes, seed=seed, lang=lang, device=device, **parsed)
     except ValueError as e:  # PretrainConfig's own checks (d_model divisible by heads)
         raise InputError("--set", str(e)) from None
-    if cfg.lr * cfg.weight_decay >= 1 and any(kv.partition("=")[0] == "weight_decay" for kv in overrides or []):
+    if cfg.lr * cfg.weight_decay >= 1 and "weight_decay" in parsed:
         # decoupled decay multiplies the weights by 1 - lr x weight_decay: 1e40 diverged, the error blaming lr.
         # Only when weight_decay is set: a huge lr alone diverges, and that error rightly names lr
         raise InputError("--set", f"weight_decay times lr {cfg.lr:g} must be below 1 (decoupled decay multiplies the "

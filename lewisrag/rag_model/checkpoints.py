@@ -33,7 +33,7 @@ from pathlib import Path
 
 from transformers import AutoModel, AutoModelForSeq2SeqLM, RagConfig
 
-from lewisrag.data.io import InputError, LewisragWarning, read_json, write_json
+from lewisrag.data.io import InputError, LewisragWarning, is_count, read_json, write_json
 from lewisrag.data.outputs import staged_dir
 from lewisrag.data.pretrained import load_model, rag_generator_problem
 from lewisrag.rag_model.decoding import check_generation_config, generation_file
@@ -106,11 +106,11 @@ def load_hf(model_cls, path: str | os.PathLike, variant: str | None = None):
     hf = load_model(_hf_class(variant).from_pretrained, path, f"transformers RAG-{variant.capitalize()} model")
     model = from_hf(model_cls, hf, path)
     if (path / EXPORT_RECORD).is_file():
-        apply_export_record(model, path / EXPORT_RECORD)
+        apply_export_record(model, path / EXPORT_RECORD, cfg)
     return model
 
 
-def apply_export_record(model, file: Path) -> None:
+def apply_export_record(model, file: Path, config: dict) -> None:
     """Give `model`, loaded from a folder `lewisrag export` wrote, what `file` (its lewisrag_export.json)
     records beside transformers' layout, every field checked (an InputError naming it):
 
@@ -121,7 +121,9 @@ def apply_export_record(model, file: Path) -> None:
       fingerprint unless it was exported with --swap;
     - the generation settings a reloaded model lacks (`generate_kwargs`: a RAG-Sequence generator's,
       which a saved RAG folder drops; `beam_kwargs`: those transformers will not save beside
-      num_beams=1), so that it answers as the model that was exported did.
+      num_beams=1), so that it answers as the model that was exported did;
+    - the variant and K it was exported with, against the folder's `config` (its config.json): where
+      they differ, a warning says so (`_differs_from_record`).
     """
     record = read_json(file)
     if not isinstance(record, dict):
@@ -134,7 +136,7 @@ def apply_export_record(model, file: Path) -> None:
         what = "the model's" if name == "paired_fingerprint" else "the exported index's"
         raise InputError(file, f"expected {what} context-encoder fingerprint (a string), got {fingerprint!r}", field=name)
     model.settings = replace(model.settings, index_fingerprint=fingerprint)
-    _differs_from_record(model, record, file)
+    _differs_from_record(model, record, file, config)
     gc = model.generation_config
     for name in ("generate_kwargs", "beam_kwargs"):
         settings = record.get(name, {})
@@ -147,23 +149,20 @@ def apply_export_record(model, file: Path) -> None:
     check_generation_config(gc, model.generator.config.vocab_size, file)
 
 
-def _differs_from_record(model, record: dict, file: Path) -> None:
-    """Say where config.json (transformers' layout, which a user may edit: K at test time is the paper's
+def _differs_from_record(model, record: dict, file: Path, config: dict) -> None:
+    """Say where `config` (transformers' config.json, which a user may edit: K at test time is the paper's
     own knob) decodes otherwise than the exported model did: another K or variant, or K and the input
     length missing (RagConfig's defaults then: 5 documents, 300 tokens), which took effect without a word."""
-    config, exported = read_json(file.parent / "config.json"), []
-    for name, now in (("variant", model.variant), ("n_docs", model.settings.n_docs)):
-        was = record.get(name)
-        if name == "variant" and was is not None and was not in _HF_CLASSES.values():
-            raise InputError(file, f"expected one of {', '.join(_HF_CLASSES.values())}, got {was!r}", field=name)
-        if name == "n_docs" and was is not None and not (isinstance(was, int) and not isinstance(was, bool) and was >= 1):
-            raise InputError(file, f"expected a whole number of at least 1, got {was!r}", field=name)
-        if was is not None and was != now:
-            exported.append(f"{name} {now!r}, exported with {was!r}")
-    missing = [name for name in ("n_docs", "max_combined_length") if isinstance(config, dict) and name not in config]
-    if exported or missing:
-        said = "; ".join(exported + [f"no {name}, so RagConfig's default" for name in missing])
-        warnings.warn(LewisragWarning(f"{file.parent / 'config.json'} differs from the export ({file.name}): {said}"))
+    variant, n_docs = record.get("variant"), record.get("n_docs")
+    if variant is not None and variant not in _HF_CLASSES.values():
+        raise InputError(file, f"expected one of {', '.join(_HF_CLASSES.values())}, got {variant!r}", field="variant")
+    if n_docs is not None and not (is_count(n_docs) and n_docs >= 1):
+        raise InputError(file, f"expected a whole number of at least 1, got {n_docs!r}", field="n_docs")
+    said = [f"{name} {now!r}, exported with {was!r}" for name, now, was in
+            (("variant", model.variant, variant), ("n_docs", model.settings.n_docs, n_docs)) if was is not None and was != now]
+    said += [f"no {name}, so RagConfig's default" for name in ("n_docs", "max_combined_length") if name not in config]
+    if said:
+        warnings.warn(LewisragWarning(f"{file.parent / 'config.json'} differs from the export ({file.name}): {'; '.join(said)}"))
 
 
 def from_hf(model_cls, hf, path: Path | None = None):

@@ -41,10 +41,10 @@ from lewisrag.data.io import InputError, LewisragWarning, expect, is_count, read
 from lewisrag.data.outputs import staged_dir
 from lewisrag.data.pretrained import as_input_error, load_tokenizer
 from lewisrag.data.threads import resolve_device
-from lewisrag.training.state_checks import check_position, check_torch_state
 from lewisrag.index.dense import write_dense_index
 from lewisrag.rag_model import RagModel, Tokenizers
 from lewisrag.rag_model.checkpoints import check_generator
+from lewisrag.training.state_checks import check_position, check_torch_state
 
 WEIGHTS = "model.safetensors"
 STATE_TENSORS = "state.safetensors"
