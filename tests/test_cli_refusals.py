@@ -32,6 +32,10 @@ def test_eval_retrieval_refuses_a_repeated_cut_off_or_index(bm25, tiny_corpus, m
     assert_one_line_error(code, err, "--index", "is given twice")
     code, out, err = run_main(monkeypatch, capsys, *base, "--index", bm25, "--recall-at", 5)
     assert code == 0 and 0 <= json.loads(out)[str(bm25)]["hit@5"] <= 1, err
+    code, _, err = run_main(monkeypatch, capsys, *base, "--index", bm25, "-k", 5, "-k", 5)  # the deprecated spelling
+    lines = err.splitlines()
+    assert code == 2 and "-k is deprecated" in lines[0], err
+    assert_one_line_error(code, "\n".join(lines[1:]), "error: -k: 5 is given twice")
 
 
 def test_eval_answers_refuses_a_repeated_cut_off(tmp_path, monkeypatch, capsys):

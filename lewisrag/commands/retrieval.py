@@ -40,9 +40,10 @@ def retrieval(
     if data is None:
         raise _ui.UsageError("Missing option '--questions'.", ctx=ctx)
     k = _ui.renamed(ctx, "recall_at", "old_k", "--recall-at", "-k")
+    k_flag = "-k" if ctx.params.get("old_k") else "--recall-at"  # errors name the flag the user typed
     if any(x < 1 for x in k):
-        raise InputError("--recall-at", "cut-offs must be at least 1")
-    given_once("--recall-at", k)  # a repeat was scored twice into one count: hit@5 2.000
+        raise InputError(k_flag, "cut-offs must be at least 1")
+    given_once(k_flag, k)  # a repeat was scored twice into one count: hit@5 2.000
     given_once("--index", map(str, index), key=os.path.realpath)  # a repeat folded into one row
     fields = _ui.qa_fields(qa_fields)
     gold_field = (fields or {}).get("gold_passage_ids", "gold_passage_ids")  # the file's name for them
@@ -54,7 +55,7 @@ def retrieval(
     kinds = [m["kind"] for m in manifests]
     smallest = min(m["n_passages"] for m in manifests)
     if max(k) > smallest:  # a cut-off past the passages measures nothing and allocates k results a question
-        raise InputError("--recall-at", f"cut-offs must be at most the smallest index's {smallest} passages, got {max(k)}")
+        raise InputError(k_flag, f"cut-offs must be at most the smallest index's {smallest} passages, got {max(k)}")
     if "dense" not in kinds:  # never ignored in silence
         _ui.refuse_given(ctx, ("encoder", "context_encoder", "swap"), "applies to dense indexes; "
                          f"{', '.join(map(str, index))} {'is' if len(index) == 1 else 'are'} BM25")

@@ -225,8 +225,9 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
 
     `inputs` ({flag: path}) are the command's input files and folders: one inside an `out` that
     already holds something would be deleted with it (or read half-rewritten), so it is refused,
-    `--overwrite` or not; so is an `out` inside an input folder that holds something lewisrag did
-    not write there as this kind (a run's world, the model an export reads). `replaces`: the
+    `--overwrite` or not; so is an `out` inside an input folder that already holds something lewisrag
+    did not write there as this kind (a run's world, the model an export reads). A new or empty folder
+    inside an input is allowed: writing it adds to that input and destroys nothing (`swap --out RUN/swap`). `replaces`: the
     command replaces an earlier output of its kind whole (an index, a checkpoint), so a file the
     user put in that folder since is refused, unless `--overwrite`; the folder's marker lists what
     lewisrag wrote there. `writes`: names the command will write into an earlier output of its kind,
