@@ -25,6 +25,8 @@ BAD = [
     ("start_id_beyond_vocab", lambda c: {**c, "decoder_start_token_id": 99999}, "decoder_start_token_id"),
     ("eos_list_beyond_vocab", lambda c: {**c, "eos_token_id": [2, 99999]}, "eos_token_id"),
     ("num_beams_a_string", lambda c: {**c, "num_beams": "4"}, "num_beams"),
+    # transformers' own validation: it was raised naming the folder, not the file
+    ("max_new_tokens_zero", lambda c: {**c, "max_new_tokens": 0}, "max_new_tokens"),
 ]
 
 

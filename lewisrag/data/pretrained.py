@@ -174,7 +174,27 @@ def _directory(path: str | os.PathLike, what: str, needs_config: bool) -> Path:
                              f"{dropped}: save it as UTF-8 without one")
         if not isinstance(read_json(p / name), dict):
             raise InputError(p / name, f"{what}: expected a JSON object")
+    if (p / GENERATION).is_file():
+        _check_generation_file(p / GENERATION, what)
     return p
+
+
+def _check_generation_file(f: Path, what: str) -> None:
+    """Refuse a generation_config.json whose values transformers' own validation rejects
+    (`"max_new_tokens": 0`): from_pretrained raised it naming neither the file nor the field's file.
+    Its warnings (flags it ignores) stay those the load itself prints, not printed twice."""
+    from transformers import GenerationConfig
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        GenerationConfig.from_dict(read_json(f))
+    except (ValueError, TypeError) as e:
+        named = re.match(r"`(\w+)`", str(e))  # "`max_new_tokens` must be greater than 0, but is 0."
+        raise InputError(f, f"{what}: {_first_line(e)}", field=named.group(1) if named else None) from None
+    finally:
+        hf_logging.set_verbosity(level)
 
 
 def _weight_files(p: Path, what: str) -> list[Path]:
