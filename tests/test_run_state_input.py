@@ -93,6 +93,9 @@ CONFIG_CASES = {
     "max_target_length negative": (_rag("max_target_length", -3), "preset.rag.max_target_length", "got -3"),
     "max_target_length zero": (_rag("max_target_length", 0), "preset.rag.max_target_length", "got 0"),
     "max_target_length a float": (_rag("max_target_length", 16.5), "preset.rag.max_target_length", "got 16.5"),
+    # within the checks of whole numbers, past what the generator decodes: an IndexError once an answer ran on
+    "max_target_length past the positions": (_rag("max_target_length", 10**6), "preset.rag.max_target_length",
+                                             "positions of"),
     "rag not an object": (lambda d: d["preset"].update(rag=[]), "preset.rag", "expected an object"),
     "preset not an object": (lambda d: d.update(preset="tiny"), "preset", "expected an object"),
     "a list": (lambda d: [], "(top level)", "expected a JSON object"),

@@ -51,6 +51,7 @@ from lewisrag.experiments.stitched_llm import GeneratorOptions, build_system, ch
 from lewisrag.experiments.systems import Answered, LewisSystem, StitchedSystem
 from lewisrag.index import open_retriever
 from lewisrag.index.dense import DenseIndex
+from lewisrag.rag_model.model import max_positions
 from lewisrag.scoring import qa as Q
 from lewisrag.scoring.aggregate import mean
 from lewisrag.scoring.retrieval import recall_at_k
@@ -270,11 +271,25 @@ def load_systems(run: str | os.PathLike, names=SYSTEMS, batch_size: int = 16, ma
             expect(settings.k <= n_passages, run / "stitched" / SETTINGS_FILE, "settings.k",
                    f"at most the index's {n_passages} passages", settings.k)
             # the stitched answer carries its citation: a few tokens more than the Lewis models' answers
+            _check_answer_length(run, max_length, 1 + 8, model.config, run / "stitched")
             systems[n] = StitchedSystem(retriever, model, tokenizer, settings, max_length + 8)
         else:
             model, tokenizers = load_trained(run / n, device=device)
+            _check_answer_length(run, max_length, 0, model.generator.config, run / n)
             systems[n] = LewisSystem(model, tokenizers, index, batch_size, max_length)
     return systems
+
+
+def _check_answer_length(run: Path, max_length: int, extra: int, generator_config, model: Path) -> None:
+    """Refuse a decoding length (the run's preset.rag.max_target_length, start token included, plus
+    `extra` tokens) past the positions of `model`'s generator: an answer that had not ended by then
+    was an IndexError in the position embedding. Only a hand-edited RUN/config.json holds one, as
+    training refused it."""
+    positions = max_positions(generator_config)
+    if positions is not None and max_length + extra > positions:
+        plus = f" (+{extra}: the stitched answer's citation and start token)" if extra else ""
+        raise InputError(run / "config.json", f"{max_length}{plus} exceeds the {positions} positions of {model}'s "
+                         f"generator; must be at most {positions - extra}", field="preset.rag.max_target_length")
 
 
 def stitched_config(run: Path, preset, seed: int):
