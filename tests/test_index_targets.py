@@ -155,6 +155,21 @@ def test_targets_refuses_an_existing_file_text_answers_and_a_dense_flag_on_bm25(
     assert not (tmp_path / "n.jsonl").exists() and not (tmp_path / "e.jsonl").exists()
 
 
+def test_targets_refuses_a_gold_id_the_index_lacks(inputs, tmp_path, monkeypatch, capsys):
+    """The output was written with it, and `train rag` on the same index refused the file `index targets` wrote."""
+    index, _ = inputs
+    questions = write_jsonl(tmp_path / "q.jsonl", [
+        {"id": "a", "question": "who was prime minister in 1940", "answers": ["(C|c)hurchill"], "answer_match": "regex",
+         "gold_passage_ids": ["p1"]},
+        {"id": "b", "question": "who sang for black sabbath", "answers": ["Ozzie"], "answer_match": "regex",
+         "gold_passage_ids": ["p3", "p9"]}])
+    out = tmp_path / "t.jsonl"
+    code, _, err = run_main(monkeypatch, capsys, "index", "targets", "--index", index, "--questions", questions, "--out", out)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"{questions}:2: field 'gold_passage_ids'" in err and "p9" in err, err
+    assert not out.exists()
+
+
 def test_bm25_hits_that_score_nothing_cast_no_vote():
     """BM25 fills its top k with zero-score passages in the index's order: a match in one of those
     ('1980' twice) outvoted the one passage that ranked ('1945') and became the training target."""

@@ -359,10 +359,11 @@ def targets(
     one found first by rank), else a string spelled out of its patterns (literals, the first
     branch, the fewest repeats; of its patterns' spellings, each one its own pattern accepts, one
     that guesses no character, else the fewest guesses, then the shortest); a question none of whose patterns can be spelled (a backreference, a lookaround) is
-    left out and counted. --out trains with `train rag --train`."""
+    left out and counted. --out trains with `train rag --train` on the same index, so a gold passage id
+    the index lacks is refused here as there."""
     from lewisrag.data.io import InputError, write_jsonl
     from lewisrag.data.outputs import check_out_file
-    from lewisrag.data.records import read_qa
+    from lewisrag.data.records import check_gold_ids, read_qa
     from lewisrag.index import open_retriever
     from lewisrag.index.store import read_manifest
     from lewisrag.index.targets import make_targets
@@ -384,6 +385,8 @@ def targets(
                          "record with \"answer_match\": \"regex\"; any other file's answers are strings already, to "
                          "train on as they are", field="answers")
     retriever = open_retriever(index, encoder, swap=swap, context_encoder=context_encoder)
+    # the output trains `train rag` on this index, which refuses a gold id it lacks: refused here, before the search
+    check_gold_ids(examples, retriever.index.passages, questions, f"the index {index}", _ui.qa_fields(qa_fields))
     k = min(n_docs, len(retriever.index.passages))
     if k < n_docs:
         typer.echo(f"note: {index} holds {k} passages: each question's {k} are searched for matches, not {n_docs}", err=True)
