@@ -102,6 +102,31 @@ def test_numbers_are_compared_whole():
     assert statuses == [TOKEN_NOT_FOUND, TOKEN_NOT_FOUND, PASS, PASS, PASS, TOKEN_NOT_FOUND]
 
 
+def test_a_clitic_is_no_word_and_accented_letters_belong_to_theirs():
+    """"Tesla's" was "tesla" and "s", and "s" is in no document: a correct possessive was a false block;
+    "São" was "s" and "o", so "Sao" or any word with an "s" and an "o" in the document passed for it."""
+    docs = {"1": "Tesla founded the company in 2003. It doesn't sell petrol cars in São Paulo.", "2": "Sao Paulo"}
+    statuses = [check_sentence(s, docs, {"1", "2"}).status for s in
+                ["Tesla's company was founded in 2003 [1].", "Tesla’s plant doesn't sell petrol cars [1].",
+                 "It doesn't sell cars in São Paulo [1].", "It doesn't sell cars in São Paulo [2].", "Tesla's rival [1]."]]
+    assert statuses == [PASS, TOKEN_NOT_FOUND, PASS, TOKEN_NOT_FOUND, TOKEN_NOT_FOUND]
+    assert check_sentence("Tesla’s plant doesn't sell petrol cars [1].", docs, {"1"}).detail.endswith(": plant")
+    assert check_sentence("It doesn't sell cars in São Paulo [2].", docs, {"2"}).detail.endswith(": cars, doesn, sell, são")
+
+
+def test_context_ids_and_documents_of_the_wrong_type_are_refused():
+    """A string of ids was searched by substring ("1" in "12": a citation of [1] passed with only [12]
+    retrieved); a document that is not a string was an AttributeError deep inside."""
+    docs = {"1": "founded in 2003", "12": "x"}
+    with pytest.raises(TypeError, match="context_ids: expected a set of id strings, got the string '12'"):
+        check_sentence("Founded in 2003 [1].", docs, "12")
+    with pytest.raises(TypeError, match="context_ids"):
+        check_answer("Founded in 2003 [1].", docs, "12")
+    with pytest.raises(TypeError, match=r"docs\['1'\]: expected the document's text as a string, got NoneType"):
+        check_sentence("x [1]", {"1": None}, {"1"})
+    assert check_sentence("Founded in 2003 [1].", docs, ["1", "12"]).status == PASS  # any collection of ids
+
+
 def test_citation_numbers_are_not_tokens():
     # "[3]" must not be read as the number 3, which document 1 does not contain
     assert check_sentence("登录失败返回 422 [1][3]。", DOCS, CONTEXT).status == PASS

@@ -9,7 +9,8 @@ Each sentence goes through five checks, in this order, and gets the status of th
                      whitespace and format characters (zero-width spaces); the stops that end it
                      ("Invalid credentials.") are typography, not part of what must be found.
 4. TOKEN_NOT_FOUND   a number or a Latin word of the sentence (citations removed) is in none of
-                     the cited documents (English function words such as "the" are not checked);
+                     the cited documents (English function words such as "the" and clitics such
+                     as the possessive 's are not checked; accented letters belong to their word);
                      numbers are compared whole ("3.5" is not "5.3"; "1,000" is "1000").
 5. UNVERIFIABLE      the sentence has no quote, no number and no Latin word: nothing a rule can test.
 Otherwise PASS.
@@ -51,7 +52,11 @@ HARD_GATE_STATUSES = (MISSING_CITATION, BAD_ID, QUOTE_NOT_FOUND)  # must be 0 on
 _WHITESPACE_RE = re.compile(r"\s+")
 # A number is whole: "5.3" is one token (its digits alone would let "3.5" pass against it), thousands
 # separators go ("1,000" is "1000"), and "1,2,3" stays three numbers.
-_TOKEN_RE = re.compile(r"[a-z]+|[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]+)*|[0-9]+(?:\.[0-9]+)*")
+# A Latin word keeps its accented letters ("são" was "s" and "o") and its apostrophe; an English
+# clitic after it ('s, n't's t, 'll, ...) is dropped, as "Tesla's" says no more than "Tesla" checks.
+_LATIN = "a-z\u00df-\u00f6\u00f8-\u00ff\u0100-\u024f\u1e00-\u1eff"  # after case folding: ASCII, Latin-1, Extended A/B, Additional
+_TOKEN_RE = re.compile(rf"[{_LATIN}]+(?:['\u2019][{_LATIN}]+)*|[0-9]{{1,3}}(?:,[0-9]{{3}})+(?:\.[0-9]+)*|[0-9]+(?:\.[0-9]+)*")
+_CLITIC_RE = re.compile(r"['\u2019](?:s|t|d|ll|re|ve|m)$")
 # Words that carry no checkable fact; without this list every English paraphrase would fail.
 _FUNCTION_WORDS = frozenset(
     "a an the and or but if of to in on at by for with from as is are was were be been being it its "
@@ -93,12 +98,14 @@ def checkable_tokens(text: str) -> frozenset[str]:
     ['422', 'http', 'login']
     >>> sorted(checkable_tokens("年利率 5.3%，共 1,000 人，第 1,2 条。"))
     ['1', '1000', '2', '5.3']
+    >>> sorted(checkable_tokens("Tesla's plant in São Paulo doesn't close; O'Neill’s won't"))
+    ['close', 'doesn', "o'neill", 'paulo', 'plant', 'são', 'tesla', 'won']
     """
     return frozenset(t for t in _tokens(text) if t not in _FUNCTION_WORDS)
 
 
 def _tokens(text: str) -> list[str]:
-    return [t.replace(",", "") for t in _TOKEN_RE.findall(_visible(text))]
+    return [_CLITIC_RE.sub("", t).replace(",", "") for t in _TOKEN_RE.findall(_visible(text))]
 
 
 @lru_cache(maxsize=4096)
@@ -125,12 +132,17 @@ def check_sentence(sentence: str, docs: dict[str, str], context_ids: set[str]) -
     >>> check_sentence("错误列表显示在表单上方 [1]。", docs, {"1"}).status
     'UNVERIFIABLE'
     """
+    if isinstance(context_ids, (str, bytes)):  # `in` on a string matched "1" inside "12": a citation of 1 passed
+        raise TypeError(f"context_ids: expected a set of id strings, got the string {context_ids!r}")
     ids = citation_ids(sentence)
     if not ids:
         return Check(MISSING_CITATION, "no [n] citation")
     bad = [i for i in ids if i not in context_ids or i not in docs]
     if bad:
         return Check(BAD_ID, "cited ids not among the retrieved contexts: " + ", ".join(f"[{i}]" for i in bad))
+    for i in ids:
+        if not isinstance(docs[i], str):
+            raise TypeError(f"docs[{i!r}]: expected the document's text as a string, got {type(docs[i]).__name__}")
     empty = [i for i in ids if not docs[i].strip()]
     if empty:  # a context with no text backs nothing (the module's rule 1)
         return Check(BAD_ID, "cited contexts have no text: " + ", ".join(f"[{i}]" for i in empty))
@@ -156,6 +168,8 @@ def check_answer(answer: str, docs: dict[str, str], context_ids: set[str]) -> li
     >>> [c.status for _, c in check_answer("返回 422 [1]。前端显示红色列表。", {"1": "返回 422"}, {"1"})]
     ['PASS', 'MISSING_CITATION']
     """
+    if isinstance(context_ids, (str, bytes)):
+        raise TypeError(f"context_ids: expected a set of id strings, got the string {context_ids!r}")
     context_ids = set(context_ids)
     return [(to_statement(span), check_sentence(span, docs, context_ids)) for span in sentence_spans(answer)]
 
