@@ -209,6 +209,8 @@ def test_shipped_generator_loads_verifies_and_reads(name, lang):
     assert recipe["command"].startswith("lewisrag pretrain ") and recipe["weights_bytes"] <= 9_000_000
     assert recipe["config"].get("lang", "en") == lang and recipe["final"]["em"] >= 0.9  # recipes before --lang: English
     generator, tokenizer = P.load_shipped_generator(name)
+    # the recipe records the model built: BPE stopped short of the zh recipe's 4,000 at 3,308
+    assert recipe["config"]["vocab_size"] == generator.config.vocab_size == len(tokenizer)
     examples, docs = fresh_examples(random.Random("test-shipped-generator"), 40, lang)
     short = [ex for ex in examples if ex.kind == "short"][:20]
     result = P.evaluate_reading(generator, tokenizer, short, docs, lang=lang)
