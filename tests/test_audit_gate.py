@@ -53,6 +53,17 @@ def test_recall_null_on_every_paired_question_is_no_crash(tmp_path, runs):
     assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
 
 
+def test_recall_skipped_for_contexts_without_ids_says_so(tmp_path, runs):
+    """Every question had gold ids, but its contexts were plain strings: the skip said "no gold passage ids"."""
+    run = runs["clean"]
+    for rec in run["records"]:
+        rec["metrics"].pop("recall_at_k", None)
+        rec["nan_reasons"]["recall_at_k"] = "retrieved_contexts are plain strings: no ids to match gold_passage_ids"
+    path = _write(tmp_path, "run", run)
+    check = _check(gate.gate(path, path), "recall@k")
+    assert check.verdict == "skip" and "plain strings" in check.evidence and "no gold passage ids" not in check.evidence
+
+
 # --- false failures: identical results that differ in float noise ----------------------------------
 
 
@@ -240,6 +251,33 @@ def test_a_paired_id_whose_question_text_changed_fails(tmp_path, runs):
     check = _check(report, "question text")
     assert check.verdict == "fail" and not report.passed and "q003@stitched" in check.evidence
     assert check.details["changed"][0]["candidate"] == "加斯洛q003国使用什么货币？"
+
+
+def test_a_paired_question_judged_against_other_labels_fails(tmp_path, runs):
+    """The data set moved q002's gold passage and rewrote q003's reference, keeping their ids: the gate
+    compared recall against another gold passage (a worse retriever passed) and completeness against
+    another reference. The same labels in another order, or labels added where there were none, are no change."""
+    base = runs["baseline"]
+    for rec in base["records"]:
+        rec["gold_passage_ids"] = [f"{rec['id']}-a", f"{rec['id']}-b"]
+        rec["reference_statements"] = [{"text": f"The answer to {rec['id']}.", "in_contexts": True, "in_answer": True}]
+    base["records"][0]["gold_passage_ids"] = []  # unlabelled in the baseline
+    cand = copy.deepcopy(base)
+    cand["records"][0]["gold_passage_ids"] = ["q001-a"]  # a label added: the baseline measured nothing to compare
+    cand["records"][1]["gold_passage_ids"].reverse()
+    cand["records"][1]["reference_statements"][0]["text"] = "  The answer to q002.\n"  # whitespace only
+    b = _write(tmp_path, "b", base)
+    assert gate.gate(b, _write(tmp_path, "same", cand)).passed
+    cand["records"][1]["gold_passage_ids"] = ["elsewhere"]
+    cand["records"][2]["reference_statements"][0]["text"] = "Another reference."
+    report = gate.gate(b, _write(tmp_path, "relabelled", cand))
+    check = _check(report, "labels")
+    assert check.verdict == "fail" and not report.passed, check.evidence
+    assert "2 paired questions are judged against other gold_passage_ids and reference_statements" in check.evidence
+    assert "q002@stitched" in check.evidence and "q003@stitched" in check.evidence
+    changed = {c["question"]: c for c in check.details["changed"]}
+    assert changed["q002@stitched"]["gold_passage_ids"] == {"baseline": ["q002-a", "q002-b"], "candidate": ["elsewhere"]}
+    assert changed["q003@stitched"]["reference_statements"]["candidate"] == ["Another reference."]
 
 
 def test_a_mean_drop_equal_to_the_allowed_drop_passes(tmp_path, runs):

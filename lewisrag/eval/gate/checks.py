@@ -106,7 +106,7 @@ def gate(baseline: str | os.PathLike, candidate: str | os.PathLike, config: str 
 
 def run_gate(base: Run, cand: Run, cfg: GateConfig, allow_judge_change: bool = False) -> GateReport:
     checks = [_judge_check(base, cand, cfg, allow_judge_change), _pairing_check(base, cand, cfg),
-              _question_text_check(base, cand)]
+              _question_text_check(base, cand), _labels_check(base, cand)]
     checks += _tier1(base, cand, cfg)
     paired = _tier2(base, cand, cfg) + _tier3(base, cand, cfg)  # checks, and _Paired ones still to decide
     correction, decided = _decide(paired, cfg)
@@ -239,6 +239,40 @@ def _question_text_check(base: Run, cand: Run) -> GateCheck | None:
                                    "candidate": cand.records[k]["question"]} for k in changed]})
 
 
+def _labels_check(base: Run, cand: Run) -> GateCheck | None:
+    """A paired question must be judged against the same labels: its gold passage ids (as a set) and
+    its reference statements (their texts, folded as `_text`). A data set that relabelled a question
+    and kept its id compared recall against other gold passages, and a worse retriever passed.
+    Compared where both records carry labels of that kind (a label added where there was none leaves
+    the baseline's score unmeasured, so nothing is compared); no check is shown when none changed."""
+    changed = []
+    for key, b in base.records.items():
+        c = cand.records.get(key)
+        if c is None:
+            continue
+        fields = [name for name, labels in _LABELS.items() if labels(b) and labels(c) and labels(b) != labels(c)]
+        if fields:
+            changed.append((key, fields))
+    if not changed:
+        return None
+    named = sorted({f for _, fields in changed for f in fields})
+    return GateCheck("pairing", "labels", "fail",
+                     f"{len(changed)} paired questions are judged against other {' and '.join(named)} in the candidate "
+                     f"(scores against other labels do not compare; re-run the baseline on the candidate's data): "
+                     f"{_ids([k for k, _ in changed])}",
+                     {"changed": [{"question": _key(k), **{f: {"baseline": _LABELS[f](base.records[k]),
+                                                               "candidate": _LABELS[f](cand.records[k])} for f in fields}}
+                                  for k, fields in changed]})
+
+
+# what a record is judged against, as compared by `_labels_check` (empty: the record has none)
+_LABELS = {
+    "gold_passage_ids": lambda r: sorted({str(g) for g in r.get("gold_passage_ids") or []}),
+    "reference_statements": lambda r: [_text(s.get("text") if isinstance(s, dict) else s)
+                                       for s in r.get("reference_statements") or []],
+}
+
+
 def _text(value) -> str | None:
     return " ".join(unicodedata.normalize("NFC", value).split()) if isinstance(value, str) else None
 
@@ -326,8 +360,10 @@ def _value(rec: dict, metric: str, k: str | None) -> float | None:
 def _tier2(base: Run, cand: Run, cfg: GateConfig) -> list[GateCheck | _Paired]:
     pairs = [(k, base.records[k], cand.records[k]) for k in base.records if k in cand.records]
     ks = sorted({k for _, b, c in pairs for k in _recall(b).keys() & _recall(c).keys()}, key=_k_order)
-    if not ks:
-        return [GateCheck("2 retrieval", "recall@k", "skip", "no paired question has recall@k (no gold passage ids)")]
+    if not ks:  # why, as the runs' records say it (contexts without ids), else the usual cause
+        why = sorted({(r.get("nan_reasons") or {}).get("recall_at_k") for _, b, c in pairs for r in (b, c)} - {None})
+        return [GateCheck("2 retrieval", "recall@k", "skip",
+                          f"no paired question has recall@k ({why[0] if why else 'no gold passage ids'})")]
     out = []
     for k in ks:
         rows = _settled([(key, _recall(b).get(k), _recall(c).get(k)) for key, b, c in pairs])
