@@ -90,6 +90,9 @@ def test_bad_record_is_one_line_exit_2(tmp_path):
     ({**OLDER[0], "reference": "Login returns 422."}, "ground_truth", "also given as 'reference' (its current ragas name); keep one"),
     ({**OLDER[2], "ground_truth": "422"}, "ground_truths", "also given as 'ground_truth'; keep one"),
     ({**OLDER[2], "ground_truths": "422"}, "ground_truths", "expected a list of strings"),
+    # the first is the reference: a blank one before an answer made the record unscored, in silence
+    ({**OLDER[2], "ground_truths": [" ", "422"]}, "ground_truths[0]",
+     "blank, while ground_truths[1] is not: the first is the reference answer; put it first or remove the blank"),
     ({**OLDER[0], "answer": None}, "answer", "missing"),
     ({k: v for k, v in OLDER[0].items() if k != "answer"}, "response", "missing"),
     ({**OLDER[0], "question": " "}, "question", "empty"),

@@ -123,6 +123,10 @@ def _reference(rec: dict, source, line: int) -> str | None:
     else:
         truths = require_str_list(rec, "ground_truths", source, line)
         reference = truths[0] if truths else None
+        later = next((i for i, t in enumerate(truths) if t.strip()), 0)
+        if later:  # the first is the reference: a blank one dropped the answers after it, in silence
+            raise InputError(source, f"blank, while ground_truths[{later}] is not: the first is the reference answer; "
+                             "put it first or remove the blank", line=line, field="ground_truths[0]")
     return reference if reference is not None and reference.strip() else None
 
 
