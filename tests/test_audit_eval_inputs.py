@@ -317,3 +317,8 @@ def test_current_and_older_ragas_names_mixed_in_one_file_with_a_bom(tmp_path):
     (tmp_path / "a.jsonl").write_text(text, encoding="utf-8")
     first, second = read_answers(tmp_path / "a.jsonl")
     assert (first.question, second.question, second.reference) == (Q_EN, Q_ZH, "422")
+    # two such files concatenated: the second mark opens line 2, where it read as "malformed JSON at column 1"
+    (tmp_path / "b.jsonl").write_text(text + text, encoding="utf-8")
+    with pytest.raises(InputError, match=r"b\.jsonl:3: starts with a byte-order mark \(U\+FEFF\), allowed only at the "
+                                         "start of the file: remove it$"):
+        read_answers(tmp_path / "b.jsonl")

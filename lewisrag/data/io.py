@@ -210,6 +210,9 @@ def _iter_jsonl(p: Path) -> Iterator[tuple[int, dict]]:
                 raise InputError(p, f"not valid UTF-8 (byte {e.start})", line=lineno) from None
             if not text.strip():
                 continue
+            if text.startswith("\ufeff"):  # files saved with a mark each, then concatenated: invisible in an editor
+                raise InputError(p, "starts with a byte-order mark (U+FEFF), allowed only at the start of the file: "
+                                 "remove it", line=lineno)
             try:
                 rec = _loads(text)
             except _BadJSON as e:
