@@ -196,13 +196,20 @@ def generate(model, context_input_ids, context_attention_mask, doc_scores, n_doc
     Returns (B*num_return_sequences, T) ids, or a `Decoded` with `return_evidence=True`.
     RAG-Sequence: `decoding` is "thorough" (transformers' algorithm) or "fast"; `do_deduplication`
     defaults to the checkpoint's setting (True unless its config said otherwise), as in transformers.
+    n_docs, num_beams and num_return_sequences: None means the default, anything else a positive int.
     """
-    k = n_docs or (doc_scores.shape[1] if doc_scores.dim() == 2 else model.n_docs)  # K is in doc_scores
+    check_count("n_docs", n_docs)
+    check_count("num_beams", num_beams)
+    check_count("num_return_sequences", num_return_sequences)
+    k = n_docs if n_docs is not None else (doc_scores.shape[1] if doc_scores.dim() == 2 else model.n_docs)
     if doc_scores.dim() != 2 or doc_scores.shape[1] != k or context_input_ids.shape[0] != doc_scores.shape[0] * k:
         raise ValueError(f"expected context_input_ids (B*K, L) and doc_scores (B, K={k}), got "
                          f"{tuple(context_input_ids.shape)} and {tuple(doc_scores.shape)}")
     gc = resolve_settings(model.generation_config, num_beams=num_beams, max_length=max_length, **kwargs)
-    n = num_return_sequences or 1
+    # RAG-Sequence's thorough decoding and RAG-Token's evidence score the finished answers once more
+    rescores = (decoding == "thorough") if model.variant == "sequence" else return_evidence
+    check_length(gc, model.generator.config, rescores)
+    n = num_return_sequences if num_return_sequences is not None else 1
     was_training = model.training
     model.eval()  # decoding is deterministic: no dropout, whatever mode training left the model in
     try:
@@ -211,6 +218,37 @@ def generate(model, context_input_ids, context_attention_mask, doc_scores, n_doc
     finally:
         model.train(was_training)
     return out if return_evidence else out.sequences
+
+
+def check_count(name: str, value) -> None:
+    """Refuse a count argument (n_docs, num_beams, ...) that is neither None (its default) nor a
+    positive int: 0 would read as "the default" and a float fail deep inside the search."""
+    if value is not None and not (_is_int(value) and value >= 1):
+        raise ValueError(f"{name}: expected a positive integer (or None for the default), got {value!r}")
+
+
+def check_length(gc, generator_config, rescores: bool) -> None:
+    """Refuse, before decoding, a length past the generator's learned positions (max_position_embeddings):
+    past them an answer that had not ended was an IndexError in the middle of the search.
+
+    The length is `_max_length(gc)`, so the argument named is the one that set it: max_new_tokens
+    when given, else max_length. The search reads an answer's tokens at positions 0 … length − 2 (the
+    last token is predicted, never read back), so it runs to one more than the positions, as
+    transformers' does; scoring finished answers again (`rescores`) reads all `length` tokens.
+    """
+    positions = getattr(generator_config, "max_position_embeddings", None)
+    if not _is_int(positions):
+        return  # no learned positions, no limit
+    most_length = positions if rescores else positions + 1
+    length = _max_length(gc)
+    if length <= most_length:
+        return
+    name, value, most = "max_length", length, most_length
+    if gc.max_new_tokens is not None:  # the start token is the one of `length` not generated
+        name, value, most = "max_new_tokens", gc.max_new_tokens, most_length - 1
+    reads = "every token of an answer, to score it," if rescores else "every token of an answer but the last"
+    raise ValueError(f"{name}: {value} exceeds the generator's {positions} positions (max_position_embeddings), "
+                     f"which its decoder reads {reads} in; must be at most {most}")
 
 
 def _decode(model, ids, mask, doc_scores, gc, n, do_deduplication, decoding, evidence) -> Decoded:
@@ -347,16 +385,16 @@ def _rag_sequence(model, ids, mask, doc_scores, gc, n, dedup, decoding) -> Decod
                               device=ids.device)
     prior = M.doc_log_prior(doc_scores.float())  # (B, K)
     if decoding == "fast":
-        ll = _fast_loglik(hyps, cands, owners, skip_first, prior, w, pad)  # (B, C, K)
+        joint = _fast_joint(hyps, cands, owners, skip_first, prior, w, pad)  # (B, C, K)
     else:
         if not torch.equal(mask.bool(), gen_mask):
             cross = dec.encode(ids, mask.bool())
-        ll = _thorough_loglik(model, dec, cross, mask.bool(), cands, skip_first, prior, pad)  # (B, C, K)
+        joint = _thorough_joint(model, dec, cross, mask.bool(), cands, skip_first, prior, pad)  # (B, C, K)
     if not dedup:  # every hypothesis is a candidate; duplicates share the score of their first copy
-        ll = torch.stack([F.pad(ll[q, owner], (0, 0, 0, k * w - len(owner)), value=float("-inf"))
-                          for q, owner in enumerate(owners)])  # (B, K*W, K)
+        joint = torch.stack([F.pad(joint[q, owner], (0, 0, 0, k * w - len(owner)), value=float("-inf"))
+                             for q, owner in enumerate(owners)])  # (B, K*W, K)
         cands = full
-    return _rank(cands, ll, prior, n, pad)
+    return _rank(cands, joint, n, pad)
 
 
 def _candidates(hyps: Hypotheses, b: int, per_question: int):
@@ -380,11 +418,13 @@ def _candidates(hyps: Hypotheses, b: int, per_question: int):
     return full, unique, owners
 
 
-def _fast_loglik(hyps, cands, owners, skip_first, prior, w, pad) -> torch.Tensor:
-    """log p(y|x,z) from the beams themselves; −inf where document z's beam did not produce y.
+def _fast_joint(hyps, cands, owners, skip_first, prior, w, pad) -> torch.Tensor:
+    """log p(z|x) p(y|x,z) per (question, candidate, doc), with p(y|x,z) from the beams themselves:
+    −inf where document z's beam did not produce y.
 
     Scored like thorough decoding: the first token dropped per `skip_first`, and the prior left out
-    where transformers' scoring loses it (the second target token is padding).
+    where transformers' scoring loses it (the second target token is padding). Selected with
+    torch.where, not added as 0·prior: a document masked out with the score −inf has prior −inf.
     """
     k = prior.shape[1]
     c_max = max(c.shape[0] for c in cands)
@@ -397,8 +437,9 @@ def _fast_loglik(hyps, cands, owners, skip_first, prior, w, pad) -> torch.Tensor
         no_prior = torch.ones(cands[q].shape[0], dtype=torch.bool, device=prior.device)
         if cands[q].shape[1] > 2:
             no_prior = cands[q][:, 2].eq(pad)
-        ll[q, : len(no_prior)] -= no_prior[:, None] * prior[q]
-    return ll
+        c_q = len(no_prior)
+        ll[q, :c_q] = torch.where(no_prior[:, None], ll[q, :c_q], ll[q, :c_q] + prior[q])  # (C_q, K)
+    return ll  # (B, C, K) now log p(z|x) p(y|x,z); rows past a question's C_q stay −inf
 
 
 def _padded(cands: list[torch.Tensor], pad: int) -> torch.Tensor:
@@ -409,11 +450,11 @@ def _padded(cands: list[torch.Tensor], pad: int) -> torch.Tensor:
     return out
 
 
-def _thorough_loglik(model, dec, cross, cross_mask, cands, skip_first, prior, pad) -> torch.Tensor:
+def _thorough_joint(model, dec, cross, cross_mask, cands, skip_first, prior, pad) -> torch.Tensor:
     """Every candidate scored under every document of its question: one batched decoder pass.
 
-    Returns per (question, candidate, doc) the score whose log-sum-exp with the prior is −NLL as
-    transformers' `get_nll(exclude_bos_score=True)` computes it (label smoothing included).
+    Returns per (question, candidate, doc) log p(z|x) plus a score, whose log-sum-exp over the docs is
+    −NLL as transformers' `get_nll(exclude_bos_score=True)` computes it (label smoothing included).
     """
     padded = _padded(cands, pad)  # (B, C, T)
     b, c, t = padded.shape
@@ -433,14 +474,14 @@ def _thorough_loglik(model, dec, cross, cross_mask, cands, skip_first, prior, pa
     # hand back per-document terms whose log-sum-exp with the prior is −nll; the posterior reads them
     per_doc = flat(tgt).sum(-1) - skip_first.repeat_interleave(c)[:, None] * flat(tgt)[:, :, 0]  # (B*C, K)
     shift = -nll - torch.logsumexp(per_doc + doc_scores, dim=1)  # (B*C,) smoothing / quirks, if any
-    ll = (per_doc + shift[:, None]).view(b, c, k)
-    real = torch.tensor([[i < cq.shape[0] for i in range(c)] for cq in cands], device=ll.device)  # (B, C)
-    return ll.masked_fill(~real[:, :, None], float("-inf"))
+    joint = (per_doc + shift[:, None]).view(b, c, k) + prior[:, None, :]  # (B, C, K)
+    real = torch.tensor([[i < cq.shape[0] for i in range(c)] for cq in cands], device=joint.device)  # (B, C)
+    return joint.masked_fill(~real[:, :, None], float("-inf"))
 
 
-def _rank(cands, ll, prior, n, pad) -> Decoded:
-    """Top-n candidates per question by log Σ_z p(z|x) p(y|x,z); posteriors p(z|x,y) as evidence."""
-    joint = ll + prior[:, None, :]  # (B, C, K)
+def _rank(cands, joint, n, pad) -> Decoded:
+    """Top-n candidates per question by log Σ_z p(z|x) p(y|x,z), from joint (B, C, K) = log p(z|x) p(y|x,z);
+    posteriors p(z|x,y) as evidence."""
     score = torch.logsumexp(joint, dim=-1)  # (B, C)
     seqs, posts, scores = [], [], []
     for q, c in enumerate(cands):

@@ -321,18 +321,19 @@ def sequence_nll_from_token_logprobs(
         raise ValueError(f"expected tgt/total (B, K, T), doc_scores (B, K), target (B, T); got {tuple(tgt.shape)}, "
                          f"{tuple(total.shape)}, {tuple(doc_scores.shape)}, {tuple(target.shape)}")
     dtype, device = target_logprob.dtype, target_logprob.device
-    keep = target.ne(pad_id).unsqueeze(1).to(dtype)  # (B, 1, T)
+    keep = target.ne(pad_id).unsqueeze(1)  # (B, 1, T)
     prior = doc_log_prior(doc_scores)  # (B, K)
     # transformers' placement of log p(z|x): on every vocabulary entry of target position 1, masked
-    # with the padding after (see the note that opens the fast path)
-    carries_prior = torch.zeros(t, dtype=dtype, device=device)  # (T,): 1 at the position that takes the prior
-    if t >= 2:
-        carries_prior[1] = 1.0
-    ll = (target_logprob + prior.unsqueeze(-1) * carries_prior) * keep  # (B, K, T)
-    smooth = (sum_logprob_over_vocab + vocab * prior.unsqueeze(-1) * carries_prior) * keep  # (B, K, T)
+    # with the padding after (see the note that opens the fast path). Selected, not multiplied by a
+    # 0/1 mask: a document masked out with the score −inf has log p(z|x) = −inf, and −inf·0 is NaN.
+    carries_prior = torch.arange(t, device=device).eq(1) & keep  # (B, 1, T)
+    prior_at = torch.where(carries_prior, prior.unsqueeze(-1), 0.0)  # (B, K, T)
+    keep = keep.to(dtype)  # the log-probs are finite: multiplying them by 0/1 is safe, and cheaper
+    ll = target_logprob * keep + prior_at  # (B, K, T)
+    smooth = sum_logprob_over_vocab * keep + vocab * prior_at  # (B, K, T)
     exclude = torch.as_tensor(exclude_first, device=device).expand(b)  # (B,)
     counted_in_nll = torch.ones(b, 1, t, dtype=dtype, device=device)  # (B, 1, T): 0 at an excluded first token
-    counted_in_nll[:, 0, 0] = (~exclude.bool()).to(dtype)
+    counted_in_nll[:, 0, 0] = (~exclude.bool()).to(dtype)  # position 0 never holds the prior: finite
     nll = -torch.logsumexp((ll * counted_in_nll).sum(2), dim=1)  # (B,)
     smooth_nll = -torch.logsumexp(smooth.sum(2), dim=1)  # (B,): smoothing counts every position
     return _finish(nll, smooth_nll, epsilon, vocab, reduce)

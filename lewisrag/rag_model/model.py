@@ -19,7 +19,7 @@ from torch import nn
 from lewisrag.data.io import InputError
 from lewisrag.rag_model import checkpoints
 from lewisrag.rag_model import marginalize as M
-from lewisrag.rag_model.decoding import generate
+from lewisrag.rag_model.decoding import check_count, generate
 from lewisrag.rag_model.settings import RagSettings
 
 VERY_LARGE = int(1e30)  # transformers' model_max_length of a tokenizer that knows no limit
@@ -176,12 +176,19 @@ class RagModel(nn.Module):
 
         context_input_ids / context_attention_mask (B*K, L), doc_scores (B, K), labels (B, T) fed to
         the decoder as is (transformers' RAG convention: labels start with the decoder start token).
+        decoder_input_ids (B, T), when given, are fed instead. n_docs: None, or K as a positive int.
         """
-        k = n_docs or (doc_scores.shape[1] if doc_scores.dim() == 2 else self.n_docs)  # K is in doc_scores
+        check_count("n_docs", n_docs)
+        k = n_docs if n_docs is not None else (doc_scores.shape[1] if doc_scores.dim() == 2 else self.n_docs)
         if doc_scores.dim() != 2 or doc_scores.shape[1] != k:
             raise ValueError(f"doc_scores: expected (B, K={k}), got {tuple(doc_scores.shape)}")
-        if context_input_ids.shape[0] != doc_scores.shape[0] * k:
-            raise ValueError(f"context_input_ids: expected (B*K={doc_scores.shape[0] * k}, L), got {tuple(context_input_ids.shape)}")
+        b = doc_scores.shape[0]
+        if context_input_ids.shape[0] != b * k:
+            raise ValueError(f"context_input_ids: expected (B*K={b * k}, L), got {tuple(context_input_ids.shape)}")
+        # one row per question: a (K, B) doc_scores with n_docs=B passes the checks above, and is caught here
+        for name, ids in (("labels", labels), ("decoder_input_ids", decoder_input_ids)):
+            if ids is not None and (ids.dim() != 2 or ids.shape[0] != b):
+                raise ValueError(f"{name}: expected (B={b}, T), one row per row of doc_scores, got {tuple(ids.shape)}")
         dec = decoder_input_ids if decoder_input_ids is not None else labels
         if dec is None:
             raise ValueError("forward needs labels or decoder_input_ids")
