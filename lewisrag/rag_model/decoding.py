@@ -1,7 +1,9 @@
 """RAG decoding: RAG-Token greedy/beam search and RAG-Sequence thorough and fast decoding.
 
 Arguments mean what they mean in transformers' `RagTokenForGeneration.generate` and
-`RagSequenceForGeneration.generate`, and the outputs are the same token ids; the work differs:
+`RagSequenceForGeneration.generate`, and the outputs are the same token ids (RAG-Sequence's where
+no context is padded: its search reads padded contexts masked, as training does, `generation_mask`);
+the work differs:
 
 - every document is encoded once (not once per beam, nor once per candidate answer), and its
   cross-attention keys/values are shared by all rows reading it (`bart_decoder.py`);
