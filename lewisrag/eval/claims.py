@@ -151,6 +151,16 @@ def claim_diagnostics(response_claims: Sequence[str], reference_claims: Sequence
     return diagnostics_from_labels(judge_claims(response_claims, reference_claims, response, reference, contexts, judge))
 
 
+def check_texts(texts: Sequence[str], name: str) -> None:
+    """`texts` is a list or tuple of strings, else a TypeError naming `name`: a str was judged one
+    character at a time ("ab" as the claims "a" and "b"), a generator was used up by the first reader."""
+    if not isinstance(texts, (list, tuple)):
+        raise TypeError(f"{name}: expected a list of strings, got {texts!r}")
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"{name}[{i}]: expected a string, got {text!r}")
+
+
 def claim_pairs(response_claims: Sequence[str], reference_claims: Sequence[str], response: str,
                 reference: str | None, contexts: Sequence[str]) -> list[tuple[str, str]]:
     """Every (premise, claim) pair RAGChecker's metrics read: response claims against the reference,
@@ -160,6 +170,13 @@ def claim_pairs(response_claims: Sequence[str], reference_claims: Sequence[str],
     >>> claim_pairs(["a"], ["b"], "R", None, ["c1"])
     [('c1', 'a'), ('c1', 'b')]
     """
+    check_texts(response_claims, "response_claims")
+    check_texts(reference_claims, "reference_claims")
+    check_texts(contexts, "contexts")
+    if not isinstance(response, str):
+        raise TypeError(f"response: expected a string, got {response!r}")
+    if reference is not None and not isinstance(reference, str):
+        raise TypeError(f"reference: expected a string or None, got {reference!r}")
     in_contexts = [(ctx, c) for c in [*response_claims, *reference_claims] for ctx in contexts]
     if reference is None:
         return in_contexts

@@ -19,14 +19,14 @@ the statement occurs verbatim in the premise, so every number below can be check
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from lewisrag.data.io import InputError
 from lewisrag.data.pretrained import load_model, load_tokenizer
-from lewisrag.eval.claims import claim_diagnostics  # noqa: F401  (RAGChecker's claim-level diagnostics)
+from lewisrag.eval.claims import check_texts, claim_diagnostics  # noqa: F401  (claim_diagnostics: RAGChecker's)
 from lewisrag.eval.judges import Verdict
 from lewisrag.eval.statements import strip_citations
 from lewisrag.scoring.retrieval import hit_at_k, recall_at_k  # noqa: F401  (the retrieval layer's scores)
@@ -43,6 +43,7 @@ class Support:
 
 def join_contexts(contexts: Sequence[str]) -> str:
     """All retrieved contexts as one premise, joined with newlines as ragas does."""
+    check_texts(contexts, "contexts")  # a str joined its characters: "x y" became "x\n \ny"
     return "\n".join(contexts)
 
 
@@ -56,8 +57,10 @@ def share(verdicts: Sequence[Verdict]) -> float:
     return sum(decided) / len(decided) if decided else NAN
 
 
-def count_support(premise: str, hypotheses: Sequence[str], judge) -> Support:
-    """Judge every hypothesis against one premise in a single batched judge call."""
+def count_support(premise: str, hypotheses: Sequence[str], judge, name: str = "hypotheses") -> Support:
+    """Judge every hypothesis against one premise in a single batched judge call; `name` names
+    `hypotheses` in the error a str or a non-string item raises (a str was judged letter by letter)."""
+    check_texts(hypotheses, name)
     verdicts = judge.judge([(premise, h) for h in hypotheses]) if hypotheses else []
     if len(verdicts) != len(hypotheses):
         raise ValueError(f"judge returned {len(verdicts)} verdicts for {len(hypotheses)} pairs")
@@ -78,7 +81,7 @@ def faithfulness(statements: list[str], contexts: list[str], judge) -> float:
     >>> faithfulness([], ["登录失败返回 422。"], judge)
     nan
     """
-    return count_support(join_contexts(contexts), statements, judge).score
+    return count_support(join_contexts(contexts), statements, judge, "statements").score
 
 
 def context_recall(reference_statements: list[str], contexts: list[str], judge) -> float:
@@ -93,7 +96,7 @@ def context_recall(reference_statements: list[str], contexts: list[str], judge) 
     >>> context_recall(["returns 422"], ["login returns 422"], judge)
     1.0
     """
-    return count_support(join_contexts(contexts), reference_statements, judge).score
+    return count_support(join_contexts(contexts), reference_statements, judge, "reference_statements").score
 
 
 def answer_completeness(reference_statements: list[str], answer: str, judge) -> float:
@@ -108,7 +111,9 @@ def answer_completeness(reference_statements: list[str], answer: str, judge) -> 
     >>> answer_completeness(["returns 422", "is invalid"], "It returns 422.", judge)
     0.5
     """
-    return count_support(answer, reference_statements, judge).score
+    if not isinstance(answer, str):  # a list premise would be judged by list membership
+        raise TypeError(f"answer: expected a string, got {answer!r}")
+    return count_support(answer, reference_statements, judge, "reference_statements").score
 
 
 def answer_relevancy(
@@ -255,11 +260,32 @@ def citation_quality_detail(statements: list[tuple[str, list[str]]], docs: dict[
     At most three batched judge calls: the joint check of every statement, then the single-citation
     checks of multi-citation statements, then the leave-one-out checks of those that failed alone.
     """
+    _check_cited(statements, docs)
     if convention == "alce":
         return _alce_detail(statements, docs, judge)
     if convention != "lewisrag":
         raise ValueError(f"convention must be one of {CONVENTIONS}, got {convention!r}")
     return _lewisrag_detail(statements, docs, judge)
+
+
+def _check_cited(statements: list[tuple[str, list[str]]], docs: dict[str, str]) -> None:
+    """A TypeError naming the argument, before any judge call: a str statement was unpacked as (text,
+    ids) ("a1" as "a" citing "1"), a str of ids cited each character, an int id failed in a join."""
+    if not isinstance(statements, (list, tuple)):
+        raise TypeError(f"statements: expected a list of (text, cited ids) pairs, got {statements!r}")
+    if not isinstance(docs, Mapping):
+        raise TypeError(f"docs: expected a dict of id -> text, got {docs!r}")
+    for key, text in docs.items():
+        if not isinstance(text, str):
+            raise TypeError(f"docs[{key!r}]: expected a string, got {text!r}")
+    for i, pair in enumerate(statements):
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            raise TypeError(f"statements[{i}]: expected a (text, cited ids) pair, got {pair!r}")
+        text, ids = pair
+        if not isinstance(text, str):
+            raise TypeError(f"statements[{i}][0]: expected a string, got {text!r}")
+        if not isinstance(ids, (list, tuple)) or not all(isinstance(x, str) for x in ids):
+            check_texts(ids, f"statements[{i}][1]")  # raises, naming the entry
 
 
 def _lewisrag_detail(statements: list[tuple[str, list[str]]], docs: dict[str, str], judge) -> dict:

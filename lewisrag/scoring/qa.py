@@ -126,8 +126,10 @@ def answer_tokens(text: str) -> list[str]:
 
 
 def _check_answers(answers: Sequence[str], name: str) -> None:
-    # every item: a None among the answers raised AttributeError, or scored 1.0 where an earlier one matched
-    if isinstance(answers, str | bytes) or not answers or not all(isinstance(a, str) for a in answers):
+    # a list or tuple only: a str is a list of its characters, and a generator was used up by this check,
+    # leaving exact_match 0.0 and max() over nothing; refused rather than copied, so every metric reads
+    # `answers` as given. Every item: a None raised AttributeError, or scored 1.0 where an earlier one matched
+    if not isinstance(answers, list | tuple) or not answers or not all(isinstance(a, str) for a in answers):
         raise ValueError(f"{name} must be a non-empty list of strings, got {answers!r}")
 
 

@@ -1,8 +1,11 @@
-"""Argument checks shared by the statistics: a confidence level, paired inputs."""
+"""Argument checks shared by the statistics: a confidence level, paired inputs, counts, right/wrong marks."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from numbers import Integral
+
+import numpy as np
 
 
 def check_confidence(confidence: float) -> None:
@@ -13,3 +16,30 @@ def check_confidence(confidence: float) -> None:
 def check_paired(a: Sequence, b: Sequence, what: str) -> None:
     if len(a) != len(b):
         raise ValueError(f"{what}: paired inputs must have the same length, got {len(a)} and {len(b)}")
+
+
+def check_count(value, name: str) -> None:
+    """`value` is a whole count: an int or a numpy integer, not a bool (True is no count) nor a float
+    (1.5 or inf questions gave an interval, (1, inf) the interval (0, 0))."""
+    if isinstance(value, bool) or not isinstance(value, Integral):  # numpy integers are Integral
+        raise ValueError(f"{name}: expected an integer count, got {value!r}")
+
+
+def check_marks(marks: Sequence, name: str) -> None:
+    """Every entry of `marks` says right or wrong: True/False (numpy's too), or the ints 1/0.
+
+    Anything else was cast with bool(): NaN and "False" counted as right, 0.4 as right, None as
+    wrong, and a str was taken for a list of its characters. 1 and 0 stay: they are the usual
+    encoding of a right/wrong label (a CSV column, a numpy int array), and mean nothing else; a
+    float score (0.4) must be cut by the caller, who knows where the cut lies.
+    """
+    if isinstance(marks, str | bytes):
+        raise ValueError(f"{name}: expected a list of True or False, got the string {marks!r}")
+    for i, x in enumerate(marks):
+        if not is_mark(x):
+            raise ValueError(f"{name}[{i}]: expected True or False, got {x!r}")
+
+
+def is_mark(x) -> bool:
+    """True or False (numpy's too), or the int 1 or 0."""
+    return x is True or x is False or isinstance(x, np.bool_) or (isinstance(x, (int, np.integer)) and x in (0, 1))

@@ -11,9 +11,9 @@ import numpy as np
 def score_distribution(scores: Sequence[float | None], bins: int = 10) -> dict:
     """Question-level summary of one metric: the mean alone hides how the failures are spread.
 
-    None and NaN are counted in "nan" and left out of everything else; "n" counts the rest. With
-    n == 0 the statistics are None (JSON null). The histogram spans [0, 1] unless scores fall
-    outside it (answer relevancy can be negative).
+    None and NaN are counted in "nan" and left out of everything else; "n" counts the rest; ±inf is
+    a ValueError (no metric gives it). With n == 0 the statistics are None (JSON null). The
+    histogram spans [0, 1] unless scores fall outside it (answer relevancy can be negative).
 
     >>> d = score_distribution([1.0] * 95 + [0.0] * 5)             # situation A
     >>> d["mean"], d["share_below_1"], d["share_below_0.5"]
@@ -23,6 +23,12 @@ def score_distribution(scores: Sequence[float | None], bins: int = 10) -> dict:
     (100, 1, 0.95, 1.0, 0.0)
     """
     values = np.array([math.nan if s is None else float(s) for s in scores], dtype=float)
+    # NaN is a score that could not be computed; ±inf is no score any metric gives (each is bounded),
+    # so it is a fault upstream, and it failed inside np.histogram with a message naming neither
+    infinite = np.flatnonzero(np.isinf(values))
+    if infinite.size:
+        i = int(infinite[0])
+        raise ValueError(f"scores[{i}]: expected a finite number, None or NaN, got {float(values[i])}")
     finite = values[~np.isnan(values)]
     n, n_nan = int(finite.size), int(values.size - finite.size)
     if n == 0:

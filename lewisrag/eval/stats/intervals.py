@@ -18,7 +18,7 @@ The reference chapter's numbers (docs/architecture.md, docs/statistics.md), chec
 
 from __future__ import annotations
 
-from lewisrag.eval.stats.checks import check_confidence
+from lewisrag.eval.stats.checks import check_confidence, check_count
 
 
 def proportion_interval(
@@ -29,7 +29,8 @@ def proportion_interval(
     method: "wilson" (score interval) or "exact" (Clopper–Pearson, from the beta distribution).
     side: "two" for a two-sided interval at `confidence`; "upper" for the one-sided upper bound at
     `confidence`, returned as `(0.0, upper)` — the number a gate like "rate ≤ 5%" must compare.
-    With `n == 0` nothing is known and the interval is `(0.0, 1.0)`.
+    With `n == 0` nothing is known and the interval is `(0.0, 1.0)`. `k` and `n` are integers (numpy's
+    too); a float or a bool is a ValueError.
 
     >>> proportion_interval(0, 0)
     (0.0, 1.0)
@@ -38,6 +39,8 @@ def proportion_interval(
     from statsmodels.stats.proportion import proportion_confint
 
     check_confidence(confidence)
+    check_count(k, "k")
+    check_count(n, "n")
     if n < 0 or not 0 <= k <= n:
         raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
     if method not in ("wilson", "exact"):

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from lewisrag.eval.stats.checks import check_confidence, check_paired
+from lewisrag.eval.stats.checks import check_confidence, check_marks, check_paired
 
 
 def mcnemar(
@@ -19,7 +19,8 @@ def mcnemar(
     method: "exact" (binomial test of b against Binomial(b + c, 1/2)), "chi2" (chi-square with
     continuity correction), or "auto" (exact below 25 discordant pairs, chi-square above).
     alternative: "two-sided", "greater" (B is worse: b > c) or "less" (B is better); one-sided
-    tests are exact.
+    tests are exact. Each entry is True or False (numpy's too) or the int 1 or 0; anything else is
+    a ValueError naming it.
 
     >>> r = mcnemar([True] * 5 + [False] * 5, [False] * 5 + [False] * 5)
     >>> r["b"], r["c"], r["pvalue"]                       # 2 * 0.5**5
@@ -31,6 +32,8 @@ def mcnemar(
     from scipy.stats import binomtest, chi2
 
     check_paired(a_correct, b_correct, "mcnemar")
+    check_marks(a_correct, "a_correct")
+    check_marks(b_correct, "b_correct")
     if method not in ("exact", "chi2", "auto"):
         raise ValueError(f"method must be 'exact', 'chi2' or 'auto', got {method!r}")
     if alternative not in ("two-sided", "greater", "less"):
