@@ -112,11 +112,17 @@ def upper_bound(count: float, n: int, confidence: float, method: str) -> float:
 
 def mean_interval(scores, n_resamples: int = 10000, seed: int = 0, confidence: float = 0.95) -> dict:
     """Percentile bootstrap interval of the mean of `scores` (scipy.stats.bootstrap), NaN scores
-    left out and counted: {"n", "nan", "mean", "low", "high"}; NaN bounds when no score is left.
+    left out and counted: {"n", "nan", "mean", "low", "high"}; NaN bounds when fewer than two
+    scores are left: one score bounds nothing (its resamples are all itself, and [x, x] read as
+    certainty). Identical scores still give [x, x], what the bootstrap says of them: it sees no
+    spread, and is overconfident on few questions (docs/statistics.md).
 
     >>> r = mean_interval([1.0, 1.0, float("nan")])
     >>> r["n"], r["nan"], r["mean"], r["low"], r["high"]
     (2, 1, 1.0, 1.0, 1.0)
+    >>> r = mean_interval([0.5])
+    >>> r["n"], r["mean"], r["low"], r["high"]
+    (1, 0.5, nan, nan)
     """
     import math
 
@@ -128,10 +134,10 @@ def mean_interval(scores, n_resamples: int = 10000, seed: int = 0, confidence: f
     keep = ~np.isnan(x)
     out = {"n": int(keep.sum()), "nan": int((~keep).sum())}
     values = x[keep]
-    if values.size == 0:
-        return out | {"mean": math.nan, "low": math.nan, "high": math.nan}
-    mean = float(values.mean())
-    if values.size == 1 or np.all(values == values[0]):  # every resample has the same mean
+    mean = float(values.mean()) if values.size else math.nan
+    if values.size < 2:
+        return out | {"mean": mean, "low": math.nan, "high": math.nan}
+    if np.all(values == values[0]):  # every resample has the same mean
         return out | {"mean": mean, "low": mean, "high": mean}
     res = bootstrap((values,), np.mean, n_resamples=n_resamples, confidence_level=confidence, method="percentile",
                     rng=np.random.default_rng(seed), batch=1000)
