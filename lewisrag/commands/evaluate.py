@@ -120,11 +120,24 @@ def answers(
         typer.echo(f"note: --judge {judge} decided {judged - undecided} of the {judged} statements of the answers; "
                    f"the {undecided} undecided are left out of faithfulness (the first: {first['reason']}; each with its "
                    "reason in results.json)", err=True)
+    _note_unmatched_gold(records, file)
     report, page = render_results(data, lang), render_report_html(page_data_from_results(data, lang=lang))
     exported = {EXPORTS[export]: list(ragas_rows(records, data["records"]))} if export else {}
     extra = _write_run(out, overwrite, config, results, report, page, exported, lang)
     _show_answers(data, the_judge, as_json, lang)
     _ui.console.print(f"wrote {out}/results.json, report.md, report.html, config.json" + "".join(", " + p for p in extra))
+
+
+def _note_unmatched_gold(records, file: Path) -> None:
+    """Records with gold_passage_ids whose retrieved_contexts are plain strings have no ids to match:
+    their recall@k is NaN, counted in the aggregates' rows, and said here rather than only in each
+    record's nan_reasons (recall@k vanished from the tables when no record could be measured)."""
+    gold = [r for r in records if r.gold_passage_ids and r.category != "not_in_kb"]
+    plain = sum(not r.has_context_ids for r in gold)
+    if plain:
+        typer.echo(f"note: recall@k not measured on {plain} of the {len(gold)} records of {file} with gold_passage_ids: "
+                   "their retrieved_contexts are plain strings, without ids to match (give each context an id, or "
+                   "retrieved_context_ids); counted as NaN", err=True)
 
 
 def _check_endpoint(judge) -> None:
@@ -159,31 +172,39 @@ def _show_answers(results: dict, judge, as_json: bool, lang: str = "en") -> None
     from lewisrag.eval.reports.claims import claim_columns, table_rows
     from lewisrag.eval.reports.distributions import metric_label
     from lewisrag.eval.reports.i18n import messages
+    from lewisrag.eval.reports.markdown import count_columns
 
     agg = results["aggregates"]
     if as_json:
         _ui.print_json(agg)
         return
     t = messages(lang)
+    systems = agg.get("by_system") or {}  # several systems: each apart, as the pooled means would mix them
     keys = [m for m in ("faithfulness", "context_recall", "answer_completeness", "answer_relevancy", "on_topic_rate",
                         "citation_recall", "citation_precision", "exact_match", "f1", "rougeL") if agg[m]["n"]]
     keys += [k for k in agg if k.startswith("recall_at_k@")]
-    rows = [[metric_label(m, t), agg[m]["n"], agg[m]["nan"], agg[m]["mean"], agg[m]["share_below_1"], agg[m]["share_below_0.5"]]
-            for m in keys]
-    _ui.out.print(_ui.table(t("cli.eval.metrics"), [t("col.metric"), "n", t("cli.col.null"), t("cli.col.mean"),
-                                                    t("cli.col.share_below_1"), t("cli.col.share_below_0.5")], rows))
+    columns = [t("col.metric"), "n", t("cli.col.null"), t("cli.col.mean"), t("cli.col.share_below_1"), t("cli.col.share_below_0.5")]
+    if systems:
+        _ui.out.print(t("cli.eval.systems", n=len(systems), names=t.join(systems, "sep.enum")))
+    for name, mine in (systems or {None: agg}).items():
+        rows = [[metric_label(m, t), d["n"], d["nan"], d["mean"], d["share_below_1"], d["share_below_0.5"]]
+                for m in keys if (d := mine.get(m))]  # a system without gold ids has no recall@k
+        _ui.out.print(_ui.table(t("cli.eval.metrics_of", system=name) if systems else t("cli.eval.metrics"), columns, rows))
     columns = claim_columns(agg)
     if columns:
         _ui.out.print(_ui.table(t("cli.eval.claims", pct=f"{CLAIM_CONFIDENCE:.0%}"),
                                 [t("col.metric"), *(t("cl.column.all") if c == "all" else c for c in columns)],
                                 table_rows(columns, lang)))
-    counts = agg["primary_cause_counts"]
-    _ui.out.print(_ui.table(t("bh.col.primary"), [t("col.layer"), t("col.questions")],
-                            [[_layer(k, t), v] for k, v in counts.items()]))
-    _ui.out.print(_ui.table(t("cli.eval.citations"), [t("col.status"), t("col.sentences")],
-                            [[k, v] for k, v in agg["citation_status_counts"].items()]))
+    columns, rows = count_columns(agg, "primary_cause_counts", list(agg["primary_cause_counts"]), t("col.questions"), t)
+    _ui.out.print(_ui.table(t("bh.col.primary"), [t("col.layer"), *columns], [[_layer(k, t), *c] for k, *c in rows]))
+    columns, rows = count_columns(agg, "citation_status_counts", list(agg["citation_status_counts"]), t("col.sentences"), t)
+    _ui.out.print(_ui.table(t("cli.eval.citations"), [t("col.status"), *columns], rows))
     nik = agg["not_in_kb"]
-    _ui.out.print(t("cli.eval.nik", refused=nik["refused"], n=nik["n"]))
+    if systems:
+        each = t.join(f"{name} {mine['not_in_kb']['refused']}/{mine['not_in_kb']['n']}" for name, mine in systems.items())
+        _ui.out.print(t("cli.eval.nik_systems", refused=nik["refused"], n=nik["n"], systems=each))
+    else:
+        _ui.out.print(t("cli.eval.nik", refused=nik["refused"], n=nik["n"]))
     usage = getattr(judge, "usage", None)
     if usage:
         _ui.out.print(f"judge calls {usage['calls']}, cache hits {usage['cache_hits']}, retries {usage['retries']}, "

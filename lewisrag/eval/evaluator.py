@@ -21,7 +21,8 @@ claim check under `claims.checks`; `claims.contradictions` counts contradicted c
 check has a label (`lewisrag.eval.claims.contradictions`).
 
 `not_in_kb` records are judged on refusal alone: their metrics are null with a reason, and they
-enter no mean. Everything NaN is written as null with its reason under "nan_reasons".
+enter no mean. Everything NaN is written as null with its reason under "nan_reasons". Records of
+several systems are aggregated per system as well as pooled (`aggregate`'s "by_system").
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ NOT_IN_KB_REASON = "not_in_kb: judged on refusal only, never averaged"
 NO_REFERENCE_REASON = "no reference answer, reference statements or reference claims"
 CLAIM_CONFIDENCE = 0.95  # level of the bootstrap interval of each claim diagnostic's mean
 CLAIM_RESAMPLES = 10_000  # bootstrap resamples (seed 0: the same run gives the same interval)
+NO_SYSTEM = "(no system)"  # the aggregates' name for the records that give no system (`aggregate`'s by_system)
 EMBEDDER_MAX_LENGTH = 256  # tokens of a question the answer-relevancy embedder reads (`metrics.load_embedder`)
 # what `metrics.load_embedder` reads of an embedder folder besides its *.safetensors: what its fingerprint covers
 EMBEDDER_FILES = frozenset({"config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
@@ -345,7 +347,7 @@ def evaluate_answers(records: Sequence[AnswerRecord], judge, cfg: EvalConfig = E
     config = config if config is not None else {"splitter": cfg.splitter, "ks": list(cfg.ks), "thresholds": asdict(cfg.thresholds),
                                                 "claims": cfg.claims, "claim_extractor": cfg.claim_extractor}
     return Results(Producer.here("eval"), config, [QuestionRecord.of(r) for r in out], judge_info(judge), splitter,
-                   aggregate(out), embedder=embedder if embed is not None else None)
+                   aggregate(out, cfg.ks), embedder=embedder if embed is not None else None)
 
 
 def judge_info(judge) -> dict:
@@ -373,14 +375,31 @@ def embedder_info(path: str | Path) -> dict:
     return {"name": Path(path).resolve().name, "fingerprint": h.hexdigest()}
 
 
-def aggregate(records: list[dict]) -> dict:
+def aggregate(records: list[dict], ks: Sequence[int] | None = None) -> dict:
     """Score distributions per metric over answerable records; not_in_kb counted apart. The claim
-    diagnostics, where the records have them, carry a bootstrap interval of the mean as well."""
+    diagnostics, where the records have them, carry a bootstrap interval of the mean as well.
+
+    `ks` are the run's recall@k cut-offs: each has its row wherever a record has gold passage ids,
+    measured or not (contexts without ids: n 0, its NaN counted); None takes the cut-offs the
+    records' scores hold. Records of more than one system (those naming none are the group
+    NO_SYSTEM) get the same aggregates per system under "by_system": pooled, a perfect system and a
+    broken one read as one mediocre system.
+    """
+    agg = _aggregate(records, ks)
+    systems: dict[str, list[dict]] = {}
+    for r in records:
+        systems.setdefault(NO_SYSTEM if r.get("system") is None else r["system"], []).append(r)
+    if len(systems) > 1:
+        agg["by_system"] = {s: _aggregate(systems[s], ks) for s in sorted(systems)}
+    return agg
+
+
+def _aggregate(records: list[dict], ks: Sequence[int] | None) -> dict:
     scored = [r for r in records if r.get("category") != "not_in_kb"]
     agg: dict = {m: stats.score_distribution([r["metrics"].get(m) for r in scored]) for m in METRICS}
     agg.update(claim_aggregates(scored))
-    ks = sorted({k for r in scored for k in (r["metrics"].get("recall_at_k") or {})}, key=int)
-    for k in ks:
+    asked = {str(k) for k in ks or ()} if any(r.get("gold_passage_ids") for r in scored) else set()
+    for k in sorted(asked | {k for r in scored for k in (r["metrics"].get("recall_at_k") or {})}, key=int):
         agg[f"recall_at_k@{k}"] = stats.score_distribution([(r["metrics"].get("recall_at_k") or {}).get(k) for r in scored])
     agg["citation_status_counts"] = citations.status_counts(
         citations.Check(c["status"], c["detail"]) for r in records for c in r["citation_checks"])
@@ -388,13 +407,6 @@ def aggregate(records: list[dict]) -> dict:
     agg["not_in_kb"] = {"n": len(nik), "refused": sum(r["refused"] for r in nik),
                         "not_refused_ids": [r["id"] for r in nik if not r["refused"]]}
     agg["primary_cause_counts"] = dict(Counter(r["diagnosis"]["primary"] or "none" for r in records))
-    systems = sorted({r["system"] for r in records if r["system"] is not None})
-    if len(systems) > 1:
-        agg["by_system"] = {}
-        for s in systems:
-            mine = [r for r in scored if r["system"] == s]
-            agg["by_system"][s] = {m: stats.score_distribution([r["metrics"].get(m) for r in mine]) for m in METRICS}
-            agg["by_system"][s].update(claim_aggregates(mine))
     return agg
 
 
@@ -415,7 +427,7 @@ def claim_aggregates(records: list[dict]) -> dict:
 
 def mean_interval(scores: Sequence[float | None], confidence: float = CLAIM_CONFIDENCE) -> dict:
     """The percentile bootstrap interval of the mean of the scores that are not None or NaN (nulls
-    when there are none).
+    when fewer than two: `stats.mean_interval`).
 
     >>> mean_interval([1.0, 1.0, None])
     {'low': 1.0, 'high': 1.0, 'confidence': 0.95, 'method': 'percentile bootstrap'}
@@ -468,4 +480,4 @@ def evaluate_bughunt(sample, judge=None, cfg: EvalConfig = EvalConfig()) -> Resu
                 "rule_checker": {"table": rule_checker_table(sample), "rows": rule_checker_rows(sample)}}
     # records: the evaluator's, plus each preset's name, description, expected_primary and granularity
     return Results(Producer.here("bughunt"), None, [QuestionRecord.of(a) for a in answers], judge_info(judge),
-                   result["splitter"], aggregate(answers), sections)
+                   result["splitter"], aggregate(answers, cfg.ks), sections)

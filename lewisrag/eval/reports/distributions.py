@@ -32,7 +32,10 @@ def _num(x) -> str:
     return "-" if x is None else f"{x:.3f}"
 
 
-def distribution_markdown(aggregates: dict, confidence: float = 0.95, title: str | None = None, lang: str = "en") -> str:
+CONFIDENCE = 0.95  # of the one-sided upper bounds the tables give each share
+
+
+def distribution_markdown(aggregates: dict, confidence: float = CONFIDENCE, title: str | None = None, lang: str = "en") -> str:
     """A markdown section from results.json's "aggregates": one row per metric, then not_in_kb.
 
     Only entries shaped like `stats.score_distribution` output are metric rows; the claim diagnostics
@@ -42,8 +45,16 @@ def distribution_markdown(aggregates: dict, confidence: float = 0.95, title: str
     | faithfulness | 100 | 0 | 0.950 | 1.000 | 5.0% (≤ 9.9%) | 5.0% (≤ 9.9%) |
     """
     t = messages(lang)
-    pct = f"{confidence:.0%}"
-    lines = [f"## {title or t('dist.title')}", "", t("dist.intro", pct=pct), "", t("dist.cols"), "|---|---:|---:|---:|---:|---:|---:|"]
+    lines = [f"## {title or t('dist.title')}", "", t("dist.intro", pct=f"{confidence:.0%}"), "",
+             *distribution_table(aggregates, confidence, lang)]
+    return "\n".join(lines) + "\n"
+
+
+def distribution_table(aggregates: dict, confidence: float = CONFIDENCE, lang: str = "en") -> list[str]:
+    """`distribution_markdown`'s table and not_in_kb line, without its heading: the lines of one
+    system's section in a report of several."""
+    t = messages(lang)
+    lines = [t("dist.cols"), "|---|---:|---:|---:|---:|---:|---:|"]
     for name, d in aggregates.items():
         if isinstance(d, dict) and "share_below_1" in d and not name.startswith(CLAIMS_PREFIX):
             lines.append(f"| {metric_label(name, t)} | {d['n']} | {d.get('nan', 0)} | {_num(d['mean'])} | {_num(d.get('median'))} | "
@@ -51,7 +62,7 @@ def distribution_markdown(aggregates: dict, confidence: float = 0.95, title: str
     nkb = aggregates.get("not_in_kb")
     if isinstance(nkb, dict) and nkb.get("n"):
         lines += ["", t("dist.not_in_kb", refused=nkb.get("refused", 0), n=nkb["n"])]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def metric_label(name: str, t) -> str:

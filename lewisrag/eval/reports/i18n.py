@@ -59,6 +59,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "col.statement": ("statement", "陈述"),
     "col.status": ("status", "状态"),
     "col.sentences": ("sentences", "句数"),
+    "col.of_system": ("{what}: {system}", "{what}：{system}"),  # a count column of one system's answers
     "system.rag_token": ("RAG-Token", "RAG-Token"),
     "system.rag_sequence": ("RAG-Sequence", "RAG-Sequence"),
     "system.closed_book": ("BART (closed book)", "BART（闭卷）"),
@@ -324,6 +325,9 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "md.judge_model": (", model {model}", "，模型 {model}"),
     "md.splitter": ("- splitter: {name} version {version}", "- 拆分器：{name}，版本 {version}"),
     "md.records": ("- records: {n} ({nik} not_in_kb, asserted apart)", "- 记录：{n} 条（其中 {nik} 条是知识库里没有的题目，单独断言）"),
+    "md.systems": ("- systems: {n} in this file, each reported apart below (results.json: aggregates.by_system; the pooled "
+                   "aggregates beside it mix them): {names}",
+                   "- 系统：这个文件里有 {n} 个，下面分别报告（results.json：aggregates.by_system；旁边的总体汇总把它们混在一起）：{names}"),
     "md.null": ("null = could not be computed (see each record's nan_reasons).", "null = 无法计算（原因见每条记录的 nan_reasons）。"),
     "md.layers.h": ("## Layers per question", "## 逐题分层"),
     "md.layers.note": ("Primary cause in **bold**; later failing layers are its consequences.",
@@ -424,6 +428,11 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "cli.eval.claims": ("claim-level diagnostics (mean [{pct} interval] n)", "陈述级诊断（均值 [{pct} 区间] n）"),
     "cli.eval.citations": ("citation rule checks", "引用规则核对"),
     "cli.eval.nik": ("not_in_kb: {refused}/{n} refused", "知识库里没有的题目：{n} 道中 {refused} 道拒答"),
+    "cli.eval.nik_systems": ("not_in_kb: {refused}/{n} refused; by system: {systems}",
+                             "知识库里没有的题目：{n} 道中 {refused} 道拒答；各系统：{systems}"),
+    "cli.eval.systems": ("{n} systems in one answers file, each scored apart below (--json: by_system): {names}",
+                         "一个回答文件里有 {n} 个系统，下面分别计分（--json：by_system）：{names}"),
+    "cli.eval.metrics_of": ("layered metrics (question level): {system}", "分层指标（题目级）：{system}"),
     "cli.bh.judge": ("judge: {name}", "裁判：{name}"),
     "cli.bh.answers": ("preset answers", "预设回答"),
     "cli.bh.note": ("Each sentence cites one document, so citation recall = precision: the reference chapter's citation "

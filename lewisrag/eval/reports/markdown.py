@@ -13,7 +13,7 @@ import re
 
 from lewisrag.eval.diagnose import LAYERS
 from lewisrag.eval.reports.claims import claim_columns, claims_markdown
-from lewisrag.eval.reports.distributions import distribution_markdown, situations_markdown
+from lewisrag.eval.reports.distributions import CONFIDENCE, distribution_markdown, distribution_table, situations_markdown
 from lewisrag.eval.reports.i18n import ENGLISH, Messages, messages
 
 LAYER_METRICS = (  # (layer, metric keys shown for it)
@@ -85,16 +85,19 @@ def _layer(t: Messages, layer: str) -> str:
 
 
 def render_results(results: dict, lang: str = "en") -> str:
-    """The run's report: header, distributions, claim-level diagnostics, layers, primary causes, citations, refusals."""
+    """The run's report: header, distributions, claim-level diagnostics, layers, primary causes, citations,
+    refusals. A run of several systems (`aggregates.by_system`) says so and shows each system apart."""
     t = messages(lang)
     judge, agg, recs = results["judge"], results["aggregates"], results["records"]
+    systems = agg.get("by_system") or {}
     out = [t("md.title"), "",
            t("md.judge", name=code(judge["name"]), fingerprint=code(judge["fingerprint"][:16]))
            + (t("md.judge_model", model=code(judge["model"])) if "model" in judge else ""),
            t("md.splitter", name=code(results["splitter"]["name"]), version=code(results["splitter"]["version"])),
-           t("md.records", n=len(recs), nik=agg["not_in_kb"]["n"]), "",
-           distribution_markdown(agg, title=t("dist.title_eval"), lang=lang).rstrip("\n"), "",
-           t("md.null")]
+           t("md.records", n=len(recs), nik=agg["not_in_kb"]["n"])]
+    if systems:
+        out.append(t("md.systems", n=len(systems), names=t.join(map(code, systems), "sep.enum")))
+    out += ["", *_distributions(agg, t), "", t("md.null")]
     claims = claims_markdown(claim_columns(agg), escape, lang=lang)
     out += ["", *claims] if claims else []
     out += ["", t("md.layers.h"), "", t("md.layers.note"), ""]
@@ -111,19 +114,55 @@ def render_results(results: dict, lang: str = "en") -> str:
         rows.append(cells)
     out += table(["id", t("col.system"), *(_layer(t, layer) for layer in LAYERS)], rows, t)
     counts = agg.get("primary_cause_counts", {})
-    out += ["", t("md.causes.h"), ""] + table([t("col.layer"), t("col.questions")],
-                                              [[_layer(t, k), counts.get(k, 0)] for k in (*LAYERS, "none") if counts.get(k)], t)
+    causes = [k for k in (*LAYERS, "none") if counts.get(k)]
+    columns, rows = count_columns(agg, "primary_cause_counts", causes, t("col.questions"), t, escape)
+    out += ["", t("md.causes.h"), ""] + table([t("col.layer"), *columns], [[_layer(t, k), *c] for k, *c in rows], t)
     out += ["", t("md.citations.h"), "", t("md.citations.note"), ""]
-    out += table([t("col.status"), t("col.sentences")], [[k, v] for k, v in agg["citation_status_counts"].items()], t)
+    columns, rows = count_columns(agg, "citation_status_counts", list(agg["citation_status_counts"]), t("col.sentences"), t, escape)
+    out += table([t("col.status"), *columns], rows, t)
     nik = agg["not_in_kb"]
     out += ["", t("md.nik.h"), "", t("md.nik.count", refused=nik["refused"], n=nik["n"])]
-    if nik["not_refused_ids"]:
-        out.append(t("md.nik.missed") + t.join((code(i) for i in nik["not_refused_ids"]), "sep.enum"))
+    for name, mine in systems.items():  # ids repeat across systems: each system names its own
+        line = f"- {code(name)}: " + t("md.nik.count", refused=mine["not_in_kb"]["refused"], n=mine["not_in_kb"]["n"])
+        out.append(line + (" " + _missed(mine["not_in_kb"], t) if mine["not_in_kb"]["not_refused_ids"] else ""))
+    if not systems and nik["not_refused_ids"]:
+        out.append(_missed(nik, t))
     out += ["", t("md.unsupported.h"), ""]
-    bad = [[r["id"], s["text"], t.text(s["reason"])] for r in recs for s in r["statements"] if s["supported"] is False]
-    out += table(["id", t("col.statement"), t("md.unsupported.reason")], bad, t) if bad else [t("md.none")]
+    bad = [[r["id"], *([r.get("system")] if systems else []), s["text"], t.text(s["reason"])]
+           for r in recs for s in r["statements"] if s["supported"] is False]
+    columns = ["id", *([t("col.system")] if systems else []), t("col.statement"), t("md.unsupported.reason")]
+    out += table(columns, bad, t) if bad else [t("md.none")]
     out += ["", situations_markdown(lang=lang).rstrip("\n")]
     return "\n".join(out) + "\n"
+
+
+def _missed(nik: dict, t: Messages) -> str:
+    return t("md.nik.missed") + t.join((code(i) for i in nik["not_refused_ids"]), "sep.enum")
+
+
+def _distributions(agg: dict, t: Messages) -> list[str]:
+    """The score distributions: the run's table, or one table per system when it held several."""
+    if "by_system" not in agg:
+        return distribution_markdown(agg, title=t("dist.title_eval"), lang=t.lang).rstrip("\n").split("\n")
+    out = [f"## {t('dist.title_eval')}", "", t("dist.intro", pct=f"{CONFIDENCE:.0%}")]
+    for name, mine in agg["by_system"].items():
+        out += ["", f"### {code(name)}", "", *distribution_table(mine, lang=t.lang)]
+    return out
+
+
+def count_columns(agg: dict, field: str, keys: list[str], what: str, t: Messages, name=str) -> tuple[list[str], list[list]]:
+    """The counts of `agg[field]` (primary causes, citation statuses) for `keys`: one column `what`, or
+    one per system when the run held several (`agg["by_system"]`, each system's name written by `name`).
+    Returns (the column names, the rows [key, count, ...]).
+
+    >>> count_columns({"c": {"x": 2}, "by_system": {"a": {"c": {"x": 2}}, "b": {"c": {}}}}, "c", ["x"], "n", ENGLISH)
+    (['n: a', 'n: b'], [['x', 2, 0]])
+    """
+    systems = agg.get("by_system")
+    if not systems:
+        return [what], [[k, agg[field].get(k, 0)] for k in keys]
+    return ([t("col.of_system", what=what, system=name(s)) for s in systems],
+            [[k, *(mine[field].get(k, 0) for mine in systems.values())] for k in keys])
 
 
 def render_bughunt(result: dict, lang: str = "en") -> str:
