@@ -79,3 +79,30 @@ def test_answers_the_atomic_splitter_could_not_decompose_count_as_undecided():
         _check_decided({"records": [failed, failed]}, "llm:x", "A")
     assert _check_decided({"records": [failed, decided]}, "llm:x", "A") == (1, 2)  # a note says so
     assert _check_decided({"records": [{**failed, "category": "not_in_kb"}, decided]}, "llm:x", "A") == (0, 1)
+
+
+def test_an_answer_decomposed_into_nothing_is_a_decomposer_failure(tmp_path):
+    """A decomposer that returned no statements for an answer that says something made faithfulness
+    vanish in silence, its reason "no statements in the answer"; a refusal decomposed into nothing is
+    what it says."""
+    import pytest
+
+    from lewisrag.commands.evaluate import _check_decided
+    from lewisrag.data.io import InputError
+    from lewisrag.eval.evaluator import EvalConfig, evaluate_answers
+    from lewisrag.eval.judges import FunctionJudge
+    from lewisrag.eval.records import read_answers
+
+    class EmptyDecomposer(FunctionJudge):
+        def decompose(self, text: str) -> list[str]:
+            return []
+
+    judge = EmptyDecomposer(lambda premise, hypothesis: hypothesis in premise)
+    refusal = {**ANSWERS[0], "id": "q2", "response": "I don't know."}
+    records = read_answers(write_jsonl(tmp_path / "a.jsonl", [ANSWERS[0], refusal]))
+    data = evaluate_answers(records, judge, EvalConfig(splitter="atomic")).to_json()
+    said, refused = data["records"]
+    assert said["nan_reasons"]["faithfulness"] == "decompose failed: the judge returned no statements for 2 sentences"
+    assert refused["nan_reasons"]["faithfulness"] == "no statements in the answer"
+    with pytest.raises(InputError, match="decided none of the 1 statements of A"):
+        _check_decided(data, "llm:x", "A")
