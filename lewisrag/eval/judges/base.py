@@ -60,20 +60,27 @@ class Verdict:
         return f"Verdict(supported={self.supported!r}, reason={self.reason!r}{more})"
 
 
+# every spelling parse_label reads as a label: whole words only, so that the prompt's own placeholder
+# echoed back ("entailment|neutral|contradiction") or "Entailment: no" is no verdict
+_LABEL_WORDS = {**dict.fromkeys(("entailment", "entailed", "entails", "entail"), "entailment"),
+                "neutral": "neutral",
+                **dict.fromkeys(("contradiction", "contradicted", "contradicts", "contradict", "contradictory"),
+                                "contradiction")}
+
+
 def parse_label(value) -> str | None:
-    """A three-way label from a judge's or a human's spelling, or None if it is none of them.
+    """A three-way label from a judge's or a human's spelling, or None if it is none of them: one whole
+    label word, whatever its case and the whitespace, quotes, "." and "!" around it. Anything else
+    (several labels, more words) is None, never a guess.
 
     >>> [parse_label(x) for x in ("Entailment", " contradiction.", "NEUTRAL", "entailed", "maybe", 1)]
     ['entailment', 'contradiction', 'neutral', 'entailment', None, None]
+    >>> [parse_label(x) for x in ("entailment|neutral|contradiction", "Entailment: no", "entailments", "not entailed")]
+    [None, None, None, None]
     """
     if not isinstance(value, str):
         return None
-    word = value.strip().strip(".!\"'`").lower()
-    if word.startswith("entail"):  # entailment, entailed, entails
-        return "entailment"
-    if word.startswith("contradict"):  # contradiction, contradicted, contradicts
-        return "contradiction"
-    return "neutral" if word == "neutral" else None
+    return _LABEL_WORDS.get(value.strip().strip(".!\"'`").strip().lower())
 
 
 def digest(*parts) -> str:

@@ -4,30 +4,34 @@ Statements that share a premise go out together in one request asking for `{"ver
 "label": "entailment", "reason": "..."}]}` (entailment, neutral or contradiction, RAGChecker's
 checker labels; supported iff entailment), so the faithfulness of one answer costs one call (ragas
 makes two). A verdict that gives only `"supported": true|false` keeps that binary verdict with no
-label; an unknown label, or a label and a `supported` that disagree, is a malformed verdict
-(undecided, with the reason). Requests run on a thread pool of `max_workers`, a semaphore holds
-every request in flight to that bound, transient faults (resets, timeouts, 429, 5xx, malformed
-bodies) are retried with bounded exponential backoff and jitter (all of which
-`lewisrag.chat_client.ChatClient` does), and `usage` token counts are summed into a cost estimate. A
-request that fails for good becomes Verdict(None, reason) or a JudgeError, never a crash. After a
-failure every request would repeat (HTTP 401/403, 404, a redirect) the client sends nothing more:
-the remaining requests fail at once with the same reason, and `run_error` gives the one-line error
-a command ends with (naming the base URL, never the key), as it does when no request got a reply.
+label; an unknown label (anything but one label word: `base.parse_label`), a `supported` that is not
+a JSON boolean, or a label and a `supported` that disagree, is a malformed verdict (undecided, with
+the reason). A reply with a verdict for an id outside 1..n, or two for one id, has lost the
+numbering: every statement of its batch is undecided, and none of it is cached. Requests run on a
+thread pool of `max_workers`, a semaphore holds every request in flight to that bound, transient
+faults (resets, timeouts, 429, 5xx, malformed bodies) are retried with bounded exponential backoff
+and jitter (all of which `lewisrag.chat_client.ChatClient` does), and `usage` token counts are
+summed into a cost estimate. A request that fails for good becomes Verdict(None, reason) or a
+JudgeError, never a crash. After a failure every request would repeat (HTTP 401/403, 404, a
+redirect) the client sends nothing more: the remaining requests fail at once with the same reason,
+and `run_error` gives the one-line error a command ends with (naming the base URL, never the key),
+as it does when no request got a reply.
 
 `extract_claims` asks for RAGChecker-style claims (RefChecker's triplet extraction: the text read as
 (subject, predicate, object) triplets, each written back as one short sentence), for the claim-level
 diagnostics when records carry no claims (`--claim-extractor llm`).
 
-Decided verdicts are cached on disk under sha256(judge name, model, params, prompt version, premise,
-hypothesis), with their three-way label (null when the reply gave none); undecided ones are not, so
-the next run asks again. Verdicts cached under an earlier prompt version have other keys and are
-never read; a cached entry without a "label" reads as unlabelled, one whose label is unknown or
-disagrees with its binary verdict as a miss. Claims are cached once their reply parses. The API key
-is sent in the Authorization header only: it is in no cache key, fingerprint, reason or result.
-Whatever the endpoint says is scrubbed of it (and of any Authorization/Bearer credential) twice: by
-the client on the reply's content, error bodies and exception messages, and here on every string
-decoded from the content's JSON, since JSON can spell the key with \\u escapes. Cache hits are
-scrubbed too, for caches written before scrubbing existed.
+Decided verdicts are cached on disk under sha256(judge name, model, params, prompt version, verdicts
+version, premise, hypothesis), with their three-way label (null when the reply gave none); undecided
+ones are not, so the next run asks again. Verdicts cached under an earlier prompt or verdicts
+version (`VERDICTS_VERSION`: how a reply is read) have other keys and are never read; a cached entry
+without a "label" reads as unlabelled, one whose label is unknown or disagrees with its binary
+verdict as a miss. Claims are cached once their reply parses. The API key is sent in the
+Authorization header only: it is in no cache key, fingerprint, reason or result. Whatever the
+endpoint says is scrubbed of it (and of any Authorization/Bearer credential) twice: by the client on
+the reply's content, error bodies and exception messages, and here on every string decoded from the
+content's JSON, since JSON can spell the key with \\u escapes. Cache hits are scrubbed too, for
+caches written before scrubbing existed.
 """
 
 from __future__ import annotations
@@ -44,6 +48,15 @@ from lewisrag.eval.judges.base import DEFAULT_CACHE_DIR, LABELS, DiskCache, Verd
 # Bump whenever a prompt below or the cached layout changes: it changes scores and cache keys.
 # 2: three-way labels (entailment / neutral / contradiction) and claim extraction.
 PROMPT_VERSION = "lewisrag-judge-2"
+# Bump whenever the reading of a verdicts reply changes (parse_verdicts, _verdict, base.parse_label):
+# the same reply then gives other verdicts, so this is in the fingerprint and in the verdicts' cache
+# keys, and verdicts read by the old rules are neither reused nor compared as the same judge's. Its
+# own number, not PROMPT_VERSION's: the prompts did not change, and the decompose, claims and
+# questions replies, read as before, keep their cache.
+# 2: strict replies. Before (unnumbered) "entailment|neutral|contradiction" or "Entailment: no" read
+# as entailment, "supported": "false" beside it as supported, ids outside 1..n were dropped (verdicts
+# landing on the wrong statements) and the last of two verdicts for one id won; all of it cached.
+VERDICTS_VERSION = "lewisrag-verdicts-2"
 
 SYSTEM_JUDGE = (
     "You check statements against evidence, using the evidence alone and not your own knowledge. "
@@ -166,6 +179,8 @@ def parse_verdicts(content: str, n: int) -> list[Verdict]:
     [Verdict(supported=True, reason='stated')]
     >>> parse_verdicts("yes", 1)[0].reason
     'malformed reply: not JSON'
+    >>> parse_verdicts('{"verdicts": [{"id": 0, "label": "entailment"}, {"id": 1, "label": "neutral"}]}', 2)[1].reason
+    'malformed reply: a verdict for statement 0, but the statements are 1..2'
     """
     try:
         data = _loads(content)
@@ -176,14 +191,29 @@ def parse_verdicts(content: str, n: int) -> list[Verdict]:
         return [Verdict(None, "malformed reply: no 'verdicts' list")] * n
     found: dict[int, Verdict] = {}
     for item in items:
-        if isinstance(item, dict) and (i := _id(item.get("id"))) is not None and 1 <= i <= n:
-            found[i] = _verdict(item)
+        if not isinstance(item, dict) or (i := _id(item.get("id"))) is None:
+            continue
+        # An id outside 1..n or given twice means the reply's numbering cannot be trusted (numbered from
+        # 0, or 1, 1, 2 for three statements): its other verdicts may sit on the wrong statements, so
+        # none of the batch is decided, and nothing of it cached.
+        if not 1 <= i <= n:
+            return [Verdict(None, f"malformed reply: a verdict for statement {i}, but the statements are 1..{n}")] * n
+        if i in found:
+            return [Verdict(None, f"malformed reply: more than one verdict for statement {i}")] * n
+        found[i] = _verdict(item)
     return [found.get(i, Verdict(None, f"no verdict for statement {i} in the reply")) for i in range(1, n + 1)]
 
 
 def _verdict(item: dict) -> Verdict:
-    """One reply item: the label decides; `supported` alone gives a binary verdict; both must agree."""
+    """One reply item: the label decides; `supported` alone gives a binary verdict; both must agree,
+    and a `supported` given must be a JSON boolean ("false", a string, is no answer to read either way).
+
+    >>> _verdict({"label": "entailment", "supported": "false"}).reason
+    "malformed verdict: supported='false' (expected true or false)"
+    """
     raw, sup, reason = item.get("label"), item.get("supported"), str(item.get("reason", ""))
+    if "supported" in item and not isinstance(sup, bool):
+        return Verdict(None, f"malformed verdict: supported={sup!r} (expected true or false)")
     if raw is None:
         if isinstance(sup, bool):
             return Verdict(sup, reason)
@@ -288,7 +318,7 @@ class LLMJudge:
 
     @property
     def fingerprint(self) -> str:
-        return digest("LLMJudge", self.model, self.params, PROMPT_VERSION)
+        return digest("LLMJudge", self.model, self.params, PROMPT_VERSION, VERDICTS_VERSION)
 
     @property
     def cost(self) -> float:
@@ -304,7 +334,7 @@ class LLMJudge:
         """This judge's settings, usage and cost, for logs (no URL, no key); results.json records
         the same through `evaluator.judge_info`."""
         return {"model": self.model, "params": self.params, "prompt_version": PROMPT_VERSION,
-                "usage": dict(self.usage), "cost": self.cost}
+                "verdicts_version": VERDICTS_VERSION, "usage": dict(self.usage), "cost": self.cost}
 
     # -- protocol ---------------------------------------------------------------------------
 
@@ -361,7 +391,9 @@ class LLMJudge:
         return Verdict(hit["supported"], self.client.scrub(str(hit.get("reason", ""))), label)
 
     def _key_for(self, task: str, a: str, b: str) -> str:
-        return digest(self.name, self.model, self.params, PROMPT_VERSION, task, a, b)
+        # verdicts also carry how their reply was read; the other tasks' replies are read as before
+        versions = [PROMPT_VERSION, VERDICTS_VERSION] if task == "judge" else [PROMPT_VERSION]
+        return digest(self.name, self.model, self.params, *versions, task, a, b)
 
     def _count(self, cache_hits: int) -> None:
         with self._lock:

@@ -21,19 +21,22 @@ import re
 from pathlib import Path
 
 from lewisrag.data.io import InputError
-from lewisrag.data.pretrained import load_model, load_tokenizer
+from lewisrag.data.pretrained import load_model, load_tokenizer, model_files
 from lewisrag.eval.judges.base import LABELS, Verdict, digest
 
 
 def _file_digest(directory: Path) -> str:
-    """sha256 over the checkpoint's config and weight files, so a retrained model gets a new fingerprint."""
+    """sha256 over what loading the checkpoint reads (`pretrained.model_files`: config, safetensors
+    weights and the tokenizer's files), so that a retrained model or another tokenizer, which changes
+    the verdicts as surely, gets a new fingerprint. (Before the tokenizer was in it: config and
+    weights only, so NLI fingerprints taken then differ from today's for the same folder.)"""
     h = hashlib.sha256()
-    for p in sorted(directory.iterdir()):
-        if p.name == "config.json" or p.suffix in (".safetensors", ".bin"):
-            h.update(p.name.encode())
-            with open(p, "rb") as f:
-                for block in iter(lambda: f.read(1 << 20), b""):
-                    h.update(block)
+    for p in sorted(model_files(directory), key=lambda f: f.name):
+        content = hashlib.sha256()
+        with open(p, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                content.update(block)
+        h.update(f"{p.name}\0{content.hexdigest()}\n".encode("utf-8"))
     return h.hexdigest()[:16]
 
 
@@ -104,11 +107,13 @@ class NLIJudge:
         # allow_unexpected: published NLI checkpoints often keep a pooler their classifier does not use
         model = load_model(AutoModelForSequenceClassification.from_pretrained, d, "NLI judge",
                            allow_unexpected=True).eval()
+        _check_labels(model.config.id2label, d / "config.json")
         try:
             entail = entailment_index(model.config.id2label)
         except ValueError as e:
             raise InputError(d / "config.json", str(e), field="id2label") from None
         tokenizer = load_tokenizer(AutoTokenizer.from_pretrained, d, "NLI judge tokenizer")
+        _check_vocabulary(tokenizer, model, d)
         max_length = min(max_length, _model_limit(model.config, tokenizer))
         return cls(model, tokenizer, f"{d.name}@{_file_digest(d)}", entail, batch_size, max_length,
                    three_way_labels(model.config.id2label))
@@ -177,6 +182,34 @@ class NLIJudge:
             with torch.no_grad():
                 rows.extend(self.model(**enc).logits.float().softmax(-1))  # (B, C)
         return rows
+
+
+def _check_labels(id2label: dict, config: Path) -> None:
+    """Refuse a head that cannot be read as NLI: one class (softmax over one logit says entailment to
+    everything), or class indices that are not 0..C-1 (a label no logit has: a KeyError mid-judging).
+
+    >>> _check_labels({0: "entailment"}, Path("m/config.json"))
+    Traceback (most recent call last):
+    ...
+    lewisrag.data.io.InputError: m/config.json: field 'id2label': has 1 class ({0: 'entailment'}); an NLI model needs at least two (entailment and the rest)
+    """
+    if len(id2label) < 2:
+        raise InputError(config, f"has {len(id2label)} class ({dict(id2label)}); an NLI model needs at least two "
+                                 "(entailment and the rest)", field="id2label")
+    keys = sorted(str(k) for k in id2label)
+    if keys != sorted(str(i) for i in range(len(id2label))):
+        raise InputError(config, f"keys {keys} must be the class indices 0..{len(id2label) - 1} of the model's "
+                                 f"{len(id2label)} outputs", field="id2label")
+
+
+def _check_vocabulary(tokenizer, model, directory: Path) -> None:
+    """Refuse a tokenizer with ids past the model's embedding table: its first rare word would be an
+    IndexError mid-judging."""
+    table = model.get_input_embeddings().num_embeddings
+    if len(tokenizer) > table:
+        raise InputError(directory, f"the tokenizer has {len(tokenizer)} tokens but the model's embeddings hold "
+                                    f"{table} (config.json vocab_size): not the tokenizer this model was trained with",
+                         field="tokenizer")
 
 
 def _model_limit(config, tokenizer) -> int:
