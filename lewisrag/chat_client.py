@@ -94,6 +94,8 @@ def url_problem(url: str) -> str | None:
     (True, 'expected an http:// or https:// URL')
     >>> url_problem("http://localhost:80o0/v1"), url_problem("http://[::1/v1")
     ("not a URL (Port could not be cast to integer value as '80o0')", 'not a URL (Invalid IPv6 URL)')
+    >>> url_problem("https://u:pw@api.example.com/v1")
+    'expected a URL without user info (user:password@): give the key through the API key variable'
     """
     if not url.startswith(("http://", "https://")):
         return "expected an http:// or https:// URL"
@@ -104,6 +106,8 @@ def url_problem(url: str) -> str | None:
         parts.port  # noqa: B018 - a port that is not a number from 0 to 65535 raises here
         if not parts.hostname:
             return "no host name in the URL"
+        if "@" in parts.netloc:  # urllib sends no user info: the host it looked up was "user:pw@host", retried as unknown
+            return "expected a URL without user info (user:password@): give the key through the API key variable"
         parts.hostname.encode("idna")  # a label over 63 characters raises (a UnicodeError)
     except ValueError as e:
         return f"not a URL ({e})"

@@ -283,7 +283,8 @@ class LLMJudge:
             raise InputError("--judge", "the llm judge needs a base URL: set LEWISRAG_LLM_BASE_URL "
                              "(`eval answers` also takes --llm-base-url)")
         if problem := url_problem(base_url):  # "xx" or "http://[::1/v1" was a traceback, ftp:// retried every call
-            raise InputError(source, f"{problem}, got {base_url!r}")  # repr: a line break stays on the line
+            shown = re.sub(r"//[^/@]*@", "//...@", base_url)  # user info may hold a password: never printed
+            raise InputError(source, f"{problem}, got {shown!r}")  # repr: a line break stays on the line
         if not model:
             raise InputError("--judge", "the llm judge needs a model name (llm:MODEL)")
         api_key = os.environ.get("LEWISRAG_LLM_API_KEY", "") if api_key is None else api_key
