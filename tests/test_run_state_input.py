@@ -245,3 +245,19 @@ def test_a_rag_run_folder_given_as_encoder_names_its_model(tiny_qa_run, monkeypa
     code, _, err = run_main(monkeypatch, capsys, "eval", "retrieval", "--questions", str(run / "world" / "test.jsonl"),
                             "--index", str(run / "index_a"), "--encoder", str(run / "rag_token" / "best"), "--json")
     assert code == 0, err  # the model it names is taken
+
+
+def test_compare_refuses_a_reproduction_without_its_config_and_a_folder_of_another_kind(run, tmp_path, monkeypatch,
+                                                                                         capsys):
+    """Without RUN/config.json the answers were decoded 32 tokens long, not the preset's (exit 0, every
+    answer different); a trained model's folder given as --run was "no trained 'rag_token' system"."""
+    (run / "config.json").unlink()
+    out = tmp_path / "C"
+    code, _, err = compare(monkeypatch, capsys, run, out)
+    assert code == 2 and err.strip() == (f"error: {run / 'config.json'}: missing: the reproduction records its preset "
+                                         "there, which compare decodes with; the run folder is damaged (`lewisrag "
+                                         "reproduce --resume` with its flags rewrites it)"), err
+    code, _, err = run_main(monkeypatch, capsys, "compare", "--run", run / "rag_token", "--out", out)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"error: {run / 'rag_token'}: field '--run': is a lewisrag " in err and "not a reproduction's" in err, err
+    assert not out.exists()

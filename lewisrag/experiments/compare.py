@@ -230,10 +230,18 @@ def check_systems(run: Path, names, generator: GeneratorOptions | None = None) -
         raise InputError("--systems", f"unknown system(s) '{', '.join(unknown)}' (choose from {', '.join(SYSTEMS)})")
     if generator is not None and "stitched" not in names:
         raise InputError("--stitched-generator", "replaces the stitched system's generator, but --systems leaves stitched out")
+    kind = made_by(run)
+    if kind is not None and kind != RUN_KIND:  # a model, an index, a world or a comparison: no systems to find there
+        raise InputError(run, f"is a lewisrag {kind} folder, not a reproduction's (the --out of `lewisrag reproduce`)",
+                         field="--run")
+    if kind == RUN_KIND and not (run / "config.json").is_file():
+        # its preset: the answers' length and the guard below; read as {} it decoded 32 tokens, not the preset's
+        raise InputError(run / "config.json", "missing: the reproduction records its preset there, which compare "
+                         "decodes with; the run folder is damaged (`lewisrag reproduce --resume` with its flags rewrites it)")
     if read_run_config(run).get("preset", {}).get("hub"):
         raise InputError(run, "a `reproduce --preset base` run, which has no built-in world: compare asks the world's "
                          "questions of its systems and searches its passages", field="--run")
-    reproduced = made_by(run) == RUN_KIND
+    reproduced = kind == RUN_KIND
     parts = [("world", None)] if reproduced else []
     for n in names:
         parts += [(p, n) for p in (["index_a", "dpr"] if n == "stitched" and generator is not None else [n])]
