@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -98,3 +99,17 @@ def test_a_run_without_final_is_used_with_a_warning(trained_rag, rag_inputs, tmp
     shutil.copytree(trained_rag / "final", run / "final")
     r = run_cli("ask", "--model", str(run), "--index", str(rag_inputs["index"]), "--json", "Who is the leader of Valdoria?")
     assert r.returncode == 0 and r.stderr == "", r.stderr
+
+
+def test_a_run_whose_best_model_was_deleted_is_refused(trained_rag, rag_inputs, tmp_path):  # noqa: F811
+    """final/ answered in best/'s place without a word; a run that never saved a best (no dev set) uses final/."""
+    import shutil
+
+    run = Path(shutil.copytree(trained_rag, tmp_path / "run"))
+    shutil.rmtree(run / "best")
+    r = run_cli("ask", "--model", str(run), "--index", str(rag_inputs["index"]), "--json", "Who is the leader of Valdoria?")
+    assert r.returncode == 2 and r.stderr.strip() == (
+        f"error: {run / 'best'}: missing, though this run saved its best model there (its marker lists best/): the run "
+        "folder is damaged; give its final/ to use the last model"), r.stderr
+    r = run_cli("ask", "--model", str(run / "final"), "--index", str(rag_inputs["index"]), "--json", "Who is the leader of Valdoria?")
+    assert r.returncode == 0, r.stderr

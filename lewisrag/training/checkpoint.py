@@ -38,7 +38,7 @@ from safetensors.torch import load_file, save_file
 from transformers import AutoTokenizer
 
 from lewisrag.data.io import InputError, LewisragWarning, expect, is_count, read_json, write_json
-from lewisrag.data.outputs import staged_dir
+from lewisrag.data.outputs import staged_dir, written_files
 from lewisrag.data.pretrained import as_input_error, load_tokenizer
 from lewisrag.data.threads import resolve_device
 from lewisrag.index.dense import write_dense_index
@@ -268,6 +268,10 @@ def resolve_model_dir(path: str | os.PathLike) -> Path:
             check_generator(candidate)  # ask, swap and export resolve every model before they load one
             if candidate.name == "best" and candidate != p and not (p / "final").exists():
                 warnings.warn(LewisragWarning(_unfinished(p)))  # one place: shown once however often resolved
+            if candidate.name == "final" and candidate != p and "best" in (written_files(p) or ()):
+                # the run saved a best model, since deleted: final/ would answer in its place without a word
+                raise InputError(p / "best", "missing, though this run saved its best model there (its marker lists "
+                                 "best/): the run folder is damaged; give its final/ to use the last model")
             return candidate
     runs = [d.name for d in sorted(p.glob("rag_*")) if (d / "best" / "rag.json").is_file() or (d / "final" / "rag.json").is_file()]
     hint = (f"a reproduce run holds its models in {', '.join(f'{p}/{r}' for r in runs)}" if runs
