@@ -11,20 +11,28 @@ reply the endpoint cut off (finish_reason "length" or "content_filter"): it is n
 answer, and asking again gets the same; so does one with reasoning (reasoning_content) but no content,
 and one that calls a tool (tool_calls) instead of answering: lewisrag offers none.
 Content given as an array of parts has its text parts joined; a body streamed as server-sent events
-(some proxies stream though no stream was asked) has its chunks joined; a UTF-8 BOM is dropped. `timeout` bounds each attempt whole: connecting, the TLS
-handshake, the status line and headers, and the body. A watchdog (`_Watchdog`) shuts the attempt's
-socket down at its deadline, so a read blocked on an endpoint that trickles its headers or body a
-byte at a time ends there as a timeout (only name resolution, which no socket can interrupt, is
-outside it); an error reply's body gets a timeout of its own and only its first 64 KiB are read.
-Either way a failure ends as one `ChatError` whose message says what went wrong and after how many
-attempts; `usage` counts calls, retries, failures and tokens.
+(some proxies stream though no stream was asked) has its chunks joined. A body is decoded strictly
+(`_decode`): in the charset its Content-Type declares, else as UTF-8 (a BOM dropped); one that does
+not decode, or that names a charset Python does not know, is a malformed reply, retried as one, never
+read with replacement characters. A token count a reply reports is kept only when it is a whole number
+from 0 to MAX_TOKENS (`token_count`, which also reads the answer cache's), else it is unknown.
+`timeout` bounds each attempt whole: connecting, the TLS handshake, the status line and headers, and
+the body. A watchdog (`_Watchdog`) shuts the attempt's socket down at its deadline, so a read blocked
+on an endpoint that trickles its headers or body a byte at a time ends there as a timeout (only name
+resolution, which no socket can interrupt, is outside it); an error reply's body gets a timeout of its
+own and only its first 64 KiB are read. Either way a failure ends as one `ChatError` whose message
+says what went wrong and after how many attempts; `usage` counts calls, retries, failures and tokens.
 
 A failure that every later request would repeat (HTTP 401/403: the key; 404: the model or the path;
-a redirect; a TLS certificate rejected; a web page on every attempt of a request while none has been
-answered yet: a login page, which was retried on every request of the run) stops the client: it is an `EndpointError`, kept in `broken`,
-and every later request fails at once with the same reason, sending nothing. `run_error` turns that,
-or a run in which no request got a reply, into the one-line error a command ends with (exit 2),
-naming the base URL (never the key) and the flag or variable to fix.
+a redirect; a TLS certificate rejected; and, while no request has been answered yet, a web page on
+every attempt of a request: a login page, which was retried on every request of the run; or every
+attempt of a request refused or its host name not resolved: no server there, which cost every request
+its retries) stops the client: it is an `EndpointError`, kept in `broken`, every later request fails
+at once with the same reason, sending nothing, and a request waiting to retry stops then too. Once a
+request has been answered, a refused connection is that request's failure alone, as any transient
+fault: a flaky network must not end a long run. `run_error` turns a stop, or a run in which no
+request got a reply, into the one-line error a command ends with (exit 2), naming the base URL
+(never the key) and the flag or variable to fix.
 
 The API key travels in the Authorization header only. Every string that comes back from the
 endpoint (content, error bodies, exception messages) goes through `scrub` before it can become a
@@ -38,6 +46,7 @@ them up front (one line, exit 2) rather than fail every request.
 
 from __future__ import annotations
 
+import codecs
 import email.utils
 import http.client
 import json
@@ -66,6 +75,23 @@ _AUTHORIZATION = re.compile(r'(?i)(\bauthorization\\?"?[ \t]*[:=][ \t]*\\?"?[ \t
 _BEARER = re.compile(r"(?i)(\bbearer[ \t]+)" + _CREDENTIAL)
 _LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")  # json.loads joins a pair: what is left is alone
 ERROR_BODY_LIMIT = 1 << 16  # bytes of an error reply read for its message (a 200 reply is bounded by `timeout`)
+# tokens one request may report: 100 times the longest context windows offered (about 10M); past that a count is
+# garbage that would swamp usage and cost sums, and one like 10**400 cannot even become a float (OverflowError)
+MAX_TOKENS = 10**9
+
+
+def token_count(value: object) -> int | None:
+    """A token count as the endpoint reported it (or an answer cache kept it), or None (unknown) when it
+    is not a whole number from 0 to MAX_TOKENS: "completion_tokens": -5 was "-4.000 forward passes /
+    answer" in compare's scorecard, true counted as 1. The fresh and the cached path both read counts here.
+
+    >>> token_count(12), token_count(0), token_count(-5), token_count(True), token_count(float("nan"))
+    (12, 0, None, None, None)
+    >>> token_count(7.0), token_count("7"), token_count(10**30), token_count(None)
+    (None, None, None, None)
+    """
+    ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKENS
+    return value if ok else None
 
 
 def scrub(text: str, secrets: Iterable[str] = ()) -> str:
@@ -224,7 +250,8 @@ class ChatError(Exception):
 
 class EndpointError(ChatError):
     """A failure every later request to the endpoint would repeat; `fix` names what the user must
-    change: "key" (401/403), "model" (404: the model or the path), "redirect" or "tls" (the base URL)."""
+    change: "key" (401/403), "model" (404: the model or the path), "redirect", "tls", "page" or
+    "connect" (the base URL: nothing listens there, or no such host)."""
 
     def __init__(self, message: str, fix: str):
         super().__init__(message)
@@ -403,6 +430,31 @@ def _from_events(text: str) -> dict:
     return {"choices": [{"message": message, "finish_reason": finish}], "usage": usage}
 
 
+def _decode(body: bytes, headers) -> str:
+    """A 200 reply's body as text, strictly: in the charset its Content-Type declares, else UTF-8 (a BOM
+    some proxies add dropped: it is no JSON). Bytes that do not decode, or a charset Python does not
+    know, make the reply malformed (retried): replacement characters ("Puf\ufffd\ufffdos [1]") were
+    scored and cached as the model's answer, and a latin-1 server's "café" became "caf\ufffd"."""
+    declared = headers.get_content_charset() if headers is not None else None  # lower case; None when none
+    try:
+        codec = codecs.lookup(declared or "utf-8").name
+        return body.decode("utf-8-sig" if codec == "utf-8" else codec)  # bytes.decode refuses a non-text codec (base64)
+    except LookupError:
+        raise _Malformed(f"malformed reply: unknown charset '{declared[:40]}'", "") from None
+    except ValueError as e:  # UnicodeDecodeError, or a codec's own complaint
+        detail = f"{e.reason} at byte {e.start}: " if isinstance(e, UnicodeDecodeError) else ""
+        raise _Malformed(f"malformed reply: body is not {declared or 'UTF-8'}",
+                         detail + body.decode("utf-8", errors="backslashreplace")) from None
+
+
+def _unreachable(e: BaseException) -> bool:
+    """Whether an attempt failed before any server was reached: the connection refused (nothing
+    listens there) or the host name not resolved."""
+    if isinstance(e, urllib.error.URLError) and isinstance(e.reason, Exception):
+        e = e.reason
+    return isinstance(e, (ConnectionRefusedError, socket.gaierror))
+
+
 def _calls_of(message) -> list | dict | None:
     """A message's tool calls (`tool_calls`, or the older `function_call`), if it has any."""
     return (message.get("tool_calls") or message.get("function_call")) if isinstance(message, dict) else None
@@ -445,6 +497,7 @@ class ChatClient:
         self._lock = threading.Lock()
         self.usage = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "retries": 0, "failures": 0}
         self.broken: EndpointError | None = None  # the failure every later request would repeat: nothing more is sent
+        self._halt = threading.Event()  # set with `broken`: wakes the requests waiting to retry, which then stop
         self.answered = 0  # requests that got a reply
         self.first_failure: str | None = None  # the reason of the first request that failed for good
 
@@ -469,14 +522,17 @@ class ChatClient:
             f"{self.base_url}/chat/completions", data=json.dumps(body).encode("utf-8"), method="POST",
             headers={"Content-Type": "application/json", **({"Authorization": f"Bearer {self._key}"} if self._key else {})},
         )
-        if (stop := self.broken) is not None:  # every request would get it again: none is sent
-            self.count(failures=1)
-            raise EndpointError(str(stop), stop.fix)
+        if (stop := self._stopped()) is not None:  # every request would get it again: none is sent
+            raise stop
         what, detail, transient, retry_after, fix = "no attempt", "", True, None, None
+        unreachable = True  # every attempt so far found nothing listening (or no such host)
         for attempt in range(self.max_retries + 1):
             if attempt:
+                # woken early when another request stops the client: this one stops too, its retries unspent
+                self._halt.wait(backoff_delay(attempt, self.backoff, self.max_backoff, self._rng, retry_after))
+                if (stop := self._stopped()) is not None:
+                    raise stop
                 self.count(retries=1)
-                time.sleep(backoff_delay(attempt, self.backoff, self.max_backoff, self._rng, retry_after))
             try:
                 result = self._attempt(req)
             # URLError, HTTPError, resets and timeouts are OSErrors; RemoteDisconnected and
@@ -484,6 +540,7 @@ class ChatClient:
             # is a URL or header http.client cannot send (see url_problem, key_problem).
             except (OSError, ValueError, http.client.HTTPException, _Malformed) as e:
                 what, detail, transient, retry_after, fix = self._failure(e)
+                unreachable = unreachable and _unreachable(e)
             else:
                 self.count(answered=1)
                 return result
@@ -496,12 +553,25 @@ class ChatClient:
             fix, detail = "page", f"the base URL answers with a web page, not the API (a proxy's login page?): {detail}"
         n = attempt + 1
         message = self.scrub(f"{what} ({n} attempt{'s' if n > 1 else ''})" + (f": {detail}" if detail else ""))
-        error = ChatError(message) if fix is None else EndpointError(message, fix)
-        with self._lock:
+        with self._lock:  # `answered` read under the lock that counts it: a reply counted meanwhile keeps the client going
+            if fix is None and unreachable and transient and not self.answered:
+                # every attempt refused (or no such host) and nothing ever answered: no server there, which every
+                # request would find too (once one has answered, a refusal is a flaky network: that request fails alone)
+                fix = "connect"
+            error = ChatError(message) if fix is None else EndpointError(message, fix)
             self.first_failure = self.first_failure or message
             if fix is not None and self.broken is None:
                 self.broken = error
+                self._halt.set()
         raise error
+
+    def _stopped(self) -> EndpointError | None:
+        """Once the client has stopped (`broken`), the error a request fails with instead of sending
+        anything more, counted as its failure; else None."""
+        if (stop := self.broken) is None:
+            return None
+        self.count(failures=1)
+        return EndpointError(str(stop), stop.fix)
 
     def _attempt(self, req: urllib.request.Request) -> tuple[str, dict]:
         with self._slots:
@@ -518,7 +588,7 @@ class ChatClient:
                     raise
             if dog.fired:  # a body read to its end by the shutdown may be cut short
                 raise TimeoutError("the attempt took longer than the timeout")
-        return self._content(body.decode("utf-8-sig", errors="replace"))  # -sig: a BOM some proxies add is no JSON
+        return self._content(_decode(body, getattr(resp, "headers", None)))
 
     def _content(self, text: str) -> tuple[str, dict]:
         try:
@@ -533,7 +603,7 @@ class ChatClient:
         except (KeyError, IndexError, TypeError):
             raise _Malformed("malformed reply: no choices[0].message.content", text) from None
         usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
-        tokens = {k: usage[k] for k in ("prompt_tokens", "completion_tokens") if isinstance(usage.get(k), int)}
+        tokens = {k: n for k in ("prompt_tokens", "completion_tokens") if (n := token_count(usage.get(k))) is not None}
         self.count(**tokens)
         finish = choice.get("finish_reason") if isinstance(choice, dict) else None
         if finish in ("length", "content_filter"):  # a truncated answer must not be scored as the model's
@@ -622,7 +692,7 @@ class ChatClient:
         requests got a reply and nothing else (`served`: cache hits) answered either. It names the base
         URL (`where`; results record reasons without it) and, as the error's source, the flag or
         variable to fix: `key` (401/403), `model` (404: the model or the path), `url` (a redirect, a
-        certificate; and a run where nothing answered)."""
+        certificate, a web page, no server reached; and a run where nothing answered)."""
         if (stop := self.broken) is not None:
             it = "it" if key.startswith("$") else "the variable it names"  # --api-key-env: the name may be a pasted key
             remedy = {"key": f"; set {it} to " + ("a key this endpoint accepts" if self._key else "the endpoint's API key"),
@@ -630,7 +700,8 @@ class ChatClient:
                                "where /chat/completions begins, e.g. http://localhost:8000/v1)",
                       "redirect": "",  # the reason says it: give the final URL
                       "tls": "; check the host name, or the server's certificate",
-                      "page": "; check the base URL, and that a proxy lets this machine through"}[stop.fix]
+                      "page": "; check the base URL, and that a proxy lets this machine through",
+                      "connect": "; check the base URL's host and port, and that the server is up"}[stop.fix]
             source = {"key": key, "model": model}.get(stop.fix, url)
             return InputError(source, f"stopped asking {self.where}: {stop}{remedy} (every request would get the same: "
                                       "no more were sent)")

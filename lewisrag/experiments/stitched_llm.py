@@ -31,10 +31,10 @@ headers and body), bounded retries with jittered backoff for transient faults (t
 429, 5xx, malformed bodies). A request that still fails, or a reply with no answer text, becomes an
 `Answered` with `failure` set: compare scores it null (NaN) with the reason, never as an empty
 answer, and counts it. Two failures end the comparison instead, as an InputError (one line, exit 2,
-nothing written): one that every request would repeat (HTTP 401/403, 404, a redirect: the client
-stops there, `ChatClient.run_error`), raised at the batch that met it, naming the base URL and the flag
-or variable to fix; and a generator that answered none of the questions (`check_answered`), since a
-column of nulls would read as a measurement.
+nothing written): one that every request would repeat (HTTP 401/403, 404, a redirect, connections
+refused while nothing has answered yet: the client stops there, `ChatClient.run_error`), raised at
+the batch that met it, naming the base URL and the flag or variable to fix; and a generator that
+answered none of the questions (`check_answered`), since a column of nulls would read as a measurement.
 
 Cache. Good replies are kept in a sqlite file (`answers.sqlite` under `--cache-dir`, default
 ~/.cache/lewisrag/answers) keyed by sha256(model, temperature, system message, user message), the
@@ -55,7 +55,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from lewisrag.chat_client import MAX_WORKERS, ChatClient, ChatError, key_problem, map_in_threads, url_problem
+from lewisrag.chat_client import MAX_WORKERS, ChatClient, ChatError, key_problem, map_in_threads, token_count, url_problem
 from lewisrag.data.io import InputError, first_line
 from lewisrag.eval.judges.base import DiskCache, digest
 from lewisrag.eval.statements import canonical_citations, strip_citations
@@ -200,8 +200,9 @@ class ChatAnswers:
         if isinstance(hit, dict) and isinstance(hit.get("content"), str):
             with self._lock:
                 self.cache_hits += 1
-            # a damaged entry's counts ("seconds": null) were a traceback: what is not a number is unknown
-            usage = {k: hit[k] for k in ("prompt_tokens", "completion_tokens") if _number(hit.get(k), int)}
+            # a damaged entry's counts ("seconds": null) were a traceback: what is not a count is unknown, by the
+            # rule the client reads a fresh reply's with (a cache written before it may hold -5)
+            usage = {k: n for k in ("prompt_tokens", "completion_tokens") if (n := token_count(hit.get(k))) is not None}
             return self._reply(self.client.scrub(hit["content"]), usage,
                                float(hit["seconds"]) if _number(hit.get("seconds"), (int, float)) else 0.0)
         start = time.perf_counter()
@@ -221,7 +222,7 @@ class ChatAnswers:
 
 
 def _number(value, kind) -> bool:
-    """Whether a cached count is a finite, non-negative number of `kind` (a bool is none)."""
+    """Whether a cached number (the seconds) is a finite, non-negative number of `kind` (a bool is none)."""
     return isinstance(value, kind) and not isinstance(value, bool) and 0 <= value < float("inf")
 
 
