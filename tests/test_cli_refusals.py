@@ -192,3 +192,15 @@ def test_flags_that_take_several_values_and_switches_may_repeat(monkeypatch, cap
     code, _, err = run_main(monkeypatch, capsys, "eval", "retrieval", "--index", tmp_path / "A", "--index", tmp_path / "B",
                             "--questions", tmp_path / "q.jsonl", "--json", "--json")
     assert code == 2 and "given twice" not in err, err  # refused for the missing files, not the repeats
+
+
+def test_a_cache_folder_inside_a_new_out_is_refused_before_any_work(tmp_path, monkeypatch, capsys):
+    """`--cache-dir OUT/cache` (or OUT itself) was filled by every request, then found in the way of the
+    output: the run refused at its end, and again at once on a rerun (OUT now held the cache)."""
+    answers = write_jsonl(tmp_path / "a.jsonl", [{"user_input": "q", "response": "a [1]", "retrieved_contexts": ["a"]}])
+    for cache in (tmp_path / "e" / "cache", tmp_path / "e"):
+        code, _, err = run_main(monkeypatch, capsys, "eval", "answers", "--answers", answers, "--judge", "llm:m",
+                                "--llm-base-url", "http://127.0.0.1:9/v1", "--cache-dir", cache, "--out", tmp_path / "e")
+        assert_one_line_error(code, err, f"{tmp_path / 'e'}: field '--out': holds --cache-dir {cache}, which writing here "
+                              "would destroy")
+        assert not (tmp_path / "e").exists()

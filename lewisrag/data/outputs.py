@@ -254,6 +254,7 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
         # a finished output replaces the folder by a rename: the shell would be left in a deleted folder
         raise InputError(given, "holds the working directory, which an output never replaces; choose another "
                          "(a new subfolder)", field=flag)
+    check_inputs_outside(out, inputs or {}, flag, given)
     if out.is_dir() and any(out.iterdir()):
         if not is_ours(out, kind):  # --overwrite: the whole folder goes once the new one is complete
             _check_replaceable(out, flag, given)
@@ -261,7 +262,6 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
             _check_not_inside_inputs(out, kind, inputs or {}, flag, given)
         elif alone:
             _check_not_part_of_an_output(out, kind, flag, given)
-        check_inputs_outside(out, inputs or {}, flag, given)
         if made_by(out) is None:  # not lewisrag's at all: --overwrite replaces lewisrag's outputs only
             first = sorted(os.listdir(out))[0]
             raise InputError(given, f"holds files lewisrag did not write (such as {first!r}), which no command "
@@ -442,11 +442,13 @@ def _a(noun: str) -> str:
 
 def check_inputs_outside(out: str | os.PathLike, inputs: dict[str, object], flag: str = "--out",
                          given: str | os.PathLike | None = None) -> None:
-    """Refuse an input (`{flag: path}`; None and `hf:` specs are skipped) that is `out` or lies inside it."""
+    """Refuse an input (`{flag: path}`; None and `hf:` specs are skipped) that is `out` or lies inside it,
+    there already or not: a cache folder the command creates (`--cache-dir OUT/cache`) was filled, then
+    found in the way of the output, which replaces its folder whole."""
     where = Path(out).resolve()
     out = out if given is None else given
     for name, path in inputs.items():
-        if path is None or str(path).startswith("hf:") or not Path(path).exists():
+        if path is None or str(path).startswith("hf:"):
             continue
         if Path(path).resolve().is_relative_to(where):
             raise InputError(out, f"holds {name} {path}, which writing here would destroy; choose another",
