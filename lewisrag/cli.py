@@ -140,12 +140,14 @@ def _check_arguments_encode(args: list[str]) -> None:
     """Refuse an argument that is not valid UTF-8 (a file name in another encoding, which Python holds
     as lone surrogates): every output records its inputs' paths in UTF-8 JSON, and such a name
     failed only there, after the work, leaving a half-written folder."""
-    for arg in args:
+    for i, arg in enumerate(args):
         try:
             arg.encode("utf-8")
         except UnicodeEncodeError:
             shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-            raise InputError(shown, "is not valid UTF-8 (a name in another encoding); rename it") from None
+            flag = args[i - 1] if i and args[i - 1].startswith("-") else None  # the flag it is the value of, if any
+            raise InputError(shown, "is not valid UTF-8 (text or a file name in another encoding): give it in UTF-8, "
+                             "or rename the file", field=flag) from None
 
 
 def _check_single_flags(args: list[str]) -> None:

@@ -52,7 +52,7 @@ def test_an_argument_that_is_not_utf8_is_refused_before_any_work(tmp_path, monke
     its inputs in UTF-8 JSON: a traceback, and `train rag` left its run folder behind."""
     name = str(tmp_path / "caf\udce9.jsonl")
     code, _, err = run_main(monkeypatch, capsys, "eval", "answers", "--answers", name, "--out", tmp_path / "e")
-    assert_one_line_error(code, err, "caf\\xe9.jsonl", "not valid UTF-8")
+    assert_one_line_error(code, err, "caf\\xe9.jsonl: field '--answers'", "not valid UTF-8")
     assert not (tmp_path / "e").exists()
 
 
