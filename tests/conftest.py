@@ -161,3 +161,12 @@ def local_server(handler, quiet_errors: bool = False, deadline: float | None = N
             stop.cancel()
         httpd.shutdown()
         httpd.server_close()
+
+
+@contextlib.contextmanager
+def endpoint_root(handler, deadline: float = 60):
+    """`local_server(handler)` for a fake endpoint that reads its mode from the path's first part:
+    yields the root, f"{root}/MODE/v1" being a base URL; `handler.seen` (the requests' modes) is reset."""
+    handler.seen = []
+    with local_server(handler, quiet_errors=True, deadline=deadline) as url:
+        yield url.removesuffix("/v1")

@@ -11,7 +11,7 @@ import json
 from http.server import BaseHTTPRequestHandler
 
 import pytest
-from conftest import local_server, send_json
+from conftest import endpoint_root, send_json
 
 from lewisrag.chat_client import ChatClient, ChatError
 from lewisrag.data.io import InputError
@@ -76,9 +76,8 @@ class Endpoint(BaseHTTPRequestHandler):
 @pytest.fixture
 def base():
     """The fake endpoint's root: f"{base}/MODE/v1" is a base URL."""
-    Endpoint.seen = []
-    with local_server(Endpoint, quiet_errors=True, deadline=60) as url:
-        yield url.removesuffix("/v1")
+    with endpoint_root(Endpoint) as root:
+        yield root
 
 
 def client(url: str, **kw) -> ChatClient:

@@ -12,7 +12,7 @@ import time
 from http.server import BaseHTTPRequestHandler
 
 import pytest
-from conftest import local_server, run_main
+from conftest import endpoint_root, local_server, run_main
 from test_compare import run_dir  # noqa: F401  (the tiny reproduce-like run: world, DPR, index A, both Lewis models)
 
 from lewisrag.chat_client import ChatClient, ChatError
@@ -87,9 +87,8 @@ class Faulty(BaseHTTPRequestHandler):
 @pytest.fixture
 def base():
     """The fake endpoint's root: f"{base}/MODE/v1" is a base URL."""
-    Faulty.seen = []
-    with local_server(Faulty, quiet_errors=True, deadline=60) as url:
-        yield url.removesuffix("/v1")
+    with endpoint_root(Faulty) as root:
+        yield root
 
 
 def client(url: str, **kw) -> ChatClient:

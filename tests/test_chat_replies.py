@@ -15,7 +15,7 @@ import urllib.error
 from http.server import BaseHTTPRequestHandler
 
 import pytest
-from conftest import local_server
+from conftest import endpoint_root, local_server
 
 from lewisrag import chat_client as chat
 from lewisrag.chat_client import ChatClient, ChatError, EndpointError
@@ -84,9 +84,8 @@ class Endpoint(BaseHTTPRequestHandler):
 @pytest.fixture
 def base():
     """The fake endpoint's root: f"{base}/MODE/v1" is a base URL."""
-    Endpoint.seen = []
-    with local_server(Endpoint, quiet_errors=True, deadline=60) as url:
-        yield url.removesuffix("/v1")
+    with endpoint_root(Endpoint) as root:
+        yield root
 
 
 def client(url: str, **kw) -> ChatClient:

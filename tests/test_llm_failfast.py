@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
-from conftest import local_server, run_main, send_json
+from conftest import endpoint_root, run_main, send_json
 from test_rag_train import build_rag_inputs
 
 from lewisrag.chat_client import ChatClient, ChatError, EndpointError
@@ -67,9 +67,8 @@ class Endpoint(BaseHTTPRequestHandler):
 @pytest.fixture
 def base():
     """The fake endpoint's root: f"{base}/MODE/v1" is a base URL."""
-    Endpoint.seen = []
-    with local_server(Endpoint, quiet_errors=True, deadline=120) as url:
-        yield url.removesuffix("/v1")
+    with endpoint_root(Endpoint, deadline=120) as root:
+        yield root
 
 
 def client(url: str, **kw) -> ChatClient:
