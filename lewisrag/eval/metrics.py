@@ -284,8 +284,7 @@ def _check_cited(statements: list[tuple[str, list[str]]], docs: dict[str, str]) 
         text, ids = pair
         if not isinstance(text, str):
             raise TypeError(f"statements[{i}][0]: expected a string, got {text!r}")
-        if not isinstance(ids, (list, tuple)) or not all(isinstance(x, str) for x in ids):
-            check_texts(ids, f"statements[{i}][1]")  # raises, naming the entry
+        check_texts(ids, f"statements[{i}][1]")  # a list or tuple of id strings
 
 
 def _lewisrag_detail(statements: list[tuple[str, list[str]]], docs: dict[str, str], judge) -> dict:
