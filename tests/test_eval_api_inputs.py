@@ -30,6 +30,13 @@ def test_mcnemar_refuses_a_string():
         stats.mcnemar("TF", "FF")
 
 
+@pytest.mark.parametrize("fn", [stats.mcnemar, stats.paired_bootstrap, stats.cohen_kappa])
+def test_paired_statistics_refuse_a_generator_naming_it(fn):
+    # a generator failed inside len() with "object of type 'generator' has no len()", naming no argument
+    with pytest.raises(ValueError, match=r"the first input must be a list or array, got generator \(wrap it in list\(\)\)"):
+        fn((x for x in [True, False]), [True, False])
+
+
 def test_mcnemar_takes_bools_numpy_bools_and_ones_and_zeros():
     a, b = [True] * 5 + [False] * 5, [False] * 10
     want = stats.mcnemar(a, b)

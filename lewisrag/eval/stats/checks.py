@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Sized
 from numbers import Integral
 
 import numpy as np
@@ -14,6 +14,11 @@ def check_confidence(confidence: float) -> None:
 
 
 def check_paired(a: Sequence, b: Sequence, what: str) -> None:
+    """`a` and `b` are sequences of one length: a generator or iterator (no len()) is refused, naming
+    itself, before its entries are consumed by a check that could not read them again."""
+    for side, x in (("first", a), ("second", b)):
+        if not isinstance(x, Sized):
+            raise ValueError(f"{what}: the {side} input must be a list or array, got {type(x).__name__} (wrap it in list())")
     if len(a) != len(b):
         raise ValueError(f"{what}: paired inputs must have the same length, got {len(a)} and {len(b)}")
 
