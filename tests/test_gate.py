@@ -101,16 +101,22 @@ def test_tier1_citation_rules_must_be_zero(tmp_path, clean):
     assert "q004@stitched" in _check(report, "BAD_ID").evidence
 
 
-def test_tier2_retrieval_drop_fails_and_one_lost_hit_is_tolerated(tmp_path, clean):
+def test_tier2_retrieval_may_not_fall_below_the_baseline_by_one_question(tmp_path, clean):
+    # the chapter: recall@k no lower than the baseline, question by question. One lost gold passage
+    # with nothing gained passed under the old 0.01 tolerance (McNemar p = 0.5), as 4 of 1,000 would
     hits = [r for r in clean["records"] if r["metrics"].get("recall_at_k", {}).get("5") == 1.0]
+    misses = [r for r in clean["records"] if r["metrics"].get("recall_at_k", {}).get("5") == 0.0]
     hits[0]["metrics"]["recall_at_k"]["5"] = 0.0
-    assert not _failed(_gate(tmp_path / "one", clean))
+    report = _gate(tmp_path / "one", clean)
+    check = _check(report, "recall@5")
+    assert _failed(report) == {"recall@5"} and "mean dropped more than 0 " in check.evidence
+    assert check.details["mcnemar"]["b"] == 1 and len(check.details["regressed"]) == 1
+    misses[0]["metrics"]["recall_at_k"]["5"] = 1.0  # a question gained pays for it: the mean holds
+    assert not _failed(_gate(tmp_path / "traded", clean))
     for r in hits[1:4]:
         r["metrics"]["recall_at_k"]["5"] = 0.0
     report = _gate(tmp_path / "four", clean)
-    check = _check(report, "recall@5")
-    assert _failed(report) == {"recall@5"} and "mean dropped more than 0.01" in check.evidence
-    assert check.details["mcnemar"]["b"] == 4 and len(check.details["regressed"]) == 4
+    assert _failed(report) == {"recall@5"} and _check(report, "recall@5").details["mcnemar"]["b"] == 4
 
 
 def test_not_in_kb_passes_only_by_refusing(tmp_path, clean):
