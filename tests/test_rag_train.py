@@ -176,6 +176,31 @@ def test_loss_falls_on_a_fixed_batch(rag_inputs):
     assert losses[-1] < 0.8 * losses[0] and losses == sorted(losses, reverse=True)
 
 
+def test_grad_accum_draws_what_one_larger_batch_draws_across_epochs(rag_inputs, tmp_path, monkeypatch):
+    """--batch-size 2 --grad-accum 4 trains on the examples --batch-size 8 does, step by step, past an
+    epoch's end: drawn a micro-batch at a time, the skipped tail depended on the micro-batch size, one
+    step straddled two epochs and held one example twice (198 pairs: step 25 of 8 x 1 and 4 x 2 differed)."""
+    from lewisrag.training import rag
+
+    def steps(batch_size: int, grad_accum: int) -> list[list[int]]:
+        drawn = []
+
+        def spy(cfg, acc, parts, model, ids, scaler):  # the ids each micro-batch trains on; no forward
+            drawn.append(list(ids))
+            return [1.0, 1.0, 0.0, 0.0, 0.0]
+
+        monkeypatch.setattr(rag, "_micro_step", spy)
+        cfg = make_config(rag_inputs, batch_size=batch_size, grad_accum=grad_accum, steps=30, eval_every=0,
+                          save_every=1000, warmup=0.0)
+        rag.train_rag(cfg, tmp_path / f"{batch_size}x{grad_accum}")
+        return [sum(drawn[i : i + grad_accum], []) for i in range(0, len(drawn), grad_accum)]
+
+    whole = steps(8, 1)
+    assert len(whole) == 30 and len({i for s in whole[:24] for i in s}) == 192  # 198 pairs: the epoch ends at step 24
+    assert steps(4, 2) == whole and steps(2, 4) == whole
+    assert all(len(set(s)) == len(s) for s in whole)
+
+
 def test_frozen_retriever_log_fields_and_best_model(rag_inputs, tmp_path):
     from lewisrag.index.encoders import DPRCheckpoint
     from lewisrag.training.rag import train_rag
@@ -237,7 +262,9 @@ def test_bad_inputs_raise_before_writing(rag_inputs, tmp_path):
              (dict(lr=float("inf")), "--lr"), (dict(weight_decay=float("nan")), "--weight-decay"),
              (dict(lr=1e40), r"--lr: must be at most 3\.4e\+37"),  # a RuntimeError at the first step: float32 overflows
              (dict(max_grad_norm=float("inf")), "--max-grad-norm"), (dict(label_smoothing=1.0), "--label-smoothing"),
-             (dict(dev=str(long_only)), r"long.jsonl: field 'answers': no short-answer question with answers")]
+             (dict(dev=str(long_only)), r"long.jsonl: field 'answers': no short-answer question with answers"),
+             # a step's batch is drawn whole: 100 x 2 of the 198 pairs was a ValueError traceback at the first step
+             (dict(batch_size=100, grad_accum=2), r"198 questions with answers, fewer than --batch-size 100 x --grad-accum 2")]
     for overrides, message in cases:
         with pytest.raises(InputError, match=message):
             train_rag(make_config(rag_inputs, **overrides), tmp_path / "out")

@@ -199,7 +199,7 @@ def rag(
     grad_accum: int = typer.Option(1, "--grad-accum", help="Micro-batches accumulated per optimizer step."),
     lr: float = typer.Option(1e-4, "--lr", help="Peak AdamW learning rate (linear warmup, then linear decay)."),
     warmup: float = typer.Option(0.1, "--warmup", help="Share of the steps spent warming up."),
-    weight_decay: float = typer.Option(0.01, "--weight-decay", help="AdamW weight decay."),
+    weight_decay: float = typer.Option(0.01, "--weight-decay", help="AdamW weight decay, on every parameter (biases and LayerNorm weights too)."),
     max_grad_norm: float = typer.Option(1.0, "--max-grad-norm", help="Gradient-norm clip (0 = none)."),
     label_smoothing: float = typer.Option(0.0, "--label-smoothing", help="Label smoothing of the RAG loss, as transformers applies it."),
     max_combined_length: int = typer.Option(300, "--max-combined-length", help="Generator input tokens per (question, document); capped at the generator's max_position_embeddings (with a note)."),

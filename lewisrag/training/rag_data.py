@@ -48,12 +48,14 @@ def load_components(cfg, processes: int = 1, with_faiss: bool = True) -> Compone
     refuse_regex_targets(every, cfg.train, cfg.qa_fields)
     train = of_kinds(every, cfg.train_kinds)
     pairs, skipped = training_pairs(train)
-    if len(pairs) < cfg.batch_size and len(training_pairs(every)[0]) >= cfg.batch_size:  # the kinds, not the answers
+    # an optimizer step draws its whole batch at once (`next_batch`), so the data must hold all of it
+    need, asked = cfg.batch_size * cfg.grad_accum, (f"--batch-size {cfg.batch_size}" if cfg.grad_accum == 1 else
+                                                    f"--batch-size {cfg.batch_size} x --grad-accum {cfg.grad_accum}")
+    if len(pairs) < need and len(training_pairs(every)[0]) >= need:  # the kinds, not the answers
         raise InputError("--train-kinds", f"{cfg.train_kinds} keeps {len(pairs)} of {cfg.train}'s questions with "
-                         f"answers, fewer than --batch-size {cfg.batch_size}")
-    if len(pairs) < cfg.batch_size:
-        raise InputError(cfg.train, f"{len(pairs)} questions with answers, fewer than --batch-size {cfg.batch_size}",
-                         field="answers")
+                         f"answers, fewer than {asked}")
+    if len(pairs) < need:
+        raise InputError(cfg.train, f"{len(pairs)} questions with answers, fewer than {asked}", field="answers")
     index = DenseIndex.load(cfg.index, mmap=True, with_faiss=with_faiss)
     dpr = load_question_encoder(cfg.encoder, cfg.context_encoder)
     index.check_encoder(dpr.ctx_fingerprint, dpr.dim, swap=cfg.swap)
