@@ -7,6 +7,7 @@ from __future__ import annotations
 import doctest
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -236,6 +237,17 @@ def test_resume_in_chinese_redoes_only_the_comparison_and_the_report(tiny_run, t
     assert resume("en") == ["compare", "report"]  # and back: the run is as it was
     assert (run / "results.json").read_bytes() == before and (run / "config.json").read_bytes() == config
     assert (run / "report.md").read_text().startswith("# lewisrag reproduce — preset `tiny`")
+
+
+@pytest.mark.parametrize("deleted", ["evidence.json", "jeopardy/evidence.json", "fever/predictions.json"])
+def test_resume_refuses_a_finished_stages_deleted_file(tiny_run, tmp_path, deleted):
+    """A deleted evidence.json was resumed over in silence: token_posteriors.png drew no tokens, exit 0."""
+    out, _ = tiny_run
+    run = tmp_path / "run"
+    shutil.copytree(out, run, symlinks=True)
+    (run / deleted).unlink()
+    with pytest.raises(InputError, match=rf"{re.escape(deleted)}: missing, though .*stages.* as finished"):
+        reproduce(PRESETS["tiny"], run, seed=0, resume=True, tasks=TASKS)
 
 
 def test_same_seed_same_results(tiny_run, tmp_path):

@@ -76,7 +76,7 @@ def test_a_reproductions_own_files_are_never_replaced_by_a_file_output(qa_run, t
 
 def test_every_file_a_run_lists_is_one_an_unlisted_run_protects_by_name(qa_run):
     """`outputs.UNLISTED` names what a reproduction writes, for a run whose marker lists nothing: it
-    covers what the run lists, the run's own names (`stages.FINISHED`, STAGE_WRITES) and nothing in its
+    covers what the run lists, the run's own names (`stages.FINISHED`, STAGE_FILES) and nothing in its
     stages' folders."""
     from lewisrag.data.outputs import UNLISTED, _matches
 
@@ -84,7 +84,7 @@ def test_every_file_a_run_lists_is_one_an_unlisted_run_protects_by_name(qa_run):
     patterns = UNLISTED["reproduction"]
 
     for rel in [*marker["files"], *marker["tree"], "config.json", *S.FINISHED,
-                *(p for paths in S.STAGE_WRITES.values() for p in paths), "data/train.jsonl"]:
+                *(p for paths in S.STAGE_FILES.values() for p in paths), "data/train.jsonl"]:
         assert any(_matches(rel, p) for p in patterns), rel
     for rel in ["rag_token/config.json", "world/passages_a.jsonl", "dpr/config.json", "mine.jsonl", "stages/notes.txt"]:
         assert not any(_matches(rel, p) for p in patterns), rel

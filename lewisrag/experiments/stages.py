@@ -144,21 +144,22 @@ def read_stage_record(path: Path, needs: dict[str, tuple[type, str]] | None = No
     return record
 
 
-# the files at the top of RUN a stage writes (its folder, when it has one, is its record's "dir")
-STAGE_FILES = {"evaluate": ("predictions.json",), "knowledge_update": ("knowledge_update.json",), "compare": ("report.html",)}
-# and every file a stage writes outside the folders that are outputs of their own (`record_stage`), where it does
-STAGE_WRITES = {**STAGE_FILES, "evaluate": ("predictions.json", "evidence.json"),
-                "jeopardy_evaluate": ("jeopardy/predictions.json", "jeopardy/evidence.json"),
-                "fever_evaluate": ("fever/predictions.json",)}
+# every file a stage writes outside the folders that are outputs of their own (its folder, when it has one, is
+# its record's "dir"): listed in the run's marker (`record_stage`) and checked by --resume (`check_stage_outputs`).
+# evaluate writes evidence.json when the test split has a short-answer question (`_evaluate`)
+STAGE_FILES = {"evaluate": ("predictions.json", "evidence.json"), "knowledge_update": ("knowledge_update.json",),
+               "compare": ("report.html",),
+               "jeopardy_evaluate": ("jeopardy/predictions.json", "jeopardy/evidence.json"),
+               "fever_evaluate": ("fever/predictions.json",)}
 
 
 def record_stage(run: Path, name: str, record: dict, ran: bool) -> None:
     """List in the run's marker (`outputs.note_written`) what the stage `name` wrote outside the folders
-    that are outputs of their own: its record RUN/stages/<name>.json, its files (`STAGE_WRITES`) and, when
+    that are outputs of their own: its record RUN/stages/<name>.json, its files (`STAGE_FILES`) and, when
     it `ran` now, the files of its folder (the record's "dir") if that has no marker of its own (the
     base preset's RUN/data). A file an output lists is its own: `swap --out RUN/config.json --overwrite`
     replaced a finished run's config.json (exit 0), and its `--resume` was then refused."""
-    paths = [f"stages/{name}.json", *STAGE_WRITES.get(name, ())]
+    paths = [f"stages/{name}.json", *STAGE_FILES.get(name, ())]
     folder = record.get("dir")
     if ran and isinstance(folder, str) and folder and (run / folder).is_dir() and made_by(run / folder) is None:
         paths += [p.relative_to(run).as_posix() for p in (run / folder).rglob("*") if not p.is_dir()]
@@ -168,11 +169,15 @@ def record_stage(run: Path, name: str, record: dict, ran: bool) -> None:
 def check_stage_outputs(run: Path, name: str, record: dict, path: Path) -> None:
     """What a finished stage wrote is still in `run` before `--resume` skips it (`path`: its record): its
     folder, the record's "dir", and its `STAGE_FILES`. A folder deleted since (to save space, or by
-    hand) failed later stages with their own errors, or was drawn as an empty plot in silence."""
+    hand) failed later stages with their own errors, or was drawn as an empty plot in silence (a deleted
+    evidence.json: token_posteriors.png with no tokens)."""
     folder = record.get("dir")
     if folder is not None:
         expect(isinstance(folder, str) and folder != "", path, "dir", "a folder of the run", folder, DAMAGED)
-    for rel in ([folder] if folder else []) + list(STAGE_FILES.get(name, ())):
+    files = list(STAGE_FILES.get(name, ()))
+    if name == "evaluate" and not any(r.get("kind") != "long" for r in record.get("records", [])):
+        files.remove("evidence.json")  # no short-answer question: none was written
+    for rel in ([folder] if folder else []) + files:
         if not (run / rel).exists():
             raise InputError(run / rel, f"missing, though {path} records the {name} stage as finished "
                              "(delete that record, and --resume runs the stage again)")
