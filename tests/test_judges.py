@@ -276,7 +276,8 @@ class Server:
         elif system.startswith("Split"):
             content = json.dumps({"statements": [s for s in user.replace("。", "，").split("，") if s]}, ensure_ascii=False)
         elif system.startswith("Write questions"):
-            content = json.dumps({"questions": ["接口返回什么？", "What does login return?"], "noncommittal": False}, ensure_ascii=False)
+            content = json.dumps({"questions": [{"question": q, "noncommittal": False} for q in ("接口返回什么？", "What does login return?")]},
+                                 ensure_ascii=False)
         else:
             evidence, listing = user.split("\n\nStatements:\n")
             evidence = evidence.removeprefix("Evidence:\n")
@@ -384,7 +385,7 @@ def test_llm_decompose_and_questions(server, tmp_path):
     j = _judge(server, tmp_path)
     assert j.decompose("前端弹出 toast，3 秒后消失。") == ["前端弹出 toast", "3 秒后消失"]
     qs, noncommittal = j.generate_questions("It returns 422.", 2)
-    assert qs == ["接口返回什么？", "What does login return?"] and noncommittal is False
+    assert qs == ["接口返回什么？", "What does login return?"] and noncommittal == [False, False]
     server.script = [{"content": "[]"}]
     with pytest.raises(JudgeError, match="malformed"):
         j.decompose("另一段话。")
@@ -490,7 +491,7 @@ def test_load_embedder_from_a_local_encoder(tmp_path):
     v = embed("login returns 422")
     assert len(v) == 16 and abs(sum(x * x for x in v) - 1.0) < 1e-5
     assert 0.0 <= answer_relevancy("login returns 422", ["登录返回 422", "toast"], embed, [False, False]) <= 1.0
-    assert answer_relevancy("login returns 422", ["login returns 422"], embed, False) == pytest.approx(1.0)
+    assert answer_relevancy("login returns 422", ["login returns 422"], embed, [False]) == pytest.approx(1.0)
 
 
 def test_an_embedder_without_token_states_is_refused_when_loaded(tmp_path):

@@ -76,7 +76,7 @@ def test_answer_relevancy_averages_raw_cosines_and_zeroes_only_all_noncommittal(
     # cosines 0.8 and -0.6 averaged as they are (ragas 0.4.3): a question pointing away pulls the score down
     assert answer_relevancy(q, ["接口返回什么？", "What is signup?"], vec.get, [False, False]) == pytest.approx(0.1)
     assert answer_relevancy(q, ["What is signup?"], vec.get, [False]) == pytest.approx(-0.6)  # below 0, not clipped
-    assert answer_relevancy(q, ["What does login return?"], vec.get, False) == pytest.approx(1.0)
+    assert answer_relevancy(q, ["What does login return?"], vec.get, [False]) == pytest.approx(1.0)
     assert answer_relevancy(q, ["接口返回什么？", "What is signup?"], vec.get, [True, False]) == pytest.approx(0.1)  # some: no cost
     assert answer_relevancy(q, ["接口返回什么？", "What is signup?"], vec.get, [True, True]) == 0.0  # all: zero
     assert math.isnan(answer_relevancy(q, [], vec.get, []))

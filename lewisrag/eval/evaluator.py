@@ -312,6 +312,7 @@ def _relevancy(rec: AnswerRecord, judge, cfg: EvalConfig, embed, m: dict, reason
         reasons["answer_relevancy"] = "needs an embedder (--embedder) and a judge that writes questions (llm)"
         return
     try:
+        # one noncommittal flag per question: only an answer evasive about every one scores 0 (ragas)
         questions, noncommittal = judge.generate_questions(rec.response, cfg.relevancy_questions)
     except JudgeError as e:  # a failed request is a reason, not a crash
         reasons["answer_relevancy"] = f"question generation failed: {e}"

@@ -117,7 +117,7 @@ def answer_completeness(reference_statements: list[str], answer: str, judge) -> 
 
 
 def answer_relevancy(
-    question: str, generated_questions: Sequence[str], embed: Callable[[str], Sequence[float]], noncommittal: Sequence[bool] | bool
+    question: str, generated_questions: Sequence[str], embed: Callable[[str], Sequence[float]], noncommittal: Sequence[bool]
 ) -> float:
     """Mean cosine between the question and questions generated back from the answer.
 
@@ -125,7 +125,8 @@ def answer_relevancy(
     usually, not always, lies in [0, 1] (a question generated back that points away from the asked
     one pulls it down; a zero vector counts 0). It is 0 only if every generated question was marked
     noncommittal: some evasive questions cost nothing, as in ragas 0.4.3 (legacy and collections).
-    NaN if nothing was generated.
+    `noncommittal` holds one flag per generated question; a lone bool is refused, since copying one
+    flag to every question zeroes the score whenever it is set. NaN if nothing was generated.
 
     >>> vec = {"登录密码错误返回什么？": [1.0, 0.0], "What does login return?": [0.6, 0.8], "注册": [-1.0, 0.0]}
     >>> round(answer_relevancy("登录密码错误返回什么？", ["What does login return?", "注册"], vec.get, [False, False]), 3)
@@ -135,9 +136,11 @@ def answer_relevancy(
     >>> answer_relevancy("登录密码错误返回什么？", ["What does login return?"], vec.get, [True])
     0.0
     """
+    if isinstance(noncommittal, bool):
+        raise TypeError(f"noncommittal: expected one flag per generated question, got {noncommittal!r}")
     if not generated_questions:
         return NAN
-    flags = [noncommittal] * len(generated_questions) if isinstance(noncommittal, bool) else list(noncommittal)
+    flags = list(noncommittal)
     if len(flags) != len(generated_questions):
         raise ValueError(f"noncommittal: expected {len(generated_questions)} flags, got {len(flags)}")
     if all(flags):

@@ -17,6 +17,10 @@ redirect) the client sends nothing more: the remaining requests fail at once wit
 and `run_error` gives the one-line error a command ends with (naming the base URL, never the key),
 as it does when no request got a reply.
 
+`generate_questions` asks for questions the answer answers, each with its own noncommittal flag (ragas'
+answer relevancy generates one question and flag at a time and scores 0 only when every flag is set);
+an item without a question string or a boolean flag makes the reply malformed.
+
 `extract_claims` asks for RAGChecker-style claims (RefChecker's triplet extraction: the text read as
 (subject, predicate, object) triplets, each written back as one short sentence), for the claim-level
 diagnostics when records carry no claims (`--claim-extractor llm`).
@@ -24,7 +28,8 @@ diagnostics when records carry no claims (`--claim-extractor llm`).
 Decided verdicts are cached on disk under sha256(judge name, model, params, prompt version, verdicts
 version, premise, hypothesis), with their three-way label (null when the reply gave none); undecided
 ones are not, so the next run asks again. Verdicts cached under an earlier prompt or verdicts
-version (`VERDICTS_VERSION`: how a reply is read) have other keys and are never read; a cached entry
+version (`VERDICTS_VERSION`: how a reply is read) have other keys and are never read, nor are
+questions cached under an earlier `QUESTIONS_VERSION` (one flag per answer); a cached entry
 without a "label" reads as unlabelled, one whose label is unknown or disagrees with its binary
 verdict as a miss. Claims are cached once their reply parses. The API key is sent in the
 Authorization header only: it is in no cache key, fingerprint, reason or result. Whatever the
@@ -57,6 +62,10 @@ PROMPT_VERSION = "lewisrag-judge-2"
 # as entailment, "supported": "false" beside it as supported, ids outside 1..n were dropped (verdicts
 # landing on the wrong statements) and the last of two verdicts for one id won; all of it cached.
 VERDICTS_VERSION = "lewisrag-verdicts-2"
+# Bump whenever SYSTEM_QUESTIONS or the reading of its reply (`_questions`) changes: in the fingerprint
+# and the questions' cache keys, as VERDICTS_VERSION is for verdicts (the other prompts keep their cache).
+# 2: one noncommittal flag per question; before, one flag for the whole answer zeroed its relevancy.
+QUESTIONS_VERSION = "lewisrag-questions-2"
 
 SYSTEM_JUDGE = (
     "You check statements against evidence, using the evidence alone and not your own knowledge. "
@@ -82,9 +91,9 @@ SYSTEM_DECOMPOSE = (
     'language. Reply with JSON only: {"statements": ["...", "..."]}.'
 )
 SYSTEM_QUESTIONS = (
-    "Write questions that the given answer answers, in the answer's language, and mark an answer "
-    "noncommittal if it is evasive or vague (e.g. 'I don't know'). Reply with JSON only: "
-    '{"questions": ["..."], "noncommittal": true|false}.'
+    "Write questions that the given answer answers, in the answer's language. For each question, mark "
+    "the answer noncommittal if it answers that question evasively or vaguely (e.g. 'I don't know'). "
+    'Reply with JSON only: {"questions": [{"question": "...", "noncommittal": true|false}]}, one item per question.'
 )
 
 
@@ -319,7 +328,7 @@ class LLMJudge:
 
     @property
     def fingerprint(self) -> str:
-        return digest("LLMJudge", self.model, self.params, PROMPT_VERSION, VERDICTS_VERSION)
+        return digest("LLMJudge", self.model, self.params, PROMPT_VERSION, VERDICTS_VERSION, QUESTIONS_VERSION)
 
     @property
     def cost(self) -> float:
@@ -335,7 +344,8 @@ class LLMJudge:
         """This judge's settings, usage and cost, for logs (no URL, no key); results.json records
         the same through `evaluator.judge_info`."""
         return {"model": self.model, "params": self.params, "prompt_version": PROMPT_VERSION,
-                "verdicts_version": VERDICTS_VERSION, "usage": dict(self.usage), "cost": self.cost}
+                "verdicts_version": VERDICTS_VERSION, "questions_version": QUESTIONS_VERSION, "usage": dict(self.usage),
+                "cost": self.cost}
 
     # -- protocol ---------------------------------------------------------------------------
 
@@ -366,13 +376,13 @@ class LLMJudge:
         JudgeError on failure. Cached once it parses."""
         return _statements(self._ask_json("decompose", SYSTEM_DECOMPOSE, text, "", check=_statements))
 
-    def generate_questions(self, answer: str, n: int = 3) -> tuple[list[str], bool]:
-        """`n` questions the answer answers, and whether the answer is noncommittal (for answer
-        relevancy). Cached once it parses."""
+    def generate_questions(self, answer: str, n: int = 3) -> tuple[list[str], list[bool]]:
+        """Up to `n` questions the answer answers, and for each whether the answer is noncommittal
+        about it (answer relevancy); raises JudgeError on failure. Cached once it parses."""
         data = self._ask_json("questions", SYSTEM_QUESTIONS, f"Write {n} questions.\n\nAnswer:\n{answer}", str(n),
                               check=_questions)
         qs, noncommittal = _questions(data)
-        return qs[:n], noncommittal
+        return qs[:n], noncommittal[:n]
 
     def extract_claims(self, text: str, question: str = "") -> list[str]:
         """RAGChecker-style claims of `text` (triplets written as short sentences; `parse_claims`),
@@ -392,9 +402,9 @@ class LLMJudge:
         return Verdict(hit["supported"], self.client.scrub(str(hit.get("reason", ""))), label)
 
     def _key_for(self, task: str, a: str, b: str) -> str:
-        # verdicts also carry how their reply was read; the other tasks' replies are read as before
-        versions = [PROMPT_VERSION, VERDICTS_VERSION] if task == "judge" else [PROMPT_VERSION]
-        return digest(self.name, self.model, self.params, *versions, task, a, b)
+        # verdicts and questions also carry how their reply was read; decompose and claims replies are read as before
+        versions = {"judge": [VERDICTS_VERSION], "questions": [QUESTIONS_VERSION]}.get(task, [])
+        return digest(self.name, self.model, self.params, PROMPT_VERSION, *versions, task, a, b)
 
     def _count(self, cache_hits: int) -> None:
         with self._lock:
@@ -456,12 +466,27 @@ def _statements(data: dict) -> list[str]:
     return [s.strip() for s in items if s.strip()]
 
 
-def _questions(data: dict) -> tuple[list[str], bool]:
-    """The questions and the noncommittal flag of a questions reply; raises JudgeError when malformed."""
-    qs, nc = data.get("questions"), data.get("noncommittal")
-    if not isinstance(qs, list) or not all(isinstance(q, str) for q in qs) or not isinstance(nc, (bool, int)):
-        raise JudgeError("malformed reply: expected 'questions' (list) and 'noncommittal' (bool)")
-    return qs, bool(nc)
+def _questions(data: dict) -> tuple[list[str], list[bool]]:
+    """The questions of a questions reply and each one's noncommittal flag; raises JudgeError when malformed.
+
+    A flag is a JSON boolean, or 0/1 as ragas writes it; anything else ("false", 2, one flag for the
+    whole reply) is no flag to read either way.
+
+    >>> _questions({"questions": [{"question": "What does login return?", "noncommittal": False},
+    ...                           {"question": "Is it 422?", "noncommittal": 1}]})
+    (['What does login return?', 'Is it 422?'], [False, True])
+    """
+    items = data.get("questions")
+    if not isinstance(items, list):
+        raise JudgeError("malformed reply: no 'questions' list")
+    qs, flags = [], []
+    for i, item in enumerate(items, start=1):
+        q, nc = (item.get("question"), item.get("noncommittal")) if isinstance(item, dict) else (None, None)
+        if not isinstance(q, str) or not (isinstance(nc, bool) or (type(nc) is int and nc in (0, 1))):
+            raise JudgeError(f'malformed reply: question {i} is not {{"question": <string>, "noncommittal": true|false}}')
+        qs.append(q)
+        flags.append(bool(nc))
+    return qs, flags
 
 
 def _passes(check, data: dict) -> bool:

@@ -14,9 +14,10 @@ it was before the catalogue, byte for byte. Chinese uses the vocabulary of the r
 are HTML written by us and go into report.html as they are; every other message is escaped there.
 
 Messages under `js.` are what report.html's script writes; they travel in the page data
-(`Messages.js()`), so the page needs nothing but itself. `known_text` translates a few fixed English
+(`Messages.js()`), so the page needs nothing but itself. `Messages.text` translates the fixed English
 texts that come from the run rather than from the reports (a preset's notes, why a stage was not run,
-why a metric is null, a citation check's detail); any other text from the run is shown as written.
+why a metric is null, a citation check's detail, the lexical judge's reason); any other text from the
+run is shown as written.
 
 Plots take their labels from the same catalogue. matplotlib has no CJK glyphs of its own: `cjk_font`
 picks an installed CJK family (Noto Sans CJK, Source Han Sans, WenQuanYi ...); without one a plot keeps
@@ -620,6 +621,20 @@ KNOWN_TEXTS: dict[str, str] = {
     "no reference answer": "没有参考答案",
     "needs an embedder (--embedder) and a judge that writes questions (llm)": "需要嵌入模型（--embedder）和能反推问题的裁判（llm）",
     "no questions generated": "没有反推出问题",
+    "no statements in the answer": "回答里没有陈述",
+    "no reference statements": "没有参考陈述",
+    "the answer has no sentences": "回答里没有句子",
+    "not judged": "不判定",  # a not_in_kb answer's statement
+    # what `judge undecided on all N ...` names (eval/evaluator.py's _scored)
+    "statements in the answer": "回答里的陈述",
+    "reference statements": "参考陈述",
+    # why a claim-level metric is null (eval/claims.py)
+    "no response claims": "回答里没有断言",
+    "no reference claims": "没有参考断言",
+    "no contexts": "没有检索到上下文",
+    "precision or recall is undefined": "精确率或召回率无定义",
+    "no reference claim is known to be in a context (undecided verdicts)": "没有哪条参考断言确知在某个上下文里（判定未定）",
+    "no reference claim is entailed by any context (no relevant context)": "没有哪条参考断言能被某个上下文蕴含（没有相关上下文）",
     # a citation check's detail (eval/citations.py)
     "no [n] citation": "没有 [n] 引用",
     "no quote, number or Latin word to check": "没有引文、数字或拉丁字母词，规则无从核对",
@@ -637,9 +652,20 @@ KNOWN_PREFIXES: tuple[tuple[str, str], ...] = (
     ("no answer: the generator failed: ", "没有回答：生成器失败："),
     ("decompose failed: ", "拆分陈述失败："),
     ("question generation failed: ", "反推问题失败："),
+    ("claim extraction failed: ", "抽取断言失败："),
 )
-# The lexical judge's reason: '2/3 content tokens in premise (0.67 < 0.75); missing: returns'.
-_LEXICAL_REASON = re.compile(r"(\d+)/(\d+) content tokens in premise \(([^()]*)\)(?:; missing: (.*))?", re.DOTALL)
+# Fixed English sentences with numbers or names in them: each group is passed through `Messages.text` too.
+KNOWN_PATTERNS: tuple[tuple[re.Pattern, str], ...] = (
+    (re.compile(r"judge undecided on all (\d+) (.+?): (.*)", re.DOTALL), "裁判对全部 {0} 条{1}都没有给出判定：{2}"),
+    (re.compile(r"all (\d+) labels it counts are undecided"), "要计数的 {0} 个标签全都未判定"),
+    (re.compile(r"the judge returned no statements for (\d+) sentences"), "裁判没有从 {0} 个句子里拆出任何陈述"),
+)
+# The lexical judge's reason: '5/6 content tokens in premise (0.83 ≥ 0.75); missing: 2018; but the premise lacks
+# the number 2018' (`LexicalJudge._one`). No list it names holds a ";", so an ending of another shape is no match
+# and the reason is shown as written, never half translated.
+_LEXICAL_REASON = re.compile(r"(\d+)/(\d+) content tokens in premise \(([^()]*)\)(?:; missing: ([^;]*))?"
+                             r"(?:; but the premise lacks (?:the number ([^;]*?)(?: and the name ([^;]*))?|the name ([^;]*)))?",
+                             re.DOTALL)
 
 
 def check_lang(lang: str, flag: str = "--lang") -> str:
@@ -720,16 +746,27 @@ class Messages:
 
         >>> Messages("zh").text("the answer cites nothing"), Messages("zh").text("not in the cited documents: http")
         ('回答没有引用任何段落', '被引文档里没有：http')
+        >>> Messages("zh").text("5/6 content tokens in premise (0.83 ≥ 0.75); missing: 2018; but the premise lacks the number 2018")
+        '前提里有 5/6 个内容词（0.83 ≥ 0.75）；缺少：2018；但前提里没有数字 2018'
+        >>> Messages("zh").text("judge undecided on all 2 reference statements: no content tokens in the statement")
+        '裁判对全部 2 条参考陈述都没有给出判定：陈述里没有内容词'
         """
         if self.lang == "en" or not isinstance(value, str):
             return value
         if value in KNOWN_TEXTS:
             return KNOWN_TEXTS[value]
-        for en, zh in KNOWN_PREFIXES:
+        for en, zh in KNOWN_PREFIXES:  # what follows may be a known text too ("decompose failed: the judge returned ...")
             if value.startswith(en):
-                return zh + value[len(en):]
+                return zh + self.text(value[len(en):])
+        for pattern, zh in KNOWN_PATTERNS:
+            if m := pattern.fullmatch(value):
+                return zh.format(*map(self.text, m.groups()))
         if m := _LEXICAL_REASON.fullmatch(value):
-            return f"前提里有 {m[1]}/{m[2]} 个内容词（{m[3]}）" + (f"；缺少：{m[4]}" if m[4] else "")
+            # its lists are joined with ", ", which no item holds ("1,890" has no space)
+            k, n, share, missing, numbers, and_names, names = (g and g.replace(", ", "、") for g in m.groups())
+            lacking = [f"数字 {numbers}"] * bool(numbers) + [f"名字 {and_names or names}"] * bool(and_names or names)
+            return (f"前提里有 {k}/{n} 个内容词（{share}）" + (f"；缺少：{missing}" if missing else "")
+                    + (f"；但前提里没有{'，也没有'.join(lacking)}" if lacking else ""))
         return value
 
     def js(self) -> dict[str, str]:
