@@ -17,6 +17,7 @@ from lewisrag.data.io import InputError
 from conftest import local_server
 from lewisrag.eval import judges
 from lewisrag.eval.judges import FunctionJudge, LabelJudge, LexicalJudge, NLIJudge, Verdict
+from lewisrag.eval.judges import llm
 from lewisrag.eval.judges.llm import JudgeError, LLMJudge
 
 KEY = "sk-test-SECRET-4f1d9c"
@@ -475,6 +476,8 @@ def test_llm_judge_through_the_cli_keeps_the_key_out(server, tmp_path, monkeypat
     assert r.exit_code == 0, r.output
     res = json.loads((tmp_path / "run" / "results.json").read_text(encoding="utf-8"))
     assert res["judge"]["name"] == "llm" and res["judge"]["model"] == "judge-model" and res["judge"]["prompt_version"]
+    # every version in the fingerprint is named beside it: results.json said which prompt, not how its reply was read
+    assert (res["judge"]["verdicts_version"], res["judge"]["questions_version"]) == (llm.VERDICTS_VERSION, llm.QUESTIONS_VERSION)
     assert res["records"][0]["metrics"]["faithfulness"] == 1.0 and res["splitter"]["name"] == "atomic"
     n = len(server.requests)
     again = CliRunner().invoke(app, args)  # warm cache: no request at all

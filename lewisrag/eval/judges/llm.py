@@ -266,6 +266,8 @@ class LLMJudge:
 
     name = "llm"
     prompt_version = PROMPT_VERSION
+    verdicts_version = VERDICTS_VERSION
+    questions_version = QUESTIONS_VERSION
 
     def __init__(
         self,
