@@ -31,21 +31,26 @@ def test_tokenize_english_and_chinese():
     assert tokenize("Who is the leader of Valdoria?") == ["leader", "valdoria"]
     assert tokenize("登录失败 422") == ["登", "登录", "录", "录失", "失", "失败", "败", "422"]  # characters and pairs
     assert tokenize("瓦尔，多") == ["瓦", "瓦尔", "尔", "多"]  # no pair across punctuation
+    assert tokenize("返回422错误") == ["返", "返回", "回", "422", "错", "错误", "误"]  # a number ends at CJK
 
 
-def test_a_bm25_index_of_tokenizer_1_still_answers(tmp_path, monkeypatch):
-    """Indexes built before tokenizer /2 (characters only) load and match on characters: the
-    pairs a question now has are not in their vocabulary."""
+def test_a_bm25_index_of_tokenizer_1_over_chinese_is_refused(tmp_path, monkeypatch):
+    """Indexes built before tokenizer /3 split Chinese otherwise than a question is split now (/1:
+    characters only, and "422用户" one word), so one over CJK text is refused on load, naming the
+    manifest's field; a build records /3 (test_cjk_tokens has the other cases)."""
     from lewisrag.index import bm25
 
     ps = [Passage("a", "注册", "用户名已被占用时返回 422"), Passage("b", "登录", "密码错误时提示邮箱或密码无效")]
     monkeypatch.setattr(bm25, "tokenize", lambda text: [t for t in tokenize(text) if len(t) == 1 or t.isascii()])
+    monkeypatch.setattr(bm25, "TOKENIZER", "lewisrag.index.bm25.tokenize/1")
     build_bm25_index(ps, tmp_path / "old")
     monkeypatch.undo()
-    old = BM25Index.load(tmp_path / "old")
-    _, rows = old.search(["密码错误怎么提示", "用户名被占用"], 2)
+    with pytest.raises(InputError, match="without the character pairs.*build the index again") as e:
+        BM25Index.load(tmp_path / "old")
+    assert e.value.field == "bm25.tokenizer"
+    assert build_bm25_index(ps, tmp_path / "new")["bm25"]["tokenizer"] == "lewisrag.index.bm25.tokenize/3"
+    _, rows = BM25Index.load(tmp_path / "new").search(["密码错误怎么提示", "用户名被占用"], 2)
     assert rows[:, 0].tolist() == [1, 0]
-    assert build_bm25_index(ps, tmp_path / "new")["bm25"]["tokenizer"] == "lewisrag.index.bm25.tokenize/2"
 
 
 def test_bm25_finds_names(tiny_corpus, tmp_path):

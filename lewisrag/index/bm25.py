@@ -5,11 +5,14 @@ a handful of sentence-long tokens; ours lowercases (NFKC), keeps latin words and
 drops English stopwords, and splits CJK text into characters and pairs of adjacent characters (as
 Lucene's CJK analyzer does). Characters alone match too loosely: the Chinese world's made-up names
 share a small set of characters, so 瓦尔多 matches every passage with 瓦, 尔 and 多 anywhere, while
-the pair 瓦尔 does not (recall@5 of its test questions, 2,000 entities: 0.92-0.94 with characters
-alone, 0.997-1.0 with the pairs too).
+the pair 瓦尔 does not (recall@5 of its test questions, 2,000 entities, seeds 0-4: 0.91-0.94 with
+characters alone, 0.999-1.0 with the pairs too; recall@1 0.71-0.77, 0.66-0.71 with tokenizer /2).
 
-Tokenizer /2 added the pairs; an index built with /1 keeps working, as its vocabulary simply has no
-pairs to match.
+Tokenizer /2 added the pairs. /3 ends a latin word or number at a CJK character: /1 and /2 ran it
+on through the CJK text after it ("580万人生活在卡温拉斯" was one word), and every Chinese world
+passage has such a word ("1302年建国"). An index of /1 or /2 whose words hold no CJK character (an
+English one) is tokenized as /3 would tokenize it and keeps working; one with CJK is refused on
+load (a question's 1302, 年 and 建国 never meet its word 1302年建国): build it again.
 """
 
 from __future__ import annotations
@@ -29,8 +32,16 @@ from lewisrag.data.outputs import check_out_dir, exclusive
 from lewisrag.data.records import Passage
 from lewisrag.index import store
 
-_TOKEN = re.compile(r"(?P<cjk>[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]+)|[^\W_]+", re.UNICODE)
-TOKENIZER = "lewisrag.index.bm25.tokenize/2"  # recorded in the manifest
+# CJK ideographs (extensions B-F and the compatibility ones too), 々〆〇, kana but for its two
+# punctuation marks (゠ and ・, which end a run as 、 does) and hangul syllables. They match \w, so the
+# latin branch excludes them: else a word begun by a digit or letter ran on through them
+_CJK = ("\u3005-\u3007\u3040-\u309f\u30a1-\u30fa\u30fc-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
+        "\uf900-\ufaff\U00020000-\U0002fa1f")
+_TOKEN = re.compile(rf"(?P<cjk>[{_CJK}]+)|[^\W_{_CJK}]+")
+TOKENIZER = "lewisrag.index.bm25.tokenize/3"  # recorded in the manifest
+# /1 and /2 differ from /3 only on text with a character either counts as CJK (all of kana, for them)
+_OLD_TOKENIZERS = ("lewisrag.index.bm25.tokenize/1", "lewisrag.index.bm25.tokenize/2")
+_EVER_CJK = re.compile(f"[{_CJK}\u3040-\u30ff]")
 _STOPWORDS = frozenset(
     "a an and are as at be by for from has have he in is it its of on or that the this to was were what "
     "which who whom whose will with does did do how when where why".split()
@@ -39,10 +50,14 @@ _STOPWORDS = frozenset(
 
 def tokenize(text: str) -> list[str]:
     """Lowercased word tokens for English, stopwords dropped; for CJK, each character and each pair
-    of adjacent characters (a run ends at punctuation, a space or a latin word).
+    of adjacent characters (a run ends at punctuation, a space, a latin word or a number, and a
+    latin word or number ends at a CJK character). NFKC first: full-width digits and letters are
+    ASCII ones, half-width katakana full-width.
 
     >>> tokenize("Who leads Valdoria? 登录失败")
     ['leads', 'valdoria', '登', '登录', '录', '录失', '失', '失败', '败']
+    >>> tokenize("约有５８０万人")
+    ['约', '约有', '有', '580', '万', '万人', '人']
     """
     out = []
     for m in _TOKEN.finditer(unicodedata.normalize("NFKC", text).lower()):
@@ -123,6 +138,7 @@ class BM25Index:
             raise InputError(path / "bm25", f"cannot read the BM25 index ({first_line(e)}); "
                              "build the index again") from None
         check_num_docs(path, retriever, manifest["n_passages"])
+        check_tokenizer(path, manifest, retriever.vocab_dict)
         return cls(path, manifest, retriever, store.load_passages(path, manifest))
 
     def search(self, questions: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -151,3 +167,31 @@ def check_num_docs(path: Path, retriever, n_passages: int) -> None:
         raise InputError(path / "bm25" / "params.index.json", f"indexes {docs!r} documents, the index {n_passages} "
                          "passages: the BM25 files belong to another index or are damaged; build the index again",
                          field="num_docs")
+
+
+def check_tokenizer(path: Path, manifest: dict, vocab: dict[str, int]) -> None:
+    """The manifest's `bm25.tokenizer` against ours: questions are tokenized by `tokenize`, so an
+    index whose passages another tokenizer split differently would match some words and silently
+    miss the rest. /1 and /2 agree with /3 on text without CJK, so an index of theirs whose
+    vocabulary holds no CJK character loads; any other is refused."""
+    settings = manifest.get("bm25")
+    if not isinstance(settings, dict) or not isinstance(settings.get("tokenizer"), str):
+        raise InputError(path / store.MANIFEST, f"expected an object naming its tokenizer, got {settings!r}: the "
+                         "manifest is damaged or was edited; build the index again", field="bm25")
+    built_with = settings["tokenizer"]
+    if built_with == TOKENIZER:
+        return
+    if built_with not in _OLD_TOKENIZERS:
+        raise InputError(path / store.MANIFEST, f"{built_with!r} is not a tokenizer this lewisrag knows (it "
+                         f"tokenizes with {TOKENIZER}): upgrade lewisrag if a newer one built the index, else build "
+                         "the index again", field="bm25.tokenizer")
+    if not _EVER_CJK.search("\n".join(vocab)):  # one scan in C: a Wikipedia index has millions of words
+        return
+    cjk = [w for w in vocab if _EVER_CJK.search(w)]
+    mixed = next((w for w in cjk if _EVER_CJK.sub("", w)), None)  # the defect /3 fixed, if the index shows it
+    what = (f"its word {mixed!r} runs a latin word or number on into CJK text" if mixed else
+            f"it indexes CJK text ({cjk[0]!r}) without the character pairs" if built_with.endswith("/1") else
+            f"it indexes CJK text ({cjk[0]!r})")
+    raise InputError(path / store.MANIFEST, f"{built_with!r} split this index's text otherwise than {TOKENIZER} "
+                     f"splits questions ({what}): build the index again (`lewisrag index build --encoder bm25 "
+                     f"--out {path} --overwrite` over its passages)", field="bm25.tokenizer")

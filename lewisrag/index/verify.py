@@ -396,7 +396,7 @@ def _check_bm25(index) -> str:
     scores, vocab = index.retriever.scores, index.retriever.vocab_dict
     docs = scores["num_docs"]  # as many as the passages: the load checked it (`bm25.check_num_docs`)
     built_with = index.manifest.get("bm25", {}).get("tokenizer")
-    if built_with != TOKENIZER:  # an index of tokenizer /1 has no CJK pairs, which /2 would look for
+    if built_with != TOKENIZER:  # a /1 or /2 index loads only without CJK words (bm25.check_tokenizer): not re-split here
         return (f"the BM25 files index {docs} documents, as many as the passages (their words not checked: built with "
                 f"tokenizer {built_with}, not {TOKENIZER})")
     indptr, indices = np.asarray(scores["indptr"]), scores["indices"]

@@ -3,14 +3,15 @@ regular-expression answers (CuratedTrec's), matched as DrQA and DPR match them (
 `regex_search`), with `answer_exact_match` choosing between EM and regex match by the example.
 
 English follows the SQuAD / DPR normalization (lowercase, drop punctuation and the articles a, an,
-the, collapse whitespace). Chinese (and any CJK text) is folded with NFKC, loses full-width and other
-Unicode punctuation and the spaces next to CJK characters, and is compared one character per token;
-Latin words and numbers inside it stay whole words (a non-ASCII mark between two of them separates
-them as a space would: Chinese writes "Paris，France" with no space after its comma), except a
-full-width form of ASCII punctuation between two digits, which is its ASCII form inside a number
-("３．５", "１，０００", "10：30" are "3.5", "1,000", "10:30", and normalize as those do). ROUGE-L is
-rouge-score's scorer fed with our tokenizer: rouge-score's own keeps only [a-z0-9], so it scores
-every Chinese answer 0; ours agrees with it on English and keeps CJK.
+the, collapse whitespace), with every currency sign dropped as SQuAD's $ is ("￥100" and "€5" are
+"100" and "5" in either language). Chinese (and any CJK text) is folded with NFKC, loses full-width
+and other Unicode punctuation and the spaces next to CJK characters, and is compared one character
+per token; Latin words and numbers inside it stay whole words (a non-ASCII mark between two of
+them separates them as a space would: Chinese writes "Paris，France" with no space after its comma),
+except a full-width form of ASCII punctuation between two digits, which is its ASCII form inside a
+number ("３．５", "１，０００", "10：30" are "3.5", "1,000", "10:30", and normalize as those do).
+ROUGE-L is rouge-score's scorer fed with our tokenizer: rouge-score's own keeps only [a-z0-9], so
+it scores every Chinese answer 0; ours agrees with it on English and keeps CJK.
 """
 
 from __future__ import annotations
@@ -52,8 +53,10 @@ def _spaced(ch: str) -> str:
 
 def _is_punct(ch: str) -> bool:
     # SQuAD drops string.punctuation (which includes symbols such as $ and +); we add every
-    # Unicode punctuation mark, so 。，、「」 and the like go too.
-    return ch in _ASCII_PUNCT or unicodedata.category(ch).startswith("P")
+    # Unicode punctuation mark, so 。，、「」 and the like go too, and every currency sign (Sc): SQuAD
+    # drops $ only because it is ASCII, and ￥ (NFKC: ¥), € or £ kept made "￥100" miss "100" where
+    # "$100" matched it. Other symbols (° ± ×) stay: they are not punctuation and can carry meaning.
+    return ch in _ASCII_PUNCT or unicodedata.category(ch)[0] == "P" or unicodedata.category(ch) == "Sc"
 
 
 class _CharTable(dict):
@@ -102,6 +105,8 @@ def normalize_answer(text: str) -> str:
     ('paris france', 'tom hanks', 'jeanpaul')
     >>> normalize_answer("３．５％"), normalize_answer("１，０００人"), normalize_answer("10：30")
     ('35', '1000人', '1030')
+    >>> normalize_answer("$100"), normalize_answer("￥100元"), normalize_answer("€5")  # as SQuAD's $
+    ('100', '100元', '5')
     """
     if not text.isascii():
         # a full-width mark inside a number is its ASCII form ("３．５" is "3.5"); every other non-ASCII
