@@ -120,59 +120,112 @@ def diagnose(metrics: dict, category: str | None = None, refused: bool = False,
 # refusals
 
 # A refusal phrase names what holds no answer (the knowledge base, the documents) or who cannot
-# give one (I, we): "cannot determine" or 无法确定 alone is as often a claim about a system ("the
-# server cannot determine...", 系统无法确定用户时...), so such verbs count only after I/we, at the
-# start of a clause, or (Chinese) before an object that is the answer itself. Text is NFKC-folded
-# and lowercased first.
+# give one (I, we; 我, 我们): "cannot determine" or 无法确定 alone is as often a claim about a system
+# ("the server cannot determine...", 系统无法确定用户时...). With neither, a phrase counts only at the
+# start of a clause, where the dropped subject is the speaker ("Could not find the founding year.",
+# 没有找到建立年份。), and Chinese "not found" anywhere else only before an object that is the answer
+# itself (`_ANSWER_ZH`). Every phrasing is listed in both languages, side by side: a refusal read in
+# one is read in its translation (tests/test_refusal_phrasings.py). Text is NFKC-folded and
+# lowercased first, so a full-width ，；：！？ reads as , ; : ! ?.
 # The two lists name the same sources, side by side (the reports call a retrieved text 段落 /
 # "passage", 上下文 / "context"): knowledge base 知识库 · context(s) 上下文 · document(s) 文档 ·
 # passage(s) 段落 · excerpt(s), snippet(s) 片段 / 文段 · source(s) 来源 · (reference) material(s)
-# (参考)资料 · search / retrieval / retrieved results 检索结果 · the text 文中 / 原文 · information /
+# (参考)资料 / 材料 · search / retrieval / retrieved results 检索结果 · the text 文中 / 原文 · information /
 # content provided 提供的信息 / 内容. "text" only after the, this, provided, given or retrieved, and
 # no bare 文本: "the response text does not contain the password", 文本中没有空格 state facts.
 _SOURCE_EN = (r"(?:knowledge base|contexts?|documents?|passages?|excerpts?|snippets?|sources?|(?:reference )?materials?"
               r"|(?:search|retrieval|retrieved) results|(?:(?<=the )|(?<=this )|(?<=provided )|(?<=given )|(?<=retrieved ))text"
               r"|(?:information|content) provided|provided (?:information|content))")
-_SOURCE_ZH = r"(?:知识库|上下文|文档|段落|片段|文段|来源|参考资料|资料|检索结果|文中|原文|提供的(?:内容|信息))"
+_SOURCE_ZH = r"(?:知识库|上下文|文档|段落|片段|文段|来源|(?:参考)?(?:资料|材料)|检索结果|文中|原文|提供的(?:内容|信息))"
 _CLAUSE = r"(?:^|[.!?;:,。！？；：，、]\s*)"  # a clause starts here
 # what follows a Chinese verb of not finding when its object is the answer itself, not "用户时"
 _ANSWER_ZH = r"(?=相关|任何|有关|答案|信息|资料|内容|记录|依据|这|该|此|[。！？，；：,.!?;:]|$)"
-# I/we cannot: "can't", "could not", "am unable to", "'m not able to", "won't be able to"
-_UNABLE_EN = (r"(?: do not| don't| cannot| can't| can not| could not| couldn't| won't be able to| will not be able to"
-              r"|(?:'m| am|'re| are| was| were)? (?:unable|not able) to| wasn't able to| weren't able to)")
+# I/we cannot: "can't", "could not", "didn't", "am unable to", "'m not able to", "won't be able to"
+_UNABLE_EN = (r"(?: do not| don't| did not| didn't| cannot| can't| can not| could not| couldn't| won't be able to"
+              r"| will not be able to|(?:'m| am|'re| are| was| were)? (?:unable|not able) to| wasn't able to| weren't able to)")
+# 我 / 我们 cannot, not found, do not know; an apology speaks for 我 ("抱歉无法回答")
+_SPEAKER_ZH = r"(?:我们?|抱歉|对不起)(?:暂时|目前|还|也|实在)?"
+# where the speaker looked, between the negation and the verb: 我无法根据提供的上下文回答, 未能在文档中找到
+_WHERE_ZH = r"(?:(?:根据|从|在|于|基于|依据|通过|按照|凭借?|结合)[^,.!?;:。、]{0,24}?)?"
+_NOT_ZH = r"(?:没有?|未能?|没能|并未|并没有|均未|都没有|无法|不能|没法|没有办法)"  # ... found: 没有找到, 未能查到
+_UNABLE_ZH = r"(?:无法|不能|没法|没有办法|未能|没能)"  # ... answer, determine: 无法回答, 没能确定
+_FOUND_ZH = rf"(?:{_NOT_ZH}{_WHERE_ZH}(?:(?:查|找|检索|搜索|搜)到|发现)|(?:查|找|搜)不到)"
+# what one is unable to do, as "answer|determine|find|tell|locate|provide an answer" (not "provide refunds")
+_TELL_ZH = (r"(?:回答|作答|解答|答复|确定|判断|找到|查到|告知|(?:提供|给出)[^,.!?;:。、]{0,6}?(?:答案|回答|信息|资料|细节|详情|帮助)"
+            r"|(?:帮到|帮上|帮助)(?:您|你))")
+_PROVIDE_EN = r"provide (?:[\w']+ ){0,2}?(?:answers?|information|details|help|assistance)"
 _REFUSAL_PATTERNS = [
-    # English
-    r"\bnot (?:found|available|mentioned|covered|present|provided|included|given|stated|specified) in "
+    # English: a source lacks it. "not found in the documents", "cannot be found in the context",
+    # "the knowledge base has no information", "none of the passages mention it"
+    r"(?:\bnot|\bcannot|n't) (?:be )?(?:found|available|mentioned|covered|present|provided|included|given|stated|specified) in "
     rf"(?:the |any of the |my )?(?:provided |given |retrieved |available )?{_SOURCE_EN}",
     rf"\bnot in the (?:provided |given |retrieved )?{_SOURCE_EN}",
     rf"\b{_SOURCE_EN} (?:does|do)(?: not|n't) (?:contain|mention|say|cover|provide|include|specify|state|address|discuss|give)\b",
-    # "I can't answer", "I'm not able to answer", "we won't be able to tell", "I can't help with this"
-    rf"\b(?:i|we){_UNABLE_EN} (?:know|find|answer|determine|tell|say|locate|provide)\b",
+    rf"\b{_SOURCE_EN} (?:has|have|contains?|includes?|holds?|gives?|provides?|offers?|makes?|says?|mentions?) "
+    r"(?:no (?:relevant |such |specific |further |additional )?(?:information|mentions?|answers?|details?|data|evidence|records?"
+    r"|references?|content)\b|nothing\b(?! to do\b))",
+    rf"\b(?:none|neither) of (?:the |these |those |my )?(?:provided |given |retrieved |available )?{_SOURCE_EN} "
+    r"(?:mentions?|contains?|says?|covers?|provides?|includes?|specif(?:y|ies)|states?|address(?:es)?|discuss(?:es)?|gives?)\b",
+    # English: I/we cannot. "I can't answer", "I didn't find", "we won't be able to tell", "I can't help with
+    # this", "I haven't found", "I'm not sure"
+    rf"\b(?:i|we){_UNABLE_EN} (?:know|find|answer|determine|tell|say|locate|{_PROVIDE_EN})\b",
     rf"\b(?:i|we){_UNABLE_EN} help(?: you)? with (?:this|that|it|your question)\b",
+    r"\b(?:i|we) (?:have not|haven't|had not|hadn't) (?:been able to (?:find|locate|determine|answer)|found|located)\b",
+    r"\b(?:i|we)(?:'m| am|'re| are) not (?:sure|certain)\b",
     r"\b(?:i|we) (?:do not|don't) have (?:enough |sufficient |any |the )?(?:relevant )?(?:information|data|details|context)\b",
-    rf"{_CLAUSE}(?:sorry,?\s*)?(?:(?:cannot|can't|unable to|not able to) (?:answer|determine|find|tell)|i don't know|unknown)\b",
     r"\b(?:there is|there's|there are|i have|i found|we have|i could find|i can find) no (?:relevant |such |specific )?"
-    r"(?:information|documents?|context|evidence|data|details|mention)\b",
-    # "No information about that.", not "No information is leaked to the client."
-    rf"{_CLAUSE}(?:sorry,?\s*)?no (?:relevant )?information\b(?! (?:is|was|are|were|gets?|will)\b)",
+    r"(?:information|documents?|context|evidence|data|details|mention|records?)\b",
     r"\b(?:not enough|insufficient) (?:relevant )?(?:information|context)\b",
     r"\b(?:the|this|that|such) information is not (?:available|provided|given|mentioned|included|present)\b",
-    # Chinese: 知识库里没有 / 文档未提及 / 未在知识库中找到 / 没有找到相关信息 / 无法回答 / 我不知道 / 暂无相关信息;
-    # 不 only before a verb of containing: "文档不允许空密码" states a rule, it does not refuse
-    rf"{_SOURCE_ZH}(?:里|中|内)?(?:(?:没有|未|并未|并没有|均未|都没有)(?:包含|提及|提到|涉及|记载|说明|相关)?"
-    r"|不(?:包含|提及|提到|涉及|记载))",
+    # Chinese: a source lacks it. 知识库里没有 / 文档未提及 / 资料中并无相关记载 / 知识库中查不到 / 未在知识库中找到 /
+    # 没有任何段落提到; 不 only before a verb of containing: "文档不允许空密码" states a rule, it does not refuse
+    rf"{_SOURCE_ZH}(?:里|中|内)?(?:(?:没有|未|并未|并没有|均未|都没有|都未)(?:包含|提及|提到|涉及|记载|说明|相关)?"
+    r"|不(?:包含|提及|提到|涉及|记载)|(?:并|暂)?无(?:相关|任何|有关|此|该|这|答案|信息|记录|内容|资料|提及|记载|说明)"
+    r"|(?:查|找|搜)不到)",
     rf"未在{_SOURCE_ZH}(?:里|中|内)?(?:找到|查到|检索到|发现)",
+    rf"没有(?:任何|一个|一篇|一段|一处)?(?:所?提供的|给出的|检索到的)?{_SOURCE_ZH}(?:提到|提及|涉及|包含|记载|说明|谈到)",
+    # Chinese: 我 / 我们 cannot, as "I"/"we" above, whatever the object: 我没有找到建立年份 / 我找不到 /
+    # 我无法确定建立年份 / 我无法根据上下文回答 / 我们无法提供该信息 / 我不清楚 / 我不确定 / 无法帮到您
+    rf"{_SPEAKER_ZH}{_WHERE_ZH}{_FOUND_ZH}",
+    rf"{_SPEAKER_ZH}{_WHERE_ZH}{_UNABLE_ZH}{_WHERE_ZH}(?:知道|得知|告诉|说|定位|{_TELL_ZH})",
+    rf"{_SPEAKER_ZH}(?:并)?不(?:太)?(?:知道|清楚|了解|确定)",
+    # Chinese: no record, as "there is no information" above. 没有…记录 only as "no relevant records" or closing
+    # the clause: "系统没有记录失败次数" states a fact
     rf"(?:没有?|未能?|并未|均未)(?:查|找|检索)到{_ANSWER_ZH}", rf"(?:查|找)不到{_ANSWER_ZH}",
-    # 无法回答 / 没法作答 / 未能解答 / 无法帮到您 / 无法给出答案, after I/we, an apology or a clause's start:
-    # "系统无法确定用户时" and "系统无法帮助用户" state facts
-    rf"(?:{_CLAUSE}|我|我们|抱歉|对不起)(?:暂时|目前)?(?:无法|不能|没法|没有办法|未能|没能)"
-    rf"(?:回答|作答|解答|答复|(?:帮到|帮上|帮助)(?:您|你)|(?:确定|判断|找到|给出){_ANSWER_ZH}|提供(?:答案|回答|相关信息|信息))",
-    rf"(?:{_CLAUSE}|我|我们)不(?:太)?(?:知道|清楚){_ANSWER_ZH}",
-    # 没有…记录 only as "no relevant records" or closing the clause: "系统没有记录失败次数" states a fact
     r"没有(?:相关|足够)(?:的)?(?:信息|资料|依据|记录|内容)", r"没有(?:信息|资料|依据|记录)(?=[。！？，；,.!?;]|$)",
-    r"暂无(?:相关|可用)?(?:的)?(?:信息|资料|记录|答案|内容|数据)",
+    r"(?:暂|并)?无(?:相关|有关|此|该|这方面)(?:的)?(?:信息|资料|记录|内容|答案|依据)",
+    r"查无(?:此|该|相关|任何)?(?:的)?(?:信息|资料|记录|内容|答案|结果|数据)",
+    r"暂无(?:可用)?(?:的)?(?:信息|资料|记录|答案|内容|数据)",
+]
+# Subject-dropped: the speaker's, at the start of a clause. "Cannot answer.", "Could not find the founding
+# year.", "Not found.", "No relevant documents were found."; 无法回答。, 没有找到建立年份。, 查不到。, 不知道。
+_BARE_REFUSAL_PATTERNS = [
+    rf"{_CLAUSE}(?:sorry,?\s*)?(?:cannot|can't|can not|could not|couldn't|did not|didn't|(?:was )?unable to|not able to)"
+    rf" (?:answer|determine|find|tell|locate|{_PROVIDE_EN})\b",
+    rf"{_CLAUSE}(?:sorry,?\s*)?(?:i don't know|unknown)\b",
+    rf"{_CLAUSE}(?:sorry,?\s*)?(?:(?:the )?(?:answer|information) (?:was |is )?)?not found(?=\s*[.!?;:,]|$)",
+    rf"{_CLAUSE}(?:sorry,?\s*)?no (?:relevant |such |matching |related |specific )?(?:information|documents?|passages?"
+    r"|results?|records?|answers?|matches|data|details|sources?|mentions?)(?: (?:was|were|could be|can be|has been|have been))? found\b",
+    # "No information about that.", not "No information is leaked to the client."
+    rf"{_CLAUSE}(?:sorry,?\s*)?no (?:relevant |such )?information\b(?! (?:is|was|are|were|gets?|will)\b)",
+    rf"{_CLAUSE}(?:暂时|目前|还|仍)?{_WHERE_ZH}{_FOUND_ZH}",
+    rf"{_CLAUSE}(?:暂时|目前)?{_WHERE_ZH}{_UNABLE_ZH}{_WHERE_ZH}{_TELL_ZH}",
+    rf"{_CLAUSE}不(?:太)?(?:知道|清楚){_ANSWER_ZH}",  # "不知道。", not "不知道密码的用户"
 ]
 _REFUSAL_RE = re.compile("|".join(f"(?:{p})" for p in _REFUSAL_PATTERNS))
+_BARE_REFUSAL_RE = re.compile("|".join(f"(?:{p})" for p in _BARE_REFUSAL_PATTERNS))
+# A refusal phrase inside a condition or a reason refuses nothing: "If the context has no token, the API
+# returns 401", "...because the context does not contain a token", 如果上下文中没有令牌, 由于…. In Chinese the
+# condition may close the clause instead: 未找到用户时接口返回 404, 上下文中没有用户信息时, 没有找到的话; not
+# 时长, 时间, 何时, 登录时的, and after a verb whose object may hold a "when" (`_ASKS_ZH_RE`) only as the
+# clause's end: "我们无法确定用户身份时，要求验证" states a rule, "我不知道登录失败时会怎样" refuses.
+_IF_RE = re.compile(r"\b(?:if|when|whenever|unless|once)\b|如果|假如|倘若|若(?!干)|要是|一旦|只要|除非")
+_BECAUSE_RE = re.compile(r"\b(?:because|since)\b|因为|由于")
+_ASKS_ZH_RE = re.compile(r"(?:提及|提到|谈到|涉及|记载|说明|包含|回答|作答|解答|答复|确定|判断|知道|得知|清楚|了解|告诉|告知"
+                         r"|说|提供|给出)$")
+_WHEN_ZH_RE = re.compile(r"(?<![何同及实按暂临准当届定超计随小])时(?![长间刻区效候的段代])|的时候|的话|的情况下")
+_MARKS = ".!?;:,。！？；：，、 "
+_MARK_RE = re.compile(r"[.!?;:,。！？；：，、]")
 # What turns a refusal into an answer after all: a contrast ("..., but it locks for 30 minutes") or,
 # inside one sentence, a number (a figure is a claim to check; a refusal states none of its own)
 _CONTRAST_RE = re.compile(r"\b(?:but|however|although|though|yet)\b|但|不过|然而|可是")
@@ -253,10 +306,30 @@ _CONNECTIVE_RE = re.compile(r"(?:(?:and|but|so|or|also|then) |(?:但是?|不过|
 _CLAUSE_CUT_RE = re.compile(r"[,;:、]")
 
 
+def _conditional(sentence: str, m: re.Match, bare: bool) -> bool:
+    """Whether a refusal phrase is part of a condition or a reason ("if the context has no token",
+    未找到用户时): `_IF_RE` or `_BECAUSE_RE` before it in its clause, or `_WHEN_ZH_RE` after it, closing
+    the clause or after a phrase that does not end in a verb of telling (`_ASKS_ZH_RE`). A
+    subject-dropped phrase is also a consequence after a condition in an earlier clause ("If the
+    token expires, cannot determine the user", 令牌过期时，无法确定用户)."""
+    head = sentence[:m.start() + len(m.group()) - len(m.group().lstrip(_MARKS))]
+    end = _MARK_RE.search(sentence, m.end())
+    tail = sentence[m.end():end.start() if end else len(sentence)]
+    clause_head = _MARK_RE.split(head)[-1]
+    if _IF_RE.search(clause_head) or _BECAUSE_RE.search(clause_head):
+        return True
+    when = _WHEN_ZH_RE.search(tail)
+    if when and (not _ASKS_ZH_RE.search(m.group()) or when.end() == len(tail.rstrip())):
+        return True
+    return bare and bool(_IF_RE.search(head) or re.search(r"时,|的话", head))
+
+
 def _refuses(sentence: str) -> bool:
-    """A folded sentence holds a refusal phrase with no contrast after it."""
-    m = _REFUSAL_RE.search(sentence)
-    return m is not None and not _CONTRAST_RE.search(sentence, m.end())
+    """A folded sentence holds a refusal phrase outside any condition, with no contrast after the first."""
+    found = [m for regex, bare in ((_REFUSAL_RE, False), (_BARE_REFUSAL_RE, True))
+             for m in regex.finditer(sentence) if not _conditional(sentence, m, bare)]
+    first = min(found, key=lambda m: m.start(), default=None)
+    return first is not None and not _CONTRAST_RE.search(sentence, first.end())
 
 
 def is_courtesy(sentence: str) -> bool:
@@ -288,8 +361,10 @@ def is_refusal(text: str) -> bool:
     found'"): every sentence is a refusal or carries no claim (`is_courtesy`: an apology, a restated
     inability, thanks, "please contact support", an offer of help, "the documents only cover X"; no
     number, no name), and at least one is a refusal. A sentence refuses when it names a
-    source that lacks the answer or a speaker who cannot give it, and no contrast after that goes
-    on to answer anyway ("知识库里没有相关信息，但账号会锁定 30 分钟" answers). One sentence that
+    source that lacks the answer or a speaker who cannot give it (or, the subject dropped, starts a
+    clause with "could not find", 没有找到), outside a condition or a reason ("if the context has no
+    token, ...", 未找到用户时...), and no contrast after that goes on to answer anyway
+    ("知识库里没有相关信息，但账号会锁定 30 分钟" answers). One sentence that
     states something else makes the answer no refusal: "The company was founded by Ana Kel in
     2010. The documents do not mention anything else." asserts a founder, and a phrase match
     anywhere must not excuse that claim from citing (`lewisrag/eval/evaluator.py`). An answer that
@@ -297,6 +372,12 @@ def is_refusal(text: str) -> bool:
 
     >>> is_refusal("I could not find this in the knowledge base."), is_refusal("知识库里没有相关信息。")
     (True, True)
+    >>> is_refusal("No relevant documents were found."), is_refusal("我无法确定凯特洛研究所的建立年份。")
+    (True, True)
+    >>> is_refusal("没有找到凯特洛研究所的建立年份。"), is_refusal("未找到用户时接口返回 404。")
+    (True, False)
+    >>> is_refusal("If the context has no token, the API returns 401."), is_refusal("如果上下文中没有令牌，接口返回 401。")
+    (False, False)
     >>> is_refusal("The API returns 422."), is_refusal("接口返回 422。"), is_refusal("接口文档不允许空密码。")
     (False, False, False)
     >>> is_refusal("系统没有记录失败次数。"), is_refusal("没有相关记录。"), is_refusal("文档里没有记录。")
