@@ -35,6 +35,32 @@ def test_primary_cause_follows_the_chain():
     assert diagnose({"context_recall": 1.0, "faithfulness": 1.0})["primary"] is None
 
 
+def test_not_used_is_not_blamed_while_relevance_is_unmeasured(tmp_path):
+    """A faithful answer to another question leaves the reference uncovered as an unused context does:
+    with no on-topic labels and no answer relevancy (`eval answers` without an LLM judge and an embedder,
+    the default) both stay possible. It was blamed on "not used" (the chapter's off-topic answer, 2/2 so)."""
+    m = {"context_recall": 1.0, "answer_completeness": 0.0, "faithfulness": 1.0, "citation_recall": 1.0}
+    d = diagnose(m)
+    assert d["primary"] == "generation_not_used_or_off_topic" and d["consequences"] == []
+    assert diagnose({**m, "on_topic_rate": 1.0})["primary"] == "generation_not_used"  # measured on topic
+    assert diagnose({**m, "answer_relevancy": 0.1})["primary"] == "generation_off_topic"
+    assert diagnose({**m, "faithfulness": 0.5})["primary"] == "generation_distorted"  # invented facts come first
+    # the chapter's off-topic answer through eval answers: every sentence cited and supported, about registration
+    ctx = [{"id": "1", "text": "注册时用户名已被占用，接口返回 422，errors 为 username has already been taken。"},
+           {"id": "2", "text": "登录时邮箱或密码错误，接口返回 422，errors 为 email or password is invalid。"}]
+    rec = parse_answer({"id": "q1", "question": "登录时密码输错了，接口返回什么？", "category": "single_doc",
+                        "response": "注册时用户名已被占用，接口返回 422[1]。", "retrieved_contexts": ctx,
+                        "reference_statements": ["登录时邮箱或密码错误，接口返回 422", "errors 为 email or password is invalid"]}, "t.jsonl", 1, {})
+    res = evaluate_answers([rec], LexicalJudge()).to_json()
+    d = res["records"][0]["diagnosis"]
+    assert d["layers"]["generation_off_topic"] == "n/a" and d["primary"] == "generation_not_used_or_off_topic"
+    assert res["aggregates"]["primary_cause_counts"] == {"generation_not_used_or_off_topic": 1}
+    md = report_md.render_results(res)
+    assert "| generation_not_used_or_off_topic | 1 |" in md
+    assert "| q1 | – | pass 1.000 | **fail** 0.000 | pass 1.000 | **n/a**  |" in md  # both blamed layers in bold
+    assert "| 生成：没用上或答非所问（未测答案相关性） | 1 |" in report_md.render_results(res, "zh")
+
+
 def test_not_in_kb_is_judged_on_refusal():
     assert diagnose({"faithfulness": 0.0}, "not_in_kb", refused=True)["primary"] is None
     d = diagnose({"faithfulness": 1.0}, "not_in_kb", refused=False)

@@ -12,7 +12,10 @@ and failures after it are marked as consequences, because a broken earlier layer
 metrics down (an answer built on missing documents is usually also incomplete). Within generation,
 an answer to another question cannot be expected to state the right facts, and an answer that
 invents facts has put them in place of the context's: both leave the reference uncovered. So "not
-used" is blamed only when the answer is on topic and faithful, yet incomplete.
+used" is blamed only when the answer is on topic and faithful, yet incomplete. Where the off-topic
+layer could not be measured (no on-topic labels, no answer relevancy: `lewisrag eval answers` without
+an LLM judge and an embedder), a faithful, incomplete answer may be either: the cause is then
+`NOT_USED_OR_OFF_TOPIC`, blaming both layers (`CAUSES`), not "not used" by default.
 
 Questions of category `not_in_kb` have no right content: the only right answer is a refusal. They
 get no layer verdicts; `refused` says whether the answer refused, and a non-refusal is blamed on
@@ -31,6 +34,10 @@ from lewisrag.eval.statements import split_sentences
 
 LAYERS = ("retrieval", "generation_not_used", "generation_distorted", "generation_off_topic", "citation")
 CAUSE_ORDER = ("retrieval", "generation_off_topic", "generation_distorted", "generation_not_used", "citation")
+NOT_USED_OR_OFF_TOPIC = "generation_not_used_or_off_topic"
+# every primary cause -> the layers it blames, in CAUSE_ORDER
+CAUSES = {**{layer: (layer,) for layer in CAUSE_ORDER},
+          NOT_USED_OR_OFF_TOPIC: ("generation_off_topic", "generation_not_used")}
 
 
 @dataclass(frozen=True)
@@ -84,16 +91,25 @@ def layer_verdicts(metrics: dict, thresholds: Thresholds = Thresholds(), k: int 
 
 
 def primary_cause(layers: dict[str, str]) -> tuple[str | None, list[str]]:
-    """The first failing layer in CAUSE_ORDER, and the later failing layers (its consequences).
+    """The first failing layer in CAUSE_ORDER, and the later failing layers (its consequences); a failing
+    "not used" whose off-topic layer is "n/a" is NOT_USED_OR_OFF_TOPIC (an answer to another question
+    leaves the reference uncovered too, and nothing measured whether it answered this one).
 
     >>> primary_cause({"retrieval": "fail", "generation_not_used": "fail", "generation_distorted": "pass",
     ...                "generation_off_topic": "n/a", "citation": "fail"})
     ('retrieval', ['generation_not_used', 'citation'])
     >>> primary_cause({"retrieval": "pass", "generation_not_used": "fail", "generation_distorted": "fail"})
     ('generation_distorted', ['generation_not_used'])
+    >>> primary_cause({"retrieval": "pass", "generation_not_used": "fail", "generation_distorted": "pass",
+    ...                "generation_off_topic": "n/a", "citation": "fail"})
+    ('generation_not_used_or_off_topic', ['citation'])
     """
     failing = [layer for layer in CAUSE_ORDER if layers.get(layer) == "fail"]
-    return (failing[0], failing[1:]) if failing else (None, [])
+    if not failing:
+        return None, []
+    if failing[0] == "generation_not_used" and layers.get("generation_off_topic") == "n/a":
+        return NOT_USED_OR_OFF_TOPIC, failing[1:]
+    return failing[0], failing[1:]
 
 
 def diagnose(metrics: dict, category: str | None = None, refused: bool = False,

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 
-from lewisrag.eval.diagnose import CAUSE_ORDER
+from lewisrag.eval.diagnose import CAUSE_ORDER, CAUSES
 from lewisrag.eval.records import citation_labels
 from lewisrag.eval.reports.claims import claim_columns, claims_html, column_summary
 from lewisrag.eval.reports.distributions import histogram_figure
@@ -220,6 +220,7 @@ def page_data_from_results(results: dict, passages: Mapping[str, Mapping] | None
         "judge": {"name": judge.get("name", "?"), "fingerprint": str(judge.get("fingerprint", ""))[:16]},
         "splitter": results.get("splitter", {}),
         "layers": [{"key": k, "label": t.word("layer", k), "metrics": LAYER_KEYS[k]} for k in CAUSE_ORDER],
+        "causes": [{"key": k, "label": t.word("layer", k), "layers": list(v)} for k, v in CAUSES.items()],
         "questions": list(questions.values()),
         "claims": {label: column_summary(col) for label, col in claim_columns(results.get("aggregates") or {}).items()},
         "messages": t.js(),

@@ -88,6 +88,9 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "layer.generation_off_topic": ("generation: off-topic", "生成：答非所问"),
     "layer.generation_distorted": ("generation: distorted", "生成：用歪了"),
     "layer.generation_not_used": ("generation: not used", "生成：没用上"),
+    # a primary cause (diagnose.NOT_USED_OR_OFF_TOPIC): faithful and incomplete, relevance not measured
+    "layer.generation_not_used_or_off_topic": ("generation: not used or off-topic (relevance not measured)",
+                                               "生成：没用上或答非所问（未测答案相关性）"),
     "layer.citation": ("citation", "引用"),
     "layer.generator_failed": ("generator failed", "生成器失败"),
     "layer.none": ("none", "无（各层通过）"),
@@ -530,9 +533,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
                                            "引用时，召回 = 精确率，也就是引用正确率。"),
     "page.f.primary": ("Primary cause", "主因"),
     "page.f.primary.def": ("the first failing layer along retrieval → generation (off-topic → distorted → not used) → citation;"
-                           "\n        failing layers after it are marked as consequences.",
+                           "\n        failing layers after it are marked as consequences. Where relevance was not measured, a faithful"
+                           "\n        but incomplete answer blames both not used and off-topic.",
                            "沿着 检索 → 生成（答非所问 → 用歪了 → 没用上）→ 引用 的顺序，第一个失败的层；它之后失败的层记为"
-                           "连带后果。"),
+                           "连带后果。没测答案相关性时，忠实但不完整的回答同时归咎于“没用上”和“答非所问”。"),
     # --- report.html: what its script writes (assets/report.js; `Messages.js()`) ----------------
     "js.supported": ("supported", "有支持"),
     "js.not_supported": ("not supported", "无支持"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 import re
 
-from lewisrag.eval.diagnose import LAYERS
+from lewisrag.eval.diagnose import CAUSES, LAYERS
 from lewisrag.eval.reports.claims import claim_columns, claims_markdown
 from lewisrag.eval.reports.distributions import CONFIDENCE, distribution_markdown, distribution_table, situations_markdown
 from lewisrag.eval.reports.i18n import ENGLISH, Messages, messages
@@ -110,11 +110,12 @@ def render_results(results: dict, lang: str = "en") -> str:
         for layer, keys in LAYER_METRICS:
             shown = " / ".join(fmt(m.get(k), t) for k in keys if k in m and (m.get(k) is not None or len(keys) == 1))
             verdict = t.word("verdict", d["layers"][layer])
-            cells.append(Markdown(f"**{verdict}** {shown}" if d["primary"] == layer else f"{verdict} {shown}"))
+            blamed = layer in CAUSES.get(d["primary"], ())
+            cells.append(Markdown(f"**{verdict}** {shown}" if blamed else f"{verdict} {shown}"))
         rows.append(cells)
     out += table(["id", t("col.system"), *(_layer(t, layer) for layer in LAYERS)], rows, t)
     counts = agg.get("primary_cause_counts", {})
-    causes = [k for k in (*LAYERS, "none") if counts.get(k)]
+    causes = [k for k in (*CAUSES, "none") if counts.get(k)] + [k for k in counts if k not in CAUSES and k != "none"]
     columns, rows = count_columns(agg, "primary_cause_counts", causes, t("col.questions"), t, escape)
     out += ["", t("md.causes.h"), ""] + table([t("col.layer"), *columns], [[_layer(t, k), *c] for k, *c in rows], t)
     out += ["", t("md.citations.h"), "", t("md.citations.note"), ""]

@@ -148,9 +148,10 @@
 
   function renderChain() {
     const a = answer(), d = a.diagnosis, box = clear($("chain"));
+    const cause = (k) => DATA.causes.find((c) => c.key === k) || { key: k, label: k, layers: [k] };
     DATA.layers.forEach((layer, i) => {
       const verdict = d.layers[layer.key] || "n/a";  // the class keeps the key; the text is in the page's language
-      const primary = d.primary === layer.key, consequence = (d.consequences || []).includes(layer.key);
+      const primary = cause(d.primary).layers.includes(layer.key), consequence = (d.consequences || []).includes(layer.key);
       const cls = "layer " + verdict.replace("/", "") + (primary ? " primary" : "") + (consequence ? " consequence" : "");
       const shown = layer.metrics.filter((k) => a.metrics[k] !== null && a.metrics[k] !== undefined)
         .map((k) => word("metric", k) + " " + metric(a.metrics, k)).join(" · ");
@@ -159,7 +160,7 @@
         el("div", { class: "lverdict" }, word("verdict", verdict)), el("div", { class: "muted small" }, shown || t("no_metric")),
         primary ? el("div", { class: "lrole" }, t("primary")) : consequence ? el("div", { class: "lrole" }, t("consequence")) : null));
     });
-    const label = (k) => (DATA.layers.find((l) => l.key === k) || { label: k }).label;
+    const label = (k) => cause(k).label;
     $("chain-note").textContent = d.primary ? t("fix_first", { layer: label(d.primary) }) +
       (a.expected_primary ? t("expected", { layer: label(a.expected_primary) }) : "")
       : d.expected_refusal ? t(a.refused ? "nik_chain_refused" : "nik_chain_must")
