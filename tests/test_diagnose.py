@@ -10,7 +10,8 @@ import pytest
 from lewisrag.eval.reports import markdown as report_md
 from lewisrag.eval.records import parse_answer
 from lewisrag.eval.bughunt import load_bughunt
-from lewisrag.eval.diagnose import CAUSE_ORDER, LAYERS, Thresholds, diagnose, is_refusal, layer_verdicts
+from lewisrag.eval.diagnose import CAUSE_ORDER, LAYERS, Thresholds, diagnose, layer_verdicts
+from lewisrag.eval.refusals import is_refusal
 from lewisrag.eval.judges import FunctionJudge, LexicalJudge
 from lewisrag.eval.evaluator import EvalConfig, evaluate_answers, evaluate_bughunt
 

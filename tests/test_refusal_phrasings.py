@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from lewisrag.eval.diagnose import declines_only, is_refusal
+from lewisrag.eval.refusals import declines_only, is_refusal
 from lewisrag.eval.evaluator import evaluate_answers
 from lewisrag.eval.judges import LexicalJudge
 from lewisrag.eval.records import parse_answer

@@ -38,7 +38,8 @@ from lewisrag.chat_client import map_in_threads
 from lewisrag.data.io import InputError
 from lewisrag.eval import citations, claims, metrics, stats
 from lewisrag.eval.bughunt import answer_records, human_labels, rule_checker_rows, rule_checker_table
-from lewisrag.eval.diagnose import Thresholds, declines_only, diagnose, is_refusal
+from lewisrag.eval.diagnose import Thresholds, diagnose
+from lewisrag.eval.refusals import declines_only, is_refusal
 from lewisrag.eval.judges import LabelJudge, Verdict
 from lewisrag.eval.judges.llm import JudgeError
 from lewisrag.eval.records import AnswerRecord, parse_answer
