@@ -2,7 +2,8 @@
 an LLM behind an OpenAI-compatible chat-completions endpoint (`chat:MODEL`) or a local transformers
 causal or seq2seq LM folder (`hf:PATH`), so the scorecard puts the trained Lewis models beside
 whatever LLM one has. Retrieval is the run's own (index A through the run's DPR question encoder),
-so the three systems read from the same passages.
+as the run's own stitched system's; the Lewis models read their top K through the question encoders
+they fine-tuned, so the systems share the index, not always the passages.
 
 Prompt (`PROMPT_VERSION`). The system message is `ANSWER_INSTRUCTION`: answer from the numbered
 passages only, as short an answer as possible followed by the supporting passage's number in brackets
