@@ -37,7 +37,8 @@ CONTEXT = {"1", "2", "3", "4"}
         ("登录失败时返回 422 [9]。", BAD_ID),
         ("The server returns 422 [9].", BAD_ID),
         ("前端显示「红色弹窗」[1]。", QUOTE_NOT_FOUND),
-        ('The server says "wrong password" [4].', QUOTE_NOT_FOUND),
+        ("The server says 「wrong password」 [4].", QUOTE_NOT_FOUND),
+        ('The server says "wrong password" [4].', TOKEN_NOT_FOUND),  # “” and "..." are no verbatim quotes
         ("前端弹出 toast，3 秒后消失 [1]。", TOKEN_NOT_FOUND),
         ("The server returns 401 [4].", TOKEN_NOT_FOUND),
         ("前端在表单上方显示错误 [1]。", UNVERIFIABLE),
@@ -87,9 +88,9 @@ def test_a_quotes_own_stop_need_not_be_in_the_document():
     """A quoted sentence ends with its stop inside the quote marks; the document that holds the words
     without it failed the hard gate."""
     docs = {"1": "前端显示“用户名或密码错误”。", "2": "It says Invalid credentials, in red."}
-    assert check_sentence("提示“用户名或密码错误。”[1]", docs, {"1"}).status == PASS
-    assert check_sentence('It says "Invalid credentials." [2]', docs, {"2"}).status == PASS
-    assert check_sentence('It says "Wrong password." [2]', docs, {"2"}).status == QUOTE_NOT_FOUND
+    assert check_sentence("提示「用户名或密码错误。」[1]", docs, {"1"}).status == PASS
+    assert check_sentence("It says 「Invalid credentials.」 [2]", docs, {"2"}).status == PASS
+    assert check_sentence("It says 「Wrong password.」 [2]", docs, {"2"}).status == QUOTE_NOT_FOUND
 
 
 def test_numbers_are_compared_whole():
@@ -179,7 +180,8 @@ def test_check_answer_gates_the_reviewed_answers():
                  "登录失败返回 422，然后提示错误。 It returns 422 and shows an error.",
             "2": "It is shown in red. Then it shows an error.", "3": "Install it with pip install foo."}
     cases = [
-        ("登录失败时提示“用户名或密码错误。”[1]账户会被永久删除。", ["PASS", "MISSING_CITATION"]),
+        ("登录失败时提示“用户名或密码错误。”[1]账户会被永久删除。", ["UNVERIFIABLE", "MISSING_CITATION"]),
+        ("登录失败时提示「用户名或密码错误。」[1]账户会被永久删除。", ["PASS", "MISSING_CITATION"]),
         ("登录失败返回 422 [1]……然后账户被永久删除。", ["PASS", "MISSING_CITATION"]),
         ("It returns 422 [1]… Then the account is deleted.", ["PASS", "MISSING_CITATION"]),
         # a mid-sentence ellipsis ends nothing: no uncited first piece (version 8 as first written)

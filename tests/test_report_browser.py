@@ -144,7 +144,8 @@ def _judge_and_reveal(page, words: dict | None = None) -> None:
     assert style == ["rgb(192, 38, 45)", "3px"]
     assert sorted(page.locator(".layer.consequence").evaluate_all("es => es.map(e => e.dataset.layer)")) == [
         "citation", "generation_not_used"]
-    assert "QUOTE_NOT_FOUND" in page.text_content("#citations")
+    citations = page.text_content("#citations")
+    assert "TOKEN_NOT_FOUND" in citations and "3, toast" in citations
     page.evaluate("window.scrollTo(0, 0)")
 
 

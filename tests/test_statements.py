@@ -27,7 +27,7 @@ def test_docstring_examples():
 
 
 def test_name_and_version_are_stamped():
-    assert (SPLITTER_NAME, SPLITTER_VERSION) == ("sentences", "8")
+    assert (SPLITTER_NAME, SPLITTER_VERSION) == ("sentences", "9")
 
 
 @pytest.mark.parametrize(

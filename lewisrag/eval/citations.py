@@ -4,10 +4,13 @@ Each sentence goes through five checks, in this order, and gets the status of th
 
 1. MISSING_CITATION  the sentence cites nothing ([n]).
 2. BAD_ID            a cited id is not one of this answer's retrieved contexts (or has no text).
-3. QUOTE_NOT_FOUND   a quoted string (「...」, 『...』, “...”, "...", citations inside it removed) is not in
+3. QUOTE_NOT_FOUND   a quoted string (「...」 or 『...』, citations inside it removed) is not in
                      any one cited document, compared after NFKC, case folding and removing all
                      whitespace and format characters (zero-width spaces); the stops that end it
-                     ("Invalid credentials.") are typography, not part of what must be found.
+                     (「用户名或密码错误。」) are typography, not part of what must be found. Only these
+                     quotes claim to be verbatim (the specification's QUOTE = 「([^」]+)」): “...” and
+                     "..." report speech or name a term in other words as often, so they are
+                     ordinary text, whose numbers and Latin words the next check reads.
 4. TOKEN_NOT_FOUND   a number or a Latin word of the sentence (citations removed) is in none of
                      the cited documents (English function words such as "the" and clitics such
                      as the possessive 's are not checked; accented letters belong to their word);
@@ -31,6 +34,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from lewisrag.eval.statements import (
+    VERBATIM_QUOTE_RES,
     Statement,
     citation_ids,
     quotes_in,
@@ -147,7 +151,7 @@ def check_sentence(sentence: str, docs: dict[str, str], context_ids: set[str]) -
     if empty:  # a context with no text backs nothing (the module's rule 1)
         return Check(BAD_ID, "cited contexts have no text: " + ", ".join(f"[{i}]" for i in empty))
     cited = [_prepared(docs[i]) for i in ids]
-    quotes = quotes_in(strip_citations(sentence))  # 「is invalid [1]」 quotes "is invalid"
+    quotes = quotes_in(strip_citations(sentence), VERBATIM_QUOTE_RES)  # 「is invalid [1]」 quotes "is invalid"
     for quote in quotes:
         # a quoted sentence's own stop is typography, not a word: “用户名或密码错误。” quotes 用户名或密码错误
         q = fold(quote).rstrip(_QUOTE_END)

@@ -5,7 +5,7 @@ scores 33.3% faithfulness as 3 sentences, 16.7% as 6 atomic facts and 0% as one 
 splitter has a name and a version (`SPLITTER_NAME`, `SPLITTER_VERSION`) that go into every result,
 and any change to the rules below must bump the version.
 
-Rules of version "8":
+Rules of version "9":
 
 - A citation is a number in brackets: [1], the full-width ［１］ or 【1】, a Markdown footnote [^1],
   several ids in one marker ([1, 2], [1，2], [1; 2], [1、2]), a range ([1-3], [1–3], ［１～３］ cite
@@ -35,22 +35,30 @@ Rules of version "8":
   credentials." [1] It is red [2].' are two sentences each; 'He said "Stop." and left', '"Stop!" he
   said' and 「错误。」列表 (a character right after the mark) are one.
 - A dot between digits (3.5), inside a word (example.com) or after an abbreviation (e.g., i.e.,
-  Dr., a single capital initial; "No." only before a number; "etc." unless a capital letter or a CJK
-  character follows) does not end a sentence.
+  Dr., initials: "J. Smith", "J.K. Rowling", "由J.K.罗琳创作"; "No." only before a number; "etc."
+  unless a capital letter or a CJK character follows) does not end a sentence.
 - Citations right after the full stop belong to the sentence before it, across any spaces but a
   newline (no-break and thin spaces too): "... 422。[1]" and "... 422. [1][2]" are one sentence
   each with citations ("1",) and ("1", "2"). But when that sentence cites already and text follows
   them on the line, they open the next one: "[1] 指出 A。[1] 还指出 B。" is two sentences citing [1].
 - Quotes are read with the citations inside them removed: 「is invalid [1]」 quotes "is invalid". A
   quote mark inside Markdown code opens no quote (`print("a")` quotes nothing), as in the splitting.
+  `Statement.quotes` holds every style; the citation checker holds only 「」 and 『』 to the letter
+  (`VERBATIM_QUOTE_RES`): “” and "..." report speech or name a term in other words as often.
 - A piece holding nothing but citations and punctuation (a "[3]" on a line of its own) gives its
   citations to the sentence before it (to the one after it at the start of the text); a text with
   no letters or digits outside citations has no sentences.
-- In a numbered list (two lines or more opening with "1. ", "2) ", "3、", "4）", "（5）" or "(6)", after
-  any indentation) the marker's dot ends nothing: an item is one sentence, not "1." and its text. A
+- In a numbered list (two lines or more opening with "1. ", "2) ", "3、", "4）", "（5）" or "(6)", a
+  number written as one character, "①", "⑴", "⒈", or a Chinese numeral, "一、", "（二）", after any
+  indentation) the marker's dot ends nothing: an item is one sentence, not "1." and its text. A
   list marker opening a sentence (those in such a list; "- ", "* ", "• " anywhere) is not part of
   it: its number is no claim to check. A lone "42. It is ..." keeps its number.
 
+Version "8" ended a sentence at initials ("由J.K.罗琳创作[1]。" left "由J.K." an uncited sentence: a
+MISSING_CITATION the gate fails on); read only digits as a list's numbers, so "①" (which NFKC makes
+"1") was a number the cited context had to hold and "二、" stayed in its item; and the citation
+checker held “” and "..." quotes to the letter too, so '系统会提示“密码不对”[2]。' paraphrasing the
+message was a QUOTE_NOT_FOUND, a hard-gate status.
 Version "8" as first written (the same day, unreleased) ended a sentence at every ellipsis before a
 space or a CJK character, so "香蕉……还有橙子[1]" and "JSON, XML… and YAML [1]" left an uncited first
 piece; "..." before a space ended one in every version before ("wait... what" was two).
@@ -64,7 +72,7 @@ full stop to the sentence before it even when that one cited already, so in "[1]
 B。" the second sentence cited nothing (a MISSING_CITATION the gate fails on), and read only "1. ", "2) " and "3、" as list markers ("（1）" stayed a number the cited
 context had to hold). (The evaluator's other rules that changed with version "6", so that scores of the
 two are not compared: a sentence beside a refusal phrase is excused from citing only when it states
-nothing, `diagnose.declines_only`; the citation checker compares numbers whole.) Version "4" read `arr[0]` as a citation of context 0 (a BAD_ID the gate fails on) and ended
+nothing, `refusals.declines_only`; the citation checker compares numbers whole.) Version "4" read `arr[0]` as a citation of context 0 (a BAD_ID the gate fails on) and ended
 sentences inside code. Version "3" did not read ranges: "[1-3]", which language models write for three passages, left its
 sentence uncited (a bracketed scale such as "[1-5]" now cites contexts 1 to 5, which the citation
 checker then finds unsupported or missing: the rarer error in a RAG answer). Version "2" read "1." opening a line as a sentence of its own, so an answer written as a numbered
@@ -98,7 +106,7 @@ from lewisrag.scoring.markers import (  # noqa: F401 - the citation markers' rul
 from lewisrag.scoring.text import is_cjk
 
 SPLITTER_NAME = "sentences"
-SPLITTER_VERSION = "8"
+SPLITTER_VERSION = "9"
 ATOMIC_SPLITTER_NAME = "atomic"  # --splitter atomic: the llm judge decomposes the whole answer (judge.decompose)
 
 _HSPACE = r"[^\S\n]"  # any space but a newline: no-break and thin spaces too
@@ -115,6 +123,10 @@ QUOTE_RES = (
     re.compile(r"“([^“”]+)”"),
     re.compile(r'"([^"\n]+)"'),
 )
+# The quotes a citation checker holds to the letter: 「」 and its nested form 『』, as the specification's
+# checker (QUOTE = 「([^」]+)」). “” and "..." also report speech, name a term or scare-quote a word
+# ("系统会提示“密码不对”" paraphrases the message): ordinary text, whose numbers and words are checked.
+VERBATIM_QUOTE_RES = QUOTE_RES[:2]
 
 _ALWAYS_END = frozenset("。！？｡")
 _ELLIPSES = frozenset("…⋯")  # "…", "……" (and "⋯⋯") end a sentence as "..." does
@@ -132,6 +144,7 @@ _CONTINUES = frozenset(",;:，；：、—–")
 # words after an ellipsis that continue the sentence, as "etc." before a small letter: 苹果、香蕉……等
 _ELLIPSIS_CONTINUES = ("等", "之类", "什么的")
 _ELIDED_AFTER = frozenset(",，、")  # an ellipsis after a comma elides items of a list: "A, B, … and Z"
+_INITIALS_RE = re.compile(r"[A-Z](?:\.[A-Z])*")  # "J", "J.K": a name's initials, before the name
 # lower-cased words that end with a dot without ending the sentence
 _ABBREVIATIONS = frozenset(
     "e.g i.e etc vs cf al approx fig figs eq eqs no nos vol pp p mr mrs ms dr prof st jr sr inc ltd co "
@@ -164,23 +177,26 @@ def strip_citations(text: str) -> str:
     return sub_citations(text, "", _CITATION_WITH_SPACE_RE).strip()
 
 
-def quotes_in(text: str) -> tuple[str, ...]:
-    """Quoted strings in order of the quote style: 「」, 『』, “”, then straight double quotes. A quote
-    mark inside Markdown code opens no quote: `print("a")` is code, not a quotation of a source.
+def quotes_in(text: str, styles: tuple[re.Pattern, ...] = QUOTE_RES) -> tuple[str, ...]:
+    """Quoted strings in order of the quote style: 「」, 『』, “”, then straight double quotes (`styles`:
+    `VERBATIM_QUOTE_RES` for only 「」 and 『』). A quote mark inside Markdown code opens no quote:
+    `print("a")` is code, not a quotation of a source.
 
     >>> quotes_in('错误是「is invalid」, key "email"')
     ('is invalid', 'email')
+    >>> quotes_in('错误是「is invalid」, key "email"', VERBATIM_QUOTE_RES)
+    ('is invalid',)
     >>> quotes_in('Run `print("hi")` to print "hi"')
     ('hi',)
     """
     code = _code_spans(text)
     if not code:
-        return tuple(q for pattern in QUOTE_RES for q in pattern.findall(text) if q.strip())
+        return tuple(q for pattern in styles for q in pattern.findall(text) if q.strip())
     masked = list(text)  # code hidden, positions kept: a quote around `x` is read as written
     for a, b in code:
         masked[a:b] = "\0" * (b - a)
     masked = "".join(masked)
-    return tuple(text[m.start(1):m.end(1)] for pattern in QUOTE_RES for m in pattern.finditer(masked)
+    return tuple(text[m.start(1):m.end(1)] for pattern in styles for m in pattern.finditer(masked)
                  if text[m.start(1):m.end(1)].strip())
 
 
@@ -205,7 +221,7 @@ def _dot_ends_sentence(text: str, i: int, numbered: bool = False) -> bool:
     if text[i] != "." or (i > 0 and text[i - 1] == "."):
         return True
     marker = text[text.rfind("\n", 0, i) + 1 : i].strip()
-    if numbered and marker.isdigit() and len(marker) <= 3:  # "1. " opens a numbered list item
+    if numbered and _LIST_NUMBER_RE.fullmatch(marker):  # "1. " (or "一. ") opens a numbered list item
         return False
     k = i  # walk back over the word before the dot (letters and inner dots, as in "e.g")
     while k > 0 and text[k - 1].isascii() and (text[k - 1].isalpha() or text[k - 1] == "."):
@@ -220,7 +236,7 @@ def _dot_ends_sentence(text: str, i: int, numbered: bool = False) -> bool:
         return nxt.isupper() or is_cjk(nxt) if nxt else True
     if word.lower() in _ABBREVIATIONS:
         return False
-    return not (len(word) == 1 and word.isupper())  # an initial: "J. Smith"
+    return not _INITIALS_RE.fullmatch(word)  # initials: "J. Smith", "J.K. Rowling", "由J.K.罗琳创作"
 
 
 def _ellipsis_ends_sentence(text: str, a: int, j: int) -> bool:
@@ -288,9 +304,17 @@ def _quote_ends_sentence(text: str, i: int) -> bool:
     return spaced and not (text[j].islower() or text[j] in _CONTINUES)
 
 
-# a line opening "1. ", "2) ", "3、", "4）", "（5）" or "(6)"
-_NUMBER_MARKER_RE = re.compile(r"(?m)^[^\S\n]*(?:\d{1,3}(?:[.)]\s|[、．）])|[（(]\d{1,3}[）)])")
-_LIST_MARKER_RE = re.compile(r"^(?:\d{1,3}(?:[.)]\s+|[、．）]\s*)|[（(]\d{1,3}[）)]\s*|[-*•]\s+)")  # ... and "- "
+# a list's number: digits or a Chinese numeral (一, 十二)
+_LIST_NUMBER = r"(?:\d{1,3}|[一二三四五六七八九十]{1,3})"
+_LIST_NUMBER_RE = re.compile(_LIST_NUMBER)
+# numbers written as one character, most of which NFKC makes digits ("①" is "1", "⒈" "1."): ①-⑳, ⑴-⒇,
+# ⒈-⒛, ⓪-⓿, the dingbats ❶-➓, ㉑-㊿
+_ENCLOSED_NUMBER = "[\u2460-\u249b\u24ea-\u24ff\u2776-\u2793\u3251-\u325f\u32b1-\u32bf]"
+# a line opening "1. ", "2) ", "3、", "4）", "（5）", "(6)", "①", "⑴", "⒈", "一、" or "（一）"
+_NUMBER_MARKER_RE = re.compile(
+    rf"(?m)^[^\S\n]*(?:{_LIST_NUMBER}(?:[.)]\s|[、．）])|[（(]{_LIST_NUMBER}[）)]|{_ENCLOSED_NUMBER})")
+_LIST_MARKER_RE = re.compile(  # ... and "- "
+    rf"^(?:{_LIST_NUMBER}(?:[.)]\s+|[、．）]\s*)|[（(]{_LIST_NUMBER}[）)]\s*|{_ENCLOSED_NUMBER}\s*|[-*•]\s+)")
 _BULLET_RE = re.compile(r"^[-*•]\s+")
 
 

@@ -21,7 +21,14 @@ _CJK = re.compile(_CJK_CLASS)
 # CJK characters and the digits written against them ("于2016年成为"): a measure word's support is read
 # with its number ("2016年" in the premise covers 年), as a character's is with its neighbours
 _CJK_DIGIT_RUN = re.compile(rf"(?:{_CJK_CLASS}|[0-9])+")
-_CJK_GAP = re.compile(rf"(?<={_CJK_CLASS})\s+(?={_CJK_CLASS})")  # whitespace between two CJK characters
+# whitespace, and the dots between a transliterated name's parts (安娜·凯尔; ・ is in the kana block), between
+# two CJK characters: a line break inside a word joins it, and a name read in two pieces lost its context
+_NAME_DOTS = "·‧•∙⋅・"
+_CJK_GAP = re.compile(rf"(?<={_CJK_CLASS})[\s{_NAME_DOTS}]+(?={_CJK_CLASS})")
+# what may stand between a name and its neighbours inside a sentence: quotes, a colon, a comma, spaces
+# ("女王是：范凌", "由总统“戴菲”领导"); not a stop, a letter or a digit
+_IN_SENTENCE_GAP = r"[^\w.!?。\n]*"
+_IN_SENTENCE_GAP_RE = re.compile(_IN_SENTENCE_GAP)
 # Function words carry no claim; leaving them out keeps "the", "是", "的" from propping up a score.
 _STOP_EN = frozenset(
     "a an the is are was were be been being of to in on at by for with and or but not no it its this that these "
@@ -104,7 +111,7 @@ def _nfkc(text: str) -> str:
 
 
 def _fold(text: str) -> str:
-    """`_nfkc`, lowercased, with whitespace between CJK characters removed (a line break inside a word joins it)."""
+    """`_nfkc`, lowercased, with whitespace and name dots between CJK characters removed (`_CJK_GAP`)."""
     return _CJK_GAP.sub("", _nfkc(text).lower())
 
 
@@ -287,18 +294,22 @@ def _name_like(piece: str) -> bool:
     return any(len(r) >= 2 for r in _TRANSLIT_RUN.findall(piece)) or 2 <= len(piece) <= 3 and piece[0] in _SURNAMES
 
 
-def _zh_names(run: str, start: int, end: int, premise: str) -> list[str]:
+def _zh_names(run: str, start: int, end: int, premise: str, before: str = "", after: str = "") -> list[str]:
     """The Chinese names the premise (folded) lacks in `run[start:end]`, a stretch of a statement's CJK run
     that no substring of the premise covers: each piece between function characters and digits that is
     written as a transliterated name (`_translit`: 特朗普, 瓦尔多利亚, 伊朗; or a pair with one mark that the
     statement writes as a name, `_marked_pair`: 罗德港), or that may be a name (`_name_like`: 李明华, 图德,
     明朗) where the premise has a name in its place: the two characters before it and the two after
     (or the run's ends) hold another name-like stretch between them ("鲁斯于2016年成为" for "塔姆于2016年成为").
+    `before` and `after` are the runs next to `run` across the punctuation that sets a name off inside
+    its sentence (`_in_place_of_name`).
 
     >>> _zh_names("塔姆于2016年成为瓦尔多利亚的国家元首", 0, 2, "鲁斯于2016年成为瓦尔多利亚的国家元首。")
     ['塔姆']
     >>> _zh_names("瓦尔多利亚的首府是泽斯", 7, 8, "瓦尔多利亚的首都是泽斯。")  # 府 for 都: no name
     []
+    >>> _zh_names("范凌", 0, 2, "卡温拉斯的女王是贺璐钧。", before="卡温拉斯的女王是")  # "...女王是：范凌。"
+    ['范凌']
     """
     found = []
     for m in _ZH_PIECE.finditer(run, start, end):
@@ -308,22 +319,41 @@ def _zh_names(run: str, start: int, end: int, premise: str) -> list[str]:
                    if _translit(r[0]) or _marked_pair(run, r.start(), r.end())]
         if written:
             found.append(written[0])
-        elif _name_like(piece) and _in_place_of_name(run, a, b, premise):
+        elif _name_like(piece) and _in_place_of_name(run, a, b, premise, before, after):
             found.append(piece)
     return found
 
 
-def _in_place_of_name(run: str, a: int, b: int, premise: str) -> bool:
-    """Whether the premise holds `run[a:b]`'s neighbours (two characters each side, or the run's ends;
-    one side at least is characters) with a different name-like stretch between them."""
+def _in_place_of_name(run: str, a: int, b: int, premise: str, before: str = "", after: str = "") -> bool:
+    """Whether the premise holds `run[a:b]`'s neighbours with a different name-like stretch between them.
+    A neighbour is two characters of the run; at the run's end, where punctuation sets the name off inside
+    its sentence ("女王是：范凌", "由总统“戴菲”领导"), the two characters across it (the end of `before`, the
+    start of `after`), or the end of a stretch of characters. One side at least is characters (before
+    version "9" only the run's own were, so a name set off on both sides, "是：范凌。", was never compared).
+    The premise may set its name off with punctuation too (`_IN_SENTENCE_GAP`)."""
     edge = rf"(?:{_CJK_CLASS}|[0-9])"
-    left = re.escape(run[a - 2:a]) if a >= 2 and run[a - 2:a] in premise else (rf"(?<!{edge})" if a == 0 else None)
-    right = re.escape(run[b:b + 2]) if b + 2 <= len(run) and run[b:b + 2] in premise else (rf"(?!{edge})" if b == len(run) else None)
-    if left is None or right is None or (a == 0 and b == len(run)):
-        return False
+    gap = _IN_SENTENCE_GAP
+    # (pattern, whether it is characters) for each side
+    lefts = [(re.escape(run[a - 2:a]) + gap, True)] if a >= 2 else []
+    rights = [(gap + re.escape(run[b:b + 2]), True)] if b + 2 <= len(run) else []
+    if a == 0:
+        lefts = [(re.escape(before[-2:]) + gap, True)] * (len(before) >= 2) + [(rf"(?<!{edge})", False)]
+    if b == len(run):
+        rights = [(gap + re.escape(after[:2]), True)] * (len(after) >= 2) + [(rf"(?!{edge})", False)]
     return any(_name_like(v) and v != run[a:b]
+               for left, chars in lefts for right, chars_too in rights if chars or chars_too
                for m in re.finditer(f"{left}({_CJK_CLASS}{{1,4}}?){right}", premise)
                for v in _ZH_PIECE.findall(m[1]))
+
+
+def _neighbours(text: str, runs: list[re.Match], r: int) -> tuple[str, str]:
+    """The runs of `text` before and after `runs[r]` across the punctuation that sets a name off inside a
+    sentence (`_IN_SENTENCE_GAP`), "" where a stop, a letter or the text's end is next: a name's context."""
+    def joined(a: re.Match, b: re.Match) -> bool:
+        return _IN_SENTENCE_GAP_RE.fullmatch(text, a.end(), b.start()) is not None
+    before = runs[r - 1][0] if r > 0 and joined(runs[r - 1], runs[r]) else ""
+    after = runs[r + 1][0] if r + 1 < len(runs) and joined(runs[r], runs[r + 1]) else ""
+    return before, after
 
 
 def names_in(sentence: str) -> list[str]:
@@ -357,7 +387,8 @@ class LexicalJudge:
     a name the premise writes after another first name, `_first_names`). So does a Chinese name the
     premise lacks: a stretch the premise does not cover that is written as a transliterated name (特朗普,
     瓦尔多利亚, 伊朗; not 明朗 or 安宁, whose pair of table characters holds one mark), or that may be a
-    name (李明华) where the premise has another name in its place (`_zh_names`).
+    name (李明华) where the premise has another name in its place (`_zh_names`), whatever punctuation
+    sets either off ("女王是：范凌", "由总统“戴菲”领导", "安娜·凯尔").
     A hypothesis with no content units cannot be judged (Verdict None). A cheap, deterministic floor for
     a real judge: it cannot see negation or paraphrase, nor a wrong name that nothing marks (a Chinese
     person's name in other words than the premise's, a name the premise covers but for one character)
@@ -385,8 +416,10 @@ class LexicalJudge:
     # 5: so is an English name the premise lacks; 6: a sentence's first word too, unless it reads as ordinary;
     # 7: typographic apostrophes read as "'"; 8: a Chinese name the premise lacks (`_zh_names`) and a
     # function word that is a given name, written as a first name ("Will Tamm"), are unsupported too, and
-    # "1,890" is no name)
-    version = "8"
+    # "1,890" is no name; 9: a Chinese name set off by punctuation, "女王是：范凌", "总统“戴菲”领导", is read with
+    # its neighbours across it, and "安娜·凯尔" is one stretch: before, a run that was the name alone was never
+    # compared with the premise's)
+    version = "9"
 
     def __init__(self, threshold: float = 0.75):
         if not 0.0 < threshold <= 1.0:
@@ -409,9 +442,11 @@ class LexicalJudge:
         for start, w in h_words:
             if w not in _STOP_EN:
                 units.append((start, w in words, w))
-        for m in _CJK_DIGIT_RUN.finditer(h):  # the digits are read as numbers above; here they are context
-            if m[0].isdigit():
+        runs = list(_CJK_DIGIT_RUN.finditer(h))
+        for r, m in enumerate(runs):
+            if m[0].isdigit():  # the digits are read as numbers above; here they are context
                 continue
+            before, after = _neighbours(h, runs, r)
             run, cover = m[0], _covered(m[0], p)
             i = 0
             for uncovered, group in itertools.groupby(cover, key=lambda c: not c):
@@ -421,7 +456,7 @@ class LexicalJudge:
                 units += [(m.start() + x, not uncovered, name) for x in range(i, i + size)
                           if run[x] not in _STOP_ZH and not run[x].isdigit()]
                 if uncovered:
-                    zh_names += _zh_names(run, i, i + size, p)
+                    zh_names += _zh_names(run, i, i + size, p, before, after)
                 i += size
         if not units:
             return Verdict(None, "no content tokens in the statement")
