@@ -183,9 +183,9 @@ Every diagnosis names the layer its answer was built to fail in. Read the rows a
 
 Before any judge, a few questions can be answered by string matching alone, for free, on every commit: does a
 sentence cite at all (MISSING_CITATION), is every cited id among the passages retrieved for this answer
-(BAD_ID), is every quoted string in the cited passage (QUOTE_NOT_FOUND), is every number and Latin word there
-(TOKEN_NOT_FOUND)? A sentence with nothing a rule can test is UNVERIFIABLE. The first three are facts, not
-opinions, so the regression gate allows none of them.
+(BAD_ID), is every verbatim quote (a string in Chinese corner brackets) in the cited passage (QUOTE_NOT_FOUND), is
+every number and Latin word there (TOKEN_NOT_FOUND)? A sentence with nothing a rule can test is UNVERIFIABLE. The
+first three are facts, not opinions, so the regression gate allows none of them.
 """,
         r"""
 每个诊断都正好指向它的回答被设计成出错的那一层。对照因果顺序读这两张表：
@@ -200,7 +200,7 @@ opinions, so the regression gate allows none of them.
 ### 引用规则核对器
 
 在请出任何裁判之前，有几个问题单靠字符串匹配就能回答，不花钱，每次提交都能跑：句子有没有引用（MISSING_CITATION）？
-引用的 id 是否在本次检索到的段落里（BAD_ID）？引号里的字符串是否在被引段落中（QUOTE_NOT_FOUND）？句子里的数字和
+引用的 id 是否在本次检索到的段落里（BAD_ID）？「」里逐字引用的原文是否在被引段落中（QUOTE_NOT_FOUND）？句子里的数字和
 拉丁字母单词是否都在那里（TOKEN_NOT_FOUND）？没有任何规则可查的句子记为 UNVERIFIABLE。前三种是事实而不是意见，
 所以回归门禁一个也不放过。
 """,
@@ -231,7 +231,10 @@ shows its traps. Support needs a judge, section 3.
 
 Nothing above is specific to Chinese. Here the evaluator reads one English question of the run's world that
 needs two passages, with five answers written from its reference statements, and the lexical judge of section 3
-instead of human labels. The wrong answer changes one digit of a number.
+instead of human labels. The wrong answer changes one digit of a number. The question is one whose every reference
+statement the judge finds in its own gold passage: the world's questions say "founded" where some passages say
+"The country was established in …", and a judge that counts words (section 3) would then fail even the correct
+answer's citations.
 """,
         r"""
 规则便宜，但粗糙。`off_topic` 全部通过（每句话都引得好好的，只不过讲的是注册），而且规则分不清一篇段落是真正支持
@@ -241,7 +244,9 @@ instead of human labels. The wrong answer changes one digit of a number.
 ### 同一个评测器读英文
 
 上面的做法和中文没有任何绑定。下面评测器读的是本次运行的世界里一个需要两篇段落才能回答的英文问题，五个回答都由
-它的参考陈述写成，裁判换成第 3 节要讲的词汇裁判，而不是人工标注。出错的那个回答把一个数字改了一位。
+它的参考陈述写成，裁判换成第 3 节要讲的词汇裁判，而不是人工标注。出错的那个回答把一个数字改了一位。选题时要求
+每条参考陈述都能被这个裁判在它自己的金标段落里找到：世界里的问题说 “founded”，有些段落却写作
+“The country was established in …”，而一个只数词语是否出现的裁判（第 3 节）遇到这种题，连正确回答的引用也会判为不成立。
 """,
     ),
     code(
@@ -254,8 +259,16 @@ from lewisrag.eval.judges import LexicalJudge
 from lewisrag.eval.records import parse_answer
 
 world = {p.id: p for p in read_passages(RUN / "world" / "passages_a.jsonl")}
+judge = LexicalJudge()
+
+
+def own_passage_supports(ex):  # each reference statement is found in its own gold passage, as this judge reads
+    pairs = [(world[i].text, s) for i, s in zip(ex.gold_passage_ids, ex.reference_statements, strict=True)]
+    return all(v.supported for v in judge.judge(pairs))
+
+
 ex = next(ex for ex in read_qa(RUN / "world" / "eval.jsonl")
-          if ex.category == "multi_doc" and re.search(r"\d", ex.reference_statements[-1]))
+          if ex.category == "multi_doc" and re.search(r"\d", ex.reference_statements[-1]) and own_passage_supports(ex))
 gold = [world[i] for i in ex.gold_passage_ids]  # the two passages the answer needs
 other = next(p for p in world.values() if p.id not in ex.gold_passage_ids and p.title not in ex.question)
 s1, s2 = ex.reference_statements[0], ex.reference_statements[-1]
@@ -274,18 +287,30 @@ records = [parse_answer({"id": name, "user_input": ex.question, "response": resp
                          "reference_statements": ex.reference_statements, "gold_passage_ids": ex.gold_passage_ids},
                         "lesson", line, {})
            for line, (name, (retrieved, response)) in enumerate(answers.items(), start=1)]
-show_layers(evaluate_answers(records, LexicalJudge()).to_json()["records"])
+show_layers(evaluate_answers(records, judge).to_json()["records"])
 """
     ),
     md(
         r"""
-The same layers, the same order, the same diagnoses. The off-topic layer is `n/a`: whether a statement
-addresses the question is a human label in BugHunt; for other answers it is answer relevancy, which needs an
-LLM judge and a sentence embedder (`lewisrag eval answers --judge llm:MODEL --embedder PATH`).
+The same layers in the same order, and four of the five diagnoses name the layer their answer was built to fail
+in. The fifth, `not_used`, reads `generation_not_used_or_off_topic`, because the off-topic layer is `n/a`: whether
+a statement addresses the question is a human label in BugHunt; for other answers it is answer relevancy, which
+needs an LLM judge and a sentence embedder (`lewisrag eval answers --judge llm:MODEL --embedder PATH`). The
+evaluator (`lewisrag/eval/diagnose.py`) blames "not used" only on an answer measured to be on topic: a faithful
+answer to another question leaves the reference statements uncovered just as well. Where relevance was not
+measured, a faithful but incomplete answer may be either, so both layers are blamed. BugHunt's
+`retrieved_not_used` is the same kind of answer and is diagnosed `generation_not_used` above only because its
+human labels say it is on topic; its `off_topic` answer, just as faithful and incomplete, is diagnosed
+`generation_off_topic` because they say it is not.
 """,
         r"""
-同样的层，同样的顺序，同样的诊断。答非所问这一层是 `n/a`：在 BugHunt 里，一条陈述是否切题是人工标注的；对别的
-回答，要用答案相关性来衡量，而它需要 LLM 裁判和一个句向量模型（`lewisrag eval answers --judge llm:MODEL --embedder PATH`）。
+同样的层，同样的顺序；五个诊断里有四个指向的正是回答被设计成出错的那一层。第五个 `not_used` 的诊断是
+`generation_not_used_or_off_topic`，因为答非所问这一层是 `n/a`：在 BugHunt 里，一条陈述是否切题是人工标注的；
+对别的回答，要用答案相关性来衡量，而它需要 LLM 裁判和一个句向量模型（`lewisrag eval answers --judge llm:MODEL --embedder PATH`）。
+评测器（`lewisrag/eval/diagnose.py`）只在回答经衡量确实切题时，才把错归到“没用上”：一个忠实地回答了别的问题的回答，
+同样覆盖不到参考陈述。没有衡量切题与否时，一个忠实但不完整的回答两种情况都有可能，于是两层都被列为原因。
+BugHunt 的 `retrieved_not_used` 正是这一类回答，上面它被诊断为 `generation_not_used`，只是因为人工标注说它切题；
+而同样忠实、同样不完整的 `off_topic` 被诊断为 `generation_off_topic`，是因为标注说它不切题。
 """,
     ),
     md(
@@ -605,8 +630,10 @@ BAD_ID, MISSING_CITATION or QUOTE_NOT_FOUND at all: by default any occurrence fa
 `allow_baseline_violations = true` in the gate's config counts just the ones the baseline did not have, as lesson 3
 does for BugHunt's deliberately broken answers; no metric unmeasurable more often), **retrieval** (McNemar on all
 gold in the top k and, on the mean of recall@k, the one-sided sign-flip test with the bootstrap interval beside it,
-as above) and **judged metrics** (paired tests on faithfulness and the others, plus cuts at 1.0 and 0.5 that catch
-a few questions collapsing while the mean stays put). Lesson 3
+as above; and, since retrieval has no judge noise, it fails when the mean falls at all: `max_mean_drop = 0`, the
+rule "no lower than the baseline") and **judged metrics** (paired tests on faithfulness and the others, a mean
+falling by more than 0.02 failing too, plus cuts at 1.0 and 0.5 that catch a few questions collapsing while the
+mean stays put). Lesson 3
 ([section 5](03_original_vs_modern.en.ipynb)) gates BugHunt's answers: a pass, a broken citation caught, a judge
 change refused. Here it gates the two retrievers, each followed by a perfect reader that writes the reference
 statements and cites the passage ranked first, scored with the lexical judge. First a candidate that changes
@@ -625,7 +652,8 @@ BM25's length normalisation (`b` from 0.75 to 0.3):
 然后分三层：**规则**（完全不能出现 BAD_ID、MISSING_CITATION 或 QUOTE_NOT_FOUND：默认出现一次就失败；只有在门禁配置里设
 `allow_baseline_violations = true`，才只统计基线中没有的新违规，第 3 课为 BugHunt 那些故意出错的回答就是这样做的；
 任何指标无法测量的题目不能变多）、**检索**（对“前 k 篇里有全部金标”做 McNemar 检验，在 recall@k 的均值上做单侧符号翻转检验、
-并列出 bootstrap 区间，和上面一样）、**裁判打分的指标**（对忠实度等指标做配对检验，另在 1.0 和 0.5 两处设切点，抓住均值不动、
+并列出 bootstrap 区间，和上面一样；另外，检索没有裁判噪声，所以均值只要下降就算失败：`max_mean_drop = 0`，即“不低于基线”
+这条规则）、**裁判打分的指标**（对忠实度等指标做配对检验，均值下降超过 0.02 也算失败；另在 1.0 和 0.5 两处设切点，抓住均值不动、
 却有几道题崩掉的情况）。第 3 课（[第 5 节](03_original_vs_modern.zh.ipynb)）用门禁检查了 BugHunt 的回答：一次通过、
 一次抓住错误引用、一次因裁判改变而拒绝比较。这里让门禁检查两个检索器，每个后面接一个完美的阅读器：它照写参考陈述，
 并引用排在第一位的段落，用词汇裁判打分。先看一个只改了 BM25 长度归一化（`b` 从 0.75 改成 0.3）的候选：
@@ -670,10 +698,12 @@ show(gate(baseline, evaluation("bm25_b03", systems["baseline"], b=0.3), config))
     ),
     md(
         r"""
-It passes: some rankings moved, nothing got significantly worse. Now the chunking candidate of this section:
+It passes: some rankings moved, but no question lost a gold passage from its top 1 or its top 3, so neither mean
+recall fell (tier 2 tolerates no drop at all), and no judged score fell. Now the chunking candidate of this section:
 """,
         r"""
-通过了：有些排序变了，但没有哪一项显著变差。再看本节那个改了切分的候选：
+通过了：有些排序变了，但没有哪道题的金标段落掉出前 1 篇或前 3 篇，所以两个 recall 均值都没有下降（第二层不容许任何下降），
+裁判打分的指标也没有下降。再看本节那个改了切分的候选：
 """,
     ),
     code(
@@ -685,7 +715,10 @@ show(gate(baseline, evaluation("chunked", systems["candidate"]), config))
         r"""
 Tier 2 fails recall@1 on the numbers you computed by hand above: the same b, c and McNemar p (its "share
 below 1" is the share of questions without all their gold in the top 1), the same paired interval and the same
-one-sided sign-flip p, since the gate uses the same seed and asks the one-sided question. It passes recall@3, where the two differ by less than the gate tolerates. Tier 3
+one-sided sign-flip p, since the gate uses the same seed and asks the one-sided question. It fails recall@3 too,
+though neither test calls that drop significant: two questions that need two passages lost the one gold passage
+they had in their top 3 (McNemar, which counts only all gold in the top k, sees no change), and tier 2 tolerates no
+drop of mean retrieval at all (`max_mean_drop = 0`). Tier 3
 shows the consequence one layer down: a perfect reader whose passages were cut short writes statements those
 passages no longer support. Had only the judged tier been watched, the regression would look like a generator
 problem; the layers, and the gate's tiers, point at retrieval.
@@ -702,7 +735,9 @@ problem; the layers, and the gate's tiers, point at retrieval.
         r"""
 第二层在 recall@1 上失败，用的正是你上面亲手算出的数字：同样的 b、c 和 McNemar p 值（它的 “share below 1” 就是
 前 1 篇里没有全部金标的题目所占的比例），同样的配对区间，同样的单侧符号翻转 p 值，因为门禁用的是同一个随机种子，
-问的也是单侧的问题。recall@3 上两者的差别在门禁容许的范围内，于是通过。第三层则显示了往下一层的连带后果：段落被截短之后，完美的阅读器写出的陈述
+问的也是单侧的问题。recall@3 也失败了，尽管两项检验都不认为这次下降显著：有两道需要两篇段落的题，原本前 3 篇里有其中一篇金标段落，
+现在连这一篇也丢了（McNemar 只数“前 k 篇里有全部金标”，看不到这个变化）；而第二层不容许检索的均值有任何下降
+（`max_mean_drop = 0`）。第三层则显示了往下一层的连带后果：段落被截短之后，完美的阅读器写出的陈述
 不再有那些段落支持。如果只盯着裁判打分那一层，这次回归看起来像是生成器的问题；而逐层的分数和门禁的分层，都指向检索。
 
 ## 本课要点
@@ -871,9 +906,10 @@ else:
 <details><summary>Model answer</summary>
 
 On the tiny run: `faithfulness < 0.5`, on one question. Its passages, cut at 300 characters, no longer hold most
-of what the perfect reader states for it, so its faithfulness falls below one half. One question in 133 moves the
-paired mean by less than the 0.02 the gate allows, and a single changed question can never make the sign-flip
-test significant (one-sided p 0.5 at best). The cut at 0.5 lets no question newly fall below it
+of what the perfect reader states for it, so its faithfulness falls below one half. One question of the n the gate
+pairs (the `n=` in the check cell's last line) can move the paired mean by 1/n at most, less than the 0.02 the gate
+allows once n is over 50, and a single changed question can never make the sign-flip test significant (one-sided
+p 0.5 at best). The cut at 0.5 lets no question newly fall below it
 (`max_regressions = 0`): it is there for exactly this, a few questions collapsing while the mean stays put.
 </details>
 """,
@@ -881,8 +917,8 @@ test significant (one-sided p 0.5 at best). The cut at 0.5 lets no question newl
 <details><summary>参考答案</summary>
 
 在 tiny 运行上：`faithfulness < 0.5` 失败，涉及一道题。它的段落被截到 300 个字符之后，完美阅读器为它写出的陈述大多已不在
-段落里，于是它的忠实度跌到一半以下。133 道题里的一道，让配对均值的下降小于门禁容许的 0.02；而只有一道题变化时，符号翻转
-检验永远不会显著（单侧 p 最小也是 0.5）。0.5 这道切点不允许任何题目新跌到它下面（`max_regressions = 0`）：它正是为这种
+段落里，于是它的忠实度跌到一半以下。门禁配对的题目共 n 道（核对单元最后一行里的 `n=`），其中一道题最多让配对均值变动 1/n，只要 n 超过 50，
+就小于门禁容许的 0.02；而只有一道题变化时，符号翻转检验永远不会显著（单侧 p 最小也是 0.5）。0.5 这道切点不允许任何题目新跌到它下面（`max_regressions = 0`）：它正是为这种
 情况设的——均值几乎不动，却有几道题崩掉了。
 </details>
 """,

@@ -204,16 +204,18 @@ diagonal (0.95–0.98 over all 306 questions of each snapshot, by CPU: README, d
 ## 4. The same experiment with a reader that can read
 
 lewisrag ships a small pretrained generator that answers 97% of questions when it is handed the gold
-passage. We put it behind the tiny run's question encoder and let BM25 fetch the passages (the paper's
-Table 6 replaces DPR by BM25 the same way): one `RagModel`, its weights fixed, reading BM25 over
-snapshot A and then BM25 over snapshot B.
+passage. We let BM25 fetch the passages for it (the paper's Table 6 replaces DPR by BM25 the same way): one
+`RagModel`, its weights fixed, reading BM25 over snapshot A and then BM25 over snapshot B. The tiny run's
+question encoder is carried along, since a `RagModel` is built with one, but unused: BM25 chooses the passages
+and its scores give $p(z\mid x)$.
 """,
         r"""
 ## 4. 换一个会读的生成器，再做一次
 
-lewisrag 自带一个小型预训练生成器，只要把金标段落交给它，它能答对 97% 的问题。我们把它接在 tiny 运行的
-问题编码器后面，并用 BM25 取段落（论文表 6 也是这样用 BM25 替换 DPR 的）：同一个 `RagModel`，权重不变，
-先读快照 A 上的 BM25 索引，再读快照 B 上的。
+lewisrag 自带一个小型预训练生成器，只要把金标段落交给它，它能答对 97% 的问题。我们用 BM25 为它取段落
+（论文表 6 也是这样用 BM25 替换 DPR 的）：同一个 `RagModel`，权重不变，先读快照 A 上的 BM25 索引，再读快照 B 上的。
+tiny 运行的问题编码器虽然跟着一起放进了模型（构造 `RagModel` 需要它），却完全用不上：段落由 BM25 挑选，
+$p(z\mid x)$ 也由 BM25 的得分给出。
 """,
     ),
     code(

@@ -352,18 +352,20 @@ assert torch.allclose(post_sequence, M.rag_sequence_doc_posterior(logits, r.doc_
 ## 9. The same arithmetic with a reader that can read
 
 With the tiny run every passage gives the answer about the same (tiny) probability, so the posteriors
-stay close to the prior. To watch them do their job, keep the question encoder but swap in the small
-generator shipped with lewisrag (it answers 97% of questions when handed the gold passage), and let
-BM25 fetch the passages, as the paper's Table 6 does: $p(z\mid x)$ is then the softmax of the BM25
-scores. The function `by_hand` does not change. The second table is section 8's, for this reader: its
+stay close to the prior. To watch them do their job, swap in the small generator shipped with lewisrag (it
+answers 97% of questions when handed the gold passage), and let BM25 fetch the passages, as the paper's
+Table 6 does: $p(z\mid x)$ is then the softmax of the BM25 scores. The tiny run's question encoder is carried
+along, since a `RagModel` is built with one, but unused: BM25 chooses the passages and its scores give
+$p(z\mid x)$. The function `by_hand` does not change. The second table is section 8's, for this reader: its
 `<s>` row is the prior, and the answer's own tokens move the posterior onto the passage that holds the answer.
 """,
         r"""
 ## 9. 换一个“会读”的生成器，算法不变
 
 在 tiny 运行里，每个段落给答案的概率都差不多（而且都很小），所以后验几乎等于先验。为了看清后验的作用，
-我们保留问题编码器，把生成器换成 lewisrag 自带的小型预训练生成器（给它金标段落时能答对 97% 的问题），
-并像论文表 6 那样用 BM25 取段落：此时 $p(z\mid x)$ 是 BM25 得分的 softmax。`by_hand` 函数一行都不用改。
+我们把生成器换成 lewisrag 自带的小型预训练生成器（给它金标段落时能答对 97% 的问题），并像论文表 6 那样用 BM25
+取段落：此时 $p(z\mid x)$ 是 BM25 得分的 softmax。tiny 运行的问题编码器虽然跟着一起放进了模型（构造 `RagModel`
+需要它），却完全用不上：段落由 BM25 挑选，$p(z\mid x)$ 也由 BM25 的得分给出。`by_hand` 函数一行都不用改。
 第二张表就是第 8 节那张表，换成了这个生成器：它的 `<s>` 这一行就是先验，而答案自己的词元把后验推到了含有答案的那个段落上。
 """,
     ),
@@ -577,19 +579,28 @@ else:
     assert all(abs(float(mine) - float(t)) < 1e-3 for mine, t in zip(ex3, after)), "not yet: recompute with zero scores"
     for name, b, a in zip(("RAG-Sequence", "RAG-Token"), before, after):
         print(f"right: {name:12} {b:.4f} -> {a:.4f}  ({a - b:+.4f})")
+    gold = [k for k, p in enumerate(rb.passages[0]) if p.id in ex.gold_passage_ids]
+    if gold:  # the passage z* the answer comes from, as a rule
+        p_star = rb.doc_scores[0].softmax(0)[gold[0]]
+        print(f"gold passage ranked {gold[0] + 1} of {K}: p(z*|x) = {p_star:.3f}, log(K p(z*|x)) = {torch.log(K * p_star):+.4f}")
+    print("answer tokens between <s> and </s>:", reader_labels.shape[1] - 3)
 """
     ),
     md(
         r"""
 <details><summary>Model answer</summary>
 
-Both rise, by about the same amount. The answer's content comes from one passage $z^*$ (here the gold one, which
-BM25 ranks first): only it gives the answer's own tokens any probability, so each loss pays
-$-\log p(z^*\mid x)$, which grows from the BM25 softmax's value to $\log K$; both rise by about
-$\log\big(K\,p(z^*\mid x)\big)$. RAG-Sequence pays it once, for the whole answer. RAG-Token pays it on each token
-that only $z^*$ explains, nothing on `<s>` (every passage predicts it alike) and a little on tokens such as
-`</s>` that $z^*$ predicts slightly better than the others, which is why it moves a little more here. The loss
-falls only when the retriever's confidence was misplaced, on a passage that does not hold the answer.
+Both rise, RAG-Token by more. The answer's content comes from one passage $z^*$, as a rule the gold one (the check
+prints its rank and $p(z^*\mid x)$): only it gives the answer's own tokens any probability. Where a loss depends on
+$z^*$ alone it pays $-\log p(z^*\mid x)$, which grows from the BM25 softmax's value to $\log K$: a rise of
+$\log\big(K\,p(z^*\mid x)\big)$. RAG-Sequence marginalizes once, over the whole answer, so it rises by that amount,
+once. RAG-Token marginalizes at every token with the same prior, so it rises by about that much on each token that
+only $z^*$ explains, by nothing on `<s>` (every passage predicts it alike), and by less on tokens such as `</s>`
+that the other passages predict too: about $m$ times as much for an answer with $m$ tokens only $z^*$ explains.
+The tiny run's answer ("1985") is a single token, so there the two rises are close, RAG-Token's a little larger
+for `</s>`; on a multi-token answer RAG-Token moves several times more. The losses fall instead only when the
+retriever's confidence was misplaced, $p(z^*\mid x) < 1/K$: it trusted the answer's passage less than a uniform
+prior does.
 </details>
 
 ### Exercise 4
@@ -612,11 +623,14 @@ the generator computed while decoding (row $t$ for token $t+1$). Then ask a ques
         r"""
 <details><summary>参考答案</summary>
 
-两者都上升，而且升幅差不多。答案的内容来自一个段落 $z^*$（这里就是 BM25 排在第一的金标段落）：只有它给答案自己的
-词元像样的概率，所以每种损失都要付出 $-\log p(z^*\mid x)$，而这一项从 BM25 softmax 给出的值涨到了 $\log K$；两者都大约
-上升 $\log\big(K\,p(z^*\mid x)\big)$。RAG-Sequence 为整个答案付一次。RAG-Token 则在每个只能由 $z^*$ 解释的词元上付一次，
-在 `<s>` 上什么都不付（每个段落都同样地预测它），在 `</s>` 这类 $z^*$ 预测得比其他段落略好一点的词元上再付一点，
-所以这里它变化得稍大一些。只有当检索器的把握放错了地方、押在一个不含答案的段落上时，损失才会下降。
+两者都上升，RAG-Token 升得更多。答案的内容来自一个段落 $z^*$，通常就是金标段落（核对单元会打印它的排名和
+$p(z^*\mid x)$）：只有它给答案自己的词元像样的概率。损失中只取决于 $z^*$ 的部分要付出 $-\log p(z^*\mid x)$，而这一项从
+BM25 softmax 给出的值涨到了 $\log K$：升幅是 $\log\big(K\,p(z^*\mid x)\big)$。RAG-Sequence 只在整个答案上边缘化一次，
+所以它就上升这么多，只升一次。RAG-Token 在每个词元上都用同一个先验边缘化一次，所以在每个只能由 $z^*$ 解释的词元上
+都大约上升这么多，在 `<s>` 上不变（每个段落都同样地预测它），在 `</s>` 这类其他段落也能预测的词元上升得少一些：
+如果答案里有 $m$ 个词元只能由 $z^*$ 解释，升幅大约是 RAG-Sequence 的 $m$ 倍。tiny 运行的答案（“1985”）只有一个词元，
+所以在那里两者的升幅很接近，RAG-Token 因为 `</s>` 略大一点；换成多词元的答案，RAG-Token 的变化会大好几倍。
+反过来，只有当检索器的把握放错了地方，即 $p(z^*\mid x) < 1/K$、它对含答案段落的信任还不如均匀先验时，损失才会下降。
 </details>
 
 ### 练习 4

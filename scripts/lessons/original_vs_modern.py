@@ -228,7 +228,8 @@ for a in result["records"]:
 ### The traps of checking citations by rule
 
 A rule checker asks cheap, deterministic questions of each sentence: does it cite at all, is the cited id
-among the retrieved passages, are its quoted words in the cited passage? It runs on every commit, but it
+among the retrieved passages, are the words it quotes verbatim (in Chinese corner brackets) and its numbers and
+Latin words in the cited passage? It runs on every commit, but it
 is not a judge of support. Against the human citation labels of the 22 sentences it catches 7 bad
 citations and passes 12 good ones; the other three are its traps: a **false block** (a good citation the
 rule rejects), a **miss** (a bad citation the rule lets through) and a sentence the rule cannot check at all.
@@ -236,8 +237,8 @@ rule rejects), a **miss** (a bad citation the rule lets through) and a sentence 
         r"""
 ### 按规则核对引用的陷阱
 
-规则核对器对每个句子只问一些廉价、确定的问题：有没有引用？引用的 id 是否在检索到的段落里？引号里的词
-是否出现在被引段落中？它可以在每次提交时运行，但它并不能判断“是否真的支持”。拿 22 个句子的人工引用标注
+规则核对器对每个句子只问一些廉价、确定的问题：有没有引用？引用的 id 是否在检索到的段落里？「」里逐字引用的词，
+以及句中的数字和拉丁字母单词，是否都出现在被引段落中？它可以在每次提交时运行，但它并不能判断“是否真的支持”。拿 22 个句子的人工引用标注
 来对照，它抓住了 7 个错误引用、放过了 12 个正确引用；剩下三个就是它的陷阱：一次**误拦**（正确的引用被
 规则拒绝）、一次**漏放**（错误的引用被规则放行），以及一个规则根本无从核对的句子。
 """,
@@ -513,8 +514,11 @@ else:
 
 Dropping the citation fails tier 1 on MISSING_CITATION (a fact: a sentence that cites nothing) and tier 3 on
 citation recall. Citing `[3]` raises no BAD_ID, since `[3]` was retrieved, but tier 1 still fails, on
-QUOTE_NOT_FOUND: the quoted "email or password" and the quoted Chinese phrase for "red list" are not in the
-registration document; tier 3 fails on citation recall and precision. Tier 2 passes both times: the passages retrieved did not change.
+QUOTE_NOT_FOUND: the Chinese phrase for "red list", quoted in corner brackets as a verbatim quote, is not in the
+registration document. The JSON key "email or password" is in straight double quotes, which the checker does not
+hold to the letter (they as often report speech or name a term in other words); its Latin words are checked as
+words instead, like the sentence's numbers, and "email", "password" and "invalid" are not in that document either:
+TOKEN_NOT_FOUND, a status tier 1 does not gate on. Tier 3 fails on citation recall and precision. Tier 2 passes both times: the passages retrieved did not change.
 </details>
 
 ### Exercise 3
@@ -528,8 +532,10 @@ pass?
 <details><summary>参考答案</summary>
 
 删掉引用会让第一层因 MISSING_CITATION 失败（这是事实：一个什么都没引用的句子），第三层因引用召回下降而失败。改引 `[3]`
-不会触发 BAD_ID，因为 `[3]` 检索到了；但第一层仍然失败，原因是 QUOTE_NOT_FOUND：引号里的 “email or password” 和「红色列表」
-都不在注册需求文档里；第三层因引用召回和引用精确率下降而失败。两次第二层都通过：检索到的段落没有变。
+不会触发 BAD_ID，因为 `[3]` 检索到了；但第一层仍然失败，原因是 QUOTE_NOT_FOUND：用「」逐字引用的「红色列表」不在注册需求文档里。
+JSON 键 "email or password" 用的是英文直双引号，核对器不要求它逐字出现（这种引号同样常用来转述别人的话，或换个说法指称一个术语）；
+其中的拉丁字母单词改由查数字和拉丁字母单词的那条规则核对，而 “email”“password” 和 “invalid” 也都不在那篇文档里：这是 TOKEN_NOT_FOUND，第一层并不因它拦截。
+第三层因引用召回和引用精确率下降而失败。两次第二层都通过：检索到的段落没有变。
 </details>
 
 ### 练习 3
