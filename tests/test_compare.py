@@ -176,8 +176,10 @@ def test_compare_stage_returns_every_key(run_dir, stage):
         assert layer["tokens_per_answer"] > 0
         curve = stage["position"][system]
         assert curve["positions"] == [1, 2] and all(_unit(v) for v in curve["exact_match"])
-    # a Lewis model reads K=2 inputs: 2 encoder passes and 2 decoder passes per token; stitched reads one
-    assert 2 + 2 <= stage["layers"]["rag_token"]["forward_passes_per_answer"] <= 2 + 2 * 31  # at most 31 new tokens
+    # a Lewis model reads K=2 inputs: 2 encoder passes, 2 decoder passes per token (RAG-Sequence: each document's
+    # search) and its rescoring, one teacher-forced pass per candidate and input (RAG-Token's 1, RAG-Sequence's 1 or 2)
+    assert 2 + 2 + 2 <= stage["layers"]["rag_token"]["forward_passes_per_answer"] <= 2 + 2 * 31 + 2  # at most 31 new tokens
+    assert 2 + 2 + 2 <= stage["layers"]["rag_sequence"]["forward_passes_per_answer"] <= 2 + 2 * 31 + 2 * 2
     assert 1 + 1 <= stage["layers"]["stitched"]["forward_passes_per_answer"] <= 1 + 40  # 8 more for its citation
     for system in ("rag_token", "rag_sequence"):  # order cannot change a marginal over documents
         assert len(set(stage["position"][system]["exact_match"])) == 1

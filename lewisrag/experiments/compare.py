@@ -1,15 +1,23 @@
 """One scorecard for the paper's RAG and today's: RAG-Token, RAG-Sequence and prompt-stitching RAG.
 
-The same questions go to every system; each answer becomes an evaluator record (ragas-style) whose
-contexts are the passages the generator read, numbered in input order, and whose citations are
-[n]: explicit ones for the stitched system, implicit ones (from p(z|x,y)) for the Lewis models.
-So one evaluator (lewisrag.eval.evaluator, with the deterministic LexicalJudge) scores every layer of
-every system alike. Context ids are the numbers 1..k rather than passage ids because the
-evaluator's citation markers are numeric; gold ids are renumbered the same way.
+The same questions go to every system, and each retrieves its own passages from index A: a Lewis model
+its top K through the question encoder it fine-tuned, the stitched system its top k through the run's
+DPR (K=5 against k=3 in the small preset). So the layer metrics and the position probe measure each
+system on its own evidence, and the scorecard has a recall row per k. Each answer becomes an evaluator
+record (ragas-style) whose contexts are the passages the generator read, numbered in input order, and
+whose citations are [n]: explicit ones for the stitched system, implicit ones (from p(z|x,y)) for the
+Lewis models. So one evaluator (lewisrag.eval.evaluator, with the deterministic LexicalJudge) scores
+every layer of every system alike. Context ids are the numbers 1..k rather than passage ids because
+the evaluator's citation markers are numeric; gold ids are renumbered the same way.
 
-Cost is counted from the tokenized inputs. A Lewis model reads K inputs per answer: K encoder
-passes and, for every decoded token, K decoder passes. A stitched model reads one input holding
-the k passages: one encoder pass and one decoder pass per token.
+Cost is counted from the tokenized inputs and the decoded hypotheses, in generator forward passes
+over one input each: encoding it, one decoding step, or one teacher-forced pass of a whole answer
+(`systems.lewis_forward_passes`). A Lewis model reads K inputs per answer: K encoder passes, then
+RAG-Token K decoder passes per decoded token and K teacher-forced passes of its answer for the
+implicit citations (K + K·T + K); RAG-Sequence one greedy search per document (T_z passes for
+document z's hypothesis) and every one of the C distinct hypotheses rescored under every document,
+its thorough decoding (K + Σ_z T_z + C·K). A stitched model reads one input holding the k passages:
+one encoder pass and one decoder pass per token (1 + T).
 
 RAGChecker's claim-level diagnostics (`lewisrag.eval.claims`) come with the evaluator's records:
 each system's means and intervals sit under layers.<system>.claims, and the scorecard shows them side
@@ -436,9 +444,12 @@ def scorecard_rows(card: dict, lang: str = "en") -> tuple[list[str], list[list]]
     and with an outside generator the answers it failed to give (scored null). Labels in `lang`."""
     t = messages(lang)
     names = list(card["qa"])
-    ks = {card["retrieval"][n]["k"] for n in names}
-    rows = [[f"recall@{ks.pop()}" if label == "recall@k" and len(ks) == 1 else label, *[card[part][n].get(key) for n in names]]
-            for label, part, key in _rows(lang)]
+    rows = []
+    for label, part, key in _rows(lang):
+        if label == "recall@k":
+            rows += recall_rows(card["retrieval"], names)
+        else:
+            rows.append([label, *[card[part][n].get(key) for n in names]])
     rows.append([t("cmp.row.refused"), *[f"{card['layers'][n]['not_in_kb']['refused']}/{card['layers'][n]['not_in_kb']['n']}"
                                          for n in names]])
     outside = card.get("generators") or {}
@@ -457,6 +468,21 @@ def scorecard_rows(card: dict, lang: str = "en") -> tuple[list[str], list[list]]
         rows.append([t("cmp.row.claims", label=t(CONTRADICTIONS)),
                      *[(contradicted[n] or {}).get("by_reference_rate") for n in names]])
     return names, rows
+
+
+def recall_rows(retrieval: dict, names: list[str]) -> list[list]:
+    """One recall@k row per k the systems read, each system's recall in the row of its own k (the Lewis models
+    read K=5 passages and the stitched system k=3 in the small preset: one row would set recall@5 beside recall@3).
+
+    >>> recall_rows({"rag_token": {"k": 5, "recall_at_k": 0.9}, "stitched": {"k": 3, "recall_at_k": 0.8}},
+    ...             ["rag_token", "stitched"])
+    [['recall@3', None, 0.8], ['recall@5', 0.9, None]]
+    """
+    ks = sorted({retrieval[n]["k"] for n in names} - {None})  # None: no question asked
+    if not ks:
+        return [["recall@k", *[retrieval[n].get("recall_at_k") for n in names]]]
+    return [[f"recall@{k}", *[retrieval[n].get("recall_at_k") if retrieval[n]["k"] == k else None for n in names]]
+            for k in ks]
 
 
 def _fmt(v) -> str:
@@ -480,6 +506,36 @@ def claims_by_system(layers: dict) -> dict:
     return {n: v["claims"] for n, v in layers.items() if v.get("claims")}
 
 
+def _unscored(v) -> bool:
+    """A position where no answer was scored: NaN in the probe's curve, null once written to JSON."""
+    return v is None or v != v
+
+
+def position_shape(name: str, ems: list) -> str:
+    """The message id naming the shape of a position curve, from its numbers as printed (3 decimals); a
+    position where no answer was scored is left out. Flat is what a Lewis model's marginal over documents
+    promises; any other system's flat curve, or a Lewis curve that is not flat, is told by its numbers.
+
+    >>> position_shape("rag_token", [0.95, 0.95, 0.95]), position_shape("stitched", [0.9, float("nan"), 0.0])
+    ('cmp.pos.flat', 'cmp.pos.first')
+    >>> position_shape("rag_token", [0.95, 0.4, 0.1]), position_shape("stitched", [0.8, 0.6, 0.8])
+    ('cmp.pos.first', 'cmp.pos.middle')
+    """
+    shown = [None if _unscored(v) else round(v, 3) for v in ems]
+    scored = [v for v in shown if v is not None]
+    if len(scored) < 2:
+        return "cmp.pos.plain"
+    if len(set(scored)) == 1:
+        return "cmp.pos.flat" if name in ("rag_token", "rag_sequence") else "cmp.pos.level"
+    first, rest = shown[0], [v for v in shown[1:] if v is not None]
+    if first is not None and rest and round(first - max(rest), 3) >= 0.5:
+        return "cmp.pos.first"
+    middle, ends = [v for v in shown[1:-1] if v is not None], (shown[0], shown[-1])
+    if middle and None not in ends and round(min(ends) - min(middle), 3) >= 0.1:
+        return "cmp.pos.middle"
+    return "cmp.pos.plain"
+
+
 def findings(card: dict, lang: str = "en") -> list[str]:
     """Sentences saying what the scorecard shows (for report.md), in `lang`."""
     t = messages(lang)
@@ -488,7 +544,7 @@ def findings(card: dict, lang: str = "en") -> list[str]:
     out = []
     if em:
         best = max(em, key=em.get)
-        tie = [n for n in em if em[n] == em[best]]
+        tie = [n for n in em if f"{em[n]:.3f}" == f"{em[best]:.3f}"]  # tied as printed, as report.md decides its tables
         partial = {n: qa[n]["answered"] for n in em if qa[n].get("answered", qa[n]["n"]) < qa[n]["n"]}
         out.append(t("cmp.em", n=qa[best]["n"])
                    + (t("cmp.em.best", best=best, v=em[best]) if len(tie) == 1
@@ -499,20 +555,15 @@ def findings(card: dict, lang: str = "en") -> list[str]:
     if lewis and "stitched" in em:
         better = max(lewis, key=lewis.get)
         gap = em["stitched"] - lewis[better]
-        out.append(t("cmp.gap", gap=gap, better=better) + t("cmp.gap.close" if abs(gap) <= 0.05 else "cmp.gap.far"))
+        close = abs(round(gap, 3)) <= 0.05  # as printed: 19/20 against 20/20 is -0.050, not -0.05000000000000004
+        out.append(t("cmp.gap", gap=gap, better=better) + t("cmp.gap.close" if close else "cmp.gap.far"))
     cp = {n: v.get("citation_precision") for n, v in layers.items() if v.get("citation_precision") is not None}
     if cp:
         out.append(t("cmp.cp", items=t.join(f"`{n}` {v:.3f}" for n, v in cp.items())))
     for n, c in (card.get("position") or {}).items():
-        ems = c["exact_match"]
-        shape = t("cmp.pos.plain")
-        if n != "stitched":
-            shape = t("cmp.pos.flat")
-        elif len(ems) > 1 and ems[0] - max(ems[1:]) >= 0.5:
-            shape = t("cmp.pos.first")
-        elif len(ems) > 2 and min(ems[0], ems[-1]) - min(ems[1:-1]) >= 0.1:
-            shape = t("cmp.pos.middle")
-        out.append(t("cmp.pos", name=n, points=t.join(f"{p}: {v:.3f}" for p, v in zip(c["positions"], ems)), shape=shape))
+        points = t.join(f"{p}: {t('cmp.pos.unscored') if _unscored(v) else f'{v:.3f}'}"
+                        for p, v in zip(c["positions"], c["exact_match"]))
+        out.append(t("cmp.pos", name=n, points=points, shape=t(position_shape(n, c["exact_match"]))))
     for n, g in (card.get("generators") or {}).items():
         out.append(t("cmp.generator", name=n, generator=g["generator"], n_docs=g["n_docs"], version=g["prompt_version"],
                      failed=g["failed"], answers=g["answers"]))

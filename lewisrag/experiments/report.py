@@ -150,13 +150,30 @@ def _swap(results: dict, t: Messages) -> list[str]:
                        f"{_pct(cells.get('questions_b'), t)} |")
         matched = (by_index["index_a"]["questions_a"] + by_index["index_b"]["questions_b"]) / 2
         crossed = (by_index["index_a"]["questions_b"] + by_index["index_b"]["questions_a"]) / 2
-        verdict = t("rep.swap.follows") if matched > crossed else t("rep.swap.ignores")
+        verdict = t(swap_verdict(matched, crossed))
         sentences.append(t("rep.swap.system", name=t.system(system), verdict=verdict, matched=_pct(matched, t),
                            crossed=_pct(crossed, t)))
     out += ["", t("rep.swap.sentence", paper=t("rep.paper_swap"), systems=t.join(sentences, "sep.clause")), ""]
     # what the swap itself noticed (the same passages in both indexes, questions left out, ...), as it wrote it
     notes = ((results.get("stages") or {}).get("knowledge_update") or {}).get("notes") or []
     return out + ([t("rep.swap.notes"), ""] + [f"- {n}" for n in notes] + [""] if notes else [])
+
+
+def swap_verdict(matched: float, crossed: float) -> str:
+    """The message id of what the hot swap shows, decided on the percentages as the report prints them:
+    the index is followed when the matched cells are high and the mismatched ones low, by the README's
+    targets (at least 90% matched, at most 5% mismatched), followed in part when matched is merely
+    higher, and not followed when it is level or lower (0.902 against 0.900 prints 90% against 90%).
+
+    >>> swap_verdict(0.97, 0.0), swap_verdict(0.69, 0.08), swap_verdict(0.901, 0.9), swap_verdict(0.1, 0.6)
+    ('rep.swap.follows', 'rep.swap.partly', 'rep.swap.same', 'rep.swap.ignores')
+    """
+    m, c = (int(f"{x:.0%}"[:-1]) for x in (matched, crossed))  # the printed percent, as `_pct` rounds it
+    if m == c:
+        return "rep.swap.same"
+    if m < c:
+        return "rep.swap.ignores"
+    return "rep.swap.follows" if m >= 90 and c <= 5 else "rep.swap.partly"
 
 
 def _table6(results: dict, t: Messages) -> list[str]:

@@ -23,7 +23,7 @@ from lewisrag.training.checkpoint import load_trained, resolve_model_dir
 from lewisrag.training.rag_data import place_search
 from lewisrag.index.dense import DenseIndex
 from lewisrag.rag_model.answering import answer_questions
-from lewisrag.scoring.qa import answer_exact_match
+from lewisrag.scoring.qa import answer_exact_match, is_regex_answered
 
 
 def labels(paths: Sequence[str | os.PathLike], stem: bool = False) -> list[str]:
@@ -77,7 +77,8 @@ def check_tasks(model_dirs: Sequence[Path]) -> None:
 def overlap_notes(index_names: Sequence[str], indexes: Sequence, set_names: Sequence[str], sets: Sequence[list]) -> list[str]:
     """Say when two indexes hold the same passages, or two question sets ask the same questions with
     the same answers: their rows (columns) of the matrix can then differ by nothing that a knowledge
-    update moves, and the matched and mismatched cells mean nothing."""
+    update moves, and the matched and mismatched cells mean nothing. Short of that, say how many
+    questions two sets share with an answer exact match counts as the same (`unchanged_answers`)."""
     notes = []
     for a in range(len(indexes)):
         for b in range(a + 1, len(indexes)):
@@ -96,7 +97,37 @@ def overlap_notes(index_names: Sequence[str], indexes: Sequence, set_names: Sequ
                 notes.append(f"question sets {set_names[a]} and {set_names[b]} ask the same {len(sets[a])} questions with "
                              "the same answers: their columns are the same experiment; a knowledge-update test asks "
                              "about facts each snapshot answers differently")
+            elif same := unchanged_answers(sets[a], sets[b]):
+                notes.append(f"question sets {set_names[a]} and {set_names[b]}: {same} of the {len(sets[a])} questions of "
+                             f"{set_names[a]} are asked in {set_names[b]} with an answer exact match counts as the same in "
+                             "both (an unchanged fact, or one written otherwise: case, punctuation, articles): they score "
+                             "alike whichever index the model reads, and raise the mismatched cells")
     return notes
+
+
+def unchanged_answers(first: list, second: list) -> int:
+    """How many questions of `first` are asked in `second` (the same question text) with an answer that exact
+    match (`answer_exact_match`, its normalization) scores right against both: the fact did not change
+    between the snapshots, and reading the other snapshot's index still answers it.
+
+    >>> from lewisrag.data.records import QAExample
+    >>> a = [QAExample("1", "Who leads X?", ["Ana Kel"]), QAExample("2", "Who leads Y?", ["Bo Ren"])]
+    >>> unchanged_answers(a, [QAExample("1", "Who leads X?", ["the ana kel."]), QAExample("2", "Who leads Y?", ["Cy Lo"])])
+    1
+    """
+    by_question: dict[str, list] = {}
+    for ex in second:
+        by_question.setdefault(ex.question.strip(), []).append(ex)
+    return sum(any(_same_fact(ex, other) for other in by_question.get(ex.question.strip(), [])) for ex in first)
+
+
+def _same_fact(x, y) -> bool:
+    """Whether an answer of one example is an exact match for the other (a regex example's answers are
+    patterns, never predictions: two of them agree when their patterns do)."""
+    if is_regex_answered(x) and is_regex_answered(y):
+        return sorted(x.answers) == sorted(y.answers)
+    return any(answer_exact_match(a, other) for this, other in ((x, y), (y, x)) if not is_regex_answered(this)
+               for a in this.answers)
 
 
 def check_pairs(models: Sequence, indexes: Sequence, swap: bool) -> None:

@@ -3,6 +3,11 @@
 `LewisSystem` wraps a trained RAG-Token or RAG-Sequence model (implicit citations from p(z|x,y));
 `StitchedSystem` wraps prompt-stitching RAG (explicit citations). Both return `Answered`: the
 answer, the passages read in input order, generator forward passes, input tokens and latency.
+Each retrieves for itself: a Lewis model its top K through the question encoder it fine-tuned, the
+stitched system its top k through the run's DPR, so they share the index, not always the passages.
+
+A forward pass reads one input: encoding it, one decoding step over it, or one teacher-forced pass
+of a whole answer over it. `lewis_forward_passes` counts a Lewis answer's, the rescoring included.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import torch
 
 from lewisrag.data.records import Passage
 from lewisrag.eval.statements import strip_citations
+from lewisrag.rag_model.decoding import Decoded
 from lewisrag.rag_model.implicit_citations import cited_answers, pieces_of
 from lewisrag.rag_model.model import generator_input, score_docs
 from lewisrag.rag_model.stitched import PromptStitchingRAG
@@ -25,7 +31,7 @@ class Answered:
     text: str  # the answer without citations (QA metrics)
     response: str  # the answer with [n] citations, n the 1-based input position of a passage
     passages: list  # the passages the generator read, in input order (id, title, text)
-    forward_passes: int | None  # generator forward passes: encoder passes + decoder passes over all inputs (None: unknown)
+    forward_passes: int | None  # generator forward passes over one input each, rescoring included (None: unknown)
     input_tokens: int | None  # generator input tokens read, over all inputs (None: an endpoint that did not say)
     seconds: float  # wall time of its batch, shared equally among the batch's answers
     token_posteriors: dict | None = None  # RAG-Token: {tokens, docs, matrix} for report.html's heatmap
@@ -77,9 +83,16 @@ class LewisSystem:
         start = time.perf_counter()
         b, k = doc_scores.shape
         tok = self.tokenizers.generator
+        sequence = self.model.variant == "sequence"
+        # RAG-Sequence: every document's hypothesis back, best first, to count the distinct candidates thorough
+        # decoding rescored; undeduplicated, a candidate keeps its score, so the first is the default's answer
+        every = {"num_return_sequences": k, "do_deduplication": False} if sequence else {}
         with torch.no_grad():
             out = self.model.generate(ids, mask, doc_scores, n_docs=k, num_beams=1, max_length=self.max_length,
-                                      return_evidence=True)
+                                      return_evidence=True, **every)
+        hyps = out.sequences.view(b, -1, out.sequences.shape[-1]).tolist()  # (B, K or 1, T)
+        if sequence:
+            out = Decoded(out.sequences[::k], out.doc_posterior[::k], out.scores[::k])  # (B, T), (B, K), (B,)
         labels = [str(n) for n in range(1, k + 1)]
         responses = cited_answers(out, tok, [labels] * b, self.model.variant)
         tokens = mask.view(b, k, -1).sum((1, 2)).tolist()  # (B,) input tokens over the K inputs
@@ -88,15 +101,35 @@ class LewisSystem:
         answers = []
         for i, seq in enumerate(out.sequences.tolist()):
             keep = [t for t, x in enumerate(seq[1:]) if x not in specials]
-            steps = sum(x != tok.pad_token_id for x in seq[1:])  # decoder passes per input
+            steps = [sum(x != tok.pad_token_id for x in h[1:]) for h in hyps[i]]  # tokens each search generated
+            passes = lewis_forward_passes(self.model.variant, k, steps, len(set(map(tuple, hyps[i]))))
             tp = None
             if self.model.variant == "token" and keep:
                 matrix = out.doc_posterior[i][keep].float()  # (T', K)
                 tp = {"tokens": pieces_of(tok, [seq[1 + t] for t in keep]), "docs": [f"[{n}]" for n in labels],
                       "matrix": [[round(float(v), 4) for v in row] for row in matrix]}
             answers.append(Answered(tok.decode(seq, skip_special_tokens=True).strip(), responses[i],
-                                    [as_passage(p) for p in passages[i]], k + k * steps, int(tokens[i]), seconds, tp))
+                                    [as_passage(p) for p in passages[i]], passes, int(tokens[i]), seconds, tp))
         return answers
+
+
+def lewis_forward_passes(variant: str, k: int, steps: list[int], candidates: int) -> int:
+    """Generator forward passes of one Lewis answer, each over one of its K inputs (a passage with the question):
+
+    - K encoder passes;
+    - the search: RAG-Token decodes the K inputs together, K passes per token of its answer (`steps` = [its
+      tokens]); RAG-Sequence searches each document alone, `steps[z]` passes for document z's hypothesis;
+    - the rescoring, one teacher-forced pass per candidate and input: RAG-Token's answer under each document for
+      its implicit citations (K), RAG-Sequence's thorough decoding (§2.4) of each of the C distinct hypotheses
+      under each document (C×K).
+
+    >>> lewis_forward_passes("token", 3, [4], 1)  # 3 + 3*4 + 3*1
+    18
+    >>> lewis_forward_passes("sequence", 3, [4, 4, 6], 2)  # 3 + (4+4+6) + 3*2
+    23
+    """
+    search = k * steps[0] if variant == "token" else sum(steps)
+    return k + search + k * candidates
 
 
 class StitchedSystem:

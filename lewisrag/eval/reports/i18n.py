@@ -155,6 +155,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "rep.swap.col_a": ("questions about A", "关于 A 的问题"),
     "rep.swap.col_b": ("questions about B", "关于 B 的问题"),
     "rep.swap.follows": ("follows the index", "跟着索引走"),
+    "rep.swap.partly": ("follows the index in part", "部分跟着索引走"),
+    "rep.swap.same": ("does not follow the index (the same either way)", "没有跟着索引走（匹配与否都一样）"),
     "rep.swap.ignores": ("does not follow the index", "没有跟着索引走"),
     "rep.swap.system": ("{name} {verdict}: {matched} on matched index and questions against {crossed} on mismatched ones",
                         "{name} {verdict}：索引和问题匹配时 {matched}，错配时 {crossed}"),
@@ -408,6 +410,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
                 "- 位置探针，`{name}`：金标段落放在各位置时的 EM 为 {points}{shape}"),
     "cmp.pos.plain": (".", "。"),
     "cmp.pos.flat": (" (flat: the marginal over documents ignores their order).", "（是平的：对文档的边缘化与它们的顺序无关）。"),
+    "cmp.pos.level": (" (flat: the same wherever the gold passage is).", "（是平的：金标段落放在哪个位置都一样）。"),
+    "cmp.pos.unscored": ("no answer scored", "没有可计分的回答"),
     "cmp.pos.first": (" — it answers from whatever passage comes first, so its accuracy rests on the retriever's ranking, not "
                       "on choosing among the passages.",
                       "——排在第一位的是哪篇段落，它就照哪篇回答，所以准确率取决于检索器的排序，而不是在段落之间做选择。"),
@@ -418,10 +422,16 @@ MESSAGES: dict[str, tuple[str, str]] = {
                       "`generator_error`).",
                       "- `{name}` 通过 `{generator}` 回答（每个提示词放 {n_docs} 篇段落，提示词版本 {version}）：{answers} 个"
                       "回答中有 {failed} 个在重试后仍然失败，记为 null 并附上原因（记录里的 `generator_error`）。"),
-    "cmp.cost": ("- Generator forward passes per answer: {items}. A Lewis model reads each of its K passages as its own input "
-                 "(K passes per token); a stitched model reads them all in one input.",
-                 "- 每个回答的生成器前向次数：{items}。Lewis 模型把 K 篇段落各当作一个输入来读（每个 token 做 K 次前向）；"
-                 "提示拼接模型把它们放进同一个输入，一次读完。"),
+    "cmp.cost": ("- Generator forward passes per answer: {items}. Each pass reads one input: it encodes it, takes one "
+                 "decoding step, or runs a whole answer through it teacher-forced. A Lewis model reads each of its K "
+                 "passages as its own input: K encoder passes, then RAG-Token K passes per token plus its answer once "
+                 "under each passage (for its citations), RAG-Sequence a greedy search per passage plus every distinct "
+                 "candidate under every passage (its thorough decoding, §2.4); a stitched model reads them all in one "
+                 "input: one encoder pass and one decoder pass per token.",
+                 "- 每个回答的生成器前向次数：{items}。每次前向读一个输入：编码它、解码一步，或以教师强制把整个回答过一遍。"
+                 "Lewis 模型把 K 篇段落各当作一个输入来读：K 次编码，然后 RAG-Token 每个 token 做 K 次前向，再把回答在每篇段落下"
+                 "各过一遍（为了引用）；RAG-Sequence 在每篇段落上各做一次贪心搜索，再把每个不同的候选在每篇段落下各过一遍"
+                 "（论文 §2.4 的 thorough decoding）；提示拼接模型把段落放进同一个输入：一次编码，每个 token 一次解码前向。"),
     # --- the tables the commands print (commands/evaluate.py, compare.py, experiments.py) ---------
     # English as the terminal has always shown it; Chinese in the reports' words (dist.cols, md.*, bh.*, rep.*)
     "cli.col.null": ("null", "无法计算"),
