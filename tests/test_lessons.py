@@ -45,7 +45,7 @@ ex4 = torch.softmax(rb.doc_scores[0].log_softmax(0)[:, None] + by_hand(g_logits,
     },
     "03_original_vs_modern": {
         "ex1": """passes = {name: layer["forward_passes_per_answer"] for name, layer in card["layers"].items()}
-ex1 = ((passes["rag_token"] - model.n_docs) / model.n_docs, passes["stitched"] - 1)""",
+ex1 = ((passes["rag_token"] - 2 * model.n_docs) / model.n_docs, passes["stitched"] - 1)""",
         "ex2": 'ex2 = {"dropped": {1, 3}, "cited_3": {1, 3}}',
         "ex3": 'ex3 = {"faithfulness", "answer_completeness", "citation_recall", "citation_precision"}',
     },

@@ -98,7 +98,8 @@ record and scores all of them with the same judge. The rows, from the top:
   sentence, every passage whose per-token posterior averaged over the sentence is at least `min_share` (0.3),
   and always the top one;
 * **cost**: generator forward passes and tokens read per answer. A Lewis model runs its decoder once per
-  passage for every token it writes;
+  passage for every token it writes; RAG-Token then reads its answer once more under each passage for its
+  citations, and RAG-Sequence rescores every distinct candidate under every passage;
 * refusals on questions the knowledge base cannot answer, the layer each failure is blamed on, and the
   claim-level diagnostics of RAGChecker.
 
@@ -117,6 +118,7 @@ On a bigger run this cell takes longer (about a minute for `small`).
   `lewisrag/rag_model/implicit_citations.py`）。RAG-Sequence 的答案引用 $p(z\mid x,y)$ 最高的那个段落；RAG-Token
   的答案逐句引用：把句中各词元的后验取平均，平均值不低于 `min_share`（0.3）的段落都被引用，排第一的段落总会被引用；
 * **开销**：每个答案的生成器前向次数和读入的词元（token）数。Lewis 模型每写一个词元，都要对每个段落各跑一次解码器；
+  之后 RAG-Token 为了给出引用，还要在每个段落下把答案整体再读一遍，RAG-Sequence 则要在每个段落下给每个不同的候选答案重新打分；
 * 对知识库无法回答的问题是否拒答、每次失败被归咎到哪一层，以及 RAGChecker 的陈述级诊断。
 
 在更大的运行上这个单元会慢一些（`small` 约一分钟）。
@@ -401,9 +403,9 @@ check, folded.
 
 ### Exercise 1
 
-The cost rows of the scorecard mean the same on any run. A Lewis answer costs $K$ encoder passes plus $K$ decoder
-passes per generated token; a stitched answer one encoder pass plus one decoder pass per token
-(`lewisrag/experiments/systems.py`). From the forward passes per answer in section 2's table and $K$
+The cost rows of the scorecard mean the same on any run. A RAG-Token answer costs $K$ encoder passes, $K$ decoder
+passes per generated token and $K$ teacher-forced passes of its answer for its citations; a stitched answer one
+encoder pass plus one decoder pass per token (`lewisrag/experiments/systems.py`, `lewis_forward_passes`). From the forward passes per answer in section 2's table and $K$
 (`model.n_docs`), how many tokens does RAG-Token and how many does the stitched system generate per answer, on
 average?
 
@@ -420,8 +422,9 @@ cost, and what does the stitched system's position curve look like?
 
 ### 练习 1
 
-评分卡里开销那几行在任何运行上含义都一样。Lewis 模型的一个答案要跑 $K$ 次编码器，每生成一个词元再跑 $K$ 次解码器；
-提示拼接的答案跑一次编码器，每个词元跑一次解码器（`lewisrag/experiments/systems.py`）。根据第 2 节表中每个答案的前向次数和
+评分卡里开销那几行在任何运行上含义都一样。RAG-Token 的一个答案要跑 $K$ 次编码器，每生成一个词元再跑 $K$ 次解码器，
+最后为了引用在每个段落下把答案整体读一遍，又是 $K$ 次前向；提示拼接的答案跑一次编码器，每个词元跑一次解码器
+（`lewisrag/experiments/systems.py`，`lewis_forward_passes`）。根据第 2 节表中每个答案的前向次数和
 $K$（`model.n_docs`），算一算：平均每个答案，RAG-Token 生成了多少个词元？提示拼接系统呢？
 
 然后，如果你有一次 `small` 运行（`make demo`：在较快的 2 核 CPU 上约 15 分钟，较老的 CPU 上约 40 分钟；见 README），
@@ -439,8 +442,8 @@ if ex1 is None:
     print("Exercise 1: set ex1, then run this cell again.")
 else:
     passes = {name: layer["forward_passes_per_answer"] for name, layer in card["layers"].items()}
-    truth = ((passes["rag_token"] - model.n_docs) / model.n_docs, passes["stitched"] - 1)
-    assert all(abs(mine - t) < 0.01 for mine, t in zip(ex1, truth)), "not yet: solve passes = K + K * tokens, and 1 + tokens"
+    truth = ((passes["rag_token"] - 2 * model.n_docs) / model.n_docs, passes["stitched"] - 1)
+    assert all(abs(mine - t) < 0.01 for mine, t in zip(ex1, truth)), "not yet: solve passes = K + K * tokens + K, and 1 + tokens"
     print(f"right: RAG-Token {truth[0]:.2f} tokens in {passes['rag_token']:.1f} passes, "
           f"stitched {truth[1]:.2f} tokens in {passes['stitched']:.1f} passes")
 """
@@ -449,12 +452,13 @@ else:
         r"""
 <details><summary>Model answer</summary>
 
-Solve passes $= K + K\cdot$tokens for RAG-Token and passes $= 1 +$ tokens for the stitched system. On the tiny run
+Solve passes $= K + K\cdot$tokens $+ K$ for RAG-Token and passes $= 1 +$ tokens for the stitched system. On the tiny run
 every answer has the same length, the most each system may write (the tiny models never learned to stop), and
 still the Lewis model makes about twice the stitched model's passes for fewer tokens: it pays $K$ passes per token.
 
 On a `small` run the README's figures (1,046 short-answer test questions): EM 0.961 for RAG-Token and 0.966 for
-RAG-Sequence against 0.929 for the stitched system, which costs 10.2 forward passes per answer against 31.0. Its
+RAG-Sequence against 0.929 for the stitched system, which costs 10.2 forward passes per answer against RAG-Token's 36.0 (31.0 as the README first counted them, without the
+citation pass). Its
 position curve falls off a cliff: EM 0.905 with the gold passage first, 0.005 and 0.000 elsewhere (200
 questions), while the Lewis curves stay flat. The lesson's probe uses 20 questions, so its steps are coarser.
 </details>
@@ -468,12 +472,12 @@ retrieved, but it is the registration requirement). Which tiers fail for each ch
         r"""
 <details><summary>参考答案</summary>
 
-RAG-Token 解方程 前向次数 $= K + K\cdot$词元数，提示拼接系统解 前向次数 $= 1 +$ 词元数。在 tiny 运行上，每个答案都一样长，
+RAG-Token 解方程 前向次数 $= K + K\cdot$词元数 $+ K$，提示拼接系统解 前向次数 $= 1 +$ 词元数。在 tiny 运行上，每个答案都一样长，
 都写满了各自允许的最大长度（tiny 模型还没学会停下来）；即便如此，Lewis 模型用的前向次数仍是提示拼接模型的两倍左右，
 写出的词元却更少：它每个词元都要付出 $K$ 次前向。
 
 在 `small` 运行上，README 给出的数字（1,046 道简答测试题）：RAG-Token 的 EM 为 0.961，RAG-Sequence 为 0.966，提示拼接系统为
-0.929；而提示拼接系统每个答案只要 10.2 次前向，Lewis 模型要 31.0 次。它的位置曲线断崖式下跌：金标段落放第一位时 EM 为 0.905，
+0.929；而提示拼接系统每个答案只要 10.2 次前向，RAG-Token 要 36.0 次（README 起初不计引用那一遍，记为 31.0 次）。它的位置曲线断崖式下跌：金标段落放第一位时 EM 为 0.905，
 放在别处为 0.005 和 0.000（200 道题），而 Lewis 模型的曲线始终是平的。本课的探针只用 20 道题，所以台阶更粗。
 </details>
 
