@@ -69,7 +69,7 @@ def measure(model_dir: Path, index_dir: Path, test, n_docs: int, max_length: int
 def dpr_recall(dpr_dir: Path, index_dir: Path, test) -> dict:
     """The weak DPR's own recall@1 and @5 on the test questions (the retriever before RAG training)."""
     r = retrieval_recall(open_retriever(index_dir, encoder=dpr_dir), test, (1, 5))
-    return {"recall_at_1": r["hit@1"], "recall_at_5": r["hit@5"], "n": r["n"]}  # DPR's top-k accuracy, as the recipe reports it
+    return {"recall_at_1": r["hit@1"], "recall_at_5": r["hit@5"], "n": r["n"]}  # a gold passage among the top k, as the recipe reports it
 
 
 CONFIG = "e2e_config.json"  # the settings DIR's files were built with

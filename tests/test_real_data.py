@@ -1,4 +1,4 @@
-"""Real data in: QA files in the hub's schemas (nq_open, trivia_qa rc.nocontext, web_questions, a
+"""Real data in: QA files in the hub's schemas (nq_open, trivia_qa, web_questions, a
 field mapping), passages in wiki_dpr's schema as Arrow tables, and `index build --reuse-embeddings`.
 
 Every fixture is built here in the hub's exact schemas (no network): Parquet through pyarrow, the
@@ -51,7 +51,7 @@ NQ_OPEN = pa.schema([("question", pa.string()), ("answer", pa.list_(pa.string())
 TRIVIA_ANSWER = pa.struct([("aliases", pa.list_(pa.string())), ("normalized_aliases", pa.list_(pa.string())),
                            ("matched_wiki_entity_name", pa.string()), ("normalized_matched_wiki_entity_name", pa.string()),
                            ("normalized_value", pa.string()), ("type", pa.string()), ("value", pa.string())])
-TRIVIA_QA = pa.schema([  # trivia_qa rc.nocontext: the contexts' lists are there, empty
+TRIVIA_QA = pa.schema([  # trivia_qa unfiltered.nocontext (rc.nocontext alike): the contexts' lists are there, empty
     ("question", pa.string()), ("question_id", pa.string()), ("question_source", pa.string()),
     ("entity_pages", pa.struct([("doc_source", pa.list_(pa.string())), ("filename", pa.list_(pa.string())),
                                 ("title", pa.list_(pa.string())), ("wiki_context", pa.list_(pa.string()))])),
@@ -93,8 +93,8 @@ def test_trivia_qa_nested_answer(tmp_path):
                                                         ("tc_2", ["Ana Kel"])]
     dup = write_parquet(tmp_path / "dup.parquet", [rows[0], rows[1], {**rows[1], "question": "Again?"}], TRIVIA_QA)
     with pytest.raises(InputError) as e:
-        read_qa(dup)  # given ids must stay unique
-    assert (e.value.line, e.value.field) == (3, "question_id") and "duplicate id 'tc_2' (first on line 2)" in str(e.value)
+        read_qa(dup)  # rows of one id are copies of one question (rc's web and wikipedia rows), or an error
+    assert (e.value.line, e.value.field) == (3, "question") and "where line 2 of the same id 'tc_2'" in str(e.value)
 
 
 def test_web_questions_jsonl_and_parquet_agree(tmp_path):

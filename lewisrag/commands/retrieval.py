@@ -28,7 +28,7 @@ def retrieval(
                               "(or an unpaired DPRQuestionEncoder folder)."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as one JSON object instead of a table."),
 ) -> None:
-    """Print hit@k (a gold passage among the top k: DPR's top-k accuracy) and recall@k (the share of
+    """Print hit@k (a gold passage among the top k) and recall@k (the share of
     each question's gold passages among the top k) for each index; they differ only on questions with
     several gold passages."""
     from lewisrag.data.records import check_gold_ids, read_questions

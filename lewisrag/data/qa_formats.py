@@ -40,7 +40,9 @@ class QASchema:
     answers: str = "list"
     names: tuple[str, ...] = QA_FIELDS  # the QA_FIELDS the format holds; the others stay empty
     kind: str | None = None  # every example's kind where the format fixes it (MS MARCO's answers are written ones)
-    fold: bool = False  # rows sharing an id are one example (FEVER v1.0 has a row per evidence sentence)
+    # rows sharing an id are one example, which errors call so: FEVER v1.0's "claim" (a row per evidence
+    # sentence), trivia_qa's "question" (its rc configs repeat a question per evidence source); "": no folding
+    fold: str = ""
     gold: str = "list"  # "list": gold (and hard negative) ids at gold_passage_ids (hard_negative_ids); "dpr": positive_ctxs[].passage_id (`dpr_gold_ids`, `dpr_hard_negative_ids`)
 
     def path(self, name: str) -> str:
@@ -49,21 +51,26 @@ class QASchema:
 
 _HUB = ("id", "question", "answers")  # what lewisrag reads of the hub's FEVER, KILT and MS MARCO files
 NO_ANSWER = "No Answer Present."  # MS MARCO's answer to a question its passages do not answer
+TRIVIA_NO_ANSWER = "<unk>"  # trivia_qa's answer value, with no aliases, in its test split (which holds no answers)
 
 # the formats read_qa tells apart by the first record's fields (see detect_qa_schema)
 QA_SCHEMAS = {
     "lewisrag": QASchema("lewisrag"),  # {"id"?, "question", "answers", ...}; web_questions' {"question", "answers", "url"} too
     "nq_open": QASchema("nq_open", {"answers": "answer"}),  # {"question", "answer": [str]}
-    "trivia_qa": QASchema("trivia_qa", {"id": "question_id", "answers": "answer"}, answers="trivia_qa"),  # rc.nocontext
+    # trivia_qa unfiltered.nocontext (the paper's TriviaQA) and rc.nocontext, which repeat a question once per
+    # evidence source (web and wikipedia rows of one question_id): {"question", "question_id", "answer": {"value",
+    # "aliases", ...}, "entity_pages", "search_results", ...}
+    "trivia_qa": QASchema("trivia_qa", {"id": "question_id", "answers": "answer"}, answers="trivia_qa", fold="question"),
     # fever v1.0 (v2.0 alike): {"id": int, "label", "claim", "evidence_annotation_id", "evidence_id",
     # "evidence_wiki_url", "evidence_sentence_id"}, a row per evidence sentence
-    "fever": QASchema("fever", {"question": "claim", "answers": "label"}, answers="label", names=_HUB, fold=True),
+    "fever": QASchema("fever", {"question": "claim", "answers": "label"}, answers="label", names=_HUB, fold="claim"),
     # facebook/kilt_tasks: {"id": str, "input", "meta", "output": [{"answer", "meta", "provenance": [...]}]}
     "kilt": QASchema("kilt", {"question": "input", "answers": "output"}, answers="kilt", names=_HUB),
     # microsoft/ms_marco v2.1: {"query", "query_id": int, "query_type", "answers", "wellFormedAnswers", "passages"}
     "ms_marco": QASchema("ms_marco", {"question": "query", "id": "query_id"}, answers="ms_marco", names=_HUB, kind="long"),
     # DPR's retriever training files (biencoder-nq-train.json, ...): {"dataset", "question", "answers",
-    # "positive_ctxs": [{"title", "text", "score", "title_score", "passage_id"}], "negative_ctxs", "hard_negative_ctxs"}
+    # "positive_ctxs": [{"title", "text", "score", "title_score", "passage_id"}], "negative_ctxs", "hard_negative_ctxs"};
+    # its TriviaQA files (biencoder-trivia-*.json) name a context's passage `psg_id` (CTX_ID_KEYS)
     "dpr": QASchema("dpr", names=_HUB, gold="dpr"),
 }
 
@@ -157,7 +164,9 @@ def _once(pairs: list[tuple[str, str]], blank: bool = False) -> list[tuple[str, 
 
 
 def _trivia_answers(flat: dict, a_field: str, path, line: int) -> list[tuple[str, str]]:
-    """trivia_qa's `answer` object: its value first, then its aliases, each once, empty ones left out."""
+    """trivia_qa's `answer` object: its value first, then its aliases, each once, empty ones left out.
+    The test split's placeholder, value "<unk>" and no aliases, is an error: it would be scored and
+    trained on as the answer."""
     answer = flat[a_field]
     if answer is None:
         raise InputError(path, "missing", line=line, field=a_field)
@@ -166,6 +175,9 @@ def _trivia_answers(flat: dict, a_field: str, path, line: int) -> list[tuple[str
     parts = {f"{a_field}.value": answer.get("value"), f"{a_field}.aliases": answer.get("aliases")}
     value = require_str(parts, f"{a_field}.value", path, line, nonempty=False)
     aliases = require_str_list(parts, f"{a_field}.aliases", path, line)
+    if value == TRIVIA_NO_ANSWER and not aliases:
+        raise InputError(path, f"{value!r} with no aliases: no answer (trivia_qa's test split holds none: index tune and "
+                         "eval retrieval read its questions)", line=line, field=f"{a_field}.value")
     return _once([(value, f"{a_field}.value"), *((a, f"{a_field}.aliases[{i}]") for i, a in enumerate(aliases))])
 
 
@@ -286,11 +298,25 @@ def _answer_list(text: str, path: Path, line: int) -> list:
     return value
 
 
+# the keys a DPR context names its passage by: `passage_id` in the NQ files, `psg_id` in the TriviaQA ones
+# (biencoder-trivia-train.json); read by the first alone, the TriviaQA files gave no gold ids, and said nothing
+CTX_ID_KEYS = ("passage_id", "psg_id")
+
+
+def ctx_id_key(ctx: dict) -> str:
+    """The key of `CTX_ID_KEYS` a DPR context carries its passage id under (`passage_id` when it has none).
+
+    >>> ctx_id_key({"title": "t", "psg_id": "7"}), ctx_id_key({"passage_id": "7"}), ctx_id_key({"title": "t"})
+    ('psg_id', 'passage_id', 'passage_id')
+    """
+    return next((key for key in CTX_ID_KEYS if ctx.get(key) is not None), CTX_ID_KEYS[0])
+
+
 def dpr_gold_ids(rec: dict, path, line: int) -> list[str]:
-    """The `passage_id`s of a DPR retriever training record's `positive_ctxs` (psgs_w100's ids, which
-    wiki_dpr keeps), in order, each once; an empty list when no positive context carries one (DPR's older
-    releases): no gold ids then, none guessed from titles or texts. A record where some carry one and
-    some do not is an error naming the first without."""
+    """The passage ids (`CTX_ID_KEYS`) of a DPR retriever training record's `positive_ctxs` (psgs_w100's
+    ids, which wiki_dpr keeps), in order, each once; an empty list when no positive context carries one
+    (DPR's older releases): no gold ids then, none guessed from titles or texts. A record where some
+    carry one and some do not is an error naming the first without."""
     ctxs = rec.get("positive_ctxs")
     if not isinstance(ctxs, list):
         got = "null" if ctxs is None else type(ctxs).__name__
@@ -299,7 +325,7 @@ def dpr_gold_ids(rec: dict, path, line: int) -> list[str]:
 
 
 def dpr_hard_negative_ids(rec: dict, path, line: int) -> list[str]:
-    """The `passage_id`s of a DPR retriever training record's `hard_negative_ctxs` (DPR's BM25
+    """The passage ids (`CTX_ID_KEYS`) of a DPR retriever training record's `hard_negative_ctxs` (DPR's BM25
     negatives), in order, each once, under `dpr_gold_ids`' rule: all or none carry one. A record
     without the key (or with null) has none.
 
@@ -320,20 +346,22 @@ def dpr_hard_negative_ids(rec: dict, path, line: int) -> list[str]:
 
 
 def _ctx_ids(ctxs: list, key: str, kind: str, path, line: int) -> list[str]:
-    """The `passage_id`s of the contexts `ctxs` (the record's `key`), each once; all or none must carry one."""
+    """The passage ids (`ctx_id_key`) of the contexts `ctxs` (the record's `key`), each once; all or none
+    must carry one."""
     ids: list[str | None] = []
     for j, ctx in enumerate(ctxs):
         where = f"{key}[{j}]"
         if not isinstance(ctx, dict):
             raise InputError(path, f"expected an object, got {type(ctx).__name__}", line=line, field=where)
-        value = ctx.get("passage_id")
+        name = ctx_id_key(ctx)
+        value = ctx.get(name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, str | int)):
-            raise InputError(path, f"expected a string, got {type(value).__name__}", line=line, field=f"{where}.passage_id")
+            raise InputError(path, f"expected a string, got {type(value).__name__}", line=line, field=f"{where}.{name}")
         if value is not None and not str(value).strip():
-            raise InputError(path, "empty", line=line, field=f"{where}.passage_id")
+            raise InputError(path, "empty", line=line, field=f"{where}.{name}")
         ids.append(None if value is None else str(value))
     if None in ids and any(i is not None for i in ids):
         j, k = ids.index(None), next(k for k, i in enumerate(ids) if i is not None)
         raise InputError(path, f"missing, where {key}[{k}] has one: a record's {kind} contexts carry "
-                         "passage ids all or none", line=line, field=f"{key}[{j}].passage_id")
+                         "passage ids all or none", line=line, field=f"{key}[{j}].{ctx_id_key(ctxs[k])}")
     return list(dict.fromkeys(i for i in ids if i is not None))

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
-from lewisrag.data.io import InputError, get_path, iter_records, optional_str, record_id, require_str, require_str_list
-from lewisrag.data.qa_formats import (ANSWER_MATCHES, QA_SCHEMAS, QASchema, answers_of, check_pattern, detect_qa_schema,
-                                      dpr_gold_ids, dpr_hard_negative_ids, is_curatedtrec, qa_records)
+from lewisrag.data.io import (InputError, LewisragWarning, get_path, iter_records, optional_str, record_id, require_str,
+                              require_str_list)
+from lewisrag.data.qa_formats import (ANSWER_MATCHES, QA_SCHEMAS, QASchema, answers_of, check_pattern, ctx_id_key,
+                                      detect_qa_schema, dpr_gold_ids, dpr_hard_negative_ids, is_curatedtrec, qa_records)
 
 CATEGORIES = ("single_doc", "multi_doc", "not_in_kb", "distractor", "conflict")
 QUESTION_KINDS = ("short", "long")  # a QA example's `kind`: a short answer or a long-form one
@@ -89,7 +91,11 @@ def read_qa(path: str | os.PathLike, fields: Mapping[str, str] | None = None) ->
     ("answer_match": "regex" where the answers are regular expressions), or in the Hugging Face hub's formats,
     told apart by the first record's fields (`detect_qa_schema`); every record must then fit that format:
 
-    - nq_open, web_questions; trivia_qa (rc.nocontext): answers are `answer.value`, then `answer.aliases`.
+    - nq_open, web_questions; trivia_qa (unfiltered.nocontext, the paper's; rc.nocontext too): answers are
+      `answer.value`, then `answer.aliases`. rc's rows repeat a question once per evidence source (web and
+      wikipedia rows share its `question_id`): rows of one id that say the same (question, value and
+      aliases) are one example, counted in a warning; rows of one id that disagree are an error naming
+      the later line and the field. The test split's placeholder answer ("<unk>", no aliases) is an error.
     - fever (v1.0): the claim is the question and its label (SUPPORTS, REFUTES, NOT ENOUGH INFO) the one
       answer; the rows of one claim (one per evidence sentence, sharing its id) are one example, and must
       agree on claim and label. The evidence (Wikipedia page titles and sentence numbers) is not read.
@@ -101,9 +107,9 @@ def read_qa(path: str | os.PathLike, fields: Mapping[str, str] | None = None) ->
       leaves it out and the evaluations leave it unscored, each saying how many. Its `passages` are
       not read (RAG retrieves from its own index).
     - DPR's retriever training JSON (biencoder-nq-train.json, ...): `question` and `answers` as given,
-      the gold passage ids those of `positive_ctxs[].passage_id` (psgs_w100's, wiki_dpr's ids); a
-      file whose contexts carry no `passage_id` (older releases) gives none (`dpr_gold_ids`); the hard
-      negative ids those of `hard_negative_ctxs[].passage_id` alike (`dpr_hard_negative_ids`). The
+      the gold passage ids those of `positive_ctxs[].passage_id` (psgs_w100's, wiki_dpr's ids; `psg_id` in
+      DPR's TriviaQA files); a file whose contexts carry neither (older releases) gives none (`dpr_gold_ids`);
+      the hard negative ids those of `hard_negative_ctxs[]` alike (`dpr_hard_negative_ids`). The
       contexts' texts and the random `negative_ctxs` are not read.
     - DPR's QA files, `.csv` or `.tsv` (nq-test.qa.csv, ...: `qa_formats._dpr_qa_records`). CuratedTrec's
       (`curatedtrec-*`, `biencoder-curatedtrec-*`) hold regular expressions: their examples read with
@@ -172,18 +178,9 @@ def read_questions(path: str | os.PathLike, fields: Mapping[str, str] | None = N
     (`detect_qa_schema`: trivia_qa keeps its ids in `question_id`, FEVER its questions in `claim`),
     else lewisrag's. The hub's FEVER, KILT and MS MARCO files hold no gold passage ids; DPR's
     retriever training JSON holds them in `positive_ctxs[].passage_id`."""
-
-    def schema_of(rec: dict, line: int) -> QASchema:
-        try:
-            return detect_qa_schema(rec, path, line, fields)
-        except InputError:
-            if fields is not None:  # a mapping of unknown names
-                raise
-            return QA_SCHEMAS["lewisrag"]  # no answers to tell a format by
-
     seen: dict[str, int] = {}
     out = []
-    for line, rec, schema, _ in _qa_rows(path, schema_of):
+    for line, rec, schema, _ in _qa_rows(path, _question_schema(path, fields)):
         names = {name: schema.path(name) for name in ("id", "question", "gold_passage_ids") if name in schema.names}
         flat = {key: get_path(rec, key) for key in names.values()}  # errors name the file's fields
         question = require_str(flat, names["question"], path, line)
@@ -198,27 +195,53 @@ def read_questions(path: str | os.PathLike, fields: Mapping[str, str] | None = N
     return out
 
 
+def _question_schema(path, fields: Mapping[str, str] | None) -> Callable[[dict, int], QASchema]:
+    """`read_questions`' way to tell a file's schema: `read_qa`'s, else lewisrag's (a file of questions
+    without answers has nothing to tell a format by)."""
+
+    def schema_of(rec: dict, line: int) -> QASchema:
+        try:
+            return detect_qa_schema(rec, path, line, fields)
+        except InputError:
+            if fields is not None:  # a mapping of unknown names
+                raise
+            return QA_SCHEMAS["lewisrag"]
+
+    return schema_of
+
+
 def _qa_rows(path, schema_of: Callable[[dict, int], QASchema]) -> Iterator[tuple[int, dict, QASchema, int]]:
     """`(line, record, schema, first)` for each record of `path` that makes an example, `schema` told by
     `schema_of` from the first record (on line `first`). Of a folding format's rows that share an id
-    (FEVER v1.0's, one per evidence sentence), the first makes the example; each later one must say
-    what it said (question and answers), or it is an error naming both lines."""
-    schema, first, firsts = None, 0, {}
+    (FEVER v1.0's, one per evidence sentence; trivia_qa rc's, one per evidence source), the first makes
+    the example; each later one must say what it said (question and answers), or it is an error
+    naming both lines. trivia_qa's repeats are counted in a warning: its unfiltered configs repeat none."""
+    schema, first, firsts, merged = None, 0, {}, 0
     for line, rec in qa_records(path):
         if schema is None:
             schema, first = schema_of(rec, line), line
         if schema.fold and _repeats(rec, schema, path, line, firsts):
+            merged += 1
             continue
         yield line, rec, schema, first
+    if merged and schema.name == "trivia_qa":  # FEVER's rows repeat by design, one per evidence sentence
+        warnings.warn(LewisragWarning(
+            f"{path}: rows repeating an earlier row's question_id, question and answers, {merged} in all, are read as "
+            "that row's question (trivia_qa's rc configs hold a question once per evidence source, web and wikipedia; "
+            "the paper's TriviaQA is unfiltered.nocontext, a row per question)"))
 
 
 def _repeats(rec: dict, schema: QASchema, path, line: int, firsts: dict) -> bool:
     """Whether `rec` repeats the id of an earlier row in `firsts` (id: (line, question, answers)),
-    having checked that it agrees with that row; a new id is added to `firsts`."""
+    having checked that it agrees with that row; a new id is added to `firsts`. trivia_qa's answers
+    are compared by what is read of them, the value and the aliases (the hub's `normalized_*` fields
+    are not read)."""
     key = get_path(rec, schema.path("id"))
     if isinstance(key, bool) or not isinstance(key, str | int):  # no usable id: record_id names the problem
         return False
-    names = (schema.path("question"), schema.path("answers"))
+    answers = schema.path("answers")
+    names = (schema.path("question"),
+             *((f"{answers}.value", f"{answers}.aliases") if schema.answers == "trivia_qa" else (answers,)))
     said = tuple(get_path(rec, name) for name in names)
     if str(key) not in firsts:
         firsts[str(key)] = (line, *said)
@@ -227,7 +250,7 @@ def _repeats(rec: dict, schema: QASchema, path, line: int, firsts: dict) -> bool
     for name, was, now in zip(names, before, said):
         if now != was:
             raise InputError(path, f"{now!r}, where line {at} of the same id {key!r} has {was!r}: the rows of one "
-                             f"{schema.name} claim must agree", line=line, field=name)
+                             f"{schema.name} {schema.fold} must agree", line=line, field=name)
     return True
 
 
@@ -275,14 +298,15 @@ def missing_passage_id(examples: Sequence[QAExample], name: str, present: set[st
     noun, contexts, entry = PASSAGE_ID_FIELDS[name]
     if all(pid in present for ex in examples if used(ex) for pid in getattr(ex, name)):
         return None
-    for (line, rec), ex in zip(qa_records(path), examples):
+    # the rows that make examples, folded as read_qa and read_questions fold them (trivia_qa rc's repeats)
+    for (line, rec, _, _), ex in zip(_qa_rows(path, _question_schema(path, fields)), examples):
         missing = [pid for pid in getattr(ex, name) if pid not in present] if used(ex) else []
         if not missing:
             continue
         field = (fields or {}).get(name, name)
         if fields is None and isinstance(rec.get(contexts), list):  # DPR's JSON: the context that holds it
-            j = next(j for j, c in enumerate(rec[contexts]) if str(c.get("passage_id")) == missing[0])
-            field = f"{contexts}[{j}].passage_id"
+            j, key = next((j, ctx_id_key(c)) for j, c in enumerate(rec[contexts]) if str(c.get(ctx_id_key(c))) == missing[0])
+            field = f"{contexts}[{j}].{key}"
         elif entry and isinstance(rec.get(field), list) and missing[0] in rec[field]:
             field = f"{field}[{rec[field].index(missing[0])}]"
         return InputError(path, f"{noun} {missing[0]!r} is not in {where}", line=line, field=field)
@@ -297,7 +321,9 @@ def _qa_example(rec: dict, schema: QASchema, path, line: int, seen: dict[str, in
     question = require_str(flat, schema.path("question"), path, line)
     qid = record_id(flat, path, line, seen, field=schema.path("id"), derive_from=question)
     pairs = answers_of(rec, flat, schema, path, line)
-    for answer, where in pairs:  # an empty answer would be trained on and matched by every empty output
+    # an empty answer would be trained on and matched by every empty output (one that normalizes to
+    # nothing, "€" or "The The", is compared as written: scoring.qa.exact_match)
+    for answer, where in pairs:
         if not answer.strip():
             raise InputError(path, "empty answer", line=line, field=where)
     answers = [answer for answer, _ in pairs]

@@ -9,8 +9,10 @@ in any format `read_qa` takes but FEVER's (`_check_sets`) and passages in wiki_d
                     passages with stored vectors (wiki_dpr's, an `index cut`'s) that --context-encoder
                     made, by the 8-row spot check, are not encoded again: their vectors are copied
     index_b         the same over --passages-b, when given
-    retrieval       recall@k on --test; recorded as skipped, with why, when no question carries
-                    gold_passage_ids (nq_open's do not)
+    retrieval       over index A on --test: DPR's top-k accuracy (`answer_recall`: an answer string in a
+                    top-k passage) for the short-answer questions, and the share of questions with a gold
+                    passage id in the top k (`recall_at_k`) for those that carry gold_passage_ids
+                    (nq_open's do not: recorded as skipped, with why)
     generator       RUN/generator: --generator checked (weights and tokenizer load) and copied
     rag_token, rag_sequence   train_rag with the preset's settings, --question-encoder paired with --context-encoder
     closed_book     the generator fine-tuned without retrieval
@@ -50,6 +52,8 @@ from lewisrag.experiments.swap import swap_matrix
 from lewisrag.index import open_retriever, retrieval_recall
 from lewisrag.index.dense import DenseBuildConfig, build_dense_index
 from lewisrag.index.encoders import check_transformers_encoder, dpr_layout
+from lewisrag.scoring.qa import has_answer
+from lewisrag.scoring.retrieval import answer_recall
 
 Progress = Callable[[str, int, int, str], None]
 
@@ -453,22 +457,58 @@ def _stored_vectors(passages, context_encoder: str) -> tuple[bool, str | None]:
 
 
 def _retrieval(run: Path, test, pair: dict, on_progress: Progress) -> dict:
+    """Index A searched with --test's questions, two measures, each where the questions allow it:
+
+    - `answer_recall` {k: share}: DPR's top-k accuracy, the measure of the DPR and RAG papers' retrieval
+      tables: a question counts at k when one of its top k passages holds an answer string
+      (`scoring.qa.has_answer`, as `index cut` records it), over the `answerable_questions`, those with a
+      short answer (nq_open's and DPR's .qa.csv test sets, which name no gold passage, included).
+    - `recall_at_{k}`: the share of the questions with gold passage ids (DPR's biencoder JSON) that
+      have one of them in the top k (hit@k). On Wikipedia it is usually the lower of the two: many
+      passages besides the annotated one hold an answer.
+    """
     ks = (1, 5, 20)
     with_gold = [ex for ex in test if ex.gold_passage_ids]
-    if not with_gold:
-        return {"out": {"retrieval": {"split": "test", "skipped": "no test question has gold_passage_ids (the hub's QA sets and DPR's .qa.csv have none)"}}}
+    answerable = [ex for ex in test if ex.answers and ex.kind == "short"]  # a long answer is no string to find
+    skipped = {"skipped": "no test question has gold_passage_ids (the hub's QA sets and DPR's .qa.csv have none)"}
+    if not with_gold and not answerable:
+        return {"out": {"retrieval": {"split": "test", **skipped}}}
     retriever = open_retriever(run / "index_a", pair["encoder"], context_encoder=pair["context_encoder"])
+    out = {"split": "test"}
+    if answerable:
+        holds = _holds_answer(retriever, answerable, max(ks), lambda n: on_progress("answer recall", n, len(answerable), ""))
+        out |= {"answer_recall": answer_recall(holds, ks), "answerable_questions": len(answerable)}
+    if not with_gold:
+        return {"out": {"retrieval": out | skipped}}
     # --max-passages may keep a corpus's first N passages only: a question whose gold passages all lie
     # beyond them cannot be found by any retriever, so it is left out of recall and counted, not scored 0
     present = ids_present(retriever.index.passages, {g for ex in with_gold for g in ex.gold_passage_ids})
     scored = [ex for ex in with_gold if present & set(ex.gold_passage_ids)]
     outside = len(with_gold) - len(scored)
     if not scored:
-        return {"out": {"retrieval": {"split": "test", "gold_not_indexed": outside, "skipped":
-                                      "no test question's gold passage is among the indexed passages"}}}
-    r = retrieval_recall(retriever, scored, ks, on_batch=lambda n: on_progress("recall", n, len(scored), ""))
-    hits = {f"recall_at_{k}": r[f"hit@{k}"] for k in ks}  # DPR's top-k accuracy, as the papers report retrieval
-    return {"out": {"retrieval": {"split": "test", "n": r["n"], "gold_not_indexed": outside, **hits}}}
+        return {"out": {"retrieval": out | {"gold_not_indexed": outside, "skipped":
+                                            "no test question's gold passage is among the indexed passages"}}}
+    done = [0]
+
+    def tick(n: int) -> None:  # retrieval_recall reports each batch's size; the bar takes the count so far
+        done[0] += n
+        on_progress("recall", done[0], len(scored), "")
+
+    r = retrieval_recall(retriever, scored, ks, on_batch=tick)
+    hits = {f"recall_at_{k}": r[f"hit@{k}"] for k in ks}  # a gold passage id in the top k: not DPR's top-k accuracy
+    return {"out": {"retrieval": out | {"n": r["n"], "gold_not_indexed": outside, **hits}}}
+
+
+def _holds_answer(retriever, examples, k: int, on_done: Callable[[int], None], batch_size: int = 64) -> list[list[bool]]:
+    """For each of `examples`, whether each of its top `k` passages, best first, holds an answer
+    (`on_done`: the questions searched so far)."""
+    out = []
+    for i in range(0, len(examples), batch_size):
+        batch = examples[i:i + batch_size]
+        hits = retriever.search([ex.question for ex in batch], k)
+        out += [[has_answer(h.text, ex) for h in found] for ex, found in zip(batch, hits)]
+        on_done(len(out))
+    return out
 
 
 def _generator(run: Path, source: str, overwrite: bool = False) -> dict:

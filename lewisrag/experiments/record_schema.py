@@ -65,7 +65,8 @@ LAYER = {**{f"{c}?": NUMBER_OR_NULL for c in ("faithfulness", "context_recall", 
          "claims?": Each(CLAIM)}
 RECALL = {"recall_at_5": NUMBER, "*": NUMBER}  # "*": every other field
 BASE_RETRIEVAL = {"split": TEXT, "skipped?": TEXT, "n?": COUNT, "gold_not_indexed?": COUNT,
-                  **{f"recall_at_{k}?": NUMBER for k in (1, 5, 20)}}
+                  **{f"recall_at_{k}?": NUMBER for k in (1, 5, 20)},
+                  "answer_recall?": Each(NUMBER_OR_NULL), "answerable_questions?": COUNT}
 DIFF = {k: NUMBER for k in ("mean_diff", "low", "high")} | {"n": COUNT}
 FEVER_CELLS = {"labels_a": NUMBER, "labels_b": NUMBER}
 FEVER_SYSTEM = {"acc3?": NUMBER_OR_NULL, "acc2?": NUMBER_OR_NULL}

@@ -80,12 +80,18 @@ def _notes(preset: dict, t: Messages) -> str:
 
 def _retrieval(results: dict, t: Messages) -> list[str]:
     r = results["retrieval"]
+    answers = []  # the base preset: DPR's own measure, an answer string in a top-k passage, where answers allow it
+    if r.get("answer_recall"):
+        ks = list(r["answer_recall"])
+        answers = [t("rep.retrieval.answer_h", n=r["answerable_questions"]), "",
+                   f"| {t('rep.retrieval.col')} | " + " | ".join(f"top-{k}" for k in ks) + " |", "|---|" + "---:|" * len(ks),
+                   f"| {t('rep.retrieval.dpr_given')} | " + " | ".join(_f(r["answer_recall"][k], t) for k in ks) + " |", ""]
     if "skipped" in r:
-        return [t("rep.retrieval.h"), "", t("rep.retrieval.not_measured", why=t.text(r["skipped"])), ""]
+        return answers + [t("rep.retrieval.h"), "", t("rep.retrieval.not_measured", why=t.text(r["skipped"])), ""]
     if "bm25" not in r:  # the base preset: the given DPR pair only
         ks = [k for k in ("recall_at_1", "recall_at_5", "recall_at_20") if k in r]
         outside = [t("rep.retrieval.gold_not_indexed", n=r["gold_not_indexed"]), ""] if r.get("gold_not_indexed") else []
-        return [t("rep.retrieval.h_base", split=t.word("split", r["split"])), "",
+        return answers + [t("rep.retrieval.h_base", split=t.word("split", r["split"])), "",
                 f"| {t('rep.retrieval.col')} | " + " | ".join(k.replace("recall_at_", "recall@") for k in ks) + " |",
                 "|---|" + "---:|" * len(ks), f"| {t('rep.retrieval.dpr_given')} | " + " | ".join(_f(r[k], t) for k in ks) + " |",
                 "", *outside]

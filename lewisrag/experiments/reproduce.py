@@ -433,8 +433,8 @@ def _retrieval(run: Path, preset: Preset, on_progress: Progress) -> dict:
             on_progress(f"recall ({name})", done[0], len(examples), "")
 
         r = retrieval_recall(open_retriever(path), examples, preset.ks, on_batch=tick)
-        # The table is DPR's top-k accuracy, as the papers report retrieval; the per-question records
-        # the gate compares hold plain recall, as every evaluator record does (lewisrag.scoring.retrieval).
+        # The table is hit@k, a gold passage among the top k (DPR's top-k accuracy counts an answer string:
+        # scoring.retrieval.answer_recall); the per-question records the gate compares hold plain recall, as every evaluator record does (lewisrag.scoring.retrieval).
         out[name] = {"n": r["n"], **{f"recall_at_{k}": r[f"hit@{k}"] for k in preset.ks}}
         category = {ex.id: ex.category for ex in examples}
         for qid, recall in r["per_question"].items():

@@ -56,7 +56,8 @@ from lewisrag.data.io import InputError, given_once, write_json
 from lewisrag.data.passages import PassageTable
 from lewisrag.data.records import QAExample, missing_passage_id
 from lewisrag.index.encoders import DPRCheckpoint, encode_texts
-from lewisrag.scoring.qa import is_regex_answered, normalize_answer, regex_search
+from lewisrag.scoring.qa import has_answer, normalize_answer
+from lewisrag.scoring.retrieval import answer_recall
 
 KIND = "passage cut"  # the marker kind of its output folders (lewisrag.data.outputs)
 PASSAGES_FILE = "passages.parquet"
@@ -114,8 +115,8 @@ def cut_passages(passages: PassageTable, questions: Sequence[QAExample], ckpt: D
     hits = _answer_hits(passages, questions, rows, on_progress)
     _write(passages, chosen, out / PASSAGES_FILE, on_progress)
     answerable = [i for i, ex in enumerate(questions) if ex.answers]
-    recall = {str(k): round(float(hits[answerable, :k].any(axis=1).mean()), 4) if answerable else None
-              for k in RECALL_DEPTHS if k <= top}
+    recall = {k: v if v is None else round(v, 4)
+              for k, v in answer_recall(hits[answerable].tolist(), [k for k in RECALL_DEPTHS if k <= top]).items()}
     gold_ids = {g for ex in questions for g in ex.gold_passage_ids}
     if cfg.gold:
         gold_in_cut = len(gold_ids)
@@ -305,10 +306,9 @@ def _fill(kept: np.ndarray, n: int, max_passages: int, seed: int) -> np.ndarray:
 
 def _answer_hits(passages: PassageTable, questions: Sequence[QAExample], rows: np.ndarray,
                  on_progress: Progress | None) -> np.ndarray:
-    """(Q, top) bool: whether the passage at each rank holds one of its question's answers in its
-    text, both normalized as exact match normalizes them (`normalize_answer`), as whole words; for a
-    question whose answers are regular expressions (CuratedTrec's), a pattern found anywhere in the
-    raw text (`regex_search`, DPR's check on that set).
+    """(Q, top) bool: whether the passage at each rank holds one of its question's answers
+    (`scoring.qa.has_answer`: as whole words, both normalized as exact match normalizes them; a
+    regular expression, CuratedTrec's, anywhere in the raw text).
 
     The retrieved passages are read in the corpus's order, WRITE_ROWS at a time, and each is
     checked against the questions that retrieved it: 80,000 questions' top 100 are up to 8 M
@@ -317,18 +317,15 @@ def _answer_hits(passages: PassageTable, questions: Sequence[QAExample], rows: n
     flat = rows.ravel()
     order = np.argsort(flat, kind="stable")  # (question, rank) pairs by the row they retrieved
     by_row = flat[order]
-    answers = [[f" {a} " for a in map(normalize_answer, ex.answers) if a] for ex in questions]
-    regex = [is_regex_answered(ex) for ex in questions]
     hits = np.zeros(flat.shape, bool)
     wanted = np.unique(flat)
     for start in range(0, len(wanted), WRITE_ROWS):
         part = wanted[start:start + WRITE_ROWS]
         raw = passages.arrow_take(part).column("text").to_pylist()
-        texts = [f" {normalize_answer(t)} " for t in raw]
+        texts = [normalize_answer(t) for t in raw]  # once a passage, whichever questions retrieved it
         lo, hi = np.searchsorted(by_row, part[0], side="left"), np.searchsorted(by_row, part[-1], side="right")
         for pair, text in zip(order[lo:hi].tolist(), np.searchsorted(part, by_row[lo:hi]).tolist()):
-            q = pair // top
-            hits[pair] = regex_search(raw[text], questions[q].answers) if regex[q] else any(a in texts[text] for a in answers[q])
+            hits[pair] = has_answer(raw[text], questions[pair // top], texts[text])
         if on_progress:
             on_progress("answers", min(len(wanted), start + WRITE_ROWS), len(wanted))
     return hits.reshape(rows.shape)

@@ -116,8 +116,8 @@ def retrieval_recall(
 ) -> dict:
     """Retrieval scores of an index on questions with gold passage ids (`lewisrag.scoring.retrieval`).
 
-    `hit@k`: the share of questions with at least one gold passage among the top k hits (DPR's
-    top-k accuracy). `recall@k`: the mean share of each question's gold passages among its top k
+    `hit@k`: the share of questions with at least one gold passage among the top k hits (not DPR's
+    top-k accuracy, which counts an answer string: `scoring.retrieval.answer_recall`). `recall@k`: the mean share of each question's gold passages among its top k
     (plain recall; equal to hit@k when every question has one gold passage). Questions without
     `gold_passage_ids` are left out and counted under `skipped`. `per_question` maps each scored
     question id to its recall at each k ({"1": ..., "5": ...}), and `first_gold` to the 0-based rank

@@ -1,15 +1,23 @@
 """Answer-string metrics of open-domain QA: EM, token F1, ROUGE-L, BLEU-1, provenance-aware EM; and
 regular-expression answers (CuratedTrec's), matched as DrQA and DPR match them (`regex_match`,
-`regex_search`), with `answer_exact_match` choosing between EM and regex match by the example.
+`regex_search`), with `answer_exact_match` choosing between EM and regex match by the example; and
+whether a passage holds an answer (`has_answer`, DPR's test of a retrieved passage).
 
-English follows the SQuAD / DPR normalization (lowercase, drop punctuation and the articles a, an,
-the, collapse whitespace), with every currency sign dropped as SQuAD's $ is ("￥100" and "€5" are
-"100" and "5" in either language). Chinese (and any CJK text) is folded with NFKC, loses full-width
-and other Unicode punctuation and the spaces next to CJK characters, and is compared one character
-per token; Latin words and numbers inside it stay whole words (a non-ASCII mark between two of
-them separates them as a space would: Chinese writes "Paris，France" with no space after its comma),
-except a full-width form of ASCII punctuation between two digits, which is its ASCII form inside a
-number ("３．５", "１，０００", "10：30" are "3.5", "1,000", "10:30", and normalize as those do).
+ASCII text normalizes exactly as SQuAD's script does, which DPR and RAG score with: lowercase, drop
+ASCII punctuation and the articles a, an, the, collapse whitespace. Text with any non-ASCII
+character, English as much as Chinese, is folded further, which SQuAD's script does not do: NFKC
+("ﬁ" is "fi", "x²" "x2", full-width forms their ASCII ones), every Unicode punctuation mark deleted
+inside a word and spaced elsewhere ("don’t" is "don't", "“Hello”" "Hello", "Jean–Paul" "Jean-Paul"),
+every currency sign dropped as SQuAD's $ is ("￥100", "€5" and "£100" are "100", "5" and "100"),
+format characters (zero-width spaces, a BOM) deleted, and the spaces next to CJK characters
+dropped. On such text EM is therefore a little more lenient than SQuAD's: it counts as equal some
+pairs that differ only in those forms (a curly apostrophe, a pound sign), which SQuAD scores 0. CJK
+text is compared one character per token; Latin words and numbers inside it stay whole words (a
+non-ASCII mark between two of them separates them as a space would: Chinese writes "Paris，France"
+with no space after its comma), except a full-width form of ASCII punctuation between two digits,
+which is its ASCII form inside a number ("３．５", "１，０００", "10：30" are "3.5", "1,000", "10:30", and
+normalize as those do). An answer that normalizes to nothing ("€", ".", "The The") is compared as
+written, stripped and case-folded, so that an empty prediction never matches it.
 ROUGE-L is rouge-score's scorer fed with our tokenizer: rouge-score's own keeps only [a-z0-9], so
 it scores every Chinese answer 0; ours agrees with it on English and keeps CJK.
 """
@@ -130,6 +138,12 @@ def answer_tokens(text: str) -> list[str]:
     return [piece for word in normalize_answer(text).split() for piece in split_cjk(word)]
 
 
+def _folded(text: str) -> str:
+    """`text` stripped, its whitespace collapsed, case-folded: how an answer that normalizes to "" is
+    compared ("The The" is a band, "€" a symbol). Normalized, it would equal an empty prediction."""
+    return " ".join(text.split()).casefold()
+
+
 def _check_answers(answers: Sequence[str], name: str) -> None:
     # a list or tuple only: a str is a list of its characters, and a generator was used up by this check,
     # leaving exact_match 0.0 and max() over nothing; refused rather than copied, so every metric reads
@@ -144,17 +158,26 @@ def _check_prediction(prediction: str) -> None:
 
 
 def exact_match(prediction: str, answers: Sequence[str]) -> float:
-    """1.0 if the normalized prediction equals any normalized answer, else 0.0.
+    """1.0 if the normalized prediction equals any normalized answer, else 0.0. An answer that
+    normalizes to "" is compared as written (`_folded`): an empty prediction does not match it.
 
     >>> exact_match("the Eiffel Tower.", ["Eiffel Tower", "Tour Eiffel"])
     1.0
     >>> exact_match("返回 422。", ["返回422"]), exact_match("422", ["返回 422"])
     (1.0, 0.0)
+    >>> exact_match("", ["The The"]), exact_match("the the", ["The The"]), exact_match("", ["€"])
+    (0.0, 1.0, 0.0)
     """
     _check_answers(answers, "answers")
     _check_prediction(prediction)
     pred = normalize_answer(prediction)
-    return float(any(pred == normalize_answer(a) for a in answers))
+    return float(any(_same(prediction, pred, a) for a in answers))
+
+
+def _same(prediction: str, pred: str, answer: str) -> bool:
+    """Whether `prediction` (`pred` normalized) is `answer` by exact match."""
+    gold = normalize_answer(answer)
+    return pred == gold if gold else _folded(prediction) == _folded(answer)
 
 
 # DrQA's and DPR's flags (drqa/reader/utils.py regex_match_score, dpr/data/qa_validation.py regex_match);
@@ -204,6 +227,64 @@ def regex_search(text: str, patterns: Sequence[str]) -> bool:
     return any(compile_answer_pattern(p).search(text) is not None for p in patterns)
 
 
+def has_answer(text: str, example, normalized: str | None = None) -> bool:
+    """Whether the passage `text` holds an answer of `example` (a `data.records.QAExample`): DPR's
+    `has_answer`, the test of a retrieved passage behind DPR's top-k retrieval accuracy (`index cut`'s
+    answer recall and the base preset's retrieval, `scoring.retrieval.answer_recall`). An answer
+    counts where it occurs as whole words (`_has_words`) of the text, both normalized as exact match
+    normalizes them; one that normalizes to "" ("€", "The The") by its `_folded` form in the text's,
+    as exact match compares it; a pattern (CuratedTrec's) anywhere in the raw text (`regex_search`,
+    DPR's regex check). `normalized`: `normalize_answer(text)`, where the caller checks one passage
+    for several questions.
+
+    >>> from types import SimpleNamespace as Example
+    >>> has_answer("The capital is Paris.", Example(answers=["paris"])), has_answer("Parisian food", Example(answers=["Paris"]))
+    (True, False)
+    >>> has_answer("首都是北京。", Example(answers=["北京"])), has_answer("Soul Mining by The The.", Example(answers=["The The"]))
+    (True, True)
+    """
+    if is_regex_answered(example):
+        return regex_search(text, example.answers)
+    if normalized is None:
+        normalized = normalize_answer(text)
+    folded = None
+    for answer in example.answers:
+        if gold := normalize_answer(answer):
+            if _has_words(normalized, gold):
+                return True
+        elif gold := _folded(answer):
+            folded = _folded(text) if folded is None else folded
+            if _has_words(folded, gold):
+                return True
+    return False
+
+
+def _has_words(text: str, words: str) -> bool:
+    """Whether `words` occur in `text` not as part of a longer word: at each end of an occurrence
+    the text ends, or one of the two characters that meet there is no letter or digit, or is CJK (a
+    word on its own, as EM counts it: "北京" is in "首都是北京"). On normalized ASCII text that is
+    `index cut`'s earlier rule, the words between spaces.
+
+    >>> _has_words("the eiffel tower", "eiffel"), _has_words("eiffelturm", "eiffel"), _has_words("100° c", "100")
+    (True, False, True)
+    """
+    start = text.find(words)
+    while start >= 0:
+        end = start + len(words)
+        if _word_edge(text, start - 1, words[0]) and _word_edge(text, end, words[-1]):
+            return True
+        start = text.find(words, start + 1)
+    return False
+
+
+def _word_edge(text: str, i: int, inner: str) -> bool:
+    """Whether a word may end between `text[i]` and the character `inner` beside it."""
+    if i < 0 or i >= len(text):
+        return True
+    outer = text[i]
+    return not (outer.isalnum() and inner.isalnum()) or is_cjk(outer) or is_cjk(inner)
+
+
 def is_regex_answered(example) -> bool:
     """Whether `example` (a `data.records.QAExample`) holds regular expressions as its answers
     (CuratedTrec's): its exact match is `regex_match`, and token F1, ROUGE-L and BLEU-1 against a
@@ -236,7 +317,9 @@ def _f1(pred: list[str], gold: list[str]) -> float:
 
 
 def token_f1(prediction: str, answers: Sequence[str]) -> float:
-    """SQuAD token F1, best over the answers.
+    """SQuAD token F1, best over the answers. An answer without a token (one that normalizes to "")
+    scores as `exact_match` compares it, 1.0 or 0.0: SQuAD's rule, two empty token lists agree, let an
+    empty prediction match "€" or "The The".
 
     "the red list above the form" has tokens red, list, above, form (4); "a red list" has red,
     list (2); 2 in common: P = 2/4, R = 2/2, F1 = 2*0.5*1/1.5 = 2/3.
@@ -249,7 +332,7 @@ def token_f1(prediction: str, answers: Sequence[str]) -> float:
     _check_answers(answers, "answers")
     _check_prediction(prediction)
     pred = answer_tokens(prediction)
-    return max(_f1(pred, answer_tokens(a)) for a in answers)
+    return max(_f1(pred, gold) if (gold := answer_tokens(a)) else float(_folded(prediction) == _folded(a)) for a in answers)
 
 
 def rouge_tokens(text: str) -> list[str]:

@@ -1,16 +1,22 @@
-"""Retrieval scores from passage ids, one definition of each for every caller.
+"""Retrieval scores, one definition of each for every caller.
 
-Two scores, equal when a question has one gold passage, different when it needs several:
+Two scores from passage ids, equal when a question has one gold passage, different when it needs several:
 
 - `recall_at_k`: the share of a question's gold passages among the first k retrieved (plain recall,
   as an id-based context recall is defined). The evaluator's per-answer `recall_at_k`, the per-question
   records the gate compares (tier 2), the diagnosis and the systems' retrieval row in `compare` read
   this one: an answer that needed two passages and got one lost half its evidence at the retrieval layer.
-- `hit_at_k`: 1 when any gold passage is among the first k (DPR's top-k retrieval accuracy, which the
-  RAG and DPR papers report). Training logs and `reproduce`'s DPR retrieval table read this one, so
-  their numbers are the papers' kind.
+- `hit_at_k`: 1 when any gold passage is among the first k. Training logs and `reproduce`'s retrieval
+  tables read this one. It is not DPR's top-k accuracy, which the DPR and RAG papers report: that
+  counts any passage holding an answer string (`answer_recall`). The two agree where a question's
+  gold passages are the only ones that hold its answer, as in the built-in world; on Wikipedia many
+  other passages hold NQ's answers, and DPR's measure is the higher.
 
 Questions without gold ids are not measurable: NaN per question, left out of rates.
+
+One score from the passages' texts: `answer_recall`, DPR's top-k accuracy, over which of each
+question's retrieved passages hold an answer (`scoring.qa.has_answer`); `index cut` and the base
+preset's retrieval stage record it.
 """
 
 from __future__ import annotations
@@ -65,7 +71,8 @@ def recall_at_k(retrieved_ids: Sequence[str], gold_ids: Sequence[str], k: int | 
 def hit_at_k(retrieved_ids: Sequence[str], gold_ids: Sequence[str], k: int | None = None) -> float:
     """1.0 if any gold id is among the first k retrieved ids (all of them when k is None), else 0.0.
 
-    DPR's top-k accuracy; NaN when there are no gold ids.
+    A gold passage in the top k, not DPR's top-k accuracy (an answer string in one: `answer_recall`);
+    NaN when there are no gold ids.
 
     >>> hit_at_k(["需求-1", "bug-7", "需求-2"], ["需求-1", "需求-2"], 2), hit_at_k(["d3"], ["d1"])
     (1.0, 0.0)
@@ -90,3 +97,17 @@ def hit_rate(retrieved_ids: Sequence[Sequence[str]], gold_ids: Sequence[Sequence
     scores = [hit_at_k(got, gold, k) for got, gold in zip(retrieved_ids, gold_ids)]
     measured = [s for s in scores if not math.isnan(s)]
     return int(sum(measured)), len(measured)
+
+
+def answer_recall(holds_answer: Sequence[Sequence[bool]], ks: Sequence[int]) -> dict[str, float | None]:
+    """DPR's top-k retrieval accuracy at each k of `ks`: the share of questions with an answer in a
+    passage among their first k retrieved. `holds_answer` has a row per question, whether each of its
+    retrieved passages, best first, holds one of its answers (`scoring.qa.has_answer`). None at every
+    k when there is no question.
+
+    >>> answer_recall([[False, True], [False, False]], [1, 2]), answer_recall([], [1])
+    ({'1': 0.0, '2': 0.5}, {'1': None})
+    """
+    for k in ks:
+        _check_k(k)
+    return {str(k): sum(any(row[:k]) for row in holds_answer) / len(holds_answer) if holds_answer else None for k in ks}

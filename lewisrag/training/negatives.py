@@ -73,7 +73,7 @@ def check_hard_negative_ids(examples: Sequence[QAExample], passages, path: str |
                             fields: Mapping[str, str] | None = None) -> None:
     """Refuse given hard negatives of which `passages` hold none (but gold ones): a file written for
     another corpus, where training would keep nothing of it. The first missing id is named by file,
-    line and field (DPR's JSON: the context that holds it, `hard_negative_ctxs[j].passage_id`), as a
+    line and field (DPR's JSON: the context that holds it, `hard_negative_ctxs[j].passage_id`, or `.psg_id`), as a
     missing gold id is (`records.missing_passage_id`, one helper for both). Some missing and some
     there is a cut corpus: training keeps those there, with a warning (`hard_negative_rows`).
     `examples` are `read_qa(path, fields)`'s, in its order."""

@@ -515,7 +515,7 @@ run's world: the baseline is BM25 over its passages; the candidate's chunker kee
 of each passage (a chunking change is the kind of edit that quietly loses facts). The questions are the world's
 held-out ones (test, dev and eval; train is left out) that name their gold passages. Per question we count whether
 **all its gold passages are in the top k** (recall@k = 1), what the gate's retrieval tier counts. That is stricter
-than hit@k of section 1's table (DPR's top-k accuracy), where any one gold passage is enough: at k = 1 a question
+than hit@k of section 1's table (a gold passage among the top k), where any one gold passage is enough: at k = 1 a question
 that needs two passages can be a hit@1 but never has all its gold in the top 1. The cell prints both.
 """,
         r"""
@@ -524,7 +524,7 @@ that needs two passages can be a hit@1 but never has all its gold in the top 1. 
 评价对 RAG 系统的一次改动，看的是同一批题目在改动前后的回答。以本次运行的世界里的检索为例：基线是对全部段落做 BM25；
 候选的切分器只保留每篇段落的前 150 个字符（改切分正是那种会悄悄丢掉事实的改动）。题目取世界中留出的那几份
 （test、dev 和 eval，不含 train）里标明了金标段落的问题。对每道题，我们数的是它的**全部金标段落是否都在前 k 篇里**
-（即 recall@k = 1，简称“全部金标命中”），门禁在检索这一层统计的正是这个。它比第 1 节表里的 hit@k（DPR 的 top-k 准确率，只要有一篇
+（即 recall@k = 1，简称“全部金标命中”），门禁在检索这一层统计的正是这个。它比第 1 节表里的 hit@k（只要前 k 篇里有一篇
 金标段落就算）更严：在 k = 1 时，需要两篇段落的问题可以算 hit@1，却永远不会全部金标命中。下面的单元两者都打印。
 """,
     ),

@@ -118,8 +118,11 @@ MESSAGES: dict[str, tuple[str, str]] = {
                          "（BLEU-1 为 15.1、17.3、14.7）；FEVER 三分类准确率 BART 64.0、RAG 72.5，二分类 BART 81.1、RAG 89.5"),
     "rep.retrieval.h": ("## Retrieval", "## 检索"),
     "rep.retrieval.not_measured": ("Not measured: {why}.", "未测量：{why}。"),
-    "rep.retrieval.h_base": ("## Retrieval ({split} questions with gold passage ids, index A)",
-                             "## 检索（{split}集中标注了金标段落 id 的问题，索引 A）"),
+    "rep.retrieval.h_base": ("## Retrieval: a gold passage id in the top k ({split} questions with gold passage ids, index A)",
+                             "## 检索：前 k 个段落里有金标段落 id（{split}集中标注了金标段落 id 的问题，索引 A）"),
+    "rep.retrieval.answer_h": ("## Retrieval: DPR's top-k accuracy (a top-k passage holds an answer string; {n} short-answer "
+                               "test questions, index A)",
+                               "## 检索：DPR 的 top-k 准确率（前 k 个段落中有段落含答案字符串；{n} 个短答案测试问题，索引 A）"),
     "rep.retrieval.h_world": ("## Retrieval (test split over snapshot A; test entities never appear in training questions)",
                               "## 检索（测试集，在快照 A 上检索；测试集的实体从不出现在训练问题里）"),
     "rep.retrieval.gold_not_indexed": ("{n} questions whose gold passages all lie outside the indexed passages "
