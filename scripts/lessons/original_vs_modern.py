@@ -457,8 +457,8 @@ every answer has the same length, the most each system may write (the tiny model
 still the Lewis model makes about twice the stitched model's passes for fewer tokens: it pays $K$ passes per token.
 
 On a `small` run the README's figures (1,046 short-answer test questions): EM 0.961 for RAG-Token and 0.966 for
-RAG-Sequence against 0.929 for the stitched system, which costs 10.2 forward passes per answer against RAG-Token's 36.0 (31.0 as the README first counted them, without the
-citation pass). Its
+RAG-Sequence against 0.929 for the stitched system, which costs 10.2 forward passes per answer against RAG-Token's 35.9 and RAG-Sequence's 56.0 (its thorough decoding
+rescores every candidate under every passage). Its
 position curve falls off a cliff: EM 0.905 with the gold passage first, 0.005 and 0.000 elsewhere (200
 questions), while the Lewis curves stay flat. The lesson's probe uses 20 questions, so its steps are coarser.
 </details>
@@ -477,7 +477,7 @@ RAG-Token 解方程 前向次数 $= K + K\cdot$词元数 $+ K$，提示拼接系
 写出的词元却更少：它每个词元都要付出 $K$ 次前向。
 
 在 `small` 运行上，README 给出的数字（1,046 道简答测试题）：RAG-Token 的 EM 为 0.961，RAG-Sequence 为 0.966，提示拼接系统为
-0.929；而提示拼接系统每个答案只要 10.2 次前向，RAG-Token 要 36.0 次（README 起初不计引用那一遍，记为 31.0 次）。它的位置曲线断崖式下跌：金标段落放第一位时 EM 为 0.905，
+0.929；而提示拼接系统每个答案只要 10.2 次前向，RAG-Token 要 35.9 次，RAG-Sequence 要 56.0 次（它的彻底解码要在每个段落下给每个候选答案重新打分）。它的位置曲线断崖式下跌：金标段落放第一位时 EM 为 0.905，
 放在别处为 0.005 和 0.000（200 道题），而 Lewis 模型的曲线始终是平的。本课的探针只用 20 道题，所以台阶更粗。
 </details>
 
