@@ -15,6 +15,9 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 .PHONY: demo test test-slow venv clean
 
 $(BIN)/.installed: pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "lewisrag needs Python >= 3.11; $(PYTHON) is " + sys.version.split()[0] + ": run make PYTHON=python3.11 (or newer)")'
+	@# a .venv left by another (or a removed) interpreter: venv would keep its old python link, so start over
+	@$(BIN)/python -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || rm -rf $(VENV)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet $(TORCH)
