@@ -32,6 +32,8 @@ CASES = {  # the flags after the command, and what the refusal says
     "pretrain --preset": (["pretrain", "--preset", "huge"], "error: --preset: unknown preset 'huge'"),
     "pretrain --device": (["pretrain", "--device", "gpu"], "error: --device: must be auto, cpu or cuda[:N], got 'gpu'"),
     "compare --run": (["compare", "--run", "nope"], "field '--run': run folder not found"),
+    "compare --concurrency": (["compare", "--run", "nope", "--concurrency", "0"], "'--concurrency'"),
+    "ask --num-beams": (["ask", "--model", "m", "--index", "i", "q", "--num-beams", "0"], "error: --num-beams: must be at least 1, got 0"),
     "index build --device": (["index", "build", "--passages", "p.jsonl", "--encoder", "ctx", "--device", "gpu"],
                              "error: --device: must be auto, cpu or cuda[:N], got 'gpu'"),
 }
@@ -47,7 +49,7 @@ def test_a_bad_flag_is_refused_before_torch_and_transformers_load(tmp_path, case
     (tmp_path / "p.jsonl").write_text(json.dumps({"id": "p1", "title": "T", "text": "A passage."}) + "\n")
     code = ("import sys\nfrom lewisrag.cli import main\nsys.argv = ['lewisrag', *sys.argv[1:]]\n"
             "try:\n    main()\nexcept SystemExit as e:\n    print(e.code, sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
-    out = [] if args[0] == "compare" else ["--out", "out"]
+    out = [] if args[0] in ("compare", "ask") else ["--out", "out"]
     # blas: no CPU then needs torch for $LEWISRAG_CPU_LINEAR (auto loads it on an AMD Zen 5, to choose oneDNN)
     env = {**os.environ, "LEWISRAG_CPU_LINEAR": "blas"}
     r = subprocess.run([sys.executable, "-c", code, *args, *out], capture_output=True, text=True, cwd=tmp_path, env=env)

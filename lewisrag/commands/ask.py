@@ -24,15 +24,17 @@ def ask(
 ) -> None:
     """Answer a question and show p(z|x), p(z|x,y) per passage and, for RAG-Token, the passage each token leaned on."""
     from lewisrag.data.io import InputError
-    from lewisrag.experiments.ask import ask as run
-    from lewisrag.experiments.ask import unknown_words_note, unpaired_note
-    from lewisrag.training.checkpoint import load_trained
-    from lewisrag.index.dense import DenseIndex
 
+    # the flags first: a bad value is refused in a moment, before torch and transformers load
     k = _ui.renamed(ctx, "n_docs", "old_k", "--n-docs", "-k")
     for flag, value, least in (("--n-docs", k, 1), ("--num-beams", num_beams, 1), ("--max-length", max_length, 2)):
         if value is not None and value < least:  # a max length of 1 holds only the start token: an empty answer
             raise InputError(flag, f"must be at least {least}, got {value}")
+    from lewisrag.experiments.ask import ask as run
+    from lewisrag.experiments.ask import unknown_words_note, unpaired_note
+    from lewisrag.index.dense import DenseIndex
+    from lewisrag.training.checkpoint import load_trained
+
     rag, tokenizers = load_trained(model)  # an exported model's context encoder from its lewisrag_export.json
     dense = DenseIndex.load(index, mmap=True)
     answer = run(rag, tokenizers, dense, question, n_docs=k, num_beams=num_beams,

@@ -45,7 +45,7 @@ def compare(
                                   "connecting to the reply's last byte (headers included); then it is retried as a timeout."),
     max_retries: int = typer.Option(4, "--max-retries", help="chat:MODEL: extra tries of a request after a transient fault "
                                     "(timeout, reset, 429, 5xx, malformed reply), with jittered exponential backoff."),
-    concurrency: int = typer.Option(4, "--concurrency", help="chat:MODEL: requests in flight at most."),
+    concurrency: int = typer.Option(4, "--concurrency", min=1, help="chat:MODEL: requests in flight at most."),
     cache_dir: Path = typer.Option(None, "--cache-dir", help="chat:MODEL: folder of the answer cache answers.sqlite, keyed by "
                                    "model and prompt; reruns ask the endpoint only what failed or changed "
                                    "(default ~/.cache/lewisrag/answers)."),
