@@ -6,7 +6,8 @@ Layout of `DIR` (what `RagRetriever.from_pretrained(DIR)`, `RagTokenizer.from_pr
     DIR/config.json                 RagConfig: index_name "custom", passages_path, index_path (absolute),
                                     retrieval_vector_size, n_docs, title_sep/doc_sep/prefix/max_combined_length
     DIR/model.safetensors           RAG weights (`RagModel.to_hf`), generation_config.json
-    DIR/question_encoder_tokenizer/ DIR/generator_tokenizer/   (RagTokenizer's layout)
+    DIR/question_encoder_tokenizer/ DIR/generator_tokenizer/   (RagTokenizer's layout; model_max_length at most the
+                                    positions of the model each feeds: `within_positions`)
     DIR/passages/                   datasets save_to_disk's layout: id, title, text, embeddings (the index's stored
                                     vectors as float32), written once (`write_passages`)
     DIR/passages.faiss              the index's FAISS index (inner product, rows = passages' rows), faiss.write_index
@@ -60,6 +61,7 @@ from lewisrag.data.outputs import check_out_dir, exclusive, staged_dir
 from lewisrag.data.passages import PASSAGE_SCHEMA, PassageTable
 from lewisrag.index.dense import DenseIndex
 from lewisrag.rag_model.checkpoints import EXPORT_FORMAT, EXPORT_RECORD
+from lewisrag.rag_model.model import max_positions
 from lewisrag.training.checkpoint import load_trained, resolve_model_dir
 
 KIND = "export"
@@ -158,7 +160,8 @@ def _export(model_path, index_path, out: Path, given, swap: bool) -> ExportSumma
         config.generator.prefix = s.prefix or None  # the one transformers' retriever prepends
         config.max_combined_length = s.max_combined_length  # within the generator's positions (RagModel caps it)
         config.save_pretrained(tmp)
-        RagTokenizer(question_encoder=tokenizers.question, generator=tokenizers.generator).save_pretrained(tmp)
+        RagTokenizer(question_encoder=within_positions(tokenizers.question, model.question_encoder.config),
+                     generator=within_positions(tokenizers.generator, model.generator.config)).save_pretrained(tmp)
 
         write_passages(dense, tmp / PASSAGES)
         faiss.write_index(dense.faiss_index, str(tmp / FAISS_FILE))
@@ -168,6 +171,19 @@ def _export(model_path, index_path, out: Path, given, swap: bool) -> ExportSumma
         write_json(tmp / EXPORT_RECORD, {"format": EXPORT_FORMAT, **summary.to_dict(), "index_fingerprint": dense.ctx_fingerprint,
                                          "paired_fingerprint": s.index_fingerprint})
     return summary
+
+
+def within_positions(tokenizer, config):
+    """`tokenizer`, or a copy of it whose model_max_length is the positions of the model it feeds (`config`'s
+    max_position_embeddings) where it allowed more: a DPR trained here has a tokenizer that knows no limit
+    (model_max_length 1e30), so transformers' truncation=True kept a long question whole and generate() ran
+    past the question encoder's positions, where `lewisrag ask` cuts it at them (`RagModel.retrieve`)."""
+    positions, limit = max_positions(config), getattr(tokenizer, "model_max_length", None)
+    if positions is None or (isinstance(limit, int) and limit <= positions):
+        return tokenizer
+    tokenizer = copy.deepcopy(tokenizer)  # the caller's tokenizer keeps its own
+    tokenizer.model_max_length = positions
+    return tokenizer
 
 
 def ask_generation_config(generation_config):

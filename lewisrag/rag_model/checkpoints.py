@@ -93,8 +93,8 @@ def load_hf(model_cls, path: str | os.PathLike, variant: str | None = None):
     if variant is None:
         known = [_HF_CLASSES[a] for a in architectures or [] if a in _HF_CLASSES]
         if not known:
-            raise InputError(path / "config.json", "cannot tell RAG-Token from RAG-Sequence; pass variant=",
-                             field="architectures")
+            raise InputError(path / "config.json", "cannot tell RAG-Token from RAG-Sequence: set it to "
+                             '["RagTokenForGeneration"] or ["RagSequenceForGeneration"]', field="architectures")
         variant = known[0]
     check_generator(path)
     encoder = cfg.get("question_encoder")  # else its weights were named as missing, or an unknown type as a key
@@ -103,7 +103,13 @@ def load_hf(model_cls, path: str | os.PathLike, variant: str | None = None):
         raise InputError(path / "config.json", f"expected a DPR question encoder's config (model_type 'dpr'), got "
                          f"{encoder_type if isinstance(encoder, dict) else encoder!r}",
                          field="question_encoder.model_type" if isinstance(encoder, dict) else "question_encoder")
-    hf = load_model(_hf_class(variant).from_pretrained, path, f"transformers RAG-{variant.capitalize()} model")
+    # a DPR question encoder converted from facebookresearch/DPR (facebook/dpr-question_encoder-*) carries BERT's
+    # pooler, which DPR never runs: transformers loads it with a warning, and so do the DPR loaders here.
+    # Imported here: `lewisrag.index` loads FAISS and bm25s, which lewisrag's own layout never needs
+    from lewisrag.index.encoders import DPR_POOLER
+
+    hf = load_model(_hf_class(variant).from_pretrained, path, f"transformers RAG-{variant.capitalize()} model",
+                    ignore_unexpected=DPR_POOLER)
     model = from_hf(model_cls, hf, path)
     if (path / EXPORT_RECORD).is_file():
         apply_export_record(model, path / EXPORT_RECORD, cfg)

@@ -39,11 +39,11 @@ from transformers import AutoTokenizer
 
 from lewisrag.data.io import InputError, LewisragWarning, expect, is_count, read_json, write_json
 from lewisrag.data.outputs import staged_dir, written_files
-from lewisrag.data.pretrained import as_input_error, load_tokenizer
+from lewisrag.data.pretrained import SHARDED, as_input_error, load_tokenizer
 from lewisrag.data.threads import resolve_device
 from lewisrag.index.dense import write_dense_index
 from lewisrag.rag_model import RagModel, Tokenizers
-from lewisrag.rag_model.checkpoints import check_generator
+from lewisrag.rag_model.checkpoints import EXPORT_RECORD, check_generator
 from lewisrag.training.state_checks import check_position, check_torch_state
 
 WEIGHTS = "model.safetensors"
@@ -294,8 +294,21 @@ def _unfinished(run: Path) -> str:
 
 
 def _is_hf_rag(p: Path) -> bool:
-    cfg = read_json(p / "config.json") if (p / "config.json").is_file() else None
-    return isinstance(cfg, dict) and cfg.get("model_type") == "rag"
+    """Whether `p` is a transformers RAG folder (config.json's model_type "rag"). A folder that is a model
+    of another kind is named by its config.json's model_type (a BART given as --model), one with weights or
+    an export record but no config.json by that file (an export missing it): an InputError, not the
+    "no rag.json" of a folder that holds no model at all."""
+    config = p / "config.json"
+    if not config.is_file():
+        if any((p / name).is_file() for name in (WEIGHTS, SHARDED, EXPORT_RECORD)):
+            raise InputError(config, "file not found, nor rag.json (lewisrag's own layout): the model folder is incomplete")
+        return False
+    cfg = read_json(config)
+    model_type = cfg.get("model_type") if isinstance(cfg, dict) else None
+    if model_type is None or model_type == "rag":  # a config.json of no model (a reproduce run's) says nothing
+        return model_type == "rag"
+    raise InputError(config, f"not a RAG model (model_type {model_type!r}, not 'rag'): give a folder `lewisrag train "
+                     "rag` or `lewisrag export` wrote", field="model_type")
 
 
 def check_tokenizer(tokenizer, config, folder: Path, model: str) -> None:
