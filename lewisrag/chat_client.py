@@ -9,12 +9,14 @@ message. Other HTTP errors (400, 401, 403, 404, ...) fail at once, and so does a
 followed, since urllib would send the Authorization header on to whatever host it names; so does a
 reply the endpoint cut off (finish_reason "length" or "content_filter"): it is not the model's whole
 answer, and asking again gets the same; so does one with reasoning (reasoning_content) but no content,
-and one that calls a tool (tool_calls) instead of answering: lewisrag offers none.
+one that calls a tool (tool_calls) instead of answering: lewisrag offers none, and a structured refusal
+(OpenAI's "refusal": "...", content null), which fails as "the model refused: ...".
 Content given as an array of parts has its text parts joined; a body streamed as server-sent events
-(some proxies stream though no stream was asked) has its chunks joined. A body is decoded strictly
-(`_decode`): in the charset its Content-Type declares, else as UTF-8 (a BOM dropped); one that does
-not decode, or that names a charset Python does not know, is a malformed reply, retried as one, never
-read with replacement characters. A token count a reply reports is kept only when it is a whole number
+(some proxies stream though no stream was asked, OpenRouter beginning with ": OPENROUTER PROCESSING"
+comment lines) has its chunks joined. A body is decoded strictly (`_decode`): in the charset its
+Content-Type declares, else as UTF-8 (a BOM dropped); one that does not decode, or that names a
+charset Python does not know, is a malformed reply, retried as one, never read with replacement
+characters. A token count a reply reports is kept only when it is a whole number
 from 0 to MAX_TOKENS (`token_count`, which also reads the answer cache's), else it is unknown.
 `timeout` bounds each attempt whole: connecting, the TLS handshake, the status line and headers, and
 the body. A watchdog (`_Watchdog`) shuts the attempt's socket down at its deadline, so a read blocked
@@ -122,11 +124,15 @@ def url_problem(url: str) -> str | None:
     ("not a URL (Port could not be cast to integer value as '80o0')", 'not a URL (Invalid IPv6 URL)')
     >>> url_problem("https://u:pw@api.example.com/v1")
     'expected a URL without user info (user:password@): give the key through the API key variable'
+    >>> url_problem("http://localhost:8000/v1?api-version=1")[:48]
+    'expected a base URL without a query (?...) or fr'
     """
     if not url.startswith(("http://", "https://")):
         return "expected an http:// or https:// URL"
     if re.search(r"[\x00-\x20\x7f]", url):
         return "expected a URL without spaces or control characters (percent-encode them)"
+    if "?" in url or "#" in url:  # "/chat/completions" is appended: a query swallowed it ("...?v=1/chat/completions")
+        return "expected a base URL without a query (?...) or fragment (#...): lewisrag appends /chat/completions to it"
     try:
         parts = urllib.parse.urlsplit(url)
         parts.port  # noqa: B018 - a port that is not a number from 0 to 65535 raises here
@@ -398,12 +404,29 @@ def _text_parts(parts: list) -> str | None:
     return "".join(texts) if texts or not parts else None
 
 
+_EVENT_FIELDS = ("data:", "event:", "id:", "retry:")  # the fields a server-sent event's line may begin with
+_SKIP_COMMENT = re.compile(r"\s*(?::[^\r\n]*)?")  # blank lines, then one ": comment" line (OpenRouter's keep-alives)
+
+
+def _is_stream(text: str) -> bool:
+    """Whether a body is server-sent events: its first line that is neither blank nor a comment
+    (": OPENROUTER PROCESSING", which a proxy sends while the model thinks) is a field of an event.
+
+    >>> _is_stream(": OPENROUTER PROCESSING\\n\\n: again\\r\\ndata: {}\\n"), _is_stream('{"choices": []}'), _is_stream(": only")
+    (True, False, False)
+    """
+    pos = 0
+    while (end := _SKIP_COMMENT.match(text, pos).end()) > pos:
+        pos = end
+    return text.startswith(_EVENT_FIELDS, pos)
+
+
 def _from_events(text: str) -> dict:
     """A chat completion from a streamed reply (server-sent events: "data: {chunk}" lines, then
     "data: [DONE]"), which some proxies send though no stream was asked: the chunks' delta contents
     joined, the last finish_reason and usage. ValueError when a chunk is not JSON, or when the stream
     ends without [DONE] or a finish_reason (it was cut: retried)."""
-    parts, finish, usage, done, calls = [], None, None, False, []
+    parts, finish, usage, done, calls, refusal = [], None, None, False, [], []
     for line in text.splitlines():
         if not line.startswith("data:"):
             continue  # event:, id:, retry: and ": comments"
@@ -421,12 +444,15 @@ def _from_events(text: str) -> dict:
         piece = _text_parts(piece) if isinstance(piece, list) else piece
         if isinstance(piece, str):
             parts.append(piece)
+        if isinstance(delta, dict) and isinstance(delta.get("refusal"), str):  # OpenAI streams a refusal as its own deltas
+            refusal.append(delta["refusal"])
         if isinstance(delta, dict):  # a tool call streams as its own deltas: kept, so that it is not read as ""
             calls += [c for key in ("tool_calls", "function_call") if (c := delta.get(key))]
         finish = choices[0].get("finish_reason") or finish
     if not (done or finish):
         raise ValueError("the stream ended before its end")
-    message = {"content": "".join(parts)} | ({"tool_calls": calls} if calls else {})
+    message = ({"content": "".join(parts)} | ({"tool_calls": calls} if calls else {})
+               | ({"refusal": "".join(refusal)} if refusal else {}))
     return {"choices": [{"message": message, "finish_reason": finish}], "usage": usage}
 
 
@@ -458,6 +484,12 @@ def _unreachable(e: BaseException) -> bool:
 def _calls_of(message) -> list | dict | None:
     """A message's tool calls (`tool_calls`, or the older `function_call`), if it has any."""
     return (message.get("tool_calls") or message.get("function_call")) if isinstance(message, dict) else None
+
+
+def _refusal_of(message) -> str | None:
+    """A message's structured refusal (OpenAI's "refusal": "I can't help with that."), if it has one."""
+    refusal = message.get("refusal") if isinstance(message, dict) else None
+    return refusal if isinstance(refusal, str) and refusal.strip() else None
 
 
 MAX_WORKERS = 1024  # requests in flight at most (--concurrency): a thread each, and past a process's limit a traceback
@@ -592,14 +624,14 @@ class ChatClient:
 
     def _content(self, text: str) -> tuple[str, dict]:
         try:
-            reply = _from_events(text) if text.lstrip().startswith(("data:", "event:")) else json.loads(text)
+            reply = _from_events(text) if _is_stream(text) else json.loads(text)
         except (ValueError, RecursionError):  # RecursionError: "[[[[..." nested past the parser's depth
             raise _Malformed(_NOT_JSON, text) from None
         try:
             choice = reply["choices"][0]
             message = choice["message"]
-            # a tool call may come without a content key at all: it is read below, not retried as malformed
-            content = message["content"] if not _calls_of(message) else message.get("content")
+            # a tool call or a refusal may come without a content key at all: read below, not retried as malformed
+            content = message.get("content") if _calls_of(message) or _refusal_of(message) else message["content"]
         except (KeyError, IndexError, TypeError):
             raise _Malformed("malformed reply: no choices[0].message.content", text) from None
         usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
@@ -608,6 +640,9 @@ class ChatClient:
         finish = choice.get("finish_reason") if isinstance(choice, dict) else None
         if finish in ("length", "content_filter"):  # a truncated answer must not be scored as the model's
             raise _Cut(f"reply cut off by the endpoint (finish_reason '{finish}')", text)
+        if (refusal := _refusal_of(message)) is not None:
+            # OpenAI's structured refusal (content null): the model declined, and asking again gets the same
+            raise _Cut(f"the model refused: {self._excerpt(refusal)}", "")
         if isinstance(content, list):  # the content-array format: [{"type": "text", "text": ...}, ...]
             content = _text_parts(content)
         thought = next((k for k in ("reasoning_content", "reasoning") if isinstance(message, dict)

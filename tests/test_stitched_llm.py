@@ -210,7 +210,7 @@ def test_hf_causal_lm_folder_runs_end_to_end(run_dir, tmp_path):  # noqa: F811
     tok = train_generator_tokenizer(texts + [stitched_llm.ANSWER_INSTRUCTION] * 5, 300)
     torch.manual_seed(0)
     # no end token it can emit: a random model would often end at once, and every answer would be an empty reply
-    gpt = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_embd=16, n_layer=1, n_head=2, n_positions=512))
+    gpt = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_embd=16, n_layer=1, n_head=2, n_positions=1024))
     gpt.save_pretrained(tmp_path / "gpt")
     tok.save_pretrained(tmp_path / "gpt")
     out = tmp_path / "out"
@@ -222,6 +222,7 @@ def test_hf_causal_lm_folder_runs_end_to_end(run_dir, tmp_path):  # noqa: F811
     assert f"| metric | rag_token | rag_sequence | stitched (hf:{tmp_path / 'gpt'}) |" in (out / "report.md").read_text()
     g = results["generators"]["stitched"]
     assert g["kind"] == "hf" and g["n_docs"] == 2 and 0 <= g["failed"] < g["answers"]  # the model's own words came back
+    assert (g["max_input_tokens"], g["shortened_prompts"]) == (1024 - 40, 0)  # every prompt held both passages whole
     mine = [rec for rec in results["records"] if rec["system"] == "stitched"]
     assert len(mine) == results["layers"]["stitched"]["n"] and all(len(rec["passage_ids"]) == 2 for rec in mine)
     assert all(rec["response"] or rec["generator_error"] == stitched_llm.EMPTY_REPLY for rec in mine)  # never silently empty

@@ -18,7 +18,13 @@ line, then the question:
 
 An `hf:` model gets the same two messages through its tokenizer's chat template when it has one,
 else as plain text: the instruction, a blank line, the user message and "Answer:". A template that
-cannot take them (one that refuses a system message) is refused before any question is asked.
+cannot take them (one that refuses a system message) is refused before any question is asked. The
+model reads at most `max_input_tokens` (its positions less the answer's, for a causal LM): a prompt
+longer than that holds as many whole passages as fit, best first (`HFAnswers.fit`), never a passage
+cut mid-way and never without the instruction or the question; the answer's record lists the
+passages it was given (`passage_ids`), and results.json's `generators.stitched` counts the prompts
+shortened and the passages dropped. A question whose prompt does not hold even its best passage is
+an InputError (one line, exit 2, nothing written): an answer from no passage is not RAG's.
 
 Parsing (`parse_reply`): a reasoning model's <think>...</think> block is dropped, whitespace runs
 (newlines too) become one space, a leading "Answer:" goes, and every citation marker the evaluator
@@ -227,13 +233,21 @@ def _number(value, kind) -> bool:
     return isinstance(value, kind) and not isinstance(value, bool) and 0 <= value < float("inf")
 
 
-class HFAnswers:
-    """Stitched prompts -> Replies from a local transformers LM (`HFGenerator`), greedy, in one batch."""
+def _shown(question: str) -> str:
+    """`question` on one line, at most 80 characters: how an error names it."""
+    shown = " ".join(question.split())
+    return shown if len(shown) <= 80 else shown[:77] + "..."
 
-    def __init__(self, generator, system: str = ANSWER_INSTRUCTION):
-        self.generator, self.system = generator, system
+
+class HFAnswers:
+    """Stitched prompts -> Replies from a local transformers LM (`HFGenerator`), greedy, in one batch.
+    `fit` says how many passages a question's prompt holds (`LLMStitchedSystem` asks it first)."""
+
+    def __init__(self, generator, system: str = ANSWER_INSTRUCTION, path: str | None = None):
+        self.generator, self.system, self.path = generator, system, path
         tok = generator.tokenizer
-        tok.truncation_side = "left"  # a long prompt loses its first passages, never the question at its end
+        # only a prompt `fit` did not shorten (one handed in directly) is cut, losing its start, never its question
+        tok.truncation_side = "left"
         self.chat_template = bool(getattr(tok, "chat_template", None))
         longest = getattr(generator.model.config, "max_position_embeddings", None)
         if longest and generator.model.config.is_encoder_decoder:  # the prompt and the answer each have their positions
@@ -249,6 +263,36 @@ class HFAnswers:
             messages = [{"role": "system", "content": self.system}, {"role": "user", "content": prompt}]
             return self.generator.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         return f"{self.system}\n\n{prompt}\nAnswer:"
+
+    def tokens(self, prompt: str) -> int:
+        """Input tokens the generator reads for `prompt` (the user message), as it encodes it (no truncation)."""
+        return len(self.generator.tokenizer(self.text(prompt), verbose=False)["input_ids"])
+
+    def fit(self, question: str, passages: Sequence, settings: StitchSettings) -> int:
+        """How many of `passages` (best first) the question's prompt holds within the generator's
+        max_input_tokens: all of them when they fit, else the most that do, dropped from the worst-ranked
+        end (the prompt's token count grows with each passage: a binary search). An InputError when the
+        prompt does not fit even without passages: the instruction and the question alone are too long."""
+        limit = self.generator.max_input_tokens
+        if self.tokens(stitch(question, passages, settings)) <= limit:
+            return len(passages)
+        if (bare := self.tokens(stitch(question, [], settings))) > limit:
+            raise InputError(self.path or "--stitched-generator",
+                             f"--stitched-generator hf:PATH: the prompt of the question '{_shown(question)}' takes {bare} tokens with "
+                             f"no passage at all, more than the {limit} this model reads (its positions less the answer's)")
+        fits, over = 0, len(passages)
+        while over - fits > 1:
+            mid = (fits + over) // 2
+            if self.tokens(stitch(question, passages[:mid], settings)) <= limit:
+                fits = mid
+            else:
+                over = mid
+        if fits == 0:  # an answer from no passage at all is not retrieval-augmented: refused, not scored
+            raise InputError(self.path or "--stitched-generator",
+                             f"--stitched-generator hf:PATH: the prompt of the question '{_shown(question)}' does not hold "
+                             f"even its best passage within the {limit} tokens this model reads "
+                             f"({self.tokens(stitch(question, passages[:1], settings))} with it)")
+        return fits
 
     def __call__(self, prompts: list[str]) -> list[Reply]:
         start = time.perf_counter()
@@ -269,6 +313,7 @@ class LLMStitchedSystem:
     def __init__(self, retriever, answers, settings: StitchSettings, info: dict):
         self.retriever, self.answers, self.settings, self.info = retriever, answers, settings, info
         self.n_answers = self.n_failed = 0
+        self.n_shortened = self.n_dropped = 0  # prompts that held fewer passages than given, and the passages left out
         self.first_failure: str | None = None
 
     def top_k(self, questions: list[str]) -> list[list]:
@@ -278,6 +323,14 @@ class LLMStitchedSystem:
         return self.answer_from(questions, self.top_k(questions))
 
     def answer_from(self, questions: Sequence[str], passages: Sequence[Sequence]) -> list[Answered]:
+        """Answers from given passages, best first; a generator with a token limit (`HFAnswers.fit`) gets the
+        most of them its prompt holds, and the answer's `passages` are those it was given."""
+        if (fit := getattr(self.answers, "fit", None)) is not None:
+            given = [list(ps)[: fit(q, ps, self.settings)] for q, ps in zip(questions, passages)]
+            dropped = [len(ps) - len(g) for ps, g in zip(passages, given)]
+            self.n_shortened += sum(d > 0 for d in dropped)
+            self.n_dropped += sum(dropped)
+            passages = given
         replies = self.answers([stitch(q, ps, self.settings) for q, ps in zip(questions, passages)])
         if (stop := getattr(self.answers, "stopped", lambda: None)()) is not None:
             raise stop  # every later request would fail the same way: end now, before anything is written
@@ -306,8 +359,12 @@ class LLMStitchedSystem:
 
     def describe(self) -> dict:
         """What results.json records about the generator: spec, prompt, usage, failures (no URL, no key)."""
-        return {**self.info, "n_docs": self.settings.k, "prompt_version": PROMPT_VERSION, "instruction": ANSWER_INSTRUCTION,
-                "usage": dict(self.answers.usage), "answers": self.n_answers, "failed": self.n_failed}
+        out = {**self.info, "n_docs": self.settings.k, "prompt_version": PROMPT_VERSION, "instruction": ANSWER_INSTRUCTION,
+               "usage": dict(self.answers.usage), "answers": self.n_answers, "failed": self.n_failed}
+        if hasattr(self.answers, "fit"):  # a local model reads a bounded prompt: how often the passages did not all fit
+            out.update(max_input_tokens=self.answers.generator.max_input_tokens, shortened_prompts=self.n_shortened,
+                       passages_dropped=self.n_dropped)
+        return out
 
 
 def check_prompts(answers: HFAnswers, path: str) -> None:
@@ -358,7 +415,8 @@ def build_system(run: Path, o: GeneratorOptions, max_new_tokens: int, device: st
 
         from lewisrag.data.threads import resolve_device
 
-        answers = HFAnswers(HFGenerator.from_pretrained(o.target, device=resolve_device(device), max_new_tokens=max_new_tokens))
+        answers = HFAnswers(HFGenerator.from_pretrained(o.target, device=resolve_device(device), max_new_tokens=max_new_tokens),
+                            path=o.target)
         check_prompts(answers, o.target)
         info = {"generator": o.spec, "kind": "hf", "path": o.target, "chat_template": answers.chat_template}
     retriever = open_retriever(run / "index_a", run / "dpr")

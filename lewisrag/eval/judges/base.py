@@ -93,12 +93,21 @@ def digest(*parts) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+BUSY_TIMEOUT_S = 60.0  # seconds a statement waits for another process's write to the same cache before it gives up
+
+
 class DiskCache:
-    """A sqlite table key -> JSON value in `directory`/`name`.sqlite; safe to share between threads.
+    """A sqlite table key -> JSON value in `directory`/`name`.sqlite; safe to share between threads,
+    and between processes (two commands given one --cache-dir).
 
     The judge's verdicts are judge.sqlite; other users (the stitched system's LLM answers) name their own.
-    A file there that is not such a table (or cannot be written) is an InputError naming it, not a
-    traceback; a value that is not JSON reads as a miss, asked again and overwritten."""
+    The file is in WAL mode, so readers never wait for a writer, and a statement waits up to
+    BUSY_TIMEOUT_S for another process's write ("database is locked" came at once); sqlite keeps its
+    `name`.sqlite-wal and -shm files beside it while the cache is open (each entry is one committed
+    transaction: a process killed mid-write loses that entry, never the file). A cache still locked
+    after the wait is an InputError saying so (another process holds it), not one calling the file
+    damaged. A file there that is not such a table (or cannot be written) is an InputError naming it,
+    not a traceback; a value that is not JSON reads as a miss, asked again and overwritten."""
 
     def __init__(self, directory: str | os.PathLike, name: str = "judge"):
         self.path = Path(directory).expanduser() / f"{name}.sqlite"
@@ -112,8 +121,14 @@ class DiskCache:
             except OSError as e:
                 raise InputError(self.path.parent, f"cannot be the cache folder ({e.strerror or e})",
                                  field="--cache-dir") from None
-            self._conn = sqlite3.connect(self.path, check_same_thread=False)
-            self._conn.execute("CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
+            try:  # persistent in the file; a read-only cache, or one on a file system without shared memory, keeps its mode
+                conn.execute("PRAGMA journal_mode=WAL")
+            except sqlite3.OperationalError as e:
+                if _busy(e):
+                    raise
+            conn.execute("CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            self._conn = conn
         return self._conn
 
     def _run(self, sql: str, args: tuple, commit: bool = False):
@@ -124,7 +139,11 @@ class DiskCache:
                 if commit:
                     db.commit()
                 return row
-        except sqlite3.Error as e:  # not a database, another table layout, read-only: the user's file
+        except sqlite3.Error as e:
+            if _busy(e):  # contention, not damage: the file is fine, and deleting it would lose every entry
+                raise InputError(self.path, f"still locked by another process after {BUSY_TIMEOUT_S:g} s ({e}); let "
+                                 "it finish, or give this command a --cache-dir of its own", field="--cache-dir") from None
+            # not a database, another table layout, read-only: the user's file
             raise InputError(self.path, f"not a usable lewisrag cache ({e}); delete it or choose another --cache-dir",
                              field="--cache-dir") from None
 
@@ -139,3 +158,9 @@ class DiskCache:
 
     def put(self, key: str, value) -> None:
         self._run("INSERT OR REPLACE INTO cache VALUES (?, ?)", (key, json.dumps(value, ensure_ascii=False)), commit=True)
+
+
+def _busy(e: sqlite3.Error) -> bool:
+    """Whether sqlite gave up waiting for another connection's lock (SQLITE_BUSY, SQLITE_LOCKED), not
+    finding the file damaged."""
+    return getattr(e, "sqlite_errorname", "").startswith(("SQLITE_BUSY", "SQLITE_LOCKED"))

@@ -294,7 +294,8 @@ class LLMJudge:
             raise InputError("--judge", "the llm judge needs a base URL: set LEWISRAG_LLM_BASE_URL "
                              "(`eval answers` also takes --llm-base-url)")
         if problem := url_problem(base_url):  # "xx" or "http://[::1/v1" was a traceback, ftp:// retried every call
-            shown = re.sub(r"//[^/@]*@", "//...@", base_url)  # user info may hold a password: never printed
+            # user info may hold a password, a query a key (?api-key=...): neither is ever printed
+            shown = re.sub(r"[?#].*", "?...", re.sub(r"//[^/@]*@", "//...@", base_url), flags=re.S)
             raise InputError(source, f"{problem}, got {shown!r}")  # repr: a line break stays on the line
         if not model:
             raise InputError("--judge", "the llm judge needs a model name (llm:MODEL)")
