@@ -68,7 +68,7 @@ def answers(
     from lewisrag.eval.reports.html import page_data_from_results, render_report_html
     from lewisrag.eval.reports.markdown import render_results
     from lewisrag.eval.evaluator import EMBEDDER_MAX_LENGTH, EvalConfig, embedder_info, evaluate_answers
-    from lewisrag.eval.reports.i18n import check_lang
+    from lewisrag.eval.reports.i18n import check_lang, cjk_font
 
     check_lang(lang)
     file = _ui.renamed(ctx, "answers_file", "old_file", "--answers FILE", "the positional FILE")
@@ -121,7 +121,9 @@ def answers(
                    f"the {undecided} undecided are left out of faithfulness (the first: {first['reason']}; each with its "
                    "reason in results.json)", err=True)
     _note_unmatched_gold(records, file)
-    report, page = render_results(data, lang), render_report_html(page_data_from_results(data, lang=lang))
+    plots_in_english = lang != "en" and cjk_font() is None  # plot_messages' fallback: the report says so
+    report = render_results(data, lang, plots_in_english=plots_in_english)
+    page = render_report_html(page_data_from_results(data, lang=lang))
     exported = {EXPORTS[export]: list(ragas_rows(records, data["records"]))} if export else {}
     extra = _write_run(out, overwrite, config, results, report, page, exported, lang)
     _show_answers(data, the_judge, as_json, lang)

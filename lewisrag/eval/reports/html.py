@@ -31,6 +31,7 @@ from lewisrag.eval.records import citation_labels
 from lewisrag.eval.reports.claims import claim_columns, claims_html, column_summary
 from lewisrag.eval.reports.distributions import histogram_figure
 from lewisrag.eval.reports.i18n import Messages, messages
+from lewisrag.eval.reports.markdown import fmt
 
 LAYER_KEYS = {  # layer -> metric keys shown for it, in the causal order of diagnose.CAUSE_ORDER
     "retrieval": ["recall_at_k", "context_recall"],
@@ -40,6 +41,7 @@ LAYER_KEYS = {  # layer -> metric keys shown for it, in the causal order of diag
     "citation": ["citation_recall", "citation_precision"],
 }
 LAYERS = {k: (messages("en").word("layer", k), keys) for k, keys in LAYER_KEYS.items()}  # layer -> (English label, keys)
+SHOWN_METRICS = tuple(k for keys in LAYER_KEYS.values() for k in keys)  # every metric the page prints (cards and chain)
 _ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 _PLACEHOLDER = re.compile(r"\{\{(TITLE|CSS|JS|DATA|HEATMAPS|CLAIMS|LANG)\}\}|\{\{t:([\w.]+)\}\}")
 
@@ -150,14 +152,25 @@ def plot_run(aggregates: dict, folder, lang: str = "en") -> list[str]:
 # page data from a results.json object
 
 
-def _answer(rec: dict, known: Mapping[str, Mapping], ref_ids: list[str] | None, t: Messages) -> dict:
+def _answer(rec: dict, known: Mapping[str, Mapping], ref_ids: list[str] | None, t: Messages,
+            unnamed: str = "answer") -> dict:
+    """One answer of the page; `unnamed` is the name of an answer whose record names no system.
+
+    Its metrics go as numbers (`metrics`) and as report.md prints them (`shown`: `markdown.fmt`), so the
+    page shows the same digits as report.md: JS's toFixed would round a half up where Python rounds it to even.
+
+    >>> a = _answer({"question": "q", "response": "", "contexts": [], "metrics": {"faithfulness": 0.0625,
+    ...              "recall_at_k": {"1": 0.5}, "context_recall": None}}, {}, None, messages("en"))
+    >>> a["shown"], a["system"]
+    ({'faithfulness': '0.062', 'recall_at_k': '@1 0.500', 'context_recall': '–'}, 'answer')
+    """
     for field in ("question", "response", "contexts"):
         if field not in rec:
             raise ValueError(f"results record {rec.get('id')!r} has no {field!r}: rerun the evaluation with this lewisrag version")
     gold = list(rec.get("gold_passage_ids") or [])
     retrieved = {c["id"] for c in rec["contexts"]}
     refs = rec.get("reference_statements") or []
-    system = rec.get("name") or rec.get("system") or "answer"
+    system = rec.get("name") or rec.get("system") or unnamed
     answer = {
         "system": system,
         "description": rec.get("description"),
@@ -175,11 +188,14 @@ def _answer(rec: dict, known: Mapping[str, Mapping], ref_ids: list[str] | None, 
         "missing_gold": [{"id": g, "title": known.get(g, {}).get("title", ""), "text": known.get(g, {}).get("text")}
                          for g in gold if g not in retrieved],
         "metrics": rec.get("metrics", {}),
+        "shown": {k: fmt(v, t) for k, v in rec.get("metrics", {}).items() if k in SHOWN_METRICS},
         "nan_reasons": {k: t.text(v) for k, v in rec.get("nan_reasons", {}).items()},
         "diagnosis": rec.get("diagnosis", {"layers": {}, "primary": None, "consequences": []}),
     }
     if rec.get("name") and t.word("bh.answer", system) != system:  # a BugHunt preset answer's name, translated
         answer["label"] = t.word("bh.answer", system)
+    elif system == "answer" and not (rec.get("name") or rec.get("system")):
+        answer["label"] = t("col.answer")  # the run's one system, unnamed: "answer" in the page's language
     for extra in ("granularity", "token_posteriors"):
         if rec.get(extra):
             answer[extra] = check_token_posteriors(rec[extra]) if extra == "token_posteriors" else rec[extra]
@@ -195,7 +211,10 @@ def page_data_from_results(results: dict, passages: Mapping[str, Mapping] | None
     question id (several systems) become one question with several answers; the BugHunt sample's
     preset answers are the answers of its one question. A record may carry `token_posteriors`
     ({tokens, docs, matrix}) for the heatmap. The aggregates' claim diagnostics become `claims`. The page is
-    written in `lang`: its labels, and "messages" for the JS, from `reports.i18n`.
+    written in `lang`: its labels, and "messages" for the JS, from `reports.i18n`. Records that name no
+    system among records that do are the system `evaluator.NO_SYSTEM`, as report.md and the aggregates name
+    them; in a run of one unnamed system they are "answer", labelled in `lang`. A primary cause outside
+    `diagnose.CAUSES` (compare's `generator_failed`) has its own cause, labelled as its layer word, blaming no layer.
     """
     t = messages(lang)
     records = results.get("records") or []
@@ -208,9 +227,14 @@ def page_data_from_results(results: dict, passages: Mapping[str, Mapping] | None
                                 "category": records[0].get("category") if records else None,
                                 "answers": [_answer(r, known, ref_ids, t) for r in records]}
     else:
+        from lewisrag.eval.evaluator import NO_SYSTEM  # here: the evaluator's imports are not the page's
+
+        unnamed = NO_SYSTEM if len({r.get("system") for r in records}) > 1 else "answer"  # evaluator.aggregate's groups
         for r in records:
             q = questions.setdefault(r["id"], {"id": r["id"], "question": r.get("question", r["id"]), "category": r.get("category"), "answers": []})
-            q["answers"].append(_answer(r, known, None, t))
+            q["answers"].append(_answer(r, known, None, t, unnamed))
+    primaries = (p for r in records for p in ((r.get("diagnosis") or {}).get("primary"), r.get("expected_primary")))
+    other_causes = list(dict.fromkeys(p for p in primaries if p and p not in CAUSES))
     judge = results.get("judge", {})
     return {
         "title": title or t("html.title_bughunt" if bughunt else "html.title_eval"),
@@ -220,7 +244,8 @@ def page_data_from_results(results: dict, passages: Mapping[str, Mapping] | None
         "judge": {"name": judge.get("name", "?"), "fingerprint": str(judge.get("fingerprint", ""))[:16]},
         "splitter": results.get("splitter", {}),
         "layers": [{"key": k, "label": t.word("layer", k), "metrics": LAYER_KEYS[k]} for k in CAUSE_ORDER],
-        "causes": [{"key": k, "label": t.word("layer", k), "layers": list(v)} for k, v in CAUSES.items()],
+        "causes": [{"key": k, "label": t.word("layer", k), "layers": list(v)} for k, v in CAUSES.items()]
+        + [{"key": k, "label": t.word("layer", k), "layers": []} for k in other_causes],
         "questions": list(questions.values()),
         "claims": {label: column_summary(col) for label, col in claim_columns(results.get("aggregates") or {}).items()},
         "messages": t.js(),

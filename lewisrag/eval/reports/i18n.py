@@ -557,6 +557,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "js.judge_info": ("reference judge: {judge} · splitter: {splitter} v{version}", "参考裁判：{judge} · 拆分器：{splitter} v{version}"),
     "js.question_category": ("{question}  ({category})", "{question}（{category}）"),
     "js.empty_answer": ("(empty answer)", "（空回答）"),
+    "js.no_questions": ("This run has no questions.", "这次运行里没有题目。"),
     "js.nik_refused": ("Not in the knowledge base: the only right answer is a refusal, and this one refuses. Such questions are "
                        "asserted apart and never enter a mean.",
                        "知识库里没有：唯一正确的回答是拒答，这个回答拒答了。这类题目单独断言，从不进平均值。"),

@@ -29,9 +29,10 @@ class Markdown(str):
     """Text that is already Markdown (a cell with **bold**): `fmt` leaves it as it is."""
 
 
-# Markdown punctuation that can open markup inside a line (an underscore only at a word edge:
-# snake_case stays readable and cannot turn into emphasis); `&`, `<`, `>` become HTML entities.
-_MARKUP = re.compile(r"[\\`*\[\]|~]|(?<!\w)_|_(?!\w)")
+# Markdown punctuation that can open markup inside a line (an underscore unless a letter or digit stands on
+# both sides of it: snake_case stays readable and cannot turn into emphasis, while the runs of __init__ can,
+# since an underscore is a word character); `&`, `<`, `>` become HTML entities.
+_MARKUP = re.compile(r"[\\`*\[\]|~]|(?<![^\W_])_|_(?![^\W_])")
 
 
 def escape(text) -> str:
@@ -39,6 +40,8 @@ def escape(text) -> str:
 
     >>> print(escape("<script>alert(1)</script> *q1* | _x_ snake_case"))
     &lt;script&gt;alert(1)&lt;/script&gt; \*q1\* \| \_x\_ snake_case
+    >>> print(escape("Call obj.__init__ or a__b here"))
+    Call obj.\_\_init\_\_ or a\_\_b here
     """
     return html.escape(_MARKUP.sub(lambda m: "\\" + m.group(0), str(text)), quote=False).replace("\n", " ")
 
@@ -84,9 +87,11 @@ def _layer(t: Messages, layer: str) -> str:
     return layer if t.lang == "en" else t.word("layer", layer)
 
 
-def render_results(results: dict, lang: str = "en") -> str:
+def render_results(results: dict, lang: str = "en", plots_in_english: bool = False) -> str:
     """The run's report: header, distributions, claim-level diagnostics, layers, primary causes, citations,
-    refusals. A run of several systems (`aggregates.by_system`) says so and shows each system apart."""
+    refusals. A run of several systems (`aggregates.by_system`) says so and shows each system apart.
+    `plots_in_english`: the run's plots kept English labels (no CJK font: `i18n.cjk_font`), which a report
+    in another language says under its distributions."""
     t = messages(lang)
     judge, agg, recs = results["judge"], results["aggregates"], results["records"]
     systems = agg.get("by_system") or {}
@@ -98,6 +103,7 @@ def render_results(results: dict, lang: str = "en") -> str:
     if systems:
         out.append(t("md.systems", n=len(systems), names=t.join(map(code, systems), "sep.enum")))
     out += ["", *_distributions(agg, t), "", t("md.null")]
+    out += ["", t("rep.plots.no_cjk")] if plots_in_english and t.lang != "en" else []
     claims = claims_markdown(claim_columns(agg), escape, lang=lang)
     out += ["", *claims] if claims else []
     out += ["", t("md.layers.h"), "", t("md.layers.note"), ""]

@@ -31,13 +31,9 @@
   const answer = () => question().answers[state.a];
   const pct = (x) => (x === null || x === undefined ? "–" : (100 * x).toFixed(1) + "%");
   const verdictText = (v) => (v === true ? t("supported") : v === false ? t("not_supported") : t("undecided"));
-  function metric(m, name) {
-    const v = m[name];
-    if (name === "recall_at_k" && v && typeof v === "object") {
-      return Object.entries(v).map(([k, x]) => "@" + k + " " + (typeof x === "number" ? x.toFixed(2) : "–")).join(", ");
-    }
-    return typeof v === "number" ? v.toFixed(3) : "–";
-  }
+  // A metric as report.md prints it: the digits come formatted from Python (html._answer's "shown"), so both
+  // reports round alike (JS's toFixed rounds a half up, Python's format to the even digit).
+  const metric = (a, name) => (a.shown && typeof a.shown[name] === "string" ? a.shown[name] : "–");
 
   function renderPickers() {
     const sel = clear($("question-select"));
@@ -139,7 +135,7 @@
       "recall_at_k", "on_topic_rate"];
     for (const name of question().category === "not_in_kb" ? [] : cards) {
       if (name === "recall_at_k" && !m.recall_at_k) continue;
-      box.appendChild(card(t("card." + name), metric(m, name), m[name] === null ? why[name] || "" : ""));
+      box.appendChild(card(t("card." + name), metric(a, name), m[name] === null ? why[name] || "" : ""));
     }
     if (a.refused || question().category === "not_in_kb") {
       box.appendChild(card(t("card.refused"), a.refused ? t("yes") : t("no"), t("must_refuse")));
@@ -154,16 +150,16 @@
       const primary = cause(d.primary).layers.includes(layer.key), consequence = (d.consequences || []).includes(layer.key);
       const cls = "layer " + verdict.replace("/", "") + (primary ? " primary" : "") + (consequence ? " consequence" : "");
       const shown = layer.metrics.filter((k) => a.metrics[k] !== null && a.metrics[k] !== undefined)
-        .map((k) => word("metric", k) + " " + metric(a.metrics, k)).join(" · ");
+        .map((k) => word("metric", k) + " " + metric(a, k)).join(" · ");
       if (i) box.appendChild(el("span", { class: "arrow" }, "→"));
       box.appendChild(el("div", { class: cls, "data-layer": layer.key }, el("div", { class: "lname" }, layer.label),
         el("div", { class: "lverdict" }, word("verdict", verdict)), el("div", { class: "muted small" }, shown || t("no_metric")),
         primary ? el("div", { class: "lrole" }, t("primary")) : consequence ? el("div", { class: "lrole" }, t("consequence")) : null));
     });
     const label = (k) => cause(k).label;
-    $("chain-note").textContent = d.primary ? t("fix_first", { layer: label(d.primary) }) +
-      (a.expected_primary ? t("expected", { layer: label(a.expected_primary) }) : "")
-      : d.expected_refusal ? t(a.refused ? "nik_chain_refused" : "nik_chain_must")
+    // A not_in_kb answer first: one that fails to refuse has a primary cause too, but its note is the refusal's.
+    $("chain-note").textContent = d.expected_refusal ? t(a.refused ? "nik_chain_refused" : "nik_chain_must")
+      : d.primary ? t("fix_first", { layer: label(d.primary) }) + (a.expected_primary ? t("expected", { layer: label(a.expected_primary) }) : "")
       : t("all_pass");
   }
 
@@ -172,10 +168,10 @@
     const yn = (v) => el("td", { class: v === true ? "ok" : v === false ? "bad" : "na" }, v === true ? t("yes") : v === false ? t("no") : "–");
     a.reference_statements.forEach((r) => refs.appendChild(el("tr", {}, el("td", {}, r.id), el("td", {}, r.text), yn(r.in_contexts), yn(r.in_answer))));
     if (!a.reference_statements.length) refs.appendChild(el("tr", {}, el("td", { colspan: "4", class: "muted" }, t("no_references"))));
-    const verdicts = {};
-    (a.citation_verdicts || []).forEach((v) => { verdicts[v.sentence] = v; });
+    const verdicts = new Map();  // sentence -> its verdicts in order: a sentence written twice has one per copy
+    (a.citation_verdicts || []).forEach((v) => verdicts.set(v.sentence, [...(verdicts.get(v.sentence) || []), v]));
     a.citation_checks.forEach((c) => {
-      const v = verdicts[c.sentence];
+      const v = (verdicts.get(c.sentence) || []).shift();
       cit.appendChild(el("tr", {}, el("td", {}, c.sentence), el("td", {}, v ? v.citations.map((x) => "[" + x + "]").join(" ") : ""),
         el("td", { class: c.status === "PASS" ? "ok" : c.status === "UNVERIFIABLE" ? "na" : "bad", title: c.detail || "" },
           c.status + (c.detail ? ": " + c.detail : "")), v ? yn(v.supported) : el("td", { class: "na" }, "–")));
@@ -202,6 +198,13 @@
   }
 
   function render() {
+    if (!DATA.questions.length) {  // a run of no questions: say so, with nothing to judge or reveal
+      renderPickers();
+      clear($("system-buttons"));
+      $("question-text").textContent = t("no_questions");
+      $("reveal").hidden = true;
+      return;
+    }
     renderPickers();
     renderSystems();
     renderQuestion();
