@@ -28,11 +28,9 @@ The parts, each timed on its own:
            (search, the rest of retrieval, forward, backward + optimizer + the rest), questions/s,
            generator tokens/s (padding counted: it is computed), model FLOPs utilisation (6 FLOPs
            per parameter per token plus attention, the decoder's cross-attention keys and values per
-           source token, against the H200's 989 TFLOP/s dense bf16 and
+           source token, against the device's datasheet dense bf16 rate (`datasheet_peak`: 989
+           TFLOP/s for an H100 or H200 SXM; the rate used and the device's name are in the JSON) and
            against the bf16 matmul rate measured here), peak GPU memory.
-   profile the RAG-Token step as the CLI runs it, under torch.profiler, without the split's
-           synchronisations: step time, the device's kernel time and busy share, kernel launches
-           per step, the operators that take the most device and host time.
    answer  `answer_questions` with the trained RAG-Token model (greedy and 4 beams, fp32), loaded
            and its index placed as `reproduce`'s evaluation does (`load_trained(device=)`,
            `place_search`).
@@ -55,10 +53,17 @@ The parts, each timed on its own:
            (`--scale-passages`) without building that corpus: random 768-d vectors, float32 on
            the GPU where they fit and float16 (what `place_search` picks beside a bart-large step),
            the float16 top-K checked against the float32 one. `--parts search_scale` runs it alone.
+7. profile the RAG-Token step as the CLI runs it, under torch.profiler, without the split's
+           synchronisations: step time, the device's kernel time and busy share, kernel launches
+           per step, the operators that take the most device and host time, and the main thread's
+           time outside every recorded operator. Last of all: torch's profiler can leave CUPTI
+           active and every later step slower (pytorch/pytorch#144455; `TEARDOWN_CUPTI=1` tears it
+           down, as scripts/gpu_session.sh sets).
 
 Measured results: docs/measurements/ (the JSON of each call) and the README's performance section.
 Every part runs under a deadline (`--budget` seconds); a part that would start after it is
-reported as skipped, and a part that fails prints its error and the rest still run (the exit
+reported as skipped, and so is an `mfu` mode that would start after it or, compiled, not finish
+before it (a row saying so); a part that fails prints its error and the rest still run (the exit
 status is then 1). `--parts answer` brings `train_token` in: it answers with that part's model.
 """
 
@@ -92,22 +97,25 @@ from lewisrag.rag_model import RagModel  # noqa: E402
 from lewisrag.rag_model.checkpoints import from_hf  # noqa: E402
 from lewisrag.training.rag import RagTrainConfig, adamw, check_compiler, compile_models, train_rag  # noqa: E402
 
-H200_BF16_DENSE = 989e12  # FLOP/s, the datasheet's dense bf16 rate (H100 SXM's)
+DATASHEET_BF16_DENSE = (  # FLOP/s of dense bf16 by NVIDIA's datasheets, matched in order in torch.cuda.get_device_name
+    ("H100 PCIe", 756e12), ("H100 NVL", 835e12), ("H200 NVL", 836e12), ("H100", 989e12), ("H200", 989e12))  # then SXM
+ASSUMED_PEAK = 989e12  # FLOP/s, H100 and H200 SXM's: MFU's denominator on a device the table does not name
 K, BEAMS = 5, 4
 
-PARTS = ("matmul", "train_token", "answer", "same_weights", "profile", "compiled", "closed_book", "mfu", "train_token_faiss",
-         "train_sequence", "search", "search_scale")
+PARTS = ("matmul", "train_token", "answer", "same_weights", "compiled", "mfu", "closed_book", "train_token_faiss",
+         "train_sequence", "search", "search_scale", "profile")  # the order they run in
 CORPUS_PARTS = {"train_token", "profile", "answer", "same_weights", "closed_book", "compiled", "mfu", "train_token_faiss",
                 "train_sequence", "search"}  # need `corpus`
 PRESETS = {  # the shapes of each part; "paper" is the default on a GPU
     "paper": dict(dpr=dict(hidden=768, layers=12, heads=12, vocab_size=30522, init_std=0.02, dropout=0.1),
                   bart=dict(d_model=1024, layers=12, heads=16, vocab_size=8000, model_vocab=50265, dropout=0.1),
                   passages=1_000_000, scale_passages=21_015_324, encode=65_536, questions=4096, batch=16, steps_token=150, steps_faiss=30, steps_sequence=60,
-                  context=300, target=24, closed_batch=128, steps_closed=30),
+                  context=300, target=24, closed_batch=128, steps_closed=30,
+                  mfu_compile_s=170),  # a compiled mfu mode: the H200's compile took 153 s at 16 questions, then its steps
     "check": dict(dpr=dict(hidden=32, layers=2, heads=2, vocab_size=600, init_std=0.02),
                   bart=dict(d_model=32, layers=2, heads=2, vocab_size=600, model_vocab=700),
                   passages=3000, scale_passages=20_000, encode=512, questions=64, batch=4, steps_token=6, steps_faiss=4, steps_sequence=4,
-                  context=64, target=8, closed_batch=8, steps_closed=4),
+                  context=64, target=8, closed_batch=8, steps_closed=4, mfu_compile_s=60),
 }
 
 
@@ -140,6 +148,19 @@ def peak_gb(fn) -> float:
     fn()
     sync()
     return torch.cuda.max_memory_allocated() / 2**30
+
+
+def datasheet_peak(name: str) -> tuple[float, bool]:
+    """(dense bf16 FLOP/s, assumed) of the device that torch.cuda.get_device_name calls `name`: its
+    datasheet's rate, else `ASSUMED_PEAK` with assumed True (an unknown device, or the CPU).
+
+    >>> datasheet_peak("NVIDIA H100 PCIe"), datasheet_peak("NVIDIA H200"), datasheet_peak("NVIDIA A100-SXM4-80GB")
+    ((756000000000000.0, False), (989000000000000.0, False), (989000000000000.0, True))
+    """
+    for key, flops in DATASHEET_BF16_DENSE:
+        if key in name:
+            return flops, False
+    return ASSUMED_PEAK, True
 
 
 def matmul_rate(device: str) -> float:
@@ -314,9 +335,10 @@ def train_config(variant: str, steps: int, c: dict, p: dict, device: str, search
 
 
 def train_pipeline(variant: str, steps: int, c: dict, p: dict, tmp: Path, device: str, log, keep: bool = False,
-                   search: str = "auto") -> dict:
+                   search: str = "auto", peak_flops: float = ASSUMED_PEAK) -> dict:
     """`train_rag` for `steps` steps, timed step by step; `keep` leaves the run folder for `answer`;
-    `search` is `train rag --search-device` ("auto": the GPU for this Flat index, "cpu": FAISS)."""
+    `search` is `train rag --search-device` ("auto": the GPU for this Flat index, "cpu": FAISS);
+    `peak_flops`: the datasheet rate MFU is counted against."""
     cfg = train_config(variant, steps, c, p, device, search)
     run = tmp / f"run-{variant}-{search}"
     stamps: list[float] = []
@@ -355,7 +377,7 @@ def train_pipeline(variant: str, steps: int, c: dict, p: dict, tmp: Path, device
             "wall_s": wall, "median_step_s": step_s, "mean_step_split_s": split,
             "mean_step_s": mean_s, "questions_per_s": p["batch"] / step_s,
             "generator_tokens_per_s": rows * (src + tgt) / step_s, "context_len": src, "target_len": tgt,
-            "flops_per_step": flops, "mfu_datasheet": flops / mean_s / H200_BF16_DENSE, "peak_gb": peak,
+            "flops_per_step": flops, "mfu_datasheet": flops / mean_s / peak_flops, "peak_gb": peak,
             "params": {"bart_encoder": n_enc, "bart_decoder": n_dec, "bart_decoder_cross_kv": n_cross_kv,
                        "question_encoder": q_params},
             "loss_first": losses[0], "loss_last": losses[-1]}
@@ -369,7 +391,10 @@ def profile_steps(c: dict, p: dict, tmp: Path, device: str, log, active: int = 5
     it, under torch.profiler for `active` steps after 3 skipped and 2 warm-up ones. Reported: the step
     time so measured (one synchronisation per step, at its end), the device's kernel time per step and
     its share of the step (well below 1: the device waits on the host - kernel launches, the host side
-    of retrieval), kernel launches per step, and the operators taking the most device and host time.
+    of retrieval), kernel launches per step, the operators taking the most device and host time, and
+    apart from them the main thread's time outside every recorded operator (the profiler's
+    `ProfilerStep*` row's self time: Python, and waits such as the one for autograd's backward
+    thread; 181 ms of the H200's 274 ms step, which the host table once listed as an operator's).
     """
     from torch.profiler import ProfilerActivity, profile, schedule
 
@@ -402,17 +427,20 @@ def profile_steps(c: dict, p: dict, tmp: Path, device: str, log, active: int = 5
     launches = sum(e.count for e in events if e.key in ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC"))
 
     def top(key, n: int = 20) -> list[tuple]:
-        rows = sorted((e for e in events if key is not device_us or not e.key.startswith("ProfilerStep")),
-                      key=key, reverse=True)[:n]  # on the device, the step's range is not an operator
+        rows = sorted((e for e in events if not e.key.startswith("ProfilerStep")),
+                      key=key, reverse=True)[:n]  # the step's own range is not an operator, on the device or the host
         return [(e.key[:80], round(key(e) / 1e3 / active, 3), round(e.count / active, 1)) for e in rows]
 
+    outside_us = sum(float(e.self_cpu_time_total) for e in events if e.key.startswith("ProfilerStep"))
     out = {"active_steps": active, "step_s": wall / active, "device_kernel_s_per_step": kernel_s / active,
            "device_busy_share": kernel_s / wall if device == "cuda" else None, "kernel_launches_per_step": launches / active,
            "top_device_ms_per_step": top(device_us) if device == "cuda" else [],
-           "top_host_ms_per_step": top(lambda e: float(e.self_cpu_time_total))}
+           "top_host_ms_per_step": top(lambda e: float(e.self_cpu_time_total)),
+           "host_outside_operators_ms_per_step": round(outside_us / 1e3 / active, 3)}
     busy = "n/a" if out["device_busy_share"] is None else f"{100 * out['device_busy_share']:.0f}%"
     log(f"profile: {out['step_s']:.3f} s/step uninstrumented, device busy {busy}, "
-        f"{out['kernel_launches_per_step']:.0f} kernel launches/step")
+        f"{out['kernel_launches_per_step']:.0f} kernel launches/step, "
+        f"{out['host_outside_operators_ms_per_step']:.0f} ms/step of host time outside operators")
     return out
 
 
@@ -602,12 +630,13 @@ def same_weights_flops(c: dict, p: dict) -> float:
 
 
 def mfu_steps(c: dict, p: dict, device: str, reps: int, rate: float | None, log, keep,
-              modes: tuple[str, ...] = ("eager", "compiled"), scales: tuple[int, ...] = (1, 2)) -> list[dict]:
+              modes: tuple[str, ...] = ("eager", "compiled"), scales: tuple[int, ...] = (1, 2),
+              peak_flops: float = ASSUMED_PEAK, deadline: float | None = None) -> list[dict]:
     """lewisrag's same-weights RAG-Token step alone, eager and compiled (`train rag --compile`), at
     `scales` times the preset's batch (its batch and twice it unless told): the share of the GPU's
-    bf16 rate each reaches (MFU against the datasheet and against the matmul measured here). Where the
-    MFU target can be met, if anywhere. A mode "eager:BACKEND" runs the eager step with attention
-    through one `torch.nn.attention.SDPBackend` (flash, efficient, cudnn, math): the H200's profile
+    bf16 rate each reaches (MFU against the datasheet's `peak_flops` and against the matmul measured
+    here). Where the MFU target can be met, if anywhere. A mode "eager:BACKEND" runs the eager step
+    with attention through one `torch.nn.attention.SDPBackend` (flash, efficient, cudnn, math): the H200's profile
     showed cuDNN attention's host side at 0.55 ms a call. A backend that cannot take BART's padding
     mask is reported as that row's error. "compiled:cudagraphs" compiles with mode="reduce-overhead":
     CUDA graphs replay the step's kernels without launching each from the host, which at this fixed
@@ -615,7 +644,15 @@ def mfu_steps(c: dict, p: dict, device: str, reps: int, rate: float | None, log,
     0.13 s a step that does not grow with the batch, against 55% MFU for the work that does, counted
     with the cross-attention's keys and values over the source: 49% before that count was corrected).
     "bf16weights[:BACKEND]" is the eager step with `hf_step`'s `bf16_weights`: no autocast casts.
-    `keep(rows)` is called after every row, so that a call cut short keeps the rows it measured."""
+    `keep(rows)` is called after every row, so that a call cut short keeps the rows it measured.
+
+    A mode that runs out of memory is that row's error, and the next mode still runs (the compiled
+    ones need less memory than eager); the larger batches are left out (a row each) only when no mode
+    at a batch was measured and one ran out of memory. Each mode's step, model copy and compiled code
+    are freed before the next mode is built. `deadline` (time.perf_counter's clock: `--budget`'s end)
+    skips, with a row saying so, a mode that would start after it and a compiled mode that would not
+    finish before it (compiling takes minutes: the preset's `mfu_compile_s`, or the longest compiled
+    mode this call has measured if that is longer)."""
     modes, rows = list(modes), []
     try:
         if any(m.startswith("compiled") for m in modes):
@@ -623,14 +660,25 @@ def mfu_steps(c: dict, p: dict, device: str, reps: int, rate: float | None, log,
     except Exception as e:  # no C compiler: the other rows, and the reason
         rows = [{"mode": m, "error": str(e)} for m in modes if m.startswith("compiled")]
         modes = [m for m in modes if not m.startswith("compiled")]
-    for scale in scales:
+    compile_s = float(p.get("mfu_compile_s", 0.0))
+    for i, scale in enumerate(scales):
         q = dict(p, batch=scale * p["batch"])
         flops = same_weights_flops(c, q)
         batch, q_ids, docs = same_weights_batch(c, q, device)
-        _, ours = same_weights_pair("token", c, device)
-        out_of_memory = False
+        ours, measured, out_of_memory = None, 0, False
         for mode in modes:
-            f = None
+            compiled = mode.startswith("compiled")
+            left = math.inf if deadline is None else deadline - time.perf_counter()
+            if left < (compile_s if compiled else 0.0):
+                why = (f"skipped for time: {max(0.0, left):.0f} s left before --budget's end, compiling and timing "
+                       f"takes about {compile_s:.0f} s") if compiled and left > 0 else "skipped for time: past --budget's end"
+                rows.append({"batch": q["batch"], "mode": mode, "error": why})
+                keep(rows)
+                log(f"mfu: B={q['batch']} {mode}: {why}")
+                continue
+            if ours is None:
+                ours = same_weights_pair("token", c, device)[1]
+            f, failed, t0 = None, None, time.perf_counter()
             try:
                 kind, _, extra = mode.partition(":")
                 if kind == "compiled":
@@ -639,27 +687,34 @@ def mfu_steps(c: dict, p: dict, device: str, reps: int, rate: float | None, log,
                     f = with_attention(hf_step(ours, batch, q_ids, docs, bf16_weights=kind == "bf16weights"), extra)
                 s, peak = timed(f, reps), peak_gb(f)
             except Exception as e:  # one mode's failure keeps the rows measured and the next mode's chance
-                out_of_memory = isinstance(e, torch.cuda.OutOfMemoryError)
-                rows.append({"batch": q["batch"], "mode": mode, "error": "out of memory" if out_of_memory else
-                             f"{type(e).__name__}: {e}"})
-                keep(rows)
-                if out_of_memory:
-                    break
-                continue
-            finally:
+                out_of_memory |= isinstance(e, torch.cuda.OutOfMemoryError)
+                failed = "out of memory" if isinstance(e, torch.cuda.OutOfMemoryError) else f"{type(e).__name__}: {e}"
+            finally:  # the step's model copy (compiled, a reference cycle) and a failure's frames go before the next mode
                 f = None
-                if mode.startswith("compiled"):  # CUDA graphs keep their memory pool until their trees are reset:
+                if compiled:  # CUDA graphs keep their memory pool until their trees are reset:
                     torch._dynamo.reset()  # the next mode at 64 questions needs that memory
-                if device == "cuda":
-                    torch.cuda.empty_cache()
+                free_memory(device)
+            if compiled:
+                compile_s = max(compile_s, time.perf_counter() - t0)
+            if failed:
+                rows.append({"batch": q["batch"], "mode": mode, "error": failed})
+                keep(rows)
+                log(f"mfu: B={q['batch']} {mode}: {failed}")
+                continue
+            measured += 1
             here = flops / s / rate if rate and not math.isnan(rate) else float("nan")
             rows.append({"batch": q["batch"], "context": q["context"], "target": q["target"], "mode": mode, "step_s": s,
-                         "flops_per_step": flops, "mfu_datasheet": flops / s / H200_BF16_DENSE, "mfu_matmul": here,
+                         "flops_per_step": flops, "mfu_datasheet": flops / s / peak_flops, "mfu_matmul": here,
                          "peak_gb": peak})
             keep(rows)
-            log(f"mfu: B={q['batch']} {mode}: {s:.3f} s/step, MFU {100 * flops / s / H200_BF16_DENSE:.1f}% of 989 TFLOP/s")
+            log(f"mfu: B={q['batch']} {mode}: {s:.3f} s/step, MFU {100 * flops / s / peak_flops:.1f}% of "
+                f"{peak_flops / 1e12:.0f} TFLOP/s")
         del ours
-        if out_of_memory:  # a larger batch would not fit either
+        free_memory(device)
+        if out_of_memory and not measured:  # a larger batch would not fit either
+            rows += [{"batch": larger * p["batch"], "mode": mode, "error": f"not run: no mode fit at {q['batch']} questions"}
+                     for larger in scales[i + 1:] for mode in modes]
+            keep(rows)
             break
     return rows
 
@@ -848,7 +903,8 @@ def main() -> None:
                     "(attention through flash, efficient, cudnn or math), compiled:cudagraphs (mode reduce-overhead), "
                     "bf16weights[:BACKEND] (eager, bf16 weights with float32 master copies, no autocast)")
     ap.add_argument("--mfu-scales", type=_scales, default="1,2", help="mfu's batches, as multiples of the preset's (ascending)")
-    ap.add_argument("--budget", type=float, default=1e9, help="seconds: parts that would start later are skipped")
+    ap.add_argument("--budget", type=float, default=1e9, help="seconds: parts that would start later are skipped, and mfu's "
+                    "modes that would start later or, compiled, not finish in time")
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args()
     if bad := unknown_mfu_mode(args.mfu_modes.split(",")):
@@ -867,8 +923,9 @@ def main() -> None:
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 decoding must stay comparable id for id
     start = time.perf_counter()
     where = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
+    peak_flops, assumed = datasheet_peak(where)  # MFU's denominator: this device's datasheet dense bf16 rate
     results = {"device": where, "torch": torch.__version__, "preset": args.preset, "settings": {k: v for k, v in p.items()},
-               "parts": {}, "skipped": [], "errors": {}}
+               "datasheet_peak_flops": peak_flops, "datasheet_peak_assumed": assumed, "parts": {}, "skipped": [], "errors": {}}
 
     def log(msg: str) -> None:
         print(f"[{time.perf_counter() - start:6.0f} s] {msg}", flush=True)
@@ -902,24 +959,26 @@ def main() -> None:
         token = None
         if corpus is not None:
             token = part("train_token", lambda: train_pipeline("token", p["steps_token"], corpus, p, tmp, args.device, log,
-                                                               keep=True))
+                                                               keep=True, peak_flops=peak_flops))
             if token is not None:
                 part("answer", lambda: answer(Path(token["run"]), corpus, p, args.device, log))
             elif "answer" in args.parts and "train_token" not in results["skipped"]:
                 results["errors"]["answer"] = "not run: it answers with train_token's trained model, and train_token failed"
-            part("same_weights", lambda: same_weights(corpus, p, tmp, args.device, args.reps, log))
-            part("profile", lambda: profile_steps(corpus, p, tmp, args.device, log))
+            part("same_weights", lambda: same_weights(corpus, p, tmp, args.device, args.reps, log))  # before compiling
             part("compiled", lambda: compiled_step(corpus, p, args.device, args.reps, log))
             part("mfu", lambda: mfu_steps(corpus, p, args.device, args.reps, rate, log,
                                           keep=lambda rows: (results["parts"].__setitem__("mfu", rows), save()),
-                                          modes=tuple(args.mfu_modes.split(",")),
-                                          scales=args.mfu_scales))
-            part("closed_book", lambda: closed_book(corpus, p, tmp, args.device, log))  # after mfu: a short call's last
+                                          modes=tuple(args.mfu_modes.split(",")), scales=args.mfu_scales,
+                                          peak_flops=peak_flops, deadline=start + args.budget))
+            part("closed_book", lambda: closed_book(corpus, p, tmp, args.device, log))
             part("train_token_faiss", lambda: train_pipeline("token", p["steps_faiss"], corpus, p, tmp, args.device, log,
-                                                             search="cpu"))
-            part("train_sequence", lambda: train_pipeline("sequence", p["steps_sequence"], corpus, p, tmp, args.device, log))
+                                                             search="cpu", peak_flops=peak_flops))
+            part("train_sequence", lambda: train_pipeline("sequence", p["steps_sequence"], corpus, p, tmp, args.device, log,
+                                                          peak_flops=peak_flops))
             part("search", lambda: search_rows(corpus, p, args.device, args.reps))
-    part("search_scale", lambda: search_scale(p, args.device, args.reps, token and token["median_step_s"], log))
+        part("search_scale", lambda: search_scale(p, args.device, args.reps, token and token["median_step_s"], log))
+        if corpus is not None:  # last: the profiler can leave CUPTI active, and every later step slower (pytorch#144455)
+            part("profile", lambda: profile_steps(corpus, p, tmp, args.device, log))
     results["jax_imported"] = "jax" in sys.modules
     report(results, rate)
     save()
@@ -948,7 +1007,9 @@ def parse_parts(text: str, error, note) -> set[str]:
 
 def report(results: dict, rate: float | None) -> None:
     parts = results["parts"]
-    print(f"\nGPU bench: {results['device']}, torch {results['torch']}, preset {results['preset']}, K={K}")
+    peak = f"{results['datasheet_peak_flops'] / 1e12:.0f} TFLOP/s" + (" (assumed)" if results["datasheet_peak_assumed"] else "")
+    print(f"\nGPU bench: {results['device']}, torch {results['torch']}, preset {results['preset']}, K={K}; "
+          f"MFU against the datasheet's {peak} dense bf16")
     if rate:
         print(f"bf16 8192^3 matmul here: {rate / 1e12:.0f} TFLOP/s")
     for row in (parts.get("corpus") or {}).get("rows", []) + (parts.get("answer") or []):
@@ -961,7 +1022,7 @@ def report(results: dict, rate: float | None) -> None:
             print(f"train    RAG-{r['variant']:8s} search {r['search']:5s} B={r['batch']} K={K}: {r['median_step_s']:.3f} s/step (median; mean {split}), "
                   f"{r['questions_per_s']:.1f} questions/s, {r['generator_tokens_per_s']:,.0f} generator tokens/s "
                   f"(context {r['context_len']:.0f} + target {r['target_len']:.0f}), MFU {100 * r['mfu_datasheet']:.1f}% "
-                  f"of 989 TFLOP/s ({100 * mfu_here:.1f}% of the measured matmul), peak {r['peak_gb']:.1f} GB, "
+                  f"of {peak} ({100 * mfu_here:.1f}% of the measured matmul), peak {r['peak_gb']:.1f} GB, "
                   f"loss {r['loss_first']:.2f} -> {r['loss_last']:.2f}")
     prof = parts.get("profile")
     if prof:
@@ -971,6 +1032,8 @@ def report(results: dict, rate: float | None) -> None:
         for title, key in (("device", "top_device_ms_per_step"), ("host", "top_host_ms_per_step")):
             for name, ms, calls in prof[key][:10]:
                 print(f"         {title:6s} {ms:9.2f} ms/step {calls:8.1f} calls  {name}")
+        print(f"         host time outside operators {prof['host_outside_operators_ms_per_step']:9.2f} ms/step "
+              "(the main thread's outside every recorded operator: Python, waits such as autograd's backward thread)")
     cb = parts.get("closed_book")
     if cb:
         print(f"closed   book bf16 step at batch {cb['batch']}: {cb['median_step_s']:.3f} s ({cb['questions_per_s_train']:.0f} "
@@ -980,7 +1043,7 @@ def report(results: dict, rate: float | None) -> None:
             print(f"mfu      {('B=' + str(r['batch']) + ' ') if 'batch' in r else ''}{r['mode']}: {r['error']}")
         else:
             print(f"mfu      lewisrag RAG-Token bf16 step B={r['batch']} K={K} L={r['context']} {r['mode']:8s}: {r['step_s']:.3f} s, "
-                  f"MFU {100 * r['mfu_datasheet']:.1f}% of 989 TFLOP/s ({100 * r['mfu_matmul']:.1f}% of the measured matmul), "
+                  f"MFU {100 * r['mfu_datasheet']:.1f}% of {peak} ({100 * r['mfu_matmul']:.1f}% of the measured matmul), "
                   f"peak {r['peak_gb']:.1f} GB")
     rows = (parts.get("same_weights") or []) + (parts.get("compiled") or []) + (parts.get("search") or []) + (parts.get("search_scale") or [])
     if rows:

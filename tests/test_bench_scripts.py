@@ -78,7 +78,8 @@ def test_bench_gpu_check_preset_compiles_the_step(tmp_path):
 
 
 DRY_RUN = "--preset check --device cpu --reps 1 --encode 512 --passages 3000 --steps-token 6 --budget 1e9"
-MFU_MODES = ["eager", "eager:flash", "bf16weights", "compiled", "compiled:cudagraphs"]  # gpu_session.sh's
+MFU_MODES = ["eager", "eager:flash", "bf16weights"]  # gpu_session.sh's in train.json
+MFU_COMPILED = ["compiled", "compiled:cudagraphs"]  # and in same_weights.json, after the same-weights comparison
 
 
 def test_gpu_session_script_dry_run(tmp_path):
@@ -86,18 +87,18 @@ def test_gpu_session_script_dry_run(tmp_path):
     part's compiled modes (90 of the run's 220 s on one core) are left to the slow test below: compiling
     the step is covered by test_compile_gives_the_same_steps (and bench_gpu's compiled parts by the slow
     test_bench_gpu_check_preset_compiles_the_step)."""
-    _gpu_session_dry_run(tmp_path, "--mfu-modes eager,eager:flash,bf16weights", MFU_MODES[:3])
+    _gpu_session_dry_run(tmp_path, [])
 
 
 @pytest.mark.slow
 def test_gpu_session_script_dry_run_as_the_gpu_runs_it(tmp_path):
     """The same with every mfu mode of the GPU session, the compiled ones included."""
-    _gpu_session_dry_run(tmp_path, "", MFU_MODES)
+    _gpu_session_dry_run(tmp_path, MFU_COMPILED)
 
 
-def _gpu_session_dry_run(tmp_path, extra: str, mfu_modes: list[str]):
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "OUT": str(tmp_path), "PYTHON": sys.executable,
-           "BENCH_ARGS": f"{DRY_RUN} {extra}".strip(), "SMOKE_ARGS": "--device cpu"}
+def _gpu_session_dry_run(tmp_path, compiled: list[str]):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OUT": str(tmp_path), "PYTHON": sys.executable, "BENCH_ARGS": DRY_RUN,
+           "SMOKE_ARGS": "--device cpu", "SESSION_S": "100000", "MFU_COMPILED": ",".join(compiled)}
     r = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_session.sh")], capture_output=True, text=True, env=env,
                        timeout=900, cwd=ROOT)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
@@ -114,19 +115,26 @@ def _gpu_session_dry_run(tmp_path, extra: str, mfu_modes: list[str]):
     cut = smoke["cut"]  # index cut over the hub's shard layout, on the device and the CPU (here both the CPU)
     assert cut["exit_code"] == 0 and cut["same_passages"] and cut["cpu"]["cut"]["passages"] == 40, cut
     train = json.loads((tmp_path / "train.json").read_text())
-    assert train["errors"] == {} and train["skipped"] == []  # the mfu part reports a missing compiler in its rows
-    assert set(train["parts"]) == {"matmul", "corpus", "train_token", "profile", "closed_book", "mfu"}
+    assert train["errors"] == {} and train["skipped"] == []
+    # the profile last: the profiler can leave CUPTI active and later steps slower
+    assert list(train["parts"]) == ["matmul", "corpus", "train_token", "mfu", "closed_book", "profile"]
     assert train["parts"]["train_token"]["steps"] == 6
-    mfu = train["parts"]["mfu"]  # lewisrag's step alone at four times the batch: eager, compiled, CUDA graphs, flash, bf16 weights
-    assert sorted(r["mode"] for r in mfu) == sorted(mfu_modes)
+    mfu = train["parts"]["mfu"]  # lewisrag's step alone at four times the batch: eager, flash, bf16 weights
+    assert [r["mode"] for r in mfu] == MFU_MODES
     timed_rows = {r["mode"]: r for r in mfu if "error" not in r}  # a backend the CPU lacks: its row holds the error
-    compiled = set() if COMPILED_ERRORS else {m for m in mfu_modes if m.startswith("compiled")}  # CUDA graphs: none on the CPU
-    assert {"eager", "bf16weights"} | compiled <= set(timed_rows)
+    assert {"eager", "bf16weights"} <= set(timed_rows)
     assert all(r["batch"] == 16 and r["step_s"] > 0 and r["flops_per_step"] > 0 for r in timed_rows.values())
     prof = train["parts"]["profile"]  # on the CPU: host operators only, no device share
     assert prof["step_s"] > 0 and prof["device_busy_share"] is None and prof["top_host_ms_per_step"]
-    same = json.loads((tmp_path / "same_weights.json").read_text())  # last: the same-weights peaks, each contender alone
-    assert same["errors"] == {} and set(same["parts"]) == {"corpus", "same_weights"} and len(same["parts"]["same_weights"]) == 4
+    assert prof["host_outside_operators_ms_per_step"] > 0
+    assert not any(name.startswith("ProfilerStep") for name, _, _ in prof["top_host_ms_per_step"])
+    # then the same-weights peaks, each contender alone, and after them the compiled mfu modes, as time allows
+    same = json.loads((tmp_path / "same_weights.json").read_text())
+    assert same["errors"] == {} and same["skipped"] == [] and len(same["parts"]["same_weights"]) == 4
+    assert list(same["parts"]) == (["matmul", "corpus", "same_weights", "mfu"] if compiled else ["corpus", "same_weights"])
+    if compiled:  # the compiled rows (a missing compiler: their error); CUDA graphs: none on the CPU, compiled all the same
+        assert [r["mode"] for r in same["parts"]["mfu"]] == compiled
+        assert all(r["batch"] == 16 and ("error" in r) == bool(COMPILED_ERRORS) for r in same["parts"]["mfu"])
 
 
 def test_bench_cpu_linear_times_both_kinds_on_the_same_numbers():
@@ -318,14 +326,17 @@ def test_bench_gpu_exits_1_when_a_part_fails_and_2_on_bad_flags(tmp_path, monkey
 
 def _fake_python(tmp_path: Path) -> Path:
     """A $PYTHON for gpu_session.sh: gpu_smoke.py and bench_gpu.py exit with $SMOKE_RC and $BENCH_RC
-    after noting their call in $CALLS; the CUDA check answers $CUDA_RC (1: no device); the machine's
-    description is a line."""
+    after noting their call (and the profiler's and allocator's settings) in $CALLS, the smoke run after
+    $SMOKE_SLEEP seconds; the CUDA check answers $CUDA_RC (1: no device), the import check $IMPORT_RC
+    (1: no faiss); the machine's description is a line."""
     fake = tmp_path / "python"
     fake.write_text("""#!/usr/bin/env bash
 case "${1:-} ${2:-}" in
-  scripts/gpu_smoke.py*) echo "smoke $*" >> "$CALLS"; exit "${SMOKE_RC:-0}" ;;
-  scripts/bench_gpu.py*) echo "bench $*" >> "$CALLS"; exit "${BENCH_RC:-0}" ;;
+  scripts/gpu_smoke.py*) echo "smoke $*" >> "$CALLS"; sleep "${SMOKE_SLEEP:-0}"; exit "${SMOKE_RC:-0}" ;;
+  scripts/bench_gpu.py*) echo "bench $* TEARDOWN_CUPTI=${TEARDOWN_CUPTI:-} ALLOC=${PYTORCH_CUDA_ALLOC_CONF:-}" >> "$CALLS"
+                         exit "${BENCH_RC:-0}" ;;
   *cuda.is_available*) exit "${CUDA_RC:-1}" ;;
+  *lewisrag.cli*) [ "${IMPORT_RC:-0}" = 0 ] || echo "ModuleNotFoundError: No module named 'faiss'" >&2; exit "${IMPORT_RC:-0}" ;;
   *) echo "versions of a fake interpreter" ;;
 esac
 """)
@@ -355,6 +366,243 @@ def test_gpu_session_fails_without_a_gpu_or_when_a_part_fails(tmp_path):
         r = session("run", **rcs)
         assert r.returncode == want, (rcs, r.stdout + r.stderr)
     assert calls.read_text().count("bench scripts/bench_gpu.py") == 6 and calls.read_text().count("smoke ") == 3
+
+
+def _fake_nvidia_smi(tmp_path: Path, mib: int) -> str:
+    """A PATH whose nvidia-smi says the GPU has `mib` MiB."""
+    folder = tmp_path / f"smi-{mib}"
+    folder.mkdir()
+    smi = folder / "nvidia-smi"
+    smi.write_text(f"""#!/usr/bin/env bash
+case "$*" in
+  *noheader*) echo {mib} ;;
+  *) echo "name, memory.total [MiB]"; echo "NVIDIA H100 80GB HBM3, {mib} MiB" ;;
+esac
+""")
+    smi.chmod(0o755)
+    return f"{folder}{os.pathsep}{os.environ['PATH']}"
+
+
+def test_gpu_session_orders_bounds_and_sizes_its_steps(tmp_path):
+    """gpu_session.sh: the same-weights comparison before the compiled mfu modes (in its own step), the
+    profile last in the train step, CUPTI torn down and the allocator's segments expandable for both
+    bench steps; the mfu batch halved on a GPU under 100 GiB (an H100: 64 questions took an estimated
+    75 GiB); a step that hangs stopped by its timeout, the steps after it not run for want of time
+    (exit 1); a Python that cannot import faiss refused before the smoke run (exit 2)."""
+    calls = tmp_path / "calls.txt"
+    base = {**os.environ, "PYTHON": str(_fake_python(tmp_path)), "CALLS": str(calls), "CUDA_RC": "0"}
+    for key in ("BENCH_ARGS", "SMOKE_ARGS", "SESSION_S", "MFU_COMPILED", "TEARDOWN_CUPTI", "PYTORCH_CUDA_ALLOC_CONF"):
+        base.pop(key, None)
+
+    def session(name, **extra):
+        calls.unlink(missing_ok=True)
+        r = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_session.sh")], capture_output=True, text=True,
+                           env={**base, "OUT": str(tmp_path / name), **extra}, timeout=120, cwd=ROOT)
+        return r, calls.read_text().splitlines() if calls.exists() else []
+
+    for mib, scales in ((81559, "2"), (143771, "4")):  # an H100 80GB, an H200
+        r, lines = session(f"gpu-{mib}", PATH=_fake_nvidia_smi(tmp_path, mib))
+        assert r.returncode == 0, r.stdout + r.stderr
+        smoke, train, same = lines
+        assert smoke.startswith("smoke ") and train.startswith("bench ") and same.startswith("bench ")
+        assert "--parts matmul,train_token,closed_book,mfu,profile " in train and "compiled" not in train
+        assert "--mfu-modes eager,eager:flash,bf16weights " in train
+        assert "--parts matmul,same_weights,mfu --mfu-modes compiled,compiled:cudagraphs " in same
+        assert all(f"--mfu-scales {scales} " in line for line in (train, same))
+        assert all(line.endswith("TEARDOWN_CUPTI=1 ALLOC=expandable_segments:True") for line in (train, same))
+    r, lines = session("no compiled modes", MFU_COMPILED="")
+    assert r.returncode == 0 and "--parts same_weights --json" in lines[-1] and "mfu" not in lines[-1], lines
+    r, lines = session("hung smoke", SMOKE_SLEEP="60", SESSION_S="12")
+    assert r.returncode == 1 and len(lines) == 1 and lines[0].startswith("smoke "), (lines, r.stdout + r.stderr)
+    assert "smoke: stopped after its" in (tmp_path / "hung smoke" / "smoke.log").read_text()
+    assert "not run" in (tmp_path / "hung smoke" / "train.log").read_text(), r.stdout
+    assert "not run" in (tmp_path / "hung smoke" / "same_weights.log").read_text(), r.stdout
+    r, lines = session("no faiss", IMPORT_RC="1")
+    assert r.returncode == 2 and lines == [] and "No module named 'faiss'" in r.stderr and ".whl" in r.stderr, r.stderr
+
+
+def _fake_mfu(monkeypatch, step_for):
+    """bench_gpu with mfu_steps' model, batch and FLOP count faked: `step_for(kind, compiled)` gives each
+    mode's step; a C compiler taken as present. Returns the module and the calls of same_weights_pair."""
+    gpu = _script("bench_gpu")
+    pairs = []
+
+    def fake_step(model, batch, q_ids, docs, compiled=False, compile_mode=None, bf16_weights=False):
+        return step_for(("compiled:cudagraphs" if compile_mode else "compiled") if compiled else
+                        "bf16weights" if bf16_weights else "eager", model)
+
+    def fake_pair(variant, c, device):
+        pairs.append(variant)
+        return None, object()
+
+    monkeypatch.setattr(gpu, "check_compiler", lambda: None)
+    monkeypatch.setattr(gpu, "hf_step", fake_step)
+    monkeypatch.setattr(gpu, "same_weights_pair", fake_pair)
+    monkeypatch.setattr(gpu, "same_weights_flops", lambda c, p: 1e12)
+    monkeypatch.setattr(gpu, "same_weights_batch", lambda c, p, device: ([None] * 4, None, None))
+    return gpu, pairs
+
+
+MFU_ALL = ("eager", "eager:flash", "bf16weights", "compiled", "compiled:cudagraphs")
+MFU_P = {"batch": 16, "context": 4, "target": 3, "mfu_compile_s": 100}
+
+
+def test_bench_gpu_mfu_goes_on_to_the_next_mode_after_running_out_of_memory(monkeypatch):
+    """An eager step that runs out of GPU memory at 64 questions (about 75 GiB: past an H100's) is its
+    row's error, and the modes that need less (compiled, CUDA graphs) still run at that batch and the
+    next; the larger batches are left out only when no mode fit (before: one row, eager's error)."""
+    import torch
+
+    def step_for(kind, model):
+        def step():
+            if not kind.startswith("compiled") or fit_none:
+                raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return step
+
+    fit_none = False
+    gpu, pairs = _fake_mfu(monkeypatch, step_for)
+    rows = gpu.mfu_steps({}, MFU_P, "cpu", 1, None, lambda msg: None, keep=lambda rows: None, modes=MFU_ALL, scales=(4, 8))
+    assert [(r["batch"], r["mode"], r.get("error")) for r in rows] == [
+        (b, m, "out of memory" if not m.startswith("compiled") else None) for b in (64, 128) for m in MFU_ALL]
+    assert all(r["step_s"] >= 0 for r in rows if "error" not in r)
+    fit_none = True  # every mode out of memory at 64: 128 is not tried, and its rows say why
+    rows = gpu.mfu_steps({}, MFU_P, "cpu", 1, None, lambda msg: None, keep=lambda rows: None, modes=MFU_ALL, scales=(4, 8))
+    assert [(r["batch"], r["error"]) for r in rows] == [(64, "out of memory")] * 5 + [
+        (128, "not run: no mode fit at 64 questions")] * 5
+    assert pairs == ["token"] * 3
+
+
+def test_bench_gpu_mfu_frees_each_mode_before_the_next(monkeypatch):
+    """A compiled model copy is held in a reference cycle (nn.Module.compile), which setting the step to
+    None, torch._dynamo.reset() and emptying the allocator's cache leave alive: each mode's copy, and each
+    batch's model, is collected before the next is built (with the collector off, as between two of
+    its own runs)."""
+    import gc
+    import weakref
+
+    alive, seen = weakref.WeakSet(), []
+
+    class Cycle:
+        def __init__(self):
+            self.me = self
+            alive.add(self)
+
+    def step_for(kind, model):
+        seen.append((kind, len(alive)))
+        copy = Cycle()
+        return lambda: copy
+
+    gpu, _ = _fake_mfu(monkeypatch, step_for)
+    pair = gpu.same_weights_pair
+
+    def cyclic_pair(variant, c, device):
+        seen.append(("pair", len(alive)))
+        return pair(variant, c, device)[0], Cycle()
+
+    monkeypatch.setattr(gpu, "same_weights_pair", cyclic_pair)
+    gc.collect()
+    gc.disable()
+    try:
+        gpu.mfu_steps({}, MFU_P, "cpu", 1, None, lambda msg: None, keep=lambda rows: None,
+                      modes=("compiled", "eager", "compiled:cudagraphs"), scales=(1, 2))
+    finally:
+        gc.enable()
+    # the batch's model alive beside each step's copy; nothing of an earlier mode or batch
+    assert seen == [("pair", 0), ("compiled", 1), ("eager", 1), ("compiled:cudagraphs", 1)] * 2
+
+
+def test_bench_gpu_mfu_skips_a_compiled_mode_that_cannot_finish_in_time(monkeypatch):
+    """`--budget`'s end reaches into the mfu part: a compiled mode that would not finish before it
+    (the preset's `mfu_compile_s`) and any mode past it are rows saying they were skipped for time, not
+    started; a batch with every mode skipped builds no model."""
+    import time
+
+    built = []
+    gpu, pairs = _fake_mfu(monkeypatch, lambda kind, model: (built.append(kind), lambda: None)[1])
+    rows = gpu.mfu_steps({}, MFU_P, "cpu", 1, None, lambda msg: None, keep=lambda rows: None, modes=MFU_ALL,
+                         scales=(1,), deadline=time.perf_counter() + 50)
+    assert built == ["eager", "eager", "bf16weights"] and [r["mode"] for r in rows] == list(MFU_ALL)
+    assert all("error" not in r for r in rows[:3])
+    assert all(r["error"].startswith("skipped for time: ") and "about 100 s" in r["error"] for r in rows[3:]), rows
+    rows = gpu.mfu_steps({}, MFU_P, "cpu", 1, None, lambda msg: None, keep=lambda rows: None, modes=MFU_ALL,
+                         scales=(1,), deadline=time.perf_counter() - 1)
+    assert [r["error"] for r in rows] == ["skipped for time: past --budget's end"] * 5 and pairs == ["token"]
+
+
+def test_bench_gpu_profile_reports_the_host_time_outside_operators_apart(monkeypatch, tmp_path):
+    """The profiler's `ProfilerStep*` row is the main thread's time outside every recorded operator
+    (Python, waits: 181 of the H200's 274 ms a step), not an operator's: it is reported apart, not
+    first among the host operators."""
+    import time
+    from types import SimpleNamespace
+
+    import torch
+
+    gpu = _script("bench_gpu")
+
+    def fake_train_rag(cfg, run, on_progress):
+        x = torch.randn(64, 64)
+        for step in range(cfg.steps):
+            (x @ x).sum()
+            time.sleep(0.03)  # outside any operator
+            on_progress(step + 1, cfg.steps, {})
+
+    monkeypatch.setattr(gpu, "train_config", lambda variant, steps, c, p, device, search="auto": SimpleNamespace(steps=steps))
+    monkeypatch.setattr(gpu, "train_rag", fake_train_rag)
+    prof = gpu.profile_steps({}, {}, tmp_path, "cpu", lambda msg: None, active=3)
+    names = [name for name, _, _ in prof["top_host_ms_per_step"]]
+    assert names and not any(name.startswith("ProfilerStep") for name in names), names
+    assert "aten::mm" in names or "aten::matmul" in names
+    assert prof["host_outside_operators_ms_per_step"] >= 25, prof
+
+
+def test_bench_gpu_runs_the_profile_last_and_the_same_weights_before_compiling(tmp_path, monkeypatch):
+    """bench_gpu's parts in the order they run: the same-weights comparison before the compiled parts,
+    the profile after every other (CUPTI left active slows what follows it: the H200's transformers step
+    took 0.163 s before the profile, 0.198 s after); mfu gets --budget's end as its deadline and the
+    datasheet rate of the device, which the JSON names (on the CPU: 989 TFLOP/s, assumed)."""
+    import time
+
+    gpu = _script("bench_gpu")
+    ran, mfu_kw = [], {}
+
+    def fake(name, value=None):
+        return lambda *a, **kw: (ran.append(name), value)[1]
+
+    def fake_train(variant, steps, c, p, tmp, device, log, keep=False, search="auto", peak_flops=None):
+        ran.append(f"train_{variant}" + ("_faiss" if search == "cpu" else ""))
+        return {"run": str(tmp / "run"), "median_step_s": 0.1}
+
+    def fake_mfu(*a, **kw):
+        ran.append("mfu")
+        mfu_kw.update(kw, now=time.perf_counter())
+        return []
+
+    for name, value in (("matmul_rate", 1e12), ("build_corpus", {"rows": []}), ("answer", []), ("same_weights", []),
+                        ("compiled_step", []), ("closed_book", {}), ("search_rows", []), ("search_scale", []),
+                        ("profile_steps", {})):
+        monkeypatch.setattr(gpu, name, fake(name, value))
+    monkeypatch.setattr(gpu, "train_pipeline", fake_train)
+    monkeypatch.setattr(gpu, "mfu_steps", fake_mfu)
+    monkeypatch.setattr(gpu, "report", lambda results, rate: None)
+    out = tmp_path / "bench.json"
+    monkeypatch.setattr(sys, "argv", ["bench_gpu.py", "--preset", "check", "--device", "cpu", "--budget", "1000",
+                                      "--json", str(out)])
+    gpu.main()
+    assert ran == ["matmul_rate", "build_corpus", "train_token", "answer", "same_weights", "compiled_step", "mfu",
+                   "closed_book", "train_token_faiss", "train_sequence", "search_rows", "search_scale", "profile_steps"]
+    assert 990 < mfu_kw["deadline"] - mfu_kw["now"] <= 1000 and mfu_kw["peak_flops"] == 989e12
+    results = json.loads(out.read_text())
+    assert (results["device"], results["datasheet_peak_flops"], results["datasheet_peak_assumed"]) == ("cpu", 989e12, True)
+
+
+def test_bench_gpu_datasheet_peak_by_device_name():
+    """MFU's denominator by the name torch.cuda.get_device_name gives, not the H200's for every GPU."""
+    gpu = _script("bench_gpu")
+    assert {name: gpu.datasheet_peak(name) for name in (
+        "NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA H100 NVL", "NVIDIA H200", "NVIDIA H200 NVL", "NVIDIA L4")} == {
+        "NVIDIA H100 80GB HBM3": (989e12, False), "NVIDIA H100 PCIe": (756e12, False), "NVIDIA H100 NVL": (835e12, False),
+        "NVIDIA H200": (989e12, False), "NVIDIA H200 NVL": (836e12, False), "NVIDIA L4": (989e12, True)}
 
 
 def test_bench_gpu_bf16_weights_step_keeps_float32_masters():
