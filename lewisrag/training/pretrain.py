@@ -230,7 +230,7 @@ def pretrain(cfg: PretrainConfig, out: str | os.PathLike, on_step: Callable | No
             raise _diverged(cfg, f"the loss became {loss} at step {step + 1}")
         step, train_s = step + 1, train_s + time.perf_counter() - t0
         loss_ema = loss if loss_ema is None else 0.95 * loss_ema + 0.05 * loss
-        if train_s / 60 >= cfg.eval_every * (len(curve) + 1):
+        if cfg.eval_every and train_s / 60 >= cfg.eval_every * (len(curve) + 1):  # 0: never (it was every step)
             curve.append(_curve_point(model, tokenizer, test[:cfg.eval_size], test_passages, step, train_s, loss_ema, cfg.lang))
         if on_step is not None:
             on_step(step, min(1.0, progress + 1 / cfg.steps if cfg.steps else train_s / (60 * cfg.minutes)),

@@ -80,7 +80,9 @@ def mask_spans(n: int, rng: random.Random, ratio: float, lam: float) -> list[tup
     """Non-overlapping, sorted (start, length) spans covering about `ratio` of `n` tokens.
 
     Span lengths are Poisson(lam), at least 1 (BART's text infilling; its zero-length insertions are
-    left out). Spans stop once round(ratio * n) tokens are covered; the last one is cut to fit.
+    left out). Spans stop once round(ratio * n) tokens are covered; the last one is cut to fit. One
+    unmasked token stays between two spans, so past `configs.max_mask_ratio(lam)` the random
+    placement runs out of room and covers less than asked (PretrainConfig refuses such a ratio).
 
     >>> mask_spans(10, random.Random(0), 0.0, 3.0)
     []

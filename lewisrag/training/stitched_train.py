@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import os
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
@@ -44,27 +44,33 @@ from lewisrag.training.rag import adamw, autocast, backward_step, diverged, fini
 SETTINGS_FILE = "stitched.json"
 
 
-def keep_rank(retrieved: Sequence, gold, k: int) -> tuple[list, int]:
-    """The top-k passages as retrieved, the gold one replacing the last if it was missed; returns (passages, position).
+def keep_rank(retrieved: Sequence, gold, k: int, gold_ids: Collection[str] = ()) -> tuple[list, int]:
+    """The top-k passages as retrieved, `gold` replacing the last if no gold one was retrieved; returns
+    (passages, position of the first gold one). `gold_ids`: every gold passage's id (a question with
+    several, as DPR's positive_ctxs), `gold`'s alone when empty.
 
-    >>> keep_rank(["a", "g", "c"], "g", 3), keep_rank(["a", "b", "c"], "g", 3)
-    ((['a', 'g', 'c'], 2), (['a', 'b', 'g'], 3))
+    >>> keep_rank(["a", "g", "c"], "g", 3), keep_rank(["a", "b", "c"], "g", 3), keep_rank(["h", "g"], "g", 2, {"g", "h"})
+    ((['a', 'g', 'c'], 2), (['a', 'b', 'g'], 3), (['h', 'g'], 1))
     """
+    ids = set(gold_ids) or {_id(gold)}
     top = list(retrieved[:k])
     for i, p in enumerate(top):
-        if _id(p) == _id(gold):
+        if _id(p) in ids:  # the first gold passage the retriever ranked: the one cited
             return top, i + 1
     top = top[: k - 1] + [gold]
     return top, len(top)
 
 
-def place_gold(retrieved: Sequence, gold, k: int, rng: random.Random) -> tuple[list, int]:
+def place_gold(retrieved: Sequence, gold, k: int, rng: random.Random, gold_ids: Collection[str] = ()) -> tuple[list, int]:
     """The top-k passages with `gold` among them at a random 1-based position; returns (passages, position).
+    The others are retrieved passages that are not gold (`gold_ids`, as `keep_rank`'s): a second gold
+    passage among them would answer too, uncited.
 
-    >>> place_gold(["a", "b", "c"], "g", 3, random.Random(0))
-    (['a', 'g', 'b'], 2)
+    >>> place_gold(["a", "b", "c"], "g", 3, random.Random(0)), place_gold(["h", "b", "c"], "g", 3, random.Random(0), {"g", "h"})
+    ((['a', 'g', 'b'], 2), (['b', 'g', 'c'], 2))
     """
-    others = [p for p in retrieved if _id(p) != _id(gold)][: k - 1]
+    ids = set(gold_ids) or {_id(gold)}
+    others = [p for p in retrieved if _id(p) not in ids][: k - 1]
     position = rng.randint(1, len(others) + 1)
     return others[: position - 1] + [gold] + others[position - 1 :], position
 
@@ -108,8 +114,9 @@ def cited_target(answer: str, position: int, first: bool = False) -> str:
 class _Example:
     question: str
     answer: str
-    gold: object  # the gold Passage
+    gold: object  # the (first) gold Passage
     retrieved: list  # the top-k retrieved passages (gold may be missing)
+    gold_ids: frozenset = frozenset()  # every gold passage's id (empty: `gold`'s alone)
 
 
 def training_examples(examples, retriever, passages_by_id: dict, k: int, batch_size: int = 64,
@@ -124,7 +131,8 @@ def training_examples(examples, retriever, passages_by_id: dict, k: int, batch_s
         batch = usable[s : s + batch_size]
         for ex, hits in zip(batch, retriever.search([ex.question for ex in batch], k)):
             # every gold id is in the index: `data.records.check_gold_ids` refused the file otherwise
-            out.append(_Example(ex.question, ex.answers[0], passages_by_id[ex.gold_passage_ids[0]], list(hits)))
+            out.append(_Example(ex.question, ex.answers[0], passages_by_id[ex.gold_passage_ids[0]], list(hits),
+                                frozenset(ex.gold_passage_ids)))
     return out
 
 
@@ -137,9 +145,9 @@ def make_batch(items: Sequence[_Example], k: int, settings: StitchSettings, rng:
     for ex in items:
         n = rng.randint(1, k) if mixed_k else k
         if gold_position == "retrieved":
-            passages, position = keep_rank(ex.retrieved, ex.gold, n)
+            passages, position = keep_rank(ex.retrieved, ex.gold, n, ex.gold_ids)
         else:
-            passages, position = place_gold(ex.retrieved, ex.gold, n, rng)
+            passages, position = place_gold(ex.retrieved, ex.gold, n, rng, ex.gold_ids)
         inputs.append(stitch(ex.question, passages, settings))
         targets.append(cited_target(ex.answer, position, cite_first))
     return inputs, targets
@@ -229,7 +237,7 @@ def check_input_lengths(examples: Sequence[_Example], tokenizer, cfg: StitchedTr
     for s in range(0, len(examples), 256):
         chunk = examples[s : s + 256]
         # the gold passage and the k-1 others make_batch draws at most; their order barely changes the count
-        texts = [stitch(ex.question, place_gold(ex.retrieved, ex.gold, cfg.k, random.Random(0))[0], settings)
+        texts = [stitch(ex.question, place_gold(ex.retrieved, ex.gold, cfg.k, random.Random(0), ex.gold_ids)[0], settings)
                  for ex in chunk]
         for ex, ids in zip(chunk, tokenizer(texts, truncation=False)["input_ids"]):
             if len(ids) > limit:

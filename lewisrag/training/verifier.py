@@ -95,7 +95,9 @@ def label_batch(items: Sequence[tuple[str, str]], tokenizer, max_length: int) ->
 def evaluate_verification(generator, tokenizer, items: Sequence[tuple[str, str]], max_length: int = 192,
                           batch_size: int = 64) -> dict:
     """3-way label accuracy of (generator input, label) items: the label whose token the generator
-    finds likeliest after `<s>` (each label is one token), and each gold label's recall."""
+    finds likeliest after `<s>` (each label is one token), and each gold label's recall. A label no
+    item holds has recall None, its reason under "nan_reasons" ("recall.<label>"), not a measured-
+    looking 0.0: the world's measured claims hold no NOT ENOUGH INFO (`world_claims`)."""
     was_training = generator.training
     generator.eval()
     ids = [label_ids(tokenizer, label)[0] for label in LABELS]
@@ -110,8 +112,14 @@ def evaluate_verification(generator, tokenizer, items: Sequence[tuple[str, str]]
         preds += [predicted_label(row) for row in logits.tolist()]
     generator.train(was_training)
     gold = [y for _, y in items]
-    recall = {label: sum(p == g == label for p, g in zip(preds, gold)) / max(1, gold.count(label)) for label in LABELS}
-    return {"acc3": sum(p == g for p, g in zip(preds, gold)) / max(1, len(gold)), "n": len(gold), "recall": recall}
+    recall = {label: sum(p == g == label for p, g in zip(preds, gold)) / gold.count(label) if label in gold else None
+              for label in LABELS}
+    reasons = {f"recall.{label}": f"no measured claim has this gold label (of {len(gold)})"
+               for label, r in recall.items() if r is None}
+    if not gold:
+        reasons["acc3"] = "no claim measured"
+    return {"acc3": sum(p == g for p, g in zip(preds, gold)) / len(gold) if gold else None, "n": len(gold), "recall": recall,
+            "nan_reasons": reasons}
 
 
 def world_claims(claims: Sequence[QAExample], passages: Sequence[Passage], settings: RagSettings) -> list[tuple[str, str]]:
