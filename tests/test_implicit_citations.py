@@ -16,12 +16,13 @@ from lewisrag.rag_model.testing import tiny_batch, tiny_hf_rag
 
 
 class LetterTokenizer:
-    """ids 3.. decode to letters, 50 to '.', 0-2 are special (BOS, PAD, EOS)."""
+    """ids 3.. decode to letters, 50 to '. ' (a stop before a space ends a sentence, as the evaluator's
+    splitter reads one), 0-2 are special (BOS, PAD, EOS)."""
 
     all_special_ids = [0, 1, 2]
 
     def decode(self, ids, skip_special_tokens=True):
-        return "".join("." if i == 50 else chr(ord("a") + i % 26) for i in ids if i not in self.all_special_ids)
+        return "".join(". " if i == 50 else chr(ord("a") + i % 26) for i in ids if i not in self.all_special_ids)
 
 
 def test_sequence_cites_the_most_probable_document():
@@ -104,7 +105,7 @@ def test_token_citations_of_a_real_decode_follow_each_sentences_posterior(tmp_pa
             mean = post[b, positions].mean(0)  # (K,): row t is for token seq[t + 1]
             order = sorted(range(3), key=lambda z: -float(mean[z]))
             cited = [order[0]] + [z for z in order[1:] if mean[z] >= 0.3]
-            text = LetterTokenizer().decode([seq[1 + t] for t in positions])
+            text = LetterTokenizer().decode([seq[1 + t] for t in positions]).strip()
             sentences.append((text, [DOC_IDS[b][z] for z in cited]))
             tops.append((b, order[0]))
         assert answer == ic.cite(sentences)
@@ -121,6 +122,6 @@ def test_sequence_citation_of_a_real_decode_is_the_posterior_argmax(tmp_path):
     post = M.rag_sequence_doc_posterior(logits, scores, dec.sequences, model.pad_token_id)  # (B, K)
     answers = ic.cited_answers(dec, LetterTokenizer(), DOC_IDS, "sequence")
     for b, (answer, seq) in enumerate(zip(answers, dec.sequences.tolist())):
-        text = LetterTokenizer().decode(seq[1:])
+        text = LetterTokenizer().decode(seq[1:]).strip()
         assert text and answer == ic.cite([(text, [DOC_IDS[b][int(post[b].argmax())]])])
     assert (post.argmax(1) != scores.argmax(1)).any()  # the answer, not retrieval alone, picks the document

@@ -2,7 +2,9 @@
 
 Arguments mean what they mean in transformers' `RagTokenForGeneration.generate` and
 `RagSequenceForGeneration.generate`, and the outputs are the same token ids (RAG-Sequence's where
-no context is padded: its search reads padded contexts masked, as training does, `generation_mask`);
+no context is padded: its search reads padded contexts masked, as training does, `generation_mask`;
+RAG-Token's where no max_new_tokens is set: transformers' RAG-Token generate ignores it and stops at
+max_length, where this one stops after max_new_tokens tokens, as every other transformers model does);
 the work differs:
 
 - every document is encoded once (not once per beam, nor once per candidate answer), and its
@@ -42,6 +44,9 @@ _UNSUPPORTED = {  # generation options transformers would honour and these searc
     "do_sample": False, "bad_words_ids": None, "encoder_no_repeat_ngram_size": 0, "min_new_tokens": None,
     "sequence_bias": None, "suppress_tokens": None, "begin_suppress_tokens": None, "num_beam_groups": 1,
     "exponential_decay_length_penalty": None, "repetition_penalty": 1.0, "remove_invalid_values": False,
+    # several answers per question are asked of `generate` (its num_return_sequences argument), never
+    # read from a saved config: answering takes one row per question
+    "num_return_sequences": 1,
 }
 LOGITS_CHUNK = 2**22  # logits elements scored at once in thorough decoding (16 MB of float32)
 MIX_FLOOR = 2.0**-100  # smallest RAG-Token mixture probability summed as a probability (_token_mixture)
@@ -53,7 +58,10 @@ class Decoded:
 
     sequences: torch.Tensor  # (B*n, T) token ids, decoder start token first
     doc_posterior: torch.Tensor  # sequence: (B*n, K) p(z|x,y); token: (B*n, T, K), row t for sequences[:, t+1]
-    scores: torch.Tensor  # (B*n,) log p(y|x) as the decoder ranked it (length-penalised for RAG-Token beams)
+    # (B*n,) log p(y|x) as the decoder ranked it: length-penalised for RAG-Token beams; for RAG-Sequence,
+    # thorough decoding's is −NLL as transformers computes it (label-smoothed when the model's
+    # label_smoothing is set), fast decoding's the raw log-likelihood, never smoothed
+    scores: torch.Tensor
 
 
 def resolve_settings(generation_config, **overrides):
@@ -108,6 +116,8 @@ def check_generation_config(gc, vocab_size: int, source: str | os.PathLike) -> N
     if bad:
         name, value = bad
         off = "remove it" if _UNSUPPORTED[name] is None else f"remove it or set it to {json.dumps(_UNSUPPORTED[name])}"
+        if name == "num_return_sequences":  # honoured as generate's argument, not as a saved setting
+            off = f"answers are one per question; {off}"
         refuse(name, f"{_shown(value)} is not supported by RAG decoding (greedy or beam search): {off}")
     for name in _ID_OPTIONS:
         value = getattr(gc, name, None)
@@ -198,6 +208,8 @@ def generate(model, context_input_ids, context_attention_mask, doc_scores, n_doc
     Returns (B*num_return_sequences, T) ids, or a `Decoded` with `return_evidence=True`.
     RAG-Sequence: `decoding` is "thorough" (transformers' algorithm) or "fast"; `do_deduplication`
     defaults to the checkpoint's setting (True unless its config said otherwise), as in transformers.
+    `Decoded.scores` then differ under label smoothing: thorough decoding's are −(smoothed NLL), fast
+    decoding's the raw log-likelihood.
     n_docs, num_beams and num_return_sequences: None means the default, anything else a positive int.
     """
     check_count("n_docs", n_docs)
@@ -386,17 +398,20 @@ def _rag_sequence(model, ids, mask, doc_scores, gc, n, dedup, decoding) -> Decod
     skip_first = torch.tensor([bos is not None and c.shape[1] > 1 and bool(c[:, 1].eq(bos).all()) for c in cands],
                               device=ids.device)
     prior = M.doc_log_prior(doc_scores.float())  # (B, K)
+    post = None  # thorough decoding's joint reads as the posterior too
     if decoding == "fast":
-        joint = _fast_joint(hyps, cands, owners, skip_first, prior, w, pad)  # (B, C, K)
+        joint, post = _fast_joint(hyps, cands, owners, skip_first, prior, w, pad)  # (B, C, K) each
     else:
         if not torch.equal(mask.bool(), gen_mask):
             cross = dec.encode(ids, mask.bool())
         joint = _thorough_joint(model, dec, cross, mask.bool(), cands, skip_first, prior, pad)  # (B, C, K)
     if not dedup:  # every hypothesis is a candidate; duplicates share the score of their first copy
-        joint = torch.stack([F.pad(joint[q, owner], (0, 0, 0, k * w - len(owner)), value=float("-inf"))
-                             for q, owner in enumerate(owners)])  # (B, K*W, K)
+        def every(x):  # (B, C, K) -> (B, K*W, K)
+            return torch.stack([F.pad(x[q, owner], (0, 0, 0, k * w - len(owner)), value=float("-inf"))
+                                for q, owner in enumerate(owners)])
+        joint, post = every(joint), (None if post is None else every(post))
         cands = full
-    return _rank(cands, joint, n, pad)
+    return _rank(cands, joint, n, pad, post)
 
 
 def _candidates(hyps: Hypotheses, b: int, per_question: int):
@@ -420,17 +435,22 @@ def _candidates(hyps: Hypotheses, b: int, per_question: int):
     return full, unique, owners
 
 
-def _fast_joint(hyps, cands, owners, skip_first, prior, w, pad) -> torch.Tensor:
+def _fast_joint(hyps, cands, owners, skip_first, prior, w, pad) -> tuple[torch.Tensor, torch.Tensor]:
     """log p(z|x) p(y|x,z) per (question, candidate, doc), with p(y|x,z) from the beams themselves:
-    −inf where document z's beam did not produce y.
+    −inf where document z's beam did not produce y. Returns it for ranking and for the posterior,
+    (B, C, K) each.
 
-    Scored like thorough decoding: the first token dropped per `skip_first`, and the prior left out
+    Ranked like thorough decoding: the first token dropped per `skip_first`, and the prior left out
     where transformers' scoring loses it (the second target token is padding). Selected with
     torch.where, not added as 0·prior: a document masked out with the score −inf has prior −inf.
+    The posterior p(z|x,y) always has the prior, as thorough decoding's does (its joint carries the
+    quirk in a per-candidate shift, which a softmax drops); only where every document that produced
+    y has prior 0 (masked out) has it none to weigh, and is read without it.
     """
     k = prior.shape[1]
     c_max = max(c.shape[0] for c in cands)
     ll = torch.full((len(cands), c_max, k), float("-inf"), device=prior.device)  # (B, C, K)
+    post = ll.clone()  # (B, C, K)
     for q, owner in enumerate(owners):
         for j, c in enumerate(owner):
             row = q * k * w + j
@@ -440,8 +460,11 @@ def _fast_joint(hyps, cands, owners, skip_first, prior, w, pad) -> torch.Tensor:
         if cands[q].shape[1] > 2:
             no_prior = cands[q][:, 2].eq(pad)
         c_q = len(no_prior)
-        ll[q, :c_q] = torch.where(no_prior[:, None], ll[q, :c_q], ll[q, :c_q] + prior[q])  # (C_q, K)
-    return ll  # (B, C, K) now log p(z|x) p(y|x,z); rows past a question's C_q stay −inf
+        with_prior = ll[q, :c_q] + prior[q]  # (C_q, K)
+        weighed = torch.isfinite(with_prior).any(-1, keepdim=True)  # (C_q, 1)
+        post[q, :c_q] = torch.where(weighed, with_prior, ll[q, :c_q])
+        ll[q, :c_q] = torch.where(no_prior[:, None], ll[q, :c_q], with_prior)  # (C_q, K)
+    return ll, post  # (B, C, K) now log p(z|x) p(y|x,z); rows past a question's C_q stay −inf
 
 
 def _padded(cands: list[torch.Tensor], pad: int) -> torch.Tensor:
@@ -481,9 +504,9 @@ def _thorough_joint(model, dec, cross, cross_mask, cands, skip_first, prior, pad
     return joint.masked_fill(~real[:, :, None], float("-inf"))
 
 
-def _rank(cands, joint, n, pad) -> Decoded:
+def _rank(cands, joint, n, pad, post=None) -> Decoded:
     """Top-n candidates per question by log Σ_z p(z|x) p(y|x,z), from joint (B, C, K) = log p(z|x) p(y|x,z);
-    posteriors p(z|x,y) as evidence."""
+    posteriors p(z|x,y) as evidence: the softmax of `post` (B, C, K), or of `joint` without it."""
     score = torch.logsumexp(joint, dim=-1)  # (B, C)
     seqs, posts, scores = [], [], []
     for q, c in enumerate(cands):
@@ -491,7 +514,7 @@ def _rank(cands, joint, n, pad) -> Decoded:
             raise ValueError(f"num_return_sequences={n} exceeds the {c.shape[0]} candidates of question {q}")
         top = score[q, : c.shape[0]].topk(n).indices
         seqs.append(c[top])
-        posts.append(torch.softmax(joint[q, top], dim=-1))
+        posts.append(torch.softmax((joint if post is None else post)[q, top], dim=-1))
         scores.append(score[q, top])
     t_max = max(x.shape[1] for x in seqs)
     out = torch.cat([F.pad(x, (0, t_max - x.shape[1]), value=pad) for x in seqs])  # (B*n, T)

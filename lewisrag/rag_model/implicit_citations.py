@@ -15,11 +15,22 @@ same citation metrics, so the two paradigms are scored alike.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import torch
 
-SENTENCE_END = tuple(".!?。！？")
+from lewisrag.scoring.text import is_cjk
+
+ALWAYS_END = frozenset("。！？｡")  # end a sentence wherever they stand
+# The rule below is lewisrag.eval.statements' (`_dot_ends_sentence`), which the evaluator splits the
+# cited answer with; rag_model may not import eval/, so the cheap part of it is kept here, in step by
+# hand: the lower-cased words that end with a dot without ending the sentence, and a name's initials.
+_ABBREVIATIONS = frozenset(
+    "e.g i.e etc vs cf al approx fig figs eq eqs no nos vol pp p mr mrs ms dr prof st jr sr inc ltd co "
+    "corp dept est u.s u.k sec ch".split()
+)
+_INITIALS_RE = re.compile(r"[A-Z](?:\.[A-Z])*")  # "J", "J.K"
 
 
 def sequence_citation(posterior: torch.Tensor, doc_ids: Sequence[str]) -> str:
@@ -33,9 +44,51 @@ def sequence_citation(posterior: torch.Tensor, doc_ids: Sequence[str]) -> str:
     return doc_ids[int(posterior.argmax())]
 
 
+def ends_sentence(text: str, end: int) -> bool:
+    """Whether a sentence ends with the piece that ends at text[end - 1], `text` the whole answer.
+
+    。！？ always end one; "." "!" "?" only before whitespace, a CJK character or the end of the text,
+    so the dot of "71.3", "$3.50" or "example.com" (a token of its own for BART) ends nothing; nor does
+    a dot after an abbreviation ("e.g.", "Dr.", "U.S.", "No." before a number, "etc." before a small
+    letter) or a name's initials ("J. Smith"). This is `lewisrag.eval.statements`' rule (whose home it
+    is) less its ellipses, quotes and numbered lists.
+
+    >>> [ends_sentence(t, 19) for t in ("The population is 71.3 million.", "Ana Kel leads it. Since 2010")]
+    [False, False]
+    >>> ends_sentence("Ana Kel leads it. Since 2010", 17), ends_sentence("He moved to the U.S. in 1990", 20)
+    (True, False)
+    """
+    i = len(text[:end].rstrip()) - 1  # the piece's last visible character
+    if i < 0:
+        return False
+    if text[i] in ALWAYS_END:
+        return True
+    if text[i] not in ".!?":
+        return False
+    nxt = text[i + 1 : i + 2]
+    if nxt and not (nxt.isspace() or is_cjk(nxt) or nxt in ALWAYS_END):
+        return False  # 71.3, example.com: the stop sits inside a token
+    if text[i] != "." or (i > 0 and text[i - 1] == "."):
+        return True
+    k = i  # the word before the dot, with its inner dots ("e.g", "U.S")
+    while k > 0 and text[k - 1].isascii() and (text[k - 1].isalpha() or text[k - 1] == "."):
+        k -= 1
+    word = text[k:i].lstrip(".")
+    after = text[i + 1 :].lstrip()[:1]
+    if not word:
+        return True
+    if word.lower() in ("no", "nos"):  # "No. 5", but "He said no."
+        return not after.isdigit()
+    if word.lower() == "etc":  # "etc. The server" ends; "etc. and more" does not
+        return after.isupper() or is_cjk(after) if after else True
+    if word.lower() in _ABBREVIATIONS:
+        return False
+    return not _INITIALS_RE.fullmatch(word)
+
+
 def token_citations(pieces: Sequence[str], posterior: torch.Tensor, doc_ids: Sequence[str],
                     min_share: float = 0.3) -> list[tuple[str, list[str]]]:
-    """Sentences of the answer with the documents each one leaned on.
+    """Sentences of the answer (ending where `ends_sentence` says) with the documents each one leaned on.
 
     `pieces` are the decoded text pieces of the generated tokens (joined, they give the answer);
     `posterior` is (T, K): row t is p(z | x, y_≤t) for piece t.
@@ -46,10 +99,12 @@ def token_citations(pieces: Sequence[str], posterior: torch.Tensor, doc_ids: Seq
     """
     if posterior.shape != (len(pieces), len(doc_ids)):
         raise ValueError(f"posterior: expected ({len(pieces)}, {len(doc_ids)}), got {tuple(posterior.shape)}")
+    whole, end = "".join(pieces), 0
     out, start, text = [], 0, ""
     for t, piece in enumerate(pieces):
         text += piece
-        if piece.rstrip().endswith(SENTENCE_END) or t == len(pieces) - 1:
+        end += len(piece)
+        if t == len(pieces) - 1 or (piece.strip() and ends_sentence(whole, end)):
             if text.strip():
                 mean = posterior[start : t + 1].mean(0)  # (K,)
                 order = torch.argsort(mean, descending=True).tolist()
@@ -108,7 +163,7 @@ def cite(sentences: Sequence[tuple[str, list[str]]]) -> str:
     parts = []
     for text, ids in sentences:
         marks = "".join(f"[{i}]" for i in ids)
-        end = len(text) - len(text.rstrip(".!?。！？"))
+        end = len(text) - len(text.rstrip(".!?。！？｡"))
         body, punct = (text[:-end], text[-end:]) if end else (text, "")
         parts.append(f"{body} {marks}{punct}" if marks else text)
     return " ".join(parts)

@@ -110,8 +110,18 @@ def check_found(rows: np.ndarray, k: int, index: Any, queries: np.ndarray | None
     """Refuse a search that found fewer than `k` passages for some question. FAISS pads such a row
     with -1, which would read as the last passage (Python's index -1) and be scored by another
     passage's vector: a compressed index searched too narrowly (nprobe, efSearch) does that, and so
-    does a query vector of NaN (`queries`), which finds nothing: then the encoder is at fault, not the index."""
-    short = int((np.asarray(rows) < 0).any(axis=1).sum())
+    does a query vector of NaN (`queries`), which finds nothing: then the encoder is at fault, not the index.
+    An index of fewer than `k` passages gives short rows (the product search on a device: fewer
+    than `k` columns) whatever its search, and is refused as such."""
+    rows = np.asarray(rows)
+    n_passages = len(index.passages) if hasattr(index, "passages") else None
+    if n_passages is not None and n_passages < k:
+        raise InputError(getattr(index, "path", "the index"), f"it holds {n_passages} passages, fewer than the {k} "
+                         f"asked for each question: ask for at most {n_passages} (--n-docs)", field="n_passages")
+    if rows.ndim == 2 and rows.shape[1] < k:  # fewer columns than asked for: every row is short
+        raise InputError(getattr(index, "path", "the index"), f"its search found fewer than {k} passages for "
+                         f"{len(rows)} of {len(rows)} questions: ask for fewer (--n-docs)", field="search_params")
+    short = int((rows < 0).any(axis=1).sum())
     if short and queries is not None and not np.isfinite(queries).all():
         bad = int((~np.isfinite(queries)).any(axis=1).sum())
         raise InputError("the question encoder", f"its vectors hold NaN or inf for {bad} of {len(queries)} questions, "
