@@ -208,6 +208,10 @@ def _render(results: dict, out: Path, lang: str = "en") -> None:
     system = (lambda s: s) if lang == "en" else t.system  # English rows name the key, Chinese ones as report.md does
     r = results["retrieval"]
     ks = [k for k in ("recall_at_1", "recall_at_5", "recall_at_20") if k in r]
+    if r.get("answer_recall"):  # the base preset's main retrieval measure, as report.md shows it
+        _ui.out.print(_ui.table(t("cli.rep.answer_recall", n=r.get("answerable_questions", "?")),
+                                [t("rep.retrieval.col"), *(f"top-{k}" for k in r["answer_recall"])],
+                                [["DPR", *r["answer_recall"].values()]]))
     if "skipped" in r:
         _ui.out.print(t("cli.rep.not_measured", why=t.text(r["skipped"])))
     else:

@@ -330,12 +330,35 @@ def load_generator(path: str | os.PathLike, require_recipe: bool = False, device
     if Path(path).is_dir():
         check_generator_folder(path, any_seq2seq=any_seq2seq)
     generator = load_model(AutoModelForSeq2SeqLM.from_pretrained, path, "generator", dtype=torch.float32).eval()
+    tokenizer = generator_tokenizer(path, generator.config)  # before the weights move to a GPU
     generator.to(resolve_device(device))
-    return generator, generator_tokenizer(path)
+    return generator, tokenizer
 
 
-def generator_tokenizer(path: str | os.PathLike):
-    """The generator folder's fast tokenizer (`load_generator`'s; `reproduce --preset base` checks it before any stage)."""
-    from transformers import AutoTokenizer
+def generator_tokenizer(path: str | os.PathLike, config=None):
+    """The generator folder's fast tokenizer (`load_generator`'s; `reproduce --preset base` checks it before any
+    stage), refused unless it fits the model whose transformers `config` it feeds (read from the folder's
+    config.json when not given): `check_generator_tokenizer`."""
+    from transformers import AutoConfig, AutoTokenizer
 
-    return load_tokenizer(AutoTokenizer.from_pretrained, path, "generator tokenizer", use_fast=True)
+    tokenizer = load_tokenizer(AutoTokenizer.from_pretrained, path, "generator tokenizer", use_fast=True)
+    if config is None:
+        config = load_config(AutoConfig.from_pretrained, path, "generator config")
+    check_generator_tokenizer(tokenizer, config, Path(path))
+    return tokenizer
+
+
+def check_generator_tokenizer(tokenizer, config, folder: Path) -> None:
+    """`tokenizer` fits the generator of transformers `config` in `folder`: no token id past its embeddings
+    (config.json's vocab_size; a larger one was an IndexError inside the embedding at the first training
+    step, after `reproduce --preset base` had built its index) and the same padding id (pad_token_id):
+    an InputError naming config.json and the field. The same test as `training.checkpoint.check_tokenizer`
+    for a trained model's tokenizers, repeated here because data/ may not import training/."""
+    vocab = getattr(config, "vocab_size", None)
+    if isinstance(vocab, int) and len(tokenizer) > vocab:
+        raise InputError(folder / "config.json", f"the generator tokenizer has {len(tokenizer)} tokens, the generator's "
+                         f"embeddings {vocab} rows: the tokenizer of another model", field="vocab_size")
+    pad = getattr(config, "pad_token_id", None)
+    if pad is not None and tokenizer.pad_token_id is not None and tokenizer.pad_token_id != pad:
+        raise InputError(folder / "config.json", f"the generator tokenizer pads with id {tokenizer.pad_token_id}, the "
+                         f"generator's config with {pad}: the tokenizer of another model", field="pad_token_id")

@@ -3,7 +3,8 @@ in any format `read_qa` takes but FEVER's (`_check_sets`) and passages in wiki_d
 .tsv, all local. The stages are a subset of the small preset's, through the same stage functions where they fit:
 
     data            RUN/data/{train,dev,test}.jsonl: the QA files read once (--max-train keeps the first N;
-                    train and dev keep the gold ids index A holds)
+                    train and dev keep the gold ids index A holds); test questions also asked in --train or
+                    --dev (one file given twice) are warned of before the first stage and counted (`test_overlap`)
     index_a         dense index over --passages (the first --max-passages) with --context-encoder; on a
                     GPU in the RAG runs' mixed precision, 256 passages a batch (as the H200 was measured);
                     passages with stored vectors (wiki_dpr's, an `index cut`'s) that --context-encoder
@@ -13,7 +14,8 @@ in any format `read_qa` takes but FEVER's (`_check_sets`) and passages in wiki_d
                     top-k passage) for the short-answer questions, and the share of questions with a gold
                     passage id in the top k (`recall_at_k`) for those that carry gold_passage_ids
                     (nq_open's do not: recorded as skipped, with why)
-    generator       RUN/generator: --generator checked (weights and tokenizer load) and copied
+    generator       RUN/generator: --generator checked before any stage (weights and tokenizer load, and the
+                    tokenizer fits the model: `check_generator_tokenizer`) and copied
     rag_token, rag_sequence   train_rag with the preset's settings, --question-encoder paired with --context-encoder
     closed_book     the generator fine-tuned without retrieval
     evaluate        EM/F1/ROUGE-L on --test, under results.json's qa.<system> as the small preset writes them
@@ -52,7 +54,7 @@ from lewisrag.experiments.swap import swap_matrix
 from lewisrag.index import open_retriever, retrieval_recall
 from lewisrag.index.dense import DenseBuildConfig, build_dense_index
 from lewisrag.index.encoders import check_transformers_encoder, dpr_layout
-from lewisrag.scoring.qa import has_answer
+from lewisrag.scoring.qa import has_answer, normalize_answer
 from lewisrag.scoring.retrieval import answer_recall
 
 Progress = Callable[[str, int, int, str], None]
@@ -128,7 +130,24 @@ def prepare(assets: BaseAssets, hub: tuple[str, ...] = ()) -> dict:
     for table in passages.values():  # stored vectors too: a damaged one found at index_a would leave a run half begun
         if getattr(table, "has_embeddings", False):
             table.embedding_dim()
-    return {"train": train[: assets.max_train], "dev": dev, "test": test, "passages": passages, **swap}
+    return {"train": train[: assets.max_train], "dev": dev, "test": test, "passages": passages, **swap,
+            "test_overlap": shared_questions(train[: assets.max_train], dev, test)}
+
+
+def shared_questions(train, dev, test) -> dict[str, int]:
+    """How many of the `test` questions are also asked in `train` (those trained on, after --max-train), in
+    `dev` (which picks the best checkpoint) and in either, questions compared as exact match compares
+    answers (`normalize_answer`: case, punctuation, articles and spacing aside); the data stage records it.
+
+    >>> from lewisrag.data.records import QAExample
+    >>> q = lambda text: QAExample(id=text, question=text, answers=["x"])
+    >>> shared_questions([q("Who leads A?")], [q("who leads the B")], [q("who leads a"), q("Who leads B?"), q("Who leads C?")])
+    {'train': 1, 'dev': 1, 'either': 2}
+    """
+    seen = {name: {normalize_answer(ex.question) for ex in examples} - {""} for name, examples in (("train", train), ("dev", dev))}
+    asked = [normalize_answer(ex.question) for ex in test]
+    return {"train": sum(q in seen["train"] for q in asked), "dev": sum(q in seen["dev"] for q in asked),
+            "either": sum(q in seen["train"] or q in seen["dev"] for q in asked)}
 
 
 def _check_sets(sets: dict, assets: BaseAssets) -> None:
@@ -157,7 +176,8 @@ def _check_sets(sets: dict, assets: BaseAssets) -> None:
 
 def _check_model_folders(assets: BaseAssets) -> None:
     """What each model folder holds, read from its config.json, and what its loader reads (the
-    safetensors headers, the tokenizer), before any stage runs: a wrong or damaged folder found after
+    safetensors headers, the tokenizer, and the generator's tokenizer against its config.json's
+    vocab_size and pad_token_id), before any stage runs: a wrong or damaged folder found after
     the index is built would leave a run that --resume refuses (its config differs)."""
     for flag, value, side in (("--question-encoder", assets.question_encoder, "question"),
                               ("--context-encoder", assets.context_encoder, "context")):
@@ -329,6 +349,13 @@ def run_base(preset: Preset, run: Path, seed: int, resume: bool, threads: int | 
     stages replace are checked first (`stages.check_rerun`; `overwrite`: reproduce's)."""
     train, dev, test, passages = read["train"], read["dev"], read["test"], read["passages"]
     swap_sets = bool(assets.passages_b and assets.questions_a and assets.questions_b)
+    overlap = read.get("test_overlap")
+    if overlap and overlap["either"]:  # the same file as --train and --test: test EM on trained questions, said first
+        # (here, not in `prepare`, which the CLI calls once more before the run: the line would come twice)
+        warnings.warn(LewisragWarning(
+            f"{overlap['either']} of the {len(test)} --test questions are also --train ({overlap['train']}) or --dev "
+            f"({overlap['dev']}) questions, compared normalized: their test scores are on questions the models were "
+            "trained or chosen on, not open-domain QA (results.json stages.data.test_overlap)"))
 
     # the questions trained on: `train rag` and the closed book leave out those without an answer
     settings = _settings(preset, assets, sum(bool(ex.answers) for ex in train), min(len(p) for p in passages.values()))
@@ -362,7 +389,8 @@ def run_base(preset: Preset, run: Path, seed: int, resume: bool, threads: int | 
     data = run / "data"
     pair = {"encoder": _where(assets.question_encoder), "context_encoder": _where(assets.context_encoder)}
     stage("data", lambda: _data(data, {"train": train, "dev": dev, "test": test,
-                                       **{k: read[k] for k in ("questions_a", "questions_b") if k in read}}, passages["a"]))
+                                       **{k: read[k] for k in ("questions_a", "questions_b") if k in read}}, passages["a"],
+                                overlap))
     for snap, table in passages.items():
         stage(f"index_{snap}", lambda s=snap, t=table: _dense(run, preset, s, t, assets, on_progress, overwrite))
     stage("retrieval", lambda: _retrieval(run, test, pair, on_progress))
@@ -398,14 +426,15 @@ def _settings(preset: Preset, assets: BaseAssets, n_train: int, n_passages: int)
     return {"rag": rag, "closed_book": closed}
 
 
-def _data(data: Path, sets: dict, passages) -> dict:
+def _data(data: Path, sets: dict, passages, overlap: dict | None = None) -> dict:
     """RUN/data/<set>.jsonl in lewisrag's schema (the swap matrix names question sets by their file names).
 
     Training and dev questions keep only the gold ids index A holds (`passages`): `train rag` refuses
     any other, and --max-passages cuts most of a corpus's away. A question left with none is counted
     (`gold_not_indexed`) and out of the hit rates, as the retrieval stage leaves such test questions out.
     A question without an answer (MS MARCO's "No Answer Present.") is written as not_in_kb, the one
-    category lewisrag's schema reads without an answer."""
+    category lewisrag's schema reads without an answer. `overlap`: `shared_questions`'s counts (`run_base`
+    warned of them), recorded as `test_overlap`."""
     gold = {g for name in ("train", "dev") for ex in sets[name] for g in ex.gold_passage_ids}
     present = ids_present(passages, gold) if gold else set()
     outside = {}
@@ -421,7 +450,7 @@ def _data(data: Path, sets: dict, passages) -> dict:
         write_jsonl(data / f"{name}.jsonl", (ex.to_dict() if ex.answers else {**ex.to_dict(), "category": "not_in_kb"}
                                              for ex in examples))
     return {"dir": "data", **{f"n_{name}": len(examples) for name, examples in sets.items()},
-            **({"gold_not_indexed": outside} if gold else {})}
+            **({"gold_not_indexed": outside} if gold else {}), **({"test_overlap": overlap} if overlap is not None else {})}
 
 
 def _dense(run: Path, preset: Preset, snap: str, passages, assets: BaseAssets, on_progress: Progress,

@@ -62,7 +62,7 @@ def render_report(results: dict) -> str:
         lines += [t("rep.environment", cpu=cpu, threads=env.get("threads", "?"),
                     device=env.get("gpu") or env.get("device", "cpu"), torch=env.get("torch", "?"),
                     linear="oneDNN" if env.get("cpu_linear") == "onednn" else "BLAS"), ""]
-    for section in (_retrieval, _table1, _long_form, _swap, _table6, _table2, _compare, _skipped):
+    for section in (_run, _retrieval, _table1, _long_form, _swap, _table6, _table2, _compare, _skipped):
         lines += section(results, t)
     absent = {"em_vs_k.png": not results.get("ablations"), "swap_matrix.png": not results.get("knowledge_update")}
     plots = tuple(p for p in PLOTS if not absent.get(p)) + (("position.png",) if results.get("position") else ())
@@ -76,6 +76,58 @@ def _notes(preset: dict, t: Messages) -> str:
     """The preset's notes; a shipped preset's in the report's language (a changed one as written)."""
     shipped = PRESETS.get(preset["name"])
     return t.text(preset["notes"]) if shipped is not None and shipped.notes == preset["notes"] else preset["notes"]
+
+
+def _code(value: object) -> str:
+    """`value` as a Markdown code span (a path's underscores kept), fenced past any backtick it holds."""
+    text = str(value)
+    fence = "`"
+    while fence in text:  # longer than any run of backticks in it
+        fence += "`"
+    return f"{fence} {text} {fence}" if text.startswith("`") or text.endswith("`") else f"{fence}{text}{fence}"
+
+
+def _count(value: object, t: Messages) -> str:
+    """A count from a stage record as the report prints it (another value, from a damaged record, as n/a)."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else t("na")
+
+
+def _run(results: dict, t: Messages) -> list[str]:
+    """A hub preset's run (base: the user's own checkpoints and data, `experiments.base`): which models and
+    files it ran on, how many questions and passages, its training schedule; and, when --steps, --max-train
+    or --max-passages cut it below the preset's, that its numbers compare with runs of the same cut only."""
+    c = results.get("config") or {}
+    assets, settings = c.get("assets"), c.get("settings")
+    if not (c.get("preset") or {}).get("hub") or not isinstance(assets, dict) or not isinstance(settings, dict):
+        return []
+    stages = results.get("stages") or {}
+    data = stages.get("data") or {}
+    out = [t("rep.run.h"), ""]
+    for key in ("question_encoder", "context_encoder", "generator"):
+        out.append(t("rep.run.model", what=t(f"rep.run.{key}"), path=_code(assets.get(key))))
+    for key in ("train", "dev", "test", "questions_a", "questions_b"):
+        if assets.get(key):
+            out.append(t("rep.run.questions", what=t(f"rep.run.{key}"), path=_code(assets[key]),
+                         n=_count(data.get(f"n_{key}"), t)))
+    for snap, key in (("a", "passages"), ("b", "passages_b")):
+        if assets.get(key):
+            out.append(t("rep.run.passages", snap=snap.upper(), path=_code(assets[key]),
+                         n=_count((stages.get(f"index_{snap}") or {}).get("n_passages"), t)))
+    rag, closed = settings.get("rag") or {}, settings.get("closed_book") or {}
+    out.append(t("rep.run.training", steps=_count(rag.get("steps"), t), batch=_count(rag.get("batch_size"), t),
+                 k=_count(rag.get("n_docs"), t), cb_steps=_count(closed.get("steps"), t),
+                 cb_batch=_count(closed.get("batch_size"), t)))
+    cuts = []
+    preset_steps = ((c.get("preset") or {}).get("rag") or {}).get("steps")
+    if isinstance(assets.get("steps"), int) and isinstance(preset_steps, int) and assets["steps"] < preset_steps:
+        cuts.append(t("rep.run.cut_steps", n=assets["steps"], preset=preset_steps))
+    # a cap that left exactly that many questions or passages cut the file (one that held fewer was read whole)
+    if isinstance(assets.get("max_train"), int) and data.get("n_train") == assets["max_train"]:
+        cuts.append(f"--max-train {assets['max_train']}")
+    indexed = [(stages.get(f"index_{snap}") or {}).get("n_passages") for snap in ("a", "b")]
+    if isinstance(assets.get("max_passages"), int) and assets["max_passages"] in indexed:
+        cuts.append(f"--max-passages {assets['max_passages']}")
+    return out + ([""] + [t("rep.run.cut", cuts=t.join(cuts))] if cuts else []) + [""]
 
 
 def _retrieval(results: dict, t: Messages) -> list[str]:

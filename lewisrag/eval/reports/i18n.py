@@ -116,6 +116,26 @@ MESSAGES: dict[str, tuple[str, str]] = {
                          "(BLEU-1 15.1, 17.3, 14.7); FEVER 3-way accuracy BART 64.0, RAG 72.5, 2-way BART 81.1, RAG 89.5",
                          "论文（表 2，测试集）：Jeopardy Q-BLEU-1 BART 19.7、RAG-Token 22.2、RAG-Sequence 21.4"
                          "（BLEU-1 为 15.1、17.3、14.7）；FEVER 三分类准确率 BART 64.0、RAG 72.5，二分类 BART 81.1、RAG 89.5"),
+    # a hub preset's run (base: the user's own checkpoints and data)
+    "rep.run.h": ("## Run: models, data and sizes", "## 本次运行：模型、数据和规模"),
+    "rep.run.model": ("- {what}: {path}", "- {what}：{path}"),
+    "rep.run.question_encoder": ("question encoder", "问题编码器"),
+    "rep.run.context_encoder": ("context encoder (it built the index)", "段落编码器（用它建的索引）"),
+    "rep.run.generator": ("generator", "生成器"),
+    "rep.run.questions": ("- {what}: {path}, {n} questions", "- {what}：{path}，{n} 道题"),
+    "rep.run.train": ("training questions", "训练问题"),
+    "rep.run.dev": ("dev questions (they pick the best checkpoint)", "开发集问题（用来挑最佳检查点）"),
+    "rep.run.test": ("test questions", "测试问题"),
+    "rep.run.questions_a": ("questions about snapshot A", "关于快照 A 的问题"),
+    "rep.run.questions_b": ("questions about snapshot B", "关于快照 B 的问题"),
+    "rep.run.passages": ("- passages of index {snap}: {path}, {n} indexed", "- 索引 {snap} 的段落：{path}，建了索引的 {n} 篇"),
+    "rep.run.training": ("- RAG-Token and RAG-Sequence: {steps} steps, batch size {batch}, K={k} passages per question "
+                         "(in training and at test); closed-book BART: {cb_steps} steps, batch size {cb_batch}",
+                         "- RAG-Token 和 RAG-Sequence：{steps} 步，批大小 {batch}，每个问题取 K={k} 篇段落（训练和测试都是）；"
+                         "闭卷 BART：{cb_steps} 步，批大小 {cb_batch}"),
+    "rep.run.cut_steps": ("--steps {n} of the preset's {preset}", "--steps {n}（预设为 {preset}）"),
+    "rep.run.cut": ("A shortened run ({cuts}): compare its numbers with runs of the same cut, not with the paper's Table 1.",
+                    "这是缩短了的运行（{cuts}）：它的数字只能和同样缩短的运行比较，不能拿去和论文的表 1 比。"),
     "rep.retrieval.h": ("## Retrieval", "## 检索"),
     "rep.retrieval.not_measured": ("Not measured: {why}.", "未测量：{why}。"),
     "rep.retrieval.h_base": ("## Retrieval: a gold passage id in the top k ({split} questions with gold passage ids, index A)",
@@ -460,7 +480,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "cli.bh.granularity": ("faithfulness by granularity", "忠实度随拆分粒度变化"),
     "cli.bh.rules": ("rule checker vs human citation labels", "规则核对器对照人工引用标注"),
     "cli.cmp.title": ("original versus prompt-stitching RAG", "原始 RAG 与提示拼接 RAG"),
-    "cli.rep.not_measured": ("retrieval recall not measured: {why}", "检索召回未测量：{why}"),
+    "cli.rep.not_measured": ("gold-passage recall not measured: {why}", "金标段落召回未测量：{why}"),
+    "cli.rep.answer_recall": ("retrieval: DPR's top-k accuracy (an answer string in a top-k passage; {n} short-answer test "
+                              "questions, index A)",
+                              "检索：DPR 的 top-k 准确率（前 k 个段落中有段落含答案字符串；{n} 个短答案测试问题，索引 A）"),
     "cli.rep.retrieval": ("retrieval on the {split} split (snapshot A)", "检索（{split}集，快照 A）"),
     "cli.rep.qa": ("test QA (short answers; long-form ROUGE-L)", "测试集问答（短答案；长答案看 ROUGE-L）"),
     "cli.rep.long_rougeL": ("long ROUGE-L", "长答案 ROUGE-L"),
