@@ -150,8 +150,9 @@ def _no_word_note(retriever, query: str, hits) -> str | None:
 
 def tune(
     index: Path = typer.Option(..., "--index", help="A dense index directory (IVF or HNSW: a Flat index has nothing to tune)."),
-    questions: Path = typer.Option(..., "--questions", help="Held-out questions the tuning searches with: a QA file, "
-                                   "whose answers and gold passage ids are not needed (recall is against exact search)."),
+    questions: Path = typer.Option(..., "--questions", help="The tuning questions the searches are measured on: a QA "
+                                   "file, whose answers and gold passage ids are not needed (recall is against exact "
+                                   "search; the recall recorded is on these questions, so biased upward)."),
     qa_fields: str = typer.Option(None, "--qa-fields", help="The file's own field names, e.g. question=query."),
     target_recall: float = typer.Option(0.95, "--target-recall", help="Recall@K against exact search to reach, in (0, 1]."),
     n_docs: int = typer.Option(5, "--n-docs", help="K: the depth recall is measured at (the K training and answering read)."),
@@ -165,8 +166,9 @@ def tune(
     swap: bool = typer.Option(False, "--swap", help="Allow a question encoder trained against another context encoder."),
     as_json: bool = typer.Option(False, "--json", help="Print what was recorded as one JSON object."),
 ) -> None:
-    """Choose a compressed index's nprobe/efSearch for a recall target on held-out questions and record it
-    in the manifest (every later search uses it); say so when no setting reaches the target."""
+    """Choose a compressed index's nprobe/efSearch for a recall target on the tuning questions and record it
+    in the manifest (every later search uses it), with the recall it reached on them (biased upward: measure
+    recall on other questions); say so when no setting reaches the target."""
     from lewisrag.data.io import InputError
     from lewisrag.data.records import read_questions
     from lewisrag.index.search import tune_dense

@@ -159,8 +159,8 @@ def _hits(passages, scores, rows) -> list[list[Hit]]:
 def tune_dense(index_path: str | os.PathLike, questions: Sequence[str], encoder: str | os.PathLike | None = None,
                context_encoder: str | os.PathLike | None = None, swap: bool = False, k: int = 5,
                target_recall: float = 0.95, rerank_depth: int | None = None) -> dict:
-    """Choose a compressed index's search parameter for a recall target on held-out questions, and
-    record it in the manifest, where every later search (`DenseIndex.load`) applies it.
+    """Choose a compressed index's search parameter for a recall target on the tuning questions
+    (the recall recorded is measured on them: above what unseen questions get), and record it in the manifest, where every later search (`DenseIndex.load`) applies it.
 
     The questions are encoded with the question encoder (`open_retriever`'s rules), their exact
     top-k is computed from the stored vectors, and `tuning.tune_search` finds the smallest nprobe
