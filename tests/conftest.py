@@ -163,6 +163,38 @@ def local_server(handler, quiet_errors: bool = False, deadline: float | None = N
         httpd.server_close()
 
 
+def canned_endpoint(replies: dict, encodings: dict | None = None):
+    """A fake endpoint's handler class: POST /MODE/v1/chat/completions answers 200 with `replies[MODE]`,
+    a (text, content type) pair, encoded as `encodings[MODE]` (utf-8 unless told; a surrogate escape stands
+    for a raw byte); its `seen` logs the requests' modes (`endpoint_root` resets it)."""
+    from http.server import BaseHTTPRequestHandler
+
+    class Endpoint(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        seen: list[str] = []
+
+        def do_POST(self):  # noqa: N802 (http.server's naming)
+            self.close_connection = True
+            self.rfile.read(int(self.headers["Content-Length"]))
+            mode = self.path.split("/")[1]
+            type(self).seen.append(mode)
+            text, ctype = replies[mode]
+            data = text.encode((encodings or {}).get(mode, "utf-8"), errors="surrogateescape")
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except OSError:
+                pass
+
+        def log_message(self, *args):
+            pass
+
+    return Endpoint
+
+
 @contextlib.contextmanager
 def endpoint_root(handler, deadline: float = 60):
     """`local_server(handler)` for a fake endpoint that reads its mode from the path's first part:

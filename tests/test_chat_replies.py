@@ -12,10 +12,9 @@ import socket
 import threading
 import time
 import urllib.error
-from http.server import BaseHTTPRequestHandler
 
 import pytest
-from conftest import endpoint_root, local_server
+from conftest import canned_endpoint, endpoint_root, local_server
 
 from lewisrag import chat_client as chat
 from lewisrag.chat_client import ChatClient, ChatError, EndpointError
@@ -54,31 +53,8 @@ REPLIES = {  # path -> (the 200 reply's body, its Content-Type)
 ENCODING = {"latin1": "latin-1", "nonutf8": "utf-8", "verdict_nonutf8": "utf-8"}
 
 
-class Endpoint(BaseHTTPRequestHandler):
-    """POST /MODE/v1/chat/completions answers 200 with REPLIES[MODE], its text encoded as UTF-8 (or
-    ENCODING[MODE]; a surrogate escape stands for a raw byte); `seen` logs the requests."""
-
-    protocol_version = "HTTP/1.1"
-    seen: list[str] = []
-
-    def do_POST(self):  # noqa: N802 (http.server's naming)
-        self.close_connection = True
-        self.rfile.read(int(self.headers["Content-Length"]))
-        mode = self.path.split("/")[1]
-        Endpoint.seen.append(mode)
-        text, ctype = REPLIES[mode]
-        data = text.encode(ENCODING.get(mode, "utf-8"), errors="surrogateescape")
-        try:
-            self.send_response(200)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-        except OSError:
-            pass
-
-    def log_message(self, *args):
-        pass
+# POST /MODE/v1/chat/completions answers 200 with REPLIES[MODE], encoded as ENCODING[MODE]
+Endpoint = canned_endpoint(REPLIES, ENCODING)
 
 
 @pytest.fixture

@@ -14,10 +14,9 @@ import json
 import sqlite3
 import threading
 import time
-from http.server import BaseHTTPRequestHandler
 
 import pytest
-from conftest import endpoint_root
+from conftest import canned_endpoint, endpoint_root
 
 from lewisrag.chat_client import ChatClient, ChatError, url_problem
 from lewisrag.data.io import InputError
@@ -49,30 +48,8 @@ REPLIES = {  # mode -> (the 200 reply's body, its Content-Type)
 }
 
 
-class Endpoint(BaseHTTPRequestHandler):
-    """POST /MODE/v1/chat/completions answers 200 with REPLIES[MODE]; `seen` logs the requests' modes."""
-
-    protocol_version = "HTTP/1.1"
-    seen: list[str] = []
-
-    def do_POST(self):  # noqa: N802 (http.server's naming)
-        self.close_connection = True
-        self.rfile.read(int(self.headers["Content-Length"]))
-        mode = self.path.split("/")[1]
-        Endpoint.seen.append(mode)
-        text, ctype = REPLIES[mode]
-        data = text.encode()
-        try:
-            self.send_response(200)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-        except OSError:
-            pass
-
-    def log_message(self, *args):
-        pass
+# POST /MODE/v1/chat/completions answers 200 with REPLIES[MODE]
+Endpoint = canned_endpoint(REPLIES)
 
 
 @pytest.fixture
