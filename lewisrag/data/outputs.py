@@ -6,7 +6,8 @@ A command never destroys what the user did not make:
   holds the marker file `.lewisrag` naming that kind: an index build never replaces a world or a
   training run); a folder lewisrag did not make that holds anything is refused (exit 2, naming
   a file of it), `--overwrite` or not; another kind of lewisrag output is refused unless
-  `--overwrite`, and then the old folder is replaced only once the new one is complete;
+  `--overwrite`, and then the old folder is replaced only once the new one is complete, and only
+  when it holds no file lewisrag did not write there (`_foreign`), whatever the flags;
 - an output replaced whole by a rerun (an index, a checkpoint) lists in its marker what lewisrag
   wrote there, inside its subfolders too; a file the user added since is refused by name (exit 2),
   not lost, unless `--overwrite`; an output rewritten by a rerun (a world, an evaluation) is
@@ -21,13 +22,17 @@ A command never destroys what the user did not make:
   link, not fill its target); a `.NAME.old` or a finished index at `NAME.partial` that lewisrag did
   not leave there is refused, never cleared;
 - an existing file where a folder is expected is an error, and is never renamed or removed;
+- a folder being replaced that holds a mount point, or anything on another device, is refused by name
+  (`_check_one_device`), and a removal never crosses into another file system (`_remove_tree`);
+- what the checks passed is looked at again where it would be lost (`replace_dir`, `rewritten_dir`,
+  `discard_output`): a file the user put there while the command ran is carried over or refused;
 - a file output (`chunk --out passages.jsonl`) replaces an existing file only with `--overwrite`, and
   never one that an output lewisrag marked wrote (`wrote`: an index's manifest.json, a reproduction's
   config.json), whose marker lists it (`record_files`, `note_written`).
 
 Folders are replaced by two renames (old aside, new in, old removed), so a kill at any moment leaves
-the old folder or the new one. The marker lets `--resume` and plain reruns work on lewisrag's own
-folders without a flag.
+the old folder or the new one (the old at `.NAME.old`, which the next `check_out_dir` puts back).
+The marker lets `--resume` and plain reruns work on lewisrag's own folders without a flag.
 
 Staging folders and temporary files carry their writer's process id and host in their names
 (`.NAME.tmp.PID-HOST.xxxx`, `.NAME.PID-HOST.xxxx.tmp`). A process killed where no cleanup runs
@@ -38,6 +43,7 @@ process is gone (`sweep_leftovers`), and never one that a live process may still
 from __future__ import annotations
 
 import contextlib
+import errno
 import fnmatch
 import json
 import os
@@ -244,13 +250,15 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
         raise InputError(given, "exists and is not a folder (it is left as it is); choose another", field=flag)
     if out.name and (why := _in_the_way(old := _old(out))):  # refused now, not when the finished output moves in
         raise InputError(old, why, field=flag)
+    if out.name:
+        _restore_old(out)
     sweep_leftovers(out.parent, out.name)
     if made_by(out) is not None:  # inside a folder lewisrag wrote: its killed writers' temporary files
         for folder, _, _ in os.walk(out):
             sweep_leftovers(Path(folder))
     # The refusals that --overwrite cannot lift come first, so that no message suggests a flag
     # that would only lead to another refusal.
-    if out.exists() and Path.cwd().resolve().is_relative_to(out.resolve()):
+    if out.exists() and Path.cwd().resolve().is_relative_to(_resolved(out, flag, given)):
         # a finished output replaces the folder by a rename: the shell would be left in a deleted folder
         raise InputError(given, "holds the working directory, which an output never replaces; choose another "
                          "(a new subfolder)", field=flag)
@@ -266,6 +274,10 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
             first = sorted(os.listdir(out))[0]
             raise InputError(given, f"holds files lewisrag did not write (such as {first!r}), which no command "
                              "replaces, --overwrite or not; move them away or choose another", field=flag)
+        if not is_ours(out, kind) and (users := _foreign(out)):  # --overwrite replaces another kind's own files only
+            raise InputError(given, f"holds a lewisrag {made_by(out)} and {_files(users)} lewisrag did not write there "
+                             f"(such as {users[0]!r}), which no command replaces, --overwrite or not; move them away "
+                             "or choose another", field=flag)
     if not overwrite and not is_free(out, kind):
         other = made_by(out)
         whose = f"holds a lewisrag {other}, not {_a(kind)}" if other else "was not made by lewisrag"
@@ -278,6 +290,7 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
         if added := added_files(out):
             raise InputError(given, f"holds {added[0]!r}, which lewisrag did not write there and a rerun would "
                              "lose; move it away or pass --overwrite", field=flag)
+    _check_one_device(out, flag)  # the folder is replaced or rewritten: nothing in it may lie on another file system
     check_writable(out if out.is_dir() else out.parent, flag)
     return out
 
@@ -322,6 +335,7 @@ def check_part(folder: str | os.PathLike, kind: str, *, overwrite: bool = False,
     if made is not None and made != kind:
         raise InputError(folder, f"holds a lewisrag {made} where {what} writes {_a(kind)}, which no command "
                          "replaces, --overwrite or not; move it away")
+    _check_one_device(folder, None, what)
     if overwrite:
         return
     if legacy and (made is None or written_files(folder) is None):  # no list: only the names lewisrag writes are known
@@ -339,21 +353,25 @@ def check_part(folder: str | os.PathLike, kind: str, *, overwrite: bool = False,
                          "whole; move it away, or pass --overwrite to replace it")
 
 
-def discard_output(folder: str | os.PathLike, kind: str, legacy: Iterable[str] = ()) -> None:
+def discard_output(folder: str | os.PathLike, kind: str, legacy: Iterable[str] = (), *, overwrite: bool = False,
+                   unmarked: bool | None = None, what: str = "a rerun") -> None:
     """Remove `folder`, an output lewisrag wrote as `kind` that a rerun redoes from its start, once
-    `check_part` (or `check_out_dir(replaces=True)`) found nothing of the user's in it (`legacy`: as
-    `check_part`'s with `unmarked`, for a kind once written without a marker; the two take the same
-    folders for lewisrag's, so what the check passed is never refused here, after the stages before it
-    were redone). It is renamed aside
-    first (`.NAME.old`, which the next replace there clears), so a kill never leaves it half removed;
-    a folder of another kind or of none is refused, never removed."""
+    `check_part` (or `check_out_dir(replaces=True)`) found nothing of the user's in it (`legacy`,
+    `unmarked`: as `check_part`'s; `unmarked` defaults to whether `legacy` is given, for a kind once
+    written without a marker; the two take the same folders for lewisrag's). The run may have gone on
+    for hours since that check: `check_part` looks again right before the folder goes, so a file the
+    user added to it since is refused by name, not lost, unless `overwrite` (`what` names the stage).
+    It is renamed aside first (`.NAME.old`, which the next replace there clears), so a kill never
+    leaves it half removed; a folder of another kind or of none is refused, never removed."""
     folder = physical(folder)
     if not folder.exists() and not folder.is_symlink():
         return
+    unmarked = bool(legacy) if unmarked is None else unmarked
     names = set(os.listdir(folder)) if folder.is_dir() and not folder.is_symlink() else set()
-    unmarked_ours = made_by(folder) is None and names & {n.split("/")[0] for n in legacy}
+    unmarked_ours = unmarked and made_by(folder) is None and names & {n.split("/")[0] for n in legacy}
     if folder.is_symlink() or not folder.is_dir() or (names and not is_ours(folder, kind) and not unmarked_ours):
         raise InputError(folder, f"is not {_a(kind)} lewisrag wrote, so it is not removed; move it away")
+    check_part(folder, kind, overwrite=overwrite, what=what, legacy=legacy, unmarked=unmarked)
     old = _old(folder)
     _clear_old(old)
     os.replace(folder, old)
@@ -426,11 +444,14 @@ def _check_not_inside_inputs(out: Path, kind: str, inputs: dict[str, object], fl
     """Refuse to replace a folder inside an input folder: unless it is this command's own earlier
     output, it is part of that input (`compare --run RUN --out RUN/world`, `export --model RUN --out
     RUN/best`), whatever --overwrite says."""
-    where = out.resolve()
+    where = _resolved(out, flag, given)
     for name, path in inputs.items():
         if path is None or str(path).startswith("hf:") or not Path(path).is_dir():
             continue
-        if where != Path(path).resolve() and where.is_relative_to(Path(path).resolve()):  # `out` = input: below
+        held, ident = _resolved(path, name), _identity(path)
+        # through a bind mount the same folder has two names: the kernel's identity of it tells
+        below = where.is_relative_to(held) or any(_identity(q) == ident for q in where.parents)
+        if where != held and _identity(where) != ident and below:  # `out` = input: below
             raise InputError(out if given is None else given, f"is inside {name} {path} and is not {_a(kind)} lewisrag wrote, so replacing it "
                              "would damage that input; choose another", field=flag)
 
@@ -445,12 +466,15 @@ def check_inputs_outside(out: str | os.PathLike, inputs: dict[str, object], flag
     """Refuse an input (`{flag: path}`; None and `hf:` specs are skipped) that is `out` or lies inside it,
     there already or not: a cache folder the command creates (`--cache-dir OUT/cache`) was filled, then
     found in the way of the output, which replaces its folder whole."""
-    where = Path(out).resolve()
+    where = _resolved(out, flag, given)
+    ident = _identity(where)
     out = out if given is None else given
     for name, path in inputs.items():
         if path is None or str(path).startswith("hf:"):
             continue
-        if Path(path).resolve().is_relative_to(where):
+        held = _resolved(path, name)
+        # by name, or through a bind mount (`mount --bind A B`, `--out B` with an input in A) by the kernel's identity
+        if held.is_relative_to(where) or (ident is not None and any(_identity(q) == ident for q in (held, *held.parents))):
             raise InputError(out, f"holds {name} {path}, which writing here would destroy; choose another",
                              field=flag)
 
@@ -473,13 +497,17 @@ def check_out_file(out: str | os.PathLike, *, overwrite: bool = False, flag: str
         raise InputError(out, f"{MARKER} is the name of the marker lewisrag keeps in its outputs; choose another file name",
                          field=flag)
     sweep_leftovers(out.parent, out.name)
-    where = out.resolve()
+    where = _resolved(out, flag)
     for name, path in inputs:
         if path is None or str(path).startswith("hf:") or not Path(path).exists():
             continue
-        held = Path(path).resolve()
-        if where == held or where.is_relative_to(held):
-            what = "is" if where == held else "is inside"
+        held = _resolved(path, name)
+        # through a bind mount (`mount --bind A B`) a file has two names: the same entry of the same folder, by
+        # the kernel's identity of the folder (not the file's: a hard link is another entry, which a rename leaves)
+        same = where == held or (where.name == held.name and _identity(where.parent) == _identity(held.parent) is not None)
+        ident = _identity(held) if Path(path).is_dir() else None
+        if same or where.is_relative_to(held) or (ident is not None and any(_identity(q) == ident for q in where.parents)):
+            what = "is" if same else "is inside"
             raise InputError(out, f"{what} {name} {path}, which writing here would damage; choose another", field=flag)
     if out.exists():  # as `_check_not_part_of_an_output` refuses folders: a file of a marked folder is part of it
         for folder in where.parents:  # (`swap --out RUN/index_b/manifest.json --overwrite` destroyed that index)
@@ -522,13 +550,34 @@ def replace_dir(src: Path, dst: Path, files: Iterable[str] | None = None, *, rec
     gets the list of its files in its marker (`written_files`: `files`, by default every name in it),
     so that a later rerun can tell them from files the user adds; `record=False`: the caller listed them.
 
-    A kill between the renames leaves the old folder at `.NAME.old`, which `existing()` finds.
+    A kill between the renames leaves the old folder at `.NAME.old`, which `existing()` finds and the
+    next `check_out_dir` puts back.
+
+    The caller checked `dst` before its work (`check_out_dir`, `check_part`); what may have come since is
+    checked again here, right before the old folder goes: a mount point in it, and, for a marked `src`
+    (an output, not a checkpoint's folder inside one), a `dst` lewisrag did not mark that holds
+    anything, or another kind's output holding files lewisrag did not write there (`_foreign`), are
+    refused by name and left as they are.
     """
     src, dst = physical(src), physical(dst)  # `.` and `..` have no name to rename by
     if record and made_by(src) is not None:
         record_files(src, files)
     if dst.exists() and not dst.is_dir():
         raise InputError(dst, "exists and is not a folder (it is left as it is)")
+    if dst.is_dir() and not dst.is_symlink():
+        _check_one_device(dst, None)
+        made, new = made_by(dst), made_by(src)
+        if new is not None and made is None and (names := sorted(os.listdir(dst))):
+            raise InputError(dst / names[0], "was not written by lewisrag, and the folder holding it is being replaced; "
+                             "move it away, then run the command again")
+        if new is not None and made not in (None, new) and (users := _foreign(dst)):
+            raise InputError(dst / users[0], f"was not written by lewisrag into the {made} at {dst}, which is being "
+                             "replaced; move it away, then run the command again")
+    _swap(src, dst)
+
+
+def _swap(src: Path, dst: Path) -> None:
+    """The two renames of a replace (old aside, new in) and the old folder's removal."""
     old = _old(dst)
     _clear_old(old)
     if dst.exists():
@@ -563,7 +612,54 @@ def _discard(path: Path) -> None:
     if path.is_symlink():  # rmtree refuses links: a replaced `--out` link would linger as `.NAME.old`
         path.unlink()
     else:
-        shutil.rmtree(path, ignore_errors=True)
+        _remove_tree(path)
+
+
+def _remove_tree(path: Path) -> None:
+    """`shutil.rmtree(path, ignore_errors=True)` that never crosses into another file system: a folder
+    inside `path` that is a mount point, or lies on another device, is left (with the folders above it),
+    its files untouched. Links are removed, never followed."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        return
+    _remove_below(str(path), st.st_dev, _mount_points())
+
+
+def _remove_below(folder: str, dev: int, mounts: set[str]) -> bool:
+    """Remove `folder` and what it holds on device `dev`; whether it is gone."""
+    whole = True
+    try:
+        with os.scandir(folder) as it:
+            entries = list(it)
+    except OSError:
+        return False
+    for entry in entries:
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if st.st_dev != dev or entry.path in mounts or (stat.S_ISDIR(st.st_mode) and os.path.ismount(entry.path)):
+            whole = False  # another file system: not ours to empty
+        elif stat.S_ISDIR(st.st_mode):
+            whole = _remove_below(entry.path, dev, mounts) and whole
+        else:
+            try:
+                os.unlink(entry.path)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                whole = False
+    if whole:
+        try:
+            os.rmdir(folder)
+        except OSError:
+            return False
+    return whole
 
 
 # `.NAME.tmp.PID-HOST.xxxx` (staged_dir) and `.NAME.PID-HOST.xxxx.tmp` (io.atomic_path); xxxx is tempfile's
@@ -594,7 +690,7 @@ def sweep_leftovers(folder: str | os.PathLike, name: str | None = None) -> list[
                 continue
             path = Path(entry.path)
             if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(path, ignore_errors=True)
+                _remove_tree(path)
             else:
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()
@@ -620,6 +716,113 @@ def _alive(pid: int) -> bool:
 
 def _old(target: Path) -> Path:
     return target.with_name(f".{target.name}.old")
+
+
+def _restore_old(out: Path) -> None:
+    """Put back the folder a kill between `replace_dir`'s two renames left at `.NAME.old` (marked, `out`
+    missing), as a RAG run does its checkpoints' (`training.rag._settle_replaced`): left there, the next
+    run found no output to carry the user's files from, and its replace removed them with `.NAME.old`."""
+    old = _old(out)
+    if out.exists() or out.is_symlink() or old.is_symlink() or not old.is_dir() or made_by(old) is None:
+        return
+    os.replace(old, out)
+
+
+def _resolved(path: str | os.PathLike, flag: str | None = None, given: str | os.PathLike | None = None) -> Path:
+    """`Path(path).resolve()`, or an InputError naming `path` (`given`) when a symbolic link loop is in its way."""
+    try:
+        return Path(path).resolve()
+    except RuntimeError:  # Python before 3.13
+        pass
+    except OSError as e:
+        if e.errno != errno.ELOOP:
+            raise
+    raise InputError(path if given is None else given, "is inside a symbolic link loop", field=flag)
+
+
+def _identity(path: str | os.PathLike) -> tuple[int, int] | None:
+    """The kernel's name for the file or folder at `path` (device, inode), links followed; None if none is there."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _files(found: list) -> str:
+    return "1 file" if len(found) == 1 else f"{len(found)} files"
+
+
+def _foreign(root: Path) -> list[str]:
+    """The files and links in the marked output at `root` that lewisrag did not write there, as paths
+    relative to it: names its marker does not list, files below that its "tree" does not hold, and in
+    its folders that are outputs of their own (a reproduction's RUN/world, RUN/dpr) those that their
+    markers do not list. None are known for a marker that lists nothing (written before markers did).
+    A `.NAME.old` of a listed NAME (a replace killed between its renames) is lewisrag's."""
+    marker = _read_marker(root)
+    listed = _listed(marker)
+    if listed is None:
+        return []
+    tree = _listed_tree(marker)
+    skip = {MARKER, *(f".{n}.old" for n in listed)}
+    found: list[str] = []
+
+    def visit(folder: Path, rel: str) -> None:
+        try:
+            entries = sorted(os.listdir(folder))
+        except OSError:
+            return
+        for name in entries:
+            path, r = folder / name, f"{rel}{name}"
+            if not rel and name in skip:
+                continue
+            if path.is_dir() and not path.is_symlink():
+                if made_by(path) is not None:  # an output of its own
+                    found.extend(f"{r}/{f}" for f in _foreign(path))
+                elif rel or name not in listed or tree is not None:  # without a tree, all of a listed folder is lewisrag's
+                    visit(path, r + "/")
+            elif not (r in listed if not rel else (r in tree if tree is not None else r.split("/")[0] in listed)):
+                found.append(r)
+
+    visit(root, "")
+    return found
+
+
+def _mount_points() -> set[str]:
+    """The mount points this process sees (`/proc/self/mountinfo`; none where it is missing)."""
+    try:
+        lines = Path("/proc/self/mountinfo").read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return set()
+    unescape = re.compile(r"\\([0-7]{3})")  # a space is \040, a backslash \134
+    return {unescape.sub(lambda m: chr(int(m[1], 8)), f[4]) for f in (ln.split(" ") for ln in lines) if len(f) > 4}
+
+
+def _check_one_device(folder: Path, flag: str | None = "--out", what: str = "replacing the folder") -> None:
+    """Refuse to replace `folder` when anything inside it is a mount point or lies on another device
+    than `folder` (`os.path.ismount`, the device of each entry, and the kernel's mount table, which
+    also names a bind mount of the same file system): the old folder's removal would delete the files
+    on that file system, and the hard links that carry the user's files over cannot reach them (they
+    were copied, and the originals deleted). Nothing is refused or walked when `folder` is missing."""
+    try:
+        st = os.lstat(folder)
+    except OSError:
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        return
+    real = os.path.realpath(folder)
+    mounts = {m for m in _mount_points() if m != real and m.startswith(real.rstrip("/") + "/")}
+    for root, dirs, files in os.walk(folder):  # links are not followed
+        for name in sorted(dirs) + sorted(files):
+            path = os.path.join(root, name)
+            try:
+                entry = os.lstat(path)
+            except OSError:
+                continue
+            on_it = os.path.join(real, os.path.relpath(path, folder))
+            if entry.st_dev != st.st_dev or on_it in mounts or (stat.S_ISDIR(entry.st_mode) and os.path.ismount(path)):
+                raise InputError(path, f"is a mount point inside {folder}, whose files {what} would delete; unmount "
+                                 "it or move it away", field=flag)
 
 
 def existing(path: str | os.PathLike) -> Path | None:
@@ -675,7 +878,7 @@ def staged_dir(path: str | os.PathLike, kind: str | None = None) -> Iterator[Pat
         if kind is not None:
             mark(tmp, kind)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        _remove_tree(tmp)
         remove_if_empty(made)
         raise
     replace_dir(tmp, target)
@@ -713,7 +916,11 @@ def rewritten_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
     where links fail): in the old folder and the new alike until the rename. A path the new output
     writes that the user holds there is refused, its file kept, unless `overwrite`. `out` is held
     (`exclusive`) from the first file written to the rename: a second run into it is refused, not
-    raced. `out` was checked with `check_out_dir`.
+    raced. `out` was checked with `check_out_dir`; what is there at the swap is looked at again, as
+    the user may have put files there since: in a folder lewisrag did not mark (missing or empty at
+    the check) they all move over, and a path the new output writes is refused, `overwrite` or not;
+    in another kind's output that `--overwrite` replaces, a file lewisrag did not write there is
+    refused (`_foreign`); a mount point inside `out` is refused (`_check_one_device`).
     """
     out = physical(out)
     tmp, made = _stage_beside(out)
@@ -724,25 +931,39 @@ def rewritten_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
             mark(tmp, kind)
             names = [n for n in os.listdir(tmp) if n != MARKER]
             record_files(tmp, names)  # before the user's files join it: the marker lists what lewisrag wrote
-            if is_ours(out, kind):
-                listed = written_files(out)
-                # a marker that lists nothing is from before markers listed files: the new output's names were its own
-                added = added_files(out) if listed is not None else sorted(set(os.listdir(out)) - {MARKER} - set(names))
-                users = [f for a in added for f in _files_below(out, a)]  # a user's folder merges with a new one of its name
-                clash = [p for p in users if _taken(tmp, out, p)]
-                if clash and not overwrite:
-                    raise InputError(out / clash[0], "was not written by lewisrag and the new output writes a file "
-                                     "of that name; move it away or pass --overwrite", field=flag)
-                for path in (p for p in users if p not in clash):
-                    (tmp / path).parent.mkdir(parents=True, exist_ok=True)
-                    if not (tmp / path).is_dir():  # an empty folder of the user's that the new output also has
-                        _link_tree(out / path, tmp / path)
+            _check_one_device(out, flag)  # a mount put there since the check: not copied over, then emptied
+            ours = is_ours(out, kind)
+            # a user's folder merges with a new one of its name
+            users = [f for a in _carried(out, kind, names, flag) for f in _files_below(out, a)]
+            clash = [p for p in users if _taken(tmp, out, p)]
+            if clash and not (overwrite and ours):
+                raise InputError(out / clash[0], "was not written by lewisrag and the new output writes a file "
+                                 "of that name; move it away" + (" or pass --overwrite" if ours else ""), field=flag)
+            for path in (p for p in users if p not in clash):
+                (tmp / path).parent.mkdir(parents=True, exist_ok=True)
+                if not (tmp / path).is_dir():  # an empty folder of the user's that the new output also has
+                    _link_tree(out / path, tmp / path)
             with signals_deferred():  # the two renames together: a Ctrl-C between them would leave `out` missing
-                replace_dir(tmp, out, record=False)
+                _swap(tmp, out)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        _remove_tree(tmp)
         remove_if_empty(made)
         raise
+
+
+def _carried(out: Path, kind: str, names: list[str], flag: str) -> list[str]:
+    """The names in `out`, as the swap finds it, that are the user's and move over to the new `kind` output
+    (`names`: what it wrote at its top)."""
+    made = made_by(out)
+    if made == kind:
+        # a marker that lists nothing is from before markers listed files: the new output's names were its own
+        return added_files(out) if written_files(out) is not None else sorted(set(os.listdir(out)) - {MARKER} - set(names))
+    if made is None:  # missing or empty when checked (it holds no marker): whatever is there now, the user put there
+        return sorted(os.listdir(out))
+    if users := _foreign(out):  # another kind's output, which --overwrite replaces with what lewisrag wrote there only
+        raise InputError(out / users[0], f"was not written by lewisrag into the {made} at {out}, which this output "
+                         "replaces; move it away, then run the command again", field=flag)
+    return []
 
 
 def _files_below(root: Path, rel: str) -> list[str]:

@@ -378,7 +378,7 @@ def run_base(preset: Preset, run: Path, seed: int, resume: bool, threads: int | 
     # before anything is removed: a file the user added to a stage's folder is refused now, not lost
     S.check_rerun(run, [f"index_{snap}" for snap in passages] + ["generator", "rag_token", "rag_sequence", "closed_book"],
                   resume, overwrite)
-    S.start_run(run, config | ({} if legacy else {FINGERPRINTS: fingerprints}), resume)
+    S.start_run(run, config | ({} if legacy else {FINGERPRINTS: fingerprints}), resume, overwrite)
     if not legacy:  # results.json: content digests only (no sizes or times of files not read: the same data, the same file)
         config = config | {CONTENT: {k: f["sha256"] for k, f in fingerprints.items() if f and "sha256" in f}}
     stages: dict[str, dict] = {}
@@ -397,9 +397,9 @@ def run_base(preset: Preset, run: Path, seed: int, resume: bool, threads: int | 
     stage("generator", lambda: _generator(run, assets.generator, overwrite))
     files = {"train": str(data / "train.jsonl"), "dev": str(data / "dev.jsonl")}
     for name, variant in (("rag_token", "token"), ("rag_sequence", "sequence")):
-        stage(name, lambda n=name, v=variant: S.rag(run, preset, seed, n, v, False, resume, on_progress, **pair, **files,
+        stage(name, lambda n=name, v=variant: S.rag(run, preset, seed, n, v, False, resume, on_progress, overwrite, **pair, **files,
                                                      **settings["rag"]))
-    stage("closed_book", lambda: S.closed_book(run, preset, seed, on_progress, train=files["train"], **settings["closed_book"]))
+    stage("closed_book", lambda: S.closed_book(run, preset, seed, on_progress, overwrite, train=files["train"], **settings["closed_book"]))
     stage("evaluate", lambda: S.evaluate(run, preset, on_progress, test_file=data / "test.jsonl"))
     if swap_sets:
         stage("knowledge_update", lambda: _knowledge_update(run, preset, on_progress))

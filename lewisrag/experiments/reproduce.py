@@ -46,7 +46,7 @@ from lewisrag import __version__
 from lewisrag.data.cpu_linear import cpu_linear as use_cpu_linear
 from lewisrag.data.cpu_linear import resolve_kind
 from lewisrag.data.io import InputError, LewisragWarning, read_json, write_json
-from lewisrag.data.outputs import check_out_dir, exclusive, is_free, is_ours, note_written, replace_dir
+from lewisrag.data.outputs import check_out_dir, exclusive, is_free, is_ours, note_written, replace_dir, wrote
 from lewisrag.data.records import read_passages, read_qa
 from lewisrag.data.tasks import statement_queries
 from lewisrag.data.threads import environment, torch_threads
@@ -147,11 +147,13 @@ def reproduce(
                                       "(delete that folder to start afresh)"))
     threads = run_threads(preset, run, resume)
     with exclusive(run), torch_threads(threads), use_cpu_linear(linear):  # two runs into one folder would mix their stages' files
+        found = _stamps(run)  # the results and plots there before the run: one it leaves untouched is not its own
         if preset.hub:
             results = _finish(run, *run_base(preset, run, seed, resume, threads, assets, read, _run_stage, on_stage,
-                                             on_progress, lang, overwrite=overwrite), on_stage)
+                                             on_progress, lang, overwrite=overwrite), on_stage, found)
         else:
-            results = _reproduce(preset, run, seed, resume, threads, on_stage, on_progress, tuple(tasks), lang, overwrite)
+            results = _reproduce(preset, run, seed, resume, threads, on_stage, on_progress, tuple(tasks), lang, overwrite,
+                                 found)
     if run != out:
         replace_dir(run, out, record=False)  # its marker lists what the run wrote (`stages.record_stage`), not its stages' folders
     return results
@@ -223,7 +225,8 @@ def with_lang(config: dict, lang: str) -> dict:
 
 
 def _reproduce(preset: Preset, run: Path, seed: int, resume: bool, threads: int | None, on_stage,
-               on_progress: Progress, tasks: tuple[str, ...] = ("qa",), lang: str = "en", overwrite: bool = False) -> dict:
+               on_progress: Progress, tasks: tuple[str, ...] = ("qa",), lang: str = "en", overwrite: bool = False,
+               found: dict | None = None) -> dict:
     if preset.generator.startswith("shipped:"):
         S.shipped_generator(preset)  # missing: say so now, not after the retriever stages
     if preset.lang != "en" and tasks[1:]:
@@ -238,10 +241,10 @@ def _reproduce(preset: Preset, run: Path, seed: int, resume: bool, threads: int 
         ("bm25_a", lambda: _bm25(run, ow), None),
         ("retrieval", lambda: _retrieval(run, preset, on_progress), RETRIEVAL_NEEDS),
         ("generator", lambda: S.generator(run, preset, seed, on_progress, ow), None),
-        *((name, lambda n=name, v=variant, f=frozen: S.rag(run, preset, seed, n, v, f, resume, on_progress), None)
+        *((name, lambda n=name, v=variant, f=frozen: S.rag(run, preset, seed, n, v, f, resume, on_progress, ow), None)
           for name, variant, frozen in (("rag_token", "token", False), ("rag_sequence", "sequence", False),
                                         ("rag_token_frozen", "token", True))),
-        ("closed_book", lambda: S.closed_book(run, preset, seed, on_progress), None),
+        ("closed_book", lambda: S.closed_book(run, preset, seed, on_progress, ow), None),
         ("evaluate", lambda: S.evaluate(run, preset, on_progress), None),
         ("ablations", lambda: S.ablations(run, preset, on_progress), None),
         ("knowledge_update", lambda: S.knowledge_update(run, preset, on_progress), None),
@@ -259,24 +262,44 @@ def _reproduce(preset: Preset, run: Path, seed: int, resume: bool, threads: int 
     # them is refused now, not once the stages before it were redone (and their folders' files lost)
     S.check_rerun(run, [name for name, _, _ in plan], resume, overwrite)
     check_resumed_config(run, config, resume, "preset, seed or --tasks", text_stages=("compare",))
-    S.start_run(run, config, resume)
+    S.start_run(run, config, resume, overwrite)
     stages = {}
     for name, fn, needs in plan:
         stages[name] = _run_stage(run, name, resume, fn, on_stage, needs)
 
-    return _finish(run, _assemble(config, stages), stages, on_stage)
+    return _finish(run, _assemble(config, stages), stages, on_stage, found)
 
 
-def _finish(run: Path, results: dict, stages: dict, on_stage) -> dict:
-    """results.json, timings.json and the report (always redone: cheap, and it must describe these results)."""
+def _finish(run: Path, results: dict, stages: dict, on_stage, found: dict | None = None) -> dict:
+    """results.json, timings.json and the report (always redone: cheap, and it must describe these results).
+    `found` (`_stamps`): the run's results and plots as it found them; by default, as they are now."""
+    before = _stamps(run) if found is None else found
     write_results(run / "results.json", _as_results(_without_timings(results)))
     write_json(run / "timings.json", {name: s["seconds"] for name, s in stages.items()})
     on_stage("report", "started", {})
     t = time.perf_counter()
     write_report(run, results)
-    note_written(run, ["results.json", "timings.json", *S.FINISHED])  # those of them there: the run's own (`check_out_file`)
+    # the run's own (`check_out_file`): those written since it began (RUN/position.png by the compare stage too), and
+    # those its marker lists already; not a user's file of such a name it did not write (the user's
+    # jeopardy_posteriors.png beside a QA run, kept on --resume)
+    note_written(run, [name for name in S.FINISHED
+                       if (now := _stamp(run / name)) is not None and (now != before[name] or wrote(run, name))])
     on_stage("report", "done", {"seconds": round(time.perf_counter() - t, 2)})
     return results
+
+
+def _stamps(run: Path) -> dict:
+    """`_stamp` of each of the run's results and plots (`stages.FINISHED`)."""
+    return {name: _stamp(run / name) for name in S.FINISHED}
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    """What tells a file rewritten since from the same file untouched (a write replaces it, a new inode)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
 
 
 def _assemble(config: dict, stages: dict) -> dict:

@@ -18,7 +18,7 @@ import torch
 
 from lewisrag.data.cpu_linear import current_kind
 from lewisrag.data.io import InputError, expect, is_finite_number, read_json, read_json_list_lines, write_json, write_text
-from lewisrag.data.outputs import check_out_dir, check_part, discard_output, made_by, mark, note_written, staged_dir
+from lewisrag.data.outputs import check_out_dir, check_part, discard_output, made_by, mark, note_written, staged_dir, wrote
 from lewisrag.data.pretrained import load_generator, model_files
 from lewisrag.data.records import read_qa
 from lewisrag.data.threads import resolve_device
@@ -160,6 +160,8 @@ def record_stage(run: Path, name: str, record: dict, ran: bool) -> None:
     base preset's RUN/data). A file an output lists is its own: `swap --out RUN/config.json --overwrite`
     replaced a finished run's config.json (exit 0), and its `--resume` was then refused."""
     paths = [f"stages/{name}.json", *STAGE_FILES.get(name, ())]
+    if ran and name == "compare" and isinstance(record.get("out"), dict) and record["out"].get("position"):
+        paths.append("position.png")  # plotted when the stage probed positions (`compare_stage`), so not in STAGE_FILES
     folder = record.get("dir")
     if ran and isinstance(folder, str) and folder and (run / folder).is_dir() and made_by(run / folder) is None:
         paths += [p.relative_to(run).as_posix() for p in (run / folder).rglob("*") if not p.is_dir()]
@@ -183,11 +185,14 @@ def check_stage_outputs(run: Path, name: str, record: dict, path: Path) -> None:
                              "(delete that record, and --resume runs the stage again)")
 
 
-def start_run(run: Path, config: dict, resume: bool) -> None:
+def start_run(run: Path, config: dict, resume: bool, overwrite: bool = False) -> None:
     """Mark `run` a reproduction and write its config.json. A run begun afresh (not `resume`) first
     forgets what an earlier run in the folder finished: its stage records, which a later `--resume`
     would otherwise take for this run's stages though that run's preset or seed may have differed,
-    and its results and reports, which would stand beside this run's config until it ends.
+    and its results and reports (`FINISHED`), which would stand beside this run's config until it
+    ends. Only those the run's marker says it wrote (`outputs.wrote`): a user's file of such a name
+    (RUN/jeopardy_posteriors.png beside a QA run, which writes none) is refused by name before
+    anything is removed, unless `overwrite`; a folder of such a name is refused whatever `overwrite`.
 
     config.json also records the library multiplying float32 linear layers on the CPU, the one in
     force now (`reproduce --cpu-linear`, LINEAR_KEY), and a resume with another is refused: it
@@ -200,13 +205,28 @@ def start_run(run: Path, config: dict, resume: bool) -> None:
         raise InputError(run / "config.json", f"was written with another library for float32 linear layers on the "
                          f"CPU: {why}; resume with --cpu-linear {saved[LINEAR_KEY]}, or use a new --out or drop --resume")
     if not resume:
+        doomed = finished_files(run, overwrite)  # all checked before anything is removed
         forget_stages(run)
-        for name in FINISHED:
-            (run / name).unlink(missing_ok=True)
+        for path in doomed:
+            path.unlink(missing_ok=True)
     mark(run, "reproduction")  # reproduce.KIND
     recorded = {LINEAR_KEY: kind} if not saved or LINEAR_KEY in saved else {}
     write_json(run / "config.json", config | recorded)
     note_written(run, ["config.json"])  # the run's own, which `swap --out RUN/config.json --overwrite` is refused
+
+
+def finished_files(run: Path, overwrite: bool = False) -> list[Path]:
+    """The files of `FINISHED` in `run`, each one the run's marker says it wrote (`outputs.wrote`), or, with
+    `overwrite`, any file; a user's file of such a name is refused by name otherwise, and a folder always."""
+    found = [run / name for name in FINISHED if (run / name).exists() or (run / name).is_symlink()]
+    for path in found:
+        if path.is_dir() and not path.is_symlink():
+            raise InputError(path, "is a folder where a reproduction writes a file, which no command removes, "
+                             "--overwrite or not; move it away")
+        if not overwrite and not wrote(run, path.name):
+            raise InputError(path, "was not written by lewisrag, and a run begun afresh removes the file of this name "
+                             "that an earlier run wrote; move it away, or pass --overwrite to remove it")
+    return found
 
 
 def generator(run: Path, preset: Preset, seed: int, on_progress: Progress, overwrite: bool = False) -> dict:
@@ -269,17 +289,19 @@ def shipped_generator(preset: Preset) -> Path:
 
 
 def rag(run: Path, preset: Preset, seed: int, name: str, variant: str, freeze: bool, resume: bool,
-        on_progress: Progress, **overrides) -> dict:
+        on_progress: Progress, overwrite: bool = False, **overrides) -> dict:
     """RUN/<name>: `train_rag` on snapshot A's index with the world's train/dev splits.
 
-    `overrides` replace RagTrainConfig fields (the base preset: its encoders, data files and steps)."""
+    `overrides` replace RagTrainConfig fields (the base preset: its encoders, data files and steps).
+    `overwrite`: a file the user added to RUN/<name> since `check_rerun` is removed with it, not refused."""
     world, out = run / "world", run / name
     cfg = replace(preset.rag, variant=variant, freeze_retriever=freeze, seed=seed, index=str(run / "index_a"),
                   encoder=str(run / "dpr"), generator=str(run / "generator"), train=str(world / "train.jsonl"),
                   dev=str(world / "dev.jsonl"), cpu=preset.rag.cpu or preset.device == "cpu")
     cfg = replace(cfg, **overrides)
-    if not resume:  # `check_rerun` found nothing of the user's in it (and refused it without a marker, as this does)
-        discard_output(out, RAG_KIND)
+    if not resume:  # `check_rerun` found nothing of the user's in it (and refused it without a marker, as this does);
+        # checked again now: the stages before it ran meanwhile, and the user may have put a file there since
+        discard_output(out, RAG_KIND, LEGACY[RAG_KIND], unmarked=False, overwrite=overwrite, what=f"the {name} stage")
     # resume=True continues this stage's own checkpoint, if any; root=run: the run folder may have moved since
     # (`mv RUN RUN2`), and its own index, encoder, generator and world are then the same files at their new place
     s = train_rag(cfg, out, resume=True, root=run,
@@ -287,14 +309,15 @@ def rag(run: Path, preset: Preset, seed: int, name: str, variant: str, freeze: b
     return {"dir": name, "steps": s["steps"], "best_dev_em": s["best_em"], "n_train": s["n_train"]}
 
 
-def closed_book(run: Path, preset: Preset, seed: int, on_progress: Progress, **overrides) -> dict:
+def closed_book(run: Path, preset: Preset, seed: int, on_progress: Progress, overwrite: bool = False, **overrides) -> dict:
     """RUN/closed_book: the same generator fine-tuned on the same questions without retrieval
-    (`overrides` replace ClosedBookConfig fields, as `rag`'s do)."""
+    (`overrides` replace ClosedBookConfig fields, as `rag`'s do; `overwrite` as `rag`'s)."""
     cfg = replace(preset.closed_book, generator=str(run / "generator"), train=str(run / "world" / "train.jsonl"),
                   train_kinds=preset.rag.train_kinds, seed=seed, device=preset.device)
     cfg = replace(cfg, **overrides)
-    # cheap enough to redo rather than checkpoint (`check_rerun` found nothing of the user's in it)
-    discard_output(run / "closed_book", CLOSED_BOOK_KIND, legacy=CLOSED_BOOK_LAYOUT)
+    # cheap enough to redo rather than checkpoint (`check_rerun` found nothing of the user's in it; checked again now)
+    discard_output(run / "closed_book", CLOSED_BOOK_KIND, legacy=CLOSED_BOOK_LAYOUT, overwrite=overwrite,
+                   what="the closed_book stage")
     s = train_closed_book(cfg, run / "closed_book",
                           lambda step, steps, rec: on_progress("closed_book", step, steps, f"loss {rec['loss']:.3f}"))
     return {"dir": "closed_book", "steps": s["steps"], "final_loss": s["final_loss"], "n_train": s["n_train"]}

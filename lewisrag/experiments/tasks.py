@@ -41,7 +41,7 @@ from lewisrag.data.records import answer_sources, read_passages, read_qa
 from lewisrag.data.tasks import NEI
 from lewisrag.eval.stats.paired import paired_bootstrap
 from lewisrag.experiments.presets import Preset
-from lewisrag.experiments.stages import write_evidence
+from lewisrag.experiments.stages import LEGACY, write_evidence
 from lewisrag.index.dense import DenseIndex
 from lewisrag.rag_model.answering import answer_questions
 from lewisrag.scoring.aggregate import mean
@@ -69,12 +69,13 @@ SYSTEMS = ("rag_token", "rag_sequence", "closed_book")
 def stages(run: Path, preset: Preset, seed: int, task: str, resume: bool, on_progress: Progress,
            overwrite: bool = False) -> list[tuple[str, Callable]]:
     """(stage name, function) for one task, in order: both RAG variants, closed book, evaluation
-    (after the tasks' retriever stages, `reproduce`; `overwrite`: reproduce's, for the verifier's folder)."""
+    (after the tasks' retriever stages, `reproduce`; `overwrite`: reproduce's, for the folders the stages replace)."""
     out = []
     if preset.tasks[task].verifier_steps:
         out.append((f"{task}_verifier", lambda: verifier(run, preset, seed, task, on_progress, overwrite)))
-    out += [(f"{task}_rag_{v}", lambda v=v: train(run, preset, seed, task, v, resume, on_progress)) for v in ("token", "sequence")]
-    out.append((f"{task}_closed_book", lambda: train_closed(run, preset, seed, task, on_progress)))
+    out += [(f"{task}_rag_{v}", lambda v=v: train(run, preset, seed, task, v, resume, on_progress, overwrite))
+            for v in ("token", "sequence")]
+    out.append((f"{task}_closed_book", lambda: train_closed(run, preset, seed, task, on_progress, overwrite)))
     evaluate = jeopardy_evaluate if task == "jeopardy" else fever_evaluate
     out.append((f"{task}_evaluate", lambda: evaluate(run, preset, on_progress)))
     return out
@@ -100,7 +101,8 @@ def verifier(run: Path, preset: Preset, seed: int, task: str, on_progress: Progr
             "dev_gold_passage": r["dev_gold_passage"]}
 
 
-def train(run: Path, preset: Preset, seed: int, task: str, variant: str, resume: bool, on_progress: Progress) -> dict:
+def train(run: Path, preset: Preset, seed: int, task: str, variant: str, resume: bool, on_progress: Progress,
+          overwrite: bool = False) -> dict:
     """RUN/<task>/rag_<variant>: train_rag on the task's files over index A, from the QA runs' starting point."""
     sched, world, out = preset.tasks[task], run / "world", run / task / f"rag_{variant}"
     cfg = replace(preset.rag, task=task, variant=variant, seed=seed, index=str(run / "tasks" / "index_a"),
@@ -110,8 +112,9 @@ def train(run: Path, preset: Preset, seed: int, task: str, variant: str, resume:
                   retriever_lr_scale=sched.retriever_lr_scale, max_target_length=sched.max_target_length,
                   eval_every=sched.steps, save_every=sched.steps, eval_questions=sched.eval_questions,
                   cpu=preset.rag.cpu or preset.device == "cpu")
-    if not resume:  # reproduce's `stages.check_rerun` found nothing of the user's in it (and refused it unmarked)
-        discard_output(out, RAG_KIND)
+    if not resume:  # reproduce's `stages.check_rerun` found nothing of the user's in it; checked again now, as stages.rag does
+        discard_output(out, RAG_KIND, LEGACY[RAG_KIND], unmarked=False, overwrite=overwrite,
+                       what=f"the {task} RAG-{variant} stage")
     name = f"{task} RAG-{variant}"
     s = train_rag(cfg, out, resume=True, root=run,  # root: a moved run folder resumes its killed stage (stages.rag)
                   on_progress=lambda step, steps, rec: on_progress(name, step, steps, f"loss {rec['loss']:.3f}"))
@@ -119,7 +122,7 @@ def train(run: Path, preset: Preset, seed: int, task: str, variant: str, resume:
             "n_train": s["n_train"]}
 
 
-def train_closed(run: Path, preset: Preset, seed: int, task: str, on_progress: Progress) -> dict:
+def train_closed(run: Path, preset: Preset, seed: int, task: str, on_progress: Progress, overwrite: bool = False) -> dict:
     """RUN/<task>/closed_book: the same generator fine-tuned on the task's training examples without retrieval."""
     sched, out = preset.tasks[task], run / task / "closed_book"
     cfg = ClosedBookConfig(generator=str(starting_generator(run, preset, task)), task=task,
@@ -127,7 +130,8 @@ def train_closed(run: Path, preset: Preset, seed: int, task: str, on_progress: P
                            steps=sched.closed_book_steps, lr=sched.closed_book_lr, batch_size=preset.closed_book.batch_size,
                            max_target_length=sched.max_target_length, seed=seed, device=preset.device,
                            mixed_precision=preset.closed_book.mixed_precision)
-    discard_output(out, CLOSED_BOOK_KIND, legacy=CLOSED_BOOK_LAYOUT)  # `stages.check_rerun` found nothing of the user's
+    discard_output(out, CLOSED_BOOK_KIND, legacy=CLOSED_BOOK_LAYOUT, overwrite=overwrite,  # checked again now
+                   what=f"the {task} closed-book stage")
     s = train_closed_book(cfg, out, lambda step, steps, rec: on_progress(f"{task} closed book", step, steps, f"loss {rec['loss']:.3f}"))
     return {"dir": f"{task}/closed_book", "steps": s["steps"], "final_loss": s["final_loss"], "n_train": s["n_train"]}
 
