@@ -329,3 +329,21 @@ def test_a_symbolic_link_loop_is_one_line_not_a_traceback(tmp_path, monkeypatch,
         check_inputs_outside(tmp_path / "out", {"--docs": loop / "docs.jsonl"})
     code, _, err = run_main(monkeypatch, capsys, "chunk", "--docs", docs, "--out", loop / "out.jsonl")
     assert code == 2 and "symbolic link loop" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_resume_refuses_a_users_file_where_its_end_writes_the_report(tmp_path):
+    """--resume skipped the check: its end rewrote a user's report.md (a name it always writes) without a word.
+    A user's file of a name the run may not write (jeopardy_posteriors.png beside a QA run) is left alone."""
+    run = tmp_path / "R1"
+    mark(run, "reproduction")
+    (run / "results.json").write_text("the run's")
+    outputs.note_written(run, ["results.json"])
+    (run / "report.md").write_text("mine")
+    (run / "jeopardy_posteriors.png").write_text("mine")
+    before = _state(run)
+    with pytest.raises(InputError, match=r"report\.md.*not written by lewisrag.*--overwrite"):
+        S.start_run(run, {"seed": 0}, resume=True)
+    assert _state(run) == before
+    (run / "report.md").unlink()
+    S.start_run(run, {"seed": 0}, resume=True)  # nothing removed on a resume
+    assert (run / "results.json").read_text() == "the run's" and (run / "jeopardy_posteriors.png").exists()

@@ -57,6 +57,7 @@ SYSTEMS = ("rag_token", "rag_sequence", "closed_book")  # Table 1's rows that th
 FINISHED = ("results.json", "timings.json", "report.md", "report.html", "predictions.json", "evidence.json",
             "knowledge_update.json", "training_curves.png", "em_vs_k.png", "swap_matrix.png", "token_posteriors.png",
             "position.png", "jeopardy_posteriors.png")
+REWRITTEN = ("results.json", "timings.json", "report.md")  # the end of every run, --resume too, writes these
 
 
 # The folders stages replace whole, by stage name: (its path in RUN, its marker kind). `check_rerun` checks
@@ -193,6 +194,7 @@ def start_run(run: Path, config: dict, resume: bool, overwrite: bool = False) ->
     ends. Only those the run's marker says it wrote (`outputs.wrote`): a user's file of such a name
     (RUN/jeopardy_posteriors.png beside a QA run, which writes none) is refused by name before
     anything is removed, unless `overwrite`; a folder of such a name is refused whatever `overwrite`.
+    A `resume` removes nothing and checks those its end always rewrites (`REWRITTEN`) alike.
 
     config.json also records the library multiplying float32 linear layers on the CPU, the one in
     force now (`reproduce --cpu-linear`, LINEAR_KEY), and a resume with another is refused: it
@@ -204,8 +206,9 @@ def start_run(run: Path, config: dict, resume: bool, overwrite: bool = False) ->
     if why := linear_difference(saved, kind):
         raise InputError(run / "config.json", f"was written with another library for float32 linear layers on the "
                          f"CPU: {why}; resume with --cpu-linear {saved[LINEAR_KEY]}, or use a new --out or drop --resume")
+    # all checked before anything is removed; on --resume, those its end rewrites whatever the stages (REWRITTEN)
+    doomed = finished_files(run, overwrite, REWRITTEN if resume else FINISHED)
     if not resume:
-        doomed = finished_files(run, overwrite)  # all checked before anything is removed
         forget_stages(run)
         for path in doomed:
             path.unlink(missing_ok=True)
@@ -215,10 +218,10 @@ def start_run(run: Path, config: dict, resume: bool, overwrite: bool = False) ->
     note_written(run, ["config.json"])  # the run's own, which `swap --out RUN/config.json --overwrite` is refused
 
 
-def finished_files(run: Path, overwrite: bool = False) -> list[Path]:
-    """The files of `FINISHED` in `run`, each one the run's marker says it wrote (`outputs.wrote`), or, with
+def finished_files(run: Path, overwrite: bool = False, names: Sequence[str] = FINISHED) -> list[Path]:
+    """The files of `names` (`FINISHED`) in `run`, each one the run's marker says it wrote (`outputs.wrote`), or, with
     `overwrite`, any file; a user's file of such a name is refused by name otherwise, and a folder always."""
-    found = [run / name for name in FINISHED if (run / name).exists() or (run / name).is_symlink()]
+    found = [run / name for name in names if (run / name).exists() or (run / name).is_symlink()]
     for path in found:
         if path.is_dir() and not path.is_symlink():
             raise InputError(path, "is a folder where a reproduction writes a file, which no command removes, "
