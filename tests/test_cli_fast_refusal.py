@@ -30,6 +30,7 @@ CASES = {  # the flags after the command, and what the refusal says
     "stitched --lr": (["train", "stitched", *STITCHED, "--lr", "1e40"], "error: --lr: must be at most 3.4e+37"),
     "stitched --gold-position": (["train", "stitched", *STITCHED, "--gold-position", "first"], "error: --gold-position:"),
     "pretrain --preset": (["pretrain", "--preset", "huge"], "error: --preset: unknown preset 'huge'"),
+    "pretrain --steps --minutes": (["pretrain", "--steps", "5", "--minutes", "1"], "error: --minutes: give --steps or --minutes, not both"),
     "pretrain --device": (["pretrain", "--device", "gpu"], "error: --device: must be auto, cpu or cuda[:N], got 'gpu'"),
     "compare --run": (["compare", "--run", "nope"], "field '--run': run folder not found"),
     "compare --concurrency": (["compare", "--run", "nope", "--concurrency", "0"], "'--concurrency'"),

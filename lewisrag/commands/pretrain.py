@@ -105,7 +105,7 @@ def pretrain(
 
     check_out_dir(out, GENERATOR_KIND, overwrite=overwrite, replaces=True, alone=True)
     if steps is not None and minutes is not None:
-        raise typer.BadParameter("give --steps or --minutes, not both")
+        raise InputError("--minutes", "give --steps or --minutes, not both")
     if lang not in ("en", "zh"):
         raise InputError("--lang", f"must be en or zh, got {lang!r}")
     parsed = parse_overrides(overrides or [])
