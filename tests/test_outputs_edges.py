@@ -347,3 +347,56 @@ def test_a_resume_refuses_a_users_file_where_its_end_writes_the_report(tmp_path)
     (run / "report.md").unlink()
     S.start_run(run, {"seed": 0}, resume=True)  # nothing removed on a resume
     assert (run / "results.json").read_text() == "the run's" and (run / "jeopardy_posteriors.png").exists()
+
+
+# --- 8. a file put into an output of the command's own kind after its check -------------------------
+
+
+@pytest.mark.parametrize("overwrite", [False, True], ids=["plain", "--overwrite"])
+def test_a_file_added_to_an_output_of_its_kind_after_the_check_is_refused_at_the_swap(tmp_path, overwrite):
+    """`train dpr`, `pretrain`, `index build`, `export` check their `--out` (replaces=True), run for hours,
+    then swap the new output in (`staged_dir`, `replace_dir`): a note put into the old output meanwhile was
+    deleted with it, the user's files that --overwrite approved at the check with it. Now the late one is
+    refused by name and the old output kept; those approved at the check are replaced, as documented."""
+    out = _output(tmp_path / "out", "demo", {"data.bin": "old", "sub/w.bin": "w"})
+    if overwrite:  # a file of the user's there at the check, which --overwrite approves
+        (out / "approved.txt").write_text("replace me")
+    check_out_dir(out, "demo", overwrite=overwrite, replaces=True)
+    (out / "sub" / "late.txt").write_text("mine")  # while the command runs
+    before = _state(out)
+    with pytest.raises(InputError, match=r"sub/late\.txt: was not written by lewisrag .*move it away, then run "
+                       r"the command again$"):
+        with staged_dir(out, "demo") as tmp:
+            (tmp / "data.bin").write_text("new")
+    assert _state(out) == before
+    (out / "sub" / "late.txt").unlink()  # moved away: the swap goes on
+    with staged_dir(out, "demo") as tmp:
+        (tmp / "data.bin").write_text("new")
+    assert (out / "data.bin").read_text() == "new" and not (out / "approved.txt").exists() and not (out / "sub").exists()
+
+
+def test_index_build_refuses_a_file_put_into_the_old_index_while_it_builds(tiny_corpus, tmp_path, monkeypatch, capsys):
+    """`index build --out IDX` twice, a note put into IDX between the check and the swap: it was deleted
+    with the old index (exit 0). Now exit 2, one line naming it, the old index and the note as they were."""
+    from lewisrag.index import store
+
+    idx = tmp_path / "idx"
+    build = ["index", "build", "--passages", tiny_corpus["passages"], "--encoder", "bm25", "--out", idx]
+    assert run_main(monkeypatch, capsys, *build)[0] == 0
+    before = _state(idx)
+    write = store.write_passages
+
+    def meanwhile(partial, passages):  # called after the checks, before the new index is swapped in
+        (idx / "NOTES.txt").write_text("mine")
+        return write(partial, passages)
+
+    monkeypatch.setattr(store, "write_passages", meanwhile)
+    code, _, err = run_main(monkeypatch, capsys, *build)
+    errors = [line for line in err.strip().splitlines() if not line.startswith("note: ")]  # "holds an index" is a note
+    assert code == 2 and len(errors) == 1, err
+    assert "NOTES.txt: was not written by lewisrag" in err and "move it away, then run the command again" in err, err
+    assert _state(idx) == {**before, "NOTES.txt": b"mine"}
+    assert [p.name for p in tmp_path.iterdir()] == ["idx"]  # no partial build left beside it
+    monkeypatch.setattr(store, "write_passages", write)
+    assert run_main(monkeypatch, capsys, *build, "--overwrite")[0] == 0  # there at the check: --overwrite replaces it
+    assert not (idx / "NOTES.txt").exists() and outputs.made_by(idx) == "index"

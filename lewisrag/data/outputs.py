@@ -25,7 +25,10 @@ A command never destroys what the user did not make:
 - a folder being replaced that holds a mount point, or anything on another device, is refused by name
   (`_check_one_device`), and a removal never crosses into another file system (`_remove_tree`);
 - what the checks passed is looked at again where it would be lost (`replace_dir`, `rewritten_dir`,
-  `discard_output`): a file the user put there while the command ran is carried over or refused;
+  `discard_output`): a file the user put there while the command ran is carried over or refused; a
+  check that passes a marked folder remembers, in the process, the files lewisrag did not write that
+  it found there (`_remember_check`: those `--overwrite` approved, or none), and `replace_dir`
+  replacing that folder with a new output of its kind refuses by name any other found at the swap;
 - a file output (`chunk --out passages.jsonl`) replaces an existing file only with `--overwrite`, and
   never one that an output lewisrag marked wrote (`wrote`: an index's manifest.json, a reproduction's
   config.json), whose marker lists it (`record_files`, `note_written`).
@@ -241,7 +244,10 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
     `alone`: a command run on its own (not a stage of a larger output) also refuses a folder of its
     own kind that is part of another output (`world --out RUN/world`, RUN a reproduction: RUN's later
     stages were made from that world), --overwrite or not.
-    Call it before any expensive work. Returns `out` as a Path.
+    Call it before any expensive work. Returns `out` as a Path. A marked `out` it passes is remembered
+    with the files lewisrag did not write that it held then (`_remember_check`): the command may run
+    for hours, and a file the user adds to it meanwhile is refused when `replace_dir` swaps the new
+    output in, not deleted with the old one, as `--overwrite` approved only those there at the check.
     """
     given, out = out, physical(out)
     if out.is_symlink():  # replaced by a rename, the link would become a folder and its target go stale
@@ -292,6 +298,7 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
                              "lose; move it away or pass --overwrite", field=flag)
     _check_one_device(out, flag)  # the folder is replaced or rewritten: nothing in it may lie on another file system
     check_writable(out if out.is_dir() else out.parent, flag)
+    _remember_check(out)  # the user's files there now: one added later is refused at the swap (`replace_dir`)
     return out
 
 
@@ -327,6 +334,7 @@ def check_part(folder: str | os.PathLike, kind: str, *, overwrite: bool = False,
     names = sorted(n for n in os.listdir(folder) if n != MARKER)
     made = made_by(folder)
     if not names:
+        _remember_check(folder)  # a marked folder holding nothing: a file put there later is the user's
         return
     if made is None and not (unmarked and set(names) & legacy):  # a folder of this kind from before it had a marker
         raise InputError(folder, f"has no {MARKER} marker, so its files (such as {names[0]!r}) are not known to be "
@@ -337,6 +345,7 @@ def check_part(folder: str | os.PathLike, kind: str, *, overwrite: bool = False,
                          "replaces, --overwrite or not; move it away")
     _check_one_device(folder, None, what)
     if overwrite:
+        _remember_check(folder)  # the user's files approved now; one added later is refused by `replace_dir`
         return
     if legacy and (made is None or written_files(folder) is None):  # no list: only the names lewisrag writes are known
         added = [n for n in names if n not in legacy]
@@ -351,6 +360,7 @@ def check_part(folder: str | os.PathLike, kind: str, *, overwrite: bool = False,
         replaced = folder / added[0].split("/")[0] if within else folder
         raise InputError(folder / added[0], f"was not written by lewisrag, and {what} replaces {replaced} "
                          "whole; move it away, or pass --overwrite to replace it")
+    _remember_check(folder)
 
 
 def discard_output(folder: str | os.PathLike, kind: str, legacy: Iterable[str] = (), *, overwrite: bool = False,
@@ -374,6 +384,7 @@ def discard_output(folder: str | os.PathLike, kind: str, legacy: Iterable[str] =
     check_part(folder, kind, overwrite=overwrite, what=what, legacy=legacy, unmarked=unmarked)
     old = _old(folder)
     _clear_old(old)
+    _forget_check(folder)
     os.replace(folder, old)
     _discard(old)
 
@@ -557,7 +568,11 @@ def replace_dir(src: Path, dst: Path, files: Iterable[str] | None = None, *, rec
     checked again here, right before the old folder goes: a mount point in it, and, for a marked `src`
     (an output, not a checkpoint's folder inside one), a `dst` lewisrag did not mark that holds
     anything, or another kind's output holding files lewisrag did not write there (`_foreign`), are
-    refused by name and left as they are.
+    refused by name and left as they are. So is an output of `src`'s kind that a check passed in this
+    process (`_remember_check`) holding a file lewisrag did not write that was not there at the check
+    (put there while the command ran, which `--overwrite` did not approve); the files the check found,
+    approved by `--overwrite`, are replaced. A `dst` no check passed (a checkpoint inside a run) is
+    replaced as it is.
     """
     src, dst = physical(src), physical(dst)  # `.` and `..` have no name to rename by
     if record and made_by(src) is not None:
@@ -573,6 +588,12 @@ def replace_dir(src: Path, dst: Path, files: Iterable[str] | None = None, *, rec
         if new is not None and made not in (None, new) and (users := _foreign(dst)):
             raise InputError(dst / users[0], f"was not written by lewisrag into the {made} at {dst}, which is being "
                              "replaced; move it away, then run the command again")
+        approved = _checked(dst)
+        if new is not None and made == new and approved is not None and (
+                late := [u for u in _foreign(dst) if u not in approved]):
+            raise InputError(dst / late[0], f"was not written by lewisrag and was put into the {made} at {dst} after "
+                             "the command checked it, and the new one replaces that folder whole; move it away, then "
+                             "run the command again")
     _swap(src, dst)
 
 
@@ -580,6 +601,7 @@ def _swap(src: Path, dst: Path) -> None:
     """The two renames of a replace (old aside, new in) and the old folder's removal."""
     old = _old(dst)
     _clear_old(old)
+    _forget_check(dst)  # the folder checked goes: its remembered check is for no later one
     if dst.exists():
         os.replace(dst, old)
     os.replace(src, dst)
@@ -786,6 +808,37 @@ def _foreign(root: Path) -> list[str]:
 
     visit(root, "")
     return found
+
+
+# The marked folders a check passed in this process (`check_out_dir`, `check_part`), by their resolved
+# path and the kernel's identity, with the files lewisrag did not write (`_foreign`) that they held then
+_CHECKED: dict[tuple[str, int, int], frozenset[str]] = {}
+
+
+def _remember_check(folder: Path) -> None:
+    """Note that a check passed the marked `folder` holding the files `_foreign` finds there now: those
+    `--overwrite` approved (or none, without it), which `replace_dir` replaces; a later one it refuses.
+    A folder without a marker (missing, empty) is not noted: `replace_dir` refuses any file in it."""
+    ident = _identity(folder)
+    if ident is None or made_by(folder) is None:
+        return
+    _forget_check(folder)
+    _CHECKED[(os.path.realpath(folder), *ident)] = frozenset(_foreign(folder))
+
+
+def _checked(folder: Path) -> frozenset[str] | None:
+    """The files lewisrag did not write that the folder now at `folder` held when a check passed it, or
+    None when no check in this process passed this folder (another at that path is another folder)."""
+    ident = _identity(folder)
+    return None if ident is None else _CHECKED.get((os.path.realpath(folder), *ident))
+
+
+def _forget_check(folder: Path) -> None:
+    """Forget the checks of whatever folder was at `folder`: it is being replaced or removed, and a
+    folder made there later (which may get the same inode) was not checked."""
+    where = os.path.realpath(folder)
+    for key in [k for k in _CHECKED if k[0] == where]:
+        del _CHECKED[key]
 
 
 def _mount_points() -> set[str]:
