@@ -123,10 +123,10 @@ class Counting:
         return [v if isinstance(v, Verdict) else Verdict(v) for v in (self.rule(p, h) for p, h in pairs)]
 
 
-def send_json(handler, code: int, payload: str, headers: dict | None = None) -> None:
-    """`payload` as a BaseHTTPRequestHandler's whole JSON reply with status `code`; a client that
-    timed out and left is no error."""
-    data = payload.encode()
+def send_json(handler, code: int, payload: str | bytes, headers: dict | None = None) -> None:
+    """`payload` (text, or bytes as they are) as a BaseHTTPRequestHandler's whole JSON reply with status
+    `code`; a client that timed out and left is no error."""
+    data = payload if isinstance(payload, bytes) else payload.encode()
     try:
         handler.send_response(code)
         for k, v in {"Content-Type": "application/json", "Content-Length": str(len(data)), **(headers or {})}.items():
@@ -179,15 +179,8 @@ def canned_endpoint(replies: dict, encodings: dict | None = None):
             mode = self.path.split("/")[1]
             type(self).seen.append(mode)
             text, ctype = replies[mode]
-            data = text.encode((encodings or {}).get(mode, "utf-8"), errors="surrogateescape")
-            try:
-                self.send_response(200)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-            except OSError:
-                pass
+            send_json(self, 200, text.encode((encodings or {}).get(mode, "utf-8"), errors="surrogateescape"),
+                      {"Content-Type": ctype})
 
         def log_message(self, *args):
             pass

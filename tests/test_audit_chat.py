@@ -8,10 +8,9 @@ once rejected after every retry, retried in vain, a traceback or a verdict lost.
 from __future__ import annotations
 
 import json
-from http.server import BaseHTTPRequestHandler
 
 import pytest
-from conftest import endpoint_root, send_json
+from conftest import canned_endpoint, endpoint_root
 
 from lewisrag.chat_client import ChatClient, ChatError
 from lewisrag.data.io import InputError
@@ -56,21 +55,9 @@ REPLIES = {  # path -> the 200 reply's body
 }
 
 
-class Endpoint(BaseHTTPRequestHandler):
-    """POST /MODE/v1/chat/completions answers 200 with REPLIES[MODE]; `seen` counts the requests."""
-
-    protocol_version = "HTTP/1.1"
-    seen: list[str] = []
-
-    def do_POST(self):  # noqa: N802 (http.server's naming)
-        self.close_connection = True
-        self.rfile.read(int(self.headers["Content-Length"]))
-        mode = self.path.split("/")[1]
-        Endpoint.seen.append(mode)
-        send_json(self, 200, REPLIES[mode], {"Content-Type": "text/event-stream"} if mode.startswith("sse") else None)
-
-    def log_message(self, *args):
-        pass
+# POST /MODE/v1/chat/completions answers 200 with REPLIES[MODE] (server-sent events for the sse modes)
+Endpoint = canned_endpoint({mode: (text, "text/event-stream" if mode.startswith("sse") else "application/json")
+                            for mode, text in REPLIES.items()})
 
 
 @pytest.fixture

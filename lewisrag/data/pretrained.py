@@ -349,16 +349,22 @@ def generator_tokenizer(path: str | os.PathLike, config=None):
 
 
 def check_generator_tokenizer(tokenizer, config, folder: Path) -> None:
-    """`tokenizer` fits the generator of transformers `config` in `folder`: no token id past its embeddings
-    (config.json's vocab_size; a larger one was an IndexError inside the embedding at the first training
-    step, after `reproduce --preset base` had built its index) and the same padding id (pad_token_id):
-    an InputError naming config.json and the field. The same test as `training.checkpoint.check_tokenizer`
-    for a trained model's tokenizers, repeated here because data/ may not import training/."""
+    """`tokenizer` fits the generator of transformers `config` in `folder` (`check_tokenizer_fits`, naming
+    config.json): a larger one was an IndexError inside the embedding at the first training step, after
+    `reproduce --preset base` had built its index."""
+    check_tokenizer_fits(tokenizer, config, folder / "config.json", "generator", "generator tokenizer")
+
+
+def check_tokenizer_fits(tokenizer, config, source, model: str, name: str = "tokenizer") -> None:
+    """`tokenizer` fits the `model` whose transformers `config` it feeds: no token id past its embeddings
+    (config's vocab_size) and the same padding id (pad_token_id); else an InputError naming `source` and
+    the field. Shared by the generators read here and the trained models' tokenizers
+    (`training.checkpoint.check_tokenizer`)."""
     vocab = getattr(config, "vocab_size", None)
     if isinstance(vocab, int) and len(tokenizer) > vocab:
-        raise InputError(folder / "config.json", f"the generator tokenizer has {len(tokenizer)} tokens, the generator's "
-                         f"embeddings {vocab} rows: the tokenizer of another model", field="vocab_size")
+        raise InputError(source, f"the {name} has {len(tokenizer)} tokens, the {model}'s embeddings {vocab} rows: "
+                         "the tokenizer of another model", field="vocab_size")
     pad = getattr(config, "pad_token_id", None)
     if pad is not None and tokenizer.pad_token_id is not None and tokenizer.pad_token_id != pad:
-        raise InputError(folder / "config.json", f"the generator tokenizer pads with id {tokenizer.pad_token_id}, the "
-                         f"generator's config with {pad}: the tokenizer of another model", field="pad_token_id")
+        raise InputError(source, f"the {name} pads with id {tokenizer.pad_token_id}, the {model}'s config with {pad}: "
+                         "the tokenizer of another model", field="pad_token_id")

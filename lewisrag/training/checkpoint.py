@@ -39,7 +39,7 @@ from transformers import AutoTokenizer
 
 from lewisrag.data.io import InputError, LewisragWarning, expect, is_count, read_json, write_json
 from lewisrag.data.outputs import staged_dir, written_files
-from lewisrag.data.pretrained import SHARDED, as_input_error, load_tokenizer
+from lewisrag.data.pretrained import SHARDED, as_input_error, check_tokenizer_fits, load_tokenizer
 from lewisrag.data.threads import resolve_device
 from lewisrag.index.dense import write_dense_index
 from lewisrag.rag_model import RagModel, Tokenizers
@@ -312,18 +312,10 @@ def _is_hf_rag(p: Path) -> bool:
 
 
 def check_tokenizer(tokenizer, config, folder: Path, model: str) -> None:
-    """`tokenizer` (read from `folder`) fits the `model` whose transformers `config` it feeds: no id past
-    its embeddings (a generator's tokenizer in a question encoder's place was an IndexError at the first
-    question) and the same padding id (a tokenizer of another model, which searched other passages
-    without a word); an InputError naming the folder and the field."""
-    vocab = getattr(config, "vocab_size", None)
-    if isinstance(vocab, int) and len(tokenizer) > vocab:
-        raise InputError(folder, f"the tokenizer has {len(tokenizer)} tokens, the {model}'s embeddings {vocab}: the "
-                         "tokenizer of another model", field="vocab_size")
-    pad = getattr(config, "pad_token_id", None)
-    if pad is not None and tokenizer.pad_token_id is not None and tokenizer.pad_token_id != pad:
-        raise InputError(folder, f"the tokenizer pads with id {tokenizer.pad_token_id}, the {model}'s config with {pad}: "
-                         "the tokenizer of another model", field="pad_token_id")
+    """`tokenizer` (read from `folder`) fits the `model` whose transformers `config` it feeds
+    (`data.pretrained.check_tokenizer_fits`): a generator's tokenizer in a question encoder's place was an
+    IndexError at the first question, a tokenizer of another model searched other passages without a word."""
+    check_tokenizer_fits(tokenizer, config, folder, model)
 
 
 def load_trained(path: str | os.PathLike, device: str = "cpu"):
