@@ -103,7 +103,7 @@ from lewisrag.scoring.markers import (  # noqa: F401 - the citation markers' rul
     citation_markers,
     sub_citations,
 )
-from lewisrag.scoring.text import is_cjk
+from lewisrag.scoring.text import is_cjk, word_dot_ends_sentence
 
 SPLITTER_NAME = "sentences"
 SPLITTER_VERSION = "9"
@@ -144,12 +144,6 @@ _CONTINUES = frozenset(",;:，；：、—–")
 # words after an ellipsis that continue the sentence, as "etc." before a small letter: 苹果、香蕉……等
 _ELLIPSIS_CONTINUES = ("等", "之类", "什么的")
 _ELIDED_AFTER = frozenset(",，、")  # an ellipsis after a comma elides items of a list: "A, B, … and Z"
-_INITIALS_RE = re.compile(r"[A-Z](?:\.[A-Z])*")  # "J", "J.K": a name's initials, before the name
-# lower-cased words that end with a dot without ending the sentence
-_ABBREVIATIONS = frozenset(
-    "e.g i.e etc vs cf al approx fig figs eq eqs no nos vol pp p mr mrs ms dr prof st jr sr inc ltd co "
-    "corp dept est u.s u.k sec ch".split()
-)
 
 
 @dataclass(frozen=True)
@@ -223,20 +217,7 @@ def _dot_ends_sentence(text: str, i: int, numbered: bool = False) -> bool:
     marker = text[text.rfind("\n", 0, i) + 1 : i].strip()
     if numbered and _LIST_NUMBER_RE.fullmatch(marker):  # "1. " (or "一. ") opens a numbered list item
         return False
-    k = i  # walk back over the word before the dot (letters and inner dots, as in "e.g")
-    while k > 0 and text[k - 1].isascii() and (text[k - 1].isalpha() or text[k - 1] == "."):
-        k -= 1
-    word = text[k:i].lstrip(".")
-    if not word:
-        return True
-    if word.lower() in ("no", "nos"):  # "No. 5", but "He said no."
-        return not text[j:].lstrip()[:1].isdigit()
-    if word.lower() == "etc":  # "JSON, XML, etc. The server ..." ends; "etc. and more", "etc., then" do not
-        nxt = text[j:].lstrip()[:1]
-        return nxt.isupper() or is_cjk(nxt) if nxt else True
-    if word.lower() in _ABBREVIATIONS:
-        return False
-    return not _INITIALS_RE.fullmatch(word)  # initials: "J. Smith", "J.K. Rowling", "由J.K.罗琳创作"
+    return word_dot_ends_sentence(text, i, text[j:].lstrip()[:1])
 
 
 def _ellipsis_ends_sentence(text: str, a: int, j: int) -> bool:

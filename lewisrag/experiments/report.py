@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt
 from lewisrag.data.io import InputError, atomic_path, expect, iter_records, read_json, write_text
 from lewisrag.eval.reports.claims import claims_markdown
 from lewisrag.eval.reports.i18n import ENGLISH, Messages, cjk_font, messages, plot_messages
+from lewisrag.eval.reports.markdown import code
 from lewisrag.experiments.presets import PRESETS
 
 SYSTEMS = ("rag_token", "rag_sequence", "closed_book", "stitched")  # the report's rows, in this order
@@ -78,15 +79,6 @@ def _notes(preset: dict, t: Messages) -> str:
     return t.text(preset["notes"]) if shipped is not None and shipped.notes == preset["notes"] else preset["notes"]
 
 
-def _code(value: object) -> str:
-    """`value` as a Markdown code span (a path's underscores kept), fenced past any backtick it holds."""
-    text = str(value)
-    fence = "`"
-    while fence in text:  # longer than any run of backticks in it
-        fence += "`"
-    return f"{fence} {text} {fence}" if text.startswith("`") or text.endswith("`") else f"{fence}{text}{fence}"
-
-
 def _count(value: object, t: Messages) -> str:
     """A count from a stage record as the report prints it (another value, from a damaged record, as n/a)."""
     return str(value) if isinstance(value, int) and not isinstance(value, bool) else t("na")
@@ -104,14 +96,14 @@ def _run(results: dict, t: Messages) -> list[str]:
     data = stages.get("data") or {}
     out = [t("rep.run.h"), ""]
     for key in ("question_encoder", "context_encoder", "generator"):
-        out.append(t("rep.run.model", what=t(f"rep.run.{key}"), path=_code(assets.get(key))))
+        out.append(t("rep.run.model", what=t(f"rep.run.{key}"), path=code(assets.get(key))))
     for key in ("train", "dev", "test", "questions_a", "questions_b"):
         if assets.get(key):
-            out.append(t("rep.run.questions", what=t(f"rep.run.{key}"), path=_code(assets[key]),
+            out.append(t("rep.run.questions", what=t(f"rep.run.{key}"), path=code(assets[key]),
                          n=_count(data.get(f"n_{key}"), t)))
     for snap, key in (("a", "passages"), ("b", "passages_b")):
         if assets.get(key):
-            out.append(t("rep.run.passages", snap=snap.upper(), path=_code(assets[key]),
+            out.append(t("rep.run.passages", snap=snap.upper(), path=code(assets[key]),
                          n=_count((stages.get(f"index_{snap}") or {}).get("n_passages"), t)))
     rag, closed = settings.get("rag") or {}, settings.get("closed_book") or {}
     out.append(t("rep.run.training", steps=_count(rag.get("steps"), t), batch=_count(rag.get("batch_size"), t),

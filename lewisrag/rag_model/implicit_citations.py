@@ -15,22 +15,13 @@ same citation metrics, so the two paradigms are scored alike.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import torch
 
-from lewisrag.scoring.text import is_cjk
+from lewisrag.scoring.text import is_cjk, word_dot_ends_sentence
 
 ALWAYS_END = frozenset("。！？｡")  # end a sentence wherever they stand
-# The rule below is lewisrag.eval.statements' (`_dot_ends_sentence`), which the evaluator splits the
-# cited answer with; rag_model may not import eval/, so the cheap part of it is kept here, in step by
-# hand: the lower-cased words that end with a dot without ending the sentence, and a name's initials.
-_ABBREVIATIONS = frozenset(
-    "e.g i.e etc vs cf al approx fig figs eq eqs no nos vol pp p mr mrs ms dr prof st jr sr inc ltd co "
-    "corp dept est u.s u.k sec ch".split()
-)
-_INITIALS_RE = re.compile(r"[A-Z](?:\.[A-Z])*")  # "J", "J.K"
 
 
 def sequence_citation(posterior: torch.Tensor, doc_ids: Sequence[str]) -> str:
@@ -50,8 +41,9 @@ def ends_sentence(text: str, end: int) -> bool:
     。！？ always end one; "." "!" "?" only before whitespace, a CJK character or the end of the text,
     so the dot of "71.3", "$3.50" or "example.com" (a token of its own for BART) ends nothing; nor does
     a dot after an abbreviation ("e.g.", "Dr.", "U.S.", "No." before a number, "etc." before a small
-    letter) or a name's initials ("J. Smith"). This is `lewisrag.eval.statements`' rule (whose home it
-    is) less its ellipses, quotes and numbered lists.
+    letter) or a name's initials ("J. Smith"): the word before a dot is judged by
+    `scoring.text.word_dot_ends_sentence`, as the evaluator's splitter (`eval.statements`) judges it; the
+    splitter's ellipses, quotes and numbered lists are not followed here.
 
     >>> [ends_sentence(t, 19) for t in ("The population is 71.3 million.", "Ana Kel leads it. Since 2010")]
     [False, False]
@@ -70,20 +62,7 @@ def ends_sentence(text: str, end: int) -> bool:
         return False  # 71.3, example.com: the stop sits inside a token
     if text[i] != "." or (i > 0 and text[i - 1] == "."):
         return True
-    k = i  # the word before the dot, with its inner dots ("e.g", "U.S")
-    while k > 0 and text[k - 1].isascii() and (text[k - 1].isalpha() or text[k - 1] == "."):
-        k -= 1
-    word = text[k:i].lstrip(".")
-    after = text[i + 1 :].lstrip()[:1]
-    if not word:
-        return True
-    if word.lower() in ("no", "nos"):  # "No. 5", but "He said no."
-        return not after.isdigit()
-    if word.lower() == "etc":  # "etc. The server" ends; "etc. and more" does not
-        return after.isupper() or is_cjk(after) if after else True
-    if word.lower() in _ABBREVIATIONS:
-        return False
-    return not _INITIALS_RE.fullmatch(word)
+    return word_dot_ends_sentence(text, i, text[i + 1 :].lstrip()[:1])
 
 
 def token_citations(pieces: Sequence[str], posterior: torch.Tensor, doc_ids: Sequence[str],
