@@ -4,7 +4,7 @@
 evaluator records); `check_stage_record` checks, field by field, what `stages.merge_stage_outputs` puts
 into results.json and what report.md and its plots read from there: every key a stage adds under
 "out" (and no other: a damaged record must not add or replace a section), and the few summary fields
-the report quotes (the swap's notes, the comparison's findings). A record read back by `--resume` is
+the report quotes (the swap's notes, the comparison's findings, the Run section's counts). A record read back by `--resume` is
 refused here, naming its file and the field, before any stage runs and before results.json or the
 report is written; it was damaged after its stage wrote it.
 """
@@ -103,8 +103,12 @@ STAGE_OUT = {
     "fever_evaluate": (("fever",), ()),
 }
 
-# the summary fields the report quotes from a stage's record (results.json's "stages")
-SUMMARY = {"knowledge_update": {"notes?": ListOf(TEXT)}, "compare": {"findings?": ListOf(TEXT)}}
+# the summary fields the report quotes from a stage's record (results.json's "stages"): the swap's notes,
+# the comparison's findings, and the counts of the base preset's Run section (questions read, passages indexed)
+QUESTION_SETS = ("train", "dev", "test", "questions_a", "questions_b")
+SUMMARY = {"knowledge_update": {"notes?": ListOf(TEXT)}, "compare": {"findings?": ListOf(TEXT)},
+           "data": {f"n_{name}?": COUNT for name in QUESTION_SETS},
+           **{f"index_{snap}": {"n_passages?": COUNT} for snap in ("a", "b")}}
 
 
 def check(value: object, spec: object, path: Path, field: str) -> None:
