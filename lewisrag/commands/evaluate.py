@@ -48,6 +48,11 @@ def answers(
     cache_dir: Path = typer.Option(None, "--cache-dir", help="Judge cache directory (llm judge; default ~/.cache/lewisrag/judge)."),
     concurrency: int = typer.Option(4, "--concurrency", min=1, help="LLM requests in flight at most."),
     llm_base_url: str = typer.Option(None, "--llm-base-url", help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1 (default: $LEWISRAG_LLM_BASE_URL)."),
+    llm_temperature: float = typer.Option(0.0, "--llm-temperature", help="The llm judge's sampling temperature, between 0 and 2 "
+                                          "(in its fingerprint and cache keys: verdicts cached at another temperature are not reused)."),
+    llm_json_mode: bool = typer.Option(True, "--llm-json-mode/--no-llm-json-mode", help="Ask the llm judge's endpoint for a JSON "
+                                       "object (response_format json_object); --no-llm-json-mode for servers that reject it "
+                                       "(in the judge's fingerprint and cache keys)."),
     splitter: str = typer.Option("sentences", "--splitter", help="sentences (deterministic) or atomic (the llm judge decomposes each answer)."),
     recall_at: list[int] = typer.Option([1, 5, 10], "--recall-at", help="recall@k cut-offs when gold_passage_ids are given; repeat the flag."),
     old_k: list[int] = typer.Option(None, "-k", hidden=True, help="Deprecated: --recall-at."),
@@ -85,7 +90,12 @@ def answers(
     if export is not None and export not in EXPORTS:
         raise InputError("--export", f"unknown format '{export}': use {', '.join(EXPORTS)}")
     if not judge.startswith("llm:"):  # never ignored in silence
-        _ui.refuse_given(ctx, ("cache_dir", "concurrency", "llm_base_url", "embedder"), "applies to an llm judge (--judge llm:MODEL)")
+        llm_only = "applies to an llm judge (--judge llm:MODEL)"
+        _ui.refuse_given(ctx, ("cache_dir", "concurrency", "llm_base_url", "llm_temperature", "embedder"), llm_only)
+        if not llm_json_mode:  # refuse_given would name the flag's first spelling, --llm-json-mode
+            raise InputError("--no-llm-json-mode", llm_only)
+    if not 0.0 <= llm_temperature <= 2.0:  # NaN and inf too
+        raise InputError("--llm-temperature", f"must be between 0 and 2, got {llm_temperature}")
     if not claims:
         _ui.refuse_given(ctx, ("claim_extractor",), "extracts claims, which --no-claims turns off")
     check_out_dir(out, KIND, overwrite=overwrite,  # before anything is judged
@@ -94,7 +104,8 @@ def answers(
     records = read_answers(file)  # every record is checked before anything is judged or written
     if not any(r.gold_passage_ids for r in records):  # never ignored in silence
         _ui.refuse_given(ctx, ("recall_at", "old_k"), f"measures recall@k of gold_passage_ids, which no record of {file} has")
-    the_judge = judges.from_spec(judge, cache_dir=cache_dir, concurrency=concurrency, base_url=llm_base_url)
+    the_judge = judges.from_spec(judge, cache_dir=cache_dir, concurrency=concurrency, base_url=llm_base_url,
+                                 temperature=llm_temperature, json_mode=llm_json_mode)
     if splitter == "atomic" and not hasattr(the_judge, "decompose"):
         raise InputError("--splitter", "the atomic splitter needs an llm judge")
     if claims and claim_extractor == "llm" and not hasattr(the_judge, "extract_claims"):
@@ -106,6 +117,8 @@ def answers(
               "concurrency": concurrency, "embedder": str(embedder) if embedder else None,
               "thresholds": cfg.thresholds.__dict__, "claims": claims, "claim_extractor": claim_extractor,
               "judge_fingerprint": the_judge.fingerprint}
+    if judge.startswith("llm:"):  # both are in the fingerprint too
+        config |= {"llm_temperature": llm_temperature, "llm_json_mode": llm_json_mode}
     if lang != "en":
         config["lang"] = lang
     with _ui.progress() as p:

@@ -67,7 +67,7 @@ from lewisrag.data.io import InputError, first_line
 from lewisrag.eval.judges.base import DiskCache, digest
 from lewisrag.eval.statements import canonical_citations, strip_citations
 from lewisrag.experiments.systems import Answered, as_passage
-from lewisrag.rag_model.stitched import StitchSettings, cited_ids, stitch
+from lewisrag.rag_model.stitched import PromptTooLong, StitchSettings, cited_ids, fit_passages, stitch
 
 PROMPT_VERSION = "lewisrag-stitched-answer-1"  # bump whenever the instruction or layout below changes
 ANSWER_INSTRUCTION = (
@@ -233,12 +233,6 @@ def _number(value, kind) -> bool:
     return isinstance(value, kind) and not isinstance(value, bool) and 0 <= value < float("inf")
 
 
-def _shown(question: str) -> str:
-    """`question` on one line, at most 80 characters: how an error names it."""
-    shown = " ".join(question.split())
-    return shown if len(shown) <= 80 else shown[:77] + "..."
-
-
 class HFAnswers:
     """Stitched prompts -> Replies from a local transformers LM (`HFGenerator`), greedy, in one batch.
     `fit` says how many passages a question's prompt holds (`LLMStitchedSystem` asks it first)."""
@@ -270,29 +264,15 @@ class HFAnswers:
 
     def fit(self, question: str, passages: Sequence, settings: StitchSettings) -> int:
         """How many of `passages` (best first) the question's prompt holds within the generator's
-        max_input_tokens: all of them when they fit, else the most that do, dropped from the worst-ranked
-        end (the prompt's token count grows with each passage: a binary search). An InputError when the
-        prompt does not fit even without passages: the instruction and the question alone are too long."""
-        limit = self.generator.max_input_tokens
-        if self.tokens(stitch(question, passages, settings)) <= limit:
-            return len(passages)
-        if (bare := self.tokens(stitch(question, [], settings))) > limit:
-            raise InputError(self.path or "--stitched-generator",
-                             f"--stitched-generator hf:PATH: the prompt of the question '{_shown(question)}' takes {bare} tokens with "
-                             f"no passage at all, more than the {limit} this model reads (its positions less the answer's)")
-        fits, over = 0, len(passages)
-        while over - fits > 1:
-            mid = (fits + over) // 2
-            if self.tokens(stitch(question, passages[:mid], settings)) <= limit:
-                fits = mid
-            else:
-                over = mid
-        if fits == 0:  # an answer from no passage at all is not retrieval-augmented: refused, not scored
-            raise InputError(self.path or "--stitched-generator",
-                             f"--stitched-generator hf:PATH: the prompt of the question '{_shown(question)}' does not hold "
-                             f"even its best passage within the {limit} tokens this model reads "
-                             f"({self.tokens(stitch(question, passages[:1], settings))} with it)")
-        return fits
+        max_input_tokens: all of them when they fit, else the most that do, dropped whole from the
+        worst-ranked end (`rag_model.stitched.fit_passages`, over this prompt's instruction and
+        template). An InputError naming the question when the prompt does not hold even its best
+        passage, or does not fit without passages: the instruction and the question alone are too long."""
+        try:
+            return fit_passages(question, passages, settings, self.tokens, self.generator.max_input_tokens)
+        except PromptTooLong as e:  # an answer from no passage at all is not retrieval-augmented: refused, not scored
+            raise InputError(self.path or "--stitched-generator", "--stitched-generator hf:PATH: "
+                             + e.explain("this model reads", " (its positions less the answer's)")) from None
 
     def __call__(self, prompts: list[str]) -> list[Reply]:
         start = time.perf_counter()

@@ -10,6 +10,10 @@ passage an answer used.
 Generators are plain callables `list[str] -> list[str]` (prompts in, answers out):
 `HFGenerator` wraps a local transformers seq2seq or causal LM, `ChatGenerator` an
 OpenAI-compatible chat endpoint (lewisrag.chat_client), and any function works in tests.
+A generator with a token limit also has `fit(question, passages, settings) -> int` (`HFGenerator`'s:
+`fit_passages`), and `PromptStitchingRAG` gives it the most whole passages its prompt holds, best
+first, never a prompt cut mid-way; a question whose prompt holds not even its best passage raises
+`PromptTooLong`, naming it.
 `lewisrag compare --stitched-generator chat:MODEL` answers through `experiments.stitched_llm.ChatAnswers`
 instead, which caches each answer and keeps its token usage.
 """
@@ -103,6 +107,64 @@ class StitchedAnswer:
                 "gold_passage_ids": [number.get(g, g) for g in gold_passage_ids]}
 
 
+def shown_question(question: str) -> str:
+    """`question` on one line, at most 80 characters: how an error names it.
+
+    >>> shown_question("Who leads\\n Valdoria?")
+    'Who leads Valdoria?'
+    """
+    shown = " ".join(question.split())
+    return shown if len(shown) <= 80 else shown[:77] + "..."
+
+
+class PromptTooLong(ValueError):
+    """A question whose stitched prompt does not fit a generator's input limit even with its best
+    passage alone (`with_best`, `tokens` counted with it) or with no passage at all (`tokens` without
+    any): an answer from no passage is not retrieval-augmented, and a prompt cut to fit loses the
+    instruction, the question or passage [1]."""
+
+    def __init__(self, question: str, tokens: int, limit: int, with_best: bool):
+        self.question, self.tokens, self.limit, self.with_best = question, tokens, limit, with_best
+        super().__init__(self.explain())
+
+    def explain(self, reads: str = "this generator reads", limit_why: str = "") -> str:
+        """The one-line reason; `reads` names the reader of the `limit` tokens, `limit_why` says where
+        that limit comes from (after it, when no passage fits at all)."""
+        q = shown_question(self.question)
+        if self.with_best:
+            return (f"the prompt of the question '{q}' does not hold even its best passage within the {self.limit} "
+                    f"tokens {reads} ({self.tokens} with it)")
+        return (f"the prompt of the question '{q}' takes {self.tokens} tokens with no passage at all, more than the "
+                f"{self.limit} {reads}{limit_why}")
+
+
+def fit_passages(question: str, passages: Sequence, settings: StitchSettings, tokens: Callable[[str], int], limit: int) -> int:
+    """How many of `passages` (best first) the question's stitched prompt holds within `limit` tokens
+    (`tokens(prompt)` counts them as the generator reads them, untruncated): all of them when they fit,
+    else the most that do, dropped whole from the worst-ranked end (the count grows with each passage:
+    a binary search). Raises `PromptTooLong` when not even the best passage fits.
+
+    >>> from lewisrag.data.records import Passage
+    >>> ps = [Passage("a", "A", "x" * 10), Passage("b", "B", "y" * 10), Passage("c", "C", "z" * 10)]
+    >>> fit_passages("Who?", ps, StitchSettings(), len, len(stitch("Who?", ps[:2])))
+    2
+    """
+    if tokens(stitch(question, passages, settings)) <= limit:
+        return len(passages)
+    if (bare := tokens(stitch(question, [], settings))) > limit:
+        raise PromptTooLong(question, bare, limit, with_best=False)
+    fits, over = 0, len(passages)
+    while over - fits > 1:
+        mid = (fits + over) // 2
+        if tokens(stitch(question, passages[:mid], settings)) <= limit:
+            fits = mid
+        else:
+            over = mid
+    if fits == 0:  # an answer from no passage at all is not retrieval-augmented: refused, not answered
+        raise PromptTooLong(question, tokens(stitch(question, passages[:1], settings)), limit, with_best=True)
+    return fits
+
+
 class PromptStitchingRAG:
     """Retrieve top-k, stitch them with the question into one input, generate, parse the citations."""
 
@@ -114,7 +176,12 @@ class PromptStitchingRAG:
         return self.answer_with(questions, hits, ids)
 
     def answer_with(self, questions: Sequence[str], passages: Sequence[Sequence], ids: Sequence[str] | None = None) -> list[StitchedAnswer]:
-        """Answer from given passages (e.g. reordered for the position probe) instead of retrieving."""
+        """Answer from given passages (e.g. reordered for the position probe) instead of retrieving. A
+        generator with a token limit (`fit`, e.g. `HFGenerator`) gets the most whole passages each prompt
+        holds, best first, and each answer's `passages` are those it was given; a question whose prompt
+        holds not even its best passage raises `PromptTooLong` before anything is generated."""
+        if (fit := getattr(self.generate, "fit", None)) is not None:
+            passages = [list(ps)[: fit(q, ps, self.settings)] for q, ps in zip(questions, passages)]
         prompts = [stitch(q, ps, self.settings) for q, ps in zip(questions, passages)]
         answers = self.generate(prompts)
         counts = getattr(self.generate, "last_input_tokens", None) or [None] * len(prompts)
@@ -124,7 +191,9 @@ class PromptStitchingRAG:
 
 
 class HFGenerator:
-    """A local transformers seq2seq or causal LM as a `prompts -> answers` callable."""
+    """A local transformers seq2seq or causal LM as a `prompts -> answers` callable. It reads at most
+    `max_input_tokens`: `PromptStitchingRAG` fits its prompts to that (`fit`); a longer prompt handed
+    in directly is cut to it, from the tokenizer's `truncation_side`."""
 
     def __init__(self, model, tokenizer, max_new_tokens: int = 64, num_beams: int = 1, max_input_tokens: int = 1024):
         self.model, self.tokenizer = model.eval(), tokenizer
@@ -138,6 +207,15 @@ class HFGenerator:
         auto = AutoModelForSeq2SeqLM if config.is_encoder_decoder else AutoModelForCausalLM
         return cls(load_model(auto.from_pretrained, path, "generator").to(device),
                    load_tokenizer(AutoTokenizer.from_pretrained, path, "generator tokenizer"), **kw)
+
+    def tokens(self, prompt: str) -> int:
+        """Input tokens the model reads for `prompt` as `__call__` encodes it, before any truncation."""
+        return len(self.tokenizer(prompt, verbose=False)["input_ids"])
+
+    def fit(self, question: str, passages: Sequence, settings: StitchSettings) -> int:
+        """How many of `passages` (best first) the stitched prompt holds within `max_input_tokens`
+        (`fit_passages`; `PromptTooLong` when not even the best one fits)."""
+        return fit_passages(question, passages, settings, self.tokens, self.max_input_tokens)
 
     def __call__(self, prompts: list[str]) -> list[str]:
         tok = self.tokenizer
