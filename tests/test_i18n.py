@@ -75,7 +75,8 @@ def test_an_unknown_language_is_an_input_error_naming_the_flag():
 
 
 @pytest.mark.parametrize("args", [["eval", "bughunt"], ["eval", "answers", "--answers", "a.jsonl", "--out", "o"],
-                                  ["compare", "--run", "r"], ["reproduce", "--preset", "tiny", "--out", "o"]])
+                                  ["compare", "--run", "r"], ["reproduce", "--preset", "tiny", "--out", "o"],
+                                  ["world", "--out", "o"], ["pretrain", "--out", "o"]])
 def test_cli_unknown_lang_exits_2_before_doing_anything(monkeypatch, capsys, tmp_path, args):
     monkeypatch.chdir(tmp_path)
     code, _, err = run_main(monkeypatch, capsys, *args, "--lang", "fr")

@@ -95,7 +95,7 @@ def world(
     from lewisrag.data.world import build_world, write_world
 
     if lang not in LANGS:
-        raise InputError("--lang", f"unknown language {lang!r} (one of {', '.join(LANGS)})")
+        raise InputError("--lang", f"unknown language '{lang}': use {' or '.join(LANGS)}")  # as every --lang says it
     check_out_dir(out, "world", overwrite=overwrite, alone=True)
     with _ui.status(f"building the world (seed {seed}, {entities} entities, {lang})"):
         counts = write_world(build_world(seed, entities, lang), out, overwrite=overwrite)

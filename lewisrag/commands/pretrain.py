@@ -103,11 +103,11 @@ def pretrain(
     from lewisrag.data.threads import check_device_flag
     from lewisrag.training.configs import GENERATOR_KIND, pretrain_preset
 
+    if lang not in ("en", "zh"):
+        raise InputError("--lang", f"unknown language '{lang}': use en or zh")  # as every --lang says it
     check_out_dir(out, GENERATOR_KIND, overwrite=overwrite, replaces=True, alone=True)
     if steps is not None and minutes is not None:
         raise InputError("--minutes", "give --steps or --minutes, not both")
-    if lang not in ("en", "zh"):
-        raise InputError("--lang", f"must be en or zh, got {lang!r}")
     parsed = parse_overrides(overrides or [])
     try:
         cfg = pretrain_preset(preset, steps=steps, minutes=minutes, seed=seed, lang=lang, device=device, **parsed)
