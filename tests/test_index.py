@@ -483,12 +483,12 @@ def test_index_tune_records_the_smallest_setting_and_searches_use_it(tiny_corpus
     for flags, message in [(["--target-recall", "1.5"], "--target-recall"), (["--rerank-depth", "2"], "--rerank-depth")]:
         r = run_cli("index", "tune", "--index", str(tmp_path / "ivf"), "--questions", str(tiny_corpus["qa"]), "--n-docs", "3", *flags)
         assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
-    # a Flat index has nothing to tune: measured as it is, and said so
+    # a Flat index has nothing to tune: refused in one line, nothing recorded
     build_dense_index(passages, dpr_ckpt, tmp_path / "flat", DenseBuildConfig(factory="Flat"))
+    before = (tmp_path / "flat" / "manifest.json").read_text()
     r = run_cli("index", "tune", "--index", str(tmp_path / "flat"), "--questions", str(tiny_corpus["qa"]), "--n-docs", "3", "--json")
-    record = json.loads(r.stdout)
-    assert r.returncode == 0 and record["knob"] is None and record["search_params"] == {} and record["recall_at_k"] == 1.0
-    assert "searches exactly" in r.stderr
+    assert r.returncode == 2 and r.stdout == "" and "a Flat index searches exactly" in r.stderr and "Traceback" not in r.stderr
+    assert (tmp_path / "flat" / "manifest.json").read_text() == before
     # a given --encoder that does not exist is named as such, not blamed on the index
     r = run_cli("index", "search", "--index", str(tmp_path / "flat"), "--query", "who", "--encoder", str(tmp_path / "nope"))
     assert r.returncode == 2 and r.stderr.strip() == f"error: {tmp_path / 'nope'}: --encoder: not found"

@@ -149,7 +149,8 @@ def _no_word_note(retriever, query: str, hits) -> str | None:
 
 
 def tune(
-    index: Path = typer.Option(..., "--index", help="A dense index directory (IVF or HNSW: a Flat index has nothing to tune)."),
+    index: Path = typer.Option(..., "--index", help="A dense index directory (IVF or HNSW; a Flat index has nothing to "
+                               "tune and is refused; a Refine(...) index's k_factor is kept and recorded with the setting)."),
     questions: Path = typer.Option(..., "--questions", help="The tuning questions the searches are measured on: a QA "
                                    "file, whose answers and gold passage ids are not needed (recall is against exact "
                                    "search; the recall recorded is on these questions, so biased upward)."),
@@ -172,18 +173,24 @@ def tune(
     from lewisrag.data.io import InputError
     from lewisrag.data.records import read_questions
     from lewisrag.index.search import tune_dense
+    from lewisrag.index.store import read_manifest
 
     if not 0 < target_recall <= 1:
         raise InputError("--target-recall", f"must be in (0, 1], got {target_recall}")
     for flag, value in (("--n-docs", n_docs), ("--max-questions", max_questions)):
         if value < 1:  # the one flag at fault, as every other command names it
             raise InputError(flag, f"must be at least 1, got {value}")
+    manifest = read_manifest(index)
+    if manifest["kind"] == "dense" and manifest.get("faiss_factory") == "Flat" and rerank_depth is None:
+        # (--rerank-depth given is refused by name: tuning.tune_search) as a BM25 index is: nothing recorded
+        raise InputError(index, "a Flat index searches exactly: it has no nprobe or efSearch to tune, and its recall "
+                         "against exact search is 1; nothing recorded", field="faiss_factory")
     qs = [ex.question for ex in read_questions(questions, _ui.qa_fields(qa_fields))][:max_questions]
     with _ui.status(f"tuning {index} on {len(qs)} questions"):
         record = tune_dense(index, qs, encoder, context_encoder, swap, n_docs, target_recall, rerank_depth)
     if record["knob"] is None:
-        typer.echo(f"note: {index} searches exactly (no nprobe or efSearch to tune): its recall and speed are recorded "
-                   "as measured", err=True)
+        typer.echo(f"note: {index} ('{manifest.get('faiss_factory')}') has no nprobe or efSearch to tune: its recall and "
+                   "speed are recorded as measured", err=True)
     if not record["reached"]:
         knob = record["knob"]
         if knob is None:

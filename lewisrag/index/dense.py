@@ -34,6 +34,11 @@ from lewisrag.index.tuning import QUANTIZER_EF_MIN, rerank
 EMBEDDINGS = "embeddings.npy"
 FAISS_FILE = "index.faiss"
 DEFAULT_SEARCH_PARAMS = {"nprobe": 16, "efSearch": 128}
+# a Refine(...) index's base search returns this many times k candidates for the refine stage to rank
+# exactly (FAISS's IndexRefine.k_factor): at FAISS's 1 the stage ranks only the k it already has, which
+# changes no recall@k; 4, as `tuning.search`'s re-ranking depth is 4 k by default. Recorded as the
+# manifest's `refine_k_factor` and applied on every load (indexes built before it: this)
+REFINE_K_FACTOR = 4
 SPOT_CHECK_ROWS = 8  # stored vectors compared with fresh encodings before they are reused
 MIN_COSINE = 0.99  # ... each must point the same way as its fresh encoding
 MAX_NORM_RATIO = 1.05  # ... and be as long, within 5% (inner products keep their scale)
@@ -42,7 +47,7 @@ TRANSFORM_SAMPLE = 1 << 16  # vectors that train a pre-transform (OPQ, PCA): OPQ
 TRAIN_PER_LIST = 64  # training vectors per inverted list at least (FAISS's k-means warns below 39, uses at most 256)
 TWO_LEVEL_LISTS = 10_000  # IVF indexes with at least this many lists train their centroids in two levels (docs/scale.md)
 VECTOR_DTYPES = ("float32", "float16")
-COMPRESSED_ONLY = ("search_params", "rerank_depth", "tuning")  # manifest fields that a Flat index has no use for
+COMPRESSED_ONLY = ("search_params", "rerank_depth", "tuning", "refine_k_factor")  # manifest fields that a Flat index has no use for
 SEARCH_ROWS = 1 << 22  # vectors per block of a matrix-product search (a 16-question block of scores is 256 MB)
 DEVICE_DTYPES = ("float32", "float16")  # how `search_on` may hold the vectors on its device
 HALF_CANDIDATES = 4  # a float16 product search keeps this many times k candidates for float32 re-scoring
@@ -116,6 +121,7 @@ def build_dense_index(
             on_progress("faiss", 0, 1)
         index = build_faiss(embeddings, cfg.factory, cfg.train_sample)
         _write_faiss_atomic(index, partial / FAISS_FILE)
+        refine = {"refine_k_factor": REFINE_K_FACTOR} if is_refine(index) else {}
         store.write_passages(partial, passages)
         manifest = {
             "kind": "dense",
@@ -129,6 +135,7 @@ def build_dense_index(
             "encoder": {"path": str(Path(encoder_path).resolve()), "ctx_fingerprint": ckpt.ctx_fingerprint,
                         "format": ckpt.meta.get("format", "lewisrag")},
             "search_params": DEFAULT_SEARCH_PARAMS,
+            **refine,
             "build": {"shard_size": cfg.shard_size, "max_length": max_length, "mixed_precision": cfg.mixed_precision,
                       "vector_dtype": cfg.vector_dtype,
                       **({"embeddings": {"source": "reused", "column": "embeddings", "spot_check": spot_check}} if spot_check else {})},
@@ -303,6 +310,26 @@ class _RowWriter:
         """On disk, as a memory map's flush puts it: a shard marked done must survive a crash."""
         self.file.flush()
         os.fsync(self.file.fileno())
+
+
+def is_refine(faiss_index) -> bool:
+    """A Refine(...) index: a base index's candidates ranked again by a second one (IndexRefine).
+
+    >>> is_refine(faiss.index_factory(8, "IVF4,PQ2x4,Refine(Flat)")), is_refine(faiss.index_factory(8, "IVF4,PQ2x4"))
+    (True, False)
+    """
+    return isinstance(faiss.downcast_index(faiss_index), faiss.IndexRefine)
+
+
+def check_refine_k_factor(path: Path, manifest: dict) -> int:
+    """The manifest's `refine_k_factor` (REFINE_K_FACTOR where it records none: built before it was),
+    refused unless a whole number that FAISS's search can take (k_factor x k candidates are set
+    aside a question: 10**12 asked for TiBs)."""
+    value = manifest.get("refine_k_factor", REFINE_K_FACTOR)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 4096:
+        raise InputError(path / store.MANIFEST, f"expected a whole number from 1 to 4096, got {value!r}",
+                         field="refine_k_factor")
+    return value
 
 
 def use_blas_for_small_batches(threshold: int = 8) -> None:
@@ -617,6 +644,8 @@ class DenseIndex:
         self.device_vectors = None  # (N, D) float32 or float16 torch tensor once `search_on` has placed them
         use_blas_for_small_batches()
         self.set_search_params(manifest.get("search_params", DEFAULT_SEARCH_PARAMS))
+        if faiss_index is not None and is_refine(faiss_index):  # FAISS's k_factor 1 would make the stage add nothing
+            faiss.downcast_index(faiss_index).k_factor = check_refine_k_factor(path, manifest)
 
     @classmethod
     def load(cls, path: str | os.PathLike, mmap: bool = True, with_faiss: bool = True) -> DenseIndex:
@@ -655,6 +684,8 @@ class DenseIndex:
                              f"the manifest says {expected}")
         if index is not None:
             check_faiss_factory(path, manifest, index)
+            if is_refine(index):
+                check_refine_k_factor(path, manifest)
         # a build refuses non-finite vectors; a file damaged since would score NaN and rank at random
         rows = store.sample_rows(len(embeddings))
         finite = np.isfinite(np.asarray(embeddings[rows], dtype=np.float32)).all(axis=1)

@@ -86,12 +86,20 @@ class NodeSearch:
         padded[: len(q)] = q
         gathered = [torch.empty_like(padded) for _ in self.ranks] if self.is_server else None
         dist.gather(padded, gathered, dst=self.server, group=self.group)
-        total = sum(counts)
-        scores = torch.empty((total, k), dtype=torch.float32)
-        rows = torch.empty((total, k), dtype=torch.int64)
+        total, width = sum(counts), k
         if self.is_server:
             batch = torch.cat([g[:c] for g, c in zip(gathered, counts)]).numpy()
             s, r = self.index.search(batch, k)
+        if k > len(self.index.embeddings):
+            # past the passages the local search's width is its own (FAISS pads k with row -1, a
+            # product search keeps the N there are): the server says it, so every process gets what
+            # the local search gives. Every process knows N, so only such a search pays for the message.
+            told = torch.tensor([s.shape[1] if self.is_server else 0], dtype=torch.int64)
+            dist.broadcast(told, src=self.server, group=self.group)
+            width = int(told)
+        scores = torch.empty((total, width), dtype=torch.float32)
+        rows = torch.empty((total, width), dtype=torch.int64)
+        if self.is_server:
             scores.copy_(torch.from_numpy(np.asarray(s, dtype=np.float32)))
             rows.copy_(torch.from_numpy(np.asarray(r, dtype=np.int64)))
         dist.broadcast(scores, src=self.server, group=self.group)

@@ -223,7 +223,11 @@ def search_knob(index, results: int = 1) -> tuple[str, int, int] | None:
         ivf = None
     if ivf is not None:
         return "nprobe", 1, int(ivf.nlist)
-    inner = faiss.downcast_index(index.index) if isinstance(index, faiss.IndexPreTransform) else faiss.downcast_index(index)
+    inner = faiss.downcast_index(index)
+    if isinstance(inner, faiss.IndexRefine):  # ParameterSpace sets efSearch on the base index through it
+        inner = faiss.downcast_index(inner.base_index)
+    if isinstance(inner, faiss.IndexPreTransform):
+        inner = faiss.downcast_index(inner.index)
     if isinstance(inner, faiss.IndexHNSW):
         # HNSW keeps max(efSearch, results) candidates: a smaller efSearch searches the same way
         return "efSearch", results, max(MAX_EF_SEARCH, results)
@@ -267,7 +271,8 @@ def tune_search(index, queries: np.ndarray, exact_rows: np.ndarray, k: int, targ
     `reached` is False: with compressed codes a larger value can measure a lower recall.
 
     The index is left set to the chosen parameters; `qps` is measured with them in batches of
-    `batch_size`. Flat (and any index without a search parameter) is measured as it is. Every
+    `batch_size`. Flat (and any index without a search parameter) is measured as it is; a Refine(...)
+    index at the k_factor it has (the manifest's `refine_k_factor`, which `dense.DenseIndex` applies). Every
     search's rows go through `check_rows` (`search`).
     """
     exact_rows = np.asarray(exact_rows)

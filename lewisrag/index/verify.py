@@ -14,8 +14,9 @@ have failed:
 - every stored vector finite (a build refuses NaN and infinity; a file damaged since scores them);
 - the FAISS index's trained parameters finite (coarse centroids, PQ codebook, SQ ranges, the
   matrices of OPQ or PCA; `_check_trained`): one NaN among them hides a list from every search or
-  fails every search, and no row's check below shows it; and the ranges of SQ codes kept by row
-  within the values the stored vectors take (`_check_ranges`), which they were trained on;
+  fails every search, and no row's check below shows it; and the ranges of SQ codes within the
+  values the stored vectors take (`_check_ranges`), which they were trained on: an IVF-SQ index's
+  (with an exact coarse quantizer) within those of the vectors' residuals to their lists' centroids;
 - the vectors of a FAISS index that keeps them by row (Flat, HNSW) equal to the stored ones, which
   RAG scores documents with; of an IVF index that each row is in one inverted list and, with an
   exact coarse quantizer, that list the one of its nearest centroid as adding chose it
@@ -146,6 +147,8 @@ def _check_vectors(index, on_progress) -> list[dict]:
     assign, unassigned = (None, "") if lists is None else _open_assignment(index.faiss_index, lists)
     transforms = _transforms(flat)  # OPQ, PCA: codes and coarse centroids are in their output space
     ranges = None if by_row else _open_ranges(index.faiss_index)
+    if ranges is not None and ranges.residual and assign is None:  # the centroids adding chose are not known
+        ranges = None
     vectors = index.scan_vectors()
     n = len(vectors)
     try:
@@ -170,8 +173,9 @@ def _check_vectors(index, on_progress) -> list[dict]:
                         _check_codes(index, codes, start + at, x)
                     if assign is not None:
                         _check_assignment(index, assign, start + at, x)
-                    if ranges is not None:
-                        ranges.see(x)
+                    if ranges is not None:  # an IVF-SQ's ranges are of residuals to the row's list's centroid
+                        ranges.see(x - assign.centroids[assign.lists[start + at : start + at + len(x)]]
+                                   if ranges.residual else x)
             if on_progress:
                 on_progress("vectors", stop, n)
     finally:
@@ -203,7 +207,7 @@ def _check_vectors(index, on_progress) -> list[dict]:
         names = trained[0] if len(trained) == 1 else f"{', '.join(trained[:-1])} and {trained[-1]}"
         held += f"; its {names} finite"
     if ranges is not None and n:
-        held += ", the SQ ranges within the values the stored vectors take"
+        held += f", the SQ ranges within the values the stored vectors{RESIDUALS if ranges.residual else ''} take"
     return [{"check": "vectors", "result": f"all {n} stored vectors ({vectors.dtype}) finite"},
             {"check": "faiss", "result": held}]
 
@@ -282,12 +286,17 @@ def _check_trained(index) -> list[str]:
     return checked
 
 
+RESIDUALS = "' residuals to their lists' centroids"  # what an IVF-SQ index's ranges are of (by_residual)
+
+
 class _Ranges:
     """A scalar quantizer's trained ranges, (D',) each end, beside the least and greatest value each
-    dimension of the stored vectors takes (after the index's transforms) as the pass sees them."""
+    dimension of the stored vectors takes (after the index's transforms; with `residual`, an IVF
+    index's, less the centroid of the row's list) as the pass sees them."""
 
-    def __init__(self, lo: np.ndarray, hi: np.ndarray, uniform: bool):
+    def __init__(self, lo: np.ndarray, hi: np.ndarray, uniform: bool, residual: bool = False):
         self.lo, self.hi, self.uniform = lo, hi, uniform  # uniform: one range for every dimension
+        self.residual = residual  # of residuals to the coarse centroids (IVF-SQ by_residual)
         self.seen_lo = np.full(len(lo), np.inf, np.float32)
         self.seen_hi = np.full(len(lo), -np.inf, np.float32)
 
@@ -298,16 +307,19 @@ class _Ranges:
 
 
 def _open_ranges(faiss_index) -> _Ranges | None:
-    """The ranges of a scalar quantizer that keeps codes by row (SQ8, HNSW32,SQ8, PCA64,SQ8) and
-    took them from the least and greatest values of its training vectors (FAISS's RS_minmax, which
-    every SQ factory string trains with), or None. Not of an IVF index's, trained on residuals to
-    centroids that an approximate quantizer may have chosen otherwise when adding."""
+    """The ranges of a scalar quantizer (SQ8, HNSW32,SQ8, PCA64,SQ8, IVF256,SQ8) that took them from
+    the least and greatest values of its training vectors (FAISS's RS_minmax, which every SQ factory
+    string trains with), or None. An IVF index's are `residual` where it encodes residuals to its
+    lists' centroids (by_residual, as the factory makes it): trained on the training vectors' residuals
+    to the centroids its coarse quantizer assigned them, which `_check_vectors` checks only where that
+    quantizer is exact (an approximate one may have chosen otherwise when adding)."""
     outer = faiss.downcast_index(faiss_index)
     inner = faiss.downcast_index(outer.index) if isinstance(outer, faiss.IndexPreTransform) else outer
     if isinstance(inner, faiss.IndexHNSW):
         inner = faiss.downcast_index(inner.storage)
-    if type(inner) is not faiss.IndexScalarQuantizer:
+    if type(inner) not in (faiss.IndexScalarQuantizer, faiss.IndexIVFScalarQuantizer):
         return None
+    residual = type(inner) is faiss.IndexIVFScalarQuantizer and bool(inner.by_residual)
     sq, d = inner.sq, inner.d
     if sq.rangestat != faiss.ScalarQuantizer.RS_minmax or sq.rangestat_arg != 0:
         return None
@@ -317,7 +329,7 @@ def _open_ranges(faiss_index) -> _Ranges | None:
     if not (per_dim and len(trained) == 2 * d or uniform and len(trained) == 2):
         return None  # fp16, bf16, direct codes: no range (and a damaged length: the load's size checks)
     lo, diff = (trained[:d], trained[d:]) if per_dim else (np.full(d, trained[0]), np.full(d, trained[1]))
-    return _Ranges(lo.astype(np.float64), lo.astype(np.float64) + diff, uniform)
+    return _Ranges(lo.astype(np.float64), lo.astype(np.float64) + diff, uniform, residual)
 
 
 def _check_ranges(index, ranges: _Ranges) -> None:
@@ -339,7 +351,8 @@ def _check_ranges(index, ranges: _Ranges) -> None:
         i = int(np.argmax(bad))
         which = "range" if ranges.uniform else f"range of dimension {i}"
         raise InputError(index.path / FAISS_FILE, f"its scalar quantizer's {which}, {ranges.lo[i]:.6g} to "
-                         f"{ranges.hi[i]:.6g}, reaches past the values the stored vectors take there ({seen_lo[i]:.6g} to "
+                         f"{ranges.hi[i]:.6g}, reaches past the values the stored vectors"
+                         f"{RESIDUALS if ranges.residual else ''} take there ({seen_lo[i]:.6g} to "
                          f"{seen_hi[i]:.6g}), from a sample of which it was trained: the file is damaged; build the index "
                          "again")
 
