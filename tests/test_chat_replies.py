@@ -166,7 +166,7 @@ def test_a_host_name_not_resolved_on_every_attempt_stops_the_client(monkeypatch)
     def urlopen(req, timeout):
         raise urllib.error.URLError(socket.gaierror(-2, "Name or service not known"))
 
-    monkeypatch.setattr(chat, "_open", urlopen)
+    monkeypatch.setattr(chat.client, "_open", urlopen)  # the module whose _open ChatClient calls
     c = client("http://no-such-host.invalid/v1")
     with pytest.raises(EndpointError, match=r"^connection failed \(2 attempts\): gaierror"):
         c.complete("s", "u")
@@ -180,7 +180,7 @@ def test_a_refusal_among_other_faults_does_not_stop_the_client(monkeypatch):
     def urlopen(req, timeout):
         raise urllib.error.URLError(faults.pop(0) if faults else ConnectionRefusedError(111, "Connection refused"))
 
-    monkeypatch.setattr(chat, "_open", urlopen)
+    monkeypatch.setattr(chat.client, "_open", urlopen)  # the module whose _open ChatClient calls
     c = client("http://127.0.0.1:9/v1", max_retries=2)
     with pytest.raises(ChatError) as e:
         c.complete("s", "u")

@@ -210,7 +210,7 @@ def test_every_transient_exception_is_retried_and_counted(monkeypatch, exc):
             raise exc
         return io.BytesIO(good)
 
-    monkeypatch.setattr(chat, "_open", urlopen)
+    monkeypatch.setattr(chat.client, "_open", urlopen)  # the module whose _open ChatClient calls
     client = ChatClient("http://127.0.0.1:9/v1", "m", KEY, max_retries=2, backoff=0.001, seed=0)
     assert client.complete("s", "u") == "ok"
     assert client.usage["calls"] == 3 and client.usage["retries"] == 2 and client.usage["failures"] == 0

@@ -1,0 +1,60 @@
+"""Replies streamed as server-sent events though no stream was asked: recognized (`_is_stream`) and
+joined into one chat completion (`_from_events`)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from lewisrag.chat_client.replies import _text_parts
+
+_EVENT_FIELDS = ("data:", "event:", "id:", "retry:")  # the fields a server-sent event's line may begin with
+_SKIP_COMMENT = re.compile(r"\s*(?::[^\r\n]*)?")  # blank lines, then one ": comment" line (OpenRouter's keep-alives)
+
+
+def _is_stream(text: str) -> bool:
+    """Whether a body is server-sent events: its first line that is neither blank nor a comment
+    (": OPENROUTER PROCESSING", which a proxy sends while the model thinks) is a field of an event.
+
+    >>> _is_stream(": OPENROUTER PROCESSING\\n\\n: again\\r\\ndata: {}\\n"), _is_stream('{"choices": []}'), _is_stream(": only")
+    (True, False, False)
+    """
+    pos = 0
+    while (end := _SKIP_COMMENT.match(text, pos).end()) > pos:
+        pos = end
+    return text.startswith(_EVENT_FIELDS, pos)
+
+
+def _from_events(text: str) -> dict:
+    """A chat completion from a streamed reply (server-sent events: "data: {chunk}" lines, then
+    "data: [DONE]"), which some proxies send though no stream was asked: the chunks' delta contents
+    joined, the last finish_reason and usage. ValueError when a chunk is not JSON, or when the stream
+    ends without [DONE] or a finish_reason (it was cut: retried)."""
+    parts, finish, usage, done, calls, refusal = [], None, None, False, [], []
+    for line in text.splitlines():
+        if not line.startswith("data:"):
+            continue  # event:, id:, retry: and ": comments"
+        data = line[5:].strip()
+        if data == "[DONE]":
+            done = True
+            continue
+        chunk = json.loads(data)
+        usage = chunk.get("usage") if isinstance(chunk, dict) and isinstance(chunk.get("usage"), dict) else usage
+        choices = chunk.get("choices") if isinstance(chunk, dict) else None
+        if not (isinstance(choices, list) and choices and isinstance(choices[0], dict)):
+            continue  # a usage-only chunk
+        delta = choices[0].get("delta") or choices[0].get("message") or {}
+        piece = delta.get("content") if isinstance(delta, dict) else None
+        piece = _text_parts(piece) if isinstance(piece, list) else piece
+        if isinstance(piece, str):
+            parts.append(piece)
+        if isinstance(delta, dict) and isinstance(delta.get("refusal"), str):  # OpenAI streams a refusal as its own deltas
+            refusal.append(delta["refusal"])
+        if isinstance(delta, dict):  # a tool call streams as its own deltas: kept, so that it is not read as ""
+            calls += [c for key in ("tool_calls", "function_call") if (c := delta.get(key))]
+        finish = choices[0].get("finish_reason") or finish
+    if not (done or finish):
+        raise ValueError("the stream ended before its end")
+    message = ({"content": "".join(parts)} | ({"tool_calls": calls} if calls else {})
+               | ({"refusal": "".join(refusal)} if refusal else {}))
+    return {"choices": [{"message": message, "finish_reason": finish}], "usage": usage}
