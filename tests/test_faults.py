@@ -318,7 +318,7 @@ def test_a_mount_point_and_a_git_repository_are_never_replaced(tiny_corpus, tmp_
     (repo / ".git").mkdir(parents=True)
     (repo / "code.py").write_text("x = 1")
     (volume / "data").mkdir(parents=True)
-    monkeypatch.setattr(outputs.os.path, "ismount", lambda p: Path(p) == volume)
+    monkeypatch.setattr(outputs.checks.os.path, "ismount", lambda p: Path(p) == volume)
     for out, why in ((repo, "a git repository"), (volume, "a mount point")):
         before = snapshot(out)
         code, _, err = run(monkeypatch, capsys, "index", "build", "--passages", tiny_corpus["passages"], "--encoder",

@@ -221,7 +221,7 @@ def test_a_mount_point_inside_an_output_is_refused_before_any_work(tmp_path, mon
         (d / "results.json").write_text("1")
     (out / "mnt").mkdir()
     (out / "mnt" / "p.txt").write_text("on the mount")
-    monkeypatch.setattr(outputs.os.path, "ismount", lambda p: Path(p) == out / "mnt")
+    monkeypatch.setattr(outputs.removal.os.path, "ismount", lambda p: Path(p) == out / "mnt")
     with pytest.raises(InputError, match=r"mnt: .*mount point"):
         check_out_dir(out, "evaluation")
     with pytest.raises(InputError, match=r"mnt: .*mount point"):
@@ -269,7 +269,7 @@ def test_an_input_reached_by_another_name_of_its_folder_is_refused(tmp_path, mon
     (a / "docs.jsonl").write_text("{}\n")
     (b / "docs.jsonl").write_text("{}\n")
     real = outputs._identity
-    monkeypatch.setattr(outputs, "_identity", lambda p: real(a if Path(p) == b else p))
+    monkeypatch.setattr(outputs.checks, "_identity", lambda p: real(a if Path(p) == b else p))
     with pytest.raises(InputError, match=r"is --docs .*bA/docs.jsonl"):
         check_out_file(b / "docs.jsonl", overwrite=True, inputs=[("--docs", a / "docs.jsonl")])
     with pytest.raises(InputError, match="is inside --model"):
