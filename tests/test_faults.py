@@ -739,7 +739,7 @@ BAD_INPUTS = {
     "index tune: a BM25 index": (
         lambda t, c: ["index", "tune", "--index", c["bm25"], "--questions", c["qa"]], ["a bm25 index where a dense one"]),
     "index tune: --n-docs past the passages": (  # a 46 GiB allocation's traceback at 99,999
-        lambda t, c: ["index", "tune", "--index", c["dense"], "--questions", c["qa"], "--n-docs", 99999],
+        lambda t, c: ["index", "tune", "--index", _ivf(t, c), "--questions", c["qa"], "--n-docs", 99999],
         ["--n-docs", "must be between 1 and the index's"]),
     "compare: --position-questions -3": (  # read as a slice: the probe ran on all but 3 questions
         lambda t, c: ["compare", "--run", t / "nothing", "--position-questions", -3], ["--position-questions", "greater than or equal to 0"]),
@@ -847,6 +847,13 @@ BAD_INPUTS = {
 def _build(t, c, *extra) -> list:
     """`lewisrag index build` of the fixtures' passages with their DPR checkpoint, with `extra` flags."""
     return ["index", "build", "--passages", c["passages"], "--encoder", c["dpr"], "--out", t / "i", *extra]
+
+
+def _ivf(t, c) -> Path:
+    """An IVF index of the fixtures' passages (a Flat one has nothing to tune: `index tune` refuses it first)."""
+    out = t / "ivf"
+    build_dense_index(read_passages(c["passages"]), c["dpr"], out, DenseBuildConfig(factory="IVF2,Flat"))
+    return out
 
 
 def _rag(t, c, *extra) -> list:
