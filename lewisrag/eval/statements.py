@@ -96,14 +96,13 @@ from lewisrag.scoring.markers import (  # noqa: F401 - the citation markers' rul
     CITATION_RE,
     MAX_RANGE,
     _code_spans,
-    _fence_starts,
-    _in_code,
     _marker_ids,
     citation_ids,
     citation_markers,
     sub_citations,
 )
-from lewisrag.scoring.text import is_cjk, word_dot_ends_sentence
+# where sentences end: in scoring, so that RAG-Token's implicit citations (rag_model) cut answers with it too
+from lewisrag.scoring.text import sentence_bounds
 
 SPLITTER_NAME = "sentences"
 SPLITTER_VERSION = "9"
@@ -113,10 +112,6 @@ _HSPACE = r"[^\S\n]"  # any space but a newline: no-break and thin spaces too
 # the lookbehind starts a match only at the first space of a run: without it, every space of a long
 # run was tried to the run's end (100,000 spaces took 10 s)
 _CITATION_WITH_SPACE_RE = re.compile(rf"(?<!{_HSPACE}){_HSPACE}*" + CITATION_RE.pattern)
-_CITATION_RUN_RE = re.compile(rf"(?:{_HSPACE}*" + CITATION_RE.pattern + r")+")
-_SPACE_RUN_RE = re.compile(r"\s*")
-_HSPACE_RUN_RE = re.compile(rf"{_HSPACE}*")
-_OPENERS = frozenset("[［【")
 QUOTE_RES = (
     re.compile(r"「([^「」]+)」"),
     re.compile(r"『([^『』]+)』"),
@@ -127,23 +122,6 @@ QUOTE_RES = (
 # checker (QUOTE = 「([^」]+)」). “” and "..." also report speech, name a term or scare-quote a word
 # ("系统会提示“密码不对”" paraphrases the message): ordinary text, whose numbers and words are checked.
 VERBATIM_QUOTE_RES = QUOTE_RES[:2]
-
-_ALWAYS_END = frozenset("。！？｡")
-_ELLIPSES = frozenset("…⋯")  # "…", "……" (and "⋯⋯") end a sentence as "..." does
-_LATIN_END = frozenset(".!?．") | _ELLIPSES
-_END_RUN = frozenset("。！？｡.!?．") | _ELLIPSES
-_CLOSERS = frozenset(")）")
-_OPEN_CLOSE = {"「": "」", "『": "』", "“": "”"}
-_CLOSE = frozenset(_OPEN_CLOSE.values())
-# closing quote marks that end a sentence when a stop comes right before them: the tracked ones, the
-# straight double quote, and single quotes (’ and ', not tracked: ' is also an apostrophe)
-_QUOTE_CLOSERS = _CLOSE | frozenset("\"’'")
-_TYPOGRAPHIC_CLOSERS = _CLOSE | frozenset("’")  # never an opening mark: part of the run a stop ends
-# what, after a closing quote and a space, continues the sentence: 'He said "Stop." and left'
-_CONTINUES = frozenset(",;:，；：、—–")
-# words after an ellipsis that continue the sentence, as "etc." before a small letter: 苹果、香蕉……等
-_ELLIPSIS_CONTINUES = ("等", "之类", "什么的")
-_ELIDED_AFTER = frozenset(",，、")  # an ellipsis after a comma elides items of a list: "A, B, … and Z"
 
 
 @dataclass(frozen=True)
@@ -194,117 +172,6 @@ def quotes_in(text: str, styles: tuple[re.Pattern, ...] = QUOTE_RES) -> tuple[st
                  if text[m.start(1):m.end(1)].strip())
 
 
-def _dot_ends_sentence(text: str, i: int, numbered: bool = False) -> bool:
-    """Whether the '.', '!' or '?' at text[i] (outside quotes) ends a sentence; `numbered`: the text
-    is a numbered list (`_is_numbered_list`), whose items' "1." end nothing."""
-    j = i + 1
-    while j < len(text) and text[j] in _END_RUN:
-        j += 1
-    while j < len(text) and text[j] in _CLOSERS:
-        j += 1
-    if j < len(text):
-        nxt = text[j]
-        if not (nxt.isspace() or nxt in _OPENERS or is_cjk(nxt) or nxt in _ALWAYS_END):
-            return False  # 3.5, example.com, v1.2: the dot sits inside a token
-    a = i
-    while a > 0 and text[a - 1] in _END_RUN:
-        a -= 1
-    run = text[a:j]
-    if ("…" in run or "⋯" in run or ".." in run) and not any(c in "!?" for c in run):
-        return _ellipsis_ends_sentence(text, a, j)
-    if text[i] != "." or (i > 0 and text[i - 1] == "."):
-        return True
-    marker = text[text.rfind("\n", 0, i) + 1 : i].strip()
-    if numbered and _LIST_NUMBER_RE.fullmatch(marker):  # "1. " (or "一. ") opens a numbered list item
-        return False
-    return word_dot_ends_sentence(text, i, text[j:].lstrip()[:1])
-
-
-def _ellipsis_ends_sentence(text: str, a: int, j: int) -> bool:
-    """Whether the ellipsis text[a:j] ("…", "……", "⋯⋯", "...", closing brackets after it) ends a
-    sentence. An ellipsis mostly trails off inside one ('香蕉……还有橙子', 'JSON, XML… and YAML'), so
-    it ends one only where what comes next reads as a new sentence: the end of the text (or of the
-    line: only spaces follow); a citation marker right after it ('他沉默了……[1] 然后', the marker is
-    the sentence's before it); a citation marker right before it ('返回 422 [1]……然后', 'It returns
-    422 [1]… then': a cited sentence trailing off, so what follows must cite on its own); or a space
-    and a capital letter ('Wait... What?', 'It returns 422… Then the account is deleted'), unless the
-    word is all capitals (a term: 'JSON… XML and YAML'; "I" is a word). Never before 等 / 之类 / 什么的
-    (香蕉……等水果) or after a comma ("A, B, … and Z" elides list items)."""
-    b = a
-    while b > 0 and text[b - 1].isspace():
-        b -= 1
-    if text.startswith(_ELLIPSIS_CONTINUES, j) or (b > 0 and text[b - 1] in _ELIDED_AFTER):
-        return False  # 香蕉……等水果; "A, B, … and Z" elides list items
-    k = _HSPACE_RUN_RE.match(text, j).end()
-    if k == len(text) or text[k] == "\n" or _CITATION_RUN_RE.match(text, j):
-        return True
-    o = max(text.rfind(c, max(0, b - 64), b) for c in _OPENERS)  # a marker right before: 返回 422 [1]……然后
-    if o >= 0 and CITATION_RE.fullmatch(text, o, b):
-        return True
-    if k > j and text[k].isupper():
-        word = re.match(r"[^\W\d_]+", text[k:])
-        return word is None or len(word[0]) == 1 or not word[0].isupper()
-    return False
-
-
-def _sentence_end(text: str, i: int, cited: bool = False) -> int:
-    """Index just past the sentence that ends at text[i]: the run of end marks, closing
-    brackets and any citations that follow on the same line, unless the sentence has `cited`
-    already and more text follows them on the line: then they open the next sentence
-    ("[1] 指出 A。[1] 还指出 B。")."""
-    j = i + 1
-    while j < len(text) and (text[j] in _END_RUN or text[j] in _CLOSERS or text[j] in _TYPOGRAPHIC_CLOSERS):
-        j += 1
-    m = _CITATION_RUN_RE.match(text, j)
-    if m is None:
-        return j
-    rest = text[m.end():].split("\n", 1)[0]
-    return j if cited and rest.strip() else m.end()
-
-
-def _quote_ends_sentence(text: str, i: int) -> bool:
-    """Whether the closing quote mark at text[i] (outside other quotes) ends a sentence: a stop comes
-    right before it ("Invalid credentials." or “用户名或密码错误。”) and what follows reads as a new
-    sentence. That is the end of the text or its line; citations ('..." [1] It is', “...。”[1]账户)
-    unless a small letter, a comma or a dash follows them; or a space and then anything but a small
-    letter, a comma or a dash. A quoted sentence inside a sentence ends nothing: 'He said "Stop." and left', '"Stop!" he
-    said', 「错误。」列表 (a CJK character right after the mark)."""
-    k = i
-    while k > max(0, i - 3) and text[k - 1] in _QUOTE_CLOSERS:  # nested quotes: ‘好。’”
-        k -= 1
-    if k == 0 or text[k - 1] not in _END_RUN:
-        return False
-    j = i + 1
-    while j < len(text) and (text[j] in _QUOTE_CLOSERS or text[j] in _CLOSERS or text[j] in _END_RUN):
-        j += 1
-    m = _CITATION_RUN_RE.match(text, j)
-    spaced = m is not None or (j < len(text) and text[j].isspace())
-    j = _HSPACE_RUN_RE.match(text, m.end() if m else j).end()
-    if j == len(text) or text[j] == "\n":
-        return True
-    return spaced and not (text[j].islower() or text[j] in _CONTINUES)
-
-
-# a list's number: digits or a Chinese numeral (一, 十二)
-_LIST_NUMBER = r"(?:\d{1,3}|[一二三四五六七八九十]{1,3})"
-_LIST_NUMBER_RE = re.compile(_LIST_NUMBER)
-# numbers written as one character, most of which NFKC makes digits ("①" is "1", "⒈" "1."): ①-⑳, ⑴-⒇,
-# ⒈-⒛, ⓪-⓿, the dingbats ❶-➓, ㉑-㊿
-_ENCLOSED_NUMBER = "[\u2460-\u249b\u24ea-\u24ff\u2776-\u2793\u3251-\u325f\u32b1-\u32bf]"
-# a line opening "1. ", "2) ", "3、", "4）", "（5）", "(6)", "①", "⑴", "⒈", "一、" or "（一）"
-_NUMBER_MARKER_RE = re.compile(
-    rf"(?m)^[^\S\n]*(?:{_LIST_NUMBER}(?:[.)]\s|[、．）])|[（(]{_LIST_NUMBER}[）)]|{_ENCLOSED_NUMBER})")
-_LIST_MARKER_RE = re.compile(  # ... and "- "
-    rf"^(?:{_LIST_NUMBER}(?:[.)]\s+|[、．）]\s*)|[（(]{_LIST_NUMBER}[）)]\s*|{_ENCLOSED_NUMBER}\s*|[-*•]\s+)")
-_BULLET_RE = re.compile(r"^[-*•]\s+")
-
-
-def _is_numbered_list(text: str) -> bool:
-    """Two lines or more open with a number and a list mark: a lone "42. It is ..." is an answer
-    that starts with a number, not a list."""
-    return len(_NUMBER_MARKER_RE.findall(text)) >= 2
-
-
 def sentence_spans(text: str) -> list[str]:
     """The sentences of `text` as written (citation markers kept), stripped, empty ones dropped.
 
@@ -313,58 +180,7 @@ def sentence_spans(text: str) -> list[str]:
     >>> sentence_spans("Two facts:\\n1. It returns 422 [1].\\n2. It locks [2]\\n3、锁定 15 分钟 [2]。")
     ['Two facts:', 'It returns 422 [1].', 'It locks [2]', '锁定 15 分钟 [2]。']
     """
-    spans: list[str] = []
-    numbered = _is_numbered_list(text)
-    code = _code_spans(text)
-    fences = _fence_starts(text, code) if code else frozenset()
-    start = i = 0
-    stack: list[str] = []  # closing quote marks we are waiting for
-    while i < len(text):
-        ch = text[i]
-        end = None
-        if _in_code(i, code):
-            pass  # `os.exit(1). [2]`, `print("a")`, a fence's lines: code ends nothing and opens no quote
-        elif ch == "\n":
-            stack.clear()
-            end = i + 1
-        elif stack and ch == stack[-1]:
-            stack.pop()
-            if not stack and _quote_ends_sentence(text, i):  # “用户名或密码错误。”[1]账户 ...
-                end = _sentence_end(text, i, cited=bool(citation_markers(text[start:i])))
-        elif ch in _OPEN_CLOSE:
-            stack.append(_OPEN_CLOSE[ch])
-        elif ch == '"':
-            stack.append('"')
-        elif ch in _QUOTE_CLOSERS:
-            # a stray closing mark (ignored rather than unbalancing the stack) or a single quote
-            if not stack and _quote_ends_sentence(text, i):
-                end = _sentence_end(text, i, cited=bool(citation_markers(text[start:i])))
-        elif not stack and ch in _END_RUN:
-            # a run of stops ("...", "……", "?!", "。。") is decided once: it ends the sentence where any
-            # of its marks does (deciding each mark walked the whole run: 20,000 dots took 20 s)
-            r = i + 1
-            while r < len(text) and text[r] in _END_RUN and not _in_code(r, code):
-                r += 1
-            if (any(c in _ALWAYS_END for c in text[i:r]) or _dot_ends_sentence(text, i, numbered)
-                    or (r - i > 1 and _dot_ends_sentence(text, i + 1, numbered))):
-                end = _sentence_end(text, i, cited=bool(citation_markers(text[start:i])))
-            else:
-                i = r
-                continue
-        if end is not None and fences:
-            # a fenced block belongs to the sentence before it: "Install it with [1]:\n```\npip ...\n```"
-            nxt = _SPACE_RUN_RE.match(text, end).end()
-            if nxt in fences:
-                end, i = None, nxt
-                continue
-        if end is None:
-            i += 1
-            continue
-        spans.append(text[start:end].strip())
-        start = i = end
-    spans.append(text[start:].strip())
-    marker = _LIST_MARKER_RE if numbered else _BULLET_RE
-    return _merge_bare_citations([marker.sub("", s) for s in spans if s])
+    return _merge_bare_citations([text[a:b] for a, b in sentence_bounds(text)])
 
 
 def _fence_only(span: str) -> bool:

@@ -19,9 +19,10 @@ from collections.abc import Sequence
 
 import torch
 
-from lewisrag.scoring.text import is_cjk, word_dot_ends_sentence
+from lewisrag.scoring.text import sentence_bounds, word_dot_ends_sentence
 
-ALWAYS_END = frozenset("。！？｡")  # end a sentence wherever they stand
+_STOPS = frozenset("。！？｡.!?．…⋯")  # the marks a sentence's final run of stops is made of
+_CLOSERS = frozenset("\"'’”」』)）")  # closing quotes and brackets: a stop after one follows the quote
 
 
 def sequence_citation(posterior: torch.Tensor, doc_ids: Sequence[str]) -> str:
@@ -35,39 +36,24 @@ def sequence_citation(posterior: torch.Tensor, doc_ids: Sequence[str]) -> str:
     return doc_ids[int(posterior.argmax())]
 
 
-def ends_sentence(text: str, end: int) -> bool:
-    """Whether a sentence ends with the piece that ends at text[end - 1], `text` the whole answer.
+def sentences_of(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each sentence of `text`, without its spaces and list marker: as the evaluator's splitter
+    finds it
+    (`scoring.text.sentence_bounds`, the cuts of `eval.statements.sentence_spans`), so a dot inside
+    "71.3", "$3.50" or "example.com", after "U.S.", "e.g." or initials, an ellipsis that trails off, a stop
+    inside quotes and a numbered list's "1." end nothing; a piece without a letter or digit (a line of
+    "...") is no sentence, as the splitter drops it.
 
-    。！？ always end one; "." "!" "?" only before whitespace, a CJK character or the end of the text,
-    so the dot of "71.3", "$3.50" or "example.com" (a token of its own for BART) ends nothing; nor does
-    a dot after an abbreviation ("e.g.", "Dr.", "U.S.", "No." before a number, "etc." before a small
-    letter) or a name's initials ("J. Smith"): the word before a dot is judged by
-    `scoring.text.word_dot_ends_sentence`, as the evaluator's splitter (`eval.statements`) judges it; the
-    splitter's ellipses, quotes and numbered lists are not followed here.
-
-    >>> [ends_sentence(t, 19) for t in ("The population is 71.3 million.", "Ana Kel leads it. Since 2010")]
-    [False, False]
-    >>> ends_sentence("Ana Kel leads it. Since 2010", 17), ends_sentence("He moved to the U.S. in 1990", 20)
-    (True, False)
+    >>> t = 'He said "yes." Then he moved to the U.S. in 1990. Wait... What? 价格上涨 3.5%。'
+    >>> [t[a:b] for a, b in sentences_of(t)]
+    ['He said "yes."', 'Then he moved to the U.S. in 1990.', 'Wait...', 'What?', '价格上涨 3.5%。']
     """
-    i = len(text[:end].rstrip()) - 1  # the piece's last visible character
-    if i < 0:
-        return False
-    if text[i] in ALWAYS_END:
-        return True
-    if text[i] not in ".!?":
-        return False
-    nxt = text[i + 1 : i + 2]
-    if nxt and not (nxt.isspace() or is_cjk(nxt) or nxt in ALWAYS_END):
-        return False  # 71.3, example.com: the stop sits inside a token
-    if text[i] != "." or (i > 0 and text[i - 1] == "."):
-        return True
-    return word_dot_ends_sentence(text, i, text[i + 1 :].lstrip()[:1])
+    return [(a, b) for a, b in sentence_bounds(text) if any(c.isalnum() for c in text[a:b])]
 
 
 def token_citations(pieces: Sequence[str], posterior: torch.Tensor, doc_ids: Sequence[str],
                     min_share: float = 0.3) -> list[tuple[str, list[str]]]:
-    """Sentences of the answer (ending where `ends_sentence` says) with the documents each one leaned on.
+    """Sentences of the answer (`sentences_of`) with the documents each one leaned on.
 
     `pieces` are the decoded text pieces of the generated tokens (joined, they give the answer);
     `posterior` is (T, K): row t is p(z | x, y_≤t) for piece t.
@@ -76,21 +62,73 @@ def token_citations(pieces: Sequence[str], posterior: torch.Tensor, doc_ids: Seq
     >>> token_citations(["Ana Kel", ".", " Since 2010", "."], post, ["p1", "p2"])
     [('Ana Kel.', ['p1']), ('Since 2010.', ['p2', 'p1'])]
     """
+    whole = "".join(pieces)
+    return [(whole[a:b], ids) for a, b, ids in _token_citation_spans(pieces, posterior, doc_ids, min_share)]
+
+
+def _token_citation_spans(pieces: Sequence[str], posterior: torch.Tensor, doc_ids: Sequence[str],
+                          min_share: float) -> list[tuple[int, int, list[str]]]:
+    """(start, end, cited ids) of each sentence of "".join(pieces). A sentence's tokens are the pieces
+    that overlap it (a piece that adds "", part of a character, goes with the piece that completes it)."""
     if posterior.shape != (len(pieces), len(doc_ids)):
         raise ValueError(f"posterior: expected ({len(pieces)}, {len(doc_ids)}), got {tuple(posterior.shape)}")
-    whole, end = "".join(pieces), 0
-    out, start, text = [], 0, ""
-    for t, piece in enumerate(pieces):
-        text += piece
-        end += len(piece)
-        if t == len(pieces) - 1 or (piece.strip() and ends_sentence(whole, end)):
-            if text.strip():
-                mean = posterior[start : t + 1].mean(0)  # (K,)
-                order = torch.argsort(mean, descending=True).tolist()
-                cited = [doc_ids[order[0]]] + [doc_ids[i] for i in order[1:] if mean[i] >= min_share]
-                out.append((text.strip(), cited))
-            start, text = t + 1, ""
+    ranges, pos = [], 0  # each piece's characters in the whole answer
+    for piece in pieces:
+        ranges.append((pos, pos + len(piece)))
+        pos += len(piece)
+    for t in range(len(ranges) - 2, -1, -1):
+        if ranges[t][0] == ranges[t][1]:
+            ranges[t] = ranges[t + 1]
+    out = []
+    for a, b in sentences_of("".join(pieces)):
+        rows = [t for t, (s, e) in enumerate(ranges) if s < b and e > a]
+        mean = posterior[rows].mean(0)  # (K,)
+        order = torch.argsort(mean, descending=True).tolist()
+        out.append((a, b, [doc_ids[order[0]]] + [doc_ids[i] for i in order[1:] if mean[i] >= min_share]))
     return out
+
+
+def marker_at(text: str, a: int, b: int) -> int:
+    """Where the citation marker of the sentence text[a:b] goes: before its final stops, as a prompted
+    model writes one ("Ana Kel leads it [1]."), unless that would change the sentence as written or as the
+    evaluator reads it: after a closing quote or bracket ('He said "yes." [1]', "(see above.) [1]"), after
+    an abbreviation's or initials' dot ("in the U.S. [1]", "by J.K. [1]"; "XML, etc. [1]" ending the line),
+    after a sentence that ends without a stop (a list item, a line). The marker goes in as " [n]" at the
+    returned index. ("etc." ends a sentence inside a line only before a capital or a CJK character, which
+    the evaluator looks for right after the dot, so there it is cited before the dot: "XML, etc [1]. It
+    caches them".)
+
+    >>> [marker_at(t, 0, len(t)) for t in ("Ana Kel.", "in the U.S.", 'He said "yes."', "登录失败。", "Wait...")]
+    [7, 11, 14, 4, 4]
+    """
+    e = b
+    while e > a and text[e - 1] in _CLOSERS:
+        e -= 1
+    r = e  # the final run of stops is text[r:e], closing quotes and brackets text[e:b]
+    while r > a and text[r - 1] in _STOPS:
+        r -= 1
+    if r == e:
+        return b  # no stop: "Facts:", a list item, a line
+    if (text[r] == "." and text[r - 1].isalpha() and ".." not in text[r:e]
+            and not word_dot_ends_sentence(text, r, "a")):  # an abbreviation's or initials' dot
+        if not word_dot_ends_sentence(text, r, "A") or not text[b:].split("\n", 1)[0].strip():
+            return b  # "U.S.", "e.g.", "J.K."; "etc." ending the line
+        return r  # "etc." before a capital: the evaluator would read the marker as what follows the dot
+    if e < b or text[r - 1].isspace() or text[r - 1] in _CLOSERS:
+        return b  # 'He said "yes." [1]', "(see above.) [1]", "It stops . [1]", 'He said "yes."... [1]'
+    return r
+
+
+def _insert_citations(text: str, spans: Sequence[tuple[int, int, Sequence[str]]]) -> str:
+    """`text` with " [id]..." inserted for each (start, end, ids) sentence, at `marker_at`."""
+    out, last = [], 0
+    for a, b, ids in spans:
+        if not ids:
+            continue
+        at = marker_at(text, a, b)
+        out += [text[last:at], " " + "".join(f"[{i}]" for i in ids)]
+        last = at
+    return "".join(out) + text[last:]
 
 
 def pieces_of(tokenizer, ids: Sequence[int]) -> list[str]:
@@ -129,20 +167,20 @@ def cited_answers(decoded, tokenizer, doc_ids: Sequence[Sequence[str]], variant:
             continue
         pieces = pieces_of(tokenizer, [ids[t] for t in keep])
         post = decoded.doc_posterior[b][keep]  # (T', K)
-        out.append(cite(token_citations(pieces, post, doc_ids[b], min_share)) if pieces else text)
+        spans = _token_citation_spans(pieces, post, doc_ids[b], min_share)
+        out.append(_insert_citations("".join(pieces), spans).strip())
     return out
 
 
 def cite(sentences: Sequence[tuple[str, list[str]]]) -> str:
-    """Sentences with their citations inserted before the final punctuation.
+    """Sentences joined by a space, each with its citations inserted where `marker_at` says (before the
+    final stops, unless they end an abbreviation or a quote: removing each " [id]..." gives the text back).
 
-    >>> cite([("Ana Kel.", ["p1"]), ("Since 2010", ["p2", "p1"])])
-    'Ana Kel [p1]. Since 2010 [p2][p1]'
+    >>> cite([("Ana Kel.", ["p1"]), ("Since 2010", ["p2", "p1"]), ("It moved to the U.S.", ["p2"])])
+    'Ana Kel [p1]. Since 2010 [p2][p1] It moved to the U.S. [p2]'
     """
-    parts = []
+    spans, pos = [], 0
     for text, ids in sentences:
-        marks = "".join(f"[{i}]" for i in ids)
-        end = len(text) - len(text.rstrip(".!?。！？｡"))
-        body, punct = (text[:-end], text[-end:]) if end else (text, "")
-        parts.append(f"{body} {marks}{punct}" if marks else text)
-    return " ".join(parts)
+        spans.append((pos, pos + len(text), ids))
+        pos += len(text) + 1
+    return _insert_citations(" ".join(text for text, _ in sentences), spans)
