@@ -73,12 +73,12 @@ def test_a_resume_before_the_first_checkpoint_is_the_same_run_or_refused(rag_inp
 
     from lewisrag.training.rag import train_rag
 
-    cfg = make_config(rag_inputs, steps=4, eval_every=1, save_every=4)
+    cfg = make_config(rag_inputs, steps=4, eval_every=3, save_every=4)
     run = tmp_path / "run"
     _killed_at(cfg, run, 2)
-    assert (run / "best").is_dir() and not (run / "checkpoint").exists()
+    assert not (run / "checkpoint").exists()  # and no best/: a new best writes a checkpoint first
     with pytest.raises(InputError, match=re.escape(f"{run / 'config.json'}: field 'config': --resume with other "
-                                                   "settings than the run's: --eval-every 0 (the run's: 1)")):
+                                                   "settings than the run's: --eval-every 0 (the run's: 3)")):
         train_rag(replace(cfg, eval_every=0), run, resume=True)
     (run / "config.json").write_text("[]")
     with pytest.raises(InputError, match="field '\\(top level\\)'"):

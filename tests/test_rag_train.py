@@ -522,8 +522,8 @@ def test_a_best_model_saved_between_checkpoints_is_listed_at_once(rag_inputs, tm
 
     def killed_at_the_second(*args, **kwargs):
         calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt  # the kill: step 4's checkpoint, after step 3's evaluation saved best/
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # the kill: step 4's checkpoint (the third: step 3's new best wrote one), after step 3's evaluation saved best/
         return real(*args, **kwargs)
 
     monkeypatch.setattr(C, "save_checkpoint", killed_at_the_second)

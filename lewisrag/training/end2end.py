@@ -22,6 +22,17 @@ index has been re-encoded the checkpoint also holds the vectors it searches (`ch
 with the step and fingerprint that made them under "live_index" in state.json), because the weights
 that made them are gone by then.
 
+Dev evaluation: at an evaluation step (`train rag --eval-every`) the dev questions search the index a
+new best/ would carry (`index_to_save`): the training index itself where this step re-indexed, else
+the passages encoded now by the current context encoder, searched for dev alone (training goes on
+searching the last re-index's vectors, so a run's trajectory, and its resume, are as before). The
+score recorded in best/train_config.json is then that of the retriever best/ holds; scoring the
+last re-index's vectors instead chose best/ by a retriever it did not save. Cost: one encoding of
+the corpus at each evaluation step that did not re-index (before, at each new best alone), and none
+where --eval-every is a multiple of --reindex-every: at the world's size seconds (a re-index's 3.3 s),
+and at any size one re-index's work per evaluation, which early in a run (when nearly every
+evaluation is a new best) was paid already.
+
 Saved models (best/, final/) hold `context_encoder/`, a transformers DPRContextEncoder folder with its
 tokenizer, which cuts passages at the training index's length (`lewisrag index build --encoder
 MODEL/context_encoder` encodes another corpus for the model), and `index/`, the training index's
@@ -32,6 +43,7 @@ it, while the starting index, whose vectors the model no longer matches, is refu
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Sequence
@@ -148,6 +160,22 @@ def restore(ckpt: Path, state: dict, model, index: DenseIndex, mixed_precision: 
         vectors = C.load_vectors(ckpt, (len(index.passages), index.dim))
         use_vectors(model, index, vectors, live["ctx_fingerprint"], mixed_precision)
     return int(live.get("step") or 0)
+
+
+@contextlib.contextmanager
+def searching(model, index: DenseIndex | None):
+    """The model names `index`'s context encoder as its own while the block runs (`RagModel.retrieve`
+    then searches it: the dev evaluation of `index_to_save`'s index), its settings restored after.
+    None: nothing changes (no context encoder trained)."""
+    if index is None:
+        yield
+        return
+    settings = model.settings
+    model.settings = replace(settings, index_fingerprint=index.ctx_fingerprint)
+    try:
+        yield
+    finally:
+        model.settings = settings
 
 
 def index_to_save(model, index: DenseIndex, current: bool, mixed_precision: str = "no") -> DenseIndex | None:

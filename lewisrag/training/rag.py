@@ -57,7 +57,7 @@ import torch
 import torch.distributed as dist
 from accelerate import Accelerator
 from accelerate.state import AcceleratorState
-from accelerate.utils import gather_object
+from accelerate.utils import broadcast_object_list, gather_object
 
 from lewisrag.data.io import InputError, LewisragWarning, atomic_path, expect, is_count, is_number, read_json, write_json
 from lewisrag.data.outputs import (check_inputs_outside, check_out_dir, exclusive, existing, is_ours, mark, physical,
@@ -263,6 +263,8 @@ def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress, record
     acc.wait_for_everyone()  # every process has read the checkpoint before the main one may move it back
     if acc.is_main_process:
         _prepare_out(out, cfg, recorded, ckpt, log_file)
+        if ckpt is not None:
+            _mend_best(cfg, model, parts, out, state)
     acc.wait_for_everyone()
     state = _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, recorded, out, log_file, on_progress)
     if acc.is_main_process:
@@ -591,6 +593,9 @@ def _read_state(ckpt: Path) -> dict:
         need(is_count(position[name]), f"position.{name}", "a whole number >= 0", position[name])
     best = state.get("best_em")
     need(best is None or (is_number(best) and math.isfinite(best)), "best_em", "null or a finite number", best)
+    best_step = state.get("best_step")
+    need(best_step is None or (is_count(best_step) and best_step <= state["step"]), "best_step",
+         "null or a whole number no later than the step", best_step)
     live = state.get("live_index")
     need(live is None or (isinstance(live, dict) and is_count(live.get("step", 0))), "live_index",
          "null or an object with a whole-number step", live)
@@ -659,6 +664,7 @@ def _reindexed_at(state: dict) -> int:
 
 def _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, recorded, out, log_file, on_progress) -> dict:
     step, pos, best, reindexed_at = state["step"], DataPosition(**state["position"]), state["best_em"], _reindexed_at(state)
+    best_step = state.get("best_step")  # None in a checkpoint written before it was recorded
     while step < cfg.steps:
         model.train()
         if cfg.freeze_retriever:
@@ -691,18 +697,24 @@ def _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, recorded, o
         if cfg.reindex_every and step % cfg.reindex_every == 0:  # before the dev evaluation, which then searches it
             record["reindex_s"] = E.reindex(model, parts.index, cfg.mixed_precision)
             reindexed_at = step
+        scored = None  # end to end: the index dev was measured on, which a new best/ carries
         if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
             if acc.is_main_process:
                 index = parts.index.local if isinstance(parts.index, NodeSearch) else parts.index  # the main process alone
                 key = f"dev_{DEV_METRIC[cfg.task]}"
-                record[key] = dev_score(model, parts.tokenizers, index, parts.dev, cfg)
+                # end to end, dev scores the retriever best/ would save (the passages encoded by the current
+                # context encoder, `E.index_to_save`), not vectors of the last re-index that best/ would not hold
+                scored = E.index_to_save(model, index, reindexed_at == step, cfg.mixed_precision)
+                with E.searching(model, scored):
+                    record[key] = dev_score(model, parts.tokenizers, index if scored is None else scored, parts.dev, cfg)
                 if not math.isnan(record[key]) and (best is None or record[key] > best):
-                    best = record[key]
-                    saved = E.index_to_save(model, index, reindexed_at == step, cfg.mixed_precision)
-                    C.save_model(model, parts.tokenizers, out / "best", {**asdict(cfg), "step": step, key: best}, saved)
-                    _record(out)  # listed at once: a kill before the next checkpoint left best/ unlisted, a user's file to --resume
+                    best, best_step = record[key], step
             acc.wait_for_everyone()
-        state = {"step": step, "position": asdict(pos), "best_em": best, "config": asdict(cfg), **recorded}
+            if acc.num_processes > 1:  # whether this step checkpoints must be known to all (`gather_object` below)
+                best, best_step = broadcast_object_list([best, best_step])
+        improved = best_step == step
+        state = {"step": step, "position": asdict(pos), "best_em": best, "best_step": best_step, "config": asdict(cfg),
+                 **recorded}
         if cfg.train_context_encoder:
             state["live_index"] = E.live_state(parts.index, reindexed_at)
         if acc.is_main_process:
@@ -710,15 +722,47 @@ def _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, recorded, o
                 f.write(json.dumps(record) + "\n")
             if on_progress:
                 on_progress(step, cfg.steps, record)
-        saving = step % cfg.save_every == 0 or step == cfg.steps
+        # A new best checkpoints too, before best/ is written: a resume never starts from a checkpoint older than
+        # best/. With best/ saved between checkpoints, a run killed before the next one resumed with the older best
+        # score, and where it scored that step lower (another machine's rounding) it left best/ holding a model, and a
+        # score, that its log and summary did not have. A kill between the two writes is mended by the resume
+        # (`_mend_best`: the checkpoint holds the very weights best/ was to save).
+        saving = step % cfg.save_every == 0 or step == cfg.steps or improved
         # every process's RNG goes into the checkpoint, which the main process writes: each resumes its own dropout
         rngs = gather_object([C.capture_rng()]) if saving and acc.num_processes > 1 else None
         if acc.is_main_process and saving:
             C.save_checkpoint(out / "checkpoint", model, opt, sched, state, log_file, scaler,
                               vectors=parts.index.embeddings if reindexed_at else None, rngs=rngs)
             _record(out)
+        if acc.is_main_process and improved:
+            _save_best(cfg, model, parts, out, state, scored)
         acc.wait_for_everyone()
     return state
+
+
+def _save_best(cfg, model, parts, out: Path, state: dict, index) -> None:
+    """best/: the model as of `state` (its step is `state["best_step"]`), scoring `state["best_em"]`, with
+    `index` (end to end: the index it carries, `E.index_to_save`; else None)."""
+    C.save_model(model, parts.tokenizers, out / "best",
+                 {**asdict(cfg), "step": state["step"], f"dev_{DEV_METRIC[cfg.task]}": state["best_em"]}, index)
+    _record(out)  # listed at once: a kill before the next checkpoint left best/ unlisted, a user's file to --resume
+
+
+def _mend_best(cfg, model, parts, out: Path, state: dict) -> None:
+    """On resume (main process): a checkpoint written for a new best (`state["best_step"]` its own step) whose
+    best/ is not that step's, the run killed between the two writes, gets it now from the weights just loaded,
+    which are the ones best/ was to save."""
+    if state.get("best_step") is None or state["best_step"] != state["step"]:
+        return
+    try:
+        saved = read_json(out / "best" / "train_config.json")
+    except (InputError, OSError):
+        saved = None
+    if isinstance(saved, dict) and saved.get("step") == state["step"]:
+        return
+    index = parts.index.local if isinstance(parts.index, NodeSearch) else parts.index
+    _save_best(cfg, model, parts, out, state,
+               E.index_to_save(model, index, _reindexed_at(state) == state["step"], cfg.mixed_precision))
 
 
 def optimizer_step(opt, sched, scaler) -> dict:
