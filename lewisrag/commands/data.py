@@ -20,7 +20,7 @@ def chunk(
     as_json: bool = typer.Option(False, "--json", help="Print the counts as one JSON object instead of a table."),
 ) -> None:
     """Split documents into disjoint passages of at most --words words that keep the document title."""
-    from lewisrag.data.chunking import chunk_documents
+    from lewisrag.data.chunking import iter_chunks
     from lewisrag.data.io import write_jsonl
     from lewisrag.data.outputs import check_out_file
     from lewisrag.data.passages import open_passages
@@ -30,14 +30,20 @@ def chunk(
     check_out_file(out, overwrite=overwrite, inputs=[("--docs", docs)])
     with _ui.status(f"reading {docs}"):
         documents = open_passages(docs)  # documents are in the passage format; every record is checked before anything is written
+    longest = 0
+
+    def records():  # written as they are cut, not held: the longest text noted as they pass
+        nonlocal longest
+        for p in iter_chunks(documents, words):
+            longest = max(longest, len(p.text))
+            yield p.to_dict()
+
     with _ui.status(f"chunking {len(documents)} documents"):
-        passages = chunk_documents(documents, words)
-        write_jsonl(out, (p.to_dict() for p in passages))
-    longest = max(len(p.text) for p in passages)
+        passages = write_jsonl(out, records())  # all or nothing: an error on the way leaves no file
     if as_json:
-        _ui.print_json({"out": str(out), "words": words, "documents": len(documents), "passages": len(passages), "longest_chars": longest})
+        _ui.print_json({"out": str(out), "words": words, "documents": len(documents), "passages": passages, "longest_chars": longest})
         return
-    rows = [[len(documents), len(passages), longest, out]]
+    rows = [[len(documents), passages, longest, out]]
     _ui.out.print(_ui.table(f"passages of at most {words} words", ["documents", "passages", "longest (chars)", "written to"], rows))
 
 

@@ -21,7 +21,7 @@ text back up to whitespace.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from lewisrag.data.records import Passage
 
@@ -64,13 +64,26 @@ def chunk_text(text: str, words: int = 100) -> list[str]:
     return [text[spans[i][0] : spans[min(i + words, len(spans)) - 1][1]] for i in range(0, len(spans), words)]
 
 
-def chunk_documents(docs: Iterable[Passage], words: int = 100) -> list[Passage]:
-    """Every document's pieces as passages with the document's title and ids "<docid>-<k>" (k from 0).
+def iter_chunks(docs: Iterable[Passage], words: int = 100) -> Iterator[Passage]:
+    """Every document's pieces as passages with the document's title and ids "<docid>-<k>" (k from 0),
+    one at a time: `lewisrag chunk` writes them as they come, so memory holds no list of the output
+    (3 M passages held were 1.1 GB).
 
     The ids are unique when the document ids are: the text after the last '-' is the piece number,
     so an id splits back into one (document, piece) pair.
 
+    >>> list(iter_chunks([Passage("d1", "Title", "a b c")], words=2))
+    [Passage(id='d1-0', title='Title', text='a b'), Passage(id='d1-1', title='Title', text='c')]
+    """
+    for doc in docs:
+        for k, piece in enumerate(chunk_text(doc.text, words)):
+            yield Passage(f"{doc.id}-{k}", doc.title, piece)
+
+
+def chunk_documents(docs: Iterable[Passage], words: int = 100) -> list[Passage]:
+    """`iter_chunks`' passages as a list.
+
     >>> chunk_documents([Passage("d1", "Title", "a b c")], words=2)
     [Passage(id='d1-0', title='Title', text='a b'), Passage(id='d1-1', title='Title', text='c')]
     """
-    return [Passage(f"{doc.id}-{k}", doc.title, piece) for doc in docs for k, piece in enumerate(chunk_text(doc.text, words))]
+    return list(iter_chunks(docs, words))

@@ -63,6 +63,14 @@ def open_passages(path: str | os.PathLike, limit: int | None = None) -> Sequence
     return open_table(path, limit)
 
 
+def passages_at(passages: Sequence[Passage], rows) -> list[Passage]:
+    """The passages at `rows` of a list or of a `PassageTable`, a table's read in one `take` (each
+    row group decoded once), not one row at a time."""
+    if isinstance(passages, PassageTable):
+        return passages.take(rows)
+    return [passages[r] for r in rows]
+
+
 def open_table(path: str | os.PathLike, limit: int | None = None) -> PassageTable:
     """The checked `PassageTable` of a save_to_disk folder, a `.parquet` file, a folder of `.parquet`
     shards (read in the order of their names), DPR's `.tsv` or an `hf:` spec; of its first `limit` rows only."""
@@ -84,7 +92,8 @@ def open_table(path: str | os.PathLike, limit: int | None = None) -> PassageTabl
             check_numbered_shards(shards)
             table = RowGroups.open([(str(f), f) for f in shards])
         else:
-            table = _saved_dataset(p)
+            table, files = _saved_dataset(p)
+            return PassageTable(table, spec, limit=limit, files=files)  # errors name the Arrow file and its row
     else:
         table = RowGroups.open([(spec, existing_file(spec))])
     return PassageTable(table, spec, limit=limit)
@@ -411,7 +420,9 @@ def _tsv_ids(p: Path, rows: int) -> Iterator[tuple[int, pa.Array]]:
         start += batch.num_rows
 
 
-SHARD_NAME = re.compile(r"(?P<stem>.*)-(?P<k>\d+)-of-(?P<n>\d+)$")  # the hub's (and datasets') train-00003-of-00005
+# the hub's (and datasets') train-00003-of-00005, and push_to_hub's with each shard's fingerprint after it
+# (train-00003-of-00005-6a9f3c2e1b7d4e5f)
+SHARD_NAME = re.compile(r"(?P<stem>.*)-(?P<k>\d+)-of-(?P<n>\d+)(?P<hash>-[0-9a-fA-F]{8,})?$")
 
 
 def check_numbered_shards(shards: Sequence[Path]) -> None:
@@ -424,12 +435,23 @@ def check_numbered_shards(shards: Sequence[Path]) -> None:
     >>> check_numbered_shards([Path("nq/train-00000-of-00003.parquet"), Path("nq/train-00002-of-00003.parquet")])
     Traceback (most recent call last):
     lewisrag.data.io.InputError: nq/train-00001-of-00003.parquet: missing: the folder holds 2 of the 3 shards its files are numbered for (an unfinished download?)
+
+    Names that end in a hash (`push_to_hub`'s, one per shard) name the missing shard's with `*` for its hash:
+
+    >>> check_numbered_shards([Path("nq/train-00000-of-00003-6a9f3c2e1b7d4e5f.parquet"),
+    ...                        Path("nq/train-00002-of-00003-0b1c2d3e4f5a6b7c.parquet")])
+    Traceback (most recent call last):
+    lewisrag.data.io.InputError: nq/train-00001-of-00003-*.parquet: missing: the folder holds 2 of the 3 shards its files are numbered for (an unfinished download?)
     """
     numbered: dict[tuple[str, int, int], Path] = {}
     for f in shards:
         m = SHARD_NAME.match(f.stem)
         if m is not None:
-            numbered[(m["stem"], int(m["n"]), int(m["k"]))] = f
+            key = (m["stem"], int(m["n"]), int(m["k"]))
+            if key in numbered:  # two uploads' files side by side (their hashes differ): each passage read twice
+                raise InputError(f, f"numbered as the same shard as {numbered[key].name}: give a folder of one set's "
+                                 "shards, each once")
+            numbered[key] = f
     stems = sorted({stem for stem, _, _ in numbered})
     if len(stems) > 1:
         raise InputError(shards[0].parent, f"holds the numbered shards of {len(stems)} sets ({', '.join(stems)}), which "
@@ -439,8 +461,9 @@ def check_numbered_shards(shards: Sequence[Path]) -> None:
         missing = next((k for k in range(n) if k not in have), None)
         if missing is not None:
             like = next(iter(have.values()))
-            width = len(SHARD_NAME.match(like.stem)["k"])
-            name = like.with_name(f"{stem}-{missing:0{width}d}-of-{SHARD_NAME.match(like.stem)['n']}{like.suffix}")
+            m = SHARD_NAME.match(like.stem)
+            hashed = "-*" if m["hash"] else ""  # its hash cannot be known: the shell's pattern for it
+            name = like.with_name(f"{stem}-{missing:0{len(m['k'])}d}-of-{m['n']}{hashed}{like.suffix}")
             raise InputError(name, f"missing: the folder holds {len(have)} of the {n} shards its files are numbered "
                              "for (an unfinished download?)")
 
@@ -608,10 +631,11 @@ STATE_FIELDS = (
 )
 
 
-def _saved_dataset(p: Path) -> pa.Table:
-    """The Arrow table of a `datasets` save_to_disk folder. Its state.json and dataset_info.json are
-    checked first, field by field, so that a damaged one is named with the field at fault (datasets
-    itself fails with a KeyError or TypeError naming neither); then datasets loads it."""
+def _saved_dataset(p: Path) -> tuple[pa.Table, list[Path]]:
+    """The Arrow table of a `datasets` save_to_disk folder, and the Arrow files state.json lists (its
+    rows, in order). Its state.json and dataset_info.json are checked first, field by field, so that a
+    damaged one is named with the field at fault (datasets itself fails with a KeyError or TypeError
+    naming neither); then datasets loads it."""
     if (p / "dataset_dict.json").is_file():
         meta = read_json(p / "dataset_dict.json")
         splits = meta.get("splits") if isinstance(meta, dict) else None
@@ -632,7 +656,7 @@ def _saved_dataset(p: Path) -> pa.Table:
     import datasets  # loads on first use (~1 s): only save_to_disk folders need it
 
     try:
-        return _dataset_table(datasets.load_from_disk(str(p)))
+        return _dataset_table(datasets.load_from_disk(str(p))), files
     except Exception as e:  # damaged or foreign files: the user's input, named as closely as can be
         _name_what_failed(files, state, info, p)
         raise InputError(p, f"cannot load the saved dataset: {first_line(e)}") from None
@@ -759,13 +783,18 @@ class PassageTable(Sequence[Passage]):
     """
 
     def __init__(self, table: pa.Table, source: str | os.PathLike, checked: bool = False, limit: int | None = None,
-                 lines_before: int = 0):
+                 lines_before: int = 0, files: Sequence[Path] | None = None):
         """`checked`: the table was validated when it was written (an index's passage store), so
         opening it costs no pass over the rows. `limit`: the table's first N rows, the only ones
         checked (as `head`, which checks nothing). `lines_before`: the file's lines before its first
-        row (a TSV's header), so that errors name the line a user would open."""
+        row (a TSV's header), so that errors name the line a user would open. `files`: the Arrow
+        files the table's rows lie in, in order (a save_to_disk folder's), so that errors name the
+        file that holds a row and its row there, as they name a Parquet shard's (of one file, the
+        folder and the row)."""
         self.source = str(source)
         self._lines_before = lines_before
+        self._files = list(files or [])
+        self._file_starts: np.ndarray | None = None  # row where each of `files` starts (`_in_file`), read when needed
         names = [c for c in COLUMNS if c in table.schema.names]
         self.schema = text_schema(table.schema)
         if isinstance(table, RowGroups):  # a Parquet file: row groups decoded as they are read
@@ -832,8 +861,24 @@ class PassageTable(Sequence[Passage]):
         return out
 
     def take(self, rows) -> list[Passage]:
-        """The passages at `rows` (any order, repeats allowed)."""
-        return [self[int(r)] for r in rows]
+        """The passages at `rows` (any order, repeats and negative rows allowed, as indexing takes
+        them), read in one pass: each batch (of Parquet, each row group) that holds some is decoded
+        once, where reading them one by one would decode a row group for almost every row of a
+        random batch (`train dpr`'s steps over a cut corpus). Each row is checked as `_rows` checks it."""
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        if not len(rows):
+            return []
+        at = np.where(rows < 0, rows + self._n, rows)
+        outside = (at < 0) | (at >= self._n)
+        if outside.any():
+            raise IndexError(f"passage row {int(rows[outside][0])} out of range for {self._n} passages")
+        unique, inverse = np.unique(at, return_inverse=True)
+        read: list[Passage] = []
+        for batch, local, where in self._gather(unique, self._text):
+            for row, offset in zip(where.tolist(), local.tolist()):
+                self._check_whole(batch.slice(offset, 1), row)
+            read += self._passages(batch.take(pa.array(local)))
+        return [read[k] for k in inverse.reshape(-1).tolist()]
 
     def arrow_batches(self, size: int | None = None) -> Iterator[pa.RecordBatch]:
         """The passages as Arrow record batches of `PASSAGE_SCHEMA` (ids as strings, missing titles
@@ -850,10 +895,7 @@ class PassageTable(Sequence[Passage]):
         if len(rows) and (rows[0] < 0 or rows[-1] >= self._n or (np.diff(rows) < 0).any()):
             raise IndexError(f"rows must ascend within 0..{self._n - 1}")
         columns = self._text + (["embeddings"] if embeddings else [])
-        groups = np.searchsorted(self._starts, rows, side="right") - 1
-        bounds = np.flatnonzero(np.diff(groups)) + 1  # where the next batch's rows begin
-        parts = [self._batch(int(g[0]), columns).take(pa.array(at - self._starts[g[0]]))
-                 for at, g in zip(np.split(rows, bounds), np.split(groups, bounds)) if len(at)]
+        parts = [batch.take(pa.array(local)) for batch, local, _ in self._gather(rows, columns)]
         table = pa.Table.from_batches(parts, schema=self._batch(0, columns).schema)
         out = _stored(table)
         if embeddings:
@@ -986,19 +1028,32 @@ class PassageTable(Sequence[Passage]):
             return self._groups.column(b, name)
         return self._groups[b].column(self._groups[b].schema.get_field_index(name))
 
+    def _gather(self, rows: np.ndarray, columns: Sequence[str]) -> Iterator[tuple[pa.RecordBatch, np.ndarray, np.ndarray]]:
+        """For the ascending `rows`, per batch that holds some of them: (the batch of `columns`, those
+        rows' offsets in it, the rows). Each batch is decoded once."""
+        groups = np.searchsorted(self._starts, rows, side="right") - 1
+        bounds = np.flatnonzero(np.diff(groups)) + 1  # where the next batch's rows begin
+        for at, g in zip(np.split(rows, bounds), np.split(groups, bounds)):
+            if len(at):
+                yield self._batch(int(g[0]), columns), at - self._starts[g[0]], at
+
     def _rows(self, start: int, stop: int) -> list[Passage]:
-        """Rows [start, stop) as Passages: the one place Python objects are made from the table."""
+        """Rows [start, stop) as Passages."""
         if stop <= start:
             return []
         part = self._slice(start, stop, self._text)
         self._check_whole(part, start)
+        return self._passages(part)
+
+    def _passages(self, part: pa.Table | pa.RecordBatch) -> list[Passage]:
+        """Checked rows of the text columns as Passages: the one place Python objects are made from the table."""
         ids = part.column("id")
         if not is_string_type(ids.type):
             ids = pc.cast(ids, pa.string())  # integer ids, as the JSON readers take them
         titles = part.column("title").to_pylist() if "title" in part.column_names else [None] * part.num_rows
         return [Passage(i, t or "", x) for i, t, x in zip(ids.to_pylist(), titles, part.column("text").to_pylist())]
 
-    def _check_whole(self, part: pa.Table, start: int) -> None:
+    def _check_whole(self, part: pa.Table | pa.RecordBatch, start: int) -> None:
         """Refuse damaged Arrow data (offsets past the end, cut UTF-8) before it becomes Python
         strings: so read, it raises UnicodeDecodeError or reads out of bounds and crashes the process.
         A memory-mapped file (an index's store, a save_to_disk folder) can be damaged after it was
@@ -1022,7 +1077,26 @@ class PassageTable(Sequence[Passage]):
         if isinstance(self._groups, RowGroups):
             name, local = self._groups.locate(row)
             return name, local + 1
+        if len(self._files) > 1 and self._in_files():  # of one file, the folder and its row say it
+            k = int(np.searchsorted(self._file_starts, row, side="right")) - 1
+            return str(self._files[k]), row - int(self._file_starts[k]) + 1
         return self.source, row + 1 + self._lines_before
+
+    def _in_files(self) -> bool:
+        """Whether the rows of `files` (each Arrow stream's batches counted, memory-mapped: no data read)
+        are the table's, in order; the files' first rows are then in `_file_starts`. An error only
+        asks, so opening a folder reads no more than it did."""
+        if self._file_starts is None:
+            try:
+                counts = []
+                for f in self._files:
+                    with pa.memory_map(str(f)) as source:
+                        counts.append(sum(b.num_rows for b in pa.ipc.open_stream(source)))
+                starts = np.cumsum([0] + counts)
+            except (OSError, pa.ArrowException):  # damaged after datasets loaded it: rows named in the folder
+                starts = np.zeros(1, np.int64)
+            self._file_starts = starts if int(starts[-1]) == int(self._starts[-1]) else np.zeros(1, np.int64)
+        return len(self._file_starts) > 1
 
     def _error(self, message: str, row: int, field: str) -> InputError:
         where, line = self._at(row)

@@ -51,6 +51,7 @@ from transformers import AutoModel, AutoTokenizer, DPRConfig, DPRContextEncoder,
 
 from lewisrag.data.io import InputError, LewisragWarning, read_json
 from lewisrag.data.outputs import check_out_dir, staged_dir
+from lewisrag.data.passages import passages_at
 from lewisrag.data.pretrained import check_state_fits, load_model, load_tokenizer
 from lewisrag.data.records import Passage, QAExample
 from lewisrag.index.encoders import DPR_ARCHITECTURES, DPR_POOLER, META_FILE, DPRCheckpoint, state_fingerprint
@@ -194,6 +195,26 @@ def _bert_shapes(dcfg) -> dict[str, tuple[int, ...]]:
     return {k: tuple(v.shape) for k, v in bert.state_dict().items()}
 
 
+class _HeldRows:
+    """The passages training reads each step, held from one read of the table: a step's gold passages
+    and hard negatives (and, once mined, its self-negatives) are fixed per question, so the steps read
+    no row group. Read at each step, a table's rows would decode most of its row groups each step (a
+    batch's rows fall across all of them), row by row one for almost every row. Memory: these passages
+    alone (the training file's), not the corpus."""
+
+    def __init__(self, passages: Sequence[Passage]):
+        self.passages = passages
+        self.held: dict[int, Passage] = {}
+
+    def hold(self, rows: Sequence[int]) -> None:
+        new = sorted({int(r) for r in rows} - self.held.keys())
+        self.held.update(zip(new, passages_at(self.passages, new)))
+
+    def __call__(self, rows: Sequence[int]) -> list[Passage]:
+        self.hold(rows)  # none new: every row a step reads was held
+        return [self.held[int(r)] for r in rows]
+
+
 def train_dpr(
     cfg: DPRTrainConfig,
     examples: Sequence[QAExample],
@@ -246,6 +267,9 @@ def train_dpr(
         note_unused_given([ex for ex, _ in usable], row_of)
     negatives, counts = hard_negative_rows(source, [ex for ex, _ in usable], passages, row_of)
     cfg = replace(cfg, hard_negatives_from=source)  # the source used, as vocab_size and shared record theirs
+    held = _HeldRows(passages)
+    if cfg.steps:  # every step's gold passages and hard negatives, read once
+        held.hold([r for _, r in usable] + [r for candidates in negatives for r in candidates])
     q_enc.to(device), c_enc.to(device)
     q_enc.train(), c_enc.train()
     params = list({id(p): p for p in [*q_enc.parameters(), *c_enc.parameters()]}.values())
@@ -265,12 +289,14 @@ def train_dpr(
         batch, order = order[: cfg.batch_size], order[cfg.batch_size :]
         if step == mine_at:
             mined = mine_self_negatives(q_enc, c_enc, tokenizer, cfg, [ex for ex, _ in usable], passages)
+            held.hold([r for r in mined if r is not None])
         picked = [pick_negative(negatives[i], pick_rng) for i in batch]
         rows = [usable[i][1] for i in batch] + [r for r in picked if r is not None]
         rows += [mined[i] for i in batch if mined and mined[i] is not None]
         q = tokenizer([usable[i][0].question for i in batch], truncation=True, max_length=cfg.q_max_length,
                       padding=True, return_tensors="pt").to(device)
-        p = tokenizer([passages[r].title for r in rows], [passages[r].text for r in rows], truncation="only_second",
+        read = held(rows)
+        p = tokenizer([x.title for x in read], [x.text for x in read], truncation="only_second",
                       max_length=cfg.p_max_length, padding=True, return_tensors="pt").to(device)
         with autocast(cfg.mixed_precision, device.type):
             q_vec = q_enc(**q).pooler_output  # (B, D)

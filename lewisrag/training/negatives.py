@@ -14,6 +14,7 @@ from collections.abc import Container, Mapping, Sequence
 import torch
 
 from lewisrag.data.io import InputError, LewisragWarning
+from lewisrag.data.passages import passages_at
 from lewisrag.data.records import Passage, QAExample, ids_present, missing_passage_id
 from lewisrag.index.bm25 import BM25Index
 from lewisrag.training.configs import HARD_NEGATIVE_SOURCES
@@ -98,11 +99,7 @@ def mine_hard_negatives(examples: Sequence[QAExample], passages: Sequence[Passag
     """Per example, the row of the best-ranked BM25 passage that is not gold (None if none)."""
     index = BM25Index.in_memory(passages)
     _, rows = index.search([ex.question for ex in examples], depth)
-    out = []
-    for ex, row in zip(examples, rows):
-        gold = set(ex.gold_passage_ids)
-        out.append(next((int(r) for r in row if passages[r].id not in gold), None))
-    return out
+    return _first_not_gold(examples, [[int(r) for r in row] for row in rows], passages)
 
 
 def mine_self_negatives(q_enc, c_enc, tokenizer, cfg, examples: Sequence[QAExample],
@@ -124,10 +121,27 @@ def mine_self_negatives(q_enc, c_enc, tokenizer, cfg, examples: Sequence[QAExamp
     with torch.no_grad():
         top = (q_vec @ p_vec.T).topk(min(depth, len(passages)), dim=1).indices.tolist()  # (Q, depth), in float32
     q_enc.train(was[0]), c_enc.train(was[1])
+    return _first_not_gold(examples, top, passages)
+
+
+ID_READ_ROWS = 1 << 16  # passages read at a time for their ids (`_first_not_gold`)
+
+
+def _first_not_gold(examples: Sequence[QAExample], ranked: Sequence[Sequence[int]],
+                    passages: Sequence[Passage]) -> list[int | None]:
+    """Per example, the first of its `ranked` rows whose passage is not one of its gold ones (None if
+    none). The ids of all the rows are read in row order, `ID_READ_ROWS` passages at a time
+    (`passages_at`): a table decodes each row group about once, where reading row by row decoded one
+    for almost every row, and memory holds the ids, not every hit's passage."""
+    wanted = sorted({r for row in ranked for r in row})
+    id_of = {}
+    for lo in range(0, len(wanted), ID_READ_ROWS):
+        part = wanted[lo:lo + ID_READ_ROWS]
+        id_of.update(zip(part, (p.id for p in passages_at(passages, part))))
     out = []
-    for ex, row in zip(examples, top):
+    for ex, row in zip(examples, ranked):
         gold = set(ex.gold_passage_ids)
-        out.append(next((r for r in row if passages[r].id not in gold), None))
+        out.append(next((r for r in row if id_of[r] not in gold), None))
     return out
 
 
