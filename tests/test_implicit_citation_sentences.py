@@ -56,6 +56,8 @@ TRICKY = [
     "由J.K.罗琳创作。它很有名｡",
     "第一行\n第二行。",
     "登录失败返回 422。Then the U.S. team fixed it.",
+    "He lives in the U.S.\n… 然后他离开了",
+    "It reads XML, etc. It caches them. 它读 JSON, etc.然后缓存",
     "一、登录失败返回 422。\n二、前端弹出提示",
 ]
 
@@ -107,7 +109,7 @@ def cite_as_rag_token(text: str, pieces: list[str]) -> str:
 
 def _opening(sentence: str) -> str:
     """A sentence without an ellipsis opening it: the evaluator makes one a piece of its own, dropped, when a
-    citation comes right before it, even across a line break ("in the U.S. [1]\\n… 然后", `eval.statements.
+    citation comes right before it on its line ('He said "yes." [1] … Then', `scoring.text.
     _ellipsis_ends_sentence`), which a sentence cited after its last character cannot avoid."""
     return _LIST_MARKER_RE.sub("", re.sub(r"^(?:\.\.\.|[…⋯])+\s*", "", sentence))  # and "- " or "1. " after it
 
@@ -146,7 +148,7 @@ def test_a_trailing_abbreviation_keeps_its_dot():
     assert cite_as_rag_token("He lives in the U.S.", bart_like("He lives in the U.S.")) == "He lives in the U.S. [1]"
     assert ic.cite([("It moved to the U.S.", ["1"]), ("Written by J.K.", ["2"])]) == \
         "It moved to the U.S. [1] Written by J.K. [2]"
-    assert ic.cite([("It reads XML, etc.", ["1"]), ("He said no.", ["2"])]) == "It reads XML, etc [1]. He said no [2]."
+    assert ic.cite([("It reads XML, etc.", ["1"]), ("He said no.", ["2"])]) == "It reads XML, etc. [1] He said no [2]."
     assert ic.cite([("It reads XML, etc.", ["1"])]) == "It reads XML, etc. [1]"
     assert ic.cite([("Ana Kel leads it.", ["1"])]) == "Ana Kel leads it [1]."  # a stop: before it, as before
 
@@ -176,3 +178,17 @@ FRAGMENTS = [
 def test_any_mix_of_tricky_sentences(parts):
     text = "".join(f + sep for f, sep in parts).strip()
     check(text, bart_like(text))
+
+
+def test_etc_ending_a_sentence_inside_a_line_keeps_its_dot_and_an_ellipsis_opening_a_line_its_text():
+    """Version 9 of the evaluator read the "[" after "etc. [1]" as what followed the dot, so the marker went
+    before the dot ("XML, etc [1]. It caches them"), and it gave an ellipsis opening a line to the citation
+    ending the line before, dropping it ("… 然后" read as "然后")."""
+    text = "It reads XML, etc. It caches them."
+    cited = cite_as_rag_token(text, bart_like(text))
+    assert cited == "It reads XML, etc. [1] It caches them [2]."
+    text = "He lives in the U.S.\n… 然后他离开了"
+    cited = cite_as_rag_token(text, bart_like(text))
+    assert cited == "He lives in the U.S. [1]\n… 然后他离开了 [2]"
+    assert [(s.text, s.citations) for s in split_sentences(cited)] == [("He lives in the U.S.", ("1",)),
+                                                                       ("… 然后他离开了", ("2",))]

@@ -27,7 +27,7 @@ def test_docstring_examples():
 
 
 def test_name_and_version_are_stamped():
-    assert (SPLITTER_NAME, SPLITTER_VERSION) == ("sentences", "9")
+    assert (SPLITTER_NAME, SPLITTER_VERSION) == ("sentences", "10")
 
 
 @pytest.mark.parametrize(
@@ -436,3 +436,27 @@ def test_a_quote_mark_inside_code_opens_no_quote():
     assert split_sentences('Run `print("a")` to print "a" [1].')[0].quotes == ("a",)
     assert split_sentences('The message "use `x` now" shows [1].')[0].quotes == ("use `x` now",)
 
+
+
+# splitter version 10: citations after "etc." and an ellipsis opening a line
+@pytest.mark.parametrize("text, expected", [
+    # the character after the citations tells whether "etc." ends the sentence (version 9 read the "["
+    # and made "It reads XML, etc. [1] It caches them [2]." one sentence citing both)
+    ("It reads XML, etc. [1] It caches them [2].", [("It reads XML, etc.", ("1",)), ("It caches them.", ("2",))]),
+    ("它读 JSON, etc. [1][2]然后缓存 [3]。", [("它读 JSON, etc.", ("1", "2")), ("然后缓存。", ("3",))]),
+    ("It reads XML, etc. [1] and more [2].", [("It reads XML, etc. and more.", ("1", "2"))]),
+    ("He is No. [1] 5 on the list [2].", [("He is No. 5 on the list.", ("1", "2"))]),
+])
+def test_etc_before_a_citation_ends_a_sentence_as_it_does_without_one(text, expected):
+    assert [(s.text, s.citations) for s in split_sentences(text)] == expected
+
+
+def test_a_citation_ending_the_line_before_an_ellipsis_is_not_right_before_it():
+    """The ellipsis opening a line read the citation ending the line before as its own, so it ended a
+    sentence of only itself, dropped: version 9 lost the "…" (its text), keeping the citations."""
+    out = split_sentences("He lives in the U.S. [1]\n… 然后他离开了 [2]")
+    assert [(s.text, s.citations) for s in out] == [("He lives in the U.S.", ("1",)), ("… 然后他离开了", ("2",))]
+    out = split_sentences("返回 422 [1]\n……然后账户被删除 [2]。")
+    assert [(s.text, s.citations) for s in out] == [("返回 422", ("1",)), ("……然后账户被删除。", ("2",))]
+    # on its line, a citation right before an ellipsis still ends the sentence there (a cited one trailing off)
+    assert sentence_spans("It returns 422 [1]… then it is deleted.") == ["It returns 422 [1]…", "then it is deleted."]

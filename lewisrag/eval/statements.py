@@ -5,7 +5,7 @@ scores 33.3% faithfulness as 3 sentences, 16.7% as 6 atomic facts and 0% as one 
 splitter has a name and a version (`SPLITTER_NAME`, `SPLITTER_VERSION`) that go into every result,
 and any change to the rules below must bump the version.
 
-Rules of version "9":
+Rules of version "10":
 
 - A citation is a number in brackets: [1], the full-width ［１］ or 【1】, a Markdown footnote [^1],
   several ids in one marker ([1, 2], [1，2], [1; 2], [1、2]), a range ([1-3], [1–3], ［１～３］ cite
@@ -21,8 +21,8 @@ Rules of version "9":
   CJK character or a citation, and at every newline. An ellipsis (… …… ⋯⋯, and "..." alike: NFKC
   makes "…" "...") mostly trails off inside a sentence, so it ends one only where a new one begins
   (`_ellipsis_ends_sentence`): at the end of the text or line, before a citation (the sentence's
-  before it), right after a citation (a cited sentence trailing off: in "返回 422 [1]……然后 ..." and
-  "It returns 422 [1]… then ..." what follows must cite on its own), or before a space and a
+  before it), right after a citation on its line (a cited sentence trailing off: in "返回 422
+  [1]……然后 ..." and "It returns 422 [1]… then ..." what follows must cite on its own), or before a space and a
   capitalised word that is not all capitals ("Wait... What?", "It returns 422… Then ..."). So
   "香蕉……还有橙子", "犹豫了一下……最后", "JSON, XML… and YAML", "Wait... what?" and "JSON… XML support"
   are one sentence each; and never before 等, 之类 or 什么的 (香蕉……等水果) or after a comma ("A, B, …
@@ -36,7 +36,8 @@ Rules of version "9":
   said' and 「错误。」列表 (a character right after the mark) are one.
 - A dot between digits (3.5), inside a word (example.com) or after an abbreviation (e.g., i.e.,
   Dr., initials: "J. Smith", "J.K. Rowling", "由J.K.罗琳创作"; "No." only before a number; "etc."
-  unless a capital letter or a CJK character follows) does not end a sentence.
+  unless a capital letter or a CJK character follows, past any citations after the dot: "etc. [1] It")
+  does not end a sentence.
 - Citations right after the full stop belong to the sentence before it, across any spaces but a
   newline (no-break and thin spaces too): "... 422。[1]" and "... 422. [1][2]" are one sentence
   each with citations ("1",) and ("1", "2"). But when that sentence cites already and text follows
@@ -54,6 +55,10 @@ Rules of version "9":
   list marker opening a sentence (those in such a list; "- ", "* ", "• " anywhere) is not part of
   it: its number is no claim to check. A lone "42. It is ..." keeps its number.
 
+Version "9" read the "[" of a citation after a dot as what followed it, so "It reads XML, etc. [1] It
+caches them [2]." was one sentence citing both (RAG-Token's implicit citations went before the dot of
+"etc." for it); and took a citation ending a line for one right before an ellipsis opening the next,
+so in "in the U.S. [1]\n… 然后他离开了 [2]" the "…" was a sentence of its own, dropped.
 Version "8" ended a sentence at initials ("由J.K.罗琳创作[1]。" left "由J.K." an uncited sentence: a
 MISSING_CITATION the gate fails on); read only digits as a list's numbers, so "①" (which NFKC makes
 "1") was a number the cited context had to hold and "二、" stayed in its item; and the citation
@@ -105,7 +110,7 @@ from lewisrag.scoring.markers import (  # noqa: F401 - the citation markers' rul
 from lewisrag.scoring.text import sentence_bounds
 
 SPLITTER_NAME = "sentences"
-SPLITTER_VERSION = "9"
+SPLITTER_VERSION = "10"
 ATOMIC_SPLITTER_NAME = "atomic"  # --splitter atomic: the llm judge decomposes the whole answer (judge.decompose)
 
 _HSPACE = r"[^\S\n]"  # any space but a newline: no-break and thin spaces too

@@ -92,14 +92,14 @@ def marker_at(text: str, a: int, b: int) -> int:
     """Where the citation marker of the sentence text[a:b] goes: before its final stops, as a prompted
     model writes one ("Ana Kel leads it [1]."), unless that would change the sentence as written or as the
     evaluator reads it: after a closing quote or bracket ('He said "yes." [1]', "(see above.) [1]"), after
-    an abbreviation's or initials' dot ("in the U.S. [1]", "by J.K. [1]"; "XML, etc. [1]" ending the line),
-    after a sentence that ends without a stop (a list item, a line). The marker goes in as " [n]" at the
-    returned index. ("etc." ends a sentence inside a line only before a capital or a CJK character, which
-    the evaluator looks for right after the dot, so there it is cited before the dot: "XML, etc [1]. It
-    caches them".)
+    an abbreviation's or initials' dot ("in the U.S. [1]", "by J.K. [1]", "XML, etc. [1] It caches them": the
+    evaluator reads what follows the citations to tell whether "etc." ends a sentence), after a sentence that
+    ends without a stop (a list item, a line). The marker goes in as " [n]" at the returned index.
 
     >>> [marker_at(t, 0, len(t)) for t in ("Ana Kel.", "in the U.S.", 'He said "yes."', "登录失败。", "Wait...")]
     [7, 11, 14, 4, 4]
+    >>> marker_at("XML, etc. It caches them.", 0, 9)  # after the dot: "XML, etc. [1] It caches them"
+    9
     """
     e = b
     while e > a and text[e - 1] in _CLOSERS:
@@ -110,10 +110,8 @@ def marker_at(text: str, a: int, b: int) -> int:
     if r == e:
         return b  # no stop: "Facts:", a list item, a line
     if (text[r] == "." and text[r - 1].isalpha() and ".." not in text[r:e]
-            and not word_dot_ends_sentence(text, r, "a")):  # an abbreviation's or initials' dot
-        if not word_dot_ends_sentence(text, r, "A") or not text[b:].split("\n", 1)[0].strip():
-            return b  # "U.S.", "e.g.", "J.K."; "etc." ending the line
-        return r  # "etc." before a capital: the evaluator would read the marker as what follows the dot
+            and not word_dot_ends_sentence(text, r, "a")):
+        return b  # an abbreviation's or initials' dot: "U.S.", "e.g.", "J.K.", "etc."
     if e < b or text[r - 1].isspace() or text[r - 1] in _CLOSERS:
         return b  # 'He said "yes." [1]', "(see above.) [1]", "It stops . [1]", 'He said "yes."... [1]'
     return r

@@ -47,8 +47,9 @@ def split_cjk(word: str) -> list[str]:
 
 def word_dot_ends_sentence(text: str, i: int, after: str) -> bool:
     """Whether the '.' at text[i], written after a word, ends a sentence, `after` being the next visible
-    character past the stop ("" at the end): not after an abbreviation ("e.g.", "Dr.", "U.S."), "No."
-    before a number, "etc." before a small letter, or a name's initials ("J. Smith", "J.K. Rowling").
+    character past the stop and any citations after it ("" at the end): not after an abbreviation ("e.g.",
+    "Dr.", "U.S."), "No." before a number, "etc." before a small letter, or a name's initials ("J. Smith",
+    "J.K. Rowling").
     The evaluator's splitter (`eval.statements`) and RAG-Token's sentence citations (`rag_model.
     implicit_citations`) both end sentences by it.
 
@@ -70,7 +71,7 @@ def word_dot_ends_sentence(text: str, i: int, after: str) -> bool:
     return not _INITIALS_RE.fullmatch(word)  # initials: "J. Smith", "J.K. Rowling", "由J.K.罗琳创作"
 
 
-# --- where sentences end: the evaluator's splitter's rules (`eval.statements`, SPLITTER_VERSION "9"), here
+# --- where sentences end: the evaluator's splitter's rules (`eval.statements`, SPLITTER_VERSION "10"), here
 # so that RAG-Token's implicit citations cut an answer with the same function ---------------------------------
 
 _HSPACE = r"[^\S\n]"  # any space but a newline: no-break and thin spaces too
@@ -138,7 +139,8 @@ def _dot_ends_sentence(text: str, i: int, numbered: bool = False) -> bool:
     marker = text[text.rfind("\n", 0, i) + 1 : i].strip()
     if numbered and _LIST_NUMBER_RE.fullmatch(marker):  # "1. " (or "一. ") opens a numbered list item
         return False
-    return word_dot_ends_sentence(text, i, text[j:].lstrip()[:1])
+    m = _CITATION_RUN_RE.match(text, j)  # the next character past any citations: "etc. [1] It" ends at "I"
+    return word_dot_ends_sentence(text, i, text[m.end() if m else j:].lstrip()[:1])
 
 
 def _ellipsis_ends_sentence(text: str, a: int, j: int) -> bool:
@@ -146,13 +148,13 @@ def _ellipsis_ends_sentence(text: str, a: int, j: int) -> bool:
     sentence. An ellipsis mostly trails off inside one ('香蕉……还有橙子', 'JSON, XML… and YAML'), so
     it ends one only where what comes next reads as a new sentence: the end of the text (or of the
     line: only spaces follow); a citation marker right after it ('他沉默了……[1] 然后', the marker is
-    the sentence's before it); a citation marker right before it ('返回 422 [1]……然后', 'It returns
+    the sentence's before it); a citation marker right before it on its line ('返回 422 [1]……然后', 'It returns
     422 [1]… then': a cited sentence trailing off, so what follows must cite on its own); or a space
     and a capital letter ('Wait... What?', 'It returns 422… Then the account is deleted'), unless the
     word is all capitals (a term: 'JSON… XML and YAML'; "I" is a word). Never before 等 / 之类 / 什么的
     (香蕉……等水果) or after a comma ("A, B, … and Z" elides list items)."""
-    b = a
-    while b > 0 and text[b - 1].isspace():
+    b = a  # back over spaces, not a line break: a citation ending the line before cites that line
+    while b > 0 and text[b - 1].isspace() and text[b - 1] != "\n":
         b -= 1
     if text.startswith(_ELLIPSIS_CONTINUES, j) or (b > 0 and text[b - 1] in _ELIDED_AFTER):
         return False  # 香蕉……等水果; "A, B, … and Z" elides list items
