@@ -57,9 +57,9 @@ def test_more_inverted_lists_than_passages_are_refused_before_faiss_sets_them_as
                                                                                    tmp_path, monkeypatch):
     """The factory string was handed to FAISS first: 500,000,000 lists set aside 24 GB, and where
     memory ran out a MemoryError traceback (exit 3) came before the one-line refusal."""
-    from lewisrag.index import dense
+    from lewisrag.index.dense import faiss_build  # check_factory looks _new_index up there
 
-    monkeypatch.setattr(dense, "_new_index", lambda *a: pytest.fail("FAISS was asked to make the index"))
+    monkeypatch.setattr(faiss_build, "_new_index", lambda *a: pytest.fail("FAISS was asked to make the index"))
     with pytest.raises(InputError, match="needs at least 500000000 passages to train .*there are 60"):
         build_dense_index(read_passages(tiny_corpus["passages"]), dpr_ckpt, tmp_path / "i",
                           DenseBuildConfig(factory="IVF500000000,Flat", device="cpu"))

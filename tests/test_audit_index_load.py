@@ -102,12 +102,12 @@ def test_a_load_refuses_vectors_of_another_type_than_the_manifest_says(flat, tmp
 def test_a_faiss_file_that_asks_for_more_memory_than_there_is_is_one_line(flat, monkeypatch):
     """A size field damaged into terabytes made FAISS raise MemoryError (std::bad_alloc), which no
     handler took: a traceback, exit 3."""
-    from lewisrag.index import dense
+    from lewisrag.index.dense import files  # where _read_faiss looks faiss up
 
     def bad_alloc(*args):
         raise MemoryError("std::bad_alloc")
 
-    monkeypatch.setattr(dense.faiss, "read_index", bad_alloc)
+    monkeypatch.setattr(files.faiss, "read_index", bad_alloc)
     with pytest.raises(InputError, match="index.faiss: cannot read the FAISS index: it asks for more memory"):
         DenseIndex.load(flat)
 

@@ -170,13 +170,13 @@ def test_many_lists_train_by_two_level_spherical_kmeans(monkeypatch, factory):
     its lists stay balanced and it finds the inner-product top 5 as FAISS's one-level k-means does."""
     import faiss
 
-    import lewisrag.index.dense as dense
+    from lewisrag.index.dense import faiss_build  # train_faiss looks both patched names up there
 
     x = _clustered_unequal_norms()
     q = x[:200] + 0.05
     exact = np.argsort(-(q @ x.T), axis=1)[:, :5]
-    called, two_level = [], dense.two_level_centroids
-    monkeypatch.setattr(dense, "two_level_centroids", lambda *a, **kw: called.append(1) or two_level(*a, **kw))
+    called, two_level = [], faiss_build.two_level_centroids
+    monkeypatch.setattr(faiss_build, "two_level_centroids", lambda *a, **kw: called.append(1) or two_level(*a, **kw))
 
     def recall_and_balance(index, nprobe):
         ivf = faiss.extract_index_ivf(index)
@@ -185,16 +185,16 @@ def test_many_lists_train_by_two_level_spherical_kmeans(monkeypatch, factory):
         found = index.search(q, 5)[1]
         return np.mean([len(set(a) & set(b)) / 5 for a, b in zip(found, exact)]), (sizes**2).sum() * len(sizes) / sizes.sum() ** 2
 
-    monkeypatch.setattr(dense, "TWO_LEVEL_LISTS", 64)
-    index = dense.build_faiss(x, factory)
+    monkeypatch.setattr(faiss_build, "TWO_LEVEL_LISTS", 64)
+    index = faiss_build.build_faiss(x, factory)
     ivf = faiss.extract_index_ivf(index)
     quantizer = faiss.downcast_index(ivf.quantizer)
     centroids = quantizer.reconstruct_n(0, ivf.nlist)
     assert called == [1] and quantizer.ntotal == 128 and np.allclose(np.linalg.norm(centroids, axis=1), 1, atol=1e-4)
     if isinstance(quantizer, faiss.IndexHNSW):
         assert quantizer.hnsw.efSearch >= 64  # the adding found each vector's nearest list
-    monkeypatch.setattr(dense, "TWO_LEVEL_LISTS", 10**9)
-    one_level = dense.build_faiss(x, factory)
+    monkeypatch.setattr(faiss_build, "TWO_LEVEL_LISTS", 10**9)
+    one_level = faiss_build.build_faiss(x, factory)
     assert called == [1]
     for nprobe in (4, 8):
         recall, imbalance = recall_and_balance(index, nprobe)
@@ -218,13 +218,13 @@ def test_two_level_centroids_gives_a_small_group_no_list_and_counts_exactly():
 
 
 def test_build_reads_a_mapped_vector_file_without_keeping_its_pages_mapped(tmp_path, monkeypatch):
-    import lewisrag.index.dense as dense
+    from lewisrag.index.dense import faiss_build
 
-    monkeypatch.setattr(dense, "ADD_ROWS", 500)  # several blocks, each read through a mapping of its own
+    monkeypatch.setattr(faiss_build, "ADD_ROWS", 500)  # several blocks, each read through a mapping of its own
     x = np.random.default_rng(0).normal(size=(2300, 16)).astype(np.float16)
     np.save(tmp_path / "v.npy", x)
     mapped = np.load(tmp_path / "v.npy", mmap_mode="r")
-    read = dense.row_reader(mapped)
+    read = faiss_build.row_reader(mapped)
     rows = np.array([0, 1, 499, 500, 1700, 2299])
     assert np.array_equal(read(rows), x[rows].astype(np.float32)) and read(rows[:0]).shape == (0, 16)
     index = build_faiss(mapped, "IVF8,PQ8", train_sample=1000)
@@ -339,7 +339,7 @@ def test_matrix_product_search_ranks_as_faiss_flat(tmp_path, monkeypatch, dtype)
     """float32 on the device, or float16 (half the memory) with its candidates re-scored in float32."""
     import torch
 
-    import lewisrag.index.dense as dense
+    from lewisrag.index.dense import index as dense_index
 
     rng = np.random.default_rng(3)
     # topics, so that many passages score close to each question's top 7: float16's rounding must not reorder them
@@ -348,7 +348,7 @@ def test_matrix_product_search_ranks_as_faiss_flat(tmp_path, monkeypatch, dtype)
     index = DenseIndex(tmp_path, {"dim": 24, "faiss_factory": "Flat"}, build_faiss(x, "Flat"), x, passages)
     q = np.vstack([x[:3], rng.normal(size=(13, 24)).astype(np.float32)])
     want_s, want_r = index.search(q, 7)
-    monkeypatch.setattr(dense, "SEARCH_ROWS", 1024)  # several blocks, merged: the last one partial
+    monkeypatch.setattr(dense_index, "SEARCH_ROWS", 1024)  # several blocks, merged: the last one partial
     index.search_on("cpu", dtype)
     assert index.device_vectors.dtype == getattr(torch, dtype)
     got_s, got_r = index.search(q, 7)
@@ -400,7 +400,7 @@ def test_passage_store_is_arrow_read_by_row_and_old_indexes_still_load(tiny_corp
         made.append(fields[0])
         return Passage(*fields)
 
-    monkeypatch.setattr(passages_module, "Passage", counted)
+    monkeypatch.setattr(passages_module.table, "Passage", counted)  # read there, by PassageTable
     index = BM25Index.load(tmp_path / "idx")  # memory-mapped: only the rows the sample hash checks are parsed
     assert made == [passages[r].id for r in store.sample_rows(len(passages))] and len(index.passages) == len(passages)
     assert len(store.sample_rows(21_015_324)) == store.SAMPLE_ROWS  # at any size
@@ -438,14 +438,14 @@ def test_float16_vectors_are_stored_half_size_and_score_as_searched(tiny_corpus,
 def test_faiss_build_adds_a_memory_map_without_copying_it(tmp_path, monkeypatch):
     import tracemalloc
 
-    import lewisrag.index.dense as dense
+    from lewisrag.index.dense import faiss_build
 
     n, d = 100_000, 32  # 6.4 MB stored as float16, 12.8 MB as the float32 FAISS takes
     x = np.lib.format.open_memmap(tmp_path / "v.npy", mode="w+", dtype=np.float16, shape=(n, d))
     x[:] = np.random.default_rng(0).normal(size=(n, d)).astype(np.float16)
     x.flush()
     vectors = np.load(tmp_path / "v.npy", mmap_mode="r")
-    monkeypatch.setattr(dense, "ADD_ROWS", 4096)
+    monkeypatch.setattr(faiss_build, "ADD_ROWS", 4096)
     tracemalloc.start()
     index = build_faiss(vectors, "Flat")
     _, peak = tracemalloc.get_traced_memory()
