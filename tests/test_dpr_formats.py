@@ -67,7 +67,7 @@ def test_psgs_tsv_limit_reads_and_checks_only_the_head(tmp_path, monkeypatch):
     """--max-passages of the 13 GB file parses its first blocks only: a bad row past the limit is not met."""
     from lewisrag.data import passages as P
 
-    monkeypatch.setattr(P, "TSV_BLOCK", 4096)  # many small blocks
+    monkeypatch.setattr(P.tsv, "TSV_BLOCK", 4096)  # many small blocks
     rows = [(str(i), f"passage number {i} " * 5, f"T{i}") for i in range(1, 2001)]
     path = tmp_path / "psgs.tsv"
     path.write_text(HEADER + "".join(psgs_line(*r) for r in rows) + "2001\tbroken\n", encoding="utf-8")

@@ -37,7 +37,8 @@ def test_duplicates_are_found_by_exact_comparison(ids, expected, collide, tmp_pa
     """With every hash equal (`collide`), every row is a candidate: the exact comparison alone decides,
     and it names the same row and first use as the hashes do."""
     if collide:
-        monkeypatch.setattr(passages_module, "_id_hashes", lambda chunk: np.zeros(len(chunk), np.int64))
+        for module in (passages_module.schema, passages_module.table):  # each reads its own name
+            monkeypatch.setattr(module, "_id_hashes", lambda chunk: np.zeros(len(chunk), np.int64))
     table = pa.table({"id": pa.array(ids, pa.uint64() if ids[0] == 2**63 + 5 else None),
                       "text": [f"text {i}" for i in range(len(ids))]})
     path = tmp_path / "p.parquet"
@@ -66,7 +67,7 @@ def test_the_check_holds_no_copy_of_the_ids(tmp_path):
         pq.write_table(pa.table({"id": [f"passage-{i:07d}" for i in range(n)], "text": pa.array(["x"] * n)}), path,
                        row_group_size=16_384)
         # the text checks read SCAN_ROWS rows at a time: a window smaller than either table
-        code = ("import pyarrow as pa; from lewisrag.data import passages; passages.SCAN_ROWS = 16_384; "
+        code = ("import pyarrow as pa; from lewisrag.data import passages; passages.table.SCAN_ROWS = 16_384; "
                 f"passages.open_passages({str(path)!r}); print(pa.default_memory_pool().max_memory())")
         peaks[n] = int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
     assert (peaks[800_000] - peaks[200_000]) / 600_000 < 4, peaks

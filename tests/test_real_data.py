@@ -194,8 +194,8 @@ def test_a_saved_dataset_reads_as_a_sequence_of_passages(wiki_dpr, monkeypatch):
 
     listed = read_passages(wiki_dpr["jsonl"])
     monkeypatch.setattr(records, "iter_records", lambda *a: pytest.fail("a table must not be read record by record"))
-    monkeypatch.setattr(passage_tables, "BATCH_ROWS", 7)
-    monkeypatch.setattr(passage_tables, "SCAN_ROWS", 5)
+    monkeypatch.setattr(passage_tables.table, "BATCH_ROWS", 7)
+    monkeypatch.setattr(passage_tables.table, "SCAN_ROWS", 5)
     spans = []
     real_rows = PassageTable._rows
     monkeypatch.setattr(PassageTable, "_rows", lambda self, a, b: spans.append(b - a) or real_rows(self, a, b))
@@ -219,7 +219,7 @@ def test_head_is_a_table_of_the_first_rows(wiki_dpr, tmp_path, monkeypatch):
     """`reproduce --max-passages N` indexes table.head(N): a slice was N Python objects at once."""
     listed = read_passages(wiki_dpr["jsonl"])
     parquet = write_parquet(tmp_path / "p.parquet", [p.to_dict() for p in listed])
-    monkeypatch.setattr(passage_tables, "BATCH_ROWS", 7)
+    monkeypatch.setattr(passage_tables.table, "BATCH_ROWS", 7)
     for table in (open_passages(wiki_dpr["folder"]), open_passages(parquet)):
         head = table.head(25)
         assert isinstance(head, PassageTable) and len(head) == 25 and head == listed[:25] and len(table) == 60
@@ -250,7 +250,7 @@ def test_the_hubs_parquet_shards_read_as_one_table(wiki_dpr, encoders, tiny_corp
     decoded at a time; `index build --reuse-embeddings` reads it as it reads the save_to_disk folder."""
     folder = hub_shards(wiki_dpr, tmp_path)
     (folder / "README.md").write_text("not a shard")  # other files beside the shards are not passages
-    monkeypatch.setattr(passage_tables, "BATCH_ROWS", 7)
+    monkeypatch.setattr(passage_tables.table, "BATCH_ROWS", 7)
     table = open_passages(folder)
     assert isinstance(table, PassageTable) and len(table._groups.files) == 3
     listed = read_passages(wiki_dpr["jsonl"])

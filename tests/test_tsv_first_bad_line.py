@@ -49,7 +49,7 @@ def test_the_reviewers_file_names_the_quoted_break_by_its_line(tmp_path, monkeyp
     lines = lines_with(60_000, {30000: '29999\t"a\nb"\tT'})  # line 30000 opens a field that closes on line 30001
     lines[30009] = "30009\ttwo"  # line 30011 of the file, past the break: two fields
     path = tsv(tmp_path / "mixed.tsv", lines)
-    assert path.stat().st_size < P.TSV_BLOCK  # both in one block
+    assert path.stat().st_size < P.tsv.TSV_BLOCK  # both in one block
     code, _, err = run_main(monkeypatch, capsys, "shard", "--passages", path, "--out", tmp_path / "mixed_out")
     assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert f"{path}:30000: field 'text': {BREAK}" in err
@@ -73,19 +73,19 @@ def test_the_reviewers_file_names_the_quoted_break_by_its_line(tmp_path, monkeyp
     # a bad field count whose row holds a quoted break itself: named by the line it opens on
     ({70: '69\tT\t"a\nb"\tc\td', 90: "88\ttwo"}, 70, None, f"{FIELDS} 5"),
 ])
-@pytest.mark.parametrize("block", [P.TSV_BLOCK, 512, 96])
+@pytest.mark.parametrize("block", [P.tsv.TSV_BLOCK, 512, 96])
 def test_the_first_bad_line_is_named_in_one_block_or_across_blocks(tmp_path, monkeypatch, damage, line, field, says, block):
     """At 2 MB the file is one block; at 512 and 96 bytes the faults lie blocks apart, or at a block's edge."""
-    monkeypatch.setattr(P, "TSV_BLOCK", block)
+    monkeypatch.setattr(P.tsv, "TSV_BLOCK", block)
     path = tsv(tmp_path / "p.tsv", lines_with(150, damage))
     for got_line, got_field, message in refusals(path, tmp_path / "out"):
         assert (got_line, got_field) == (line, field) and message.startswith(says), (block, message)
 
 
-@pytest.mark.parametrize("block", [P.TSV_BLOCK, 96])
+@pytest.mark.parametrize("block", [P.tsv.TSV_BLOCK, 96])
 def test_bad_lines_at_the_end_of_the_file(tmp_path, monkeypatch, block):
     """The last block may hold only rows pyarrow leaves out: there is no batch after them to name them with."""
-    monkeypatch.setattr(P, "TSV_BLOCK", block)
+    monkeypatch.setattr(P.tsv, "TSV_BLOCK", block)
     lines = lines_with(40, {}) + ["x\ty"] * 12
     path = tsv(tmp_path / "p.tsv", lines)
     assert set(refusals(path, tmp_path / "out")) == {(41, None, f"{FIELDS} 2")}
@@ -97,10 +97,10 @@ def test_a_limit_before_the_damage_reads_as_before(tmp_path):
     assert write_tsv_shards(path, tmp_path / "out")["passages"] == 99
 
 
-@pytest.mark.parametrize("block", [P.TSV_BLOCK, 200])
+@pytest.mark.parametrize("block", [P.tsv.TSV_BLOCK, 200])
 def test_windows_line_ends_count_as_one(tmp_path, monkeypatch, block):
     """The rows of a refused block are read again from the file's bytes: past "\\r\\n" line ends too."""
-    monkeypatch.setattr(P, "TSV_BLOCK", block)
+    monkeypatch.setattr(P.tsv, "TSV_BLOCK", block)
     lines = lines_with(120, {90: '89\t"x ""y""\r\nz"\tT', 100: "98\ttwo"})
     path = tmp_path / "p.tsv"
     path.write_bytes(("\r\n".join(lines) + "\r\n").encode())

@@ -27,8 +27,8 @@ GOOD = 200  # good rows before a bad line: it lies some 25 blocks in
 
 @pytest.fixture(autouse=True)
 def tiny_blocks(monkeypatch):
-    monkeypatch.setattr(P, "TSV_BLOCK", BLOCK)
-    monkeypatch.setattr(P, "ROW_GROUP_ROWS", 16)
+    monkeypatch.setattr(P.tsv, "TSV_BLOCK", BLOCK)
+    monkeypatch.setattr(P.shards, "ROW_GROUP_ROWS", 16)
 
 
 def rows(n: int, start: int = 1) -> list[tuple[str, str, str]]:
@@ -107,13 +107,13 @@ def test_max_passages_keeps_the_first_n_and_stops_reading(tmp_path):
 def test_memory_is_a_few_blocks_not_the_file(tmp_path, monkeypatch):
     """The stream holds no more than a row group and pyarrow's read-ahead: never all the rows at once."""
     reports, most = [], [0]
-    real = P._Shards.add
+    real = P.shards._Shards.add
 
     def add(self, part):
         real(self, part)
         most[0] = max(most[0], sum(b.num_rows for b in self._pending))
 
-    monkeypatch.setattr(P._Shards, "add", add)
+    monkeypatch.setattr(P.shards._Shards, "add", add)
     tsv = write_tsv(tmp_path / "psgs.tsv", "".join(psgs_line(*r) for r in rows(400)))
     write_tsv_shards(tsv, tmp_path / "out", on_progress=lambda *a: reports.append(a))
     assert 0 < most[0] < 32 and len(shard_files(tmp_path / "out")) == 1
@@ -195,7 +195,8 @@ def test_ids_that_share_a_hash_are_compared_exactly(tmp_path, monkeypatch):
     """Every id hashed alike: the ids are read again from the file, blocks of it, and compared."""
     import numpy as np
 
-    monkeypatch.setattr(P, "_id_hashes", lambda chunk: np.zeros(len(chunk), np.int64))
+    for module in (P.schema, P.table, P.shards):  # each reads its own name
+        monkeypatch.setattr(module, "_id_hashes", lambda chunk: np.zeros(len(chunk), np.int64))
     tsv = write_tsv(tmp_path / "psgs.tsv", LEAD)
     assert write_tsv_shards(tsv, tmp_path / "a")["passages"] == GOOD
     tsv = write_tsv(tmp_path / "dup.tsv", LEAD + '150\t"b"\tT\n')

@@ -1,0 +1,183 @@
+"""DPR's passages file (`psgs_w100.tsv`) parsed into Arrow strings a block at a time
+(`dpr_tsv_batches`, `read_dpr_tsv`): the header, each line's three fields and no line break inside a
+field checked, and the file's first bad line named, whatever its fault (`_first_bad_line`)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from lewisrag.data.io import InputError, existing_file, first_line
+from lewisrag.data.passages.schema import _first
+
+DPR_TSV_HEADER = ("id", "text", "title")  # psgs_w100.tsv's first line, tab-separated
+# bytes parsed at a time: ~3,000 passages of psgs_w100 a record batch. pyarrow's background reader
+# reads up to 32 blocks ahead of the parser, so this bounds a streaming pass's memory: `write_tsv_shards`
+# over 2 M passages peaked at 0.8 GB with 16 MB blocks and 0.25 GB with 2 MB ones, in the same time
+# (`read_dpr_tsv` alike either way). A line must fit in a block: psgs_w100's are some 600 bytes.
+TSV_BLOCK = 1 << 21
+DPR_TSV_SCHEMA = pa.schema([(c, pa.string()) for c in DPR_TSV_HEADER])  # every value a string, in the file's order
+
+
+def read_dpr_tsv(path: str | os.PathLike, limit: int | None = None) -> pa.Table:
+    """DPR's passages file (`psgs_w100.tsv`) as an Arrow table of strings: the header line
+    `id<TAB>text<TAB>title`, then one passage a line, fields quoted as Python's `csv` writes them
+    (`"..."`, a quote inside doubled: DPR reads the file with `csv.reader(delimiter="\\t")`). Every
+    value stays a string ("NA" and "null" are text, not missing). `limit`: parsing stops after the
+    first N passages (`--max-passages`), so a cut of the 13 GB file reads only its head.
+
+    The whole table is held in memory: about the text's size (21 M passages, some 13 GB), not
+    memory-mapped as wiki_dpr's Parquet shards are read; `write_tsv_shards` converts the file into
+    such shards, streaming. Checked here (`dpr_tsv_batches`): the header, each line's three fields and
+    no line break inside a field (so that row N is line N + 1 in errors), the file's first bad line
+    named, whatever its fault; the `PassageTable` made of it checks ids and texts (empty, repeated,
+    not UTF-8) as for every table.
+
+    >>> import tempfile; f = Path(tempfile.mkdtemp()) / "psgs.tsv"
+    >>> _ = f.write_text('id\\ttext\\ttitle\\n1\\t"He said ""yes"" twice"\\tAaron\\n2\\tNA\\tnull\\n')
+    >>> read_dpr_tsv(f).to_pylist()
+    [{'id': '1', 'text': 'He said "yes" twice', 'title': 'Aaron'}, {'id': '2', 'text': 'NA', 'title': 'null'}]
+    """
+    p = existing_file(path)
+    batches, rows = [], 0
+    for batch, _ in dpr_tsv_batches(p):
+        batches.append(batch)
+        rows += batch.num_rows
+        if limit is not None and rows >= limit:
+            break
+    return pa.Table.from_batches(batches, schema=DPR_TSV_SCHEMA)
+
+
+def dpr_tsv_batches(path: Path) -> Iterator[tuple[pa.RecordBatch, int]]:
+    """DPR's passages file, parsed a block (TSV_BLOCK bytes) at a time: (record batch, bytes of the
+    file read so far). The one parser of `read_dpr_tsv` and `write_tsv_shards`, so that both read the
+    same rows and refuse the same lines with the same words: the header (line 1), a line without
+    three fields, a line break inside a field and a blank line, the first of them in the file named
+    by its line: in each batch as it comes (`_refuse_line_breaks`), and in the rows of a block refused
+    for a line without three fields before that line (`_first_bad_line`). Memory: pyarrow's
+    read-ahead, up to 32 blocks, whatever the file's size."""
+    with open(path, "rb") as f:
+        first = f.readline()
+    header = first.decode("utf-8-sig", errors="backslashreplace").rstrip("\r\n")
+    if tuple(header.split("\t")) != DPR_TSV_HEADER:
+        raise InputError(path, f"expected DPR's passages header 'id<TAB>text<TAB>title' (psgs_w100.tsv's), got {header[:80]!r}",
+                         line=1)
+    bad: list = []
+
+    def refuse(row) -> str:  # pyarrow numbers rows from the file's first line when it parses on one thread
+        bad.append(row)
+        return "error"  # the block is refused whole: `_first_bad_line` reads it again, up to this row
+
+    names = list(DPR_TSV_HEADER)
+    read = pacsv.ReadOptions(skip_rows=1, column_names=names, use_threads=False, block_size=TSV_BLOCK)
+    parse = pacsv.ParseOptions(delimiter="\t", quote_char='"', double_quote=True, escape_char=False,
+                               newlines_in_values=True, ignore_empty_lines=False, invalid_row_handler=refuse)
+    # check_utf8 off: a row that is not UTF-8 is named by PassageTable's check, as a Parquet file's is
+    convert = pacsv.ConvertOptions(column_types={c: pa.string() for c in names}, strings_can_be_null=False,
+                                   quoted_strings_can_be_null=False, check_utf8=False)
+    rows = 0
+    # opened here for its position (the progress); read, not mapped, whose pages would stay resident (RowGroups.open)
+    with pa.OSFile(str(path)) as source:
+        try:
+            reader = pacsv.open_csv(source, read_options=read, parse_options=parse, convert_options=convert)
+            for batch in reader:
+                _refuse_line_breaks(batch, rows, path)
+                yield batch, source.tell()
+                rows += batch.num_rows
+        except pa.ArrowInvalid as e:
+            if bad:
+                _first_bad_line(path, rows, bad[0].number - 2)
+                raise InputError(path, f"expected 3 tab-separated fields (id, text, title), got {bad[0].actual_columns}",
+                                 line=bad[0].number) from None
+            raise InputError(path, f"cannot read as DPR's passages TSV: {first_line(e)}") from None
+
+
+LINE_BREAK = "a line break inside a quoted field (DPR's file holds one passage a line)"
+BLANK_LINE = "a blank line (DPR's file holds one passage a line)"
+
+
+def _refuse_line_breaks(batch: pa.RecordBatch, start: int, path: Path) -> None:
+    """An InputError naming the first row of `batch` (rows from `start`, after the header) with a line
+    break inside a quoted field (DPR's file holds one passage a line, and past such a row the lines
+    errors name would no longer be the file's) or that is a blank line."""
+    found = []  # (row, field) of each field's first line break, and of the first blank line
+    for name in DPR_TSV_HEADER:
+        column = batch.column(name)  # bytes compared: a value that is not UTF-8 is named later, by PassageTable
+        broken = pc.or_(pc.match_substring(column, "\n"), pc.match_substring(column, "\r"))
+        if pc.any(broken).as_py():
+            found.append((_first(broken), name))
+    blank = pc.and_(pc.and_(pc.equal(batch.column("id"), ""), pc.equal(batch.column("text"), "")),
+                    pc.equal(batch.column("title"), ""))
+    if pc.any(blank).as_py():  # it parses as a row of three empty fields: said so, not "field 'id': empty"
+        found.append((_first(blank), ""))
+    if found:
+        row, name = min(found)  # of a row's broken fields the first: "id" < "text" < "title"
+        raise InputError(path, LINE_BREAK if name else BLANK_LINE, line=start + row + 2, field=name or None)
+
+
+# a field as pyarrow reads it: quoted (a quote inside doubled, line breaks kept; what follows the closing
+# quote is kept too), or up to the next tab or line end
+_TSV_FIELD = re.compile(rb'"[^"]*(?:""[^"]*)*"[^\t\r\n]*|[^\t\r\n]*')
+_LINE_END = re.compile(rb"\r\n?|\n")
+
+
+def _first_bad_line(path: Path, start: int, bad: int) -> None:
+    """pyarrow refused the block from row `start` (after the header; every row before it was one line
+    of the file, line `start` + 2 its first) at row `bad`, without three fields: an InputError for a
+    line break in a field or a blank line in the rows between, as `_refuse_line_breaks` names them,
+    which that row's line number (counted in rows) would be past. Read again from the file's bytes,
+    a field at a time, on this error path only."""
+    if bad <= start:
+        return
+    with open(path, "rb") as f:
+        f.seek(_line_offset(f, start + 1))  # past the header and the rows before the block
+        text = f.read(4 * TSV_BLOCK)  # the block's rows, up to the bad one, lie within it
+    at = 0
+    for row in range(start, bad):
+        fields = []
+        while True:
+            m = _TSV_FIELD.match(text, at)
+            fields.append(m.group())
+            at = m.end()
+            if text[at:at + 1] != b"\t":
+                break
+            at += 1
+        end = _LINE_END.match(text, at)
+        if end is None:  # the end of what was read: not reached in a block of rows as pyarrow parsed them
+            return
+        for name, value in zip(DPR_TSV_HEADER, fields):
+            if value.startswith(b'"') and _LINE_END.search(value):
+                raise InputError(path, LINE_BREAK, line=row + 2, field=name)
+        if fields == [b""] or (len(fields) == 3 and all(v in (b"", b'""') for v in fields)):  # ("", "", "") to pyarrow
+            raise InputError(path, BLANK_LINE, line=row + 2)
+        at = end.end()
+
+
+def _line_offset(f, lines: int) -> int:
+    """The byte offset in the binary file `f` just past its first `lines` line ends (\\n, \\r\\n, or \\r,
+    as pyarrow reads them), counted a large chunk at a time."""
+    seen, offset = 0, 0
+    while seen < lines:
+        chunk = f.read(1 << 24)
+        while chunk.endswith(b"\r"):  # a \r\n is not split between two chunks
+            more = f.read(1)
+            chunk += more
+            if not more:
+                break
+        if not chunk:
+            break
+        n = chunk.count(b"\n") + chunk.count(b"\r") - chunk.count(b"\r\n")
+        if seen + n >= lines:
+            for m in _LINE_END.finditer(chunk):
+                seen += 1
+                if seen == lines:
+                    return offset + m.end()
+        seen += n
+        offset += len(chunk)
+    return offset
