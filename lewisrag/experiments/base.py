@@ -549,7 +549,7 @@ def _knowledge_update(run: Path, preset: Preset, on_progress: Progress) -> dict:
     m = swap_matrix([run / "rag_token", run / "rag_sequence"], [run / "index_a", run / "index_b"],
                     [run / "data" / "questions_a.jsonl", run / "data" / "questions_b.jsonl"], max_length=preset.rag.max_target_length,
                     on_progress=lambda _, d, t: on_progress("knowledge update", d, t, ""), device=preset.device)
-    write_json(run / "knowledge_update.json", m)
+    write_json(S.claimed(run, run / "knowledge_update.json"), m)
     return S.swap_summary(m)
 
 

@@ -42,7 +42,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lewisrag.data.io import InputError, expect, write_json
-from lewisrag.data.outputs import check_out_dir, made_by
+from lewisrag.data.outputs import check_out_dir, made_by, note_writing
 from lewisrag.data.records import check_gold_ids, read_passages, read_qa
 from lewisrag.eval.diagnose import diagnose
 from lewisrag.eval.evaluator import aggregate, claim_aggregates, evaluate_answers
@@ -352,6 +352,7 @@ def compare_stage(run: str | os.PathLike, preset, seed: int, on_progress: Progre
     probe = [ex for ex in test if ex.kind == "short"][: preset.position_questions]
     position = card["position"] = position_curves(systems, probe, passages, on_progress=on_progress)
     if position:
+        note_writing(run, ["position.png"])  # the run's before it is there: a kill after the plot leaves it listed
         plot_positions(position, run / "position.png", lang)
     return {"qa": {"stitched": card["qa"]["stitched"]}, "layers": card["layers"], "records": card["results"]["records"],
             "position": position, "report_html": report_html(card, passages, lang), "timings": card["timings"],

@@ -31,6 +31,13 @@ def write_report(run: Path, results: dict) -> None:
     write_text(run / "report.md", render_report(results))
 
 
+def report_files(results: dict) -> tuple[str, ...]:
+    """The files `write_report` writes into the run for these `results`: report.md and the plots drawn
+    (`reproduce._finish` lists them in the run's marker before writing them)."""
+    absent = {"em_vs_k.png": not results.get("ablations"), "swap_matrix.png": not results.get("knowledge_update")}
+    return ("report.md", *(p for p in PLOTS if not absent.get(p)), *((JEOPARDY_PLOT,) if results.get("jeopardy") else ()))
+
+
 def report_lang(results: dict) -> str:
     """The language the run's reports are written in: config.json's "lang", else English."""
     return (results.get("config") or {}).get("lang") or "en"

@@ -46,7 +46,8 @@ from lewisrag import __version__
 from lewisrag.data.cpu_linear import cpu_linear as use_cpu_linear
 from lewisrag.data.cpu_linear import resolve_kind
 from lewisrag.data.io import InputError, LewisragWarning, read_json, write_json
-from lewisrag.data.outputs import check_out_dir, exclusive, is_free, is_ours, note_written, replace_dir, wrote
+from lewisrag.data.outputs import (check_out_dir, exclusive, is_free, is_ours, note_writing, note_written, replace_dir,
+                                   wrote)
 from lewisrag.data.records import read_passages, read_qa
 from lewisrag.data.tasks import statement_queries
 from lewisrag.data.threads import environment, torch_threads
@@ -57,7 +58,7 @@ from lewisrag.experiments import stages as S
 from lewisrag.experiments.base import prepare, run_base
 from lewisrag.experiments.presets import Preset, comparable, read_run_config, resume_differences
 from lewisrag.experiments.record_schema import check_stage_record
-from lewisrag.experiments.report import write_report
+from lewisrag.experiments.report import report_files, write_report
 from lewisrag.experiments.tasks import stages as task_stages
 from lewisrag.index import open_retriever, retrieval_recall
 from lewisrag.index.bm25 import build_bm25_index
@@ -274,6 +275,9 @@ def _finish(run: Path, results: dict, stages: dict, on_stage, found: dict | None
     """results.json, timings.json and the report (always redone: cheap, and it must describe these results).
     `found` (`_stamps`): the run's results and plots as it found them; by default, as they are now."""
     before = _stamps(run) if found is None else found
+    # listed before they are written (those not there, or the run's already): listed only at the end, the
+    # results.json a kill had left before it was refused by the next rerun, --resume or not, as the user's
+    note_writing(run, ["results.json", "timings.json", *report_files(results)])
     write_results(run / "results.json", _as_results(_without_timings(results)))
     write_json(run / "timings.json", {name: s["seconds"] for name, s in stages.items()})
     on_stage("report", "started", {})

@@ -18,7 +18,8 @@ import torch
 
 from lewisrag.data.cpu_linear import current_kind
 from lewisrag.data.io import InputError, expect, is_finite_number, read_json, read_json_list_lines, write_json, write_text
-from lewisrag.data.outputs import check_out_dir, check_part, discard_output, made_by, mark, note_written, staged_dir, wrote
+from lewisrag.data.outputs import (check_out_dir, check_part, discard_output, made_by, mark, note_writing, note_written,
+                                   staged_dir, wrote)
 from lewisrag.data.pretrained import load_generator, model_files
 from lewisrag.data.records import read_qa
 from lewisrag.data.threads import resolve_device
@@ -57,7 +58,6 @@ SYSTEMS = ("rag_token", "rag_sequence", "closed_book")  # Table 1's rows that th
 FINISHED = ("results.json", "timings.json", "report.md", "report.html", "predictions.json", "evidence.json",
             "knowledge_update.json", "training_curves.png", "em_vs_k.png", "swap_matrix.png", "token_posteriors.png",
             "position.png", "jeopardy_posteriors.png")
-REWRITTEN = ("results.json", "timings.json", "report.md")  # the end of every run, --resume too, writes these
 
 
 # The folders stages replace whole, by stage name: (its path in RUN, its marker kind). `check_rerun` checks
@@ -154,12 +154,22 @@ STAGE_FILES = {"evaluate": ("predictions.json", "evidence.json"), "knowledge_upd
                "fever_evaluate": ("fever/predictions.json",)}
 
 
+def claimed(run: Path, path: Path) -> Path:
+    """`path`, a file the run `run` writes outside its stages' folders (RUN/predictions.json,
+    RUN/jeopardy/evidence.json), listed in the run's marker just before it is written
+    (`outputs.note_writing`). Listed only once its stage finished, the file that a kill left in between
+    was refused by the next rerun as the user's (`finished_files`)."""
+    note_writing(run, [path.relative_to(run).as_posix()])
+    return path
+
+
 def record_stage(run: Path, name: str, record: dict, ran: bool) -> None:
     """List in the run's marker (`outputs.note_written`) what the stage `name` wrote outside the folders
-    that are outputs of their own: its record RUN/stages/<name>.json, its files (`STAGE_FILES`) and, when
-    it `ran` now, the files of its folder (the record's "dir") if that has no marker of its own (the
-    base preset's RUN/data). A file an output lists is its own: `swap --out RUN/config.json --overwrite`
-    replaced a finished run's config.json (exit 0), and its `--resume` was then refused."""
+    that are outputs of their own (its files each listed before it was written too: `claimed`): its
+    record RUN/stages/<name>.json, its files (`STAGE_FILES`) and, when it `ran` now, the files of its
+    folder (the record's "dir") if that has no marker of its own (the base preset's RUN/data). A file an
+    output lists is its own: `swap --out RUN/config.json --overwrite` replaced a finished run's
+    config.json (exit 0), and its `--resume` was then refused."""
     paths = [f"stages/{name}.json", *STAGE_FILES.get(name, ())]
     if ran and name == "compare" and isinstance(record.get("out"), dict) and record["out"].get("position"):
         paths.append("position.png")  # plotted when the stage probed positions (`compare_stage`), so not in STAGE_FILES
@@ -194,7 +204,8 @@ def start_run(run: Path, config: dict, resume: bool, overwrite: bool = False) ->
     ends. Only those the run's marker says it wrote (`outputs.wrote`): a user's file of such a name
     (RUN/jeopardy_posteriors.png beside a QA run, which writes none) is refused by name before
     anything is removed, unless `overwrite`; a folder of such a name is refused whatever `overwrite`.
-    A `resume` removes nothing and checks those its end always rewrites (`REWRITTEN`) alike.
+    A `resume` removes nothing and checks them alike: its end rewrites the results and every plot of the
+    report, and each stage it reruns its own files (a user's training_curves.png was replaced in silence).
 
     config.json also records the library multiplying float32 linear layers on the CPU, the one in
     force now (`reproduce --cpu-linear`, LINEAR_KEY), and a resume with another is refused: it
@@ -206,8 +217,8 @@ def start_run(run: Path, config: dict, resume: bool, overwrite: bool = False) ->
     if why := linear_difference(saved, kind):
         raise InputError(run / "config.json", f"was written with another library for float32 linear layers on the "
                          f"CPU: {why}; resume with --cpu-linear {saved[LINEAR_KEY]}, or use a new --out or drop --resume")
-    # all checked before anything is removed; on --resume, those its end rewrites whatever the stages (REWRITTEN)
-    doomed = finished_files(run, overwrite, REWRITTEN if resume else FINISHED)
+    # all checked before anything is removed; on --resume too: its end and the stages it reruns rewrite them
+    doomed = finished_files(run, overwrite, FINISHED, resume)
     if not resume:
         forget_stages(run)
         for path in doomed:
@@ -218,17 +229,20 @@ def start_run(run: Path, config: dict, resume: bool, overwrite: bool = False) ->
     note_written(run, ["config.json"])  # the run's own, which `swap --out RUN/config.json --overwrite` is refused
 
 
-def finished_files(run: Path, overwrite: bool = False, names: Sequence[str] = FINISHED) -> list[Path]:
+def finished_files(run: Path, overwrite: bool = False, names: Sequence[str] = FINISHED, resume: bool = False) -> list[Path]:
     """The files of `names` (`FINISHED`) in `run`, each one the run's marker says it wrote (`outputs.wrote`), or, with
-    `overwrite`, any file; a user's file of such a name is refused by name otherwise, and a folder always."""
+    `overwrite`, any file; a user's file of such a name is refused by name otherwise (saying what would
+    replace it: a run begun afresh, or the end of a `resume`), and a folder always."""
     found = [run / name for name in names if (run / name).exists() or (run / name).is_symlink()]
     for path in found:
         if path.is_dir() and not path.is_symlink():
             raise InputError(path, "is a folder where a reproduction writes a file, which no command removes, "
                              "--overwrite or not; move it away")
         if not overwrite and not wrote(run, path.name):
-            raise InputError(path, "was not written by lewisrag, and a run begun afresh removes the file of this name "
-                             "that an earlier run wrote; move it away, or pass --overwrite to remove it")
+            fate = ("a resumed run rewrites the file of this name" if resume else
+                    "a run begun afresh removes the file of this name that an earlier run wrote")
+            raise InputError(path, f"was not written by lewisrag, and {fate}; move it away, or pass --overwrite to "
+                             f"{'replace' if resume else 'remove'} it")
     return found
 
 
@@ -368,16 +382,18 @@ def evaluate(run: Path, preset: Preset, on_progress: Progress, test_file: Path |
         for ex, m in [*zip(short, s_scores), *zip(long, l_scores)]:
             records.append({"id": ex.id, "system": system, "category": ex.category, "kind": ex.kind, "metrics": m})
         predictions[system] = dict(zip([ex.id for ex in short + long], s_pred + l_pred))
-    write_json(run / "predictions.json", predictions)
+    write_json(claimed(run, run / "predictions.json"), predictions)
     if short:
         write_evidence(run / "rag_token", index, short[0].question, preset.rag.max_target_length, run / "evidence.json",
-                       device=preset.device)
+                       device=preset.device, run=run)
     return {"split": preset.eval_split, "out": {"qa": qa, "test_unscored": len(asked) - len(test)}, "records": records}
 
 
-def write_evidence(model_dir: Path, index, question: str, max_length: int, path: Path, device: str = "cpu") -> None:
+def write_evidence(model_dir: Path, index, question: str, max_length: int, path: Path, device: str = "cpu",
+                   run: Path | None = None) -> None:
     """`path` (RUN/evidence.json, RUN/jeopardy/evidence.json): one input's greedy output under the
-    RAG-Token model in `model_dir`, with p(z | x, y_<t) per generated token (for a plot: Figure 2)."""
+    RAG-Token model in `model_dir`, with p(z | x, y_<t) per generated token (for a plot: Figure 2);
+    listed in the marker of the reproduction `run`, when given, before it is written (`claimed`)."""
     model, tokenizers = load_trained(model_dir, device=device)
     answer = ask(model, tokenizers, index, question, max_length=max_length)
     with torch.no_grad():  # the full (T, K) matrix behind ask's per-token argmax
@@ -387,7 +403,7 @@ def write_evidence(model_dir: Path, index, question: str, max_length: int, path:
     seq = out.sequences[0]
     special = set(tokenizers.generator.all_special_ids)
     shown = [t for t in range(len(seq) - 1) if int(seq[t + 1]) not in special]
-    write_json(path, {
+    write_json(path if run is None else claimed(run, path), {
         "question": question, "answer": answer.answer,
         "passages": [{"rank": p.rank, "id": p.id, "title": p.title, "prior": p.prior} for p in answer.passages],
         "tokens": [tokenizers.generator.decode([int(seq[t + 1])]) for t in shown],
@@ -432,7 +448,7 @@ def knowledge_update(run: Path, preset: Preset, on_progress: Progress) -> dict:
     m = swap_matrix([run / "rag_token", run / "rag_sequence"], [run / "index_a", run / "index_b"],
                     [world / "questions_a.jsonl", world / "questions_b.jsonl"], max_length=preset.rag.max_target_length,
                     on_progress=lambda _, d, t: on_progress("knowledge update", d, t, ""), device=preset.device)
-    write_json(run / "knowledge_update.json", m)  # with every cell's predictions
+    write_json(claimed(run, run / "knowledge_update.json"), m)  # with every cell's predictions
     return swap_summary(m)
 
 
@@ -457,7 +473,7 @@ def compare(run: Path, preset: Preset, seed: int, on_progress: Progress, lang: s
     got = dict(compare_stage(run, preset, seed, on_progress, lang))
     html = got.pop("report_html", None)
     if html:
-        write_text(run / "report.html", html)
+        write_text(claimed(run, run / "report.html"), html)
     # the judge and the splitter go into results.json's own blocks: the gate compares runs only when both match
     return {"available": True, "out": {k: got[k] for k in ("qa", "layers", "position", "judge", "splitter") if k in got},
             "records": got.get("records", []), "findings": got.get("findings", [])}

@@ -41,7 +41,7 @@ from lewisrag.data.records import answer_sources, read_passages, read_qa
 from lewisrag.data.tasks import NEI
 from lewisrag.eval.stats.paired import paired_bootstrap
 from lewisrag.experiments.presets import Preset
-from lewisrag.experiments.stages import LEGACY, write_evidence
+from lewisrag.experiments.stages import LEGACY, claimed, write_evidence
 from lewisrag.index.dense import DenseIndex
 from lewisrag.rag_model.answering import answer_questions
 from lewisrag.scoring.aggregate import mean
@@ -186,10 +186,10 @@ def jeopardy_evaluate(run: Path, preset: Preset, on_progress: Progress) -> dict:
         "rag_token_minus_rag_sequence": _diff(scores["rag_sequence"]["q_bleu1"], scores["rag_token"]["q_bleu1"]),
         "rag_sequence_minus_closed_book": _diff(scores["closed_book"]["q_bleu1"], scores["rag_sequence"]["q_bleu1"]),
     }
-    write_json(run / "jeopardy" / "predictions.json",
+    write_json(claimed(run, run / "jeopardy" / "predictions.json"),
                {system: dict(zip([ex.id for ex in test], p)) for system, p in preds.items()})
     write_evidence(run / "jeopardy" / "rag_token", index, test[0].question, length, run / "jeopardy" / "evidence.json",
-                   device=preset.device)
+                   device=preset.device, run=run)
     return {"out": {"jeopardy": out}}
 
 
@@ -231,7 +231,7 @@ def fever_evaluate(run: Path, preset: Preset, on_progress: Progress) -> dict:
     out["retrieval"] = evidence_overlap(run / "fever" / "rag_token", index_a, [ex for ex in test if ex.answers[0] != NEI],
                                         device=preset.device)
     out["swap"] = fever_swap(run, preset, test, test_b, on_progress)
-    write_json(run / "fever" / "predictions.json",
+    write_json(claimed(run, run / "fever" / "predictions.json"),
                {system: dict(zip([ex.id for ex in test], p)) for system, p in preds.items()})
     return {"out": {"fever": out}}
 

@@ -1,5 +1,5 @@
 """The `.lewisrag` marker of an output folder: the kind of output lewisrag wrote there (`made_by`,
-`mark`), the files it lists as lewisrag's (`record_files`, `note_written`, `wrote`), and what is not
+`mark`), the files it lists as lewisrag's (`record_files`, `note_writing`, `note_written`, `wrote`), and what is not
 (`added_files`, and `_foreign` through the markers of the outputs inside it)."""
 
 from __future__ import annotations
@@ -102,8 +102,25 @@ def note_written(path: str | os.PathLike, paths: Iterable[str]) -> None:
     stays while it is there; a marker that listed nothing first lists what its kind is known to have
     written (`UNLISTED`), so that a run begun before markers listed its files loses no protection. A
     folder without a marker (or with a damaged one) is left as it is: it is no output to list for."""
-    path = Path(path)
-    marker = _read_marker(path)
+    _note(Path(path), paths)
+
+
+def note_writing(path: str | os.PathLike, paths: Iterable[str]) -> None:
+    """Add `paths` (relative, "/"-separated) to what the marker of the marked folder at `path` lists as
+    lewisrag's before they are written, as `note_written` does once they are: a kill between a write and
+    the `note_written` after it left lewisrag's own file unlisted, and the next rerun refused it as the
+    user's (`stages.finished_files`). Call it just before the write, which goes through `atomic_path`:
+    the name then holds the old file or the new one. Only a name that is not there now, or that the
+    marker holds already, is listed: an existing file it does not hold may be the user's, and is listed
+    by `note_written` once it is rewritten. A name listed here whose write never came (a kill during it)
+    holds no file for `wrote`, `added_files`, `_foreign` or a rerun's removal to claim, and the next
+    `note_written` drops it."""
+    _note(Path(path), paths, coming=True)
+
+
+def _note(path: Path, paths: Iterable[str], coming: bool = False) -> None:
+    """`note_written` (the `paths` that are files now), or with `coming`, `note_writing`."""
+    marker, paths = _read_marker(path), set(paths)
     kind = _kind(marker)
     if kind is None:
         return
@@ -113,7 +130,11 @@ def note_written(path: str | os.PathLike, paths: Iterable[str]) -> None:
                  for p in path.glob(pattern)}
     else:
         known = set(listed) | (_listed_tree(marker) or set())
-    entries = sorted(e for e in known | set(paths) if _plain(e) and ((path / e).is_file() or (path / e).is_symlink()))
+    there = known if coming else known | paths  # `note_writing` lists none of `paths` that is there and not known
+    entries = {e for e in there if _plain(e) and ((path / e).is_file() or (path / e).is_symlink())}
+    if coming:  # those about to be written that are not there (one there that the marker does not hold may be a user's)
+        entries |= {e for e in paths if _plain(e) and not (path / e).exists() and not (path / e).is_symlink()}
+    entries = sorted(entries)
     write_json(path / MARKER, {**marker, "files": [e for e in entries if "/" not in e],
                                "tree": [e for e in entries if "/" in e]})
 
