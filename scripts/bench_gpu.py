@@ -95,7 +95,9 @@ from lewisrag.data.passages import open_passages  # noqa: E402
 from lewisrag.index.dense import DenseBuildConfig, DenseIndex, build_dense_index  # noqa: E402
 from lewisrag.rag_model import RagModel  # noqa: E402
 from lewisrag.rag_model.checkpoints import from_hf  # noqa: E402
-from lewisrag.training.rag import RagTrainConfig, adamw, check_compiler, compile_models, train_rag  # noqa: E402
+from lewisrag.training.devices import check_compiler, compile_models  # noqa: E402
+from lewisrag.training.optim import adamw  # noqa: E402
+from lewisrag.training.rag import RagTrainConfig, train_rag  # noqa: E402
 
 DATASHEET_BF16_DENSE = (  # FLOP/s of dense bf16 by NVIDIA's datasheets, matched in order in torch.cuda.get_device_name
     ("H100 PCIe", 756e12), ("H100 NVL", 835e12), ("H200 NVL", 836e12), ("H100", 989e12), ("H200", 989e12))  # then SXM
@@ -516,7 +518,7 @@ def hf_step(model, batch, q_ids, docs, compiled: bool = False, compile_mode: str
     """One bf16 training step of `model` (a copy of it) on the pre-retrieved batch; `compiled`: with
     lewisrag's generator and question encoder compiled as `train rag --compile` compiles them
     (`compile_mode`: torch.compile's mode, e.g. "reduce-overhead"). Both models step with `train
-    rag`'s AdamW (`training.rag.adamw`: one fused kernel on a GPU; torch's default, several
+    rag`'s AdamW (`training.optim.adamw`: one fused kernel on a GPU; torch's default, several
     multi-tensor kernels, was the first two sessions' optimizer for both).
 
     `bf16_weights`: the model's weights in bf16 and no autocast, AdamW stepping float32 master

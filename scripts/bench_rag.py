@@ -42,7 +42,7 @@ from lewisrag.rag_model import RagModel
 from lewisrag.rag_model import marginalize as M
 from lewisrag.rag_model.testing import tiny_batch, tiny_hf_rag
 from lewisrag.data.io import InputError
-from lewisrag.training.rag import check_compiler, compile_models
+from lewisrag.training.devices import check_compiler, compile_models
 
 B, K, BEAMS, D, LAYERS, VOCAB, FFN = 8, 5, 4, 256, 3, 8192, 1024
 

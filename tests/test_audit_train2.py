@@ -148,7 +148,7 @@ def test_an_overwrite_killed_then_rerun_on_changed_data_starts_afresh(rag_inputs
 
 
 def test_the_content_sha256_of_files_folders_and_hub_specs(tmp_path):
-    from lewisrag.training.rag import content_sha256
+    from lewisrag.training.rag_run import content_sha256
 
     file = tmp_path / "a.jsonl"
     file.write_bytes(b'{"question": "q", "answers": ["a"]}\n')

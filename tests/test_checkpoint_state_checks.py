@@ -18,7 +18,7 @@ from test_rag_train import make_config, rag_inputs  # noqa: F401  (session fixtu
 
 def _tiny_training():
     """A model, lewisrag's AdamW over two groups and a LambdaLR, as train rag builds them."""
-    from lewisrag.training.rag import adamw
+    from lewisrag.training.optim import adamw
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 1))

@@ -273,7 +273,7 @@ def test_each_process_resumes_its_own_random_state(tmp_path):
     import random
 
     from lewisrag.training.checkpoint import capture_rng, load_checkpoint, save_checkpoint
-    from lewisrag.training.rag import _seed_everything
+    from lewisrag.training.devices import _seed_everything
 
     model, opt, sched = _tiny_training()
     rngs, next_draws = [], []

@@ -18,7 +18,7 @@ from lewisrag.data.records import read_qa
 from lewisrag.experiments.reproduce import check_resumed_config
 from lewisrag.training import closed_book as CB
 from lewisrag.training.pretrain import SHIPPED_DIR
-from lewisrag.training.rag import adamw, learning_rate_factor
+from lewisrag.training.optim import adamw, learning_rate_factor
 from lewisrag.training.rag_data import DataPosition, group_units, next_batch, training_pairs
 
 GENERATOR = SHIPPED_DIR / "generator-small"

@@ -19,7 +19,7 @@ import torch
 
 from conftest import run_main
 from lewisrag.data.io import InputError
-from lewisrag.training import rag
+from lewisrag.training import devices, rag, rag_run
 from test_rag_train import log_lines, make_config, rag_inputs, weights  # noqa: F401  (session fixture)
 
 DEFAULT_SCALE = 65536.0  # torch.amp.GradScaler's initial scale
@@ -281,7 +281,7 @@ def test_compile_models_compiles_the_tensor_parts_only():
 
     model = SimpleNamespace(generator=module(), question_encoder=module(),
                             context_encoder=PassageEncoder(module(), tokenizer=None, max_length=8))
-    rag.compile_models(model)
+    devices.compile_models(model)
     assert all(m._compiled_call_impl is not None
                for m in (model.generator, model.question_encoder, model.context_encoder.encoder))
     assert model.context_encoder._compiled_call_impl is None
@@ -299,15 +299,15 @@ def test_compile_and_the_device_are_not_part_of_what_a_resume_compares(rag_input
 
     with pytest.raises(Interrupted):
         rag.train_rag(cfg, tmp_path / "run", on_progress=stop_at_2)
-    assert rag._check_out(tmp_path / "run", replace(cfg, compile=True), resume=True) is not None
+    assert rag_run._check_out(tmp_path / "run", replace(cfg, compile=True), resume=True) is not None
     moved = replace(cfg, cpu=not cfg.cpu, search_device="cpu" if cfg.search_device != "cpu" else "auto")
-    assert rag._check_out(tmp_path / "run", moved, resume=True) is not None
+    assert rag_run._check_out(tmp_path / "run", moved, resume=True) is not None
     with pytest.raises(InputError, match="other settings than the run.s: --seed 1 "):
-        rag._check_out(tmp_path / "run", replace(cfg, compile=True, seed=1), resume=True)
+        rag_run._check_out(tmp_path / "run", replace(cfg, compile=True, seed=1), resume=True)
 
 
 def test_compile_without_a_c_compiler_is_refused_before_loading(rag_inputs, tmp_path, monkeypatch):
-    monkeypatch.setattr(rag.shutil, "which", lambda name: None)
+    monkeypatch.setattr(devices.shutil, "which", lambda name: None)
     monkeypatch.setattr(rag, "load_components", lambda *a, **kw: pytest.fail("loaded models"))
     with pytest.raises(InputError, match="--compile.*C compiler"):
         rag.train_rag(make_config(rag_inputs, compile=True), tmp_path / "out")

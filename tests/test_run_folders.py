@@ -84,7 +84,7 @@ def test_a_moved_run_resumes_its_killed_rag_stage(qa_run, tmp_path):
 def test_a_moved_run_still_refuses_another_file(qa_run, tmp_path):
     """Inside the run folder a path compares by its place there; another file of the run, or a path
     outside it that changed, is refused as before, and so is a moved run without a recorded root."""
-    from lewisrag.training import rag
+    from lewisrag.training import rag_run
     from lewisrag.training.rag import RagTrainConfig
 
     run = tmp_path / "run2"
@@ -95,15 +95,15 @@ def test_a_moved_run_still_refuses_another_file(qa_run, tmp_path):
     cfg = RagTrainConfig(**saved["config"])
     moved = replace(cfg, **{k: getattr(cfg, k).replace(str(qa_run), str(run))
                             for k in ("index", "encoder", "generator", "train", "dev")})
-    assert rag._check_out(out, moved, resume=True, root=str(run)) is not None
+    assert rag_run._check_out(out, moved, resume=True, root=str(run)) is not None
     with pytest.raises(InputError, match=r"--index \S+/run2/index_b \(the run's: \S+/index_a\)"):
-        rag._check_out(out, replace(moved, index=str(run / "index_b")), resume=True, root=str(run))
+        rag_run._check_out(out, replace(moved, index=str(run / "index_b")), resume=True, root=str(run))
     elsewhere = tmp_path / "train.jsonl"
     shutil.copy(run / "world" / "train.jsonl", elsewhere)
     with pytest.raises(InputError, match="--train "):
-        rag._check_out(out, replace(moved, train=str(elsewhere)), resume=True, root=str(run))
+        rag_run._check_out(out, replace(moved, train=str(elsewhere)), resume=True, root=str(run))
     with pytest.raises(InputError, match="--index "):  # no root now: compared by the file, as `train rag` does
-        rag._check_out(out, moved, resume=True)
+        rag_run._check_out(out, moved, resume=True)
 
 
 def test_overwrite_never_replaces_a_part_of_another_lewisrag_output(tmp_path, monkeypatch, capsys):

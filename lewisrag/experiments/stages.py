@@ -45,8 +45,8 @@ from lewisrag.training.dpr import KIND as DPR_KIND
 from lewisrag.training.pretrain import KIND as GENERATOR_KIND
 from lewisrag.training.pretrain import SHIPPED_DIR, pretrain
 from lewisrag.training.rag import KIND as RAG_KIND
-from lewisrag.training.rag import LAYOUT as RAG_LAYOUT
-from lewisrag.training.rag import REPLACED as RAG_REPLACED
+from lewisrag.training.rag_run import LAYOUT as RAG_LAYOUT
+from lewisrag.training.rag_run import REPLACED as RAG_REPLACED
 from lewisrag.training.rag import train_rag
 from lewisrag.training.stitched_train import KIND as STITCHED_KIND
 from lewisrag.training.rag_data import place_search

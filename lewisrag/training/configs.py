@@ -45,7 +45,7 @@ def check_precision(mixed_precision: str, device: str) -> str:
 
 
 FLOAT32_MAX = float.fromhex("0x1.fffffep+127")  # torch.finfo(torch.float32).max
-ADAM_BETA1 = 0.9  # the first-moment decay of every trainer's AdamW (training.rag.adamw: torch's default)
+ADAM_BETA1 = 0.9  # the first-moment decay of every trainer's AdamW (training.optim.adamw: torch's default)
 # AdamW's first update divides the learning rate by 1 - beta1 (the bias correction) into a float32 step
 # size: past this it overflows, a RuntimeError mid-step
 LR_MAX = FLOAT32_MAX * (1 - ADAM_BETA1)

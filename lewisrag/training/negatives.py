@@ -18,7 +18,7 @@ from lewisrag.data.passages import passages_at
 from lewisrag.data.records import Passage, QAExample, ids_present, missing_passage_id
 from lewisrag.index.bm25 import BM25Index
 from lewisrag.training.configs import HARD_NEGATIVE_SOURCES
-from lewisrag.training.rag import autocast
+from lewisrag.training.devices import autocast
 
 
 def hard_negative_source(cfg, examples: Sequence[QAExample], present: Container[str]) -> str:

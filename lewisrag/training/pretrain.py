@@ -41,7 +41,7 @@ from lewisrag.scoring.qa import exact_match
 from lewisrag.training import pretrain_data as D
 from lewisrag.training.configs import GENERATOR_KIND as KIND  # the marker kind of generator folders (lewisrag.data.outputs)
 from lewisrag.training.configs import PretrainConfig
-from lewisrag.training.rag import adamw, diverged, finite
+from lewisrag.training.optim import adamw, diverged, finite
 
 SHIPPED_DIR = Path(__file__).resolve().parent.parent / "pretrained"  # package data: lewisrag/pretrained/<name>/
 

@@ -28,6 +28,9 @@ which expects a DDP-wrapped model.
 With `train_context_encoder` the RAG loss trains DPR's context encoder too, the index re-encoded
 every `reindex_every` steps (`training.end2end`, which says how and why).
 
+The run folder's records and the checks of a `--resume` are `training.rag_run`'s; the device, precision,
+compile and seeding helpers `training.devices`'; AdamW and its schedule `training.optim`'s.
+
 Output directory:
 
     config.json   this config, and the sha256 of its --train and --dev files' content (`data_sha256`);
@@ -39,31 +42,24 @@ Output directory:
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import hashlib
 import json
 import math
 import os
-import random
 import shutil
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, fields
+from dataclasses import asdict
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.distributed as dist
-from accelerate import Accelerator
-from accelerate.state import AcceleratorState
 from accelerate.utils import broadcast_object_list, gather_object
 
-from lewisrag.data.io import InputError, LewisragWarning, atomic_path, expect, is_count, is_number, read_json, write_json
-from lewisrag.data.outputs import (check_inputs_outside, check_out_dir, exclusive, existing, is_ours, mark, physical,
-                                   record_files, replace_dir)
+from lewisrag.data.io import InputError, LewisragWarning, read_json
+from lewisrag.data.outputs import check_inputs_outside, check_out_dir, is_ours, physical, replace_dir
 from lewisrag.data.records import QAExample
-from lewisrag.data.threads import resolve_device
 from lewisrag.index.shared import NodeSearch
 from lewisrag.rag_model.answering import answer_questions
 from lewisrag.rag_model.model import max_positions
@@ -72,42 +68,15 @@ from lewisrag.scoring.qbleu import q_bleu1
 from lewisrag.scoring.retrieval import hit_rate
 from lewisrag.training import checkpoint as C
 from lewisrag.training import end2end as E
-from lewisrag.training.configs import PRECISIONS, RagTrainConfig, check_precision
+from lewisrag.training.configs import RagTrainConfig
 from lewisrag.training.configs import RAG_KIND as KIND  # the marker kind of training run folders (lewisrag.data.outputs)
-from lewisrag.training.tasks import DEV_METRIC, fever_accuracy, rag_label_log_probs
+from lewisrag.training.devices import (_accelerator, _check_precision, _checkpoint_activations, _seed_everything, autocast,
+                                       compile_models)
+from lewisrag.training.optim import adamw, diverged, finite, learning_rate_factor
 from lewisrag.training.rag_data import DataPosition, answer_labels, doc_entropy, load_components, next_batch, place_search, shard
-
-
-def learning_rate_factor(step: int, steps: int, warmup_steps: int) -> float:
-    """Linear warmup to 1, then linear decay to 0 at `steps` (transformers' linear schedule).
-
-    >>> [learning_rate_factor(s, 10, 2) for s in (0, 1, 2, 6, 10)]
-    [0.0, 0.5, 1.0, 0.5, 0.0]
-    """
-    if step < warmup_steps:
-        return step / max(1, warmup_steps)
-    return max(0.0, (steps - step) / max(1, steps - warmup_steps))
-
-
-def adamw(params, lr: float, weight_decay: float) -> torch.optim.AdamW:
-    """AdamW over `params` (tensors or groups), fused into one kernel per step when the weights are on
-    a GPU, as nanoGPT does (torch's default there launches several multi-tensor kernels per step).
-
-    On the CPU, the multi-tensor (foreach) implementation: torch's default there is the for-loop one,
-    about ten small ops per parameter from Python (7.6 ms of a 63 ms step of the small preset's
-    stitched reader, 91 parameters, on 2 cores), and the foreach one does the same arithmetic in
-    the same order, bit for bit (`tests/test_devices.py`), without the Python loop. The fused CPU
-    kernel is faster still but rounds differently, and with it the small preset's FEVER runs ended
-    under their 0.85 target (0.849 / 0.847).
-
-    Every parameter decays, biases and LayerNorm weights too, where the paper's fine-tuning script and
-    DPR's trainer exclude them: at 0.01 over these runs' steps the difference is small, and every
-    number the docs record was trained this way."""
-    params = list(params)
-    first = params[0]["params"][0] if isinstance(params[0], dict) else params[0]
-    on_gpu = first.device.type == "cuda"
-    return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=True if on_gpu else None,
-                             foreach=None if on_gpu else True)
+from lewisrag.training.rag_run import (DATA_KEY, ROOT_KEY, _check_out, _held, _prepare_out, _record, _recorded, _run_config,
+                                       data_fingerprints)
+from lewisrag.training.tasks import DEV_METRIC, fever_accuracy, rag_label_log_probs
 
 
 def combined_length_note(cfg: RagTrainConfig) -> str | None:
@@ -208,13 +177,6 @@ def train_rag(cfg: RagTrainConfig, out: str | os.PathLike, resume: bool = False,
     return {**summary, "out": str(out)}
 
 
-def _held(folder: Path):
-    """`folder` held by the process that writes it (rank 0 under `accelerate launch`; the others
-    only read there): a second run into the same folder is refused instead of interleaving its
-    checkpoints with this one's."""
-    return exclusive(folder) if os.environ.get("RANK", "0") == "0" else contextlib.nullcontext()
-
-
 def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress, recorded: dict) -> dict:
     """`recorded`: what config.json and each state.json hold beside the config (`_recorded`)."""
     _check_precision(cfg)
@@ -277,384 +239,6 @@ def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress, record
             "dev_metric": DEV_METRIC[cfg.task], "n_train": len(parts.pairs),
             "skipped_no_answer": parts.skipped, "processes": acc.num_processes, "main": acc.is_main_process,
             "search": searched_on, "out": str(out)}
-
-
-def _check_precision(cfg: RagTrainConfig) -> None:
-    if cfg.mixed_precision in PRECISIONS:  # an unknown one is rag_data.check_config's to name
-        check_precision(cfg.mixed_precision, "cpu" if cfg.cpu or not torch.cuda.is_available() else "cuda")
-    if cfg.compile:
-        check_compiler()
-
-
-def check_compiler() -> None:
-    """`--compile` needs a C compiler: inductor builds its kernels (C++ on the CPU, triton's
-    launcher on a GPU) with the system's. Checked before anything loads."""
-    if not any(shutil.which(cc) for cc in ("cc", "gcc", "clang")):
-        raise InputError("--compile", "needs a C compiler on PATH (cc, gcc or clang): torch.compile builds its kernels with it")
-
-
-def single_device(device: str, mixed_precision: str) -> tuple[torch.device, torch.amp.GradScaler]:
-    """Where a one-process trainer (closed book, DPR, the stitched reader) runs (`device`: auto, cpu,
-    cuda[:N]) and its gradient scaler, on under fp16 only; `mixed_precision` checked first."""
-    where = torch.device(check_precision(mixed_precision, resolve_device(device)))
-    return where, torch.amp.GradScaler(where.type, enabled=mixed_precision == "fp16")
-
-
-def backward_step(loss, opt, sched, scaler, params, max_grad_norm: float) -> dict:
-    """A one-process trainer's step after its forward pass: backward (scaled under fp16), the clip of
-    the true gradients (none for 0), then `optimizer_step`; returns its log fields."""
-    scaler.scale(loss).backward()  # as is without fp16
-    scaler.unscale_(opt)
-    if max_grad_norm:
-        torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
-    return optimizer_step(opt, sched, scaler)
-
-
-def diverged(what: str, lr: float, flag: str = "--lr", field: str | None = None, also: str = "") -> InputError:
-    """The one line a trainer (DPR, the stitched reader, pretraining, FEVER's verifier, RAG fine-tuning)
-    stops with when its loss or weights turn NaN or inf, saving nothing: its NaN weights were saved,
-    with exit 0."""
-    return InputError(flag, f"{what}: training diverged; lower {field or flag} (now {lr:g}){also}", field=field)
-
-
-def finite(params) -> bool:
-    """Whether every tensor of `params` holds finite numbers only (a trainer checks once, after its last step)."""
-    return all(bool(torch.isfinite(w).all()) for w in params)
-
-
-def _accelerator(cfg: RagTrainConfig):
-    # accelerate keeps its settings process-wide and refuses new ones, but one process may train
-    # several models (`lewisrag reproduce`); the process group (PartialState) is kept
-    AcceleratorState._reset_state(reset_partial_state=False)
-    # without a GPU, accelerate joins the processes torchrun started only when told it is on the CPU
-    return Accelerator(cpu=cfg.cpu or not torch.cuda.is_available(),
-                       mixed_precision=cfg.mixed_precision if cfg.mixed_precision in PRECISIONS else "no")
-
-
-def _checkpoint_activations(model, frozen_retriever: bool) -> None:
-    """Turn on gradient checkpointing in the generator and, unless frozen (it then runs in eval
-    mode, where checkpointing is off, and no gradient flows through it), the question encoder."""
-    parts = {"generator": model.generator} | ({} if frozen_retriever else {"question encoder": model.question_encoder})
-    if model.context_encoder is not None:
-        parts["context encoder"] = model.context_encoder
-    for name, part in parts.items():
-        _enable_checkpointing(part)
-        if not any(getattr(m, "gradient_checkpointing", False) for m in part.modules()):
-            raise InputError("--gradient-checkpointing", f"the {name} ({type(part).__name__}) has no transformers "
-                                                         "model inside that supports gradient checkpointing")
-
-
-def compile_models(model, mode: str | None = None) -> None:
-    """torch.compile the generator, the question encoder and (end to end) the context encoder, in
-    place: their `state_dict` keys and the saved folders stay as they are, and only their own
-    `__call__` is compiled (decoding calls BART's encoder and layers directly and stays eager).
-    `dynamic=True`: every batch pads to its own lengths, so one graph with symbolic lengths instead
-    of a recompilation for each new shape. Each compiles on the training step's first call, and
-    again on the first call in eval mode without gradient (the question encoder at a dev
-    evaluation, the generator at FEVER's, the context encoder at a re-index). On two CPU cores a
-    compilation took about 15-45 s for the test models and 65-77 s for the CPU bench's (d_model
-    256), 19-27 s when inductor's on-disk cache already held its kernels.
-
-    Why: torch.compile fuses the layer norms, activations, dropout and residual additions between
-    the matrix products, which is what a bf16 step spends its time on besides them. Measured on
-    the CPU bench's RAG-Token step (two cores, `scripts/bench_rag.py --compile`): 1.03-1.09x faster
-    in bf16, 0.97-0.99x in fp32, where the products dominate; on a GPU, `scripts/bench_gpu.py --parts
-    compiled` measures it. `mode`: torch.compile's ("reduce-overhead" replays CUDA graphs; the
-    bench's `--mfu-modes compiled:cudagraphs` measures it at a fixed shape), None its default."""
-    parts = [model.generator, model.question_encoder]
-    if model.context_encoder is not None:  # end to end: its DPR model, after PassageEncoder has tokenized
-        parts.append(getattr(model.context_encoder, "encoder", model.context_encoder))
-    for part in parts:
-        part.compile(dynamic=True, mode=mode)
-
-
-def _enable_checkpointing(module: torch.nn.Module) -> None:
-    """`module`'s own gradient checkpointing or, where it has none (transformers' DPR encoders),
-    that of the outermost models inside it which have (DPR's BertModel)."""
-    if not getattr(module, "supports_gradient_checkpointing", False):
-        for child in module.children():
-            _enable_checkpointing(child)
-        return
-    # the newer transformers name; the older one warns that it is deprecated there
-    enable = getattr(module, "activation_checkpointing_enable", None) or module.gradient_checkpointing_enable
-    # non-reentrant: it needs no input that requires grad and keeps dropout's random draws
-    enable({"use_reentrant": False})
-
-
-def autocast(mixed_precision: str, device_type: str):
-    """Autocast of the forward passes in `mixed_precision` ("no", "bf16", "fp16"; accelerate's own
-    skips fp16 off a GPU)."""
-    if mixed_precision == "no":
-        return contextlib.nullcontext()
-    return torch.autocast(device_type, dtype=torch.bfloat16 if mixed_precision == "bf16" else torch.float16)
-
-
-def _seed_everything(seed: int, rank: int = 0) -> None:
-    """Seed python's, numpy's and torch's global generators (dropout draws from torch's); each
-    process of a multi-process run from its own seed, so that their dropout masks differ (the data
-    order has its own seed, `rag_data.next_batch`). One process: `seed` itself."""
-    random.seed(seed + rank)
-    np.random.seed(seed + rank)
-    torch.manual_seed(seed + rank)
-
-
-# Fields a resumed run may change: they say how fast or where, not what is trained. A run killed
-# on one machine may go on on another (the device: --device cpu is `cpu`; where a Flat index is
-# searched), as `reproduce --resume` promises (experiments/presets.comparable), with or without
-# --compile, and with --gradient-checkpointing after running out of memory (the same loss and
-# gradients, recomputed) or --shared-retrieval (the same search, made by each node's first process).
-RESUMABLE_CHANGES = ("compile", "cpu", "search_device", "gradient_checkpointing", "shared_retrieval")
-PATH_FIELDS = ("index", "encoder", "context_encoder", "generator", "train", "dev")  # one file however it is spelled
-# The data files' content, recorded beside the config (config.json, and state.json at each checkpoint):
-# the config names them by path, and a file edited at the same path between a kill and a --resume
-# trained on other data without a word.
-DATA_FIELDS = ("train", "dev")
-DATA_KEY = "data_sha256"
-DATA_SUFFIXES = (".parquet", ".arrow")  # a folder's data files: Parquet shards, a save_to_disk folder's Arrow files
-# The folder a run and its inputs move with (`train_rag(root=)`, a reproduction's RUN), as an absolute path when
-# the run wrote it, beside DATA_KEY. Paths compare by the file they name, and after `mv RUN RUN2` RUN/index_a is
-# no file at all: a resume compares a path inside the recorded root with one inside the root now by their place
-# in it, so a moved reproduction resumes its killed RAG stage, while RUN2/index_b for RUN/index_a (another file
-# of the run) or a path outside the root that changed is refused as before.
-ROOT_KEY = "run_root"
-
-
-def content_sha256(spec: str) -> str | None:
-    """sha256 of what a data path holds, read in blocks (a large file is never in memory whole): a
-    file's bytes; a folder's data files (DATA_SUFFIXES), each by its name inside the folder and its
-    bytes' sha256, in name order. None for an `hf:` spec, which names a hub dataset that only a
-    download could hash (its cache is no record of what the hub serves now), and for a path that
-    cannot be read, which the run's loader then names."""
-    if not spec or spec.startswith("hf:"):
-        return None
-    path = Path(spec)
-    try:
-        if path.is_dir():
-            files = sorted((f.relative_to(path).as_posix(), f) for f in path.rglob("*")
-                           if f.suffix.lower() in DATA_SUFFIXES and f.is_file())
-            listing = "".join(f"{name}\0{_file_sha256(f)}\n" for name, f in files)
-            return hashlib.sha256(listing.encode()).hexdigest()
-        return _file_sha256(path) if path.is_file() else None
-    except OSError:
-        return None
-
-
-def _file_sha256(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
-def data_fingerprints(cfg: RagTrainConfig) -> dict[str, str | None]:
-    """`content_sha256` of each of `cfg`'s DATA_FIELDS, as the run records them."""
-    return {name: content_sha256(getattr(cfg, name)) for name in DATA_FIELDS}
-
-
-def _recorded(data: dict, root: str | os.PathLike | None = None) -> dict:
-    """What a run records beside its config: its data files' content (DATA_KEY) and, given, its root (ROOT_KEY)."""
-    return {DATA_KEY: data} | ({ROOT_KEY: os.path.abspath(root)} if root is not None else {})
-
-
-def _run_config(cfg: RagTrainConfig, recorded: dict) -> dict:
-    """What a run's config.json holds: the config, and what `_recorded` adds."""
-    return {**asdict(cfg), **recorded}
-
-
-def _check_out(out: Path, cfg: RagTrainConfig, resume: bool, data: dict | None = None,
-               root: str | None = None) -> Path | None:
-    """The checkpoint to resume from, if any; refuses to overwrite a run or resume a different one
-    (other settings, or other `data`: `data_fingerprints`; None: not compared). `root`: the folder the
-    run moves with now (ROOT_KEY), against the one it recorded."""
-    check_out_dir(out, KIND)
-    ckpt = existing(out / "checkpoint")
-    if not resume:
-        if out.exists() and any(out.iterdir()):
-            raise InputError(out, "output directory is not empty; pass --resume to continue its run, --overwrite to "
-                             "replace it, or choose another --out")
-        return None
-    if ckpt is None and existing(out / "final") is not None:  # finished, its checkpoint deleted (it is the
-        # largest folder): a resume would train again from step 0 and replace the model in final/ and best/
-        raise InputError(out, "holds a finished run (final/) whose checkpoint/ is gone: there is nothing to resume "
-                         "from; --overwrite trains it again from step 0, replacing final/ and best/, or choose another --out")
-    if ckpt is None:  # killed before its first checkpoint: it starts again, but only as the run it was
-        file = out / "config.json"
-        if file.is_file():
-            saved = _read_run_config(file)
-            _check_same_config(saved, cfg, file, (_saved_root(saved, file, "; the run folder is damaged"), root))
-            _check_same_data(saved.get(DATA_KEY), cfg, data, file, "; the run folder is damaged")
-        return None
-    state = _read_state(ckpt)
-    file = ckpt / C.STATE_JSON
-    _check_same_config(state["config"], cfg, file, (_saved_root(state, file, "; the checkpoint is damaged"), root))
-    _check_same_data(state.get(DATA_KEY), cfg, data, ckpt / C.STATE_JSON, "; the checkpoint is damaged")
-    step = state["step"]
-    if step > cfg.steps:  # the same config, so no run of it saved a later step: the loop would end at once
-        raise InputError(ckpt / C.STATE_JSON, f"step {step} is beyond the run's --steps {cfg.steps}; the checkpoint "
-                         "is damaged", field="step")
-    return ckpt
-
-
-def _check_same_config(saved: dict, cfg: RagTrainConfig, file: Path,
-                       roots: tuple[str | None, str | None] = (None, None)) -> None:
-    """Refuse a --resume whose settings differ from the run's (`saved`, its config as written in
-    `file`) but for RESUMABLE_CHANGES, naming each flag with both values. A field `saved` lacks was
-    added since: its default is what that run used. Paths name the same file however written
-    (relative to another working directory, through a link), or the same place inside the run's
-    root as `roots` (the recorded one, the one now) give them: a moved root (ROOT_KEY)."""
-    now = asdict(cfg)
-    was_root, root = roots
-
-    def same(f) -> bool:
-        was = saved.get(f.name, f.default)
-        if f.name in PATH_FIELDS and isinstance(was, str) and isinstance(now[f.name], str):
-            if was == now[f.name] or (not was.startswith("hf:") and os.path.realpath(was) == os.path.realpath(now[f.name])):
-                return True
-            place = _inside(was, was_root), _inside(now[f.name], root)
-            return None not in place and place[0] == place[1]
-        return was == now[f.name]
-
-    changed = [f"--{f.name.replace('_', '-')} {_shown(now[f.name])} (the run's: {_shown(saved.get(f.name, f.default))})"
-               for f in fields(cfg) if f.name not in RESUMABLE_CHANGES and not same(f)]
-    if changed:
-        raise InputError(file, f"--resume with other settings than the run's: {'; '.join(changed)}. Resume with the "
-                         "run's own, or start a new run (another --out, or --overwrite)", field="config")
-
-
-def _saved_root(saved: dict, file: Path, damaged: str) -> str | None:
-    """The root a run recorded (ROOT_KEY; None for a run without one, or written before it existed)."""
-    root = saved.get(ROOT_KEY)
-    expect(root is None or (isinstance(root, str) and os.path.isabs(root)), file, ROOT_KEY, "null or an absolute path",
-           root, damaged)
-    return root
-
-
-def _inside(path: str, root: str | None) -> str | None:
-    """`path`'s place inside `root` ("index_a", "world/train.jsonl"), or None: no root, or a path
-    that is not absolute (its folder was the working directory of another time) or not inside it.
-    Read from the text, since the recorded root may no longer exist."""
-    if root is None or not os.path.isabs(path):
-        return None
-    rel = os.path.relpath(os.path.normpath(path), os.path.normpath(root))
-    return None if rel == os.curdir or rel == os.pardir or rel.startswith(os.pardir + os.sep) else rel
-
-
-def _check_same_data(saved, cfg: RagTrainConfig, data: dict | None, file: Path, damaged: str) -> None:
-    """Refuse a --resume whose --train or --dev file (the same path: `_check_same_config` compared
-    the paths) holds other content than the run recorded (`saved`: DATA_KEY of the checkpoint's
-    state.json, else of the run's config.json, both `file`), naming each flag and file. A run
-    recorded before DATA_KEY existed resumes unchecked; a file now unreadable is the loader's to name."""
-    if saved is None or data is None:
-        return
-    expect(isinstance(saved, dict), file, DATA_KEY, "an object of the data files' sha256", saved, damaged)
-    for name in DATA_FIELDS:
-        was = saved.get(name)
-        expect(was is None or (isinstance(was, str) and len(was) == 64 and all(c in "0123456789abcdef" for c in was)),
-               file, f"{DATA_KEY}.{name}", "null or a sha256 in hex", was, damaged)
-    changed = [f"--{name} {getattr(cfg, name)} (sha256 {data[name][:12]}..., the run's {saved[name][:12]}...)"
-               for name in DATA_FIELDS if saved.get(name) and data[name] and saved[name] != data[name]]
-    if changed:
-        raise InputError(file, f"--resume with other data than the run's, the same path holding other content: "
-                         f"{'; '.join(changed)}. Resume with the files the run trained on, or start a new run "
-                         "(another --out, or --overwrite)", field=DATA_KEY)
-
-
-def _shown(value: object) -> str:
-    """A config value as a flag takes it: `--qa-fields question=query,answers=golds`, a switch on or off."""
-    if isinstance(value, dict):
-        return ",".join(f"{k}={v}" for k, v in value.items())
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    return "(none)" if value in (None, "") else str(value)
-
-
-def _read_run_config(file: Path) -> dict:
-    """A run's config.json (written by `_prepare_out`), an object, else one line naming it."""
-    config = read_json(file)
-    expect(isinstance(config, dict), file, "(top level)", "a JSON object of the run's config", config,
-           "; the run folder is damaged")
-    return config
-
-
-def _read_state(ckpt: Path) -> dict:
-    """The checkpoint's state.json with what this loop keeps in it checked (`checkpoint.read_state`
-    checks the rest): one line naming a damaged field, before any model loads."""
-    state, file = C.read_state(ckpt), ckpt / C.STATE_JSON
-
-    def need(ok: bool, field: str, what: str, value: object) -> None:
-        expect(ok, file, field, what, value, "; the checkpoint is damaged")
-
-    for field in ("step", "position", "config"):
-        if field not in state:
-            raise InputError(file, "missing: the checkpoint is damaged", field=field)
-    need(isinstance(state["config"], dict), "config", "an object", state["config"])
-    position = state["position"]
-    need(isinstance(position, dict) and set(position) == {f.name for f in fields(DataPosition)}, "position",
-         "an object of epoch and index", position)
-    for name in sorted(position):
-        need(is_count(position[name]), f"position.{name}", "a whole number >= 0", position[name])
-    best = state.get("best_em")
-    need(best is None or (is_number(best) and math.isfinite(best)), "best_em", "null or a finite number", best)
-    best_step = state.get("best_step")
-    need(best_step is None or (is_count(best_step) and best_step <= state["step"]), "best_step",
-         "null or a whole number no later than the step", best_step)
-    live = state.get("live_index")
-    need(live is None or (isinstance(live, dict) and is_count(live.get("step", 0))), "live_index",
-         "null or an object with a whole-number step", live)
-    _check_log(ckpt / C.LOG)
-    return state
-
-
-def _check_log(file: Path) -> None:
-    """The checkpoint's copy of log.jsonl (the resumed log starts from it): one JSON object per line,
-    else one line naming the line; a damaged line was copied into the resumed run's log."""
-    if not file.is_file():
-        return
-    with open(file, "rb") as f:
-        for line, raw in enumerate(f, 1):
-            try:
-                ok = isinstance(json.loads(raw), dict)
-            except ValueError:  # also bytes that are not UTF-8
-                ok = False
-            if not ok:
-                raise InputError(file, "not a JSON object of the training log; the checkpoint is damaged", line=line)
-
-
-def _prepare_out(out: Path, cfg: RagTrainConfig, recorded: dict, ckpt: Path | None, log_file: Path) -> None:
-    """config.json, and the log as of the checkpoint (lines written after it are redone)."""
-    mark(out, KIND)  # a killed run's staging folders were swept by check_out_dir: a live writer's are kept
-    ckpt = _settle_replaced(out, ckpt)
-    write_json(out / "config.json", _run_config(cfg, recorded))
-    saved_log = ckpt / C.LOG if ckpt is not None else None
-    with atomic_path(log_file) as tmp:
-        tmp.write_bytes(saved_log.read_bytes() if saved_log is not None and saved_log.exists() else b"")
-
-
-REPLACED = ("checkpoint", "best", "final")  # the run's folders that each save replaces whole (outputs.replace_dir)
-LAYOUT = ("config.json", "log.jsonl", *REPLACED)  # what a run writes at its top level
-
-
-def _record(out: Path) -> None:
-    """List what the run wrote in its marker (`outputs.record_files`), after each save, so that a later
-    rerun tells a file the user added from the run's own (`outputs.check_part`)."""
-    record_files(out, [n for n in LAYOUT if (out / n).exists()])
-
-
-def _settle_replaced(out: Path, ckpt: Path | None) -> Path | None:
-    """Put back what a kill between the two renames of a replace left (`outputs.replace_dir`): the
-    previous folder at `.NAME.old`, NAME missing (moved back: it is what `existing` resumed from) or
-    NAME already the new one (the old removed). Left there, carrying no marker of its own, it made
-    the next save of NAME refuse the run's own folder as a user's, steps after the resume. Returns
-    where `ckpt` now is."""
-    for name in REPLACED:
-        old, folder = out / f".{name}.old", out / name
-        if old.is_symlink() or not old.is_dir():
-            continue
-        if folder.exists():
-            shutil.rmtree(old)
-        else:
-            os.replace(old, folder)
-            if ckpt == old:
-                ckpt = folder
-    return ckpt
 
 
 def _reindexed_at(state: dict) -> int:
@@ -780,6 +364,16 @@ def optimizer_step(opt, sched, scaler) -> dict:
         warnings.filterwarnings("ignore", r"Detected call of `lr_scheduler\.step\(\)` before", UserWarning)
         sched.step()
     return {"loss_scale": scale, "skipped_inf": skipped}
+
+
+def backward_step(loss, opt, sched, scaler, params, max_grad_norm: float) -> dict:
+    """A one-process trainer's step after its forward pass: backward (scaled under fp16), the clip of
+    the true gradients (none for 0), then `optimizer_step`; returns its log fields."""
+    scaler.scale(loss).backward()  # as is without fp16
+    scaler.unscale_(opt)
+    if max_grad_norm:
+        torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
+    return optimizer_step(opt, sched, scaler)
 
 
 def _micro_step(cfg, acc, parts, model, ids: list[int], scaler) -> list[float]:

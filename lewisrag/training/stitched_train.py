@@ -39,7 +39,9 @@ from lewisrag.index.store import check_depth, read_manifest
 from lewisrag.rag_model.stitched import StitchSettings, stitch
 from lewisrag.training.configs import STITCHED_KIND as KIND  # the marker kind of its output folders (lewisrag.data.outputs)
 from lewisrag.training.configs import StitchedTrainConfig, check_stitched
-from lewisrag.training.rag import adamw, autocast, backward_step, diverged, finite, learning_rate_factor, single_device
+from lewisrag.training.devices import autocast, single_device
+from lewisrag.training.optim import adamw, diverged, finite, learning_rate_factor
+from lewisrag.training.rag import backward_step
 
 SETTINGS_FILE = "stitched.json"
 

@@ -38,7 +38,7 @@ from lewisrag.data.threads import resolve_device
 from lewisrag.rag_model.model import generator_input
 from lewisrag.rag_model.settings import RagSettings
 from lewisrag.training.pretrain import KIND, _save_into, on_device
-from lewisrag.training.rag import adamw, diverged, finite
+from lewisrag.training.optim import adamw, diverged, finite
 from lewisrag.training.tasks import label_ids, predicted_label, prepare_generator
 
 FRESH_PER_DRAW = 48  # fresh entities per draw: two thirds stated, one third absent (NOT ENOUGH INFO about unknowns)

@@ -150,7 +150,7 @@ def _old(target: Path) -> Path:
 
 def _restore_old(out: Path) -> None:
     """Put back the folder a kill between `replace_dir`'s two renames left at `.NAME.old` (marked, `out`
-    missing), as a RAG run does its checkpoints' (`training.rag._settle_replaced`): left there, the next
+    missing), as a RAG run does its checkpoints' (`training.rag_run._settle_replaced`): left there, the next
     run found no output to carry the user's files from, and its replace removed them with `.NAME.old`."""
     old = _old(out)
     if out.exists() or out.is_symlink() or old.is_symlink() or not old.is_dir() or made_by(old) is None:
