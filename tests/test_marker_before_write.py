@@ -44,7 +44,7 @@ def _after(fn):
 
 # kill point -> (stage records to forget, files to remove and unlist, where to interrupt, the file left there)
 KILLS = {
-    "finish": ((), ("results.json", "timings.json", "report.md", "training_curves.png", "em_vs_k.png", "swap_matrix.png", "token_posteriors.png"),
+    "finish": ((), (*S.REWRITTEN, "em_vs_k.png", "swap_matrix.png"),
                (reproduce_module, "write_report", lambda: _boom), "results.json"),
     "compare": (("compare",), ("position.png", "report.html"),
                 (compare_module, "plot_positions", lambda: _after(compare_module.plot_positions)), "position.png"),
@@ -98,6 +98,7 @@ def test_the_end_lists_before_writing_them_the_report_files_it_writes_and_no_oth
     write_report(run, results)
     assert set(p.name for p in run.iterdir()) - before == set(report_files(results))
     assert "jeopardy_posteriors.png" not in report_files(results) and "token_posteriors.png" in report_files(results)
+    assert set(S.REWRITTEN) - {"results.json", "timings.json"} <= set(report_files({}))  # drawn for any results
 
 
 def test_resume_names_what_would_replace_a_users_results(qa_run, tmp_path, monkeypatch, capsys):
@@ -142,11 +143,10 @@ def test_listing_before_a_write_leaves_a_folder_without_a_marker_as_it_is(tmp_pa
     assert list((tmp_path / "plain").iterdir()) == []
 
 
-@pytest.mark.parametrize("name", ["training_curves.png", "report.html", "position.png"])
-def test_resume_refuses_a_users_plot_or_page_it_would_rewrite(qa_run, tmp_path, monkeypatch, capsys, name):
-    """A resumed run's end rewrites every plot of the report and report.html, and a stage it reruns its
-    own files; --resume checked only results.json, timings.json and report.md, so a user's file of
-    such a name was replaced in silence."""
+@pytest.mark.parametrize("name", ["training_curves.png", "token_posteriors.png"])
+def test_resume_refuses_a_users_plot_it_would_rewrite(qa_run, tmp_path, monkeypatch, capsys, name):
+    """A resumed run's end draws these plots whatever its sections; --resume checked only results.json,
+    timings.json and report.md, so a user's file of such a name was replaced in silence."""
     run = copy_run(qa_run, tmp_path / "run")
     (run / name).unlink()
     note_written(run, [])

@@ -58,6 +58,9 @@ SYSTEMS = ("rag_token", "rag_sequence", "closed_book")  # Table 1's rows that th
 FINISHED = ("results.json", "timings.json", "report.md", "report.html", "predictions.json", "evidence.json",
             "knowledge_update.json", "training_curves.png", "em_vs_k.png", "swap_matrix.png", "token_posteriors.png",
             "position.png", "jeopardy_posteriors.png")
+# those the end of every run, --resume too, writes: the results and the report with the plots every report draws
+# (`report.report_files`; em_vs_k.png, swap_matrix.png and jeopardy_posteriors.png only with their sections)
+REWRITTEN = ("results.json", "timings.json", "report.md", "training_curves.png", "token_posteriors.png")
 
 
 # The folders stages replace whole, by stage name: (its path in RUN, its marker kind). `check_rerun` checks
@@ -204,8 +207,9 @@ def start_run(run: Path, config: dict, resume: bool, overwrite: bool = False) ->
     ends. Only those the run's marker says it wrote (`outputs.wrote`): a user's file of such a name
     (RUN/jeopardy_posteriors.png beside a QA run, which writes none) is refused by name before
     anything is removed, unless `overwrite`; a folder of such a name is refused whatever `overwrite`.
-    A `resume` removes nothing and checks them alike: its end rewrites the results and every plot of the
-    report, and each stage it reruns its own files (a user's training_curves.png was replaced in silence).
+    A `resume` removes nothing and checks those its end always rewrites (`REWRITTEN`) alike (a user's
+    training_curves.png was replaced in silence); a user's file of a name the run may not write
+    (jeopardy_posteriors.png beside a QA run) is left alone.
 
     config.json also records the library multiplying float32 linear layers on the CPU, the one in
     force now (`reproduce --cpu-linear`, LINEAR_KEY), and a resume with another is refused: it
@@ -217,8 +221,8 @@ def start_run(run: Path, config: dict, resume: bool, overwrite: bool = False) ->
     if why := linear_difference(saved, kind):
         raise InputError(run / "config.json", f"was written with another library for float32 linear layers on the "
                          f"CPU: {why}; resume with --cpu-linear {saved[LINEAR_KEY]}, or use a new --out or drop --resume")
-    # all checked before anything is removed; on --resume too: its end and the stages it reruns rewrite them
-    doomed = finished_files(run, overwrite, FINISHED, resume)
+    # all checked before anything is removed; on --resume, those its end rewrites whatever the stages (REWRITTEN)
+    doomed = finished_files(run, overwrite, REWRITTEN if resume else FINISHED, resume)
     if not resume:
         forget_stages(run)
         for path in doomed:
