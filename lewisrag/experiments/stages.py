@@ -96,7 +96,14 @@ def check_rerun(run: Path, names: Sequence[str], resume: bool, overwrite: bool =
     `names` will replace (every one, or with `resume` those not finished) must hold nothing of the
     user's (`outputs.check_part`): a file the user added to it is refused by name (exit 2), not lost
     once the stages before it were redone, unless `overwrite`. A resumed RAG run replaces only its
-    checkpoint/, best/ and final/ folders; a plain rerun removes it whole (`rag`)."""
+    checkpoint/, best/ and final/ folders; a plain rerun removes it whole (`rag`). A resume also checks
+    the files it will write at RUN's top beside those its end always rewrites (`start_run`): each
+    unfinished stage's own (`STAGE_FILES`, compare's position.png) and the plot of each section the
+    run has (em_vs_k.png with ablations, ...): a user's file of such a name was replaced in silence."""
+    if resume:
+        files = [f for n in names if not stage_record(run, n).exists() for f in STAGE_FILES.get(n, ()) + STAGE_PLOTS.get(n, ())]
+        finished_files(run, overwrite, [f for f in files + [SECTION_PLOTS[n] for n in names if n in SECTION_PLOTS]
+                                        if "/" not in f], resume=True)  # RUN's top: finished_files checks those
     for name in names:
         if name not in STAGE_FOLDERS or (resume and stage_record(run, name).exists()):
             continue
@@ -151,6 +158,9 @@ def read_stage_record(path: Path, needs: dict[str, tuple[type, str]] | None = No
 # every file a stage writes outside the folders that are outputs of their own (its folder, when it has one, is
 # its record's "dir"): listed in the run's marker (`record_stage`) and checked by --resume (`check_stage_outputs`).
 # evaluate writes evidence.json when the test split has a short-answer question (`_evaluate`)
+STAGE_PLOTS = {"compare": ("position.png",)}  # drawn by the stage itself
+SECTION_PLOTS = {"ablations": "em_vs_k.png", "knowledge_update": "swap_matrix.png",  # drawn by every run's end
+                 "jeopardy_evaluate": "jeopardy_posteriors.png"}                    # that has the section
 STAGE_FILES = {"evaluate": ("predictions.json", "evidence.json"), "knowledge_update": ("knowledge_update.json",),
                "compare": ("report.html",),
                "jeopardy_evaluate": ("jeopardy/predictions.json", "jeopardy/evidence.json"),
