@@ -182,3 +182,15 @@ def test_the_shared_search_past_the_passages_gives_what_the_local_search_gives(t
                 np.testing.assert_allclose(got_s, want_s)
     finally:
         dist.destroy_process_group()
+
+
+def test_tune_dense_refuses_a_flat_index_as_the_command_does(tmp_path):
+    """The library's `tune_dense`, not only `lewisrag index tune`, refuses a Flat index (nothing to tune)."""
+    from lewisrag.index.search import tune_dense
+
+    x = np.random.default_rng(0).standard_normal((20, 8)).astype(np.float32)
+    folder = _index_folder(tmp_path / "flat", x, "Flat")
+    before = (folder / "manifest.json").read_text()
+    with pytest.raises(InputError, match="a Flat index searches exactly"):
+        tune_dense(folder, ["q"])
+    assert (folder / "manifest.json").read_text() == before

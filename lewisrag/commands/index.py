@@ -181,10 +181,6 @@ def tune(
         if value < 1:  # the one flag at fault, as every other command names it
             raise InputError(flag, f"must be at least 1, got {value}")
     manifest = read_manifest(index)
-    if manifest["kind"] == "dense" and manifest.get("faiss_factory") == "Flat" and rerank_depth is None:
-        # (--rerank-depth given is refused by name: tuning.tune_search) as a BM25 index is: nothing recorded
-        raise InputError(index, "a Flat index searches exactly: it has no nprobe or efSearch to tune, and its recall "
-                         "against exact search is 1; nothing recorded", field="faiss_factory")
     qs = [ex.question for ex in read_questions(questions, _ui.qa_fields(qa_fields))][:max_questions]
     with _ui.status(f"tuning {index} on {len(qs)} questions"):
         record = tune_dense(index, qs, encoder, context_encoder, swap, n_docs, target_recall, rerank_depth)

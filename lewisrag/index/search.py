@@ -169,7 +169,11 @@ def tune_dense(index_path: str | os.PathLike, questions: Sequence[str], encoder:
     or float32), and the manifest records the depth so that searches do the same. Returns what
     was recorded; `reached` False says the index's codes cannot reach the target at any setting.
     """
-    store.read_manifest(index_path, kind="dense")  # a BM25 index has no vectors to tune: one line, not a traceback
+    manifest = store.read_manifest(index_path, kind="dense")  # a BM25 index has no vectors to tune: one line, not a traceback
+    if manifest.get("faiss_factory") == "Flat" and rerank_depth is None:
+        # (--rerank-depth given is refused by name: tuning.tune_search) as a BM25 index is: nothing recorded
+        raise InputError(index_path, "a Flat index searches exactly: it has no nprobe or efSearch to tune, and its recall "
+                         "against exact search is 1; nothing recorded", field="faiss_factory")
     retriever = open_retriever(index_path, encoder, swap, context_encoder)
     index = retriever.index
     if not questions:
