@@ -96,12 +96,11 @@ def world(
 ) -> None:
     """Write the built-in world: two corpus snapshots, train/dev/test questions, the knowledge-update
     questions and the evaluation set."""
-    from lewisrag.data.names import LANGS
+    from lewisrag.eval.reports.i18n import check_lang
     from lewisrag.data.outputs import check_out_dir
     from lewisrag.data.world import build_world, write_world
 
-    if lang not in LANGS:
-        raise InputError("--lang", f"unknown language '{lang}': use {' or '.join(LANGS)}")  # as every --lang says it
+    check_lang(lang)  # as every --lang is checked
     check_out_dir(out, "world", overwrite=overwrite, alone=True)
     with _ui.status(f"building the world (seed {seed}, {entities} entities, {lang})"):
         counts = write_world(build_world(seed, entities, lang), out, overwrite=overwrite)

@@ -101,10 +101,10 @@ def pretrain(
     # the flags are checked before torch and transformers load (the presets and their config need neither)
     from lewisrag.data.outputs import check_out_dir
     from lewisrag.data.threads import check_device_flag
+    from lewisrag.eval.reports.i18n import check_lang
     from lewisrag.training.configs import GENERATOR_KIND, pretrain_preset
 
-    if lang not in ("en", "zh"):
-        raise InputError("--lang", f"unknown language '{lang}': use en or zh")  # as every --lang says it
+    check_lang(lang)  # as every --lang is checked
     check_out_dir(out, GENERATOR_KIND, overwrite=overwrite, replaces=True, alone=True)
     if steps is not None and minutes is not None:
         raise InputError("--minutes", "give --steps or --minutes, not both")
