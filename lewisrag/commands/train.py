@@ -208,7 +208,7 @@ def rag(
     eval_questions: int = typer.Option(200, "--eval-questions", help="Dev questions evaluated (the first ones)."),
     eval_beams: int = typer.Option(1, "--eval-beams", help="Beams when decoding dev answers (1 = greedy)."),
     eval_batch_size: int = typer.Option(16, "--eval-batch-size", help="Dev questions decoded at once."),
-    save_every: int = typer.Option(50, "--save-every", help="Steps between resumable checkpoints."),
+    save_every: int = typer.Option(50, "--save-every", help="Steps between resumable checkpoints (each new best dev score also writes one, before best/)."),
     seed: int = typer.Option(0, "--seed", min=0, max=2**32 - 1, help="Random seed (data order, dropout)."),
     mixed_precision: str = typer.Option("no", "--mixed-precision", help="no, bf16 (CPU or GPU) or fp16 (GPU; a loss "
                                         "scaler skips the steps whose gradients overflow, logged as skipped_inf)."),

@@ -34,8 +34,7 @@ from lewisrag.data.pretrained import load_generator
 from lewisrag.data.records import of_kinds, read_qa, refuse_regex_targets
 from lewisrag.training.configs import ClosedBookConfig
 from lewisrag.training.devices import autocast, single_device
-from lewisrag.training.optim import adamw, diverged, finite, learning_rate_factor
-from lewisrag.training.rag import backward_step
+from lewisrag.training.optim import adamw, backward_step, diverged, finite, learning_rate_factor
 from lewisrag.training.rag_data import DataPosition, answer_labels, group_units, next_batch, training_pairs
 from lewisrag.training.tasks import label_log_probs, prepare_generator
 

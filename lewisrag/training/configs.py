@@ -164,7 +164,7 @@ class RagTrainConfig:
     eval_questions: int = 200  # dev questions evaluated (the first ones, so every evaluation is comparable)
     eval_beams: int = 1  # beams when decoding dev answers (1 = greedy)
     eval_batch_size: int = 16  # dev questions decoded at once
-    save_every: int = 50  # steps between resumable checkpoints (the last step is always saved)
+    save_every: int = 50  # steps between resumable checkpoints (the last step is always saved, and each new best before best/)
     seed: int = 0  # data order, dropout and every other random choice
     mixed_precision: str = "no"  # "no", "bf16" (CPU or GPU), "fp16" (GPU only, with a gradient scaler): autocast of forward passes
     gradient_checkpointing: bool = False  # recompute activations in the backward pass (transformers' gradient checkpointing)

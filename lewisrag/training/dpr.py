@@ -61,8 +61,7 @@ from lewisrag.training.configs import DPRTrainConfig, check_init
 from lewisrag.training.negatives import (hard_negative_rows, hard_negative_source, mine_self_negatives, note_unused_given,
                                          pick_negative)
 from lewisrag.training.devices import autocast, single_device
-from lewisrag.training.optim import adamw, diverged, finite
-from lewisrag.training.rag import backward_step
+from lewisrag.training.optim import adamw, backward_step, diverged, finite
 from lewisrag.training.tokenizer import bert_wordpiece_tokenizer
 
 

@@ -1,9 +1,12 @@
 """The update every trainer shares: AdamW (`adamw`), its linear warmup and decay
 (`learning_rate_factor`), and the stop of a run whose loss or weights turned NaN or inf
-(`finite`, `diverged`).
+(`finite`, `diverged`), and the optimizer step after a backward pass, under fp16 through the gradient
+scaler (`optimizer_step`, `backward_step`).
 """
 
 from __future__ import annotations
+
+import warnings
 
 import torch
 
@@ -52,3 +55,30 @@ def diverged(what: str, lr: float, flag: str = "--lr", field: str | None = None,
 def finite(params) -> bool:
     """Whether every tensor of `params` holds finite numbers only (a trainer checks once, after its last step)."""
     return all(bool(torch.isfinite(w).all()) for w in params)
+
+
+def optimizer_step(opt, sched, scaler) -> dict:
+    """The optimizer and schedule step; under fp16, the log fields of the gradient scaler."""
+    if not scaler.is_enabled():
+        opt.step()
+        sched.step()
+        return {}
+    scale = scaler.get_scale()
+    scaler.step(opt)  # leaves the weights (and AdamW's moments) alone when a gradient is inf or NaN
+    scaler.update()  # halves the scale after a skipped step and never lowers it otherwise
+    skipped = scaler.get_scale() < scale
+    with warnings.catch_warnings():
+        # a skipped first step never called opt.step(); the schedule follows the step count all the same
+        warnings.filterwarnings("ignore", r"Detected call of `lr_scheduler\.step\(\)` before", UserWarning)
+        sched.step()
+    return {"loss_scale": scale, "skipped_inf": skipped}
+
+
+def backward_step(loss, opt, sched, scaler, params, max_grad_norm: float) -> dict:
+    """A one-process trainer's step after its forward pass: backward (scaled under fp16), the clip of
+    the true gradients (none for 0), then `optimizer_step`; returns its log fields."""
+    scaler.scale(loss).backward()  # as is without fp16
+    scaler.unscale_(opt)
+    if max_grad_norm:
+        torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
+    return optimizer_step(opt, sched, scaler)

@@ -72,7 +72,7 @@ from lewisrag.training.configs import RagTrainConfig
 from lewisrag.training.configs import RAG_KIND as KIND  # the marker kind of training run folders (lewisrag.data.outputs)
 from lewisrag.training.devices import (_accelerator, _check_precision, _checkpoint_activations, _seed_everything, autocast,
                                        compile_models)
-from lewisrag.training.optim import adamw, diverged, finite, learning_rate_factor
+from lewisrag.training.optim import adamw, diverged, finite, learning_rate_factor, optimizer_step
 from lewisrag.training.rag_data import DataPosition, answer_labels, doc_entropy, load_components, next_batch, place_search, shard
 from lewisrag.training.rag_run import (DATA_KEY, ROOT_KEY, _check_out, _held, _prepare_out, _record, _recorded, _run_config,
                                        data_fingerprints)
@@ -347,33 +347,6 @@ def _mend_best(cfg, model, parts, out: Path, state: dict) -> None:
     index = parts.index.local if isinstance(parts.index, NodeSearch) else parts.index
     _save_best(cfg, model, parts, out, state,
                E.index_to_save(model, index, _reindexed_at(state) == state["step"], cfg.mixed_precision))
-
-
-def optimizer_step(opt, sched, scaler) -> dict:
-    """The optimizer and schedule step; under fp16, the log fields of the gradient scaler."""
-    if not scaler.is_enabled():
-        opt.step()
-        sched.step()
-        return {}
-    scale = scaler.get_scale()
-    scaler.step(opt)  # leaves the weights (and AdamW's moments) alone when a gradient is inf or NaN
-    scaler.update()  # halves the scale after a skipped step and never lowers it otherwise
-    skipped = scaler.get_scale() < scale
-    with warnings.catch_warnings():
-        # a skipped first step never called opt.step(); the schedule follows the step count all the same
-        warnings.filterwarnings("ignore", r"Detected call of `lr_scheduler\.step\(\)` before", UserWarning)
-        sched.step()
-    return {"loss_scale": scale, "skipped_inf": skipped}
-
-
-def backward_step(loss, opt, sched, scaler, params, max_grad_norm: float) -> dict:
-    """A one-process trainer's step after its forward pass: backward (scaled under fp16), the clip of
-    the true gradients (none for 0), then `optimizer_step`; returns its log fields."""
-    scaler.scale(loss).backward()  # as is without fp16
-    scaler.unscale_(opt)
-    if max_grad_norm:
-        torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
-    return optimizer_step(opt, sched, scaler)
 
 
 def _micro_step(cfg, acc, parts, model, ids: list[int], scaler) -> list[float]:

@@ -40,8 +40,7 @@ from lewisrag.rag_model.stitched import StitchSettings, stitch
 from lewisrag.training.configs import STITCHED_KIND as KIND  # the marker kind of its output folders (lewisrag.data.outputs)
 from lewisrag.training.configs import StitchedTrainConfig, check_stitched
 from lewisrag.training.devices import autocast, single_device
-from lewisrag.training.optim import adamw, diverged, finite, learning_rate_factor
-from lewisrag.training.rag import backward_step
+from lewisrag.training.optim import adamw, backward_step, diverged, finite, learning_rate_factor
 
 SETTINGS_FILE = "stitched.json"
 
