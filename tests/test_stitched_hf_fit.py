@@ -97,3 +97,15 @@ def test_a_prompt_that_holds_not_even_its_best_passage_raises_naming_the_questio
     with pytest.raises(PromptTooLong, match=r"takes \d+ tokens with no passage at all, more than the \d+ this generator reads"):
         PromptStitchingRAG(None, gen, SETTINGS).answer_with([QUESTION, question], [passages, passages])
     assert gen.seen == [] and "\n" not in str(e.value)  # nothing generated, not even for the question that fits
+
+
+def test_the_input_limit_is_capped_at_the_models_positions(small_gpt):
+    """HFGenerator's default max_input_tokens (1024) past a causal LM's 512 positions: a long prompt read
+    past them failed with an IndexError inside generate; the limit is now the positions less the answer's
+    (as `compare`'s HFAnswers capped it), and PromptStitchingRAG fits whole passages to it."""
+    gpt, tok, passages = small_gpt
+    gen = HFGenerator(gpt, tok, max_new_tokens=12)
+    assert gen.max_input_tokens == 512 - 12
+    long = [Passage(p.id, p.title, p.text * 8) for p in passages]  # ~240 tokens each: two fit in 500
+    (a,) = PromptStitchingRAG(None, gen, SETTINGS).answer_with([QUESTION], [long])
+    assert 1 <= len(a.passages) < 5 and gen.last_input_tokens[0] <= 500

@@ -243,12 +243,6 @@ class HFAnswers:
         # only a prompt `fit` did not shorten (one handed in directly) is cut, losing its start, never its question
         tok.truncation_side = "left"
         self.chat_template = bool(getattr(tok, "chat_template", None))
-        longest = getattr(generator.model.config, "max_position_embeddings", None)
-        if longest and generator.model.config.is_encoder_decoder:  # the prompt and the answer each have their positions
-            generator.max_input_tokens = min(generator.max_input_tokens, longest)
-            generator.max_new_tokens = min(generator.max_new_tokens, longest - 1)  # after the decoder's start token
-        elif longest:  # a causal LM's answer shares its positions with the prompt
-            generator.max_input_tokens = max(16, min(generator.max_input_tokens, longest - generator.max_new_tokens))
         self.usage = {"batches": 0}
 
     def text(self, prompt: str) -> str:

@@ -192,12 +192,19 @@ class PromptStitchingRAG:
 
 class HFGenerator:
     """A local transformers seq2seq or causal LM as a `prompts -> answers` callable. It reads at most
-    `max_input_tokens`: `PromptStitchingRAG` fits its prompts to that (`fit`); a longer prompt handed
-    in directly is cut to it, from the tokenizer's `truncation_side`."""
+    `max_input_tokens`, capped at the model's positions (less the answer's, for a causal LM):
+    `PromptStitchingRAG` fits its prompts to that (`fit`); a longer prompt handed in directly is cut
+    to it, from the tokenizer's `truncation_side`."""
 
     def __init__(self, model, tokenizer, max_new_tokens: int = 64, num_beams: int = 1, max_input_tokens: int = 1024):
         self.model, self.tokenizer = model.eval(), tokenizer
         self.max_new_tokens, self.num_beams, self.max_input_tokens = max_new_tokens, num_beams, max_input_tokens
+        longest = getattr(model.config, "max_position_embeddings", None)  # past it, an IndexError mid-generate
+        if longest and model.config.is_encoder_decoder:  # the prompt and the answer each have their positions
+            self.max_input_tokens = min(self.max_input_tokens, longest)
+            self.max_new_tokens = min(self.max_new_tokens, longest - 1)  # after the decoder's start token
+        elif longest:  # a causal LM's answer shares its positions with the prompt
+            self.max_input_tokens = max(16, min(self.max_input_tokens, longest - self.max_new_tokens))
         self.last_input_tokens: list[int] = []  # tokens read per prompt in the last call
         self.last_new_tokens: list[int] = []  # tokens generated per prompt in the last call (padding left out)
 
