@@ -161,8 +161,6 @@ def test_the_shared_search_past_the_passages_gives_what_the_local_search_gives(t
 
     from lewisrag.index.shared import NodeSearch
 
-    if dist.is_initialized():
-        pytest.skip("a process group is already set up in this process")
     x = _vectors(10)
     folder = _index_folder(tmp_path / "small", x, "Flat")
     with socket.socket() as s:
