@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from lewisrag.commands import _llm_options as _llm
 from lewisrag.commands import _ui
 
 
@@ -15,6 +16,11 @@ def calibrate(
     labels: Path = typer.Option(..., "--labels", help='Human labels JSONL: {"id", "premise", "hypothesis", "supported"}.'),
     out: Path = typer.Option(None, "--out", help="Also write DIR/calibration.json."),
     batch_size: int = typer.Option(32, "--batch-size", min=1, help="Pairs per judge call."),
+    cache_dir: Path = _llm.cache_dir(),
+    concurrency: int = _llm.concurrency(),
+    llm_base_url: str = _llm.base_url(),
+    llm_temperature: float = _llm.temperature(),
+    llm_json_mode: bool = _llm.json_mode(),
     confidence: float = typer.Option(0.95, "--confidence", min=0.5, max=0.999, help="Level of the Wilson intervals."),
     show: int = typer.Option(30, "--show", min=0, help="Disagreements listed in the table (0: all); --json and "
                              "--out's calibration.json hold them all (so --json refuses it)."),
@@ -29,14 +35,17 @@ def calibrate(
     from lewisrag.eval.judges import read_labels
     from lewisrag.eval.stats import calibrate as run
 
+    _llm.check(ctx, judge, llm_temperature, llm_json_mode)
     if out is None and overwrite:  # never ignored in silence
         raise InputError("--overwrite", "applies with --out")
     if as_json:  # prints every disagreement: a --show limit would be dropped in silence
         _ui.refuse_given(ctx, ("show",), "limits the table's disagreements; --json prints them all")
     if out is not None:
-        check_out_dir(out, "calibration", overwrite=overwrite, inputs={"--labels": labels, "--judge": judges.spec_path(judge)})
+        check_out_dir(out, "calibration", overwrite=overwrite, inputs={"--labels": labels, "--judge": judges.spec_path(judge),
+                                                                       "--cache-dir": cache_dir})
     items = read_labels(labels)
-    j = judges.from_spec(judge)
+    j = judges.from_spec(judge, cache_dir=cache_dir, concurrency=concurrency, base_url=llm_base_url,
+                         temperature=llm_temperature, json_mode=llm_json_mode)
     with _ui.progress() as p:
         task = p.add_task(f"judging with {j.name}", total=len(items), info="")
         result = run(j, items, batch_size, confidence, on_batch=lambda n: p.advance(task, n))
@@ -47,6 +56,7 @@ def calibrate(
             raise InputError("--judge", f"{j.name} decided none of the {len(items)} labels of {labels} (the first: "
                              f"{reason}); nothing was measured")
     result["labels"] = str(labels)
+    result |= _llm.recorded(judge, llm_temperature, llm_json_mode)  # both are in the judge's fingerprint too
     if out is not None:
         with output_dir(out, "calibration", overwrite=overwrite) as d:
             write_json(d / "calibration.json", result)
@@ -74,6 +84,8 @@ def _render(r: dict, show: int, out: Path | None) -> None:
         ["miss rate (unsupported judged supported)", f"{rate('miss_rate')}  {r['misses']}/{r['human_unsupported']}"],
         ["false-kill rate (supported judged unsupported)", f"{rate('false_kill_rate')}  {r['false_kills']}/{r['human_supported']}"],
     ]
+    if "llm_temperature" in r:  # the settings the fingerprint is over, readable
+        summary.append(["llm judge settings", f"temperature {r['llm_temperature']}, JSON mode {'on' if r['llm_json_mode'] else 'off'}"])
     title = f"judge {r['judge']['name']} {str(r['judge']['fingerprint'])[:12]} on {r['labels']} ({r['confidence']:.0%} Wilson intervals)"
     _ui.out.print(_ui.table(title, ["measure", "value"], summary))
     every = r["disagreements"]

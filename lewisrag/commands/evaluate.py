@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 from rich.text import Text
 
+from lewisrag.commands import _llm_options as _llm
 from lewisrag.commands import _ui
 from lewisrag.eval.reports.i18n import LANG_HELP
 
@@ -45,14 +46,11 @@ def answers(
     judge: str = typer.Option("lexical", "--judge", help=JUDGE_HELP),
     out: Path = typer.Option(..., "--out", help="Run directory: results.json, report.md, report.html (the interactive page), "
                              "config.json and PNG plots are written there."),
-    cache_dir: Path = typer.Option(None, "--cache-dir", help="Judge cache directory (llm judge; default ~/.cache/lewisrag/judge)."),
-    concurrency: int = typer.Option(4, "--concurrency", min=1, help="LLM requests in flight at most."),
-    llm_base_url: str = typer.Option(None, "--llm-base-url", help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1 (default: $LEWISRAG_LLM_BASE_URL)."),
-    llm_temperature: float = typer.Option(0.0, "--llm-temperature", help="The llm judge's sampling temperature, between 0 and 2 "
-                                          "(in its fingerprint and cache keys: verdicts cached at another temperature are not reused)."),
-    llm_json_mode: bool = typer.Option(True, "--llm-json-mode/--no-llm-json-mode", help="Ask the llm judge's endpoint for a JSON "
-                                       "object (response_format json_object); --no-llm-json-mode for servers that reject it "
-                                       "(in the judge's fingerprint and cache keys)."),
+    cache_dir: Path = _llm.cache_dir(),
+    concurrency: int = _llm.concurrency(),
+    llm_base_url: str = _llm.base_url(),
+    llm_temperature: float = _llm.temperature(),
+    llm_json_mode: bool = _llm.json_mode(),
     splitter: str = typer.Option("sentences", "--splitter", help="sentences (deterministic) or atomic (the llm judge decomposes each answer)."),
     recall_at: list[int] = typer.Option([1, 5, 10], "--recall-at", help="recall@k cut-offs when gold_passage_ids are given; repeat the flag."),
     old_k: list[int] = typer.Option(None, "-k", hidden=True, help="Deprecated: --recall-at."),
@@ -89,13 +87,7 @@ def answers(
     given_once("--recall-at", k)  # as eval retrieval: a repeat folded into one column in silence
     if export is not None and export not in EXPORTS:
         raise InputError("--export", f"unknown format '{export}': use {', '.join(EXPORTS)}")
-    if not judge.startswith("llm:"):  # never ignored in silence
-        llm_only = "applies to an llm judge (--judge llm:MODEL)"
-        _ui.refuse_given(ctx, ("cache_dir", "concurrency", "llm_base_url", "llm_temperature", "embedder"), llm_only)
-        if not llm_json_mode:  # refuse_given would name the flag's first spelling, --llm-json-mode
-            raise InputError("--no-llm-json-mode", llm_only)
-    if not 0.0 <= llm_temperature <= 2.0:  # NaN and inf too
-        raise InputError("--llm-temperature", f"must be between 0 and 2, got {llm_temperature}")
+    _llm.check(ctx, judge, llm_temperature, llm_json_mode, also=("embedder",))
     if not claims:
         _ui.refuse_given(ctx, ("claim_extractor",), "extracts claims, which --no-claims turns off")
     check_out_dir(out, KIND, overwrite=overwrite,  # before anything is judged
@@ -117,8 +109,7 @@ def answers(
               "concurrency": concurrency, "embedder": str(embedder) if embedder else None,
               "thresholds": cfg.thresholds.__dict__, "claims": claims, "claim_extractor": claim_extractor,
               "judge_fingerprint": the_judge.fingerprint}
-    if judge.startswith("llm:"):  # both are in the fingerprint too
-        config |= {"llm_temperature": llm_temperature, "llm_json_mode": llm_json_mode}
+    config |= _llm.recorded(judge, llm_temperature, llm_json_mode)  # both are in the fingerprint too
     if lang != "en":
         config["lang"] = lang
     with _ui.progress() as p:
@@ -271,7 +262,11 @@ def bughunt(
                              "config.json and PNG plots to this run directory."),
     judge: str = typer.Option(None, "--judge", help="Another judge instead of the sample's human labels (one that decides none of the "
                              "answers' statements, such as labels:FILE of other pairs, is refused: exit 2). " + JUDGE_HELP),
-    cache_dir: Path = typer.Option(None, "--cache-dir", help="Judge cache directory (llm judge)."),
+    cache_dir: Path = _llm.cache_dir(),
+    concurrency: int = _llm.concurrency(),
+    llm_base_url: str = _llm.base_url(),
+    llm_temperature: float = _llm.temperature(),
+    llm_json_mode: bool = _llm.json_mode(),
     as_json: bool = typer.Option(False, "--json", help="Print the whole result as JSON instead of tables."),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
     lang: str = typer.Option("en", "--lang", help=LANG_HELP + " The tables printed here follow it too; --json prints the "
@@ -289,8 +284,7 @@ def bughunt(
     from lewisrag.eval.reports.i18n import check_lang, messages
 
     check_lang(lang)
-    if not (judge or "").startswith("llm:"):  # never ignored in silence
-        _ui.refuse_given(ctx, ("cache_dir",), "applies to an llm judge (--judge llm:MODEL)")
+    _llm.check(ctx, judge, llm_temperature, llm_json_mode)
     if out is None and overwrite:
         raise InputError("--overwrite", "applies with --out")
     if out is None and as_json:  # nothing would be in that language: the JSON is the same in both
@@ -298,7 +292,8 @@ def bughunt(
     if out is not None:
         check_out_dir(out, KIND, overwrite=overwrite, inputs={"--judge": judges.spec_path(judge),
                                                               "--cache-dir": cache_dir})
-    the_judge = judges.from_spec(judge, cache_dir=cache_dir) if judge else None
+    the_judge = judges.from_spec(judge, cache_dir=cache_dir, concurrency=concurrency, base_url=llm_base_url,
+                                 temperature=llm_temperature, json_mode=llm_json_mode) if judge else None
     sample = load_bughunt()
     results = evaluate_bughunt(sample, the_judge)
     _check_endpoint(the_judge)
@@ -309,7 +304,8 @@ def bughunt(
         # the knowledge base gives the page the text of REQ-AUTH-03 where it was not retrieved
         page = render_report_html(page_data_from_results(result, {d.id: d.to_dict() for d in sample.docs}, lang=lang))
         config = {"command": "eval bughunt", "judge": judge or "bughunt human labels",
-                  "judge_fingerprint": result["judge"]["fingerprint"]} | ({"lang": lang} if lang != "en" else {})
+                  "judge_fingerprint": result["judge"]["fingerprint"]} | _llm.recorded(judge, llm_temperature, llm_json_mode)
+        config |= {"lang": lang} if lang != "en" else {}
         _write_run(out, overwrite, config, results, render_bughunt(result, lang), page, lang=lang)
     if as_json:
         _ui.print_json(result)

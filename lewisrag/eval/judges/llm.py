@@ -288,11 +288,11 @@ class LLMJudge:
         price_in: float = 0.0,
         price_out: float = 0.0,
     ):
-        source = "--llm-base-url" if base_url else "$LEWISRAG_LLM_BASE_URL"  # only `eval answers` has the flag
+        source = "--llm-base-url" if base_url else "$LEWISRAG_LLM_BASE_URL"  # the flag of eval answers, bughunt, calibrate
         base_url = base_url or os.environ.get("LEWISRAG_LLM_BASE_URL")
         if not base_url:
-            raise InputError("--judge", "the llm judge needs a base URL: set LEWISRAG_LLM_BASE_URL "
-                             "(`eval answers` also takes --llm-base-url)")
+            raise InputError("--judge", "the llm judge needs a base URL: give --llm-base-url or set "
+                             "LEWISRAG_LLM_BASE_URL")
         if problem := url_problem(base_url):  # "xx" or "http://[::1/v1" was a traceback, ftp:// retried every call
             # user info may hold a password, a query a key (?api-key=...): neither is ever printed
             shown = re.sub(r"[?#].*", "?...", re.sub(r"//[^/@]*@", "//...@", base_url), flags=re.S)
