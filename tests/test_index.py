@@ -464,7 +464,8 @@ def test_index_tune_records_the_smallest_setting_and_searches_use_it(tiny_corpus
                 "--n-docs", "3", "--json")
     assert r.returncode == 0, r.stderr
     record = json.loads(r.stdout)
-    assert record["reached"] and record["recall_at_k"] == 1.0 and record["knob"] == "nprobe"
+    assert record["reached"] and record["tuned_recall_at_k"] == 1.0 and record["knob"] == "nprobe"  # on the 24 tuning questions
+    assert (record["held_out_questions"], record["seed"]) == (6, 0)  # --held-out 0.2 of the 30, the recall measured apart
     chosen = record["search_params"]["nprobe"]
     assert 1 <= chosen <= 8 and all(v < 1.0 for n, v in record["trials"].items() if int(n) < chosen)  # the smallest that reaches it
     retriever = open_retriever(tmp_path / "ivf")  # a fresh load applies the recorded nprobe

@@ -87,7 +87,7 @@ def test_a_refine_index_records_its_k_factor_and_every_load_and_tune_keeps_it(ti
     # `index tune` measures at it, and keeps it beside the nprobe it records
     questions = tmp_path / "q.jsonl"
     questions.write_text("".join(json.dumps({"id": f"q{i}", "question": f"who leads country {i}?", "answers": ["x"]}) + "\n"
-                                 for i in range(12)))
+                                 for i in range(25)))  # 5 held out (--held-out 0.2), the fewest a split takes
     code, stdout, err = run_main(monkeypatch, capsys, "index", "tune", "--index", out, "--questions", questions,
                                  "--n-docs", "3", "--target-recall", "0.5", "--json")
     assert code == 0, err

@@ -151,16 +151,23 @@ def _no_word_note(retriever, query: str, hits) -> str | None:
 def tune(
     index: Path = typer.Option(..., "--index", help="A dense index directory (IVF or HNSW; a Flat index has nothing to "
                                "tune and is refused; a Refine(...) index's k_factor is kept and recorded with the setting)."),
-    questions: Path = typer.Option(..., "--questions", help="The tuning questions the searches are measured on: a QA "
-                                   "file, whose answers and gold passage ids are not needed (recall is against exact "
-                                   "search; the recall recorded is on these questions, so biased upward)."),
+    questions: Path = typer.Option(..., "--questions", help="The questions the searches are measured on: a QA file, whose "
+                                   "answers and gold passage ids are not needed (recall is against exact search). "
+                                   "--held-out of them are set apart, the rest tune."),
     qa_fields: str = typer.Option(None, "--qa-fields", help="The file's own field names, e.g. question=query."),
     target_recall: float = typer.Option(0.95, "--target-recall", help="Recall@K against exact search to reach, in (0, 1]."),
     n_docs: int = typer.Option(5, "--n-docs", help="K: the depth recall is measured at (the K training and answering read)."),
     rerank_depth: int = typer.Option(None, "--rerank-depth", help="Candidates per search re-ranked exactly from the stored "
                                      "vectors (recorded: later searches re-rank too); none by default. Compressed "
                                      "indexes only: a Flat index's search is exact."),
-    max_questions: int = typer.Option(1000, "--max-questions", help="Use at most this many questions (the first ones)."),
+    held_out: float = typer.Option(0.2, "--held-out", help="The share of the questions set apart (drawn with --seed): "
+                                   "the setting is chosen on the others, and the recall recorded beside theirs is "
+                                   "measured on these, which the choice never saw (the tuning questions' recall crosses "
+                                   "the target by construction). Each side needs 5 questions at least; 0 tunes on every "
+                                   "question and records their recall alone, biased upward."),
+    seed: int = typer.Option(0, "--seed", min=0, max=2**32 - 1, help="Which questions --held-out sets apart."),
+    max_questions: int = typer.Option(1000, "--max-questions", help="Use at most this many questions (the first ones), "
+                                      "held-out ones included."),
     encoder: str = typer.Option(None, "--encoder", help="DPR checkpoint, DPRQuestionEncoder folder or trained RAG model (default: "
                                 "the index's)."),
     context_encoder: str = typer.Option(None, "--context-encoder", help="With a DPRQuestionEncoder folder: its DPRContextEncoder pair."),
@@ -168,8 +175,9 @@ def tune(
     as_json: bool = typer.Option(False, "--json", help="Print what was recorded as one JSON object."),
 ) -> None:
     """Choose a compressed index's nprobe/efSearch for a recall target on the tuning questions and record it
-    in the manifest (every later search uses it), with the recall it reached on them (biased upward: measure
-    recall on other questions); say so when no setting reaches the target."""
+    in the manifest (every later search uses it), with the recall it reached on them and the recall it gets
+    on the --held-out questions, which the choice never saw; say so when no setting reaches the target on
+    the tuning questions, or when the held-out ones fall below it."""
     from lewisrag.data.io import InputError
     from lewisrag.data.records import read_questions
     from lewisrag.index.search import tune_dense
@@ -180,27 +188,60 @@ def tune(
     for flag, value in (("--n-docs", n_docs), ("--max-questions", max_questions)):
         if value < 1:  # the one flag at fault, as every other command names it
             raise InputError(flag, f"must be at least 1, got {value}")
+    if not 0 <= held_out < 1:  # before the questions are read (tune_dense checks the split's sizes)
+        raise InputError("--held-out", f"must be at least 0 and below 1, got {held_out}")
     manifest = read_manifest(index)
     qs = [ex.question for ex in read_questions(questions, _ui.qa_fields(qa_fields))][:max_questions]
     with _ui.status(f"tuning {index} on {len(qs)} questions"):
-        record = tune_dense(index, qs, encoder, context_encoder, swap, n_docs, target_recall, rerank_depth)
+        record = tune_dense(index, qs, encoder, context_encoder, swap, n_docs, target_recall, rerank_depth, held_out, seed)
     if record["knob"] is None:
         typer.echo(f"note: {index} ('{manifest.get('faiss_factory')}') has no nprobe or efSearch to tune: its recall and "
                    "speed are recorded as measured", err=True)
+    knob = record["knob"]
+    at = f"at {knob} {record['search_params'][knob]}" if knob else "as it searches"
+    tuned = f"on the {record['tuning_questions']} tuning questions"
+    held = (f"; {record['held_out_recall_at_k']} on the {record['held_out_questions']} held-out ones"
+            if record["held_out_questions"] else "")
     if not record["reached"]:
-        knob = record["knob"]
         if knob is None:
             where = "as it searches (no nprobe or efSearch to tune)"
         else:  # the best of the settings tried, which need not be the largest (`tuning.best_tried`)
-            where = (f"at {knob} {record['search_params'][knob]}, recorded as the setting tried with the best recall "
+            where = (f"{at}, recorded as the setting tried with the best recall "
                      f"(ties: the smallest) of the {len(record['trials'])} in the record's trials")
-        typer.echo(f"warning: recall@{n_docs} {record['recall_at_k']} {where}, below the target {target_recall}: the "
-                   "index's codes, not its search, limit it (use finer codes, --rerank-depth or Flat)", err=True)
+        typer.echo(f"warning: recall@{n_docs} {record['tuned_recall_at_k']} {where}, below the target {target_recall} "
+                   f"{tuned}{held}: the index's codes, not its search, limit it (use finer codes, --rerank-depth or Flat)",
+                   err=True)
+    elif record["held_out_reached"] is False:  # met on the questions it was chosen on, not on the others
+        typer.echo(f"warning: recall@{n_docs} {record['held_out_recall_at_k']} on the {record['held_out_questions']} "
+                   f"held-out questions {at}, below the target {target_recall} that {record['tuned_recall_at_k']} "
+                   f"{tuned} reached: unseen questions may fall short too (tune on more questions, or ask a higher "
+                   "--target-recall)", err=True)
     if as_json:
         _ui.print_json(record)
         return
     rows = [[key, json.dumps(v) if isinstance(v, dict) else v] for key, v in record.items()]
     _ui.out.print(_ui.table(f"search parameters recorded in {index}", ["field", "value"], rows))
+    _ui.out.print(_tune_summary(record))
+
+
+def _tune_summary(record: dict) -> str:
+    """The printed line under `index tune`'s table: the recall on each side of the split, and whether
+    each met the target.
+
+    >>> _tune_summary({"k": 5, "target_recall": 0.9, "reached": True, "tuned_recall_at_k": 0.95, "tuning_questions": 80,
+    ...                "held_out_recall_at_k": 0.88, "held_out_reached": False, "held_out_questions": 20, "seed": 0})
+    'recall@5: 0.95 on the 80 tuning questions (target 0.9 reached); 0.88 on the 20 held-out ones (seed 0), below the target'
+    >>> _tune_summary({"k": 5, "target_recall": 0.9, "reached": True, "tuned_recall_at_k": 0.95, "tuning_questions": 100,
+    ...                "held_out_recall_at_k": None, "held_out_reached": None, "held_out_questions": 0, "seed": None})
+    'recall@5: 0.95 on the 100 tuning questions (target 0.9 reached); none held out (--held-out 0): biased upward'
+    """
+    tuned = (f"recall@{record['k']}: {record['tuned_recall_at_k']} on the {record['tuning_questions']} tuning questions "
+             f"(target {record['target_recall']} {'reached' if record['reached'] else 'not reached'})")
+    if not record["held_out_questions"]:
+        return f"{tuned}; none held out (--held-out 0): biased upward"
+    met = "meets the target" if record["held_out_reached"] else "below the target"
+    return (f"{tuned}; {record['held_out_recall_at_k']} on the {record['held_out_questions']} held-out ones "
+            f"(seed {record['seed']}), {met}")
 
 
 def verify(

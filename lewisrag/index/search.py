@@ -158,16 +158,24 @@ def _hits(passages, scores, rows) -> list[list[Hit]]:
 
 def tune_dense(index_path: str | os.PathLike, questions: Sequence[str], encoder: str | os.PathLike | None = None,
                context_encoder: str | os.PathLike | None = None, swap: bool = False, k: int = 5,
-               target_recall: float = 0.95, rerank_depth: int | None = None) -> dict:
-    """Choose a compressed index's search parameter for a recall target on the tuning questions
-    (the recall recorded is measured on them: above what unseen questions get), and record it in the manifest, where every later search (`DenseIndex.load`) applies it.
+               target_recall: float = 0.95, rerank_depth: int | None = None, held_out: float = 0.2,
+               seed: int = 0) -> dict:
+    """Choose a compressed index's search parameter for a recall target on the tuning questions, measure
+    its recall on held-out ones, and record both in the manifest, where every later search
+    (`DenseIndex.load`) applies the setting.
 
-    The questions are encoded with the question encoder (`open_retriever`'s rules), their exact
-    top-k is computed from the stored vectors, and `tuning.tune_search` finds the smallest nprobe
-    (IVF) or efSearch (HNSW) whose recall@k reaches `target_recall`; with `rerank_depth`, each
-    search takes that many candidates and re-ranks them exactly from the stored vectors (float16
-    or float32), and the manifest records the depth so that searches do the same. Returns what
-    was recorded; `reached` False says the index's codes cannot reach the target at any setting.
+    `held_out` of the questions (`tuning.split_held_out`, seeded with `seed`; each side at least
+    `tuning.MIN_SPLIT_QUESTIONS`) are set apart; the others are encoded with the question encoder
+    (`open_retriever`'s rules), their exact top-k is computed from the stored vectors, and
+    `tuning.tune_search` finds the smallest nprobe (IVF) or efSearch (HNSW) whose recall@k on them
+    reaches `target_recall` (`reached`: True; False says the index's codes cannot reach the target at
+    any setting). That recall (`tuned_recall_at_k`) crosses the target by construction, so it sits
+    above what unseen questions get; the recall at the chosen setting on the held-out questions
+    (`held_out_recall_at_k`, and `held_out_reached` whether it meets the target there too) is the one
+    to expect. `held_out` 0 tunes on every question and records no held-out recall (None). With
+    `rerank_depth`, each search takes that many candidates and re-ranks them exactly from the stored
+    vectors (float16 or float32), and the manifest records the depth so that searches do the same.
+    Returns what was recorded.
     """
     manifest = store.read_manifest(index_path, kind="dense")  # a BM25 index has no vectors to tune: one line, not a traceback
     if manifest.get("faiss_factory") == "Flat" and rerank_depth is None:
@@ -182,17 +190,27 @@ def tune_dense(index_path: str | os.PathLike, questions: Sequence[str], encoder:
     if rerank_depth is not None and not k <= rerank_depth <= len(index.passages):
         raise InputError("--rerank-depth", f"must be between --n-docs ({k}) and the index's {len(index.passages)} "
                          f"passages, got {rerank_depth}")
+    tune_rows, held_rows = tuning.split_held_out(len(questions), held_out, seed)  # refused before any encoding
     q = retriever.encode(questions)
     # a few rows past k: a row tied with the k-th exact score counts as exact (tuning.recall_at_k)
     scores, exact = tuning.exact_top_k(index.scan_vectors(), q, min(k + 8, len(index.passages)))
     vectors = index.embeddings if rerank_depth else None
     # FAISS's rows checked as every search of the index checks them: a row number damaged past the
     # passages is one line naming index.faiss, not an IndexError where a re-ranking reads its vector
-    result = tuning.tune_search(index.faiss_index, q, exact, k, target_recall, rerank_vectors=vectors,
-                                rerank_depth=rerank_depth, exact_scores=scores, check_rows=index._known_rows)
-    record = {"target_recall": target_recall, "recall_at_k": round(result.recall, 4), "k": k, "reached": result.reached,
-              "knob": result.knob, "questions": len(questions), "queries_per_s": round(result.qps, 1),
-              "trials": {str(v): round(r, 4) for v, r in result.trials.items()}}
+    result = tuning.tune_search(index.faiss_index, q[tune_rows], exact[tune_rows], k, target_recall,
+                                rerank_vectors=vectors, rerank_depth=rerank_depth, exact_scores=scores[tune_rows],
+                                check_rows=index._known_rows)
+    held_recall = held_reached = None
+    if len(held_rows):  # the index is left at the chosen setting (tune_search)
+        recall, found_k = tuning.measure(index.faiss_index, q[held_rows], exact[held_rows], k, rerank_vectors=vectors,
+                                         rerank_depth=rerank_depth, exact_scores=scores[held_rows],
+                                         check_rows=index._known_rows)
+        held_recall, held_reached = round(recall, 4), recall >= target_recall and found_k
+    record = {"target_recall": target_recall, "k": k, "knob": result.knob, "reached": result.reached,
+              "tuned_recall_at_k": round(result.recall, 4), "tuning_questions": len(tune_rows),
+              "held_out_recall_at_k": held_recall, "held_out_reached": held_reached, "held_out_questions": len(held_rows),
+              "held_out": held_out, "seed": seed if len(held_rows) else None, "questions": len(questions),
+              "queries_per_s": round(result.qps, 1), "trials": {str(v): round(r, 4) for v, r in result.trials.items()}}
     manifest = {**index.manifest, "search_params": result.params, "rerank_depth": rerank_depth, "tuning": record}
     write_json(Path(index_path) / store.MANIFEST, manifest)
     return {"search_params": result.params, "rerank_depth": rerank_depth, **record}

@@ -2,11 +2,13 @@
 
 An approximate index (IVF, HNSW, product quantization) trades recall for speed through one search
 parameter: `nprobe` (inverted lists visited) or `efSearch` (HNSW's candidate list). `tune_search`
-finds the smallest value whose recall@k on held-out queries reaches a target, where recall@k is
+finds the smallest value whose recall@k on the tuning queries reaches a target, where recall@k is
 what FAISS's papers report as "recall@k vs exact": the share of the exact top-k that the index
 returns in its own top-k (`recall_at_k`), with `exact_top_k` as the ground truth. An index whose
 codes are too coarse to reach the target at any setting is reported as such (`Tuning.reached`),
-set to the setting tried whose recall was the best.
+set to the setting tried whose recall was the best. The chosen value is the first whose recall on
+the tuning queries crossed the target, so it crosses it there by construction: `split_held_out`
+sets questions apart before tuning, and `measure` gives the recall at the chosen setting on them.
 
 `rerank` scores a compressed index's candidates exactly against the stored passage vectors (the
 float16 or float32 `embeddings.npy` a dense index keeps memory-mapped), so that a few dozen bytes of
@@ -28,6 +30,7 @@ NO_ROW = -1  # FAISS's row for "no result" (fewer candidates than k)
 NO_SCORE = float(-np.finfo(np.float32).max)  # ... and its inner-product score for one
 EXACT_BLOCK_SCORES = 1 << 24  # query x vector scores per block of exact_top_k: 64 MB of float32
 RERANK_BLOCK_QUERIES = 16  # queries re-ranked together: one product of their distinct candidates with all 16
+MIN_SPLIT_QUESTIONS = 5  # the fewest questions either side of a held-out split may hold (`split_held_out`)
 MAX_EF_SEARCH = 4096  # the largest HNSW efSearch tried: beyond it a graph search costs as much as a scan
 QUANTIZER_EF_MIN = 64  # an HNSW coarse quantizer's efSearch: at least this, and twice nprobe
 
@@ -310,6 +313,42 @@ def tune_search(index, queries: np.ndarray, exact_rows: np.ndarray, k: int, targ
         apply_params(index, params)
     qps = throughput(index, queries, k, batch_size, rerank_vectors, rerank_depth, check_rows)
     return Tuning(params, best, qps, reached, target_recall, name, dict(sorted(trials.items())))
+
+
+def split_held_out(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(tuning rows, held-out rows) of `n` questions: `fraction` of them (rounded half up) held out,
+    drawn by a permutation seeded with `seed`, each part in the questions' own order. The same n,
+    fraction and seed give the same split. `fraction` 0 holds out nothing (every question tunes);
+    otherwise each part must hold MIN_SPLIT_QUESTIONS questions at least, or the split is refused in
+    one line naming --held-out: a recall measured on two or three questions says nothing.
+
+    >>> [r.tolist() for r in split_held_out(10, 0.5, seed=0)]
+    [[0, 1, 5, 8, 9], [2, 3, 4, 6, 7]]
+    >>> [r.tolist() for r in split_held_out(3, 0.0, seed=0)]
+    [[0, 1, 2], []]
+    """
+    if not 0 <= fraction < 1:  # NaN too
+        raise InputError("--held-out", f"must be at least 0 and below 1, got {fraction}")
+    held = int(n * fraction + 0.5) if fraction else 0
+    if fraction and min(held, n - held) < MIN_SPLIT_QUESTIONS:
+        raise InputError("--held-out", f"{fraction} of {n} questions holds out {held} and tunes on {n - held}, where each "
+                         f"side needs {MIN_SPLIT_QUESTIONS} at least: give more questions (--questions, --max-questions), "
+                         "another fraction, or --held-out 0 to record the recall on the tuning questions alone")
+    order = np.random.default_rng(seed).permutation(n)
+    return np.sort(order[held:]), np.sort(order[:held])
+
+
+def measure(index, queries: np.ndarray, exact_rows: np.ndarray, k: int, *, rerank_vectors: np.ndarray | None = None,
+            rerank_depth: int | None = None, exact_scores: np.ndarray | None = None,
+            check_rows=None) -> tuple[float, bool]:
+    """(recall@k, every query found k passages) of `index` as it is set, searched as `tune_search`
+    measures each setting (re-ranked with `rerank_vectors`; ties counted with `exact_scores`): the
+    recall of the chosen setting on questions it was not chosen on."""
+    exact_rows = np.asarray(exact_rows)
+    if len(exact_rows) != len(queries):
+        raise ValueError(f"exact_rows for {len(exact_rows)} queries, {len(queries)} queries given")
+    _, rows = search(index, queries, k, rerank_vectors, rerank_depth, check_rows)
+    return recall_at_k(rows, exact_rows, k, exact_scores), bool((np.asarray(rows)[:, :k] >= 0).all())
 
 
 def best_tried(trials: dict[int, float], short: set | frozenset = frozenset()) -> int:
