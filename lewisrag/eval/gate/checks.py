@@ -16,6 +16,13 @@ lewisrag.eval.results): for RAGChecker's wrong-claim shares (claims.hallucinatio
 sensitivities) a rising mean is the regression, a question fails a cut by rising above it (the cut
 mirrored: `below = 1.0` is "above 0", any wrong claim), and a ceiling counts the questions above it.
 
+A question without a score in one run (null or absent) has no difference for a mean to pair, so the
+means compare the questions scored in both. A cut (tier 2's hits, tier 3's cuts) sees more: a baseline
+without a score is read as passing it, so a candidate score failing the cut is a question newly failing
+it (McNemar's b, counted against `max_regressions`, listed); a candidate without a score is neither a
+regression nor a recovery (tier 1 counts the lost score, by `max_new_unmeasurable`), and one whose
+baseline failed the cut is named. Each share is over the questions its run scores.
+
 Runs are `results.json` files (or run directories holding one). Questions pair by (id, system), and a
 paired question must keep its text. Scores judged by different judges or statement splitters (or,
 for the claims.* diagnostics, claim extractors; for answer_relevancy, embedders) are not comparable,
@@ -43,7 +50,7 @@ from __future__ import annotations
 import math
 import os
 import unicodedata
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from lewisrag.data.io import InputError
 from lewisrag.eval import stats
@@ -120,7 +127,7 @@ class _Paired:
 
     tier: str
     name: str
-    rows: list  # (key, baseline score, candidate score), settled
+    rows: list  # (key, baseline score, candidate score), settled, scored in both runs: the mean's questions
     cut: float | None  # per-question pass/fail at this cut, compared by McNemar; None: the mean only
     max_regressions: int  # questions allowed to newly fall below the cut; -1: McNemar alone
     # the mean by a sign-flip test (its level waits for the run's family), with this largest tolerated
@@ -128,18 +135,30 @@ class _Paired:
     max_mean_drop: float | None
     mcnemar: dict | None = None  # the one-sided McNemar test at `cut`, done at once (the mean test waits for its level)
     direction: int = 1  # +1: higher is better; -1: lower is better, and `cut` is the score a question must not exceed
+    # every question with a score in at least one run, in the runs' order (`_scored`): the cut's questions.
+    # A baseline null read as passing, a candidate score failing the cut after it is a regression; a
+    # candidate null is neither a regression nor a recovery (tier 1 counts it) and is named when the baseline failed
+    scored: list | None = None
+
+    @property
+    def at_cut(self) -> list:
+        """The rows the cut's McNemar test pairs: every question the candidate scores."""
+        return [r for r in (self.rows if self.scored is None else self.scored) if r[2] is not None]
 
 
 def _paired(tier: str, name: str, rows: list, cut: float | None, max_regressions: int = -1,
-            max_mean_drop: float | None = None, direction: int = 1) -> _Paired:
-    test = None if cut is None else stats.mcnemar(*_passing(rows, cut, direction), alternative="greater")
-    return _Paired(tier, name, rows, cut, max_regressions, max_mean_drop, test, direction)
+            max_mean_drop: float | None = None, direction: int = 1, scored: list | None = None) -> _Paired:
+    p = _Paired(tier, name, rows, cut, max_regressions, max_mean_drop, None, direction, scored)
+    if cut is not None:
+        p = replace(p, mcnemar=stats.mcnemar(*_passing(p.at_cut, cut, direction), alternative="greater"))
+    return p
 
 
 def _passing(rows: list, cut: float, direction: int = 1) -> tuple[list[bool], list[bool]]:
     """Per question, whether the baseline and the candidate pass `cut`: at or above it, or for a
-    lower-is-better metric (`direction` -1) at or under it."""
-    return ([not _fails(x, cut, direction) for _, x, _ in rows],
+    lower-is-better metric (`direction` -1) at or under it. A baseline without a score passes: it is
+    not known to have failed, so the candidate failing the cut now is a question newly failing it."""
+    return ([x is None or not _fails(x, cut, direction) for _, x, _ in rows],
             [not _fails(y, cut, direction) for _, _, y in rows])
 
 
@@ -244,7 +263,8 @@ def _labels_check(base: Run, cand: Run) -> GateCheck | None:
     its reference statements (their texts, folded as `_text`). A data set that relabelled a question
     and kept its id compared recall against other gold passages, and a worse retriever passed.
     Compared where both records carry labels of that kind (a label added where there was none leaves
-    the baseline's score unmeasured, so nothing is compared); no check is shown when none changed."""
+    the baseline's score unmeasured: no mean compares it, and a cut reads the baseline as passing, so a
+    candidate failing it is a regression); no check is shown when none changed."""
     changed = []
     for key, b in base.records.items():
         c = cand.records.get(key)
@@ -324,8 +344,9 @@ def _status_count(rec: dict, status: str) -> int:
 def _unmeasurable(base: Run, cand: Run, cfg: GateConfig) -> list[GateCheck]:
     """Per gated metric, the paired answerable questions without a score (null or absent) in each run.
 
-    Every paired comparison leaves a null pair out, so a candidate that stops producing a score
-    (a judge that times out everywhere) would otherwise pass on the questions that remain.
+    Every paired mean leaves a null pair out, and a cut does not read a candidate null as failing, so a
+    candidate that stops producing a score (a judge that times out everywhere) would otherwise pass on
+    the questions that remain.
     """
     pairs = [(key, b, cand.records[key]) for key, b in base.records.items() if key in cand.records and not _not_in_kb(b)]
     ks = sorted({k for _, b, _ in pairs for k in _recall(b)}, key=_k_order)
@@ -366,13 +387,14 @@ def _tier2(base: Run, cand: Run, cfg: GateConfig) -> list[GateCheck | _Paired]:
                           f"no paired question has recall@k ({why[0] if why else 'no gold passage ids'})")]
     out = []
     for k in ks:
-        rows = _settled([(key, _recall(b).get(k), _recall(c).get(k)) for key, b, c in pairs])
+        scored = _scored([(key, _recall(b).get(k), _recall(c).get(k)) for key, b, c in pairs])
+        rows = _both(scored)
         if not rows:  # null in one run or the other on every question: tier 1 counted them (this divided by 0)
             out.append(GateCheck("2 retrieval", f"recall@{k}", "skip",
                                  f"no paired question has a recall@{k} score in both runs (tier 1 counts the nulls)"))
             continue
         out.append(_paired("2 retrieval", f"recall@{k}", rows, cut=cfg.recall_hit_at,
-                           max_mean_drop=cfg.recall_max_mean_drop))
+                           max_mean_drop=cfg.recall_max_mean_drop, scored=scored))
     return out
 
 
@@ -380,10 +402,16 @@ def _recall(rec: dict) -> dict:
     return rec["metrics"].get("recall_at_k") or {}
 
 
-def _settled(rows: list) -> list:
-    """(key, baseline, candidate) rows with a score in both runs, a candidate score within
-    `SCORE_TOLERANCE` of the baseline's taken as the baseline's (float noise is no change)."""
-    return [(key, x, x if abs(y - x) <= SCORE_TOLERANCE else y) for key, x, y in rows if x is not None and y is not None]
+def _scored(rows: list) -> list:
+    """(key, baseline, candidate) rows with a score in at least one run (None in the other), a candidate
+    score within `SCORE_TOLERANCE` of the baseline's taken as the baseline's (float noise is no change)."""
+    return [(key, x, x if x is not None and y is not None and abs(y - x) <= SCORE_TOLERANCE else y)
+            for key, x, y in rows if x is not None or y is not None]
+
+
+def _both(rows: list) -> list:
+    """The rows of `_scored` with a score in both runs: the questions a paired mean compares."""
+    return [r for r in rows if r[1] is not None and r[2] is not None]
 
 
 def _below(score: float, cut: float) -> bool:
@@ -418,32 +446,47 @@ def _k_order(k: str) -> tuple:
 
 
 def _tier3(base: Run, cand: Run, cfg: GateConfig) -> list[GateCheck | _Paired]:
+    # an empty list in a --config file is allowed (retrieval alone; the means alone), but never silent
     out = []
+    if not cfg.judged_metrics:
+        out.append(GateCheck("3 judged", "tier3.metrics", "warn",
+                             "tier3.metrics = [] (--config): no judged metric is compared with the baseline"))
+    elif not cfg.cuts:
+        out.append(GateCheck("3 judged", "tier3.cuts", "warn", "tier3.cuts = [] (--config): no question-level cut is "
+                             "checked, only the paired means; a question collapsing while the mean holds passes"))
     for metric in cfg.judged_metrics:
         both = [(key, _score(b, metric), _score(cand.records[key], metric))
                 for key, b in base.records.items() if key in cand.records and not _not_in_kb(b)]
-        rows = _settled(both)  # nulls: counted in tier 1
-        if not rows:
+        scored = _scored(both)  # a score in one run at least: the cuts' questions (nulls are counted in tier 1 too)
+        rows = _both(scored)  # in both: the mean's
+        new = [key for key, x, _ in scored if x is None]  # scored in the candidate only: a cut can see them fail
+        if not rows and new and cfg.cuts:  # no mean to pair; the cuts still see the candidate's scores
+            out.append(GateCheck("3 judged", f"{metric}: paired mean", "skip",
+                                 f"no question has this metric in both runs; the cuts compare the {len(new)} scored "
+                                 "in the candidate only"))
+        elif not rows:
             if metric in cfg.named_metrics:  # asked for by name: a check that compares nothing must not pass
-                scored = [sum(x is not None for _, x, _ in both), sum(y is not None for _, _, y in both)]
+                scored_in = [sum(x is not None for _, x, _ in both), sum(y is not None for _, _, y in both)]
                 out.append(GateCheck("3 judged", metric, "fail", f"no paired question has this metric in both runs "
-                                     f"(scored: {scored[0]} in the baseline, {scored[1]} in the candidate, of "
+                                     f"(scored: {scored_in[0]} in the baseline, {scored_in[1]} in the candidate, of "
                                      f"{len(both)}), and --config names it in tier3.metrics: nothing was checked",
-                                     {"paired": len(both), "baseline_scored": scored[0], "candidate_scored": scored[1]}))
+                                     {"paired": len(both), "baseline_scored": scored_in[0],
+                                      "candidate_scored": scored_in[1]}))
             else:
                 out.append(GateCheck("3 judged", metric, "skip", "no question has this metric in both runs"))
             continue
         direction = better_direction(metric)
-        out.append(_paired("3 judged", f"{metric}: paired mean", rows, cut=None, max_mean_drop=cfg.judged_max_mean_drop,
-                           direction=direction))
+        if rows:
+            out.append(_paired("3 judged", f"{metric}: paired mean", rows, cut=None,
+                               max_mean_drop=cfg.judged_max_mean_drop, direction=direction, scored=scored))
         for cut in cfg.cuts:
             if direction > 0:
                 out.append(_paired("3 judged", f"{metric} < {cut.below:g}", rows, cut=cut.below,
-                                   max_regressions=cut.max_regressions))
+                                   max_regressions=cut.max_regressions, scored=scored))
             else:  # lower is better: the cut mirrored, a question failing above it
                 above = _mirrored(metric, cut.below)
                 out.append(_paired("3 judged", f"{metric} > {above:g}", rows, cut=above,
-                                   max_regressions=cut.max_regressions, direction=-1))
+                                   max_regressions=cut.max_regressions, direction=-1, scored=scored))
     for ceiling in cfg.ceilings:
         out.append(_ceiling_check(cand, ceiling, cfg))
     out.append(_refusal_check(base, cand, cfg))
@@ -514,6 +557,9 @@ def _mean_check(p: _Paired, cfg: GateConfig, correction: Correction) -> GateChec
                 f"{'' if d > 0 else ', lower is better'}); worse on {len(worse)}")
     if worse:
         evidence += ": " + _ids([key for _, key in worse])
+    one_run = len(p.scored or rows) - len(rows)
+    if one_run:  # no pair to take a difference of: the cuts and tier 1 count them
+        evidence += f"; {one_run} scored in one run only are not in the mean (the cuts and tier 1 count them)"
     if too_far:
         evidence = f"mean {'dropped' if d > 0 else 'rose'} more than {max_mean_drop:g} | " + evidence
     # "pvalue": the one-sided sign-flip p that decided (the bootstrap's own is two-sided); in full under "sign_flip"
@@ -528,22 +574,36 @@ def _mean_check(p: _Paired, cfg: GateConfig, correction: Correction) -> GateChec
 def _paired_check(p: _Paired, cfg: GateConfig, adjusted: float, correction: Correction) -> GateCheck:
     """Per-question pass/fail at the cut compared in pairs (one-sided McNemar: is the candidate worse?),
     its p-value `adjusted` for the run's family; for retrieval, the mean too."""
-    rows, cut, test, d = p.rows, p.cut, p.mcnemar, p.direction
+    rows, cut, test, d = p.at_cut, p.cut, p.mcnemar, p.direction
     base_ok, cand_ok = _passing(rows, cut, d)
     regressed = [key for (key, _, _), bo, co in zip(rows, base_ok, cand_ok) if bo and not co]
-    n = len(rows)
-    fail_b, fail_c = n - sum(base_ok), n - sum(cand_ok)
+    unscored = {key for key, x, _ in rows if x is None}  # no score in the baseline, read as passing it
+    # each run's share over the questions it scores; a candidate null after a failing baseline is no recovery
+    base_scores = [x for _, x, _ in (p.rows if p.scored is None else p.scored) if x is not None]
+    lost = [key for key, x, y in (p.scored or []) if y is None and _fails(x, cut, d)]
+    n, n_b = len(rows), len(base_scores)
+    fail_b, fail_c = sum(_fails(x, cut, d) for x in base_scores), n - sum(cand_ok)
     upper = stats.proportion_interval(fail_c, n, cfg.confidence, side="upper")[1]
     reasons = []
     if adjusted < cfg.alpha:
         reasons.append(f"McNemar {'Holm-adjusted ' if correction.on else ''}p < {cfg.alpha:g}")
     if 0 <= p.max_regressions < len(regressed):
         reasons.append(f"more than {p.max_regressions} regressions")
-    evidence = (f"share {'below' if d > 0 else 'above'} {cut:g}: {fail_b / n:.1%} -> {fail_c / n:.1%} (n={n}, one-sided "
-                f"{cfg.confidence:.0%} upper {upper:.1%}); regressed {test['b']}, recovered {test['c']}, "
-                f"McNemar p={test['pvalue']:.3g}")
-    details = {"n": n, "better": "higher" if d > 0 else "lower", "baseline_failing": fail_b, "candidate_failing": fail_c,
-               "candidate_upper_bound": upper, "mcnemar": test, "regressed": [_key(k) for k in regressed]}
+    side = "below" if d > 0 else "above"
+    over = f"n={n}," if n_b == n and not unscored else f"of the {n_b} scored in the baseline, the {n} in the candidate;"
+    evidence = (f"share {side} {cut:g}: {f'{fail_b / n_b:.1%}' if n_b else 'none scored'} -> {fail_c / n:.1%} ({over} "
+                f"one-sided {cfg.confidence:.0%} upper {upper:.1%}); regressed {test['b']}")
+    if unscored & set(regressed):
+        evidence += f" ({len(unscored & set(regressed))} without a score in the baseline)"
+    evidence += f", recovered {test['c']}, McNemar p={test['pvalue']:.3g}"
+    if lost:
+        evidence += (f"; {len(lost)} {side} {cut:g} in the baseline have no score now, not counted as recovered "
+                     f"(tier 1 counts them): {_ids(lost)}")
+    details = {"n": n, "better": "higher" if d > 0 else "lower", "baseline_scored": n_b, "candidate_scored": n,
+               "baseline_failing": fail_b, "candidate_failing": fail_c,
+               "candidate_upper_bound": upper, "mcnemar": test, "regressed": [_key(k) for k in regressed],
+               "regressed_unscored_in_baseline": [_key(k) for k in regressed if k in unscored],
+               "failing_unscored_in_candidate": [_key(k) for k in lost]}
     if d > 0:  # the names the fields had before lower-is-better metrics were gated, kept for readers of --json
         details |= {"baseline_below": fail_b, "candidate_below": fail_c}
     if correction.on:

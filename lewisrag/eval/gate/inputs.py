@@ -12,6 +12,7 @@ place in `records` (`results.json:43: field 'records[0].metrics.faithfulness'`).
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 import sys
@@ -123,6 +124,10 @@ def _load_config(path: str | os.PathLike | None) -> GateConfig:
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             raise InputError(src, f"expected {kind.__name__}, got {type(value).__name__}", field=key)
         fields[name] = value
+    if not fields["zero_statuses"]:  # no status at all would switch tier 1's hard gate off as silently as a typo
+        raise InputError(src, "empty: it would switch the citation rules off; to tolerate the violations the baseline "
+                         "already has on a question, set tier1.allow_baseline_violations = true",
+                         field="tier1.zero_statuses")
     for i, status in enumerate(fields["zero_statuses"]):  # a misspelt status would switch its check off silently
         if status not in STATUSES:
             raise InputError(src, f"unknown citation status {status!r} (one of {', '.join(STATUSES)})",
@@ -202,16 +207,22 @@ _MIN_RESAMPLES = 100
 def _read_toml(path, src: str) -> dict:
     """A TOML file flattened to {"tier2.hit_at": value}; unknown keys are errors, not silent typos."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))
+        raw = path.read_bytes().removeprefix(codecs.BOM_UTF8)
     except FileNotFoundError:
         raise InputError(src, "file not found") from None
     except IsADirectoryError:
         raise InputError(src, "is a folder; a file is needed") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:  # named by its line and its byte in that line, as the JSON readers name it
+        start = raw.rfind(b"\n", 0, e.start) + 1
+        raise InputError(src, f"malformed TOML: not valid UTF-8 (byte {e.start - start})",
+                         line=raw.count(b"\n", 0, e.start) + 1) from None
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:  # its position is in the message only ("(at line 3, column 1)")
         at = re.search(r"\(at line (\d+), column \d+\)$", str(e))
         raise InputError(src, f"malformed TOML: {e}", line=int(at[1]) if at else None) from None
-    except UnicodeDecodeError as e:
-        raise InputError(src, f"malformed TOML: {e}") from None
     except (ValueError, RecursionError):  # an integer past int()'s digit limit; arrays nested past the stack
         raise InputError(src, f"malformed TOML: an integer longer than {sys.get_int_max_str_digits()} digits, "
                          "or arrays nested too deeply") from None
