@@ -8,6 +8,7 @@ interrupted or failed run never leaves a half-written output.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import hashlib
 import json
@@ -15,6 +16,7 @@ import logging
 import math
 import os
 import re
+import shlex
 import socket
 import sys
 import tempfile
@@ -62,13 +64,42 @@ def iter_records(path: str | os.PathLike) -> Iterator[tuple[int, dict[str, Any]]
 
 
 def existing_file(path: str | os.PathLike) -> Path:
-    """`path` as a Path if it is a file; an InputError if it is missing or a folder."""
+    """`path` as a Path if it is a file; an InputError if it is missing, a folder, or gzip-compressed
+    (every reader of a file opens it through here: JSON, JSONL, DPR's .qa.csv and passages TSV,
+    Parquet; none reads gzip, and read as text such a file was "not valid UTF-8 (byte 1)")."""
     p = Path(path)
     if p.is_dir():
         raise InputError(p, "is a folder; a file is needed")
     if not p.exists():
         raise InputError(p, "file not found")
+    _not_gzip(p)
     return p
+
+
+GZIP_MAGIC = b"\x1f\x8b"  # no UTF-8 text opens so: 0x8b continues a character, and 0x1f is one whole
+
+
+def _not_gzip(p: Path) -> None:
+    """An InputError if the file opens with gzip's magic bytes, with the command that decompresses it
+    (`gunzip` itself only for a name ending in .gz: it leaves any other name alone).
+
+    >>> import gzip, tempfile; f = Path(tempfile.mkdtemp()) / "qa.jsonl"
+    >>> _ = f.write_bytes(gzip.compress(b"{}"))
+    >>> _not_gzip(f)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    lewisrag.data.io.InputError: ...qa.jsonl: gzip-compressed: decompress it first (gunzip -c ...qa.jsonl > ...qa.plain.jsonl)
+    """
+    try:
+        with open(p, "rb") as f:
+            head = f.read(len(GZIP_MAGIC))
+    except OSError:  # unreadable: the reader's own open says so
+        return
+    if head == GZIP_MAGIC:
+        if p.suffix.lower() == ".gz":
+            how = f"gunzip {shlex.quote(str(p))}"
+        else:
+            how = f"gunzip -c {shlex.quote(str(p))} > {shlex.quote(str(p.with_name(f'{p.stem}.plain{p.suffix}')))}"
+        raise InputError(p, f"gzip-compressed: decompress it first ({how})")
 
 
 class _BadJSON(Exception):
@@ -166,12 +197,33 @@ def _loads(text: str) -> Any:
     except RecursionError:
         raise _BadJSON("nested too deeply") from None
     except ValueError:  # int() refuses longer digit strings (CPython's guard against quadratic time)
-        raise _BadJSON(f"an integer longer than {sys.get_int_max_str_digits()} digits") from None
+        line, column = _long_integer_at(text)
+        raise _BadJSON(f"an integer longer than {sys.get_int_max_str_digits()} digits", line, column) from None
     if "\\u" in text:  # only escapes make lone surrogates; most lines have none to look for
         field = _unencodable(obj)
         if field is not None:
             raise _BadJSON("a lone surrogate escape (\\ud800-\\udfff): not a character", field=field)
     return obj
+
+
+# a JSON text's strings and numbers, in its order (digits lie in nothing else); a number is read by int()
+# when it has no fraction and no exponent
+_STRING_OR_NUMBER = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|-?([0-9]+)(\.[0-9]+)?([eE][-+]?[0-9]+)?', re.DOTALL)
+
+
+def _long_integer_at(text: str) -> tuple[int | None, int | None]:
+    """(line, column), 1-based, of the first integer of `text` that int() refuses for its length (json's
+    ValueError says neither); (None, None) if there is none (not reached: the caller met one).
+
+    >>> _long_integer_at('{"a": "' + "1" * 5000 + '", "b": 0.' + "1" * 5000 + ',\\n "c": -' + "9" * 4301 + "}")
+    (2, 7)
+    """
+    limit = sys.get_int_max_str_digits()
+    for m in _STRING_OR_NUMBER.finditer(text):
+        digits = m.group(1)
+        if digits is not None and m.group(2) is None and m.group(3) is None and 0 < limit < len(digits):
+            return text.count("\n", 0, m.start()) + 1, m.start() - text.rfind("\n", 0, m.start())
+    return None, None
 
 
 def _unencodable(obj: Any) -> str | None:
@@ -549,12 +601,22 @@ def expect(ok: bool, source, field: str, what: str, value: object, after: str = 
     """Unless `ok`: an InputError naming `source` and `field`: "expected WHAT, got VALUE" (+ `after`).
     For the files lewisrag writes itself (manifests, checkpoint state), read back field by field."""
     if not ok:
-        shown = repr(value)
-        if isinstance(value, int) and len(shown) > 40:  # 10**400: its length, not 401 digits
-            shown = f"an integer of {len(shown.lstrip('-'))} digits"
-        elif isinstance(value, float) and not math.isfinite(value):
-            shown = json.dumps(value)  # as the file spells it: Infinity, NaN
-        raise InputError(source, f"expected {what}, got {shown}{after}", field=field)
+        raise InputError(source, f"expected {what}, got {shown_value(value)}{after}", field=field)
+
+
+def shown_value(value: object) -> str:
+    """`repr(value)` for an error message, but an integer of more than 40 characters by its length, not
+    its digits, and a float that is not finite as JSON spells it.
+
+    >>> shown_value(0.5), shown_value(-10**400), shown_value(float("inf"))
+    ('0.5', 'an integer of 401 digits', 'Infinity')
+    """
+    shown = repr(value)
+    if isinstance(value, int) and len(shown) > 40:  # 10**400: its length, not 401 digits
+        return f"an integer of {len(shown.lstrip('-'))} digits"
+    if isinstance(value, float) and not math.isfinite(value):
+        return json.dumps(value)  # as the file spells it: Infinity, NaN
+    return shown
 
 
 def given_once(flag: str, values: Iterable, key: Callable[[Any], Any] = lambda v: v, field: str | None = None) -> None:
@@ -771,10 +833,12 @@ def read_json_list_lines(path: str | os.PathLike, key: str) -> tuple[Any, list[i
 
 def _text_and_json(p: Path) -> tuple[str, Any]:
     """A JSON file's text and what it holds; a bad file is an InputError naming it."""
+    data = p.read_bytes().removeprefix(codecs.BOM_UTF8)
     try:
-        text = p.read_bytes().decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise InputError(p, f"not valid UTF-8 (byte {e.start})") from None
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:  # named by its line and its byte in that line, as the JSONL reader names it
+        start = data.rfind(b"\n", 0, e.start) + 1
+        raise InputError(p, f"not valid UTF-8 (byte {e.start - start})", line=data.count(b"\n", 0, e.start) + 1) from None
     try:
         return text, _loads(text)
     except _BadJSON as e:

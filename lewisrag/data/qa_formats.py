@@ -276,6 +276,12 @@ def _dpr_qa_records(p: Path) -> Iterator[tuple[int, dict]]:
             except csv.Error as e:
                 raise InputError(p, f"cannot read as DPR's QA layout: {e}", line=start) from None
             line, start = start, reader.line_num + 1
+            # the lines after an unbalanced quote ran into its field: as DPR reads them, one question of several lines
+            broken = next((i for i, value in enumerate(row) if "\n" in value), None)
+            if broken is not None or reader.line_num > line:
+                span = f"over lines {line}-{reader.line_num}" if reader.line_num > line else "to the end of the file"
+                raise InputError(p, f"a quoted field runs {span} (an unbalanced \"?); DPR's QA files hold one "
+                                 "question a line", line=line, field=("question", "answers", None)[min(broken or 0, 2)])
             if not row:
                 continue
             if len(row) != 2:

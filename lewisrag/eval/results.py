@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lewisrag import __version__
-from lewisrag.data.io import InputError, read_json_list_lines, write_json, write_text
+from lewisrag.data.io import InputError, read_json_list_lines, shown_value, write_json, write_text
 from lewisrag.data.outputs import check_out_dir, rewritten_dir
 from lewisrag.data.records import CATEGORIES
 from lewisrag.eval import claims
@@ -255,7 +255,7 @@ def check_score(value, metric: str, reasons: dict | None, src: Path, line: int, 
         raise InputError(src, f"expected a number or null, got {type(value).__name__}", line=line, field=where)
     low, high = METRIC_RANGES[metric]
     if not low <= value <= high:
-        raise InputError(src, f"{value!r} is outside {metric}'s range [{low:g}, {high:g}]", line=line, field=where)
+        raise InputError(src, f"{shown_value(value)} is outside {metric}'s range [{low:g}, {high:g}]", line=line, field=where)
     return float(value)
 
 
