@@ -3,7 +3,8 @@ in any format `read_qa` takes but FEVER's (`_check_sets`) and passages in wiki_d
 .tsv, all local. The stages are a subset of the small preset's, through the same stage functions where they fit:
 
     data            RUN/data/{train,dev,test}.jsonl: the QA files read once (--max-train keeps the first N;
-                    train and dev keep the gold ids index A holds); test questions also asked in --train or
+                    train and dev keep the gold ids index A holds; without --max-passages a gold id that
+                    --passages lacks is refused before any stage); test questions also asked in --train or
                     --dev (one file given twice) are warned of before the first stage and counted (`test_overlap`)
     index_a         dense index over --passages (the first --max-passages) with --context-encoder; on a
                     GPU in the RAG runs' mixed precision, 256 passages a batch (as the H200 was measured);
@@ -13,7 +14,8 @@ in any format `read_qa` takes but FEVER's (`_check_sets`) and passages in wiki_d
     retrieval       over index A on --test: DPR's top-k accuracy (`answer_recall`: an answer string in a
                     top-k passage) for the short-answer questions, and the share of questions with a gold
                     passage id in the top k (`recall_at_k`) for those that carry gold_passage_ids
-                    (nq_open's do not: recorded as skipped, with why)
+                    (nq_open's do not: recorded as skipped, with why); k = 1, 5, 20, those past the
+                    passages indexed left out
     generator       RUN/generator: --generator checked before any stage (weights and tokenizer load, and the
                     tokenizer fits the model: `check_generator_tokenizer`) and copied
     rag_token, rag_sequence   train_rag with the preset's settings, --question-encoder paired with --context-encoder
@@ -44,7 +46,7 @@ from lewisrag import __version__
 from lewisrag.data.io import InputError, LewisragWarning, expect, first_line, write_json, write_jsonl
 from lewisrag.data.passages import open_passages
 from lewisrag.data.pretrained import check_generator_folder, check_weights, generator_tokenizer, model_files
-from lewisrag.data.records import ids_present, read_qa, refuse_regex_targets
+from lewisrag.data.records import ids_present, missing_passage_id, read_qa, refuse_regex_targets
 from lewisrag.data.tasks import LABELS
 from lewisrag.data.threads import environment, resolve_device
 from lewisrag.eval.results import FORMAT
@@ -130,8 +132,23 @@ def prepare(assets: BaseAssets, hub: tuple[str, ...] = ()) -> dict:
     for table in passages.values():  # stored vectors too: a damaged one found at index_a would leave a run half begun
         if getattr(table, "has_embeddings", False):
             table.embedding_dim()
+    if assets.max_passages is None:
+        _check_gold_ids({"train": train[: assets.max_train], "dev": dev, "test": test}, passages["a"], assets)
     return {"train": train[: assets.max_train], "dev": dev, "test": test, "passages": passages, **swap,
             "test_overlap": shared_questions(train[: assets.max_train], dev, test)}
+
+
+def _check_gold_ids(sets: dict, passages, assets: BaseAssets) -> None:
+    """Without --max-passages every passage of --passages is indexed: a gold id of --train, --dev or --test
+    that it lacks is mistyped or another corpus's, bad input named by file, line and field (as
+    `records.check_gold_ids` names it), not a question dropped from training and recall as if a cut
+    had left its passage out. One scan of the passages' ids for the three files."""
+    present = ids_present(passages, {g for examples in sets.values() for ex in examples for g in ex.gold_passage_ids})
+    for name, examples in sets.items():
+        error = missing_passage_id(examples, "gold_passage_ids", present, getattr(assets, name),
+                                   f"--passages {assets.passages}")
+        if error is not None:
+            raise error
 
 
 def shared_questions(train, dev, test) -> dict[str, int]:
@@ -430,8 +447,9 @@ def _data(data: Path, sets: dict, passages, overlap: dict | None = None) -> dict
     """RUN/data/<set>.jsonl in lewisrag's schema (the swap matrix names question sets by their file names).
 
     Training and dev questions keep only the gold ids index A holds (`passages`): `train rag` refuses
-    any other, and --max-passages cuts most of a corpus's away. A question left with none is counted
-    (`gold_not_indexed`) and out of the hit rates, as the retrieval stage leaves such test questions out.
+    any other, and --max-passages cuts most of a corpus's away (without it, `prepare` refused an id
+    --passages lacks). A question left with none is counted (`gold_not_indexed`) and out of the hit
+    rates, as the retrieval stage leaves such test questions out.
     A question without an answer (MS MARCO's "No Answer Present.") is written as not_in_kb, the one
     category lewisrag's schema reads without an answer. `overlap`: `shared_questions`'s counts (`run_base`
     warned of them), recorded as `test_overlap`."""
@@ -444,7 +462,7 @@ def _data(data: Path, sets: dict, passages, overlap: dict | None = None) -> dict
         sets = {**sets, name: kept}
     if any(outside.values()):  # said now: report.md shows only the test split's count
         warnings.warn(LewisragWarning(f"{outside['train']} training and {outside['dev']} dev questions have no gold "
-                                      "passage in index A (--max-passages or another corpus): they train and are "
+                                      "passage in index A (--max-passages, or not in --passages): they train and are "
                                       "scored without one (data/*.jsonl; results.json stages.data.gold_not_indexed)"))
     for name, examples in sets.items():
         write_jsonl(data / f"{name}.jsonl", (ex.to_dict() if ex.answers else {**ex.to_dict(), "category": "not_in_kb"}
@@ -496,13 +514,13 @@ def _retrieval(run: Path, test, pair: dict, on_progress: Progress) -> dict:
       have one of them in the top k (hit@k). On Wikipedia it is usually the lower of the two: many
       passages besides the annotated one hold an answer.
     """
-    ks = (1, 5, 20)
     with_gold = [ex for ex in test if ex.gold_passage_ids]
     answerable = [ex for ex in test if ex.answers and ex.kind == "short"]  # a long answer is no string to find
     skipped = {"skipped": "no test question has gold_passage_ids (the hub's QA sets and DPR's .qa.csv have none)"}
     if not with_gold and not answerable:
         return {"out": {"retrieval": {"split": "test", **skipped}}}
     retriever = open_retriever(run / "index_a", pair["encoder"], context_encoder=pair["context_encoder"])
+    ks = retrieval_ks(len(retriever.index.passages))
     out = {"split": "test"}
     if answerable:
         holds = _holds_answer(retriever, answerable, max(ks), lambda n: on_progress("answer recall", n, len(answerable), ""))
@@ -526,6 +544,16 @@ def _retrieval(run: Path, test, pair: dict, on_progress: Progress) -> dict:
     r = retrieval_recall(retriever, scored, ks, on_batch=tick)
     hits = {f"recall_at_{k}": r[f"hit@{k}"] for k in ks}  # a gold passage id in the top k: not DPR's top-k accuracy
     return {"out": {"retrieval": out | {"n": r["n"], "gold_not_indexed": outside, **hits}}}
+
+
+def retrieval_ks(n_passages: int) -> tuple[int, ...]:
+    """The retrieval stage's cut-offs, 1, 5 and 20, those past the index's passages left out (with
+    --max-passages 8, recall@20 was 1.0 over the 8 passages there were, and top-20 accuracy the top 8's).
+
+    >>> retrieval_ks(21_015_324), retrieval_ks(8), retrieval_ks(1)
+    ((1, 5, 20), (1, 5), (1,))
+    """
+    return tuple(k for k in (1, 5, 20) if k <= n_passages) or (1,)
 
 
 def _holds_answer(retriever, examples, k: int, on_done: Callable[[int], None], batch_size: int = 64) -> list[list[bool]]:

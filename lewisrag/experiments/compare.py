@@ -8,7 +8,18 @@ record (ragas-style) whose contexts are the passages the generator read, numbere
 whose citations are [n]: explicit ones for the stitched system, implicit ones (from p(z|x,y)) for the
 Lewis models. So one evaluator (lewisrag.eval.evaluator, with the deterministic LexicalJudge) scores
 every layer of every system alike. Context ids are the numbers 1..k rather than passage ids because
-the evaluator's citation markers are numeric; gold ids are renumbered the same way.
+the evaluator's citation markers are numeric; gold ids are renumbered the same way while it scores, and
+each record then carries the real ids: `passage_ids` (what contexts 1..k were), `cited_passage_ids` and
+the question's own `gold_passage_ids` (so `lewisrag gate` pairs a question by its labels, not by where
+a run happened to retrieve them). Each system is evaluated at its own k: recall@1 and recall@k, k the
+passages it read (the Lewis models' K, the stitched system's k), its diagnosis at that k; none is
+labelled past what it read. EM, F1 and ROUGE-L of a record are scored against every gold answer, as
+the scorecard's are (`scoring.qa`: the best over the answers; a pattern's by `regex_match`, F1 and
+ROUGE-L unmeasured).
+
+The passages the gold ids are checked against, report.html shows and the position probe moves are
+the world's passages_a.jsonl, which must be what index A holds (its manifest's content hash): an
+index A over other passages is refused (`index_passages`), since the systems search it.
 
 Cost is counted from the tokenized inputs and the decoded hypotheses, in generator forward passes
 over one input each: encoding it, one decoding step, or one teacher-forced pass of a whole answer
@@ -45,13 +56,14 @@ from lewisrag.data.io import InputError, expect, write_json
 from lewisrag.data.outputs import check_out_dir, made_by, note_writing
 from lewisrag.data.records import check_gold_ids, read_passages, read_qa
 from lewisrag.eval.diagnose import diagnose
-from lewisrag.eval.evaluator import aggregate, claim_aggregates, evaluate_answers
+from lewisrag.eval.evaluator import EvalConfig, aggregate, claim_aggregates, evaluate_answers
 from lewisrag.eval.judges import LexicalJudge
 from lewisrag.eval.records import parse_answer
 from lewisrag.eval.reports.claims import claims_markdown, column_summary
 from lewisrag.eval.reports.html import page_data_from_results, render_report_html
 from lewisrag.eval.reports.i18n import messages
 from lewisrag.eval.results import CLAIM_METRICS, CONTRADICTIONS, Producer, QuestionRecord, Results, write_run_dir
+from lewisrag.eval.statements import strip_citations
 from lewisrag.training.checkpoint import load_trained
 from lewisrag.experiments.position import plot_positions, position_probe
 from lewisrag.experiments.presets import read_run_config
@@ -59,6 +71,7 @@ from lewisrag.experiments.stitched_llm import GeneratorOptions, build_system, ch
 from lewisrag.experiments.systems import Answered, LewisSystem, StitchedSystem
 from lewisrag.index import open_retriever
 from lewisrag.index.dense import DenseIndex
+from lewisrag.index.store import content_hash, read_manifest
 from lewisrag.rag_model.model import max_positions
 from lewisrag.scoring import qa as Q
 from lewisrag.scoring.aggregate import mean
@@ -83,12 +96,20 @@ def answer_all(system, questions: list[str], batch_size: int = 16, on_batch: Cal
 
 
 def answer_record(ex, a: Answered, system: str) -> dict:
-    """The evaluator's (ragas-style) record of one answer; contexts numbered 1..k in input order."""
+    """The evaluator's (ragas-style) record of one answer; contexts numbered 1..k in input order, and gold ids
+    the numbers of those read, a gold passage not read an id that no number is (its real id could be "2").
+
+    >>> from types import SimpleNamespace as NS
+    >>> ex = NS(id="q", question="?", reference_statements=[], gold_passage_ids=["p9", "2"], category=None, answers=[])
+    >>> answer_record(ex, NS(response="x", passages=[NS(id="a", title="", text=""), NS(id="p9", title="", text="")]),
+    ...               "rag_token")["gold_passage_ids"]
+    ['2', 'not read: 2']
+    """
     number = {p.id: str(n) for n, p in enumerate(a.passages, start=1)}
     rec = {"id": ex.id, "user_input": ex.question, "response": a.response, "system": system,
            "retrieved_contexts": [{"id": str(n), "title": p.title, "text": p.text} for n, p in enumerate(a.passages, start=1)],
            "reference_statements": list(ex.reference_statements),
-           "gold_passage_ids": [number.get(g, g) for g in ex.gold_passage_ids], "category": ex.category}
+           "gold_passage_ids": [number.get(g, f"not read: {g}") for g in ex.gold_passage_ids], "category": ex.category}
     if ex.answers and not Q.is_regex_answered(ex):  # a pattern (CuratedTrec's) is no reference text to judge by
         rec["reference"] = ex.answers[0]
     return rec
@@ -100,7 +121,7 @@ def scorecard(systems: dict, test: list, eval_examples: list, judge=None, batch_
     (layered metrics through the evaluator). Returns qa, retrieval, layers, timings and the evaluator results."""
     test = [ex for ex in test if ex.kind == "short" and ex.answers]
     card: dict = {"qa": {}, "retrieval": {}, "layers": {}, "timings": {}}
-    parsed, extras = [], {}
+    parsed, extras, ks = {}, {}, {}
     for name, system in systems.items():
         answers = answer_all(system, [ex.question for ex in test], batch_size,
                              lambda d, name=name: on_progress(f"{name}: test questions", d, len(test), ""))
@@ -108,17 +129,26 @@ def scorecard(systems: dict, test: list, eval_examples: list, judge=None, batch_
         ev = answer_all(system, [ex.question for ex in eval_examples], batch_size,
                         lambda d, name=name: on_progress(f"{name}: eval questions", d, len(eval_examples), ""))
         seen: dict = {}  # ids are unique per system; the evaluator keys records by (id, system)
-        parsed += [parse_answer(answer_record(ex, a, name), "compare", i, seen) for i, (ex, a) in enumerate(zip(eval_examples, ev), 1)]
+        parsed[name] = [parse_answer(answer_record(ex, a, name), "compare", i, seen)
+                        for i, (ex, a) in enumerate(zip(eval_examples, ev), 1)]
         extras.update({(ex.id, name): {"passage_ids": [p.id for p in a.passages], "token_posteriors": a.token_posteriors,
-                                       "failure": a.failure, "cited": a.cited} for ex, a in zip(eval_examples, ev)})
+                                       "failure": a.failure, "cited": a.cited, "example": ex} for ex, a in zip(eval_examples, ev)})
+        ks[name] = recall_ks(answers + ev)
         card["layers"][name] = {"forward_passes_per_answer": mean(a.forward_passes for a in answers + ev),
                                 "tokens_per_answer": mean(a.input_tokens for a in answers + ev)}
         card["timings"][name] = {"latency_s": mean(a.seconds for a in answers + ev)}
-    results = evaluate_answers(parsed, judge or LexicalJudge(),
-                               progress=_counter(lambda d: on_progress("evaluating answers", d, len(parsed), ""))).to_json()
+    judge = judge or LexicalJudge()
+    total = sum(map(len, parsed.values()))
+    tick = _counter(lambda d: on_progress("evaluating answers", d, total, ""))
+    # each system at its own k (recall@k and the diagnosis's k): none is labelled past the passages it read
+    evaluated = [evaluate_answers(parsed[name], judge, EvalConfig(ks=ks[name]), progress=tick).to_json() for name in systems]
+    results = {**evaluated[-1], "records": [rec for r in evaluated for rec in r["records"]]}  # one judge and splitter
+    results["config"] = {**results.get("config", {}), "ks": {name: list(ks[name]) for name in systems}}
     for rec in results["records"]:
         extra = extras[(rec["id"], rec["system"])]
         rec["passage_ids"] = extra["passage_ids"]  # what the numbered contexts 1..k were
+        rec["gold_passage_ids"] = list(extra["example"].gold_passage_ids)  # the question's, whatever was retrieved
+        score_answers(rec, extra["example"])
         if extra["token_posteriors"]:
             rec["token_posteriors"] = extra["token_posteriors"]
         if extra["cited"] is not None:
@@ -131,6 +161,38 @@ def scorecard(systems: dict, test: list, eval_examples: list, judge=None, batch_
     card["results"] = results
     card["generators"] = generators(systems)
     return card
+
+
+def recall_ks(answers: list[Answered]) -> tuple[int, ...]:
+    """The recall@k cut-offs of a system whose answers are `answers`: 1 and k, the passages it read (the most
+    an answer read: an outside generator's shortened prompt reads fewer).
+
+    >>> from types import SimpleNamespace as NS
+    >>> recall_ks([NS(passages=[1, 2, 3])]), recall_ks([NS(passages=[1])]), recall_ks([])
+    ((1, 3), (1,), (1,))
+    """
+    k = max((len(a.passages) for a in answers), default=1)
+    return tuple(sorted({1, max(k, 1)}))
+
+
+def score_answers(rec: dict, ex) -> None:
+    """A record's EM, F1 and ROUGE-L against every gold answer of `ex`, as the scorecard scores them
+    (`scoring.qa`: the best over the answers; a pattern, CuratedTrec's, by `regex_match`, its F1 and
+    ROUGE-L left unmeasured): the evaluator, given one reference text, scored the first answer only.
+
+    >>> from types import SimpleNamespace as NS
+    >>> rec = {"response": "Ana Kel [2]", "metrics": {"exact_match": 0.0, "f1": 0.0, "rougeL": 0.0}, "nan_reasons": {}}
+    >>> score_answers(rec, NS(answers=["Kel family", "Ana Kel"], answer_match="text"))
+    >>> rec["metrics"]
+    {'exact_match': 1.0, 'f1': 1.0, 'rougeL': 1.0}
+    """
+    if not ex.answers:
+        return  # no reference: the evaluator's null and its reason stand
+    answer, m = strip_citations(rec["response"]), rec["metrics"]
+    m["exact_match"] = Q.answer_exact_match(answer, ex)
+    rec["nan_reasons"].pop("exact_match", None)
+    if not Q.is_regex_answered(ex):
+        m["f1"], m["rougeL"] = Q.token_f1(answer, ex.answers), Q.rouge_l(answer, ex.answers)
 
 
 def generators(systems: dict) -> dict:
@@ -348,7 +410,7 @@ def compare_stage(run: str | os.PathLike, preset, seed: int, on_progress: Progre
                            device=preset.device)
     test, eval_examples = read_qa(run / "world" / "test.jsonl"), read_qa(run / "world" / "eval.jsonl")
     card = scorecard(systems, test, eval_examples, on_progress=on_progress)
-    passages = {p.id: p for p in read_passages(run / "world" / "passages_a.jsonl")}
+    passages = {p.id: p for p in index_passages(run)}
     probe = [ex for ex in test if ex.kind == "short"][: preset.position_questions]
     position = card["position"] = position_curves(systems, probe, passages, on_progress=on_progress)
     if position:
@@ -361,11 +423,39 @@ def compare_stage(run: str | os.PathLike, preset, seed: int, on_progress: Progre
             "findings": findings(card, lang)}  # sentences for the run's report.md
 
 
+def index_passages(run: Path) -> list:
+    """The world's passages_a.jsonl, which the gold ids are checked against, report.html shows and the
+    position probe moves, after checking that index A, which every system searches, holds them (its
+    manifest's content hash): over another corpus it was scored silently, over a subset the probe
+    failed on a passage the index lacks. Else an InputError naming index A."""
+    world = run / "world" / "passages_a.jsonl"
+    passages = read_passages(world)
+    held, ours = read_manifest(run / "index_a")["content_hash"], content_hash(passages)
+    if held != ours:
+        raise InputError(run / "index_a", f"holds other passages than {world} (content hash {held}, the world's "
+                         f"{ours}): the systems search index A, the gold ids and the position probe "
+                         "read the world's passages; build index A over them again")
+    return passages
+
+
 def report_html(card: dict, passages: dict, lang: str = "en") -> str:
-    """The teaching page over every system's eval answers (RAG-Token's with its posterior heatmaps)."""
+    """The teaching page over every system's eval answers (RAG-Token's with its posterior heatmaps); its
+    contexts are numbered 1..k, so a record's gold ids are numbered as they were read (`passage_ids`) to
+    mark them, and a gold passage not read keeps its id to be shown from `passages`."""
     known = {pid: {"title": p.title, "text": p.text} for pid, p in passages.items()}
     title = messages(lang)("html.title_compare")
-    return render_report_html(page_data_from_results(card["results"], known, title=title, lang=lang))
+    results = {**card["results"], "records": [_page_record(r) for r in card["results"]["records"]]}
+    return render_report_html(page_data_from_results(results, known, title=title, lang=lang))
+
+
+def _page_record(rec: dict) -> dict:
+    """`rec` with its gold ids numbered as its contexts are (1..k in input order), for report.html.
+
+    >>> _page_record({"passage_ids": ["a", "g"], "gold_passage_ids": ["g", "x"]})["gold_passage_ids"]
+    ['2', 'x']
+    """
+    number = {pid: str(n) for n, pid in enumerate(rec.get("passage_ids") or [], start=1)}
+    return {**rec, "gold_passage_ids": [number.get(g, g) for g in rec.get("gold_passage_ids") or []]}
 
 
 KIND = "comparison"  # the marker kind of `lewisrag compare` folders (lewisrag.data.outputs)
@@ -389,7 +479,7 @@ def compare_run(run: str | os.PathLike, out: str | os.PathLike, names=SYSTEMS, d
     check_systems(run, names, generator)
     max_length = _run_max_length(run)
     test, eval_examples = read_qa(run / "world" / "test.jsonl"), read_qa(data, qa_fields)  # all input read before any model
-    passages = {p.id: p for p in read_passages(run / "world" / "passages_a.jsonl")}
+    passages = {p.id: p for p in index_passages(run)}
     check_gold_ids(eval_examples, list(passages.values()), data, f"the run's passages {run / 'world' / 'passages_a.jsonl'}",
                    qa_fields)  # the passages every system searches
     systems = load_systems(run, names, max_length=max_length, generator=generator, device=device)

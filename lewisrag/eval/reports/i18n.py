@@ -146,8 +146,9 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "rep.retrieval.h_world": ("## Retrieval (test split over snapshot A; test entities never appear in training questions)",
                               "## 检索（测试集，在快照 A 上检索；测试集的实体从不出现在训练问题里）"),
     "rep.retrieval.gold_not_indexed": ("{n} questions whose gold passages all lie outside the indexed passages "
-                                       "(`--max-passages`) are left out of these numbers.",
-                                       "另有 {n} 个问题的金标段落全都不在已建索引的段落里（`--max-passages`），未计入以上数字。"),
+                                       "(`--max-passages`, or not in `--passages`) are left out of these numbers.",
+                                       "另有 {n} 个问题的金标段落全都不在已建索引的段落里（被 `--max-passages` 截掉，"
+                                       "或不在 `--passages` 中），未计入以上数字。"),
     "rep.retrieval.col": ("retriever", "检索器"),
     "rep.retrieval.dpr_given": ("DPR (given pair)", "DPR（给定的编码器对）"),
     "rep.retrieval.dpr_trained": ("DPR (trained here)", "DPR（本次训练）"),
