@@ -39,8 +39,7 @@ def test_a_fever_run_whose_loss_turns_nan_exits_2_without_keeping_a_model(rag_in
                             "--max-target-length", 16, "--eval-every", 2, "--save-every", 2, "--eval-questions", 4,
                             "--device", "cpu", "--lr", "1e6", "--max-grad-norm", 0, "--freeze-retriever")
     assert_one_line_error(code, err, "--lr: the loss became nan at step 2: training diverged; lower --lr (now 1e+06)")
-    assert not (out / "best").exists() and not (out / "final").exists() and not (out / "checkpoint").exists()
-    assert [json.loads(line)["step"] for line in (out / "log.jsonl").read_text().splitlines()] == [1]
+    assert not out.exists()  # nothing saved before it diverged: no model, and no config or log left to refuse a rerun
 
 
 @pytest.mark.parametrize("task", ["qa", "jeopardy"])

@@ -14,7 +14,7 @@ from collections.abc import Container, Mapping, Sequence
 import torch
 
 from lewisrag.data.io import InputError, LewisragWarning
-from lewisrag.data.passages import passages_at
+from lewisrag.data.passages import PassageTable, passages_at
 from lewisrag.data.records import Passage, QAExample, ids_present, missing_passage_id
 from lewisrag.index.bm25 import BM25Index
 from lewisrag.training.configs import HARD_NEGATIVE_SOURCES
@@ -130,14 +130,16 @@ ID_READ_ROWS = 1 << 16  # passages read at a time for their ids (`_first_not_gol
 def _first_not_gold(examples: Sequence[QAExample], ranked: Sequence[Sequence[int]],
                     passages: Sequence[Passage]) -> list[int | None]:
     """Per example, the first of its `ranked` rows whose passage is not one of its gold ones (None if
-    none). The ids of all the rows are read in row order, `ID_READ_ROWS` passages at a time
-    (`passages_at`): a table decodes each row group about once, where reading row by row decoded one
-    for almost every row, and memory holds the ids, not every hit's passage."""
+    none). The ids of all the rows are read in row order, `ID_READ_ROWS` passages at a time: a table
+    decodes each row group about once, where reading row by row decoded one for almost every row, and
+    of the id column alone (`PassageTable.ids_at`: wiki_dpr's titles and texts are not decoded to be
+    dropped); memory holds the ids, not every hit's passage."""
     wanted = sorted({r for row in ranked for r in row})
     id_of = {}
     for lo in range(0, len(wanted), ID_READ_ROWS):
         part = wanted[lo:lo + ID_READ_ROWS]
-        id_of.update(zip(part, (p.id for p in passages_at(passages, part))))
+        id_of.update(zip(part, passages.ids_at(part) if isinstance(passages, PassageTable)
+                           else (p.id for p in passages_at(passages, part))))
     out = []
     for ex, row in zip(examples, ranked):
         gold = set(ex.gold_passage_ids)

@@ -74,8 +74,8 @@ from lewisrag.training.devices import (_accelerator, _check_precision, _checkpoi
                                        compile_models)
 from lewisrag.training.optim import adamw, diverged, finite, learning_rate_factor, optimizer_step
 from lewisrag.training.rag_data import DataPosition, answer_labels, doc_entropy, load_components, next_batch, place_search, shard
-from lewisrag.training.rag_run import (DATA_KEY, ROOT_KEY, _check_out, _held, _prepare_out, _record, _recorded, _run_config,
-                                       data_fingerprints)
+from lewisrag.training.rag_run import (DATA_KEY, ROOT_KEY, _check_out, _forget_unsaved, _held, _prepare_out, _record,
+                                       _recorded, _run_config, data_fingerprints)
 from lewisrag.training.tasks import DEV_METRIC, fever_accuracy, rag_label_log_probs
 
 
@@ -141,9 +141,11 @@ def train_rag(cfg: RagTrainConfig, out: str | os.PathLike, resume: bool = False,
               root: str | os.PathLike | None = None) -> dict:
     """Fine-tune a RAG model; returns a summary. `on_progress(step, steps, log_record)` (main process).
 
-    `out` must be missing or empty, or (with `resume`) a run of this kind. With `overwrite`, a
-    non-empty `out` is replaced by the new run when it has finished: training happens in a hidden
-    sibling folder that every process names alike (after the config), and a killed run is resumed there.
+    `out` must be missing or empty, or (with `resume`) a run of this kind; a run begun there that is
+    refused or diverges before it saved a checkpoint leaves it as it was (`rag_run._forget_unsaved`).
+    With `overwrite`, a non-empty `out` is replaced by the new run when it has finished: training
+    happens in a hidden sibling folder that every process names alike (after the config), and a
+    killed run is resumed there.
     `root`: a folder that holds `out` and inputs of the run and may move as a whole (a reproduction's
     RUN): a resume compares the input paths inside it by their place in it (`ROOT_KEY`).
     """
@@ -181,6 +183,7 @@ def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress, record
     """`recorded`: what config.json and each state.json hold beside the config (`_recorded`)."""
     _check_precision(cfg)
     ckpt = _check_out(out, cfg, resume, recorded[DATA_KEY], recorded.get(ROOT_KEY))  # before the models load
+    fresh = ckpt is None and not (out.is_dir() and any(out.iterdir()))  # nothing of a run's there yet
     acc = _accelerator(cfg)
     shared = cfg.shared_retrieval and acc.num_processes > 1
     if shared and cfg.search_device == "gpu":
@@ -223,16 +226,21 @@ def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress, record
         state = C.load_checkpoint(ckpt, model, opt, sched, scaler, rank=acc.process_index, examples=len(parts.pairs))
         E.restore(ckpt, state, model, parts.index, cfg.mixed_precision)
     acc.wait_for_everyone()  # every process has read the checkpoint before the main one may move it back
-    if acc.is_main_process:
-        _prepare_out(out, cfg, recorded, ckpt, log_file)
-        if ckpt is not None:
-            _mend_best(cfg, model, parts, out, state)
-    acc.wait_for_everyone()
-    state = _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, recorded, out, log_file, on_progress)
-    if acc.is_main_process:
-        index = E.index_to_save(model, parts.index, _reindexed_at(state) == state["step"], cfg.mixed_precision)
-        C.save_model(model, parts.tokenizers, out / "final", {**asdict(cfg), "step": state["step"]}, index)
-        _record(out)
+    try:
+        if acc.is_main_process:
+            _prepare_out(out, cfg, recorded, ckpt, log_file)
+            if ckpt is not None:
+                _mend_best(cfg, model, parts, out, state)
+        acc.wait_for_everyone()
+        state = _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, recorded, out, log_file, on_progress)
+        if acc.is_main_process:
+            index = E.index_to_save(model, parts.index, _reindexed_at(state) == state["step"], cfg.mixed_precision)
+            C.save_model(model, parts.tokenizers, out / "final", {**asdict(cfg), "step": state["step"]}, index)
+            _record(out)
+    except InputError:  # refused or diverged: a run that saved nothing leaves no half-written folder (an interrupt
+        if fresh and acc.is_main_process:  # leaves it as a kill does, for the --resume of the same run)
+            _forget_unsaved(out)
+        raise
     acc.wait_for_everyone()
     best = state["best_em"]
     return {"steps": state["step"], "best_em": best if cfg.task == "qa" else None, "best_dev": best,

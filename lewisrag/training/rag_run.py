@@ -3,7 +3,8 @@ writes it (`_held`); what config.json and each checkpoint's state.json record be
 sha256 of the --train and --dev files (`data_fingerprints`) and the run's root; the checks a
 `--resume` makes before any model loads (`_check_out`: the same settings but RESUMABLE_CHANGES, the
 same data, a checkpoint and log that are whole); the folder made ready to (re)start from the
-checkpoint (`_prepare_out`); and the list of what the run wrote (`_record`).
+checkpoint (`_prepare_out`); the list of what the run wrote (`_record`); and what a run refused or
+diverged before saving anything wrote, removed (`_forget_unsaved`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import asdict, fields
 from pathlib import Path
 
 from lewisrag.data.io import InputError, atomic_path, expect, is_count, is_number, read_json, write_json
-from lewisrag.data.outputs import check_out_dir, exclusive, existing, mark, record_files
+from lewisrag.data.outputs import MARKER, check_out_dir, exclusive, existing, is_ours, mark, record_files
 from lewisrag.training import checkpoint as C
 from lewisrag.training.configs import RagTrainConfig
 from lewisrag.training.configs import RAG_KIND as KIND  # the marker kind of training run folders (lewisrag.data.outputs)
@@ -264,6 +265,19 @@ def _prepare_out(out: Path, cfg: RagTrainConfig, recorded: dict, ckpt: Path | No
 
 REPLACED = ("checkpoint", "best", "final")  # the run's folders that each save replaces whole (outputs.replace_dir)
 LAYOUT = ("config.json", "log.jsonl", *REPLACED)  # what a run writes at its top level
+
+
+def _forget_unsaved(out: Path) -> None:
+    """After a run that began in a missing or empty `out` was refused or diverged (an InputError; main
+    process): when it saved nothing, no checkpoint/ for a --resume and no model (nor a `.NAME.old` of one),
+    remove what it wrote (config.json, log.jsonl, its marker), so that `out` is as it was, with whatever
+    the user put there since; the folder itself goes with `_held`'s lock when it made it. Left there, they
+    made the rerun with a lower --lr that a divergence asks for a refused non-empty --out. An interrupted
+    run keeps them, as a killed one does: its --resume is that run or refused (`_check_out`)."""
+    if any(existing(out / name) is not None for name in REPLACED) or not is_ours(out, KIND):
+        return
+    for name in ("config.json", "log.jsonl", MARKER):
+        (out / name).unlink(missing_ok=True)
 
 
 def _record(out: Path) -> None:

@@ -102,7 +102,8 @@ def _swap(src: Path, dst: Path) -> None:
 def staged_dir(path: str | os.PathLike, kind: str | None = None) -> Iterator[Path]:
     """Yield a temporary folder beside `path`; it replaces `path` only if the block succeeds.
 
-    With a `kind`, the new folder is marked as lewisrag's output of that kind.
+    With a `kind`, the new folder is marked as lewisrag's output of that kind. A failed block, or a swap
+    that `replace_dir` refuses (a file the user put into `path` meanwhile), removes the staging folder.
     """
     target = physical(path)  # `.` and `..` have no name to stage beside
     tmp, made = _stage_beside(target)
@@ -111,11 +112,11 @@ def staged_dir(path: str | os.PathLike, kind: str | None = None) -> Iterator[Pat
         usual_modes(tmp)
         if kind is not None:
             mark(tmp, kind)
+        replace_dir(tmp, target)  # once it has moved `tmp` in, `tmp` names nothing to remove below
     except BaseException:
         _remove_tree(tmp)
         remove_if_empty(made)
         raise
-    replace_dir(tmp, target)
 
 
 def usual_modes(folder: Path) -> None:

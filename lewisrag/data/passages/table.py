@@ -117,20 +117,36 @@ class PassageTable(Sequence[Passage]):
         them), read in one pass: each batch (of Parquet, each row group) that holds some is decoded
         once, where reading them one by one would decode a row group for almost every row of a
         random batch (`train dpr`'s steps over a cut corpus). Each row is checked as `_rows` checks it."""
-        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
-        if not len(rows):
-            return []
-        at = np.where(rows < 0, rows + self._n, rows)
-        outside = (at < 0) | (at >= self._n)
-        if outside.any():
-            raise IndexError(f"passage row {int(rows[outside][0])} out of range for {self._n} passages")
-        unique, inverse = np.unique(at, return_inverse=True)
+        unique, inverse = self._unique_rows(rows)
         read: list[Passage] = []
         for batch, local, where in self._gather(unique, self._text):
             for row, offset in zip(where.tolist(), local.tolist()):
                 self._check_whole(batch.slice(offset, 1), row)
             read += self._passages(batch.take(pa.array(local)))
-        return [read[k] for k in inverse.reshape(-1).tolist()]
+        return [read[k] for k in inverse.tolist()]
+
+    def ids_at(self, rows) -> list[str]:
+        """The ids of the passages at `rows` (as `take` takes them): `[p.id for p in take(rows)]`, with
+        the id column alone read and checked, where a caller that only compares ids (`training.negatives`)
+        decoded every row's title and text too (of wiki_dpr's Parquet, most of what a row group holds)."""
+        unique, inverse = self._unique_rows(rows)
+        read: list[str] = []
+        for batch, local, where in self._gather(unique, ["id"]):
+            for row, offset in zip(where.tolist(), local.tolist()):
+                self._check_whole(batch.slice(offset, 1), row)
+            read += _id_strings(batch.column(0).take(pa.array(local))).to_pylist()
+        return [read[k] for k in inverse.tolist()]
+
+    def _unique_rows(self, rows) -> tuple[np.ndarray, np.ndarray]:
+        """`rows` (negative ones from the end) as (the distinct rows ascending, each row's place among
+        them), or an IndexError naming the first outside the table."""
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        at = np.where(rows < 0, rows + self._n, rows)
+        outside = (at < 0) | (at >= self._n)
+        if outside.any():
+            raise IndexError(f"passage row {int(rows[outside][0])} out of range for {self._n} passages")
+        unique, inverse = np.unique(at, return_inverse=True)
+        return unique, inverse.reshape(-1)
 
     def arrow_batches(self, size: int | None = None) -> Iterator[pa.RecordBatch]:
         """The passages as Arrow record batches of `PASSAGE_SCHEMA` (ids as strings, missing titles
@@ -299,9 +315,7 @@ class PassageTable(Sequence[Passage]):
 
     def _passages(self, part: pa.Table | pa.RecordBatch) -> list[Passage]:
         """Checked rows of the text columns as Passages: the one place Python objects are made from the table."""
-        ids = part.column("id")
-        if not is_string_type(ids.type):
-            ids = pc.cast(ids, pa.string())  # integer ids, as the JSON readers take them
+        ids = _id_strings(part.column("id"))
         titles = part.column("title").to_pylist() if "title" in part.column_names else [None] * part.num_rows
         return [Passage(i, t or "", x) for i, t, x in zip(ids.to_pylist(), titles, part.column("text").to_pylist())]
 
@@ -429,6 +443,11 @@ class PassageTable(Sequence[Passage]):
         for b in range(groups):
             start = int(self._starts[b])
             yield start, self._column(b, "id").slice(0, self._n - start)
+
+
+def _id_strings(ids: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """An id column as strings: integer ids as the JSON readers take them."""
+    return ids if is_string_type(ids.type) else pc.cast(ids, pa.string())
 
 
 def _rows_with_values(lists: pa.ChunkedArray, which) -> pa.ChunkedArray:
