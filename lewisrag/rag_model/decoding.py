@@ -44,6 +44,8 @@ _UNSUPPORTED = {  # generation options transformers would honour and these searc
     "do_sample": False, "bad_words_ids": None, "encoder_no_repeat_ngram_size": 0, "min_new_tokens": None,
     "sequence_bias": None, "suppress_tokens": None, "begin_suppress_tokens": None, "num_beam_groups": 1,
     "exponential_decay_length_penalty": None, "repetition_penalty": 1.0, "remove_invalid_values": False,
+    "renormalize_logits": False, "encoder_repetition_penalty": 1.0, "guidance_scale": 1.0, "max_time": None,
+    "stop_strings": None, "watermarking_config": None, "constraints": None, "force_words_ids": None,
     # several answers per question are asked of `generate` (its num_return_sequences argument), never
     # read from a saved config: answering takes one row per question
     "num_return_sequences": 1,
@@ -60,14 +62,25 @@ class Decoded:
     doc_posterior: torch.Tensor  # sequence: (B*n, K) p(z|x,y); token: (B*n, T, K), row t for sequences[:, t+1]
     # (B*n,) log p(y|x) as the decoder ranked it: length-penalised for RAG-Token beams; for RAG-Sequence,
     # thorough decoding's is −NLL as transformers computes it (label-smoothed when the model's
-    # label_smoothing is set), fast decoding's the raw log-likelihood, never smoothed
+    # label_smoothing is set), fast decoding's the raw log-likelihood, never smoothed. Both keep
+    # transformers' quirk: where the second target token is padding (an empty answer, its end token
+    # alone) the prior p(z|x) is lost (marginalize.py), so such an answer's score can exceed log 1 = 0
     scores: torch.Tensor
 
 
+_NONE_IS_SAVED = ("num_beams", "max_length")  # generate's own arguments, whose None means "the saved setting"
+
+
 def resolve_settings(generation_config, **overrides):
-    """transformers' GenerationConfig with `overrides` applied; unknown or unsupported options raise."""
+    """transformers' GenerationConfig with `overrides` applied; unknown or unsupported options raise.
+
+    An override of None sets the option to None (off, or transformers' default), as transformers'
+    generate(**kwargs) does: generate(forced_eos_token_id=None) switches a saved one off. Only
+    num_beams and max_length, named arguments of `generate`, read None as "keep the saved value".
+    Overrides that leave no start token or no padding (each with its fallback) raise.
+    """
     gc = copy.deepcopy(generation_config)
-    given = {k: v for k, v in overrides.items() if v is not None}
+    given = {k: v for k, v in overrides.items() if v is not None or k not in _NONE_IS_SAVED}
     if "max_length" in given and "max_new_tokens" not in given:
         gc.max_new_tokens = None  # an explicit max_length beats a max_new_tokens saved in the model's config
     unused = gc.update(**given)
@@ -76,6 +89,11 @@ def resolve_settings(generation_config, **overrides):
     bad = unsupported_option(gc)
     if bad:
         raise ValueError(f"generation option {bad[0]}={bad[1]!r} is not supported by RAG decoding")
+    for pair, role in ((("decoder_start_token_id", "bos_token_id"), "to start decoding from"),
+                       (("pad_token_id", "eos_token_id"), "to fill finished answers with")):
+        # a saved config is checked as it loads (check_generation_config); these are overrides' doing
+        if any(name in given for name in pair) and all(getattr(gc, name) is None for name in pair):
+            raise ValueError(f"{pair[0]} and {pair[1]} are both None: no token {role}")
     return gc
 
 
@@ -308,11 +326,20 @@ def _rag_token(model, ids, mask, doc_scores, gc, n, evidence: bool) -> Decoded:
     seqs = hyps.sequences  # (B*n, T)
     if not evidence:
         return Decoded(seqs, torch.empty(0, device=seqs.device), hyps.scores)
-    tgt = _doc_target_logprobs(dec, cross, cross_mask, seqs.view(b, n, -1), s.pad_id)  # (B, K, n, T)
+    tgt = _doc_target_logprobs(dec, cross, cross_mask, seqs.view(b, n, -1), _scoring_pad(model, s))  # (B, K, n, T)
     tgt = tgt.permute(0, 2, 3, 1)  # (B, n, T, K)
     prior = M.doc_log_prior(doc_scores)  # (B, K)
     post = torch.softmax(prior[:, None, None, :] + tgt, dim=-1).reshape(b * n, -1, k)  # (B*n, T, K)
     return Decoded(seqs, post, hyps.scores)
+
+
+def _scoring_pad(model, s: SearchSettings) -> int:
+    """The id that scoring finished answers masks out of their targets and that pads candidates: the
+    generator's pad_token_id, as transformers' get_nll and _cat_and_pad read it and training masks
+    labels with it; the search's (the generation config's, or its EOS) only where the model has none.
+    A generation config without pad_token_id fills finished answers with EOS, which is then scored."""
+    pad = model.generator.config.pad_token_id
+    return pad if pad is not None else s.pad_id
 
 
 def _token_mixture(logits: torch.Tensor, doc_scores: torch.Tensor) -> torch.Tensor:
@@ -322,16 +349,22 @@ def _token_mixture(logits: torch.Tensor, doc_scores: torch.Tensor) -> torch.Tens
     where a log-sum-exp over log-softmaxes makes four passes with exponentials and logarithms.
     float32 keeps probabilities under 2^-126 inexactly or as 0, losing at most 2^-126 of a mixture
     in all; while every mixture probability is at least MIX_FLOOR = 2^-100 that is under 2^-26 of it,
-    below rounding. A step with a smaller one (a token that every document finds all but impossible)
-    is summed in log space instead, as transformers does.
+    below rounding. A row (question, beam) with a smaller one (a token that every document finds all
+    but impossible) is summed in log space instead, as transformers does. Decided row by row, so a
+    question's log-probabilities never depend on the questions batched with it.
     """
     b, k = doc_scores.shape
+    w, v = logits.shape[1], logits.shape[2]
     probs = torch.softmax(logits.float(), dim=-1).view(b, k, -1)  # (B, K, W*V)
     weights = M.doc_log_prior(doc_scores).exp()[:, None, :]  # (B, 1, K) p(z|x)
-    mix = torch.bmm(weights, probs).view(b * logits.shape[1], -1)  # (B*W, V)
-    if bool(mix.min() >= MIX_FLOOR):
-        return mix.log_()
-    return M.rag_token_marginal_logprobs(logits, doc_scores).view(mix.shape)  # (B*W, V)
+    mix = torch.bmm(weights, probs).view(b * w, v)  # (B*W, V)
+    low = (mix.amin(dim=-1) < MIX_FLOOR).nonzero().squeeze(1)  # (R,) rows b*W + j to redo in log space
+    out = mix.log_()
+    if len(low):
+        q, j = low // w, low % w
+        rows = logits.reshape(b, k, w, v)[q, :, j]  # (R, K, V)
+        out[low] = M.rag_token_marginal_logprobs(rows.reshape(-1, 1, v), doc_scores[q]).view(-1, v).to(out.dtype)
+    return out  # (B*W, V)
 
 
 def _doc_target_logprobs(dec, cross, cross_mask, cand: torch.Tensor, pad_id: int, with_sum: bool = False):
@@ -377,8 +410,8 @@ def _rag_sequence(model, ids, mask, doc_scores, gc, n, dedup, decoding) -> Decod
     dec = GroupedBartDecoder(model.generator)
     b, k = doc_scores.shape
     s = _search_settings(gc, _or(gc.num_beams, 1))  # each document returns all its W beams
-    w, pad = s.num_beams, s.pad_id
-    gen_mask = generation_mask(ids, pad, s.eos_ids)
+    w, pad = s.num_beams, _scoring_pad(model, s)
+    gen_mask = generation_mask(ids, s.pad_id, s.eos_ids)
     cross = dec.encode(ids, gen_mask)  # per layer (B*K, H, L, dh)
     cache: list = []
 
