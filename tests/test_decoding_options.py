@@ -3,8 +3,6 @@ masks, and a RAG-Token step's log-probabilities independent of the questions bat
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 import torch
 
@@ -85,6 +83,24 @@ def test_rag_sequence_without_a_generation_pad_equals_transformers(tmp_path):
             kw = dict(_inputs(seed), num_beams=num_beams, max_length=8)
             torch.testing.assert_close(ours.generate(**kw), hf.generate(**kw), rtol=0, atol=0,
                                        msg=f"seed {seed}, num_beams {num_beams}")
+
+
+@pytest.mark.parametrize("num_beams", [1, 3])
+def test_fast_rag_sequence_without_a_generation_pad_scores_the_end_token(tmp_path, num_beams):
+    """Fast decoding reads p(y|x,z) off the search, which masked the tokens equal to the search's pad:
+    with none saved, that pad is EOS and every answer's end token dropped out of its score, which then
+    differed from thorough decoding's (it masks the model's pad). Every document alike, both must agree."""
+    _, ours = _pair(tmp_path, "sequence", 3.0)
+    ours.generation_config.pad_token_id = None
+    kw = _inputs(3)
+    ids = kw["context_input_ids"].view(3, K, -1)
+    kw["context_input_ids"] = ids[:, :1].expand(3, K, ids.shape[2]).reshape(3 * K, -1)  # a question's docs alike
+    kw = dict(kw, num_beams=num_beams, max_length=8, num_return_sequences=1, return_evidence=True)
+    fast, thorough = ours.generate(**kw, decoding="fast"), ours.generate(**kw)
+    assert (fast.sequences[:, 1:] == 2).any(), "no answer ended within max_length: the test shows nothing"
+    torch.testing.assert_close(fast.sequences, thorough.sequences, rtol=0, atol=0)
+    torch.testing.assert_close(fast.scores, thorough.scores, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(fast.doc_posterior, thorough.doc_posterior, rtol=1e-4, atol=1e-4)
 
 
 def test_rag_token_evidence_without_a_generation_pad_scores_the_end_token(tmp_path):

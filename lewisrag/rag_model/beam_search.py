@@ -30,12 +30,19 @@ class SearchSettings:
     start_id: int = 2  # decoder start token
     eos_ids: tuple[int, ...] = (2,)  # tokens that finish a hypothesis
     pad_id: int | None = 1  # fills finished rows and unused positions
+    # a generated token left out of raw_logprob, as the scorer's padding (the model's pad, which
+    # differs from pad_id where the generation config has none and fills with EOS); None: pad_id
+    unscored_id: int | None = None
+
+    @property
+    def unscored(self) -> int | None:
+        return self.pad_id if self.unscored_id is None else self.unscored_id
 
 
 @dataclass
 class Hypotheses:
     sequences: torch.Tensor  # (B*n, S') token ids, start token first, padded
-    raw_logprob: torch.Tensor  # (B*n,) Σ raw log p over generated tokens that are not padding
+    raw_logprob: torch.Tensor  # (B*n,) Σ raw log p over generated tokens up to the end, `unscored` ones left out
     first_logprob: torch.Tensor  # (B*n,) raw log p of the first generated token
     scores: torch.Tensor  # (B*n,) the search's own score (length-penalised for beams)
     lengths: torch.Tensor  # (B*n,) generated tokens, end token included
@@ -61,7 +68,7 @@ def greedy(step: Callable, batch: int, s: SearchSettings, processors, device="cp
         nxt = processors(seqs, logits).argmax(-1)  # (B,)
         if s.pad_id is not None:
             nxt = torch.where(unfinished, nxt, s.pad_id)
-        lp = raw_lp.gather(1, nxt[:, None]).squeeze(1) * (nxt != s.pad_id)  # (B,)
+        lp = raw_lp.gather(1, nxt[:, None]).squeeze(1) * (unfinished & (nxt != s.unscored))  # (B,)
         first = lp if seqs.shape[1] == 1 else first
         raw = raw + lp
         lengths += unfinished
@@ -102,8 +109,8 @@ def beam_search(step: Callable, reorder: Callable, batch: int, s: SearchSettings
         top_lp, top_idx = torch.topk(lp.view(batch, w * v), k=keep)  # (B, 2W)
         src, tok = top_idx // v, top_idx % v  # (B, 2W) source beam, new token
         tok_raw = raw_lp.view(batch, w * v).gather(1, top_idx)  # (B, 2W)
-        if s.pad_id is not None:
-            tok_raw = tok_raw * (tok != s.pad_id)  # a padding token adds nothing
+        if s.unscored is not None:
+            tok_raw = tok_raw * (tok != s.unscored)  # a padding token adds nothing
         last = cur + 1 >= s.max_length
         hits = torch.ones_like(tok, dtype=torch.bool) if last else (tok[:, :, None] == eos).any(-1)  # (B, 2W)
         just = hits & top_w  # (B, 2W) only the W best candidates may finish

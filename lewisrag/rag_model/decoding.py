@@ -24,7 +24,7 @@ import copy
 import json
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -411,6 +411,7 @@ def _rag_sequence(model, ids, mask, doc_scores, gc, n, dedup, decoding) -> Decod
     b, k = doc_scores.shape
     s = _search_settings(gc, _or(gc.num_beams, 1))  # each document returns all its W beams
     w, pad = s.num_beams, _scoring_pad(model, s)
+    s = replace(s, unscored_id=pad)  # fast decoding's p(y|x,z) masks what scoring masks
     gen_mask = generation_mask(ids, s.pad_id, s.eos_ids)
     cross = dec.encode(ids, gen_mask)  # per layer (B*K, H, L, dh)
     cache: list = []
