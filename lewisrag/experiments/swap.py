@@ -27,13 +27,20 @@ from lewisrag.scoring.qa import answer_exact_match, is_regex_answered
 
 
 def labels(paths: Sequence[str | os.PathLike], stem: bool = False) -> list[str]:
-    """Short unique names for paths: the last component (file stem), else the whole path.
+    """Short unique names for paths: the last component (file stem), else the whole path. A local path
+    with no last name of its own (".", "./", "..") is named by the folder it resolves to.
 
     >>> labels(["runs/a/rag", "runs/b/rag"]), labels(["x/questions_a.jsonl", "y/questions_b.jsonl"], stem=True)
     (['runs/a/rag', 'runs/b/rag'], ['questions_a', 'questions_b'])
     """
-    short = [Path(p).stem if stem else Path(p).name for p in paths]
-    return short if len(set(short)) == len(short) else [str(p) for p in paths]
+    def short(p: str | os.PathLike) -> str:
+        path = Path(p)
+        if not str(p).startswith("hf:") and path.name in ("", ".."):  # Path(".").name is ""
+            path = Path(os.path.realpath(p))
+        return (path.stem if stem else path.name) or str(p)  # "/" resolves to "/"
+
+    names = [short(p) for p in paths]
+    return names if len(set(names)) == len(names) else [str(p) for p in paths]
 
 
 def load_question_sets(paths: Sequence[str | os.PathLike], qa_fields: dict[str, str] | None = None,

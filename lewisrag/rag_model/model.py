@@ -120,7 +120,8 @@ def check_found(rows: np.ndarray, k: int, index: Any, queries: np.ndarray | None
                          f"asked for each question: ask for at most {n_passages} (--n-docs)", field="n_passages")
     if rows.ndim == 2 and rows.shape[1] < k:  # fewer columns than asked for: every row is short
         raise InputError(getattr(index, "path", "the index"), f"its search found fewer than {k} passages for "
-                         f"{len(rows)} of {len(rows)} questions: ask for fewer (--n-docs)", field="search_params")
+                         f"{len(rows)} of {len(rows)} questions: ask for fewer (--n-docs, where the command has it)",
+                         field="search_params")
     short = int((rows < 0).any(axis=1).sum())
     if short and queries is not None and not np.isfinite(queries).all():
         bad = int((~np.isfinite(queries)).any(axis=1).sum())
@@ -128,8 +129,9 @@ def check_found(rows: np.ndarray, k: int, index: Any, queries: np.ndarray | None
                          "so their search found nothing: its weights diverged (in training: lower --lr)")
     if short:
         raise InputError(getattr(index, "path", "the index"), f"its search found fewer than {k} passages for {short} of "
-                         f"{len(rows)} questions: search it wider (`lewisrag index tune`, a higher nprobe or efSearch) "
-                         f"or ask for fewer (--n-docs)", field="search_params")
+                         f"{len(rows)} questions: search it wider (`lewisrag index tune` records a higher nprobe or "
+                         f"efSearch that every later search of it uses) or read fewer passages per question (--n-docs, "
+                         f"where the command has it)", field="search_params")
 
 
 class RagModel(nn.Module):

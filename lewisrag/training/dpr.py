@@ -100,8 +100,24 @@ def init_encoders(cfg: DPRTrainConfig, corpus_texts: Sequence[str]):
         q_enc.question_encoder.load_state_dict(weights)  # checked to fit by starting_encoder
     c_enc.ctx_encoder.load_state_dict(q_enc.question_encoder.state_dict())
     if cfg.shared:
-        c_enc.ctx_encoder.bert_model = q_enc.question_encoder.bert_model
+        _tie(q_enc, c_enc)
     return q_enc, c_enc, tokenizer
+
+
+def _tie(q_enc, c_enc, copy_of: Callable = lambda module: module) -> None:
+    """The context side takes the question side's modules: its BERT and, with projection_dim > 0, its
+    encode_proj (tied alone, each side would train its own projection: two networks recorded as one).
+    With `copy_of=copy.deepcopy`, equal copies instead: the two encoders a shared run saves."""
+    q, c = q_enc.question_encoder, c_enc.ctx_encoder
+    c.bert_model = copy_of(q.bert_model)
+    if q.projection_dim > 0:
+        c.encode_proj = copy_of(q.encode_proj)
+
+
+def _tied(q_enc, c_enc) -> bool:
+    """Whether the two sides are one network (`_tie`)."""
+    q, c = q_enc.question_encoder, c_enc.ctx_encoder
+    return c.bert_model is q.bert_model and (q.projection_dim <= 0 or c.encode_proj is q.encode_proj)
 
 
 def _continue_checkpoint(cfg: DPRTrainConfig):
@@ -112,7 +128,7 @@ def _continue_checkpoint(cfg: DPRTrainConfig):
     ckpt = DPRCheckpoint.load(cfg.init)
     q_enc, c_enc = ckpt.question_encoder, ckpt.ctx_encoder
     if cfg.shared and state_fingerprint(q_enc.question_encoder) == state_fingerprint(c_enc.ctx_encoder):
-        c_enc.ctx_encoder.bert_model = q_enc.question_encoder.bert_model
+        _tie(q_enc, c_enc)
     return q_enc, c_enc, ckpt.tokenizer
 
 
@@ -258,9 +274,14 @@ def train_dpr(
         cfg = replace(cfg, vocab_size=len(tokenizer))
         if cfg.vocab_size > asked:
             warnings.warn(LewisragWarning(vocab_note(tokenizer, asked)), stacklevel=2)
+    else:  # the start's sizes (its question side's), not the scratch flags' defaults, which the CLI refuses with --init*
+        started = q_enc.config
+        cfg = replace(cfg, vocab_size=started.vocab_size, hidden_size=started.hidden_size, layers=started.num_hidden_layers,
+                      heads=started.num_attention_heads, dropout=started.hidden_dropout_prob,
+                      attention_dropout=started.attention_probs_dropout_prob)
     # shared is what the start made of it: a pair, or a checkpoint whose encoders have moved apart, trains as two
     # token limits within the start's position tables: a starting BERT may have fewer than 128
-    cfg = replace(cfg, shared=c_enc.ctx_encoder.bert_model is q_enc.question_encoder.bert_model,
+    cfg = replace(cfg, shared=_tied(q_enc, c_enc),
                   p_max_length=min(cfg.p_max_length, c_enc.config.max_position_embeddings),
                   q_max_length=min(cfg.q_max_length, q_enc.config.max_position_embeddings))
     source = hard_negative_source(cfg, [ex for ex, _ in usable], row_of)
@@ -321,7 +342,7 @@ def train_dpr(
         raise diverged(f"the encoders' weights hold NaN or inf after step {cfg.steps}", cfg.lr)
     q_enc.cpu().eval(), c_enc.cpu().eval()  # the checkpoint is written, and returned, from the CPU
     if cfg.shared:  # two independent copies from here on: RAG fine-tuning moves only the question side
-        c_enc.ctx_encoder.bert_model = copy.deepcopy(q_enc.question_encoder.bert_model)
+        _tie(q_enc, c_enc, copy.deepcopy)
     ckpt = DPRCheckpoint(q_enc, c_enc, tokenizer, {})
     meta = {"config": asdict(cfg), "max_length": cfg.p_max_length, "q_max_length": cfg.q_max_length,
             "final_loss": mean(losses[-20:]), "n_train": len(usable), "n_no_gold": len(examples) - len(usable), **counts}
