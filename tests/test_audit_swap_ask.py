@@ -230,7 +230,7 @@ def test_verify_checks_a_bm25_index_against_its_passages(rag_inputs, tmp_path): 
     build_bm25_index(b, tmp_path / "bm25_b")
     build_bm25_index(a[:10], tmp_path / "bm25_10")
     checks = {c["check"]: c["result"] for c in verify_index(tmp_path / "bm25_a")["checks"]}
-    assert f"; the BM25 files index {len(a)} documents, as many as the passages, and 8 passages" in checks["passages"]
+    assert f"; the BM25 files index {len(a)} documents, as many as the passages, every score entry one of them, and 8 passages" in checks["passages"]
     for other, said in (("bm25_b", "is not indexed for it"), ("bm25_10", f"indexes 10 documents, the index {len(a)}")):
         mixed = tmp_path / f"a_with_{other}"
         shutil.copytree(tmp_path / "bm25_a", mixed)

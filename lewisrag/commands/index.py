@@ -211,6 +211,11 @@ def tune(
         typer.echo(f"warning: recall@{n_docs} {record['tuned_recall_at_k']} {where}, below the target {target_recall} "
                    f"{tuned}{held}: the index's codes, not its search, limit it (use finer codes, --rerank-depth or Flat)",
                    err=True)
+    elif record["held_out_found_k"] is False:  # recall aside: a search that comes back short is refused
+        typer.echo(f"warning: some held-out question finds fewer than {n_docs} passages {at}; training and answering "
+                   f"refuse such a search (recall@{n_docs} {record['held_out_recall_at_k']} on the "
+                   f"{record['held_out_questions']} held-out questions, {record['tuned_recall_at_k']} {tuned}, which "
+                   "all found them): tune on more questions, or ask a higher --target-recall", err=True)
     elif record["held_out_reached"] is False:  # met on the questions it was chosen on, not on the others
         typer.echo(f"warning: recall@{n_docs} {record['held_out_recall_at_k']} on the {record['held_out_questions']} "
                    f"held-out questions {at}, below the target {target_recall} that {record['tuned_recall_at_k']} "
@@ -226,7 +231,7 @@ def tune(
 
 def _tune_summary(record: dict) -> str:
     """The printed line under `index tune`'s table: the recall on each side of the split, and whether
-    each met the target.
+    each met the target (or, where some held-out question found fewer than K passages, that).
 
     >>> _tune_summary({"k": 5, "target_recall": 0.9, "reached": True, "tuned_recall_at_k": 0.95, "tuning_questions": 80,
     ...                "held_out_recall_at_k": 0.88, "held_out_reached": False, "held_out_questions": 20, "seed": 0})
@@ -234,12 +239,22 @@ def _tune_summary(record: dict) -> str:
     >>> _tune_summary({"k": 5, "target_recall": 0.9, "reached": True, "tuned_recall_at_k": 0.95, "tuning_questions": 100,
     ...                "held_out_recall_at_k": None, "held_out_reached": None, "held_out_questions": 0, "seed": None})
     'recall@5: 0.95 on the 100 tuning questions (target 0.9 reached); none held out (--held-out 0): biased upward'
+    >>> _tune_summary({"k": 5, "target_recall": 0.5, "reached": True, "tuned_recall_at_k": 0.6, "tuning_questions": 80,
+    ...                "held_out_recall_at_k": 0.57, "held_out_reached": False, "held_out_found_k": False,
+    ...                "held_out_questions": 20, "seed": 0, "knob": "nprobe", "search_params": {"nprobe": 2}})
+    'recall@5: 0.6 on the 80 tuning questions (target 0.5 reached); 0.57 on the 20 held-out ones (seed 0), but some held-out question finds fewer than 5 passages at nprobe 2; training and answering refuse such a search'
     """
     tuned = (f"recall@{record['k']}: {record['tuned_recall_at_k']} on the {record['tuning_questions']} tuning questions "
              f"(target {record['target_recall']} {'reached' if record['reached'] else 'not reached'})")
     if not record["held_out_questions"]:
         return f"{tuned}; none held out (--held-out 0): biased upward"
-    met = "meets the target" if record["held_out_reached"] else "below the target"
+    if record.get("held_out_found_k") is False:  # not the recall: a short search is refused whatever it is
+        knob = record.get("knob")
+        at = f" at {knob} {record['search_params'][knob]}" if knob and "search_params" in record else ""
+        met = (f"but some held-out question finds fewer than {record['k']} passages{at}; training and answering "
+               "refuse such a search")
+    else:
+        met = "meets the target" if record["held_out_reached"] else "below the target"
     return (f"{tuned}; {record['held_out_recall_at_k']} on the {record['held_out_questions']} held-out ones "
             f"(seed {record['seed']}), {met}")
 
@@ -255,8 +270,9 @@ def verify(
     block hashes), the FAISS index against the manifest's factory string and the stored vectors' type
     against its vector_dtype, every stored vector finite, a Flat or HNSW FAISS index's vectors equal to
     the stored ones (an IVF index's row numbers: each in one list; PQ, SQ and IVF-Flat codes: each as
-    close to its stored vector as a fresh encoding), and 8 passages encoded afresh by the index's
-    encoder against their stored vectors (a BM25 index: its document count, and 8 passages each
+    close to its stored vector as a fresh encoding; a Refine(...) index's base and refine indexes
+    each), and 8 passages encoded afresh by the index's encoder against their stored vectors (a BM25
+    index: its document count, every score entry's document one of them, and 8 passages each
     indexed under exactly its own words). Minutes at Wikipedia scale, where every load samples 64
     rows; exit 2 names the first damage."""
     from lewisrag.index.verify import verify_index

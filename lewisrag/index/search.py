@@ -172,10 +172,11 @@ def tune_dense(index_path: str | os.PathLike, questions: Sequence[str], encoder:
     any setting). That recall (`tuned_recall_at_k`) crosses the target by construction, so it sits
     above what unseen questions get; the recall at the chosen setting on the held-out questions
     (`held_out_recall_at_k`, and `held_out_reached` whether it meets the target there too) is the one
-    to expect. `held_out` 0 tunes on every question and records no held-out recall (None). With
-    `rerank_depth`, each search takes that many candidates and re-ranks them exactly from the stored
-    vectors (float16 or float32), and the manifest records the depth so that searches do the same.
-    Returns what was recorded.
+    to expect; `held_out_found_k` is False where some held-out question finds fewer than k passages at
+    that setting, which then misses the target whatever the recall. `held_out` 0 tunes on every
+    question and records no held-out recall (None). With `rerank_depth`, each search takes that many
+    candidates and re-ranks them exactly from the stored vectors (float16 or float32), and the
+    manifest records the depth so that searches do the same. Returns what was recorded.
     """
     manifest = store.read_manifest(index_path, kind="dense")  # a BM25 index has no vectors to tune: one line, not a traceback
     if manifest.get("faiss_factory") == "Flat" and rerank_depth is None:
@@ -200,15 +201,18 @@ def tune_dense(index_path: str | os.PathLike, questions: Sequence[str], encoder:
     result = tuning.tune_search(index.faiss_index, q[tune_rows], exact[tune_rows], k, target_recall,
                                 rerank_vectors=vectors, rerank_depth=rerank_depth, exact_scores=scores[tune_rows],
                                 check_rows=index._known_rows)
-    held_recall = held_reached = None
+    held_recall = held_reached = held_found_k = None
     if len(held_rows):  # the index is left at the chosen setting (tune_search)
-        recall, found_k = tuning.measure(index.faiss_index, q[held_rows], exact[held_rows], k, rerank_vectors=vectors,
-                                         rerank_depth=rerank_depth, exact_scores=scores[held_rows],
-                                         check_rows=index._known_rows)
-        held_recall, held_reached = round(recall, 4), recall >= target_recall and found_k
+        recall, held_found_k = tuning.measure(index.faiss_index, q[held_rows], exact[held_rows], k,
+                                              rerank_vectors=vectors, rerank_depth=rerank_depth,
+                                              exact_scores=scores[held_rows], check_rows=index._known_rows)
+        # a held-out question that finds fewer than k passages misses the target whatever the recall: training
+        # and answering refuse such a search (`tuning.tune_search`); `held_out_found_k` says which of the two it was
+        held_recall, held_reached = round(recall, 4), recall >= target_recall and held_found_k
     record = {"target_recall": target_recall, "k": k, "knob": result.knob, "reached": result.reached,
               "tuned_recall_at_k": round(result.recall, 4), "tuning_questions": len(tune_rows),
-              "held_out_recall_at_k": held_recall, "held_out_reached": held_reached, "held_out_questions": len(held_rows),
+              "held_out_recall_at_k": held_recall, "held_out_reached": held_reached,
+              "held_out_found_k": held_found_k, "held_out_questions": len(held_rows),
               "held_out": held_out, "seed": seed if len(held_rows) else None, "questions": len(questions),
               "queries_per_s": round(result.qps, 1), "trials": {str(v): round(r, 4) for v, r in result.trials.items()}}
     manifest = {**index.manifest, "search_params": result.params, "rerank_depth": rerank_depth, "tuning": record}

@@ -22,13 +22,15 @@ have failed:
   exact coarse quantizer, that list the one of its nearest centroid as adding chose it
   (`_check_assignment`: a damaged centroid sends searches to the wrong lists); of one that keeps
   codes (PQ, SQ, IVF-Flat, after any OPQ or PCA) that each row's code decodes as close to its
-  stored vector as a fresh encoding does (`_check_codes`); of another the size and width;
+  stored vector as a fresh encoding does (`_check_codes`); of another the size and width; of a
+  Refine(...) index, its base index the same way and its refine index too (Flat: equal to the bit;
+  SQ, PQ: codes, trained parameters and SQ ranges as above);
 - 8 passages spread over the index encoded afresh by its context encoder, where that is found,
   against their stored vectors: vectors copied in from another index of the same size would pass
   every check above;
-- a BM25 index's document count, every score a finite number, and 8 passages spread over it each
-  indexed under exactly its own words (`_check_bm25`): BM25 files copied in from another index
-  would pass the passages' checks.
+- a BM25 index's document count, every score a finite number and its document id one of the
+  passages, and 8 passages spread over it each indexed under exactly its own words (`_check_bm25`):
+  BM25 files copied in from another index would pass the passages' checks.
 
 The first damage found is an InputError naming the file and the rows; nothing is repaired.
 """
@@ -135,20 +137,28 @@ def _check_vectors(index, on_progress) -> list[dict]:
     keeps codes that `_open_codes` decodes each row's code as close to its vector as a fresh
     encoding, and where an IVF index's coarse quantizer is exact each row in the list of its
     nearest centroid (`_check_assignment`); of another FAISS index the size and width
-    (`DenseIndex.load`). First the FAISS index's trained parameters (`_check_trained`) and an IVF
-    index's row numbers (`_check_lists`), as the codes are found through them."""
+    (`DenseIndex.load`). A Refine(...) index's base index is checked the same way, and its refine index's
+    vectors (Flat, to the bit) or codes (SQ, PQ) too (`_refine_parts`). First the FAISS index's
+    trained parameters (`_check_trained`) and an IVF index's row numbers (`_check_lists`), as the
+    codes are found through them."""
     from lewisrag.index.dense import EMBEDDINGS, FAISS_FILE, _transforms
 
-    flat = faiss.downcast_index(index.faiss_index)
+    # a Refine(...) index: its base index checked as an index without the refine stage, then the refine index
+    flat, refine = _refine_parts(index.faiss_index)
     trained = _check_trained(index)
     by_row = isinstance(flat, faiss.IndexFlat | faiss.IndexHNSWFlat)  # whose vectors read back by row, as added
     lists = None if by_row else _check_lists(index)  # each row's inverted list; None: not an IVF index
-    codes, why = (None, "") if by_row else _open_codes(index.faiss_index)
+    codes, why = (None, "") if by_row else _open_codes(flat)
     assign, unassigned = (None, "") if lists is None else _open_assignment(index.faiss_index, lists)
     transforms = _transforms(flat)  # OPQ, PCA: codes and coarse centroids are in their output space
-    ranges = None if by_row else _open_ranges(index.faiss_index)
+    ranges = None if by_row else _open_ranges(flat)
     if ranges is not None and ranges.residual and assign is None:  # the centroids adding chose are not known
         ranges = None
+    # the refine index holds every vector again (Flat: as added, so equal to the bit; SQfp16, PQ: codes) and
+    # ranks the base index's candidates: damaged, it sends every search's answers astray unseen by the base's checks
+    refined, refine_why = (None, "") if refine is None else _open_codes(refine)
+    refine_ranges = None if refine is None else _open_ranges(refine)
+    refine_transforms = [] if refine is None else _transforms(refine)
     vectors = index.scan_vectors()
     n = len(vectors)
     try:
@@ -176,18 +186,32 @@ def _check_vectors(index, on_progress) -> list[dict]:
                     if ranges is not None:  # an IVF-SQ's ranges are of residuals to the row's list's centroid
                         ranges.see(x - assign.centroids[assign.lists[start + at : start + at + len(x)]]
                                    if ranges.residual else x)
+            if refined is not None or refine_ranges is not None:
+                for at in range(0, len(block), CODE_ROWS):
+                    x = _apply(refine_transforms, block[at : at + CODE_ROWS])
+                    if refined is not None:
+                        _check_codes(index, refined, start + at, x, REFINE)
+                    if refine_ranges is not None:
+                        refine_ranges.see(x)
             if on_progress:
                 on_progress("vectors", stop, n)
     finally:
         if codes is not None:
             codes.close()
+        if refined is not None:
+            refined.close()
     if ranges is not None and n:
         _check_ranges(index, ranges)
+    if refine_ranges is not None and n:
+        _check_ranges(index, refine_ranges, "its refine index's")
     factory = index.manifest.get("faiss_factory")
     if by_row:
-        held = f"the '{factory}' index's {n} vectors equal the stored ones"
+        held = (f"its base index's ({type(flat).__name__}) {n} vectors equal the stored ones" if refine is not None
+                else f"the '{factory}' index's {n} vectors equal the stored ones")
     else:
         held = f"{flat.ntotal} vectors of {flat.d} as the manifest says"
+        if refine is not None:
+            held = f"its base index ({type(flat).__name__}): {held}"
         if lists is not None:
             held += ", each row in one inverted list"
         if assign is not None:
@@ -195,7 +219,8 @@ def _check_vectors(index, on_progress) -> list[dict]:
         elif lists is not None:
             held += f" (whether the list of its nearest centroid is not checked: {unassigned})"
         if codes is None:
-            held += (f"; '{factory}' holds them as codes or in inverted lists, not by row, so they are not compared with "
+            who = "it" if refine is not None else f"'{factory}'"
+            held += (f"; {who} holds them as codes or in inverted lists, not by row, so they are not compared with "
                      f"the stored ones ({why})")
         elif codes.exact:
             held += "; each equal to its stored vector"
@@ -208,6 +233,17 @@ def _check_vectors(index, on_progress) -> list[dict]:
         held += f"; its {names} finite"
     if ranges is not None and n:
         held += f", the SQ ranges within the values the stored vectors{RESIDUALS if ranges.residual else ''} take"
+    if refine is not None:
+        name = type(refine).__name__
+        if refined is None:
+            held += f"; its refine index ({name}) not compared with the stored vectors ({refine_why})"
+        elif refined.exact:
+            held += f"; its refine index's ({name}) {n} vectors equal the stored ones"
+        else:
+            held += (f"; its refine index's ({name}) codes each decode as close to their stored vector as a fresh "
+                     f"encoding does (squared distance within {MARGIN:g} of the vector's squared norm)")
+        if refine_ranges is not None and n:
+            held += ", its SQ ranges within the values the stored vectors take"
     return [{"check": "vectors", "result": f"all {n} stored vectors ({vectors.dtype}) finite"},
             {"check": "faiss", "result": held}]
 
@@ -217,6 +253,19 @@ def _apply(transforms: list, x: np.ndarray) -> np.ndarray:
     for t in transforms:
         x = t.apply(x)
     return np.ascontiguousarray(x, dtype=np.float32)
+
+
+REFINE = " of its refine index"  # where a refine index's row is named (`_check_codes`)
+
+
+def _refine_parts(faiss_index) -> tuple:
+    """(base, refine): a Refine(...) index's base index, which searches, and refine index, which holds
+    every vector again and ranks the base's candidates (IndexRefine, IndexRefineFlat), each checked as
+    an index of its own; (the index, None) for another. Both borrow from `faiss_index`."""
+    outer = faiss.downcast_index(faiss_index)
+    if isinstance(outer, faiss.IndexRefine):
+        return faiss.downcast_index(outer.base_index), faiss.downcast_index(outer.refine_index)
+    return outer, None
 
 
 def _check_trained(index) -> list[str]:
@@ -249,40 +298,46 @@ def _check_trained(index) -> list[str]:
         if hasattr(t, "pca_then_itq"):  # ITQ: a mean, then this linear map
             transform(t.pca_then_itq, what)
 
-    outer = faiss.downcast_index(index.faiss_index)  # `index.faiss_index` owns every part read below
-    inner = outer
-    if isinstance(outer, faiss.IndexPreTransform):
-        for i in range(outer.chain.size()):
-            t = faiss.downcast_VectorTransform(outer.chain.at(i))
-            transform(t, f"its pre-transform {i + 1} ({type(t).__name__})")
-        inner = faiss.downcast_index(outer.index)
-    if isinstance(inner, faiss.IndexHNSW):
-        inner = faiss.downcast_index(inner.storage)
-    if isinstance(inner, faiss.IndexIVF):
-        quantizer = faiss.downcast_index(inner.quantizer)
-        if quantizer.ntotal != inner.nlist:
-            raise InputError(index.path / FAISS_FILE, f"its coarse quantizer holds {quantizer.ntotal} centroids for "
-                             f"{inner.nlist} inverted lists: the file is damaged; build the index again")
-        try:
-            centroids = quantizer.reconstruct_n(0, inner.nlist)
-        except RuntimeError:  # a quantizer that cannot give its vectors back (none lewisrag builds): left out
-            centroids = None
-        if centroids is not None:
-            d = quantizer.d
-            require("coarse centroids", centroids.ravel(), lambda i: f"the coarse centroid of inverted list {i // d}")
-    pq = getattr(inner, "pq", None)
-    if pq is not None:  # (M, ksub, dsub)
-        ksub, dsub = pq.ksub, pq.dsub
-        require("PQ codebook", faiss.vector_to_array(pq.centroids),
-                lambda i: f"its product quantizer's centroid {i // dsub % ksub} of sub-vector {i // (ksub * dsub)}")
-    sq = getattr(inner, "sq", None)
-    if sq is not None:
-        require("SQ ranges", faiss.vector_to_array(sq.trained),
-                lambda i: f"its scalar quantizer's ranges (value {i}, 0-based)")
-    aq = getattr(inner, "aq", None)
-    if aq is not None:
-        require("additive-quantizer codebooks", faiss.vector_to_array(aq.codebooks),
-                lambda i: f"its additive quantizer's codebooks (value {i}, 0-based)")
+    def part(outer, its: str, name: str) -> None:  # `index.faiss_index` owns every part read here
+        inner = outer
+        if isinstance(outer, faiss.IndexPreTransform):
+            for i in range(outer.chain.size()):
+                t = faiss.downcast_VectorTransform(outer.chain.at(i))
+                transform(t, f"{its} pre-transform {i + 1} ({type(t).__name__})")
+            inner = faiss.downcast_index(outer.index)
+        if isinstance(inner, faiss.IndexHNSW):
+            inner = faiss.downcast_index(inner.storage)
+        if isinstance(inner, faiss.IndexIVF):
+            quantizer = faiss.downcast_index(inner.quantizer)
+            if quantizer.ntotal != inner.nlist:
+                raise InputError(index.path / FAISS_FILE, f"{its} coarse quantizer holds {quantizer.ntotal} centroids "
+                                 f"for {inner.nlist} inverted lists: the file is damaged; build the index again")
+            try:
+                centroids = quantizer.reconstruct_n(0, inner.nlist)
+            except RuntimeError:  # a quantizer that cannot give its vectors back (none lewisrag builds): left out
+                centroids = None
+            if centroids is not None:
+                d = quantizer.d
+                require(f"{name}coarse centroids", centroids.ravel(),
+                        lambda i: f"{'the' if its == 'its' else its} coarse centroid of inverted list {i // d}")
+        pq = getattr(inner, "pq", None)
+        if pq is not None:  # (M, ksub, dsub)
+            ksub, dsub = pq.ksub, pq.dsub
+            require(f"{name}PQ codebook", faiss.vector_to_array(pq.centroids),
+                    lambda i: f"{its} product quantizer's centroid {i // dsub % ksub} of sub-vector {i // (ksub * dsub)}")
+        sq = getattr(inner, "sq", None)
+        if sq is not None:
+            require(f"{name}SQ ranges", faiss.vector_to_array(sq.trained),
+                    lambda i: f"{its} scalar quantizer's ranges (value {i}, 0-based)")
+        aq = getattr(inner, "aq", None)
+        if aq is not None:
+            require(f"{name}additive-quantizer codebooks", faiss.vector_to_array(aq.codebooks),
+                    lambda i: f"{its} additive quantizer's codebooks (value {i}, 0-based)")
+
+    base, refine = _refine_parts(index.faiss_index)  # a Refine(...) index: both parts' (the refine's: SQ ranges, PQ)
+    part(base, "its", "")
+    if refine is not None:
+        part(refine, "its refine index's", "refine index's ")
     return checked
 
 
@@ -332,7 +387,7 @@ def _open_ranges(faiss_index) -> _Ranges | None:
     return _Ranges(lo.astype(np.float64), lo.astype(np.float64) + diff, uniform, residual)
 
 
-def _check_ranges(index, ranges: _Ranges) -> None:
+def _check_ranges(index, ranges: _Ranges, its: str = "its") -> None:
     """The scalar quantizer's ranges within the values the stored vectors take. Trained on a sample
     of them, each range runs from the least to the greatest value its dimension takes there
     (`_open_ranges`), so inside what all of them take, up to the rounding of their transforms
@@ -350,7 +405,7 @@ def _check_ranges(index, ranges: _Ranges) -> None:
     if bad.any():
         i = int(np.argmax(bad))
         which = "range" if ranges.uniform else f"range of dimension {i}"
-        raise InputError(index.path / FAISS_FILE, f"its scalar quantizer's {which}, {ranges.lo[i]:.6g} to "
+        raise InputError(index.path / FAISS_FILE, f"{its} scalar quantizer's {which}, {ranges.lo[i]:.6g} to "
                          f"{ranges.hi[i]:.6g}, reaches past the values the stored vectors"
                          f"{RESIDUALS if ranges.residual else ''} take there ({seen_lo[i]:.6g} to "
                          f"{seen_hi[i]:.6g}), from a sample of which it was trained: the file is damaged; build the index "
@@ -441,9 +496,9 @@ def _as_it_was() -> None:
     """`_Codes.restore` of an index this check changed nothing in."""
 
 
-def _check_codes(index, codes: _Codes, first: int, x: np.ndarray) -> None:
+def _check_codes(index, codes: _Codes, first: int, x: np.ndarray, part: str = "") -> None:
     """Rows first.. of `x` (b, D'), their stored vectors after the index's transforms, against
-    their stored codes.
+    their stored codes (`part`: REFINE for a Refine(...) index's refine index, named in the error).
 
     A row is damage when its stored code decodes further from its vector (squared distance) than a
     fresh encoding does by more than MARGIN times the vector's squared norm, or not to a number
@@ -477,7 +532,7 @@ def _check_codes(index, codes: _Codes, first: int, x: np.ndarray) -> None:
         i = int(np.argmax(bad))
         how = "" if codes.exact else (f": its code decodes {err[i] / max(norm2[i], 1e-30):.3g} of the vector's squared "
                                       f"norm away, a fresh encoding {fresh[i] / max(norm2[i], 1e-30):.3g}")
-        raise InputError(index.path / FAISS_FILE, f"row {first + i} (0-based) differs from {EMBEDDINGS}'s vector"
+        raise InputError(index.path / FAISS_FILE, f"row {first + i} (0-based){part} differs from {EMBEDDINGS}'s vector"
                          f"{how}: one of the two files is damaged; build the index again")
 
 
@@ -631,10 +686,11 @@ def _check_encoding(index, encoder: str | os.PathLike | None) -> dict:
 
 def _check_bm25(index) -> str:
     """The BM25 files against the passages, as `_check_encoding` checks a dense index's vectors:
-    their document count (as every load checks it), and 8 passages spread over the index each in
-    exactly the score columns of its own words (`bm25.tokenize`, as the build tokenized it). BM25
-    files copied in from another index (the other snapshot's, say) would pass every check of the
-    passages."""
+    their document count (as every load checks it), every score entry's document id one of the
+    passages (past them a search fails; a negative one reads another row), and 8 passages spread
+    over the index each in exactly the score columns of its own words (`bm25.tokenize`, as the build
+    tokenized it). BM25 files copied in from another index (the other snapshot's, say) would pass
+    every check of the passages."""
     from lewisrag.index.bm25 import TOKENIZER, tokenize
     from lewisrag.index.dense import spot_check_rows
 
@@ -654,6 +710,10 @@ def _check_bm25(index) -> str:
             raise InputError(files, f"score entry {at + int(np.flatnonzero(~np.isfinite(bad))[0])} (0-based) is not a "
                              "finite number: the BM25 files are damaged; build the index again")
         block = np.asarray(indices[at : at + BM25_SCAN])
+        if (outside := (block < 0) | (block >= n)).any():  # past them, a search fails; negative, it finds another row
+            e = int(np.argmax(outside))
+            raise InputError(files, f"score entry {at + e} (0-based) names document {int(block[e])}, outside the index's "
+                             f"{n} documents: the BM25 files are damaged; build the index again")
         for i in np.flatnonzero(np.isin(block, rows)):
             listed[int(block[i])].add(int(np.searchsorted(indptr, at + i, side="right") - 1))
     for r in rows:
@@ -666,5 +726,5 @@ def _check_bm25(index) -> str:
                     f"it is indexed under {len(listed[r])} words, its text has {len(words)}")
             raise InputError(files, f"row {r} (0-based; passage {p.id!r}): {what}: the BM25 files were built over other "
                              "passages or are damaged; build the index again")
-    return (f"the BM25 files index {docs} documents, as many as the passages, and {len(rows)} passages spread over "
-            "them each under exactly its own words")
+    return (f"the BM25 files index {docs} documents, as many as the passages, every score entry one of them, and "
+            f"{len(rows)} passages spread over them each under exactly its own words")
