@@ -52,3 +52,12 @@ def test_faithfulness_module_and_combine(modules):
     both = evaluate.combine([qa_mod, faith_mod]).compute(predictions=preds, references=refs, contexts=contexts)
     assert {"exact_match", "f1", "rougeL", "faithfulness", "citation_recall", "citation_precision"} <= set(both)
     assert both["faithfulness"] == pytest.approx(want)
+
+
+def test_a_declining_sentence_is_excused_from_citing_as_in_eval_answers(modules):
+    """The evaluate module counted a sentence that only declines as an uncited statement (recall 0.5
+    for a cited answer that says what the documents lack) where `lewisrag eval answers` excuses it."""
+    _, faith = modules
+    answers = ["The API returns 422 [1]. The documents do not mention the lockout time.", "The documents do not say."]
+    out = faith.compute(predictions=answers, contexts=[["The API returns 422 when login fails."]] * 2)
+    assert out["citation_recall"] == 1.0 and out["citation_recall_nan"] == 1  # the second has nothing to cite

@@ -123,5 +123,7 @@ def test_sequence_citation_of_a_real_decode_is_the_posterior_argmax(tmp_path):
     answers = ic.cited_answers(dec, LetterTokenizer(), DOC_IDS, "sequence")
     for b, (answer, seq) in enumerate(zip(answers, dec.sequences.tolist())):
         text = LetterTokenizer().decode(seq[1:]).strip()
-        assert text and answer == ic.cite([(text, [DOC_IDS[b][int(post[b].argmax())]])])
+        top = DOC_IDS[b][int(post[b].argmax())]  # every sentence of the answer cites it
+        assert text and answer == ic._insert_citations(text, [(s, e, [top]) for s, e in ic.sentences_of(text)])
+        assert re.sub(r" \[\w+\]", "", answer) == text and answer.count(f"[{top}]") == len(ic.sentences_of(text))
     assert (post.argmax(1) != scores.argmax(1)).any()  # the answer, not retrieval alone, picks the document

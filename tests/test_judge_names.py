@@ -17,10 +17,10 @@ def supported(premise: str, hypotheses: list[str]) -> list[bool | None]:
 
 
 def test_version_and_fingerprint_moved_with_the_rule():
-    assert LexicalJudge.version == "9"
-    # the fingerprint carries the version: runs judged by v5 to v9 are not compared as one judge
-    assert LexicalJudge().fingerprint == digest("LexicalJudge", "", {"threshold": 0.75}, "9")
-    assert LexicalJudge().fingerprint != digest("LexicalJudge", "", {"threshold": 0.75}, "8")
+    assert LexicalJudge.version == "10"
+    # the fingerprint carries the version: runs judged by v5 to v10 are not compared as one judge
+    assert LexicalJudge().fingerprint == digest("LexicalJudge", "", {"threshold": 0.75}, "10")
+    assert LexicalJudge().fingerprint != digest("LexicalJudge", "", {"threshold": 0.75}, "9")
 
 
 def test_a_wrong_name_opening_a_sentence_is_unsupported_whatever_the_share():

@@ -14,7 +14,8 @@ Each sentence goes through five checks, in this order, and gets the status of th
 4. TOKEN_NOT_FOUND   a number or a Latin word of the sentence (citations removed) is in none of
                      the cited documents (English function words such as "the" and clitics such
                      as the possessive 's are not checked; accented letters belong to their word);
-                     numbers are compared whole ("3.5" is not "5.3"; "1,000" is "1000").
+                     numbers are compared whole ("3.5" is not "5.3"; "1,000" is "1000"; the
+                     Chinese "，" separates: "401，403" is 401 and 403, `list_commas`).
 5. UNVERIFIABLE      the sentence has no quote, no number and no Latin word: nothing a rule can test.
 Otherwise PASS.
 
@@ -55,7 +56,8 @@ HARD_GATE_STATUSES = (MISSING_CITATION, BAD_ID, QUOTE_NOT_FOUND)  # must be 0 on
 
 _WHITESPACE_RE = re.compile(r"\s+")
 # A number is whole: "5.3" is one token (its digits alone would let "3.5" pass against it), thousands
-# separators go ("1,000" is "1000"), and "1,2,3" stays three numbers.
+# separators go ("1,000" is "1000"), and "1,2,3" stays three numbers. Chinese never groups digits with
+# its comma "，", which NFKC makes ",": it is read as "、" first (`list_commas`), so "401，403" is two numbers.
 # A Latin word keeps its accented letters ("são" was "s" and "o") and its apostrophe; an English
 # clitic after it ('s, n't's t, 'll, ...) is dropped, as "Tesla's" says no more than "Tesla" checks.
 _LATIN = "a-z\u00df-\u00f6\u00f8-\u00ff\u0100-\u024f\u1e00-\u1eff"  # after case folding: ASCII, Latin-1, Extended A/B, Additional
@@ -71,6 +73,8 @@ _FUNCTION_WORDS = frozenset(
 
 
 _QUOTE_END = ".,;:!?。，、；：！？…"  # after NFKC: a full-width ． or ！ is already ASCII
+# "，" but inside a number written in full-width forms ("１，０００", whose NFKC is "1,000", as scoring.qa reads it)
+_LIST_COMMA_RE = re.compile(r"(?<![０-９])，|，(?![０-９])")
 
 
 @dataclass(frozen=True)
@@ -102,14 +106,27 @@ def checkable_tokens(text: str) -> frozenset[str]:
     ['422', 'http', 'login']
     >>> sorted(checkable_tokens("年利率 5.3%，共 1,000 人，第 1,2 条。"))
     ['1', '1000', '2', '5.3']
+    >>> sorted(checkable_tokens("未登录返回 401，无权限返回 403，即 401，403")), sorted(checkable_tokens("共１，０００人"))
+    (['401', '403'], ['1000'])
     >>> sorted(checkable_tokens("Tesla's plant in São Paulo doesn't close; O'Neill’s won't"))
     ['close', 'doesn', "o'neill", 'paulo', 'plant', 'são', 'tesla', 'won']
     """
     return frozenset(t for t in _tokens(text) if t not in _FUNCTION_WORDS)
 
 
+def list_commas(text: str) -> str:
+    """`text` with the Chinese comma "，" written as "、", which NFKC keeps: NFKC's "," would make "401，403"
+    the number 401403, and Chinese never groups digits with "，". A number written wholly in full-width
+    forms keeps it ("１，０００" is NFKC's "1,000"). For reading numbers only: quotes are compared as written.
+
+    >>> list_commas("返回 401，403，共１，０００次")
+    '返回 401、403、共１，０００次'
+    """
+    return _LIST_COMMA_RE.sub("、", text) if "，" in text else text
+
+
 def _tokens(text: str) -> list[str]:
-    return [_CLITIC_RE.sub("", t).replace(",", "") for t in _TOKEN_RE.findall(_visible(text))]
+    return [_CLITIC_RE.sub("", t).replace(",", "") for t in _TOKEN_RE.findall(_visible(list_commas(text)))]
 
 
 @lru_cache(maxsize=4096)

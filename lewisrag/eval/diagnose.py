@@ -20,6 +20,10 @@ an LLM judge and an embedder), a faithful, incomplete answer may be either: the 
 Questions of category `not_in_kb` have no right content: the only right answer is a refusal. They
 get no layer verdicts; `refused` says whether the answer refused, and a non-refusal is blamed on
 `generation_distorted` (the answer asserts what no document says). They never enter a mean.
+A refusal of any other question states nothing, so its faithfulness (0 where "not found" was judged a
+statement the contexts do not support) measures nothing: its `generation_distorted` is "n/a", and the
+blame falls where the chapter's table puts an answer that says "I don't know": on retrieval when the
+needed passage never arrived, else on the context not used (it was blamed on generation_distorted).
 Whether an answer refuses is `lewisrag.eval.refusals.is_refusal`.
 """
 
@@ -116,6 +120,8 @@ def diagnose(metrics: dict, category: str | None = None, refused: bool = False,
     'citation'
     >>> diagnose({}, category="not_in_kb", refused=False)["primary"]
     'generation_distorted'
+    >>> diagnose({"context_recall": 1.0, "answer_completeness": 0.0, "faithfulness": 0.0}, refused=True)["layers"]["generation_distorted"]
+    'n/a'
     """
     if category == "not_in_kb":
         layers = dict.fromkeys(LAYERS, "n/a")
@@ -124,5 +130,7 @@ def diagnose(metrics: dict, category: str | None = None, refused: bool = False,
         primary, consequences = primary_cause(layers)
         return {"layers": layers, "primary": primary, "consequences": consequences, "expected_refusal": True}
     layers = layer_verdicts(metrics, thresholds, k)
+    if refused:  # a refusal asserts nothing: its faithfulness is no measure of distortion
+        layers["generation_distorted"] = "n/a"
     primary, consequences = primary_cause(layers)
     return {"layers": layers, "primary": primary, "consequences": consequences}

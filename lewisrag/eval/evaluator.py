@@ -53,6 +53,8 @@ METRICS = ("faithfulness", "context_recall", "answer_completeness", "answer_rele
            "citation_recall", "citation_precision", "exact_match", "f1", "rougeL")
 NOT_IN_KB_REASON = "not_in_kb: judged on refusal only, never averaged"
 NO_REFERENCE_REASON = "no reference answer, reference statements or reference claims"
+# why an answer whose every sentence only declines (`declines_only`, excused from citing) has no citation quality
+DECLINES_ONLY_REASON = "every sentence of the answer only declines: none is asked to cite"
 CLAIM_CONFIDENCE = 0.95  # level of the bootstrap interval of each claim diagnostic's mean
 CLAIM_RESAMPLES = 10_000  # bootstrap resamples (seed 0: the same run gives the same interval)
 NO_SYSTEM = "(no system)"  # the aggregates' name for the records that give no system (`aggregate`'s by_system)
@@ -273,7 +275,9 @@ def _record(p: _Prepared, judge, cfg: EvalConfig, embed) -> dict:
                                    for r, a, b in zip(p.references, in_contexts.verdicts, in_answer.verdicts)]
     _relevancy(rec, judge, cfg, embed, m, reasons)
     reasons["on_topic_rate"] = "needs per-statement on-topic labels (not part of the answer format)"
-    cited = [(s.text, list(s.citations)) for s in p.sentences]
+    # the sentences the rule layer asks to cite: one that only declines (`declines_only`) and cites
+    # nothing is excused there, so it is no uncited statement here either (it scored 0 recall)
+    cited = [(s.text, list(s.citations)) for s in p.sentences if s.citations or not declines_only(s.text)]
     if cited:
         # A statement without a citation scores 0 (ALCE's definition, and the reference chapter's), so an
         # answer that cites nothing has citation recall 0, not null: dropping every citation must not
@@ -286,6 +290,8 @@ def _record(p: _Prepared, judge, cfg: EvalConfig, embed) -> dict:
         if math.isnan(cq["precision"]):
             reasons["citation_precision"] = ("judge undecided on every citation" if any(c for _, c in cited)
                                              else "the answer cites nothing")
+    elif p.sentences:
+        reasons["citation_recall"] = reasons["citation_precision"] = DECLINES_ONLY_REASON
     else:
         reasons["citation_recall"] = reasons["citation_precision"] = "the answer has no sentences"
     if rec.gold_passage_ids and rec.has_context_ids:

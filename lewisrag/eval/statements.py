@@ -5,12 +5,16 @@ scores 33.3% faithfulness as 3 sentences, 16.7% as 6 atomic facts and 0% as one 
 splitter has a name and a version (`SPLITTER_NAME`, `SPLITTER_VERSION`) that go into every result,
 and any change to the rules below must bump the version.
 
-Rules of version "10":
+Rules of version "11":
 
 - A citation is a number in brackets: [1], the full-width ［１］ or 【1】, a Markdown footnote [^1],
   several ids in one marker ([1, 2], [1，2], [1; 2], [1、2]), a range ([1-3], [1–3], ［１～３］ cite
   1, 2 and 3). Ids are read as numbers: [01] and ［１］ cite "1". A range that runs backwards or
   spans more than MAX_RANGE ids ([1990-2020]) cites its two ends.
+- A line that defines a Markdown footnote ("[^1]: REQ-AUTH-03 登录需求文档", "［^1］：...", outside
+  code) names a source: it is no sentence. A reference list's "[1] ..." line is still a sentence
+  citing 1.
+- Two markers joined by a range's dash or tilde ([1]-[3], 【1】～【3】) are one range, as [1-3].
 - Nothing inside Markdown code (`arr[0]`, ``x[1]``, a ``` or ~~~ fenced block) is a citation, and
   no sentence ends inside it, not even at a newline (`os.exit(1). [2]` is code): an answer about
   code indexes arrays. A fenced block belongs to the sentence before it, across the stop or the
@@ -55,6 +59,9 @@ Rules of version "10":
   list marker opening a sentence (those in such a list; "- ", "* ", "• " anywhere) is not part of
   it: its number is no claim to check. A lone "42. It is ..." keeps its number.
 
+Version "10" read a footnote definition line as a sentence (checked and judged as a statement:
+faithfulness and citation recall 0.5 for an answer whose one claim was supported), and "[1]-[3]" as
+citing 1 and 3, its "-" left in the sentence.
 Version "9" read the "[" of a citation after a dot as what followed it, so "It reads XML, etc. [1] It
 caches them [2]." was one sentence citing both (RAG-Token's implicit citations went before the dot of
 "etc." for it); and took a citation ending a line for one right before an ellipsis opening the next,
@@ -102,6 +109,7 @@ from lewisrag.scoring.markers import (  # noqa: F401 - the citation markers' rul
     MAX_RANGE,
     _code_spans,
     _marker_ids,
+    blank_footnote_definitions,
     citation_ids,
     citation_markers,
     sub_citations,
@@ -110,7 +118,7 @@ from lewisrag.scoring.markers import (  # noqa: F401 - the citation markers' rul
 from lewisrag.scoring.text import sentence_bounds
 
 SPLITTER_NAME = "sentences"
-SPLITTER_VERSION = "10"
+SPLITTER_VERSION = "11"
 ATOMIC_SPLITTER_NAME = "atomic"  # --splitter atomic: the llm judge decomposes the whole answer (judge.decompose)
 
 _HSPACE = r"[^\S\n]"  # any space but a newline: no-break and thin spaces too
@@ -178,13 +186,17 @@ def quotes_in(text: str, styles: tuple[re.Pattern, ...] = QUOTE_RES) -> tuple[st
 
 
 def sentence_spans(text: str) -> list[str]:
-    """The sentences of `text` as written (citation markers kept), stripped, empty ones dropped.
+    """The sentences of `text` as written (citation markers kept), stripped, empty ones dropped; a
+    Markdown footnote definition line outside code ("[^1]: REQ-AUTH-03 ...") is no sentence.
 
     >>> sentence_spans("返回 422。[1] 前端显示「错误。」列表 [1]！Version 3.5 is out, e.g. today. Done")
     ['返回 422。[1]', '前端显示「错误。」列表 [1]！', 'Version 3.5 is out, e.g. today.', 'Done']
     >>> sentence_spans("Two facts:\\n1. It returns 422 [1].\\n2. It locks [2]\\n3、锁定 15 分钟 [2]。")
     ['Two facts:', 'It returns 422 [1].', 'It locks [2]', '锁定 15 分钟 [2]。']
+    >>> sentence_spans("返回 422[^1]。\\n\\n[^1]: REQ-AUTH-03 登录需求文档")
+    ['返回 422[^1]。']
     """
+    text = blank_footnote_definitions(text)  # a source's name, not a statement
     return _merge_bare_citations([text[a:b] for a, b in sentence_bounds(text)])
 
 

@@ -3,8 +3,9 @@
 Prompt-stitching RAG cites passages as [n] because the generator is asked to. The Lewis model is
 never asked, yet its posterior over documents says which passage an answer came from:
 
-- RAG-Sequence generates the whole answer from one document at a time, so the answer cites the
-  document with the highest p(z | x, y);
+- RAG-Sequence generates the whole answer from one document at a time, so every sentence of the
+  answer cites the document with the highest p(z | x, y) (the answer as one sentence, cited once,
+  left all but its last sentence uncited);
 - RAG-Token may switch documents at every token, so each sentence cites the documents its tokens
   leaned on: those whose mean per-token posterior p(z | x, y_≤t) over the sentence's tokens is at
   least `min_share` (and always the top one).
@@ -19,6 +20,7 @@ from collections.abc import Sequence
 
 import torch
 
+from lewisrag.scoring.markers import blank_footnote_definitions
 from lewisrag.scoring.text import sentence_bounds, word_dot_ends_sentence
 
 _STOPS = frozenset("。！？｡.!?．…⋯")  # the marks a sentence's final run of stops is made of
@@ -42,12 +44,13 @@ def sentences_of(text: str) -> list[tuple[int, int]]:
     (`scoring.text.sentence_bounds`, the cuts of `eval.statements.sentence_spans`), so a dot inside
     "71.3", "$3.50" or "example.com", after "U.S.", "e.g." or initials, an ellipsis that trails off, a stop
     inside quotes and a numbered list's "1." end nothing; a piece without a letter or digit (a line of
-    "...") is no sentence, as the splitter drops it.
+    "...") and a Markdown footnote definition line ("[^1]: ...") are no sentences, as the splitter drops them.
 
     >>> t = 'He said "yes." Then he moved to the U.S. in 1990. Wait... What? 价格上涨 3.5%。'
     >>> [t[a:b] for a, b in sentences_of(t)]
     ['He said "yes."', 'Then he moved to the U.S. in 1990.', 'Wait...', 'What?', '价格上涨 3.5%。']
     """
+    text = blank_footnote_definitions(text)  # as spaces: every other sentence keeps its indices
     return [(a, b) for a, b in sentence_bounds(text) if any(c.isalnum() for c in text[a:b])]
 
 
@@ -160,8 +163,9 @@ def cited_answers(decoded, tokenizer, doc_ids: Sequence[Sequence[str]], variant:
         ids = seq[1:]
         keep = [t for t, i in enumerate(ids) if i not in specials]
         text = tokenizer.decode([ids[t] for t in keep], skip_special_tokens=True).strip()
-        if variant == "sequence":
-            out.append(cite([(text, [sequence_citation(decoded.doc_posterior[b], doc_ids[b])])]) if text else text)
+        if variant == "sequence":  # one document for the whole answer: each of its sentences cites it
+            cited = [sequence_citation(decoded.doc_posterior[b], doc_ids[b])]
+            out.append(_insert_citations(text, [(s, e, cited) for s, e in sentences_of(text)]))
             continue
         pieces = pieces_of(tokenizer, [ids[t] for t in keep])
         post = decoded.doc_posterior[b][keep]  # (T', K)

@@ -6,10 +6,14 @@ with these rules, so the ids a stitched answer is said to cite are the ids its c
 checked against:
 
 - a number in brackets: [1], the full-width ［１］ or 【1】, a Markdown footnote [^1], several ids
-  in one marker ([1, 2], [1，2], [1; 2], [1、2]), a range ([1-3], [1–3], ［１～３］ cite 1, 2 and 3);
+  in one marker ([1, 2], [1，2], [1; 2], [1、2]), a range ([1-3], [1–3], ［１～３］ cite 1, 2 and 3),
+  also written as two markers joined by the range's dash or tilde ([1]-[3], 【1】～【3】: one marker,
+  the same range; it was read as citing 1 and 3, its "-" left in the sentence);
   ids are read as numbers ([01] and ［１］ cite "1"), ASCII or full-width digits only ([٢] is no
   citation); a range that runs backwards or spans more than MAX_RANGE ids cites its two ends;
-- nothing inside Markdown code (`arr[0]`, a ``` or ~~~ fenced block) is a citation.
+- nothing inside Markdown code (`arr[0]`, a ``` or ~~~ fenced block) is a citation;
+- a line that defines a Markdown footnote ("[^1]: REQ-AUTH-03 登录需求文档", outside code) names a
+  source and states nothing: `blank_footnote_definitions` hides it from the sentence splitters.
 
 Here, below `eval` and `rag_model` both (tests/test_package.py: the model never imports the evaluator).
 """
@@ -20,12 +24,14 @@ import re
 import unicodedata
 from collections.abc import Callable
 
-# [1], [1][2] (two matches), [1, 2], [1，2], [1; 2], [1、2], ［１］, 【1】, [^1], ranges [1-3], [1–3], [1～3];
+# [1], [1][2] (two matches), [1, 2], [1，2], [1; 2], [1、2], ［１］, 【1】, [^1], ranges [1-3], [1–3], [1～3]
+# and [1]-[3] (group 2: the range's end, after a dash on the same line);
 # ASCII or full-width digits only (Python's \d would take any script's digits, which no id is written in)
 _NUMBER = r"[0-9０-９]+"
 _RANGE_SEP = r"[-‐‑–—~～－]"  # hyphens, en and em dashes, tildes (ASCII and full-width)
 _ID = rf"{_NUMBER}(?:\s*{_RANGE_SEP}\s*{_NUMBER})?"
-CITATION_RE = re.compile(rf"[\[［【]\^?\s*({_ID}(?:\s*[,，;；、]\s*{_ID})*)\s*[\]］】]")  # [^1]: a Markdown footnote
+_RANGE_END = rf"(?:[^\S\n]*{_RANGE_SEP}[^\S\n]*[\[［【]\^?\s*({_NUMBER})\s*[\]］】])?"  # [1]-[3]: the "-[3]"
+CITATION_RE = re.compile(rf"[\[［【]\^?\s*({_ID}(?:\s*[,，;；、]\s*{_ID})*)\s*[\]］】]{_RANGE_END}")  # [^1]: a Markdown footnote
 _RANGE_SEP_RE = re.compile(rf"\s*{_RANGE_SEP}\s*")
 MAX_RANGE = 20  # a range of more ids than this ([1990-2020]) cites its two ends, not every number between
 _ID_SEP_RE = re.compile(r"\s*[,，;；、]\s*")
@@ -34,6 +40,8 @@ _ID_SEP_RE = re.compile(r"\s*[,，;；、]\s*")
 _CODE_RE = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.S)
 # a ~~~ fence (CommonMark): three tildes or more opening a line, closed by a line of at least as many
 _TILDE_FENCE_RE = re.compile(r"^[^\S\n]*(~{3,})[^\n]*\n.*?^[^\S\n]*\1~*[^\S\n]*$", re.M | re.S)
+# a Markdown footnote's definition: "[^1]: source" opening a line (full-width brackets and colon too)
+_FOOTNOTE_DEFINITION_RE = re.compile(rf"^[^\S\n]*[\[［【]\^{_NUMBER}[\]］】][^\S\n]*[:：][^\n]*", re.M)
 
 
 def citation_ids(text: str) -> tuple[str, ...]:
@@ -43,6 +51,8 @@ def citation_ids(text: str) -> tuple[str, ...]:
     (('1', '3', '2'), ('1', '2'))
     >>> citation_ids("Both [2-4]; 见［５～６］ and [1990–2020].")
     ('2', '3', '4', '5', '6', '1990', '2020')
+    >>> citation_ids("返回 422 [1]-[3]，见【5】～【6】。")
+    ('1', '2', '3', '5', '6')
     """
     seen: dict[str, None] = {}
     for m in citation_markers(text):
@@ -81,13 +91,29 @@ def sub_citations(text: str, repl: str | Callable[[re.Match], str], pattern: re.
     return pattern.sub(lambda m: m.group() if _in_code(m.start(), code) else (repl if isinstance(repl, str) else repl(m)),
                        text)
 
+
+def blank_footnote_definitions(text: str) -> str:
+    """`text` with each Markdown footnote definition line outside code ("[^1]: REQ-AUTH-03 登录需求文档")
+    written as spaces, so that no sentence is made of it and every other character keeps its index.
+    A reference list's "[1] ..." line is left as it is.
+
+    >>> blank_footnote_definitions("返回 422[^1]。\\n[^1]: REQ-AUTH-03\\n[2] BUG-7").splitlines()
+    ['返回 422[^1]。', '                 ', '[2] BUG-7']
+    """
+    if "^" not in text:
+        return text
+    code = _code_spans(text)
+    return _FOOTNOTE_DEFINITION_RE.sub(lambda m: m.group() if _in_code(m.start(), code) else " " * len(m.group()), text)
+
+
 def _marker_ids(m: re.Match) -> list[str]:
-    """The ids of one citation marker, read as numbers: [01] and ［１］ cite "1", [2-4] cites 2, 3 and 4.
+    """The ids of one citation marker, read as numbers: [01] and ［１］ cite "1", [2-4] and [2]-[4] cite 2, 3 and 4.
 
     A range that runs backwards ([3-1]) or spans more than MAX_RANGE ids cites its two ends.
     """
     ids: list[str] = []
-    for item in _ID_SEP_RE.split(m.group(1)):
+    body = m.group(1) if m.group(2) is None else f"{m.group(1)}-{m.group(2)}"  # [1]-[3] reads as [1-3]
+    for item in _ID_SEP_RE.split(body):
         # as strings without leading zeros, not int(): Python refuses to read a number of 4,300 digits
         ends = [unicodedata.normalize("NFKC", n).lstrip("0") or "0" for n in _RANGE_SEP_RE.split(item)]
         lo, hi = (int(e) if len(e) < 10 else None for e in (ends[0], ends[-1]))

@@ -1,5 +1,5 @@
 """Character classes shared by the scores and the sentence splitter, and where that splitter cuts an answer
-(`sentence_bounds`, which RAG-Token's implicit citations cut with too)."""
+(`sentence_bounds`, which the implicit citations of RAG-Token and RAG-Sequence cut with too)."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def word_dot_ends_sentence(text: str, i: int, after: str) -> bool:
     character past the stop and any citations after it ("" at the end): not after an abbreviation ("e.g.",
     "Dr.", "U.S."), "No." before a number, "etc." before a small letter, or a name's initials ("J. Smith",
     "J.K. Rowling").
-    The evaluator's splitter (`eval.statements`) and RAG-Token's sentence citations (`rag_model.
+    The evaluator's splitter (`eval.statements`) and the RAG models' sentence citations (`rag_model.
     implicit_citations`) both end sentences by it.
 
     >>> [word_dot_ends_sentence(t, t.index("."), a) for t, a in (("Dr. Kel", "K"), ("No. 5", "5"), ("no.", ""), ("J. Smith", "S"))]
@@ -71,8 +71,8 @@ def word_dot_ends_sentence(text: str, i: int, after: str) -> bool:
     return not _INITIALS_RE.fullmatch(word)  # initials: "J. Smith", "J.K. Rowling", "由J.K.罗琳创作"
 
 
-# --- where sentences end: the evaluator's splitter's rules (`eval.statements`, SPLITTER_VERSION "10"), here
-# so that RAG-Token's implicit citations cut an answer with the same function ---------------------------------
+# --- where sentences end: the evaluator's splitter's rules (`eval.statements`, SPLITTER_VERSION "11"), here
+# so that the implicit citations of RAG models cut an answer with the same function -------------------------
 
 _HSPACE = r"[^\S\n]"  # any space but a newline: no-break and thin spaces too
 _CITATION_RUN_RE = re.compile(rf"(?:{_HSPACE}*" + CITATION_RE.pattern + r")+")
@@ -212,8 +212,8 @@ def sentence_bounds(text: str) -> list[tuple[int, int]]:
     """Where the evaluator's splitter finds the sentences of `text`: (start, end) of each, in order, without
     the spaces around it or the list marker opening it ("1. ", "- "), empty ones dropped
     (`eval.statements.sentence_spans` then merges those of only citations and punctuation into their
-    neighbours). RAG-Token's implicit citations (`rag_model.implicit_citations`) cite the sentences these
-    give, so each marker is scored against the sentence it was meant for.
+    neighbours). The RAG models' implicit citations (`rag_model.implicit_citations`) cite the sentences
+    these give, so each marker is scored against the sentence it was meant for.
 
     >>> t = "返回 422。[1] 前端显示「错误。」列表！Version 3.5 is out, e.g. today. Done"
     >>> [t[a:b] for a, b in sentence_bounds(t)]

@@ -6,10 +6,12 @@ import itertools
 import re
 import unicodedata
 
+from lewisrag.eval.citations import list_commas
 from lewisrag.eval.judges.base import Verdict, digest
 
 # A number is whole, its thousands separators dropped ("1,000" is "1000"; "5.3" is not "3.5"): the
-# citation checker's reading (eval.citations), so the two agree on what a number is.
+# citation checker's reading (eval.citations), so the two agree on what a number is: Chinese never groups
+# digits with "，", read as "、" before NFKC makes it "," (`_nfkc`, `citations.list_commas`): "401，403" is two.
 _NUMBER_RE = r"[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]+)*(?![0-9a-z])|[0-9]+(?:\.[0-9]+)*(?![0-9a-z])"
 _NUMBER = re.compile(_NUMBER_RE)
 _WORD = re.compile(_NUMBER_RE + r"|[a-z0-9]+(?:[.'][a-z0-9]+)*")
@@ -106,8 +108,13 @@ _APOSTROPHES = str.maketrans({"\u2019": "'", "\u02bc": "'"})
 
 
 def _nfkc(text: str) -> str:
-    """NFKC, with the typographic apostrophes (U+2019, U+02BC) written as "'"."""
-    return unicodedata.normalize("NFKC", text).translate(_APOSTROPHES)
+    """NFKC, with the typographic apostrophes (U+2019, U+02BC) written as "'" and the Chinese comma "，"
+    as "、" (`list_commas`: NFKC's "," would join "401，403" into one number).
+
+    >>> _nfkc("401，403，Ｄｏｎ’t")
+    "401、403、Don't"
+    """
+    return unicodedata.normalize("NFKC", list_commas(text)).translate(_APOSTROPHES)
 
 
 def _fold(text: str) -> str:
@@ -240,7 +247,7 @@ def _ordinary(text: str, m: re.Match, small: set[str]) -> bool:
     small letters (`small`) elsewhere in the text."""
     w = m[0].lower()
     host = w.split("'")[0]
-    adverb = w.endswith("ly") and text[m.end():m.end() + 1] == ","
+    adverb = w.endswith("ly") and text[m.end():m.end() + 1] in (",", "、")  # "、": `_nfkc`'s "，"
     return w.endswith("n't") or host in _STOP_EN or host in _OPENERS or adverb or w in small
 
 
@@ -418,8 +425,9 @@ class LexicalJudge:
     # function word that is a given name, written as a first name ("Will Tamm"), are unsupported too, and
     # "1,890" is no name; 9: a Chinese name set off by punctuation, "女王是：范凌", "总统“戴菲”领导", is read with
     # its neighbours across it, and "安娜·凯尔" is one stretch: before, a run that was the name alone was never
-    # compared with the premise's)
-    version = "9"
+    # compared with the premise's; 10: a full-width comma between numbers, "401，403", separates them: NFKC
+    # made it "," and the two read as the number 401403)
+    version = "10"
 
     def __init__(self, threshold: float = 0.75):
         if not 0.0 < threshold <= 1.0:

@@ -659,6 +659,7 @@ KNOWN_TEXTS: dict[str, str] = {
     "judge undecided on every statement's citations": "裁判对每条陈述的引用都没有给出判定",
     "judge undecided on every citation": "裁判对每个引用都没有给出判定",
     "the answer cites nothing": "回答没有引用任何段落",
+    "every sentence of the answer only declines: none is asked to cite": "回答的每句话都只是拒答：没有哪句需要引用",
     "retrieved_contexts are plain strings: no ids to match gold_passage_ids": "retrieved_contexts 是纯文本：没有 id 可以和 gold_passage_ids 对照",
     "no reference answer": "没有参考答案",
     "needs an embedder (--embedder) and a judge that writes questions (llm)": "需要嵌入模型（--embedder）和能反推问题的裁判（llm）",

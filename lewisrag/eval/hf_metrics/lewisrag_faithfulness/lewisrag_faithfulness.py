@@ -6,7 +6,9 @@ retrieved passages of each answer). Optional compute arguments: `judge` (a judge
 `reference_statements` (one list per answer) for context recall and answer completeness.
 Answers are split with lewisrag's sentence splitter. NaN scores (faithfulness of an answer without
 statements, citation precision of one that cites nothing; an uncited answer's citation recall is 0)
-are left out of the means and counted in `<metric>_nan`.
+are left out of the means and counted in `<metric>_nan`. A sentence that only declines and cites
+nothing ("The documents do not say.") is excused from citing, as in `lewisrag eval answers`: it is
+no uncited statement, and an answer of such sentences alone has NaN citation quality.
 """
 
 import math
@@ -15,6 +17,7 @@ import datasets
 import evaluate
 
 from lewisrag.eval import judges, metrics
+from lewisrag.eval.refusals import declines_only
 from lewisrag.eval.statements import split_sentences, strip_citations
 from lewisrag.scoring.aggregate import mean
 
@@ -71,7 +74,8 @@ class LewisragFaithfulness(evaluate.Metric):
             sentences = split_sentences(answer)
             scores["faithfulness"].append(metrics.faithfulness([s.text for s in sentences], list(ctx), judge))
             docs = {str(i): c for i, c in enumerate(ctx, start=1)}
-            cq = metrics.citation_quality([(s.text, list(s.citations)) for s in sentences], docs, judge)
+            cited = [(s.text, list(s.citations)) for s in sentences if s.citations or not declines_only(s.text)]
+            cq = metrics.citation_quality(cited, docs, judge)
             scores["citation_recall"].append(cq["recall"])
             scores["citation_precision"].append(cq["precision"])
         if reference_statements is not None:
