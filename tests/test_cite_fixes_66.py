@@ -169,3 +169,17 @@ def test_a_dashed_range_follows_the_range_rules():
     assert citation_ids(f"[1]-[{MAX_RANGE + 10}]") == ("1", str(MAX_RANGE + 10)) and citation_ids("[3]-[1]") == ("3", "1")
     assert citation_ids("A [1]\n- [3] B") == ("1", "3")
     assert strip_citations("A [1]\n- [3] B") == "A\n- B"
+
+
+# --- a not_in_kb question whose generator failed --------------------------------------------------
+
+def test_a_failed_generator_is_no_missed_refusal_in_the_aggregates():
+    """compare's layer summary leaves a not_in_kb question whose generator failed out of the refusal
+    counts, while the evaluator's aggregates in the same results.json counted it as not refused."""
+    from lewisrag.experiments.compare import layer_summary, mark_failed
+
+    recs = [{"id": i, "category": "not_in_kb", "refused": True, "metrics": {}, "nan_reasons": {},
+             "citation_checks": [], "diagnosis": {"primary": None}} for i in ("a", "b")]
+    mark_failed(recs[1], "timeout")
+    assert evaluator.aggregate(recs)["not_in_kb"] == {"n": 1, "refused": 1, "not_refused_ids": []}
+    assert layer_summary(recs)["not_in_kb"] == {"n": 1, "refused": 1}

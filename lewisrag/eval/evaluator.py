@@ -417,7 +417,9 @@ def _aggregate(records: list[dict], ks: Sequence[int] | None) -> dict:
         agg[f"recall_at_k@{k}"] = stats.score_distribution([(r["metrics"].get("recall_at_k") or {}).get(k) for r in scored])
     agg["citation_status_counts"] = citations.status_counts(
         citations.Check(c["status"], c["detail"]) for r in records for c in r["citation_checks"])
-    nik = [r for r in records if r.get("category") == "not_in_kb"]
+    # a not_in_kb question whose generator failed (compare's `generator_error`) never answered: it neither
+    # refused nor failed to, so it is left out here as in compare's layer summary (it was a miss here)
+    nik = [r for r in records if r.get("category") == "not_in_kb" and not r.get("generator_error")]
     agg["not_in_kb"] = {"n": len(nik), "refused": sum(r["refused"] for r in nik),
                         "not_refused_ids": [r["id"] for r in nik if not r["refused"]]}
     agg["primary_cause_counts"] = dict(Counter(r["diagnosis"]["primary"] or "none" for r in records))
