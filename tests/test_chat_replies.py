@@ -174,7 +174,8 @@ def test_a_host_name_not_resolved_on_every_attempt_stops_the_client(monkeypatch)
 
 
 def test_a_refusal_among_other_faults_does_not_stop_the_client(monkeypatch):
-    """Only a request refused on every attempt says nothing is there: a reset means something answered."""
+    """Only a request refused on every attempt says nothing is there: a reset means something answered. (With
+    nothing answered yet the client still stops, as for any request that spent its retries: not as "connect".)"""
     faults = [ConnectionRefusedError(111, "Connection refused"), ConnectionResetError(104, "reset")]
 
     def urlopen(req, timeout):
@@ -184,7 +185,7 @@ def test_a_refusal_among_other_faults_does_not_stop_the_client(monkeypatch):
     c = client("http://127.0.0.1:9/v1", max_retries=2)
     with pytest.raises(ChatError) as e:
         c.complete("s", "u")
-    assert not isinstance(e.value, EndpointError) and c.broken is None
+    assert isinstance(e.value, EndpointError) and c.broken.fix == "unanswered"
 
 
 def test_after_a_reply_a_refused_connection_fails_that_request_alone():

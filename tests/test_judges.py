@@ -363,6 +363,7 @@ def test_llm_timeout_and_malformed_reply_become_nan_with_reason(server, tmp_path
     j = _judge(server, tmp_path, timeout=0.2, max_retries=0)
     v = j.judge([("p", "q")])[0]
     assert v.supported is None and "timeout" in v.reason
+    j = _judge(server, tmp_path, timeout=0.2, max_retries=0)  # a timeout before any reply stopped that one's client
     server.script = [{"content": "Sure! Both statements are supported."}]
     v = j.judge([("p2", "q")])[0]
     assert v == Verdict(None, "malformed reply: not JSON")

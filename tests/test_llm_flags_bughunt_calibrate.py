@@ -103,10 +103,11 @@ def test_concurrency_cache_dir_and_base_url_reach_the_judge(command, monkeypatch
     make, _ = COMMANDS[command]
     code, _, err = run_main(monkeypatch, capsys, *make(tmp_path, tmp_path / "out", "--judge", "llm:m", "--concurrency", "3",
                                                        "--cache-dir", tmp_path / "c", "--llm-base-url", "http://127.0.0.1:9/v1",
-                                                       "--llm-temperature", "0.4", "--no-llm-json-mode"))
+                                                       "--llm-temperature", "0.4", "--no-llm-json-mode",
+                                                       "--timeout", "7", "--max-retries", "2"))
     assert code == 2 and err == "error: --judge: stop here\n", err
     assert seen == {"spec": "llm:m", "cache_dir": tmp_path / "c", "concurrency": 3, "base_url": "http://127.0.0.1:9/v1",
-                    "temperature": 0.4, "json_mode": False}
+                    "temperature": 0.4, "json_mode": False, "timeout": 7.0, "max_retries": 2}
 
 
 # each command with a judge that is not llm:MODEL (bughunt's own: the sample's human labels), each flag;
@@ -140,7 +141,7 @@ def test_a_temperature_outside_0_to_2_is_one_line(command, value, monkeypatch, c
 def test_the_three_commands_define_the_llm_flags_alike():
     """One definition (`commands/_llm_options.py`): the same spellings, defaults, types and help everywhere."""
     commands = {" ".join(path): cmd for path, cmd in _leaves(typer.main.get_command(app), ())}
-    names = ("cache_dir", "concurrency", "llm_base_url", "llm_temperature", "llm_json_mode")
+    names = ("cache_dir", "concurrency", "llm_base_url", "llm_temperature", "llm_json_mode", "timeout", "max_retries")
 
     def shape(cmd):
         params = {p.name: p for p in cmd.params}

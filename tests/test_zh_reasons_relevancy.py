@@ -28,7 +28,7 @@ from lewisrag.eval import claims, evaluator
 from lewisrag.eval.evaluator import EvalConfig, evaluate_answers
 from lewisrag.eval.judges import LexicalJudge
 from lewisrag.eval.judges.base import digest
-from lewisrag.eval.judges.llm import PROMPT_VERSION, VERDICTS_VERSION, JudgeError, LLMJudge
+from lewisrag.eval.judges.llm import EXTRACTION_VERSION, PROMPT_VERSION, VERDICTS_VERSION, JudgeError, LLMJudge
 from lewisrag.eval.metrics import answer_relevancy
 from lewisrag.eval.records import read_answers
 from lewisrag.eval.reports.html import page_data_from_results
@@ -243,8 +243,9 @@ def test_questions_cached_under_the_old_reading_are_not_reused_and_the_fingerpri
     assert j.generate_questions("It returns 422.", 3)[1] == [True, False, False] and len(Endpoint.seen) == n + 1
     assert j.fingerprint != digest("LLMJudge", j.model, j.params, PROMPT_VERSION, VERDICTS_VERSION)
     assert j.describe()["questions_version"] != PROMPT_VERSION
-    # the other replies keep their cache: a decompose reply cached before is still read
-    j.cache.put(digest(j.name, j.model, j.params, PROMPT_VERSION, "decompose", "It returns 422.", ""), {"statements": ["cached"]})
+    # the other replies keep their cache: a decompose reply cached under its own reading (EXTRACTION_VERSION) is still read
+    j.cache.put(digest(j.name, j.model, j.params, PROMPT_VERSION, EXTRACTION_VERSION, "decompose", "It returns 422.", ""),
+                {"statements": ["cached"]})
     assert j.decompose("It returns 422.") == ["cached"] and len(Endpoint.seen) == n + 1
 
 

@@ -14,12 +14,12 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from lewisrag.chat_client.errors import _NOT_JSON, ChatError, EndpointError, _Cut, _Malformed
-from lewisrag.chat_client.replies import _calls_of, _decode, _refusal_of, _text_parts, token_count
+from lewisrag.chat_client.errors import _ERROR_REPLY, _NOT_JSON, ChatError, EndpointError, _Cut, _Malformed
+from lewisrag.chat_client.replies import _calls_of, _decode, _error_of, _refusal_of, _text_parts, token_count
 from lewisrag.chat_client.retry import backoff_delay, retry_after_seconds
 from lewisrag.chat_client.stream import _from_events, _is_stream
 from lewisrag.chat_client.transport import _open, _read, _unreachable, _Watchdog
-from lewisrag.chat_client.urls import _LONE_SURROGATE, scrub
+from lewisrag.chat_client.urls import _LONE_SURROGATE, scrub, scrub_key
 from lewisrag.data.io import InputError
 
 ERROR_BODY_LIMIT = 1 << 16  # bytes of an error reply read for its message (a 200 reply is bounded by `timeout`)
@@ -58,11 +58,14 @@ class ChatClient:
             for k, v in kw.items():
                 self.usage[k] = self.usage.get(k, 0) + v
 
-    def complete(self, system: str, user: str, json_mode: bool = False) -> str:
-        """The assistant message's content (scrubbed) for one system + user turn; raises ChatError."""
-        return self.reply(system, user, json_mode)[0]
+    def complete(self, system: str, user: str, json_mode: bool = False, key_only: bool = False) -> str:
+        """The assistant message's content (scrubbed) for one system + user turn; raises ChatError.
+        `key_only`: only the API key is redacted from the content (`scrub_key`), for content whose
+        text is judged as it came (decomposed statements, claims): "Authorization: Bearer demo-token"
+        an answer quotes stays. Error messages are scrubbed whole either way."""
+        return self.reply(system, user, json_mode, key_only)[0]
 
-    def reply(self, system: str, user: str, json_mode: bool = False) -> tuple[str, dict]:
+    def reply(self, system: str, user: str, json_mode: bool = False, key_only: bool = False) -> tuple[str, dict]:
         """(content, this request's usage {prompt_tokens, completion_tokens} as far as the endpoint
         reported it); for callers that account cost per answer. Raises ChatError."""
         body = {"model": self.model, "temperature": self.temperature,
@@ -77,6 +80,7 @@ class ChatClient:
             raise stop
         what, detail, transient, retry_after, fix = "no attempt", "", True, None, None
         unreachable = True  # every attempt so far found nothing listening (or no such host)
+        replied = False  # an attempt got a 200 whose body was malformed: the endpoint answers, if not well
         for attempt in range(self.max_retries + 1):
             if attempt:
                 # woken early when another request stops the client: this one stops too, its retries unspent
@@ -85,13 +89,14 @@ class ChatClient:
                     raise stop
                 self.count(retries=1)
             try:
-                result = self._attempt(req)
+                result = self._attempt(req, key_only)
             # URLError, HTTPError, resets and timeouts are OSErrors; RemoteDisconnected and
             # IncompleteRead are HTTPExceptions raised by getresponse()/read() unwrapped; a ValueError
             # is a URL or header http.client cannot send (see url_problem, key_problem).
             except (OSError, ValueError, http.client.HTTPException, _Malformed) as e:
                 what, detail, transient, retry_after, fix = self._failure(e)
                 unreachable = unreachable and _unreachable(e)
+                replied = replied or isinstance(e, _Malformed)
             else:
                 self.count(answered=1)
                 return result
@@ -105,10 +110,14 @@ class ChatClient:
         n = attempt + 1
         message = self.scrub(f"{what} ({n} attempt{'s' if n > 1 else ''})" + (f": {detail}" if detail else ""))
         with self._lock:  # `answered` read under the lock that counts it: a reply counted meanwhile keeps the client going
-            if fix is None and unreachable and transient and not self.answered:
-                # every attempt refused (or no such host) and nothing ever answered: no server there, which every
-                # request would find too (once one has answered, a refusal is a flaky network: that request fails alone)
-                fix = "connect"
+            if fix is None and transient and not replied and not self.answered:
+                # retries spent on transient faults and nothing ever answered: every attempt refused (or no such host)
+                # is no server there; timeouts, resets, 429 or 5xx are an endpoint that does not answer (one that never
+                # replies, https to an http port, a model that never loaded), which cost every request of the run its
+                # retries (hours for a hundred). Once one has answered, such a fault is that request's failure alone: a
+                # flaky network must not end a long run. A 200 with a malformed body is an endpoint that answers (one
+                # bad body is no reason to stop asking; a web page on every attempt is, above).
+                fix = "connect" if unreachable else "unanswered"
             error = ChatError(message) if fix is None else EndpointError(message, fix)
             self.first_failure = self.first_failure or message
             if fix is not None and self.broken is None:
@@ -124,7 +133,7 @@ class ChatClient:
         self.count(failures=1)
         return EndpointError(str(stop), stop.fix)
 
-    def _attempt(self, req: urllib.request.Request) -> tuple[str, dict]:
+    def _attempt(self, req: urllib.request.Request, key_only: bool = False) -> tuple[str, dict]:
         with self._slots:
             self.count(calls=1)
             with _Watchdog(self.timeout) as dog:  # bounds the attempt whole, headers included (package docstring)
@@ -139,13 +148,15 @@ class ChatClient:
                     raise
             if dog.fired:  # a body read to its end by the shutdown may be cut short
                 raise TimeoutError("the attempt took longer than the timeout")
-        return self._content(_decode(body, getattr(resp, "headers", None)))
+        return self._content(_decode(body, getattr(resp, "headers", None)), key_only)
 
-    def _content(self, text: str) -> tuple[str, dict]:
+    def _content(self, text: str, key_only: bool = False) -> tuple[str, dict]:
         try:
             reply = _from_events(text) if _is_stream(text) else json.loads(text)
         except (ValueError, RecursionError):  # RecursionError: "[[[[..." nested past the parser's depth
             raise _Malformed(_NOT_JSON, text) from None
+        if (error := _error_of(reply)) is not None:  # a 200 carrying an error (vLLM's {"object": "error"}, a proxy's)
+            raise _Malformed(_ERROR_REPLY, error)
         try:
             choice = reply["choices"][0]
             message = choice["message"]
@@ -159,6 +170,8 @@ class ChatClient:
         finish = choice.get("finish_reason") if isinstance(choice, dict) else None
         if finish in ("length", "content_filter"):  # a truncated answer must not be scored as the model's
             raise _Cut(f"reply cut off by the endpoint (finish_reason '{finish}')", text)
+        if finish == "error":  # the provider failed mid-answer (OpenRouter): what came is no whole answer; retried
+            raise _Malformed(_ERROR_REPLY, "finish_reason 'error'")
         if (refusal := _refusal_of(message)) is not None:
             # OpenAI's structured refusal (content null): the model declined, and asking again gets the same
             raise _Cut(f"the model refused: {self._excerpt(refusal)}", "")
@@ -175,7 +188,7 @@ class ChatClient:
         if not isinstance(content, str):  # null: a reply with no message, retried as the package docstring says
             raise _Malformed("malformed reply: choices[0].message.content is not a string", text)
         # decoded JSON can spell the key with \u escapes that the raw body did not show
-        return self.scrub(content), tokens
+        return (self.scrub_key(content) if key_only else self.scrub(content)), tokens
 
     def _failure(self, e: Exception) -> tuple[str, str, bool, float | None, str | None]:
         """What went wrong in one attempt, a scrubbed detail, whether waiting may help, Retry-After, and
@@ -229,6 +242,11 @@ class ChatClient:
         """`scrub(text)` with this client's key, and lone surrogates as U+FFFD (see the package docstring)."""
         return _LONE_SURROGATE.sub("\ufffd", scrub(text, [self._key]))
 
+    def scrub_key(self, text: str) -> str:
+        """`text` with this client's key alone redacted (no Authorization/Bearer pattern), and lone
+        surrogates as U+FFFD: for content judged as it came (`complete(key_only=True)`)."""
+        return _LONE_SURROGATE.sub("\ufffd", scrub_key(text, [self._key]))
+
     @property
     def where(self) -> str:
         """The base URL as a terminal line may show it: scheme, host, port and path, without user
@@ -246,7 +264,8 @@ class ChatClient:
         requests got a reply and nothing else (`served`: cache hits) answered either. It names the base
         URL (`where`; results record reasons without it) and, as the error's source, the flag or
         variable to fix: `key` (401/403), `model` (404: the model or the path), `url` (a redirect, a
-        certificate, a web page, no server reached; and a run where nothing answered)."""
+        certificate, a web page, no server reached, a request that spent its retries before any was
+        answered; and a run where nothing answered)."""
         if (stop := self.broken) is not None:
             it = "it" if key.startswith("$") else "the variable it names"  # --api-key-env: the name may be a pasted key
             remedy = {"key": f"; set {it} to " + ("a key this endpoint accepts" if self._key else "the endpoint's API key"),
@@ -255,10 +274,12 @@ class ChatClient:
                       "redirect": "",  # the reason says it: give the final URL
                       "tls": "; check the host name, or the server's certificate",
                       "page": "; check the base URL, and that a proxy lets this machine through",
-                      "connect": "; check the base URL's host and port, and that the server is up"}[stop.fix]
+                      "connect": "; check the base URL's host and port, and that the server is up",
+                      "unanswered": "; check the base URL (http or https, host and port) and that the server is up "
+                                    "and answers (a slow one: raise --timeout or --max-retries)"}[stop.fix]
             source = {"key": key, "model": model}.get(stop.fix, url)
-            return InputError(source, f"stopped asking {self.where}: {stop}{remedy} (every request would get the same: "
-                                      "no more were sent)")
+            why = "no request had been answered" if stop.fix == "unanswered" else "every request would get the same"
+            return InputError(source, f"stopped asking {self.where}: {stop}{remedy} ({why}: no more were sent)")
         if self.usage["failures"] and not self.answered and not served:
             n = self.usage["failures"]
             return InputError(url, f"none of the {n} request{'s' if n > 1 else ''} to {self.where} got a reply (the "

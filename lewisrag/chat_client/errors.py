@@ -10,8 +10,10 @@ class ChatError(Exception):
 
 class EndpointError(ChatError):
     """A failure every later request to the endpoint would repeat; `fix` names what the user must
-    change: "key" (401/403), "model" (404: the model or the path), "redirect", "tls", "page" or
-    "connect" (the base URL: nothing listens there, or no such host)."""
+    change: "key" (401/403), "model" (404: the model or the path), "redirect", "tls", "page",
+    "connect" (the base URL: nothing listens there, or no such host) or "unanswered" (the base URL or
+    the server: a request spent its retries on timeouts, resets, 429 or 5xx before any request was
+    answered)."""
 
     def __init__(self, message: str, fix: str):
         super().__init__(message)
@@ -23,6 +25,7 @@ class _Malformed(Exception):
 
 
 _NOT_JSON = "malformed reply: body is not JSON"
+_ERROR_REPLY = "malformed reply: the endpoint sent an error"  # a 200 body or stream chunk that is an error, not an answer
 
 
 class _Cut(_Malformed):

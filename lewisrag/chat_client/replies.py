@@ -1,5 +1,5 @@
 """What a 200 reply says: its body decoded strictly (`_decode`), token counts that are counts
-(`token_count`), content arrays, tool calls and structured refusals."""
+(`token_count`), content arrays, tool calls, structured refusals and errors sent as a 200 (`_error_of`)."""
 
 from __future__ import annotations
 
@@ -60,3 +60,25 @@ def _refusal_of(message) -> str | None:
     """A message's structured refusal (OpenAI's "refusal": "I can't help with that."), if it has one."""
     refusal = message.get("refusal") if isinstance(message, dict) else None
     return refusal if isinstance(refusal, str) and refusal.strip() else None
+
+
+def _error_of(reply) -> str | None:
+    """The error a 200 body or a streamed chunk carries instead of an answer, as one line, or None: an
+    "error" key (OpenAI's {"error": {"message": ...}}, OpenRouter's mid-stream {"error": {...}, "choices":
+    [{"finish_reason": "error"}]}) or vLLM's {"object": "error", "message": ...}. Such a reply was read
+    as an answer (the text before the error) or, streamed, its chunk dropped.
+
+    >>> _error_of({"object": "error", "message": "CUDA out of memory", "code": 500})
+    'CUDA out of memory'
+    >>> _error_of({"error": {"code": 502, "message": "provider returned error"}}), _error_of({"error": None, "choices": []})
+    ('provider returned error', None)
+    """
+    if not isinstance(reply, dict):
+        return None
+    error = reply.get("error")
+    if error in (None, "", {}, []) and reply.get("object") != "error":
+        return None
+    if error in (None, "", {}, []):
+        error = reply  # vLLM's ErrorResponse: the message is beside "object"
+    message = error.get("message") if isinstance(error, dict) else error
+    return " ".join(str(message if message not in (None, "") else error).split())[:500]

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import re
 
-from lewisrag.chat_client.replies import _text_parts
+from lewisrag.chat_client.errors import _ERROR_REPLY, _Malformed
+from lewisrag.chat_client.replies import _error_of, _text_parts
 
 _EVENT_FIELDS = ("data:", "event:", "id:", "retry:")  # the fields a server-sent event's line may begin with
 _SKIP_COMMENT = re.compile(r"\s*(?::[^\r\n]*)?")  # blank lines, then one ": comment" line (OpenRouter's keep-alives)
@@ -29,7 +30,9 @@ def _from_events(text: str) -> dict:
     """A chat completion from a streamed reply (server-sent events: "data: {chunk}" lines, then
     "data: [DONE]"), which some proxies send though no stream was asked: the chunks' delta contents
     joined, the last finish_reason and usage. ValueError when a chunk is not JSON, or when the stream
-    ends without [DONE] or a finish_reason (it was cut: retried)."""
+    ends without [DONE] or a finish_reason (it was cut: retried); a malformed reply (retried) when a
+    chunk is an error (`_error_of`: vLLM's {"object": "error"} mid-stream), which was dropped as a
+    chunk without choices, the text before it read as the whole answer."""
     parts, finish, usage, done, calls, refusal = [], None, None, False, [], []
     for line in text.splitlines():
         if not line.startswith("data:"):
@@ -39,6 +42,8 @@ def _from_events(text: str) -> dict:
             done = True
             continue
         chunk = json.loads(data)
+        if (error := _error_of(chunk)) is not None:
+            raise _Malformed(_ERROR_REPLY, error)
         usage = chunk.get("usage") if isinstance(chunk, dict) and isinstance(chunk.get("usage"), dict) else usage
         choices = chunk.get("choices") if isinstance(chunk, dict) else None
         if not (isinstance(choices, list) and choices and isinstance(choices[0], dict)):

@@ -34,6 +34,20 @@ def scrub(text: str, secrets: Iterable[str] = ()) -> str:
     return _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
 
 
+def scrub_key(text: str, secrets: Iterable[str] = ()) -> str:
+    """`text` with every secret replaced by [redacted], and nothing else: for text that is judged as it
+    came (an answer's statements and claims), where a quoted "Authorization: Bearer demo-token" is
+    what the answer says, not a credential of this run (`scrub` would replace it).
+
+    >>> scrub_key("send Authorization: Bearer demo-token-123, not sk-abc.123/x=", ["sk-abc.123/x="])
+    'send Authorization: Bearer demo-token-123, not [redacted]'
+    """
+    for s in secrets:
+        if s and len(s) >= MIN_SECRET_LEN:
+            text = text.replace(s, REDACTED)
+    return text
+
+
 def url_problem(url: str) -> str | None:
     """Why `url` cannot be an endpoint's base URL, or None. urllib raised a ValueError for some of
     these on every request (a traceback) and a connection failure, retried, for others.

@@ -21,6 +21,8 @@ def calibrate(
     llm_base_url: str = _llm.base_url(),
     llm_temperature: float = _llm.temperature(),
     llm_json_mode: bool = _llm.json_mode(),
+    timeout: float = _llm.timeout(),
+    max_retries: int = _llm.max_retries(),
     confidence: float = typer.Option(0.95, "--confidence", min=0.5, max=0.999, help="Level of the Wilson intervals."),
     show: int = typer.Option(30, "--show", min=0, help="Disagreements listed in the table (0: all); --json and "
                              "--out's calibration.json hold them all (so --json refuses it)."),
@@ -35,7 +37,7 @@ def calibrate(
     from lewisrag.eval.judges import read_labels
     from lewisrag.eval.stats import calibrate as run
 
-    _llm.check(ctx, judge, llm_temperature, llm_json_mode)
+    _llm.check(ctx, judge, llm_temperature, llm_json_mode, timeout=timeout, max_retries=max_retries)
     if out is None and overwrite:  # never ignored in silence
         raise InputError("--overwrite", "applies with --out")
     if as_json:  # prints every disagreement: a --show limit would be dropped in silence
@@ -45,7 +47,7 @@ def calibrate(
                                                                        "--cache-dir": cache_dir})
     items = read_labels(labels)
     j = judges.from_spec(judge, cache_dir=cache_dir, concurrency=concurrency, base_url=llm_base_url,
-                         temperature=llm_temperature, json_mode=llm_json_mode)
+                         temperature=llm_temperature, json_mode=llm_json_mode, timeout=timeout, max_retries=max_retries)
     with _ui.progress() as p:
         task = p.add_task(f"judging with {j.name}", total=len(items), info="")
         result = run(j, items, batch_size, confidence, on_batch=lambda n: p.advance(task, n))
@@ -56,7 +58,7 @@ def calibrate(
             raise InputError("--judge", f"{j.name} decided none of the {len(items)} labels of {labels} (the first: "
                              f"{reason}); nothing was measured")
     result["labels"] = str(labels)
-    result |= _llm.recorded(judge, llm_temperature, llm_json_mode)  # both are in the judge's fingerprint too
+    result |= _llm.recorded(judge, llm_temperature, llm_json_mode, timeout, max_retries)
     if out is not None:
         with output_dir(out, "calibration", overwrite=overwrite) as d:
             write_json(d / "calibration.json", result)

@@ -51,6 +51,8 @@ def answers(
     llm_base_url: str = _llm.base_url(),
     llm_temperature: float = _llm.temperature(),
     llm_json_mode: bool = _llm.json_mode(),
+    timeout: float = _llm.timeout(),
+    max_retries: int = _llm.max_retries(),
     splitter: str = typer.Option("sentences", "--splitter", help="sentences (deterministic) or atomic (the llm judge decomposes each answer)."),
     recall_at: list[int] = typer.Option([1, 5, 10], "--recall-at", help="recall@k cut-offs when gold_passage_ids are given; repeat the flag."),
     old_k: list[int] = typer.Option(None, "-k", hidden=True, help="Deprecated: --recall-at."),
@@ -87,7 +89,7 @@ def answers(
     given_once("--recall-at", k)  # as eval retrieval: a repeat folded into one column in silence
     if export is not None and export not in EXPORTS:
         raise InputError("--export", f"unknown format '{export}': use {', '.join(EXPORTS)}")
-    _llm.check(ctx, judge, llm_temperature, llm_json_mode, also=("embedder",))
+    _llm.check(ctx, judge, llm_temperature, llm_json_mode, also=("embedder",), timeout=timeout, max_retries=max_retries)
     if not claims:
         _ui.refuse_given(ctx, ("claim_extractor",), "extracts claims, which --no-claims turns off")
     check_out_dir(out, KIND, overwrite=overwrite,  # before anything is judged
@@ -97,7 +99,8 @@ def answers(
     if not any(r.gold_passage_ids for r in records):  # never ignored in silence
         _ui.refuse_given(ctx, ("recall_at", "old_k"), f"measures recall@k of gold_passage_ids, which no record of {file} has")
     the_judge = judges.from_spec(judge, cache_dir=cache_dir, concurrency=concurrency, base_url=llm_base_url,
-                                 temperature=llm_temperature, json_mode=llm_json_mode)
+                                 temperature=llm_temperature, json_mode=llm_json_mode, timeout=timeout,
+                                 max_retries=max_retries)
     if splitter == "atomic" and not hasattr(the_judge, "decompose"):
         raise InputError("--splitter", "the atomic splitter needs an llm judge")
     if claims and claim_extractor == "llm" and not hasattr(the_judge, "extract_claims"):
@@ -109,7 +112,7 @@ def answers(
               "concurrency": concurrency, "embedder": str(embedder) if embedder else None,
               "thresholds": cfg.thresholds.__dict__, "claims": claims, "claim_extractor": claim_extractor,
               "judge_fingerprint": the_judge.fingerprint}
-    config |= _llm.recorded(judge, llm_temperature, llm_json_mode)  # both are in the fingerprint too
+    config |= _llm.recorded(judge, llm_temperature, llm_json_mode, timeout, max_retries)
     if lang != "en":
         config["lang"] = lang
     with _ui.progress() as p:
@@ -267,6 +270,8 @@ def bughunt(
     llm_base_url: str = _llm.base_url(),
     llm_temperature: float = _llm.temperature(),
     llm_json_mode: bool = _llm.json_mode(),
+    timeout: float = _llm.timeout(),
+    max_retries: int = _llm.max_retries(),
     as_json: bool = typer.Option(False, "--json", help="Print the whole result as JSON instead of tables."),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
     lang: str = typer.Option("en", "--lang", help=LANG_HELP + " The tables printed here follow it too; --json prints the "
@@ -284,7 +289,7 @@ def bughunt(
     from lewisrag.eval.reports.i18n import check_lang, messages
 
     check_lang(lang)
-    _llm.check(ctx, judge, llm_temperature, llm_json_mode)
+    _llm.check(ctx, judge, llm_temperature, llm_json_mode, timeout=timeout, max_retries=max_retries)
     if out is None and overwrite:
         raise InputError("--overwrite", "applies with --out")
     if out is None and as_json:  # nothing would be in that language: the JSON is the same in both
@@ -293,7 +298,8 @@ def bughunt(
         check_out_dir(out, KIND, overwrite=overwrite, inputs={"--judge": judges.spec_path(judge),
                                                               "--cache-dir": cache_dir})
     the_judge = judges.from_spec(judge, cache_dir=cache_dir, concurrency=concurrency, base_url=llm_base_url,
-                                 temperature=llm_temperature, json_mode=llm_json_mode) if judge else None
+                                 temperature=llm_temperature, json_mode=llm_json_mode, timeout=timeout,
+                                 max_retries=max_retries) if judge else None
     sample = load_bughunt()
     results = evaluate_bughunt(sample, the_judge)
     _check_endpoint(the_judge)
@@ -304,7 +310,8 @@ def bughunt(
         # the knowledge base gives the page the text of REQ-AUTH-03 where it was not retrieved
         page = render_report_html(page_data_from_results(result, {d.id: d.to_dict() for d in sample.docs}, lang=lang))
         config = {"command": "eval bughunt", "judge": judge or "bughunt human labels",
-                  "judge_fingerprint": result["judge"]["fingerprint"]} | _llm.recorded(judge, llm_temperature, llm_json_mode)
+                  "judge_fingerprint": result["judge"]["fingerprint"]} | _llm.recorded(judge, llm_temperature, llm_json_mode,
+                                                                                   timeout, max_retries)
         config |= {"lang": lang} if lang != "en" else {}
         _write_run(out, overwrite, config, results, render_bughunt(result, lang), page, lang=lang)
     if as_json:

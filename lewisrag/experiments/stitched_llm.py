@@ -39,7 +39,8 @@ headers and body), bounded retries with jittered backoff for transient faults (t
 `Answered` with `failure` set: compare scores it null (NaN) with the reason, never as an empty
 answer, and counts it. Two failures end the comparison instead, as an InputError (one line, exit 2,
 nothing written): one that every request would repeat (HTTP 401/403, 404, a redirect, connections
-refused while nothing has answered yet: the client stops there, `ChatClient.run_error`), raised at
+refused, or a request's every retry spent on transient faults, while nothing has answered yet:
+the client stops there, `ChatClient.run_error`), raised at
 the batch that met it, naming the base URL and the flag or variable to fix; and a generator that
 answered none of the questions (`check_answered`), since a column of nulls would read as a measurement.
 

@@ -46,11 +46,11 @@ def spec_path(spec: str | None) -> str | None:
 
 
 def from_spec(spec: str, *, cache_dir: str | os.PathLike | None = None, concurrency: int = 4, base_url: str | None = None,
-              temperature: float = 0.0, json_mode: bool = True):
+              temperature: float = 0.0, json_mode: bool = True, timeout: float = 60.0, max_retries: int = 4):
     """Build a judge from `lexical`, `nli:PATH`, `llm:MODEL` or `labels:FILE` (the CLI's --judge).
-    `cache_dir`, `concurrency`, `base_url`, `temperature` and `json_mode` (send response_format
-    json_object, which some servers reject) are the llm judge's; both of the last two are in its
-    fingerprint and cache keys (`LLMJudge.params`)."""
+    `cache_dir`, `concurrency`, `base_url`, `temperature`, `json_mode` (send response_format
+    json_object, which some servers reject), `timeout` (seconds per attempt) and `max_retries` are the
+    llm judge's; temperature and JSON mode are in its fingerprint and cache keys (`LLMJudge.params`)."""
     kind, _, arg = spec.partition(":")
     if kind == "lexical" and not arg:
         return LexicalJudge()
@@ -60,5 +60,5 @@ def from_spec(spec: str, *, cache_dir: str | os.PathLike | None = None, concurre
         return LabelJudge.from_file(arg)
     if kind == "llm" and arg:
         return LLMJudge(base_url=base_url, model=arg, cache_dir=cache_dir, max_workers=concurrency, temperature=temperature,
-                        json_mode=json_mode)
+                        json_mode=json_mode, timeout=timeout, max_retries=max_retries)
     raise InputError("--judge", f"unknown judge '{spec}': use lexical, nli:PATH, llm:MODEL or labels:FILE")

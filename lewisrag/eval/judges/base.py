@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sqlite3
 import threading
 from dataclasses import dataclass
@@ -68,19 +69,28 @@ _LABEL_WORDS = {**dict.fromkeys(("entailment", "entailed", "entails", "entail"),
                                 "contradiction")}
 
 
+# what may stand around a label word: whitespace (the ideographic space U+3000 too), full stops, "!" and quotes,
+# ASCII and as Chinese and Japanese text writes them (。．！, “” ‘’, 「」『』, full-width ＂＇｀)
+_EDGE_CHARS = r"""\s.!"'`。．！“”‘’「」『』＂＇｀"""
+_LABEL_EDGE = re.compile(f"^[{_EDGE_CHARS}]+|[{_EDGE_CHARS}]+$")
+
+
 def parse_label(value) -> str | None:
     """A three-way label from a judge's or a human's spelling, or None if it is none of them: one whole
-    label word, whatever its case and the whitespace, quotes, "." and "!" around it. Anything else
-    (several labels, more words) is None, never a guess.
+    label word, whatever its case and the whitespace, quotes, "." and "!" around it (ASCII or CJK:
+    "entailment。", "“entailment”", "「neutral」"). Anything else (several labels, more words) is None,
+    never a guess.
 
     >>> [parse_label(x) for x in ("Entailment", " contradiction.", "NEUTRAL", "entailed", "maybe", 1)]
     ['entailment', 'contradiction', 'neutral', 'entailment', None, None]
+    >>> [parse_label(x) for x in ("entailment。", "“entailment”", "「neutral」", "\u3000contradiction！")]
+    ['entailment', 'entailment', 'neutral', 'contradiction']
     >>> [parse_label(x) for x in ("entailment|neutral|contradiction", "Entailment: no", "entailments", "not entailed")]
     [None, None, None, None]
     """
     if not isinstance(value, str):
         return None
-    return _LABEL_WORDS.get(value.strip().strip(".!\"'`").strip().lower())
+    return _LABEL_WORDS.get(_LABEL_EDGE.sub("", value).lower())
 
 
 def digest(*parts) -> str:

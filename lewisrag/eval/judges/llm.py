@@ -29,14 +29,16 @@ Decided verdicts are cached on disk under sha256(judge name, model, params, prom
 version, premise, hypothesis), with their three-way label (null when the reply gave none); undecided
 ones are not, so the next run asks again. Verdicts cached under an earlier prompt or verdicts
 version (`VERDICTS_VERSION`: how a reply is read) have other keys and are never read, nor are
-questions cached under an earlier `QUESTIONS_VERSION` (one flag per answer); a cached entry
-without a "label" reads as unlabelled, one whose label is unknown or disagrees with its binary
-verdict as a miss. Claims are cached once their reply parses. The API key is sent in the
-Authorization header only: it is in no cache key, fingerprint, reason or result. Whatever the
-endpoint says is scrubbed of it (and of any Authorization/Bearer credential) twice: by the client on
+questions cached under an earlier `QUESTIONS_VERSION` (one flag per answer), nor statements and
+claims under an earlier `EXTRACTION_VERSION`; a cached entry without a "label" reads as unlabelled,
+one whose label is unknown or disagrees with its binary verdict as a miss. Claims are cached once
+their reply parses. The API key is sent in the Authorization header only: it is in no cache key,
+fingerprint, reason or result. Whatever the endpoint says is scrubbed of it twice: by the client on
 the reply's content, error bodies and exception messages, and here on every string decoded from the
-content's JSON, since JSON can spell the key with \\u escapes. Cache hits are scrubbed too, for
-caches written before scrubbing existed.
+content's JSON, since JSON can spell the key with \\u escapes. Reasons and error text lose any
+Authorization/Bearer credential too; statements, claims and questions lose the key alone, since they
+are judged as the answer wrote them ("Authorization: Bearer demo-token-123" is what it says, not a
+credential). Cache hits are scrubbed too, for caches written before scrubbing existed.
 """
 
 from __future__ import annotations
@@ -61,11 +63,19 @@ PROMPT_VERSION = "lewisrag-judge-2"
 # 2: strict replies. Before (unnumbered) "entailment|neutral|contradiction" or "Entailment: no" read
 # as entailment, "supported": "false" beside it as supported, ids outside 1..n were dropped (verdicts
 # landing on the wrong statements) and the last of two verdicts for one id won; all of it cached.
-VERDICTS_VERSION = "lewisrag-verdicts-2"
+# 3: a reply with a closed <think> block is searched after its last </think> only (a draft verdict inside
+# the thinking was read, and cached, when the JSON after it did not parse), and a label keeps its CJK
+# punctuation and quotes out ("entailment。", "“entailment”" were malformed).
+VERDICTS_VERSION = "lewisrag-verdicts-3"
 # Bump whenever SYSTEM_QUESTIONS or the reading of its reply (`_questions`) changes: in the fingerprint
 # and the questions' cache keys, as VERDICTS_VERSION is for verdicts (the other prompts keep their cache).
 # 2: one noncommittal flag per question; before, one flag for the whole answer zeroed its relevancy.
-QUESTIONS_VERSION = "lewisrag-questions-2"
+# 3: read after the last </think> (as VERDICTS_VERSION 3), and only the key redacted (as EXTRACTION_VERSION 2).
+QUESTIONS_VERSION = "lewisrag-questions-3"
+# Bump whenever the reading of a decompose or claims reply changes: in the fingerprint and their cache keys.
+# 2: read after the last </think> (as VERDICTS_VERSION 3), and only the API key redacted from the statements and
+# claims: an answer's "Authorization: Bearer demo-token" was judged (and cached) as "Authorization: [redacted]".
+EXTRACTION_VERSION = "lewisrag-extraction-2"
 
 SYSTEM_JUDGE = (
     "You check statements against evidence, using the evidence alone and not your own knowledge. "
@@ -102,6 +112,7 @@ class JudgeError(Exception):
 
 
 _THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.S | re.I)
+_THINK_END = re.compile(r"</think>", re.I)
 
 
 def _strip_fences(text: str) -> str:
@@ -138,18 +149,30 @@ def _loads(content: str):
     whatever its strings hold ("Run ```ls -l```", "the <think> tag"). Only a reply that is not JSON is
     searched: with a reasoning model's <think> block left out, then inside a ```json fence, then the
     first JSON object in it (a model that says "Here are the verdicts: {...}. Hope this helps."),
-    and last the first object in the reply as it came. Raises json.JSONDecodeError when there is none
-    (RecursionError, for "[[[[..." nested past the parser's depth, reads as the same).
+    and last the first object in the reply as it came. A reply whose thinking was closed (a "</think>",
+    its "<think>" given or left in the chat template) is searched after its last "</think>" only: a
+    draft inside the thinking ("Maybe {...}? No: ...") is no answer, even when the one after it does
+    not parse. Raises json.JSONDecodeError when there is none (RecursionError, for "[[[[..." nested
+    past the parser's depth, reads as the same).
 
     >>> _loads('<think>{"no": 1}</think>Sure! {"verdicts": []} Done.')
     {'verdicts': []}
     >>> _loads('{"statements": ["Run ```ls -l``` to list files.", "The <think> tag is kept."]}')["statements"][0]
     'Run ```ls -l``` to list files.'
+    >>> _loads('<think>Maybe {"verdicts": [1]}? No.</think> {"verdicts": [2],}')
+    Traceback (most recent call last):
+    ...
+    json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)
     """
     try:
         return _whole(content)
     except json.JSONDecodeError as e:
         error = e
+    closed = None
+    for closed in _THINK_END.finditer(content):
+        pass
+    if closed is not None:  # what follows the thinking is the answer: nothing before it is searched
+        content = content[closed.end():]
     thought_out = _THINK.sub(" ", content)
     fenced = _strip_fences(thought_out)
     for text in dict.fromkeys((thought_out.strip(), fenced.strip())):  # each tried once
@@ -268,6 +291,7 @@ class LLMJudge:
     prompt_version = PROMPT_VERSION
     verdicts_version = VERDICTS_VERSION
     questions_version = QUESTIONS_VERSION
+    extraction_version = EXTRACTION_VERSION
 
     def __init__(
         self,
@@ -314,7 +338,7 @@ class LLMJudge:
         self.cache = DiskCache(cache_dir or DEFAULT_CACHE_DIR)
         self.max_workers = max_workers  # requests in flight at most, across all calls on this judge
         self.batch_size = batch_size  # statements per request
-        self.temperature = temperature
+        self.temperature = float(temperature)  # 0 and 0.0 are one setting: one fingerprint, one cache key
         self.json_mode = json_mode  # send response_format json_object (some servers reject it)
         self.price_in, self.price_out = price_in, price_out  # currency per prompt / completion token
         self._lock = threading.Lock()
@@ -331,7 +355,8 @@ class LLMJudge:
 
     @property
     def fingerprint(self) -> str:
-        return digest("LLMJudge", self.model, self.params, PROMPT_VERSION, VERDICTS_VERSION, QUESTIONS_VERSION)
+        return digest("LLMJudge", self.model, self.params, PROMPT_VERSION, VERDICTS_VERSION, QUESTIONS_VERSION,
+                      EXTRACTION_VERSION)
 
     @property
     def cost(self) -> float:
@@ -347,8 +372,8 @@ class LLMJudge:
         """This judge's settings, usage and cost, for logs (no URL, no key); results.json records
         the same through `evaluator.judge_info`."""
         return {"model": self.model, "params": self.params, "prompt_version": PROMPT_VERSION,
-                "verdicts_version": VERDICTS_VERSION, "questions_version": QUESTIONS_VERSION, "usage": dict(self.usage),
-                "cost": self.cost}
+                "verdicts_version": VERDICTS_VERSION, "questions_version": QUESTIONS_VERSION,
+                "extraction_version": EXTRACTION_VERSION, "usage": dict(self.usage), "cost": self.cost}
 
     # -- protocol ---------------------------------------------------------------------------
 
@@ -405,8 +430,9 @@ class LLMJudge:
         return Verdict(hit["supported"], self.client.scrub(str(hit.get("reason", ""))), label)
 
     def _key_for(self, task: str, a: str, b: str) -> str:
-        # verdicts and questions also carry how their reply was read; decompose and claims replies are read as before
-        versions = {"judge": [VERDICTS_VERSION], "questions": [QUESTIONS_VERSION]}.get(task, [])
+        # each task's key also carries how its reply is read
+        versions = {"judge": [VERDICTS_VERSION], "questions": [QUESTIONS_VERSION], "decompose": [EXTRACTION_VERSION],
+                    "claims": [EXTRACTION_VERSION]}.get(task, [])
         return digest(self.name, self.model, self.params, PROMPT_VERSION, *versions, task, a, b)
 
     def _count(self, cache_hits: int) -> None:
@@ -424,14 +450,16 @@ class LLMJudge:
 
     def _ask_json(self, task: str, system: str, user: str, extra: str, check=None) -> dict:
         """The reply's JSON object, from the cache or the endpoint; `check(data)` (raising JudgeError)
-        runs before a reply is cached, so a malformed one is asked again next time."""
+        runs before a reply is cached, so a malformed one is asked again next time. Statements, claims
+        and questions are judged or embedded as they came: only the key is redacted from them
+        (`ChatClient.scrub_key`), not an "Authorization: Bearer demo-token" the answer quotes."""
         key = self._key_for(task, user, extra)
         hit = self.cache.get(key)
         if isinstance(hit, dict) and _passes(check, hit):  # an entry that does not parse is a miss
             self._count(cache_hits=1)
             return self._scrubbed(hit)
         try:
-            data = self._scrubbed(_loads(self._chat(system, user)))
+            data = self._scrubbed(_loads(self._chat(system, user, key_only=True)))
         except json.JSONDecodeError:
             raise JudgeError("malformed reply: not JSON") from None
         if not isinstance(data, dict):
@@ -442,18 +470,18 @@ class LLMJudge:
         return data
 
     def _scrubbed(self, obj):
-        """`obj` (decoded JSON) with every string scrubbed."""
+        """`obj` (decoded JSON) with the key redacted from every string (`ChatClient.scrub_key`)."""
         if isinstance(obj, str):
-            return self.client.scrub(obj)
+            return self.client.scrub_key(obj)
         if isinstance(obj, list):
             return [self._scrubbed(x) for x in obj]
         if isinstance(obj, dict):
-            return {self.client.scrub(k): self._scrubbed(v) for k, v in obj.items()}
+            return {self.client.scrub_key(k): self._scrubbed(v) for k, v in obj.items()}
         return obj
 
-    def _chat(self, system: str, user: str) -> str:
+    def _chat(self, system: str, user: str, key_only: bool = False) -> str:
         try:
-            return self.client.complete(system, user, json_mode=self.json_mode)
+            return self.client.complete(system, user, json_mode=self.json_mode, key_only=key_only)
         except ChatError as e:
             raise JudgeError(str(e)) from None
 
