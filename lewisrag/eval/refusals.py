@@ -56,7 +56,12 @@ _REFUSAL_PATTERNS = [
     # "the knowledge base has no information", "none of the passages mention it"
     r"(?:\bnot|\bcannot|n't) (?:be )?(?:found|available|mentioned|covered|present|provided|included|given|stated|specified) in "
     rf"(?:the |any of the |my )?(?:provided |given |retrieved |available )?{_SOURCE_EN}",
-    rf"\bnot in the (?:provided |given |retrieved )?{_SOURCE_EN}",
+    rf"(?:\bnot|n't) in the (?:provided |given |retrieved )?{_SOURCE_EN}",
+    # "This question cannot be answered based on the context.", "It is impossible to tell from the context."
+    r"(?:\b(?:cannot|can't|can not|could not|couldn't) be (?:answered|determined|found|inferred|told)"
+    r"|\b(?:impossible|not possible) to (?:tell|determine|say|know|answer|infer))"
+    rf" (?:from|based on|with|using|in|according to) (?:the |any of the |my )?(?:provided |given |retrieved |available )?"
+    rf"{_SOURCE_EN}(?=\s*[.!?;:,]|$| (?:alone|provided|given|available|retrieved|above|whether|what|which|who|when|how|why)\b)",
     rf"\b{_SOURCE_EN} (?:does|do)(?: not|n't) (?:contain|mention|say|cover|provide|include|specify|state|address|discuss|give)\b",
     rf"\b{_SOURCE_EN} (?:has|have|contains?|includes?|holds?|gives?|provides?|offers?|makes?|says?|mentions?) "
     r"(?:no (?:relevant |such |specific |further |additional )?(?:information|mentions?|answers?|details?|data|evidence|records?"
@@ -69,7 +74,8 @@ _REFUSAL_PATTERNS = [
     rf"\b(?:i|we){_UNABLE_EN} help(?: you)? with (?:this|that|it|your question)\b",
     r"\b(?:i|we) (?:have not|haven't|had not|hadn't) (?:been able to (?:find|locate|determine|answer)|found|located)\b",
     r"\b(?:i|we)(?:'m| am|'re| are) not (?:sure|certain)\b",
-    r"\b(?:i|we) (?:do not|don't) have (?:enough |sufficient |any |the )?(?:relevant )?(?:information|data|details|context)\b",
+    r"\b(?:i|we) (?:do not|don't) have (?:enough |sufficient |any |the |that |this |such )?(?:relevant )?"
+    r"(?:information|data|details|context)\b",
     r"\b(?:there is|there's|there are|i have|i found|we have|i could find|i can find) no (?:relevant |such |specific )?"
     r"(?:information|documents?|context|evidence|data|details|mention|records?)\b",
     r"\b(?:not enough|insufficient) (?:relevant )?(?:information|context)\b",
@@ -80,6 +86,13 @@ _REFUSAL_PATTERNS = [
     r"|不(?:包含|提及|提到|涉及|记载)|(?:并|暂)?无(?:相关|任何|有关|此|该|这|答案|信息|记录|内容|资料|提及|记载|说明)"
     r"|(?:查|找|搜)不到)",
     rf"未在{_SOURCE_ZH}(?:里|中|内)?(?:找到|查到|检索到|发现)",
+    # 答案不在提供的段落中 ("not in the provided passages"); 这个问题无法根据上下文回答, 无法从上下文中得知,
+    # 上下文中无从得知 ("cannot be answered based on the context"), before the answer or closing the clause:
+    # "系统无法从上下文中确定用户" states what a system does
+    rf"不在(?:所?提供的|给出的|检索到的)?{_SOURCE_ZH}(?:里|中|内|之中)",
+    rf"(?:{_UNABLE_ZH}(?:根据|从|在|于|基于|依据|通过|按照|凭借?|结合)(?:所?提供的|给出的|检索到的|现有的)?{_SOURCE_ZH}"
+    rf"|{_SOURCE_ZH}(?:里|中|内)?无从)(?:里|中|内)?(?:来)?"
+    rf"(?:得知|知道|知晓|推断|看出|判断|确定|回答|作答|解答|找到|查到){_ANSWER_ZH}",
     rf"没有(?:任何|一个|一篇|一段|一处)?(?:所?提供的|给出的|检索到的)?{_SOURCE_ZH}(?:提到|提及|涉及|包含|记载|说明|谈到)",
     # Chinese: 我 / 我们 cannot, as "I"/"we" above, whatever the object: 我没有找到建立年份 / 我找不到 /
     # 我无法确定建立年份 / 我无法根据上下文回答 / 我们无法提供该信息 / 我不清楚 / 我不确定 / 无法帮到您
@@ -89,7 +102,7 @@ _REFUSAL_PATTERNS = [
     # Chinese: no record, as "there is no information" above. 没有…记录 only as "no relevant records" or closing
     # the clause: "系统没有记录失败次数" states a fact
     rf"(?:没有?|未能?|并未|均未)(?:查|找|检索)到{_ANSWER_ZH}", rf"(?:查|找)不到{_ANSWER_ZH}",
-    r"没有(?:相关|足够)(?:的)?(?:信息|资料|依据|记录|内容)", r"没有(?:信息|资料|依据|记录)(?=[。！？，；,.!?;]|$)",
+    r"没有(?:相关|足够|这方面)(?:的)?(?:信息|资料|依据|记录|内容)", r"没有(?:信息|资料|依据|记录)(?=[。！？，；,.!?;]|$)",
     r"(?:暂|并)?无(?:相关|有关|此|该|这方面)(?:的)?(?:信息|资料|记录|内容|答案|依据)",
     r"查无(?:此|该|相关|任何)?(?:的)?(?:信息|资料|记录|内容|答案|结果|数据)",
     r"暂无(?:可用)?(?:的)?(?:信息|资料|记录|答案|内容|数据)",
@@ -99,15 +112,20 @@ _REFUSAL_PATTERNS = [
 _BARE_REFUSAL_PATTERNS = [
     rf"{_CLAUSE}(?:sorry,?\s*)?(?:cannot|can't|can not|could not|couldn't|did not|didn't|(?:was )?unable to|not able to)"
     rf" (?:answer|determine|find|tell|locate|{_PROVIDE_EN})\b",
-    rf"{_CLAUSE}(?:sorry,?\s*)?(?:i don't know|unknown)\b",
+    # "Unknown." ends its clause; "Unknown users are rejected." states a rule
+    rf"{_CLAUSE}(?:sorry,?\s*)?(?:i don't know\b|unknown(?=\s*[.!?;:,。！？；：，]|$))",
     rf"{_CLAUSE}(?:sorry,?\s*)?(?:(?:the )?(?:answer|information) (?:was |is )?)?not found(?=\s*[.!?;:,]|$)",
+    rf"{_CLAUSE}(?:sorry,?\s*)?(?:(?:the )?(?:answer|information) (?:was |is )?)?not mentioned(?=\s*[.!?]?$)",  # "Not mentioned."
     rf"{_CLAUSE}(?:sorry,?\s*)?no (?:relevant |such |matching |related |specific )?(?:information|documents?|passages?"
     r"|results?|records?|answers?|matches|data|details|sources?|mentions?)(?: (?:was|were|could be|can be|has been|have been))? found\b",
     # "No information about that.", not "No information is leaked to the client."
     rf"{_CLAUSE}(?:sorry,?\s*)?no (?:relevant |such )?information\b(?! (?:is|was|are|were|gets?|will)\b)",
-    rf"{_CLAUSE}(?:暂时|目前|还|仍)?{_WHERE_ZH}{_FOUND_ZH}",
-    rf"{_CLAUSE}(?:暂时|目前)?{_WHERE_ZH}{_UNABLE_ZH}{_WHERE_ZH}{_TELL_ZH}",
+    # not before 的: "无法确定的用户会被锁定", "没有找到的用户会被删除" name users, they refuse nothing
+    rf"{_CLAUSE}(?:暂时|目前|还|仍)?{_WHERE_ZH}{_FOUND_ZH}(?!的)",
+    rf"{_CLAUSE}(?:暂时|目前)?{_WHERE_ZH}{_UNABLE_ZH}{_WHERE_ZH}{_TELL_ZH}(?!的)",
     rf"{_CLAUSE}不(?:太)?(?:知道|清楚){_ANSWER_ZH}",  # "不知道。", not "不知道密码的用户"
+    r"(?:^|[。！？；：，、.!?;:,]\s*)(?:答案|信息)?(?:并)?(?:未|没有)(?:提及|提到)(?=\s*[。！？.!?]?$)",  # 未提及。
+    rf"{_CLAUSE}无从(?:得知|知晓|判断|确定)(?!的)",  # 无从得知。
 ]
 _REFUSAL_RE = re.compile("|".join(f"(?:{p})" for p in _REFUSAL_PATTERNS))
 _BARE_REFUSAL_RE = re.compile("|".join(f"(?:{p})" for p in _BARE_REFUSAL_PATTERNS))
@@ -127,6 +145,9 @@ _MARK_RE = re.compile(r"[.!?;:,。！？；：，、]")
 # inside one sentence, a number (a figure is a claim to check; a refusal states none of its own)
 _CONTRAST_RE = re.compile(r"\b(?:but|however|although|though|yet)\b|但|不过|然而|可是")
 _NUMBER_RE = re.compile(r"[0-9]")
+# ...but not a contrast right after an opening apology: "I'm sorry, but I don't have that information."
+_APOLOGY_BUT_RE = re.compile(r"^(?:(?:i'm|i am|we're|we are) )?(?:very |so |really |很|非常)?(?:sorry|抱歉|对不起|不好意思)"
+                             r",?\s*(?:but\b|但是?|不过)\s*")
 
 
 def _folded(text: str) -> str:
@@ -261,7 +282,8 @@ def is_refusal(text: str) -> bool:
     source that lacks the answer or a speaker who cannot give it (or, the subject dropped, starts a
     clause with "could not find", 没有找到), outside a condition or a reason ("if the context has no
     token, ...", 未找到用户时...), and no contrast after that goes on to answer anyway
-    ("知识库里没有相关信息，但账号会锁定 30 分钟" answers). One sentence that
+    ("知识库里没有相关信息，但账号会锁定 30 分钟" answers), and it holds no number (as in
+    `declines_only`: "知识库里没有相关信息，账号会锁定 30 分钟" answers too). One sentence that
     states something else makes the answer no refusal: "The company was founded by Ana Kel in
     2010. The documents do not mention anything else." asserts a founder, and a phrase match
     anywhere must not excuse that claim from citing (`lewisrag/eval/evaluator.py`). An answer that
@@ -296,14 +318,16 @@ def is_refusal(text: str) -> bool:
     sentences = [s for s in sentences if s]
     if not sentences:  # nothing but markers or code: the phrase match on the whole text decides
         return _refuses(_folded(text))
-    refusing = [_refuses(s) for s in sentences]
+    # a number inside a sentence makes it an answer, as in `declines_only`: "Zorb was founded in 1999, and
+    # the documents say nothing else" states a year
+    refusing = [_refuses(s) and not _NUMBER_RE.search(s) for s in sentences]
     return any(refusing) and all(r or is_courtesy(s) for r, s in zip(refusing, sentences))
 
 
 def declines_only(sentence: str) -> bool:
     """Whether a sentence only declines, so that it need not cite: a refusal (`is_refusal`) with no
-    number and no contrast in it. "未找到用户时接口返回 404" and "文档未提及，但账号锁定 30 分钟"
-    state facts, and a claim beside a refusal phrase must still cite.
+    number and no contrast in it (an opening "I'm sorry, but" contrasts nothing). "未找到用户时接口返回 404"
+    and "文档未提及，但账号锁定 30 分钟" state facts, and a claim beside a refusal phrase must still cite.
 
     >>> declines_only("锁定时长文档未提及。"), declines_only("I could not find the lockout time.")
     (True, True)
@@ -311,4 +335,5 @@ def declines_only(sentence: str) -> bool:
     False
     """
     s = _folded(sentence)
-    return bool(s) and _refuses(s) and not _NUMBER_RE.search(s) and not _CONTRAST_RE.search(s)
+    return (bool(s) and _refuses(s) and not _NUMBER_RE.search(s)
+            and not _CONTRAST_RE.search(_APOLOGY_BUT_RE.sub("", s, count=1)))

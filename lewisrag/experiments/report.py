@@ -25,10 +25,25 @@ PLOTS = ("training_curves.png", "em_vs_k.png", "swap_matrix.png", "token_posteri
 JEOPARDY_PLOT = "jeopardy_posteriors.png"  # the paper's Figure 2 on one test clue
 
 
-def write_report(run: Path, results: dict) -> None:
-    """report.md and the plots (each written atomically), in the run's language."""
-    write_plots(run, results)
+TRAINED = ("rag_token", "rag_sequence", "rag_token_frozen", "closed_book")  # the training curves' runs
+
+
+def write_report(run: Path, results: dict, inputs: dict | None = None) -> None:
+    """report.md and the plots (each written atomically), in the run's language. `inputs`: the files
+    the plots read (`plot_inputs`), read here when not given, before any plot is written."""
+    write_plots(run, results, plot_inputs(run, results) if inputs is None else inputs)
     write_text(run / "report.md", render_report(results))
+
+
+def plot_inputs(run: Path, results: dict) -> dict:
+    """What the plots read from the run, read and checked: each training run's log.jsonl, evidence.json
+    and (a Jeopardy run) jeopardy/evidence.json. A damaged one is an InputError before any output is
+    written (`reproduce._finish` reads them before results.json): not a new results.json beside the
+    last run's report.md."""
+    inputs: dict = {name: _log(run / name / "log.jsonl") for name in TRAINED}
+    for path in (run / "evidence.json", *((run / "jeopardy" / "evidence.json",) if results.get("jeopardy") else ())):
+        inputs[path.relative_to(run).as_posix()] = _evidence(path) if path.exists() else None
+    return inputs
 
 
 def report_files(results: dict) -> tuple[str, ...]:
@@ -346,16 +361,17 @@ def _log(path: Path) -> list[dict]:
     return log
 
 
-def write_plots(run: Path, results: dict) -> None:
+def write_plots(run: Path, results: dict, inputs: dict | None = None) -> None:
     matplotlib.use("Agg")
+    inputs = plot_inputs(run, results) if inputs is None else inputs
     with plot_messages(report_lang(results)) as t:
-        _plots(run, results, t)
+        _plots(run, results, t, inputs)
 
 
-def _plots(run: Path, results: dict, t: Messages) -> None:
+def _plots(run: Path, results: dict, t: Messages, inputs: dict) -> None:
     fig, (ax_loss, ax_em) = plt.subplots(1, 2, figsize=(10, 4))
-    for name in ("rag_token", "rag_sequence", "rag_token_frozen", "closed_book"):
-        log = _log(run / name / "log.jsonl")
+    for name in TRAINED:
+        log = inputs[name]
         ax_loss.plot([r["step"] for r in log], [r.get("answer_nll", r["loss"]) for r in log], label=name)
         dev = [r for r in log if r.get("dev_em") is not None]
         if dev:
@@ -376,9 +392,9 @@ def _plots(run: Path, results: dict, t: Messages) -> None:
         _save(fig, run / "em_vs_k.png")
     if results.get("knowledge_update"):  # a base run without snapshot B has none
         _swap_plot(run, results["knowledge_update"], t)
-    _posterior_plot(run, t=t)
+    _posterior_plot(inputs["evidence.json"], run / "token_posteriors.png", t("plot.posterior"), t)
     if results.get("jeopardy"):
-        _posterior_plot(run, run / "jeopardy" / "evidence.json", run / JEOPARDY_PLOT, t("plot.posterior_jeopardy"), t)
+        _posterior_plot(inputs["jeopardy/evidence.json"], run / JEOPARDY_PLOT, t("plot.posterior_jeopardy"), t)
 
 
 def _swap_plot(run: Path, ku: dict, t: Messages) -> None:
@@ -417,12 +433,9 @@ def _evidence(path: Path) -> dict:
 DAMAGED = "; the file is damaged (the stage that wrote it runs again once its record in RUN/stages/ is deleted)"
 
 
-def _posterior_plot(run: Path, path: Path | None = None, png: Path | None = None, title: str | None = None,
-                    t: Messages = ENGLISH) -> None:
-    """A heat map of one output's per-token document posterior (`path`, default RUN/evidence.json)."""
-    path = path or run / "evidence.json"
-    title = title or t("plot.posterior")
-    ev = _evidence(path) if path.exists() else None
+def _posterior_plot(ev: dict | None, png: Path, title: str, t: Messages = ENGLISH) -> None:
+    """A heat map of one output's per-token document posterior (`ev`: an evidence.json as `_evidence`
+    read it; None where there is none)."""
     fig, ax = plt.subplots(figsize=(max(6, 0.3 * len(ev["tokens"])) if ev else 6, 3.5))
     if ev and ev["posterior"]:
         post = list(map(list, zip(*ev["posterior"])))  # (K, T')
@@ -433,4 +446,4 @@ def _posterior_plot(run: Path, path: Path | None = None, png: Path | None = None
         ax.set_title(f"{title}: {ev['question'][:50]}", fontsize=9)
     else:
         ax.text(0.5, 0.5, t("plot.no_tokens"), ha="center")
-    _save(fig, png or run / "token_posteriors.png")
+    _save(fig, png)

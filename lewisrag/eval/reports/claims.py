@@ -59,16 +59,21 @@ def _f(x) -> str:
 
 
 def cell(summary: Mapping | None) -> str:
-    """'0.500 [0.250, 0.750] n=4': the mean, its interval and the questions it averages.
+    """'0.500 [0.250, 0.750] n=4': the mean, its interval and the questions it averages; and, where
+    some had no value (the chapter's NaN: no claims, no reference), how many, counted apart from n
+    (', NaN 1'), not hidden.
 
     >>> cell({"n": 4, "mean": 0.5, "interval": {"low": 0.25, "high": 0.75}}), cell({"n": 0, "mean": None})
     ('0.500 [0.250, 0.750] n=4', '– n=0')
+    >>> cell({"n": 1, "nan": 1, "mean": 0.0}), cell({"n": 0, "nan": 2, "mean": None}), cell({"n": 2, "nan": 0, "mean": 1.0})
+    ('0.000 n=1, NaN 1', '– n=0, NaN 2', '1.000 n=2')
     """
     if not summary:
         return "–"
     ci = summary.get("interval") or {}
     interval = f" [{_f(ci['low'])}, {_f(ci['high'])}]" if ci.get("low") is not None else ""
-    return f"{_f(summary.get('mean'))}{interval} n={summary.get('n', 0)}"
+    nan = f", NaN {summary['nan']}" if summary.get("nan") else ""
+    return f"{_f(summary.get('mean'))}{interval} n={summary.get('n', 0)}{nan}"
 
 
 def contradiction_cell(counts: Mapping | None, lang: str = "en") -> str:
