@@ -56,7 +56,7 @@ from lewisrag.data.io import InputError, given_once, write_json
 from lewisrag.data.passages import PassageTable
 from lewisrag.data.records import QAExample, missing_passage_id
 from lewisrag.index.encoders import DPRCheckpoint, encode_texts
-from lewisrag.scoring.qa import has_answer, normalize_answer
+from lewisrag.scoring.qa import has_answer, normalize_passage
 from lewisrag.scoring.retrieval import answer_recall
 
 KIND = "passage cut"  # the marker kind of its output folders (lewisrag.data.outputs)
@@ -307,7 +307,7 @@ def _fill(kept: np.ndarray, n: int, max_passages: int, seed: int) -> np.ndarray:
 def _answer_hits(passages: PassageTable, questions: Sequence[QAExample], rows: np.ndarray,
                  on_progress: Progress | None) -> np.ndarray:
     """(Q, top) bool: whether the passage at each rank holds one of its question's answers
-    (`scoring.qa.has_answer`: as whole words, both normalized as exact match normalizes them; a
+    (`scoring.qa.has_answer`: as whole words, both normalized by `normalize_passage`; a
     regular expression, CuratedTrec's, anywhere in the raw text).
 
     The retrieved passages are read in the corpus's order, WRITE_ROWS at a time, and each is
@@ -322,7 +322,7 @@ def _answer_hits(passages: PassageTable, questions: Sequence[QAExample], rows: n
     for start in range(0, len(wanted), WRITE_ROWS):
         part = wanted[start:start + WRITE_ROWS]
         raw = passages.arrow_take(part).column("text").to_pylist()
-        texts = [normalize_answer(t) for t in raw]  # once a passage, whichever questions retrieved it
+        texts = [normalize_passage(t) for t in raw]  # once a passage, whichever questions retrieved it
         lo, hi = np.searchsorted(by_row, part[0], side="left"), np.searchsorted(by_row, part[-1], side="right")
         for pair, text in zip(order[lo:hi].tolist(), np.searchsorted(part, by_row[lo:hi]).tolist()):
             hits[pair] = has_answer(raw[text], questions[pair // top], texts[text])
