@@ -9,6 +9,8 @@ import random
 import shutil
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -142,7 +144,6 @@ def local_server(handler, quiet_errors: bool = False, deadline: float | None = N
     """A threaded HTTP server on a free local port running `handler` (a BaseHTTPRequestHandler
     class); yields its OpenAI-style base URL ("http://127.0.0.1:PORT/v1"). `quiet_errors`: a reset
     socket is not printed; `deadline`: seconds after which it stops by itself (a hung test)."""
-    import threading
     from http.server import ThreadingHTTPServer
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -167,8 +168,6 @@ def canned_endpoint(replies: dict, encodings: dict | None = None):
     """A fake endpoint's handler class: POST /MODE/v1/chat/completions answers 200 with `replies[MODE]`,
     a (text, content type) pair, encoded as `encodings[MODE]` (utf-8 unless told; a surrogate escape stands
     for a raw byte); its `seen` logs the requests' modes (`endpoint_root` resets it)."""
-    from http.server import BaseHTTPRequestHandler
-
     class Endpoint(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         seen: list[str] = []
@@ -186,6 +185,37 @@ def canned_endpoint(replies: dict, encodings: dict | None = None):
             pass
 
     return Endpoint
+
+
+class ModeEndpoint(BaseHTTPRequestHandler):
+    """The base of a fake endpoint served by `endpoint_root`: POST /MODE/v1/chat/completions logs MODE
+    in `seen` and the request's JSON body in `bodies` (each subclass has its own lists), then answers
+    with `self.answer(mode, body, first)`, `first` whether it is the mode's first request."""
+
+    protocol_version = "HTTP/1.1"
+    seen: list[str] = []
+    bodies: list[dict] = []
+    lock = threading.Lock()
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        cls.seen, cls.bodies = [], []
+
+    def do_POST(self):  # noqa: N802 (http.server's naming)
+        self.close_connection = True
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        mode, cls = self.path.split("/")[1], type(self)
+        with cls.lock:
+            cls.seen.append(mode)
+            cls.bodies.append(body)
+            first = cls.seen.count(mode) == 1
+        self.answer(mode, body, first)
+
+    def answer(self, mode: str, body: dict, first: bool) -> None:
+        raise NotImplementedError
+
+    def log_message(self, *args):
+        pass
 
 
 @contextlib.contextmanager

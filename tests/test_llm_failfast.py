@@ -10,12 +10,10 @@ failed answers are told from empty ones."""
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
-from conftest import endpoint_root, run_main, send_json
+from conftest import ModeEndpoint, endpoint_root, run_main, send_json
 from test_rag_train import build_rag_inputs
 
 from lewisrag.chat_client import ChatClient, ChatError, EndpointError
@@ -26,22 +24,13 @@ KEY = "sk-failfast-SECRET-92c4d7"
 FATAL = ["401", "403", "404", "302"]
 
 
-class Endpoint(BaseHTTPRequestHandler):
+class Endpoint(ModeEndpoint):
     """POST /MODE/v1/chat/completions. MODE 401/403/404/400/503: that status with an error body
     (which echoes the Authorization header: it must reach no message); 302: a redirect; "ok":
     verdicts (all entailment) for a judge's request, else "Ana Kel [1]"; "mixed": "ok", but 400 for
     a request whose user message holds FAILME. Every request is logged in `seen`."""
 
-    protocol_version = "HTTP/1.1"
-    seen: list[str] = []
-    lock = threading.Lock()
-
-    def do_POST(self):  # noqa: N802 (http.server's naming)
-        self.close_connection = True
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        mode = self.path.split("/")[1]
-        with Endpoint.lock:
-            Endpoint.seen.append(mode)
+    def answer(self, mode: str, body: dict, first: bool) -> None:
         user = body["messages"][1]["content"]
         if mode == "302":
             return self.reply(302, "", {"Location": "https://elsewhere.example/v1/chat/completions"})
@@ -59,9 +48,6 @@ class Endpoint(BaseHTTPRequestHandler):
 
     def reply(self, code: int, payload: str, headers: dict | None = None) -> None:
         send_json(self, code, payload, headers)
-
-    def log_message(self, *args):
-        pass
 
 
 @pytest.fixture

@@ -6,12 +6,10 @@ around a label, and temperature 0 vs 0.0. Each test's docstring says what was wr
 from __future__ import annotations
 
 import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler
 
 import pytest
-from conftest import endpoint_root, run_main, send_json
+from conftest import ModeEndpoint, endpoint_root, run_main, send_json
 
 from lewisrag.chat_client import ChatClient, ChatError
 from lewisrag.data.io import InputError
@@ -53,22 +51,12 @@ REPLIES = {  # MODE -> (status, body, content type)
 }
 
 
-class Endpoint(BaseHTTPRequestHandler):
+class Endpoint(ModeEndpoint):
     """POST /MODE/v1/chat/completions: REPLIES[MODE]; "hang" accepts the request and never replies (within
     the tests' timeouts); "echo" answers a decompose, claims or judge request with QUOTED, the key beside it;
     "flaky" answers its first request and hangs on the others. `seen` logs the modes."""
 
-    protocol_version = "HTTP/1.1"
-    seen: list[str] = []
-    lock = threading.Lock()
-
-    def do_POST(self):  # noqa: N802 (http.server's naming)
-        self.close_connection = True
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        mode = self.path.split("/")[1]
-        with Endpoint.lock:
-            Endpoint.seen.append(mode)
-            first = Endpoint.seen.count(mode) == 1
+    def answer(self, mode: str, body: dict, first: bool) -> None:
         if mode == "hang" or (mode == "flaky" and not first):
             time.sleep(3)
             return
@@ -86,9 +74,6 @@ class Endpoint(BaseHTTPRequestHandler):
             return send_json(self, 200, completion(json.dumps(content)))
         status, text, ctype = REPLIES[mode]
         send_json(self, status, text, {"Content-Type": ctype})
-
-    def log_message(self, *args):
-        pass
 
 
 @pytest.fixture

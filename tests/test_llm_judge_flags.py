@@ -7,12 +7,10 @@ with a judge that is not llm: they are refused (one line, exit 2), as is a tempe
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
-from conftest import endpoint_root, run_main, send_json
+from conftest import ModeEndpoint, endpoint_root, run_main, send_json
 
 from lewisrag.eval import judges
 from lewisrag.eval.judges.llm import LLMJudge
@@ -20,23 +18,12 @@ from lewisrag.eval.judges.llm import LLMJudge
 KEY = "sk-judge-flags-test"
 
 
-class Endpoint(BaseHTTPRequestHandler):
+class Endpoint(ModeEndpoint):
     """POST /MODE/v1/chat/completions: verdicts (all entailment), one per numbered statement; MODE
     "strict" answers 400 to a request that asks for response_format, as some servers do. Each
     request's body is logged in `bodies`."""
 
-    protocol_version = "HTTP/1.1"
-    seen: list[str] = []
-    bodies: list[dict] = []
-    lock = threading.Lock()
-
-    def do_POST(self):  # noqa: N802 (http.server's naming)
-        self.close_connection = True
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        mode = self.path.split("/")[1]
-        with Endpoint.lock:
-            Endpoint.seen.append(mode)
-            Endpoint.bodies.append(body)
+    def answer(self, mode: str, body: dict, first: bool) -> None:
         if mode == "strict" and "response_format" in body:
             return send_json(self, 400, json.dumps({"error": {"message": "response_format is not supported"}}))
         user = body["messages"][1]["content"]
@@ -44,9 +31,6 @@ class Endpoint(BaseHTTPRequestHandler):
         content = json.dumps({"verdicts": [{"id": i, "label": "entailment", "reason": "r"} for i in range(1, n + 1)]})
         send_json(self, 200, json.dumps({"choices": [{"message": {"content": content}, "finish_reason": "stop"}],
                                          "usage": {"prompt_tokens": 3, "completion_tokens": 2}}))
-
-    def log_message(self, *args):
-        pass
 
 
 @pytest.fixture

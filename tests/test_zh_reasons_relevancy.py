@@ -18,11 +18,9 @@ import inspect
 import itertools
 import json
 import re
-import threading
-from http.server import BaseHTTPRequestHandler
 
 import pytest
-from conftest import endpoint_root, send_json, write_jsonl
+from conftest import ModeEndpoint, endpoint_root, send_json, write_jsonl
 
 from lewisrag.eval import claims, evaluator
 from lewisrag.eval.evaluator import EvalConfig, evaluate_answers
@@ -171,20 +169,12 @@ REPLIES = {  # mode -> the questions reply
 }
 
 
-class Endpoint(BaseHTTPRequestHandler):
+class Endpoint(ModeEndpoint):
     """POST /MODE/v1/chat/completions: a questions request gets REPLIES[MODE]; a judge's request a verdict
     (entailment) per statement; a decompose request one statement. Each request's mode is logged in `seen`."""
 
-    protocol_version = "HTTP/1.1"
-    seen: list[str] = []
-    lock = threading.Lock()
-
-    def do_POST(self):  # noqa: N802 (http.server's naming)
-        self.close_connection = True
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        mode, (system, user) = self.path.split("/")[1], (m["content"] for m in body["messages"])
-        with Endpoint.lock:
-            Endpoint.seen.append(mode)
+    def answer(self, mode: str, body: dict, first: bool) -> None:
+        system, user = (m["content"] for m in body["messages"])
         if system.startswith("Write questions"):
             content = REPLIES[mode]
         elif "Statements:" in user:
@@ -194,9 +184,6 @@ class Endpoint(BaseHTTPRequestHandler):
             content = {"statements": ["from the endpoint"]}
         send_json(self, 200, json.dumps({"choices": [{"message": {"content": json.dumps(content, ensure_ascii=False)}}],
                                          "usage": {"prompt_tokens": 3, "completion_tokens": 2}}))
-
-    def log_message(self, *args):
-        pass
 
 
 @pytest.fixture(scope="module")
