@@ -82,7 +82,7 @@ def test_a_refusal_every_request_would_get_stops_the_client(base, mode):
 @pytest.mark.parametrize("mode", ["400", "503"])
 def test_a_refusal_that_may_differ_per_request_does_not(base, mode):
     """400 (a prompt too long) is one request's; 503 may heal. Both keep asking once the endpoint has answered
-    (before any reply, a request that spent its retries on 503s stops the client: test_llm_fixes_66.py)."""
+    (before any reply, a request that spent its retries on 503s stops the client: test_llm_unanswered_and_errors.py)."""
     c = client(f"{base}/{mode}/v1", max_retries=0)
     c.count(answered=1)  # an earlier request of the run got its reply
     for _ in range(3):

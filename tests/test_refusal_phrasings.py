@@ -54,7 +54,7 @@ REFUSAL_PAIRS = [
     ("文档中没有提到超时时间。", "The documents do not mention the timeout."),
     ("由于文档中没有相关信息，我无法回答。", "Since the documents have no relevant information, I cannot answer."),
     ("如果您问的是创始人，我没有找到相关信息。", "If you are asking about the founder, I could not find any information."),
-    # read in one language only, or in neither, before (review 66): a source-based passive, "that
+    # read in one language only, or in neither, before: a source-based passive, "that
     # information", "isn't in the", 没有这方面的信息, 无从得知, a bare 未提及 / "Not mentioned."
     ("这个问题无法根据上下文回答。", "This question cannot be answered based on the context."),
     ("无法根据提供的信息确定。", "It cannot be determined from the provided information."),
@@ -92,7 +92,7 @@ CLAIM_PAIRS = [
     ("令牌过期时，无法确定用户。", "If the token expires, cannot determine the user."),
     ("我们不能确定用户身份时，会要求二次验证。", "When we cannot determine the user's identity, we require a second factor."),
     ("知识库中无此用户时返回 404。", "When the knowledge base has no such user, it returns 404."),
-    # no refusal phrase to read (review 66): these stay claims beside the phrasings added above
+    # no refusal phrase to read: these stay claims beside the phrasings added above
     ("我再怎么强调这一点的重要性也不为过。", "I cannot stress enough how important X is."),
     ("答案毫无疑问：是巴黎。", "The answer is not in doubt: it is Paris."),
     ("系统无法从上下文中确定用户。", "The server cannot determine the user from the context."),

@@ -1,4 +1,4 @@
-"""Review 66: refusals read where a sentence states a number or names users, English refusals missed
+"""Refusals read where a sentence states a number or names users, English refusals missed
 whose Chinese translations were read (or neither), a reproduction's report left stale beside a new
 results.json, and the claims table hiding its undefined (NaN) scores."""
 
@@ -41,30 +41,13 @@ def test_a_not_in_kb_answer_stating_a_year_is_not_counted_as_refused():
     assert record["refused"] is False
 
 
-@pytest.mark.parametrize("zh,en", [
-    ("这个问题无法根据上下文回答。", "This question cannot be answered based on the context."),
-    ("无法根据提供的信息确定。", "It cannot be determined from the provided information."),
-    ("我没有这方面的信息。", "I don't have that information."),
-    ("答案不在提供的段落中。", "The answer isn't in the provided passages."),
-    ("抱歉，我没有这方面的信息。", "I'm sorry, but I don't have that information."),
-    ("无法从上下文中得知。", "It is impossible to tell from the context."),
-    ("未提及。", "Not mentioned."),
-])
-def test_the_reviewers_refusals_are_read_in_both_languages(zh, en):
-    """Each English refusal was read as an answer (and most Chinese translations too: 没有这方面的信息,
-    无从 / 无法从上下文中得知, a bare 未提及), though the module promises both languages read alike.
-    "I'm sorry, but ..." also failed `declines_only`: the apology's "but" counted as a contrast."""
-    assert (is_refusal(zh), is_refusal(en)) == (True, True)
-    assert (declines_only(zh), declines_only(en)) == (True, True)
-
-
 @pytest.mark.parametrize("claim", [
     "I cannot stress enough how important X is.", "The answer is not in doubt: it is Paris.",
     "The token cannot be found with the documents API.", "The server cannot determine the user from the context.",
     "系统无法从上下文中确定用户。", "用户无从得知密码。", "他没有提到。", "Sorry, but the account locks.",
 ])
 def test_the_wider_refusal_phrasings_leave_claims_alone(claim):
-    """The phrasings added for review 66 (a source-based passive, "n't in the", 无从得知, 无法从…得知,
+    """The wider refusal phrasings (a source-based passive, "n't in the", 无从得知, 无法从…得知,
     a bare "Not mentioned.", an apology's "but") must not turn these claims into refusals."""
     assert not is_refusal(claim) and not declines_only(claim)
 

@@ -1,4 +1,4 @@
-"""Review 66's findings in `scoring.qa`: DPR's has_answer and its punctuation, an article made by a
+"""`scoring.qa` edge cases: DPR's has_answer and its punctuation, an article made by a
 spaced mark, Japanese kana in BLEU-1, an article at the end of a CJK answer."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Citation fixes of review 66: RAG-Sequence's implicit citations per sentence, footnote definitions,
+"""Citation edge cases: RAG-Sequence's implicit citations per sentence, footnote definitions,
 the full-width comma between numbers, declining sentences in citation recall, refusals in the
 diagnosis, and "[1]-[3]" as a range."""
 

@@ -16,7 +16,7 @@ from lewisrag.data.io import InputError
 from lewisrag.eval.judges.base import digest, parse_label
 from lewisrag.eval.judges.llm import LLMJudge, parse_verdicts
 
-KEY = "sk-fixes66-SECRET-7c1e"
+KEY = "sk-unanswered-SECRET-7c1e"
 PREMISE, STATEMENT = "The login endpoint returns 500 on a wrong password.", "The login endpoint returns 422."
 DRAFT = '<think>Maybe {"verdicts": [{"id": 1, "label": "entailment", "reason": "draft"}]}? No: it says 500.</think>\n'
 BROKEN = '{"verdicts": [{"id": 1, "label": "contradiction"，"reason": "it says 500"}]}'  # a full-width comma: not JSON
