@@ -23,7 +23,7 @@ score mixes them up. In this lesson you
 3. meet the **judge** that decides whether a statement is supported, and **calibrate** it against human labels;
 4. compare two systems on the same questions the way the regression gate does: **in pairs**.
 
-Everything runs on the CPU in a few seconds: no LLM, no network.
+Everything runs on the CPU, in seconds on the tiny run (about a minute on a `small` one): no LLM, no network.
 
 **Time:** about 15 minutes.
 """,
@@ -38,7 +38,7 @@ Everything runs on the CPU in a few seconds: no LLM, no network.
 3. 认识判断“陈述有没有支持”的**裁判**，并用人工标注给它做**校准**；
 4. 像回归门禁那样比较两个系统：同一批题目，**逐题配对**。
 
-全部在 CPU 上几秒钟跑完：不调用 LLM，也不联网。
+全部在 CPU 上运行，tiny 运行几秒钟跑完（`small` 运行约一分钟）：不调用 LLM，也不联网。
 
 **用时：**约 15 分钟。
 """,
@@ -564,8 +564,9 @@ print(f"\npaired: the candidate lost b = {m['b']} questions and gained c = {m['c
     ),
     md(
         r"""
-Looked at one system at a time, the two all-gold rates have intervals that overlap widely, and one might call
-it noise. Paired, almost every question has all its gold in the top 1 in both systems or in neither; those say
+On the tiny run's few questions, looked at one system at a time, the two all-gold rates have intervals that
+overlap widely, and one might call it noise (on a `small` run's thousands they separate even unpaired: pairing
+matters most where questions are few, as in most evaluation sets). Paired, almost every question has all its gold in the top 1 in both systems or in neither; those say
 nothing about the change, and McNemar's test ignores them. What is left are the questions where the systems disagree: under "no
 difference" each of them is a fair coin flip, and b losses against c gains is then unlikely (you can check the p
 value by hand: the chance of b or more heads in b + c flips). The questions differ far more from each other than
@@ -583,7 +584,8 @@ sign-flip p cannot. Next to them, each system's mean with its own interval, and,
 different failures, two runs from docs/statistics.md with the same mean:
 """,
         r"""
-单独看每个系统，两个“全部金标命中”率的区间大面积重叠，很容易被当成噪声。配对之后就清楚了：绝大多数题目要么两个系统
+在 tiny 运行那么少的题目上，单独看每个系统，两个“全部金标命中”率的区间大面积重叠，很容易被当成噪声（在 `small` 运行的
+数千道题上，不配对的区间也已分开：题目越少，配对越要紧，而多数评测集的题目都不多）。配对之后就清楚了：绝大多数题目要么两个系统
 都全部金标命中，要么都没有；这些题对这次改动什么也说明不了，McNemar 检验直接忽略它们。剩下的是两个系统结论不同的题：如果“没有差别”，
 每道这样的题都像抛一枚公平的硬币，那么出现 b 次变差对 c 次变好就不太可能（p 值可以手算：b + c 次抛硬币中至少 b 次
 正面的概率）。题目之间的差别远大于两个系统之间的差别；配对正是把这部分差别去掉。
@@ -615,8 +617,8 @@ for situation, scores in {"A": [1.0] * 95 + [0.0] * 5, "B": [0.95] * 100}.items(
     ),
     md(
         r"""
-The paired interval lies below 0 and both sign-flip p values are small: the candidate is worse, though the two
-unpaired intervals overlap. The two-sided p is twice the smaller of the two one-sided ones, here the one-sided
+The paired interval lies below 0 and both sign-flip p values are small: the candidate is worse, though on the
+tiny run the two unpaired intervals overlap. The two-sided p is twice the smaller of the two one-sided ones, here the one-sided
 "less". The gate asks the one-sided question and calls a drop significant at p ≤ (1 − confidence) / 2 =
 0.025 (`lewisrag/eval/gate/gate.toml`). And a mean
 alone hides who paid: in situation A five answers are fabricated outright, in B every answer has one slip.
@@ -640,7 +642,7 @@ statements and cites the passage ranked first, scored with the lexical judge. Fi
 BM25's length normalisation (`b` from 0.75 to 0.3):
 """,
         r"""
-配对区间整个落在 0 以下，两个符号翻转检验的 p 值也都很小：候选更差，尽管两个不配对的区间是重叠的。双侧 p 值是两个单侧 p 值中较小者的两倍，
+配对区间整个落在 0 以下，两个符号翻转检验的 p 值也都很小：候选更差，尽管在 tiny 运行上两个不配对的区间是重叠的。双侧 p 值是两个单侧 p 值中较小者的两倍，
 这里较小的就是 “less” 方向的单侧 p 值。门禁问的是单侧问题，p ≤ (1 − confidence) / 2 = 0.025 时判定
 显著下降（见 `lewisrag/eval/gate/gate.toml`）。而单看均值，看不出代价落在谁身上：情形 A 里有五个回答
 从头到尾是编的，情形 B 里每个回答都有一处小错。
@@ -698,12 +700,13 @@ show(gate(baseline, evaluation("bm25_b03", systems["baseline"], b=0.3), config))
     ),
     md(
         r"""
-It passes: some rankings moved, but no question lost a gold passage from its top 1 or its top 3, so neither mean
-recall fell (tier 2 tolerates no drop at all), and no judged score fell. Now the chunking candidate of this section:
+On the tiny run it passes: some rankings moved, but no question lost a gold passage from its top 1 or its top 3,
+so neither mean recall fell (tier 2 tolerates no drop at all), and no judged score fell (on a `small` run's
+thousands of questions some do lose one, and the gate fails it: what passes on few questions may not on many). Now the chunking candidate of this section:
 """,
         r"""
-通过了：有些排序变了，但没有哪道题的金标段落掉出前 1 篇或前 3 篇，所以两个 recall 均值都没有下降（第二层不容许任何下降），
-裁判打分的指标也没有下降。再看本节那个改了切分的候选：
+在 tiny 运行上它通过了：有些排序变了，但没有哪道题的金标段落掉出前 1 篇或前 3 篇，所以两个 recall 均值都没有下降（第二层不容许任何下降），
+裁判打分的指标也没有下降（在 `small` 运行的数千道题上，确有题目丢了金标段落，门禁就判它失败：题少时能通过的，题多时未必）。再看本节那个改了切分的候选：
 """,
     ),
     code(
@@ -716,7 +719,7 @@ show(gate(baseline, evaluation("chunked", systems["candidate"]), config))
 Tier 2 fails recall@1 on the numbers you computed by hand above: the same b, c and McNemar p (its "share
 below 1" is the share of questions without all their gold in the top 1), the same paired interval and the same
 one-sided sign-flip p, since the gate uses the same seed and asks the one-sided question. It fails recall@3 too,
-though neither test calls that drop significant: two questions that need two passages lost the one gold passage
+though on the tiny run neither test calls that drop significant (on a `small` run the sign-flip test does): two questions that need two passages lost the one gold passage
 they had in their top 3 (McNemar, which counts only all gold in the top k, sees no change), and tier 2 tolerates no
 drop of mean retrieval at all (`max_mean_drop = 0`). Tier 3
 shows the consequence one layer down: a perfect reader whose passages were cut short writes statements those
@@ -735,7 +738,7 @@ problem; the layers, and the gate's tiers, point at retrieval.
         r"""
 第二层在 recall@1 上失败，用的正是你上面亲手算出的数字：同样的 b、c 和 McNemar p 值（它的 “share below 1” 就是
 前 1 篇里没有全部金标的题目所占的比例），同样的配对区间，同样的单侧符号翻转 p 值，因为门禁用的是同一个随机种子，
-问的也是单侧的问题。recall@3 也失败了，尽管两项检验都不认为这次下降显著：有两道需要两篇段落的题，原本前 3 篇里有其中一篇金标段落，
+问的也是单侧的问题。recall@3 也失败了，尽管在 tiny 运行上两项检验都不认为这次下降显著（在 `small` 运行上符号翻转检验认为显著）：有两道需要两篇段落的题，原本前 3 篇里有其中一篇金标段落，
 现在连这一篇也丢了（McNemar 只数“前 k 篇里有全部金标”，看不到这个变化）；而第二层不容许检索的均值有任何下降
 （`max_mean_drop = 0`）。第三层则显示了往下一层的连带后果：段落被截短之后，完美的阅读器写出的陈述
 不再有那些段落支持。如果只盯着裁判打分那一层，这次回归看起来像是生成器的问题；而逐层的分数和门禁的分层，都指向检索。

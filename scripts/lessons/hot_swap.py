@@ -189,14 +189,14 @@ follow the index it reads, and nothing was retrained.
 
 With the `tiny` preset every cell is near 0: its retriever and generator trained for seconds and answer
 almost nothing. With a `small` run (`make demo`, about 15 minutes) the matrix is above 0.9 on the
-diagonal (0.95–0.98 over all 306 questions of each snapshot, by CPU: README, docs/performance.md) and 0.00 off it. The next section shows the same effect in seconds.
+diagonal (0.95–0.99 over all 306 questions of each snapshot, by CPU and thread count: README, docs/performance.md) and 0.00 off it. The next section shows the same effect in seconds.
 """,
         r"""
 看这个矩阵要看它的对角线。如果知识存放在索引里，那么**匹配**的格子（索引 A 配问题 A、索引 B 配问题 B）
 数值高，**不匹配**的格子数值低：模型的答案跟着它读的索引走，而模型本身没有重新训练过。
 
 用 `tiny` 预设时所有格子都接近 0：它的检索器和生成器只训练了几秒钟，几乎什么都答不对。换成 `small`
-运行（`make demo`，约 15 分钟），对角线上高于 0.9（对每个快照的全部 306 个问题为 0.95–0.98，随 CPU 而异，见 README 和 docs/performance.md），非对角线上是 0.00。下一节用几秒钟就能看到同样的效应。
+运行（`make demo`，约 15 分钟），对角线上高于 0.9（对每个快照的全部 306 个问题为 0.95–0.99，随 CPU 和线程数而异，见 README 和 docs/performance.md），非对角线上是 0.00。下一节用几秒钟就能看到同样的效应。
 """,
     ),
     md(

@@ -192,7 +192,7 @@ for order in map(list, permutations(range(k))):
         r"""
 ## 4. BugHunt: six answers, five failures
 
-The evaluator's reference chapter (in Chinese, like the sample) follows a testing agent that found the
+BugHunt, the sample shipped in `lewisrag/eval/bughunt/` (in Chinese), follows a testing agent that found the
 Conduit app showing nothing when a login password is wrong. It asks the knowledge base what the API
 returns and how the front end should tell the user. Of six preset answers one is correct and five each
 fail in a different layer (not retrieved, retrieved but not used, hallucinated, off topic, misplaced
@@ -203,7 +203,7 @@ it was built to fail in.
         r"""
 ## 4. BugHunt：六个答案，五种失败
 
-评测器所依据的参考章节（中文，样例也是中文）讲的是一个测试智能体（Agent）：它发现 Conduit 应用在登录密码输错时
+BugHunt 是 `lewisrag/eval/bughunt/` 里自带的中文样例，讲的是一个测试智能体（Agent）：它发现 Conduit 应用在登录密码输错时
 没有任何提示，于是去知识库里查接口返回什么、前端该怎么提示用户。六个预设答案中一个是正确的，另外五个各自
 在不同的层次上出错（没检索到、检索到但没用上、用歪了（幻觉）、答非所问、引用错位），每个句子都有人工标注。以人工标注作为裁判时，
 每个答案的诊断结果应当正好指向它被设计成出错的那一层。
@@ -443,7 +443,8 @@ if ex1 is None:
 else:
     passes = {name: layer["forward_passes_per_answer"] for name, layer in card["layers"].items()}
     truth = ((passes["rag_token"] - 2 * model.n_docs) / model.n_docs, passes["stitched"] - 1)
-    assert all(abs(mine - t) < 0.01 for mine, t in zip(ex1, truth)), "not yet: solve passes = K + K * tokens + K, and 1 + tokens"
+    assert len(ex1) == 2 and all(abs(mine - t) < 0.01 for mine, t in zip(ex1, truth)), \
+        "not yet: solve passes = K + K * tokens + K, and 1 + tokens"
     print(f"right: RAG-Token {truth[0]:.2f} tokens in {passes['rag_token']:.1f} passes, "
           f"stitched {truth[1]:.2f} tokens in {passes['stitched']:.1f} passes")
 """
