@@ -44,7 +44,7 @@ def test_a_question_the_question_encoder_cannot_read_is_said(rag_inputs, trained
     assert err.startswith("note: the question encoder's vocabulary knows no word of the question (each is its unknown "
                           "token, [UNK])"), err
     code, _, err = run_main(monkeypatch, capsys, *args, "Who leads Kreve?")
-    assert code == 0 and err == "", err  # words it knows: no note
+    assert code == 0 and [s for s in err.splitlines() if "before its end token" not in s] == [], err  # words it knows: no note
 
     zh = write_jsonl(tmp_path / "zh.jsonl", [{"id": "z1", "question": "谁是领导人？", "answers": ["张三"]},
                                              {"id": "z2", "question": "Who leads 瓦尔多利亚?", "answers": ["张三"]}])

@@ -154,7 +154,8 @@ def test_an_exported_model_keeps_its_index_pairing(rag_inputs, exported, tmp_pat
     with pytest.raises(InputError, match="--swap"):
         swap_matrix([exported], [foreign], [rag_inputs["world"] / "questions_a.jsonl"])
     code, _, err = run_main(monkeypatch, capsys, "ask", "--model", exported, "--index", rag_inputs["index"], "--json", "Who?")
-    assert code == 0 and err == "", err  # its own index, and no note: its pairing is known
+    # its own index, and no note (but the tiny model's answer running to --max-length): its pairing is known
+    assert code == 0 and [s for s in err.splitlines() if "before its end token" not in s] == [], err
     # a transformers RAG folder from elsewhere names no context encoder: searched, with a note saying so
     plain = tmp_path / "plain"
     shutil.copytree(exported, plain)

@@ -14,6 +14,7 @@ import torch
 
 from lewisrag.data.io import InputError
 from lewisrag.index.store import check_depth
+from lewisrag.rag_model.implicit_citations import pieces_of
 from lewisrag.rag_model.model import check_decoder_length, max_positions
 
 
@@ -42,6 +43,8 @@ class Answer:
     variant: str  # "token" or "sequence"
     passages: list[PassageEvidence]
     tokens: list[TokenEvidence] = field(default_factory=list)  # RAG-Token only
+    # the answer filled --max-length without its end token: it may be cut (`max_length_note`)
+    reached_max_length: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -116,15 +119,31 @@ def ask(model, tokenizers, index, question: str, n_docs: int | None = None, num_
         per_token = out.doc_posterior[0]  # (T, K): row t is the posterior for seq[t+1]
         shown = _shown_positions(seq, tokenizers.generator)
         posterior = per_token[shown].mean(0) if shown else prior
-        for t in shown:
+        # each token's piece of the decoded answer: decoded alone, a character split over two byte-level
+        # tokens showed as two U+FFFD rows ("Gödel"), where the pieces join to the answer
+        pieces = pieces_of(tokenizers.generator, [int(seq[t + 1]) for t in shown])
+        for t, piece in zip(shown, pieces):
             z = int(per_token[t].argmax())
-            tokens.append(TokenEvidence(tokenizers.generator.decode([int(seq[t + 1])]), z + 1, r.passages[0][z].id,
-                                        float(per_token[t, z])))
+            tokens.append(TokenEvidence(piece, z + 1, r.passages[0][z].id, float(per_token[t, z])))
     else:
         posterior = out.doc_posterior[0]  # (K,)
     passages = [PassageEvidence(i + 1, p.id, p.title, p.text, float(prior[i]), float(posterior[i]))
                 for i, p in enumerate(r.passages[0])]
-    return Answer(question, text, model.variant, passages, tokens)
+    eos = model.generation_config.eos_token_id  # the tokens that end an answer, as decoding read them
+    eos = [] if eos is None else [eos] if isinstance(eos, int) else list(eos)
+    ended = bool(torch.isin(seq[1:], torch.tensor(eos, dtype=seq.dtype)).any()) if eos else False
+    return Answer(question, text, model.variant, passages, tokens, reached_max_length=not ended and len(seq) >= max_length)
+
+
+def max_length_note(answer: Answer, max_length: int) -> str | None:
+    """What to tell the user when the answer filled `max_length` without its end token.
+
+    >>> max_length_note(Answer("q", "a b", "token", [], reached_max_length=True), 32)
+    'the answer reached --max-length 32 before its end token, so it may be cut: pass a larger --max-length'
+    """
+    if not answer.reached_max_length:
+        return None
+    return f"the answer reached --max-length {max_length} before its end token, so it may be cut: pass a larger --max-length"
 
 
 def _shown_positions(seq, tokenizer) -> list[int]:

@@ -73,7 +73,7 @@ def plot_positions(curves: dict[str, dict], path: str | os.PathLike, lang: str =
         ax.set_xlabel(t("plot.position_x"))
         ax.set_ylabel(t("plot.position_y"))
         ax.set_ylim(0, 1.02)
-        ax.set_xticks(next(iter(curves.values()))["positions"])
+        ax.set_xticks(sorted({p for c in curves.values() for p in c["positions"]}))  # every system's (k and K differ)
         ax.grid(alpha=0.3)
         ax.legend()
         ax.set_title(t("plot.position_title"))
