@@ -76,7 +76,7 @@ def train_closed_book(cfg: ClosedBookConfig, out: str | os.PathLike,
     opt = adamw(generator.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     warmup = int(cfg.warmup * cfg.steps)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: learning_rate_factor(s, cfg.steps, warmup))
-    pos, log = DataPosition(), []
+    pos, log, overflowed = DataPosition(), [], 0  # overflowed: fp16 steps the scaler skipped
     generator.train()
     for step in range(1, cfg.steps + 1):
         ids, pos = next_batch(pos, cfg.seed, len(pairs), cfg.batch_size, units)
@@ -87,12 +87,17 @@ def train_closed_book(cfg: ClosedBookConfig, out: str | os.PathLike,
                   "lr": sched.get_last_lr()[0], "epoch": pos.epoch}
         # under fp16 the step adds loss_scale and skipped_inf
         record.update(backward_step(loss, opt, sched, scaler, generator.parameters(), cfg.max_grad_norm))
+        overflowed += bool(record.get("skipped_inf"))
         opt.zero_grad(set_to_none=True)
         log.append(record)
         if not math.isfinite(record["loss"]) and not scaler.is_enabled():  # under fp16 the scaler skips such a step
             raise diverged(f"the closed-book loss became {record['loss']} at step {step}", cfg.lr)
         if on_progress:
             on_progress(step, cfg.steps, record)
+    # fp16: skipped steps leave the weights as they were, finite, and the check below passes
+    if scaler.is_enabled() and (overflowed == cfg.steps or not math.isfinite(log[-1]["loss"])):
+        raise diverged(f"under fp16 the gradient scaler skipped {overflowed} of the {cfg.steps} steps (inf or NaN "
+                       f"gradients) and the last loss was {log[-1]['loss']}", cfg.lr, also=" or train with --mixed-precision bf16")
     if not finite(generator.parameters()):  # the last step's update, whatever the loss
         raise diverged(f"the closed-book generator's weights hold NaN or inf after step {cfg.steps}", cfg.lr)
     # whole or absent: a run that failed or was killed before this point leaves no folder that looks finished

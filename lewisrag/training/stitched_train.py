@@ -198,19 +198,23 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
     warmup_steps = int(cfg.warmup * cfg.steps)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: learning_rate_factor(s, cfg.steps, warmup_steps))
     model.train()
-    losses = []
+    losses, skipped = [], 0  # skipped: fp16 steps whose gradients overflowed (the scaler left the weights alone)
     for step in range(1, cfg.steps + 1):
         batch = rng.sample(examples, cfg.batch_size)
         inputs, targets = make_batch(batch, cfg.k, settings, rng, cfg.mixed_k, cfg.gold_position, cfg.cite_first)
         with autocast(cfg.mixed_precision, device.type):
             loss = _loss(model, tokenizer, inputs, targets, cfg)
-        backward_step(loss, opt, sched, scaler, model.parameters(), cfg.max_grad_norm)
+        skipped += bool(backward_step(loss, opt, sched, scaler, model.parameters(), cfg.max_grad_norm).get("skipped_inf"))
         opt.zero_grad(set_to_none=True)
         losses.append(float(loss.detach()))
         if not math.isfinite(losses[-1]) and not scaler.is_enabled():  # under fp16 the scaler skips such a step
             raise diverged(f"the loss became {losses[-1]} at step {step}", cfg.lr)
         if on_progress:
             on_progress(step, cfg.steps, losses[-1])
+    # fp16: skipped steps leave the weights as they were, finite, and the check below passes
+    if scaler.is_enabled() and (skipped == cfg.steps or not math.isfinite(losses[-1])):
+        raise diverged(f"under fp16 the gradient scaler skipped {skipped} of the {cfg.steps} steps (inf or NaN "
+                       f"gradients) and the last loss was {losses[-1]}", cfg.lr, also=" or train with --mixed-precision bf16")
     if not finite(model.parameters()):  # the last step's update, whatever the loss
         raise diverged(f"the generator's weights hold NaN or inf after step {cfg.steps}", cfg.lr)
     model.cpu().eval()  # saved from the CPU
@@ -237,9 +241,10 @@ def check_input_lengths(examples: Sequence[_Example], tokenizer, cfg: StitchedTr
     settings = StitchSettings(k=cfg.k, question_last=cfg.question_last)
     for s in range(0, len(examples), 256):
         chunk = examples[s : s + 256]
-        # the gold passage and the k-1 others make_batch draws at most; their order barely changes the count
-        texts = [stitch(ex.question, place_gold(ex.retrieved, ex.gold, cfg.k, random.Random(0), ex.gold_ids)[0], settings)
-                 for ex in chunk]
+        # the k passages make_batch stitches at most (fewer with mixed_k: a subset of these); at a random
+        # position, the gold passage and the k-1 non-gold others, whose order barely changes the count;
+        # at its retrieval rank, the top k as retrieved, other gold passages included
+        texts = [stitch(ex.question, _most_passages(ex, cfg), settings) for ex in chunk]
         for ex, ids in zip(chunk, tokenizer(texts, truncation=False)["input_ids"]):
             if len(ids) > limit:
                 cut = "the question (--question-last)" if cfg.question_last else "the passages stitched last"
@@ -253,6 +258,13 @@ def check_input_lengths(examples: Sequence[_Example], tokenizer, cfg: StitchedTr
                 raise InputError(cfg.train, f"question {ex.question!r}: its cited answer is {len(ids)} tokens, more than "
                                  f"--max-target-length {cfg.max_target_length}: the cut would drop {cut}; raise "
                                  "--max-target-length (or --train-kinds short)", field="--max-target-length")
+
+
+def _most_passages(ex: _Example, cfg: StitchedTrainConfig) -> list:
+    """The passages `make_batch` stitches for `ex` with all k drawn (their order aside)."""
+    if cfg.gold_position == "retrieved":
+        return keep_rank(ex.retrieved, ex.gold, cfg.k, ex.gold_ids)[0]
+    return place_gold(ex.retrieved, ex.gold, cfg.k, random.Random(0), ex.gold_ids)[0]
 
 
 def _targets(chunk: Sequence[_Example], tokenizer, cfg: StitchedTrainConfig) -> list[list[int]]:
