@@ -32,6 +32,22 @@ def test_a_sentence_with_a_number_beside_a_refusal_phrase_is_an_answer(answer):
     assert not is_refusal(answer) and not declines_only(answer)
 
 
+@pytest.mark.parametrize("question,answer", [
+    ("What was Zorb's revenue in 2019?", "I could not find the 2019 revenue."),
+    ("2019 年 Zorb 的营收是多少？", "文档中没有 2019 年的营收数据。"),
+    ("How long is the lockout after 5 failed attempts?", "The documents do not mention the lockout after 5 failed attempts."),
+])
+def test_a_refusal_that_repeats_the_questions_number_still_refuses(question, answer):
+    """A number the question asked about is no claim of the answer's own: the refusal stays one (and
+    need not cite), in the evaluator's records too; a number the question lacks still makes an answer."""
+    assert is_refusal(answer, question) and declines_only(answer, question)
+    assert not is_refusal(answer) and not is_refusal(answer.replace("2019", "2018").replace("5 ", "6 "), question)
+    row = {"user_input": question, "response": answer, "category": "not_in_kb",
+           "retrieved_contexts": [{"id": "1", "title": "", "text": "Login returns 422."}]}
+    record = evaluate_answers([parse_answer(row, "answers.jsonl", 1, {})], LexicalJudge()).to_json()["records"][0]
+    assert record["refused"] is True and record["citation_checks"] == []
+
+
 def test_a_not_in_kb_answer_stating_a_year_is_not_counted_as_refused():
     """A not_in_kb question answered "founded in 1999, and the documents say nothing else" was counted
     as correctly refused (and its claim skipped the citation gate)."""

@@ -135,12 +135,12 @@ def _prepare(rec: AnswerRecord, judge, cfg: EvalConfig) -> _Prepared:
             statements = [Statement(s, (), ()) for s in judge.decompose(strip_citations(rec.response))]
         except JudgeError as e:  # a failed request is a reason, not a crash
             statements, reasons["faithfulness"] = [], f"{DECOMPOSE_FAILED}{e}"
-        if not statements and sentences and not is_refusal(rec.response) and not reasons:
+        if not statements and sentences and not is_refusal(rec.response, rec.question) and not reasons:
             # an answer that says something decomposed into nothing: a failure of the decomposer, counted
             # as one undecided statement like a failed request, not "no statements in the answer"
             reasons["faithfulness"] = f"{DECOMPOSE_FAILED}the judge returned no statements for {len(sentences)} sentences"
     refs = list(rec.reference_statements) or ([s.text for s in split_sentences(rec.reference)] if rec.reference else [])
-    p = _Prepared(rec, statements, sentences, refs, is_refusal(rec.response), reasons)
+    p = _Prepared(rec, statements, sentences, refs, is_refusal(rec.response, rec.question), reasons)
     if cfg.claims and rec.category != "not_in_kb":
         p.claims = _claim_inputs(p, cfg, judge)
     return p
@@ -246,7 +246,7 @@ def _record(p: _Prepared, judge, cfg: EvalConfig, embed) -> dict:
     # phrase too ("returns 500. 锁定时长文档未提及。" would otherwise pass uncited), and what any
     # sentence cites is checked.
     checks = [(s, c) for s, c in checks if c.status != citations.MISSING_CITATION
-              or not ((p.refused and rec.category == "not_in_kb") or declines_only(s.text))]
+              or not ((p.refused and rec.category == "not_in_kb") or declines_only(s.text, rec.question))]
     out = {"id": rec.id, "system": rec.system, "category": rec.category, "refused": p.refused, "metrics": m,
            "nan_reasons": reasons, "statements": [], "citation_checks": [{"sentence": s.text, **asdict(c)} for s, c in checks],
            # what report.html shows beside the scores, so a run folder is readable on its own
@@ -277,7 +277,7 @@ def _record(p: _Prepared, judge, cfg: EvalConfig, embed) -> dict:
     reasons["on_topic_rate"] = "needs per-statement on-topic labels (not part of the answer format)"
     # the sentences the rule layer asks to cite: one that only declines (`declines_only`) and cites
     # nothing is excused there, so it is no uncited statement here either (it scored 0 recall)
-    cited = [(s.text, list(s.citations)) for s in p.sentences if s.citations or not declines_only(s.text)]
+    cited = [(s.text, list(s.citations)) for s in p.sentences if s.citations or not declines_only(s.text, p.rec.question)]
     if cited:
         # A statement without a citation scores 0 (ALCE's definition, and the reference chapter's), so an
         # answer that cites nothing has citation recall 0, not null: dropping every citation must not

@@ -145,6 +145,20 @@ _MARK_RE = re.compile(r"[.!?;:,。！？；：，、]")
 # inside one sentence, a number (a figure is a claim to check; a refusal states none of its own)
 _CONTRAST_RE = re.compile(r"\b(?:but|however|although|though|yet)\b|但|不过|然而|可是")
 _NUMBER_RE = re.compile(r"[0-9]")
+_NUMBERS_RE = re.compile(r"[0-9]+(?:[.,][0-9]+)*")
+
+
+def _own_number(sentence: str, question: str) -> bool:
+    """Whether `sentence` (folded) states a number the question does not: "I could not find the 2019
+    revenue" repeats the year it was asked about and states nothing; "founded in 1999" does.
+
+    >>> _own_number("i could not find the 2019 revenue.", "What was Zorb's revenue in 2019?"), _own_number("in 1999.", "")
+    (False, True)
+    """
+    if not _NUMBER_RE.search(sentence):
+        return False
+    asked = set(_NUMBERS_RE.findall(_folded(question))) if question else set()
+    return any(n not in asked for n in _NUMBERS_RE.findall(sentence))
 # ...but not a contrast right after an opening apology: "I'm sorry, but I don't have that information."
 _APOLOGY_BUT_RE = re.compile(r"^(?:(?:i'm|i am|we're|we are) )?(?:very |so |really |很|非常)?(?:sorry|抱歉|对不起|不好意思)"
                              r",?\s*(?:but\b|但是?|不过)\s*")
@@ -272,7 +286,7 @@ def is_courtesy(sentence: str) -> bool:
     return bool(clauses) and all(_COURTESY_CLAUSE_RE.fullmatch(c.strip()) for c in clauses)
 
 
-def is_refusal(text: str) -> bool:
+def is_refusal(text: str, question: str = "") -> bool:
     """Whether an answer declines to answer ("not found in the knowledge base"), Chinese or English.
 
     The answer as a whole must decline (the chapter's 拒答: "the right behaviour is to say 'not
@@ -282,8 +296,9 @@ def is_refusal(text: str) -> bool:
     source that lacks the answer or a speaker who cannot give it (or, the subject dropped, starts a
     clause with "could not find", 没有找到), outside a condition or a reason ("if the context has no
     token, ...", 未找到用户时...), and no contrast after that goes on to answer anyway
-    ("知识库里没有相关信息，但账号会锁定 30 分钟" answers), and it holds no number (as in
-    `declines_only`: "知识库里没有相关信息，账号会锁定 30 分钟" answers too). One sentence that
+    ("知识库里没有相关信息，但账号会锁定 30 分钟" answers), and it holds no number `question` does
+    not (as in `declines_only`: "知识库里没有相关信息，账号会锁定 30 分钟" answers too, while "I could not
+    find the 2019 revenue" asked about 2019 refuses). One sentence that
     states something else makes the answer no refusal: "The company was founded by Ana Kel in
     2010. The documents do not mention anything else." asserts a founder, and a phrase match
     anywhere must not excuse that claim from citing (`lewisrag/eval/evaluator.py`). An answer that
@@ -319,14 +334,15 @@ def is_refusal(text: str) -> bool:
     if not sentences:  # nothing but markers or code: the phrase match on the whole text decides
         return _refuses(_folded(text))
     # a number inside a sentence makes it an answer, as in `declines_only`: "Zorb was founded in 1999, and
-    # the documents say nothing else" states a year
-    refusing = [_refuses(s) and not _NUMBER_RE.search(s) for s in sentences]
+    # the documents say nothing else" states a year; one the question asked about ("the 2019 revenue") does not
+    refusing = [_refuses(s) and not _own_number(s, question) for s in sentences]
     return any(refusing) and all(r or is_courtesy(s) for r, s in zip(refusing, sentences))
 
 
-def declines_only(sentence: str) -> bool:
+def declines_only(sentence: str, question: str = "") -> bool:
     """Whether a sentence only declines, so that it need not cite: a refusal (`is_refusal`) with no
-    number and no contrast in it (an opening "I'm sorry, but" contrasts nothing). "未找到用户时接口返回 404"
+    number of its own (one `question` states is none) and no contrast in it (an opening "I'm sorry,
+    but" contrasts nothing). "未找到用户时接口返回 404"
     and "文档未提及，但账号锁定 30 分钟" state facts, and a claim beside a refusal phrase must still cite.
 
     >>> declines_only("锁定时长文档未提及。"), declines_only("I could not find the lockout time.")
@@ -335,5 +351,5 @@ def declines_only(sentence: str) -> bool:
     False
     """
     s = _folded(sentence)
-    return (bool(s) and _refuses(s) and not _NUMBER_RE.search(s)
+    return (bool(s) and _refuses(s) and not _own_number(s, question)
             and not _CONTRAST_RE.search(_APOLOGY_BUT_RE.sub("", s, count=1)))
