@@ -42,11 +42,12 @@ def dpr(
                                             "comes from: given (--train's own: DPR's hard_negative_ctxs, lewisrag's "
                                             "hard_negative_ids; one drawn at random each step, as DPR does; those --passages "
                                             "lacks are dropped with a warning, and BM25 mines one only for a question left "
-                                            "without any; else no BM25 index is built), bm25 (the top BM25 hit over --passages that is not gold) or auto "
+                                            "without any; else no BM25 index is built), bm25 (the top BM25 hit over --passages "
+                                            "not gold and holding no answer, nor a copy of the gold passage) or auto "
                                             "(given when every training question has one and --passages holds them all, else bm25)."),
     no_hard_negatives: bool = typer.Option(False, "--no-hard-negatives", help="In-batch negatives only: neither given or "
                                            "BM25 hard negatives nor self-mined ones."),
-    self_negatives_at: float = typer.Option(0.5, "--self-negatives-at", help="From this share of the steps on, add each question's best-ranked non-gold passage under the model itself as a second hard negative (0 = never)."),
+    self_negatives_at: float = typer.Option(0.5, "--self-negatives-at", help="From this share of the steps on, add each question's best-ranked passage under the model itself that is not gold and holds no answer as a second hard negative (0 = never)."),
     separate: bool = typer.Option(False, "--separate-encoders", help="Train question and passage encoders apart from the start (default: one shared network while training, saved as two)."),
     seed: int = typer.Option(0, "--seed", min=0, max=2**32 - 1, help="Random seed."),
     device: str = typer.Option("auto", "--device", help="Where it trains and mines its negatives: auto (a GPU when one is "

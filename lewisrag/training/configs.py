@@ -108,7 +108,7 @@ class DPRTrainConfig:
     weight_decay: float = 0.01
     hard_negatives: bool = True  # add one hard negative per question (from hard_negatives_from)
     hard_negatives_from: str = "auto"  # "given": the examples' hard_negative_ids; "bm25": mined over the passages; "auto": given when every question has one, else bm25. The checkpoint records the one used ("none" without)
-    self_negatives_at: float = 0.0  # at this share of the steps, add the model's own best-ranked non-gold passage as a second hard negative (0 = never)
+    self_negatives_at: float = 0.0  # at this share of the steps, add the model's own best-ranked passage that is not gold and holds no answer as a second hard negative (0 = never)
     shared: bool = True  # one encoder for both sides while training (saved as two equal encoders): see below
     seed: int = 0
     device: str = "auto"  # where it trains and mines: "auto" (a GPU when one is visible), "cpu" or "cuda[:N]"

@@ -1,14 +1,14 @@
 """DPR bi-encoder training (Karpukhin et al. 2020): in-batch negatives plus BM25 hard negatives.
 
 For a batch of B questions, the passages are the B gold passages followed by one hard negative per
-question: the top BM25 hit over the passages that is not gold, or one of the hard negatives the
+question: the top BM25 hit over the passages that is not gold and holds no answer, or one of the hard negatives the
 training file gives (DPR's own files hold DPR's BM25 negatives, `hard_negative_ctxs`), drawn at
 random each time the question is batched, as DPR's training does. Each question scores all 2B passages
 by inner product and the loss is the cross-entropy of its own gold passage: every other
 question's positive and every hard negative is a negative (the paper's "Gold + 1 BM25" setup),
 except a passage that is also gold for it (a shared passage, or a question's second gold id).
 With `self_negatives_at`, from that share of the steps on each question also brings the passage
-the model itself then ranked highest among the non-gold ones (mined once, as ANCE does).
+the model itself then ranked highest among those neither gold nor holding an answer (mined once, as ANCE does).
 
 With `shared=True` the question and passage sides are one network while training (a Siamese
 bi-encoder). The built-in world's test entities have names that no training question contains,

@@ -6,6 +6,7 @@ passages, given by the training file (DPR's own files hold DPR's BM25 negatives,
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import warnings
@@ -17,6 +18,7 @@ from lewisrag.data.io import InputError, LewisragWarning
 from lewisrag.data.passages import PassageTable, passages_at
 from lewisrag.data.records import Passage, QAExample, ids_present, missing_passage_id
 from lewisrag.index.bm25 import BM25Index
+from lewisrag.scoring.qa import has_answer, is_regex_answered, normalize_passage
 from lewisrag.training.configs import HARD_NEGATIVE_SOURCES
 from lewisrag.training.devices import autocast
 
@@ -96,17 +98,19 @@ def pick_negative(candidates: list[int], rng: random.Random) -> int | None:
 
 
 def mine_hard_negatives(examples: Sequence[QAExample], passages: Sequence[Passage], depth: int = 10) -> list[int | None]:
-    """Per example, the row of the best-ranked BM25 passage that is not gold (None if none)."""
+    """Per example, the row of the best-ranked BM25 passage that is not gold and holds no answer, nor is a copy
+    of the gold passage (`_first_negative`; None if none)."""
     index = BM25Index.in_memory(passages)
     _, rows = index.search([ex.question for ex in examples], depth)
-    return _first_not_gold(examples, [[int(r) for r in row] for row in rows], passages)
+    return _first_negative(examples, [[int(r) for r in row] for row in rows], passages)
 
 
 def mine_self_negatives(q_enc, c_enc, tokenizer, cfg, examples: Sequence[QAExample],
                         passages: Sequence[Passage], batch_size: int = 256, depth: int = 10) -> list[int | None]:
-    """Per example, the row of the passage the current encoders rank highest that is not gold: the
-    confusions BM25 cannot find (near-identical made-up names score nothing alike to BM25), mined as
-    ANCE does from the model being trained (Xiong et al. 2021)."""
+    """Per example, the row of the passage the current encoders rank highest that is not gold and holds no
+    answer, nor is a copy of the gold passage (`_first_negative`; None if none): the confusions BM25
+    cannot find (near-identical made-up names score nothing alike to BM25), mined as ANCE does from
+    the model being trained (Xiong et al. 2021)."""
     was = q_enc.training, c_enc.training
     q_enc.eval(), c_enc.eval()
     device = next(q_enc.parameters()).device
@@ -121,30 +125,83 @@ def mine_self_negatives(q_enc, c_enc, tokenizer, cfg, examples: Sequence[QAExamp
     with torch.no_grad():
         top = (q_vec @ p_vec.T).topk(min(depth, len(passages)), dim=1).indices.tolist()  # (Q, depth), in float32
     q_enc.train(was[0]), c_enc.train(was[1])
-    return _first_not_gold(examples, top, passages)
+    return _first_negative(examples, top, passages)
 
 
-ID_READ_ROWS = 1 << 16  # passages read at a time for their ids (`_first_not_gold`)
+READ_ROWS = 1 << 16  # passages read at a time (`_first_negative`)
 
 
-def _first_not_gold(examples: Sequence[QAExample], ranked: Sequence[Sequence[int]],
+def _first_negative(examples: Sequence[QAExample], ranked: Sequence[Sequence[int]],
                     passages: Sequence[Passage]) -> list[int | None]:
-    """Per example, the first of its `ranked` rows whose passage is not one of its gold ones (None if
-    none). The ids of all the rows are read in row order, `ID_READ_ROWS` passages at a time: a table
-    decodes each row group about once, where reading row by row decoded one for almost every row, and
-    of the id column alone (`PassageTable.ids_at`: wiki_dpr's titles and texts are not decoded to be
-    dropped); memory holds the ids, not every hit's passage."""
-    wanted = sorted({r for row in ranked for r in row})
-    id_of = {}
-    for lo in range(0, len(wanted), ID_READ_ROWS):
-        part = wanted[lo:lo + ID_READ_ROWS]
-        id_of.update(zip(part, passages.ids_at(part) if isinstance(passages, PassageTable)
-                           else (p.id for p in passages_at(passages, part))))
+    """Per example, the first of its `ranked` rows that is a negative (None if none): not one of its
+    gold passages, nor a copy of one (its title and text under another id: the positive's own words,
+    and under the model its own vector), nor, for an example with answers, a passage whose text holds
+    one (`scoring.qa.has_answer`, patterns too). DPR's BM25 negatives are the top passages "that
+    do not contain the answer" (Karpukhin et al. 2020, §3.2): one that does is a false negative.
+
+    The hits are read in one pass in row order, `READ_ROWS` passages at a time (a table decodes each
+    row group about once, where reading row by row decoded one for almost every row); memory keeps of
+    each its id, a digest of its title and text, and which of its questions' answers it holds, not
+    the passage. Gold passages are found among the hits; those that are not, by one more read of the
+    ids alone."""
+    holds = set()  # (example, rank) whose passage holds an answer of the example
+    asked: dict[int, list[tuple[int, int]]] = {}  # row -> (example, rank) to check for an answer
+    for i, (ex, row) in enumerate(zip(examples, ranked)):
+        for k, r in enumerate(row if ex.answers else ()):
+            asked.setdefault(r, []).append((i, k))
+    id_of, key_of = _read_hits(sorted({r for row in ranked for r in row}), passages, examples, asked, holds)
+    gold = [set(ex.gold_passage_ids) for ex in examples]
+    gold_keys = _gold_keys(gold, id_of, key_of, passages)
     out = []
-    for ex, row in zip(examples, ranked):
-        gold = set(ex.gold_passage_ids)
-        out.append(next((r for r in row if id_of[r] not in gold), None))
+    for i, row in enumerate(ranked):
+        out.append(next((r for k, r in enumerate(row) if id_of[r] not in gold[i] and (i, k) not in holds
+                         and key_of[r] not in gold_keys[i]), None))
     return out
+
+
+def _read_hits(rows: list[int], passages: Sequence[Passage], examples: Sequence[QAExample],
+               asked: dict[int, list[tuple[int, int]]], holds: set) -> tuple[dict[int, str], dict[int, bytes]]:
+    """Of the ascending `rows`: each one's id and `_key`, read `READ_ROWS` at a time; the pairs of `asked`
+    whose example is not gold there and whose answer the text holds are added to `holds`."""
+    id_of, key_of = {}, {}
+    for lo in range(0, len(rows), READ_ROWS):
+        part = rows[lo:lo + READ_ROWS]
+        for r, p in zip(part, passages_at(passages, part)):
+            id_of[r], key_of[r] = p.id, _key(p)
+            normalized = None  # the text as has_answer compares it, made once for all its questions
+            for i, k in asked.get(r, ()):
+                ex = examples[i]
+                if p.id in ex.gold_passage_ids:
+                    continue
+                if normalized is None and not is_regex_answered(ex):
+                    normalized = normalize_passage(p.text)
+                if has_answer(p.text, ex, normalized):
+                    holds.add((i, k))
+    return id_of, key_of
+
+
+def _gold_keys(gold: list[set[str]], id_of: dict[int, str], key_of: dict[int, bytes],
+               passages: Sequence[Passage]) -> list[set[bytes]]:
+    """Per example, the `_key`s of its gold passages: those among the hits as read; the rest found by a
+    read of the ids alone (`PassageTable.ids_at`), only where some gold passage is not a hit."""
+    key_by_id = {id_of[r]: key_of[r] for r in id_of}
+    missing = set().union(*gold) - key_by_id.keys()
+    if missing:
+        found = {}
+        for lo in range(0, len(passages), READ_ROWS):
+            part = range(lo, min(len(passages), lo + READ_ROWS))
+            ids = passages.ids_at(part) if isinstance(passages, PassageTable) else [passages[r].id for r in part]
+            found.update((pid, r) for r, pid in zip(part, ids) if pid in missing)
+        rows = sorted(found.values())
+        for lo in range(0, len(rows), READ_ROWS):
+            key_by_id.update((p.id, _key(p)) for p in passages_at(passages, rows[lo:lo + READ_ROWS]))
+    return [{key_by_id[g] for g in ids if g in key_by_id} for ids in gold]
+
+
+def _key(p: Passage) -> bytes:
+    """A digest of `p`'s title and text: equal for copies of one passage (ids apart)."""
+    both = f"{len(p.title)}:{p.title}{p.text}"  # the title's length first: ("ab", "c") is no ("a", "bc")
+    return hashlib.blake2b(both.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 def hard_negative_rows(source: str, examples: Sequence[QAExample], passages: Sequence[Passage],

@@ -4,7 +4,7 @@ The model, the losses and the loop are the same for every task (Lewis et al. 202
 same architecture on each); only three things differ:
 
 - the generator's vocabulary: FEVER labels are single output tokens ("we map each FEVER class
-  label ... to single output tokens", §4.4), so the three label strings are added to the tokenizer
+  label ... to single output tokens", §3.4), so the three label strings are added to the tokenizer
   as tokens of their own when it would split them, and the generator's embeddings grow to match;
 - the dev score that picks the best checkpoint: exact match for QA, Q-BLEU-1 for Jeopardy, label
   accuracy for FEVER;

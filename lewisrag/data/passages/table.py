@@ -127,8 +127,8 @@ class PassageTable(Sequence[Passage]):
 
     def ids_at(self, rows) -> list[str]:
         """The ids of the passages at `rows` (as `take` takes them): `[p.id for p in take(rows)]`, with
-        the id column alone read and checked, where a caller that only compares ids (`training.negatives`)
-        decoded every row's title and text too (of wiki_dpr's Parquet, most of what a row group holds)."""
+        the id column alone read and checked, where a caller that only compares ids (`training.negatives`,
+        for a gold passage its search did not return) decoded every row's title and text too (of wiki_dpr's Parquet, most of what a row group holds)."""
         unique, inverse = self._unique_rows(rows)
         read: list[str] = []
         for batch, local, where in self._gather(unique, ["id"]):
