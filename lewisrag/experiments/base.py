@@ -393,9 +393,9 @@ def run_base(preset: Preset, run: Path, seed: int, resume: bool, threads: int | 
             raise InputError(run / "config.json", "was written by another preset, seed or assets: "
                              f"{'; '.join(resume_differences(saved, config))}; use a new --out or drop --resume")
     # before anything is removed: a file the user added to a stage's folder is refused now, not lost
-    S.check_rerun(run, [f"index_{snap}" for snap in passages] + ["generator", "rag_token", "rag_sequence", "closed_book"],
-                  resume, overwrite)
-    S.start_run(run, config | ({} if legacy else {FINGERPRINTS: fingerprints}), resume, overwrite)
+    names = [f"index_{snap}" for snap in passages] + ["generator", "rag_token", "rag_sequence", "closed_book"]
+    S.check_rerun(run, names, resume, overwrite)
+    S.start_run(run, config | ({} if legacy else {FINGERPRINTS: fingerprints}), resume, overwrite, names=names)
     if not legacy:  # results.json: content digests only (no sizes or times of files not read: the same data, the same file)
         config = config | {CONTENT: {k: f["sha256"] for k, f in fingerprints.items() if f and "sha256" in f}}
     stages: dict[str, dict] = {}

@@ -25,8 +25,8 @@ Each stage writes its outputs atomically and records itself last, so a run kille
 resumes at the first unfinished stage. A run resumed with another report `lang` redoes only the stage
 whose outputs hold text (`compare`: report.html and its findings), then the report; the world's
 language is the preset's (`Preset.in_language`), part of what the run is. A run begun without
-`--resume` in a folder that holds one first forgets that run's stage records and results
-(`stages.start_run`), so no later `--resume` mixes the two.
+`--resume` in a folder that holds one first forgets that run's stage records and results, and
+removes the RAG runs its stages would go on from (`stages.start_run`), so no later `--resume` mixes the two.
 """
 
 from __future__ import annotations
@@ -205,19 +205,18 @@ def free_cpus(busy: float, total: int, usable: int) -> int:
     return max(1, min(usable, total - taken))
 
 
-def check_resumed_config(run: Path, config: dict, resume: bool, what: str, text_stages: Sequence[str] = ()) -> None:
+def check_resumed_config(run: Path, config: dict, resume: bool, what: str, text_stages: Sequence[str] = ()) -> tuple[str, ...]:
     """On `resume`, the run's config.json must be `config` (`what` says which flags make it), the language
     and the device aside (`comparable`): a run resumed in another language forgets its `text_stages`,
-    which are redone in the new one."""
+    which are redone in the new one. Returns those stages, for `stages.start_run` to forget once its own
+    checks passed too: removed here, a resume it then refused (another --cpu-linear) had changed the run."""
     saved = read_run_config(run) if resume and (run / "config.json").exists() else None
     if saved is None:
-        return
+        return ()
     if comparable(saved) != comparable(config):
         raise InputError(run / "config.json", f"was written by another {what}: "
                          f"{'; '.join(resume_differences(saved, config))}; use a new --out or drop --resume")
-    if saved.get("lang", "en") != config.get("lang", "en"):
-        for name in text_stages:
-            S.stage_record(run, name).unlink(missing_ok=True)
+    return tuple(text_stages) if saved.get("lang", "en") != config.get("lang", "en") else ()
 
 
 def with_lang(config: dict, lang: str) -> dict:
@@ -261,9 +260,10 @@ def _reproduce(preset: Preset, run: Path, seed: int, resume: bool, threads: int 
         plan += [(name, fn, None) for name, fn in task_stages(run, preset, seed, task, resume, on_progress, ow)]
     # every folder a stage will replace, before anything is removed: a file the user added to the last of
     # them is refused now, not once the stages before it were redone (and their folders' files lost)
-    S.check_rerun(run, [name for name, _, _ in plan], resume, overwrite)
-    check_resumed_config(run, config, resume, "preset, seed or --tasks", text_stages=("compare",))
-    S.start_run(run, config, resume, overwrite)
+    names = [name for name, _, _ in plan]
+    S.check_rerun(run, names, resume, overwrite)
+    forget = check_resumed_config(run, config, resume, "preset, seed or --tasks", text_stages=("compare",))
+    S.start_run(run, config, resume, overwrite, names=names, forget=forget)
     stages = {}
     for name, fn, needs in plan:
         stages[name] = _run_stage(run, name, resume, fn, on_stage, needs)

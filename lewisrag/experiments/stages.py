@@ -86,6 +86,9 @@ LEGACY = {RAG_KIND: (*RAG_LAYOUT, *(f"checkpoint/{n}" for n in (C.WEIGHTS, C.STA
 # is taken for such an output. A RAG run always had its marker (as RUN/dpr, RUN/index_a, ...): a run
 # folder without one is refused before any stage runs, as `discard_output` would refuse it after
 UNMARKED = frozenset({CLOSED_BOOK_KIND})
+# the kinds of folder a stage resumes into rather than redoes (`rag`: train_rag goes on from the checkpoint or
+# final model it finds there): a run begun afresh discards those of its stages before any stage runs (`start_run`)
+RESUMED = frozenset({RAG_KIND})
 # every stage that records itself in RUN/stages (a run begun afresh removes these records, and nothing else there)
 STAGE_NAMES = frozenset(STAGE_FOLDERS) | {"world", "retrieval", "evaluate", "ablations", "knowledge_update",
                                           "compare", "data", "jeopardy_evaluate", "fever_evaluate"}
@@ -209,17 +212,22 @@ def check_stage_outputs(run: Path, name: str, record: dict, path: Path) -> None:
                              "(delete that record, and --resume runs the stage again)")
 
 
-def start_run(run: Path, config: dict, resume: bool, overwrite: bool = False) -> None:
+def start_run(run: Path, config: dict, resume: bool, overwrite: bool = False, names: Sequence[str] = (),
+              forget: Sequence[str] = ()) -> None:
     """Mark `run` a reproduction and write its config.json. A run begun afresh (not `resume`) first
     forgets what an earlier run in the folder finished: its stage records, which a later `--resume`
     would otherwise take for this run's stages though that run's preset or seed may have differed,
-    and its results and reports (`FINISHED`), which would stand beside this run's config until it
-    ends. Only those the run's marker says it wrote (`outputs.wrote`): a user's file of such a name
-    (RUN/jeopardy_posteriors.png beside a QA run, which writes none) is refused by name before
-    anything is removed, unless `overwrite`; a folder of such a name is refused whatever `overwrite`.
-    A `resume` removes nothing and checks those its end always rewrites (`REWRITTEN`) alike (a user's
-    training_curves.png was replaced in silence); a user's file of a name the run may not write
-    (jeopardy_posteriors.png beside a QA run) is left alone.
+    the folders of its stages `names` that a stage resumes into (`RESUMED`: RUN/rag_token, ...; a
+    fresh run killed before its RAG stages left the former run's there, and the next `--resume` took
+    that run's final model for its own, "done" at once), and its results and reports (`FINISHED`),
+    which would stand beside this run's config until it ends. Only those the run's marker says it
+    wrote (`outputs.wrote`): a user's file of such a name (RUN/jeopardy_posteriors.png beside a QA
+    run, which writes none) is refused by name before anything is removed, unless `overwrite`; a
+    folder of such a name is refused whatever `overwrite`. A `resume` removes only the stage records
+    of `forget` (`reproduce.check_resumed_config`: another report language), once every check here
+    passed (a refused resume changed the run), and checks those its end always rewrites
+    (`REWRITTEN`) alike (a user's training_curves.png was replaced in silence); a user's file of a
+    name the run may not write (jeopardy_posteriors.png beside a QA run) is left alone.
 
     config.json also records the library multiplying float32 linear layers on the CPU, the one in
     force now (`reproduce --cpu-linear`, LINEAR_KEY), and a resume with another is refused: it
@@ -233,7 +241,14 @@ def start_run(run: Path, config: dict, resume: bool, overwrite: bool = False) ->
                          f"CPU: {why}; resume with --cpu-linear {saved[LINEAR_KEY]}, or use a new --out or drop --resume")
     # all checked before anything is removed; on --resume, those its end rewrites whatever the stages (REWRITTEN)
     doomed = finished_files(run, overwrite, REWRITTEN if resume else FINISHED, resume)
+    for name in forget:
+        stage_record(run, name).unlink(missing_ok=True)
     if not resume:
+        for name in names:  # before the records go: a kill in between leaves records whose folder is missing, refused
+            rel, made = STAGE_FOLDERS.get(name, ("", ""))
+            if made in RESUMED:  # `check_rerun` found nothing of the user's in it; checked again (`discard_output`)
+                discard_output(run / rel, made, LEGACY.get(made, ()), unmarked=made in UNMARKED, overwrite=overwrite,
+                               what=f"the {name} stage")
         forget_stages(run)
         for path in doomed:
             path.unlink(missing_ok=True)
