@@ -479,6 +479,7 @@ def test_llm_judge_through_the_cli_keeps_the_key_out(server, tmp_path, monkeypat
     assert res["judge"]["name"] == "llm" and res["judge"]["model"] == "judge-model" and res["judge"]["prompt_version"]
     # every version in the fingerprint is named beside it: results.json said which prompt, not how its reply was read
     assert (res["judge"]["verdicts_version"], res["judge"]["questions_version"]) == (llm.VERDICTS_VERSION, llm.QUESTIONS_VERSION)
+    assert res["judge"]["extraction_version"] == llm.EXTRACTION_VERSION
     assert res["records"][0]["metrics"]["faithfulness"] == 1.0 and res["splitter"]["name"] == "atomic"
     n = len(server.requests)
     again = CliRunner().invoke(app, args)  # warm cache: no request at all

@@ -363,12 +363,12 @@ def evaluate_answers(records: Sequence[AnswerRecord], judge, cfg: EvalConfig = E
 
 
 def judge_info(judge) -> dict:
-    """Name and fingerprint, plus model, params and the prompt, verdicts and questions versions when the judge
-    has them (each a part of the fingerprint), and the endpoint's usage (calls, retries, failures, cache
+    """Name and fingerprint, plus model, params and the prompt, verdicts, questions and extraction versions when
+    the judge has them (each a part of the fingerprint), and the endpoint's usage (calls, retries, failures, cache
     hits) and cost (0 without prices) for an LLM judge."""
     info = {"name": judge.name, "fingerprint": judge.fingerprint}
-    for attr in ("model", "params", "prompt_version", "verdicts_version", "questions_version", "model_id", "threshold",
-                 "source", "usage", "cost"):
+    for attr in ("model", "params", "prompt_version", "verdicts_version", "questions_version", "extraction_version",
+                 "model_id", "threshold", "source", "usage", "cost"):
         if isinstance(getattr(judge, attr, None), (str, int, float, dict)):
             info[attr] = getattr(judge, attr)
     return info
