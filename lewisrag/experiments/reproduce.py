@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -116,7 +117,9 @@ def reproduce(
     is written either way. `out` must be
     missing, empty or a reproduction run, unless `overwrite`: then the run happens in a hidden
     sibling folder (`.NAME.overwrite`, where the same command resumes a killed run) that replaces
-    `out` when every stage is done; never a folder inside another lewisrag output (`--out RUN/world`).
+    `out` when every stage is done; never a folder inside another lewisrag output (`--out RUN/world`,
+    `--out RUN/dpr/sub`: refused, `check_out_dir(nested=False)`). A resume of that killed run refused
+    (other flags) advises its flags or deleting `.NAME.overwrite`, not dropping a --resume it was not given.
     In a reproduction run, the folders its stages replace (RUN/dpr, RUN/rag_token, ...: all of them, or
     with `resume` those of the stages still to run) are checked before anything is removed
     (`stages.check_rerun`): a file the user added to one is refused by name, unless `overwrite`.
@@ -138,26 +141,47 @@ def reproduce(
         raise InputError("--seed", f"must be between 0 and 2**32 - 1, got {seed}")
     given = {} if assets is None or resume else {"--" + f.name.replace("_", "-"): getattr(assets, f.name)
                                                  for f in fields(assets) if isinstance(getattr(assets, f.name), str)}
-    out = check_out_dir(out, KIND, overwrite=overwrite, inputs=given)
+    out = check_out_dir(out, KIND, overwrite=overwrite, inputs=given, nested=False)
     run = out if is_free(out, KIND) else out.with_name(f".{out.name}.overwrite")
-    if run != out and is_ours(run, KIND):  # an --overwrite run killed before it replaced `out`: the same command
-        resume = True                      # goes on with its finished stages, as `train rag --overwrite` does
+    staged = run != out and is_ours(run, KIND)
+    if staged:         # an --overwrite run killed before it replaced `out`: the same command
+        resume = True  # goes on with its finished stages, as `train rag --overwrite` does
         # said, since a refusal of that run (other settings, inputs changed) would advise dropping a --resume
-        # this call was not given
+        # this call was not given (`_staged_advice` rewrites that advice)
         warnings.warn(LewisragWarning(f"resuming the killed --overwrite run in {run}: its finished stages are kept "
                                       "(delete that folder to start afresh)"))
-    threads = run_threads(preset, run, resume)
-    with exclusive(run), torch_threads(threads), use_cpu_linear(linear):  # two runs into one folder would mix their stages' files
-        found = _stamps(run)  # the results and plots there before the run: one it leaves untouched is not its own
-        if preset.hub:
-            results = _finish(run, *run_base(preset, run, seed, resume, threads, assets, read, _run_stage, on_stage,
-                                             on_progress, lang, overwrite=overwrite), on_stage, found)
-        else:
-            results = _reproduce(preset, run, seed, resume, threads, on_stage, on_progress, tuple(tasks), lang, overwrite,
-                                 found)
+    try:
+        threads = run_threads(preset, run, resume)
+        with exclusive(run), torch_threads(threads), use_cpu_linear(linear):  # two runs into one folder would mix their stages' files
+            found = _stamps(run)  # the results and plots there before the run: one it leaves untouched is not its own
+            if preset.hub:
+                results = _finish(run, *run_base(preset, run, seed, resume, threads, assets, read, _run_stage, on_stage,
+                                                 on_progress, lang, overwrite=overwrite), on_stage, found)
+            else:
+                results = _reproduce(preset, run, seed, resume, threads, on_stage, on_progress, tuple(tasks), lang,
+                                     overwrite, found)
+    except InputError as e:
+        if staged and DROP_RESUME.search(e.message):
+            raise _staged_advice(e, run) from None
+        raise
     if run != out:
         replace_dir(run, out, record=False)  # its marker lists what the run wrote (`stages.record_stage`), not its stages' folders
     return results
+
+
+# the advice of a refused resume (another seed, preset, --cpu-linear, changed assets: `check_resumed_config`,
+# `stages.start_run`, `base.run_base`), which does not apply to a killed --overwrite run the command resumed by itself
+DROP_RESUME = re.compile(r"drop --resume(?: to run every stage again)?")
+
+
+def _staged_advice(error: InputError, run: Path) -> InputError:
+    """`error`, a refused resume of the killed --overwrite run in `run` (`.NAME.overwrite`), which `reproduce`
+    resumes without --resume: "drop --resume" would change nothing (the run is resumed all the same), so it
+    says what does: the killed run's flags finish it, and deleting `run` starts afresh (the next --overwrite
+    run begins a new one there)."""
+    advice = (f"delete {run} to start afresh (the --overwrite run killed there, which this command resumes without "
+              "--resume: rerun with that run's flags to finish it)")
+    return InputError(error.source, DROP_RESUME.sub(lambda _: advice, error.message), error.line, error.field)
 
 
 def run_threads(preset: Preset, run: Path, resume: bool) -> int | None:

@@ -17,7 +17,9 @@ A command never destroys what the user did not make:
   repository is ever replaced (`_check_replaceable`), nor one inside an input folder unless lewisrag
   wrote it there as this kind of output (`compare --out RUN/compare`, not `--out RUN/world`), nor one
   inside another lewisrag output that is not this kind's (`reproduce --out RUN/world --overwrite`, RUN
-  a reproduction: the world is part of that run, `_check_not_part_of_an_output`);
+  a reproduction: the world is part of that run, `_check_not_part_of_an_output`), nor, for a command
+  whose output never lies inside another (`check_out_dir(nested=False)`: `reproduce`), any folder
+  below a marked one (`reproduce --out RUN/dpr/sub`, `_check_not_inside_an_output`);
 - an `--out` that is a symbolic link is refused (the rename that moves an output in would replace the
   link, not fill its target); a `.NAME.old` or a finished index at `NAME.partial` that lewisrag did
   not leave there is refused, never cleared;

@@ -19,7 +19,7 @@ from lewisrag.data.outputs.removal import _check_one_device, _in_the_way, _old, 
 
 def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False, flag: str = "--out",
                   inputs: dict[str, object] | None = None, replaces: bool = False, writes: Iterable[str] = (),
-                  alone: bool = False) -> Path:
+                  alone: bool = False, nested: bool = True) -> Path:
     """Refuse an output folder that would destroy the user's files or that cannot be written.
 
     `inputs` ({flag: path}) are the command's input files and folders: one inside an `out` that
@@ -34,6 +34,10 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
     `alone`: a command run on its own (not a stage of a larger output) also refuses a folder of its
     own kind that is part of another output (`world --out RUN/world`, RUN a reproduction: RUN's later
     stages were made from that world), --overwrite or not.
+    `nested=False`: `out` may not lie inside another lewisrag output at all, missing, empty or of
+    this kind (`_check_not_inside_an_output`: `reproduce --out RUN/dpr/sub` left RUN/dpr holding a
+    folder that RUN's next fresh run refused). By default a new folder there is allowed, as a command
+    may add its output to another on purpose (`compare --out RUN/compare`, `swap --out RUN/swap`).
     Call it before any expensive work. Returns `out` as a Path. A marked `out` it passes is remembered
     with the files lewisrag did not write that it held then (`_remember_check`): the command may run
     for hours, and a file the user adds to it meanwhile is refused when `replace_dir` swaps the new
@@ -74,6 +78,8 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
             raise InputError(given, f"holds a lewisrag {made_by(out)} and {_files(users)} lewisrag did not write there "
                              f"(such as {users[0]!r}), which no command replaces, --overwrite or not; move them away "
                              "or choose another", field=flag)
+    if not nested:  # after the refusals above, which name a part of another output more precisely
+        _check_not_inside_an_output(out, kind, flag, given)
     if not overwrite and not is_free(out, kind):
         other = made_by(out)
         whose = f"holds a lewisrag {other}, not {_a(kind)}" if other else "was not made by lewisrag"
@@ -212,6 +218,16 @@ def _check_not_part_of_an_output(out: Path, kind: str, flag: str, given: str | o
         raise InputError(out if given is None else given, f"is part of the lewisrag {other} at {folder} and is not "
                          f"{_a(kind)} lewisrag wrote, which --overwrite never replaces; choose a folder outside "
                          "it", field=flag)
+
+
+def _check_not_inside_an_output(out: Path, kind: str, flag: str, given: str | os.PathLike | None = None) -> None:
+    """Refuse `out` below a folder lewisrag marked (its parent or any folder above), whatever `out` holds:
+    for a command whose output never lies inside another (`check_out_dir(nested=False)`)."""
+    for folder in _resolved(out, flag, given).parents:
+        if (other := made_by(folder)) is not None:
+            raise InputError(out if given is None else given, f"is inside the lewisrag {other} at {folder}, and {_a(kind)} "
+                             "is never written inside another lewisrag output (that output's reruns would refuse it "
+                             "there); choose a folder outside it", field=flag)
 
 
 def _check_not_inside_inputs(out: Path, kind: str, inputs: dict[str, object], flag: str,
