@@ -130,17 +130,18 @@ def _prepare(rec: AnswerRecord, judge, cfg: EvalConfig) -> _Prepared:
     reasons: dict[str, str] = {}
     sentences = split_sentences(rec.response)
     statements = sentences
+    refused = is_refusal(rec.response, rec.question)
     if cfg.splitter == "atomic" and rec.category != "not_in_kb":
         try:  # one decomposition call for the whole answer, citations removed
             statements = [Statement(s, (), ()) for s in judge.decompose(strip_citations(rec.response))]
         except JudgeError as e:  # a failed request is a reason, not a crash
             statements, reasons["faithfulness"] = [], f"{DECOMPOSE_FAILED}{e}"
-        if not statements and sentences and not is_refusal(rec.response, rec.question) and not reasons:
+        if not statements and sentences and not refused and not reasons:
             # an answer that says something decomposed into nothing: a failure of the decomposer, counted
             # as one undecided statement like a failed request, not "no statements in the answer"
             reasons["faithfulness"] = f"{DECOMPOSE_FAILED}the judge returned no statements for {len(sentences)} sentences"
     refs = list(rec.reference_statements) or ([s.text for s in split_sentences(rec.reference)] if rec.reference else [])
-    p = _Prepared(rec, statements, sentences, refs, is_refusal(rec.response, rec.question), reasons)
+    p = _Prepared(rec, statements, sentences, refs, refused, reasons)
     if cfg.claims and rec.category != "not_in_kb":
         p.claims = _claim_inputs(p, cfg, judge)
     return p
