@@ -66,13 +66,17 @@ def capture_rng() -> tuple[dict, dict]:
 
 
 def restore_rng(as_json: dict, tensors: dict) -> None:
+    """Set the global RNGs to `capture_rng()`'s states. The device may have changed since (`--resume`):
+    of the CUDA states saved, those of the GPUs this process sees are restored (the first
+    `device_count()`: an 8-GPU run resumed with CUDA_VISIBLE_DEVICES=0 restores GPU 0's), GPUs past
+    those saved keep their seeding, and without CUDA the CUDA states are not used."""
     version, state, gauss = as_json["python"]
     random.setstate((version, tuple(state), gauss))
     name, keys, pos, has_gauss, cached = as_json["numpy"]
     np.random.set_state((name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
     torch.set_rng_state(tensors["torch"])
     if "cuda" in tensors and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(tensors["cuda"])
+        torch.cuda.set_rng_state_all(list(tensors["cuda"])[:torch.cuda.device_count()])
 
 
 def save_checkpoint(path: str | os.PathLike, model, optimizer, scheduler, state: dict, log_file: Path | None,

@@ -113,7 +113,8 @@ def autocast(mixed_precision: str, device_type: str):
 def _seed_everything(seed: int, rank: int = 0) -> None:
     """Seed python's, numpy's and torch's global generators (dropout draws from torch's); each
     process of a multi-process run from its own seed, so that their dropout masks differ (the data
-    order has its own seed, `rag_data.next_batch`). One process: `seed` itself."""
+    order has its own seed, `rag_data.next_batch`). One process: `seed` itself. numpy takes seeds
+    below 2**32 (`--seed` is checked against that): the other processes' wrap around there."""
     random.seed(seed + rank)
-    np.random.seed(seed + rank)
+    np.random.seed((seed + rank) % 2**32)
     torch.manual_seed(seed + rank)
