@@ -128,8 +128,12 @@ def test_a_not_in_kb_question_relabelled_in_the_candidate_must_still_refuse(tmp_
     check = _check(report, "not_in_kb refuses")
     assert check.verdict == "fail" and not report.passed and "n001@stitched" in check.evidence
     assert "n001@stitched" in check.details["relabelled"]
-    rec["refused"] = True  # relabelled, but still refusing: nothing regressed
-    assert gate.gate(RUNS / "baseline", _write(tmp_path, "cand2", run)).passed
+    rec["refused"] = True  # relabelled, still refusing: the refusal holds, and the labels check names the change
+    report = gate.gate(RUNS / "baseline", _write(tmp_path, "cand2", run))
+    assert {c.name for c in report.checks if c.verdict == "fail"} == {"labels"}
+    assert _check(report, "labels").details["changed"] == [
+        {"question": "n001@stitched", "category": {"baseline": "not_in_kb", "candidate": "single_doc"}}]
+    assert _check(report, "not_in_kb refuses").verdict == "pass"
 
 
 def test_a_metric_the_config_names_that_no_paired_question_scores_fails(tmp_path, runs):

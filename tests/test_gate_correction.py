@@ -100,7 +100,7 @@ def test_three_mcnemar_tests_adjusted_by_hand(tmp_path):
     raw = [_check(report, f"{m} < 1").details["correction"] for m in THREE]
     assert [r["pvalue"] for r in raw] == pytest.approx([0.5**7, 0.5**5, 0.5**5])
     assert [r["adjusted_pvalue"] for r in raw] == pytest.approx([3 * 0.5**7, 2 * 0.5**5, 2 * 0.5**5])
-    assert "McNemar Holm-adjusted p < 0.05" in _check(report, "faithfulness < 1").evidence
+    assert "McNemar Holm-adjusted p <= 0.05" in _check(report, "faithfulness < 1").evidence
     assert "McNemar p=0.0312, Holm-adjusted 0.0625 over 3 tests" in _check(report, "context_recall < 1").evidence
     # the three paired means are the run's bootstrap intervals: each at 1 - 0.05/3, all holding together at 95%
     assert report.correction == {"method": "holm", "alpha": 0.05, "tests": 3, "intervals": 3,

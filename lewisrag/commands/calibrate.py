@@ -88,7 +88,7 @@ def _render(r: dict, show: int, out: Path | None) -> None:
     ]
     if "llm_temperature" in r:  # the settings the fingerprint is over, readable
         summary.append(["llm judge settings", f"temperature {r['llm_temperature']}, JSON mode {'on' if r['llm_json_mode'] else 'off'}"])
-    title = f"judge {r['judge']['name']} {str(r['judge']['fingerprint'])[:12]} on {r['labels']} ({r['confidence']:.0%} Wilson intervals)"
+    title = f"judge {r['judge']['name']} {str(r['judge']['fingerprint'])[:12]} on {r['labels']} ({100 * r['confidence']:.4g}% Wilson intervals)"
     _ui.out.print(_ui.table(title, ["measure", "value"], summary))
     every = r["disagreements"]
     listed = every if show == 0 else every[:show]  # rendering 17k rows took longer than judging them

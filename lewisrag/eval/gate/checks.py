@@ -259,9 +259,11 @@ def _question_text_check(base: Run, cand: Run) -> GateCheck | None:
 
 
 def _labels_check(base: Run, cand: Run) -> GateCheck | None:
-    """A paired question must be judged against the same labels: its gold passage ids (as a set) and
-    its reference statements (their texts, folded as `_text`). A data set that relabelled a question
-    and kept its id compared recall against other gold passages, and a worse retriever passed.
+    """A paired question must be judged against the same labels: its category, its gold passage ids (as
+    a set) and its reference statements (their texts, folded as `_text`). A data set that relabelled a
+    question and kept its id compared recall against other gold passages, and a worse retriever passed;
+    one that made an answerable question not_in_kb was named by no check, only by its every score lost
+    (tier 1 now leaves a question not_in_kb in either run out).
     Compared where both records carry labels of that kind (a label added where there was none leaves
     the baseline's score unmeasured: no mean compares it, and a cut reads the baseline as passing, so a
     candidate failing it is a regression); no check is shown when none changed."""
@@ -285,8 +287,10 @@ def _labels_check(base: Run, cand: Run) -> GateCheck | None:
                                   for k, fields in changed]})
 
 
-# what a record is judged against, as compared by `_labels_check` (empty: the record has none)
+# what a record is judged against, as compared by `_labels_check` (empty: the record has none). Its category
+# decides how: a not_in_kb question passes by refusing, unscored, an answerable one by its scores
 _LABELS = {
+    "category": lambda r: r.get("category") or None,
     "gold_passage_ids": lambda r: sorted({str(g) for g in r.get("gold_passage_ids") or []}),
     "reference_statements": lambda r: [_text(s.get("text") if isinstance(s, dict) else s)
                                        for s in r.get("reference_statements") or []],
@@ -348,7 +352,10 @@ def _unmeasurable(base: Run, cand: Run, cfg: GateConfig) -> list[GateCheck]:
     candidate that stops producing a score (a judge that times out everywhere) would otherwise pass on
     the questions that remain.
     """
-    pairs = [(key, b, cand.records[key]) for key, b in base.records.items() if key in cand.records and not _not_in_kb(b)]
+    # a question not_in_kb in either run is scored in neither: relabelled answerable -> not_in_kb it lost every
+    # score by design, which the labels check names (and the refusal check holds it to refusing), once
+    pairs = [(key, b, cand.records[key]) for key, b in base.records.items()
+             if key in cand.records and not _not_in_kb(b) and not _not_in_kb(cand.records[key])]
     ks = sorted({k for _, b, _ in pairs for k in _recall(b)}, key=_k_order)
     gated = [(f"recall@{k}", "recall_at_k", k) for k in ks] + [(m, m, None) for m in cfg.gated_metrics]
     out = []
@@ -585,14 +592,14 @@ def _paired_check(p: _Paired, cfg: GateConfig, adjusted: float, correction: Corr
     fail_b, fail_c = sum(_fails(x, cut, d) for x in base_scores), n - sum(cand_ok)
     upper = stats.proportion_interval(fail_c, n, cfg.confidence, side="upper")[1]
     reasons = []
-    if adjusted < cfg.alpha:
-        reasons.append(f"McNemar {'Holm-adjusted ' if correction.on else ''}p < {cfg.alpha:g}")
+    if adjusted <= cfg.alpha:
+        reasons.append(f"McNemar {'Holm-adjusted ' if correction.on else ''}p <= {cfg.alpha:g}")
     if 0 <= p.max_regressions < len(regressed):
         reasons.append(f"more than {p.max_regressions} regressions")
     side = "below" if d > 0 else "above"
     over = f"n={n}," if n_b == n and not unscored else f"of the {n_b} scored in the baseline, the {n} in the candidate;"
     evidence = (f"share {side} {cut:g}: {f'{fail_b / n_b:.1%}' if n_b else 'none scored'} -> {fail_c / n:.1%} ({over} "
-                f"one-sided {cfg.confidence:.0%} upper {upper:.1%}); regressed {test['b']}")
+                f"one-sided {100 * cfg.confidence:.4g}% upper {upper:.1%}); regressed {test['b']}")
     if unscored & set(regressed):
         evidence += f" ({len(unscored & set(regressed))} without a score in the baseline)"
     evidence += f", recovered {test['c']}, McNemar p={test['pvalue']:.3g}"
@@ -644,7 +651,7 @@ def _ceiling_check(cand: Run, ceiling, cfg: GateConfig) -> GateCheck:
     k, n = sum(_fails(s, ceiling.cut, d) for s in scores), len(scores)
     upper = stats.proportion_interval(k, n, cfg.confidence, method=ceiling.method, side="upper")[1]
     evidence = (f"{'below' if d > 0 else 'above'} {ceiling.cut:g}: {k}/{n} = {k / n:.1%}; one-sided "
-                f"{cfg.confidence:.0%} upper bound ({ceiling.method}) {upper:.1%}")
+                f"{100 * cfg.confidence:.4g}% upper bound ({ceiling.method}) {upper:.1%}")
     if len(answerable) > n:
         evidence += f"; {len(answerable) - n} unmeasurable not counted"
     need = stats.sample_size_for_upper_bound(k / n, ceiling.max_share, cfg.confidence, ceiling.method)
@@ -657,7 +664,8 @@ def _ceiling_check(cand: Run, ceiling, cfg: GateConfig) -> GateCheck:
 
 
 def _refusal_check(base: Run, cand: Run, cfg: GateConfig) -> GateCheck:
-    """Questions whose answer is not in the knowledge base pass only by refusing; no score counts.
+    """Questions whose answer is not in the knowledge base pass only by refusing; no score counts. One
+    whose generator failed (`generator_error`) did not refuse and fails, listed apart: it gave no answer.
 
     With `allow_baseline_violations` (a baseline known to be bad, e.g. an untrained smoke-test
     model) only the questions the baseline refused and the candidate no longer refuses fail.
@@ -668,19 +676,27 @@ def _refusal_check(base: Run, cand: Run, cfg: GateConfig) -> GateCheck:
     recs = [r for r in cand.records.values() if _not_in_kb(r)] + [cand.records[k] for k in relabelled]
     if not recs:
         return GateCheck("3 judged", "not_in_kb refuses", "skip", "no not_in_kb questions in the candidate")
-    answered = [(r["id"], r.get("system")) for r in recs if r.get("refused") is not True]
-    evidence = f"{len(recs) - len(answered)}/{len(recs)} refused"
+    unrefused = [(r["id"], r.get("system")) for r in recs if r.get("refused") is not True]
+    # a question whose generator failed (compare's `generator_error`) did not refuse, so it fails here too, but
+    # it never answered either: it is named apart, as the evaluator and compare leave it out of refusal counts
+    no_answer = {(r["id"], r.get("system")) for r in recs if r.get("refused") is not True and r.get("generator_error")}
+    answered = [k for k in unrefused if k not in no_answer]
+    evidence = f"{len(recs) - len(unrefused)}/{len(recs)} refused"
     if relabelled:
         evidence += f"; {len(relabelled)} not_in_kb in the baseline and not in the candidate: {_ids(relabelled)}"
-    failing = answered
+    failing = unrefused
     if cfg.allow_baseline_violations:  # a baseline answer is tolerated; a new question is held to the rule
-        failing = [k for k in answered if k not in base.records or base.records[k].get("refused") is True]
+        failing = [k for k in unrefused if k not in base.records or base.records[k].get("refused") is True]
         evidence += f"; {len(failing)} that the baseline refused or did not have"
-    if failing:
-        evidence += "; answered instead of refusing: " + _ids(failing)
+    failed_answering = [k for k in failing if k in no_answer]
+    if len(failing) > len(failed_answering):
+        evidence += "; answered instead of refusing: " + _ids([k for k in failing if k not in no_answer])
+    if failed_answering:
+        evidence += "; no answer: the generator failed: " + _ids(failed_answering)
     return GateCheck("3 judged", "not_in_kb refuses", "fail" if failing else "pass", evidence,
-                     {"n": len(recs), "answered": [_key(k) for k in answered], "failing": [_key(k) for k in failing],
-                      "relabelled": [_key(k) for k in relabelled]})
+                     {"n": len(recs), "answered": [_key(k) for k in answered],
+                      "generator_failed": [_key(k) for k in unrefused if k in no_answer],
+                      "failing": [_key(k) for k in failing], "relabelled": [_key(k) for k in relabelled]})
 
 
 # ---------------------------------------------------------------------------------------------

@@ -47,7 +47,7 @@ class Correction:
     def ci_label(self, confidence: float) -> str:
         """The interval's level as the evidence writes it: "95%", or "99.17% (Bonferroni over 6)"."""
         if not self.on:
-            return f"{confidence:.0%}"
+            return f"{100 * confidence:.4g}%"
         return f"{100 * self.interval_confidence:.4g}% (Bonferroni over {self.intervals})"
 
 

@@ -159,7 +159,9 @@ def _load_config(path: str | os.PathLike | None) -> GateConfig:
     if cfg.max_new_unmeasurable < -1:
         raise InputError(src, "expected a count >= 0, or -1 to only warn", field="tier1.max_new_unmeasurable")
     # every comparison with NaN is false, so a NaN threshold would pass any candidate: each is a finite
-    # number in its range, and a cut at 0 (no score is below it) is refused for the same reason
+    # number in its range, and a cut at the bottom of its range (no score is below it) is refused for the
+    # same reason. A cut and tier 2's hit_at are in [0, 1] (every metric they cut reaches 0 and 1); a
+    # ceiling is in its own metric's range (`METRIC_RANGES`): answer_relevancy's is [-1, 1]
     _number(cfg.recall_hit_at, src, "tier2.hit_at", low_open=True)
     _number(cfg.recall_max_mean_drop, src, "tier2.max_mean_drop")
     _number(cfg.judged_max_mean_drop, src, "tier3.max_mean_drop")
@@ -172,10 +174,11 @@ def _load_config(path: str | os.PathLike | None) -> GateConfig:
         if not isinstance(ceiling.metric, str):
             raise InputError(src, f"expected a metric name, got {type(ceiling.metric).__name__}",
                              field=f"tier3.ceilings[{i}].metric")
+        span = METRIC_RANGES.get(ceiling.metric, (0.0, 1.0))  # an unknown metric is refused below
         if ceiling.above is None:
-            _number(ceiling.below, src, f"tier3.ceilings[{i}].below", low_open=True)
-        else:  # nothing is above 1: a ceiling at 1 would count no question and pass anything
-            _number(ceiling.above, src, f"tier3.ceilings[{i}].above", high_open=True)
+            _number(ceiling.below, src, f"tier3.ceilings[{i}].below", low_open=True, span=span)
+        else:  # nothing is above the top of the range: a ceiling there would count no question and pass anything
+            _number(ceiling.above, src, f"tier3.ceilings[{i}].above", high_open=True, span=span)
         _number(ceiling.max_share, src, f"tier3.ceilings[{i}].max_share", low_open=True)
     # one cut twice ran its checks twice under one name, with limits that may contradict
     given_once(src, [f"the cut below = {c.below:g}" for c in cfg.cuts], field="tier3.cuts")
@@ -285,14 +288,16 @@ def _without_strings_and_comment(line: str) -> str:
     return re.sub(r"#.*$", "", re.sub(r"\"(?:[^\"\\]|\\.)*\"|'[^']*'", '""', line))
 
 
-def _number(value, src: str, where: str, *, low_open: bool = False, high_open: bool = False) -> None:
-    """A threshold is a finite number in [0, 1] ((0, 1] with `low_open`, [0, 1) with `high_open`); TOML
-    reads nan and inf too."""
+def _number(value, src: str, where: str, *, low_open: bool = False, high_open: bool = False,
+            span: tuple[float, float] = (0.0, 1.0)) -> None:
+    """A threshold is a finite number in `span`, [low, high] ((low, high] with `low_open`, [low, high)
+    with `high_open`); TOML reads nan and inf too."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(src, f"expected a number, got {type(value).__name__}", field=where)
-    if not ((0 < value if low_open else 0 <= value) and (value < 1 if high_open else value <= 1)):  # False for NaN
-        span = f"{'(' if low_open else '['}0, 1{')' if high_open else ']'}"
-        raise InputError(src, f"{value!r} is outside {span}", field=where)
+    low, high = span  # each comparison below is False for NaN
+    if not ((low < value if low_open else low <= value) and (value < high if high_open else value <= high)):
+        shown = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+        raise InputError(src, f"{value!r} is outside {shown}", field=where)
 
 
 def _table(cls, table, src: str, where: str):

@@ -7,7 +7,7 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
-from lewisrag.eval.stats.checks import check_paired
+from lewisrag.eval.stats.checks import check_marks, check_paired, is_mark
 from lewisrag.eval.stats.intervals import proportion_interval
 
 
@@ -44,12 +44,18 @@ def judge_confusion(human: Sequence[bool], judge: Sequence[bool | None], confide
     miss rate = unsupported statements the judge calls supported / unsupported statements (lets a
     fabrication through); false-kill rate = supported statements the judge calls unsupported /
     supported statements (makes the gate cry wolf). Undecided verdicts (None) are counted apart.
+    Each human label is True or False (or 1/0, `check_marks`), each verdict that or None: bool() read
+    NaN and "False" as supported.
 
     >>> r = judge_confusion([True, True, False, False], [True, False, True, None])
     >>> r["misses"], r["false_kills"], r["undecided"], r["miss_rate"], r["false_kill_rate"]
     (1, 1, 1, 1.0, 0.5)
     """
     check_paired(human, judge, "judge_confusion")
+    check_marks(human, "judge_confusion: human")
+    for i, j in enumerate(judge):
+        if j is not None and not is_mark(j):
+            raise ValueError(f"judge_confusion: judge[{i}]: expected True, False or None (undecided), got {j!r}")
     pairs = [(bool(h), j) for h, j in zip(human, judge) if j is not None]
     h = [p[0] for p in pairs]
     j = [bool(p[1]) for p in pairs]

@@ -131,6 +131,10 @@ def mean_interval(scores, n_resamples: int = 10000, seed: int = 0, confidence: f
 
     check_confidence(confidence)
     x = np.asarray(scores, dtype=float)
+    infinite = np.flatnonzero(np.isinf(x))
+    if infinite.size:  # an inf mean with a finite low bound, and numpy's warnings, came back
+        i = int(infinite[0])
+        raise ValueError(f"mean_interval: scores must be finite numbers (or NaN, left out), got scores[{i}] = {x[i]}")
     keep = ~np.isnan(x)
     out = {"n": int(keep.sum()), "nan": int((~keep).sum())}
     values = x[keep]

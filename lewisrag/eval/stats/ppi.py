@@ -38,6 +38,11 @@ def ppi_mean(
         raise ValueError(f"ppi_mean needs at least 2 labelled and 2 unlabelled items, got {y.size} and {f_unl.size}")
     if np.isnan(y).any() or np.isnan(f_lab).any() or np.isnan(f_unl).any():
         raise ValueError("ppi_mean: inputs contain NaN; drop undecided items before calling")
+    for name, x in (("human_labels", y), ("judge_on_labeled", f_lab), ("judge_on_unlabeled", f_unl)):
+        infinite = np.flatnonzero(np.isinf(x))  # an inf estimate with NaN bounds, and numpy's warnings, came back
+        if infinite.size:
+            i = int(infinite[0])
+            raise ValueError(f"ppi_mean: {name} must be finite numbers, got {name}[{i}] = {x[i]}")
     residual = y - f_lab  # (n,) how far the judge is from the human on each labelled item
     estimate = float(f_unl.mean() + residual.mean())
     se = math.sqrt(f_unl.var(ddof=1) / f_unl.size + residual.var(ddof=1) / y.size)
