@@ -249,6 +249,7 @@ def test_ragas_context_id_columns_are_read(tmp_path):
     ({"retrieved_context_ids": ["1"]}, "retrieved_context_ids", "1 ids for 2 contexts in 'retrieved_contexts'"),
     ({"retrieved_context_ids": ["1", "01"]}, "retrieved_context_ids[1]", "context ids '1' and '01' would both be cited as [1]"),
     ({"retrieved_context_ids": ["1", 2.0]}, "retrieved_context_ids[1]", "expected a string or an integer, got float"),
+    ({"retrieved_context_ids": ["a\nb", "a\nb"]}, "retrieved_context_ids[1]", "duplicate context id 'a\\nb'"),  # one line
     ({"retrieved_context_ids": "1,2"}, "retrieved_context_ids", "expected a list of ids, got str"),
     ({"retrieved_contexts": [{"id": "1", "text": "t"}], "retrieved_context_ids": ["1"]}, "retrieved_context_ids",
      "the contexts of 'retrieved_contexts' are objects with ids of their own; keep one"),

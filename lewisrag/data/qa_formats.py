@@ -257,7 +257,8 @@ def _dpr_qa_records(p: Path) -> Iterator[tuple[int, dict]]:
     DPR reads them, `csv.reader(delimiter="\\t")` (a field may be quoted, `""` inside), the list by
     `ast.literal_eval` (DPR calls eval: no code of a file runs here). Each row is
     `{"question", "answers"}` on the line it starts on, lewisrag's format without ids (`io.derived_id`
-    makes them); blank lines are skipped, as JSONL's are."""
+    makes them); blank lines are skipped, as JSONL's are, and a byte-order mark after the first line's
+    start refused, as JSONL's is."""
 
     def lines(f) -> Iterator[str]:
         for n, raw in enumerate(f, start=1):
@@ -284,6 +285,9 @@ def _dpr_qa_records(p: Path) -> Iterator[tuple[int, dict]]:
                                  "question a line", line=line, field=("question", "answers", None)[min(broken or 0, 2)])
             if not row:
                 continue
+            if row[0].startswith("\ufeff"):  # files saved with a mark each, then joined: as the JSONL reader refuses it
+                raise InputError(p, "starts with a byte-order mark (U+FEFF), allowed only at the start of the file: "
+                                 "remove it", line=line)
             if len(row) != 2:
                 raise InputError(p, f"expected 2 tab-separated fields (question, answers: DPR's .qa.csv layout), got "
                                  f"{len(row)}", line=line)

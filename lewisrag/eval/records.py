@@ -167,8 +167,8 @@ def _contexts(rec: dict, source, line: int) -> tuple[tuple[Passage, ...], bool]:
             raise InputError(source, "empty", line=line, field=id_field)
         label = (cid.lstrip("0") or "0") if _numeric(cid) else cid  # "01" and "1" are both cited as [1]
         if label in seen:
-            what = (f"duplicate context id '{cid}'" if seen[label] == cid else
-                    f"context ids '{seen[label]}' and '{cid}' would both be cited as [{label}]")
+            what = (f"duplicate context id {cid!r}" if seen[label] == cid else  # repr: one line, whatever the id holds
+                    f"context ids {seen[label]!r} and {cid!r} would both be cited as [{label}]")
             raise InputError(source, what, line=line, field=id_field)
         seen[label] = cid
         # checked under the context's own path, so an error names retrieved_contexts[i].text, not a bare "text"

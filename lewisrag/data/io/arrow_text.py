@@ -1,11 +1,28 @@
 """Arrow strings that break their promise of UTF-8: the first such string of a table, by row and field
-(`arrow_text_problem`), and Arrow's string types with the binary type of each one's layout."""
+(`arrow_text_problem`), Arrow's string types with the binary type of each one's layout, and a file's
+column names each once (`refuse_repeated_columns`)."""
 
 from __future__ import annotations
 
+import os
+from collections import Counter
 from collections.abc import Iterable
 
-from lewisrag.data.io.errors import one_line
+from lewisrag.data.io.errors import InputError, one_line
+
+
+def refuse_repeated_columns(source: str | os.PathLike, names: Iterable[str]) -> None:
+    """An InputError naming the first column name that `names` (a file's schema's, in order) holds more
+    than once: Parquet and Arrow allow it, and pyarrow then finds no column by that name (KeyError).
+
+    >>> refuse_repeated_columns("p.parquet", ["id", "text", "id"])
+    Traceback (most recent call last):
+    lewisrag.data.io.InputError: p.parquet: field 'id': column 'id' appears 2 times
+    """
+    counts = Counter(names)
+    name = next((n for n in counts if counts[n] > 1), None)
+    if name is not None:
+        raise InputError(source, f"column {name!r} appears {counts[name]} times", field=name)
 
 
 def arrow_text_problem(table, columns: Iterable[str] | None = None) -> tuple[int, str, str] | None:

@@ -175,6 +175,6 @@ def record_id(rec: dict, source, line: int, seen: dict[str, int], *, field: str 
     if not value.strip():
         raise InputError(source, "empty", line=line, field=field)
     if value in seen:
-        raise InputError(source, f"duplicate id '{value}' (first on line {seen[value]})", line=line, field=field)
+        raise InputError(source, f"duplicate id {value!r} (first on line {seen[value]})", line=line, field=field)
     seen[value] = line
     return value

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lewisrag.data.io.arrow_text import arrow_text_problem
+from lewisrag.data.io.arrow_text import arrow_text_problem, refuse_repeated_columns
 from lewisrag.data.io.errors import InputError, first_line, one_line
 from lewisrag.data.io.files import existing_file
 from lewisrag.data.io.json_text import _BadJSON, _loads, _text_and_json, json_item_lines
@@ -76,8 +76,9 @@ def _iter_json(p: Path) -> Iterator[tuple[int, dict]]:
 
 def _iter_parquet(p: Path) -> Iterator[tuple[int, dict]]:
     """The rows of a Parquet file, a row group at a time; a group that cannot be decoded (damaged
-    pages, a bad compressed block) is an error naming the file and the group, and a string that is
-    not UTF-8 one naming the row and the field, as the JSONL reader names its line."""
+    pages, a bad compressed block) is an error naming the file and the group, a column name given
+    twice one naming it, and a string that is not UTF-8 one naming the row and the field, as the
+    JSONL reader names its line."""
     import pyarrow.parquet as pq  # loads on first use: the CLI imports this module at start-up
 
     try:
@@ -85,6 +86,7 @@ def _iter_parquet(p: Path) -> Iterator[tuple[int, dict]]:
         groups = file.metadata.num_row_groups
     except Exception as e:  # pyarrow raises several unrelated types for a bad file
         raise InputError(p, f"cannot read Parquet: {one_line(e)}") from None
+    refuse_repeated_columns(p, file.schema_arrow.names)  # a record holds each key once
     row = 0
     for g in range(groups):
         try:

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lewisrag.data.io import InputError, one_line
+from lewisrag.data.io.arrow_text import refuse_repeated_columns
 from lewisrag.data.passages.schema import COLUMNS, _is_list, as_text, text_schema
 
 # the hub's (and datasets') train-00003-of-00005, and push_to_hub's with each shard's fingerprint after it
@@ -100,7 +101,7 @@ class RowGroups:
     def open(cls, paths: Sequence[tuple[str, Path]]) -> RowGroups:
         """The row groups of the files `paths` ((the name errors give it, its path) each), opened
         with page CRCs checked. Shards whose passage columns differ from the first's are refused,
-        naming the shard.
+        naming the shard, as is a file with a column name twice.
 
         Read, not memory-mapped: a mapped file's pages stay in the process's resident set once
         read, so a pass over wiki_dpr's shards would show all 80 GB as resident, which schedulers
@@ -113,6 +114,7 @@ class RowGroups:
                 files.append((name, pq.ParquetFile(path, memory_map=False, page_checksum_verification=True)))
             except Exception as e:  # pyarrow raises several unrelated types for a bad file
                 raise InputError(name, f"cannot read Parquet: {one_line(e)}") from None
+            refuse_repeated_columns(name, files[-1][1].schema_arrow.names)
         first = _passage_columns(files[0][1])
         for name, f in files[1:]:
             if _passage_columns(f) != first:

@@ -153,7 +153,7 @@ def _refuse_values(p: Path, source: str, rows: int, hashes: list[np.ndarray], pr
     problems = [problem] if problem is not None else []
     if dup is not None:
         row, first, value = dup
-        problems.append((row, 0, "id", f"duplicate id '{value}' (first on line {first + 2})"))
+        problems.append((row, 0, "id", f"duplicate id {value!r} (first on line {first + 2})"))
     if problems:
         row, _, name, message = min(problems)
         raise InputError(source, message, line=row + 2, field=name)

@@ -417,7 +417,7 @@ class PassageTable(Sequence[Passage]):
         if dup:
             row, first, value = dup
             where, line = self._at(first)
-            problems.append((row, 0, "id", f"duplicate id '{value}' (first on line {line}"
+            problems.append((row, 0, "id", f"duplicate id {value!r} (first on line {line}"
                              f"{'' if where == self._at(row)[0] else ' of ' + where})"))
         if problems:
             row, _, name, message = min(problems)

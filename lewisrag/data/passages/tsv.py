@@ -58,16 +58,20 @@ def dpr_tsv_batches(path: Path) -> Iterator[tuple[pa.RecordBatch, int]]:
     """DPR's passages file, parsed a block (TSV_BLOCK bytes) at a time: (record batch, bytes of the
     file read so far). The one parser of `read_dpr_tsv` and `write_tsv_shards`, so that both read the
     same rows and refuse the same lines with the same words: the header (line 1), a line without
-    three fields, a line break inside a field and a blank line, the first of them in the file named
-    by its line: in each batch as it comes (`_refuse_line_breaks`), and in the rows of a block refused
-    for a line without three fields before that line (`_first_bad_line`). Memory: pyarrow's
-    read-ahead, up to 32 blocks, whatever the file's size."""
+    three fields, a line break inside a field, a blank line and the header again (files joined with
+    theirs), the first of them in the file named by its line: in each batch as it comes
+    (`_refuse_line_breaks`), and in the rows of a block refused for a line without three fields
+    before that line (`_first_bad_line`); a quote never closed on its line, which pyarrow refuses
+    naming no line, by its line (`_unclosed_quote`). Memory: pyarrow's read-ahead, up to 32 blocks,
+    whatever the file's size."""
     with open(path, "rb") as f:
         first = f.readline()
     header = first.decode("utf-8-sig", errors="backslashreplace").rstrip("\r\n")
     if tuple(header.split("\t")) != DPR_TSV_HEADER:
         raise InputError(path, f"expected DPR's passages header 'id<TAB>text<TAB>title' (psgs_w100.tsv's), got {header[:80]!r}",
                          line=1)
+    if not first.endswith((b"\n", b"\r")):  # the header and nothing after it: no rows (pyarrow: "Could not skip")
+        return
     bad: list = []
 
     def refuse(row) -> str:  # pyarrow numbers rows from the file's first line when it parses on one thread
@@ -95,30 +99,40 @@ def dpr_tsv_batches(path: Path) -> Iterator[tuple[pa.RecordBatch, int]]:
                 _first_bad_line(path, rows, bad[0].number - 2)
                 raise InputError(path, f"expected 3 tab-separated fields (id, text, title), got {bad[0].actual_columns}",
                                  line=bad[0].number) from None
+            _unclosed_quote(path, rows)  # "straddling object straddles two block boundaries", of a quote never closed
             raise InputError(path, f"cannot read as DPR's passages TSV: {first_line(e)}") from None
 
 
 LINE_BREAK = "a line break inside a quoted field (DPR's file holds one passage a line)"
 BLANK_LINE = "a blank line (DPR's file holds one passage a line)"
+HEADER_AGAIN = ("the header line 'id<TAB>text<TAB>title' again, as a passage (files joined with their headers?): "
+                "keep the first line's only")
+UNCLOSED_QUOTE = "a quote opened here is never closed on this line (DPR's file holds one passage a line)"
+_HEADER_IDS = ("id", "\ufeffid")  # a repeated header's first field, with the byte-order mark its file began with
 
 
 def _refuse_line_breaks(batch: pa.RecordBatch, start: int, path: Path) -> None:
     """An InputError naming the first row of `batch` (rows from `start`, after the header) with a line
     break inside a quoted field (DPR's file holds one passage a line, and past such a row the lines
-    errors name would no longer be the file's) or that is a blank line."""
-    found = []  # (row, field) of each field's first line break, and of the first blank line
+    errors name would no longer be the file's), that is a blank line, or that is the header again
+    (`cat a.tsv b.tsv`: DPR skips such a row, which would be indexed here as a passage)."""
+    found = []  # (row, field, message) of each field's first line break, the first blank line, the first header
     for name in DPR_TSV_HEADER:
         column = batch.column(name)  # bytes compared: a value that is not UTF-8 is named later, by PassageTable
         broken = pc.or_(pc.match_substring(column, "\n"), pc.match_substring(column, "\r"))
         if pc.any(broken).as_py():
-            found.append((_first(broken), name))
+            found.append((_first(broken), name, LINE_BREAK))
     blank = pc.and_(pc.and_(pc.equal(batch.column("id"), ""), pc.equal(batch.column("text"), "")),
                     pc.equal(batch.column("title"), ""))
     if pc.any(blank).as_py():  # it parses as a row of three empty fields: said so, not "field 'id': empty"
-        found.append((_first(blank), ""))
+        found.append((_first(blank), "", BLANK_LINE))
+    header = pc.and_(pc.and_(pc.is_in(batch.column("id"), value_set=pa.array(_HEADER_IDS, pa.string())),
+                             pc.equal(batch.column("text"), "text")), pc.equal(batch.column("title"), "title"))
+    if pc.any(header).as_py():
+        found.append((_first(header), "", HEADER_AGAIN))
     if found:
-        row, name = min(found)  # of a row's broken fields the first: "id" < "text" < "title"
-        raise InputError(path, LINE_BREAK if name else BLANK_LINE, line=start + row + 2, field=name or None)
+        row, name, message = min(found)  # of a row's broken fields the first: "id" < "text" < "title"
+        raise InputError(path, message, line=start + row + 2, field=name or None)
 
 
 # a field as pyarrow reads it: quoted (a quote inside doubled, line breaks kept; what follows the closing
@@ -130,7 +144,7 @@ _LINE_END = re.compile(rb"\r\n?|\n")
 def _first_bad_line(path: Path, start: int, bad: int) -> None:
     """pyarrow refused the block from row `start` (after the header; every row before it was one line
     of the file, line `start` + 2 its first) at row `bad`, without three fields: an InputError for a
-    line break in a field or a blank line in the rows between, as `_refuse_line_breaks` names them,
+    line break in a field, a blank line or the header again in the rows between, as `_refuse_line_breaks` names them,
     which that row's line number (counted in rows) would be past. Read again from the file's bytes,
     a field at a time, on this error path only."""
     if bad <= start:
@@ -156,7 +170,52 @@ def _first_bad_line(path: Path, start: int, bad: int) -> None:
                 raise InputError(path, LINE_BREAK, line=row + 2, field=name)
         if fields == [b""] or (len(fields) == 3 and all(v in (b"", b'""') for v in fields)):  # ("", "", "") to pyarrow
             raise InputError(path, BLANK_LINE, line=row + 2)
+        values = [_unquoted(v) for v in fields]
+        if len(values) == 3 and values[0] in (b"id", b"\xef\xbb\xbfid") and values[1:] == [b"text", b"title"]:
+            raise InputError(path, HEADER_AGAIN, line=row + 2)
         at = end.end()
+
+
+def _unquoted(value: bytes) -> bytes:
+    """A field of `_TSV_FIELD` as pyarrow reads it: a quoted one without its quotes, a doubled quote
+    inside one quote, what follows the closing quote kept."""
+    m = _QUOTED.fullmatch(value)
+    return value if m is None else m[1].replace(b'""', b'"') + m[2]
+
+
+_QUOTED = re.compile(rb'"((?:[^"]|"")*)"(.*)', re.S)
+# a quoted field closed on its own line (a quote inside doubled)
+_QUOTED_ON_LINE = re.compile(rb'"(?:[^"\r\n]|"")*"')
+_UNQUOTED = re.compile(rb"[^\t\r\n]*")
+
+
+def _unclosed_quote(path: Path, start: int) -> None:
+    """pyarrow refused the file from row `start` (after the header; every row before it was one line
+    of the file) naming no row ("straddling object straddles two block boundaries": a quote opened and
+    never closed, past which the rest of the file, over a block, would be one field): an InputError
+    naming the first line from there with a field whose opening quote is not closed on that line, and
+    the field. Read again from the file's bytes, a line at a time, on this error path only."""
+    with open(path, "rb") as f:
+        f.seek(_line_offset(f, start + 1))  # past the header and the rows pyarrow read
+        text = f.read(4 * TSV_BLOCK)  # the bad line lies within the blocks pyarrow had read ahead
+    at, row = 0, start
+    while at < len(text):
+        field = 0
+        while True:
+            if text[at:at + 1] == b'"':
+                m = _QUOTED_ON_LINE.match(text, at)
+                if m is None:
+                    raise InputError(path, UNCLOSED_QUOTE, line=row + 2,
+                                     field=DPR_TSV_HEADER[field] if field < len(DPR_TSV_HEADER) else None)
+                at = m.end()
+            at = _UNQUOTED.match(text, at).end()  # to the tab or the line's end
+            if text[at:at + 1] != b"\t":
+                break
+            at, field = at + 1, field + 1
+        end = _LINE_END.match(text, at)
+        if end is None:  # the end of what was read
+            return
+        at, row = end.end(), row + 1
 
 
 def _line_offset(f, lines: int) -> int:
