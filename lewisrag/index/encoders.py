@@ -21,11 +21,28 @@ transformers question-encoder folder records nothing, so its pair is named expli
 `context_encoder=` (the CLI's `--context-encoder`) is the DPRContextEncoder folder it was trained
 with, fingerprinted from its weights exactly as `index build` fingerprinted it. Without it, only
 `swap=True` (`--swap`) lets it search.
+
+How a passage becomes the context encoder's input is a property of the encoder too, its passage
+encoding (`passage_encoding`), since an index, a training run and its self-mined negatives must
+all encode passages the way the encoder learnt to read them:
+
+- "dpr": DPR's own (facebookresearch/DPR's BertTensorizer, as generate_dense_embeddings.py runs it,
+  which made wiki_dpr's vectors and facebook/dpr-ctx_encoder-*): `[CLS] title [SEP] text [SEP]` with
+  every segment id 0, the text alone (`[CLS] text [SEP]`) when the title is empty.
+- "pair": lewisrag's own since its first checkpoints (a DPR trained by `train dpr` from scratch or a
+  BERT-like start): a BERT pair, the text in segment 1, an empty title kept as `[CLS] [SEP] text [SEP]`.
+
+It is recorded in the tokenizer's tokenizer_config.json (`ENCODING_KEY`), which every layout saves
+with its encoder, and held by the loaded tokenizer (`tokenize_texts` reads it there). Where it is
+not recorded, a transformers DPR folder is "dpr" (the hub's, made by DPR) and a lewisrag checkpoint,
+or a RAG model's context_encoder/, "pair" (written before the field, by lewisrag's encoding).
+`train dpr` keeps its start's: a transformers DPR folder trains (and mines) as "dpr".
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -41,6 +58,8 @@ DPR_ARCHITECTURES = {"DPRQuestionEncoder": "question", "DPRContextEncoder": "con
 # DPR checkpoints converted from facebookresearch/DPR (facebook/dpr-*-single-nq-base) carry BERT's pooler,
 # which DPR never runs (it takes the [CLS] vector): the one kind of unused weight not refused
 DPR_POOLER = r"(^|\.)bert_model\.pooler\."
+PASSAGE_ENCODINGS = ("pair", "dpr")  # how passages become encoder input (see the module's docstring)
+ENCODING_KEY = "lewisrag_passage_encoding"  # tokenizer_config.json's field that records it
 
 
 def state_fingerprint(module) -> str:
@@ -75,17 +94,30 @@ class DPRCheckpoint:
     def dim(self) -> int:
         return int(self.meta["dim"])
 
+    @property
+    def passage_encoding(self) -> str:
+        """"pair" or "dpr": how this encoder's passages are tokenized (`passage_encoding`)."""
+        return passage_encoding(self.tokenizer)
+
+    @property
+    def tokenizer_fingerprint(self) -> str:
+        return tokenizer_fingerprint(self.tokenizer)
+
     @classmethod
     def load(cls, path: str | Path) -> DPRCheckpoint:
         """A DPR checkpoint directory lewisrag wrote (both encoders)."""
         # transformers (and torch with it) loads on first use, for the BM25 paths (see state_fingerprint)
+        import torch
         from transformers import DPRContextEncoder, DPRQuestionEncoder, PreTrainedTokenizerFast
 
         p = Path(path)
         meta = _read_meta(p)
-        q = load_model(DPRQuestionEncoder.from_pretrained, p / "question_encoder", "DPR question encoder").eval()
-        c = load_model(DPRContextEncoder.from_pretrained, p / "ctx_encoder", "DPR context encoder").eval()
+        # float32 whatever the saved dtype (transformers 5 loads a bf16/fp16 checkpoint in its own dtype)
+        q = load_model(DPRQuestionEncoder.from_pretrained, p / "question_encoder", "DPR question encoder",
+                       dtype=torch.float32).eval()
+        c = load_model(DPRContextEncoder.from_pretrained, p / "ctx_encoder", "DPR context encoder", dtype=torch.float32).eval()
         tok = load_tokenizer(PreTrainedTokenizerFast.from_pretrained, p / "tokenizer", "DPR tokenizer")
+        adopt_passage_encoding(tok, "pair", p / "tokenizer")
         _check_lengths(meta, int(c.config.max_position_embeddings), int(q.config.max_position_embeddings), p / META_FILE)
         for side, encoder in (("context", c), ("question", q)):  # an index sized by a wrong dim failed deep in its build
             if _output_dim(encoder) != meta["dim"]:
@@ -94,11 +126,13 @@ class DPRCheckpoint:
         return cls(q, c, tok, meta)
 
     def save(self, path: str | Path, extra: dict | None = None) -> None:
-        """Write the checkpoint; the context fingerprint is recomputed from the weights."""
+        """Write the checkpoint; the context fingerprint is recomputed from the weights, and the passage
+        encoding recorded in tokenizer/tokenizer_config.json."""
         p = Path(path)
         p.mkdir(parents=True, exist_ok=True)
         self.question_encoder.save_pretrained(p / "question_encoder")
         self.ctx_encoder.save_pretrained(p / "ctx_encoder")
+        set_passage_encoding(self.tokenizer, self.passage_encoding)  # recorded, not left to a default
         self.tokenizer.save_pretrained(p / "tokenizer")
         self.meta = {
             **self.meta,
@@ -151,6 +185,7 @@ def load_transformers_encoder(path: str | os.PathLike, side: str,
     transformers' tokenizer would be asked to; a context folder's fingerprint is taken from its weights.
     """
     # transformers (and torch with it) loads on first use, for the BM25 paths (see state_fingerprint)
+    import torch
     from transformers import DPRContextEncoder, DPRQuestionEncoder
 
     p = Path(path)
@@ -159,8 +194,10 @@ def load_transformers_encoder(path: str | os.PathLike, side: str,
     if tokenizer_path is None and (p.parent / "rag.json").is_file() and not (p / "tokenizer_config.json").is_file():
         raise InputError(p, f"the {p.name} of a trained RAG model holds no tokenizer (it is in {p.parent.name}/"
                             f"question_tokenizer): give the model directory {p.parent} instead")
-    model = load_model(cls.from_pretrained, p, arch, ignore_unexpected=DPR_POOLER).eval()
+    model = load_model(cls.from_pretrained, p, arch, ignore_unexpected=DPR_POOLER, dtype=torch.float32).eval()
     tokenizer = _bert_tokenizer(Path(tokenizer_path or p), arch, int(model.config.vocab_size))
+    # a RAG model's context_encoder/ without the field was trained, and its index/ encoded, by lewisrag's "pair"
+    adopt_passage_encoding(tokenizer, "pair" if (p.parent / "rag.json").is_file() else "dpr", Path(tokenizer_path or p))
     limit = int(model.config.max_position_embeddings)
     if isinstance(getattr(tokenizer, "model_max_length", None), int) and 0 < tokenizer.model_max_length < limit:
         limit = int(tokenizer.model_max_length)
@@ -284,6 +321,7 @@ def context_fingerprint(path: str | os.PathLike) -> str:
     DPRContextEncoder folder (its weights, loaded strictly; no tokenizer needed) or a lewisrag DPR
     checkpoint (the fingerprint its lewisrag_dpr.json records)."""
     # transformers (and torch with it) loads on first use, for the BM25 paths (see state_fingerprint)
+    import torch
     from transformers import DPRContextEncoder
 
     p = Path(path)
@@ -298,26 +336,101 @@ def context_fingerprint(path: str | os.PathLike) -> str:
     if layout == "rag":
         p = _rag_context_folder(p)
     return state_fingerprint(load_model(DPRContextEncoder.from_pretrained, p, "DPRContextEncoder (--context-encoder)",
-                                        ignore_unexpected=DPR_POOLER))
+                                        ignore_unexpected=DPR_POOLER, dtype=torch.float32))  # as index build loads it
 
 
 def passage_text(title: str, text: str) -> tuple[str, str]:
-    """DPR encodes a passage as the pair (title, text): `[CLS] title [SEP] text [SEP]`."""
+    """A passage as `tokenize_texts` takes it: the pair (title, text), which the encoder's passage
+    encoding turns into tokens (the module's docstring)."""
     return title, text
+
+
+def passage_encoding(tokenizer) -> str:
+    """The passage encoding ("pair" or "dpr") that `tokenizer` carries: what `adopt_passage_encoding`
+    set when its encoder was loaded or started from, else "pair" (a scratch tokenizer of `train dpr`)."""
+    return getattr(tokenizer, "init_kwargs", {}).get(ENCODING_KEY) or "pair"
+
+
+def adopt_passage_encoding(tokenizer, default: str, folder: str | os.PathLike | None = None):
+    """Give `tokenizer` the passage encoding its tokenizer_config.json records (in `folder`, named by
+    an error), or `default` where it records none; it is saved with the tokenizer from then on.
+    Returns the tokenizer."""
+    return set_passage_encoding(tokenizer, tokenizer.init_kwargs.get(ENCODING_KEY, default), folder)
+
+
+def set_passage_encoding(tokenizer, encoding: str, folder: str | os.PathLike | None = None):
+    """`tokenizer` carries `encoding` (one of PASSAGE_ENCODINGS; another is refused, naming the
+    tokenizer_config.json of `folder`) and saves it with itself. Returns the tokenizer."""
+    if encoding not in PASSAGE_ENCODINGS:
+        raise InputError(Path(folder or ".") / "tokenizer_config.json", f"must be one of {', '.join(PASSAGE_ENCODINGS)}, "
+                         f"got {encoding!r}", field=ENCODING_KEY)
+    tokenizer.init_kwargs[ENCODING_KEY] = encoding
+    return tokenizer
+
+
+def tokenizer_fingerprint(tokenizer) -> str:
+    """sha256 of how `tokenizer` turns text into ids: its backend's pipeline and vocabulary (to_str(),
+    without the truncation and padding state each call sets), its special tokens and do_lower_case.
+    An index build's plan holds it, so a changed tokenizer restarts a build as changed weights do."""
+    h = hashlib.sha256()
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        spec = json.loads(backend.to_str())
+        spec.pop("truncation", None), spec.pop("padding", None)
+        h.update(json.dumps(spec, sort_keys=True).encode())
+    else:  # a slow tokenizer: its vocabulary
+        h.update(json.dumps(sorted(tokenizer.get_vocab().items())).encode())
+    h.update(json.dumps({"special_tokens": tokenizer.special_tokens_map, "do_lower_case":
+                         tokenizer.init_kwargs.get("do_lower_case")}, sort_keys=True, default=str).encode())
+    return h.hexdigest()[:16]
 
 
 def tokenize_texts(tokenizer, texts: Sequence[str] | Sequence[tuple[str, str]], max_length: int):
     """Encoder inputs (torch tensors, padded to the longest) for strings (questions) or (title, text)
-    pairs (passages, `passage_text`), whose text is cut to fit `max_length` and never their title.
+    pairs (passages, `passage_text`) in the tokenizer's passage encoding (`passage_encoding`), cut to
+    `max_length` tokens.
 
-    Index builds (`encode_texts`) and the end-to-end retriever's passage encoder
-    (`training.end2end.PassageEncoder`) both tokenize here, so a passage re-encoded in training gets
-    the tokens its stored vector was made from.
+    "pair" cuts the text alone, as it always did, except where the title leaves no room for any of
+    it: there title and text are cut together (longest_first), which is what "dpr" does throughout, as
+    DPR does (the tokenizers library fails on such a title, not cut). Segment ids are always returned,
+    whatever the tokenizer's model_input_names: a tokenizer saved by a BERT-like start reloads without
+    them, and its index was encoded all in segment 0 where it had trained with the text in segment 1.
+
+    Index builds (`encode_texts`), `train dpr` and its self-mined negatives, and the end-to-end
+    retriever's passage encoder (`training.end2end.PassageEncoder`) all tokenize here, so a passage
+    re-encoded in training gets the tokens its stored vector was made from.
     """
-    if isinstance(texts[0], tuple):
-        return tokenizer([t[0] for t in texts], [t[1] for t in texts], truncation="only_second", max_length=max_length,
-                         padding=True, return_tensors="pt")
-    return tokenizer(list(texts), truncation=True, max_length=max_length, padding=True, return_tensors="pt")
+    if not isinstance(texts[0], tuple):
+        return tokenizer(list(texts), truncation=True, max_length=max_length, padding=True, return_tensors="pt")
+    titles, bodies = [t[0] for t in texts], [t[1] for t in texts]
+    if passage_encoding(tokenizer) == "dpr":
+        titled = [i for i, title in enumerate(titles) if title]  # DPR: `if title` pairs it, else the text alone
+        untitled = [i for i, title in enumerate(titles) if not title]
+        groups = [(titled, "longest_first", True), (untitled, True, False)]
+    else:
+        specials = tokenizer.num_special_tokens_to_add(pair=True)
+        # cut at max_length (a longer title is long already), which also keeps transformers from warning of it
+        lengths = [len(ids) for ids in tokenizer(titles, add_special_tokens=False, truncation=True,
+                                                 max_length=max_length)["input_ids"]]
+        fits = [i for i, n in enumerate(lengths) if n + specials < max_length]  # only_second can cut the text
+        long = [i for i, n in enumerate(lengths) if n + specials >= max_length]
+        if not long:  # the call it always was (lewisrag's own tokenizers return segment ids anyway)
+            return tokenizer(titles, bodies, truncation="only_second", max_length=max_length, padding=True,
+                             return_token_type_ids=True, return_tensors="pt")
+        groups = [(fits, "only_second", True), (long, "longest_first", True)]
+    rows: list[dict | None] = [None] * len(texts)
+    for rows_of, truncation, paired in groups:
+        if not rows_of:
+            continue
+        first = [titles[i] for i in rows_of] if paired else [bodies[i] for i in rows_of]
+        second = [bodies[i] for i in rows_of] if paired else None
+        enc = tokenizer(first, second, truncation=truncation, max_length=max_length, return_token_type_ids=True)
+        for k, i in enumerate(rows_of):
+            rows[i] = {name: values[k] for name, values in enc.items()}
+    batch = tokenizer.pad(rows, padding=True, return_tensors="pt")
+    if passage_encoding(tokenizer) == "dpr":
+        batch["token_type_ids"].zero_()  # DPR's segments are all 0
+    return batch
 
 
 def encode_texts(

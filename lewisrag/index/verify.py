@@ -646,7 +646,7 @@ def _check_encoding(index, encoder: str | os.PathLike | None) -> dict:
     encoder: what no hash can show (vectors and FAISS index copied in from another index of the
     same size and width would pass every check above)."""
     from lewisrag.index.dense import EMBEDDINGS, MIN_COSINE, compare_encodings, spot_check_rows
-    from lewisrag.index.encoders import load_context_encoder
+    from lewisrag.index.encoders import load_context_encoder, set_passage_encoding
 
     recorded = index.manifest["encoder"].get("path")
     if encoder is None and not (recorded and Path(recorded).exists()):
@@ -656,6 +656,9 @@ def _check_encoding(index, encoder: str | os.PathLike | None) -> dict:
     if encoder is not None and not Path(encoder).exists():
         raise InputError(encoder, "not found", field="--encoder")
     ckpt = load_context_encoder(where)
+    # encoded afresh as the build encoded them: an index built before its manifest recorded the passage
+    # encoding was built in lewisrag's "pair", whatever the encoder's folder says now
+    set_passage_encoding(ckpt.tokenizer, index.manifest["encoder"].get("passage_encoding", "pair"), where)
     if ckpt.ctx_fingerprint != index.ctx_fingerprint:
         raise InputError(where, f"is not the context encoder that built {index.path} (weights' fingerprint "
                          f"{ckpt.ctx_fingerprint[:12]}, the index's {index.ctx_fingerprint[:12]}): changed since, or another; "

@@ -27,6 +27,10 @@ starts as two networks, so it trains as `shared=False`. Every starting weight is
 unused or misshapen ones are an InputError naming them, except a BERT-like checkpoint's pretraining
 heads and pooler and a DPR folder's BERT pooler, which DPR never runs. With `steps=0` the checkpoint
 holds the starting weights exactly (a DPR pair converted to lewisrag's layout, fingerprint unchanged).
+Passages are tokenized in the start's passage encoding (`index.encoders.passage_encoding`): DPR's for
+a transformers DPR folder (a pair: its context side's), the recorded one for a lewisrag checkpoint,
+lewisrag's "pair" from scratch or a BERT-like start; the checkpoint's tokenizer records it, so its
+index is built, and its negatives mined, as it trained.
 
 It trains, and mines its own negatives, on `device` (a GPU when one is visible, by default), with
 `mixed_precision` bf16 or fp16 (a gradient scaler) autocasting the encoders' forward passes; the
@@ -54,7 +58,8 @@ from lewisrag.data.outputs import check_out_dir, staged_dir
 from lewisrag.data.passages import passages_at
 from lewisrag.data.pretrained import check_state_fits, load_model, load_tokenizer
 from lewisrag.data.records import Passage, QAExample
-from lewisrag.index.encoders import DPR_ARCHITECTURES, DPR_POOLER, META_FILE, DPRCheckpoint, state_fingerprint
+from lewisrag.index.encoders import (DPR_ARCHITECTURES, DPR_POOLER, META_FILE, DPRCheckpoint, adopt_passage_encoding,
+                                     passage_encoding, set_passage_encoding, state_fingerprint, tokenize_texts)
 from lewisrag.scoring.aggregate import mean
 from lewisrag.training.configs import DPR_KIND as KIND  # the marker kind of DPR checkpoint folders (lewisrag.data.outputs)
 from lewisrag.training.configs import DPRTrainConfig, check_init
@@ -143,6 +148,7 @@ def _init_pair(cfg: DPRTrainConfig):
     if c_tokenizer.get_vocab() != tokenizer.get_vocab():
         raise InputError(cfg.init_context, "--init-context's tokenizer has another vocabulary than --init-question's: "
                          "a DPR pair reads one tokenization")
+    set_passage_encoding(tokenizer, passage_encoding(c_tokenizer))  # passages are the context side's to read
     q_enc, c_enc = DPRQuestionEncoder(q_cfg), DPRContextEncoder(c_cfg)
     q_enc.question_encoder.load_state_dict(q_weights)  # both checked to fit by starting_encoder
     c_enc.ctx_encoder.load_state_dict(c_weights)
@@ -197,7 +203,10 @@ def starting_encoder(path: str, flag: str, side: str | None = None):
                          f"{dcfg.vocab_size}: another model's tokenizer", field="vocab_size")
     if tokenizer.pad_token is None:  # a batch of questions is padded: a ValueError at the first step
         raise InputError(p, f"{flag}: its tokenizer has no pad token, and DPR pads its batches", field="pad_token")
-    segment = max(tokenizer("a", "b").get("token_type_ids") or [0])  # a passage is (title, text): its text's segment
+    # a transformers DPR folder was trained in DPR's passage encoding, anything else is lewisrag's (`passage_encoding`)
+    adopt_passage_encoding(tokenizer, "pair" if arch is None else "dpr", p)
+    types = tokenize_texts(tokenizer, [("a", "b")], 8).get("token_type_ids")
+    segment = int(types.max()) if types is not None else 0  # a passage is (title, text): its text's segment
     if segment >= dcfg.type_vocab_size:  # an IndexError at the first step
         raise InputError(p / "config.json", f"{flag}: its tokenizer puts a passage's text in segment {segment}, the model "
                          f"has {dcfg.type_vocab_size} segment embedding(s)", field="type_vocab_size")
@@ -318,8 +327,7 @@ def train_dpr(
         q = tokenizer([usable[i][0].question for i in batch], truncation=True, max_length=cfg.q_max_length,
                       padding=True, return_tensors="pt").to(device)
         read = held(rows)
-        p = tokenizer([x.title for x in read], [x.text for x in read], truncation="only_second",
-                      max_length=cfg.p_max_length, padding=True, return_tensors="pt").to(device)
+        p = tokenize_texts(tokenizer, [(x.title, x.text) for x in read], cfg.p_max_length).to(device)
         with autocast(cfg.mixed_precision, device.type):
             q_vec = q_enc(**q).pooler_output  # (B, D)
             p_vec = c_enc(**p).pooler_output  # (B + negatives, D): golds, hard negatives, self-mined ones

@@ -18,6 +18,7 @@ from lewisrag.data.io import InputError, LewisragWarning
 from lewisrag.data.passages import PassageTable, passages_at
 from lewisrag.data.records import Passage, QAExample, ids_present, missing_passage_id
 from lewisrag.index.bm25 import BM25Index
+from lewisrag.index.encoders import tokenize_texts
 from lewisrag.scoring.qa import has_answer, is_regex_answered, normalize_passage
 from lewisrag.training.configs import HARD_NEGATIVE_SOURCES
 from lewisrag.training.devices import autocast
@@ -115,9 +116,9 @@ def mine_self_negatives(q_enc, c_enc, tokenizer, cfg, examples: Sequence[QAExamp
     q_enc.eval(), c_enc.eval()
     device = next(q_enc.parameters()).device
     with torch.no_grad(), autocast(cfg.mixed_precision, device.type):
-        p_vec = torch.cat([c_enc(**tokenizer([p.title for p in chunk], [p.text for p in chunk], truncation="only_second",
-                                             max_length=cfg.p_max_length, padding=True,
-                                             return_tensors="pt").to(device)).pooler_output.float()
+        # tokenized as training and the index tokenize them (the tokenizer's passage encoding)
+        p_vec = torch.cat([c_enc(**tokenize_texts(tokenizer, [(p.title, p.text) for p in chunk], cfg.p_max_length)
+                                 .to(device)).pooler_output.float()
                            for chunk in _chunks(passages, batch_size)])  # (N, D)
         q_vec = torch.cat([q_enc(**tokenizer([ex.question for ex in chunk], truncation=True, max_length=cfg.q_max_length,
                                              padding=True, return_tensors="pt").to(device)).pooler_output.float()

@@ -14,7 +14,7 @@ it up (`dense.faiss_build.ADD_ROWS`, `dense.index.SEARCH_ROWS`), not here.
 """
 
 from lewisrag.index.dense.build import (VECTOR_DTYPES, DenseBuildConfig, _copy_stored, build_dense_index,
-                                        check_build_config, check_fits)
+                                        check_build_config, check_finite, check_fits)
 from lewisrag.index.dense.faiss_build import (ADD_ROWS, TRAIN_PER_LIST, TRANSFORM_SAMPLE, TWO_LEVEL_LISTS,
                                               _faiss_reason, _ivf_or_none, _new_index, _no_polysemous_training,
                                               _transforms, build_faiss, check_factory, faiss_structure, row_reader,
@@ -31,7 +31,7 @@ __all__ = ["ADD_ROWS", "COMPRESSED_ONLY", "DEFAULT_SEARCH_PARAMS", "DEVICE_DTYPE
            "HALF_CANDIDATES", "MAX_NORM_RATIO", "MIN_COSINE", "REFINE_K_FACTOR", "SEARCH_ROWS", "SPOT_CHECK_ROWS",
            "TRAIN_PER_LIST", "TRANSFORM_SAMPLE", "TWO_LEVEL_LISTS", "VECTOR_DTYPES", "DenseBuildConfig", "DenseIndex",
            "advise_random", "build_dense_index", "build_faiss", "check_build_config", "check_factory",
-           "check_faiss_factory", "check_fits", "check_refine_k_factor", "check_stored_embeddings",
+           "check_faiss_factory", "check_finite", "check_fits", "check_refine_k_factor", "check_stored_embeddings",
            "check_vector_dtype", "compare_encodings", "faiss_structure", "is_refine", "row_reader", "spot_check_rows",
            "train_faiss", "training_rows", "training_sample_size", "two_level_centroids", "use_blas_for_small_batches",
            "write_dense_index"]

@@ -51,7 +51,9 @@ def build_dense_index(
     """Encode `passages` with the context encoder of `encoder_path` and write a FAISS index to `out`.
 
     `encoder_path` is a `lewisrag train dpr` checkpoint or a transformers DPRContextEncoder folder
-    (`encoders.load_context_encoder`); the manifest records its path, fingerprint and layout.
+    (`encoders.load_context_encoder`); the manifest records its path, fingerprint, layout, tokenizer
+    fingerprint and passage encoding (`encoders.passage_encoding`). A partial build resumes only under
+    the same plan: the same passages, weights, tokenizer, passage encoding and settings.
 
     `on_progress(stage, done, total)` is called after each encoder batch (stage "encode") or, with
     `cfg.reuse_embeddings`, as the stored vectors are copied (stage "copy"), and as the FAISS index
@@ -78,15 +80,16 @@ def build_dense_index(
     spot_check = check_stored_embeddings(passages, ckpt, max_length, cfg.mixed_precision) if cfg.reuse_embeddings else None
     chash, blocks = store.content_hashes(passages)
     partial = store.partial_dir(out)
-    plan = {"content_hash": chash, "ctx_fingerprint": ckpt.ctx_fingerprint, "shard_size": cfg.shard_size, "max_length": max_length,
-            "mixed_precision": cfg.mixed_precision, "vector_dtype": cfg.vector_dtype}
+    encoding = {"tokenizer_fingerprint": ckpt.tokenizer_fingerprint, "passage_encoding": ckpt.passage_encoding}
+    plan = {"content_hash": chash, "ctx_fingerprint": ckpt.ctx_fingerprint, **encoding, "shard_size": cfg.shard_size,
+            "max_length": max_length, "mixed_precision": cfg.mixed_precision, "vector_dtype": cfg.vector_dtype}
     with exclusive(partial):  # a second build into the same folder would share IDX.partial with this one
         _reset_if_stale(partial, {**plan, "embeddings": "reused"} if spot_check else plan)
         try:
             if spot_check:
                 _copy_stored(passages, partial / EMBEDDINGS, cfg.shard_size, cfg.vector_dtype, on_progress)
             else:
-                _encode_into(passages, ckpt, partial, cfg, max_length, on_progress)
+                _encode_into(passages, ckpt, partial, cfg, max_length, on_progress, str(encoder_path))
         except InputError:  # bad input found on the way: the fixed input hashes otherwise, so nothing here could resume
             shutil.rmtree(partial, ignore_errors=True)
             raise
@@ -106,8 +109,9 @@ def build_dense_index(
             "content_hash": chash,
             "block_hashes": store.block_hashes(blocks),
             "sample_hash": store.sample_hash(passages),
+            # tokenizer_fingerprint and passage_encoding: absent in indexes built before they were recorded
             "encoder": {"path": str(Path(encoder_path).resolve()), "ctx_fingerprint": ckpt.ctx_fingerprint,
-                        "format": ckpt.meta.get("format", "lewisrag")},
+                        "format": ckpt.meta.get("format", "lewisrag"), **encoding},
             "search_params": DEFAULT_SEARCH_PARAMS,
             **refine,
             "build": {"shard_size": cfg.shard_size, "max_length": max_length, "mixed_precision": cfg.mixed_precision,
@@ -127,7 +131,7 @@ def build_dense_index(
 
 
 def _encode_into(passages: Sequence[Passage], ckpt: DPRCheckpoint, partial: Path, cfg: DenseBuildConfig,
-                 max_length: int, on_progress) -> None:
+                 max_length: int, on_progress, encoder: str = "the context encoder") -> None:
     """Encode every passage into `partial/embeddings.npy`, one shard at a time (`_RowWriter`).
 
     Memory holds one shard's passages and vectors, whatever the corpus. A shard is marked done
@@ -164,6 +168,7 @@ def _encode_into(passages: Sequence[Passage], ckpt: DPRCheckpoint, partial: Path
             vecs = encode_texts(ckpt.ctx_encoder, ckpt.tokenizer, [(p.title, p.text) for p in chunk],
                                 batch_size=cfg.batch_size, max_length=max_length, mixed_precision=cfg.mixed_precision,
                                 on_batch=tick)
+            check_finite(vecs, chunk, s * shard, encoder)
             check_fits(vecs, out.dtype, getattr(passages, "source", "the passages"), s * shard)
             out.write(s * shard, vecs)
             out.sync()
@@ -180,6 +185,26 @@ def _holds_rows(path: Path, shape: tuple[int, int], dtype: str) -> bool:
         return False
     whole = header.offset + header.nbytes == path.stat().st_size
     return whole and header.shape == shape and header.dtype == np.dtype(dtype)
+
+
+def check_finite(vectors: np.ndarray, passages: Sequence[Passage], first_row: int, encoder: str) -> None:
+    """Refuse vectors holding NaN or infinity, whatever the stored dtype: FAISS would index them and
+    every search score against them be NaN (a diverged or damaged encoder, or fp16 overflow). The
+    error names the encoder and the first such passage by row (1-based, as lines are) and id.
+
+    >>> from lewisrag.data.records import Passage
+    >>> check_finite(np.array([[1.0, 2.0], [np.nan, 0.0]], np.float32), [Passage("a", "", "x"), Passage("b", "", "y")], 4, "enc")
+    Traceback (most recent call last):
+    lewisrag.data.io.InputError: enc: encodes passage row 6 (id 'b') as a vector holding NaN: its weights hold NaN or inf, or the forward pass overflowed (--mixed-precision fp16); no index was written
+    """
+    bad = ~np.isfinite(vectors)
+    if bad.any():
+        row, col = (int(x) for x in np.argwhere(bad)[0])
+        value = float(vectors[row, col])
+        what = "NaN" if np.isnan(value) else "infinity" if value > 0 else "-infinity"
+        raise InputError(encoder, f"encodes passage row {first_row + row + 1} (id {passages[row].id!r}) as a vector holding "
+                         f"{what}: its weights hold NaN or inf, or the forward pass overflowed "
+                         "(--mixed-precision fp16); no index was written")
 
 
 def check_fits(vectors: np.ndarray, dtype: np.dtype, source: str, first_row: int) -> None:
