@@ -24,10 +24,12 @@ passes its own `num_beams` (default 1: greedy) and `max_length` (default 32). Th
 that default: its generation config has num_beams=1 and max_length=32, so RAG-Token's plain
 `generate()` gives default `ask`'s answers. A beam-only setting (bart-large's `early_stopping=True`)
 cannot be saved beside num_beams=1 (transformers refuses), so it is left out there and listed in
-`beam_kwargs`. A saved transformers RAG-Sequence folder keeps no generation config for its
-generator at all: transformers rebuilds one from the BART config, without settings such as
-bart-large's `forced_bos_token_id=0` and `no_repeat_ngram_size=3`. Hence, in the summary and
-lewisrag_export.json:
+`beam_kwargs`; sampling-only settings (a generator's `"top_k": 10`: RAG decoding never samples) and
+output flags without return_dict_in_generate, which transformers refuses as well and which change no
+id, are left out too (`rag_model.checkpoints.unread_settings`). A saved transformers RAG-Sequence
+folder keeps no generation config for its generator at all: transformers rebuilds one from the BART
+config, without settings such as bart-large's `forced_bos_token_id=0` and `no_repeat_ngram_size=3`.
+Hence, in the summary and lewisrag_export.json:
 
     generate_kwargs   generate(**generate_kwargs) gives default `ask`'s answers, either variant:
                       num_beams=1, max_length=32 and (RAG-Sequence) every setting its reload loses
@@ -48,6 +50,7 @@ import copy
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,11 +59,12 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from lewisrag.data.io import InputError, make_parents, remove_if_empty, write_json
+from lewisrag.data.io import InputError, make_parents, one_line, remove_if_empty, write_json
 from lewisrag.data.outputs import check_out_dir, exclusive, staged_dir
 from lewisrag.data.passages import PASSAGE_SCHEMA, PassageTable
 from lewisrag.index.dense import DenseIndex
-from lewisrag.rag_model.checkpoints import EXPORT_FORMAT, EXPORT_RECORD
+from lewisrag.rag_model.checkpoints import BEAM_ONLY, EXPORT_FORMAT, EXPORT_RECORD, unread_settings
+from lewisrag.rag_model.decoding import generation_file
 from lewisrag.rag_model.model import max_positions
 from lewisrag.training.checkpoint import load_trained, resolve_model_dir
 
@@ -69,7 +73,6 @@ PASSAGES = "passages"
 FAISS_FILE = "passages.faiss"
 # `lewisrag ask`'s --num-beams and --max-length defaults (commands/ask.py; tests/test_export.py checks they agree)
 ASK_DEFAULTS = {"num_beams": 1, "max_length": 32}
-BEAM_ONLY = ("early_stopping", "length_penalty")  # settings transformers refuses to save with num_beams=1
 # what generate() returns beside the ids, or whether it keeps a cache while decoding; never which ids: not a
 # decoding setting a reload can lose. A generator folder whose generation_config.json does not name them
 # (bart-large's, written by transformers 4; any folder without the file) reads None there, where the config
@@ -146,7 +149,13 @@ def _export(model_path, index_path, out: Path, given, swap: bool) -> ExportSumma
     beams = beam_settings(model.generation_config)
     model.generation_config = ask_generation_config(model.generation_config)  # what the export decodes with
     with staged_dir(out, KIND) as tmp:
-        model.to_hf(tmp / "rag")
+        try:
+            model.to_hf(tmp / "rag")
+        except ValueError as e:  # a setting transformers will not save that `ask_generation_config` kept
+            refusal = unsavable(e, generation_source(resolve_model_dir(model_path), s.variant))
+            if refusal is None:
+                raise
+            raise refusal from None
         for entry in (tmp / "rag").iterdir():  # the RAG weights and configs sit at the top of DIR
             os.replace(entry, tmp / entry.name)
         (tmp / "rag").rmdir()
@@ -187,13 +196,39 @@ def within_positions(tokenizer, config):
 
 
 def ask_generation_config(generation_config):
-    """A copy of `generation_config` that decodes as `lewisrag ask` does by default (`ASK_DEFAULTS`),
-    without the beam-only settings that transformers will not save beside num_beams=1."""
+    """A copy of `generation_config` that decodes as `lewisrag ask` does by default (`ASK_DEFAULTS`), without
+    the settings that cannot change its ids and that transformers will not save in a config the export changed
+    (`rag_model.checkpoints.unread_settings`): beam-only ones beside num_beams=1, sampling-only ones (a
+    generator's `"top_k": 10`, which trained and answered, crashed the export), output flags."""
     gc = copy.deepcopy(generation_config)
     gc.update(**ASK_DEFAULTS, max_new_tokens=None)  # ask's max_length beats a saved max_new_tokens (decoding.resolve_settings)
-    unset = type(gc)()
-    gc.update(**{name: getattr(unset, name) for name in BEAM_ONLY})
+    for name, value in unread_settings(gc).items():  # set, not gc.update(): its validation warns about the rest
+        setattr(gc, name, value)
     return gc
+
+
+def generation_source(model_dir: Path, variant: str) -> Path:
+    """The file `model_dir`'s generation config was read from (a RAG-Sequence folder of transformers' layout
+    keeps its generator's in config.json)."""
+    if (model_dir / "rag.json").is_file():
+        return generation_file(model_dir / "generator")
+    return generation_file(model_dir) if variant == "token" else model_dir / "config.json"
+
+
+def unsavable(error: ValueError, source: Path) -> InputError | None:
+    """transformers' refusal to save a generation config (`GenerationConfig.save_pretrained`: "GenerationConfig
+    is invalid", one issue a line "- `name`: why", or another check's error, each ending "Fix these issues to
+    save the configuration.") as one line naming `source` and the first setting; None for any other ValueError."""
+    text = str(error)
+    if "to save the configuration" not in text:
+        return None
+    issue = re.search(r"^- `(\w+)`: (.*)$", text, re.MULTILINE)
+    if issue:
+        field, why = issue.group(1), issue.group(2)
+    else:
+        named = re.search(r"`(\w+)`", text)
+        field, why = (named.group(1) if named else None), one_line(text.split("\n\nFix these issues")[0])
+    return InputError(source, f"transformers will not save this generation setting in the export: {why}", field=field)
 
 
 def beam_settings(generation_config) -> dict:

@@ -24,6 +24,7 @@ configs are JSON.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -43,6 +44,15 @@ FORMAT = "lewisrag-rag/1"
 EXPORT_RECORD = "lewisrag_export.json"  # written by `lewisrag export` (experiments/export.py)
 EXPORT_FORMAT = "lewisrag-export/1"
 _HF_CLASSES = {"RagTokenForGeneration": "token", "RagSequenceForGeneration": "sequence"}
+# settings of a generation config that no decoding of its own mode reads, each with the value that means "off"
+# (None: any value is on), which transformers refuses to save in a config changed since it was read
+# (`GenerationConfig.save_pretrained` validates it strictly then): beam-only ones beside num_beams=1,
+# sampling-only ones without do_sample (RAG decoding never samples: decoding._UNSUPPORTED), and what generate()
+# would return beside the ids without return_dict_in_generate
+BEAM_ONLY = {"early_stopping": False, "length_penalty": 1.0}
+SAMPLING_ONLY = {"temperature": 1.0, "top_k": 50, "top_p": 1.0, "min_p": None, "top_h": None, "typical_p": 1.0,
+                 "epsilon_cutoff": 0.0, "eta_cutoff": 0.0}
+EXTRA_OUTPUTS = {"output_attentions": False, "output_hidden_states": False, "output_scores": False, "output_logits": False}
 
 
 def _hf_class(variant: str):
@@ -215,7 +225,7 @@ def save_hf(model, path: str | os.PathLike) -> None:
     # copy weights into a fresh model rather than handing ours over: its post_init may re-initialise
     hf.question_encoder.load_state_dict(model.question_encoder.state_dict())
     hf.generator.load_state_dict(model.generator.state_dict())
-    hf.generation_config = model.generation_config
+    hf.generation_config = savable_generation_config(model.generation_config)
     with staged_dir(path) as tmp:
         hf.save_pretrained(tmp)
 
@@ -223,11 +233,43 @@ def save_hf(model, path: str | os.PathLike) -> None:
 def save_native(model, path: str | os.PathLike) -> None:
     with staged_dir(path) as tmp:
         model.question_encoder.save_pretrained(tmp / "question_encoder")
-        model.generator.generation_config = model.generation_config
-        model.generator.save_pretrained(tmp / "generator")
+        model.generator.generation_config = savable_generation_config(model.generation_config)
+        try:
+            model.generator.save_pretrained(tmp / "generator")
+        finally:
+            model.generator.generation_config = model.generation_config
         if model.context_encoder is not None:
             model.context_encoder.save_pretrained(tmp / "context_encoder")
         write_json(tmp / "rag.json", {"format": FORMAT, "settings": asdict(model.settings)})
+
+
+def savable_generation_config(gc):
+    """`gc` itself, or, where it was changed since it was read (transformers validates only such a config
+    strictly on save: `GenerationConfig.save_pretrained`) and holds a setting its decoding mode never reads
+    (`unread_settings`), a copy with those at transformers' defaults: the same ids, and a config transformers
+    saves. A model read back from an export with `beam_kwargs` (bart-large's early_stopping=True beside
+    num_beams=1: `apply_export_record`) was refused by save_pretrained and to_hf ("GenerationConfig is invalid").
+    A beam-only setting so dropped no longer applies to `generate(num_beams=N)` after a reload: the export
+    lists it in beam_kwargs, lewisrag's layout has no place for it."""
+    reset = unread_settings(gc)
+    if not reset or getattr(gc, "_original_object_hash", None) == hash(gc):  # as read: saved as it is, warning at most
+        return gc
+    gc = copy.deepcopy(gc)
+    for name, value in reset.items():  # set, not gc.update(): its validation warns about the rest on its own
+        setattr(gc, name, value)
+    return gc
+
+
+def unread_settings(gc) -> dict:
+    """The settings of `gc` that its decoding mode never reads and that transformers refuses to save in a
+    config changed since it was read (`BEAM_ONLY` beside num_beams=1, `SAMPLING_ONLY` without do_sample,
+    `EXTRA_OUTPUTS` without return_dict_in_generate), each with transformers' default (GenerationConfig())."""
+    unread = {**(BEAM_ONLY if gc.num_beams is None or gc.num_beams <= 1 else {}),
+              **(SAMPLING_ONLY if gc.do_sample is not True else {}),
+              **(EXTRA_OUTPUTS if gc.return_dict_in_generate is not True else {})}
+    unset = type(gc)()
+    return {name: getattr(unset, name) for name, off in unread.items()
+            if getattr(gc, name, None) is not None and getattr(gc, name) != off}
 
 
 def read_settings(path: str | os.PathLike) -> RagSettings:

@@ -189,9 +189,25 @@ def _or(value, default):
     return default if value is None else value
 
 
+DEFAULT_MAX_LENGTH = 20  # transformers' max_length where none is set (GenerationConfig's generate-time default)
+
+
 def _max_length(gc) -> int:
     """Decoder length limit, start token included; `max_new_tokens` wins over `max_length`, as in transformers."""
-    return 1 + gc.max_new_tokens if gc.max_new_tokens is not None else _or(gc.max_length, 20)
+    return 1 + gc.max_new_tokens if gc.max_new_tokens is not None else _or(gc.max_length, DEFAULT_MAX_LENGTH)
+
+
+def default_max_length(variant: str, generator_config) -> int:
+    """The length limit (start token included) transformers' RAG decodes to when neither generate() nor the
+    generation config sets max_length or max_new_tokens. RAG-Token's generate fills in the default, 20.
+    RAG-Sequence's runs its generator's generate, which reads an unset max_length as 20 tokens *after* the
+    decoder's input, the start token ("the model-agnostic default `max_length` (=21)"), cut at the generator's
+    positions (`GenerationMixin._prepare_generated_length`)."""
+    if variant == "token":
+        return DEFAULT_MAX_LENGTH
+    length = DEFAULT_MAX_LENGTH + 1
+    positions = getattr(generator_config, "max_position_embeddings", None)
+    return min(length, positions) if _is_int(positions) else length
 
 
 def logits_processors(gc, device="cpu"):
@@ -238,6 +254,8 @@ def generate(model, context_input_ids, context_attention_mask, doc_scores, n_doc
         raise ValueError(f"expected context_input_ids (B*K, L) and doc_scores (B, K={k}), got "
                          f"{tuple(context_input_ids.shape)} and {tuple(doc_scores.shape)}")
     gc = resolve_settings(model.generation_config, num_beams=num_beams, max_length=max_length, **kwargs)
+    if gc.max_length is None and gc.max_new_tokens is None:  # no length anywhere: transformers' default, per variant
+        gc.max_length = default_max_length(model.variant, model.generator.config)
     # RAG-Sequence's thorough decoding and RAG-Token's evidence score the finished answers once more
     rescores = (decoding == "thorough") if model.variant == "sequence" else return_evidence
     check_length(gc, model.generator.config, rescores)

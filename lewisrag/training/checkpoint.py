@@ -277,24 +277,37 @@ def resolve_model_dir(path: str | os.PathLike) -> Path:
                 raise InputError(p / "best", "missing, though this run saved its best model there (its marker lists "
                                  "best/): the run folder is damaged; give its final/ to use the last model")
             return candidate
+    saved = {"best", "final"} & set(written_files(p) or ())  # a model the run saved there, since deleted
+    if (p / "checkpoint" / STATE_JSON).is_file() and not saved:  # a `train rag` run that has not saved one yet
+        raise InputError(p, _no_model_yet(p))
     runs = [d.name for d in sorted(p.glob("rag_*")) if (d / "best" / "rag.json").is_file() or (d / "final" / "rag.json").is_file()]
     hint = (f"a reproduce run holds its models in {', '.join(f'{p}/{r}' for r in runs)}" if runs
             else "train one with `lewisrag train rag`")
     raise InputError(p, f"not a RAG model: no rag.json here nor in best/ or final/ ({hint})")
 
 
+def _step(path: Path) -> object:
+    """The step a run's state.json or train_config.json records; "?" where it cannot be read."""
+    try:
+        return read_json(path).get("step", "?")
+    except (InputError, AttributeError):
+        return "?"
+
+
 def _unfinished(run: Path) -> str:
     """What to say when a run folder's best/ is taken while the run has no final/ yet."""
-    def step(path: Path) -> object:
-        try:
-            return read_json(path).get("step", "?")
-        except (InputError, AttributeError):
-            return "?"
-
-    best = step(run / "best" / "train_config.json")
-    where = f"; its last checkpoint is at step {step(run / 'checkpoint' / STATE_JSON)}" if (run / "checkpoint").is_dir() else ""
+    best = _step(run / "best" / "train_config.json")
+    where = f"; its last checkpoint is at step {_step(run / 'checkpoint' / STATE_JSON)}" if (run / "checkpoint").is_dir() else ""
     return (f"{run}: this training run has no final/ (it is still training, or it stopped before the end{where}); "
             f"using best/, saved at step {best}")
+
+
+def _no_model_yet(run: Path) -> str:
+    """What to say when a run folder holds a checkpoint but neither best/ nor final/: a run killed (or still
+    running) before its first dev evaluation, which was refused as "not a RAG model"."""
+    return (f"this training run has saved no model yet: no best/ nor final/ (it is still training, or it stopped "
+            f"before the end; its last checkpoint is at step {_step(run / 'checkpoint' / STATE_JSON)}); finish it "
+            f"with `lewisrag train rag --out {run} --resume` and the flags it was started with")
 
 
 def _is_hf_rag(p: Path) -> bool:
