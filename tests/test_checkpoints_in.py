@@ -46,14 +46,17 @@ def hf(tiny_corpus, tmp_path_factory) -> dict:
 
 def transformers_top(hf: dict, questions: list[str], k: int):
     """Top-k passage ids and scores as transformers' DPR encoders give them: pooler_output of
-    DPRQuestionEncoder / DPRContextEncoder, each text encoded alone, dot product."""
+    DPRQuestionEncoder / DPRContextEncoder, each text encoded alone, dot product; passages as DPR
+    encoded wiki_dpr's (and transformers' RAG example its own): the pair's input ids, segment ids all 0."""
     from transformers import AutoTokenizer, DPRContextEncoder, DPRQuestionEncoder
 
     q_enc = DPRQuestionEncoder.from_pretrained(hf["question"]).eval()
     c_enc = DPRContextEncoder.from_pretrained(hf["context"]).eval()
     q_tok, c_tok = AutoTokenizer.from_pretrained(hf["question"]), AutoTokenizer.from_pretrained(hf["context"])
     with torch.no_grad():
-        p = torch.cat([c_enc(**c_tok(x.title, x.text, return_tensors="pt")).pooler_output for x in hf["passages"]])
+        p = torch.cat([c_enc(input_ids=c_tok(x.title, x.text, return_tensors="pt")["input_ids"]).pooler_output
+                       if x.title else c_enc(input_ids=c_tok(x.text, return_tensors="pt")["input_ids"]).pooler_output
+                       for x in hf["passages"]])
         q = torch.cat([q_enc(**q_tok(x, return_tensors="pt")).pooler_output for x in questions])
     top = (q @ p.T).topk(k, dim=1)  # (Q, k)
     return [[hf["passages"][i].id for i in row] for row in top.indices.tolist()], top.values.numpy()
