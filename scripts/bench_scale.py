@@ -4,8 +4,10 @@
     .venv/bin/python scripts/bench_scale.py [--sizes 100000,1000000] [--target-recall 0.95] [--json]
     .venv/bin/python scripts/bench_scale.py --quick --json     # 10k and 20k passages: a smoke test
     .venv/bin/python scripts/bench_scale.py --index RUN/index_a --questions RUN/world/test.jsonl
-    .venv/bin/python scripts/bench_scale.py --fit 1m.jsonl 5m.jsonl   # tables and fit from earlier --json runs
                                      # a built index's own vectors and real questions (real structure, its N)
+    .venv/bin/python scripts/bench_scale.py --index INDEX --questions FILE --encoder Q_FOLDER --context-encoder CTX_FOLDER
+                                     # the same on an index built from a transformers DPRContextEncoder folder
+    .venv/bin/python scripts/bench_scale.py --fit 1m.jsonl 5m.jsonl   # tables and fit from earlier --json runs
 
 The paper retrieves from 21M passages: 64.5 GB of float32 768-d vectors, more than a Flat index
 can hold in RAM. For synthetic corpora of each size in --sizes and each index kind this measures
@@ -44,7 +46,10 @@ extrapolation to 21M and 100M passages: an extrapolation, marked as such, not a 
 
 With --index DIR --questions FILE the same measurements run once on a lewisrag dense index's own
 vectors (stored as float16, as `--vector-dtype float16` keeps them) with FILE's questions encoded by
-the index's question encoder as the queries: trained DPR vectors have the structure the synthetic
+the index's question encoder as the queries (--encoder, --context-encoder and --swap as `lewisrag
+index tune` takes them: an index built from a transformers DPRContextEncoder folder, as every
+base-preset and wiki_dpr index is, needs the DPRQuestionEncoder folder of its pair as --encoder and
+that folder as --context-encoder): trained DPR vectors have the structure the synthetic
 mixture imitates, at the index's N; the PQ width follows the vectors' dimension (64 sub-quantizers
 up to half of it), so a 128-d index gets the same 72 bytes a passage as a 768-d one.
 
@@ -387,7 +392,7 @@ def bench_index(args, workdir: Path):
     from lewisrag.data.records import read_qa
     from lewisrag.index import open_retriever
 
-    retriever = open_retriever(args.index)
+    retriever = open_retriever(args.index, args.encoder, swap=args.swap, context_encoder=args.context_encoder)
     if not hasattr(retriever, "encode"):
         raise InputError(args.index, "a BM25 index has no vectors; give a dense index", field="--index")
     # the first --queries questions tune, the next --queries are the held-out ones (fewer than twice
@@ -664,6 +669,13 @@ def parse_args(argv=None):
                          "(sizes measured in separate runs, fitted together)")
     ap.add_argument("--index", type=Path, help="a lewisrag dense index: bench its own vectors instead of synthetic ones")
     ap.add_argument("--questions", type=Path, help="with --index: QA examples whose questions are the queries")
+    ap.add_argument("--encoder", help="with --index: DPR checkpoint, DPRQuestionEncoder folder or trained RAG model "
+                                      "(RUN/best: its question encoder) that encodes the questions (default: the index's; "
+                                      "needed for an index built from a transformers DPRContextEncoder folder)")
+    ap.add_argument("--context-encoder", help="with a DPRQuestionEncoder folder as --encoder: the DPRContextEncoder "
+                                              "folder of its pair; it must be the one that built the index")
+    ap.add_argument("--swap", action="store_true", help="with --index: allow a question encoder trained against another "
+                                                        "context encoder (or an unpaired DPRQuestionEncoder folder)")
     ap.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
     ap.add_argument("--spec", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -685,6 +697,11 @@ def parse_args(argv=None):
             ap.error(f"{flag}: must be {rule}")
     if (args.index is None) != (args.questions is None):
         ap.error("--index and --questions go together")
+    for flag, given in (("--encoder", args.encoder), ("--context-encoder", args.context_encoder), ("--swap", args.swap)):
+        if given and args.index is None:  # never ignored in silence
+            ap.error(f"{flag} goes with --index")
+    if args.workdir is not None and not Path(args.workdir).is_dir():  # tempfile's FileNotFoundError was a traceback
+        ap.error(f"--workdir: {args.workdir}: folder not found")
     args.kinds = [k for k in args.kinds.split(",") if k]
     unknown = set(args.kinds) - set(KINDS)
     if unknown:

@@ -105,7 +105,7 @@ def test_a_base_run_warns_of_test_questions_it_trained_on_and_reports_its_sizes(
     warned = [str(w.message) for w in caught if issubclass(w.category, LewisragWarning) and "--test questions" in str(w.message)]
     assert warned == ["6 of the 6 --test questions are also --train (6) or --dev (6) questions, compared normalized: their "
                       "test scores are on questions the models were trained or chosen on, not open-domain QA (results.json "
-                      "stages.data.test_overlap)"]  # once: `prepare`, which the CLI calls twice, does not say it
+                      "stages.data.test_overlap)"]  # once (the run prepares its inputs once)
     r = json.loads((out / "results.json").read_text())
     assert r["stages"]["data"]["test_overlap"] == {"train": 6, "dev": 6, "either": 6}
     report = (out / "report.md").read_text()

@@ -113,7 +113,7 @@ def reproduce(
     hub_flag = source is not None and source.name == "COMMANDLINE"
     if hub_flag and not chosen.hub:  # never ignored in silence
         raise InputError("--hub-dir", f"finds --preset base's checkpoints and data; --preset {preset} runs on the built-in world")
-    assets = None
+    assets = read = None
     if chosen.hub:
         from lewisrag.experiments.base import BaseAssets
 
@@ -136,7 +136,9 @@ def reproduce(
             return
         from lewisrag.experiments.base import prepare
 
-        prepare(assets, chosen.hub)  # a missing flag or bad file: one line, before the progress display opens
+        # a missing flag or bad file: one line, before the progress display opens; what it read is handed on,
+        # not read and checked again (a scan of every stored vector: minutes at 21M passages)
+        read = prepare(assets, chosen.hub)
     else:
         given = [f for f, v in (("--question-encoder", question_encoder), ("--context-encoder", context_encoder),
                                 ("--generator", generator), ("--train", train), ("--dev", dev), ("--test", test),
@@ -168,7 +170,7 @@ def reproduce(
 
     with _ui.progress() as p:
         results = run(chosen, out, seed=seed, resume=resume, on_stage=on_stage, on_progress=_ui.Bars(p), hub_dir=hub_dir,
-                      overwrite=overwrite, assets=assets, tasks=asked, lang=report_lang, cpu_linear=linear)
+                      overwrite=overwrite, assets=assets, read=read, tasks=asked, lang=report_lang, cpu_linear=linear)
     _print_notes(results)
     if as_json:
         _ui.print_json(summary(results, out))

@@ -17,6 +17,7 @@ import re
 import unicodedata
 import warnings
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -119,7 +120,31 @@ def detect_qa_schema(rec: dict, source, line: int, fields: Mapping[str, str] | N
     raise InputError(source, f"cannot tell the QA format from the fields {sorted(rec)}{held}: expected 'answers' (lewisrag, "
                      "web_questions), 'answer' as a list (nq_open) or as an object (trivia_qa), 'claim' with 'label' and "
                      "'evidence_wiki_url' (fever), 'input' with an 'output' list (KILT) or 'query' with 'wellFormedAnswers' "
-                     "(ms_marco); or map the fields (--qa-fields question=...,answers=...)", line=line)
+                     f"(ms_marco){MAP_FIELDS}", line=line)
+
+
+# the end of detect_qa_schema's error: the advice of the commands with --qa-fields (`fields_unmapped` rewords it)
+MAP_FIELDS = "; or map the fields (--qa-fields question=...,answers=...)"
+UNMAPPED = "; this command maps no fields (it has no --qa-fields): write the file with lewisrag's 'question' and 'answers'"
+
+
+@contextmanager
+def fields_unmapped() -> Iterator[None]:
+    """Around the reading of QA files in a command that has no --qa-fields (`reproduce --preset base`):
+    an unknown format's error advises renaming the fields, not a flag the command would refuse as "No
+    such option".
+
+    >>> with fields_unmapped():
+    ...     detect_qa_schema({"query": "q", "golds": ["a"]}, "f.jsonl", 3)
+    Traceback (most recent call last):
+    lewisrag.data.io.InputError: f.jsonl:3: cannot tell ...; this command maps no fields (it has no --qa-fields): ...
+    """
+    try:
+        yield
+    except InputError as e:
+        if not e.message.endswith(MAP_FIELDS):
+            raise
+        raise InputError(e.source, e.message[: -len(MAP_FIELDS)] + UNMAPPED, e.line, e.field) from None
 
 
 def _hub_schema(rec: dict) -> QASchema | None:

@@ -46,6 +46,7 @@ from lewisrag import __version__
 from lewisrag.data.io import InputError, LewisragWarning, expect, first_line, write_json, write_jsonl
 from lewisrag.data.passages import open_passages
 from lewisrag.data.pretrained import check_generator_folder, check_weights, generator_tokenizer, model_files
+from lewisrag.data.qa_formats import fields_unmapped
 from lewisrag.data.records import ids_present, missing_passage_id, read_qa, refuse_regex_targets
 from lewisrag.data.tasks import LABELS
 from lewisrag.data.threads import environment, resolve_device
@@ -123,8 +124,9 @@ def prepare(assets: BaseAssets, hub: tuple[str, ...] = ()) -> dict:
         if value is not None and value < 1:
             raise InputError(f"--{f.replace('_', '-')}", f"must be at least 1, not {value}")
     _check_model_folders(assets)
-    train, dev, test = (read_qa(getattr(assets, f)) for f in ("train", "dev", "test"))
-    swap = {f: read_qa(getattr(assets, f)) for f in ("questions_a", "questions_b") if getattr(assets, f)}
+    with fields_unmapped():  # reproduce has no --qa-fields: an unknown format is not advised one
+        train, dev, test = (read_qa(getattr(assets, f)) for f in ("train", "dev", "test"))
+        swap = {f: read_qa(getattr(assets, f)) for f in ("questions_a", "questions_b") if getattr(assets, f)}
     _check_sets({"train": train[: assets.max_train], "dev": dev, "test": test, **swap}, assets)
     passages = {"a": open_passages(assets.passages, assets.max_passages)}  # only the rows indexed are checked
     if assets.passages_b:
@@ -367,13 +369,6 @@ def run_base(preset: Preset, run: Path, seed: int, resume: bool, threads: int | 
     train, dev, test, passages = read["train"], read["dev"], read["test"], read["passages"]
     swap_sets = bool(assets.passages_b and assets.questions_a and assets.questions_b)
     overlap = read.get("test_overlap")
-    if overlap and overlap["either"]:  # the same file as --train and --test: test EM on trained questions, said first
-        # (here, not in `prepare`, which the CLI calls once more before the run: the line would come twice)
-        warnings.warn(LewisragWarning(
-            f"{overlap['either']} of the {len(test)} --test questions are also --train ({overlap['train']}) or --dev "
-            f"({overlap['dev']}) questions, compared normalized: their test scores are on questions the models were "
-            "trained or chosen on, not open-domain QA (results.json stages.data.test_overlap)"))
-
     # the questions trained on: `train rag` and the closed book leave out those without an answer
     settings = _settings(preset, assets, sum(bool(ex.answers) for ex in train), min(len(p) for p in passages.values()))
     config = json.loads(json.dumps({"preset": asdict(preset), "seed": seed, "threads": threads,
@@ -396,6 +391,12 @@ def run_base(preset: Preset, run: Path, seed: int, resume: bool, threads: int | 
     names = [f"index_{snap}" for snap in passages] + ["generator", "rag_token", "rag_sequence", "closed_book"]
     S.check_rerun(run, names, resume, overwrite)
     S.start_run(run, config | ({} if legacy else {FINGERPRINTS: fingerprints}), resume, overwrite, names=names)
+    if overlap and overlap["either"]:  # the same file as --train and --test: test EM on trained questions, said
+        # before any stage runs, and after the resume checks, so that a refused --resume is its one line
+        warnings.warn(LewisragWarning(
+            f"{overlap['either']} of the {len(test)} --test questions are also --train ({overlap['train']}) or --dev "
+            f"({overlap['dev']}) questions, compared normalized: their test scores are on questions the models were "
+            "trained or chosen on, not open-domain QA (results.json stages.data.test_overlap)"))
     if not legacy:  # results.json: content digests only (no sizes or times of files not read: the same data, the same file)
         config = config | {CONTENT: {k: f["sha256"] for k, f in fingerprints.items() if f and "sha256" in f}}
     stages: dict[str, dict] = {}

@@ -105,6 +105,7 @@ def reproduce(
     hub_dir: str | os.PathLike | None = None,
     overwrite: bool = False,
     assets=None,
+    read: dict | None = None,
     tasks: Sequence[str] = ("qa",),
     lang: str = "en",
     cpu_linear: str | None = None,
@@ -114,7 +115,9 @@ def reproduce(
     A preset with hub assets (base) runs on `assets` (`experiments.base.BaseAssets`: the user's local
     checkpoints and data; `experiments.base` lists its stages). Without them it is only checked:
     every hub asset must resolve on this machine, else an InputError names the missing ones; nothing
-    is written either way. `out` must be
+    is written either way. `read`: what `experiments.base.prepare(assets)` returned, when the caller
+    has checked the assets already (the CLI, before its progress display opens); None: they are
+    prepared here. `out` must be
     missing, empty or a reproduction run, unless `overwrite`: then the run happens in a hidden
     sibling folder (`.NAME.overwrite`, where the same command resumes a killed run) that replaces
     `out` when every stage is done; never a folder inside another lewisrag output (`--out RUN/world`,
@@ -134,7 +137,7 @@ def reproduce(
     linear = resolve_kind(cpu_linear)
     if preset.hub and assets is None:
         return {"validated": check_hub_assets(preset.hub, hub_dir)}
-    if preset.hub:
+    if preset.hub and read is None:
         read = prepare(assets, preset.hub)  # every flag, path and file, before the run folder is made
 
     if not 0 <= seed < 2**32:  # numpy's seed range; else a traceback after the first stages

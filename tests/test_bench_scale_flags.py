@@ -1,0 +1,86 @@
+"""scripts/bench_scale.py --index on an index built from a transformers DPRContextEncoder folder (as
+every base-preset and wiki_dpr index is): its question encoder given as `lewisrag index tune` takes
+it (--encoder, --context-encoder, --swap); a --workdir that is not a folder is argparse's one line."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import one_thread
+from hf_layouts import dpr_pair
+from lewisrag.data.records import read_passages
+from lewisrag.index.dense import DenseBuildConfig, build_dense_index
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "bench_scale.py"
+
+
+def _bench_scale():
+    spec = importlib.util.spec_from_file_location("bench_scale", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def hf_index(tiny_corpus, tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("bench_hf")
+    passages = read_passages(tiny_corpus["passages"])
+    pair = dpr_pair(root / "hub", [p.title + " " + p.text for p in passages])
+    with one_thread():
+        manifest = build_dense_index(passages, pair["context"], root / "index", DenseBuildConfig(device="cpu"))
+    assert manifest["encoder"]["format"] == "transformers"
+    return {**pair, "index": root / "index", "qa": tiny_corpus["qa"], "n": len(passages)}
+
+
+def bench(*flags: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *flags], check=False, capture_output=True, text=True,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=600)
+
+
+def test_an_index_of_a_transformers_dpr_folder_benches_with_its_pair(hf_index):
+    base = ["--index", str(hf_index["index"]), "--questions", str(hf_index["qa"]), "--kinds", "flat"]
+    r = bench(*base, "--encoder", str(hf_index["question"]), "--context-encoder", str(hf_index["context"]), "--json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+    assert [(row["n"], row["dim"], row["kind"]) for row in rows] == [(hf_index["n"], 32, "flat")]
+    assert rows[0]["recall_at_5"] == 1.0 and rows[0]["tuning_queries"] == rows[0]["queries"] == 15  # 30 questions halved
+
+
+def test_without_its_pair_the_refusal_advises_flags_the_script_has(hf_index, monkeypatch, capsys):
+    """open_retriever's advice names --encoder, --context-encoder and --swap: each is taken here (the
+    measuring itself, run above, is left out)."""
+    scale = _bench_scale()
+    benched = []
+    monkeypatch.setattr(scale, "bench_corpus", lambda vectors, queries, *rest: benched.append(queries.shape) or iter(()))
+    base = ["--index", str(hf_index["index"]), "--questions", str(hf_index["qa"]), "--kinds", "flat"]
+    for flags, says in (([], "pass --encoder with the DPRQuestionEncoder folder of its pair and --context-encoder"),
+                        (["--encoder", str(hf_index["question"])], "--swap")):  # the question encoder alone is unpaired
+        with pytest.raises(SystemExit) as stop:
+            scale.main(base + flags)
+        err = capsys.readouterr().err.strip()
+        assert stop.value.code == 2 and len(err.splitlines()) == 1 and says in err, (flags, err)
+    scale.main(base + ["--encoder", str(hf_index["question"]), "--swap"])
+    assert benched == [(15, 32)]
+
+
+def test_encoder_flags_without_index_and_a_missing_workdir_are_one_line(tmp_path, capsys):
+    scale = _bench_scale()
+    cases = [(["--workdir", str(tmp_path / "missing")], "--workdir:"),
+             (["--workdir", str(tmp_path / "missing"), "--quick"], "folder not found"),
+             (["--encoder", str(tmp_path)], "--encoder goes with --index"),
+             (["--context-encoder", str(tmp_path)], "--context-encoder goes with --index"),
+             (["--swap"], "--swap goes with --index")]
+    for flags, says in cases:
+        with pytest.raises(SystemExit) as stop:
+            scale.parse_args(flags)
+        err = capsys.readouterr().err.strip()
+        assert stop.value.code == 2 and says in err.splitlines()[-1] and "Traceback" not in err, (flags, err)
+    assert scale.parse_args(["--workdir", str(tmp_path)]).workdir == str(tmp_path)  # an existing folder is taken
