@@ -93,12 +93,12 @@ def open_retriever(index_path: str | os.PathLike, encoder: str | os.PathLike | N
 
     recorded = manifest.get("encoder", {})
     if not encoder and recorded.get("format") == "transformers":
-        raise InputError(index_path, f"the index was built by the transformers DPRContextEncoder folder {recorded.get('path')}, "
+        raise InputError(index_path, f"the index was built by the transformers DPRContextEncoder folder {store.encoder_path(index_path, manifest)}, "
                          "which encodes passages, not questions: pass --encoder with the DPRQuestionEncoder folder of its "
                          "pair and --context-encoder with that folder", field="encoder.path")
     if encoder and not Path(encoder).exists():  # the one given: name it, not the index
         raise InputError(encoder, "--encoder: not found")
-    encoder = encoder or recorded.get("path")
+    encoder = encoder or store.encoder_path(index_path, manifest)
     if not encoder or not Path(encoder).exists():
         raise InputError(index_path, f"the index's encoder {encoder!r} is not found; pass --encoder", field="encoder.path")
     index = DenseIndex.load(index_path)

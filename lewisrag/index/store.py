@@ -183,6 +183,18 @@ def read_manifest(path: str | os.PathLike, kind: str | None = None) -> dict:
     return manifest
 
 
+def encoder_path(index_path: str | os.PathLike, manifest: dict) -> str | None:
+    """The context encoder the manifest names (`encoder.path`), a relative path read from the index's own
+    folder: a RAG model's index/ names its "../context_encoder", so the pair is found wherever the model
+    folder goes (`training.checkpoint.save_model`). None where it names none.
+
+    >>> encoder_path("/m/index", {"encoder": {"path": "../context_encoder"}}), encoder_path("/i", {"encoder": {"path": "/e"}})
+    ('/m/context_encoder', '/e')
+    """
+    recorded = manifest.get("encoder", {}).get("path")
+    return recorded if not recorded or Path(recorded).is_absolute() else os.path.normpath(Path(index_path) / recorded)
+
+
 def check_manifest(manifest: object, source: Path) -> None:
     """Refuse a manifest whose fields do not have the types lewisrag writes (one line naming the
     field): a hand-edited or damaged manifest must not surface later as a traceback, or as a search

@@ -648,7 +648,7 @@ def _check_encoding(index, encoder: str | os.PathLike | None) -> dict:
     from lewisrag.index.dense import EMBEDDINGS, MIN_COSINE, compare_encodings, spot_check_rows
     from lewisrag.index.encoders import load_context_encoder, set_passage_encoding
 
-    recorded = index.manifest["encoder"].get("path")
+    recorded = store.encoder_path(index.path, index.manifest)
     if encoder is None and not (recorded and Path(recorded).exists()):
         return {"check": "encoding", "result": f"not checked: the encoder that built the index ({recorded}) is not found "
                 "here; pass --encoder to check that the stored vectors encode their passages"}

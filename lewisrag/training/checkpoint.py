@@ -231,21 +231,26 @@ def from_tree(tree, tensors: dict) -> Any:
     return {k: from_tree(v, tensors) for k, v in tree.items()}
 
 
-def save_model(model, tokenizers, path: str | os.PathLike, train_config: dict | None = None, index=None) -> None:
+def save_model(model, tokenizers, path: str | os.PathLike, train_config: dict | None = None, index=None,
+               read_at: str | os.PathLike | None = None) -> None:
     """A trained model directory: RagModel.save_pretrained, both tokenizers, and the training config.
 
-    The settings name the tokenizers by their path inside this directory, so the directory can be
-    moved; `load_trained` reads them back. `index` (a `DenseIndex` whose vectors the model's
-    trained context encoder made, `training.end2end.index_to_save`) is written to `index/`, its
-    encoder named as `context_encoder/`, and becomes the index the settings name.
+    The settings name the tokenizers by their path inside this directory (`load_trained` looks inside
+    the directory first, so it can be moved). `index` (a `DenseIndex` whose vectors the model's
+    trained context encoder made, `training.end2end.index_to_save`) is written to `index/` and becomes
+    the index the settings name; its manifest's encoder block, passage encoding and tokenizer kept,
+    names `context_encoder/` relative to the index's own folder ("../context_encoder", which `index
+    verify` resolves there), so the pair stays found wherever the directory goes. `read_at`: where the
+    directory will be read from, when that is not `path` (`train rag --overwrite` trains in a staging
+    folder moved into place at the end): the settings name paths there.
     """
     path = Path(path)
+    at = Path(read_at if read_at is not None else path).resolve()
     settings = model.settings
-    model.settings = replace(settings, question_tokenizer=str(path.resolve() / "question_tokenizer"),
-                             generator_tokenizer=str(path.resolve() / "generator_tokenizer"))
+    model.settings = replace(settings, question_tokenizer=str(at / "question_tokenizer"),
+                             generator_tokenizer=str(at / "generator_tokenizer"))
     if index is not None:
-        model.settings = replace(model.settings, index_path=str(path.resolve() / "index"),
-                                 index_fingerprint=index.ctx_fingerprint)
+        model.settings = replace(model.settings, index_path=str(at / "index"), index_fingerprint=index.ctx_fingerprint)
     try:
         with staged_dir(path) as tmp:
             model.save_pretrained(tmp / "model")  # save_pretrained builds its own directory atomically
@@ -257,8 +262,9 @@ def save_model(model, tokenizers, path: str | os.PathLike, train_config: dict | 
             if train_config is not None:
                 write_json(tmp / "train_config.json", train_config)
             if index is not None:
-                write_dense_index(index, tmp / "index", {"path": str(path.resolve() / "context_encoder"),
-                                                         "ctx_fingerprint": index.ctx_fingerprint, "format": "transformers"})
+                encoder = {**index.manifest.get("encoder", {}), "path": "../context_encoder",
+                           "ctx_fingerprint": index.ctx_fingerprint, "format": "transformers"}
+                write_dense_index(index, tmp / "index", encoder)
     finally:
         model.settings = settings
 

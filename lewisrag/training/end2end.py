@@ -58,7 +58,8 @@ from lewisrag.data.io import InputError, read_json, write_json
 from lewisrag.data.records import Passage
 from lewisrag.index.dense import DenseIndex
 from lewisrag.index.encoders import (
-    DPRCheckpoint, encode_texts, load_context_encoder, passage_text, state_fingerprint, tokenize_texts,
+    DPRCheckpoint, dpr_layout, encode_texts, load_context_encoder, passage_encoding, passage_text, state_fingerprint,
+    tokenize_texts, tokenizer_fingerprint,
 )
 from lewisrag.training import checkpoint as C
 
@@ -111,11 +112,21 @@ class PassageEncoder(nn.Module):
 
 
 def passage_encoder(dpr: DPRCheckpoint, cfg, index: DenseIndex) -> PassageEncoder:
-    """The context encoder `cfg` (a `rag.RagTrainConfig`) trains: the DPR checkpoint's own, or with a
+    """The context encoder `cfg` (a `rag.RagTrainConfig`) trains: the DPR checkpoint's own, a RAG model's
+    context_encoder/ (one `train rag --train-context-encoder` saved, paired with its index/), or with a
     transformers DPRQuestionEncoder folder the DPRContextEncoder folder of `--context-encoder`.
     Passages are cut at the length `index` was built with."""
-    ctx = dpr if dpr.ctx_encoder is not None else load_context_encoder(cfg.context_encoder) if cfg.context_encoder else None
-    if ctx is None:
+    if dpr.ctx_encoder is not None:
+        ctx = dpr
+    elif dpr_layout(cfg.encoder) == "rag":  # a RAG model goes on with the context encoder it trained, its index's
+        if not (Path(cfg.encoder) / "context_encoder").is_dir():
+            raise InputError("--train-context-encoder", f"{cfg.encoder} is a RAG model trained without "
+                             "--train-context-encoder: it holds no context encoder to train (its index's stayed "
+                             "frozen); start from the DPR checkpoint or transformers DPR pair that built its index")
+        ctx = load_context_encoder(cfg.encoder)  # its context_encoder/
+    elif cfg.context_encoder:
+        ctx = load_context_encoder(cfg.context_encoder)
+    else:
         raise InputError("--train-context-encoder", f"{cfg.encoder} is a transformers DPRQuestionEncoder folder, "
                          "without a context encoder to train: pass its pair's DPRContextEncoder folder as --context-encoder")
     max_length = index.manifest.get("build", {}).get("max_length") or ctx.meta.get("max_length", 256)
@@ -134,15 +145,19 @@ def reindex(model, index: DenseIndex, mixed_precision: str = "no") -> float:
 def use_vectors(model, index: DenseIndex, vectors: np.ndarray, fingerprint: str, mixed_precision: str) -> None:
     """`index` searches `vectors`, made by the context encoder of `fingerprint`, which the model
     then names as its index's, so `RagModel.retrieve`'s encoder check accepts it."""
-    index.replace_vectors(vectors, reencoded(index, fingerprint, model.context_encoder.max_length, mixed_precision))
+    index.replace_vectors(vectors, reencoded(index, fingerprint, model.context_encoder, mixed_precision))
     model.settings = replace(model.settings, index_fingerprint=fingerprint)
 
 
-def reencoded(index: DenseIndex, fingerprint: str, max_length: int, mixed_precision: str) -> dict:
-    """The manifest fields of `index` re-encoded by the context encoder of `fingerprint` (its folder,
-    `path`, is known once a model is saved: `checkpoint.save_model`)."""
-    return {"encoder": {"path": None, "ctx_fingerprint": fingerprint, "format": "transformers"},
-            "build": {"max_length": max_length, "mixed_precision": mixed_precision, "vector_dtype": "float32",
+def reencoded(index: DenseIndex, fingerprint: str, encoder: PassageEncoder, mixed_precision: str) -> dict:
+    """The manifest fields of `index` re-encoded by `encoder` (whose weights' fingerprint, or those of
+    an earlier step's, is `fingerprint`), its passage encoding and tokenizer included as `index build`
+    records them, so that `index verify` encodes afresh as it encoded (its folder, `path`, is known
+    once a model is saved: `checkpoint.save_model`)."""
+    return {"encoder": {"path": None, "ctx_fingerprint": fingerprint, "format": "transformers",
+                        "tokenizer_fingerprint": tokenizer_fingerprint(encoder.tokenizer),
+                        "passage_encoding": passage_encoding(encoder.tokenizer)},
+            "build": {"max_length": encoder.max_length, "mixed_precision": mixed_precision, "vector_dtype": "float32",
                       "reencoded_from": str(index.path)}}
 
 
@@ -187,5 +202,5 @@ def index_to_save(model, index: DenseIndex, current: bool, mixed_precision: str 
     if current:
         return index
     enc = model.context_encoder
-    manifest = {**index.manifest, **reencoded(index, enc.fingerprint(), enc.max_length, mixed_precision)}
+    manifest = {**index.manifest, **reencoded(index, enc.fingerprint(), enc, mixed_precision)}
     return DenseIndex.from_vectors(index.path, manifest, enc.encode_all(index.passages, mixed_precision), index.passages)

@@ -53,6 +53,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from accelerate.utils import broadcast_object_list, gather_object
@@ -161,7 +162,7 @@ def train_rag(cfg: RagTrainConfig, out: str | os.PathLike, resume: bool = False,
     recorded = _recorded(data, root)
     if not overwrite or resume or not filled:
         with _held(out):
-            return _train_rag(cfg, out, resume, on_progress, recorded)
+            return _train_rag(cfg, out, resume, on_progress, recorded, out)
     check_out_dir(out, KIND, overwrite=True, inputs=inputs)  # nor a folder inside an input (--out RUN/dpr/x)
     # named by the config and the data's content: a killed run is resumed there by the same command, and
     # one with other settings or data starts afresh beside it instead of failing as a --resume of another run
@@ -170,7 +171,7 @@ def train_rag(cfg: RagTrainConfig, out: str | os.PathLike, resume: bool = False,
     staging = where.with_name(f".{where.name}.overwrite-{digest}")
     resumed = staging.exists()
     with _held(staging):
-        summary = _train_rag(cfg, staging, resumed, on_progress, recorded)
+        summary = _train_rag(cfg, staging, resumed, on_progress, recorded, where)  # its models name paths in `where`
     if summary["main"]:
         replace_dir(staging, where)
         for stale in where.parent.glob(f".{glob.escape(where.name)}.overwrite*"):  # killed runs with other settings
@@ -179,8 +180,10 @@ def train_rag(cfg: RagTrainConfig, out: str | os.PathLike, resume: bool = False,
     return {**summary, "out": str(out)}
 
 
-def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress, recorded: dict) -> dict:
-    """`recorded`: what config.json and each state.json hold beside the config (`_recorded`)."""
+def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress, recorded: dict, read_at: Path) -> dict:
+    """`recorded`: what config.json and each state.json hold beside the config (`_recorded`). `read_at`: the
+    folder the run is read from once it has finished, `out` itself unless it trains in a staging folder
+    (`--overwrite`): the paths its saved models record (`checkpoint.save_model`) are there."""
     _check_precision(cfg)
     ckpt = _check_out(out, cfg, resume, recorded[DATA_KEY], recorded.get(ROOT_KEY))  # before the models load
     fresh = ckpt is None and not (out.is_dir() and any(out.iterdir()))  # nothing of a run's there yet
@@ -230,12 +233,14 @@ def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress, record
         if acc.is_main_process:
             _prepare_out(out, cfg, recorded, ckpt, log_file)
             if ckpt is not None:
-                _mend_best(cfg, model, parts, out, state)
+                _mend_best(cfg, model, parts, out, state, read_at)
         acc.wait_for_everyone()
-        state = _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, recorded, out, log_file, on_progress)
+        state = _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, recorded, out, log_file, on_progress,
+                      read_at)
         if acc.is_main_process:
             index = E.index_to_save(model, parts.index, _reindexed_at(state) == state["step"], cfg.mixed_precision)
-            C.save_model(model, parts.tokenizers, out / "final", {**asdict(cfg), "step": state["step"]}, index)
+            C.save_model(model, parts.tokenizers, out / "final", {**asdict(cfg), "step": state["step"]}, index,
+                         **_read_at(out, read_at, "final"))
             _record(out)
     except InputError:  # refused or diverged: a run that saved nothing leaves no half-written folder (an interrupt
         if fresh and acc.is_main_process:  # leaves it as a kill does, for the --resume of the same run)
@@ -249,12 +254,21 @@ def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress, record
             "search": searched_on, "out": str(out)}
 
 
+def _diverged(cfg: RagTrainConfig, what: str) -> InputError:
+    """`optim.diverged`'s line, naming --retriever-lr-scale too where the retriever trains (its encoders'
+    learning rate is --lr times it)."""
+    trains_retriever = cfg.train_context_encoder or not cfg.freeze_retriever
+    also = f" or --retriever-lr-scale (now {cfg.retriever_lr_scale:g})" if trains_retriever else ""
+    return diverged(what, cfg.lr, also=also)
+
+
 def _reindexed_at(state: dict) -> int:
     """The step whose context encoder made the vectors the index searches (0: the index's own)."""
     return (state.get("live_index") or {}).get("step", 0)
 
 
-def _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, recorded, out, log_file, on_progress) -> dict:
+def _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, recorded, out, log_file, on_progress,
+          read_at: Path) -> dict:
     step, pos, best, reindexed_at = state["step"], DataPosition(**state["position"]), state["best_em"], _reindexed_at(state)
     best_step = state.get("best_step")  # None in a checkpoint written before it was recorded
     while step < cfg.steps:
@@ -282,13 +296,18 @@ def _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, recorded, o
                   "hit_at_k": hits / asked if asked else None, "epoch": pos.epoch, **scaling}
         # a NaN model was scored (a FEVER dev accuracy of one label's share), kept as best/ and final/, exit 0
         if not math.isfinite(record["loss"]) and not scaler.is_enabled():  # under fp16 the scaler skipped the step
-            raise diverged(f"the loss became {record['loss']} at step {step}", cfg.lr)
-        if (step % cfg.save_every == 0 or step == cfg.steps or cfg.eval_every and step % cfg.eval_every == 0) \
-                and not finite(params):  # this step's update, whatever its loss: checked before anything is written
-            raise diverged(f"the weights hold NaN or inf after step {step}", cfg.lr)
-        if cfg.reindex_every and step % cfg.reindex_every == 0:  # before the dev evaluation, which then searches it
+            raise _diverged(cfg, f"the loss became {record['loss']} at step {step}")
+        reindexing = cfg.reindex_every and step % cfg.reindex_every == 0
+        # this step's update, whatever its loss: checked before anything is written, or re-encoded (NaN vectors
+        # searched found no passages, told as an index to `lewisrag index tune`)
+        if (step % cfg.save_every == 0 or step == cfg.steps or cfg.eval_every and step % cfg.eval_every == 0
+                or reindexing) and not finite(params):
+            raise _diverged(cfg, f"the weights hold NaN or inf after step {step}")
+        if reindexing:  # before the dev evaluation, which then searches it
             record["reindex_s"] = E.reindex(model, parts.index, cfg.mixed_precision)
             reindexed_at = step
+            if not np.isfinite(parts.index.embeddings).all():  # finite weights overflowing in the encoding (fp16)
+                raise _diverged(cfg, f"the context encoder's passage vectors hold NaN or inf at step {step}'s re-index")
         scored = None  # end to end: the index dev was measured on, which a new best/ carries
         if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
             if acc.is_main_process:
@@ -327,20 +346,27 @@ def _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, recorded, o
                               vectors=parts.index.embeddings if reindexed_at else None, rngs=rngs)
             _record(out)
         if acc.is_main_process and improved:
-            _save_best(cfg, model, parts, out, state, scored)
+            _save_best(cfg, model, parts, out, state, scored, read_at)
         acc.wait_for_everyone()
     return state
 
 
-def _save_best(cfg, model, parts, out: Path, state: dict, index) -> None:
+def _save_best(cfg, model, parts, out: Path, state: dict, index, read_at: Path) -> None:
     """best/: the model as of `state` (its step is `state["best_step"]`), scoring `state["best_em"]`, with
-    `index` (end to end: the index it carries, `E.index_to_save`; else None)."""
+    `index` (end to end: the index it carries, `E.index_to_save`; else None); `read_at` as `_train_rag`'s."""
     C.save_model(model, parts.tokenizers, out / "best",
-                 {**asdict(cfg), "step": state["step"], f"dev_{DEV_METRIC[cfg.task]}": state["best_em"]}, index)
+                 {**asdict(cfg), "step": state["step"], f"dev_{DEV_METRIC[cfg.task]}": state["best_em"]}, index,
+                 **_read_at(out, read_at, "best"))
     _record(out)  # listed at once: a kill before the next checkpoint left best/ unlisted, a user's file to --resume
 
 
-def _mend_best(cfg, model, parts, out: Path, state: dict) -> None:
+def _read_at(out: Path, read_at: Path, name: str) -> dict:
+    """`checkpoint.save_model`'s `read_at` for the model `out/name`: given only where the run is read from
+    another folder than the one it trains in (`--overwrite`'s staging folder)."""
+    return {} if read_at == out else {"read_at": read_at / name}
+
+
+def _mend_best(cfg, model, parts, out: Path, state: dict, read_at: Path) -> None:
     """On resume (main process): a checkpoint written for a new best (`state["best_step"]` its own step) whose
     best/ is not that step's, the run killed between the two writes, gets it now from the weights just loaded,
     which are the ones best/ was to save."""
@@ -354,7 +380,7 @@ def _mend_best(cfg, model, parts, out: Path, state: dict) -> None:
         return
     index = parts.index.local if isinstance(parts.index, NodeSearch) else parts.index
     _save_best(cfg, model, parts, out, state,
-               E.index_to_save(model, index, _reindexed_at(state) == state["step"], cfg.mixed_precision))
+               E.index_to_save(model, index, _reindexed_at(state) == state["step"], cfg.mixed_precision), read_at)
 
 
 def _micro_step(cfg, acc, parts, model, ids: list[int], scaler) -> list[float]:

@@ -160,7 +160,7 @@ class DenseIndex:
             raise store.IndexMismatchError(self.path, f"question encoder gives {dim}-d vectors, index holds {self.dim}-d", field="dim")
         if ctx_fingerprint == self.ctx_fingerprint or swap:
             return
-        built_by = self.manifest["encoder"].get("path")
+        built_by = store.encoder_path(self.path, self.manifest)
         built = f"index was built with context encoder {self.ctx_fingerprint}{f' ({built_by})' if built_by else ''}"
         problem = ("the transformers DPRQuestionEncoder names no context encoder" if ctx_fingerprint is None
                    else f"the question encoder is paired with context encoder {ctx_fingerprint}")
