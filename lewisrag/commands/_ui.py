@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import json
+import re
 from collections.abc import Iterator
 
 import typer
@@ -208,9 +209,11 @@ def qa_fields(spec: str | None) -> dict[str, str] | None:
 
 
 def table(title: str, columns: list[str], rows: list[list]) -> Table:
+    """A table of `rows`; a cell too wide for the terminal (or for the 80 columns a pipe gets) wraps,
+    never cut to "…": three columns named recall@… would read alike."""
     t = Table(title=title)
     for c in columns:
-        t.add_column(c)
+        t.add_column(c, overflow="fold")
     for r in rows:
         t.add_row(*[_fmt(v) for v in r])
     return t
@@ -219,4 +222,18 @@ def table(title: str, columns: list[str], rows: list[list]) -> Table:
 def _fmt(v) -> str:
     if isinstance(v, float):
         return f"{v:.3f}"
-    return "–" if v is None else str(v)  # no score, as the reports write it
+    return "–" if v is None else printable(str(v))  # no score, as the reports write it
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` (a passage, an id, an answer: data, not ours) with its control characters shown as escapes,
+    line breaks and tabs kept: an escape sequence in a passage would otherwise clear the user's screen
+    or retitle the window, as error lines already escape them.
+
+    >>> printable("Evil \\x1b[2Jred\\x07 a\\tb")
+    'Evil \\\\x1b[2Jred\\\\x07 a\\tb'
+    """
+    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", text)

@@ -47,7 +47,9 @@ def ask(
     if as_json:
         _ui.print_json(answer.to_dict())
         return
-    _ui.out.print(Text.assemble(("Q:", "bold"), f" {answer.question}\n", ("A:", "bold"), f" {answer.answer}"))
+    # the answer as written (its control characters escaped), not wrapped at the console's width
+    _ui.out.print(Text.assemble(("Q:", "bold"), f" {_ui.printable(answer.question)}\n", ("A:", "bold"),
+                                f" {_ui.printable(answer.answer)}"), soft_wrap=True)
     posterior = "mean p(z|x,y_t)" if answer.variant == "token" else "p(z|x,y)"
     _ui.out.print(_ui.table(f"retrieved passages (RAG-{answer.variant})", ["rank", "id", "title", "p(z|x)", posterior, "text"],
                             [[p.rank, p.id, p.title, p.prior, p.posterior, _short(p.text)] for p in answer.passages]))

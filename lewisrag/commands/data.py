@@ -76,7 +76,7 @@ def shard(
     with output_dir(out, KIND_SHARDS, overwrite=overwrite) as tmp, _ui.progress() as p:
         bars = _ui.Bars(p, {"read": f"converting {passages}"})
         record = write_tsv_shards(passages, tmp, rows_per_shard, max_passages,
-                                  lambda stage, done, total: bars(stage, done >> 20, max(total >> 20, 1), "MB read"))
+                                  lambda stage, done, total: bars(stage, -(-done >> 20), max(-(-total >> 20), 1), "MB read"))  # MB rounded up: a file read whole shows whole
     if as_json:
         _ui.print_json({"out": str(out), **record})
         return

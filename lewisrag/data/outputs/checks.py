@@ -90,8 +90,10 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
                          "move it away or pass --overwrite", field=flag)
     if replaces and not overwrite and is_ours(out, kind):
         if added := added_files(out):
-            raise InputError(given, f"holds {added[0]!r}, which lewisrag did not write there and a rerun would "
-                             "lose; move it away or pass --overwrite", field=flag)
+            # counted: --overwrite loses every one of them, not only the one named
+            what, it = (f"{added[0]!r} and {len(added) - 1} more", "them") if len(added) > 1 else (repr(added[0]), "it")
+            raise InputError(given, f"holds {what}, which lewisrag did not write there and a rerun would lose; move {it} "
+                             "away or pass --overwrite", field=flag)
     _check_one_device(out, flag)  # the folder is replaced or rewritten: nothing in it may lie on another file system
     check_writable(out if out.is_dir() else out.parent, flag)
     _remember_check(out)  # the user's files there now: one added later is refused at the swap (`replace_dir`)
