@@ -105,6 +105,7 @@ from lewisrag.commands import pretrain as _pretrain  # noqa: E402
 
 app.command("pretrain")(_pretrain.pretrain)
 
+from lewisrag.commands import _ui  # noqa: E402
 from lewisrag.commands._ui import Command as _Command  # noqa: E402
 
 for _typer in (app, index_app, train_app, eval_app):  # every command refuses an empty flag value (commands/_ui.py)
@@ -121,6 +122,40 @@ def _terminate(signum, frame) -> None:
 
 _TERMINATED: list[int] = []
 _python_warning = warnings.formatwarning
+
+
+def _say(line: str) -> None:
+    """An error line on stderr; where its reader went away (`2>&1 | head`), the exit code still says what
+    happened, so the line is dropped, not raised as a BrokenPipeError with exit 1."""
+    try:
+        typer.echo(line, err=True)
+    except BrokenPipeError:
+        _silence()
+
+
+def _silence() -> None:
+    """Point stdout and stderr at /dev/null: Python's flush at exit would otherwise fail on the closed pipe."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            os.dup2(devnull, stream.fileno())
+        except (OSError, ValueError):  # not a file (a test's capture): nothing to flush at exit
+            pass
+
+
+def _writable(stream) -> bool:
+    """Whether `stream` can still be written (its reader has not closed the pipe)."""
+    try:
+        stream.flush()
+        return True
+    except (BrokenPipeError, ValueError):
+        return False
+
+
+def _output_closed() -> None:
+    """The reader of stdout went away (`| head -1`): exit 141, as a shell's writer killed by SIGPIPE."""
+    _silence()
+    sys.exit(141)
 
 
 def _interrupted() -> None:
@@ -235,6 +270,13 @@ def main() -> None:
         sys.exit(code if isinstance(code, int) else 0)
     except typer.Abort:
         _interrupted()
+    except _ui.OutputClosed:
+        _output_closed()
+    except BrokenPipeError as e:  # typer.echo's, or a pipe of another's: which, stdout tells
+        if _writable(sys.stdout):
+            _say(f"error: {e.filename + ': ' if e.filename else ''}{e.strerror or e}")
+            sys.exit(2)
+        _output_closed()
     except TyperException as e:
         ctx = getattr(e, "ctx", None)
         if type(e).__name__ == "NoArgsIsHelpError" and ctx is not None:  # a bare `lewisrag` or `lewisrag index`
@@ -243,14 +285,14 @@ def main() -> None:
                 typer.echo(text)
         else:  # a missing, unknown or out-of-range flag: one line, like every other bad input
             hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
-            typer.echo(f"error: {e.format_message()}{hint}", err=True)
+            _say(f"error: {e.format_message()}{hint}")
         sys.exit(getattr(e, "exit_code", 2))
     except InputError as e:
-        typer.echo(f"error: {e}", err=True)
+        _say(f"error: {e}")
         sys.exit(2)
     except OSError as e:  # a path the user named cannot be read or written (read-only, full disk, a folder)
         where = f"{e.filename}: " if e.filename else ""
-        typer.echo(f"error: {where}{e.strerror or e}", err=True)
+        _say(f"error: {where}{e.strerror or e}")
         sys.exit(2)
     except KeyboardInterrupt:
         _interrupted()

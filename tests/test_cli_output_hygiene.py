@@ -68,3 +68,36 @@ def test_shard_progress_on_a_small_file_ends_whole(tmp_path, monkeypatch, capsys
     code, out, err = run_main(monkeypatch, capsys, "shard", "--passages", tsv, "--out", tmp_path / "s", "--json")
     assert code == 0, err
     assert json.loads(out) and seen and seen[-1] == (1, 1), seen
+
+
+def _closed_pipe_run(args, closed: str) -> tuple[int, bytes]:
+    """Run `lewisrag ARGS` with its stdout or stderr a pipe whose reader has already gone (`| head` done
+    reading); returns (exit code, what reached the other stream)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    read, write = os.pipe()
+    os.close(read)
+    streams = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, closed: write}
+    p = subprocess.Popen([sys.executable, "-m", "lewisrag", *map(str, args)], **streams,
+                         cwd=Path(__file__).resolve().parents[1])
+    os.close(write)
+    out, err = p.communicate(timeout=120)
+    return p.returncode, err if closed == "stdout" else out
+
+
+def test_a_closed_stdout_exits_141_not_a_failed_gates_1():
+    """rich exited 1 on a closed pipe, the code of a failed gate: `lewisrag gate ... | head -1` under pipefail
+    failed a passing gate."""
+    from pathlib import Path
+
+    runs = Path(__file__).parent / "data" / "gate_runs"
+    code, err = _closed_pipe_run(["gate", "--baseline", runs / "baseline", "--candidate", runs / "clean"], "stdout")
+    assert code == 141 and not err, (code, err)
+
+
+def test_a_closed_stderr_keeps_the_bad_input_code():
+    code, out = _closed_pipe_run(["index", "search", "--index", "/nonexistent/index", "-q", "x"], "stderr")
+    assert code == 2 and not out, (code, out)

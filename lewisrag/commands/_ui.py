@@ -22,8 +22,22 @@ from lewisrag.data.qa_formats import check_qa_fields
 # markup and emoji codes off: passages, questions, answers, model names and paths are printed as they are
 # ("[/x]" in a title was a rich.errors.MarkupError, exit 1; "[bold]" in a passage vanished; "chat:ok: 3
 # answers" printed "chat🆗 3 answers"); styles are given as styles
-console = Console(stderr=True, markup=False, emoji=False)  # progress bars and notes: stdout keeps only results (tables, or --json)
-out = Console(markup=False, emoji=False)
+class OutputClosed(Exception):
+    """The reader of the output went away (`lewisrag gate ... | head -1`): `cli.main` exits 141."""
+
+
+class _Console(Console):
+    """rich's Console, but on a closed pipe: rich exits 1 there, a failed gate's code, so a CI step that pipes
+    a passing gate into `head` under pipefail would fail. This raises OutputClosed for `cli.main`, which exits
+    141 (128 + SIGPIPE, the code a shell gives a writer whose reader closed the pipe)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise OutputClosed
+
+
+console = _Console(stderr=True, markup=False, emoji=False)  # progress bars and notes: stdout keeps only results (tables, or --json)
+out = _Console(markup=False, emoji=False)
 
 
 def status(message: str):
