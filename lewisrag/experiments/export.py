@@ -63,7 +63,7 @@ from lewisrag.data.io import InputError, make_parents, one_line, remove_if_empty
 from lewisrag.data.outputs import check_out_dir, exclusive, staged_dir
 from lewisrag.data.passages import PASSAGE_SCHEMA, PassageTable
 from lewisrag.index.dense import DenseIndex
-from lewisrag.rag_model.checkpoints import BEAM_ONLY, EXPORT_FORMAT, EXPORT_RECORD, unread_settings
+from lewisrag.rag_model.checkpoints import BEAM_ONLY, EXPORT_FORMAT, EXPORT_RECORD, reset_unread
 from lewisrag.rag_model.decoding import generation_file
 from lewisrag.rag_model.model import max_positions
 from lewisrag.training.checkpoint import load_trained, resolve_model_dir
@@ -202,9 +202,7 @@ def ask_generation_config(generation_config):
     generator's `"top_k": 10`, which trained and answered, crashed the export), output flags."""
     gc = copy.deepcopy(generation_config)
     gc.update(**ASK_DEFAULTS, max_new_tokens=None)  # ask's max_length beats a saved max_new_tokens (decoding.resolve_settings)
-    for name, value in unread_settings(gc).items():  # set, not gc.update(): its validation warns about the rest
-        setattr(gc, name, value)
-    return gc
+    return reset_unread(gc)
 
 
 def generation_source(model_dir: Path, variant: str) -> Path:

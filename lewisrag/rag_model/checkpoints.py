@@ -251,11 +251,14 @@ def savable_generation_config(gc):
     num_beams=1: `apply_export_record`) was refused by save_pretrained and to_hf ("GenerationConfig is invalid").
     A beam-only setting so dropped no longer applies to `generate(num_beams=N)` after a reload: the export
     lists it in beam_kwargs, lewisrag's layout has no place for it."""
-    reset = unread_settings(gc)
-    if not reset or getattr(gc, "_original_object_hash", None) == hash(gc):  # as read: saved as it is, warning at most
+    if not unread_settings(gc) or getattr(gc, "_original_object_hash", None) == hash(gc):  # as read: saved as it is
         return gc
-    gc = copy.deepcopy(gc)
-    for name, value in reset.items():  # set, not gc.update(): its validation warns about the rest on its own
+    return reset_unread(copy.deepcopy(gc))
+
+
+def reset_unread(gc):
+    """`gc` with its `unread_settings` set to transformers' defaults, in place; returns it."""
+    for name, value in unread_settings(gc).items():  # set, not gc.update(): its validation warns about the rest
         setattr(gc, name, value)
     return gc
 
