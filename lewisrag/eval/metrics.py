@@ -28,6 +28,7 @@ from lewisrag.data.io import InputError
 from lewisrag.data.pretrained import load_model, load_tokenizer
 from lewisrag.eval.claims import check_texts, claim_diagnostics  # noqa: F401  (claim_diagnostics: RAGChecker's)
 from lewisrag.eval.judges import Verdict
+from lewisrag.eval.judges.nli import model_limit
 from lewisrag.eval.statements import strip_citations
 from lewisrag.scoring.retrieval import hit_at_k, recall_at_k  # noqa: F401  (the retrieval layer's scores)
 
@@ -171,7 +172,9 @@ def on_topic_rate(statements_on_topic: Sequence[bool | None]) -> float:
 
 def load_embedder(path: str, max_length: int = 256) -> Callable[[str], list[float]]:
     """A sentence embedder from a local transformers encoder dir (e.g. all-MiniLM-L6-v2): mean of
-    the token states under the attention mask, L2-normalized, as sentence-transformers does."""
+    the token states under the attention mask, L2-normalized, as sentence-transformers does. A text
+    is cut to `max_length` tokens, or to fewer where the model takes fewer (`model_limit`, as the NLI
+    judge cuts): past its positions a long answer raised a RuntimeError inside the model."""
     # torch and transformers load on first use: every `lewisrag eval` run imports this module, few embed
     import torch
     from transformers import AutoModel, AutoTokenizer
@@ -180,6 +183,7 @@ def load_embedder(path: str, max_length: int = 256) -> Callable[[str], list[floa
     # an encoder may be read from a checkpoint with a task head or without a pooler: mean pooling uses neither
     model = load_model(AutoModel.from_pretrained, path, "embedder", allow_unexpected=True,
                        ignore_missing=r"(^|\.)pooler\.").eval()
+    max_length = min(max_length, model_limit(model.config, tokenizer))
 
     def embed(text: str) -> list[float]:
         enc = tokenizer([text], truncation=True, max_length=max_length, return_tensors="pt")

@@ -16,8 +16,10 @@ text is compared one character per token; Latin words and numbers inside it stay
 non-ASCII mark between two of them separates them as a space would: Chinese writes "Paris，France"
 with no space after its comma), except between two single Latin letters, one of them "a", where it
 is deleted as SQuAD deletes "&" in "A&M" ("A·B" and "Ａ＆Ｍ" are "ab" and "am", the initial no article),
-and a full-width form of ASCII punctuation between two digits, which is its ASCII form inside a
-number ("３．５", "１，０００", "10：30" are "3.5", "1,000", "10:30", and normalize as those do). An
+a full-width form of ASCII punctuation between two digits, which is its ASCII form inside a
+number ("３．５", "１，０００", "10：30" are "3.5", "1,000", "10:30", and normalize as those do), and a
+full-width full stop "．" between two letters or digits, which is a dot inside a word as its ASCII
+form is ("J．K．罗琳", "Ｎｏ．１", "Ｕ．Ｓ．Ａ．" normalize as "J.K.罗琳", "No.1", "U.S.A." do). An
 answer that normalizes to nothing ("€", ".", "The The") is compared as written, stripped and
 case-folded, so that an empty prediction never matches it. `has_answer` normalizes passage and answer
 so too, but with every punctuation mark a space first (`normalize_passage`), as DPR's tokenizer
@@ -56,6 +58,13 @@ _NUMBER_MARK_RE = re.compile(r"(?<=[0-9０-９])[\uff01-\uff0f\uff1a-\uff20\uff3
 
 def _fold_number_mark(m: re.Match) -> str:
     return unicodedata.normalize("NFKC", m.group())
+
+
+# a full-width full stop between two letters or digits: a dot inside a word, as in "J．K．罗琳", "Ｎｏ．１",
+# "Ｕ．Ｓ．Ａ．", so its ASCII form, which is deleted there; spaced, it split "J．K．" into two words
+# and "Ｕ．Ｓ．Ａ．" into "u sa" (the second mark deleted beside the initial "a"). The mark first, as in
+# `_LATIN_MARK_RE` below
+_WORD_DOT_RE = re.compile(r"\uff0e(?<=[^\W_]\uff0e)(?=[^\W_])")
 
 
 # a non-ASCII mark between two single Latin letters, one of them "a" ("A·B", "Ａ＆Ｍ"): deleted, not
@@ -141,9 +150,12 @@ def normalize_answer(text: str) -> str:
     ('100', '100元', '5')
     """
     if not text.isascii():
-        # a full-width mark inside a number is its ASCII form ("３．５" is "3.5"); every other non-ASCII
-        # mark is spaced before NFKC turns a full-width comma into an ASCII one ("Paris，France")
+        # a full-width mark inside a number is its ASCII form ("３．５" is "3.5"), as is a full stop inside
+        # a word ("J．K．"); every other non-ASCII mark is spaced before NFKC turns a full-width comma
+        # into an ASCII one ("Paris，France")
         text = _NUMBER_MARK_RE.sub(_fold_number_mark, text)
+        if "\uff0e" in text:
+            text = _WORD_DOT_RE.sub(".", text)
         text = _LATIN_MARK_RE.sub(_unspaced_article_mark, text).translate(_SPACED)
     text = unicodedata.normalize("NFKC", text).lower()
     text = text.translate(_DROPPED)

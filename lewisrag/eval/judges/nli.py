@@ -114,7 +114,7 @@ class NLIJudge:
             raise InputError(d / "config.json", str(e), field="id2label") from None
         tokenizer = load_tokenizer(AutoTokenizer.from_pretrained, d, "NLI judge tokenizer")
         _check_vocabulary(tokenizer, model, d)
-        max_length = min(max_length, _model_limit(model.config, tokenizer))
+        max_length = min(max_length, model_limit(model.config, tokenizer))
         return cls(model, tokenizer, f"{d.name}@{_file_digest(d)}", entail, batch_size, max_length,
                    three_way_labels(model.config.id2label))
 
@@ -212,9 +212,10 @@ def _check_vocabulary(tokenizer, model, directory: Path) -> None:
                          field="tokenizer")
 
 
-def _model_limit(config, tokenizer) -> int:
+def model_limit(config, tokenizer) -> int:
     """The most tokens the model takes: its positions (less RoBERTa's offset of padding_idx + 1), or the
-    tokenizer's model_max_length if smaller. A pair past it would index past the position table."""
+    tokenizer's model_max_length if smaller. A pair past it would index past the position table. The
+    sentence embedder (`eval.metrics.load_embedder`) cuts its texts to it too."""
     limit = getattr(config, "max_position_embeddings", None)
     limit = int(limit) if isinstance(limit, int) and limit > 0 else 1 << 30
     if "roberta" in str(getattr(config, "model_type", "")) or str(getattr(config, "model_type", "")) == "camembert":

@@ -2,13 +2,17 @@
 
 Inputs: `predictions` (answers, with [n] citations naming the n-th context) and `contexts` (the
 retrieved passages of each answer). Optional compute arguments: `judge` (a judge spec such as
-"lexical", "nli:PATH", "labels:FILE", or a judge object; default "lexical") and
-`reference_statements` (one list per answer) for context recall and answer completeness.
+"lexical", "nli:PATH", "labels:FILE", or a judge object; default "lexical"),
+`reference_statements` (one list per answer) for context recall and answer completeness, and
+`questions` (one string per answer).
 Answers are split with lewisrag's sentence splitter. NaN scores (faithfulness of an answer without
 statements, citation precision of one that cites nothing; an uncited answer's citation recall is 0)
 are left out of the means and counted in `<metric>_nan`. A sentence that only declines and cites
 nothing ("The documents do not say.") is excused from citing, as in `lewisrag eval answers`: it is
-no uncited statement, and an answer of such sentences alone has NaN citation quality.
+no uncited statement, and an answer of such sentences alone has NaN citation quality. A number the
+question states is no claim of the sentence's own ("文档没有说明 422 的含义。" asked "登录返回 422
+是什么意思？" only declines): pass `questions` for the numbers `lewisrag eval answers` gives, which
+reads each record's question; without them such a sentence must cite.
 """
 
 import math
@@ -29,6 +33,10 @@ Args:
     judge: "lexical" (default), "nli:PATH", "labels:FILE" or a judge object.
     reference_statements: optional list of lists of reference statements, one list per answer
         (a length or entry that does not fit is a ValueError, as is a contexts entry that is not a list).
+    questions: optional list of the question of each answer, one string per prediction (a length or
+        entry that does not fit is a ValueError). A sentence that declines and repeats a number its
+        question states ("The documents do not say what 422 means.") need not cite, as in
+        `lewisrag eval answers`; without questions such a sentence must.
 Returns:
     faithfulness, citation_recall, citation_precision (and context_recall, answer_completeness with
     reference_statements): means over answers where defined; `<metric>_nan` counts the others;
@@ -53,6 +61,16 @@ def _check_lists(lists, n, name):
             raise ValueError(f"{name}[{i}] must be a list of strings, got {texts!r}")
 
 
+def _check_questions(questions, n):
+    """One question string per prediction, as `reference_statements` holds one list per prediction."""
+    if not isinstance(questions, list | tuple) or len(questions) != n:
+        got = f"{len(questions)} questions" if isinstance(questions, list | tuple) else repr(questions)
+        raise ValueError(f"questions must hold one string per prediction: {n} predictions, got {got}")
+    for i, q in enumerate(questions):
+        if not isinstance(q, str):
+            raise ValueError(f"questions[{i}] must be a string, got {q!r}")
+
+
 class LewisragFaithfulness(evaluate.Metric):
     def _info(self):
         return evaluate.MetricInfo(
@@ -63,18 +81,21 @@ class LewisragFaithfulness(evaluate.Metric):
                                         "contexts": datasets.Sequence(datasets.Value("string"))}),
         )
 
-    def _compute(self, predictions, contexts, judge="lexical", reference_statements=None, **unused):
+    def _compute(self, predictions, contexts, judge="lexical", reference_statements=None, questions=None, **unused):
         # `unused`: evaluate.combine passes every module all inputs (e.g. `references` for QA)
         _check_lists(contexts, len(predictions), "contexts")
         if reference_statements is not None:  # not a feature: evaluate checks neither its length nor its type
             _check_lists(reference_statements, len(predictions), "reference_statements")
+        if questions is not None:  # not a feature either, so that it stays optional
+            _check_questions(questions, len(predictions))
         judge = judges.from_spec(judge) if isinstance(judge, str) else judge
         scores = {"faithfulness": [], "citation_recall": [], "citation_precision": []}
-        for answer, ctx in zip(predictions, contexts):
+        for answer, ctx, question in zip(predictions, contexts, questions or [""] * len(predictions)):
             sentences = split_sentences(answer)
             scores["faithfulness"].append(metrics.faithfulness([s.text for s in sentences], list(ctx), judge))
             docs = {str(i): c for i, c in enumerate(ctx, start=1)}
-            cited = [(s.text, list(s.citations)) for s in sentences if s.citations or not declines_only(s.text)]
+            cited = [(s.text, list(s.citations)) for s in sentences
+                     if s.citations or not declines_only(s.text, question)]
             cq = metrics.citation_quality(cited, docs, judge)
             scores["citation_recall"].append(cq["recall"])
             scores["citation_precision"].append(cq["precision"])
