@@ -888,10 +888,36 @@ def _scales(text: str) -> tuple[int, ...]:
     return scales
 
 
+def _device(text: str) -> torch.device:
+    """--device: a name torch.device takes, of the CPU or a GPU ("tpu" was a RuntimeError's traceback)."""
+    try:
+        device = torch.device(text)
+    except RuntimeError:
+        raise argparse.ArgumentTypeError(f"must be cpu or cuda, got '{text}'") from None
+    if device.type not in ("cpu", "cuda"):
+        raise argparse.ArgumentTypeError(f"must be cpu or cuda, got '{text}'")
+    return device
+
+
+def device_name(device: torch.device, error) -> str:
+    """`device` as the script's parts compare it: "cpu" or "cuda" (so "cuda:0" is measured as the GPU it
+    names, not recorded as the CPU); a GPU but the first visible one is `error`'s (argparse's: exit 2), since
+    `train rag`'s parts train on the first visible GPU (accelerate's), as `lewisrag reproduce` refuses it.
+
+    >>> device_name(torch.device("cuda:0"), print), device_name(torch.device("cpu"), print)
+    ('cuda', 'cpu')
+    """
+    if device.type == "cuda" and (device.index or 0) > 0:
+        error(f"--device: {device}: the training parts run on the first visible GPU (accelerate's); "
+              "choose it with CUDA_VISIBLE_DEVICES and pass cuda")
+    return device.type
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", choices=sorted(PRESETS), default="paper")
-    ap.add_argument("--device", default="cuda", help="cpu runs the script (use --preset check)")
+    ap.add_argument("--device", type=_device, default="cuda", help="cuda (the first visible GPU; cuda:0 the same) or cpu "
+                    "(which runs the script: use --preset check)")
     ap.add_argument("--passages", type=_positive, help="corpus size (default: the preset's)")
     ap.add_argument("--steps-token", type=_positive, help="RAG-Token training steps (default: the preset's)")
     ap.add_argument("--steps-sequence", type=_positive, help="RAG-Sequence training steps (default: the preset's)")
@@ -915,9 +941,10 @@ def main() -> None:
     args.parts = parse_parts(args.parts, ap.error, lambda msg: print(msg, flush=True))
     if args.json is not None and (args.json.is_dir() or not args.json.parent.is_dir()):
         ap.error(f"--json: {args.json} cannot be written: {'a folder' if args.json.is_dir() else 'its folder does not exist'}")
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
+    if args.device.type == "cuda" and not torch.cuda.is_available():
         print("no CUDA device: nothing to measure (--preset check --device cpu runs the script on the CPU)", file=sys.stderr)
         sys.exit(2)
+    args.device = device_name(args.device, ap.error)  # "cpu" or "cuda", as every part compares it
     p = dict(PRESETS[args.preset])
     for key in ("passages", "scale_passages", "encode", "steps_token", "steps_sequence"):
         if getattr(args, key) is not None:
@@ -1024,8 +1051,8 @@ def report(results: dict, rate: float | None) -> None:
             print(f"train    RAG-{r['variant']:8s} search {r['search']:5s} B={r['batch']} K={K}: {r['median_step_s']:.3f} s/step (median; mean {split}), "
                   f"{r['questions_per_s']:.1f} questions/s, {r['generator_tokens_per_s']:,.0f} generator tokens/s "
                   f"(context {r['context_len']:.0f} + target {r['target_len']:.0f}), MFU {100 * r['mfu_datasheet']:.1f}% "
-                  f"of {peak} ({100 * mfu_here:.1f}% of the measured matmul), peak {r['peak_gb']:.1f} GB, "
-                  f"loss {r['loss_first']:.2f} -> {r['loss_last']:.2f}")
+                  f"of {peak} ({100 * mfu_here:.1f}% of the measured matmul) on the mean step, {r['mean_step_s']:.3f} s, "
+                  f"peak {r['peak_gb']:.1f} GB, loss {r['loss_first']:.2f} -> {r['loss_last']:.2f}")
     prof = parts.get("profile")
     if prof:
         busy = "n/a" if prof["device_busy_share"] is None else f"{100 * prof['device_busy_share']:.0f}%"

@@ -22,6 +22,9 @@ import time
 import numpy as np
 
 
+PQ_CENTROIDS = 256  # of each PQ sub-quantizer (8 bits a code): FAISS trains them on at least as many vectors
+
+
 def clustered_vectors(n: int, dim: int, clusters: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     # Topics, then sub-topics inside each, then passages: neighbours at several scales, as in the
     # embeddings of a trained encoder (entities of one kind, then one entity's passages). Trained
@@ -89,6 +92,9 @@ def main() -> None:
             ap.error(f"--{flag.lstrip('-')}: must be at least 1, got {value}")
     if args.dim % 8:  # the IVF-PQ rows split each vector into dim / 8 sub-vectors
         ap.error(f"--dim: must be a multiple of 8, got {args.dim}")
+    if args.n < PQ_CENTROIDS:  # FAISS's refusal came after the encoding and the first rows, as a traceback
+        ap.error(f"--n: must be at least {PQ_CENTROIDS} (the IVF-PQ rows train {PQ_CENTROIDS} centroids per "
+                 f"sub-vector on the passages), got {args.n}")
 
     from lewisrag.data.io import InputError
 
@@ -111,7 +117,11 @@ def main() -> None:
         if blas:
             use_blas_for_small_batches()
         t = time.perf_counter()
-        index = build_faiss(x, factory)
+        try:
+            index = build_faiss(x, factory)
+        except InputError as e:  # FAISS refused to train or fill the index: one line, not a traceback
+            print(f"error: {e}", file=sys.stderr)
+            sys.exit(2)
         build_s = time.perf_counter() - t
         faiss.ParameterSpace().set_index_parameters(index, "nprobe=16" if "IVF" in factory else
                                                    ("efSearch=128" if "HNSW" in factory else ""))

@@ -615,8 +615,9 @@ def print_extrapolation(rows: list[dict], out) -> None:
                       + " | ".join(human(name, at[name]) for name in names) + " |", file=out)
 
 
-# what the table and the fit read of each --json row (--fit checks every row has them)
-FIT_FIELDS = ("n", "kind", "index", "build_s", "train_s", "add_s", "bytes", "bytes_per_passage", "peak_rss_mb",
+# what the table and the fit read of each --json row (--fit checks every row has them); the index's
+# bytes are not a field: `extrapolate` computes them from bytes_per_passage and n
+FIT_FIELDS = ("n", "kind", "index", "build_s", "train_s", "train_sample", "add_s", "bytes_per_passage", "peak_rss_mb",
               "rss_beyond_index_mb", "train_peak_rss_mb", "add_peak_rss_mb", "search_params", "rerank_depth", "recall_at_5",
               "target_reached", "target_recall", "qps_b16", "qps_b64", "train_rss_mb", "train_anon_mb",
               "train_rss_mb_mmap_ifc", "train_anon_mb_mmap_ifc")

@@ -147,9 +147,33 @@ def cut(a: dict, root: Path, device: str) -> dict:
 PRESETS = ("base", "tiny", "cut")  # --presets' names
 
 
+def _device(text: str) -> torch.device:
+    """--device: a name torch.device takes, of the CPU or a GPU ("tpu" was a RuntimeError's traceback)."""
+    try:
+        device = torch.device(text)
+    except RuntimeError:
+        raise argparse.ArgumentTypeError(f"must be cpu or cuda, got '{text}'") from None
+    if device.type not in ("cpu", "cuda"):
+        raise argparse.ArgumentTypeError(f"must be cpu or cuda, got '{text}'")
+    return device
+
+
+def device_name(device: torch.device, error) -> str:
+    """`device` as the runs take it: "cpu" or "cuda" ("cuda:0", the first visible GPU, is "cuda": `reproduce
+    --device` takes no index); another GPU is `error`'s (argparse's: exit 2), as `reproduce` refuses it.
+
+    >>> device_name(torch.device("cuda:0"), print), device_name(torch.device("cpu"), print)
+    ('cuda', 'cpu')
+    """
+    if device.type == "cuda" and (device.index or 0) > 0:
+        error(f"--device: {device}: the RAG runs train on the first visible GPU (accelerate's); "
+              "choose it with CUDA_VISIBLE_DEVICES and pass cuda")
+    return device.type
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--device", default="cuda", help="cuda (default) or cpu")
+    ap.add_argument("--device", type=_device, default="cuda", help="cuda (default: the first visible GPU; cuda:0 the same) or cpu")
     ap.add_argument("--presets", default="base,tiny,cut", help="comma-separated: base, tiny, cut")
     ap.add_argument("--steps", type=int, default=3, help="base: RAG and closed-book training steps")
     ap.add_argument("--out", type=Path, required=True, help="the JSON file written")
@@ -159,9 +183,12 @@ def main() -> None:
         ap.error(f"--presets: unknown {', '.join(map(repr, unknown))} (of {', '.join(PRESETS)})")
     if args.steps < 1:
         ap.error(f"--steps: must be at least 1, got {args.steps}")
-    if args.device.startswith("cuda") and not torch.cuda.is_available():  # as bench_gpu.py: nothing measured is exit 2
+    if args.out.is_dir() or not args.out.parent.is_dir():  # as bench_gpu.py's --json: before the presets run, not after
+        ap.error(f"--out: {args.out} cannot be written: {'a folder' if args.out.is_dir() else 'its folder does not exist'}")
+    if args.device.type == "cuda" and not torch.cuda.is_available():  # as bench_gpu.py: nothing measured is exit 2
         print("no CUDA device: nothing to check (--device cpu runs the checks on the CPU)", file=sys.stderr)
         sys.exit(2)
+    args.device = device_name(args.device, ap.error)  # "cpu" or "cuda", as the runs and the records compare it
     results = {"device": torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)

@@ -84,3 +84,20 @@ def test_encoder_flags_without_index_and_a_missing_workdir_are_one_line(tmp_path
         err = capsys.readouterr().err.strip()
         assert stop.value.code == 2 and says in err.splitlines()[-1] and "Traceback" not in err, (flags, err)
     assert scale.parse_args(["--workdir", str(tmp_path)]).workdir == str(tmp_path)  # an existing folder is taken
+
+
+def test_fit_takes_the_rows_the_script_writes(tmp_path):
+    """`--fit` refused every row `--json` writes ("field 'bytes': missing": the fit computes the bytes from
+    bytes_per_passage). One measured row at a toy size, and the same row at twice the size, fitted."""
+    scale = _bench_scale()
+    r = bench("--sizes", "50", "--kinds", "flat", "--queries", "2", "--block-rows", "64", "--workdir", str(tmp_path),
+              "--json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    row = json.loads(r.stdout)
+    assert [f for f in scale.FIT_FIELDS if f not in row] == []
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps(row) + "\n" + json.dumps({**row, "n": 2 * row["n"]}) + "\n")
+    fit = bench("--fit", str(rows))
+    assert fit.returncode == 0 and fit.stderr == "", fit.stderr[-3000:]
+    assert fit.stdout.startswith(f"2 synthetic rows from {rows}")
+    assert [line.split(" | ")[1] for line in fit.stdout.splitlines() if line.startswith("| flat |")] == ["21M", "100M"]

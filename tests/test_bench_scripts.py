@@ -655,6 +655,14 @@ SCRIPT_REFUSALS = {  # a flag value each script cannot work with, and what its o
     "bench_cpu_linear --repeats": (["bench_cpu_linear.py", "--repeats", "0"], "--repeats: must be at least 1"),
     "bench_index --n": (["bench_index.py", "--n", "0"], "--n: must be at least 1"),
     "bench_index --dim": (["bench_index.py", "--dim", "12"], "--dim: must be a multiple of 8"),
+    # FAISS's InputError for the IVF-PQ rows' 256 centroids was a traceback after the encoding and the first rows
+    "bench_index --n below 256": (["bench_index.py", "--n", "100"], "--n: must be at least 256"),
+    "bench_gpu --device": (["bench_gpu.py", "--preset", "check", "--device", "tpu", "--parts", "matmul"],
+                           "argument --device: must be cpu or cuda, got 'tpu'"),
+    "gpu_smoke --device": (["gpu_smoke.py", "--device", "tpu", "--presets", "tiny", "--out", "s.json"],
+                           "argument --device: must be cpu or cuda, got 'tpu'"),
+    "gpu_smoke --out": (["gpu_smoke.py", "--device", "cpu", "--presets", "cut", "--out", "no/s.json"],
+                        "--out: no/s.json cannot be written: its folder does not exist"),
     "bench_index --encoder": (["bench_index.py", "--encoder", "no_such_checkpoint"], "no_such_checkpoint"),
     "gpu_smoke --presets": (["gpu_smoke.py", "--device", "cpu", "--presets", "cut,bogus", "--out", "s.json"],
                             "--presets: unknown 'bogus'"),
@@ -672,3 +680,62 @@ def test_scripts_refuse_bad_flags_in_one_line_before_measuring(tmp_path, case):
     last = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
     assert r.returncode == 2 and says in last and "Traceback" not in r.stderr, (r.returncode, r.stderr[-2000:])
     assert not (tmp_path / "s.json").exists()
+
+
+def test_bench_gpu_and_gpu_smoke_take_cuda_0_as_the_gpu(tmp_path, monkeypatch, capsys):
+    """`--device cuda:0` passed the CUDA check but failed every `== "cuda"`: bench_gpu recorded the device as
+    "cpu", MFU against an assumed peak, no matmul rate and no memory; gpu_smoke recorded "cpu" and handed
+    `reproduce` a device it refuses. Both now take it as "cuda" (a GPU faked here); another GPU is one line."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: "NVIDIA H100 80GB HBM3")
+
+    class Stop(BaseException):  # past the part's `except Exception`: nothing after the first part runs
+        pass
+
+    gpu, seen = _script("bench_gpu"), []
+    monkeypatch.setattr(gpu, "matmul_rate", lambda device: seen.append(device) or (_ for _ in ()).throw(Stop()))
+    out = tmp_path / "bench.json"
+    monkeypatch.setattr(sys, "argv", ["bench_gpu.py", "--preset", "check", "--device", "cuda:0", "--parts", "matmul",
+                                      "--json", str(out)])
+    with pytest.raises(Stop):
+        gpu.main()
+    results = json.loads(out.read_text())
+    assert seen == ["cuda"]
+    assert (results["device"], results["datasheet_peak_flops"], results["datasheet_peak_assumed"]) == (
+        "NVIDIA H100 80GB HBM3", 989e12, False)
+
+    smoke, runs = _script("gpu_smoke"), []
+    monkeypatch.setattr(smoke, "_run", lambda flags, run, device: runs.append((flags, device)) or {"exit_code": 0})
+    monkeypatch.setattr(sys, "argv", ["gpu_smoke.py", "--device", "cuda:0", "--presets", "tiny", "--out",
+                                      str(tmp_path / "smoke.json")])
+    smoke.main()
+    (flags, device), = runs
+    assert device == "cuda" and flags[flags.index("--device") + 1] == "cuda"  # `reproduce --device` takes no index
+    assert json.loads((tmp_path / "smoke.json").read_text())["device"] == "NVIDIA H100 80GB HBM3"
+    capsys.readouterr()
+
+    for script, argv in ((gpu, ["bench_gpu.py", "--preset", "check", "--parts", "matmul"]),
+                         (smoke, ["gpu_smoke.py", "--presets", "tiny", "--out", str(tmp_path / "smoke.json")])):
+        monkeypatch.setattr(sys, "argv", [*argv, "--device", "cuda:1"])
+        with pytest.raises(SystemExit) as stop:
+            script.main()
+        err = capsys.readouterr().err.strip()
+        assert stop.value.code == 2 and "choose it with CUDA_VISIBLE_DEVICES and pass cuda" in err.splitlines()[-1], err
+    assert len(seen) == 1 and len(runs) == 1  # refused before measuring
+
+
+def test_bench_gpu_report_says_the_mfu_is_on_the_mean_step(capsys):
+    """The training rows print the median step, but MFU is the FLOPs over the mean step: the line says
+    so and gives that step (the H200's stored run: median 0.150 s, MFU on the mean 0.216 s)."""
+    gpu = _script("bench_gpu")
+    stored = json.loads((ROOT / "docs" / "measurements" / "bench_gpu-h200-2026-12-04-train.json").read_text())
+    train = stored["parts"]["train_token"]
+    results = {**stored, "parts": {"train_token": train}, "datasheet_peak_flops": 989e12, "datasheet_peak_assumed": False}
+    gpu.report(results, stored["parts"]["matmul"])
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("train    RAG-token"))
+    assert f"{train['median_step_s']:.3f} s/step (median;" in line
+    mfu = 100 * train["flops_per_step"] / train["mean_step_s"] / 989e12
+    assert f"MFU {mfu:.1f}% of 989 TFLOP/s" in line  # the number itself unchanged
+    assert f"of the measured matmul) on the mean step, {train['mean_step_s']:.3f} s," in line, line
