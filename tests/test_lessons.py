@@ -151,3 +151,24 @@ def test_a_mistyped_lesson_run_is_refused_not_trained(tmp_path):
     assert r.returncode == 1 and r.stderr.strip().splitlines()[-1].startswith(
         f"FileNotFoundError: LEWISRAG_LESSON_RUN={typo}: no finished run there"), r.stderr[-2000:]
     assert not typo.exists() and not (tmp_path / "lesson_work").exists()
+
+
+def test_a_run_of_the_chinese_world_is_refused(tmp_path):
+    """The lessons' text, in both languages, describes the English world (its shipped generator, its passages):
+    on a `reproduce --lang zh` run, given or left in lesson_run/, the setup cell says so instead of teaching on it."""
+    sys.path.insert(0, str(ROOT / "scripts" / "lessons"))
+    try:
+        from common import setup
+    finally:
+        sys.path.remove(str(ROOT / "scripts" / "lessons"))
+    for run, given in ((tmp_path / "runs" / "zh", True), (tmp_path / "lesson_run", False)):
+        run.mkdir(parents=True)
+        (run / "results.json").write_text("{}")
+        (run / "config.json").write_text('{"preset": {"name": "tiny", "lang": "zh"}, "seed": 0, "threads": 1, "lang": "zh"}')
+        env = {k: v for k, v in os.environ.items() if k != "LEWISRAG_LESSON_RUN"} | ({"LEWISRAG_LESSON_RUN": str(run)} if given else {})
+        r = subprocess.run([sys.executable, "-c", setup("01_marginalization").source], capture_output=True, text=True,
+                           cwd=tmp_path, env=env, timeout=300)
+        where = f"LEWISRAG_LESSON_RUN={run}" if given else str(run)
+        assert r.returncode == 1 and r.stderr.strip().splitlines()[-1].startswith(
+            f"ValueError: {where}: a run of the zh world (reproduce --lang zh); the lessons need an English run"), r.stderr[-2000:]
+        assert not (tmp_path / "lesson_work").exists()

@@ -286,7 +286,7 @@ def bughunt(
     from lewisrag.eval.reports.markdown import (bughunt_answer_rows, bughunt_columns, granularity_columns, granularity_rows,
                                                 render_bughunt)
     from lewisrag.eval.evaluator import evaluate_bughunt
-    from lewisrag.eval.reports.i18n import check_lang, messages
+    from lewisrag.eval.reports.i18n import check_lang, cjk_font, messages
 
     check_lang(lang)
     _llm.check(ctx, judge, llm_temperature, llm_json_mode, timeout=timeout, max_retries=max_retries)
@@ -313,7 +313,8 @@ def bughunt(
                   "judge_fingerprint": result["judge"]["fingerprint"]} | _llm.recorded(judge, llm_temperature, llm_json_mode,
                                                                                    timeout, max_retries)
         config |= {"lang": lang} if lang != "en" else {}
-        _write_run(out, overwrite, config, results, render_bughunt(result, lang), page, lang=lang)
+        plots_in_english = lang != "en" and cjk_font() is None  # distributions.png's fallback: the report says so
+        _write_run(out, overwrite, config, results, render_bughunt(result, lang, plots_in_english), page, lang=lang)
     if as_json:
         _ui.print_json(result)
         return

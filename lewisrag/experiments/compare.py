@@ -508,7 +508,11 @@ def compare_run(run: str | os.PathLike, out: str | os.PathLike, names=SYSTEMS, d
             return ["position.png"]
         return []
 
-    write_run_dir(out, KIND, results, report_md=render_markdown(card, lang), report_html=report_html(card, passages, lang),
+    from lewisrag.eval.reports.i18n import cjk_font  # looked up when called, as plot_positions' labels look it up
+
+    plots_in_english = bool(card["position"]) and lang != "en" and cjk_font() is None  # their fallback: the report says so
+    write_run_dir(out, KIND, results, report_md=render_markdown(card, lang, plots_in_english),
+                  report_html=report_html(card, passages, lang),
                   more=more, overwrite=overwrite)
     return card
 
@@ -580,16 +584,18 @@ def _fmt(v) -> str:
     return "–" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))
 
 
-def render_markdown(card: dict, lang: str = "en") -> str:
+def render_markdown(card: dict, lang: str = "en", plots_in_english: bool = False) -> str:
     """The scorecard as a Markdown table, what it shows in words, and the claim-level diagnostics
-    with their intervals and sentences, in `lang`."""
+    with their intervals and sentences, in `lang`. `plots_in_english`: position.png kept English labels
+    (no CJK font: `i18n.cjk_font`), which a report in another language says after its findings."""
     t = messages(lang)
     names, rows = scorecard_rows(card, lang)
     labels = system_labels(card)
     lines = [t("cmp.title"), "", f"| {t('col.metric')} | " + " | ".join(labels[n] for n in names) + " |",
              "|---|" + "---:|" * len(names), *("| " + " | ".join([r[0], *map(_fmt, r[1:])]) + " |" for r in rows), ""]
     claims = claims_markdown(claims_by_system(card["layers"]), lambda n: f"`{n}`", lang=lang)
-    return "\n".join(lines + findings(card, lang) + (["", *claims] if claims else [])) + "\n"
+    note = ["", t("rep.plots.no_cjk")] if plots_in_english and t.lang != "en" else []
+    return "\n".join(lines + findings(card, lang) + note + (["", *claims] if claims else [])) + "\n"
 
 
 def claims_by_system(layers: dict) -> dict:

@@ -83,6 +83,12 @@ if given and not (RUN / "results.json").is_file():
 if not (RUN / "results.json").is_file():
     reproduce(PRESETS["tiny"], RUN, seed=0, resume=True)  # resumes a run that was interrupted
 run_config = json.loads((RUN / "config.json").read_text())
+world_lang = run_config["preset"].get("lang", "en")  # the lessons' text (in both languages) describes the English world
+if world_lang != "en":
+    raise ValueError((f"LEWISRAG_LESSON_RUN={given}" if given else str(RUN))
+                     + f": a run of the {world_lang} world (reproduce --lang {world_lang}); the lessons need an English run: "
+                     + ("point LEWISRAG_LESSON_RUN at one, or unset it to train the tiny run into lesson_run/" if given
+                        else "remove this one, and this cell trains the English tiny run there"))
 # torch on the threads the run was made with (tiny: 1): these models are small, and on a busy machine
 # more threads wait on each other (under load, lesson 3 once took 4 minutes on 2 threads, 57 s on 1)
 torch.set_num_threads(run_config.get("threads") or torch.get_num_threads())

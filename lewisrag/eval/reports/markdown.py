@@ -33,6 +33,7 @@ class Markdown(str):
 # both sides of it: snake_case stays readable and cannot turn into emphasis, while the runs of __init__ can,
 # since an underscore is a word character); `&`, `<`, `>` become HTML entities.
 _MARKUP = re.compile(r"[\\`*\[\]|~]|(?<![^\W_])_|_(?![^\W_])")
+_EOL = re.compile(r"\r\n|\r|\n")  # CommonMark's line endings: each would end a table row
 
 
 def escape(text) -> str:
@@ -42,17 +43,22 @@ def escape(text) -> str:
     &lt;script&gt;alert(1)&lt;/script&gt; \*q1\* \| \_x\_ snake_case
     >>> print(escape("Call obj.__init__ or a__b here"))
     Call obj.\_\_init\_\_ or a\_\_b here
+
+    Every CommonMark line ending (\n, \r, \r\n) becomes one space: a bare \r would end a table row too.
+
+    >>> escape("a\rb\r\nc\nd")
+    'a b c d'
     """
-    return html.escape(_MARKUP.sub(lambda m: "\\" + m.group(0), str(text)), quote=False).replace("\n", " ")
+    return _EOL.sub(" ", html.escape(_MARKUP.sub(lambda m: "\\" + m.group(0), str(text)), quote=False))
 
 
 def code(text) -> str:
     """An inline code span that `text` cannot close early: its fence outruns every backtick run in it.
 
-    >>> print(code("a`b"), code("plain"))
-    ``a`b`` `plain`
+    >>> print(code("a`b"), code("plain"), code("a\\rb\\r\\nc"))
+    ``a`b`` `plain` `a b c`
     """
-    text = str(text).replace("\n", " ")
+    text = _EOL.sub(" ", str(text))
     fence = "`" * (max(map(len, re.findall("`+", text)), default=0) + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return f"{fence}{pad}{text}{pad}{fence}"
@@ -172,8 +178,9 @@ def count_columns(agg: dict, field: str, keys: list[str], what: str, t: Messages
             [[k, *(mine[field].get(k, 0) for mine in systems.values())] for k in keys])
 
 
-def render_bughunt(result: dict, lang: str = "en") -> str:
-    """The BugHunt walk-through as Markdown: preset answers, granularity, rule checker table."""
+def render_bughunt(result: dict, lang: str = "en", plots_in_english: bool = False) -> str:
+    """The BugHunt walk-through as Markdown: preset answers, granularity, rule checker table.
+    `plots_in_english`: as `render_results`'s (distributions.png kept English labels), said at the end."""
     t = messages(lang)
     out = [t("bh.title"), "", t("bh.question", question=escape(result["question"])), "",
            t("bh.judge", name=code(result["judge"]["name"]), fingerprint=code(result["judge"]["fingerprint"][:16])), ""]
@@ -187,6 +194,7 @@ def render_bughunt(result: dict, lang: str = "en") -> str:
     out += ["| " + " | ".join(fmt(v, t) for v in (t.word("bh.answer", r["answer"]), r["sentence"], r["status"], r["citation_ok"],
                                                   t.word("bh.outcome", r["outcome"]))) + " |"
             for r in result["rule_checker"]["rows"]]
+    out += ["", t("rep.plots.no_cjk")] if plots_in_english and t.lang != "en" else []
     return "\n".join(out) + "\n"
 
 
