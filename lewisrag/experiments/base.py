@@ -59,6 +59,7 @@ from lewisrag.index.dense import DenseBuildConfig, build_dense_index
 from lewisrag.index.encoders import check_transformers_encoder, dpr_layout
 from lewisrag.scoring.qa import has_answer, normalize_answer
 from lewisrag.scoring.retrieval import answer_recall
+from lewisrag.training.rag_data import fever_claims
 
 Progress = Callable[[str, int, int, str], None]
 
@@ -176,7 +177,7 @@ def _check_sets(sets: dict, assets: BaseAssets) -> None:
     for name, examples in sets.items():
         flag, path = "--" + name.replace("_", "-"), getattr(assets, name)
         answered = [ex for ex in examples if ex.answers]
-        if answered and all(set(ex.answers) <= set(LABELS) for ex in answered):
+        if fever_claims(examples):  # `train rag` refuses them too, without --task fever
             raise InputError(path, f"{flag}: FEVER claims (every answer is one of {', '.join(LABELS)}); the base preset "
                              "trains and scores QA by exact match: train them with `lewisrag train rag --task fever`")
         if name == "train":  # CuratedTrec's patterns: refused here, not by train rag after the indexes are built

@@ -211,6 +211,10 @@ def fever_evaluate(run: Path, preset: Preset, on_progress: Progress) -> dict:
         if a.id != b.id:
             raise InputError(world / "fever_test_b.jsonl", f"claim '{b.id}' where fever_test.jsonl has '{a.id}': the "
                              "snapshots' claims must come in the same order", line=line, field="id")
+        if a.question != b.question:  # another world's file: the same sequential ids, other claims
+            raise InputError(world / "fever_test_b.jsonl", f"claim '{b.id}' reads {b.question!r} where fever_test.jsonl's "
+                             f"reads {a.question!r}: the snapshots' files must hold the same claims (one world's)",
+                             line=line, field="question")
     if len(test) != len(test_b):
         raise InputError(world / "fever_test_b.jsonl", f"{len(test_b)} claims, fever_test.jsonl has {len(test)}")
     claims, gold = [ex.question for ex in test], [ex.answers[0] for ex in test]

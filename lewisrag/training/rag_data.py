@@ -7,6 +7,7 @@ Shape alphabet: B batch, K retrieved docs, T target length.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from lewisrag.data.io import InputError
+from lewisrag.data.io import InputError, LewisragWarning
 from lewisrag.data.pretrained import check_generator_folder, load_generator
 from lewisrag.data.records import QAExample, answer_sources, check_gold_ids, of_kinds, read_qa, refuse_regex_targets
 from lewisrag.data.tasks import LABELS
@@ -46,6 +47,12 @@ def load_components(cfg, processes: int = 1, with_faiss: bool = True) -> Compone
     check_config(cfg, processes)
     every, dev = read_qa(cfg.train, cfg.qa_fields), read_qa(cfg.dev, cfg.qa_fields)
     refuse_regex_targets(every, cfg.train, cfg.qa_fields)
+    if cfg.task != "fever" and fever_claims(every):  # the labels trained and scored as free-text answers, exit 0
+        line, where = next((line, where[0]) for (line, where), ex in zip(answer_sources(cfg.train, cfg.qa_fields), every)
+                           if ex.answers)  # the first answer, in the file's own field ('label' in FEVER v1.0's)
+        raise InputError(cfg.train, f"FEVER claims (every answer, from this one on, is one of {', '.join(LABELS)}), which "
+                         f"--task {cfg.task} trains and scores as free-text answers: train them with --task fever",
+                         line=line, field=where)
     train = of_kinds(every, cfg.train_kinds)
     pairs, skipped = training_pairs(train)
     # an optimizer step draws its whole batch at once (`next_batch`), so the data must hold all of it
@@ -56,6 +63,8 @@ def load_components(cfg, processes: int = 1, with_faiss: bool = True) -> Compone
                          f"answers, fewer than {asked}")
     if len(pairs) < need:
         raise InputError(cfg.train, f"{len(pairs)} questions with answers, fewer than {asked}", field="answers")
+    units = group_units([ex for ex, _ in pairs])
+    warn_split_groups(units, need, asked, cfg.train)
     index = DenseIndex.load(cfg.index, mmap=True, with_faiss=with_faiss)
     dpr = load_question_encoder(cfg.encoder, cfg.context_encoder)
     index.check_encoder(dpr.ctx_fingerprint, dpr.dim, swap=cfg.swap)
@@ -78,8 +87,7 @@ def load_components(cfg, processes: int = 1, with_faiss: bool = True) -> Compone
                            index_fingerprint=dpr.ctx_fingerprint)  # None: a DPRQuestionEncoder folder without its pair, under --swap
     context_encoder = passage_encoder(dpr, cfg, index) if cfg.train_context_encoder else None  # training.end2end
     model = RagModel(dpr.question_encoder, generator, cfg.variant, cfg.n_docs, settings, context_encoder=context_encoder)
-    return Components(model, Tokenizers(dpr.tokenizer, gen_tokenizer), index, pairs, dev, skipped,
-                      group_units([ex for ex, _ in pairs]))
+    return Components(model, Tokenizers(dpr.tokenizer, gen_tokenizer), index, pairs, dev, skipped, units)
 
 
 GPU_SEARCH_SHARE = 0.5  # "auto" puts the vectors on the GPU only if they take at most this share of its free memory
@@ -109,6 +117,19 @@ def check_labels(examples: Sequence[QAExample], path, fields=None) -> None:
             if answer not in LABELS:
                 raise InputError(path, f"{answer!r} is no FEVER label (--task fever: {', '.join(LABELS)})", line=line,
                                  field=where)
+
+
+def fever_claims(examples: Sequence[QAExample]) -> bool:
+    """Whether `examples` are FEVER claims: some have answers, and every answer is one of LABELS. Both
+    `train rag` without --task fever and `reproduce --preset base` (`experiments.base`) refuse them:
+    the labels were trained and scored as free-text answers, exit 0.
+
+    >>> claim, question = QAExample("1", "c", ["SUPPORTS"]), QAExample("2", "q", ["Paris"])
+    >>> fever_claims([claim, QAExample("3", "d", [])]), fever_claims([claim, question])
+    (True, False)
+    """
+    answered = [ex.answers for ex in examples if ex.answers]
+    return bool(answered) and all(answer in LABELS for answers in answered for answer in answers)
 
 
 def check_lengths(max_target_length: int, max_combined_length: int, tokenizer, positions: int | None = None) -> None:
@@ -191,8 +212,6 @@ def check_config(cfg, processes: int) -> None:
         check_generator_folder(cfg.generator)
 
 
-
-
 def training_pairs(examples: Sequence[QAExample]) -> tuple[list[tuple[QAExample, str]], int]:
     """(example, target) for every example with an answer (its first), and how many had none.
 
@@ -249,8 +268,8 @@ def next_batch(pos: DataPosition, seed: int, n: int, batch_size: int,
     gets an equal share of it. With `units` (`group_units`) the epoch permutes whole units and
     lays their examples side by side, so a unit stays in one batch when all units have one size and
     the batch size is a multiple of it (FEVER's minimal pairs with an even batch size); units of
-    mixed sizes can straddle two batches. Without, it permutes the examples (as before units
-    existed, so a run resumes the same).
+    mixed sizes can straddle two batches (`warn_split_groups` says so when a run loads). Without, it
+    permutes the examples (as before units existed, so a run resumes the same).
 
     >>> next_batch(DataPosition(0, 8), 0, 10, 4)[1]
     DataPosition(epoch=1, index=4)
@@ -289,6 +308,27 @@ def group_units(examples: Sequence[QAExample]) -> list[list[int]] | None:
     for i, ex in enumerate(examples):
         units.setdefault(("group", ex.group) if ex.group is not None else ("alone", i), []).append(i)
     return list(units.values())
+
+
+def warn_split_groups(units: Sequence[Sequence[int]] | None, step: int, asked: str, path) -> None:
+    """A LewisragWarning when some groups (`group_units`) can be cut across two optimizer steps: a step
+    draws `step` examples at once (`next_batch`: --batch-size x --grad-accum, `asked` naming them), so
+    every group trains within one step only when all units are of one size and `step` is a multiple of
+    it, or a step takes the whole data. Said, not refused: the run trains, only not on whole pairs."""
+    if units is None or step >= sum(len(u) for u in units):
+        return
+    sizes = sorted({len(u) for u in units})
+    if len(sizes) == 1 and step % sizes[0] == 0:
+        return
+    groups = sum(len(u) > 1 for u in units)
+    if len(sizes) == 1:
+        what = (f"its {groups} groups of {sizes[0]} examples (field 'group') train in one optimizer step only when "
+                f"{asked} is a multiple of {sizes[0]}: some will be cut across two steps")
+    else:  # at any batch size: a unit of another size before a group shifts where it starts
+        what = (f"its {groups} groups (field 'group') beside units of other sizes ({', '.join(map(str, sizes))} examples; "
+                f"an example without a group is a unit of 1) can be cut across two optimizer steps whatever {asked}: "
+                "give every group the same number of examples, and every example a group")
+    warnings.warn(LewisragWarning(f"{path}: {what}"), stacklevel=3)
 
 
 def shard(batch: Sequence, rank: int, world: int) -> list:
