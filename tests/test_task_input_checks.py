@@ -143,3 +143,24 @@ def test_groups_beside_units_of_other_sizes_warn_at_any_batch_size():
         warn_split_groups([[0, 3], [1], [2]], 4, "--batch-size 4", "t.jsonl")  # a step of the whole data
         warn_split_groups([[0], [1]], 1, "--batch-size 1", "t.jsonl")  # groups of one each
         warn_split_groups(None, 3, "--batch-size 3", "t.jsonl")
+
+
+def test_the_closed_book_warns_too_when_its_batch_cuts_pairs(rag_inputs, tmp_path):  # noqa: F811
+    """The closed book draws its batches as `train rag` does (`next_batch` with the same units), by
+    --batch-size alone: an odd one cuts FEVER's pairs there too."""
+    from lewisrag.training import closed_book as CB
+    from lewisrag.training.pretrain import SHIPPED_DIR
+
+    train = rag_inputs["world"] / "fever_train.jsonl"
+    seen = {}
+    for batch_size in (3, 4):
+        cfg = CB.ClosedBookConfig(generator=str(SHIPPED_DIR / "generator-small"), train=str(train), task="fever",
+                                  steps=1, batch_size=batch_size, device="cpu")
+        with one_thread(), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            CB.train_closed_book(cfg, tmp_path / f"cb{batch_size}")
+        seen[batch_size] = [str(w.message) for w in caught
+                            if issubclass(w.category, LewisragWarning) and "group" in str(w.message)]
+    (message,) = seen[3]
+    assert message.startswith(f"{train}: its ") and "--batch-size 3 is a multiple of 2" in message
+    assert seen[4] == []

@@ -35,7 +35,8 @@ from lewisrag.data.records import of_kinds, read_qa, refuse_regex_targets
 from lewisrag.training.configs import ClosedBookConfig
 from lewisrag.training.devices import autocast, single_device
 from lewisrag.training.optim import adamw, backward_step, diverged, finite, learning_rate_factor
-from lewisrag.training.rag_data import DataPosition, answer_labels, group_units, next_batch, training_pairs
+from lewisrag.training.rag_data import (DataPosition, answer_labels, group_units, next_batch, training_pairs,
+                                       warn_split_groups)
 from lewisrag.training.tasks import label_log_probs, prepare_generator
 
 KIND = "closed book"  # the marker kind of its folders (lewisrag.data.outputs; those written before had none)
@@ -69,6 +70,7 @@ def train_closed_book(cfg: ClosedBookConfig, out: str | os.PathLike,
     if len(pairs) < cfg.batch_size:
         raise InputError(cfg.train, f"{len(pairs)} questions with answers, fewer than batch size {cfg.batch_size}")
     units = group_units([ex for ex, _ in pairs])  # minimal pairs in one batch, as the RAG runs
+    warn_split_groups(units, cfg.batch_size, f"--batch-size {cfg.batch_size}", cfg.train)
     generator, tokenizer = load_generator(cfg.generator, any_seq2seq=True)  # decodes with `generate`: any seq2seq
     prepare_generator(cfg.task, generator, tokenizer)
     generator.to(device)
