@@ -71,7 +71,9 @@ def check_tasks(model_dirs: Sequence[Path]) -> None:
         if not config.is_file():  # a transformers RAG checkpoint: no task recorded
             continue
         recorded = read_json(config)
-        task = recorded.get("task", "qa") if isinstance(recorded, dict) else None
+        if not isinstance(recorded, dict):  # `train rag` writes an object: a list here is a damaged file
+            raise InputError(config, f"expected a JSON object, got {type(recorded).__name__}", field="(top level)")
+        task = recorded.get("task", "qa")
         if not isinstance(task, str):
             raise InputError(config, f"expected a task name, got {task!r}", field="task")
         if task != "qa":
@@ -158,7 +160,10 @@ def swap_matrix(model_paths: Sequence[str | os.PathLike], index_paths: Sequence[
     Returns {"models", "indexes", "questions": names, "n_questions": {set: n scored},
     "left_out": {set: {"long": n, "no_answer": n}} (questions exact match cannot score), "notes":
     [what makes cells hard to read: identical indexes or question sets, a model naming no context
-    encoder], "em": {model: {index: {set: EM}}}, "predictions": the same nesting with lists of answers}.
+    encoder], "em": {model: {index: {set: EM}}}, "predictions": the same nesting with lists of answers,
+    one per scored question, "question_ids": {set: [the scored questions' ids]} in the order of the
+    predictions (the scored ones alone: a list of a set that left questions out is shorter than its
+    file; ids may repeat where questions do, a record without an id getting its question's)}.
     """
     if not model_paths or not index_paths or not question_paths:
         raise InputError("swap", "needs at least one --model, one --index and one --questions")
@@ -222,6 +227,7 @@ def swap_matrix(model_paths: Sequence[str | os.PathLike], index_paths: Sequence[
     return {"models": names_m, "indexes": names_i, "questions": names_q,
             "n_questions": {q: len(s) for q, s in zip(names_q, sets)}, "left_out": dict(zip(names_q, left_out)),
             "notes": notes, "em": em, "predictions": predictions,
+            "question_ids": {q: [ex.id for ex in s] for q, s in zip(names_q, sets)},
             "config": {"swap": swap, "num_beams": num_beams, "max_length": max_length,
                        "model_paths": [str(p) for p in model_paths], "index_paths": [str(p) for p in index_paths],
                        "question_paths": [str(p) for p in question_paths]}}

@@ -39,7 +39,10 @@ The output folder holds `passages.parquet` (id, title, text and the stored embed
 kept for each reason, the gold passages the questions name and how many the cut holds, and the
 answer recall of the whole corpus's top-k at k = 1, 5, 20, 100 up to `top`: the share
 of questions with an answer string in the text of a passage retrieved (DPR's measure of a retriever
-on NQ; here after the normalization exact match uses, as whole words).
+on NQ; here after the normalization exact match uses, as whole words), over the short-answer
+questions with an answer (`answerable_questions`), as the base preset's retrieval stage counts
+them: a long-form answer (MS MARCO's) is no string to find, and `long_form_questions` counts those
+left out (they still retrieve passages for the cut).
 """
 
 from __future__ import annotations
@@ -112,11 +115,12 @@ def cut_passages(passages: PassageTable, questions: Sequence[QAExample], ckpt: D
     kept, full_depth = _retrieved(rows, cfg.max_passages - len(named), named)
     filled = _fill(np.concatenate([named, kept]), n, cfg.max_passages, cfg.seed)
     chosen = np.sort(np.concatenate([named, kept, filled]))
-    hits = _answer_hits(passages, questions, rows, on_progress)
+    # short answers only, as the base preset's retrieval stage counts them: a long answer is no string to find
+    answerable = [i for i, ex in enumerate(questions) if ex.answers and ex.kind == "short"]
+    hits = _answer_hits(passages, [questions[i] for i in answerable], rows[answerable], on_progress)
     _write(passages, chosen, out / PASSAGES_FILE, on_progress)
-    answerable = [i for i, ex in enumerate(questions) if ex.answers]
     recall = {k: v if v is None else round(v, 4)
-              for k, v in answer_recall(hits[answerable].tolist(), [k for k in RECALL_DEPTHS if k <= top]).items()}
+              for k, v in answer_recall(hits.tolist(), [k for k in RECALL_DEPTHS if k <= top]).items()}
     gold_ids = {g for ex in questions for g in ex.gold_passage_ids}
     if cfg.gold:
         gold_in_cut = len(gold_ids)
@@ -130,7 +134,8 @@ def cut_passages(passages: PassageTable, questions: Sequence[QAExample], ckpt: D
             "retrieved": int(len(kept)), "random": int(len(filled)), "full_depth": full_depth,
             "gold_passages": len(gold_ids), "gold_in_cut": gold_in_cut,
             "hard_negatives_missing": first.hard_negatives_missing,
-            "answer_recall": recall, "answerable_questions": len(answerable)}
+            "answer_recall": recall, "answerable_questions": len(answerable),
+            "long_form_questions": sum(ex.kind != "short" for ex in questions)}
 
 
 @dataclass(frozen=True)

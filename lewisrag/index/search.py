@@ -193,19 +193,22 @@ def tune_dense(index_path: str | os.PathLike, questions: Sequence[str], encoder:
                          f"passages, got {rerank_depth}")
     tune_rows, held_rows = tuning.split_held_out(len(questions), held_out, seed)  # refused before any encoding
     q = retriever.encode(questions)
-    # a few rows past k: a row tied with the k-th exact score counts as exact (tuning.recall_at_k)
+    # a few rows past k: a row tied with the k-th exact score counts as exact (tuning.recall_at_k), and
+    # any found row the listing lacks is scored against the stored vectors (`exact_vectors`), so that it
+    # counts however many rows tie (40 copies of one passage)
     scores, exact = tuning.exact_top_k(index.scan_vectors(), q, min(k + 8, len(index.passages)))
     vectors = index.embeddings if rerank_depth else None
     # FAISS's rows checked as every search of the index checks them: a row number damaged past the
     # passages is one line naming index.faiss, not an IndexError where a re-ranking reads its vector
     result = tuning.tune_search(index.faiss_index, q[tune_rows], exact[tune_rows], k, target_recall,
                                 rerank_vectors=vectors, rerank_depth=rerank_depth, exact_scores=scores[tune_rows],
-                                check_rows=index._known_rows)
+                                exact_vectors=index.embeddings, check_rows=index._known_rows)
     held_recall = held_reached = held_found_k = None
     if len(held_rows):  # the index is left at the chosen setting (tune_search)
         recall, held_found_k = tuning.measure(index.faiss_index, q[held_rows], exact[held_rows], k,
                                               rerank_vectors=vectors, rerank_depth=rerank_depth,
-                                              exact_scores=scores[held_rows], check_rows=index._known_rows)
+                                              exact_scores=scores[held_rows], exact_vectors=index.embeddings,
+                                              check_rows=index._known_rows)
         # a held-out question that finds fewer than k passages misses the target whatever the recall: training
         # and answering refuse such a search (`tuning.tune_search`); `held_out_found_k` says which of the two it was
         held_recall, held_reached = round(recall, 4), recall >= target_recall and held_found_k
