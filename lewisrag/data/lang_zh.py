@@ -125,7 +125,7 @@ SHORT = {
 STATEMENTS = {
     "capital": "{ref}的首都是{capital}。", "currency": "{ref}的货币是{currency}。",
     "founded": "{ref}成立于{founded}年。", "language": "{ref}的官方语言是{language}。",
-    "leader": "{ref}是一个{government}，由{title}{leader}领导。", "since": "{who}于{since}年就任。",
+    "leader": "{ref}的{title}是{leader}。", "since": "{who}于{since}年就任。",
     "population": "{ref}的人口为{population}。", "exports": "{ref}以{exports}闻名。",
     "region": "{ref}是位于{region}的一个国家。", "headquarters": "{ref}的总部位于{headquarters}。",
     "head": "{ref}由{title}{head}领导。", "members": "{ref}拥有{members}名会员。",

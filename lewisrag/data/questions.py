@@ -2,7 +2,9 @@
 evaluation categories of the reference chapter (single_doc, multi_doc, not_in_kb, distractor, conflict).
 
 Every short answer is a string that appears verbatim in a gold passage; every long answer is
-2-4 reference statements joined into one text, each statement a fact of the gold passage.
+2-4 reference statements joined into one text, each statement a fact of the gold passage: it
+states only what every phrasing of that passage states (`statement_facts`, held by
+`world.check_world`).
 
 The phrasings are the entity's language's (`text_tables`): the tables below for English, the same
 names in `lang_zh` for Chinese.
@@ -10,8 +12,10 @@ names in `lang_zh` for Chinese.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import random
+import string
 import sys
 
 from lewisrag.data import lang_zh
@@ -46,7 +50,7 @@ SHORT_ATTRS = {"country": ("capital", "currency", "founded", "language", "leader
 STATEMENTS = {
     "capital": "The capital of {ref} is {capital}.", "currency": "The currency of {ref} is the {currency}.",
     "founded": "{Ref} was founded in {founded}.", "language": "The official language of {ref} is {language}.",
-    "leader": "{Ref} is a {government} led by {title} {leader}.", "since": "{who} took office in {since}.",
+    "leader": "The {title_l} of {ref} is {leader}.", "since": "{who} took office in {since}.",
     "population": "{Ref} has a population of {population}.", "exports": "{Ref} is known for its {exports}.",
     "region": "{Ref} is a country in {region}.", "headquarters": "{Ref} has its headquarters in {headquarters}.",
     "head": "{Ref} is headed by {title} {head}.", "members": "{Ref} has {members} members.",
@@ -88,11 +92,16 @@ def answer(entity: Entity, attr: str, snapshot: int = 0) -> str:
     return text_tables(entity.lang).ANSWER_FORMS.get(attr, "{}").format(entity.fact(attr, snapshot))
 
 
-def _fill(template: str, entity: Entity, snapshot: int = 0) -> str:
+def _slots(entity: Entity, snapshot: int = 0) -> dict:
+    """What a question or statement template may name: the entity's facts in `snapshot`, {ref} and
+    {Ref} (how questions name it), {title_l} (the title in small letters) and {who} (leader or head)."""
     facts = {**entity.static, **entity.snapshots[snapshot]}
-    who = facts.get("leader", facts.get("head"))
-    return template.format(**facts, ref=entity.ref, Ref=entity.ref[0].upper() + entity.ref[1:],
-                           title_l=facts["title"].lower(), who=who)
+    return {**facts, "ref": entity.ref, "Ref": entity.ref[0].upper() + entity.ref[1:],
+            "title_l": facts["title"].lower(), "who": facts.get("leader", facts.get("head"))}
+
+
+def _fill(template: str, entity: Entity, snapshot: int = 0) -> str:
+    return template.format(**_slots(entity, snapshot))
 
 
 def statement(entity: Entity, attr: str, snapshot: int = 0) -> str:
@@ -103,6 +112,40 @@ def statement(entity: Entity, attr: str, snapshot: int = 0) -> str:
     'The capital of Valdoria is Zerth.'
     """
     return _fill(text_tables(entity.lang).STATEMENTS[attr], entity, snapshot)
+
+
+def statement_attrs(kind: str) -> tuple[str, ...]:
+    """The attributes an entity of `kind` has reference statements about: its short ones, then those
+    of its long topics."""
+    long_attrs = (a for (k, _), (attrs, _) in LONG.items() if k == kind for a in attrs)
+    return tuple(dict.fromkeys((*SHORT_ATTRS[kind], *long_attrs)))
+
+
+def statement_facts(entity: Entity, attr: str, snapshot: int = 0) -> list[str]:
+    """What the reference statement of `attr` asserts: the values it fills in, all but the entity's
+    own name (the passage's title). Each must be in every phrasing of the passage that states `attr`
+    (`world.check_world` checks it): a fact only some phrasings give, as a country's form of
+    government, has no place in a statement.
+
+    >>> e = Entity("country-0001", "country", "Valdoria", "test", {"title": "King"}, ({"leader": "Ana Kel"}, {}), 0)
+    >>> statement(e, "leader"), statement_facts(e, "leader")
+    ('The king of Valdoria is Ana Kel.', ['king', 'Ana Kel'])
+    """
+    return [str(_slots(entity, snapshot)[name]) for name in _asserted(text_tables(entity.lang).STATEMENTS[attr])]
+
+
+def statements_of(entity: Entity, snapshot: int = 0) -> dict[str, tuple[str, list[str]]]:
+    """Every reference statement of `entity` in `snapshot` (one per `statement_attrs`), each with its
+    attribute and what it asserts (`statement_facts`)."""
+    slots, table = _slots(entity, snapshot), text_tables(entity.lang).STATEMENTS
+    return {table[a].format(**slots): (a, [str(slots[name]) for name in _asserted(table[a])])
+            for a in statement_attrs(entity.kind)}
+
+
+@functools.cache
+def _asserted(template: str) -> tuple[str, ...]:
+    """The placeholders of a statement template that assert a fact: all but the entity's name."""
+    return tuple(name for _, name, _, _ in string.Formatter().parse(template) if name and name not in ("ref", "Ref"))
 
 
 def short_question(qid: str, entity: Entity, attr: str, template: str, snapshot: int = 0,

@@ -189,9 +189,10 @@ def _absent(namer: Namer, rng: random.Random, n: int) -> list[Entity]:
 def check_world(world: World) -> None:
     """Raise ValueError unless the world keeps its promises (checked before anything is written):
     unique ids, the same passage ids in both snapshots, titled passages of at most MAX_WORDS words
-    (Chinese: MAX_CHARS characters), gold ids that exist, and short answers found verbatim in a gold
-    passage."""
+    (Chinese: MAX_CHARS characters), gold ids that exist, short answers found verbatim in a gold
+    passage, and reference statements that assert nothing their gold passage does not state."""
     snaps = {0: {p.id: p for p in world.passages_a}, 1: {p.id: p for p in world.passages_b}}
+    ents, told = {e.slot: e for e in world.entities}, {}
     if len(snaps[0]) != len(world.passages_a) or snaps[0].keys() != snaps[1].keys():
         raise ValueError("passage ids repeat or differ between the snapshots")
     limit, unit, length = (MAX_WORDS, "words", lambda t: len(t.split())) if world.lang == "en" else (MAX_CHARS, "characters", len)
@@ -208,9 +209,39 @@ def check_world(world: World) -> None:
                 raise ValueError(f"{stem} {q.id}: unknown gold passage id in {q.gold_passage_ids}")
             if q.kind == "short" and q.answers and not any(q.answers[0] in f"{p.title} {p.text}" for p in gold):
                 raise ValueError(f"{stem} {q.id}: answer {q.answers[0]!r} is in no gold passage")
+            _check_statements(stem, q, gold, 1 if stem == "questions_b" else 0, ents, told)
     if [(q.id, q.question) for q in world.questions["questions_a"]] != [(q.id, q.question) for q in world.questions["questions_b"]]:
         raise ValueError("questions_a and questions_b must hold the same questions")
     _check_tasks(world, snaps[0])
+
+
+def _check_statements(stem: str, q: QAExample, gold: list[Passage], snapshot: int, ents: dict[str, Entity],
+                      told: dict) -> None:
+    """Each reference statement of `q` is the statement (questions.statement) of a fact that one of
+    its gold passages states, and that passage holds every value the statement asserts
+    (questions.statement_facts), whichever phrasing it was rendered in. `told` caches, per entity
+    and snapshot, its statements (questions.statements_of)."""
+    for s in q.reference_statements:
+        source = None
+        for p in gold:
+            e = ents.get(p.id.rsplit("-", 1)[0])
+            if e is None:
+                continue
+            if (e.slot, snapshot) not in told:
+                told[e.slot, snapshot] = Q.statements_of(e, snapshot)
+            attr, facts = told[e.slot, snapshot].get(s, (None, []))
+            if attr is not None and e.passage_of(attr) == p.id:
+                source = facts, p
+                break
+        if source is None:
+            raise ValueError(f"{stem} {q.id}: reference statement {s!r} is about no fact its gold passages "
+                             f"{q.gold_passage_ids} state")
+        facts, p = source
+        text = f"{p.title} {p.text}".lower()  # a statement may write a title in small letters ("the king of")
+        missing = [v for v in facts if v.lower() not in text]
+        if missing:
+            raise ValueError(f"{stem} {q.id}: reference statement {s!r} states {missing[0]!r}, which its gold "
+                             f"passage {p.id} does not")
 
 
 def _check_tasks(world: World, by_id: dict) -> None:
