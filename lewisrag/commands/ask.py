@@ -31,7 +31,7 @@ def ask(
         if value is not None and value < least:  # a max length of 1 holds only the start token: an empty answer
             raise InputError(flag, f"must be at least {least}, got {value}")
     from lewisrag.experiments.ask import ask as run
-    from lewisrag.experiments.ask import max_length_note, unknown_words_note, unpaired_note
+    from lewisrag.experiments.ask import longest_max_length, max_length_note, unknown_words_note, unpaired_note
     from lewisrag.index.dense import DenseIndex
     from lewisrag.training.checkpoint import load_trained
 
@@ -41,7 +41,7 @@ def ask(
                  max_length=max_length, swap=swap)
     # after the answer: a refused flag is then one line on stderr, never a note above it
     notes = [None if swap else unpaired_note(model, rag), unknown_words_note(tokenizers, question),
-             max_length_note(answer, max_length)]
+             max_length_note(answer, max_length, longest_max_length(rag))]
     for note in filter(None, notes):
         typer.echo(f"note: {note}", err=True)
     if as_json:

@@ -2,7 +2,9 @@
 
 The answer comes with the K retrieved passages, each with its prior p(z|x) (how much the retriever
 trusted it before reading) and its posterior p(z|x,y) (how much it explains the answer), and, for
-RAG-Token, the document each generated token leaned on: the argmax of p(z|x,y_t,y_<t).
+RAG-Token, the document each generated token leaned on: the argmax of p(z|x,y_t,y_<t). RAG-Sequence's
+p(z|x,y) is the one its decoding ranked the answer by, transformers' `exclude_bos_score=True`: when
+every candidate answer starts with BOS (<s>), that token's p(<s>|x,z) is left out of each p(y|x,z).
 """
 
 from __future__ import annotations
@@ -87,17 +89,30 @@ def unknown_words_note(tokenizers, question: str) -> str | None:
             "for every such question (a question in another language than the model's?)")
 
 
+def longest_max_length(model) -> int | None:
+    """The largest --max-length the generator decodes to: its positions (None: no such limit)."""
+    return max_positions(model.generator.config)
+
+
 def check_max_length(model, max_length: int, whose: str = "the generator") -> None:
     """Refuse a --max-length past the generator's positions (`train rag --max-target-length` is refused
     the same way, `training.rag_data.check_lengths`)."""
-    check_decoder_length("--max-length", max_length, max_positions(model.generator.config), "each decoded token", whose)
+    check_decoder_length("--max-length", max_length, longest_max_length(model), "each decoded token", whose)
+
+
+def check_question(tokenizers, question: str) -> None:
+    """Refuse a question with nothing the question encoder reads: empty, or only characters its
+    tokenizer drops (U+200B, a soft hyphen), which would be answered from [CLS] [SEP] alone."""
+    if not question.strip():
+        raise InputError("QUESTION", "empty question")
+    if not tokenizers.question(question, add_special_tokens=False)["input_ids"]:
+        raise InputError("QUESTION", "holds no character the question encoder reads")
 
 
 def ask(model, tokenizers, index, question: str, n_docs: int | None = None, num_beams: int = 1,
         max_length: int = 32, swap: bool = False) -> Answer:
     """Answer `question` with its evidence (see the module docstring)."""
-    if not question.strip():
-        raise InputError("QUESTION", "empty question")
+    check_question(tokenizers, question)
     k = n_docs or model.n_docs
     if n_docs is None and k > len(index.passages):  # the model's own K: --n-docs was not given, so not "--n-docs: ..."
         raise InputError(index.path, f"holds {len(index.passages)} passages, fewer than the {k} the model reads per "
@@ -129,21 +144,51 @@ def ask(model, tokenizers, index, question: str, n_docs: int | None = None, num_
         posterior = out.doc_posterior[0]  # (K,)
     passages = [PassageEvidence(i + 1, p.id, p.title, p.text, float(prior[i]), float(posterior[i]))
                 for i, p in enumerate(r.passages[0])]
-    eos = model.generation_config.eos_token_id  # the tokens that end an answer, as decoding read them
-    eos = [] if eos is None else [eos] if isinstance(eos, int) else list(eos)
-    ended = bool(torch.isin(seq[1:], torch.tensor(eos, dtype=seq.dtype)).any()) if eos else False
+    ended = ended_by_the_model(seq, model.generation_config, max_length)
     return Answer(question, text, model.variant, passages, tokens, reached_max_length=not ended and len(seq) >= max_length)
 
 
-def max_length_note(answer: Answer, max_length: int) -> str | None:
-    """What to tell the user when the answer filled `max_length` without its end token.
+def ended_by_the_model(seq: torch.Tensor, generation_config, max_length: int) -> bool:
+    """Whether the decoded `seq` (T,) (decoder start token first) holds an end token the model chose.
+
+    With `forced_eos_token_id` set (transformers' BartConfig default, so every bart-large generator) the
+    decoding forces that token at the last position, max_length − 1: an answer cut there ends with it
+    too, so that position counts only when the sequence stopped before it.
+
+    >>> from types import SimpleNamespace as C
+    >>> cut, done = torch.tensor([2, 5, 6, 2]), torch.tensor([2, 5, 2, 1])
+    >>> [ended_by_the_model(s, C(eos_token_id=2, forced_eos_token_id=f), 4) for s in (cut, done) for f in (None, 2)]
+    [True, False, True, True]
+    """
+    eos = _ids(generation_config.eos_token_id)  # the tokens that end an answer, as decoding read them
+    if not eos:
+        return False
+    own = seq[1:]
+    if _ids(getattr(generation_config, "forced_eos_token_id", None)) and len(seq) >= max_length:
+        own = seq[1:max_length - 1]  # the token at max_length − 1 was forced, whatever the model would have said
+    return bool(torch.isin(own, torch.tensor(eos, dtype=seq.dtype)).any())
+
+
+def _ids(value) -> list[int]:
+    return [] if value is None else [value] if isinstance(value, int) else list(value)
+
+
+def max_length_note(answer: Answer, max_length: int, longest: int | None = None) -> str | None:
+    """What to tell the user when the answer filled `max_length` without its end token; `longest`:
+    the largest --max-length the generator takes (`longest_max_length`), which no larger one can help.
 
     >>> max_length_note(Answer("q", "a b", "token", [], reached_max_length=True), 32)
     'the answer reached --max-length 32 before its end token, so it may be cut: pass a larger --max-length'
+    >>> max_length_note(Answer("q", "a b", "token", [], reached_max_length=True), 32, longest=32)
+    'the answer reached --max-length 32 before its end token, so it may be cut: the generator cannot decode a longer answer (its 32 positions)'
     """
     if not answer.reached_max_length:
         return None
-    return f"the answer reached --max-length {max_length} before its end token, so it may be cut: pass a larger --max-length"
+    if longest is not None and max_length >= longest:
+        advice = f"the generator cannot decode a longer answer (its {longest} positions)"
+    else:
+        advice = "pass a larger --max-length"
+    return f"the answer reached --max-length {max_length} before its end token, so it may be cut: {advice}"
 
 
 def _shown_positions(seq, tokenizer) -> list[int]:

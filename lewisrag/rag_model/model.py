@@ -257,9 +257,11 @@ class RagModel(nn.Module):
         q_tok = tokenizers.question(questions, padding=True, truncation=True, max_length=min(limits) if limits else None,
                                     return_tensors="pt").to(device)
         q = self.encode_questions(q_tok["input_ids"], q_tok["attention_mask"])  # (B, D)
-        if self.settings.index_fingerprint is not None and hasattr(index, "check_encoder"):
-            # the model's own question encoder: ask, swap and export take --swap, none --context-encoder
-            index.check_encoder(self.settings.index_fingerprint, q.shape[1], swap=swap, flags=("--swap",))
+        if hasattr(index, "check_encoder"):
+            # the model's own question encoder: ask, swap and export take --swap, none --context-encoder. A
+            # model naming no context encoder (a transformers RAG checkpoint) has only the width checked
+            fingerprint = self.settings.index_fingerprint
+            index.check_encoder(fingerprint, q.shape[1], swap=swap or fingerprint is None, flags=("--swap",))
         queries = np.ascontiguousarray(q.detach().float().cpu().numpy())  # (B, D)
         _, rows = index.search(queries, k)  # (B, K)
         check_found(rows, k, index, queries)
