@@ -41,8 +41,9 @@ def parse_overrides(pairs: list[str]) -> dict:
             raise InputError("--set", f"{key} must be at least 3 (<s>, one token, </s>), got {out[key]}")
         if key in SHARES and out[key] > 1:
             raise InputError("--set", f"{key} is a share: at most 1, got {out[key]}")
-        if key == "snapshot_b_share" and out[key] >= 1:  # 1 divided by zero once reading began
-            raise InputError("--set", f"snapshot_b_share must be below 1 (snapshot A's wording keeps the rest), got {out[key]}")
+        if key == "snapshot_b_share" and out[key] > MAX_B_SHARE:  # 1 divided by zero once reading began
+            raise InputError("--set", f"snapshot_b_share must be at most {MAX_B_SHARE}, not just below 1: each refill of "
+                             f"the reading stream adds share / (1 - share) snapshot-B pairs per snapshot-A pair, got {out[key]}")
         if key == "vocab_size" and out[key] < MIN_VOCAB:  # else built larger than asked, recipe.json telling otherwise
             raise InputError("--set", f"vocab_size must be at least {MIN_VOCAB} (256 bytes and {MIN_VOCAB - 256} special "
                              f"tokens), got {out[key]}")
@@ -61,7 +62,13 @@ AT_LEAST_ONE = {"vocab_size", "d_model", "encoder_layers", "decoder_layers", "he
 # model has the same caps; BART-large is 1024 wide, 4096 in its feed-forward, 12 layers of 16 heads, 1024 positions)
 AT_MOST = {"d_model": 4096, "ffn_dim": 16384, "encoder_layers": 96, "decoder_layers": 96, "heads": 128,
            "vocab_size": 262144, "max_source_length": 4096, "max_target_length": 4096,
-           "qa_batch_size": 65536, "denoise_batch_size": 65536}
+           "qa_batch_size": 65536, "denoise_batch_size": 65536,
+           # fresh passages (with 3 questions each) the tokenizer learns from: 50 x the shipped recipes' 20,000: 100,000
+           # took 18 s and 0.4 GB before any step, so this cap some 3 minutes and 4 GB, and the BPE's time after it
+           "tokenizer_docs": 1_000_000}
+# the reading stream's refill adds len(pairs) * share / (1 - share) snapshot-B pairs to about 226 of snapshot A's:
+# 9 times as many at 0.9; at 0.999 it buffered 226,000 pairs (762 MB) in one refill, and more hung or ran out of memory
+MAX_B_SHARE = 0.9
 LENGTHS = {"max_source_length", "max_target_length"}  # token counts the tokenizer truncates to
 SHARES = {"qa_start", "snapshot_b_share", "mask_ratio", "final_lr_ratio"}  # in [0, 1]
 

@@ -34,7 +34,7 @@ from lewisrag.data.pretrained import load_generator
 from lewisrag.data.records import of_kinds, read_qa, refuse_regex_targets
 from lewisrag.training.configs import ClosedBookConfig
 from lewisrag.training.devices import autocast, single_device
-from lewisrag.training.optim import adamw, backward_step, diverged, finite, learning_rate_factor
+from lewisrag.training.optim import adamw, backward_step, diverged, finite, first_non_finite, learning_rate_factor
 from lewisrag.training.rag_data import (DataPosition, answer_labels, group_units, next_batch, training_pairs,
                                        warn_split_groups)
 from lewisrag.training.tasks import label_log_probs, prepare_generator
@@ -72,6 +72,9 @@ def train_closed_book(cfg: ClosedBookConfig, out: str | os.PathLike,
     units = group_units([ex for ex, _ in pairs])  # minimal pairs in one batch, as the RAG runs
     warn_split_groups(units, cfg.batch_size, f"--batch-size {cfg.batch_size}", cfg.train)
     generator, tokenizer = load_generator(cfg.generator, any_seq2seq=True)  # decodes with `generate`: any seq2seq
+    if (broken := first_non_finite(generator.named_parameters())) is not None:  # it said "lower --lr"
+        raise InputError(cfg.generator, f"the generator's weights hold NaN or inf ({broken}), so its loss would "
+                         "be NaN from the first step; give another generator (lewisrag pretrain writes one)")
     prepare_generator(cfg.task, generator, tokenizer)
     generator.to(device)
     torch.manual_seed(cfg.seed)
@@ -93,6 +96,10 @@ def train_closed_book(cfg: ClosedBookConfig, out: str | os.PathLike,
         opt.zero_grad(set_to_none=True)
         log.append(record)
         if not math.isfinite(record["loss"]) and not scaler.is_enabled():  # under fp16 the scaler skips such a step
+            if step == 1:  # before any update: the starting weights overflow it, whatever the lr
+                raise InputError(cfg.generator, f"the closed-book loss was {record['loss']} at step 1, before any "
+                                 "update: the generator's weights overflow it (finite, but too large); give another "
+                                 "generator (lewisrag pretrain writes one)")
             raise diverged(f"the closed-book loss became {record['loss']} at step {step}", cfg.lr)
         if on_progress:
             on_progress(step, cfg.steps, record)
@@ -127,7 +134,8 @@ def _step_loss(generator, tokenizer, pairs, cfg: ClosedBookConfig):
 
 def answer_closed_book(generator, tokenizer, questions: Sequence[str], batch_size: int = 16, max_length: int = 32,
                        max_source_length: int = 64, on_batch: Callable[[int], None] | None = None) -> list[str]:
-    """Greedy answers from the question alone (no documents), special tokens stripped; on the generator's device."""
+    """Greedy answers from the question alone (no documents), special tokens stripped; on the generator's device.
+    `max_length` counts the decoder start token, as `RagModel.generate`'s: an answer of the same length limit."""
     answers: list[str] = []
     was_training = generator.training
     generator.eval()
@@ -137,7 +145,10 @@ def answer_closed_book(generator, tokenizer, questions: Sequence[str], batch_siz
                 chunk = list(questions[i : i + batch_size])
                 enc = tokenizer(chunk, padding=True, truncation=True, max_length=max_source_length,
                                 return_tensors="pt").to(generator.device)
-                ids = generator.generate(**enc, max_new_tokens=max_length, num_beams=1, do_sample=False)  # (B, T)
+                # max_length counts the decoder start token, as RAG's does (rag_model.decoding._max_length):
+                # the same limit decodes the same number of tokens in both (at 1, one token, as RAG's search)
+                ids = generator.generate(**enc, max_new_tokens=max(1, max_length - 1), num_beams=1,
+                                         do_sample=False)  # (B, T <= max(2, max_length))
                 answers += [a.strip() for a in tokenizer.batch_decode(ids, skip_special_tokens=True)]
                 if on_batch:
                     on_batch(len(chunk))

@@ -57,6 +57,16 @@ def finite(params) -> bool:
     return all(bool(torch.isfinite(w).all()) for w in params)
 
 
+def first_non_finite(named_params) -> str | None:
+    """The name of the first tensor of `named_params` ((name, tensor) pairs) holding NaN or inf; None
+    when all are finite. A loss that is NaN before any update comes from such weights, not the lr.
+
+    >>> first_non_finite([("a", torch.ones(2)), ("b", torch.tensor([1.0, float("nan")]))])
+    'b'
+    """
+    return next((name for name, w in named_params if not bool(torch.isfinite(w).all())), None)
+
+
 def optimizer_step(opt, sched, scaler) -> dict:
     """The optimizer and schedule step; under fp16, the log fields of the gradient scaler."""
     if not scaler.is_enabled():

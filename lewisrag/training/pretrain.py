@@ -227,7 +227,7 @@ def pretrain(cfg: PretrainConfig, out: str | os.PathLike, on_step: Callable | No
         t0 = time.perf_counter()
         loss = _train_step(model, opt, tokenizer, stream, cfg, step, progress)
         if not math.isfinite(loss):  # full precision, no scaler: the weights are NaN from here on, and were saved, exit 0
-            raise _diverged(cfg, f"the loss became {loss} at step {step + 1}")
+            raise _diverged(cfg, f"the loss became {loss} at step {step + 1}") if step else _overflowed(cfg, loss)
         step, train_s = step + 1, train_s + time.perf_counter() - t0
         loss_ema = loss if loss_ema is None else 0.95 * loss_ema + 0.05 * loss
         if cfg.eval_every and train_s / 60 >= cfg.eval_every * (len(curve) + 1):  # 0: never (it was every step)
@@ -247,6 +247,18 @@ def pretrain(cfg: PretrainConfig, out: str | os.PathLike, on_step: Callable | No
 def _diverged(cfg: PretrainConfig, what: str) -> InputError:
     """`--set lr`'s line when pretraining diverges (recipe.json held a bare NaN, the weights NaN, exit 0)."""
     return diverged(what, cfg.lr, "--set", "lr", f" or lengthen warmup_steps (now {cfg.warmup_steps})")
+
+
+def _overflowed(cfg: PretrainConfig, loss: float) -> InputError:
+    """The line when the first step's loss is NaN or inf: no update has run yet, so the lr is not the
+    cause (it was blamed: init_std=1e30 said "lower lr"), but the starting weights, or the weight the
+    denoising loss is multiplied by where it is above 1 (a finite loss times 1e308 is inf)."""
+    std = f"{cfg.init_std:g}" if cfg.init_std is not None else f"unset: 1/sqrt(d_model) = {1 / math.sqrt(cfg.d_model):.3g}"
+    what = f"the loss was {loss} at step 1, before any update, so not because of lr"
+    if cfg.denoise_batch_size and cfg.denoise_weight > 1:
+        return InputError("--set", f"{what}: the starting weights or the loss weights overflow it; lower init_std "
+                          f"(now {std}) or denoise_weight (now {cfg.denoise_weight:g})")
+    return InputError("--set", f"{what}: the starting weights overflow it; lower init_std (now {std})", field="init_std")
 
 
 def _train_step(model, opt, tokenizer, stream: FreshStream, cfg: PretrainConfig, step: int, progress: float) -> float:
