@@ -17,6 +17,7 @@ load (a question's 1302, 年 and 建国 never meet its word 1302年建国): buil
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -122,14 +123,18 @@ class BM25Index:
     @classmethod
     def in_memory(cls, passages: Sequence[Passage], k1: float = 1.5, b: float = 0.75) -> BM25Index:
         """Index `title + text` of every passage without writing anything (e.g. to mine hard negatives)."""
+        docs = [tokenize(f"{p.title} {p.text}") for p in passages]
+        if not any(docs):  # bm25s fails on an empty vocabulary (max() of an empty sequence), a traceback
+            raise InputError("--passages", "no passage holds a word BM25 indexes (stop words aside)")
         retriever = bm25s.BM25(k1=k1, b=b)
-        retriever.index(_token_ids([tokenize(f"{p.title} {p.text}") for p in passages]), show_progress=False)
+        retriever.index(_token_ids(docs), show_progress=False)
         return cls(Path(), {"kind": "bm25", "n_passages": len(passages)}, retriever, passages)  # a table stays a table
 
     @classmethod
     def load(cls, path: str | os.PathLike, mmap: bool = True) -> BM25Index:
         path = Path(path)
         manifest = store.read_manifest(path, kind="bm25")
+        check_params(path)  # before bm25s builds on them: a backend it lacks is an ImportError there
         try:
             retriever = bm25s.BM25.load(str(path / "bm25"), mmap=mmap, show_progress=False)
         # a missing, truncated or garbled file (JSONDecodeError is a ValueError); JSON of the wrong shape
@@ -138,6 +143,8 @@ class BM25Index:
             raise InputError(path / "bm25", f"cannot read the BM25 index ({first_line(e)}); "
                              "build the index again") from None
         check_num_docs(path, retriever, manifest["n_passages"])
+        check_score_arrays(path, retriever.scores)
+        check_word_ids(path, retriever.int_dtype, len(retriever.vocab_dict))
         check_tokenizer(path, manifest, retriever.vocab_dict)
         return cls(path, manifest, retriever, store.load_passages(path, manifest))
 
@@ -163,10 +170,76 @@ def check_num_docs(path: Path, retriever, n_passages: int) -> None:
     return rows past the passages (an IndexError where a hit is read), of a smaller one leave
     passages unfindable. Every load checks it; `index verify` checks the words too."""
     docs = retriever.scores.get("num_docs")
-    if docs != n_passages or isinstance(docs, bool):
+    if type(docs) is not int or docs != n_passages:  # 4.0 (or true) compares equal to 4, and fails a search
         raise InputError(path / "bm25" / "params.index.json", f"indexes {docs!r} documents, the index {n_passages} "
                          "passages: the BM25 files belong to another index or are damaged; build the index again",
                          field="num_docs")
+
+
+# what bm25s reads of params.index.json at a search, as a build writes it: the score and token id types
+# and the backend (numba is not installed; neither is another backend's library)
+_PARAM_KINDS = {"dtype": ("f", "a numpy float type such as 'float32'"),
+                "int_dtype": ("iu", "a numpy integer type such as 'int32'")}
+
+
+def _numpy_dtype(name) -> np.dtype | None:
+    """The numpy type `name` names, None if it names none (or is no string: np.dtype(None) is float64)."""
+    if not isinstance(name, str):
+        return None
+    try:
+        return np.dtype(name)
+    except (TypeError, ValueError):
+        return None
+
+
+def check_params(path: Path) -> None:
+    """params.index.json's fields a search uses, before bm25s reads them: `backend` "numpy" (bm25s
+    raises an ImportError building a numba one without numba), `dtype` a float type and `int_dtype`
+    an integer type (a search makes its score and token id arrays of them: TypeError, else wrong
+    sums). A field left out takes bm25s' default, as its load does. A file that is missing or not
+    JSON is left to bm25s' load, which names it."""
+    file = path / "bm25" / "params.index.json"
+    try:
+        params = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if not isinstance(params, dict):
+        return
+    damaged = "the BM25 files are damaged; build the index again"
+    backend = params.get("backend", "numpy")
+    if backend != "numpy":
+        raise InputError(file, f"{backend!r} is not the backend lewisrag builds with ('numpy'): {damaged}",
+                         field="backend")
+    for field, (kinds, what) in _PARAM_KINDS.items():
+        value = params.get(field, "float32" if field == "dtype" else "int32")
+        dtype = _numpy_dtype(value)
+        if dtype is None or dtype.kind not in kinds:
+            raise InputError(file, f"{value!r} is not {what}: {damaged}", field=field)
+
+
+def check_score_arrays(path: Path, scores: dict) -> None:
+    """The score matrix's arrays are 1-D, `data` of floats and `indices` and `indptr` of integers (a
+    search adds them up: a string array fails in numpy, a traceback), `data` and `indices` as long
+    as each other. Read from the arrays' headers: no entry is read (`index verify` reads them all)."""
+    want = {"data": ("f", "floats"), "indices": ("iu", "integers"), "indptr": ("iu", "integers")}
+    for name, (kinds, what) in want.items():
+        a = scores.get(name)
+        if not isinstance(a, np.ndarray) or a.ndim != 1 or a.dtype.kind not in kinds:
+            got = (f"a {a.ndim}-D array of {a.dtype}" if isinstance(a, np.ndarray) else type(a).__name__)
+            raise InputError(path / "bm25" / f"{name}.csc.index.npy", f"holds {got}, not a 1-D array of {what}: the "
+                             "BM25 files are damaged; build the index again")
+    if len(scores["data"]) != len(scores["indices"]):
+        raise InputError(path / "bm25", f"data.csc.index.npy holds {len(scores['data'])} scores, "
+                         f"indices.csc.index.npy {len(scores['indices'])} document ids: the BM25 files are damaged; "
+                         "build the index again")
+
+
+def check_word_ids(path: Path, int_dtype: str, n_words: int) -> None:
+    """`int_dtype` holds every word id of the vocabulary: a search makes a question's word ids an
+    array of it (an OverflowError, a traceback, past its range: 'int8' and a 200-word vocabulary)."""
+    if n_words and np.iinfo(np.dtype(int_dtype)).max < n_words - 1:  # check_params made it an integer type
+        raise InputError(path / "bm25" / "params.index.json", f"{int_dtype!r} cannot hold the vocabulary's word ids "
+                         f"(0 to {n_words - 1}): the BM25 files are damaged; build the index again", field="int_dtype")
 
 
 def check_tokenizer(path: Path, manifest: dict, vocab: dict[str, int]) -> None:

@@ -122,6 +122,9 @@ def retrieval_recall(
     `gold_passage_ids` are left out and counted under `skipped`. `per_question` maps each scored
     question id to its recall at each k ({"1": ..., "5": ...}), and `first_gold` to the 0-based rank
     of its first gold hit (None: not in the top max(ks)), for paired comparisons question by question.
+    A BM25 hit scoring 0 is no retrieved passage (as for `targets.make_targets`' `scored_only`): BM25
+    fills its top k with passages sharing no word with the question, in the index's order, and a
+    gold passage among them once counted as found.
     """
     ks = sorted(set(ks))  # a repeated cut-off would be counted twice into one share
     scored = [ex for ex in examples if ex.gold_passage_ids]
@@ -130,10 +133,11 @@ def retrieval_recall(
     first_gold: dict[str, int | None] = {}
     per_question: dict[str, dict[str, float]] = {}
     kmax = max(ks)
+    scored_only = isinstance(retriever, BM25Retriever)
     for i in range(0, len(scored), batch_size):
         batch = scored[i : i + batch_size]
         for ex, hits in zip(batch, retriever.search([ex.question for ex in batch], kmax)):
-            ids = [h.id for h in hits]
+            ids = [h.id for h in hits if h.score > 0 or not scored_only]
             first = first_gold_rank(ids, ex.gold_passage_ids)
             first_gold[ex.id] = first
             per_question[ex.id] = {str(k): recall_at_k(ids, ex.gold_passage_ids, k) for k in ks}

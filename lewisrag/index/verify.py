@@ -28,7 +28,9 @@ have failed:
 - 8 passages spread over the index encoded afresh by its context encoder, where that is found,
   against their stored vectors: vectors copied in from another index of the same size would pass
   every check above;
-- a BM25 index's document count, every score a finite number and its document id one of the
+- a BM25 index's settings (backend, score and word id types) and score arrays (1-D, of floats and
+  integers) as every load checks them (`bm25.check_params`, `check_score_arrays`), its document
+  count, every score a finite number and its document id one of the
   passages, and 8 passages spread over it each indexed under exactly its own words (`_check_bm25`):
   BM25 files copied in from another index would pass the passages' checks.
 
