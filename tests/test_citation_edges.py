@@ -148,7 +148,9 @@ def test_a_refusal_is_not_blamed_on_distortion():
     assert diagnose(m, "single_doc", refused=False)["primary"] == "generation_distorted"  # an answer is still judged
     rec = _evaluate("抱歉，知识库里没有相关信息。", ["登录失败时接口返回 422 状态码。"], reference="登录失败返回 422。")
     assert rec["refused"] is True and rec["diagnosis"]["layers"]["generation_distorted"] == "n/a"
-    assert rec["diagnosis"]["primary"] == "generation_not_used_or_off_topic"  # off-topic unmeasured here
+    # a refusal answers no other question either: off-topic is n/a for it, measured or not
+    assert rec["diagnosis"]["layers"]["generation_off_topic"] == "n/a"
+    assert rec["diagnosis"]["primary"] == "generation_not_used"
 
 
 # --- 6. [1]-[3] is a range --------------------------------------------------------------------------

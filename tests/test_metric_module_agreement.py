@@ -123,3 +123,25 @@ def test_real_data_names_the_lone_a_before_chinese_text_as_stricter_than_squad()
     assert _squad_normalize("A 型血") == _squad_normalize("型血") and exact_match("型血", ["A 型血"]) == 0.0
     text = " ".join((ROOT / "docs" / "real-data.md").read_text(encoding="utf-8").split())
     assert "Two cases are stricter" in text and '"A 型血"' in text
+
+
+@pytest.mark.parametrize("answer, context", [
+    ("The documents do not mention it.", "Login returns 422 when the password is wrong."),
+    ("抱歉，知识库里没有相关信息。", "登录失败时接口返回 422 状态码。"),
+])
+def test_the_module_leaves_a_refusal_out_of_faithfulness_as_eval_answers_does(faith_module, answer, context):
+    """A refusal's faithfulness (0 when its sentence is judged a statement the context lacks) entered
+    the module's mean, where `eval answers` leaves it null: the two disagreed on the same answers."""
+    from lewisrag.eval.evaluator import EvalConfig, evaluate_answers
+    from lewisrag.eval.judges import LexicalJudge
+    from lewisrag.eval.records import parse_answer
+
+    answers = [answer, "Login returns 422 when the password is wrong [1]."]
+    rows = [{"user_input": "What does login return?", "response": a,
+             "retrieved_contexts": [{"id": "1", "title": "", "text": context}]} for a in answers]
+    got = faith_module.compute(predictions=answers, contexts=[[context]] * 2)
+    report = evaluate_answers([parse_answer(r, "answers.jsonl", i, {}) for i, r in enumerate(rows, 1)],
+                              LexicalJudge(), EvalConfig(splitter="sentences")).to_json()
+    assert report["records"][0]["refused"] is True and report["records"][0]["metrics"]["faithfulness"] is None
+    assert got["faithfulness_nan"] == 1
+    assert got["faithfulness"] == pytest.approx(report["records"][1]["metrics"]["faithfulness"])

@@ -15,29 +15,44 @@ invents facts has put them in place of the context's: both leave the reference u
 used" is blamed only when the answer is on topic and faithful, yet incomplete. Where the off-topic
 layer could not be measured (no on-topic labels, no answer relevancy: `lewisrag eval answers` without
 an LLM judge and an embedder), a faithful, incomplete answer may be either: the cause is then
-`NOT_USED_OR_OFF_TOPIC`, blaming both layers (`CAUSES`), not "not used" by default.
+`NOT_USED_OR_OFF_TOPIC`, blaming both layers (`CAUSES`), not "not used" by default. Where the judge
+decided none of the answer's statements (timeouts, labels that do not cover them, a failed
+decomposition: the metric names in `undecided`), its `generation_distorted` is "n/a" too, yet it
+may have invented what it says: an incomplete answer is then `NOT_USED_OR_DISTORTED`, or
+`NOT_USED_DISTORTED_OR_OFF_TOPIC` when relevance was not measured either. An "n/a" with nothing to
+judge (an answer of no statements, a refusal) blames nothing.
 
 Questions of category `not_in_kb` have no right content: the only right answer is a refusal. They
 get no layer verdicts; `refused` says whether the answer refused, and a non-refusal is blamed on
 `generation_distorted` (the answer asserts what no document says). They never enter a mean.
 A refusal of any other question states nothing, so its faithfulness (0 where "not found" was judged a
-statement the contexts do not support) measures nothing: its `generation_distorted` is "n/a", and the
-blame falls where the chapter's table puts an answer that says "I don't know": on retrieval when the
-needed passage never arrived, else on the context not used (it was blamed on generation_distorted).
+statement the contexts do not support) measures nothing, and it answers no other question (its
+answer relevancy is 0 by construction: every question generated back from a refusal is
+noncommittal): its `generation_distorted` and `generation_off_topic` are "n/a" with nothing to judge,
+and the blame falls where the chapter's table puts an answer that says "I don't know": on retrieval
+when the needed passage never arrived, else on the context not used (it was blamed on
+generation_distorted, then, with answer relevancy measured, on generation_off_topic).
 Whether an answer refuses is `lewisrag.eval.refusals.is_refusal`.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass
 
 LAYERS = ("retrieval", "generation_not_used", "generation_distorted", "generation_off_topic", "citation")
 CAUSE_ORDER = ("retrieval", "generation_off_topic", "generation_distorted", "generation_not_used", "citation")
 NOT_USED_OR_OFF_TOPIC = "generation_not_used_or_off_topic"
+NOT_USED_OR_DISTORTED = "generation_not_used_or_distorted"
+NOT_USED_DISTORTED_OR_OFF_TOPIC = "generation_not_used_distorted_or_off_topic"
 # every primary cause -> the layers it blames, in CAUSE_ORDER
 CAUSES = {**{layer: (layer,) for layer in CAUSE_ORDER},
-          NOT_USED_OR_OFF_TOPIC: ("generation_off_topic", "generation_not_used")}
+          NOT_USED_OR_OFF_TOPIC: ("generation_off_topic", "generation_not_used"),
+          NOT_USED_OR_DISTORTED: ("generation_distorted", "generation_not_used"),
+          NOT_USED_DISTORTED_OR_OFF_TOPIC: ("generation_off_topic", "generation_distorted", "generation_not_used")}
+# the layers before "not used" that, "n/a" because unmeasured, may be what left the reference uncovered
+_UNKNOWN_BEFORE_NOT_USED = ("generation_off_topic", "generation_distorted")
 
 
 @dataclass(frozen=True)
@@ -90,10 +105,14 @@ def layer_verdicts(metrics: dict, thresholds: Thresholds = Thresholds(), k: int 
     }
 
 
-def primary_cause(layers: dict[str, str]) -> tuple[str | None, list[str]]:
-    """The first failing layer in CAUSE_ORDER, and the later failing layers (its consequences); a failing
-    "not used" whose off-topic layer is "n/a" is NOT_USED_OR_OFF_TOPIC (an answer to another question
-    leaves the reference uncovered too, and nothing measured whether it answered this one).
+def primary_cause(layers: dict[str, str],
+                  unknown: Collection[str] = ("generation_off_topic",)) -> tuple[str | None, list[str]]:
+    """The first failing layer in CAUSE_ORDER, and the later failing layers (its consequences). A failing
+    "not used" after a generation layer that is "n/a" and in `unknown` (unmeasured or undecided, not
+    "nothing to judge") blames that layer too: NOT_USED_OR_OFF_TOPIC (an answer to another question
+    leaves the reference uncovered too, and nothing measured whether it answered this one),
+    NOT_USED_OR_DISTORTED (nothing decided whether it invented what it says), or both:
+    NOT_USED_DISTORTED_OR_OFF_TOPIC. By default an "n/a" off-topic layer is unknown.
 
     >>> primary_cause({"retrieval": "fail", "generation_not_used": "fail", "generation_distorted": "pass",
     ...                "generation_off_topic": "n/a", "citation": "fail"})
@@ -103,18 +122,28 @@ def primary_cause(layers: dict[str, str]) -> tuple[str | None, list[str]]:
     >>> primary_cause({"retrieval": "pass", "generation_not_used": "fail", "generation_distorted": "pass",
     ...                "generation_off_topic": "n/a", "citation": "fail"})
     ('generation_not_used_or_off_topic', ['citation'])
+    >>> primary_cause({"retrieval": "pass", "generation_not_used": "fail", "generation_distorted": "n/a",
+    ...                "generation_off_topic": "pass"}, unknown={"generation_distorted"})
+    ('generation_not_used_or_distorted', [])
     """
     failing = [layer for layer in CAUSE_ORDER if layers.get(layer) == "fail"]
     if not failing:
         return None, []
-    if failing[0] == "generation_not_used" and layers.get("generation_off_topic") == "n/a":
-        return NOT_USED_OR_OFF_TOPIC, failing[1:]
+    if failing[0] == "generation_not_used":
+        blamed = tuple(layer for layer in _UNKNOWN_BEFORE_NOT_USED if layer in unknown and layers.get(layer) == "n/a")
+        if blamed:
+            cause = {("generation_off_topic",): NOT_USED_OR_OFF_TOPIC, ("generation_distorted",): NOT_USED_OR_DISTORTED,
+                     _UNKNOWN_BEFORE_NOT_USED: NOT_USED_DISTORTED_OR_OFF_TOPIC}[blamed]
+            return cause, failing[1:]
     return failing[0], failing[1:]
 
 
 def diagnose(metrics: dict, category: str | None = None, refused: bool = False,
-             thresholds: Thresholds = Thresholds(), k: int | None = None) -> dict:
+             thresholds: Thresholds = Thresholds(), k: int | None = None, undecided: Collection[str] = ()) -> dict:
     """One question's diagnosis: `{"layers": {...}, "primary": layer | None, "consequences": [...]}`.
+
+    `undecided` names the metrics that are NaN because the judge decided none of their verdicts (not
+    because there was nothing to judge): a layer "n/a" for that reason may have failed.
 
     >>> diagnose({"context_recall": 1.0, "faithfulness": 1.0, "citation_recall": 0.0})["primary"]
     'citation'
@@ -122,6 +151,11 @@ def diagnose(metrics: dict, category: str | None = None, refused: bool = False,
     'generation_distorted'
     >>> diagnose({"context_recall": 1.0, "answer_completeness": 0.0, "faithfulness": 0.0}, refused=True)["layers"]["generation_distorted"]
     'n/a'
+    >>> diagnose({"context_recall": 1.0, "answer_completeness": 0.0, "answer_relevancy": 0.0}, refused=True)["primary"]
+    'generation_not_used'
+    >>> diagnose({"context_recall": 1.0, "answer_completeness": 0.0, "faithfulness": None, "on_topic_rate": 1.0},
+    ...          undecided={"faithfulness"})["primary"]
+    'generation_not_used_or_distorted'
     """
     if category == "not_in_kb":
         layers = dict.fromkeys(LAYERS, "n/a")
@@ -130,7 +164,12 @@ def diagnose(metrics: dict, category: str | None = None, refused: bool = False,
         primary, consequences = primary_cause(layers)
         return {"layers": layers, "primary": primary, "consequences": consequences, "expected_refusal": True}
     layers = layer_verdicts(metrics, thresholds, k)
-    if refused:  # a refusal asserts nothing: its faithfulness is no measure of distortion
-        layers["generation_distorted"] = "n/a"
-    primary, consequences = primary_cause(layers)
+    if refused:  # a refusal asserts nothing and answers no other question: neither layer has anything to judge
+        layers["generation_distorted"] = layers["generation_off_topic"] = "n/a"
+        unknown: set[str] = set()
+    else:
+        unknown = {"generation_off_topic"}  # "n/a": relevance not measured
+        if "faithfulness" in undecided:
+            unknown.add("generation_distorted")
+    primary, consequences = primary_cause(layers, unknown)
     return {"layers": layers, "primary": primary, "consequences": consequences}

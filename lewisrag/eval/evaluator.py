@@ -21,8 +21,12 @@ claim check under `claims.checks`; `claims.contradictions` counts contradicted c
 check has a label (`lewisrag.eval.claims.contradictions`).
 
 `not_in_kb` records are judged on refusal alone: their metrics are null with a reason, and they
-enter no mean. Everything NaN is written as null with its reason under "nan_reasons". Records of
-several systems are aggregated per system as well as pooled (`aggregate`'s "by_system").
+enter no mean. A refusal of any other question asserts nothing: its faithfulness, and the claim
+diagnostics read over the answer's claims (`RESPONSE_CLAIM_METRICS`), are null whether its statements
+were judged unsupported (0, now null with `REFUSAL_REASON`) or none were made (NaN with its own
+reason), so neither enters a mean; `refused` records the refusal, and completeness (and
+claims.recall) the miss. Everything NaN is written as null with its reason under "nan_reasons".
+Records of several systems are aggregated per system as well as pooled (`aggregate`'s "by_system").
 """
 
 from __future__ import annotations
@@ -53,6 +57,13 @@ METRICS = ("faithfulness", "context_recall", "answer_completeness", "answer_rele
            "citation_recall", "citation_precision", "exact_match", "f1", "rougeL")
 NOT_IN_KB_REASON = "not_in_kb: judged on refusal only, never averaged"
 NO_REFERENCE_REASON = "no reference answer, reference statements or reference claims"
+# why a refusal of an answerable question has no faithfulness: "not found" judged unsupported scored 0, and an
+# answer decomposed into no statement NaN; the chapter lets neither into a mean (`refused` says it refused)
+REFUSAL_REASON = "refusal: asserts nothing, never averaged"
+# the claim diagnostics whose denominator is the answer's claims (claims.py), null for a refusal as faithfulness is
+RESPONSE_CLAIM_METRICS = ("precision", "f1", "noise_sensitivity_in_relevant", "noise_sensitivity_in_irrelevant",
+                          "hallucination", "self_knowledge", "faithfulness")
+UNDECIDED = "judge undecided on all "  # how the reason of a metric whose every verdict is undecided begins
 # why an answer whose every sentence only declines (`declines_only`, excused from citing) has no citation quality
 DECLINES_ONLY_REASON = "every sentence of the answer only declines: none is asked to cite"
 CLAIM_CONFIDENCE = 0.95  # level of the bootstrap interval of each claim diagnostic's mean
@@ -233,7 +244,13 @@ def _scored(name: str, support: metrics.Support, what: str, m: dict, reasons: di
     if not support.verdicts:
         reasons.setdefault(name, f"no {what}")
     elif math.isnan(support.score):
-        reasons[name] = f"judge undecided on all {len(support.verdicts)} {what}: {support.verdicts[0].reason}"
+        reasons[name] = f"{UNDECIDED}{len(support.verdicts)} {what}: {support.verdicts[0].reason}"
+
+
+def undecided_metrics(reasons: dict) -> set[str]:
+    """The metrics NaN because the judge decided none of their verdicts (all undecided, a failed
+    decomposition), not because there was nothing to judge: `diagnose`'s `undecided`."""
+    return {m for m, why in reasons.items() if isinstance(why, str) and why.startswith((UNDECIDED, DECOMPOSE_FAILED))}
 
 
 def _record(p: _Prepared, judge, cfg: EvalConfig, embed) -> dict:
@@ -264,6 +281,8 @@ def _record(p: _Prepared, judge, cfg: EvalConfig, embed) -> dict:
     premise = metrics.join_contexts([c.text for c in rec.contexts])
     faith = metrics.count_support(premise, [s.text for s in p.statements], judge)
     _scored("faithfulness", faith, "statements in the answer", m, reasons)
+    if p.refused and not math.isnan(m["faithfulness"]):  # its statements stay judged below; their score enters no mean
+        m["faithfulness"], reasons["faithfulness"] = math.nan, REFUSAL_REASON
     out["statements"] = [{"text": s.text, "citations": list(s.citations), "supported": v.supported, "reason": v.reason,
                           "label": v.label} for s, v in zip(p.statements, faith.verdicts)]
     in_contexts = metrics.count_support(premise, p.references, judge)
@@ -309,9 +328,12 @@ def _record(p: _Prepared, judge, cfg: EvalConfig, embed) -> dict:
             reasons[k] = "no reference answer"
     if p.claims:
         scores, why, out["claims"] = _claim_scores(p.claims, judge)
+        if p.refused:
+            for name in (CLAIMS_PREFIX + n for n in RESPONSE_CLAIM_METRICS if not math.isnan(scores[CLAIMS_PREFIX + n])):
+                scores[name], why[name] = math.nan, REFUSAL_REASON
         m.update(scores)
         reasons.update(why)
-    out["diagnosis"] = diagnose(m, rec.category, p.refused, cfg.thresholds, k=max(cfg.ks))
+    out["diagnosis"] = diagnose(m, rec.category, p.refused, cfg.thresholds, k=max(cfg.ks), undecided=undecided_metrics(reasons))
     return out
 
 
@@ -491,7 +513,8 @@ def evaluate_bughunt(sample, judge=None, cfg: EvalConfig = EvalConfig()) -> Resu
             granularity[level] = {"statements": len(texts), "supported": sum(v.supported is True for v in s.verdicts), "faithfulness": s.score}
         answers.append({"name": preset.name, "description": preset.description, "expected_primary": preset.expected_primary,
                         "response": preset.response, "retrieved_ids": list(preset.retrieved_ids), **rec,
-                        "diagnosis": diagnose(m, None, rec["refused"], cfg.thresholds, k=max(cfg.ks)),
+                        "diagnosis": diagnose(m, None, rec["refused"], cfg.thresholds, k=max(cfg.ks),
+                                              undecided=undecided_metrics(rec["nan_reasons"])),
                         "granularity": granularity})
     sections = {"question": sample.question, "reference_statements": sample.reference_statements,
                 "rule_checker": {"table": rule_checker_table(sample), "rows": rule_checker_rows(sample)}}

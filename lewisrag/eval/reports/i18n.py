@@ -91,6 +91,13 @@ MESSAGES: dict[str, tuple[str, str]] = {
     # a primary cause (diagnose.NOT_USED_OR_OFF_TOPIC): faithful and incomplete, relevance not measured
     "layer.generation_not_used_or_off_topic": ("generation: not used or off-topic (relevance not measured)",
                                                "生成：没用上或答非所问（未测答案相关性）"),
+    # a primary cause (diagnose.NOT_USED_OR_DISTORTED): incomplete, the judge decided none of its statements
+    "layer.generation_not_used_or_distorted": ("generation: not used or distorted (faithfulness undecided)",
+                                               "生成：没用上或用歪了（忠实度未判定）"),
+    # a primary cause (diagnose.NOT_USED_DISTORTED_OR_OFF_TOPIC): incomplete, neither of the two measured
+    "layer.generation_not_used_distorted_or_off_topic": (
+        "generation: not used, distorted or off-topic (faithfulness undecided, relevance not measured)",
+        "生成：没用上、用歪了或答非所问（忠实度未判定，未测答案相关性）"),
     "layer.citation": ("citation", "引用"),
     "layer.generator_failed": ("generator failed", "生成器失败"),
     "layer.none": ("none", "无（各层通过）"),

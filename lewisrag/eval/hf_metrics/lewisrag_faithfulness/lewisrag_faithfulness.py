@@ -9,7 +9,9 @@ Answers are split with lewisrag's sentence splitter. NaN scores (faithfulness of
 statements, citation precision of one that cites nothing; an uncited answer's citation recall is 0)
 are left out of the means and counted in `<metric>_nan`. A sentence that only declines and cites
 nothing ("The documents do not say.") is excused from citing, as in `lewisrag eval answers`: it is
-no uncited statement, and an answer of such sentences alone has NaN citation quality. A number the
+no uncited statement, and an answer of such sentences alone has NaN citation quality. An answer
+that refuses as a whole has NaN faithfulness (counted in `faithfulness_nan`), as there: it asserts
+nothing, so neither a 0 nor a 1 may enter the mean. A number the
 question states is no claim of the sentence's own ("文档没有说明 422 的含义。" asked "登录返回 422
 是什么意思？" only declines): pass `questions` for the numbers `lewisrag eval answers` gives, which
 reads each record's question; without them such a sentence must cite.
@@ -21,7 +23,7 @@ import datasets
 import evaluate
 
 from lewisrag.eval import judges, metrics
-from lewisrag.eval.refusals import declines_only
+from lewisrag.eval.refusals import declines_only, is_refusal
 from lewisrag.eval.statements import split_sentences, strip_citations
 from lewisrag.scoring.aggregate import mean
 
@@ -92,7 +94,9 @@ class LewisragFaithfulness(evaluate.Metric):
         scores = {"faithfulness": [], "citation_recall": [], "citation_precision": []}
         for answer, ctx, question in zip(predictions, contexts, questions or [""] * len(predictions)):
             sentences = split_sentences(answer)
-            scores["faithfulness"].append(metrics.faithfulness([s.text for s in sentences], list(ctx), judge))
+            faithful = metrics.faithfulness([s.text for s in sentences], list(ctx), judge)
+            # a refusal asserts nothing: its 0 (or NaN) enters no mean, as in `lewisrag eval answers`
+            scores["faithfulness"].append(math.nan if is_refusal(answer, question) else faithful)
             docs = {str(i): c for i, c in enumerate(ctx, start=1)}
             cited = [(s.text, list(s.citations)) for s in sentences
                      if s.citations or not declines_only(s.text, question)]
