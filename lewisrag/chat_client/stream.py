@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 
 from lewisrag.chat_client.errors import _ERROR_REPLY, _Malformed
 from lewisrag.chat_client.replies import _error_of, _text_parts
@@ -26,19 +27,57 @@ def _is_stream(text: str) -> bool:
     return text.startswith(_EVENT_FIELDS, pos)
 
 
+_LINE_END = re.compile(r"\r\n|\r|\n")  # the only line ends of server-sent events (not U+2028, U+2029, U+0085)
+
+
+def _events(text: str) -> Iterator[tuple[str, str]]:
+    """The (type, data) of each event in a server-sent event stream, by the spec's rules: lines end at CR
+    LF, CR or LF only (str.splitlines also split at U+2028, U+2029 and U+0085, which servers send raw inside
+    JSON strings: a chunk cut in two was "not JSON"); an event's data: lines are joined with "\\n" up to
+    the blank line that ends it; a field's value loses one leading space; ": comments", id: and retry:
+    are read past. The type is "message" unless an event: line names another. An event without data is
+    no event, but for an error. An event the body ends inside (no blank line after it) counts too: the
+    body is read whole, and a cut one fails as JSON or as a stream without its end.
+
+    >>> list(_events('event: error\\ndata: {"a":\\ndata:1}\\n\\n: ping\\r\\rdata: x\\u2028y\\r\\ndata: [DONE]'))
+    [('error', '{"a":\\n1}'), ('message', 'x\\u2028y\\n[DONE]')]
+    """
+    data: list[str] = []
+    kind = ""
+    for line in [*_LINE_END.split(text), ""]:
+        if not line:  # the blank line: the event is whole
+            if data or kind == "error":
+                yield kind or "message", "\n".join(data)
+            data, kind = [], ""
+            continue
+        name, _, value = line.partition(":")
+        if not name:
+            continue  # a ": comment" (OpenRouter's keep-alives)
+        value = value[1:] if value.startswith(" ") else value
+        if name == "data":
+            data.append(value)
+        elif name == "event":
+            kind = value
+
+
 def _from_events(text: str) -> dict:
-    """A chat completion from a streamed reply (server-sent events: "data: {chunk}" lines, then
+    """A chat completion from a streamed reply (server-sent events: "data: {chunk}" events, then
     "data: [DONE]"), which some proxies send though no stream was asked: the chunks' delta contents
     joined, the last finish_reason and usage. ValueError when a chunk is not JSON, or when the stream
     ends without [DONE] or a finish_reason (it was cut: retried); a malformed reply (retried) when a
     chunk is an error (`_error_of`: vLLM's {"object": "error"} mid-stream), which was dropped as a
-    chunk without choices, the text before it read as the whole answer."""
+    chunk without choices, the text before it read as the whole answer, or when an event's type is
+    "error" (`event: error`, whatever its data holds): such an event was skipped, and with a [DONE]
+    after it the text before it was scored and cached as the answer."""
     parts, finish, usage, done, calls, refusal = [], None, None, False, [], []
-    for line in text.splitlines():
-        if not line.startswith("data:"):
-            continue  # event:, id:, retry: and ": comments"
-        data = line[5:].strip()
-        if data == "[DONE]":
+    for kind, data in _events(text):
+        if kind == "error":
+            try:
+                detail = _error_of(json.loads(data))
+            except (ValueError, RecursionError):
+                detail = None
+            raise _Malformed(_ERROR_REPLY, detail or data.strip() or "an error event")
+        if data.strip() == "[DONE]":
             done = True
             continue
         chunk = json.loads(data)

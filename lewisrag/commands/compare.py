@@ -48,7 +48,9 @@ def compare(
     concurrency: int = typer.Option(4, "--concurrency", min=1, help="chat:MODEL: requests in flight at most."),
     cache_dir: Path = typer.Option(None, "--cache-dir", help="chat:MODEL: folder of the answer cache answers.sqlite, keyed by "
                                    "model and prompt; reruns ask the endpoint only what failed or changed "
-                                   "(default ~/.cache/lewisrag/answers)."),
+                                   "(default ~/.cache/lewisrag/answers). The base URL is not in the key: two "
+                                   "endpoints serving the same model name share cached answers, so use a "
+                                   "separate --cache-dir per endpoint."),
     n_docs: int = typer.Option(None, "--n-docs", help="--stitched-generator: passages per prompt "
                                "(default: the run's stitched k, else 5)."),
     device: str = typer.Option("auto", "--device", help="Where the run's trained models and an hf:PATH "

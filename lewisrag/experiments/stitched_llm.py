@@ -19,15 +19,18 @@ line, then the question:
 An `hf:` model gets the same two messages through its tokenizer's chat template when it has one,
 else as plain text: the instruction, a blank line, the user message and "Answer:". A template that
 cannot take them (one that refuses a system message) is refused before any question is asked. The
-model reads at most `max_input_tokens` (its positions less the answer's, for a causal LM): a prompt
+model reads at most `max_input_tokens` (`HFGenerator`'s default): its positions as its config gives
+them (`model_positions`), less the answer's for a causal LM, or 1024 when the config gives none. A prompt
 longer than that holds as many whole passages as fit, best first (`HFAnswers.fit`), never a passage
 cut mid-way and never without the instruction or the question; the answer's record lists the
 passages it was given (`passage_ids`), and results.json's `generators.stitched` counts the prompts
 shortened and the passages dropped. A question whose prompt does not hold even its best passage is
 an InputError (one line, exit 2, nothing written): an answer from no passage is not RAG's.
 
-Parsing (`parse_reply`): a reasoning model's <think>...</think> block is dropped, whitespace runs
-(newlines too) become one space, a leading "Answer:" goes, and every citation marker the evaluator
+Parsing (`parse_reply`): a reasoning model's <think>...</think> block is dropped, and so is everything
+before a "</think>" left without its opening (DeepSeek-R1's chat template puts "<think>" in the prompt);
+Markdown footnote definition lines ("[^1]: source") go, whitespace runs (newlines too) become one
+space, a leading "Answer:" goes, and every citation marker the evaluator
 reads ("[1, 2]", "【2】", "［２］", "[1、2]") becomes plain ones ("[1][2]"); the rest
 is the response, citations kept (the evaluator reads them). The QA metrics (EM, F1, ROUGE-L) score it
 without its [n] markers; `cited_ids` maps the markers back to passage ids (`cited_passage_ids` in
@@ -47,7 +50,9 @@ answered none of the questions (`check_answered`), since a column of nulls would
 Cache. Good replies are kept in a sqlite file (`answers.sqlite` under `--cache-dir`, default
 ~/.cache/lewisrag/answers) keyed by sha256(model, temperature, system message, user message), the
 raw content with the request's token counts and seconds, so a rerun asks the endpoint nothing
-(and reports the first run's latency). Failures are not cached: the next run asks again. The API
+(and reports the first run's latency). Failures are not cached: the next run asks again. The base URL
+is in no key: two endpoints serving the same model name share their cached answers (give each its
+own --cache-dir). The API
 key is read from the environment variable `--api-key-env` names; it travels in the Authorization
 header only and is in no cache key, cached value, reason, record or message (the client scrubs
 every string the endpoint sends back).
@@ -69,6 +74,7 @@ from lewisrag.eval.judges.base import DiskCache, digest
 from lewisrag.eval.statements import canonical_citations, strip_citations
 from lewisrag.experiments.systems import Answered, as_passage
 from lewisrag.rag_model.stitched import PromptTooLong, StitchSettings, cited_ids, fit_passages, stitch
+from lewisrag.scoring.markers import blank_footnote_definitions
 
 PROMPT_VERSION = "lewisrag-stitched-answer-1"  # bump whenever the instruction or layout below changes
 ANSWER_INSTRUCTION = (
@@ -84,6 +90,7 @@ DEFAULT_K = 5
 EMPTY_REPLY = "empty reply: no answer text after parsing"
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL | re.IGNORECASE)
+_THINK_END = re.compile(r"</think>", re.IGNORECASE)
 _ANSWER_LABEL = re.compile(r"^(?:final answer|answer)\s*[:：]\s*", re.IGNORECASE)
 
 
@@ -93,15 +100,22 @@ def prompt_settings(k: int) -> StitchSettings:
 
 
 def parse_reply(text: str) -> str:
-    """The response in a model's reply: no <think> block, one line, no "Answer:" label, and every
-    citation the evaluator reads as one ([1, 2], 【2】, ［２］, [1、2], [^2]) written [1][2].
+    """The response in a model's reply: no <think> block (nor the reasoning before a "</think>" whose
+    "<think>" was in the prompt, as DeepSeek-R1's template puts it), no footnote definition line
+    ("[^1]: source"), one line, no "Answer:" label, and every citation the evaluator reads as one
+    ([1, 2], 【2】, ［２］, [1、2], [^2]) written [1][2].
 
     >>> parse_reply("<think>Passage 2 says so.</think>\\n Answer: Ana  Kel [1, 2].\\n")
     'Ana Kel [1][2].'
+    >>> parse_reply("Passage [2] is about Veldoria.</think>Ana Kel [1]"), parse_reply("Ana Kel[^1]\\n\\n[^1]: Valdoria")
+    ('Ana Kel [1]', 'Ana Kel[1]')
     >>> parse_reply("安娜·凯尔【2】。"), parse_reply("  ")
     ('安娜·凯尔[2]。', '')
     """
-    text = " ".join(_THINK.sub(" ", text).split())
+    # whole blocks, then all up to the last lone "</think>" (its "<think>" was the prompt's: the reasoning goes too)
+    text = _THINK_END.split(_THINK.sub(" ", text))[-1]
+    # before the lines are joined: a definition is a line of its own ("Ana Kel[^1]: Valdoria / ..." was scored)
+    text = " ".join(blank_footnote_definitions(text).split())
     text = _ANSWER_LABEL.sub("", text)
     return canonical_citations(text).strip()
 
@@ -390,6 +404,7 @@ def build_system(run: Path, o: GeneratorOptions, max_new_tokens: int, device: st
 
         from lewisrag.data.threads import resolve_device
 
+        # no max_input_tokens: the model's own positions (HFGenerator's default), not a fixed 1024
         answers = HFAnswers(HFGenerator.from_pretrained(o.target, device=resolve_device(device), max_new_tokens=max_new_tokens),
                             path=o.target)
         check_prompts(answers, o.target)
