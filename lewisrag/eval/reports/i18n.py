@@ -662,6 +662,7 @@ KNOWN_TEXTS: dict[str, str] = {
     "no test question has gold_passage_ids (nq_open has none)": "没有哪道测试题带 gold_passage_ids（nq_open 没有）",
     # why a metric is null (eval/evaluator.py)
     "not_in_kb: judged on refusal only, never averaged": "知识库里没有：只看是否拒答，从不进平均值",
+    "refusal: asserts nothing, never averaged": "拒答：什么也没断言，从不进平均值",
     "no reference answer, reference statements or reference claims": "没有参考答案、参考陈述或参考断言",
     "needs per-statement on-topic labels (not part of the answer format)": "需要逐条陈述的切题标注（回答格式里没有）",
     "judge undecided on every statement's citations": "裁判对每条陈述的引用都没有给出判定",
