@@ -888,8 +888,8 @@ def _scales(text: str) -> tuple[int, ...]:
     return scales
 
 
-def _device(text: str) -> torch.device:
-    """--device: a name torch.device takes, of the CPU or a GPU ("tpu" was a RuntimeError's traceback)."""
+def device_arg(text: str) -> torch.device:
+    """--device (here and in gpu_smoke.py): a name torch.device takes, of the CPU or a GPU ("tpu" was a RuntimeError's traceback)."""
     try:
         device = torch.device(text)
     except RuntimeError:
@@ -900,15 +900,16 @@ def _device(text: str) -> torch.device:
 
 
 def device_name(device: torch.device, error) -> str:
-    """`device` as the script's parts compare it: "cpu" or "cuda" (so "cuda:0" is measured as the GPU it
-    names, not recorded as the CPU); a GPU but the first visible one is `error`'s (argparse's: exit 2), since
-    `train rag`'s parts train on the first visible GPU (accelerate's), as `lewisrag reproduce` refuses it.
+    """`device` as the scripts compare it (here and in gpu_smoke.py): "cpu" or "cuda" (so "cuda:0" is
+    measured as the GPU it names, not recorded as the CPU, and `reproduce --device`, which takes no index,
+    gets "cuda"); a GPU but the first visible one is `error`'s (argparse's: exit 2), since lewisrag trains
+    on the first visible GPU (accelerate's), as `lewisrag reproduce` refuses another.
 
     >>> device_name(torch.device("cuda:0"), print), device_name(torch.device("cpu"), print)
     ('cuda', 'cpu')
     """
     if device.type == "cuda" and (device.index or 0) > 0:
-        error(f"--device: {device}: the training parts run on the first visible GPU (accelerate's); "
+        error(f"--device: {device}: lewisrag trains on the first visible GPU (accelerate's); "
               "choose it with CUDA_VISIBLE_DEVICES and pass cuda")
     return device.type
 
@@ -916,7 +917,7 @@ def device_name(device: torch.device, error) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", choices=sorted(PRESETS), default="paper")
-    ap.add_argument("--device", type=_device, default="cuda", help="cuda (the first visible GPU; cuda:0 the same) or cpu "
+    ap.add_argument("--device", type=device_arg, default="cuda", help="cuda (the first visible GPU; cuda:0 the same) or cpu "
                     "(which runs the script: use --preset check)")
     ap.add_argument("--passages", type=_positive, help="corpus size (default: the preset's)")
     ap.add_argument("--steps-token", type=_positive, help="RAG-Token training steps (default: the preset's)")

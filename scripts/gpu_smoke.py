@@ -33,6 +33,9 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # hf_layouts: the transformers folder builder the offline tests use
 
+sys.path.insert(0, str(ROOT / "scripts"))  # bench_gpu: the --device rules both scripts share
+
+from bench_gpu import device_arg, device_name  # noqa: E402
 from hf_layouts import bart, dpr_pair  # noqa: E402
 
 
@@ -147,33 +150,9 @@ def cut(a: dict, root: Path, device: str) -> dict:
 PRESETS = ("base", "tiny", "cut")  # --presets' names
 
 
-def _device(text: str) -> torch.device:
-    """--device: a name torch.device takes, of the CPU or a GPU ("tpu" was a RuntimeError's traceback)."""
-    try:
-        device = torch.device(text)
-    except RuntimeError:
-        raise argparse.ArgumentTypeError(f"must be cpu or cuda, got '{text}'") from None
-    if device.type not in ("cpu", "cuda"):
-        raise argparse.ArgumentTypeError(f"must be cpu or cuda, got '{text}'")
-    return device
-
-
-def device_name(device: torch.device, error) -> str:
-    """`device` as the runs take it: "cpu" or "cuda" ("cuda:0", the first visible GPU, is "cuda": `reproduce
-    --device` takes no index); another GPU is `error`'s (argparse's: exit 2), as `reproduce` refuses it.
-
-    >>> device_name(torch.device("cuda:0"), print), device_name(torch.device("cpu"), print)
-    ('cuda', 'cpu')
-    """
-    if device.type == "cuda" and (device.index or 0) > 0:
-        error(f"--device: {device}: the RAG runs train on the first visible GPU (accelerate's); "
-              "choose it with CUDA_VISIBLE_DEVICES and pass cuda")
-    return device.type
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--device", type=_device, default="cuda", help="cuda (default: the first visible GPU; cuda:0 the same) or cpu")
+    ap.add_argument("--device", type=device_arg, default="cuda", help="cuda (default: the first visible GPU; cuda:0 the same) or cpu")
     ap.add_argument("--presets", default="base,tiny,cut", help="comma-separated: base, tiny, cut")
     ap.add_argument("--steps", type=int, default=3, help="base: RAG and closed-book training steps")
     ap.add_argument("--out", type=Path, required=True, help="the JSON file written")
