@@ -163,6 +163,8 @@ def check_stage_record(path: Path, name: str, record: dict) -> None:
         check(value, OUT[key], path, f"out.{key}")
     if "ablations" in out:
         _check_ablations(path, out["ablations"])
+    if "layers" in out:
+        _check_intervals(path, out["layers"])
     if name in SUMMARY:
         check(record, SUMMARY[name], path, "")
 
@@ -184,3 +186,19 @@ def _check_ablations(path: Path, ab: dict) -> None:
         for k in ab["ks"]:
             if str(k) not in row:
                 raise InputError(path, f"missing, though ks holds {k}{DAMAGED}", field=f"out.ablations.{field}.{k}")
+
+
+def _check_intervals(path: Path, layers: dict) -> None:
+    """Each claim metric's interval has both ends or neither, each a number or each null: the table prints
+    "[low, high]" from the two (an interval with a low and no high was a KeyError in `claims.cell`)."""
+    for system, layer in layers.items():
+        for metric, claim in (layer.get("claims") or {}).items():
+            interval = claim.get("interval")
+            if not interval:
+                continue
+            for end, other in (("low", "high"), ("high", "low")):
+                field = f"out.layers.{system}.claims.{metric}.interval.{other}"
+                if end in interval and other not in interval:
+                    raise InputError(path, f"missing, though {end} is there{DAMAGED}", field=field)
+                if interval.get(end) is not None and interval.get(other) is None:
+                    raise InputError(path, f"null, though {end} is a number{DAMAGED}", field=field)

@@ -59,7 +59,7 @@ from lewisrag.experiments import stages as S
 from lewisrag.experiments.base import prepare, run_base
 from lewisrag.experiments.presets import Preset, comparable, read_run_config, resume_differences
 from lewisrag.experiments.record_schema import check_stage_record
-from lewisrag.experiments.report import plot_inputs, report_files, write_report
+from lewisrag.experiments.report import plot_inputs, render_report, report_files, write_report
 from lewisrag.experiments.tasks import stages as task_stages
 from lewisrag.index import open_retriever, retrieval_recall
 from lewisrag.index.bm25 import build_bm25_index
@@ -302,9 +302,11 @@ def _finish(run: Path, results: dict, stages: dict, on_stage, found: dict | None
     """results.json, timings.json and the report (always redone: cheap, and it must describe these results).
     `found` (`_stamps`): the run's results and plots as it found them; by default, as they are now."""
     before = _stamps(run) if found is None else found
-    # the plots' inputs read first: a damaged log.jsonl stops the run before anything is written, not
-    # once a new results.json lies beside the last run's report.md
+    # the plots' inputs read and the report's text rendered first: a damaged log.jsonl, or results the
+    # report cannot describe, stop the run before anything is written, not once a new results.json lies
+    # beside the last run's report.md
     inputs = plot_inputs(run, results)
+    text = render_report(results)
     # listed before they are written (those not there, or the run's already): listed only at the end, the
     # results.json a kill had left before it was refused by the next rerun, --resume or not, as the user's
     note_writing(run, ["results.json", "timings.json", *report_files(results)])
@@ -312,7 +314,7 @@ def _finish(run: Path, results: dict, stages: dict, on_stage, found: dict | None
     write_json(run / "timings.json", {name: s["seconds"] for name, s in stages.items()})
     on_stage("report", "started", {})
     t = time.perf_counter()
-    write_report(run, results, inputs)
+    write_report(run, results, inputs, text)
     # the run's own (`check_out_file`): those written since it began (RUN/position.png by the compare stage too), and
     # those its marker lists already; not a user's file of such a name it did not write (the user's
     # jeopardy_posteriors.png beside a QA run, kept on --resume)

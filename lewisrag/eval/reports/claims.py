@@ -14,13 +14,20 @@ the catalogue of `reports.i18n`).
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Callable, Mapping
 
 from lewisrag.eval.reports.i18n import Messages, messages
 from lewisrag.eval.results import CLAIM_METRICS, CLAIMS_PREFIX, CONTRADICTIONS
+from lewisrag.eval.stats import mcnemar, sign_flip_test
 
 Columns = Mapping[str, Mapping[str, Mapping]]  # label -> {claims.<metric>: summary}
 Name = Callable[[str], str]  # how a sentence writes a column's label
+# label -> {claims.<metric>: {question id: value}}: each column's per-question values, for the paired tests
+Scores = Mapping[str, Mapping[str, Mapping[str, float | None]]]
+
+LEVEL = 0.05  # a column is named highest or lowest only where a paired test sets it apart at this level
+RESAMPLES, SEED = 10_000, 0  # the sign-flip test's random sign assignments: a fixed seed, the same p every run
 
 def claim_summary(dist: Mapping) -> dict:
     """The part of an aggregate the section shows: n, nan, mean and interval.
@@ -105,18 +112,111 @@ def _listing(columns: Columns, shorts: tuple[str, ...], name: Name, t: Messages)
     return t.join(label(c) + " / ".join(_f(_mean(col, s)) for s in shorts) for c, col in columns.items())
 
 
-def _extremes(columns: Columns, short: str, name: Name, most: str, least: str, t: Messages) -> str:
-    """' (most for `a`, least for `b`)' over the columns with a value; '' for fewer than two. Values
+def _ranking(values: Mapping[str, float | None], name: Name, most: str, least: str, t: Messages,
+             scores: Mapping[str, Mapping[str, float | None]] | None = None) -> str:
+    """'highest for `a`, lowest for `b`' over the columns with a value; '' for fewer than two. Values
     are compared as the sentence prints them, and columns tied there are named together ('highest for
-    `a` and `b`'): a first-found maximum named one of two equal columns the highest."""
-    known = {label: _f(v) for label, col in columns.items() if (v := _mean(col, short)) is not None}
+    `a` and `b`'): a first-found maximum named one of two equal columns the highest.
+
+    With `scores` ({label: {question id: value}}), an end is named plainly only where a paired test
+    (`paired_pvalue`) sets each of its columns apart from every other column at p < `LEVEL`; the
+    columns it does not set apart are named after it ('highest for `a`, within noise of `b`'), those
+    it could not pair ('not tested against'), and when no pair differs at all, the sentence says so:
+    the table prints intervals, and a lead inside them is no lead."""
+    known = {label: _f(v) for label, v in values.items() if v is not None}
     if len(known) < 2:
         return ""
     top, bottom = max(known.values(), key=float), min(known.values(), key=float)
     if top == bottom:
         return t("cl.same")
-    tied = lambda value: t.names(name(label) for label, v in known.items() if v == value)  # noqa: E731
-    return t("cl.extremes", most=most, top=tied(top), least=least, bottom=tied(bottom))
+    tops, bottoms = ([label for label, v in known.items() if v == end] for end in (top, bottom))
+    ends = {"most": most, "top": t.names(map(name, tops)), "least": least, "bottom": t.names(map(name, bottoms))}
+    if scores is None:
+        return t("cl.ends", **ends)
+    labels = list(known)
+    p = {(a, b): paired_pvalue(scores.get(a), scores.get(b)) for i, a in enumerate(labels) for b in labels[i + 1:]}
+    if all(r is not None and r["p"] >= LEVEL for r in p.values()):
+        return t("cl.no_pair_differs")
+
+    def note(end: list[str]) -> str:
+        pairs = {o: [p.get((e, o)) or p.get((o, e)) for e in end] for o in labels if o not in end}
+        untested = [o for o, rs in pairs.items() if None in rs]
+        level = [o for o, rs in pairs.items() if o not in untested and any(r["p"] >= LEVEL for r in rs)]
+        return ((t("cl.within", others=t.names(map(name, level))) if level else "")
+                + (t("cl.untested", others=t.names(map(name, untested))) if untested else ""))
+
+    notes = {"top_note": note(tops), "bottom_note": note(bottoms)}
+    return t("cl.ends_noted", **ends, **notes) if any(notes.values()) else t("cl.ends", **ends)
+
+
+def _extremes(columns: Columns, shorts: tuple[str, ...], name: Name, most: str, least: str, t: Messages,
+              scores: Scores | None = None) -> str:
+    """' (most for `a`, least for `b`)': `_ends` in parentheses; '' for fewer than two columns."""
+    inner = _ends(columns, shorts, name, most, least, t, scores)
+    return t("cl.paren", inner=inner) if inner else ""
+
+
+def _ends(columns: Columns, shorts: tuple[str, ...], name: Name, most: str, least: str, t: Messages,
+          scores: Scores | None = None) -> str:
+    """`_ranking` of the columns' means of `shorts` (their sum when several: noise sensitivity in
+    relevant plus irrelevant passages, per question too)."""
+    return _ranking({label: _total(_mean(col, s) for s in shorts) for label, col in columns.items()}, name, most,
+                    least, t, None if scores is None else {label: _per_question(scores.get(label) or {}, shorts)
+                                                           for label in columns})
+
+
+def _each_extremes(columns: Columns, shorts: tuple[str, ...], name: Name, t: Messages, scores: Scores | None) -> str:
+    """' (claim recall: highest for `a`, ...; context precision: highest for `b`, ...)': each metric of a
+    two-metric sentence ranked on its own (ranked on the first alone, the stitched system read "lowest"
+    on context precision, where it was the highest)."""
+    parts = []
+    for short in shorts:
+        inner = _ends(columns, (short,), name, t("cl.highest"), t("cl.lowest"), t, scores)
+        if inner:
+            parts.append((inner, t("cl.of_metric", metric=t(CLAIMS_PREFIX + short), ranking=inner)))
+    if parts and len(parts) == len(shorts) and all(inner == t("cl.same") for inner, _ in parts):
+        return t("cl.paren", inner=t("cl.same"))  # once, not once per metric
+    return t("cl.paren", inner=t.join((part for _, part in parts), "sep.clause")) if parts else ""
+
+
+def _total(values) -> float | None:
+    """The sum of `values`; None when one of them is None."""
+    values = list(values)
+    return None if any(v is None for v in values) else sum(values)
+
+
+def _per_question(column: Mapping[str, Mapping[str, float | None]], shorts: tuple[str, ...]) -> dict[str, float]:
+    """{question id: the sum of its values of `shorts`} over the questions with a finite value of each."""
+    by_metric = [column.get(CLAIMS_PREFIX + s) or {} for s in shorts]
+    ids = [q for q in by_metric[0] if all(_finite(m.get(q)) for m in by_metric)]
+    return {q: sum(float(m[q]) for m in by_metric) for q in ids}
+
+
+def _finite(v) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def paired_pvalue(a: Mapping[str, float] | None, b: Mapping[str, float] | None, binary: bool = False) -> dict | None:
+    """The two-sided p-value of a paired test of two columns ({question id: value}) over the questions
+    both have a finite value for: McNemar's exact test when `binary` and every value is 0 or 1 (exact
+    match), else the sign-flip permutation test (`RESAMPLES` sign assignments drawn from `SEED`, so the
+    same numbers give the same p). {"p", "n", "test"}; None when no question pairs up.
+
+    >>> paired_pvalue({"q1": 1.0, "q2": 1.0}, {"q1": 0.0, "q2": 0.0, "q3": 1.0}, binary=True)
+    {'p': 0.5, 'n': 2, 'test': 'mcnemar'}
+    >>> paired_pvalue({"q1": 0.5}, {"q2": 0.5}) is None
+    True
+    """
+    if not a or not b:
+        return None
+    ids = [q for q, v in a.items() if _finite(v) and _finite(b.get(q))]
+    if not ids:
+        return None
+    x, y = [float(a[q]) for q in ids], [float(b[q]) for q in ids]
+    if binary and set(x) | set(y) <= {0.0, 1.0}:
+        return {"p": mcnemar([v == 1.0 for v in x], [v == 1.0 for v in y], method="exact")["pvalue"], "n": len(ids),
+                "test": "mcnemar"}
+    return {"p": sign_flip_test(x, y, "two-sided", RESAMPLES, SEED)["pvalue"], "n": len(ids), "test": "sign_flip"}
 
 
 def _sources(columns: Columns, name: Name, t: Messages) -> str:
@@ -162,27 +262,32 @@ def _sentence(columns: Columns, name: Name, head: str, shorts: tuple[str, ...], 
     return t("cl.sentence", head=head, listing=_listing(columns, shorts, name, t), tails="".join(dict.fromkeys(tails)))
 
 
-def claim_sentences(columns: Columns, name: Name, lang: str = "en") -> list[str]:
+def claim_sentences(columns: Columns, name: Name, lang: str = "en", scores: Scores | None = None) -> list[str]:
     """One sentence per metric group: what the group measures, each column's means, and which column
-    stands out; where several columns hold numbers, the comparisons are computed from them."""
+    stands out; where several columns hold numbers, the comparisons are computed from them, and with
+    `scores` (each column's per-question values) an end is named only where a paired test sets it
+    apart (`_ranking`)."""
     if not columns:
         return []
     t = messages(lang)
 
     def ext(short: str, most: str = "cl.highest", least: str = "cl.lowest") -> str:
-        return _extremes(columns, short, name, t(most), t(least), t)
+        return _extremes(columns, (short,), name, t(most), t(least), t, scores)
 
     def sentence(head: str, shorts: tuple[str, ...], *tails: str) -> str:
         return _sentence(columns, name, t(head), shorts, *tails, t=t)
 
+    noise = ("noise_sensitivity_in_relevant", "noise_sensitivity_in_irrelevant")
+    # the heading's own measure: a wrong claim copied from a retrieved passage, relevant or not
+    copied = _ends(columns, noise, name, t("cl.copies_most"), t("cl.the_least"), t, scores)
     return [
         sentence("cl.head.prf", ("precision", "recall", "f1"), ext("precision", "cl.most_precise", "cl.least"),
                  "" if _all_zero(columns, "recall") else ext("recall", "cl.most_complete", "cl.least"))
         + _short_answers(columns, t),
-        sentence("cl.head.retrieval", ("claim_recall", "context_precision"), ext("claim_recall")),
+        sentence("cl.head.retrieval", ("claim_recall", "context_precision"),
+                 _each_extremes(columns, ("claim_recall", "context_precision"), name, t, scores)),
         sentence("cl.head.utilization", ("context_utilization",), ext("context_utilization", "cl.uses_most", "cl.the_least")),
-        sentence("cl.head.noise", ("noise_sensitivity_in_relevant", "noise_sensitivity_in_irrelevant"),
-                 ext("noise_sensitivity_in_relevant", "cl.copies_most", "cl.the_least")),
+        sentence("cl.head.noise", noise, t("cl.paren", inner=t("cl.noise_total", ranking=copied)) if copied else ""),
         sentence("cl.head.hallucination", ("hallucination",), ext("hallucination"), _sources(columns, name, t)),
         sentence("cl.head.self_knowledge", ("self_knowledge",), ext("self_knowledge")),
         sentence("cl.head.faithfulness", ("faithfulness",), ext("faithfulness")),
@@ -202,8 +307,10 @@ def _column(label: str, t: Messages) -> str:
     return t("cl.column.all") if label == "all" else label
 
 
-def claims_markdown(columns: Columns, name: Name, title: str | None = None, lang: str = "en") -> list[str]:
-    """The section as Markdown lines (none without columns); `name` writes a column's label, Markdown-safe."""
+def claims_markdown(columns: Columns, name: Name, title: str | None = None, lang: str = "en",
+                    scores: Scores | None = None) -> list[str]:
+    """The section as Markdown lines (none without columns); `name` writes a column's label, Markdown-safe;
+    `scores`: each column's per-question values, which the sentences' highest and lowest are tested on."""
     if not columns:
         return []
     t = messages(lang)
@@ -211,7 +318,8 @@ def claims_markdown(columns: Columns, name: Name, title: str | None = None, lang
     lines = [f"## {title or t('cl.title')}", "", t("cl.intro", pct=pct), "",
              f"| {t('col.metric')} | " + " | ".join(name(_column(c, t)) for c in columns) + " |", "|---|" + "---:|" * len(columns)]
     lines += ["| " + " | ".join(row) + " |" for row in table_rows(columns, lang)]
-    return lines + [""] + [f"- {s}" for s in claim_sentences(columns, name, lang)]
+    tested = [t("cl.tested", level=LEVEL, resamples=RESAMPLES, seed=SEED)] if scores is not None and len(columns) > 1 else []
+    return lines + [""] + [f"- {s}" for s in claim_sentences(columns, name, lang, scores)] + tested
 
 
 def claims_html(columns: Columns, lang: str = "en") -> str:

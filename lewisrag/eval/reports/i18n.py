@@ -169,6 +169,17 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "rep.t1.best_tied": ("{name} share the highest exact match ({em})", "{name} 的精确匹配（EM）并列最高（{em}）"),
     "rep.t1.gap": (", {gap:+.0f} points against the closed-book BART that reads no documents",
                    "，和不读任何文档的闭卷 BART 相差 {gap:+.0f} 个百分点"),
+    # a lead the paired tests on results.json's per-question records do not bear out, or could not test
+    "rep.lead.level": ("; the lead over {others} is within noise ({test}; a lead counts at p < {level})",
+                       "；领先 {others}的幅度在噪声之内（{test}；p < {level} 才算领先）"),
+    "rep.lead.p": ("{name} (p = {p:.3f})", "{name}（p = {p:.3f}）"),
+    "rep.lead.untested": ("; the lead over {others} is not tested (results.json holds no per-question scores to pair)",
+                          "；对 {others} 的领先未经检验（results.json 里没有可配对的逐题得分）"),
+    "rep.test.mcnemar": ("McNemar's exact test, two-sided, over the questions both systems answered",
+                         "McNemar 精确检验，双侧，只计两个系统都答了的题"),
+    "rep.test.sign_flip": ("the paired sign-flip test, two-sided, over the questions both systems have a score for, "
+                           "{resamples:,} sign assignments drawn from seed {seed}",
+                           "配对符号翻转检验，双侧，只计两个系统都有得分的题，用种子 {seed} 抽 {resamples:,} 种符号组合"),
     "rep.long.h": ("## Long-form answers (the paper's MS MARCO columns)", "## 长答案（对应论文的 MS MARCO 列）"),
     "rep.long.sentence": ("On {n} long-form questions {name} scores the highest ROUGE-L ({score})",
                           "在 {n} 道长答案题上，{name} 的 ROUGE-L 最高（{score}）"),
@@ -191,10 +202,16 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "rep.swap.ignores": ("does not follow the index", "没有跟着索引走"),
     "rep.swap.system": ("{name} {verdict}: {matched} on matched index and questions against {crossed} on mismatched ones",
                         "{name} {verdict}：索引和问题匹配时 {matched}，错配时 {crossed}"),
+    "rep.swap.cells": (" ({cells} short of the README's targets: each matched cell at least 90%, each mismatched at most 5%)",
+                       "（{cells} 未达到 README 的目标：每个匹配格至少 90%，每个错配格至多 5%）"),
+    "rep.swap.cell": ("{index} on {q} {v}", "{index} 上{q} {v}"),
     "rep.swap.sentence": ("Beside the {paper}: {systems}.", "对照{paper}：{systems}。"),
     "rep.swap.notes": ("What the swap noted about its inputs:", "换索引实验对输入的说明（原文）："),
-    "rep.t6.h": ("## Ablations (Table 6 style: test EM by test-time K; trained with K={k})",
-                 "## 消融实验（仿论文表 6：测试时取不同 K 的测试集 EM；训练时 K={k}）"),
+    "rep.t6.h": ("## Ablations (Table 6 style: test EM by test-time K on the first {n} short-answer test questions; "
+                 "trained with K={k})",
+                 "## 消融实验（仿论文表 6：测试时取不同 K，在前 {n} 道短答案测试题上的 EM；训练时 K={k}）"),
+    "rep.t6.h_no_n": ("## Ablations (Table 6 style: test EM by test-time K; trained with K={k})",
+                      "## 消融实验（仿论文表 6：测试时取不同 K 的测试集 EM；训练时 K={k}）"),
     "rep.t6.token": ("RAG-Token (DPR, trained)", "RAG-Token（DPR，联合训练）"),
     "rep.t6.sequence": ("RAG-Sequence (DPR, trained)", "RAG-Sequence（DPR，联合训练）"),
     "rep.t6.frozen": ("RAG-Token, frozen retriever", "RAG-Token，冻结检索器"),
@@ -234,10 +251,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "rep.layers.h": ("## Answer layers (retrieval, generation, citation; details in report.html)",
                      "## 回答分层（检索、生成、引用；细节见 report.html）"),
     "rep.layers.same": ("Every system has the same faithfulness ({v}).", "每个系统的忠实度都一样（{v}）。"),
-    "rep.layers.best": ("{name} has the most faithful answers ({v} of their statements supported by the passages they read).",
-                        "{name} 的回答最忠实（其陈述中有 {v} 能被它读到的段落支持）。"),
+    "rep.layers.best": ("{name} has the most faithful answers ({v} of their statements supported by the passages they read)",
+                        "{name} 的回答最忠实（其陈述中有 {v} 能被它读到的段落支持）"),
     "rep.layers.best_tied": ("{name} share the most faithful answers ({v} of their statements supported by the passages "
-                             "they read).", "{name} 的回答并列最忠实（其陈述中有 {v} 能被它们读到的段落支持）。"),
+                             "they read)", "{name} 的回答并列最忠实（其陈述中有 {v} 能被它们读到的段落支持）"),
     "rep.layers.completeness": ("Answer completeness is 0 for every system: it asks whether the answer alone states each "
                                 "reference statement, and a short answer (a name, a year) states none of those whole sentences "
                                 "under the lexical judge; so the failure layers in report.html lean on \"generation: not used\" "
@@ -246,6 +263,12 @@ MESSAGES: dict[str, tuple[str, str]] = {
                                 "（一个名字、一个年份）说不出任何一条完整的句子；所以 report.html 的失败层里，答对的短答案也会"
                                 "落在“生成：没用上”。"),
     "rep.layers.findings": ("What the scorecard shows:", "评分卡说明了什么："),
+    "rep.pos.n": ("- The position probe above reads the first {n} short-answer test questions at each position (Table 1 "
+                  "reads them all), so its EM at position 1 need not be Table 1's.",
+                  "- 上面的位置探针在每个位置上都只用前 {n} 道短答案测试题（表 1 用了全部），所以它在位置 1 的 EM 不必等于表 1 的。"),
+    "rep.pos.n_each": ("- The position probes above read the first short-answer test questions, as many at each position: "
+                       "{items} (Table 1 reads them all).",
+                       "- 上面的位置探针在每个位置上只用前面几道短答案测试题，各系统的题数：{items}（表 1 用了全部）。"),
     "rep.claims.title": ("Claim-level diagnostics (RAGChecker, eval questions)", "陈述级诊断（RAGChecker，评测问题）"),
     "rep.plots.h": ("## Plots", "## 图"),
     "rep.plots.no_cjk": ("", "_没有找到中文字体，图里的标签保留英文；安装 fonts-noto-cjk 或 fonts-wqy-microhei 后重新运行即可。_"),
@@ -296,8 +319,23 @@ MESSAGES: dict[str, tuple[str, str]] = {
                  "没有分母（没有陈述、没有参考答案）的题目不计入，原因记在该题的记录里。"),
     "cl.none": ("{head}: no question has a value.", "{head}：没有哪道题有值。"),
     "cl.sentence": ("{head}: {listing}{tails}.", "{head}：{listing}{tails}。"),
-    "cl.extremes": (" ({most} {top}, {least} {bottom})", "（{most}{top}，{least}{bottom}）"),
-    "cl.same": (" (the same for every one)", "（各列都一样）"),
+    "cl.paren": (" ({inner})", "（{inner}）"),
+    "cl.ends": ("{most} {top}, {least} {bottom}", "{most}{top}，{least}{bottom}"),
+    # an end a paired test did not set apart from every other column: what it did not, after its names
+    "cl.ends_noted": ("{most} {top}{top_note}; {least} {bottom}{bottom_note}", "{most}{top}{top_note}；{least}{bottom}{bottom_note}"),
+    "cl.within": (", within noise of {others}", "，与 {others} 的差别在噪声之内"),
+    "cl.untested": (", not tested against {others} (no per-question values to pair)",
+                    "，未与 {others} 做配对检验（没有可配对的逐题数值）"),
+    "cl.no_pair_differs": ("no two columns differ beyond noise", "任意两列之间的差别都在噪声之内"),
+    "cl.of_metric": ("{metric}: {ranking}", "{metric}：{ranking}"),
+    "cl.noise_total": ("relevant plus irrelevant: {ranking}", "相关与无关合计：{ranking}"),
+    "cl.tested": ("- Highest and lowest are named only where a paired test sets the column apart from every other one "
+                  "at p < {level}: the two-sided sign-flip test over the questions both columns have a value for "
+                  "({resamples:,} sign assignments drawn from seed {seed}); a column it does not set apart is said to be "
+                  "within noise.",
+                  "- 只有配对检验在 p < {level} 下把某列与其余每一列都区分开，才说它最高或最低：检验用双侧符号翻转检验，只计两列"
+                  "都有数值的题（用种子 {seed} 抽 {resamples:,} 种符号组合）；区分不开的，说它们的差别在噪声之内。"),
+    "cl.same": ("the same for every one", "各列都一样"),
     "cl.highest": ("highest for", "最高："),
     "cl.lowest": ("lowest for", "最低："),
     "cl.least": ("least:", "最低："),
