@@ -164,3 +164,16 @@ def test_the_closed_book_warns_too_when_its_batch_cuts_pairs(rag_inputs, tmp_pat
     (message,) = seen[3]
     assert message.startswith(f"{train}: its ") and "--batch-size 3 is a multiple of 2" in message
     assert seen[4] == []
+
+
+def test_train_rag_without_task_fever_refuses_fever_claims_as_dev_too(rag_inputs):  # noqa: F811
+    """QA training beside FEVER's dev claims scored the labels by exact match as the best-model choice
+    (exit 0): the dev file is checked as the train file is."""
+    from lewisrag.training.rag_data import load_components
+
+    w = rag_inputs["world"]
+    cfg = make_config(rag_inputs, train=str(w / "train.jsonl"), dev=str(w / "fever_dev.jsonl"), cpu=True)
+    with pytest.raises(InputError, match="FEVER claims .*which --task qa scores as free-text answers: "
+                                         "train them with --task fever") as e:
+        load_components(cfg)
+    assert (e.value.source, e.value.line, e.value.field) == (str(w / "fever_dev.jsonl"), 1, "answers[0]")

@@ -47,12 +47,13 @@ def load_components(cfg, processes: int = 1, with_faiss: bool = True) -> Compone
     check_config(cfg, processes)
     every, dev = read_qa(cfg.train, cfg.qa_fields), read_qa(cfg.dev, cfg.qa_fields)
     refuse_regex_targets(every, cfg.train, cfg.qa_fields)
-    if cfg.task != "fever" and fever_claims(every):  # the labels trained and scored as free-text answers, exit 0
-        line, where = next((line, where[0]) for (line, where), ex in zip(answer_sources(cfg.train, cfg.qa_fields), every)
-                           if ex.answers)  # the first answer, in the file's own field ('label' in FEVER v1.0's)
-        raise InputError(cfg.train, f"FEVER claims (every answer, from this one on, is one of {', '.join(LABELS)}), which "
-                         f"--task {cfg.task} trains and scores as free-text answers: train them with --task fever",
-                         line=line, field=where)
+    for path, examples, does in ((cfg.train, every, "trains and scores"), (cfg.dev, dev, "scores")):
+        if cfg.task != "fever" and fever_claims(examples):  # the labels trained or scored as free-text answers, exit 0
+            line, where = next((line, where[0]) for (line, where), ex in zip(answer_sources(path, cfg.qa_fields), examples)
+                               if ex.answers)  # the first answer, in the file's own field ('label' in FEVER v1.0's)
+            raise InputError(path, f"FEVER claims (every answer, from this one on, is one of {', '.join(LABELS)}), which "
+                             f"--task {cfg.task} {does} as free-text answers: train them with --task fever",
+                             line=line, field=where)
     train = of_kinds(every, cfg.train_kinds)
     pairs, skipped = training_pairs(train)
     # an optimizer step draws its whole batch at once (`next_batch`), so the data must hold all of it
