@@ -132,3 +132,18 @@ def test_bm25_recall_leaves_out_the_zero_score_padding(tmp_path):
     r = retrieval_recall(retriever, read_qa(write_jsonl(tmp_path / "q.jsonl", questions)), [1, 28])
     assert r["first_gold"] == {"q1": None, "q2": 0}
     assert r["hit@28"] == r["hit@1"] == 0.5 and r["per_question"]["q1"] == {"1": 0.0, "28": 0.0}
+
+
+@pytest.mark.parametrize("damage", [
+    lambda v: {"a": 0},  # cut to one word: every question scored zero, exit 0
+    lambda v: {**v, next(iter(v)): -1},  # an id of -1
+    lambda v: {w: i + 1 for w, i in v.items()},  # renumbered from 1
+    lambda v: {w: 0 for w in v},  # every word one id
+])
+def test_a_damaged_bm25_vocabulary_is_refused(built, tmp_path, monkeypatch, capsys, damage):
+    index = _copy(built, tmp_path)
+    file = index / "bm25" / "vocab.index.json"
+    file.write_text(json.dumps(damage(json.loads(file.read_text()))))
+    with pytest.raises(InputError, match="words are not numbered 0 to"):
+        BM25Index.load(index)
+    _search_and_verify(index, monkeypatch, capsys, "vocab.index.json", "build the index again")

@@ -145,6 +145,7 @@ class BM25Index:
         check_num_docs(path, retriever, manifest["n_passages"])
         check_score_arrays(path, retriever.scores)
         check_word_ids(path, retriever.int_dtype, len(retriever.vocab_dict))
+        check_vocabulary(path, retriever.vocab_dict, len(retriever.scores["indptr"]))
         check_tokenizer(path, manifest, retriever.vocab_dict)
         return cls(path, manifest, retriever, store.load_passages(path, manifest))
 
@@ -240,6 +241,20 @@ def check_word_ids(path: Path, int_dtype: str, n_words: int) -> None:
     if n_words and np.iinfo(np.dtype(int_dtype)).max < n_words - 1:  # check_params made it an integer type
         raise InputError(path / "bm25" / "params.index.json", f"{int_dtype!r} cannot hold the vocabulary's word ids "
                          f"(0 to {n_words - 1}): the BM25 files are damaged; build the index again", field="int_dtype")
+
+
+def check_vocabulary(path: Path, vocab: dict, indptr: int) -> None:
+    """vocab.index.json numbers its words 0, 1, ... once each, one for each of the score matrix's word
+    columns (`indptr` entries: bm25s appends the empty word last, so as many as the words, or one more
+    for a layout without it): a vocabulary cut or renumbered ({"a": 0}, an id of -1) searched every
+    question to zero scores, exit 0. One pass over the ids; `index verify` reads the scores too."""
+    ids = np.fromiter(vocab.values(), dtype=np.int64, count=len(vocab)) if all(
+        type(i) is int for i in vocab.values()) else None
+    if ids is None or indptr not in (len(vocab), len(vocab) + 1) or (
+            len(ids) and (ids.min() != 0 or ids.max() != len(ids) - 1 or len(np.unique(ids)) != len(ids))):
+        raise InputError(path / "bm25" / "vocab.index.json", f"its {len(vocab)} words are not numbered 0 to "
+                         f"{len(vocab) - 1} once each for the score matrix's {indptr} word columns: the BM25 files "
+                         "are damaged; build the index again")
 
 
 def check_tokenizer(path: Path, manifest: dict, vocab: dict[str, int]) -> None:
