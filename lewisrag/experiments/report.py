@@ -78,14 +78,18 @@ def _leaders(scores: dict[str, float], t: Messages) -> list[str]:
     return [s for s, v in scores.items() if _f(v, t) == top]
 
 
+def _records(results: dict):
+    """results.json's per-question records that name their question and hold their metrics."""
+    return (r for r in results.get("records") or []
+            if isinstance(r, dict) and isinstance(r.get("metrics"), dict) and isinstance(r.get("id"), str))
+
+
 def _scores(results: dict, metric: str, kind: str | None) -> dict[str, dict[str, float]]:
     """{system: {question id: its `metric`}} from results.json's per-question records of `kind`
     ("short", "long"; None: the compare stage's eval questions), finite numbers only: what the paired
     tests behind "the highest" read."""
     out: dict[str, dict[str, float]] = {}
-    for r in results.get("records") or []:
-        if not (isinstance(r, dict) and isinstance(r.get("metrics"), dict) and isinstance(r.get("id"), str)):
-            continue
+    for r in _records(results):
         if r.get("kind") == kind and is_finite_number(v := r["metrics"].get(metric)):
             out.setdefault(str(r.get("system")), {})[r["id"]] = float(v)
     return out
@@ -94,9 +98,7 @@ def _scores(results: dict, metric: str, kind: str | None) -> dict[str, dict[str,
 def _claim_scores(results: dict) -> dict[str, dict[str, dict[str, float]]]:
     """{system: {claims.<metric>: {question id: value}}} from the compare stage's eval records."""
     out: dict[str, dict[str, dict[str, float]]] = {}
-    for r in results.get("records") or []:
-        if not (isinstance(r, dict) and isinstance(r.get("metrics"), dict) and isinstance(r.get("id"), str)):
-            continue
+    for r in _records(results):
         for m, v in r["metrics"].items() if r.get("kind") is None else ():
             if m.startswith(CLAIMS_PREFIX) and is_finite_number(v):
                 out.setdefault(str(r.get("system")), {}).setdefault(m, {})[r["id"]] = float(v)

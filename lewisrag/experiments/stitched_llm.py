@@ -20,7 +20,7 @@ An `hf:` model gets the same two messages through its tokenizer's chat template 
 else as plain text: the instruction, a blank line, the user message and "Answer:". A template that
 cannot take them (one that refuses a system message) is refused before any question is asked. The
 model reads at most `max_input_tokens` (`HFGenerator`'s default): its positions as its config gives
-them (`model_positions`), less the answer's for a causal LM, or 1024 when the config gives none. A prompt
+them (`rag_model.model.max_positions`), less the answer's for a causal LM, or 1024 when the config gives none. A prompt
 longer than that holds as many whole passages as fit, best first (`HFAnswers.fit`), never a passage
 cut mid-way and never without the instruction or the question; the answer's record lists the
 passages it was given (`passage_ids`), and results.json's `generators.stitched` counts the prompts

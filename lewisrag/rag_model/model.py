@@ -48,13 +48,25 @@ class Tokenizers(NamedTuple):
     generator: Any  # tokenizer of the generator (BART: byte-level BPE)
 
 
+# where a config keeps its positions: most models' (BART's, DPR's and BERT's), GPT-2's and GPT-J's older
+# name, MPT's, ChatGLM's and Qwen(1)'s: the first that is a positive whole number
+POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")
+
+
 def max_positions(config: Any) -> int | None:
-    """The most input tokens a model's position embeddings hold (`max_position_embeddings`: BART's, or
-    DPR's and BERT's), or None for a model without such a limit (T5's relative positions). `config`:
-    the transformers config, or its config.json as a dict."""
-    key = "max_position_embeddings"
-    n = config.get(key) if isinstance(config, dict) else getattr(config, key, None)
-    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
+    """The most input tokens a model's position embeddings hold (the first of `POSITION_KEYS` that is
+    a positive whole number), or None for a model without such a limit (T5's relative positions).
+    `config`: the transformers config, or its config.json as a dict.
+
+    >>> from types import SimpleNamespace as C
+    >>> max_positions(C(n_positions=8192)), max_positions({"max_position_embeddings": None, "max_seq_len": 2048}), max_positions(C())
+    (8192, 2048, None)
+    """
+    for key in POSITION_KEYS:
+        n = config.get(key) if isinstance(config, dict) else getattr(config, key, None)
+        if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+            return n
+    return None
 
 
 def check_decoder_length(flag: str, length: int, positions: int | None, reads: str, whose: str = "the generator") -> None:

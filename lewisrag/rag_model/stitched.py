@@ -29,6 +29,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
 from lewisrag.chat_client import ChatError, map_in_threads
 from lewisrag.data.pretrained import load_config, load_model, load_tokenizer
+from lewisrag.rag_model.model import max_positions
 from lewisrag.scoring.markers import citation_ids
 
 CITATION = re.compile(r"\[(\d+)\]")  # the [n] `stitch` numbers passages with in the input; answers: `cited_ids`
@@ -191,28 +192,9 @@ class PromptStitchingRAG:
 
 
 DEFAULT_INPUT_TOKENS = 1024  # what HFGenerator reads by default when the model's config names no positions (a T5's)
-# where a config keeps its positions: most models', GPT-2's and GPT-J's older name, MPT's, ChatGLM's and Qwen(1)'s
-_POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")
-
-
-def model_positions(config) -> int | None:
-    """The most tokens a model's positions hold as its config names them (the first of `_POSITION_KEYS`
-    that is a positive whole number), or None when it names none (a T5's relative positions).
-
-    >>> from types import SimpleNamespace as C
-    >>> model_positions(C(n_positions=8192)), model_positions(C(max_position_embeddings=None, max_seq_len=2048)), model_positions(C())
-    (8192, 2048, None)
-    """
-    for key in _POSITION_KEYS:
-        n = getattr(config, key, None)
-        if isinstance(n, int) and not isinstance(n, bool) and n > 0:
-            return n
-    return None
-
-
 class HFGenerator:
     """A local transformers seq2seq or causal LM as a `prompts -> answers` callable. It reads at most
-    `max_input_tokens` (by default the model's positions, `model_positions`, or DEFAULT_INPUT_TOKENS
+    `max_input_tokens` (by default the model's positions, `model.max_positions`, or DEFAULT_INPUT_TOKENS
     when its config names none: a fixed 1024 cut an 8192-position model's prompts to 1024 tokens),
     capped at the model's positions (less the answer's, for a causal LM): `PromptStitchingRAG` fits
     its prompts to that (`fit`); a longer prompt handed in directly is cut to it, from the
@@ -220,7 +202,7 @@ class HFGenerator:
 
     def __init__(self, model, tokenizer, max_new_tokens: int = 64, num_beams: int = 1, max_input_tokens: int | None = None):
         self.model, self.tokenizer = model.eval(), tokenizer
-        longest = model_positions(model.config)  # past it, an IndexError mid-generate
+        longest = max_positions(model.config)  # past it, an IndexError mid-generate
         if max_input_tokens is None:
             max_input_tokens = longest or DEFAULT_INPUT_TOKENS
         self.max_new_tokens, self.num_beams, self.max_input_tokens = max_new_tokens, num_beams, max_input_tokens
