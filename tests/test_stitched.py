@@ -70,6 +70,23 @@ def test_reciprocal_rank_fusion():
     assert fused[0].score == pytest.approx(1 / 62 + 1 / 61)
 
 
+def test_fusion_leaves_out_bm25_padding():
+    """BM25 pads its top k with passages sharing no word with the question (score 0, index order):
+    they earn no fused score, so a passage found by the other retriever alone outranks them."""
+    passages = [Passage("p1", "Alpha", "apples grow here."), Passage("p2", "Beta", "pears grow there."),
+                Passage("p3", "Gamma", "plums ripen late.")]
+
+    class Fixed:
+        def search(self, questions, k):
+            return [[Hit("p3", "", "", 0.9, 2)] for _ in questions]
+
+    bm25 = BM25Retriever(BM25Index.in_memory(passages))
+    assert [h.score > 0 for h in bm25.search(["apples"], 3)[0]] == [True, False, False]
+    fused = FusedRetriever([bm25, Fixed()], rrf_k=60).search(["apples"], 3)[0]
+    assert [h.id for h in fused] == ["p1", "p3"]  # p1: 1/61 from BM25, p3: 1/61 from the other; p2 padding
+    assert all(h.score == pytest.approx(1 / 61) for h in fused)
+
+
 def test_hf_generator_seq2seq_and_causal(tmp_path):
     import torch
     from transformers import BartConfig, BartForConditionalGeneration, GPT2Config, GPT2LMHeadModel

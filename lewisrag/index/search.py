@@ -61,6 +61,8 @@ class FusedRetriever:
 
     A passage's fused score is sum over retrievers of 1 / (rrf_k + rank), rank counted from 1;
     scores of different retrievers (BM25, inner products) need no calibration against each other.
+    A BM25 hit scoring 0 shares no word with the question (BM25 pads its top k with such passages in
+    the index's order) and earns no fused score, as in `retrieval_recall`.
     """
 
     def __init__(self, retrievers: Sequence, rrf_k: int = 60, depth: int = 50):
@@ -72,7 +74,9 @@ class FusedRetriever:
         for per_question in zip(*runs):
             score: dict[str, float] = {}
             first: dict[str, Hit] = {}
-            for hits in per_question:
+            for retriever, hits in zip(self.retrievers, per_question):
+                if isinstance(retriever, BM25Retriever):
+                    hits = [h for h in hits if h.score > 0]
                 for rank, h in enumerate(hits, start=1):
                     score[h.id] = score.get(h.id, 0.0) + 1.0 / (self.rrf_k + rank)
                     first.setdefault(h.id, h)
