@@ -171,7 +171,11 @@ BAD_URLS = [("http://[::1/v1", "not a URL (Invalid IPv6 URL)"),  # a ValueError 
             ("http://local host:8000/v1", "expected a URL without spaces or control characters"),
             ("http://127.0.0.1:9/vü", "expected a URL path without non-ASCII characters"),  # a UnicodeEncodeError traceback
             # urllib sends no user info: "u:sk-SECRET@127.0.0.1" was looked up as a host, retried as unknown
-            ("http://u:sk-SECRET-url@127.0.0.1:9/v1", "expected a URL without user info")]
+            ("http://u:sk-SECRET-url@127.0.0.1:9/v1", "expected a URL without user info"),
+            # an e-mail user name: the mask stopped at its "@" and showed the password after it
+            ("http://me@corp.example:sk-SECRET-url@127.0.0.1:9/v1", "expected a URL without user info"),
+            # a "/" in the password: urllib's port error quoted the password's first part
+            ("http://u:sk/SECRET-url@127.0.0.1:9/v1", "expected a URL without user info")]
 
 
 @pytest.mark.parametrize("url, why", BAD_URLS)
@@ -186,7 +190,7 @@ def test_compare_refuses_a_base_url_that_is_not_one(monkeypatch, capsys, tmp_pat
     assert code == 2 and err.startswith(f"error: $LEWISRAG_LLM_BASE_URL: {why}"), err
 
 
-@pytest.mark.parametrize("url, why", BAD_URLS[:2] + BAD_URLS[-1:])
+@pytest.mark.parametrize("url, why", BAD_URLS[:2] + BAD_URLS[-3:])
 def test_eval_refuses_a_base_url_that_is_not_one(monkeypatch, capsys, tmp_path, url, why):
     code, _, err = run_main(monkeypatch, capsys, "eval", "answers", "--answers", _answers(tmp_path), "--judge", "llm:m",
                             "--llm-base-url", url, "--out", tmp_path / "out", "--cache-dir", tmp_path / "cache")

@@ -210,14 +210,14 @@ class ChatClient:
             if isinstance(e.reason, Exception):
                 return self._failure(e.reason)  # a reset, refusal or timeout while sending
             return "request failed", self._excerpt(str(e.reason)), False, None, None  # e.g. an unknown URL scheme
+        if isinstance(e, ssl.SSLCertVerificationError):  # before ValueError, which it subclasses too
+            return "TLS certificate rejected", self._excerpt(str(e)), False, None, "tls"
         if isinstance(e, (ValueError, http.client.InvalidURL)):  # cannot be sent at all: waiting does not help
             return "request failed", self._excerpt(f"{type(e).__name__}: {e}"), False, None, None
         if isinstance(e, _Malformed):
             return e.args[0], self._excerpt(e.args[1]), not isinstance(e, _Cut), None, None
         if isinstance(e, TimeoutError):  # socket.timeout is TimeoutError
             return f"timeout after {self.timeout:g}s", "", True, None, None
-        if isinstance(e, ssl.SSLCertVerificationError):
-            return "TLS certificate rejected", self._excerpt(str(e)), False, None, "tls"
         # resets, aborts, broken pipes, refusals, remote disconnects, incomplete reads
         return "connection failed", self._excerpt(f"{type(e).__name__}: {e}"), True, None, None
 

@@ -30,6 +30,8 @@ def retry_after_seconds(value: str | None) -> float | None:
 
     >>> retry_after_seconds("3"), retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT"), retry_after_seconds("soon")
     (3.0, 0.0, None)
+    >>> retry_after_seconds("Wed, 21 Oct 99999999999999999999 07:28:00 GMT") is None
+    True
     """
     if not value:
         return None
@@ -39,7 +41,7 @@ def retry_after_seconds(value: str | None) -> float | None:
         pass
     try:
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # a year past a C long overflows
         return None
     when = when if when.tzinfo else when.replace(tzinfo=timezone.utc)
     return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())

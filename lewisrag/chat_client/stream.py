@@ -36,7 +36,7 @@ def _events(text: str) -> Iterator[tuple[str, str]]:
     JSON strings: a chunk cut in two was "not JSON"); an event's data: lines are joined with "\\n" up to
     the blank line that ends it; a field's value loses one leading space; ": comments", id: and retry:
     are read past. The type is "message" unless an event: line names another. An event without data is
-    no event, but for an error. An event the body ends inside (no blank line after it) counts too: the
+    no event, nor is one whose data is empty (a lone "data:"), but for an error. An event the body ends inside (no blank line after it) counts too: the
     body is read whole, and a cut one fails as JSON or as a stream without its end.
 
     >>> list(_events('event: error\\ndata: {"a":\\ndata:1}\\n\\n: ping\\r\\rdata: x\\u2028y\\r\\ndata: [DONE]'))
@@ -46,7 +46,7 @@ def _events(text: str) -> Iterator[tuple[str, str]]:
     kind = ""
     for line in [*_LINE_END.split(text), ""]:
         if not line:  # the blank line: the event is whole
-            if data or kind == "error":
+            if "\n".join(data) or kind == "error":  # an empty data buffer dispatches nothing (a keep-alive "data:")
                 yield kind or "message", "\n".join(data)
             data, kind = [], ""
             continue

@@ -67,13 +67,14 @@ def url_problem(url: str) -> str | None:
         return "expected a URL without spaces or control characters (percent-encode them)"
     if "?" in url or "#" in url:  # "/chat/completions" is appended: a query swallowed it ("...?v=1/chat/completions")
         return "expected a base URL without a query (?...) or fragment (#...): lewisrag appends /chat/completions to it"
+    if "@" in url.partition("//")[2]:  # before the port, whose error quotes what follows a colon: a password
+        # urllib sends no user info: the host it looked up was "user:pw@host", retried as unknown
+        return "expected a URL without user info (user:password@): give the key through the API key variable"
     try:
         parts = urllib.parse.urlsplit(url)
         parts.port  # noqa: B018 - a port that is not a number from 0 to 65535 raises here
         if not parts.hostname:
             return "no host name in the URL"
-        if "@" in parts.netloc:  # urllib sends no user info: the host it looked up was "user:pw@host", retried as unknown
-            return "expected a URL without user info (user:password@): give the key through the API key variable"
         parts.hostname.encode("idna")  # a label over 63 characters raises (a UnicodeError)
     except ValueError as e:
         return f"not a URL ({e})"

@@ -319,7 +319,7 @@ class LLMJudge:
                              "LEWISRAG_LLM_BASE_URL")
         if problem := url_problem(base_url):  # "xx" or "http://[::1/v1" was a traceback, ftp:// retried every call
             # user info may hold a password, a query a key (?api-key=...): neither is ever printed
-            shown = re.sub(r"[?#].*", "?...", re.sub(r"//[^/@]*@", "//...@", base_url), flags=re.S)
+            shown = re.sub(r"[?#].*", "?...", re.sub(r"//.*@", "//...@", base_url, flags=re.S), flags=re.S)
             raise InputError(source, f"{problem}, got {shown!r}")  # repr: a line break stays on the line
         if not model:
             raise InputError("--judge", "the llm judge needs a model name (llm:MODEL)")
