@@ -112,7 +112,7 @@ def test_a_clitic_is_no_word_and_accented_letters_belong_to_theirs():
                  "It doesn't sell cars in São Paulo [1].", "It doesn't sell cars in São Paulo [2].", "Tesla's rival [1]."]]
     assert statuses == [PASS, TOKEN_NOT_FOUND, PASS, TOKEN_NOT_FOUND, TOKEN_NOT_FOUND]
     assert check_sentence("Tesla’s plant doesn't sell petrol cars [1].", docs, {"1"}).detail.endswith(": plant")
-    assert check_sentence("It doesn't sell cars in São Paulo [2].", docs, {"2"}).detail.endswith(": cars, doesn, sell, são")
+    assert check_sentence("It doesn't sell cars in São Paulo [2].", docs, {"2"}).detail.endswith(": cars, sell, são")
 
 
 def test_context_ids_and_documents_of_the_wrong_type_are_refused():

@@ -7,15 +7,17 @@ Each sentence goes through five checks, in this order, and gets the status of th
 3. QUOTE_NOT_FOUND   a quoted string (「...」 or 『...』, citations inside it removed) is not in
                      any one cited document, compared after NFKC, case folding and removing all
                      whitespace and format characters (zero-width spaces); the stops that end it
-                     (「用户名或密码错误。」) are typography, not part of what must be found. Only these
+                     (「用户名或密码错误。」) are typography, not part of what must be found, and so is
+                     Markdown inside it (「`is invalid`」, 「**用户名或密码错误**」). Only these
                      quotes claim to be verbatim (the specification's QUOTE = 「([^」]+)」): “...” and
                      "..." report speech or name a term in other words as often, so they are
                      ordinary text, whose numbers and Latin words the next check reads.
 4. TOKEN_NOT_FOUND   a number or a Latin word of the sentence (citations removed) is in none of
                      the cited documents (English function words such as "the" and clitics such
-                     as the possessive 's are not checked; accented letters belong to their word);
-                     numbers are compared whole ("3.5" is not "5.3"; "1,000" is "1000"; the
-                     Chinese "，" separates: "401，403" is 401 and 403, `list_commas`).
+                     as the possessive 's and n't are not checked: "doesn't" is "does", "won't"
+                     "will"; accented letters belong to their word); numbers are compared whole
+                     ("3.5" is not "5.3"; "1,000" is "1000"; "01" is "1": "2024-01-05" backs
+                     "1 月 5 日"; the Chinese "，" separates: "401，403" is 401 and 403, `list_commas`).
 5. UNVERIFIABLE      the sentence has no quote, no number and no Latin word: nothing a rule can test.
 Otherwise PASS.
 
@@ -59,10 +61,13 @@ _WHITESPACE_RE = re.compile(r"\s+")
 # separators go ("1,000" is "1000"), and "1,2,3" stays three numbers. Chinese never groups digits with
 # its comma "，", which NFKC makes ",": it is read as "、" first (`list_commas`), so "401，403" is two numbers.
 # A Latin word keeps its accented letters ("são" was "s" and "o") and its apostrophe; an English
-# clitic after it ('s, n't's t, 'll, ...) is dropped, as "Tesla's" says no more than "Tesla" checks.
+# clitic after it ('s, 'll, n't, ...) is dropped, as "Tesla's" says no more than "Tesla" checks, and so
+# is a negation's whole n't: "doesn't" was the word "doesn", in no document that says "does not".
 _LATIN = "a-z\u00df-\u00f6\u00f8-\u00ff\u0100-\u024f\u1e00-\u1eff"  # after case folding: ASCII, Latin-1, Extended A/B, Additional
 _TOKEN_RE = re.compile(rf"[{_LATIN}]+(?:['\u2019][{_LATIN}]+)*|[0-9]{{1,3}}(?:,[0-9]{{3}})+(?:\.[0-9]+)*|[0-9]+(?:\.[0-9]+)*")
-_CLITIC_RE = re.compile(r"['\u2019](?:s|t|d|ll|re|ve|m)$")
+_CLITIC_RE = re.compile(r"n['\u2019]t$|['\u2019](?:s|d|ll|re|ve|m)$")
+# the stems n't leaves of the negations that change their verb: "won't" is "will not", not "wo"
+_NEGATED_STEMS = {"won't": "will", "can't": "can", "shan't": "shall"}
 # Words that carry no checkable fact; without this list every English paraphrase would fail.
 _FUNCTION_WORDS = frozenset(
     "a an the and or but if of to in on at by for with from as is are was were be been being it its "
@@ -73,6 +78,10 @@ _FUNCTION_WORDS = frozenset(
 
 
 _QUOTE_END = ".,;:!?。，、；：！？…"  # after NFKC: a full-width ． or ！ is already ASCII
+# Markdown a quote is formatted with, which the reader never sees: a code span's backticks, and paired
+# emphasis markers (** __ * _), an underscore only outside a word as in CommonMark ("user_name" keeps its _)
+_BACKTICKS_RE = re.compile(r"`+")
+_EMPHASIS_RE = re.compile(r"(\*\*|\*)(?=\S)(.+?)(?<=\S)\1|(?<![^\W_])(__|_)(?=\S)(.+?)(?<=\S)\3(?![^\W_])")
 # "，" but inside a number written in full-width forms ("１，０００", whose NFKC is "1,000", as scoring.qa reads it)
 _LIST_COMMA_RE = re.compile(r"(?<![０-９])，|，(?![０-９])")
 
@@ -99,6 +108,20 @@ def fold(text: str) -> str:
     return _WHITESPACE_RE.sub("", _visible(text))
 
 
+def unmarked(quote: str) -> str:
+    """`quote` as Markdown shows it: no backticks, no paired emphasis markers.
+
+    >>> unmarked("「`is invalid`」 or **用户名或密码错误** for *user_name*, __id__")
+    '「is invalid」 or 用户名或密码错误 for user_name, id'
+    """
+    text = _BACKTICKS_RE.sub("", quote)
+    while True:  # nested emphasis (***a***, **_a_**) loses one pair a round
+        out = _EMPHASIS_RE.sub(lambda m: m.group(2) if m.group(2) is not None else m.group(4), text)
+        if out == text:
+            return out
+        text = out
+
+
 def checkable_tokens(text: str) -> frozenset[str]:
     """Numbers and Latin words after NFKC and case folding, function words left out.
 
@@ -108,8 +131,10 @@ def checkable_tokens(text: str) -> frozenset[str]:
     ['1', '1000', '2', '5.3']
     >>> sorted(checkable_tokens("未登录返回 401，无权限返回 403，即 401，403")), sorted(checkable_tokens("共１，０００人"))
     (['401', '403'], ['1000'])
-    >>> sorted(checkable_tokens("Tesla's plant in São Paulo doesn't close; O'Neill’s won't"))
-    ['close', 'doesn', "o'neill", 'paulo', 'plant', 'são', 'tesla', 'won']
+    >>> sorted(checkable_tokens("Tesla's plant in São Paulo doesn't close; O'Neill’s won’t needn't"))
+    ['close', 'need', "o'neill", 'paulo', 'plant', 'são', 'tesla']
+    >>> sorted(checkable_tokens("发布于 2024-01-05 09:05，共 007 人，0.50 元"))
+    ['0.50', '1', '2024', '5', '7', '9']
     """
     return frozenset(t for t in _tokens(text) if t not in _FUNCTION_WORDS)
 
@@ -126,7 +151,16 @@ def list_commas(text: str) -> str:
 
 
 def _tokens(text: str) -> list[str]:
-    return [_CLITIC_RE.sub("", t).replace(",", "") for t in _TOKEN_RE.findall(_visible(list_commas(text)))]
+    return [_token(t) for t in _TOKEN_RE.findall(_visible(list_commas(text)))]
+
+
+def _token(t: str) -> str:
+    """A token as compared: a number without thousands separators or the leading zeros of its integer part
+    (a date's "01-05" is January 5th, a time's "09:05" is 9:05), a word without its clitic."""
+    if t[0].isdigit():
+        whole, dot, fraction = t.replace(",", "").partition(".")
+        return (whole.lstrip("0") or "0") + dot + fraction  # "0.5" keeps its 0; "1.05" is not "1.5"
+    return _NEGATED_STEMS.get(t.replace("\u2019", "'")) or _CLITIC_RE.sub("", t)
 
 
 @lru_cache(maxsize=4096)
@@ -170,9 +204,10 @@ def check_sentence(sentence: str, docs: dict[str, str], context_ids: set[str]) -
     cited = [_prepared(docs[i]) for i in ids]
     quotes = quotes_in(strip_citations(sentence), VERBATIM_QUOTE_RES)  # 「is invalid [1]」 quotes "is invalid"
     for quote in quotes:
-        # a quoted sentence's own stop is typography, not a word: “用户名或密码错误。” quotes 用户名或密码错误
-        q = fold(quote).rstrip(_QUOTE_END)
-        if q and not any(q in folded for folded, _ in cited):
+        # a quoted sentence's own stop is typography, not a word: “用户名或密码错误。” quotes 用户名或密码错误;
+        # so is its Markdown (「`is invalid`」), unless the document is Markdown too and holds it as written
+        forms = {q for q in (fold(quote).rstrip(_QUOTE_END), fold(unmarked(quote)).rstrip(_QUOTE_END)) if q}
+        if forms and not any(q in folded for q in forms for folded, _ in cited):
             return Check(QUOTE_NOT_FOUND, f"quote not in the cited documents: {quote!r}")
     tokens = checkable_tokens(sub_citations(sentence, " "))  # `arr[0]` keeps its 0
     missing = sorted(tokens.difference(*(toks for _, toks in cited)))

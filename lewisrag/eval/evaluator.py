@@ -51,6 +51,7 @@ from lewisrag.eval.results import CLAIM_METRICS, CLAIMS_PREFIX, CONTRADICTIONS, 
 from lewisrag.eval.statements import (ATOMIC_SPLITTER_NAME, SPLITTER_NAME, SPLITTER_VERSION, Statement, split_sentences,
                                       strip_citations)
 from lewisrag.scoring import qa
+from lewisrag.scoring.markers import blank_footnote_definitions
 from lewisrag.scoring.retrieval import recall_at_k
 
 METRICS = ("faithfulness", "context_recall", "answer_completeness", "answer_relevancy", "on_topic_rate",
@@ -116,7 +117,7 @@ class _Claims:
 
     response_claims: list[str]
     reference_claims: list[str]
-    response: str  # the answer without its [n] markers (the premise of "covered")
+    response: str  # `answer_text`: no [n] markers, no footnote definitions (the premise of "covered")
     reference: str | None  # the premise of "correct": the reference answer, else its claims joined; None: no reference
     contexts: list[str]
     source: dict  # {"response": ..., "reference": ...}: the record's field or the splitter that made the claims
@@ -137,6 +138,17 @@ class _Prepared:
 DECOMPOSE_FAILED = "decompose failed: "  # the reason of an answer the atomic splitter could not decompose
 
 
+def answer_text(response: str) -> str:
+    """What an answer says: without its [n] markers and its footnote definition lines ("[^1]: REQ-AUTH-03 ..."),
+    which name sources as the markers point at them. The text exact match, F1, ROUGE-L, completeness, the
+    atomic splitter and claim extraction read (the sentence splitter drops those lines too).
+
+    >>> answer_text("It returns 422[^1].\\n\\n[^1]: REQ-AUTH-03 login requirements")
+    'It returns 422.'
+    """
+    return strip_citations(blank_footnote_definitions(response))
+
+
 def _prepare(rec: AnswerRecord, judge, cfg: EvalConfig) -> _Prepared:
     reasons: dict[str, str] = {}
     sentences = split_sentences(rec.response)
@@ -144,7 +156,7 @@ def _prepare(rec: AnswerRecord, judge, cfg: EvalConfig) -> _Prepared:
     refused = is_refusal(rec.response, rec.question)
     if cfg.splitter == "atomic" and rec.category != "not_in_kb":
         try:  # one decomposition call for the whole answer, citations removed
-            statements = [Statement(s, (), ()) for s in judge.decompose(strip_citations(rec.response))]
+            statements = [Statement(s, (), ()) for s in judge.decompose(answer_text(rec.response))]
         except JudgeError as e:  # a failed request is a reason, not a crash
             statements, reasons["faithfulness"] = [], f"{DECOMPOSE_FAILED}{e}"
         if not statements and sentences and not refused and not reasons:
@@ -174,7 +186,7 @@ def _claim_inputs(p: _Prepared, cfg: EvalConfig, judge) -> _Claims:
     if rec.response_claims is not None:
         response_claims, response_source = list(rec.response_claims), "response_claims"
     elif llm:
-        response_claims, response_source = extract("response", strip_citations(rec.response)), "llm"
+        response_claims, response_source = extract("response", answer_text(rec.response)), "llm"
     else:
         response_claims, response_source = [s.text for s in p.statements], cfg.splitter
         if "faithfulness" in p.nan_reasons:  # the atomic splitter's error
@@ -189,7 +201,7 @@ def _claim_inputs(p: _Prepared, cfg: EvalConfig, judge) -> _Claims:
         reference_claims = p.references
         ref_source = SPLITTER_NAME if rec.reference else None  # reference statements are always sentence-split
     reference = rec.reference or ("\n".join(reference_claims) if reference_claims else None)
-    return _Claims(response_claims, reference_claims, strip_citations(rec.response), reference,
+    return _Claims(response_claims, reference_claims, answer_text(rec.response), reference,
                    [c.text for c in rec.contexts], {"response": response_source, "reference": ref_source}, failed)
 
 
@@ -234,7 +246,7 @@ def _first_pairs(p: _Prepared) -> list[tuple[str, str]]:
     if p.rec.category == "not_in_kb":
         return []
     premise, docs = metrics.join_contexts([c.text for c in p.rec.contexts]), p.rec.docs
-    pairs = [(premise, s.text) for s in p.statements] + [(premise, r) for r in p.references] + [(strip_citations(p.rec.response), r) for r in p.references]
+    pairs = [(premise, s.text) for s in p.statements] + [(premise, r) for r in p.references] + [(answer_text(p.rec.response), r) for r in p.references]
     pairs += [("\n".join(docs[c] for c in s.citations), s.text) for s in p.sentences if s.citations and all(c in docs for c in s.citations)]
     return pairs + (_claim_pairs(p.claims) if p.claims else [])
 
@@ -287,8 +299,8 @@ def _record(p: _Prepared, judge, cfg: EvalConfig, embed) -> dict:
                           "label": v.label} for s, v in zip(p.statements, faith.verdicts)]
     in_contexts = metrics.count_support(premise, p.references, judge)
     _scored("context_recall", in_contexts, "reference statements", m, reasons)
-    # the premise is the answer without its [n] markers: they are pointers, not content
-    in_answer = metrics.count_support(strip_citations(rec.response), p.references, judge)
+    # the premise is the answer without its [n] markers and footnote definitions: pointers, not content
+    in_answer = metrics.count_support(answer_text(rec.response), p.references, judge)
     _scored("answer_completeness", in_answer, "reference statements", m, reasons)
     out["reference_statements"] = [{"text": r, "in_contexts": a.supported, "in_answer": b.supported,
                                     "in_contexts_label": a.label, "in_answer_label": b.label}
@@ -320,7 +332,7 @@ def _record(p: _Prepared, judge, cfg: EvalConfig, embed) -> dict:
     elif rec.gold_passage_ids:
         reasons["recall_at_k"] = "retrieved_contexts are plain strings: no ids to match gold_passage_ids"
     if rec.reference:
-        answer = strip_citations(rec.response)
+        answer = answer_text(rec.response)
         m["exact_match"], m["f1"] = qa.exact_match(answer, [rec.reference]), qa.token_f1(answer, [rec.reference])
         m["rougeL"] = qa.rouge_l(answer, [rec.reference])
     else:
@@ -506,7 +518,7 @@ def evaluate_bughunt(sample, judge=None, cfg: EvalConfig = EvalConfig()) -> Resu
         if preset.atomic:
             levels["atomic"] = [t for t, _ in preset.atomic]
         if preset.whole_faithful is not None:
-            levels["whole"] = [strip_citations(preset.response)]
+            levels["whole"] = [answer_text(preset.response)]
         granularity = {}
         for level, texts in levels.items():
             s = metrics.count_support(metrics.join_contexts(contexts), texts, judge)
