@@ -145,11 +145,12 @@ def test_a_mistyped_lesson_run_is_refused_not_trained(tmp_path):
         from common import setup
     finally:
         sys.path.remove(str(ROOT / "scripts" / "lessons"))
-    typo = tmp_path / "runs" / "demoo"
+    typo = tmp_path / "runs" / "demoo"  # given relative: the error shows where the notebook's folder put it
     r = subprocess.run([sys.executable, "-c", setup("01_marginalization").source], capture_output=True, text=True,
-                       cwd=tmp_path, env={**os.environ, "LEWISRAG_LESSON_RUN": str(typo)}, timeout=300)
+                       cwd=tmp_path, env={**os.environ, "LEWISRAG_LESSON_RUN": "runs/demoo"}, timeout=300)
     assert r.returncode == 1 and r.stderr.strip().splitlines()[-1].startswith(
-        f"FileNotFoundError: LEWISRAG_LESSON_RUN={typo}: no finished run there"), r.stderr[-2000:]
+        f"FileNotFoundError: LEWISRAG_LESSON_RUN=runs/demoo: no finished run at {typo} (no results.json); "
+        "give an absolute path"), r.stderr[-2000:]
     assert not typo.exists() and not (tmp_path / "lesson_work").exists()
 
 

@@ -120,7 +120,7 @@ def lewis_forward_passes(variant: str, k: int, steps: list[int], candidates: int
     - the search: RAG-Token decodes the K inputs together, K passes per token of its answer (`steps` = [its
       tokens]); RAG-Sequence searches each document alone, `steps[z]` passes for document z's hypothesis;
     - the rescoring, one teacher-forced pass per candidate and input: RAG-Token's answer under each document for
-      its implicit citations (K), RAG-Sequence's thorough decoding (§2.4) of each of the C distinct hypotheses
+      its implicit citations (K), RAG-Sequence's thorough decoding (§2.5) of each of the C distinct hypotheses
       under each document (C×K).
 
     >>> lewis_forward_passes("token", 3, [4], 1)  # 3 + 3*4 + 3*1

@@ -12,7 +12,7 @@ the work differs:
 - RAG-Sequence runs one beam search over all B·K documents at once, then scores every candidate
   under every document of its question in one batched decoder pass (transformers loops over
   questions in Python and reruns the whole model per question);
-- RAG-Sequence *fast* decoding (the paper's §2.4): a candidate that a document's beam did not
+- RAG-Sequence *fast* decoding (the paper's §2.5): a candidate that a document's beam did not
   produce gets p(y|x,z) ≈ 0 under that document, so no extra forward pass is needed.
 
 Shape alphabet: B questions, K docs, W beams, C candidates per question, T length, V vocab, D model.

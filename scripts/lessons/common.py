@@ -35,8 +35,9 @@ RUN_INTRO = md(
 ## 0. A tiny reproduction to work on
 
 The next cell trains the `tiny` preset once (well under a minute on a laptop CPU) into `lesson_run/` beside
-this notebook, or reuses a run you already have: start Jupyter with `LEWISRAG_LESSON_RUN=/path/to/run`
-(for instance `runs/demo`, which `make demo` writes). From a shell the same run is
+this notebook, or reuses a run you already have: start Jupyter with `LEWISRAG_LESSON_RUN=/path/to/run`,
+an absolute path (for instance `$PWD/runs/demo` from the repository's root, the run `make demo` writes: the
+notebook runs in `docs/lessons/`, where a relative path would point). From a shell the same run is
 `lewisrag reproduce --preset tiny --out lesson_run`.
 
 The tiny models train for seconds, so their answers are wrong and their scores near zero. The
@@ -48,7 +49,8 @@ that can read, the lesson says so and shows one that can.
 
 下一个单元会用 `tiny` 预设训练一次（笔记本电脑的 CPU 上远不到一分钟），结果放在本笔记本旁边的 `lesson_run/`
 目录里；如果你手上已经有一次运行结果，也可以直接复用：启动 Jupyter 前设置
-`LEWISRAG_LESSON_RUN=/path/to/run`（比如 `make demo` 生成的 `runs/demo`）。在命令行里做同样的事是
+`LEWISRAG_LESSON_RUN=/path/to/run`，要写绝对路径（比如在仓库根目录下写 `$PWD/runs/demo`，即 `make demo`
+生成的运行；笔记本在 `docs/lessons/` 里运行，相对路径会从那里算起）。在命令行里做同样的事是
 `lewisrag reproduce --preset tiny --out lesson_run`。
 
 tiny 模型只训练了几秒钟，所以它们的答案是错的，分数也接近零。本课里的计算对任何权重都成立；
@@ -78,8 +80,8 @@ transformers.utils.logging.disable_progress_bar()  # quiet model loading
 given = os.environ.get("LEWISRAG_LESSON_RUN")  # a run of yours, used as it is: a mistyped path trains nothing there
 RUN = Path(given or "lesson_run").resolve()
 if given and not (RUN / "results.json").is_file():
-    raise FileNotFoundError(f"LEWISRAG_LESSON_RUN={given}: no finished run there (no results.json); "
-                            "unset it to train the tiny run into lesson_run/")
+    raise FileNotFoundError(f"LEWISRAG_LESSON_RUN={given}: no finished run at {RUN} (no results.json); give an "
+                            "absolute path, or unset it to train the tiny run into lesson_run/")
 if not (RUN / "results.json").is_file():
     reproduce(PRESETS["tiny"], RUN, seed=0, resume=True)  # resumes a run that was interrupted
 run_config = json.loads((RUN / "config.json").read_text())

@@ -165,13 +165,13 @@ the passages: the Lewis model's negative log-likelihood of the answer does not m
 while the stitched generator's likelihood of the same answer changes with the order. With the tiny run
 the stitched numbers are noise, but they move; a `small` run's stitched model answers from passage `[1]`
 whatever it holds (on the README's 200-question position probe, EM 0.905 with the gold passage first,
-0.005 and 0.000 elsewhere).
+0.015 and 0.000 elsewhere).
 """,
         r"""
 Lewis 模型的曲线**天生**就是平的：边缘分布是对 $z$ 的求和，调换段落的顺序只是调换求和中各项的顺序。
 我们可以直接在损失上验证：对段落的每一种排列，Lewis 模型给答案的负对数似然都不变（只差舍入误差），
 而提示拼接生成器给同一个答案的似然却随顺序变化。tiny 运行里提示拼接模型的数字只是噪声，但它们确实在变；
-`small` 运行的提示拼接模型则不管 `[1]` 里是什么都照着它答（README 中 200 题的位置探针：金标段落放第一位时 EM 为 0.905，放在别处为 0.005 和 0.000）。
+`small` 运行的提示拼接模型则不管 `[1]` 里是什么都照着它答（README 中 200 题的位置探针：金标段落放第一位时 EM 为 0.905，放在别处为 0.015 和 0.000）。
 """,
     ),
     code(
@@ -457,10 +457,10 @@ Solve passes $= K + K\cdot$tokens $+ K$ for RAG-Token and passes $= 1 +$ tokens 
 every answer has the same length, the most each system may write (the tiny models never learned to stop), and
 still the Lewis model makes about twice the stitched model's passes for fewer tokens: it pays $K$ passes per token.
 
-On a `small` run the README's figures (1,046 short-answer test questions): EM 0.961 for RAG-Token and 0.966 for
-RAG-Sequence against 0.929 for the stitched system, which costs 10.2 forward passes per answer against RAG-Token's 35.9 and RAG-Sequence's 56.0 (its thorough decoding
+On a `small` run the README's figures (1,046 short-answer test questions): EM 0.971 for RAG-Token and 0.969 for
+RAG-Sequence against 0.933 for the stitched system, which costs 10.2 forward passes per answer against RAG-Token's 36.0 and RAG-Sequence's 56.1 (its thorough decoding
 rescores every candidate under every passage). Its
-position curve falls off a cliff: EM 0.905 with the gold passage first, 0.005 and 0.000 elsewhere (200
+position curve falls off a cliff: EM 0.905 with the gold passage first, 0.015 and 0.000 elsewhere (200
 questions), while the Lewis curves stay flat. The lesson's probe uses 20 questions, so its steps are coarser.
 </details>
 
@@ -477,9 +477,9 @@ RAG-Token 解方程 前向次数 $= K + K\cdot$词元数 $+ K$，提示拼接系
 都写满了各自允许的最大长度（tiny 模型还没学会停下来）；即便如此，Lewis 模型用的前向次数仍是提示拼接模型的两倍左右，
 写出的词元却更少：它每个词元都要付出 $K$ 次前向。
 
-在 `small` 运行上，README 给出的数字（1,046 道简答测试题）：RAG-Token 的 EM 为 0.961，RAG-Sequence 为 0.966，提示拼接系统为
-0.929；而提示拼接系统每个答案只要 10.2 次前向，RAG-Token 要 35.9 次，RAG-Sequence 要 56.0 次（它的彻底解码要在每个段落下给每个候选答案重新打分）。它的位置曲线断崖式下跌：金标段落放第一位时 EM 为 0.905，
-放在别处为 0.005 和 0.000（200 道题），而 Lewis 模型的曲线始终是平的。本课的探针只用 20 道题，所以台阶更粗。
+在 `small` 运行上，README 给出的数字（1,046 道简答测试题）：RAG-Token 的 EM 为 0.971，RAG-Sequence 为 0.969，提示拼接系统为
+0.933；而提示拼接系统每个答案只要 10.2 次前向，RAG-Token 要 36.0 次，RAG-Sequence 要 56.1 次（它的彻底解码要在每个段落下给每个候选答案重新打分）。它的位置曲线断崖式下跌：金标段落放第一位时 EM 为 0.905，
+放在别处为 0.015 和 0.000（200 道题），而 Lewis 模型的曲线始终是平的。本课的探针只用 20 道题，所以台阶更粗。
 </details>
 
 ### 练习 2
