@@ -12,8 +12,9 @@ the evaluator's citation markers are numeric; gold ids are renumbered the same w
 each record then carries the real ids: `passage_ids` (what contexts 1..k were), `cited_passage_ids` and
 the question's own `gold_passage_ids` (so `lewisrag gate` pairs a question by its labels, not by where
 a run happened to retrieve them). Each system is evaluated at its own k: recall@1 and recall@k, k the
-passages it read (the Lewis models' K, the stitched system's k), its diagnosis at that k; none is
-labelled past what it read. EM, F1 and ROUGE-L of a record are scored against every gold answer, as
+passages it read (the Lewis models' K, the stitched system's k; the most any answer read, where an hf:
+generator's shortened prompts read fewer), in the scorecard's recall row too, its diagnosis at that k;
+none is labelled past what it read. EM, F1 and ROUGE-L of a record are scored against every gold answer, as
 the scorecard's are (`scoring.qa`: the best over the answers; a pattern's by `regex_match`, F1 and
 ROUGE-L unmeasured).
 
@@ -47,6 +48,7 @@ scorecard's rows keep their English labels for the console and --json.
 
 from __future__ import annotations
 
+import copy
 import os
 from collections import Counter
 from collections.abc import Callable
@@ -228,8 +230,9 @@ def qa_scores(answers: list[Answered], examples: list) -> tuple[dict, dict]:
               "f1": mean(Q.token_f1(a.text, ex.answers) for a, ex in text),
               "rougeL": mean(Q.rouge_l(a.text, ex.answers) for a, ex in text), "n": len(pairs),
               "answered": len(answered)}
+    # each over the passages it read, labelled as the evaluator's recall@k: k the most any answer read
     recall = {"recall_at_k": mean(recall_at_k([p.id for p in a.passages], ex.gold_passage_ids) for a, ex in pairs),
-              "k": len(answers[0].passages) if answers else None}
+              "k": recall_ks(answers)[-1] if answers else None}
     return scores, recall
 
 
@@ -270,7 +273,8 @@ def position_curves(systems: dict, examples: list, passages_by_id: dict, batch_s
     """The position probe for every system: EM with the gold passage moved to each input position.
 
     A Lewis model's curve is flat by construction (its answer sums over the documents, whatever their
-    order); a stitched model's need not be."""
+    order); a stitched model's need not be. An outside generator's prompt may hold fewer passages than
+    given: a probe whose prompt dropped the gold passage is left out and counted (`_reading_probe`)."""
     examples = [ex for ex in examples if ex.answers and ex.gold_passage_ids and ex.gold_passage_ids[0] in passages_by_id]
     if not examples:
         return {}
@@ -280,9 +284,43 @@ def position_curves(systems: dict, examples: list, passages_by_id: dict, batch_s
         tops = [p for s in range(0, len(examples), batch_size)
                 for p in system.top_k([ex.question for ex in examples[s : s + batch_size]])]
         total = len(examples) * len(tops[0])
-        curves[name] = position_probe(examples, tops, gold, system.answer_with, batch_size,
-                                      _counter(lambda d, name=name: on_progress(f"{name}: position probe", d, total, "")))
+        tick = _counter(lambda d, name=name: on_progress(f"{name}: position probe", d, total, ""))
+        if hasattr(system, "answer_from"):  # an outside generator, whose prompt may hold fewer passages than given
+            curves[name] = _reading_probe(system, examples, tops, gold, batch_size, tick)
+        else:
+            curves[name] = position_probe(examples, tops, gold, system.answer_with, batch_size, tick)
     return curves
+
+
+def _reading_probe(system, examples: list, tops: list, gold: list, batch_size: int, on_batch) -> dict:
+    """`position_probe` for a system whose prompt may not hold every passage (an hf: generator's drops them
+    from the worst-ranked end, `answer_from`: the last positions, where the probe moves the gold passage).
+    A probe whose prompt dropped the gold passage measures no position: it is left out of its position's
+    EM, not scored as a miss, and counted per position in "not_read", with "scored", each position's n."""
+    gold = [copy.copy(g) for g in gold]  # one object per question, which no top_k list holds: found by identity
+    golds = {id(g) for g in gold}
+    unread, failed = Counter(), Counter()
+
+    def answer(questions: list[str], passages: list[list]) -> list[str | None]:
+        out = []
+        for a, ps in zip(system.answer_from(questions, passages), passages):
+            at = next(n for n, p in enumerate(ps, start=1) if id(p) in golds)  # where `with_gold_at` put it
+            read = any(id(p) in golds for p in a.passages)
+            if not read:
+                unread[at] += 1
+            elif a.failure is not None:
+                failed[at] += 1
+            out.append(a.text if read and a.failure is None else None)  # None: left out of the position's EM
+        return out
+
+    curve = position_probe(examples, tops, gold, answer, batch_size, on_batch)
+    curve.pop("failed", None)  # it counted every None: the failures alone are counted again below
+    if failed:
+        curve["failed"] = sum(failed.values())
+    if unread:
+        curve["not_read"] = [unread[p] for p in curve["positions"]]
+        curve["scored"] = [curve["n"] - unread[p] - failed[p] for p in curve["positions"]]
+    return curve
 
 
 RUN_KIND = "reproduction"  # the marker kind of `lewisrag reproduce` run folders (reproduce.KIND, which imports this module)
@@ -653,14 +691,20 @@ def findings(card: dict, lang: str = "en") -> list[str]:
         better = max(lewis, key=lewis.get)
         gap = em["stitched"] - lewis[better]
         close = abs(round(gap, 3)) <= 0.05  # as printed: 19/20 against 20/20 is -0.050, not -0.05000000000000004
-        out.append(t("cmp.gap", gap=gap, better=better) + t("cmp.gap.close" if close else "cmp.gap.far"))
+        tie = [n for n in lewis if f"{lewis[n]:.3f}" == f"{lewis[better]:.3f}"]  # as printed, as the EM sentence's
+        out.append((t("cmp.gap", gap=gap, better=better) if len(tie) == 1
+                    else t("cmp.gap.tie", gap=gap, names=t.join((f"`{n}`" for n in tie), "sep.enum")))
+                   + t("cmp.gap.close" if close else "cmp.gap.far"))
     cp = {n: v.get("citation_precision") for n, v in layers.items() if v.get("citation_precision") is not None}
     if cp:
         out.append(t("cmp.cp", items=t.join(f"`{n}` {v:.3f}" for n, v in cp.items())))
     for n, c in (card.get("position") or {}).items():
         points = t.join(f"{p}: {t('cmp.pos.unscored') if _unscored(v) else f'{v:.3f}'}"
                         for p, v in zip(c["positions"], c["exact_match"]))
-        out.append(t("cmp.pos", name=n, points=points, shape=t(position_shape(n, c["exact_match"]))))
+        unread = ""
+        if any(c.get("not_read") or ()):  # an hf: prompt dropped the gold passage: each position's n differs
+            unread = t("cmp.pos.unread", items=t.join(f"{p}: {k}/{c['n']}" for p, k in zip(c["positions"], c["scored"])))
+        out.append(t("cmp.pos", name=n, points=points, shape=t(position_shape(n, c["exact_match"]))) + unread)
     for n, g in (card.get("generators") or {}).items():
         out.append(t("cmp.generator", name=n, generator=g["generator"], n_docs=g["n_docs"], version=g["prompt_version"],
                      failed=g["failed"], answers=g["answers"]))

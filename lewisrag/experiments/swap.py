@@ -163,7 +163,8 @@ def swap_matrix(model_paths: Sequence[str | os.PathLike], index_paths: Sequence[
     encoder], "em": {model: {index: {set: EM}}}, "predictions": the same nesting with lists of answers,
     one per scored question, "question_ids": {set: [the scored questions' ids]} in the order of the
     predictions (the scored ones alone: a list of a set that left questions out is shorter than its
-    file; ids may repeat where questions do, a record without an id getting its question's)}.
+    file; never repeated: a record without an id gets one derived from its question, suffixed where
+    another record has it, `io.derived_id`)}.
     """
     if not model_paths or not index_paths or not question_paths:
         raise InputError("swap", "needs at least one --model, one --index and one --questions")

@@ -469,6 +469,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
                        "只计有回答的题：{items}（其余生成失败），这些系统的分母更小。"),
     "cmp.gap": ("- The stitched system's EM is {gap:+.3f} from the better Lewis variant (`{better}`): ",
                 "- 提示拼接系统的 EM 与较好的 Lewis 变体（`{better}`）相差 {gap:+.3f}："),
+    "cmp.gap.tie": ("- The stitched system's EM is {gap:+.3f} from the Lewis variants ({names}), tied: ",
+                    "- 提示拼接系统的 EM 与并列的 Lewis 变体（{names}）相差 {gap:+.3f}："),
     "cmp.gap.close": ("within 0.05.", "在 0.05 以内。"),
     "cmp.gap.far": ("more than 0.05 apart; see the layers below for where they differ.",
                     "超过 0.05；差在哪里，看下面的分层。"),
@@ -487,6 +489,9 @@ MESSAGES: dict[str, tuple[str, str]] = {
                       "——排在第一位的是哪篇段落，它就照哪篇回答，所以准确率取决于检索器的排序，而不是在段落之间做选择。"),
     "cmp.pos.middle": (" — lower in the middle than at the ends, the shape Liu et al. (2023) call lost in the middle.",
                        "——中间低、两头高，就是 Liu 等（2023）所说的 lost in the middle。"),
+    "cmp.pos.unread": (" Probes whose prompt could not hold the gold passage are left out, not scored as misses: "
+                       "each position's EM is over the questions that read it and were answered ({items}).",
+                       "提示词放不下金标段落的探针不计入（不算答错）：每个位置的 EM 只算读到了金标段落且有回答的题（{items}）。"),
     "cmp.generator": ("- `{name}` answered through `{generator}` ({n_docs} passages per prompt, prompt {version}): {failed} of "
                       "{answers} answers failed after retries and are scored null with their reason (records' "
                       "`generator_error`).",
@@ -496,12 +501,12 @@ MESSAGES: dict[str, tuple[str, str]] = {
                  "decoding step, or runs a whole answer through it teacher-forced. A Lewis model reads each of its K "
                  "passages as its own input: K encoder passes, then RAG-Token K passes per token plus its answer once "
                  "under each passage (for its citations), RAG-Sequence a greedy search per passage plus every distinct "
-                 "candidate under every passage (its thorough decoding, §2.4); a stitched model reads them all in one "
+                 "candidate under every passage (its thorough decoding, §2.5); a stitched model reads them all in one "
                  "input: one encoder pass and one decoder pass per token.",
                  "- 每个回答的生成器前向次数：{items}。每次前向读一个输入：编码它、解码一步，或以教师强制把整个回答过一遍。"
                  "Lewis 模型把 K 篇段落各当作一个输入来读：K 次编码，然后 RAG-Token 每个 token 做 K 次前向，再把回答在每篇段落下"
                  "各过一遍（为了引用）；RAG-Sequence 在每篇段落上各做一次贪心搜索，再把每个不同的候选在每篇段落下各过一遍"
-                 "（论文 §2.4 的 thorough decoding）；提示拼接模型把段落放进同一个输入：一次编码，每个 token 一次解码前向。"),
+                 "（论文 §2.5 的 thorough decoding）；提示拼接模型把段落放进同一个输入：一次编码，每个 token 一次解码前向。"),
     # --- the tables the commands print (commands/evaluate.py, compare.py, experiments.py) ---------
     # English as the terminal has always shown it; Chinese in the reports' words (dist.cols, md.*, bh.*, rep.*)
     "cli.col.null": ("null", "无法计算"),
