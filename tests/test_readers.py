@@ -43,7 +43,7 @@ def test_a_bad_record_of_a_json_list_is_named_by_its_line(tmp_path, wrap):
     js.write_text("[" + json.dumps(PASSAGES[0]) + ",\n\n " + json.dumps(PASSAGES[1]) + ", 3]", encoding="utf-8")
     records = iter_records(js)
     assert [next(records)[0], next(records)[0]] == [1, 3]
-    with pytest.raises(InputError, match=r"p\.json:3: expected a JSON object, got int"):
+    with pytest.raises(InputError, match=r"p\.json:3: expected a JSON object, got a number"):
         list(iter_records(js))
 
 def test_a_null_title_is_no_title_as_in_parquet(tmp_path):

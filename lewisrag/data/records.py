@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
-from lewisrag.data.io import (InputError, LewisragWarning, get_path, iter_records, optional_str, record_id, require_str,
-                              require_str_list)
-from lewisrag.data.qa_formats import (ANSWER_MATCHES, QA_SCHEMAS, QASchema, answers_of, check_pattern, ctx_id_key,
-                                      detect_qa_schema, dpr_gold_ids, dpr_hard_negative_ids, is_curatedtrec, qa_records)
+from lewisrag.data.io import (InputError, LewisragWarning, derived_id, existing_file, get_path, iter_records,
+                              optional_str, record_id, require_str, require_str_list)
+from lewisrag.data.qa_formats import (ANSWER_MATCHES, DPR_QA_SUFFIXES, QA_FIELDS, QA_SCHEMAS, QASchema, answers_of,
+                                      check_pattern, ctx_id_key, detect_qa_schema, dpr_gold_ids, dpr_hard_negative_ids,
+                                      is_curatedtrec, qa_records)
 
 CATEGORIES = ("single_doc", "multi_doc", "not_in_kb", "distractor", "conflict")
 QUESTION_KINDS = ("short", "long")  # a QA example's `kind`: a short answer or a long-form one
@@ -120,7 +121,9 @@ def read_qa(path: str | os.PathLike, fields: Mapping[str, str] | None = None) ->
     Answers are read without repeats where a format can repeat them (trivia_qa, KILT, MS MARCO).
     `fields` maps lewisrag's names (`qa_formats.QA_FIELDS`) to the file's own keys or dotted paths, e.g.
     `{"question": "query", "answers": "golds", "id": "qid"}`; a mapped `answers` may be one string.
-    A record without an id gets `io.derived_id` of its question.
+    A mapped field that no record of the file holds is an error (a misspelt name read nothing).
+    A record without an id gets `io.derived_id` of its question, once the whole file is read: it
+    avoids every id the file gives (`_settle_ids`).
     """
     return [ex for _, ex, _ in _read_qa(path, fields)]
 
@@ -151,9 +154,10 @@ def refuse_regex_targets(examples: Sequence[QAExample], path: str | os.PathLike,
 
 def _read_qa(path, fields: Mapping[str, str] | None) -> list[tuple[int, QAExample, list[str]]]:
     seen: dict[str, int] = {}
-    out = []
+    out, held = [], set()
     regex = is_curatedtrec(path)  # DPR's CuratedTrec files say so by their names alone
     for line, rec, schema, first in _qa_rows(path, lambda rec, line: detect_qa_schema(rec, path, line, fields)):
+        _hold(rec, fields, held)
         try:
             ex, where = _qa_example(rec, schema, path, line, seen, regex)
         except InputError as e:
@@ -164,7 +168,9 @@ def _read_qa(path, fields: Mapping[str, str] | None) -> list[tuple[int, QAExampl
         out.append((line, ex, where))
     if not out:
         raise InputError(path, "no examples")
-    return out
+    _refuse_unheld(path, fields, held, QA_FIELDS)  # a mapped schema reads them all
+    settled = _settle_ids([ex for _, ex, _ in out], seen)
+    return [(line, ex, where) for (line, _, where), ex in zip(out, settled)]
 
 
 def read_questions(path: str | os.PathLike, fields: Mapping[str, str] | None = None) -> list[QAExample]:
@@ -176,15 +182,17 @@ def read_questions(path: str | os.PathLike, fields: Mapping[str, str] | None = N
 
     Field names are `fields`' (`--qa-fields`), else those of the format the first record shows
     (`detect_qa_schema`: trivia_qa keeps its ids in `question_id`, FEVER its questions in `claim`),
-    else lewisrag's. The hub's FEVER, KILT and MS MARCO files hold no gold passage ids; DPR's
-    retriever training JSON holds them in `positive_ctxs[].passage_id`."""
+    else lewisrag's (a mapped id that no record holds is an error, as in `read_qa`). The hub's FEVER,
+    KILT and MS MARCO files hold no gold passage ids; DPR's retriever training JSON holds them in
+    `positive_ctxs[].passage_id`."""
     seen: dict[str, int] = {}
-    out = []
+    out, held = [], set()
     for line, rec, schema, _ in _qa_rows(path, _question_schema(path, fields)):
+        _hold(rec, fields, held)
         names = {name: schema.path(name) for name in ("id", "question", "gold_passage_ids") if name in schema.names}
         flat = {key: get_path(rec, key) for key in names.values()}  # errors name the file's fields
         question = require_str(flat, names["question"], path, line)
-        qid = record_id(flat, path, line, seen, field=names["id"], derive_from=question)
+        qid = _given_id(flat, names["id"], path, line, seen)
         if schema.gold == "dpr":
             gold = dpr_gold_ids(rec, path, line)
         else:
@@ -192,7 +200,47 @@ def read_questions(path: str | os.PathLike, fields: Mapping[str, str] | None = N
         out.append(QAExample(qid, question, [], gold or []))
     if not out:
         raise InputError(path, "no questions")
+    # gold ids that no record holds are `eval retrieval`'s own error (naming the file's field), and
+    # `index tune` uses none; the answers are not read
+    _refuse_unheld(path, fields, held, ("id", "question"))
+    return _settle_ids(out, seen)
+
+
+def _given_id(flat: dict, name: str, path, line: int, seen: dict[str, int]) -> str | None:
+    """The record's id at `name`, checked and added to `seen`; None if it gives none (`_settle_ids`
+    derives it once the file's given ids are all in `seen`)."""
+    return None if flat.get(name) is None else record_id(flat, path, line, seen, field=name)
+
+
+def _settle_ids(examples: list[QAExample], given: dict[str, int]) -> list[QAExample]:
+    """`examples` with an id for each that gives none: `derived_id` of its question, avoiding every id
+    the file gives, before or after it, and those derived before it. Derived line by line, a file was
+    read or refused by its order: a derived id that a later record gave was refused as that record's
+    duplicate, one that an earlier record gave became `-2`. A file without such a clash gets the ids
+    it always got."""
+    taken = set(given)
+    out = []
+    for ex in examples:
+        if ex.id is None:
+            ex = replace(ex, id=derived_id(ex.question, taken))
+            taken.add(ex.id)
+        out.append(ex)
     return out
+
+
+def _hold(rec: dict, fields: Mapping[str, str] | None, held: set[str]) -> None:
+    """Add to `held` the names of `fields` whose paths hold a value in `rec`."""
+    if fields is not None and len(held) < len(fields):
+        held.update(name for name, key in fields.items() if get_path(rec, key) is not None)
+
+
+def _refuse_unheld(path, fields: Mapping[str, str] | None, held: set[str], read: Sequence[str]) -> None:
+    """Refuse a field of `fields` (--qa-fields) that the reader reads (`read`) and no record held
+    (`held`): a misspelt name was read as absent from every record, giving derived ids, no gold ids,
+    no categories, in silence."""
+    for name, key in (fields or {}).items():
+        if name in read and name not in held:
+            raise InputError(path, f"--qa-fields: field {name!r}: {key!r} is in no record (or is null in every one)")
 
 
 def _question_schema(path, fields: Mapping[str, str] | None) -> Callable[[dict, int], QASchema]:
@@ -216,6 +264,7 @@ def _qa_rows(path, schema_of: Callable[[dict, int], QASchema]) -> Iterator[tuple
     (FEVER v1.0's, one per evidence sentence; trivia_qa rc's, one per evidence source), the first makes
     the example; each later one must say what it said (question and answers), or it is an error
     naming both lines. trivia_qa's repeats are counted in a warning: its unfiltered configs repeat none."""
+    _refuse_unknown_format(path)
     schema, first, firsts, merged = None, 0, {}, 0
     for line, rec in qa_records(path):
         if schema is None:
@@ -229,6 +278,17 @@ def _qa_rows(path, schema_of: Callable[[dict, int], QASchema]) -> Iterator[tuple
             f"{path}: rows repeating an earlier row's question_id, question and answers, {merged} in all, are read as "
             "that row's question (trivia_qa's rc configs hold a question once per evidence source, web and wikipedia; "
             "the paper's TriviaQA is unfiltered.nocontext, a row per question)"))
+
+
+def _refuse_unknown_format(path) -> None:
+    """A QA file's name must end in a format the QA readers read: `io.iter_records`' own error would
+    leave out DPR's QA files, .csv and .tsv (`qa_records`)."""
+    spec = str(path)
+    if not spec.startswith("hf:"):
+        suffix = existing_file(spec).suffix.lower()  # a missing file is named as missing first
+        if suffix not in (".jsonl", ".json", ".parquet", *DPR_QA_SUFFIXES):
+            raise InputError(spec, f"unknown format {suffix!r}: use .jsonl, .json, .parquet, .csv or .tsv (DPR's QA "
+                             "files) or hf:NAME[:CONFIG]:SPLIT")
 
 
 def _repeats(rec: dict, schema: QASchema, path, line: int, firsts: dict) -> bool:
@@ -319,7 +379,7 @@ def _qa_example(rec: dict, schema: QASchema, path, line: int, seen: dict[str, in
     patterns unless the record's `answer_match` says otherwise."""
     flat = {schema.path(name): get_path(rec, schema.path(name)) for name in schema.names}  # errors name the file's fields
     question = require_str(flat, schema.path("question"), path, line)
-    qid = record_id(flat, path, line, seen, field=schema.path("id"), derive_from=question)
+    qid = _given_id(flat, schema.path("id"), path, line, seen)  # None until `_settle_ids`
     pairs = answers_of(rec, flat, schema, path, line)
     # an empty answer would be trained on and matched by every empty output (one that normalizes to
     # nothing, "€" or "The The", is compared as written: scoring.qa.exact_match)
@@ -333,11 +393,11 @@ def _qa_example(rec: dict, schema: QASchema, path, line: int, seen: dict[str, in
         raise InputError(path, "empty list (only not_in_kb questions may have no answer)", line=line,
                          field=schema.path("answers"))
     if category is not None and category not in CATEGORIES:
-        raise InputError(path, f"unknown category '{category}' (one of {', '.join(CATEGORIES)})", line=line,
+        raise InputError(path, f"unknown category {category!r} (one of {', '.join(CATEGORIES)})", line=line,
                          field=schema.path("category"))
     kind = schema.kind or optional_str(flat, schema.path("kind"), path, line) or "short"
     if kind not in QUESTION_KINDS:
-        raise InputError(path, f"unknown kind '{kind}' (short or long)", line=line, field=schema.path("kind"))
+        raise InputError(path, f"unknown kind {kind!r} (short or long)", line=line, field=schema.path("kind"))
     match = _answer_match(flat, schema, path, line, regex, kind, pairs)
     if schema.gold == "dpr":
         gold, negatives = dpr_gold_ids(rec, path, line), dpr_hard_negative_ids(rec, path, line)

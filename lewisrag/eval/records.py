@@ -297,32 +297,14 @@ def read_answers(path: str | os.PathLike) -> list[AnswerRecord]:
     """
     given: dict[str | None, dict[str, int]] = {}  # system -> id -> the line that gives it
     out, lines = [], []
-    try:
-        for line, rec in iter_records(path):
-            system = rec.get("system") if isinstance(rec.get("system"), str) else None
-            # a record without an id gets its question's id here, whatever came before (`seen` left empty)
-            out.append(parse_answer(rec, path, line, given.setdefault(system, {}) if rec.get("id") is not None else {}))
-            lines.append(line if rec.get("id") is None else None)
-    except InputError as e:
-        if e.line == 1 and e.field is None and _json_array_in_jsonl(path):
-            raise InputError(path, f"{e.message}: the file is one JSON array, a .json file's layout (JSON Lines "
-                             "holds one object per line): rename it to .json", line=1) from None
-        raise
+    for line, rec in iter_records(path):  # a JSON array saved as .jsonl gets iter_records' "rename it" hint
+        system = rec.get("system") if isinstance(rec.get("system"), str) else None
+        # a record without an id gets its question's id here, whatever came before (`seen` left empty)
+        out.append(parse_answer(rec, path, line, given.setdefault(system, {}) if rec.get("id") is not None else {}))
+        lines.append(line if rec.get("id") is None else None)
     if not out:
         raise InputError(path, "no answer records")
     return _settle_derived_ids(out, lines, given, path)
-
-
-def _json_array_in_jsonl(path: str | os.PathLike) -> bool:
-    """Whether a .jsonl file opens with "[": a JSON array saved under the JSON Lines name."""
-    if not str(path).lower().endswith(".jsonl"):
-        return False
-    try:
-        with open(path, "rb") as f:
-            head = f.read(256).decode("utf-8-sig", errors="replace")
-    except OSError:  # the error being explained came from reading it: that one stands
-        return False
-    return head.lstrip().startswith("[")
 
 
 def _settle_derived_ids(records: list[AnswerRecord], lines: list[int | None], given: dict[str | None, dict[str, int]],

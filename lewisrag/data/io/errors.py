@@ -12,13 +12,16 @@ class LewisragWarning(UserWarning):
 
 
 class InputError(Exception):
-    """Bad input, reported as `file:line: field 'name': message` (exit code 2 in the CLI)."""
+    """Bad input, reported as `file:line: field 'name': message` (exit code 2 in the CLI), one line of
+    printable text: a file's value quoted raw (a line break, a terminal's escape code) is escaped
+    there (`escaped`), so it can neither break the line nor reach the terminal. The parts are kept
+    as given."""
 
     def __init__(self, source: str | os.PathLike, message: str, line: int | None = None, field: str | None = None):
         self.source, self.line, self.field, self.message = str(source), line, field, message
         where = self.source if line is None else f"{self.source}:{line}"
         what = f"field '{field}': {message}" if field else message
-        super().__init__(f"{where}: {what}")
+        super().__init__(escaped(f"{where}: {what}"))
 
 
 def one_line(error: BaseException | str) -> str:
@@ -29,8 +32,18 @@ def one_line(error: BaseException | str) -> str:
     "Couldn't deserialize thrift: don't know what type: \\\\x0f; Deserializing page header failed."
     """
     text = str(error) or type(error).__name__
-    joined = "; ".join(line.strip() for line in text.splitlines() if line.strip())
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in joined)
+    return escaped("; ".join(line.strip() for line in text.splitlines() if line.strip()))
+
+
+def escaped(text: str) -> str:
+    """`text` with each character that is not printable escaped as `repr` escapes it.
+
+    >>> print(escaped("foo\\nbar\\x1b[31m"))
+    foo\\nbar\\x1b[31m
+    """
+    if text.isprintable():  # nearly every message: no copy
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def first_line(error: BaseException | str) -> str:

@@ -141,7 +141,9 @@ def get_path(rec: dict, path: str):
 def derived_id(text: str, taken: Container[str]) -> str:
     """The id of a record that has none: `q` and the first 12 hex digits of the SHA-1 of its text
     (the question, stripped, in Unicode NFC: 'é' saved as e and a combining accent is the same
-    question), then `-2`, `-3`, ... for a text already `taken` earlier in the file.
+    question), then `-2`, `-3`, ... while that id is `taken`: given by a record of the file (the QA
+    readers derive ids once every given one is known, so a record's place does not matter), or
+    derived for an earlier record of the same text.
 
     The same file gets the same ids on every run, a copy in another format or order gets the same
     ones (repeats aside), and answers from several systems to one question share its id.

@@ -115,9 +115,11 @@ def _loads(text: str) -> Any:
         line, column = _long_integer_at(text)
         raise _BadJSON(f"an integer longer than {sys.get_int_max_str_digits()} digits", line, column) from None
     if "\\u" in text:  # only escapes make lone surrogates; most lines have none to look for
-        field = _unencodable(obj)
-        if field is not None:
-            raise _BadJSON("a lone surrogate escape (\\ud800-\\udfff): not a character", field=field)
+        found = _unencodable(obj)
+        if found is not None:
+            field, in_key = found
+            raise _BadJSON(f"a lone surrogate escape (\\ud800-\\udfff){' in a key' if in_key else ''}: not a character",
+                           field=field)
     return obj
 
 
@@ -141,21 +143,21 @@ def _long_integer_at(text: str) -> tuple[int | None, int | None]:
     return None, None
 
 
-def _unencodable(obj: Any) -> str | None:
-    """The path of the first string (key or value) UTF-8 cannot encode, '(top level)' for obj itself."""
+def _unencodable(obj: Any) -> tuple[str, bool] | None:
+    """The path of the first string UTF-8 cannot encode, '(top level)' for obj itself, and whether it
+    is a key: its path is then its object's (the key itself cannot be written in a message either)."""
     stack = [(obj, "")]
     while stack:
         value, path = stack.pop()
         if isinstance(value, dict):
             for k, v in value.items():
-                key = f"{path}.{k}" if path else str(k)
                 if not _encodable(k):
-                    return path or "(top level)"
-                stack.append((v, key))
+                    return path or "(top level)", True
+                stack.append((v, f"{path}.{k}" if path else str(k)))
         elif isinstance(value, list):
             stack.extend((v, f"{path}[{i}]") for i, v in enumerate(value))
         elif isinstance(value, str) and not _encodable(value):
-            return path or "(top level)"
+            return path or "(top level)", False
     return None
 
 

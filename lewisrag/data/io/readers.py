@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Iterator
@@ -38,6 +39,7 @@ def iter_records(path: str | os.PathLike) -> Iterator[tuple[int, dict[str, Any]]
 
 
 def _iter_jsonl(p: Path) -> Iterator[tuple[int, dict]]:
+    first = True  # no record read yet: a "[" here opens a JSON array saved as .jsonl
     with open(p, "rb") as f:
         for lineno, raw in enumerate(f, start=1):
             try:
@@ -50,14 +52,32 @@ def _iter_jsonl(p: Path) -> Iterator[tuple[int, dict]]:
             if text.startswith("\ufeff"):  # files saved with a mark each, then concatenated: invisible in an editor
                 raise InputError(p, "starts with a byte-order mark (U+FEFF), allowed only at the start of the file: "
                                  "remove it", line=lineno)
+            array = first and text.lstrip().startswith("[")
+            first = False
             try:
                 rec = _loads(text)
-            except _BadJSON as e:
+            except _BadJSON as e:  # an array over several lines: its "[" line is no JSON
                 where = "" if e.column is None else f" at column {e.column}"
-                raise InputError(p, f"{e.what}{e.msg}{where}", line=lineno, field=e.field) from None
+                raise InputError(p, f"{e.what}{e.msg}{where}{_ARRAY_HINT if array else ''}", line=lineno,
+                                 field=e.field) from None
             if not isinstance(rec, dict):
-                raise InputError(p, f"expected a JSON object, got {type(rec).__name__}", line=lineno)
+                raise InputError(p, f"expected a JSON object, got {json_type(rec)}{_ARRAY_HINT if array else ''}",
+                                 line=lineno)
             yield lineno, rec
+
+
+_ARRAY_HINT = ": the file is one JSON array, a .json file's layout (JSON Lines holds one object per line): rename it to .json"
+
+
+def json_type(value: Any) -> str:
+    """What JSON calls a parsed value, for "expected ..., got ..." errors.
+
+    >>> json_type(None), json_type([]), json_type(2.5), json_type(True)
+    ('null', 'an array', 'a number', 'true')
+    """
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    return {dict: "an object", list: "an array", str: "a string"}.get(type(value), "a number")
 
 
 def _iter_json(p: Path) -> Iterator[tuple[int, dict]]:
@@ -70,7 +90,7 @@ def _iter_json(p: Path) -> Iterator[tuple[int, dict]]:
         raise InputError(p, "expected a JSON list of objects")
     for rec, line in zip(data, json_item_lines(text, key)):
         if not isinstance(rec, dict):
-            raise InputError(p, f"expected a JSON object, got {type(rec).__name__}", line=line)
+            raise InputError(p, f"expected a JSON object, got {json_type(rec)}", line=line)
         yield line, rec
 
 
