@@ -5,7 +5,7 @@ scores 33.3% faithfulness as 3 sentences, 16.7% as 6 atomic facts and 0% as one 
 splitter has a name and a version (`SPLITTER_NAME`, `SPLITTER_VERSION`) that go into every result,
 and any change to the rules below must bump the version.
 
-Rules of version "11":
+Rules of version "12":
 
 - A citation is a number in brackets: [1], the full-width ［１］ or 【1】, a Markdown footnote [^1],
   several ids in one marker ([1, 2], [1，2], [1; 2], [1、2]), a range ([1-3], [1–3], ［１～３］ cite
@@ -31,17 +31,22 @@ Rules of version "11":
   "香蕉……还有橙子", "犹豫了一下……最后", "JSON, XML… and YAML", "Wait... what?" and "JSON… XML support"
   are one sentence each; and never before 等, 之类 or 什么的 (香蕉……等水果) or after a comma ("A, B, …
   and Z").
-- Nothing splits inside 「」 『』 “” or "..." quotes (a newline still does, and resets the quotes, so
-  one stray quote mark cannot swallow the rest of an answer). A quote (those, or ’ and ') whose last
-  character before the mark is a stop ends the sentence when the mark is followed by the end of the
-  line, by citations (which belong to the sentence it ends), or by a space, unless a small letter,
-  a comma or a dash comes next: '“用户名或密码错误。”[1]账户会被删除。' and 'The error is "Invalid
-  credentials." [1] It is red [2].' are two sentences each; 'He said "Stop." and left', '"Stop!" he
-  said' and 「错误。」列表 (a character right after the mark) are one.
+- Nothing splits inside 「」 『』 “” or "..." quotes (a newline still does). “ and " are closed by
+  either " or ” ('提示“用户名或密码错误"'); a " right after a digit is an inch mark, no quote (27"
+  wide); a quote still open at the end of its line (a stray mark, '“...“') is no quote, and the line
+  splits as if its marks were not there, so one stray mark cannot join a line's claims under one
+  citation. A quote (those, or ’ and ') whose last character before the mark is a stop ends the
+  sentence when the mark is followed by the end of the line, by citations (which belong to the
+  sentence it ends), or by a space, unless a small letter, a comma or a dash comes next:
+  '“用户名或密码错误。”[1]账户会被删除。' and 'The error is "Invalid credentials." [1] It is red [2].'
+  are two sentences each; 'He said "Stop." and left', '"Stop!" he said' and 「错误。」列表 (a character
+  right after the mark) are one.
 - A dot between digits (3.5), inside a word (example.com) or after an abbreviation (e.g., i.e.,
-  Dr., initials: "J. Smith", "J.K. Rowling", "由J.K.罗琳创作"; "No." only before a number; "etc."
-  unless a capital letter or a CJK character follows, past any citations after the dot: "etc. [1] It")
-  does not end a sentence.
+  Dr., Mt., ca., initials: "J. Smith", "J.K. Rowling", "由J.K.罗琳创作"; "No." only before a number;
+  "etc.", "a.m.", "p.m.", "Jan." (and the other months), "Ph.D.", "min." unless a capital letter or a
+  CJK character follows, past any citations after the dot: "etc. [1] It", "at 5 p.m. The office") does
+  not end a sentence. Any other word's dot does, even before a small letter: an answer written in small
+  letters ("it returns 422. it locks") still has its sentences.
 - Citations right after the full stop belong to the sentence before it, across any spaces but a
   newline (no-break and thin spaces too): "... 422。[1]" and "... 422. [1][2]" are one sentence
   each with citations ("1",) and ("1", "2"). But when that sentence cites already and text follows
@@ -59,6 +64,10 @@ Rules of version "11":
   list marker opening a sentence (those in such a list; "- ", "* ", "• " anywhere) is not part of
   it: its number is no claim to check. A lone "42. It is ..." keeps its number.
 
+Version "11" never closed a quote opened with “ and closed with ", or opened at an inch mark (27" wide),
+so the rest of its line was one sentence, its uncited claims sharing the quote's citation; and ended a
+sentence at "a.m.", "Jan.", "Ph.D.", "min.", "Mt.", "Gen." and the like before a small letter or a
+number, leaving "at 9 a.m." an uncited sentence (a MISSING_CITATION the gate fails on).
 Version "10" read a footnote definition line as a sentence (checked and judged as a statement:
 faithfulness and citation recall 0.5 for an answer whose one claim was supported), and "[1]-[3]" as
 citing 1 and 3, its "-" left in the sentence.
@@ -118,7 +127,7 @@ from lewisrag.scoring.markers import (  # noqa: F401 - the citation markers' rul
 from lewisrag.scoring.text import sentence_bounds
 
 SPLITTER_NAME = "sentences"
-SPLITTER_VERSION = "11"
+SPLITTER_VERSION = "12"
 ATOMIC_SPLITTER_NAME = "atomic"  # --splitter atomic: the llm judge decomposes the whole answer (judge.decompose)
 
 _HSPACE = r"[^\S\n]"  # any space but a newline: no-break and thin spaces too

@@ -8,10 +8,16 @@ import re
 from lewisrag.scoring.markers import CITATION_RE, _code_spans, _fence_starts, _in_code, citation_markers
 
 _INITIALS_RE = re.compile(r"[A-Z](?:\.[A-Z])*")  # "J", "J.K": a name's initials, before the name
-# lower-cased words that end with a dot without ending the sentence
+# lower-cased words that end with a dot without ending the sentence: "Dr. Smith", "ca. 1900", "the U.S. Army"
 _ABBREVIATIONS = frozenset(
-    "e.g i.e etc vs cf al approx fig figs eq eqs no nos vol pp p mr mrs ms dr prof st jr sr inc ltd co "
-    "corp dept est u.s u.k sec ch".split()
+    "e.g i.e vs cf al approx fig figs eq eqs no nos vol pp p mr mrs ms dr prof st jr sr inc ltd co "
+    "corp dept est u.s u.k sec ch ca incl esp viz mt gen col lt capt sgt gov sen rev hon".split()
+)
+# ... and those that as often close a sentence: as "etc.", they end one only before a capital letter or a CJK
+# character ("at 5 p.m. The office ..."), not before a number or a small letter ("at 9 a.m. every day",
+# "in Jan. 2020", "15 min. after")
+_CLOSING_ABBREVIATIONS = frozenset(
+    "etc a.m p.m jan feb mar apr jun jul aug sep sept oct nov dec ph.d min mins hr hrs".split()
 )
 
 
@@ -48,8 +54,8 @@ def split_cjk(word: str) -> list[str]:
 def word_dot_ends_sentence(text: str, i: int, after: str) -> bool:
     """Whether the '.' at text[i], written after a word, ends a sentence, `after` being the next visible
     character past the stop and any citations after it ("" at the end): not after an abbreviation ("e.g.",
-    "Dr.", "U.S."), "No." before a number, "etc." before a small letter, or a name's initials ("J. Smith",
-    "J.K. Rowling").
+    "Dr.", "U.S."), "No." before a number, "etc.", "p.m.", "Jan." and the like before a small letter or a
+    digit, or a name's initials ("J. Smith", "J.K. Rowling").
     The evaluator's splitter (`eval.statements`) and the RAG models' sentence citations (`rag_model.
     implicit_citations`) both end sentences by it.
 
@@ -64,14 +70,14 @@ def word_dot_ends_sentence(text: str, i: int, after: str) -> bool:
         return True
     if word.lower() in ("no", "nos"):  # "No. 5", but "He said no."
         return not after.isdigit()
-    if word.lower() == "etc":  # "JSON, XML, etc. The server ..." ends; "etc. and more", "etc., then" do not
+    if word.lower() in _CLOSING_ABBREVIATIONS:  # "JSON, XML, etc. The server ..." ends; "etc. and more" does not
         return after.isupper() or is_cjk(after) if after else True
     if word.lower() in _ABBREVIATIONS:
         return False
     return not _INITIALS_RE.fullmatch(word)  # initials: "J. Smith", "J.K. Rowling", "由J.K.罗琳创作"
 
 
-# --- where sentences end: the evaluator's splitter's rules (`eval.statements`, SPLITTER_VERSION "11"), here
+# --- where sentences end: the evaluator's splitter's rules (`eval.statements`, SPLITTER_VERSION "12"), here
 # so that the implicit citations of RAG models cut an answer with the same function -------------------------
 
 _HSPACE = r"[^\S\n]"  # any space but a newline: no-break and thin spaces too
@@ -86,6 +92,9 @@ _END_RUN = frozenset("。！？｡.!?．") | _ELLIPSES
 _CLOSERS = frozenset(")）")
 _OPEN_CLOSE = {"「": "」", "『": "』", "“": "”"}
 _CLOSE = frozenset(_OPEN_CLOSE.values())
+# “ and " are closed by either ('提示“用户名或密码错误"[1]' mixes them), unless their own mark comes later on the
+# line: in '“He said "Stop. Now." and left.”' the " nest
+_EITHER_CLOSE = frozenset('"”')
 # closing quote marks that end a sentence when a stop comes right before them: the tracked ones, the
 # straight double quote, and single quotes (’ and ', not tracked: ' is also an apostrophe)
 _QUOTE_CLOSERS = _CLOSE | frozenset("\"’'")
@@ -208,6 +217,16 @@ def _quote_ends_sentence(text: str, i: int) -> bool:
     return spaced and not (text[j].islower() or text[j] in _CONTINUES)
 
 
+def _next(text: str, mark: str, i: int, cache: dict[str, int]) -> int:
+    """Index of the first `mark` after text[i] (len(text) if none); `cache` keeps the last answers, valid
+    while i only grows (a long line of quote marks is searched once, not once per mark)."""
+    at = cache.get(mark, -1)
+    if at <= i:
+        at = text.find(mark, i + 1)
+        cache[mark] = at = len(text) if at < 0 else at
+    return at
+
+
 def sentence_bounds(text: str) -> list[tuple[int, int]]:
     """Where the evaluator's splitter finds the sentences of `text`: (start, end) of each, in order, without
     the spaces around it or the list marker opening it ("1. ", "- "), empty ones dropped
@@ -228,22 +247,37 @@ def sentence_bounds(text: str) -> list[tuple[int, int]]:
     fences = _fence_starts(text, code) if code else frozenset()
     start = i = 0
     stack: list[str] = []  # closing quote marks we are waiting for
-    while i < len(text):
+    opened: list[int] = []  # where each of them opened
+    stray: set[int] = set()  # quote marks that never closed on their line: no quotes
+    found: dict[str, int] = {}  # `_next`'s cache
+    while i < len(text) or stack:
+        if stack and (i == len(text) or text[i] == "\n" and not _in_code(i, code)):
+            # a quote still open at the end of its line ('提示“错误“[1]。账户 ...', a stray mark) would make the
+            # line one sentence, its claims sharing a citation: its marks open nothing, and the line is read again
+            stray.update(opened)
+            i = opened[0] + 1
+            stack.clear()
+            opened.clear()
+            found.clear()
+            continue
         ch = text[i]
         end = None
         if _in_code(i, code):
             pass  # `os.exit(1). [2]`, `print("a")`, a fence's lines: code ends nothing and opens no quote
         elif ch == "\n":
-            stack.clear()
             end = i + 1
-        elif stack and ch == stack[-1]:
+        elif stack and (ch == stack[-1] or ch in _EITHER_CLOSE and stack[-1] in _EITHER_CLOSE
+                        and _next(text, stack[-1], i, found) >= _next(text, "\n", i, found)):
             stack.pop()
+            opened.pop()
             if not stack and _quote_ends_sentence(text, i):  # “用户名或密码错误。”[1]账户 ...
                 end = _sentence_end(text, i, cited=bool(citation_markers(text[start:i])))
-        elif ch in _OPEN_CLOSE:
+        elif ch in _OPEN_CLOSE and i not in stray:
             stack.append(_OPEN_CLOSE[ch])
-        elif ch == '"':
+            opened.append(i)
+        elif ch == '"' and i not in stray and not (i > 0 and text[i - 1].isdigit()):  # 27" wide: inches
             stack.append('"')
+            opened.append(i)
         elif ch in _QUOTE_CLOSERS:
             # a stray closing mark (ignored rather than unbalancing the stack) or a single quote
             if not stack and _quote_ends_sentence(text, i):
