@@ -145,3 +145,20 @@ def test_the_module_leaves_a_refusal_out_of_faithfulness_as_eval_answers_does(fa
     assert report["records"][0]["refused"] is True and report["records"][0]["metrics"]["faithfulness"] is None
     assert got["faithfulness_nan"] == 1
     assert got["faithfulness"] == pytest.approx(report["records"][1]["metrics"]["faithfulness"])
+
+
+FOOTNOTED = [("It returns 422[^1].\n\n[^1]: REQ-AUTH-03 login requirements", "It returns 422."),
+             ("登录失败返回 422[^1]。\n\n[^1]: REQ-AUTH-03 前端用红色列表显示错误", "登录失败返回 422。")]
+
+
+@pytest.mark.parametrize("answer, reference", FOOTNOTED)
+def test_the_modules_read_an_answer_without_its_footnote_definitions_as_eval_answers_does(faith_module, answer, reference):
+    """The modules stripped the [n] markers only: the definition line's text counted in EM, F1 and ROUGE-L
+    (EM 0 for a right answer) and was the premise of answer completeness."""
+    evaluate = pytest.importorskip("evaluate")
+    from lewisrag.eval import hf_metrics
+
+    qa_module = evaluate.load(hf_metrics.path("lewisrag_qa"))
+    assert qa_module.compute(predictions=[answer], references=[[reference]]) == {"exact_match": 1.0, "f1": 1.0, "rougeL": 1.0}
+    got = faith_module.compute(predictions=[answer], contexts=[[reference]], reference_statements=[["REQ-AUTH-03"]])
+    assert got["answer_completeness"] == 0.0  # the source's name is no part of what the answer says

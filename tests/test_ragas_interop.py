@@ -59,6 +59,18 @@ def test_ragas_files_without_ids_in_both_schemas(tmp_path):
     assert older["records"][1]["nan_reasons"]["exact_match"] == "no reference answer"
 
 
+def test_every_ground_truth_is_an_answer_to_match(tmp_path):
+    """EM, F1 and ROUGE-L take the best over ground_truths (the first alone was read: an answer matching
+    the second scored 0, in silence); the statements come from the first, the reference."""
+    row = {"question": "巴黎的别称是什么？", "answer": "光之城 [1]。", "contexts": ["巴黎被称为光之城。"],
+           "ground_truths": ["花都", "光之城", " "]}
+    rec = read_answers(write_jsonl(tmp_path / "gt.jsonl", [row]))[0]
+    assert (rec.reference, rec.other_references) == ("花都", ("光之城",))
+    m = evaluate(tmp_path, "gt", [row])["records"][0]["metrics"]
+    assert (m["exact_match"], m["f1"], m["rougeL"]) == (1.0, 1.0, 1.0)
+    assert m["context_recall"] == 0.0  # "花都" is not in the context: the reference's statements, as before
+
+
 def test_export_ragas_columns_and_values(tmp_path):
     res = evaluate(tmp_path, "run", CURRENT, "--export", "ragas")
     rows = [json.loads(line) for line in (tmp_path / "run" / "ragas.jsonl").read_text(encoding="utf-8").splitlines()]

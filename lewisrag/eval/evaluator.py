@@ -333,8 +333,8 @@ def _record(p: _Prepared, judge, cfg: EvalConfig, embed) -> dict:
         reasons["recall_at_k"] = "retrieved_contexts are plain strings: no ids to match gold_passage_ids"
     if rec.reference:
         answer = answer_text(rec.response)
-        m["exact_match"], m["f1"] = qa.exact_match(answer, [rec.reference]), qa.token_f1(answer, [rec.reference])
-        m["rougeL"] = qa.rouge_l(answer, [rec.reference])
+        golds = [rec.reference, *rec.other_references]  # the best over them, as SQuAD scores
+        m["exact_match"], m["f1"], m["rougeL"] = qa.exact_match(answer, golds), qa.token_f1(answer, golds), qa.rouge_l(answer, golds)
     else:
         for k in ("exact_match", "f1", "rougeL"):
             reasons[k] = "no reference answer"

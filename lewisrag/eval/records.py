@@ -6,8 +6,9 @@
      "reference_claims"?}
 
 ragas' older column names are read too (`OLDER_RAGAS_NAMES`): "question", "answer", "contexts",
-and "ground_truth" (a string) or "ground_truths" (a list, of which the first is the reference, as
-ragas itself took it). So are ragas' id columns: "retrieved_context_ids" (strings or integers, one
+and "ground_truth" (a string) or "ground_truths" (a list: the first is the reference, split into
+its statements, as ragas' answer metrics took it; exact match, F1 and ROUGE-L take the best over all
+of them, `AnswerRecord.other_references`, as SQuAD scores an answer against every gold one). So are ragas' id columns: "retrieved_context_ids" (strings or integers, one
 per context of a list of strings: the contexts' ids, as objects give them) and
 "reference_context_ids" (the gold passage ids). A record gives each field under one name; errors
 name the one it used.
@@ -73,6 +74,7 @@ class AnswerRecord:
     response: str  # the answer, with its [n] citations (older ragas: "answer")
     contexts: tuple[Passage, ...]  # retrieved, in rank order; ids are the citation labels (older ragas: "contexts")
     reference: str | None = None  # a reference answer (older ragas: "ground_truth", or "ground_truths"[0])
+    other_references: tuple[str, ...] = ()  # "ground_truths"[1:]: answers as good, for EM, F1 and ROUGE-L only
     reference_statements: tuple[str, ...] = ()  # the reference split into statements by a human
     gold_passage_ids: tuple[str, ...] = ()  # ids that must be retrieved (recall@k)
     category: str | None = None  # one of data.records.CATEGORIES
@@ -114,7 +116,8 @@ def _name(rec: dict, current: str, source, line: int) -> str:
 
 def _reference(rec: dict, source, line: int) -> str | None:
     """The reference answer; a blank one is none (its metrics are null with the reason "no
-    reference", not an exact match of 0 against nothing)."""
+    reference", not an exact match of 0 against nothing). `_other_references`: the rest of a
+    "ground_truths" list."""
     name = _name(rec, "reference", source, line)
     if rec.get("ground_truths") is None:
         reference = optional_str(rec, name, source, line)
@@ -128,6 +131,12 @@ def _reference(rec: dict, source, line: int) -> str | None:
             raise InputError(source, f"blank, while ground_truths[{later}] is not: the first is the reference answer; "
                              "put it first or remove the blank", line=line, field="ground_truths[0]")
     return reference if reference is not None and reference.strip() else None
+
+
+def _other_references(rec: dict) -> tuple[str, ...]:
+    """The entries of "ground_truths" after the first, blanks left out (`_reference` checked the list)."""
+    truths = rec.get("ground_truths") or []
+    return tuple(t for t in truths[1:] if t.strip())
 
 
 def _contexts(rec: dict, source, line: int) -> tuple[tuple[Passage, ...], bool]:
@@ -271,13 +280,14 @@ def parse_answer(rec: dict, source, line: int, seen: dict[str, int]) -> AnswerRe
     contexts, has_ids = _contexts(rec, source, line)
     category = optional_str(rec, "category", source, line)
     if category is not None and category not in CATEGORIES:
-        raise InputError(source, f"unknown category '{category}' (one of {', '.join(CATEGORIES)})", line=line, field="category")
+        raise InputError(source, f"unknown category {category!r} (one of {', '.join(CATEGORIES)})", line=line, field="category")
     return AnswerRecord(
         id=qid,
         question=question,
         response=response,
         contexts=contexts,
         reference=_reference(rec, source, line),
+        other_references=_other_references(rec),
         reference_statements=_claims(rec, "reference_statements", source, line) or (),
         gold_passage_ids=_gold_ids(rec, source, line),
         category=category,

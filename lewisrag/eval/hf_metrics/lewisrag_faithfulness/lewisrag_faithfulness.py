@@ -24,7 +24,8 @@ import evaluate
 
 from lewisrag.eval import judges, metrics
 from lewisrag.eval.refusals import declines_only, is_refusal
-from lewisrag.eval.statements import split_sentences, strip_citations
+from lewisrag.eval.evaluator import answer_text
+from lewisrag.eval.statements import split_sentences
 from lewisrag.scoring.aggregate import mean
 
 _DESCRIPTION = "Faithfulness (ragas), citation recall and precision (ALCE), context recall and completeness."
@@ -105,7 +106,7 @@ class LewisragFaithfulness(evaluate.Metric):
             scores["citation_precision"].append(cq["precision"])
         if reference_statements is not None:
             scores["context_recall"] = [metrics.context_recall(list(r), list(c), judge) for r, c in zip(reference_statements, contexts)]
-            scores["answer_completeness"] = [metrics.answer_completeness(list(r), strip_citations(a), judge)
+            scores["answer_completeness"] = [metrics.answer_completeness(list(r), answer_text(a), judge)
                                              for r, a in zip(reference_statements, predictions)]
         out = {"judge_fingerprint": judge.fingerprint}
         for name, values in scores.items():

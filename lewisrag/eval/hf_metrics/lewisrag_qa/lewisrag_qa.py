@@ -10,7 +10,7 @@ the same cited answers serve both modules.
 import datasets
 import evaluate
 
-from lewisrag.eval.statements import strip_citations
+from lewisrag.eval.evaluator import answer_text
 from lewisrag.scoring import qa
 
 _DESCRIPTION = "Exact match, token F1 and ROUGE-L of answers against one or more references (Chinese and English)."
@@ -43,7 +43,7 @@ class LewisragQA(evaluate.Metric):
         if not predictions:  # a mean over no answer is undefined, not 0.0 (as lewisrag_faithfulness gives it)
             return {"exact_match": float("nan"), "f1": float("nan"), "rougeL": float("nan")}
         n = len(predictions)
-        pairs = [(strip_citations(p), r) for p, r in zip(predictions, references)]  # "Paris [1]." is "Paris."
+        pairs = [(answer_text(p), r) for p, r in zip(predictions, references)]  # "Paris [1]." is "Paris."
         return {
             "exact_match": sum(qa.exact_match(p, r) for p, r in pairs) / n,
             "f1": sum(qa.token_f1(p, r) for p, r in pairs) / n,
