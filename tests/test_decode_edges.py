@@ -93,6 +93,24 @@ def test_a_saved_num_return_sequences_is_refused_naming_the_field():
     check_generation_config(gc, 100, "generation_config.json")
 
 
+def test_a_max_length_of_the_start_token_alone_is_refused():
+    """max_length 1 leaves nothing to generate: greedy search wrote one token past it, beam search none."""
+    from transformers import BartConfig, GenerationConfig
+
+    from lewisrag.rag_model.decoding import check_generation_config, check_length
+
+    gc = GenerationConfig(decoder_start_token_id=2, eos_token_id=2, pad_token_id=1, max_length=1)
+    with pytest.raises(InputError, match="at least 2") as e:
+        check_generation_config(gc, 100, "generation_config.json")
+    assert e.value.field == "max_length"
+    for rescores in (True, False):
+        with pytest.raises(ValueError, match="max_length: 1 leaves no token to generate"):
+            check_length(gc, BartConfig(max_position_embeddings=64), rescores)
+    gc.max_length = 2
+    check_generation_config(gc, 100, "generation_config.json")
+    check_length(gc, BartConfig(max_position_embeddings=64), True)
+
+
 # --- fast decoding's passage posterior --------------------------------------------------------------------------
 
 

@@ -110,7 +110,9 @@ def unsupported_option(gc) -> tuple[str, Any] | None:
 _ID_OPTIONS = ("decoder_start_token_id", "bos_token_id", "eos_token_id", "pad_token_id", "forced_bos_token_id",
                "forced_eos_token_id")  # token ids the searches read
 _ID_LISTS = ("eos_token_id", "forced_eos_token_id")  # which may also be lists of ids
-_COUNT_OPTIONS = {"num_beams": 1, "max_length": 1, "max_new_tokens": 1, "min_length": 0, "no_repeat_ngram_size": 0}
+# max_length counts the start token: 1 leaves nothing to generate (greedy search wrote one token past it, beam
+# search none; `ask` and `swap` refuse --max-length below 2 too)
+_COUNT_OPTIONS = {"num_beams": 1, "max_length": 2, "max_new_tokens": 1, "min_length": 0, "no_repeat_ngram_size": 0}
 
 
 def generation_file(folder: str | os.PathLike) -> Path:
@@ -286,6 +288,9 @@ def check_length(gc, generator_config, rescores: bool) -> None:
     last token is predicted, never read back), so it runs to one more than the positions, as
     transformers' does; scoring finished answers again (`rescores`) reads all `length` tokens.
     """
+    if _max_length(gc) < 2:  # the start token alone: greedy search wrote a token past it, beam search none
+        raise ValueError(f"max_length: {_max_length(gc)} leaves no token to generate after the start token; "
+                         "must be at least 2")
     positions = getattr(generator_config, "max_position_embeddings", None)
     if not _is_int(positions):
         return  # no learned positions, no limit
