@@ -18,6 +18,7 @@ import os
 import re
 import sqlite3
 import threading
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,35 +63,42 @@ class Verdict:
 
 
 # every spelling parse_label reads as a label: whole words only, so that the prompt's own placeholder
-# echoed back ("entailment|neutral|contradiction") or "Entailment: no" is no verdict
-_LABEL_WORDS = {**dict.fromkeys(("entailment", "entailed", "entails", "entail"), "entailment"),
-                "neutral": "neutral",
-                **dict.fromkeys(("contradiction", "contradicted", "contradicts", "contradict", "contradictory"),
+# echoed back ("entailment|neutral|contradiction") or "Entailment: no" is no verdict; a model asked in English
+# about Chinese text may answer in Chinese (蕴含 or 支持, 中立 or 中性, 矛盾; not 不支持, nor 蕴含（entailment）)
+_LABEL_WORDS = {**dict.fromkeys(("entailment", "entailed", "entails", "entail", "蕴含", "蕴涵", "蘊含", "蘊涵", "支持"),
+                                "entailment"),
+                **dict.fromkeys(("neutral", "中立", "中性"), "neutral"),
+                **dict.fromkeys(("contradiction", "contradicted", "contradicts", "contradict", "contradictory", "矛盾"),
                                 "contradiction")}
 
 
-# what may stand around a label word: whitespace (the ideographic space U+3000 too), full stops, "!" and quotes,
-# ASCII and as Chinese and Japanese text writes them (。．！, “” ‘’, 「」『』, full-width ＂＇｀)
-_EDGE_CHARS = r"""\s.!"'`。．！“”‘’「」『』＂＇｀"""
+# what may stand around a label word: whitespace (the ideographic space U+3000 too), full stops, "!", quotes,
+# ASCII and as Chinese and Japanese text writes them (。, “” ‘’, 「」『』; NFKC makes ．！＂＇｀ ASCII), and
+# Markdown's bold or italic stars (**entailment**)
+_EDGE_CHARS = r"""\s.!"'`*。“”‘’「」『』"""
 _LABEL_EDGE = re.compile(f"^[{_EDGE_CHARS}]+|[{_EDGE_CHARS}]+$")
 
 
 def parse_label(value) -> str | None:
     """A three-way label from a judge's or a human's spelling, or None if it is none of them: one whole
-    label word, whatever its case and the whitespace, quotes, "." and "!" around it (ASCII or CJK:
-    "entailment。", "“entailment”", "「neutral」"). Anything else (several labels, more words) is None,
-    never a guess.
+    label word, English or Chinese, whatever its case, its width (NFKC: "ｅｎｔａｉｌｍｅｎｔ") and the
+    whitespace, quotes, "." and "!" or bold stars around it (ASCII or CJK: "entailment。", "“entailment”",
+    "「neutral」", "**矛盾**"). Anything else (several labels, more words) is None, never a guess.
 
     >>> [parse_label(x) for x in ("Entailment", " contradiction.", "NEUTRAL", "entailed", "maybe", 1)]
     ['entailment', 'contradiction', 'neutral', 'entailment', None, None]
     >>> [parse_label(x) for x in ("entailment。", "“entailment”", "「neutral」", "\u3000contradiction！")]
     ['entailment', 'entailment', 'neutral', 'contradiction']
+    >>> [parse_label(x) for x in ("蕴含", "支持。", "中性", "**矛盾**", "ｅｎｔａｉｌｍｅｎｔ", "**Neutral**")]
+    ['entailment', 'entailment', 'neutral', 'contradiction', 'entailment', 'neutral']
     >>> [parse_label(x) for x in ("entailment|neutral|contradiction", "Entailment: no", "entailments", "not entailed")]
     [None, None, None, None]
+    >>> [parse_label(x) for x in ("不支持", "蕴含或中立", "entailment（蕴含）")]
+    [None, None, None]
     """
     if not isinstance(value, str):
         return None
-    return _LABEL_WORDS.get(_LABEL_EDGE.sub("", value).lower())
+    return _LABEL_WORDS.get(_LABEL_EDGE.sub("", unicodedata.normalize("NFKC", value)).lower())
 
 
 def digest(*parts) -> str:

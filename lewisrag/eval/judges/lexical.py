@@ -9,17 +9,22 @@ import unicodedata
 from lewisrag.eval.citations import list_commas
 from lewisrag.eval.judges.base import Verdict, digest
 
+# kana, CJK ideographs (the extensions past U+20000 too: rare names are written in them), Hangul, and
+# 々, 〆, 〇 (〇 is the zero of 二〇一六年: outside the class it cut the year's run in two)
+_CJK_CHARS = r"\u3005-\u3007\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f"
+_CJK_CLASS = f"[{_CJK_CHARS}]"
+_CJK = re.compile(_CJK_CLASS)
+# a letter of any alphabet ("Jürgen", "Ólafsson", "Привет"; [a-z] cut "Müller" into "m" and "ller"); a CJK
+# character is read on its own instead
+_LETTER = rf"[^\W\d_{_CJK_CHARS}]"
 # A number is whole, its thousands separators dropped ("1,000" is "1000"; "5.3" is not "3.5"): the
 # citation checker's reading (eval.citations), so the two agree on what a number is: Chinese never groups
 # digits with "，", read as "、" before NFKC makes it "," (`_nfkc`, `citations.list_commas`): "401，403" is two.
-_NUMBER_RE = r"[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]+)*(?![0-9a-z])|[0-9]+(?:\.[0-9]+)*(?![0-9a-z])"
+_NUMBER_RE = rf"[0-9]{{1,3}}(?:,[0-9]{{3}})+(?:\.[0-9]+)*(?![0-9]|{_LETTER})|[0-9]+(?:\.[0-9]+)*(?![0-9]|{_LETTER})"
 _NUMBER = re.compile(_NUMBER_RE)
-_WORD = re.compile(_NUMBER_RE + r"|[a-z0-9]+(?:[.'][a-z0-9]+)*")
+_WORD = re.compile(_NUMBER_RE + rf"|(?:{_LETTER}|[0-9])+(?:[.'](?:{_LETTER}|[0-9])+)*")
 _CASED_WORD = re.compile(_WORD.pattern, re.IGNORECASE)  # the same words, read before lowercasing
 _SENTENCE_END = frozenset(".!?。！？;；:：\n")  # the word after one is capitalised whatever it is ("According to")
-# kana, CJK ideographs (the extensions past U+20000 too: rare names are written in them), Hangul
-_CJK_CLASS = r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f]"
-_CJK = re.compile(_CJK_CLASS)
 # CJK characters and the digits written against them ("于2016年成为"): a measure word's support is read
 # with its number ("2016年" in the premise covers 年), as a character's is with its neighbours
 _CJK_DIGIT_RUN = re.compile(rf"(?:{_CJK_CLASS}|[0-9])+")
@@ -123,7 +128,7 @@ def _fold(text: str) -> str:
 
 
 def content_tokens(text: str) -> list[str]:
-    """Lowercased NFKC words and numbers, plus single CJK characters, without function words.
+    """Lowercased NFKC words (letters of any alphabet) and numbers, plus single CJK characters, without function words.
 
     These are the units `LexicalJudge` counts (how it decides a CJK character is supported is its own rule).
 
@@ -264,6 +269,105 @@ def _numbers(words: list[tuple[int, str]]) -> list[str]:
     return [w for _, w in words if _NUMBER.fullmatch(w)]
 
 
+# Chinese numerals are numbers too: 三个月 against a premise's 六个月 (or 3个月) was one character among many.
+_ZH_DIGITS = {"〇": 0, "零": 0, "一": 1, "二": 2, "两": 2, "兩": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7,
+              "八": 8, "九": 9}
+_ZH_SMALL = {"十": 10, "百": 100, "千": 1000}
+_ZH_LARGE = {"万": 10**4, "萬": 10**4, "亿": 10**8, "億": 10**8}
+_ZH_NUMERAL_RUN = re.compile(f"[{''.join([*_ZH_DIGITS, *_ZH_SMALL, *_ZH_LARGE])}]+")
+# The measure words and units after which a numeral counts something (三个, 十五分钟, 两年). Not 分 (十分 is
+# "very"), 角 (三角, a triangle), 点 (一点, "a little"; 三点五 is 3.5) nor 成 (九成, 90%).
+_ZH_UNIT = re.compile("|".join(sorted(
+    "个月 个小时 个星期 个 年 月 天 日 号 周 星期 小时 分钟 秒 次 人 名 位 元 块 岁 倍 米 公里 千米 厘米 毫米 公斤 千克 "
+    "克 吨 升 家 项 条 页 章 节 篇 本 台 种 张 件 层 级 届 版 度".split(), key=len, reverse=True)))
+# The units after which a lone 一 is the number one rather than "a": 一个问题, 一种方法, 一名用户, 一次 are
+# "a problem", "a way", "a user", "once", as an English "a" is no number.
+_ZH_UNIT_OF_ONE = re.compile("|".join(sorted(
+    "个月 个小时 个星期 年 月 天 日 周 星期 小时 分钟 秒 岁 倍 元 米 公里 千米 厘米 毫米 公斤 千克 吨".split(),
+    key=len, reverse=True)))
+# the characters that make a lone 一 after them part of a word: 统一, 唯一, 不一, 同一天, 每一年, 之一, 万一
+_ZH_ONE_AFTER = frozenset("统唯不同单专划之其逐任每万")
+
+
+def _zh_value(run: str) -> int | None:
+    """The number a run of Chinese numerals writes, or None where it writes none: digit by digit
+    (二〇一六), or with its units (十五, 三千万, 一百零五, 一万五 for 15000); never from a leading unit (千万
+    "by all means", 万一 "in case") nor from digits side by side among units (一五一十).
+
+    >>> [_zh_value(r) for r in ("三", "两", "十五", "五十", "三百万", "三千万", "一百零五", "一万五", "二〇一六")]
+    [3, 2, 15, 50, 3000000, 30000000, 105, 15000, 2016]
+    >>> [_zh_value(r) for r in ("千万", "万一", "一五一十", "三三两两")]
+    [None, None, None, None]
+    """
+    if len(run) > 20:  # no quantity is written so long (and int() refuses 4,300 digits: a traceback)
+        return None
+    if not any(c in _ZH_SMALL or c in _ZH_LARGE for c in run):  # digit by digit: a year, a code (两 is no digit of one)
+        if len(run) > 1 and ("两" in run or "兩" in run):
+            return None
+        return int("".join(str(_ZH_DIGITS[c]) for c in run))
+    total = section = 0
+    digit, unit, small, zero = None, 1, 10**4, False  # the digit waiting for its unit; the last unit; 零 since it
+    for c in run:
+        if c in _ZH_DIGITS:
+            if digit is not None:
+                return None
+            zero = zero or _ZH_DIGITS[c] == 0
+            digit = _ZH_DIGITS[c] or None
+        elif c in _ZH_SMALL:
+            if digit is None and (c != "十" or section):  # 十五 is 15; 百 alone, 十十 or 三百十 are no number
+                return None
+            if _ZH_SMALL[c] >= small:  # within a section the units fall: 一百一千 is none
+                return None
+            section += (digit or 1) * _ZH_SMALL[c]
+            digit, unit, small, zero = None, _ZH_SMALL[c], _ZH_SMALL[c], False
+        else:
+            section += digit or 0
+            if _ZH_LARGE[c] > 10**4 and total + section:  # 亿 multiplies all before it: 一万亿 is 10**12
+                total = (total + section) * _ZH_LARGE[c]
+            elif section:
+                total += section * _ZH_LARGE[c]
+            else:
+                return None
+            section, digit, unit, small, zero = 0, None, _ZH_LARGE[c], 10**4, False
+    if digit is not None:  # 一万五 is 15000 and 三百五 350, but 一百零五 105
+        section += digit * (unit // 10 if unit > 10 and not zero else 1)
+    return total + section
+
+
+def _zh_numbers(text: str, quantities: bool) -> list[tuple[int, int, str]]:
+    """(start, end, value) of the Chinese numerals of folded `text`. With `quantities`, only those that
+    clearly count something: before a measure word or unit (三个月, 十分钟; a lone 一 only before a unit
+    of time or measure, and not ending a word: 统一年度), after 百分之, with units of their own (十五,
+    三千万), or digit by digit with a 〇 (二〇一六) or before 年 (一九九八年). Never 一些, 一般, 十分 or 三角,
+    nor 三四天 ("three or four days"). Without, every run that writes a number: what a premise holds.
+
+    >>> _zh_numbers("统一管理三个月、十分重要、一些、第一、十五分钟", True)
+    [(4, 5, '3'), (19, 21, '15')]
+    """
+    found = []
+    for m in _ZH_NUMERAL_RUN.finditer(text):
+        run, end = m[0], m.end()
+        if run.endswith("千") and len(run) > 1 and text[end:end + 1] in ("克", "米", "瓦"):  # 五千克 is 5 kg
+            run, end = run[:-1], end - 1
+        value = _zh_value(run)
+        if value is None:
+            continue
+        if quantities:
+            if len(run) == 1:  # a lone numeral counts what its unit names
+                one = run == "一"
+                unit = (_ZH_UNIT_OF_ONE if one else _ZH_UNIT).match(text, end)
+                in_word = one and text[m.start() - 1:m.start()] in _ZH_ONE_AFTER
+                counted = (unit is not None and not in_word) or text.endswith("百分之", 0, m.start())
+            elif any(c in _ZH_SMALL or c in _ZH_LARGE for c in run):  # 十五, 三千万: units of its own
+                counted = True
+            else:  # digit by digit: a year or a code, not 三四 ("three or four") nor 七七八八
+                counted = "〇" in run or "零" in run or (len(run) >= 3 and text.startswith("年", end))
+            if not counted:
+                continue
+        found.append((m.start(), end, str(value)))
+    return found
+
+
 _KINDS = frozenset("语币港城堡")  # the characters a language's, currency's or city's name ends in
 _TRANSLIT_RUN = re.compile(f"[{''.join(sorted(_TRANSLIT))}]+")
 _ZH_PIECE = re.compile(rf"[^{_STOP_ZH_CHARS}0-9]+")  # a stretch's pieces between function characters and digits
@@ -380,14 +484,16 @@ def names_in(sentence: str) -> list[str]:
 class LexicalJudge:
     """Supported iff at least `threshold` of the hypothesis' content units occur in the premise.
 
-    Content units are English/number words and non-function CJK characters (`content_tokens`). A word
-    is supported when the premise has it; a CJK character only when it lies inside a run of two or more
-    of the statement's consecutive CJK characters that the premise holds contiguously (function
+    Content units are words (of any alphabet), numbers and non-function CJK characters (`content_tokens`).
+    A word is supported when the premise has it; a CJK character only when it lies inside a run of two
+    or more of the statement's consecutive CJK characters that the premise holds contiguously (function
     characters may be part of that run), or, standing alone between non-CJK text, when the premise has
     it. So a wrong name cannot borrow its characters from elsewhere in the premise. A number the premise
     lacks makes the statement unsupported whatever the share: a wrong year or count is one unit among
-    many, and a share of 5/6 would pass it. So does an English name the premise lacks, where the
-    writing marks it as one (`_names`: a capitalised word inside a sentence, "... of Valdoria is Tamm",
+    many, and a share of 5/6 would pass it. A Chinese numeral that counts something (三个月, 十五分钟,
+    二〇一六年: `_zh_numbers`) is such a number, backed by the premise's digits or numerals alike (3个月
+    backs 三个月, and the other way round). So does an English name the premise lacks, where the writing
+    marks it as one (`_names`: a capitalised word inside a sentence, "... of Valdoria is Tamm",
     or opening one when it is no function word or opener and is nowhere written in small letters, "Tamm
     is ..."; a function word that is a given name, "Will", "May", "Can", inside a sentence before a
     capitalised word, "... is Will Tamm" (not "in May 2016", "of The Beatles"), or opening one before
@@ -426,8 +532,9 @@ class LexicalJudge:
     # "1,890" is no name; 9: a Chinese name set off by punctuation, "女王是：范凌", "总统“戴菲”领导", is read with
     # its neighbours across it, and "安娜·凯尔" is one stretch: before, a run that was the name alone was never
     # compared with the premise's; 10: a full-width comma between numbers, "401，403", separates them: NFKC
-    # made it "," and the two read as the number 401403)
-    version = "10"
+    # made it "," and the two read as the number 401403; 11: a word is letters of any alphabet, "Jürgen" not "j"
+    # and "rgen", and a Chinese numeral that counts something is a number, 三个月 against 六个月 or 3个月)
+    version = "11"
 
     def __init__(self, threshold: float = 0.75):
         if not 0.0 < threshold <= 1.0:
@@ -444,7 +551,10 @@ class LexicalJudge:
     def _one(self, premise: str, hypothesis: str) -> Verdict:
         p, h = _fold(premise), _fold(hypothesis)
         p_words, h_words = _words(p), _words(h)
-        words = {w for _, w in p_words if w not in _STOP_EN}
+        # a number the premise holds in digits or Chinese numerals (3个月, 三个月) backs either spelling
+        held = set(_numbers(p_words)) | {v for *_, v in _zh_numbers(p, quantities=False)}
+        h_numerals = _zh_numbers(h, quantities=True)
+        words = {w for _, w in p_words if w not in _STOP_EN} | held
         units: list[tuple[int, bool, str]] = []  # (position, supported, what "missing" names)
         zh_names: list[str] = []  # the Chinese names among the uncovered stretches (`_zh_names`)
         for start, w in h_words:
@@ -456,6 +566,9 @@ class LexicalJudge:
                 continue
             before, after = _neighbours(h, runs, r)
             run, cover = m[0], _covered(m[0], p)
+            for a, b, value in h_numerals:  # a numeral whose number the premise holds is covered, however written
+                if value in held and m.start() <= a < m.end():  # its characters are CJK: inside one run
+                    cover[a - m.start():b - m.start()] = [True] * (b - a)
             i = 0
             for uncovered, group in itertools.groupby(cover, key=lambda c: not c):
                 size = len(list(group))
@@ -476,8 +589,8 @@ class LexicalJudge:
         why = f"{k}/{n} content tokens in premise ({share:.2f} {'≥' if ok else '<'} {self.threshold})"
         why += f"; missing: {', '.join(missing)}" if missing else ""
         if ok:  # the share alone would pass it: a wrong number or name still makes it unsupported
-            held = set(_numbers(p_words))
-            numbers = list(dict.fromkeys(x for x in _numbers(h_words) if x not in held))
+            numbers = [x for x in _numbers(h_words) if x not in held]
+            numbers = list(dict.fromkeys(numbers + [h[a:b] for a, b, v in h_numerals if v not in held]))
             # a possessive's name is its host ("Ruus's" is backed by a premise naming Ruus); a function
             # word's name only by the premise's writing it with its capital ("Will", not "will")
             text, held_text = _CJK_GAP.sub("", _nfkc(hypothesis)), _CJK_GAP.sub("", _nfkc(premise))

@@ -47,6 +47,7 @@ import json
 import os
 import re
 import threading
+import unicodedata
 
 from lewisrag.chat_client import MAX_WORKERS, ChatClient, ChatError, key_problem, map_in_threads, url_problem
 from lewisrag.data.io import InputError
@@ -66,7 +67,11 @@ PROMPT_VERSION = "lewisrag-judge-2"
 # 3: a reply with a closed <think> block is searched after its last </think> only (a draft verdict inside
 # the thinking was read, and cached, when the JSON after it did not parse), and a label keeps its CJK
 # punctuation and quotes out ("entailment。", "“entailment”" were malformed).
-VERDICTS_VERSION = "lewisrag-verdicts-3"
+# 4: a reply that is not JSON is read only where every verdicts object in it agrees (a draft then a
+# correction, "Draft: {...} Final: {...}", gave the draft, cached); a label may be Chinese (蕴含, 中立, 矛盾),
+# full-width or in bold, and keys in any case ("Verdicts", "Label", "ID"): all were undecided; a
+# "reason": null is "", not "None".
+VERDICTS_VERSION = "lewisrag-verdicts-4"
 # Bump whenever SYSTEM_QUESTIONS or the reading of its reply (`_questions`) changes: in the fingerprint
 # and the questions' cache keys, as VERDICTS_VERSION is for verdicts (the other prompts keep their cache).
 # 2: one noncommittal flag per question; before, one flag for the whole answer zeroed its relevancy.
@@ -188,6 +193,64 @@ def _loads(content: str):
     raise error
 
 
+def _answers(content: str) -> list:
+    """Every JSON value a verdicts reply may give as its answer. A reply that is JSON is that value
+    alone. Otherwise, as `_loads` searches (after the last "</think>", <think> blocks left out): that
+    text whole, the body of each ```json fence, and each JSON object in it that no other holds; and in
+    the reply as it came where that finds none. `parse_verdicts` reads them all, where `_loads` stops at
+    the first: a model that drafts and then corrects itself wrote two answers.
+
+    >>> _answers('Draft: {"verdicts": [1]} then {"verdicts": [2]}. ```json [3] ```')
+    [[3], {'verdicts': [1]}, {'verdicts': [2]}]
+    """
+    try:
+        return [_whole(content)]
+    except json.JSONDecodeError:
+        pass
+    closed = None
+    for closed in _THINK_END.finditer(content):
+        pass
+    if closed is not None:
+        content = content[closed.end():]
+    for text in dict.fromkeys((_THINK.sub(" ", content), content)):
+        found = []
+        for part in (text, *(m[1] for m in _FENCE.finditer(text))):
+            try:
+                found.append(_whole(part.strip()))
+            except json.JSONDecodeError:
+                pass
+        found += _objects(text)
+        if found:
+            return found
+    return []
+
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S | re.I)
+
+
+def _objects(text: str) -> list[dict]:
+    """The JSON objects of `text` that no other holds, in order (64 tries at most: each may read to the end)."""
+    decoder, found, start = json.JSONDecoder(), [], text.find("{")
+    for _ in range(64):
+        if start < 0:
+            break
+        try:
+            data, end = decoder.raw_decode(text, start)
+        except (json.JSONDecodeError, RecursionError):
+            start = text.find("{", start + 1)
+            continue
+        if isinstance(data, dict):
+            found.append(data)
+        start = text.find("{", end)
+    return found
+
+
+def _folded(obj: dict) -> dict | None:
+    """`obj` with its keys in NFKC lower case ("Verdicts", "Label", "ＩＤ"); None where two keys fold to one."""
+    out = {unicodedata.normalize("NFKC", k).lower(): v for k, v in obj.items()}
+    return out if len(out) == len(obj) else None
+
+
 def _id(value) -> int | None:
     """A verdict's statement id as an int (1, "1", 1.0), else None: a string of up to nine ASCII
     digits (`str.isdigit` let "²" through to `int`, and 5,000 digits past `int`'s limit: tracebacks).
@@ -203,7 +266,9 @@ def _id(value) -> int | None:
 
 
 def parse_verdicts(content: str, n: int) -> list[Verdict]:
-    """Verdicts for ids 1..n from a reply; anything missing or malformed becomes Verdict(None, why).
+    """Verdicts for ids 1..n from a reply; anything missing or malformed becomes Verdict(None, why). A
+    reply that is not JSON may hold several verdicts objects (`_answers`: a draft and its correction, an
+    example and the answer): read where they all agree, undecided where they do not.
 
     >>> parse_verdicts('{"verdicts": [{"id": 1, "label": "Contradiction", "reason": "it says 500"}]}', 2)
     [Verdict(supported=False, reason='it says 500', label='contradiction'), Verdict(supported=None, reason='no verdict for statement 2 in the reply')]
@@ -213,17 +278,36 @@ def parse_verdicts(content: str, n: int) -> list[Verdict]:
     'malformed reply: not JSON'
     >>> parse_verdicts('{"verdicts": [{"id": 0, "label": "entailment"}, {"id": 1, "label": "neutral"}]}', 2)[1].reason
     'malformed reply: a verdict for statement 0, but the statements are 1..2'
+    >>> draft, final = ({"verdicts": [{"id": 1, "label": label}]} for label in ("contradiction", "entailment"))
+    >>> parse_verdicts(f"Draft: {json.dumps(draft)} Final: {json.dumps(final)}", 1)
+    [Verdict(supported=None, reason='malformed reply: several verdict objects that disagree')]
     """
-    try:
-        data = _loads(content)
-    except json.JSONDecodeError:
+    answers = _answers(content)
+    if not answers:
         return [Verdict(None, "malformed reply: not JSON")] * n
-    items = data.get("verdicts") if isinstance(data, dict) else data  # a bare list of verdicts is one too
-    if not isinstance(items, list):
+    readings = [_read_verdicts(items, n) for items in map(_verdicts_list, answers) if items is not None]
+    if not readings:
         return [Verdict(None, "malformed reply: no 'verdicts' list")] * n
+    decided = [[(v.supported, v.label) for v in r] for r in readings]
+    if any(d != decided[0] for d in decided):
+        return [Verdict(None, "malformed reply: several verdict objects that disagree")] * n
+    return readings[-1]  # the last: where they agree, its reasons are the model's final word
+
+
+def _verdicts_list(answer) -> list | None:
+    """The verdict items of one answer: its "verdicts" list (the key in any case), or the answer itself
+    when it is a bare list; None when it holds none."""
+    if isinstance(answer, dict):
+        answer = (_folded(answer) or {}).get("verdicts")
+    return answer if isinstance(answer, list) else None
+
+
+def _read_verdicts(items: list, n: int) -> list[Verdict]:
+    """Verdicts for ids 1..n from one answer's items."""
     found: dict[int, Verdict] = {}
     for item in items:
-        if not isinstance(item, dict) or (i := _id(item.get("id"))) is None:
+        item = _folded(item) if isinstance(item, dict) else None  # "ID", "Label": read; two "id"s: no verdict
+        if item is None or (i := _id(item.get("id"))) is None:
             continue
         # An id outside 1..n or given twice means the reply's numbering cannot be trusted (numbered from
         # 0, or 1, 1, 2 for three statements): its other verdicts may sit on the wrong statements, so
@@ -243,7 +327,8 @@ def _verdict(item: dict) -> Verdict:
     >>> _verdict({"label": "entailment", "supported": "false"}).reason
     "malformed verdict: supported='false' (expected true or false)"
     """
-    raw, sup, reason = item.get("label"), item.get("supported"), str(item.get("reason", ""))
+    raw, sup, reason = item.get("label"), item.get("supported"), item.get("reason")
+    reason = "" if reason is None else str(reason)  # "reason": null is no reason, not the word "None"
     if "supported" in item and not isinstance(sup, bool):
         return Verdict(None, f"malformed verdict: supported={sup!r} (expected true or false)")
     if raw is None:

@@ -11,7 +11,13 @@ tokens", since a passage cut short may have lost the support (an unsupported ver
 less). A statement that does not fit whole beside at least one premise token is not judged: its
 verdict is undecided (None, a NaN in the metrics) with the reason, because a verdict on part of a
 statement says nothing about the part cut off (a hallucination at its end would pass). Never a
-tokenizer's traceback: a pair the tokenizer still cannot encode is undecided with its message."""
+tokenizer's or a model's traceback: a pair the tokenizer still cannot encode, or the model cannot
+take, is undecided with the message.
+
+Text is text: a "</s>", "<s>" or "[SEP]" written in a premise or statement (HTML strikethrough, a
+leaked end-of-sequence marker) is tokenized as the characters it is, never as the special token
+(`split_special_tokens`): it could end a sequence early, and it gave BART's classifier a pair with a
+second end-of-sequence token ("All examples must have the same number of <eos> tokens": the run's end)."""
 
 from __future__ import annotations
 
@@ -141,8 +147,8 @@ class NLIJudge:
                     keep.append(i)
             probs = self._probs([chunk[i] for i in keep], torch) if keep else []
             for i, row in zip(keep, probs):
-                if isinstance(row, str):  # the tokenizer's message for this pair
-                    verdicts[i] = Verdict(None, f"NLI tokenizer could not encode the pair within {self.max_length} tokens: {row}")
+                if isinstance(row, str):  # why this pair could not be judged
+                    verdicts[i] = Verdict(None, row)
                     continue
                 top = int(row.argmax())
                 label = self.labels[top] if self.labels is not None else None
@@ -155,33 +161,42 @@ class NLIJudge:
         return out
 
     def _lengths(self, texts: list[str]) -> list[int]:
-        """Each text's token count without special tokens."""
-        return [len(ids) for ids in self.tokenizer(texts, add_special_tokens=False)["input_ids"]]
+        """Each text's token count without special tokens (a special token's spelling is text, as in `_encode`)."""
+        ids = self.tokenizer(texts, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+        return [len(x) for x in ids]
 
     def _encode(self, pairs: list[tuple[str, str]]):
         return self.tokenizer([p for p, _ in pairs], [h for _, h in pairs], truncation="only_first",
-                              max_length=self.max_length, padding=True, return_tensors="pt")
+                              max_length=self.max_length, padding=True, return_tensors="pt", split_special_tokens=True)
 
     def _probs(self, pairs: list[tuple[str, str]], torch) -> list:
-        """Class probabilities per pair, or the tokenizer's message (a str) for a pair it cannot cut
-        to fit (counts taken apart can differ by a token from the pair's): never its traceback."""
+        """Class probabilities per pair, or why a pair could not be judged (a str): the tokenizer could
+        not cut it to fit (counts taken apart can differ by a token from the pair's), or the model raised
+        on it. A batch that fails is tried again a pair at a time, so that one bad pair costs only its own
+        verdict: never a traceback that ends the run."""
         try:
-            encoded = [(self._encode(pairs), len(pairs))]
+            return list(self._forward(self._encode(pairs), torch))
         except Exception:  # noqa: BLE001 - the fast tokenizer raises a bare Exception; find the pair, one at a time
-            encoded = []
-            for pair in pairs:
-                try:
-                    encoded.append((self._encode([pair]), 1))
-                except Exception as e:  # noqa: BLE001
-                    encoded.append((str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__, 1))
-        rows: list = []
-        for enc, n in encoded:
-            if isinstance(enc, str):
-                rows.append(enc)
-                continue
-            with torch.no_grad():
-                rows.extend(self.model(**enc).logits.float().softmax(-1))  # (B, C)
-        return rows
+            return [self._pair_probs(pair, torch) for pair in pairs]
+
+    def _pair_probs(self, pair: tuple[str, str], torch):
+        try:
+            enc = self._encode([pair])
+        except Exception as e:  # noqa: BLE001
+            return f"NLI tokenizer could not encode the pair within {self.max_length} tokens: {_first_line(e)}"
+        try:
+            return self._forward(enc, torch)[0]
+        except Exception as e:  # noqa: BLE001 - a model's check on its input (BART's count of end-of-sequence tokens)
+            return f"NLI model could not judge the pair: {_first_line(e)}"
+
+    def _forward(self, enc, torch):
+        with torch.no_grad():
+            return self.model(**enc).logits.float().softmax(-1)  # (B, C)
+
+
+def _first_line(e: Exception) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
 
 
 def _check_labels(id2label: dict, config: Path) -> None:
