@@ -185,3 +185,30 @@ def test_decoding_with_no_length_set_stops_where_transformers_does(variant, posi
     assert expected.shape[1] == length  # the eos bias keeps every answer going to the limit
     torch.testing.assert_close(got, expected, rtol=0, atol=0)
     assert ours.generation_config.max_length is None  # the model's config is left as it was
+
+
+@pytest.mark.parametrize("variant", ["token", "sequence"])
+def test_to_hf_warns_where_a_reloaded_rag_sequence_would_decode_otherwise(tmp_path, variant):
+    """A RAG-Sequence folder keeps no generation settings (transformers decodes it with its generator's):
+    num_beams 3 and max_length 6 came back as the defaults, other answers, without a word."""
+    import warnings as w
+
+    from lewisrag.data.io import LewisragWarning
+    from lewisrag.rag_model import RagModel
+    from lewisrag.rag_model.testing import tiny_hf_rag
+
+    tiny_hf_rag(variant, seed=0, n_docs=2).save_pretrained(tmp_path / "hf")
+    model = RagModel.from_hf_pretrained(tmp_path / "hf")
+    with w.catch_warnings(record=True) as seen:
+        w.simplefilter("always")
+        model.to_hf(tmp_path / "same")  # nothing changed: nothing lost
+    assert not [x for x in seen if issubclass(x.category, LewisragWarning)]
+    model.generation_config.num_beams, model.generation_config.max_length = 3, 6
+    with w.catch_warnings(record=True) as seen:
+        w.simplefilter("always")
+        model.to_hf(tmp_path / "changed")
+    said = [str(x.message) for x in seen if issubclass(x.category, LewisragWarning)]
+    if variant == "token":  # RAG-Token's generation_config.json keeps them
+        assert not said and RagModel.from_hf_pretrained(tmp_path / "changed").generation_config.num_beams == 3
+    else:
+        assert len(said) == 1 and "max_length, num_beams" in said[0] and "lewisrag export" in said[0]

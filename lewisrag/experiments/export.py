@@ -150,7 +150,7 @@ def _export(model_path, index_path, out: Path, given, swap: bool) -> ExportSumma
     model.generation_config = ask_generation_config(model.generation_config)  # what the export decodes with
     with staged_dir(out, KIND) as tmp:
         try:
-            model.to_hf(tmp / "rag")
+            model.to_hf(tmp / "rag", warn_lost=False)  # lewisrag_export.json below records what it loses
         except ValueError as e:  # a setting transformers will not save that `ask_generation_config` kept
             refusal = unsavable(e, generation_source(resolve_model_dir(model_path), s.variant))
             if refusal is None:

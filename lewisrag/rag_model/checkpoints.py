@@ -212,8 +212,13 @@ def _existing(p: Path) -> str | None:
     return str(p) if p.exists() else None
 
 
-def save_hf(model, path: str | os.PathLike) -> None:
-    """Write `model` as a transformers RagTokenForGeneration / RagSequenceForGeneration directory."""
+def save_hf(model, path: str | os.PathLike, warn_lost: bool = True) -> None:
+    """Write `model` as a transformers RagTokenForGeneration / RagSequenceForGeneration directory.
+
+    transformers' RAG-Sequence decodes with its generator's generation config, which a saved RAG folder
+    does not keep: a RAG-Sequence model whose settings differ from those its generator's config gives
+    (num_beams, max_length, ...) is warned about (`warn_lost`), as it reloads to decode otherwise;
+    `lewisrag export` records them beside the folder (`EXPORT_RECORD`)."""
     s = model.settings
     config = RagConfig.from_question_encoder_generator_configs(
         model.question_encoder.config, model.generator.config, n_docs=s.n_docs, label_smoothing=s.label_smoothing,
@@ -226,8 +231,25 @@ def save_hf(model, path: str | os.PathLike) -> None:
     hf.question_encoder.load_state_dict(model.question_encoder.state_dict())
     hf.generator.load_state_dict(model.generator.state_dict())
     hf.generation_config = savable_generation_config(model.generation_config)
+    if warn_lost and s.variant == "sequence":
+        _warn_lost_settings(hf.generation_config, model.generator.config, path)
     with staged_dir(path) as tmp:
         hf.save_pretrained(tmp)
+
+
+def _warn_lost_settings(gc, generator_config, path) -> None:
+    """Warn where `gc` decodes otherwise than the generation config a reloaded RAG-Sequence folder gets (its
+    generator's, derived from `generator_config`)."""
+    from transformers import GenerationConfig
+
+    mine, kept = gc.to_diff_dict(), GenerationConfig.from_model_config(generator_config).to_diff_dict()
+    lost = sorted(k for k in mine.keys() | kept.keys()
+                  if not k.startswith("_") and k != "transformers_version" and mine.get(k) != kept.get(k))
+    if lost:
+        warnings.warn(LewisragWarning(
+            f"{path}: transformers' RAG-Sequence decodes with its generator's generation settings, which a saved RAG "
+            f"folder does not keep: reloaded, it decodes without this model's {', '.join(lost)} (`lewisrag export` "
+            "records them in lewisrag_export.json, which RagModel.from_hf_pretrained reads back)"), stacklevel=3)
 
 
 def save_native(model, path: str | os.PathLike) -> None:

@@ -314,9 +314,10 @@ class RagModel(nn.Module):
         """Load a transformers RagTokenForGeneration / RagSequenceForGeneration checkpoint directory."""
         return checkpoints.load_hf(cls, path, variant)
 
-    def to_hf(self, path) -> None:
-        """Write a transformers checkpoint directory that `Rag{Token,Sequence}ForGeneration.from_pretrained` loads."""
-        checkpoints.save_hf(self, path)
+    def to_hf(self, path, warn_lost: bool = True) -> None:
+        """Write a transformers checkpoint directory that `Rag{Token,Sequence}ForGeneration.from_pretrained` loads
+        (a RAG-Sequence model's generation settings it cannot keep are warned about: `checkpoints.save_hf`)."""
+        checkpoints.save_hf(self, path, warn_lost)
 
     def save_pretrained(self, path) -> None:
         """Safetensors weights, both module configs, and `rag.json` naming variant, tokenizers and index."""
