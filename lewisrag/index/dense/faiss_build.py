@@ -125,6 +125,8 @@ def train_faiss(index, read: Callable[[np.ndarray], np.ndarray], rows: np.ndarra
         for transform in transforms:
             if not transform.is_trained:
                 transform.train(x)
+                if isinstance(transform, faiss.PCAMatrix):
+                    _uncentred(transform)
             x = transform.apply(x)
         del x
     inner = faiss.downcast_index(outer.index) if transforms else index
@@ -147,6 +149,15 @@ def train_faiss(index, read: Callable[[np.ndarray], np.ndarray], rows: np.ndarra
         # adding asks the quantizer for each vector's list: with HNSW's default efSearch (16) some
         # go to a list that is not their nearest, where a search that probes the nearest misses them
         quantizer.hnsw.efSearch = max(quantizer.hnsw.efSearch, QUANTIZER_EF_MIN)
+
+
+def _uncentred(pca) -> None:
+    """Make a trained PCA a projection: FAISS's subtracts the training mean first, and an inner-product
+    search then ranks by (q - m)·(x - m) = q·x - m·x - ..., whose m·x differs from passage to passage
+    (DPR's vectors share a large mean): at full width, PCA32 over 32-d vectors found half the exact top 1.
+    Without the mean, PCA (and PCAR's rotation after it) keeps the inner products of what it keeps."""
+    faiss.copy_array_to_vector(np.zeros(pca.d_in, np.float32), pca.mean)
+    faiss.copy_array_to_vector(np.zeros(pca.d_out, np.float32), pca.b)  # the bias apply() adds: -A·mean
 
 
 def two_level_centroids(x: np.ndarray, nlist: int, seed: int = 0, niter: int = 20) -> np.ndarray:
@@ -240,6 +251,10 @@ def check_factory(factory: str, dim: int, n_passages: int, train_sample: int = 1
     if written != faiss_structure(index):  # as every load compares them (`check_faiss_factory`)
         raise InputError("--faiss", f"FAISS writes '{factory}' as {', '.join(written)}, which a load cannot tell "
                          "from another kind of index; write the factory string as FAISS names that index")
+    for t in _transforms(faiss.downcast_index(index)):
+        if isinstance(t, faiss.PCAMatrix) and t.eigen_power != 0:  # PCAW
+            raise InputError("--faiss", f"'{factory}' whitens (PCAW): it rescales each direction, which changes the "
+                             "inner products DPR ranks passages by; use PCA, PCAR, OPQ or RR")
     if index.is_trained:
         return
 
