@@ -365,6 +365,22 @@ def test_matrix_product_search_ranks_as_faiss_flat(tmp_path, monkeypatch, dtype)
         index.search_on("cpu", "bfloat16")
 
 
+def test_a_read_only_float16_store_is_placed_without_torch_warning(tmp_path):
+    """A float16 store's block is the read-only memory map itself: torch.from_numpy warned on every search_on."""
+    import warnings
+
+    x = np.random.default_rng(0).normal(size=(40, 8)).astype(np.float16)
+    stored = np.lib.format.open_memmap(tmp_path / "embeddings.npy", mode="w+", dtype=np.float16, shape=x.shape)
+    stored[:] = x
+    stored.flush()
+    stored = np.load(tmp_path / "embeddings.npy", mmap_mode="r")
+    index = DenseIndex(tmp_path, {"dim": 8, "faiss_factory": "Flat"}, build_faiss(x.astype(np.float32), "Flat"), stored, [])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        index.search_on("cpu", "float16")
+    np.testing.assert_array_equal(index.device_vectors.numpy(), x)
+
+
 def test_matrix_product_search_refuses_an_approximate_index(tmp_path):
     x = np.random.default_rng(0).normal(size=(400, 16)).astype(np.float32)
     index = DenseIndex(tmp_path, {"dim": 16, "faiss_factory": "HNSW32"}, build_faiss(x, "HNSW32"), x, [])

@@ -208,7 +208,8 @@ class DenseIndex:
         n = len(stored)
         vectors = torch.empty((n, self.dim), dtype=getattr(torch, dtype), device=device)
         for start in range(0, n, rows):  # from the memory map in blocks: no second copy of all of it in RAM
-            block = np.ascontiguousarray(stored[start : start + rows], dtype=dtype)
+            # writable: a float16 store's block is the memory map itself, which torch warns of on every search_on
+            block = np.require(stored[start : start + rows], dtype=dtype, requirements=("C", "W"))
             vectors[start : start + len(block)] = torch.from_numpy(block).to(device)
         self.device_vectors = vectors
 
