@@ -141,6 +141,8 @@ def classify(toks: Sequence[Token], known_entities: set[str]) -> dict[str, Count
     >>> c = classify(question_tokens("Which river flows through Kelmora in 1921"), set())
     >>> {k: sorted(v) for k, v in c.items()}
     {'ne': ['1921', 'kelmora'], 'q': ['river', 'which'], 'r': ['flows'], 'f': ['in', 'through']}
+    >>> {k: sorted(v) for k, v in classify(question_tokens("What is the capital of Valdoria"), set()).items()}
+    {'ne': ['valdoria'], 'q': ['what'], 'r': ['capital'], 'f': ['is', 'of', 'the']}
     """
     classes: dict[str, Counter[str]] = {name: Counter() for name in WEIGHTS}
     after_cue = False
@@ -149,7 +151,7 @@ def classify(toks: Sequence[Token], known_entities: set[str]) -> dict[str, Count
             name = "q"
         elif _is_entity(tok, known_entities):
             name = "ne"
-        elif after_cue:
+        elif after_cue and tok.key not in FUNCTION_WORDS:  # "what river", not "what is": "is" names no answer type
             name = "q"
         else:
             name = "f" if tok.key in FUNCTION_WORDS else "r"
