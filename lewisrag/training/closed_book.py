@@ -34,7 +34,7 @@ from lewisrag.data.pretrained import load_generator
 from lewisrag.data.records import of_kinds, read_qa, refuse_regex_targets
 from lewisrag.training.configs import ClosedBookConfig
 from lewisrag.training.devices import autocast, single_device
-from lewisrag.training.optim import adamw, backward_step, diverged, finite, first_non_finite, learning_rate_factor
+from lewisrag.training.optim import adamw, backward_step, diverged, finite, first_non_finite, learning_rate_factor, warmup_steps
 from lewisrag.training.rag_data import (DataPosition, answer_labels, group_units, next_batch, training_pairs,
                                        warn_split_groups)
 from lewisrag.training.tasks import label_log_probs, prepare_generator
@@ -79,7 +79,7 @@ def train_closed_book(cfg: ClosedBookConfig, out: str | os.PathLike,
     generator.to(device)
     torch.manual_seed(cfg.seed)
     opt = adamw(generator.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    warmup = int(cfg.warmup * cfg.steps)
+    warmup = warmup_steps(cfg.warmup, cfg.steps)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: learning_rate_factor(s, cfg.steps, warmup))
     pos, log, overflowed = DataPosition(), [], 0  # overflowed: fp16 steps the scaler skipped
     generator.train()

@@ -66,7 +66,7 @@ from lewisrag.training.configs import DPRTrainConfig, check_init
 from lewisrag.training.negatives import (hard_negative_rows, hard_negative_source, mine_self_negatives, note_unused_given,
                                          pick_negative)
 from lewisrag.training.devices import autocast, single_device
-from lewisrag.training.optim import adamw, backward_step, diverged, finite
+from lewisrag.training.optim import adamw, backward_step, diverged, finite, warmup_steps
 from lewisrag.training.tokenizer import bert_wordpiece_tokenizer
 
 
@@ -305,7 +305,7 @@ def train_dpr(
     q_enc.train(), c_enc.train()
     params = list({id(p): p for p in [*q_enc.parameters(), *c_enc.parameters()]}.values())
     opt = adamw(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    sched = get_linear_schedule_with_warmup(opt, int(cfg.warmup * cfg.steps), cfg.steps)
+    sched = get_linear_schedule_with_warmup(opt, warmup_steps(cfg.warmup, cfg.steps), cfg.steps)
     rng = random.Random(cfg.seed)
     pick_rng = random.Random(f"hard-negatives:{cfg.seed}")  # apart from `rng`: the batch order is the same whatever the source
     order: list[int] = []

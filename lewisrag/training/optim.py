@@ -13,6 +13,16 @@ import torch
 from lewisrag.data.io import InputError
 
 
+def warmup_steps(share: float, steps: int) -> int:
+    """The steps spent warming up: `share` of `steps`, rounded down, as int() did, but not below a whole
+    number that floating point writes a hair under it (0.29 * 100 is 28.999..., which int() cut to 28).
+
+    >>> [warmup_steps(0.29, 100), warmup_steps(0.58, 50), warmup_steps(0.1, 7), warmup_steps(0.0, 10)]
+    [29, 29, 0, 0]
+    """
+    return int(share * steps + 1e-9)
+
+
 def learning_rate_factor(step: int, steps: int, warmup_steps: int) -> float:
     """Linear warmup to 1, then linear decay to 0 at `steps` (transformers' linear schedule).
 

@@ -9,7 +9,9 @@ checkpoints that resume to the same weights and the same log as a run that was n
 fp16 (GPU only) goes with a gradient scaler: the loss is multiplied by a scale before backward, the
 gradients are divided by it again before clipping, and a step whose gradients hold inf or NaN is
 skipped (the weights stay, the scale halves; it still counts as a step of the schedule). Its log
-lines carry `loss_scale` and `skipped_inf`, and the scaler's state is part of the checkpoint. With
+lines carry `loss_scale` and `skipped_inf`, and the scaler's state is part of the checkpoint; a run
+whose every step was skipped, or whose last loss is not finite, stops as diverged at its last step,
+as the closed-book and stitched runs do (skipped steps leave finite weights, which pass the NaN checks). With
 bf16 or full precision there is no scaler. `gradient_checkpointing` recomputes the activations of
 BART, of the question encoder (unless frozen) and of a trained context encoder in the backward
 pass instead of storing them: less memory for one more forward pass per step, the same loss and
@@ -33,10 +35,12 @@ compile and seeding helpers `training.devices`'; AdamW and its schedule `trainin
 
 Output directory:
 
-    config.json   this config, and the sha256 of its --train and --dev files' content (`data_sha256`);
-                  with `root`, the folder the run and its inputs move with (`run_root`)
+    config.json   this config, the sha256 of its --train and --dev files' content (`data_sha256`), the
+                  index manifest's content_hash and n_passages (`index_passages`); with `root`, the
+                  folder the run and its inputs move with (`run_root`)
     log.jsonl     one line per optimizer step
-    checkpoint/   resumable state (its state.json records the same `data_sha256` and `run_root`)
+    checkpoint/   resumable state (its state.json records the same `data_sha256`, `index_passages` and
+                  `run_root`)
     best/         best dev EM model    final/   last model
 """
 
@@ -73,10 +77,10 @@ from lewisrag.training.configs import RagTrainConfig
 from lewisrag.training.configs import RAG_KIND as KIND  # the marker kind of training run folders (lewisrag.data.outputs)
 from lewisrag.training.devices import (_accelerator, _check_precision, _checkpoint_activations, _seed_everything, autocast,
                                        compile_models)
-from lewisrag.training.optim import adamw, diverged, finite, learning_rate_factor, optimizer_step
+from lewisrag.training.optim import adamw, diverged, finite, learning_rate_factor, optimizer_step, warmup_steps
 from lewisrag.training.rag_data import DataPosition, answer_labels, doc_entropy, load_components, next_batch, place_search, shard
-from lewisrag.training.rag_run import (DATA_KEY, ROOT_KEY, _check_out, _forget_unsaved, _held, _prepare_out, _record,
-                                       _recorded, _run_config, data_fingerprints)
+from lewisrag.training.rag_run import (DATA_KEY, INDEX_KEY, RESUMABLE_CHANGES, ROOT_KEY, _check_out, _forget_unsaved, _held,
+                                       _prepare_out, _record, _recorded, _run_config, data_fingerprints, index_fingerprint)
 from lewisrag.training.tasks import DEV_METRIC, fever_accuracy, rag_label_log_probs
 
 
@@ -153,20 +157,24 @@ def train_rag(cfg: RagTrainConfig, out: str | os.PathLike, resume: bool = False,
     out = Path(out)
     if not 0 <= cfg.seed < 2**32:  # numpy's seed range: else a traceback once the models have loaded
         raise InputError("--seed", f"must be between 0 and 2**32 - 1, got {cfg.seed}")
-    data = data_fingerprints(cfg)
+    data, index = data_fingerprints(cfg), index_fingerprint(cfg)
     filled = out.is_dir() and any(out.iterdir())
     inputs = {"--index": cfg.index, "--encoder": cfg.encoder, "--context-encoder": cfg.context_encoder,
               "--generator": cfg.generator, "--train": cfg.train, "--dev": cfg.dev}
     if filled and not resume:  # replaced or refused, but never with the run's own inputs inside
         check_inputs_outside(out, inputs)
-    recorded = _recorded(data, root)
+    recorded = _recorded(data, index, root)
     if not overwrite or resume or not filled:
         with _held(out):
             return _train_rag(cfg, out, resume, on_progress, recorded, out)
     check_out_dir(out, KIND, overwrite=True, inputs=inputs)  # nor a folder inside an input (--out RUN/dpr/x)
-    # named by the config and the data's content: a killed run is resumed there by the same command, and
+    # named by what a --resume compares, the config but RESUMABLE_CHANGES and the content of the data and index: a
+    # killed run is resumed there by the same command or one that changes only how fast or where it runs (with all
+    # of the config, a rerun with --gradient-checkpointing after running out of memory began again at step 0), and
     # one with other settings or data starts afresh beside it instead of failing as a --resume of another run
-    digest = hashlib.sha256(json.dumps(_run_config(cfg, {DATA_KEY: data}), sort_keys=True).encode()).hexdigest()[:12]
+    named = {k: v for k, v in _run_config(cfg, {DATA_KEY: data, INDEX_KEY: index}).items()
+             if k not in RESUMABLE_CHANGES}
+    digest = hashlib.sha256(json.dumps(named, sort_keys=True).encode()).hexdigest()[:12]
     where = physical(out)  # `.` has no name to put the staging folder beside
     staging = where.with_name(f".{where.name}.overwrite-{digest}")
     resumed = staging.exists()
@@ -185,7 +193,8 @@ def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress, record
     folder the run is read from once it has finished, `out` itself unless it trains in a staging folder
     (`--overwrite`): the paths its saved models record (`checkpoint.save_model`) are there."""
     _check_precision(cfg)
-    ckpt = _check_out(out, cfg, resume, recorded[DATA_KEY], recorded.get(ROOT_KEY))  # before the models load
+    # before the models load
+    ckpt = _check_out(out, cfg, resume, recorded[DATA_KEY], recorded.get(ROOT_KEY), recorded[INDEX_KEY])
     fresh = ckpt is None and not (out.is_dir() and any(out.iterdir()))  # nothing of a run's there yet
     acc = _accelerator(cfg)
     shared = cfg.shared_retrieval and acc.num_processes > 1
@@ -218,8 +227,8 @@ def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress, record
               {"params": [p for p in params if id(p) in question], "lr": cfg.lr * cfg.retriever_lr_scale},
               {"params": [p for p in params if id(p) in context], "lr": cfg.lr * cfg.retriever_lr_scale}]
     opt = adamw([g for g in groups if g["params"]], lr=cfg.lr, weight_decay=cfg.weight_decay)
-    warmup_steps = int(cfg.warmup * cfg.steps)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: learning_rate_factor(s, cfg.steps, warmup_steps))
+    warmup = warmup_steps(cfg.warmup, cfg.steps)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: learning_rate_factor(s, cfg.steps, warmup))
     scaler = torch.amp.GradScaler(acc.device.type, enabled=cfg.mixed_precision == "fp16")
     _seed_everything(cfg.seed, acc.process_index)
     log_file = out / "log.jsonl"
@@ -254,12 +263,12 @@ def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress, record
             "search": searched_on, "out": str(out)}
 
 
-def _diverged(cfg: RagTrainConfig, what: str) -> InputError:
+def _diverged(cfg: RagTrainConfig, what: str, or_bf16: bool = False) -> InputError:
     """`optim.diverged`'s line, naming --retriever-lr-scale too where the retriever trains (its encoders'
-    learning rate is --lr times it)."""
+    learning rate is --lr times it), and with `or_bf16` bf16, whose range does not overflow as fp16's does."""
     trains_retriever = cfg.train_context_encoder or not cfg.freeze_retriever
     also = f" or --retriever-lr-scale (now {cfg.retriever_lr_scale:g})" if trains_retriever else ""
-    return diverged(what, cfg.lr, also=also)
+    return diverged(what, cfg.lr, also=also + (" or train with --mixed-precision bf16" if or_bf16 else ""))
 
 
 def _reindexed_at(state: dict) -> int:
@@ -271,6 +280,7 @@ def _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, recorded, o
           read_at: Path) -> dict:
     step, pos, best, reindexed_at = state["step"], DataPosition(**state["position"]), state["best_em"], _reindexed_at(state)
     best_step = state.get("best_step")  # None in a checkpoint written before it was recorded
+    skipped = state.get("skipped_inf") or 0  # fp16 steps the scaler skipped (none in a checkpoint written before it was)
     while step < cfg.steps:
         model.train()
         if cfg.freeze_retriever:
@@ -297,6 +307,12 @@ def _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, recorded, o
         # a NaN model was scored (a FEVER dev accuracy of one label's share), kept as best/ and final/, exit 0
         if not math.isfinite(record["loss"]) and not scaler.is_enabled():  # under fp16 the scaler skipped the step
             raise _diverged(cfg, f"the loss became {record['loss']} at step {step}")
+        # the same count on every process: each scaler reads the gradients averaged across them. Skipped steps leave
+        # the weights finite, so the checks below pass: a run whose every step overflowed saved its untrained model
+        skipped += bool(scaling.get("skipped_inf"))
+        if step == cfg.steps and scaler.is_enabled() and (skipped == cfg.steps or not math.isfinite(record["loss"])):
+            raise _diverged(cfg, f"under fp16 the gradient scaler skipped {skipped} of the {cfg.steps} steps (inf or "
+                            f"NaN gradients) and the last loss was {record['loss']}", or_bf16=True)
         reindexing = cfg.reindex_every and step % cfg.reindex_every == 0
         # this step's update, whatever its loss: checked before anything is written, or re-encoded (NaN vectors
         # searched found no passages, told as an index to `lewisrag index tune`)
@@ -324,8 +340,8 @@ def _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, recorded, o
             if acc.num_processes > 1:  # whether this step checkpoints must be known to all (`gather_object` below)
                 best, best_step = broadcast_object_list([best, best_step])
         improved = best_step == step
-        state = {"step": step, "position": asdict(pos), "best_em": best, "best_step": best_step, "config": asdict(cfg),
-                 **recorded}
+        state = {"step": step, "position": asdict(pos), "best_em": best, "best_step": best_step, "skipped_inf": skipped,
+                 "config": asdict(cfg), **recorded}
         if cfg.train_context_encoder:
             state["live_index"] = E.live_state(parts.index, reindexed_at)
         if acc.is_main_process:

@@ -1,10 +1,10 @@
 """A RAG fine-tuning run's folder (the layout `training.rag` describes): the lock held while a run
 writes it (`_held`); what config.json and each checkpoint's state.json record beside the config, the
-sha256 of the --train and --dev files (`data_fingerprints`) and the run's root; the checks a
-`--resume` makes before any model loads (`_check_out`: the same settings but RESUMABLE_CHANGES, the
-same data, a checkpoint and log that are whole); the folder made ready to (re)start from the
-checkpoint (`_prepare_out`); the list of what the run wrote (`_record`); and what a run refused or
-diverged before saving anything wrote, removed (`_forget_unsaved`).
+sha256 of the --train and --dev files (`data_fingerprints`), the index's passages (`index_fingerprint`)
+and the run's root; the checks a `--resume` makes before any model loads (`_check_out`: the same
+settings but RESUMABLE_CHANGES, the same data and index, a checkpoint and log that are whole); the
+folder made ready to (re)start from the checkpoint (`_prepare_out`); the list of what the run wrote
+(`_record`); and what a run refused or diverged before saving anything wrote, removed (`_forget_unsaved`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pathlib import Path
 
 from lewisrag.data.io import InputError, atomic_path, expect, is_count, is_number, read_json, write_json
 from lewisrag.data.outputs import MARKER, check_out_dir, exclusive, existing, is_ours, mark, record_files
+from lewisrag.index.store import read_manifest
 from lewisrag.training import checkpoint as C
 from lewisrag.training.configs import RagTrainConfig
 from lewisrag.training.configs import RAG_KIND as KIND  # the marker kind of training run folders (lewisrag.data.outputs)
@@ -52,6 +53,11 @@ DATA_SUFFIXES = (".parquet", ".arrow")  # a folder's data files: Parquet shards,
 # in it, so a moved reproduction resumes its killed RAG stage, while RUN2/index_b for RUN/index_a (another file
 # of the run) or a path outside the root that changed is refused as before.
 ROOT_KEY = "run_root"
+# The index's passages as its manifest fingerprints them, recorded beside DATA_KEY: the config names --index
+# by its path, and an index rebuilt there from other passages between a kill and a --resume went on searching
+# other documents without a word.
+INDEX_KEY = "index_passages"
+INDEX_FIELDS = ("content_hash", "n_passages")  # the manifest's fingerprint of every passage in row order, and their count
 
 
 def content_sha256(spec: str) -> str | None:
@@ -84,9 +90,22 @@ def data_fingerprints(cfg: RagTrainConfig) -> dict[str, str | None]:
     return {name: content_sha256(getattr(cfg, name)) for name in DATA_FIELDS}
 
 
-def _recorded(data: dict, root: str | os.PathLike | None = None) -> dict:
-    """What a run records beside its config: its data files' content (DATA_KEY) and, given, its root (ROOT_KEY)."""
-    return {DATA_KEY: data} | ({ROOT_KEY: os.path.abspath(root)} if root is not None else {})
+def index_fingerprint(cfg: RagTrainConfig) -> dict | None:
+    """INDEX_FIELDS of `cfg.index`'s manifest, as the run records them; None for an index that cannot be
+    read, which the run's loader then names."""
+    try:
+        manifest = read_manifest(cfg.index)
+    except (InputError, OSError):
+        return None
+    if any(manifest.get(name) is None for name in INDEX_FIELDS):  # an index written before they were: not compared
+        return None
+    return {name: manifest[name] for name in INDEX_FIELDS}
+
+
+def _recorded(data: dict, index: dict | None = None, root: str | os.PathLike | None = None) -> dict:
+    """What a run records beside its config: its data files' content (DATA_KEY), its index's passages
+    (INDEX_KEY) and, given, its root (ROOT_KEY)."""
+    return {DATA_KEY: data, INDEX_KEY: index} | ({ROOT_KEY: os.path.abspath(root)} if root is not None else {})
 
 
 def _run_config(cfg: RagTrainConfig, recorded: dict) -> dict:
@@ -95,10 +114,10 @@ def _run_config(cfg: RagTrainConfig, recorded: dict) -> dict:
 
 
 def _check_out(out: Path, cfg: RagTrainConfig, resume: bool, data: dict | None = None,
-               root: str | None = None) -> Path | None:
+               root: str | None = None, index: dict | None = None) -> Path | None:
     """The checkpoint to resume from, if any; refuses to overwrite a run or resume a different one
-    (other settings, or other `data`: `data_fingerprints`; None: not compared). `root`: the folder the
-    run moves with now (ROOT_KEY), against the one it recorded."""
+    (other settings, other `data`: `data_fingerprints`, or another `index`: `index_fingerprint`; None:
+    not compared). `root`: the folder the run moves with now (ROOT_KEY), against the one it recorded."""
     check_out_dir(out, KIND)
     ckpt = existing(out / "checkpoint")
     if not resume:
@@ -116,11 +135,13 @@ def _check_out(out: Path, cfg: RagTrainConfig, resume: bool, data: dict | None =
             saved = _read_run_config(file)
             _check_same_config(saved, cfg, file, (_saved_root(saved, file, "; the run folder is damaged"), root))
             _check_same_data(saved.get(DATA_KEY), cfg, data, file, "; the run folder is damaged")
+            _check_same_index(saved.get(INDEX_KEY), cfg, index, file, "; the run folder is damaged")
         return None
     state = _read_state(ckpt)
     file = ckpt / C.STATE_JSON
     _check_same_config(state["config"], cfg, file, (_saved_root(state, file, "; the checkpoint is damaged"), root))
-    _check_same_data(state.get(DATA_KEY), cfg, data, ckpt / C.STATE_JSON, "; the checkpoint is damaged")
+    _check_same_data(state.get(DATA_KEY), cfg, data, file, "; the checkpoint is damaged")
+    _check_same_index(state.get(INDEX_KEY), cfg, index, file, "; the checkpoint is damaged")
     step = state["step"]
     if step > cfg.steps:  # the same config, so no run of it saved a later step: the loop would end at once
         raise InputError(ckpt / C.STATE_JSON, f"step {step} is beyond the run's --steps {cfg.steps}; the checkpoint "
@@ -192,6 +213,22 @@ def _check_same_data(saved, cfg: RagTrainConfig, data: dict | None, file: Path, 
                          "(another --out, or --overwrite)", field=DATA_KEY)
 
 
+def _check_same_index(saved, cfg: RagTrainConfig, index: dict | None, file: Path, damaged: str) -> None:
+    """Refuse a --resume whose --index (the same path: `_check_same_config` compared the paths) holds
+    other passages than the run recorded (`saved`: INDEX_KEY of the checkpoint's state.json, else of the
+    run's config.json, both `file`), naming the index and both fingerprints. A run recorded before
+    INDEX_KEY existed resumes unchecked."""
+    if saved is None or index is None:
+        return
+    expect(isinstance(saved, dict) and isinstance(saved.get("content_hash"), str) and is_count(saved.get("n_passages")),
+           file, INDEX_KEY, "null or an object of the index's content_hash and n_passages", saved, damaged)
+    if any(saved[name] != index[name] for name in INDEX_FIELDS):
+        raise InputError(file, f"--resume with another index than the run's, the same path holding other passages: "
+                         f"--index {cfg.index} (content_hash {index['content_hash']}, {index['n_passages']} passages; "
+                         f"the run's {saved['content_hash']}, {saved['n_passages']} passages). Resume with the index "
+                         "the run trained on, or start a new run (another --out, or --overwrite)", field=INDEX_KEY)
+
+
 def _shown(value: object) -> str:
     """A config value as a flag takes it: `--qa-fields question=query,answers=golds`, a switch on or off."""
     if isinstance(value, dict):
@@ -231,6 +268,9 @@ def _read_state(ckpt: Path) -> dict:
     best_step = state.get("best_step")
     need(best_step is None or (is_count(best_step) and best_step <= state["step"]), "best_step",
          "null or a whole number no later than the step", best_step)
+    skipped = state.get("skipped_inf")  # fp16 steps the gradient scaler skipped (`rag._loop`)
+    need(skipped is None or (is_count(skipped) and skipped <= state["step"]), "skipped_inf",
+         "null or a whole number of steps no more than the step", skipped)
     live = state.get("live_index")
     need(live is None or (isinstance(live, dict) and is_count(live.get("step", 0))), "live_index",
          "null or an object with a whole-number step", live)

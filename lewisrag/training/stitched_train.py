@@ -40,7 +40,7 @@ from lewisrag.rag_model.stitched import StitchSettings, stitch
 from lewisrag.training.configs import STITCHED_KIND as KIND  # the marker kind of its output folders (lewisrag.data.outputs)
 from lewisrag.training.configs import StitchedTrainConfig, check_stitched
 from lewisrag.training.devices import autocast, single_device
-from lewisrag.training.optim import adamw, backward_step, diverged, finite, learning_rate_factor
+from lewisrag.training.optim import adamw, backward_step, diverged, finite, learning_rate_factor, warmup_steps
 
 SETTINGS_FILE = "stitched.json"
 
@@ -195,8 +195,8 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
     torch.manual_seed(cfg.seed)  # dropout
     rng = random.Random(cfg.seed)
     opt = adamw(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    warmup_steps = int(cfg.warmup * cfg.steps)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: learning_rate_factor(s, cfg.steps, warmup_steps))
+    warmup = warmup_steps(cfg.warmup, cfg.steps)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: learning_rate_factor(s, cfg.steps, warmup))
     model.train()
     encode = _Encoder(tokenizer, _input_limit(model, cfg), cfg.max_target_length,
                       cache=cfg.gold_position == "retrieved" and not cfg.mixed_k)
