@@ -34,7 +34,8 @@ from lewisrag.data.pretrained import load_generator
 from lewisrag.data.records import of_kinds, read_qa, refuse_regex_targets
 from lewisrag.training.configs import ClosedBookConfig
 from lewisrag.training.devices import autocast, single_device
-from lewisrag.training.optim import adamw, backward_step, diverged, finite, first_non_finite, learning_rate_factor, warmup_steps
+from lewisrag.training.optim import (adamw, all_overflowed, backward_step, diverged, finite, first_non_finite,
+                                     learning_rate_factor, warmup_steps)
 from lewisrag.training.rag_data import (DataPosition, answer_labels, group_units, next_batch, training_pairs,
                                        warn_split_groups)
 from lewisrag.training.tasks import label_log_probs, prepare_generator
@@ -104,9 +105,8 @@ def train_closed_book(cfg: ClosedBookConfig, out: str | os.PathLike,
         if on_progress:
             on_progress(step, cfg.steps, record)
     # fp16: skipped steps leave the weights as they were, finite, and the check below passes
-    if scaler.is_enabled() and (overflowed == cfg.steps or not math.isfinite(log[-1]["loss"])):
-        raise diverged(f"under fp16 the gradient scaler skipped {overflowed} of the {cfg.steps} steps (inf or NaN "
-                       f"gradients) and the last loss was {log[-1]['loss']}", cfg.lr, also=" or train with --mixed-precision bf16")
+    if scaler.is_enabled() and (why := all_overflowed(overflowed, cfg.steps, log[-1]["loss"])):
+        raise diverged(why, cfg.lr, also=" or train with --mixed-precision bf16")
     if not finite(generator.parameters()):  # the last step's update, whatever the loss
         raise diverged(f"the closed-book generator's weights hold NaN or inf after step {cfg.steps}", cfg.lr)
     # whole or absent: a run that failed or was killed before this point leaves no folder that looks finished

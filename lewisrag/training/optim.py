@@ -1,11 +1,12 @@
 """The update every trainer shares: AdamW (`adamw`), its linear warmup and decay
-(`learning_rate_factor`), and the stop of a run whose loss or weights turned NaN or inf
-(`finite`, `diverged`), and the optimizer step after a backward pass, under fp16 through the gradient
+(`warmup_steps`, `learning_rate_factor`), and the stop of a run whose loss or weights turned NaN or inf
+(`finite`, `diverged`) or whose every fp16 step overflowed (`all_overflowed`), and the optimizer step after a backward pass, under fp16 through the gradient
 scaler (`optimizer_step`, `backward_step`).
 """
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import torch
@@ -21,6 +22,21 @@ def warmup_steps(share: float, steps: int) -> int:
     [29, 29, 0, 0]
     """
     return int(share * steps + 1e-9)
+
+
+def all_overflowed(skipped: int, steps: int, last_loss: float) -> str | None:
+    """Why an fp16 run diverged, where it did: its gradient scaler skipped every step, or its last loss is
+    not finite (a skipped step leaves the weights as they were, finite, so the NaN checks pass: the
+    untrained model was saved); None otherwise. For `diverged`, which each trainer names its flags in.
+
+    >>> all_overflowed(3, 3, 0.5)
+    'under fp16 the gradient scaler skipped 3 of the 3 steps (inf or NaN gradients) and the last loss was 0.5'
+    >>> all_overflowed(1, 3, 0.5) is None
+    True
+    """
+    if skipped < steps and math.isfinite(last_loss):
+        return None
+    return f"under fp16 the gradient scaler skipped {skipped} of the {steps} steps (inf or NaN gradients) and the last loss was {last_loss}"
 
 
 def learning_rate_factor(step: int, steps: int, warmup_steps: int) -> float:

@@ -77,7 +77,8 @@ from lewisrag.training.configs import RagTrainConfig
 from lewisrag.training.configs import RAG_KIND as KIND  # the marker kind of training run folders (lewisrag.data.outputs)
 from lewisrag.training.devices import (_accelerator, _check_precision, _checkpoint_activations, _seed_everything, autocast,
                                        compile_models)
-from lewisrag.training.optim import adamw, diverged, finite, learning_rate_factor, optimizer_step, warmup_steps
+from lewisrag.training.optim import (adamw, all_overflowed, diverged, finite, learning_rate_factor, optimizer_step,
+                                     warmup_steps)
 from lewisrag.training.rag_data import DataPosition, answer_labels, doc_entropy, load_components, next_batch, place_search, shard
 from lewisrag.training.rag_run import (DATA_KEY, INDEX_KEY, RESUMABLE_CHANGES, ROOT_KEY, _check_out, _forget_unsaved, _held,
                                        _prepare_out, _record, _recorded, _run_config, data_fingerprints, index_fingerprint)
@@ -310,9 +311,8 @@ def _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, recorded, o
         # the same count on every process: each scaler reads the gradients averaged across them. Skipped steps leave
         # the weights finite, so the checks below pass: a run whose every step overflowed saved its untrained model
         skipped += bool(scaling.get("skipped_inf"))
-        if step == cfg.steps and scaler.is_enabled() and (skipped == cfg.steps or not math.isfinite(record["loss"])):
-            raise _diverged(cfg, f"under fp16 the gradient scaler skipped {skipped} of the {cfg.steps} steps (inf or "
-                            f"NaN gradients) and the last loss was {record['loss']}", or_bf16=True)
+        if step == cfg.steps and scaler.is_enabled() and (why := all_overflowed(skipped, cfg.steps, record["loss"])):
+            raise _diverged(cfg, why, or_bf16=True)
         reindexing = cfg.reindex_every and step % cfg.reindex_every == 0
         # this step's update, whatever its loss: checked before anything is written, or re-encoded (NaN vectors
         # searched found no passages, told as an index to `lewisrag index tune`)

@@ -40,7 +40,8 @@ from lewisrag.rag_model.stitched import StitchSettings, stitch
 from lewisrag.training.configs import STITCHED_KIND as KIND  # the marker kind of its output folders (lewisrag.data.outputs)
 from lewisrag.training.configs import StitchedTrainConfig, check_stitched
 from lewisrag.training.devices import autocast, single_device
-from lewisrag.training.optim import adamw, backward_step, diverged, finite, learning_rate_factor, warmup_steps
+from lewisrag.training.optim import (adamw, all_overflowed, backward_step, diverged, finite, learning_rate_factor,
+                                     warmup_steps)
 
 SETTINGS_FILE = "stitched.json"
 
@@ -214,9 +215,8 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
         if on_progress:
             on_progress(step, cfg.steps, losses[-1])
     # fp16: skipped steps leave the weights as they were, finite, and the check below passes
-    if scaler.is_enabled() and (skipped == cfg.steps or not math.isfinite(losses[-1])):
-        raise diverged(f"under fp16 the gradient scaler skipped {skipped} of the {cfg.steps} steps (inf or NaN "
-                       f"gradients) and the last loss was {losses[-1]}", cfg.lr, also=" or train with --mixed-precision bf16")
+    if scaler.is_enabled() and (why := all_overflowed(skipped, cfg.steps, losses[-1])):
+        raise diverged(why, cfg.lr, also=" or train with --mixed-precision bf16")
     if not finite(model.parameters()):  # the last step's update, whatever the loss
         raise diverged(f"the generator's weights hold NaN or inf after step {cfg.steps}", cfg.lr)
     model.cpu().eval()  # saved from the CPU
