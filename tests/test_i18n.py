@@ -236,7 +236,7 @@ def test_eval_answers_prints_its_tables_in_chinese(eval_runs):
     zh = _stdout("eval", "answers", "--answers", src, "--out", eval_runs / "zh_tables", "--lang", "zh")
     for label in ("分层指标（题目级）", "指标", "无法计算", "均值", "得分 < 1 的比例", "得分 < 0.5 的比例", "忠实度", "上下文召回",
                   "答案完整度", "引用精确率", "recall@5", "陈述级诊断（均值 [95% 区间] n）", "噪声敏感度（相关段落）", "幻觉",
-                  "主因", "层", "题目数", "生成：用歪了", "无（各层通过）", "引用规则核对", "状态", "句数", "TOKEN_NOT_FOUND",
+                  "主因", "层", "题目数", "生成：用歪了", "无（没有层失败）", "引用规则核对", "状态", "句数", "TOKEN_NOT_FOUND",
                   "知识库里没有的题目：2 道中 2 道拒答"):
         assert label in zh, label
     for english in ("layered metrics", "metric", "null", "mean", "share", "context_recall", "recall_at_k", "claim-level",

@@ -717,3 +717,19 @@ def test_damaged_logs_and_evidence_are_one_line_when_the_report_redraws_them(tmp
         with pytest.raises(InputError) as e:
             _evidence(path)
         assert e.value.field == field
+
+
+def test_the_summary_shows_the_tasks_scores(tiny_run, capsys):
+    """reproduce --tasks printed, and gave --json, only retrieval, QA and the swap: Table 2 was in results.json alone."""
+    from lewisrag.commands import experiments as E
+
+    out, _ = tiny_run
+    results = json.loads((out / "results.json").read_text())
+    got = E.summary(results, out)
+    assert got["jeopardy"]["rag_token"] == {k: results["jeopardy"]["rag_token"][k] for k in ("q_bleu1", "bleu1")}
+    assert got["fever"]["closed_book"] == {k: results["fever"]["closed_book"][k] for k in ("acc3", "acc2")}
+    E._render(results, out)
+    printed = capsys.readouterr().out
+    assert "Jeopardy question generation and FEVER" in printed and "FEVER 3-way" in printed
+    qa_only = {k: v for k, v in results.items() if k not in ("jeopardy", "fever")}
+    assert "jeopardy" not in E.summary(qa_only, out)

@@ -186,9 +186,17 @@ def _print_notes(results: dict) -> None:
 
 
 def summary(results: dict, out: Path) -> dict:
-    """What the tables show, for --json: retrieval recall, test QA per system, the knowledge-update matrix, the files."""
+    """What the tables show, for --json: retrieval recall, test QA per system, the knowledge-update matrix, the files,
+    and with --tasks the Jeopardy and FEVER scores (`_TASK_KEYS`)."""
+    tasks = {task: {s: {k: v.get(k) for k in keys} for s, v in results[task].items() if s in SYSTEMS}
+             for task, keys in _TASK_KEYS.items() if results.get(task)}
     return {"out": str(out), "results": str(Path(out) / "results.json"), "report": str(Path(out) / "report.md"),
-            "retrieval": results["retrieval"], "qa": results.get("qa", {}), "knowledge_update": results.get("knowledge_update", {})}
+            "retrieval": results["retrieval"], "qa": results.get("qa", {}), "knowledge_update": results.get("knowledge_update", {}),
+            **tasks}
+
+
+SYSTEMS = ("rag_token", "rag_sequence", "closed_book")  # the systems of the paper's Table 2
+_TASK_KEYS = {"jeopardy": ("q_bleu1", "bleu1"), "fever": ("acc3", "acc2")}
 
 
 def _validated(preset: str, found: dict[str, str], as_json: bool = False) -> None:
@@ -232,4 +240,11 @@ def _render(results: dict, out: Path, lang: str = "en") -> None:
                                                     t("plot.questions_b")],
                                 [[system(m), t.word("index", i), c["questions_a"], c["questions_b"]]
                                  for m, by in ku.items() for i, c in by.items()]))
+    tasks = {k: v for k, v in summary(results, out).items() if k in _TASK_KEYS}
+    if tasks:  # reproduce --tasks: the paper's Table 2 columns, as report.md shows them
+        rows = [s for s in SYSTEMS if any(s in by for by in tasks.values())]
+        _ui.out.print(_ui.table(t("cli.rep.t2"), [t("col.system"), "Jeopardy Q-BLEU-1", "Jeopardy BLEU-1", "FEVER 3-way",
+                                                   "FEVER 2-way"],
+                                [[system(s), *((tasks.get(task) or {}).get(s, {}).get(k, "") for task, keys in _TASK_KEYS.items()
+                                               for k in keys)] for s in rows]))
     _ui.out.print(f"results: {Path(out) / 'results.json'}   report: {Path(out) / 'report.md'}")

@@ -15,7 +15,7 @@ import matplotlib
 import matplotlib.pyplot as plt
 
 from lewisrag.data.io import InputError, atomic_path, expect, is_count, is_finite_number, iter_records, read_json, write_text
-from lewisrag.eval.reports.claims import LEVEL, RESAMPLES, SEED, claims_markdown, paired_pvalue
+from lewisrag.eval.reports.claims import LEVEL, RESAMPLES, SEED, claims_markdown, paired_difference, paired_pvalue
 from lewisrag.eval.reports.i18n import ENGLISH, Messages, cjk_font, messages, plot_messages
 from lewisrag.eval.reports.markdown import code
 from lewisrag.eval.results import CLAIMS_PREFIX
@@ -108,20 +108,30 @@ def _claim_scores(results: dict) -> dict[str, dict[str, dict[str, float]]]:
 def _lead(leaders: list[str], systems: list[str], scores: dict[str, dict[str, float]], t: Messages,
           binary: bool = False) -> str:
     """What paired tests on the per-question `scores` say of the `leaders`' lead over the other `systems`:
-    '' when each leader differs from each of them at p < LEVEL; else a clause naming those it does not
-    set apart (the largest p of the pairs) and one naming those it could not pair (no per-question
-    scores in results.json): the tables print point estimates, and a lead within noise is no lead."""
-    level, untested, tests = [], [], set()
+    '' when each leader is above each of them at p < LEVEL; else a clause naming those it does not set
+    apart (the largest p of the pairs), one naming those above a leader at p < LEVEL on the questions
+    both have a score for (a mean over each system's own questions can lead where the shared ones do
+    not), and one naming those it could not pair (no per-question scores in results.json): the tables
+    print point estimates, and a lead within noise is no lead."""
+    level, flipped, untested, tests = [], [], [], {"level": set(), "flipped": set()}
     for other in (s for s in systems if s not in leaders):
-        pairs = [paired_pvalue(scores.get(s), scores.get(other), binary) for s in leaders]
-        if None in pairs:
+        pairs = [(paired_pvalue(scores.get(s), scores.get(other), binary), s) for s in leaders]
+        if any(r is None for r, _ in pairs):
             untested.append(other)
-        elif (p := max(r["p"] for r in pairs)) >= LEVEL:
-            level.append(t("rep.lead.p", name=t.system(other), p=p))
-            tests |= {r["test"] for r in pairs}
-    test = t.join(t("rep.test.mcnemar" if x == "mcnemar" else "rep.test.sign_flip", resamples=RESAMPLES, seed=SEED)
-                  for x in sorted(tests))
-    return ((t("rep.lead.level", others=t.names(level), test=test, level=LEVEL) if level else "")
+            continue
+        below = [r for r, s in pairs if r["p"] < LEVEL and paired_difference(scores[s], scores[other]) < 0]
+        named = below or [r for r, _ in pairs]  # the pairs the clause speaks of
+        if below or max(r["p"] for r in named) >= LEVEL:
+            group, key = (flipped, "flipped") if below else (level, "level")
+            group.append(t("rep.lead.p", name=t.system(other), p=max(r["p"] for r in named)))
+            tests[key] |= {r["test"] for r in named}
+
+    def test(key: str) -> str:
+        return t.join(t("rep.test.mcnemar" if x == "mcnemar" else "rep.test.sign_flip", resamples=RESAMPLES, seed=SEED)
+                      for x in sorted(tests[key]))
+
+    return ((t("rep.lead.level", others=t.names(level), test=test("level"), level=LEVEL) if level else "")
+            + (t("rep.lead.reversed", others=t.names(flipped), test=test("flipped"), level=LEVEL) if flipped else "")
             + (t("rep.lead.untested", others=t.names(map(t.system, untested))) if untested else ""))
 
 
@@ -235,12 +245,15 @@ def _table1(results: dict, t: Messages) -> list[str]:
             f"{_f(qa[s].get('rougeL'), t)} |" for s in shown]
     leaders = _leaders({s: qa[s]["exact_match"] for s in rows}, t)
     best = leaders[0]
-    if len(leaders) == len(rows):
+    if len(rows) == 1:  # nothing to compare it with: not "every system scores the same"
+        sentence = t("rep.t1.one", name=t.system(best), em=_pct(qa[best]["exact_match"], t))
+    elif len(leaders) == len(rows):
         sentence = t("rep.t1.same", em=_pct(qa[best]["exact_match"], t))
     else:
         sentence = t("rep.t1.best" if len(leaders) == 1 else "rep.t1.best_tied", name=t.names(map(t.system, leaders)),
                      em=_pct(qa[best]["exact_match"], t))
-        if best != "closed_book" and (qa.get("closed_book") or {}).get("exact_match") is not None:
+        # a closed book tied for the lead has no gap to itself ("+0 points against the closed-book BART")
+        if "closed_book" not in leaders and (qa.get("closed_book") or {}).get("exact_match") is not None:
             gap = qa[best]["exact_match"] - qa["closed_book"]["exact_match"]
             sentence += t("rep.t1.gap", gap=gap * 100)
         sentence += _lead(leaders, rows, _scores(results, "exact_match", "short"), t, binary=True)
@@ -248,19 +261,22 @@ def _table1(results: dict, t: Messages) -> list[str]:
 
 
 def _long_form(results: dict, t: Messages) -> list[str]:
+    """The long-form table; its sentence ranks the systems with a ROUGE-L (null, which the schema allows,
+    is not measured, not 0)."""
     qa = results.get("qa", {})
     rows = [s for s in SYSTEMS if s in qa and (qa[s].get("long") or {}).get("n")]
     if not rows:
         return []
     out = [t("rep.long.h"), "", f"| {t('col.system')} | ROUGE-L | BLEU-1 |", "|---|---:|---:|"]
     out += [f"| {t.system(s)} | {_f(qa[s]['long']['rougeL'], t)} | {_f(qa[s]['long']['bleu1'], t)} |" for s in rows]
-    leaders = _leaders({s: qa[s]["long"]["rougeL"] or 0.0 for s in rows}, t)
-    key = ("rep.long.same" if len(leaders) == len(rows) > 1 else "rep.long.sentence" if len(leaders) == 1
-           else "rep.long.sentence_tied")
-    sentence = t(key, n=qa[rows[0]]["long"]["n"], name=t.names(map(t.system, leaders)),
-                 score=_f(qa[leaders[0]]["long"]["rougeL"] or 0.0, t))
-    if len(leaders) < len(rows):
-        sentence += _lead(leaders, rows, _scores(results, "rougeL", "long"), t)
+    scored = {s: qa[s]["long"]["rougeL"] for s in rows if qa[s]["long"].get("rougeL") is not None}
+    leaders = _leaders(scored, t) if scored else []
+    key = ("rep.long.none" if not scored else "rep.long.one" if len(scored) == 1 else "rep.long.same"
+           if len(leaders) == len(scored) else "rep.long.sentence" if len(leaders) == 1 else "rep.long.sentence_tied")
+    sentence = t(key, n=qa[rows[0]]["long"]["n"], name=t.names(map(t.system, leaders)) if leaders else "",
+                 score=_f(scored[leaders[0]], t) if leaders else "")
+    if len(leaders) < len(scored):
+        sentence += _lead(leaders, list(scored), _scores(results, "rougeL", "long"), t)
     kinds = ((results.get("config") or {}).get("preset") or {}).get("rag", {}).get("train_kinds", "")
     if kinds and "long" not in kinds.split(","):
         sentence += t("rep.long.kinds", kinds=t("kind.join").join(t.word("kind", k) for k in kinds.split(",")))

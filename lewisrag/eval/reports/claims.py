@@ -119,10 +119,12 @@ def _ranking(values: Mapping[str, float | None], name: Name, most: str, least: s
     `a` and `b`'): a first-found maximum named one of two equal columns the highest.
 
     With `scores` ({label: {question id: value}}), an end is named plainly only where a paired test
-    (`paired_pvalue`) sets each of its columns apart from every other column at p < `LEVEL`; the
-    columns it does not set apart are named after it ('highest for `a`, within noise of `b`'), those
-    it could not pair ('not tested against'), and when no pair differs at all, the sentence says so:
-    the table prints intervals, and a lead inside them is no lead."""
+    (`paired_pvalue`) sets each of its columns apart from every other column at p < `LEVEL`, its paired
+    difference (`paired_difference`) on the end's side; the columns it does not set apart are named
+    after it ('highest for `a`, within noise of `b`'), those it sets apart the other way round (a mean
+    over each column's own questions, the test over the shared ones: 'reversed against'), those it
+    could not pair ('not tested against'), and when no pair differs at all, the sentence says so: the
+    table prints intervals, and a lead inside them is no lead."""
     known = {label: _f(v) for label, v in values.items() if v is not None}
     if len(known) < 2:
         return ""
@@ -138,14 +140,18 @@ def _ranking(values: Mapping[str, float | None], name: Name, most: str, least: s
     if all(r is not None and r["p"] >= LEVEL for r in p.values()):
         return t("cl.no_pair_differs")
 
-    def note(end: list[str]) -> str:
-        pairs = {o: [p.get((e, o)) or p.get((o, e)) for e in end] for o in labels if o not in end}
-        untested = [o for o, rs in pairs.items() if None in rs]
-        level = [o for o, rs in pairs.items() if o not in untested and any(r["p"] >= LEVEL for r in rs)]
-        return ((t("cl.within", others=t.names(map(name, level))) if level else "")
-                + (t("cl.untested", others=t.names(map(name, untested))) if untested else ""))
+    def note(end: list[str], side: int) -> str:
+        """The columns the tests do not set apart from `end`, by why; `side` 1 for the top (above every
+        other column on their shared questions), -1 for the bottom (below)."""
+        pairs = {o: [(e, p.get((e, o)) or p.get((o, e))) for e in end] for o in labels if o not in end}
+        untested = [o for o, rs in pairs.items() if any(r is None for _, r in rs)]
+        flipped = [o for o, rs in pairs.items() if o not in untested and any(
+            r["p"] < LEVEL and side * paired_difference(scores[e], scores[o]) < 0 for e, r in rs)]
+        level = [o for o, rs in pairs.items() if o not in untested + flipped and any(r["p"] >= LEVEL for _, r in rs)]
+        return "".join(t(key, others=t.names(map(name, group))) for key, group in
+                       (("cl.within", level), ("cl.reversed", flipped), ("cl.untested", untested)) if group)
 
-    notes = {"top_note": note(tops), "bottom_note": note(bottoms)}
+    notes = {"top_note": note(tops, 1), "bottom_note": note(bottoms, -1)}
     return t("cl.ends_noted", **ends, **notes) if any(notes.values()) else t("cl.ends", **ends)
 
 
@@ -196,6 +202,24 @@ def _finite(v) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
 
+def _paired(a: Mapping[str, float] | None, b: Mapping[str, float] | None) -> tuple[list[float], list[float]]:
+    """The values of `a` and of `b` on the questions both have a finite value for, in the same order."""
+    ids = [q for q, v in (a or {}).items() if _finite(v) and _finite((b or {}).get(q))]
+    return [float(a[q]) for q in ids], [float(b[q]) for q in ids]
+
+
+def paired_difference(a: Mapping[str, float] | None, b: Mapping[str, float] | None) -> float | None:
+    """The mean of `a` minus `b` over the questions both have a finite value for: which way the pairs
+    `paired_pvalue` tests lean, which each column's mean over its own questions need not show. None
+    when no question pairs up.
+
+    >>> paired_difference({"q1": 0.5, "q2": 1.0, "q3": 1.0}, {"q1": 0.75, "q2": 0.25}), paired_difference({"q1": 1.0}, {})
+    (0.25, None)
+    """
+    x, y = _paired(a, b)
+    return sum(x) / len(x) - sum(y) / len(y) if x else None
+
+
 def paired_pvalue(a: Mapping[str, float] | None, b: Mapping[str, float] | None, binary: bool = False) -> dict | None:
     """The two-sided p-value of a paired test of two columns ({question id: value}) over the questions
     both have a finite value for: McNemar's exact test when `binary` and every value is 0 or 1 (exact
@@ -207,16 +231,13 @@ def paired_pvalue(a: Mapping[str, float] | None, b: Mapping[str, float] | None, 
     >>> paired_pvalue({"q1": 0.5}, {"q2": 0.5}) is None
     True
     """
-    if not a or not b:
+    x, y = _paired(a, b)
+    if not x:
         return None
-    ids = [q for q, v in a.items() if _finite(v) and _finite(b.get(q))]
-    if not ids:
-        return None
-    x, y = [float(a[q]) for q in ids], [float(b[q]) for q in ids]
     if binary and set(x) | set(y) <= {0.0, 1.0}:
-        return {"p": mcnemar([v == 1.0 for v in x], [v == 1.0 for v in y], method="exact")["pvalue"], "n": len(ids),
+        return {"p": mcnemar([v == 1.0 for v in x], [v == 1.0 for v in y], method="exact")["pvalue"], "n": len(x),
                 "test": "mcnemar"}
-    return {"p": sign_flip_test(x, y, "two-sided", RESAMPLES, SEED)["pvalue"], "n": len(ids), "test": "sign_flip"}
+    return {"p": sign_flip_test(x, y, "two-sided", RESAMPLES, SEED)["pvalue"], "n": len(x), "test": "sign_flip"}
 
 
 def _sources(columns: Columns, name: Name, t: Messages) -> str:
@@ -227,8 +248,8 @@ def _sources(columns: Columns, name: Name, t: Messages) -> str:
     for label, col in columns.items():
         rel, irr, hal = (_mean(col, s) for s in ("noise_sensitivity_in_relevant", "noise_sensitivity_in_irrelevant",
                                                   "hallucination"))
-        if None in (rel, irr, hal):
-            continue
+        if None in (rel, irr, hal) or _f(rel + irr) == _f(hal) == _f(0.0):
+            continue  # no wrong claim from either side: "as much from the passages as from nowhere (0.000 against 0.000)"
         noise = rel + irr
         where = (t("cl.src.passages") if noise > hal else t("cl.src.nowhere") if hal > noise else t("cl.src.even"))
         item = (t("cl.src.item_named", who=name(label), noise=_f(noise), hal=_f(hal)) if len(columns) > 1
@@ -242,17 +263,22 @@ def _sources(columns: Columns, name: Name, t: Messages) -> str:
 
 
 def _all_zero(columns: Columns, short: str) -> bool:
+    """Whether every column's mean of `short` is 0 (a column without one, shown "–", is not)."""
     means = [_mean(col, short) for col in columns.values()]
-    return any(m is not None for m in means) and not any(means)
+    return bool(means) and all(m == 0 for m in means)
 
 
 def _short_answers(columns: Columns, t: Messages) -> str:
-    """Why recall is 0 in every column, when it is: these metrics need the answer to state whole
-    reference claims, which a short answer (a name, a year) never does; a reader would otherwise
-    take 0 for a broken metric or a model that answers nothing."""
+    """Why recall is 0 in every column, when it is, naming F1 and context utilization where they are 0
+    too (F1 has no value where precision has none: an answer without claims): these metrics need the
+    answer to state whole reference claims, which a short answer (a name, a year) never does; a reader
+    would otherwise take 0 for a broken metric or a model that answers nothing."""
     if not _all_zero(columns, "recall"):
         return ""
-    return " " + t("cl.short_answers", and_cu=t("cl.and_cu") if _all_zero(columns, "context_utilization") else "")
+    cu = _all_zero(columns, "context_utilization")
+    also = (t("cl.zero.f1", and_cu=t("cl.and_cu") if cu else "") if _all_zero(columns, "f1")
+            else t("cl.zero.cu") if cu else "")
+    return t("cl.short_answers", what=t("cl.zero.recall") + also)
 
 
 def _sentence(columns: Columns, name: Name, head: str, shorts: tuple[str, ...], *tails: str, t: Messages) -> str:

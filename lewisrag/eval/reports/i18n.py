@@ -30,6 +30,7 @@ import contextlib
 import functools
 import re
 import string
+import unicodedata
 from collections.abc import Iterator
 
 from lewisrag.data.io import InputError
@@ -50,7 +51,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "sep.clause": ("; ", "；"),
     "sep.list": (", ", "，"),
     "sep.enum": (", ", "、"),  # a list of names
-    "sep.and": (" and ", " 和 "),  # before a list's last name (spaced: names are often Latin)
+    "sep.and": (" and ", " 和 "),  # before a list's last name (spaced beside a Latin name: `names`)
     "col.system": ("system", "系统"),
     "col.metric": ("metric", "指标"),
     "col.model": ("model", "模型"),
@@ -100,7 +101,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "生成：没用上、用歪了或答非所问（忠实度未判定，未测答案相关性）"),
     "layer.citation": ("citation", "引用"),
     "layer.generator_failed": ("generator failed", "生成器失败"),
-    "layer.none": ("none", "无（各层通过）"),
+    # no primary cause: every layer passed, or none was measured (an empty answer, a refused not_in_kb question)
+    "layer.none": ("none", "无（没有层失败）"),
     "verdict.pass": ("pass", "通过"),
     "verdict.fail": ("fail", "失败"),
     "verdict.n/a": ("n/a", "不适用"),
@@ -167,11 +169,15 @@ MESSAGES: dict[str, tuple[str, str]] = {
                     "每个系统的精确匹配（EM）都一样（{em}）：没有哪个系统更突出"),
     "rep.t1.best": ("{name} has the highest exact match ({em})", "{name} 的精确匹配（EM）最高（{em}）"),
     "rep.t1.best_tied": ("{name} share the highest exact match ({em})", "{name} 的精确匹配（EM）并列最高（{em}）"),
+    "rep.t1.one": ("{name} has an exact match of {em}", "{name} 的精确匹配（EM）为 {em}"),  # the only system with one
     "rep.t1.gap": (", {gap:+.0f} points against the closed-book BART that reads no documents",
                    "，和不读任何文档的闭卷 BART 相差 {gap:+.0f} 个百分点"),
     # a lead the paired tests on results.json's per-question records do not bear out, or could not test
     "rep.lead.level": ("; the lead over {others} is within noise ({test}; a lead counts at p < {level})",
                        "；领先 {others}的幅度在噪声之内（{test}；p < {level} 才算领先）"),
+    # a leader whose higher mean the paired test contradicts: on the shared questions the other scores higher
+    "rep.lead.reversed": ("; the lead over {others} is reversed on the paired questions ({test}; a lead counts at p < {level})",
+                          "；在配对的题上，{others}反而更高（{test}；p < {level} 才算领先）"),
     "rep.lead.p": ("{name} (p = {p:.3f})", "{name}（p = {p:.3f}）"),
     "rep.lead.untested": ("; the lead over {others} is not tested (results.json holds no per-question scores to pair)",
                           "；对 {others} 的领先未经检验（results.json 里没有可配对的逐题得分）"),
@@ -187,6 +193,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
                                "在 {n} 道长答案题上，{name} 的 ROUGE-L 并列最高（{score}）"),
     "rep.long.same": ("On {n} long-form questions every system scores the same ROUGE-L ({score})",
                       "在 {n} 道长答案题上，每个系统的 ROUGE-L 都一样（{score}）"),
+    "rep.long.one": ("On {n} long-form questions {name} has a ROUGE-L of {score}",
+                     "在 {n} 道长答案题上，{name} 的 ROUGE-L 为 {score}"),
+    "rep.long.none": ("On {n} long-form questions no system has a ROUGE-L: not measured",
+                      "在 {n} 道长答案题上，没有哪个系统有 ROUGE-L：未测量"),
     "rep.long.kinds": (". The models were fine-tuned on {kinds}-answer questions only, so they answer a long-form question "
                        "with a phrase: these columns show what a model trained for one task scores on another (the paper "
                        "fine-tunes one model per dataset)",
@@ -324,17 +334,21 @@ MESSAGES: dict[str, tuple[str, str]] = {
     # an end a paired test did not set apart from every other column: what it did not, after its names
     "cl.ends_noted": ("{most} {top}{top_note}; {least} {bottom}{bottom_note}", "{most}{top}{top_note}；{least}{bottom}{bottom_note}"),
     "cl.within": (", within noise of {others}", "，与 {others} 的差别在噪声之内"),
+    # p < LEVEL, but on the questions both columns have a value for the end is on the other side of them
+    "cl.reversed": (", reversed against {others} on the questions both have a value for",
+                    "，但只看与 {others} 都有数值的题，高低相反"),
     "cl.untested": (", not tested against {others} (no per-question values to pair)",
                     "，未与 {others} 做配对检验（没有可配对的逐题数值）"),
     "cl.no_pair_differs": ("no two columns differ beyond noise", "任意两列之间的差别都在噪声之内"),
     "cl.of_metric": ("{metric}: {ranking}", "{metric}：{ranking}"),
     "cl.noise_total": ("relevant plus irrelevant: {ranking}", "相关与无关合计：{ranking}"),
     "cl.tested": ("- Highest and lowest are named only where a paired test sets the column apart from every other one "
-                  "at p < {level}: the two-sided sign-flip test over the questions both columns have a value for "
-                  "({resamples:,} sign assignments drawn from seed {seed}); a column it does not set apart is said to be "
-                  "within noise.",
-                  "- 只有配对检验在 p < {level} 下把某列与其余每一列都区分开，才说它最高或最低：检验用双侧符号翻转检验，只计两列"
-                  "都有数值的题（用种子 {seed} 抽 {resamples:,} 种符号组合）；区分不开的，说它们的差别在噪声之内。"),
+                  "at p < {level}, in the same direction: the two-sided sign-flip test over the questions both columns have "
+                  "a value for ({resamples:,} sign assignments drawn from seed {seed}); a column it does not set apart is said "
+                  "to be within noise, one it sets apart the other way round is said to be reversed.",
+                  "- 只有配对检验在 p < {level} 下把某列与其余每一列都区分开、且方向一致，才说它最高或最低：检验用双侧符号翻转检验，"
+                  "只计两列都有数值的题（用种子 {seed} 抽 {resamples:,} 种符号组合）；区分不开的，说它们的差别在噪声之内；"
+                  "区分开了但方向相反的，说高低相反。"),
     "cl.same": ("the same for every one", "各列都一样"),
     "cl.highest": ("highest for", "最高："),
     "cl.lowest": ("lowest for", "最低："),
@@ -352,12 +366,16 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "cl.src.group_one": ("{where} {items}", "{where}{items}"),
     "cl.src.item": ("({noise} against {hal})", "（{noise} 对 {hal}）"),
     "cl.src.item_named": ("{who} ({noise} against {hal})", "{who}（{noise} 对 {hal}）"),
-    "cl.short_answers": ("Recall, and with it F1{and_cu}, is 0 in every column: these ask whether the answer itself states "
+    # a second sentence after the first's full stop: spaced in English, not after 。
+    "cl.short_answers": (" {what} is 0 in every column: these ask whether the answer itself states "
                          "each reference claim, which a short answer (a name, a year) never does; on short-answer questions "
                          "read precision and the passage-side metrics instead.",
-                         "召回率（以及随之的 F1{and_cu}）在每一列都是 0：它们问的是回答本身是否说出了每条参考陈述，而短答案"
+                         "{what}在每一列都是 0：它们问的是回答本身是否说出了每条参考陈述，而短答案"
                          "（一个名字、一个年份）说不出完整的陈述；短答案的问题请看精确率和段落一侧的指标。"),
+    "cl.zero.recall": ("Recall", "召回率"),  # then what else is 0 in every column
+    "cl.zero.f1": (", and with it F1{and_cu},", "（以及随之的 F1{and_cu}）"),
     "cl.and_cu": (" and context utilization", " 和上下文利用率"),
+    "cl.zero.cu": (", and with it context utilization,", "（以及随之的上下文利用率）"),  # F1 not (no value where precision has none)
     "cl.head.prf": ("Precision / recall / F1 (right claims among the answer's; reference claims the answer states)",
                     "精确率 / 召回率 / F1（回答的陈述中正确的比例；参考陈述中被回答说出的比例）"),
     "cl.head.retrieval": ("Claim recall / context precision (reference claims some passage holds; passages holding a "
@@ -415,6 +433,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
                           "BAD_ID、MISSING_CITATION 和 QUOTE_NOT_FOUND 是硬门禁（必须为 0）；其余状态只能近似反映有没有支持。"),
     "md.nik.h": ("## not_in_kb questions (must refuse)", "## 知识库里没有的题目（必须拒答）"),
     "md.nik.count": ("{refused} of {n} refused.", "{n} 道中 {refused} 道拒答。"),
+    "md.nik.system": ("- {name}: {count}", "- {name}：{count}"),
+    "md.nik.system_missed": ("- {name}: {count} {missed}", "- {name}：{count}{missed}"),
     "md.nik.missed": ("Did not refuse: ", "没有拒答："),
     "md.unsupported.h": ("## Unsupported statements", "## 没有支持的陈述"),
     "md.unsupported.reason": ("judge's reason", "裁判给的理由"),
@@ -539,6 +559,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "cli.rep.retrieval": ("retrieval on the {split} split (snapshot A)", "检索（{split}集，快照 A）"),
     "cli.rep.qa": ("test QA (short answers; long-form ROUGE-L)", "测试集问答（短答案；长答案看 ROUGE-L）"),
     "cli.rep.long_rougeL": ("long ROUGE-L", "长答案 ROUGE-L"),
+    "cli.rep.t2": ("Jeopardy question generation and FEVER (test split; paper: Table 2)",
+                   "Jeopardy 问题生成与 FEVER（测试集；论文：表 2）"),
     "cli.rep.not_run": ("not run: {name} ({why})", "没有运行：{name}（{why}）"),
     "cli.rep.swap": ("knowledge update: EM by index (paper: matched 70%/68%, mismatched 12%/4%)",
                      "知识更新：各索引上的 EM（论文：匹配时 70%/68%，错配时 12%/4%）"),
@@ -783,6 +805,11 @@ def placeholders(template: str) -> set[str]:
     return {name for _, name, _, _ in string.Formatter().parse(template) if name}
 
 
+def _wide(text: str) -> bool:
+    """Whether `text` is CJK or full-width (东, （, 。): what Chinese sets without a space beside it."""
+    return bool(text) and all(unicodedata.east_asian_width(c) in "WF" for c in text)
+
+
 class Messages:
     """The catalogue in one language: `t(id, **values)` is the message with its placeholders filled."""
 
@@ -828,13 +855,20 @@ class Messages:
         return self(sep).join(items)
 
     def names(self, items) -> str:
-        """Names as a sentence lists them.
+        """Names as a sentence lists them; Chinese spaces 和 from a Latin name, not from a Chinese one.
 
         >>> Messages("en").names(["a"]), Messages("en").names(["a", "b", "c"]), Messages("zh").names(["a", "b", "c"])
         ('a', 'a, b and c', 'a、b 和 c')
+        >>> Messages("zh").names(["BART（闭卷）", "提示拼接 RAG"]), Messages("zh").names(["F1", "上下文利用率"])
+        ('BART（闭卷）和提示拼接 RAG', 'F1 和上下文利用率')
         """
         items = list(items)
-        return items[0] if len(items) == 1 else self.join(items[:-1], "sep.enum") + self("sep.and") + items[-1]
+        if len(items) == 1:
+            return items[0]
+        head, last, sep = self.join(items[:-1], "sep.enum"), items[-1], self("sep.and")
+        if _wide(sep.strip()):  # 和 keeps its space on a Latin name's side only ("（闭卷） 和" read as a stray space)
+            sep = (" " if not _wide(head[-1:]) else "") + sep.strip() + (" " if not _wide(last[:1]) else "")
+        return head + sep + last
 
     def text(self, value) -> str:
         """A fixed English text from the run (`KNOWN_TEXTS`, `KNOWN_PREFIXES`) in this language; others as they are.

@@ -136,8 +136,10 @@ def render_results(results: dict, lang: str = "en", plots_in_english: bool = Fal
     nik = agg["not_in_kb"]
     out += ["", t("md.nik.h"), "", t("md.nik.count", refused=nik["refused"], n=nik["n"])]
     for name, mine in systems.items():  # ids repeat across systems: each system names its own
-        line = f"- {code(name)}: " + t("md.nik.count", refused=mine["not_in_kb"]["refused"], n=mine["not_in_kb"]["n"])
-        out.append(line + (" " + _missed(mine["not_in_kb"], t) if mine["not_in_kb"]["not_refused_ids"] else ""))
+        own = mine["not_in_kb"]
+        count = t("md.nik.count", refused=own["refused"], n=own["n"])
+        out.append(t("md.nik.system_missed", name=code(name), count=count, missed=_missed(own, t))
+                   if own["not_refused_ids"] else t("md.nik.system", name=code(name), count=count))
     if not systems and nik["not_refused_ids"]:
         out.append(_missed(nik, t))
     out += ["", t("md.unsupported.h"), ""]
