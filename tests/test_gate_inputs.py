@@ -54,6 +54,21 @@ def test_a_score_that_is_not_a_score_exits_2_naming_file_line_and_field(tmp_path
     assert line > 3 and res.stderr.startswith(f"error: {path}:{line}: field 'records[2].metrics.faithfulness': {message}")
 
 
+@pytest.mark.parametrize(("token", "field", "message"), [
+    ("5", "gold_passage_ids", "expected a list of passage ids"),  # a traceback (exit 3) where the labels compared
+    ('"ab"', "gold_passage_ids", "expected a list of passage ids"),  # read as the ids 'a' and 'b'
+    ("[true]", "gold_passage_ids", "expected a list of passage ids"),
+    ("5", "reference_statements", "expected a list of statements"),
+    ('{"R1": "the API returns 500"}', "reference_statements", "expected a list of statements"),  # compared by its keys
+    ('[{"text": 5}]', "reference_statements", "expected a list of statements"),
+])
+def test_labels_of_the_wrong_shape_exit_2_naming_the_field(tmp_path, token, field, message):
+    path = _candidate(tmp_path, token, place=lambda run, v: run["records"][1].update({field: v}))
+    res = run_cli("gate", "--baseline", str(RUNS / "baseline"), "--candidate", str(path.parent))
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert res.stderr.startswith(f"error: {path}:{record_line(path, 1)}: field 'records[1].{field}': {message}"), res.stderr
+
+
 @pytest.mark.parametrize(("token", "place", "field", "record"), [
     ("Infinity", lambda run, v: run["records"][4]["metrics"]["recall_at_k"].update({"5": v}),
      "records[4].metrics.recall_at_k.5", 4),

@@ -268,3 +268,19 @@ def test_docs_quote_the_numbers_the_code_computes():
     for n in (stats.sample_size_for_upper_bound(0.03, 0.05), stats.sample_size_for_upper_bound(0.03, 0.05, method="exact"),
               stats.sample_size_for_upper_bound(0.0, 0.05, method="exact")):
         assert f"# {n}" in doc
+
+
+def test_the_gate_runs_one_sign_flip_test_per_mean_and_a_batch_that_does_not_grow_with_n(monkeypatch):
+    """paired_bootstrap ran a two-sided sign-flip test whose p-value the gate overwrote with its own one-sided
+    test's (the same cost again per metric); and scipy's batch of 1,000 resamples held n floats each (6.4 GB
+    at 100,000 questions)."""
+    import lewisrag.eval.stats.paired as paired
+    from lewisrag.eval.stats.checks import resample_batch
+
+    calls = []
+    real = paired.sign_flip_test
+    monkeypatch.setattr(paired, "sign_flip_test", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
+    r = paired.paired_bootstrap([0.5, 0.2, 0.9, 0.4], [0.7, 0.1, 1.0, 0.6], 200, 0, 0.95, pvalue=False)
+    assert "pvalue" not in r and r["n"] == 4 and calls == []
+    assert "pvalue" in paired.paired_bootstrap([0.5, 0.2], [0.7, 0.1], 200) and calls == ["two-sided"]
+    assert resample_batch(8_000) == 1000 and resample_batch(1_000_000) * 1_000_000 <= 1 << 23

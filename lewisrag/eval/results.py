@@ -164,6 +164,18 @@ class QuestionRecord:
             if c["status"] not in STATUSES:
                 raise InputError(src, f"unknown status '{c['status']}' (one of {', '.join(STATUSES)})", line=line,
                                  field=f"{where}.citation_checks[{j}].status")
+        # what the gate pairs a record's labels by (`gate.checks._LABELS`): a number there was a traceback (exit 3),
+        # an object of statements compared by its keys, and a string's gold ids by its characters
+        gold = rec.get("gold_passage_ids")
+        if gold is not None and not (isinstance(gold, list) and all(
+                isinstance(g, (str, int)) and not isinstance(g, bool) for g in gold)):
+            raise InputError(src, "expected a list of passage ids (strings or integers)", line=line,
+                             field=f"{where}.gold_passage_ids")
+        refs = rec.get("reference_statements")
+        if refs is not None and not (isinstance(refs, list) and all(
+                isinstance(s, str) or (isinstance(s, dict) and isinstance(s.get("text"), str)) for s in refs)):
+            raise InputError(src, "expected a list of statements (strings, or objects with a string 'text')", line=line,
+                             field=f"{where}.reference_statements")
         detail = {k: v for k, v in rec.items() if k not in ("id", "system", "category", "refused", "metrics", "nan_reasons")}
         return cls(str(rid), rec.get("system"), rec.get("category"), m, reasons, refused, detail)
 

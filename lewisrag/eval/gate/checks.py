@@ -524,7 +524,8 @@ def _mean_test(p: _Paired, cfg: GateConfig, correction: Correction) -> tuple[dic
     it cannot enumerate), whether it did, and the evidence. A test whose smallest possible p-value is
     above its level (k changed questions, exact: 0.5**k) says that no change could have been significant."""
     a, b = [x for _, x, _ in p.rows], [y for _, _, y in p.rows]
-    boot = stats.paired_bootstrap(a, b, cfg.n_resamples, cfg.seed, correction.interval_confidence)
+    # its interval; the p-value is the one-sided test's below
+    boot = stats.paired_bootstrap(a, b, cfg.n_resamples, cfg.seed, correction.interval_confidence, pvalue=False)
     level = (1 - correction.interval_confidence) / 2
     draws = sign_flip_draws(level, cfg.n_resamples)
     test = stats.sign_flip_test(a, b, "less" if p.direction > 0 else "greater", draws, cfg.seed)

@@ -18,7 +18,7 @@ The reference chapter's numbers (docs/architecture.md, docs/statistics.md), chec
 
 from __future__ import annotations
 
-from lewisrag.eval.stats.checks import check_confidence, check_count
+from lewisrag.eval.stats.checks import check_confidence, check_count, resample_batch
 
 
 def proportion_interval(
@@ -144,5 +144,5 @@ def mean_interval(scores, n_resamples: int = 10000, seed: int = 0, confidence: f
     if np.all(values == values[0]):  # every resample has the same mean
         return out | {"mean": mean, "low": mean, "high": mean}
     res = bootstrap((values,), np.mean, n_resamples=n_resamples, confidence_level=confidence, method="percentile",
-                    rng=np.random.default_rng(seed), batch=1000)
+                    rng=np.random.default_rng(seed), batch=resample_batch(values.size))
     return out | {"mean": mean, "low": float(res.confidence_interval.low), "high": float(res.confidence_interval.high)}

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from lewisrag.eval.stats.checks import check_confidence, check_marks, check_paired
+from lewisrag.eval.stats.checks import check_confidence, check_marks, check_paired, resample_batch
 
 
 def mcnemar(
@@ -61,6 +61,7 @@ def paired_bootstrap(
     n_resamples: int = 10000,
     seed: int = 0,
     confidence: float = 0.95,
+    pvalue: bool = True,
 ) -> dict:
     """Bootstrap of the mean difference `mean(b - a)` over questions, resampled in pairs: how large a change is.
 
@@ -73,7 +74,8 @@ def paired_bootstrap(
     percentile bootstrap over a few differing questions, all of one sign, never draws the other sign,
     so its share of resampled means past 0 was 0 with one question (p = 0) and far too small with
     three (n = 6: 0.032 where the exact test says 0.25 two-sided); the sign-flip p is 1 for one
-    question, 1 with no difference, and exact wherever the questions that differ are few.
+    question, 1 with no difference, and exact wherever the questions that differ are few. With
+    `pvalue=False` it is left out (the gate runs its own one-sided test: this one cost as much again).
 
     >>> r = paired_bootstrap([0.5, 0.5, 0.5], [1.0, 1.0, 1.0])
     >>> r["mean_diff"], r["low"], r["high"], r["n"], r["pvalue"]      # 2 of 8 sign assignments are as extreme
@@ -92,14 +94,16 @@ def paired_bootstrap(
     if diff.size == 0:
         return out | {"mean_diff": math.nan, "low": math.nan, "high": math.nan, "pvalue": math.nan,
                       "pvalue_method": "none"}
-    test = sign_flip_test(a[keep], b[keep], "two-sided", n_resamples, seed)
-    p = {"pvalue": test["pvalue"], "pvalue_method": test["method"]}
+    p = {}
+    if pvalue:
+        test = sign_flip_test(a[keep], b[keep], "two-sided", n_resamples, seed)
+        p = {"pvalue": test["pvalue"], "pvalue_method": test["method"]}
     mean_diff = float(diff.mean())
     if diff.size == 1 or np.all(diff == diff[0]):  # every resample has the same mean
         return out | {"mean_diff": mean_diff, "low": mean_diff, "high": mean_diff} | p
     res = bootstrap(
         (diff,), np.mean, n_resamples=n_resamples, confidence_level=confidence,
-        method="percentile", rng=np.random.default_rng(seed), batch=1000,
+        method="percentile", rng=np.random.default_rng(seed), batch=resample_batch(diff.size),
     )
     low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
     return out | {"mean_diff": mean_diff, "low": low, "high": high} | p
@@ -175,7 +179,7 @@ def sign_flip_test(
     data = nonzero if nonzero.size > 1 else np.append(nonzero, 0.0)
     res = permutation_test(
         (data,), _sum, permutation_type="samples", vectorized=True, n_resamples=n_resamples,
-        batch=1000, alternative=alternative, rng=np.random.default_rng(seed),
+        batch=resample_batch(data.size), alternative=alternative, rng=np.random.default_rng(seed),
     )
     exact = 2 ** data.size <= n_resamples
     # the p-value from scipy's null distribution, its ties within our tolerance (scipy's is relative to
