@@ -139,6 +139,24 @@ def test_wrong_model_folders_are_refused_before_any_stage(assets, tmp_path, monk
         assert not out.exists()
 
 
+def test_inputs_found_only_after_index_a_are_refused_before_any_stage(assets, tmp_path, monkeypatch, capsys):
+    """A hub name as a model flag, encoders of two widths, and a swap flag without the other two each
+    failed, or were found useless, only once index A was built (hours at full size; the corrected config
+    then refused as a --resume of another run)."""
+    other = dpr_pair(tmp_path / "wide", ["a question about a country", "a passage about it"], hidden=48)
+    cases = [({"bart": "hf:facebook/bart-large"}, (), "--generator: a local folder is needed, not a hub name"),
+             ({"question": "hf:facebook/dpr-question_encoder-single-nq-base"}, (), "--question-encoder: a local folder"),
+             ({"question": other["question"]}, (), "--question-encoder gives 48-d vectors and --context-encoder 32-d"),
+             ({}, ("--passages-b", assets["passages_b"]), "give all three or none (given: --passages-b)"),
+             ({}, ("--questions-a", assets["questions_a"], "--questions-b", assets["questions_b"]),
+              "give all three or none (given: --questions-a, --questions-b)")]
+    for i, (swap, extra, message) in enumerate(cases):
+        out = tmp_path / f"run{i}"
+        code, _, err = run_main(monkeypatch, capsys, *_flags({**assets, **swap}, out, *extra))
+        assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+        assert not out.exists()
+
+
 def test_generation_settings_rag_cannot_decode_with_are_refused_before_any_stage(assets, tmp_path, monkeypatch, capsys):
     """A do_sample in the generator's generation_config.json failed at the rag_token stage, after the
     indexes were built."""

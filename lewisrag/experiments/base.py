@@ -43,7 +43,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from lewisrag import __version__
-from lewisrag.data.io import InputError, LewisragWarning, expect, first_line, write_json, write_jsonl
+from lewisrag.data.io import InputError, LewisragWarning, expect, first_line, read_json, write_json, write_jsonl
 from lewisrag.data.passages import open_passages
 from lewisrag.data.pretrained import check_generator_folder, check_weights, generator_tokenizer, model_files
 from lewisrag.data.qa_formats import fields_unmapped
@@ -115,11 +115,20 @@ def prepare(assets: BaseAssets, hub: tuple[str, ...] = ()) -> dict:
         names = f" ({', '.join(a.partition(':')[2] for a in hub)})" if hub else ""
         raise InputError("--preset base", f"needs {', '.join(missing)}: local copies of the recipe's checkpoints and "
                          f"data{names}; or only --hub-dir DIR to check that the hub's are on this machine")
+    for f in ("question_encoder", "context_encoder", "generator"):  # read from folders: a hub name failed after index A
+        value = str(getattr(assets, f))
+        if value.startswith("hf:"):
+            raise InputError(value, f"--{f.replace('_', '-')}: a local folder is needed, not a hub name: download it "
+                             f"first (hf download {value[3:]} --local-dir DIR) and give DIR")
     for f in ("question_encoder", "context_encoder", "generator", "passages_b", "questions_a", "questions_b",
               "train", "dev", "test", "passages"):
         value = getattr(assets, f)
         if value and not str(value).startswith("hf:") and not Path(value).exists():
             raise InputError(value, f"--{f.replace('_', '-')}: not found")
+    swap = [f"--{f.replace('_', '-')}" for f in ("passages_b", "questions_a", "questions_b") if getattr(assets, f)]
+    if 0 < len(swap) < 3:  # index B built, or question sets read, for a knowledge-update matrix that cannot run
+        raise InputError(swap[0], "--passages-b, --questions-a and --questions-b make the knowledge-update matrix "
+                         f"together: give all three or none (given: {', '.join(swap)})")
     for f in ("steps", "max_passages", "max_train"):
         value = getattr(assets, f)
         if value is not None and value < 1:
@@ -199,10 +208,9 @@ def _check_model_folders(assets: BaseAssets) -> None:
     safetensors headers, the tokenizer, and the generator's tokenizer against its config.json's
     vocab_size and pad_token_id), before any stage runs: a wrong or damaged folder found after
     the index is built would leave a run that --resume refuses (its config differs)."""
+    sizes = {}
     for flag, value, side in (("--question-encoder", assets.question_encoder, "question"),
                               ("--context-encoder", assets.context_encoder, "context")):
-        if str(value).startswith("hf:"):
-            continue
         with _flagged(flag):
             layout = dpr_layout(value)
         if layout != side:
@@ -212,12 +220,16 @@ def _check_model_folders(assets: BaseAssets) -> None:
                              "folder of the pair")
         with _flagged(flag):
             check_transformers_encoder(value, side)
-    if not str(assets.generator).startswith("hf:"):
-        check_generator_folder(assets.generator)
-        with _flagged("--generator"):
-            check_weights(assets.generator, "generator")
-            generator_tokenizer(assets.generator)
-        _check_generation(Path(assets.generator))
+        config = read_json(Path(value) / "config.json")
+        sizes[flag] = config.get("projection_dim") or config.get("hidden_size")  # DPR's vector: projected, else pooled
+    if len(set(sizes.values())) > 1:  # else found by index A's first search, naming the run's own index
+        raise InputError(assets.question_encoder, "--question-encoder gives {}-d vectors and --context-encoder {}-d: "
+                         "not a pair".format(*sizes.values()), field="hidden_size")
+    check_generator_folder(assets.generator)
+    with _flagged("--generator"):
+        check_weights(assets.generator, "generator")
+        generator_tokenizer(assets.generator)
+    _check_generation(Path(assets.generator))
 
 
 @contextlib.contextmanager
