@@ -216,3 +216,14 @@ def test_cli_foreign_encoder_is_exit_2(rag_inputs, trained_rag, tmp_path):  # no
                 str(rag_inputs["world"] / "questions_a.jsonl"), "--out", str(tmp_path / "m.json"))
     assert r.returncode == 2 and "ctx_fingerprint" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "m.json").exists()
+
+
+def test_a_question_the_encoder_reads_nothing_of_is_refused_as_ask_refuses_it(rag_inputs, trained_rag, tmp_path):  # noqa: F811
+    """A zero-width space or a bell was answered from [CLS] [SEP] alone and scored, with exit 0 and no note."""
+    from lewisrag.experiments.swap import swap_matrix
+
+    path = write_jsonl(tmp_path / "q.jsonl", [{"id": "fine", "question": "Who leads Valdoria?", "answers": ["x"]},
+                                              {"id": "blank", "question": "\u200b\u0007", "answers": ["x"]}])
+    with pytest.raises(InputError, match="question 'blank'") as e:
+        swap_matrix([trained_rag], [rag_inputs["index"]], [path])
+    assert e.value.field == "question" and e.value.source == str(path)

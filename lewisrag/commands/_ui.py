@@ -239,7 +239,9 @@ def _fmt(v) -> str:
     return "–" if v is None else printable(str(v))  # no score, as the reports write it
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# C0 and C1 controls but the line break and tab, and the bidirectional controls (U+202A-202E, U+2066-2069):
+# one in a passage or question reordered what the terminal showed after it ("Who leads\u202e Talfo?")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def printable(text: str) -> str:
@@ -247,7 +249,7 @@ def printable(text: str) -> str:
     line breaks and tabs kept: an escape sequence in a passage would otherwise clear the user's screen
     or retitle the window, as error lines already escape them.
 
-    >>> printable("Evil \\x1b[2Jred\\x07 a\\tb")
-    'Evil \\\\x1b[2Jred\\\\x07 a\\tb'
+    >>> printable("Evil \\x1b[2Jred\\x07 a\\tb"), printable("Who leads\\u202e Talfo?")
+    ('Evil \\\\x1b[2Jred\\\\x07 a\\tb', 'Who leads\\\\u202e Talfo?')
     """
-    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
+    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text)

@@ -202,6 +202,11 @@ def swap_matrix(model_paths: Sequence[str | os.PathLike], index_paths: Sequence[
                          f"{' and '.join(why)}")
     notes += overlap_notes(names_i, indexes, names_q, sets)
     for (_, tokenizers), m in zip(models, names_m):
+        for path, scored in zip(question_paths, sets):  # as `ask` refuses one: answered from [CLS] [SEP] alone
+            for ex in scored:
+                if not ex.question.strip() or not tokenizers.question(ex.question, add_special_tokens=False)["input_ids"]:
+                    raise InputError(path, f"question {ex.id!r} ({ex.question!r}) holds no character the question encoder "
+                                     f"of {m} reads", field="question")
         for q, scored in zip(names_q, sets):
             if blind := sum(knows_no_word(tokenizers.question, ex.question) for ex in scored):
                 notes.append(f"{q}: the question encoder of {m} knows no word of {blind} of its {len(scored)} questions "
