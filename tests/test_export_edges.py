@@ -150,3 +150,44 @@ def test_a_model_of_another_kind_is_named_by_its_model_type(rag_inputs, tmp_path
     (run / "config.json").write_text(json.dumps({"preset": "tiny"}))
     with pytest.raises(InputError, match="a reproduce run holds its models in"):
         resolve_model_dir(run)
+
+
+def test_a_transformers_rag_checkpoint_exports_as_ask_reads_it(exported, rag_inputs, tmp_path, monkeypatch,  # noqa: F811
+                                                                capsys):
+    """A RAG folder of transformers' own names no context encoder: `ask` and `swap` search any index of its
+    width with a note saying so, where export refused it unless --swap, telling the user to "use the question
+    encoder of the pair" that the transformers DPRQuestionEncoder names none of."""
+    from lewisrag.training.checkpoint import load_trained
+
+    plain = tmp_path / "plain"
+    shutil.copytree(exported, plain)
+    (plain / "lewisrag_export.json").unlink()
+    out = tmp_path / "out"
+    code, stdout, err = run_main(monkeypatch, capsys, "export", "--model", plain, "--index", rag_inputs["index"],
+                                 "--out", out, "--json")
+    assert code == 0, err
+    assert err.startswith(f"note: {plain} names no context encoder (a transformers RAG checkpoint)"), err
+    assert json.loads(stdout)["paired_fingerprint"] is None
+    assert load_trained(out)[0].settings.index_fingerprint is None  # and still names none read back
+    code, _, err = run_main(monkeypatch, capsys, "export", "--model", plain, "--index", rag_inputs["index"],
+                            "--out", out, "--swap")
+    assert code == 0 and "names no context encoder" not in err, err  # --swap: the user said so, as in `ask`
+
+
+def test_an_index_smaller_than_the_models_k_is_named_by_its_field(exported, rag_inputs, tmp_path, monkeypatch,  # noqa: F811
+                                                                   capsys):
+    """export's "holds N passages, fewer than the model's n_docs" named no field, where ask and swap name n_passages."""
+    from lewisrag.index.dense import DenseIndex
+
+    model = tmp_path / "model"
+    shutil.copytree(exported, model)
+    n = len(DenseIndex.load(rag_inputs["index"]).passages)
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps({**config, "n_docs": n + 1}))
+    (model / "lewisrag_export.json").unlink()  # (its record's K would differ from config.json's: a warning)
+    out = tmp_path / "out"
+    err = _refused_in_one_line(monkeypatch, capsys, "export", "--model", model, "--index", rag_inputs["index"],
+                               "--out", out, "--swap")
+    assert err == (f"error: {rag_inputs['index']}: field 'n_passages': holds {n} passages, fewer than the model's "
+                   f"n_docs {n + 1}\n"), err
+    assert not out.exists()

@@ -20,6 +20,7 @@ def export(
 ) -> None:
     """Write transformers' RAG layout: weights, RagConfig (index_name "custom"), both tokenizers, the passages
     as a `datasets` folder with their embeddings, and the FAISS index over them."""
+    from lewisrag.experiments.ask import unpaired_note
     from lewisrag.experiments.export import export_rag
 
     summary = export_rag(model, index, out, swap=swap, overwrite=overwrite)
@@ -28,22 +29,31 @@ def export(
     else:
         _ui.out.print(f"exported RAG-{summary.variant} (K={summary.n_docs}) with {summary.n_passages} passages "
                       f"({summary.dim}-d) to {summary.out}")
-    # a note, as ask's and swap's are: on stderr, one unwrapped line, with --json too (stdout keeps the results)
+    # notes, as ask's and swap's are: on stderr, one unwrapped line each, with --json too (stdout keeps the results);
+    # a model naming no context encoder was exported with any index of its width, as `ask` searches one
+    unpaired = None if swap else unpaired_note(model, summary.paired_fingerprint)
+    if unpaired:
+        typer.echo(f"note: {unpaired}", err=True)
     typer.echo(decoding_note(summary.variant, summary.generate_kwargs, summary.beam_kwargs), err=True)
 
 
 def decoding_note(variant: str, generate_kwargs: dict, beam_kwargs: dict) -> str:
-    """How transformers' generate() on the export gives `lewisrag ask`'s answers (experiments.export).
+    """How transformers' generate() on the export relates to `lewisrag ask`'s answers (experiments.export).
 
     >>> print(decoding_note("sequence", {"num_beams": 1, "max_length": 32, "forced_bos_token_id": 0}, {"early_stopping": True}))
-    note: transformers' RagSequenceForGeneration reloads without the generator's generation settings; pass generate(num_beams=1, max_length=32, forced_bos_token_id=0) to get lewisrag ask's answers (greedy), or the same with num_beams=N, early_stopping=True for lewisrag ask --num-beams N's; except that transformers 5 searches each passage without the attention mask ask uses, so where passages are padded the answers can differ (docs/real-data.md)
+    note: transformers' RagSequenceForGeneration reloads without the generator's generation settings: pass generate(num_beams=1, max_length=32, forced_bos_token_id=0) for lewisrag ask's settings (greedy), or the same with num_beams=N, early_stopping=True for lewisrag ask --num-beams N's; even so its answers differ from ask's: transformers 5 searches each passage without an attention mask, attending to the padding of passages padded to max_combined_length, which ask masks (docs/real-data.md shows the mask to pass), and it answers the question as the question encoder's tokenizer decodes it (lowercased by an uncased one)
     """
     beams = ", ".join(["num_beams=N", *(f"{k}={v!r}" for k, v in beam_kwargs.items())])
+    # transformers' retriever rebuilds the generator input from the question ids decoded: a generator trained on cased
+    # questions can answer the lowercased one otherwise (experiments.export)
+    decoded = "the question as the question encoder's tokenizer decodes it (lowercased by an uncased one)"
     if variant == "token":  # its generation_config.json holds generate_kwargs
-        return (f"note: generate() decodes as lewisrag ask does (greedy, max_length={generate_kwargs['max_length']}); "
-                f"pass generate({beams}) for lewisrag ask --num-beams N's answers")
+        return (f"note: generate() gives lewisrag ask's answer (greedy, max_length={generate_kwargs['max_length']}) to "
+                f"{decoded}, which can differ from ask's answer to the question as typed; pass generate({beams}) "
+                f"for lewisrag ask --num-beams N's")
     settings = ", ".join(f"{k}={v!r}" for k, v in generate_kwargs.items())
-    return (f"note: transformers' RagSequenceForGeneration reloads without the generator's generation settings; "
-            f"pass generate({settings}) to get lewisrag ask's answers (greedy), or the same with {beams} "
-            f"for lewisrag ask --num-beams N's; except that transformers 5 searches each passage without the attention "
-            f"mask ask uses, so where passages are padded the answers can differ (docs/real-data.md)")
+    return (f"note: transformers' RagSequenceForGeneration reloads without the generator's generation settings: "
+            f"pass generate({settings}) for lewisrag ask's settings (greedy), or the same with {beams} "
+            f"for lewisrag ask --num-beams N's; even so its answers differ from ask's: transformers 5 searches each "
+            f"passage without an attention mask, attending to the padding of passages padded to max_combined_length, "
+            f"which ask masks (docs/real-data.md shows the mask to pass), and it answers {decoded}")

@@ -53,8 +53,10 @@ class Answer:
 
 
 def unpaired_note(path: str | os.PathLike, model) -> str | None:
-    """What to tell the user when `model` names no context encoder, so no index can be checked against it."""
-    if model.settings.index_fingerprint is not None:
+    """What to tell the user when `model` (a RagModel, or the fingerprint it names) names no context
+    encoder, so no index can be checked against it."""
+    fingerprint = model if model is None or isinstance(model, str) else model.settings.index_fingerprint
+    if fingerprint is not None:
         return None
     return (f"{path} names no context encoder (a transformers RAG checkpoint): any index of its width is "
             "searched without checking that it was built by the context encoder the model was trained with")

@@ -35,13 +35,15 @@ Hence, in the summary and lewisrag_export.json:
                       num_beams=1, max_length=32 and (RAG-Sequence) every setting its reload loses
     beam_kwargs       add these and num_beams=N to get `ask --num-beams N`'s answers
 
-except, for RAG-Sequence, where passages are padded: transformers 5 runs its per-passage search
-without an attention mask (`ask` masks the padding, as training does), so those answers can differ
-(docs/real-data.md, "One difference no setting can carry").
+except, for RAG-Sequence, the padding: transformers' retriever pads every passage to max_combined_length
+and transformers 5 runs the per-passage search without an attention mask, attending to that padding
+(`ask` masks it, as training does), so its answers differ from `ask`'s; passing the generator the mask
+gives them back (docs/real-data.md, "One difference no setting can carry").
 
-transformers' retriever builds each generator input from the question *decoded* from its input ids
-(`question_encoder_tokenizer.batch_decode`), not from the string asked: with an uncased question
-tokenizer the question reaches the generator lowercased, as it does in transformers' RAG itself.
+Either variant answers the question *decoded* from its input ids: transformers' retriever builds each
+generator input from `question_encoder_tokenizer.batch_decode`, not from the string asked. It matches
+`ask` given that string, which an uncased question tokenizer lowercases; a generator trained on cased
+questions may answer the question as typed otherwise.
 """
 
 from __future__ import annotations
@@ -93,6 +95,8 @@ class ExportSummary:
     index: str
     generate_kwargs: dict  # generate(**generate_kwargs) on the reloaded model: default `lewisrag ask`'s answers
     beam_kwargs: dict  # with num_beams=N added to generate_kwargs: `lewisrag ask --num-beams N`'s answers
+    # the context encoder the model is paired with; None: it names none (a transformers RAG checkpoint)
+    paired_fingerprint: str | None = None
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -139,10 +143,13 @@ def _export(model_path, index_path, out: Path, given, swap: bool) -> ExportSumma
     with torch.no_grad():  # the question encoder's output size, checked against the index's like `ask` does
         q = tokenizers.question(["dimension probe"], return_tensors="pt")
         dim = int(model.encode_questions(q["input_ids"], q["attention_mask"]).shape[1])
-    dense.check_encoder(model.settings.index_fingerprint, dim, swap=swap, flags=("--swap",))
+    # a model naming no context encoder (a transformers RAG checkpoint) takes any index of its width, as in `ask`
+    # (`RagModel.retrieve`); the command says so in a note (`ask.unpaired_note`)
+    paired = model.settings.index_fingerprint
+    dense.check_encoder(paired, dim, swap=swap or paired is None, flags=("--swap",))
     n = len(dense.passages)
     if model.n_docs > n:
-        raise InputError(index_path, f"holds {n} passages, fewer than the model's n_docs {model.n_docs}")
+        raise InputError(index_path, f"holds {n} passages, fewer than the model's n_docs {model.n_docs}", field="n_passages")
 
     final = out.resolve()
     s = model.settings
@@ -175,10 +182,9 @@ def _export(model_path, index_path, out: Path, given, swap: bool) -> ExportSumma
         write_passages(dense, tmp / PASSAGES)
         faiss.write_index(dense.faiss_index, str(tmp / FAISS_FILE))
         summary = ExportSummary(str(given), s.variant, s.n_docs, n, dim, str(resolve_model_dir(model_path)), str(index_path),
-                                {**ASK_DEFAULTS, **lost_generation_settings(model)}, beams)
-        # the model's own pairing beside the exported index's: they differ when --swap paired it with another
-        write_json(tmp / EXPORT_RECORD, {"format": EXPORT_FORMAT, **summary.to_dict(), "index_fingerprint": dense.ctx_fingerprint,
-                                         "paired_fingerprint": s.index_fingerprint})
+                                {**ASK_DEFAULTS, **lost_generation_settings(model)}, beams, s.index_fingerprint)
+        # the model's own pairing (in the summary) beside the exported index's: they differ when --swap paired it with another
+        write_json(tmp / EXPORT_RECORD, {"format": EXPORT_FORMAT, **summary.to_dict(), "index_fingerprint": dense.ctx_fingerprint})
     return summary
 
 

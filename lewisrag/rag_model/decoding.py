@@ -421,8 +421,8 @@ def generation_mask(ids: torch.Tensor, pad: int | None, eos_ids) -> torch.Tensor
     """The mask RAG-Sequence's per-document search reads its contexts with: padding masked out, as
     training reads them (transformers' RagSequenceForGeneration passes its generator no mask; older
     releases inferred this one from the padding, transformers 5.24 infers none for an
-    encoder-decoder model and attends to the padding, so an export's answers can differ from
-    `ask`'s where passages are padded: docs/real-data.md)."""
+    encoder-decoder model and attends to the padding its retriever adds up to max_combined_length,
+    so an export's answers differ from `ask`'s unless given this mask: docs/real-data.md)."""
     if pad is not None and pad not in eos_ids:
         return ids.ne(pad)
     return torch.ones_like(ids, dtype=torch.bool)
