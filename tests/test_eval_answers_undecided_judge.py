@@ -106,3 +106,19 @@ def test_an_answer_decomposed_into_nothing_is_a_decomposer_failure(tmp_path):
     assert refused["nan_reasons"]["faithfulness"] == "no statements in the answer"
     with pytest.raises(InputError, match="decided none of the 1 statements of A"):
         _check_decided(data, "llm:x", "A")
+
+
+def test_eval_bughunt_says_how_many_statements_its_judge_left_undecided(tmp_path, monkeypatch, capsys):
+    """A labels file missing two of BugHunt's lines turned the hallucinated answer into a 'not used' one
+    (faithfulness 1.000 over its one decided statement), exit 0 and nothing said."""
+    from importlib import resources
+
+    shipped = resources.files("lewisrag.eval.bughunt").joinpath("labels.jsonl").read_text(encoding="utf-8")
+    lines = [line for line in shipped.splitlines()
+             if "hallucinated-s2-faithful" not in line and "hallucinated-s3-faithful" not in line]
+    part = tmp_path / "part.jsonl"
+    part.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code, _, err = run_main(monkeypatch, capsys, "eval", "bughunt", "--judge", f"labels:{part}", "--json")
+    assert code == 0, err
+    notes = [line for line in err.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1 and "statements of the BugHunt answers; the 2 undecided are left out of faithfulness" in notes[0]

@@ -121,12 +121,8 @@ def answers(
                                    progress=lambda n: p.advance(task, n))
         _check_endpoint(the_judge)  # inside: the bar goes with the error
         data = results.to_json()
-        undecided, judged = _check_decided(data, judge, f"the answers of {file}")  # before anything is written
-    if undecided:  # never left out in silence: the scores are over the decided ones
-        first = next(s for s in _judged_statements(data) if s["supported"] is None)
-        typer.echo(f"note: --judge {judge} decided {judged - undecided} of the {judged} statements of the answers; "
-                   f"the {undecided} undecided are left out of faithfulness (the first: {first['reason']}; each with its "
-                   "reason in results.json)", err=True)
+        undecided = _check_decided(data, judge, f"the answers of {file}")  # before anything is written
+    _note_undecided(data, judge, undecided, "the answers")
     _note_unmatched_gold(records, file)
     plots_in_english = lang != "en" and cjk_font() is None  # plot_messages' fallback: the report says so
     report = render_results(data, lang, plots_in_english=plots_in_english)
@@ -238,6 +234,17 @@ def _judged_statements(result: dict) -> list[dict]:
     return out
 
 
+def _note_undecided(result: dict, spec: str, counts: tuple[int, int], answers: str) -> None:
+    """Say on stderr how many of the judged statements `spec` left undecided (`counts`, `_check_decided`'s):
+    never left out in silence, since the scores and the diagnosis are over the decided ones."""
+    undecided, judged = counts
+    if undecided:
+        first = next(s for s in _judged_statements(result) if s["supported"] is None)
+        typer.echo(f"note: --judge {spec} decided {judged - undecided} of the {judged} statements of {answers}; "
+                   f"the {undecided} undecided are left out of faithfulness (the first: {first['reason']}; each with its "
+                   "reason in results.json)", err=True)
+
+
 def _check_decided(result: dict, spec: str, answers: str = "the BugHunt answers") -> tuple[int, int]:
     """A judge that decided none of the answers' statements (labels:FILE of other pairs) leaves the
     layers it measures n/a, so a hallucinated or misplaced answer would read as having no failing
@@ -304,8 +311,8 @@ def bughunt(
     results = evaluate_bughunt(sample, the_judge)
     _check_endpoint(the_judge)
     result = results.to_json()
-    if the_judge is not None:
-        _check_decided(result, judge)
+    if the_judge is not None:  # a labels file that misses a statement turned a hallucination into another layer's failure
+        _note_undecided(result, judge, _check_decided(result, judge), "the BugHunt answers")
     if out is not None:
         # the knowledge base gives the page the text of REQ-AUTH-03 where it was not retrieved
         page = render_report_html(page_data_from_results(result, {d.id: d.to_dict() for d in sample.docs}, lang=lang))
