@@ -4,8 +4,9 @@
     python scripts/bench_gpu.py --preset check --device cpu   # the whole script at toy sizes (CI-fast)
     python scripts/bench_gpu.py --json results.json   # also write every number as JSON
 
-Exit status: 0 when every part asked for ran; 1 when a part failed (after the report and the JSON,
-which hold every other part's numbers and the error); 2 for bad arguments (an unknown `--parts`
+Exit status: 0 when every part asked for ran; 1 when a part failed or was skipped for time (`--budget`:
+a part, or an `mfu` mode, that would start past it), after the report and the JSON, which hold every
+other part's numbers and the error or the skip; 2 for bad arguments (an unknown `--parts`
 name, say) or `--device cuda` on a machine without CUDA: nothing measured.
 
 No model hub is needed: the checkpoints are built here from configs in the exact transformers
@@ -1012,7 +1013,10 @@ def main() -> None:
     results["jax_imported"] = "jax" in sys.modules
     report(results, rate)
     save()
-    if results["errors"]:  # the JSON and the report above hold what did run; the exit says that something did not
+    # the JSON and the report above hold what did run; the exit says that something did not (a call cut short by
+    # --budget looked complete with exit 0)
+    timed_out = [r for r in results["parts"].get("mfu") or [] if str(r.get("error", "")).startswith("skipped for time")]
+    if results["errors"] or results["skipped"] or timed_out:
         sys.exit(1)
 
 

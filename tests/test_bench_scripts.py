@@ -739,3 +739,9 @@ def test_bench_gpu_report_says_the_mfu_is_on_the_mean_step(capsys):
     mfu = 100 * train["flops_per_step"] / train["mean_step_s"] / 989e12
     assert f"MFU {mfu:.1f}% of 989 TFLOP/s" in line  # the number itself unchanged
     assert f"of the measured matmul) on the mean step, {train['mean_step_s']:.3f} s," in line, line
+
+
+def test_bench_gpu_exits_1_when_budget_skipped_a_part(tmp_path):
+    """A part, or an mfu mode, skipped for --budget left exit 0: a lent GPU's call looked complete."""
+    r, results = _bench_gpu_check(tmp_path, "--parts", "matmul,search_scale", "--budget", "-1")
+    assert r.returncode == 1 and results["skipped"] == ["matmul", "search_scale"] and not results["errors"], r.stderr[-2000:]
