@@ -305,6 +305,17 @@ def test_search_cli_json(tiny_corpus, tmp_path):
     assert "1805" in hits[0]["text"]
 
 
+def test_search_shows_a_small_index_whole_by_default_and_refuses_a_given_n_docs_past_it(tiny_corpus, tmp_path):
+    """The default --n-docs 5 was refused on an index of fewer passages ('must be between 1 and the index's 3
+    passages, got 5'), which the user had not asked for; `index targets` lowers its own with a note."""
+    build_bm25_index(read_passages(tiny_corpus["passages"])[:3], tmp_path / "bm25")
+    r = run_cli("index", "search", "--index", str(tmp_path / "bm25"), "-q", "capital founded", "--json")
+    assert r.returncode == 0 and len(json.loads(r.stdout)) == 3, r.stderr
+    assert "holds 3 passages: all 3 are shown, not 5" in r.stderr
+    r = run_cli("index", "search", "--index", str(tmp_path / "bm25"), "-q", "capital founded", "--n-docs", "5")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+
+
 def test_index_dir_without_manifest_is_an_error(tmp_path):
     (tmp_path / "idx").mkdir()
     r = run_cli("index", "search", "--index", str(tmp_path / "idx"), "-q", "x")

@@ -88,7 +88,8 @@ def search(
     ctx: typer.Context,
     index: Path = typer.Option(..., "--index", help="Index directory."),
     query: str = typer.Option(..., "--query", "-q", help="The question to search for."),
-    n_docs: int = typer.Option(5, "--n-docs", help="Passages retrieved (K): the number of hits."),
+    n_docs: int = typer.Option(5, "--n-docs",
+                               help="Passages retrieved (K): the number of hits (unless given, at most the index's passages)."),
     old_k: int = typer.Option(None, "-k", hidden=True, help="Deprecated: --n-docs."),
     encoder: str = typer.Option(None, "--encoder", help="DPR checkpoint, transformers DPRQuestionEncoder folder or trained "
                                 "RAG model (RUN/best: its question encoder) for the question (dense indexes; default: the "
@@ -112,7 +113,12 @@ def search(
     if bm25:  # never ignored in silence
         _ui.refuse_given(ctx, ("encoder", "context_encoder", "swap"), f"applies to dense indexes; {index} is BM25")
     retriever = open_retriever(index, encoder, swap=swap, context_encoder=context_encoder)
-    check_depth(k, len(retriever.index.passages))
+    n = len(retriever.index.passages)
+    given = ctx.get_parameter_source("n_docs").name in ("COMMANDLINE", "ENVIRONMENT") or ctx.params.get("old_k") is not None
+    if not given and k > n:  # the default 5 on a smaller index: all of it, as `index targets` lowers its --n-docs
+        typer.echo(f"note: {index} holds {n} passages: all {n} are shown, not {k}", err=True)
+        k = n
+    check_depth(k, n)
     hits = retriever.search([query], k)[0]
     if len(hits) < k:  # FAISS's "no result" rows, left out of the hits: said, not shown as a shorter list in silence
         knob = search_knob(retriever.index.faiss_index)
