@@ -120,3 +120,23 @@ def test_cli_bad_labels_exit_2(tmp_path):
     res = run_cli("calibrate", "--judge", "lexical", "--labels", str(bad))
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
     assert "contra.jsonl:2: field 'supported': contradicts the label on line 1" in res.stderr
+
+
+def test_three_way_labels_are_measured_where_both_give_them(tmp_path):
+    """A judge that swapped neutral and contradiction agreed on `supported` everywhere and was reported
+    perfect (κ 1.0, no disagreement), though the results' contradiction counts rest on that distinction."""
+    rows = [("a", "contradiction", "neutral"), ("b", "neutral", "contradiction"), ("c", "entailment", "entailment")]
+
+    def labels(which: int):
+        return [{"id": i, "premise": "The login returns 422.", "hypothesis": f"Statement {i}.",
+                 "supported": r[which] == "entailment", "label": r[which]} for i, *r in rows]
+
+    human, judge = write_jsonl(tmp_path / "h.jsonl", labels(0)), write_jsonl(tmp_path / "j.jsonl", labels(1))
+    r = run_cli("calibrate", "--judge", f"labels:{judge}", "--labels", str(human), "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["kappa"] == 1.0 and out["three_way"]["n"] == 3 and out["three_way"]["agreement"] == 1 / 3
+    assert [(d["id"], d["kind"], d["human_label"], d["judge_label"]) for d in out["disagreements"]] == [
+        ("a", "label", "contradiction", "neutral"), ("b", "label", "neutral", "contradiction")]
+    r = run_cli("calibrate", "--judge", f"labels:{judge}", "--labels", str(human))
+    assert r.returncode == 0 and "three-way labels" in r.stdout, r.stderr

@@ -86,6 +86,10 @@ def _render(r: dict, show: int, out: Path | None) -> None:
         ["miss rate (unsupported judged supported)", f"{rate('miss_rate')}  {r['misses']}/{r['human_unsupported']}"],
         ["false-kill rate (supported judged unsupported)", f"{rate('false_kill_rate')}  {r['false_kills']}/{r['human_supported']}"],
     ]
+    if "three_way" in r:  # neutral against contradiction, which `supported` cannot show
+        w = r["three_way"]
+        summary.append(["three-way labels (both gave one)", f"{w['n']}: agreement {w['agreement']:.1%}, kappa "
+                        + ("-" if w["kappa"] is None else f"{w['kappa']:.3f}")])
     if "llm_temperature" in r:  # the settings the fingerprint is over, readable
         summary.append(["llm judge settings", f"temperature {r['llm_temperature']}, JSON mode {'on' if r['llm_json_mode'] else 'off'}"])
     title = f"judge {r['judge']['name']} {str(r['judge']['fingerprint'])[:12]} on {r['labels']} ({100 * r['confidence']:.4g}% Wilson intervals)"

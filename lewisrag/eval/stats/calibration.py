@@ -5,7 +5,11 @@ lets a hallucination through; a false kill (a supported statement judged unsuppo
 gate cry wolf. Both are reported apart with intervals, next to Cohen's κ, and every disagreement is
 listed so the error analysis can start from the cases themselves.
 
-Labels are JSON Lines: `{"id": str, "premise": str, "hypothesis": str, "supported": bool}`.
+Labels are JSON Lines: `{"id": str, "premise": str, "hypothesis": str, "supported": bool}`, with an
+optional three-way `"label"` (entailment, neutral, contradiction). Where both the humans and the judge
+give one, `three_way` measures them too: the results' contradiction counts (`claims.contradictions`)
+need the judge to tell a contradicted statement from one the premise does not address, which
+`supported` alone cannot show.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from lewisrag.eval.judges.labels import Label
-from lewisrag.eval.stats.agreement import judge_confusion
+from lewisrag.eval.stats.agreement import cohen_kappa, judge_confusion
 
 
 def calibrate(
@@ -27,7 +31,9 @@ def calibrate(
 
     Returns the judge's name and fingerprint, `judge_confusion` (κ, agreement, miss rate and
     false-kill rate with Wilson intervals, undecided count) and the disagreements, undecided ones
-    included, in label order. `on_batch(n)` is called after each batch of n pairs.
+    included, in label order. `on_batch(n)` is called after each batch of n pairs. Where humans and judge
+    both gave three-way labels, "three_way" holds their count, agreement and κ, and each pair whose
+    labels differ while `supported` agrees is listed too, of kind "label" (neutral against contradiction).
 
     >>> from lewisrag.eval.judges import FunctionJudge
     >>> labels = [Label("a", "x y", "x", True), Label("b", "x y", "z", False), Label("c", "x", "x z", True)]
@@ -47,19 +53,34 @@ def calibrate(
         if on_batch is not None:
             on_batch(len(batch))
     confusion = judge_confusion([lab.supported for lab in labels], [v.supported for v in verdicts], confidence)
+    both = [(lab, v) for lab, v in zip(labels, verdicts) if lab.label and getattr(v, "label", None)]
     disagreements = [
         {"id": lab.id, "human": lab.supported, "judge": v.supported, "reason": v.reason,
          "kind": _kind(lab.supported, v.supported), "hypothesis": lab.hypothesis}
-        for lab, v in zip(labels, verdicts) if v.supported != lab.supported
+        | ({"human_label": lab.label, "judge_label": v.label} if lab.label and getattr(v, "label", None) else {})
+        for lab, v in zip(labels, verdicts)
+        if v.supported != lab.supported or (lab.label and getattr(v, "label", None) and v.label != lab.label)
     ]
+    three_way = {}
+    if both:  # read and checked, so measured: a judge that swaps neutral and contradiction was called perfect
+        human, judged = [lab.label for lab, _ in both], [v.label for _, v in both]
+        three_way = {"three_way": {"n": len(both), "agreement": sum(a == b for a, b in zip(human, judged)) / len(both),
+                                   "kappa": _or_none(cohen_kappa(human, judged))}}
     return {
         "judge": {"name": getattr(judge, "name", type(judge).__name__), "fingerprint": getattr(judge, "fingerprint", None)},
         **confusion,
+        **three_way,
         "disagreements": disagreements,
     }
+
+
+def _or_none(x: float) -> float | None:
+    return None if x != x else x  # NaN (chance agreement 1) is no JSON number
 
 
 def _kind(human: bool, judge: bool | None) -> str:
     if judge is None:
         return "undecided"
+    if judge == human:  # the three-way labels differ: neutral against contradiction
+        return "label"
     return "false_kill" if human else "miss"
