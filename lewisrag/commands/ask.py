@@ -40,7 +40,7 @@ def ask(
     answer = run(rag, tokenizers, dense, question, n_docs=k, num_beams=num_beams,
                  max_length=max_length, swap=swap)
     # after the answer: a refused flag is then one line on stderr, never a note above it
-    notes = [None if swap else unpaired_note(model, rag), unknown_words_note(tokenizers, question),
+    notes = [None if swap else unpaired_note(model, rag.settings.index_fingerprint), unknown_words_note(tokenizers, question),
              max_length_note(answer, max_length, longest_max_length(rag))]
     for note in filter(None, notes):
         typer.echo(f"note: {note}", err=True)

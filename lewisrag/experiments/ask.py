@@ -52,10 +52,9 @@ class Answer:
         return asdict(self)
 
 
-def unpaired_note(path: str | os.PathLike, model) -> str | None:
-    """What to tell the user when `model` (a RagModel, or the fingerprint it names) names no context
-    encoder, so no index can be checked against it."""
-    fingerprint = model if model is None or isinstance(model, str) else model.settings.index_fingerprint
+def unpaired_note(path: str | os.PathLike, fingerprint: str | None) -> str | None:
+    """What to tell the user when the model at `path` names no context encoder (`fingerprint`, its
+    `settings.index_fingerprint`, is None), so no index can be checked against it."""
     if fingerprint is not None:
         return None
     return (f"{path} names no context encoder (a transformers RAG checkpoint): any index of its width is "
@@ -102,13 +101,20 @@ def check_max_length(model, max_length: int, whose: str = "the generator") -> No
     check_decoder_length("--max-length", max_length, longest_max_length(model), "each decoded token", whose)
 
 
-def check_question(tokenizers, question: str) -> None:
-    """Refuse a question with nothing the question encoder reads: empty, or only characters its
+def question_problem(tokenizers, question: str) -> str | None:
+    """Why a question has nothing the question encoder reads, or None: empty, or only characters its
     tokenizer drops (U+200B, a soft hyphen), which would be answered from [CLS] [SEP] alone."""
     if not question.strip():
-        raise InputError("QUESTION", "empty question")
+        return "empty question"
     if not tokenizers.question(question, add_special_tokens=False)["input_ids"]:
-        raise InputError("QUESTION", "holds no character the question encoder reads")
+        return "holds no character the question encoder reads"
+    return None
+
+
+def check_question(tokenizers, question: str) -> None:
+    """Refuse a question `question_problem` finds one in."""
+    if problem := question_problem(tokenizers, question):
+        raise InputError("QUESTION", problem)
 
 
 def ask(model, tokenizers, index, question: str, n_docs: int | None = None, num_beams: int = 1,

@@ -18,7 +18,7 @@ from pathlib import Path
 from lewisrag.data.io import InputError, given_once, read_json
 from lewisrag.data.records import read_qa
 from lewisrag.data.threads import resolve_device
-from lewisrag.experiments.ask import check_max_length, knows_no_word, unpaired_note
+from lewisrag.experiments.ask import check_max_length, knows_no_word, question_problem, unpaired_note
 from lewisrag.training.checkpoint import load_trained, resolve_model_dir
 from lewisrag.training.rag_data import place_search
 from lewisrag.index.dense import DenseIndex
@@ -193,7 +193,8 @@ def swap_matrix(model_paths: Sequence[str | os.PathLike], index_paths: Sequence[
                 raise InputError(index_path, f"holds {len(index.passages)} passages, fewer than the {model.n_docs} that "
                                  f"{path} reads per question (its n_docs)", field="n_passages")
     names_m, names_i, names_q = labels(model_paths), labels(index_paths), labels(question_paths, stem=True)
-    notes = [] if swap else [n for (model, _), path in zip(models, model_paths) if (n := unpaired_note(path, model))]
+    notes = [] if swap else [n for (model, _), path in zip(models, model_paths)
+                             if (n := unpaired_note(path, model.settings.index_fingerprint))]
     for q, scored, lo in zip(names_q, sets, left_out):
         why = [f"{lo['long']} long-form"] * bool(lo["long"])
         why += [f"{lo['no_answer']} without an answer"] * bool(lo["no_answer"])
@@ -204,9 +205,8 @@ def swap_matrix(model_paths: Sequence[str | os.PathLike], index_paths: Sequence[
     for (_, tokenizers), m in zip(models, names_m):
         for path, scored in zip(question_paths, sets):  # as `ask` refuses one: answered from [CLS] [SEP] alone
             for ex in scored:
-                if not ex.question.strip() or not tokenizers.question(ex.question, add_special_tokens=False)["input_ids"]:
-                    raise InputError(path, f"question {ex.id!r} ({ex.question!r}) holds no character the question encoder "
-                                     f"of {m} reads", field="question")
+                if problem := question_problem(tokenizers, ex.question):
+                    raise InputError(path, f"question {ex.id!r} ({ex.question!r}): {problem} (of {m})", field="question")
         for q, scored in zip(names_q, sets):
             if blind := sum(knows_no_word(tokenizers.question, ex.question) for ex in scored):
                 notes.append(f"{q}: the question encoder of {m} knows no word of {blind} of its {len(scored)} questions "
