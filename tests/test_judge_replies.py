@@ -216,3 +216,12 @@ def test_a_tokenizer_larger_than_the_embeddings_is_refused(tmp_path):
     with pytest.raises(InputError, match=r"big: field 'tokenizer': the tokenizer has 29 tokens but the model's "
                                          r"embeddings hold 9"):
         NLIJudge.from_pretrained(path)
+
+
+def test_nli_fingerprint_carries_the_judges_version(tmp_path, monkeypatch):
+    """A change in how pairs reach the model (a new `version`) changes the verdicts on the same
+    checkpoint, so it must change the fingerprint stamped on every score."""
+    judge = NLIJudge.from_pretrained(_tiny_nli(tmp_path / "a", L3))
+    before = judge.fingerprint
+    monkeypatch.setattr(NLIJudge, "version", "next")
+    assert judge.fingerprint != before
