@@ -164,3 +164,18 @@ def test_nothing_to_judge_blames_nothing_undecided_does():
 def test_every_cause_is_named_in_both_languages():
     for cause in CAUSES:
         assert f"layer.{cause}" in MESSAGES, cause
+
+
+def test_answer_relevancy_writes_questions_from_what_the_answer_says():
+    """The judge wrote questions back from the raw response, [n] markers and footnote definitions
+    included, so it could ask about the sources; every other metric reads `answer_text`."""
+    seen = []
+
+    class Recording(RelevancyJudge):
+        def generate_questions(self, answer, n):
+            seen.append(answer)
+            return super().generate_questions(answer, n)
+
+    response = "It returns 422 [1][^2].\n\n[^2]: REQ-AUTH-03 login requirements"
+    evaluate_answers(_records(response), Recording(), EvalConfig(claims=False), embed=lambda s: [1.0, 0.0])
+    assert seen == ["It returns 422."]

@@ -354,8 +354,10 @@ def _relevancy(rec: AnswerRecord, judge, cfg: EvalConfig, embed, m: dict, reason
         reasons["answer_relevancy"] = "needs an embedder (--embedder) and a judge that writes questions (llm)"
         return
     try:
-        # one noncommittal flag per question: only an answer evasive about every one scores 0 (ragas)
-        questions, noncommittal = judge.generate_questions(rec.response, cfg.relevancy_questions)
+        # one noncommittal flag per question: only an answer evasive about every one scores 0 (ragas);
+        # the judge reads what the answer says (`answer_text`), not its [n] markers and footnote lines,
+        # which it would write questions about ("What is source [^1]?") as the other metrics never read
+        questions, noncommittal = judge.generate_questions(answer_text(rec.response), cfg.relevancy_questions)
     except JudgeError as e:  # a failed request is a reason, not a crash
         reasons["answer_relevancy"] = f"question generation failed: {e}"
         return

@@ -72,11 +72,14 @@ PROMPT_VERSION = "lewisrag-judge-2"
 # full-width or in bold, and keys in any case ("Verdicts", "Label", "ID"): all were undecided; a
 # "reason": null is "", not "None".
 VERDICTS_VERSION = "lewisrag-verdicts-4"
-# Bump whenever SYSTEM_QUESTIONS or the reading of its reply (`_questions`) changes: in the fingerprint
-# and the questions' cache keys, as VERDICTS_VERSION is for verdicts (the other prompts keep their cache).
+# Bump whenever SYSTEM_QUESTIONS, the answer text it is sent, or the reading of its reply (`_questions`)
+# changes: in the fingerprint and the questions' cache keys, as VERDICTS_VERSION is for verdicts (the
+# other prompts keep their cache).
 # 2: one noncommittal flag per question; before, one flag for the whole answer zeroed its relevancy.
 # 3: read after the last </think> (as VERDICTS_VERSION 3), and only the key redacted (as EXTRACTION_VERSION 2).
-QUESTIONS_VERSION = "lewisrag-questions-3"
+# 4: sent the answer's text without its [n] markers and footnote lines (`evaluator.answer_text`), so a
+#    run's relevancy before compares as another judge's.
+QUESTIONS_VERSION = "lewisrag-questions-4"
 # Bump whenever the reading of a decompose or claims reply changes: in the fingerprint and their cache keys.
 # 2: read after the last </think> (as VERDICTS_VERSION 3), and only the API key redacted from the statements and
 # claims: an answer's "Authorization: Bearer demo-token" was judged (and cached) as "Authorization: [redacted]".
