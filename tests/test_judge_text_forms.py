@@ -118,7 +118,7 @@ def test_words_keep_their_letters_and_cjk_stays_one_character_a_unit():
         "jürgen", "müller", "met", "ólafsson", "zürich"]
     assert lexical.content_tokens("Привет мир, 登录 4ü") == ["привет", "мир", "4ü", "登", "录"]
     assert lexical._names("The head of state is Ólafsson.") == ["Ólafsson"]
-    assert LexicalJudge.version == "11"
+    assert LexicalJudge.version == "12"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -176,6 +176,37 @@ def test_a_run_of_numerals_too_long_for_a_quantity_is_none_not_a_traceback():
     assert lexical._zh_value("一" * 5000) is None and lexical._zh_value("一亿" * 3000) is None
     got = LexicalJudge().judge([("一" * 5000 + "年", "一" * 5000 + "年"), ("锁定", "一亿" * 3000 + "年")])
     assert [v.supported for v in got] == [True, False]
+
+
+# ---------------------------------------------------------------------------------------------
+# lexical: a number with a magnitude is one quantity
+
+
+@pytest.mark.parametrize(("premise", "statement", "lacks"), [
+    ("人口为3000万。", "人口为3000。", "3000"),  # the digits alone are not what the premise says
+    ("瓦尔多利亚的人口为3000万，首都人口为120万。", "瓦尔多利亚的人口为3000亿。", "3000亿"),  # one character among nine
+    ("The population is 3 million.", "The population is 3.", "3"),
+    ("The city of Valdoria has 2 million people, 40 parks and 12 museums in its old centre.",
+     "The city of Valdoria has 2 billion people, 40 parks and 12 museums in its old centre.", "2 billion"),
+])
+def test_a_number_with_another_magnitude_is_unsupported(premise, statement, lacks):
+    (v,) = LexicalJudge().judge([(premise, statement)])
+    assert v.supported is False and v.reason.endswith(f"but the premise lacks the number {lacks}")
+
+
+@pytest.mark.parametrize(("premise", "statement"), [
+    ("人口为3000万。", "人口为三千万。"), ("人口为3千万。", "人口为3000万。"), ("人口为3000万。", "人口为3000万。"),
+    ("The population is 3 million.", "The population is 3,000,000."),
+    ("The population is 3,000,000.", "The population is 3 million."), ("重5千克。", "重5千克。"),
+])
+def test_a_quantity_is_its_value_however_its_magnitude_is_written(premise, statement):
+    (v,) = LexicalJudge().judge([(premise, statement)])
+    assert v.supported is True and "missing" not in v.reason
+
+
+def test_scaled_numbers_read_as_their_values():
+    found = lexical._scaled_numbers("3000万、1.5亿、1万2千、1亿2000万、2 million、5千克、3千米、5百分点、2016年、1.2.3万、" + "1" * 5000 + "万")
+    assert [v for *_, v in found] == ["30000000", "150000000", "12000", "120000000", "2000000"]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import decimal
 import itertools
 import re
 import unicodedata
@@ -264,9 +265,15 @@ def _opens_sentence(text: str, start: int) -> bool:
     return i < 0 or text[i] in _SENTENCE_END
 
 
-def _numbers(words: list[tuple[int, str]]) -> list[str]:
-    """The numbers among `_words`' `words`: "2016" and "1,000" are, "covid19" and "4k" are words."""
-    return [w for _, w in words if _NUMBER.fullmatch(w)]
+def _numbers(words: list[tuple[int, str]], scaled: list[tuple[int, int, str]] = ()) -> list[tuple[int, str]]:
+    """The numbers among `_words`' `words`: "2016" and "1,000" are, "covid19" and "4k" are words; those
+    inside a `_scaled_numbers` span (the 3000 of 3000万) are parts of that quantity, not numbers here."""
+    return [(i, w) for i, w in words if _NUMBER.fullmatch(w) and _within(i, scaled) is None]
+
+
+def _within(position: int, spans: list[tuple[int, int, str]]) -> str | None:
+    """The value of the span (start, end, value) holding `position`, or None."""
+    return next((v for a, b, v in spans if a <= position < b), None)
 
 
 # Chinese numerals are numbers too: 三个月 against a premise's 六个月 (or 3个月) was one character among many.
@@ -365,6 +372,66 @@ def _zh_numbers(text: str, quantities: bool) -> list[tuple[int, int, str]]:
             if not counted:
                 continue
         found.append((m.start(), end, str(value)))
+    return found
+
+
+# A number with a magnitude after it is one quantity: 3000万 is 30,000,000, not the number 3000 and a
+# character 万 (one unit among many, so "人口为3000" passed against "人口为3000万", and 3000亿 against 3000万);
+# 3千万 and 三千万, 1.5亿 and 150,000,000, 3 million and 3,000,000 are alike. Adjacent groups add up when
+# their magnitudes fall (1万2千 is 12000, 1亿2000万 is 120,000,000).
+_SCALE_WORDS = {"thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
+_SCALED = re.compile(rf"(?<![0-9.,])({_NUMBER_RE})(?:\s*({'|'.join(_SCALE_WORDS)})\b|([{''.join([*_ZH_SMALL, *_ZH_LARGE])}]+))")
+
+
+def _scale(match: re.Match, text: str) -> tuple[int, int] | None:
+    """(magnitude, end) of what a `_SCALED` match writes after its number, or None where it writes none:
+    5千克 is 5 kg and 3千米 3 km (千 before 克, 米, 瓦 is "kilo"), 5百分点 five percentage points."""
+    if match[2]:
+        return _SCALE_WORDS[match[2]], match.end()
+    units, end = match[3], match.end()
+    if units.endswith("千") and text[end:end + 1] in ("克", "米", "瓦"):
+        units, end = units[:-1], end - 1
+    if not units or (units[0] == "百" and text[match.start(3) + 1:match.start(3) + 2] == "分"):
+        return None
+    scale = 1
+    for c in units:  # 3千万: 3 x 1000 x 10000
+        scale *= _ZH_SMALL.get(c) or _ZH_LARGE[c]
+    return scale, end
+
+
+def _plain(value: decimal.Decimal) -> str:
+    """A number as `_words` writes one: 30000000, 1.5 (never 3E+7 or 1.50)."""
+    if value == value.to_integral_value():
+        return str(int(value))
+    return format(value.normalize(), "f")
+
+
+def _scaled_numbers(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, value) of the numbers with magnitudes of folded `text` (3000万, 1.5亿, 3 million), the
+    value written as `_words` writes a number, so that the two compare.
+
+    >>> [v for *_, v in _scaled_numbers("3000万、3千万、1.5亿、1万2千、2 million、5千克、2016年、0.5百分点")]
+    ['30000000', '30000000', '150000000', '12000', '2000000']
+    """
+    found: list[tuple[int, int, str]] = []
+    last = None  # the magnitude of the group just before, when it ends where this one starts
+    for m in _SCALED.finditer(text):
+        scaled = _scale(m, text)
+        if scaled is None:
+            last = None
+            continue
+        scale, end = scaled
+        if m[1].count(".") > 1 or len(m[1]) > 20:  # 1.2.3 is a version; no quantity is written so long (str()
+            # refuses an int of 4,300 digits: a traceback)
+            last = None
+            continue
+        value = decimal.Decimal(m[1].replace(",", "")) * scale
+        start = m.start()
+        if found and last is not None and found[-1][1] == start and scale < last:
+            start, _, before = found.pop()
+            value += decimal.Decimal(before)
+        found.append((start, end, _plain(value)))
+        last = scale
     return found
 
 
@@ -533,8 +600,10 @@ class LexicalJudge:
     # its neighbours across it, and "安娜·凯尔" is one stretch: before, a run that was the name alone was never
     # compared with the premise's; 10: a full-width comma between numbers, "401，403", separates them: NFKC
     # made it "," and the two read as the number 401403; 11: a word is letters of any alphabet, "Jürgen" not "j"
-    # and "rgen", and a Chinese numeral that counts something is a number, 三个月 against 六个月 or 3个月)
-    version = "11"
+    # and "rgen", and a Chinese numeral that counts something is a number, 三个月 against 六个月 or 3个月;
+    # 12: a number with a magnitude is one quantity, 3000万 = 30,000,000 = 三千万 and 3 million = 3,000,000:
+    # "人口为3000" passed against "人口为3000万", its digits read as the premise's number 3000)
+    version = "12"
 
     def __init__(self, threshold: float = 0.75):
         if not 0.0 < threshold <= 1.0:
@@ -551,15 +620,19 @@ class LexicalJudge:
     def _one(self, premise: str, hypothesis: str) -> Verdict:
         p, h = _fold(premise), _fold(hypothesis)
         p_words, h_words = _words(p), _words(h)
-        # a number the premise holds in digits or Chinese numerals (3个月, 三个月) backs either spelling
-        held = set(_numbers(p_words)) | {v for *_, v in _zh_numbers(p, quantities=False)}
-        h_numerals = _zh_numbers(h, quantities=True)
+        # a number the premise holds in digits or Chinese numerals (3个月, 三个月) backs either spelling; one
+        # with a magnitude (3000万, 3 million) is that quantity, and its digits alone no number it holds
+        p_scaled, h_scaled = _scaled_numbers(p), _scaled_numbers(h)
+        held = ({w for _, w in _numbers(p_words, p_scaled)} | {v for *_, v in _zh_numbers(p, quantities=False)}
+                | {v for *_, v in p_scaled})
+        h_numerals = _zh_numbers(h, quantities=True) + h_scaled
         words = {w for _, w in p_words if w not in _STOP_EN} | held
         units: list[tuple[int, bool, str]] = []  # (position, supported, what "missing" names)
         zh_names: list[str] = []  # the Chinese names among the uncovered stretches (`_zh_names`)
         for start, w in h_words:
             if w not in _STOP_EN:
-                units.append((start, w in words, w))
+                scaled = _within(start, h_scaled)  # "3" and "million" of "3 million" stand with their quantity
+                units.append((start, w in words if scaled is None else scaled in held, w))
         runs = list(_CJK_DIGIT_RUN.finditer(h))
         for r, m in enumerate(runs):
             if m[0].isdigit():  # the digits are read as numbers above; here they are context
@@ -567,7 +640,8 @@ class LexicalJudge:
             before, after = _neighbours(h, runs, r)
             run, cover = m[0], _covered(m[0], p)
             for a, b, value in h_numerals:  # a numeral whose number the premise holds is covered, however written
-                if value in held and m.start() <= a < m.end():  # its characters are CJK: inside one run
+                a, b = max(a, m.start()), min(b, m.end())  # a scaled number's digits may open the run
+                if value in held and a < b:
                     cover[a - m.start():b - m.start()] = [True] * (b - a)
             i = 0
             for uncovered, group in itertools.groupby(cover, key=lambda c: not c):
@@ -589,7 +663,7 @@ class LexicalJudge:
         why = f"{k}/{n} content tokens in premise ({share:.2f} {'≥' if ok else '<'} {self.threshold})"
         why += f"; missing: {', '.join(missing)}" if missing else ""
         if ok:  # the share alone would pass it: a wrong number or name still makes it unsupported
-            numbers = [x for x in _numbers(h_words) if x not in held]
+            numbers = [x for _, x in _numbers(h_words, h_scaled) if x not in held]
             numbers = list(dict.fromkeys(numbers + [h[a:b] for a, b, v in h_numerals if v not in held]))
             # a possessive's name is its host ("Ruus's" is backed by a premise naming Ruus); a function
             # word's name only by the premise's writing it with its capital ("Will", not "will")
