@@ -184,6 +184,7 @@ def test_a_run_of_numerals_too_long_for_a_quantity_is_none_not_a_traceback():
 
 @pytest.mark.parametrize(("premise", "statement", "lacks"), [
     ("人口为3000万。", "人口为3000。", "3000"),  # the digits alone are not what the premise says
+    ("人口为 1,290 万。", "人口为 1,290。", "1290"),
     ("瓦尔多利亚的人口为3000万，首都人口为120万。", "瓦尔多利亚的人口为3000亿。", "3000亿"),  # one character among nine
     ("The population is 3 million.", "The population is 3.", "3"),
     ("The city of Valdoria has 2 million people, 40 parks and 12 museums in its old centre.",
@@ -200,6 +201,17 @@ def test_a_number_with_another_magnitude_is_unsupported(premise, statement, lack
     ("The population is 3,000,000.", "The population is 3 million."), ("重5千克。", "重5千克。"),
 ])
 def test_a_quantity_is_its_value_however_its_magnitude_is_written(premise, statement):
+    (v,) = LexicalJudge().judge([(premise, statement)])
+    assert v.supported is True and "missing" not in v.reason
+
+
+@pytest.mark.parametrize(("premise", "statement"), [
+    ("凯特洛研究所成立于 1999 年，总部在北方。", "1999年"), ("拥有 4,350 名会员。", "4,350名"),
+    ("丹洛加的人口为1,290万。", "丹洛加的人口为 1,290 万。"), ("丹洛加的人口为 1,290 万。", "丹洛加的人口为1,290万。"),
+])
+def test_a_space_between_a_number_and_chinese_text_changes_nothing(premise, statement):
+    """Mixed text spaces digits off ("成立于 1999 年"): the statement "1999年" found no "9年" in the premise,
+    so a short right reference read as missing from its passage, and retrieval was blamed."""
     (v,) = LexicalJudge().judge([(premise, statement)])
     assert v.supported is True and "missing" not in v.reason
 

@@ -33,6 +33,11 @@ _CJK_DIGIT_RUN = re.compile(rf"(?:{_CJK_CLASS}|[0-9])+")
 # two CJK characters: a line break inside a word joins it, and a name read in two pieces lost its context
 _NAME_DOTS = "·‧•∙⋅・"
 _CJK_GAP = re.compile(rf"(?<={_CJK_CLASS})[\s{_NAME_DOTS}]+(?={_CJK_CLASS})")
+# whitespace between a number and the CJK character after it: mixed text spaces numbers off ("成立于 1999 年",
+# "1,290 万"), and a statement "1999年" then found no "9年" in the premise to cover its 年 (EM reads the two
+# alike). Not after a code's digits ("E7 码": no number, no measure word), nor before a number: a character
+# standing alone there is read alone, as before
+_NUMBER_CJK_GAP = re.compile(rf"(?<![0-9.,]|{_LETTER})([0-9](?:[0-9.,]*[0-9])?)\s+(?={_CJK_CLASS})")
 # what may stand between a name and its neighbours inside a sentence: quotes, a colon, a comma, spaces
 # ("女王是：范凌", "由总统“戴菲”领导"); not a stop, a letter or a digit
 _IN_SENTENCE_GAP = r"[^\w.!?。\n]*"
@@ -124,8 +129,13 @@ def _nfkc(text: str) -> str:
 
 
 def _fold(text: str) -> str:
-    """`_nfkc`, lowercased, with whitespace and name dots between CJK characters removed (`_CJK_GAP`)."""
-    return _CJK_GAP.sub("", _nfkc(text).lower())
+    """`_nfkc`, lowercased, with whitespace and name dots between CJK characters removed (`_CJK_GAP`), and
+    whitespace between a number and a CJK character after it (`_NUMBER_CJK_GAP`).
+
+    >>> _fold("成立于 1999 年，拥有 4,350 名会员，错误码 E7 对应 422")
+    '成立于 1999年、拥有 4,350名会员、错误码 e7 对应 422'
+    """
+    return _NUMBER_CJK_GAP.sub(r"\1", _CJK_GAP.sub("", _nfkc(text).lower()))
 
 
 def content_tokens(text: str) -> list[str]:
@@ -602,7 +612,8 @@ class LexicalJudge:
     # made it "," and the two read as the number 401403; 11: a word is letters of any alphabet, "Jürgen" not "j"
     # and "rgen", and a Chinese numeral that counts something is a number, 三个月 against 六个月 or 3个月;
     # 12: a number with a magnitude is one quantity, 3000万 = 30,000,000 = 三千万 and 3 million = 3,000,000:
-    # "人口为3000" passed against "人口为3000万", its digits read as the premise's number 3000)
+    # "人口为3000" passed against "人口为3000万", its digits read as the premise's number 3000; and a space
+    # between a number and a CJK character after it is dropped, "成立于 1999 年" backing "1999年", as EM reads them)
     version = "12"
 
     def __init__(self, threshold: float = 0.75):
