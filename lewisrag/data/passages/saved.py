@@ -1,6 +1,6 @@
 """`datasets` save_to_disk folders: state.json and dataset_info.json checked field by field before
 datasets loads the folder (`_saved_dataset`), and when it fails, the Arrow file, feature or format at
-fault named (`_name_what_failed`)."""
+fault named (`_name_what_failed`); when it loads, an Arrow file cut short refused (`_refuse_cut_stream`)."""
 
 from __future__ import annotations
 
@@ -47,10 +47,29 @@ def _saved_dataset(p: Path) -> tuple[pa.Table, list[Path]]:
     import datasets  # loads on first use (~1 s): only save_to_disk folders need it
 
     try:
-        return _dataset_table(datasets.load_from_disk(str(p))), files
+        dataset = datasets.load_from_disk(str(p))
     except Exception as e:  # damaged or foreign files: the user's input, named as closely as can be
         _name_what_failed(files, state, info, p)
         raise InputError(p, f"cannot load the saved dataset: {first_line(e)}") from None
+    for f in files:
+        _refuse_cut_stream(f)
+    return _dataset_table(dataset), files
+
+
+# what closes an Arrow IPC stream: a continuation token and a zero length (pyarrow's stream format,
+# which datasets' ArrowWriter writes and closes every file with)
+END_OF_STREAM = b"\xff\xff\xff\xff\x00\x00\x00\x00"
+
+
+def _refuse_cut_stream(f: Path) -> None:
+    """Refuse an Arrow file of a save_to_disk folder that does not end with the end-of-stream marker.
+    A stream cut at a record-batch boundary (a copy or download that stopped short) still loads, as
+    its first batches: without this, a corpus of fewer passages than were saved, and not a word. Read
+    after datasets has loaded the folder, so that a file it cannot read is named as such first."""
+    with open(f, "rb") as stream:
+        stream.seek(max(f.stat().st_size - len(END_OF_STREAM), 0))
+        if stream.read() != END_OF_STREAM:
+            raise InputError(f, "truncated: no Arrow end-of-stream marker (a copy or download that stopped short?)")
 
 
 def _data_folder_below(folder: Path, depth: int = 4) -> Path | None:

@@ -19,7 +19,8 @@ PASSAGE_SCHEMA = pa.schema([("id", pa.string()), ("title", pa.string()), ("text"
 
 
 def text_schema(schema: pa.Schema) -> pa.Schema:
-    """`schema` with its binary and dictionary-encoded passage columns (TEXT_COLUMNS) as strings."""
+    """`schema` with its binary, view and dictionary-encoded passage columns (TEXT_COLUMNS) as the
+    strings `as_text` reads them as."""
     for i, f in enumerate(schema):
         if f.name in TEXT_COLUMNS and _text_type(f.type) is not None:
             schema = schema.set(i, f.with_type(_text_type(f.type)))
@@ -29,7 +30,10 @@ def text_schema(schema: pa.Schema) -> pa.Schema:
 def as_text(table):
     """A table or record batch with its binary passage columns read as strings: the same buffers,
     not checked here (`PassageTable._validate` names a row that is not UTF-8); dictionary-encoded
-    ones (a pandas Categorical written to Parquet) decoded to plain strings."""
+    ones (a pandas Categorical written to Parquet) decoded to plain strings; string_view and
+    binary_view ones (pyarrow writes them to Parquet and reads them back so) copied into large
+    strings, once here, since pyarrow.compute has no kernel for views in most of the checks and
+    reads that follow (`utf8_trim_whitespace`, `take`)."""
     for i, name in enumerate(table.column_names):
         target = _text_type(table.column(i).type) if name in TEXT_COLUMNS else None
         if target is not None:
@@ -39,12 +43,18 @@ def as_text(table):
 
 
 def _text_type(t: pa.DataType) -> pa.DataType | None:
-    """The string type with the layout of binary type `t`, or of the values of a dictionary of strings
-    or binaries; None for any other type."""
+    """The string type a passage column of type `t` is read as: of binary type `t`, the string type
+    of its layout; of a view type, large_string (64-bit offsets: no cast overflows); of a
+    dictionary of strings or binaries, that of its values. None for a type read as it is."""
+    if t in _VIEWS:
+        return pa.large_string()
     if pa.types.is_dictionary(t):
         values = t.value_type
         return values if is_string_type(values) else _text_type(values)
     return next((text for text, raw in string_binary_types() if t == raw), None)
+
+
+_VIEWS = (pa.string_view(), pa.binary_view())
 
 
 def row_problems(part: pa.Table, start: int) -> list[tuple[int, int, str, str]]:

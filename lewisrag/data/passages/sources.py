@@ -15,6 +15,11 @@ from lewisrag.data.passages.table import PassageTable
 from lewisrag.data.passages.tsv import read_dpr_tsv
 from lewisrag.data.records import Passage, read_passages
 
+# what open_passages reads, as its unknown-format error lists them (the record readers' lists only their own)
+PASSAGE_FORMATS = (".jsonl, .json, .parquet, .tsv (DPR's passages file), a folder of .parquet shards, a datasets "
+                   "save_to_disk folder or hf:NAME[:CONFIG]:SPLIT")
+
+
 def is_table_source(path: str | os.PathLike) -> bool:
     """Whether `path` names an Arrow source: `hf:...`, a `.parquet` or `.tsv` file or a folder."""
     spec = str(path)
@@ -27,6 +32,9 @@ def open_passages(path: str | os.PathLike, limit: int | None = None) -> Sequence
     the list `records.read_passages` reads from `.jsonl`/`.json`. `limit`: the first N passages only,
     and of a table only those are checked (`reproduce --max-passages` of wiki_dpr's 21 M)."""
     if not is_table_source(path):
+        suffix = existing_file(path).suffix.lower()
+        if suffix not in (".jsonl", ".json"):
+            raise InputError(path, f"unknown format '{suffix}': use {PASSAGE_FORMATS}")
         passages = read_passages(path) if limit is None else read_passages(path)[:max(int(limit), 0)]
         if not passages:  # as a table's: a limit of 0 leaves none
             raise InputError(path, "no passages")

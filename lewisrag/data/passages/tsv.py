@@ -97,6 +97,8 @@ def dpr_tsv_batches(path: Path) -> Iterator[tuple[pa.RecordBatch, int]]:
         except pa.ArrowInvalid as e:
             if bad:
                 _first_bad_line(path, rows, bad[0].number - 2)
+                # a quote never closed (the rest of the file one field): said as of a file over a block
+                _unclosed_quote(path, bad[0].number - 2, bad[0].number - 1)
                 raise InputError(path, f"expected 3 tab-separated fields (id, text, title), got {bad[0].actual_columns}",
                                  line=bad[0].number) from None
             _unclosed_quote(path, rows)  # "straddling object straddles two block boundaries", of a quote never closed
@@ -187,23 +189,30 @@ _QUOTED = re.compile(rb'"((?:[^"]|"")*)"(.*)', re.S)
 # a quoted field closed on its own line (a quote inside doubled)
 _QUOTED_ON_LINE = re.compile(rb'"(?:[^"\r\n]|"")*"')
 _UNQUOTED = re.compile(rb"[^\t\r\n]*")
+# a quoted field closed on this line or a later one (a doubled quote is one quote inside, not the close)
+_CLOSED_LATER = re.compile(rb'"[^"]*(?:""[^"]*)*"(?!")')
 
 
-def _unclosed_quote(path: Path, start: int) -> None:
+def _unclosed_quote(path: Path, start: int, stop: int | None = None) -> None:
     """pyarrow refused the file from row `start` (after the header; every row before it was one line
     of the file) naming no row ("straddling object straddles two block boundaries": a quote opened and
     never closed, past which the rest of the file, over a block, would be one field): an InputError
     naming the first line from there with a field whose opening quote is not closed on that line, and
-    the field. Read again from the file's bytes, a line at a time, on this error path only."""
+    the field. With `stop`, pyarrow refused rows [start, stop) for their field count, and of those
+    lines one whose quote no later line closes either is named so (the rest of a smaller file read
+    as that field: the same words, whatever the file's size). Read again from the file's bytes, a
+    line at a time, on these error paths only."""
     with open(path, "rb") as f:
         f.seek(_line_offset(f, start + 1))  # past the header and the rows pyarrow read
         text = f.read(4 * TSV_BLOCK)  # the bad line lies within the blocks pyarrow had read ahead
     at, row = 0, start
-    while at < len(text):
+    while at < len(text) and (stop is None or row < stop):
         field = 0
         while True:
             if text[at:at + 1] == b'"':
                 m = _QUOTED_ON_LINE.match(text, at)
+                if m is None and stop is not None and _CLOSED_LATER.match(text, at):  # the count's fault, not the quote's
+                    return
                 if m is None:
                     raise InputError(path, UNCLOSED_QUOTE, line=row + 2,
                                      field=DPR_TSV_HEADER[field] if field < len(DPR_TSV_HEADER) else None)
