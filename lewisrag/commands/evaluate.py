@@ -73,9 +73,10 @@ def answers(
     from lewisrag.eval.reports.html import page_data_from_results, render_report_html
     from lewisrag.eval.reports.markdown import render_results
     from lewisrag.eval.evaluator import EMBEDDER_MAX_LENGTH, EvalConfig, embedder_info, evaluate_answers
-    from lewisrag.eval.reports.i18n import check_lang, cjk_font
+    from lewisrag.eval.reports.i18n import check_lang, cjk_font, messages
 
     check_lang(lang)
+    t = messages(lang)
     file = _ui.renamed(ctx, "answers_file", "old_file", "--answers FILE", "the positional FILE")
     if file is None:
         raise _ui.UsageError("Missing option '--answers'.", ctx=ctx)
@@ -122,27 +123,26 @@ def answers(
         _check_endpoint(the_judge)  # inside: the bar goes with the error
         data = results.to_json()
         undecided = _check_decided(data, judge, f"the answers of {file}")  # before anything is written
-    _note_undecided(data, judge, undecided, "the answers")
-    _note_unmatched_gold(records, file)
+    _note_undecided(data, judge, undecided, t("cli.note.the_answers"), t)
+    _note_unmatched_gold(records, file, t)
     plots_in_english = lang != "en" and cjk_font() is None  # plot_messages' fallback: the report says so
     report = render_results(data, lang, plots_in_english=plots_in_english)
     page = render_report_html(page_data_from_results(data, lang=lang))
     exported = {EXPORTS[export]: list(ragas_rows(records, data["records"]))} if export else {}
     extra = _write_run(out, overwrite, config, results, report, page, exported, lang)
     _show_answers(data, the_judge, as_json, lang)
-    _ui.console.print(f"wrote {out}/results.json, report.md, report.html, config.json" + "".join(", " + p for p in extra))
+    _ui.console.print(t("cli.eval.wrote", files=t.join([f"{out}/results.json", "report.md", "report.html", "config.json",
+                                                         *extra], "sep.enum")))
 
 
-def _note_unmatched_gold(records, file: Path) -> None:
+def _note_unmatched_gold(records, file: Path, t) -> None:
     """Records with gold_passage_ids whose retrieved_contexts are plain strings have no ids to match:
-    their recall@k is NaN, counted in the aggregates' rows, and said here rather than only in each
-    record's nan_reasons (recall@k vanished from the tables when no record could be measured)."""
+    their recall@k is NaN, counted in the aggregates' rows, and said here (in `t`'s language) rather than
+    only in each record's nan_reasons (recall@k vanished from the tables when no record could be measured)."""
     gold = [r for r in records if r.gold_passage_ids and r.category != "not_in_kb"]
     plain = sum(not r.has_context_ids for r in gold)
     if plain:
-        typer.echo(f"note: recall@k not measured on {plain} of the {len(gold)} records of {file} with gold_passage_ids: "
-                   "their retrieved_contexts are plain strings, without ids to match (give each context an id, or "
-                   "retrieved_context_ids); counted as NaN", err=True)
+        typer.echo(t("cli.note.unmatched_gold", plain=plain, n=len(gold), file=file), err=True)
 
 
 def _check_endpoint(judge) -> None:
@@ -212,8 +212,8 @@ def _show_answers(results: dict, judge, as_json: bool, lang: str = "en") -> None
         _ui.out.print(t("cli.eval.nik", refused=nik["refused"], n=nik["n"]))
     usage = getattr(judge, "usage", None)
     if usage:
-        _ui.out.print(f"judge calls {usage['calls']}, cache hits {usage['cache_hits']}, retries {usage['retries']}, "
-                      f"failures {usage['failures']}, tokens {usage['prompt_tokens']}+{usage['completion_tokens']}, cost {judge.cost:.4f}")
+        _ui.out.print(t("cli.eval.usage", **{k: usage[k] for k in ("calls", "cache_hits", "retries", "failures", "prompt_tokens",
+                                                                      "completion_tokens")}, cost=f"{judge.cost:.4f}"))
 
 
 def _judged_statements(result: dict) -> list[dict]:
@@ -234,15 +234,15 @@ def _judged_statements(result: dict) -> list[dict]:
     return out
 
 
-def _note_undecided(result: dict, spec: str, counts: tuple[int, int], answers: str) -> None:
-    """Say on stderr how many of the judged statements `spec` left undecided (`counts`, `_check_decided`'s):
-    never left out in silence, since the scores and the diagnosis are over the decided ones."""
+def _note_undecided(result: dict, spec: str, counts: tuple[int, int], answers: str, t) -> None:
+    """Say on stderr, in `t`'s language, how many of the judged statements of `answers` `spec` left undecided
+    (`counts`, `_check_decided`'s): never left out in silence, since the scores and the diagnosis are over the
+    decided ones."""
     undecided, judged = counts
     if undecided:
         first = next(s for s in _judged_statements(result) if s["supported"] is None)
-        typer.echo(f"note: --judge {spec} decided {judged - undecided} of the {judged} statements of {answers}; "
-                   f"the {undecided} undecided are left out of faithfulness (the first: {first['reason']}; each with its "
-                   "reason in results.json)", err=True)
+        typer.echo(t("cli.note.undecided", spec=spec, decided=judged - undecided, judged=judged, answers=answers,
+                     undecided=undecided, reason=first["reason"]), err=True)
 
 
 def _check_decided(result: dict, spec: str, answers: str = "the BugHunt answers") -> tuple[int, int]:
@@ -311,8 +311,9 @@ def bughunt(
     results = evaluate_bughunt(sample, the_judge)
     _check_endpoint(the_judge)
     result = results.to_json()
+    t = messages(lang)
     if the_judge is not None:  # a labels file that misses a statement turned a hallucination into another layer's failure
-        _note_undecided(result, judge, _check_decided(result, judge), "the BugHunt answers")
+        _note_undecided(result, judge, _check_decided(result, judge), t("cli.note.the_bughunt_answers"), t)
     if out is not None:
         # the knowledge base gives the page the text of REQ-AUTH-03 where it was not retrieved
         page = render_report_html(page_data_from_results(result, {d.id: d.to_dict() for d in sample.docs}, lang=lang))
@@ -325,7 +326,6 @@ def bughunt(
     if as_json:
         _ui.print_json(result)
         return
-    t = messages(lang)
     _ui.out.print(Text.assemble((result["question"], "bold"), "  " + t("cli.bh.judge", name=result["judge"]["name"])))
     _ui.out.print(_ui.table(t("cli.bh.answers"), bughunt_columns(lang), bughunt_answer_rows(result, lang)))
     _ui.out.print(t("cli.bh.note"))

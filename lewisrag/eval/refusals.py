@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from lewisrag.eval.judges.lexical import names_in
+from lewisrag.eval.judges.lexical import _zh_numbers, names_in
 from lewisrag.eval.statements import split_sentences
 
 # A refusal phrase names what holds no answer (the knowledge base, the documents) or who cannot
@@ -100,9 +100,12 @@ _REFUSAL_PATTERNS = [
     rf"{_SPEAKER_ZH}{_WHERE_ZH}{_UNABLE_ZH}{_WHERE_ZH}(?:知道|得知|告诉|说|定位|{_TELL_ZH})",
     rf"{_SPEAKER_ZH}(?:并)?不(?:太)?(?:知道|清楚|了解|确定)",
     # Chinese: no record, as "there is no information" above. 没有…记录 only as "no relevant records" or closing
-    # the clause: "系统没有记录失败次数" states a fact
+    # the clause: "系统没有记录失败次数" states a fact; 没有关于X的信息 ("there is no information about X") only
+    # opening a clause, where no subject ("系统没有关于用户的记录") owns it
     rf"(?:没有?|未能?|并未|均未)(?:查|找|检索)到{_ANSWER_ZH}", rf"(?:查|找)不到{_ANSWER_ZH}",
     r"没有(?:相关|足够|这方面)(?:的)?(?:信息|资料|依据|记录|内容)", r"没有(?:信息|资料|依据|记录)(?=[。！？，；,.!?;]|$)",
+    rf"{_CLAUSE}(?:并|还|目前|暂时)?没有(?:关于|有关)[^,.!?;:。、]{{1,24}}?的(?:任何)?(?:相关)?"
+    r"(?:信息|资料|记录|内容)",
     r"(?:暂|并)?无(?:相关|有关|此|该|这方面)(?:的)?(?:信息|资料|记录|内容|答案|依据)",
     r"查无(?:此|该|相关|任何)?(?:的)?(?:信息|资料|记录|内容|答案|结果|数据)",
     r"暂无(?:可用)?(?:的)?(?:信息|资料|记录|答案|内容|数据)",
@@ -142,23 +145,35 @@ _WHEN_ZH_RE = re.compile(r"(?<![何同及实按暂临准当届定超计随小])�
 _MARKS = ".!?;:,。！？；：，、 "
 _MARK_RE = re.compile(r"[.!?;:,。！？；：，、]")
 # What turns a refusal into an answer after all: a contrast ("..., but it locks for 30 minutes") or,
-# inside one sentence, a number (a figure is a claim to check; a refusal states none of its own)
+# inside one sentence, a number (a figure is a claim to check; a refusal states none of its own), in digits or
+# in Chinese numerals alike (成立于一九九九年 states a year as 成立于1999年 does)
 _CONTRAST_RE = re.compile(r"\b(?:but|however|although|though|yet)\b|但|不过|然而|可是")
-_NUMBER_RE = re.compile(r"[0-9]")
 _NUMBERS_RE = re.compile(r"[0-9]+(?:[.,][0-9]+)*")
+
+
+def _numbers(text: str, quantities: bool) -> set[str]:
+    """The numbers folded `text` writes: its digits ("1999", "3.5") and its Chinese numerals as the lexical
+    judge reads them (一九九九年 "1999", 三十分钟 "30"; with `quantities`, only those that count something,
+    not the 一 of 任何一个段落 or 一些: `lexical._zh_numbers`).
+
+    >>> sorted(_numbers("成立于一九九九年，锁定 30 分钟", True)), _numbers("没有任何一个段落提到", True)
+    (['1999', '30'], set())
+    """
+    return set(_NUMBERS_RE.findall(text)) | {value for _, _, value in _zh_numbers(text, quantities)}
 
 
 def _own_number(sentence: str, question: str) -> bool:
     """Whether `sentence` (folded) states a number the question does not: "I could not find the 2019
-    revenue" repeats the year it was asked about and states nothing; "founded in 1999" does.
+    revenue" repeats the year it was asked about and states nothing; "founded in 1999" does, and so does
+    成立于一九九九年. Every numeral the question writes counts as asked (一九九九年 asks about 1999).
 
     >>> _own_number("i could not find the 2019 revenue.", "What was Zorb's revenue in 2019?"), _own_number("in 1999.", "")
     (False, True)
+    >>> _own_number("没有找到一九九九年的收入。", "1999年的收入是多少？"), _own_number("成立于一九九九年。", "")
+    (False, True)
     """
-    if not _NUMBER_RE.search(sentence):
-        return False
-    asked = set(_NUMBERS_RE.findall(_folded(question))) if question else set()
-    return any(n not in asked for n in _NUMBERS_RE.findall(sentence))
+    asked = _numbers(_folded(question), quantities=False) if question else set()
+    return bool(_numbers(sentence, quantities=True) - asked)
 # ...but not a contrast right after an opening apology: "I'm sorry, but I don't have that information."
 _APOLOGY_BUT_RE = re.compile(r"^(?:(?:i'm|i am|we're|we are) )?(?:very |so |really |很|非常)?(?:sorry|抱歉|对不起|不好意思)"
                              r",?\s*(?:but\b|但是?|不过)\s*")
@@ -279,7 +294,7 @@ def is_courtesy(sentence: str) -> bool:
     (False, False, True)
     """
     s = _folded(sentence)
-    if not s or _NUMBER_RE.search(s) or names_in(unicodedata.normalize("NFKC", sentence).replace("\u2019", "'")):
+    if not s or _numbers(s, quantities=True) or names_in(unicodedata.normalize("NFKC", sentence).replace("\u2019", "'")):
         return False
     clauses = [c.strip(" \t\n.!?。…") for c in _CLAUSE_CUT_RE.split(s)]
     clauses = [_CONNECTIVE_RE.sub("", c, count=1) if _CONNECTIVE_RE.match(c) else c for c in clauses if c]
@@ -297,8 +312,8 @@ def is_refusal(text: str, question: str = "") -> bool:
     clause with "could not find", 没有找到), outside a condition or a reason ("if the context has no
     token, ...", 未找到用户时...), and no contrast after that goes on to answer anyway
     ("知识库里没有相关信息，但账号会锁定 30 分钟" answers), and it holds no number `question` does
-    not (as in `declines_only`: "知识库里没有相关信息，账号会锁定 30 分钟" answers too, while "I could not
-    find the 2019 revenue" asked about 2019 refuses). One sentence that
+    not, in digits or Chinese numerals (as in `declines_only`: "知识库里没有相关信息，账号会锁定 30 分钟"
+    and "...锁定三十分钟" answer too, while "I could not find the 2019 revenue" asked about 2019 refuses). One sentence that
     states something else makes the answer no refusal: "The company was founded by Ana Kel in
     2010. The documents do not mention anything else." asserts a founder, and a phrase match
     anywhere must not excuse that claim from citing (`lewisrag/eval/evaluator.py`). An answer that

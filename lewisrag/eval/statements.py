@@ -5,7 +5,7 @@ scores 33.3% faithfulness as 3 sentences, 16.7% as 6 atomic facts and 0% as one 
 splitter has a name and a version (`SPLITTER_NAME`, `SPLITTER_VERSION`) that go into every result,
 and any change to the rules below must bump the version.
 
-Rules of version "12":
+Rules of version "13":
 
 - A citation is a number in brackets: [1], the full-width ［１］ or 【1】, a Markdown footnote [^1],
   several ids in one marker ([1, 2], [1，2], [1; 2], [1、2]), a range ([1-3], [1–3], ［１～３］ cite
@@ -60,10 +60,15 @@ Rules of version "12":
   no letters or digits outside citations has no sentences.
 - In a numbered list (two lines or more opening with "1. ", "2) ", "3、", "4）", "（5）" or "(6)", a
   number written as one character, "①", "⑴", "⒈", or a Chinese numeral, "一、", "（二）", after any
-  indentation) the marker's dot ends nothing: an item is one sentence, not "1." and its text. A
+  indentation; "1." and "2)" also right before a CJK character, "1.登录失败", as Chinese lists are
+  written) the marker's dot ends nothing: an item is one sentence, not "1." and its text. A
   list marker opening a sentence (those in such a list; "- ", "* ", "• " anywhere) is not part of
   it: its number is no claim to check. A lone "42. It is ..." keeps its number.
 
+Version "12" read "1." and "2)" as list markers only before a space, so a Chinese list written without
+one ("1.登录失败返回 422 [1]\n2.锁定 15 分钟 [2]", "一.", "１.") split each item into an uncited "1." and
+its text (MISSING_CITATION, faithfulness 0.5), and "1)登录失败" kept its number, a token the cited context
+had to hold (TOKEN_NOT_FOUND).
 Version "11" never closed a quote opened with “ and closed with ", or opened at an inch mark (27" wide),
 so the rest of its line was one sentence, its uncited claims sharing the quote's citation; and ended a
 sentence at "a.m.", "Jan.", "Ph.D.", "min.", "Mt.", "Gen." and the like before a small letter or a
@@ -127,7 +132,7 @@ from lewisrag.scoring.markers import (  # noqa: F401 - the citation markers' rul
 from lewisrag.scoring.text import sentence_bounds
 
 SPLITTER_NAME = "sentences"
-SPLITTER_VERSION = "12"
+SPLITTER_VERSION = "13"
 ATOMIC_SPLITTER_NAME = "atomic"  # --splitter atomic: the llm judge decomposes the whole answer (judge.decompose)
 
 _HSPACE = r"[^\S\n]"  # any space but a newline: no-break and thin spaces too

@@ -400,19 +400,22 @@ def token_f1(prediction: str, answers: Sequence[str]) -> float:
 
 def rouge_tokens(text: str) -> list[str]:
     """rouge-score's tokenizer (lowercase, runs of letters and digits) that also keeps CJK
-    characters, one per token. On ASCII text it returns exactly what rouge-score returns.
+    characters, one per token. On ASCII text it returns exactly what rouge-score returns. A CJK
+    character that is no letter, the katakana middle dot of 安娜・凯尔, separates as punctuation does
+    (as a token it made "安娜・凯尔" score 0.89 against "安娜·凯尔", whose dot is punctuation).
 
-    >>> rouge_tokens("Don't return HTTP-422 登录")
-    ['don', 't', 'return', 'http', '422', '登', '录']
+    >>> rouge_tokens("Don't return HTTP-422 登录"), rouge_tokens("安娜・凯尔")
+    (['don', 't', 'return', 'http', '422', '登', '录'], ['安', '娜', '凯', '尔'])
     """
     tokens: list[str] = []
     run = ""
     for ch in unicodedata.normalize("NFKC", text).lower():
-        if is_cjk(ch) or not ch.isalnum():
+        cjk = is_cjk(ch) and ch.isalnum()
+        if cjk or not ch.isalnum():
             if run:
                 tokens.append(run)
                 run = ""
-            if is_cjk(ch):
+            if cjk:
                 tokens.append(ch)
         else:
             run += ch

@@ -77,7 +77,7 @@ def word_dot_ends_sentence(text: str, i: int, after: str) -> bool:
     return not _INITIALS_RE.fullmatch(word)  # initials: "J. Smith", "J.K. Rowling", "由J.K.罗琳创作"
 
 
-# --- where sentences end: the evaluator's splitter's rules (`eval.statements`, SPLITTER_VERSION "12"), here
+# --- where sentences end: the evaluator's splitter's rules (`eval.statements`, SPLITTER_VERSION "13"), here
 # so that the implicit citations of RAG models cut an answer with the same function -------------------------
 
 _HSPACE = r"[^\S\n]"  # any space but a newline: no-break and thin spaces too
@@ -111,11 +111,14 @@ _LIST_NUMBER_RE = re.compile(_LIST_NUMBER)
 # numbers written as one character, most of which NFKC makes digits ("①" is "1", "⒈" "1."): ①-⑳, ⑴-⒇,
 # ⒈-⒛, ⓪-⓿, the dingbats ❶-➓, ㉑-㊿
 _ENCLOSED_NUMBER = "[\u2460-\u249b\u24ea-\u24ff\u2776-\u2793\u3251-\u325f\u32b1-\u32bf]"
-# a line opening "1. ", "2) ", "3、", "4）", "（5）", "(6)", "①", "⑴", "⒈", "一、" or "（一）"
+# the characters `is_cjk` accepts, as a regex class
+_CJK = "[\u4e00-\u9fff\u3400-\u4dbf\uf900-\ufaff\U00020000-\U0002fa1f\u3040-\u30ff]"
+# a line opening "1. ", "2) ", "3、", "4）", "（5）", "(6)", "①", "⑴", "⒈", "一、" or "（一）"; "1." and "2)" also right
+# before a CJK character, as Chinese lists are written without the space ("1.登录失败"); "3.5" and "e.g." are no marker
 _NUMBER_MARKER_RE = re.compile(
-    rf"(?m)^[^\S\n]*(?:{_LIST_NUMBER}(?:[.)]\s|[、．）])|[（(]{_LIST_NUMBER}[）)]|{_ENCLOSED_NUMBER})")
+    rf"(?m)^[^\S\n]*(?:{_LIST_NUMBER}(?:[.)](?:\s|(?={_CJK}))|[、．）])|[（(]{_LIST_NUMBER}[）)]|{_ENCLOSED_NUMBER})")
 _LIST_MARKER_RE = re.compile(  # ... and "- "
-    rf"^(?:{_LIST_NUMBER}(?:[.)]\s+|[、．）]\s*)|[（(]{_LIST_NUMBER}[）)]\s*|{_ENCLOSED_NUMBER}\s*|[-*•]\s+)")
+    rf"^(?:{_LIST_NUMBER}(?:[.)]\s+|[.)](?={_CJK})|[、．）]\s*)|[（(]{_LIST_NUMBER}[）)]\s*|{_ENCLOSED_NUMBER}\s*|[-*•]\s+)")
 _BULLET_RE = re.compile(r"^[-*•]\s+")
 
 

@@ -542,6 +542,23 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "cli.eval.systems": ("{n} systems in one answers file, each scored apart below (--json: by_system): {names}",
                          "一个回答文件里有 {n} 个系统，下面分别计分（--json：by_system）：{names}"),
     "cli.eval.metrics_of": ("layered metrics (question level): {system}", "分层指标（题目级）：{system}"),
+    "cli.eval.usage": ("judge calls {calls}, cache hits {cache_hits}, retries {retries}, failures {failures}, "
+                       "tokens {prompt_tokens}+{completion_tokens}, cost {cost}",
+                       "裁判调用 {calls} 次，缓存命中 {cache_hits} 次，重试 {retries} 次，失败 {failures} 次，"
+                       "token {prompt_tokens}+{completion_tokens}，费用 {cost}"),
+    "cli.eval.wrote": ("wrote {files}", "已写入 {files}"),
+    "cli.note.unmatched_gold": ("note: recall@k not measured on {plain} of the {n} records of {file} with gold_passage_ids: "
+                                "their retrieved_contexts are plain strings, without ids to match (give each context an id, "
+                                "or retrieved_context_ids); counted as NaN",
+                                "注意：{file} 中带 gold_passage_ids 的 {n} 条记录里，有 {plain} 条没有测 recall@k：它们的 "
+                                "retrieved_contexts 是纯字符串，没有可匹配的 id（给每个上下文一个 id，或给出 "
+                                "retrieved_context_ids）；记为 NaN"),
+    "cli.note.undecided": ("note: --judge {spec} decided {decided} of the {judged} statements of {answers}; the {undecided} "
+                           "undecided are left out of faithfulness (the first: {reason}; each with its reason in results.json)",
+                           "注意：{answers}共有 {judged} 条陈述，--judge {spec} 判定了其中 {decided} 条；没有判定的 {undecided} 条"
+                           "不计入忠实度（第一条：{reason}；每条的原因见 results.json）"),
+    "cli.note.the_answers": ("the answers", "这些回答"),
+    "cli.note.the_bughunt_answers": ("the BugHunt answers", "BugHunt 回答"),
     "cli.bh.judge": ("judge: {name}", "裁判：{name}"),
     "cli.bh.answers": ("preset answers", "预设回答"),
     "cli.bh.note": ("Each sentence cites one document, so citation recall = precision: the reference chapter's citation "
