@@ -180,9 +180,15 @@ def reproduce(
 
 def _print_notes(results: dict) -> None:
     """What the swap noticed about its inputs (two indexes holding the same passages, questions it left
-    out): notes on stderr, one unwrapped line each, with --json too, as ask's and swap's; stdout keeps the results."""
+    out), and the test questions no score counts (without an answer: results.json's test_unscored, which the
+    tables' numbers leave out): notes on stderr, one unwrapped line each, with --json too, as ask's and swap's;
+    stdout keeps the results."""
     for line in ((results.get("stages") or {}).get("knowledge_update") or {}).get("notes") or []:
         typer.echo(f"note: {line}", err=True)
+    if isinstance(unscored := results.get("test_unscored"), int) and unscored > 0:
+        typer.echo(f"note: the test QA scores leave out {unscored} test question{'s' * (unscored != 1)} without a "
+                   "reference answer to score against (results.json: test_unscored; report.md says so under Table 1)",
+                   err=True)
 
 
 def summary(results: dict, out: Path) -> dict:

@@ -147,7 +147,7 @@ def render_report(results: dict) -> str:
         lines += [t("rep.environment", cpu=cpu, threads=env.get("threads", "?"),
                     device=env.get("gpu") or env.get("device", "cpu"), torch=env.get("torch", "?"),
                     linear="oneDNN" if env.get("cpu_linear") == "onednn" else "BLAS"), ""]
-    for section in (_run, _retrieval, _table1, _long_form, _swap, _table6, _table2, _compare, _skipped):
+    for section in (_run, _retrieval, _table1, _unscored, _long_form, _swap, _table6, _table2, _compare, _skipped):
         lines += section(results, t)
     absent = {"em_vs_k.png": not results.get("ablations"), "swap_matrix.png": not results.get("knowledge_update")}
     plots = tuple(p for p in PLOTS if not absent.get(p)) + (("position.png",) if results.get("position") else ())
@@ -258,6 +258,20 @@ def _table1(results: dict, t: Messages) -> list[str]:
             sentence += t("rep.t1.gap", gap=gap * 100)
         sentence += _lead(leaders, rows, _scores(results, "exact_match", "short"), t, binary=True)
     return out + ["", sentence + t("end"), ""]
+
+
+def _unscored(results: dict, t: Messages) -> list[str]:
+    """Under Table 1, the test questions without an answer (results.json's `test_unscored`), which the evaluate
+    stage leaves out of every score, out of all the split's: unsaid, Table 1 read as over every test question,
+    as many as the base preset's Run section counts."""
+    n = results.get("test_unscored")
+    if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+        return []
+    qa = results.get("qa") or {}
+    trained = next((qa[s] for s in SYSTEMS[:3] if isinstance(qa.get(s), dict)), {})  # the evaluate stage's systems
+    counts = [trained.get("n", 0), (trained.get("long") or {}).get("n", 0)]
+    total = n + sum(counts) if all(isinstance(c, int) and not isinstance(c, bool) for c in counts) else None
+    return [t("rep.t1.unscored", n=n, total=_count(total, t)), ""]
 
 
 def _long_form(results: dict, t: Messages) -> list[str]:

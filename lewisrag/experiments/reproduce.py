@@ -119,10 +119,14 @@ def reproduce(
     has checked the assets already (the CLI, before its progress display opens); None: they are
     prepared here. `out` must be
     missing, empty or a reproduction run, unless `overwrite`: then the run happens in a hidden
-    sibling folder (`.NAME.overwrite`, where the same command resumes a killed run) that replaces
+    sibling folder (`.NAME.overwrite`, where the same command resumes a killed run; one there that is
+    not empty and not a reproduction is the user's, refused before anything is removed) that replaces
     `out` when every stage is done; never a folder inside another lewisrag output (`--out RUN/world`,
     `--out RUN/dpr/sub`: refused, `check_out_dir(nested=False)`). A resume of that killed run refused
     (other flags) advises its flags or deleting `.NAME.overwrite`, not dropping a --resume it was not given.
+    A resume of a run whose config.json is gone while its stage records remain is refused
+    (`check_config_kept`). A refused `resume` never advises --overwrite alone, which the CLI refuses
+    beside --resume (`check_out_dir(resume=True)`, `stages.check_rerun`).
     In a reproduction run, the folders its stages replace (RUN/dpr, RUN/rag_token, ...: all of them, or
     with `resume` those of the stages still to run) are checked before anything is removed
     (`stages.check_rerun`): a file the user added to one is refused by name, unless `overwrite`.
@@ -144,8 +148,13 @@ def reproduce(
         raise InputError("--seed", f"must be between 0 and 2**32 - 1, got {seed}")
     given = {} if assets is None or resume else {"--" + f.name.replace("_", "-"): getattr(assets, f.name)
                                                  for f in fields(assets) if isinstance(getattr(assets, f.name), str)}
-    out = check_out_dir(out, KIND, overwrite=overwrite, inputs=given, nested=False)
+    out = check_out_dir(out, KIND, overwrite=overwrite, inputs=given, nested=False, resume=resume)
     run = out if is_free(out, KIND) else out.with_name(f".{out.name}.overwrite")
+    if not is_free(run, KIND):  # the staging folder (`out` itself is free) is the user's: taken over, it lost
+        # its files of the run's names (results.json, ...) before the world stage refused it
+        raise InputError(run, "is where --overwrite stages its run beside --out, and is not empty and not a "
+                         "reproduction a killed --overwrite run left there; lewisrag never takes it over: move it away",
+                         field="--out")
     staged = run != out and is_ours(run, KIND)
     if staged:         # an --overwrite run killed before it replaced `out`: the same command
         resume = True  # goes on with its finished stages, as `train rag --overwrite` does
@@ -154,6 +163,7 @@ def reproduce(
         warnings.warn(LewisragWarning(f"resuming the killed --overwrite run in {run}: its finished stages are kept "
                                       "(delete that folder to start afresh)"))
     try:
+        check_config_kept(run, resume)
         threads = run_threads(preset, run, resume)
         with exclusive(run), torch_threads(threads), use_cpu_linear(linear):  # two runs into one folder would mix their stages' files
             found = _stamps(run)  # the results and plots there before the run: one it leaves untouched is not its own
@@ -185,6 +195,20 @@ def _staged_advice(error: InputError, run: Path) -> InputError:
     advice = (f"delete {run} to start afresh (the --overwrite run killed there, which this command resumes without "
               "--resume: rerun with that run's flags to finish it)")
     return InputError(error.source, DROP_RESUME.sub(lambda _: advice, error.message), error.line, error.field)
+
+
+def check_config_kept(run: Path, resume: bool) -> None:
+    """On `resume`, a run with stage records must still have its config.json: the preset, seed and
+    settings those records were made with, which a resume compares with its own (`check_resumed_config`,
+    `base.run_base`). Without it nothing was compared: every finished stage was skipped and the new
+    flags' config.json written over records made with others (`--resume --seed 5` on a seed-0 run, exit 0)."""
+    if not resume or (run / "config.json").exists():
+        return
+    records = sorted(name for name in S.STAGE_NAMES if S.stage_record(run, name).exists())
+    if records:
+        raise InputError(run / "config.json", f"missing, though {run / 'stages'} holds records of finished "
+                         f"stages (such as {records[0]}.json): a resume cannot tell which preset and seed made them; "
+                         "use a new --out or drop --resume to run every stage again")
 
 
 def run_threads(preset: Preset, run: Path, resume: bool) -> int | None:

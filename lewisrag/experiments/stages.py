@@ -102,7 +102,8 @@ def check_rerun(run: Path, names: Sequence[str], resume: bool, overwrite: bool =
     checkpoint/, best/ and final/ folders; a plain rerun removes it whole (`rag`). A resume also checks
     the files it will write at RUN's top beside those its end always rewrites (`start_run`): each
     unfinished stage's own (`STAGE_FILES`, compare's position.png) and the plot of each section the
-    run has (em_vs_k.png with ablations, ...): a user's file of such a name was replaced in silence."""
+    run has (em_vs_k.png with ablations, ...): a user's file of such a name was replaced in silence. A
+    resume's refusal advises what `reproduce --resume` accepts: --overwrite only with --resume dropped."""
     if resume:
         files = [f for n in names if not stage_record(run, n).exists() for f in STAGE_FILES.get(n, ()) + STAGE_PLOTS.get(n, ())]
         finished_files(run, overwrite, [f for f in files + [SECTION_PLOTS[n] for n in names if n in SECTION_PLOTS]
@@ -113,7 +114,7 @@ def check_rerun(run: Path, names: Sequence[str], resume: bool, overwrite: bool =
         rel, kind = STAGE_FOLDERS[name]
         within = RAG_REPLACED if resume and kind == RAG_KIND else ()
         check_part(run / rel, kind, overwrite=overwrite, what=f"the {name} stage", legacy=LEGACY.get(kind, ()),
-                   unmarked=kind in UNMARKED, within=within)
+                   unmarked=kind in UNMARKED, within=within, resume=resume)
 
 
 def forget_stages(run: Path) -> None:
@@ -261,7 +262,8 @@ def start_run(run: Path, config: dict, resume: bool, overwrite: bool = False, na
 def finished_files(run: Path, overwrite: bool = False, names: Sequence[str] = FINISHED, resume: bool = False) -> list[Path]:
     """The files of `names` (`FINISHED`) in `run`, each one the run's marker says it wrote (`outputs.wrote`), or, with
     `overwrite`, any file; a user's file of such a name is refused by name otherwise (saying what would
-    replace it: a run begun afresh, or the end of a `resume`), and a folder always."""
+    replace it: a run begun afresh, or the end of a `resume`, whose advice drops --resume before passing
+    --overwrite: the command refuses the two together), and a folder always."""
     found = [run / name for name in names if (run / name).exists() or (run / name).is_symlink()]
     for path in found:
         if path.is_dir() and not path.is_symlink():
@@ -270,8 +272,8 @@ def finished_files(run: Path, overwrite: bool = False, names: Sequence[str] = FI
         if not overwrite and not wrote(run, path.name):
             fate = ("a resumed run rewrites the file of this name" if resume else
                     "a run begun afresh removes the file of this name that an earlier run wrote")
-            raise InputError(path, f"was not written by lewisrag, and {fate}; move it away, or pass --overwrite to "
-                             f"{'replace' if resume else 'remove'} it")
+            how = "drop --resume and pass --overwrite to replace" if resume else "pass --overwrite to remove"
+            raise InputError(path, f"was not written by lewisrag, and {fate}; move it away, or {how} it")
     return found
 
 

@@ -19,7 +19,7 @@ from lewisrag.data.outputs.removal import _check_one_device, _in_the_way, _old, 
 
 def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False, flag: str = "--out",
                   inputs: dict[str, object] | None = None, replaces: bool = False, writes: Iterable[str] = (),
-                  alone: bool = False, nested: bool = True) -> Path:
+                  alone: bool = False, nested: bool = True, resume: bool = False) -> Path:
     """Refuse an output folder that would destroy the user's files or that cannot be written.
 
     `inputs` ({flag: path}) are the command's input files and folders: one inside an `out` that
@@ -38,6 +38,8 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
     this kind (`_check_not_inside_an_output`: `reproduce --out RUN/dpr/sub` left RUN/dpr holding a
     folder that RUN's next fresh run refused). By default a new folder there is allowed, as a command
     may add its output to another on purpose (`compare --out RUN/compare`, `swap --out RUN/swap`).
+    `resume`: the command continues its output there and refuses --overwrite beside --resume
+    (`reproduce --resume`): a refusal's advice says to drop --resume too (`_overwrite_advice`).
     Call it before any expensive work. Returns `out` as a Path. A marked `out` it passes is remembered
     with the files lewisrag did not write that it held then (`_remember_check`): the command may run
     for hours, and a file the user adds to it meanwhile is refused when `replace_dir` swaps the new
@@ -83,17 +85,17 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
     if not overwrite and not is_free(out, kind):
         other = made_by(out)
         whose = f"holds a lewisrag {other}, not {_a(kind)}" if other else "was not made by lewisrag"
-        raise InputError(given, f"folder is not empty and {whose}; choose another or pass --overwrite to replace it",
-                         field=flag)
+        raise InputError(given, f"folder is not empty and {whose}; choose another or {_overwrite_advice(resume)} to "
+                         "replace it", field=flag)
     if writes and not overwrite and is_ours(out, kind) and (taken := sorted(set(added_files(out)) & set(writes))):
         raise InputError(out / taken[0], "was not written by lewisrag and the new output writes a file of that name; "
-                         "move it away or pass --overwrite", field=flag)
+                         f"move it away or {_overwrite_advice(resume)}", field=flag)
     if replaces and not overwrite and is_ours(out, kind):
         if added := added_files(out):
             # counted: --overwrite loses every one of them, not only the one named
             what, it = (f"{added[0]!r} and {len(added) - 1} more", "them") if len(added) > 1 else (repr(added[0]), "it")
             raise InputError(given, f"holds {what}, which lewisrag did not write there and a rerun would lose; move {it} "
-                             "away or pass --overwrite", field=flag)
+                             f"away or {_overwrite_advice(resume)}", field=flag)
     _check_one_device(out, flag)  # the folder is replaced or rewritten: nothing in it may lie on another file system
     check_writable(out if out.is_dir() else out.parent, flag)
     _remember_check(out)  # the user's files there now: one added later is refused at the swap (`replace_dir`)
@@ -101,7 +103,8 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
 
 
 def check_part(folder: str | os.PathLike, kind: str, *, overwrite: bool = False, what: str = "a rerun",
-               legacy: Iterable[str] = (), unmarked: bool = False, within: Iterable[str] = ()) -> None:
+               legacy: Iterable[str] = (), unmarked: bool = False, within: Iterable[str] = (),
+               resume: bool = False) -> None:
     """Refuse to let a rerun replace `folder`, a part of a larger output that lewisrag wrote (a
     reproduction's RUN/dpr, RUN/rag_token: `what` names the stage in the message), as it would
     destroy the user's files: a link or a file in its place, a folder lewisrag did not write as `kind`
@@ -117,6 +120,8 @@ def check_part(folder: str | os.PathLike, kind: str, *, overwrite: bool = False,
     whatever `overwrite` (a RAG run always had its marker: one without it was refused by the stage,
     `discard_output`, only once the stages before it were redone). `within`: the subfolders the rerun
     replaces (a resumed training run's checkpoint/, best/, final/), when not all of `folder`.
+    `resume`: the larger output is resumed (`reproduce --resume`), which refuses --overwrite beside it:
+    the advice says to drop --resume too (`_overwrite_advice`).
     """
     inner = {n for n in legacy if "/" in n}
     folder, legacy, within = physical(folder), {n.split("/")[0] for n in legacy}, set(within)
@@ -157,8 +162,15 @@ def check_part(folder: str | os.PathLike, kind: str, *, overwrite: bool = False,
     if added:
         replaced = folder / added[0].split("/")[0] if within else folder
         raise InputError(folder / added[0], f"was not written by lewisrag, and {what} replaces {replaced} "
-                         "whole; move it away, or pass --overwrite to replace it")
+                         f"whole; move it away, or {_overwrite_advice(resume)} to replace it")
     _remember_check(folder)
+
+
+def _overwrite_advice(resume: bool) -> str:
+    """How --overwrite lifts a refusal: passed, or, for a command that continues its output (`resume`) and
+    refuses --overwrite beside --resume (`reproduce --resume`), passed to a run begun afresh: advice the
+    command would refuse in turn sent the user from one refusal to another."""
+    return "drop --resume and pass --overwrite" if resume else "pass --overwrite"
 
 
 def _check_replaceable(out: Path, flag: str, given: str | os.PathLike | None = None) -> None:

@@ -172,6 +172,11 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "rep.t1.one": ("{name} has an exact match of {em}", "{name} 的精确匹配（EM）为 {em}"),  # the only system with one
     "rep.t1.gap": (", {gap:+.0f} points against the closed-book BART that reads no documents",
                    "，和不读任何文档的闭卷 BART 相差 {gap:+.0f} 个百分点"),
+    # the test questions without an answer, which the evaluate stage drops from every score (results.json's
+    # test_unscored): said under Table 1, whose numbers are over fewer questions than the split holds
+    "rep.t1.unscored": ("Test questions left out of every QA score, having no reference answer to score against: "
+                        "{n} of {total}.",
+                        "所有问答得分都不含没有参考答案、无从计分的测试题：{total} 道中的 {n} 道。"),
     # a lead the paired tests on results.json's per-question records do not bear out, or could not test
     "rep.lead.level": ("; the lead over {others} is within noise ({test}; a lead counts at p < {level})",
                        "；领先 {others}的幅度在噪声之内（{test}；p < {level} 才算领先）"),
