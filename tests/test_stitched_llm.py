@@ -209,23 +209,28 @@ def test_hf_causal_lm_folder_runs_end_to_end(run_dir, tmp_path):  # noqa: F811
     texts = [f"{p.title} {p.text}" for p in read_passages(run_dir / "world" / "passages_a.jsonl")]
     tok = train_generator_tokenizer(texts + [stitched_llm.ANSWER_INSTRUCTION] * 5, 300)
     torch.manual_seed(0)
-    # no end token it can emit: a random model would often end at once, and every answer would be an empty reply
     gpt = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_embd=16, n_layer=1, n_head=2, n_positions=1024))
+    # A random model's answers must end, or each is cut off at max_new_tokens and fails: every token but 20
+    # ends one, and min_new_tokens holds the end tokens back for two, so each answer is two words or more.
+    gpt.generation_config.eos_token_id = [i for i in range(len(tok)) if not 10 <= i < 30]
+    gpt.generation_config.min_new_tokens = 2
     gpt.save_pretrained(tmp_path / "gpt")
     tok.save_pretrained(tmp_path / "gpt")
     out = tmp_path / "out"
     r = CliRunner().invoke(app, ["compare", "--run", str(run_dir), "--out", str(out), "--stitched-generator",
-                                 f"hf:{tmp_path / 'gpt'}", "--n-docs", "2", "--position-questions", "2"])
+                                 f"hf:{tmp_path / 'gpt'}", "--n-docs", "2", "--position-questions", "2",
+                                 "--max-new-tokens", "30"])
     assert r.exit_code == 0, r.output
     results = json.loads((out / "results.json").read_text())
     assert set(results["qa"]) == {"rag_token", "rag_sequence", "stitched"} and "answers failed (null)" in r.output
     assert f"| metric | rag_token | rag_sequence | stitched (hf:{tmp_path / 'gpt'}) |" in (out / "report.md").read_text()
     g = results["generators"]["stitched"]
     assert g["kind"] == "hf" and g["n_docs"] == 2 and 0 <= g["failed"] < g["answers"]  # the model's own words came back
-    assert (g["max_input_tokens"], g["shortened_prompts"]) == (1024 - 40, 0)  # every prompt held both passages whole
+    assert (g["max_input_tokens"], g["shortened_prompts"]) == (1024 - 30, 0)  # every prompt held both passages whole
+    assert g["max_new_tokens"] == 30  # --max-new-tokens, not the run's answer length + 8 (40)
     mine = [rec for rec in results["records"] if rec["system"] == "stitched"]
     assert len(mine) == results["layers"]["stitched"]["n"] and all(len(rec["passage_ids"]) == 2 for rec in mine)
-    assert all(rec["response"] or rec["generator_error"] == stitched_llm.EMPTY_REPLY for rec in mine)  # never silently empty
+    assert all(rec["response"] or rec["generator_error"] for rec in mine)  # never silently empty: a failure says why
     assert Counter(bool(rec.get("generator_error")) for rec in mine)[True] <= g["failed"]
     assert results["layers"]["stitched"]["tokens_per_answer"] > 0
 
@@ -239,6 +244,9 @@ def test_hf_causal_lm_folder_runs_end_to_end(run_dir, tmp_path):  # noqa: F811
     (["--llm-base-url", "http://127.0.0.1:9/v1"], "only applies with --stitched-generator"),
     (["--base-url", "http://127.0.0.1:9/v1"], "--base-url: only applies with --stitched-generator"),  # the old spelling too
     (["--timeout", "5"], "--timeout: only applies with --stitched-generator"),  # used to be ignored in silence
+    (["--max-new-tokens", "64"], "--max-new-tokens: only applies with --stitched-generator"),
+    (["--stitched-generator", "chat:stub", "--llm-base-url", "http://127.0.0.1:9/v1", "--max-new-tokens", "64"],
+     "--max-new-tokens: only applies with --stitched-generator hf:PATH"),
     (["--stitched-generator", "hf:{tmp}", "--concurrency", "8"], "--concurrency: only applies with --stitched-generator chat:"),
     (["--stitched-generator", "chat:stub", "--llm-base-url", "http://127.0.0.1:9/v1", "--systems", "stitched", "--device", "cpu"],
      "--device: places the run's trained models"),

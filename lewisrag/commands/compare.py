@@ -53,6 +53,9 @@ def compare(
                                    "separate --cache-dir per endpoint."),
     n_docs: int = typer.Option(None, "--n-docs", help="--stitched-generator: passages per prompt "
                                "(default: the run's stitched k, else 5)."),
+    max_new_tokens: int = typer.Option(None, "--max-new-tokens", min=1, help="hf:PATH: tokens an answer may take "
+                                       "(default: the run's answer length + 8); an answer cut off there fails, scored "
+                                       "null. Raise it for a model that reasons before answering."),
     device: str = typer.Option("auto", "--device", help="Where the run's trained models and an hf:PATH "
                                "generator answer: auto (a GPU when one is visible), cpu or cuda[:N]."),
     lang: str = typer.Option("en", "--lang", help=LANG_HELP + " The table printed here follows it too; --json prints the "
@@ -74,12 +77,15 @@ def compare(
     given_once("--systems", names)
     chat_only = ("llm_base_url", "old_base_url", "api_key_env", "timeout", "max_retries", "concurrency", "cache_dir")
     if stitched_generator is None:  # never ignored in silence: the user meant an outside generator
-        _ui.refuse_given(ctx, (*chat_only, "n_docs"), "only applies with --stitched-generator")
+        _ui.refuse_given(ctx, (*chat_only, "n_docs", "max_new_tokens"), "only applies with --stitched-generator")
     elif not stitched_generator.startswith("chat:"):
         _ui.refuse_given(ctx, chat_only, "only applies with --stitched-generator chat:MODEL")
     elif set(names) <= {"stitched"}:  # an endpoint answers alone: no model of the run loads
         _ui.refuse_given(ctx, ("device",), "places the run's trained models and an hf: generator; here a chat endpoint "
                          "answers alone")
+    if stitched_generator is not None and stitched_generator.startswith("chat:"):
+        # the endpoint decides how long a reply may be, and says so when it cut one (finish_reason "length")
+        _ui.refuse_given(ctx, ("max_new_tokens",), "only applies with --stitched-generator hf:PATH")
     # after the refusals: an old spelling refused is one line, not a deprecation warning too
     base_url = _ui.renamed(ctx, "llm_base_url", "old_base_url", "--llm-base-url", "--base-url")
     if not run.is_dir():  # before --out, which defaults to RUN/compare and would be blamed for a missing run
@@ -91,7 +97,7 @@ def compare(
     generator = None
     if stitched_generator is not None:
         generator = GeneratorOptions(stitched_generator, base_url, api_key_env, timeout, max_retries, concurrency, cache_dir,
-                                     n_docs)
+                                     n_docs, max_new_tokens)
     out = out or run / "compare"
     with _ui.progress() as p:
         card = compare_run(run, out, names, data, position_questions, on_progress=_ui.Bars(p), overwrite=overwrite,

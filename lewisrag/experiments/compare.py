@@ -9,9 +9,10 @@ whose citations are [n]: explicit ones for the stitched system, implicit ones (f
 Lewis models. So one evaluator (lewisrag.eval.evaluator, with the deterministic LexicalJudge) scores
 every layer of every system alike. Context ids are the numbers 1..k rather than passage ids because
 the evaluator's citation markers are numeric; gold ids are renumbered the same way while it scores, and
-each record then carries the real ids: `passage_ids` (what contexts 1..k were), `cited_passage_ids` and
-the question's own `gold_passage_ids` (so `lewisrag gate` pairs a question by its labels, not by where
-a run happened to retrieve them). Each system is evaluated at its own k: recall@1 and recall@k, k the
+each record then carries the real ids: `passage_ids` (what contexts 1..k were), `cited_passage_ids` (those
+its [n] markers cite, explicit or implicit) and the question's own `gold_passage_ids` (so `lewisrag gate`
+pairs a question by its labels, not by where a run happened to retrieve them). Each system is evaluated
+at its own k: recall@1 and recall@k, k the
 passages it read (the Lewis models' K, the stitched system's k; the most any answer read, where an hf:
 generator's shortened prompts read fewer), in the scorecard's recall row too, its diagnosis at that k;
 none is labelled past what it read. EM, F1 and ROUGE-L of a record are scored against every gold answer, as
@@ -374,7 +375,10 @@ def load_systems(run: str | os.PathLike, names=SYSTEMS, batch_size: int = 16, ma
     run = Path(run)
     check_systems(run, names, generator)
     # an outside generator first: a folder that does not load fails before the Lewis models are read
-    outside = {"stitched": build_system(run, generator, max_length + 8, device)} if generator is not None else {}  # + its citation
+    # an hf: answer may take the run's answer length and its citation, unless --max-new-tokens says otherwise
+    # (a reasoning model thinks aloud first, and every answer cut off there fails)
+    outside = ({"stitched": build_system(run, generator, generator.max_new_tokens or max_length + 8, device)}
+               if generator is not None else {})
     index = DenseIndex.load(run / "index_a") if any(n != "stitched" for n in names) else None
     systems = {}
     for n in names:

@@ -16,8 +16,9 @@ line, then the question:
 
     Question: Who leads Valdoria?
 
-An `hf:` model gets the same two messages through its tokenizer's chat template when it has one,
-else as plain text: the instruction, a blank line, the user message and "Answer:". A template that
+An `hf:` model gets the same two messages through its tokenizer's chat template when it has one (its
+text encoded with no special tokens added: the template writes its own, a start token included), else
+as plain text: the instruction, a blank line, the user message and "Answer:". A template that
 cannot take them (one that refuses a system message) is refused before any question is asked. The
 model reads at most `max_input_tokens` (`HFGenerator`'s default): its positions as its config gives
 them (`rag_model.model.max_positions`), less the answer's for a causal LM, or 1024 when the config gives none. A prompt
@@ -29,8 +30,9 @@ an InputError (one line, exit 2, nothing written): an answer from no passage is 
 
 Parsing (`parse_reply`): a reasoning model's <think>...</think> block is dropped, and so is everything
 before a "</think>" left without its opening (DeepSeek-R1's chat template puts "<think>" in the prompt);
-Markdown footnote definition lines ("[^1]: source") go, whitespace runs (newlines too) become one
-space, a leading "Answer:" goes, and every citation marker the evaluator
+Markdown footnote definition lines ("[^1]: source") go, a last line of nothing but a "Source:" label and
+markers ("Source: [2]") becomes its markers, whitespace runs (newlines too) become one space, a leading
+"Answer:" goes ("**Answer:**", "*Answer*:", "答案：" too), and every citation marker the evaluator
 reads ("[1, 2]", "【2】", "［２］", "[1、2]") becomes plain ones ("[1][2]"); the rest
 is the response, citations kept (the evaluator reads them). The QA metrics (EM, F1, ROUGE-L) score it
 without its [n] markers; `cited_ids` maps the markers back to passage ids (`cited_passage_ids` in
@@ -38,19 +40,22 @@ the records; an out-of-range [n] stays as "?n").
 
 Failures. Requests go through `lewisrag.chat_client.ChatClient`: a timeout per attempt (connecting,
 headers and body), bounded retries with jittered backoff for transient faults (timeouts, resets,
-429, 5xx, malformed bodies). A request that still fails, or a reply with no answer text, becomes an
-`Answered` with `failure` set: compare scores it null (NaN) with the reason, never as an empty
-answer, and counts it. Two failures end the comparison instead, as an InputError (one line, exit 2,
-nothing written): one that every request would repeat (HTTP 401/403, 404, a redirect, connections
-refused, or a request's every retry spent on transient faults, while nothing has answered yet:
+429, 5xx, malformed bodies). A request that still fails, a reply with no answer text (nothing left but
+citations and punctuation: "[1]"), or an `hf:` answer that reached max_new_tokens with no end token (cut
+off, as a chat reply whose finish_reason is "length") becomes an `Answered` with `failure` set: compare
+scores it null (NaN) with the reason, never as an empty answer, and counts it. Two failures end the
+comparison instead, as an InputError (one line, exit 2, nothing written): one that every request
+would repeat (HTTP 401/403, 404, a redirect, connections refused, or a request's every retry spent on
+transient faults, while nothing has answered yet:
 the client stops there, `ChatClient.run_error`), raised at
 the batch that met it, naming the base URL and the flag or variable to fix; and a generator that
 answered none of the questions (`check_answered`), since a column of nulls would read as a measurement.
 
 Cache. Good replies are kept in a sqlite file (`answers.sqlite` under `--cache-dir`, default
 ~/.cache/lewisrag/answers) keyed by sha256(model, temperature, system message, user message), the
-raw content with the request's token counts and seconds, so a rerun asks the endpoint nothing
-(and reports the first run's latency). Failures are not cached: the next run asks again. The base URL
+raw content with the request's token counts and seconds (its batch's wall time shared equally among the
+requests the batch made, as `Answered.seconds` is), so a rerun asks the endpoint nothing (and reports the
+first run's latency). Failures are not cached: the next run asks again. The base URL
 is in no key: two endpoints serving the same model name share their cached answers (give each its
 own --cache-dir). The API
 key is read from the environment variable `--api-key-env` names; it travels in the Authorization
@@ -74,7 +79,7 @@ from lewisrag.eval.judges.base import DiskCache, digest
 from lewisrag.eval.statements import canonical_citations, strip_citations
 from lewisrag.experiments.systems import Answered, as_passage
 from lewisrag.rag_model.stitched import PromptTooLong, StitchSettings, cited_ids, fit_passages, stitch
-from lewisrag.scoring.markers import blank_footnote_definitions
+from lewisrag.scoring.markers import blank_footnote_definitions, citation_markers, sub_citations
 
 PROMPT_VERSION = "lewisrag-stitched-answer-1"  # bump whenever the instruction or layout below changes
 ANSWER_INSTRUCTION = (
@@ -91,7 +96,16 @@ EMPTY_REPLY = "empty reply: no answer text after parsing"
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL | re.IGNORECASE)
 _THINK_END = re.compile(r"</think>", re.IGNORECASE)
-_ANSWER_LABEL = re.compile(r"^(?:final answer|answer)\s*[:：]\s*", re.IGNORECASE)
+_EMPHASIS = r"(?:\*\*|__|\*|_)"
+_LABEL = r"(?:final answer|answer|最终答案|答案)"
+# "Answer:", or in Markdown emphasis closed before or after its colon ("**Answer:**", "*Answer*:"): the emphasis
+# goes with the label, and an answer's own ("Answer: *Ana Kel*") stays
+_ANSWER_LABEL = re.compile(rf"^(?:({_EMPHASIS})\s*{_LABEL}\s*(?:\1\s*[:：]|[:：]\s*\1)|{_LABEL}\s*[:：])\s*", re.IGNORECASE)
+# a last line naming the sources ("Source: [2]", "**Sources:** [1], [2]"): its markers are the answer's citations
+_SOURCE_LINE = re.compile(r"\n[^\S\n]*[*_]*(?:sources?|references?|citations?|来源|出处)[*_]*[^\S\n]*[:：]([^\n]*)\s*\Z",
+                          re.IGNORECASE)
+# what a source line may hold besides its markers: separators, emphasis, "and", "passage"
+_SOURCE_FILLER = re.compile(r"(?:\band\b|\bpassages?\b|和|[\s,;，；、.。*_&])*", re.IGNORECASE)
 
 
 def prompt_settings(k: int) -> StitchSettings:
@@ -102,8 +116,9 @@ def prompt_settings(k: int) -> StitchSettings:
 def parse_reply(text: str) -> str:
     """The response in a model's reply: no <think> block (nor the reasoning before a "</think>" whose
     "<think>" was in the prompt, as DeepSeek-R1's template puts it), no footnote definition line
-    ("[^1]: source"), one line, no "Answer:" label, and every citation the evaluator reads as one
-    ([1, 2], 【2】, ［２］, [1、2], [^2]) written [1][2].
+    ("[^1]: source"), a last line of nothing but a "Source:" label and citations reduced to its citations,
+    one line, no "Answer:" label (nor "**Answer:**", "答案："), and every citation the evaluator reads as
+    one ([1, 2], 【2】, ［２］, [1、2], [^2]) written [1][2].
 
     >>> parse_reply("<think>Passage 2 says so.</think>\\n Answer: Ana  Kel [1, 2].\\n")
     'Ana Kel [1][2].'
@@ -111,13 +126,36 @@ def parse_reply(text: str) -> str:
     ('Ana Kel [1]', 'Ana Kel[1]')
     >>> parse_reply("安娜·凯尔【2】。"), parse_reply("  ")
     ('安娜·凯尔[2]。', '')
+    >>> parse_reply("**Answer:** Ana Kel [2]"), parse_reply("Answer: Ana Kel\\nSources: [1], [2]")
+    ('Ana Kel [2]', 'Ana Kel [1][2]')
     """
     # whole blocks, then all up to the last lone "</think>" (its "<think>" was the prompt's: the reasoning goes too)
     text = _THINK_END.split(_THINK.sub(" ", text))[-1]
     # before the lines are joined: a definition is a line of its own ("Ana Kel[^1]: Valdoria / ..." was scored)
-    text = " ".join(blank_footnote_definitions(text).split())
+    text = " ".join(_source_line_citations(blank_footnote_definitions(text)).split())
     text = _ANSWER_LABEL.sub("", text)
     return canonical_citations(text).strip()
+
+
+def _source_line_citations(text: str) -> str:
+    """`text` with a last "Source: [2]" line written " [2]": the label joined to the answer's last line was
+    scored as part of the answer ("Ana Kel Source:"). A line with any other words is left as it is."""
+    if (m := _SOURCE_LINE.search(text)) is None:
+        return text
+    markers = citation_markers(m.group(1))
+    if not markers or not _SOURCE_FILLER.fullmatch(sub_citations(m.group(1), " ")):
+        return text
+    return text[: m.start()] + " " + "".join(marker.group() for marker in markers)
+
+
+def answer_failure(answer: str) -> str | None:
+    """EMPTY_REPLY for a parsed reply with no answer text, nothing but citations and punctuation ("[1]",
+    "[2]."; scored, it was an empty answer, EM 0 and not failed), else None.
+
+    >>> answer_failure("[1]"), answer_failure("[2]."), answer_failure("安娜[2]"), answer_failure("1990 [1]")
+    ('empty reply: no answer text after parsing', 'empty reply: no answer text after parsing', None, None)
+    """
+    return None if any(ch.isalnum() for ch in strip_citations(answer)) else EMPTY_REPLY
 
 
 @dataclass(frozen=True)
@@ -132,6 +170,7 @@ class GeneratorOptions:
     concurrency: int = 4  # chat: requests in flight at most
     cache_dir: str | os.PathLike | None = None  # chat: answers.sqlite's folder (default ~/.cache/lewisrag/answers)
     n_docs: int | None = None  # passages per prompt (default: the run's stitched k, else 5)
+    max_new_tokens: int | None = None  # hf: tokens an answer may take (default: the run's answer length + 8)
 
     @property
     def kind(self) -> str:
@@ -181,7 +220,7 @@ class Reply:
     failure: str | None = None  # why there is no answer, after the retries
     input_tokens: int | None = None  # prompt tokens, when known
     new_tokens: int | None = None  # generated tokens, when known
-    seconds: float = 0.0  # this answer's request or share of its batch (a cached answer: the first run's)
+    seconds: float = 0.0  # this answer's share of its batch's wall time (a cached answer: the first run's share)
 
 
 class ChatAnswers:
@@ -215,9 +254,22 @@ class ChatAnswers:
         return digest("stitched-answer", self.client.model, self.client.temperature, self.system, prompt)
 
     def __call__(self, prompts: list[str]) -> list[Reply]:
-        return map_in_threads(self.one, prompts, self.client.max_workers)
+        """One Reply per prompt. The requests made share the batch's wall time equally, as the Lewis and hf:
+        systems' answers share theirs (`Answered.seconds`): each request's own time, with `concurrency` of
+        them in flight at once, read as that many times slower. A cached reply keeps the first run's share."""
+        start = time.perf_counter()
+        got = map_in_threads(self.one, prompts, self.client.max_workers)
+        asked = [(prompt, reply, entry) for prompt, (reply, entry) in zip(prompts, got) if entry is not None]
+        share = (time.perf_counter() - start) / max(1, len(asked))
+        for prompt, reply, entry in asked:
+            reply.seconds = share
+            if reply.failure is None:
+                self.cache.put(self.key(prompt), {**entry, "seconds": share})
+        return [reply for reply, _ in got]
 
-    def one(self, prompt: str) -> Reply:
+    def one(self, prompt: str) -> tuple[Reply, dict | None]:
+        """The prompt's Reply (its seconds the cached share, else left for `__call__`) and, when a request
+        was sent, its cache entry less the seconds (the content and token counts; {} when it failed)."""
         hit = self.cache.get(self.key(prompt))
         if isinstance(hit, dict) and isinstance(hit.get("content"), str):
             with self._lock:
@@ -226,21 +278,17 @@ class ChatAnswers:
             # rule the client reads a fresh reply's with (a cache written before it may hold -5)
             usage = {k: n for k in ("prompt_tokens", "completion_tokens") if (n := token_count(hit.get(k))) is not None}
             return self._reply(self.client.scrub(hit["content"]), usage,
-                               float(hit["seconds"]) if _number(hit.get("seconds"), (int, float)) else 0.0)
-        start = time.perf_counter()
+                               float(hit["seconds"]) if _number(hit.get("seconds"), (int, float)) else 0.0), None
         try:
             content, usage = self.client.reply(self.system, prompt)
         except ChatError as e:  # already retried as far as the client's bounds allow
-            return Reply("", str(e), seconds=time.perf_counter() - start)
-        reply = self._reply(content, usage, time.perf_counter() - start)
-        if reply.failure is None:
-            self.cache.put(self.key(prompt), {"content": content, **usage, "seconds": reply.seconds})
-        return reply
+            return Reply("", str(e)), {}
+        return self._reply(content, usage, 0.0), {"content": content, **usage}
 
     @staticmethod
     def _reply(content: str, usage: dict, seconds: float) -> Reply:
         answer = parse_reply(content)
-        return Reply(answer, None if answer else EMPTY_REPLY, usage.get("prompt_tokens"), usage.get("completion_tokens"), seconds)
+        return Reply(answer, answer_failure(answer), usage.get("prompt_tokens"), usage.get("completion_tokens"), seconds)
 
 
 def _number(value, kind) -> bool:
@@ -258,6 +306,9 @@ class HFAnswers:
         # only a prompt `fit` did not shorten (one handed in directly) is cut, losing its start, never its question
         tok.truncation_side = "left"
         self.chat_template = bool(getattr(tok, "chat_template", None))
+        # a template's text holds the special tokens it wants (Llama 3's starts with "{{ bos_token }}"): encoded as
+        # apply_chat_template(tokenize=True) encodes it, with none added, or the model read its start token twice
+        generator.add_special_tokens = not self.chat_template
         self.usage = {"batches": 0}
 
     def text(self, prompt: str) -> str:
@@ -269,7 +320,8 @@ class HFAnswers:
 
     def tokens(self, prompt: str) -> int:
         """Input tokens the generator reads for `prompt` (the user message), as it encodes it (no truncation)."""
-        return len(self.generator.tokenizer(self.text(prompt), verbose=False)["input_ids"])
+        return len(self.generator.tokenizer(self.text(prompt), add_special_tokens=not self.chat_template,
+                                            verbose=False)["input_ids"])
 
     def fit(self, question: str, passages: Sequence, settings: StitchSettings) -> int:
         """How many of `passages` (best first) the question's prompt holds within the generator's
@@ -289,9 +341,15 @@ class HFAnswers:
         self.usage["batches"] += 1
         seconds = (time.perf_counter() - start) / max(1, len(prompts))
         replies = []
-        for out, n_in, n_new in zip(outs, self.generator.last_input_tokens, self.generator.last_new_tokens):
+        for out, n_in, n_new, cut in zip(outs, self.generator.last_input_tokens, self.generator.last_new_tokens,
+                                         self.generator.last_cut_off):
+            if cut:  # a truncated answer must not be scored as the model's (the chat path refuses finish_reason "length")
+                failure = (f"reply cut off at max_new_tokens ({self.generator.max_new_tokens} tokens, no end token; "
+                           "--max-new-tokens raises it)")
+                replies.append(Reply("", failure, int(n_in), int(n_new), seconds))
+                continue
             answer = parse_reply(out)
-            replies.append(Reply(answer, None if answer else EMPTY_REPLY, int(n_in), int(n_new), seconds))
+            replies.append(Reply(answer, answer_failure(answer), int(n_in), int(n_new), seconds))
         return replies
 
 
@@ -336,7 +394,7 @@ class LLMStitchedSystem:
 
     def check_answered(self) -> None:
         """An InputError (exit 2) when the generator answered none of the questions asked of it (every
-        request failed, after its retries, or every reply was empty): a comparison whose column is
+        request failed, after its retries, or every reply was empty or cut off): a comparison whose column is
         all nulls would read as a measurement. Some answers failing is recorded, not refused."""
         if not self.n_answers or self.n_failed < self.n_answers:
             return
@@ -408,7 +466,8 @@ def build_system(run: Path, o: GeneratorOptions, max_new_tokens: int, device: st
         answers = HFAnswers(HFGenerator.from_pretrained(o.target, device=resolve_device(device), max_new_tokens=max_new_tokens),
                             path=o.target)
         check_prompts(answers, o.target)
-        info = {"generator": o.spec, "kind": "hf", "path": o.target, "chat_template": answers.chat_template}
+        info = {"generator": o.spec, "kind": "hf", "path": o.target, "chat_template": answers.chat_template,
+                "max_new_tokens": max_new_tokens}
     retriever = open_retriever(run / "index_a", run / "dpr")
     check_depth(settings.k, len(retriever.index.passages))
     return LLMStitchedSystem(retriever, answers, settings, info)

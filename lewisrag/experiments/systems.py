@@ -2,7 +2,8 @@
 
 `LewisSystem` wraps a trained RAG-Token or RAG-Sequence model (implicit citations from p(z|x,y));
 `StitchedSystem` wraps prompt-stitching RAG (explicit citations). Both return `Answered`: the
-answer, the passages read in input order, generator forward passes, input tokens and latency.
+answer, the passages read in input order, the ids of those its [n] markers cite, generator forward
+passes, input tokens and latency.
 Each retrieves for itself: a Lewis model its top K through the question encoder it fine-tuned, the
 stitched system its top k through the run's DPR, so they share the index, not always the passages.
 
@@ -23,7 +24,7 @@ from lewisrag.eval.statements import strip_citations
 from lewisrag.rag_model.decoding import Decoded
 from lewisrag.rag_model.implicit_citations import cited_answers, pieces_of
 from lewisrag.rag_model.model import generator_input, score_docs
-from lewisrag.rag_model.stitched import PromptStitchingRAG
+from lewisrag.rag_model.stitched import PromptStitchingRAG, cited_ids
 
 
 @dataclass
@@ -36,7 +37,7 @@ class Answered:
     seconds: float  # wall time of its batch, shared equally among the batch's answers
     token_posteriors: dict | None = None  # RAG-Token: {tokens, docs, matrix} for report.html's heatmap
     failure: str | None = None  # an outside generator gave no answer (after its retries): why; scored null, not as ""
-    cited: list[str] | None = None  # the passage ids the answer's [n] markers point at (explicit citations)
+    cited: list[str] | None = None  # the passage ids the response's [n] markers point at (`stitched.cited_ids`)
 
 
 def as_passage(p) -> Passage:
@@ -108,8 +109,10 @@ class LewisSystem:
                 matrix = out.doc_posterior[i][keep].float()  # (T', K)
                 tp = {"tokens": pieces_of(tok, [seq[1 + t] for t in keep]), "docs": [f"[{n}]" for n in labels],
                       "matrix": [[round(float(v), 4) for v in row] for row in matrix]}
-            answers.append(Answered(tok.decode(seq, skip_special_tokens=True).strip(), responses[i],
-                                    [as_passage(p) for p in passages[i]], passes, int(tokens[i]), seconds, tp))
+            read = [as_passage(p) for p in passages[i]]
+            # the implicit citations are [n] markers too, read by the evaluator as the stitched system's are
+            answers.append(Answered(tok.decode(seq, skip_special_tokens=True).strip(), responses[i], read, passes,
+                                    int(tokens[i]), seconds, tp, cited=cited_ids(responses[i], read)))
         return answers
 
 
@@ -148,7 +151,7 @@ class StitchedSystem:
         out = self.rag.answer(questions)
         seconds = (time.perf_counter() - start) / max(1, len(questions))
         return [Answered(strip_citations(a.answer), a.answer, [as_passage(p) for p in a.passages], 1 + steps,
-                         int(a.input_tokens or 0), seconds) for a, steps in zip(out, self.generator.last_steps)]
+                         int(a.input_tokens or 0), seconds, cited=a.cited) for a, steps in zip(out, self.generator.last_steps)]
 
     def answer_with(self, questions: list[str], passages: list[list]) -> list[str]:
         return [strip_citations(a.answer) for a in self.rag.answer_with(questions, passages)]

@@ -198,7 +198,8 @@ class HFGenerator:
     when its config names none: a fixed 1024 cut an 8192-position model's prompts to 1024 tokens),
     capped at the model's positions (less the answer's, for a causal LM): `PromptStitchingRAG` fits
     its prompts to that (`fit`); a longer prompt handed in directly is cut to it, from the
-    tokenizer's `truncation_side`."""
+    tokenizer's `truncation_side`. `last_cut_off` says which answers of the last call ran into
+    max_new_tokens with no end token: no whole answer (`compare`'s `HFAnswers` fails them)."""
 
     def __init__(self, model, tokenizer, max_new_tokens: int = 64, num_beams: int = 1, max_input_tokens: int | None = None):
         self.model, self.tokenizer = model.eval(), tokenizer
@@ -211,8 +212,12 @@ class HFGenerator:
             self.max_new_tokens = min(self.max_new_tokens, longest - 1)  # after the decoder's start token
         elif longest:  # a causal LM's answer shares its positions with the prompt
             self.max_input_tokens = max(16, min(self.max_input_tokens, longest - self.max_new_tokens))
+        # False for a prompt already holding the tokenizer's start token: a chat template's output writes it
+        # (Llama 3's "{{ bos_token }}"), and encoding that text with special tokens read it twice
+        self.add_special_tokens = True
         self.last_input_tokens: list[int] = []  # tokens read per prompt in the last call
         self.last_new_tokens: list[int] = []  # tokens generated per prompt in the last call (padding left out)
+        self.last_cut_off: list[bool] = []  # per prompt in the last call: stopped at max_new_tokens with no end token
 
     @classmethod
     def from_pretrained(cls, path: str, device: str = "cpu", **kw) -> HFGenerator:
@@ -223,7 +228,7 @@ class HFGenerator:
 
     def tokens(self, prompt: str) -> int:
         """Input tokens the model reads for `prompt` as `__call__` encodes it, before any truncation."""
-        return len(self.tokenizer(prompt, verbose=False)["input_ids"])
+        return len(self.tokenizer(prompt, add_special_tokens=self.add_special_tokens, verbose=False)["input_ids"])
 
     def fit(self, question: str, passages: Sequence, settings: StitchSettings) -> int:
         """How many of `passages` (best first) the stitched prompt holds within `max_input_tokens`
@@ -236,7 +241,8 @@ class HFGenerator:
             tok.pad_token = tok.eos_token
         encoder_decoder = self.model.config.is_encoder_decoder
         tok.padding_side = "right" if encoder_decoder else "left"  # a causal LM continues from the right end
-        enc = tok(prompts, return_tensors="pt", padding=True, truncation=True, max_length=self.max_input_tokens)
+        enc = tok(prompts, return_tensors="pt", padding=True, truncation=True, max_length=self.max_input_tokens,
+                  add_special_tokens=self.add_special_tokens)
         self.last_input_tokens = enc["attention_mask"].sum(1).tolist()
         enc = enc.to(self.model.device)
         with torch.inference_mode():
@@ -244,7 +250,17 @@ class HFGenerator:
                                       pad_token_id=tok.pad_token_id)
         out = out[:, 1:] if encoder_decoder else out[:, enc["input_ids"].shape[1]:]  # drop the start token or the prompt
         self.last_new_tokens = out.ne(tok.pad_token_id).sum(1).tolist()
+        # generate stops a row at an end token of the model's generation config, else at max_new_tokens: a row
+        # holding none ran out of room mid-answer (an end token the model cannot emit: every row does)
+        ends = torch.as_tensor(_end_tokens(self.model), dtype=out.dtype, device=out.device)
+        self.last_cut_off = (~torch.isin(out, ends).any(1) & (out.shape[1] >= self.max_new_tokens)).tolist()
         return [t.strip() for t in tok.batch_decode(out.cpu(), skip_special_tokens=True)]
+
+
+def _end_tokens(model) -> list[int]:
+    """The token ids `generate` ends a sequence at: the generation config's eos_token_id (an id, a list or none)."""
+    eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    return [] if eos is None else [eos] if isinstance(eos, int) else list(eos)
 
 
 class FailedAnswer(str):
