@@ -96,12 +96,14 @@ def test_a_run_without_final_is_used_with_a_warning(trained_rag, rag_inputs, tmp
         shutil.copytree(trained_rag / part, run / part)
     r = run_cli("ask", "--model", str(run), "--index", str(rag_inputs["index"]), "--json", "Who is the leader of Valdoria?")
     assert r.returncode == 0, r.stderr
-    said = [line for line in r.stderr.splitlines() if "before its end token" not in line]  # a 3-step model's answers run long
+    # a 3-step model's answers run long, and the fixture's passages fill max_combined_length
+    said = [line for line in r.stderr.splitlines() if "before its end token" not in line and "where the question is" not in line]
     assert said == [f"warning: {run}: this training run has no final/ (it is still training, or it "
                                      "stopped before the end; its last checkpoint is at step 3); using best/, saved at step 3"]
     shutil.copytree(trained_rag / "final", run / "final")
     r = run_cli("ask", "--model", str(run), "--index", str(rag_inputs["index"]), "--json", "Who is the leader of Valdoria?")
-    assert r.returncode == 0 and [line for line in r.stderr.splitlines() if "before its end token" not in line] == []
+    assert r.returncode == 0 and [line for line in r.stderr.splitlines()
+                                  if "before its end token" not in line and "where the question is" not in line] == []
 
 
 def test_a_run_whose_best_model_was_deleted_is_refused(trained_rag, rag_inputs, tmp_path):  # noqa: F811

@@ -162,3 +162,26 @@ def test_every_settings_assignment_is_capped(tmp_path):
     with pytest.raises(IndexError):
         model.generator(input_ids=ids, decoder_input_ids=ids[:, :2])
     assert doctest.testmod(model_module).failed == 0
+
+
+def test_inputs_cut_at_the_limit_are_counted_and_said(rag_inputs, short_run):  # noqa: F811
+    """The question comes last in a generator input: cut at max_combined_length, the generator read part or
+    none of it, in training, evaluation and ask alike, and nothing said so."""
+    import warnings
+
+    from lewisrag.data.io import LewisragWarning
+    from lewisrag.index.dense import DenseIndex
+    from lewisrag.training.checkpoint import load_trained
+
+    model, tokenizers = load_trained(short_run[1] / "final")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # inputs that fit: counted, no warning
+        texts = ["Valdoria / A small country. // Who leads it?", "x / y // z"]
+        enc = tokenizers.generator(texts, padding=True, truncation=True, max_length=POSITIONS, return_tensors="pt")
+        model._count_cut(texts, enc["attention_mask"], tokenizers.generator)
+    assert (model.inputs_made, model.inputs_cut) == (2, 0)
+    index = DenseIndex.load(rag_inputs["index"])  # its passages fill the 64 positions: every input is cut
+    with pytest.warns(LewisragWarning, match=rf"longer than max_combined_length \({POSITIONS} tokens\) are cut at the "
+                                             "end, where the question is"):
+        model.retrieve(["Who?", LONG], index, tokenizers)
+    assert (model.inputs_made, model.inputs_cut) == (2 + 2 * model.n_docs, 2 * model.n_docs)

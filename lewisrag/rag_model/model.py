@@ -9,6 +9,7 @@ Shape alphabet: B batch, K retrieved docs, L input length, T target length, V vo
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
@@ -16,7 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from lewisrag.data.io import InputError
+from lewisrag.data.io import InputError, LewisragWarning
 from lewisrag.rag_model import checkpoints
 from lewisrag.rag_model import marginalize as M
 from lewisrag.rag_model.decoding import check_count, generate
@@ -169,6 +170,8 @@ class RagModel(nn.Module):
         self.settings = replace(settings or RagSettings(), variant=variant, n_docs=n_docs)  # capped: see `settings`
         # decoding defaults (max_length, forced EOS, ...) as transformers' generate reads them
         self.generation_config = generation_config if generation_config is not None else generator.generation_config
+        # generator inputs `retrieve` made, and how many of them it cut at max_combined_length (`inputs_cut`)
+        self.inputs_made, self.inputs_cut = 0, 0
 
     @property
     def settings(self) -> RagSettings:
@@ -290,7 +293,28 @@ class RagModel(nn.Module):
                  for question, ps in zip(questions, passages) for p in ps]
         ctx = tokenizers.generator(texts, padding=True, truncation=True, max_length=self.settings.max_combined_length,
                                    return_tensors="pt").to(device)
+        self._count_cut(texts, ctx["attention_mask"], tokenizers.generator)
         return Retrieved(ctx["input_ids"], ctx["attention_mask"], doc_scores, np.asarray(rows), passages)
+
+    def _count_cut(self, texts: list[str], mask: torch.Tensor, tokenizer) -> None:
+        """Count the generator inputs cut at max_combined_length, and say once that it happens: the question
+        comes last ("title / text // question"), so a passage as long as the limit leaves the generator
+        part or none of the question to read, in training, evaluation and `ask` alike, without a word
+        (transformers' RagRetriever cuts the same way). Only inputs that fill the limit are tokenized
+        again, whole: none when the passages are short."""
+        limit = self.settings.max_combined_length
+        full = (mask.sum(1) >= limit).nonzero().flatten().tolist()
+        cut = 0
+        if full:
+            lengths = tokenizer([texts[i] for i in full], truncation=False, verbose=False)["input_ids"]
+            cut = sum(len(ids) > limit for ids in lengths)
+        self.inputs_made, self.inputs_cut = self.inputs_made + len(texts), self.inputs_cut + cut
+        if cut:
+            warnings.warn(LewisragWarning(
+                f"generator inputs (title / text // question) longer than max_combined_length ({limit} tokens) are "
+                "cut at the end, where the question is: the generator reads part or none of it (as transformers' "
+                "RagRetriever cuts); shorten the passages (lewisrag chunk --words N) or raise --max-combined-length "
+                "(up to the generator's positions)"), stacklevel=2)
 
     def forward_questions(self, questions: list[str], index: Any, tokenizers: Tokenizers, labels: torch.Tensor,
                           reduce_loss: bool = False, n_docs: int | None = None,
