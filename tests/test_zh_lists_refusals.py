@@ -192,3 +192,13 @@ def test_the_undecided_judge_note_is_in_chinese(tmp_path, monkeypatch, capsys):
     assert notes == [f"注意：这些回答共有 2 条陈述，--judge labels:{labels} 判定了其中 1 条；没有判定的 1 条不计入忠实度"
                      "（第一条：no label；每条的原因见 results.json）"], err
     assert json.loads((tmp_path / "run" / "results.json").read_text())["config"]["lang"] == "zh"
+
+
+@pytest.mark.parametrize("answer", [
+    "The documents do not mention the founder. Please contact Ana Kel at the Zorb Institute.",
+    "文档未提及创始人。请联系安娜·凯尔。",
+])
+def test_a_refusal_beside_a_named_contact_is_an_answer_in_either_language(answer):
+    """A courtesy sentence holds no name, read by its capitals: the English one was lowercased before the
+    check, so an invented contact passed as a refusal (faithfulness null) while its Chinese twin did not."""
+    assert is_refusal(answer) is False

@@ -344,14 +344,16 @@ def is_refusal(text: str, question: str = "") -> bool:
     """
     if not _folded(text):
         return True
-    sentences = [_folded(st.text) for st in split_sentences(text)]
-    sentences = [s for s in sentences if s]
+    # each sentence as written beside its folded form: `is_courtesy` reads names by their capitals ("Please
+    # contact Ana Kel" is a claim), which the folded, lowercased sentence had lost
+    sentences = [(st.text, _folded(st.text)) for st in split_sentences(text)]
+    sentences = [(raw, s) for raw, s in sentences if s]
     if not sentences:  # nothing but markers or code: the phrase match on the whole text decides
         return _refuses(_folded(text))
     # a number inside a sentence makes it an answer, as in `declines_only`: "Zorb was founded in 1999, and
     # the documents say nothing else" states a year; one the question asked about ("the 2019 revenue") does not
-    refusing = [_refuses(s) and not _own_number(s, question) for s in sentences]
-    return any(refusing) and all(r or is_courtesy(s) for r, s in zip(refusing, sentences))
+    refusing = [_refuses(s) and not _own_number(s, question) for _, s in sentences]
+    return any(refusing) and all(r or is_courtesy(raw) for r, (raw, _) in zip(refusing, sentences))
 
 
 def declines_only(sentence: str, question: str = "") -> bool:
