@@ -216,6 +216,16 @@ def test_a_space_between_a_number_and_chinese_text_changes_nothing(premise, stat
     assert v.supported is True and "missing" not in v.reason
 
 
+@pytest.mark.parametrize(("premise", "statement"), [
+    ("Ruus leads the country of Valdoria.", "Ruus's country is Valdoria."),
+    ("The leader of Valdoria is Ruus.", "Valdoria's leader is Ruus."),
+])
+def test_a_possessive_is_backed_by_its_word(premise, statement):
+    """The name rule read "Ruus's" as Ruus, but the share counted "ruus's" as a word of its own: missing."""
+    (v,) = LexicalJudge().judge([(premise, statement)])
+    assert v.supported is True and "missing" not in v.reason
+
+
 def test_scaled_numbers_read_as_their_values():
     found = lexical._scaled_numbers("3000万、1.5亿、1万2千、1亿2000万、2 million、5千克、3千米、5百分点、2016年、1.2.3万、" + "1" * 5000 + "万")
     assert [v for *_, v in found] == ["30000000", "150000000", "12000", "120000000", "2000000"]

@@ -613,7 +613,8 @@ class LexicalJudge:
     # and "rgen", and a Chinese numeral that counts something is a number, 三个月 against 六个月 or 3个月;
     # 12: a number with a magnitude is one quantity, 3000万 = 30,000,000 = 三千万 and 3 million = 3,000,000:
     # "人口为3000" passed against "人口为3000万", its digits read as the premise's number 3000; and a space
-    # between a number and a CJK character after it is dropped, "成立于 1999 年" backing "1999年", as EM reads them)
+    # between a number and a CJK character after it is dropped, "成立于 1999 年" backing "1999年", as EM reads them;
+    # and a possessive counts as its word in the share too, "Ruus's country" backed by a premise naming Ruus)
     version = "12"
 
     def __init__(self, threshold: float = 0.75):
@@ -643,7 +644,9 @@ class LexicalJudge:
         for start, w in h_words:
             if w not in _STOP_EN:
                 scaled = _within(start, h_scaled)  # "3" and "million" of "3 million" stand with their quantity
-                units.append((start, w in words if scaled is None else scaled in held, w))
+                # a possessive is its word ("Ruus's" backed by a premise naming Ruus), as the name rule reads it
+                held_word = w in words or (w.endswith("'s") and w[:-2] in words)
+                units.append((start, held_word if scaled is None else scaled in held, w))
         runs = list(_CJK_DIGIT_RUN.finditer(h))
         for r, m in enumerate(runs):
             if m[0].isdigit():  # the digits are read as numbers above; here they are context
