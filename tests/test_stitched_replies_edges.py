@@ -261,3 +261,14 @@ def test_chat_answers_share_their_batch_s_wall_time(tmp_path):
     start = time.perf_counter()
     *cached, fresh = answers(prompts + ["Q9"])
     assert [r.seconds for r in cached] == [r.seconds for r in replies] and 0.2 <= fresh.seconds <= time.perf_counter() - start
+
+
+def test_errors_name_the_variable_the_base_url_came_from(monkeypatch):
+    """A URL from $LEWISRAG_LLM_BASE_URL was blamed on --llm-base-url, a flag the user never gave."""
+    monkeypatch.delenv(stitched_llm.BASE_URL_ENV, raising=False)
+    with pytest.raises(InputError, match=r"needs --llm-base-url URL or \$LEWISRAG_LLM_BASE_URL"):
+        stitched_llm.check_options(stitched_llm.GeneratorOptions("chat:m"))
+    monkeypatch.setenv(stitched_llm.BASE_URL_ENV, "http://127.0.0.1:9/v1")
+    assert stitched_llm.check_options(stitched_llm.GeneratorOptions("chat:m")).base_url_from == "$LEWISRAG_LLM_BASE_URL"
+    given = stitched_llm.GeneratorOptions("chat:m", base_url="http://127.0.0.1:8/v1")
+    assert stitched_llm.check_options(given).base_url_from == "--llm-base-url"

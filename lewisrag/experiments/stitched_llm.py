@@ -171,6 +171,7 @@ class GeneratorOptions:
     cache_dir: str | os.PathLike | None = None  # chat: answers.sqlite's folder (default ~/.cache/lewisrag/answers)
     n_docs: int | None = None  # passages per prompt (default: the run's stitched k, else 5)
     max_new_tokens: int | None = None  # hf: tokens an answer may take (default: the run's answer length + 8)
+    base_url_from: str = "--llm-base-url"  # chat: where the base URL came from, the flag or the variable, as errors name it
 
     @property
     def kind(self) -> str:
@@ -206,12 +207,14 @@ def check_options(o: GeneratorOptions) -> GeneratorOptions:
             raise InputError(flag_, f"must be {want}")
     base_url = o.base_url or os.environ.get(BASE_URL_ENV)
     if not base_url:
-        raise InputError(flag, f"{o.spec} needs --llm-base-url URL (an OpenAI-compatible endpoint, e.g. http://localhost:8000/v1)")
+        raise InputError(flag, f"{o.spec} needs --llm-base-url URL or ${BASE_URL_ENV} (an OpenAI-compatible endpoint, "
+                         "e.g. http://localhost:8000/v1)")
+    source = "--llm-base-url" if o.base_url else f"${BASE_URL_ENV}"  # what an error about the endpoint names as the fix
     if problem := url_problem(base_url):  # "http://[::1/v1" was a traceback, a non-numeric port a null for every answer
-        raise InputError("--llm-base-url" if o.base_url else f"${BASE_URL_ENV}", problem)
+        raise InputError(source, problem)
     if problem := key_problem(os.environ.get(o.api_key_env, "")):  # else every request raised, the key in its traceback
         raise InputError(f"${o.api_key_env}", f"the API key {problem}")
-    return GeneratorOptions(**{**o.__dict__, "base_url": base_url})
+    return GeneratorOptions(**{**o.__dict__, "base_url": base_url, "base_url_from": source})
 
 
 @dataclass
@@ -454,7 +457,7 @@ def build_system(run: Path, o: GeneratorOptions, max_new_tokens: int, device: st
                             timeout=o.timeout, max_retries=o.max_retries, key_hint="the variable --api-key-env names")
         # the variable is named only when it holds a key: an unset one may be a key pasted as its name
         names = {"key": f"${o.api_key_env}" if key or o.api_key_env == DEFAULT_KEY_ENV else "--api-key-env",
-                 "model": "--stitched-generator", "url": "--llm-base-url"}
+                 "model": "--stitched-generator", "url": o.base_url_from}
         answers = ChatAnswers(client, DiskCache(o.cache_dir or DEFAULT_CACHE_DIR, "answers"), names=names)
         info = {"generator": o.spec, "kind": "chat", "model": o.target, "timeout_s": o.timeout, "max_retries": o.max_retries}
     else:
