@@ -239,6 +239,20 @@ def test_committed_bughunt_baseline_passes_against_itself():
     assert report.judges["baseline"]["name"] == "labels"
 
 
+@pytest.mark.parametrize("name", ["gate_baseline", "gate_baseline_tiny"])
+def test_committed_baselines_were_made_by_todays_splitter_and_judge(name):
+    """CI's two gates refuse a baseline of another splitter or judge version (runs not comparable, exit 2),
+    and the baseline gated against itself never noticed: a version bump without regenerated baselines
+    broke .ci/run while the suite passed (`scripts/ci_gate.sh --update-baseline` regenerates them)."""
+    from lewisrag.eval.judges import LexicalJudge
+    from lewisrag.eval.statements import SPLITTER_NAME, SPLITTER_VERSION
+
+    results = json.loads((Path(__file__).parent / "data" / name / "results.json").read_text())
+    assert results["splitter"] == {"name": SPLITTER_NAME, "version": SPLITTER_VERSION}
+    if name == "gate_baseline_tiny":  # the bughunt baseline's judge is its human labels
+        assert results["judge"]["fingerprint"] == LexicalJudge().fingerprint
+
+
 def test_a_score_that_vanished_fails_tier1_unless_allowed(tmp_path, clean):
     clean["records"][8]["metrics"]["faithfulness"] = None
     clean["records"][8]["nan_reasons"]["faithfulness"] = "judge undecided on all 1 statements in the answer: timeout"
