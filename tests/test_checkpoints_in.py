@@ -249,7 +249,7 @@ def test_train_dpr_from_a_pair_with_few_positions_keeps_its_limits_inside_them(h
                                 "--init-context", pair["context"], "--steps", 1, "--self-negatives-at", 0)
     assert code == 0, err
     meta = json.loads((tmp_path / "ckpt" / "lewisrag_dpr.json").read_text())
-    assert (meta["max_length"], meta["q_max_length"]) == (64, 32)
+    assert (meta["max_length"], meta["q_max_length"]) == (64, 64)
     code, _, err = run_main(monkeypatch, capsys, "index", "build", "--passages", hf["corpus"]["passages"], "--encoder",
                             tmp_path / "ckpt", "--out", tmp_path / "idx")
     assert code == 0, err

@@ -25,7 +25,8 @@ def build(
                               "each process holds its own copy: for one search a node); IVF{n}_HNSW32 assigns to many lists "
                               "through a graph. From 10,000 IVF lists on, the centroids "
                               "train by two-level spherical k-means."),
-    shard_size: int = typer.Option(4096, "--shard-size", help="Passages per encoded shard; a killed build resumes from the last finished shard."),
+    shard_size: int = typer.Option(4096, "--shard-size", help="Passages per encoded shard; a killed build rerun with the same plan (this too) resumes "
+                                    "from the last finished shard, and a changed plan encodes every passage again, with a warning."),
     batch_size: int = typer.Option(64, "--batch-size", help="Passages per encoder forward pass."),
     device: str = typer.Option("auto", "--device", help="Where the context encoder runs: auto (a GPU when one is visible), "
                                "cpu or cuda[:N]."),

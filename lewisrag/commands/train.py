@@ -28,7 +28,10 @@ def dpr(
                                      "facebook/dpr-ctx_encoder-single-nq-base) or BERT-like checkpoint starting the context "
                                      "encoder; with --init-question, whose tokenizer both sides use."),
     steps: int = typer.Option(600, "--steps", help="Optimizer steps (0: save the starting encoders as a checkpoint, "
-                              "e.g. a transformers DPR pair in lewisrag's layout)."),
+                              "e.g. a transformers DPR pair in lewisrag's layout, same weights and token limits). "
+                              "Token limits: a DPR start keeps its own (a DPR folder's positions or tokenizer "
+                              "model_max_length if smaller; a checkpoint's); a scratch or BERT-like start reads "
+                              "128 passage and 32 question tokens."),
     batch_size: int = typer.Option(32, "--batch-size", help="Questions per step (each brings its gold passage, one hard negative and, later, a self-mined one)."),
     lr: float = typer.Option(1e-3, "--lr", help="Peak learning rate."),
     hidden_size: int = typer.Option(128, "--hidden-size", help="Width of a model trained from scratch."),

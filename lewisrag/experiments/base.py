@@ -37,15 +37,21 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import re
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
+import torch
+from safetensors import safe_open
+from transformers import AutoConfig, AutoModelForSeq2SeqLM, DPRContextEncoder, DPRQuestionEncoder
+
 from lewisrag import __version__
 from lewisrag.data.io import InputError, LewisragWarning, expect, first_line, read_json, write_json, write_jsonl
 from lewisrag.data.passages import open_passages
-from lewisrag.data.pretrained import check_generator_folder, check_weights, generator_tokenizer, model_files
+from lewisrag.data.pretrained import (SHARDED, as_input_error, check_generator_folder, check_weights, generator_tokenizer,
+                                     load_config, model_files)
 from lewisrag.data.qa_formats import fields_unmapped
 from lewisrag.data.records import ids_present, missing_passage_id, read_qa, refuse_regex_targets
 from lewisrag.data.tasks import LABELS
@@ -56,7 +62,7 @@ from lewisrag.experiments.presets import Preset, comparable, read_run_config, re
 from lewisrag.experiments.swap import swap_matrix
 from lewisrag.index import open_retriever, retrieval_recall
 from lewisrag.index.dense import DenseBuildConfig, build_dense_index
-from lewisrag.index.encoders import check_transformers_encoder, dpr_layout
+from lewisrag.index.encoders import DPR_POOLER, check_transformers_encoder, dpr_layout
 from lewisrag.scoring.qa import has_answer, normalize_answer
 from lewisrag.scoring.retrieval import answer_recall
 from lewisrag.training.rag_data import fever_claims
@@ -219,6 +225,8 @@ def _check_model_folders(assets: BaseAssets) -> None:
             raise InputError(value, f"{flag}: {what}; the base recipe needs the transformers DPR{side.capitalize()}Encoder "
                              "folder of the pair")
         with _flagged(flag):
+            cls = DPRQuestionEncoder if side == "question" else DPRContextEncoder
+            _check_config_fits(Path(value), cls, cls.__name__, ignore_unexpected=DPR_POOLER)
             check_transformers_encoder(value, side)
         config = read_json(Path(value) / "config.json")
         sizes[flag] = config.get("projection_dim") or config.get("hidden_size")  # DPR's vector: projected, else pooled
@@ -227,9 +235,76 @@ def _check_model_folders(assets: BaseAssets) -> None:
                          "not a pair".format(*sizes.values()), field="hidden_size")
     check_generator_folder(assets.generator)
     with _flagged("--generator"):
-        check_weights(assets.generator, "generator")
+        _check_config_fits(Path(assets.generator), AutoModelForSeq2SeqLM.from_config, "generator")
         generator_tokenizer(assets.generator)
     _check_generation(Path(assets.generator))
+
+
+# transformers' old names of LayerNorm weights, which it renames on loading (its "legacy" conversion)
+LEGACY_NAMES = (("LayerNorm.gamma", "LayerNorm.weight"), ("LayerNorm.beta", "LayerNorm.bias"))
+
+
+def _check_config_fits(folder: Path, build: Callable, what: str, ignore_unexpected: str | None = None) -> None:
+    """The tensors the safetensors headers list (names and shapes; no weight read) against the model
+    `build` makes of config.json on the meta device (no memory either): a config.json that disagrees
+    with its weights (another d_model, layer count or vocab_size) failed only when a stage loaded the
+    model, after index_a was built, and the run's recorded asset fingerprints then held --resume to it.
+
+    What `data.pretrained.load_model` lets pass passes: a weight tied to another that is there (BART's
+    token embeddings and lm_head share model.shared.weight), those the class lets be missing
+    (final_logits_bias) or unused, a buffer found in the file (BERT's position_ids), unused weights
+    matching `ignore_unexpected` (DPR's BERT pooler), a base model's weights without the head's prefix
+    (a BartModel's), LayerNorm's legacy gamma/beta. The first tensor that differs is named, in the
+    model's order, with the count of the others.
+    """
+    files = check_weights(folder, what)
+    config = load_config(AutoConfig.from_pretrained, folder, f"{what} config")
+    with as_input_error(folder, what), torch.device("meta"):
+        model = build(config)
+    saved: dict[str, tuple[Path, tuple[int, ...]]] = {}
+    for f in files:
+        with safe_open(str(f), framework="pt") as st:
+            for key in st.keys():
+                saved[_as_loaded(key)] = (f, tuple(st.get_slice(key).get_shape()))
+    state = model.state_dict(keep_vars=True)  # tied weights: one tensor under several names
+    prefix = model.base_model_prefix
+    if prefix and any(k.startswith(f"{prefix}.") for k in state) and not any(k.startswith(f"{prefix}.") for k in saved):
+        saved = {f"{prefix}.{k}": v for k, v in saved.items()}  # transformers adds the prefix too
+    may_miss = [*(model._keys_to_ignore_on_load_missing or ())]
+    may_add = [*(model._keys_to_ignore_on_load_unexpected or ()), *([ignore_unexpected] if ignore_unexpected else [])]
+    names: dict[int, list[str]] = {}
+    for name, tensor in state.items():
+        names.setdefault(id(tensor), []).append(name)
+    weights = files[0] if len(files) == 1 else folder / SHARDED
+    described = f"the {type(model).__name__} config.json describes"
+    problems = []
+    for tied in names.values():
+        there = [n for n in tied if n in saved]
+        if not there and not any(re.search(p, n) for p in may_miss for n in tied):
+            problems.append((weights, tied[0], f"missing from the weights, where {described} has "
+                                               f"{tuple(state[tied[0]].shape)}"))
+        for n in there:
+            f, shape = saved[n]
+            if shape != tuple(state[n].shape):
+                problems.append((f, n, f"{shape} in the weights, {tuple(state[n].shape)} in {described}"))
+    buffers = {n for n, _ in model.named_buffers()}  # non-persistent ones (position_ids) too, which old files hold
+    problems += [(f, n, f"{shape} in the weights, where {described} has no such tensor") for n, (f, shape) in saved.items()
+                 if n not in state and n not in buffers and not any(re.search(p, n) for p in may_add)]
+    if problems:
+        f, name, why = problems[0]
+        others = f" (and {len(problems) - 1} more tensors)" if len(problems) > 1 else ""
+        raise InputError(f, f"{why}{others}: its config.json does not match its weights", field=name)
+
+
+def _as_loaded(key: str) -> str:
+    """A safetensors key under the name transformers loads it as (`LEGACY_NAMES`).
+
+    >>> _as_loaded("bert.embeddings.LayerNorm.gamma")
+    'bert.embeddings.LayerNorm.weight'
+    """
+    for old, new in LEGACY_NAMES:
+        key = key.replace(old, new)
+    return key
 
 
 @contextlib.contextmanager

@@ -11,7 +11,7 @@ Layout of `DIR` (what `RagRetriever.from_pretrained(DIR)`, `RagTokenizer.from_pr
     DIR/passages/                   datasets save_to_disk's layout: id, title, text, embeddings (the index's stored
                                     vectors as float32), written once (`write_passages`)
     DIR/passages.faiss              the index's FAISS index (inner product, rows = passages' rows), faiss.write_index
-    DIR/lewisrag_export.json        where it came from: model, index, variant, the exported index's fingerprint
+    DIR/lewisrag_export.json        where it came from: model, index (absolute paths), variant, the exported index's fingerprint
                                     (index_fingerprint) and the context encoder the model is paired with
                                     (paired_fingerprint; they differ after --swap), generate_kwargs, beam_kwargs
 
@@ -181,8 +181,10 @@ def _export(model_path, index_path, out: Path, given, swap: bool) -> ExportSumma
 
         write_passages(dense, tmp / PASSAGES)
         faiss.write_index(dense.faiss_index, str(tmp / FAISS_FILE))
-        summary = ExportSummary(str(given), s.variant, s.n_docs, n, dim, str(resolve_model_dir(model_path)), str(index_path),
-                                {**ASK_DEFAULTS, **lost_generation_settings(model)}, beams, s.index_fingerprint)
+        # the inputs by absolute path, as a reproduction's config.json names its assets: the record outlives the shell it ran in
+        summary = ExportSummary(str(given), s.variant, s.n_docs, n, dim, str(resolve_model_dir(model_path).resolve()),
+                                str(Path(index_path).resolve()), {**ASK_DEFAULTS, **lost_generation_settings(model)}, beams,
+                                s.index_fingerprint)
         # the model's own pairing (in the summary) beside the exported index's: they differ when --swap paired it with another
         write_json(tmp / EXPORT_RECORD, {"format": EXPORT_FORMAT, **summary.to_dict(), "index_fingerprint": dense.ctx_fingerprint})
     return summary

@@ -99,6 +99,8 @@ class DPRTrainConfig:
     heads: int = 4  # scratch attention heads
     dropout: float = 0.1  # scratch model's hidden dropout (BERT's 0.1)
     attention_dropout: float = 0.1  # scratch model's dropout of attention probabilities (BERT's 0.1); 0 lets the CPU use its fused attention kernel
+    # token limits of a scratch model or a BERT-like start; a DPR start keeps its own (a transformers DPR folder's:
+    # its positions or its tokenizer's model_max_length; a checkpoint's recorded ones), which the checkpoint records
     q_max_length: int = 32  # question tokens
     p_max_length: int = 128  # passage tokens (title + text); 100 words fit
     batch_size: int = 32  # questions per step; 2x passages (gold + one hard negative each)

@@ -27,6 +27,7 @@ starts as two networks, so it trains as `shared=False`. Every starting weight is
 unused or misshapen ones are an InputError naming them, except a BERT-like checkpoint's pretraining
 heads and pooler and a DPR folder's BERT pooler, which DPR never runs. With `steps=0` the checkpoint
 holds the starting weights exactly (a DPR pair converted to lewisrag's layout, fingerprint unchanged).
+A DPR start keeps its token limits (`start_limits`), so a converted pair also encodes as its folders do.
 Passages are tokenized in the start's passage encoding (`index.encoders.passage_encoding`): DPR's for
 a transformers DPR folder (a pair: its context side's), the recorded one for a lewisrag checkpoint,
 lewisrag's "pair" from scratch or a BERT-like start; the checkpoint's tokenizer records it, so its
@@ -155,6 +156,46 @@ def _init_pair(cfg: DPRTrainConfig):
     return q_enc, c_enc, tokenizer
 
 
+def start_limits(cfg: DPRTrainConfig, q_enc, c_enc, tokenizer) -> tuple[int, int]:
+    """(passage, question) token limits of the run and its checkpoint.
+
+    A DPR start reads at its own limits: a transformers DPR folder at the folder's (`_own_limit`, as
+    `index.encoders.load_transformers_encoder` reads it, so that a pair converted at `steps=0` encodes
+    passages and questions as the folders do: the same fingerprint, the same vectors, the index the
+    folders built), a lewisrag checkpoint at those its lewisrag_dpr.json records. A scratch model or
+    a BERT-like start trains at the config's, within its position tables (a starting BERT may have
+    fewer than 128 positions).
+    """
+    if cfg.init and (Path(cfg.init) / META_FILE).is_file():  # checked by DPRCheckpoint.load in init_encoders
+        meta = read_json(Path(cfg.init) / META_FILE)
+        return int(meta.get("max_length", 256)), int(meta.get("q_max_length", 64))  # DPRCheckpoint's readers' defaults
+    limits = [min(cfg.p_max_length, c_enc.config.max_position_embeddings),
+              min(cfg.q_max_length, q_enc.config.max_position_embeddings)]
+    folders = (cfg.init_context, cfg.init_question) if cfg.init_question else (cfg.init, cfg.init)
+    for i, (folder, encoder) in enumerate(zip(folders, (c_enc, q_enc))):
+        if folder and _dpr_architecture(Path(folder)) is not None:
+            # `tokenizer` is the question folder's (or --init's); a pair's context side has its own
+            own = tokenizer if i or not cfg.init_question else load_tokenizer(
+                AutoTokenizer.from_pretrained, folder, "pretrained encoder's tokenizer (--init-context)", use_fast=True)
+            limits[i] = _own_limit(encoder.config, own)
+    return limits[0], limits[1]
+
+
+def _own_limit(dcfg, tokenizer) -> int:
+    """The tokens a transformers DPR encoder folder reads, as `index.encoders.load_transformers_encoder`
+    cuts texts for an index or a search: its positions, or its tokenizer's model_max_length if smaller."""
+    limit = int(dcfg.max_position_embeddings)
+    asked = getattr(tokenizer, "model_max_length", None)
+    return int(asked) if isinstance(asked, int) and 0 < asked < limit else limit
+
+
+def _dpr_architecture(p: Path) -> str | None:
+    """The DPR encoder class the folder's config.json names under architectures; None: a BERT-like checkpoint."""
+    config = read_json(p / "config.json") if (p / "config.json").is_file() else {}
+    config = config if isinstance(config, dict) else {}
+    return next((a for a in (config.get("architectures") or []) if a in DPR_ARCHITECTURES), None)
+
+
 def starting_encoder(path: str, flag: str, side: str | None = None):
     """(DPRConfig, weights of a DPR encoder (`bert_model.*`, `encode_proj.*`), tokenizer) from the folder `path`.
 
@@ -171,7 +212,7 @@ def starting_encoder(path: str, flag: str, side: str | None = None):
                          "--init to train on", field=flag.lstrip("-").replace("-", "_"))
     config = read_json(p / "config.json") if (p / "config.json").is_file() else {}
     config = config if isinstance(config, dict) else {}
-    arch = next((a for a in (config.get("architectures") or []) if a in DPR_ARCHITECTURES), None)
+    arch = _dpr_architecture(p)
     if arch is not None:
         if side is not None and DPR_ARCHITECTURES[arch] != side:
             wanted = "DPRQuestionEncoder" if side == "question" else "DPRContextEncoder"
@@ -289,10 +330,8 @@ def train_dpr(
                       heads=started.num_attention_heads, dropout=started.hidden_dropout_prob,
                       attention_dropout=started.attention_probs_dropout_prob)
     # shared is what the start made of it: a pair, or a checkpoint whose encoders have moved apart, trains as two
-    # token limits within the start's position tables: a starting BERT may have fewer than 128
-    cfg = replace(cfg, shared=_tied(q_enc, c_enc),
-                  p_max_length=min(cfg.p_max_length, c_enc.config.max_position_embeddings),
-                  q_max_length=min(cfg.q_max_length, q_enc.config.max_position_embeddings))
+    p_max_length, q_max_length = start_limits(cfg, q_enc, c_enc, tokenizer)
+    cfg = replace(cfg, shared=_tied(q_enc, c_enc), p_max_length=p_max_length, q_max_length=q_max_length)
     source = hard_negative_source(cfg, [ex for ex, _ in usable], row_of)
     if source == "bm25" and cfg.hard_negatives_from == "auto":
         note_unused_given([ex for ex, _ in usable], row_of)

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import re
+import warnings
 from pathlib import Path
 
 import faiss
 import numpy as np
 
-from lewisrag.data.io import InputError, atomic_path, read_json, write_json
+from lewisrag.data.io import InputError, LewisragWarning, atomic_path, read_json, write_json
 from lewisrag.data.outputs import sweep_leftovers
 from lewisrag.index import store
 from lewisrag.index.dense.faiss_build import _faiss_reason, faiss_structure
@@ -103,16 +104,42 @@ def _reset_if_stale(partial: Path, plan: dict) -> None:
 
     A plan file that cannot be read (a build killed in an older version, a disk that filled up) is
     treated like a different plan: the partial build starts over instead of wedging every rerun.
+    Finished shards thrown away are warned of, naming what differs: another --mixed-precision (a GPU
+    build resumed on the CPU) or --shard-size looked like a resume and encoded everything again. A
+    plan that differs in precision alone still starts over: one index holds vectors of one precision.
     """
     plan_file = partial / "plan.json"
+    old = None
     with contextlib.suppress(InputError):
-        if plan_file.is_file() and read_json(plan_file) == plan:
-            # a killed writer's temporary files would otherwise move into the finished index
-            for folder in (partial, partial / "shards"):
-                sweep_leftovers(folder)
-            return
+        old = read_json(plan_file) if plan_file.is_file() else None
+    if old == plan:
+        # a killed writer's temporary files would otherwise move into the finished index
+        for folder in (partial, partial / "shards"):
+            sweep_leftovers(folder)
+        return
+    finished = len(list((partial / "shards").glob("*.done"))) if (partial / "shards").is_dir() else 0
+    if finished:
+        warnings.warn(LewisragWarning(f"{partial}: the {finished} finished shard(s) of an earlier build are discarded and "
+                                      f"every passage is encoded again: {_plan_change(old, plan)}"), stacklevel=2)
     store.reset_partial(partial)
     write_json(plan_file, plan)
+
+
+def _plan_change(old: object, plan: dict) -> str:
+    """What differs between an earlier build's plan (`old`; None: unreadable) and this one's.
+
+    >>> _plan_change({"shard_size": 4096, "mixed_precision": "bf16"}, {"shard_size": 512, "mixed_precision": "no"})
+    'its plan differs in shard_size (4096, now 512), mixed_precision (bf16, now no)'
+    """
+    if not isinstance(old, dict):
+        return "its plan.json cannot be read"
+
+    def shown(value: object) -> str:  # a hash or fingerprint by its first 12 characters
+        return "none" if value is None else f"{value[:12]}..." if isinstance(value, str) and len(value) > 24 else str(value)
+
+    changed = [f"{k} ({shown(old.get(k))}, now {shown(plan.get(k))})" for k in (*plan, *(k for k in old if k not in plan))
+               if old.get(k) != plan.get(k)]
+    return f"its plan differs in {', '.join(changed)}"
 
 
 def _write_faiss_atomic(index, path: Path) -> None:
