@@ -215,3 +215,80 @@ def test_shipped_generator_loads_verifies_and_reads(name, lang):
     short = [ex for ex in examples if ex.kind == "short"][:20]
     result = P.evaluate_reading(generator, tokenizer, short, docs, lang=lang)
     assert result["n"] == 20 and result["em"] >= 0.7, result
+
+
+# ---------------------------------------------------------------------------------------------
+# the shipped generators are what their recipes' command builds
+
+
+@pytest.mark.parametrize("name, lang", [("generator-small", "en")])
+def test_the_recipe_builds_the_shipped_tokenizer(name, lang):
+    """The vocabulary is the first thing the build command makes, and every weight depends on its ids.
+    Its corpus once held long-form reference statements the model never trained on, and rewording one
+    of the evaluator's templates changed the vocabulary: the documented command no longer built the
+    shipped generators (727 of 4,000 ids alike)."""
+    recipe = json.loads((P.SHIPPED_DIR / name / "recipe.json").read_text())
+    cfg = pretrain_preset("small", lang=None if lang == "en" else lang)
+    assert {k: v for k, v in recipe["config"].items() if k not in ("vocab_size", "device")} == {
+        k: v for k, v in P.asdict(cfg).items() if k not in ("vocab_size", "device")}
+    built = D.train_generator_tokenizer(P._tokenizer_corpus(cfg), cfg.vocab_size, lang)
+    _, shipped = P.load_shipped_generator(name)
+    assert built.get_vocab() == shipped.get_vocab()
+
+
+def test_long_form_statements_reach_the_vocabulary_only_when_trained_on():
+    cfg = pretrain_preset("tiny")
+    short = P._tokenizer_corpus(cfg)
+    both = P._tokenizer_corpus(P.replace(cfg, long_form=True))
+    assert len(both) > len(short) and set(short) < set(both)
+
+
+def test_a_weight_past_float16_is_refused_not_saved_as_inf(tmp_path, monkeypatch):
+    """finite() ran on the float32 model; cast to float16 for saving, a weight past 65504 became inf on
+    disk, exit 0, and recipe.json's EM measured weights other than the saved ones."""
+    real = P.evaluate_reading
+
+    def huge_after(model, *args, **kwargs):  # a weight past float16 after the last step, finite in float32
+        with P.torch.no_grad():
+            next(model.parameters()).view(-1)[0] = 1e6
+        return real(model, *args, **kwargs)
+
+    monkeypatch.setattr(P, "evaluate_reading", huge_after)
+    with pytest.raises(InputError, match=r"field 'save_fp16': a weight is past float16's range"):
+        P.pretrain(pretrain_preset("tiny", steps=1), tmp_path / "g")
+    assert not (tmp_path / "g").exists()
+
+
+def _copy_of(name: str, to: Path) -> Path:
+    import shutil
+
+    return Path(shutil.copytree(P.SHIPPED_DIR / name, to))
+
+
+def test_a_tokenizer_swapped_in_from_another_generator_is_refused(tmp_path):
+    """Another generator's smaller tokenizer fits the embeddings and read them at EM 0.0: the recipe
+    records every file loading reads, not the weights alone."""
+    g = _copy_of("generator-small", tmp_path / "g")
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        (g / f).write_bytes((P.SHIPPED_DIR / "generator-small-zh" / f).read_bytes())
+    with pytest.raises(InputError, match=r"tokenizer(_config)?\.json: sha256 does not match recipe\.json"):
+        P.load_generator(g, require_recipe=True)
+
+
+@pytest.mark.parametrize("recipe", ["[]", "{}", '{"weights_sha256": 7}'])
+def test_a_damaged_recipe_is_named_not_the_weights(tmp_path, recipe):
+    g = _copy_of("generator-small", tmp_path / "g")
+    (g / "recipe.json").write_text(recipe)
+    with pytest.raises(InputError, match=r"recipe\.json: field 'weights_sha256': no weights sha256 recorded"):
+        P.load_generator(g, require_recipe=True)
+
+
+@pytest.mark.parametrize("name", ["generator-small", "generator-small-zh"])
+def test_a_users_file_in_a_copy_of_a_shipped_generator_is_kept(tmp_path, name):
+    """The shipped folders' markers once listed no files, so a file a user added beside a copy of one
+    was taken for lewisrag's and deleted by the next pretrain into it, without --overwrite."""
+    g = _copy_of(name, tmp_path / "g")
+    (g / "my_notes.txt").write_text("mine")
+    with pytest.raises(InputError, match="my_notes.txt"):
+        P.pretrain(pretrain_preset("tiny", steps=1), g)
+    assert (g / "my_notes.txt").read_text() == "mine"

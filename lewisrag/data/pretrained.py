@@ -275,8 +275,22 @@ def check_recipe(path: str | os.PathLike, required: bool = False) -> None:
         raise InputError(str(path), f"not a pretrained generator directory ({WEIGHTS} and {RECIPE} needed)")
     recipe = read_json(path / RECIPE)
     expected = recipe.get("weights_sha256") if isinstance(recipe, dict) else None
+    if not isinstance(expected, str):  # the recipe is damaged, not the weights it would have named
+        raise InputError(path / RECIPE, "no weights sha256 recorded: a damaged recipe", field="weights_sha256")
     if file_sha256(path / WEIGHTS) != expected:
-        raise InputError(str(path / WEIGHTS), f"sha256 does not match {RECIPE} ({str(expected)[:12]}...): damaged or replaced weights")
+        raise InputError(str(path / WEIGHTS), f"sha256 does not match {RECIPE} ({expected[:12]}...): damaged or replaced weights")
+    # the other files loading reads (tokenizer, config), where the recipe records them (since recipes of
+    # 2026-12-07): another generator's smaller tokenizer fits the embeddings and read these at EM 0.0
+    files = recipe.get("files_sha256", {})
+    if not isinstance(files, dict):
+        raise InputError(path / RECIPE, "not an object of file names and sha256", field="files_sha256")
+    for name, digest in files.items():
+        f = path / str(name)
+        if not f.is_file():
+            raise InputError(str(f), f"missing: {RECIPE} records it (files_sha256)")
+        if file_sha256(f) != digest:
+            raise InputError(str(f), f"sha256 does not match {RECIPE} ({str(digest)[:12]}...): damaged or replaced, "
+                             f"perhaps another generator's")
 
 
 # The generators a RagModel decodes with, by config.json's model_type. RAG's decoding runs the decoder through

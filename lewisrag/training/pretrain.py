@@ -29,7 +29,10 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
+import transformers
 from transformers import BartConfig, BartForConditionalGeneration
+
+import lewisrag
 
 from lewisrag.data import lang_zh, world
 from lewisrag.data.io import InputError, write_json
@@ -178,11 +181,17 @@ def _world_test(cfg: PretrainConfig) -> tuple[list[QAExample], tuple[Passage, ..
 
 def _tokenizer_corpus(cfg: PretrainConfig) -> list[str]:
     """Fresh passages, questions and answers; for Chinese also every string of the language's tables,
-    so each character a world can write (archive passages' words too) is one piece of the vocabulary."""
+    so each character a world can write (archive passages' words too) is one piece of the vocabulary.
+
+    Long-form answers (reference statements) only where the model trains on them (`long_form`): they
+    are the evaluator's wording, and rewording one statement template changed the vocabulary, and so
+    the weights, of a generator that never read a long-form example (the shipped ones could not be
+    rebuilt by their own command: tests/test_pretrain.py checks the shipped tokenizers against this)."""
     rng = random.Random(f"pretrain-tokenizer:{cfg.seed}")
     examples, docs = world.fresh_examples(rng, cfg.tokenizer_docs * 3, cfg.lang)  # about 3 questions per passage
+    answers = [ex.answers[0] for ex in examples if cfg.long_form or ex.kind == "short"]
     tables = list(_strings(vars(lang_zh))) if cfg.lang == "zh" else []
-    return [f"{p.title} / {p.text}" for p in docs] + [ex.question for ex in examples] + [ex.answers[0] for ex in examples] + tables
+    return [f"{p.title} / {p.text}" for p in docs] + [ex.question for ex in examples] + answers + tables
 
 
 def _strings(value) -> Iterator[str]:
@@ -240,7 +249,11 @@ def pretrain(cfg: PretrainConfig, out: str | os.PathLike, on_step: Callable | No
     final = evaluate_reading(model, tokenizer, test, test_passages, lang=cfg.lang)
     recipe = {"config": asdict(cfg), "vocab_size_asked": asked, "command": command, "steps": step,
               "minutes": round(train_s / 60, 2), "final_loss": loss_ema, "final": final, "curve": curve,
-              "parameters": sum(p.numel() for p in model.parameters())}
+              "parameters": sum(p.numel() for p in model.parameters()),
+              # where and with what it trained: the same seed and steps give the same weights only on the
+              # same device, thread count and versions (config's "device" may say "auto")
+              "built_with": {"device": str(device), "threads": torch.get_num_threads(), "lewisrag": lewisrag.__version__,
+                             "torch": torch.__version__, "transformers": transformers.__version__}}
     return _save(model, tokenizer, recipe, Path(out), cfg.save_fp16)
 
 
@@ -298,6 +311,10 @@ def on_device(batch: dict, device: torch.device) -> dict:
 def _save_into(model, tokenizer, recipe: dict, tmp: Path, fp16: bool) -> dict:
     model.cpu()  # saved from the CPU, wherever it trained
     to_save = model.to(torch.float16) if fp16 else model
+    if not finite(to_save.parameters()):  # finite in fp32, past fp16's 65504 on disk: inf weights, exit 0
+        model.to(torch.float32)
+        raise InputError("--set", "a weight is past float16's range (65504) and would be saved as inf; keep the weights in float32 (--set save_fp16=false), or lower "
+                         "init_std or lr", field="save_fp16")
     to_save.save_pretrained(tmp, safe_serialization=True)
     model.to(torch.float32)
     if fp16:  # loading reads the config's dtype: fp16 on disk, fp32 in memory
@@ -306,7 +323,12 @@ def _save_into(model, tokenizer, recipe: dict, tmp: Path, fp16: bool) -> dict:
         conf["dtype"] = "float32"
         cfg_path.write_text(json.dumps(conf, indent=2, sort_keys=True) + "\n")
     tokenizer.save_pretrained(tmp)
-    recipe = {**recipe, "weights_sha256": file_sha256(tmp / WEIGHTS), "weights_bytes": (tmp / WEIGHTS).stat().st_size}
+    # every file loading reads, so that a tokenizer or config swapped in from another generator is
+    # refused as damaged weights are (`check_recipe`): a smaller tokenizer read the weights at EM 0.0
+    files = {p.name: file_sha256(p) for p in sorted(tmp.iterdir()) if p.is_file() and p.name != WEIGHTS
+             and not p.name.startswith(".")}
+    recipe = {**recipe, "weights_sha256": file_sha256(tmp / WEIGHTS), "weights_bytes": (tmp / WEIGHTS).stat().st_size,
+              "files_sha256": files}
     write_json(tmp / "recipe.json", recipe)
     return recipe
 
