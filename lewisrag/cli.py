@@ -137,6 +137,8 @@ def _silence() -> None:
     """Point stdout and stderr at /dev/null: Python's flush at exit would otherwise fail on the closed pipe."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     for stream in (sys.stdout, sys.stderr):
+        if stream is None:  # closed when Python started: nothing to flush
+            continue
         try:
             os.dup2(devnull, stream.fileno())
         except (OSError, ValueError):  # not a file (a test's capture): nothing to flush at exit
@@ -144,7 +146,9 @@ def _silence() -> None:
 
 
 def _writable(stream) -> bool:
-    """Whether `stream` can still be written (its reader has not closed the pipe)."""
+    """Whether `stream` can still be written (its reader has not closed the pipe; None: closed from the start)."""
+    if stream is None:
+        return False
     try:
         stream.flush()
         return True
@@ -159,9 +163,26 @@ def _output_closed() -> None:
 
 
 def _interrupted() -> None:
+    """Exit 130 (Ctrl-C) or 143 (SIGTERM) with one line on stderr; where stderr's reader went away too
+    (`2>&1 | tee log`, tee killed with the command), the line is dropped and the code kept."""
     terminated = bool(_TERMINATED)
-    typer.echo("terminated (SIGTERM)" if terminated else "interrupted", err=True)
+    _say("terminated (SIGTERM)" if terminated else "interrupted")
     sys.exit(143 if terminated else 130)
+
+
+def _on_devnull(stream) -> bool:
+    """Whether `stream` writes to /dev/null."""
+    try:
+        return os.path.samestat(os.fstat(stream.fileno()), os.stat(os.devnull))
+    except (OSError, ValueError):  # not a file (a test's capture)
+        return False
+
+
+def _help_output_closed(e: SystemExit, was_devnull: bool) -> bool:
+    """Whether `e` is rich's exit on a closed stdout: typer prints --help (and a bare `lewisrag`'s help)
+    through a rich Console of its own, which on a broken pipe points stdout at /dev/null and exits 1, a failed
+    gate's code, so `lewisrag --help | head -1` failed under pipefail. `was_devnull`: stdout's at the start."""
+    return e.code == 1 and isinstance(e.__context__, BrokenPipeError) and not was_devnull and _on_devnull(sys.stdout)
 
 
 def _one_line_warning(message, category, filename, lineno, line=None) -> str:
@@ -255,6 +276,26 @@ def click_command():
 
 
 def main() -> None:
+    """Run the command line; the exit code says how it ended (the module docstring). A stdout closed from the
+    start (`>&-`) is refused, exit 2: Python has no sys.stdout then, and the command's results would be
+    dropped in silence with exit 0. One that cannot encode a character (PYTHONIOENCODING=ascii, a Latin-1
+    locale) writes it as a backslash escape: the final print crashed there (exit 3), hiding a gate's verdict."""
+    if sys.stdout is None:
+        _say("error: standard output is closed; redirect it to a file or /dev/null")
+        sys.exit(2)
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+    was_devnull = _on_devnull(sys.stdout)
+    try:
+        _run()
+    except SystemExit as e:
+        if _help_output_closed(e, was_devnull):
+            _output_closed()
+        raise
+
+
+def _run() -> None:
     import signal
 
     from typer.exceptions import TyperException  # typer carries its own click: its usage errors derive from this

@@ -82,8 +82,17 @@ class Bars:
 
 def print_json(obj) -> None:
     """`--json`: one JSON object on stdout and nothing else there (progress and notes go to stderr).
-    Paths and other values JSON has no type for are written as strings."""
-    out.print_json(json.dumps(obj, ensure_ascii=False, default=str))
+    Paths and other values JSON has no type for are written as strings.
+
+    Written as text, not through rich: rich colours it where FORCE_COLOR or TTY_COMPATIBLE is set, even
+    into a pipe, and `json.load` then failed on the escape codes. The text is rich's uncoloured one (two
+    spaces' indent, non-ASCII kept, a line break at the end); a closed pipe is `OutputClosed`, as rich's is."""
+    text = json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n"
+    try:
+        out.file.write(text)
+        out.file.flush()
+    except BrokenPipeError:
+        raise OutputClosed from None
 
 
 class UsageError(typer.BadParameter):
@@ -239,9 +248,10 @@ def _fmt(v) -> str:
     return "–" if v is None else printable(str(v))  # no score, as the reports write it
 
 
-# C0 and C1 controls but the line break and tab, and the bidirectional controls (U+202A-202E, U+2066-2069):
-# one in a passage or question reordered what the terminal showed after it ("Who leads\u202e Talfo?")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# C0 and C1 controls but the line break and tab, and Unicode's bidirectional controls (ALM U+061C, LRM and
+# RLM U+200E-200F, U+202A-202E, U+2066-2069): one in a passage or question reordered what the terminal showed
+# after it ("Who leads\u202e Talfo?"). Error lines (`data.io.errors.escaped`) escape these too, written alike.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def printable(text: str) -> str:

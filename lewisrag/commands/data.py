@@ -11,6 +11,9 @@ from lewisrag.commands import _ui
 from lewisrag.data.io import InputError, existing_file
 from lewisrag.data.world import DEFAULT_ENTITIES, MAX_ENTITIES, MIN_ENTITIES
 
+# The most a count may be: pyarrow holds row counts as 64-bit integers (one above was an OverflowError, exit 3)
+INT64_MAX = 2**63 - 1
+
 
 def chunk(
     docs: str = typer.Option(..., "--docs", help="Documents to split: .jsonl, .json, .parquet, a folder of .parquet shards, a datasets save_to_disk folder or hf:NAME[:CONFIG]:SPLIT with id, title, text."),
@@ -52,9 +55,9 @@ def shard(
     out: Path = typer.Option(..., "--out", help="Folder to write the numbered Parquet shards into (passages-00000-of-000NN"
                              ".parquet; written beside, then renamed in), which --passages reads as it reads wiki_dpr's."),
     # passages.SHARD_ROWS, written out: importing passages here would load pyarrow for every command's start
-    rows_per_shard: int = typer.Option(1_000_000, "--rows-per-shard", min=1, help="Passages per shard (a million of "
+    rows_per_shard: int = typer.Option(1_000_000, "--rows-per-shard", min=1, max=INT64_MAX, help="Passages per shard (a million of "
                                        "psgs_w100's make a few hundred MB)."),
-    max_passages: int = typer.Option(None, "--max-passages", min=1, help="The first N passages only, as --passages "
+    max_passages: int = typer.Option(None, "--max-passages", min=1, max=INT64_MAX, help="The first N passages only, as --passages "
                                      "with reproduce --max-passages reads them; default: all."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds another kind of lewisrag "
                                    "output (replaced once the shards are complete); never a folder lewisrag did not make."),

@@ -35,16 +35,19 @@ def gate(
     if as_json:
         _ui.print_json(report.to_json())
     else:
-        t = Table(title=f"gate: {candidate} against {baseline}", show_lines=False)
+        # results.json is data: its tier, check names, evidence (question ids) and judge are printed as
+        # `_ui.printable` shows them, so an escape sequence in one cannot reach the terminal
+        shown = _ui.printable
+        t = Table(title=shown(f"gate: {candidate} against {baseline}"), show_lines=False)
         for col in ("tier", "check", "verdict", "evidence"):
             t.add_column(col, overflow="fold")
         for c in report.checks:
             style = VERDICT_STYLE[c.verdict]
-            t.add_row(c.tier, c.name, Text(c.verdict, style=style), c.evidence)  # markup is off: a styled Text
+            t.add_row(shown(c.tier), shown(c.name), Text(c.verdict, style=style), shown(c.evidence))  # markup is off: a styled Text
         _ui.out.print(t)
         failed = [c for c in report.checks if c.verdict == "fail"]
         judge = report.judges["candidate"]
-        _ui.out.print(f"judge: {judge.get('name', '-')} {str(judge.get('fingerprint', '-'))[:12]}")
+        _ui.out.print(shown(f"judge: {judge.get('name', '-')} {str(judge.get('fingerprint', '-'))[:12]}"))
         corr = report.correction
         if corr.get("method", "none") != "none":  # gate.toml's `correction`: the levels the verdicts were decided at
             _ui.out.print(f"multiple comparisons: {corr['method']}: McNemar p-values adjusted over {corr['tests']} "
