@@ -28,6 +28,7 @@ EXPORT_HELP = ("Also write the answers in another tool's format: ragas writes ra
                "and scores 0 where no question was generated back, lewisrag null). "
                "ragas' context_precision has no lewisrag equivalent and is left out. Where records have them, the "
                "contexts' ids (retrieved_context_ids, which citations name), the gold ids (reference_context_ids), "
+               "the other acceptable answers (other_references: an older ragas file's ground_truths after the first), "
                "reference_statements, category and claims get columns too, so that --answers reads the file back to "
                "the same scores.")
 CLAIMS_HELP = ("RAGChecker's claim-level diagnostics (claims.precision, claims.hallucination, ...): the record's "

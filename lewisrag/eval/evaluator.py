@@ -281,7 +281,8 @@ def _record(p: _Prepared, judge, cfg: EvalConfig, embed) -> dict:
            "nan_reasons": reasons, "statements": [], "citation_checks": [{"sentence": s.text, **asdict(c)} for s, c in checks],
            # what report.html shows beside the scores, so a run folder is readable on its own
            "question": rec.question, "response": rec.response, "contexts": [c.to_dict() for c in rec.contexts],
-           "gold_passage_ids": list(rec.gold_passage_ids),
+           # false: plain-string contexts, whose ids "1".."n" are positions, no passage's (no gold to mark)
+           "has_context_ids": rec.has_context_ids, "gold_passage_ids": list(rec.gold_passage_ids),
            "reference_statements": [{"text": r, "in_contexts": None, "in_answer": None} for r in p.references],
            "citation_verdicts": []}
     if rec.category == "not_in_kb":

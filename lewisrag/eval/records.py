@@ -8,10 +8,12 @@
 ragas' older column names are read too (`OLDER_RAGAS_NAMES`): "question", "answer", "contexts",
 and "ground_truth" (a string) or "ground_truths" (a list: the first is the reference, split into
 its statements, as ragas' answer metrics took it; exact match, F1 and ROUGE-L take the best over all
-of them, `AnswerRecord.other_references`, as SQuAD scores an answer against every gold one). So are ragas' id columns: "retrieved_context_ids" (strings or integers, one
+of them, `AnswerRecord.other_references`, as SQuAD scores an answer against every gold one). Beside
+ragas' current "reference", those other answers are "other_references" (a list of non-empty strings), the
+column `ragas_rows` writes them to. So are ragas' id columns: "retrieved_context_ids" (strings or integers, one
 per context of a list of strings: the contexts' ids, as objects give them) and
-"reference_context_ids" (the gold passage ids). A record gives each field under one name; errors
-name the one it used.
+"reference_context_ids" (the gold passage ids; "gold_passage_ids" takes the same strings or integers). A
+record gives each field under one name; errors name the one it used.
 
 `response_claims` and `reference_claims` (lists of non-empty strings) are the claims RAGChecker's
 diagnostics (`lewisrag.eval.claims`) check, used as given; a record without them gets the run's
@@ -27,7 +29,9 @@ A question that some system answers on several records without ids gets, on each
 without one, that id, "-" and 8 hex digits of what the record is judged against (reference, reference
 statements and claims, gold passage ids, category; its texts in NFC too): ids that followed the
 records' order paired another record's answer in `lewisrag gate` once a file was reordered. Two records of one
-system that agree on all of it cannot be told apart and are refused, naming both lines. Every
+system that agree on all of it cannot be told apart and are refused, naming both lines. So is an id that
+two systems give to two questions (compared in NFC, runs of whitespace as one space): the reports and the
+gate pair the systems' answers by id, and one system's answer would be shown under the other's question. Every
 problem is an `InputError` naming file, line and field; all records are read and checked before
 anything is evaluated.
 
@@ -55,7 +59,7 @@ OLDER_RAGAS_NAMES = {"user_input": "question", "response": "answer", "retrieved_
                      "reference": "ground_truth"}
 FIELDS = ("id", "user_input", "response", "retrieved_contexts", "retrieved_context_ids", "reference",
           "reference_statements", "gold_passage_ids", "reference_context_ids", "category", "system", "response_claims",
-          "reference_claims", *OLDER_RAGAS_NAMES.values(), "ground_truths")  # what parse_answer reads; the rest is ignored
+          "reference_claims", *OLDER_RAGAS_NAMES.values(), "ground_truths", "other_references")  # what parse_answer reads; the rest is ignored
 REQUIRED = ("user_input", "response", "retrieved_contexts", "question", "answer", "contexts")  # null is "missing"
 # ragas' metric column -> the lewisrag metric that fills it in `--export ragas`. The definitions
 # match; ragas' faithfulness splits the answer into statements with its LLM (--splitter atomic
@@ -74,7 +78,7 @@ class AnswerRecord:
     response: str  # the answer, with its [n] citations (older ragas: "answer")
     contexts: tuple[Passage, ...]  # retrieved, in rank order; ids are the citation labels (older ragas: "contexts")
     reference: str | None = None  # a reference answer (older ragas: "ground_truth", or "ground_truths"[0])
-    other_references: tuple[str, ...] = ()  # "ground_truths"[1:]: answers as good, for EM, F1 and ROUGE-L only
+    other_references: tuple[str, ...] = ()  # "ground_truths"[1:] or "other_references": answers as good, for EM, F1 and ROUGE-L only
     reference_statements: tuple[str, ...] = ()  # the reference split into statements by a human
     gold_passage_ids: tuple[str, ...] = ()  # ids that must be retrieved (recall@k)
     category: str | None = None  # one of data.records.CATEGORIES
@@ -133,10 +137,23 @@ def _reference(rec: dict, source, line: int) -> str | None:
     return reference if reference is not None and reference.strip() else None
 
 
-def _other_references(rec: dict) -> tuple[str, ...]:
-    """The entries of "ground_truths" after the first, blanks left out (`_reference` checked the list)."""
-    truths = rec.get("ground_truths") or []
-    return tuple(t for t in truths[1:] if t.strip())
+def _other_references(rec: dict, reference: str | None, source, line: int) -> tuple[str, ...]:
+    """The entries of "ground_truths" after the first, blanks left out (`_reference` checked the list),
+    or "other_references": ragas' current "reference" holds one answer, and `ragas_rows` writes the
+    others there, so that the export reads back to the same exact match, F1 and ROUGE-L."""
+    others = require_str_list(rec, "other_references", source, line, required=False)
+    if others is None:
+        truths = rec.get("ground_truths") or []
+        return tuple(t for t in truths[1:] if t.strip())
+    if rec.get("ground_truths") is not None:
+        raise InputError(source, "also given as 'ground_truths'; keep one", line=line, field="other_references")
+    for i, other in enumerate(others):
+        if not other.strip():
+            raise InputError(source, "empty", line=line, field=f"other_references[{i}]")
+    if others and reference is None:  # scored only beside a reference: they would be dropped in silence
+        raise InputError(source, "answers beside a reference, but the record gives none: give 'reference'", line=line,
+                         field="other_references")
+    return tuple(others)
 
 
 def _contexts(rec: dict, source, line: int) -> tuple[tuple[Passage, ...], bool]:
@@ -203,18 +220,17 @@ def _id_list(rec: dict, field: str, source, line: int) -> list | None:
 
 
 def _gold_ids(rec: dict, source, line: int) -> tuple[str, ...]:
-    """The ids that must be retrieved: `gold_passage_ids`, or ragas' `reference_context_ids`."""
-    gold = require_str_list(rec, "gold_passage_ids", source, line, required=False)
+    """The ids that must be retrieved: `gold_passage_ids`, or ragas' `reference_context_ids`, each a
+    list of strings or integers, as the contexts' ids are (a gold id 5 matches the context id 5)."""
+    gold = _id_list(rec, "gold_passage_ids", source, line)
     ragas = _id_list(rec, "reference_context_ids", source, line)
-    if ragas is None:
-        return tuple(gold or ())
-    if gold is not None:
+    if ragas is not None and gold is not None:
         raise InputError(source, "also given as 'gold_passage_ids'; keep one", line=line, field="reference_context_ids")
-    for i, gid in enumerate(ragas):
+    field, ids = ("gold_passage_ids", gold) if ragas is None else ("reference_context_ids", ragas)
+    for i, gid in enumerate(ids or ()):
         if isinstance(gid, bool) or not isinstance(gid, (str, int)) or not str(gid).strip():
-            raise InputError(source, f"expected a string or an integer, got {gid!r}", line=line,
-                             field=f"reference_context_ids[{i}]")
-    return tuple(str(gid) for gid in ragas)
+            raise InputError(source, f"expected a string or an integer, got {gid!r}", line=line, field=f"{field}[{i}]")
+    return tuple(str(gid) for gid in ids or ())
 
 
 def _claims(rec: dict, field: str, source, line: int) -> tuple[str, ...] | None:
@@ -281,13 +297,14 @@ def parse_answer(rec: dict, source, line: int, seen: dict[str, int]) -> AnswerRe
     category = optional_str(rec, "category", source, line)
     if category is not None and category not in CATEGORIES:
         raise InputError(source, f"unknown category {category!r} (one of {', '.join(CATEGORIES)})", line=line, field="category")
+    reference = _reference(rec, source, line)
     return AnswerRecord(
         id=qid,
         question=question,
         response=response,
         contexts=contexts,
-        reference=_reference(rec, source, line),
-        other_references=_other_references(rec),
+        reference=reference,
+        other_references=_other_references(rec, reference, source, line),
         reference_statements=_claims(rec, "reference_statements", source, line) or (),
         gold_passage_ids=_gold_ids(rec, source, line),
         category=category,
@@ -302,19 +319,44 @@ def read_answers(path: str | os.PathLike) -> list[AnswerRecord]:
     """Read and validate every answer record; ids must be unique within a system.
 
     The same question may be answered by several systems, so ids repeat across systems but not
-    within one. The ids of records without one are settled once the whole file is read, so that
-    they do not depend on the records' order (`_settle_derived_ids`).
+    within one, and name one question in all (`_one_question_per_id`). The ids of records without
+    one are settled once the whole file is read, so that they do not depend on the records' order
+    (`_settle_derived_ids`).
     """
     given: dict[str | None, dict[str, int]] = {}  # system -> id -> the line that gives it
-    out, lines = [], []
+    out, lines, at = [], [], []
     for line, rec in iter_records(path):  # a JSON array saved as .jsonl gets iter_records' "rename it" hint
         system = rec.get("system") if isinstance(rec.get("system"), str) else None
         # a record without an id gets its question's id here, whatever came before (`seen` left empty)
         out.append(parse_answer(rec, path, line, given.setdefault(system, {}) if rec.get("id") is not None else {}))
         lines.append(line if rec.get("id") is None else None)
+        at.append(line)
     if not out:
         raise InputError(path, "no answer records")
-    return _settle_derived_ids(out, lines, given, path)
+    out = _settle_derived_ids(out, lines, given, path)
+    _one_question_per_id(out, at, path)
+    return out
+
+
+def _one_question_per_id(records: list[AnswerRecord], lines: list[int], source) -> None:
+    """Refuse an id that two systems give to two questions (in NFC, whitespace collapsed), naming
+    both lines: report.html groups the systems' answers by id, and the gate pairs them by it, so one
+    system's answer would be shown and compared under another system's question."""
+    first: dict[str, tuple[str, int, str | None]] = {}  # id -> (its question, the line, the system) first seen
+    for rec, line in zip(records, lines):
+        question = " ".join(unicodedata.normalize("NFC", rec.question).split())
+        known, at, system = first.setdefault(rec.id, (question, line, rec.system))
+        if known != question:
+            raise InputError(source, f"'{rec.id}' is line {at}'s id (system {_shown(system)}) for another question: "
+                             f"{_shown(known)} there, {_shown(question)} here; one id names one question in every "
+                             "system", line=line, field="id")
+
+
+def _shown(text: str | None) -> str:
+    """A system or a question as an error quotes it: at most 60 characters, "no system" for None."""
+    if text is None:
+        return "no system"
+    return repr(text if len(text) <= 60 else text[:57] + "...")
 
 
 def _settle_derived_ids(records: list[AnswerRecord], lines: list[int | None], given: dict[str | None, dict[str, int]],
@@ -369,14 +411,16 @@ def ragas_rows(records: Sequence[AnswerRecord], scored: Sequence[dict]) -> Itera
     What a record holds beyond ragas' text columns goes in columns of its own, each there when some
     record has it (ragas reads past columns it does not know): the contexts' ids as ragas'
     `retrieved_context_ids` (the citations [n] name them), the gold ids as its `reference_context_ids`,
-    and `reference_statements`, `category`, `response_claims`, `reference_claims`, so that
-    `eval answers` reads the file back to the same scores.
+    the answers as good as the reference (older ragas' "ground_truths"[1:]) as `other_references`, and
+    `reference_statements`, `category`, `response_claims`, `reference_claims`, so that `eval answers`
+    reads the file back to the same scores.
     """
     if len(records) != len(scored):
         raise ValueError(f"{len(records)} answer records but {len(scored)} scored records")
     extra = {  # column -> the record's value (None: the record does not give it)
         "retrieved_context_ids": lambda r: [c.id for c in r.contexts] if r.has_context_ids else None,
         "reference_context_ids": lambda r: list(r.gold_passage_ids) or None,
+        "other_references": lambda r: list(r.other_references) or None,
         "reference_statements": lambda r: list(r.reference_statements) or None,
         "category": lambda r: r.category,
         "response_claims": lambda r: None if r.response_claims is None else list(r.response_claims),

@@ -171,6 +171,10 @@ class QuestionRecord:
                 isinstance(g, (str, int)) and not isinstance(g, bool) for g in gold)):
             raise InputError(src, "expected a list of passage ids (strings or integers)", line=line,
                              field=f"{where}.gold_passage_ids")
+        # false: the contexts were plain strings, their ids positions that name no passage (report.html marks no
+        # gold among them); absent in files written before it was recorded, read as before (ids of passages)
+        if rec.get("has_context_ids") is not None and not isinstance(rec["has_context_ids"], bool):
+            raise InputError(src, "expected true or false", line=line, field=f"{where}.has_context_ids")
         refs = rec.get("reference_statements")
         if refs is not None and not (isinstance(refs, list) and all(
                 isinstance(s, str) or (isinstance(s, dict) and isinstance(s.get("text"), str)) for s in refs)):

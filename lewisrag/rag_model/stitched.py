@@ -99,13 +99,20 @@ class StitchedAnswer:
         """The answer in the evaluator's (ragas-style) format.
 
         The evaluator reads citations as numbers, so the contexts keep the numbers the generator
-        saw ("1".."k") and the passages' own ids go to `passage_ids`; gold ids are renumbered alike.
+        saw ("1".."k") and the passages' own ids go to `passage_ids`; gold ids are renumbered alike,
+        and a gold passage not read gets an id that no number is, as `experiments.compare.answer_record`
+        gives it (its own id could be "2", a hit on whatever passage [2] is).
+
+        >>> from lewisrag.data.records import Passage
+        >>> a = StitchedAnswer("q", "?", "x", [Passage("a", "", ""), Passage("p9", "", "")], "")
+        >>> a.to_record(["p9", "2"])["gold_passage_ids"]
+        ['2', 'not read: 2']
         """
         number = {p.id: str(n) for n, p in enumerate(self.passages, start=1)}
         return {"id": self.id, "user_input": self.question, "response": self.answer, "system": "stitched",
                 "retrieved_contexts": [{"id": str(n), "title": p.title, "text": p.text} for n, p in enumerate(self.passages, start=1)],
                 "passage_ids": [p.id for p in self.passages],
-                "gold_passage_ids": [number.get(g, g) for g in gold_passage_ids]}
+                "gold_passage_ids": [number.get(g, f"not read: {g}") for g in gold_passage_ids]}
 
 
 def shown_question(question: str) -> str:

@@ -209,8 +209,10 @@ def read_json_list_lines(path: str | os.PathLike, key: str) -> tuple[Any, list[i
     return data, list(json_item_lines(text, key)) if listed else None
 
 
-def _text_and_json(p: Path) -> tuple[str, Any]:
-    """A JSON file's text and what it holds; a bad file is an InputError naming it."""
+def _text_and_json(p: Path, records: bool = False) -> tuple[str, Any]:
+    """A JSON file's text and what it holds; a bad file is an InputError naming it. A file of `records`
+    whose JSON ends after its first line, itself one object, is JSON Lines saved as .json (datasets'
+    `to_json` and pandas' `to_json(lines=True)` write it so): the error says to rename it."""
     data = p.read_bytes().removeprefix(codecs.BOM_UTF8)
     try:
         text = data.decode("utf-8")
@@ -225,7 +227,18 @@ def _text_and_json(p: Path) -> tuple[str, Any]:
             line, field = _repeat_line(text, e.at)
         elif field is not None and line is None:  # a record of a list (at the top or under "data"): its line
             line, field = _item_line(text, field)
-        raise InputError(p, f"{e.what}{e.msg}", line=line, field=field) from None
+        hint = _LINES_HINT if records and e.msg == "Extra data" and _one_object(text.split("\n", 1)[0]) else ""
+        raise InputError(p, f"{e.what}{e.msg}{hint}", line=line, field=field) from None
+
+
+_LINES_HINT = ": the file is JSON Lines (one object per line), a .jsonl file's layout: rename it to .jsonl"
+
+
+def _one_object(line: str) -> bool:
+    try:
+        return isinstance(_PLAIN.decode(line), dict)
+    except ValueError:  # json.JSONDecodeError, or an integer too long for int()
+        return False
 
 
 def _repeat_line(text: str, at: list[tuple[str, int]]) -> tuple[int, str]:

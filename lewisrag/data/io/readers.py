@@ -81,8 +81,9 @@ def json_type(value: Any) -> str:
 
 
 def _iter_json(p: Path) -> Iterator[tuple[int, dict]]:
-    """The records of a JSON list, or of {"data": [...]}, each with the line its object opens on."""
-    text, data = _text_and_json(p)
+    """The records of a JSON list, or of {"data": [...]}, each with the line its object opens on (JSON
+    Lines saved as .json is refused with the hint to name it .jsonl)."""
+    text, data = _text_and_json(p, records=True)
     key = None
     if isinstance(data, dict) and isinstance(data.get("data"), list):
         data, key = data["data"], "data"  # {"data": [...]} as SQuAD-like files and some exporters write it

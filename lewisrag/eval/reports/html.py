@@ -167,7 +167,8 @@ def _answer(rec: dict, known: Mapping[str, Mapping], ref_ids: list[str] | None, 
     for field in ("question", "response", "contexts"):
         if field not in rec:
             raise ValueError(f"results record {rec.get('id')!r} has no {field!r}: rerun the evaluation with this lewisrag version")
-    gold = list(rec.get("gold_passage_ids") or [])
+    # contexts without ids (plain strings) hold positions "1".."n", which match no gold id: recall@k says so too
+    gold = list(rec.get("gold_passage_ids") or []) if _has_context_ids(rec) else []
     retrieved = {c["id"] for c in rec["contexts"]}
     refs = rec.get("reference_statements") or []
     system = rec.get("name") or rec.get("system") or unnamed
@@ -202,12 +203,20 @@ def _answer(rec: dict, known: Mapping[str, Mapping], ref_ids: list[str] | None, 
     return answer
 
 
+def _has_context_ids(rec: dict) -> bool:
+    """Whether a record's contexts had ids of their own (results.json's `has_context_ids`; a file written
+    before it was recorded has none there, and its ids are read as passages' ids, as they were)."""
+    return rec.get("has_context_ids") is not False
+
+
 def page_data_from_results(results: dict, passages: Mapping[str, Mapping] | None = None, title: str | None = None,
                            lang: str = "en") -> dict:
     """The page data for `render_report_html` from a results.json object of `eval answers` or `eval bughunt`.
 
     `passages` (id -> {"title", "text"}) supplies the texts of gold passages that no answer retrieved;
-    passages some answer did retrieve are found in the records themselves. Records of the same
+    passages some answer did retrieve are found in the records themselves, but for contexts that had no
+    ids (`has_context_ids` false: plain strings, numbered by position), which are no passage's and
+    leave their record's gold ids unmarked. Records of the same
     question id (several systems) become one question with several answers; the BugHunt sample's
     preset answers are the answers of its one question. A record may carry `token_posteriors`
     ({tokens, docs, matrix}) for the heatmap. The aggregates' claim diagnostics become `claims`. The page is
@@ -218,7 +227,7 @@ def page_data_from_results(results: dict, passages: Mapping[str, Mapping] | None
     """
     t = messages(lang)
     records = results.get("records") or []
-    known = {c["id"]: c for r in records for c in r.get("contexts", [])} | dict(passages or {})
+    known = {c["id"]: c for r in records if _has_context_ids(r) for c in r.get("contexts", [])} | dict(passages or {})
     bughunt = results.get("lewisrag", {}).get("kind") == "bughunt"
     questions: dict[str, dict] = {}
     if bughunt:
