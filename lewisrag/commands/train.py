@@ -143,20 +143,24 @@ def dpr(
         meta = train_dpr(cfg, examples, docs, out, lambda s, loss: p.update(task, completed=s, info=f"loss {loss:.3f}"),
                          overwrite=overwrite)
     source = meta["config"]["hard_negatives_from"]
-    given = {k: meta[k] for k in ("n_no_hard_negative", "n_hard_negatives_gold", "n_hard_negatives_missing",
-                                  "n_bm25_hard_negative") if k in meta}
+    counts = {k: meta[k] for k in ("n_no_hard_negative", "n_hard_negatives_gold", "n_hard_negatives_missing",
+                                  "n_bm25_hard_negative", "n_no_bm25_negative", "n_no_self_negative",
+                                  "n_steps_no_negative") if k in meta}
     if as_json:
         _ui.print_json({"out": str(out), "n_train": meta["n_train"], "n_no_gold": meta["n_no_gold"], "final_loss": meta["final_loss"],
-                        "hard_negatives_from": source, **given, "dim": meta["dim"], "ctx_fingerprint": meta["ctx_fingerprint"]})
+                        "hard_negatives_from": source, **counts, "dim": meta["dim"], "ctx_fingerprint": meta["ctx_fingerprint"]})
         return
     said = {"given": "given by --train", "bm25": "BM25 over --passages", "none": "none"}[source]
     if hard_negatives_from == "auto" and source != "none":
         said += " (auto: every question has given ones)" if source == "given" else " (auto: not every question has given ones in --passages)"
     rows = [["train questions", meta["n_train"]], ["left out (no gold id)", meta["n_no_gold"]], ["hard negatives", said]]
-    rows += [["without a hard negative", given["n_no_hard_negative"]]] if given.get("n_no_hard_negative") else []
-    rows += [["given negatives dropped (gold)", given["n_hard_negatives_gold"]]] if given.get("n_hard_negatives_gold") else []
-    rows += [["given negatives dropped (not in --passages)", given["n_hard_negatives_missing"]]] if given.get("n_hard_negatives_missing") else []
-    rows += [["BM25 negative (none given left)", given["n_bm25_hard_negative"]]] if given.get("n_bm25_hard_negative") else []
+    rows += [["without a hard negative", counts["n_no_hard_negative"]]] if counts.get("n_no_hard_negative") else []
+    rows += [["given negatives dropped (gold)", counts["n_hard_negatives_gold"]]] if counts.get("n_hard_negatives_gold") else []
+    rows += [["given negatives dropped (not in --passages)", counts["n_hard_negatives_missing"]]] if counts.get("n_hard_negatives_missing") else []
+    rows += [["BM25 negative (none given left)", counts["n_bm25_hard_negative"]]] if counts.get("n_bm25_hard_negative") else []
+    rows += [["without a BM25 negative", counts["n_no_bm25_negative"]]] if counts.get("n_no_bm25_negative") else []
+    rows += [["without a self-mined negative", counts["n_no_self_negative"]]] if counts.get("n_no_self_negative") else []
+    rows += [["steps without a negative (loss 0)", counts["n_steps_no_negative"]]] if counts.get("n_steps_no_negative") else []
     _ui.out.print(_ui.table(f"DPR checkpoint written to {out}", ["field", "value"],
                             rows + [["final loss", meta["final_loss"]], ["dim", meta["dim"]],
                                     ["context fingerprint", meta["ctx_fingerprint"]]]))

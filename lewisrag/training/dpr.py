@@ -67,7 +67,7 @@ from lewisrag.training.configs import DPRTrainConfig, check_init
 from lewisrag.training.negatives import (hard_negative_rows, hard_negative_source, mine_self_negatives, note_unused_given,
                                          pick_negative)
 from lewisrag.training.devices import autocast, single_device
-from lewisrag.training.optim import adamw, backward_step, diverged, finite, warmup_steps
+from lewisrag.training.optim import adamw, all_overflowed, backward_step, diverged, finite, warmup_steps
 from lewisrag.training.tokenizer import bert_wordpiece_tokenizer
 
 
@@ -297,6 +297,10 @@ def train_dpr(
     refuses a gold id its --passages lack before this runs, as bad input; a caller training on a
     subset of a corpus on purpose gets the count.) `out` must be missing,
     empty or a DPR checkpoint lewisrag wrote, holding no file the user added since, unless `overwrite`.
+    So are the questions left without a hard negative (`hard_negative_rows`) or a self-mined one
+    (`n_no_self_negative`), and the steps whose batch held no negative at all (`n_steps_no_negative`, with
+    a warning: their loss is 0). Under fp16 a run whose gradient scaler skipped every step saves nothing
+    (`optim.all_overflowed`): its encoders were the starting ones, finite, and passed the NaN check.
     """
     out = check_out_dir(out, KIND, overwrite=overwrite, replaces=True)  # the new checkpoint replaces it whole
     check_init(cfg)
@@ -349,6 +353,8 @@ def train_dpr(
     pick_rng = random.Random(f"hard-negatives:{cfg.seed}")  # apart from `rng`: the batch order is the same whatever the source
     order: list[int] = []
     losses = []
+    skipped = 0  # fp16 steps whose gradients overflowed (the scaler left the weights alone)
+    unlearned: list[int] = []  # steps whose batch held no negative for any question: a loss of 0, nothing to learn
     mine_at = int(cfg.self_negatives_at * cfg.steps) if cfg.self_negatives_at else None  # the one mining pass
     mined: list[int | None] = []  # per usable question, its self-mined negative from step `mine_at` on
     for step in range(cfg.steps):
@@ -360,6 +366,7 @@ def train_dpr(
         if step == mine_at:
             mined = mine_self_negatives(q_enc, c_enc, tokenizer, cfg, [ex for ex, _ in usable], passages)
             held.hold([r for r in mined if r is not None])
+            counts["n_no_self_negative"] = mined.count(None)  # every passage it ranks high is gold or holds an answer
         picked = [pick_negative(negatives[i], pick_rng) for i in batch]
         rows = [usable[i][1] for i in batch] + [r for r in picked if r is not None]
         rows += [mined[i] for i in batch if mined and mined[i] is not None]
@@ -374,17 +381,27 @@ def train_dpr(
         # A passage gold for this question (another question's positive, or another's hard negative, that is
         # also this one's gold: two questions about one passage, or a question with several gold ids) is no
         # negative for it; only its own column n stays.
-        same = torch.tensor([[rows[j] in gold_rows[i] and j != n for j in range(len(rows))] for n, i in enumerate(batch)],
-                            device=device)  # (B, B + negatives)
-        scores = scores.masked_fill(same, -1e4)
+        same = [[rows[j] in gold_rows[i] and j != n for j in range(len(rows))] for n, i in enumerate(batch)]
+        if all(masked or j == n for n, row in enumerate(same) for j, masked in enumerate(row)):
+            unlearned.append(step + 1)  # their one gold passage shared, no hard negative: each scores its own alone
+        scores = scores.masked_fill(torch.tensor(same, device=device), -1e4)  # (B, B + negatives)
         loss = F.cross_entropy(scores, torch.arange(len(batch), device=device))
         opt.zero_grad(set_to_none=True)
-        backward_step(loss, opt, sched, scaler, params, 2.0)
+        skipped += bool(backward_step(loss, opt, sched, scaler, params, 2.0).get("skipped_inf"))
         losses.append(loss.item())
         if not math.isfinite(losses[-1]) and not scaler.is_enabled():  # under fp16 the scaler skips such a step
             raise diverged(f"the loss became {losses[-1]} at step {step + 1}", cfg.lr)
         if on_step:
             on_step(step + 1, losses[-1])
+    # fp16: skipped steps leave the weights as they were, finite, and the check below passes: the untrained encoders
+    if cfg.steps and scaler.is_enabled() and (why := all_overflowed(skipped, cfg.steps, losses[-1])):
+        raise diverged(why, cfg.lr, also=" or train with --mixed-precision bf16")
+    if unlearned:
+        warnings.warn(LewisragWarning(
+            f"{len(unlearned)} of the {cfg.steps} steps (the first: step {unlearned[0]}) had no negative to learn from: "
+            "every passage of the batch is gold for every question in it (questions sharing one gold passage, and no "
+            "hard negative), so their loss is 0; give more distinct gold passages, or hard negatives "
+            "(n_steps_no_negative in lewisrag_dpr.json)"), stacklevel=2)
     if cfg.steps and not finite(params):  # the last step's update, whatever the loss (an index of NaN vectors else)
         raise diverged(f"the encoders' weights hold NaN or inf after step {cfg.steps}", cfg.lr)
     q_enc.cpu().eval(), c_enc.cpu().eval()  # the checkpoint is written, and returned, from the CPU
@@ -392,7 +409,8 @@ def train_dpr(
         _tie(q_enc, c_enc, copy.deepcopy)
     ckpt = DPRCheckpoint(q_enc, c_enc, tokenizer, {})
     meta = {"config": asdict(cfg), "max_length": cfg.p_max_length, "q_max_length": cfg.q_max_length,
-            "final_loss": mean(losses[-20:]), "n_train": len(usable), "n_no_gold": len(examples) - len(usable), **counts}
+            "final_loss": mean(losses[-20:]), "n_train": len(usable), "n_no_gold": len(examples) - len(usable), **counts,
+            "n_steps_no_negative": len(unlearned)}
     if scratch:  # config's vocab_size is the size used; this one, what --vocab-size asked
         meta["vocab_size_asked"] = asked
     with staged_dir(out, KIND) as tmp:

@@ -215,9 +215,12 @@ def hard_negative_rows(source: str, examples: Sequence[QAExample], passages: Seq
     train them on weaker ones than the rest (why `auto` takes given ones only when all have them). A
     question the file gives none keeps none, as before: DPR too trains it without a BM25 one (its
     `hard_neg_fallback` takes a random negative, which in-batch negatives are already). The dropped
-    ids and the questions BM25 mined for are counted in one warning."""
+    ids and the questions BM25 mined for are counted in one warning. Mined by BM25, the questions it
+    finds none for (every passage it ranks holds an answer, or is gold) are counted
+    (`n_no_bm25_negative`): they train on in-batch negatives alone."""
     if source == "bm25":
-        return [[] if r is None else [r] for r in mine_hard_negatives(examples, passages)], {}
+        mined = mine_hard_negatives(examples, passages)
+        return [[] if r is None else [r] for r in mined], {"n_no_bm25_negative": mined.count(None)}
     if source == "none":
         return [[] for _ in examples], {}
     rows, counts, lost = given_negatives(examples, row_of)

@@ -80,8 +80,9 @@ from lewisrag.training.devices import (_accelerator, _check_precision, _checkpoi
 from lewisrag.training.optim import (adamw, all_overflowed, diverged, finite, learning_rate_factor, optimizer_step,
                                      warmup_steps)
 from lewisrag.training.rag_data import DataPosition, answer_labels, doc_entropy, load_components, next_batch, place_search, shard
-from lewisrag.training.rag_run import (DATA_KEY, INDEX_KEY, RESUMABLE_CHANGES, ROOT_KEY, _check_out, _forget_unsaved, _held,
-                                       _prepare_out, _record, _recorded, _run_config, data_fingerprints, index_fingerprint)
+from lewisrag.training.rag_run import (DATA_KEY, INDEX_ENCODER_KEY, INDEX_KEY, RESUMABLE_CHANGES, ROOT_KEY, _check_out,
+                                       _forget_unsaved, _held, _prepare_out, _record, _recorded, _run_config,
+                                       data_fingerprints, index_fingerprint)
 from lewisrag.training.tasks import DEV_METRIC, fever_accuracy, rag_label_log_probs
 
 
@@ -195,7 +196,8 @@ def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress, record
     (`--overwrite`): the paths its saved models record (`checkpoint.save_model`) are there."""
     _check_precision(cfg)
     # before the models load
-    ckpt = _check_out(out, cfg, resume, recorded[DATA_KEY], recorded.get(ROOT_KEY), recorded[INDEX_KEY])
+    ckpt = _check_out(out, cfg, resume, recorded[DATA_KEY], recorded.get(ROOT_KEY), recorded[INDEX_KEY],
+                      recorded[INDEX_ENCODER_KEY])
     fresh = ckpt is None and not (out.is_dir() and any(out.iterdir()))  # nothing of a run's there yet
     acc = _accelerator(cfg)
     shared = cfg.shared_retrieval and acc.num_processes > 1

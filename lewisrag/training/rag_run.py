@@ -1,8 +1,9 @@
 """A RAG fine-tuning run's folder (the layout `training.rag` describes): the lock held while a run
 writes it (`_held`); what config.json and each checkpoint's state.json record beside the config, the
-sha256 of the --train and --dev files (`data_fingerprints`), the index's passages (`index_fingerprint`)
-and the run's root; the checks a `--resume` makes before any model loads (`_check_out`: the same
-settings but RESUMABLE_CHANGES, the same data and index, a checkpoint and log that are whole); the
+sha256 of the --train and --dev files (`data_fingerprints`), the index's passages and the context
+encoder that encoded them (`index_fingerprint`) and the run's root; the checks a `--resume` makes
+before any model loads (`_check_out`: the same settings but RESUMABLE_CHANGES, the same data and
+index, a checkpoint and log that are whole); the
 folder made ready to (re)start from the checkpoint (`_prepare_out`); the list of what the run wrote
 (`_record`); and what a run refused or diverged before saving anything wrote, removed (`_forget_unsaved`).
 """
@@ -58,6 +59,10 @@ ROOT_KEY = "run_root"
 # other documents without a word.
 INDEX_KEY = "index_passages"
 INDEX_FIELDS = ("content_hash", "n_passages")  # the manifest's fingerprint of every passage in row order, and their count
+# Beside INDEX_KEY, the fingerprint of the context encoder that made the index's vectors (its manifest's
+# encoder.ctx_fingerprint): the same passages encoded again at that path by another --encoder searched other
+# vectors, as silently. A run recorded before it resumes unchecked by encoder.
+INDEX_ENCODER_KEY = "index_ctx_fingerprint"
 
 
 def content_sha256(spec: str) -> str | None:
@@ -91,21 +96,28 @@ def data_fingerprints(cfg: RagTrainConfig) -> dict[str, str | None]:
 
 
 def index_fingerprint(cfg: RagTrainConfig) -> dict | None:
-    """INDEX_FIELDS of `cfg.index`'s manifest, as the run records them; None for an index that cannot be
-    read, which the run's loader then names."""
+    """INDEX_FIELDS of `cfg.index`'s manifest, and its context encoder's fingerprint under
+    INDEX_ENCODER_KEY (None: the manifest names none), as the run records them (`_recorded`); None for an
+    index that cannot be read, which the run's loader then names."""
     try:
         manifest = read_manifest(cfg.index)
     except (InputError, OSError):
         return None
     if any(manifest.get(name) is None for name in INDEX_FIELDS):  # an index written before they were: not compared
         return None
-    return {name: manifest[name] for name in INDEX_FIELDS}
+    encoder = manifest.get("encoder")
+    encoder = encoder.get("ctx_fingerprint") if isinstance(encoder, dict) else None  # a damaged one is the loader's
+    return {name: manifest[name] for name in INDEX_FIELDS} | {INDEX_ENCODER_KEY: encoder if isinstance(encoder, str) else None}
 
 
 def _recorded(data: dict, index: dict | None = None, root: str | os.PathLike | None = None) -> dict:
     """What a run records beside its config: its data files' content (DATA_KEY), its index's passages
-    (INDEX_KEY) and, given, its root (ROOT_KEY)."""
-    return {DATA_KEY: data, INDEX_KEY: index} | ({ROOT_KEY: os.path.abspath(root)} if root is not None else {})
+    (INDEX_KEY) and context encoder (INDEX_ENCODER_KEY), both from `index_fingerprint`, and, given, its
+    root (ROOT_KEY)."""
+    passages = None if index is None else {name: index[name] for name in INDEX_FIELDS}
+    encoder = None if index is None else index.get(INDEX_ENCODER_KEY)
+    return ({DATA_KEY: data, INDEX_KEY: passages, INDEX_ENCODER_KEY: encoder}
+            | ({ROOT_KEY: os.path.abspath(root)} if root is not None else {}))
 
 
 def _run_config(cfg: RagTrainConfig, recorded: dict) -> dict:
@@ -114,10 +126,11 @@ def _run_config(cfg: RagTrainConfig, recorded: dict) -> dict:
 
 
 def _check_out(out: Path, cfg: RagTrainConfig, resume: bool, data: dict | None = None,
-               root: str | None = None, index: dict | None = None) -> Path | None:
+               root: str | None = None, index: dict | None = None, encoder: str | None = None) -> Path | None:
     """The checkpoint to resume from, if any; refuses to overwrite a run or resume a different one
-    (other settings, other `data`: `data_fingerprints`, or another `index`: `index_fingerprint`; None:
-    not compared). `root`: the folder the run moves with now (ROOT_KEY), against the one it recorded."""
+    (other settings, other `data`: `data_fingerprints`, or another `index`: `index_fingerprint`'s passages,
+    and `encoder` its context encoder's fingerprint; None: not compared). `root`: the folder the run
+    moves with now (ROOT_KEY), against the one it recorded."""
     check_out_dir(out, KIND)
     ckpt = existing(out / "checkpoint")
     if not resume:
@@ -136,12 +149,14 @@ def _check_out(out: Path, cfg: RagTrainConfig, resume: bool, data: dict | None =
             _check_same_config(saved, cfg, file, (_saved_root(saved, file, "; the run folder is damaged"), root))
             _check_same_data(saved.get(DATA_KEY), cfg, data, file, "; the run folder is damaged")
             _check_same_index(saved.get(INDEX_KEY), cfg, index, file, "; the run folder is damaged")
+            _check_same_encoder(saved.get(INDEX_ENCODER_KEY), cfg, encoder, file, "; the run folder is damaged")
         return None
     state = _read_state(ckpt)
     file = ckpt / C.STATE_JSON
     _check_same_config(state["config"], cfg, file, (_saved_root(state, file, "; the checkpoint is damaged"), root))
     _check_same_data(state.get(DATA_KEY), cfg, data, file, "; the checkpoint is damaged")
     _check_same_index(state.get(INDEX_KEY), cfg, index, file, "; the checkpoint is damaged")
+    _check_same_encoder(state.get(INDEX_ENCODER_KEY), cfg, encoder, file, "; the checkpoint is damaged")
     step = state["step"]
     if step > cfg.steps:  # the same config, so no run of it saved a later step: the loop would end at once
         raise InputError(ckpt / C.STATE_JSON, f"step {step} is beyond the run's --steps {cfg.steps}; the checkpoint "
@@ -227,6 +242,20 @@ def _check_same_index(saved, cfg: RagTrainConfig, index: dict | None, file: Path
                          f"--index {cfg.index} (content_hash {index['content_hash']}, {index['n_passages']} passages; "
                          f"the run's {saved['content_hash']}, {saved['n_passages']} passages). Resume with the index "
                          "the run trained on, or start a new run (another --out, or --overwrite)", field=INDEX_KEY)
+
+
+def _check_same_encoder(saved, cfg: RagTrainConfig, encoder: str | None, file: Path, damaged: str) -> None:
+    """Refuse a --resume whose --index holds the run's passages (`_check_same_index`) encoded by another
+    context encoder than the run recorded (`saved`: INDEX_ENCODER_KEY of `file`): rebuilt at the same path by
+    another --encoder, its vectors are not those the run searched. A run recorded before INDEX_ENCODER_KEY
+    existed, or whose index names no encoder, resumes unchecked."""
+    expect(saved is None or isinstance(saved, str), file, INDEX_ENCODER_KEY, "null or the fingerprint of the index's "
+           "context encoder", saved, damaged)
+    if saved is not None and encoder is not None and saved != encoder:
+        raise InputError(file, f"--resume with another index than the run's, the same passages encoded by another "
+                         f"context encoder: --index {cfg.index} was built by context encoder {encoder}, the run's by "
+                         f"{saved} (rebuilt since, by another --encoder). Resume with the index the run trained on, and "
+                         "its --encoder, or start a new run (another --out, or --overwrite)", field=INDEX_ENCODER_KEY)
 
 
 def _shown(value: object) -> str:
