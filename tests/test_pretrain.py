@@ -221,7 +221,7 @@ def test_shipped_generator_loads_verifies_and_reads(name, lang):
 # the shipped generators are what their recipes' command builds
 
 
-@pytest.mark.parametrize("name, lang", [("generator-small", "en")])
+@pytest.mark.parametrize("name, lang", [("generator-small", "en"), ("generator-small-zh", "zh")])
 def test_the_recipe_builds_the_shipped_tokenizer(name, lang):
     """The vocabulary is the first thing the build command makes, and every weight depends on its ids.
     Its corpus once held long-form reference statements the model never trained on, and rewording one
