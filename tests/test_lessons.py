@@ -40,8 +40,8 @@ g_logits = reader(rb.context_input_ids, rb.context_attention_mask, rb.doc_scores
 ex4 = torch.softmax(rb.doc_scores[0].log_softmax(0)[:, None] + by_hand(g_logits, rb.doc_scores, g_labels)[2], dim=0)""",
     },
     "02_hot_swap": {
-        "ex1": 'ex1 = {"retrieval": 0, "reading": 6}',
-        "ex2": "ex2 = (2 / 12, 3 / 12)",
+        "ex1": 'ex1 = {"retrieval": 0, "reading": 3}',
+        "ex2": "ex2 = (2 / 12, 2 / 12)",
     },
     "03_original_vs_modern": {
         "ex1": """passes = {name: layer["forward_passes_per_answer"] for name, layer in card["layers"].items()}
