@@ -174,6 +174,15 @@ def dpr_layout(path: str | os.PathLike) -> str:
     return sides[0]
 
 
+def own_limit(config, tokenizer) -> int:
+    """The tokens a transformers encoder folder reads: its positions, or its tokenizer's model_max_length
+    if smaller (what transformers' tokenizer would be asked to cut at). `train dpr` converting a pair
+    keeps this limit, so the checkpoint encodes as the folders do (`training.dpr.start_limits`)."""
+    limit = int(config.max_position_embeddings)
+    asked = getattr(tokenizer, "model_max_length", None)
+    return int(asked) if isinstance(asked, int) and 0 < asked < limit else limit
+
+
 def load_transformers_encoder(path: str | os.PathLike, side: str,
                               tokenizer_path: str | os.PathLike | None = None) -> DPRCheckpoint:
     """A transformers DPRQuestionEncoder (`side` "question") or DPRContextEncoder ("context") folder
@@ -198,9 +207,7 @@ def load_transformers_encoder(path: str | os.PathLike, side: str,
     tokenizer = _bert_tokenizer(Path(tokenizer_path or p), arch, int(model.config.vocab_size))
     # a RAG model's context_encoder/ without the field was trained, and its index/ encoded, by lewisrag's "pair"
     adopt_passage_encoding(tokenizer, "pair" if (p.parent / "rag.json").is_file() else "dpr", Path(tokenizer_path or p))
-    limit = int(model.config.max_position_embeddings)
-    if isinstance(getattr(tokenizer, "model_max_length", None), int) and 0 < tokenizer.model_max_length < limit:
-        limit = int(tokenizer.model_max_length)
+    limit = own_limit(model.config, tokenizer)
     meta = {"format": "transformers", "architecture": arch, "path": str(p.resolve()), "dim": _output_dim(model),
             "max_length": limit, "q_max_length": limit,
             "ctx_fingerprint": state_fingerprint(model) if side == "context" else None}

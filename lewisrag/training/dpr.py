@@ -60,7 +60,8 @@ from lewisrag.data.passages import passages_at
 from lewisrag.data.pretrained import check_state_fits, load_model, load_tokenizer
 from lewisrag.data.records import Passage, QAExample
 from lewisrag.index.encoders import (DPR_ARCHITECTURES, DPR_POOLER, META_FILE, DPRCheckpoint, adopt_passage_encoding,
-                                     passage_encoding, set_passage_encoding, state_fingerprint, tokenize_texts)
+                                     own_limit, passage_encoding, set_passage_encoding, state_fingerprint,
+                                     tokenize_texts)
 from lewisrag.scoring.aggregate import mean
 from lewisrag.training.configs import DPR_KIND as KIND  # the marker kind of DPR checkpoint folders (lewisrag.data.outputs)
 from lewisrag.training.configs import DPRTrainConfig, check_init
@@ -159,8 +160,8 @@ def _init_pair(cfg: DPRTrainConfig):
 def start_limits(cfg: DPRTrainConfig, q_enc, c_enc, tokenizer) -> tuple[int, int]:
     """(passage, question) token limits of the run and its checkpoint.
 
-    A DPR start reads at its own limits: a transformers DPR folder at the folder's (`_own_limit`, as
-    `index.encoders.load_transformers_encoder` reads it, so that a pair converted at `steps=0` encodes
+    A DPR start reads at its own limits: a transformers DPR folder at the folder's (`index.encoders.own_limit`, as
+    `load_transformers_encoder` reads it, so that a pair converted at `steps=0` encodes
     passages and questions as the folders do: the same fingerprint, the same vectors, the index the
     folders built), a lewisrag checkpoint at those its lewisrag_dpr.json records. A scratch model or
     a BERT-like start trains at the config's, within its position tables (a starting BERT may have
@@ -177,16 +178,8 @@ def start_limits(cfg: DPRTrainConfig, q_enc, c_enc, tokenizer) -> tuple[int, int
             # `tokenizer` is the question folder's (or --init's); a pair's context side has its own
             own = tokenizer if i or not cfg.init_question else load_tokenizer(
                 AutoTokenizer.from_pretrained, folder, "pretrained encoder's tokenizer (--init-context)", use_fast=True)
-            limits[i] = _own_limit(encoder.config, own)
+            limits[i] = own_limit(encoder.config, own)
     return limits[0], limits[1]
-
-
-def _own_limit(dcfg, tokenizer) -> int:
-    """The tokens a transformers DPR encoder folder reads, as `index.encoders.load_transformers_encoder`
-    cuts texts for an index or a search: its positions, or its tokenizer's model_max_length if smaller."""
-    limit = int(dcfg.max_position_embeddings)
-    asked = getattr(tokenizer, "model_max_length", None)
-    return int(asked) if isinstance(asked, int) and 0 < asked < limit else limit
 
 
 def _dpr_architecture(p: Path) -> str | None:
