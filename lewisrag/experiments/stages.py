@@ -36,7 +36,7 @@ from lewisrag.index.bm25 import BM25Index
 from lewisrag.index.dense import DenseIndex
 from lewisrag.rag_model.answering import answer_questions
 from lewisrag.scoring.aggregate import mean
-from lewisrag.scoring.qa import answer_exact_match, bleu_1, is_regex_answered, rouge_l, token_f1
+from lewisrag.scoring.qa import answer_exact_match, is_regex_answered, msmarco_bleu_1, msmarco_rouge_l, rouge_l, token_f1
 from lewisrag.training.closed_book import KIND as CLOSED_BOOK_KIND
 from lewisrag.training.closed_book import LAYOUT as CLOSED_BOOK_LAYOUT
 from lewisrag.training.closed_book import answer_closed_book, train_closed_book
@@ -407,9 +407,13 @@ def evaluate(run: Path, preset: Preset, on_progress: Progress, test_file: Path |
         # against a regular expression (CuratedTrec's) F1 and ROUGE-L measure nothing: None, left out of the means
         s_scores = [{"exact_match": answer_exact_match(p, ex), "f1": None if is_regex_answered(ex) else token_f1(p, ex.answers),
                      "rougeL": None if is_regex_answered(ex) else rouge_l(p, ex.answers)} for p, ex in zip(s_pred, short)]
-        l_scores = [{"rougeL": rouge_l(p, ex.answers), "bleu1": bleu_1(p, ex.answers)} for p, ex in zip(l_pred, long)]
+        # long answers as MS MARCO's evaluation scores them: ROUGE-L (beta 1.2, P and R each the best over the
+        # references) a mean over questions, BLEU-1 over the corpus; a record's bleu1 is its question's alone
+        l_scores = [{"rougeL": msmarco_rouge_l(p, ex.answers), "bleu1": msmarco_bleu_1([p], [ex.answers])}
+                    for p, ex in zip(l_pred, long)]
+        l_bleu = msmarco_bleu_1(l_pred, [ex.answers for ex in long]) if long else None
         qa[system] = {**{m: mean([s[m] for s in s_scores]) for m in ("exact_match", "f1", "rougeL")}, "n": len(short),
-                      "long": {**{m: mean([s[m] for s in l_scores]) for m in ("rougeL", "bleu1")}, "n": len(long)}}
+                      "long": {"rougeL": mean([s["rougeL"] for s in l_scores]), "bleu1": l_bleu, "n": len(long)}}
         for ex, m in [*zip(short, s_scores), *zip(long, l_scores)]:
             records.append({"id": ex.id, "system": system, "category": ex.category, "kind": ex.kind, "metrics": m})
         predictions[system] = dict(zip([ex.id for ex in short + long], s_pred + l_pred))

@@ -25,11 +25,15 @@ case-folded, so that an empty prediction never matches it. `has_answer` normaliz
 so too, but with every punctuation mark a space first (`normalize_passage`), as DPR's tokenizer
 makes each mark a token: "Lincoln" is in "Lincoln's assassination".
 ROUGE-L is rouge-score's scorer fed with our tokenizer: rouge-score's own keeps only [a-z0-9], so
-it scores every Chinese answer 0; ours agrees with it on English and keeps CJK.
+it scores every Chinese answer 0; ours agrees with it on English and keeps CJK. Long-form answers
+(the paper's MS MARCO columns) are scored as MS MARCO's evaluation scores them, on the same tokens:
+`msmarco_rouge_l` (coco-caption's ROUGE-L: beta 1.2, precision and recall each at its best
+reference) and `msmarco_bleu_1` (corpus BLEU-1).
 """
 
 from __future__ import annotations
 
+import math
 import re
 import string
 import unicodedata
@@ -500,6 +504,104 @@ def bleu_1(prediction: str, references: Sequence[str]) -> float:
 
 def _cjk_spaced(text: str) -> str:
     return "".join(f" {ch} " if is_cjk(ch) else ch for ch in text)
+
+
+# MS MARCO's ROUGE-L weighs recall 1.2 times precision (coco-caption's rouge.py, "updated based on
+# discussion with Hovey"), where rouge-score's F-measure weighs them alike
+MSMARCO_ROUGE_BETA = 1.2
+
+
+def _lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
+    """Length of the longest common subsequence of two token lists (one DP row kept)."""
+    if len(a) < len(b):
+        a, b = b, a
+    row = [0] * (len(b) + 1)
+    for x in a:
+        diagonal = 0  # row[j - 1] of the previous row
+        for j, y in enumerate(b, 1):
+            diagonal, row[j] = row[j], diagonal + 1 if x == y else max(row[j], row[j - 1])
+    return row[-1]
+
+
+def msmarco_rouge_l(prediction: str, references: Sequence[str]) -> float:
+    """ROUGE-L as MS MARCO's official evaluation scores a long answer (ms_marco_eval, whose ROUGE-L is
+    coco-caption's `Rouge.calc_score`): precision and recall each the best over the references, P =
+    max_r LCS/len(prediction), R = max_r LCS/len(r), then F with beta = 1.2, (1 + b²)PR / (R + b²P); the
+    reported column is the mean over questions. `rouge_l` is another measure: rouge-score's F1 (beta
+    1) against the single best reference. Hand-written: no maintained library has this convention but
+    coco-caption's toolkit itself (pycocoevalcap, with its Java scorers and tokenizer).
+
+    Tokens are `rouge_tokens`' (lowercased letter-and-digit runs, one token per CJK character), as for
+    `rouge_l`. ms_marco_eval tokenizes with spaCy's English tokenizer and lowercases, keeping each
+    punctuation mark as a token: here marks are dropped, so a reference's final "." neither matches
+    nor lengthens it. A reference with no token takes no part (coco-caption's scores 0 against it,
+    which a max never picks); a prediction with no token, or references none of which has one, score 0.0.
+
+    "a b c" against "a b" and "a b c d e f": P = max(2/3, 3/3) = 1 and R = max(2/2, 3/6) = 1, so 1.0,
+    though no single reference scores it so (rouge_l 0.8).
+
+    >>> msmarco_rouge_l("a b c", ["a b", "a b c d e f"])
+    1.0
+    >>> round(msmarco_rouge_l("前端显示红色列表", ["前端用红色列表显示"]), 4)  # LCS 前端红色列表: P=6/8, R=6/9
+    0.6985
+    """
+    _check_answers(references, "references")
+    _check_prediction(prediction)
+    pred = rouge_tokens(prediction)
+    golds = [tokens for r in references if (tokens := rouge_tokens(r))]
+    if not pred or not golds:
+        return 0.0
+    common = [_lcs_length(pred, gold) for gold in golds]
+    p = max(common) / len(pred)
+    r = max(n / len(gold) for n, gold in zip(common, golds))
+    if p == 0:  # no reference shares a token (then r is 0 too)
+        return 0.0
+    b2 = MSMARCO_ROUGE_BETA**2
+    return (1 + b2) * p * r / (r + b2 * p)
+
+
+def msmarco_bleu_1(predictions: Sequence[str], references: Sequence[Sequence[str]]) -> float:
+    """Corpus BLEU-1, as MS MARCO's official evaluation reports it (coco-caption's `Bleu`, option
+    "closest"): each question's unigram matches clipped by the most any one reference holds, then
+    matches, prediction lengths and reference lengths summed over the corpus before dividing; the
+    reference length of a question is the one closest to its prediction's (the shorter of two as close),
+    and the brevity penalty exp(1 - ref_len/pred_len) applies to the sums. Not the mean of sentence
+    scores (`bleu_1`): a short answer is penalized by the corpus' total length, not alone. Given one
+    question, this is that question's BLEU-1 in the same convention (a per-question record's).
+
+    Tokens are `msmarco_rouge_l`'s (`rouge_tokens`: punctuation dropped, one token per CJK character),
+    so the two long-form columns read the same words. Hand-written beside `msmarco_rouge_l`; sacrebleu's
+    corpus BLEU agrees on the same tokens (tests/test_msmarco_metrics.py), but takes the references as
+    streams padded with None and tokenizes them its own way. coco-caption adds 1e-9 to denominators
+    against division by zero; here a corpus with no predicted token scores 0.0. A reference with no
+    token takes no part, unless every reference of the question has none.
+
+    "the cat sat" / "the cat sat down" and "a dog" / "a dog barked": 5 of 5 tokens match; lengths 5
+    against 4 + 3 = 7, so exp(1 - 7/5) = 0.6703 (the sentence scores' mean is 0.6615).
+
+    >>> round(msmarco_bleu_1(["the cat sat", "a dog"], [["the cat sat down"], ["a dog barked"]]), 4)
+    0.6703
+    """
+    if not isinstance(predictions, list | tuple) or not isinstance(references, list | tuple) or not predictions:
+        raise ValueError(f"predictions and references must be non-empty lists, got {predictions!r} and {references!r}")
+    if len(predictions) != len(references):
+        raise ValueError(f"{len(predictions)} predictions but {len(references)} reference lists")
+    matched = pred_len = ref_len = 0
+    for prediction, refs in zip(predictions, references):
+        _check_answers(refs, "references")
+        _check_prediction(prediction)
+        pred = Counter(rouge_tokens(prediction))
+        n = sum(pred.values())
+        golds = [tokens for r in refs if (tokens := rouge_tokens(r))] or [[]]
+        clip = Counter()
+        for gold in golds:
+            clip |= Counter(gold)  # the most of each word any one reference holds
+        matched += sum((pred & clip).values())
+        pred_len += n
+        ref_len += min((abs(len(gold) - n), len(gold)) for gold in golds)[1]
+    if matched == 0:
+        return 0.0
+    return matched / pred_len * min(1.0, math.exp(1 - ref_len / pred_len))
 
 
 def provenance_em(prediction: str, answers: Sequence[str], retrieved_ids: Sequence[str], gold_ids: Sequence[str]) -> float:
