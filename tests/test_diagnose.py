@@ -71,7 +71,7 @@ def test_not_in_kb_is_judged_on_refusal():
 @pytest.mark.parametrize("text,refused", [
     ("知识库里没有找到相关信息。", True), ("没查到这个问题的答案。", True), ("抱歉，我无法回答这个问题。", True),
     ("文档中未提及账号锁定策略。", True), ("I could not find this in the knowledge base.", True),
-    ("The provided context does not mention lockouts.", True), ("I don't know.", True), ("", True),
+    ("The provided context does not mention lockouts.", True), ("I don't know.", True), ("", False),
     ("登录失败时接口返回 422。", False), ("前端不会清空表单。", False), ("It returns 422 with no toast.", False),
     ("Login returns HTTP 422 and lists the errors.", False),
     ("系统没有记录失败次数。", False), ("没有相关记录。", True),  # a fact about logging, then a refusal
@@ -123,7 +123,8 @@ def test_a_refusal_phrase_exempts_only_its_own_sentence_from_citing():
     assert _missing("知识库里没有相关信息。") == [] and _missing("I don't know.") == []
     # a not_in_kb question's refusal is exempt whole; its answer's other sentences too
     assert _missing("知识库里没有相关信息。请联系管理员。", "not_in_kb") == []
-    assert _missing("知识库里没有相关信息。请联系管理员。") == ["请联系管理员。"]
+    # a courtesy asserts nothing, in any answer: it need not cite (it was MISSING_CITATION)
+    assert _missing("知识库里没有相关信息。请联系管理员。") == []
 
 
 @pytest.mark.parametrize("claim", [

@@ -27,7 +27,7 @@ def test_docstring_examples():
 
 
 def test_name_and_version_are_stamped():
-    assert (SPLITTER_NAME, SPLITTER_VERSION) == ("sentences", "13")
+    assert (SPLITTER_NAME, SPLITTER_VERSION) == ("sentences", "14")
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,7 @@ from lewisrag.scoring.qa import rouge_l, token_f1
 def test_a_chinese_list_without_a_space_after_its_marker_is_a_list(text):
     """Version 12 read "1." as a marker only before a space: "1.登录失败返回 422 [1]" was an uncited "1." and its
     text (MISSING_CITATION, faithfulness 0.5), and "1)" stayed in its item, a number the context had to hold."""
-    assert SPLITTER_VERSION == "13"
+    assert SPLITTER_VERSION == "14"
     assert sentence_spans(text)[-2:] == ["登录失败返回 422 [1]", "锁定 15 分钟 [2]"]
 
 

@@ -2,7 +2,9 @@
 
 Five layers, listed (`LAYERS`) as the reference chapter's table lists them (docs/architecture.md):
 retrieval, generation not used, generation distorted, generation off-topic, citation. A layer fails when its metric falls below its
-threshold and is "n/a" when its metric could not be computed (NaN).
+threshold and is "n/a" when its metric could not be computed (NaN). Retrieval is judged on every context
+the generator was given (`gold_recall`), not at recall@k's cut-offs: a gold passage the answer read at
+rank 12 was retrieved. A record given no context at all failed retrieval, whatever its reference.
 
 The primary cause is the first failing layer along the causal chain (`CAUSE_ORDER`):
 
@@ -25,6 +27,10 @@ judge (an answer of no statements, a refusal) blames nothing.
 Questions of category `not_in_kb` have no right content: the only right answer is a refusal. They
 get no layer verdicts; `refused` says whether the answer refused, and a non-refusal is blamed on
 `generation_distorted` (the answer asserts what no document says). They never enter a mean.
+An answer with no words (empty, citation markers or punctuation only: `refusals.has_no_words`) asserts
+nothing and refuses nothing: its `generation_distorted` and `generation_off_topic` are "n/a" as a
+refusal's are, and the blame falls on the answer not given, `generation_not_used`, for a not_in_kb
+question too (the refusal it owed is the content it left out).
 A refusal of any other question states nothing, so its faithfulness (0 where "not found" was judged a
 statement the contexts do not support) measures nothing, and it answers no other question (its
 answer relevancy is 0 by construction: every question generated back from a refusal is
@@ -76,18 +82,25 @@ def _verdict(value, threshold: float) -> str:
     return "pass" if value >= threshold else "fail"
 
 
-def layer_verdicts(metrics: dict, thresholds: Thresholds = Thresholds(), k: int | None = None) -> dict[str, str]:
+def layer_verdicts(metrics: dict, thresholds: Thresholds = Thresholds(), k: int | None = None,
+                   contexts: int | None = None, gold_recall: float | None = None) -> dict[str, str]:
     """"pass" / "fail" / "n/a" per layer from one question's metrics (keys as in results.json).
 
-    Retrieval uses recall@k when gold ids gave one (at `k`, default the largest k present), else
-    context recall. Off-topic uses the on-topic rate when labelled, else answer relevancy.
+    Retrieval fails when the generator was given no context (`contexts` 0); else it uses `gold_recall`,
+    the share of the gold passages among all the contexts it was given, when the caller matched ids;
+    else recall@k when gold ids gave one (at `k`, default the largest k present), else context recall.
+    Off-topic uses the on-topic rate when labelled, else answer relevancy.
 
     >>> layer_verdicts({"context_recall": 1.0, "answer_completeness": 1 / 3, "faithfulness": 1.0})
     {'retrieval': 'pass', 'generation_not_used': 'fail', 'generation_distorted': 'pass', 'generation_off_topic': 'n/a', 'citation': 'n/a'}
     """
     t = thresholds
     at_k = metrics.get("recall_at_k") or {}
-    if at_k:
+    if contexts == 0:  # nothing arrived: no reference is needed to see that
+        retrieval = "fail"
+    elif gold_recall is not None:  # what the generator read, not the cut-offs of the recall@k rows
+        retrieval = _verdict(gold_recall, t.recall_at_k)
+    elif at_k:
         retrieval = _verdict(at_k.get(str(k)) if k is not None else at_k[max(at_k, key=int)], t.recall_at_k)
     else:
         retrieval = _verdict(metrics.get("context_recall"), t.context_recall)
@@ -139,11 +152,13 @@ def primary_cause(layers: dict[str, str],
 
 
 def diagnose(metrics: dict, category: str | None = None, refused: bool = False,
-             thresholds: Thresholds = Thresholds(), k: int | None = None, undecided: Collection[str] = ()) -> dict:
+             thresholds: Thresholds = Thresholds(), k: int | None = None, undecided: Collection[str] = (),
+             contexts: int | None = None, gold_recall: float | None = None, empty: bool = False) -> dict:
     """One question's diagnosis: `{"layers": {...}, "primary": layer | None, "consequences": [...]}`.
 
     `undecided` names the metrics that are NaN because the judge decided none of their verdicts (not
-    because there was nothing to judge): a layer "n/a" for that reason may have failed.
+    because there was nothing to judge): a layer "n/a" for that reason may have failed. `contexts` and
+    `gold_recall` are the retrieval layer's (`layer_verdicts`); `empty`: the answer has no words.
 
     >>> diagnose({"context_recall": 1.0, "faithfulness": 1.0, "citation_recall": 0.0})["primary"]
     'citation'
@@ -156,15 +171,17 @@ def diagnose(metrics: dict, category: str | None = None, refused: bool = False,
     >>> diagnose({"context_recall": 1.0, "answer_completeness": 0.0, "faithfulness": None, "on_topic_rate": 1.0},
     ...          undecided={"faithfulness"})["primary"]
     'generation_not_used_or_distorted'
+    >>> diagnose({}, category="not_in_kb", empty=True)["primary"], diagnose({"faithfulness": 1.0}, contexts=0)["primary"]
+    ('generation_not_used', 'retrieval')
     """
     if category == "not_in_kb":
         layers = dict.fromkeys(LAYERS, "n/a")
-        if not refused:
-            layers["generation_distorted"] = "fail"
-        primary, consequences = primary_cause(layers)
+        if not refused:  # asserting what no document says distorts; saying nothing leaves the refusal out
+            layers["generation_not_used" if empty else "generation_distorted"] = "fail"
+        primary, consequences = primary_cause(layers, unknown=())
         return {"layers": layers, "primary": primary, "consequences": consequences, "expected_refusal": True}
-    layers = layer_verdicts(metrics, thresholds, k)
-    if refused:  # a refusal asserts nothing and answers no other question: neither layer has anything to judge
+    layers = layer_verdicts(metrics, thresholds, k, contexts, gold_recall)
+    if refused or empty:  # it asserts nothing and answers no other question: neither layer has anything to judge
         layers["generation_distorted"] = layers["generation_off_topic"] = "n/a"
         unknown: set[str] = set()
     else:

@@ -25,7 +25,10 @@ enter no mean. A refusal of any other question asserts nothing: its faithfulness
 diagnostics read over the answer's claims (`RESPONSE_CLAIM_METRICS`), are null whether its statements
 were judged unsupported (0, now null with `REFUSAL_REASON`) or none were made (NaN with its own
 reason), so neither enters a mean; `refused` records the refusal, and completeness (and
-claims.recall) the miss. Everything NaN is written as null with its reason under "nan_reasons".
+claims.recall) the miss. A sentence that asserts nothing (`refusals.asserts_nothing`: it only declines,
+"The documents do not mention the lockout time.", or is a courtesy, "Hope this helps!") need not cite and
+is no statement: faithfulness and the claims made of the answer leave it out, in any answer.
+Everything NaN is written as null with its reason under "nan_reasons".
 Records of several systems are aggregated per system as well as pooled (`aggregate`'s "by_system").
 """
 
@@ -43,13 +46,13 @@ from lewisrag.data.io import InputError
 from lewisrag.eval import citations, claims, metrics, stats
 from lewisrag.eval.bughunt import answer_records, human_labels, rule_checker_rows, rule_checker_table
 from lewisrag.eval.diagnose import Thresholds, diagnose
-from lewisrag.eval.refusals import declines_only, is_refusal
+from lewisrag.eval.refusals import asserts_nothing, has_no_words, is_refusal
 from lewisrag.eval.judges import LabelJudge, Verdict
 from lewisrag.eval.judges.llm import JudgeError
 from lewisrag.eval.records import AnswerRecord, parse_answer
 from lewisrag.eval.results import CLAIM_METRICS, CLAIMS_PREFIX, CONTRADICTIONS, Producer, QuestionRecord, Results
-from lewisrag.eval.statements import (ATOMIC_SPLITTER_NAME, SPLITTER_NAME, SPLITTER_VERSION, Statement, split_sentences,
-                                      strip_citations)
+from lewisrag.eval.statements import (ATOMIC_SPLITTER_NAME, SPLITTER_NAME, SPLITTER_VERSION, Statement, blank_headings,
+                                      split_sentences, strip_citations)
 from lewisrag.scoring import qa
 from lewisrag.scoring.markers import blank_footnote_definitions
 from lewisrag.scoring.retrieval import recall_at_k
@@ -65,7 +68,8 @@ REFUSAL_REASON = "refusal: asserts nothing, never averaged"
 RESPONSE_CLAIM_METRICS = ("precision", "f1", "noise_sensitivity_in_relevant", "noise_sensitivity_in_irrelevant",
                           "hallucination", "self_knowledge", "faithfulness")
 UNDECIDED = "judge undecided on all "  # how the reason of a metric whose every verdict is undecided begins
-# why an answer whose every sentence only declines (`declines_only`, excused from citing) has no citation quality
+# why an answer whose every sentence asserts nothing (`asserts_nothing`, excused from citing: it only declines or
+# is a courtesy) has no citation quality
 DECLINES_ONLY_REASON = "every sentence of the answer only declines: none is asked to cite"
 CLAIM_CONFIDENCE = 0.95  # level of the bootstrap interval of each claim diagnostic's mean
 CLAIM_RESAMPLES = 10_000  # bootstrap resamples (seed 0: the same run gives the same interval)
@@ -127,26 +131,35 @@ class _Claims:
 @dataclass
 class _Prepared:
     rec: AnswerRecord
-    statements: list[Statement]  # the answer's statements (faithfulness)
+    statements: list[Statement]  # the answer's statements (faithfulness), without those that assert nothing
     sentences: list[Statement]  # the answer's sentences with their citations (citation quality)
     references: list[str]  # reference statements (context recall, completeness)
     refused: bool
     nan_reasons: dict[str, str]
     claims: _Claims | None = None  # None: diagnostics switched off, or a not_in_kb question
+    left_out: int = 0  # statements made and left out because they assert nothing (`refusals.asserts_nothing`)
 
 
 DECOMPOSE_FAILED = "decompose failed: "  # the reason of an answer the atomic splitter could not decompose
 
 
 def answer_text(response: str) -> str:
-    """What an answer says: without its [n] markers and its footnote definition lines ("[^1]: REQ-AUTH-03 ..."),
-    which name sources as the markers point at them. The text exact match, F1, ROUGE-L, completeness, the
-    atomic splitter and claim extraction read (the sentence splitter drops those lines too).
+    """What an answer says: without its [n] markers, its footnote definition lines ("[^1]: REQ-AUTH-03 ..."),
+    which name sources as the markers point at them, and its Markdown heading lines ("## Answer"), which
+    title it. The text exact match, F1, ROUGE-L, completeness, the atomic splitter and claim extraction read
+    (the sentence splitter drops those lines too).
 
-    >>> answer_text("It returns 422[^1].\\n\\n[^1]: REQ-AUTH-03 login requirements")
+    >>> answer_text("## Answer\\nIt returns 422[^1].\\n\\n[^1]: REQ-AUTH-03 login requirements")
     'It returns 422.'
     """
-    return strip_citations(blank_footnote_definitions(response))
+    return strip_citations(blank_headings(blank_footnote_definitions(response)))
+
+
+def _asserting(statements: list[Statement], question: str) -> list[Statement]:
+    """The statements that assert something: one that only declines or is a courtesy (`asserts_nothing`)
+    is no fact for a context to support, so judging it scored a partial refusal ("Login returns 422 [1].
+    The documents do not mention the lockout time.") or a "Hope this helps!" half unfaithful."""
+    return [s for s in statements if not asserts_nothing(s.text, question)]
 
 
 def _prepare(rec: AnswerRecord, judge, cfg: EvalConfig) -> _Prepared:
@@ -159,12 +172,14 @@ def _prepare(rec: AnswerRecord, judge, cfg: EvalConfig) -> _Prepared:
             statements = [Statement(s, (), ()) for s in judge.decompose(answer_text(rec.response))]
         except JudgeError as e:  # a failed request is a reason, not a crash
             statements, reasons["faithfulness"] = [], f"{DECOMPOSE_FAILED}{e}"
-        if not statements and sentences and not refused and not reasons:
+        said = _asserting(sentences, rec.question)
+        if not statements and said and not refused and not reasons:
             # an answer that says something decomposed into nothing: a failure of the decomposer, counted
             # as one undecided statement like a failed request, not "no statements in the answer"
-            reasons["faithfulness"] = f"{DECOMPOSE_FAILED}the judge returned no statements for {len(sentences)} sentences"
+            reasons["faithfulness"] = f"{DECOMPOSE_FAILED}the judge returned no statements for {len(said)} sentences"
+    judged = _asserting(statements, rec.question)
     refs = list(rec.reference_statements) or ([s.text for s in split_sentences(rec.reference)] if rec.reference else [])
-    p = _Prepared(rec, statements, sentences, refs, refused, reasons)
+    p = _Prepared(rec, judged, sentences, refs, refused, reasons, left_out=len(statements) - len(judged))
     if cfg.claims and rec.category != "not_in_kb":
         p.claims = _claim_inputs(p, cfg, judge)
     return p
@@ -185,8 +200,10 @@ def _claim_inputs(p: _Prepared, cfg: EvalConfig, judge) -> _Claims:
 
     if rec.response_claims is not None:
         response_claims, response_source = list(rec.response_claims), "response_claims"
-    elif llm:
-        response_claims, response_source = extract("response", answer_text(rec.response)), "llm"
+    elif llm:  # left out as the statements are: a claim that only declines or is a courtesy asserts nothing
+        response_claims = [c for c in extract("response", answer_text(rec.response))
+                           if not asserts_nothing(c, rec.question or "")]
+        response_source = "llm"
     else:
         response_claims, response_source = [s.text for s in p.statements], cfg.splitter
         if "faithfulness" in p.nan_reasons:  # the atomic splitter's error
@@ -270,13 +287,12 @@ def _record(p: _Prepared, judge, cfg: EvalConfig, embed) -> dict:
     m: dict = dict.fromkeys(METRICS + (CLAIM_METRICS if cfg.claims else ()))
     docs = rec.docs
     checks = citations.check_answer(rec.response, docs, set(docs))
-    # A refusal need not cite: the sentences that decline, or every sentence of a not_in_kb question's
-    # refusal (`is_refusal`: every sentence of it refuses or is a refusal's courtesy, so a claim
-    # beside a refusal phrase makes the answer no refusal). Any other sentence must, beside a refusal
-    # phrase too ("returns 500. 锁定时长文档未提及。" would otherwise pass uncited), and what any
-    # sentence cites is checked.
-    checks = [(s, c) for s, c in checks if c.status != citations.MISSING_CITATION
-              or not ((p.refused and rec.category == "not_in_kb") or declines_only(s.text, rec.question))]
+    # A sentence that asserts nothing need not cite (`_excused`): one that declines or is a pleasantry, or any
+    # sentence of a refusal (`is_refusal`: every sentence of it refuses or is a courtesy, so a claim beside a
+    # refusal phrase makes the answer no refusal). Any other sentence must,
+    # beside a refusal phrase too ("returns 500. 锁定时长文档未提及。" would otherwise pass uncited), and
+    # what any sentence cites is checked.
+    checks = [(s, c) for s, c in checks if c.status != citations.MISSING_CITATION or not _excused(p, s.text)]
     out = {"id": rec.id, "system": rec.system, "category": rec.category, "refused": p.refused, "metrics": m,
            "nan_reasons": reasons, "statements": [], "citation_checks": [{"sentence": s.text, **asdict(c)} for s, c in checks],
            # what report.html shows beside the scores, so a run folder is readable on its own
@@ -289,12 +305,14 @@ def _record(p: _Prepared, judge, cfg: EvalConfig, embed) -> dict:
         reasons.update(dict.fromkeys(m, NOT_IN_KB_REASON))
         out["statements"] = [{"text": s.text, "citations": list(s.citations), "supported": None, "reason": "not judged",
                               "label": None} for s in p.statements]
-        out["diagnosis"] = diagnose(m, rec.category, p.refused, cfg.thresholds)
+        out["diagnosis"] = diagnose(m, rec.category, p.refused, cfg.thresholds, **_diagnosis_inputs(rec))
         return out
     premise = metrics.join_contexts([c.text for c in rec.contexts])
     faith = metrics.count_support(premise, [s.text for s in p.statements], judge)
     _scored("faithfulness", faith, "statements in the answer", m, reasons)
-    if p.refused and not math.isnan(m["faithfulness"]):  # its statements stay judged below; their score enters no mean
+    # a refusal's score enters no mean, nor does its NaN once its declining statements were left out (a
+    # refusal decomposed into no statement keeps "no statements in the answer")
+    if p.refused and (not math.isnan(m["faithfulness"]) or p.left_out):
         m["faithfulness"], reasons["faithfulness"] = math.nan, REFUSAL_REASON
     out["statements"] = [{"text": s.text, "citations": list(s.citations), "supported": v.supported, "reason": v.reason,
                           "label": v.label} for s, v in zip(p.statements, faith.verdicts)]
@@ -308,9 +326,9 @@ def _record(p: _Prepared, judge, cfg: EvalConfig, embed) -> dict:
                                    for r, a, b in zip(p.references, in_contexts.verdicts, in_answer.verdicts)]
     _relevancy(rec, judge, cfg, embed, m, reasons)
     reasons["on_topic_rate"] = "needs per-statement on-topic labels (not part of the answer format)"
-    # the sentences the rule layer asks to cite: one that only declines (`declines_only`) and cites
+    # the sentences the rule layer asks to cite: one that asserts nothing (`asserts_nothing`) and cites
     # nothing is excused there, so it is no uncited statement here either (it scored 0 recall)
-    cited = [(s.text, list(s.citations)) for s in p.sentences if s.citations or not declines_only(s.text, p.rec.question)]
+    cited = [(s.text, list(s.citations)) for s in p.sentences if s.citations or not _excused(p, s.text)]
     if cited:
         # A statement without a citation scores 0 (ALCE's definition, and the reference chapter's), so an
         # answer that cites nothing has citation recall 0, not null: dropping every citation must not
@@ -341,13 +359,32 @@ def _record(p: _Prepared, judge, cfg: EvalConfig, embed) -> dict:
             reasons[k] = "no reference answer"
     if p.claims:
         scores, why, out["claims"] = _claim_scores(p.claims, judge)
-        if p.refused:
-            for name in (CLAIMS_PREFIX + n for n in RESPONSE_CLAIM_METRICS if not math.isnan(scores[CLAIMS_PREFIX + n])):
-                scores[name], why[name] = math.nan, REFUSAL_REASON
+        if p.refused:  # as faithfulness: its claims' scores, or their NaN once its declining claims were left out
+            for name in (CLAIMS_PREFIX + n for n in RESPONSE_CLAIM_METRICS):
+                if not math.isnan(scores[name]) or p.left_out:
+                    scores[name], why[name] = math.nan, REFUSAL_REASON
         m.update(scores)
         reasons.update(why)
-    out["diagnosis"] = diagnose(m, rec.category, p.refused, cfg.thresholds, k=max(cfg.ks), undecided=undecided_metrics(reasons))
+    out["diagnosis"] = diagnose(m, rec.category, p.refused, cfg.thresholds, undecided=undecided_metrics(reasons),
+                                **_diagnosis_inputs(rec))
     return out
+
+
+def _excused(p: _Prepared, sentence: str) -> bool:
+    """Whether a sentence need not cite: any sentence of a refusal (`is_refusal`: each of its sentences refuses
+    or is a courtesy, "请联系管理员。" too; a refusal of an answerable question fails on completeness, not on
+    a pointer's missing citation), or one that asserts nothing in any answer (`refusals.asserts_nothing`)."""
+    return p.refused or asserts_nothing(sentence, p.rec.question)
+
+
+def _diagnosis_inputs(rec: AnswerRecord) -> dict:
+    """What `diagnose` reads of a record beside its metrics: how many contexts the generator was given, the
+    share of the gold passages among all of them (None: no gold ids, or contexts without ids to match),
+    and whether the answer has no words. The retrieval verdict is on what the generator read, not at
+    --recall-at's cut-offs (the metric rows): a gold passage at rank 12, which the answer used, was retrieved."""
+    gold = (recall_at_k([c.id for c in rec.contexts], rec.gold_passage_ids)
+            if rec.gold_passage_ids and rec.has_context_ids else None)
+    return {"contexts": len(rec.contexts), "gold_recall": gold, "empty": has_no_words(rec.response)}
 
 
 def _relevancy(rec: AnswerRecord, judge, cfg: EvalConfig, embed, m: dict, reasons: dict) -> None:
@@ -528,8 +565,9 @@ def evaluate_bughunt(sample, judge=None, cfg: EvalConfig = EvalConfig()) -> Resu
             granularity[level] = {"statements": len(texts), "supported": sum(v.supported is True for v in s.verdicts), "faithfulness": s.score}
         answers.append({"name": preset.name, "description": preset.description, "expected_primary": preset.expected_primary,
                         "response": preset.response, "retrieved_ids": list(preset.retrieved_ids), **rec,
-                        "diagnosis": diagnose(m, None, rec["refused"], cfg.thresholds, k=max(cfg.ks),
-                                              undecided=undecided_metrics(rec["nan_reasons"])),
+                        "diagnosis": diagnose(m, None, rec["refused"], cfg.thresholds,
+                                              undecided=undecided_metrics(rec["nan_reasons"]),
+                                              **_diagnosis_inputs(records[len(answers)])),
                         "granularity": granularity})
     sections = {"question": sample.question, "reference_statements": sample.reference_statements,
                 "rule_checker": {"table": rule_checker_table(sample), "rows": rule_checker_rows(sample)}}

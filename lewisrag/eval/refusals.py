@@ -1,6 +1,7 @@
-"""Whether an answer refuses (`is_refusal`), whether a sentence only declines and need not cite
-(`declines_only`), and whether a sentence beside a refusal carries no claim (`is_courtesy`), in
-Chinese and English alike.
+"""Whether an answer refuses (`is_refusal`), whether a sentence only declines (`declines_only`), whether
+a sentence carries no claim (`is_courtesy`), in Chinese and English alike; a sentence of either of the
+last two asserts nothing (`asserts_nothing`): it need not cite and is no statement to judge. An answer
+with no words (`has_no_words`) neither refuses nor asserts.
 
 The chapter's not_in_kb questions have one right answer, a refusal ("not found"); the diagnosis
 (`diagnose`) and the citation rules (`evaluator`) read it from here. Rules, not a model: they must
@@ -14,7 +15,7 @@ import re
 import unicodedata
 
 from lewisrag.eval.judges.lexical import _zh_numbers, names_in
-from lewisrag.eval.statements import split_sentences
+from lewisrag.eval.statements import split_sentences, strip_citations
 
 # A refusal phrase names what holds no answer (the knowledge base, the documents) or who cannot
 # give one (I, we; 我, 我们): "cannot determine" or 无法确定 alone is as often a claim about a system
@@ -249,6 +250,17 @@ _COURTESY_CLAUSES = [
     r"(?:涉及|包含|介绍|提到|提及|讨论|说明|记载|覆盖|描述|谈到|关于|包括)了?(?![^,;:]*(?:会|是|将|被|可以|能|需要|为|由))[^,;:]*",
 ]
 _COURTESY_CLAUSE_RE = re.compile("|".join(f"(?:{p})" for p in _COURTESY_CLAUSES))
+# The courtesies that say nothing whatever answer they close ("Hope this helps!", 如有其他问题，欢迎随时提问):
+# those of `_COURTESY_CLAUSES` without an open tail. A pointer or request with one ("Please check that the
+# token has not expired", "If you have admin rights you can reset it", 请查看登录页面的错误列表) carries
+# nothing beside a refusal, but in an answer it is advice a context must back, so it is no pleasantry.
+_OPEN_TAIL = "[^,;:]*"
+_PLEASANTRY_CLAUSES = [p for p in _COURTESY_CLAUSES if _OPEN_TAIL not in p] + [
+    r"(?:please )?(?:let me know|feel free to (?:ask|reach out|let me know))(?: if you have (?:any )?(?:other |more "
+    r"|further |additional )?questions?)?",
+    r"if you have (?:any )?(?:other |more |further |additional )?questions?",
+]
+_PLEASANTRY_CLAUSE_RE = re.compile("|".join(f"(?:{p})" for p in _PLEASANTRY_CLAUSES))
 _CONNECTIVE_RE = re.compile(r"(?:(?:and|but|so|or|also|then) |(?:但是?|不过|所以|因此|另外|此外|同时|那么|或者))")
 _CLAUSE_CUT_RE = re.compile(r"[,;:、]")
 
@@ -293,12 +305,32 @@ def is_courtesy(sentence: str) -> bool:
     >>> is_courtesy("Please contact Ana Kel."), is_courtesy("请联系特朗普。"), is_courtesy("文档只涉及登录错误。")
     (False, False, True)
     """
+    return _only_clauses(sentence, _COURTESY_CLAUSE_RE)
+
+
+def is_pleasantry(sentence: str) -> bool:
+    """Whether a sentence is a courtesy that carries no claim in any answer (`_PLEASANTRY_CLAUSES`): thanks,
+    an apology, an offer of help, "hope this helps", an invitation to ask more; not a pointer or request
+    with a tail of its own, which `is_courtesy` excuses beside a refusal only.
+
+    >>> is_pleasantry("Hope this helps!"), is_pleasantry("如有其他问题，欢迎随时提问。"), is_pleasantry("Let me know if you have any other questions.")
+    (True, True, True)
+    >>> is_pleasantry("Please check that the token has not expired."), is_pleasantry("请查看登录页面的红色错误列表。")
+    (False, False)
+    >>> is_pleasantry("If you have admin rights you can reset the password.")
+    False
+    """
+    return _only_clauses(sentence, _PLEASANTRY_CLAUSE_RE)
+
+
+def _only_clauses(sentence: str, clause_re: re.Pattern) -> bool:
+    """Whether every clause of `sentence` is one `clause_re` matches whole, and it holds no number and no name."""
     s = _folded(sentence)
     if not s or _numbers(s, quantities=True) or names_in(unicodedata.normalize("NFKC", sentence).replace("\u2019", "'")):
         return False
     clauses = [c.strip(" \t\n.!?。…") for c in _CLAUSE_CUT_RE.split(s)]
     clauses = [_CONNECTIVE_RE.sub("", c, count=1) if _CONNECTIVE_RE.match(c) else c for c in clauses if c]
-    return bool(clauses) and all(_COURTESY_CLAUSE_RE.fullmatch(c.strip()) for c in clauses)
+    return bool(clauses) and all(clause_re.fullmatch(c.strip()) for c in clauses)
 
 
 def is_refusal(text: str, question: str = "") -> bool:
@@ -317,7 +349,8 @@ def is_refusal(text: str, question: str = "") -> bool:
     states something else makes the answer no refusal: "The company was founded by Ana Kel in
     2010. The documents do not mention anything else." asserts a founder, and a phrase match
     anywhere must not excuse that claim from citing (`lewisrag/eval/evaluator.py`). An answer that
-    refuses and then points to whom to ask still refuses. Empty answers count as refusals.
+    refuses and then points to whom to ask still refuses. An answer with no words (`has_no_words`: empty,
+    whitespace, citation markers or punctuation only) declines nothing: it is no refusal.
 
     >>> is_refusal("I could not find this in the knowledge base."), is_refusal("知识库里没有相关信息。")
     (True, True)
@@ -341,9 +374,11 @@ def is_refusal(text: str, question: str = "") -> bool:
     (True, True)
     >>> is_refusal("I don't know. The API returns 422."), is_refusal("文档未提及。建议联系管理员，账号会被锁定。")
     (False, False)
+    >>> is_refusal(""), is_refusal("  [1] ")
+    (False, False)
     """
-    if not _folded(text):
-        return True
+    if has_no_words(text):
+        return False
     # each sentence as written beside its folded form: `is_courtesy` reads names by their capitals ("Please
     # contact Ana Kel" is a claim), which the folded, lowercased sentence had lost
     sentences = [(st.text, _folded(st.text)) for st in split_sentences(text)]
@@ -370,3 +405,28 @@ def declines_only(sentence: str, question: str = "") -> bool:
     s = _folded(sentence)
     return (bool(s) and _refuses(s) and not _own_number(s, question)
             and not _CONTRAST_RE.search(_APOLOGY_BUT_RE.sub("", s, count=1)))
+
+
+def asserts_nothing(sentence: str, question: str = "") -> bool:
+    """Whether a sentence asserts nothing for a context to support, in any answer: it only declines
+    (`declines_only`) or is a pleasantry (`is_pleasantry`). Such a sentence need not cite and is no
+    statement to judge (faithfulness, the claim diagnostics): "Hope this helps!" after a supported answer
+    made it half unfaithful and half uncited. A pointer or request ("Please check that the token has not
+    expired") still must, outside a refusal.
+
+    >>> asserts_nothing("Hope this helps!"), asserts_nothing("文档未提及锁定时长。"), asserts_nothing("It locks.")
+    (True, True, False)
+    >>> asserts_nothing("Please check that the token has not expired.")
+    False
+    """
+    return declines_only(sentence, question) or is_pleasantry(sentence)
+
+
+def has_no_words(text: str) -> bool:
+    """Whether an answer has no words: empty, whitespace, citation markers or punctuation only. It asserts
+    nothing (no distortion) and declines nothing (no refusal): `diagnose` blames it on the answer not given.
+
+    >>> has_no_words(" "), has_no_words("[1]"), has_no_words("……"), has_no_words("No.")
+    (True, True, True, False)
+    """
+    return not any(c.isalnum() for c in strip_citations(text))

@@ -5,7 +5,7 @@ scores 33.3% faithfulness as 3 sentences, 16.7% as 6 atomic facts and 0% as one 
 splitter has a name and a version (`SPLITTER_NAME`, `SPLITTER_VERSION`) that go into every result,
 and any change to the rules below must bump the version.
 
-Rules of version "13":
+Rules of version "14":
 
 - A citation is a number in brackets: [1], the full-width ［１］ or 【1】, a Markdown footnote [^1],
   several ids in one marker ([1, 2], [1，2], [1; 2], [1、2]), a range ([1-3], [1–3], ［１～３］ cite
@@ -14,6 +14,9 @@ Rules of version "13":
 - A line that defines a Markdown footnote ("[^1]: REQ-AUTH-03 登录需求文档", "［^1］：...", outside
   code) names a source: it is no sentence. A reference list's "[1] ..." line is still a sentence
   citing 1.
+- A Markdown ATX heading line ("## Answer", "### 结论": up to three spaces, one to six #, then a space
+  or the end of the line; outside code) titles what follows: it is no sentence, and its citations
+  with it. "#hashtag", "####### seven" and a "# comment" inside a fenced block are text.
 - Two markers joined by a range's dash or tilde ([1]-[3], 【1】～【3】) are one range, as [1-3].
 - Nothing inside Markdown code (`arr[0]`, ``x[1]``, a ``` or ~~~ fenced block) is a citation, and
   no sentence ends inside it, not even at a newline (`os.exit(1). [2]` is code): an answer about
@@ -65,6 +68,8 @@ Rules of version "13":
   list marker opening a sentence (those in such a list; "- ", "* ", "• " anywhere) is not part of
   it: its number is no claim to check. A lone "42. It is ..." keeps its number.
 
+Version "13" read a Markdown heading line as a sentence: "## Answer" over a cited answer was an uncited
+statement (a MISSING_CITATION the gate fails on) and an unsupported one (faithfulness 0.5).
 Version "12" read "1." and "2)" as list markers only before a space, so a Chinese list written without
 one ("1.登录失败返回 422 [1]\n2.锁定 15 分钟 [2]", "一.", "１.") split each item into an uncited "1." and
 its text (MISSING_CITATION, faithfulness 0.5), and "1)登录失败" kept its number, a token the cited context
@@ -122,6 +127,7 @@ from lewisrag.scoring.markers import (  # noqa: F401 - the citation markers' rul
     CITATION_RE,
     MAX_RANGE,
     _code_spans,
+    _in_code,
     _marker_ids,
     blank_footnote_definitions,
     citation_ids,
@@ -132,10 +138,12 @@ from lewisrag.scoring.markers import (  # noqa: F401 - the citation markers' rul
 from lewisrag.scoring.text import sentence_bounds
 
 SPLITTER_NAME = "sentences"
-SPLITTER_VERSION = "13"
+SPLITTER_VERSION = "14"
 ATOMIC_SPLITTER_NAME = "atomic"  # --splitter atomic: the llm judge decomposes the whole answer (judge.decompose)
 
 _HSPACE = r"[^\S\n]"  # any space but a newline: no-break and thin spaces too
+# a Markdown ATX heading line (CommonMark: up to three spaces, one to six #, a space or the line's end)
+_HEADING_RE = re.compile(r"^ {0,3}#{1,6}(?:[ \t][^\n]*)?$", re.M)
 # the lookbehind starts a match only at the first space of a run: without it, every space of a long
 # run was tried to the run's end (100,000 spaces took 10 s)
 _CITATION_WITH_SPACE_RE = re.compile(rf"(?<!{_HSPACE}){_HSPACE}*" + CITATION_RE.pattern)
@@ -199,9 +207,23 @@ def quotes_in(text: str, styles: tuple[re.Pattern, ...] = QUOTE_RES) -> tuple[st
                  if text[m.start(1):m.end(1)].strip())
 
 
+def blank_headings(text: str) -> str:
+    """`text` with each Markdown ATX heading line outside code ("## Answer", "### 结论") written as spaces,
+    so that no sentence is made of it and every other character keeps its index.
+
+    >>> blank_headings("## Answer\\nIt returns 422 [1].\\n#hashtag").splitlines()
+    ['         ', 'It returns 422 [1].', '#hashtag']
+    """
+    if "#" not in text:
+        return text
+    code = _code_spans(text)
+    return _HEADING_RE.sub(lambda m: m.group() if _in_code(m.start(), code) else " " * len(m.group()), text)
+
+
 def sentence_spans(text: str) -> list[str]:
     """The sentences of `text` as written (citation markers kept), stripped, empty ones dropped; a
-    Markdown footnote definition line outside code ("[^1]: REQ-AUTH-03 ...") is no sentence.
+    Markdown footnote definition line ("[^1]: REQ-AUTH-03 ...") or heading line ("## Answer") outside
+    code is no sentence.
 
     >>> sentence_spans("返回 422。[1] 前端显示「错误。」列表 [1]！Version 3.5 is out, e.g. today. Done")
     ['返回 422。[1]', '前端显示「错误。」列表 [1]！', 'Version 3.5 is out, e.g. today.', 'Done']
@@ -209,8 +231,10 @@ def sentence_spans(text: str) -> list[str]:
     ['Two facts:', 'It returns 422 [1].', 'It locks [2]', '锁定 15 分钟 [2]。']
     >>> sentence_spans("返回 422[^1]。\\n\\n[^1]: REQ-AUTH-03 登录需求文档")
     ['返回 422[^1]。']
+    >>> sentence_spans("### 结论\\n登录失败返回 422 [1]。")
+    ['登录失败返回 422 [1]。']
     """
-    text = blank_footnote_definitions(text)  # a source's name, not a statement
+    text = blank_headings(blank_footnote_definitions(text))  # a source's name, a title: not statements
     return _merge_bare_citations([text[a:b] for a, b in sentence_bounds(text)])
 
 

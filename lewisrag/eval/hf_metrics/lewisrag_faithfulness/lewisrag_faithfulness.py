@@ -23,7 +23,7 @@ import datasets
 import evaluate
 
 from lewisrag.eval import judges, metrics
-from lewisrag.eval.refusals import declines_only, is_refusal
+from lewisrag.eval.refusals import asserts_nothing, is_refusal
 from lewisrag.eval.evaluator import answer_text
 from lewisrag.eval.statements import split_sentences
 from lewisrag.scoring.aggregate import mean
@@ -95,12 +95,15 @@ class LewisragFaithfulness(evaluate.Metric):
         scores = {"faithfulness": [], "citation_recall": [], "citation_precision": []}
         for answer, ctx, question in zip(predictions, contexts, questions or [""] * len(predictions)):
             sentences = split_sentences(answer)
-            faithful = metrics.faithfulness([s.text for s in sentences], list(ctx), judge)
+            # a sentence that only declines or is a pleasantry asserts nothing: judged, it scored a supported
+            # answer's "Hope this helps!" unfaithful (`refusals.asserts_nothing`, as in `lewisrag eval answers`)
+            said = [s.text for s in sentences if not asserts_nothing(s.text, question)]
+            faithful = metrics.faithfulness(said, list(ctx), judge)
             # a refusal asserts nothing: its 0 (or NaN) enters no mean, as in `lewisrag eval answers`
             scores["faithfulness"].append(math.nan if is_refusal(answer, question) else faithful)
             docs = {str(i): c for i, c in enumerate(ctx, start=1)}
             cited = [(s.text, list(s.citations)) for s in sentences
-                     if s.citations or not declines_only(s.text, question)]
+                     if s.citations or not asserts_nothing(s.text, question)]
             cq = metrics.citation_quality(cited, docs, judge)
             scores["citation_recall"].append(cq["recall"])
             scores["citation_precision"].append(cq["precision"])
