@@ -124,7 +124,7 @@ def test_an_older_index_over_chinese_is_refused(tmp_path, monkeypatch, version, 
         BM25Index.load(tmp_path / "old")
     assert e.value.source == str(tmp_path / "old" / "manifest.json") and e.value.field == "bm25.tokenizer"
     assert "build the index again" in e.value.message and "--overwrite" in e.value.message
-    assert build_bm25_index(passages, tmp_path / "new")["bm25"]["tokenizer"] == "lewisrag.index.bm25.tokenize/3"
+    assert build_bm25_index(passages, tmp_path / "new")["bm25"]["tokenizer"] == "lewisrag.index.bm25.tokenize/4"
     BM25Index.load(tmp_path / "new")
 
 

@@ -48,7 +48,7 @@ def test_a_bm25_index_of_tokenizer_1_over_chinese_is_refused(tmp_path, monkeypat
     with pytest.raises(InputError, match="without the character pairs.*build the index again") as e:
         BM25Index.load(tmp_path / "old")
     assert e.value.field == "bm25.tokenizer"
-    assert build_bm25_index(ps, tmp_path / "new")["bm25"]["tokenizer"] == "lewisrag.index.bm25.tokenize/3"
+    assert build_bm25_index(ps, tmp_path / "new")["bm25"]["tokenizer"] == "lewisrag.index.bm25.tokenize/4"
     _, rows = BM25Index.load(tmp_path / "new").search(["密码错误怎么提示", "用户名被占用"], 2)
     assert rows[:, 0].tolist() == [1, 0]
 

@@ -36,7 +36,8 @@ def build(
                                      "are stored beside the FAISS index (float16 halves their disk and page cache)."),
     reuse_embeddings: bool = typer.Option(False, "--reuse-embeddings", help="Use the passages' embeddings column (wiki_dpr's) "
                                           "instead of encoding, once 8 of them match fresh encodings by --encoder (on --device, in "
-                                          "--mixed-precision: the only encoding those two then steer)."),
+                                          "--mixed-precision: the only encoding those two then steer). A killed build rerun keeps a "
+                                          "finished copy of them; an unfinished one starts over."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds files lewisrag did not write "
                                    "there as an index (replaced only when the new index is complete); never a folder lewisrag did not "
                                    "make."),

@@ -30,11 +30,13 @@ def retrieval(
 ) -> None:
     """Print hit@k (a gold passage among the top k) and recall@k (the share of
     each question's gold passages among the top k) for each index; they differ only on questions with
-    several gold passages."""
+    several gold passages. Questions whose search found fewer passages than the largest cut-off (a
+    compressed index's, or BM25's passages sharing no word) are counted in a note and as fewer_hits."""
     from lewisrag.data.records import check_gold_ids, read_questions
     from lewisrag.index import open_retriever, retrieval_recall
     from lewisrag.data.io import InputError, given_once
     from lewisrag.index.store import read_manifest
+    from lewisrag.index.tuning import search_knob
 
     data = _ui.renamed(ctx, "questions", "old_data", "--questions", "--data")
     if data is None:
@@ -70,6 +72,19 @@ def retrieval(
         for path, kind, retriever in zip(index, kinds, retrievers):
             task = p.add_task(f"{path.name} ({kind})", total=scored, info="")
             results[str(path)] = {"kind": kind, **retrieval_recall(retriever, examples, sorted(k), on_batch=lambda n, t=task: p.advance(t, n))}
+    for path, kind, retriever in zip(index, kinds, retrievers):  # said, as `index search` and `targets` say it
+        if not (short := results[str(path)]["fewer_hits"]):
+            continue
+        if kind == "bm25":
+            typer.echo(f"note: {short} of {scored} questions have fewer than {max(k)} passages holding a word of "
+                       f"them in {path}: their hit@k and recall@k count those (BM25's zero-score hits rank nothing)",
+                       err=True)
+            continue
+        knob = search_knob(retriever.index.faiss_index)
+        at = f" at {knob[0]} {retriever.index.manifest.get('search_params', {}).get(knob[0])}" if knob else ""
+        typer.echo(f"note: {short} of {scored} questions found fewer than {max(k)} passages in {path}, and their "
+                   f"hit@k and recall@k count those: it is a compressed index, whose search{at} reaches no more; "
+                   "`lewisrag index tune` chooses settings for a recall target", err=True)
     if as_json:
         _ui.print_json(results)
         return

@@ -13,6 +13,11 @@ on through the CJK text after it ("580万人生活在卡温拉斯" was one word)
 passage has such a word ("1302年建国"). An index of /1 or /2 whose words hold no CJK character (an
 English one) is tokenized as /3 would tokenize it and keeps working; one with CJK is refused on
 load (a question's 1302, 年 and 建国 never meet its word 1302年建国): build it again.
+
+/4 reads a dotted capital I as i: Python lowercases İ to i and a combining dot (U+0307), which is no
+word character, so /1 to /3 split "İzmir" into i and zmir, and a question's "Izmir" never met it. An
+index of /1 to /3 whose passages hold no such word is tokenized as /4 would tokenize it and keeps
+working; one whose passages do is refused on load (`check_dotted_i`).
 """
 
 from __future__ import annotations
@@ -39,9 +44,11 @@ from lewisrag.index import store
 _CJK = ("\u3005-\u3007\u3040-\u309f\u30a1-\u30fa\u30fc-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
         "\uf900-\ufaff\U00020000-\U0002fa1f")
 _TOKEN = re.compile(rf"(?P<cjk>[{_CJK}]+)|[^\W_{_CJK}]+")
-TOKENIZER = "lewisrag.index.bm25.tokenize/3"  # recorded in the manifest
-# /1 and /2 differ from /3 only on text with a character either counts as CJK (all of kana, for them)
-_OLD_TOKENIZERS = ("lewisrag.index.bm25.tokenize/1", "lewisrag.index.bm25.tokenize/2")
+TOKENIZER = "lewisrag.index.bm25.tokenize/4"  # recorded in the manifest
+# /1 and /2 differ from /3 only on text with a character either counts as CJK (all of kana, for them);
+# /1 to /3 from /4 only on text with a dotted capital I (İ, or I or i and U+0307: `_DOTTED`)
+_OLD_TOKENIZERS = ("lewisrag.index.bm25.tokenize/1", "lewisrag.index.bm25.tokenize/2", "lewisrag.index.bm25.tokenize/3")
+_DOTTED = re.compile("[\u0130\u0307]")  # what NFKC and lower() turn into i and U+0307, and nothing else does
 _EVER_CJK = re.compile(f"[{_CJK}\u3040-\u30ff]")
 _STOPWORDS = frozenset(
     "a an and are as at be by for from has have he in is it its of on or that the this to was were what "
@@ -53,15 +60,23 @@ def tokenize(text: str) -> list[str]:
     """Lowercased word tokens for English, stopwords dropped; for CJK, each character and each pair
     of adjacent characters (a run ends at punctuation, a space, a latin word or a number, and a
     latin word or number ends at a CJK character). NFKC first: full-width digits and letters are
-    ASCII ones, half-width katakana full-width.
+    ASCII ones, half-width katakana full-width; and the i and combining dot that lowercasing makes of
+    a dotted capital I is i, as Izmir is spelled without the dot.
 
     >>> tokenize("Who leads Valdoria? 登录失败")
     ['leads', 'valdoria', '登', '登录', '录', '录失', '失', '失败', '败']
     >>> tokenize("约有５８０万人")
     ['约', '约有', '有', '580', '万', '万人', '人']
+    >>> tokenize("İzmir")
+    ['izmir']
     """
+    return _words(unicodedata.normalize("NFKC", text).lower().replace("i\u0307", "i"))
+
+
+def _words(text: str) -> list[str]:
+    """`tokenize`'s tokens of `text`, normalized and lowercased already."""
     out = []
-    for m in _TOKEN.finditer(unicodedata.normalize("NFKC", text).lower()):
+    for m in _TOKEN.finditer(text):
         run = m.group("cjk")
         if run:
             for i, ch in enumerate(run):
@@ -147,7 +162,9 @@ class BM25Index:
         check_word_ids(path, retriever.int_dtype, len(retriever.vocab_dict))
         check_vocabulary(path, retriever.vocab_dict, len(retriever.scores["indptr"]))
         check_tokenizer(path, manifest, retriever.vocab_dict)
-        return cls(path, manifest, retriever, store.load_passages(path, manifest))
+        passages = store.load_passages(path, manifest)
+        check_dotted_i(path, manifest, passages)
+        return cls(path, manifest, retriever, passages)
 
     def search(self, questions: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-k rows by BM25 score: scores (B, K) float32 and rows (B, K) int64."""
@@ -261,7 +278,8 @@ def check_tokenizer(path: Path, manifest: dict, vocab: dict[str, int]) -> None:
     """The manifest's `bm25.tokenizer` against ours: questions are tokenized by `tokenize`, so an
     index whose passages another tokenizer split differently would match some words and silently
     miss the rest. /1 and /2 agree with /3 on text without CJK, so an index of theirs whose
-    vocabulary holds no CJK character loads; any other is refused."""
+    vocabulary holds no CJK character loads, and one of /3; any other is refused. /1 to /3 differ
+    from /4 on a dotted capital I too, which their vocabularies cannot show: `check_dotted_i`."""
     settings = manifest.get("bm25")
     if not isinstance(settings, dict) or not isinstance(settings.get("tokenizer"), str):
         raise InputError(path / store.MANIFEST, f"expected an object naming its tokenizer, got {settings!r}: the "
@@ -273,6 +291,8 @@ def check_tokenizer(path: Path, manifest: dict, vocab: dict[str, int]) -> None:
         raise InputError(path / store.MANIFEST, f"{built_with!r} is not a tokenizer this lewisrag knows (it "
                          f"tokenizes with {TOKENIZER}): upgrade lewisrag if a newer one built the index, else build "
                          "the index again", field="bm25.tokenizer")
+    if built_with == _OLD_TOKENIZERS[-1]:  # /3 splits CJK text as /4 does
+        return
     if not _EVER_CJK.search("\n".join(vocab)):  # one scan in C: a Wikipedia index has millions of words
         return
     cjk = [w for w in vocab if _EVER_CJK.search(w)]
@@ -283,3 +303,23 @@ def check_tokenizer(path: Path, manifest: dict, vocab: dict[str, int]) -> None:
     raise InputError(path / store.MANIFEST, f"{built_with!r} split this index's text otherwise than {TOKENIZER} "
                      f"splits questions ({what}): build the index again (`lewisrag index build --encoder bm25 "
                      f"--out {path} --overwrite` over its passages)", field="bm25.tokenizer")
+
+
+def check_dotted_i(path: Path, manifest: dict, passages: Sequence[Passage]) -> None:
+    """An index of tokenizer /1 to /3 (one `check_tokenizer` let load) against its passages: one whose
+    words they split at a dotted capital I ("İzmir": i and zmir, where /4 makes izmir) is refused,
+    as a question's word would miss them in silence. The dot is no part of any word the index holds,
+    so its vocabulary cannot show it: the passages are read, at each load of such an index (a pass
+    over their text, as the build's was; none for an index of /4)."""
+    if manifest["bm25"]["tokenizer"] == TOKENIZER:
+        return
+    for p in passages:
+        text = f"{p.title} {p.text}"
+        if _DOTTED.search(text):  # rare: the exact comparison only then
+            lowered = unicodedata.normalize("NFKC", text).lower()
+            if _words(lowered) != _words(lowered.replace("i\u0307", "i")):
+                raise InputError(path / store.MANIFEST, f"{manifest['bm25']['tokenizer']!r} split this index's text "
+                                 f"otherwise than {TOKENIZER} splits questions (passage {p.id!r} has a word with a "
+                                 "dotted capital I, which it cut in two at the dot): build the index again (`lewisrag "
+                                 f"index build --encoder bm25 --out {path} --overwrite` over its passages)",
+                                 field="bm25.tokenizer")

@@ -128,7 +128,10 @@ def retrieval_recall(
     of its first gold hit (None: not in the top max(ks)), for paired comparisons question by question.
     A BM25 hit scoring 0 is no retrieved passage (as for `targets.make_targets`' `scored_only`): BM25
     fills its top k with passages sharing no word with the question, in the index's order, and a
-    gold passage among them once counted as found.
+    gold passage among them once counted as found. `fewer_hits` counts the questions whose search came
+    back with fewer than max(ks) passages (a compressed dense index whose nprobe or efSearch reaches
+    no more; for BM25, fewer passages share a word with the question), as `targets.make_targets`
+    counts them: their hit@k and recall@k count the passages found, and a caller says so.
     """
     ks = sorted(set(ks))  # a repeated cut-off would be counted twice into one share
     scored = [ex for ex in examples if ex.gold_passage_ids]
@@ -137,11 +140,13 @@ def retrieval_recall(
     first_gold: dict[str, int | None] = {}
     per_question: dict[str, dict[str, float]] = {}
     kmax = max(ks)
+    fewer_hits = 0
     scored_only = isinstance(retriever, BM25Retriever)
     for i in range(0, len(scored), batch_size):
         batch = scored[i : i + batch_size]
         for ex, hits in zip(batch, retriever.search([ex.question for ex in batch], kmax)):
             ids = [h.id for h in hits if h.score > 0 or not scored_only]
+            fewer_hits += len(ids) < kmax
             first = first_gold_rank(ids, ex.gold_passage_ids)
             first_gold[ex.id] = first
             per_question[ex.id] = {str(k): recall_at_k(ids, ex.gold_passage_ids, k) for k in ks}
@@ -153,7 +158,8 @@ def retrieval_recall(
     n = len(scored)
     rate = {f"hit@{k}": (hits_at[k] / n if n else float("nan")) for k in ks}
     recall = {f"recall@{k}": (recall_sum[k] / n if n else float("nan")) for k in ks}
-    return {"n": n, "skipped": len(examples) - n, **recall, **rate, "per_question": per_question, "first_gold": first_gold}
+    return {"n": n, "skipped": len(examples) - n, **recall, **rate, "fewer_hits": fewer_hits,
+            "per_question": per_question, "first_gold": first_gold}
 
 
 def _hits(passages, scores, rows) -> list[list[Hit]]:

@@ -734,7 +734,9 @@ def _check_bm25(index) -> str:
     scores, vocab = index.retriever.scores, index.retriever.vocab_dict
     docs = scores["num_docs"]  # as many as the passages: the load checked it (`bm25.check_num_docs`)
     built_with = index.manifest.get("bm25", {}).get("tokenizer")
-    if built_with != TOKENIZER:  # a /1 or /2 index loads only without CJK words (bm25.check_tokenizer): not re-split here
+    # a /1 or /2 index loads only without CJK words (bm25.check_tokenizer): not re-split here; a /3 one loads only
+    # where its words are today's (`bm25.check_dotted_i`: "İ" the one difference), so it is checked as one of today's
+    if built_with not in (TOKENIZER, "lewisrag.index.bm25.tokenize/3"):
         return (f"the BM25 files index {docs} documents, as many as the passages (their words not checked: built with "
                 f"tokenizer {built_with}, not {TOKENIZER})")
     indptr, indices = np.asarray(scores["indptr"]), scores["indices"]

@@ -56,7 +56,8 @@ def build_dense_index(
     the same plan: the same passages, weights, tokenizer, passage encoding and settings.
 
     `on_progress(stage, done, total)` is called after each encoder batch (stage "encode") or, with
-    `cfg.reuse_embeddings`, as the stored vectors are copied (stage "copy"), and as the FAISS index
+    `cfg.reuse_embeddings`, as the stored vectors are copied (stage "copy": not again on a rerun of a
+    build killed after its copy, which `_copy_stored` writes whole or not at all), and as the FAISS index
     is trained and filled (stage "faiss"). Returns the manifest.
     `out` must be missing, empty or an index lewisrag built, holding no file the user added since,
     unless `overwrite`; every setting is checked before the first passage is encoded.
@@ -86,8 +87,9 @@ def build_dense_index(
     with exclusive(partial):  # a second build into the same folder would share IDX.partial with this one
         _reset_if_stale(partial, {**plan, "embeddings": "reused"} if spot_check else plan)
         try:
-            if spot_check:
-                _copy_stored(passages, partial / EMBEDDINGS, cfg.shard_size, cfg.vector_dtype, on_progress)
+            if spot_check:  # a whole copy left by a build of this plan killed after it (in FAISS's training) is kept
+                if not _holds_rows(partial / EMBEDDINGS, (len(passages), passages.vector_dim()), cfg.vector_dtype):
+                    _copy_stored(passages, partial / EMBEDDINGS, cfg.shard_size, cfg.vector_dtype, on_progress)
             else:
                 _encode_into(passages, ckpt, partial, cfg, max_length, on_progress, str(encoder_path))
         except InputError:  # bad input found on the way: the fixed input hashes otherwise, so nothing here could resume

@@ -19,6 +19,13 @@ ADD_ROWS = 1 << 16  # vectors handed to FAISS at a time while building
 TRANSFORM_SAMPLE = 1 << 16  # vectors that train a pre-transform (OPQ, PCA): OPQMatrix subsamples to 65,536 anyway
 TRAIN_PER_LIST = 64  # training vectors per inverted list at least (FAISS's k-means warns below 39, uses at most 256)
 TWO_LEVEL_LISTS = 10_000  # IVF indexes with at least this many lists train their centroids in two levels (docs/scale.md)
+# The pre-transforms a build takes: each keeps the inner products DPR ranks passages by (a rotation, zero
+# padding, a PCA made a projection by `_uncentred`), or approximates them by keeping the main directions
+# (PCA, OPQ, RR to fewer dimensions). Refused: L2norm (NormalizationTransform: cosine, not the inner
+# product), ITQ (centres and normalizes each vector), PCAW (whitens); CenteringTransform, ITQMatrix and
+# a bare LinearTransform, which index_factory does not make, fall under the same refusal.
+KEEPS_INNER_PRODUCTS = (faiss.PCAMatrix, faiss.OPQMatrix, faiss.RandomRotationMatrix, faiss.HadamardRotation,
+                        faiss.RemapDimensionsTransform)
 
 
 def build_faiss(embeddings: np.ndarray, factory: str, train_sample: int = 100_000, seed: int = 0):
@@ -228,7 +235,9 @@ def check_factory(factory: str, dim: int, n_passages: int, train_sample: int = 1
     """Refuse a FAISS factory string that cannot be built or trained on this many passages.
 
     Checked before encoding, so a typo does not cost an encoding pass: IVF needs at least one
-    training vector per list, and a product quantizer at least one per centroid.
+    training vector per list, and a product quantizer at least one per centroid. Refused as well:
+    a pre-transform that changes the inner products (`KEEPS_INNER_PRODUCTS`), one to 0 dimensions or
+    a PCA wider than its input, codes of 0 bits, and an index FAISS cannot read back once written.
     """
     for kind, count in re.findall(r"(HNSW|IVF)(\d+)", factory):
         if int(count) < 1:  # FAISS builds them, then aborts the process (HNSW0) or fails every search (IVF0)
@@ -244,17 +253,34 @@ def check_factory(factory: str, dim: int, n_passages: int, train_sample: int = 1
     if index.metric_type != faiss.METRIC_INNER_PRODUCT:  # FAISS makes HNSW over PQ codes L2, whatever it is asked
         raise InputError("--faiss", f"FAISS builds '{factory}' with the L2 metric only, not the inner product DPR's "
                          "scores are: every load would refuse it; use e.g. IVF256,PQ16, HNSW32,SQ8 or HNSW32")
-    try:  # an untrained ITQ transform cannot be read back: its trained index is, as every load reads it
-        written = faiss_structure(faiss.deserialize_index(faiss.serialize_index(index)))
-    except RuntimeError:
-        written = faiss_structure(index)
-    if written != faiss_structure(index):  # as every load compares them (`check_faiss_factory`)
-        raise InputError("--faiss", f"FAISS writes '{factory}' as {', '.join(written)}, which a load cannot tell "
-                         "from another kind of index; write the factory string as FAISS names that index")
     for t in _transforms(faiss.downcast_index(index)):
         if isinstance(t, faiss.PCAMatrix) and t.eigen_power != 0:  # PCAW
             raise InputError("--faiss", f"'{factory}' whitens (PCAW): it rescales each direction, which changes the "
                              "inner products DPR ranks passages by; use PCA, PCAR, OPQ or RR")
+        if not isinstance(t, KEEPS_INNER_PRODUCTS):
+            raise InputError("--faiss", f"'{factory}': its {type(t).__name__} pre-transform changes the inner products "
+                             "DPR ranks passages by (L2norm ranks by cosine; ITQ centres and normalizes each vector); "
+                             "use PCA, PCAR, OPQ, RR, HR or Pad")
+        if t.d_out < 1:  # FAISS searches PCA0 with every score 0.0, and crashes the process on RR0 or OPQ8_0
+            raise InputError("--faiss", f"invalid FAISS factory '{factory}': its {type(t).__name__} keeps 0 dimensions")
+        if isinstance(t, faiss.PCAMatrix) and t.d_out > t.d_in:  # FAISS's PCA fails to train, after the encoding
+            raise InputError("--faiss", f"invalid FAISS factory '{factory}': a PCA keeps at most the {t.d_in} "
+                             f"dimensions it is given, not {t.d_out}; use OPQ or Pad to widen vectors")
+    parts = _parts(index)  # they borrow from `index`, which must stay referenced
+    for part in parts:
+        if getattr(part, "code_size", None) == 0:  # PQ8x0: FAISS cannot read it back; RQ4x0 crashes the process
+            raise InputError("--faiss", f"invalid FAISS factory '{factory}': its {type(part).__name__} stores codes of "
+                             "0 bits; a quantizer needs at least 1 bit per code (e.g. PQ16x8, not PQ16x0)")
+    try:
+        written = faiss_structure(faiss.deserialize_index(faiss.serialize_index(index)))
+    except RuntimeError as e:  # an additive quantizer (RQ, LSQ) is read back only once trained, with its codebooks
+        if not any(getattr(part, "aq", None) is not None and not part.is_trained for part in parts):
+            raise InputError("--faiss", f"FAISS cannot read '{factory}' back once written, as every load must: "
+                             f"{_faiss_reason(e)}") from None
+        written = faiss_structure(index)
+    if written != faiss_structure(index):  # as every load compares them (`check_faiss_factory`)
+        raise InputError("--faiss", f"FAISS writes '{factory}' as {', '.join(written)}, which a load cannot tell "
+                         "from another kind of index; write the factory string as FAISS names that index")
     if index.is_trained:
         return
 
@@ -277,6 +303,17 @@ def check_factory(factory: str, dim: int, n_passages: int, train_sample: int = 1
     if n_train < need:
         raise InputError("--faiss", f"'{factory}' needs at least {need} passages to train ({what}); "
                          f"there are {n_passages}: use fewer lists or Flat")
+
+
+def _parts(index) -> list:
+    """The FAISS index and every index inside it (under its pre-transforms, an IVF's coarse quantizer,
+    an HNSW or NSG graph's storage, a Refine's base and refine index), downcast; they borrow from `index`."""
+    idx = faiss.downcast_index(index)
+    inner = ([idx.index] if isinstance(idx, faiss.IndexPreTransform)
+             else [idx.quantizer] if isinstance(idx, faiss.IndexIVF)
+             else [idx.storage] if isinstance(idx, (faiss.IndexHNSW, faiss.IndexNSG))
+             else [idx.base_index, idx.refine_index] if isinstance(idx, faiss.IndexRefine) else [])
+    return [idx, *(part for sub in inner for part in _parts(sub))]
 
 
 def _transforms(index) -> list:
