@@ -12,8 +12,8 @@ shard, row groups of GROUP_ROWS), then runs the real command in a fresh process,
                        --max-passages N/10 --top TOP --device cpu --out OUT --json
 
 and reports its wall time, its peak resident memory sampled from /proc (all, private, and the
-pages of mapped files), and the search's rate (2 x 768 multiply-adds per question and passage over
-the wall time: everything else, the Parquet decoding included, counts against it). The corpus is
+pages of mapped files), and the search's rate (2 x 768 FLOPs, 768 multiply-adds, per question and
+passage over the wall time: everything else, the Parquet decoding included, counts against it). The corpus is
 read in blocks (`cut.SEARCH_ROWS`); what grows with N is the ids' duplicate check while the corpus
 is opened and a boolean per passage for the fill, while the scores, the question vectors and the
 top rows depend on the questions alone. So the peak RSS should barely move between sizes, and the

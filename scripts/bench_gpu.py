@@ -65,7 +65,8 @@ Measured results: docs/measurements/ (the JSON of each call) and the README's pe
 Every part runs under a deadline (`--budget` seconds); a part that would start after it is
 reported as skipped, and so is an `mfu` mode that would start after it or, compiled, not finish
 before it (a row saying so); a part that fails prints its error and the rest still run (the exit
-status is then 1). `--parts answer` brings `train_token` in: it answers with that part's model.
+status is then 1). The parts that need the corpus are skipped with it, or each an error ("not run")
+when it failed. `--parts answer` brings `train_token` in: it answers with that part's model.
 """
 
 from __future__ import annotations
@@ -986,7 +987,15 @@ def main() -> None:
     rate = part("matmul", lambda: matmul_rate(args.device))
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        corpus = part("corpus", lambda: build_corpus(p, tmp, args.device, log)) if args.parts & CORPUS_PARTS else None
+        needs_corpus = [name for name in PARTS if name in args.parts & CORPUS_PARTS]
+        corpus = part("corpus", lambda: build_corpus(p, tmp, args.device, log)) if needs_corpus else None
+        if corpus is None:  # past --budget or failed: each part it takes along says so (they were in neither list)
+            for name in needs_corpus:
+                if "corpus" in results["errors"]:
+                    results["errors"][name] = f"not run: the corpus failed: {results['errors']['corpus']}"
+                else:
+                    results["skipped"].append(name)
+            save()
         token = None
         if corpus is not None:
             token = part("train_token", lambda: train_pipeline("token", p["steps_token"], corpus, p, tmp, args.device, log,

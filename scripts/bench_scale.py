@@ -103,6 +103,8 @@ SERVE_BATCHES, SERVE_BATCH = 50, 16  # the training-process check: 50 batches of
 COLD_BATCHES = 20  # of them again with the vectors' pages dropped from the page cache first
 NLIST_FACTOR = 4.0  # IVF lists a sqrt(N) (--nlist-factor)
 PQ_M = 64  # PQ code bytes a passage: 72 with the 8-byte id (budget 100); the largest power of two within it
+PQ_CENTROIDS = 256  # of each 8-bit PQ sub-quantizer, OPQ's own included (so for the 4-bit codes too): FAISS's
+# k-means trains them on at least as many vectors
 CORPUS_STREAM, QUERY_STREAM, SERVE_STREAM, REPORT_STREAM = 0, 1, 2, 3  # random streams: passages, tuning queries,
 # serving, the held-out queries the recall is reported on
 KINDS = ("flat", "hnsw_sq8", "ivfpq_rerank", "ivfpq4fs_rerank")
@@ -197,6 +199,26 @@ def code_bytes(kind: str, dim: int = DIM) -> int:
     twice as many 4-bit ones) and an 8-byte id."""
     return {"flat": 4 * dim, "hnsw_sq8": dim + 2 * 32 * 4, "ivfpq_rerank": pq_m(dim) + 8,
             "ivfpq4fs_rerank": pq_m(dim) + 8}[kind]
+
+
+def too_few_to_train(n: int, kinds: list[str], nlist_factor: float = NLIST_FACTOR) -> str | None:
+    """Why an IVF-PQ kind among `kinds` cannot be trained on `n` vectors (its sample is all of them
+    below 65,536), or None: k-means needs a vector per centroid, PQ_CENTROIDS per sub-quantizer and
+    one per IVF list. The training worker's FAISS error was a traceback that took the rows measured
+    before it along.
+
+    >>> too_few_to_train(200, ["flat", "ivfpq_rerank"])
+    '200 vectors are fewer than the 256 centroids an IVF-PQ kind trains on them (256 a PQ sub-quantizer, 57 IVF lists)'
+    >>> too_few_to_train(1000, ["ivfpq4fs_rerank"], nlist_factor=50)
+    '1,000 vectors are fewer than the 1,581 centroids an IVF-PQ kind trains on them (256 a PQ sub-quantizer, 1,581 IVF lists)'
+    >>> too_few_to_train(256, ["ivfpq_rerank"]), too_few_to_train(200, ["flat", "hnsw_sq8"])
+    (None, None)
+    """
+    nlist = nlist_for(n, nlist_factor)
+    if n >= max(PQ_CENTROIDS, nlist) or not any(kind in RERANKED for kind in kinds):
+        return None
+    return (f"{n:,} vectors are fewer than the {max(PQ_CENTROIDS, nlist):,} centroids an IVF-PQ kind trains on them "
+            f"({PQ_CENTROIDS} a PQ sub-quantizer, {nlist:,} IVF lists)")
 
 
 def train_size(kind: str, n: int, nlist_factor: float = NLIST_FACTOR) -> int:
@@ -395,6 +417,9 @@ def bench_index(args, workdir: Path):
     retriever = open_retriever(args.index, args.encoder, swap=args.swap, context_encoder=args.context_encoder)
     if not hasattr(retriever, "encode"):
         raise InputError(args.index, "a BM25 index has no vectors; give a dense index", field="--index")
+    if reason := too_few_to_train(len(retriever.index.embeddings), args.kinds, args.nlist_factor):
+        raise InputError(args.index, f"{reason}: leave {' and '.join(k for k in args.kinds if k in RERANKED)} out",
+                         field="--kinds")
     # the first --queries questions tune, the next --queries are the held-out ones (fewer than twice
     # --queries: the questions split in halves)
     questions = [ex.question for ex in read_qa(args.questions)][: 2 * args.queries]
@@ -704,9 +729,15 @@ def parse_args(argv=None):
     if args.workdir is not None and not Path(args.workdir).is_dir():  # tempfile's FileNotFoundError was a traceback
         ap.error(f"--workdir: {args.workdir}: folder not found")
     args.kinds = [k for k in args.kinds.split(",") if k]
+    if not args.kinds:  # measured nothing and exited 0
+        ap.error(f"--kinds: name at least one index kind of {', '.join(KINDS)}")
     unknown = set(args.kinds) - set(KINDS)
     if unknown:
         ap.error(f"unknown index kinds {sorted(unknown)}; known: {', '.join(KINDS)}")
+    if args.index is None and not args.fit:  # --index: its N, checked once the index is open
+        for n in args.sizes:
+            if reason := too_few_to_train(n, args.kinds, args.nlist_factor):
+                ap.error(f"--sizes: {reason}; give more passages or leave the IVF-PQ kinds out of --kinds")
     return args
 
 

@@ -6,13 +6,16 @@
 #   bash scripts/gpu_session.sh                    # on the GPU machine, from the repository root
 #   BENCH_ARGS="--preset check --device cpu --reps 1 --encode 512 --passages 3000 --steps-token 6 --budget 1e9" \
 #     SMOKE_ARGS="--device cpu" SESSION_S=100000 bash scripts/gpu_session.sh   # dry run on the CPU (tests/test_bench_scripts.py's)
+#   COMPILED_ONLY=1 bash scripts/gpu_session.sh    # a call of their own for step 3's compiled mfu modes (compiled.json)
 #
 # Exit status: 0 when the smoke run and every bench part ran; 1 when one failed, ran out of its time
-# or found none left (smoke.log, train.log and same_weights.log under $OUT say what; the JSON files
-# keep the parts that did run); 2 when there is no CUDA device and no dry run on the CPU was asked for
-# (--device cpu in both BENCH_ARGS and SMOKE_ARGS, as above), or when the Python cannot import what
-# lewisrag needs (the image lacks faiss, datasets, bm25s, evaluate and rouge-score unless the .whl
-# wheels were installed): nothing is measured then, and machine.txt alone is written.
+# or found none left (smoke.log, train.log and same_weights.log under $OUT say what, compiled.log with
+# COMPILED_ONLY; the JSON files keep the parts that did run); 2 when there is no CUDA device and no
+# dry run on the CPU was asked for (--device cpu in both BENCH_ARGS and SMOKE_ARGS, as above; with
+# COMPILED_ONLY in BENCH_ARGS alone), when COMPILED_ONLY is set and MFU_COMPILED empty (nothing to
+# measure), or when the Python cannot import what lewisrag needs (the image lacks faiss, datasets,
+# bm25s, evaluate and rouge-score unless the .whl wheels were installed): nothing is measured then,
+# and machine.txt alone is written.
 #
 # Each step runs under `timeout` (its own limit, or what is left of SESSION_S if less), so that a hang
 # in one cannot take the call; a bench step's `--budget` stops its parts (and its mfu modes) from
@@ -40,7 +43,11 @@
 #    reduce-overhead: the 2026-12-04 steps spent about 0.13 s each on work that did not grow with
 #    the batch, the host's launches), at step 2's mfu batch, into same_weights.json: a compiled mode
 #    that could not finish before the budget's end is a row saying it was skipped for time.
-#    MFU_COMPILED names those modes (empty: none, and no mfu part in this step).
+#    MFU_COMPILED names those modes (empty: none, and no mfu part in this step). COMPILED_ONLY=1 runs
+#    them alone, for a call whose step 3 skipped them for time: the machine's checks, then the
+#    compiled modes as step 3 runs them (the same corpus, batch, repetitions and matmul rate) with
+#    the whole session as their budget, into compiled.json; no smoke run, no train step, no
+#    same-weights comparison.
 # Measured on 2026-12-04 and not repeated here (docs/measurements/): the search at 21,015,324
 # vectors (`--parts search_scale`), the compiled same-weights step (`--parts compiled`), MFU eager
 # at the batch and twice it.
@@ -60,12 +67,17 @@ PY=${PYTHON:-python}
 read -r -a ARGS <<< "${BENCH_ARGS:-}"  # appended last: they override the defaults below
 read -r -a SMOKE <<< "${SMOKE_ARGS:-}"
 COMPILED=${MFU_COMPILED-compiled,compiled:cudagraphs}
+COMPILED_ONLY=${COMPILED_ONLY:-}
 
 {
   timeout 30 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv 2>/dev/null || echo "no nvidia-smi"
   lscpu | grep -E "^CPU\(s\)|Model name|^CPU family|^Model:|Flags"
   timeout 120 "$PY" -c "import faiss, numpy, pyarrow, torch, transformers; print('transformers', transformers.__version__, 'torch', torch.__version__, 'numpy', numpy.__version__, 'pyarrow', pyarrow.__version__, 'faiss', faiss.__version__)"
 } > "$OUT/machine.txt" 2>&1
+if [[ -n "$COMPILED_ONLY" && -z "$COMPILED" ]]; then
+  echo "error: COMPILED_ONLY runs the compiled mfu modes alone, and MFU_COMPILED names none: nothing to measure" >&2
+  exit 2
+fi
 
 # a dry run on the CPU names --device cpu for both scripts; anything else needs the GPU, which both
 # scripts would otherwise report missing in one line each and the session would look measured
@@ -77,7 +89,7 @@ on_cpu() {
   done
   return 1
 }
-if ! { on_cpu "${ARGS[@]}" && on_cpu "${SMOKE[@]}"; } \
+if ! { on_cpu "${ARGS[@]}" && { [[ -n "$COMPILED_ONLY" ]] || on_cpu "${SMOKE[@]}"; }; } \
     && ! timeout 120 "$PY" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
   echo "error: no CUDA device here: nothing measured (machine.txt written; a dry run on the CPU passes --device cpu" \
        "in both BENCH_ARGS and SMOKE_ARGS)" >&2
@@ -122,18 +134,22 @@ bounded() {
   (( rc == 0 )) || status=1
 }
 
-bounded smoke 180 "$PY" scripts/gpu_smoke.py --out "$OUT/smoke.json" "${SMOKE[@]}"
-bounded train 300 "$PY" scripts/bench_gpu.py --budget 200 --passages 200000 --encode 16384 --steps-token 60 \
-  --parts matmul,train_token,closed_book,mfu,profile --mfu-scales "$SCALES" --mfu-modes eager,eager:flash,bf16weights \
-  --json "$OUT/train.json" "${ARGS[@]}"
-parts=(--parts same_weights)
+step3=same_weights parts=(--parts same_weights)
 [[ -n "$COMPILED" ]] && parts=(--parts matmul,same_weights,mfu --mfu-modes "$COMPILED" --mfu-scales "$SCALES")
+if [[ -n "$COMPILED_ONLY" ]]; then  # step 3's compiled modes alone: its matmul rate for their MFU, no same-weights pair
+  step3=compiled parts=(--parts matmul,mfu --mfu-modes "$COMPILED" --mfu-scales "$SCALES")
+else
+  bounded smoke 180 "$PY" scripts/gpu_smoke.py --out "$OUT/smoke.json" "${SMOKE[@]}"
+  bounded train 300 "$PY" scripts/bench_gpu.py --budget 200 --passages 200000 --encode 16384 --steps-token 60 \
+    --parts matmul,train_token,closed_book,mfu,profile --mfu-scales "$SCALES" --mfu-modes eager,eager:flash,bf16weights \
+    --json "$OUT/train.json" "${ARGS[@]}"
+fi
 left=$(( SESSION_S - SECONDS ))
 if (( left - 40 <= 10 )); then  # no time to measure anything: said, not run with a budget already spent
-  echo "same_weights: not run, $left s left of SESSION_S" | tee -a "$OUT/same_weights.log"
+  echo "$step3: not run, $left s left of SESSION_S" | tee -a "$OUT/$step3.log"
   exit 1
 fi
 # its budget: the time left, less the start (imports) and the report; a compiled mode that cannot finish is skipped
-bounded same_weights "$left" "$PY" scripts/bench_gpu.py --budget $(( left - 40 )) --passages 20000 --encode 2048 --reps 3 \
-  "${parts[@]}" --json "$OUT/same_weights.json" "${ARGS[@]}"
+bounded "$step3" "$left" "$PY" scripts/bench_gpu.py --budget $(( left - 40 )) --passages 20000 --encode 2048 --reps 3 \
+  "${parts[@]}" --json "$OUT/$step3.json" "${ARGS[@]}"
 exit $status

@@ -101,3 +101,29 @@ def test_fit_takes_the_rows_the_script_writes(tmp_path):
     assert fit.returncode == 0 and fit.stderr == "", fit.stderr[-3000:]
     assert fit.stdout.startswith(f"2 synthetic rows from {rows}")
     assert [line.split(" | ")[1] for line in fit.stdout.splitlines() if line.startswith("| flat |")] == ["21M", "100M"]
+
+
+def test_too_few_vectors_for_an_ivfpq_kind_and_no_kind_are_refused_before_measuring(hf_index, monkeypatch, capsys):
+    """FAISS's k-means refusal (fewer training vectors than a PQ sub-quantizer's 256 centroids, or than the IVF
+    lists) was a 39-line traceback after the corpus and the kinds before it, whose table went with it; `--kinds ,`
+    measured nothing and exited 0. Both are one line and exit 2 now; --index once its N is known."""
+    scale = _bench_scale()
+    cases = [(["--sizes", "1000,200", "--kinds", "flat,ivfpq_rerank"],
+              "--sizes: 200 vectors are fewer than the 256 centroids an IVF-PQ kind trains on them"),
+             (["--sizes", "1000", "--kinds", "ivfpq4fs_rerank", "--nlist-factor", "50"], "fewer than the 1,581 centroids"),
+             (["--kinds", ","], "--kinds: name at least one index kind")]
+    for flags, says in cases:
+        with pytest.raises(SystemExit) as stop:
+            scale.parse_args(flags)
+        err = capsys.readouterr().err.strip()
+        assert stop.value.code == 2 and says in err.splitlines()[-1] and "Traceback" not in err, (flags, err)
+    assert scale.parse_args(["--sizes", "200", "--kinds", "flat,hnsw_sq8"]).sizes == [200]  # no PQ centroids to train
+    benched = []
+    monkeypatch.setattr(scale, "bench_corpus", lambda *args: benched.append(args) or iter(()))
+    with pytest.raises(SystemExit) as stop:
+        scale.main(["--index", str(hf_index["index"]), "--questions", str(hf_index["qa"]), "--encoder",
+                    str(hf_index["question"]), "--context-encoder", str(hf_index["context"]), "--kinds", "flat,ivfpq4fs_rerank"])
+    err = capsys.readouterr().err.strip()
+    assert stop.value.code == 2 and len(err.splitlines()) == 1 and benched == [], err
+    assert err.startswith(f"error: {hf_index['index']}: field '--kinds': {hf_index['n']} vectors are fewer than the 256 "
+                          "centroids") and err.endswith("leave ivfpq4fs_rerank out"), err

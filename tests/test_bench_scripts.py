@@ -324,6 +324,51 @@ def test_bench_gpu_exits_1_when_a_part_fails_and_2_on_bad_flags(tmp_path, monkey
     assert errors == ["answer answers with train_token's trained model: train_token added to --parts"]
 
 
+def test_bench_gpu_records_the_parts_a_missing_corpus_takes_along(tmp_path, monkeypatch, capsys):
+    """With --budget 0, or a corpus that failed, the parts that need the corpus were in neither `skipped` nor
+    `errors`: the JSON said skipped ['corpus'] and no parts, as if same_weights and mfu had not been asked for."""
+    gpu = _script("bench_gpu")
+    out = tmp_path / "bench.json"
+    argv = ["bench_gpu.py", "--preset", "check", "--device", "cpu", "--json", str(out)]
+    monkeypatch.setattr(sys, "argv", [*argv, "--parts", "search_scale,mfu,search,same_weights", "--budget", "0"])
+    with pytest.raises(SystemExit) as stop:
+        gpu.main()
+    results = json.loads(out.read_text())
+    assert stop.value.code == 1 and results["parts"] == {} and results["errors"] == {}
+    assert results["skipped"] == ["corpus", "same_weights", "mfu", "search", "search_scale"]  # corpus's in the order they run
+    assert "skipped: mfu (past --budget)" in capsys.readouterr().out
+
+    def broken(*args):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(gpu, "build_corpus", broken)
+    monkeypatch.setattr(sys, "argv", [*argv, "--parts", "profile,same_weights"])
+    with pytest.raises(SystemExit) as stop:
+        gpu.main()
+    results = json.loads(out.read_text())
+    failed = "OSError: No space left on device"
+    assert stop.value.code == 1 and results["parts"] == {} and results["skipped"] == []
+    assert results["errors"] == {"corpus": failed, "same_weights": f"not run: the corpus failed: {failed}",
+                                 "profile": f"not run: the corpus failed: {failed}"}
+    assert f"ERROR in profile: not run: the corpus failed: {failed}" in capsys.readouterr().out
+
+
+def test_bench_cut_rate_counts_what_its_docstring_says(tmp_path, monkeypatch):
+    """The docstring said 2 x 768 multiply-adds a question and passage, twice what the rate counts: 2 x 768
+    FLOPs, 768 multiply-adds (the command's run faked: 1M passages, 1,000 questions, 2 s)."""
+    import types
+
+    cut = _script("bench_cut")
+    assert "(2 x 768 FLOPs, 768 multiply-adds, per question and passage" in " ".join(cut.__doc__.split())
+    record = {"questions": 1000, "max_passages": 100_000, "retrieved": 1, "random": 1, "full_depth": 1}
+    child = types.SimpleNamespace(returncode=0, communicate=lambda: (json.dumps(record), None))
+    monkeypatch.setattr(cut.subprocess, "Popen", lambda *args, **kwargs: child)
+    monkeypatch.setattr(cut, "_watch", lambda child: {"VmRSS": 1, "RssAnon": 1, "RssFile": 0})
+    monkeypatch.setattr(cut, "time", types.SimpleNamespace(perf_counter=iter([10.0, 12.0]).__next__))
+    row = cut.run_cut(tmp_path, tmp_path, tmp_path / "q.jsonl", {"question": "q", "context": "c"}, 1_000_000, 100)
+    assert row["search_gflops_over_wall"] == 2 * 768 * 1_000_000 * 1000 / 2 / 1e9  # 768 GFLOP/s
+
+
 def _fake_python(tmp_path: Path) -> Path:
     """A $PYTHON for gpu_session.sh: gpu_smoke.py and bench_gpu.py exit with $SMOKE_RC and $BENCH_RC
     after noting their call (and the profiler's and allocator's settings) in $CALLS, the smoke run after
@@ -419,6 +464,41 @@ def test_gpu_session_orders_bounds_and_sizes_its_steps(tmp_path):
     assert "not run" in (tmp_path / "hung smoke" / "same_weights.log").read_text(), r.stdout
     r, lines = session("no faiss", IMPORT_RC="1")
     assert r.returncode == 2 and lines == [] and "No module named 'faiss'" in r.stderr and ".whl" in r.stderr, r.stderr
+
+
+def test_gpu_session_compiled_only_runs_step_3s_compiled_modes_alone(tmp_path, monkeypatch):
+    """The docs' call of their own for the compiled mfu modes (`bench_gpu.py --parts matmul,mfu --mfu-modes
+    compiled,compiled:cudagraphs`) measured B=16 and 32 over the 1M-passage corpus, without --budget or --json,
+    and could not import lewisrag from the repository root: COMPILED_ONLY=1 runs them as step 3 does (its
+    corpus, repetitions and mfu batch, halved under 100 GiB), within the session, into compiled.json; every
+    flag of that call is bench_gpu's."""
+    calls = tmp_path / "calls.txt"
+    base = {**os.environ, "PYTHON": str(_fake_python(tmp_path)), "CALLS": str(calls), "CUDA_RC": "0",
+            "COMPILED_ONLY": "1", "PATH": _fake_nvidia_smi(tmp_path, 81559)}
+    for key in ("BENCH_ARGS", "SMOKE_ARGS", "SESSION_S", "MFU_COMPILED", "TEARDOWN_CUPTI", "PYTORCH_CUDA_ALLOC_CONF"):
+        base.pop(key, None)
+    out = tmp_path / "out"
+    r = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_session.sh")], capture_output=True, text=True,
+                       env={**base, "OUT": str(out)}, timeout=120, cwd=ROOT)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (call,) = calls.read_text().splitlines()  # no smoke run, no train step
+    assert call.startswith("bench scripts/bench_gpu.py --budget ") and call.endswith(
+        f"--passages 20000 --encode 2048 --reps 3 --parts matmul,mfu --mfu-modes compiled,compiled:cudagraphs "
+        f"--mfu-scales 2 --json {out}/compiled.json TEARDOWN_CUPTI=1 ALLOC=expandable_segments:True"), call
+    flags = call.split()[2:-2]
+    assert 400 < float(flags[1]) <= 520, flags  # the session's 560 s less the start and the report
+
+    class Stop(BaseException):  # past the part's `except Exception`: argparse took every flag, the first part starts
+        pass
+
+    gpu = _script("bench_gpu")
+    monkeypatch.setattr(gpu, "matmul_rate", lambda device: (_ for _ in ()).throw(Stop()))
+    monkeypatch.setattr(sys, "argv", ["bench_gpu.py", *flags, "--preset", "check", "--device", "cpu"])
+    with pytest.raises(Stop):
+        gpu.main()
+    r = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_session.sh")], capture_output=True, text=True,
+                       env={**base, "OUT": str(tmp_path / "none"), "MFU_COMPILED": ""}, timeout=120, cwd=ROOT)
+    assert r.returncode == 2 and "nothing to measure" in r.stderr and len(calls.read_text().splitlines()) == 1, r.stderr
 
 
 def _fake_mfu(monkeypatch, step_for):
