@@ -4,9 +4,12 @@ cell must accept them; the committed files carry no outputs and match their sour
 
 from __future__ import annotations
 
+import importlib
 import os
+import re
 import subprocess
 import sys
+from itertools import takewhile
 from pathlib import Path
 
 import ipykernel.kernelspec
@@ -98,6 +101,40 @@ def test_notebooks_match_their_source():
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "make_lessons.py"), "--check"],
                           check=False, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def _cells(line: str) -> list[str]:
+    """A markdown table line's cells, stripped (an escaped `\\|` stays inside its cell)."""
+    return [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+
+
+def _readme_table(header: str) -> dict[str, dict[str, str]]:
+    """README.md's table whose first column is headed `header`: {a row's first cell: {a column's header: its cell}}."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|") and _cells(line)[:1] == [header])
+    columns = _cells(lines[start])
+    rows = map(_cells, takewhile(lambda line: line.startswith("|"), lines[start + 2:]))  # + 2: past the |---| line
+    return {cells[0]: dict(zip(columns[1:], cells[1:])) for cells in rows}
+
+
+def test_lesson_3_quotes_the_readme_as_it_stands():
+    """Lesson 3 quotes the `small` run's exact match, position probe and forward passes from the README's results
+    table: each figure, formatted into its text from README_ROWS, must be the README's cell in the row and column it
+    names, so that a new run in the README fails here until the lesson says the same (it once kept the old run's)."""
+    sys.path.insert(0, str(ROOT / "scripts" / "lessons"))
+    try:
+        lesson = importlib.import_module("original_vs_modern")
+    finally:
+        sys.path.remove(str(ROOT / "scripts" / "lessons"))
+    table = _readme_table("test split")
+    for row, quoted in lesson.README_ROWS.items():
+        assert row in table, f"README.md's results table has no row {row!r}"
+        for column, figure in quoted.items():
+            assert table[row].get(column) == figure, \
+                f"{row!r}, {column}: lesson 3 says {figure}, README.md {table[row].get(column)!r}"
+    for lang in ("en", "zh"):  # the text says them all, in both languages
+        text = "\n".join(getattr(cell, lang) for cell in lesson.CELLS if hasattr(cell, lang))
+        assert not [f for f in lesson.SMALL.values() if f not in text], lang
 
 
 @pytest.fixture(scope="session")

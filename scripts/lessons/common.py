@@ -37,8 +37,8 @@ RUN_INTRO = md(
 The next cell trains the `tiny` preset once (well under a minute on a laptop CPU) into `lesson_run/` beside
 this notebook, or reuses a run you already have: start Jupyter with `LEWISRAG_LESSON_RUN=/path/to/run`,
 an absolute path (for instance `$PWD/runs/demo` from the repository's root, the run `make demo` writes: the
-notebook runs in `docs/lessons/`, where a relative path would point). From a shell the same run is
-`lewisrag reproduce --preset tiny --out lesson_run`.
+notebook runs in `docs/lessons/`, where a relative path would point). From a shell, at the repository's root, the
+same run is `.venv/bin/lewisrag reproduce --preset tiny --out docs/lessons/lesson_run`.
 
 The tiny models train for seconds, so their answers are wrong and their scores near zero. The
 arithmetic in these lessons holds for any weights, and where a number only means something for a model
@@ -50,8 +50,8 @@ that can read, the lesson says so and shows one that can.
 下一个单元会用 `tiny` 预设训练一次（笔记本电脑的 CPU 上远不到一分钟），结果放在本笔记本旁边的 `lesson_run/`
 目录里；如果你手上已经有一次运行结果，也可以直接复用：启动 Jupyter 前设置
 `LEWISRAG_LESSON_RUN=/path/to/run`，要写绝对路径（比如在仓库根目录下写 `$PWD/runs/demo`，即 `make demo`
-生成的运行；笔记本在 `docs/lessons/` 里运行，相对路径会从那里算起）。在命令行里做同样的事是
-`lewisrag reproduce --preset tiny --out lesson_run`。
+生成的运行；笔记本在 `docs/lessons/` 里运行，相对路径会从那里算起）。在命令行里做同样的事，是在仓库根目录下运行
+`.venv/bin/lewisrag reproduce --preset tiny --out docs/lessons/lesson_run`。
 
 tiny 模型只训练了几秒钟，所以它们的答案是错的，分数也接近零。本课里的计算对任何权重都成立；
 哪些数字只有在模型“会读”时才有意义，课上会专门指出，并换一个会读的模型给你看。

@@ -53,7 +53,8 @@ sentence. And the **world** of the tiny reproduction the other lessons use: its 
 This lesson reads no model, so it does not matter that the tiny models cannot read.
 
 The next cell makes that run if it is not there yet (well under a minute), or reuses one you point
-`LEWISRAG_LESSON_RUN` at. From a shell the same run is `lewisrag reproduce --preset tiny --out lesson_run`.
+`LEWISRAG_LESSON_RUN` at. From a shell, at the repository's root, the same run is
+`.venv/bin/lewisrag reproduce --preset tiny --out docs/lessons/lesson_run`.
 """,
         r"""
 ## 0. 本课读什么
@@ -63,7 +64,7 @@ The next cell makes that run if it is not there yet (well under a minute), or re
 它的段落和问题，是英文的。本课不读任何模型，所以 tiny 模型不会“读”也没有关系。
 
 下一个单元会在这次运行还不存在时生成它（远不到一分钟），或者复用 `LEWISRAG_LESSON_RUN` 指向的运行。
-在命令行里做同样的事是 `lewisrag reproduce --preset tiny --out lesson_run`。
+在命令行里做同样的事，是在仓库根目录下运行 `.venv/bin/lewisrag reproduce --preset tiny --out docs/lessons/lesson_run`。
 """,
     ),
     setup(TITLE),

@@ -341,9 +341,9 @@ else:
 
 On the tiny run every miss is a reading miss: BM25 finds the entity's changing passage (`<entity>-1`, the gold
 one) but ranks it second, behind the entity's static passage (`<entity>-0`), which shares the question's name
-words too and gets the larger $p(z\mid x)$; the reader then answers with a fact of that passage (a language, a
-founding year, a seat) instead of the leader or the population. Retrieval did its part; the marginalization weighted the
-wrong passage.
+words too and gets the larger $p(z\mid x)$; the reader then answers with a fact of that static passage (the check
+prints each miss) instead of the changing fact the question asks for. Retrieval did its part; the marginalization
+weighted the wrong passage.
 </details>
 
 ### Exercise 2
@@ -356,8 +356,8 @@ where the top passage is often the *static* passage of the right entity?
 <details><summary>参考答案</summary>
 
 在 tiny 运行上，每一题都是读错了：BM25 找到了该实体会变的那个段落（`<实体>-1`，即金标段落），却把它排在第二，
-排第一的是该实体的静态段落（`<实体>-0`），它同样含有问题里的名称，得到的 $p(z\mid x)$ 更大；生成器于是拿那个段落里的
-事实（官方语言、建立年份、总部所在地）来作答，而不是领导人或人口。检索尽到了本分，是边缘化把权重压在了错误的段落上。
+排第一的是该实体的静态段落（`<实体>-0`），它同样含有问题里的名称，得到的 $p(z\mid x)$ 更大；生成器于是拿那个静态段落里的
+事实来作答（核对单元会逐题打印出来），而不是问题所问的那个会变的事实。检索尽到了本分，是边缘化把权重压在了错误的段落上。
 </details>
 
 ### 练习 2
@@ -405,8 +405,21 @@ another number).
 
 ### Exercise 3
 
-Build an index over snapshot B with another encoder (`lewisrag train dpr ...`, then `lewisrag index build ...`)
-and try `lewisrag swap` with and without `--swap`. What happens, and why?
+Build an index over snapshot B with another encoder and try `lewisrag swap` with and without `--swap`. Train the new
+encoder at the run's width: the tiny preset's DPR is 32 wide, one layer deep, with a vocabulary of 1,000
+(`lewisrag/experiments/presets.py`; another run's sizes are in `RUN/dpr/lewisrag_dpr.json`), and at `train dpr`'s
+default width of 128 the swap stops on the vectors' length (`dim`) before it gets to the question this exercise asks.
+From a shell, with RUN and WORK the folders the setup cell printed:
+
+```
+lewisrag train dpr --train RUN/world/train.jsonl --passages RUN/world/passages_a.jsonl --out WORK/dpr \
+                   --hidden-size 32 --layers 1 --vocab-size 1000 --steps 30 --batch-size 16 --seed 1
+lewisrag index build --passages RUN/world/passages_b.jsonl --encoder WORK/dpr --out WORK/index_b2
+lewisrag swap --model RUN/rag_sequence --index RUN/index_a --index WORK/index_b2 \
+              --questions RUN/world/questions_a.jsonl --questions RUN/world/questions_b.jsonl
+```
+
+Then add `--swap` to the last command. What happens, and why?
 """,
         r"""
 <details><summary>参考答案</summary>
@@ -420,8 +433,20 @@ RAG-Token 则在每个词元上让段落竞争（式 2）：静态段落先验�
 
 ### 练习 3
 
-用另一个编码器为快照 B 建索引（先 `lewisrag train dpr ...`，再 `lewisrag index build ...`），分别带上和不带 `--swap`
-试试 `lewisrag swap`。会发生什么？为什么？
+用另一个编码器为快照 B 建索引，分别带上和不带 `--swap` 试试 `lewisrag swap`。新编码器要按这次运行的宽度训练：tiny 预设的
+DPR 宽 32、只有一层、词表 1,000（见 `lewisrag/experiments/presets.py`；其他运行的尺寸写在 `RUN/dpr/lewisrag_dpr.json` 里）；
+若用 `train dpr` 默认的宽度 128，热替换会先因向量长度（`dim`）不符而停下，根本走不到本题要问的地方。在命令行里运行下面的命令，
+其中 RUN 和 WORK 是准备单元打印出的两个目录：
+
+```
+lewisrag train dpr --train RUN/world/train.jsonl --passages RUN/world/passages_a.jsonl --out WORK/dpr \
+                   --hidden-size 32 --layers 1 --vocab-size 1000 --steps 30 --batch-size 16 --seed 1
+lewisrag index build --passages RUN/world/passages_b.jsonl --encoder WORK/dpr --out WORK/index_b2
+lewisrag swap --model RUN/rag_sequence --index RUN/index_a --index WORK/index_b2 \
+              --questions RUN/world/questions_a.jsonl --questions RUN/world/questions_b.jsonl
+```
+
+然后给最后一条命令加上 `--swap` 再跑一次。会发生什么？为什么？
 """,
     ),
     md(
@@ -435,6 +460,8 @@ encoders trained apart: their inner products no longer say which passage is rele
 index is close to arbitrary and its cells fall towards the mismatched ones. The fingerprint check exists because
 this failure is silent: nothing crashes, the answers just get worse. On the tiny run every cell is near 0 already,
 so compare the passages retrieved (`model.retrieve([question], index, tok, swap=True)`) or use a `small` run.
+An encoder of another width is refused one check earlier, on `dim`, and `--swap` does not lift that: a question
+vector cannot be multiplied with passage vectors of another length at all.
 </details>
 """,
         r"""
@@ -445,6 +472,7 @@ so compare the passages retrieved (`model.retrieve([question], index, tok, swap=
 两个编码器：它们的内积不再能说明哪个段落相关，于是新索引上的检索近乎随意，这些格子的分数会往不匹配格子的水平掉。
 之所以要核对指纹，正是因为这种失败是无声的：什么都不会崩溃，只是答案悄悄变差。tiny 运行上所有格子本来就接近 0，所以
 请比较检索到的段落（`model.retrieve([question], index, tok, swap=True)`），或者换一次 `small` 运行。
+宽度不同的编码器会更早一步、在 `dim` 上被拒绝，而且加 `--swap` 也没用：长度不同的问题向量和段落向量根本无法做内积。
 </details>
 """,
     ),

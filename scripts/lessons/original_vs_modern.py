@@ -7,6 +7,25 @@ from common import RUN_INTRO, check, code, md, setup
 
 TITLE = "03_original_vs_modern"
 
+# The `small` run's figures this lesson quotes, cell for cell as README.md's results table gives them:
+# {the row's first cell: {a column's header: the cell}}. The text is formatted from them, and tests/test_lessons.py
+# holds each to its row of the README, so that the README's next run cannot leave the lesson quoting the last one.
+N_TEST, N_PROBE = "1,046", "200"  # the short-answer test questions, the position probe's questions
+README_ROWS = {
+    f"EM, short answers ({N_TEST})": {"RAG-Token": "0.967", "RAG-Sequence": "0.967", "prompt-stitching RAG": "0.929"},
+    f"position probe ({N_PROBE} questions), gold passage at 1 / 2 / 3(-5)": {"prompt-stitching RAG": "0.93 / 0.01 / 0.000"},
+    "generator forward passes per answer (RAG-Token's citation pass and RAG-Sequence's rescoring counted)":
+        {"RAG-Token": "36.0", "RAG-Sequence": "56.1", "prompt-stitching RAG": "10.2"},
+}
+_em, _probe, _passes = README_ROWS.values()
+_first, _second, _rest = _probe["prompt-stitching RAG"].split(" / ")  # gold passage at 1, at 2, at 3 (to 5)
+SMALL = {  # the same figures by the names the text formats
+    "n_test": N_TEST, "n_probe": N_PROBE, "probe_first": _first, "probe_second": _second, "probe_rest": _rest,
+    "em_token": _em["RAG-Token"], "em_sequence": _em["RAG-Sequence"], "em_stitched": _em["prompt-stitching RAG"],
+    "passes_token": _passes["RAG-Token"], "passes_sequence": _passes["RAG-Sequence"],
+    "passes_stitched": _passes["prompt-stitching RAG"],
+}
+
 CELLS = [
     md(
         r"""
@@ -164,15 +183,15 @@ passages only reorders the terms of the sum. We can check that on the loss itsel
 the passages: the Lewis model's negative log-likelihood of the answer does not move (up to rounding),
 while the stitched generator's likelihood of the same answer changes with the order. With the tiny run
 the stitched numbers are noise, but they move; a `small` run's stitched model answers from passage `[1]`
-whatever it holds (on the README's 200-question position probe, EM 0.905 with the gold passage first,
-0.015 and 0.000 elsewhere).
-""",
+whatever it holds (on the README's {n_probe}-question position probe, EM {probe_first} with the gold passage first,
+{probe_second} and {probe_rest} elsewhere).
+""".format(**SMALL),
         r"""
 Lewis 模型的曲线**天生**就是平的：边缘分布是对 $z$ 的求和，调换段落的顺序只是调换求和中各项的顺序。
 我们可以直接在损失上验证：对段落的每一种排列，Lewis 模型给答案的负对数似然都不变（只差舍入误差），
 而提示拼接生成器给同一个答案的似然却随顺序变化。tiny 运行里提示拼接模型的数字只是噪声，但它们确实在变；
-`small` 运行的提示拼接模型则不管 `[1]` 里是什么都照着它答（README 中 200 题的位置探针：金标段落放第一位时 EM 为 0.905，放在别处为 0.015 和 0.000）。
-""",
+`small` 运行的提示拼接模型则不管 `[1]` 里是什么都照着它答（README 中 {n_probe} 题的位置探针：金标段落放第一位时 EM 为 {probe_first}，放在别处为 {probe_second} 和 {probe_rest}）。
+""".format(**SMALL),
     ),
     code(
         r"""
@@ -457,10 +476,10 @@ Solve passes $= K + K\cdot$tokens $+ K$ for RAG-Token and passes $= 1 +$ tokens 
 every answer has the same length, the most each system may write (the tiny models never learned to stop), and
 still the Lewis model makes about twice the stitched model's passes for fewer tokens: it pays $K$ passes per token.
 
-On a `small` run the README's figures (1,046 short-answer test questions): EM 0.971 for RAG-Token and 0.969 for
-RAG-Sequence against 0.933 for the stitched system, which costs 10.2 forward passes per answer against RAG-Token's 36.0 and RAG-Sequence's 56.1 (its thorough decoding
+On a `small` run the README's figures ({n_test} short-answer test questions): EM {em_token} for RAG-Token and {em_sequence} for
+RAG-Sequence against {em_stitched} for the stitched system, which costs {passes_stitched} forward passes per answer against RAG-Token's {passes_token} and RAG-Sequence's {passes_sequence} (its thorough decoding
 rescores every candidate under every passage). Its
-position curve falls off a cliff: EM 0.905 with the gold passage first, 0.015 and 0.000 elsewhere (200
+position curve falls off a cliff: EM {probe_first} with the gold passage first, {probe_second} and {probe_rest} elsewhere ({n_probe}
 questions), while the Lewis curves stay flat. The lesson's probe uses 20 questions, so its steps are coarser.
 </details>
 
@@ -469,7 +488,7 @@ questions), while the Lewis curves stay flat. The lesson's probe uses 20 questio
 In section 5, break the `correct` answer differently: drop its first citation
 (`records[0]["response"].replace(" [1]", "", 1)`), or cite `[3]` everywhere (`.replace("[1]", "[3]")`; `[3]` was
 retrieved, but it is the registration requirement). Which tiers fail for each change?
-""",
+""".format(**SMALL),
         r"""
 <details><summary>参考答案</summary>
 
@@ -477,16 +496,16 @@ RAG-Token 解方程 前向次数 $= K + K\cdot$词元数 $+ K$，提示拼接系
 都写满了各自允许的最大长度（tiny 模型还没学会停下来）；即便如此，Lewis 模型用的前向次数仍是提示拼接模型的两倍左右，
 写出的词元却更少：它每个词元都要付出 $K$ 次前向。
 
-在 `small` 运行上，README 给出的数字（1,046 道简答测试题）：RAG-Token 的 EM 为 0.971，RAG-Sequence 为 0.969，提示拼接系统为
-0.933；而提示拼接系统每个答案只要 10.2 次前向，RAG-Token 要 36.0 次，RAG-Sequence 要 56.1 次（它的彻底解码要在每个段落下给每个候选答案重新打分）。它的位置曲线断崖式下跌：金标段落放第一位时 EM 为 0.905，
-放在别处为 0.015 和 0.000（200 道题），而 Lewis 模型的曲线始终是平的。本课的探针只用 20 道题，所以台阶更粗。
+在 `small` 运行上，README 给出的数字（{n_test} 道简答测试题）：RAG-Token 的 EM 为 {em_token}，RAG-Sequence 为 {em_sequence}，提示拼接系统为
+{em_stitched}；而提示拼接系统每个答案只要 {passes_stitched} 次前向，RAG-Token 要 {passes_token} 次，RAG-Sequence 要 {passes_sequence} 次（它的彻底解码要在每个段落下给每个候选答案重新打分）。它的位置曲线断崖式下跌：金标段落放第一位时 EM 为 {probe_first}，
+放在别处为 {probe_second} 和 {probe_rest}（{n_probe} 道题），而 Lewis 模型的曲线始终是平的。本课的探针只用 20 道题，所以台阶更粗。
 </details>
 
 ### 练习 2
 
 在第 5 节换一种方式破坏 `correct` 这个答案：删掉它的第一个引用（`records[0]["response"].replace(" [1]", "", 1)`），或者
 把引用全部改成 `[3]`（`.replace("[1]", "[3]")`；`[3]` 检索到了，但那是注册接口的需求）。每种改动分别让哪几层失败？
-""",
+""".format(**SMALL),
     ),
     code(
         r"""
