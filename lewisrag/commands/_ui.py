@@ -211,7 +211,9 @@ def _show(v) -> str:
 
 QA_FIELDS_HELP = ("The QA files' own field names, e.g. question=query,answers=golds,id=qid (dotted paths reach into "
                   "objects: answers=answer.aliases). Default: told from the first record (lewisrag, nq_open, trivia_qa, web_questions, "
-                  "fever, KILT, ms_marco, DPR's biencoder JSON; DPR's .qa.csv by its name).")
+                  "fever, KILT, ms_marco, DPR's biencoder JSON; DPR's .qa.csv by its name). A mapping reads lewisrag's fields "
+                  "by their own names where it maps none, but category, kind and group only where it names them "
+                  "(the hub Jeopardy's own category column is left alone).")
 
 
 def qa_fields(spec: str | None) -> dict[str, str] | None:

@@ -76,6 +76,12 @@ QA_SCHEMAS = {
 }
 
 
+# lewisrag's fields named by common words, which another dataset may use for a column of its own (the hub
+# Jeopardy's `category`, "HISTORY"): a mapping reads them only where it names them. The others
+# (gold_passage_ids, reference_statements, ...) are lewisrag's own words, read by their names as before.
+MAPPED_ONLY = ("category", "kind", "group")
+
+
 def check_qa_fields(fields: Mapping[str, str], source: str = "fields") -> None:
     """A field mapping for read_qa: lewisrag names (QA_FIELDS) to record keys or dotted paths."""
     for name, path in fields.items():
@@ -92,7 +98,9 @@ def detect_qa_schema(rec: dict, source, line: int, fields: Mapping[str, str] | N
     has `answers` too; `answers` → lewisrag's own format (web_questions' too); `answer` holding a list → nq_open;
     `answer` holding an object → trivia_qa. Records without `question`: `claim`, `label` and
     `evidence_wiki_url` → fever (v1.0); `input` and an `output` list → KILT; `query` and
-    `wellFormedAnswers` → ms_marco (v2.1). Anything else needs a field mapping.
+    `wellFormedAnswers` → ms_marco (v2.1). Anything else needs a field mapping, which reads each of
+    lewisrag's fields by its own name where it maps none, but `MAPPED_ONLY` (category, kind, group) only
+    where it names them.
 
     >>> [detect_qa_schema(r, "f", 1).name for r in ({"question": "q", "answers": []}, {"question": "q", "answer": ["a"]},
     ...                                           {"question": "q", "answer": {"value": "a", "aliases": []}},
@@ -101,10 +109,15 @@ def detect_qa_schema(rec: dict, source, line: int, fields: Mapping[str, str] | N
     >>> [detect_qa_schema(r, "f", 1).name for r in ({"id": 7, "claim": "c", "label": "REFUTES", "evidence_wiki_url": ""},
     ...     {"id": "k", "input": "q", "output": []}, {"query": "q", "query_id": 7, "answers": [], "wellFormedAnswers": []})]
     ['fever', 'kilt', 'ms_marco']
+    >>> detect_qa_schema({"question": "q", "golds": ["a"], "category": "HISTORY"}, "f", 1, {"answers": "golds"}).names
+    ('id', 'question', 'answers', 'gold_passage_ids', 'reference_statements', 'hard_negative_ids', 'answer_match')
     """
     if fields is not None:
         check_qa_fields(fields)
-        return QASchema("mapped", dict(fields), answers="mapped")
+        # `MAPPED_ONLY` only where the mapping names them: a file's own column of one of their names (the
+        # hub's Jeopardy `category`, "HISTORY") is its own, not lewisrag's
+        names = tuple(name for name in QA_FIELDS if name not in MAPPED_ONLY or name in fields)
+        return QASchema("mapped", dict(fields), answers="mapped", names=names)
     answer = rec.get("answer")
     if "question" not in rec and (hub := _hub_schema(rec)) is not None:  # a file with `question` reads as it always did
         return hub

@@ -120,7 +120,10 @@ def read_qa(path: str | os.PathLike, fields: Mapping[str, str] | None = None) ->
 
     Answers are read without repeats where a format can repeat them (trivia_qa, KILT, MS MARCO).
     `fields` maps lewisrag's names (`qa_formats.QA_FIELDS`) to the file's own keys or dotted paths, e.g.
-    `{"question": "query", "answers": "golds", "id": "qid"}`; a mapped `answers` may be one string.
+    `{"question": "query", "answers": "golds", "id": "qid"}`; a mapped `answers` may be one string. A
+    mapping reads lewisrag's fields by their own names where it maps none, but category, kind and group
+    (`qa_formats.MAPPED_ONLY`, common words) only where it names them: a file's own column of such a name
+    (the hub Jeopardy's `category`, "HISTORY") is not read as lewisrag's.
     A mapped field that no record of the file holds is an error (a misspelt name read nothing).
     A record without an id gets `io.derived_id` of its question, once the whole file is read: it
     avoids every id the file gives (`_settle_ids`).
@@ -387,7 +390,13 @@ def _qa_example(rec: dict, schema: QASchema, path, line: int, seen: dict[str, in
         if not answer.strip():
             raise InputError(path, "empty answer", line=line, field=where)
     answers = [answer for answer, _ in pairs]
-    category = optional_str(flat, schema.path("category"), path, line)
+
+    def optional(read: Callable, name: str):
+        """`read` of lewisrag's field `name` where the format holds it, else None: a mapping holds only
+        those it names, so the file's own column of that name (the hub Jeopardy's `category`) is not read."""
+        return read(flat, schema.path(name), path, line) if name in schema.names else None
+
+    category = optional(optional_str, "category")
     # MS MARCO's "No Answer Present." leaves none: the question is kept, and counted where it is left out
     if not answers and category != "not_in_kb" and schema.answers != "ms_marco":
         raise InputError(path, "empty list (only not_in_kb questions may have no answer)", line=line,
@@ -395,28 +404,32 @@ def _qa_example(rec: dict, schema: QASchema, path, line: int, seen: dict[str, in
     if category is not None and category not in CATEGORIES:
         raise InputError(path, f"unknown category {category!r} (one of {', '.join(CATEGORIES)})", line=line,
                          field=schema.path("category"))
-    kind = schema.kind or optional_str(flat, schema.path("kind"), path, line) or "short"
+    kind = schema.kind or optional(optional_str, "kind") or "short"
     if kind not in QUESTION_KINDS:
         raise InputError(path, f"unknown kind {kind!r} (short or long)", line=line, field=schema.path("kind"))
     match = _answer_match(flat, schema, path, line, regex, kind, pairs)
     if schema.gold == "dpr":
         gold, negatives = dpr_gold_ids(rec, path, line), dpr_hard_negative_ids(rec, path, line)
     else:
-        gold = require_str_list(flat, schema.path("gold_passage_ids"), path, line, required=False) or []
-        negatives = (require_str_list(flat, schema.path("hard_negative_ids"), path, line, required=False) or []
-                     if "hard_negative_ids" in schema.names else [])
+        gold = optional(_str_list, "gold_passage_ids") or []
+        negatives = optional(_str_list, "hard_negative_ids") or []
     return QAExample(
         id=qid,
         question=question,
         answers=answers,
         gold_passage_ids=gold,
         category=category,
-        reference_statements=require_str_list(flat, schema.path("reference_statements"), path, line, required=False) or [],
+        reference_statements=optional(_str_list, "reference_statements") or [],
         kind=kind,
-        group=optional_str(flat, schema.path("group"), path, line),
+        group=optional(optional_str, "group"),
         hard_negative_ids=list(dict.fromkeys(negatives)),  # a repeated id would only be drawn more often
         answer_match=match,
     ), [where for _, where in pairs]
+
+
+def _str_list(rec: dict, field: str, source, line: int) -> list[str] | None:
+    """An optional list of strings (`require_str_list`, None where absent)."""
+    return require_str_list(rec, field, source, line, required=False)
 
 
 def _answer_match(flat: dict, schema: QASchema, path, line: int, regex: bool, kind: str,

@@ -14,12 +14,15 @@ ENOUGH INFO (FEVER's strings), judged against snapshot A. SUPPORTS claims state 
 entity's passages; REFUTES claims give another value (another entity's of the same split, so
 nothing learnt about training entities tells a test claim false; for a changed time-varying fact
 of a test entity, its snapshot-B value, so that the hot swap flips the label). NOT ENOUGH INFO
-claims are of two kinds, half each: a fact the entity's passages happen not to state (every
-country's second passage states either its election term or its assembly seats, every
-organisation's first either its yearly report or its council meetings), and any claim about an
-entity the corpus never mentions (fresh names, `world.fresh_entities`). A model can only tell
-them apart by reading: the claim's wording never gives the label away. `gold_passage_ids` are the
-evidence (none for NOT ENOUGH INFO). fever_test_b.jsonl holds the test claims again, labelled
+claims are of two kinds, which the attribute decides: on an optional attribute, a fact the entity's
+passages happen not to state (every country's second passage states either its election term or its
+assembly seats, every organisation's first either its yearly report or its council meetings); on
+every other attribute, a claim about an entity the corpus never mentions (fresh names,
+`world.fresh_entities`). Every attribute gets as many claims of each label and only three of them
+are optional (`OPTIONAL`), so the second kind is most of them: on the default world, seed 0, 76%
+of the training split's NOT ENOUGH INFO claims, 85% of dev's and 87% of test's. A model can only
+tell them apart by reading: the claim's wording never gives the label away. `gold_passage_ids` are
+the evidence (none for NOT ENOUGH INFO). fever_test_b.jsonl holds the test claims again, labelled
 against snapshot B.
 
 Records use the QA format (`records.QAExample`): Jeopardy examples are kind "long" (a generated
@@ -114,6 +117,17 @@ VARYING = ("leader", "population", "head", "members")  # in passage 1, and chang
 OPTIONAL = {"country": ("term", "seats"), "organisation": ("meetings",)}  # stated by some entities' passages only
 OPTIONAL_PHRASES = {"term": ("every {v} years", 1), "seats": ("has {v} seats", 1), "meetings": ("meets {v} times", 0)}
 ABSENT_SHARE = 0.5  # entities the corpus never mentions, per entity of a split: NOT ENOUGH INFO claims about them
+
+
+def article(passage_id: str) -> str:
+    """The world's article a passage is part of, the entity it describes (its `slot`): the passage's
+    id less its number. FEVER's evidence is a Wikipedia page, so the paper counts a retrieved
+    document as evidence when it comes from a gold article (`experiments.tasks.evidence_overlap`).
+
+    >>> article("country-0001-1"), article("organisation-0042-2")
+    ('country-0001', 'organisation-0042')
+    """
+    return passage_id.rsplit("-", 1)[0]
 
 
 def stated_optional(entity: Entity) -> tuple[str | None, str | None]:

@@ -251,11 +251,11 @@ MESSAGES: dict[str, tuple[str, str]] = {
                         "entities",
                         "Jeopardy：Q-BLEU-1 上 RAG-Token − RAG-Sequence 为 {d:+.3f}（95% 配对 bootstrap 区间 {d_low:+.3f} 到 "
                         "{d_high:+.3f}），RAG-Sequence − 闭卷为 {e:+.3f}（{e_low:+.3f} 到 {e_high:+.3f}），共 {n} 个测试实体"),
-    "rep.t2.fever": ("FEVER: the majority label is {majority} of the test claims; RAG-Token's first retrieved passage is gold "
-                     "evidence for {top1} of the SUPPORTS/REFUTES claims and its top 10 hold one for {top10} (paper: 71% and "
-                     "90%)",
-                     "FEVER：多数类标签占测试声明的 {majority}；在 SUPPORTS/REFUTES 的声明里，RAG-Token 检索到的第一篇段落是"
-                     "金标证据的占 {top1}，前 10 篇里含金标证据的占 {top10}（论文：71% 和 90%）"),
+    "rep.t2.fever": ("FEVER: the majority label is {majority} of the test claims; RAG-Token's first retrieved passage is from "
+                     "a gold evidence article for {top1} of the SUPPORTS/REFUTES claims and its top 10 hold one for {top10} "
+                     "(paper: 71% and 90%)",
+                     "FEVER：多数类标签占测试声明的 {majority}；在 SUPPORTS/REFUTES 的声明里，RAG-Token 检索到的第一篇段落"
+                     "出自金标证据条目的占 {top1}，前 10 篇里含出自金标条目的段落的占 {top10}（论文：71% 和 90%）"),
     "rep.t2.swap": ("on the {n} claims whose label snapshot B changes, {name} matches B's labels {b} of the time on index B "
                     "and A's old labels {a} on index A",
                     "在快照 B 改了标签的 {n} 条声明上，{name} 用索引 B 时与 B 的标签一致的比例为 {b}，用索引 A 时与 A 的"
