@@ -10,8 +10,14 @@ STOPPED = {130: "interrupted", 143: "terminated (SIGTERM)"}  # exit code: the li
 
 
 def stop(code: int) -> NoReturn:
-    """End as a stopped command ends (`lewisrag.cli` cannot be imported here: it is what is loading)."""
-    sys.stderr.write(STOPPED[code] + "\n")
+    """End as a stopped command ends (`lewisrag.cli` cannot be imported here: it is what is loading); with
+    stderr closed from the start (None) or its reader gone, the line is dropped and the code kept, as
+    `cli._interrupted` does, instead of an AttributeError or BrokenPipeError traceback with exit 1."""
+    try:
+        sys.stderr.write(STOPPED[code] + "\n")
+        sys.stderr.flush()
+    except (AttributeError, OSError, ValueError):
+        pass
     sys.exit(code)
 
 

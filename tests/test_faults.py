@@ -451,6 +451,26 @@ def test_ctrl_c_while_the_cli_still_imports_is_one_line(monkeypatch, capsys):
     assert e.value.code == 130 and capsys.readouterr().err == "interrupted\n"
 
 
+class _GoneReader:
+    def write(self, text):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self):
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+@pytest.mark.parametrize("stderr", [None, _GoneReader()])
+def test_a_stop_while_importing_keeps_its_code_with_stderr_closed(monkeypatch, stderr):
+    """`2>&-` (stderr None) raised AttributeError there, a reader gone BrokenPipeError: a traceback and exit 1."""
+    import lewisrag.__main__ as entry
+
+    monkeypatch.setattr(sys, "stderr", stderr)
+    for code in (130, 143):
+        with pytest.raises(SystemExit) as e:
+            entry.stop(code)
+        assert e.value.code == code
+
+
 def test_a_world_rerun_killed_while_writing_leaves_the_old_world_whole(tmp_path, monkeypatch):
     """A rerun used to delete world.json and rewrite the files in place: killed halfway, the old world
     was gone and the folder held files of two seeds. Now every file is written beside its old one
