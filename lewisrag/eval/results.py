@@ -142,6 +142,10 @@ class QuestionRecord:
             raise InputError(src, "missing or not an object", line=line, field=f"{where}.metrics")
         if reasons is not None and not isinstance(reasons, dict):
             raise InputError(src, "expected an object {metric: reason}", line=line, field=f"{where}.nan_reasons")
+        for name, reason in (reasons or {}).items():  # a list or a number there was a traceback in the gate (exit 3)
+            if not isinstance(reason, str):
+                raise InputError(src, f"expected a string (why the score is null), got {type(reason).__name__}",
+                                 line=line, field=f"{where}.nan_reasons.{name}")
         recall = m.get("recall_at_k")  # absent or null: the question has no gold passage ids to match
         if recall is not None and not isinstance(recall, dict):
             raise InputError(src, "expected an object {k: score}", line=line, field=f"{where}.metrics.recall_at_k")

@@ -24,11 +24,14 @@ regression nor a recovery (tier 1 counts the lost score, by `max_new_unmeasurabl
 baseline failed the cut is named. Each share is over the questions its run scores.
 
 Runs are `results.json` files (or run directories holding one). Questions pair by (id, system), and a
-paired question must keep its text. Scores judged by different judges or statement splitters (or,
-for the claims.* diagnostics, claim extractors; for answer_relevancy, embedders) are not comparable,
-nor are judged scores whose judge fingerprint, splitter or embedder a run does not record, so such
-runs are refused unless the caller allows it. Scores within `SCORE_TOLERANCE` of each other are the
-same score. Thresholds live in a TOML file (the packaged defaults: `gate.toml` beside this module).
+paired question must keep its text. Runs of several systems are gated system by system (`_systems`):
+each paired check, ceiling and unmeasurable count is one system's, named with it ("faithfulness < 1
+[rag_token]"), since pooled, one system's regression is paid for by another's gain. Scores judged by
+different judges or statement splitters (or, for the claims.* diagnostics, claim extractors; for
+answer_relevancy, embedders) are not comparable, nor are judged scores whose judge fingerprint,
+splitter or embedder a run does not record, so such runs are refused unless the caller allows it.
+Scores within `SCORE_TOLERANCE` of each other are the same score. Thresholds live in a TOML file (the
+packaged defaults: `gate.toml` beside this module).
 
 The paired checks of tiers 2 and 3 are decided last, together: with `correction = "holm"` their
 McNemar p-values are adjusted as one family and their tests of the mean held to a Bonferroni level
@@ -54,6 +57,7 @@ from dataclasses import dataclass, field, replace
 
 from lewisrag.data.io import InputError
 from lewisrag.eval import stats
+from lewisrag.eval.evaluator import NO_SYSTEM
 from lewisrag.eval.gate.correction import Correction, family
 from lewisrag.eval.gate.inputs import GateConfig, Run, load_config, load_run
 from lewisrag.eval.results import CLAIMS_PREFIX, METRIC_RANGES, better_direction
@@ -114,8 +118,10 @@ def gate(baseline: str | os.PathLike, candidate: str | os.PathLike, config: str 
 def run_gate(base: Run, cand: Run, cfg: GateConfig, allow_judge_change: bool = False) -> GateReport:
     checks = [_judge_check(base, cand, cfg, allow_judge_change), _pairing_check(base, cand, cfg),
               _question_text_check(base, cand), _labels_check(base, cand)]
-    checks += _tier1(base, cand, cfg)
-    paired = _tier2(base, cand, cfg) + _tier3(base, cand, cfg)  # checks, and _Paired ones still to decide
+    systems = _systems(base, cand)
+    checks += _tier1(base, cand, cfg, systems)
+    # checks, and _Paired ones still to decide
+    paired = _tier2(base, cand, cfg, systems) + _tier3(base, cand, cfg, systems)
     correction, decided = _decide(paired, cfg)
     judges = {"baseline": base.judge, "candidate": cand.judge}
     return GateReport(base.path, cand.path, judges, [c for c in checks + decided if c is not None], correction.to_json())
@@ -126,7 +132,7 @@ class _Paired:
     """A paired check of tier 2 or 3, waiting for the levels of the run's family of tests (`correction`)."""
 
     tier: str
-    name: str
+    name: str  # with its system when the runs hold several (`_named`)
     rows: list  # (key, baseline score, candidate score), settled, scored in both runs: the mean's questions
     cut: float | None  # per-question pass/fail at this cut, compared by McNemar; None: the mean only
     max_regressions: int  # questions allowed to newly fall below the cut; -1: McNemar alone
@@ -139,6 +145,7 @@ class _Paired:
     # A baseline null read as passing, a candidate score failing the cut after it is a regression; a
     # candidate null is neither a regression nor a recovery (tier 1 counts it) and is named when the baseline failed
     scored: list | None = None
+    system: str | None = None  # the system whose questions these are (`_systems`); None: the runs hold one
 
     @property
     def at_cut(self) -> list:
@@ -147,8 +154,9 @@ class _Paired:
 
 
 def _paired(tier: str, name: str, rows: list, cut: float | None, max_regressions: int = -1,
-            max_mean_drop: float | None = None, direction: int = 1, scored: list | None = None) -> _Paired:
-    p = _Paired(tier, name, rows, cut, max_regressions, max_mean_drop, None, direction, scored)
+            max_mean_drop: float | None = None, direction: int = 1, scored: list | None = None,
+            system: str | None = None) -> _Paired:
+    p = _Paired(tier, _named(name, system), rows, cut, max_regressions, max_mean_drop, None, direction, scored, system)
     if cut is not None:
         p = replace(p, mcnemar=stats.mcnemar(*_passing(p.at_cut, cut, direction), alternative="greater"))
     return p
@@ -178,6 +186,38 @@ def _decide(items: list[GateCheck | _Paired], cfg: GateConfig) -> tuple[Correcti
         else:
             out.append(_paired_check(p, cfg, adjusted[p], correction))
     return correction, out
+
+
+def _systems(base: Run, cand: Run) -> list[tuple[str | None, Run, Run]]:
+    """The runs cut into one (system, baseline, candidate) part per system when their records hold more
+    than one (the records naming none are the system NO_SYSTEM, as `eval answers` groups them), else
+    [(None, base, cand)]: a single system's checks keep the names they always had.
+
+    Pooled, one system's regression is paid for by another's gain: rag_token's faithfulness falling
+    from 1.0 to 0.8 on 40 questions while rag_sequence's rose as much left the mean, the cuts and the
+    sign-flip test where they were, and the gate passed a drop that rag_token gated alone fails at
+    p = 0.0001. So each paired check, ceiling and unmeasurable count is a system's own, and a
+    correction counts every one of them in its family."""
+    names = sorted({_system(s) for run in (base, cand) for _, s in run.records})
+    if len(names) < 2:
+        return [(None, base, cand)]
+    return [(name, *(replace(run, records={k: r for k, r in run.records.items() if _system(k[1]) == name})
+                     for run in (base, cand))) for name in names]
+
+
+def _system(system: str | None) -> str:
+    return NO_SYSTEM if system is None else system
+
+
+def _named(name: str, system: str | None) -> str:
+    """A check's name, with the system whose questions it checks when the runs hold several."""
+    return name if system is None else f"{name} [{system}]"
+
+
+def _carries(records, metric: str) -> bool:
+    """Whether one of `records` has `metric`, scored or null: absent from all, it is a metric their system
+    does not produce (a retriever has no faithfulness), and that system gets no check of it."""
+    return any(metric in r["metrics"] for r in records)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -305,8 +345,8 @@ def _text(value) -> str | None:
 # tier 1: rules
 
 
-def _tier1(base: Run, cand: Run, cfg: GateConfig) -> list[GateCheck]:
-    return _citation_rules(base, cand, cfg) + _unmeasurable(base, cand, cfg)
+def _tier1(base: Run, cand: Run, cfg: GateConfig, systems: list) -> list[GateCheck]:
+    return _citation_rules(base, cand, cfg) + _unmeasurable(base, cand, cfg, systems)
 
 
 def _citation_rules(base: Run, cand: Run, cfg: GateConfig) -> list[GateCheck]:
@@ -345,35 +385,59 @@ def _status_count(rec: dict, status: str) -> int:
     return sum(1 for c in rec.get("citation_checks") or [] if c["status"] == status)
 
 
-def _unmeasurable(base: Run, cand: Run, cfg: GateConfig) -> list[GateCheck]:
-    """Per gated metric, the paired answerable questions without a score (null or absent) in each run.
+def _unmeasurable(base: Run, cand: Run, cfg: GateConfig, systems: list) -> list[GateCheck]:
+    """Per gated metric, the paired answerable questions without a score (null or absent) in each run;
+    per system where the runs hold several (`_systems`), for each system that has the metric (recall@k:
+    whose baseline has it), and over all pairs for a metric that none has.
 
     Every paired mean leaves a null pair out, and a cut does not read a candidate null as failing, so a
     candidate that stops producing a score (a judge that times out everywhere) would otherwise pass on
-    the questions that remain.
+    the questions that remain; pooled, one system's lost scores were paid for by another's new ones.
     """
-    # a question not_in_kb in either run is scored in neither: relabelled answerable -> not_in_kb it lost every
-    # score by design, which the labels check names (and the refusal check holds it to refusing), once
-    pairs = [(key, b, cand.records[key]) for key, b in base.records.items()
-             if key in cand.records and not _not_in_kb(b) and not _not_in_kb(cand.records[key])]
-    ks = sorted({k for _, b, _ in pairs for k in _recall(b)}, key=_k_order)
+    parts = [(system, _answerable(b, c)) for system, b, c in systems]
+    ks = sorted({k for _, pairs in parts for _, b, _ in pairs for k in _recall(b)}, key=_k_order)
     gated = [(f"recall@{k}", "recall_at_k", k) for k in ks] + [(m, m, None) for m in cfg.gated_metrics]
     out = []
     for name, metric, k in gated:
-        null_b = {key for key, b, _ in pairs if _value(b, metric, k) is None}
-        null_c = [key for key, _, c in pairs if _value(c, metric, k) is None]
-        lost = [key for key in null_c if key not in null_b]  # scored in the baseline, not now
-        excess, allowed = len(null_c) - len(null_b), cfg.max_new_unmeasurable
-        evidence = (f"no score (null or absent) on {len(null_b)} -> {len(null_c)} of {len(pairs)} paired questions "
-                    f"(allowed: {'any number' if allowed < 0 else f'+{allowed}'})")
-        if lost:
-            evidence += f"; {len(lost)} scored in the baseline have none now: {_ids(lost)}"
-        verdict = "fail" if 0 <= allowed < excess else "warn" if lost else "pass"
-        reasons = {_key(key): (cand.records[key].get("nan_reasons") or {}).get(metric) for key in lost}
-        out.append(GateCheck("1 rules", f"unmeasurable {name}", verdict, evidence, {
-            "paired": len(pairs), "baseline": len(null_b), "candidate": len(null_c), "allowed_more": allowed,
-            "newly_null": reasons}))
+        checks = [_unmeasurable_check(pairs, name, metric, k, cfg, system) for system, pairs in parts
+                  if system is None or _counted(pairs, metric, k)]
+        out += checks or [_unmeasurable_check(_answerable(base, cand), name, metric, k, cfg, None)]
     return out
+
+
+def _answerable(base: Run, cand: Run) -> list[tuple]:
+    """(key, baseline record, candidate record) of the paired questions answerable in both runs."""
+    # a question not_in_kb in either run is scored in neither: relabelled answerable -> not_in_kb it lost every
+    # score by design, which the labels check names (and the refusal check holds it to refusing), once
+    return [(key, b, cand.records[key]) for key, b in base.records.items()
+            if key in cand.records and not _not_in_kb(b) and not _not_in_kb(cand.records[key])]
+
+
+def _counted(pairs: list, metric: str, k: str | None) -> bool:
+    """Whether a system's pairs have the gated metric to count: recall@k where a baseline record has it
+    (the ks tier 1 counts), another metric where a record of either run has it (`_carries`)."""
+    if k is not None:
+        return any(k in _recall(b) for _, b, _ in pairs)
+    return _carries([r for _, b, c in pairs for r in (b, c)], metric)
+
+
+def _unmeasurable_check(pairs: list, name: str, metric: str, k: str | None, cfg: GateConfig,
+                        system: str | None) -> GateCheck:
+    null_b = {key for key, b, _ in pairs if _value(b, metric, k) is None}
+    null_c = [key for key, _, c in pairs if _value(c, metric, k) is None]
+    lost = [key for key in null_c if key not in null_b]  # scored in the baseline, not now
+    excess, allowed = len(null_c) - len(null_b), cfg.max_new_unmeasurable
+    evidence = (f"no score (null or absent) on {len(null_b)} -> {len(null_c)} of {len(pairs)} paired questions "
+                f"(allowed: {'any number' if allowed < 0 else f'+{allowed}'})")
+    if lost:
+        evidence += f"; {len(lost)} scored in the baseline have none now: {_ids(lost)}"
+    verdict = "fail" if 0 <= allowed < excess else "warn" if lost else "pass"
+    newly = set(lost)
+    reasons = {_key(key): (c.get("nan_reasons") or {}).get(metric) for key, _, c in pairs if key in newly}
+    details = {"paired": len(pairs), "baseline": len(null_b), "candidate": len(null_c), "allowed_more": allowed,
+               "newly_null": reasons}
+    return GateCheck("1 rules", _named(f"unmeasurable {name}", system), verdict, evidence,
+                     details if system is None else details | {"system": system})
 
 
 def _value(rec: dict, metric: str, k: str | None) -> float | None:
@@ -385,23 +449,29 @@ def _value(rec: dict, metric: str, k: str | None) -> float | None:
 # tier 2: retrieval
 
 
-def _tier2(base: Run, cand: Run, cfg: GateConfig) -> list[GateCheck | _Paired]:
-    pairs = [(k, base.records[k], cand.records[k]) for k in base.records if k in cand.records]
-    ks = sorted({k for _, b, c in pairs for k in _recall(b).keys() & _recall(c).keys()}, key=_k_order)
-    if not ks:  # why, as the runs' records say it (contexts without ids), else the usual cause
-        why = sorted({(r.get("nan_reasons") or {}).get("recall_at_k") for _, b, c in pairs for r in (b, c)} - {None})
+def _tier2(base: Run, cand: Run, cfg: GateConfig, systems: list) -> list[GateCheck | _Paired]:
+    parts = []  # (system, its pairs, the ks both runs have on one of them)
+    for system, b_run, c_run in systems:
+        pairs = [(k, b_run.records[k], c_run.records[k]) for k in b_run.records if k in c_run.records]
+        parts.append((system, pairs, {k for _, b, c in pairs for k in _recall(b).keys() & _recall(c).keys()}))
+    if not any(ks for _, _, ks in parts):  # why, as the records say it (contexts without ids), else the usual cause
+        why = sorted({(r.get("nan_reasons") or {}).get("recall_at_k") for _, pairs, _ in parts for _, b, c in pairs
+                      for r in (b, c)} - {None})
         return [GateCheck("2 retrieval", "recall@k", "skip",
                           f"no paired question has recall@k ({why[0] if why else 'no gold passage ids'})")]
     out = []
-    for k in ks:
-        scored = _scored([(key, _recall(b).get(k), _recall(c).get(k)) for key, b, c in pairs])
-        rows = _both(scored)
-        if not rows:  # null in one run or the other on every question: tier 1 counted them (this divided by 0)
-            out.append(GateCheck("2 retrieval", f"recall@{k}", "skip",
-                                 f"no paired question has a recall@{k} score in both runs (tier 1 counts the nulls)"))
-            continue
-        out.append(_paired("2 retrieval", f"recall@{k}", rows, cut=cfg.recall_hit_at,
-                           max_mean_drop=cfg.recall_max_mean_drop, scored=scored))
+    for k in sorted(set().union(*(ks for _, _, ks in parts)), key=_k_order):
+        for system, pairs, ks in parts:  # a system without recall@k retrieves nothing to gate (closed-book)
+            if k not in ks:
+                continue
+            scored = _scored([(key, _recall(b).get(k), _recall(c).get(k)) for key, b, c in pairs])
+            rows = _both(scored)
+            if not rows:  # null in one run or the other on every question: tier 1 counted them (this divided by 0)
+                out.append(GateCheck("2 retrieval", _named(f"recall@{k}", system), "skip", f"no paired question has "
+                                     f"a recall@{k} score in both runs (tier 1 counts the nulls)"))
+                continue
+            out.append(_paired("2 retrieval", f"recall@{k}", rows, cut=cfg.recall_hit_at,
+                               max_mean_drop=cfg.recall_max_mean_drop, scored=scored, system=system))
     return out
 
 
@@ -452,7 +522,7 @@ def _k_order(k: str) -> tuple:
 # tier 3: judged metrics
 
 
-def _tier3(base: Run, cand: Run, cfg: GateConfig) -> list[GateCheck | _Paired]:
+def _tier3(base: Run, cand: Run, cfg: GateConfig, systems: list) -> list[GateCheck | _Paired]:
     # an empty list in a --config file is allowed (retrieval alone; the means alone), but never silent
     out = []
     if not cfg.judged_metrics:
@@ -462,42 +532,70 @@ def _tier3(base: Run, cand: Run, cfg: GateConfig) -> list[GateCheck | _Paired]:
         out.append(GateCheck("3 judged", "tier3.cuts", "warn", "tier3.cuts = [] (--config): no question-level cut is "
                              "checked, only the paired means; a question collapsing while the mean holds passes"))
     for metric in cfg.judged_metrics:
-        both = [(key, _score(b, metric), _score(cand.records[key], metric))
-                for key, b in base.records.items() if key in cand.records and not _not_in_kb(b)]
-        scored = _scored(both)  # a score in one run at least: the cuts' questions (nulls are counted in tier 1 too)
-        rows = _both(scored)  # in both: the mean's
-        new = [key for key, x, _ in scored if x is None]  # scored in the candidate only: a cut can see them fail
-        if not rows and new and cfg.cuts:  # no mean to pair; the cuts still see the candidate's scores
-            out.append(GateCheck("3 judged", f"{metric}: paired mean", "skip",
-                                 f"no question has this metric in both runs; the cuts compare the {len(new)} scored "
-                                 "in the candidate only"))
-        elif not rows:
-            if metric in cfg.named_metrics:  # asked for by name: a check that compares nothing must not pass
-                scored_in = [sum(x is not None for _, x, _ in both), sum(y is not None for _, _, y in both)]
-                out.append(GateCheck("3 judged", metric, "fail", f"no paired question has this metric in both runs "
-                                     f"(scored: {scored_in[0]} in the baseline, {scored_in[1]} in the candidate, of "
-                                     f"{len(both)}), and --config names it in tier3.metrics: nothing was checked",
-                                     {"paired": len(both), "baseline_scored": scored_in[0],
-                                      "candidate_scored": scored_in[1]}))
-            else:
-                out.append(GateCheck("3 judged", metric, "skip", "no question has this metric in both runs"))
+        parts = [(system, b, c, _judged(b, c, metric, cfg, system)) for system, b, c in systems]
+        if all(checks is None for *_, checks in parts):  # no system compared it: said once, as for one system
+            out.append(_uncompared(base, cand, metric, cfg))
             continue
-        direction = better_direction(metric)
-        if rows:
-            out.append(_paired("3 judged", f"{metric}: paired mean", rows, cut=None,
-                               max_mean_drop=cfg.judged_max_mean_drop, direction=direction, scored=scored))
-        for cut in cfg.cuts:
-            if direction > 0:
-                out.append(_paired("3 judged", f"{metric} < {cut.below:g}", rows, cut=cut.below,
-                                   max_regressions=cut.max_regressions, scored=scored))
-            else:  # lower is better: the cut mirrored, a question failing above it
-                above = _mirrored(metric, cut.below)
-                out.append(_paired("3 judged", f"{metric} > {above:g}", rows, cut=above,
-                                   max_regressions=cut.max_regressions, direction=-1, scored=scored))
-    for ceiling in cfg.ceilings:
-        out.append(_ceiling_check(cand, ceiling, cfg))
+        for system, b, c, checks in parts:
+            if checks is not None:
+                out += checks
+            elif _carries([r for _, rb, rc in _judged_pairs(b, c) for r in (rb, rc)], metric):
+                out.append(GateCheck("3 judged", _named(metric, system), "skip",
+                                     "no question has this metric in both runs", {"system": system}))
+    for ceiling in cfg.ceilings:  # a system's share, proven for each system that has the metric
+        checks = [_ceiling_check(c, ceiling, cfg, system) for system, _, c in systems if system is None
+                  or _carries([r for r in c.records.values() if not _not_in_kb(r)], ceiling.metric)]
+        if all(check.verdict == "skip" for check in checks):  # no score to prove it with in any system: it fails
+            checks = [_ceiling_check(cand, ceiling, cfg)]
+        out += checks
     out.append(_refusal_check(base, cand, cfg))
     return out
+
+
+def _judged_pairs(base: Run, cand: Run) -> list[tuple]:
+    """(key, baseline record, candidate record) of the paired questions the baseline files as answerable."""
+    return [(key, b, cand.records[key]) for key, b in base.records.items() if key in cand.records and not _not_in_kb(b)]
+
+
+def _judged(base: Run, cand: Run, metric: str, cfg: GateConfig, system: str | None) -> list | None:
+    """A judged metric's paired mean and cuts over one system's questions (all of them: `system` None);
+    None when it compares nothing, no question being scored in both runs, nor in the candidate alone for a cut."""
+    both = [(key, _score(b, metric), _score(c, metric)) for key, b, c in _judged_pairs(base, cand)]
+    scored = _scored(both)  # a score in one run at least: the cuts' questions (nulls are counted in tier 1 too)
+    rows = _both(scored)  # in both: the mean's
+    new = [key for key, x, _ in scored if x is None]  # scored in the candidate only: a cut can see them fail
+    if not rows and not (new and cfg.cuts):
+        return None
+    direction = better_direction(metric)
+    if rows:
+        out = [_paired("3 judged", f"{metric}: paired mean", rows, cut=None, max_mean_drop=cfg.judged_max_mean_drop,
+                       direction=direction, scored=scored, system=system)]
+    else:  # no mean to pair; the cuts still see the candidate's scores
+        out = [GateCheck("3 judged", _named(f"{metric}: paired mean", system), "skip",
+                         f"no question has this metric in both runs; the cuts compare the {len(new)} scored "
+                         "in the candidate only")]
+    for cut in cfg.cuts:
+        if direction > 0:
+            out.append(_paired("3 judged", f"{metric} < {cut.below:g}", rows, cut=cut.below,
+                               max_regressions=cut.max_regressions, scored=scored, system=system))
+        else:  # lower is better: the cut mirrored, a question failing above it
+            above = _mirrored(metric, cut.below)
+            out.append(_paired("3 judged", f"{metric} > {above:g}", rows, cut=above,
+                               max_regressions=cut.max_regressions, direction=-1, scored=scored, system=system))
+    return out
+
+
+def _uncompared(base: Run, cand: Run, metric: str, cfg: GateConfig) -> GateCheck:
+    """A judged metric no paired question has in both runs: a skip, or a failure where a --config file names it
+    in its own tier3.metrics (the gate was asked to check it and checked nothing)."""
+    both = [(_score(b, metric), _score(c, metric)) for _, b, c in _judged_pairs(base, cand)]
+    if metric not in cfg.named_metrics:
+        return GateCheck("3 judged", metric, "skip", "no question has this metric in both runs")
+    scored_in = [sum(x is not None for x, _ in both), sum(y is not None for _, y in both)]
+    return GateCheck("3 judged", metric, "fail", f"no paired question has this metric in both runs "
+                     f"(scored: {scored_in[0]} in the baseline, {scored_in[1]} in the candidate, of "
+                     f"{len(both)}), and --config names it in tier3.metrics: nothing was checked",
+                     {"paired": len(both), "baseline_scored": scored_in[0], "candidate_scored": scored_in[1]})
 
 
 def _score(rec: dict, metric: str) -> float | None:
@@ -574,6 +672,8 @@ def _mean_check(p: _Paired, cfg: GateConfig, correction: Correction) -> GateChec
     details = boot | {"pvalue": test["pvalue"], "pvalue_method": test["method"], "better": "higher" if d > 0 else "lower",
                       "sign_flip": test,
                       "worse": [{"question": _key(key), "diff": diff} for diff, key in worse]}
+    if p.system is not None:
+        details["system"] = p.system
     if correction.on:
         details["correction"] = _interval_details(correction)
     return GateCheck(p.tier, p.name, "fail" if significant or too_far else "pass", evidence, details)
@@ -614,6 +714,8 @@ def _paired_check(p: _Paired, cfg: GateConfig, adjusted: float, correction: Corr
                "failing_unscored_in_candidate": [_key(k) for k in lost]}
     if d > 0:  # the names the fields had before lower-is-better metrics were gated, kept for readers of --json
         details |= {"baseline_below": fail_b, "candidate_below": fail_c}
+    if p.system is not None:
+        details["system"] = p.system
     if correction.on:
         evidence += f", Holm-adjusted {adjusted:.3g} over {correction.tests} tests"
         details["correction"] = {"method": correction.method, "pvalue": test["pvalue"], "adjusted_pvalue": adjusted,
@@ -640,14 +742,19 @@ def _interval_details(correction: Correction) -> dict:
     return {"interval_confidence": correction.interval_confidence, "intervals": correction.intervals}
 
 
-def _ceiling_check(cand: Run, ceiling, cfg: GateConfig) -> GateCheck:
+def _ceiling_check(cand: Run, ceiling, cfg: GateConfig, system: str | None = None) -> GateCheck:
     """An absolute threshold passes only when the one-sided upper bound proves it. A question counts
-    against it below `ceiling.below`, or, for a lower-is-better metric, above `ceiling.above`."""
+    against it below `ceiling.below`, or, for a lower-is-better metric, above `ceiling.above`. With
+    `system` (the runs hold several: `cand` is that system's part), the share is that system's, and a
+    system without a score of the metric is a skip: the ceiling fails unproven where no system has one."""
     answerable = [_score(r, ceiling.metric) for r in cand.records.values() if not _not_in_kb(r)]
     scores = [s for s in answerable if s is not None]
     d = better_direction(ceiling.metric)
-    name = f"share {ceiling.metric} {'<' if d > 0 else '>'} {ceiling.cut:g} <= {ceiling.max_share:.1%}"
+    name = _named(f"share {ceiling.metric} {'<' if d > 0 else '>'} {ceiling.cut:g} <= {ceiling.max_share:.1%}", system)
     if not scores:
+        if system is not None:
+            return GateCheck("3 judged", name, "skip", f"no candidate question of this system has a score "
+                             f"({len(answerable)} unmeasurable): nothing to prove", {"system": system})
         return GateCheck("3 judged", name, "fail", "no candidate question has this metric, so nothing is proven")
     k, n = sum(_fails(s, ceiling.cut, d) for s in scores), len(scores)
     upper = stats.proportion_interval(k, n, cfg.confidence, method=ceiling.method, side="upper")[1]
@@ -659,9 +766,10 @@ def _ceiling_check(cand: Run, ceiling, cfg: GateConfig) -> GateCheck:
     if upper > ceiling.max_share:
         evidence += " > threshold: not proven; " + (
             f"at this rate about {need} questions would prove it" if need else "the observed rate is above it")
+    details = {"k": k, "n": n, "better": "higher" if d > 0 else "lower", "upper_bound": upper,
+               "method": ceiling.method, "questions_needed": need}
     return GateCheck("3 judged", name, "pass" if upper <= ceiling.max_share else "fail", evidence,
-                 {"k": k, "n": n, "better": "higher" if d > 0 else "lower", "upper_bound": upper,
-                  "method": ceiling.method, "questions_needed": need})
+                     details if system is None else details | {"system": system})
 
 
 def _refusal_check(base: Run, cand: Run, cfg: GateConfig) -> GateCheck:
