@@ -3,8 +3,8 @@
 Chinese reports showed English: the lexical judge's "; but the premise lacks the number 2012" landed in the
 "missing" list of its translation and was printed as it was, and several reasons why a metric is null ("no
 statements in the answer", "no response claims", "judge undecided on all 2 ...") had no Chinese. Every reason
-text the evaluator and the claim metrics can write is read here from their source and must reach a Chinese
-report in Chinese.
+text the evaluator and the claim metrics can write, and every reason the base preset skips a stage or a measure
+for, is read here from their source and must reach a Chinese report in Chinese.
 
 Answer relevancy is 0 only when every generated question is noncommittal (ragas), but the LLM judge asked for
 one flag for the whole answer and the evaluator copied it to every question: one flag zeroed the score. The
@@ -32,6 +32,7 @@ from lewisrag.eval.records import read_answers
 from lewisrag.eval.reports.html import page_data_from_results
 from lewisrag.eval.reports.i18n import messages
 from lewisrag.eval.reports.markdown import render_results
+from lewisrag.experiments import base
 
 ZH = messages("zh")
 
@@ -118,6 +119,36 @@ def test_every_reason_a_metric_can_be_null_for_reaches_a_chinese_report_in_chine
     untranslated = {t: ZH.text(t) for t in texts if ZH.text(t) == t or _english(ZH.text(t))}
     assert not untranslated, untranslated
     assert messages("en").text("no response claims") == "no response claims"  # English stays as written
+
+
+def _skip_reasons() -> set[str]:
+    """Why the base preset leaves a stage or a measure out (experiments/base.py), which report.md prints:
+    NOT_RUN's values, what is assigned to `skipped[...]` and every dict's "skipped" entry, each branch of
+    a conditional."""
+    def texts(node) -> set[str]:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return {node.value}
+        if isinstance(node, ast.IfExp):
+            return texts(node.body) | texts(node.orelse)
+        return {s for v in node.values for s in texts(v)} if isinstance(node, ast.Dict) else set()
+
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(inspect.getsource(base))):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "NOT_RUN" or isinstance(t, ast.Subscript)
+                                                and getattr(t.value, "id", "") == "skipped" for t in node.targets):
+            found |= texts(node.value)
+        elif isinstance(node, ast.Dict):
+            found |= {s for k, v in zip(node.keys, node.values) if isinstance(k, ast.Constant) and k.value == "skipped"
+                      for s in texts(v)}
+    return found
+
+
+def test_every_reason_the_base_preset_skips_for_reaches_a_chinese_report_in_chinese():
+    texts = _skip_reasons()
+    assert {"no --passages-b", "used only by the ablations", "no test question's gold passage is among the indexed passages",
+            "no test question has gold_passage_ids (the hub's QA sets and DPR's .qa.csv have none)"} <= texts, texts
+    untranslated = [t for t in texts if ZH.text(t) == t or not re.search(r"[\u4e00-\u9fff]", ZH.text(t))]
+    assert not untranslated, untranslated
 
 
 def test_a_verdicts_reason_inside_a_null_reason_is_translated_too():

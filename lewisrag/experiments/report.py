@@ -8,6 +8,7 @@ sentence template comes from the catalogue of `lewisrag.eval.reports.i18n`.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -15,10 +16,10 @@ import matplotlib
 import matplotlib.pyplot as plt
 
 from lewisrag.data.io import InputError, atomic_path, expect, is_count, is_finite_number, iter_records, read_json, write_text
-from lewisrag.eval.reports.claims import LEVEL, RESAMPLES, SEED, claims_markdown, paired_difference, paired_pvalue
+from lewisrag.eval.reports.claims import (LEVEL, RESAMPLES, SEED, claim_scores, claims_markdown, paired_difference,
+                                          paired_pvalue)
 from lewisrag.eval.reports.i18n import ENGLISH, Messages, cjk_font, messages, plot_messages
 from lewisrag.eval.reports.markdown import code
-from lewisrag.eval.results import CLAIMS_PREFIX
 from lewisrag.experiments.presets import PRESETS
 
 SYSTEMS = ("rag_token", "rag_sequence", "closed_book", "stitched")  # the report's rows, in this order
@@ -97,12 +98,7 @@ def _scores(results: dict, metric: str, kind: str | None) -> dict[str, dict[str,
 
 def _claim_scores(results: dict) -> dict[str, dict[str, dict[str, float]]]:
     """{system: {claims.<metric>: {question id: value}}} from the compare stage's eval records."""
-    out: dict[str, dict[str, dict[str, float]]] = {}
-    for r in _records(results):
-        for m, v in r["metrics"].items() if r.get("kind") is None else ():
-            if m.startswith(CLAIMS_PREFIX) and is_finite_number(v):
-                out.setdefault(str(r.get("system")), {}).setdefault(m, {})[r["id"]] = float(v)
-    return out
+    return claim_scores((r for r in _records(results) if r.get("kind") is None), lambda r: str(r.get("system")))
 
 
 def _lead(leaders: list[str], systems: list[str], scores: dict[str, dict[str, float]], t: Messages,
@@ -214,8 +210,9 @@ def _retrieval(results: dict, t: Messages) -> list[str]:
         answers = [t("rep.retrieval.answer_h", n=r["answerable_questions"]), "",
                    f"| {t('rep.retrieval.col')} | " + " | ".join(f"top-{k}" for k in ks) + " |", "|---|" + "---:|" * len(ks),
                    f"| {t('rep.retrieval.dpr_given')} | " + " | ".join(_f(r["answer_recall"][k], t) for k in ks) + " |", ""]
-    if "skipped" in r:
-        return answers + [t("rep.retrieval.h"), "", t("rep.retrieval.not_measured", why=t.text(r["skipped"])), ""]
+    if "skipped" in r:  # the base preset: every gold passage cut off (--max-passages) is counted, measured or not
+        outside = [t("rep.retrieval.gold_none_indexed", n=r["gold_not_indexed"]), ""] if r.get("gold_not_indexed") else []
+        return answers + [t("rep.retrieval.h"), "", t("rep.retrieval.not_measured", why=t.text(r["skipped"])), "", *outside]
     if "bm25" not in r:  # the base preset: the given DPR pair only
         ks = [k for k in ("recall_at_1", "recall_at_5", "recall_at_20") if k in r]
         outside = [t("rep.retrieval.gold_not_indexed", n=r["gold_not_indexed"]), ""] if r.get("gold_not_indexed") else []
@@ -247,8 +244,10 @@ def _table1(results: dict, t: Messages) -> list[str]:
     best = leaders[0]
     if len(rows) == 1:  # nothing to compare it with: not "every system scores the same"
         sentence = t("rep.t1.one", name=t.system(best), em=_pct(qa[best]["exact_match"], t))
-    elif len(leaders) == len(rows):
-        sentence = t("rep.t1.same", em=_pct(qa[best]["exact_match"], t))
+    elif len(leaders) == len(rows):  # the systems without one (n/a) are named: they tie with nothing
+        unscored = [s for s in shown if s not in rows]
+        sentence = (t("rep.t1.same_scored", em=_pct(qa[best]["exact_match"], t), others=t.names(map(t.system, unscored)))
+                    if unscored else t("rep.t1.same", em=_pct(qa[best]["exact_match"], t)))
     else:
         sentence = t("rep.t1.best" if len(leaders) == 1 else "rep.t1.best_tied", name=t.names(map(t.system, leaders)),
                      em=_pct(qa[best]["exact_match"], t))
@@ -285,10 +284,13 @@ def _long_form(results: dict, t: Messages) -> list[str]:
     out += [f"| {t.system(s)} | {_f(qa[s]['long']['rougeL'], t)} | {_f(qa[s]['long']['bleu1'], t)} |" for s in rows]
     scored = {s: qa[s]["long"]["rougeL"] for s in rows if qa[s]["long"].get("rougeL") is not None}
     leaders = _leaders(scored, t) if scored else []
-    key = ("rep.long.none" if not scored else "rep.long.one" if len(scored) == 1 else "rep.long.same"
-           if len(leaders) == len(scored) else "rep.long.sentence" if len(leaders) == 1 else "rep.long.sentence_tied")
+    unscored = [s for s in rows if s not in scored]  # n/a: named beside a tie, which they are no part of
+    key = ("rep.long.none" if not scored else "rep.long.one" if len(scored) == 1 else
+           ("rep.long.same_scored" if unscored else "rep.long.same") if len(leaders) == len(scored)
+           else "rep.long.sentence" if len(leaders) == 1 else "rep.long.sentence_tied")
     sentence = t(key, n=qa[rows[0]]["long"]["n"], name=t.names(map(t.system, leaders)) if leaders else "",
-                 score=_f(scored[leaders[0]], t) if leaders else "")
+                 score=_f(scored[leaders[0]], t) if leaders else "",
+                 others=t.names(map(t.system, unscored)) if unscored else "")
     if len(leaders) < len(scored):
         sentence += _lead(leaders, list(scored), _scores(results, "rougeL", "long"), t)
     kinds = ((results.get("config") or {}).get("preset") or {}).get("rag", {}).get("train_kinds", "")
@@ -428,9 +430,14 @@ def _compare(results: dict, t: Messages) -> list[str]:
            f"| {t('col.system')} | " + " | ".join(t.metric(c) for c in cols) + " |", "|---|" + "---:|" * len(cols)]
     out += [f"| {t.system(s)} | " + " | ".join(_f(v.get(c), t) for c in cols) + " |" for s, v in layers.items()]
     scored = {s: v["faithfulness"] for s, v in layers.items() if v.get("faithfulness") is not None}
+    unscored = [s for s in layers if s not in scored]  # n/a: "every system has the same" would count them in
     leaders = _leaders(scored, t) if scored else []
-    if scored and len(leaders) == len(scored):
-        out += ["", t("rep.layers.same", v=_f(next(iter(scored.values())), t))]
+    if len(scored) == 1:  # nothing to compare it with
+        out += ["", t("rep.layers.one", name=t.system(leaders[0]), v=_f(scored[leaders[0]], t))]
+    elif scored and len(leaders) == len(scored):
+        v = _f(next(iter(scored.values())), t)
+        out += ["", t("rep.layers.same_scored", v=v, others=t.names(map(t.system, unscored))) if unscored
+                else t("rep.layers.same", v=v)]
     elif scored:
         out += ["", t("rep.layers.best" if len(leaders) == 1 else "rep.layers.best_tied",
                       name=t.names(map(t.system, leaders)), v=_f(scored[leaders[0]], t))
@@ -486,10 +493,24 @@ def _log(path: Path) -> list[dict]:
 
 
 def write_plots(run: Path, results: dict, inputs: dict | None = None) -> None:
+    """The plots, labelled in the report's language; drawn with a CJK font behind the default face whenever
+    the run's own text they show is CJK (the Chinese world's questions, tokens and titles under an English
+    report: `--lang zh --report-lang en`), which the default face draws as boxes."""
     matplotlib.use("Agg")
     inputs = plot_inputs(run, results) if inputs is None else inputs
     with plot_messages(report_lang(results)) as t:
-        _plots(run, results, t, inputs)
+        family = list(matplotlib.rcParams["font.family"])
+        font = cjk_font() if _wide_text(inputs) else None
+        with matplotlib.rc_context({"font.family": [*family, font]} if font and font not in family else {}):
+            _plots(run, results, t, inputs)
+
+
+def _wide_text(inputs: dict) -> bool:
+    """Whether the evidence the posterior plots draw (question, tokens, passage titles) holds a CJK or
+    full-width character."""
+    texts = (x for ev in (inputs.get(k) for k in ("evidence.json", "jeopardy/evidence.json")) if ev
+             for x in (ev["question"], *ev["tokens"], *(p["title"] for p in ev["passages"])))
+    return any(unicodedata.east_asian_width(c) in "WF" for text in texts if isinstance(text, str) for c in text)
 
 
 def _plots(run: Path, results: dict, t: Messages, inputs: dict) -> None:

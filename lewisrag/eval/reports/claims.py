@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
+from lewisrag.data.io import is_finite_number
 from lewisrag.eval.reports.i18n import Messages, messages
 from lewisrag.eval.results import CLAIM_METRICS, CLAIMS_PREFIX, CONTRADICTIONS
 from lewisrag.eval.stats import mcnemar, sign_flip_test
@@ -55,6 +56,24 @@ def claim_columns(aggregates: Mapping) -> dict[str, dict]:
 
 def _claims_of(aggregates: Mapping) -> dict:
     return {m: aggregates[m] for m in (*CLAIM_METRICS, CONTRADICTIONS) if isinstance(aggregates.get(m), Mapping)}
+
+
+def claim_scores(records: Iterable[Mapping], label: Callable[[Mapping], str]) -> dict[str, dict[str, dict[str, float]]]:
+    """The `scores` of `claims_markdown` from per-question records: {label(record): {claims.<metric>:
+    {question id: value}}}, finite values of the records that name their question only: without them
+    the sentences rank the columns' means, and name a column highest where no paired test sets it apart.
+
+    >>> claim_scores([{"id": "q1", "system": "a", "metrics": {"claims.f1": 0.5, "claims.recall": None, "faithfulness": 1.0}}],
+    ...              lambda r: r["system"])
+    {'a': {'claims.f1': {'q1': 0.5}}}
+    """
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for r in records:
+        metrics = r.get("metrics")
+        for m, v in metrics.items() if isinstance(metrics, Mapping) and isinstance(r.get("id"), str) else ():
+            if m.startswith(CLAIMS_PREFIX) and is_finite_number(v):
+                out.setdefault(label(r), {}).setdefault(m, {})[r["id"]] = float(v)
+    return out
 
 
 def _mean(col: Mapping, short: str) -> float | None:
@@ -129,8 +148,8 @@ def _ranking(values: Mapping[str, float | None], name: Name, most: str, least: s
     if len(known) < 2:
         return ""
     top, bottom = max(known.values(), key=float), min(known.values(), key=float)
-    if top == bottom:
-        return t("cl.same")
+    if top == bottom:  # a column without a value ("–") is no part of the tie
+        return t("cl.same_scored" if len(known) < len(values) else "cl.same")
     tops, bottoms = ([label for label, v in known.items() if v == end] for end in (top, bottom))
     ends = {"most": most, "top": t.names(map(name, tops)), "least": least, "bottom": t.names(map(name, bottoms))}
     if scores is None:
@@ -180,8 +199,9 @@ def _each_extremes(columns: Columns, shorts: tuple[str, ...], name: Name, t: Mes
         inner = _ends(columns, (short,), name, t("cl.highest"), t("cl.lowest"), t, scores)
         if inner:
             parts.append((inner, t("cl.of_metric", metric=t(CLAIMS_PREFIX + short), ranking=inner)))
-    if parts and len(parts) == len(shorts) and all(inner == t("cl.same") for inner, _ in parts):
-        return t("cl.paren", inner=t("cl.same"))  # once, not once per metric
+    same = {inner for inner, _ in parts}
+    if parts and len(parts) == len(shorts) and len(same) == 1 and same <= {t("cl.same"), t("cl.same_scored")}:
+        return t("cl.paren", inner=parts[0][0])  # once, not once per metric
     return t("cl.paren", inner=t.join((part for _, part in parts), "sep.clause")) if parts else ""
 
 
@@ -251,7 +271,10 @@ def _sources(columns: Columns, name: Name, t: Messages) -> str:
         if None in (rel, irr, hal) or _f(rel + irr) == _f(hal) == _f(0.0):
             continue  # no wrong claim from either side: "as much from the passages as from nowhere (0.000 against 0.000)"
         noise = rel + irr
-        where = (t("cl.src.passages") if noise > hal else t("cl.src.nowhere") if hal > noise else t("cl.src.even"))
+        # compared as printed: 0.1 + 0.2 is above 0.3 in floats, "more from the passages (0.300 against 0.300)"
+        shown, hal_shown = float(_f(noise)), float(_f(hal))
+        where = (t("cl.src.passages") if shown > hal_shown else t("cl.src.nowhere") if hal_shown > shown
+                 else t("cl.src.even"))
         item = (t("cl.src.item_named", who=name(label), noise=_f(noise), hal=_f(hal)) if len(columns) > 1
                 else t("cl.src.item", noise=_f(noise), hal=_f(hal)))
         groups.setdefault(where, []).append(item)
@@ -328,9 +351,10 @@ def _confidence(columns: Columns) -> float:
     return 0.95
 
 
-def _column(label: str, t: Messages) -> str:
-    """A column's heading: the system, or for a run without systems "all" in the report's language."""
-    return t("cl.column.all") if label == "all" else label
+def _column(label: str, t: Messages, lone: bool) -> str:
+    """A column's heading: the system, or for a run without systems (`lone`: its one column) "all" in the
+    report's language; a system named "all" beside others keeps its name."""
+    return t("cl.column.all") if lone and label == "all" else label
 
 
 def claims_markdown(columns: Columns, name: Name, title: str | None = None, lang: str = "en",
@@ -342,7 +366,8 @@ def claims_markdown(columns: Columns, name: Name, title: str | None = None, lang
     t = messages(lang)
     pct = f"{_confidence(columns):.0%}"
     lines = [f"## {title or t('cl.title')}", "", t("cl.intro", pct=pct), "",
-             f"| {t('col.metric')} | " + " | ".join(name(_column(c, t)) for c in columns) + " |", "|---|" + "---:|" * len(columns)]
+             f"| {t('col.metric')} | " + " | ".join(name(_column(c, t, len(columns) == 1)) for c in columns) + " |",
+             "|---|" + "---:|" * len(columns)]
     lines += ["| " + " | ".join(row) + " |" for row in table_rows(columns, lang)]
     tested = [t("cl.tested", level=LEVEL, resamples=RESAMPLES, seed=SEED)] if scores is not None and len(columns) > 1 else []
     return lines + [""] + [f"- {s}" for s in claim_sentences(columns, name, lang, scores)] + tested
@@ -355,7 +380,7 @@ def claims_html(columns: Columns, lang: str = "en") -> str:
     t = messages(lang)
     esc = html.escape
     pct = f"{_confidence(columns):.0%}"
-    head = "".join(f'<th scope="col">{esc(_column(label, t))}</th>' for label in columns)
+    head = "".join(f'<th scope="col">{esc(_column(label, t, len(columns) == 1))}</th>' for label in columns)
     rows = "".join(f'<tr><th scope="row">{esc(label)}</th>' + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>"
                    for label, *cells in table_rows(columns, lang))
     sentences = "".join(f"<li>{esc(s)}</li>" for s in claim_sentences(columns, str, lang))

@@ -158,6 +158,11 @@ MESSAGES: dict[str, tuple[str, str]] = {
                                        "(`--max-passages`, or not in `--passages`) are left out of these numbers.",
                                        "另有 {n} 个问题的金标段落全都不在已建索引的段落里（被 `--max-passages` 截掉，"
                                        "或不在 `--passages` 中），未计入以上数字。"),
+    # the same count where it is every question with gold ids (none measured): "left out of these numbers" named none
+    "rep.retrieval.gold_none_indexed": ("The gold passages of all {n} test questions with gold passage ids lie outside the "
+                                        "indexed passages (`--max-passages`, or not in `--passages`).",
+                                        "标注了金标段落 id 的 {n} 个测试问题，金标段落全都不在已建索引的段落里（被 "
+                                        "`--max-passages` 截掉，或不在 `--passages` 中）。"),
     "rep.retrieval.col": ("retriever", "检索器"),
     "rep.retrieval.dpr_given": ("DPR (given pair)", "DPR（给定的编码器对）"),
     "rep.retrieval.dpr_trained": ("DPR (trained here)", "DPR（本次训练）"),
@@ -167,6 +172,9 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "rep.t1.h": ("## Open-domain QA (Table 1 style, test split, short answers)", "## 开放域问答（仿论文表 1，测试集，短答案）"),
     "rep.t1.same": ("Every system scores the same exact match ({em}): no system stands out",
                     "每个系统的精确匹配（EM）都一样（{em}）：没有哪个系统更突出"),
+    # every system with an exact match ties, another has none (null): not "every system"
+    "rep.t1.same_scored": ("Every system with an exact match scores the same ({em}): no system stands out; not measured "
+                           "for {others}", "有精确匹配（EM）的系统都一样（{em}）：没有哪个系统更突出；未测量：{others}"),
     "rep.t1.best": ("{name} has the highest exact match ({em})", "{name} 的精确匹配（EM）最高（{em}）"),
     "rep.t1.best_tied": ("{name} share the highest exact match ({em})", "{name} 的精确匹配（EM）并列最高（{em}）"),
     "rep.t1.one": ("{name} has an exact match of {em}", "{name} 的精确匹配（EM）为 {em}"),  # the only system with one
@@ -198,6 +206,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
                                "在 {n} 道长答案题上，{name} 的 ROUGE-L 并列最高（{score}）"),
     "rep.long.same": ("On {n} long-form questions every system scores the same ROUGE-L ({score})",
                       "在 {n} 道长答案题上，每个系统的 ROUGE-L 都一样（{score}）"),
+    "rep.long.same_scored": ("On {n} long-form questions every system with a ROUGE-L scores the same ({score}); not "
+                             "measured for {others}", "在 {n} 道长答案题上，有 ROUGE-L 的系统都一样（{score}）；未测量：{others}"),
     "rep.long.one": ("On {n} long-form questions {name} has a ROUGE-L of {score}",
                      "在 {n} 道长答案题上，{name} 的 ROUGE-L 为 {score}"),
     "rep.long.none": ("On {n} long-form questions no system has a ROUGE-L: not measured",
@@ -266,6 +276,9 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "rep.layers.h": ("## Answer layers (retrieval, generation, citation; details in report.html)",
                      "## 回答分层（检索、生成、引用；细节见 report.html）"),
     "rep.layers.same": ("Every system has the same faithfulness ({v}).", "每个系统的忠实度都一样（{v}）。"),
+    "rep.layers.same_scored": ("Every system with a faithfulness has the same one ({v}); not measured for {others}.",
+                               "有忠实度的系统都一样（{v}）；未测量：{others}。"),
+    "rep.layers.one": ("{name} has a faithfulness of {v}.", "{name} 的忠实度为 {v}。"),  # the only system with one
     "rep.layers.best": ("{name} has the most faithful answers ({v} of their statements supported by the passages they read)",
                         "{name} 的回答最忠实（其陈述中有 {v} 能被它读到的段落支持）"),
     "rep.layers.best_tied": ("{name} share the most faithful answers ({v} of their statements supported by the passages "
@@ -354,6 +367,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
                   "- 只有配对检验在 p < {level} 下把某列与其余每一列都区分开、且方向一致，才说它最高或最低：检验用双侧符号翻转检验，"
                   "只计两列都有数值的题（用种子 {seed} 抽 {resamples:,} 种符号组合）；区分不开的，说它们的差别在噪声之内；"
                   "区分开了但方向相反的，说高低相反。"),
+    "cl.same_scored": ("the same for every column with a value", "有数值的各列都一样"),  # another column has none ("–")
     "cl.same": ("the same for every one", "各列都一样"),
     "cl.highest": ("highest for", "最高："),
     "cl.lowest": ("lowest for", "最低："),
@@ -747,6 +761,7 @@ KNOWN_TEXTS: dict[str, str] = {
     "no test question has gold_passage_ids (the hub's QA sets and DPR's .qa.csv have none)": "没有哪道测试题带 gold_passage_ids（hub 上的问答数据集和 DPR 的 .qa.csv 都没有）",
     # a run written before KILT and DPR's files were read says it so
     "no test question has gold_passage_ids (nq_open has none)": "没有哪道测试题带 gold_passage_ids（nq_open 没有）",
+    "no test question's gold passage is among the indexed passages": "没有哪道测试题的金标段落在已建索引的段落里",
     # why a metric is null (eval/evaluator.py)
     "not_in_kb: judged on refusal only, never averaged": "知识库里没有：只看是否拒答，从不进平均值",
     "refusal: asserts nothing, never averaged": "拒答：什么也没断言，从不进平均值",

@@ -12,7 +12,7 @@ import html
 import re
 
 from lewisrag.eval.diagnose import CAUSES, LAYERS
-from lewisrag.eval.reports.claims import claim_columns, claims_markdown
+from lewisrag.eval.reports.claims import claim_columns, claim_scores, claims_markdown
 from lewisrag.eval.reports.distributions import CONFIDENCE, distribution_markdown, distribution_table, situations_markdown
 from lewisrag.eval.reports.i18n import ENGLISH, Messages, messages
 
@@ -98,9 +98,16 @@ def render_results(results: dict, lang: str = "en", plots_in_english: bool = Fal
     refusals. A run of several systems (`aggregates.by_system`) says so and shows each system apart.
     `plots_in_english`: the run's plots kept English labels (no CJK font: `i18n.cjk_font`), which a report
     in another language says under its distributions."""
+    from lewisrag.eval.evaluator import NO_SYSTEM  # here: the evaluator's imports are not the reproduce report's
+
     t = messages(lang)
     judge, agg, recs = results["judge"], results["aggregates"], results["records"]
     systems = agg.get("by_system") or {}
+
+    def system(r: dict):
+        """A record's system as the aggregates group it (`by_system`): the records naming none are NO_SYSTEM."""
+        return NO_SYSTEM if systems and r.get("system") is None else r.get("system")
+
     out = [t("md.title"), "",
            t("md.judge", name=code(judge["name"]), fingerprint=code(judge["fingerprint"][:16]))
            + (t("md.judge_model", model=code(judge["model"])) if "model" in judge else ""),
@@ -110,7 +117,10 @@ def render_results(results: dict, lang: str = "en", plots_in_english: bool = Fal
         out.append(t("md.systems", n=len(systems), names=t.join(map(code, systems), "sep.enum")))
     out += ["", *_distributions(agg, t), "", t("md.null")]
     out += ["", t("rep.plots.no_cjk")] if plots_in_english and t.lang != "en" else []
-    claims = claims_markdown(claim_columns(agg), escape, lang=lang)
+    # each system's per-question values: a column is named highest or lowest only where a paired test sets it apart
+    scored = (r for r in recs if r.get("category") != "not_in_kb")  # the records the aggregates average
+    scores = claim_scores(scored, lambda r: str(system(r))) if systems else None
+    claims = claims_markdown(claim_columns(agg), escape, lang=lang, scores=scores)
     out += ["", *claims] if claims else []
     out += ["", t("md.layers.h"), "", t("md.layers.note"), ""]
     rows = []
@@ -118,7 +128,7 @@ def render_results(results: dict, lang: str = "en", plots_in_english: bool = Fal
         if r.get("category") == "not_in_kb":
             continue
         m, d = r["metrics"], r["diagnosis"]
-        cells = [r["id"], r.get("system")]
+        cells = [r["id"], system(r)]
         for layer, keys in LAYER_METRICS:
             shown = " / ".join(fmt(m.get(k), t) for k in keys if k in m and (m.get(k) is not None or len(keys) == 1))
             verdict = t.word("verdict", d["layers"][layer])
@@ -143,7 +153,7 @@ def render_results(results: dict, lang: str = "en", plots_in_english: bool = Fal
     if not systems and nik["not_refused_ids"]:
         out.append(_missed(nik, t))
     out += ["", t("md.unsupported.h"), ""]
-    bad = [[r["id"], *([r.get("system")] if systems else []), s["text"], t.text(s["reason"])]
+    bad = [[r["id"], *([system(r)] if systems else []), s["text"], t.text(s["reason"])]
            for r in recs for s in r["statements"] if s["supported"] is False]
     columns = ["id", *([t("col.system")] if systems else []), t("col.statement"), t("md.unsupported.reason")]
     out += table(columns, bad, t) if bad else [t("md.none")]
