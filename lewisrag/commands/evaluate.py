@@ -199,7 +199,7 @@ def _show_answers(results: dict, judge, as_json: bool, lang: str = "en") -> None
     columns = claim_columns(agg)
     if columns:
         _ui.out.print(_ui.table(t("cli.eval.claims", pct=f"{CLAIM_CONFIDENCE:.0%}"),
-                                [t("col.metric"), *(t("cl.column.all") if c == "all" else c for c in columns)],
+                                [t("col.metric"), *(t("cl.column.all") if c == "all" and len(columns) == 1 else c for c in columns)],
                                 table_rows(columns, lang)))
     columns, rows = count_columns(agg, "primary_cause_counts", list(agg["primary_cause_counts"]), t("col.questions"), t)
     _ui.out.print(_ui.table(t("bh.col.primary"), [t("col.layer"), *columns], [[_layer(k, t), *c] for k, *c in rows]))
