@@ -14,9 +14,12 @@ def swap(
     index: list[Path] = typer.Option(..., "--index", help="A dense index to read from; repeat (e.g. snapshot A and snapshot B)."),
     questions: list[str] = typer.Option(..., "--questions", help="A question set scored by exact match; repeat (e.g. "
                                         "questions_a, questions_b). Its short-answer questions are scored; long-form ones "
-                                        "and those without an answer are left out and counted (a note says how many)."),
+                                        "and those without an answer are left out and counted (a note says how many). Its column "
+                                        "is named by the file's stem; an hf: spec keeps its dots "
+                                        "(hf:trivia_qa:rc.nocontext:validation)."),
     qa_fields: str = typer.Option(None, "--qa-fields", help=_ui.QA_FIELDS_HELP + " Applies to every --questions."),
-    swap_encoder: bool = typer.Option(False, "--swap", help="Also accept indexes built by another context encoder than a model's."),
+    swap_encoder: bool = typer.Option(False, "--swap", help="Also accept indexes built by another context encoder than "
+                                      "a model's (else such an index is refused before any model loads)."),
     num_beams: int = typer.Option(1, "--num-beams", help="Beams when decoding (1 = greedy)."),
     max_length: int = typer.Option(32, "--max-length", help="Longest answer in tokens, the start token included."),
     batch_size: int = typer.Option(16, "--batch-size", help="Questions decoded at once."),

@@ -297,7 +297,9 @@ def _reading_probe(system, examples: list, tops: list, gold: list, batch_size: i
     """`position_probe` for a system whose prompt may not hold every passage (an hf: generator's drops them
     from the worst-ranked end, `answer_from`: the last positions, where the probe moves the gold passage).
     A probe whose prompt dropped the gold passage measures no position: it is left out of its position's
-    EM, not scored as a miss, and counted per position in "not_read", with "scored", each position's n."""
+    EM, not scored as a miss, and counted per position in "not_read"; a failed answer to one that read it
+    (a chat error, an hf: answer cut at max_new_tokens) is left out too, counted per position in "failed".
+    Either way "scored" holds each position's n (`position_probe`)."""
     gold = [copy.copy(g) for g in gold]  # one object per question, which no top_k list holds: found by identity
     golds = {id(g) for g in gold}
     unread, failed = Counter(), Counter()
@@ -317,10 +319,9 @@ def _reading_probe(system, examples: list, tops: list, gold: list, batch_size: i
     curve = position_probe(examples, tops, gold, answer, batch_size, on_batch)
     curve.pop("failed", None)  # it counted every None: the failures alone are counted again below
     if failed:
-        curve["failed"] = sum(failed.values())
+        curve["failed"] = [failed[p] for p in curve["positions"]]
     if unread:
         curve["not_read"] = [unread[p] for p in curve["positions"]]
-        curve["scored"] = [curve["n"] - unread[p] - failed[p] for p in curve["positions"]]
     return curve
 
 
@@ -675,6 +676,18 @@ def position_shape(name: str, ems: list) -> str:
     return "cmp.pos.plain"
 
 
+def thin_positions(curve: dict) -> list[int]:
+    """The positions of a probe curve whose EM was scored on fewer than half of its `n` probes (the rest
+    failed or did not read the gold passage: "scored"), which leave its shape unread: 1 answer of 4 is
+    EM 0 or 1, and decided a "lost in the middle" verdict. A position none was scored at is NaN, left out
+    of the shape as it is (`position_shape`).
+
+    >>> thin_positions({"positions": [1, 2, 3], "n": 4, "scored": [1, 4, 0]}), thin_positions({"positions": [1], "n": 4})
+    ([1], [])
+    """
+    return [p for p, k in zip(curve["positions"], curve.get("scored") or ()) if 0 < 2 * k < curve["n"]]
+
+
 def findings(card: dict, lang: str = "en") -> list[str]:
     """Sentences saying what the scorecard shows (for report.md), in `lang`."""
     t = messages(lang)
@@ -705,10 +718,15 @@ def findings(card: dict, lang: str = "en") -> list[str]:
     for n, c in (card.get("position") or {}).items():
         points = t.join(f"{p}: {t('cmp.pos.unscored') if _unscored(v) else f'{v:.3f}'}"
                         for p, v in zip(c["positions"], c["exact_match"]))
-        unread = ""
-        if any(c.get("not_read") or ()):  # an hf: prompt dropped the gold passage: each position's n differs
-            unread = t("cmp.pos.unread", items=t.join(f"{p}: {k}/{c['n']}" for p, k in zip(c["positions"], c["scored"])))
-        out.append(t("cmp.pos", name=n, points=points, shape=t(position_shape(n, c["exact_match"]))) + unread)
+        unread, failed = any(c.get("not_read") or ()), any(c.get("failed") or ())
+        left_out = ""
+        if unread or failed:  # an hf: prompt dropped the gold passage, or an answer failed: each position's n differs
+            left_out = t("cmp.pos.failed_unread" if unread and failed else "cmp.pos.failed" if failed else "cmp.pos.unread",
+                         items=t.join(f"{p}: {k}/{c['n']}" for p, k in zip(c["positions"], c["scored"])))
+        thin = thin_positions(c)
+        shape = (t("cmp.pos.thin", n=c["n"], positions=t.join(map(str, thin))) if thin
+                 else t(position_shape(n, c["exact_match"])))
+        out.append(t("cmp.pos", name=n, points=points, shape=shape) + left_out)
     for n, g in (card.get("generators") or {}).items():
         out.append(t("cmp.generator", name=n, generator=g["generator"], n_docs=g["n_docs"], version=g["prompt_version"],
                      failed=g["failed"], answers=g["answers"]))

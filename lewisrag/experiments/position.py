@@ -44,9 +44,11 @@ def position_probe(examples: Sequence[QAExample], passages: Sequence[Sequence], 
     """EM at each gold position 1..k; `passages[i]` are question i's k passages, `gold[i]` its gold one.
 
     An answer an outside generator failed to give (None) is left out of its position's mean, not
-    scored 0; "failed" counts them when there are any (a position with none answered is NaN)."""
+    scored 0. When there are any, each position's count is kept: "scored" (the answers its EM is
+    over) and "failed" (those left out), since a point that rests on 1 answer of 4 reads like one
+    over all 4 (a position with none answered is NaN)."""
     k = len(passages[0])
-    em, failed = [], 0
+    em, scored = [], []
     for position in range(1, k + 1):
         hits, answered = 0.0, 0
         for s in range(0, len(examples), batch_size):
@@ -54,12 +56,14 @@ def position_probe(examples: Sequence[QAExample], passages: Sequence[Sequence], 
             answers = answer([examples[i].question for i in batch], [with_gold_at(passages[i], gold[i], position) for i in batch])
             given = [(a, i) for a, i in zip(answers, batch) if a is not None]
             hits += sum(answer_exact_match(a, examples[i]) for a, i in given)
-            answered, failed = answered + len(given), failed + len(batch) - len(given)
+            answered += len(given)
             if on_batch:
                 on_batch(len(batch))
         em.append(hits / answered if answered else math.nan)
+        scored.append(answered)
     out = {"positions": list(range(1, k + 1)), "exact_match": em, "n": len(examples)}
-    return {**out, "failed": failed} if failed else out
+    failed = [len(examples) - a for a in scored]
+    return {**out, "scored": scored, "failed": failed} if any(failed) else out
 
 
 def plot_positions(curves: dict[str, dict], path: str | os.PathLike, lang: str = "en") -> None:

@@ -12,13 +12,15 @@ question vectors would then be compared with vectors from a different space.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from lewisrag.data.io import InputError, given_once, read_json
-from lewisrag.data.records import read_qa
+from lewisrag.data.records import answer_sources, read_qa
 from lewisrag.data.threads import resolve_device
 from lewisrag.experiments.ask import check_max_length, knows_no_word, question_problem, unpaired_note
+from lewisrag.rag_model.checkpoints import EXPORT_RECORD, read_settings
 from lewisrag.training.checkpoint import load_trained, resolve_model_dir
 from lewisrag.training.rag_data import place_search
 from lewisrag.index.dense import DenseIndex
@@ -27,17 +29,20 @@ from lewisrag.scoring.qa import answer_exact_match, is_regex_answered
 
 
 def labels(paths: Sequence[str | os.PathLike], stem: bool = False) -> list[str]:
-    """Short unique names for paths: the last component (file stem), else the whole path. A local path
-    with no last name of its own (".", "./", "..") is named by the folder it resolves to.
+    """Short unique names for paths: the last component (a local file's stem), else the whole path. A local
+    path with no last name of its own (".", "./", "..") is named by the folder it resolves to. An hf: spec
+    keeps its dots: its config's (trivia_qa's rc.nocontext) are no file suffix.
 
     >>> labels(["runs/a/rag", "runs/b/rag"]), labels(["x/questions_a.jsonl", "y/questions_b.jsonl"], stem=True)
     (['runs/a/rag', 'runs/b/rag'], ['questions_a', 'questions_b'])
+    >>> labels(["hf:trivia_qa:rc.nocontext:validation", "hf:nq_open:validation"], stem=True)
+    ['hf:trivia_qa:rc.nocontext:validation', 'hf:nq_open:validation']
     """
     def short(p: str | os.PathLike) -> str:
-        path = Path(p)
-        if not str(p).startswith("hf:") and path.name in ("", ".."):  # Path(".").name is ""
+        path, hub = Path(p), str(p).startswith("hf:")
+        if not hub and path.name in ("", ".."):  # Path(".").name is ""
             path = Path(os.path.realpath(p))
-        return (path.stem if stem else path.name) or str(p)  # "/" resolves to "/"
+        return (path.stem if stem and not hub else path.name) or str(p)  # "/" resolves to "/"
 
     names = [short(p) for p in paths]
     return names if len(set(names)) == len(names) else [str(p) for p in paths]
@@ -59,6 +64,17 @@ def load_question_sets(paths: Sequence[str | os.PathLike], qa_fields: dict[str, 
             left_out.append({"long": sum(ex.kind != "short" for ex in examples),
                              "no_answer": sum(ex.kind == "short" and not ex.answers for ex in examples)})
     return sets
+
+
+def line_of(path: str | os.PathLike, example, qa_fields: dict[str, str] | None = None) -> int | None:
+    """The line of `path` (an hf: split's record number) that `read_qa(path, qa_fields)` read `example` from,
+    to name it in an error as the reader names its own: found again on that error's path alone, as
+    `records.refuse_regex_targets` finds its line, so a file that is fine is read once."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # what the reader warns of (merged rows) was said at the first read
+        sources, examples = answer_sources(path, qa_fields), read_qa(path, qa_fields)
+    return next((line for (line, _), ex in zip(sources, examples)
+                 if (ex.id, ex.question) == (example.id, example.question)), None)
 
 
 def check_tasks(model_dirs: Sequence[Path]) -> None:
@@ -139,14 +155,38 @@ def _same_fact(x, y) -> bool:
                for a in this.answers)
 
 
-def check_pairs(models: Sequence, indexes: Sequence, swap: bool) -> None:
-    """Refuse, before any work, an index built by another context encoder than a model's (unless swap)."""
-    for model in models:
-        cfg = model.question_encoder.config
-        dim = int(getattr(cfg, "projection_dim", 0) or cfg.hidden_size)
+def paired_with(model_dir: Path) -> str | None:
+    """The context encoder (its fingerprint) the question encoder of a `resolve_model_dir` folder is paired
+    with, as `load_trained` gives it (`settings.index_fingerprint`), read without loading any weight: from
+    rag.json's settings, or from the record of a folder `lewisrag export` wrote (`checkpoints.apply_export_record`).
+    None where it names none: a transformers RAG folder from elsewhere, or a record its load refuses."""
+    if (model_dir / "rag.json").is_file():
+        return read_settings(model_dir).index_fingerprint
+    if not (model_dir / EXPORT_RECORD).is_file():
+        return None
+    record = read_json(model_dir / EXPORT_RECORD)
+    # an export written before paired_fingerprint records only its index's, as apply_export_record reads it
+    fingerprint = record.get("paired_fingerprint", record.get("index_fingerprint")) if isinstance(record, dict) else None
+    return fingerprint if isinstance(fingerprint, str) and fingerprint else None
+
+
+def vector_dim(model) -> int:
+    """The width of a loaded RAG model's question vectors: DPR's projection, else its pooled output."""
+    cfg = model.question_encoder.config
+    return int(getattr(cfg, "projection_dim", 0) or cfg.hidden_size)
+
+
+def check_pairs(fingerprints: Sequence[str | None], indexes: Sequence, swap: bool,
+                dims: Sequence[int] | None = None) -> None:
+    """Refuse an index built by another context encoder than a model's (unless swap), or holding vectors of
+    another width than its question encoder's. `fingerprints`: the context encoders the models are paired
+    with (None: unknown, only the width is checked). Run before any weight loads or any index moves to a
+    GPU, with the fingerprints their settings record (`paired_with`) and no `dims` (each index's own width
+    is taken: the models' are known once they load), then with the loaded models' (`vector_dim`)."""
+    for i, fingerprint in enumerate(fingerprints):
         for index in indexes:
-            fingerprint = model.settings.index_fingerprint or index.ctx_fingerprint  # unknown: only dims checked
-            index.check_encoder(fingerprint, dim, swap=swap, flags=("--swap",))
+            index.check_encoder(fingerprint or index.ctx_fingerprint, index.dim if dims is None else dims[i],
+                                swap=swap, flags=("--swap",))
 
 
 def swap_matrix(model_paths: Sequence[str | os.PathLike], index_paths: Sequence[str | os.PathLike],
@@ -179,10 +219,11 @@ def swap_matrix(model_paths: Sequence[str | os.PathLike], index_paths: Sequence[
     given_once("--model", map(str, model_paths), key=resolved.__getitem__)
     check_tasks(model_dirs)
     indexes = [DenseIndex.load(p, mmap=True) for p in index_paths]
+    check_pairs([paired_with(d) for d in model_dirs], indexes, swap)  # a foreign index, before minutes of loading
     models = [load_trained(d, device=device) for d in model_dirs]
+    check_pairs([m.settings.index_fingerprint for m, _ in models], indexes, swap, [vector_dim(m) for m, _ in models])
     for index in indexes:  # a Flat index is searched on the GPU where it fits, as in training
         place_search(index, "auto", resolve_device(device))
-    check_pairs([m for m, _ in models], indexes, swap)
     for (model, _), path in zip(models, model_paths):
         vocab = model.generator.config.vocab_size
         if num_beams > vocab:  # more beams than first tokens: an allocation's traceback, or hours
@@ -206,7 +247,8 @@ def swap_matrix(model_paths: Sequence[str | os.PathLike], index_paths: Sequence[
         for path, scored in zip(question_paths, sets):  # as `ask` refuses one: answered from [CLS] [SEP] alone
             for ex in scored:
                 if problem := question_problem(tokenizers, ex.question):
-                    raise InputError(path, f"question {ex.id!r} ({ex.question!r}): {problem} (of {m})", field="question")
+                    raise InputError(path, f"question {ex.id!r} ({ex.question!r}): {problem} (of {m})",
+                                     line=line_of(path, ex, qa_fields), field="question")
         for q, scored in zip(names_q, sets):
             if blind := sum(knows_no_word(tokenizers.question, ex.question) for ex in scored):
                 notes.append(f"{q}: the question encoder of {m} knows no word of {blind} of its {len(scored)} questions "

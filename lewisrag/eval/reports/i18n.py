@@ -531,6 +531,17 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "cmp.pos.unread": (" Probes whose prompt could not hold the gold passage are left out, not scored as misses: "
                        "each position's EM is over the questions that read it and were answered ({items}).",
                        "提示词放不下金标段落的探针不计入（不算答错）：每个位置的 EM 只算读到了金标段落且有回答的题（{items}）。"),
+    "cmp.pos.failed": (" Probes whose answer failed (an error after its retries, or an empty or cut-off reply) are left "
+                       "out, not scored as misses: each position's EM is over the answers scored ({items}).",
+                       "回答失败（重试后仍出错，或回复为空、被截断）的探针不计入（不算答错）：每个位置的 EM 只算计了分的回答（{items}）。"),
+    "cmp.pos.failed_unread": (" Probes whose answer failed (an error after its retries, or an empty or cut-off reply) or "
+                              "whose prompt could not hold the gold passage are left out, not scored as misses: each "
+                              "position's EM is over the answers scored ({items}).",
+                              "回答失败（重试后仍出错，或回复为空、被截断）或提示词放不下金标段落的探针不计入（不算答错）："
+                              "每个位置的 EM 只算计了分的回答（{items}）。"),
+    "cmp.pos.thin": (" (no shape is read from it: fewer than half of the {n} probes were scored with the gold passage at "
+                     "position {positions}).",
+                     "（看不出形状：金标段落放在位置 {positions} 时，{n} 个探针中计了分的不到一半）。"),
     "cmp.generator": ("- `{name}` answered through `{generator}` ({n_docs} passages per prompt, prompt {version}): {failed} of "
                       "{answers} answers failed after retries and are scored null with their reason (records' "
                       "`generator_error`).",
