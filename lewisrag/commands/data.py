@@ -90,7 +90,8 @@ def shard(
 def world(
     out: Path = typer.Option(..., "--out", help="Directory to write the world's files into (created if missing)."),
     seed: int = typer.Option(0, "--seed", min=0, max=2**32 - 1, help="Random seed: the same seed writes byte-identical files."),
-    entities: int = typer.Option(DEFAULT_ENTITIES, "--entities", min=MIN_ENTITIES, max=MAX_ENTITIES, help="Number of countries and organisations in the corpus (two passages each)."),
+    entities: int = typer.Option(DEFAULT_ENTITIES, "--entities", min=MIN_ENTITIES, max=MAX_ENTITIES, help="Number of countries and organisations in the corpus (two passages each, three for the "
+                                  "few with an outdated archive passage)."),
     lang: str = typer.Option("en", "--lang", help="Language of the world: en (English) or zh (Chinese names, passages and "
                              "questions; no Jeopardy or FEVER files)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds files that are not a world "
@@ -98,7 +99,7 @@ def world(
     as_json: bool = typer.Option(False, "--json", help="Print the records per file as one JSON object instead of a table."),
 ) -> None:
     """Write the built-in world: two corpus snapshots, train/dev/test questions, the knowledge-update
-    questions and the evaluation set."""
+    questions, the evaluation set and, in English, the Jeopardy and FEVER files."""
     from lewisrag.eval.reports.i18n import check_lang
     from lewisrag.data.outputs import check_out_dir
     from lewisrag.data.world import build_world, write_world

@@ -419,9 +419,9 @@ def _qa_example(rec: dict, schema: QASchema, path, line: int, seen: dict[str, in
         answers=answers,
         gold_passage_ids=gold,
         category=category,
-        reference_statements=optional(_str_list, "reference_statements") or [],
+        reference_statements=optional(_statements, "reference_statements") or [],
         kind=kind,
-        group=optional(optional_str, "group"),
+        group=optional(_group, "group"),
         hard_negative_ids=list(dict.fromkeys(negatives)),  # a repeated id would only be drawn more often
         answer_match=match,
     ), [where for _, where in pairs]
@@ -430,6 +430,23 @@ def _qa_example(rec: dict, schema: QASchema, path, line: int, seen: dict[str, in
 def _str_list(rec: dict, field: str, source, line: int) -> list[str] | None:
     """An optional list of strings (`require_str_list`, None where absent)."""
     return require_str_list(rec, field, source, line, required=False)
+
+
+def _statements(rec: dict, field: str, source, line: int) -> list[str] | None:
+    """Optional reference statements (`_str_list`), none of them blank: the evaluator refuses a blank one
+    (`eval.records._claims`, a verdict nobody can give), which `compare` met only once every question
+    had been answered, naming no line of this file."""
+    statements = _str_list(rec, field, source, line)
+    for i, statement in enumerate(statements or ()):
+        if not statement.strip():
+            raise InputError(source, "empty statement", line=line, field=f"{field}[{i}]")
+    return statements
+
+
+def _group(rec: dict, field: str, source, line: int) -> str | None:
+    """An optional group, not blank (None where absent): every example of an empty group became one unit
+    that trains side by side (`training.rag_data.group_units`), a file's ungrouped examples never shuffled."""
+    return None if rec.get(field) is None else require_str(rec, field, source, line)
 
 
 def _answer_match(flat: dict, schema: QASchema, path, line: int, regex: bool, kind: str,

@@ -11,9 +11,10 @@ any template scores as the reference it matches best.
 
 FEVER-style verification. The input is a claim and the target its label, SUPPORTS, REFUTES or NOT
 ENOUGH INFO (FEVER's strings), judged against snapshot A. SUPPORTS claims state a fact of the
-entity's passages; REFUTES claims give another value (another entity's of the same split, so
-nothing learnt about training entities tells a test claim false; for a changed time-varying fact
-of a test entity, its snapshot-B value, so that the hot swap flips the label). NOT ENOUGH INFO
+entity's passages; REFUTES claims give another value: for a time-varying fact that changed, the
+entity's snapshot-B value, in every split (so that the hot swap flips a test claim's label, and
+training meets such claims too); on an optional attribute, a nearby number; else another entity's
+of the same split (so nothing learnt about training entities tells a test claim false). NOT ENOUGH INFO
 claims are of two kinds, which the attribute decides: on an optional attribute, a fact the entity's
 passages happen not to state (every country's second passage states either its election term or its
 assembly seats, every organisation's first either its yearly report or its council meetings); on

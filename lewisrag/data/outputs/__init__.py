@@ -15,11 +15,16 @@ A command never destroys what the user did not make:
   (`rewritten_dir`); and no `--out` that holds the command's own inputs, the working directory, `/` or a
   folder right under it, a home folder (by $HOME or the user database), a mount point or a git
   repository is ever replaced (`_check_replaceable`), nor one inside an input folder unless lewisrag
-  wrote it there as this kind of output (`compare --out RUN/compare`, not `--out RUN/world`), nor one
-  inside another lewisrag output that is not this kind's (`reproduce --out RUN/world --overwrite`, RUN
-  a reproduction: the world is part of that run, `_check_not_part_of_an_output`), nor, for a command
-  whose output never lies inside another (`check_out_dir(nested=False)`: `reproduce`), any folder
-  below a marked one (`reproduce --out RUN/dpr/sub`, `_check_not_inside_an_output`);
+  wrote it there as this kind of output (`compare --out RUN/compare`, not `--out RUN/world`), nor a
+  part of another lewisrag output, one it wrote and redoes (`holds_part`: its marker lists it, or its
+  kind writes outputs of its own there, `PARTS`), that is not this kind's (`reproduce --out RUN/world
+  --overwrite`, RUN a reproduction: the world is part of that run, `_check_not_part_of_an_output`) or,
+  by a command on its own, that is (`world --out RUN/world`), nor, for a command whose output never
+  lies inside another (`check_out_dir(nested=False)`: `reproduce`), any folder below a marked one
+  (`reproduce --out RUN/dpr/sub`, `_check_not_inside_an_output`); another output written inside one
+  that is not its part (`index build --out WORLD/bm25`: a world writes no index) stands alone, rerun
+  and replaced by its own rules, and is the user's to the output around it: kept by its rerun, with
+  a warning (`rewritten_dir`), and refused, not lost, by `--overwrite` onto another kind (`_foreign`);
 - an `--out` that is a symbolic link is refused (the rename that moves an output in would replace the
   link, not fill its target); a `.NAME.old` or a finished index at `NAME.partial` that lewisrag did
   not leave there is refused, never cleared;
@@ -55,16 +60,17 @@ patches a name patches it in the module that looks it up (`outputs.checks._ident
 from lewisrag.data.outputs.checks import (_check_replaceable, check_inputs_outside, check_on_its_own, check_out_dir,
                                           check_out_file, check_part, check_writable)
 from lewisrag.data.outputs.locks import exclusive
-from lewisrag.data.outputs.markers import (MARKER, UNLISTED, _foreign, _matches, added_files, is_free, is_ours, made_by,
-                                           mark, note_writing, note_written, record_files, written_files, wrote)
+from lewisrag.data.outputs.markers import (MARKER, PARTS, UNLISTED, _foreign, _matches, added_files, holds_part,
+                                           is_free, is_ours, made_by, mark, note_writing, note_written, record_files,
+                                           written_files, wrote)
 from lewisrag.data.outputs.paths import _identity, physical
 from lewisrag.data.outputs.removal import _discard, _remove_tree, existing, sweep_leftovers
 from lewisrag.data.outputs.replace import (discard_output, output_dir, replace_dir, rewritten_dir, signals_deferred,
                                            staged_dir, usual_modes)
 
-__all__ = ["MARKER", "UNLISTED", "added_files", "check_inputs_outside", "check_on_its_own", "check_out_dir",
-           "check_out_file", "check_part", "check_writable", "discard_output", "exclusive", "existing", "is_free",
-           "is_ours", "made_by", "mark", "note_writing", "note_written", "output_dir", "physical", "record_files",
-           "replace_dir", "rewritten_dir", "signals_deferred", "staged_dir", "sweep_leftovers", "usual_modes",
-           "written_files", "wrote"]
+__all__ = ["MARKER", "PARTS", "UNLISTED", "added_files", "check_inputs_outside", "check_on_its_own", "check_out_dir",
+           "check_out_file", "check_part", "check_writable", "discard_output", "exclusive", "existing", "holds_part",
+           "is_free", "is_ours", "made_by", "mark", "note_writing", "note_written", "output_dir", "physical",
+           "record_files", "replace_dir", "rewritten_dir", "signals_deferred", "staged_dir", "sweep_leftovers",
+           "usual_modes", "written_files", "wrote"]
 __all__ += ["_check_replaceable", "_discard", "_foreign", "_identity", "_matches", "_remove_tree"]  # reached by tests

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from lewisrag.data.io import InputError
 from lewisrag.data.outputs.locks import _remember_check
-from lewisrag.data.outputs.markers import MARKER, _foreign, added_files, is_free, is_ours, made_by, written_files, wrote
+from lewisrag.data.outputs.markers import (MARKER, _foreign, added_files, holds_part, is_free, is_ours, made_by, written_files,
+                                           wrote)
 from lewisrag.data.outputs.paths import _identity, _resolved, physical
 from lewisrag.data.outputs.removal import _check_one_device, _in_the_way, _old, _restore_old, sweep_leftovers
 
@@ -33,7 +34,11 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
     which `rewritten_dir` would otherwise find taken by a user's file only once the work is done.
     `alone`: a command run on its own (not a stage of a larger output) also refuses a folder of its
     own kind that is part of another output (`world --out RUN/world`, RUN a reproduction: RUN's later
-    stages were made from that world), --overwrite or not.
+    stages were made from that world), --overwrite or not. A part is one that output wrote and redoes
+    (`holds_part`: its marker lists it, or its kind writes outputs of its own there); another output
+    written inside one (`index build --out WORLD/bm25`: a world writes no index) stands alone, rerun
+    and replaced by its own rules, and a rerun of the output around it keeps it as the user's files
+    (`rewritten_dir`, which warns that it was not made again).
     `nested=False`: `out` may not lie inside another lewisrag output at all, missing, empty or of
     this kind (`_check_not_inside_an_output`: `reproduce --out RUN/dpr/sub` left RUN/dpr holding a
     folder that RUN's next fresh run refused). By default a new folder there is allowed, as a command
@@ -206,24 +211,28 @@ def check_on_its_own(out: str | os.PathLike, kind: str, flag: str = "--out") -> 
     """`check_out_dir(alone=True)`'s rule for a command whose library function checks its folder
     itself, for callers that include a larger output's stages (`train rag`, `train stitched`: the
     reproduction's RAG and stitched stages train through the same functions and redo their own
-    parts): refuse `out` when it is a folder of `kind` inside another lewisrag output, --overwrite
-    and --resume or not. Call it from the command, before anything is read."""
+    parts): refuse `out` when it is a folder of `kind` that is a part of another lewisrag output
+    (`holds_part`), --overwrite and --resume or not. Call it from the command, before anything is read."""
     given, out = out, physical(out)
     if is_ours(out, kind):
         _check_not_part_of_an_output(out, kind, flag, given)
 
 
 def _check_not_part_of_an_output(out: Path, kind: str, flag: str, given: str | os.PathLike | None = None) -> None:
-    """Refuse, even with --overwrite, to replace a folder that lies inside a folder lewisrag marked
-    (its parent or any folder above): it is a part of that output. Of another kind than the command's
+    """Refuse, even with --overwrite, to replace a folder that is a part of an output lewisrag marked
+    (its parent or any folder above), one that output wrote and redoes (`holds_part`); not another
+    output the user wrote inside it (`index build --out WORLD/bm25`: its reruns replace it as any
+    index standing alone; they were refused, --overwrite or not, as "the index of the world", which
+    writes none, though its first write was passed). Of another kind than the command's
     (`reproduce --out RUN/world --overwrite` replaced a reproduction's world, and the run then held a
     reproduction inside itself): the rule that --overwrite replaces another kind of output holds for
     outputs that stand alone; `_check_not_inside_inputs` catches this only when RUN is an input. Of
     the command's own kind, for a command run on its own (`check_out_dir(alone=True)`,
     `check_on_its_own`): that output's other parts were made from it (`world --out RUN/world` redrew
     the world under RUN's trained models, exit 0); the output that wrote it redoes it."""
-    for folder in out.resolve().parents:
-        if (other := made_by(folder)) is None:
+    where = out.resolve()
+    for folder in where.parents:
+        if (other := made_by(folder)) is None or not holds_part(folder, where.relative_to(folder).as_posix()):
             continue
         if is_ours(out, kind):
             raise InputError(out if given is None else given, f"is the {kind} of the lewisrag {other} at {folder}, "

@@ -63,6 +63,11 @@ def written_files(path: str | os.PathLike) -> list[str] | None:
 UNLISTED = {"reproduction": ("config.json", "results.json", "timings.json", "report.md", "report.html", "predictions.json",
                              "evidence.json", "knowledge_update.json", "*.png", "stages/*.json", "data/*.jsonl",
                              "jeopardy/*.json", "fever/*.json")}
+# Where an output of these kinds writes outputs of its own, its parts, which its marker does not list (each lists
+# its own files): a reproduction's stage folders (RUN/world and `stages.STAGE_FOLDERS`). Only the kinds that write
+# such parts are here: a world, an index or a checkpoint writes none (`holds_part`)
+PARTS = {"reproduction": ("world", "dpr", "index_*", "bm25_a", "generator", "rag_*", "closed_book", "stitched", "tasks/*",
+                          "jeopardy/*", "fever/*")}
 
 
 def _plain(rel: str) -> bool:
@@ -91,6 +96,22 @@ def wrote(path: str | os.PathLike, rel: str) -> bool:
         return rel in listed
     tree = _listed_tree(marker)
     return rel in tree if tree is not None else rel.split("/")[0] in listed
+
+
+def holds_part(path: str | os.PathLike, rel: str) -> bool:
+    """Whether the folder at `rel` (relative, "/"-separated) below the output lewisrag marked at `path` is
+    a part of that output, which it wrote and redoes: a folder its marker lists, or one inside a listed
+    folder or holding files of its "tree", or one where its kind writes outputs of its own (`PARTS`: a
+    reproduction's RUN/world, RUN/index_a). Below a marker that lists nothing (written before markers
+    did), any folder is: what that output wrote is not known. Not another output that the user wrote
+    inside it (`index build --out WORLD/bm25`: a world writes no index), nor a folder of the user's."""
+    marker = _read_marker(path)
+    kind, listed = _kind(marker), _listed(marker)
+    if kind is None:
+        return False
+    if listed is None or any(_matches(rel, p) for p in PARTS.get(kind, ())):
+        return True
+    return rel.split("/")[0] in listed or any(t.startswith(rel + "/") for t in _listed_tree(marker) or ())
 
 
 def note_written(path: str | os.PathLike, paths: Iterable[str]) -> None:
@@ -190,9 +211,12 @@ def is_free(out: Path, kind: str) -> bool:
 def _foreign(root: Path) -> list[str]:
     """The files and links in the marked output at `root` that lewisrag did not write there, as paths
     relative to it: names its marker does not list, files below that its "tree" does not hold, and in
-    its folders that are outputs of their own (a reproduction's RUN/world, RUN/dpr) those that their
-    markers do not list. None are known for a marker that lists nothing (written before markers did).
-    A `.NAME.old` of a listed NAME (a replace killed between its renames) is lewisrag's."""
+    its folders that are outputs of their own and parts of it (`holds_part`: a reproduction's RUN/world,
+    RUN/dpr) those that their markers do not list. Another output written inside it (`index build --out
+    WORLD/bm25`) is not its part: all of its files are listed, as a rerun of `root` keeps them (or
+    --overwrite onto another kind destroyed that index with the world). None are known for a marker
+    that lists nothing (written before markers did). A `.NAME.old` of a listed NAME (a replace killed
+    between its renames) is lewisrag's."""
     marker = _read_marker(root)
     listed = _listed(marker)
     if listed is None:
@@ -211,7 +235,7 @@ def _foreign(root: Path) -> list[str]:
             if not rel and name in skip:
                 continue
             if path.is_dir() and not path.is_symlink():
-                if made_by(path) is not None:  # an output of its own
+                if made_by(path) is not None and holds_part(root, r):  # an output of its own, a part of this one
                     found.extend(f"{r}/{f}" for f in _foreign(path))
                 elif rel or name not in listed or tree is not None:  # without a tree, all of a listed folder is lewisrag's
                     visit(path, r + "/")

@@ -9,10 +9,11 @@ import os
 import shutil
 import stat
 import tempfile
+import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from lewisrag.data.io import InputError, _umask, make_parents, owner_tag, remove_if_empty
+from lewisrag.data.io import InputError, LewisragWarning, _umask, make_parents, owner_tag, remove_if_empty
 from lewisrag.data.outputs.checks import _a, check_out_dir, check_part
 from lewisrag.data.outputs.locks import _checked, _forget_check, exclusive
 from lewisrag.data.outputs.markers import MARKER, _foreign, added_files, is_ours, made_by, mark, record_files, written_files
@@ -156,6 +157,8 @@ def rewritten_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
     the check) they all move over, and a path the new output writes is refused, `overwrite` or not;
     in another kind's output that `--overwrite` replaces, a file lewisrag did not write there is
     refused (`_foreign`); a mount point inside `out` is refused (`_check_one_device`).
+    A lewisrag output among the user's files (`index build --out WORLD/bm25`) moves over as it is, and a
+    warning says so: the new output does not make it again, and it may have been made from the old one.
     """
     out = physical(out)
     tmp, made = _stage_beside(out)
@@ -184,6 +187,12 @@ def rewritten_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
         _remove_tree(tmp)
         remove_if_empty(made)
         raise
+    outputs = {p.rpartition("/")[0] for p in users if p not in clash and p.endswith("/" + MARKER)}
+    for rel in sorted(r for r in outputs if not any(r.startswith(o + "/") for o in outputs)):  # not one inside another
+        if (other := made_by(out / rel)) is not None:
+            warnings.warn(LewisragWarning(f"{out / rel}: a lewisrag {other} inside the {kind}, kept as it was: the new "
+                                          f"{kind} does not make it again; if it was made from the old one, make it again"),
+                          stacklevel=3)
 
 
 def _carried(out: Path, kind: str, names: list[str], flag: str) -> list[str]:
