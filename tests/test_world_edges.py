@@ -165,6 +165,14 @@ def test_an_empty_group_is_refused_naming_its_line(tmp_path, blank):
     assert read_qa(_qa(tmp_path, {}))[1].group is None
 
 
+def test_an_empty_kind_is_refused_naming_its_line(tmp_path):
+    """`"kind": ""` was read as short in silence, while an empty category or group is refused."""
+    with pytest.raises(InputError, match="unknown kind ''") as e:
+        read_qa(_qa(tmp_path, {"kind": ""}))
+    assert (e.value.line, e.value.field) == (2, "kind")
+    assert [ex.kind for ex in read_qa(_qa(tmp_path, {}))] == ["short", "short"]
+
+
 # --- 3. what the help and the docstrings say -----------------------------------------------------
 
 

@@ -404,7 +404,8 @@ def _qa_example(rec: dict, schema: QASchema, path, line: int, seen: dict[str, in
     if category is not None and category not in CATEGORIES:
         raise InputError(path, f"unknown category {category!r} (one of {', '.join(CATEGORIES)})", line=line,
                          field=schema.path("category"))
-    kind = schema.kind or optional(optional_str, "kind") or "short"
+    given = optional(optional_str, "kind")  # "" is no kind: refused below, as an empty category is, not read as short
+    kind = schema.kind or ("short" if given is None else given)
     if kind not in QUESTION_KINDS:
         raise InputError(path, f"unknown kind {kind!r} (short or long)", line=line, field=schema.path("kind"))
     match = _answer_match(flat, schema, path, line, regex, kind, pairs)
