@@ -24,8 +24,13 @@ _V2 = re.compile(r"(?P<cjk>[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff
 
 
 def tokenize_v2(text: str) -> list[str]:
+    return tokenize_old(text, _V2)
+
+
+def tokenize_old(text: str, words: re.Pattern) -> list[str]:
+    """An older BM25 tokenizer: NFKC, lower case, then `words` (a CJK run as characters and pairs)."""
     out = []
-    for m in _V2.finditer(unicodedata.normalize("NFKC", text).lower()):
+    for m in words.finditer(unicodedata.normalize("NFKC", text).lower()):
         run = m.group("cjk")
         if run:
             for i, ch in enumerate(run):

@@ -7,7 +7,6 @@ did; `eval retrieval` saying how many questions' searches came back short; and a
 from __future__ import annotations
 
 import json
-import unicodedata
 
 import faiss
 import numpy as np
@@ -16,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import run_main
+from test_cjk_tokens import tokenize_old
 from lewisrag.data.io import InputError
 from lewisrag.data.passages import open_passages
 from lewisrag.data.records import Passage, QAExample, read_passages, read_qa
@@ -106,15 +106,7 @@ NO_DOT = [Passage("e0", "Valdoria", "Valdoria is a country. Its leader is Kel An
 
 def _tokenize_3(text: str) -> list[str]:
     """Tokenizer /3 as it was: the dotted capital I lowercased to i and a combining dot, which ends a word."""
-    out = []
-    for m in bm25._TOKEN.finditer(unicodedata.normalize("NFKC", text).lower()):
-        run = m.group("cjk")
-        if run:
-            for i, ch in enumerate(run):
-                out += [ch, run[i : i + 2]] if i + 1 < len(run) else [ch]
-        elif m.group() not in bm25._STOPWORDS:
-            out.append(m.group())
-    return out
+    return tokenize_old(text, bm25._TOKEN)
 
 
 def _build_3(monkeypatch, passages, out) -> None:

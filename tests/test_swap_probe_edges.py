@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 from types import SimpleNamespace
 
 import pytest
@@ -21,6 +20,7 @@ from lewisrag.data.records import Passage, QAExample
 from lewisrag.experiments import compare as C
 from lewisrag.experiments.position import position_probe
 from test_rag_train import rag_inputs, trained_rag  # noqa: F401  (session fixtures)
+from test_swap import _foreign
 
 
 def _probe_inputs(n: int = 4):
@@ -96,15 +96,6 @@ def test_position_probe_counts_each_positions_answers_when_some_fail():
     curve = position_probe(examples, tops, gold, answer)
     assert curve["exact_match"] == [1.0, 0.0, 0.0] and curve["scored"] == [3, 3, 3] and curve["failed"] == [1, 1, 1]
     assert set(position_probe(examples, tops, gold, lambda qs, ps: ["x"] * len(qs))) == {"positions", "exact_match", "n"}
-
-
-def _foreign(index, tmp_path):
-    copy = tmp_path / "foreign"
-    shutil.copytree(index, copy)
-    manifest = json.loads((copy / "manifest.json").read_text())
-    manifest["encoder"]["ctx_fingerprint"] = "f" * 16
-    (copy / "manifest.json").write_text(json.dumps(manifest))
-    return copy
 
 
 def test_a_foreign_index_is_refused_before_any_model_loads_or_index_is_placed(rag_inputs, trained_rag, tmp_path,  # noqa: F811

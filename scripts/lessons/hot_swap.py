@@ -6,6 +6,15 @@ from common import RUN_INTRO, check, code, md, setup
 
 TITLE = "02_hot_swap"
 
+# exercise 3's commands, one copy for both languages
+EX3_COMMANDS = """```
+lewisrag train dpr --train RUN/world/train.jsonl --passages RUN/world/passages_a.jsonl --out WORK/dpr \\
+                   --hidden-size 32 --layers 1 --vocab-size 1000 --steps 30 --batch-size 16 --seed 1
+lewisrag index build --passages RUN/world/passages_b.jsonl --encoder WORK/dpr --out WORK/index_b2
+lewisrag swap --model RUN/rag_sequence --index RUN/index_a --index WORK/index_b2 \\
+              --questions RUN/world/questions_a.jsonl --questions RUN/world/questions_b.jsonl
+```"""
+
 CELLS = [
     md(
         r"""
@@ -411,16 +420,10 @@ encoder at the run's width: the tiny preset's DPR is 32 wide, one layer deep, wi
 default width of 128 the swap stops on the vectors' length (`dim`) before it gets to the question this exercise asks.
 From a shell, with RUN and WORK the folders the setup cell printed:
 
-```
-lewisrag train dpr --train RUN/world/train.jsonl --passages RUN/world/passages_a.jsonl --out WORK/dpr \
-                   --hidden-size 32 --layers 1 --vocab-size 1000 --steps 30 --batch-size 16 --seed 1
-lewisrag index build --passages RUN/world/passages_b.jsonl --encoder WORK/dpr --out WORK/index_b2
-lewisrag swap --model RUN/rag_sequence --index RUN/index_a --index WORK/index_b2 \
-              --questions RUN/world/questions_a.jsonl --questions RUN/world/questions_b.jsonl
-```
+{EX3_COMMANDS}
 
 Then add `--swap` to the last command. What happens, and why?
-""",
+""".replace("{EX3_COMMANDS}", EX3_COMMANDS),
         r"""
 <details><summary>参考答案</summary>
 
@@ -438,16 +441,10 @@ DPR 宽 32、只有一层、词表 1,000（见 `lewisrag/experiments/presets.py`
 若用 `train dpr` 默认的宽度 128，热替换会先因向量长度（`dim`）不符而停下，根本走不到本题要问的地方。在命令行里运行下面的命令，
 其中 RUN 和 WORK 是准备单元打印出的两个目录：
 
-```
-lewisrag train dpr --train RUN/world/train.jsonl --passages RUN/world/passages_a.jsonl --out WORK/dpr \
-                   --hidden-size 32 --layers 1 --vocab-size 1000 --steps 30 --batch-size 16 --seed 1
-lewisrag index build --passages RUN/world/passages_b.jsonl --encoder WORK/dpr --out WORK/index_b2
-lewisrag swap --model RUN/rag_sequence --index RUN/index_a --index WORK/index_b2 \
-              --questions RUN/world/questions_a.jsonl --questions RUN/world/questions_b.jsonl
-```
+{EX3_COMMANDS}
 
 然后给最后一条命令加上 `--swap` 再跑一次。会发生什么？为什么？
-""",
+""".replace("{EX3_COMMANDS}", EX3_COMMANDS),
     ),
     md(
         r"""
