@@ -2,7 +2,7 @@
 
 Arguments mean what they mean in transformers' `RagTokenForGeneration.generate` and
 `RagSequenceForGeneration.generate`, and the outputs are the same token ids (RAG-Sequence's where
-no context is padded: its search reads padded contexts masked, as training does, `generation_mask`;
+no context is padded: its search reads padded contexts masked by their attention mask, as training does;
 RAG-Token's where no max_new_tokens is set: transformers' RAG-Token generate ignores it and stops at
 max_length, where this one stops after max_new_tokens tokens, as every other transformers model does);
 the work differs:
@@ -49,6 +49,9 @@ _UNSUPPORTED = {  # generation options transformers would honour and these searc
     # several answers per question are asked of `generate` (its num_return_sequences argument), never
     # read from a saved config: answering takes one row per question
     "num_return_sequences": 1,
+    # contrastive search (penalty_alpha with top_k > 1) and assisted generation: other searches, which
+    # transformers refuses for RAG; read as greedy search they changed every answer in silence
+    "penalty_alpha": None, "prompt_lookup_num_tokens": None, "assistant_early_exit": None, "use_mtp": False,
 }
 LOGITS_CHUNK = 2**22  # logits elements scored at once in thorough decoding (16 MB of float32)
 MIX_FLOOR = 2.0**-100  # smallest RAG-Token mixture probability summed as a probability (_token_mixture)
@@ -417,17 +420,6 @@ def _doc_target_logprobs(dec, cross, cross_mask, cand: torch.Tensor, pad_id: int
     return (tgt, torch.cat(totals).view(b, k, c, t)) if with_sum else tgt
 
 
-def generation_mask(ids: torch.Tensor, pad: int | None, eos_ids) -> torch.Tensor:
-    """The mask RAG-Sequence's per-document search reads its contexts with: padding masked out, as
-    training reads them (transformers' RagSequenceForGeneration passes its generator no mask; older
-    releases inferred this one from the padding, transformers 5.24 infers none for an
-    encoder-decoder model and attends to the padding its retriever adds up to max_combined_length,
-    so an export's answers differ from `ask`'s unless given this mask: docs/real-data.md)."""
-    if pad is not None and pad not in eos_ids:
-        return ids.ne(pad)
-    return torch.ones_like(ids, dtype=torch.bool)
-
-
 def _rag_sequence(model, ids, mask, doc_scores, gc, n, dedup, decoding) -> Decoded:
     """RAG-Sequence (eq. 1): beams per document, then candidates ranked by Σ_z p(z|x) p(y|x,z)."""
     dec = GroupedBartDecoder(model.generator)
@@ -435,7 +427,13 @@ def _rag_sequence(model, ids, mask, doc_scores, gc, n, dedup, decoding) -> Decod
     s = _search_settings(gc, _or(gc.num_beams, 1))  # each document returns all its W beams
     w, pad = s.num_beams, _scoring_pad(model, s)
     s = replace(s, unscored_id=pad)  # fast decoding's p(y|x,z) masks what scoring masks
-    gen_mask = generation_mask(ids, s.pad_id, s.eos_ids)
+    # the contexts read with the caller's mask, padding masked out as training reads them: transformers'
+    # RagSequenceForGeneration passes its generator no mask (transformers 5.24 infers none for an
+    # encoder-decoder model and attends to the padding its retriever adds up to max_combined_length, so an
+    # export's answers differ from `ask`'s unless given this mask: docs/real-data.md). A mask read off the
+    # generation config's pad id saw padding where that config has none (an answer then hung on its batch
+    # neighbours' lengths) and hid <s> where it names id 0
+    gen_mask = mask.bool()
     cross = dec.encode(ids, gen_mask)  # per layer (B*K, H, L, dh)
     cache: list = []
 
@@ -459,9 +457,7 @@ def _rag_sequence(model, ids, mask, doc_scores, gc, n, dedup, decoding) -> Decod
     if decoding == "fast":
         joint, post = _fast_joint(hyps, cands, owners, skip_first, prior, w, pad)  # (B, C, K) each
     else:
-        if not torch.equal(mask.bool(), gen_mask):
-            cross = dec.encode(ids, mask.bool())
-        joint = _thorough_joint(model, dec, cross, mask.bool(), cands, skip_first, prior, pad)  # (B, C, K)
+        joint = _thorough_joint(model, dec, cross, gen_mask, cands, skip_first, prior, pad)  # (B, C, K)
     if not dedup:  # every hypothesis is a candidate; duplicates share the score of their first copy
         def every(x):  # (B, C, K) -> (B, K*W, K)
             return torch.stack([F.pad(x[q, owner], (0, 0, 0, k * w - len(owner)), value=float("-inf"))
