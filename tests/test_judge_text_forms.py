@@ -287,4 +287,4 @@ def test_a_disagreeing_reply_is_not_cached_and_the_version_moved(tmp_path):
     pair = ("登录失败返回 422。", "登录失败返回 422")
     assert j.judge([pair])[0].reason == "malformed reply: several verdict objects that disagree"
     assert j.judge([pair]) == [Verdict(True, "", "entailment")] and not replies  # asked again: nothing was cached
-    assert llm.VERDICTS_VERSION == "lewisrag-verdicts-4"
+    assert llm.VERDICTS_VERSION == "lewisrag-verdicts-5"

@@ -277,11 +277,11 @@ def test_chat_answers_parse_cache_and_refuse_empty_replies(tmp_path):
         def __init__(self):
             self.asked = []
 
-        def reply(self, system, prompt):
+        def reply(self, system, prompt, key_only=False):
             self.asked.append(prompt)
             return ("<think>[2] says it</think>\n Ana Kel [2]." if "Valdoria" in prompt else " \n "), {"prompt_tokens": 9}
 
-        def scrub(self, text):
+        def scrub_key(self, text):
             return text
 
     client = Client()

@@ -200,13 +200,13 @@ class _Client:
         self.replies, self.delay, self.max_workers, self.asked = replies, delay, max_workers, []
         self._lock = threading.Lock()
 
-    def reply(self, system, prompt):
+    def reply(self, system, prompt, key_only=False):
         time.sleep(self.delay)
         with self._lock:
             self.asked.append(prompt)
         return self.replies[prompt.rpartition("Question: ")[2]], {"prompt_tokens": 9}  # by the question alone
 
-    def scrub(self, text):
+    def scrub_key(self, text):
         return text
 
 

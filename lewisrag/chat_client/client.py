@@ -258,14 +258,15 @@ class ChatClient:
         parts = urllib.parse.urlsplit(self.base_url)
         return self.scrub(f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}")
 
-    def run_error(self, *, key: str, model: str, url: str, served: int = 0) -> InputError | None:
+    def run_error(self, *, key: str, model: str, url: str, served: int = 0, json_mode: bool = False) -> InputError | None:
         """The one-line error a command ends with instead of writing results (exit 2), else None:
         this client stopped at a failure every request would repeat (`broken`), or none of its
         requests got a reply and nothing else (`served`: cache hits) answered either. It names the base
         URL (`where`; results record reasons without it) and, as the error's source, the flag or
         variable to fix: `key` (401/403), `model` (404: the model or the path), `url` (a redirect, a
         certificate, a web page, no server reached, a request that spent its retries before any was
-        answered; and a run where nothing answered)."""
+        answered; and a run where nothing answered), and `json_mode` where an HTTP 400 may be the
+        response_format the requests asked for."""
         if (stop := self.broken) is not None:
             it = "it" if key.startswith("$") else "the variable it names"  # --api-key-env: the name may be a pasted key
             remedy = {"key": f"; set {it} to " + ("a key this endpoint accepts" if self._key else "the endpoint's API key"),
@@ -282,8 +283,11 @@ class ChatClient:
             return InputError(source, f"stopped asking {self.where}: {stop}{remedy} ({why}: no more were sent)")
         if self.usage["failures"] and not self.answered and not served:
             n = self.usage["failures"]
+            # a server that rejects response_format answers HTTP 400: the base URL is not what to fix
+            hint = ("; the requests asked for JSON mode (response_format json_object), which some servers reject "
+                    "with HTTP 400: try --no-llm-json-mode" if json_mode and self.first_failure.startswith("HTTP 400") else "")
             return InputError(url, f"none of the {n} request{'s' if n > 1 else ''} to {self.where} got a reply (the "
-                                   f"first: {self.first_failure}); nothing was scored")
+                                   f"first: {self.first_failure}){hint}; nothing was scored")
         return None
 
     def __repr__(self) -> str:  # never show the key

@@ -280,10 +280,12 @@ class ChatAnswers:
             # a damaged entry's counts ("seconds": null) were a traceback: what is not a count is unknown, by the
             # rule the client reads a fresh reply's with (a cache written before it may hold -5)
             usage = {k: n for k in ("prompt_tokens", "completion_tokens") if (n := token_count(hit.get(k))) is not None}
-            return self._reply(self.client.scrub(hit["content"]), usage,
+            # the key alone, as a fresh reply's: the full scrub is for reasons and error text, and read
+            # "Bearer bonds [1]" as a credential ("Bearer [redacted] [1]", scored and cached so)
+            return self._reply(self.client.scrub_key(hit["content"]), usage,
                                float(hit["seconds"]) if _number(hit.get("seconds"), (int, float)) else 0.0), None
         try:
-            content, usage = self.client.reply(self.system, prompt)
+            content, usage = self.client.reply(self.system, prompt, key_only=True)
         except ChatError as e:  # already retried as far as the client's bounds allow
             return Reply("", str(e)), {}
         return self._reply(content, usage, 0.0), {"content": content, **usage}

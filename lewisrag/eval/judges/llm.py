@@ -71,7 +71,10 @@ PROMPT_VERSION = "lewisrag-judge-2"
 # correction, "Draft: {...} Final: {...}", gave the draft, cached); a label may be Chinese (蕴含, 中立, 矛盾),
 # full-width or in bold, and keys in any case ("Verdicts", "Label", "ID"): all were undecided; a
 # "reason": null is "", not "None".
-VERDICTS_VERSION = "lewisrag-verdicts-4"
+# 5: a <think> left open (a reply cut off while thinking) is no answer: the draft inside it was read, and
+# cached; and a statement's whitespace runs, line breaks included, are one space in the numbered listing
+# ("1. Login needs:\na password" read as two statements, the verdicts after it on the wrong ones).
+VERDICTS_VERSION = "lewisrag-verdicts-5"
 # Bump whenever SYSTEM_QUESTIONS, the answer text it is sent, or the reading of its reply (`_questions`)
 # changes: in the fingerprint and the questions' cache keys, as VERDICTS_VERSION is for verdicts (the
 # other prompts keep their cache).
@@ -79,11 +82,16 @@ VERDICTS_VERSION = "lewisrag-verdicts-4"
 # 3: read after the last </think> (as VERDICTS_VERSION 3), and only the key redacted (as EXTRACTION_VERSION 2).
 # 4: sent the answer's text without its [n] markers and footnote lines (`evaluator.answer_text`), so a
 #    run's relevancy before compares as another judge's.
-QUESTIONS_VERSION = "lewisrag-questions-4"
+# 5: as EXTRACTION_VERSION 3: a <think> left open is no answer, objects that disagree are refused, and an
+#    empty list for an answer with words is a malformed reply (it was cached: the failure was for good).
+QUESTIONS_VERSION = "lewisrag-questions-5"
 # Bump whenever the reading of a decompose or claims reply changes: in the fingerprint and their cache keys.
 # 2: read after the last </think> (as VERDICTS_VERSION 3), and only the API key redacted from the statements and
 # claims: an answer's "Authorization: Bearer demo-token" was judged (and cached) as "Authorization: [redacted]".
-EXTRACTION_VERSION = "lewisrag-extraction-2"
+# 3: a <think> left open is no answer (as VERDICTS_VERSION 5), a reply whose JSON objects read apart ("Format:
+# {...} Answer: {...}") is refused, not read as its first, and no statements for a text with words is a
+# malformed reply, not cached (a rerun read the cached nothing and asked nothing).
+EXTRACTION_VERSION = "lewisrag-extraction-3"
 
 SYSTEM_JUDGE = (
     "You check statements against evidence, using the evidence alone and not your own knowledge. "
@@ -121,11 +129,7 @@ class JudgeError(Exception):
 
 _THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.S | re.I)
 _THINK_END = re.compile(r"</think>", re.I)
-
-
-def _strip_fences(text: str) -> str:
-    m = re.search(r"```(?:json)?\s*(.*?)```", text, re.S)
-    return m.group(1) if m else text
+_THINK_START = re.compile(r"<think>", re.I)
 
 
 def _whole(text: str):
@@ -135,33 +139,15 @@ def _whole(text: str):
         raise json.JSONDecodeError("nested too deep", text, 0) from None
 
 
-def _first_object(text: str):
-    """The first JSON object in `text` that decodes, else None."""
-    decoder, start = json.JSONDecoder(), text.find("{")
-    for _ in range(20):  # bounded: each try may read to the end of the text
-        if start < 0:
-            break
-        try:
-            data = decoder.raw_decode(text, start)[0]
-        except (json.JSONDecodeError, RecursionError):
-            start = text.find("{", start + 1)
-            continue
-        if isinstance(data, dict):
-            return data
-        start = text.find("{", start + 1)
-    return None
-
-
-def _loads(content: str):
-    """The JSON a reply holds. The whole content first, as it is: a reply that is JSON is read whole,
-    whatever its strings hold ("Run ```ls -l```", "the <think> tag"). Only a reply that is not JSON is
-    searched: with a reasoning model's <think> block left out, then inside a ```json fence, then the
-    first JSON object in it (a model that says "Here are the verdicts: {...}. Hope this helps."),
-    and last the first object in the reply as it came. A reply whose thinking was closed (a "</think>",
-    its "<think>" given or left in the chat template) is searched after its last "</think>" only: a
-    draft inside the thinking ("Maybe {...}? No: ...") is no answer, even when the one after it does
-    not parse. Raises json.JSONDecodeError when there is none (RecursionError, for "[[[[..." nested
-    past the parser's depth, reads as the same).
+def _loads(content: str, read=None):
+    """The JSON a decompose, claims or questions reply holds: the reply whole when it is JSON, whatever
+    its strings hold ("Run ```ls -l```", "the <think> tag"); otherwise its one answer among those
+    `_answers` finds, where they agree. `read(answer)` (raising JudgeError) gives what an answer says:
+    those it refuses are no answer to compare (an aside {"note": ...}), and those it reads must all say
+    the same, or the reply is refused as `parse_verdicts` refuses one ("Format: {...} Answer: {...}", a
+    draft then its correction: the first was read, and cached). Raises json.JSONDecodeError when there
+    is none (RecursionError, for "[[[[..." nested past the parser's depth, reads as the same), and
+    JudgeError for answers that disagree.
 
     >>> _loads('<think>{"no": 1}</think>Sure! {"verdicts": []} Done.')
     {'verdicts': []}
@@ -171,40 +157,44 @@ def _loads(content: str):
     Traceback (most recent call last):
     ...
     json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)
+    >>> _loads('Draft: {"statements": ["a"]} Final: {"statements": ["b"]}')
+    Traceback (most recent call last):
+    ...
+    lewisrag.eval.judges.llm.JudgeError: malformed reply: several JSON objects that disagree
     """
     try:
         return _whole(content)
     except json.JSONDecodeError as e:
         error = e
-    closed = None
-    for closed in _THINK_END.finditer(content):
-        pass
-    if closed is not None:  # what follows the thinking is the answer: nothing before it is searched
-        content = content[closed.end():]
-    thought_out = _THINK.sub(" ", content)
-    fenced = _strip_fences(thought_out)
-    for text in dict.fromkeys((thought_out.strip(), fenced.strip())):  # each tried once
-        if text and text != content:
-            try:
-                return _whole(text)
-            except json.JSONDecodeError:
-                pass
-    for text in dict.fromkeys((fenced, thought_out, content)):
-        data = _first_object(text)
-        if data is not None:
-            return data
-    raise error
+    answers = [a for a in _answers(content) if isinstance(a, dict)]
+    if not answers:
+        raise error
+    readings = {}
+    for answer in answers:
+        try:
+            said = answer if read is None else read(answer)
+        except JudgeError:  # not an answer of this kind: the check names what is missing if none is
+            continue
+        readings[json.dumps(said, sort_keys=True)] = answer
+    if len(readings) > 1:
+        raise JudgeError("malformed reply: several JSON objects that disagree")
+    return next(reversed(readings.values()), answers[-1])  # the last that reads: the model's final word
 
 
 def _answers(content: str) -> list:
-    """Every JSON value a verdicts reply may give as its answer. A reply that is JSON is that value
-    alone. Otherwise, as `_loads` searches (after the last "</think>", <think> blocks left out): that
-    text whole, the body of each ```json fence, and each JSON object in it that no other holds; and in
-    the reply as it came where that finds none. `parse_verdicts` reads them all, where `_loads` stops at
-    the first: a model that drafts and then corrects itself wrote two answers.
+    """Every JSON value a reply may give as its answer. A reply that is JSON is that value alone.
+    Otherwise, after its last "</think>" (what the thinking held is no answer, even where the text after
+    it does not parse) and with <think> blocks left out: that text whole, the body of each ```json fence,
+    and each JSON object in it that no other holds; and in the reply as it came where that finds none
+    (a string naming "<think>" cut its object short), though never an answer that starts inside a
+    <think> left open: a reply cut off while thinking, or only thinking, has no answer yet (its draft
+    was read, and cached). `parse_verdicts` and `_loads` read them all: a model that drafts and then
+    corrects itself wrote two answers.
 
     >>> _answers('Draft: {"verdicts": [1]} then {"verdicts": [2]}. ```json [3] ```')
     [[3], {'verdicts': [1]}, {'verdicts': [2]}]
+    >>> _answers('<think>Maybe {"verdicts": [1]}'), _answers('Sure: {"a": "the <think> tag"}')
+    ([], [{'a': 'the <think> tag'}])
     """
     try:
         return [_whole(content)]
@@ -215,14 +205,16 @@ def _answers(content: str) -> list:
         pass
     if closed is not None:
         content = content[closed.end():]
+    opened = _THINK_START.search(content)  # after the last "</think>", any "<think>" is left open
+    stop = opened.start() if opened else len(content)
     for text in dict.fromkeys((_THINK.sub(" ", content), content)):
         found = []
-        for part in (text, *(m[1] for m in _FENCE.finditer(text))):
+        for part in (text, *(m[1] for m in _FENCE.finditer(text) if text != content or m.start() < stop)):
             try:
                 found.append(_whole(part.strip()))
             except json.JSONDecodeError:
                 pass
-        found += _objects(text)
+        found += _objects(text, stop if text == content else len(text))
         if found:
             return found
     return []
@@ -231,20 +223,21 @@ def _answers(content: str) -> list:
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S | re.I)
 
 
-def _objects(text: str) -> list[dict]:
-    """The JSON objects of `text` that no other holds, in order (64 tries at most: each may read to the end)."""
-    decoder, found, start = json.JSONDecoder(), [], text.find("{")
+def _objects(text: str, stop: int) -> list[dict]:
+    """The JSON objects of `text` that no other holds and that start before `stop`, in order (64 tries at
+    most: each may read to the end)."""
+    decoder, found, start = json.JSONDecoder(), [], text.find("{", 0, stop)
     for _ in range(64):
         if start < 0:
             break
         try:
             data, end = decoder.raw_decode(text, start)
         except (json.JSONDecodeError, RecursionError):
-            start = text.find("{", start + 1)
+            start = text.find("{", start + 1, stop)
             continue
         if isinstance(data, dict):
             found.append(data)
-        start = text.find("{", end)
+        start = text.find("{", end, stop)
     return found
 
 
@@ -454,7 +447,7 @@ class LLMJudge:
         """The one-line error (exit 2) a command ends with instead of writing its results: the endpoint
         refused in a way every request would repeat, or no request got a reply and no verdict came
         from the cache (`ChatClient.run_error`); None when something was judged."""
-        return self.client.run_error(**self._names, served=self._cache_hits)
+        return self.client.run_error(**self._names, served=self._cache_hits, json_mode=self.json_mode)
 
     def describe(self) -> dict:
         """This judge's settings, usage and cost, for logs (no URL, no key); results.json records
@@ -490,13 +483,14 @@ class LLMJudge:
     def decompose(self, text: str) -> list[str]:
         """Atomic statements of `text` (`--splitter atomic`: the whole answer, once); raises
         JudgeError on failure. Cached once it parses."""
-        return _statements(self._ask_json("decompose", SYSTEM_DECOMPOSE, text, "", check=_statements))
+        return _statements(self._ask_json("decompose", SYSTEM_DECOMPOSE, text, "", check=_statements,
+                                          keep=lambda data: _worth_keeping(_statements(data), text)))
 
     def generate_questions(self, answer: str, n: int = 3) -> tuple[list[str], list[bool]]:
         """Up to `n` questions the answer answers, and for each whether the answer is noncommittal
         about it (answer relevancy); raises JudgeError on failure. Cached once it parses."""
         data = self._ask_json("questions", SYSTEM_QUESTIONS, f"Write {n} questions.\n\nAnswer:\n{answer}", str(n),
-                              check=_questions)
+                              check=_questions, keep=lambda data: _worth_keeping(_questions(data)[0], answer))
         qs, noncommittal = _questions(data)
         return qs[:n], noncommittal[:n]
 
@@ -528,7 +522,9 @@ class LLMJudge:
             self._cache_hits += cache_hits
 
     def _judge_batch(self, premise: str, hypotheses: list[str]) -> list[Verdict]:
-        listing = "\n".join(f"{i}. {h}" for i, h in enumerate(hypotheses, start=1))
+        # one line per statement: a line break inside one ("Login needs:\na password") read as another
+        # statement, and the verdicts after it landed on the wrong statements
+        listing = "\n".join(f"{i}. {' '.join(h.split())}" for i, h in enumerate(hypotheses, start=1))
         user = f"Evidence:\n{premise}\n\nStatements:\n{listing}"
         try:
             content = self._chat(SYSTEM_JUDGE, user)
@@ -536,9 +532,10 @@ class LLMJudge:
             return [Verdict(None, str(e))] * len(hypotheses)
         return [Verdict(v.supported, self.client.scrub(v.reason), v.label) for v in parse_verdicts(content, len(hypotheses))]
 
-    def _ask_json(self, task: str, system: str, user: str, extra: str, check=None) -> dict:
+    def _ask_json(self, task: str, system: str, user: str, extra: str, check=None, keep=None) -> dict:
         """The reply's JSON object, from the cache or the endpoint; `check(data)` (raising JudgeError)
-        runs before a reply is cached, so a malformed one is asked again next time. Statements, claims
+        runs before a reply is cached, so a malformed one is asked again next time; a reply `keep(data)`
+        says may be a failure (no statements for a text with words) is returned but not cached. Statements, claims
         and questions are judged or embedded as they came: only the key is redacted from them
         (`ChatClient.scrub_key`), not an "Authorization: Bearer demo-token" the answer quotes."""
         key = self._key_for(task, user, extra)
@@ -547,14 +544,15 @@ class LLMJudge:
             self._count(cache_hits=1)
             return self._scrubbed(hit)
         try:
-            data = self._scrubbed(_loads(self._chat(system, user, key_only=True)))
+            data = self._scrubbed(_loads(self._chat(system, user, key_only=True), check))
         except json.JSONDecodeError:
             raise JudgeError("malformed reply: not JSON") from None
         if not isinstance(data, dict):
             raise JudgeError("malformed reply: not a JSON object")
         if check is not None:
             check(data)
-        self.cache.put(key, data)
+        if keep is None or keep(data):
+            self.cache.put(key, data)
         return data
 
     def _scrubbed(self, obj):
@@ -578,7 +576,11 @@ class LLMJudge:
 
 
 def _statements(data: dict) -> list[str]:
-    """The statements of a decompose reply; raises JudgeError when it has no list of strings."""
+    """The statements of a decompose reply; raises JudgeError when it has no list of strings.
+
+    >>> _statements({"statements": [" a ", ""]}), _statements({"statements": []})
+    (['a'], [])
+    """
     items = data.get("statements")
     if not isinstance(items, list) or not all(isinstance(s, str) for s in items):
         raise JudgeError("malformed reply: no 'statements' list of strings")
@@ -606,6 +608,15 @@ def _questions(data: dict) -> tuple[list[str], list[bool]]:
         qs.append(q)
         flags.append(bool(nc))
     return qs, flags
+
+
+def _worth_keeping(items: list, text: str) -> bool:
+    """Whether a reply's `items` (statements, questions) may be cached: not none for a text with words (a
+    letter or a digit). None is the right reply for a refusal or a pleasantry, and a failure of a model
+    that answered with nothing for a claim; cached, that failure was read by every later run, which never
+    asked again, so it is returned (the evaluator tells the two apart: DECOMPOSE_FAILED where the answer
+    asserts something) and asked again next run. A text without words has none to give: cached."""
+    return bool(items) or not any(c.isalnum() for c in text)
 
 
 def _passes(check, data: dict) -> bool:

@@ -93,7 +93,9 @@ class NLIJudge:
     # 2: special-token spellings in the text are read as characters (`split_special_tokens`), and a
     # pair the model fails on is undecided; version 1 was an empty string, so fingerprints from
     # before differ from today's for the same folder
-    version = "2"
+    # 3: the fingerprint holds the checkpoint's content digest alone, not its folder's name (`model_id`
+    # still shows it): the same model copied to another folder is the same judge, and the gate compares
+    version = "3"
 
     def __init__(self, model, tokenizer, model_id: str, entail: int, batch_size: int = 16, max_length: int = 512,
                  labels: dict[int, str] | None = None):
@@ -131,7 +133,8 @@ class NLIJudge:
 
     @property
     def fingerprint(self) -> str:
-        return digest("NLIJudge", self.model_id, {"max_length": self.max_length, "entail": self.entail},
+        content = self.model_id.rpartition("@")[2]  # the digest: where the folder sits or is named changes no verdict
+        return digest("NLIJudge", content, {"max_length": self.max_length, "entail": self.entail},
                       self.version)
 
     def judge(self, pairs: list[tuple[str, str]]) -> list[Verdict]:
