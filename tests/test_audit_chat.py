@@ -128,7 +128,7 @@ def test_a_damaged_answer_cache_entry_is_read_without_its_counts(tmp_path):
         def reply(self, system, prompt):
             raise AssertionError("the cache answers")
 
-        def scrub(self, text):
+        def scrub_key(self, text):
             return text
 
     answers = stitched_llm.ChatAnswers(Client(), DiskCache(tmp_path, "answers"))
