@@ -216,8 +216,7 @@ def blank_headings(text: str) -> str:
     """
     if "#" not in text:
         return text
-    code = _code_spans(text)
-    return _HEADING_RE.sub(lambda m: m.group() if _in_code(m.start(), code) else " " * len(m.group()), text)
+    return sub_citations(text, lambda m: " " * len(m.group()), _HEADING_RE)  # outside code, as markers are read
 
 
 def sentence_spans(text: str) -> list[str]:

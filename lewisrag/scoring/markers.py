@@ -84,7 +84,8 @@ def citation_markers(text: str, pattern: re.Pattern = CITATION_RE) -> list[re.Ma
     return [m for m in pattern.finditer(text) if not _in_code(m.start(), code)]
 
 def sub_citations(text: str, repl: str | Callable[[re.Match], str], pattern: re.Pattern = CITATION_RE) -> str:
-    """`pattern.sub(repl, text)` for the citation markers outside Markdown code."""
+    """`pattern.sub(repl, text)` for the matches outside Markdown code: the citation markers by default, a
+    footnote definition or heading line too (`blank_footnote_definitions`, `statements.blank_headings`)."""
     code = _code_spans(text)
     if not code:
         return pattern.sub(repl, text)
@@ -102,8 +103,7 @@ def blank_footnote_definitions(text: str) -> str:
     """
     if "^" not in text:
         return text
-    code = _code_spans(text)
-    return _FOOTNOTE_DEFINITION_RE.sub(lambda m: m.group() if _in_code(m.start(), code) else " " * len(m.group()), text)
+    return sub_citations(text, lambda m: " " * len(m.group()), _FOOTNOTE_DEFINITION_RE)
 
 
 def _marker_ids(m: re.Match) -> list[str]:
