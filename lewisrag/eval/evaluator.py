@@ -26,7 +26,7 @@ diagnostics read over the answer's claims (`RESPONSE_CLAIM_METRICS`), are null w
 were judged unsupported (0, now null with `REFUSAL_REASON`) or none were made (NaN with its own
 reason), so neither enters a mean; `refused` records the refusal, and completeness (and
 claims.recall) the miss. A sentence that asserts nothing (`refusals.asserts_nothing`: it only declines,
-"The documents do not mention the lockout time.", or is a courtesy, "Hope this helps!") need not cite and
+"The documents do not mention the lockout time.", or is a pleasantry, "Hope this helps!") need not cite and
 is no statement: faithfulness and the claims made of the answer leave it out, in any answer.
 Everything NaN is written as null with its reason under "nan_reasons".
 Records of several systems are aggregated per system as well as pooled (`aggregate`'s "by_system").
@@ -69,7 +69,7 @@ RESPONSE_CLAIM_METRICS = ("precision", "f1", "noise_sensitivity_in_relevant", "n
                           "hallucination", "self_knowledge", "faithfulness")
 UNDECIDED = "judge undecided on all "  # how the reason of a metric whose every verdict is undecided begins
 # why an answer whose every sentence asserts nothing (`asserts_nothing`, excused from citing: it only declines or
-# is a courtesy) has no citation quality
+# is a pleasantry) has no citation quality
 DECLINES_ONLY_REASON = "every sentence of the answer only declines: none is asked to cite"
 CLAIM_CONFIDENCE = 0.95  # level of the bootstrap interval of each claim diagnostic's mean
 CLAIM_RESAMPLES = 10_000  # bootstrap resamples (seed 0: the same run gives the same interval)
@@ -156,7 +156,7 @@ def answer_text(response: str) -> str:
 
 
 def _asserting(statements: list[Statement], question: str) -> list[Statement]:
-    """The statements that assert something: one that only declines or is a courtesy (`asserts_nothing`)
+    """The statements that assert something: one that only declines or is a pleasantry (`asserts_nothing`)
     is no fact for a context to support, so judging it scored a partial refusal ("Login returns 422 [1].
     The documents do not mention the lockout time.") or a "Hope this helps!" half unfaithful."""
     return [s for s in statements if not asserts_nothing(s.text, question)]
@@ -200,7 +200,7 @@ def _claim_inputs(p: _Prepared, cfg: EvalConfig, judge) -> _Claims:
 
     if rec.response_claims is not None:
         response_claims, response_source = list(rec.response_claims), "response_claims"
-    elif llm:  # left out as the statements are: a claim that only declines or is a courtesy asserts nothing
+    elif llm:  # left out as the statements are: a claim that only declines or is a pleasantry asserts nothing
         response_claims = [c for c in extract("response", answer_text(rec.response))
                            if not asserts_nothing(c, rec.question or "")]
         response_source = "llm"
