@@ -205,3 +205,31 @@ def test_refutes_claims_take_the_snapshot_b_value_in_every_split_as_the_docstrin
         assert b, split
     doc = " ".join(T.__doc__.split())
     assert "of a test entity" not in doc and "snapshot-B value, in every split" in doc
+
+
+def test_the_place_of_a_missing_stage_is_refused_as_the_stage_is(tmp_path, monkeypatch, capsys):
+    """`index build --out RUN/index_a` after RUN/index_a was deleted was passed (exit 0), and every rerun
+    of it then refused as the reproduction's part: the first write made it one, and a resume read an index
+    the run never built as its stage. A command on its own is refused there the first time too, whether
+    the reproduction's kind writes that folder (`PARTS`) or its marker lists it; a new folder of the
+    user's in RUN stays theirs."""
+    run = tmp_path / "RUN"
+    mark(run, "reproduction")
+    (run / "config.json").write_text("{}")
+    (run / "notes").mkdir()
+    record_files(run, ["config.json", "notes"])  # "notes": a part its marker lists, deleted below
+    (run / "notes").rmdir()
+    assert run_main(monkeypatch, capsys, "world", "--out", tmp_path / "w", "--entities", 40)[0] == 0
+    passages = tmp_path / "w" / "passages_a.jsonl"
+    (run / "index_b").mkdir()  # an empty folder in its place: the same
+    before = _state(run)
+    for rel in ("index_a", "index_b", "tasks/index_a", "notes"):
+        for flags in ((), ("--overwrite",)):
+            code, _, err = run_main(monkeypatch, capsys, *_bm25(passages, run / rel, *flags))
+            assert code == 2 and len(err.strip().splitlines()) == 1, err
+            assert f"is where the lewisrag reproduction at {run.resolve()} keeps its own {rel}" in err, err
+    code, _, err = run_main(monkeypatch, capsys, "world", "--out", run / "world", "--entities", 40)
+    assert code == 2 and "keeps its own world" in err, err
+    assert _state(run) == before and sorted(p.name for p in run.iterdir()) == [".lewisrag", "config.json", "index_b"]
+    assert run_main(monkeypatch, capsys, *_bm25(passages, run / "mine"))[0] == 0  # not a part: the user's own
+    assert made_by(run / "mine") == "index"

@@ -61,7 +61,7 @@ from lewisrag.data.outputs.checks import (_check_replaceable, check_inputs_outsi
                                           check_out_file, check_part, check_writable)
 from lewisrag.data.outputs.locks import exclusive
 from lewisrag.data.outputs.markers import (MARKER, PARTS, UNLISTED, _foreign, _matches, added_files, holds_part,
-                                           is_free, is_ours, made_by, mark, note_writing, note_written, record_files,
+                                           is_free, is_ours, keeps_part, made_by, mark, note_writing, note_written, record_files,
                                            written_files, wrote)
 from lewisrag.data.outputs.paths import _identity, physical
 from lewisrag.data.outputs.removal import _discard, _remove_tree, existing, sweep_leftovers
@@ -70,7 +70,7 @@ from lewisrag.data.outputs.replace import (discard_output, output_dir, replace_d
 
 __all__ = ["MARKER", "PARTS", "UNLISTED", "added_files", "check_inputs_outside", "check_on_its_own", "check_out_dir",
            "check_out_file", "check_part", "check_writable", "discard_output", "exclusive", "existing", "holds_part",
-           "is_free", "is_ours", "made_by", "mark", "note_writing", "note_written", "output_dir", "physical",
+           "is_free", "is_ours", "keeps_part", "made_by", "mark", "note_writing", "note_written", "output_dir", "physical",
            "record_files", "replace_dir", "rewritten_dir", "signals_deferred", "staged_dir", "sweep_leftovers",
            "usual_modes", "written_files", "wrote"]
 __all__ += ["_check_replaceable", "_discard", "_foreign", "_identity", "_matches", "_remove_tree"]  # reached by tests

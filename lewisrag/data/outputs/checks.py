@@ -12,8 +12,8 @@ from pathlib import Path
 
 from lewisrag.data.io import InputError
 from lewisrag.data.outputs.locks import _remember_check
-from lewisrag.data.outputs.markers import (MARKER, _foreign, added_files, holds_part, is_free, is_ours, made_by, written_files,
-                                           wrote)
+from lewisrag.data.outputs.markers import (MARKER, _foreign, added_files, holds_part, is_free, is_ours, keeps_part, made_by,
+                                           written_files, wrote)
 from lewisrag.data.outputs.paths import _identity, _resolved, physical
 from lewisrag.data.outputs.removal import _check_one_device, _in_the_way, _old, _restore_old, sweep_leftovers
 
@@ -85,6 +85,8 @@ def check_out_dir(out: str | os.PathLike, kind: str, *, overwrite: bool = False,
             raise InputError(given, f"holds a lewisrag {made_by(out)} and {_files(users)} lewisrag did not write there "
                              f"(such as {users[0]!r}), which no command replaces, --overwrite or not; move them away "
                              "or choose another", field=flag)
+    elif alone:  # missing or empty: the place of another output's part all the same
+        _check_not_a_parts_place(out, kind, flag, given)
     if not nested:  # after the refusals above, which name a part of another output more precisely
         _check_not_inside_an_output(out, kind, flag, given)
     if not overwrite and not is_free(out, kind):
@@ -216,6 +218,8 @@ def check_on_its_own(out: str | os.PathLike, kind: str, flag: str = "--out") -> 
     given, out = out, physical(out)
     if is_ours(out, kind):
         _check_not_part_of_an_output(out, kind, flag, given)
+    elif not out.exists() or (out.is_dir() and not any(out.iterdir())):
+        _check_not_a_parts_place(out, kind, flag, given)
 
 
 def _check_not_part_of_an_output(out: Path, kind: str, flag: str, given: str | os.PathLike | None = None) -> None:
@@ -241,6 +245,19 @@ def _check_not_part_of_an_output(out: Path, kind: str, flag: str, given: str | o
         raise InputError(out if given is None else given, f"is part of the lewisrag {other} at {folder} and is not "
                          f"{_a(kind)} lewisrag wrote, which --overwrite never replaces; choose a folder outside "
                          "it", field=flag)
+
+
+def _check_not_a_parts_place(out: Path, kind: str, flag: str, given: str | os.PathLike | None = None) -> None:
+    """Refuse, for a command on its own, a missing or empty folder where an output lewisrag marked keeps
+    a part of its own (`keeps_part`: `train rag --out RUN/rag_token` after RUN/rag_token was deleted).
+    Written there, the command's output became that part: the reproduction's resume read a model it
+    did not train as its own stage, and the command's own rerun was refused as that output's part."""
+    where = _resolved(out, flag, given)
+    for folder in where.parents:
+        if (other := made_by(folder)) is not None and keeps_part(folder, rel := where.relative_to(folder).as_posix()):
+            raise InputError(out if given is None else given, f"is where the lewisrag {other} at {folder} keeps its own "
+                             f"{rel}, which it makes and redoes; a command on its own never writes there, --overwrite "
+                             "or not: choose a folder outside it", field=flag)
 
 
 def _check_not_inside_an_output(out: Path, kind: str, flag: str, given: str | os.PathLike | None = None) -> None:

@@ -114,6 +114,22 @@ def holds_part(path: str | os.PathLike, rel: str) -> bool:
     return rel.split("/")[0] in listed or any(t.startswith(rel + "/") for t in _listed_tree(marker) or ())
 
 
+def keeps_part(path: str | os.PathLike, rel: str) -> bool:
+    """Whether a folder at `rel` below the output lewisrag marked at `path`, missing or empty now, is a
+    place where that output keeps a part of its own: one its kind writes (`PARTS`: a reproduction's
+    RUN/rag_token) or one its marker lists (a part deleted since). `holds_part` for a folder not
+    written yet: below a marker that lists nothing (written before markers did) only `PARTS` say,
+    as an unknown output's new folders may be another output's (`compare --out RUN/compare`)."""
+    marker = _read_marker(path)
+    kind, listed = _kind(marker), _listed(marker)
+    if kind is None:
+        return False
+    if any(_matches(rel, p) for p in PARTS.get(kind, ())):
+        return True
+    return listed is not None and (rel.split("/")[0] in listed
+                                   or any(t.startswith(rel + "/") for t in _listed_tree(marker) or ()))
+
+
 def note_written(path: str | os.PathLike, paths: Iterable[str]) -> None:
     """Add `paths` (relative, "/"-separated; those that are files now) to what the marker of the marked
     folder at `path` lists as lewisrag's: a top-level name under "files", one in a folder under "tree".
