@@ -299,12 +299,14 @@ def cut(
     passages: str = typer.Option(..., "--passages", help="Passages with their stored vectors (wiki_dpr's embeddings column): "
                                  "a folder of .parquet shards (the hub's data/psgs_w100/nq), .parquet, a datasets "
                                  "save_to_disk folder or hf:NAME[:CONFIG]:SPLIT."),
-    encoder: str = typer.Option(..., "--encoder", help="DPR checkpoint (`lewisrag train dpr`) or transformers "
-                                "DPRQuestionEncoder folder (e.g. facebook/dpr-question_encoder-single-nq-base) whose "
-                                "question encoder searches the stored vectors."),
-    context_encoder: str = typer.Option(None, "--context-encoder", help="With a DPRQuestionEncoder folder: the "
-                                        "DPRContextEncoder that made the stored vectors (8 of them are encoded afresh "
-                                        "and must match, as index build --reuse-embeddings checks)."),
+    encoder: str = typer.Option(..., "--encoder", help="DPR checkpoint (`lewisrag train dpr`), transformers "
+                                "DPRQuestionEncoder folder (e.g. facebook/dpr-question_encoder-single-nq-base) or "
+                                "trained RAG model (RUN/best) whose question encoder searches the stored vectors."),
+    context_encoder: str = typer.Option(None, "--context-encoder", help="With a DPRQuestionEncoder folder or a RAG "
+                                        "model (needed with both): the DPRContextEncoder folder or DPR checkpoint that "
+                                        "made the stored vectors (8 of them are encoded afresh and must match, as index "
+                                        "build --reuse-embeddings checks); for a RAG model, the one that built the index "
+                                        "it trained against (its fingerprint is checked)."),
     questions: list[Path] = typer.Option(..., "--questions", metavar="FILE", help="QA file whose questions choose the passages kept; "
                                          "repeat it for each (train, dev, test)."),
     qa_fields: str = typer.Option(None, "--qa-fields", help=_ui.QA_FIELDS_HELP),
@@ -345,7 +347,6 @@ def cut(
     this encoder finds for these questions what searching the whole corpus does; cut.json records
     the counts for each reason and the whole corpus's answer recall@k. The search is exact: minutes
     on a GPU at 21M passages, hours on a few CPU cores."""
-    from lewisrag.data.io import InputError
     from lewisrag.data.outputs import check_out_dir, output_dir
     from lewisrag.data.passages import open_passages
     from lewisrag.data.records import read_qa
@@ -353,7 +354,7 @@ def cut(
     from lewisrag.index.cut import (KIND, CutConfig, check_config, check_named_ids, check_passages, check_questions_files,
                                     cut_passages, kept_first, passage_rows, wanted_ids, write_manifest)
     from lewisrag.index.dense import check_stored_embeddings
-    from lewisrag.index.encoders import load_context_encoder, load_question_encoder
+    from lewisrag.index.encoders import load_encoder_pair
 
     fields = _ui.qa_fields(qa_fields)
     cfg = CutConfig(top=top, max_passages=max_passages, seed=seed, device=resolve_device(device), gold=not no_gold,
@@ -363,11 +364,7 @@ def cut(
     check_out_dir(out, KIND, overwrite=overwrite, replaces=True,  # before anything is read
                   inputs={"--passages": passages, "--encoder": encoder, "--context-encoder": context_encoder,
                           **{"--questions" + (f" #{i + 1}" if i else ""): q for i, q in enumerate(questions)}}, alone=True)
-    ckpt = load_question_encoder(encoder, context_encoder)
-    ctx = ckpt if ckpt.ctx_encoder is not None else load_context_encoder(context_encoder) if context_encoder else None
-    if ctx is None:
-        raise InputError("--context-encoder", f"needed with the DPRQuestionEncoder folder {encoder}: the DPRContextEncoder "
-                         "of its pair, which made the stored vectors (8 of them are checked against fresh encodings)")
+    ckpt, ctx = load_encoder_pair(encoder, context_encoder)
     files = [(q, read_qa(q, fields)[:max_questions]) for q in questions]  # each file checked whole first
     examples = [ex for _, part in files for ex in part]
     check_config(cfg, examples)

@@ -323,6 +323,41 @@ def load_rag_question_encoder(path: str | os.PathLike) -> DPRCheckpoint:
     return ckpt
 
 
+def load_encoder_pair(path: str | os.PathLike, context_encoder: str | os.PathLike | None = None,
+                      ) -> tuple[DPRCheckpoint, DPRCheckpoint]:
+    """(question side, context side), both loaded, for `index cut`, which searches stored vectors and
+    so needs the weights of the context encoder that made them (8 are encoded afresh to check them),
+    not its fingerprint alone. A `lewisrag train dpr` checkpoint is both sides. A transformers
+    DPRQuestionEncoder folder and a trained RAG model (whose question encoder searches; the context
+    encoder its index was built with is not in it) take the context side from `context_encoder` (a
+    DPRContextEncoder folder, a DPR checkpoint, or a RAG model trained with --train-context-encoder).
+    A RAG model records its index's context-encoder fingerprint, and a `context_encoder` of another
+    is refused: its question encoder was trained to search that one's vectors."""
+    layout = dpr_layout(path)
+    if layout == "lewisrag":
+        if context_encoder:
+            raise InputError("--context-encoder", f"{path} is a lewisrag DPR checkpoint, which holds its own context "
+                             "encoder; --context-encoder goes with a transformers DPRQuestionEncoder folder or a RAG model")
+        ckpt = DPRCheckpoint.load(path)
+        return ckpt, ckpt
+    if layout == "rag":
+        ckpt = load_rag_question_encoder(path)
+        what, pair = "RAG model", "the DPR checkpoint or DPRContextEncoder folder that built the index it was trained against"
+    else:
+        ckpt = load_question_encoder(path, context_encoder)  # refuses a DPRContextEncoder folder
+        what, pair = "DPRQuestionEncoder folder", "the DPRContextEncoder of its pair"
+    if not context_encoder:
+        raise InputError("--context-encoder", f"needed with the {what} {path}: {pair}, which made the stored vectors "
+                         "(8 of them are checked against fresh encodings)")
+    ctx = load_context_encoder(context_encoder)
+    if layout == "rag" and ckpt.ctx_fingerprint not in (None, ctx.ctx_fingerprint):
+        raise InputError("--context-encoder", f"{context_encoder} is not the context encoder the RAG model {path} was "
+                         f"trained against: its fingerprint is {ctx.ctx_fingerprint}, the model's index's (rag.json's "
+                         f"settings.index_fingerprint) {ckpt.ctx_fingerprint}; give the DPR checkpoint or "
+                         "DPRContextEncoder folder that built that index")
+    return ckpt, ctx
+
+
 def context_fingerprint(path: str | os.PathLike) -> str:
     """The fingerprint of the context encoder in `path` (`--context-encoder`): a transformers
     DPRContextEncoder folder (its weights, loaded strictly; no tokenizer needed) or a lewisrag DPR

@@ -1,10 +1,11 @@
 """Parquet passages: a file, or a folder of shards checked to be one whole numbered set
-(`check_numbered_shards`), read a row group at a time with the last few kept decoded (`RowGroups`)."""
+(`check_numbered_shards`) and read in the order of their numbers (`shard_order`), a row group at a
+time with the last few kept decoded (`RowGroups`)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,22 @@ from lewisrag.data.passages.schema import COLUMNS, _is_list, as_text, text_schem
 # the hub's (and datasets') train-00003-of-00005, and push_to_hub's with each shard's fingerprint after it
 # (train-00003-of-00005-6a9f3c2e1b7d4e5f)
 SHARD_NAME = re.compile(r"(?P<stem>.*)-(?P<k>\d+)-of-(?P<n>\d+)(?P<hash>-[0-9a-fA-F]{8,})?$")
+
+
+def shard_order(files: Iterable[Path]) -> list[Path]:
+    """The shards `files` in the order their rows are read: numbered ones (`SHARD_NAME`) by their set's
+    name, then their number as a whole number, others by name. The hub pads the numbers to one width,
+    where this is the names' order; a writer that does not (`train-2-of-11`, `train-10-of-11`) would
+    otherwise have its shard 10 read third and the corpus's rows out of order.
+
+    >>> [f.name for f in shard_order(Path(f"train-{k}-of-11.parquet") for k in (10, 2, 0, 1))]
+    ['train-0-of-11.parquet', 'train-1-of-11.parquet', 'train-2-of-11.parquet', 'train-10-of-11.parquet']
+    """
+    def key(f: Path) -> tuple[str, int, str]:
+        m = SHARD_NAME.match(f.stem)
+        return (f.name, -1, "") if m is None else (m["stem"], int(m["k"]), f.name)
+
+    return sorted(files, key=key)
 
 
 def check_numbered_shards(shards: Sequence[Path]) -> None:
@@ -71,8 +88,8 @@ class RowGroups:
     their vectors are some 80 GB — so a `PassageTable` over Parquet asks for row groups as it
     reads rows: memory stays at a few row groups, and reading the rows in order (encoding,
     copying vectors, writing an index's passage store) decodes each group once. A folder of
-    shards is one sequence of row groups, the files' in the order of their names, and every
-    shard must have the first's columns.
+    shards is one sequence of row groups, the files' in the order `files` gives them
+    (`shard_order`'s), and every shard must have the first's columns.
 
     Binary passage columns read as strings (`as_text`); a group that cannot be decoded (a damaged
     page, compressed block or page header) is an InputError naming its file and rows. Pages

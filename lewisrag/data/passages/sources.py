@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lewisrag.data.io import InputError, existing_file, load_hf
-from lewisrag.data.passages.parquet import RowGroups, check_numbered_shards
+from lewisrag.data.passages.parquet import RowGroups, check_numbered_shards, shard_order
 from lewisrag.data.passages.saved import _dataset_table, _saved_dataset
 from lewisrag.data.passages.table import PassageTable
 from lewisrag.data.passages.tsv import read_dpr_tsv
@@ -52,7 +52,8 @@ def passages_at(passages: Sequence[Passage], rows) -> list[Passage]:
 
 def open_table(path: str | os.PathLike, limit: int | None = None) -> PassageTable:
     """The checked `PassageTable` of a save_to_disk folder, a `.parquet` file, a folder of `.parquet`
-    shards (read in the order of their names), DPR's `.tsv` or an `hf:` spec; of its first `limit` rows only."""
+    shards (read in the order of their numbers, `shard_order`), DPR's `.tsv` or an `hf:` spec; of its first
+    `limit` rows only."""
     spec = str(path)
     if spec.startswith("hf:"):
         table = _dataset_table(load_hf(spec))
@@ -63,7 +64,7 @@ def open_table(path: str | os.PathLike, limit: int | None = None) -> PassageTabl
         # every entry named *.parquet, in any case: a broken link (a hub snapshot's blob not downloaded)
         # or a folder is refused by RowGroups.open, naming it, not left out of the corpus
         try:
-            shards = sorted(f for f in p.iterdir() if f.suffix.lower() == ".parquet")
+            shards = shard_order(f for f in p.iterdir() if f.suffix.lower() == ".parquet")
         except OSError as e:  # a folder this user cannot list
             raise InputError(p, f"cannot list the folder: {e.strerror}") from None
         saved = (p / "state.json").is_file() or (p / "dataset_dict.json").is_file()
