@@ -13,7 +13,9 @@ from lewisrag.commands import _ui
 def ask(
     ctx: typer.Context,
     question: str = typer.Argument(..., help="The question to answer."),
-    model: Path = typer.Option(..., "--model", help="A RAG model directory, or a `train rag` run directory (its best/ model)."),
+    model: Path = typer.Option(..., "--model", help="A `train rag` run directory (its best/ model, else its final/), "
+                               "a model directory (a run's best/ or final/), or a transformers RAG folder (`lewisrag export`'s, "
+                               "a Rag*ForGeneration checkpoint)."),
     index: Path = typer.Option(..., "--index", help="Dense index to retrieve from (built with the model's context encoder)."),
     n_docs: int = typer.Option(None, "--n-docs", help="Passages retrieved and marginalized (K; default: the model's)."),
     old_k: int = typer.Option(None, "-k", hidden=True, help="Deprecated: --n-docs."),

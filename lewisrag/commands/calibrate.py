@@ -13,7 +13,9 @@ from lewisrag.commands import _ui
 def calibrate(
     ctx: typer.Context,
     judge: str = typer.Option(..., "--judge", help="Judge spec: lexical | nli:PATH | llm:MODEL | labels:FILE."),
-    labels: Path = typer.Option(..., "--labels", help='Human labels JSONL: {"id", "premise", "hypothesis", "supported"}.'),
+    labels: Path = typer.Option(..., "--labels", help='Human labels (.jsonl/.json/.parquet or hf:NAME[:CONFIG]:SPLIT): '
+                                '{"id", "premise", "hypothesis", "supported": bool, "label"?}, the optional "label" '
+                                'three-way (entailment, neutral, contradiction), measured where the judge gives one too.'),
     out: Path = typer.Option(None, "--out", help="Also write DIR/calibration.json."),
     batch_size: int = typer.Option(32, "--batch-size", min=1, help="Pairs per judge call."),
     cache_dir: Path = _llm.cache_dir(),
@@ -92,12 +94,27 @@ def _render(r: dict, show: int, out: Path | None) -> None:
                         + ("-" if w["kappa"] is None else f"{w['kappa']:.3f}")])
     if "llm_temperature" in r:  # the settings the fingerprint is over, readable
         summary.append(["llm judge settings", f"temperature {r['llm_temperature']}, JSON mode {'on' if r['llm_json_mode'] else 'off'}"])
-    title = f"judge {r['judge']['name']} {str(r['judge']['fingerprint'])[:12]} on {r['labels']} ({100 * r['confidence']:.4g}% Wilson intervals)"
+    title = (f"judge {_judge_named(r['judge'])} {str(r['judge']['fingerprint'])[:12]} on {r['labels']} "
+             f"({100 * r['confidence']:.4g}% Wilson intervals)")
     _ui.out.print(_ui.table(title, ["measure", "value"], summary))
     every = r["disagreements"]
     listed = every if show == 0 else every[:show]  # rendering 17k rows took longer than judging them
-    rows = [[d["id"], d["kind"], d["human"], d["judge"], d["reason"], d["hypothesis"]] for d in listed]
+    rows = [[d["id"], d["kind"], _verdict(d["human"], d.get("human_label")), _verdict(d["judge"], d.get("judge_label")),
+             d["reason"], d["hypothesis"]] for d in listed]
     title = f"{len(every)} disagreement{'' if len(every) == 1 else 's'}"
     if len(listed) < len(every):
         title += f", the first {len(listed)} (all: --show 0, --json{'' if out is None else f', {out}/calibration.json'})"
     _ui.out.print(_ui.table(title, ["id", "kind", "human", "judge", "reason", "statement"], rows))
+
+
+def _judge_named(judge: dict) -> str:
+    """The judge's name with what made its verdicts: the LLM, the NLI checkpoint (its folder's name; the
+    content digest is in --json) or the labels file; the name and a fingerprint alone said none of them."""
+    made_by = judge.get("model") or judge.get("model_id", "").partition("@")[0] or judge.get("source")
+    return f"{judge['name']} {made_by}" if made_by else judge["name"]
+
+
+def _verdict(supported: bool | None, label: str | None) -> bool | str | None:
+    """A verdict with its three-way label where the row has one: a "label" row's verdicts agree (False | False),
+    and what differs, neutral against contradiction, was only in --json. Without one, as it was (undecided: –)."""
+    return supported if label is None else f"{supported} ({label})"

@@ -293,28 +293,45 @@ class RagModel(nn.Module):
                  for question, ps in zip(questions, passages) for p in ps]
         ctx = tokenizers.generator(texts, padding=True, truncation=True, max_length=self.settings.max_combined_length,
                                    return_tensors="pt").to(device)
-        self._count_cut(texts, ctx["attention_mask"], tokenizers.generator)
+        self._count_cut(texts, ctx["attention_mask"], tokenizers.generator,
+                        [question for question, ps in zip(questions, passages) for _ in ps])  # each text's
         return Retrieved(ctx["input_ids"], ctx["attention_mask"], doc_scores, np.asarray(rows), passages)
 
-    def _count_cut(self, texts: list[str], mask: torch.Tensor, tokenizer) -> None:
+    def _count_cut(self, texts: list[str], mask: torch.Tensor, tokenizer, questions: list[str] | None = None) -> None:
         """Count the generator inputs cut at max_combined_length, and say once that it happens: the question
         comes last ("title / text // question"), so a passage as long as the limit leaves the generator
         part or none of the question to read, in training, evaluation and `ask` alike, without a word
         (transformers' RagRetriever cuts the same way). Only inputs that fill the limit are tokenized
-        again, whole: none when the passages are short."""
+        again, whole: none when the passages are short.
+
+        `questions` (each text's; `retrieve` passes them) tells the two causes apart: a question cut even
+        beside an empty passage is too long itself, and shorter passages, once the only advice, would not
+        help. The limit is named with the command whose flag sets it: ask, swap and eval read it from the
+        model, and advising their users to raise a --max-combined-length they do not have sent them looking."""
         limit = self.settings.max_combined_length
         full = (mask.sum(1) >= limit).nonzero().flatten().tolist()
-        cut = 0
+        cut = []
         if full:
             lengths = tokenizer([texts[i] for i in full], truncation=False, verbose=False)["input_ids"]
-            cut = sum(len(ids) > limit for ids in lengths)
-        self.inputs_made, self.inputs_cut = self.inputs_made + len(texts), self.inputs_cut + cut
-        if cut:
+            cut = [i for i, ids in zip(full, lengths) if len(ids) > limit]
+        self.inputs_made, self.inputs_cut = self.inputs_made + len(texts), self.inputs_cut + len(cut)
+        asked = sorted({questions[i] for i in cut}) if questions is not None else []
+        alone = tokenizer([generator_input("", "", q, self.settings) for q in asked], truncation=False,
+                          verbose=False)["input_ids"] if asked else []
+        too_long = {q for q, ids in zip(asked, alone) if len(ids) > limit}  # cut beside an empty passage too
+        if too_long:
+            warnings.warn(LewisragWarning(
+                f"a question is longer than max_combined_length ({limit} tokens) by itself: the generator input "
+                "(title / text // question) is cut at the end, so the generator reads only part of the question "
+                "beside any passage; shorten the question (the limit is the model's, set at training by `lewisrag "
+                "train rag --max-combined-length`, up to the generator's positions)"), stacklevel=2)
+        if any(questions is None or questions[i] not in too_long for i in cut):
             warnings.warn(LewisragWarning(
                 f"generator inputs (title / text // question) longer than max_combined_length ({limit} tokens) are "
                 "cut at the end, where the question is: the generator reads part or none of it (as transformers' "
-                "RagRetriever cuts); shorten the passages (lewisrag chunk --words N) or raise --max-combined-length "
-                "(up to the generator's positions)"), stacklevel=2)
+                "RagRetriever cuts); shorten the passages (lewisrag chunk --words N) or raise the limit (`lewisrag "
+                "train rag --max-combined-length`, up to the generator's positions; a trained model keeps its own)"),
+                stacklevel=2)
 
     def forward_questions(self, questions: list[str], index: Any, tokenizers: Tokenizers, labels: torch.Tensor,
                           reduce_loss: bool = False, n_docs: int | None = None,

@@ -316,13 +316,30 @@ def _no_model_yet(run: Path) -> str:
             f"with `lewisrag train rag --out {run} --resume` and the flags it was started with")
 
 
+def _resume_state(checkpoint: Path) -> str:
+    """What to say when a `train rag` run's checkpoint/ is given as a model: its weights and state.json are
+    what `train rag --resume` reads, in no model folder's layout (they were called an export missing its
+    config.json); the run's models are beside it, in best/ and final/."""
+    run = checkpoint.parent
+    saved = [str(run / name) for name in ("best", "final") if (run / name / "rag.json").is_file()]
+    resume = f"`lewisrag train rag --out {run} --resume` and the flags it was started with"
+    said = "a training checkpoint (resume state), which only `train rag --resume` reads, not a model"
+    if not saved:
+        return (f"{said}, and its run has saved no model yet (no best/ nor final/; step "
+                f"{_step(checkpoint / STATE_JSON)}): finish the run with {resume}")
+    finish = "" if str(run / "final") in saved else f", or finish the run with {resume}"
+    return f"{said}: give a model the run saved, {' or '.join(saved)}{finish}"
+
+
 def _is_hf_rag(p: Path) -> bool:
     """Whether `p` is a transformers RAG folder (config.json's model_type "rag"). A folder that is a model
-    of another kind is named by its config.json's model_type (a BART given as --model), one with weights or
-    an export record but no config.json by that file (an export missing it): an InputError, not the
-    "no rag.json" of a folder that holds no model at all."""
+    of another kind is named by its config.json's model_type (a BART given as --model), a `train rag` run's
+    checkpoint/ as one (`_resume_state`), one with weights or an export record but no config.json by that
+    file (an export missing it): an InputError, not the "no rag.json" of a folder that holds no model at all."""
     config = p / "config.json"
     if not config.is_file():
+        if (p / STATE_JSON).is_file():  # its model.safetensors read as an export missing its config.json
+            raise InputError(p, _resume_state(p))
         if any((p / name).is_file() for name in (WEIGHTS, SHARDED, EXPORT_RECORD)):
             raise InputError(config, "file not found, nor rag.json (lewisrag's own layout): the model folder is incomplete")
         return False

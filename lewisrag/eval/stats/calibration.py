@@ -27,13 +27,15 @@ def calibrate(
     confidence: float = 0.95,
     on_batch: Callable[[int], None] | None = None,
 ) -> dict:
-    """Run `judge` (anything with `.judge(pairs) -> list[Verdict]`) on the labels and compare.
+    """Run `judge` (a `name`, a `fingerprint` and `.judge(pairs) -> list[Verdict]`) on the labels and compare.
 
-    Returns the judge's name and fingerprint, `judge_confusion` (κ, agreement, miss rate and
-    false-kill rate with Wilson intervals, undecided count) and the disagreements, undecided ones
-    included, in label order. `on_batch(n)` is called after each batch of n pairs. Where humans and judge
-    both gave three-way labels, "three_way" holds their count, agreement and κ, and each pair whose
-    labels differ while `supported` agrees is listed too, of kind "label" (neutral against contradiction).
+    Returns the judge as `eval answers` records it (`evaluator.judge_info`: name and fingerprint, and the
+    model, checkpoint or labels file and the settings that made the verdicts), `judge_confusion` (κ,
+    agreement, miss rate and false-kill rate with Wilson intervals, undecided count) and the
+    disagreements, undecided ones included, in label order. `on_batch(n)` is called after each batch
+    of n pairs. Where humans and judge both gave three-way labels, "three_way" holds their count,
+    agreement and κ, and each pair whose labels differ while `supported` agrees is listed too, of kind
+    "label" (neutral against contradiction).
 
     >>> from lewisrag.eval.judges import FunctionJudge
     >>> labels = [Label("a", "x y", "x", True), Label("b", "x y", "z", False), Label("c", "x", "x z", True)]
@@ -66,8 +68,11 @@ def calibrate(
         human, judged = [lab.label for lab, _ in both], [v.label for _, v in both]
         three_way = {"three_way": {"n": len(both), "agreement": sum(a == b for a, b in zip(human, judged)) / len(both),
                                    "kappa": _or_none(cohen_kappa(human, judged))}}
+    from lewisrag.eval.evaluator import judge_info  # here: the evaluator imports these statistics
+
     return {
-        "judge": {"name": getattr(judge, "name", type(judge).__name__), "fingerprint": getattr(judge, "fingerprint", None)},
+        # a fingerprint alone named no model: two calibrations of llm judges read alike in calibration.json
+        "judge": judge_info(judge),
         **confusion,
         **three_way,
         "disagreements": disagreements,
