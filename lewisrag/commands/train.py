@@ -60,7 +60,8 @@ def dpr(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even if it holds files lewisrag did not write "
                                    "there as a DPR checkpoint (replaced only when training has finished); never a folder lewisrag did "
                                    "not make."),
-    as_json: bool = typer.Option(False, "--json", help="Print the training summary as one JSON object instead of a table."),
+    as_json: bool = typer.Option(False, "--json", help="Print the training summary as one JSON object instead of a "
+                                 "table (final_loss: the mean loss of the last 20 steps, as lewisrag_dpr.json records it)."),
 ) -> None:
     """Train a DPR bi-encoder with in-batch, BM25 and self-mined hard negatives."""
     # the flags and --out are checked before torch and transformers load (the settings and their checks need
@@ -130,7 +131,7 @@ def dpr(
     check_out_dir(out, DPR_KIND, overwrite=overwrite, inputs=inputs, replaces=True, alone=True)  # before anything is read or trained
     from lewisrag.data.passages import open_passages
     from lewisrag.data.records import check_gold_ids, read_qa
-    from lewisrag.training.dpr import train_dpr
+    from lewisrag.training.dpr import FINAL_LOSS_STEPS, train_dpr
     from lewisrag.training.negatives import check_hard_negative_ids
 
     examples, docs = ([], []) if converting else (read_qa(train, fields), open_passages(passages))
@@ -162,7 +163,8 @@ def dpr(
     rows += [["without a self-mined negative", counts["n_no_self_negative"]]] if counts.get("n_no_self_negative") else []
     rows += [["steps without a negative (loss 0)", counts["n_steps_no_negative"]]] if counts.get("n_steps_no_negative") else []
     _ui.out.print(_ui.table(f"DPR checkpoint written to {out}", ["field", "value"],
-                            rows + [["final loss", meta["final_loss"]], ["dim", meta["dim"]],
+                            rows + [[f"final loss (mean of last {FINAL_LOSS_STEPS} steps)", meta["final_loss"]],
+                                    ["dim", meta["dim"]],
                                     ["context fingerprint", meta["ctx_fingerprint"]]]))
 
 

@@ -164,14 +164,25 @@ def dpr_layout(path: str | os.PathLike) -> str:
     if not (p / "config.json").is_file():
         raise InputError(p, f"not a DPR checkpoint: no {META_FILE} (a `lewisrag train dpr` checkpoint) and no config.json "
                             "(a transformers DPRQuestionEncoder or DPRContextEncoder folder)")
-    config = read_json(p / "config.json")
-    architectures = config.get("architectures") if isinstance(config, dict) else None
-    sides = [DPR_ARCHITECTURES[a] for a in architectures or [] if a in DPR_ARCHITECTURES]
+    architectures = config_architectures(p / "config.json")
+    sides = [DPR_ARCHITECTURES[a] for a in architectures if a in DPR_ARCHITECTURES]
     if not sides:
-        raise InputError(p / "config.json", f"not a DPR encoder folder: architectures is {architectures!r}, not "
+        raise InputError(p / "config.json", f"not a DPR encoder folder: architectures is {architectures or None!r}, not "
                          f"DPRQuestionEncoder or DPRContextEncoder (and there is no {META_FILE} of a `lewisrag train dpr` "
                          "checkpoint)", field="architectures")
     return sides[0]
+
+
+def config_architectures(config_file: Path) -> list[str]:
+    """The class names `config_file` (a model's config.json) lists under architectures, as transformers
+    writes them; none where the field is missing or null, or the file holds no JSON object. Any other
+    value is refused: a number or a nested list was a TypeError's traceback, and a string was read
+    character by character."""
+    config = read_json(config_file)
+    architectures = config.get("architectures") if isinstance(config, dict) else None
+    if architectures is not None and not (isinstance(architectures, list) and all(isinstance(a, str) for a in architectures)):
+        raise InputError(config_file, f"expected a list of class names, got {architectures!r}", field="architectures")
+    return architectures or []
 
 
 def own_limit(config, tokenizer) -> int:

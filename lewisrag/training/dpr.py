@@ -45,6 +45,7 @@ import copy
 import math
 import os
 import random
+import re
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
@@ -57,11 +58,11 @@ from transformers import AutoModel, AutoTokenizer, DPRConfig, DPRContextEncoder,
 from lewisrag.data.io import InputError, LewisragWarning, read_json
 from lewisrag.data.outputs import check_out_dir, staged_dir
 from lewisrag.data.passages import passages_at
-from lewisrag.data.pretrained import check_state_fits, load_model, load_tokenizer
+from lewisrag.data.pretrained import SHARDED, WEIGHTS, check_state_fits, load_model, load_tokenizer
 from lewisrag.data.records import Passage, QAExample
 from lewisrag.index.encoders import (DPR_ARCHITECTURES, DPR_POOLER, META_FILE, DPRCheckpoint, adopt_passage_encoding,
-                                     own_limit, passage_encoding, set_passage_encoding, state_fingerprint,
-                                     tokenize_texts)
+                                     config_architectures, own_limit, passage_encoding, set_passage_encoding,
+                                     state_fingerprint, tokenize_texts)
 from lewisrag.scoring.aggregate import mean
 from lewisrag.training.configs import DPR_KIND as KIND  # the marker kind of DPR checkpoint folders (lewisrag.data.outputs)
 from lewisrag.training.configs import DPRTrainConfig, check_init
@@ -70,6 +71,9 @@ from lewisrag.training.negatives import (hard_negative_rows, hard_negative_sourc
 from lewisrag.training.devices import autocast, single_device
 from lewisrag.training.optim import adamw, all_overflowed, backward_step, diverged, finite, warmup_steps
 from lewisrag.training.tokenizer import bert_wordpiece_tokenizer
+
+
+FINAL_LOSS_STEPS = 20  # the metadata's final_loss: the mean loss of the last 20 steps, steadier than the last one's
 
 
 def train_tokenizer(texts: Sequence[str], vocab_size: int):
@@ -183,10 +187,30 @@ def start_limits(cfg: DPRTrainConfig, q_enc, c_enc, tokenizer) -> tuple[int, int
 
 
 def _dpr_architecture(p: Path) -> str | None:
-    """The DPR encoder class the folder's config.json names under architectures; None: a BERT-like checkpoint."""
-    config = read_json(p / "config.json") if (p / "config.json").is_file() else {}
-    config = config if isinstance(config, dict) else {}
-    return next((a for a in (config.get("architectures") or []) if a in DPR_ARCHITECTURES), None)
+    """The DPR encoder class the folder's config.json names under architectures (`config_architectures`, which
+    refuses a value that is no list of names); None: a BERT-like checkpoint."""
+    names = config_architectures(p / "config.json") if (p / "config.json").is_file() else []
+    return next((a for a in names if a in DPR_ARCHITECTURES), None)
+
+
+# A BERT-like checkpoint's weights that DPR never runs: the pretraining heads (BERT's masked-LM and next-sentence
+# `cls.*`, ELECTRA's discriminator and generator heads) and the pooler
+BERT_UNUSED = r"^(cls|discriminator_predictions|generator_predictions|generator_lm_head|pooler)\."
+
+
+def _load_bert_like(p: Path, flag: str):
+    """(AutoModel of the BERT-like folder `p`, the checkpoint's weights it left out but `BERT_UNUSED`, sorted).
+    `load_model` lets them pass, for `starting_encoder` to refuse once the weights are known to be a BERT's: a
+    checkpoint of another kind (a BART) is named whole by `check_state_fits` first."""
+    unused: list[str] = []
+
+    def auto_model(path, **kw):
+        model, info = AutoModel.from_pretrained(path, **kw)
+        unused.extend(sorted(k for k in info["unexpected_keys"] if not re.search(BERT_UNUSED, k)))
+        return model, info
+
+    return load_model(auto_model, p, f"pretrained encoder ({flag})", allow_unexpected=True,
+                      ignore_missing=r"^pooler\."), unused
 
 
 def starting_encoder(path: str, flag: str, side: str | None = None):
@@ -220,8 +244,7 @@ def starting_encoder(path: str, flag: str, side: str | None = None):
             raise InputError(p / "config.json", f"{flag}: a DPR config whose architectures names neither "
                              "DPRQuestionEncoder nor DPRContextEncoder", field="architectures")
         # a BERT-like checkpoint may carry a pretraining head and may lack the pooler: DPR uses neither
-        bert = load_model(AutoModel.from_pretrained, p, f"pretrained encoder ({flag})", allow_unexpected=True,
-                          ignore_missing=r"^pooler\.")
+        bert, unused = _load_bert_like(p, flag)
         if getattr(getattr(getattr(bert, "embeddings", None), "position_embeddings", None), "padding_idx", None) is not None:
             # RoBERTa's weights carry BERT's names, so they fitted and trained, each position reading another's row
             raise InputError(p / "config.json", f"{flag}: a {config.get('model_type')} checkpoint numbers positions from "
@@ -230,6 +253,11 @@ def starting_encoder(path: str, flag: str, side: str | None = None):
         dcfg = DPRConfig(**{k: v for k, v in bert.config.to_dict().items() if k in DPRConfig().to_dict()})
         weights = {k: v for k, v in bert.state_dict().items() if not k.startswith("pooler.")}
         check_state_fits(_bert_shapes(dcfg), weights, p, f"pretrained encoder ({flag}) as DPR's BERT")
+        if unused:  # layers its config.json no longer counts (edited to fewer), dropped in silence else
+            raise InputError(p / WEIGHTS if (p / WEIGHTS).is_file() else p / SHARDED,
+                             f"{flag}: its config.json's BERT leaves weights of the checkpoint unused ({len(unused)}; "
+                             f"the first: {unused[0]}): a config.json edited to fewer layers, or another model's "
+                             "weights; only pretraining heads and the pooler may be left out")
         weights = {f"bert_model.{k}": v for k, v in weights.items()}
     tokenizer = load_tokenizer(AutoTokenizer.from_pretrained, p, f"pretrained encoder's tokenizer ({flag})", use_fast=True)
     if len(tokenizer) > dcfg.vocab_size:  # an id past the embedding table: an IndexError at the first step
@@ -348,7 +376,8 @@ def train_dpr(
     losses = []
     skipped = 0  # fp16 steps whose gradients overflowed (the scaler left the weights alone)
     unlearned: list[int] = []  # steps whose batch held no negative for any question: a loss of 0, nothing to learn
-    mine_at = int(cfg.self_negatives_at * cfg.steps) if cfg.self_negatives_at else None  # the one mining pass
+    # the one mining pass, at the share of the steps rounded as warmup's (0.29 x 100 is step 29, where int() made it 28)
+    mine_at = warmup_steps(cfg.self_negatives_at, cfg.steps) if cfg.self_negatives_at else None
     mined: list[int | None] = []  # per usable question, its self-mined negative from step `mine_at` on
     for step in range(cfg.steps):
         if len(order) < cfg.batch_size:
@@ -402,8 +431,8 @@ def train_dpr(
         _tie(q_enc, c_enc, copy.deepcopy)
     ckpt = DPRCheckpoint(q_enc, c_enc, tokenizer, {})
     meta = {"config": asdict(cfg), "max_length": cfg.p_max_length, "q_max_length": cfg.q_max_length,
-            "final_loss": mean(losses[-20:]), "n_train": len(usable), "n_no_gold": len(examples) - len(usable), **counts,
-            "n_steps_no_negative": len(unlearned)}
+            "final_loss": mean(losses[-FINAL_LOSS_STEPS:]), "n_train": len(usable), "n_no_gold": len(examples) - len(usable),
+            **counts, "n_steps_no_negative": len(unlearned)}
     if scratch:  # config's vocab_size is the size used; this one, what --vocab-size asked
         meta["vocab_size_asked"] = asked
     with staged_dir(out, KIND) as tmp:

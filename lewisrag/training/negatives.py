@@ -7,6 +7,7 @@ passages, given by the training file (DPR's own files hold DPR's BM25 negatives,
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import random
 import warnings
@@ -106,6 +107,12 @@ def mine_hard_negatives(examples: Sequence[QAExample], passages: Sequence[Passag
     return _first_negative(examples, [[int(r) for r in row] for row in rows], passages)
 
 
+# The float32 scores of one part of the questions over every passage, at most (`mine_self_negatives`): both of the
+# small preset's mining passes fit it whole (its QA retriever's 152 MiB, 9,898 questions x 4,016 passages, and
+# with --tasks the tasks' retriever's 285 MiB, its 18,600 queries), so they mine as they always did, bit for bit.
+SCORE_BYTES = 512 << 20
+
+
 def mine_self_negatives(q_enc, c_enc, tokenizer, cfg, examples: Sequence[QAExample],
                         passages: Sequence[Passage], batch_size: int = 256, depth: int = 10) -> list[int | None]:
     """Per example, the row of the passage the current encoders rank highest that is not gold and holds no
@@ -123,8 +130,14 @@ def mine_self_negatives(q_enc, c_enc, tokenizer, cfg, examples: Sequence[QAExamp
         q_vec = torch.cat([q_enc(**tokenizer([ex.question for ex in chunk], truncation=True, max_length=cfg.q_max_length,
                                              padding=True, return_tensors="pt").to(device)).pooler_output.float()
                            for chunk in _chunks(examples, batch_size)])  # (Q, D)
+    # the (Q, N) scores, in float32, a part of the questions at a time: whole, NQ's 58,880 questions over a cut of a
+    # million passages were some 235 GB. A matrix within SCORE_BYTES is one part, the product as it always was;
+    # a larger one splits into equal parts within it (no lone last row: BLAS takes a one-row product another way,
+    # its last bits apart from the same row's in a larger one)
+    most = max(1, SCORE_BYTES // (4 * len(passages)))  # questions a part may hold
     with torch.no_grad():
-        top = (q_vec @ p_vec.T).topk(min(depth, len(passages)), dim=1).indices.tolist()  # (Q, depth), in float32
+        top = [hits for part in q_vec.tensor_split(math.ceil(len(q_vec) / most))
+               for hits in (part @ p_vec.T).topk(min(depth, len(passages)), dim=1).indices.tolist()]  # (Q, depth)
     q_enc.train(was[0]), c_enc.train(was[1])
     return _first_negative(examples, top, passages)
 
