@@ -27,9 +27,11 @@ The stages that need the built-in world (world, the DPR trained on it, BM25, the
 stitched system and its comparison) are not run: results.json lists them under "skipped" with why.
 
 config.json names the assets by path (`assets`) and records their content beside them (FINGERPRINTS:
-`asset_fingerprints`); `--resume` refuses an asset whose content changed since, before any stage runs
-(RUN/data holds the QA files as the `data` stage read them, and the later stages train on that copy).
-results.json's config repeats the digests of the assets read whole (CONTENT: `assets_sha256`).
+`asset_fingerprints`, of the files loading reads, RULE_KEY); `--resume` refuses an asset whose content
+changed since, before any stage runs (RUN/data holds the QA files as the `data` stage read them, and the
+later stages train on that copy). results.json's config repeats the digests of the assets read whole
+(CONTENT: `assets_sha256`). A run begun afresh without --passages-b removes the index B and question
+sets an earlier run in its folder wrote (`_former_swap_parts`).
 """
 
 from __future__ import annotations
@@ -49,7 +51,9 @@ from transformers import AutoConfig, AutoModelForSeq2SeqLM, DPRContextEncoder, D
 
 from lewisrag import __version__
 from lewisrag.data.io import InputError, LewisragWarning, expect, first_line, read_json, write_json, write_jsonl
+from lewisrag.data.outputs import check_part, discard_output, is_ours
 from lewisrag.data.passages import open_passages
+from lewisrag.data.passages.saved import _check_state
 from lewisrag.data.pretrained import (SHARDED, as_input_error, check_generator_folder, check_weights, generator_tokenizer,
                                      load_config, model_files)
 from lewisrag.data.qa_formats import fields_unmapped
@@ -347,19 +351,27 @@ def _check_generation(folder: Path) -> None:
 #   null             an hf: spec: what the hub serves is no file here to hash
 # The QA files are read whole by `prepare` anyway, and are hashed whole whatever their size.
 FINGERPRINTS = "asset_fingerprints"
+# config.json: the rule of the folders' files FINGERPRINTS covers (`_asset_files`), RULE. 2: what loading reads
+# (a passages folder's `_passage_files`). 1, a run recorded before this key: every FOLDER_DATA file below a
+# passages folder, so that the cache-*.arrow `datasets` writes beside a saved dataset's own, or a run's files
+# (its --out inside the folder), were other content; such a run is checked by its own rule, then recorded by RULE
+RULE_KEY = "asset_fingerprints_rule"
+RULE = 2
 CONTENT = "assets_sha256"  # results.json's config: the digests of the assets read whole (no sizes or times)
 WHOLE_BYTES = 256 << 20
 SMALL_BYTES = 16 << 20
 MODELS = ("question_encoder", "context_encoder", "generator")
 QA_FILES = ("train", "dev", "test", "questions_a", "questions_b")
 PASSAGES = ("passages", "passages_b")
-FOLDER_DATA = (".parquet", ".arrow", ".json", ".jsonl", ".tsv")  # a passages folder's files: shards, a save_to_disk folder's
+FOLDER_DATA = (".parquet", ".arrow", ".json", ".jsonl", ".tsv")  # a passages folder's files by rule 1
 
 
-def asset_fingerprints(assets: BaseAssets) -> dict[str, dict | None]:
-    """FINGERPRINTS of each input file or folder `assets` gives (those not given are left out)."""
+def asset_fingerprints(assets: BaseAssets, names: tuple[str, ...] = MODELS + QA_FILES + PASSAGES,
+                       rule: int = RULE) -> dict[str, dict | None]:
+    """FINGERPRINTS of each input file or folder of `names` that `assets` gives (those not given are left
+    out), its folders' files chosen by `rule` (RULE_KEY)."""
     out = {}
-    for name in MODELS + QA_FILES + PASSAGES:
+    for name in names:
         spec = getattr(assets, name)
         if not spec:
             continue
@@ -367,23 +379,37 @@ def asset_fingerprints(assets: BaseAssets) -> dict[str, dict | None]:
             out[name] = None
             continue
         try:
-            out[name] = _fingerprint(_asset_files(name, Path(spec)), whole=name in QA_FILES)
+            out[name] = _fingerprint(_asset_files(name, Path(spec), rule), whole=name in QA_FILES)
         except OSError as e:  # `prepare` read it a moment ago
             raise InputError(spec, f"--{name.replace('_', '-')}: cannot be read ({e.strerror or e})") from None
     return out
 
 
-def _asset_files(name: str, path: Path) -> list[tuple[str, Path]]:
+def _asset_files(name: str, path: Path, rule: int = RULE) -> list[tuple[str, Path]]:
     """(name inside the asset, file) of what loading `path` reads: a model folder's `model_files`, a
-    passages folder's data files (not a README or the hub's .cache/), a file itself."""
+    passages folder's `_passage_files` (by `rule` 1, every FOLDER_DATA file below it but the hidden
+    ones, the hub's .cache/), a file itself."""
     if path.is_file():
         return [(path.name, path)]
     if name in MODELS:
         files = model_files(path)
-    else:
+    elif rule == 1:
         files = [f for f in path.rglob("*") if f.suffix.lower() in FOLDER_DATA and f.is_file()
                  and not any(part.startswith(".") for part in f.relative_to(path).parts)]
+    else:
+        files = _passage_files(path)
     return sorted((f.relative_to(path).as_posix(), f) for f in files)
+
+
+def _passage_files(folder: Path) -> list[Path]:
+    """What `open_table` reads of a passages folder that `prepare` opened: a save_to_disk folder's
+    state.json, dataset_info.json and the Arrow files its state lists, else the .parquet shards at
+    its top. Not the other files there, which no stage reads: the cache-*.arrow `datasets` writes
+    beside a saved dataset's own files, a README, a run whose --out lies inside the folder."""
+    if (folder / "state.json").is_file():
+        files, _ = _check_state(folder, folder / "state.json")
+        return [folder / "state.json", folder / "dataset_info.json", *files]
+    return [f for f in folder.iterdir() if f.suffix.lower() == ".parquet"]
 
 
 def _fingerprint(files: list[tuple[str, Path]], whole: bool) -> dict:
@@ -411,10 +437,12 @@ def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def check_same_content(saved: dict, config: dict, fingerprints: dict, file: Path) -> None:
+def check_same_content(saved: dict, config: dict, fingerprints: dict, file: Path, assets: BaseAssets) -> None:
     """Refuse a --resume whose assets, at the paths the run recorded (`saved`: its config.json, `file`),
     hold other content than FINGERPRINTS recorded, naming each flag and path. An asset at another path
-    is `resume_differences`' to name; a run recorded before FINGERPRINTS existed resumes unchecked."""
+    is `resume_differences`' to name; a run recorded before FINGERPRINTS existed resumes unchecked.
+    `fingerprints` are RULE's; a run recorded by rule 1 (no RULE_KEY) has its passages (`assets`')
+    fingerprinted again by it: an unchanged run is not told its data changed because the rule did."""
     if FINGERPRINTS not in saved:
         return
     record, damaged = saved[FINGERPRINTS], "; the run's config.json is damaged"
@@ -423,6 +451,10 @@ def check_same_content(saved: dict, config: dict, fingerprints: dict, file: Path
         expect(was is None or (isinstance(was, dict) and len(was) == 1 and next(iter(was)) in ("sha256", "files")
                                and _is_hex(next(iter(was.values())))),
                file, f"{FINGERPRINTS}.{name}", 'null or {"sha256" or "files": a sha256 in hex}', was, damaged)
+    rule = saved.get(RULE_KEY, 1)
+    expect(RULE_KEY not in saved or (type(rule) is int and rule == RULE), file, RULE_KEY, str(RULE), rule, damaged)
+    if rule == 1:
+        fingerprints = fingerprints | asset_fingerprints(assets, PASSAGES, rule=1)
     was_paths, now_paths = saved.get("assets") or {}, config["assets"]
     changed = []
     for name, now in fingerprints.items():
@@ -435,6 +467,10 @@ def check_same_content(saved: dict, config: dict, fingerprints: dict, file: Path
         else:  # by size and time: a large asset, not read
             changed.append(f"{flag} (its files' names, sizes or modification times differ from the run's: an asset "
                            "this large is fingerprinted by them, not read; a copy that kept them, cp -p or rsync -a, resumes)")
+        if rule == 1 and name in PASSAGES and Path(now_paths[name]).is_dir():  # the files no stage reads count too
+            changed[-1] += (f", by the rule of the lewisrag that began the run: every {', '.join(FOLDER_DATA)} file "
+                            "below the folder, one added since too (datasets' cache-*.arrow, a run's own files: moved "
+                            "away, the run resumes)")
     if changed:
         raise InputError(file, f"--resume with other data than the run's, the same path holding other content: "
                          f"{'; '.join(changed)}. Resume with the files the run was made from, or start a new run "
@@ -453,7 +489,9 @@ def run_base(preset: Preset, run: Path, seed: int, resume: bool, threads: int | 
     `reproduce` to write. `lang`, the reports' language, is recorded in config.json when it is not
     English; no stage of this preset writes text, so a resumed run may change it. A resumed run's
     assets must hold the content its config.json recorded (`check_same_content`). The folders its
-    stages replace are checked first (`stages.check_rerun`; `overwrite`: reproduce's)."""
+    stages replace are checked first (`stages.check_rerun`; `overwrite`: reproduce's), and so, in a run
+    begun afresh without --passages-b, are an earlier run's index B and question sets, which it removes
+    (`_former_swap_parts`)."""
     train, dev, test, passages = read["train"], read["dev"], read["test"], read["passages"]
     swap_sets = bool(assets.passages_b and assets.questions_a and assets.questions_b)
     overlap = read.get("test_overlap")
@@ -470,15 +508,18 @@ def run_base(preset: Preset, run: Path, seed: int, resume: bool, threads: int | 
     if saved is not None:
         # the content first: an edited --train that holds another number of questions changes the
         # settings too, and "the training settings the data's size caps" would not name the file
-        check_same_content(saved, config, fingerprints, run / "config.json")
-        saved = {k: v for k, v in saved.items() if k != FINGERPRINTS}
+        check_same_content(saved, config, fingerprints, run / "config.json", assets)
+        saved = {k: v for k, v in saved.items() if k not in (FINGERPRINTS, RULE_KEY)}
         if comparable(saved) != comparable(config):
             raise InputError(run / "config.json", "was written by another preset, seed or assets: "
                              f"{'; '.join(resume_differences(saved, config))}; use a new --out or drop --resume")
     # before anything is removed: a file the user added to a stage's folder is refused now, not lost
     names = [f"index_{snap}" for snap in passages] + ["generator", "rag_token", "rag_sequence", "closed_book"]
     S.check_rerun(run, names, resume, overwrite)
-    S.start_run(run, config | ({} if legacy else {FINGERPRINTS: fingerprints}), resume, overwrite, names=names)
+    former = [] if resume or swap_sets else _former_swap_parts(run, overwrite)
+    recorded = {} if legacy else {FINGERPRINTS: fingerprints, RULE_KEY: RULE}
+    S.start_run(run, config | recorded, resume, overwrite, names=names)
+    _discard_parts(former, overwrite)
     if overlap and overlap["either"]:  # the same file as --train and --test: test EM on trained questions, said
         # before any stage runs, and after the resume checks, so that a refused --resume is its one line
         warnings.warn(LewisragWarning(
@@ -517,6 +558,38 @@ def run_base(preset: Preset, run: Path, seed: int, resume: bool, threads: int | 
         skipped["knowledge_update"] = ("needs --passages-b, --questions-a and --questions-b (questions about each snapshot)"
                                        if assets.passages_b else "no --passages-b")
     return _assemble(config, stages, skipped), stages
+
+
+# what a base run writes only with --passages-b, --questions-a and --questions-b, beside knowledge_update.json and
+# swap_matrix.png (`stages.FINISHED`, which every run begun afresh removes): index B and the question sets
+SWAP_FOLDER = "index_b"
+SWAP_FILES = ("data/questions_a.jsonl", "data/questions_b.jsonl")
+AFRESH = "a run begun afresh without --passages-b"
+
+
+def _former_swap_parts(run: Path, overwrite: bool) -> list[Path]:
+    """Of a run begun afresh in `run` without --passages-b, before anything is removed: the parts that
+    an earlier run with it wrote there (SWAP_FOLDER, SWAP_FILES), which this run would otherwise keep
+    beside its own, listed in its marker as its own, until `_discard_parts` removes them. A file the
+    user added to that index B is refused by name, as `stages.check_rerun` refuses one in a stage's
+    folder, and so is a question set the marker does not list, as `stages.finished_files` refuses a
+    user's results.json, unless `overwrite`. A folder there that is no index lewisrag wrote is not
+    this run's to remove (a link to one elsewhere neither): it is left as it is."""
+    rel, kind = S.STAGE_FOLDERS[SWAP_FOLDER]
+    index = [run / rel] if is_ours(run / rel, kind) and not (run / rel).is_symlink() else []
+    for folder in index:
+        check_part(folder, kind, overwrite=overwrite, what=AFRESH)
+    return index + S.finished_files(run, overwrite, SWAP_FILES)
+
+
+def _discard_parts(parts: list[Path], overwrite: bool) -> None:
+    """Remove `parts` (`_former_swap_parts`), once `stages.start_run` passed its own checks: a refused
+    run changes nothing. A folder is checked again as it goes (`outputs.discard_output`)."""
+    for path in parts:
+        if path.is_dir():  # index B (finished_files refused a folder of a question set's name)
+            discard_output(path, S.STAGE_FOLDERS[SWAP_FOLDER][1], overwrite=overwrite, what=AFRESH)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def _settings(preset: Preset, assets: BaseAssets, n_train: int, n_passages: int) -> dict:

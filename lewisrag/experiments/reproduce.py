@@ -49,6 +49,7 @@ from lewisrag.data.cpu_linear import resolve_kind
 from lewisrag.data.io import InputError, LewisragWarning, read_json, write_json
 from lewisrag.data.outputs import (check_out_dir, exclusive, is_free, is_ours, note_writing, note_written, replace_dir,
                                    wrote)
+from lewisrag.data.passages import SHARD_NAME, check_numbered_shards
 from lewisrag.data.records import read_passages, read_qa
 from lewisrag.data.tasks import statement_queries
 from lewisrag.data.threads import environment, torch_threads
@@ -437,7 +438,7 @@ def check_asset_files(asset: str, where: Path) -> None:
 
 
 def _check_model(asset: str, folder: Path) -> None:
-    from lewisrag.data.pretrained import check_weights
+    from lewisrag.data.pretrained import check_weights, load_tokenizer
 
     what = asset.replace(":", " ", 1)
     check_weights(folder, what)  # config.json a JSON object, every safetensors header read; no tensor loaded
@@ -445,6 +446,9 @@ def _check_model(asset: str, folder: Path) -> None:
     if not isinstance(model_type, str) or not model_type.strip():
         raise InputError(folder / "config.json", f"{what}: no model_type, which loading reads first: not a transformers "
                          "model's config.json (a download cut short?)", field="model_type")
+    # the tokenizer files a run refuses the folder without (tokenizer.json, or a vocabulary), loading none:
+    # `--include "*.safetensors"` downloads leave them out
+    load_tokenizer(lambda _: None, folder, f"{what} tokenizer")
 
 
 def _check_dataset(asset: str, folder: Path) -> None:
@@ -452,6 +456,17 @@ def _check_dataset(asset: str, folder: Path) -> None:
     files = sorted(f for f in folder.rglob("*") if f.suffix in (".parquet", ".arrow") and f.is_file())
     if not files:
         raise InputError(folder, f"{what}: holds no .parquet or .arrow data files")
+    # each set of numbered shards whole (a run refuses wiki_dpr's folder without one), a set at a time: the
+    # hub keeps a data set's splits side by side (nq_open's train-... and validation-...)
+    sets: dict[tuple[Path, str], list[Path]] = {}
+    for f in files:
+        if f.suffix == ".parquet" and (m := SHARD_NAME.match(f.stem)) is not None:
+            sets.setdefault((f.parent, m["stem"]), []).append(f)
+    for shards in sets.values():
+        try:
+            check_numbered_shards(shards)
+        except InputError as e:
+            raise InputError(e.source, f"{what}: {e.message}") from None
     for f in files:
         size = f.stat().st_size
         if size == 0:

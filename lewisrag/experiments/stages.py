@@ -260,16 +260,17 @@ def start_run(run: Path, config: dict, resume: bool, overwrite: bool = False, na
 
 
 def finished_files(run: Path, overwrite: bool = False, names: Sequence[str] = FINISHED, resume: bool = False) -> list[Path]:
-    """The files of `names` (`FINISHED`) in `run`, each one the run's marker says it wrote (`outputs.wrote`), or, with
-    `overwrite`, any file; a user's file of such a name is refused by name otherwise (saying what would
-    replace it: a run begun afresh, or the end of a `resume`, whose advice drops --resume before passing
-    --overwrite: the command refuses the two together), and a folder always."""
+    """The files of `names` in `run` (`FINISHED`; a path below it too, the base preset's data/questions_a.jsonl),
+    each one the run's marker says it wrote (`outputs.wrote`), or, with `overwrite`, any file; a user's file of
+    such a name is refused by name otherwise (saying what would replace it: a run begun afresh, or the end of a
+    `resume`, whose advice drops --resume before passing --overwrite: the command refuses the two together), and
+    a folder always."""
     found = [run / name for name in names if (run / name).exists() or (run / name).is_symlink()]
     for path in found:
         if path.is_dir() and not path.is_symlink():
             raise InputError(path, "is a folder where a reproduction writes a file, which no command removes, "
                              "--overwrite or not; move it away")
-        if not overwrite and not wrote(run, path.name):
+        if not overwrite and not wrote(run, path.relative_to(run).as_posix()):
             fate = ("a resumed run rewrites the file of this name" if resume else
                     "a run begun afresh removes the file of this name that an earlier run wrote")
             how = "drop --resume and pass --overwrite to replace" if resume else "pass --overwrite to remove"
