@@ -25,7 +25,7 @@ def gate(
     """Gate a candidate run against a baseline: citation rules, paired retrieval, judged metrics.
 
     Runs of several systems are gated system by system: each paired check, ceiling and unmeasurable
-    count names its system (faithfulness < 1 [rag_token]).
+    count names its system (faithfulness < 1 \\[rag_token]).
 
     Exit 0: every check passed; 1: a check failed; 2: bad input (a missing or malformed run or
     config, a score that is not a score) or runs judged differently.

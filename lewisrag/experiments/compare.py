@@ -359,7 +359,10 @@ def check_systems(run: Path, names, generator: GeneratorOptions | None = None) -
         if not (run / part).exists():
             what = (f"no trained '{n}' system" if part == n else "no built-in world" if n is None
                     else f"no '{part}' for the stitched system's retrieval")
-            raise InputError(run / part, f"{what} in this run (run `lewisrag reproduce` first)")
+            # a reproduction killed before the stage: --resume finishes it, where a plain rerun redid every stage
+            how = ("`lewisrag reproduce --resume` with the run's own flags finishes it" if reproduced
+                   else "run `lewisrag reproduce` first")
+            raise InputError(run / part, f"{what} in this run ({how})")
         record = run / "stages" / f"{part}.json"  # stages.stage_record (stages imports this module)
         if reproduced and not record.is_file():
             raise InputError(run / part, f"the run's {part} stage did not finish (no {record}): "

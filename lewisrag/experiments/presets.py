@@ -258,6 +258,8 @@ def resume_differences(saved: dict, config: dict) -> list[str]:
     ["--lang zh (the run's: en)"]
     >>> resume_differences(run, {**run, "preset": {**run["preset"], "rag": {"steps": 8}}})
     ["the preset's rag (another lewisrag version's preset began the run)"]
+    >>> resume_differences({**run, "assets": {"steps": 1}}, {**run, "assets": {"steps": None, "passages_b": "b.jsonl"}})
+    ["--passages-b b.jsonl (the run's: not given)", "--steps not given (the run's: 1)"]
     """
     saved, config = comparable(saved), comparable(config)
     was, now = saved.get("preset") or {}, config.get("preset") or {}
@@ -275,7 +277,7 @@ def resume_differences(saved: dict, config: dict) -> list[str]:
     if tasks[0] != tasks[1]:
         out.append(f"--tasks {tasks[0]} (the run's: {tasks[1]})")
     was_assets, now_assets = saved.get("assets") or {}, config.get("assets") or {}
-    out += [f"--{k.replace('_', '-')} {now_assets.get(k)} (the run's: {was_assets.get(k)})"
+    out += [f"--{k.replace('_', '-')} {_given(now_assets.get(k))} (the run's: {_given(was_assets.get(k))})"
             for k in sorted(was_assets.keys() | now_assets.keys()) if was_assets.get(k) != now_assets.get(k)]
     if was_assets == now_assets and saved.get("settings") != config.get("settings"):
         out.append("the training settings the data's size caps (--train or the passages hold another number of records)")
@@ -283,6 +285,15 @@ def resume_differences(saved: dict, config: dict) -> list[str]:
     out += [f"config.json's {k}" for k in sorted(saved.keys() | config.keys())
             if k not in known and saved.get(k) != config.get(k)]
     return out
+
+
+def _given(value) -> str:
+    """A flag's value as `resume_differences` names it: a flag left out is "not given", not Python's None.
+
+    >>> _given(None), _given(1), _given("a.jsonl")
+    ('not given', '1', 'a.jsonl')
+    """
+    return "not given" if value is None else str(value)
 
 
 def linear_difference(saved: dict, kind: str) -> str | None:
