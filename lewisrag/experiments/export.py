@@ -136,10 +136,8 @@ def _export(model_path, index_path, out: Path, given, swap: bool) -> ExportSumma
         raise InputError(Path(index_path) / "manifest.json", "is re-ranked from the stored vectors (index tune "
                          "--rerank-depth), which transformers' retriever does not do: it would return other passages than "
                          "`lewisrag ask`; export a copy tuned without --rerank-depth", field="rerank_depth")
-    metric = dense.manifest.get("metric")
-    if metric != "inner_product":
-        raise InputError(Path(index_path) / "manifest.json", f"transformers' RAG searches by inner product; this index's "
-                         f"metric is {metric!r}", field="metric")
+    # transformers' RAG searches by inner product, as lewisrag does: `DenseIndex.load` refuses a manifest naming another
+    # metric (`store.check_manifest`; one naming none is inner product, as for every other command)
     with torch.no_grad():  # the question encoder's output size, checked against the index's like `ask` does
         q = tokenizers.question(["dimension probe"], return_tensors="pt")
         dim = int(model.encode_questions(q["input_ids"], q["attention_mask"]).shape[1])
@@ -207,9 +205,17 @@ def ask_generation_config(generation_config):
     """A copy of `generation_config` that decodes as `lewisrag ask` does by default (`ASK_DEFAULTS`), without
     the settings that cannot change its ids and that transformers will not save in a config the export changed
     (`rag_model.checkpoints.unread_settings`): beam-only ones beside num_beams=1, sampling-only ones (a
-    generator's `"top_k": 10`, which trained and answered, crashed the export), output flags."""
+    generator's `"top_k": 10`, which trained and answered, crashed the export), output flags.
+
+    The start token is written as lewisrag resolves it: it decodes from bos_token_id where decoder_start_token_id
+    is unset (`decoding._search_settings`), where transformers' RAG-Token generate() failed (torch.full's fill_value
+    None) and RAG-Sequence's reloaded generator starts from the BART config's token (generate_kwargs now names
+    lewisrag's). cache_implementation, which lewisrag never reads, is dropped: transformers' beam search with a
+    "static" cache answered otherwise than `ask --num-beams 3` (12 of 12 questions)."""
     gc = copy.deepcopy(generation_config)
-    gc.update(**ASK_DEFAULTS, max_new_tokens=None)  # ask's max_length beats a saved max_new_tokens (decoding.resolve_settings)
+    start = gc.decoder_start_token_id if gc.decoder_start_token_id is not None else gc.bos_token_id
+    # ask's max_length beats a saved max_new_tokens (decoding.resolve_settings)
+    gc.update(**ASK_DEFAULTS, max_new_tokens=None, decoder_start_token_id=start, cache_implementation=None)
     return reset_unread(gc)
 
 
