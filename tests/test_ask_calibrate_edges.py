@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from conftest import run_main, write_jsonl
 from lewisrag.cli import app
+from lewisrag.commands import _ui
 from lewisrag.data.io import LewisragWarning
 from lewisrag.data.records import Passage
 from lewisrag.eval.evaluator import judge_info
@@ -33,7 +34,7 @@ def test_a_label_row_shows_both_three_way_labels(tmp_path, monkeypatch):
     """A neutral-against-contradiction disagreement printed `False | False`: what differed was only in --json."""
     _labels(tmp_path, 0, "human.jsonl"), _labels(tmp_path, 1, "judge.jsonl")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("COLUMNS", "200")  # rich's width: each row on one line
+    monkeypatch.setattr(_ui.out, "width", 200)  # each row on one line (the console reads COLUMNS once, at import)
     res = CliRunner().invoke(app, ["calibrate", "--judge", "labels:judge.jsonl", "--labels", "human.jsonl"])
     assert res.exit_code == 0, res.output
     row = next(line for line in res.stdout.splitlines() if " a " in line and "label" in line)
@@ -62,7 +63,7 @@ def test_calibration_records_the_judge_as_eval_answers_does(tmp_path, monkeypatc
     # the labels judge: its file, in --out's calibration.json and in the title
     _labels(tmp_path, 0, "human.jsonl"), _labels(tmp_path, 1, "judge.jsonl")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("COLUMNS", "200")  # rich's width: the title on one line
+    monkeypatch.setattr(_ui.out, "width", 200)  # the title on one line (the console reads COLUMNS once, at import)
     res = CliRunner().invoke(app, ["calibrate", "--judge", "labels:judge.jsonl", "--labels", "human.jsonl", "--out", "out"])
     assert res.exit_code == 0, res.output
     assert json.loads((tmp_path / "out" / "calibration.json").read_text())["judge"]["source"] == "judge.jsonl"
