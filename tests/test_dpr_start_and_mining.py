@@ -158,3 +158,27 @@ def test_the_summary_says_its_final_loss_is_a_mean(tiny_corpus, tmp_path, monkey
     assert "final loss (mean of last 20 steps)" in out
     meta = json.loads((tmp_path / "dpr" / "lewisrag_dpr.json").read_text())
     assert len(losses) == 22 and meta["final_loss"] == mean(losses[-20:]) != losses[-1]
+
+
+def test_a_batch_of_one_without_hard_negatives_is_warned_for_its_size(tmp_path):
+    """`--batch-size 1 --no-hard-negatives` trained every step on a loss of 0, warned as "questions sharing
+    one gold passage": the cause is the batch of one, whose only passage is its own gold one."""
+    import warnings
+
+    from conftest import one_thread, write_jsonl
+    from lewisrag.data.io import LewisragWarning
+    from lewisrag.data.records import read_passages, read_qa
+    from lewisrag.training.configs import DPRTrainConfig
+    from lewisrag.training.dpr import train_dpr
+
+    p = write_jsonl(tmp_path / "p.jsonl", [{"id": f"p{i}", "title": f"T{i}", "text": f"Thing{i} is red."} for i in range(4)])
+    q = write_jsonl(tmp_path / "q.jsonl", [{"id": f"q{i}", "question": f"What colour is thing{i}?", "answers": ["red"],
+                                           "gold_passage_ids": [f"p{i}"]} for i in range(4)])
+    cfg = DPRTrainConfig(vocab_size=300, hidden_size=16, layers=1, heads=2, batch_size=1, steps=2, device="cpu",
+                         hard_negatives=False, self_negatives_at=0)
+    with one_thread(), warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        meta = train_dpr(cfg, read_qa(q), read_passages(p), tmp_path / "out")
+    ours = [str(w.message) for w in said if issubclass(w.category, LewisragWarning)]
+    assert meta["n_steps_no_negative"] == 2 and len(ours) == 1, ours
+    assert "--batch-size 1" in ours[0] and "raise --batch-size" in ours[0] and "sharing one gold" not in ours[0], ours[0]

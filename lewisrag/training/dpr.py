@@ -421,9 +421,12 @@ def train_dpr(
     if unlearned:
         warnings.warn(LewisragWarning(
             f"{len(unlearned)} of the {cfg.steps} steps (the first: step {unlearned[0]}) had no negative to learn from: "
-            "every passage of the batch is gold for every question in it (questions sharing one gold passage, and no "
-            "hard negative), so their loss is 0; give more distinct gold passages, or hard negatives "
-            "(n_steps_no_negative in lewisrag_dpr.json)"), stacklevel=2)
+            + ("a batch of one question (--batch-size 1) holds only its own gold passage, and no hard negative was "
+               "given, so their loss is 0; raise --batch-size (the other questions' passages are the in-batch "
+               "negatives), or give hard negatives" if cfg.batch_size == 1 else
+               "every passage of the batch is gold for every question in it (questions sharing one gold passage, and "
+               "no hard negative), so their loss is 0; give more distinct gold passages, or hard negatives")
+            + " (n_steps_no_negative in lewisrag_dpr.json)"), stacklevel=2)
     if cfg.steps and not finite(params):  # the last step's update, whatever the loss (an index of NaN vectors else)
         raise diverged(f"the encoders' weights hold NaN or inf after step {cfg.steps}", cfg.lr)
     q_enc.cpu().eval(), c_enc.cpu().eval()  # the checkpoint is written, and returned, from the CPU
