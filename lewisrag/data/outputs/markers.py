@@ -105,13 +105,7 @@ def holds_part(path: str | os.PathLike, rel: str) -> bool:
     reproduction's RUN/world, RUN/index_a). Below a marker that lists nothing (written before markers
     did), any folder is: what that output wrote is not known. Not another output that the user wrote
     inside it (`index build --out WORLD/bm25`: a world writes no index), nor a folder of the user's."""
-    marker = _read_marker(path)
-    kind, listed = _kind(marker), _listed(marker)
-    if kind is None:
-        return False
-    if listed is None or any(_matches(rel, p) for p in PARTS.get(kind, ())):
-        return True
-    return rel.split("/")[0] in listed or any(t.startswith(rel + "/") for t in _listed_tree(marker) or ())
+    return _part(_read_marker(path), rel, unlisted=True)
 
 
 def keeps_part(path: str | os.PathLike, rel: str) -> bool:
@@ -120,14 +114,20 @@ def keeps_part(path: str | os.PathLike, rel: str) -> bool:
     RUN/rag_token) or one its marker lists (a part deleted since). `holds_part` for a folder not
     written yet: below a marker that lists nothing (written before markers did) only `PARTS` say,
     as an unknown output's new folders may be another output's (`compare --out RUN/compare`)."""
-    marker = _read_marker(path)
+    return _part(_read_marker(path), rel, unlisted=False)
+
+
+def _part(marker: dict | None, rel: str, unlisted: bool) -> bool:
+    """`holds_part` and `keeps_part`: whether `rel` is a part of the output `marker` marks; `unlisted`, what
+    a marker that lists nothing says of a folder that `PARTS` do not name."""
     kind, listed = _kind(marker), _listed(marker)
     if kind is None:
         return False
     if any(_matches(rel, p) for p in PARTS.get(kind, ())):
         return True
-    return listed is not None and (rel.split("/")[0] in listed
-                                   or any(t.startswith(rel + "/") for t in _listed_tree(marker) or ()))
+    if listed is None:
+        return unlisted
+    return rel.split("/")[0] in listed or any(t.startswith(rel + "/") for t in _listed_tree(marker) or ())
 
 
 def note_written(path: str | os.PathLike, paths: Iterable[str]) -> None:
