@@ -1,11 +1,12 @@
 """RAG-Sequence's search reads its contexts with their attention mask, whatever the generation config's pad
-id says; contrastive search and assisted generation are refused, not run as greedy search."""
+id says; contrastive search, DoLa and assisted generation are refused, not run as greedy search."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 from transformers import GenerationConfig
+from transformers.generation import GenerationMode
 
 from lewisrag.rag_model import RagModel
 from lewisrag.rag_model.decoding import unsupported_option
@@ -62,3 +63,20 @@ def test_a_generation_pad_of_zero_hides_no_start_token(models):
                                     {"assistant_early_exit": 2}, {"use_mtp": True}])
 def test_contrastive_search_and_assisted_generation_are_refused(option):
     assert unsupported_option(GenerationConfig(**option))[0] == next(iter(option))
+
+
+@pytest.mark.parametrize("option", [{"dola_layers": "low"}, {"dola_layers": [2, 3]}])
+def test_dola_generation_is_refused(option):
+    """transformers' RAG refuses DoLa; read as greedy search it would change answers in silence."""
+    assert unsupported_option(GenerationConfig(**option))[0] == "dola_layers"
+
+
+@pytest.mark.parametrize("option", [{"penalty_alpha": 0.0, "top_k": 4}, {"penalty_alpha": 0.6, "top_k": 1},
+                                    {"penalty_alpha": 0.6, "top_k": 4, "num_beams": 3},
+                                    {"dola_layers": "low", "num_beams": 3}])
+def test_options_that_select_no_other_search_are_accepted(option):
+    """penalty_alpha and dola_layers change the search only where transformers' get_generation_mode says so:
+    elsewhere greedy or beam search runs as it would without them, in transformers as here."""
+    gc = GenerationConfig(**option)
+    assert gc.get_generation_mode() in (GenerationMode.GREEDY_SEARCH, GenerationMode.BEAM_SEARCH)
+    assert unsupported_option(gc) is None

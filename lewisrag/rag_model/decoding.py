@@ -31,8 +31,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from transformers.generation import (
-    ForcedBOSTokenLogitsProcessor, ForcedEOSTokenLogitsProcessor, LogitsProcessorList, MinLengthLogitsProcessor,
-    NoRepeatNGramLogitsProcessor,
+    ForcedBOSTokenLogitsProcessor, ForcedEOSTokenLogitsProcessor, GenerationMode, LogitsProcessorList,
+    MinLengthLogitsProcessor, NoRepeatNGramLogitsProcessor,
 )
 
 from lewisrag.data.io import InputError
@@ -49,10 +49,14 @@ _UNSUPPORTED = {  # generation options transformers would honour and these searc
     # several answers per question are asked of `generate` (its num_return_sequences argument), never
     # read from a saved config: answering takes one row per question
     "num_return_sequences": 1,
-    # contrastive search (penalty_alpha with top_k > 1) and assisted generation: other searches, which
+    # contrastive search (penalty_alpha with top_k > 1), DoLa and assisted generation: other searches, which
     # transformers refuses for RAG; read as greedy search they changed every answer in silence
-    "penalty_alpha": None, "prompt_lookup_num_tokens": None, "assistant_early_exit": None, "use_mtp": False,
+    "penalty_alpha": None, "dola_layers": None, "prompt_lookup_num_tokens": None, "assistant_early_exit": None,
+    "use_mtp": False,
 }
+# options refused only where they select their search (transformers' get_generation_mode): penalty_alpha 0.0,
+# or beside top_k 1 or beams, and dola_layers beside beams leave greedy or beam search as it was
+_SELECTS = {"penalty_alpha": GenerationMode.CONTRASTIVE_SEARCH, "dola_layers": GenerationMode.DOLA_GENERATION}
 LOGITS_CHUNK = 2**22  # logits elements scored at once in thorough decoding (16 MB of float32)
 MIX_FLOOR = 2.0**-100  # smallest RAG-Token mixture probability summed as a probability (_token_mixture)
 
@@ -106,6 +110,8 @@ def unsupported_option(gc) -> tuple[str, Any] | None:
     for name, default in _UNSUPPORTED.items():
         value = getattr(gc, name, None)
         if value is not None and value != default:
+            if name in _SELECTS and gc.get_generation_mode() != _SELECTS[name]:
+                continue
             return name, value
     return None
 
