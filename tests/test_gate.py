@@ -146,6 +146,17 @@ def test_ceiling_passes_only_when_the_upper_bound_proves_it(tmp_path, clean):
     assert check.verdict == "pass"
 
 
+
+@pytest.mark.parametrize("below, evidence", [(5, "the observed rate is not below it"),
+                                             (4, "about 1286 questions would prove it")])
+def test_a_failed_ceiling_says_whether_more_questions_would_prove_it(tmp_path, clean, below, evidence):
+    """5 of 100 under a 5% ceiling is a rate at the threshold, not above it; 4 of 100 would be proven by more."""
+    cfg = '[tier3]\nceilings = [{metric = "faithfulness", below = 1.0, max_share = 0.05}]\n'
+    for i, r in enumerate(clean["records"][:100]):
+        r["metrics"]["faithfulness"] = 0.5 if i < below else 1.0
+    check = next(c for c in _gate(tmp_path, clean, cfg).checks if c.name.startswith("share faithfulness"))
+    assert check.verdict == "fail" and evidence in check.evidence and "above it" not in check.evidence
+
 def test_bad_runs_raise_input_errors_naming_the_field(tmp_path, clean):
     with pytest.raises(InputError, match=r"records\[0\]\.metrics"):
         gate.gate(RUNS / "baseline", RUNS / "bad" / "missing_metrics")

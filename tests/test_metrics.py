@@ -84,6 +84,15 @@ def test_answer_relevancy_averages_raw_cosines_and_zeroes_only_all_noncommittal(
         answer_relevancy(q, ["接口返回什么？"], vec.get, [True, False])
 
 
+
+def test_answer_relevancy_stays_within_minus_one_and_one():
+    """A generated question equal to the asked one has cosine 1 + 2e-16 in floating point at [0.1, 0.7]:
+    results.json's range check (and so the gate) refused the score the evaluator wrote."""
+    same = {"What is X?": [0.1, 0.7]}
+    assert answer_relevancy("What is X?", ["What is X?"], same.get, [False]) == 1.0
+    opposite = {"What is X?": [0.1, 0.7], "What is not X?": [-0.1, -0.7]}
+    assert answer_relevancy("What is X?", ["What is not X?"], opposite.get, [False]) == -1.0
+
 def test_on_topic_rate():
     assert on_topic_rate([True, False, False]) == pytest.approx(1 / 3)
     assert on_topic_rate([True, None]) == 1.0 and math.isnan(on_topic_rate([None]))

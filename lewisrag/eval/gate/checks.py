@@ -765,7 +765,9 @@ def _ceiling_check(cand: Run, ceiling, cfg: GateConfig, system: str | None = Non
     need = stats.sample_size_for_upper_bound(k / n, ceiling.max_share, cfg.confidence, ceiling.method)
     if upper > ceiling.max_share:
         evidence += " > threshold: not proven; " + (
-            f"at this rate about {need} questions would prove it" if need else "the observed rate is above it")
+            f"at this rate about {need} questions would prove it" if need
+            else "the observed rate is not below it" if k / n >= ceiling.max_share
+            else "at this rate no feasible number of questions would prove it")
     details = {"k": k, "n": n, "better": "higher" if d > 0 else "lower", "upper_bound": upper,
                "method": ceiling.method, "questions_needed": need}
     return GateCheck("3 judged", name, "pass" if upper <= ceiling.max_share else "fail", evidence,

@@ -63,7 +63,8 @@ def proportion_interval(
 def sample_size_for_upper_bound(
     observed_rate: float, target: float, confidence: float = 0.95, method: str = "wilson", max_n: int = 10**9
 ) -> int | None:
-    """Smallest n whose one-sided upper bound, at `observed_rate`, is ≤ `target` (None if never).
+    """Smallest n whose one-sided upper bound, at `observed_rate`, is ≤ `target`: None if never (the rate
+    is not below the target) or not within `max_n` questions (a rate just below it).
 
     Answers "how many questions would prove the rate ≤ target if the rate stays what we saw".
     The count `observed_rate * n` is allowed to be fractional so the answer is smooth in n.
