@@ -61,3 +61,21 @@ def test_a_declining_sentence_is_excused_from_citing_as_in_eval_answers(modules)
     answers = ["The API returns 422 [1]. The documents do not mention the lockout time.", "The documents do not say."]
     out = faith.compute(predictions=answers, contexts=[["The API returns 422 when login fails."]] * 2)
     assert out["citation_recall"] == 1.0 and out["citation_recall_nan"] == 1  # the second has nothing to cite
+
+
+def test_undecided_verdicts_are_counted_not_dropped_in_silence(modules):
+    """A verdict the judge cannot give is left out of its score, as in `lewisrag eval answers`, and counted:
+    the module scored a half-undecided answer 1.0 with nothing in its output saying so."""
+    _, faith = modules
+    from lewisrag.eval.judges import FunctionJudge
+
+    judge = FunctionJudge(lambda premise, hypothesis: True if "422" in hypothesis else None)
+    out = faith.compute(predictions=["Login returns 422 [1]. The account is deleted [1][2]."],
+                        contexts=[["Login returns 422.", "Accounts are kept."]], judge=judge,
+                        reference_statements=[["Login returns 422.", "The account is kept."]])
+    assert out["faithfulness"] == 1.0 and out["faithfulness_undecided"] == 1
+    assert out["citation_recall"] == 1.0 and out["citation_recall_undecided"] == 1
+    assert out["citation_precision_undecided"] == 2  # both citations of the undecided statement
+    assert out["context_recall_undecided"] == 1 and out["answer_completeness_undecided"] == 1
+    decided = faith.compute(predictions=["Login returns 422 [1]."], contexts=[["Login returns 422."]])
+    assert decided["faithfulness_undecided"] == decided["citation_precision_undecided"] == 0

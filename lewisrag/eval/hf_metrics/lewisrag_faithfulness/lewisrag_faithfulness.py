@@ -7,7 +7,10 @@ retrieved passages of each answer). Optional compute arguments: `judge` (a judge
 `questions` (one string per answer).
 Answers are split with lewisrag's sentence splitter. NaN scores (faithfulness of an answer without
 statements, citation precision of one that cites nothing; an uncited answer's citation recall is 0)
-are left out of the means and counted in `<metric>_nan`. A sentence that only declines and cites
+are left out of the means and counted in `<metric>_nan`. A verdict the judge could not give (a
+labels file lacking the pair, an LLM reply it cannot read) is left out of its score, as in
+`lewisrag eval answers`, and counted in `<metric>_undecided`: statements for faithfulness, context
+recall, completeness and citation recall, citations for citation precision. A sentence that only declines and cites
 nothing ("The documents do not say.") is excused from citing, as in `lewisrag eval answers`: it is
 no uncited statement, and an answer of such sentences alone has NaN citation quality. An answer
 that refuses as a whole has NaN faithfulness (counted in `faithfulness_nan`), as there: it asserts
@@ -42,7 +45,8 @@ Args:
         `lewisrag eval answers`; without questions such a sentence must.
 Returns:
     faithfulness, citation_recall, citation_precision (and context_recall, answer_completeness with
-    reference_statements): means over answers where defined; `<metric>_nan` counts the others;
+    reference_statements): means over answers where defined; `<metric>_nan` counts the others,
+    `<metric>_undecided` the verdicts the judge could not give (left out of the scores);
     judge_fingerprint names the judge.
 """
 
@@ -93,25 +97,34 @@ class LewisragFaithfulness(evaluate.Metric):
             _check_questions(questions, len(predictions))
         judge = judges.from_spec(judge) if isinstance(judge, str) else judge
         scores = {"faithfulness": [], "citation_recall": [], "citation_precision": []}
+        undecided = dict.fromkeys(scores, 0)
         for answer, ctx, question in zip(predictions, contexts, questions or [""] * len(predictions)):
             sentences = split_sentences(answer)
             # a sentence that only declines or is a pleasantry asserts nothing: judged, it scored a supported
             # answer's "Hope this helps!" unfaithful (`refusals.asserts_nothing`, as in `lewisrag eval answers`)
             said = [s.text for s in sentences if not asserts_nothing(s.text, question)]
-            faithful = metrics.faithfulness(said, list(ctx), judge)
+            faithful = metrics.count_support(metrics.join_contexts(list(ctx)), said, judge, "statements")
             # a refusal asserts nothing: its 0 (or NaN) enters no mean, as in `lewisrag eval answers`
-            scores["faithfulness"].append(math.nan if is_refusal(answer, question) else faithful)
+            scores["faithfulness"].append(math.nan if is_refusal(answer, question) else faithful.score)
+            undecided["faithfulness"] += faithful.undecided
             docs = {str(i): c for i, c in enumerate(ctx, start=1)}
             cited = [(s.text, list(s.citations)) for s in sentences
                      if s.citations or not asserts_nothing(s.text, question)]
-            cq = metrics.citation_quality(cited, docs, judge)
+            cq = metrics.citation_quality_detail(cited, docs, judge)
             scores["citation_recall"].append(cq["recall"])
             scores["citation_precision"].append(cq["precision"])
+            undecided["citation_recall"] += sum(st["supported"] is None for st in cq["statements"])
+            undecided["citation_precision"] += sum(st["undecided_citations"] for st in cq["statements"])
         if reference_statements is not None:
-            scores["context_recall"] = [metrics.context_recall(list(r), list(c), judge) for r, c in zip(reference_statements, contexts)]
-            scores["answer_completeness"] = [metrics.answer_completeness(list(r), answer_text(a), judge)
-                                             for r, a in zip(reference_statements, predictions)]
+            recall = [metrics.count_support(metrics.join_contexts(list(c)), list(r), judge, "reference_statements")
+                      for r, c in zip(reference_statements, contexts)]
+            covered = [metrics.count_support(answer_text(a), list(r), judge, "reference_statements")
+                       for r, a in zip(reference_statements, predictions)]
+            for name, support in (("context_recall", recall), ("answer_completeness", covered)):
+                scores[name] = [s.score for s in support]
+                undecided[name] = sum(s.undecided for s in support)
         out = {"judge_fingerprint": judge.fingerprint}
         for name, values in scores.items():
             out[name], out[f"{name}_nan"] = _mean_and_unmeasured(values)
+            out[f"{name}_undecided"] = undecided[name]
         return out
