@@ -107,3 +107,12 @@ def test_a_temperature_outside_0_to_2_is_one_line(monkeypatch, capsys, tmp_path,
                               "--llm-base-url", "http://127.0.0.1:9/v1", "--out", tmp_path / "out", "--llm-temperature", value)
     assert code == 2 and not out and err.startswith("error: --llm-temperature: must be between 0 and 2"), err
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+
+
+def test_minus_zero_is_the_temperature_zero(tmp_path):
+    """`--llm-temperature -0` passed the range check and made a fingerprint and cache keys of its own."""
+    url = "http://127.0.0.1:9/v1"
+    zero = LLMJudge(url, "m", KEY, cache_dir=tmp_path, temperature=0.0)
+    for same in (-0.0, 0):
+        judge = LLMJudge(url, "m", KEY, cache_dir=tmp_path, temperature=same)
+        assert judge.fingerprint == zero.fingerprint and json.dumps(judge.client.temperature) == "0.0"

@@ -41,7 +41,7 @@ class ChatClient:
         self.max_retries = max_retries  # extra tries after a transient fault
         self.backoff = backoff  # first retry waits about this many seconds, then doubles
         self.max_backoff = max_backoff  # no wait is longer, Retry-After included
-        self.temperature = temperature
+        self.temperature = float(temperature) + 0.0  # 0 and -0.0 as 0.0: one setting in every cache key
         self.key_hint = key_hint  # where the key comes from, named in a 401/403 reason (never the key itself)
         self._rng = random.Random(seed)  # the jitter's only randomness
         self._slots = threading.BoundedSemaphore(max_workers)

@@ -419,7 +419,8 @@ class LLMJudge:
         self.cache = DiskCache(cache_dir or DEFAULT_CACHE_DIR)
         self.max_workers = max_workers  # requests in flight at most, across all calls on this judge
         self.batch_size = batch_size  # statements per request
-        self.temperature = float(temperature)  # 0 and 0.0 are one setting: one fingerprint, one cache key
+        # 0, 0.0 and -0.0 are one setting: one fingerprint, one cache key (json writes -0.0 as "-0.0")
+        self.temperature = float(temperature) + 0.0
         self.json_mode = json_mode  # send response_format json_object (some servers reject it)
         self.price_in, self.price_out = price_in, price_out  # currency per prompt / completion token
         self._lock = threading.Lock()
