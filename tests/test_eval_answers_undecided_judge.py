@@ -43,9 +43,13 @@ def test_a_judge_that_decides_some_statements_says_how_many_it_left_undecided(tm
     assert code == 0, err
     json.loads(out)  # stdout holds the results alone
     notes = [line for line in err.splitlines() if line.startswith("note:")]
-    assert notes == [f"note: --judge labels:{labels} decided 1 of the 2 statements of the answers; the 1 undecided are "
-                     "left out of faithfulness (the first: no label; each with its "
-                     "reason in results.json)"], err
+    assert notes[0] == (f"note: --judge labels:{labels} decided 1 of the 2 statements of the answers; the 1 undecided are "
+                        "left out of faithfulness (the first: no label; each with its reason in results.json)"), err
+    # the labels leave the reference statements, a citation and claim checks undecided too: each kind its own note
+    assert [n.split(";")[0].split(" decided ")[1] for n in notes[1:]] == [
+        "0 of the 2 checks of the reference statements of the answers (each against the contexts and against the answer)",
+        "1 of the 2 checks of the cited sentences of the answers against the passages they cite",
+        "1 of the 6 claim checks of the answers"], err
     record = json.loads((tmp_path / "run" / "results.json").read_text())["records"][0]
     assert record["metrics"]["faithfulness"] == 0.0  # the one decided statement: the wrong year
 

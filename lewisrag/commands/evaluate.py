@@ -36,6 +36,9 @@ CLAIMS_HELP = ("RAGChecker's claim-level diagnostics (claims.precision, claims.h
                "each retrieved passage. Costs one judge check per claim and passage more (in the same batch, cached).")
 TABLES_HELP = "The tables printed here follow it too; --json prints the same JSON in either language."
 OVERWRITE_HELP = "Replace --out even if it holds files that are not an evaluation lewisrag wrote (replaced once every file is written); never a folder lewisrag did not make."
+# the notes on the judge's undecided verdicts beside the answers' statements (`_other_verdicts`' kinds): message keys
+UNDECIDED_NOTES = {"references": "cli.note.undecided_references", "citations": "cli.note.undecided_citations",
+                   "claims": "cli.note.undecided_claims"}
 
 
 def answers(
@@ -184,10 +187,16 @@ def _show_answers(results: dict, judge, as_json: bool, lang: str = "en") -> None
     if as_json:
         _ui.print_json(agg)
         return
+    from lewisrag.eval.evaluator import undecided_metrics
+
     t = messages(lang)
     systems = agg.get("by_system") or {}  # several systems: each apart, as the pooled means would mix them
+    # a metric measured on no record keeps its row where the judge left it undecided: context recall whose every
+    # verdict was undecided vanished from the table, as recall@k on plain-string contexts once did
+    # (`_note_unmatched_gold`); one with nothing to measure (no reference, no --embedder) has no row
+    undecided = set().union(*(undecided_metrics(r["nan_reasons"]) for r in results["records"]))
     keys = [m for m in ("faithfulness", "context_recall", "answer_completeness", "answer_relevancy", "on_topic_rate",
-                        "citation_recall", "citation_precision", "exact_match", "f1", "rougeL") if agg[m]["n"]]
+                        "citation_recall", "citation_precision", "exact_match", "f1", "rougeL") if agg[m]["n"] or m in undecided]
     keys += [k for k in agg if k.startswith("recall_at_k@")]
     columns = [t("col.metric"), "n", t("cli.col.null"), t("cli.col.mean"), t("cli.col.share_below_1"), t("cli.col.share_below_0.5")]
     if systems:
@@ -235,15 +244,54 @@ def _judged_statements(result: dict) -> list[dict]:
     return out
 
 
+def _other_verdicts(result: dict) -> dict[str, tuple[int, int, str]]:
+    """The judge's verdicts on the answers beside their statements (a not_in_kb question's are not judged), by
+    kind: {"references" | "citations" | "claims": (undecided, judged, the first undecided one's reason)}.
+
+    Each reference statement is checked twice (against the contexts, against the answer), each sentence that
+    cites once against what it cites, and each claim once per premise RAGChecker reads; claims the extractor
+    could not make (`claims.failed`) count as one undecided check, as an answer the atomic splitter could not
+    decompose counts as one undecided statement (`_judged_statements`)."""
+    tally = {kind: [0, 0, ""] for kind in UNDECIDED_NOTES}
+
+    def add(kind: str, judged: int, reasons: list[str]) -> None:
+        """`judged` verdicts, undecided for each of `reasons`."""
+        counts = tally[kind]
+        counts[0], counts[1] = counts[0] + len(reasons), counts[1] + judged
+        counts[2] = counts[2] or next(iter(reasons), "")
+
+    for rec in result["records"]:
+        if rec.get("category") == "not_in_kb":
+            continue
+        refs = rec.get("reference_statements") or []
+        add("references", 2 * len(refs), [r.get(f"{side}_reason", "") for r in refs for side in ("in_contexts", "in_answer")
+                                          if r[side] is None])
+        cited = [v for v in rec.get("citation_verdicts") or [] if v["citations"]]
+        add("citations", len(cited), [v["reason"] for v in cited if v["supported"] is None])
+        claims = rec.get("claims") or {}
+        rows = [row for side in (claims.get("checks") or {}).values() for row in side]
+        # a check not asked (correctness without a reference) is null as an undecided one is: `undecided` counts those
+        decided = sum(v is not None for row in rows for v in (row.get("correct"), row.get("covered"), *row["in_contexts"]))
+        why = [row["reason"] for row in rows if "reason" in row] or [""]
+        reasons = list((claims.get("failed") or {}).values()) + why[:1] * claims.get("undecided", 0)
+        add("claims", decided + len(reasons), reasons)
+    return {kind: tuple(counts) for kind, counts in tally.items()}
+
+
 def _note_undecided(result: dict, spec: str, counts: tuple[int, int], answers: str, t) -> None:
     """Say on stderr, in `t`'s language, how many of the judged statements of `answers` `spec` left undecided
-    (`counts`, `_check_decided`'s): never left out in silence, since the scores and the diagnosis are over the
-    decided ones."""
+    (`counts`, `_check_decided`'s), then as many of its other verdicts (`_other_verdicts`): never left out in
+    silence, since the scores and the diagnosis are over the decided ones (context recall read 1.000 from
+    one of two reference statements, the other undecided, and nothing said so)."""
     undecided, judged = counts
     if undecided:
         first = next(s for s in _judged_statements(result) if s["supported"] is None)
         typer.echo(t("cli.note.undecided", spec=spec, decided=judged - undecided, judged=judged, answers=answers,
                      undecided=undecided, reason=first["reason"]), err=True)
+    for kind, (undecided, judged, reason) in _other_verdicts(result).items():
+        if undecided:
+            typer.echo(t(UNDECIDED_NOTES[kind], spec=spec, decided=judged - undecided, judged=judged, answers=answers,
+                         undecided=undecided, reason=reason), err=True)
 
 
 def _check_decided(result: dict, spec: str, answers: str = "the BugHunt answers") -> tuple[int, int]:

@@ -215,7 +215,8 @@ def labels_from_verdicts(verdicts: dict, response_claims: Sequence[str], referen
 def claim_checks(verdicts: dict, response_claims: Sequence[str], reference_claims: Sequence[str], response: str,
                  reference: str | None, contexts: Sequence[str]) -> dict:
     """Each claim's checks as written to results.json: the verdict (true, false or null: undecided or,
-    for correctness without a reference, not asked) and the three-way label (null where the judge gives none).
+    for correctness without a reference, not asked) and the three-way label (null where the judge gives none);
+    a claim with an undecided check also has the first such check's `reason` (what a null alone never said).
 
         {"response":  [{"correct", "correct_label", "in_contexts": [...], "in_contexts_labels": [...]}, ...],
          "reference": [{"covered", "covered_label", "in_contexts": [...], "in_contexts_labels": [...]}, ...]}
@@ -224,12 +225,18 @@ def claim_checks(verdicts: dict, response_claims: Sequence[str], reference_claim
     >>> v = {("ref", "a"): Verdict(False, "", "contradiction"), ("c1", "a"): Verdict(True, "", "entailment")}
     >>> claim_checks(v, ["a"], [], "resp", "ref", ["c1"])["response"]
     [{'correct': False, 'correct_label': 'contradiction', 'in_contexts': [True], 'in_contexts_labels': ['entailment']}]
+    >>> claim_checks({("c1", "a"): Verdict(None, "no label")}, ["a"], [], "resp", None, ["c1"])["response"][0]["reason"]
+    'no label'
     """
     def row(key: str, premise: str | None, claim: str) -> dict:
         first = verdicts[premise, claim] if premise is not None else None
         in_ctx = [verdicts[ctx, claim] for ctx in contexts]
-        return {key: first.supported if first else None, f"{key}_label": first.label if first else None,
-                "in_contexts": [v.supported for v in in_ctx], "in_contexts_labels": [v.label for v in in_ctx]}
+        out = {key: first.supported if first else None, f"{key}_label": first.label if first else None,
+               "in_contexts": [v.supported for v in in_ctx], "in_contexts_labels": [v.label for v in in_ctx]}
+        undecided = [v for v in (first, *in_ctx) if v is not None and v.supported is None]
+        if undecided:
+            out["reason"] = undecided[0].reason
+        return out
 
     return {"response": [row("correct", reference, c) for c in response_claims],
             "reference": [row("covered", response, c) for c in reference_claims]}

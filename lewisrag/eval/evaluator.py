@@ -141,6 +141,7 @@ class _Prepared:
 
 
 DECOMPOSE_FAILED = "decompose failed: "  # the reason of an answer the atomic splitter could not decompose
+CLAIM_EXTRACTION_FAILED = "claim extraction failed: "  # the reason of a text the LLM judge made no claims of
 
 
 def answer_text(response: str) -> str:
@@ -191,17 +192,25 @@ def _claim_inputs(p: _Prepared, cfg: EvalConfig, judge) -> _Claims:
     rec, failed = p.rec, {}
     llm = cfg.claim_extractor == "llm"
 
-    def extract(side: str, text: str) -> list[str]:
+    def extract(side: str, text: str, sentences: list[Statement]) -> list[str]:
         try:  # one extraction call per text, cached like every judge call
-            return judge.extract_claims(text, rec.question or "")
+            out = judge.extract_claims(text, rec.question or "")
         except JudgeError as e:  # a failed request is a reason, not a crash, and never silently no claims
-            failed[side] = f"claim extraction failed: {e}"
+            failed[side] = f"{CLAIM_EXTRACTION_FAILED}{e}"
             return []
+        said = _asserting(sentences, rec.question)
+        if not out and said and not (side == "response" and p.refused):
+            # a text that says something extracted into no claim: the extractor failed, as an empty decomposition
+            # does (DECOMPOSE_FAILED). Taken at its word, context precision read every passage irrelevant (0.0)
+            # and the answer's diagnostics "no response claims"; a refusal or a reference that asserts nothing
+            # keeps its empty list
+            failed[side] = f"{CLAIM_EXTRACTION_FAILED}the judge returned no statements for {len(said)} sentences"
+        return out
 
     if rec.response_claims is not None:
         response_claims, response_source = list(rec.response_claims), "response_claims"
     elif llm:  # left out as the statements are: a claim that only declines or is a pleasantry asserts nothing
-        response_claims = [c for c in extract("response", answer_text(rec.response))
+        response_claims = [c for c in extract("response", answer_text(rec.response), p.sentences)
                            if not asserts_nothing(c, rec.question or "")]
         response_source = "llm"
     else:
@@ -213,7 +222,7 @@ def _claim_inputs(p: _Prepared, cfg: EvalConfig, judge) -> _Claims:
     elif rec.reference_statements:
         reference_claims, ref_source = p.references, "reference_statements"
     elif llm and rec.reference:
-        reference_claims, ref_source = extract("reference", rec.reference), "llm"
+        reference_claims, ref_source = extract("reference", rec.reference, split_sentences(rec.reference)), "llm"
     else:
         reference_claims = p.references
         ref_source = SPLITTER_NAME if rec.reference else None  # reference statements are always sentence-split
@@ -278,8 +287,9 @@ def _scored(name: str, support: metrics.Support, what: str, m: dict, reasons: di
 
 def undecided_metrics(reasons: dict) -> set[str]:
     """The metrics NaN because the judge decided none of their verdicts (all undecided, a failed
-    decomposition), not because there was nothing to judge: `diagnose`'s `undecided`."""
-    return {m for m, why in reasons.items() if isinstance(why, str) and why.startswith((UNDECIDED, DECOMPOSE_FAILED))}
+    decomposition or claim extraction), not because there was nothing to judge: `diagnose`'s `undecided`."""
+    return {m for m, why in reasons.items()
+            if isinstance(why, str) and why.startswith((UNDECIDED, DECOMPOSE_FAILED, CLAIM_EXTRACTION_FAILED))}
 
 
 def _record(p: _Prepared, judge, cfg: EvalConfig, embed) -> dict:
@@ -299,7 +309,8 @@ def _record(p: _Prepared, judge, cfg: EvalConfig, embed) -> dict:
            "question": rec.question, "response": rec.response, "contexts": [c.to_dict() for c in rec.contexts],
            # false: plain-string contexts, whose ids "1".."n" are positions, no passage's (no gold to mark)
            "has_context_ids": rec.has_context_ids, "gold_passage_ids": list(rec.gold_passage_ids),
-           "reference_statements": [{"text": r, "in_contexts": None, "in_answer": None} for r in p.references],
+           "reference_statements": [{"text": r, "in_contexts": None, "in_answer": None, "in_contexts_reason": "not judged",
+                                     "in_answer_reason": "not judged"} for r in p.references],
            "citation_verdicts": []}
     if rec.category == "not_in_kb":
         reasons.update(dict.fromkeys(m, NOT_IN_KB_REASON))
@@ -322,7 +333,9 @@ def _record(p: _Prepared, judge, cfg: EvalConfig, embed) -> dict:
     in_answer = metrics.count_support(answer_text(rec.response), p.references, judge)
     _scored("answer_completeness", in_answer, "reference statements", m, reasons)
     out["reference_statements"] = [{"text": r, "in_contexts": a.supported, "in_answer": b.supported,
-                                    "in_contexts_label": a.label, "in_answer_label": b.label}
+                                    "in_contexts_label": a.label, "in_answer_label": b.label,
+                                    # why each verdict is what it is: an undecided one (null) said nothing of why
+                                    "in_contexts_reason": a.reason, "in_answer_reason": b.reason}
                                    for r, a, b in zip(p.references, in_contexts.verdicts, in_answer.verdicts)]
     _relevancy(rec, judge, cfg, embed, m, reasons)
     reasons["on_topic_rate"] = "needs per-statement on-topic labels (not part of the answer format)"

@@ -587,6 +587,23 @@ MESSAGES: dict[str, tuple[str, str]] = {
                            "undecided are left out of faithfulness (the first: {reason}; each with its reason in results.json)",
                            "注意：{answers}共有 {judged} 条陈述，--judge {spec} 判定了其中 {decided} 条；没有判定的 {undecided} 条"
                            "不计入忠实度（第一条：{reason}；每条的原因见 results.json）"),
+    "cli.note.undecided_references": (
+        "note: --judge {spec} decided {decided} of the {judged} checks of the reference statements of {answers} (each "
+        "against the contexts and against the answer); the {undecided} undecided are left out of context recall and "
+        "answer completeness (the first: {reason}; each with its reason in results.json)",
+        "注意：{answers}的参考陈述共有 {judged} 项检查（每条对照上下文、对照回答各一项），--judge {spec} 判定了其中 "
+        "{decided} 项；没有判定的 {undecided} 项不计入上下文召回和答案完整度（第一项：{reason}；每项的原因见 results.json）"),
+    "cli.note.undecided_citations": (
+        "note: --judge {spec} decided {decided} of the {judged} checks of the cited sentences of {answers} against the "
+        "passages they cite; the {undecided} undecided are left out of citation recall and precision (the first: "
+        "{reason}; each with its reason in results.json)",
+        "注意：{answers}中带引用的句子对照所引段落共有 {judged} 项检查，--judge {spec} 判定了其中 {decided} 项；没有判定的 "
+        "{undecided} 项不计入引用召回和引用精确率（第一项：{reason}；每项的原因见 results.json）"),
+    "cli.note.undecided_claims": (
+        "note: --judge {spec} decided {decided} of the {judged} claim checks of {answers}; the {undecided} undecided are "
+        "left out of the claim-level diagnostics (the first: {reason}; each with its reason in results.json)",
+        "注意：{answers}共有 {judged} 项陈述级检查，--judge {spec} 判定了其中 {decided} 项；没有判定的 {undecided} 项不计入"
+        "陈述级诊断（第一项：{reason}；每项的原因见 results.json）"),
     "cli.note.the_answers": ("the answers", "这些回答"),
     "cli.note.the_bughunt_answers": ("the BugHunt answers", "BugHunt 回答"),
     "cli.bh.judge": ("judge: {name}", "裁判：{name}"),
