@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from hf_layouts import BART_SPECIALS
+from lewisrag.eval import numbers
 from lewisrag.eval.judges import LexicalJudge, NLIJudge, Verdict, parse_label
 from lewisrag.eval.judges import lexical, llm
 from lewisrag.eval.judges.llm import LLMJudge, parse_verdicts
@@ -118,7 +119,7 @@ def test_words_keep_their_letters_and_cjk_stays_one_character_a_unit():
         "jürgen", "müller", "met", "ólafsson", "zürich"]
     assert lexical.content_tokens("Привет мир, 登录 4ü") == ["привет", "мир", "4ü", "登", "录"]
     assert lexical._names("The head of state is Ólafsson.") == ["Ólafsson"]
-    assert LexicalJudge.version == "12"
+    assert LexicalJudge.version == "13"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -158,22 +159,22 @@ ORDINARY_WORDS = ("一些 一起 统一 一般 唯一 万一 十分 一样 不�
 
 @pytest.mark.parametrize("word", ORDINARY_WORDS)
 def test_everyday_words_written_with_numerals_hold_no_number(word):
-    assert lexical._zh_numbers(word, quantities=True) == []
+    assert numbers.zh_numbers(word, quantities=True) == []
     (v,) = LexicalJudge().judge([("登录失败时系统返回错误码。", f"登录失败时{word}返回错误码。")])
     assert "the number" not in v.reason
 
 
 def test_chinese_numerals_read_as_their_values():
-    assert [lexical._zh_value(r) for r in ("三", "两", "十", "十五", "二十", "一百零五", "一万五", "三亿五千万", "一九九八")] == [
+    assert [numbers.zh_value(r) for r in ("三", "两", "十", "十五", "二十", "一百零五", "一万五", "三亿五千万", "一九九八")] == [
         3, 2, 10, 15, 20, 105, 15000, 350000000, 1998]
-    assert [lexical._zh_value(r) for r in ("千万", "万一", "一五一十", "三三两两", "百", "十十", "一百一千")] == [None] * 7
-    found = lexical._zh_numbers("锁定三个月，十分钟后重试，五千克，百分之五，一九九八年和二〇一六", quantities=True)
+    assert [numbers.zh_value(r) for r in ("千万", "万一", "一五一十", "三三两两", "百", "十十", "一百一千")] == [None] * 7
+    found = numbers.zh_numbers("锁定三个月，十分钟后重试，五千克，百分之五，一九九八年和二〇一六", quantities=True)
     assert [v for *_, v in found] == ["3", "10", "5", "5", "1998", "2016"]
 
 
 def test_a_run_of_numerals_too_long_for_a_quantity_is_none_not_a_traceback():
     """int() refuses a string of 4,300 digits or more, and str() such a number: a ValueError that ended the run."""
-    assert lexical._zh_value("一" * 5000) is None and lexical._zh_value("一亿" * 3000) is None
+    assert numbers.zh_value("一" * 5000) is None and numbers.zh_value("一亿" * 3000) is None
     got = LexicalJudge().judge([("一" * 5000 + "年", "一" * 5000 + "年"), ("锁定", "一亿" * 3000 + "年")])
     assert [v.supported for v in got] == [True, False]
 
@@ -227,7 +228,7 @@ def test_a_possessive_is_backed_by_its_word(premise, statement):
 
 
 def test_scaled_numbers_read_as_their_values():
-    found = lexical._scaled_numbers("3000万、1.5亿、1万2千、1亿2000万、2 million、5千克、3千米、5百分点、2016年、1.2.3万、" + "1" * 5000 + "万")
+    found = numbers.scaled_numbers("3000万、1.5亿、1万2千、1亿2000万、2 million、5千克、3千米、5百分点、2016年、1.2.3万、" + "1" * 5000 + "万")
     assert [v for *_, v in found] == ["30000000", "150000000", "12000", "120000000", "2000000"]
 
 

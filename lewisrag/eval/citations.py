@@ -16,8 +16,12 @@ Each sentence goes through five checks, in this order, and gets the status of th
                      the cited documents (English function words such as "the" and clitics such
                      as the possessive 's and n't are not checked: "doesn't" is "does", "won't"
                      "will"; accented letters belong to their word); numbers are compared whole
-                     ("3.5" is not "5.3"; "1,000" is "1000"; "01" is "1": "2024-01-05" backs
-                     "1 月 5 日"; the Chinese "，" separates: "401，403" is 401 and 403, `list_commas`).
+                     and by value ("3.5" is not "5.3"; "1,000" is "1000"; "5.00" is "5"; "01" is "1":
+                     "2024-01-05" backs "1 月 5 日"; "-12" is not "12"; the Chinese "，" separates:
+                     "401，403" is 401 and 403, `list_commas`), in digits or in Chinese numerals and with
+                     their magnitude ("三十分钟" is 30 minutes, "一九九九年" 1999, "3000 万" and "三千万"
+                     30,000,000): the lexical judge's reading of numbers (`lewisrag.eval.numbers`), so
+                     that the two agree on what a number is.
 5. UNVERIFIABLE      the sentence has no quote, no number and no Latin word: nothing a rule can test.
 Otherwise PASS.
 
@@ -36,6 +40,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
+from lewisrag.eval.numbers import NUMBER_RE, number_value, scaled_numbers, zh_numbers
 from lewisrag.eval.statements import (
     VERBATIM_QUOTE_RES,
     Statement,
@@ -64,7 +69,7 @@ _WHITESPACE_RE = re.compile(r"\s+")
 # clitic after it ('s, 'll, n't, ...) is dropped, as "Tesla's" says no more than "Tesla" checks, and so
 # is a negation's whole n't: "doesn't" was the word "doesn", in no document that says "does not".
 _LATIN = "a-z\u00df-\u00f6\u00f8-\u00ff\u0100-\u024f\u1e00-\u1eff"  # after case folding: ASCII, Latin-1, Extended A/B, Additional
-_TOKEN_RE = re.compile(rf"[{_LATIN}]+(?:['\u2019][{_LATIN}]+)*|[0-9]{{1,3}}(?:,[0-9]{{3}})+(?:\.[0-9]+)*|[0-9]+(?:\.[0-9]+)*")
+_TOKEN_RE = re.compile(rf"[{_LATIN}]+(?:['\u2019][{_LATIN}]+)*|{NUMBER_RE}")
 _CLITIC_RE = re.compile(r"n['\u2019]t$|['\u2019](?:s|d|ll|re|ve|m)$")
 # the stems n't leaves of the negations that change their verb: "won't" is "will not", not "wo"
 _NEGATED_STEMS = {"won't": "will", "can't": "can", "shan't": "shall"}
@@ -123,7 +128,8 @@ def unmarked(quote: str) -> str:
 
 
 def checkable_tokens(text: str) -> frozenset[str]:
-    """Numbers and Latin words after NFKC and case folding, function words left out.
+    """Numbers and Latin words after NFKC and case folding, function words left out; Chinese numerals
+    that count something are numbers (`zh_numbers`), and a number with its magnitude is one.
 
     >>> sorted(checkable_tokens("服务端用 HTTP ４２２ 拒绝 the login"))
     ['422', 'http', 'login']
@@ -134,9 +140,11 @@ def checkable_tokens(text: str) -> frozenset[str]:
     >>> sorted(checkable_tokens("Tesla's plant in São Paulo doesn't close; O'Neill’s won’t needn't"))
     ['close', 'need', "o'neill", 'paulo', 'plant', 'são', 'tesla']
     >>> sorted(checkable_tokens("发布于 2024-01-05 09:05，共 007 人，0.50 元"))
-    ['0.50', '1', '2024', '5', '7', '9']
+    ['0.5', '1', '2024', '5', '7', '9']
+    >>> sorted(checkable_tokens("锁定三十分钟，成立于一九九九年，人口约 3000 万，第一，-12 度与 10-12 页"))
+    ['-12', '10', '12', '1999', '30', '30000000']
     """
-    return frozenset(t for t in _tokens(text) if t not in _FUNCTION_WORDS)
+    return frozenset(t for t in _tokens(text, quantities=True) if t not in _FUNCTION_WORDS)
 
 
 def list_commas(text: str) -> str:
@@ -150,16 +158,21 @@ def list_commas(text: str) -> str:
     return _LIST_COMMA_RE.sub("、", text) if "，" in text else text
 
 
-def _tokens(text: str) -> list[str]:
-    return [_token(t) for t in _TOKEN_RE.findall(_visible(list_commas(text)))]
+def _tokens(text: str, quantities: bool) -> list[str]:
+    """The numbers and Latin words of `text` as compared (`_token`). A number with its magnitude (3000万,
+    3 million) is one token of its value, its digits and magnitude word none of their own; a Chinese
+    numeral is a number (`zh_numbers`: with `quantities`, only one that counts something, as the lexical
+    judge reads a statement's; without, every one, as it reads what a premise holds)."""
+    text = _visible(list_commas(text))
+    scaled = scaled_numbers(text)
+    tokens = [_token(m[0]) for m in _TOKEN_RE.finditer(text) if not any(a <= m.start() < b for a, b, _ in scaled)]
+    return tokens + [v for *_, v in zh_numbers(text, quantities)] + [v for *_, v in scaled]
 
 
 def _token(t: str) -> str:
-    """A token as compared: a number without thousands separators or the leading zeros of its integer part
-    (a date's "01-05" is January 5th, a time's "09:05" is 9:05), a word without its clitic."""
-    if t[0].isdigit():
-        whole, dot, fraction = t.replace(",", "").partition(".")
-        return (whole.lstrip("0") or "0") + dot + fraction  # "0.5" keeps its 0; "1.05" is not "1.5"
+    """A token as compared: a number by its value (`number_value`), a word without its clitic."""
+    if not t[0].isalpha():
+        return number_value(t)
     return _NEGATED_STEMS.get(t.replace("\u2019", "'")) or _CLITIC_RE.sub("", t)
 
 
@@ -167,7 +180,7 @@ def _token(t: str) -> str:
 def _prepared(doc: str) -> tuple[str, frozenset[str]]:
     """A document's folded text and its tokens; cached because one answer cites the same few
     documents many times and a benchmark reuses them across answers."""
-    return fold(doc), frozenset(_tokens(doc))
+    return fold(doc), frozenset(_tokens(doc, quantities=False))
 
 
 def check_sentence(sentence: str, docs: dict[str, str], context_ids: set[str]) -> Check:

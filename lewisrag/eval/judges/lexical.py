@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-import decimal
 import itertools
 import re
 import unicodedata
 
+# the citation checker's reading of numbers, which this judge shares: the two agree on what a number is
 from lewisrag.eval.citations import list_commas
+from lewisrag.eval.numbers import NUMBER_RE, number_value
+from lewisrag.eval.numbers import scaled_numbers as _scaled_numbers
+from lewisrag.eval.numbers import zh_numbers as _zh_numbers
 from lewisrag.eval.judges.base import Verdict, digest
+from lewisrag.scoring.markers import CITATION_RE
 
 # kana, CJK ideographs (the extensions past U+20000 too: rare names are written in them), Hangul, and
 # 々, 〆, 〇 (〇 is the zero of 二〇一六年: outside the class it cut the year's run in two)
@@ -18,10 +22,11 @@ _CJK = re.compile(_CJK_CLASS)
 # a letter of any alphabet ("Jürgen", "Ólafsson", "Привет"; [a-z] cut "Müller" into "m" and "ller"); a CJK
 # character is read on its own instead
 _LETTER = rf"[^\W\d_{_CJK_CHARS}]"
-# A number is whole, its thousands separators dropped ("1,000" is "1000"; "5.3" is not "3.5"): the
-# citation checker's reading (eval.citations), so the two agree on what a number is: Chinese never groups
-# digits with "，", read as "、" before NFKC makes it "," (`_nfkc`, `citations.list_commas`): "401，403" is two.
-_NUMBER_RE = rf"[0-9]{{1,3}}(?:,[0-9]{{3}})+(?:\.[0-9]+)*(?![0-9]|{_LETTER})|[0-9]+(?:\.[0-9]+)*(?![0-9]|{_LETTER})"
+# A number is whole and read by its value ("1,000" is "1000"; "5.3" is not "3.5"; "5.00" is "5"; "-12" is
+# not "12"): the citation checker's reading (`numbers.NUMBER_RE`, `numbers.number_value`), so the two
+# agree on what a number is: Chinese never groups digits with "，", read as "、" before NFKC makes it ","
+# (`_nfkc`, `citations.list_commas`): "401，403" is two. Digits a letter follows are a word ("4k", "3d").
+_NUMBER_RE = rf"(?:{NUMBER_RE})(?![0-9]|{_LETTER})"
 _NUMBER = re.compile(_NUMBER_RE)
 _WORD = re.compile(_NUMBER_RE + rf"|(?:{_LETTER}|[0-9])+(?:[.'](?:{_LETTER}|[0-9])+)*")
 _CASED_WORD = re.compile(_WORD.pattern, re.IGNORECASE)  # the same words, read before lowercasing
@@ -76,6 +81,23 @@ _OPENERS = frozenset(
     "furthermore finally next then later still instead otherwise overall indeed meanwhile nevertheless "
     "nonetheless currently today now only just yes sure answer note let".split()
 )
+# A leading clause that only says where the answer comes from ("According to the documents [1], ...", "Based
+# on the provided context, ...", "根据提供的上下文，...", "据资料显示，...") claims nothing about the world: its
+# words are in no context, and it cost a correct sentence its support. It is set aside when it names the
+# sources and nothing else: the retrieved text by one of the words below with determiners and participles
+# ("the provided", "上述", "检索到的"), or only by citations, which the evaluator has removed by then ("According
+# to [1] and [2], ..." reaches the judge as "According to and, ..."). "According to the CEO, ..." names
+# someone, whose support is still needed.
+_CITED = rf"(?:\s*{CITATION_RE.pattern}|\s+(?:and|or)\b|\s*[,、&和与及或])*"
+_ATTRIBUTION_RE = re.compile(
+    r"\s*(?:(?:according\s+to|based\s+on)"
+    r"(?:\s+(?:the|these|those|provided|given|retrieved|cited|supplied|available|above|following))*"
+    r"(?:\s+(?:context|contexts|documents?|passages?|sources?|texts?|materials?|references?|evidence|information"
+    r"|search\s+results))?(?:\s+(?:provided|given|retrieved|cited|supplied|above))?"
+    r"|(?:根据|依据|按照|基于|据)(?:上述|上面|以上|以下|下面|下列|现有|相关|这些|该|此|各|参考|所?(?:提供|给出|给定|检索到|引用|列出)的)*"
+    r"(?:上下文|文档|资料|段落|材料|文献|文段|来源)?(?:中|里|内|的?内容|的?信息|所述|所示|显示|可知|来看)*)"
+    rf"{_CITED}\s*[,，、:：]",
+    re.IGNORECASE)
 
 
 # Chinese has no capitals, so a name is read off its characters instead. A transliterated name (特朗普,
@@ -179,8 +201,8 @@ def _covered(run: str, premise: str) -> list[bool]:
 
 
 def _words(text: str) -> list[tuple[int, str]]:
-    """(start, word) of each Latin word or number of folded `text`, numbers without thousands separators."""
-    return [(m.start(), m[0].replace(",", "") if _NUMBER.fullmatch(m[0]) else m[0]) for m in _WORD.finditer(text)]
+    """(start, word) of each Latin word or number of folded `text`, numbers by value (`number_value`)."""
+    return [(m.start(), number_value(m[0]) if _NUMBER.fullmatch(m[0]) else m[0]) for m in _WORD.finditer(text)]
 
 
 def _names(text: str) -> list[str]:
@@ -284,165 +306,6 @@ def _numbers(words: list[tuple[int, str]], scaled: list[tuple[int, int, str]] = 
 def _within(position: int, spans: list[tuple[int, int, str]]) -> str | None:
     """The value of the span (start, end, value) holding `position`, or None."""
     return next((v for a, b, v in spans if a <= position < b), None)
-
-
-# Chinese numerals are numbers too: 三个月 against a premise's 六个月 (or 3个月) was one character among many.
-_ZH_DIGITS = {"〇": 0, "零": 0, "一": 1, "二": 2, "两": 2, "兩": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7,
-              "八": 8, "九": 9}
-_ZH_SMALL = {"十": 10, "百": 100, "千": 1000}
-_ZH_LARGE = {"万": 10**4, "萬": 10**4, "亿": 10**8, "億": 10**8}
-_ZH_NUMERAL_RUN = re.compile(f"[{''.join([*_ZH_DIGITS, *_ZH_SMALL, *_ZH_LARGE])}]+")
-# The measure words and units after which a numeral counts something (三个, 十五分钟, 两年). Not 分 (十分 is
-# "very"), 角 (三角, a triangle), 点 (一点, "a little"; 三点五 is 3.5) nor 成 (九成, 90%).
-_ZH_UNIT = re.compile("|".join(sorted(
-    "个月 个小时 个星期 个 年 月 天 日 号 周 星期 小时 分钟 秒 次 人 名 位 元 块 岁 倍 米 公里 千米 厘米 毫米 公斤 千克 "
-    "克 吨 升 家 项 条 页 章 节 篇 本 台 种 张 件 层 级 届 版 度".split(), key=len, reverse=True)))
-# The units after which a lone 一 is the number one rather than "a": 一个问题, 一种方法, 一名用户, 一次 are
-# "a problem", "a way", "a user", "once", as an English "a" is no number.
-_ZH_UNIT_OF_ONE = re.compile("|".join(sorted(
-    "个月 个小时 个星期 年 月 天 日 周 星期 小时 分钟 秒 岁 倍 元 米 公里 千米 厘米 毫米 公斤 千克 吨".split(),
-    key=len, reverse=True)))
-# the characters that make a lone 一 after them part of a word: 统一, 唯一, 不一, 同一天, 每一年, 之一, 万一
-_ZH_ONE_AFTER = frozenset("统唯不同单专划之其逐任每万")
-
-
-def _zh_value(run: str) -> int | None:
-    """The number a run of Chinese numerals writes, or None where it writes none: digit by digit
-    (二〇一六), or with its units (十五, 三千万, 一百零五, 一万五 for 15000); never from a leading unit (千万
-    "by all means", 万一 "in case") nor from digits side by side among units (一五一十).
-
-    >>> [_zh_value(r) for r in ("三", "两", "十五", "五十", "三百万", "三千万", "一百零五", "一万五", "二〇一六")]
-    [3, 2, 15, 50, 3000000, 30000000, 105, 15000, 2016]
-    >>> [_zh_value(r) for r in ("千万", "万一", "一五一十", "三三两两")]
-    [None, None, None, None]
-    """
-    if len(run) > 20:  # no quantity is written so long (and int() refuses 4,300 digits: a traceback)
-        return None
-    if not any(c in _ZH_SMALL or c in _ZH_LARGE for c in run):  # digit by digit: a year, a code (两 is no digit of one)
-        if len(run) > 1 and ("两" in run or "兩" in run):
-            return None
-        return int("".join(str(_ZH_DIGITS[c]) for c in run))
-    total = section = 0
-    digit, unit, small, zero = None, 1, 10**4, False  # the digit waiting for its unit; the last unit; 零 since it
-    for c in run:
-        if c in _ZH_DIGITS:
-            if digit is not None:
-                return None
-            zero = zero or _ZH_DIGITS[c] == 0
-            digit = _ZH_DIGITS[c] or None
-        elif c in _ZH_SMALL:
-            if digit is None and (c != "十" or section):  # 十五 is 15; 百 alone, 十十 or 三百十 are no number
-                return None
-            if _ZH_SMALL[c] >= small:  # within a section the units fall: 一百一千 is none
-                return None
-            section += (digit or 1) * _ZH_SMALL[c]
-            digit, unit, small, zero = None, _ZH_SMALL[c], _ZH_SMALL[c], False
-        else:
-            section += digit or 0
-            if _ZH_LARGE[c] > 10**4 and total + section:  # 亿 multiplies all before it: 一万亿 is 10**12
-                total = (total + section) * _ZH_LARGE[c]
-            elif section:
-                total += section * _ZH_LARGE[c]
-            else:
-                return None
-            section, digit, unit, small, zero = 0, None, _ZH_LARGE[c], 10**4, False
-    if digit is not None:  # 一万五 is 15000 and 三百五 350, but 一百零五 105
-        section += digit * (unit // 10 if unit > 10 and not zero else 1)
-    return total + section
-
-
-def _zh_numbers(text: str, quantities: bool) -> list[tuple[int, int, str]]:
-    """(start, end, value) of the Chinese numerals of folded `text`. With `quantities`, only those that
-    clearly count something: before a measure word or unit (三个月, 十分钟; a lone 一 only before a unit
-    of time or measure, and not ending a word: 统一年度), after 百分之, with units of their own (十五,
-    三千万), or digit by digit with a 〇 (二〇一六) or before 年 (一九九八年). Never 一些, 一般, 十分 or 三角,
-    nor 三四天 ("three or four days"). Without, every run that writes a number: what a premise holds.
-
-    >>> _zh_numbers("统一管理三个月、十分重要、一些、第一、十五分钟", True)
-    [(4, 5, '3'), (19, 21, '15')]
-    """
-    found = []
-    for m in _ZH_NUMERAL_RUN.finditer(text):
-        run, end = m[0], m.end()
-        if run.endswith("千") and len(run) > 1 and text[end:end + 1] in ("克", "米", "瓦"):  # 五千克 is 5 kg
-            run, end = run[:-1], end - 1
-        value = _zh_value(run)
-        if value is None:
-            continue
-        if quantities:
-            if len(run) == 1:  # a lone numeral counts what its unit names
-                one = run == "一"
-                unit = (_ZH_UNIT_OF_ONE if one else _ZH_UNIT).match(text, end)
-                in_word = one and text[m.start() - 1:m.start()] in _ZH_ONE_AFTER
-                counted = (unit is not None and not in_word) or text.endswith("百分之", 0, m.start())
-            elif any(c in _ZH_SMALL or c in _ZH_LARGE for c in run):  # 十五, 三千万: units of its own
-                counted = True
-            else:  # digit by digit: a year or a code, not 三四 ("three or four") nor 七七八八
-                counted = "〇" in run or "零" in run or (len(run) >= 3 and text.startswith("年", end))
-            if not counted:
-                continue
-        found.append((m.start(), end, str(value)))
-    return found
-
-
-# A number with a magnitude after it is one quantity: 3000万 is 30,000,000, not the number 3000 and a
-# character 万 (one unit among many, so "人口为3000" passed against "人口为3000万", and 3000亿 against 3000万);
-# 3千万 and 三千万, 1.5亿 and 150,000,000, 3 million and 3,000,000 are alike. Adjacent groups add up when
-# their magnitudes fall (1万2千 is 12000, 1亿2000万 is 120,000,000).
-_SCALE_WORDS = {"thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
-_SCALED = re.compile(rf"(?<![0-9.,])({_NUMBER_RE})(?:\s*({'|'.join(_SCALE_WORDS)})\b|([{''.join([*_ZH_SMALL, *_ZH_LARGE])}]+))")
-
-
-def _scale(match: re.Match, text: str) -> tuple[int, int] | None:
-    """(magnitude, end) of what a `_SCALED` match writes after its number, or None where it writes none:
-    5千克 is 5 kg and 3千米 3 km (千 before 克, 米, 瓦 is "kilo"), 5百分点 five percentage points."""
-    if match[2]:
-        return _SCALE_WORDS[match[2]], match.end()
-    units, end = match[3], match.end()
-    if units.endswith("千") and text[end:end + 1] in ("克", "米", "瓦"):
-        units, end = units[:-1], end - 1
-    if not units or (units[0] == "百" and text[match.start(3) + 1:match.start(3) + 2] == "分"):
-        return None
-    scale = 1
-    for c in units:  # 3千万: 3 x 1000 x 10000
-        scale *= _ZH_SMALL.get(c) or _ZH_LARGE[c]
-    return scale, end
-
-
-def _plain(value: decimal.Decimal) -> str:
-    """A number as `_words` writes one: 30000000, 1.5 (never 3E+7 or 1.50)."""
-    if value == value.to_integral_value():
-        return str(int(value))
-    return format(value.normalize(), "f")
-
-
-def _scaled_numbers(text: str) -> list[tuple[int, int, str]]:
-    """(start, end, value) of the numbers with magnitudes of folded `text` (3000万, 1.5亿, 3 million), the
-    value written as `_words` writes a number, so that the two compare.
-
-    >>> [v for *_, v in _scaled_numbers("3000万、3千万、1.5亿、1万2千、2 million、5千克、2016年、0.5百分点")]
-    ['30000000', '30000000', '150000000', '12000', '2000000']
-    """
-    found: list[tuple[int, int, str]] = []
-    last = None  # the magnitude of the group just before, when it ends where this one starts
-    for m in _SCALED.finditer(text):
-        scaled = _scale(m, text)
-        if scaled is None:
-            last = None
-            continue
-        scale, end = scaled
-        if m[1].count(".") > 1 or len(m[1]) > 20:  # 1.2.3 is a version; no quantity is written so long (str()
-            # refuses an int of 4,300 digits: a traceback)
-            last = None
-            continue
-        value = decimal.Decimal(m[1].replace(",", "")) * scale
-        start = m.start()
-        if found and last is not None and found[-1][1] == start and scale < last:
-            start, _, before = found.pop()
-            value += decimal.Decimal(before)
-        found.append((start, end, _plain(value)))
-        last = scale
-    return found
 
 
 _KINDS = frozenset("语币港城堡")  # the characters a language's, currency's or city's name ends in
@@ -558,6 +421,22 @@ def names_in(sentence: str) -> list[str]:
     return found + [r for r in _TRANSLIT_RUN.findall(sentence) if _translit(r)]
 
 
+def _unattributed(statement: str) -> str:
+    """`statement` without a leading clause that only names the sources it comes from (`_ATTRIBUTION_RE`),
+    where something follows it: a sentence that is only "根据文档：" stays as it is.
+
+    >>> _unattributed("According to the provided documents [1], login returns 422.")
+    'login returns 422.'
+    >>> _unattributed("根据提供的上下文，登录失败返回 422。"), _unattributed("According to, it is 5.")
+    ('登录失败返回 422。', 'it is 5.')
+    >>> _unattributed("According to the CEO, revenue rose."), _unattributed("根据规定，退款需七天。")
+    ('According to the CEO, revenue rose.', '根据规定，退款需七天。')
+    """
+    m = _ATTRIBUTION_RE.match(statement)
+    rest = statement[m.end():].lstrip() if m else ""
+    return rest if any(c.isalnum() for c in rest) else statement
+
+
 class LexicalJudge:
     """Supported iff at least `threshold` of the hypothesis' content units occur in the premise.
 
@@ -578,7 +457,8 @@ class LexicalJudge:
     premise lacks: a stretch the premise does not cover that is written as a transliterated name (特朗普,
     瓦尔多利亚, 伊朗; not 明朗 or 安宁, whose pair of table characters holds one mark), or that may be a
     name (李明华) where the premise has another name in its place (`_zh_names`), whatever punctuation
-    sets either off ("女王是：范凌", "由总统“戴菲”领导", "安娜·凯尔").
+    sets either off ("女王是：范凌", "由总统“戴菲”领导", "安娜·凯尔"). A leading clause that only names the
+    sources ("According to the documents [1], ...", "根据提供的上下文，...") is set aside (`_unattributed`).
     A hypothesis with no content units cannot be judged (Verdict None). A cheap, deterministic floor for
     a real judge: it cannot see negation or paraphrase, nor a wrong name that nothing marks (a Chinese
     person's name in other words than the premise's, a name the premise covers but for one character)
@@ -614,8 +494,12 @@ class LexicalJudge:
     # 12: a number with a magnitude is one quantity, 3000万 = 30,000,000 = 三千万 and 3 million = 3,000,000:
     # "人口为3000" passed against "人口为3000万", its digits read as the premise's number 3000; and a space
     # between a number and a CJK character after it is dropped, "成立于 1999 年" backing "1999年", as EM reads them;
-    # and a possessive counts as its word in the share too, "Ruus's country" backed by a premise naming Ruus)
-    version = "12"
+    # and a possessive counts as its word in the share too, "Ruus's country" backed by a premise naming Ruus;
+    # 13: numbers are read as the citation checker reads them (`numbers.number_value`): by value, "5.00" is 5
+    # and "01" is 1, and with their sign, "-12" is not 12; a magnitude may be spaced off, "3000 万"; and a leading
+    # clause naming only the sources, "According to the documents [1], ...", "根据提供的上下文，...", is set
+    # aside (`_unattributed`): its words made a correct statement unsupported)
+    version = "13"
 
     def __init__(self, threshold: float = 0.75):
         if not 0.0 < threshold <= 1.0:
@@ -630,6 +514,7 @@ class LexicalJudge:
         return [self._one(p, h) for p, h in pairs]
 
     def _one(self, premise: str, hypothesis: str) -> Verdict:
+        hypothesis = _unattributed(hypothesis)
         p, h = _fold(premise), _fold(hypothesis)
         p_words, h_words = _words(p), _words(h)
         # a number the premise holds in digits or Chinese numerals (3个月, 三个月) backs either spelling; one
