@@ -10,9 +10,10 @@ A training checkpoint directory holds:
                         where several trained: rank 0's under "rng", the others' under "rng_ranks"),
                         the config, and under "torch_state" the rest of the optimizer and scheduler
                         state dicts (param groups, learning rates) with each tensor replaced by its name in
-                        state.safetensors, and in an fp16 run the gradient scaler's state (its
-                        scale and growth counter, a few numbers) under "scaler"; a checkpoint
-                        without it resumes with a fresh scaler
+                        state.safetensors, under "stateless_params" the numbers of the parameters the
+                        optimizer holds no state for (never given a gradient), and in an fp16 run the
+                        gradient scaler's state (its scale and growth counter, a few numbers) under
+                        "scaler"; a checkpoint without it resumes with a fresh scaler
     log.jsonl           the training log up to this step (the resumed log starts from it)
     index_vectors.npy   only when training the context encoder and its index has been re-encoded:
                         the vectors the index searches, (N, D) float32 (`training.end2end`)
@@ -44,7 +45,7 @@ from lewisrag.data.threads import resolve_device
 from lewisrag.index.dense import write_dense_index
 from lewisrag.rag_model import RagModel, Tokenizers
 from lewisrag.rag_model.checkpoints import EXPORT_RECORD, check_generator
-from lewisrag.training.state_checks import check_position, check_torch_state
+from lewisrag.training.state_checks import STATELESS, check_position, check_torch_state
 
 WEIGHTS = "model.safetensors"
 STATE_TENSORS = "state.safetensors"
@@ -52,6 +53,11 @@ STATE_JSON = "state.json"
 OLD_STATE = "state.pt"  # the pickle of the old format, refused
 LOG = "log.jsonl"
 LIVE_VECTORS = "index_vectors.npy"
+# AdamW's settings that say how its step is computed, not what it computes: `optim.adamw` chooses them by
+# device (fused on a GPU, foreach on the CPU, where the fused kernel rounds differently), and a resume may
+# change the device (`rag_run.RESUMABLE_CHANGES`). load_state_dict takes the saved groups' whole: a GPU run
+# resumed on the CPU stepped with the fused CPU kernel that `adamw` avoids. The live optimizer's are kept.
+IMPLEMENTATION = ("fused", "foreach", "capturable", "differentiable")
 
 
 def capture_rng() -> tuple[dict, dict]:
@@ -90,7 +96,9 @@ def save_checkpoint(path: str | os.PathLike, model, optimizer, scheduler, state:
     # clones: tied weights (BART's shared embeddings) share storage, which safetensors refuses
     weights = {k: v.detach().cpu().clone().contiguous() for k, v in model.state_dict().items()}
     tensors: dict = {}
-    torch_state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng_tensors}
+    saved = optimizer.state_dict()
+    stateless = [k for group in saved["param_groups"] for k in group["params"] if k not in saved["state"]]
+    torch_state = {"optimizer": saved, STATELESS: stateless, "scheduler": scheduler.state_dict(), "rng": rng_tensors}
     if others:  # the other processes' RNGs, rank 1 first
         torch_state["rng_ranks"] = [t for _, t in others]
         state = {**state, "rng_ranks": [j for j, _ in others]}
@@ -167,7 +175,7 @@ def load_checkpoint(path: str | os.PathLike, model, optimizer, scheduler,
     with as_input_error(p / WEIGHTS, "checkpoint weights"):
         model.load_state_dict(load_file(str(p / WEIGHTS)))
     with as_input_error(p / STATE_JSON, "checkpoint state"):
-        optimizer.load_state_dict(blob["optimizer"])
+        optimizer.load_state_dict(_live_implementation(blob["optimizer"], optimizer))
         scheduler.load_state_dict(blob["scheduler"])
         if scaler is not None and "scaler" in blob:
             scaler.load_state_dict(blob["scaler"])
@@ -176,6 +184,15 @@ def load_checkpoint(path: str | os.PathLike, model, optimizer, scheduler,
             rng_json, rng_tensors = others[rank - 1], blob["rng_ranks"][rank - 1]
         restore_rng(rng_json, rng_tensors)
     return state
+
+
+def _live_implementation(saved: dict, optimizer) -> dict:
+    """The optimizer state dict `saved` with each group's IMPLEMENTATION settings the live `optimizer`'s;
+    load_state_dict then also puts the step counts where that implementation keeps them (on the
+    parameter's device for the fused one)."""
+    groups = [{**group, **{k: now[k] for k in IMPLEMENTATION if k in now}}
+              for group, now in zip(saved["param_groups"], optimizer.param_groups)]
+    return {**saved, "param_groups": groups}
 
 
 # --- state dicts as JSON + named tensors ----------------------------------------------------------

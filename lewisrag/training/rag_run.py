@@ -303,14 +303,22 @@ def _read_state(ckpt: Path) -> dict:
     live = state.get("live_index")
     need(live is None or (isinstance(live, dict) and is_count(live.get("step", 0))), "live_index",
          "null or an object with a whole-number step", live)
-    _check_log(ckpt / C.LOG)
+    if live and live.get("step"):  # the saved model's index, and the encoder check of its retrieval, name it
+        fingerprint = live.get("ctx_fingerprint")
+        need(isinstance(fingerprint, str) and fingerprint != "", "live_index.ctx_fingerprint",
+             "the fingerprint of the context encoder that re-encoded the index", fingerprint)
+    _check_log(ckpt / C.LOG, state["step"])
     return state
 
 
-def _check_log(file: Path) -> None:
+def _check_log(file: Path, step: int) -> None:
     """The checkpoint's copy of log.jsonl (the resumed log starts from it): one JSON object per line,
-    else one line naming the line; a damaged line was copied into the resumed run's log."""
+    else one line naming the line; a damaged line was copied into the resumed run's log. Every step
+    logs before it checkpoints, so only a checkpoint of step 0 may have none: a missing one began the
+    resumed log empty, the steps before the checkpoint lost."""
     if not file.is_file():
+        if step > 0:
+            raise InputError(file, f"checkpoint file missing at step {step}: the checkpoint is damaged")
         return
     with open(file, "rb") as f:
         for line, raw in enumerate(f, 1):
