@@ -37,7 +37,7 @@ def test_eval_answers_writes_the_run(tmp_path):
                                                      "report.md", "results.json"]
     res = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert res["lewisrag"]["kind"] == "eval" and res["judge"]["name"] == "lexical" and len(res["judge"]["fingerprint"]) == 64
-    assert res["splitter"] == {"name": "sentences", "version": "14"} and res["config"]["ks"] == [1, 3]
+    assert res["splitter"] == {"name": "sentences", "version": "15"} and res["config"]["ks"] == [1, 3]
     q1, q2, q3 = res["records"]
     assert q1["metrics"]["faithfulness"] == 0.5 and q1["metrics"]["recall_at_k"] == {"1": 1.0, "3": 1.0}
     assert q1["statements"][1]["supported"] is False and "toast" in q1["statements"][1]["reason"]

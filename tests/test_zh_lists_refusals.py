@@ -28,16 +28,17 @@ from lewisrag.scoring.qa import rouge_l, token_f1
 def test_a_chinese_list_without_a_space_after_its_marker_is_a_list(text):
     """Version 12 read "1." as a marker only before a space: "1.登录失败返回 422 [1]" was an uncited "1." and its
     text (MISSING_CITATION, faithfulness 0.5), and "1)" stayed in its item, a number the context had to hold."""
-    assert SPLITTER_VERSION == "14"
+    assert SPLITTER_VERSION == "15"
     assert sentence_spans(text)[-2:] == ["登录失败返回 422 [1]", "锁定 15 分钟 [2]"]
 
 
 @pytest.mark.parametrize("text, expected", [
     ("版本3.5发布了[1]。\n价格2.5元[2]。", ["版本3.5发布了[1]。", "价格2.5元[2]。"]),  # decimals: no marker
     ("e.g.北京是首都 [1]\ni.e.上海 [2]", ["e.g.北京是首都 [1]", "i.e.上海 [2]"]),
-    ("1.登录失败返回 422 [1]", ["1.", "登录失败返回 422 [1]"]),  # one numbered line is no list, as "42. It is"
+    # "1." opening an answer's first line is a list's first item (version 15), as "1. It is": "42." is kept
+    ("1.登录失败返回 422 [1]", ["登录失败返回 422 [1]"]),
     ("价格涨到1.北京的房价 [1]\n2.上海 [2]", ["价格涨到1.", "北京的房价 [1]", "2.", "上海 [2]"]),  # "1." inside a line opens nothing
-    ("Steps:\n1.It returns 422 [1].\n2.It locks [2].", ["Steps:", "1.It returns 422 [1].", "2.It locks [2]."]),
+    ("Steps:\n1.It returns 422 [1].\n2.It locks [2].", ["1.It returns 422 [1].", "2.It locks [2]."]),  # "Steps:" a label
 ])
 def test_a_dot_before_a_cjk_character_is_a_marker_only_opening_the_lines_of_a_list(text, expected):
     assert sentence_spans(text) == expected
@@ -189,8 +190,10 @@ def test_the_undecided_judge_note_is_in_chinese(tmp_path, monkeypatch, capsys):
                             "--out", tmp_path / "run", "--json", "--lang", "zh")
     assert code == 0, err
     notes = [line for line in err.splitlines() if line.startswith("注意：")]
-    assert notes == [f"注意：这些回答共有 2 条陈述，--judge labels:{labels} 判定了其中 1 条；没有判定的 1 条不计入忠实度"
-                     "（第一条：no label；每条的原因见 results.json）"], err
+    assert notes[0] == (f"注意：这些回答共有 2 条陈述，--judge labels:{labels} 判定了其中 1 条；没有判定的 1 条不计入忠实度"
+                        "（第一条：no label；每条的原因见 results.json）"), err
+    # the citation and claim checks the labels leave undecided: their notes in Chinese too
+    assert [n.split("，")[0] for n in notes[1:]] == ["注意：这些回答中带引用的句子对照所引段落共有 2 项检查", "注意：这些回答共有 2 项陈述级检查"]
     assert json.loads((tmp_path / "run" / "results.json").read_text())["config"]["lang"] == "zh"
 
 

@@ -5,7 +5,7 @@ scores 33.3% faithfulness as 3 sentences, 16.7% as 6 atomic facts and 0% as one 
 splitter has a name and a version (`SPLITTER_NAME`, `SPLITTER_VERSION`) that go into every result,
 and any change to the rules below must bump the version.
 
-Rules of version "14":
+Rules of version "15":
 
 - A citation is a number in brackets: [1], the full-width ［１］ or 【1】, a Markdown footnote [^1],
   several ids in one marker ([1, 2], [1，2], [1; 2], [1、2]), a range ([1-3], [1–3], ［１～３］ cite
@@ -17,6 +17,13 @@ Rules of version "14":
 - A Markdown ATX heading line ("## Answer", "### 结论": up to three spaces, one to six #, then a space
   or the end of the line; outside code) titles what follows: it is no sentence, and its citations
   with it. "#hashtag", "####### seven" and a "# comment" inside a fenced block are text.
+- A label line names what follows and states nothing (`_label_lines`): a line in strong emphasis alone
+  ("**结论**", "**Answer:**"), a short lead-in ending in a colon ("Sources:", "答案如下：", "Here is the
+  answer:"), a Markdown table's header row. When it holds no number and no full stop, is followed by
+  something and leads into no fenced block, it is no sentence, and its citations with it, as a heading's
+  (RAG-Token's implicit citations cite it as a line of its own): "Note: the API returns 422." is a
+  sentence, and so is "**Ana Kel**" ending an answer. The "1." of a one-item list ("答案如下：\n1. 瓦尔...")
+  is no sentence either (`_first_item_number`).
 - Two markers joined by a range's dash or tilde ([1]-[3], 【1】～【3】) are one range, as [1-3].
 - Nothing inside Markdown code (`arr[0]`, ``x[1]``, a ``` or ~~~ fenced block) is a citation, and
   no sentence ends inside it, not even at a newline (`os.exit(1). [2]` is code): an answer about
@@ -68,6 +75,10 @@ Rules of version "14":
   list marker opening a sentence (those in such a list; "- ", "* ", "• " anywhere) is not part of
   it: its number is no claim to check. A lone "42. It is ..." keeps its number.
 
+Version "14" read a label line ("**结论**", "答案如下：", "Sources:", a table's header row) and the "1." of a
+one-item list as sentences: over a cited answer each was an uncited, unsupported statement (a
+MISSING_CITATION the gate fails on, faithfulness 0.5), and "**结论**" over "知识库中没有相关信息。" made the
+answer no refusal.
 Version "13" read a Markdown heading line as a sentence: "## Answer" over a cited answer was an uncited
 statement (a MISSING_CITATION the gate fails on) and an unsupported one (faithfulness 0.5).
 Version "12" read "1." and "2)" as list markers only before a space, so a Chinese list written without
@@ -132,18 +143,31 @@ from lewisrag.scoring.markers import (  # noqa: F401 - the citation markers' rul
     blank_footnote_definitions,
     citation_ids,
     citation_markers,
+    source_line,
     sub_citations,
 )
 # where sentences end: in scoring, so that RAG-Token's implicit citations (rag_model) cut answers with it too
-from lewisrag.scoring.text import sentence_bounds
+from lewisrag.scoring.text import is_cjk, sentence_bounds
 
 SPLITTER_NAME = "sentences"
-SPLITTER_VERSION = "14"
+SPLITTER_VERSION = "15"
 ATOMIC_SPLITTER_NAME = "atomic"  # --splitter atomic: the llm judge decomposes the whole answer (judge.decompose)
 
 _HSPACE = r"[^\S\n]"  # any space but a newline: no-break and thin spaces too
 # a Markdown ATX heading line (CommonMark: up to three spaces, one to six #, a space or the line's end)
 _HEADING_RE = re.compile(r"^ {0,3}#{1,6}(?:[ \t][^\n]*)?$", re.M)
+# a line in strong emphasis and nothing else ("**结论**", "__Answer:__"), a title as Markdown writers make one
+_BOLD_LINE_RE = re.compile(r"[^\S\n]*(\*\*|__)((?:(?!\1)[^\n])+)\1[^\S\n]*[:：]?[^\S\n]*")
+# words that lead into what follows ("Here is the answer:", "答案如下："), beside which a longer line is a lead-in too
+_LEAD_IN_RE = re.compile(r"\b(?:as follows|following|below|here(?: is| are|'s))\b|如下|以下|下面|下列", re.I)
+# a Markdown table's delimiter row ("|---|:---:|"), under its header row
+_TABLE_RULE_RE = re.compile(r"[^\S\n]*\|?(?:[^\S\n]*:?-+:?[^\S\n]*\|)+(?:[^\S\n]*:?-+:?[^\S\n]*)?")
+_STOP_RE = re.compile(r"[.!?。！？｡．:：;；]")  # in a label's text: a sentence, or a label and its claim ("结论：...")
+_WORD_RE = re.compile(r"[^\W_]+")
+MAX_LABEL_WORDS = 4  # a lead-in's words ("Here is the answer:"), a CJK character counting half: "答案如下：" is 2
+MAX_LEAD_IN_WORDS = 10  # with a word that leads in: "Based on the context, here is what I found:"
+MAX_TITLE_WORDS = 8  # a bold title's: "**Summary of the login errors**"
+_FIRST_ITEM_RE = re.compile(r"[1１一][.．]")  # a one-item list's number: "答案如下：\n1. 瓦尔多利亚..."
 # the lookbehind starts a match only at the first space of a run: without it, every space of a long
 # run was tried to the run's end (100,000 spaces took 10 s)
 _CITATION_WITH_SPACE_RE = re.compile(rf"(?<!{_HSPACE}){_HSPACE}*" + CITATION_RE.pattern)
@@ -208,33 +232,107 @@ def quotes_in(text: str, styles: tuple[re.Pattern, ...] = QUOTE_RES) -> tuple[st
 
 
 def blank_headings(text: str) -> str:
-    """`text` with each Markdown ATX heading line outside code ("## Answer", "### 结论") written as spaces,
-    so that no sentence is made of it and every other character keeps its index.
+    """`text` with each Markdown ATX heading line outside code ("## Answer", "### 结论") and each label line
+    (`_label_lines`: "**结论**", "答案如下：", a table's header row) written as spaces, so that no sentence is
+    made of it and every other character keeps its index; a last line naming the sources ("Source: [1]",
+    `markers.source_line`) keeps its markers alone, which then go with the sentence before it.
 
     >>> blank_headings("## Answer\\nIt returns 422 [1].\\n#hashtag").splitlines()
     ['         ', 'It returns 422 [1].', '#hashtag']
+    >>> blank_headings("**结论**\\n返回 422【1】。\\nNote: it locks [2].").splitlines()
+    ['      ', '返回 422【1】。', 'Note: it locks [2].']
+    >>> blank_headings("Ana Kel leads it.\\n来源：【1】、【2】").splitlines()
+    ['Ana Kel leads it.', '   【1】 【2】']
     """
-    if "#" not in text:
+    if "#" in text:
+        text = sub_citations(text, lambda m: " " * len(m.group()), _HEADING_RE)  # outside code, as markers are read
+    if (sources := source_line(text)) is not None:
+        start, markers = sources
+        keep = {i for a, b in markers for i in range(a, b)}
+        text = text[:start] + "".join(c if i in keep or c == "\n" else " " for i, c in enumerate(text[start:], start))
+    labels = _label_lines(text)
+    if not labels:
         return text
-    return sub_citations(text, lambda m: " " * len(m.group()), _HEADING_RE)  # outside code, as markers are read
+    out, last = [], 0
+    for a, b in labels:
+        out += [text[last:a], " " * (b - a)]
+        last = b
+    return "".join(out) + text[last:]
+
+
+def _label_lines(text: str) -> list[tuple[int, int]]:
+    """Where the label lines of `text` are: lines that name what follows and state nothing of their own, so
+    that a supported answer under one was half uncited and half unfaithful. Read without its citations (which
+    go with it, as a heading's), a label holds no number and no sentence, stands outside code and has
+    something after it (a bold line ending an answer may be the answer: "**Ana Kel**"). It is a line in
+    strong emphasis alone (`_BOLD_LINE_RE`: "**结论**", "**Answer:**", up to MAX_TITLE_WORDS words); a
+    lead-in ending in a colon, up to MAX_LABEL_WORDS words ("Sources:", "答案如下：") or MAX_LEAD_IN_WORDS
+    with a word that leads in (`_LEAD_IN_RE`: "Based on the context, here is the answer:"), while "Note: the
+    API returns 422." holds a claim after its colon; or a Markdown table's header row, over its delimiter
+    row (which holds no words, so no sentence)."""
+    if not any(mark in text for mark in (":", "：", "**", "__", "|")):
+        return []
+    last_word = next((i for i in range(len(text) - 1, -1, -1) if text[i].isalnum()), -1)
+    lines = [(m.start(), m.end()) for m in re.finditer(r"[^\n]+", text) if not m.group().isspace()]
+    out = []
+    for n, (a, b) in enumerate(lines):
+        line = CITATION_RE.sub("", text[a:b])  # RAG-Token's implicit citations cite a label as a line of its own
+        if last_word < b or "`" in line or any(c.isdigit() for c in line):
+            continue
+        below = text[lines[n + 1][0]:lines[n + 1][1]].strip() if n + 1 < len(lines) else ""
+        if "|" in line and "|" in below and _TABLE_RULE_RE.fullmatch(below):
+            out.append((a, b))
+            continue
+        if below.startswith(("```", "~~~")):
+            continue  # "Run this:" and the fenced block it leads into are one sentence, which must cite
+        bold = _BOLD_LINE_RE.fullmatch(line)
+        if bold:
+            label, limit = bold.group(2).strip().rstrip(":："), MAX_TITLE_WORDS
+        else:
+            label = line.strip().rstrip("*_ \t")
+            if not label.endswith((":", "：")):
+                continue
+            label = label[:-1].strip("*_ \t")
+            limit = MAX_LEAD_IN_WORDS if _LEAD_IN_RE.search(label) else MAX_LABEL_WORDS
+        if label and not _STOP_RE.search(label) and _words(label) <= limit:
+            out.append((a, b))
+    code = _code_spans(text) if out else []  # last: a long answer has few labels and maybe many code spans
+    return [(a, b) for a, b in out if not _in_code(a, code)]
+
+
+def _words(text: str) -> float:
+    """How many words `text` holds, a CJK character counting half (a Chinese word is about two)."""
+    cjk = sum(is_cjk(c) for c in text)
+    return len(_WORD_RE.findall("".join(" " if is_cjk(c) else c for c in text))) + cjk / 2
 
 
 def sentence_spans(text: str) -> list[str]:
     """The sentences of `text` as written (citation markers kept), stripped, empty ones dropped; a
-    Markdown footnote definition line ("[^1]: REQ-AUTH-03 ...") or heading line ("## Answer") outside
-    code is no sentence.
+    Markdown footnote definition line ("[^1]: REQ-AUTH-03 ..."), heading line ("## Answer") or label line
+    ("**结论**", "Two facts:") outside code is no sentence.
 
     >>> sentence_spans("返回 422。[1] 前端显示「错误。」列表 [1]！Version 3.5 is out, e.g. today. Done")
     ['返回 422。[1]', '前端显示「错误。」列表 [1]！', 'Version 3.5 is out, e.g. today.', 'Done']
     >>> sentence_spans("Two facts:\\n1. It returns 422 [1].\\n2. It locks [2]\\n3、锁定 15 分钟 [2]。")
-    ['Two facts:', 'It returns 422 [1].', 'It locks [2]', '锁定 15 分钟 [2]。']
+    ['It returns 422 [1].', 'It locks [2]', '锁定 15 分钟 [2]。']
     >>> sentence_spans("返回 422[^1]。\\n\\n[^1]: REQ-AUTH-03 登录需求文档")
     ['返回 422[^1]。']
     >>> sentence_spans("### 结论\\n登录失败返回 422 [1]。")
     ['登录失败返回 422 [1]。']
     """
     text = blank_headings(blank_footnote_definitions(text))  # a source's name, a title: not statements
-    return _merge_bare_citations([text[a:b] for a, b in sentence_bounds(text)])
+    bounds = sentence_bounds(text)
+    starts = [a for a, _ in bounds[1:]] + [-1]  # where the sentence after each begins
+    return _merge_bare_citations([text[a:b] for (a, b), after in zip(bounds, starts)
+                                  if not _first_item_number(text, a, b, after)])
+
+
+def _first_item_number(text: str, a: int, b: int, next_start: int) -> bool:
+    """Whether the sentence text[a:b] is only the number of a one-item list ("答案如下：\\n1. 瓦尔多利亚..."): a
+    "1." opening its line with the next sentence on the same line. One item is no numbered list (two lines
+    or more), so its dot ended a sentence of nothing but a number, uncited. "42. It is ..." keeps its number."""
+    return (bool(_FIRST_ITEM_RE.fullmatch(CITATION_RE.sub("", text[a:b]).replace(" ", "")))
+            and not text[text.rfind("\n", 0, a) + 1:a].strip() and a < next_start and "\n" not in text[b:next_start])
 
 
 def _fence_only(span: str) -> bool:

@@ -106,6 +106,32 @@ def blank_footnote_definitions(text: str) -> str:
     return sub_citations(text, lambda m: " " * len(m.group()), _FOOTNOTE_DEFINITION_RE)
 
 
+# a last line naming the answer's sources ("Source: [2]", "**Sources:** [1], [2]", "来源：【1】"): its markers are
+# the answer's citations, its label no statement (`source_line`)
+_SOURCE_LINE_RE = re.compile(r"\n[^\S\n]*[*_]*(?:sources?|references?|citations?|来源|出处)[*_]*[^\S\n]*[:：]([^\n]*)\s*\Z",
+                             re.IGNORECASE)
+# what a source line may hold besides its markers: separators, emphasis, "and", "passage"
+_SOURCE_FILLER_RE = re.compile(r"(?:\band\b|\bpassages?\b|和|[\s,;，；、.。*_&])*", re.IGNORECASE)
+
+
+def source_line(text: str) -> tuple[int, list[tuple[int, int]]] | None:
+    """Where the last line of `text` begins (after its newline) and where its citation markers are, if it
+    names the answer's sources and holds nothing but them ("Source: [1]", "来源：【1】"); else None. The
+    prompt-stitching system's reply parser writes its markers onto the answer's last line
+    (`experiments.stitched_llm.parse_reply`) and the evaluator's splitter blanks its label
+    (`eval.statements.blank_headings`): read as a sentence, "Source:" was the one citing, the claim uncited.
+
+    >>> source_line("Ana Kel leads it.\\nSources: [1], [2]"), source_line("Ana Kel.\\nSource: the manual [1]")
+    ((18, [(27, 30), (32, 35)]), None)
+    """
+    if (m := _SOURCE_LINE_RE.search(text)) is None:
+        return None
+    markers = citation_markers(m.group(1))
+    if not markers or not _SOURCE_FILLER_RE.fullmatch(sub_citations(m.group(1), " ")):
+        return None
+    return m.start() + 1, [(m.start(1) + k.start(), m.start(1) + k.end()) for k in markers]
+
+
 def _marker_ids(m: re.Match) -> list[str]:
     """The ids of one citation marker, read as numbers: [01] and ［１］ cite "1", [2-4] and [2]-[4] cite 2, 3 and 4.
 
