@@ -87,6 +87,8 @@ GENERATOR_FAILED = "generator_failed"  # the diagnosis of a record whose generat
 # scores of the retrieved passages alone: they stand when the generator failed
 RETRIEVAL_SCORES = ("recall_at_k", "context_recall", "claims.claim_recall", "claims.context_precision")
 Progress = Callable[[str, int, int, str], None]  # (task, done, total, info), as reproduce's
+# why a regex-answered question's F1 and ROUGE-L are null: it has a reference, a pattern, that EM was scored by
+PATTERN_REASON = "the reference is a pattern (regex_match): F1 and ROUGE-L against it measure nothing"
 
 
 def answer_all(system, questions: list[str], batch_size: int = 16, on_batch: Callable[[int], None] | None = None) -> list[Answered]:
@@ -194,7 +196,9 @@ def score_answers(rec: dict, ex) -> None:
     answer, m = strip_citations(rec["response"]), rec["metrics"]
     m["exact_match"] = Q.answer_exact_match(answer, ex)
     rec["nan_reasons"].pop("exact_match", None)
-    if not Q.is_regex_answered(ex):
+    if Q.is_regex_answered(ex):  # the evaluator, given no reference text (`answer_record`), said "no reference answer"
+        rec["nan_reasons"].update(f1=PATTERN_REASON, rougeL=PATTERN_REASON)
+    else:
         m["f1"], m["rougeL"] = Q.token_f1(answer, ex.answers), Q.rouge_l(answer, ex.answers)
 
 
@@ -701,8 +705,10 @@ def findings(card: dict, lang: str = "en") -> list[str]:
         best = max(em, key=em.get)
         tie = [n for n in em if f"{em[n]:.3f}" == f"{em[best]:.3f}"]  # tied as printed, as report.md decides its tables
         partial = {n: qa[n]["answered"] for n in em if qa[n].get("answered", qa[n]["n"]) < qa[n]["n"]}
+        # one system with a score is stated, not ranked: "is best" against nothing (as report.md's rep.t1.one)
         out.append(t("cmp.em", n=qa[best]["n"])
-                   + (t("cmp.em.best", best=best, v=em[best]) if len(tie) == 1
+                   + (t("cmp.em.one", name=best, v=em[best]) if len(em) == 1
+                      else t("cmp.em.best", best=best, v=em[best]) if len(tie) == 1
                       else t("cmp.em.tie", names=t.join((f"`{n}`" for n in tie), "sep.enum"), v=em[best]))
                    + (t("cmp.em.partial", items=t.join(f"`{n}` {k}/{qa[n]['n']}" for n, k in partial.items()))
                       if partial else ""))
@@ -712,7 +718,8 @@ def findings(card: dict, lang: str = "en") -> list[str]:
         gap = em["stitched"] - lewis[better]
         close = abs(round(gap, 3)) <= 0.05  # as printed: 19/20 against 20/20 is -0.050, not -0.05000000000000004
         tie = [n for n in lewis if f"{lewis[n]:.3f}" == f"{lewis[better]:.3f}"]  # as printed, as the EM sentence's
-        out.append((t("cmp.gap", gap=gap, better=better) if len(tie) == 1
+        out.append((t("cmp.gap.one", gap=gap, name=better) if len(lewis) == 1  # no "better" of one variant
+                    else t("cmp.gap", gap=gap, better=better) if len(tie) == 1
                     else t("cmp.gap.tie", gap=gap, names=t.join((f"`{n}`" for n in tie), "sep.enum")))
                    + t("cmp.gap.close" if close else "cmp.gap.far"))
     cp = {n: v.get("citation_precision") for n, v in layers.items() if v.get("citation_precision") is not None}

@@ -322,9 +322,10 @@ def _threads(preset: dict, config: dict) -> str:
 def read_run_config(run: str | os.PathLike) -> dict:
     """RUN/config.json ({} when the run has none), read back with what later commands take from it
     checked: an object whose preset and RAG schedule are objects, the numbers `compare` decodes
-    with (preset.rag.max_target_length, preset.stitched_k) whole numbers >= 1 where present, and the
-    fields a resume compares and quotes (seed, threads, tasks, the preset's name, lang, threads). Each
-    fault is an InputError naming the file and the field. Keys `Preset` no longer has are let be: a
+    with whole numbers where present (preset.rag.max_target_length >= 2, the start token and one to
+    generate, as training requires; preset.stitched_k >= 1), and the fields a resume compares and
+    quotes (seed, threads, tasks, the preset's name, lang, threads). Each fault is an InputError
+    naming the file and the field. Keys `Preset` no longer has are let be: a
     run made by an older lewisrag holds fields since removed (`parallel`), and compare reads none."""
     file = Path(run) / "config.json"
     if not file.is_file():
@@ -335,10 +336,12 @@ def read_run_config(run: str | os.PathLike) -> dict:
     expect(isinstance(preset, dict), file, "preset", "an object", preset)
     rag = preset.get("rag", {})
     expect(isinstance(rag, dict), file, "preset.rag", "an object", rag)
-    for name, holder in (("preset.rag.max_target_length", rag), ("preset.stitched_k", preset)):
+    # a max_target_length of 1 leaves no token to decode after the start token: RAG's generate raised once
+    # the models had loaded (training refuses it: training/configs.py)
+    for name, holder, least in (("preset.rag.max_target_length", rag, 2), ("preset.stitched_k", preset, 1)):
         key = name.rpartition(".")[2]
         if key in holder:
-            expect(is_count(holder[key]) and holder[key] >= 1, file, name, "a whole number >= 1", holder[key])
+            expect(is_count(holder[key]) and holder[key] >= least, file, name, f"a whole number >= {least}", holder[key])
     # what a resume compares and quotes (`resume_differences`): a damaged value is named as such, not
     # quoted as the run's (a "threads": "x" read as "--threads 1 (the run's: 1)", "tasks": "qa" as "q,a")
     for name, holder, ok, what in (

@@ -454,16 +454,21 @@ def _compare(results: dict, t: Messages) -> list[str]:
 
 
 def _probe_size(results: dict, t: Messages) -> list[str]:
-    """How many test questions the position probe read (position.<system>.n): fewer than Table 1's, so its
-    EM at position 1 is not Table 1's."""
-    position = results.get("position")
+    """Why the position probe's EM at position 1 need not be Table 1's: it read fewer test questions
+    (position.<system>.n below qa.<system>.n, or Table 1's count unknown), or, having read them all, it
+    put the gold passage among each question's retrieved ones, where retrieval may have missed it."""
+    position, qa = results.get("position"), results.get("qa")
     sizes = {s: c["n"] for s, c in position.items() if isinstance(c, dict) and is_count(c.get("n"))} \
         if isinstance(position, dict) else {}
     if not sizes:
         return []
-    if len(set(sizes.values())) == 1:
-        return [t("rep.pos.n", n=next(iter(sizes.values())))]
-    return [t("rep.pos.n_each", items=t.join(f"`{s}` {n}" for s, n in sizes.items()))]
+    table = {s: qa[s].get("n") if isinstance(qa, dict) and isinstance(qa.get(s), dict) else None for s in sizes}
+    fewer = {s: n for s, n in sizes.items() if not is_count(table[s]) or n < table[s]}
+    if not fewer:  # "the first 34 (Table 1 reads them all)" of a probe that read all 34 is no reason
+        return [t("rep.pos.all")]
+    if len(set(fewer.values())) == 1:
+        return [t("rep.pos.n", n=next(iter(fewer.values())))]
+    return [t("rep.pos.n_each", items=t.join(f"`{s}` {n}" for s, n in fewer.items()))]
 
 
 # --- plots --------------------------------------------------------------------------------------

@@ -78,6 +78,7 @@ from lewisrag.data.io import InputError, first_line
 from lewisrag.eval.judges.base import DiskCache, digest
 from lewisrag.eval.statements import canonical_citations, strip_citations
 from lewisrag.experiments.systems import Answered, as_passage
+from lewisrag.rag_model.model import max_positions
 from lewisrag.rag_model.stitched import PromptTooLong, StitchSettings, cited_ids, fit_passages, stitch
 from lewisrag.scoring.markers import blank_footnote_definitions, citation_markers, sub_citations
 
@@ -337,8 +338,11 @@ class HFAnswers:
         try:
             return fit_passages(question, passages, settings, self.tokens, self.generator.max_input_tokens)
         except PromptTooLong as e:  # an answer from no passage at all is not retrieval-augmented: refused, not scored
+            config = self.generator.model.config
+            # only a causal LM's answer takes from its positions (`HFGenerator`): a seq2seq's has its own
+            why = "" if config.is_encoder_decoder or max_positions(config) is None else " (its positions less the answer's)"
             raise InputError(self.path or "--stitched-generator", "--stitched-generator hf:PATH: "
-                             + e.explain("this model reads", " (its positions less the answer's)")) from None
+                             + e.explain("this model reads", why)) from None
 
     def __call__(self, prompts: list[str]) -> list[Reply]:
         start = time.perf_counter()

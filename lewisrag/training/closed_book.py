@@ -135,7 +135,11 @@ def _step_loss(generator, tokenizer, pairs, cfg: ClosedBookConfig):
 def answer_closed_book(generator, tokenizer, questions: Sequence[str], batch_size: int = 16, max_length: int = 32,
                        max_source_length: int = 64, on_batch: Callable[[int], None] | None = None) -> list[str]:
     """Greedy answers from the question alone (no documents), special tokens stripped; on the generator's device.
-    `max_length` counts the decoder start token, as `RagModel.generate`'s: an answer of the same length limit."""
+    `max_length` counts the decoder start token, as `RagModel.generate`'s: an answer of the same length limit,
+    and below 2 a ValueError as there (`rag_model.decoding.check_length`): the start token alone leaves no
+    token to generate."""
+    if max_length < 2:
+        raise ValueError(f"max_length: {max_length} leaves no token to generate after the start token; must be at least 2")
     answers: list[str] = []
     was_training = generator.training
     generator.eval()
@@ -146,9 +150,9 @@ def answer_closed_book(generator, tokenizer, questions: Sequence[str], batch_siz
                 enc = tokenizer(chunk, padding=True, truncation=True, max_length=max_source_length,
                                 return_tensors="pt").to(generator.device)
                 # max_length counts the decoder start token, as RAG's does (rag_model.decoding._max_length):
-                # the same limit decodes the same number of tokens in both (at 1, one token, as RAG's search)
-                ids = generator.generate(**enc, max_new_tokens=max(1, max_length - 1), num_beams=1,
-                                         do_sample=False)  # (B, T <= max(2, max_length))
+                # the same limit decodes the same number of tokens in both (at 1, none: refused above, as in RAG's)
+                ids = generator.generate(**enc, max_new_tokens=max_length - 1, num_beams=1,
+                                         do_sample=False)  # (B, T <= max_length)
                 answers += [a.strip() for a in tokenizer.batch_decode(ids, skip_special_tokens=True)]
                 if on_batch:
                     on_batch(len(chunk))

@@ -294,6 +294,11 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "rep.pos.n": ("- The position probe above reads the first {n} short-answer test questions at each position (Table 1 "
                   "reads them all), so its EM at position 1 need not be Table 1's.",
                   "- 上面的位置探针在每个位置上都只用前 {n} 道短答案测试题（表 1 用了全部），所以它在位置 1 的 EM 不必等于表 1 的。"),
+    "rep.pos.all": ("- The position probe above reads every short-answer test question Table 1 reads, but with the gold "
+                    "passage put among each question's retrieved passages (in place of the last other one where retrieval "
+                    "missed it), so its EM at position 1 need not be Table 1's.",
+                    "- 上面的位置探针用的是表 1 用到的全部短答案测试题，但把金标段落放进了每道题检索到的段落里（检索漏掉它时，"
+                    "替换掉最后一篇别的段落），所以它在位置 1 的 EM 不必等于表 1 的。"),
     "rep.pos.n_each": ("- The position probes above read the first short-answer test questions, as many at each position: "
                        "{items} (Table 1 reads them all).",
                        "- 上面的位置探针在每个位置上只用前面几道短答案测试题，各系统的题数：{items}（表 1 用了全部）。"),
@@ -504,10 +509,13 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "cmp.em": ("- Exact match on {n} short-answer test questions: ", "- {n} 道短答案测试题上的精确匹配："),
     "cmp.em.best": ("`{best}` is best with {v:.3f}.", "`{best}` 最好，为 {v:.3f}。"),
     "cmp.em.tie": ("{names} tie at {v:.3f}.", "{names} 并列，都是 {v:.3f}。"),
+    "cmp.em.one": ("`{name}` scores {v:.3f}.", "`{name}` 的得分为 {v:.3f}。"),  # the only system with one
     "cmp.em.partial": (" Over the answered questions only: {items} (the rest failed), so those systems are measured on fewer.",
                        "只计有回答的题：{items}（其余生成失败），这些系统的分母更小。"),
     "cmp.gap": ("- The stitched system's EM is {gap:+.3f} from the better Lewis variant (`{better}`): ",
                 "- 提示拼接系统的 EM 与较好的 Lewis 变体（`{better}`）相差 {gap:+.3f}："),
+    "cmp.gap.one": ("- The stitched system's EM is {gap:+.3f} from the Lewis variant (`{name}`): ",
+                    "- 提示拼接系统的 EM 与 Lewis 变体（`{name}`）相差 {gap:+.3f}："),  # the only one compared
     "cmp.gap.tie": ("- The stitched system's EM is {gap:+.3f} from the Lewis variants ({names}), tied: ",
                     "- 提示拼接系统的 EM 与并列的 Lewis 变体（{names}）相差 {gap:+.3f}："),
     "cmp.gap.close": ("within 0.05.", "在 0.05 以内。"),
@@ -801,6 +809,9 @@ KNOWN_TEXTS: dict[str, str] = {
     "every sentence of the answer only declines: none is asked to cite": "回答的每句话都只是拒答：没有哪句需要引用",
     "retrieved_contexts are plain strings: no ids to match gold_passage_ids": "retrieved_contexts 是纯文本：没有 id 可以和 gold_passage_ids 对照",
     "no reference answer": "没有参考答案",
+    # a regex-answered question's F1 and ROUGE-L (experiments/compare.py's PATTERN_REASON)
+    "the reference is a pattern (regex_match): F1 and ROUGE-L against it measure nothing":
+        "参考答案是正则模式（regex_match）：拿它算 F1 和 ROUGE-L 没有意义",
     "needs an embedder (--embedder) and a judge that writes questions (llm)": "需要嵌入模型（--embedder）和能反推问题的裁判（llm）",
     "no questions generated": "没有反推出问题",
     "no statements in the answer": "回答里没有陈述",
