@@ -80,7 +80,7 @@ from lewisrag.eval.statements import canonical_citations, strip_citations
 from lewisrag.experiments.systems import Answered, as_passage
 from lewisrag.rag_model.model import max_positions
 from lewisrag.rag_model.stitched import PromptTooLong, StitchSettings, cited_ids, fit_passages, stitch
-from lewisrag.scoring.markers import blank_footnote_definitions, citation_markers, sub_citations
+from lewisrag.scoring.markers import blank_footnote_definitions, source_line
 
 PROMPT_VERSION = "lewisrag-stitched-answer-1"  # bump whenever the instruction or layout below changes
 ANSWER_INSTRUCTION = (
@@ -102,11 +102,6 @@ _LABEL = r"(?:final answer|answer|最终答案|答案)"
 # "Answer:", or in Markdown emphasis closed before or after its colon ("**Answer:**", "*Answer*:"): the emphasis
 # goes with the label, and an answer's own ("Answer: *Ana Kel*") stays
 _ANSWER_LABEL = re.compile(rf"^(?:({_EMPHASIS})\s*{_LABEL}\s*(?:\1\s*[:：]|[:：]\s*\1)|{_LABEL}\s*[:：])\s*", re.IGNORECASE)
-# a last line naming the sources ("Source: [2]", "**Sources:** [1], [2]"): its markers are the answer's citations
-_SOURCE_LINE = re.compile(r"\n[^\S\n]*[*_]*(?:sources?|references?|citations?|来源|出处)[*_]*[^\S\n]*[:：]([^\n]*)\s*\Z",
-                          re.IGNORECASE)
-# what a source line may hold besides its markers: separators, emphasis, "and", "passage"
-_SOURCE_FILLER = re.compile(r"(?:\band\b|\bpassages?\b|和|[\s,;，；、.。*_&])*", re.IGNORECASE)
 
 
 def prompt_settings(k: int) -> StitchSettings:
@@ -139,14 +134,13 @@ def parse_reply(text: str) -> str:
 
 
 def _source_line_citations(text: str) -> str:
-    """`text` with a last "Source: [2]" line written " [2]": the label joined to the answer's last line was
-    scored as part of the answer ("Ana Kel Source:"). A line with any other words is left as it is."""
-    if (m := _SOURCE_LINE.search(text)) is None:
+    """`text` with a last "Source: [2]" line (`markers.source_line`) written " [2]": the label joined to the
+    answer's last line was scored as part of the answer ("Ana Kel Source:"). A line with any other words is
+    left as it is."""
+    if (found := source_line(text)) is None:
         return text
-    markers = citation_markers(m.group(1))
-    if not markers or not _SOURCE_FILLER.fullmatch(sub_citations(m.group(1), " ")):
-        return text
-    return text[: m.start()] + " " + "".join(marker.group() for marker in markers)
+    start, markers = found
+    return text[: start - 1] + " " + "".join(text[a:b] for a, b in markers)
 
 
 def answer_failure(answer: str) -> str | None:
