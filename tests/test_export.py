@@ -209,7 +209,8 @@ def _hf_generate(out, variant, questions, masked=True, **kwargs):
     model = cls.from_pretrained(out, retriever=RagRetriever.from_pretrained(out)).eval()
     if variant == "sequence" and masked:
         _mask_passages(model)
-    longest = model.config.question_encoder.max_position_embeddings  # a tokenizer may know no limit of its own
+    # a tokenizer may know no limit of its own (a hub DPR's 512 is its positions; one trained here cuts at q_max_length)
+    longest = min(model.config.question_encoder.max_position_embeddings, tokenizer.question_encoder.model_max_length)
     enc = tokenizer.question_encoder(questions, padding=True, truncation=True, max_length=longest, return_tensors="pt")
     with torch.no_grad():
         seqs = model.generate(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], **kwargs)

@@ -3,6 +3,8 @@ export`): each test is a case that was refused, crashed in transformers, or name
 
 from __future__ import annotations
 
+import copy
+
 import json
 import shutil
 from pathlib import Path
@@ -65,9 +67,10 @@ def test_a_dpr_question_encoder_with_berts_pooler_loads(tmp_path):
 
 
 def test_the_export_tokenizers_cut_at_the_models_positions(exported, trained_rag, rag_inputs):  # noqa: F811
-    """A DPR trained here has a question tokenizer whose model_max_length is 1e30: the export kept it, so
+    """A DPR trained here had a question tokenizer whose model_max_length was 1e30: the export kept it, so
     truncation=True kept a long question whole and transformers' generate() failed past the question encoder's
-    positions, where `lewisrag ask` cuts the question at them. The live tokenizers are left as they were."""
+    positions, where `lewisrag ask` cut the question at them. The question is cut where DPR was trained now
+    (its q_max_length, within the positions), in lewisrag and in the export alike."""
     from transformers import RagRetriever, RagTokenForGeneration, RagTokenizer
 
     from lewisrag.experiments.ask import ask
@@ -75,17 +78,17 @@ def test_the_export_tokenizers_cut_at_the_models_positions(exported, trained_rag
     from lewisrag.training.checkpoint import load_trained
 
     model, tokenizers = load_trained(trained_rag)
-    q_positions = model.question_encoder.config.max_position_embeddings
+    q_cut = tokenizers.question.model_max_length  # the DPR's q_max_length
     g_positions = model.generator.config.max_position_embeddings
-    assert tokenizers.question.model_max_length > q_positions  # the case: a tokenizer that knows no limit
+    assert q_cut <= model.question_encoder.config.max_position_embeddings
     tokenizer = RagTokenizer.from_pretrained(exported)
-    assert tokenizer.question_encoder.model_max_length == q_positions
+    assert tokenizer.question_encoder.model_max_length == q_cut
     assert tokenizer.generator.model_max_length <= g_positions
 
     retriever = RagRetriever.from_pretrained(exported)
     hf = RagTokenForGeneration.from_pretrained(exported, retriever=retriever).eval()
     enc = tokenizer.question_encoder(LONG_QUESTION, return_tensors="pt", truncation=True)
-    assert enc["input_ids"].shape[1] == q_positions
+    assert enc["input_ids"].shape[1] == q_cut
     with torch.no_grad():
         q = hf.question_encoder(enc["input_ids"], attention_mask=enc["attention_mask"])[0]
         _, _, docs = retriever.retrieve(q.numpy().astype("float32"), 2)
@@ -96,9 +99,11 @@ def test_the_export_tokenizers_cut_at_the_models_positions(exported, trained_rag
 
     from lewisrag.experiments.export import within_positions
 
-    live = tokenizers.question.model_max_length  # a copy is capped, never the tokenizer given
-    assert within_positions(tokenizers.question, model.question_encoder.config).model_max_length == q_positions
-    assert tokenizers.question.model_max_length == live
+    unlimited = copy.deepcopy(tokenizers.question)  # a tokenizer that knows no limit (a DPR's from before q_max_length)
+    unlimited.model_max_length = int(1e30)
+    q_positions = model.question_encoder.config.max_position_embeddings
+    assert within_positions(unlimited, model.question_encoder.config).model_max_length == q_positions
+    assert unlimited.model_max_length == int(1e30)  # a copy is capped, never the tokenizer given
 
 
 def test_a_config_without_the_variant_says_what_to_write(tmp_path):

@@ -137,15 +137,22 @@ def search(
 
 
 def _no_word_note(retriever, query: str, hits) -> str | None:
-    """What to tell the user when nothing of the query reached the search, so that the hits rank nothing:
-    as `ask` says it of a question encoder's unknown words."""
+    """What to tell the user when nothing of the query reached the search, so that the hits rank nothing
+    (as `ask` says it of a question encoder's unknown words), or, of BM25, when only some hits hold a
+    word of it: BM25 fills its top k with passages that hold none, scored 0 in no order that means
+    anything, which `eval retrieval`, `index targets` and fusion count as not retrieved (`index.search`)."""
     from lewisrag.index.search import BM25Retriever
 
     if isinstance(retriever, BM25Retriever):
-        # BM25 scores are never negative: a best score of 0 means no passage holds a word of the query
-        if hits and hits[0].score == 0:
+        # BM25 scores are never negative: a score of 0 means the passage holds no word of the query
+        zero = sum(h.score == 0 for h in hits)
+        if hits and zero == len(hits):
             return ("no passage holds a word of the query (stop words aside): the hits all score 0, so they "
                     "are not ranked and their order means nothing")
+        if zero:
+            return (f"only {len(hits) - zero} of the {len(hits)} hits hold a word of the query (stop words aside): "
+                    f"the last {zero} score 0, so they are not ranked, their order means nothing, and `eval retrieval` "
+                    "counts them as not retrieved")
         return None
     from lewisrag.experiments.ask import knows_no_word
 

@@ -22,7 +22,9 @@ def retrieval(
                                 "checkpoint that built each index)."),
     context_encoder: str = typer.Option(None, "--context-encoder", help="With a DPRQuestionEncoder folder as --encoder: the "
                                         "DPRContextEncoder folder of its pair; it must be the one that built each dense index."),
-    recall_at: list[int] = typer.Option([1, 5, 20], "--recall-at", help="hit@k and recall@k cut-offs; repeat the flag for several."),
+    recall_at: list[int] = typer.Option([1, 5, 20], "--recall-at", help="hit@k and recall@k cut-offs; repeat the flag "
+                                        "for several. Unless given, those past the smallest index's passages are left out, "
+                                        "with a note."),
     old_k: list[int] = typer.Option(None, "-k", hidden=True, help="Deprecated: --recall-at."),
     swap: bool = typer.Option(False, "--swap", help="Allow a question encoder trained against another context encoder "
                               "(or an unpaired DPRQuestionEncoder folder)."),
@@ -56,6 +58,13 @@ def retrieval(
     manifests = [read_manifest(path) for path in index]  # every index checked before any is searched
     kinds = [m["kind"] for m in manifests]
     smallest = min(m["n_passages"] for m in manifests)
+    given = ctx.get_parameter_source("recall_at").name in ("COMMANDLINE", "ENVIRONMENT") or bool(ctx.params.get("old_k"))
+    kept = [x for x in k if x <= smallest]
+    if not given and kept and len(kept) < len(k):  # the defaults lowered, as `index search` lowers its --n-docs
+        name = next(path for path, m in zip(index, manifests) if m["n_passages"] == smallest)
+        typer.echo(f"note: {name} holds {smallest} passages: hit@k and recall@k at {' and '.join(map(str, kept))}, not "
+                   f"at {' and '.join(str(x) for x in k if x > smallest)} (default cut-offs past its passages)", err=True)
+        k = kept
     if max(k) > smallest:  # a cut-off past the passages measures nothing and allocates k results a question
         raise InputError(k_flag, f"cut-offs must be at most the smallest index's {smallest} passages, got {max(k)}")
     if "dense" not in kinds:  # never ignored in silence

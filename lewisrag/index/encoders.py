@@ -105,7 +105,14 @@ class DPRCheckpoint:
 
     @classmethod
     def load(cls, path: str | Path) -> DPRCheckpoint:
-        """A DPR checkpoint directory lewisrag wrote (both encoders)."""
+        """A DPR checkpoint directory lewisrag wrote (both encoders).
+
+        The tokenizer's model_max_length becomes the checkpoint's q_max_length, where DPR was trained to
+        cut questions. A RAG model takes this tokenizer, cuts its questions at model_max_length
+        (`RagModel.retrieve`) and saves it with itself, so a RAG run, its saved model and its export read
+        a question as `eval retrieval` and `index search` encode it (`DenseRetriever`): with a scratch
+        tokenizer, which knows no limit, RAG read up to the encoder's 128 positions where DPR had
+        trained on 32. Passages are cut at `max_length`, which every call gives (`tokenize_texts`)."""
         # transformers (and torch with it) loads on first use, for the BM25 paths (see state_fingerprint)
         import torch
         from transformers import DPRContextEncoder, DPRQuestionEncoder, PreTrainedTokenizerFast
@@ -119,6 +126,7 @@ class DPRCheckpoint:
         tok = load_tokenizer(PreTrainedTokenizerFast.from_pretrained, p / "tokenizer", "DPR tokenizer")
         adopt_passage_encoding(tok, "pair", p / "tokenizer")
         _check_lengths(meta, int(c.config.max_position_embeddings), int(q.config.max_position_embeddings), p / META_FILE)
+        tok.model_max_length = meta["q_max_length"]  # where questions are cut (the docstring)
         for side, encoder in (("context", c), ("question", q)):  # an index sized by a wrong dim failed deep in its build
             if _output_dim(encoder) != meta["dim"]:
                 raise InputError(p / META_FILE, f"says {meta['dim']}-d vectors, but the {side} encoder gives "

@@ -265,7 +265,9 @@ class RagModel(nn.Module):
         """
         k = n_docs or self.n_docs
         device = next(self.parameters()).device
-        # cut at the question encoder's positions too: its tokenizer may know no limit (model_max_length 1e30)
+        # cut where the retriever was trained to read questions: a DPR checkpoint's tokenizer carries its
+        # q_max_length as model_max_length (`DPRCheckpoint.load`), as eval retrieval cuts them; and at the
+        # question encoder's positions, for a tokenizer that knows no limit (model_max_length 1e30)
         limits = [n for n in (max_positions(getattr(self.question_encoder, "config", None)),
                               getattr(tokenizers.question, "model_max_length", None))
                   if isinstance(n, int) and 0 < n < VERY_LARGE]
