@@ -11,6 +11,7 @@ where its answers are shaped otherwise, a branch of `answers_of`.
 from __future__ import annotations
 
 import ast
+import codecs
 import csv
 import os
 import re
@@ -296,14 +297,20 @@ def _dpr_qa_records(p: Path) -> Iterator[tuple[int, dict]]:
     `ast.literal_eval` (DPR calls eval: no code of a file runs here). Each row is
     `{"question", "answers"}` on the line it starts on, lewisrag's format without ids (`io.derived_id`
     makes them); blank lines are skipped, as JSONL's are, and a byte-order mark after the first line's
-    start refused, as JSONL's is."""
+    start refused, as JSONL's is. A line ends at \\n, \\r\\n or a bare \\r outside a quoted field (old
+    Mac files: `_cr_lines`), as the passages TSV's lines do and DPR's universal newlines read them."""
 
     def lines(f) -> Iterator[str]:
-        for n, raw in enumerate(f, start=1):
-            try:
-                yield raw.decode("utf-8-sig" if n == 1 else "utf-8")
-            except UnicodeDecodeError as e:
-                raise InputError(p, f"not valid UTF-8 (byte {e.start})", line=n) from None
+        n = 0
+        for chunk in f:  # up to a \n, which a \r\n's \r stays beside
+            for raw in _cr_lines(chunk, len(codecs.BOM_UTF8) if n == 0 and chunk.startswith(codecs.BOM_UTF8) else 0):
+                n += 1
+                if raw.endswith(b"\r"):  # a bare \r ends it: read as \n, so a quote never closed is said to run over it
+                    raw = raw[:-1] + b"\n"
+                try:
+                    yield raw.decode("utf-8-sig" if n == 1 else "utf-8")
+                except UnicodeDecodeError as e:
+                    raise InputError(p, f"not valid UTF-8 (byte {e.start})", line=n) from None
 
     with open(p, "rb") as f:
         reader, start = csv.reader(lines(f), delimiter="\t"), 1
@@ -332,8 +339,44 @@ def _dpr_qa_records(p: Path) -> Iterator[tuple[int, dict]]:
             yield line, {"question": row[0], "answers": _answer_list(row[1], p, line)}
 
 
+# a field of DPR's QA layout as csv reads it: quoted (a quote inside doubled, line ends kept) to its
+# closing quote and on to the tab; a quote never closed, to the line's end; or up to the next tab or line
+# end (a quote inside an unquoted field is text)
+_QA_FIELD = re.compile(rb'"(?:[^"]|"")*"(?!")[^\t\r\n]*|"[^\r\n]*|[^\t\r\n]*')
+
+
+def _cr_lines(chunk: bytes, at: int = 0) -> list[bytes]:
+    r"""A line of the file up to its \n, cut after each bare \r that ends a line for csv (in an unquoted
+    field, which csv would refuse: "new-line character seen in unquoted field"); a \r inside a quoted
+    field stays in its value, as it always has, but not one after a quote never closed, which is then
+    refused as running over lines, as over \n's. `at`: where its first field starts (past a
+    byte-order mark). A quote left open on a line from the one before is not followed: that field is
+    refused anyway, from the line it starts on.
+
+    >>> _cr_lines(b"who\t['a']\rwhat\t['b']\r"), _cr_lines(b'"a\rb"\t[\'c\']\r\n')
+    ([b"who\t['a']\r", b"what\t['b']\r"], [b'"a\rb"\t[\'c\']\r\n'])
+    """
+    if b"\r" not in chunk.rstrip(b"\r\n"):  # most lines: none to cut
+        return [chunk]
+    out, begin = [], 0
+    while True:
+        at = _QA_FIELD.match(chunk, at).end()
+        if chunk[at:at + 1] == b"\t":
+            at += 1
+        elif chunk[at:at + 1] == b"\r" and chunk[at + 1:at + 2] not in (b"\n", b""):
+            at += 1
+            out.append(chunk[begin:at])
+            begin = at
+        else:
+            out.append(chunk[begin:])
+            return out
+
+
 def _answer_list(text: str, path: Path, line: int) -> list:
-    """DPR's answers field, a Python list literal, as a list (its items checked by the QA readers)."""
+    """DPR's answers field, a Python list literal, as a list (its items checked by the QA readers). An
+    escape that makes a surrogate ('\\ud800') is refused, as the JSON readers refuse a lone one: a str
+    that UTF-8 cannot encode would fail only when an output is written. (The question is the line's
+    own text, decoded as UTF-8, which holds none.)"""
     try:
         with warnings.catch_warnings():  # "\s" in a pattern: Python warns of an invalid escape, on stderr
             warnings.simplefilter("ignore")
@@ -343,7 +386,15 @@ def _answer_list(text: str, path: Path, line: int) -> list:
     if not isinstance(value, list):
         raise InputError(path, f"expected a Python list literal of strings (DPR's layout: ['Linda Davis']), got "
                          f"{text[:60]!r}", line=line, field="answers")
+    for i, item in enumerate(value):
+        if isinstance(item, str) and _SURROGATE.search(item):
+            raise InputError(path, "a surrogate escape (\\ud800-\\udfff): not a character UTF-8 can write", line=line,
+                             field=f"answers[{i}]")
     return value
+
+
+# what literal_eval makes of '\ud800', and of a pair '\ud83d\ude00' too (unlike json, Python leaves it two halves)
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 # the keys a DPR context names its passage by: `passage_id` in the NQ files, `psg_id` in the TriviaQA ones

@@ -362,14 +362,16 @@ def missing_passage_id(examples: Sequence[QAExample], name: str, present: set[st
     if all(pid in present for ex in examples if used(ex) for pid in getattr(ex, name)):
         return None
     # the rows that make examples, folded as read_qa and read_questions fold them (trivia_qa rc's repeats)
-    for (line, rec, _, _), ex in zip(_qa_rows(path, _question_schema(path, fields)), examples):
+    for (line, rec, schema, _), ex in zip(_qa_rows(path, _question_schema(path, fields)), examples):
         missing = [pid for pid in getattr(ex, name) if pid not in present] if used(ex) else []
         if not missing:
             continue
         field = (fields or {}).get(name, name)
-        if fields is None and isinstance(rec.get(contexts), list):  # DPR's JSON: the context that holds it
-            j, key = next((j, ctx_id_key(c)) for j, c in enumerate(rec[contexts]) if str(c.get(ctx_id_key(c))) == missing[0])
-            field = f"{contexts}[{j}].{key}"
+        # DPR's JSON, as the file's first record told (a lewisrag record may carry a `positive_ctxs` of its
+        # own, whose ids were not read): the context that holds it
+        if schema.gold == "dpr":
+            field = next((f"{contexts}[{j}].{ctx_id_key(c)}" for j, c in enumerate(rec[contexts])
+                          if str(c.get(ctx_id_key(c))) == missing[0]), field)
         elif entry and isinstance(rec.get(field), list) and missing[0] in rec[field]:
             field = f"{field}[{rec[field].index(missing[0])}]"
         return InputError(path, f"{noun} {missing[0]!r} is not in {where}", line=line, field=field)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -142,9 +143,18 @@ def _arrow_rows(table, source, offset: int) -> Iterator[tuple[int, dict]]:
         raise InputError(source, bad[2], line=offset + bad[0] + 1, field=bad[1])
 
 
+# a colon that parts an hf: spec: not one inside [...], datasets' slice of a split (train[:100], train[10%:])
+_SPEC_COLON = re.compile(r":(?![^\[]*\])")
+
+
 def load_hf(spec: str):
-    """The `datasets.Dataset` named by `hf:NAME[:CONFIG]:SPLIT` (memory-mapped Arrow in the datasets cache)."""
-    parts = spec[3:].split(":")
+    """The `datasets.Dataset` named by `hf:NAME[:CONFIG]:SPLIT` (memory-mapped Arrow in the datasets cache);
+    SPLIT may carry datasets' slice, `train[:100]`, which is passed on as it is.
+
+    >>> _SPEC_COLON.split("nq_open:train[:100]"), _SPEC_COLON.split("fever:v1.0:train[10%:20%]")
+    (['nq_open', 'train[:100]'], ['fever', 'v1.0', 'train[10%:20%]'])
+    """
+    parts = _SPEC_COLON.split(spec[3:])
     if len(parts) not in (2, 3) or not all(parts):
         raise InputError(spec, "expected hf:NAME[:CONFIG]:SPLIT")
     name, config, split = (parts[0], None, parts[1]) if len(parts) == 2 else parts

@@ -38,7 +38,7 @@ def write_tsv_shards(path: str | os.PathLike, out: str | os.PathLike, rows_per_s
     field, a blank line) anywhere in the file is named before any empty, repeated or non-UTF-8 value,
     so the file is parsed to its end even after such a value (nothing more is written then). `limit`:
     the first N passages, as `open_table(path, limit)` reads them (parsing stops at the block that
-    holds the Nth).
+    holds the Nth; no line after it is refused).
 
     On any error the shards written so far are removed (only files this call made); the command
     writes `out` as a staging folder beside its destination, renamed in once this returns. Shards are
@@ -52,12 +52,11 @@ def write_tsv_shards(path: str | os.PathLike, out: str | os.PathLike, rows_per_s
     if any(out.iterdir()):  # the caller's staging folder: never a folder this call would mix shards into
         raise InputError(out, "is not empty: shards are written into a new, empty folder")
     size, shards = p.stat().st_size, _Shards(out, rows_per_shard)
-    seen, kept = 0, 0  # rows parsed (whole blocks); the first `limit` of them, checked
+    kept = 0  # rows checked
     hashes: list[np.ndarray] = []  # of the ids checked: rows [0, kept)
     problem = None  # (row, field order, field, message): the first value row_problems refuses
     try:
-        for batch, at in dpr_tsv_batches(p):
-            part = batch if limit is None else batch.slice(0, max(int(limit) - seen, 0))
+        for part, at in dpr_tsv_batches(p, limit):
             if problem is None and part.num_rows:
                 found = row_problems(pa.Table.from_batches([part]), kept)
                 if found:  # nothing more is written; ids up to that row still count: a repeat there is named first
@@ -67,11 +66,8 @@ def write_tsv_shards(path: str | os.PathLike, out: str | os.PathLike, rows_per_s
                 kept += part.num_rows
                 if problem is None:
                     shards.add(part)
-            seen += batch.num_rows
             if on_progress:
                 on_progress("read", min(at, size), size)
-            if limit is not None and seen >= limit:
-                break
         _refuse_values(p, str(path), kept, hashes, problem)
         files = shards.finish()
     except BaseException:
@@ -162,8 +158,6 @@ def _refuse_values(p: Path, source: str, rows: int, hashes: list[np.ndarray], pr
 def _tsv_ids(p: Path, rows: int) -> Iterator[tuple[int, pa.Array]]:
     """(first row, ids) of the file's first `rows` passages, a block at a time."""
     start = 0
-    for batch, _ in dpr_tsv_batches(p):
-        if start >= rows:
-            return
-        yield start, batch.column("id").slice(0, rows - start)
+    for batch, _ in dpr_tsv_batches(p, rows):
+        yield start, batch.column("id")
         start += batch.num_rows

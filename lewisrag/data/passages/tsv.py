@@ -29,8 +29,9 @@ def read_dpr_tsv(path: str | os.PathLike, limit: int | None = None) -> pa.Table:
     """DPR's passages file (`psgs_w100.tsv`) as an Arrow table of strings: the header line
     `id<TAB>text<TAB>title`, then one passage a line, fields quoted as Python's `csv` writes them
     (`"..."`, a quote inside doubled: DPR reads the file with `csv.reader(delimiter="\\t")`). Every
-    value stays a string ("NA" and "null" are text, not missing). `limit`: parsing stops after the
-    first N passages (`--max-passages`), so a cut of the 13 GB file reads only its head.
+    value stays a string ("NA" and "null" are text, not missing). `limit`: the first N passages
+    (`--max-passages`), parsing stopped at the block that holds the Nth, so a cut of the 13 GB file
+    reads only its head; no line past the Nth is refused.
 
     The whole table is held in memory: about the text's size (21 M passages, some 13 GB), not
     memory-mapped as wiki_dpr's Parquet shards are read; `write_tsv_shards` converts the file into
@@ -45,16 +46,10 @@ def read_dpr_tsv(path: str | os.PathLike, limit: int | None = None) -> pa.Table:
     [{'id': '1', 'text': 'He said "yes" twice', 'title': 'Aaron'}, {'id': '2', 'text': 'NA', 'title': 'null'}]
     """
     p = existing_file(path)
-    batches, rows = [], 0
-    for batch, _ in dpr_tsv_batches(p):
-        batches.append(batch)
-        rows += batch.num_rows
-        if limit is not None and rows >= limit:
-            break
-    return pa.Table.from_batches(batches, schema=DPR_TSV_SCHEMA)
+    return pa.Table.from_batches([batch for batch, _ in dpr_tsv_batches(p, limit)], schema=DPR_TSV_SCHEMA)
 
 
-def dpr_tsv_batches(path: Path) -> Iterator[tuple[pa.RecordBatch, int]]:
+def dpr_tsv_batches(path: Path, limit: int | None = None) -> Iterator[tuple[pa.RecordBatch, int]]:
     """DPR's passages file, parsed a block (TSV_BLOCK bytes) at a time: (record batch, bytes of the
     file read so far). The one parser of `read_dpr_tsv` and `write_tsv_shards`, so that both read the
     same rows and refuse the same lines with the same words: the header (line 1), a line without
@@ -62,7 +57,9 @@ def dpr_tsv_batches(path: Path) -> Iterator[tuple[pa.RecordBatch, int]]:
     theirs), the first of them in the file named by its line: in each batch as it comes
     (`_refuse_line_breaks`), and in the rows of a block refused for a line without three fields
     before that line (`_first_bad_line`); a quote never closed on its line, which pyarrow refuses
-    naming no line, by its line (`_unclosed_quote`). Memory: pyarrow's read-ahead, up to 32 blocks,
+    naming no line, by its line (`_unclosed_quote`). `limit`: the first N passages only, the last
+    batch cut at the Nth and nothing parsed past its block; a line after the Nth is never refused,
+    wherever the block it shares with the Nth ends. Memory: pyarrow's read-ahead, up to 32 blocks,
     whatever the file's size."""
     with open(path, "rb") as f:
         first = f.readline()
@@ -70,11 +67,13 @@ def dpr_tsv_batches(path: Path) -> Iterator[tuple[pa.RecordBatch, int]]:
     if tuple(header.split("\t")) != DPR_TSV_HEADER:
         raise InputError(path, f"expected DPR's passages header 'id<TAB>text<TAB>title' (psgs_w100.tsv's), got {header[:80]!r}",
                          line=1)
-    if not first.endswith((b"\n", b"\r")):  # the header and nothing after it: no rows (pyarrow: "Could not skip")
-        return
+    if not first.endswith((b"\n", b"\r")) or (limit is not None and limit <= 0):
+        return  # no rows to read: the header alone (pyarrow: "Could not skip"), or a limit of none
     bad: list = []
 
     def refuse(row) -> str:  # pyarrow numbers rows from the file's first line when it parses on one thread
+        if limit is not None and row.number - 2 >= limit:  # past the Nth passage, in the block that holds it
+            return "skip"
         bad.append(row)
         return "error"  # the block is refused whole: `_first_bad_line` reads it again, up to this row
 
@@ -91,9 +90,13 @@ def dpr_tsv_batches(path: Path) -> Iterator[tuple[pa.RecordBatch, int]]:
         try:
             reader = pacsv.open_csv(source, read_options=read, parse_options=parse, convert_options=convert)
             for batch in reader:
+                if limit is not None:
+                    batch = batch.slice(0, limit - rows)
                 _refuse_line_breaks(batch, rows, path)
                 yield batch, source.tell()
                 rows += batch.num_rows
+                if rows == limit:
+                    return
         except pa.ArrowInvalid as e:
             if bad:
                 _first_bad_line(path, rows, bad[0].number - 2)
