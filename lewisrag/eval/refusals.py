@@ -14,7 +14,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from lewisrag.eval.judges.lexical import _zh_numbers, names_in
+from lewisrag.eval.judges.lexical import names_in
+from lewisrag.eval.numbers import zh_numbers
 from lewisrag.eval.statements import split_sentences, strip_citations
 
 # A refusal phrase names what holds no answer (the knowledge base, the documents) or who cannot
@@ -155,12 +156,12 @@ _NUMBERS_RE = re.compile(r"[0-9]+(?:[.,][0-9]+)*")
 def _numbers(text: str, quantities: bool) -> set[str]:
     """The numbers folded `text` writes: its digits ("1999", "3.5") and its Chinese numerals as the lexical
     judge reads them (一九九九年 "1999", 三十分钟 "30"; with `quantities`, only those that count something,
-    not the 一 of 任何一个段落 or 一些: `lexical._zh_numbers`).
+    not the 一 of 任何一个段落 or 一些: `numbers.zh_numbers`).
 
     >>> sorted(_numbers("成立于一九九九年，锁定 30 分钟", True)), _numbers("没有任何一个段落提到", True)
     (['1999', '30'], set())
     """
-    return set(_NUMBERS_RE.findall(text)) | {value for _, _, value in _zh_numbers(text, quantities)}
+    return set(_NUMBERS_RE.findall(text)) | {value for _, _, value in zh_numbers(text, quantities)}
 
 
 def _own_number(sentence: str, question: str) -> bool:
