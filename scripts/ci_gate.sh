@@ -6,6 +6,7 @@
 #                                                   # tests/data/gate_baseline_tiny (CI dogfood)
 #   scripts/ci_gate.sh RUN_DIR [gate flags]         # gate an existing run, e.g. with --json
 #   scripts/ci_gate.sh --update-baseline RUN_DIR    # accept RUN_DIR as the new baseline (review, then commit)
+#   scripts/ci_gate.sh --help                       # this text
 #
 # The baseline is tests/data/gate_baseline/ (results.json of `lewisrag eval bughunt`); --tiny's is
 # tests/data/gate_baseline_tiny/. A baseline's gate.toml, when present, overrides the packaged
@@ -20,6 +21,8 @@
 # and 3 for --bughunt and --tiny when the run to be gated failed (`eval bughunt` or `reproduce`
 # exited non-zero): no verdict. Their output goes to a log; on that failure its last 40 lines are
 # printed on stderr with the command's own exit code, and the log is kept (its path is printed).
+# When the gate refuses their fresh run (exit 2: another judge or splitter than the baseline's, ...),
+# the run is kept and the --update-baseline command that makes it the baseline is printed.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 baseline="${GATE_BASELINE:-$root/tests/data/gate_baseline}"
@@ -36,13 +39,31 @@ has_config() {
   return 1
 }
 
-# kind_of RESULTS_JSON: the "lewisrag.kind" a results.json was written as; empty when it cannot be read
+# kind_of RESULTS_JSON: the "lewisrag.kind" a results.json was written as; empty when it names none (written
+# by hand or by another tool: lewisrag reads it as an eval run) or cannot be read
 kind_of() {
   "${PYTHON:-python3}" -c 'import json, sys
 try:
-    print(json.load(open(sys.argv[1], encoding="utf-8"))["lewisrag"]["kind"])
+    print(json.load(open(sys.argv[1], encoding="utf-8-sig"))["lewisrag"]["kind"])
 except Exception:
     pass' "$1"
+}
+
+# gate_fresh RUN UPDATE_BASELINE GATE_ARGS...: `lewisrag gate` on a fresh RUN, its exit code passed on. On
+# exit 2 (bad input: a baseline of another judge or splitter, ...) the EXIT trap is dropped so that RUN
+# stays, and the command that makes it the baseline (GATE_BASELINE=UPDATE_BASELINE) is printed
+gate_fresh() {
+  local fresh="$1" target="$2" rc=0
+  shift 2
+  "$lewisrag" gate "$@" || rc=$?
+  if [[ $rc -eq 2 ]]; then
+    trap - EXIT
+    local prefix=""
+    [[ "$target" == "$root/tests/data/gate_baseline" ]] || prefix="GATE_BASELINE=$(printf %q "$target") "
+    echo "the run gated is kept: $fresh. Where the baseline is the side to re-run (another judge or splitter)," \
+      "review the run and make it the baseline: ${prefix}scripts/ci_gate.sh --update-baseline $(printf %q "$fresh")" >&2
+  fi
+  return "$rc"
 }
 
 # run_logged LOG CMD...: CMD's output into LOG; when it fails, the tail of LOG on stderr, LOG kept
@@ -79,22 +100,24 @@ case "${1:-}" in
       echo "error: $baseline: a lewisrag output folder (it holds a .lewisrag marker), not a baseline: its results.json is kept" >&2
       exit 2
     fi
-    if [[ -f "$baseline/results.json" ]]; then
-      old_kind="$(kind_of "$baseline/results.json")"
-      new_kind="$(kind_of "$run/results.json")"
-      if [[ -n "$old_kind" && "$new_kind" != "$old_kind" ]]; then
-        echo "error: $run/results.json: field 'lewisrag.kind': '$new_kind', but the baseline $baseline holds a '$old_kind' run; give a $old_kind run, or another GATE_BASELINE" >&2
-        exit 2
-      fi
-    elif [[ -n "$(ls -A "$baseline")" ]]; then
+    if [[ ! -f "$baseline/results.json" && -n "$(ls -A "$baseline")" ]]; then
       echo "error: $baseline: holds files but no results.json: not a baseline folder (GATE_BASELINE?); nothing written" >&2
       exit 2
     fi
     # the run must be one the gate reads: gated against itself it gets a verdict (0 or 1: a sample of
-    # broken answers fails its rules), or exit 2 with a line naming what is wrong
+    # broken answers fails its rules), or exit 2 with a line naming what is wrong (before its kind is
+    # read: a malformed file was refused as "field 'lewisrag.kind': ''")
     rc=0
     "$lewisrag" gate --baseline "$run" --candidate "$run" "${config[@]}" > /dev/null || rc=$?
     [[ $rc -le 1 ]] || exit "$rc"
+    if [[ -f "$baseline/results.json" ]]; then  # a run that names no kind is taken as the user gave it
+      old_kind="$(kind_of "$baseline/results.json")"
+      new_kind="$(kind_of "$run/results.json")"
+      if [[ -n "$old_kind" && -n "$new_kind" && "$new_kind" != "$old_kind" ]]; then
+        echo "error: $run/results.json: field 'lewisrag.kind': '$new_kind', but the baseline $baseline holds a '$old_kind' run; give a $old_kind run, or another GATE_BASELINE" >&2
+        exit 2
+      fi
+    fi
     # copied beside the baseline, then renamed onto it: a kill mid-copy leaves the old baseline whole
     tmp="$(mktemp "$baseline/.results.json.XXXXXX")"
     trap 'rm -f "$tmp"' EXIT
@@ -109,7 +132,8 @@ case "${1:-}" in
     trap 'rm -rf "$run" "$run.log"' EXIT
     run_logged "$run.log" "$lewisrag" eval bughunt --out "$run"
     has_config "$@" && config=()
-    "$lewisrag" gate --baseline "$baseline" --candidate "$run" "${config[@]}" "$@"
+    rm -f "$run.log"  # the run finished: its log goes now, whether the run is kept or not
+    gate_fresh "$run" "$baseline" --baseline "$baseline" --candidate "$run" "${config[@]}" "$@"
     ;;
   --tiny)
     shift
@@ -119,10 +143,13 @@ case "${1:-}" in
     run="$(mktemp -d)"
     trap 'rm -rf "$run"' EXIT
     run_logged "$run/reproduce.log" "$lewisrag" reproduce --preset tiny --out "$run/run"
-    "$lewisrag" gate --baseline "$tiny" --candidate "$run/run" "${tiny_config[@]}" "$@"
+    gate_fresh "$run/run" "$tiny" --baseline "$tiny" --candidate "$run/run" "${tiny_config[@]}" "$@"
+    ;;
+  -h|--help)
+    sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"
     ;;
   "")
-    echo "usage: scripts/ci_gate.sh --bughunt | --tiny | RUN_DIR [gate flags] | --update-baseline RUN_DIR" >&2
+    echo "usage: scripts/ci_gate.sh --bughunt | --tiny | RUN_DIR [gate flags] | --update-baseline RUN_DIR | --help" >&2
     exit 2
     ;;
   *)

@@ -252,7 +252,7 @@ below = 1.0
 max_share = 0.05
 [[tier3.ceilings]]
 metric = "faithfulness"
-below = 1.0
+below = 0.9
 max_share = 0.05
 method = "wilson"
 """

@@ -311,7 +311,12 @@ def _record(p: _Prepared, judge, cfg: EvalConfig, embed) -> dict:
            "has_context_ids": rec.has_context_ids, "gold_passage_ids": list(rec.gold_passage_ids),
            "reference_statements": [{"text": r, "in_contexts": None, "in_answer": None, "in_contexts_reason": "not judged",
                                      "in_answer_reason": "not judged"} for r in p.references],
+           # true: the statements above were split from `reference` by the run's splitter, whose version moves
+           # them; the gate then pairs the labels by the reference text the record gave (`gate.checks._LABELS`)
+           "reference_statements_split": not rec.reference_statements and rec.reference is not None,
            "citation_verdicts": []}
+    if rec.reference is not None:
+        out["reference"] = rec.reference
     if rec.category == "not_in_kb":
         reasons.update(dict.fromkeys(m, NOT_IN_KB_REASON))
         out["statements"] = [{"text": s.text, "citations": list(s.citations), "supported": None, "reason": "not judged",

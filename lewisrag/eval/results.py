@@ -184,6 +184,13 @@ class QuestionRecord:
                 isinstance(s, str) or (isinstance(s, dict) and isinstance(s.get("text"), str)) for s in refs)):
             raise InputError(src, "expected a list of statements (strings, or objects with a string 'text')", line=line,
                              field=f"{where}.reference_statements")
+        # absent in files written before they were recorded: the gate then pairs reference_statements as given
+        if rec.get("reference") is not None and not isinstance(rec["reference"], str):
+            raise InputError(src, "expected a string (the reference answer) or null", line=line,
+                             field=f"{where}.reference")
+        split = rec.get("reference_statements_split")
+        if split is not None and not isinstance(split, bool):
+            raise InputError(src, "expected true or false", line=line, field=f"{where}.reference_statements_split")
         detail = {k: v for k, v in rec.items() if k not in ("id", "system", "category", "refused", "metrics", "nan_reasons")}
         return cls(str(rid), rec.get("system"), rec.get("category"), m, reasons, refused, detail)
 

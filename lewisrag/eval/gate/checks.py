@@ -246,10 +246,15 @@ def _judge_check(base: Run, cand: Run, cfg: GateConfig, allow: bool) -> GateChec
     diffs = "; ".join(what for _, what, _ in problems)
     if not allow:  # the error names the field at fault (the fingerprint when the judge changed) in the run lacking it
         field, _, lacking = next((p for p in problems if p[0] == "judge.fingerprint"), problems[0])
-        raise InputError(base.path if lacking == "baseline" else cand.path, "runs are not comparable: " + diffs +
-                         ". Judged scores move with the judge, the statement splitter, the claim extractor (claims.*) "
-                         "and the embedder (answer_relevancy), so each must be recorded and the same; re-run the "
-                         "baseline the same way, or pass --allow-judge-change to compare anyway", field=field)
+        # both runs by path, and the one to re-run: in CI the candidate is a fresh run and the baseline the old
+        # one ("re-run the baseline the same way" named only the fresh run, in a folder the script then deleted)
+        remedy = ("re-run the candidate the way the baseline was" if lacking == "candidate" else
+                  "re-run the baseline the way the candidate was, or make the candidate the new baseline")
+        raise InputError(base.path if lacking == "baseline" else cand.path, f"runs are not comparable: {diffs} "
+                         f"(baseline {base.path}, candidate {cand.path}). Judged scores move with the judge, the "
+                         "statement splitter, the claim extractor (claims.*) and the embedder (answer_relevancy), so "
+                         f"each must be recorded and the same; {remedy}, or pass --allow-judge-change to compare "
+                         "anyway", field=field)
     return GateCheck("pairing", "judge", "warn", "compared across a judge change (allowed): " + diffs)
 
 
@@ -273,13 +278,35 @@ def _pairing_check(base: Run, cand: Run, cfg: GateConfig) -> GateCheck:
     evidence = f"{paired} paired by (id, system); {len(missing)} missing from candidate; {len(new)} new"
     if missing:
         evidence += ": missing " + _ids(missing)
-    # require_all_baseline = false tolerates missing questions, not a candidate that pairs with none:
-    # every paired check would then skip, and the gate pass having compared nothing
-    verdict = "fail" if missing and (cfg.require_all_baseline or not paired) else "pass"
+    # require_all_baseline = false tolerates missing questions, not a system that pairs with none: gated system
+    # by system, its every paired check would skip, and the gate pass having compared nothing of it
+    unpaired = _unpaired_systems(base, cand)
+    verdict = "fail" if unpaired or (missing and cfg.require_all_baseline) else "pass"
     if not paired:
         evidence = "no question paired: nothing was compared; " + evidence
+    elif unpaired:
+        of = "" if unpaired == [_system(None)] else " of " + ", ".join(unpaired)
+        evidence = f"no answerable question{of} paired: no score{of} was compared; " + evidence
     return GateCheck("pairing", "questions", verdict, evidence, {
-        "paired": paired, "missing": [_key(k) for k in missing], "new": [_key(k) for k in new]})
+        "paired": paired, "missing": [_key(k) for k in missing], "new": [_key(k) for k in new],
+        "unpaired_systems": unpaired})
+
+
+def _unpaired_systems(base: Run, cand: Run) -> list[str]:
+    """The baseline's systems (`_system`) none of whose answerable questions pairs with an answerable one of
+    the candidate (`_answerable`), or, for a system whose every question is not_in_kb, none of whose
+    questions pairs at all. With require_all_baseline = false a candidate without system b passed, b unchecked:
+    the guard against a candidate that pairs with none was over all systems, while the checks are per system."""
+    answerable = {_system(key[1]) for key, _, _ in _answerable(base, cand)}
+    out = []
+    for name in sorted({_system(s) for _, s in base.records}):
+        keys = [k for k in base.records if _system(k[1]) == name]
+        if any(not _not_in_kb(base.records[k]) for k in keys):
+            if name not in answerable:
+                out.append(name)
+        elif not any(k in cand.records for k in keys):
+            out.append(name)
+    return out
 
 
 def _question_text_check(base: Run, cand: Run) -> GateCheck | None:
@@ -300,19 +327,19 @@ def _question_text_check(base: Run, cand: Run) -> GateCheck | None:
 
 def _labels_check(base: Run, cand: Run) -> GateCheck | None:
     """A paired question must be judged against the same labels: its category, its gold passage ids (as
-    a set) and its reference statements (their texts, folded as `_text`). A data set that relabelled a
-    question and kept its id compared recall against other gold passages, and a worse retriever passed;
-    one that made an answerable question not_in_kb was named by no check, only by its every score lost
-    (tier 1 now leaves a question not_in_kb in either run out).
+    a set), its reference answer and its reference statements (their texts, folded as `_text`). A data
+    set that relabelled a question and kept its id compared recall against other gold passages, and a
+    worse retriever passed; one that made an answerable question not_in_kb was named by no check, only
+    by its every score lost (tier 1 now leaves a question not_in_kb in either run out).
     Compared where both records carry labels of that kind (a label added where there was none leaves
     the baseline's score unmeasured: no mean compares it, and a cut reads the baseline as passing, so a
-    candidate failing it is a regression); no check is shown when none changed."""
+    candidate failing it is a regression); no check is shown when none changed (`_changed_labels`)."""
     changed = []
     for key, b in base.records.items():
         c = cand.records.get(key)
         if c is None:
             continue
-        fields = [name for name, labels in _LABELS.items() if labels(b) and labels(c) and labels(b) != labels(c)]
+        fields = _changed_labels(b, c)
         if fields:
             changed.append((key, fields))
     if not changed:
@@ -328,13 +355,26 @@ def _labels_check(base: Run, cand: Run) -> GateCheck | None:
 
 
 # what a record is judged against, as compared by `_labels_check` (empty: the record has none). Its category
-# decides how: a not_in_kb question passes by refusing, unscored, an answerable one by its scores
+# decides how: a not_in_kb question passes by refusing, unscored, an answerable one by its scores. `reference`
+# is absent from runs written before it was recorded: their reference statements are compared as given
 _LABELS = {
     "category": lambda r: r.get("category") or None,
     "gold_passage_ids": lambda r: sorted({str(g) for g in r.get("gold_passage_ids") or []}),
+    "reference": lambda r: _text(r.get("reference")),
     "reference_statements": lambda r: [_text(s.get("text") if isinstance(s, dict) else s)
                                        for s in r.get("reference_statements") or []],
 }
+
+
+def _changed_labels(b: dict, c: dict) -> list[str]:
+    """The kinds of label (`_LABELS`) that both records carry and that differ. Reference statements that
+    both runs' splitters made of the record's `reference` (`reference_statements_split`) are left to the
+    reference text: another splitter version splits the same text otherwise ("结论：\\n城市0的人口是1000人。"
+    is two statements to version 14, one to 15), and --allow-judge-change across it failed on unchanged
+    data. Where one run's statements were given, its judged labels are compared with the other's."""
+    split = b.get("reference_statements_split") is True and c.get("reference_statements_split") is True
+    return [name for name, labels in _LABELS.items() if labels(b) and labels(c) and labels(b) != labels(c)
+            and not (split and name == "reference_statements")]
 
 
 def _text(value) -> str | None:

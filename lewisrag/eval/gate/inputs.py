@@ -182,6 +182,9 @@ def _load_config(path: str | os.PathLike | None) -> GateConfig:
         _number(ceiling.max_share, src, f"tier3.ceilings[{i}].max_share", low_open=True)
     # one cut twice ran its checks twice under one name, with limits that may contradict
     given_once(src, [f"the cut below = {c.below:g}" for c in cfg.cuts], field="tier3.cuts")
+    # so did one ceiling twice; a metric's cut given two max_share was held to the stricter under two names
+    given_once(src, [f"the ceiling of {c.metric} {'below' if c.above is None else 'above'} {c.cut:g}"
+                     for c in cfg.ceilings], field="tier3.ceilings")
     for where, metric in [("tier3.metrics", m) for m in cfg.judged_metrics] + [
             (f"tier3.ceilings[{i}].metric", c.metric) for i, c in enumerate(cfg.ceilings)]:
         if metric not in METRIC_RANGES or metric == "recall_at_k":  # recall@k is tier 2's, per k
