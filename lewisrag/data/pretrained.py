@@ -106,8 +106,14 @@ def model_files(path: str | os.PathLike) -> list[Path]:
     p = Path(path)
     weights = _weight_files(p, "model")
     index = [p / SHARDED] if weights != [p / WEIGHTS] else []
-    named = [p / name for name in ("config.json", "generation_config.json", *TOKENIZER_FILES, RECIPE) if (p / name).is_file()]
-    return named + weights + index + _sentencepiece_files(p)
+    recipe = [p / RECIPE] if (p / RECIPE).is_file() else []
+    return _read_besides_weights(p) + recipe + weights + index
+
+
+def _read_besides_weights(folder: Path) -> list[Path]:
+    """The files in `folder` that loading a model and its tokenizer reads, weights and recipe.json aside."""
+    named = [folder / name for name in ("config.json", GENERATION, *TOKENIZER_FILES) if (folder / name).is_file()]
+    return named + _sentencepiece_files(folder)
 
 
 def _sentencepiece_files(folder: Path) -> list[Path]:
@@ -291,6 +297,13 @@ def check_recipe(path: str | os.PathLike, required: bool = False) -> None:
         if file_sha256(f) != digest:
             raise InputError(str(f), f"sha256 does not match {RECIPE} ({str(digest)[:12]}...): damaged or replaced, "
                              f"perhaps another generator's")
+    # and a file loading reads that the recipe does not list was added since: a special_tokens_map.json
+    # dropped beside the tokenizer changed its specials (eos "<mask>") and loaded as the recorded generator
+    if "files_sha256" in recipe:
+        added = [f for f in _read_besides_weights(path) if f.name not in files]
+        if added:
+            raise InputError(str(added[0]), f"not in {RECIPE} (files_sha256), yet loading reads it: added since the "
+                             "generator was written, perhaps from another generator; remove it")
 
 
 # The generators a RagModel decodes with, by config.json's model_type. RAG's decoding runs the decoder through

@@ -20,7 +20,7 @@ from lewisrag.data.cpu_linear import current_kind
 from lewisrag.data.io import InputError, expect, is_finite_number, read_json, read_json_list_lines, write_json, write_text
 from lewisrag.data.outputs import (check_out_dir, check_part, discard_output, made_by, mark, note_writing, note_written,
                                    staged_dir, wrote)
-from lewisrag.data.pretrained import load_generator, model_files
+from lewisrag.data.pretrained import check_recipe, load_generator, model_files
 from lewisrag.data.records import read_qa
 from lewisrag.data.threads import resolve_device
 from lewisrag.eval.results import QuestionRecord
@@ -325,12 +325,16 @@ def copy_generator(src: str | Path, out: Path, require_recipe: bool = False, ove
 
 
 def shipped_generator(preset: Preset) -> Path:
-    """The package's generator that a `shipped:<name>` preset copies; an InputError when it is missing."""
+    """The package's generator that a `shipped:<name>` preset copies; an InputError when it is missing,
+    damaged (`check_recipe`, and its recipe's config) or pretrained in another language than the preset's."""
     src = SHIPPED_DIR / preset.generator.partition(":")[2]
     lang = " --lang zh" if preset.lang == "zh" else ""
     if not (src / "recipe.json").is_file():
         raise InputError(src, f"no shipped generator here: run `lewisrag pretrain --preset small{lang} --out {src}` first")
-    made_in = read_json(src / "recipe.json").get("config", {}).get("lang", "en")
+    check_recipe(src, required=True)  # a recipe.json that is not an object, weights or tokenizer not its own
+    config = read_json(src / "recipe.json").get("config")
+    expect(isinstance(config, dict), src / "recipe.json", "config", "an object (the pretraining config)", config)
+    made_in = config.get("lang", "en")  # recipes from before --lang were all English
     if made_in != preset.lang:
         raise InputError(src / "recipe.json", f"a generator pretrained on {made_in} text, the world is in {preset.lang}",
                          field="config.lang")

@@ -327,7 +327,7 @@ class PretrainConfig:
     denoise_batch_size: int = 8  # denoised passages per step (0: no denoising)
     denoise_weight: float = 1.0  # weight of the denoising loss next to the QA loss
     qa_start: float = 0.0  # share of training before QA starts (denoising only until then)
-    snapshot_b_share: float = 0.25  # share of passages and questions in snapshot B's wording (0: A's only)
+    snapshot_b_share: float = 0.25  # share of questions in snapshot B's wording and of passages drawn from B, ~11% then in B's wording (docs/recipe.md); 0: A's only
     long_form: bool = False  # also train on long-form questions (their 40-token targets triple a QA step's cost)
     mask_ratio: float = 0.3  # share of a passage's tokens hidden by text infilling (BART: 0.3; at most max_mask_ratio(poisson_lambda))
     poisson_lambda: float = 3.0  # mean masked span length (BART: 3)

@@ -29,7 +29,6 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
-import transformers
 from transformers import BartConfig, BartForConditionalGeneration
 
 import lewisrag
@@ -39,7 +38,7 @@ from lewisrag.data.io import InputError, write_json
 from lewisrag.data.outputs import check_out_dir, staged_dir
 from lewisrag.data.pretrained import WEIGHTS, file_sha256, load_generator
 from lewisrag.data.records import Passage, QAExample
-from lewisrag.data.threads import resolve_device
+from lewisrag.data.threads import environment, resolve_device
 from lewisrag.scoring.qa import exact_match
 from lewisrag.training import pretrain_data as D
 from lewisrag.training.configs import GENERATOR_KIND as KIND  # the marker kind of generator folders (lewisrag.data.outputs)
@@ -249,12 +248,17 @@ def pretrain(cfg: PretrainConfig, out: str | os.PathLike, on_step: Callable | No
     final = evaluate_reading(model, tokenizer, test, test_passages, lang=cfg.lang)
     recipe = {"config": asdict(cfg), "vocab_size_asked": asked, "command": command, "steps": step,
               "minutes": round(train_s / 60, 2), "final_loss": loss_ema, "final": final, "curve": curve,
-              "parameters": sum(p.numel() for p in model.parameters()),
-              # where and with what it trained: the same seed and steps give the same weights only on the
-              # same device, thread count and versions (config's "device" may say "auto")
-              "built_with": {"device": str(device), "threads": torch.get_num_threads(), "lewisrag": lewisrag.__version__,
-                             "torch": torch.__version__, "transformers": transformers.__version__}}
+              "parameters": sum(p.numel() for p in model.parameters()), "built_with": built_with(device)}
     return _save(model, tokenizer, recipe, Path(out), cfg.save_fp16)
+
+
+def built_with(device: torch.device) -> dict:
+    """Where and with what a generator trained, for its recipe.json: `data.threads.environment` (CPU
+    model, torch's thread count, the library multiplying float32 linear layers on the CPU, versions,
+    the device and GPU; config's "device" may say "auto") and lewisrag's version. The same seed and
+    steps give the same weights only where these match: `LEWISRAG_CPU_LINEAR=blas` and `onednn` built
+    different weights that the device, threads and versions recorded alone did not tell apart."""
+    return {**environment(str(device)), "lewisrag": lewisrag.__version__}
 
 
 def _diverged(cfg: PretrainConfig, what: str) -> InputError:

@@ -37,7 +37,7 @@ from lewisrag.data.tasks import LABELS, NEI, verification_pairs
 from lewisrag.data.threads import resolve_device
 from lewisrag.rag_model.model import generator_input
 from lewisrag.rag_model.settings import RagSettings
-from lewisrag.training.pretrain import KIND, _save_into, on_device
+from lewisrag.training.pretrain import KIND, _save_into, built_with, on_device
 from lewisrag.training.optim import adamw, diverged, finite
 from lewisrag.training.tasks import label_ids, predicted_label, prepare_generator
 
@@ -135,7 +135,7 @@ def pretrain_verifier(generator: str | os.PathLike, out: str | os.PathLike, cfg:
                       dev: Sequence[QAExample] = (), passages: Sequence[Passage] = (),
                       on_step: Callable[[int, int, float], None] | None = None, overwrite: bool = False) -> dict:
     """Continue `generator` (a folder) on fresh minimal-pair claims; save it with its FEVER label
-    tokens and recipe.json (config, minutes, final loss, the dev measurement) into `out`, which must
+    tokens and recipe.json (config, minutes, final loss, the dev measurement, `built_with`) into `out`, which must
     be missing, empty or a generator lewisrag wrote, holding no file the user added since, unless `overwrite`."""
     out = check_out_dir(out, KIND, overwrite=overwrite, replaces=True)
     device = torch.device(resolve_device(cfg.device))
@@ -167,7 +167,8 @@ def pretrain_verifier(generator: str | os.PathLike, out: str | os.PathLike, cfg:
     measured = world_claims(dev, passages, settings)[: cfg.eval_size]
     recipe = {"config": asdict(cfg), "from": str(generator), "steps": cfg.steps, "minutes": round(minutes, 2),
               "final_loss": loss_ema,
-              "dev_gold_passage": evaluate_verification(model, tokenizer, measured, cfg.max_source_length) if measured else None}
+              "dev_gold_passage": evaluate_verification(model, tokenizer, measured, cfg.max_source_length) if measured else None,
+              "built_with": built_with(device)}
     with staged_dir(Path(out), KIND) as tmp:
         return _save_into(model, tokenizer, recipe, tmp, fp16=False)
 
