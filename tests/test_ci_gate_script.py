@@ -23,9 +23,10 @@ esac
 """
 
 
-def _env(tmp_path: Path, **extra) -> dict:
+def _env(tmp_path: Path, script: str = FAKE, **extra) -> dict:
+    """The environment that runs ci_gate.sh with `script` as its lewisrag."""
     fake = tmp_path / "lewisrag"
-    fake.write_text(FAKE)
+    fake.write_text(script)
     fake.chmod(0o755)
     env = {k: v for k, v in os.environ.items() if k != "GATE_BASELINE"}
     return {**env, "LEWISRAG": str(fake), "CALLS": str(tmp_path / "calls.txt"), "TMPDIR": str(tmp_path), **extra}

@@ -5,7 +5,6 @@ require_all_baseline = false, a ceiling given twice, and scripts/ci_gate.sh's re
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import os
 import subprocess
@@ -19,20 +18,11 @@ from lewisrag.eval.evaluator import evaluate_answers
 from lewisrag.eval.judges import LexicalJudge
 from lewisrag.eval.records import parse_answer
 from lewisrag.eval.results import read_results
+from test_ci_gate_script import _env as ci_env
+from test_gate import _write, fixtures
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "ci_gate.sh"
-RUNS = ROOT / "tests" / "data" / "gate_runs"
-_spec = importlib.util.spec_from_file_location("make_fixtures", RUNS / "make_fixtures.py")
-fixtures = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(fixtures)
-
-
-def _write(tmp_path: Path, name: str, run: dict) -> Path:
-    path = tmp_path / name / "results.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(run, ensure_ascii=False), encoding="utf-8")
-    return path
 
 
 def _check(report, name: str):
@@ -193,11 +183,7 @@ esac
 
 
 def _env(tmp_path: Path, **extra) -> dict:
-    fake = tmp_path / "lewisrag"
-    fake.write_text(FAKE)
-    fake.chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if k != "GATE_BASELINE"}
-    return {**env, "LEWISRAG": str(fake), "TMPDIR": str(tmp_path), **extra}
+    return ci_env(tmp_path, FAKE, **extra)
 
 
 def _script(*args: str, env: dict) -> subprocess.CompletedProcess:

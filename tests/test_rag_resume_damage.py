@@ -17,7 +17,7 @@ from safetensors.torch import load_file, save_file
 
 from conftest import one_thread
 from lewisrag.data.io import InputError
-from test_checkpoint_state_checks import _step, _tiny_training
+from test_checkpoint_state_checks import _step, _tiny_training, checkpoint  # noqa: F401  (module fixture)
 from test_rag_train import make_config, rag_inputs  # noqa: F401  (session fixture)
 
 
@@ -25,21 +25,8 @@ class Killed(Exception):
     pass
 
 
-@pytest.fixture(scope="module")
-def saved(tmp_path_factory) -> Path:
-    """A checkpoint after 2 steps of `_tiny_training` (lewisrag's AdamW: foreach on the CPU)."""
-    from lewisrag.training.checkpoint import save_checkpoint
-
-    model, opt, sched = _tiny_training()
-    for _ in range(2):
-        _step(model, opt, sched)
-    path = tmp_path_factory.mktemp("ckpt") / "ckpt"
-    save_checkpoint(path, model, opt, sched, {"step": 2}, None)
-    return path
-
-
-def _edited(checkpoint: Path, to: Path, edit_json=None, edit_tensors=None) -> Path:
-    shutil.copytree(checkpoint, to)
+def _edited(source: Path, to: Path, edit_json=None, edit_tensors=None) -> Path:
+    shutil.copytree(source, to)
     if edit_json:
         state = json.loads((to / "state.json").read_text())
         edit_json(state)
@@ -71,17 +58,17 @@ def _trained_on(model, opt, sched, steps: int = 3) -> list[torch.Tensor]:
     return [p.detach().clone() for p in model.parameters()]
 
 
-def test_a_resume_on_another_device_keeps_the_live_optimizers_implementation(saved, tmp_path):
+def test_a_resume_on_another_device_keeps_the_live_optimizers_implementation(checkpoint, tmp_path):
     """A checkpoint a GPU wrote (fused AdamW), resumed on the CPU: foreach AdamW, bit for bit the
     steps a CPU checkpoint resumes to (load_state_dict took the saved fused=True: the fused CPU kernel)."""
     from lewisrag.training.checkpoint import load_checkpoint
 
-    gpu = _edited(saved, tmp_path / "gpu", _as_gpu_wrote_it)
+    gpu = _edited(checkpoint, tmp_path / "gpu", _as_gpu_wrote_it)
     model, opt, sched = _tiny_training()
     load_checkpoint(gpu, model, opt, sched)
     assert [(g["fused"], g["foreach"]) for g in opt.param_groups] == [(None, True)] * 2
     again = _tiny_training()
-    load_checkpoint(saved, *again)
+    load_checkpoint(checkpoint, *again)
     assert all(torch.equal(a, b) for a, b in zip(_trained_on(model, opt, sched), _trained_on(*again)))
 
 
@@ -142,10 +129,10 @@ DAMAGED_STATE = [  # (edit of state.json, of state.safetensors, the field named)
 
 
 @pytest.mark.parametrize("edit_json,edit_tensors,field", DAMAGED_STATE)
-def test_damaged_adamw_state_is_one_line_naming_the_field(saved, tmp_path, edit_json, edit_tensors, field):
+def test_damaged_adamw_state_is_one_line_naming_the_field(checkpoint, tmp_path, edit_json, edit_tensors, field):
     from lewisrag.training.checkpoint import load_checkpoint
 
-    bad = _edited(saved, tmp_path / "bad", edit_json, edit_tensors)
+    bad = _edited(checkpoint, tmp_path / "bad", edit_json, edit_tensors)
     model, opt, sched = _tiny_training()
     before = [p.detach().clone() for p in model.parameters()]
     with pytest.raises(InputError, match=f"field '{re.escape(field)}': .*the checkpoint is damaged$") as e:
@@ -180,12 +167,12 @@ def test_a_parameter_never_given_a_gradient_resumes_without_state(tmp_path):
         load_checkpoint(bad, *unused_head())
 
 
-def test_a_checkpoint_from_before_the_stateless_record_resumes(saved, tmp_path):
+def test_a_checkpoint_from_before_the_stateless_record_resumes(checkpoint, tmp_path):
     """Written before "stateless_params" was: its parameters without state are not checked."""
     from lewisrag.training.checkpoint import load_checkpoint
 
-    old = _edited(saved, tmp_path / "old", lambda s: s["torch_state"].pop("stateless_params", None))
-    assert load_checkpoint(old, *_tiny_training()) == {"step": 2}
+    old = _edited(checkpoint, tmp_path / "old", lambda s: s["torch_state"].pop("stateless_params", None))
+    assert load_checkpoint(old, *_tiny_training())["step"] == 2
 
 
 # --- train rag --resume -------------------------------------------------------------------------------
