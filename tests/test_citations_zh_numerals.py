@@ -80,6 +80,16 @@ def test_judge_sets_aside_a_clause_naming_the_sources(premise, statement):
     assert verdict.supported, verdict.reason
 
 
+
+@pytest.mark.parametrize("sentence", ["According to [1], login failure returns 422.",
+                                      "Based on the provided documents, login failure returns 422 [1].",
+                                      "According to the passages [1], login failure returns 422."])
+def test_checker_sets_aside_a_clause_naming_the_sources_as_the_judge_does(sentence):
+    """"According to [1], ..." was TOKEN_NOT_FOUND: according; "Based on the documents" named "based, documents"."""
+    assert check_sentence(sentence, {"1": EN_PREMISE}, {"1"}) == Check(PASS, "")
+    named = check_sentence("According to the CEO, login failure returns 422 [1].", {"1": EN_PREMISE}, {"1"})
+    assert named.status == TOKEN_NOT_FOUND and "ceo" in named.detail  # someone named: still to be found
+
 def test_judge_still_needs_what_an_attribution_names():
     judge = LexicalJudge()
     ceo, zh_rule, bare = judge.judge([

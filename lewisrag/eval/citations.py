@@ -51,6 +51,7 @@ from lewisrag.eval.statements import (
     sub_citations,
     to_statement,
 )
+from lewisrag.scoring.markers import CITATION_RE
 
 PASS = "PASS"
 MISSING_CITATION = "MISSING_CITATION"
@@ -147,6 +148,41 @@ def checkable_tokens(text: str) -> frozenset[str]:
     return frozenset(t for t in _tokens(text, quantities=True) if t not in _FUNCTION_WORDS)
 
 
+# A leading clause that only says where the answer comes from ("According to the documents [1], ...", "Based
+# on the provided context, ...", "根据提供的上下文，...", "据资料显示，...") claims nothing about the world: its
+# words are in no context: they cost a correct sentence its support (the lexical judge) and were "not in the
+# cited documents" (the checker). It is set aside when it names the sources and nothing else: the retrieved
+# text by one of the words below with determiners and participles ("the provided", "上述", "检索到的"), or only
+# by citations, with their markers or without them ("According to [1] and [2], ..." reaches the judge as
+# "According to and, ..."). "According to the CEO, ..." names someone, whose support is still needed.
+_CITED = rf"(?:\s*{CITATION_RE.pattern}|\s+(?:and|or)\b|\s*[,、&和与及或])*"
+_ATTRIBUTION_RE = re.compile(
+    r"\s*(?:(?:according\s+to|based\s+on)"
+    r"(?:\s+(?:the|these|those|provided|given|retrieved|cited|supplied|available|above|following))*"
+    r"(?:\s+(?:context|contexts|documents?|passages?|sources?|texts?|materials?|references?|evidence|information"
+    r"|search\s+results))?(?:\s+(?:provided|given|retrieved|cited|supplied|above))?"
+    r"|(?:根据|依据|按照|基于|据)(?:上述|上面|以上|以下|下面|下列|现有|相关|这些|该|此|各|参考|所?(?:提供|给出|给定|检索到|引用|列出)的)*"
+    r"(?:上下文|文档|资料|段落|材料|文献|文段|来源)?(?:中|里|内|的?内容|的?信息|所述|所示|显示|可知|来看)*)"
+    rf"{_CITED}\s*[,，、:：]",
+    re.IGNORECASE)
+
+
+def unattributed(statement: str) -> str:
+    """`statement` without a leading clause that only names the sources it comes from (`_ATTRIBUTION_RE`),
+    where something follows it: a sentence that is only "根据文档：" stays as it is.
+
+    >>> unattributed("According to the provided documents [1], login returns 422.")
+    'login returns 422.'
+    >>> unattributed("根据提供的上下文，登录失败返回 422。"), unattributed("According to, it is 5.")
+    ('登录失败返回 422。', 'it is 5.')
+    >>> unattributed("According to the CEO, revenue rose."), unattributed("根据规定，退款需七天。")
+    ('According to the CEO, revenue rose.', '根据规定，退款需七天。')
+    """
+    m = _ATTRIBUTION_RE.match(statement)
+    rest = statement[m.end():].lstrip() if m else ""
+    return rest if any(c.isalnum() for c in rest) else statement
+
+
 def list_commas(text: str) -> str:
     """`text` with the Chinese comma "，" written as "、", which NFKC keeps: NFKC's "," would make "401，403"
     the number 401403, and Chinese never groups digits with "，". A number written wholly in full-width
@@ -222,7 +258,8 @@ def check_sentence(sentence: str, docs: dict[str, str], context_ids: set[str]) -
         forms = {q for q in (fold(quote).rstrip(_QUOTE_END), fold(unmarked(quote)).rstrip(_QUOTE_END)) if q}
         if forms and not any(q in folded for q in forms for folded, _ in cited):
             return Check(QUOTE_NOT_FOUND, f"quote not in the cited documents: {quote!r}")
-    tokens = checkable_tokens(sub_citations(sentence, " "))  # `arr[0]` keeps its 0
+    # `arr[0]` keeps its 0; a leading "According to [1], ..." names where the sentence comes from, no claim
+    tokens = checkable_tokens(sub_citations(unattributed(sentence), " "))
     missing = sorted(tokens.difference(*(toks for _, toks in cited)))
     if missing:
         return Check(TOKEN_NOT_FOUND, "not in the cited documents: " + ", ".join(missing))

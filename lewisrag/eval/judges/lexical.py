@@ -7,12 +7,11 @@ import re
 import unicodedata
 
 # the citation checker's reading of numbers, which this judge shares: the two agree on what a number is
-from lewisrag.eval.citations import list_commas
+from lewisrag.eval.citations import list_commas, unattributed
 from lewisrag.eval.numbers import NUMBER_RE, number_value
 from lewisrag.eval.numbers import scaled_numbers as _scaled_numbers
 from lewisrag.eval.numbers import zh_numbers as _zh_numbers
 from lewisrag.eval.judges.base import Verdict, digest
-from lewisrag.scoring.markers import CITATION_RE
 
 # kana, CJK ideographs (the extensions past U+20000 too: rare names are written in them), Hangul, and
 # 々, 〆, 〇 (〇 is the zero of 二〇一六年: outside the class it cut the year's run in two)
@@ -81,23 +80,6 @@ _OPENERS = frozenset(
     "furthermore finally next then later still instead otherwise overall indeed meanwhile nevertheless "
     "nonetheless currently today now only just yes sure answer note let".split()
 )
-# A leading clause that only says where the answer comes from ("According to the documents [1], ...", "Based
-# on the provided context, ...", "根据提供的上下文，...", "据资料显示，...") claims nothing about the world: its
-# words are in no context, and it cost a correct sentence its support. It is set aside when it names the
-# sources and nothing else: the retrieved text by one of the words below with determiners and participles
-# ("the provided", "上述", "检索到的"), or only by citations, which the evaluator has removed by then ("According
-# to [1] and [2], ..." reaches the judge as "According to and, ..."). "According to the CEO, ..." names
-# someone, whose support is still needed.
-_CITED = rf"(?:\s*{CITATION_RE.pattern}|\s+(?:and|or)\b|\s*[,、&和与及或])*"
-_ATTRIBUTION_RE = re.compile(
-    r"\s*(?:(?:according\s+to|based\s+on)"
-    r"(?:\s+(?:the|these|those|provided|given|retrieved|cited|supplied|available|above|following))*"
-    r"(?:\s+(?:context|contexts|documents?|passages?|sources?|texts?|materials?|references?|evidence|information"
-    r"|search\s+results))?(?:\s+(?:provided|given|retrieved|cited|supplied|above))?"
-    r"|(?:根据|依据|按照|基于|据)(?:上述|上面|以上|以下|下面|下列|现有|相关|这些|该|此|各|参考|所?(?:提供|给出|给定|检索到|引用|列出)的)*"
-    r"(?:上下文|文档|资料|段落|材料|文献|文段|来源)?(?:中|里|内|的?内容|的?信息|所述|所示|显示|可知|来看)*)"
-    rf"{_CITED}\s*[,，、:：]",
-    re.IGNORECASE)
 
 
 # Chinese has no capitals, so a name is read off its characters instead. A transliterated name (特朗普,
@@ -421,22 +403,6 @@ def names_in(sentence: str) -> list[str]:
     return found + [r for r in _TRANSLIT_RUN.findall(sentence) if _translit(r)]
 
 
-def _unattributed(statement: str) -> str:
-    """`statement` without a leading clause that only names the sources it comes from (`_ATTRIBUTION_RE`),
-    where something follows it: a sentence that is only "根据文档：" stays as it is.
-
-    >>> _unattributed("According to the provided documents [1], login returns 422.")
-    'login returns 422.'
-    >>> _unattributed("根据提供的上下文，登录失败返回 422。"), _unattributed("According to, it is 5.")
-    ('登录失败返回 422。', 'it is 5.')
-    >>> _unattributed("According to the CEO, revenue rose."), _unattributed("根据规定，退款需七天。")
-    ('According to the CEO, revenue rose.', '根据规定，退款需七天。')
-    """
-    m = _ATTRIBUTION_RE.match(statement)
-    rest = statement[m.end():].lstrip() if m else ""
-    return rest if any(c.isalnum() for c in rest) else statement
-
-
 class LexicalJudge:
     """Supported iff at least `threshold` of the hypothesis' content units occur in the premise.
 
@@ -458,7 +424,7 @@ class LexicalJudge:
     瓦尔多利亚, 伊朗; not 明朗 or 安宁, whose pair of table characters holds one mark), or that may be a
     name (李明华) where the premise has another name in its place (`_zh_names`), whatever punctuation
     sets either off ("女王是：范凌", "由总统“戴菲”领导", "安娜·凯尔"). A leading clause that only names the
-    sources ("According to the documents [1], ...", "根据提供的上下文，...") is set aside (`_unattributed`).
+    sources ("According to the documents [1], ...", "根据提供的上下文，...") is set aside (`unattributed`).
     A hypothesis with no content units cannot be judged (Verdict None). A cheap, deterministic floor for
     a real judge: it cannot see negation or paraphrase, nor a wrong name that nothing marks (a Chinese
     person's name in other words than the premise's, a name the premise covers but for one character)
@@ -498,7 +464,7 @@ class LexicalJudge:
     # 13: numbers are read as the citation checker reads them (`numbers.number_value`): by value, "5.00" is 5
     # and "01" is 1, and with their sign, "-12" is not 12; a magnitude may be spaced off, "3000 万"; and a leading
     # clause naming only the sources, "According to the documents [1], ...", "根据提供的上下文，...", is set
-    # aside (`_unattributed`): its words made a correct statement unsupported)
+    # aside (`unattributed`): its words made a correct statement unsupported)
     version = "13"
 
     def __init__(self, threshold: float = 0.75):
@@ -514,7 +480,7 @@ class LexicalJudge:
         return [self._one(p, h) for p, h in pairs]
 
     def _one(self, premise: str, hypothesis: str) -> Verdict:
-        hypothesis = _unattributed(hypothesis)
+        hypothesis = unattributed(hypothesis)
         p, h = _fold(premise), _fold(hypothesis)
         p_words, h_words = _words(p), _words(h)
         # a number the premise holds in digits or Chinese numerals (3个月, 三个月) backs either spelling; one
