@@ -219,6 +219,7 @@ def _validated(preset: str, found: dict[str, str], as_json: bool = False) -> Non
 def _render(results: dict, out: Path, lang: str = "en") -> None:
     """The summary as tables labelled in `lang` (the report's words; English: as they always were)."""
     from lewisrag.eval.reports.i18n import messages
+    from lewisrag.experiments.report import swap_columns
 
     t = messages(lang)
     system = (lambda s: s) if lang == "en" else t.system  # English rows name the key, Chinese ones as report.md does
@@ -242,8 +243,8 @@ def _render(results: dict, out: Path, lang: str = "en") -> None:
     for name, why in (results.get("skipped") or {}).items():
         _ui.out.print(t("cli.rep.not_run", name=name, why=t.text(why)))
     if ku:  # not run: the line above says why, and an empty table would say nothing
-        _ui.out.print(_ui.table(t("cli.rep.swap"), [t("col.model"), t("rep.swap.col_index"), t("plot.questions_a"),
-                                                    t("plot.questions_b")],
+        columns = swap_columns(results, t, "plot.questions_a", "plot.questions_b")  # each with its question count
+        _ui.out.print(_ui.table(t("cli.rep.swap"), [t("col.model"), t("rep.swap.col_index"), *columns],
                                 [[system(m), t.word("index", i), c["questions_a"], c["questions_b"]]
                                  for m, by in ku.items() for i, c in by.items()]))
     tasks = {k: v for k, v in summary(results, out).items() if k in _TASK_KEYS}

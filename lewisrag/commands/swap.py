@@ -14,7 +14,8 @@ def swap(
     index: list[Path] = typer.Option(..., "--index", help="A dense index to read from; repeat (e.g. snapshot A and snapshot B)."),
     questions: list[str] = typer.Option(..., "--questions", help="A question set scored by exact match; repeat (e.g. "
                                         "questions_a, questions_b). Its short-answer questions are scored; long-form ones "
-                                        "and those without an answer are left out and counted (a note says how many). Its column "
+                                        "and those without an answer are left out and counted (a note says how many); a file of "
+                                        "FEVER claims is refused (its labels are no answers). Its column "
                                         "is named by the file's stem; an hf: spec keeps its dots "
                                         "(hf:trivia_qa:rc.nocontext:validation)."),
     qa_fields: str = typer.Option(None, "--qa-fields", help=_ui.QA_FIELDS_HELP + " Applies to every --questions."),

@@ -54,11 +54,19 @@ class Answer:
 
 def unpaired_note(path: str | os.PathLike, fingerprint: str | None) -> str | None:
     """What to tell the user when the model at `path` names no context encoder (`fingerprint`, its
-    `settings.index_fingerprint`, is None), so no index can be checked against it."""
+    `settings.index_fingerprint`, is None), so no index can be checked against it: a transformers RAG
+    checkpoint, or a lewisrag model (rag.json) of a `train rag --swap` run of a transformers
+    DPRQuestionEncoder folder given without --context-encoder, saved before runs recorded their index's
+    encoder (`rag_data.load_components`)."""
     if fingerprint is not None:
         return None
-    return (f"{path} names no context encoder (a transformers RAG checkpoint): any index of its width is "
-            "searched without checking that it was built by the context encoder the model was trained with")
+    from lewisrag.training.checkpoint import resolve_model_dir
+
+    what = ("a `train rag --swap` run of a transformers DPRQuestionEncoder folder given without --context-encoder, "
+            "saved before runs recorded their index's encoder" if (resolve_model_dir(path) / "rag.json").is_file()
+            else "a transformers RAG checkpoint")
+    return (f"{path} names no context encoder ({what}): any index of its width is searched without checking that "
+            "it was built by the context encoder the model was trained with")
 
 
 def knows_no_word(tokenizer, question: str) -> bool:

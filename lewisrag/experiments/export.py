@@ -13,7 +13,9 @@ Layout of `DIR` (what `RagRetriever.from_pretrained(DIR)`, `RagTokenizer.from_pr
     DIR/passages.faiss              the index's FAISS index (inner product, rows = passages' rows), faiss.write_index
     DIR/lewisrag_export.json        where it came from: model, index (absolute paths), variant, the exported index's fingerprint
                                     (index_fingerprint) and the context encoder the model is paired with
-                                    (paired_fingerprint; they differ after --swap), generate_kwargs, beam_kwargs
+                                    (paired_fingerprint; they differ after --swap), generate_kwargs, beam_kwargs,
+                                    and the task it was trained for (`train rag --task`; null: unknown), which
+                                    `lewisrag swap` refuses unless QA (`swap.check_tasks`)
 
 The paths in config.json are absolute: after moving DIR, pass `passages_path=` and `index_path=` to
 `RagRetriever.from_pretrained`. lewisrag reads DIR back as the model exported (`load_trained`,
@@ -64,6 +66,7 @@ import torch
 from lewisrag.data.io import InputError, make_parents, one_line, remove_if_empty, write_json
 from lewisrag.data.outputs import check_out_dir, exclusive, staged_dir
 from lewisrag.data.passages import PASSAGE_SCHEMA, PassageTable
+from lewisrag.experiments.swap import trained_task
 from lewisrag.index.dense import DenseIndex
 from lewisrag.rag_model.checkpoints import BEAM_ONLY, EXPORT_FORMAT, EXPORT_RECORD, reset_unread
 from lewisrag.rag_model.decoding import generation_file
@@ -130,6 +133,7 @@ def _export(model_path, index_path, out: Path, given, swap: bool) -> ExportSumma
     # transformers' RAG classes import `datasets`; only this path needs them
     from transformers import RagConfig, RagTokenizer
 
+    task = trained_task(resolve_model_dir(model_path))  # a damaged train_config.json: refused before any weight loads
     model, tokenizers = load_trained(model_path)
     dense = DenseIndex.load(index_path, mmap=True)  # nprobe/efSearch applied: FAISS writes them with the index
     if dense.manifest.get("rerank_depth"):  # lewisrag re-ranks candidates exactly; transformers searches FAISS alone
@@ -183,8 +187,10 @@ def _export(model_path, index_path, out: Path, given, swap: bool) -> ExportSumma
         summary = ExportSummary(str(given), s.variant, s.n_docs, n, dim, str(resolve_model_dir(model_path).resolve()),
                                 str(Path(index_path).resolve()), {**ASK_DEFAULTS, **lost_generation_settings(model)}, beams,
                                 s.index_fingerprint)
-        # the model's own pairing (in the summary) beside the exported index's: they differ when --swap paired it with another
-        write_json(tmp / EXPORT_RECORD, {"format": EXPORT_FORMAT, **summary.to_dict(), "index_fingerprint": dense.ctx_fingerprint})
+        # the model's own pairing (in the summary) beside the exported index's: they differ when --swap paired it with another;
+        # the task, which transformers' layout has no place for, so that `swap` still refuses a FEVER or Jeopardy model
+        write_json(tmp / EXPORT_RECORD, {"format": EXPORT_FORMAT, **summary.to_dict(), "index_fingerprint": dense.ctx_fingerprint,
+                                         "task": task})
     return summary
 
 

@@ -303,8 +303,8 @@ def _swap(results: dict, t: Messages) -> list[str]:
     ku = results.get("knowledge_update")
     if not ku:
         return []
-    out = [t("rep.swap.h"), "",
-           f"| {t('col.model')} | {t('rep.swap.col_index')} | {t('rep.swap.col_a')} | {t('rep.swap.col_b')} |", "|---|---|---:|---:|"]
+    a, b = swap_columns(results, t, "rep.swap.col_a", "rep.swap.col_b")
+    out = [t("rep.swap.h"), "", f"| {t('col.model')} | {t('rep.swap.col_index')} | {a} | {b} |", "|---|---|---:|---:|"]
     sentences = []
     for system, by_index in ku.items():
         for index, cells in by_index.items():
@@ -328,6 +328,16 @@ def _swap(results: dict, t: Messages) -> list[str]:
     # what the swap itself noticed (the same passages in both indexes, questions left out, ...), as it wrote it
     notes = ((results.get("stages") or {}).get("knowledge_update") or {}).get("notes") or []
     return out + ([t("rep.swap.notes"), ""] + [f"- {n}" for n in notes] + [""] if notes else [])
+
+
+def swap_columns(results: dict, t: Messages, *keys: str) -> list[str]:
+    """The swap table's question-set columns (message ids `keys`, questions A's then B's), each with the
+    number of questions its cells score (`stages.knowledge_update.n_questions`, as `lewisrag swap` heads
+    its columns): an EM of 100% on 3 questions reads otherwise than on 300. A run recorded without the
+    counts gets the bare names."""
+    counts = ((results.get("stages") or {}).get("knowledge_update") or {}).get("n_questions") or {}
+    return [t("rep.swap.col_n", col=t(key), n=counts[q]) if isinstance(counts.get(q), int) else t(key)
+            for key, q in zip(keys, ("questions_a", "questions_b"))]
 
 
 def _percent(x: float) -> int:

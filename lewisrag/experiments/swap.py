@@ -18,14 +18,20 @@ from pathlib import Path
 
 from lewisrag.data.io import InputError, given_once, read_json
 from lewisrag.data.records import answer_sources, read_qa
+from lewisrag.data.tasks import LABELS
 from lewisrag.data.threads import resolve_device
 from lewisrag.experiments.ask import check_max_length, knows_no_word, question_problem, unpaired_note
 from lewisrag.rag_model.checkpoints import EXPORT_RECORD, read_settings
 from lewisrag.training.checkpoint import load_trained, resolve_model_dir
-from lewisrag.training.rag_data import place_search
+from lewisrag.training.rag_data import fever_claims, place_search
 from lewisrag.index.dense import DenseIndex
 from lewisrag.rag_model.answering import answer_questions
 from lewisrag.scoring.qa import answer_exact_match, is_regex_answered
+
+
+# how the tasks that are no QA are scored, which exact match of a generated answer is not
+NOT_EXACT_MATCH = {"fever": ": label accuracy, whose hot swap is `lewisrag reproduce --tasks fever`'s fever.swap",
+                   "jeopardy": ": Q-BLEU-1 of a generated clue"}
 
 
 def labels(paths: Sequence[str | os.PathLike], stem: bool = False) -> list[str]:
@@ -52,10 +58,17 @@ def load_question_sets(paths: Sequence[str | os.PathLike], qa_fields: dict[str, 
                        left_out: list[dict[str, int]] | None = None) -> list[list]:
     """Each file's short-answer questions that have an answer (exact match needs one); `qa_fields`
     as `data.records.read_qa` takes it. `left_out`, if given, gets per file the questions not
-    scored: {"long": long-form ones, "no_answer": not_in_kb ones without an answer}."""
+    scored: {"long": long-form ones, "no_answer": not_in_kb ones without an answer}. A file of FEVER
+    claims (`rag_data.fever_claims`) is refused: its labels would be scored as answers."""
     sets = []
     for p in paths:
         examples = read_qa(p, qa_fields)
+        if fever_claims(examples):  # the labels scored as free-text answers, exit 0, as check_tasks refuses a FEVER model
+            line, where = next((line, where[0]) for (line, where), ex in zip(answer_sources(p, qa_fields), examples)
+                               if ex.answers)  # the first answer, in the file's own field ('label' in FEVER v1.0's)
+            raise InputError(p, f"FEVER claims (every answer, from this one on, is one of {', '.join(LABELS)}), which are "
+                             f"not scored by exact match of a generated answer{NOT_EXACT_MATCH['fever']}; swap measures "
+                             "QA models on QA questions", line=line, field=where)
         scored = [ex for ex in examples if ex.kind == "short" and ex.answers]
         if not scored:
             raise InputError(p, "no short-answer question with an answer to score by exact match", field="answers")
@@ -79,24 +92,33 @@ def line_of(path: str | os.PathLike, example, qa_fields: dict[str, str] | None =
 
 def check_tasks(model_dirs: Sequence[Path]) -> None:
     """Refuse a model (`training.checkpoint.resolve_model_dir`'s folder) trained for Jeopardy or FEVER
-    (`train rag --task`): the matrix scores free-form short answers by exact match, which is not how
-    either task is scored (Q-BLEU-1; FEVER's label scoring, whose hot swap `reproduce --tasks fever`
-    measures as fever.swap)."""
+    (`train rag --task`, or an export of such a model: `trained_task`): the matrix scores free-form short
+    answers by exact match, which is not how either task is scored (Q-BLEU-1; FEVER's label scoring, whose
+    hot swap `reproduce --tasks fever` measures as fever.swap)."""
     for p in model_dirs:
-        config = p / "train_config.json"  # beside rag.json in best/ and final/
-        if not config.is_file():  # a transformers RAG checkpoint: no task recorded
-            continue
-        recorded = read_json(config)
-        if not isinstance(recorded, dict):  # `train rag` writes an object: a list here is a damaged file
-            raise InputError(config, f"expected a JSON object, got {type(recorded).__name__}", field="(top level)")
-        task = recorded.get("task", "qa")
-        if not isinstance(task, str):
-            raise InputError(config, f"expected a task name, got {task!r}", field="task")
-        if task != "qa":
-            how = {"fever": ": label accuracy, whose hot swap is `lewisrag reproduce --tasks fever`'s fever.swap",
-                   "jeopardy": ": Q-BLEU-1 of a generated clue"}.get(task, "")
+        task = trained_task(p)
+        if task not in (None, "qa"):
             raise InputError(p, f"was trained for --task {task}, which is not scored by exact match of a generated answer"
-                             f"{how}; swap measures QA models", field="task")
+                             f"{NOT_EXACT_MATCH.get(task, '')}; swap measures QA models", field="task")
+
+
+def trained_task(model_dir: Path) -> str | None:
+    """The task (`train rag --task`) a `resolve_model_dir` folder was trained for: its train_config.json's
+    (beside rag.json in best/ and final/; "qa" where it names none), else what the lewisrag_export.json of a
+    folder `lewisrag export` wrote carries over (`export.export_rag`). None where neither records one: a
+    transformers RAG folder from elsewhere, or an export written before the record held the task."""
+    config, unknown = model_dir / "train_config.json", "qa"
+    if not config.is_file():
+        config, unknown = model_dir / EXPORT_RECORD, None  # an export's null: its source recorded none
+        if not config.is_file():
+            return None
+    recorded = read_json(config)
+    if not isinstance(recorded, dict):  # lewisrag writes an object: a list here is a damaged file
+        raise InputError(config, f"expected a JSON object, got {type(recorded).__name__}", field="(top level)")
+    task = recorded.get("task", unknown)
+    if not (isinstance(task, str) or (task is None and unknown is None)):
+        raise InputError(config, f"expected a task name, got {task!r}", field="task")
+    return task
 
 
 def overlap_notes(index_names: Sequence[str], indexes: Sequence, set_names: Sequence[str], sets: Sequence[list]) -> list[str]:
@@ -108,10 +130,16 @@ def overlap_notes(index_names: Sequence[str], indexes: Sequence, set_names: Sequ
     for a in range(len(indexes)):
         for b in range(a + 1, len(indexes)):
             ma, mb = indexes[a].manifest, indexes[b].manifest
-            if ma["n_passages"] == mb["n_passages"] and ma["content_hash"] == mb["content_hash"]:
-                notes.append(f"indexes {index_names[a]} and {index_names[b]} hold the same {ma['n_passages']} passages "
-                             f"(content hash {ma['content_hash']}): their rows can differ only by how they are searched, "
-                             "not by what the model knows; a knowledge-update test reads indexes of different snapshots")
+            if ma["n_passages"] != mb["n_passages"]:
+                continue
+            # the passages in any row order (`store.build_hashes`); an index built before the field, in row order only
+            field = "passage_set_hash" if "passage_set_hash" in ma and "passage_set_hash" in mb else "content_hash"
+            if ma[field] == mb[field]:
+                order = " in another row order" if ma["content_hash"] != mb["content_hash"] else ""
+                notes.append(f"indexes {index_names[a]} and {index_names[b]} hold the same {ma['n_passages']} passages"
+                             f"{order} ({field.replace('_', ' ')} {ma[field]}): their rows can differ only by how they are "
+                             "searched, not by what the model knows; a knowledge-update test reads indexes of different "
+                             "snapshots")
 
     def asked(examples: list) -> list:
         return sorted((ex.question, sorted(ex.answers)) for ex in examples)

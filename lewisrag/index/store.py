@@ -1,8 +1,8 @@
 """What every index directory shares: the manifest, the passages, and atomic building.
 
     IDX/manifest.json   kind, encoder fingerprint, dimension, metric, FAISS factory, passage count,
-                        content hash, block hashes, sample hash (written last: its presence means
-                        the index is complete)
+                        content hash, passage set hash, block hashes, sample hash (written last: its
+                        presence means the index is complete)
     IDX/passages.arrow  the passages in row order: an Arrow IPC file (id, title, text) that every
                         process memory-maps, so the OS keeps one copy in its page cache and
                         reading K passages by row costs O(K), not a parse of the corpus
@@ -58,12 +58,39 @@ def content_hashes(passages: Iterable[Passage], on_row: Callable[[int], None] | 
 
     The block hashes let `index verify` name the rows a damaged store differs in (at 21M passages,
     321 of them in the manifest) where the whole-store hash can only say that it differs."""
+    whole, blocks, _ = _hash_rows(passages, on_row, rows, unordered=False)
+    return whole, blocks
+
+
+def build_hashes(passages: Iterable[Passage]) -> tuple[str, list[str], str]:
+    """`content_hashes`' two and the passage set hash, in the one pass an index build makes: the
+    manifest's `content_hash`, `block_hashes` and `passage_set_hash`.
+
+    The set hash is the sum (mod 2**256) of every row's sha256 of (id, title, text), so the same
+    passages in another row order hash alike, and a passage held twice counts twice (a XOR would
+    cancel it): `lewisrag swap` tells two indexes of one snapshot by it, where the content hash,
+    which a resumed build and `index verify` need in row order, differs with the order.
+
+    >>> from lewisrag.data.records import Passage
+    >>> a, b = Passage("1", "T", "x"), Passage("2", "T", "y")
+    >>> build_hashes([a, b])[2] == build_hashes([b, a])[2], build_hashes([a, b])[0] == build_hashes([b, a])[0]
+    (True, False)
+    """
+    return _hash_rows(passages, None, None, unordered=True)
+
+
+def _hash_rows(passages: Iterable[Passage], on_row: Callable[[int], None] | None, rows: int | None,
+               unordered: bool) -> tuple[str, list[str], str | None]:
+    """The hashes of `content_hashes` and, if `unordered`, the set hash of `build_hashes` (None
+    otherwise: `index verify` reads the rows in order only, and a sha256 a row would slow it)."""
     rows = rows or BLOCK_ROWS
-    whole, block, blocks, n = hashlib.sha256(), hashlib.sha256(), [], 0
+    whole, block, blocks, n, total = hashlib.sha256(), hashlib.sha256(), [], 0, 0
     for p in passages:
         line = json.dumps([p.id, p.title, p.text], ensure_ascii=False).encode() + b"\n"
         whole.update(line)
         block.update(line)
+        if unordered:
+            total = (total + int.from_bytes(hashlib.sha256(line).digest(), "big")) % 2**256
         n += 1
         if n % rows == 0:
             blocks.append(block.hexdigest()[:16])
@@ -74,7 +101,7 @@ def content_hashes(passages: Iterable[Passage], on_row: Callable[[int], None] | 
         blocks.append(block.hexdigest()[:16])
     if on_row:
         on_row(n)
-    return whole.hexdigest()[:16], blocks
+    return whole.hexdigest()[:16], blocks, f"{total:064x}"[:16] if unordered else None
 
 
 def block_hashes(hashes: list[str]) -> dict:
@@ -220,6 +247,8 @@ def check_manifest(manifest: object, source: Path) -> None:
     need(manifest["kind"] in ("dense", "bm25"), "kind", "'dense' or 'bm25'", manifest["kind"])
     need(is_count(manifest["n_passages"]), "n_passages", "a whole number >= 0", manifest["n_passages"])
     need(isinstance(manifest["content_hash"], str), "content_hash", "a string", manifest["content_hash"])
+    # indexes built before the field existed have none (`build_hashes`)
+    need(isinstance(manifest.get("passage_set_hash", ""), str), "passage_set_hash", "a string", manifest.get("passage_set_hash"))
     need(isinstance(manifest.get("sample_hash", ""), str), "sample_hash", "a string", manifest.get("sample_hash"))
     if "block_hashes" in manifest:  # indexes built before the field existed have none
         blocks = manifest["block_hashes"]

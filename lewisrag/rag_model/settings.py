@@ -24,7 +24,9 @@ class RagSettings:
     question_tokenizer: str | None = None  # path of the question encoder's tokenizer
     generator_tokenizer: str | None = None  # path of the generator's tokenizer
     index_path: str | None = None  # the index the model was trained with, if any
-    index_fingerprint: str | None = None  # that index's context-encoder fingerprint
+    index_fingerprint: str | None = None  # that index's context-encoder fingerprint, which the question encoder was
+    # trained to search (under --swap too); None: a transformers RAG checkpoint, or a `train rag --swap` run of a
+    # DPRQuestionEncoder folder without --context-encoder saved before runs recorded their index's
 
     def __post_init__(self):
         if self.variant not in VARIANTS:

@@ -83,9 +83,11 @@ def load_components(cfg, processes: int = 1, with_faiss: bool = True) -> Compone
     prepare_generator(cfg.task, generator, gen_tokenizer)  # FEVER's labels as single tokens
     # the dev evaluations decode with its generation_config.json: refused now, not at the first one
     check_generation_config(generator.generation_config, generator.config.vocab_size, generation_file(cfg.generator))
+    # the index's encoder, which the question encoder is trained to search (the pair's, unless --swap took another's or
+    # a DPRQuestionEncoder folder named none): `ask` and `swap` then accept the index it trained on, and refuse others
     settings = RagSettings(variant=cfg.variant, n_docs=cfg.n_docs, label_smoothing=cfg.label_smoothing,
                            max_combined_length=cfg.max_combined_length, index_path=str(Path(cfg.index).resolve()),
-                           index_fingerprint=dpr.ctx_fingerprint)  # None: a DPRQuestionEncoder folder without its pair, under --swap
+                           index_fingerprint=index.ctx_fingerprint)
     context_encoder = passage_encoder(dpr, cfg, index) if cfg.train_context_encoder else None  # training.end2end
     model = RagModel(dpr.question_encoder, generator, cfg.variant, cfg.n_docs, settings, context_encoder=context_encoder)
     return Components(model, Tokenizers(dpr.tokenizer, gen_tokenizer), index, pairs, dev, skipped, units)

@@ -221,6 +221,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "rep.swap.col_index": ("index", "索引"),
     "rep.swap.col_a": ("questions about A", "关于 A 的问题"),
     "rep.swap.col_b": ("questions about B", "关于 B 的问题"),
+    "rep.swap.col_n": ("{col} ({n})", "{col}（{n}）"),  # a question set's column and how many questions each cell scores
     "rep.swap.follows": ("follows the index", "跟着索引走"),
     "rep.swap.partly": ("follows the index in part", "部分跟着索引走"),
     "rep.swap.same": ("does not follow the index (the same either way)", "没有跟着索引走（匹配与否都一样）"),

@@ -79,7 +79,7 @@ def build_dense_index(
     check_factory(cfg.factory, ckpt.dim, len(passages), cfg.train_sample)
     max_length = cfg.max_length or int(ckpt.meta.get("max_length", 256))
     spot_check = check_stored_embeddings(passages, ckpt, max_length, cfg.mixed_precision) if cfg.reuse_embeddings else None
-    chash, blocks = store.content_hashes(passages)
+    chash, blocks, set_hash = store.build_hashes(passages)
     partial = store.partial_dir(out)
     encoding = {"tokenizer_fingerprint": ckpt.tokenizer_fingerprint, "passage_encoding": ckpt.passage_encoding}
     plan = {"content_hash": chash, "ctx_fingerprint": ckpt.ctx_fingerprint, **encoding, "shard_size": cfg.shard_size,
@@ -109,6 +109,7 @@ def build_dense_index(
             "dim": int(embeddings.shape[1]),
             "n_passages": len(passages),
             "content_hash": chash,
+            "passage_set_hash": set_hash,  # the passages in any row order: swap tells one snapshot by it
             "block_hashes": store.block_hashes(blocks),
             "sample_hash": store.sample_hash(passages),
             # tokenizer_fingerprint and passage_encoding: absent in indexes built before they were recorded
