@@ -136,9 +136,71 @@ def test_undecided_citation_and_claim_checks_are_noted(tmp_path, capsys):
     _note_undecided(data, "x", _check_decided(data, "x", "A"), "A", messages("en"))
     notes = capsys.readouterr().err.splitlines()
     # the sentence citing [2] alone is asked about that passage; the claims' 8 checks against one passage each
-    assert [n.split(";")[0] for n in notes] == ["note: --judge x decided 1 of the 2 checks of the cited sentences of A against "
-                                                "the passages they cite", "note: --judge x decided 4 of the 12 claim checks of A"]
+    assert [n.split(";")[0] for n in notes] == ["note: of the 2 cited sentences of A, --judge x decided every check against "
+                                                "the cited passages for 1", "note: --judge x decided 4 of the 12 claim checks of A"]
     assert all("(the first: function returned None" in n for n in notes)
     decided = evaluate_answers(records, FunctionJudge(lambda premise, hypothesis: True)).to_json()
     _note_undecided(decided, "x", _check_decided(decided, "x", "A"), "A", messages("en"))
     assert capsys.readouterr().err == ""
+
+
+# ---------------------------------------------------------------------------------------------
+# citation checks: those of one citation counted, ids that name no passage (never asked) not
+
+ACME = ["Acme was founded in 1985.", "Acme makes anvils."]
+
+
+def _acme(tmp_path, response: str, judge) -> dict:
+    records = read_answers(write_jsonl(tmp_path / "acme.jsonl", [{"id": "a", "user_input": "Acme?", "response": response,
+                                                                 "retrieved_contexts": ACME}]))
+    return evaluate_answers(records, judge, EvalConfig(claims=False)).to_json()
+
+
+def test_a_citation_undecided_alone_is_noted_with_its_reason(tmp_path, capsys):
+    """Both citations of a supported sentence undecided alone: citation precision null, and nothing said."""
+    joined = FunctionJudge(lambda premise, hypothesis: True if "\n" in premise else None)
+    data = _acme(tmp_path, "Acme was founded in 1985 and makes anvils [1][2].", joined)
+    (verdict,) = data["records"][0]["citation_verdicts"]
+    assert verdict["undecided_citations"] == 2 and verdict["undecided_reason"] == "function returned None"
+    assert "citation_precision" in undecided_metrics(data["records"][0]["nan_reasons"])  # its table row stays
+    _note_undecided(data, "x", _check_decided(data, "x", "A"), "A", messages("en"))
+    (note,) = [n for n in capsys.readouterr().err.splitlines() if "cited sentences" in n]
+    assert note.startswith("note: of the 1 cited sentences of A, --judge x decided every check against the cited passages "
+                           "for 0; the 1 with an undecided check") and "(the first: function returned None;" in note
+
+
+def test_a_citation_of_no_passage_is_no_check_of_the_judges(tmp_path, capsys):
+    data = _acme(tmp_path, "Acme was founded in 1985 [7]. Acme makes anvils [2].", FunctionJudge(lambda p, h: h in p))
+    _note_undecided(data, "x", _check_decided(data, "x", "A"), "A", messages("en"))
+    assert "cited sentences" not in capsys.readouterr().err  # [7] was refused unasked, [2] decided
+
+
+def test_a_table_keeps_the_citation_rows_the_judge_left_undecided(tmp_path, monkeypatch, capsys):
+    from lewisrag.commands import _ui
+
+    monkeypatch.setattr(_ui.out, "width", 200)
+    answers = write_jsonl(tmp_path / "one.jsonl", [{"id": "a", "user_input": "Acme?", "response": "Acme was founded in 1985 [1].",
+                                                   "retrieved_contexts": ACME}])
+    labels = _labels(tmp_path, ("\n".join(ACME), "Acme was founded in 1985."))  # the joined contexts only
+    code, out, err = run_main(monkeypatch, capsys, "eval", "answers", "--answers", answers, "--judge", f"labels:{labels}",
+                              "--out", tmp_path / "run", "--no-claims")
+    assert code == 0, err
+    rows = {cells[0]: cells[1:3] for line in out.splitlines() if len(cells := [c.strip() for c in line.split("│")[1:-1]]) > 2}
+    assert rows["citation_recall"] == ["0", "1"] and rows["faithfulness"] == ["1", "0"]
+
+
+def test_questions_the_judge_could_not_write_are_noted(tmp_path, capsys):
+    """Answer relevancy left out where question generation failed: its row vanished and nothing was said."""
+    from lewisrag.eval.judges.llm import JudgeError
+
+    class Mute(FunctionJudge):
+        def generate_questions(self, answer: str, n: int):
+            raise JudgeError("HTTP 500 after 3 retries")
+
+    records = read_answers(write_jsonl(tmp_path / "r.jsonl", [RECORD]))
+    data = evaluate_answers(records, Mute(lambda p, h: True), EvalConfig(claims=False), embed=lambda text: [1.0, 0.0]).to_json()
+    assert "answer_relevancy" in undecided_metrics(data["records"][0]["nan_reasons"])
+    _note_undecided(data, "x", _check_decided(data, "x", "A"), "A", messages("en"))
+    assert capsys.readouterr().err.splitlines() == [
+        "note: --judge x wrote no questions back for 1 of the 1 answers of A it was asked about; their answer relevancy is "
+        "left out (the first: question generation failed: HTTP 500 after 3 retries; each with its reason in results.json)"]

@@ -48,8 +48,9 @@ def test_a_judge_that_decides_some_statements_says_how_many_it_left_undecided(tm
     # the labels leave the reference statements, a citation and claim checks undecided too: each kind its own note
     assert [n.split(";")[0].split(" decided ")[1] for n in notes[1:]] == [
         "0 of the 2 checks of the reference statements of the answers (each against the contexts and against the answer)",
-        "1 of the 2 checks of the cited sentences of the answers against the passages they cite",
+        "every check against the cited passages for 1",  # of the 2 cited sentences
         "1 of the 6 claim checks of the answers"], err
+    assert "note: of the 2 cited sentences of the answers, --judge" in notes[2]
     record = json.loads((tmp_path / "run" / "results.json").read_text())["records"][0]
     assert record["metrics"]["faithfulness"] == 0.0  # the one decided statement: the wrong year
 

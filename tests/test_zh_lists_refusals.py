@@ -191,9 +191,10 @@ def test_the_undecided_judge_note_is_in_chinese(tmp_path, monkeypatch, capsys):
     assert code == 0, err
     notes = [line for line in err.splitlines() if line.startswith("注意：")]
     assert notes[0] == (f"注意：这些回答共有 2 条陈述，--judge labels:{labels} 判定了其中 1 条；没有判定的 1 条不计入忠实度"
-                        "（第一条：no label；每条的原因见 results.json）"), err
+                        "（第一条：没有标注；每条的原因见 results.json）"), err
     # the citation and claim checks the labels leave undecided: their notes in Chinese too
-    assert [n.split("，")[0] for n in notes[1:]] == ["注意：这些回答中带引用的句子对照所引段落共有 2 项检查", "注意：这些回答共有 2 项陈述级检查"]
+    assert [n.split("，")[0] for n in notes[1:]] == ["注意：这些回答中有 2 个带引用的句子要对照所引段落检查", "注意：这些回答共有 2 项陈述级检查"]
+    assert all("没有标注" in n for n in notes)  # the reason too, in Chinese
     assert json.loads((tmp_path / "run" / "results.json").read_text())["config"]["lang"] == "zh"
 
 

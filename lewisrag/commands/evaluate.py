@@ -38,7 +38,7 @@ TABLES_HELP = "The tables printed here follow it too; --json prints the same JSO
 OVERWRITE_HELP = "Replace --out even if it holds files that are not an evaluation lewisrag wrote (replaced once every file is written); never a folder lewisrag did not make."
 # the notes on the judge's undecided verdicts beside the answers' statements (`_other_verdicts`' kinds): message keys
 UNDECIDED_NOTES = {"references": "cli.note.undecided_references", "citations": "cli.note.undecided_citations",
-                   "claims": "cli.note.undecided_claims"}
+                   "claims": "cli.note.undecided_claims", "relevancy": "cli.note.undecided_relevancy"}
 
 
 def answers(
@@ -252,6 +252,9 @@ def _other_verdicts(result: dict) -> dict[str, tuple[int, int, str]]:
     cites once against what it cites, and each claim once per premise RAGChecker reads; claims the extractor
     could not make (`claims.failed`) count as one undecided check, as an answer the atomic splitter could not
     decompose counts as one undecided statement (`_judged_statements`)."""
+    from lewisrag.eval.evaluator import QUESTIONS_FAILED
+    from lewisrag.eval.metrics import NOT_IN_DOCUMENTS
+
     tally = {kind: [0, 0, ""] for kind in UNDECIDED_NOTES}
 
     def add(kind: str, judged: int, reasons: list[str]) -> None:
@@ -266,8 +269,15 @@ def _other_verdicts(result: dict) -> dict[str, tuple[int, int, str]]:
         refs = rec.get("reference_statements") or []
         add("references", 2 * len(refs), [r.get(f"{side}_reason", "") for r in refs for side in ("in_contexts", "in_answer")
                                           if r[side] is None])
-        cited = [v for v in rec.get("citation_verdicts") or [] if v["citations"]]
-        add("citations", len(cited), [v["reason"] for v in cited if v["supported"] is None])
+        # each sentence that cites, asked of the judge (one citing an id that names no passage is refused unasked):
+        # undecided where its joint check or a check of one citation (alone, or left out) was
+        cited = [v for v in rec.get("citation_verdicts") or []
+                 if v["citations"] and not str(v.get("reason") or "").startswith(NOT_IN_DOCUMENTS)]
+        add("citations", len(cited), [v["reason"] if v["supported"] is None else v.get("undecided_reason", "")
+                                      for v in cited if v["supported"] is None or v.get("undecided_citations")])
+        relevancy = rec["nan_reasons"].get("answer_relevancy")
+        asked = rec["metrics"].get("answer_relevancy") is not None or str(relevancy).startswith(QUESTIONS_FAILED)
+        add("relevancy", int(asked), [relevancy] if asked and rec["metrics"].get("answer_relevancy") is None else [])
         claims = rec.get("claims") or {}
         rows = [row for side in (claims.get("checks") or {}).values() for row in side]
         # a check not asked (correctness without a reference) is null as an undecided one is: `undecided` counts those
@@ -287,11 +297,11 @@ def _note_undecided(result: dict, spec: str, counts: tuple[int, int], answers: s
     if undecided:
         first = next(s for s in _judged_statements(result) if s["supported"] is None)
         typer.echo(t("cli.note.undecided", spec=spec, decided=judged - undecided, judged=judged, answers=answers,
-                     undecided=undecided, reason=first["reason"]), err=True)
+                     undecided=undecided, reason=t.text(first["reason"])), err=True)
     for kind, (undecided, judged, reason) in _other_verdicts(result).items():
         if undecided:
             typer.echo(t(UNDECIDED_NOTES[kind], spec=spec, decided=judged - undecided, judged=judged, answers=answers,
-                         undecided=undecided, reason=reason), err=True)
+                         undecided=undecided, reason=t.text(reason)), err=True)
 
 
 def _check_decided(result: dict, spec: str, answers: str = "the BugHunt answers") -> tuple[int, int]:

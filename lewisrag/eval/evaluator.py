@@ -142,6 +142,8 @@ class _Prepared:
 
 DECOMPOSE_FAILED = "decompose failed: "  # the reason of an answer the atomic splitter could not decompose
 CLAIM_EXTRACTION_FAILED = "claim extraction failed: "  # the reason of a text the LLM judge made no claims of
+CITATIONS_UNDECIDED = "judge undecided on every "  # citation quality with no verdict given: "... citation"
+QUESTIONS_FAILED = "question generation failed: "  # answer relevancy without the questions it is computed from
 
 
 def answer_text(response: str) -> str:
@@ -287,9 +289,10 @@ def _scored(name: str, support: metrics.Support, what: str, m: dict, reasons: di
 
 def undecided_metrics(reasons: dict) -> set[str]:
     """The metrics NaN because the judge decided none of their verdicts (all undecided, a failed
-    decomposition or claim extraction), not because there was nothing to judge: `diagnose`'s `undecided`."""
-    return {m for m, why in reasons.items()
-            if isinstance(why, str) and why.startswith((UNDECIDED, DECOMPOSE_FAILED, CLAIM_EXTRACTION_FAILED))}
+    decomposition, claim extraction or question generation), not because there was nothing to judge:
+    `diagnose`'s `undecided`, and the rows `eval answers` keeps in its table with n 0."""
+    failed = (UNDECIDED, CITATIONS_UNDECIDED, DECOMPOSE_FAILED, CLAIM_EXTRACTION_FAILED, QUESTIONS_FAILED)
+    return {m for m, why in reasons.items() if isinstance(why, str) and why.startswith(failed)}
 
 
 def _record(p: _Prepared, judge, cfg: EvalConfig, embed) -> dict:
@@ -355,9 +358,9 @@ def _record(p: _Prepared, judge, cfg: EvalConfig, embed) -> dict:
         m["citation_recall"], m["citation_precision"] = cq["recall"], cq["precision"]
         out["citation_verdicts"] = [{"sentence": text, "citations": c, **v} for (text, c), v in zip(cited, cq["statements"])]
         if math.isnan(cq["recall"]):
-            reasons["citation_recall"] = "judge undecided on every statement's citations"
+            reasons["citation_recall"] = f"{CITATIONS_UNDECIDED}statement's citations"
         if math.isnan(cq["precision"]):
-            reasons["citation_precision"] = ("judge undecided on every citation" if any(c for _, c in cited)
+            reasons["citation_precision"] = (f"{CITATIONS_UNDECIDED}citation" if any(c for _, c in cited)
                                              else "the answer cites nothing")
     elif p.sentences:
         reasons["citation_recall"] = reasons["citation_precision"] = DECLINES_ONLY_REASON
@@ -415,7 +418,7 @@ def _relevancy(rec: AnswerRecord, judge, cfg: EvalConfig, embed, m: dict, reason
         # which it would write questions about ("What is source [^1]?") as the other metrics never read
         questions, noncommittal = judge.generate_questions(answer_text(rec.response), cfg.relevancy_questions)
     except JudgeError as e:  # a failed request is a reason, not a crash
-        reasons["answer_relevancy"] = f"question generation failed: {e}"
+        reasons["answer_relevancy"] = f"{QUESTIONS_FAILED}{e}"
         return
     m["answer_relevancy"] = metrics.answer_relevancy(rec.question, questions, embed, noncommittal)
     if math.isnan(m["answer_relevancy"]):

@@ -42,6 +42,10 @@ class Support:
     undecided: int  # verdicts with supported=None, left out of the score
 
 
+# the reason of a statement citing an id that names no document: refused without asking the judge
+NOT_IN_DOCUMENTS = "cited ids not in the documents: "
+
+
 def join_contexts(contexts: Sequence[str]) -> str:
     """All retrieved contexts as one premise, joined with newlines as ragas does."""
     check_texts(contexts, "contexts")  # a str joined its characters: "x y" became "x\n \ny"
@@ -305,7 +309,7 @@ def _lewisrag_detail(statements: list[tuple[str, list[str]]], docs: dict[str, st
     for i, c in enumerate(cites):
         missing = [x for x in c if x not in docs]
         if c and missing:
-            joint[i] = Verdict(False, "cited ids not in the documents: " + ", ".join(missing))
+            joint[i] = Verdict(False, NOT_IN_DOCUMENTS + ", ".join(missing))
         elif c:
             ask.append(i)
     for i, v in zip(ask, _judge(judge, [("\n".join(docs[x] for x in cites[i]), statements[i][0]) for i in ask])):
@@ -317,7 +321,7 @@ def _lewisrag_detail(statements: list[tuple[str, list[str]]], docs: dict[str, st
     precise = decided = 0
     per_statement = []
     for i, c in enumerate(cites):
-        irrelevant, undecided = [], 0
+        irrelevant, undecided, why = [], 0, None
         for x in c:
             if joint[i].supported is None:
                 undecided += 1
@@ -327,11 +331,15 @@ def _lewisrag_detail(statements: list[tuple[str, list[str]]], docs: dict[str, st
                 decided, precise = decided + 1, precise + 1
             elif alone_v[(i, x)].supported is None or rest_v[(i, x)].supported is None:
                 undecided += 1
+                why = why or next(v.reason for v in (alone_v[(i, x)], rest_v[(i, x)]) if v.supported is None)
             else:
                 decided += 1
                 irrelevant.append(x)
-        per_statement.append({"supported": joint[i].supported, "irrelevant": irrelevant,
-                              "undecided_citations": undecided, "reason": joint[i].reason, "label": joint[i].label})
+        entry = {"supported": joint[i].supported, "irrelevant": irrelevant, "undecided_citations": undecided,
+                 "reason": joint[i].reason, "label": joint[i].label}
+        if why is not None:  # a citation checked alone (or left out) undecided: the joint verdict's reason is not it
+            entry["undecided_reason"] = why
+        per_statement.append(entry)
     return {"recall": share(joint), "precision": precise / decided if decided else NAN, "statements": per_statement}
 
 
@@ -345,7 +353,7 @@ def _alce_read(cited: Sequence[str], docs: dict[str, str]) -> tuple[list[str], s
         return [], "no citation"
     missing = [x for x in cited if x not in docs]
     if missing:
-        return [], "cited ids not in the documents: " + ", ".join(missing)
+        return [], NOT_IN_DOCUMENTS + ", ".join(missing)
     return list(cited[:ALCE_AT_MOST_CITATIONS]), ""
 
 

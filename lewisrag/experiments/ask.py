@@ -62,9 +62,12 @@ def unpaired_note(path: str | os.PathLike, fingerprint: str | None) -> str | Non
         return None
     from lewisrag.training.checkpoint import resolve_model_dir
 
+    try:
+        lewisrag_run = (resolve_model_dir(path) / "rag.json").is_file()
+    except InputError:  # no model folder there (any more): nothing to tell it by
+        lewisrag_run = False
     what = ("a `train rag --swap` run of a transformers DPRQuestionEncoder folder given without --context-encoder, "
-            "saved before runs recorded their index's encoder" if (resolve_model_dir(path) / "rag.json").is_file()
-            else "a transformers RAG checkpoint")
+            "saved before runs recorded their index's encoder" if lewisrag_run else "a transformers RAG checkpoint")
     return (f"{path} names no context encoder ({what}): any index of its width is searched without checking that "
             "it was built by the context encoder the model was trained with")
 

@@ -586,6 +586,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
                        "裁判调用 {calls} 次，缓存命中 {cache_hits} 次，重试 {retries} 次，失败 {failures} 次，"
                        "token {prompt_tokens}+{completion_tokens}，费用 {cost}"),
     "cli.eval.wrote": ("wrote {files}", "已写入 {files}"),
+    "cli.rep.files": ("results: {results}   report: {report}", "结果：{results}   报告：{report}"),
     "cli.note.unmatched_gold": ("note: recall@k not measured on {plain} of the {n} records of {file} with gold_passage_ids: "
                                 "their retrieved_contexts are plain strings, without ids to match (give each context an id, "
                                 "or retrieved_context_ids); counted as NaN",
@@ -603,11 +604,16 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "注意：{answers}的参考陈述共有 {judged} 项检查（每条对照上下文、对照回答各一项），--judge {spec} 判定了其中 "
         "{decided} 项；没有判定的 {undecided} 项不计入上下文召回和答案完整度（第一项：{reason}；每项的原因见 results.json）"),
     "cli.note.undecided_citations": (
-        "note: --judge {spec} decided {decided} of the {judged} checks of the cited sentences of {answers} against the "
-        "passages they cite; the {undecided} undecided are left out of citation recall and precision (the first: "
-        "{reason}; each with its reason in results.json)",
-        "注意：{answers}中带引用的句子对照所引段落共有 {judged} 项检查，--judge {spec} 判定了其中 {decided} 项；没有判定的 "
-        "{undecided} 项不计入引用召回和引用精确率（第一项：{reason}；每项的原因见 results.json）"),
+        "note: of the {judged} cited sentences of {answers}, --judge {spec} decided every check against the cited "
+        "passages for {decided}; the {undecided} with an undecided check are left out of citation recall or precision "
+        "(the first: {reason}; each with its reason in results.json)",
+        "注意：{answers}中有 {judged} 个带引用的句子要对照所引段落检查，--judge {spec} 判定了其中 {decided} 个句子的全部检查；"
+        "有检查没判定的 {undecided} 个不计入引用召回或引用精确率（第一个：{reason}；每个的原因见 results.json）"),
+    "cli.note.undecided_relevancy": (
+        "note: --judge {spec} wrote no questions back for {undecided} of the {judged} answers of {answers} it was asked "
+        "about; their answer relevancy is left out (the first: {reason}; each with its reason in results.json)",
+        "注意：--judge {spec} 要为{answers}中 {judged} 个回答反推问题，其中 {undecided} 个没有写出，不计入答案相关性"
+        "（第一个：{reason}；每个的原因见 results.json）"),
     "cli.note.undecided_claims": (
         "note: --judge {spec} decided {decided} of the {judged} claim checks of {answers}; the {undecided} undecided are "
         "left out of the claim-level diagnostics (the first: {reason}; each with its reason in results.json)",
