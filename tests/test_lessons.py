@@ -44,7 +44,7 @@ ex4 = torch.softmax(rb.doc_scores[0].log_softmax(0)[:, None] + by_hand(g_logits,
     },
     "02_hot_swap": {
         "ex1": 'ex1 = {"retrieval": 0, "reading": 3}',
-        "ex2": "ex2 = (2 / 12, 2 / 12)",
+        "ex2": "ex2 = (0.17, 16.7)",  # 2/12 each, as the lesson prints it and as a percentage
     },
     "03_original_vs_modern": {
         "ex1": """passes = {name: layer["forward_passes_per_answer"] for name, layer in card["layers"].items()}

@@ -208,3 +208,21 @@ def test_the_swap_tables_of_report_md_and_the_summary_show_each_question_count(t
     assert "问题 A（12）" in capsys.readouterr().out
     del results["stages"]  # a run recorded without the counts: the bare names
     assert "| model | index | questions about A | questions about B |" in _swap(results, messages("en"))
+
+
+def test_an_index_of_another_width_is_refused_on_its_width_first(rag_inputs, trained_rag, tmp_path):  # noqa: F811
+    """An index built by an encoder of another width was refused on the fingerprint, offering --swap, which then
+    failed on the width: the width the model's question encoder declares is checked before any weight loads."""
+    from lewisrag.experiments.swap import swap_matrix
+
+    model = shutil.copytree(trained_rag / "final", tmp_path / "wide")
+    config = json.loads((model / "question_encoder" / "config.json").read_text())
+    config["hidden_size"] *= 2  # as a question encoder of another width declares it
+    (model / "question_encoder" / "config.json").write_text(json.dumps(config))
+    rag = json.loads((model / "rag.json").read_text())
+    rag["settings"]["index_fingerprint"] = "f" * 16  # paired with another context encoder too
+    (model / "rag.json").write_text(json.dumps(rag))
+    for swap in (False, True):
+        with pytest.raises(InputError, match=r"field 'dim': question encoder gives \d+-d vectors") as e:
+            swap_matrix([model], [rag_inputs["index"]], [rag_inputs["world"] / "questions_a.jsonl"], swap=swap)
+        assert "--swap" not in str(e.value)

@@ -205,16 +205,32 @@ def vector_dim(model) -> int:
 
 
 def check_pairs(fingerprints: Sequence[str | None], indexes: Sequence, swap: bool,
-                dims: Sequence[int] | None = None) -> None:
-    """Refuse an index built by another context encoder than a model's (unless swap), or holding vectors of
-    another width than its question encoder's. `fingerprints`: the context encoders the models are paired
-    with (None: unknown, only the width is checked). Run before any weight loads or any index moves to a
-    GPU, with the fingerprints their settings record (`paired_with`) and no `dims` (each index's own width
-    is taken: the models' are known once they load), then with the loaded models' (`vector_dim`)."""
+                dims: Sequence[int | None] | None = None) -> None:
+    """Refuse an index holding vectors of another width than a model's question encoder gives, or built by
+    another context encoder than the model's (unless swap). `fingerprints`: the context encoders the models
+    are paired with (None: unknown, only the width is checked); `dims`: the widths (None: unknown, each
+    index's own is taken). Run before any weight loads or any index moves to a GPU, with what the folders
+    record (`paired_with`, `declared_dim`), then with the loaded models' (`vector_dim`)."""
     for i, fingerprint in enumerate(fingerprints):
         for index in indexes:
-            index.check_encoder(fingerprint or index.ctx_fingerprint, index.dim if dims is None else dims[i],
-                                swap=swap, flags=("--swap",))
+            dim = index.dim if dims is None or dims[i] is None else dims[i]
+            index.check_encoder(fingerprint or index.ctx_fingerprint, dim, swap=swap, flags=("--swap",))
+
+
+def declared_dim(model_dir: Path) -> int | None:
+    """The width of the question vectors of a `resolve_model_dir` folder, read from its question encoder's
+    config without loading a weight (`vector_dim`'s rule: DPR's projection, else the hidden size), so that
+    an index of another width is refused as such before its encoder's fingerprint: refused on the fingerprint,
+    the message offered --swap, which then failed on the width. None where the config does not say."""
+    own = model_dir / "question_encoder" / "config.json"  # lewisrag's layout; transformers' nests it in config.json
+    try:
+        cfg = read_json(own) if own.is_file() else read_json(model_dir / "config.json").get("question_encoder")
+    except (InputError, AttributeError):  # no config there, or not an object: the load says what is wrong
+        return None
+    if not isinstance(cfg, dict):
+        return None
+    dim = cfg.get("projection_dim") or cfg.get("hidden_size")
+    return dim if isinstance(dim, int) and dim > 0 else None
 
 
 def swap_matrix(model_paths: Sequence[str | os.PathLike], index_paths: Sequence[str | os.PathLike],
@@ -247,7 +263,8 @@ def swap_matrix(model_paths: Sequence[str | os.PathLike], index_paths: Sequence[
     given_once("--model", map(str, model_paths), key=resolved.__getitem__)
     check_tasks(model_dirs)
     indexes = [DenseIndex.load(p, mmap=True) for p in index_paths]
-    check_pairs([paired_with(d) for d in model_dirs], indexes, swap)  # a foreign index, before minutes of loading
+    # a foreign index, before minutes of loading
+    check_pairs([paired_with(d) for d in model_dirs], indexes, swap, [declared_dim(d) for d in model_dirs])
     models = [load_trained(d, device=device) for d in model_dirs]
     check_pairs([m.settings.index_fingerprint for m, _ in models], indexes, swap, [vector_dim(m) for m, _ in models])
     for index in indexes:  # a Flat index is searched on the GPU where it fits, as in training
