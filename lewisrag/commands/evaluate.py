@@ -246,12 +246,15 @@ def _judged_statements(result: dict) -> list[dict]:
 
 def _other_verdicts(result: dict) -> dict[str, tuple[int, int, str]]:
     """The judge's verdicts on the answers beside their statements (a not_in_kb question's are not judged), by
-    kind: {"references" | "citations" | "claims": (undecided, judged, the first undecided one's reason)}.
+    kind: {"references" | "citations" | "claims" | "relevancy": (undecided, judged, the first undecided one's
+    reason)}.
 
-    Each reference statement is checked twice (against the contexts, against the answer), each sentence that
-    cites once against what it cites, and each claim once per premise RAGChecker reads; claims the extractor
-    could not make (`claims.failed`) count as one undecided check, as an answer the atomic splitter could not
-    decompose counts as one undecided statement (`_judged_statements`)."""
+    Each reference statement is checked twice (against the contexts, against the answer); each sentence that
+    cites counts once, undecided where its check against all it cites or a check of one citation (alone, or
+    left out) was; each claim is checked once per premise RAGChecker reads, and claims the extractor could
+    not make (`claims.failed`) count as one undecided check, as an answer the atomic splitter could not
+    decompose counts as one undecided statement (`_judged_statements`); each answer the judge was asked to
+    write questions back for counts once (answer relevancy)."""
     from lewisrag.eval.evaluator import QUESTIONS_FAILED
     from lewisrag.eval.metrics import NOT_IN_DOCUMENTS
 

@@ -23,7 +23,9 @@ Rules of version "15":
   something and leads into no fenced block, it is no sentence, and its citations with it, as a heading's
   (RAG-Token's implicit citations cite it as a line of its own): "Note: the API returns 422." is a
   sentence, and so is "**Ana Kel**" ending an answer. The "1." of a one-item list ("答案如下：\n1. 瓦尔...")
-  is no sentence either (`_first_item_number`).
+  is no sentence either (`_first_item_number`). A last line naming the sources and holding nothing but
+  markers ("Source: [1]", "**Sources:** [1], [2]", "来源：【1】") is no sentence: its markers go with the
+  sentence before it (`markers.source_line`), as the stitched system's reply parser reads them.
 - Two markers joined by a range's dash or tilde ([1]-[3], 【1】～【3】) are one range, as [1-3].
 - Nothing inside Markdown code (`arr[0]`, ``x[1]``, a ``` or ~~~ fenced block) is a citation, and
   no sentence ends inside it, not even at a newline (`os.exit(1). [2]` is code): an answer about
