@@ -129,6 +129,10 @@ def load_vectors(path: str | os.PathLike, shape: tuple[int, int]) -> np.ndarray:
     if vectors.shape != tuple(shape) or vectors.dtype != np.float32:
         raise InputError(file, f"holds {vectors.dtype} vectors of shape {vectors.shape}, the index needs float32 of shape "
                          f"{tuple(shape)} (its passages, its dimensions): the checkpoint is damaged or not this index's")
+    bad = np.flatnonzero(~np.isfinite(vectors).all(axis=1))
+    if bad.size:  # training checks each re-index's vectors before they are saved: NaN rows were searched in silence
+        raise InputError(file, f"{bad.size} of {len(vectors)} vectors are not finite (NaN or inf; first: row {bad[0]}): "
+                         "the checkpoint is damaged")
     return vectors
 
 

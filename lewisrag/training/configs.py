@@ -225,6 +225,10 @@ def check_rag_flags(cfg: RagTrainConfig, processes: int = 1) -> None:
         (cfg.reindex_every <= cfg.steps, "--reindex-every", f"{cfg.reindex_every} is past --steps {cfg.steps}: it would never re-encode"),
         (cfg.task != "fever" or cfg.eval_beams == 1, "--eval-beams",
          "does not apply with --task fever: its dev labels are scored by log-probability, not decoded"),
+        # the context encoder's learning rate is --lr times the scale: at 0 the run re-encoded with the weights it started from
+        (not (cfg.train_context_encoder and cfg.retriever_lr_scale == 0), "--retriever-lr-scale",
+         "0 leaves --train-context-encoder nothing to train (its learning rate is --lr times the scale): drop "
+         "--train-context-encoder to keep the context encoder fixed"),
         (not cfg.freeze_retriever or cfg.train_context_encoder or cfg.retriever_lr_scale == 1.0, "--retriever-lr-scale",
          "has nothing to scale: --freeze-retriever keeps the question encoder fixed (add --train-context-encoder to train the other)"),
     ]

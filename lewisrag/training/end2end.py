@@ -57,6 +57,7 @@ from torch import nn
 from lewisrag.data.io import InputError, read_json, write_json
 from lewisrag.data.records import Passage
 from lewisrag.index.dense import DenseIndex
+from lewisrag.index.store import MANIFEST
 from lewisrag.index.encoders import (
     DPRCheckpoint, dpr_layout, encode_texts, load_context_encoder, passage_encoding, passage_text, state_fingerprint,
     tokenize_texts, tokenizer_fingerprint,
@@ -115,7 +116,7 @@ def passage_encoder(dpr: DPRCheckpoint, cfg, index: DenseIndex) -> PassageEncode
     """The context encoder `cfg` (a `rag.RagTrainConfig`) trains: the DPR checkpoint's own, a RAG model's
     context_encoder/ (one `train rag --train-context-encoder` saved, paired with its index/), or with a
     transformers DPRQuestionEncoder folder the DPRContextEncoder folder of `--context-encoder`.
-    Passages are cut at the length `index` was built with."""
+    Passages are cut at the length `index` was built with, which must fit the encoder's positions."""
     if dpr.ctx_encoder is not None:
         ctx = dpr
     elif dpr_layout(cfg.encoder) == "rag":  # a RAG model goes on with the context encoder it trained, its index's
@@ -129,8 +130,13 @@ def passage_encoder(dpr: DPRCheckpoint, cfg, index: DenseIndex) -> PassageEncode
     else:
         raise InputError("--train-context-encoder", f"{cfg.encoder} is a transformers DPRQuestionEncoder folder, "
                          "without a context encoder to train: pass its pair's DPRContextEncoder folder as --context-encoder")
-    max_length = index.manifest.get("build", {}).get("max_length") or ctx.meta.get("max_length", 256)
-    return PassageEncoder(ctx.ctx_encoder, ctx.tokenizer, int(max_length))
+    max_length = int(index.manifest.get("build", {}).get("max_length") or ctx.meta.get("max_length", 256))
+    positions = int(ctx.ctx_encoder.config.max_position_embeddings)
+    if max_length > positions:  # an index another encoder built (--swap): a traceback at the first step, a half-made --out
+        raise InputError(Path(index.path) / MANIFEST, f"the index was built cutting passages at {max_length} tokens, more "
+                         f"than the {positions} positions of the context encoder --train-context-encoder trains: give an "
+                         "--index built at most that long, or train the context encoder that built it", field="build.max_length")
+    return PassageEncoder(ctx.ctx_encoder, ctx.tokenizer, max_length)
 
 
 def reindex(model, index: DenseIndex, mixed_precision: str = "no") -> float:

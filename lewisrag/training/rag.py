@@ -250,7 +250,7 @@ def _train_rag(cfg: RagTrainConfig, out: Path, resume: bool, on_progress, record
         state = _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, recorded, out, log_file, on_progress,
                       read_at)
         if acc.is_main_process:
-            index = E.index_to_save(model, parts.index, _reindexed_at(state) == state["step"], cfg.mixed_precision)
+            index = _index_to_save(cfg, model, parts.index, _reindexed_at(state) == state["step"], state["step"])
             C.save_model(model, parts.tokenizers, out / "final", {**asdict(cfg), "step": state["step"]}, index,
                          **_read_at(out, read_at, "final"))
             _record(out)
@@ -272,6 +272,16 @@ def _diverged(cfg: RagTrainConfig, what: str, or_bf16: bool = False) -> InputErr
     trains_retriever = cfg.train_context_encoder or not cfg.freeze_retriever
     also = f" or --retriever-lr-scale (now {cfg.retriever_lr_scale:g})" if trains_retriever else ""
     return diverged(what, cfg.lr, also=also + (" or train with --mixed-precision bf16" if or_bf16 else ""))
+
+
+def _index_to_save(cfg: RagTrainConfig, model, index, current: bool, step: int):
+    """`E.index_to_save`, its fresh encoding checked as a re-index's is, before a model carries it: finite
+    weights can still encode to NaN or inf (fp16, a huge --lr), which best/ or final/ saved as their index/,
+    exit 0, for `ask` to search finding nothing."""
+    saved = E.index_to_save(model, index, current, cfg.mixed_precision)
+    if saved is not None and not current and not np.isfinite(saved.embeddings).all():
+        raise _diverged(cfg, f"the context encoder's passage vectors hold NaN or inf after step {step}")
+    return saved
 
 
 def _reindexed_at(state: dict) -> int:
@@ -333,7 +343,7 @@ def _loop(cfg, acc, parts, model, params, opt, sched, scaler, state, recorded, o
                 key = f"dev_{DEV_METRIC[cfg.task]}"
                 # end to end, dev scores the retriever best/ would save (the passages encoded by the current
                 # context encoder, `E.index_to_save`), not vectors of the last re-index that best/ would not hold
-                scored = E.index_to_save(model, index, reindexed_at == step, cfg.mixed_precision)
+                scored = _index_to_save(cfg, model, index, reindexed_at == step, step)
                 with E.searching(model, scored):
                     record[key] = dev_score(model, parts.tokenizers, index if scored is None else scored, parts.dev, cfg)
                 if not math.isnan(record[key]) and (best is None or record[key] > best):
@@ -398,7 +408,7 @@ def _mend_best(cfg, model, parts, out: Path, state: dict, read_at: Path) -> None
         return
     index = parts.index.local if isinstance(parts.index, NodeSearch) else parts.index
     _save_best(cfg, model, parts, out, state,
-               E.index_to_save(model, index, _reindexed_at(state) == state["step"], cfg.mixed_precision), read_at)
+               _index_to_save(cfg, model, index, _reindexed_at(state) == state["step"], state["step"]), read_at)
 
 
 def _micro_step(cfg, acc, parts, model, ids: list[int], scaler) -> list[float]:
