@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import json
+import os
 import re
 from collections.abc import Iterator
 
@@ -36,8 +37,11 @@ class _Console(Console):
         raise OutputClosed
 
 
-console = _Console(stderr=True, markup=False, emoji=False)  # progress bars and notes: stdout keeps only results (tables, or --json)
-out = _Console(markup=False, emoji=False)
+# COLUMNS=0 (some shells and CI runners set it) is a width of 0 to rich: every table and line vanished, exit 0
+_COLUMNS = os.environ.get("COLUMNS", "").strip()
+_WIDTH = 80 if _COLUMNS.isdigit() and int(_COLUMNS) == 0 else None
+console = _Console(stderr=True, markup=False, emoji=False, width=_WIDTH)  # progress bars and notes: stdout keeps only results
+out = _Console(markup=False, emoji=False, width=_WIDTH)
 
 
 def status(message: str):
@@ -87,7 +91,10 @@ def print_json(obj) -> None:
     Written as text, not through rich: rich colours it where FORCE_COLOR or TTY_COMPATIBLE is set, even
     into a pipe, and `json.load` then failed on the escape codes. The text is rich's uncoloured one (two
     spaces' indent, non-ASCII kept, a line break at the end); a closed pipe is `OutputClosed`, as rich's is."""
-    text = json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n"
+    # a stdout that cannot write every character (an ASCII or Latin-1 locale, Windows' cp1252) gets JSON's own
+    # \uXXXX escapes: the stream's backslashreplace wrote Python's (\xfc), which JSON does not read
+    utf = (getattr(out.file, "encoding", None) or "utf-8").lower().replace("-", "").replace("_", "") in ("utf8", "utf8sig")
+    text = json.dumps(obj, indent=2, ensure_ascii=not utf, default=str) + "\n"
     try:
         out.file.write(text)
         out.file.flush()
@@ -236,9 +243,9 @@ def qa_fields(spec: str | None) -> dict[str, str] | None:
 def table(title: str, columns: list[str], rows: list[list]) -> Table:
     """A table of `rows`; a cell too wide for the terminal (or for the 80 columns a pipe gets) wraps,
     never cut to "…": three columns named recall@… would read alike."""
-    t = Table(title=title)
+    t = Table(title=printable(title))  # a system's name from an answers file may be in the title or a column
     for c in columns:
-        t.add_column(c, overflow="fold")
+        t.add_column(printable(str(c)), overflow="fold")
     for r in rows:
         t.add_row(*[_fmt(v) for v in r])
     return t

@@ -116,4 +116,4 @@ def compare(
         usage = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in g["usage"].items())
         _ui.out.print(f"{name} = {g['generator']}: {g['answers']} answers, {g['failed']} failed (scored null, reasons in "
                       f"results.json); {usage}")
-    _ui.out.print(t("cli.eval.wrote", files=t.join([f"{out}/results.json", "report.md", "report.html"])))
+    _ui.out.print(t("cli.eval.wrote", files=t.join([f"{out}/results.json", "report.md", "report.html"])), soft_wrap=True)

@@ -136,7 +136,7 @@ def answers(
     extra = _write_run(out, overwrite, config, results, report, page, exported, lang)
     _show_answers(data, the_judge, as_json, lang)
     _ui.console.print(t("cli.eval.wrote", files=t.join([f"{out}/results.json", "report.md", "report.html", "config.json",
-                                                         *extra], "sep.enum")))
+                                                         *extra], "sep.enum")), soft_wrap=True)
 
 
 def _note_unmatched_gold(records, file: Path, t) -> None:
@@ -190,7 +190,8 @@ def _show_answers(results: dict, judge, as_json: bool, lang: str = "en") -> None
     from lewisrag.eval.evaluator import undecided_metrics
 
     t = messages(lang)
-    systems = agg.get("by_system") or {}  # several systems: each apart, as the pooled means would mix them
+    # several systems: each apart, as the pooled means would mix them; their names from the answers file, escaped
+    systems = {_ui.printable(name): mine for name, mine in (agg.get("by_system") or {}).items()}
     # a metric measured on no record keeps its row where the judge left it undecided: context recall whose every
     # verdict was undecided vanished from the table, as recall@k on plain-string contexts once did
     # (`_note_unmatched_gold`); one with nothing to measure (no reference, no --embedder) has no row

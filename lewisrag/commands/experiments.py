@@ -254,4 +254,4 @@ def _render(results: dict, out: Path, lang: str = "en") -> None:
                                                    "FEVER 2-way"],
                                 [[system(s), *((tasks.get(task) or {}).get(s, {}).get(k, "") for task, keys in _TASK_KEYS.items()
                                                for k in keys)] for s in rows]))
-    _ui.out.print(t("cli.rep.files", results=Path(out) / "results.json", report=Path(out) / "report.md"))
+    _ui.out.print(t("cli.rep.files", results=Path(out) / "results.json", report=Path(out) / "report.md"), soft_wrap=True)

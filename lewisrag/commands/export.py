@@ -28,7 +28,7 @@ def export(
         _ui.print_json(summary.to_dict())
     else:
         _ui.out.print(f"exported RAG-{summary.variant} (K={summary.n_docs}) with {summary.n_passages} passages "
-                      f"({summary.dim}-d) to {summary.out}")
+                      f"({summary.dim}-d) to {summary.out}", soft_wrap=True)  # a path a script reads: never wrapped
     # notes, as ask's and swap's are: on stderr, one unwrapped line each, with --json too (stdout keeps the results);
     # a model naming no context encoder was exported with any index of its width, as `ask` searches one
     unpaired = None if swap else unpaired_note(model, summary.paired_fingerprint)

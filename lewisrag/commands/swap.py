@@ -66,4 +66,4 @@ def swap(
         rows = [[i, *[result["em"][m][i][q] for q in result["questions"]]] for i in result["indexes"]]
         _ui.out.print(_ui.table(f"exact match of {m}: index × questions", ["index", *header], rows))
     if out is not None:
-        _ui.out.print(f"written to {out}")
+        _ui.out.print(f"written to {out}", soft_wrap=True)
