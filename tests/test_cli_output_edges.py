@@ -43,7 +43,7 @@ def test_json_into_an_ascii_stdout_is_json(monkeypatch, capsys):
             pass
 
     stream = Ascii()
-    monkeypatch.setattr(_ui.out, "file", stream)
+    monkeypatch.setattr(_ui.out, "_file", stream)  # not the `file` property: its undo would pin this test's stdout
     _ui.print_json({"title": "Zürich 北京 \U0001f600"})
     assert json.loads(stream.text) == {"title": "Zürich 北京 \U0001f600"}
 
