@@ -25,6 +25,8 @@ CASES = {  # the flags after the command, and what the refusal says
     "rag --lr 3e38": (["train", "rag", *RAG, "--lr", "3e38"], "error: --lr: must be at most 3.4e+37"),
     "rag --retriever-lr-scale": (["train", "rag", *RAG, "--retriever-lr-scale", "1e300"],
                                  "error: --retriever-lr-scale: times --lr 0.0001 is the encoders' learning rate, which must be at most"),
+    "rag --device": (["train", "rag", *RAG, "--device", "gpu"], "error: --device: must be auto, cpu or cuda, got 'gpu'"),
+    "reproduce --device": (["reproduce", "--device", "gpu"], "error: --device: must be auto, cpu or cuda, got 'gpu'"),
     "rag --weight-decay": (["train", "rag", *RAG, "--weight-decay", "1e300"], "error: --weight-decay: times --lr 0.0001 must be below 1"),
     "stitched --n-docs": (["train", "stitched", *STITCHED, "--n-docs", "0"], "error: --n-docs: must be at least 1, got 0"),
     "stitched --lr": (["train", "stitched", *STITCHED, "--lr", "1e40"], "error: --lr: must be at most 3.4e+37"),

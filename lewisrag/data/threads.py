@@ -67,7 +67,12 @@ def check_device(name: str) -> str:
 
     >>> check_device("cpu")
     'cpu'
+    >>> check_device("gpu")
+    Traceback (most recent call last):
+    lewisrag.data.io.InputError: --device: must be auto, cpu or cuda, got 'gpu'
     """
+    if name not in ("auto", "cpu", "cuda") and not re.fullmatch(r"cuda:\d+", name):
+        raise InputError("--device", f"must be auto, cpu or cuda, got {name!r}")
     if name.startswith("cuda:"):
         raise InputError("--device", f"{name}: the RAG runs train on the first visible GPU (accelerate's); "
                          "choose it with CUDA_VISIBLE_DEVICES and pass cuda")
