@@ -337,3 +337,14 @@ def test_a_reply_cites_with_every_marker_the_evaluator_reads():
     for reply, cited in (("安娜·凯尔【2】。", ["b"]), ("Ana Kel [2、3].", ["b", "c"]), ("Ana ［３］ Kel [^1]", ["c", "a"]),
                          ("Ana Kel [ 2 ].", ["b"])):
         assert cited_ids(stitched_llm.parse_reply(reply), passages) == cited, reply
+
+
+def test_the_generator_line_speaks_the_reports_language(chat_run, run_dir, stub):  # noqa: F811
+    """compare --lang zh printed its outside generator's line in English beside a Chinese scorecard."""
+    root = chat_run["root"]
+    r, results = compare(run_dir, root / "zh", stub.url, root / "cache", "--systems", "stitched", "--position-questions", "0",
+                         "--lang", "zh")
+    g = results["generators"]["stitched"]
+    line = r.output[r.output.index("stitched = chat:stub"):].replace("\n", "")  # the console wraps at 80 columns
+    assert line.startswith(f"stitched = chat:stub：{g['answers']} 个回答，{g['failed']} 个失败（记为 null，原因见 results.json）")
+    assert "缓存命中" in line and "answers" not in line and "cache hits" not in line and "calls" not in line

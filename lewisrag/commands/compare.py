@@ -113,7 +113,7 @@ def compare(
     _ui.out.print(_ui.table(t("cli.cmp.title"), [t("col.metric"), *(labels[n] for n in header)],
                             [[r[0], *("–" if v is None else v for v in r[1:])] for r in rows]))
     for name, g in outside.items():
-        usage = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in g["usage"].items())
-        _ui.out.print(f"{name} = {g['generator']}: {g['answers']} answers, {g['failed']} failed (scored null, reasons in "
-                      f"results.json); {usage}")
+        usage = t.join(f"{t.get('usage.' + k, k.replace('_', ' '))} {v}" for k, v in g["usage"].items())
+        _ui.out.print(t("cli.cmp.generator", name=name, generator=g["generator"], answers=g["answers"],
+                        failed=g["failed"], usage=usage))
     _ui.out.print(t("cli.eval.wrote", files=t.join([f"{out}/results.json", "report.md", "report.html"])), soft_wrap=True)

@@ -631,6 +631,16 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "cli.bh.granularity": ("faithfulness by granularity", "忠实度随拆分粒度变化"),
     "cli.bh.rules": ("rule checker vs human citation labels", "规则核对器对照人工引用标注"),
     "cli.cmp.title": ("original versus prompt-stitching RAG", "原始 RAG 与提示拼接 RAG"),
+    "cli.cmp.generator": ("{name} = {generator}: {answers} answers, {failed} failed (scored null, reasons in results.json); "
+                          "{usage}",
+                          "{name} = {generator}：{answers} 个回答，{failed} 个失败（记为 null，原因见 results.json）；{usage}"),
+    "usage.calls": ("calls", "调用"),
+    "usage.cache_hits": ("cache hits", "缓存命中"),
+    "usage.retries": ("retries", "重试"),
+    "usage.failures": ("failures", "失败"),
+    "usage.prompt_tokens": ("prompt tokens", "提示词 token"),
+    "usage.completion_tokens": ("completion tokens", "生成 token"),
+    "usage.batches": ("batches", "批次"),
     "cli.rep.not_measured": ("gold-passage recall not measured: {why}", "金标段落召回未测量：{why}"),
     "cli.rep.answer_recall": ("retrieval: DPR's top-k accuracy (an answer string in a top-k passage; {n} short-answer test "
                               "questions, index A)",
