@@ -195,15 +195,22 @@ def _one_line_warning(message, category, filename, lineno, line=None) -> str:
 def _check_arguments_encode(args: list[str]) -> None:
     """Refuse an argument that is not valid UTF-8 (a file name in another encoding, which Python holds
     as lone surrogates): every output records its inputs' paths in UTF-8 JSON, and such a name
-    failed only there, after the work, leaving a half-written folder."""
+    failed only there, after the work, leaving a half-written folder. UTF-8 read under a locale of another
+    encoding (PYTHONUTF8=0 with LC_ALL=C: ASCII) comes here too, and is told so rather than called invalid."""
     for i, arg in enumerate(args):
         try:
             arg.encode("utf-8")
         except UnicodeEncodeError:
-            shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            raw = os.fsencode(arg)  # the bytes as given
+            shown = raw.decode("utf-8", "backslashreplace")
             flag = args[i - 1] if i and args[i - 1].startswith("-") else None  # the flag it is the value of, if any
-            raise InputError(shown, "is not valid UTF-8 (text or a file name in another encoding): give it in UTF-8, "
-                             "or rename the file", field=flag) from None
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InputError(shown, "is not valid UTF-8 (text or a file name in another encoding): give it in "
+                                 "UTF-8, or rename the file", field=flag) from None
+            raise InputError(shown, f"is UTF-8, but this Python reads arguments as {sys.getfilesystemencoding()} (the "
+                             "locale's): run with PYTHONUTF8=1 or under a UTF-8 locale (LANG=C.UTF-8)", field=flag) from None
 
 
 def _check_single_flags(args: list[str]) -> None:

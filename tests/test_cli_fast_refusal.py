@@ -68,3 +68,18 @@ def test_the_settings_name_what_the_model_and_the_trainer_take():
     from lewisrag.training.tasks import DEV_METRIC
 
     assert configs.VARIANTS == VARIANTS and set(configs.TASKS) == set(DEV_METRIC)
+
+
+@pytest.mark.parametrize("raw, said", [
+    (b"/tmp/caf\xe9.jsonl", "error: /tmp/caf\\xe9.jsonl: field '--questions': is not valid UTF-8"),
+    ("/tmp/北京.jsonl".encode(), "error: /tmp/北京.jsonl: field '--questions': is UTF-8, but this Python reads arguments "
+                                 "as ascii (the locale's): run with PYTHONUTF8=1"),
+])
+def test_an_argument_python_cannot_read_as_text_is_named_with_its_cause(tmp_path, raw, said):
+    """A UTF-8 argument under an ASCII locale (PYTHONUTF8=0, LC_ALL=C) was called "not valid UTF-8", a
+    user's correct text blamed; bytes of another encoding are."""
+    env = {**os.environ, "PYTHONUTF8": "0", "LC_ALL": "C", "LANG": "C", "PYTHONIOENCODING": "utf-8"}
+    args = [b"eval", b"retrieval", b"--index", b"i", b"--questions", raw]
+    r = subprocess.run([os.fsencode(sys.executable), b"-m", b"lewisrag", *args], capture_output=True, cwd=tmp_path, env=env)
+    err = r.stderr.decode("utf-8")
+    assert r.returncode == 2 and err.strip().splitlines() == [err.strip()] and err.startswith(said), err
