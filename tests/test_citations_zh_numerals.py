@@ -56,7 +56,18 @@ def test_checker_reads_a_chinese_numeral_as_a_number():
 def test_a_minus_sign_needs_no_letter_or_digit_before_it():
     assert checkable_tokens("(-5), x = \u22123.20, 10-12, COVID-19, REQ-AUTH-03") == {
         "-5", "x", "-3.2", "10", "12", "covid", "19", "req", "auth", "3"}
-    assert checkable_tokens("2020年-2022年") == {"2020", "2022"}  # a CJK character counts as a letter: a range
+    assert checkable_tokens("2020年-2022年") == {"2020", "2022"}  # after a unit closing a quantity: a range
+    assert checkable_tokens("3天-5天，第3章-第5章") == {"3", "5"}
+
+
+def test_a_minus_sign_after_a_chinese_character_is_a_sign():
+    """"降至-12度" read 12 (a Chinese character counted as a letter before the "-"), so a statement's wrong 12
+    passed both the checker and the judge against it."""
+    assert checkable_tokens("夜间气温降至-12度，为−3.5℃以下") >= {"-12", "-3.5"}
+    assert check_sentence("气温降至12度[1]。", {"1": "夜间气温降至-12度。"}, {"1"}).status == TOKEN_NOT_FOUND
+    assert check_sentence("气温降至-12度[1]。", {"1": "夜间气温降至-12度。"}, {"1"}).status == PASS
+    wrong, right = LexicalJudge().judge([("夜间气温降至-12度。", "气温降至12度。"), ("夜间气温降至-12度。", "气温降至-12度。")])
+    assert wrong.supported is False and "12" in wrong.reason and right.supported is True
 
 
 def test_thousands_separators_read_as_before():
@@ -100,7 +111,7 @@ def test_judge_still_needs_what_an_attribution_names():
     assert ceo.supported is False and "ceo" in ceo.reason
     assert zh_rule.supported is False and "合同规定" in zh_rule.reason
     assert bare.supported is False
-    assert LexicalJudge.version == "13"
+    assert LexicalJudge.version == "14"
 
 
 def test_an_attributed_answer_keeps_its_faithfulness():

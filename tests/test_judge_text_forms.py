@@ -119,7 +119,7 @@ def test_words_keep_their_letters_and_cjk_stays_one_character_a_unit():
         "jürgen", "müller", "met", "ólafsson", "zürich"]
     assert lexical.content_tokens("Привет мир, 登录 4ü") == ["привет", "мир", "4ü", "登", "录"]
     assert lexical._names("The head of state is Ólafsson.") == ["Ólafsson"]
-    assert LexicalJudge.version == "13"
+    assert LexicalJudge.version == "14"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -15,9 +15,13 @@ import decimal
 import re
 
 # A "-" or "−" right before it is its sign where no letter or digit precedes ("-12", "(−3.2)"): "10-12",
-# "COVID-19" and "REQ-AUTH-03" are no negatives, nor is "2020年-2022年", a CJK character counting as a letter.
+# "COVID-19" and "REQ-AUTH-03" are no negatives. A Chinese character before it leaves it a sign ("降至-12度",
+# "气温-5℃"), but for the units that close a quantity, after which it joins a range ("2020年-2022年", "3天-5天").
 # The lexical judge reads numbers with this pattern too (`judges.lexical`).
-NUMBER_RE = r"(?:[-\u2212](?<!\w[-\u2212]))?(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]+)*"
+_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_RANGE_UNITS = "年月日号天周时分秒个次岁元度章节页条"
+NUMBER_RE = (rf"(?:[-\u2212](?<![^\W{_CJK}][-\u2212])(?<![{_RANGE_UNITS}][-\u2212]))?"
+             r"(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]+)*")
 
 
 def number_value(number: str) -> str:

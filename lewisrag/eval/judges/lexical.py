@@ -464,8 +464,9 @@ class LexicalJudge:
     # 13: numbers are read as the citation checker reads them (`numbers.number_value`): by value, "5.00" is 5
     # and "01" is 1, and with their sign, "-12" is not 12; a magnitude may be spaced off, "3000 万"; and a leading
     # clause naming only the sources, "According to the documents [1], ...", "根据提供的上下文，...", is set
-    # aside (`unattributed`): its words made a correct statement unsupported)
-    version = "13"
+    # aside (`unattributed`): its words made a correct statement unsupported; 14: a "-" after a Chinese
+    # character is a sign, "降至-12度" is -12 (it read 12), but after a unit closing a quantity, "2020年-2022年")
+    version = "14"
 
     def __init__(self, threshold: float = 0.75):
         if not 0.0 < threshold <= 1.0:
