@@ -16,7 +16,7 @@ INT64_MAX = 2**63 - 1
 
 
 def chunk(
-    docs: str = typer.Option(..., "--docs", help="Documents to split: .jsonl, .json, .parquet, a folder of .parquet shards, a datasets save_to_disk folder or hf:NAME[:CONFIG]:SPLIT with id, title, text."),
+    docs: str = typer.Option(..., "--docs", help="Documents to split: .jsonl, .json, .parquet, DPR's .tsv (id<TAB>text<TAB>title), a folder of .parquet shards, a datasets save_to_disk folder or hf:NAME[:CONFIG]:SPLIT with id, title, text."),
     out: Path = typer.Option(..., "--out", help="Where to write the passages (.jsonl)."),
     words: int = typer.Option(100, "--words", min=1, help="Most words per passage (a CJK character counts as one word)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out if the file exists."),
@@ -72,6 +72,8 @@ def shard(
     from lewisrag.data.passages import KIND_SHARDS, write_tsv_shards
 
     if passages.suffix.lower() != ".tsv":
+        if passages.name.lower().endswith(".tsv.gz"):
+            existing_file(passages)  # gzip-compressed (psgs_w100.tsv.gz, as DPR's download gives it): how to gunzip it
         raise InputError(passages, "expected DPR's passages file, a .tsv (psgs_w100.tsv); other passages are read as "
                          "they are", field="--passages")
     existing_file(passages)  # missing, or a folder: said before any folder is made

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -80,6 +81,16 @@ def check_numbered_shards(shards: Sequence[Path]) -> None:
                              "for (an unfinished download?)")
 
 
+class _Shard(NamedTuple):
+    """A Parquet file of `RowGroups`, as read when it was opened: what errors call it, where it is, its
+    footer and columns. Its file is not kept open (`RowGroups._file`)."""
+
+    name: str
+    path: Path
+    meta: pq.FileMetaData
+    schema: pa.Schema
+
+
 class RowGroups:
     """Parquet files read one row group at a time, the last few kept decoded.
 
@@ -94,20 +105,26 @@ class RowGroups:
     Binary passage columns read as strings (`as_text`); a group that cannot be decoded (a damaged
     page, compressed block or page header) is an InputError naming its file and rows. Pages
     that carry a CRC (written with `write_page_checksum=True`) are checked against it as they are
-    read (`open` opens the files so), so damage that still decompresses is caught there too.
+    read (`_file` opens the files so), so damage that still decompresses is caught there too.
     """
 
     CACHED = 2  # decoded row groups kept
+    # shard files kept open, the last read: a folder of more shards than the process may open files
+    # (`ulimit -n`, often 1,024) is read, and its rows are read in order, each shard opened once
+    OPEN = 8
 
-    def __init__(self, files: Sequence[tuple[str, pq.ParquetFile]], columns: Sequence[str] | None = None):
-        """`files`: (the name errors give it, the file) in reading order."""
+    def __init__(self, files: Sequence[_Shard], columns: Sequence[str] | None = None,
+                 handles: dict[int, pq.ParquetFile] | None = None):
+        """`files`: the shards in reading order. `handles`: the open files by shard (`_file`), shared
+        by every `select` of the same files, so that they hold OPEN open between them."""
         self.files = list(files)
-        first = self.files[0][1].schema_arrow
+        self._handles = {} if handles is None else handles
+        first = self.files[0].schema
         self.columns = list(columns) if columns is not None else list(first.names)
         self.schema = text_schema(pa.schema([_canonical(first.field(c)) for c in self.columns]))
         self.sizes, self._where, rows = [], [], [0]  # per group: its size, (file, group in it); rows before each file
-        for k, (_, f) in enumerate(self.files):
-            meta = f.metadata
+        for k, shard in enumerate(self.files):
+            meta = shard.meta
             self.sizes += [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
             self._where += [(k, i) for i in range(meta.num_row_groups)]
             rows.append(rows[-1] + meta.num_rows)
@@ -116,9 +133,10 @@ class RowGroups:
 
     @classmethod
     def open(cls, paths: Sequence[tuple[str, Path]]) -> RowGroups:
-        """The row groups of the files `paths` ((the name errors give it, its path) each), opened
-        with page CRCs checked. Shards whose passage columns differ from the first's are refused,
-        naming the shard, as is a file with a column name twice.
+        """The row groups of the files `paths` ((the name errors give it, its path) each): each file's
+        footer read and the file closed, to be opened again as its rows are read (`_file`). Shards
+        whose passage columns differ from the first's are refused, naming the shard, as is a file
+        with a column name twice.
 
         Read, not memory-mapped: a mapped file's pages stay in the process's resident set once
         read, so a pass over wiki_dpr's shards would show all 80 GB as resident, which schedulers
@@ -128,24 +146,26 @@ class RowGroups:
         files = []
         for name, path in paths:
             try:
-                files.append((name, pq.ParquetFile(path, memory_map=False, page_checksum_verification=True)))
+                with pq.ParquetFile(path, memory_map=False) as f:
+                    files.append(_Shard(name, Path(path), f.metadata, f.schema_arrow))
             except Exception as e:  # pyarrow raises several unrelated types for a bad file
                 raise InputError(name, f"cannot read Parquet: {one_line(e)}") from None
-            refuse_repeated_columns(name, files[-1][1].schema_arrow.names)
-        first = _passage_columns(files[0][1])
-        for name, f in files[1:]:
-            if _passage_columns(f) != first:
-                raise InputError(name, f"its passage columns ({_describe(_passage_columns(f))}) differ from those of "
-                                 f"{files[0][0]} ({_describe(first)}): the shards of one folder must be one table")
+            refuse_repeated_columns(name, files[-1].schema.names)
+        first = _passage_columns(files[0].schema)
+        for shard in files[1:]:
+            if _passage_columns(shard.schema) != first:
+                raise InputError(shard.name, f"its passage columns ({_describe(_passage_columns(shard.schema))}) differ "
+                                 f"from those of {files[0].name} ({_describe(first)}): the shards of one folder must be "
+                                 "one table")
         return cls(files)
 
     def select(self, names: Sequence[str]) -> RowGroups:
-        return RowGroups(self.files, names)
+        return RowGroups(self.files, names, self._handles)
 
     def locate(self, row: int) -> tuple[str, int]:
         """(file name, 0-based row in that file) of the 0-based `row` across the files."""
         k = int(np.searchsorted(self._file_rows, row, side="right")) - 1
-        return self.files[k][0], row - int(self._file_rows[k])
+        return self.files[k].name, row - int(self._file_rows[k])
 
     def batch(self, i: int) -> pa.RecordBatch:
         if i not in self._cache:
@@ -163,23 +183,35 @@ class RowGroups:
 
     def _read(self, i: int, columns: list[str]) -> pa.Table:
         k, group = self._where[i]
-        name, f = self.files[k]
+        name, _, meta, _ = self.files[k]
         try:
-            table = f.read_row_group(group, columns=columns)
+            table = self._file(k).read_row_group(group, columns=columns)
             canonical = pa.schema([_canonical(field) for field in table.schema])
             return table if table.schema == canonical else table.cast(canonical)  # one schema for every shard's batches
         except MemoryError:
             raise
         except Exception as e:  # a damaged page: OSError ("Corrupt snappy compressed data."), ArrowInvalid, ...
-            start = sum(f.metadata.row_group(g).num_rows for g in range(group))
-            raise InputError(name, f"cannot read Parquet: row group {group + 1} of {f.metadata.num_row_groups} (rows "
-                             f"{start + 1}-{start + f.metadata.row_group(group).num_rows}): {one_line(e)}") from None
+            start = sum(meta.row_group(g).num_rows for g in range(group))
+            raise InputError(name, f"cannot read Parquet: row group {group + 1} of {meta.num_row_groups} (rows "
+                             f"{start + 1}-{start + meta.row_group(group).num_rows}): {one_line(e)}") from None
+
+    def _file(self, k: int) -> pq.ParquetFile:
+        """Shard `k`'s file, open, with page CRCs checked: opened again from its footer as read at
+        `open` (no footer read twice), the least recently read of OPEN open files closed first."""
+        f = self._handles.pop(k, None)
+        if f is None:
+            if len(self._handles) >= self.OPEN:
+                self._handles.pop(next(iter(self._handles))).close()
+            shard = self.files[k]
+            f = pq.ParquetFile(shard.path, memory_map=False, page_checksum_verification=True, metadata=shard.meta)
+        self._handles[k] = f  # the most recent last
+        return f
 
 
-def _passage_columns(f: pq.ParquetFile) -> list[tuple[str, pa.DataType]]:
-    """The passage columns (COLUMNS) of a Parquet file and their types as read (`_canonical`),
+def _passage_columns(schema: pa.Schema) -> list[tuple[str, pa.DataType]]:
+    """The passage columns (COLUMNS) of a Parquet file's `schema` and their types as read (`_canonical`),
     binary read as text."""
-    schema = text_schema(pa.schema([_canonical(field) for field in f.schema_arrow]))
+    schema = text_schema(pa.schema([_canonical(field) for field in schema]))
     return [(c, schema.field(c).type) for c in COLUMNS if c in schema.names]
 
 

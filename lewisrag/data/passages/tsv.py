@@ -20,7 +20,8 @@ DPR_TSV_HEADER = ("id", "text", "title")  # psgs_w100.tsv's first line, tab-sepa
 # bytes parsed at a time: ~3,000 passages of psgs_w100 a record batch. pyarrow's background reader
 # reads up to 32 blocks ahead of the parser, so this bounds a streaming pass's memory: `write_tsv_shards`
 # over 2 M passages peaked at 0.8 GB with 16 MB blocks and 0.25 GB with 2 MB ones, in the same time
-# (`read_dpr_tsv` alike either way). A line must fit in a block: psgs_w100's are some 600 bytes.
+# (`read_dpr_tsv` alike either way). A line must fit in a block: psgs_w100's are some 600 bytes (a
+# longer one pyarrow refuses is named, `_long_line`).
 TSV_BLOCK = 1 << 21
 DPR_TSV_SCHEMA = pa.schema([(c, pa.string()) for c in DPR_TSV_HEADER])  # every value a string, in the file's order
 
@@ -56,15 +57,16 @@ def dpr_tsv_batches(path: Path, limit: int | None = None) -> Iterator[tuple[pa.R
     three fields, a line break inside a field, a blank line and the header again (files joined with
     theirs), the first of them in the file named by its line: in each batch as it comes
     (`_refuse_line_breaks`), and in the rows of a block refused for a line without three fields
-    before that line (`_first_bad_line`); a quote never closed on its line, which pyarrow refuses
-    naming no line, by its line (`_unclosed_quote`). `limit`: the first N passages only, the last
-    batch cut at the Nth and nothing parsed past its block; a line after the Nth is never refused,
-    wherever the block it shares with the Nth ends. Memory: pyarrow's read-ahead, up to 32 blocks,
-    whatever the file's size."""
+    before that line (`_first_bad_line`); a quote never closed on its line and a line longer than a
+    block, which pyarrow refuses naming no line, by their line (`_unclosed_quote`, `_long_line`).
+    `limit`: the first N passages only, the last batch cut at the Nth and nothing parsed past its
+    block; a line after the Nth is never refused, wherever the block it shares with the Nth ends.
+    Memory: pyarrow's read-ahead, up to 32 blocks, whatever the file's size."""
     with open(path, "rb") as f:
         first = f.readline()
     header = first.decode("utf-8-sig", errors="backslashreplace").rstrip("\r\n")
-    if tuple(header.split("\t")) != DPR_TSV_HEADER:
+    # quoted as a data row may be: csv.QUOTE_ALL (pandas' to_csv(quoting=...)) quotes the header too
+    if tuple(_unquoted(v.encode()).decode() for v in header.split("\t")) != DPR_TSV_HEADER:
         raise InputError(path, f"expected DPR's passages header 'id<TAB>text<TAB>title' (psgs_w100.tsv's), got {header[:80]!r}",
                          line=1)
     if not first.endswith((b"\n", b"\r")) or (limit is not None and limit <= 0):
@@ -105,6 +107,7 @@ def dpr_tsv_batches(path: Path, limit: int | None = None) -> Iterator[tuple[pa.R
                 raise InputError(path, f"expected 3 tab-separated fields (id, text, title), got {bad[0].actual_columns}",
                                  line=bad[0].number) from None
             _unclosed_quote(path, rows)  # "straddling object straddles two block boundaries", of a quote never closed
+            _long_line(path, rows)  # or of a line longer than a block
             raise InputError(path, f"cannot read as DPR's passages TSV: {first_line(e)}") from None
 
 
@@ -190,7 +193,7 @@ def _unquoted(value: bytes) -> bytes:
 
 _QUOTED = re.compile(rb'"((?:[^"]|"")*)"(.*)', re.S)
 # a quoted field closed on its own line (a quote inside doubled)
-_QUOTED_ON_LINE = re.compile(rb'"(?:[^"\r\n]|"")*"')
+_QUOTED_ON_LINE = re.compile(rb'"(?:[^"\r\n]|"")*"(?!")')  # not the first of a doubled quote, as in _CLOSED_LATER
 _UNQUOTED = re.compile(rb"[^\t\r\n]*")
 # a quoted field closed on this line or a later one (a doubled quote is one quote inside, not the close)
 _CLOSED_LATER = re.compile(rb'"[^"]*(?:""[^"]*)*"(?!")')
@@ -228,6 +231,69 @@ def _unclosed_quote(path: Path, start: int, stop: int | None = None) -> None:
         if end is None:  # the end of what was read
             return
         at, row = end.end(), row + 1
+
+
+LONG_LINE = ("a line of {length:,} bytes, over the {block:,} the reader parses at a time (DPR's lines are some 600): "
+             "give such long texts in a .jsonl or Parquet file")
+
+
+def _long_line(path: Path, start: int) -> None:
+    """pyarrow refused the file from row `start` (after the header) naming no row ("straddling object
+    straddles two block boundaries") and no quote is left open (`_unclosed_quote`): a line longer than
+    a block (TSV_BLOCK), which it cannot always parse, lies in the blocks it read ahead. An InputError
+    naming the first such line from there, its length and its longest field. Lines are measured
+    streaming, however long; on this error path only."""
+    with open(path, "rb") as f:
+        origin = _line_offset(f, start + 1)  # past the header and the rows pyarrow read
+        f.seek(origin)
+        for row, (begin, end) in enumerate(_line_spans(f), start):
+            if end - begin > TSV_BLOCK:
+                raise InputError(path, LONG_LINE.format(length=end - begin, block=TSV_BLOCK), line=row + 2,
+                                 field=_longest_field(path, begin, end))
+            if end - origin > 4 * TSV_BLOCK:  # past the blocks pyarrow had read ahead
+                return
+
+
+def _line_spans(f) -> Iterator[tuple[int, int]]:
+    """(start, end) byte offsets of each line of the binary file `f` from where it stands, line ends
+    (\\n, \\r\\n, or \\r) left out, read a block at a time."""
+    at = begin = f.tell()
+    while True:
+        chunk = f.read(TSV_BLOCK)
+        while chunk.endswith(b"\r"):  # a \r\n is not split between two reads
+            more = f.read(1)
+            chunk += more
+            if not more:
+                break
+        if not chunk:
+            if at > begin:  # the last line, without a line end
+                yield begin, at
+            return
+        for m in _LINE_END.finditer(chunk):
+            yield begin, at + m.start()
+            begin = at + m.end()
+        at += len(chunk)
+
+
+_TAB_OR_QUOTE = re.compile(rb'[\t"]')
+
+
+def _longest_field(path: Path, begin: int, end: int) -> str | None:
+    """The name of the field that holds the most of the line at bytes [begin, end) of `path`, the
+    first of those as long (None past the third): a tab inside quotes ends no field, and each quote
+    toggles quoting, so a doubled one leaves it as it was."""
+    field, field_at, longest, quoted = 0, begin, (0, 0), False
+    with open(path, "rb") as f:
+        f.seek(begin)
+        for at in range(begin, end, TSV_BLOCK):
+            for m in _TAB_OR_QUOTE.finditer(f.read(min(TSV_BLOCK, end - at))):
+                if m[0] == b'"':
+                    quoted = not quoted
+                elif not quoted:
+                    longest = max(longest, (at + m.start() - field_at, -field))
+                    field, field_at = field + 1, at + m.end()
+    longest = max(longest, (end - field_at, -field))
+    return DPR_TSV_HEADER[-longest[1]] if -longest[1] < len(DPR_TSV_HEADER) else None
 
 
 def _line_offset(f, lines: int) -> int:
