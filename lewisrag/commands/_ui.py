@@ -218,7 +218,9 @@ def _show(v) -> str:
 
 QA_FIELDS_HELP = ("The QA files' own field names, e.g. question=query,answers=golds,id=qid (dotted paths reach into "
                   "objects: answers=answer.aliases). Default: told from the first record (lewisrag, nq_open, trivia_qa, web_questions, "
-                  "fever, KILT, ms_marco, DPR's biencoder JSON; DPR's .qa.csv by its name). A mapping reads lewisrag's fields "
+                  "fever, KILT, ms_marco, DPR's biencoder JSON; DPR's .qa.csv by its name; FEVER's labels are no answers: "
+                  "`train rag --task fever` reads its claims, and compare, swap, train stitched and train rag without it "
+                  "refuse them). A mapping reads lewisrag's fields "
                   "by their own names where it maps none, but category, kind and group only where it names them "
                   "(the hub Jeopardy's own category column is left alone).")
 

@@ -6,9 +6,11 @@ import os
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 
 from lewisrag.data.io import (InputError, LewisragWarning, derived_id, existing_file, get_path, iter_records,
                               optional_str, record_id, require_str, require_str_list)
+from lewisrag.data.io.readers import refuse_saved_dataset
 from lewisrag.data.qa_formats import (ANSWER_MATCHES, DPR_QA_SUFFIXES, QA_FIELDS, QA_SCHEMAS, QASchema, answers_of,
                                       check_pattern, ctx_id_key, detect_qa_schema, dpr_gold_ids, dpr_hard_negative_ids,
                                       is_curatedtrec, qa_records)
@@ -288,6 +290,7 @@ def _refuse_unknown_format(path) -> None:
     leave out DPR's QA files, .csv and .tsv (`qa_records`)."""
     spec = str(path)
     if not spec.startswith("hf:"):
+        refuse_saved_dataset(Path(spec))  # told how to pass it, not only that it is a folder
         suffix = existing_file(spec).suffix.lower()  # a missing file is named as missing first
         if suffix not in (".jsonl", ".json", ".parquet", *DPR_QA_SUFFIXES):
             raise InputError(spec, f"unknown format {suffix!r}: use .jsonl, .json, .parquet, .csv or .tsv (DPR's QA "

@@ -68,6 +68,7 @@ from lewisrag.eval.reports.i18n import messages
 from lewisrag.eval.results import CLAIM_METRICS, CONTRADICTIONS, Producer, QuestionRecord, Results, write_run_dir
 from lewisrag.eval.statements import strip_citations
 from lewisrag.training.checkpoint import load_trained
+from lewisrag.training.rag_data import refuse_fever_claims
 from lewisrag.experiments.position import plot_positions, position_probe
 from lewisrag.experiments.presets import read_run_config
 from lewisrag.experiments.stitched_llm import GeneratorOptions, build_system, check_options
@@ -529,6 +530,8 @@ def compare_run(run: str | os.PathLike, out: str | os.PathLike, names=SYSTEMS, d
     check_systems(run, names, generator)
     max_length = _run_max_length(run)
     test, eval_examples = read_qa(run / "world" / "test.jsonl"), read_qa(data, qa_fields)  # all input read before any model
+    refuse_fever_claims(eval_examples, data, qa_fields, "compare scores as free-text answers by exact match: FEVER's "
+                        "label accuracy is `lewisrag reproduce --tasks fever`'s (results.json's fever)")
     passages = {p.id: p for p in index_passages(run)}
     check_gold_ids(eval_examples, list(passages.values()), data, f"the run's passages {run / 'world' / 'passages_a.jsonl'}",
                    qa_fields)  # the passages every system searches

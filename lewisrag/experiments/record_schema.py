@@ -69,7 +69,8 @@ BASE_RETRIEVAL = {"split": TEXT, "skipped?": TEXT, "n?": COUNT, "gold_not_indexe
                   "answer_recall?": Each(NUMBER_OR_NULL), "answerable_questions?": COUNT}
 DIFF = {k: NUMBER for k in ("mean_diff", "low", "high")} | {"n": COUNT}
 FEVER_CELLS = {"labels_a": NUMBER, "labels_b": NUMBER}
-FEVER_SYSTEM = {"acc3?": NUMBER_OR_NULL, "acc2?": NUMBER_OR_NULL}
+REASONS = Each(TEXT)  # metric -> why it is null (the evaluator records' nan_reasons)
+FEVER_SYSTEM = {"acc3?": NUMBER_OR_NULL, "acc2?": NUMBER_OR_NULL, "nan_reasons?": REASONS}
 JEOPARDY_SYSTEM = {"q_bleu1?": NUMBER_OR_NULL, "bleu1?": NUMBER_OR_NULL}
 SYSTEMS = ("rag_token", "rag_sequence", "closed_book")
 
@@ -87,7 +88,8 @@ OUT = {
     "jeopardy": {**{f"{s}?": JEOPARDY_SYSTEM for s in SYSTEMS},
                  "differences": {"rag_token_minus_rag_sequence": DIFF, "rag_sequence_minus_closed_book": DIFF}},
     "fever": {**{f"{s}?": FEVER_SYSTEM for s in SYSTEMS}, "majority_rate": NUMBER,
-              "retrieval": {"top1_overlap": NUMBER, "top10_overlap": NUMBER},
+              # null when no test claim has a gold article (all NOT ENOUGH INFO): `tasks.evidence_overlap`
+              "retrieval": {"top1_overlap": NUMBER_OR_NULL, "top10_overlap": NUMBER_OR_NULL, "nan_reasons?": REASONS},
               "swap": {"n": COUNT, **{f"{s}?": {"index_a": FEVER_CELLS, "index_b": FEVER_CELLS}
                                       for s in ("rag_token", "rag_sequence")}}},
 }

@@ -25,6 +25,8 @@ differences the paper's ordering asserts, and `fever.<system>.{acc3,acc2}`,
 `fever.retrieval.{top1_overlap,top10_overlap}` (the shares of SUPPORTS/REFUTES claims whose first
 retrieved passage, or one of the first ten, is from a gold article: `evidence_overlap`) and
 `fever.swap` (the claims whose label differs between the snapshots, judged on index A and index B).
+A share over no claims (acc2 and the overlaps when every test claim is NOT ENOUGH INFO) is null, its
+reason under the section's `nan_reasons`.
 """
 
 from __future__ import annotations
@@ -246,7 +248,13 @@ def fever_evaluate(run: Path, preset: Preset, on_progress: Progress) -> dict:
 def evidence_overlap(model_dir: Path, index, claims: list, k: int = 10, batch_size: int = 16, device: str = "cpu") -> dict:
     """Share of claims whose first retrieved document is from a gold article, and whose top `k` hold
     one: the paper's check (71% / 90%), which counts per Wikipedia page, so here per article of the
-    world (`data.tasks.article`: the entity, whichever of its passages is retrieved), not per passage."""
+    world (`data.tasks.article`: the entity, whichever of its passages is retrieved), not per passage.
+    Without claims both shares are None, with their reason under "nan_reasons" (`fever_accuracy`'s)."""
+    n = len(claims)
+    if not n:  # every test claim NOT ENOUGH INFO: no gold article to find
+        why = "no SUPPORTS or REFUTES claim: only those have gold articles"
+        return {"top1_overlap": None, f"top{k}_overlap": None, "n": 0,
+                "nan_reasons": {"top1_overlap": why, f"top{k}_overlap": why}}
     model, tokenizers = load_trained(model_dir, device=device)
     top1 = topk = 0
     with torch.no_grad():
@@ -257,8 +265,7 @@ def evidence_overlap(model_dir: Path, index, claims: list, k: int = 10, batch_si
                 gold, found = {article(g) for g in ex.gold_passage_ids}, [article(p.id) for p in ps]
                 top1 += found[0] in gold
                 topk += any(a in gold for a in found)
-    n = len(claims)
-    return {"top1_overlap": top1 / n if n else float("nan"), f"top{k}_overlap": topk / n if n else float("nan"), "n": n}
+    return {"top1_overlap": top1 / n, f"top{k}_overlap": topk / n, "n": n}
 
 
 def fever_swap(run: Path, preset: Preset, test: list, test_b: list, on_progress: Progress) -> dict:

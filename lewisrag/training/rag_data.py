@@ -48,12 +48,9 @@ def load_components(cfg, processes: int = 1, with_faiss: bool = True) -> Compone
     every, dev = read_qa(cfg.train, cfg.qa_fields), read_qa(cfg.dev, cfg.qa_fields)
     refuse_regex_targets(every, cfg.train, cfg.qa_fields)
     for path, examples, does in ((cfg.train, every, "trains and scores"), (cfg.dev, dev, "scores")):
-        if cfg.task != "fever" and fever_claims(examples):  # the labels trained or scored as free-text answers, exit 0
-            line, where = next((line, where[0]) for (line, where), ex in zip(answer_sources(path, cfg.qa_fields), examples)
-                               if ex.answers)  # the first answer, in the file's own field ('label' in FEVER v1.0's)
-            raise InputError(path, f"FEVER claims (every answer, from this one on, is one of {', '.join(LABELS)}), which "
-                             f"--task {cfg.task} {does} as free-text answers: train them with --task fever",
-                             line=line, field=where)
+        if cfg.task != "fever":  # the labels trained or scored as free-text answers, exit 0
+            refuse_fever_claims(examples, path, cfg.qa_fields,
+                                f"--task {cfg.task} {does} as free-text answers: train them with --task fever")
     train = of_kinds(every, cfg.train_kinds)
     pairs, skipped = training_pairs(train)
     # an optimizer step draws its whole batch at once (`next_batch`), so the data must hold all of it
@@ -123,9 +120,10 @@ def check_labels(examples: Sequence[QAExample], path, fields=None) -> None:
 
 
 def fever_claims(examples: Sequence[QAExample]) -> bool:
-    """Whether `examples` are FEVER claims: some have answers, and every answer is one of LABELS. Both
-    `train rag` without --task fever and `reproduce --preset base` (`experiments.base`) refuse them:
-    the labels were trained and scored as free-text answers, exit 0.
+    """Whether `examples` are FEVER claims: some have answers, and every answer is one of LABELS. `train rag`
+    without --task fever, `train stitched` and `compare --questions` (`refuse_fever_claims`), `swap` and
+    `reproduce --preset base` (`experiments.base`) refuse them: the labels were trained and scored as
+    free-text answers, exit 0.
 
     >>> claim, question = QAExample("1", "c", ["SUPPORTS"]), QAExample("2", "q", ["Paris"])
     >>> fever_claims([claim, QAExample("3", "d", [])]), fever_claims([claim, question])
@@ -133,6 +131,19 @@ def fever_claims(examples: Sequence[QAExample]) -> bool:
     """
     answered = [ex.answers for ex in examples if ex.answers]
     return bool(answered) and all(answer in LABELS for answers in answered for answer in answers)
+
+
+def refuse_fever_claims(examples: Sequence[QAExample], path, fields, which: str) -> None:
+    """An InputError when `examples` (`read_qa(path, fields)`'s) are FEVER claims (`fever_claims`), at the
+    first answer, in the file's own field ('label' in FEVER v1.0's); the message goes on with `which`:
+    what the command would have done with the labels (`train rag` without --task fever, `train stitched`,
+    `compare --questions`: each scored or trained them as free-text answers, exit 0)."""
+    if not fever_claims(examples):
+        return
+    line, where = next((line, where[0]) for (line, where), ex in zip(answer_sources(path, fields), examples)
+                       if ex.answers)
+    raise InputError(path, f"FEVER claims (every answer, from this one on, is one of {', '.join(LABELS)}), "
+                     f"which {which}", line=line, field=where)
 
 
 def check_lengths(max_target_length: int, max_combined_length: int, tokenizer, positions: int | None = None) -> None:

@@ -42,6 +42,7 @@ from lewisrag.training.configs import StitchedTrainConfig, check_stitched
 from lewisrag.training.devices import autocast, single_device
 from lewisrag.training.optim import (adamw, all_overflowed, backward_step, diverged, finite, learning_rate_factor,
                                      warmup_steps)
+from lewisrag.training.rag_data import refuse_fever_claims
 
 SETTINGS_FILE = "stitched.json"
 
@@ -177,6 +178,8 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
     check_depth(cfg.k, len(retriever.index.passages))
     read = read_qa(cfg.train, cfg.qa_fields)
     refuse_regex_targets(read, cfg.train, cfg.qa_fields)
+    refuse_fever_claims(read, cfg.train, cfg.qa_fields, "train stitched trains as free-text answers (every NOT ENOUGH "
+                        "INFO claim left out, as it has no gold passage): train them with `lewisrag train rag --task fever`")
     kept = of_kinds(read, cfg.train_kinds)
     trained = {id(ex) for ex in kept if ex.answers}  # the questions training reads gold passages of
     check_gold_ids(read, retriever.index.passages, cfg.train, f"the index {cfg.index}", cfg.qa_fields,

@@ -67,16 +67,23 @@ def predicted_label(scores: Sequence[float], two_way: bool = False) -> str:
 
 def fever_accuracy(scores: Sequence[Sequence[float]], gold: Sequence[str]) -> dict:
     """acc3 over every claim, and acc2 over the SUPPORTS/REFUTES claims with NOT ENOUGH INFO ruled
-    out (the paper's 2-way setting, here from the 3-way model); also the per-claim predictions.
+    out (the paper's 2-way setting, here from the 3-way model); also the per-claim predictions. An
+    accuracy over no claims is None (null in the stage record; NaN there was refused by the next
+    --resume), with its reason under "nan_reasons", as the evaluator's records keep theirs.
 
     >>> fever_accuracy([[-1, -2, -3], [-1, -2, -0.5]], ["SUPPORTS", "REFUTES"])["acc2"]
     0.5
+    >>> r = fever_accuracy([[-1, -2, -3]], ["NOT ENOUGH INFO"]); r["acc3"], r["acc2"], r["nan_reasons"]
+    (0.0, None, {'acc2': 'no SUPPORTS or REFUTES claim to score'})
     """
     pred3 = [predicted_label(s) for s in scores]
     two = [(predicted_label(s, two_way=True), g) for s, g in zip(scores, gold) if g != NEI]
-    return {"acc3": sum(p == g for p, g in zip(pred3, gold)) / len(gold) if gold else float("nan"),
-            "acc2": sum(p == g for p, g in two) / len(two) if two else float("nan"), "n": len(gold), "n2": len(two),
-            "predictions": pred3}
+    out = {"acc3": sum(p == g for p, g in zip(pred3, gold)) / len(gold) if gold else None,
+           "acc2": sum(p == g for p, g in two) / len(two) if two else None, "n": len(gold), "n2": len(two)}
+    reasons = {"acc3": "no claim to score", "acc2": "no SUPPORTS or REFUTES claim to score"}
+    if missing := {k: why for k, why in reasons.items() if out[k] is None}:  # absent otherwise: results.json as before
+        out["nan_reasons"] = missing
+    return out | {"predictions": pred3}
 
 
 @torch.no_grad()

@@ -27,6 +27,7 @@ def iter_records(path: str | os.PathLike) -> Iterator[tuple[int, dict[str, Any]]
     if spec.startswith("hf:"):
         yield from _iter_hf(spec)
         return
+    refuse_saved_dataset(Path(spec))
     p = existing_file(spec)
     suffix = p.suffix.lower()
     if suffix == ".jsonl":
@@ -37,6 +38,23 @@ def iter_records(path: str | os.PathLike) -> Iterator[tuple[int, dict[str, Any]]
         yield from _iter_parquet(p)
     else:
         raise InputError(spec, f"unknown format '{suffix}': use .jsonl, .json, .parquet or hf:NAME[:CONFIG]:SPLIT")
+
+
+def refuse_saved_dataset(p: Path) -> None:
+    """An InputError for a folder `datasets`' save_to_disk wrote (a Dataset's state.json and
+    dataset_info.json, a DatasetDict's dataset_dict.json), saying how to pass it as a file the
+    readers take: `existing_file`'s "is a folder" left that to find out, though --passages reads
+    such folders (`passages.sources`)."""
+    if not p.is_dir():
+        return
+    beside = str(p.resolve() if p.name in ("", "..") else p)  # the Parquet file goes beside the folder, under its name
+    if (p / "dataset_dict.json").is_file():  # one folder per split
+        raise InputError(p, "is a `datasets` save_to_disk folder of splits; a file is needed: write the split as "
+                         f"Parquet, datasets.load_from_disk({str(p)!r})['SPLIT'].to_parquet({beside + '.SPLIT.parquet'!r}), "
+                         "and pass the .parquet")
+    if (p / "state.json").is_file() and (p / "dataset_info.json").is_file():
+        raise InputError(p, "is a `datasets` save_to_disk folder; a file is needed: write it as Parquet, "
+                         f"datasets.load_from_disk({str(p)!r}).to_parquet({beside + '.parquet'!r}), and pass the .parquet")
 
 
 def _iter_jsonl(p: Path) -> Iterator[tuple[int, dict]]:
