@@ -1,11 +1,13 @@
 """RAG decoding: RAG-Token greedy/beam search and RAG-Sequence thorough and fast decoding.
 
 Arguments mean what they mean in transformers' `RagTokenForGeneration.generate` and
-`RagSequenceForGeneration.generate`, and the outputs are the same token ids (RAG-Sequence's where
-no context is padded: its search reads padded contexts masked by their attention mask, as training does;
-RAG-Token's where no max_new_tokens is set: transformers' RAG-Token generate ignores it and stops at
-max_length, where this one stops after max_new_tokens tokens, as every other transformers model does);
-the work differs:
+`RagSequenceForGeneration.generate`, and the outputs are the same token ids, but for three deliberate
+differences: RAG-Sequence's search reads padded contexts masked by their attention mask, as training does;
+RAG-Token stops after max_new_tokens tokens, as every other transformers model does, where transformers'
+RAG-Token generate ignores it and stops at max_length; and a max_length passed to generate beats a
+max_new_tokens saved in the generation config (`resolve_settings`), where transformers' RAG-Sequence keeps
+the saved max_new_tokens, so that `ask --max-length` means what it says whatever the checkpoint carries.
+The work differs:
 
 - every document is encoded once (not once per beam, nor once per candidate answer), and its
   cross-attention keys/values are shared by all rows reading it (`bart_decoder.py`);
@@ -254,12 +256,19 @@ def generate(model, context_input_ids, context_attention_mask, doc_scores, n_doc
     RAG-Sequence: `decoding` is "thorough" (transformers' algorithm) or "fast"; `do_deduplication`
     defaults to the checkpoint's setting (True unless its config said otherwise), as in transformers.
     `Decoded.scores` then differ under label smoothing: thorough decoding's are −(smoothed NLL), fast
-    decoding's the raw log-likelihood.
+    decoding's the raw log-likelihood. RAG-Token has neither choice, and refuses decoding="fast" and
+    do_deduplication (transformers' RAG-Token generate refuses both as unused arguments).
     n_docs, num_beams and num_return_sequences: None means the default, anything else a positive int.
+    num_beams' default is, as in transformers, the generation config's for RAG-Token and 1 for
+    RAG-Sequence: transformers' RagSequenceForGeneration reads num_beams off its RagConfig, which has
+    none, and never its generator's saved one (bart-large's 4).
     """
     check_count("n_docs", n_docs)
     check_count("num_beams", num_beams)
     check_count("num_return_sequences", num_return_sequences)
+    check_decoding(model.variant, decoding, do_deduplication)
+    if num_beams is None and model.variant == "sequence":
+        num_beams = 1
     k = n_docs if n_docs is not None else (doc_scores.shape[1] if doc_scores.dim() == 2 else model.n_docs)
     if doc_scores.dim() != 2 or doc_scores.shape[1] != k or context_input_ids.shape[0] != doc_scores.shape[0] * k:
         raise ValueError(f"expected context_input_ids (B*K, L) and doc_scores (B, K={k}), got "
@@ -286,6 +295,22 @@ def check_count(name: str, value) -> None:
     positive int: 0 would read as "the default" and a float fail deep inside the search."""
     if value is not None and not (_is_int(value) and value >= 1):
         raise ValueError(f"{name}: expected a positive integer (or None for the default), got {value!r}")
+
+
+def check_decoding(variant: str, decoding, do_deduplication) -> None:
+    """Refuse a `decoding` other than "thorough" or "fast", for either variant, and RAG-Sequence's
+    choices (decoding="fast", do_deduplication) given to RAG-Token, which has neither: read as the
+    one RAG-Token decoding they changed nothing, a typo ("fsat") included, and said nothing."""
+    if decoding not in ("thorough", "fast"):
+        raise ValueError(f"decoding must be 'thorough' or 'fast', got {decoding!r}")
+    if variant != "token":
+        return
+    if decoding == "fast":
+        raise ValueError("decoding='fast' is RAG-Sequence's (the paper's fast decoding): RAG-Token searches the "
+                         "per-token mixture, with no second pass to skip; leave decoding out")
+    if do_deduplication is not None:
+        raise ValueError(f"do_deduplication={do_deduplication!r} is RAG-Sequence's: RAG-Token's beams are its "
+                         "answers, with no per-document candidates to deduplicate; leave it out")
 
 
 def check_length(gc, generator_config, rescores: bool) -> None:
@@ -321,8 +346,6 @@ def _decode(model, ids, mask, doc_scores, gc, n, do_deduplication, decoding, evi
         if n > _or(gc.num_beams, 1):
             raise ValueError(f"num_return_sequences={n} needs num_beams >= {n}")
         return _rag_token(model, ids, mask, doc_scores, gc, n, evidence)
-    if decoding not in ("thorough", "fast"):
-        raise ValueError(f"decoding must be 'thorough' or 'fast', got {decoding!r}")
     dedup = model.settings.do_deduplication if do_deduplication is None else do_deduplication
     return _rag_sequence(model, ids, mask, doc_scores, gc, n, dedup, decoding)
 
@@ -394,7 +417,7 @@ def _token_mixture(logits: torch.Tensor, doc_scores: torch.Tensor) -> torch.Tens
     out = mix.log_()
     if len(low):
         q, j = low // w, low % w
-        rows = logits.reshape(b, k, w, v)[q, :, j]  # (R, K, V)
+        rows = logits.reshape(b, k, w, v)[q, :, j].float()  # (R, K, V), float32 as the mixtures above
         out[low] = M.rag_token_marginal_logprobs(rows.reshape(-1, 1, v), doc_scores[q]).view(-1, v).to(out.dtype)
     return out  # (B*W, V)
 
