@@ -318,10 +318,10 @@ def test_a_small_seq2seq_model_gets_prompts_its_positions_hold():
     import lewisrag
     from lewisrag.rag_model.stitched import HFGenerator
 
-    gen = HFGenerator.from_pretrained(str(Path(lewisrag.__file__).parent / "pretrained" / "generator-small"), max_new_tokens=400)
+    gen = HFGenerator.from_pretrained(str(Path(lewisrag.__file__).parent / "pretrained" / "generator-small"), max_new_tokens=191)
     answers = stitched_llm.HFAnswers(gen)
     longest = gen.model.config.max_position_embeddings
-    assert gen.max_input_tokens == longest and gen.max_new_tokens == longest - 1
+    assert gen.max_input_tokens == longest and gen.max_new_tokens == longest - 1  # a longer one is refused (test_ask_review74)
     passage = "Valdoria is a country whose leader is Ana Kel and whose population is large. " * 12
     (reply,) = answers([f"[1] Valdoria / {passage}\n\nQuestion: Who leads Valdoria?"])
     assert reply.input_tokens == longest

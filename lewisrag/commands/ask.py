@@ -34,11 +34,16 @@ def ask(
             raise InputError(flag, f"must be at least {least}, got {value}")
     from lewisrag.experiments.ask import ask as run
     from lewisrag.experiments.ask import longest_max_length, max_length_note, unknown_words_note, unpaired_note
+    from lewisrag.experiments.swap import check_pairs, declared_dim, paired_with
     from lewisrag.index.dense import DenseIndex
-    from lewisrag.training.checkpoint import load_trained
+    from lewisrag.training.checkpoint import load_trained, resolve_model_dir
 
-    rag, tokenizers = load_trained(model)  # an exported model's context encoder from its lewisrag_export.json
+    model_dir = resolve_model_dir(model)
     dense = DenseIndex.load(index, mmap=True)
+    # a missing index, or one of another width or context encoder, refused before the model loads (seconds to
+    # minutes), from what the model's folder records, as swap refuses it
+    check_pairs([paired_with(model_dir)], [dense], swap, [declared_dim(model_dir)])
+    rag, tokenizers = load_trained(model_dir)  # an exported model's context encoder from its lewisrag_export.json
     answer = run(rag, tokenizers, dense, question, n_docs=k, num_beams=num_beams,
                  max_length=max_length, swap=swap)
     # after the answer: a refused flag is then one line on stderr, never a note above it

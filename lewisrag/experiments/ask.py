@@ -18,6 +18,7 @@ from lewisrag.data.io import InputError
 from lewisrag.index.store import check_depth
 from lewisrag.rag_model.implicit_citations import pieces_of
 from lewisrag.rag_model.model import check_decoder_length, max_positions
+from lewisrag.rag_model.stitched import ended_by_the_model, token_ids
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,8 @@ class PassageEvidence:
     title: str
     text: str
     prior: float  # p(z|x) = softmax of q·d over the K retrieved passages
-    posterior: float  # p(z|x,y); for RAG-Token the mean of p(z|x,y_t,y_<t) over the answer's tokens
+    # p(z|x,y); for RAG-Token the mean of p(z|x,y_t,y_<t) over the answer's tokens (an empty answer's: its end token's)
+    posterior: float
 
 
 @dataclass(frozen=True)
@@ -152,7 +154,9 @@ def ask(model, tokenizers, index, question: str, n_docs: int | None = None, num_
     if model.variant == "token":
         per_token = out.doc_posterior[0]  # (T, K): row t is the posterior for seq[t+1]
         shown = _shown_positions(seq, tokenizers.generator)
-        posterior = per_token[shown].mean(0) if shown else prior
+        # an empty answer shows no token: its posterior is the one given what it generated, its end token (the
+        # prior in its place read as a measured posterior, where RAG-Sequence's is p(z|x,"</s>"))
+        posterior = per_token[shown or _end_row(seq, model.generation_config)].mean(0)
         # each token's piece of the decoded answer: decoded alone, a character split over two byte-level
         # tokens showed as two U+FFFD rows ("Gödel"), where the pieces join to the answer
         pieces = pieces_of(tokenizers.generator, [int(seq[t + 1]) for t in shown])
@@ -165,31 +169,6 @@ def ask(model, tokenizers, index, question: str, n_docs: int | None = None, num_
                 for i, p in enumerate(r.passages[0])]
     ended = ended_by_the_model(seq, model.generation_config, max_length)
     return Answer(question, text, model.variant, passages, tokens, reached_max_length=not ended and len(seq) >= max_length)
-
-
-def ended_by_the_model(seq: torch.Tensor, generation_config, max_length: int) -> bool:
-    """Whether the decoded `seq` (T,) (decoder start token first) holds an end token the model chose.
-
-    With `forced_eos_token_id` set (transformers' BartConfig default, so every bart-large generator) the
-    decoding forces that token at the last position, max_length − 1: an answer cut there ends with it
-    too, so that position counts only when the sequence stopped before it.
-
-    >>> from types import SimpleNamespace as C
-    >>> cut, done = torch.tensor([2, 5, 6, 2]), torch.tensor([2, 5, 2, 1])
-    >>> [ended_by_the_model(s, C(eos_token_id=2, forced_eos_token_id=f), 4) for s in (cut, done) for f in (None, 2)]
-    [True, False, True, True]
-    """
-    eos = _ids(generation_config.eos_token_id)  # the tokens that end an answer, as decoding read them
-    if not eos:
-        return False
-    own = seq[1:]
-    if _ids(getattr(generation_config, "forced_eos_token_id", None)) and len(seq) >= max_length:
-        own = seq[1:max_length - 1]  # the token at max_length − 1 was forced, whatever the model would have said
-    return bool(torch.isin(own, torch.tensor(eos, dtype=seq.dtype)).any())
-
-
-def _ids(value) -> list[int]:
-    return [] if value is None else [value] if isinstance(value, int) else list(value)
 
 
 def max_length_note(answer: Answer, max_length: int, longest: int | None = None) -> str | None:
@@ -214,3 +193,15 @@ def _shown_positions(seq, tokenizer) -> list[int]:
     """Rows t whose generated token seq[t+1] is a real piece (not BOS, EOS or padding)."""
     special = set(tokenizer.all_special_ids)
     return [t for t in range(len(seq) - 1) if int(seq[t + 1]) not in special]
+
+
+def _end_row(seq, generation_config) -> list[int]:
+    """The row t of the first end token seq[t+1] (one of the generation config's eos_token_id), else every
+    generated token's row (an answer of special tokens alone that never ended).
+
+    >>> from types import SimpleNamespace as C
+    >>> _end_row(torch.tensor([2, 0, 2]), C(eos_token_id=2)), _end_row(torch.tensor([2, 0, 0]), C(eos_token_id=[2]))
+    ([1], [0, 1])
+    """
+    eos = set(token_ids(generation_config.eos_token_id))
+    return next(([t] for t in range(len(seq) - 1) if int(seq[t + 1]) in eos), list(range(len(seq) - 1)))

@@ -51,11 +51,12 @@ from __future__ import annotations
 
 import copy
 import os
+import warnings
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from lewisrag.data.io import InputError, expect, write_json
+from lewisrag.data.io import InputError, LewisragWarning, expect, write_json
 from lewisrag.data.outputs import check_out_dir, made_by, note_writing
 from lewisrag.data.records import check_gold_ids, read_passages, read_qa
 from lewisrag.eval.diagnose import diagnose
@@ -69,14 +70,16 @@ from lewisrag.eval.results import CLAIM_METRICS, CONTRADICTIONS, Producer, Quest
 from lewisrag.eval.statements import strip_citations
 from lewisrag.training.checkpoint import load_trained
 from lewisrag.training.rag_data import refuse_fever_claims
+from lewisrag.experiments.ask import knows_no_word, question_problem
 from lewisrag.experiments.position import plot_positions, position_probe
 from lewisrag.experiments.presets import read_run_config
 from lewisrag.experiments.stitched_llm import GeneratorOptions, build_system, check_options
 from lewisrag.experiments.systems import Answered, LewisSystem, StitchedSystem
+from lewisrag.experiments.swap import line_of
 from lewisrag.index import open_retriever
 from lewisrag.index.dense import DenseIndex
 from lewisrag.index.store import content_hash, read_manifest
-from lewisrag.rag_model.model import max_positions
+from lewisrag.rag_model.model import Tokenizers, max_positions
 from lewisrag.scoring import qa as Q
 from lewisrag.scoring.aggregate import mean
 from lewisrag.scoring.retrieval import recall_at_k
@@ -536,6 +539,7 @@ def compare_run(run: str | os.PathLike, out: str | os.PathLike, names=SYSTEMS, d
     check_gold_ids(eval_examples, list(passages.values()), data, f"the run's passages {run / 'world' / 'passages_a.jsonl'}",
                    qa_fields)  # the passages every system searches
     systems = load_systems(run, names, max_length=max_length, generator=generator, device=device)
+    check_questions(systems, eval_examples, data, qa_fields)
     card = scorecard(systems, test, eval_examples, on_progress=on_progress)
     for system in systems.values():  # an outside generator that answered nothing: one line, before the probe asks more
         getattr(system, "check_answered", lambda: None)()
@@ -568,6 +572,37 @@ def compare_run(run: str | os.PathLike, out: str | os.PathLike, names=SYSTEMS, d
                   report_html=report_html(card, passages, lang),
                   more=more, overwrite=overwrite)
     return card
+
+
+def check_questions(systems: dict, examples: list, path: Path, qa_fields: dict[str, str] | None = None) -> None:
+    """What `ask` and `swap` check of a question, through the question encoder each system retrieves with: one
+    it reads nothing of (`ask.question_problem`: empty, or only characters its tokenizer drops, U+200B, which
+    would be answered from [CLS] [SEP] alone) is an InputError naming its line in `path`; questions it knows no
+    word of (`ask.knows_no_word`: Chinese to an English DPR, each retrieving the same passages) are counted in
+    a warning, as swap's note counts them."""
+    blind: dict[int, list[str]] = {}  # {questions known by no word: the systems whose encoder knows none of them}
+    for name, system in systems.items():
+        tokenizers = _question_tokenizers(system)
+        for ex in examples:
+            if problem := question_problem(tokenizers, ex.question):
+                raise InputError(path, f"question {ex.id!r} ({ex.question!r}): {problem} (of {name})",
+                                 line=line_of(path, ex, qa_fields), field="question")
+        if n := sum(knows_no_word(tokenizers.question, ex.question) for ex in examples):
+            blind.setdefault(n, []).append(name)
+    for n, names in blind.items():
+        warnings.warn(LewisragWarning(
+            f"{path}: the question encoder of {', '.join(names)} knows no word of {n} of its {len(examples)} questions "
+            "(each is its unknown token): their passages are retrieved for a question without words, the same for "
+            "each (questions in another language than the model's?)"), stacklevel=2)
+
+
+def _question_tokenizers(system) -> Tokenizers:
+    """The tokenizers `system` reads its questions with: a Lewis model's own, else its retriever's question
+    encoder's (the run's DPR; the run's own stitched system keeps its retriever in its `rag`)."""
+    if hasattr(system, "tokenizers"):
+        return system.tokenizers
+    retriever = system.rag.retriever if hasattr(system, "rag") else system.retriever
+    return Tokenizers(retriever.checkpoint.tokenizer, None)
 
 
 ROW_KEYS = (("EM", "qa", "exact_match"), ("F1", "qa", "f1"), ("ROUGE-L", "qa", "rougeL"),

@@ -26,6 +26,7 @@ from lewisrag.data.threads import resolve_device
 from lewisrag.eval.results import QuestionRecord
 from lewisrag.experiments.ask import ask
 from lewisrag.rag_model.decoding import check_generation_config, generation_file
+from lewisrag.rag_model.implicit_citations import pieces_of
 from lewisrag.training import checkpoint as C
 from lewisrag.training.checkpoint import load_trained
 from lewisrag.experiments.compare import compare_stage, train_stitched_stage
@@ -446,7 +447,9 @@ def write_evidence(model_dir: Path, index, question: str, max_length: int, path:
     write_json(path if run is None else claimed(run, path), {
         "question": question, "answer": answer.answer,
         "passages": [{"rank": p.rank, "id": p.id, "title": p.title, "prior": p.prior} for p in answer.passages],
-        "tokens": [tokenizers.generator.decode([int(seq[t + 1])]) for t in shown],
+        # each token's piece of the answer, as `ask` shows them: decoded alone, a character split over two byte-level
+        # tokens was two U+FFFD; the pieces join to the answer, one per posterior row ("" for a character's first bytes)
+        "tokens": pieces_of(tokenizers.generator, [int(seq[t + 1]) for t in shown]),
         "posterior": [[round(float(x), 6) for x in out.doc_posterior[0][t]] for t in shown],  # (T', K)
     })
 

@@ -28,6 +28,7 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
 from lewisrag.chat_client import ChatError, map_in_threads
+from lewisrag.data.io import InputError
 from lewisrag.data.pretrained import load_config, load_model, load_tokenizer
 from lewisrag.rag_model.model import max_positions
 from lewisrag.scoring.markers import citation_ids
@@ -199,26 +200,33 @@ class PromptStitchingRAG:
 
 
 DEFAULT_INPUT_TOKENS = 1024  # what HFGenerator reads by default when the model's config names no positions (a T5's)
+MIN_PROMPT_TOKENS = 16  # the fewest positions a causal LM's max_new_tokens must leave its prompt (instruction, question)
+
+
 class HFGenerator:
     """A local transformers seq2seq or causal LM as a `prompts -> answers` callable. It reads at most
     `max_input_tokens` (by default the model's positions, `model.max_positions`, or DEFAULT_INPUT_TOKENS
     when its config names none: a fixed 1024 cut an 8192-position model's prompts to 1024 tokens),
     capped at the model's positions (less the answer's, for a causal LM): `PromptStitchingRAG` fits
     its prompts to that (`fit`); a longer prompt handed in directly is cut to it, from the
-    tokenizer's `truncation_side`. `last_cut_off` says which answers of the last call ran into
-    max_new_tokens with no end token: no whole answer (`compare`'s `HFAnswers` fails them)."""
+    tokenizer's `truncation_side`. A `max_new_tokens` the positions cannot hold is refused (an
+    InputError naming --max-new-tokens): a seq2seq decoder's start token takes one of them, and a causal
+    LM must keep MIN_PROMPT_TOKENS for the prompt; capped in silence, an answer was cut at a length no
+    one asked for, and one past them was an IndexError. `last_cut_off` says which answers of the last
+    call ran into max_new_tokens with no end token of the model's own (`ended_by_the_model`): no whole
+    answer (`compare`'s `HFAnswers` fails them)."""
 
     def __init__(self, model, tokenizer, max_new_tokens: int = 64, num_beams: int = 1, max_input_tokens: int | None = None):
         self.model, self.tokenizer = model.eval(), tokenizer
         longest = max_positions(model.config)  # past it, an IndexError mid-generate
         if max_input_tokens is None:
             max_input_tokens = longest or DEFAULT_INPUT_TOKENS
+        check_new_tokens(max_new_tokens, longest, model.config.is_encoder_decoder)
         self.max_new_tokens, self.num_beams, self.max_input_tokens = max_new_tokens, num_beams, max_input_tokens
         if longest and model.config.is_encoder_decoder:  # the prompt and the answer each have their positions
             self.max_input_tokens = min(self.max_input_tokens, longest)
-            self.max_new_tokens = min(self.max_new_tokens, longest - 1)  # after the decoder's start token
         elif longest:  # a causal LM's answer shares its positions with the prompt
-            self.max_input_tokens = max(16, min(self.max_input_tokens, longest - self.max_new_tokens))
+            self.max_input_tokens = min(self.max_input_tokens, longest - max_new_tokens)
         # False for a prompt already holding the tokenizer's start token: a chat template's output writes it
         # (Llama 3's "{{ bos_token }}"), and encoding that text with special tokens read it twice
         self.add_special_tokens = True
@@ -255,19 +263,66 @@ class HFGenerator:
         with torch.inference_mode():
             out = self.model.generate(**enc, max_new_tokens=self.max_new_tokens, num_beams=self.num_beams, do_sample=False,
                                       pad_token_id=tok.pad_token_id)
-        out = out[:, 1:] if encoder_decoder else out[:, enc["input_ids"].shape[1]:]  # drop the start token or the prompt
-        self.last_new_tokens = out.ne(tok.pad_token_id).sum(1).tolist()
+        # each answer with the token it follows first: the decoder's start token, or the prompt's last (left padding)
+        out = out if encoder_decoder else out[:, enc["input_ids"].shape[1] - 1:]  # (B, 1 + new)
+        self.last_new_tokens = out[:, 1:].ne(tok.pad_token_id).sum(1).tolist()
         # generate stops a row at an end token of the model's generation config, else at max_new_tokens: a row
-        # holding none ran out of room mid-answer (an end token the model cannot emit: every row does)
-        ends = torch.as_tensor(_end_tokens(self.model), dtype=out.dtype, device=out.device)
-        self.last_cut_off = (~torch.isin(out, ends).any(1) & (out.shape[1] >= self.max_new_tokens)).tolist()
-        return [t.strip() for t in tok.batch_decode(out.cpu(), skip_special_tokens=True)]
+        # holding none of its own ran out of room mid-answer (an end token the model cannot emit: every row does)
+        config = getattr(self.model, "generation_config", None)
+        self.last_cut_off = [not ended_by_the_model(row, config, 1 + self.max_new_tokens) and len(row) > self.max_new_tokens
+                             for row in out]
+        return [t.strip() for t in tok.batch_decode(out[:, 1:].cpu(), skip_special_tokens=True)]
 
 
-def _end_tokens(model) -> list[int]:
-    """The token ids `generate` ends a sequence at: the generation config's eos_token_id (an id, a list or none)."""
-    eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-    return [] if eos is None else [eos] if isinstance(eos, int) else list(eos)
+def check_new_tokens(max_new_tokens: int, positions: int | None, encoder_decoder: bool) -> None:
+    """Refuse a `max_new_tokens` a model of `positions` (`max_positions`; None: no limit) cannot decode: a
+    seq2seq's decoder reads its start token and each new token in them, a causal LM its prompt too, which
+    keeps at least MIN_PROMPT_TOKENS.
+
+    >>> check_new_tokens(383, 384, True), check_new_tokens(16, 32, False), check_new_tokens(10**6, None, False)
+    (None, None, None)
+    >>> check_new_tokens(384, 384, True)
+    Traceback (most recent call last):
+    lewisrag.data.io.InputError: --max-new-tokens: 384 does not fit the model's 384 positions, which its decoder reads its start token and each new token in; must be at most 383
+    """
+    if positions is None:
+        return
+    if encoder_decoder:
+        most, why = positions - 1, "which its decoder reads its start token and each new token in"
+    else:
+        most = positions - MIN_PROMPT_TOKENS
+        why = f"which a causal LM reads its prompt (at least {MIN_PROMPT_TOKENS} tokens) and its answer in"
+    if max_new_tokens > most:
+        limit = f"must be at most {most}" if most > 0 else "this model can answer no prompt"
+        raise InputError("--max-new-tokens",
+                         f"{max_new_tokens} does not fit the model's {positions} positions, {why}; {limit}")
+
+
+def ended_by_the_model(seq: torch.Tensor, generation_config, max_length: int) -> bool:
+    """Whether the decoded `seq` (T,) holds an end token the model chose; `seq[0]` is the token the answer
+    follows (the decoder start token, a causal LM's last prompt token), `max_length` the most `seq` could hold.
+
+    With `forced_eos_token_id` set (transformers' BartConfig default, so every bart-large generator) the
+    decoding forces that token at the last position, max_length − 1: an answer cut there ends with it
+    too, so that position counts only when the sequence stopped before it.
+
+    >>> from types import SimpleNamespace as C
+    >>> cut, done = torch.tensor([2, 5, 6, 2]), torch.tensor([2, 5, 2, 1])
+    >>> [ended_by_the_model(s, C(eos_token_id=2, forced_eos_token_id=f), 4) for s in (cut, done) for f in (None, 2)]
+    [True, False, True, True]
+    """
+    eos = token_ids(getattr(generation_config, "eos_token_id", None))  # the tokens that end an answer, as decoding read them
+    if not eos:
+        return False
+    own = seq[1:]
+    if token_ids(getattr(generation_config, "forced_eos_token_id", None)) and len(seq) >= max_length:
+        own = seq[1:max_length - 1]  # the token at max_length − 1 was forced, whatever the model would have said
+    return bool(torch.isin(own, torch.tensor(eos, dtype=seq.dtype, device=seq.device)).any())
+
+
+def token_ids(value) -> list[int]:
+    """A generation config's token id field (an id, a list or none) as a list."""
+    return [] if value is None else [value] if isinstance(value, int) else list(value)
 
 
 class FailedAnswer(str):
