@@ -14,6 +14,8 @@ GENERATOR_HELP = ("The stitched system's generator: the run's trained one (defau
                   "chat-completions endpoint at --llm-base-url) or hf:PATH (a local transformers causal or seq2seq LM folder). "
                   "Either reads the run's top --n-docs passages, numbered \\[1] to \\[k], with the question and is asked for "
                   "the short answer citing its passage, e.g. 'Ana Kel \\[2]'; the reply is parsed to one line, citations kept. "
+                  "An hf:PATH folder `lewisrag train stitched` wrote (it holds stitched.json) reads its prompts as it was "
+                  "trained, in that file's layout with its own k (unless --n-docs) and no instruction. hf:PATH loads in float32. "
                   "An answer that still fails after the retries is scored null with its reason; an endpoint that refuses "
                   "every request (HTTP 401/403, 404, a redirect) ends the run at its first refusal, and a generator that "
                   "answers none of the questions ends it too: one line naming the endpoint, exit 2, nothing written. Recorded as "
@@ -52,7 +54,7 @@ def compare(
                                    "endpoints serving the same model name share cached answers, so use a "
                                    "separate --cache-dir per endpoint."),
     n_docs: int = typer.Option(None, "--n-docs", help="--stitched-generator: passages per prompt "
-                               "(default: the run's stitched k, else 5)."),
+                               "(default: a `train stitched` folder's own k, else the run's stitched k, else 5)."),
     max_new_tokens: int = typer.Option(None, "--max-new-tokens", min=1, help="hf:PATH: tokens an answer may take "
                                        "(default: the run's answer length + 8); an answer cut off there fails, scored "
                                        "null. Raise it for a model that reasons before answering."),

@@ -430,7 +430,8 @@ def stitched_config(run: Path, preset, seed: int):
     return StitchedTrainConfig(
         index=str(run / "index_a"), encoder=str(run / "dpr"), generator=str(run / "generator"),
         train=str(run / "world" / "train.jsonl"), train_kinds=rag.train_kinds, seed=seed, k=preset.stitched_k,
-        # room for k passages as long as the Lewis models read one, and the answer plus its citation
+        # room for k passages as long as the Lewis models read one, and the answer plus its citation (at least:
+        # train_stitched raises it to the longest cited answer, as a cut target would lose its citation)
         max_input_length=min(1024, preset.stitched_k * rag.max_combined_length),
         max_target_length=rag.max_target_length + 8,
         steps=preset.stitched_steps, batch_size=preset.stitched_batch_size, lr=preset.stitched_lr,

@@ -28,6 +28,14 @@ passages it was given (`passage_ids`), and results.json's `generators.stitched` 
 shortened and the passages dropped. A question whose prompt does not hold even its best passage is
 an InputError (one line, exit 2, nothing written): an answer from no passage is not RAG's.
 
+A generator `lewisrag train stitched` wrote (an `hf:` folder holding stitched.json) never saw that
+instruction or layout: it reads its prompts as it was trained on them (`TRAINED_PROMPT_VERSION`), the
+stitched.json settings' layout ("Who leads Valdoria? // [1] Valdoria / Valdoria is led by Ana Kel. [2]
+..."), its own k unless --n-docs is given, with no instruction, chat template or "Answer:", as the run's
+own stitched system reads RUN/stitched; `generators.stitched` records the layout and the file. An `hf:`
+model loads in float32 (`HFGenerator.from_pretrained`), as the run's own models do, whatever dtype its
+checkpoint was saved in, and `generators.stitched` records it.
+
 Parsing (`parse_reply`): a reasoning model's <think>...</think> block is dropped, and so is everything
 before a "</think>" left without its opening (DeepSeek-R1's chat template puts "<think>" in the prompt);
 Markdown footnote definition lines ("[^1]: source") go, a last line of nothing but a "Source:" label and
@@ -70,7 +78,7 @@ import re
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from lewisrag.chat_client import MAX_WORKERS, ChatClient, ChatError, key_problem, map_in_threads, token_count, url_problem
@@ -83,6 +91,7 @@ from lewisrag.rag_model.stitched import PromptTooLong, StitchSettings, cited_ids
 from lewisrag.scoring.markers import blank_footnote_definitions, source_line
 
 PROMPT_VERSION = "lewisrag-stitched-answer-1"  # bump whenever the instruction or layout below changes
+TRAINED_PROMPT_VERSION = "lewisrag-stitched-as-trained-1"  # a `train stitched` folder's prompts: stitched.json's layout alone
 ANSWER_INSTRUCTION = (
     "Answer the question using only the numbered passages. Reply with the answer alone, as short as possible "
     "(a name, a number, a date or a few words, not a sentence), followed by the number of the passage that "
@@ -298,21 +307,28 @@ def _number(value, kind) -> bool:
 
 class HFAnswers:
     """Stitched prompts -> Replies from a local transformers LM (`HFGenerator`), greedy, in one batch.
-    `fit` says how many passages a question's prompt holds (`LLMStitchedSystem` asks it first)."""
+    `fit` says how many passages a question's prompt holds (`LLMStitchedSystem` asks it first).
+    `as_trained`: a generator `train stitched` wrote reads the stitched prompt alone, as it was trained
+    (no instruction, chat template or "Answer:"; the tokenizer's special tokens added, as in training)."""
 
-    def __init__(self, generator, system: str = ANSWER_INSTRUCTION, path: str | None = None):
-        self.generator, self.system, self.path = generator, system, path
+    def __init__(self, generator, system: str = ANSWER_INSTRUCTION, path: str | None = None, as_trained: bool = False):
+        self.generator, self.path, self.as_trained = generator, path, as_trained
+        self.system = "" if as_trained else system
+        self.prompt_version = TRAINED_PROMPT_VERSION if as_trained else PROMPT_VERSION
         tok = generator.tokenizer
         # only a prompt `fit` did not shorten (one handed in directly) is cut, losing its start, never its question
         tok.truncation_side = "left"
-        self.chat_template = bool(getattr(tok, "chat_template", None))
+        self.chat_template = not as_trained and bool(getattr(tok, "chat_template", None))
         # a template's text holds the special tokens it wants (Llama 3's starts with "{{ bos_token }}"): encoded as
         # apply_chat_template(tokenize=True) encodes it, with none added, or the model read its start token twice
         generator.add_special_tokens = not self.chat_template
         self.usage = {"batches": 0}
 
     def text(self, prompt: str) -> str:
-        """The model's input: its chat template over the system and user messages, else plain text."""
+        """The model's input: the prompt as trained, or its chat template over the system and user messages,
+        else plain text."""
+        if self.as_trained:
+            return prompt
         if self.chat_template:
             messages = [{"role": "system", "content": self.system}, {"role": "user", "content": prompt}]
             return self.generator.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
@@ -409,7 +425,10 @@ class LLMStitchedSystem:
 
     def describe(self) -> dict:
         """What results.json records about the generator: spec, prompt, usage, failures (no URL, no key)."""
-        out = {**self.info, "n_docs": self.settings.k, "prompt_version": PROMPT_VERSION, "instruction": ANSWER_INSTRUCTION,
+        # the prompt the answers read: the instruction's, or a `train stitched` folder's as trained (`HFAnswers`)
+        out = {**self.info, "n_docs": self.settings.k,
+               "prompt_version": getattr(self.answers, "prompt_version", PROMPT_VERSION),
+               "instruction": getattr(self.answers, "system", ANSWER_INSTRUCTION),
                "usage": dict(self.answers.usage), "answers": self.n_answers, "failed": self.n_failed}
         if hasattr(self.answers, "fit"):  # a local model reads a bounded prompt: how often the passages did not all fit
             out.update(max_input_tokens=self.answers.generator.max_input_tokens, shortened_prompts=self.n_shortened,
@@ -446,11 +465,18 @@ def run_k(run: Path) -> int:
 
 
 def build_system(run: Path, o: GeneratorOptions, max_new_tokens: int, device: str = "cpu") -> LLMStitchedSystem:
-    """The stitched system of `o` (checked by `check_options`) over the run's index A and DPR."""
+    """The stitched system of `o` (checked by `check_options`) over the run's index A and DPR. An `hf:` folder
+    `train stitched` wrote (its stitched.json) is asked in its trained layout, with its own k unless `o.n_docs`."""
     from lewisrag.index import open_retriever
     from lewisrag.index.store import check_depth
+    from lewisrag.training.stitched_train import SETTINGS_FILE, read_settings
 
-    settings = prompt_settings(o.n_docs or run_k(run))
+    trained = o.kind == "hf" and (Path(o.target) / SETTINGS_FILE).is_file()
+    if trained:  # read before the model loads: a damaged file is one line naming its field
+        layout = read_settings(o.target)
+        settings = replace(layout, k=o.n_docs or layout.k)
+    else:
+        settings = prompt_settings(o.n_docs or run_k(run))
     if o.kind == "chat":
         key = os.environ.get(o.api_key_env, "")
         client = ChatClient(o.base_url or "", o.target, key, max_workers=o.concurrency,
@@ -467,10 +493,12 @@ def build_system(run: Path, o: GeneratorOptions, max_new_tokens: int, device: st
 
         # no max_input_tokens: the model's own positions (HFGenerator's default), not a fixed 1024
         answers = HFAnswers(HFGenerator.from_pretrained(o.target, device=resolve_device(device), max_new_tokens=max_new_tokens),
-                            path=o.target)
+                            path=o.target, as_trained=trained)
         check_prompts(answers, o.target)
         info = {"generator": o.spec, "kind": "hf", "path": o.target, "chat_template": answers.chat_template,
-                "max_new_tokens": max_new_tokens}
+                "max_new_tokens": max_new_tokens, "dtype": str(answers.generator.model.dtype).removeprefix("torch.")}
+        if trained:  # the layout it was trained on, from the file that says so
+            info.update(trained_settings=str(Path(o.target) / SETTINGS_FILE), layout=asdict(settings))
     retriever = open_retriever(run / "index_a", run / "dpr")
     check_depth(settings.k, len(retriever.index.passages))
     return LLMStitchedSystem(retriever, answers, settings, info)

@@ -235,10 +235,13 @@ class HFGenerator:
         self.last_cut_off: list[bool] = []  # per prompt in the last call: stopped at max_new_tokens with no end token
 
     @classmethod
-    def from_pretrained(cls, path: str, device: str = "cpu", **kw) -> HFGenerator:
+    def from_pretrained(cls, path: str, device: str = "cpu", dtype: torch.dtype = torch.float32, **kw) -> HFGenerator:
+        """The model in `path` with its tokenizer, its weights in `dtype`: float32 unless asked otherwise, as the
+        run's own models load (`data.pretrained.load_generator`). transformers loads a checkpoint in its own
+        dtype, bf16 for most hub LLMs, whose greedy answers then depend on the batch a prompt is padded into."""
         config = load_config(AutoConfig.from_pretrained, path, "generator config")
         auto = AutoModelForSeq2SeqLM if config.is_encoder_decoder else AutoModelForCausalLM
-        return cls(load_model(auto.from_pretrained, path, "generator").to(device),
+        return cls(load_model(auto.from_pretrained, path, "generator", dtype=dtype).to(device),
                    load_tokenizer(AutoTokenizer.from_pretrained, path, "generator tokenizer"), **kw)
 
     def tokens(self, prompt: str) -> int:

@@ -163,8 +163,11 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
 
     `out` must be missing, empty or a stitched generator lewisrag wrote, unless `overwrite`; it is
     replaced only when training has finished. `check_lengths` (`train stitched`): refuse inputs longer
-    than the generator reads (`check_input_lengths`); the reproduce stage keeps its cut at
-    k x max_combined_length, as the Lewis models cut each passage, so its results stay as they were."""
+    than the generator reads and targets longer than max_target_length (`check_input_lengths`); the
+    reproduce stage keeps its input cut at k x max_combined_length, as the Lewis models cut each
+    passage, so its results stay as they were, and raises max_target_length to its longest cited answer
+    (`longest_target`): a target cut there lost its citation (the tiny preset trains long-form answers),
+    which the reader then learned to leave out. Short answers (the small preset's) fit: nothing changes."""
     check_stitched(cfg)
     device, scaler = single_device(cfg.device, cfg.mixed_precision)
     inputs = {"--index": cfg.index, "--generator": cfg.generator, "--train": cfg.train,
@@ -192,6 +195,8 @@ def train_stitched(cfg: StitchedTrainConfig, out: str | os.PathLike,
     grown = extend_positions(model, cfg.max_input_length)
     if cfg.max_target_length is None:  # every target whole (`train stitched`'s default), recorded in stitched.json
         cfg = replace(cfg, max_target_length=longest_target(examples, tokenizer, cfg))
+    elif not check_lengths:  # the reproduce stage: every target whole too, never shorter than its preset's length
+        cfg = replace(cfg, max_target_length=max(cfg.max_target_length, longest_target(examples, tokenizer, cfg)))
     if check_lengths:
         check_input_lengths(examples, tokenizer, cfg, _input_limit(model, cfg))
     model.to(device)
