@@ -441,6 +441,7 @@ def targets(
     from lewisrag.index import open_retriever
     from lewisrag.index.store import read_manifest
     from lewisrag.index.targets import make_targets
+    from lewisrag.index.tuning import search_knob
     from lewisrag.scoring.qa import is_regex_answered
 
     if out.suffix.lower() != ".jsonl":  # the file is JSON Lines whatever its name says: .json or .parquet read back as neither
@@ -470,9 +471,16 @@ def targets(
     if not records:
         raise InputError(questions, "no question got a target: no passage matches their patterns and none can be spelled")
     write_jsonl(out, records)
-    if bm25 and summary["fewer_hits"]:
-        typer.echo(f"note: {summary['fewer_hits']} questions have fewer than {k} passages holding a word of them: "
+    short = summary["fewer_hits"]
+    if short and bm25:
+        typer.echo(f"note: {short} questions have fewer than {k} passages holding a word of them: "
                    "their matches are counted in those (BM25's zero-score hits rank nothing)", err=True)
+    elif short:  # said, as `index search` and `eval retrieval` say it
+        knob = search_knob(retriever.index.faiss_index)
+        at = f" at {knob[0]} {retriever.index.manifest.get('search_params', {}).get(knob[0])}" if knob else ""
+        typer.echo(f"note: {short} questions found fewer than {k} passages, and their matches are counted in those: "
+                   f"{index} is a compressed index, whose search{at} reaches no more; `lewisrag index tune` chooses "
+                   "settings for a recall target", err=True)
     if summary["left_out"]:
         first = summary["first_left_out"]
         typer.echo(f"warning: {summary['left_out']} questions left out of {out}: no retrieved passage matches their patterns "
@@ -483,6 +491,7 @@ def targets(
         return
     share = "-" if summary["matched_share"] is None else f"{summary['matched_share']:.1%}"
     rows = [[summary["questions"], summary["retrieved"], summary["pattern"], summary["left_out"], summary["given"], share]]
-    _ui.out.print(_ui.table(f"targets written to {out} (top {k} passages)", ["questions", "from retrieved passages",
+    searched = f"top {k} passages" + (f"; {short} questions found fewer" if short else "")
+    _ui.out.print(_ui.table(f"targets written to {out} ({searched})", ["questions", "from retrieved passages",
                                                                               "from the pattern", "left out", "given as text",
                                                                               "matched share"], rows))

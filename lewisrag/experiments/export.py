@@ -68,6 +68,7 @@ from lewisrag.data.outputs import check_out_dir, exclusive, staged_dir
 from lewisrag.data.passages import PASSAGE_SCHEMA, PassageTable
 from lewisrag.experiments.swap import trained_task
 from lewisrag.index.dense import DenseIndex
+from lewisrag.index.dense.files import faiss_write_error
 from lewisrag.rag_model.checkpoints import BEAM_ONLY, EXPORT_FORMAT, EXPORT_RECORD, reset_unread
 from lewisrag.rag_model.decoding import generation_file
 from lewisrag.rag_model.model import max_positions
@@ -182,7 +183,10 @@ def _export(model_path, index_path, out: Path, given, swap: bool) -> ExportSumma
                      generator=within_positions(tokenizers.generator, model.generator.config)).save_pretrained(tmp)
 
         write_passages(dense, tmp / PASSAGES)
-        faiss.write_index(dense.faiss_index, str(tmp / FAISS_FILE))
+        try:
+            faiss.write_index(dense.faiss_index, str(tmp / FAISS_FILE))
+        except RuntimeError as e:  # FAISS's report of a failed write (a full disk), not an OSError
+            raise faiss_write_error(final / FAISS_FILE, e) from None
         # the inputs by absolute path, as a reproduction's config.json names its assets: the record outlives the shell it ran in
         summary = ExportSummary(str(given), s.variant, s.n_docs, n, dim, str(resolve_model_dir(model_path).resolve()),
                                 str(Path(index_path).resolve()), {**ASK_DEFAULTS, **lost_generation_settings(model)}, beams,

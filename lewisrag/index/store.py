@@ -198,10 +198,11 @@ def _record_batches(passages: Sequence[Passage]):
 def read_manifest(path: str | os.PathLike, kind: str | None = None) -> dict:
     """The manifest of the index at `path`; `kind` ("dense", "bm25") if the caller needs one."""
     p = Path(path)
+    # a killed build leaves only IDX.partial (IDX is made when it finishes): said wherever IDX is read
+    hint = " (an unfinished build: run `lewisrag index build` again to resume)" if partial_dir(p).exists() else ""
     if not p.is_dir():
-        raise InputError(p, "index directory not found" if not p.exists() else "is a file; an index is a folder")
+        raise InputError(p, f"index directory not found{hint}" if not p.exists() else "is a file; an index is a folder")
     if not (p / MANIFEST).exists():
-        hint = " (an unfinished build: run `lewisrag index build` again to resume)" if partial_dir(p).exists() else ""
         raise InputError(p, f"not an index: no {MANIFEST}{hint}")
     manifest = read_json(p / MANIFEST)
     check_manifest(manifest, p / MANIFEST)

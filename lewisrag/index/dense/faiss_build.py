@@ -19,6 +19,10 @@ ADD_ROWS = 1 << 16  # vectors handed to FAISS at a time while building
 TRANSFORM_SAMPLE = 1 << 16  # vectors that train a pre-transform (OPQ, PCA): OPQMatrix subsamples to 65,536 anyway
 TRAIN_PER_LIST = 64  # training vectors per inverted list at least (FAISS's k-means warns below 39, uses at most 256)
 TWO_LEVEL_LISTS = 10_000  # IVF indexes with at least this many lists train their centroids in two levels (docs/scale.md)
+# the most links a vector an HNSW graph may keep (HNSW<M>): 2M ints a vector at level 0, 4 KB at 512,
+# 8 times FAISS's largest suggestion (64); HNSW100000000 passed and failed only once every passage was
+# encoded, allocating 800 MB a vector (std::bad_alloc)
+MAX_HNSW_LINKS = 512
 # The pre-transforms a build takes: each keeps the inner products DPR ranks passages by (a rotation, zero
 # padding, a PCA made a projection by `_uncentred`), or approximates them by keeping the main directions
 # (PCA, OPQ, RR to fewer dimensions). Refused: L2norm (NormalizationTransform: cosine, not the inner
@@ -43,13 +47,13 @@ def build_faiss(embeddings: np.ndarray, factory: str, train_sample: int = 100_00
         rows = training_rows(index, n, train_sample, seed)
         try:
             train_faiss(index, read, rows)
-        except RuntimeError as e:  # check_factory catches the known causes; this names any other
+        except (RuntimeError, MemoryError) as e:  # check_factory catches the known causes; this names any other
             raise InputError("--faiss", f"FAISS could not train '{factory}' on {len(rows)} vectors: "
                              f"{_faiss_reason(e)}") from None
     try:
         for start in range(0, n, ADD_ROWS):
             index.add(read(np.arange(start, min(start + ADD_ROWS, n))))
-    except RuntimeError as e:  # e.g. an NSG graph over fewer than 100 vectors
+    except (RuntimeError, MemoryError) as e:  # e.g. an NSG graph over fewer than 100 vectors; std::bad_alloc
         raise InputError("--faiss", f"FAISS could not add {n} vectors to '{factory}': {_faiss_reason(e)}") from None
     return index
 
@@ -235,14 +239,18 @@ def check_factory(factory: str, dim: int, n_passages: int, train_sample: int = 1
     """Refuse a FAISS factory string that cannot be built or trained on this many passages.
 
     Checked before encoding, so a typo does not cost an encoding pass: IVF needs at least one
-    training vector per list, and a product quantizer at least one per centroid. Refused as well:
-    a pre-transform that changes the inner products (`KEEPS_INNER_PRODUCTS`), one to 0 dimensions or
-    a PCA wider than its input, codes of 0 bits, and an index FAISS cannot read back once written.
+    training vector per list, and a product quantizer (a Refine's included) at least one per
+    centroid. Refused as well: an HNSW graph of more than MAX_HNSW_LINKS links, a pre-transform that
+    changes the inner products (`KEEPS_INNER_PRODUCTS`), one to 0 dimensions or a PCA wider than its
+    input, codes of 0 bits, and an index FAISS cannot read back once written.
     """
     for kind, count in re.findall(r"(HNSW|IVF)(\d+)", factory):
         if int(count) < 1:  # FAISS builds them, then aborts the process (HNSW0) or fails every search (IVF0)
             raise InputError("--faiss", f"invalid FAISS factory '{factory}': {kind} needs at least 1 "
                              f"{'link per vector' if kind == 'HNSW' else 'inverted list'}")
+        if kind == "HNSW" and int(count) > MAX_HNSW_LINKS:
+            raise InputError("--faiss", f"'{factory}' keeps {count} links a vector, more than the {MAX_HNSW_LINKS} "
+                             "an HNSW graph is allowed (4 bytes each, twice over at its lowest level); use e.g. HNSW32")
         if kind == "IVF" and int(count) > n_passages:  # before FAISS sets aside every list: 10**9 of them take 48 GB
             raise InputError("--faiss", f"'{factory}' needs at least {count} passages to train ({count} inverted "
                              f"lists); there are {n_passages}: use fewer lists or Flat")
@@ -253,7 +261,8 @@ def check_factory(factory: str, dim: int, n_passages: int, train_sample: int = 1
     if index.metric_type != faiss.METRIC_INNER_PRODUCT:  # FAISS makes HNSW over PQ codes L2, whatever it is asked
         raise InputError("--faiss", f"FAISS builds '{factory}' with the L2 metric only, not the inner product DPR's "
                          "scores are: every load would refuse it; use e.g. IVF256,PQ16, HNSW32,SQ8 or HNSW32")
-    for t in _transforms(faiss.downcast_index(index)):
+    parts = _parts(index)  # they borrow from `index`, which must stay referenced
+    for t in (t for part in parts for t in _transforms(part)):  # a Refine's base and refine index have their own
         if isinstance(t, faiss.PCAMatrix) and t.eigen_power != 0:  # PCAW
             raise InputError("--faiss", f"'{factory}' whitens (PCAW): it rescales each direction, which changes the "
                              "inner products DPR ranks passages by; use PCA, PCAR, OPQ or RR")
@@ -266,7 +275,6 @@ def check_factory(factory: str, dim: int, n_passages: int, train_sample: int = 1
         if isinstance(t, faiss.PCAMatrix) and t.d_out > t.d_in:  # FAISS's PCA fails to train, after the encoding
             raise InputError("--faiss", f"invalid FAISS factory '{factory}': a PCA keeps at most the {t.d_in} "
                              f"dimensions it is given, not {t.d_out}; use OPQ or Pad to widen vectors")
-    parts = _parts(index)  # they borrow from `index`, which must stay referenced
     for part in parts:
         if getattr(part, "code_size", None) == 0:  # PQ8x0: FAISS cannot read it back; RQ4x0 crashes the process
             raise InputError("--faiss", f"invalid FAISS factory '{factory}': its {type(part).__name__} stores codes of "
@@ -285,21 +293,18 @@ def check_factory(factory: str, dim: int, n_passages: int, train_sample: int = 1
         return
 
     n_train = training_sample_size(index, n_passages, train_sample)
-    need, what, inner = 1, "", faiss.downcast_index(index)  # `inner` borrows from `index`, which must stay referenced
-    for t in _transforms(inner):  # they train first, on the same sample: OPQ on codes of 256 centroids
-        wants, why = ((256, "OPQ centroids per code") if isinstance(t, faiss.OPQMatrix)
-                      else (t.d_out, "PCA output dimensions") if isinstance(t, faiss.PCAMatrix) else (1, ""))
-        if wants > need:
-            need, what = wants, f"{wants} {why}"
-    if isinstance(inner, faiss.IndexPreTransform):
-        inner = faiss.downcast_index(inner.index)
-    with contextlib.suppress(RuntimeError):  # not an IVF index
-        inner = faiss.extract_index_ivf(inner)
-        if inner.nlist > need:
-            need, what = inner.nlist, f"{inner.nlist} inverted lists"
-    pq = getattr(faiss.downcast_index(inner), "pq", None)
-    if pq is not None and pq.ksub > need:
-        need, what = pq.ksub, f"{pq.ksub} centroids per product-quantizer code"
+    need, what = 1, ""
+    for part in parts:  # all train on the one sample (a Refine's refine index too): the largest need decides
+        wants = [(256, "OPQ centroids per code") if isinstance(t, faiss.OPQMatrix)  # OPQ trains on codes of 256
+                 else (t.d_out, "PCA output dimensions") if isinstance(t, faiss.PCAMatrix) else (1, "")
+                 for t in _transforms(part)]
+        if isinstance(part, faiss.IndexIVF):
+            wants.append((part.nlist, "inverted lists"))
+        if getattr(part, "pq", None) is not None:
+            wants.append((part.pq.ksub, "centroids per product-quantizer code"))
+        for count, why in wants:
+            if count > need:
+                need, what = count, f"{count} {why}"
     if n_train < need:
         raise InputError("--faiss", f"'{factory}' needs at least {need} passages to train ({what}); "
                          f"there are {n_passages}: use fewer lists or Flat")

@@ -143,5 +143,24 @@ def _plan_change(old: object, plan: dict) -> str:
 
 
 def _write_faiss_atomic(index, path: Path) -> None:
+    """Write `index` to `path` through a temporary file beside it, renamed on only once whole.
+
+    FAISS reports a failed write (a full disk) as RuntimeError, not the OSError the CLI names in one
+    line: raised as one line naming `path` (`faiss_write_error`), never a traceback."""
     with atomic_path(path) as tmp:
-        faiss.write_index(index, str(tmp))
+        try:
+            faiss.write_index(index, str(tmp))
+        except RuntimeError as e:
+            raise faiss_write_error(path, e) from None
+
+
+def faiss_write_error(path: str | Path, e: RuntimeError) -> InputError:
+    """The one-line error of a `faiss.write_index` into `path` that failed with `e`: FAISS's cause (the
+    file it wrote and the OS's reason) without its "Error: '<check>' failed: " prefix.
+
+    >>> print(faiss_write_error("IDX.partial/index.faiss", RuntimeError("Error in void faiss::write_index(const Index*, "
+    ...       "IOWriter*, int) at index_write.cpp:499: Error: 'ret == (size * 4)' failed: write error in /x.tmp: "
+    ...       "4051 != 3200000 (No space left on device)")))
+    IDX.partial/index.faiss: FAISS could not write the index: write error in /x.tmp: 4051 != 3200000 (No space left on device)
+    """
+    return InputError(path, f"FAISS could not write the index: {_faiss_reason(e).split(' failed: ', 1)[-1]}")
