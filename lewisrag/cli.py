@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import threading
 import traceback
 import warnings
 
@@ -121,6 +122,32 @@ def _terminate(signum, frame) -> None:
 
 
 _TERMINATED: list[int] = []
+_RESENT: list[threading.Timer] = []  # the SIGTERMs `_resend_lost_terminate` sends again, cancelled once the command ends
+
+
+def _resend_lost_terminate(unraisable) -> None:
+    """sys.unraisablehook while a command runs. Python discards an exception raised in a finalizer (a
+    `__del__`, a weakref callback) after printing "Exception ignored in ...": `_terminate`'s KeyboardInterrupt,
+    where SIGTERM landed in one, was lost, and the command ran on to exit 0 (a reproduction terminated at its
+    closed_book stage finished every later stage). That SIGTERM is sent again a moment later, once the
+    finalizer and this hook have returned, so that it lands in the command's own code (or, in a finalizer
+    again, comes back here); any other unraisable exception is reported as before."""
+    tb = unraisable.exc_traceback
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None or tb.tb_frame.f_code is not _terminate.__code__:
+        _other_unraisable(unraisable)
+        return
+    timer = threading.Timer(0.1, os.kill, (os.getpid(), _TERMINATED[-1]))
+    timer.daemon = True
+    try:
+        timer.start()
+    except RuntimeError:  # the interpreter is shutting down: the exit code was decided (`_run`)
+        return
+    _RESENT.append(timer)
+
+
+_other_unraisable = sys.unraisablehook
 _python_warning = warnings.formatwarning
 
 
@@ -165,6 +192,8 @@ def _output_closed() -> None:
 def _interrupted() -> None:
     """Exit 130 (Ctrl-C) or 143 (SIGTERM) with one line on stderr; where stderr's reader went away too
     (`2>&1 | tee log`, tee killed with the command), the line is dropped and the code kept."""
+    for timer in _RESENT:  # the command has ended: a SIGTERM sent again now would break into this exit
+        timer.cancel()
     terminated = bool(_TERMINATED)
     _say("terminated (SIGTERM)" if terminated else "interrupted")
     sys.exit(143 if terminated else 130)
@@ -307,13 +336,19 @@ def _run() -> None:
 
     from typer.exceptions import TyperException  # typer carries its own click: its usage errors derive from this
 
+    global _other_unraisable
+    _TERMINATED.clear()  # this command's SIGTERMs (a test runs several commands in one process)
     signal.signal(signal.SIGTERM, _terminate)
+    if sys.unraisablehook is not _resend_lost_terminate:
+        _other_unraisable, sys.unraisablehook = sys.unraisablehook, _resend_lost_terminate
     warnings.formatwarning = _one_line_warning
     try:
         _check_arguments_encode(sys.argv[1:])
         _check_single_flags(sys.argv[1:])
         code = click_command()(prog_name="lewisrag", standalone_mode=False)  # usage errors come back here, below
-        if code == 130:  # typer turns Ctrl-C (a KeyboardInterrupt) into this return value, silently
+        # typer turns Ctrl-C (a KeyboardInterrupt) into 130, silently; a SIGTERM whose KeyboardInterrupt was lost
+        # (`_resend_lost_terminate`) and that the command outran is no success either
+        if code == 130 or _TERMINATED:
             _interrupted()
         sys.exit(code if isinstance(code, int) else 0)
     except typer.Abort:

@@ -535,7 +535,7 @@ def run_base(preset: Preset, run: Path, seed: int, resume: bool, threads: int | 
 
     data = run / "data"
     pair = {"encoder": _where(assets.question_encoder), "context_encoder": _where(assets.context_encoder)}
-    stage("data", lambda: _data(data, {"train": train, "dev": dev, "test": test,
+    stage("data", lambda: _data(run, {"train": train, "dev": dev, "test": test,
                                        **{k: read[k] for k in ("questions_a", "questions_b") if k in read}}, passages["a"],
                                 overlap))
     for snap, table in passages.items():
@@ -605,8 +605,10 @@ def _settings(preset: Preset, assets: BaseAssets, n_train: int, n_passages: int)
     return {"rag": rag, "closed_book": closed}
 
 
-def _data(data: Path, sets: dict, passages, overlap: dict | None = None) -> dict:
-    """RUN/data/<set>.jsonl in lewisrag's schema (the swap matrix names question sets by their file names).
+def _data(run: Path, sets: dict, passages, overlap: dict | None = None) -> dict:
+    """RUN/data/<set>.jsonl in lewisrag's schema (the swap matrix names question sets by their file names),
+    each listed in the run's marker before it is written (`stages.claimed`): listed only once the stage
+    finished, the question sets a kill left in between were refused by the next run begun afresh as the user's.
 
     Training and dev questions keep only the gold ids index A holds (`passages`): `train rag` refuses
     any other, and --max-passages cuts most of a corpus's away (without it, `prepare` refused an id
@@ -627,8 +629,8 @@ def _data(data: Path, sets: dict, passages, overlap: dict | None = None) -> dict
                                       "passage in index A (--max-passages, or not in --passages): they train and are "
                                       "scored without one (data/*.jsonl; results.json stages.data.gold_not_indexed)"))
     for name, examples in sets.items():
-        write_jsonl(data / f"{name}.jsonl", (ex.to_dict() if ex.answers else {**ex.to_dict(), "category": "not_in_kb"}
-                                             for ex in examples))
+        write_jsonl(S.claimed(run, run / "data" / f"{name}.jsonl"),
+                    (ex.to_dict() if ex.answers else {**ex.to_dict(), "category": "not_in_kb"} for ex in examples))
     return {"dir": "data", **{f"n_{name}": len(examples) for name, examples in sets.items()},
             **({"gold_not_indexed": outside} if gold else {}), **({"test_overlap": overlap} if overlap is not None else {})}
 

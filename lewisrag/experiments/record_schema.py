@@ -3,7 +3,8 @@
 `stages.read_stage_record` checks a record's frame (an object, its `seconds`, `out` an object, its
 evaluator records); `check_stage_record` checks, field by field, what `stages.merge_stage_outputs` puts
 into results.json and what report.md and its plots read from there: every key a stage adds under
-"out" (and no other: a damaged record must not add or replace a section), and the few summary fields
+"out" (and no other: a damaged record must not add or replace a section; under "qa", which merges by
+system, only the systems the stage scores, `STAGE_QA`), and the few summary fields
 the report quotes (the swap's notes, the comparison's findings, the Run section's counts). A record read back by `--resume` is
 refused here, naming its file and the field, before any stage runs and before results.json or the
 report is written; it was damaged after its stage wrote it.
@@ -105,6 +106,10 @@ STAGE_OUT = {
     "fever_evaluate": (("fever",), ()),
 }
 
+# stage -> the systems it scores under "out.qa", which `merge_stage_outputs` merges by system: a damaged record
+# naming another system replaced that system's row (compare's out.qa.rag_token, Table 1's RAG-Token numbers)
+STAGE_QA = {"evaluate": SYSTEMS, "compare": ("stitched",)}
+
 # the summary fields the report quotes from a stage's record (results.json's "stages"): the swap's notes,
 # the comparison's findings, and the counts of the base preset's Run section (questions read, passages indexed)
 QUESTION_SETS = ("train", "dev", "test", "questions_a", "questions_b")
@@ -161,6 +166,9 @@ def check_stage_record(path: Path, name: str, record: dict) -> None:
     for key in required:
         if key not in out:
             raise InputError(path, "missing" + DAMAGED, field=f"out.{key}")
+    for system in out.get("qa", {}):  # an object (`stages.read_stage_record`)
+        if system not in STAGE_QA.get(name, ()):
+            raise InputError(path, f"a system this stage does not score{DAMAGED}", field=f"out.qa.{system}")
     for key, value in out.items():
         check(value, OUT[key], path, f"out.{key}")
     if "ablations" in out:

@@ -123,8 +123,11 @@ def reproduce(
     sibling folder (`.NAME.overwrite`, where the same command resumes a killed run; one there that is
     not empty and not a reproduction is the user's, refused before anything is removed) that replaces
     `out` when every stage is done; never a folder inside another lewisrag output (`--out RUN/world`,
-    `--out RUN/dpr/sub`: refused, `check_out_dir(nested=False)`). A resume of that killed run refused
-    (other flags) advises its flags or deleting `.NAME.overwrite`, not dropping a --resume it was not given.
+    `--out RUN/dpr/sub`: refused, `check_out_dir(nested=False)`), nor the shipped generator a `shipped:`
+    preset copies or a folder holding it (an input of the run, `--preset` in the refusal). A resume of
+    that killed run refused (other flags) advises its flags or deleting `.NAME.overwrite`, not dropping a
+    --resume it was not given; a `.NAME.overwrite` another process is writing is refused by its lock
+    (`exclusive`), not resumed.
     A resume of a run whose config.json is gone while its stage records remain is refused
     (`check_config_kept`). A refused `resume` never advises --overwrite alone, which the CLI refuses
     beside --resume (`check_out_dir(resume=True)`, `stages.check_rerun`).
@@ -149,6 +152,9 @@ def reproduce(
         raise InputError("--seed", f"must be between 0 and 2**32 - 1, got {seed}")
     given = {} if assets is None or resume else {"--" + f.name.replace("_", "-"): getattr(assets, f.name)
                                                  for f in fields(assets) if isinstance(getattr(assets, f.name), str)}
+    if preset.generator.startswith("shipped:"):  # the package's generator the run copies (`stages.shipped_generator`):
+        # --out there, --overwrite, replaced it with the finished run, and every later run of the preset was refused
+        given["--preset"] = S.SHIPPED_DIR / preset.generator.partition(":")[2]
     out = check_out_dir(out, KIND, overwrite=overwrite, inputs=given, nested=False, resume=resume)
     run = out if is_free(out, KIND) else out.with_name(f".{out.name}.overwrite")
     if not is_free(run, KIND):  # the staging folder (`out` itself is free) is the user's: taken over, it lost
@@ -156,28 +162,31 @@ def reproduce(
         raise InputError(run, "is where --overwrite stages its run beside --out, and is not empty and not a "
                          "reproduction a killed --overwrite run left there; lewisrag never takes it over: move it away",
                          field="--out")
-    staged = run != out and is_ours(run, KIND)
-    if staged:         # an --overwrite run killed before it replaced `out`: the same command
-        resume = True  # goes on with its finished stages, as `train rag --overwrite` does
-        # said, since a refusal of that run (other settings, inputs changed) would advise dropping a --resume
-        # this call was not given (`_staged_advice` rewrites that advice)
-        warnings.warn(LewisragWarning(f"resuming the killed --overwrite run in {run}: its finished stages are kept "
-                                      "(delete that folder to start afresh)"))
-    try:
-        check_config_kept(run, resume)
-        threads = run_threads(preset, run, resume)
-        with exclusive(run), torch_threads(threads), use_cpu_linear(linear):  # two runs into one folder would mix their stages' files
-            found = _stamps(run)  # the results and plots there before the run: one it leaves untouched is not its own
-            if preset.hub:
-                results = _finish(run, *run_base(preset, run, seed, resume, threads, assets, read, _run_stage, on_stage,
-                                                 on_progress, lang, overwrite=overwrite), on_stage, found)
-            else:
-                results = _reproduce(preset, run, seed, resume, threads, on_stage, on_progress, tuple(tasks), lang,
-                                     overwrite, found)
-    except InputError as e:
-        if staged and DROP_RESUME.search(e.message):
-            raise _staged_advice(e, run) from None
-        raise
+    # held before the staging folder is taken for a killed run's: one that another process was writing was
+    # called killed, and the advice to delete it, followed, destroyed a live run
+    with exclusive(run):  # two runs into one folder would mix their stages' files
+        staged = run != out and is_ours(run, KIND)
+        if staged:         # an --overwrite run killed before it replaced `out`: the same command
+            resume = True  # goes on with its finished stages, as `train rag --overwrite` does
+            # said, since a refusal of that run (other settings, inputs changed) would advise dropping a --resume
+            # this call was not given (`_staged_advice` rewrites that advice)
+            warnings.warn(LewisragWarning(f"resuming the killed --overwrite run in {run}: its finished stages are kept "
+                                          "(delete that folder to start afresh)"))
+        try:
+            check_config_kept(run, resume)
+            threads = run_threads(preset, run, resume)
+            with torch_threads(threads), use_cpu_linear(linear):
+                found = _stamps(run)  # the results and plots there before the run: one it leaves untouched is not its own
+                if preset.hub:
+                    results = _finish(run, *run_base(preset, run, seed, resume, threads, assets, read, _run_stage,
+                                                     on_stage, on_progress, lang, overwrite=overwrite), on_stage, found)
+                else:
+                    results = _reproduce(preset, run, seed, resume, threads, on_stage, on_progress, tuple(tasks), lang,
+                                         overwrite, found)
+        except InputError as e:
+            if staged and DROP_RESUME.search(e.message):
+                raise _staged_advice(e, run) from None
+            raise
     if run != out:
         replace_dir(run, out, record=False)  # its marker lists what the run wrote (`stages.record_stage`), not its stages' folders
     return results

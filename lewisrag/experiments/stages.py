@@ -67,6 +67,7 @@ REWRITTEN = ("results.json", "timings.json", "report.md", "training_curves.png",
 # The folders stages replace whole, by stage name: (its path in RUN, its marker kind). `check_rerun` checks
 # them before a run starts; a stage not here writes files only (results, predictions, RUN/data's JSONL).
 STAGE_FOLDERS = {
+    "world": ("world", "world"),  # `data.world.write_world`'s kind
     "dpr": ("dpr", DPR_KIND), "index_a": ("index_a", store.KIND), "index_b": ("index_b", store.KIND),
     "bm25_a": ("bm25_a", store.KIND), "generator": ("generator", GENERATOR_KIND),
     **{name: (name, RAG_KIND) for name in ("rag_token", "rag_sequence", "rag_token_frozen")},
@@ -87,6 +88,9 @@ LEGACY = {RAG_KIND: (*RAG_LAYOUT, *(f"checkpoint/{n}" for n in (C.WEIGHTS, C.STA
 # is taken for such an output. A RAG run always had its marker (as RUN/dpr, RUN/index_a, ...): a run
 # folder without one is refused before any stage runs, as `discard_output` would refuse it after
 UNMARKED = frozenset({CLOSED_BOOK_KIND})
+# the kinds of folder a stage rewrites through `outputs.output_dir`, which carries the files the user added to the
+# earlier one over into the new one (`rewritten_dir`): `check_rerun` refuses there only what no rerun replaces
+CARRIED = frozenset({"world"})
 # the kinds of folder a stage resumes into rather than redoes (`rag`: train_rag goes on from the checkpoint or
 # final model it finds there): a run begun afresh discards those of its stages before any stage runs (`start_run`)
 RESUMED = frozenset({RAG_KIND})
@@ -104,7 +108,10 @@ def check_rerun(run: Path, names: Sequence[str], resume: bool, overwrite: bool =
     the files it will write at RUN's top beside those its end always rewrites (`start_run`): each
     unfinished stage's own (`STAGE_FILES`, compare's position.png) and the plot of each section the
     run has (em_vs_k.png with ablations, ...): a user's file of such a name was replaced in silence. A
-    resume's refusal advises what `reproduce --resume` accepts: --overwrite only with --resume dropped."""
+    resume's refusal advises what `reproduce --resume` accepts: --overwrite only with --resume dropped.
+    The world's folder (`CARRIED`) keeps the user's files; a link, a file, or a folder without a marker or
+    of another kind in its place is refused all the same: found by the world stage itself, only after
+    `start_run` had removed the earlier run's results, reports and stage records."""
     if resume:
         files = [f for n in names if not stage_record(run, n).exists() for f in STAGE_FILES.get(n, ()) + STAGE_PLOTS.get(n, ())]
         finished_files(run, overwrite, [f for f in files + [SECTION_PLOTS[n] for n in names if n in SECTION_PLOTS]
@@ -114,8 +121,8 @@ def check_rerun(run: Path, names: Sequence[str], resume: bool, overwrite: bool =
             continue
         rel, kind = STAGE_FOLDERS[name]
         within = RAG_REPLACED if resume and kind == RAG_KIND else ()
-        check_part(run / rel, kind, overwrite=overwrite, what=f"the {name} stage", legacy=LEGACY.get(kind, ()),
-                   unmarked=kind in UNMARKED, within=within, resume=resume)
+        check_part(run / rel, kind, overwrite=overwrite or kind in CARRIED, what=f"the {name} stage",
+                   legacy=LEGACY.get(kind, ()), unmarked=kind in UNMARKED, within=within, resume=resume)
 
 
 def forget_stages(run: Path) -> None:
