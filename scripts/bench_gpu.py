@@ -5,8 +5,10 @@
     python scripts/bench_gpu.py --json results.json   # also write every number as JSON
 
 Exit status: 0 when every part asked for ran; 1 when a part failed or was skipped for time (`--budget`:
-a part, or an `mfu` mode, that would start past it), after the report and the JSON, which hold every
-other part's numbers and the error or the skip; 2 for bad arguments (an unknown `--parts`
+a part, or an `mfu` mode, that would start past it), or when an `mfu` mode failed otherwise than by
+running out of memory or measured nothing at one of its batches (`mfu_failures`: the JSON's
+`errors["mfu"]`), after the report and the JSON, which hold every other part's numbers and the error
+or the skip; 2 for bad arguments (an unknown `--parts`
 name, say) or `--device cuda` on a machine without CUDA: nothing measured.
 
 No model hub is needed: the checkpoints are built here from configs in the exact transformers
@@ -40,8 +42,10 @@ The parts, each timed on its own:
            128, then greedy answers from the question alone (`answer_closed_book`).
 4. same weights  one bf16 training step of transformers' RagTokenForGeneration /
            RagSequenceForGeneration and of lewisrag's RagModel with identical weights and identical
-           pre-retrieved contexts (so retrieval is out of both), and fp32 beam-search decoding,
-           checked id for id. Ratio = transformers / lewisrag (above 1: lewisrag is faster).
+           pre-retrieved contexts (so retrieval is out of both), its loss and question-encoder
+           gradient norm checked in float64 and eval mode on the batch's first 2 questions (the
+           row's note: SAME or DIFFER, within bench_rag's SAME_RTOL), and fp32 beam-search
+           decoding, checked id for id. Ratio = transformers / lewisrag (above 1: lewisrag is faster).
    compiled  the same RAG-Token step with lewisrag's models compiled as `train rag --compile`
            compiles them (torch.compile, inductor), beside transformers' timed again; the first,
            compiling, call timed apart.
@@ -90,7 +94,9 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # hf_layouts: the transformers folder builder the offline tests use
+sys.path.insert(0, str(ROOT / "scripts"))  # bench_rag: the same-weights check of the CPU bench, here too
 
+from bench_rag import first_step_agreement  # noqa: E402
 from hf_layouts import bart, dpr_pair  # noqa: E402
 
 from lewisrag.data.passages import open_passages  # noqa: E402
@@ -145,6 +151,8 @@ def timed(fn, reps: int) -> float:
 
 
 def peak_gb(fn) -> float:
+    """The device's peak allocated memory during `fn` in GiB (2**30 bytes; `_gb` as the JSON's `peak_gb` keys
+    have always been named, and the report says GiB), 0.0 without CUDA."""
     if not torch.cuda.is_available():
         return 0.0
     sync()
@@ -239,7 +247,8 @@ def build_corpus(p: dict, tmp: Path, device: str, log) -> dict:
     qa = tmp / "train.parquet"
     pq.write_table(pa.table({"question": qs, "answer": answers}), qa)
     return {"dirs": dirs, "generator": gen, "index": tmp / "index", "qa": qa,
-            "rows": [("corpus", f"encode {len(texts)} passages (bf16, batch 256)", encode_s, f"{len(texts) / encode_s:,.0f} passages/s"),
+            "rows": [("corpus", f"encode {len(texts)} passages ({'fp32' if cfg.mixed_precision == 'no' else cfg.mixed_precision}, "
+                              f"batch {cfg.batch_size})", encode_s, f"{len(texts) / encode_s:,.0f} passages/s"),
                      ("corpus", f"index {n} passages: spot check, copy vectors, FAISS Flat, passages", index_s,
                       f"{manifest['n_passages']} rows, dim {manifest['dim']}")]}
 
@@ -356,7 +365,7 @@ def train_pipeline(variant: str, steps: int, c: dict, p: dict, tmp: Path, device
         counter.close()
     wall = time.perf_counter() - t0
     deltas = np.diff([t0, *stamps])
-    warm = max(0, min(5, len(deltas) - 2))
+    warm = max(1, min(5, len(deltas) - 2))  # the first step's time holds loading the models and the index: always out
     step_s = float(np.median(deltas[warm:]))
     mean_s = float(np.mean(deltas[warm:]))
     model_dir = run / "final"
@@ -642,9 +651,10 @@ def mfu_steps(c: dict, p: dict, device: str, reps: int, rate: float | None, log,
     here). Where the MFU target can be met, if anywhere. A mode "eager:BACKEND" runs the eager step
     with attention through one `torch.nn.attention.SDPBackend` (flash, efficient, cudnn, math): the H200's profile
     showed cuDNN attention's host side at 0.55 ms a call. A backend that cannot take BART's padding
-    mask is reported as that row's error. "compiled:cudagraphs" compiles with mode="reduce-overhead":
-    CUDA graphs replay the step's kernels without launching each from the host, which at this fixed
-    shape is possible (the second session's eager step: 0.186 s at B=16, 0.240 s at B=32, so about
+    mask, or the device, is reported as that row's error, and fails the call (`mfu_failures`).
+    "compiled:cudagraphs" compiles with mode="reduce-overhead": CUDA graphs replay the step's kernels
+    without launching each from the host, which at this fixed shape is possible (the second
+    session's eager step: 0.186 s at B=16, 0.240 s at B=32, so about
     0.13 s a step that does not grow with the batch, against 55% MFU for the work that does, counted
     with the cross-attention's keys and values over the source: 49% before that count was corrected).
     "bf16weights[:BACKEND]" is the eager step with `hf_step`'s `bf16_weights`: no autocast casts.
@@ -652,9 +662,9 @@ def mfu_steps(c: dict, p: dict, device: str, reps: int, rate: float | None, log,
 
     A mode that runs out of memory is that row's error, and the next mode still runs (the compiled
     ones need less memory than eager); the larger batches are left out (a row each) only when no mode
-    at a batch was measured and one ran out of memory. Each mode's step, model copy and compiled code
-    are freed before the next mode is built. `deadline` (time.perf_counter's clock: `--budget`'s end)
-    skips, with a row saying so, a mode that would start after it and a compiled mode that would not
+    at a batch was measured and one ran out of memory (the call then fails: nothing was measured
+    there). Each mode's step, model copy and compiled code are freed before the next mode is built.
+    `deadline` (time.perf_counter's clock: `--budget`'s end) skips, with a row saying so, a mode that would start after it and a compiled mode that would not
     finish before it (compiling takes minutes: the preset's `mfu_compile_s`, or the longest compiled
     mode this call has measured if that is longer)."""
     modes, rows = list(modes), []
@@ -733,6 +743,31 @@ def unknown_mfu_mode(modes: list[str]) -> str | None:
     return None
 
 
+def mfu_failures(rows: list[dict]) -> str | None:
+    """What of `mfu_steps`' rows fails the call (exit 1, the JSON's `errors["mfu"]`), else None: a mode
+    that failed otherwise than by running out of memory (an attention backend the device lacks, no C
+    compiler, a compile error), and a batch at which no mode was measured (each ran out of memory, or
+    none ran after a smaller batch's did). Out of memory alone is a finding (the compiled modes need
+    less), and a mode skipped for time is reported as a skip.
+
+    >>> mfu_failures([{"batch": 4, "mode": "eager", "step_s": 0.1}, {"batch": 4, "mode": "compiled", "error": "out of memory"},
+    ...               {"batch": 4, "mode": "eager:cudnn", "error": "RuntimeError: No viable backend"}])
+    'B=4 eager:cudnn: RuntimeError: No viable backend'
+    >>> mfu_failures([{"batch": 8, "mode": "eager", "error": "out of memory"}]), mfu_failures([])
+    ('B=8: no mode measured', None)
+    """
+    errors = [r for r in rows if "error" in r]
+    failed = [f"{'B=' + str(r['batch']) + ' ' if 'batch' in r else ''}{r['mode']}: {r['error']}" for r in errors
+              if r["error"] != "out of memory" and not r["error"].startswith(("skipped for time", "not run"))]
+    batches: dict[int, list[dict]] = {}
+    for r in rows:
+        if "batch" in r:
+            batches.setdefault(r["batch"], []).append(r)
+    failed += [f"B={batch}: no mode measured" for batch, group in batches.items()
+               if not any("step_s" in r for r in group) and not all(r["error"].startswith("skipped for time") for r in group)]
+    return "; ".join(failed) or None
+
+
 def with_attention(step, backend: str):
     """`step` with scaled_dot_product_attention held to one backend ("" leaves torch's choice)."""
     if not backend:
@@ -757,9 +792,10 @@ def free_memory(device: str) -> None:
 
 def same_weights(c: dict, p: dict, tmp: Path, device: str, reps: int, log) -> list[tuple]:
     """Each variant's bf16 training step and fp32 beam search, transformers' and lewisrag's, on the same
-    weights. Each contender's step is built, timed and its peak memory read alone: its trained copy
-    (weights, gradients, AdamW's moments: 16 bytes a parameter, about 7.7 GB at bart-large plus the
-    question encoder) is freed before the other contender's is built, and both are freed before the
+    weights: the step's row notes whether the two compute the same loss and question-encoder gradient
+    (`first_step_agreement`), the decoding's whether the same ids. Each contender's step is built,
+    timed and its peak memory read alone: its trained copy (weights, gradients, AdamW's moments: 16
+    bytes a parameter, about 7.7 GiB at bart-large plus the question encoder) is freed before the other contender's is built, and both are freed before the
     decoding is measured, so that no peak holds the other contender's state. (The first two H200
     sessions read every peak with the other contender's trained copy alive, the
     decoding peaks with both: docs/performance.md.) Both peaks still hold the two models' shared
@@ -769,6 +805,8 @@ def same_weights(c: dict, p: dict, tmp: Path, device: str, reps: int, log) -> li
     rows = []
     for variant in ("token", "sequence"):
         hf, ours = same_weights_pair(variant, c, device)
+        same_step = first_step_agreement(hf, ours, batch, q_ids, docs)  # before the timed copies: nothing else alive
+        free_memory(device)
         step_s, peak = {}, {}
         for name, model in (("transformers", hf), ("lewisrag", ours)):
             f = hf_step(model, batch, q_ids, docs)
@@ -776,7 +814,7 @@ def same_weights(c: dict, p: dict, tmp: Path, device: str, reps: int, log) -> li
             del f  # its trained copy, before the other contender's is built
             free_memory(device)
         rows.append(("same weights", f"bf16 train step RAG-{variant} (B={b}, K={K}, L={p['context']})", step_s["transformers"],
-                     step_s["lewisrag"], peak["transformers"], peak["lewisrag"], ""))
+                     step_s["lewisrag"], peak["transformers"], peak["lewisrag"], same_step))
         hf.eval(), ours.eval()
         kw = dict(context_input_ids=batch[0], context_attention_mask=batch[1], doc_scores=batch[2], n_docs=K,
                   num_beams=BEAMS, max_length=p["target"])
@@ -807,7 +845,7 @@ def search_rows(c: dict, p: dict, device: str, reps: int) -> list[tuple]:
         x = torch.from_numpy(np.asarray(index.embeddings)).to("cuda", torch.bfloat16)
         qt = torch.from_numpy(q).to("cuda", torch.bfloat16)
         gpu_s = timed(lambda: torch.topk(qt @ x.T, K, dim=1), reps)
-        rows[0] = (*rows[0][:3], gpu_s, 0.0, 0.0, f"vs exact bf16 matmul + top-k on the GPU ({x.numel() * 2 / 2**30:.1f} GB of vectors)")
+        rows[0] = (*rows[0][:3], gpu_s, 0.0, 0.0, f"vs exact bf16 matmul + top-k on the GPU ({x.numel() * 2 / 2**30:.1f} GiB of vectors)")
         del x
     want = index.search(q, K)[0]
     for dtype in ("float32", "float16"):  # `train rag --search-device`'s own path, as place_search chooses it
@@ -881,6 +919,15 @@ def _positive(text: str) -> int:
     return value
 
 
+def _steps(text: str) -> int:
+    """argparse's type for a training part's steps: at least 3, since the first step's time (which holds
+    loading the models and the index) is left out of the median and the split, and one step is no median."""
+    steps = _positive(text)
+    if steps < 3:
+        raise argparse.ArgumentTypeError(f"must be at least 3 (the first step, loading included, is not timed), got '{text}'")
+    return steps
+
+
 def _scales(text: str) -> tuple[int, ...]:
     """--mfu-scales: ascending multiples of the preset's batch, checked before a part runs (the mfu part
     comes after minutes of corpus building and training on a lent GPU)."""
@@ -922,8 +969,8 @@ def main() -> None:
     ap.add_argument("--device", type=device_arg, default="cuda", help="cuda (the first visible GPU; cuda:0 the same) or cpu "
                     "(which runs the script: use --preset check)")
     ap.add_argument("--passages", type=_positive, help="corpus size (default: the preset's)")
-    ap.add_argument("--steps-token", type=_positive, help="RAG-Token training steps (default: the preset's)")
-    ap.add_argument("--steps-sequence", type=_positive, help="RAG-Sequence training steps (default: the preset's)")
+    ap.add_argument("--steps-token", type=_steps, help="RAG-Token training steps, at least 3 (default: the preset's)")
+    ap.add_argument("--steps-sequence", type=_steps, help="RAG-Sequence training steps, at least 3 (default: the preset's)")
     ap.add_argument("--reps", type=_positive, default=6, help="timed repetitions of each same-weights measurement")
     ap.add_argument("--parts", default=",".join(PARTS),
                     help=f"comma-separated, of {', '.join(PARTS)} (corpus runs when one of the others needs it; "
@@ -1010,6 +1057,9 @@ def main() -> None:
                                           keep=lambda rows: (results["parts"].__setitem__("mfu", rows), save()),
                                           modes=tuple(args.mfu_modes.split(",")), scales=args.mfu_scales,
                                           peak_flops=peak_flops, deadline=start + args.budget))
+            if "mfu" not in results["errors"] and (failed := mfu_failures(results["parts"].get("mfu") or [])):
+                results["errors"]["mfu"] = failed  # its rows stay in parts: what was measured, and each error
+                save()
             part("closed_book", lambda: closed_book(corpus, p, tmp, args.device, log))
             part("train_token_faiss", lambda: train_pipeline("token", p["steps_faiss"], corpus, p, tmp, args.device, log,
                                                              search="cpu", peak_flops=peak_flops))
@@ -1066,7 +1116,7 @@ def report(results: dict, rate: float | None) -> None:
                   f"{r['questions_per_s']:.1f} questions/s, {r['generator_tokens_per_s']:,.0f} generator tokens/s "
                   f"(context {r['context_len']:.0f} + target {r['target_len']:.0f}), MFU {100 * r['mfu_datasheet']:.1f}% "
                   f"of {peak} ({100 * mfu_here:.1f}% of the measured matmul) on the mean step, {r['mean_step_s']:.3f} s, "
-                  f"peak {r['peak_gb']:.1f} GB, loss {r['loss_first']:.2f} -> {r['loss_last']:.2f}")
+                  f"peak {r['peak_gb']:.1f} GiB, loss {r['loss_first']:.2f} -> {r['loss_last']:.2f}")
     prof = parts.get("profile")
     if prof:
         busy = "n/a" if prof["device_busy_share"] is None else f"{100 * prof['device_busy_share']:.0f}%"
@@ -1080,21 +1130,21 @@ def report(results: dict, rate: float | None) -> None:
     cb = parts.get("closed_book")
     if cb:
         print(f"closed   book bf16 step at batch {cb['batch']}: {cb['median_step_s']:.3f} s ({cb['questions_per_s_train']:.0f} "
-              f"questions/s), greedy answers {cb['answer_questions_per_s']:.0f} questions/s, peak {cb['peak_gb']:.1f} GB")
+              f"questions/s), greedy answers {cb['answer_questions_per_s']:.0f} questions/s, peak {cb['peak_gb']:.1f} GiB")
     for r in parts.get("mfu") or []:
         if "error" in r:
             print(f"mfu      {('B=' + str(r['batch']) + ' ') if 'batch' in r else ''}{r['mode']}: {r['error']}")
         else:
             print(f"mfu      lewisrag RAG-Token bf16 step B={r['batch']} K={K} L={r['context']} {r['mode']:8s}: {r['step_s']:.3f} s, "
                   f"MFU {100 * r['mfu_datasheet']:.1f}% of {peak} ({100 * r['mfu_matmul']:.1f}% of the measured matmul), "
-                  f"peak {r['peak_gb']:.1f} GB")
+                  f"peak {r['peak_gb']:.1f} GiB")
     rows = (parts.get("same_weights") or []) + (parts.get("compiled") or []) + (parts.get("search") or []) + (parts.get("search_scale") or [])
     if rows:
         print(f"{'part':12s} {'measure':70s} {'transformers/cpu s':>18s} {'lewisrag/gpu s':>14s} {'ratio':>7s} "
-              f"{'peak GB a':>9s} {'peak GB b':>9s}  note")
+              f"{'peak GiB a':>10s} {'peak GiB b':>10s}  note")
         for part_, what, a, b, ma, mb, note in rows:
             ratio = a / b if b and not math.isnan(b) else float("nan")
-            print(f"{part_:12s} {what:70s} {a:18.4f} {b:14.4f} {ratio:6.2f}x {ma:9.2f} {mb:9.2f}  {note}")
+            print(f"{part_:12s} {what:70s} {a:18.4f} {b:14.4f} {ratio:6.2f}x {ma:10.2f} {mb:10.2f}  {note}")
     for name in results["skipped"]:
         print(f"skipped: {name} (past --budget)")
     for name, err in results["errors"].items():

@@ -18,6 +18,11 @@ mark).
 1000, 40-token documents, 4 docs, batch 8, 4 beams) that per-step overhead, not matmuls, sets the
 speed.
 
+Each row's note says whether the two compute the same (`agreement`, within SAME_RTOL): the training
+step's loss and question-encoder gradient norm (its first step on 2 questions, in eval mode and
+float64), the loss head's NLL and its gradient (float32), and decoding's ids ("identical ids" or
+"IDS DIFFER").
+
 The "+ lm_head bwd" rows follow the loss head with the two products that consume its gradient g
 (grad wrt the decoder's last hidden states, g @ W, and wrt the lm_head weight, gᵀ @ h), and give
 the share of subnormal floats in g: CPUs without flush-to-zero (Intel's among them) multiply those
@@ -45,6 +50,11 @@ from lewisrag.data.io import InputError
 from lewisrag.training.devices import check_compiler, compile_models
 
 B, K, BEAMS, D, LAYERS, VOCAB, FFN = 8, 5, 4, 256, 3, 8192, 1024
+# the relative difference under which transformers' and lewisrag's outputs are the SAME: sums taken in
+# another order differ by about 1e-12 in float64 (the training step's check) and up to 4e-7 in float32
+# (the loss head's); a formula that differs (where the doc prior enters, a BOS offset, a pad mask) by
+# orders of magnitude more
+SAME_RTOL = 1e-5
 
 
 @dataclass(frozen=True)
@@ -151,6 +161,47 @@ def build(variant: str, path: str):
     return hf, RagModel.from_hf_pretrained(path)
 
 
+def agreement(quantities: dict[str, tuple[torch.Tensor, torch.Tensor]]) -> str:
+    """SAME when each quantity's (transformers, lewisrag) values differ by at most SAME_RTOL relative (the
+    difference's norm over lewisrag's), else DIFFER; the differences follow.
+
+    >>> agreement({"loss": (torch.tensor(2.0), torch.tensor(2.0)), "NLL": (torch.tensor([1.0, 1.0]), torch.tensor([1.0, 2.0]))})
+    'loss and NLL DIFFER (relative difference 0.0e+00, 4.5e-01; tolerance 1e-05)'
+    """
+    diffs = [((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30)).item() for a, b in quantities.values()]
+    verdict = "SAME" if all(d <= SAME_RTOL for d in diffs) else "DIFFER"  # NaN: DIFFER
+    return (f"{' and '.join(quantities)} {verdict} (relative difference {', '.join(f'{d:.1e}' for d in diffs)}; "
+            f"tolerance {SAME_RTOL:g})")
+
+
+def first_step_agreement(hf, ours, batch, q_ids, docs, questions: int = 2) -> str:
+    """`agreement` of transformers' and lewisrag's training step on the same float32 weights, as
+    `train_step_fn` computes it, on the batch's first `questions`: the loss and the question encoder's
+    gradient norm (a norm: the two may hold its parameters in another order). In eval mode, since the
+    timed steps' dropout draws differ, and in float64: with random weights the documents' posterior is
+    nearly their prior, and float32 cancellation in the gradient through the doc scores left the two
+    1e-3 apart (1e-12 in float64). Each model is cast back to float32 after, exactly; the first
+    questions keep float64's memory small (here and in scripts/bench_gpu.py's same-weights rows)."""
+    ids, mask, _, labels = batch
+    k = docs.shape[1]
+    ids, mask = ids[: questions * k], mask[: questions * k]  # (questions*K, L)
+    labels, q_ids, docs = labels[:questions], q_ids[:questions], docs[:questions]
+    values = []
+    for model in (hf, ours):
+        training = model.training
+        model.eval().double()
+        q = model.question_encoder(q_ids)[0]  # (B, D)
+        doc_scores = torch.bmm(q.unsqueeze(1), docs.double().transpose(1, 2)).squeeze(1)  # (B, K)
+        loss = model(context_input_ids=ids, context_attention_mask=mask, doc_scores=doc_scores, labels=labels,
+                     reduce_loss=True, n_docs=k).loss
+        params = [p for p in model.question_encoder.parameters() if p.requires_grad]
+        grads = [g for g in torch.autograd.grad(loss, params, allow_unused=True) if g is not None]
+        values.append((loss.detach(), torch.stack([g.norm() for g in grads]).norm()))
+        model.float().train(training)
+    (loss_hf, norm_hf), (loss_ours, norm_ours) = values
+    return agreement({"loss": (loss_hf, loss_ours), "question-encoder gradient norm": (norm_hf, norm_ours)})
+
+
 def train_step_fn(model, is_hf: bool, batch, q_ids, docs, bf16: bool = False, compiled: bool = False):
     """One training step of (a copy of) `model`; `bf16`: under bf16 autocast, as `--mixed-precision
     bf16` trains; `compiled`: lewisrag's models compiled as `train rag --compile` compiles them."""
@@ -177,6 +228,18 @@ def nll_fns(variant: str, hf, scores, labels):
     """transformers' and lewisrag's per-example NLL as functions of the logits (B*K, T, V)."""
     ours_nll = M.rag_token_nll if variant == "token" else M.rag_sequence_nll
     return (lambda x: type(hf).get_nll(hf, x, scores, labels, n_docs=K)), (lambda x: ours_nll(x, scores, labels, 1))
+
+
+def nll_agreement(variant: str, hf, logits, scores, labels, backward: bool) -> str:
+    """`agreement` of transformers' and lewisrag's per-example NLL of `logits` (B*K, T, V) and, with
+    `backward`, of its gradient with respect to them."""
+    values = []
+    for fn in nll_fns(variant, hf, scores, labels):
+        x = logits.detach().requires_grad_()
+        nll = fn(x)  # (B,)
+        values.append((nll.detach(), torch.autograd.grad(nll.sum(), x)[0] if backward else None))
+    (nll_hf, g_hf), (nll_ours, g_ours) = values
+    return agreement({"NLL": (nll_hf, nll_ours), **({"its gradient": (g_hf, g_ours)} if backward else {})})
 
 
 def loss_head_fns(variant: str, hf, logits, scores, labels, backward: bool):
@@ -287,7 +350,8 @@ def main() -> None:
             hf, ours = build(variant, os.path.join(tmp, variant))
             f_hf, f_ours = train_step_fn(hf, True, batch, q_ids, docs), train_step_fn(ours, False, batch, q_ids, docs)
             t_hf, t_ours = timed_pair(f_hf, f_ours, reps + 1)
-            rows.append((f"train step ({variant})", t_hf, t_ours, peak_mb(f_hf), peak_mb(f_ours), "MFU"))
+            rows.append((f"train step ({variant})", t_hf, t_ours, peak_mb(f_hf), peak_mb(f_ours),
+                         f"MFU; {first_step_agreement(hf, ours, batch, q_ids, docs)}"))
             if compiled and variant == "token":  # train rag --compile, in fp32 and in bf16 (first call compiles)
                 for bf16 in (False, True):
                     label = "bf16 autocast" if bf16 else "fp32"
@@ -311,13 +375,14 @@ def main() -> None:
             for backward in (False, True):
                 h_hf, h_ours = loss_head_fns(variant, hf, logits, scores, labels, backward)
                 rows.append((f"loss head {'fwd+bwd' if backward else 'fwd'} ({variant})", *timed_pair(h_hf, h_ours, 8),
-                             peak_mb(h_hf), peak_mb(h_ours), ""))
+                             peak_mb(h_hf), peak_mb(h_ours), nll_agreement(variant, hf, logits, scores, labels, backward)))
             predicted = M.shift_labels_left(labels, 1).repeat_interleave(K, 0)  # (B*K, T)
             weight = ours.generator.lm_head.weight.detach()  # (V, D)
             for what, lg in (("model logits", logits), ("confident logits", confident_logits(predicted))):
                 h_hf, h_ours, (s_hf, s_ours) = lm_head_backward_fns(variant, hf, lg, hidden, weight, scores, labels)
                 rows.append((f"loss head + lm_head bwd, {what} ({variant})", *timed_pair(h_hf, h_ours, 8),
-                             peak_mb(h_hf), peak_mb(h_ours), f"subnormals in g: hf {s_hf:.2%}, ours {s_ours:.2%}"))
+                             peak_mb(h_hf), peak_mb(h_ours), f"subnormals in g: hf {s_hf:.2%}, ours {s_ours:.2%}; "
+                             f"{nll_agreement(variant, hf, lg, scores, labels, True)}"))
             kw = dict(context_input_ids=ids, context_attention_mask=mask, doc_scores=scores, n_docs=K,
                       num_beams=BEAMS, max_length=20)
             if variant == "sequence":
@@ -364,8 +429,8 @@ def report(rows, title: str, peak: float = 0.0, flops: float = 0.0) -> None:
         t.add_column(col)
     for what, a, b, ma, mb, note in rows:
         ratio = f"{mb / ma:.2f}×" if ma > 0 else "-"
-        if note == "MFU":  # model FLOPs utilisation: estimated step FLOPs / time / measured matmul peak
-            note = f"MFU hf {flops / a / peak:.0%}, ours {flops / b / peak:.0%}"
+        if note.startswith("MFU"):  # model FLOPs utilisation: estimated step FLOPs / time / measured matmul peak
+            note = f"MFU hf {flops / a / peak:.0%}, ours {flops / b / peak:.0%}" + note[len("MFU"):]
         t.add_row(what, f"{a:.3f}", f"{b:.3f}", f"{a / b:.2f}×", f"{ma:.0f}", f"{mb:.0f}", ratio, note)
     Console(width=200).print(t)
 

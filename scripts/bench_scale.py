@@ -29,12 +29,15 @@ can hold in RAM. For synthetic corpora of each size in --sizes and each index ki
   held-out one;
 - qps_b16, qps_b64: queries/s of the held-out queries in batches of 16 and 64 with those parameters
   (re-ranking included);
-- train_rss_mb: peak RSS of a fresh process that opens the index as DenseIndex.load does
-  (IO_FLAG_MMAP | IO_FLAG_READ_ONLY, else a full read), memory-maps the float16 vectors and serves
-  50 batches of 16 questions with their K=5 vector lookups, as a RAG training process does; the
-  same again with IO_FLAG_MMAP_IFC (the flag that maps Flat and HNSW storage in faiss 1.15).
-  train_anon_mb is its private memory at the end (RssAnon): file pages (RssFile) are the page
-  cache, shared by every process on the machine that maps the same file;
+- train_rss_mb: peak RSS of a fresh process that opens the index as DenseIndex.load does (its own
+  `_read_faiss`: IO_FLAG_MMAP_IFC | IO_FLAG_READ_ONLY, then IO_FLAG_MMAP | IO_FLAG_READ_ONLY, then a
+  full read), memory-maps the float16 vectors and serves 50 batches of 16 questions with their K=5
+  vector lookups, as a RAG training process does; the *_mmap fields the same with IO_FLAG_MMAP |
+  IO_FLAG_READ_ONLY alone (else a full read), which faiss 1.15 accepts for Flat and HNSW but reads
+  into private memory all the same. train_anon_mb is its private memory at the end (RssAnon): file
+  pages (RssFile) are the page cache, shared by every process on the machine that maps the same
+  file. Memory is in MB of 2**20 bytes (MiB; /proc's kB over 1024), and the fit's GB are GiB, but for
+  the index's `bytes` (10**9);
 - train_batch_ms and train_batch_ms_cold: one such batch (search, re-ranking, the K vectors for the
   doc scores) with the float16 vectors in the page cache, and with their pages dropped before every
   batch (posix_fadvise DONTNEED), so that each row read goes to the disk, as at 21M where the
@@ -90,7 +93,7 @@ import numpy as np
 import psutil
 
 from lewisrag.data.io import InputError, iter_records
-from lewisrag.index.dense import advise_random, row_reader, train_faiss
+from lewisrag.index.dense import _read_faiss, advise_random, row_reader, train_faiss
 from lewisrag.index.tuning import apply_params, exact_top_k, recall_at_k, search, throughput, tune_search
 
 DIM = 768
@@ -110,8 +113,9 @@ CORPUS_STREAM, QUERY_STREAM, SERVE_STREAM, REPORT_STREAM = 0, 1, 2, 3  # random 
 KINDS = ("flat", "hnsw_sq8", "ivfpq_rerank", "ivfpq4fs_rerank")
 RERANKED = {"ivfpq_rerank": 4 * K, "ivfpq4fs_rerank": 20 * K}  # kinds re-ranked, and their default depth
 EXTRAPOLATE_TO = (21_000_000, 100_000_000)
-FLAGS = {"IO_FLAG_MMAP|IO_FLAG_READ_ONLY": faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY,
-         "IO_FLAG_MMAP_IFC|IO_FLAG_READ_ONLY": faiss.IO_FLAG_MMAP_IFC | faiss.IO_FLAG_READ_ONLY}
+# how the training-process check opens the index: as DenseIndex.load does (the train_* fields), and with
+# IO_FLAG_MMAP alone (train_*_mmap), which copies Flat and HNSW into private memory under faiss 1.15
+OPENS = ("DenseIndex.load", "IO_FLAG_MMAP|IO_FLAG_READ_ONLY")
 
 
 # ---- synthetic corpus -------------------------------------------------------------------------
@@ -332,10 +336,13 @@ def worker_measure(spec: dict) -> dict:
 def worker_serve(spec: dict) -> dict:
     """A training process's view: open the index, map the vectors, serve 50 batches of 16."""
     before = rss_status()
-    try:
-        index, opened = faiss.read_index(spec["index"], FLAGS[spec["flags"]]), spec["flags"]
-    except RuntimeError:  # this index type cannot be memory-mapped: read it whole
-        index, opened = faiss.read_index(spec["index"]), "full read"
+    if spec["open"] == "DenseIndex.load":
+        index, opened = _read_faiss(Path(spec["index"]), mmap=True), spec["open"]
+    else:
+        try:
+            index, opened = faiss.read_index(spec["index"], faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY), spec["open"]
+        except RuntimeError:  # this index type cannot be memory-mapped: read it whole
+            index, opened = faiss.read_index(spec["index"]), "full read"
     index_anon_mb = rss_status()["RssAnon"] - before["RssAnon"]
     vectors = np.load(spec["vectors"], mmap_mode="r")
     advise_random(vectors)  # as DenseIndex.load maps them
@@ -464,23 +471,22 @@ def bench_corpus(vectors: Path, queries: np.ndarray, report_queries: np.ndarray,
                                           "report_queries": str(workdir / "report_queries.npy"),
                                           "report_exact": str(workdir / "report_exact.npy"),
                                           "target_recall": args.target_recall})
-        serve = {flags: run_worker("serve", {"index": index_path, "vectors": str(vectors), "flags": flags,
+        loaded, mmap = (run_worker("serve", {"index": index_path, "vectors": str(vectors), "open": how,
                                              "serve_queries": str(workdir / "serve_queries.npy"),
                                              "params": measured["search_params"], "rerank_depth": depth,
                                              "codes_mb": n * code_bytes(kind, dim) / 2**20})
-                 for flags in FLAGS}
-        dense_way, ifc = serve["IO_FLAG_MMAP|IO_FLAG_READ_ONLY"], serve["IO_FLAG_MMAP_IFC|IO_FLAG_READ_ONLY"]
+                        for how in OPENS)
         yield {"n": n, "dim": dim, "index": factory, "kind": kind, **about, **built, **measured,
                "code_bytes_per_passage": code_bytes(kind, dim), "target_recall": args.target_recall, "rerank_depth": depth,
                "rerank_bytes_per_passage": 2 * dim, "train_sample": train_size(kind, n, args.nlist_factor), "nlist_factor": args.nlist_factor,
                "queries": len(report_queries), "tuning_queries": len(queries),
-               "train_rss_mb": dense_way["rss_mb"], "train_anon_mb": dense_way["anon_mb"],
-               "train_file_mb": dense_way["file_mb"], "train_open": dense_way["opened"],
-               "train_index_mapped": dense_way["index_mapped"], "train_index_anon_mb": dense_way["index_anon_mb"],
-               "train_batch_ms": dense_way["batch_ms"], "train_batch_ms_cold": dense_way["batch_ms_cold"],
-               "train_index_anon_mb_mmap_ifc": ifc["index_anon_mb"],
-               "train_rss_mb_mmap_ifc": ifc["rss_mb"], "train_anon_mb_mmap_ifc": ifc["anon_mb"],
-               "train_open_mmap_ifc": ifc["opened"], "train_index_mapped_mmap_ifc": ifc["index_mapped"]}
+               "train_rss_mb": loaded["rss_mb"], "train_anon_mb": loaded["anon_mb"],
+               "train_file_mb": loaded["file_mb"], "train_open": loaded["opened"],
+               "train_index_mapped": loaded["index_mapped"], "train_index_anon_mb": loaded["index_anon_mb"],
+               "train_batch_ms": loaded["batch_ms"], "train_batch_ms_cold": loaded["batch_ms_cold"],
+               "train_index_anon_mb_mmap": mmap["index_anon_mb"],
+               "train_rss_mb_mmap": mmap["rss_mb"], "train_anon_mb_mmap": mmap["anon_mb"],
+               "train_open_mmap": mmap["opened"], "train_index_mapped_mmap": mmap["index_mapped"]}
         os.remove(index_path)
     os.remove(vectors)
 
@@ -489,7 +495,7 @@ def bench_corpus(vectors: Path, queries: np.ndarray, report_queries: np.ndarray,
 
 def print_table(rows: list[dict], out) -> None:
     print("| N | index | build s | peak RSS MB (beyond index) | bytes/passage | search params | recall@5 held-out (tuning) "
-          "| qps b16 | qps b64 | train RSS MB (private) | same, MMAP_IFC | batch ms (vectors cold) |", file=out)
+          "| qps b16 | qps b64 | train RSS MB (private) | same, IO_FLAG_MMAP alone | batch ms (vectors cold) |", file=out)
     print("|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|", file=out)
     for r in rows:
         params = ", ".join(f"{k}={v}" for k, v in r["search_params"].items()) or "-"
@@ -498,8 +504,8 @@ def print_table(rows: list[dict], out) -> None:
         recall = recall_cell(r)
         print(f"| {r['n']:,} | {r['index']} | {r['build_s']:.1f} | {r['peak_rss_mb']:,.0f} ({r['rss_beyond_index_mb']:,.0f}) "
               f"| {r['bytes_per_passage']:.0f} | {params} | {recall} | {r['qps_b16']:,.0f} | {r['qps_b64']:,.0f} "
-              f"| {r['train_rss_mb']:,.0f} ({r['train_anon_mb']:,.0f}) | {r['train_rss_mb_mmap_ifc']:,.0f} "
-              f"({r['train_anon_mb_mmap_ifc']:,.0f}) | {r.get('train_batch_ms', math.nan):.1f} ({r.get('train_batch_ms_cold', math.nan):.1f}) |", file=out)
+              f"| {r['train_rss_mb']:,.0f} ({r['train_anon_mb']:,.0f}) | {r['train_rss_mb_mmap']:,.0f} "
+              f"({r['train_anon_mb_mmap']:,.0f}) | {r.get('train_batch_ms', math.nan):.1f} ({r.get('train_batch_ms_cold', math.nan):.1f}) |", file=out)
 
 
 def recall_cell(r: dict) -> str:
@@ -620,7 +626,8 @@ def print_extrapolation(rows: list[dict], out) -> None:
           "rows differ, the measured points do not lie on the fitted curve, and the last stretch is the nearer "
           "guide. Recall is not extrapolated (the tuned parameters above grow with N to hold "
           "it). RSS counts file pages a process touched, shared with every process mapping the same file; "
-          "train_anon_mb is what each training process adds of its own.", file=out)
+          "train_anon_mb is what each training process that opens the index as DenseIndex.load does adds of its own.",
+          file=out)
     names = ("build_s", "train_s", "add_s", "bytes", "peak_rss_mb", "train_peak_rss_mb", "add_peak_rss_mb", "qps_b16",
              "qps_b64", "train_rss_mb", "train_anon_mb")
     print("| index kind | at N | measured N | " + " | ".join(names) + " |", file=out)
@@ -645,7 +652,29 @@ def print_extrapolation(rows: list[dict], out) -> None:
 FIT_FIELDS = ("n", "kind", "index", "build_s", "train_s", "train_sample", "add_s", "bytes_per_passage", "peak_rss_mb",
               "rss_beyond_index_mb", "train_peak_rss_mb", "add_peak_rss_mb", "search_params", "rerank_depth", "recall_at_5",
               "target_reached", "target_recall", "qps_b16", "qps_b64", "train_rss_mb", "train_anon_mb",
-              "train_rss_mb_mmap_ifc", "train_anon_mb_mmap_ifc")
+              "train_rss_mb_mmap", "train_anon_mb_mmap")
+
+
+def as_loaded(row: dict) -> dict:
+    """`row` with its training-process memory as DenseIndex.load opens the index. Rows written before
+    the check opened it so measured train_* with IO_FLAG_MMAP alone and *_mmap_ifc with
+    IO_FLAG_MMAP_IFC alone; DenseIndex.load tries IFC first, then IO_FLAG_MMAP, so its numbers are the
+    IFC ones where IFC opened the index (every kind under faiss 1.15), else the IO_FLAG_MMAP ones. A row of
+    this script's own is returned as it is.
+
+    >>> old = {"train_rss_mb": 977, "train_anon_mb": 639, "train_rss_mb_mmap_ifc": 977, "train_anon_mb_mmap_ifc": 54}
+    >>> loaded = as_loaded(old); loaded["train_anon_mb"], loaded["train_anon_mb_mmap"]
+    (54, 639)
+    """
+    if "train_rss_mb_mmap_ifc" not in row or "train_rss_mb_mmap" in row:
+        return row
+    row = dict(row)
+    for key in ("train_rss_mb", "train_anon_mb"):
+        if key in row and f"{key}_mmap_ifc" in row:  # else the field's check names what is missing
+            row[f"{key}_mmap"] = row[key]
+            if row.get("train_open_mmap_ifc") != "full read":
+                row[key] = row[f"{key}_mmap_ifc"]
+    return row
 
 
 def read_fit_rows(paths: list[Path]) -> list[dict]:
@@ -658,6 +687,7 @@ def read_fit_rows(paths: list[Path]) -> list[dict]:
         for line, row in iter_records(path):
             if row.get("source", "synthetic") != "synthetic":
                 continue
+            row = as_loaded(row)
             missing = next((f for f in FIT_FIELDS if f not in row), None)
             if missing:
                 raise InputError(path, "missing: not a row of this script's --json output", line, missing)
@@ -667,6 +697,10 @@ def read_fit_rows(paths: list[Path]) -> list[dict]:
                 raise InputError(path, f"must be a positive whole number, got {row['n']!r}", line, "n")
             rows.append(row)
     return rows
+
+
+MEASURING = ("sizes", "target_recall", "queries", "rerank_depth", "opq_iters", "ivf_quantizer", "nlist_factor", "block_rows",
+             "seed", "workdir", "quick", "json", "index", "questions", "encoder", "context_encoder", "swap")  # --fit refuses them
 
 
 def parse_args(argv=None):
@@ -692,7 +726,8 @@ def parse_args(argv=None):
     ap.add_argument("--json", action="store_true", help="one JSON object per line per (size, index kind)")
     ap.add_argument("--fit", type=Path, nargs="+", metavar="JSONL",
                     help="measure nothing: print the table and the fit of the synthetic rows in these --json outputs "
-                         "(sizes measured in separate runs, fitted together)")
+                         "(sizes measured in separate runs, fitted together); --kinds picks the rows, and the flags "
+                         "that measure are refused")
     ap.add_argument("--index", type=Path, help="a lewisrag dense index: bench its own vectors instead of synthetic ones")
     ap.add_argument("--questions", type=Path, help="with --index: QA examples whose questions are the queries")
     ap.add_argument("--encoder", help="with --index: DPR checkpoint, DPRQuestionEncoder folder or trained RAG model "
@@ -705,6 +740,9 @@ def parse_args(argv=None):
     ap.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
     ap.add_argument("--spec", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    ignored = [f"--{dest.replace('_', '-')}" for dest in MEASURING if getattr(args, dest) != ap.get_default(dest)]
+    if args.fit and ignored:
+        ap.error(f"--fit measures nothing: {', '.join(ignored)} would be ignored (--kinds picks the rows it fits)")
     if args.quick:
         # blocks smaller than the corpora, so that the adding phase's memory is the index's, as at scale
         args.sizes, args.queries, args.opq_iters, args.block_rows = "10000,20000", 100, 4, 2048
@@ -758,8 +796,10 @@ def run(args) -> None:
         print(json.dumps(WORKERS[args.worker](json.loads(args.spec))))
         return
     if args.fit:
-        rows = sorted(read_fit_rows(args.fit), key=lambda r: (r["n"], KINDS.index(r["kind"])))
-        print(f"{len(rows)} synthetic rows from {', '.join(map(str, args.fit))}")
+        rows = sorted((r for r in read_fit_rows(args.fit) if r["kind"] in args.kinds),
+                      key=lambda r: (r["n"], KINDS.index(r["kind"])))
+        kinds = "" if set(args.kinds) == set(KINDS) else f" of {', '.join(args.kinds)}"
+        print(f"{len(rows)} synthetic rows{kinds} from {', '.join(map(str, args.fit))}")
         print_table(rows, sys.stdout)
         print_extrapolation(rows, sys.stdout)
         return

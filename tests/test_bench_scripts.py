@@ -285,8 +285,10 @@ def test_bench_gpu_same_weights_measures_each_contender_alone(monkeypatch):
     monkeypatch.setattr(gpu, "peak_gb", lambda fn: (fn(), seen.append(len(alive)))[1] or 0.0)
     monkeypatch.setattr(gpu, "same_weights_batch", lambda c, p, device: ([torch.zeros(1, 1)] * 4, None, None))
     monkeypatch.setattr(gpu, "same_weights_pair", lambda variant, c, device: (Model(), Model()))
+    monkeypatch.setattr(gpu, "first_step_agreement", lambda *a: "loss and question-encoder gradient norm SAME")
     rows = gpu.same_weights({}, {"batch": 1, "context": 4, "target": 3}, Path("."), "cpu", 1, lambda msg: None)
-    assert len(rows) == 4 and all(row[-1] in ("", "identical ids") for row in rows)
+    assert len(rows) == 4
+    assert [row[-1] for row in rows] == ["loss and question-encoder gradient norm SAME", "identical ids"] * 2
     # per variant: transformers' step, lewisrag's step, then both decodings
     assert seen == [1, 1, 0, 0] * 2
 

@@ -245,7 +245,7 @@ def test_bench_scale_quick_runs_every_index_kind(tmp_path):
     for n in (10_000, 20_000):
         flat, hnsw, ivfpq, fast_scan = (row for row in rows if row["n"] == n)
         assert flat["recall_at_5"] == 1.0 and flat["bytes_per_passage"] == pytest.approx(768 * 4, rel=0.01)
-        assert not flat["train_index_mapped"] and flat["train_index_mapped_mmap_ifc"]  # faiss 1.15: only IFC maps Flat
+        assert flat["train_index_mapped"] and not flat["train_index_mapped_mmap"]  # faiss 1.15: only IFC (DenseIndex.load's) maps Flat
         assert hnsw["bytes_per_passage"] < flat["bytes_per_passage"] / 2  # 768 bytes of SQ8 code + the graph
         # 72 bytes of code and id, plus (at 10k to 20k) 80 to 150 more of centroids and OPQ matrix that N amortizes
         assert 72 < ivfpq["bytes_per_passage"] < 250 and ivfpq["code_bytes_per_passage"] == 72
