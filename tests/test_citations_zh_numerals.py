@@ -68,6 +68,19 @@ def test_a_minus_sign_after_a_chinese_character_is_a_sign():
     assert check_sentence("气温降至-12度[1]。", {"1": "夜间气温降至-12度。"}, {"1"}).status == PASS
     wrong, right = LexicalJudge().judge([("夜间气温降至-12度。", "气温降至12度。"), ("夜间气温降至-12度。", "气温降至-12度。")])
     assert wrong.supported is False and "12" in wrong.reason and right.supported is True
+    assert checkable_tokens("3度至-12度") == {"3", "-12"}  # 至 opens the range's other end: its "-" is a sign
+
+
+@pytest.mark.parametrize(("sentence", "doc"), [
+    ("Rates rose 3%-5% [1].", "Rates rose 3-5%."), ("月薪为1万-2万元 [1]。", "月薪为1万到2万元。"),
+    ("上午9点-11点营业 [1]。", "上午9点到11点营业。"), ("每组3人-5人 [1]。", "每组3-5人。"),
+    ("年利率为3.5%-4.5% [1]。", "年利率为3.5%至4.5%。"), ("等待10分钟-15分钟 [1]。", "等待10到15分钟。"),
+])
+def test_a_dash_after_a_numbers_unit_joins_a_range(sentence, doc):
+    """After a number's unit, percent or magnitude the "-" joins a range: "3%-5%" read 3 and -5, and a correct
+    cited sentence was TOKEN_NOT_FOUND and unsupported."""
+    assert check_sentence(sentence, {"1": doc}, {"1"}) == Check(PASS, "")
+    assert LexicalJudge().judge([(doc, strip_citations(sentence))])[0].supported is True
 
 
 def test_thousands_separators_read_as_before():

@@ -31,6 +31,28 @@ def test_function_judge_and_fingerprints():
     assert len(LexicalJudge().fingerprint) == 64
 
 
+def test_function_judges_of_different_rules_differ_in_fingerprint():
+    """Every lambda was "<lambda>" in the fingerprint: a candidate judged by `lambda p, h: False` passed the
+    gate's judge check against a baseline judged by `lambda p, h: h in p`, its drop blamed on the system."""
+    assert FunctionJudge(lambda p, h: h in p).fingerprint == FunctionJudge(lambda p, h: h in p).fingerprint
+    assert FunctionJudge(lambda p, h: h in p).fingerprint != FunctionJudge(lambda p, h: False).fingerprint
+
+    def at_least(n):
+        return lambda p, h: len(h) >= n
+
+    assert FunctionJudge(at_least(2)).fingerprint != FunctionJudge(at_least(3)).fingerprint  # the value closed over
+    assert FunctionJudge(at_least(2), label="rule-v1").fingerprint == FunctionJudge(at_least(3), label="rule-v1").fingerprint
+
+    class Rule:  # a callable object: its class and plain attributes, never its address
+        def __init__(self, k):
+            self.k, self.cache = k, object()
+
+        def __call__(self, p, h):
+            return len(h) >= self.k
+
+    assert FunctionJudge(Rule(2)).fingerprint == FunctionJudge(Rule(2)).fingerprint != FunctionJudge(Rule(3)).fingerprint
+
+
 def test_lexical_judge_chinese_and_english():
     j = LexicalJudge()
     v = j.judge([

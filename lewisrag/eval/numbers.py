@@ -16,11 +16,15 @@ import re
 
 # A "-" or "−" right before it is its sign where no letter or digit precedes ("-12", "(−3.2)"): "10-12",
 # "COVID-19" and "REQ-AUTH-03" are no negatives. A Chinese character before it leaves it a sign ("降至-12度",
-# "气温-5℃"), but for the units that close a quantity, after which it joins a range ("2020年-2022年", "3天-5天").
+# "气温-5℃", "3度至-12度"), but for the units that close a quantity, after which it joins a range
+# ("2020年-2022年", "3天-5天"), and for a number's unit, percent or magnitude of one or two characters:
+# "3%-5%", "1万-2万元", "9点-11点", "10分钟-15分钟" and "3人-5人" are ranges.
 # The lexical judge reads numbers with this pattern too (`judges.lexical`).
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _RANGE_UNITS = "年月日号天周时分秒个次岁元度章节页条"
-NUMBER_RE = (rf"(?:[-\u2212](?<![^\W{_CJK}][-\u2212])(?<![{_RANGE_UNITS}][-\u2212]))?"
+_UNIT = f"[{_RANGE_UNITS}%‰°℃′″万亿千百十点钟人名位家米克吨升里倍件张种项层级届版]"
+NUMBER_RE = (rf"(?:[-\u2212](?<![^\W{_CJK}][-\u2212])(?<![{_RANGE_UNITS}][-\u2212])"
+             rf"(?<![0-9]{_UNIT}[-\u2212])(?<![0-9]{_UNIT}{_UNIT}[-\u2212]))?"
              r"(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]+)*")
 
 

@@ -19,12 +19,16 @@ class FunctionJudge:
     name = "function"
 
     def __init__(self, fn: Callable[[str, str], bool | None], label: str | None = None):
+        """`label` names the rule in the fingerprint: give a new one when the rule changes. Without it, the
+        rule is known by its code (`rule_identity`): every lambda is "<lambda>", so two different rules had
+        one fingerprint and the gate read a changed rule as the system's regression."""
         self.fn = fn
-        self.label = label or getattr(fn, "__qualname__", type(fn).__name__)  # names the rule in the fingerprint
+        self.label = label or getattr(fn, "__qualname__", type(fn).__name__)
+        self._identity = label if label else rule_identity(fn)
 
     @property
     def fingerprint(self) -> str:
-        return digest("FunctionJudge", self.label, {}, "")
+        return digest("FunctionJudge", self._identity, {}, "")
 
     def judge(self, pairs: list[tuple[str, str]]) -> list[Verdict]:
         out = []
@@ -38,3 +42,45 @@ class FunctionJudge:
                 raise TypeError(f"FunctionJudge {self.label}: fn must return True, False or None, got {v!r}")
         return out
 
+
+
+_PLAIN = (str, int, float, bool, type(None), bytes)
+
+
+def rule_identity(fn) -> str:
+    """What a rule without a label is known by: its module and name, its code (bytecode, constants and
+    names, nested functions' too), its defaults and the plain values it closes over; a callable object by
+    its class and plain attributes. Objects that print their memory address are named by their type, so
+    the identity is the same in every process (on one Python version: bytecode differs across versions).
+
+    >>> rule_identity(lambda p, h: h in p) == rule_identity(lambda p, h: h in p)
+    True
+    >>> rule_identity(lambda p, h: h in p) == rule_identity(lambda p, h: p in h)
+    False
+    """
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        kind = type(fn)
+        state = sorted((k, _plain(v)) for k, v in getattr(fn, "__dict__", {}).items())
+        return f"{kind.__module__}.{kind.__qualname__}{state}"
+    cells = [_plain(c.cell_contents) for c in fn.__closure__ or ()]
+    return "\x00".join([fn.__module__ or "", fn.__qualname__, _code_text(code), _plain(fn.__defaults__),
+                        _plain(fn.__kwdefaults__), repr(cells)])
+
+
+def _code_text(code) -> str:
+    consts = [_code_text(c) if hasattr(c, "co_code") else _plain(c) for c in code.co_consts]
+    return f"{code.co_code.hex()}|{consts}|{code.co_names}"
+
+
+def _plain(value) -> str:
+    """repr of a plain value (and of tuples, lists, sets and dicts of them); another object's type name."""
+    if isinstance(value, _PLAIN):
+        return repr(value)
+    if isinstance(value, (tuple, list)):
+        return f"{type(value).__name__}({[_plain(v) for v in value]})"
+    if isinstance(value, (set, frozenset)):
+        return f"{type(value).__name__}({sorted(_plain(v) for v in value)})"
+    if isinstance(value, dict):
+        return f"dict({sorted((_plain(k), _plain(v)) for k, v in value.items())})"
+    return f"<{type(value).__module__}.{type(value).__qualname__}>"

@@ -465,7 +465,8 @@ class LexicalJudge:
     # and "01" is 1, and with their sign, "-12" is not 12; a magnitude may be spaced off, "3000 万"; and a leading
     # clause naming only the sources, "According to the documents [1], ...", "根据提供的上下文，...", is set
     # aside (`unattributed`): its words made a correct statement unsupported; 14: a "-" after a Chinese
-    # character is a sign, "降至-12度" is -12 (it read 12), but after a unit closing a quantity, "2020年-2022年")
+    # character is a sign, "降至-12度" is -12 (it read 12), but after a unit closing a quantity, "2020年-2022年",
+    # or a number's unit, percent or magnitude, "3%-5%" and "1万-2万元", ranges: "3%-5%" read 3 and -5)
     version = "14"
 
     def __init__(self, threshold: float = 0.75):
