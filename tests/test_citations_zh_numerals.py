@@ -69,12 +69,17 @@ def test_a_minus_sign_after_a_chinese_character_is_a_sign():
     wrong, right = LexicalJudge().judge([("夜间气温降至-12度。", "气温降至12度。"), ("夜间气温降至-12度。", "气温降至-12度。")])
     assert wrong.supported is False and "12" in wrong.reason and right.supported is True
     assert checkable_tokens("3度至-12度") == {"3", "-12"}  # 至 opens the range's other end: its "-" is a sign
+    # a unit closes a range's first end only after a number: 温度, 得分 and 今年 end in 度, 分 and 年
+    assert checkable_tokens("最低温度-5℃，得分-3分，今年-2%") >= {"-5", "-3", "-2"}
+    assert check_sentence("最低温度5℃[1]。", {"1": "夜间最低温度-5℃。"}, {"1"}).status == TOKEN_NOT_FOUND
 
 
 @pytest.mark.parametrize(("sentence", "doc"), [
     ("Rates rose 3%-5% [1].", "Rates rose 3-5%."), ("月薪为1万-2万元 [1]。", "月薪为1万到2万元。"),
     ("上午9点-11点营业 [1]。", "上午9点到11点营业。"), ("每组3人-5人 [1]。", "每组3-5人。"),
     ("年利率为3.5%-4.5% [1]。", "年利率为3.5%至4.5%。"), ("等待10分钟-15分钟 [1]。", "等待10到15分钟。"),
+    ("距离3公里-5公里 [1]。", "距离3到5公里。"), ("每箱3公斤-5公斤 [1]。", "每箱3到5公斤。"),
+    ("耗时2个小时-3个小时 [1]。", "耗时2到3个小时。"), ("售价3块-5块 [1]。", "售价3到5块。"),
 ])
 def test_a_dash_after_a_numbers_unit_joins_a_range(sentence, doc):
     """After a number's unit, percent or magnitude the "-" joins a range: "3%-5%" read 3 and -5, and a correct

@@ -51,6 +51,30 @@ def test_function_judges_of_different_rules_differ_in_fingerprint():
             return len(h) >= self.k
 
     assert FunctionJudge(Rule(2)).fingerprint == FunctionJudge(Rule(2)).fingerprint != FunctionJudge(Rule(3)).fingerprint
+    # builtins by name, partials by their arguments, bound methods by their object, helpers closed over by theirs
+    import functools
+    import operator
+
+    def fp(rule):
+        return FunctionJudge(rule).fingerprint
+
+    assert fp(operator.contains) != fp(operator.eq) and fp(str.startswith) != fp(str.endswith)
+    assert fp(functools.partial(at_least, 2)) != fp(functools.partial(at_least, 3))
+    assert fp(Rule(2).__call__) != fp(Rule(3).__call__)
+
+    def through(n):
+        helper = at_least(n)
+        return lambda p, h: helper(p, h)
+
+    assert fp(through(2)) == fp(through(2)) != fp(through(3))
+
+    def defined_later():  # a helper closed over but not yet assigned: known as such, no ValueError
+        rule = lambda p, h: later(h)  # noqa: E731
+        fingerprint = fp(rule)
+        later = len  # noqa: F841
+        return fingerprint
+
+    assert defined_later() == defined_later()
 
 
 def test_lexical_judge_chinese_and_english():

@@ -16,15 +16,22 @@ import re
 
 # A "-" or "−" right before it is its sign where no letter or digit precedes ("-12", "(−3.2)"): "10-12",
 # "COVID-19" and "REQ-AUTH-03" are no negatives. A Chinese character before it leaves it a sign ("降至-12度",
-# "气温-5℃", "3度至-12度"), but for the units that close a quantity, after which it joins a range
-# ("2020年-2022年", "3天-5天"), and for a number's unit, percent or magnitude of one or two characters:
-# "3%-5%", "1万-2万元", "9点-11点", "10分钟-15分钟" and "3人-5人" are ranges.
+# "最低温度-5℃", "3度至-12度"), but for a number's unit, percent or magnitude, after which it joins a range:
+# "2020年-2022年", "3%-5%", "1万-2万元", "9点-11点", "10分钟-15分钟", "3公里-5公里" and "3人-5人" are ranges.
 # The lexical judge reads numbers with this pattern too (`judges.lexical`).
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-_RANGE_UNITS = "年月日号天周时分秒个次岁元度章节页条"
-_UNIT = f"[{_RANGE_UNITS}%‰°℃′″万亿千百十点钟人名位家米克吨升里倍件张种项层级届版]"
-NUMBER_RE = (rf"(?:[-\u2212](?<![^\W{_CJK}][-\u2212])(?<![{_RANGE_UNITS}][-\u2212])"
-             rf"(?<![0-9]{_UNIT}[-\u2212])(?<![0-9]{_UNIT}{_UNIT}[-\u2212]))?"
+# The measure words and units after which a numeral counts something (三个, 十五分钟, 两年). Not 分 (十分 is
+# "very"), 角 (三角, a triangle), 点 (一点, "a little"; 三点五 is 3.5) nor 成 (九成, 90%).
+_ZH_UNIT_WORDS = ("个月 个小时 个星期 个 年 月 天 日 号 周 星期 小时 分钟 秒 次 人 名 位 元 块 岁 倍 米 公里 千米 厘米 毫米 "
+                  "公斤 千克 克 吨 升 家 项 条 页 章 节 篇 本 台 种 张 件 层 级 届 版 度").split()
+# what may close a number before a range's "-": one character of a unit, a magnitude or a sign of measure
+# ("1万元-", "3%-"), two of them, or a unit word of two or three characters ("3公里-", "2个小时-")
+_DIGIT = "[0-9〇零一二两三四五六七八九十百千万亿]"
+_UNIT_CHAR = "[" + "".join(sorted({w for w in _ZH_UNIT_WORDS if len(w) == 1})) + "%‰°℃′″万亿千百十点钟分时]"
+_UNIT_AFTER = "".join(
+    [rf"(?<!{_DIGIT}{_UNIT_CHAR}[-\u2212])", rf"(?<!{_DIGIT}{_UNIT_CHAR}{_UNIT_CHAR}[-\u2212])"]
+    + [rf"(?<!{_DIGIT}(?:{'|'.join(w for w in _ZH_UNIT_WORDS if len(w) == n)})[-\u2212])" for n in (2, 3)])
+NUMBER_RE = (rf"(?:[-\u2212](?<![^\W{_CJK}][-\u2212]){_UNIT_AFTER})?"
              r"(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]+)*")
 
 
@@ -52,11 +59,7 @@ _ZH_DIGITS = {"〇": 0, "零": 0, "一": 1, "二": 2, "两": 2, "兩": 2, "三":
 _ZH_SMALL = {"十": 10, "百": 100, "千": 1000}
 _ZH_LARGE = {"万": 10**4, "萬": 10**4, "亿": 10**8, "億": 10**8}
 _ZH_NUMERAL_RUN = re.compile(f"[{''.join([*_ZH_DIGITS, *_ZH_SMALL, *_ZH_LARGE])}]+")
-# The measure words and units after which a numeral counts something (三个, 十五分钟, 两年). Not 分 (十分 is
-# "very"), 角 (三角, a triangle), 点 (一点, "a little"; 三点五 is 3.5) nor 成 (九成, 90%).
-_ZH_UNIT = re.compile("|".join(sorted(
-    "个月 个小时 个星期 个 年 月 天 日 号 周 星期 小时 分钟 秒 次 人 名 位 元 块 岁 倍 米 公里 千米 厘米 毫米 公斤 千克 "
-    "克 吨 升 家 项 条 页 章 节 篇 本 台 种 张 件 层 级 届 版 度".split(), key=len, reverse=True)))
+_ZH_UNIT = re.compile("|".join(sorted(_ZH_UNIT_WORDS, key=len, reverse=True)))  # the words after which a numeral counts
 # The units after which a lone 一 is the number one rather than "a": 一个问题, 一种方法, 一名用户, 一次 are
 # "a problem", "a way", "a user", "once", as an English "a" is no number.
 _ZH_UNIT_OF_ONE = re.compile("|".join(sorted(
