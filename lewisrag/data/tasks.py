@@ -13,18 +13,18 @@ FEVER-style verification. The input is a claim and the target its label, SUPPORT
 ENOUGH INFO (FEVER's strings), judged against snapshot A. SUPPORTS claims state a fact of the
 entity's passages; REFUTES claims give another value: for a time-varying fact that changed, the
 entity's snapshot-B value, in every split (so that the hot swap flips a test claim's label, and
-training meets such claims too); on an optional attribute, a nearby number; else another entity's
-of the same split (so nothing learnt about training entities tells a test claim false). NOT ENOUGH INFO
-claims are of two kinds, which the attribute decides: on an optional attribute, a fact the entity's
-passages happen not to state (every country's second passage states either its election term or its
-assembly seats, every organisation's first either its yearly report or its council meetings); on
-every other attribute, a claim about an entity the corpus never mentions (fresh names,
-`world.fresh_entities`). Every attribute gets as many claims of each label and only three of them
-are optional (`OPTIONAL`), so the second kind is most of them: on the default world, seed 0, 76%
-of the training split's NOT ENOUGH INFO claims, 85% of dev's and 87% of test's. A model can only
-tell them apart by reading: the claim's wording never gives the label away. `gold_passage_ids` are
-the evidence (none for NOT ENOUGH INFO). fever_test_b.jsonl holds the test claims again, labelled
-against snapshot B.
+training meets such claims too); on an optional attribute, another number in the attribute's range;
+else another entity's of the same split (so nothing learnt about training entities tells a test
+claim false). NOT ENOUGH INFO claims are of two kinds, which the attribute decides: on an optional
+attribute, a fact the entity's passages happen not to state (every country's second passage states
+either its election term or its assembly seats, every organisation's first either its yearly report
+or its council meetings); on every other attribute, a claim about an entity the corpus never
+mentions (fresh names, `world.fresh_entities`). Every attribute gets as many claims of each label
+and only three of them are optional (`OPTIONAL`), so the second kind is most of them: on the
+default world, seed 0, 76% of the training split's NOT ENOUGH INFO claims, 85% of dev's and 87% of
+test's. A model can only tell them apart by reading: the claim's wording never gives the label
+away. `gold_passage_ids` are the evidence (none for NOT ENOUGH INFO). fever_test_b.jsonl holds the
+test claims again, labelled against snapshot B.
 
 Records use the QA format (`records.QAExample`): Jeopardy examples are kind "long" (a generated
 sentence, scored by Q-BLEU-1 and BLEU-1), FEVER examples kind "short" (one label, scored by accuracy).
@@ -33,7 +33,7 @@ sentence, scored by Q-BLEU-1 and BLEU-1), FEVER examples kind "short" (one label
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from lewisrag.data.entities import (
@@ -43,6 +43,7 @@ from lewisrag.data.entities import (
     parse_population,
     render,
 )
+from lewisrag.data.names import Namer
 from lewisrag.data.records import Passage, QAExample
 
 SPLITS = ("train", "dev", "test")
@@ -58,7 +59,8 @@ CLUES = {  # each joins a fact of passage 0 with one of passage 1; the entity is
     ),
     "organisation": (
         "This organisation, based in {headquarters}, has been headed by {title} {head} since {since}.",
-        "Founded in {founded}, this {field} organisation counts {members} members.",
+        # the field as the passages write it ("the arts"): put before "organisation" it read "this the arts organisation"
+        "Founded in {founded}, this organisation in {field} counts {members} members.",
         "{Title} {head} leads this body, which has its headquarters in {headquarters}.",
     ),
 }
@@ -71,7 +73,7 @@ def clues(entity: Entity, snapshot: int = 0) -> list[str]:
     ...            {"founded": "1901", "headquarters": "Zerth", "field": "research", "title": "Director", "meetings": "4"},
     ...            ({"head": "Dova Kelm", "since": "2011", "members": "4,350"},) * 2, 0)
     >>> clues(e)[1]
-    'Founded in 1901, this research organisation counts 4,350 members.'
+    'Founded in 1901, this organisation in research counts 4,350 members.'
     """
     facts = {**entity.static, **entity.snapshots[snapshot]}
     upper = {"Title": facts["title"], "Language": facts.get("language", "")}
@@ -116,6 +118,10 @@ STATED = {"country": ("capital", "currency", "founded", "language", "leader", "p
           "organisation": ("headquarters", "founded", "head", "members")}
 VARYING = ("leader", "population", "head", "members")  # in passage 1, and changed in snapshot B for most entities
 OPTIONAL = {"country": ("term", "seats"), "organisation": ("meetings",)}  # stated by some entities' passages only
+NAME_SORTS = {  # attribute: the Namer method that makes up a value of its sort (_false_value's last resort)
+    "capital": "city", "headquarters": "city", "leader": "person", "head": "person", "currency": "currency",
+    "language": "language",
+}
 OPTIONAL_PHRASES = {"term": ("every {v} years", 1), "seats": ("has {v} seats", 1), "meetings": ("meets {v} times", 0)}
 ABSENT_SHARE = 0.5  # entities the corpus never mentions, per entity of a split: NOT ENOUGH INFO claims about them
 
@@ -165,14 +171,18 @@ def _evidence(entity: Entity, attr: str) -> list[str]:
 
 def _false_value(entity: Entity, attr: str, pool: Sequence[Entity], rng: random.Random) -> str:
     """A value of `attr` that `entity` does not have in snapshot A: its snapshot-B value when that
-    changed, else another entity's of `pool` (the same split), else a nearby number."""
+    changed, else on an optional attribute another number in its range, else another entity's of
+    `pool` (the same split) among 20 sampled. Where none of those is of its kind with another value:
+    a nearby number, or for a name another entity's of the whole pool, else a made-up name of the
+    same sort (a fresh one). The sample is drawn from `pool` itself: a copy of it per claim made the
+    tasks of a large world quadratic in its entities."""
     true = entity.fact(attr)
     if attr in VARYING and entity.snapshots[1][attr] != true:
         return entity.snapshots[1][attr]
     if attr in OPTIONAL_PHRASES:
         low, high = {"term": (4, 6), "seats": (40, 400), "meetings": (2, 12)}[attr]
         return str(rng.choice([n for n in range(low, high + 1) if str(n) != true]))
-    others = [e.fact(attr) for e in rng.sample(list(pool), min(len(pool), 20)) if e.kind == entity.kind]
+    others = [e.fact(attr) for e in rng.sample(pool, min(len(pool), 20)) if e.kind == entity.kind]
     others = [v for v in others if v != true]
     if others:
         return others[0]
@@ -180,7 +190,17 @@ def _false_value(entity: Entity, attr: str, pool: Sequence[Entity], rng: random.
         return format_population(parse_population(true) + rng.choice((-3, 3)))
     if attr == "members":
         return format_count(int(true.replace(",", "")) + rng.choice((-37, 37)))
-    return str(int(true) + rng.choice((-3, 3))) if true.isdigit() else true[::-1].capitalize()
+    if true.isdigit():
+        return str(int(true) + rng.choice((-3, 3)))
+    # A name: not the true one reversed ('Drepainstok' -> 'Kotsniaperd' gave the label away; a palindrome
+    # stayed true). Nothing below draws from `rng`, so the claims after this one stay as they were.
+    own = random.Random(f"{entity.slot}:{attr}")
+    others = [e.fact(attr) for e in pool if e.kind == entity.kind and e.fact(attr) != true]
+    if others:
+        return own.choice(others)
+    made = getattr(Namer(own, side="fresh", lang=entity.lang), NAME_SORTS[attr])
+    first = made()
+    return first if first != true else made()  # a namer never gives a name twice
 
 
 def fever_examples(split: str, entities: Sequence[Entity], absent: Sequence[Entity], rng: random.Random,
@@ -295,22 +315,25 @@ def _claimed(e: Entity, attr: str, label: str, pool: Sequence[Entity], rng: rand
 def relabel(examples: Sequence[QAExample], entities: Sequence[Entity], snapshot: int) -> list[QAExample]:
     """The same claims, labelled against `snapshot`: only claims about a time-varying fact that
     changed can change label (the claim states A's value, or B's)."""
+    by_slot = {e.slot: e for e in entities}
     out = []
     for ex in examples:
         label = ex.answers[0]
-        e, attr = _about(ex, entities)
+        e, attr = _about(ex, by_slot)
         if label != NEI and attr in VARYING and e.changed:
             label = SUPPORTS if e.fact(attr, snapshot) in _values_in(ex.question, e, attr) else REFUTES
         out.append(QAExample(ex.id, ex.question, [label], list(ex.gold_passage_ids), ex.category, [], ex.kind))
     return out
 
 
-def _about(ex: QAExample, entities: Sequence[Entity]) -> tuple[Entity | None, str | None]:
-    """The entity and time-varying attribute a claim's evidence points at (None for others)."""
+def _about(ex: QAExample, entities: Mapping[str, Entity] | Sequence[Entity]) -> tuple[Entity | None, str | None]:
+    """The entity and time-varying attribute a claim's evidence points at (None for others).
+    `entities` by slot, as relabel builds them once for all its claims (a search of the list per
+    claim made it quadratic), or a sequence of them."""
     if not ex.gold_passage_ids or not ex.gold_passage_ids[0].endswith("-1"):
         return None, None
-    slot = ex.gold_passage_ids[0][: -len("-1")]
-    e = next((x for x in entities if x.slot == slot), None)
+    by_slot = entities if isinstance(entities, Mapping) else {x.slot: x for x in entities}
+    e = by_slot.get(ex.gold_passage_ids[0][: -len("-1")])
     if e is None:
         return None, None
     attr = next((a for a in VARYING if a in e.snapshots[0] and _values_in(ex.question, e, a)), None)
