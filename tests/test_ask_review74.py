@@ -96,6 +96,20 @@ def test_a_max_new_tokens_the_positions_cannot_hold_is_refused_by_flag():
         HFGenerator(_gpt(tok, positions=16), tok, max_new_tokens=24)  # was an IndexError at the first answer
 
 
+def test_from_pretrained_refuses_max_new_tokens_before_the_weights_load(tmp_path, monkeypatch):
+    """A hub LLM's weights take minutes to load in float32: the flag was refused only after them."""
+    from lewisrag.rag_model import stitched
+
+    tok = _tokenizer()
+    _bart(tok, positions=16).save_pretrained(tmp_path / "g")
+    tok.save_pretrained(tmp_path / "g")
+    loaded = []
+    monkeypatch.setattr(stitched, "load_model", lambda *a, **kw: loaded.append(a) or 1 / 0)
+    with pytest.raises(InputError, match=r"^--max-new-tokens: 400 does not fit the model's 16 positions"):
+        stitched.HFGenerator.from_pretrained(str(tmp_path / "g"), max_new_tokens=400)
+    assert loaded == []
+
+
 @pytest.fixture(scope="module")
 def eval_line(tiny_qa_run):
     """One of the run's own eval questions, to keep a written question set valid around the one under test."""

@@ -240,6 +240,8 @@ class HFGenerator:
         run's own models load (`data.pretrained.load_generator`). transformers loads a checkpoint in its own
         dtype, bf16 for most hub LLMs, whose greedy answers then depend on the batch a prompt is padded into."""
         config = load_config(AutoConfig.from_pretrained, path, "generator config")
+        if "max_new_tokens" in kw:  # refused before the weights load (an LLM's take minutes), as __init__ would
+            check_new_tokens(kw["max_new_tokens"], max_positions(config), config.is_encoder_decoder)
         auto = AutoModelForSeq2SeqLM if config.is_encoder_decoder else AutoModelForCausalLM
         return cls(load_model(auto.from_pretrained, path, "generator", dtype=dtype).to(device),
                    load_tokenizer(AutoTokenizer.from_pretrained, path, "generator tokenizer"), **kw)
