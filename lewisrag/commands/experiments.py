@@ -64,8 +64,8 @@ def reproduce(
                              "Chinese world, reports in Chinese; --preset small reads the shipped generator-small-zh, built by "
                              "`lewisrag pretrain --preset small --lang zh`)."),
     report_lang: str = typer.Option(None, "--report-lang", help=LANG_HELP + " Default: --lang. Recorded in config.json "
-                                    "when not en; --resume with another --report-lang redoes only the comparison's "
-                                    "report.html and the report. The summary tables printed here follow it too; --json "
+                                    "when not en; --resume with another --report-lang redoes the compare stage (every "
+                                    "system answers its questions again) and the report. The summary tables printed here follow it too; --json "
                                     "prints the same JSON in either language."),
 ) -> None:
     """Reproduce Lewis et al. 2020 at small scale: world -> DPR -> indexes A and B -> generator -> RAG-Token,
