@@ -135,19 +135,23 @@ class DPRCheckpoint:
 
     def save(self, path: str | Path, extra: dict | None = None) -> None:
         """Write the checkpoint; the context fingerprint is recomputed from the weights, and the passage
-        encoding recorded in tokenizer/tokenizer_config.json."""
+        encoding and q_max_length (as model_max_length) recorded in tokenizer/tokenizer_config.json."""
         p = Path(path)
         p.mkdir(parents=True, exist_ok=True)
-        self.question_encoder.save_pretrained(p / "question_encoder")
-        self.ctx_encoder.save_pretrained(p / "ctx_encoder")
-        set_passage_encoding(self.tokenizer, self.passage_encoding)  # recorded, not left to a default
-        self.tokenizer.save_pretrained(p / "tokenizer")
         self.meta = {
             **self.meta,
             **(extra or {}),
             "ctx_fingerprint": state_fingerprint(self.ctx_encoder),
             "dim": int(self.ctx_encoder.config.projection_dim or self.ctx_encoder.config.hidden_size),
         }
+        self.question_encoder.save_pretrained(p / "question_encoder")
+        self.ctx_encoder.save_pretrained(p / "ctx_encoder")
+        set_passage_encoding(self.tokenizer, self.passage_encoding)  # recorded, not left to a default
+        # saved cutting questions where DPR trained on them, as `load` reads it: transformers' own
+        # tokenizer(q, truncation=True) cut nothing at a scratch tokenizer's 1e30 (passages are cut at
+        # max_length by every call, `tokenize_texts`; one tokenizer serves both sides)
+        self.tokenizer.model_max_length = self.meta["q_max_length"]
+        self.tokenizer.save_pretrained(p / "tokenizer")
         write_json(p / META_FILE, self.meta)
 
 
@@ -532,6 +536,15 @@ def _read_meta(p: Path) -> dict:
     if not (isinstance(meta, dict) and isinstance(meta.get("ctx_fingerprint"), str) and isinstance(meta.get("dim"), int)):
         raise InputError(p / META_FILE, "expected a JSON object with ctx_fingerprint (a string) and dim (an integer)")
     return meta
+
+
+def checkpoint_limits(path: str | os.PathLike, ctx_positions: int, q_positions: int) -> tuple[int, int]:
+    """(max_length, q_max_length) of the checkpoint in `path`, as `DPRCheckpoint.load` reads them (defaults
+    included), for `train dpr --init` to train on at the limits its encoders encode with."""
+    p = Path(path)
+    meta = _read_meta(p)
+    _check_lengths(meta, ctx_positions, q_positions, p / META_FILE)
+    return meta["max_length"], meta["q_max_length"]
 
 
 def _check_lengths(meta: dict, ctx_positions: int, q_positions: int, source: Path) -> None:

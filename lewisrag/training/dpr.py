@@ -61,8 +61,8 @@ from lewisrag.data.passages import passages_at
 from lewisrag.data.pretrained import SHARDED, WEIGHTS, check_state_fits, load_model, load_tokenizer
 from lewisrag.data.records import Passage, QAExample
 from lewisrag.index.encoders import (DPR_ARCHITECTURES, DPR_POOLER, META_FILE, DPRCheckpoint, adopt_passage_encoding,
-                                     config_architectures, own_limit, passage_encoding, set_passage_encoding,
-                                     state_fingerprint, tokenize_texts)
+                                     checkpoint_limits, config_architectures, own_limit, passage_encoding,
+                                     set_passage_encoding, state_fingerprint, tokenize_texts)
 from lewisrag.scoring.aggregate import mean
 from lewisrag.training.configs import DPR_KIND as KIND  # the marker kind of DPR checkpoint folders (lewisrag.data.outputs)
 from lewisrag.training.configs import DPRTrainConfig, check_init
@@ -171,9 +171,9 @@ def start_limits(cfg: DPRTrainConfig, q_enc, c_enc, tokenizer) -> tuple[int, int
     a BERT-like start trains at the config's, within its position tables (a starting BERT may have
     fewer than 128 positions).
     """
-    if cfg.init and (Path(cfg.init) / META_FILE).is_file():  # checked by DPRCheckpoint.load in init_encoders
-        meta = read_json(Path(cfg.init) / META_FILE)
-        return int(meta.get("max_length", 256)), int(meta.get("q_max_length", 64))  # DPRCheckpoint's readers' defaults
+    if cfg.init and (Path(cfg.init) / META_FILE).is_file():  # loaded by DPRCheckpoint.load in init_encoders
+        # its limits as loaded, defaults within the positions included (a flat 256 overran a 128-position encoder)
+        return checkpoint_limits(cfg.init, c_enc.config.max_position_embeddings, q_enc.config.max_position_embeddings)
     limits = [min(cfg.p_max_length, c_enc.config.max_position_embeddings),
               min(cfg.q_max_length, q_enc.config.max_position_embeddings)]
     folders = (cfg.init_context, cfg.init_question) if cfg.init_question else (cfg.init, cfg.init)
@@ -335,6 +335,11 @@ def train_dpr(
         if gold:
             usable.append((ex, row_of[gold[0]]))
     gold_rows = [{row_of[g] for g in ex.gold_passage_ids if g in row_of} for ex, _ in usable]  # every gold, masked in the loss
+    if not usable and not converting and not any(ex.gold_passage_ids for ex in examples):
+        # a DPR biencoder file of the older releases: contexts of title and text only, which name no passage
+        raise InputError("--train", "no training question names a gold passage id (gold_passage_ids; in DPR's JSON, "
+                         "positive_ctxs[].passage_id or psg_id): a DPR file whose contexts carry only title and text "
+                         "cannot be matched to --passages (their title and text are not used)")
     if not usable and not converting:
         raise InputError("--train", "no training question has a gold_passage_id found in --passages", field="gold_passage_ids")
     if cfg.steps and cfg.batch_size > len(usable):  # else every step trained on all of them, a smaller batch than asked
