@@ -14,19 +14,13 @@ import pytest
 
 from conftest import run_main, write_jsonl
 from lewisrag.data.io import InputError
-from lewisrag.data.records import read_passages, read_qa
+from lewisrag.data.records import read_passages
 from lewisrag.index import store
 from lewisrag.index.dense import DenseBuildConfig, build_dense_index, build_faiss, check_factory, faiss_build
-from lewisrag.training.dpr import DPRTrainConfig, train_dpr
+from test_index_edges2 import dpr_ckpt  # noqa: F401  (a module fixture: a 5-step DPR)
 from test_rag_train import rag_inputs, trained_rag  # noqa: F401  (session fixtures)
 
 
-@pytest.fixture(scope="module")
-def dpr_ckpt(tiny_corpus, tmp_path_factory):
-    out = tmp_path_factory.mktemp("dpr") / "ckpt"
-    train_dpr(DPRTrainConfig(steps=5, vocab_size=300, hidden_size=32, layers=1, heads=2, batch_size=8),
-              read_qa(tiny_corpus["qa"]), read_passages(tiny_corpus["passages"]), out)
-    return out
 
 
 WRITE_INDEX = faiss.write_index

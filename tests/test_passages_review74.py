@@ -18,6 +18,7 @@ from conftest import run_main
 from lewisrag.data import passages as P
 from lewisrag.data.io import InputError
 from lewisrag.data.passages import open_table, read_dpr_tsv, write_tsv_shards
+from test_passages_tsv_faults import read_both
 
 HEADER = b"id\ttext\ttitle\n"
 
@@ -26,14 +27,7 @@ def good(first: int, count: int) -> bytes:
     return b"".join(b"%d\tpassage %d of a few words\tT%d\n" % (i, i, i) for i in range(first, first + count))
 
 
-def refusals(path, tmp_path) -> list[str]:
-    """The error of each reader: `open_table` (in memory) and `write_tsv_shards` (streaming)."""
-    said = []
-    for read in (lambda: open_table(path), lambda: write_tsv_shards(path, tmp_path / "shards")):
-        with pytest.raises(InputError) as e:
-            read()
-        said.append(str(e.value))
-    return said
+refusals = read_both  # the error of each reader: `open_table` (in memory) and `write_tsv_shards` (streaming)
 
 
 # --- a line longer than a block ------------------------------------------------------------------
