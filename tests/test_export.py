@@ -288,7 +288,7 @@ def test_the_notes_say_where_transformers_answers_otherwise():
     assert "docs/real-data.md shows the mask to pass" in seq and "where passages are padded" not in seq
     assert "padded" not in token
     for note in (seq, token):
-        assert "as the question encoder's tokenizer decodes it (lowercased by an uncased one)" in note, note
+        assert "as the question encoder's tokenizer decodes it (lowercased by an uncased one, a Chinese question's characters spaced apart)" in note, note
 
 
 def test_export_assumes_asks_defaults():

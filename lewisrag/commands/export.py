@@ -41,12 +41,12 @@ def decoding_note(variant: str, generate_kwargs: dict, beam_kwargs: dict) -> str
     """How transformers' generate() on the export relates to `lewisrag ask`'s answers (experiments.export).
 
     >>> print(decoding_note("sequence", {"num_beams": 1, "max_length": 32, "forced_bos_token_id": 0}, {"early_stopping": True}))
-    note: transformers' RagSequenceForGeneration reloads without the generator's generation settings: pass generate(num_beams=1, max_length=32, forced_bos_token_id=0) for lewisrag ask's settings (greedy), or the same with num_beams=N, early_stopping=True for lewisrag ask --num-beams N's; for lewisrag ask --n-docs K's, set model.config.n_docs = K: generate(n_docs=K) ranks its answers by a pass over config.n_docs passages; even so its answers differ from ask's: transformers 5 searches each passage without an attention mask, attending to the padding of passages padded to max_combined_length, which ask masks (docs/real-data.md shows the mask to pass), and it answers the question as the question encoder's tokenizer decodes it (lowercased by an uncased one)
+    note: transformers' RagSequenceForGeneration reloads without the generator's generation settings: pass generate(num_beams=1, max_length=32, forced_bos_token_id=0) for lewisrag ask's settings (greedy), or the same with num_beams=N, early_stopping=True for lewisrag ask --num-beams N's; for lewisrag ask --n-docs K's, set model.config.n_docs = K: generate(n_docs=K) ranks its answers by a pass over config.n_docs passages; even so its answers differ from ask's: transformers 5 searches each passage without an attention mask, attending to the padding of passages padded to max_combined_length, which ask masks (docs/real-data.md shows the mask to pass), and it answers the question as the question encoder's tokenizer decodes it (lowercased by an uncased one, a Chinese question's characters spaced apart)
     """
     beams = ", ".join(["num_beams=N", *(f"{k}={v!r}" for k, v in beam_kwargs.items())])
     # transformers' retriever rebuilds the generator input from the question ids decoded: a generator trained on cased
     # questions can answer the lowercased one otherwise (experiments.export)
-    decoded = "the question as the question encoder's tokenizer decodes it (lowercased by an uncased one)"
+    decoded = "the question as the question encoder's tokenizer decodes it (lowercased by an uncased one, a Chinese question's characters spaced apart)"
     if variant == "token":  # its generation_config.json holds generate_kwargs
         return (f"note: generate() gives lewisrag ask's answer (greedy, max_length={generate_kwargs['max_length']}) to "
                 f"{decoded}, which can differ from ask's answer to the question as typed; pass generate({beams}) "

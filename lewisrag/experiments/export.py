@@ -44,8 +44,9 @@ gives them back (docs/real-data.md, "One difference no setting can carry").
 
 Either variant answers the question *decoded* from its input ids: transformers' retriever builds each
 generator input from `question_encoder_tokenizer.batch_decode`, not from the string asked. It matches
-`ask` given that string, which an uncased question tokenizer lowercases; a generator trained on cased
-questions may answer the question as typed otherwise.
+`ask` given that string, which an uncased question tokenizer lowercases and a BERT tokenizer writes with a
+space between Chinese characters; a generator trained on cased (or unspaced Chinese) questions may answer
+the question as typed otherwise (docs/real-data.md).
 """
 
 from __future__ import annotations
