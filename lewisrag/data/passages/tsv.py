@@ -259,12 +259,7 @@ def _line_spans(f) -> Iterator[tuple[int, int]]:
     (\\n, \\r\\n, or \\r) left out, read a block at a time."""
     at = begin = f.tell()
     while True:
-        chunk = f.read(TSV_BLOCK)
-        while chunk.endswith(b"\r"):  # a \r\n is not split between two reads
-            more = f.read(1)
-            chunk += more
-            if not more:
-                break
+        chunk = _read_whole_ends(f, TSV_BLOCK)
         if not chunk:
             if at > begin:  # the last line, without a line end
                 yield begin, at
@@ -273,6 +268,17 @@ def _line_spans(f) -> Iterator[tuple[int, int]]:
             yield begin, at + m.start()
             begin = at + m.end()
         at += len(chunk)
+
+
+def _read_whole_ends(f, size: int) -> bytes:
+    """`size` bytes of the binary file `f`, and more while they end in \r: a \r\n is never split between two reads."""
+    chunk = f.read(size)
+    while chunk.endswith(b"\r"):
+        more = f.read(1)
+        chunk += more
+        if not more:
+            break
+    return chunk
 
 
 _TAB_OR_QUOTE = re.compile(rb'[\t"]')
@@ -301,12 +307,7 @@ def _line_offset(f, lines: int) -> int:
     as pyarrow reads them), counted a large chunk at a time."""
     seen, offset = 0, 0
     while seen < lines:
-        chunk = f.read(1 << 24)
-        while chunk.endswith(b"\r"):  # a \r\n is not split between two chunks
-            more = f.read(1)
-            chunk += more
-            if not more:
-                break
+        chunk = _read_whole_ends(f, 1 << 24)
         if not chunk:
             break
         n = chunk.count(b"\n") + chunk.count(b"\r") - chunk.count(b"\r\n")
