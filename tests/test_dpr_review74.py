@@ -48,6 +48,22 @@ def test_a_dpr_file_without_passage_ids_is_named_as_such(tiny_corpus, tmp_path):
     assert "found in --passages" not in str(e.value) and "\n" not in str(e.value)
 
 
+def test_train_dpr_names_the_file_line_and_field_of_a_dpr_file_without_passage_ids(tiny_corpus, tmp_path, monkeypatch,
+                                                                                      capsys):
+    from conftest import run_main
+
+    records = [{"dataset": "x", "question": ex.question, "answers": ex.answers,
+                "positive_ctxs": [{"title": "T", "text": "some text"}], "hard_negative_ctxs": []}
+               for ex in read_qa(tiny_corpus["qa"])]
+    path = tmp_path / "biencoder-old.json"
+    path.write_text(json.dumps(records, indent=1), encoding="utf-8")
+    code, _, err = run_main(monkeypatch, capsys, "train", "dpr", "--train", path, "--passages", tiny_corpus["passages"],
+                            "--out", tmp_path / "out", "--steps", "1")
+    assert code == 2 and err.strip().splitlines()[-1].startswith(
+        f"error: {path}:2: field 'positive_ctxs[0].passage_id': no training question names a gold passage id")
+    assert not (tmp_path / "out").exists()
+
+
 def test_the_saved_tokenizer_cuts_questions_at_q_max_length(tiny_corpus, tmp_path):
     """transformers users of the checkpoint's tokenizer (tokenizer(q, truncation=True)) cut questions where DPR
     trained on them, as `DPRCheckpoint.load` does; the tokenizer's fingerprint does not read the limit."""

@@ -136,6 +136,7 @@ def dpr(
 
     examples, docs = ([], []) if converting else (read_qa(train, fields), open_passages(passages))
     if not converting:  # as eval retrieval and train stitched: a mistyped id was dropped, its question counted or not
+        _refuse_no_gold_ids(examples, train, fields)
         check_gold_ids(examples, docs, train, f"--passages {passages}", fields)
         if hard_negatives_from == "given" and not no_hard_negatives:  # none there: a file for another corpus
             check_hard_negative_ids(examples, docs, train, f"--passages {passages}", fields)
@@ -166,6 +167,25 @@ def dpr(
                             rows + [[f"final loss (mean of last {FINAL_LOSS_STEPS} steps)", meta["final_loss"]],
                                     ["dim", meta["dim"]],
                                     ["context fingerprint", meta["ctx_fingerprint"]]]))
+
+
+def _refuse_no_gold_ids(examples, path, fields) -> None:
+    """Refuse a --train file none of whose questions names a gold passage id, at its first question's line: DPR's
+    older biencoder JSON carries contexts of title and text alone, which no passage is matched by (and
+    `train_dpr`'s own refusal, which has no file to name, blamed no line)."""
+    if not examples or any(ex.gold_passage_ids for ex in examples):
+        return
+    from lewisrag.data.io import InputError
+    from lewisrag.data.qa_formats import qa_records
+    from lewisrag.data.records import answer_sources
+
+    line = answer_sources(path, fields)[0][0]
+    first = next((rec for n, rec in qa_records(path) if n == line), {})
+    dpr = isinstance(first, dict) and "positive_ctxs" in first and not (fields or {}).get("gold_passage_ids")
+    raise InputError(path, "no training question names a gold passage id: "
+                     + ("DPR's contexts here carry title and text alone, which are not matched to --passages; give "
+                        "them passage_id" if dpr else "each needs the ids of its gold passages in --passages"),
+                     line=line, field="positive_ctxs[0].passage_id" if dpr else "gold_passage_ids")
 
 
 def rag(
